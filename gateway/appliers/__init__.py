@@ -1,0 +1,1 @@
+"""The dispatcher and the built-in appliers (see the applier framework issue)."""

@@ -1,0 +1,22 @@
+"""The ``gateway`` command line.
+
+Subcommand groups live in their own modules and are attached here; each command reports bad
+input as a one-line error on stderr with exit code 2 (``click.UsageError`` style), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import click
+
+from gateway import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gateway")
+def main() -> None:
+    """Gateway: multi-master replication gateway for heterogeneous stores."""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""Epoch-based conflict detection between replicating clusters (NDB$EPOCH style)."""
