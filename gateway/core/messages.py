@@ -1,0 +1,153 @@
+"""Type tags: one byte in front of a protobuf message says which message it is.
+
+Protobuf has no notion of a type-tagged union across top-level messages, so, as in the 2008
+binary log's transport frame, every record payload and every frame body is::
+
+    +----------+---------------------------+
+    | tag (u8) | serialized protobuf message |
+    +----------+---------------------------+
+
+``pack`` and ``unpack`` convert between a message and that byte string; ``TypeTag`` is the one
+registry of tags. Tags are never reused or renumbered once released.
+
+Tag ranges (so that areas can allocate without colliding):
+
+- 0 and 255: reserved, never valid (0 is what a zero-filled hole reads as);
+- 1-31: the log model (``proto/gateway/v1``);
+- 32-63: storage metadata (WAL index records and footers, manifests, SSTables);
+- 64-95: Raft state (hard state, snapshots, membership);
+- 96-127: conflict handling and appliers (exceptions, positions, dead letters);
+- 128-254: plugins and experiments.
+
+Errors (all are ``ValueError``)::
+
+    MessageDecodeError          the bytes are not a tagged message
+    ├── EmptyPayloadError       no tag byte at all
+    ├── UnknownTypeTagError     the tag is not in TypeTag
+    └── MalformedMessageError   the body does not parse as the tag's message
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from google.protobuf.message import DecodeError, Message
+
+from gateway.v1 import epoch_pb2, transaction_pb2
+
+__all__ = [
+    "EmptyPayloadError",
+    "MalformedMessageError",
+    "MessageDecodeError",
+    "TypeTag",
+    "UnknownTypeTagError",
+    "message_class",
+    "pack",
+    "tag_of",
+    "unpack",
+]
+
+
+class TypeTag(IntEnum):
+    """The type-tag byte of every tagged message; see the module docstring for the ranges."""
+
+    TRANSACTION = 1
+    """``gateway.v1.Transaction``: one segment of a transaction."""
+    EPOCH_MARKER = 2
+    """``gateway.v1.EpochMarker``: seals an epoch of one cluster's log."""
+    APPLY_STATUS = 3
+    """``gateway.v1.ApplyStatus``: a standalone reflected apply-status row."""
+
+
+_CLASSES: dict[TypeTag, type[Message]] = {
+    TypeTag.TRANSACTION: transaction_pb2.Transaction,
+    TypeTag.EPOCH_MARKER: epoch_pb2.EpochMarker,
+    TypeTag.APPLY_STATUS: epoch_pb2.ApplyStatus,
+}
+_TAGS: dict[type[Message], TypeTag] = {cls: tag for tag, cls in _CLASSES.items()}
+
+
+class MessageDecodeError(ValueError):
+    """The bytes are not a valid tagged message.
+
+    ``offset`` is the absolute position of the problem (``base_offset`` passed to ``unpack``
+    plus the position inside the payload); ``tag`` is the tag byte when one was read.
+    """
+
+    def __init__(self, reason: str, *, offset: int, tag: int | None = None) -> None:
+        self.reason = reason
+        self.offset = offset
+        self.tag = tag
+        super().__init__(f"{reason} at offset {offset}")
+
+
+class EmptyPayloadError(MessageDecodeError):
+    """The payload is empty: there is no type-tag byte."""
+
+
+class UnknownTypeTagError(MessageDecodeError):
+    """The type-tag byte names no registered message (a newer writer, or damage)."""
+
+
+class MalformedMessageError(MessageDecodeError):
+    """The body after a known tag does not parse as that tag's message."""
+
+
+def message_class(tag: int) -> type[Message]:
+    """Return the message class registered for ``tag``.
+
+    Raises ``UnknownTypeTagError`` (with ``offset`` 0: there is no stream here) if none is.
+    """
+    try:
+        return _CLASSES[TypeTag(tag)]
+    except ValueError:
+        raise UnknownTypeTagError(
+            f"unknown type tag {tag} (0x{tag:02x})", offset=0, tag=tag
+        ) from None
+
+
+def tag_of(message: Message) -> TypeTag:
+    """Return the tag of ``message``'s class; raise ``TypeError`` for an unregistered class."""
+    try:
+        return _TAGS[type(message)]
+    except KeyError:
+        raise TypeError(
+            f"{type(message).__qualname__} has no type tag; register it in TypeTag"
+        ) from None
+
+
+def pack(message: Message) -> bytes:
+    """Return the tag byte of ``message`` followed by its deterministic serialization.
+
+    Raises ``TypeError`` when the message's class has no tag.
+    """
+    tag = tag_of(message)
+    return bytes((tag,)) + message.SerializeToString(deterministic=True)
+
+
+def unpack(data: bytes | bytearray | memoryview, *, base_offset: int = 0) -> Message:
+    """Parse a tagged message produced by ``pack``.
+
+    ``base_offset`` is where ``data`` starts in its file or stream; it is only used to make
+    error offsets absolute. Raises a ``MessageDecodeError`` subclass (a ``ValueError``) naming
+    the problem and its offset: the tag byte's offset for a missing or unknown tag, the body's
+    first byte for a body that does not parse.
+    """
+    if len(data) == 0:
+        raise EmptyPayloadError("empty payload: no type tag", offset=base_offset)
+    tag = data[0]
+    try:
+        cls = _CLASSES[TypeTag(tag)]
+    except ValueError:
+        raise UnknownTypeTagError(
+            f"unknown type tag {tag} (0x{tag:02x})", offset=base_offset, tag=tag
+        ) from None
+    try:
+        return cls.FromString(bytes(data[1:]))
+    except DecodeError as exc:
+        raise MalformedMessageError(
+            f"type tag {TypeTag(tag).name}: body does not parse as "
+            f"{cls.DESCRIPTOR.full_name} ({exc})",
+            offset=base_offset + 1,
+            tag=tag,
+        ) from None
