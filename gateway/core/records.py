@@ -331,7 +331,9 @@ def search(
     window = k + 1
     # Invariant: every keyed record whose position is < lo has key < target.
     while hi - lo > 4096:
-        if interpolate is not None and lo_key is not None and hi_key is not None and hi_key > lo_key:
+        if interpolate is not None and lo_key is not None and hi_key is not None and (
+            hi_key > lo_key
+        ):
             frac = (interpolate(target) - lo_key) / (hi_key - lo_key)
             frac = min(max(frac, 0.125), 0.875)  # keep progress even on skewed keys
             mid = lo + int((hi - lo) * frac)
