@@ -265,11 +265,13 @@ def scan(buf: Any, start: int = 0, stop: int | None = None) -> Iterator[Record]:
 
 def _scan_accel(buf: Any, start: int, stop: int) -> Iterator[Record]:
     head = _first_nonzero_py(buf)
-    state = _accel.scan_start(buf, start, stop, head)  # type: ignore[union-attr]
     batch = _accel.scan_batch  # type: ignore[union-attr]
-    while state >= 0:
-        records, state = batch(buf, state, stop, Record, 4096)
+    while True:
+        records, resume = batch(buf, start, stop, head, Record, 4096)
         yield from records
+        if resume < 0:
+            return
+        start = resume
 
 
 def verify(buf: Any, start: int = 0, stop: int | None = None) -> StreamReport:

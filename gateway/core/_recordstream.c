@@ -1,0 +1,561 @@
+/*
+ * C accelerator for gateway.core.records: the hot loops of the stuffed record stream.
+ *
+ * The pure-Python code in records.py and stuffing.py is the specification; this module must
+ * produce identical bytes and identical records (tests/core/test_accelerator.py checks both
+ * on random and damaged inputs). Format summary (docs/formats/record-stream.md):
+ *
+ *   record  = stuff(crc:u32le | generation:u32le | payload) FE FD
+ *   crc     = CRC-32C, initial state 0, no final inversion, over the unstuffed record with
+ *             the crc field set to FF FF FF FF
+ *   stuff   = runs of literals, each preceded by its length (first: 1 byte <= 252, later:
+ *             2 bytes little-endian radix 253 <= 64008); a run shorter than its maximum is
+ *             implicitly followed by FE FD; the input is implicitly followed by one FE FD.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#define RADIX 253u
+#define MAX_INITIAL_RUN (RADIX - 1)
+#define MAX_REMAINING_RUN (RADIX * RADIX - 1)
+#define HEADER_SIZE 8
+
+/* ---------------------------------------------------------------- CRC-32C */
+
+static uint32_t crc_table[8][256];
+
+static void
+crc_table_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+		crc_table[0][i] = c;
+	}
+	for (uint32_t i = 0; i < 256; i++)
+		for (int t = 1; t < 8; t++)
+			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
+			    crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+/* Raw CRC-32C update (no inversions), slicing-by-8. */
+static uint32_t
+crc_sw(uint32_t crc, const uint8_t *p, size_t n)
+{
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		w ^= crc;
+		crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^
+		    crc_table[5][(w >> 16) & 0xFF] ^ crc_table[4][(w >> 24) & 0xFF] ^
+		    crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
+		    crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
+		p += 8;
+		n -= 8;
+	}
+	while (n--)
+		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+	return crc;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <nmmintrin.h>
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hw(uint32_t crc, const uint8_t *p, size_t n)
+{
+	uint64_t c = crc;
+	while (n >= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		c = _mm_crc32_u64(c, w);
+		p += 8;
+		n -= 8;
+	}
+	crc = (uint32_t)c;
+	while (n--)
+		crc = _mm_crc32_u8(crc, *p++);
+	return crc;
+}
+#define HAVE_CRC_HW 1
+#endif
+
+static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_sw;
+
+/* CRC of the unstuffed record `rec` (n >= 8 bytes) with its crc field read as FF FF FF FF. */
+static inline uint32_t
+record_crc(const uint8_t *rec, size_t n)
+{
+	static const uint8_t fill[4] = { 0xFF, 0xFF, 0xFF, 0xFF };
+	return crc_update(crc_update(0, fill, 4), rec + 4, n - 4);
+}
+
+/* ---------------------------------------------------------------- stuffing */
+
+/* First FE FD at or after p within [p, p + n); returns p + n if none. */
+static inline const uint8_t *
+find_sep(const uint8_t *p, size_t n)
+{
+	const uint8_t *end = p + n;
+	if (n < 2)
+		return end;
+	const uint8_t *last = end - 1; /* an FE here cannot start a full sequence */
+	while (p < last) {
+		const uint8_t *fe = memchr(p, 0xFE, (size_t)(last - p));
+		if (fe == NULL)
+			return end;
+		if (fe[1] == 0xFD)
+			return fe;
+		p = fe + 1;
+	}
+	return end;
+}
+
+static size_t
+stuffed_bound(size_t n)
+{
+	return n + 1 + 2 * (2 + n / MAX_REMAINING_RUN);
+}
+
+/* Encode src[0..n) into dst (at least stuffed_bound(n) bytes); returns bytes written. */
+static size_t
+stuff_into(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	uint8_t *out = dst;
+	int first = 1;
+	for (;;) {
+		size_t limit = first ? MAX_INITIAL_RUN : MAX_REMAINING_RUN;
+		size_t window = n < limit ? n : limit;
+		const uint8_t *hit = find_sep(src, window);
+		size_t run = (size_t)(hit - src);
+		if (first) {
+			*out++ = (uint8_t)run;
+		} else {
+			*out++ = (uint8_t)(run % RADIX);
+			*out++ = (uint8_t)(run / RADIX);
+		}
+		memcpy(out, src, run);
+		out += run;
+		src += run;
+		n -= run;
+		if (run < limit) {
+			if (n == 0)
+				break;
+			src += 2;
+			n -= 2;
+		}
+		first = 0;
+	}
+	return (size_t)(out - dst);
+}
+
+/* Decode; returns decoded size or -1 if malformed. dst must hold n bytes. */
+static Py_ssize_t
+unstuff_into(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	uint8_t *out = dst;
+	int first = 1;
+	for (;;) {
+		size_t limit, run;
+		if (first) {
+			if (n < 1)
+				return -1;
+			run = src[0];
+			src++;
+			n--;
+			limit = MAX_INITIAL_RUN;
+		} else {
+			if (n < 2)
+				return -1;
+			run = src[0] + RADIX * (size_t)src[1];
+			src += 2;
+			n -= 2;
+			limit = MAX_REMAINING_RUN;
+		}
+		if (run > limit || n < run)
+			return -1;
+		memcpy(out, src, run);
+		out += run;
+		src += run;
+		n -= run;
+		if (run < limit) {
+			if (n == 0)
+				break;
+			if (n < 2)
+				return -1;
+			*out++ = 0xFE;
+			*out++ = 0xFD;
+		}
+		first = 0;
+	}
+	return (Py_ssize_t)(out - dst);
+}
+
+/* ---------------------------------------------------------------- records */
+
+static int
+parse_generation(PyObject *obj, uint32_t *gen)
+{
+	unsigned long long v;
+	if (!PyLong_Check(obj)) {
+		PyErr_SetString(PyExc_TypeError, "generation must be an int");
+		return -1;
+	}
+	v = PyLong_AsUnsignedLongLong(obj);
+	if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "generation %R does not fit in 32 bits", obj);
+		return -1;
+	}
+	if (v > 0xFFFFFFFFull) {
+		PyErr_Format(PyExc_ValueError, "generation %R does not fit in 32 bits", obj);
+		return -1;
+	}
+	*gen = (uint32_t)v;
+	return 0;
+}
+
+/* Build header+payload in scratch, then stuff into out; returns bytes written incl. FE FD. */
+static size_t
+encode_one(uint8_t *out, uint8_t *scratch, const uint8_t *payload, size_t n, uint32_t gen)
+{
+	uint32_t crc;
+	scratch[4] = (uint8_t)gen;
+	scratch[5] = (uint8_t)(gen >> 8);
+	scratch[6] = (uint8_t)(gen >> 16);
+	scratch[7] = (uint8_t)(gen >> 24);
+	memcpy(scratch + HEADER_SIZE, payload, n);
+	crc = record_crc(scratch, n + HEADER_SIZE);
+	scratch[0] = (uint8_t)crc;
+	scratch[1] = (uint8_t)(crc >> 8);
+	scratch[2] = (uint8_t)(crc >> 16);
+	scratch[3] = (uint8_t)(crc >> 24);
+	size_t w = stuff_into(out, scratch, n + HEADER_SIZE);
+	out[w] = 0xFE;
+	out[w + 1] = 0xFD;
+	return w + 2;
+}
+
+static PyObject *
+py_encode_record(PyObject *self, PyObject *args)
+{
+	Py_buffer payload;
+	PyObject *gen_obj = NULL;
+	uint32_t gen = 0;
+	uint8_t stack_scratch[512];
+	uint8_t *scratch;
+	PyObject *result;
+
+	if (!PyArg_ParseTuple(args, "y*|O", &payload, &gen_obj))
+		return NULL;
+	if (gen_obj != NULL && parse_generation(gen_obj, &gen) < 0) {
+		PyBuffer_Release(&payload);
+		return NULL;
+	}
+	size_t n = (size_t)payload.len;
+	size_t rec = n + HEADER_SIZE;
+	scratch = rec <= sizeof(stack_scratch) ? stack_scratch : PyMem_Malloc(rec);
+	if (scratch == NULL) {
+		PyBuffer_Release(&payload);
+		return PyErr_NoMemory();
+	}
+	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec) + 2));
+	if (result != NULL) {
+		size_t w = encode_one((uint8_t *)PyBytes_AS_STRING(result), scratch,
+		    payload.buf, n, gen);
+		_PyBytes_Resize(&result, (Py_ssize_t)w);
+	}
+	if (scratch != stack_scratch)
+		PyMem_Free(scratch);
+	PyBuffer_Release(&payload);
+	return result;
+}
+
+static PyObject *
+py_encode_records(PyObject *self, PyObject *args)
+{
+	PyObject *seq, *gen_obj = NULL, *fast, *result = NULL;
+	uint32_t gen = 0;
+	Py_ssize_t count, i;
+	size_t total = 0, max_rec = 0, pos = 0;
+	uint8_t *scratch = NULL;
+
+	if (!PyArg_ParseTuple(args, "O|O", &seq, &gen_obj))
+		return NULL;
+	if (gen_obj != NULL && parse_generation(gen_obj, &gen) < 0)
+		return NULL;
+	fast = PySequence_Fast(seq, "payloads must be a sequence of bytes");
+	if (fast == NULL)
+		return NULL;
+	count = PySequence_Fast_GET_SIZE(fast);
+	for (i = 0; i < count; i++) {
+		PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+		if (!PyBytes_Check(item)) {
+			PyErr_Format(PyExc_TypeError, "payload %zd is not bytes", i);
+			goto done;
+		}
+		size_t rec = (size_t)PyBytes_GET_SIZE(item) + HEADER_SIZE;
+		total += stuffed_bound(rec) + 2;
+		if (rec > max_rec)
+			max_rec = rec;
+	}
+	scratch = PyMem_Malloc(max_rec ? max_rec : 1);
+	if (scratch == NULL) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+	if (result == NULL)
+		goto done;
+	for (i = 0; i < count; i++) {
+		PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+		pos += encode_one((uint8_t *)PyBytes_AS_STRING(result) + pos, scratch,
+		    (const uint8_t *)PyBytes_AS_STRING(item), (size_t)PyBytes_GET_SIZE(item), gen);
+	}
+	_PyBytes_Resize(&result, (Py_ssize_t)pos);
+done:
+	PyMem_Free(scratch);
+	Py_DECREF(fast);
+	return result;
+}
+
+/*
+ * Decode one chunk (stuffed bytes between separators). On success sets *gen and returns a new
+ * bytes object with the payload; returns Py_None (borrowed, not incref'd) when invalid; NULL on
+ * memory error.
+ */
+static PyObject *
+decode_chunk(const uint8_t *p, size_t n, uint32_t *gen)
+{
+	if (n < 9)
+		return Py_None;
+	if (n <= MAX_INITIAL_RUN && p[0] == n - 1) {
+		/* One terminal run: the record is p[1..n). */
+		uint32_t crc;
+		const uint8_t *rec = p + 1;
+		memcpy(&crc, rec, 4);
+		if (record_crc(rec, n - 1) != crc)
+			return Py_None;
+		memcpy(gen, rec + 4, 4);
+		return PyBytes_FromStringAndSize((const char *)rec + HEADER_SIZE,
+		    (Py_ssize_t)(n - 1 - HEADER_SIZE));
+	}
+	uint8_t stack[1024];
+	uint8_t *buf = n <= sizeof(stack) ? stack : PyMem_Malloc(n);
+	PyObject *out = Py_None;
+	if (buf == NULL)
+		return PyErr_NoMemory();
+	Py_ssize_t m = unstuff_into(buf, p, n);
+	if (m >= HEADER_SIZE) {
+		uint32_t crc;
+		memcpy(&crc, buf, 4);
+		if (record_crc(buf, (size_t)m) == crc) {
+			memcpy(gen, buf + 4, 4);
+			out = PyBytes_FromStringAndSize((const char *)buf + HEADER_SIZE,
+			    m - HEADER_SIZE);
+		}
+	}
+	if (buf != stack)
+		PyMem_Free(buf);
+	return out;
+}
+
+static PyObject *
+py_decode_record(PyObject *self, PyObject *args)
+{
+	Py_buffer chunk;
+	uint32_t gen = 0;
+	PyObject *payload, *result;
+
+	if (!PyArg_ParseTuple(args, "y*", &chunk))
+		return NULL;
+	payload = decode_chunk(chunk.buf, (size_t)chunk.len, &gen);
+	PyBuffer_Release(&chunk);
+	if (payload == NULL)
+		return NULL;
+	if (payload == Py_None)
+		Py_RETURN_NONE;
+	result = Py_BuildValue("(kN)", (unsigned long)gen, payload);
+	return result;
+}
+
+static PyObject *
+make_record(PyObject *cls, Py_ssize_t offset, Py_ssize_t end, uint32_t gen, PyObject *payload,
+    Py_ssize_t position)
+{
+	PyObject *items, *args, *rec;
+	items = Py_BuildValue("(nnkNn)", offset, end, (unsigned long)gen, payload, position);
+	if (items == NULL)
+		return NULL;
+	args = PyTuple_Pack(1, items);
+	Py_DECREF(items);
+	if (args == NULL)
+		return NULL;
+	/* tuple.__new__(cls, items): builds the NamedTuple without running Python code. */
+	rec = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
+	Py_DECREF(args);
+	return rec;
+}
+
+/*
+ * scan_batch(buf, start, stop, head, cls, max_records) -> (list, resume)
+ *
+ * Reads the chunks whose position is in [start, stop) (see records._chunks_py; head is the
+ * first nonzero byte of buf) and returns up to max_records valid records as cls instances.
+ * resume is the position to pass as start to continue, or -1 when the range is exhausted.
+ */
+static PyObject *
+py_scan_batch(PyObject *self, PyObject *args)
+{
+	Py_buffer view;
+	Py_ssize_t start, stop, head, max_records;
+	PyObject *cls, *list = NULL, *result = NULL;
+	Py_ssize_t resume = -1;
+
+	if (!PyArg_ParseTuple(args, "y*nnnOn", &view, &start, &stop, &head, &cls, &max_records))
+		return NULL;
+	if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+		PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
+		goto out;
+	}
+	list = PyList_New(0);
+	if (list == NULL)
+		goto out;
+	{
+		const uint8_t *base = view.buf;
+		Py_ssize_t n = view.len;
+		Py_ssize_t pos = start > head ? start : head;
+		Py_ssize_t data, position, found = 0;
+		if (stop > n)
+			stop = n;
+		if (pos >= stop)
+			goto finish;
+		if (pos == head) {
+			data = pos;
+			position = pos;
+		} else {
+			const uint8_t *sep = find_sep(base + pos, (size_t)(n - pos));
+			Py_ssize_t s = sep - base;
+			if (s >= n || s >= stop)
+				goto finish;
+			data = s + 2;
+			position = s;
+		}
+		for (;;) {
+			const uint8_t *nx = find_sep(base + data, (size_t)(n - data));
+			Py_ssize_t next = nx - base;
+			uint32_t gen = 0;
+			PyObject *payload;
+			if (found == max_records) {
+				resume = position;
+				break;
+			}
+			payload = decode_chunk(base + data, (size_t)(next - data), &gen);
+			if (payload == NULL)
+				goto out;
+			if (payload != Py_None) {
+				PyObject *rec = make_record(cls, data, next, gen, payload, position);
+				if (rec == NULL || PyList_Append(list, rec) < 0) {
+					Py_XDECREF(rec);
+					goto out;
+				}
+				Py_DECREF(rec);
+				found++;
+			}
+			if (next >= stop || next >= n)
+				break;
+			position = next;
+			data = next + 2;
+		}
+	}
+finish:
+	result = Py_BuildValue("(On)", list, resume);
+out:
+	Py_XDECREF(list);
+	PyBuffer_Release(&view);
+	return result;
+}
+
+static PyObject *
+py_stuff(PyObject *self, PyObject *args)
+{
+	Py_buffer in;
+	PyObject *result;
+	if (!PyArg_ParseTuple(args, "y*", &in))
+		return NULL;
+	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)stuffed_bound((size_t)in.len));
+	if (result != NULL) {
+		size_t w = stuff_into((uint8_t *)PyBytes_AS_STRING(result), in.buf, (size_t)in.len);
+		_PyBytes_Resize(&result, (Py_ssize_t)w);
+	}
+	PyBuffer_Release(&in);
+	return result;
+}
+
+static PyObject *
+py_unstuff(PyObject *self, PyObject *args)
+{
+	Py_buffer in;
+	PyObject *result;
+	if (!PyArg_ParseTuple(args, "y*", &in))
+		return NULL;
+	result = PyBytes_FromStringAndSize(NULL, in.len);
+	if (result != NULL) {
+		Py_ssize_t m = unstuff_into((uint8_t *)PyBytes_AS_STRING(result), in.buf,
+		    (size_t)in.len);
+		if (m < 0) {
+			Py_CLEAR(result);
+			PyErr_SetString(PyExc_ValueError, "malformed word-stuffed encoding");
+		} else {
+			_PyBytes_Resize(&result, m);
+		}
+	}
+	PyBuffer_Release(&in);
+	return result;
+}
+
+static PyObject *
+py_crc32c_raw(PyObject *self, PyObject *args)
+{
+	Py_buffer in;
+	unsigned long state = 0;
+	uint32_t crc;
+	if (!PyArg_ParseTuple(args, "y*|k", &in, &state))
+		return NULL;
+	crc = crc_update((uint32_t)state, in.buf, (size_t)in.len);
+	PyBuffer_Release(&in);
+	return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef methods[] = {
+	{ "encode_record", py_encode_record, METH_VARARGS, "encode_record(payload, generation=0)" },
+	{ "encode_records", py_encode_records, METH_VARARGS, "encode_records(payloads, generation=0)" },
+	{ "decode_record", py_decode_record, METH_VARARGS, "decode_record(stuffed) -> (gen, payload) | None" },
+	{ "scan_batch", py_scan_batch, METH_VARARGS, "scan_batch(buf, start, stop, head, cls, max)" },
+	{ "stuff", py_stuff, METH_VARARGS, "stuff(data) -> bytes" },
+	{ "unstuff", py_unstuff, METH_VARARGS, "unstuff(data) -> bytes (ValueError if malformed)" },
+	{ "crc32c_raw", py_crc32c_raw, METH_VARARGS, "crc32c_raw(data, state=0) -> int" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "_recordstream",
+	"C accelerator for gateway.core.records (see records.py for the specification).", -1,
+	methods,
+};
+
+PyMODINIT_FUNC
+PyInit__recordstream(void)
+{
+	crc_table_init();
+#ifdef HAVE_CRC_HW
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("sse4.2"))
+		crc_update = crc_hw;
+#endif
+	return PyModule_Create(&module);
+}
