@@ -10,12 +10,16 @@ from __future__ import annotations
 import click
 
 from gateway import __version__
+from gateway.cli_log import log
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gateway")
 def main() -> None:
     """Gateway: multi-master replication gateway for heterogeneous stores."""
+
+
+main.add_command(log)
 
 
 if __name__ == "__main__":  # pragma: no cover
