@@ -247,6 +247,15 @@ class FrameReader:
         return self
 
     def __next__(self) -> Frame:
+        if self._pos < len(self._buf):
+            # Fast path: the whole frame is usually buffered already.
+            try:
+                tag, message, end = decode_frame(self._buf, self._pos, base_offset=self._base)
+            except TruncatedFrameError:
+                pass
+            else:
+                if len(message) <= self._max_length:
+                    return self._advance(tag, message, end)
         if not self._fill(1):
             raise StopIteration
         first = self._buf[self._pos]
@@ -259,7 +268,13 @@ class FrameReader:
             )
         self._fill(body - self._pos + 1 + length + CRC_SIZE)
         tag, message, end = decode_frame(self._buf, self._pos, base_offset=self._base)
-        frame = Frame(offset=where, type_tag=tag, message=message, size=end - self._pos)
+        return self._advance(tag, message, end)
+
+    def _advance(self, tag: int, message: bytes, end: int) -> Frame:
+        """Return the frame ending at ``end`` and move past it, trimming consumed bytes."""
+        frame = Frame(
+            offset=self._base + self._pos, type_tag=tag, message=message, size=end - self._pos
+        )
         self._pos = end
         if self._pos >= self._chunk_size:
             del self._buf[: self._pos]
