@@ -8,6 +8,7 @@ is why lengths of 2**31 and more are refused: the seed would misread them.
 from __future__ import annotations
 
 import io
+import socket
 import zlib
 
 import pytest
@@ -395,3 +396,16 @@ def test_reader_offset_property_tracks_the_next_frame() -> None:
     reader = FrameReader(io.BytesIO(data), offset=100)
     next(reader)
     assert reader.offset == 100 + offsets[1]
+
+
+def test_reader_over_a_socket_yields_a_frame_before_the_peer_closes() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        right.settimeout(5)
+        left.sendall(encode_frame(1, b"ping"))
+        with right.makefile("rb") as stream:
+            reader = FrameReader(stream)
+            assert next(reader).message == b"ping"  # would time out if it waited for 64 KiB
+            left.sendall(encode_frame(2, b"pong"))
+            left.shutdown(socket.SHUT_WR)
+            assert [f.message for f in reader] == [b"pong"]
