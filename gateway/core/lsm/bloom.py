@@ -1,0 +1,111 @@
+"""Blocked bloom filter with one 64-bit word per probe.
+
+A key is hashed once with two C-speed 32-bit hashes: ``h1 = crc32c(key)`` picks the word
+(``h1 % nwords``) and the top 14 bits of ``h2 = zlib.crc32(key)`` pick one of 16384 precomputed
+masks of ``K`` bits. Membership is ``words[h1 % nwords] & mask == mask``: one array lookup and
+two integer operations in Python, versus a loop of k bit probes in a classic filter. With 12
+bits per key and ``K = 6`` the false-positive rate is about 1% (a blocked filter pays ~0.2
+points over a classic one for the speed).
+
+The hashes are computed once per lookup (:func:`key_hash`) and shared by every table probed,
+so a miss across ten tables costs one hash and ten word tests.
+
+Contract: no false negatives for keys added with :meth:`BloomBuilder.add_keys`; the masks and
+hashes are part of the on-disk format (``docs/formats/sstable.md``) and never change for
+format version 1.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Iterable
+
+import crc32c as _crc32c
+
+from gateway.core.lsm.format import TAG_BLOOM
+
+__all__ = ["BITS_PER_KEY", "MASKS", "BloomBuilder", "K", "decode_bloom", "key_hash"]
+
+BITS_PER_KEY = 12
+K = 6
+MASK_BITS = 14
+_SHIFT = 32 - MASK_BITS
+_crc = _crc32c.crc32c
+_zcrc = zlib.crc32
+_HEAD = struct.Struct("<BBBI")
+_LITTLE = sys.byteorder == "little"
+
+
+def _build_masks() -> list[int]:
+    """The 2**14 masks: mask j sets K distinct bits drawn from a splitmix64 stream seeded by j."""
+    masks = []
+    for j in range(1 << MASK_BITS):
+        x = j
+        mask = 0
+        bits = 0
+        while bits < K:
+            x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+            z = x
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+            z ^= z >> 31
+            bit = 1 << (z & 63)
+            if not mask & bit:
+                mask |= bit
+                bits += 1
+        masks.append(mask)
+    return masks
+
+
+MASKS: list[int] = _build_masks()
+
+
+def key_hash(key: bytes) -> tuple[int, int]:
+    """Return ``(h1, mask)`` for ``key``: the word selector and the bit mask to test."""
+    return _crc(key), MASKS[_zcrc(key) >> _SHIFT]
+
+
+class BloomBuilder:
+    """Collects key hashes (8 bytes per key) and builds the filter once the count is known."""
+
+    def __init__(self) -> None:
+        self._h1 = array("I")
+        self._h2 = array("I")
+
+    def add_keys(self, keys: Iterable[bytes] | list[bytes]) -> None:
+        """Add every key of ``keys`` (any order, duplicates allowed)."""
+        self._h1.extend(map(_crc, keys))
+        self._h2.extend(map(_zcrc, keys))
+
+    def __len__(self) -> int:
+        return len(self._h1)
+
+    def finish(self) -> bytes:
+        """Return the bloom record payload (tag, version, K, nwords, words)."""
+        n = len(self._h1)
+        nwords = max(1, (n * BITS_PER_KEY + 63) // 64)
+        words = [0] * nwords
+        masks = MASKS
+        for h1, h2 in zip(self._h1, self._h2, strict=False):
+            words[h1 % nwords] |= masks[h2 >> _SHIFT]
+        arr = array("Q", words)
+        if not _LITTLE:  # pragma: no cover
+            arr.byteswap()
+        return _HEAD.pack(TAG_BLOOM, 1, K, nwords) + arr.tobytes()
+
+
+def decode_bloom(payload: bytes) -> array:
+    """Return the filter words of a bloom record payload; ``ValueError`` if malformed."""
+    tag, version, k, nwords = _HEAD.unpack_from(payload)
+    if tag != TAG_BLOOM or version != 1 or k != K:
+        raise ValueError(f"not a version-1 bloom record (tag {tag:#x}, version {version}, k {k})")
+    if len(payload) != _HEAD.size + 8 * nwords or nwords == 0:
+        raise ValueError(f"bloom record of {len(payload)} bytes does not hold {nwords} words")
+    arr = array("Q")
+    arr.frombytes(payload[_HEAD.size :])
+    if not _LITTLE:  # pragma: no cover
+        arr.byteswap()
+    return arr

@@ -1,0 +1,194 @@
+"""Constants and codecs shared by the LSM writers and readers (the "one small header").
+
+Every LSM file is a stuffed record stream (:mod:`gateway.core.records`); each record payload
+starts with a type-tag byte from the range ``0xE0``-``0xEF``, reserved for LSM-internal records
+(see ``docs/formats/sstable.md``). The bodies are fixed little-endian layouts rather than
+protobuf: data blocks are decoded on the read path of every cache miss, and a single
+``struct.unpack_from`` per block is what keeps that path fast in Python.
+
+Stored value (the *cell*) of every key, in memtables, blocks and the WAL::
+
+    flags:u8 [epoch:u64 author:u32 commit_ts:u64] value-bytes
+
+``flags`` bit 0 marks a tombstone (no value bytes), bit 1 says the 20 metadata bytes follow.
+A cell with all metadata zero omits them, so a plain ``put`` costs one byte of overhead.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from typing import NamedTuple
+
+__all__ = [
+    "FLAG_META",
+    "FLAG_TOMBSTONE",
+    "TAG_BLOCK",
+    "TAG_BLOOM",
+    "TAG_FOOTER",
+    "TAG_INDEX",
+    "TAG_MANIFEST_EDIT",
+    "TAG_SNAPSHOT_FILE",
+    "TAG_SNAPSHOT_HEADER",
+    "TAG_TABLE_HEADER",
+    "TAG_WAL_BATCH",
+    "TOMBSTONE",
+    "Entry",
+    "decode_block",
+    "decode_pairs",
+    "encode_block",
+    "encode_cell",
+    "encode_pairs",
+    "entry_of",
+    "value_of",
+]
+
+#: SSTable header record: magic and format version (first record of every table).
+TAG_TABLE_HEADER = 0xE0
+#: SSTable data block: many sorted key/cell pairs.
+TAG_BLOCK = 0xE1
+#: SSTable sparse index: last key, offset and length of every data block.
+TAG_INDEX = 0xE2
+#: SSTable bloom filter.
+TAG_BLOOM = 0xE3
+#: SSTable footer: where the index and bloom records are, key range and counts.
+TAG_FOOTER = 0xE4
+#: Manifest version edit (JSON body).
+TAG_MANIFEST_EDIT = 0xE8
+#: Optional write-ahead log: one atomic write batch.
+TAG_WAL_BATCH = 0xE9
+#: Snapshot export: header (applied index, layout) and one record per file with its checksum.
+TAG_SNAPSHOT_HEADER = 0xEC
+TAG_SNAPSHOT_FILE = 0xED
+
+FLAG_TOMBSTONE = 0x01
+FLAG_META = 0x02
+_META = struct.Struct("<BQIQ")
+_META_SIZE = _META.size  # 21: flags + 20 metadata bytes
+#: The cell of a delete without metadata.
+TOMBSTONE = b"\x01"
+_PLAIN = b"\x00"
+_U64 = (1 << 64) - 1
+_U32 = (1 << 32) - 1
+
+
+class Entry(NamedTuple):
+    """A live row as stored: value plus the conflict-detection metadata written with it."""
+
+    value: bytes
+    epoch: int
+    author: int
+    commit_ts: int
+
+
+def encode_cell(value: bytes | None, epoch: int = 0, author: int = 0, commit_ts: int = 0) -> bytes:
+    """Return the stored cell for ``value`` (``None`` = tombstone) with its metadata.
+
+    Raises ``struct.error`` when a metadata field is out of range (callers validate first).
+    """
+    if epoch or author or commit_ts:
+        flags = FLAG_META if value is not None else FLAG_META | FLAG_TOMBSTONE
+        head = _META.pack(flags, epoch, author, commit_ts)
+        return head if value is None else head + value
+    if value is None:
+        return TOMBSTONE
+    return _PLAIN + value
+
+
+def value_of(cell: bytes) -> bytes | None:
+    """The value stored in ``cell``, or ``None`` for a tombstone."""
+    flags = cell[0]
+    if flags == 0:
+        return cell[1:]
+    if flags & FLAG_TOMBSTONE:
+        return None
+    return cell[_META_SIZE:]
+
+
+def entry_of(cell: bytes) -> Entry | None:
+    """The :class:`Entry` stored in ``cell``, or ``None`` for a tombstone."""
+    flags = cell[0]
+    if flags & FLAG_TOMBSTONE:
+        return None
+    if flags & FLAG_META:
+        _, epoch, author, commit_ts = _META.unpack_from(cell)
+        return Entry(cell[_META_SIZE:], epoch, author, commit_ts)
+    return Entry(cell[1:], 0, 0, 0)
+
+
+def check_metadata(epoch: int, author: int, commit_ts: int) -> None:
+    """Raise ``ValueError`` unless the metadata fits its fields (u64, u32, u64)."""
+    if not (0 <= epoch <= _U64 and 0 <= author <= _U32 and 0 <= commit_ts <= _U64):
+        raise ValueError(
+            f"metadata out of range: epoch={epoch} (u64), author={author} (u32), "
+            f"commit_ts={commit_ts} (u64)"
+        )
+
+
+# --- data blocks -------------------------------------------------------------------------------
+#
+# Block payload: tag:u8 count:u32 lengths:(klen:u32 clen:u32)*count then k0 c0 k1 c1 ...
+# The lengths array doubles as the cache key of a precompiled struct that cuts all keys and cells
+# out of the block in one C call; blocks of equal shape (the common case) share one struct.
+
+_COUNT = struct.Struct("<I")
+_LITTLE = sys.byteorder == "little"
+_SHAPES: dict[bytes, struct.Struct] = {}
+_MAX_SHAPES = 4096
+
+
+def encode_pairs(keys: list[bytes], cells: list[bytes]) -> bytes:
+    """Return ``count:u32 (klen:u32 clen:u32)*count k0 c0 k1 c1 ...`` for the pairs."""
+    n = len(keys)
+    lens = [0] * (2 * n)
+    lens[0::2] = map(len, keys)
+    lens[1::2] = map(len, cells)
+    arr = array("I", lens)
+    if not _LITTLE:  # pragma: no cover - big-endian hosts
+        arr.byteswap()
+    parts: list[bytes] = [b""] * (2 * n)
+    parts[0::2] = keys
+    parts[1::2] = cells
+    return _COUNT.pack(n) + arr.tobytes() + b"".join(parts)
+
+
+def decode_pairs(buf: bytes, offset: int = 0) -> tuple[list[bytes], list[bytes]]:
+    """Inverse of :func:`encode_pairs` for ``buf[offset:]`` (which must end with the pairs).
+
+    Raises ``ValueError`` or ``struct.error`` when the bytes are not well-formed pairs.
+    """
+    (n,) = _COUNT.unpack_from(buf, offset)
+    start = offset + 4 + 8 * n
+    shape = buf[offset + 4 : start]
+    if len(shape) != 8 * n:
+        raise ValueError(f"{n} pairs announced, lengths are cut short")
+    st = _SHAPES.get(shape)
+    if st is None:
+        arr = array("I")
+        arr.frombytes(shape)
+        if not _LITTLE:  # pragma: no cover
+            arr.byteswap()
+        st = struct.Struct("<" + "".join(map("{}s".format, arr)))
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        _SHAPES[shape] = st
+    if start + st.size != len(buf):
+        raise ValueError(f"{n} pairs hold {len(buf) - start} data bytes, lengths say {st.size}")
+    parts = st.unpack_from(buf, start)
+    return list(parts[0::2]), list(parts[1::2])
+
+
+_BLOCK_TAG = bytes([TAG_BLOCK])
+
+
+def encode_block(keys: list[bytes], cells: list[bytes]) -> bytes:
+    """Return the payload of a data block: tag ``0xE1`` then the pairs (keys sorted)."""
+    return _BLOCK_TAG + encode_pairs(keys, cells)
+
+
+def decode_block(payload: bytes) -> tuple[list[bytes], list[bytes]]:
+    """Split a data block payload into ``(keys, cells)``; ``ValueError`` if malformed."""
+    if not payload or payload[0] != TAG_BLOCK:
+        raise ValueError(f"record tag {payload[:1].hex() or 'none'} is not a data block")
+    return decode_pairs(payload, 1)

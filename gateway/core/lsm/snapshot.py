@@ -1,0 +1,142 @@
+"""Point-in-time snapshots: reads that ignore every later write, flush and compaction.
+
+A snapshot holds the frozen memtables and the :class:`~.version.Version` current when it was
+taken. Tables keep their ``mmap`` while referenced, and POSIX keeps an unlinked file's pages
+for as long as they are mapped, so compaction may delete the files under a snapshot without
+disturbing it. Closing the snapshot (or the store) releases them; reading through a snapshot of
+a closed store raises :class:`~.errors.StoreClosedError`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from gateway.core.lsm.errors import StoreClosedError
+from gateway.core.lsm.format import FLAG_TOMBSTONE, Entry, entry_of
+from gateway.core.lsm.memtable import Memtable
+from gateway.core.lsm.merge import Block, merge_runs
+from gateway.core.lsm.version import Version
+
+if TYPE_CHECKING:
+    from gateway.core.lsm.store import LSMStore
+
+__all__ = ["Snapshot"]
+
+_RUN = 256
+
+
+def _memtable_chunks(mem: Memtable, start: bytes | None, end: bytes | None) -> Iterator[Block]:
+    keys, cells = mem.sorted_items()
+    lo = 0 if start is None else bisect_left(keys, start)
+    hi = len(keys) if end is None else bisect_left(keys, end)
+    for i in range(lo, hi, _RUN):
+        j = min(hi, i + _RUN)
+        yield keys[i:j], cells[i:j]
+
+
+class Snapshot:
+    """A consistent read-only view; see the module docstring."""
+
+    def __init__(self, store: LSMStore, memtables: list[Memtable], version: Version) -> None:
+        self._store = store
+        self._mems = memtables  # newest first
+        self._version: Version | None = version
+        self.applied_index = max([version.applied_index, *(m.max_log_index for m in memtables)])
+
+    def _live(self) -> Version:
+        if self._version is None:
+            raise StoreClosedError("the snapshot is closed")
+        if self._store._closed:
+            raise StoreClosedError("the store is closed")
+        return self._version
+
+    def _cell(self, key: bytes) -> bytes | None:
+        version = self._live()
+        for mem in self._mems:
+            cell = mem.data.get(key)
+            if cell is not None:
+                return cell
+        return version.get(key)
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key`` as of the snapshot, or ``None``."""
+        cell = self._cell(key)
+        if cell is None or cell[0] & FLAG_TOMBSTONE:
+            return None
+        return cell[1:] if cell[0] == 0 else cell[21:]
+
+    def get_entry(self, key: bytes) -> Entry | None:
+        """The value and row metadata of ``key`` as of the snapshot, or ``None``."""
+        cell = self._cell(key)
+        return None if cell is None else entry_of(cell)
+
+    def _runs(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
+        version = self._live()
+        sources = [_memtable_chunks(m, start, end) for m in self._mems]
+        sources += version.sources(start, end)
+        for run in merge_runs(sources):
+            if self._store._closed:
+                raise StoreClosedError("the store is closed")
+            yield run
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Live ``(key, value)`` pairs with ``start <= key < end``, in key order."""
+        for keys, cells in self._runs(start, end):
+            for key, cell in zip(keys, cells, strict=False):
+                flags = cell[0]
+                if flags == 0:
+                    yield key, cell[1:]
+                elif not flags & FLAG_TOMBSTONE:
+                    yield key, cell[21:]
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Live pairs whose key starts with ``prefix``."""
+        from gateway.core.lsm.store import prefix_end
+
+        return self.scan(prefix, prefix_end(prefix))
+
+    def scan_entries(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, Entry]]:
+        """Live ``(key, Entry)`` pairs with ``start <= key < end``, in key order."""
+        for keys, cells in self._runs(start, end):
+            for key, cell in zip(keys, cells, strict=False):
+                entry = entry_of(cell)
+                if entry is not None:
+                    yield key, entry
+
+    def _scan_owned(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`scan` that closes this snapshot when the iteration ends."""
+        try:
+            yield from self.scan(start, end)
+        finally:
+            self.close()
+
+    def _scan_entries_owned(
+        self, start: bytes | None, end: bytes | None
+    ) -> Iterator[tuple[bytes, Entry]]:
+        try:
+            yield from self.scan_entries(start, end)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the memtables and tables (idempotent)."""
+        self._version = None
+        self._mems = []
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,264 @@
+"""Reads one SSTable through ``mmap``: footer, sparse index and bloom filter in memory, data
+blocks decoded on demand and kept in the shared :class:`~gateway.core.lsm.cache.BlockCache`.
+
+Opening a table checks every metadata record (header, index, bloom, footer) by its CRC and
+its structure; each data block is checked by its CRC when it is read (and against the index's
+last key). Any failure raises :class:`~gateway.core.lsm.errors.CorruptionError` naming the file
+and the byte offset of the bad record; wrong data is never returned. :meth:`verify_all` checks
+every block up front (``gateway store verify`` and ``paranoid_checks``).
+
+Memory: the index costs one key per block (~``entries / 30`` keys for 4 KiB blocks), the
+bloom filter 12 bits per key; both are proportional to the data, as RocksDB's unpartitioned
+index and filter are.
+
+Thread-safety: readers are immutable after open; concurrent ``get``/``chunks`` are safe. The
+mapping stays valid after the file is unlinked by compaction (POSIX), which is what keeps
+snapshot iterators valid while compaction runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+
+from gateway.core.lsm.bloom import decode_bloom
+from gateway.core.lsm.cache import PAIR_OVERHEAD, BlockCache
+from gateway.core.lsm.errors import CorruptionError
+from gateway.core.lsm.format import TAG_FOOTER, TAG_INDEX, TAG_TABLE_HEADER, decode_block
+from gateway.core.lsm.sstable_writer import FOOTER, MAGIC, TableMeta
+from gateway.core.records import SEPARATOR, decode_record, first_nonzero
+
+__all__ = ["SSTableReader"]
+
+_INDEX_HEAD = struct.Struct("<BI")
+_HEADER = struct.Struct("<B6sQ")
+_LITTLE = sys.byteorder == "little"
+_ids = itertools.count(1)
+Block = tuple[list[bytes], list[bytes]]
+
+
+class SSTableReader:
+    """An open, verified-at-open table. See the module docstring for contracts."""
+
+    def __init__(self, path: str, number: int, cache: BlockCache) -> None:
+        self.path = path
+        self.number = number
+        self._cache = cache
+        self._id = next(_ids)
+        self._blocks: dict[int, Block] = {}
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            if size < 4:
+                raise CorruptionError(path, 0, f"file of {size} bytes is too short for a table")
+            self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        try:
+            self._open(size)
+        except BaseException:
+            self._mm.close()
+            raise
+        self.size = size
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _record(self, offset: int, length: int, what: str) -> bytes:
+        """Payload of the record whose stuffed bytes are ``[offset, offset + length)``."""
+        mm = self._mm
+        if (
+            offset < 2
+            or offset + length + 2 > len(mm)
+            or mm[offset - 2 : offset] != SEPARATOR
+            or mm[offset + length : offset + length + 2] != SEPARATOR
+        ):
+            raise CorruptionError(self.path, offset, f"{what}: no record at this offset")
+        decoded = decode_record(mm[offset : offset + length])
+        if decoded is None:
+            raise CorruptionError(self.path, offset, f"{what} fails its checksum")
+        return decoded[1]
+
+    def _open(self, size: int) -> None:
+        mm = self._mm
+        path = self.path
+        if mm[size - 2 : size] != SEPARATOR:
+            raise CorruptionError(
+                path, size, "file does not end with a record separator (truncated)"
+            )
+        sep = mm.rfind(SEPARATOR, 0, size - 2)
+        if sep < 0:
+            raise CorruptionError(path, 0, "no footer record")
+        footer_at = sep + 2
+        footer = self._record(footer_at, size - 2 - footer_at, "footer")
+        try:
+            (tag, magic, iat, ilen, bat, blen, entries, nblocks, slen) = FOOTER.unpack_from(footer)
+        except struct.error:
+            raise CorruptionError(path, footer_at, "footer record is too short") from None
+        if tag != TAG_FOOTER or magic != MAGIC:
+            raise CorruptionError(path, footer_at, f"not a table footer (tag {tag:#x})")
+        keys = footer[FOOTER.size :]
+        if slen > len(keys):
+            raise CorruptionError(path, footer_at, "footer key lengths overrun the record")
+        self.smallest, self.largest, self.entries = keys[:slen], keys[slen:], entries
+        head_at = first_nonzero(mm) + 2
+        head_end = mm.find(SEPARATOR, head_at)
+        header = self._record(head_at, head_end - head_at, "table header")
+        if len(header) != _HEADER.size or _HEADER.unpack(header)[:2] != (TAG_TABLE_HEADER, MAGIC):
+            raise CorruptionError(path, head_at, "not an SSTable header record")
+        index = self._record(iat, ilen, "index")
+        try:
+            self._parse_index(index, nblocks)
+        except (ValueError, struct.error, IndexError) as e:
+            raise CorruptionError(path, iat, f"malformed index record: {e}") from None
+        if self._offsets and (self._offsets[0] < head_end or self._offsets[-1] >= iat):
+            raise CorruptionError(path, iat, "index points outside the data area")
+        if nblocks and (self._index_keys[-1] != self.largest):
+            raise CorruptionError(path, iat, "index disagrees with the footer's key range")
+        try:
+            self.bloom = decode_bloom(self._record(bat, blen, "bloom filter"))
+        except ValueError as e:
+            raise CorruptionError(path, bat, f"malformed bloom record: {e}") from None
+        self.nwords = len(self.bloom)
+
+    def _parse_index(self, index: bytes, nblocks: int) -> None:
+        tag, n = _INDEX_HEAD.unpack_from(index)
+        if tag != TAG_INDEX or n != nblocks:
+            raise ValueError(f"tag {tag:#x}, {n} blocks (footer says {nblocks})")
+        pos = _INDEX_HEAD.size
+        offsets = array("Q")
+        offsets.frombytes(index[pos : pos + 8 * n])
+        pos += 8 * n
+        lengths = array("I")
+        lengths.frombytes(index[pos : pos + 4 * n])
+        pos += 4 * n
+        klens = array("I")
+        klens.frombytes(index[pos : pos + 4 * n])
+        pos += 4 * n
+        if not _LITTLE:  # pragma: no cover
+            for a in (offsets, lengths, klens):
+                a.byteswap()
+        if len(klens) != n or pos + sum(klens) != len(index):
+            raise ValueError("key lengths do not match the record size")
+        ends = list(itertools.accumulate(klens, initial=pos))
+        keys = [index[a:b] for a, b in itertools.pairwise(ends)]
+        if any(a >= b for a, b in itertools.pairwise(keys)):
+            raise ValueError("index keys are not strictly increasing")
+        self._offsets, self._lengths, self._index_keys = offsets, lengths, keys
+        self.nblocks = n
+
+    # --- reading ------------------------------------------------------------------------------
+
+    @property
+    def meta(self) -> TableMeta:
+        """The table's manifest metadata."""
+        return TableMeta(self.number, self.size, self.entries, self.smallest, self.largest)
+
+    def block(self, i: int, fill_cache: bool = True) -> Block:
+        """Decoded block ``i`` (``(keys, cells)``; do not mutate), from the cache if present."""
+        cached = self._blocks.get(i)
+        if cached is not None:
+            return cached
+        off = self._offsets[i]
+        length = self._lengths[i]
+        decoded = decode_record(self._mm[off : off + length])
+        if decoded is None:
+            raise CorruptionError(self.path, off, f"data block {i} fails its checksum")
+        try:
+            block = decode_block(decoded[1])
+        except (ValueError, struct.error) as e:
+            raise CorruptionError(self.path, off, f"malformed data block {i}: {e}") from None
+        keys = block[0]
+        if not keys or keys[-1] != self._index_keys[i]:
+            raise CorruptionError(self.path, off, f"data block {i} disagrees with the index")
+        if fill_cache:
+            self._cache.insert(self._blocks, self._id, i, block, length + PAIR_OVERHEAD * len(keys))
+        return block
+
+    def lookup(self, key: bytes) -> bytes | None:
+        """The cell stored for ``key`` in this table, or ``None``. No bloom check here."""
+        i = bisect_left(self._index_keys, key)
+        if i == self.nblocks:
+            return None
+        keys, cells = self._blocks.get(i) or self.block(i)
+        j = bisect_left(keys, key)
+        if j < len(keys) and keys[j] == key:
+            return cells[j]
+        return None
+
+    def chunks(
+        self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True, target: int = 256
+    ) -> Iterator[Block]:
+        """Yield ``(keys, cells)`` runs in key order covering ``[start, end)`` (``None`` = open).
+
+        Consecutive blocks are concatenated into runs of about ``target`` pairs so that
+        merging pays its per-run cost rarely.
+        """
+        index_keys = self._index_keys
+        i = 0 if start is None else bisect_left(index_keys, start)
+        n = self.nblocks
+        acc_k: list[bytes] = []
+        acc_c: list[bytes] = []
+        first = True
+        while i < n:
+            keys, cells = self.block(i, fill_cache)
+            lo = 0
+            if first and start is not None:
+                lo = bisect_left(keys, start)
+                first = False
+            hi = len(keys)
+            last = end is not None and keys[-1] >= end
+            if last:
+                hi = bisect_left(keys, end)  # type: ignore[arg-type]
+            if lo == 0 and hi == len(keys):
+                acc_k += keys
+                acc_c += cells
+            else:
+                acc_k += keys[lo:hi]
+                acc_c += cells[lo:hi]
+            if last:
+                break
+            if len(acc_k) >= target:
+                yield acc_k, acc_c
+                acc_k, acc_c = [], []
+            i += 1
+        if acc_k:
+            yield acc_k, acc_c
+
+    def verify_all(self) -> None:
+        """Read and check every data block (CRC, structure, order); raise on the first bad one."""
+        prev: bytes | None = None
+        count = 0
+        for i in range(self.nblocks):
+            keys, _ = self.block(i, fill_cache=False)
+            if prev is not None and keys[0] <= prev:
+                raise CorruptionError(self.path, self._offsets[i], f"block {i} is out of key order")
+            if any(a >= b for a, b in itertools.pairwise(keys)):
+                raise CorruptionError(self.path, self._offsets[i], f"block {i} keys are not sorted")
+            prev = keys[-1]
+            count += len(keys)
+        if count != self.entries:
+            raise CorruptionError(
+                self.path, 0, f"{count} entries in blocks, footer says {self.entries}"
+            )
+        if self.nblocks and self.block(0, fill_cache=False)[0][0] != self.smallest:
+            raise CorruptionError(self.path, self._offsets[0], "first key differs from the footer")
+
+    def first_block_offset(self) -> int:
+        """Byte offset of the first data block (for reports)."""
+        return self._offsets[0] if self.nblocks else 0
+
+    def retire(self) -> None:
+        """Drop this table's cached blocks (it left the current version); mapping stays open."""
+        self._cache.drop(self._id)
+
+    def close(self) -> None:
+        """Drop cached blocks and unmap the file."""
+        self._cache.drop(self._id)
+        self._blocks = {}
+        self._mm.close()

@@ -1,0 +1,806 @@
+"""``LSMStore``: the row store of a gateway node (memtable, SSTables, manifest, compaction).
+
+Write path: a write is encoded into a *cell* (value plus epoch/author/commit timestamp,
+:mod:`.format`), optionally appended to the store's own WAL, and stored in the active memtable.
+When the memtable's byte budget is used up it is frozen and a background thread flushes it to
+a level-0 SSTable while writes go on into a fresh memtable; a second thread compacts.
+
+Durability: in a gateway node the Raft log is the write-ahead log. Writes carry their log
+index; a flush records the highest index it covers in the manifest, and
+:attr:`LSMStore.durable_applied_index` is what survives any crash: on restart the node replays
+the log from there (replaying is idempotent: a row's state after replay is the same). With
+``wal=True`` (standalone use) every batch is first appended to a record-stream WAL; with
+``wal_sync=True`` an acknowledged write survives any crash.
+
+Reads see the newest cell in: the active memtable, the frozen memtables (newest first), then
+the tables of the current :class:`~.version.Version`. They take no lock; writers and the
+background threads publish state in an order that keeps every read complete (see ``_rotate``
+and ``_install``).
+
+Thread-safety: all public methods may be called from any thread. Writes are serialised by one
+lock; a write batch becomes visible atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+from gateway.core.lsm.cache import BlockCache
+from gateway.core.lsm.compaction import Compaction, LeveledPolicy, run_compaction
+from gateway.core.lsm.errors import (
+    BackgroundError,
+    CorruptionError,
+    InvalidArgumentError,
+    StoreClosedError,
+    StoreLockedError,
+)
+from gateway.core.lsm.format import (
+    FLAG_TOMBSTONE,
+    TOMBSTONE,
+    Entry,
+    check_metadata,
+    encode_cell,
+    entry_of,
+)
+from gateway.core.lsm.fs import FileSystem
+from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
+from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
+from gateway.core.lsm.snapshot import Snapshot
+from gateway.core.lsm.sstable_reader import SSTableReader
+from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
+from gateway.core.lsm.version import Version
+from gateway.core.lsm.wal import WalWriter, replay_wal
+
+__all__ = ["LSMStore", "WriteBatch"]
+
+_FILE_RE = re.compile(r"^(\d{6,})\.(sst|wal)$")
+#: A snapshot copies an active memtable this small instead of freezing it.
+SNAPSHOT_COPY_LIMIT = 1024
+
+
+def table_name(number: int) -> str:
+    """File name of table ``number``."""
+    return f"{number:06d}.sst"
+
+
+def wal_name(number: int) -> str:
+    """File name of WAL ``number``."""
+    return f"{number:06d}.wal"
+
+
+class _ClosedDict(dict):  # type: ignore[type-arg]
+    """Stands in for the memtable of a closed store so the lock-free read path fails cleanly."""
+
+    def get(self, *args: Any) -> Any:
+        raise StoreClosedError("the store is closed")
+
+
+def _key(key: Any) -> bytes:
+    if type(key) is bytes:
+        return key
+    if isinstance(key, bytearray | memoryview):
+        return bytes(key)
+    raise InvalidArgumentError(f"keys and values must be bytes, not {type(key).__name__}")
+
+
+class WriteBatch:
+    """Operations applied atomically by :meth:`LSMStore.write_batch` (later ops win per key)."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[bytes, bytes | None, int, int, int]] = []
+
+    def put(
+        self, key: bytes, value: bytes, *, epoch: int = 0, author: int = 0, commit_ts: int = 0
+    ) -> None:
+        """Add a put of ``key`` = ``value`` with its row metadata."""
+        self.ops.append((key, value, epoch, author, commit_ts))
+
+    def delete(self, key: bytes, *, epoch: int = 0, author: int = 0, commit_ts: int = 0) -> None:
+        """Add a delete of ``key`` (the tombstone keeps the metadata)."""
+        self.ops.append((key, None, epoch, author, commit_ts))
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+class LSMStore:
+    """A log-structured merge store in directory ``path``.
+
+    Options: ``memtable_bytes`` (budget of the active memtable, approximate CPython bytes),
+    ``cache_bytes`` (decoded block cache), ``block_bytes`` (data block target),
+    ``target_file_bytes`` (compaction output size), ``base_level_bytes``,
+    ``level_multiplier`` and ``l0_compaction_trigger`` (leveled policy), ``l0_stop_trigger``
+    (writes wait while level 0 holds this many tables), ``max_immutable`` (frozen memtables
+    waiting for flush before writes wait), ``wal``/``wal_sync`` (own write-ahead log),
+    ``background`` (threads; ``False`` runs flush and compaction inline, deterministically,
+    for tests), ``paranoid_checks`` (verify every block of every table at open), ``fs`` (file
+    layer, for fault injection).
+
+    Raises :class:`CorruptionError` if a table or the manifest is damaged (naming file and byte
+    offset) and :class:`StoreLockedError` if another store has the directory open.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        memtable_bytes: int = 32 << 20,
+        *,
+        cache_bytes: int = 64 << 20,
+        block_bytes: int = 4096,
+        target_file_bytes: int = 32 << 20,
+        base_level_bytes: int = 128 << 20,
+        level_multiplier: int = 10,
+        l0_compaction_trigger: int = 4,
+        l0_stop_trigger: int = 12,
+        max_immutable: int = 2,
+        wal: bool = False,
+        wal_sync: bool = False,
+        background: bool = True,
+        paranoid_checks: bool = False,
+        fs: FileSystem | None = None,
+    ) -> None:
+        if memtable_bytes <= 0 or block_bytes <= 0 or target_file_bytes <= 0 or max_immutable < 1:
+            raise InvalidArgumentError("sizes must be positive and max_immutable >= 1")
+        self.path = os.fspath(path)
+        self._fs = fs or FileSystem()
+        self._memtable_bytes = memtable_bytes
+        self._block_bytes = block_bytes
+        self._target_file_bytes = target_file_bytes
+        self._l0_stop = max(l0_stop_trigger, l0_compaction_trigger + 1)
+        self._max_immutable = max_immutable
+        self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
+        self._wal_enabled = wal
+        self._wal_sync = wal_sync
+        self._background = background
+        self._cache = BlockCache(cache_bytes)
+        self._write_lock = threading.RLock()
+        self._version_lock = threading.RLock()
+        self._bg_cond = threading.Condition(threading.Lock())
+        self._closed = False
+        self._closing = False
+        self._bg_error: BaseException | None = None
+        self._pins = 0
+        self._deferred: list[str] = []
+        self._readers: dict[int, SSTableReader] = {}
+        self._threads: list[threading.Thread] = []
+        self._wal: WalWriter | None = None
+        self._imm: tuple[Memtable, ...] = ()
+        self._lock_fd = -1
+        os.makedirs(self.path, exist_ok=True)
+        self._lock_dir()
+        try:
+            self._open(paranoid_checks)
+        except BaseException:
+            self._release()
+            raise
+        if background:
+            for target, name in ((self._flush_loop, "flush"), (self._compaction_loop, "compact")):
+                t = threading.Thread(target=target, name=f"lsm-{name}", daemon=True)
+                t.start()
+                self._threads.append(t)
+            self._kick()
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _lock_dir(self) -> None:
+        fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreLockedError(
+                f"{self.path}: another LSMStore has this directory open"
+            ) from None
+        self._lock_fd = fd
+
+    def _open(self, paranoid: bool) -> None:
+        fs, path = self._fs, self.path
+        manifest_path = os.path.join(path, MANIFEST_NAME)
+        if os.path.exists(manifest_path + ".tmp"):
+            fs.remove(manifest_path + ".tmp")  # an install that never reached its rename
+        if os.path.exists(manifest_path):
+            state, data, edits = read_manifest(manifest_path)
+            self._manifest = Manifest(fs, path, state, data, edits)
+        else:
+            self._manifest = Manifest.create(fs, path, VersionState())
+        state = self._manifest.state
+        try:
+            for tables in state.levels:
+                for number in tables:
+                    reader = SSTableReader(
+                        os.path.join(path, table_name(number)), number, self._cache
+                    )
+                    self._readers[number] = reader
+                    if paranoid:
+                        reader.verify_all()
+        except FileNotFoundError as e:
+            self._close_readers()
+            raise CorruptionError(
+                str(e.filename), 0, "table named by the manifest is missing"
+            ) from None
+        except BaseException:
+            self._close_readers()
+            raise
+        self._version = self._build_version()
+        live = state.live_numbers()
+        wals: list[int] = []
+        highest = state.next_file - 1
+        for name in sorted(os.listdir(path)):
+            m = _FILE_RE.match(name)
+            if not m:
+                continue
+            number = int(m.group(1))
+            highest = max(highest, number)
+            if m.group(2) == "sst" and number not in live:
+                fs.remove(os.path.join(path, name))  # orphan of an interrupted flush/compaction
+            elif m.group(2) == "wal":
+                if number < state.wal_number:
+                    fs.remove(os.path.join(path, name))
+                else:
+                    wals.append(number)
+        self._next_file = highest + 1
+        self._applied_index = state.applied_index
+        self._mem = Memtable()
+        if wals:
+            self._recover_wals(wals)
+        if self._wal_enabled:
+            self._mem.wal_number = self._new_wal()
+
+    def _recover_wals(self, numbers: list[int]) -> None:
+        """Replay WAL files into a memtable and flush it, so recovery leaves no WAL behind."""
+        mem = Memtable()
+        for number in numbers:
+            for log_index, keys, cells in replay_wal(os.path.join(self.path, wal_name(number))):
+                mem.apply(dict(zip(keys, cells, strict=False)))
+                mem.max_log_index = max(mem.max_log_index, log_index)
+        self._applied_index = max(self._applied_index, mem.max_log_index)
+        self._flush_memtable(mem, next_wal=max(numbers) + 1)
+        for number in numbers:
+            self._fs.remove(os.path.join(self.path, wal_name(number)))
+
+    def _build_version(self) -> Version:
+        state = self._manifest.state
+        levels = [[self._readers[n] for n in tables] for tables in state.levels]
+        return Version(levels, state.applied_index)
+
+    def _new_file_number(self) -> int:
+        with self._version_lock:
+            number = self._next_file
+            self._next_file += 1
+            return number
+
+    def _new_wal(self) -> int:
+        number = self._new_file_number()
+        if self._wal is not None:
+            self._wal.close()
+        self._wal = WalWriter(
+            self._fs, os.path.join(self.path, wal_name(number)), number, self._wal_sync
+        )
+        self._fs.fsync_dir(self.path)  # the file must exist after a crash before it holds writes
+        return number
+
+    # --- properties ---------------------------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        """Highest log index written to the store (durable or not)."""
+        return self._applied_index
+
+    @property
+    def durable_applied_index(self) -> int:
+        """Highest log index whose writes survive a crash without the store's own WAL."""
+        return self._manifest.state.applied_index
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for monitoring and tests: tables and bytes per level, cache, memtables."""
+        v = self._version
+        return {
+            "levels": [len(lvl) for lvl in v.levels],
+            "level_bytes": [v.level_bytes(i) for i in range(len(v.levels))],
+            "memtable_bytes": self._mem.approximate_bytes,
+            "immutable_memtables": len(self._imm),
+            "cache_bytes": self._cache.used_bytes,
+            "applied_index": self._applied_index,
+            "durable_applied_index": self.durable_applied_index,
+        }
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def put(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        epoch: int = 0,
+        author: int = 0,
+        commit_ts: int = 0,
+        log_index: int = 0,
+    ) -> None:
+        """Store ``value`` for ``key`` with its row metadata (epoch, author, commit timestamp).
+
+        ``log_index`` is the Raft index of the entry this write applies (0 = none).
+        """
+        if type(key) is not bytes or type(value) is not bytes:
+            key, value = _key(key), _key(value)
+        if epoch or author or commit_ts:
+            self._check_meta(epoch, author, commit_ts)
+            cell = encode_cell(value, epoch, author, commit_ts)
+        else:
+            cell = b"\x00" + value
+        with self._write_lock:
+            if self._bg_error is not None or self._closed:
+                self._raise_unwritable()
+            if self._wal is not None:
+                self._wal.append([key], [cell], log_index)
+            mem = self._mem
+            mem.data[key] = cell
+            mem.approximate_bytes += len(key) + len(cell) + ENTRY_OVERHEAD
+            if log_index:
+                mem.max_log_index = self._applied_index = max(log_index, self._applied_index)
+            if mem.approximate_bytes >= self._memtable_bytes:
+                self._rotate()
+
+    def delete(
+        self, key: bytes, *, epoch: int = 0, author: int = 0, commit_ts: int = 0, log_index: int = 0
+    ) -> None:
+        """Delete ``key`` (writes a tombstone carrying the metadata)."""
+        batch = WriteBatch()
+        batch.delete(key, epoch=epoch, author=author, commit_ts=commit_ts)
+        self.write_batch(batch, log_index=log_index)
+
+    def write_batch(
+        self, ops: WriteBatch | Iterable[tuple[Any, ...]], *, log_index: int = 0
+    ) -> None:
+        """Apply ``ops`` atomically: readers and crashes see all of them or none.
+
+        ``ops`` is a :class:`WriteBatch` or an iterable of tuples ``(key, value)`` or
+        ``(key, value, epoch, author, commit_ts)``; ``value=None`` deletes.
+        """
+        items = ops.ops if isinstance(ops, WriteBatch) else ops
+        batch: dict[bytes, bytes] = {}
+        for op in items:
+            if len(op) == 2:
+                key, value = op
+                epoch = author = commit_ts = 0
+            elif len(op) == 5:
+                key, value, epoch, author, commit_ts = op
+                self._check_meta(epoch, author, commit_ts)
+            else:
+                raise InvalidArgumentError(
+                    f"a batch op is (key, value[, epoch, author, commit_ts]), not {op!r}"
+                )
+            key = _key(key)
+            if value is not None:
+                value = _key(value)
+            batch[key] = encode_cell(value, epoch, author, commit_ts)
+        with self._write_lock:
+            if self._bg_error is not None or self._closed:
+                self._raise_unwritable()
+            if self._wal is not None and (batch or log_index):
+                self._wal.append(list(batch), list(batch.values()), log_index)
+            mem = self._mem
+            mem.apply(batch)
+            if log_index:
+                mem.max_log_index = self._applied_index = max(log_index, self._applied_index)
+            if mem.approximate_bytes >= self._memtable_bytes:
+                self._rotate()
+
+    def mark_applied(self, log_index: int) -> None:
+        """Record that log entries up to ``log_index`` are applied (entries without row writes)."""
+        self.write_batch((), log_index=log_index)
+
+    @staticmethod
+    def _check_meta(epoch: int, author: int, commit_ts: int) -> None:
+        try:
+            check_metadata(epoch, author, commit_ts)
+        except (ValueError, TypeError) as e:
+            raise InvalidArgumentError(str(e)) from None
+
+    def _raise_unwritable(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        raise BackgroundError("a background flush or compaction failed") from self._bg_error
+
+    def _rotate(self) -> None:
+        """Freeze the active memtable and start a new one (caller holds the write lock).
+
+        Publication order keeps lock-free reads complete: the frozen table joins ``_imm``
+        before the new active table replaces it.
+        """
+        if self._background:
+            with self._bg_cond:
+                while (
+                    (
+                        len(self._imm) >= self._max_immutable
+                        or len(self._version.level0) >= self._l0_stop
+                    )
+                    and self._bg_error is None
+                    and not self._closing
+                ):
+                    self._bg_cond.wait(0.5)
+        if self._bg_error is not None:
+            self._raise_unwritable()
+        wal_number = self._new_wal() if self._wal_enabled else 0
+        old = self._mem
+        self._imm = (*self._imm, old)
+        self._mem = Memtable(wal_number)
+        if self._background:
+            self._kick()
+        else:
+            self._flush_pending()
+            self._compact_pending()
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def _cell(self, key: bytes) -> bytes | None:
+        cell = self._mem.data.get(key)
+        if cell is None:
+            for mem in reversed(self._imm):
+                cell = mem.data.get(key)
+                if cell is not None:
+                    return cell
+            return self._version.get(key)
+        return cell
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or ``None`` if absent or deleted."""
+        cell = self._mem.data.get(key)
+        if cell is None:
+            if type(key) is not bytes:
+                key = _key(key)
+            for mem in reversed(self._imm):
+                cell = mem.data.get(key)
+                if cell is not None:
+                    break
+            else:
+                cell = self._version.get(key)
+                if cell is None:
+                    return None
+        flags = cell[0]
+        if flags == 0:
+            return cell[1:]
+        if flags & FLAG_TOMBSTONE:
+            return None
+        return cell[21:]
+
+    def get_entry(self, key: bytes) -> Entry | None:
+        """The value of ``key`` with its epoch, author and commit timestamp, or ``None``."""
+        cell = self._cell(_key(key))
+        return None if cell is None else entry_of(cell)
+
+    def __contains__(self, key: bytes) -> bool:
+        return self.get(key) is not None
+
+    def snapshot(self) -> Snapshot:
+        """A point-in-time view (get, get_entry, scan) that stays valid while compaction runs.
+
+        Close it (or use it as a context manager) to let deleted files go.
+        """
+        with self._write_lock:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            mem = self._mem
+            if len(mem.data) <= SNAPSHOT_COPY_LIMIT:
+                frozen = [mem.copy()] if mem.data else []
+            else:
+                if self._bg_error is not None:
+                    self._raise_unwritable()
+                self._rotate()
+                frozen = []
+            with self._version_lock:
+                mems = frozen + list(reversed(self._imm))
+                return Snapshot(self, mems, self._version)
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Live ``(key, value)`` pairs with ``start <= key < end`` in key order (``None`` = open).
+
+        The iterator reads a snapshot taken when it is created.
+        """
+        snap = self.snapshot()
+        return snap._scan_owned(start, end)
+
+    def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Live pairs whose key starts with ``prefix``, in key order."""
+        return self.scan(prefix, prefix_end(prefix))
+
+    def scan_entries(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, Entry]]:
+        """Like :meth:`scan` but yields ``(key, Entry)`` with the row metadata."""
+        snap = self.snapshot()
+        return snap._scan_entries_owned(start, end)
+
+    # --- flush --------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Freeze the active memtable and wait until every frozen memtable is in a table.
+
+        Afterwards :attr:`durable_applied_index` equals :attr:`applied_index`.
+        """
+        with self._write_lock:
+            if self._bg_error is not None or self._closed:
+                self._raise_unwritable()
+            if self._mem.data or self._mem.max_log_index > self.durable_applied_index:
+                self._rotate()
+        self._wait(lambda: not self._imm)
+
+    def compact(self) -> None:
+        """Flush, then wait until no level needs compaction."""
+        self.flush()
+        if not self._background:
+            return
+        self._wait(
+            lambda: (
+                self._policy.pick(self._version, self._manifest.state.pointers) is None
+                and not self._busy
+            )
+        )
+
+    def _wait(self, done: Any) -> None:
+        if not self._background:
+            return
+        with self._bg_cond:
+            while not done():
+                if self._bg_error is not None:
+                    self._raise_unwritable()
+                if self._closed:
+                    raise StoreClosedError("the store is closed")
+                self._bg_cond.wait(0.1)
+
+    def _kick(self) -> None:
+        with self._bg_cond:
+            self._bg_cond.notify_all()
+
+    def _flush_loop(self) -> None:
+        while True:
+            with self._bg_cond:
+                while not self._imm and not self._closing:
+                    self._bg_cond.wait()
+                if not self._imm:
+                    return
+            try:
+                self._flush_one()
+            except BaseException as e:
+                self._fail(e)
+                return
+            self._kick()
+
+    def _flush_pending(self) -> None:
+        while self._imm:
+            self._flush_one()
+
+    def _flush_one(self) -> None:
+        mem = self._imm[0]
+        next_wal = self._imm[1].wal_number if len(self._imm) > 1 else self._mem.wal_number
+        self._flush_memtable(mem, next_wal=next_wal, pop=True)
+        if mem.wal_number:
+            self._fs.remove(os.path.join(self.path, wal_name(mem.wal_number)))
+
+    def _flush_memtable(self, mem: Memtable, *, next_wal: int, pop: bool = False) -> None:
+        """Write ``mem`` as a level-0 table and install it; ``pop`` drops it from ``_imm``."""
+        keys, cells = mem.sorted_items()
+        edit = Edit(applied_index=mem.max_log_index or None, wal_number=next_wal or None)
+        reader = None
+        if keys:
+            number = self._new_file_number()
+            path = os.path.join(self.path, table_name(number))
+            writer = SSTableWriter(self._fs, path, number, self._block_bytes)
+            try:
+                writer.add(keys, cells)
+                meta = writer.finish()
+            except BaseException:
+                writer.abandon()
+                raise
+            self._fs.fsync_dir(self.path)
+            reader = SSTableReader(path, number, self._cache)
+            edit.add.append((0, meta))
+        self._install(edit, {reader.number: reader} if reader else {}, pop_imm=pop)
+
+    def _install(
+        self, edit: Edit, new_readers: dict[int, SSTableReader], *, pop_imm: bool = False
+    ) -> None:
+        """Make ``edit`` durable in the manifest, then publish the new version.
+
+        The new version is published before the flushed memtable leaves ``_imm``, so a
+        lock-free reader always finds the data in one or the other.
+        """
+        with self._version_lock:
+            edit.next_file = self._next_file
+            self._manifest.install(edit)
+            self._readers.update(new_readers)
+            for _, number in edit.remove:
+                if not any(number == m.number for _, m in edit.add):
+                    self._readers.pop(number, None)
+            self._version = self._build_version()
+            if pop_imm:
+                self._imm = self._imm[1:]
+
+    # --- compaction ---------------------------------------------------------------------------
+
+    _busy = False
+
+    def _compaction_loop(self) -> None:
+        while True:
+            with self._bg_cond:
+                while (
+                    not self._closing
+                    and self._policy.pick(self._version, self._manifest.state.pointers) is None
+                ):
+                    self._busy = False
+                    self._bg_cond.notify_all()
+                    self._bg_cond.wait()
+                if self._closing:
+                    self._busy = False
+                    return
+                self._busy = True
+            try:
+                self._compact_once()
+            except InterruptedError:
+                return
+            except BaseException as e:
+                self._fail(e)
+                return
+            self._kick()
+
+    def _compact_pending(self) -> None:
+        while self._compact_once():
+            pass
+
+    def _compact_once(self) -> bool:
+        c = self._policy.pick(self._version, self._manifest.state.pointers)
+        if c is None:
+            return False
+        if c.is_move:
+            t = c.inputs[0]
+            edit = Edit(
+                remove=[(c.level, t.number)],
+                add=[(c.output_level, t.meta)],
+                pointers={c.level: c.pointer},
+            )
+            self._install(edit, {})
+            return True
+        outputs = run_compaction(
+            c,
+            self._fs,
+            self._allocate_table,
+            block_bytes=self._block_bytes,
+            target_file_bytes=self._target_file_bytes,
+            should_stop=lambda: self._closing,
+        )
+        self._fs.fsync_dir(self.path)
+        readers = {
+            meta.number: SSTableReader(path, meta.number, self._cache) for meta, path in outputs
+        }
+        edit = self._compaction_edit(c, [meta for meta, _ in outputs])
+        self._install(edit, readers)
+        self._delete_obsolete(c.inputs + c.overlaps)
+        return True
+
+    def _allocate_table(self) -> tuple[int, str]:
+        number = self._new_file_number()
+        return number, os.path.join(self.path, table_name(number))
+
+    @staticmethod
+    def _compaction_edit(c: Compaction, outputs: list[TableMeta]) -> Edit:
+        remove = [(c.level, t.number) for t in c.inputs] + [
+            (c.output_level, t.number) for t in c.overlaps
+        ]
+        pointers = {c.level: c.pointer} if c.level > 0 else {}
+        return Edit(add=[(c.output_level, m) for m in outputs], remove=remove, pointers=pointers)
+
+    def _delete_obsolete(self, tables: list[SSTableReader]) -> None:
+        """Unlink tables that left the version. Open mappings (snapshots) keep working."""
+        with self._version_lock:
+            for t in tables:
+                t.retire()
+                if self._pins:
+                    self._deferred.append(t.path)
+                else:
+                    self._fs.remove(t.path)
+
+    @contextlib.contextmanager
+    def _pinned(self) -> Iterator[None]:
+        """Defer file deletion (snapshot export links the files of a version)."""
+        with self._version_lock:
+            self._pins += 1
+        try:
+            yield
+        finally:
+            with self._version_lock:
+                self._pins -= 1
+                if not self._pins:
+                    for path in self._deferred:
+                        self._fs.remove(path)
+                    self._deferred = []
+
+    def _fail(self, error: BaseException) -> None:
+        with self._bg_cond:
+            if self._bg_error is None:
+                self._bg_error = error
+            self._bg_cond.notify_all()
+
+    # --- closing ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the background threads, flush the memtable (best effort) and release files.
+
+        Idempotent. After a background failure nothing more is written.
+        """
+        if self._closed:
+            return
+        try:
+            with self._write_lock:
+                if self._bg_error is None and (
+                    self._mem.data
+                    or self._imm
+                    or self._mem.max_log_index > self.durable_applied_index
+                ):
+                    with contextlib.suppress(BackgroundError):
+                        self._rotate()
+            if self._background and self._bg_error is None:
+                self._wait(lambda: not self._imm)
+        finally:
+            with self._bg_cond:
+                self._closing = True
+                self._bg_cond.notify_all()
+            for t in self._threads:
+                t.join()
+            self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._mem = Memtable()
+        self._mem.data = _ClosedDict()
+        self._imm = ()
+        if self._wal is not None:
+            with contextlib.suppress(Exception):
+                self._wal.close()
+        self._close_readers()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _close_readers(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers = {}
+
+    def __enter__(self) -> LSMStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def abandon(self) -> None:
+        """Drop the store without flushing (a simulated process crash in tests)."""
+        with self._bg_cond:
+            self._closing = True
+            self._bg_cond.notify_all()
+        for t in self._threads:
+            t.join()
+        self._release()
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (``None``: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+__all__ += ["TOMBSTONE", "prefix_end"]

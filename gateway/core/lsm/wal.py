@@ -1,0 +1,76 @@
+"""The optional write-ahead log for standalone use (the Raft log is the WAL in a node).
+
+A WAL file ``NNNNNN.wal`` is a stuffed record stream with one record per atomic write batch
+(tag ``0xE9``)::
+
+    tag:u8 log_index:u64 pairs (format.encode_pairs: count, lengths, keys and cells)
+
+One WAL file belongs to one memtable; once that memtable's table is installed in the manifest
+the file is deleted. Replay tolerates a torn tail (an interrupted append: the last damaged
+range reaches the end of the file) and refuses anything else that fails its checksum.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from gateway.core.lsm.errors import CorruptionError
+from gateway.core.lsm.format import TAG_WAL_BATCH, decode_pairs, encode_pairs
+from gateway.core.lsm.fs import FileSystem, WritableFile
+from gateway.core.records import SEPARATOR, encode_record, scan, verify
+
+__all__ = ["WalWriter", "replay_wal"]
+
+_HEAD = struct.Struct("<BQ")
+
+
+class WalWriter:
+    """Appends batches to one WAL file; ``sync=True`` fsyncs before :meth:`append` returns."""
+
+    def __init__(self, fs: FileSystem, path: str, number: int, sync: bool) -> None:
+        self.path = path
+        self.number = number
+        self.sync = sync
+        self._file: WritableFile = fs.create(path)
+        self._file.write(SEPARATOR)
+
+    def append(self, keys: list[bytes], cells: list[bytes], log_index: int) -> None:
+        """Write one batch record; durable on return when ``sync`` (else in the kernel)."""
+        payload = _HEAD.pack(TAG_WAL_BATCH, log_index) + encode_pairs(keys, cells)
+        self._file.write(encode_record(payload))
+        if self.sync:
+            self._file.fsync()
+        else:
+            self._file.flush()
+
+    def fsync(self) -> None:
+        """Make every appended batch durable."""
+        self._file.fsync()
+
+    def close(self) -> None:
+        """Close the file (no fsync)."""
+        self._file.close()
+
+
+def replay_wal(path: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """Yield ``(log_index, keys, cells)`` for every batch of ``path`` in write order.
+
+    Raises :class:`CorruptionError` for damage that is not a torn tail.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    report = verify(data)
+    damaged = report.damaged[:-1] if report.torn_tail else report.damaged
+    if damaged:
+        raise CorruptionError(path, damaged[0].start, "WAL record fails its checksum")
+    for rec in scan(data):
+        payload = rec.payload
+        try:
+            tag, log_index = _HEAD.unpack_from(payload)
+            if tag != TAG_WAL_BATCH:
+                raise ValueError(f"tag {tag:#x} is not a WAL batch")
+            keys, cells = decode_pairs(payload, _HEAD.size)
+        except (ValueError, struct.error) as e:
+            raise CorruptionError(path, rec.offset, f"invalid WAL record: {e}") from None
+        yield log_index, keys, cells
