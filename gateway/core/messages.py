@@ -33,7 +33,7 @@ from enum import IntEnum
 
 from google.protobuf.message import DecodeError, Message
 
-from gateway.v1 import epoch_pb2, transaction_pb2
+from gateway.v1 import applier_pb2, epoch_pb2, transaction_pb2
 
 __all__ = [
     "EmptyPayloadError",
@@ -57,12 +57,21 @@ class TypeTag(IntEnum):
     """``gateway.v1.EpochMarker``: seals an epoch of one cluster's log."""
     APPLY_STATUS = 3
     """``gateway.v1.ApplyStatus``: a standalone reflected apply-status row."""
+    APPLIER_POSITION = 112
+    """``gateway.v1.ApplierPosition``: the durable position of one applier."""
+    DEAD_LETTER = 113
+    """``gateway.v1.DeadLetter``: an operation an applier gave up on."""
+    DEAD_LETTER_RESOLUTION = 114
+    """``gateway.v1.DeadLetterResolution``: a dead letter replayed or discarded."""
 
 
 _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.TRANSACTION: transaction_pb2.Transaction,
     TypeTag.EPOCH_MARKER: epoch_pb2.EpochMarker,
     TypeTag.APPLY_STATUS: epoch_pb2.ApplyStatus,
+    TypeTag.APPLIER_POSITION: applier_pb2.ApplierPosition,
+    TypeTag.DEAD_LETTER: applier_pb2.DeadLetter,
+    TypeTag.DEAD_LETTER_RESOLUTION: applier_pb2.DeadLetterResolution,
 }
 _TAGS: dict[type[Message], TypeTag] = {cls: tag for tag, cls in _CLASSES.items()}
 
