@@ -1,0 +1,637 @@
+"""The file layer: every byte the storage code reads or writes goes through a `FileSystem`.
+
+Like LevelDB's ``Env``, the interface is small and says exactly what the storage code needs:
+append-only writable files with ``sync``, positional reads, directory listing, atomic rename,
+directory sync and hole punching. Two implementations:
+
+- `OsFileSystem`: the real one (``os.open``/``os.pwrite``-free appends, ``fdatasync``,
+  ``fallocate(PUNCH_HOLE)`` through ``ctypes`` where the platform has it).
+- `FaultInjectingFileSystem`: in memory, for tests. It remembers which bytes and which directory
+  entries were made durable (``sync`` / ``sync_dir``), can be armed to crash after a number of
+  mutating operations (a crashing write is torn: only a prefix of it lands), and produces the
+  image a machine would see after a power cut (`FaultInjectingFileSystem.crash_image`): synced
+  data survives, unsynced appends survive as a random prefix (optionally ending in zero bytes,
+  as when a file's size reached the disk before its data), unsynced directory changes are lost.
+
+Both count operations in an `IoStats`, so tests can assert what was (not) read or synced.
+
+Contracts shared by every implementation:
+
+- ``WritableFile.write(data)`` appends all of ``data`` at the end of the file or raises.
+- Data is durable only after ``WritableFile.sync()`` returned; a new, removed or renamed
+  directory entry is durable only after ``FileSystem.sync_dir(directory)`` returned.
+- A ``ReadableFile`` sees every byte written before the read started, also through another
+  handle; it keeps working after its file was removed (POSIX unlink semantics).
+- ``punch_hole`` returns ``False`` when the platform or file system cannot free the range; the
+  bytes are then left as they were (callers must not rely on them reading as zeros).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "FaultInjectingFileSystem",
+    "FileSystem",
+    "IoStats",
+    "OsFileSystem",
+    "ReadableFile",
+    "SimulatedCrash",
+    "WritableFile",
+]
+
+
+class SimulatedCrash(Exception):
+    """Raised by `FaultInjectingFileSystem` at its armed crash point and on every call after."""
+
+
+@dataclass
+class IoStats:
+    """Operation counters of one file system. ``bytes_read``/``syncs`` are also kept per path."""
+
+    reads: int = 0
+    bytes_read: int = 0
+    writes: int = 0
+    bytes_written: int = 0
+    syncs: int = 0
+    dir_syncs: int = 0
+    bytes_read_by_path: Counter[str] = field(default_factory=Counter)
+    syncs_by_path: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def count_read(self, path: str, n: int) -> None:
+        with self._lock:
+            self.reads += 1
+            self.bytes_read += n
+            self.bytes_read_by_path[path] += n
+
+    def count_write(self, n: int) -> None:
+        with self._lock:
+            self.writes += 1
+            self.bytes_written += n
+
+    def count_sync(self, path: str) -> None:
+        with self._lock:
+            self.syncs += 1
+            self.syncs_by_path[path] += 1
+
+    def count_dir_sync(self) -> None:
+        with self._lock:
+            self.dir_syncs += 1
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        with self._lock:
+            self.reads = self.bytes_read = self.writes = self.bytes_written = 0
+            self.syncs = self.dir_syncs = 0
+            self.bytes_read_by_path.clear()
+            self.syncs_by_path.clear()
+
+
+class WritableFile(ABC):
+    """An append-only handle. Not safe for concurrent ``write`` calls (one writer per file)."""
+
+    path: str
+
+    @abstractmethod
+    def write(self, data: bytes) -> None:
+        """Append all of ``data`` at the end of the file (or raise ``OSError``)."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Make every byte written so far (and the file's size) durable."""
+
+    @abstractmethod
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes; later writes append after them. Not durable until
+        ``sync``."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """Current size in bytes, including unsynced writes."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the handle (no implicit sync). Idempotent."""
+
+
+class ReadableFile(ABC):
+    """A positional-read handle; safe to share between threads."""
+
+    path: str
+
+    @abstractmethod
+    def pread(self, offset: int, length: int) -> bytes:
+        """Return up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """Current size in bytes."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the handle. Idempotent."""
+
+
+class FileSystem(ABC):
+    """The operations storage code may perform. Paths are ``str``; directories use ``/``."""
+
+    stats: IoStats
+
+    @abstractmethod
+    def open_writable(self, path: str) -> WritableFile:
+        """Open ``path`` for appending, creating it empty if it does not exist."""
+
+    @abstractmethod
+    def open_readable(self, path: str) -> ReadableFile:
+        """Open an existing file for positional reads (``FileNotFoundError`` if missing)."""
+
+    def read_all(self, path: str) -> bytes:
+        """Return the whole content of ``path``."""
+        reader = self.open_readable(path)
+        try:
+            return reader.pread(0, reader.size())
+        finally:
+            reader.close()
+
+    @abstractmethod
+    def size(self, path: str) -> int:
+        """Size of ``path`` in bytes."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` names a file or directory."""
+
+    @abstractmethod
+    def listdir(self, directory: str) -> list[str]:
+        """Names (not paths) of the entries of ``directory``, sorted."""
+
+    @abstractmethod
+    def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents if missing (durably)."""
+
+    @abstractmethod
+    def remove(self, path: str) -> None:
+        """Remove the directory entry ``path``; open handles keep working."""
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` (if any) with ``src``."""
+
+    @abstractmethod
+    def sync_dir(self, directory: str) -> None:
+        """Make every entry change in ``directory`` durable."""
+
+    @abstractmethod
+    def punch_hole(self, path: str, offset: int, length: int) -> bool:
+        """Free ``[offset, offset + length)`` keeping the file size; the range then reads as
+        zeros. Return ``False`` (and change nothing) when unsupported."""
+
+
+# --------------------------------------------------------------------------------------------
+# The real file system
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def _load_fallocate() -> object | None:
+    """Return libc's ``fallocate`` through ctypes, or ``None`` where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = getattr(libc, "fallocate64", None) or libc.fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_fallocate = _load_fallocate()
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+class _OsWritable(WritableFile):
+    def __init__(self, path: str, stats: IoStats) -> None:
+        self.path = path
+        self._stats = stats
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._size = os.fstat(self._fd).st_size
+
+    def _handle(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: file is closed")
+        return self._fd
+
+    def write(self, data: bytes) -> None:
+        fd = self._handle()
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+            self._size += n
+        self._stats.count_write(len(data))
+
+    def sync(self) -> None:
+        _fdatasync(self._handle())
+        self._stats.count_sync(self.path)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._handle(), size)
+        self._size = size
+
+    def size(self) -> int:
+        return self._size
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class _OsReadable(ReadableFile):
+    def __init__(self, path: str, stats: IoStats) -> None:
+        self.path = path
+        self._stats = stats
+        self._fd: int | None = os.open(path, os.O_RDONLY)
+
+    def pread(self, offset: int, length: int) -> bytes:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: file is closed")
+        chunks = []
+        want = length
+        while want > 0:
+            chunk = os.pread(self._fd, want, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            want -= len(chunk)
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._stats.count_read(self.path, len(data))
+        return data
+
+    def size(self) -> int:
+        if self._fd is None:
+            raise ValueError(f"{self.path}: file is closed")
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:  # handles are shared with readers; the last reference closes
+        self.close()
+
+
+class OsFileSystem(FileSystem):
+    """The operating system's file system. ``sync`` is ``fdatasync`` (``fsync`` elsewhere)."""
+
+    def __init__(self) -> None:
+        self.stats = IoStats()
+
+    def open_writable(self, path: str) -> WritableFile:
+        return _OsWritable(path, self.stats)
+
+    def open_readable(self, path: str) -> ReadableFile:
+        return _OsReadable(path, self.stats)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def listdir(self, directory: str) -> list[str]:
+        return sorted(os.listdir(directory))
+
+    def makedirs(self, directory: str) -> None:
+        if not os.path.isdir(directory):
+            os.makedirs(directory, exist_ok=True)
+            parent = os.path.dirname(os.path.abspath(directory))
+            self.sync_dir(parent)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def sync_dir(self, directory: str) -> None:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.stats.count_dir_sync()
+
+    def punch_hole(self, path: str, offset: int, length: int) -> bool:
+        if _fallocate is None or length <= 0:
+            return False
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            rc = _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)  # type: ignore[operator]
+            if rc != 0:
+                import ctypes
+
+                err = ctypes.get_errno()
+                if err in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                    return False
+                raise OSError(err, os.strerror(err), path)
+            return True
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# The fault-injecting in-memory file system
+
+
+class _Inode:
+    """One file's bytes: ``data`` as the process sees it, ``durable`` as the disk holds it."""
+
+    __slots__ = ("data", "durable")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.durable = b""
+
+
+class _MemWritable(WritableFile):
+    def __init__(self, fs: FaultInjectingFileSystem, path: str, inode: _Inode) -> None:
+        self.path = path
+        self._fs = fs
+        self._inode = inode
+        self._closed = False
+
+    def write(self, data: bytes) -> None:
+        fs = self._fs
+        with fs._lock:
+            fs._check()
+            if fs._tick():
+                # The crash lands inside this write: a prefix of it reaches the file.
+                cut = fs._rng.randrange(len(data) + 1) if data else 0
+                self._inode.data += data[:cut]
+                fs._die()
+            self._inode.data += data
+        fs.stats.count_write(len(data))
+
+    def sync(self) -> None:
+        fs = self._fs
+        hook = fs.sync_hook
+        if hook is not None:
+            hook(self.path)
+        with fs._lock:
+            fs._check()
+            if fs._tick():
+                fs._die()
+            if fs.sync_error is not None:
+                raise fs.sync_error
+            self._inode.durable = bytes(self._inode.data)
+        fs.stats.count_sync(self.path)
+
+    def truncate(self, size: int) -> None:
+        fs = self._fs
+        with fs._lock:
+            fs._check()
+            if fs._tick():
+                fs._die()
+            del self._inode.data[size:]
+
+    def size(self) -> int:
+        return len(self._inode.data)
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class _MemReadable(ReadableFile):
+    def __init__(self, fs: FaultInjectingFileSystem, path: str, inode: _Inode) -> None:
+        self.path = path
+        self._fs = fs
+        self._inode = inode
+
+    def pread(self, offset: int, length: int) -> bytes:
+        with self._fs._lock:
+            self._fs._check()
+            data = bytes(self._inode.data[offset : offset + length])
+        self._fs.stats.count_read(self.path, len(data))
+        return data
+
+    def size(self) -> int:
+        return len(self._inode.data)
+
+    def close(self) -> None:
+        pass
+
+
+class FaultInjectingFileSystem(FileSystem):
+    """An in-memory file system that can lose unsynced data and crash mid-operation.
+
+    Knobs (all optional):
+
+    - ``arm_crash(after_ops)``: the ``after_ops``-th mutating operation from now (write, sync,
+      truncate, remove, rename, sync_dir, punch_hole; counting from 1) crashes: a write lands
+      only a random prefix of its bytes, other operations do not happen, and `SimulatedCrash`
+      is raised, as by every later call.
+    - ``sync_hook``: called with the path before every file ``sync`` (outside the lock), e.g.
+      to block a sync and observe group commit.
+    - ``sync_error``: an ``OSError`` raised by every file ``sync`` (an fsync failure).
+
+    `crash_image` returns the file system a reboot would find; it works before or after a
+    crash. ``seed`` makes torn-write lengths and crash images reproducible.
+    """
+
+    def __init__(self, *, seed: int = 0) -> None:
+        self.stats = IoStats()
+        self._lock = threading.RLock()
+        self._rng = random.Random(seed)
+        self._files: dict[str, _Inode] = {}
+        self._durable_files: dict[str, _Inode] = {}
+        self._dirs: set[str] = {"/"}
+        self._countdown: int | None = None
+        self.crashed = False
+        self.sync_hook: Callable[[str], None] | None = None
+        self.sync_error: OSError | None = None
+
+    # crash machinery ---------------------------------------------------------------------
+
+    def arm_crash(self, after_ops: int) -> None:
+        """Crash during the ``after_ops``-th mutating operation from now (``>= 1``)."""
+        if after_ops < 1:
+            raise ValueError("after_ops must be at least 1")
+        self._countdown = after_ops
+
+    def disarm(self) -> None:
+        """Cancel an armed crash."""
+        self._countdown = None
+
+    def _tick(self) -> bool:
+        if self._countdown is None:
+            return False
+        self._countdown -= 1
+        return self._countdown <= 0
+
+    def _die(self) -> None:
+        self.crashed = True
+        self._countdown = None
+        raise SimulatedCrash("simulated crash")
+
+    def _check(self) -> None:
+        if self.crashed:
+            raise SimulatedCrash("the file system has crashed")
+
+    def crash_image(self, seed: int | None = None, *, zero_tails: bool = True) -> (
+        FaultInjectingFileSystem
+    ):
+        """Return what a reboot finds: synced bytes and directory entries, plus for each file a
+        random prefix of its unsynced appends (with ``zero_tails``, sometimes followed by zero
+        bytes standing for data blocks that never reached the disk). A file rewritten below its
+        durable size since its last sync comes back either as it was synced or as it is now."""
+        rng = random.Random(seed)
+        image = FaultInjectingFileSystem(seed=rng.randrange(1 << 30))
+        image._dirs = set(self._dirs)
+        with self._lock:
+            for path, inode in sorted(self._durable_files.items()):
+                new = _Inode()
+                data, durable = bytes(inode.data), inode.durable
+                if data.startswith(durable):
+                    extra = len(data) - len(durable)
+                    keep = rng.randrange(extra + 1) if extra else 0
+                    content = data[: len(durable) + keep]
+                    if zero_tails and keep < extra and rng.random() < 0.3:
+                        content += bytes(rng.randrange(extra - keep + 1))
+                else:
+                    content = durable if rng.random() < 0.5 else data
+                new.data = bytearray(content)
+                new.durable = bytes(content)
+                image._files[path] = new
+                image._durable_files[path] = new
+        return image
+
+    # FileSystem --------------------------------------------------------------------------
+
+    def _mutate(self) -> None:
+        self._check()
+        if self._tick():
+            self._die()
+
+    def open_writable(self, path: str) -> WritableFile:
+        with self._lock:
+            self._check()
+            inode = self._files.get(path)
+            if inode is None:
+                if os.path.dirname(path) not in self._dirs:
+                    raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+                self._mutate()
+                inode = self._files[path] = _Inode()
+            return _MemWritable(self, path, inode)
+
+    def open_readable(self, path: str) -> ReadableFile:
+        with self._lock:
+            self._check()
+            inode = self._files.get(path)
+            if inode is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            return _MemReadable(self, path, inode)
+
+    def size(self, path: str) -> int:
+        with self._lock:
+            inode = self._files.get(path)
+            if inode is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            return len(inode.data)
+
+    def exists(self, path: str) -> bool:
+        with self._lock:
+            return path in self._files or path in self._dirs
+
+    def listdir(self, directory: str) -> list[str]:
+        with self._lock:
+            self._check()
+            if directory not in self._dirs:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", directory)
+            names = [os.path.basename(p) for p in self._files if os.path.dirname(p) == directory]
+            names += [os.path.basename(d) for d in self._dirs if os.path.dirname(d) == directory
+                      and d != directory]
+            return sorted(names)
+
+    def makedirs(self, directory: str) -> None:
+        with self._lock:
+            self._check()
+            while directory not in self._dirs:
+                self._dirs.add(directory)
+                directory = os.path.dirname(directory)
+
+    def remove(self, path: str) -> None:
+        with self._lock:
+            if path not in self._files:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            self._mutate()
+            del self._files[path]
+
+    def rename(self, src: str, dst: str) -> None:
+        with self._lock:
+            if src not in self._files:
+                raise FileNotFoundError(errno.ENOENT, "no such file", src)
+            self._mutate()
+            self._files[dst] = self._files.pop(src)
+
+    def sync_dir(self, directory: str) -> None:
+        with self._lock:
+            self._mutate()
+            for path in [p for p in self._durable_files if os.path.dirname(p) == directory]:
+                del self._durable_files[path]
+            for path, inode in self._files.items():
+                if os.path.dirname(path) == directory:
+                    self._durable_files[path] = inode
+        self.stats.count_dir_sync()
+
+    def punch_hole(self, path: str, offset: int, length: int) -> bool:
+        with self._lock:
+            inode = self._files.get(path)
+            if inode is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            self._mutate()
+            # Deallocation is modelled as immediately durable: both outcomes (old bytes or
+            # zeros) are valid after a crash, and this one is the harder for readers.
+            end = min(offset + length, len(inode.data))
+            if end > offset:
+                inode.data[offset:end] = bytes(end - offset)
+                durable = bytearray(inode.durable)
+                dend = min(end, len(durable))
+                if dend > offset:
+                    durable[offset:dend] = bytes(dend - offset)
+                    inode.durable = bytes(durable)
+            return True
+
+    # test helpers ------------------------------------------------------------------------
+
+    def corrupt(self, path: str, offset: int, data: bytes) -> None:
+        """Overwrite bytes of ``path`` at ``offset`` in place, durably (simulated bit rot)."""
+        with self._lock:
+            inode = self._files[path]
+            inode.data[offset : offset + len(data)] = data
+            durable = bytearray(inode.durable)
+            durable[offset : offset + len(data)] = data
+            inode.durable = bytes(durable)
+
+    def raw(self, path: str) -> bytes:
+        """The current bytes of ``path`` (not counted in `stats`)."""
+        with self._lock:
+            return bytes(self._files[path].data)

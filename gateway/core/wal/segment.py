@@ -1,0 +1,235 @@
+"""One segment file: its in-memory offset index and the bytes that create, extend and seal it.
+
+A segment file is a record stream (``docs/formats/wal.md``)::
+
+    FE FD | header | FE FD | entry | FE FD | entry | FE FD | ... [| index | FE FD | footer | FE FD]
+
+named ``<first index, 20 digits>.wal``. Every record in it carries the *segment generation*
+``first_index & 0xFFFFFFFF`` in its header's generation field, so a record copied or left over
+from another segment is recognised as foreign.
+
+`Segment` keeps, for the entries it holds, ``bounds`` (uint32 byte offsets: entry ``k``'s record
+occupies ``[bounds[k], bounds[k+1] - 2)``; the last bound is where the next record starts) and
+``terms`` (one uint64 per entry), so finding an entry's bytes or term is two array lookups.
+It does no I/O locking of its own: `~gateway.core.wal.log.SegmentedWal` serialises writers and
+publishes new bounds only after the bytes were written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections.abc import Sequence
+
+import crc32c
+
+from gateway.core.fileio import FileSystem, ReadableFile, WritableFile
+from gateway.core.records import SEPARATOR, encode_record
+from gateway.core.wal.codec import (
+    SegmentFooter,
+    SegmentHeader,
+    SegmentIndex,
+    encode_entry,
+    encode_footer,
+    encode_header,
+    encode_index,
+)
+
+__all__ = ["MAX_SEGMENT_OFFSET", "SUFFIX", "Segment", "generation_of", "segment_name"]
+
+#: File-name suffix of segment files.
+SUFFIX = ".wal"
+#: Offsets are stored as uint32: no record may start at or beyond this offset.
+MAX_SEGMENT_OFFSET = 0xFFFFFFFF
+
+
+def segment_name(first_index: int) -> str:
+    """File name of the segment whose first entry is ``first_index``."""
+    return f"{first_index:020d}{SUFFIX}"
+
+
+def generation_of(first_index: int) -> int:
+    """Record generation of every record in the segment starting at ``first_index``."""
+    return first_index & 0xFFFFFFFF
+
+
+class Segment:
+    """In-memory view of one segment file.
+
+    ``name_index`` is the first index the file was created for (its name); ``base`` is the
+    first entry held in the arrays, larger than ``name_index`` once compaction dropped the
+    head. ``writer`` is set only for the active (newest, unsealed) segment.
+    """
+
+    __slots__ = (
+        "_reader",
+        "base",
+        "bounds",
+        "data_start",
+        "file_size",
+        "fs",
+        "generation",
+        "name_index",
+        "path",
+        "runs",
+        "sealed",
+        "terms",
+        "writer",
+    )
+
+    def __init__(self, fs: FileSystem, path: str, name_index: int) -> None:
+        self.fs = fs
+        self.path = path
+        self.name_index = name_index
+        self.generation = generation_of(name_index)
+        self.base = name_index
+        self.bounds = array("I")
+        self.terms = array("Q")
+        self.runs: list[tuple[int, int]] = []  # (first index, term) of each run of equal terms
+        self.sealed = False
+        self.data_start = 0
+        self.file_size = 0
+        self.writer: WritableFile | None = None
+        self._reader: ReadableFile | None = None
+
+    # ---------------------------------------------------------------------------- queries
+
+    @property
+    def count(self) -> int:
+        """Number of entries held."""
+        return len(self.terms)
+
+    @property
+    def last_index(self) -> int:
+        """Index of the last entry held (``base - 1`` when empty)."""
+        return self.base + len(self.terms) - 1
+
+    @property
+    def end(self) -> int:
+        """Offset where the next record goes (for a sealed segment: where its index starts)."""
+        return self.bounds[-1]
+
+    def term(self, index: int) -> int:
+        """Term of entry ``index`` (which must be held)."""
+        return self.terms[index - self.base]
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """Byte range ``[start, end)`` covering the records of entries ``[lo, hi)`` (held,
+        ``lo < hi``), without the separator after the last one."""
+        return self.bounds[lo - self.base], self.bounds[hi - self.base] - 2
+
+    def reader(self) -> ReadableFile:
+        """A shared positional-read handle, opened on first use."""
+        if self._reader is None:
+            self._reader = self.fs.open_readable(self.path)
+        return self._reader
+
+    def forget_reader(self) -> None:
+        """Drop the read handle; readers still holding it keep using it until they finish."""
+        self._reader = None
+
+    # ---------------------------------------------------------------------------- building
+
+    @classmethod
+    def create(cls, fs: FileSystem, directory: str, first_index: int) -> Segment:
+        """Create the file for a new segment starting at ``first_index`` (separator + header
+        record, not synced) and return it as the active segment."""
+        seg = cls(fs, os.path.join(directory, segment_name(first_index)), first_index)
+        head = SEPARATOR + encode_record(encode_header(SegmentHeader(first_index)), seg.generation)
+        seg.writer = fs.open_writable(seg.path)
+        if seg.writer.size():
+            seg.writer.truncate(0)
+        seg.writer.write(head)
+        seg.data_start = len(head)
+        seg.bounds.append(len(head))
+        return seg
+
+    def set_entries(
+        self,
+        base: int,
+        bounds: Sequence[int],
+        terms: Sequence[int],
+        runs: list[tuple[int, int]] | None = None,
+    ) -> None:
+        """Install a loaded index (``len(bounds) == len(terms) + 1``); ``runs`` are rebuilt
+        from ``terms`` unless given."""
+        self.base = base
+        self.bounds = bounds if isinstance(bounds, array) else array("I", bounds)
+        self.terms = terms if isinstance(terms, array) else array("Q", terms)
+        if runs is None:
+            runs = []
+            for k, t in enumerate(self.terms):
+                if not runs or runs[-1][1] != t:
+                    runs.append((base + k, t))
+        self.runs = runs
+
+    def encode(self, entries: Sequence[object]) -> tuple[bytes, list[int]]:
+        """Encode ``entries`` (objects with ``index``, ``term``, ``type``, ``data``) as the
+        bytes to append; also return each record's length including its separator."""
+        gen = self.generation
+        recs = [
+            encode_record(encode_entry(e.index, e.term, int(e.type), e.data), gen)  # type: ignore[attr-defined]
+            for e in entries
+        ]
+        return b"".join(recs), [len(r) for r in recs]
+
+    def publish(self, entries: Sequence[object], lengths: Sequence[int]) -> None:
+        """Record that ``entries`` were written after the current end (lengths as returned by
+        `encode`). Called only after the write completed."""
+        pos = self.bounds[-1]
+        bounds, terms, runs = self.bounds, self.terms, self.runs
+        for e, n in zip(entries, lengths, strict=True):
+            pos += n
+            bounds.append(pos)
+            t = e.term  # type: ignore[attr-defined]
+            terms.append(t)
+            if not runs or runs[-1][1] != t:
+                runs.append((e.index, t))  # type: ignore[attr-defined]
+
+    def seal_bytes(self) -> bytes:
+        """The index record and footer record that seal this segment, to append at `end`."""
+        n = self.count
+        runs = array("Q")
+        for start, term in self.runs:
+            runs.append(start)
+            runs.append(term)
+        bounds = array("I", self.bounds)
+        if sys.byteorder != "little":
+            runs.byteswap()
+            bounds.byteswap()
+        payload = encode_index(SegmentIndex(self.base, n, bounds.tobytes(), runs.tobytes()))
+        index_rec = encode_record(payload, self.generation)
+        offset = self.end
+        footer = SegmentFooter(
+            first_index=self.base,
+            count=n,
+            index_offset=offset,
+            index_end=offset + len(index_rec) - 2,
+            index_crc32c=crc32c.crc32c(payload),
+        )
+        return index_rec + encode_record(encode_footer(footer), self.generation)
+
+    def truncate_entries(self, index: int) -> int:
+        """Forget entries ``>= index`` (``base <= index <= last_index + 1``) and any seal;
+        return the file length to cut the file to."""
+        k = index - self.base
+        del self.terms[k:]
+        del self.bounds[k + 1 :]
+        while self.runs and self.runs[-1][0] >= index:
+            self.runs.pop()
+        self.sealed = False
+        return self.bounds[-1]
+
+    def drop_head(self, index: int) -> None:
+        """Forget entries ``< index`` (``base <= index <= last_index + 1``)."""
+        k = index - self.base
+        if k <= 0:
+            return
+        del self.terms[:k]
+        del self.bounds[:k]
+        self.base = index
+        runs = [(s, t) for s, t in self.runs if s >= index]
+        if self.terms and (not runs or runs[0][0] != index):
+            runs.insert(0, (index, self.terms[0]))
+        self.runs = runs
