@@ -11,6 +11,7 @@ import click
 
 from gateway import __version__
 from gateway.cli_log import log
+from gateway.cli_store import store
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ def main() -> None:
 
 
 main.add_command(log)
+main.add_command(store)
 
 
 if __name__ == "__main__":  # pragma: no cover
