@@ -38,6 +38,7 @@ from gateway.core.wal.codec import (
     SegmentHeader,
     WalTag,
     decode_entry,
+    decode_fields,
     decode_footer,
     decode_header,
     decode_index,
@@ -184,13 +185,22 @@ def _load_by_scan(
     for rec in scan(buf):
         if rec.generation != gen:
             continue  # a foreign record: damage, caught by the contiguity check below
-        if rec.offset != pos and not (base is None and head_compacted):
-            raise WalCorruptionError(
-                path, pos, f"{rec.offset - pos} damaged bytes before a valid record at byte "
-                f"{rec.offset}"
-            )
         payload = rec.payload
         tag = payload[0] if payload else -1
+        if rec.offset != pos and not (base is None and head_compacted):
+            if tag in (WalTag.SEGMENT_INDEX, WalTag.SEGMENT_FOOTER) and index_at is None and (
+                _seal_accounts_for(payload, base, len(terms))
+            ):
+                # Only the seal's own bytes are damaged: its counts prove no entry is missing.
+                report.events.append(RecoveryEvent(
+                    RecoveryEventKind.SEAL_DAMAGED, path, pos, rec.offset - pos,
+                    "damaged bytes between the last entry and the seal"))
+                index_at = pos
+            else:
+                raise WalCorruptionError(
+                    path, pos, f"{rec.offset - pos} damaged bytes before a valid record at "
+                    f"byte {rec.offset}"
+                )
         if footer_seen:
             raise WalFormatError(path, rec.offset, "record after the segment footer")
         try:
@@ -237,11 +247,12 @@ def _load_by_scan(
                 header_seen = True
                 data_start = rec.end + 2
             elif tag == WalTag.SEGMENT_INDEX:
-                if index_at is not None:
+                if index_at is not None and index_at != pos:
                     raise WalFormatError(path, rec.offset, "second segment index")
-                index_at = rec.offset
-            elif tag == WalTag.SEGMENT_FOOTER:
                 if index_at is None:
+                    index_at = rec.offset
+            elif tag == WalTag.SEGMENT_FOOTER:
+                if index_at is None and rec.offset == pos:
                     raise WalFormatError(path, rec.offset, "footer without an index")
                 footer_seen = True
             else:
@@ -305,6 +316,19 @@ def _load_by_scan(
     writer.sync()
     seg.writer = writer
     return seg
+
+
+def _seal_accounts_for(payload: bytes, base: int | None, count: int) -> bool:
+    """Whether an index or footer record says its segment ends exactly after the ``count``
+    entries found from ``base``."""
+    try:
+        fields = decode_fields(payload)
+    except PayloadError:
+        return False
+    first, n = fields.get(1, 0), fields.get(2, 0)
+    if base is None or not isinstance(first, int) or not isinstance(n, int):
+        return False
+    return first + n == base + count and first <= base
 
 
 def encode_record_header(name_index: int) -> bytes:
