@@ -137,6 +137,7 @@ class FaultInjectingFileSystem(FileSystem):
 
     def __init__(self, root: str, crash_at: int | None = None) -> None:
         self.root = os.path.abspath(root)
+        os.makedirs(self.root, exist_ok=True)
         self.crash_at = crash_at
         self.steps = 0
         self.crashed = False
