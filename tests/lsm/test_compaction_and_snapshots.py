@@ -1,0 +1,181 @@
+"""Leveled compaction, tombstone dropping, snapshots during compaction, WAL and applied index."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from gateway.core.lsm import LSMStore, StoreClosedError
+from gateway.core.lsm.format import FLAG_TOMBSTONE
+from gateway.core.lsm.merge import merge_runs
+
+from .conftest import SMALL, fill, key
+
+
+def _cells_in_tables(store: LSMStore):
+    out = []
+    for _, t in store._version.tables():
+        for keys, cells in t.chunks(None, None, fill_cache=False):
+            out += zip(keys, cells, strict=True)
+    return out
+
+
+def test_compaction_builds_deeper_levels_with_disjoint_ranges(open_store):
+    s = open_store()
+    fill(s, 6000)
+    s.compact()
+    levels = s.stats()["levels"]
+    assert levels[0] < SMALL["l0_compaction_trigger"]
+    assert sum(levels[2:]) > 0
+    for tables in s._version.levels[1:]:
+        for a, b in zip(tables, tables[1:], strict=False):
+            assert a.largest < b.smallest
+    assert len(list(s.scan())) == 6000
+
+
+def test_tombstones_are_dropped_when_compacting_into_the_bottom_level(open_store):
+    s = open_store()
+    fill(s, 300)
+    s.flush()
+    for i in range(300):
+        s.delete(key(i))
+    s.flush()
+    assert s.stats()["levels"][:2] == [2, 0]
+    assert sum(c[0] & FLAG_TOMBSTONE for _, c in _cells_in_tables(s)) == 300
+    s.put(b"other", b"x")
+    s.flush()  # third level-0 table: compacted into level 1, below which nothing lives
+    assert s.stats()["levels"][:2] == [0, 1]
+    assert _cells_in_tables(s) == [(b"other", b"\x00x")]  # tombstones and old values gone
+    assert s.get(key(5)) is None
+
+
+def test_tombstone_is_kept_while_an_older_value_lives_deeper(open_store):
+    s = open_store()
+    fill(s, 3000)
+    s.compact()
+    deep = [lvl for lvl, t in s._version.tables() if lvl > 1]
+    assert deep
+    s.delete(key(1))
+    s.flush()
+    s.compact()
+    assert s.get(key(1)) is None
+    s.close()
+    with LSMStore(s.path, **SMALL, background=False) as again:
+        assert again.get(key(1)) is None
+
+
+def test_snapshot_ignores_later_writes_deletes_and_compactions(open_store):
+    s = open_store()
+    fill(s, 2000, value=lambda i: b"a%d" % i)
+    snap = s.snapshot()
+    for i in range(0, 2000, 2):
+        s.put(key(i), b"b%d" % i)
+    for i in range(1, 2000, 4):
+        s.delete(key(i))
+    s.compact()
+    assert snap.get(key(1)) == b"a1"
+    assert snap.get(key(2)) == b"a2"
+    assert dict(snap.scan()) == {key(i): b"a%d" % i for i in range(2000)}
+    snap.close()
+    assert s.get(key(1)) is None and s.get(key(2)) == b"b2"
+
+
+def test_snapshot_reads_tables_deleted_by_compaction(open_store, tmp_path):
+    s = open_store()
+    fill(s, 3000)
+    snap = s.snapshot()
+    before = {t.path for _, t in snap._version.tables()}
+    fill(s, 3000, value=lambda i: b"x")
+    s.compact()
+    gone = [p for p in before if not os.path.exists(p)]
+    assert gone  # compaction unlinked tables the snapshot still reads
+    assert len(list(snap.scan())) == 3000
+    assert snap.get(key(2999)) == b"v2999" * 10
+    snap.close()
+
+
+def test_scan_iterator_stays_valid_while_background_compaction_runs(tmp_path):
+    with LSMStore(str(tmp_path / "db"), **SMALL) as s:
+        fill(s, 4000)
+        it = s.scan()
+        first = [next(it) for _ in range(10)]
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                s.put(key(i % 4000), b"changed")
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            rest = list(it)
+        finally:
+            stop.set()
+            t.join()
+        got = first + rest
+        assert [k for k, _ in got] == [key(i) for i in range(4000)]
+        assert all(v == b"v%d" % i * 10 for i, (_, v) in enumerate(got))
+
+
+def test_snapshot_of_closed_store_raises(open_store):
+    s = open_store()
+    fill(s, 100)
+    snap = s.snapshot()
+    s.close()
+    with pytest.raises(StoreClosedError):
+        snap.get(key(1))
+
+
+def test_applied_index_becomes_durable_on_flush_and_survives_reopen(open_store, tmp_path):
+    s = open_store()
+    s.write_batch([(b"a", b"1")], log_index=5)
+    s.mark_applied(7)
+    assert s.applied_index == 7 and s.durable_applied_index == 0
+    s.flush()
+    assert s.durable_applied_index == 7
+    s.close()
+    with LSMStore(str(tmp_path / "db"), background=False) as again:
+        assert again.durable_applied_index == 7 and again.get(b"a") == b"1"
+
+
+def test_without_wal_unflushed_writes_are_lost_after_crash(open_store, tmp_path):
+    s = open_store()
+    s.put(b"a", b"1", log_index=1)
+    s.abandon()  # no flush: the Raft log must replay index 1
+    with LSMStore(str(tmp_path / "db"), background=False) as again:
+        assert again.get(b"a") is None and again.durable_applied_index == 0
+
+
+def test_wal_replays_unflushed_writes_after_crash(open_store, tmp_path):
+    s = open_store(wal=True)
+    s.put(b"a", b"1", log_index=1)
+    s.write_batch([(b"b", b"2"), (b"a", None)], log_index=2)
+    s.abandon()
+    with LSMStore(str(tmp_path / "db"), background=False, wal=True) as again:
+        assert again.get(b"a") is None and again.get(b"b") == b"2"
+        assert again.durable_applied_index == 2
+
+
+def test_wal_torn_tail_is_tolerated(open_store, tmp_path):
+    s = open_store(wal=True)
+    s.put(b"a", b"1")
+    s.put(b"b", b"2" * 50)
+    s.abandon()
+    wal = [f for f in os.listdir(tmp_path / "db") if f.endswith(".wal")][0]
+    path = tmp_path / "db" / wal
+    os.truncate(path, os.path.getsize(path) - 10)
+    with LSMStore(str(tmp_path / "db"), background=False, wal=True) as again:
+        assert again.get(b"a") == b"1" and again.get(b"b") is None
+
+
+def test_merge_runs_newest_source_wins_and_order_is_total():
+    newest = iter([([b"b", b"d"], [b"N", b"N"]), ([b"x"], [b"N"])])
+    middle = iter([([b"a", b"b", b"c"], [b"M"] * 3)])
+    oldest = iter([([b"a"], [b"O"]), ([b"d", b"e", b"z"], [b"O"] * 3)])
+    out = [(k, c) for ks, cs in merge_runs([newest, middle, oldest]) for k, c in zip(ks, cs, strict=True)]
+    assert out == [(b"a", b"M"), (b"b", b"N"), (b"c", b"M"), (b"d", b"N"), (b"e", b"O"),
+                   (b"x", b"N"), (b"z", b"O")]
