@@ -7,6 +7,7 @@ bytes or count reads); a few use the real file system through ``tmp_path``.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -600,8 +601,12 @@ def test_concurrent_reader_sees_only_fully_written_entries() -> None:
     threads = [threading.Thread(target=reader) for _ in range(2)]
     for t in threads:
         t.start()
-    for i in range(1, 400):
+    i = 0
+    while i < 400 or (seen[0] == 0 and i < 20000):  # until the readers overlapped the writer
+        i += 1
         wal.append([entry(i, size=(i % 50) + 1)])
+        if i % 50 == 0:
+            time.sleep(0.001)
     stop.set()
     for t in threads:
         t.join()
