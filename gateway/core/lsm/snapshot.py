@@ -86,13 +86,23 @@ class Snapshot:
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         """Live ``(key, value)`` pairs with ``start <= key < end``, in key order."""
-        for keys, cells in self._runs(start, end):
-            for key, cell in zip(keys, cells, strict=False):
-                flags = cell[0]
-                if flags == 0:
-                    yield key, cell[1:]
-                elif not flags & FLAG_TOMBSTONE:
-                    yield key, cell[21:]
+        return self._scan(start, end, owned=False)
+
+    def _scan(
+        self, start: bytes | None, end: bytes | None, *, owned: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
+        # Values are cut out a run at a time (a list comprehension) and handed on with
+        # ``yield from zip(...)``: per pair that is C iteration, not a Python loop body.
+        try:
+            for keys, cells in self._runs(start, end):
+                vals = [c[1:] if c[0] == 0 else (None if c[0] & 1 else c[21:]) for c in cells]
+                if None in vals:
+                    yield from [(k, v) for k, v in zip(keys, vals, strict=True) if v is not None]
+                else:
+                    yield from zip(keys, vals, strict=True)
+        finally:
+            if owned:
+                self.close()
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Live pairs whose key starts with ``prefix``."""
@@ -110,12 +120,11 @@ class Snapshot:
                 if entry is not None:
                     yield key, entry
 
-    def _scan_owned(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+    def _scan_owned(
+        self, start: bytes | None, end: bytes | None
+    ) -> Iterator[tuple[bytes, bytes]]:
         """:meth:`scan` that closes this snapshot when the iteration ends."""
-        try:
-            yield from self.scan(start, end)
-        finally:
-            self.close()
+        return self._scan(start, end, owned=True)
 
     def _scan_entries_owned(
         self, start: bytes | None, end: bytes | None
