@@ -150,7 +150,8 @@ class RowReducer:
         self._fold(net, OpKind.DELETE, op)
         moved = RowOp(OpKind.INSERT, op.table, op.key_columns, op.new_key or (),
                       tuple(c for c, _ in cols.values()), tuple(v for _, v in cols.values()),
-                      op.gtid, op.log_index, op.epoch, op.author, op.commit_ts_ns)
+                      op.gtid, op.log_index, op.epoch, op.author, op.commit_ts_ns,
+                      statement=op.statement)
         self.add(moved)
 
     def drain(self) -> list[RowOp]:
@@ -166,7 +167,7 @@ class RowReducer:
             # last.key is the row's key also when last is a folded MOVE (its old row)
             out.append(RowOp(net.kind, last.table, last.key_columns, last.key, cols, vals,
                              last.gtid, last.log_index, last.epoch, last.author,
-                             last.commit_ts_ns))
+                             last.commit_ts_ns, statement=last.statement))
         self._rows = {}
         return out
 
@@ -221,13 +222,18 @@ def reduce_window(transactions: Iterable[AssembledTransaction | tuple[int, Any]]
 class SegmentOrderError(MalformedTransactionError):
     """A segment arrived out of order (duplicate, missing predecessor, or bad segment_id).
 
-    ``indexes`` lists the log indexes of the segments of that transaction discarded with it
-    (including the offending one), so the caller can account for them.
+    ``segments`` lists the ``(index, segment)`` pairs of that transaction discarded with it
+    (including the offending one), so the caller can account for them (dead-letter them).
     """
 
-    def __init__(self, message: str, indexes: Sequence[int]) -> None:
+    def __init__(self, message: str,
+                 segments: Sequence[tuple[int, transaction_pb2.Transaction]]) -> None:
         super().__init__(message)
-        self.indexes = tuple(indexes)
+        self.segments = tuple(segments)
+
+    @property
+    def indexes(self) -> tuple[int, ...]:
+        return tuple(i for i, _ in self.segments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +279,7 @@ class SegmentAssembler:
     ``add`` returns the ``AssembledTransaction`` when ``txn`` completes one (``rolled_back``
     set if its last segment carries a rollback), ``None`` while segments are outstanding, and
     raises ``SegmentOrderError`` (dropping that transaction's buffered segments, whose indexes
-    it lists) for a segment that does not follow the previous one.
+    it carries) for a segment that does not follow the previous one.
     """
 
     _open: dict[Gtid, list[tuple[int, transaction_pb2.Transaction]]] = field(
@@ -287,13 +293,13 @@ class SegmentAssembler:
             self._open.pop(gtid, None)
             raise SegmentOrderError(
                 f"transaction {gtid} at index {index}: segment_id {txn.segment_id}, "
-                f"expected {expected}", [i for i, _ in parts] + [index])
+                f"expected {expected}", [*parts, (index, txn)])
         if not txn.end_segment:
             if txn.HasField("rollback"):
                 self._open.pop(gtid, None)
                 raise SegmentOrderError(
                     f"transaction {gtid} at index {index}: rollback on a segment that is "
-                    f"not the last", [i for i, _ in parts] + [index])
+                    f"not the last", [*parts, (index, txn)])
             parts.append((index, txn))
             self._open[gtid] = parts
             return None

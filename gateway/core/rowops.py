@@ -139,7 +139,9 @@ class RowOp:
     ``gtid``, ``log_index``, ``epoch``, ``author`` and ``commit_ts_ns`` are those of the last
     change folded into this operation (after window reduction, the latest transaction that
     touched the row). ``new_key`` is set for MOVE only, ``sql`` for SQL only (with an empty
-    ``table`` and ``key``).
+    ``table`` and ``key``). ``statement`` is the 1-based number of the statement (within its
+    transaction, across segments) the operation, or its last folded change, came from: with
+    ``gtid`` it identifies a SQL operation exactly, so stores can execute each one once.
     """
 
     kind: OpKind
@@ -155,6 +157,7 @@ class RowOp:
     commit_ts_ns: int = 0
     new_key: tuple[Any, ...] | None = None
     sql: SqlText | None = None
+    statement: int = 0
 
     @property
     def row_id(self) -> tuple[TableRef, tuple[Any, ...]]:
@@ -296,6 +299,7 @@ def statement_ops(txn: transaction_pb2.Transaction, log_index: int = 0) -> list[
     }
     ops: list[RowOp] = []
     for s_no, stmt in enumerate(txn.statements, 1):
+        meta["statement"] = s_no
         try:
             ops.extend(_ops_of_statement(stmt, meta))
         except ValueError as exc:
@@ -394,6 +398,7 @@ def op_to_proto(op: RowOp) -> applier_pb2.RowOperation:
         epoch=op.epoch,
         author=op.author,
         commit_timestamp_ns=op.commit_ts_ns,
+        statement=op.statement,
     )
     if op.new_key is not None:
         msg.new_key_values.extend(
@@ -434,6 +439,7 @@ def op_from_proto(msg: applier_pb2.RowOperation) -> RowOp:
             msg.commit_timestamp_ns,
             _values(key_cols, msg.new_key_values, "new key") if kind is OpKind.MOVE else None,
             sql,
+            msg.statement,
         )
     except ValueError as exc:
         raise MalformedTransactionError(f"row operation: {exc}") from None

@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RowOperation(_message.Message):
-    __slots__ = ("kind", "table", "key_fields", "key_values", "fields", "values", "new_key_values", "sql", "gtid", "log_index", "epoch", "author", "commit_timestamp_ns")
+    __slots__ = ("kind", "table", "key_fields", "key_values", "fields", "values", "new_key_values", "sql", "gtid", "log_index", "epoch", "author", "commit_timestamp_ns", "statement")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[RowOperation.Kind]
@@ -42,6 +42,7 @@ class RowOperation(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    STATEMENT_FIELD_NUMBER: _ClassVar[int]
     kind: RowOperation.Kind
     table: _statement_pb2.TableMetadata
     key_fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
@@ -55,7 +56,8 @@ class RowOperation(_message.Message):
     epoch: int
     author: int
     commit_timestamp_ns: int
-    def __init__(self, kind: _Optional[_Union[RowOperation.Kind, str]] = ..., table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., new_key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., sql: _Optional[_Union[_statement_pb2.SqlStatement, _Mapping]] = ..., gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., log_index: _Optional[int] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ...) -> None: ...
+    statement: int
+    def __init__(self, kind: _Optional[_Union[RowOperation.Kind, str]] = ..., table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., new_key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., sql: _Optional[_Union[_statement_pb2.SqlStatement, _Mapping]] = ..., gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., log_index: _Optional[int] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., statement: _Optional[int] = ...) -> None: ...
 
 class TransIdRange(_message.Message):
     __slots__ = ("first", "last")

@@ -171,3 +171,40 @@ def test_malformed_statements_are_named_errors(bad, message):
 
 def test_reduce_ops_of_empty_input_is_empty():
     assert reduce_ops([]) == []
+
+
+def test_segments_are_buffered_until_the_last_and_interleave():
+    from gateway.core.reducer import SegmentAssembler
+
+    asm = SegmentAssembler()
+    assert asm.add(1, txn(1, insert("t", [{"id": 1, "a": 1}]), end_segment=False)) is None
+    single = asm.add(2, txn(2, delete("t", [5])))
+    assert single is not None and single.indexes == (2,)
+    assert asm.pending_indexes() == [1]
+    done = asm.add(3, txn(1, update("t", ["a"], [(1, [2])]), segment_id=2))
+    assert done is not None and done.indexes == (1, 3) and not done.rolled_back
+    assert kinds(reduce_window([done])) == [(OpKind.INSERT, (1,), {"id": 1, "a": 2})]
+    assert reduce_window([done])[0].log_index == 3  # the commit point: the last segment
+    assert len(asm) == 0
+
+
+def test_rollback_on_the_last_segment_discards_the_whole_transaction():
+    from gateway.core.reducer import SegmentAssembler
+
+    asm = SegmentAssembler()
+    asm.add(1, txn(1, insert("t", [{"id": 1, "a": 1}]), end_segment=False))
+    done = asm.add(2, txn(1, segment_id=2, rollback=True))
+    assert done is not None and done.rolled_back and done.ops() == []
+
+
+@pytest.mark.parametrize("segment_id, first", [(2, False), (1, True), (0, False)])
+def test_out_of_order_segments_are_named_errors_carrying_the_dropped_segments(segment_id, first):
+    from gateway.core.reducer import SegmentAssembler, SegmentOrderError
+
+    asm = SegmentAssembler()
+    if first:
+        asm.add(1, txn(1, end_segment=False))
+    with pytest.raises(SegmentOrderError, match="segment_id") as info:
+        asm.add(5, txn(1, segment_id=segment_id))
+    assert info.value.indexes == ((1, 5) if first else (5,))
+    assert len(asm) == 0

@@ -1,0 +1,138 @@
+"""The applier contract: what the dispatcher hands a store plugin and what it expects back.
+
+An ``Applier`` receives batches of ``RowOp`` values (``gateway.core.rowops``); every operation
+carries the GTID, log index, epoch, author and commit timestamp of the change it applies. The
+dispatcher guarantees:
+
+- operations on one row (table + key) arrive in log order, never concurrently;
+- a batch never holds a barrier (SQL or MOVE) together with anything else, and a barrier is
+  only handed over when every earlier operation has been applied and before any later one;
+- at-least-once: after a crash, operations after the applier's durable position are handed
+  over again (in order), so ``apply`` must be idempotent or declare ``idempotent=False``.
+
+The applier promises:
+
+- ``apply(ops)`` returns only when every operation of the batch is durable in the store, and
+  raises otherwise. ``apply`` may be called from several worker threads at once with batches of
+  disjoint rows, unless ``Capabilities.thread_safe`` is false (then calls are serialised).
+- A non-idempotent applier applies a batch all or nothing (a failed call left no trace).
+- It raises ``TransientApplyError`` (or ``ConnectionError``/``TimeoutError``) for failures worth
+  retrying, ``UnsupportedOperationError`` for an operation it can never apply, anything else
+  for a permanent failure of the batch. The dispatcher retries transient failures with
+  exponential backoff, isolates the failing operation, and sends it to the dead-letter log
+  after the configured attempts.
+
+Exceptions::
+
+    ApplyError                   an applier could not apply a batch
+    ├── TransientApplyError      worth retrying (store busy, connection lost)
+    └── UnsupportedOperationError  this applier never applies such an operation
+    ApplierConfigError (ValueError)  bad options for an applier factory
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gateway.core.rowops import OpKind, RowOp
+
+__all__ = [
+    "Applier",
+    "ApplierConfigError",
+    "ApplierFactory",
+    "ApplyError",
+    "Capabilities",
+    "TransientApplyError",
+    "UnsupportedOperationError",
+    "is_transient",
+]
+
+
+class ApplyError(Exception):
+    """An applier could not apply a batch."""
+
+
+class TransientApplyError(ApplyError):
+    """A failure worth retrying: the same batch may succeed later."""
+
+
+class UnsupportedOperationError(ApplyError):
+    """The applier can never apply this operation (e.g. SQL on a key-value store)."""
+
+
+class ApplierConfigError(ValueError):
+    """Options given to an applier factory are missing or invalid; ``str()`` is one line."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors the dispatcher retries: ``TransientApplyError``, ``ConnectionError``
+    and ``TimeoutError``."""
+    return isinstance(exc, TransientApplyError | ConnectionError | TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an applier can do; the dispatcher adapts to it.
+
+    ``accepts_sql``: SQL operations are handed over; otherwise they are dead-lettered with
+    ``UnsupportedOperationError`` (never dropped). ``idempotent``: applying an operation twice
+    leaves the store as applying it once; if false the dispatcher saves its position after
+    every completed transaction to keep replays after a crash to the operations in flight.
+    ``max_batch``: the most operations per ``apply`` call (>= 1). ``thread_safe``: ``apply``
+    may run concurrently on several threads.
+    """
+
+    accepts_sql: bool = False
+    idempotent: bool = True
+    max_batch: int = 100
+    thread_safe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, not {self.max_batch}")
+
+    def accepts(self, op: RowOp) -> bool:
+        """True if an operation of this kind may be handed to the applier."""
+        return self.accepts_sql or op.kind is not OpKind.SQL
+
+
+class Applier(ABC):
+    """A store the dispatcher applies operations to. Subclasses set ``name`` and
+    ``capabilities`` and implement ``apply``; see the module docstring for the contract."""
+
+    name: str = "applier"
+    capabilities: Capabilities = Capabilities()
+
+    @abstractmethod
+    def apply(self, ops: Sequence[RowOp]) -> None:
+        """Make every operation of ``ops`` durable in the store, in order, or raise."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release connections and files. Called once, after the last ``apply``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApplierFactory:
+    """How a plugin offers an applier: ``create(options)`` builds one from string options.
+
+    ``options`` documents the accepted option names (name -> help text) for ``gateway
+    plugins`` and ``gateway apply -o NAME=VALUE``; ``create`` raises ``ApplierConfigError``
+    for bad ones.
+    """
+
+    name: str
+    create: Callable[[Mapping[str, str]], Applier]
+    description: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def build(self, options: Mapping[str, str] | None = None) -> Applier:
+        """``create`` after checking that every option name is one the factory documents."""
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise ApplierConfigError(
+                f"applier {self.name!r}: unknown option {unknown[0]!r} (known: {known})")
+        return self.create(options)

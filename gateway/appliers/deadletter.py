@@ -1,0 +1,161 @@
+"""The dead-letter log: operations an applier gave up on, kept until an operator acts.
+
+One file per applier, ``directory/<applier>.deadletters``, a record stream (it begins with
+``FE FD``) of two tagged messages: ``DeadLetter`` (tag 113; an operation, or a whole
+transaction the reducer rejected, with its error and attempt count) and
+``DeadLetterResolution`` (tag 114; letter ``id`` was replayed or discarded). Both are only
+ever appended and fsynced, so the log is also the audit trail. A letter without a resolution
+is *open*. Ids are 1, 2, 3, ... per file.
+
+``gateway deadletter list|replay|discard`` are thin commands over ``DeadLetterLog``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.core import messages, records
+from gateway.core.messages import MessageDecodeError
+from gateway.core.rowops import RowOp, op_from_proto, op_to_proto
+from gateway.core.stuffing import SEPARATOR
+from gateway.v1 import applier_pb2, transaction_pb2
+
+__all__ = ["DeadLetterError", "DeadLetterLog", "Letter"]
+
+Action = applier_pb2.DeadLetterResolution.Action
+
+
+class DeadLetterError(Exception):
+    """The dead-letter log cannot be read or written, or an id is unknown; one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """A dead letter read back: the message and its resolution (``None`` while open)."""
+
+    message: applier_pb2.DeadLetter
+    resolution: applier_pb2.DeadLetterResolution | None
+
+    @property
+    def id(self) -> int:
+        return self.message.id
+
+    @property
+    def is_open(self) -> bool:
+        return self.resolution is None
+
+    def operation(self) -> RowOp | None:
+        """The dead operation, or ``None`` if the letter holds a whole transaction."""
+        if self.message.WhichOneof("item") == "operation":
+            return op_from_proto(self.message.operation)
+        return None
+
+    def transaction(self) -> transaction_pb2.Transaction | None:
+        if self.message.WhichOneof("item") == "transaction":
+            return self.message.transaction
+        return None
+
+
+class DeadLetterLog:
+    """Append-only dead-letter file of one applier. Thread-safe within one process."""
+
+    def __init__(self, directory: str | os.PathLike[str], applier: str) -> None:
+        self.applier = applier
+        self.path = Path(directory) / f"{applier}.deadletters"
+        self._lock = threading.Lock()
+        self._next_id: int | None = None
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _append(self, msg: applier_pb2.DeadLetter | applier_pb2.DeadLetterResolution) -> None:
+        record = records.encode_record(messages.pack(msg))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("ab+") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size >= len(SEPARATOR):
+                    f.seek(size - len(SEPARATOR))
+                    tail_ok = f.read(len(SEPARATOR)) == SEPARATOR
+                else:
+                    tail_ok = False
+                f.write(record if tail_ok else SEPARATOR + record)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise DeadLetterError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
+
+    def add(self, item: RowOp | transaction_pb2.Transaction, error: BaseException, *,
+            attempts: int, log_index: int = 0) -> int:
+        """Append a dead letter for ``item`` failed with ``error``; return its id."""
+        text = " ".join(str(error).split()) or type(error).__name__
+        msg = applier_pb2.DeadLetter(
+            applier=self.applier, attempts=attempts, error_type=type(error).__name__,
+            error=text[:2000], failed_at_ns=time.time_ns(),
+            log_index=item.log_index if isinstance(item, RowOp) else log_index)
+        if isinstance(item, RowOp):
+            msg.operation.CopyFrom(op_to_proto(item))
+        else:
+            msg.transaction.CopyFrom(item)
+        with self._lock:
+            if self._next_id is None:
+                self._next_id = max((m.id for m in self._messages()
+                                     if isinstance(m, applier_pb2.DeadLetter)), default=0) + 1
+            msg.id = self._next_id
+            self._append(msg)
+            self._next_id += 1
+        return msg.id
+
+    def resolve(self, letter_id: int, action: int, note: str = "") -> None:
+        """Close open letter ``letter_id`` as ``REPLAYED`` or ``DISCARDED``; raises
+        ``DeadLetterError`` if it is unknown or already closed."""
+        with self._lock:
+            letters = {letter.id: letter for letter in self._letters()}
+            letter = letters.get(letter_id)
+            if letter is None:
+                raise DeadLetterError(f"{self.path}: no dead letter {letter_id}")
+            if not letter.is_open:
+                raise DeadLetterError(f"{self.path}: dead letter {letter_id} is already "
+                                      f"{Action.Name(letter.resolution.action).lower()}")
+            self._append(applier_pb2.DeadLetterResolution(
+                id=letter_id, action=action, resolved_at_ns=time.time_ns(), note=note))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _messages(self) -> Iterator[object]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise DeadLetterError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        for rec in records.scan(data):
+            try:
+                yield messages.unpack(rec.payload, base_offset=rec.offset)
+            except MessageDecodeError as exc:
+                raise DeadLetterError(f"{self.path}: {exc}") from None
+
+    def _letters(self) -> list[Letter]:
+        letters: dict[int, applier_pb2.DeadLetter] = {}
+        resolutions: dict[int, applier_pb2.DeadLetterResolution] = {}
+        for msg in self._messages():
+            if isinstance(msg, applier_pb2.DeadLetter):
+                letters[msg.id] = msg
+            elif isinstance(msg, applier_pb2.DeadLetterResolution):
+                resolutions.setdefault(msg.id, msg)
+        return [Letter(m, resolutions.get(i)) for i, m in sorted(letters.items())]
+
+    def letters(self, *, include_closed: bool = False) -> list[Letter]:
+        """Letters in id order: the open ones, or all with ``include_closed``."""
+        with self._lock:
+            return [x for x in self._letters() if include_closed or x.is_open]
+
+    def get(self, letter_id: int) -> Letter:
+        for letter in self.letters(include_closed=True):
+            if letter.id == letter_id:
+                return letter
+        raise DeadLetterError(f"{self.path}: no dead letter {letter_id}")

@@ -1,0 +1,339 @@
+"""The dispatcher: committed entries in, reduced operations out to one applier's workers.
+
+For one applier, ``Dispatcher.run`` loops:
+
+1. read entries from the ``EntrySource`` after the durable position (``PositionStore``),
+   skipping transactions already in its applied-GTID set;
+2. assemble segments (``SegmentAssembler``; rollbacks discard), reduce each transaction -- or
+   a window of ``window`` consecutive transactions -- to one operation per row
+   (``gateway.core.reducer``); a transaction the reducer rejects goes whole to the dead-letter
+   log;
+3. partition the operations by a stable hash of ``(table, key)`` onto ``threads`` workers with
+   bounded queues (a full queue blocks reading: backpressure); per-row order is kept because a
+   row always lands on the same worker, which applies its queue in order;
+4. barriers (SQL, MOVE) wait until every queued operation is done, then run alone;
+5. finished operations complete units in the ``ProgressTracker``, whose contiguous watermark
+   (CutHead) and applied-GTID set are saved every ``save_interval`` seconds, after every
+   transaction for non-idempotent appliers, and when the run ends.
+
+A restart after a crash replays from the saved position; see ``progress`` for why that never
+skips or reorders a row's changes. ``run`` returns when the log is exhausted (or at
+``max_index``), or, with ``follow``, when ``stop()`` is called. An applier or dead-letter log
+failure that cannot be handled raises ``DispatcherError`` after the workers stopped and the
+(consistent) position was saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gateway.core.reducer import AssembledTransaction, SegmentAssembler, SegmentOrderError
+from gateway.core.reducer import reduce_ops as _reduce_ops
+from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
+from gateway.v1 import transaction_pb2
+
+from .contract import Applier
+from .deadletter import DeadLetterLog
+from .metrics import ApplierMetrics
+from .position import ApplierPosition, PositionStore
+from .progress import ProgressTracker, Unit
+from .source import Entry, EntrySource
+from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
+
+__all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
+
+MetricsSink = Callable[[str, Mapping[str, float]], None]
+DeadLetterHook = Callable[[str, int, Any, BaseException], None]
+
+
+class DispatcherError(Exception):
+    """The dispatcher stopped on a failure it cannot handle; ``str()`` is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherConfig:
+    """Tuning of one dispatcher. ``reduce=False`` hands over the original statements, one
+    operation per record (``window`` is then ignored)."""
+
+    threads: int = 4
+    queue_size: int = 1024
+    read_batch: int = 256
+    reduce: bool = True
+    window: int = 1
+    elide_insert_delete: bool = True
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    save_interval: float = 1.0
+    poll_interval: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("threads", "queue_size", "read_batch", "window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
+
+
+def partition_of(op: RowOp, partitions: int) -> int:
+    """The worker of ``op``'s row: a hash of ``(table, key)`` stable across processes."""
+    return zlib.crc32(repr(op.row_id).encode()) % partitions
+
+
+class Dispatcher:
+    """Applies the committed log to one applier; see the module docstring."""
+
+    def __init__(self, applier: Applier, source: EntrySource, state_dir: str | Path, *,
+                 config: DispatcherConfig | None = None,
+                 publish_metrics: MetricsSink | None = None,
+                 on_dead_letter: DeadLetterHook | None = None) -> None:
+        self.applier = applier
+        self.source = source
+        self.config = config or DispatcherConfig()
+        self.positions = PositionStore(state_dir, applier.name)
+        self.dead_letters = DeadLetterLog(state_dir, applier.name)
+        self.metrics = ApplierMetrics(applier.name)
+        self._publish = publish_metrics
+        self._on_dead_letter = on_dead_letter
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)
+        self._queued = 0
+        self._failure: BaseException | None = None
+        self._tracker: ProgressTracker | None = None
+        self._workers: list[PartitionWorker] = []
+        self._window: list[tuple[AssembledTransaction, list[RowOp]]] = []
+        self._save_lock = threading.Lock()
+        self._saved_seq = -1
+        self._snapshot_seq = 0
+        self._saved_units = 0
+        self._last_save = 0.0
+        self._runner = BatchRunner(applier, self.config.retry, self.metrics,
+                                   self._dead_letter_op, self._stop)
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask ``run`` to return soon: operations in hand are abandoned (replayed later)."""
+        self._stop.set()
+        with self._drained:
+            self._drained.notify_all()
+
+    @property
+    def position(self) -> ApplierPosition:
+        """The position reached so far (what the next save writes)."""
+        if self._tracker is None:
+            return self.positions.load()
+        with self._lock:
+            return self._tracker.position()
+
+    def run(self, *, follow: bool = False, max_index: int | None = None) -> ApplierPosition:
+        """Apply entries from the durable position; return the saved final position."""
+        self._stop.clear()
+        self._tracker = tracker = ProgressTracker(self.positions.load())
+        self.metrics.set(watermark=tracker.watermark)
+        assembler = SegmentAssembler()
+        self._workers = [
+            PartitionWorker(n, self._runner, self.applier.capabilities.max_batch,
+                            self.config.queue_size, self._ops_done, self._fail)
+            for n in range(self.config.threads)]
+        for w in self._workers:
+            w.start()
+        next_index = tracker.watermark + 1
+        try:
+            while not self._stop.is_set():
+                want = self.config.read_batch
+                if max_index is not None:
+                    want = min(want, max_index - next_index + 1)
+                entries = self.source.read(next_index, want) if want > 0 else []
+                for entry in entries:
+                    self._admit(entry, assembler)
+                    next_index = entry.index + 1
+                if self.config.window > 1:
+                    self._flush()
+                self._tick()
+                if not entries:
+                    if not follow or (max_index is not None and next_index > max_index):
+                        break
+                    self._stop.wait(self.config.poll_interval)
+            self._wait_drained()
+        except Stopped:
+            pass
+        finally:
+            self._shutdown()
+        if self._failure is not None:
+            raise DispatcherError(f"applier {self.applier.name!r}: "
+                                  f"{type(self._failure).__name__}: {self._failure}")
+        return self.position
+
+    # -- reading and reducing ------------------------------------------------------------------
+
+    def _admit(self, entry: Entry, assembler: SegmentAssembler) -> None:
+        tracker = self._tracker
+        assert tracker is not None
+        txn = entry.transaction
+        with self._lock:
+            tracker.register(entry.index, txn.commit_timestamp_ns if txn is not None else 0)
+        self.metrics.add(entries_read=1)
+        if txn is None:
+            self._finish([entry.index])
+            return
+        with self._lock:
+            seen = Gtid(txn.gtid.server_id, txn.gtid.trans_id) in tracker.applied
+        if seen:
+            self.metrics.add(skipped=1)
+            self._finish([entry.index])
+            return
+        try:
+            done = assembler.add(entry.index, txn)
+        except SegmentOrderError as exc:
+            self._reject(exc.segments, exc)
+            return
+        if done is None:
+            return
+        if done.rolled_back:
+            self.metrics.add(rolled_back=1)
+            self._finish(done.indexes)
+            return
+        try:
+            ops = done.ops()
+        except MalformedTransactionError as exc:
+            self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
+            return
+        self._window.append((done, ops))
+        if len(self._window) >= self.config.window or not self.config.reduce:
+            self._flush()
+
+    def _reject(self, segments: Sequence[tuple[int, transaction_pb2.Transaction]],
+                error: BaseException) -> None:
+        for index, segment in segments:
+            letter = self.dead_letters.add(segment, error, attempts=0, log_index=index)
+            self.metrics.add(dead_letters=1)
+            if self._on_dead_letter is not None:
+                self._on_dead_letter(self.applier.name, letter, segment, error)
+        self._finish([i for i, _ in segments])
+
+    def _flush(self) -> None:
+        if not self._window:
+            return
+        window, self._window = self._window, []
+        ops = [op for _, t_ops in window for op in t_ops]
+        reduced = (_reduce_ops(ops, elide_insert_delete=self.config.elide_insert_delete)
+                   if self.config.reduce else ops)
+        self.metrics.add(transactions=len(window), ops_in=len(ops), ops_out=len(reduced))
+        barrier = any(op.is_barrier for op in reduced)
+        rows = {op.row_id for op in reduced if not op.is_barrier}
+        assert self._tracker is not None
+        with self._lock:
+            unit = self._tracker.start_unit(
+                [i for t, _ in window for i in t.indexes], [t.gtid for t, _ in window], rows,
+                len(reduced), barrier=barrier)
+        self._after_record()
+        n = len(self._workers)
+        for op in reduced:
+            if op.is_barrier:
+                self._wait_drained()
+                self._runner.run([op])
+                self.metrics.add(barriers=1)
+                self._ops_done([(op, unit)], queued=False)
+            else:
+                with self._lock:
+                    self._queued += 1
+                self._workers[partition_of(op, n)].put((op, unit), self._stop)
+
+    # -- completion ----------------------------------------------------------------------------
+
+    def _ops_done(self, batch: list[tuple[RowOp, Unit]], *, queued: bool = True) -> None:
+        tracker = self._tracker
+        assert tracker is not None
+        with self._drained:
+            for _, unit in batch:
+                tracker.op_done(unit)
+            if queued:
+                self._queued -= len(batch)
+            self._drained.notify_all()
+        self._after_record()
+
+    def _finish(self, indexes: Sequence[int]) -> None:
+        assert self._tracker is not None
+        with self._lock:
+            self._tracker.finish(indexes)
+        self._after_record()
+
+    def _after_record(self) -> None:
+        if self.applier.capabilities.idempotent:
+            return
+        assert self._tracker is not None
+        if self._tracker.units_recorded != self._saved_units:
+            self._save()
+
+    def _wait_drained(self) -> None:
+        with self._drained:
+            while self._queued and not self._stop.is_set():
+                self._drained.wait(0.1)
+        if self._stop.is_set():
+            raise Stopped
+
+    def _fail(self, exc: BaseException) -> None:
+        self._failure = exc
+        self.stop()
+
+    def _dead_letter_op(self, op: RowOp, error: BaseException, attempts: int) -> None:
+        letter = self.dead_letters.add(op, error, attempts=attempts)
+        if self._on_dead_letter is not None:
+            self._on_dead_letter(self.applier.name, letter, op, error)
+
+    # -- positions and metrics -----------------------------------------------------------------
+
+    def _save(self) -> None:
+        tracker = self._tracker
+        assert tracker is not None
+        with self._lock:
+            self._snapshot_seq += 1
+            seq, position = self._snapshot_seq, tracker.position()
+            self._saved_units = tracker.units_recorded
+        with self._save_lock:
+            if seq > self._saved_seq:
+                self.positions.save(position)
+                self._saved_seq = seq
+                self._last_save = time.monotonic()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now - self._last_save < self.config.save_interval:
+            return
+        self._save()
+        self._update_lag()
+        if self._publish is not None:
+            self._publish(self.applier.name, self.metrics.snapshot())
+        with self._lock:
+            assert self._tracker is not None
+            self._tracker.forget_recorded_rows()
+
+    def _update_lag(self) -> None:
+        assert self._tracker is not None
+        last = self.source.last_index()
+        with self._lock:
+            watermark = self._tracker.watermark
+            oldest = self._tracker.oldest_pending_commit_ts()
+            queued = self._queued
+        lag_s = 0.0
+        if watermark < last and oldest:
+            lag_s = max(0.0, time.time() - oldest / 1e9)
+        self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,
+                         watermark=watermark, queued_ops=queued)
+
+    def _shutdown(self) -> None:
+        for w in self._workers:
+            if w.is_alive():
+                with contextlib.suppress(Stopped):
+                    w.put(STOP, self._stop)
+        for w in self._workers:
+            w.join()
+        self._save()
+        self._update_lag()
+        if self._publish is not None:
+            self._publish(self.applier.name, self.metrics.snapshot())

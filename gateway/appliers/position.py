@@ -1,0 +1,216 @@
+"""Durable applier positions: a log index plus the set of applied GTIDs per origin.
+
+``ApplierPosition(log_index, applied)`` means: every entry with index <= ``log_index`` is
+fully applied (or dead-lettered), and so is every transaction whose GTID is in ``applied``
+(which may include transactions after ``log_index``: the dispatcher applies out of order across
+rows and only moves ``log_index`` over a contiguous prefix). A restart reads from
+``log_index + 1`` and skips transactions in ``applied``.
+
+``PositionStore`` keeps one applier's position in its own file, a record stream of
+``gateway.v1.ApplierPosition`` messages (tag 112): ``save`` appends a record and fsyncs,
+``load`` returns the last valid one (a torn last record falls back to the one before). When
+the file grows past ``compact_bytes`` it is rewritten with only the latest record (temporary
+file, fsync, rename, directory fsync), so a crash at any point leaves a readable position.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.core import messages, records
+from gateway.core.messages import MessageDecodeError
+from gateway.core.rowops import Gtid
+from gateway.core.stuffing import SEPARATOR
+from gateway.v1 import applier_pb2
+
+__all__ = ["ApplierPosition", "GtidSet", "PositionStore", "PositionStoreError"]
+
+
+class PositionStoreError(Exception):
+    """A position file cannot be read or written; ``str()`` is one line naming the file."""
+
+
+class GtidSet:
+    """A set of GTIDs kept as disjoint closed ranges of trans ids per origin ``server_id``.
+
+    Consecutive trans ids of one origin collapse into one range, so a set that holds every
+    transaction of a long log stays a few ranges long. Not thread-safe.
+    """
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, gtids: Iterable[Gtid] = ()) -> None:
+        # server_id -> sorted starts, and parallel ends (inclusive)
+        self._ranges: dict[int, tuple[list[int], list[int]]] = {}
+        for g in gtids:
+            self.add(g)
+
+    def __contains__(self, gtid: object) -> bool:
+        if not isinstance(gtid, tuple) or len(gtid) != 2:
+            return False
+        server_id, trans_id = gtid
+        ranges = self._ranges.get(server_id)
+        if ranges is None:
+            return False
+        starts, ends = ranges
+        i = bisect.bisect_right(starts, trans_id) - 1
+        return i >= 0 and ends[i] >= trans_id
+
+    def add(self, gtid: Gtid) -> None:
+        """Add one GTID, merging it with adjacent ranges."""
+        server_id, t = gtid
+        starts, ends = self._ranges.setdefault(server_id, ([], []))
+        i = bisect.bisect_right(starts, t) - 1
+        if i >= 0 and ends[i] >= t:
+            return
+        joins_left = i >= 0 and ends[i] == t - 1
+        joins_right = i + 1 < len(starts) and starts[i + 1] == t + 1
+        if joins_left and joins_right:
+            ends[i] = ends[i + 1]
+            del starts[i + 1], ends[i + 1]
+        elif joins_left:
+            ends[i] = t
+        elif joins_right:
+            starts[i + 1] = t
+        else:
+            starts.insert(i + 1, t)
+            ends.insert(i + 1, t)
+
+    def ranges(self) -> Iterator[tuple[int, int, int]]:
+        """``(server_id, first, last)`` for every range, by server id then trans id."""
+        for server_id in sorted(self._ranges):
+            starts, ends = self._ranges[server_id]
+            for s, e in zip(starts, ends, strict=True):
+                yield server_id, s, e
+
+    def __len__(self) -> int:
+        return sum(e - s + 1 for _, s, e in self.ranges())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GtidSet) and list(self.ranges()) == list(other.ranges())
+
+    def __str__(self) -> str:
+        parts = []
+        for server_id in sorted(self._ranges):
+            starts, ends = self._ranges[server_id]
+            spans = ":".join(f"{s}-{e}" if e != s else f"{s}"
+                             for s, e in zip(starts, ends, strict=True))
+            parts.append(f"{server_id}:{spans}")
+        return ",".join(parts)
+
+    def copy(self) -> GtidSet:
+        out = GtidSet()
+        out._ranges = {k: (list(s), list(e)) for k, (s, e) in self._ranges.items()}
+        return out
+
+    def to_proto(self) -> list[applier_pb2.OriginGtids]:
+        out: dict[int, applier_pb2.OriginGtids] = {}
+        for server_id, s, e in self.ranges():
+            origin = out.setdefault(server_id, applier_pb2.OriginGtids(server_id=server_id))
+            origin.ranges.add(first=s, last=e)
+        return list(out.values())
+
+    @classmethod
+    def from_proto(cls, origins: Iterable[applier_pb2.OriginGtids]) -> GtidSet:
+        out = cls()
+        for origin in origins:
+            starts, ends = out._ranges.setdefault(origin.server_id, ([], []))
+            for r in origin.ranges:
+                if r.first > r.last or (ends and r.first <= ends[-1] + 1):
+                    raise ValueError(f"origin {origin.server_id}: ranges not disjoint and "
+                                     f"increasing at {r.first}-{r.last}")
+                starts.append(r.first)
+                ends.append(r.last)
+        return out
+
+
+@dataclass(slots=True)
+class ApplierPosition:
+    """Where an applier is: see the module docstring."""
+
+    log_index: int = 0
+    applied: GtidSet = field(default_factory=GtidSet)
+
+
+class PositionStore:
+    """One applier's durable position in ``directory/<applier>.position``. Thread-safe."""
+
+    def __init__(self, directory: str | os.PathLike[str], applier: str, *,
+                 compact_bytes: int = 1 << 16) -> None:
+        self.applier = applier
+        self.path = Path(directory) / f"{applier}.position"
+        self.compact_bytes = compact_bytes
+        self._lock = threading.Lock()
+
+    def load(self) -> ApplierPosition:
+        """The last saved position, or position 0 with no GTIDs if none was ever saved."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return ApplierPosition()
+        except OSError as exc:
+            raise PositionStoreError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        last: applier_pb2.ApplierPosition | None = None
+        for rec in records.scan(data):
+            try:
+                msg = messages.unpack(rec.payload, base_offset=rec.offset)
+            except MessageDecodeError as exc:
+                raise PositionStoreError(f"{self.path}: {exc}") from None
+            if isinstance(msg, applier_pb2.ApplierPosition):
+                last = msg
+        if last is None:
+            return ApplierPosition()
+        try:
+            applied = GtidSet.from_proto(last.applied)
+        except ValueError as exc:
+            raise PositionStoreError(f"{self.path}: {exc}") from None
+        return ApplierPosition(last.log_index, applied)
+
+    def save(self, position: ApplierPosition) -> None:
+        """Append ``position`` durably (fsync) and compact the file when it is large."""
+        msg = applier_pb2.ApplierPosition(
+            applier=self.applier, log_index=position.log_index,
+            applied=position.applied.to_proto(), saved_at_ns=time.time_ns())
+        record = records.encode_record(messages.pack(msg))
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                size = self.path.stat().st_size if self.path.exists() else 0
+                if size + len(record) > self.compact_bytes:
+                    self._rewrite(SEPARATOR + record)
+                    return
+                with self.path.open("ab+") as f:
+                    # a torn tail (crash mid-append) must not swallow the new record
+                    f.seek(max(size - len(SEPARATOR), 0))
+                    tail_ok = size and f.read(len(SEPARATOR)) == SEPARATOR
+                    f.write(record if tail_ok else SEPARATOR + record)
+                    f.flush()
+                    os.fsync(f.fileno())
+                if not size:
+                    _sync_dir(self.path.parent)
+            except OSError as exc:
+                raise PositionStoreError(
+                    f"{self.path}: cannot write: {exc.strerror or exc}") from None
+
+    def _rewrite(self, data: bytes) -> None:
+        tmp = self.path.with_suffix(".position.tmp")
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _sync_dir(self.path.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

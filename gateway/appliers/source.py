@@ -1,0 +1,133 @@
+"""Where the dispatcher reads committed log entries from.
+
+``EntrySource`` is the small interface the dispatcher needs; the cluster node will provide one
+over its Raft WAL (committed entries only). Two implementations live here:
+
+- ``LogFileSource``: a standalone log file (``gateway log write``), a record stream of tagged
+  messages. An entry's index is the record's ordinal, from 1; records that are not
+  transactions (epoch markers, ...) are entries too, with ``transaction=None``. The file may
+  grow while it is read (only whole records followed by their separator are read). A damaged
+  range or an undecodable record stops reading with ``EntrySourceError``: skipping it would
+  shift every later index and corrupt positions.
+- ``MemorySource``: a list of transactions, for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from gateway.core import messages, records
+from gateway.core.messages import MessageDecodeError
+from gateway.core.stuffing import SEPARATOR
+from gateway.v1 import transaction_pb2
+
+__all__ = ["Entry", "EntrySource", "EntrySourceError", "LogFileSource", "MemorySource"]
+
+
+class EntrySourceError(Exception):
+    """The source cannot deliver entries (missing file, damage); ``str()`` is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A committed log entry: its index and the transaction segment it holds, if any."""
+
+    index: int
+    transaction: transaction_pb2.Transaction | None
+
+
+class EntrySource(Protocol):
+    """Committed log entries, indexed from 1 without gaps."""
+
+    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+        """Entries ``from_index, from_index + 1, ...``: at most ``max_entries``, fewer (maybe
+        none) at the end of the committed log. Raises ``EntrySourceError``."""
+        ...
+
+    def last_index(self) -> int:
+        """Index of the last committed entry (0 when the log is empty)."""
+        ...
+
+
+class MemorySource:
+    """Transactions in a list; entry ``i`` is ``items[i - 1]``. ``append`` is thread-safe."""
+
+    def __init__(self, items: Sequence[transaction_pb2.Transaction | None] = ()) -> None:
+        self._items = list(items)
+        self._lock = threading.Lock()
+
+    def append(self, item: transaction_pb2.Transaction | None) -> int:
+        """Add one entry; return its index."""
+        with self._lock:
+            self._items.append(item)
+            return len(self._items)
+
+    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+        with self._lock:
+            start = max(from_index, 1) - 1
+            chunk = self._items[start : start + max_entries]
+        return [Entry(start + 1 + i, t) for i, t in enumerate(chunk)]
+
+    def last_index(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+class LogFileSource:
+    """Entries of a standalone log file; see the module docstring. Not thread-safe."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._entries: list[transaction_pb2.Transaction | None] = []
+        self._consumed = 0  # file offset up to which records were parsed (a separator)
+        if not self.path.is_file():
+            raise EntrySourceError(f"{self.path}: no such log file")
+        self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self._consumed)
+                chunk = f.read()
+        except OSError as exc:
+            raise EntrySourceError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        if self._consumed == 0 and chunk and not chunk.startswith(SEPARATOR):
+            raise EntrySourceError(f"{self.path}: not a log (no FE FD separator at the start)")
+        last = chunk.rfind(SEPARATOR)
+        if last <= 0:
+            return
+        chunk = chunk[: last + len(SEPARATOR)]
+        expected = len(SEPARATOR)
+        for rec in records.scan(chunk):
+            if rec.offset != expected:
+                raise EntrySourceError(
+                    f"{self.path}: damaged bytes at offsets {self._consumed + expected}-"
+                    f"{self._consumed + rec.offset} (run `gateway log verify`)")
+            try:
+                msg = messages.unpack(rec.payload, base_offset=self._consumed + rec.offset)
+            except MessageDecodeError as exc:
+                raise EntrySourceError(f"{self.path}: record {len(self._entries) + 1}: "
+                                       f"{exc}") from None
+            self._entries.append(msg if isinstance(msg, transaction_pb2.Transaction) else None)
+            expected = rec.end + len(SEPARATOR)
+        if expected < len(chunk):
+            raise EntrySourceError(
+                f"{self.path}: damaged bytes at offsets {self._consumed + expected}-"
+                f"{self._consumed + len(chunk) - len(SEPARATOR)} (run `gateway log verify`)")
+        self._consumed += len(chunk) - len(SEPARATOR)
+
+    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+        if from_index + max_entries - 1 > len(self._entries):
+            self._refresh()
+        start = max(from_index, 1) - 1
+        chunk = self._entries[start : start + max_entries]
+        return [Entry(start + 1 + i, t) for i, t in enumerate(chunk)]
+
+    def last_index(self) -> int:
+        self._refresh()
+        return len(self._entries)
