@@ -536,9 +536,11 @@ class SegmentedWal:
                     raise WalFailedError("the WAL failed earlier") from self._failed
                 if target is None:
                     target = self._last
-                if self._durable >= target and not self._dirty and not self._dir_dirty:
-                    return self._durable
-                if self._durable >= target and target < self._last:
+                # Covered already (by a sync another caller made: group commit)? A full sync
+                # (target == last) still flushes a pending directory entry or dirty file.
+                if self._durable >= target and (
+                    target < self._last or not (self._dirty or self._dir_dirty)
+                ):
                     return self._durable
                 files = list(self._dirty.values())
                 self._dirty.clear()
