@@ -14,7 +14,8 @@ subprocess's baseline RSS before the engine opens (test data generator only) is 
 
 Usage::
 
-    python3 benchmarks/bench_lsm.py [--n 1000000] [--scans 2000] [--engines gateway,rocksdict,sqlite3]
+    python3 benchmarks/bench_lsm.py [--n 1000000] [--scans 2000] \
+        [--engines gateway,rocksdict,sqlite3]
 """
 
 from __future__ import annotations
@@ -222,7 +223,16 @@ def main() -> None:
     results = []
     for name in args.engines.split(","):
         out = subprocess.run(
-            [sys.executable, __file__, "--child", name, "--n", str(args.n), "--scans", str(args.scans)],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                name,
+                "--n",
+                str(args.n),
+                "--scans",
+                str(args.scans),
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -242,7 +252,13 @@ def main() -> None:
     ]
     names = [r["engine"] for r in results]
     print(f"N={args.n} puts/gets, {args.scans} scans; ratio = engine / {ref['engine']}")
-    print("| metric | " + " | ".join(names) + " | " + " | ".join(f"{x}/{ref['engine']}" for x in names if x != ref["engine"]) + " |")
+    print(
+        "| metric | "
+        + " | ".join(names)
+        + " | "
+        + " | ".join(f"{x}/{ref['engine']}" for x in names if x != ref["engine"])
+        + " |"
+    )
     print("|---" * (1 + len(names) + len(names) - 1) + "|")
     for label, field in rows:
         cells = [f"{r[field]:,.0f}" if r[field] >= 100 else f"{r[field]:.1f}" for r in results]

@@ -39,6 +39,8 @@ def key(i: int) -> bytes:
     return b"key%08d" % i
 
 
-def fill(store: LSMStore, n: int, start: int = 0, value: Callable[[int], bytes] | None = None) -> None:
+def fill(
+    store: LSMStore, n: int, start: int = 0, value: Callable[[int], bytes] | None = None
+) -> None:
     for i in range(start, start + n):
         store.put(key(i), value(i) if value else b"v%d" % i * 10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 
@@ -30,7 +31,7 @@ def test_compaction_builds_deeper_levels_with_disjoint_ranges(open_store):
     assert levels[0] < SMALL["l0_compaction_trigger"]
     assert sum(levels[2:]) > 0
     for tables in s._version.levels[1:]:
-        for a, b in zip(tables, tables[1:], strict=False):
+        for a, b in itertools.pairwise(tables):
             assert a.largest < b.smallest
     assert len(list(s.scan())) == 6000
 
@@ -165,7 +166,7 @@ def test_wal_torn_tail_is_tolerated(open_store, tmp_path):
     s.put(b"a", b"1")
     s.put(b"b", b"2" * 50)
     s.abandon()
-    wal = [f for f in os.listdir(tmp_path / "db") if f.endswith(".wal")][0]
+    wal = next(f for f in os.listdir(tmp_path / "db") if f.endswith(".wal"))
     path = tmp_path / "db" / wal
     os.truncate(path, os.path.getsize(path) - 10)
     with LSMStore(str(tmp_path / "db"), background=False, wal=True) as again:
@@ -176,6 +177,17 @@ def test_merge_runs_newest_source_wins_and_order_is_total():
     newest = iter([([b"b", b"d"], [b"N", b"N"]), ([b"x"], [b"N"])])
     middle = iter([([b"a", b"b", b"c"], [b"M"] * 3)])
     oldest = iter([([b"a"], [b"O"]), ([b"d", b"e", b"z"], [b"O"] * 3)])
-    out = [(k, c) for ks, cs in merge_runs([newest, middle, oldest]) for k, c in zip(ks, cs, strict=True)]
-    assert out == [(b"a", b"M"), (b"b", b"N"), (b"c", b"M"), (b"d", b"N"), (b"e", b"O"),
-                   (b"x", b"N"), (b"z", b"O")]
+    out = [
+        (k, c)
+        for ks, cs in merge_runs([newest, middle, oldest])
+        for k, c in zip(ks, cs, strict=True)
+    ]
+    assert out == [
+        (b"a", b"M"),
+        (b"b", b"N"),
+        (b"c", b"M"),
+        (b"d", b"N"),
+        (b"e", b"O"),
+        (b"x", b"N"),
+        (b"z", b"O"),
+    ]

@@ -29,7 +29,8 @@ def _tables(path):
 
 
 def _record_of(path, tag):
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     for r in records.scan(data):
         if r.payload[0] == tag:
             return r
@@ -44,7 +45,9 @@ def _flip(path, offset):
         f.write(bytes([b[0] ^ 0x20]))
 
 
-@pytest.mark.parametrize("tag,what", [(TAG_FOOTER, "footer"), (TAG_INDEX, "index"), (TAG_BLOOM, "bloom")])
+@pytest.mark.parametrize(
+    "tag,what", [(TAG_FOOTER, "footer"), (TAG_INDEX, "index"), (TAG_BLOOM, "bloom")]
+)
 def test_damaged_table_metadata_refuses_open_naming_file_and_offset(tmp_path, tag, what):
     path = _make(tmp_path)
     table = _tables(path)[0]
@@ -97,7 +100,8 @@ def test_missing_table_refuses_open(tmp_path):
 def test_damaged_manifest_refuses_open_naming_offset(tmp_path):
     path = _make(tmp_path)
     manifest = os.path.join(path, "MANIFEST")
-    rec = list(records.scan(open(manifest, "rb").read()))[-1]
+    with open(manifest, "rb") as f:
+        rec = list(records.scan(f.read()))[-1]
     _flip(manifest, rec.offset + 3)
     with pytest.raises(CorruptionError) as e:
         LSMStore(path, background=False)

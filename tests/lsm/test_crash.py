@@ -18,8 +18,13 @@ from gateway.core.lsm.fs import FaultInjectingFileSystem, SimulatedCrash
 
 from .conftest import SMALL
 
-OPTS = {**SMALL, "memtable_bytes": 6 << 10, "target_file_bytes": 4 << 10, "base_level_bytes": 8 << 10,
-        "block_bytes": 256}
+OPTS = {
+    **SMALL,
+    "memtable_bytes": 6 << 10,
+    "target_file_bytes": 4 << 10,
+    "base_level_bytes": 8 << 10,
+    "block_bytes": 256,
+}
 
 
 def _ops(n: int, seed: int = 5) -> list[tuple[int, bytes, bytes | None]]:
@@ -50,7 +55,7 @@ def _apply(store: LSMStore, op) -> None:
 
 
 def _run(path: str, ops, crash_at: int | None, **kw):
-    """Run ops on a fresh store until the crash; return (fs, acknowledged durable index, acked op)."""
+    """Run ops until the crash; return (fs, acknowledged durable index, last acked op)."""
     fs = FaultInjectingFileSystem(path, crash_at)
     durable = 0
     acked = 0

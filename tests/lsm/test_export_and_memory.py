@@ -12,7 +12,7 @@ import pytest
 
 from gateway.core.lsm import CorruptionError, LSMStore, export_snapshot, import_snapshot
 
-from .conftest import fill, key
+from .conftest import fill
 
 
 def test_export_then_import_reproduces_state_and_applied_index(open_store, tmp_path):
@@ -96,7 +96,10 @@ _RSS_SCRIPT = textwrap.dedent(
 def test_memory_stays_bounded_by_memtable_budget_plus_caches(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", _RSS_SCRIPT, str(tmp_path / "db")],
-        check=True, capture_output=True, text=True, timeout=110,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=110,
     )
     r = json.loads(out.stdout)
     # Budget: 3 memtables (active + 2 frozen) of 4 MiB, 4 MiB cache, index and bloom of ~40 MiB

@@ -15,8 +15,13 @@ from .conftest import SMALL
 
 KEYS = st.binary(min_size=0, max_size=6).map(lambda b: b"k" + b)
 VALUES = st.binary(max_size=120)
-OPTS = {**SMALL, "memtable_bytes": 3 << 10, "target_file_bytes": 2 << 10, "base_level_bytes": 4 << 10,
-        "block_bytes": 200}
+OPTS = {
+    **SMALL,
+    "memtable_bytes": 3 << 10,
+    "target_file_bytes": 2 << 10,
+    "base_level_bytes": 4 << 10,
+    "block_bytes": 200,
+}
 
 
 class StoreMachine(RuleBasedStateMachine):

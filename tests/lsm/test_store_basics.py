@@ -194,8 +194,13 @@ def test_second_open_of_same_directory_is_refused(open_store, tmp_path):
 
 
 def test_background_flush_keeps_all_writes_readable(tmp_path):
-    with LSMStore(str(tmp_path / "db"), memtable_bytes=32 << 10, block_bytes=512,
-                  target_file_bytes=16 << 10, base_level_bytes=64 << 10) as s:
+    with LSMStore(
+        str(tmp_path / "db"),
+        memtable_bytes=32 << 10,
+        block_bytes=512,
+        target_file_bytes=16 << 10,
+        base_level_bytes=64 << 10,
+    ) as s:
         fill(s, 5000)
         for i in range(0, 5000, 3):
             assert s.get(key(i)) == b"v%d" % i * 10

@@ -120,9 +120,7 @@ class Snapshot:
                 if entry is not None:
                     yield key, entry
 
-    def _scan_owned(
-        self, start: bytes | None, end: bytes | None
-    ) -> Iterator[tuple[bytes, bytes]]:
+    def _scan_owned(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """:meth:`scan` that closes this snapshot when the iteration ends."""
         return self._scan(start, end, owned=True)
 
