@@ -69,8 +69,15 @@ def _step_leader(self: Raft, m: Message) -> None:
         if m.lease > pr.lease_tick:
             pr.lease_tick = m.lease
         if pr.state == ProgressState.SNAPSHOT:
-            for chunk in self.snap_sender.retransmit(m.from_):
-                self.send(Message(MT.SNAP, to=m.from_, chunk=chunk))
+            if self.snap_sender.complete(m.from_):
+                # The follower holds the whole snapshot but its answer was lost: probe after
+                # the snapshot; the reply (accept or reject) gets replication going again.
+                self.snap_sender.stop(m.from_)
+                pr.become_probe()
+                self._send_append(m.from_)
+            else:
+                for chunk in self.snap_sender.retransmit(m.from_):
+                    self.send(Message(MT.SNAP, to=m.from_, chunk=chunk))
         elif pr.match < self.raft_log.last_index():
             if pr.state == ProgressState.REPLICATE and pr.inflights.full():
                 # Appends may have been lost: free one slot so that a probe goes out and

@@ -66,6 +66,11 @@ class SnapshotSender:
         tr.acked = offset
         tr.sent = max(tr.sent, offset)
 
+    def complete(self, to: int) -> bool:
+        """Whether every byte of the transfer to ``to`` was acknowledged (or none exists)."""
+        tr = self.transfers.get(to)
+        return tr is None or (tr.sent_any and tr.acked >= len(tr.snap.data))
+
     def retransmit(self, to: int) -> list[SnapshotChunk]:
         """Resend from the last acknowledged byte (lost chunks are detected this way)."""
         tr = self.transfers.get(to)

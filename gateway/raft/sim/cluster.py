@@ -1,0 +1,596 @@
+"""One simulated run: a Raft cluster driving a KV store under injected faults.
+
+Everything is derived from the seed through :class:`~gateway.raft.rng.SplitMix64`, so a run is
+reproducible bit for bit. Time advances in sub-steps; every ``SUBSTEPS`` sub-steps every live
+node ticks. A run has three phases: the faulty phase (``steps`` ticks), a recovery phase (faults
+off, partitions healed, crashed nodes restarted, until the cluster converges) and the final
+checks (convergence, acknowledged writes, linearizability of the client history).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import Config
+from ..errors import ProposalDroppedError, RaftError, StepPeerNotFoundError
+from ..linearizability import CheckResult, Operation, check_history
+from ..rawnode import RawNode
+from ..rng import SplitMix64
+from ..storage import MemoryStorage
+from ..types import (
+    ConfChange,
+    ConfChangeSingle,
+    ConfChangeType,
+    EntryType,
+    Message,
+    Ready,
+    Role,
+)
+from .disk import SimDisk
+from .invariants import InvariantChecker, InvariantViolation
+from .kv import CAS, GET, PUT, KVStore, encode_op
+from .network import Network, NetworkFaults
+
+ALL_FAULTS = (
+    "drop",
+    "delay",
+    "dup",
+    "reorder",
+    "partition",
+    "crash",
+    "torn",
+    "churn",
+    "snapshot",
+    "transfer",
+    "pause",
+)
+
+SUBSTEPS = 4
+ELECTION_TICK = 10
+HEARTBEAT_TICK = 2
+OP_TIMEOUT_TICKS = 12
+KEYS = ("a", "b")
+READ_MODES = ("log", "read_index", "lease")
+
+
+@dataclass(slots=True)
+class SimConfig:
+    seed: int
+    nodes: int = 3
+    steps: int = 300
+    faults: frozenset[str] = frozenset(ALL_FAULTS)
+    clients: int = 4
+    recovery_ticks: int = 400
+
+
+@dataclass(slots=True)
+class SimResult:
+    seed: int
+    ok: bool
+    error: str = ""
+    ops: int = 0
+    acked_writes: int = 0
+    elections: int = 0
+    snapshots_sent: int = 0
+    history: list[Operation] = field(default_factory=list)
+    linearizability: CheckResult | None = None
+
+
+@dataclass(slots=True)
+class _Op:
+    client: int
+    seq: int
+    kind: str
+    key: str
+    value: str | None
+    expected: str | None
+    mode: str
+    call: int
+    deadline: int
+    node: int
+
+
+class _Node:
+    __slots__ = (
+        "alive",
+        "disk",
+        "down_until",
+        "id",
+        "incarnation",
+        "kv",
+        "paused_from",
+        "paused_until",
+        "pending_ops",
+        "pending_reads",
+        "raw",
+        "ready_reads",
+        "removed",
+        "storage",
+    )
+
+    def __init__(self, node_id: int, disk: SimDisk) -> None:
+        self.id = node_id
+        self.disk = disk
+        self.alive = False
+        self.removed = False
+        self.down_until = 0
+        self.paused_from = 0
+        self.paused_until = 0
+        self.incarnation = 0
+        self.raw: RawNode | None = None
+        self.storage = MemoryStorage()
+        self.kv = KVStore()
+        self.pending_ops: dict[tuple[int, int], _Op] = {}
+        self.pending_reads: dict[bytes, _Op] = {}
+        self.ready_reads: list[tuple[int, _Op]] = []
+
+
+class Simulation:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.rng = SplitMix64(cfg.seed * 0x9E3779B1 + cfg.nodes)
+        f = cfg.faults
+        self.net = Network(
+            self.rng.fork(),
+            NetworkFaults(
+                drop_max=0.15 if "drop" in f else 0.0,
+                duplicate=0.03 if "dup" in f else 0.0,
+                delay_min=1,
+                delay_max=SUBSTEPS * 2 if "delay" in f else 1,
+                reorder_spike=0.03 if "reorder" in f else 0.0,
+            ),
+        )
+        self.checker = InvariantChecker()
+        self.now = 0
+        self.event = 0
+        self.ticks = 0
+        self.nodes: dict[int, _Node] = {}
+        self.next_id = cfg.nodes + 1
+        self.history: list[Operation] = []
+        self.client_op: dict[int, _Op | None] = {c: None for c in range(1, cfg.clients + 1)}
+        self.client_seq: dict[int, int] = dict.fromkeys(self.client_op, 0)
+        self.client_node: dict[int, int] = {}
+        self.faults_on = True
+        self.partition_until = 0
+        self.elections = 0
+        self.snapshots_sent = 0
+        self.acked_writes = 0
+        voters = tuple(range(1, cfg.nodes + 1))
+        initial = KVStore().snapshot()
+        for i in voters:
+            st = MemoryStorage.bootstrap(voters, initial)
+            disk = SimDisk(st.hard_state(), st.snapshot(), [])
+            node = _Node(i, disk)
+            self.nodes[i] = node
+            self._start(node)
+
+    # -- node lifecycle ---------------------------------------------------------------------
+
+    def _start(self, node: _Node) -> None:
+        node.storage = node.disk.recover()
+        snap = node.storage.snapshot()
+        node.kv = KVStore.restore(snap.data) if not snap.is_empty() else KVStore()
+        node.raw = RawNode(
+            Config(
+                id=node.id,
+                storage=node.storage,
+                election_tick=ELECTION_TICK,
+                heartbeat_tick=HEARTBEAT_TICK,
+                applied=snap.metadata.index,
+                max_size_per_msg=512,
+                max_inflight_msgs=4,
+                check_quorum=True,
+                pre_vote=True,
+                skip_used_terms=True,
+                max_snapshot_chunk=96,
+                snapshot_chunk_window=2,
+                rng=self.rng.fork(),
+            )
+        )
+        node.alive = True
+        node.incarnation += 1
+        node.pending_ops.clear()
+        node.pending_reads.clear()
+        node.ready_reads.clear()
+
+    def _crash(self, node: _Node) -> None:
+        node.disk.crash(self.rng, tear="torn" in self.cfg.faults)
+        node.alive = False
+        node.raw = None
+        node.down_until = self.ticks + self.rng.randrange(5, 40)
+
+    # -- driving ----------------------------------------------------------------------------
+
+    def _live(self) -> list[_Node]:
+        return [n for n in self.nodes.values() if n.alive]
+
+    def _leader(self) -> _Node | None:
+        best = None
+        for n in self._live():
+            r = n.raw.raft  # type: ignore[union-attr]
+            if r.role == Role.LEADER and (best is None or r.term > best.raw.raft.term):
+                best = n
+        return best
+
+    def _process_ready(self, node: _Node) -> None:
+        raw = node.raw
+        assert raw is not None
+        if not raw.has_ready():
+            return
+        rd = raw.ready()
+        r = raw.raft
+        chk = self.checker
+        if rd.soft_state is not None and rd.soft_state.role == Role.LEADER:
+            self.elections += 1
+            chk.on_leader(node.id, r.term, r.raft_log)
+        if rd.entries:
+            chk.on_append(node.id, rd.entries, r.raft_log)
+        if rd.hard_state is not None:
+            chk.on_commit(node.id, node.incarnation, rd.hard_state.commit)
+        st = node.storage
+        if not rd.snapshot.is_empty():
+            st.apply_snapshot(rd.snapshot)
+        st.append(rd.entries)
+        if rd.hard_state is not None:
+            st.set_hard_state(rd.hard_state)
+        node.disk.write(rd.hard_state, rd.snapshot, rd.entries)
+        if rd.must_sync:
+            if self.faults_on and "crash" in self.cfg.faults and self.rng.chance(0.002):
+                self._crash(node)  # crashed between write and fsync: nothing below happens
+                return
+            node.disk.sync()
+        for m in rd.messages:
+            if m.chunk is not None:
+                self.snapshots_sent += 1
+            self.net.send(m, self.now)
+        self._apply(node, rd)
+        raw.advance(rd)
+        self._maybe_snapshot(node, rd)
+        if r.removed:
+            node.removed = True
+            node.alive = False
+            node.raw = None
+
+    def _apply(self, node: _Node, rd: Ready) -> None:
+        raw = node.raw
+        assert raw is not None
+        if not rd.snapshot.is_empty():
+            node.kv = KVStore.restore(rd.snapshot.data)
+        for e in rd.committed_entries:
+            self.checker.on_apply(node.id, e)
+            if e.type == EntryType.CONF_CHANGE:
+                raw.apply_conf_change(ConfChange.decode(e.data))
+                continue
+            res = node.kv.apply(e.data)
+            if res is None:
+                continue
+            client, seq, result = res
+            op = node.pending_ops.pop((client, seq), None)
+            if op is not None:
+                if op.kind != GET:
+                    self.checker.on_ack(client, seq, e.index)
+                self._complete(op, result if op.kind != PUT else None)
+        for rs in rd.read_states:
+            op = node.pending_reads.pop(rs.request_ctx, None)
+            if op is not None:
+                node.ready_reads.append((rs.index, op))
+        if node.ready_reads:
+            applied = raw.raft.raft_log.applied
+            if rd.committed_entries:
+                applied = max(applied, rd.committed_entries[-1].index)
+            keep = []
+            for index, op in node.ready_reads:
+                if index <= applied:
+                    self._complete(op, node.kv.get(op.key))
+                else:
+                    keep.append((index, op))
+            node.ready_reads = keep
+
+    def _maybe_snapshot(self, node: _Node, rd: Ready) -> None:
+        raw = node.raw
+        assert raw is not None
+        applied = raw.raft.raft_log.applied
+        st = node.storage
+        snap_index = st.snapshot().metadata.index
+        conf_changed = any(e.type == EntryType.CONF_CHANGE for e in rd.committed_entries)
+        every = 25 if "snapshot" in self.cfg.faults else 10**9
+        if applied <= snap_index or (applied - snap_index < every and not conf_changed):
+            return
+        if applied > st.last_index():
+            return
+        snap = st.create_snapshot(applied, raw.raft.trk.config.conf_state(), node.kv.snapshot())
+        st.compact(applied)
+        node.disk.save_snapshot(snap)
+
+    def _tick(self) -> None:
+        self.ticks += 1
+        for node in list(self.nodes.values()):
+            if node.alive and node.paused_until:
+                if self.ticks < node.paused_until:
+                    continue
+                # Resumed (a process pause, e.g. GC): the driver first delivers the ticks
+                # that elapsed meanwhile, as a real driver reading a monotonic clock does.
+                for _ in range(self.ticks - node.paused_from):
+                    node.raw.tick()  # type: ignore[union-attr]
+                node.paused_until = 0
+            if node.alive:
+                node.raw.tick()  # type: ignore[union-attr]
+            elif not node.removed and node.down_until <= self.ticks:
+                self._start(node)
+        if self.faults_on:
+            self._inject_faults()
+        self._clients()
+
+    def _substep(self) -> None:
+        self.now += 1
+        if self.now % SUBSTEPS == 0:
+            self._tick()
+        for m in self.net.due(self.now):
+            node = self.nodes.get(m.to)
+            if node is None or not node.alive or node.paused_until:
+                continue
+            try:
+                node.raw.step(m)  # type: ignore[union-attr]
+            except (ProposalDroppedError, StepPeerNotFoundError):
+                continue  # a forwarded proposal refused, or a response from a removed node
+        for node in list(self.nodes.values()):
+            if node.alive and not node.paused_until:
+                self._process_ready(node)
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def _inject_faults(self) -> None:
+        f = self.cfg.faults
+        rng = self.rng
+        members = [n.id for n in self.nodes.values() if not n.removed]
+        if "partition" in f:
+            if self.partition_until and self.ticks >= self.partition_until:
+                self.net.heal()
+                self.partition_until = 0
+            elif not self.partition_until and rng.chance(0.03):
+                self._partition(members)
+        if "crash" in f and rng.chance(0.006):
+            live = [n for n in self._live() if n.id in members]
+            down = len(members) - len(live)
+            if live and down < (len(members) - 1) // 2:
+                self._crash(rng.choice(live))
+        if "pause" in f and rng.chance(0.01):
+            lead = self._leader()
+            if lead is not None and not lead.paused_until:
+                lead.paused_from = self.ticks
+                lead.paused_until = self.ticks + rng.randrange(8, 22)
+        if "transfer" in f and rng.chance(0.006):
+            lead = self._leader()
+            if lead is not None:
+                voters = lead.raw.raft.trk.voter_ids()  # type: ignore[union-attr]
+                lead.raw.transfer_leader(rng.choice(voters))  # type: ignore[union-attr]
+        if "churn" in f and self.ticks % 50 == 0:
+            self._churn()
+
+    def _partition(self, members: list[int]) -> None:
+        rng = self.rng
+        kind = rng.randrange(0, 4) % 3  # leader isolation twice as likely
+        lead = self._leader()
+        if kind == 0 and lead is not None:
+            self.net.isolate(lead.id, members)
+        elif kind == 1 or len(members) < 3:
+            shuffled = list(members)
+            rng.shuffle(shuffled)
+            cut = rng.randrange(1, len(shuffled))
+            self.net.split([set(shuffled[:cut]), set(shuffled[cut:])])
+        else:
+            shuffled = list(members)
+            rng.shuffle(shuffled)
+            middle = shuffled[0]
+            rest = shuffled[1:]
+            cut = rng.randrange(1, len(rest)) if len(rest) > 1 else 1
+            self.net.bridge(set(rest[:cut]), middle, set(rest[cut:]))
+        self.partition_until = self.ticks + rng.randrange(10, 60)
+
+    def _churn(self) -> None:
+        lead = self._leader()
+        if lead is None:
+            return
+        r = lead.raw.raft  # type: ignore[union-attr]
+        cfg = r.trk.config
+        if cfg.joint() or r.pending_conf_index > r.raft_log.applied:
+            return
+        try:
+            if cfg.learners:
+                learner = min(cfg.learners)
+                pr = r.trk.progress[learner]
+                if pr.match < r.raft_log.committed:
+                    return  # not caught up yet: promote only a fully synced learner
+                victim = self.rng.choice(sorted(cfg.voters))
+                cc = ConfChange(
+                    (
+                        ConfChangeSingle(ConfChangeType.ADD_NODE, learner),
+                        ConfChangeSingle(ConfChangeType.REMOVE_NODE, victim),
+                    )
+                )
+                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+            elif self.next_id <= 3 * self.cfg.nodes:
+                new_id = self.next_id
+                self.next_id += 1
+                node = _Node(new_id, SimDisk())
+                self.nodes[new_id] = node
+                self._start(node)
+                cc = ConfChange((ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, new_id),))
+                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+        except ProposalDroppedError:
+            pass
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def _complete(self, op: _Op, output: object) -> None:
+        if self.client_op.get(op.client) is not op:
+            return  # already timed out: stays in the history with an unknown outcome
+        self.event += 1
+        self.history.append(
+            Operation(op.client, op.kind, op.key, op.call, self.event, op.value, op.expected,
+                      output)
+        )
+        if op.kind != GET:
+            self.acked_writes += 1
+        self.client_op[op.client] = None
+
+    def _clients(self) -> None:
+        rng = self.rng
+        for c, op in self.client_op.items():
+            if op is not None:
+                if self.ticks >= op.deadline:
+                    if op.kind != GET:
+                        self.history.append(
+                            Operation(c, op.kind, op.key, op.call, None, op.value,
+                                      op.expected, None)
+                        )
+                    self.client_op[c] = None
+                continue
+            if not self.faults_on or not rng.chance(0.8):
+                continue
+            self._issue(c)
+
+    def _issue(self, c: int) -> None:
+        rng = self.rng
+        live = [n for n in self._live() if n.raw is not None]
+        if not live:
+            return
+        seq = self.client_seq[c] + 1
+        key = rng.choice(KEYS)
+        roll = rng.random()
+        value = expected = None
+        mode = "log"
+        if roll < 0.4:
+            kind, value = PUT, f"{c}.{seq}"
+        elif roll < 0.8:
+            kind, mode = GET, rng.choice(READ_MODES)
+        else:
+            kind, value = CAS, f"{c}.{seq}"
+            prev = self.client_seq[c] - rng.randrange(1, 4)
+            expected = None if prev <= 0 or rng.chance(0.2) else f"{rng.randrange(1, 4)}.{prev}"
+        # Clients stay with one gateway node for a while (as connected clients do).
+        node = self.nodes.get(self.client_node.get(c, 0))
+        if node is not None and node.paused_until:
+            return  # its node is frozen: the request would wait in the socket
+        live = [n for n in live if not n.paused_until]
+        if not live:
+            return
+        if node is None or node not in live or rng.chance(0.2):
+            node = rng.choice(live)
+            self.client_node[c] = node.id
+        self.client_seq[c] = seq
+        self.event += 1
+        op = _Op(c, seq, kind, key, value, expected, mode, self.event,
+                 self.ticks + OP_TIMEOUT_TICKS, node.id)
+        self.client_op[c] = op
+        raw = node.raw
+        assert raw is not None
+        try:
+            if kind == GET and mode != "log":
+                ctx = f"{c}:{seq}".encode()
+                node.pending_reads[ctx] = op
+                raw.read_index(ctx, lease=mode == "lease")
+            else:
+                node.pending_ops[(c, seq)] = op
+                raw.propose(encode_op(c, seq, kind, key, value, expected))
+        except ProposalDroppedError:
+            # Refused locally: certainly not in any log, so it never takes effect.
+            node.pending_ops.pop((c, seq), None)
+            self.client_op[c] = None
+
+    # -- run --------------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        res = SimResult(self.cfg.seed, True)
+        try:
+            for _ in range(self.cfg.steps * SUBSTEPS):
+                self._substep()
+            self._recover()
+            self._final_checks()
+            lin = check_history(self.history)
+            res.linearizability = lin
+            if lin.ok is not True:
+                detail = "; ".join(o.describe() for o in lin.stuck)
+                res.ok = False
+                res.error = f"linearizability (key {lin.key}): {lin.detail}: {detail}"
+        except InvariantViolation as exc:
+            res.ok = False
+            res.error = f"invariant violated at tick {self.ticks}: {exc}"
+        except RaftError as exc:
+            res.ok = False
+            res.error = f"raft error at tick {self.ticks}: {type(exc).__name__}: {exc}"
+        res.ops = len(self.history)
+        res.acked_writes = self.acked_writes
+        res.elections = self.elections
+        res.snapshots_sent = self.snapshots_sent
+        res.history = self.history
+        return res
+
+    def _recover(self) -> None:
+        """Faults off: heal, restart crashed nodes, and run until the members converge."""
+        self.faults_on = False
+        self.net.heal()
+        self.net.faults = NetworkFaults()
+        for node in self.nodes.values():
+            if not node.alive and not node.removed:
+                node.down_until = 0
+        for _ in range(self.cfg.recovery_ticks):
+            for _ in range(SUBSTEPS):
+                self._substep()
+            if self._converged():
+                return
+        lead = self._leader()
+        state = {
+            n.id: (n.raw.raft.role.name, n.raw.raft.term, n.raw.raft.raft_log.applied)
+            for n in self._live()
+            if n.raw is not None
+        }
+        raise InvariantViolation(
+            f"liveness: no convergence {self.cfg.recovery_ticks} ticks after healing "
+            f"(leader {lead.id if lead else None}, nodes {state})"
+        )
+
+    def _members(self, lead: _Node) -> list[_Node]:
+        cfg = lead.raw.raft.trk.config  # type: ignore[union-attr]
+        ids = cfg.all_voters() | cfg.learners | cfg.learners_next
+        return [self.nodes[i] for i in sorted(ids) if i in self.nodes]
+
+    def _converged(self) -> bool:
+        if any(op is not None for op in self.client_op.values()):
+            return False
+        lead = self._leader()
+        if lead is None:
+            return False
+        r = lead.raw.raft  # type: ignore[union-attr]
+        if not r.committed_entry_in_current_term() or r.trk.config.joint():
+            return False
+        commit = r.raft_log.committed
+        for n in self._members(lead):
+            if not n.alive or n.raw is None or n.raw.raft.raft_log.applied != commit:
+                return False
+        return True
+
+    def _final_checks(self) -> None:
+        lead = self._leader()
+        assert lead is not None
+        members = self._members(lead)
+        ref = lead.kv
+        for n in members:
+            if n.kv.data != ref.data or n.kv.sessions != ref.sessions:
+                raise InvariantViolation(
+                    f"state machine safety: node {n.id} state differs from leader {lead.id}"
+                )
+        for (client, seq), index in self.checker.acked.items():
+            last = ref.sessions.get(client)
+            if last is None or last[0] < seq:
+                raise InvariantViolation(
+                    f"acknowledged write lost: client {client} op {seq} (index {index})"
+                )
+
+
+def run_seed(cfg: SimConfig) -> SimResult:
+    """Run one seed; never raises for protocol failures (they are reported in the result)."""
+    return Simulation(cfg).run()
+
+
+__all__ = ["ALL_FAULTS", "Message", "SimConfig", "SimResult", "Simulation", "run_seed"]
