@@ -33,7 +33,7 @@ from enum import IntEnum
 
 from google.protobuf.message import DecodeError, Message
 
-from gateway.v1 import applier_pb2, epoch_pb2, transaction_pb2
+from gateway.v1 import applier_pb2, epoch_pb2, transaction_pb2, wal_pb2
 
 __all__ = [
     "EmptyPayloadError",
@@ -57,6 +57,18 @@ class TypeTag(IntEnum):
     """``gateway.v1.EpochMarker``: seals an epoch of one cluster's log."""
     APPLY_STATUS = 3
     """``gateway.v1.ApplyStatus``: a standalone reflected apply-status row."""
+    WAL_ENTRY = 32
+    """``gateway.v1.WalEntry``: one Raft log entry in a WAL segment."""
+    WAL_SEGMENT_HEADER = 33
+    """``gateway.v1.WalSegmentHeader``: first record of a WAL segment."""
+    WAL_SEGMENT_INDEX = 34
+    """``gateway.v1.WalSegmentIndex``: offsets of a sealed segment's entries."""
+    WAL_SEGMENT_FOOTER = 35
+    """``gateway.v1.WalSegmentFooter``: last record of a sealed segment."""
+    WAL_LOG_START = 36
+    """``gateway.v1.WalLogStart``: where the log starts after compaction."""
+    WAL_HARD_STATE = 37
+    """``gateway.v1.WalHardState``: Raft term, vote and commit."""
     APPLIER_POSITION = 112
     """``gateway.v1.ApplierPosition``: the durable position of one applier."""
     DEAD_LETTER = 113
@@ -69,6 +81,12 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.TRANSACTION: transaction_pb2.Transaction,
     TypeTag.EPOCH_MARKER: epoch_pb2.EpochMarker,
     TypeTag.APPLY_STATUS: epoch_pb2.ApplyStatus,
+    TypeTag.WAL_ENTRY: wal_pb2.WalEntry,
+    TypeTag.WAL_SEGMENT_HEADER: wal_pb2.WalSegmentHeader,
+    TypeTag.WAL_SEGMENT_INDEX: wal_pb2.WalSegmentIndex,
+    TypeTag.WAL_SEGMENT_FOOTER: wal_pb2.WalSegmentFooter,
+    TypeTag.WAL_LOG_START: wal_pb2.WalLogStart,
+    TypeTag.WAL_HARD_STATE: wal_pb2.WalHardState,
     TypeTag.APPLIER_POSITION: applier_pb2.ApplierPosition,
     TypeTag.DEAD_LETTER: applier_pb2.DeadLetter,
     TypeTag.DEAD_LETTER_RESOLUTION: applier_pb2.DeadLetterResolution,
