@@ -1,0 +1,179 @@
+"""The plugin manager: finds plugins through entry points and loads the chosen ones.
+
+Plugins are entry points in the ``gateway`` group; the entry point's name is the plugin's name
+and its value a module (or object) holding ``@hookimpl`` functions::
+
+    [project.entry-points.gateway]
+    sqlite = "gateway.appliers.sqlite"
+
+``load_plugins(None)`` loads every installed plugin; ``load_plugins(["a", "b"])`` loads exactly
+those (``--plugins a,b``) and raises ``UnknownPluginError`` -- whose message lists the installed
+plugins -- for a name that is not installed.
+
+Errors (one line each)::
+
+    PluginError
+    ├── UnknownPluginError    a requested plugin is not installed
+    ├── PluginLoadError       a plugin's module failed to import or register
+    └── DuplicateNameError    two plugins offer an applier or conflict function of one name
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+import pluggy
+
+from gateway import hookspecs
+from gateway.appliers.contract import ApplierFactory
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DuplicateNameError",
+    "InstalledPlugin",
+    "PluginError",
+    "PluginLoadError",
+    "UnknownPluginError",
+    "applier_factories",
+    "conflict_functions",
+    "dead_letter_notifier",
+    "hooks_of",
+    "installed_plugins",
+    "load_plugins",
+    "parse_plugin_names",
+    "publish_metrics",
+]
+
+ENTRY_POINT_GROUP = "gateway"
+
+
+class PluginError(Exception):
+    """A plugin problem; ``str()`` is one line."""
+
+
+class UnknownPluginError(PluginError):
+    """A requested plugin is not installed."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin's entry point could not be imported or registered."""
+
+
+class DuplicateNameError(PluginError):
+    """Two loaded plugins offer the same applier or conflict-function name."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledPlugin:
+    """An entry point of the ``gateway`` group and the distribution that ships it."""
+
+    name: str
+    value: str
+    distribution: str
+    version: str
+
+
+def installed_plugins() -> list[InstalledPlugin]:
+    """Every plugin installed in this environment, by name."""
+    found: dict[str, InstalledPlugin] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        found.setdefault(ep.name, InstalledPlugin(
+            ep.name, ep.value, dist.metadata["Name"] if dist else "?",
+            dist.version if dist else "?"))
+    return [found[n] for n in sorted(found)]
+
+
+def parse_plugin_names(text: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``; empty items are ignored."""
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def load_plugins(names: Sequence[str] | None = None) -> pluggy.PluginManager:
+    """A plugin manager with the hook specs and the chosen plugins registered.
+
+    ``names=None`` loads every installed plugin; a list loads exactly those (an empty list
+    loads none). Raises ``UnknownPluginError`` or ``PluginLoadError``.
+    """
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    eps = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    wanted = sorted(eps) if names is None else list(dict.fromkeys(names))
+    for name in wanted:
+        if name not in eps:
+            installed = ", ".join(sorted(eps)) or "none"
+            raise UnknownPluginError(f"unknown plugin {name!r} (installed: {installed})")
+    for name in wanted:
+        try:
+            plugin = eps[name].load()
+            pm.register(plugin, name=name)
+        except Exception as exc:
+            raise PluginLoadError(f"plugin {name!r} ({eps[name].value}) cannot be loaded: "
+                                  f"{type(exc).__name__}: {exc}") from None
+    return pm
+
+
+def hooks_of(pm: pluggy.PluginManager, name: str) -> list[str]:
+    """Names of the hooks the loaded plugin ``name`` implements."""
+    plugin = pm.get_plugin(name)
+    if plugin is None:
+        return []
+    return sorted(caller.name for caller in pm.get_hookcallers(plugin) or [])
+
+
+def _merged(pm: pluggy.PluginManager, results: list[tuple[str, Any]], what: str
+            ) -> dict[str, tuple[str, Any]]:
+    out: dict[str, tuple[str, Any]] = {}
+    for plugin, (name, value) in results:
+        if name in out:
+            raise DuplicateNameError(f"{what} {name!r} is offered by plugins "
+                                     f"{out[name][0]!r} and {plugin!r}")
+        out[name] = (plugin, value)
+    return out
+
+
+def _per_plugin(pm: pluggy.PluginManager, hook: str) -> list[tuple[str, Any]]:
+    """Call ``hook`` on each plugin separately, so results can be attributed."""
+    out = []
+    for impl in getattr(pm.hook, hook).get_hookimpls():
+        result = impl.function()
+        if result:
+            out.append((impl.plugin_name, result))
+    return out
+
+
+def applier_factories(pm: pluggy.PluginManager) -> dict[str, ApplierFactory]:
+    """Applier factories of the loaded plugins by name; raises ``DuplicateNameError``."""
+    pairs = [(plugin, (f.name, f)) for plugin, fs in _per_plugin(pm, "gateway_register_appliers")
+             for f in fs]
+    return {n: f for n, (_, f) in _merged(pm, pairs, "applier").items()}
+
+
+def conflict_functions(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """Conflict functions of the loaded plugins by name; raises ``DuplicateNameError``."""
+    pairs = [(plugin, item) for plugin, fns in
+             _per_plugin(pm, "gateway_register_conflict_functions")
+             for item in dict(fns).items()]
+    return {n: f for n, (_, f) in _merged(pm, pairs, "conflict function").items()}
+
+
+def publish_metrics(pm: pluggy.PluginManager) -> Any:
+    """A ``(source, metrics)`` callable that fans out to ``gateway_publish_metrics``."""
+
+    def publish(source: str, metrics: Mapping[str, float]) -> None:
+        pm.hook.gateway_publish_metrics(source=source, metrics=metrics)
+
+    return publish
+
+
+def dead_letter_notifier(pm: pluggy.PluginManager) -> Any:
+    """A callable that fans a new dead letter out to ``gateway_dead_letter``."""
+
+    def notify(applier: str, letter_id: int, item: Any, error: BaseException) -> None:
+        pm.hook.gateway_dead_letter(applier=applier, letter_id=letter_id, item=item,
+                                    error=error)
+
+    return notify
