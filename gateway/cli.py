@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from gateway import __version__
+from gateway import __version__, cli_appliers, cli_plugins
 from gateway.cli_log import log
 from gateway.cli_store import store
 
@@ -22,6 +22,8 @@ def main() -> None:
 
 main.add_command(log)
 main.add_command(store)
+cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
+cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,97 @@
+"""``gateway --plugins a,b`` and ``gateway plugins``: choosing and listing plugins.
+
+``attach(main)`` adds to the root command group an eager ``--plugins`` option (also read from
+``GATEWAY_PLUGINS``) that loads exactly the named plugins -- all installed ones when absent --
+and lets them add subcommands (``gateway_register_commands``), plus the ``plugins`` command.
+Commands get the loaded plugin manager with ``plugin_manager(ctx)``. An unknown or broken
+plugin is a one-line error (exit code 2) listing the installed plugins.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import pluggy
+
+from gateway import plugins
+from gateway.plugins import PluginError
+
+__all__ = ["BadInput", "attach", "plugin_manager"]
+
+_META_KEY = "gateway.plugin_manager"
+_ADDED_ATTR = "_gateway_plugin_commands"
+
+
+class BadInput(click.ClickException):
+    """Bad input: printed as ``Error: <message>`` on one line, exit code 2."""
+
+    exit_code = 2
+
+
+def plugin_manager(ctx: click.Context) -> pluggy.PluginManager:
+    """The plugin manager the ``--plugins`` option loaded (all plugins if it did not run)."""
+    root = ctx.find_root()
+    pm = root.meta.get(_META_KEY)
+    if pm is None:
+        try:
+            pm = plugins.load_plugins(None)
+        except PluginError as exc:
+            raise BadInput(str(exc)) from None
+        root.meta[_META_KEY] = pm
+    return pm
+
+
+def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    names = None if value is None else plugins.parse_plugin_names(value)
+    try:
+        pm = plugins.load_plugins(names)
+    except PluginError as exc:
+        raise BadInput(str(exc)) from None
+    ctx.meta[_META_KEY] = pm
+    group = ctx.command
+    assert isinstance(group, click.Group)
+    # The group object lives as long as the process: drop commands a previous invocation's
+    # plugins added, so only the plugins loaded now contribute commands.
+    for name in getattr(group, _ADDED_ATTR, ()):
+        group.commands.pop(name, None)
+    before = set(group.commands)
+    pm.hook.gateway_register_commands(cli=group)
+    setattr(group, _ADDED_ATTR, sorted(set(group.commands) - before))
+
+
+@click.command("plugins")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.pass_context
+def plugins_command(ctx: click.Context, fmt: str) -> None:
+    """List installed plugins: name, distribution, version, loaded or not, and hooks."""
+    pm = plugin_manager(ctx)
+    rows: list[dict[str, Any]] = []
+    for p in plugins.installed_plugins():
+        loaded = pm.get_plugin(p.name) is not None
+        rows.append({"name": p.name, "distribution": p.distribution, "version": p.version,
+                     "loaded": loaded, "hooks": plugins.hooks_of(pm, p.name)})
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no plugins installed")
+        return
+    width = max(len(r["name"]) for r in rows)
+    dist_width = max(len(f"{r['distribution']} {r['version']}") for r in rows)
+    for r in rows:
+        dist = f"{r['distribution']} {r['version']}"
+        state = "loaded" if r["loaded"] else "not loaded"
+        hooks = ", ".join(r["hooks"]) or "-"
+        click.echo(f"{r['name']:<{width}}  {dist:<{dist_width}}  {state:<10}  {hooks}")
+
+
+def attach(main: click.Group) -> None:
+    """Add ``--plugins`` and the ``plugins`` command to the root group ``main``."""
+    main.params.append(click.Option(
+        ["--plugins", "plugin_names"], metavar="A,B", envvar="GATEWAY_PLUGINS",
+        is_eager=True, expose_value=False, callback=_load,
+        help="Load exactly these plugins (comma-separated). [default: all installed]"))
+    main.add_command(plugins_command)
