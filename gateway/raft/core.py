@@ -344,12 +344,13 @@ class Raft:
             elif self.role != Role.PRE_CANDIDATE:
                 self.election_start = (self.term, self.vote)
             new_term = self.prospective_term or self._next_unused_term()
-            self.used_terms.add(new_term)
         else:
             new_term = self.term + 1
         self.prospective_term = 0
         self._step = self._step_candidate
         self.reset(new_term)
+        if self.skip_used_terms:
+            self.used_terms.add(new_term)  # never campaign in this term again
         self._tick = self._tick_election
         self.vote = self.id
         self.role = Role.CANDIDATE
