@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+"$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-plugin-template
 
 # Generated protobuf code must match the .proto sources.
 "$PY" scripts/gen_proto.py --check

@@ -1,0 +1,94 @@
+"""A template Gateway plugin: a JSON-lines applier, a CLI command and a metrics listener.
+
+Everything here uses only the public API a third-party plugin has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+
+from gateway import hookimpl
+from gateway.appliers.contract import (
+    Applier,
+    ApplierConfigError,
+    ApplierFactory,
+    Capabilities,
+)
+from gateway.core.rowops import RowOp
+
+__all__ = ["LAST_METRICS", "JsonLinesApplier"]
+
+#: The last metrics snapshot received per source (applier name).
+LAST_METRICS: dict[str, dict[str, float]] = {}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+class JsonLinesApplier(Applier):
+    """Appends each operation as one JSON object per line to ``path`` (fsynced per batch).
+
+    Idempotent it is not -- a replay appends again -- so it says so, and applies a batch with
+    one write (all or nothing up to a torn last line).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.name = "jsonl"
+        self.path = path
+        self.capabilities = Capabilities(accepts_sql=True, idempotent=False, max_batch=256)
+        self._lock = threading.Lock()
+
+    def apply(self, ops: Sequence[RowOp]) -> None:
+        lines = []
+        for op in ops:
+            lines.append(json.dumps({
+                "kind": op.kind.name, "table": str(op.table),
+                "row": {k: _plain(v) for k, v in op.row().items()},
+                "sql": op.sql.query if op.sql else None,
+                "gtid": [op.gtid.server_id, op.gtid.trans_id], "log_index": op.log_index,
+                "epoch": op.epoch, "author": op.author, "commit_ts_ns": op.commit_ts_ns,
+            }, sort_keys=True))
+        data = ("\n".join(lines) + "\n").encode()
+        with self._lock, open(self.path, "ab") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _create(options: Mapping[str, str]) -> JsonLinesApplier:
+    if not options.get("path"):
+        raise ApplierConfigError("applier 'jsonl': option 'path' is required")
+    return JsonLinesApplier(options["path"])
+
+
+@hookimpl
+def gateway_register_appliers() -> list[ApplierFactory]:
+    return [ApplierFactory("jsonl", _create, "append operations to a JSON-lines file",
+                           {"path": "the file to append to; required"})]
+
+
+@click.command("template-info")
+def template_info() -> None:
+    """Say hello from the template plugin."""
+    click.echo("gateway-plugin-template: appliers jsonl")
+
+
+@hookimpl
+def gateway_register_commands(cli: click.Group) -> None:
+    cli.add_command(template_info)
+
+
+@hookimpl
+def gateway_publish_metrics(source: str, metrics: Mapping[str, float]) -> None:
+    LAST_METRICS[source] = dict(metrics)

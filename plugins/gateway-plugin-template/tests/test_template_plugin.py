@@ -1,0 +1,63 @@
+"""The template plugin installed like any third-party distribution: found, loaded, used."""
+
+from __future__ import annotations
+
+import json
+
+import gateway_plugin_template
+from click.testing import CliRunner
+
+from gateway import logtool, plugins
+from gateway.cli import main
+from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+
+FT = value_pb2.FieldType
+
+
+def _log(path):
+    ins = statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+        key_fields=[statement_pb2.FieldMetadata(name="id", type=FT.FIELD_TYPE_INTEGER)],
+        fields=[statement_pb2.FieldMetadata(name="v", type=FT.FIELD_TYPE_VARCHAR)])
+    ins.records.add(key_values=[value_pb2.Value(int_value=1)],
+                    after_values=[value_pb2.Value(string_value="a")])
+    upd = statement_pb2.UpdateStatement(
+        table=ins.table, key_fields=ins.key_fields, set_fields=ins.fields)
+    upd.records.add(key_values=[value_pb2.Value(int_value=1)],
+                    after_values=[value_pb2.Value(string_value="b")])
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=3, trans_id=7), epoch=2, author=3,
+        commit_timestamp_ns=5, segment_id=1, end_segment=True,
+        statements=[statement_pb2.Statement(insert=ins), statement_pb2.Statement(update=upd)])
+    logtool.append_transaction(path, txn)
+
+
+def test_the_installed_template_is_listed_with_its_hooks():
+    assert "template" in {p.name for p in plugins.installed_plugins()}
+    result = CliRunner().invoke(main, ["plugins", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (row,) = [r for r in json.loads(result.output) if r["name"] == "template"]
+    assert row["distribution"] == "gateway-plugin-template" and row["loaded"]
+    assert row["hooks"] == ["gateway_publish_metrics", "gateway_register_appliers",
+                            "gateway_register_commands"]
+
+
+def test_the_template_adds_a_command_only_when_loaded():
+    runner = CliRunner()
+    assert runner.invoke(main, ["--plugins", "template", "template-info"]).exit_code == 0
+    result = runner.invoke(main, ["--plugins", "sqlite", "template-info"])
+    assert result.exit_code == 2 and "No such command" in result.output
+
+
+def test_the_jsonl_applier_receives_reduced_operations_with_their_metadata(tmp_path):
+    _log(tmp_path / "log.bin")
+    out = tmp_path / "ops.jsonl"
+    result = CliRunner().invoke(main, [
+        "--plugins", "template", "apply", str(tmp_path / "log.bin"), "--applier", "jsonl",
+        "-o", f"path={out}", "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    (line,) = out.read_text().splitlines()
+    assert json.loads(line) == {
+        "kind": "INSERT", "table": "s.t", "row": {"id": 1, "v": "b"}, "sql": None,
+        "gtid": [3, 7], "log_index": 1, "epoch": 2, "author": 3, "commit_ts_ns": 5}
+    assert gateway_plugin_template.LAST_METRICS["jsonl"]["applied_ops"] == 1
