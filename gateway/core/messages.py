@@ -17,7 +17,11 @@ Tag ranges (so that areas can allocate without colliding):
 - 32-63: storage metadata (WAL index records and footers, manifests, SSTables);
 - 64-95: Raft state (hard state, snapshots, membership);
 - 96-127: conflict handling and appliers (exceptions, positions, dead letters);
-- 128-254: plugins and experiments.
+- 128-223: plugins and experiments;
+- 224-239 (``0xE0``-``0xEF``): LSM store records. These are not protobuf messages but fixed
+  binary layouts decoded in bulk (``gateway.core.lsm.format``, ``docs/formats/sstable.md``), so
+  they are not in ``TypeTag``; the range is reserved here so that nothing else takes it;
+- 240-254: reserved.
 
 Errors (all are ``ValueError``)::
 
