@@ -321,6 +321,10 @@ class Dispatcher:
             oldest = self._tracker.oldest_pending_commit_ts()
             queued = self._queued
         lag_s = 0.0
+        if watermark < last and oldest is None:  # not read yet: ask the source
+            head = self.source.read(watermark + 1, 1)
+            if head and head[0].transaction is not None:
+                oldest = head[0].transaction.commit_timestamp_ns
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,

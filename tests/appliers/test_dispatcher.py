@@ -1,0 +1,341 @@
+"""The dispatcher: parallel apply equals sequential apply, per-row order, CutHead positions,
+restarts, retries, dead letters, barriers, backpressure and metrics."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from gateway.appliers.contract import Capabilities, TransientApplyError
+from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, partition_of
+from gateway.appliers.source import MemorySource
+from gateway.appliers.workers import RetryPolicy
+from gateway.core import records
+from gateway.core.rowops import Gtid, OpKind, statement_ops
+from tests.appliers.fakes import ModelApplier
+from tests.reducer.model import apply_all, delete, insert, sql, txn, update
+
+FAST = RetryPolicy(max_attempts=3, initial_backoff=0.001, max_backoff=0.002)
+
+
+def workload(seed: int, n: int = 120, keys: int = 25, with_sql: bool = True) -> list:
+    """Transactions as a master commits them: inserts of absent keys, updates and deletes of
+    present ones, each transaction touching a few hot rows repeatedly."""
+    rng = random.Random(seed)
+    live: set[int] = set()
+    txns = []
+    for t in range(1, n + 1):
+        stmts = []
+        for _ in range(rng.randint(1, 6)):
+            k, r = rng.randrange(keys), rng.random()
+            if k not in live:
+                stmts.append(insert("t", [{"id": k, "a": t, "b": f"v{t}"}]))
+                live.add(k)
+            elif r < 0.75:
+                stmts.append(update("t", ["a"], [(k, [t])]))
+            elif r < 0.97 or not with_sql:
+                stmts.append(delete("t", [k]))
+                live.discard(k)
+            else:
+                stmts.append(sql(f"-- {t}"))
+        txns.append(txn(t, *stmts, commit_ts_ns=t))
+    return txns
+
+
+def sequential(txns: list) -> dict:
+    ops = [op for i, t in enumerate(txns, 1) for op in statement_ops(t, i)]
+    return apply_all({}, ops)
+
+
+def config(**kw) -> DispatcherConfig:
+    kw.setdefault("retry", FAST)
+    kw.setdefault("save_interval", 0.0)
+    return DispatcherConfig(**kw)
+
+
+@pytest.mark.parametrize("threads", [1, 4, 8])
+def test_parallel_reduced_apply_reaches_the_sequential_state_in_row_order(tmp_path, threads):
+    txns = workload(threads)
+    applier = ModelApplier()
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=threads))
+    position = d.run()
+    store, trace = sequential(txns)
+    assert applier.store == store
+    assert applier.trace == trace  # the state at every SQL barrier matches too
+    for row, seen in applier.history.items():
+        assert seen == sorted(seen), f"row {row} applied out of order"
+    assert not applier.overlap  # no row was ever in two concurrent batches
+    assert position.log_index == len(txns)
+    assert position.applied == d.positions.load().applied
+    assert list(position.applied.ranges()) == [(1, 1, len(txns))]
+
+
+def test_window_mode_reaches_the_same_state_with_fewer_operations(tmp_path):
+    txns = workload(5, with_sql=False)
+    single, window = ModelApplier(), ModelApplier()
+    d1 = Dispatcher(single, MemorySource(txns), tmp_path / "a", config=config())
+    d2 = Dispatcher(window, MemorySource(txns), tmp_path / "b", config=config(window=16))
+    d1.run()
+    d2.run()
+    assert single.store == window.store == sequential(txns)[0]
+    assert d2.metrics.ops_out < d1.metrics.ops_out < d1.metrics.ops_in
+
+
+def test_unreduced_mode_hands_over_every_record(tmp_path):
+    txns = workload(6, with_sql=False)
+    applier = ModelApplier()
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(reduce=False))
+    d.run()
+    total = sum(len(statement_ops(t)) for t in txns)
+    assert d.metrics.applied_ops == d.metrics.ops_in == d.metrics.ops_out == total
+    assert applier.store == sequential(txns)[0]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_restart_from_any_saved_position_never_skips_or_reorders_a_row(tmp_path, seed):
+    """Stop after a random number of batches, fall back to a random earlier saved position
+    (a crash before the later saves), restart: the store must end as the sequential one."""
+    rng = random.Random(seed)
+    txns = workload(100 + seed, n=80)
+    source = MemorySource(txns)
+    applier = ModelApplier()
+    stop_after = rng.randint(1, 40)
+    d = Dispatcher(applier, source, tmp_path, config=config(threads=4, window=rng.choice(
+        [1, 1, 3])))
+    original_apply = applier.apply
+
+    def apply_then_crash(ops):
+        original_apply(ops)
+        if applier.calls >= stop_after:
+            d.stop()
+
+    applier.apply = apply_then_crash  # type: ignore[method-assign]
+    d.run()
+    data = d.positions.path.read_bytes()
+    saved = list(records.scan(data))
+    keep = rng.randint(0, len(saved))
+    d.positions.path.write_bytes(data[: saved[keep - 1].end + 2] if keep else b"")
+    applier.apply = original_apply  # type: ignore[method-assign]
+    d2 = Dispatcher(applier, source, tmp_path, config=config(threads=4))
+    d2.run()
+    assert applier.store == sequential(txns)[0]
+    assert d2.position.log_index == len(txns)
+
+
+def test_transient_errors_are_retried_with_backoff(tmp_path):
+    def flaky(op, attempt):
+        if attempt <= 2:
+            raise TransientApplyError("store busy")
+
+    applier = ModelApplier(fail=flaky)
+    txns = workload(7, n=20, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path,
+                   config=config(retry=RetryPolicy(4, 0.001, 2.0, 0.002)))
+    d.run()
+    assert applier.store == sequential(txns)[0]
+    assert d.metrics.retries >= 2 and d.metrics.dead_letters == 0
+
+
+def test_backoff_grows_exponentially_and_is_capped():
+    policy = RetryPolicy(max_attempts=6, initial_backoff=0.1, multiplier=2.0, max_backoff=0.5)
+    assert [policy.delay(a) for a in range(1, 6)] == [0.1, 0.2, 0.4, 0.5, 0.5]
+
+
+def test_a_poison_operation_is_dead_lettered_and_its_neighbours_applied(tmp_path):
+    seen = []
+
+    def poison(op, attempt):
+        if op.key == (3,):
+            raise ValueError("constraint violated for id 3")
+
+    applier = ModelApplier(fail=poison, capabilities=Capabilities(accepts_sql=True,
+                                                                   max_batch=50))
+    txns = [txn(1, insert("t", [{"id": k, "a": k} for k in range(8)]))]
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=1),
+                   on_dead_letter=lambda *a: seen.append(a))
+    position = d.run()
+    assert sorted(k for (_, k) in applier.store) == [(k,) for k in range(8) if k != 3]
+    (letter,) = d.dead_letters.letters()
+    op = letter.operation()
+    assert op.key == (3,) and op.gtid == Gtid(1, 1) and op.log_index == 1
+    assert letter.message.error_type == "ValueError" and letter.message.attempts == 1
+    assert "id 3" in letter.message.error
+    assert d.metrics.dead_letters == 1 and seen[0][:2] == ("model", 1)
+    assert position.log_index == 1  # a dead-lettered operation counts as done, not lost
+
+
+def test_exhausted_transient_retries_dead_letter_after_max_attempts(tmp_path):
+    def down(op, attempt):
+        if op.key == (2,):
+            raise TransientApplyError("timeout")
+
+    applier = ModelApplier(fail=down)
+    d = Dispatcher(applier, MemorySource([txn(1, insert("t", [{"id": 1}, {"id": 2}]))]),
+                   tmp_path, config=config())
+    d.run()
+    (letter,) = d.dead_letters.letters()
+    assert letter.message.attempts == FAST.max_attempts
+    assert letter.message.error_type == "TransientApplyError"
+
+
+def test_sql_for_an_applier_without_sql_goes_to_the_dead_letter_log(tmp_path):
+    applier = ModelApplier(capabilities=Capabilities(accepts_sql=False))
+    d = Dispatcher(applier, MemorySource([txn(1, insert("t", [{"id": 1}]), sql("DROP x"))]),
+                   tmp_path, config=config())
+    d.run()
+    (letter,) = d.dead_letters.letters()
+    assert letter.operation().kind is OpKind.SQL
+    assert letter.message.error_type == "UnsupportedOperationError"
+    assert applier.store == {(("s", "t"), (1,)): {}}
+
+
+def test_a_malformed_transaction_is_dead_lettered_whole_and_later_ones_applied(tmp_path):
+    bad = txn(1, insert("t", [{"id": 1, "a": 1}]))
+    bad.statements[0].insert.records[0].after_values.pop()
+    good = txn(2, insert("t", [{"id": 2, "a": 2}]))
+    applier = ModelApplier()
+    d = Dispatcher(applier, MemorySource([bad, good]), tmp_path, config=config())
+    position = d.run()
+    (letter,) = d.dead_letters.letters()
+    assert letter.transaction() == bad and letter.message.log_index == 1
+    assert "0 values for 1 fields" in letter.message.error
+    assert list(applier.store) == [(("s", "t"), (2,))]
+    assert position.log_index == 2
+
+
+def test_an_incomplete_segmented_transaction_holds_the_watermark(tmp_path):
+    seg1 = txn(1, insert("t", [{"id": 1, "a": 1}]), end_segment=False)
+    other = txn(2, insert("t", [{"id": 2, "a": 2}]))
+    source = MemorySource([seg1, other])
+    applier = ModelApplier()
+    d = Dispatcher(applier, source, tmp_path, config=config())
+    position = d.run()
+    assert position.log_index == 0 and Gtid(1, 2) in position.applied
+    assert list(applier.store) == [(("s", "t"), (2,))]
+    source.append(txn(1, update("t", ["a"], [(1, [5])]), segment_id=2))
+    d2 = Dispatcher(applier, source, tmp_path, config=config())
+    position = d2.run()
+    assert position.log_index == 3 and d2.metrics.skipped == 1  # (1,2) was not re-applied
+    assert applier.store[(("s", "t"), (1,))] == {"a": 5}
+
+
+def test_a_rolled_back_transaction_is_discarded(tmp_path):
+    txns = [txn(1, insert("t", [{"id": 1}]), end_segment=False),
+            txn(1, insert("t", [{"id": 2}]), segment_id=2, rollback=True)]
+    applier = ModelApplier()
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config())
+    assert d.run().log_index == 2
+    assert applier.store == {} and d.metrics.rolled_back == 1
+
+
+def test_a_second_run_applies_nothing_already_applied(tmp_path):
+    txns = workload(8, n=30)
+    applier = ModelApplier()
+    Dispatcher(applier, MemorySource(txns), tmp_path, config=config()).run()
+    calls = applier.calls
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config())
+    d.run()
+    assert applier.calls == calls and d.metrics.entries_read == 0
+
+
+def test_bounded_queues_block_the_reader_instead_of_growing(tmp_path):
+    depth = []
+    gate = threading.Event()
+
+    class Slow(ModelApplier):
+        def apply(self, ops):
+            gate.wait(0.002)
+            depth.append(max(w.queue.qsize() for w in d._workers))
+            super().apply(ops)
+
+    applier = Slow(capabilities=Capabilities(max_batch=1))
+    d = Dispatcher(applier, MemorySource(workload(9, n=60, with_sql=False)), tmp_path,
+                   config=config(threads=2, queue_size=3))
+    d.run()
+    assert max(depth) <= 3
+
+
+def test_metrics_count_reduction_lag_and_are_published(tmp_path):
+    published = []
+    txns = [txn(1, insert("t", [{"id": 1, "a": 1}]), update("t", ["a"], [(1, [2])]))]
+    d = Dispatcher(ModelApplier(), MemorySource(txns), tmp_path, config=config(),
+                   publish_metrics=lambda s, m: published.append((s, m)))
+    d.run()
+    snap = d.metrics.snapshot()
+    assert (snap["ops_in"], snap["ops_out"], snap["applied_ops"]) == (2, 1, 1)
+    assert snap["lag_entries"] == 0 and snap["lag_seconds"] == 0 and snap["watermark"] == 1
+    assert published[-1] == ("model", snap)
+
+
+def test_lag_counts_committed_entries_not_yet_applied(tmp_path):
+    source = MemorySource(workload(10, n=10, with_sql=False))
+    d = Dispatcher(ModelApplier(), source, tmp_path, config=config())
+    d.run(max_index=4)
+    assert d.metrics.lag_entries == 6 and d.metrics.watermark == 4
+    assert d.metrics.lag_seconds > 0  # commit timestamps of the workload are in 1970
+
+
+def test_a_non_idempotent_applier_gets_its_position_saved_after_every_transaction(tmp_path):
+    txns = [txn(n, insert("t", [{"id": n}])) for n in range(1, 6)]
+    applier = ModelApplier(capabilities=Capabilities(idempotent=False, max_batch=1))
+    d = Dispatcher(applier, MemorySource(txns), tmp_path,
+                   config=config(save_interval=3600, threads=1))
+    d.run()
+    saved = list(records.scan(d.positions.path.read_bytes()))
+    assert len(saved) >= len(txns)
+
+
+def test_partition_is_a_stable_function_of_table_and_key():
+    (a,) = statement_ops(txn(1, update("t", ["a"], [(7, [1])])))
+    (b,) = statement_ops(txn(9, delete("t", [7])))
+    assert partition_of(a, 8) == partition_of(b, 8)
+    assert partition_of(a, 8) == 0  # crc32 of the row id: the same in every process
+
+
+def test_config_rejects_nonsense():
+    with pytest.raises(ValueError, match="threads"):
+        DispatcherConfig(threads=0)
+    with pytest.raises(ValueError, match="max_batch"):
+        Capabilities(max_batch=0)
+
+
+def test_a_later_transaction_on_a_row_is_not_recorded_before_an_earlier_one_completes(tmp_path):
+    """T1 updates rows r and s, T2 updates r again. s is stuck on its worker while r's two
+    updates are applied; a crash then must not leave T2 recorded (skipped on restart) while
+    T1 is replayed over it: that would reorder row r."""
+    def part(k):
+        (op,) = statement_ops(txn(1, update("t", ["a"], [(k, [0])])))
+        return partition_of(op, 2)
+
+    r = 0
+    s = next(k for k in range(1, 50) if part(k) != part(r))
+    stuck = threading.Event()
+    r_done = threading.Event()
+
+    class Stuck(ModelApplier):
+        def apply(self, ops):
+            if any(op.key == (s,) for op in ops) and not stuck.is_set():
+                stuck.wait(5)
+                raise TransientApplyError("stuck")  # abandoned by stop()
+            super().apply(ops)
+            if len(self.history.get((("s", "t"), (r,)), [])) == 3:  # insert + 2 updates
+                r_done.set()
+
+    txns = [txn(1, insert("t", [{"id": r, "a": 0}, {"id": s, "a": 0}])),
+            txn(2, update("t", ["a"], [(r, [1]), (s, [1])])),
+            txn(3, update("t", ["a"], [(r, [2])]))]
+    applier = Stuck(capabilities=Capabilities(accepts_sql=True, max_batch=1))
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=2))
+    runner = threading.Thread(target=d.run)
+    runner.start()
+    assert r_done.wait(5)
+    d.stop()
+    stuck.set()
+    runner.join()
+    saved = d.positions.load()
+    assert Gtid(1, 3) not in saved.applied  # it depends on (1,2), which is incomplete
+    Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=2)).run()
+    assert applier.store[(("s", "t"), (r,))] == {"a": 2}
+    assert applier.store[(("s", "t"), (s,))] == {"a": 1}
