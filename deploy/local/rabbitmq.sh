@@ -13,12 +13,14 @@
 #   GATEWAY_RABBITMQ_DATA_DIR       mnesia, logs, config, cookie     (default deploy/local/.data/rabbitmq-<port>)
 #   GATEWAY_RABBITMQ_START_TIMEOUT  seconds to wait for start-up     (default 120)
 #   ERL_EPMD_PORT                   Erlang port mapper port          (default 4369)
+#   GATEWAY_SERVER_OWNER_PID        stop the node when this process exits (the test fixtures)
 #
 # The broker accepts user guest / password guest from loopback only:
 #   amqp://guest:guest@127.0.0.1:<port>/
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 RABBIT_BIN=/usr/lib/rabbitmq/bin  # the real scripts; /usr/sbin/* would `su rabbitmq` when root
 
 PORT="${GATEWAY_RABBITMQ_PORT:-5672}"
@@ -91,7 +93,25 @@ sys.exit(0 if len(head) == 7 and head[0] == 1 and head[1:3] == b"\x00\x00" else 
 EOF
 }
 
+# With GATEWAY_SERVER_OWNER_PID set (the test fixtures set it to pytest's pid), a watchdog stops the
+# server when that process is gone, so a killed test run does not leave a server behind.
+start_watchdog() {
+    local owner="${GATEWAY_SERVER_OWNER_PID:-}" server_pid="$1"
+    [ -n "$owner" ] || return 0
+    kill -0 "$owner" 2>/dev/null || die "GATEWAY_SERVER_OWNER_PID=$owner is not a running process"
+    (
+        trap '' HUP INT
+        while kill -0 "$owner" 2>/dev/null && kill -0 "$server_pid" 2>/dev/null; do sleep 2; done
+        if kill -0 "$server_pid" 2>/dev/null; then bash "$SELF" stop; fi
+    ) </dev/null >/dev/null 2>&1 &
+    disown
+}
+
 epmd_answers() { epmd -port "$ERL_EPMD_PORT" -names >/dev/null 2>&1; }
+
+apt_install() {
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
 
 cmd_install() {
     if [ -x "$RABBIT_BIN/rabbitmq-server" ] && command -v epmd >/dev/null 2>&1; then
@@ -106,8 +126,10 @@ cmd_install() {
         created_policy=1
     fi
     local rc=0
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-        rabbitmq-server >&2 || rc=$?
+    apt_install rabbitmq-server || {
+        log "apt-get install failed; running apt-get update and retrying once"
+        as_root apt-get update -q >&2 && apt_install rabbitmq-server
+    } || rc=$?
     if [ -n "$created_policy" ]; then as_root rm -f "$policy"; fi
     [ "$rc" -eq 0 ] || die "apt-get install rabbitmq-server failed (exit $rc); run 'apt-get update' first?"
     [ -x "$RABBIT_BIN/rabbitmq-server" ] || die "rabbitmq-server installed but $RABBIT_BIN is missing"
@@ -154,7 +176,7 @@ cmd_start() {
     fi
     rm -f "$RABBITMQ_PID_FILE" "$DATA_DIR/epmd-started-here"
     if ! epmd_answers; then
-        epmd -daemon -port "$ERL_EPMD_PORT" -address 127.0.0.1 ||
+        epmd -daemon -port "$ERL_EPMD_PORT" -address 127.0.0.1 </dev/null >/dev/null 2>&1 ||
             die "could not start epmd on 127.0.0.1:$ERL_EPMD_PORT"
         local i
         for i in $(seq 50); do epmd_answers && break; sleep 0.1; done
@@ -175,6 +197,7 @@ cmd_start() {
         [ "$SECONDS" -lt "$deadline" ] || fail_start "$NODENAME booted but AMQP port $PORT does not answer"
         sleep 0.2
     done
+    start_watchdog "$(node_pid)"
     log "$(awk -v a="$started" -v b="$EPOCHREALTIME" -v p="$PORT" \
         'BEGIN { printf "ready after %.1fs: amqp://guest:guest@127.0.0.1:%s/", b - a, p }')"
 }

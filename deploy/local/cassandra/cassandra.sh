@@ -14,9 +14,11 @@
 #   GATEWAY_CASSANDRA_START_TIMEOUT  seconds to wait for CQL          (default 180)
 #   GATEWAY_CASSANDRA_VERSION        org.apache.cassandra:cassandra-all version (default: pom.xml)
 #   JAVA                             java binary (Java 17)            (default: java on PATH)
+#   GATEWAY_SERVER_OWNER_PID         stop the node when this process exits (the test fixtures)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 LIB_DIR="$HERE/lib"
 
 NATIVE_PORT="${GATEWAY_CASSANDRA_NATIVE_PORT:-9042}"
@@ -48,6 +50,20 @@ try:
     socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
 except OSError:
     sys.exit(1)' "$1"
+}
+
+# With GATEWAY_SERVER_OWNER_PID set (the test fixtures set it to pytest's pid), a watchdog stops the
+# server when that process is gone, so a killed test run does not leave a server behind.
+start_watchdog() {
+    local owner="${GATEWAY_SERVER_OWNER_PID:-}" server_pid="$1"
+    [ -n "$owner" ] || return 0
+    kill -0 "$owner" 2>/dev/null || die "GATEWAY_SERVER_OWNER_PID=$owner is not a running process"
+    (
+        trap '' HUP INT
+        while kill -0 "$owner" 2>/dev/null && kill -0 "$server_pid" 2>/dev/null; do sleep 2; done
+        if kill -0 "$server_pid" 2>/dev/null; then bash "$SELF" stop; fi
+    ) </dev/null >/dev/null 2>&1 &
+    disown
 }
 
 node_pid() {
@@ -176,6 +192,7 @@ cmd_start() {
         fi
         sleep 1
     done
+    start_watchdog "$pid"
     log "$(awk -v a="$started" -v b="$EPOCHREALTIME" -v v="$version" -v p="$NATIVE_PORT" \
         'BEGIN { printf "Cassandra %s ready after %.1fs on 127.0.0.1:%s (CQL)", v, b - a, p }')"
 }
