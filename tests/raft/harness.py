@@ -122,11 +122,19 @@ class Cluster:
             if self.trace:
                 self.log.append(describe(m))
             self.queue.append(m)
+        conf_changed = False
         for e in rd.committed_entries:
             self.applied[i].append(e)
             if e.type == EntryType.CONF_CHANGE:
                 n.apply_conf_change(ConfChange.decode(e.data))
+                conf_changed = True
         n.advance(rd)
+        if conf_changed and not n.raft.removed:
+            # Like the simulator's application: snapshot after a membership change so that
+            # nodes added by it can be caught up with a snapshot that includes them.
+            applied = n.raft.raft_log.applied
+            if applied > st.snapshot().metadata.index:
+                st.create_snapshot(applied, n.raft.trk.config.conf_state(), b"")
         return True
 
     def deliver(self, m: Message) -> None:
