@@ -80,7 +80,9 @@ class DispatcherConfig:
 
 def partition_of(op: RowOp, partitions: int) -> int:
     """The worker of ``op``'s row: a hash of ``(table, key)`` stable across processes."""
-    return zlib.crc32(repr(op.row_id).encode()) % partitions
+    if partitions == 1:
+        return 0
+    return zlib.crc32(repr((op.table.schema, op.table.name, op.key)).encode()) % partitions
 
 
 class Dispatcher:
@@ -233,27 +235,37 @@ class Dispatcher:
                 len(reduced), barrier=barrier)
         self._after_record()
         n = len(self._workers)
+        parts: list[list[RowOp]] = [[] for _ in range(n)]
         for op in reduced:
             if op.is_barrier:
+                self._send(parts, unit)
+                parts = [[] for _ in range(n)]
                 self._wait_drained()
                 self._runner.run([op])
                 self.metrics.add(barriers=1)
-                self._ops_done([(op, unit)], queued=False)
+                self._ops_done([([op], unit)], queued=False)
             else:
+                parts[partition_of(op, n)].append(op)
+        self._send(parts, unit)
+
+    def _send(self, parts: list[list[RowOp]], unit: Unit) -> None:
+        """Queue each partition's operations of ``unit`` (in order) on its worker."""
+        for worker, ops in zip(self._workers, parts, strict=True):
+            if ops:
                 with self._lock:
-                    self._queued += 1
-                self._workers[partition_of(op, n)].put((op, unit), self._stop)
+                    self._queued += len(ops)
+                worker.put((ops, unit), self._stop)
 
     # -- completion ----------------------------------------------------------------------------
 
-    def _ops_done(self, batch: list[tuple[RowOp, Unit]], *, queued: bool = True) -> None:
+    def _ops_done(self, batch: list[tuple[list[RowOp], Unit]], *, queued: bool = True) -> None:
         tracker = self._tracker
         assert tracker is not None
         with self._drained:
-            for _, unit in batch:
-                tracker.op_done(unit)
-            if queued:
-                self._queued -= len(batch)
+            for ops, unit in batch:
+                tracker.op_done(unit, len(ops))
+                if queued:
+                    self._queued -= len(ops)
             self._drained.notify_all()
         self._after_record()
 

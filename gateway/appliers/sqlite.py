@@ -16,8 +16,9 @@
 - Every batch is one SQLite transaction (``BEGIN IMMEDIATE``) that also records the batch's
   GTIDs in ``_gateway_applied`` -- data and GTIDs commit together or not at all.
 
-Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); SQLite
-serialises writers, and a busy or locked database is a ``TransientApplyError`` (retried).
+Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
+transactions of one applier take turns on a lock (SQLite has one writer at a time anyway), and
+a database busy or locked by another process is a ``TransientApplyError`` (retried).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class SqliteApplier(Applier):
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # SQLite has one writer at a time; queueing writers on a lock here is much cheaper than
+        # letting them collide in SQLite's busy handler, which sleeps in millisecond steps.
+        self._write_lock = threading.Lock()
         self._columns: dict[str, set[str]] = {}  # committed table -> column names
         conn = self._connect()
         try:
@@ -120,6 +124,14 @@ class SqliteApplier(Applier):
     def apply(self, ops: Sequence[RowOp]) -> None:
         conn = self._conn()
         created: dict[str, set[str]] = {}
+        with self._write_lock:
+            self._apply_locked(conn, ops, created)
+        with self._lock:
+            for table, cols in created.items():
+                self._columns.setdefault(table, set()).update(cols)
+
+    def _apply_locked(self, conn: sqlite3.Connection, ops: Sequence[RowOp],
+                      created: dict[str, set[str]]) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -139,9 +151,6 @@ class SqliteApplier(Applier):
             raise ApplyError(f"sqlite {self.path}: {text}") from None
         except sqlite3.Error as exc:
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
-        with self._lock:
-            for table, cols in created.items():
-                self._columns.setdefault(table, set()).update(cols)
 
     def _apply_one(self, conn: sqlite3.Connection, op: RowOp,
                    created: dict[str, set[str]]) -> None:

@@ -9,9 +9,9 @@ and attempt count. It returns only when every operation is applied or dead-lette
 is dropped -- or raises ``Stopped`` when the dispatcher stops during a backoff (the operations
 stay unapplied and are replayed after a restart).
 
-``PartitionWorker`` drains a bounded queue (a full queue blocks the dispatcher: backpressure),
-groups up to ``max_batch`` queued operations per ``apply`` call and reports finished operations
-through a callback.
+``PartitionWorker`` drains a bounded queue of per-unit operation lists (a full queue blocks the
+dispatcher: backpressure), groups up to ``max_batch`` queued operations per ``apply`` call and
+reports finished operations through a callback.
 """
 
 from __future__ import annotations
@@ -120,15 +120,17 @@ class BatchRunner:
 STOP: Any = object()
 """Queue sentinel: the worker finishes what it holds and exits."""
 
-Done = Callable[[list[tuple[RowOp, Any]]], None]
+Done = Callable[[list[tuple[list[RowOp], Any]]], None]
 
 
 class PartitionWorker(threading.Thread):
     """Applies the operations queued for one partition, in queue order.
 
-    Items are ``(op, token)`` pairs; ``on_done`` receives each applied (or dead-lettered) batch
-    of pairs. An unexpected exception (the dead-letter log cannot be written, ...) is kept in
-    ``failure`` and reported through ``on_failure``; the worker then exits.
+    Items are ``(ops, token)`` pairs (a list of operations of one unit for this partition);
+    the worker hands the applier up to ``max_batch`` operations per call, and ``on_done``
+    receives the items once all their operations are applied (or dead-lettered). An
+    unexpected exception (the dead-letter log cannot be written, ...) is kept in ``failure``
+    and reported through ``on_failure``; the worker then exits.
     """
 
     def __init__(self, number: int, runner: BatchRunner, max_batch: int, queue_size: int,
@@ -157,8 +159,9 @@ class PartitionWorker(threading.Thread):
             if item is STOP:
                 return
             batch = [item]
+            size = len(item[0])
             stop_after = False
-            while len(batch) < self.max_batch:
+            while size < self.max_batch:
                 try:
                     nxt = q.get_nowait()
                 except queue.Empty:
@@ -167,7 +170,10 @@ class PartitionWorker(threading.Thread):
                     stop_after = True
                     break
                 batch.append(nxt)
-            self.runner.run([op for op, _ in batch])
+                size += len(nxt[0])
+            ops = [op for item_ops, _ in batch for op in item_ops]
+            for start in range(0, len(ops), self.max_batch):
+                self.runner.run(ops[start : start + self.max_batch])
             self.on_done(batch)
             if stop_after:
                 return
