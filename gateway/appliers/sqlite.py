@@ -30,7 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from gateway.core.rowops import Column, Gtid, OpKind, RowOp
+from gateway.core.rowops import Column, Gtid, OpKind, RowOp, TableRef
 from gateway.hookspecs import hookimpl
 from gateway.v1 import value_pb2
 
@@ -94,7 +94,7 @@ class SqliteApplier(Applier):
         # SQLite has one writer at a time; queueing writers on a lock here is much cheaper than
         # letting them collide in SQLite's busy handler, which sleeps in millisecond steps.
         self._write_lock = threading.Lock()
-        self._columns: dict[str, set[str]] = {}  # committed table -> column names
+        self._columns: dict[TableRef, set[str]] = {}  # committed table -> column names
         conn = self._connect()
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -123,7 +123,7 @@ class SqliteApplier(Applier):
 
     def apply(self, ops: Sequence[RowOp]) -> None:
         conn = self._conn()
-        created: dict[str, set[str]] = {}
+        created: dict[TableRef, set[str]] = {}
         with self._write_lock:
             self._apply_locked(conn, ops, created)
         with self._lock:
@@ -131,7 +131,7 @@ class SqliteApplier(Applier):
                 self._columns.setdefault(table, set()).update(cols)
 
     def _apply_locked(self, conn: sqlite3.Connection, ops: Sequence[RowOp],
-                      created: dict[str, set[str]]) -> None:
+                      created: dict[TableRef, set[str]]) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -153,7 +153,7 @@ class SqliteApplier(Applier):
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
 
     def _apply_one(self, conn: sqlite3.Connection, op: RowOp,
-                   created: dict[str, set[str]]) -> None:
+                   created: dict[TableRef, set[str]]) -> None:
         if op.kind is OpKind.SQL:
             self._apply_sql(conn, op)
             return
@@ -197,10 +197,10 @@ class SqliteApplier(Applier):
                      "VALUES (?, ?, ?)", ident)
 
     def _ensure_table(self, conn: sqlite3.Connection, op: RowOp,
-                      created: dict[str, set[str]]) -> None:
+                      created: dict[TableRef, set[str]]) -> None:
         table = op.table.name
-        with self._lock:
-            known = self._columns.get(table, set()) | created.get(table, set())
+        with self._lock:  # keyed by (schema, name): another schema's table is checked below
+            known = self._columns.get(op.table, set()) | created.get(op.table, set())
         wanted = op.key_columns + op.columns
         if known and all(c.name in known for c in wanted):
             return
@@ -221,7 +221,7 @@ class SqliteApplier(Applier):
             if col.name not in present:
                 conn.execute(f"ALTER TABLE {_q(table)} ADD COLUMN {_column_ddl(col)}")
                 present.add(col.name)
-        created.setdefault(table, set()).update(present)
+        created.setdefault(op.table, set()).update(present)
 
     # -- reading back --------------------------------------------------------------------------
 
