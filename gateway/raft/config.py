@@ -39,6 +39,10 @@ class Config:
     skip_used_terms: bool = True
     max_snapshot_chunk: int = 1 << 20
     snapshot_chunk_window: int = 4
+    #: Ignore vote requests for one election timeout after start, so that a restart cannot cut
+    #: short a lease this node granted. None: on iff ``read_only_option`` is LEASE_BASED; set it
+    #: when lease reads are requested per call (``RawNode.read_index(ctx, lease=True)``).
+    boot_lease_guard: bool | None = None
     rng: RandomSource | None = field(default=None)
 
     def validate(self) -> None:

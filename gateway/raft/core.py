@@ -94,7 +94,11 @@ class Raft:
         self.randomized_election_timeout = c.election_tick
         self.ticks = 0
         self.lease_revoked = False
-        self.boot_guard = c.read_only_option == ReadOnlyOption.LEASE_BASED
+        self.boot_guard = (
+            c.read_only_option == ReadOnlyOption.LEASE_BASED
+            if c.boot_lease_guard is None
+            else c.boot_lease_guard
+        )
         # live-lock fix: terms seen in other candidates' (pre-)vote requests and in our own
         # abandoned campaigns, and the (term, vote) an election started from.
         self.used_terms: set[int] = set()

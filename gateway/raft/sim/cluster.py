@@ -182,6 +182,7 @@ class Simulation:
                 check_quorum=True,
                 pre_vote=True,
                 skip_used_terms=True,
+                boot_lease_guard=True,
                 max_snapshot_chunk=96,
                 snapshot_chunk_window=2,
                 rng=self.rng.fork(),
