@@ -1,0 +1,121 @@
+"""The plugin manager and its documentation: every hook documented, exact --plugins loading,
+the built-in SQLite applier registered through the same entry-point mechanism."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import pluggy
+import pytest
+from click.testing import CliRunner
+
+import gateway
+from gateway import hookspecs, plugins
+from gateway.cli import main
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
+
+
+def _hooks() -> list[str]:
+    return sorted(n for n in dir(hookspecs) if n.startswith("gateway_"))
+
+
+def test_every_hook_is_documented_in_docs_plugins_md():
+    text = DOCS.read_text()
+    documented = set(re.findall(r"^### `(gateway_\w+)", text, re.M))
+    missing = sorted(set(_hooks()) - documented)
+    assert not missing, f"hooks missing from docs/plugins.md: {missing}"
+    assert not documented - set(_hooks()), "docs/plugins.md documents hooks that do not exist"
+
+
+def test_every_hook_is_named_gateway_and_has_a_contract():
+    for name in _hooks():
+        assert getattr(hookspecs, name).__doc__, name
+
+
+def test_hookimpl_is_importable_from_the_package_root():
+    assert gateway.hookimpl is hookspecs.hookimpl and "hookimpl" in gateway.__all__
+
+
+def test_the_builtin_sqlite_applier_is_an_entry_point_of_the_gateway_distribution():
+    (sqlite,) = [p for p in plugins.installed_plugins() if p.name == "sqlite"]
+    assert sqlite.distribution == "gateway" and sqlite.value == "gateway.appliers.sqlite"
+    assert "sqlite" in plugins.applier_factories(plugins.load_plugins(["sqlite"]))
+
+
+def test_plugins_option_loads_exactly_the_named_plugins():
+    pm = plugins.load_plugins(["sqlite"])
+    assert [name for name, _ in pm.list_name_plugin()] == ["sqlite"]
+    assert plugins.applier_factories(plugins.load_plugins([])) == {}
+
+
+def test_an_unknown_plugin_is_a_one_line_error_listing_the_installed_ones():
+    with pytest.raises(plugins.UnknownPluginError) as info:
+        plugins.load_plugins(["sqlite", "nope"])
+    installed = ", ".join(p.name for p in plugins.installed_plugins())
+    assert str(info.value) == f"unknown plugin 'nope' (installed: {installed})"
+
+
+def _pm_with(*modules: types.ModuleType) -> pluggy.PluginManager:
+    pm = plugins.load_plugins([])
+    for m in modules:
+        pm.register(m, name=m.__name__)
+    return pm
+
+
+def _module(name: str, **attrs) -> types.ModuleType:
+    m = types.ModuleType(name)
+    for k, v in attrs.items():
+        setattr(m, k, gateway.hookimpl(v))
+    return m
+
+
+def test_two_plugins_offering_one_name_is_an_error():
+    from gateway.appliers.sqlite import SQLITE_FACTORY
+
+    a = _module("a", gateway_register_appliers=lambda: [SQLITE_FACTORY])
+    b = _module("b", gateway_register_appliers=lambda: [SQLITE_FACTORY])
+    with pytest.raises(plugins.DuplicateNameError, match="'sqlite' is offered by plugins"):
+        plugins.applier_factories(_pm_with(a, b))
+
+
+def test_conflict_functions_and_metrics_reach_plugins():
+    seen = []
+
+    def epoch_conflict(*, row_epoch, row_author, change_epoch, change_author,
+                       max_replicated_epoch):
+        return row_author != change_author and row_epoch > max_replicated_epoch
+
+    m = _module("c", gateway_register_conflict_functions=lambda: {"NDB$EPOCH": epoch_conflict},
+                gateway_publish_metrics=lambda source, metrics: seen.append((source, metrics)))
+    pm = _pm_with(m)
+    fn = plugins.conflict_functions(pm)["NDB$EPOCH"]
+    assert fn(row_epoch=5, row_author=1, change_epoch=6, change_author=2,
+              max_replicated_epoch=4)
+    plugins.publish_metrics(pm)("sqlite", {"applied_ops": 3})
+    assert seen == [("sqlite", {"applied_ops": 3})]
+
+
+def test_gateway_plugins_lists_name_distribution_version_and_hooks():
+    result = CliRunner().invoke(main, ["plugins"])
+    assert result.exit_code == 0
+    line = next(ln for ln in result.output.splitlines() if ln.startswith("sqlite "))
+    assert "gateway 0.1.0" in line and "loaded" in line and "gateway_register_appliers" in line
+    result = CliRunner().invoke(main, ["--plugins", "", "plugins"])
+    line = next(ln for ln in result.output.splitlines() if ln.startswith("sqlite "))
+    assert "not loaded" in line
+
+
+def test_a_broken_plugin_is_a_one_line_load_error(monkeypatch):
+    from importlib import metadata
+
+    broken = metadata.EntryPoint("broken", "gateway_no_such_module", "gateway")
+    real = metadata.entry_points
+    monkeypatch.setattr(plugins, "entry_points",
+                        lambda group: [*real(group=group), broken])
+    with pytest.raises(plugins.PluginLoadError, match="plugin 'broken'.*cannot be loaded"):
+        plugins.load_plugins(["broken"])
+    assert "gateway_no_such_module" not in sys.modules
