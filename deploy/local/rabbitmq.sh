@@ -110,7 +110,8 @@ start_watchdog() {
 epmd_answers() { epmd -port "$ERL_EPMD_PORT" -names >/dev/null 2>&1; }
 
 apt_install() {
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -o DPkg::Lock::Timeout=600 "$@" >&2
 }
 
 cmd_install() {
@@ -118,6 +119,12 @@ cmd_install() {
         return 0
     fi
     command -v apt-get >/dev/null 2>&1 || die "rabbitmq-server is not installed and apt-get is missing"
+    # One install at a time (parallel test sessions on a fresh machine).
+    exec 9>"${TMPDIR:-/tmp}/gateway-rabbitmq-install.lock"
+    flock -w 1800 9 || die "timed out waiting for another rabbitmq-server install"
+    if [ -x "$RABBIT_BIN/rabbitmq-server" ] && command -v epmd >/dev/null 2>&1; then
+        return 0
+    fi
     log "installing Debian's rabbitmq-server"
     # Keep the package's postinst from starting a system-wide broker (there may be no init system).
     local policy=/usr/sbin/policy-rc.d created_policy=""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A single-node Apache Cassandra 5.0 on loopback, from its Maven Central artifacts, on Java 17.
 #
-#   deploy/local/cassandra/cassandra.sh install  # mvn: cassandra-all + runtime deps into lib/
+#   deploy/local/cassandra/cassandra.sh install  # mvn: cassandra-all + runtime deps into lib/<version>/
 #   deploy/local/cassandra/cassandra.sh start    # start in the background, wait until CQL answers
 #   deploy/local/cassandra/cassandra.sh status   # exit 0 when the node answers a CQL query
 #   deploy/local/cassandra/cassandra.sh stop     # SIGTERM (drains), SIGKILL after 60 s
@@ -19,7 +19,6 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
-LIB_DIR="$HERE/lib"
 
 NATIVE_PORT="${GATEWAY_CASSANDRA_NATIVE_PORT:-9042}"
 STORAGE_PORT="${GATEWAY_CASSANDRA_STORAGE_PORT:-7000}"
@@ -28,6 +27,7 @@ HEAP="${GATEWAY_CASSANDRA_HEAP:-1g}"
 START_TIMEOUT="${GATEWAY_CASSANDRA_START_TIMEOUT:-180}"
 VERSION="${GATEWAY_CASSANDRA_VERSION:-$(sed -n 's:.*<cassandra.version>\(.*\)</cassandra.version>.*:\1:p' "$HERE/pom.xml")}"
 JAVA="${JAVA:-java}"
+LIB_DIR="$HERE/lib/$VERSION"
 
 die() {
     echo "cassandra.sh: error: $*" >&2
@@ -79,8 +79,15 @@ cmd_install() {
         return 0
     fi
     command -v mvn >/dev/null 2>&1 || die "mvn not found; install Maven (apt-get install maven)"
+    mkdir -p "$HERE/lib"
+    # One install at a time (parallel test sessions on a fresh checkout).
+    exec 9>"$HERE/lib/.install.lock"
+    flock -w 1800 9 || die "timed out waiting for another install ($HERE/lib/.install.lock)"
+    if [ -f "$LIB_DIR/.complete-$VERSION" ]; then
+        return 0
+    fi
     log "resolving org.apache.cassandra:cassandra-all:$VERSION and its dependencies into $LIB_DIR"
-    rm -rf "$LIB_DIR"
+    rm -rf "$LIB_DIR" # an earlier install that did not finish
     mvn -q -B -f "$HERE/pom.xml" -Dcassandra.version="$VERSION" dependency:copy-dependencies >&2 ||
         die "mvn dependency:copy-dependencies failed (is Maven Central reachable?)"
     [ -f "$LIB_DIR/cassandra-all-$VERSION.jar" ] || die "mvn did not produce $LIB_DIR/cassandra-all-$VERSION.jar"
