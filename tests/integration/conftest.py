@@ -21,8 +21,9 @@ a container may come back on another host port.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -35,6 +36,7 @@ from tests.integration.servers import (
 )
 
 HERE = Path(__file__).resolve().parent
+S = TypeVar("S")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,12 +53,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
+def _started(start: Callable[[Path], S], name: str, data_dir: Path) -> S:
+    """Start a server; a failure fails the test (with the launcher's output), never skips it."""
+    error: ServerError | None = None
+    try:
+        return start(data_dir)
+    except ServerError as exc:
+        error = exc
+    pytest.fail(f"{name} could not be started: {error}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def rabbitmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMQServer]:
-    try:
-        server = start_rabbitmq(tmp_path_factory.mktemp("rabbitmq"))
-    except ServerError as exc:
-        pytest.fail(f"RabbitMQ could not be started: {exc}", pytrace=False)
+    server = _started(start_rabbitmq, "RabbitMQ", tmp_path_factory.mktemp("rabbitmq"))
     try:
         yield server
     finally:
@@ -70,10 +79,7 @@ def rabbitmq_url(rabbitmq_server: RabbitMQServer) -> str:
 
 @pytest.fixture(scope="session")
 def cassandra_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CassandraServer]:
-    try:
-        server = start_cassandra(tmp_path_factory.mktemp("cassandra"))
-    except ServerError as exc:
-        pytest.fail(f"Cassandra could not be started: {exc}", pytrace=False)
+    server = _started(start_cassandra, "Cassandra", tmp_path_factory.mktemp("cassandra"))
     try:
         yield server
     finally:
