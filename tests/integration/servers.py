@@ -397,8 +397,11 @@ def start_rabbitmq(data_dir: Path) -> RabbitMQServer:
         return server
     if mode == "testcontainers":
         image = os.environ.get("GATEWAY_TEST_RABBITMQ_IMAGE", "rabbitmq:3.13")
-        container = _container_module("rabbitmq").RabbitMqContainer(image)
-        container.start()
+        try:
+            container = _container_module("rabbitmq").RabbitMqContainer(image)
+            container.start()
+        except Exception as exc:
+            raise ServerError(f"testcontainers could not start {image}: {exc!r}") from exc
         server = RabbitMQServer(ContainerBackend(container, container.port, "testcontainers"))
         server.wait_ready()
         return server
@@ -433,8 +436,11 @@ def start_cassandra(data_dir: Path) -> CassandraServer:
     if mode == "testcontainers":
         image = os.environ.get("GATEWAY_TEST_CASSANDRA_IMAGE", "cassandra:5.0")
         module = _container_module("cassandra")
-        container = module.CassandraContainer(image)
-        container.start()
+        try:
+            container = module.CassandraContainer(image)
+            container.start()
+        except Exception as exc:
+            raise ServerError(f"testcontainers could not start {image}: {exc!r}") from exc
         backend = ContainerBackend(container, module.CassandraContainer.CQL_PORT, "testcontainers")
         server = CassandraServer(backend, local_datacenter=container.get_local_datacenter())
         server.wait_ready()
