@@ -79,6 +79,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.DeadLetter``: an operation an applier gave up on."""
     DEAD_LETTER_RESOLUTION = 114
     """``gateway.v1.DeadLetterResolution``: a dead letter replayed or discarded."""
+    ROW_OPERATION = 115
+    """``gateway.v1.RowOperation``: one reduced operation, e.g. a RabbitMQ message body."""
 
 
 _CLASSES: dict[TypeTag, type[Message]] = {
@@ -94,6 +96,7 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.APPLIER_POSITION: applier_pb2.ApplierPosition,
     TypeTag.DEAD_LETTER: applier_pb2.DeadLetter,
     TypeTag.DEAD_LETTER_RESOLUTION: applier_pb2.DeadLetterResolution,
+    TypeTag.ROW_OPERATION: applier_pb2.RowOperation,
 }
 _TAGS: dict[type[Message], TypeTag] = {cls: tag for tag, cls in _CLASSES.items()}
 
