@@ -1,0 +1,259 @@
+from gateway.v1 import gtid_pb2 as _gtid_pb2
+from gateway.v1 import statement_pb2 as _statement_pb2
+from gateway.v1 import transaction_pb2 as _transaction_pb2
+from gateway.v1 import value_pb2 as _value_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Consistency(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONSISTENCY_LINEARIZABLE: _ClassVar[Consistency]
+    CONSISTENCY_LEASE: _ClassVar[Consistency]
+    CONSISTENCY_STALE: _ClassVar[Consistency]
+CONSISTENCY_LINEARIZABLE: Consistency
+CONSISTENCY_LEASE: Consistency
+CONSISTENCY_STALE: Consistency
+
+class WriteRequest(_message.Message):
+    __slots__ = ("statements", "idempotency_key")
+    STATEMENTS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    statements: _containers.RepeatedCompositeFieldContainer[_statement_pb2.Statement]
+    idempotency_key: str
+    def __init__(self, statements: _Optional[_Iterable[_Union[_statement_pb2.Statement, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class WriteResult(_message.Message):
+    __slots__ = ("gtid", "epoch", "commit_timestamp_ns", "log_index", "duplicate")
+    GTID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    gtid: _gtid_pb2.Gtid
+    epoch: int
+    commit_timestamp_ns: int
+    log_index: int
+    duplicate: bool
+    def __init__(self, gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., epoch: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., log_index: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class WriteBatchRequest(_message.Message):
+    __slots__ = ("writes",)
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    writes: _containers.RepeatedCompositeFieldContainer[WriteRequest]
+    def __init__(self, writes: _Optional[_Iterable[_Union[WriteRequest, _Mapping]]] = ...) -> None: ...
+
+class WriteBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[WriteResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...
+
+class StreamWriteRequest(_message.Message):
+    __slots__ = ("seq", "write")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    write: WriteRequest
+    def __init__(self, seq: _Optional[int] = ..., write: _Optional[_Union[WriteRequest, _Mapping]] = ...) -> None: ...
+
+class StreamWriteResponse(_message.Message):
+    __slots__ = ("seq", "result", "code", "error")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    result: WriteResult
+    code: int
+    error: str
+    def __init__(self, seq: _Optional[int] = ..., result: _Optional[_Union[WriteResult, _Mapping]] = ..., code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class Row(_message.Message):
+    __slots__ = ("table", "key_fields", "key_values", "fields", "values", "epoch", "author", "gtid", "commit_timestamp_ns", "log_index")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_VALUES_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    GTID_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    table: _statement_pb2.TableMetadata
+    key_fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
+    key_values: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
+    fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
+    values: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
+    epoch: int
+    author: int
+    gtid: _gtid_pb2.Gtid
+    commit_timestamp_ns: int
+    log_index: int
+    def __init__(self, table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., commit_timestamp_ns: _Optional[int] = ..., log_index: _Optional[int] = ...) -> None: ...
+
+class ReadRequest(_message.Message):
+    __slots__ = ("table", "key", "consistency")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
+    consistency: Consistency
+    def __init__(self, table: _Optional[str] = ..., key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., consistency: _Optional[_Union[Consistency, str]] = ...) -> None: ...
+
+class ReadResponse(_message.Message):
+    __slots__ = ("found", "row", "applied_index")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    row: Row
+    applied_index: int
+    def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class ScanRequest(_message.Message):
+    __slots__ = ("table", "start_key", "end_key", "limit", "consistency")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    START_KEY_FIELD_NUMBER: _ClassVar[int]
+    END_KEY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    start_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
+    end_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
+    limit: int
+    consistency: Consistency
+    def __init__(self, table: _Optional[str] = ..., start_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., end_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., limit: _Optional[int] = ..., consistency: _Optional[_Union[Consistency, str]] = ...) -> None: ...
+
+class ScanResponse(_message.Message):
+    __slots__ = ("rows", "more", "applied_index")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[Row]
+    more: bool
+    applied_index: int
+    def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., more: _Optional[bool] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("from_log_index", "after_gtid")
+    FROM_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    AFTER_GTID_FIELD_NUMBER: _ClassVar[int]
+    from_log_index: int
+    after_gtid: _gtid_pb2.Gtid
+    def __init__(self, from_log_index: _Optional[int] = ..., after_gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ...) -> None: ...
+
+class ChangeEvent(_message.Message):
+    __slots__ = ("log_index", "transaction")
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    log_index: int
+    transaction: _transaction_pb2.Transaction
+    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Member(_message.Message):
+    __slots__ = ("node_id", "peer_address", "api_address", "role", "match_index")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    API_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    peer_address: str
+    api_address: str
+    role: str
+    match_index: int
+    def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[str] = ..., match_index: _Optional[int] = ...) -> None: ...
+
+class ApplierStatus(_message.Message):
+    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    position: int
+    lag_entries: int
+    lag_seconds: float
+    dead_letters: int
+    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_API_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    APPLIERS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TRANS_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    cluster_id: int
+    role: str
+    term: int
+    leader_id: int
+    leader_api: str
+    commit_index: int
+    applied_index: int
+    last_index: int
+    first_index: int
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    appliers: _containers.RepeatedCompositeFieldContainer[ApplierStatus]
+    last_trans_id: int
+    epoch: int
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class AddNodeRequest(_message.Message):
+    __slots__ = ("node_id", "peer_address", "api_address", "learner")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PEER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    API_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    peer_address: str
+    api_address: str
+    learner: bool
+    def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., learner: _Optional[bool] = ...) -> None: ...
+
+class RemoveNodeRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class TransferLeaderRequest(_message.Message):
+    __slots__ = ("node_id",)
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    def __init__(self, node_id: _Optional[int] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AdminResponse(_message.Message):
+    __slots__ = ("message", "log_index")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    log_index: int
+    def __init__(self, message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
