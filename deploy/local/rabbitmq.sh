@@ -76,8 +76,6 @@ log.file.level = info
 EOF
 }
 
-rabbitmqctl() { "$RABBIT_BIN/rabbitmqctl" --node "$NODENAME" "$@"; }
-
 # Exit 0 when an AMQP 0-9-1 broker answers the protocol header with Connection.Start.
 amqp_answers() {
     python3 - "$PORT" <<'EOF'
@@ -167,6 +165,7 @@ fail_start() {
         log "--- last lines of $f"
         tail -n 30 "$f" >&2
     done
+    cmd_stop || true # leave nothing half-started behind
     exit 1
 }
 

@@ -162,6 +162,7 @@ fail_start() {
         log "--- last lines of $f"
         tail -n 40 "$f" >&2
     done
+    cmd_stop || true # leave nothing half-started behind
     exit 1
 }
 
@@ -195,7 +196,7 @@ cmd_start() {
         fi
         if version="$(cql_answers)"; then break; fi
         if [ "$SECONDS" -ge "$deadline" ]; then
-            fail_start "CQL port $NATIVE_PORT did not answer within ${START_TIMEOUT}s (pid $pid still running; run '$0 stop')"
+            fail_start "CQL port $NATIVE_PORT did not answer within ${START_TIMEOUT}s; stopping it"
         fi
         sleep 1
     done
