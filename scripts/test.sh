@@ -8,6 +8,17 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 "$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-plugin-template
 
+# Real servers for tests/integration: Debian's RabbitMQ, Cassandra 5.0 from Maven Central on
+# Java 17 (deploy/local/). The fixtures start them; installing here moves the downloads first.
+if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || ! command -v java >/dev/null \
+        || ! command -v mvn >/dev/null; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        openjdk-17-jre-headless maven
+fi
+bash deploy/local/rabbitmq.sh install
+bash deploy/local/cassandra/cassandra.sh install
+
 # Generated protobuf code must match the .proto sources.
 "$PY" scripts/gen_proto.py --check
 
