@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 LOOPBACK = "127.0.0.1"
+ANY = 0  # source id of a shared ingress proxy: every node dials it to reach its destination
 CHUNK = 64 * 1024
 
 T = TypeVar("T")
@@ -348,15 +349,19 @@ class ProxyNetwork:
     @property
     def nodes(self) -> set[int]:
         """Every node id that appears in some link."""
-        return {n for k in self._links for n in k}
+        return {n for k in self._links for n in k if n != ANY}
 
     def _halves(self, src: int, dst: int) -> list[DirectionFaults]:
         """The two direction settings that carry bytes from ``src`` to ``dst``."""
         out = []
         if (src, dst) in self._links:
             out.append(self._links[(src, dst)].up)
+        elif (ANY, dst) in self._links:  # a shared ingress carries every source's bytes
+            out.append(self._links[(ANY, dst)].up)
         if (dst, src) in self._links:
             out.append(self._links[(dst, src)].down)
+        elif (ANY, src) in self._links:
+            out.append(self._links[(ANY, src)].down)
         return out
 
     # ---------------------------------------------------------------- faults by flow
@@ -392,8 +397,13 @@ class ProxyNetwork:
         if rest:
             sets.append(rest)
         side = {n: i for i, s in enumerate(sets) for n in s}
-        for a, b in self._links:
-            if side.get(a) != side.get(b):
+        for a, b in list(self._links):
+            if a == ANY:
+                for c in self.nodes - {b}:
+                    if side.get(c) != side.get(b):
+                        self.block(c, b)
+                        self.block(b, c)
+            elif side.get(a) != side.get(b):
                 self.block(a, b)
                 self.block(b, a)
 
