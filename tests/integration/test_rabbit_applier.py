@@ -1,0 +1,252 @@
+"""The ``rabbit`` applier against a real broker: what a queue consumer receives.
+
+End to end: random transactions go through the dispatcher (reduced, partitioned over worker
+threads) into the applier; a consumer bound to the exchange reads the queue, drops copies by
+``message_id``, checks that each row's operations arrive in log order and applies them to the
+reference model -- its view must equal applying the original statements one by one. Also:
+message properties, unroutable messages as errors, a broker restart in the middle of a stream,
+and ``gateway apply`` from the command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gateway import logtool
+from gateway.appliers import Dispatcher, DispatcherConfig, MemorySource, RetryPolicy
+from gateway.cli import main
+from gateway.core.rowops import RowOp
+from tests.integration.servers import RabbitMQServer, require_module
+from tests.integration.workloads import Workload, reference, without_nulls
+from tests.reducer.model import Store, apply_op
+
+require_module("aio_pika", "aio-pika")
+require_module("gateway_rabbit", "-e plugins/gateway-rabbit")
+
+import aio_pika  # noqa: E402
+from gateway_rabbit import (  # noqa: E402
+    RabbitApplier,
+    UnroutableMessageError,
+    decode_body,
+    parse_options,
+)
+
+pytestmark = pytest.mark.integration
+
+PATIENT = RetryPolicy(max_attempts=50, initial_backoff=0.05, max_backoff=1.0)
+
+
+@dataclass
+class Route:
+    """A private exchange with one durable queue bound to every routing key."""
+
+    url: str
+    exchange: str
+    queue: str
+
+
+@dataclass
+class ConsumerView:
+    """What a de-duplicating consumer made of the queue."""
+
+    store: Store = field(default_factory=dict)
+    received: int = 0
+    duplicates: int = 0
+    order_violations: int = 0
+    messages: list[Any] = field(default_factory=list)
+
+
+async def _bind(url: str, exchange: str, queue: str) -> None:
+    connection = await aio_pika.connect(url)
+    async with connection:
+        channel = await connection.channel()
+        ex = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+        q = await channel.declare_queue(queue, durable=True)
+        await q.bind(ex, "#")
+
+
+async def _drain(url: str, queue: str, idle: float) -> list[aio_pika.abc.AbstractIncomingMessage]:
+    """Every message in ``queue`` until none arrives for ``idle`` seconds (all acked)."""
+    connection = await aio_pika.connect(url)
+    out = []
+    async with connection:
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=500)
+        q = await channel.declare_queue(queue, durable=True)
+        async with q.iterator() as it:
+            while True:
+                try:
+                    message = await asyncio.wait_for(it.__anext__(), idle)
+                except (TimeoutError, StopAsyncIteration):
+                    break
+                out.append(message)
+                await message.ack()
+        await q.delete(if_unused=False, if_empty=False)
+    return out
+
+
+def consume(route: Route, idle: float = 2.0) -> ConsumerView:
+    """Drain the route's queue the way a de-duplicating consumer would."""
+    view = ConsumerView()
+    seen: set[str] = set()
+    last: dict[Any, tuple[int, int]] = {}
+    for message in asyncio.run(_drain(route.url, route.queue, idle)):
+        view.received += 1
+        assert message.message_id is not None
+        if message.message_id in seen:
+            view.duplicates += 1
+            continue
+        seen.add(message.message_id)
+        op: RowOp = decode_body(message.body, message.content_type)
+        position = (op.log_index, op.statement)
+        if last.get(op.row_id, (0, 0)) > position:
+            view.order_violations += 1
+        last[op.row_id] = position
+        view.messages.append(message)
+        apply_op(view.store, op)
+    return view
+
+
+@pytest.fixture
+def route(rabbitmq_url: str) -> Iterator[Route]:
+    tag = uuid.uuid4().hex[:10]
+    r = Route(rabbitmq_url, f"gw-test-{tag}", f"gw-test-q-{tag}")
+    asyncio.run(_bind(r.url, r.exchange, r.queue))
+    yield r
+
+
+def _applier(url: str, exchange: str, **options: str) -> RabbitApplier:
+    return RabbitApplier(parse_options({"url": url, "exchange": exchange, **options}))
+
+
+def _run(applier: RabbitApplier, txns: list, state_dir: Any, threads: int) -> Dispatcher:
+    dispatcher = Dispatcher(applier, MemorySource(txns), state_dir,
+                            config=DispatcherConfig(threads=threads, retry=PATIENT))
+    dispatcher.run()
+    return dispatcher
+
+
+@pytest.mark.parametrize(("threads", "fmt"), [(1, "frame"), (4, "json"), (8, "frame")])
+def test_a_consumer_sees_the_reduced_operations_in_row_order_and_reaches_the_model(
+        route, tmp_path, threads, fmt):
+    txns = Workload(seed=threads).transactions(150)
+    applier = _applier(route.url, route.exchange, format=fmt, max_batch="32")
+    try:
+        dispatcher = _run(applier, txns, tmp_path, threads)
+    finally:
+        applier.close()
+    view = consume(route)
+    assert dispatcher.metrics.dead_letters == 0
+    assert view.order_violations == 0
+    assert view.received == dispatcher.metrics.applied_ops  # each confirmed op exactly once
+    assert without_nulls(view.store) == without_nulls(reference(txns))
+
+
+def test_messages_are_persistent_with_headers_and_routing_keys(route, tmp_path):
+    txns = Workload(seed=11).transactions(5)
+    applier = _applier(route.url, route.exchange)
+    try:
+        _run(applier, txns, tmp_path, 2)
+    finally:
+        applier.close()
+    view = consume(route)
+    for message in view.messages:
+        op = decode_body(message.body, message.content_type)
+        assert message.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+        assert message.routing_key == f"{op.table.schema}.{op.table.name}.{op.kind.name.lower()}"
+        assert message.headers["x-gateway-gtid"] == f"{op.gtid.server_id}:{op.gtid.trans_id}"
+        assert message.headers["x-gateway-log-index"] == op.log_index
+        assert message.headers["x-gateway-commit-ts-ns"] == op.commit_ts_ns
+        assert message.headers["x-gateway-epoch"] == op.epoch
+        assert message.headers["x-gateway-author"] == op.author
+        assert message.content_type == "application/x-gateway-frame"
+
+
+def test_a_replayed_stream_carries_the_same_message_ids(route, tmp_path):
+    txns = Workload(seed=5).transactions(30)
+    for run in ("first", "second"):  # fresh state dirs: the second run replays everything
+        applier = _applier(route.url, route.exchange)
+        try:
+            _run(applier, txns, tmp_path / run, 4)
+        finally:
+            applier.close()
+    view = consume(route)
+    assert view.duplicates * 2 == view.received
+    assert without_nulls(view.store) == without_nulls(reference(txns))
+
+
+def test_an_unroutable_message_is_an_error_then_a_dead_letter_not_a_silent_drop(
+        rabbitmq_url, tmp_path):
+    applier = _applier(rabbitmq_url, f"gw-test-unbound-{uuid.uuid4().hex[:8]}")
+    txns = Workload(seed=3).transactions(2)
+    try:
+        from gateway.core.rowops import statement_ops
+        with pytest.raises(UnroutableMessageError, match="no queue is bound"):
+            applier.apply(statement_ops(txns[0], 1))
+        dispatcher = Dispatcher(applier, MemorySource(txns), tmp_path, config=DispatcherConfig(
+            threads=2, retry=RetryPolicy(max_attempts=2, initial_backoff=0.01)))
+        dispatcher.run()
+    finally:
+        applier.close()
+    letters = list(dispatcher.dead_letters.letters())
+    assert dispatcher.metrics.applied_ops == 0 and len(letters) == dispatcher.metrics.ops_out
+    assert all("no queue is bound" in letter.message.error for letter in letters)
+
+
+def test_a_broker_restart_in_the_middle_of_a_stream_loses_nothing(
+        restartable_rabbitmq: RabbitMQServer, route, tmp_path):
+    workload = Workload(seed=42)
+    txns = workload.transactions(400)
+    source = MemorySource(txns[:150])
+    applier = _applier(route.url, route.exchange, max_batch="16", reconnect_interval="0.5")
+    dispatcher = Dispatcher(applier, source, tmp_path, config=DispatcherConfig(
+        threads=4, retry=PATIENT, poll_interval=0.02))
+    runner = threading.Thread(target=dispatcher.run, kwargs={"follow": True})
+    runner.start()
+
+    def feed() -> None:
+        for txn in txns[150:]:
+            source.append(txn)
+            time.sleep(0.01)
+
+    feeder = threading.Thread(target=feed)
+    try:
+        feeder.start()
+        time.sleep(0.5)
+        restartable_rabbitmq.restart()  # stop + start: publishing fails, then resumes
+        feeder.join()
+        deadline = time.monotonic() + 120
+        while dispatcher.position.log_index < len(txns) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        dispatcher.stop()
+        runner.join(60)
+        applier.close()
+    assert dispatcher.position.log_index == len(txns)
+    assert dispatcher.metrics.dead_letters == 0
+    assert dispatcher.metrics.retries > 0  # the restart was noticed mid-stream
+    view = consume(route)
+    assert view.order_violations == 0
+    assert without_nulls(view.store) == without_nulls(reference(txns))
+
+
+def test_gateway_apply_publishes_a_log_through_the_rabbit_applier(route, tmp_path):
+    txns = Workload(seed=8).transactions(20)
+    log = tmp_path / "log.bin"
+    for txn in txns:
+        logtool.append_transaction(log, txn)
+    result = CliRunner().invoke(main, [
+        "--plugins", "rabbit", "apply", str(log), "--applier", "rabbit",
+        "-o", f"url={route.url}", "-o", f"exchange={route.exchange}", "--threads", "4"])
+    assert result.exit_code == 0, result.output
+    assert "rabbit: applied" in result.output
+    assert without_nulls(consume(route).store) == without_nulls(reference(txns))
