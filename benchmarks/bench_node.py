@@ -1,0 +1,489 @@
+"""Gateway node figures: a 3-node cluster of local processes (fsync on) beside PySyncObj and a
+bare grpc.aio echo server, same machine, same run.
+
+    python benchmarks/bench_node.py [--duration 5] [--quick] [--only gateway,echo,pysyncobj]
+
+Rows measured (closed loop, every client waits for its reply before the next request):
+
+* gateway ``Write`` (one row per transaction) of 10 B and 1 KiB rows with 1 and 64 concurrent
+  clients, sent to the leader;
+* gateway ``WriteBatch`` (100 one-row transactions per call, 4 concurrent callers) and
+  ``StreamWrite`` (one bidi stream, 256 writes in flight), both payload sizes;
+* echo: a grpc.aio server in its own process that returns the request bytes (the serialized
+  ``WriteRequest`` of the same row), same clients and concurrency: the transport ceiling;
+* PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
+  (``set(key, value)``), every process keeping ~333 commands in flight (~1000 in total), its own
+  benchmark's style (asynchronous calls with callbacks, all nodes submitting).
+
+Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
+table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
+Needs ``pysyncobj`` (``pip install pysyncobj``) for its rows; RSS comes from /proc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import grpc  # noqa: E402
+
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
+from tests.harness.api import put_request  # noqa: E402
+
+SIZES = {"10 B": 10, "1 KiB": 1024}
+ECHO_METHOD = "/bench.Echo/Echo"
+BATCH = 100
+STREAM_WINDOW = 256
+PYSYNCOBJ_INFLIGHT = 1000
+
+
+@dataclass
+class Result:
+    """One measured cell: operations (RPCs), rows committed, latencies (seconds) and errors."""
+
+    system: str
+    mode: str
+    size: str
+    clients: int
+    seconds: float = 0.0
+    ops: int = 0
+    rows: int = 0
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds else 0.0
+
+    def pct(self, q: float) -> float:
+        """Latency percentile ``q`` (0..1) in milliseconds."""
+        if not self.latencies:
+            return float("nan")
+        lat = sorted(self.latencies)
+        return 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
+
+
+def value_of(size: int) -> str:
+    return "x" * size
+
+
+# ---------------------------------------------------------------------------------- load loop
+
+
+async def closed_loop(
+    result: Result,
+    clients: int,
+    op: Callable[[int, int], Awaitable[int]],
+    duration: float,
+    warmup: float,
+) -> Result:
+    """Run ``clients`` tasks calling ``op(client, seq) -> rows`` back to back; count what
+    completes between ``warmup`` and ``warmup + duration``."""
+    t0 = time.perf_counter()
+    start, end = t0 + warmup, t0 + warmup + duration
+
+    async def client(c: int) -> None:
+        seq = 0
+        while True:
+            now = time.perf_counter()
+            if now >= end:
+                return
+            seq += 1
+            try:
+                rows = await op(c, seq)
+            except grpc.RpcError:
+                if now >= start:
+                    result.errors += 1
+                await asyncio.sleep(0.01)
+                continue
+            done = time.perf_counter()
+            if now >= start and done <= end:
+                result.ops += 1
+                result.rows += rows
+                result.latencies.append(done - now)
+
+    await asyncio.gather(*(client(c) for c in range(clients)))
+    result.seconds = duration
+    return result
+
+
+def channels(address: str, n: int) -> list[grpc.aio.Channel]:
+    opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.enable_retries", 0)]
+    return [grpc.aio.insecure_channel(address, options=opts) for _ in range(n)]
+
+
+# ---------------------------------------------------------------------------------- echo
+
+
+def serve_echo(port: int) -> None:
+    """The echo server process: returns every request's bytes unchanged."""
+
+    async def main() -> None:
+        async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            return request
+
+        handler = grpc.method_handlers_generic_handler(
+            "bench.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+        )
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        print("ready", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+async def bench_echo(address: str, size: str, clients: int, duration: float) -> Result:
+    payloads = [put_request(f"k{c}", value_of(SIZES[size])).SerializeToString()
+                for c in range(clients)]
+    chans = channels(address, max(1, clients // 8))
+    calls = [ch.unary_unary(ECHO_METHOD) for ch in chans]
+
+    async def op(c: int, seq: int) -> int:
+        await calls[c % len(calls)](payloads[c], timeout=10)
+        return 1
+
+    r = await closed_loop(Result("echo", "unary", size, clients), clients, op, duration, 0.5)
+    for ch in chans:
+        await ch.close()
+    return r
+
+
+# ---------------------------------------------------------------------------------- gateway
+
+
+async def bench_unary(address: str, size: str, clients: int, duration: float) -> Result:
+    value = value_of(SIZES[size])
+    chans = channels(address, max(1, clients // 8))
+    stubs = [gateway_pb2_grpc.GatewayStub(ch) for ch in chans]
+    tag = f"u{clients}-{SIZES[size]}"
+
+    async def op(c: int, seq: int) -> int:
+        await stubs[c % len(stubs)].Write(put_request(f"{tag}-{c}-{seq}", value), timeout=10)
+        return 1
+
+    r = await closed_loop(Result("gateway", "Write", size, clients), clients, op, duration, 0.5)
+    for ch in chans:
+        await ch.close()
+    return r
+
+
+async def bench_batch(address: str, size: str, clients: int, duration: float) -> Result:
+    value = value_of(SIZES[size])
+    chans = channels(address, 1)
+    stub = gateway_pb2_grpc.GatewayStub(chans[0])
+    tag = f"b{SIZES[size]}"
+
+    async def op(c: int, seq: int) -> int:
+        writes = [put_request(f"{tag}-{c}-{seq}-{i}", value) for i in range(BATCH)]
+        resp = await stub.WriteBatch(gateway_pb2.WriteBatchRequest(writes=writes), timeout=20)
+        return len(resp.results)
+
+    name = f"WriteBatch x{BATCH}"
+    r = await closed_loop(Result("gateway", name, size, clients), clients, op, duration, 0.5)
+    await chans[0].close()
+    return r
+
+
+async def bench_stream(address: str, size: str, duration: float) -> Result:
+    """One bidi StreamWrite with ``STREAM_WINDOW`` writes in flight."""
+    value = value_of(SIZES[size])
+    result = Result("gateway", f"StreamWrite w{STREAM_WINDOW}", size, 1)
+    chan = channels(address, 1)[0]
+    stub = gateway_pb2_grpc.GatewayStub(chan)
+    call = stub.StreamWrite(timeout=duration + 30)
+    window = asyncio.Semaphore(STREAM_WINDOW)
+    sent: dict[int, float] = {}
+    t0 = time.perf_counter()
+    start, end = t0 + 0.5, t0 + 0.5 + duration
+    tag = f"s{SIZES[size]}"
+
+    async def writer() -> None:
+        seq = 0
+        while time.perf_counter() < end:
+            await window.acquire()
+            seq += 1
+            sent[seq] = time.perf_counter()
+            req = gateway_pb2.StreamWriteRequest(seq=seq, write=put_request(f"{tag}-{seq}", value))
+            await call.write(req)
+        await call.done_writing()
+
+    async def reader() -> None:
+        while True:
+            resp = await call.read()
+            if resp is grpc.aio.EOF:
+                return
+            now = time.perf_counter()
+            began = sent.pop(resp.seq, now)
+            window.release()
+            if resp.code != 0:
+                result.errors += 1
+            elif began >= start and now <= end:
+                result.ops += 1
+                result.rows += 1
+                result.latencies.append(now - began)
+
+    await asyncio.gather(writer(), reader())
+    result.seconds = duration
+    await chan.close()
+    return result
+
+
+# ---------------------------------------------------------------------------------- pysyncobj
+
+
+def pysyncobj_node(self_addr: str, partners: list[str], size: int, inflight: int,
+                   start_at: float, duration: float) -> None:
+    """One PySyncObj process: wait for a leader, then from ``start_at`` keep ``inflight``
+    ``set`` commands outstanding for ``duration`` seconds; print a JSON summary."""
+    from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+
+    class Store(SyncObj):
+        def __init__(self) -> None:
+            super().__init__(self_addr, partners, SyncObjConf(dynamicMembershipChange=False))
+            self.data: dict[str, str] = {}
+
+        @replicated
+        def set(self, key: str, value: str) -> None:
+            self.data[key] = value
+
+    obj = Store()
+    while obj._getLeader() is None:
+        time.sleep(0.05)
+    value = "x" * size
+    done = {"ok": 0, "err": 0}
+    lat: list[float] = []
+    outstanding = [0]
+    end = start_at + duration
+    while time.time() < start_at:
+        time.sleep(0.01)
+
+    def callback_for(began: float) -> Callable[[object, object], None]:
+        def cb(res: object, err: object) -> None:
+            outstanding[0] -= 1
+            now = time.time()
+            if now > end:
+                return
+            if err == FAIL_REASON.SUCCESS:
+                done["ok"] += 1
+                lat.append(now - began)
+            else:
+                done["err"] += 1
+
+        return cb
+
+    seq = 0
+    while time.time() < end:
+        while outstanding[0] < inflight:
+            seq += 1
+            outstanding[0] += 1
+            obj.set(f"{self_addr}-{seq}", value, callback=callback_for(time.time()))
+        time.sleep(0.0005)
+    time.sleep(0.5)
+    print(json.dumps({"ok": done["ok"], "err": done["err"], "lat": lat[:: max(1, len(lat) // 5000)],
+                      "rss": rss_kib(os.getpid())}), flush=True)
+    obj.destroy()
+
+
+def bench_pysyncobj(size: str, duration: float, ports: list[int]) -> tuple[Result, list[int]]:
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    start_at = time.time() + 4.0  # every process up and a leader elected by then
+    procs = []
+    for i, a in enumerate(addrs):
+        partners = [x for j, x in enumerate(addrs) if j != i]
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--pysyncobj-node", a, ",".join(partners),
+             str(SIZES[size]), str(PYSYNCOBJ_INFLIGHT // len(addrs)), str(start_at),
+             str(duration)],
+            stdout=subprocess.PIPE, text=True,
+        ))
+    result = Result("pysyncobj", "set (async)", size, PYSYNCOBJ_INFLIGHT, seconds=duration)
+    rss = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=duration + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        line = (out.strip().splitlines() or ["{}"])[-1]
+        data = json.loads(line) if line.startswith("{") else {}
+        result.rows += data.get("ok", 0)
+        result.ops += data.get("ok", 0)
+        result.errors += data.get("err", 0)
+        result.latencies += data.get("lat", [])
+        rss.append(data.get("rss", 0))
+    return result, rss
+
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def rss_kib(pid: int) -> int:
+    """Current resident set size of ``pid`` in KiB (0 if unknown)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def peak_rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def table(results: list[Result]) -> str:
+    lines = [
+        "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.system} | {r.mode} | {r.size} | {r.clients} | {r.rows_per_s:,.0f} | "
+            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} |"
+        )
+    return "\n".join(lines)
+
+
+def ratios(results: list[Result]) -> str:
+    def find(system: str, mode: str, size: str, clients: int | None = None) -> Result | None:
+        for r in results:
+            if (r.system, r.size) == (system, size) and r.mode.startswith(mode) and (
+                clients is None or r.clients == clients
+            ):
+                return r
+        return None
+
+    lines = []
+    for size in SIZES:
+        unary, echo = find("gateway", "Write", size, 64), find("echo", "unary", size, 64)
+        if unary and echo and echo.rows_per_s:
+            ratio = unary.rows_per_s / echo.rows_per_s
+            lines.append(f"unary Write / echo, 64 clients, {size}: {ratio:.0%} (target >= 50%)")
+        pso = find("pysyncobj", "set", size)
+        for mode in ("WriteBatch", "StreamWrite"):
+            g = find("gateway", mode, size)
+            if g and pso and pso.rows_per_s:
+                lines.append(
+                    f"{mode} / PySyncObj, {size}: {g.rows_per_s / pso.rows_per_s:.1f}x "
+                    f"(target >= 10x)"
+                )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+async def run_gateway(address: str, sizes: list[str], duration: float) -> list[Result]:
+    out = []
+    for size in sizes:
+        for clients in (1, 64):
+            out.append(await bench_unary(address, size, clients, duration))
+            print(table(out[-1:]).splitlines()[-1], flush=True)
+        out.append(await bench_batch(address, size, 4, duration))
+        print(table(out[-1:]).splitlines()[-1], flush=True)
+        out.append(await bench_stream(address, size, duration))
+        print(table(out[-1:]).splitlines()[-1], flush=True)
+    return out
+
+
+async def run_echo(address: str, sizes: list[str], duration: float) -> list[Result]:
+    out = []
+    for size in sizes:
+        for clients in (1, 64):
+            out.append(await bench_echo(address, size, clients, duration))
+            print(table(out[-1:]).splitlines()[-1], flush=True)
+    return out
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--pysyncobj-node":
+        a = sys.argv[2:]
+        pysyncobj_node(a[0], a[1].split(","), int(a[2]), int(a[3]), float(a[4]), float(a[5]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--echo-server":
+        serve_echo(int(sys.argv[2]))
+        return
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=5.0, help="seconds per measured cell")
+    p.add_argument("--quick", action="store_true", help="2 s cells, 10 B rows only")
+    p.add_argument("--only", default="gateway,echo,pysyncobj")
+    args = p.parse_args()
+    duration = 2.0 if args.quick else args.duration
+    sizes = ["10 B"] if args.quick else list(SIZES)
+    only = set(args.only.split(","))
+
+    from tests.harness.cluster import PortAllocator, ProcessCluster
+
+    ports = PortAllocator()
+    results: list[Result] = []
+    rss: dict[str, list[int]] = {}
+    if "gateway" in only:
+        with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
+            cluster = ProcessCluster(
+                Path(tmp), 3, proxied=False,
+                env={"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning"},
+            )
+            try:
+                cluster.start()
+                lead = cluster.wait_for_leader()
+                address = cluster.nodes[lead].api_address
+                results += asyncio.run(run_gateway(address, sizes, duration))
+                rss["gateway node (peak)"] = [
+                    peak_rss_kib(n.proc.pid) for n in cluster.nodes.values() if n.proc
+                ]
+            finally:
+                cluster.close()
+    if "echo" in only:
+        port = ports.take()
+        server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            server.stdout.readline()
+            results += asyncio.run(run_echo(f"127.0.0.1:{port}", sizes, duration))
+            rss["echo server (peak)"] = [peak_rss_kib(server.pid)]
+        finally:
+            server.kill()
+            server.wait(10)
+    if "pysyncobj" in only:
+        for size in sizes:
+            r, node_rss = bench_pysyncobj(size, duration, [ports.take() for _ in range(3)])
+            results.append(r)
+            rss[f"pysyncobj node ({size}, at end)"] = node_rss
+            print(table([r]).splitlines()[-1], flush=True)
+
+    print()
+    print(f"3 nodes on {os.cpu_count()} CPUs, {duration:g} s per cell, fsync on (gateway)")
+    print(table(results))
+    print()
+    print(ratios(results))
+    print()
+    for name, values in rss.items():
+        print(f"RSS {name}: " + ", ".join(f"{v / 1024:.0f} MiB" for v in values))
+
+
+if __name__ == "__main__":
+    main()
