@@ -10,16 +10,7 @@ from collections.abc import Callable
 
 from tests.harness.cluster import ProcessCluster
 from tests.harness.verify import verify
-from tests.harness.workload import Workload, WorkloadConfig
-
-
-def start_workload(cluster: ProcessCluster, **kw: object) -> Workload:
-    """Clients over every node the cluster knows (down or paused ones included: their
-    clients time out or are refused and fail over, as real clients would)."""
-    cfg = WorkloadConfig(**kw)  # type: ignore[arg-type]
-    return Workload(
-        lambda: {i: n.api_address for i, n in cluster.nodes.items()}, cfg
-    ).start()
+from tests.harness.workload import cluster_workload as start_workload
 
 
 def test_killed_leader_under_write_load_loses_no_acknowledged_write(

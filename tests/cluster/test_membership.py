@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.cluster.test_crash_and_pause import start_workload
 from tests.harness.cluster import ProcessCluster, wait_until
 from tests.harness.verify import converged_state, verify
+from tests.harness.workload import cluster_workload as start_workload
 
 
 def members_of(cluster: ProcessCluster, node: int) -> set[int]:

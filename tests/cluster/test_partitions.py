@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.cluster.test_crash_and_pause import start_workload
 from tests.harness.cluster import ProcessCluster
 from tests.harness.verify import verify
+from tests.harness.workload import cluster_workload as start_workload
 
 
 def test_isolated_leader_loses_leadership_and_the_majority_elects_another(

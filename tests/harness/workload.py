@@ -28,6 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -40,6 +41,9 @@ from tests.harness.api import (
     STALE,
     NodeApi,
 )
+
+if TYPE_CHECKING:
+    from tests.harness.cluster import ProcessCluster
 
 OK = "ok"
 FAIL = "fail"
@@ -266,3 +270,10 @@ class Workload:
             return False
         h.complete(ev, OK, output=out)
         return True
+
+
+def cluster_workload(cluster: ProcessCluster, **config: object) -> Workload:
+    """Start a workload whose clients use every node ``cluster`` knows — down or paused ones
+    included: their clients are refused or time out and fail over, as real clients would."""
+    cfg = WorkloadConfig(**config)  # type: ignore[arg-type]
+    return Workload(lambda: {i: n.api_address for i, n in cluster.nodes.items()}, cfg).start()
