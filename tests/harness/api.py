@@ -46,6 +46,21 @@ DEFINITE_WRITE_FAILURES = frozenset(
     }
 )
 
+#: UNAVAILABLE details the node documents as "not ordered" (gateway/node/errors.py): a node that
+#: is not the leader and knows none to forward to, and a proposal overwritten by another
+#: leader's entry. A write failing with these is recorded as a definite failure, so a node that
+#: says so and applies the write anyway is caught by the checker.
+NOT_APPLIED_DETAILS = ("not the leader", "no leader elected yet", "was replaced by another leader")
+
+
+def write_definitely_failed(error: grpc.RpcError) -> bool:
+    """True when a failed write is known not to have taken effect."""
+    code = error.code()
+    if code in DEFINITE_WRITE_FAILURES:
+        return True
+    details = error.details() or ""
+    return code == grpc.StatusCode.UNAVAILABLE and any(d in details for d in NOT_APPLIED_DETAILS)
+
 
 def put_request(key: str, value: str, idempotency_key: str = "", pad: int = 0) -> (
     gateway_pb2.WriteRequest
@@ -86,6 +101,7 @@ class StoredRow:
     value: str | None
     log_index: int
     trans_id: int
+    row_bytes: bytes = b""  # the whole stored row (metadata included), deterministic encoding
 
 
 class NodeApi:
@@ -146,7 +162,12 @@ class NodeApi:
                 timeout=timeout,
             )
             for row in resp.rows:
-                out[row_key(row)] = StoredRow(row_value(row), row.log_index, row.gtid.trans_id)
+                out[row_key(row)] = StoredRow(
+                    row_value(row),
+                    row.log_index,
+                    row.gtid.trans_id,
+                    row.SerializeToString(deterministic=True),
+                )
             if not resp.more or not resp.rows:
                 return out
             # continue just after the last key: the smallest string greater than it

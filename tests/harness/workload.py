@@ -8,7 +8,7 @@ global event counter (strictly increasing, shared by all threads) and an outcome
 
 * ``ok`` — the call returned;
 * ``fail`` — the call was refused in a way that guarantees it had no effect (see
-  :data:`tests.harness.api.DEFINITE_WRITE_FAILURES`); reads that fail are always just dropped;
+  :func:`tests.harness.api.write_definitely_failed`); reads that fail are always just dropped;
 * ``unknown`` — anything else (deadline exceeded, connection lost, leader changed): a write may
   or may not have taken effect, at any point after its invocation (``ret=None`` for the
   checker).
@@ -35,11 +35,11 @@ import grpc
 from gateway.raft.linearizability import GET, PUT, CheckResult, Operation, check_history
 from tests.harness.api import (
     CONSISTENCY_NAMES,
-    DEFINITE_WRITE_FAILURES,
     LEASE,
     LINEARIZABLE,
     STALE,
     NodeApi,
+    write_definitely_failed,
 )
 
 if TYPE_CHECKING:
@@ -254,9 +254,8 @@ class Workload:
             try:
                 api.put(key, value, timeout=cfg.timeout, idempotency_key=f"w{c}-{seq}")
             except grpc.RpcError as e:
-                code = e.code()
-                outcome = FAIL if code in DEFINITE_WRITE_FAILURES else UNKNOWN
-                h.complete(ev, outcome, error=f"{code.name}: {e.details()}")
+                outcome = FAIL if write_definitely_failed(e) else UNKNOWN
+                h.complete(ev, outcome, error=f"{e.code().name}: {e.details()}")
                 return False
             h.complete(ev, OK)
             return True
