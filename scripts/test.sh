@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
 "$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-plugin-template
 
 # Real servers for tests/integration: Debian's RabbitMQ, Cassandra 5.0 from Maven Central on

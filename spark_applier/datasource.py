@@ -1,0 +1,207 @@
+"""The ``gateway_wal`` PySpark data source: batch and streaming reads of a log by byte range.
+
+::
+
+    from spark_applier.datasource import register
+    register(spark)
+    df = (spark.read.format("gateway_wal")
+          .option("partition_bytes", 32 << 20)      # size of one input partition
+          .option("index_from", 100).option("index_to", 5000)   # inclusive, optional
+          .option("gtids", "1:20-80")               # origin 1, trans ids 20..80, optional
+          .option("report_dir", "/tmp/report")      # where damage reports go, optional
+          .load("/var/lib/gateway/wal"))            # a WAL directory or a log file
+
+Options: ``partition_bytes`` (default 32 MiB), ``index_from``/``index_to``, ``gtids``
+(``SERVER:FIRST-LAST``), ``committed_only`` (default true: WAL entries up to the commit index
+in ``meta``), ``report_dir`` (each partition writes a JSON ``RangeReport`` there; read them
+with ``damage_summary``). Rows: ``spark_applier.schema``.
+
+Streaming (``spark.readStream.format("gateway_wal")``): offsets are
+``{"segment": S, "byte": B}`` -- everything before byte ``B`` of segment ``S`` (a WAL segment's
+first index; 0 for a log file) has been read. ``latestOffset`` is the position of the last
+separator of the newest file (only complete records lie before it), or for a WAL the position
+of the first entry past the commit index, whichever is first.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+
+from gateway.core.stuffing import SEPARATOR
+
+from . import layout
+from .decode import RangeReport, read_range, write_report
+from .layout import LogLayout, ReadRange
+from .schema import SCHEMA_DDL
+
+__all__ = ["GatewayWalDataSource", "damage_summary", "register"]
+
+DEFAULT_PARTITION_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """An input partition: one ``ReadRange``."""
+
+    range: ReadRange
+
+
+class _Options:
+    """The parsed options of one read; ``ValueError`` with a one-line message if bad."""
+
+    def __init__(self, options: Any) -> None:
+        opts = {k.lower(): v for k, v in dict(options).items()}
+        self.path = opts.get("path")
+        if not self.path:
+            raise ValueError("gateway_wal: no path given (spark.read.format(...).load(PATH))")
+        self.partition_bytes = _int(opts, "partition_bytes", DEFAULT_PARTITION_BYTES)
+        self.index_from = _int(opts, "index_from", 1)
+        to = opts.get("index_to")
+        self.index_to = _int(opts, "index_to", 0) if to not in (None, "") else None
+        gt = opts.get("gtids")
+        self.gtids = layout.parse_gtid_range(gt) if gt else None
+        self.committed_only = str(opts.get("committed_only", "true")).lower() != "false"
+        self.report_dir = opts.get("report_dir") or None
+
+    def layout(self) -> LogLayout:
+        return layout.discover(self.path, committed_only=self.committed_only)
+
+
+def _int(opts: dict[str, Any], name: str, default: int) -> int:
+    value = opts.get(name)
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"gateway_wal: option {name} must be an integer, not {value!r}") from None
+
+
+def _read(options: _Options, rr: ReadRange) -> Iterator[Any]:
+    report = RangeReport(rr.file.path, rr.start, rr.stop)
+    yield from read_range(rr, report)
+    if options.report_dir:
+        write_report(options.report_dir, report)
+
+
+class GatewayWalReader(DataSourceReader):
+    """Batch reader: one partition per ``partition_bytes`` of each file."""
+
+    def __init__(self, options: _Options) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        o = self.options
+        ranges = layout.plan_ranges(o.layout(), partition_bytes=o.partition_bytes,
+                                    index_from=o.index_from, index_to=o.index_to,
+                                    gtids=o.gtids)
+        return [RangePartition(r) for r in ranges] or [RangePartition(None)]  # type: ignore[arg-type]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        rr = partition.range  # type: ignore[attr-defined]
+        if rr is None:
+            return iter(())
+        return _read(self.options, rr)
+
+
+class GatewayWalStreamReader(DataSourceStreamReader):
+    """Streaming reader over a growing log; offsets are ``{"segment", "byte"}``."""
+
+    def __init__(self, options: _Options) -> None:
+        self.options = options
+
+    def initialOffset(self) -> dict[str, int]:
+        files = self.options.layout().files
+        return {"segment": files[0].segment, "byte": 0}
+
+    def latestOffset(self) -> dict[str, int]:
+        lay = self.options.layout()
+        if lay.commit is not None:
+            committed = layout.plan_ranges(lay, partition_bytes=1 << 62)
+            if not committed:
+                return {"segment": lay.files[0].segment, "byte": 0}
+            last = committed[-1]
+            return {"segment": last.file.segment, "byte": last.stop}
+        newest = lay.files[-1]
+        buf = layout.open_buffer(newest.path)
+        try:
+            end = buf.rfind(SEPARATOR) if len(buf) else 0
+        finally:
+            if not isinstance(buf, bytes):
+                buf.close()
+        return {"segment": newest.segment, "byte": max(end, 0)}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        lay = self.options.layout()
+        bounds: dict[int, tuple[int, int]] = {}
+        for f in lay.files:
+            if f.segment < start["segment"] or f.segment > end["segment"]:
+                continue
+            lo = start["byte"] if f.segment == start["segment"] else 0
+            hi = end["byte"] if f.segment == end["segment"] else f.size
+            bounds[f.segment] = (lo, hi)
+        o = self.options
+        ranges = layout.plan_ranges(lay, partition_bytes=o.partition_bytes,
+                                    index_from=o.index_from, index_to=o.index_to,
+                                    gtids=o.gtids, bounds=bounds)
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition.range)  # type: ignore[attr-defined]
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to release: the log is only read."""
+
+
+class GatewayWalDataSource(DataSource):
+    """``spark.read.format("gateway_wal")``: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "gateway_wal"
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return GatewayWalReader(_Options(self.options))
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return GatewayWalStreamReader(_Options(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    """Register ``gateway_wal`` and ``gateway_store`` with ``spark`` (idempotent)."""
+    from .store_source import GatewayStoreDataSource
+
+    spark.dataSource.register(GatewayWalDataSource)
+    spark.dataSource.register(GatewayStoreDataSource)
+
+
+def damage_summary(report_dir: str) -> dict[str, Any]:
+    """Totals of the range reports in ``report_dir``: records, transactions, rows, skipped,
+    and the lists of damaged ranges, undecodable records and rejected transactions (each
+    with its file)."""
+    out: dict[str, Any] = {"records": 0, "transactions": 0, "rows": 0, "skipped": 0,
+                           "damaged": [], "undecodable": [], "rejected": []}
+    for name in sorted(glob.glob(os.path.join(report_dir, "*.json"))):
+        with open(name) as f:
+            rep = json.load(f)
+        for k in ("records", "transactions", "rows", "skipped"):
+            out[k] += rep[k]
+        for k in ("damaged", "undecodable", "rejected"):
+            out[k].extend([rep["file"], *item] for item in rep[k])
+    return out
