@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from gateway import __version__, cli_appliers, cli_plugins
+from gateway import __version__, cli_appliers, cli_node, cli_plugins
 from gateway.cli_log import log
 from gateway.cli_store import store
 
@@ -24,6 +24,7 @@ main.add_command(log)
 main.add_command(store)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
+cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,303 @@
+"""``gateway run``, ``sql``, ``get``, ``status``, ``cluster``, ``certs``: the node and its
+clients on the command line. The contract (flags, output, exit codes) is in docs/node.md.
+
+Exit codes: 0 success; 1 the call failed (unavailable, timeout, refused); 2 bad input or
+configuration (one line on stderr, never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+import click
+
+from gateway.cli_plugins import BadInput, plugin_manager
+
+__all__ = ["attach"]
+
+
+class _Failed(click.ClickException):
+    exit_code = 1
+
+
+def _client(target: str, token: str | None, ca: str | None, timeout: float) -> Any:
+    from gateway.client import GatewayClient
+
+    root = None
+    if ca:
+        try:
+            with open(ca, "rb") as f:
+                root = f.read()
+        except OSError as exc:
+            raise BadInput(f"--ca: cannot read {ca}: {exc.strerror}") from None
+    return GatewayClient(target, token=token or "", root_certificates=root, timeout=timeout)
+
+
+def _call(fn: Any) -> Any:
+    from gateway.client import GatewayError
+
+    try:
+        return fn()
+    except GatewayError as exc:
+        where = f" ({exc.field})" if exc.field and exc.field not in exc.details else ""
+        msg = f"{exc.code.name}: {exc.details}{where}"
+        if exc.code.name == "INVALID_ARGUMENT":
+            raise BadInput(msg) from None
+        raise _Failed(msg) from None
+
+
+_target = click.option("--target", "-t", default="127.0.0.1:7070", show_default=True,
+                       envvar="GATEWAY_TARGET", help="API address of any node (HOST:PORT).")
+_token = click.option("--token", envvar="GATEWAY_TOKEN", default=None,
+                      help="Bearer token (also GATEWAY_TOKEN).")
+_ca = click.option("--ca", envvar="GATEWAY_CA", default=None,
+                   type=click.Path(dir_okay=False), help="CA certificate for a TLS API.")
+_timeout = click.option("--timeout", type=float, default=30.0, show_default=True,
+                        help="Overall deadline in seconds (retries included).")
+
+
+@click.command("run")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              envvar="GATEWAY_CONFIG", help="TOML configuration file.")
+@click.option("--node-id", type=int, default=None, help="This node's id (default 1).")
+@click.option("--cluster-id", type=int, default=None, help="Cluster id = GTID server_id.")
+@click.option("--listen", default=None, help="Peer address HOST:PORT (default 127.0.0.1:7100).")
+@click.option("--api", default=None, help="API address HOST:PORT (default 127.0.0.1:7070).")
+@click.option("--peers", default=None, metavar="ID=HOST:PORT,...",
+              help="Initial members and their peer addresses (default: this node alone).")
+@click.option("--data-dir", default=None, help="Data directory (default ./gateway-data).")
+@click.option("--join", is_flag=True, default=None,
+              help="Start empty and wait to be added (`gateway cluster add`).")
+@click.option("--metrics", default=None, metavar="HOST:PORT",
+              help="Serve Prometheus metrics on HOST:PORT.")
+@click.option("--appliers", default=None, metavar="A,B",
+              help="Appliers to run (default sqlite; '' for none).")
+@click.option("--no-fsync", "fsync", flag_value=False, default=None,
+              help="Do not fsync the Raft log (tests and benchmarks only).")
+@click.option("--tick-ms", type=int, default=None, help="Raft tick in ms (default 50).")
+@click.pass_context
+def run_command(ctx: click.Context, config_path: str | None, **flags: Any) -> None:
+    """Run a gateway node until SIGTERM/SIGINT.
+
+    With no options: a single-node gateway with data in ./gateway-data, the gRPC API on
+    127.0.0.1:7070 and the embedded SQLite applier (DATA/sqlite/gateway.db). A cluster:
+
+        gateway run --node-id 1 --listen 127.0.0.1:7101 --api 127.0.0.1:7071
+            --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 --data-dir d1
+    """
+    from gateway.node.config import ConfigError, load_config
+    from gateway.node.metrics import configure_logging
+
+    if flags.get("appliers") is not None and flags["appliers"] == "":
+        flags["appliers"] = {}
+    try:
+        cfg = load_config(config_path, flags)
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    pm = plugin_manager(ctx)
+    configure_logging(cfg.log_level, cfg.log_format)
+    try:
+        asyncio.run(_serve(cfg, pm))
+    except _StartFailed as exc:
+        raise _Failed(str(exc)) from None
+
+
+class _StartFailed(Exception):
+    pass
+
+
+async def _serve(cfg: Any, pm: Any) -> None:
+    from gateway.appliers.contract import ApplierConfigError
+    from gateway.node.config import ConfigError
+    from gateway.node.server import GatewayNode, NodeStartError
+    from gateway.plugins import PluginError
+
+    node = GatewayNode(cfg, pm)
+    try:
+        await node.start()
+    except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
+        raise _StartFailed(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"gateway node {cfg.node_id} serving on {cfg.api} (data {cfg.data_dir})",
+          file=sys.stderr, flush=True)
+    await stop.wait()
+    await node.stop()
+
+
+@click.command("sql")
+@_target
+@_token
+@_ca
+@_timeout
+@click.option("--key", default="", metavar="COL[,COL]",
+              help="Primary-key columns of INSERTs (default: id, else the first column).")
+@click.argument("text")
+def sql_command(target: str, token: str | None, ca: str | None, timeout: float, key: str,
+                text: str) -> None:
+    """Run simple INSERT/UPDATE/DELETE (and SET @var) as one transaction; print its GTID.
+
+        gateway sql "INSERT INTO shop.items (id, name) VALUES (1, 'a')"
+    """
+    from gateway.node.sql import SqlError, sql_to_statements
+
+    try:
+        stmts = sql_to_statements(text, [k.strip() for k in key.split(",") if k.strip()])
+    except SqlError as exc:
+        raise BadInput(str(exc)) from None
+    with _client(target, token, ca, timeout) as c:
+        res = _call(lambda: c.write(stmts))
+    click.echo(f"{res.gtid.server_id}:{res.gtid.trans_id}")
+    click.echo(f"epoch {res.epoch} log_index {res.log_index} commit_ts {res.commit_timestamp_ns}"
+               + (" (duplicate)" if res.duplicate else ""), err=True)
+
+
+@click.command("get")
+@_target
+@_token
+@_ca
+@_timeout
+@click.option("--consistency", type=click.Choice(["linearizable", "lease", "stale"]),
+              default="linearizable", show_default=True)
+@click.option("--meta", is_flag=True, help="Include epoch, author, GTID, commit ts, log index.")
+@click.argument("table")
+@click.argument("key", nargs=-1, required=True)
+def get_command(target: str, token: str | None, ca: str | None, timeout: float,
+                consistency: str, meta: bool, table: str, key: tuple[str, ...]) -> None:
+    """Print one row as JSON (exit 1 if it does not exist).
+
+        gateway get shop.items 1
+    """
+    from gateway.client import python_row
+
+    with _client(target, token, ca, timeout) as c:
+        resp = _call(lambda: c.read(table, list(key), consistency))
+    if not resp.found:
+        raise _Failed(f"{table} {' '.join(key)}: no such row")
+    doc: dict[str, Any] = python_row(resp.row)
+    doc = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in doc.items()}
+    if meta:
+        r = resp.row
+        doc = {"row": doc, "epoch": r.epoch, "author": r.author,
+               "gtid": f"{r.gtid.server_id}:{r.gtid.trans_id}",
+               "commit_timestamp_ns": r.commit_timestamp_ns, "log_index": r.log_index}
+    click.echo(json.dumps(doc, sort_keys=False, default=str))
+
+
+@click.command("status")
+@_target
+@_token
+@_ca
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> None:
+    """Role, term, leader, indexes, members and applier lag of one node."""
+    from google.protobuf import json_format
+
+    with _client(target, token, ca, 10.0) as c:
+        st = _call(lambda: c.status())
+    if fmt == "json":
+        click.echo(json_format.MessageToJson(st, always_print_fields_with_no_presence=True,
+                                             preserving_proto_field_name=True))
+        return
+    click.echo(f"node {st.node_id} ({st.role}) term {st.term} leader {st.leader_id} "
+               f"{st.leader_api}".rstrip())
+    click.echo(f"log first {st.first_index} last {st.last_index} commit {st.commit_index} "
+               f"applied {st.applied_index} last_trans_id {st.last_trans_id}")
+    for m in st.members:
+        click.echo(f"  member {m.node_id} {m.role} peer {m.peer_address or '-'} api "
+                   f"{m.api_address or '-'} match {m.match_index}")
+    for a in st.appliers:
+        click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
+                   f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}")
+
+
+@click.group("cluster")
+def cluster() -> None:
+    """Membership: add, remove, transfer leadership, snapshot."""
+
+
+@cluster.command("add")
+@_target
+@_token
+@_ca
+@click.option("--api-address", default="", help="The new node's API address (for redirects).")
+@click.option("--learner", is_flag=True, help="Stay a learner (no vote).")
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@click.argument("member", metavar="ID=HOST:PORT")
+def cluster_add(target: str, token: str | None, ca: str | None, api_address: str,
+                learner: bool, timeout: float, member: str) -> None:
+    """Add a node (started with `gateway run --join`): learner, catch up, then voter."""
+    nid, sep, addr = member.partition("=")
+    if not sep or not nid.isdigit():
+        raise BadInput(f"member {member!r} is not ID=HOST:PORT")
+    with _client(target, token, ca, timeout) as c:
+        res = _call(lambda: c.add_node(int(nid), addr, api_address, learner=learner,
+                                       timeout=timeout))
+    click.echo(res.message)
+
+
+@cluster.command("remove")
+@_target
+@_token
+@_ca
+@click.argument("node_id", type=int)
+def cluster_remove(target: str, token: str | None, ca: str | None, node_id: int) -> None:
+    """Remove a node from the cluster."""
+    with _client(target, token, ca, 60.0) as c:
+        click.echo(_call(lambda: c.remove_node(node_id)).message)
+
+
+@cluster.command("transfer")
+@_target
+@_token
+@_ca
+@click.argument("node_id", type=int)
+def cluster_transfer(target: str, token: str | None, ca: str | None, node_id: int) -> None:
+    """Move leadership to NODE_ID."""
+    with _client(target, token, ca, 60.0) as c:
+        click.echo(_call(lambda: c.transfer_leader(node_id)).message)
+
+
+@cluster.command("snapshot")
+@_target
+@_token
+@_ca
+def cluster_snapshot(target: str, token: str | None, ca: str | None) -> None:
+    """Take a snapshot on the target node now (and compact its log)."""
+    with _client(target, token, ca, 120.0) as c:
+        click.echo(_call(lambda: c.snapshot()).message)
+
+
+@click.group("certs")
+def certs() -> None:
+    """Certificates for TLS and mutual TLS."""
+
+
+@certs.command("make-test-ca")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--host", "hosts", multiple=True,
+              help="Name or IP the certificates are valid for (repeatable; default "
+                   "localhost and 127.0.0.1).")
+@click.option("--name", "names", multiple=True,
+              help="Certificate to issue (repeatable; default node and client).")
+def make_test_ca_command(directory: str, hosts: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """Create a throw-away CA and certificates in DIRECTORY (tests, local clusters)."""
+    from gateway.node.security import make_test_ca
+
+    paths = make_test_ca(directory, hosts or ("localhost", "127.0.0.1"),
+                         names or ("node", "client"))
+    for k, v in paths.items():
+        click.echo(f"{k}: {v}")
+
+
+def attach(main: click.Group) -> None:
+    """Add the node commands to the root group ``main``."""
+    for cmd in (run_command, sql_command, get_command, status_command, cluster, certs):
+        main.add_command(cmd)

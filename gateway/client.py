@@ -1,0 +1,388 @@
+"""``gateway.client``: a Python client for the public Gateway API (synchronous and asyncio).
+
+::
+
+    from gateway.client import GatewayClient, row_insert
+
+    with GatewayClient("127.0.0.1:7070") as c:           # or a list of node addresses
+        res = c.write([row_insert("shop.items", {"id": 1}, {"name": "a"})])
+        print(res.gtid.trans_id, res.log_index)
+        print(c.get("shop.items", 1))                      # {"id": 1, "name": "a"} or None
+
+Retries respect idempotency: every write gets an idempotency key (``uuid4`` unless given),
+and the same key is sent on every attempt, so a retry after a timeout or a failover never
+applies the write twice. Retried: UNAVAILABLE (no leader, node down, lost proposal) and
+DEADLINE_EXCEEDED of an attempt, with exponential backoff, until the call's overall
+``timeout``. On UNAVAILABLE the client follows the ``gateway-leader-api`` trailing metadata
+to the leader. INVALID_ARGUMENT, PERMISSION_DENIED and UNAUTHENTICATED are raised at once as
+:class:`GatewayError` (``code``, ``details``, ``field``).
+
+Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
+(``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import grpc
+
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
+
+__all__ = [
+    "AsyncGatewayClient",
+    "GatewayClient",
+    "GatewayError",
+    "Row",
+    "python_row",
+    "row_delete",
+    "row_insert",
+    "row_update",
+    "to_value",
+]
+
+FT = value_pb2.FieldType
+T = TypeVar("T")
+Row = dict[str, Any]
+
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
+               "lease": gateway_pb2.CONSISTENCY_LEASE, "stale": gateway_pb2.CONSISTENCY_STALE}
+
+
+class GatewayError(Exception):
+    """A call failed; ``code`` is the gRPC status code, ``field`` the request field a
+    validation error names (or "")."""
+
+    def __init__(self, code: grpc.StatusCode, details: str, field: str = "") -> None:
+        self.code = code
+        self.details = details
+        self.field = field
+        super().__init__(f"{code.name}: {details}")
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+def to_value(v: Any) -> tuple[value_pb2.Value, int]:
+    """``(Value, FieldType)`` of a Python value (None -> null, typed VARCHAR)."""
+    if v is None:
+        return value_pb2.Value(null_value=value_pb2.NULL_VALUE), FT.FIELD_TYPE_VARCHAR
+    if isinstance(v, bool):
+        return value_pb2.Value(bool_value=v), FT.FIELD_TYPE_BOOLEAN
+    if isinstance(v, int):
+        return value_pb2.Value(int_value=v), FT.FIELD_TYPE_INTEGER
+    if isinstance(v, float):
+        return value_pb2.Value(double_value=v), FT.FIELD_TYPE_DOUBLE
+    if isinstance(v, bytes | bytearray):
+        return value_pb2.Value(bytes_value=bytes(v)), FT.FIELD_TYPE_BLOB
+    if isinstance(v, str):
+        return value_pb2.Value(string_value=v), FT.FIELD_TYPE_VARCHAR
+    from decimal import Decimal
+
+    if isinstance(v, Decimal):
+        return value_pb2.Value(decimal_value=str(v)), FT.FIELD_TYPE_DECIMAL
+    raise TypeError(f"unsupported value type {type(v).__name__}")
+
+
+def from_value(v: value_pb2.Value) -> Any:
+    case = v.WhichOneof("kind")
+    if case is None or case == "null_value":
+        return None
+    return getattr(v, case)
+
+
+def _table(name: str) -> statement_pb2.TableMetadata:
+    schema, _, table = name.rpartition(".")
+    return statement_pb2.TableMetadata(schema_name=schema, table_name=table)
+
+
+def _fields(cols: Mapping[str, Any]) -> tuple[list[statement_pb2.FieldMetadata],
+                                              list[value_pb2.Value]]:
+    metas, vals = [], []
+    for name, v in cols.items():
+        val, ftype = to_value(v)
+        metas.append(statement_pb2.FieldMetadata(name=name, type=ftype))  # type: ignore[arg-type]
+        vals.append(val)
+    return metas, vals
+
+
+def row_insert(table: str, key: Mapping[str, Any], values: Mapping[str, Any] | None = None
+               ) -> statement_pb2.Statement:
+    """An INSERT of one row: ``key`` = primary-key columns, ``values`` = the others (types
+    inferred from the Python values)."""
+    kf, kv = _fields(key)
+    f, v = _fields(values or {})
+    return statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+        table=_table(table), key_fields=kf, fields=f,
+        records=[statement_pb2.InsertRecord(key_values=kv, after_values=v)]))
+
+
+def row_update(table: str, key: Mapping[str, Any], values: Mapping[str, Any]
+               ) -> statement_pb2.Statement:
+    """An UPDATE of one row's ``values`` (the row found by ``key``)."""
+    kf, kv = _fields(key)
+    f, v = _fields(values)
+    return statement_pb2.Statement(update=statement_pb2.UpdateStatement(
+        table=_table(table), key_fields=kf, set_fields=f,
+        records=[statement_pb2.UpdateRecord(key_values=kv, after_values=v)]))
+
+
+def row_delete(table: str, key: Mapping[str, Any]) -> statement_pb2.Statement:
+    """A DELETE of one row by ``key``."""
+    kf, kv = _fields(key)
+    return statement_pb2.Statement(delete=statement_pb2.DeleteStatement(
+        table=_table(table), key_fields=kf, records=[statement_pb2.DeleteRecord(key_values=kv)]))
+
+
+def python_row(row: gateway_pb2.Row) -> Row:
+    """A stored row as ``{column: value}`` (key columns first)."""
+    out = {f.name: from_value(v) for f, v in zip(row.key_fields, row.key_values, strict=False)}
+    out.update((f.name, from_value(v)) for f, v in zip(row.fields, row.values, strict=False))
+    return out
+
+
+def _key_values(key: Any) -> list[value_pb2.Value]:
+    items = key if isinstance(key, list | tuple) else [key]
+    return [to_value(k)[0] for k in items]
+
+
+def _error(exc: grpc.RpcError) -> GatewayError:
+    field = ""
+    leader = ""
+    for k, v in (exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
+        if k == "gateway-field":
+            field = v
+        elif k == "gateway-leader-api":
+            leader = v
+    err = GatewayError(exc.code(), exc.details() or "", field)  # type: ignore[attr-defined]
+    err.leader_api = leader  # type: ignore[attr-defined]
+    return err
+
+
+class _Base:
+    def __init__(self, targets: str | Sequence[str], *, token: str = "",
+                 root_certificates: bytes | None = None, timeout: float = 30.0,
+                 attempt_timeout: float = 5.0, max_backoff: float = 1.0) -> None:
+        self.targets = [targets] if isinstance(targets, str) else list(targets)
+        if not self.targets:
+            raise ValueError("at least one target HOST:PORT is needed")
+        self.timeout = timeout
+        self.attempt_timeout = attempt_timeout
+        self.max_backoff = max_backoff
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._creds = (grpc.ssl_channel_credentials(root_certificates)
+                       if root_certificates is not None else None)
+        self._current = 0
+
+    def _next_target(self, leader_api: str) -> None:
+        if leader_api:
+            if leader_api not in self.targets:
+                self.targets.append(leader_api)
+            self._current = self.targets.index(leader_api)
+        else:
+            self._current = (self._current + 1) % len(self.targets)
+
+    @staticmethod
+    def _write_request(statements: Iterable[statement_pb2.Statement], key: str | None
+                       ) -> gateway_pb2.WriteRequest:
+        return gateway_pb2.WriteRequest(statements=list(statements),
+                                        idempotency_key=key or uuid.uuid4().hex)
+
+
+class GatewayClient(_Base):
+    """Synchronous client; see the module docstring."""
+
+    def __init__(self, targets: str | Sequence[str], **kw: Any) -> None:
+        super().__init__(targets, **kw)
+        self._channels: dict[str, tuple[grpc.Channel, gateway_pb2_grpc.GatewayStub]] = {}
+
+    def _stub(self) -> gateway_pb2_grpc.GatewayStub:
+        target = self.targets[self._current]
+        if target not in self._channels:
+            ch = (grpc.secure_channel(target, self._creds) if self._creds is not None
+                  else grpc.insecure_channel(target))
+            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch))
+        return self._channels[target][1]
+
+    def _call(self, fn: Callable[[gateway_pb2_grpc.GatewayStub, float], T],
+              timeout: float | None = None) -> T:
+        deadline = time.monotonic() + (timeout or self.timeout)
+        backoff = 0.02
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
+            except grpc.RpcError as exc:
+                err = _error(exc)
+                if err.code not in RETRYABLE or time.monotonic() + backoff >= deadline:
+                    raise err from None
+                self._next_target(getattr(err, "leader_api", ""))
+                time.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.max_backoff)
+
+    def write(self, statements: Iterable[statement_pb2.Statement], *,
+              idempotency_key: str | None = None, timeout: float | None = None
+              ) -> gateway_pb2.WriteResult:
+        """Write one transaction; returns its GTID, epoch, commit timestamp and log index."""
+        req = self._write_request(statements, idempotency_key)
+        return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata), timeout)
+
+    def write_batch(self, writes: Iterable[Iterable[statement_pb2.Statement]], *,
+                    timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
+        """Write many transactions in one round trip (each with its own idempotency key)."""
+        req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
+        resp = self._call(lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata),
+                          timeout)
+        return list(resp.results)
+
+    def read(self, table: str, key: Any, consistency: str = "linearizable",
+             timeout: float | None = None) -> gateway_pb2.ReadResponse:
+        """Read one row (``key``: a value or a list of key values)."""
+        req = gateway_pb2.ReadRequest(table=table, key=_key_values(key),
+                                      consistency=CONSISTENCY[consistency])
+        return self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata), timeout)
+
+    def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
+        """The row as a dict, or ``None``."""
+        resp = self.read(table, key, consistency)
+        return python_row(resp.row) if resp.found else None
+
+    def scan(self, table: str, start: Any = None, end: Any = None, limit: int = 0,
+             consistency: str = "linearizable") -> gateway_pb2.ScanResponse:
+        req = gateway_pb2.ScanRequest(
+            table=table, start_key=_key_values(start) if start is not None else [],
+            end_key=_key_values(end) if end is not None else [], limit=limit,
+            consistency=CONSISTENCY[consistency])
+        return self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata))
+
+    def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
+        """Status of the node currently targeted (no failover to another node)."""
+        try:
+            return self._stub().Status(gateway_pb2.StatusRequest(),
+                                       timeout=timeout or self.attempt_timeout,
+                                       metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise _error(exc) from None
+
+    def subscribe(self, from_log_index: int = 0, after_gtid: tuple[int, int] | None = None,
+                  timeout: float | None = None) -> Iterable[gateway_pb2.ChangeEvent]:
+        """Committed transactions from a position (resume: ``from_log_index = last + 1``)."""
+        req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index)
+        if after_gtid is not None:
+            req.after_gtid.server_id, req.after_gtid.trans_id = after_gtid
+        return self._stub().Subscribe(req, timeout=timeout, metadata=self._metadata)
+
+    def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
+        return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
+                                                        metadata=self._metadata), timeout)
+
+    def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
+                 learner: bool = False, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
+        return self._admin("AddNode", gateway_pb2.AddNodeRequest(
+            node_id=node_id, peer_address=peer_address, api_address=api_address,
+            learner=learner), timeout)
+
+    def remove_node(self, node_id: int, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        return self._admin("RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id),
+                           timeout)
+
+    def transfer_leader(self, node_id: int, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        return self._admin("TransferLeader", gateway_pb2.TransferLeaderRequest(node_id=node_id),
+                           timeout)
+
+    def snapshot(self, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
+        return self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
+
+    def close(self) -> None:
+        for ch, _ in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncGatewayClient(_Base):
+    """asyncio client with the same retry rules (``await c.write(...)``)."""
+
+    def __init__(self, targets: str | Sequence[str], **kw: Any) -> None:
+        super().__init__(targets, **kw)
+        self._channels: dict[str, tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub]] = {}
+
+    def _stub(self) -> gateway_pb2_grpc.GatewayStub:
+        target = self.targets[self._current]
+        if target not in self._channels:
+            ch = (grpc.aio.secure_channel(target, self._creds) if self._creds is not None
+                  else grpc.aio.insecure_channel(target))
+            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch))
+        return self._channels[target][1]
+
+    async def _call(self, fn: Callable[[gateway_pb2_grpc.GatewayStub, float], Any],
+                    timeout: float | None = None) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout or self.timeout)
+        backoff = 0.02
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
+            except grpc.aio.AioRpcError as exc:
+                err = _error(exc)
+                if err.code not in RETRYABLE or loop.time() + backoff >= deadline:
+                    raise err from None
+                self._next_target(getattr(err, "leader_api", ""))
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.max_backoff)
+
+    async def write(self, statements: Iterable[statement_pb2.Statement], *,
+                    idempotency_key: str | None = None, timeout: float | None = None
+                    ) -> gateway_pb2.WriteResult:
+        req = self._write_request(statements, idempotency_key)
+        return await self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
+                                timeout)
+
+    async def write_batch(self, writes: Iterable[Iterable[statement_pb2.Statement]], *,
+                          timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
+        req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
+        resp = await self._call(
+            lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata), timeout)
+        return list(resp.results)
+
+    async def read(self, table: str, key: Any, consistency: str = "linearizable",
+                   timeout: float | None = None) -> gateway_pb2.ReadResponse:
+        req = gateway_pb2.ReadRequest(table=table, key=_key_values(key),
+                                      consistency=CONSISTENCY[consistency])
+        return await self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata),
+                                timeout)
+
+    async def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
+        resp = await self.read(table, key, consistency)
+        return python_row(resp.row) if resp.found else None
+
+    async def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
+        try:
+            return await self._stub().Status(gateway_pb2.StatusRequest(),
+                                             timeout=timeout or self.attempt_timeout,
+                                             metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise _error(exc) from None
+
+    async def close(self) -> None:
+        for ch, _ in self._channels.values():
+            await ch.close()
+        self._channels.clear()
+
+    async def __aenter__(self) -> AsyncGatewayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,376 @@
+"""The public ``gateway.v1.Gateway`` service of a node.
+
+Semantics (details in docs/node.md, "API"):
+
+- Writes (Write, WriteBatch, StreamWrite) return once the transaction is committed *and*
+  applied to the leader's store. A follower forwards them to the leader over the peer channel
+  (``Peer.Forward``); with no leader the call fails UNAVAILABLE and the trailing metadata
+  ``gateway-leader-id`` / ``gateway-leader-api`` name the leader when one is known.
+- Reads: LINEARIZABLE (ReadIndex confirmed by a quorum), LEASE (leader lease), STALE (this
+  node's store as it is). Followers serve linearizable reads after the leader confirmed the
+  read index.
+- Every call has a deadline: the client's, capped at ``MAX_DEADLINE`` seconds.
+- Bad requests: INVALID_ARGUMENT, message ``field: reason``, trailing metadata
+  ``gateway-field``; nothing of a rejected write (or of a WriteBatch holding one) is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import grpc
+from google.protobuf.message import Message as PbMessage
+
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
+
+from .errors import NodeError, NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
+from .validation import InvalidRequest, check_idempotency_key, check_statements
+
+if TYPE_CHECKING:
+    from .server import GatewayNode
+
+__all__ = ["MAX_DEADLINE", "GatewayServicer"]
+
+MAX_DEADLINE = 60.0
+FT = value_pb2.FieldType
+_C = gateway_pb2.Consistency
+
+
+def _deadline(context: grpc.aio.ServicerContext | None) -> float:
+    if context is None:
+        return MAX_DEADLINE
+    left = context.time_remaining()
+    return MAX_DEADLINE if left is None else max(0.0, min(left, MAX_DEADLINE))
+
+
+class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+    """Implements ``Gateway`` over a :class:`~gateway.node.server.GatewayNode`."""
+
+    def __init__(self, node: GatewayNode) -> None:
+        self.node = node
+        self._local: dict[str, tuple[type[PbMessage], Callable[[Any, Any], Awaitable[Any]]]] = {
+            "Write": (gateway_pb2.WriteRequest, self._write_local),
+            "WriteBatch": (gateway_pb2.WriteBatchRequest, self._write_batch_local),
+            "AddNode": (gateway_pb2.AddNodeRequest, self._add_node_local),
+            "RemoveNode": (gateway_pb2.RemoveNodeRequest, self._remove_node_local),
+            "TransferLeader": (gateway_pb2.TransferLeaderRequest, self._transfer_local),
+        }
+
+    # -- errors and forwarding ------------------------------------------------------------------
+
+    async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+        code, meta = self._status_of(exc)
+        context.set_trailing_metadata(meta)
+        await context.abort(code, str(exc))
+
+    def _status_of(self, exc: BaseException) -> tuple[grpc.StatusCode, tuple[tuple[str, str],
+                                                                              ...]]:
+        if isinstance(exc, InvalidRequest):
+            return grpc.StatusCode.INVALID_ARGUMENT, (("gateway-field", exc.field),)
+        if isinstance(exc, NotLeaderError):
+            return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
+        if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
+            return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
+        if isinstance(exc, TimeoutError):
+            return grpc.StatusCode.DEADLINE_EXCEEDED, ()
+        return grpc.StatusCode.INTERNAL, ()
+
+    async def _run(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Run ``method`` here if this node leads, else forward it to the leader."""
+        drv = self.node.driver
+        _, fn = self._local[method]
+        try:
+            if drv.is_leader or method not in self._local:
+                return await asyncio.wait_for(fn(request, context), _deadline(context))
+            return await self._forward(method, request, context)
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+
+    async def _forward(self, method: str, request: Any,
+                       context: grpc.aio.ServicerContext) -> Any:
+        leader = self.node.driver.leader_id
+        channel = self.node.transport.channel(leader) if leader else None
+        if channel is None:
+            raise NotLeaderError(leader)
+        stub = peer_pb2_grpc.PeerStub(channel)
+        try:
+            resp = await stub.Forward(peer_pb2.ForwardRequest(
+                method=method, request=request.SerializeToString()),
+                timeout=_deadline(context))
+        except grpc.aio.AioRpcError as exc:
+            context.set_trailing_metadata(tuple(exc.trailing_metadata() or ())
+                                          or self.node.leader_metadata())
+            await context.abort(exc.code(), exc.details() or "forwarding to the leader failed")
+        cls, _ = self._local[method]
+        return cls.FromString(resp.response)
+
+    async def forwarded(self, method: str, payload: bytes,
+                        context: grpc.aio.ServicerContext) -> bytes:
+        """Run a request a follower forwarded (``Peer.Forward``); never forwards again."""
+        entry = self._local.get(method)
+        if entry is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"cannot forward {method}")
+        cls, fn = entry  # type: ignore[misc]
+        try:
+            if not self.node.driver.is_leader:
+                raise NotLeaderError(self.node.driver.leader_id)
+            resp = await asyncio.wait_for(fn(cls.FromString(payload), context),
+                                          _deadline(context))
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        return resp.SerializeToString()
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def _check_write(self, req: gateway_pb2.WriteRequest, path: str = "") -> None:
+        size = req.ByteSize()
+        limit = self.node.config.max_request_bytes
+        if size > limit:
+            raise InvalidRequest(f"{path}statements",
+                                 f"oversized message: {size} bytes, limit {limit}")
+        check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
+
+    async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
+                           ) -> gateway_pb2.WriteResult:
+        self._check_write(req)
+        return await self.node.driver.submit_write(req.statements, req.idempotency_key,
+                                                   time.time_ns())
+
+    async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
+                                 ) -> gateway_pb2.WriteBatchResponse:
+        if not req.writes:
+            raise InvalidRequest("writes", "no writes")
+        schemas = dict(self.node.sm.schemas)
+        for i, w in enumerate(req.writes):
+            self._check_write(w, f"writes[{i}].")
+            try:
+                for name, schema in check_statements(w.statements, schemas):
+                    schemas[name] = schema
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
+        now = time.time_ns()
+        drv = self.node.driver
+        futs = [drv.submit_write(w.statements, w.idempotency_key, now) for w in req.writes]
+        try:
+            results = await asyncio.gather(*futs)
+        except BaseException:
+            for f in futs:
+                f.cancel()
+            raise
+        return gateway_pb2.WriteBatchResponse(results=results)
+
+    async def Write(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("Write", request, context)
+
+    async def WriteBatch(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("WriteBatch", request, context)
+
+    async def StreamWrite(self, request_iterator, context  # type: ignore[no-untyped-def]
+                          ) -> AsyncIterator[gateway_pb2.StreamWriteResponse]:
+        out: asyncio.Queue[gateway_pb2.StreamWriteResponse | None] = asyncio.Queue()
+        outstanding = 0
+
+        def finish(seq: int, fut: asyncio.Future[Any]) -> None:
+            if fut.cancelled():
+                out.put_nowait(gateway_pb2.StreamWriteResponse(
+                    seq=seq, code=grpc.StatusCode.CANCELLED.value[0], error="cancelled"))
+                return
+            exc = fut.exception()
+            if exc is None:
+                out.put_nowait(gateway_pb2.StreamWriteResponse(seq=seq, result=fut.result()))
+            else:
+                code, _ = self._status_of(exc)
+                if isinstance(exc, grpc.aio.AioRpcError):
+                    code, msg = exc.code(), exc.details() or ""
+                else:
+                    msg = str(exc)
+                out.put_nowait(gateway_pb2.StreamWriteResponse(seq=seq, code=code.value[0],
+                                                               error=msg))
+
+        async def one(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult:
+            self._check_write(req)
+            drv = self.node.driver
+            if drv.is_leader:
+                return await drv.submit_write(req.statements, req.idempotency_key,
+                                              time.time_ns())
+            leader = drv.leader_id
+            channel = self.node.transport.channel(leader) if leader else None
+            if channel is None:
+                raise NotLeaderError(leader)
+            resp = await peer_pb2_grpc.PeerStub(channel).Forward(peer_pb2.ForwardRequest(
+                method="Write", request=req.SerializeToString()), timeout=_deadline(context))
+            return gateway_pb2.WriteResult.FromString(resp.response)
+
+        async def reader() -> None:
+            nonlocal outstanding
+            async for req in request_iterator:
+                outstanding += 1
+                task = asyncio.ensure_future(one(req.write))
+                task.add_done_callback(lambda f, s=req.seq: finish(s, f))
+            out.put_nowait(None)
+
+        read_task = asyncio.create_task(reader())
+        reading = True
+        try:
+            while reading or outstanding:
+                item = await out.get()
+                if item is None:
+                    reading = False
+                    continue
+                outstanding -= 1
+                yield item
+        finally:
+            read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await read_task
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    async def _read_point(self, consistency: int, context: grpc.aio.ServicerContext) -> None:
+        if consistency == _C.CONSISTENCY_STALE:
+            return
+        if consistency not in (_C.CONSISTENCY_LINEARIZABLE, _C.CONSISTENCY_LEASE):
+            raise InvalidRequest("consistency", f"unknown consistency {consistency}")
+        timeout = min(_deadline(context), max(1.0, self.node.election_timeout_s() * 2))
+        await self.node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
+
+    def _table(self, text: str) -> tuple[str, str, Any]:
+        if not text:
+            raise InvalidRequest("table", "missing table name (schema.table)")
+        schema, _, table = text.rpartition(".")
+        return schema, table, self.node.sm.schemas.get(text)
+
+    @staticmethod
+    def _coerce_key(values: Any, schema: Any, path: str) -> list[value_pb2.Value]:
+        if len(values) != len(schema.key_fields):
+            raise InvalidRequest(path, f"missing key: {len(values)} values for "
+                                       f"{len(schema.key_fields)} key fields")
+        out = []
+        for i, (v, (name, ftype)) in enumerate(zip(values, schema.key_fields, strict=True)):
+            if v.WhichOneof("kind") == "string_value" and ftype != FT.FIELD_TYPE_VARCHAR:
+                out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
+            else:
+                out.append(v)
+        return out
+
+    async def Read(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            if not request.key:
+                raise InvalidRequest("key", "missing key")
+            schema, table, shape = self._table(request.table)
+            await self._read_point(request.consistency, context)
+            if shape is None:
+                return gateway_pb2.ReadResponse(found=False,
+                                                applied_index=self.node.sm.applied_index)
+            key = self._coerce_key(request.key, shape, "key")
+            row = self.node.sm.get_row(schema, table, key)
+            resp = gateway_pb2.ReadResponse(found=row is not None,
+                                            applied_index=self.node.sm.applied_index)
+            if row is not None:
+                resp.row.CopyFrom(row)
+            return resp
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+
+    async def Scan(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            limit = request.limit or 1000
+            if limit > 10000:
+                raise InvalidRequest("limit", "at most 10000")
+            schema, table, shape = self._table(request.table)
+            await self._read_point(request.consistency, context)
+            resp = gateway_pb2.ScanResponse(applied_index=self.node.sm.applied_index)
+            if shape is None:
+                return resp
+            start = self._coerce_key(request.start_key, shape, "start_key") \
+                if request.start_key else []
+            end = self._coerce_key(request.end_key, shape, "end_key") if request.end_key else []
+            for row in self.node.sm.scan_rows(schema, table, start, end):
+                if len(resp.rows) == limit:
+                    resp.more = True
+                    break
+                resp.rows.append(row)
+            return resp
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+
+    async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
+        feed = self.node.change_feed
+        try:
+            start = await feed.start_index(request)
+        except (NodeError, InvalidRequest) as exc:
+            await self._abort(context, exc)
+            return
+        async for event in feed.events(start):
+            yield event
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    async def Status(self, request, context):  # type: ignore[no-untyped-def]
+        return self.node.status()
+
+    async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: Any
+                              ) -> gateway_pb2.AdminResponse:
+        if req.node_id <= 0:
+            raise InvalidRequest("node_id", "must be a positive integer")
+        if not req.peer_address:
+            raise InvalidRequest("peer_address", "missing HOST:PORT")
+        return await self.node.add_node(req.node_id, req.peer_address, req.api_address,
+                                        learner=req.learner, timeout=_deadline(context))
+
+    async def _remove_node_local(self, req: gateway_pb2.RemoveNodeRequest, context: Any
+                                 ) -> gateway_pb2.AdminResponse:
+        if req.node_id <= 0:
+            raise InvalidRequest("node_id", "must be a positive integer")
+        return await self.node.remove_node(req.node_id)
+
+    async def _transfer_local(self, req: gateway_pb2.TransferLeaderRequest, context: Any
+                              ) -> gateway_pb2.AdminResponse:
+        if req.node_id <= 0:
+            raise InvalidRequest("node_id", "must be a positive integer")
+        return await self.node.transfer_leader(req.node_id, _deadline(context))
+
+    async def AddNode(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("AddNode", request, context)
+
+    async def RemoveNode(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("RemoveNode", request, context)
+
+    async def TransferLeader(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("TransferLeader", request, context)
+
+    async def Snapshot(self, request, context):  # type: ignore[no-untyped-def]
+        try:
+            index = await asyncio.wait_for(self.node.driver.snapshot_now(), _deadline(context))
+        except (NodeError, TimeoutError) as exc:
+            await self._abort(context, exc)
+        return gateway_pb2.AdminResponse(message=f"snapshot at index {index}", log_index=index)
+
+
+def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:
+    """A key value given as text (``gateway get shop.items 1``) in the column's type."""
+    try:
+        if ftype == FT.FIELD_TYPE_INTEGER:
+            return value_pb2.Value(int_value=int(text))
+        if ftype == FT.FIELD_TYPE_UNSIGNED:
+            return value_pb2.Value(uint_value=int(text))
+        if ftype == FT.FIELD_TYPE_TIMESTAMP:
+            return value_pb2.Value(timestamp_ns=int(text))
+        if ftype == FT.FIELD_TYPE_DOUBLE:
+            return value_pb2.Value(double_value=float(text))
+        if ftype == FT.FIELD_TYPE_BOOLEAN:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return value_pb2.Value(bool_value=text.lower() in ("true", "1"))
+        if ftype == FT.FIELD_TYPE_DECIMAL:
+            return value_pb2.Value(decimal_value=text)
+        if ftype in (FT.FIELD_TYPE_BLOB, FT.FIELD_TYPE_UUID):
+            return value_pb2.Value(bytes_value=bytes.fromhex(text))
+        return value_pb2.Value(string_value=text)
+    except ValueError:
+        raise InvalidRequest(path, f"wrong type: {text!r} is not a {FT.Name(ftype)} "
+                                   f"(key column {name!r})") from None

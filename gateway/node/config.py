@@ -1,0 +1,248 @@
+"""Node configuration: defaults, a TOML file, ``GATEWAY_*`` environment variables, flags.
+
+Precedence, lowest first: the defaults of :class:`NodeConfig`, the TOML file (``--config``),
+environment variables, command-line flags. ``gateway run`` with nothing set is a single-node
+gateway with data in ``./gateway-data``, the API on 127.0.0.1:7070 and the embedded SQLite
+applier. The reference of every key is in docs/node.md ("Configuration").
+
+``load_config`` returns a validated config or raises :class:`ConfigError` whose one-line
+message names the key (``tls.peer_key: ...``).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+__all__ = ["ConfigError", "NodeConfig", "TlsConfig", "load_config", "parse_address", "parse_peers"]
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``str()`` is one line naming the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """Certificate files (PEM). The API uses ``api_cert``/``api_key`` (and, when set,
+    ``api_client_ca`` to require client certificates); peers use mutual TLS with
+    ``peer_cert``/``peer_key`` and trust only ``peer_ca``."""
+
+    api_cert: str = ""
+    api_key: str = ""
+    api_client_ca: str = ""
+    peer_cert: str = ""
+    peer_key: str = ""
+    peer_ca: str = ""
+
+    @property
+    def api_enabled(self) -> bool:
+        return bool(self.api_cert or self.api_key)
+
+    @property
+    def peer_enabled(self) -> bool:
+        return bool(self.peer_cert or self.peer_key or self.peer_ca)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    """Everything a node needs. ``peers`` maps node id -> peer address (``--listen`` of that
+    node); empty means a single-node cluster of this node alone."""
+
+    node_id: int = 1
+    cluster_id: int = 1
+    listen: str = "127.0.0.1:7100"
+    api: str = "127.0.0.1:7070"
+    peers: Mapping[int, str] = field(default_factory=dict)
+    data_dir: str = "gateway-data"
+    join: bool = False
+    plugins: tuple[str, ...] | None = None
+    appliers: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: {"sqlite": {}})
+    tick_ms: int = 50
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    epoch_ms: int = 100
+    fsync: bool = True
+    snapshot_entries: int = 20000
+    max_request_bytes: int = 4 << 20
+    metrics: str = ""
+    tokens_file: str = ""
+    log_level: str = "info"
+    log_format: str = "json"
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+    def peer_map(self) -> dict[int, str]:
+        """The initial members: ``peers``, or this node alone."""
+        return dict(self.peers) if self.peers else {self.node_id: self.listen}
+
+    def validate(self) -> NodeConfig:
+        """Return ``self`` or raise ``ConfigError`` naming the first bad key."""
+        if self.node_id <= 0:
+            raise ConfigError("node_id: must be a positive integer")
+        if not 0 < self.cluster_id < 1 << 32:
+            raise ConfigError("cluster_id: must be between 1 and 2^32-1")
+        parse_address(self.listen, "listen")
+        parse_address(self.api, "api")
+        if self.metrics:
+            parse_address(self.metrics, "metrics")
+        for nid, addr in self.peers.items():
+            parse_address(addr, f"peers.{nid}")
+        if self.peers and self.node_id not in self.peers and not self.join:
+            raise ConfigError(f"peers: does not name this node ({self.node_id}); "
+                              f"add {self.node_id}=HOST:PORT or start with --join")
+        if self.tick_ms <= 0 or self.epoch_ms <= 0:
+            raise ConfigError("tick_ms/epoch_ms: must be positive")
+        if self.election_ticks <= self.heartbeat_ticks or self.heartbeat_ticks <= 0:
+            raise ConfigError("election_ticks: must exceed heartbeat_ticks (> 0)")
+        if self.snapshot_entries < 10:
+            raise ConfigError("snapshot_entries: must be at least 10")
+        if self.log_format not in ("json", "text"):
+            raise ConfigError("log_format: must be json or text")
+        t = self.tls
+        if t.api_enabled and not (t.api_cert and t.api_key):
+            missing = "tls.api_key" if t.api_cert else "tls.api_cert"
+            raise ConfigError(f"{missing}: TLS on the API is half-configured (need both "
+                              f"api_cert and api_key)")
+        if t.api_client_ca and not t.api_enabled:
+            raise ConfigError("tls.api_client_ca: needs tls.api_cert and tls.api_key")
+        if t.peer_enabled and not (t.peer_cert and t.peer_key and t.peer_ca):
+            missing = next(k for k in ("peer_cert", "peer_key", "peer_ca") if not getattr(t, k))
+            raise ConfigError(f"tls.{missing}: mutual TLS between peers is half-configured "
+                              f"(need peer_cert, peer_key and peer_ca)")
+        for key in ("api_cert", "api_key", "api_client_ca", "peer_cert", "peer_key", "peer_ca"):
+            path = getattr(t, key)
+            if path and not os.path.isfile(path):
+                raise ConfigError(f"tls.{key}: no such file: {path}")
+        if self.tokens_file and not os.path.isfile(self.tokens_file):
+            raise ConfigError(f"tokens_file: no such file: {self.tokens_file}")
+        return self
+
+
+def parse_address(text: str, key: str) -> tuple[str, int]:
+    """``host:port`` -> ``(host, port)``; raises ``ConfigError`` naming ``key``."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{key}: {text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def parse_peers(text: str) -> dict[int, str]:
+    """``"1=h:p,2=h:p"`` -> ``{1: "h:p", 2: "h:p"}``; raises ``ConfigError``."""
+    out: dict[int, str] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        nid, sep, addr = item.partition("=")
+        if not sep or not nid.strip().isdigit() or int(nid) <= 0:
+            raise ConfigError(f"peers: {item!r} is not ID=HOST:PORT")
+        parse_address(addr.strip(), f"peers.{nid.strip()}")
+        out[int(nid)] = addr.strip()
+    return out
+
+
+_INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
+             "snapshot_entries", "max_request_bytes"}
+_STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format"}
+_BOOL_KEYS = {"join", "fsync"}
+_TLS_KEYS = {f.name for f in fields(TlsConfig)}
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    where = f"{key} ({source})"
+    if key in _INT_KEYS:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, not {value!r}") from None
+    if key in _BOOL_KEYS:
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("1", "true", "yes", "on"):
+            return True
+        if str(value).lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}: expected true or false, not {value!r}")
+    if key in _STR_KEYS:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string")
+        return value
+    if key == "peers":
+        if isinstance(value, str):
+            return parse_peers(value)
+        if isinstance(value, Mapping):
+            return parse_peers(",".join(f"{k}={v}" for k, v in value.items()))
+        raise ConfigError(f"{where}: expected ID=HOST:PORT,... or a table")
+    if key == "plugins":
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple):
+            raise ConfigError(f"{where}: expected a list of plugin names")
+        return tuple(str(p).strip() for p in items if str(p).strip())
+    if key == "appliers":
+        if isinstance(value, str):
+            return {n.strip(): {} for n in value.split(",") if n.strip()}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a table of applier options")
+        return {str(n): {str(k): str(v) for k, v in dict(opts).items()}
+                for n, opts in value.items()}
+    raise ConfigError(f"{key} ({source}): unknown configuration key")
+
+
+def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfig:
+    changes: dict[str, Any] = {}
+    tls_changes: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key == "tls":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"tls ({source}): expected a table")
+            for tk, tv in value.items():
+                if tk not in _TLS_KEYS:
+                    raise ConfigError(f"tls.{tk} ({source}): unknown configuration key")
+                tls_changes[tk] = str(tv)
+        elif key.startswith("tls_") and key[4:] in _TLS_KEYS:
+            tls_changes[key[4:]] = str(value)
+        else:
+            changes[key] = _coerce(key, value, source)
+    if tls_changes:
+        changes["tls"] = replace(cfg.tls, **tls_changes)
+    return replace(cfg, **changes)
+
+
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    keys = _INT_KEYS | _STR_KEYS | _BOOL_KEYS | {"peers", "appliers"}
+    for key in keys:
+        name = f"GATEWAY_{key.upper()}"
+        if name in env:
+            out[key] = env[name]
+    for key in _TLS_KEYS:
+        name = f"GATEWAY_TLS_{key.upper()}"
+        if name in env:
+            out[f"tls_{key}"] = env[name]
+    return out
+
+
+def load_config(path: str | None = None, flags: Mapping[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> NodeConfig:
+    """Build the config from the TOML file at ``path`` (optional), the environment (``env``,
+    default ``os.environ``; ``GATEWAY_PLUGINS`` is the root ``--plugins`` option's and is not
+    read here) and ``flags`` (``None`` values are unset), then validate it."""
+    cfg = NodeConfig()
+    if path:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except OSError as exc:
+            raise ConfigError(f"config: cannot read {path}: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config: {path}: {exc}") from None
+        cfg = _apply(cfg, data, path)
+    cfg = _apply(cfg, _env_values(os.environ if env is None else env), "environment")
+    if flags:
+        cfg = _apply(cfg, flags, "flag")
+    return cfg.validate()

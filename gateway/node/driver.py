@@ -1,0 +1,621 @@
+"""``RaftDriver``: the asyncio shell around ``RawNode`` (etcd's ``node.go`` for this project).
+
+One task owns the ``RawNode``; nothing else calls it. Every input -- peer messages, ticks,
+writes, read-index requests, membership changes -- is queued and fed in between Ready cycles::
+
+    loop:
+        feed inputs: ticks due, peer messages, pending writes (one propose_batch: the leader
+                     assigns GTID, epoch, author and commit timestamp here, in log order)
+        while has_ready:
+            rd = ready()
+            persist rd (hard state, snapshot, entries; one fsync if must_sync) in the I/O
+                thread -- the event loop keeps accepting requests meanwhile, and they all go
+                into the next Ready: group commit
+            send rd.messages
+            apply rd.committed_entries to the store (one atomic batch per run), resolve the
+                waiting writes, serve read states, wake subscribers and appliers
+            advance(rd)
+        snapshot + compact the log every ``snapshot_entries`` applied entries
+
+Writes wait for their entry to be applied; an entry applied at their index with another term
+means another leader overwrote it (``ProposalLostError``, safe to retry with the same
+idempotency key).
+
+GTIDs: ``server_id`` = cluster id, ``trans_id`` = 1 + the largest trans id in the leader's log
+(scanned when it becomes leader: its log holds every committed entry), then +1 per write.
+Epochs: ``term << 32 | n`` where ``n`` counts ``epoch_ms`` periods since this leader took
+over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it.
+Commit timestamps: the leader's wall clock, forced strictly increasing along the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.core import messages
+from gateway.raft import (
+    NO_LIMIT,
+    ConfChange,
+    ConfChangeType,
+    Config,
+    Entry,
+    EntryType,
+    Message,
+    ProposalDroppedError,
+    RaftError,
+    RawNode,
+    ReadOnlyOption,
+    Ready,
+    Role,
+    SnapshotMetadata,
+    StepPeerNotFoundError,
+)
+from gateway.v1 import epoch_pb2, gateway_pb2, gtid_pb2, transaction_pb2
+
+from . import keys
+from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
+from .state_machine import Applied, StoreStateMachine, decode_entry, encode_transaction
+from .storage import RaftLogStorage
+from .validation import InvalidRequest, TableSchema, check_statements
+
+__all__ = ["DriverOptions", "PendingWrite", "RaftDriver"]
+
+log = logging.getLogger("gateway.node.driver")
+
+
+@dataclass(frozen=True, slots=True)
+class DriverOptions:
+    """Timing and identity of a driver (see ``NodeConfig`` for the user-facing names)."""
+
+    node_id: int
+    cluster_id: int
+    tick_s: float = 0.05
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    epoch_s: float = 0.1
+    snapshot_entries: int = 20000
+    max_batch: int = 4096
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    """A write waiting to be proposed, then applied."""
+
+    statements: Any  # repeated Statement (a protobuf container or list)
+    idempotency_key: str
+    start_ns: int
+    future: asyncio.Future[gateway_pb2.WriteResult]
+
+
+@dataclass(slots=True)
+class _Waiter:
+    term: int
+    future: asyncio.Future[Any]
+    idem: str = ""
+
+
+@dataclass(slots=True)
+class _LeaderState:
+    term: int
+    since: float
+    next_trans_id: int
+    last_commit_ts: int
+    open_epoch: int = 0
+    open_epoch_txns: int = 0
+    last_trans_in_epoch: int = 0
+    schemas: dict[str, TableSchema] = field(default_factory=dict)
+
+
+class RaftDriver:
+    """Owns a ``RawNode`` over ``storage`` and applies to ``sm``; see the module docstring.
+
+    ``send(messages)`` hands outgoing messages to the transport (must not block);
+    ``on_membership(node_id, context, removed)`` is called when a configuration change naming
+    a node is applied; ``on_applied(index)`` after every applied batch.
+    """
+
+    def __init__(self, opts: DriverOptions, storage: RaftLogStorage, sm: StoreStateMachine,
+                 send: Callable[[list[Message]], None],
+                 on_membership: Callable[[int, dict[str, str], bool], None] | None = None,
+                 on_applied: Callable[[int], None] | None = None) -> None:
+        self.opts = opts
+        self.storage = storage
+        self.sm = sm
+        self._send = send
+        self._on_membership = on_membership
+        self._on_applied = on_applied
+        hs, _ = storage.initial_state()
+        snap_index = storage.snapshots.metadata.index
+        applied = max(snap_index, min(sm.durable_applied_index, hs.commit))
+        self.raw = RawNode(Config(
+            id=opts.node_id, storage=storage, election_tick=opts.election_ticks,
+            heartbeat_tick=opts.heartbeat_ticks, applied=applied, check_quorum=True,
+            pre_vote=True, read_only_option=ReadOnlyOption.SAFE, boot_lease_guard=True,
+            max_size_per_msg=1 << 20, max_inflight_msgs=256,
+            max_snapshot_chunk=1 << 20, snapshot_chunk_window=4))
+        self.last_snapshot_index = snap_index
+        self._io = ThreadPoolExecutor(1, thread_name_prefix=f"raft-io-{opts.node_id}")
+        self._wake = asyncio.Event()
+        self._inbox: list[Message] = []
+        self._writes: list[PendingWrite] = []
+        self._control: list[Callable[[RawNode], None]] = []
+        self._reads: dict[bytes, asyncio.Future[int]] = {}
+        self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
+        self._waiting: dict[int, _Waiter] = {}
+        self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult]] = {}
+        self._read_ctx = itertools.count(1)
+        self._leader: _LeaderState | None = None
+        self._ticks_due = 0
+        self._stopped = False
+        self.removed = False
+        self.applied_changed = asyncio.Condition()
+        self.compact_floor: Callable[[], int] = lambda: 1 << 62
+        self._tasks: list[asyncio.Task[None]] = []
+        self._snapshot_requests: list[asyncio.Future[int]] = []
+
+    # -- observation ----------------------------------------------------------------------------
+
+    @property
+    def leader_id(self) -> int:
+        return self.raw.raft.lead
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raw.raft.role == Role.LEADER
+
+    @property
+    def applied_index(self) -> int:
+        return self.sm.applied_index
+
+    def epoch(self) -> int:
+        """The epoch a write proposed now would get (0 when not leader)."""
+        st = self._leader
+        if st is None:
+            return 0
+        return (st.term << 32) | (1 + int((time.monotonic() - st.since) / self.opts.epoch_s))
+
+    # -- inputs (event-loop thread) ---------------------------------------------------------------
+
+    def step(self, msgs: list[Message]) -> None:
+        """Queue peer messages for the core."""
+        self._inbox.extend(msgs)
+        self._wake.set()
+
+    def control(self, fn: Callable[[RawNode], None]) -> None:
+        """Run ``fn(raw_node)`` in the driver task between Ready cycles."""
+        self._control.append(fn)
+        self._wake.set()
+
+    def submit_write(self, statements: Any, idempotency_key: str = "",
+                     start_ns: int = 0) -> asyncio.Future[gateway_pb2.WriteResult]:
+        """Queue a write; the future resolves once it is committed and applied (raising
+        ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``)."""
+        fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
+        if self._stopped:
+            fut.set_exception(NodeStoppedError("the node is stopping"))
+            return fut
+        if not self.is_leader:
+            fut.set_exception(NotLeaderError(self.leader_id))
+            return fut
+        if idempotency_key:
+            done = self.sm.idempotent_result(idempotency_key)
+            if done is not None:
+                done.duplicate = True
+                fut.set_result(done)
+                return fut
+            other = self._inflight_idem.get(idempotency_key)
+            if other is not None:
+                return _duplicate_of(other)
+            self._inflight_idem[idempotency_key] = fut
+        self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
+                                         fut))
+        self._wake.set()
+        return fut
+
+    async def read_index(self, lease: bool, timeout: float) -> int:
+        """A linearizable read point: returns once this node applied up to the index the
+        leader confirmed. Raises ``ReadTimeoutError`` or ``NotLeaderError``."""
+        if self.leader_id == 0:
+            raise NotLeaderError(0)
+        loop = asyncio.get_running_loop()
+        ctx = next(self._read_ctx).to_bytes(8, "big")
+        fut: asyncio.Future[int] = loop.create_future()
+        self._reads[ctx] = fut
+        self.control(lambda raw: raw.read_index(ctx, lease))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            raise ReadTimeoutError(f"no read index confirmed within {timeout:.1f}s") from None
+        finally:
+            self._reads.pop(ctx, None)
+
+    async def propose_conf_change(self, cc: ConfChange) -> int:
+        """Propose a membership change; returns its log index once applied."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def go(raw: RawNode) -> None:
+            if raw.raft.role != Role.LEADER:
+                fut.set_exception(NotLeaderError(raw.raft.lead))
+                return
+            try:
+                raw.propose_conf_change(cc)
+            except ProposalDroppedError as exc:
+                fut.set_exception(NotLeaderError(raw.raft.lead, f"change refused: {exc}"))
+                return
+            index = raw.raft.raft_log.last_index()
+            if raw.raft.raft_log.term(index) != raw.raft.term or raw.raft.pending_conf_index \
+                    != index:
+                fut.set_exception(NotLeaderError(raw.raft.lead, "another membership change is "
+                                                 "in progress; retry"))
+                return
+            self._waiting[index] = _Waiter(raw.raft.term, fut)
+
+        self.control(go)
+        await fut
+        return int(fut.result())
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run(), name="raft-ready"),
+                       asyncio.create_task(self._ticker(), name="raft-tick")]
+
+    async def stop(self) -> None:
+        """Stop the loop, fail everything waiting, close nothing else (the owner closes the
+        storage and the store)."""
+        self._stopped = True
+        self._wake.set()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        err = NodeStoppedError("the node is stopping")
+        for w in self._writes:
+            _fail(w.future, err)
+        for waiter in self._waiting.values():
+            _fail(waiter.future, err)
+        for f in self._reads.values():
+            _fail(f, err)
+        for _, f in self._read_waits:
+            _fail(f, err)
+        self._writes.clear()
+        self._waiting.clear()
+        self._io.shutdown(wait=True)
+
+    async def _ticker(self) -> None:
+        last = time.monotonic()
+        while not self._stopped:
+            await asyncio.sleep(self.opts.tick_s)
+            now = time.monotonic()
+            n = int((now - last) / self.opts.tick_s)
+            if n:
+                last += n * self.opts.tick_s
+                self._ticks_due += n  # a paused process delivers every missed tick
+                self._wake.set()
+
+    async def _run(self) -> None:
+        raw = self.raw
+        loop = asyncio.get_running_loop()
+        while not self._stopped:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                self._feed(raw)
+                while raw.has_ready() and not self._stopped:
+                    rd = raw.ready()
+                    if rd.hard_state is not None or rd.entries or not rd.snapshot.is_empty():
+                        await loop.run_in_executor(self._io, self.storage.save_ready, rd)
+                    if rd.messages:
+                        self._send(rd.messages)
+                    await self._apply(rd)
+                    raw.advance(rd)
+                    if rd.soft_state is not None:
+                        self._on_soft_state(rd)
+                    self._feed(raw)
+                await self._maybe_snapshot()
+                if self._snapshot_requests:
+                    reqs, self._snapshot_requests = self._snapshot_requests, []
+                    try:
+                        index = await self._maybe_snapshot(force=True)
+                    except Exception as exc:  # reported to the callers
+                        for f in reqs:
+                            _fail(f, exc)
+                    else:
+                        for f in reqs:
+                            if not f.done():
+                                f.set_result(index)
+            except RaftError:
+                log.exception("raft core failed; the node stops")
+                self._stopped = True
+                raise
+            if self.removed:
+                log.warning("this node was removed from the cluster; its Raft loop stops")
+                self._stopped = True
+
+    def _feed(self, raw: RawNode) -> None:
+        n, self._ticks_due = self._ticks_due, 0
+        for _ in range(n):
+            raw.tick()
+        if self._inbox:
+            inbox, self._inbox = self._inbox, []
+            for m in inbox:
+                try:  # noqa: SIM105 (hot loop: no context manager per message)
+                    raw.step(m)
+                except (ProposalDroppedError, StepPeerNotFoundError):
+                    pass
+        if self._control:
+            ctl, self._control = self._control, []
+            for fn in ctl:
+                try:
+                    fn(raw)
+                except ProposalDroppedError as exc:
+                    log.info("dropped: %s", exc)
+        if self.is_leader:
+            self._maybe_seal_epoch(raw)
+            if self._writes:
+                self._propose_writes(raw)
+        elif self._writes:
+            writes, self._writes = self._writes, []
+            for w in writes:
+                self._drop_idem(w.idempotency_key, w.future)
+                _fail(w.future, NotLeaderError(raw.raft.lead))
+
+    # -- proposing ------------------------------------------------------------------------------
+
+    def _leader_state(self, raw: RawNode) -> _LeaderState:
+        r = raw.raft
+        st = self._leader
+        if st is not None and st.term == r.term:
+            return st
+        trans, ts = self.sm.last_trans_id, self.sm.last_commit_ts
+        lo, hi = self.sm.applied_index + 1, r.raft_log.last_index() + 1
+        if lo < hi:
+            lo = max(lo, r.raft_log.first_index())
+            for e in r.raft_log.slice(lo, hi, NO_LIMIT):
+                txn, _ = decode_entry(e.data) if e.type == EntryType.NORMAL else (None, "")
+                if txn is not None:
+                    trans = max(trans, txn.gtid.trans_id)
+                    ts = max(ts, txn.commit_timestamp_ns)
+        st = _LeaderState(r.term, time.monotonic(), trans + 1, ts)
+        self._leader = st
+        return st
+
+    def _maybe_seal_epoch(self, raw: RawNode) -> None:
+        st = self._leader_state(raw)
+        epoch = self.epoch()
+        if epoch == st.open_epoch:
+            return
+        if st.open_epoch_txns:
+            marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=st.open_epoch,
+                                           sealed_at_ns=time.time_ns(),
+                                           last_trans_id=st.last_trans_in_epoch)
+            with contextlib.suppress(ProposalDroppedError):
+                raw.propose(messages.pack(marker))
+        st.open_epoch, st.open_epoch_txns = epoch, 0
+
+    def _propose_writes(self, raw: RawNode) -> None:
+        st = self._leader_state(raw)
+        writes, self._writes = self._writes[: self.opts.max_batch], self._writes[
+            self.opts.max_batch :]
+        if self._writes:
+            self._wake.set()
+        accepted: list[PendingWrite] = []
+        datas: list[bytes] = []
+        cluster = self.opts.cluster_id
+        schemas = self.sm.schemas
+        if st.schemas:
+            schemas = {**schemas, **st.schemas}
+        for w in writes:
+            try:
+                created = check_statements(w.statements, schemas)
+            except InvalidRequest as exc:
+                self._drop_idem(w.idempotency_key, w.future)
+                _fail(w.future, exc)
+                continue
+            for name, schema in created:
+                if schemas is self.sm.schemas:
+                    schemas = dict(schemas)
+                schemas[name] = schema
+                st.schemas[name] = schema
+            now = time.time_ns()
+            commit_ts = max(now, st.last_commit_ts + 1)
+            st.last_commit_ts = commit_ts
+            txn = transaction_pb2.Transaction(
+                gtid=gtid_pb2.Gtid(server_id=cluster, trans_id=st.next_trans_id),
+                epoch=st.open_epoch, author=cluster, start_timestamp_ns=min(w.start_ns, commit_ts),
+                commit_timestamp_ns=commit_ts, segment_id=1, end_segment=True)
+            txn.statements.extend(w.statements)
+            st.last_trans_in_epoch = st.next_trans_id
+            st.next_trans_id += 1
+            st.open_epoch_txns += 1
+            datas.append(encode_transaction(txn, w.idempotency_key))
+            accepted.append(w)
+        if not datas:
+            return
+        try:
+            raw.propose_batch(datas)
+        except ProposalDroppedError:
+            for w in accepted:
+                self._drop_idem(w.idempotency_key, w.future)
+                _fail(w.future, NotLeaderError(raw.raft.lead, "write refused: leadership "
+                                               "transfer in progress or no leader"))
+            self._leader = None  # trans ids were not used: rescan next time
+            return
+        last = raw.raft.raft_log.last_index()
+        term = raw.raft.term
+        first = last - len(datas) + 1
+        for i, w in enumerate(accepted):
+            self._waiting[first + i] = _Waiter(term, w.future, w.idempotency_key)
+
+    def _drop_idem(self, key: str, fut: asyncio.Future[Any]) -> None:
+        if key and self._inflight_idem.get(key) is fut:
+            del self._inflight_idem[key]
+
+    # -- applying -------------------------------------------------------------------------------
+
+    async def _apply(self, rd: Ready) -> None:
+        raw = self.raw
+        if not rd.snapshot.is_empty():
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._io, self.sm.restore, rd.snapshot.data)
+            self.sm.mark_applied(rd.snapshot.metadata.index)
+            self.last_snapshot_index = rd.snapshot.metadata.index
+            self._leader = None
+            log.info("installed snapshot at index %d", rd.snapshot.metadata.index)
+        ents = rd.committed_entries
+        if ents:
+            run: list[Entry] = []
+            for e in ents:
+                if e.type == EntryType.CONF_CHANGE:
+                    self._apply_run(run)
+                    run = []
+                    self._apply_conf_change(raw, e)
+                else:
+                    run.append(e)
+            self._apply_run(run)
+        for rs in rd.read_states:
+            fut = self._reads.pop(rs.request_ctx, None)
+            if fut is not None and not fut.done():
+                self._read_waits.append((rs.index, fut))
+        if self._read_waits:
+            applied = self.sm.applied_index
+            keep = []
+            for index, fut in self._read_waits:
+                if index <= applied:
+                    if not fut.done():
+                        fut.set_result(index)
+                else:
+                    keep.append((index, fut))
+            self._read_waits = keep
+        if ents or not rd.snapshot.is_empty():
+            async with self.applied_changed:
+                self.applied_changed.notify_all()
+            if self._on_applied is not None:
+                self._on_applied(self.sm.applied_index)
+
+    def _apply_run(self, run: list[Entry]) -> None:
+        if not run:
+            return
+        outcomes = {a.index: a for a in self.sm.apply(run)}
+        if not self._waiting:
+            return
+        for e in run:
+            waiter = self._waiting.pop(e.index, None)
+            if waiter is None:
+                continue
+            self._resolve(waiter, e, outcomes.get(e.index))
+
+    def _resolve(self, waiter: _Waiter, e: Entry, outcome: Applied | None) -> None:
+        fut = waiter.future
+        if waiter.idem and self._inflight_idem.get(waiter.idem) is fut:
+            del self._inflight_idem[waiter.idem]
+        if fut.done():
+            return
+        if e.term != waiter.term:
+            fut.set_exception(ProposalLostError(
+                f"entry {e.index} was replaced by another leader's (term {e.term}); retry"))
+        elif outcome is None:
+            fut.set_result(e.index)
+        elif outcome.error is not None:
+            fut.set_exception(outcome.error)
+        else:
+            fut.set_result(outcome.result)
+
+    def _apply_conf_change(self, raw: RawNode, e: Entry) -> None:
+        cc = ConfChange.decode(e.data)
+        raw.apply_conf_change(cc)
+        try:
+            ctx = json.loads(cc.context or b"{}")
+        except ValueError:
+            ctx = {}
+        peers: list[tuple[bytes, bytes | None, int, int, int]] = []
+        for ch in cc.changes:
+            removed = ch.type == ConfChangeType.REMOVE_NODE
+            peers.append((keys.meta_key(f"peer:{ch.node_id}"),
+                          None if removed else json.dumps(ctx).encode(), 0, 0, 0))
+            if self._on_membership is not None:
+                self._on_membership(ch.node_id, ctx, removed)
+            if removed and ch.node_id == self.opts.node_id:
+                self.removed = True
+        self.sm.store.write_batch(peers, log_index=e.index)
+        waiter = self._waiting.pop(e.index, None)
+        if waiter is not None:
+            self._resolve(waiter, e, None)
+
+    def _on_soft_state(self, rd: Ready) -> None:
+        ss = rd.soft_state
+        assert ss is not None
+        log.info("role %s, leader %d, term %d", ss.role.name.lower(), ss.lead,
+                 self.raw.raft.term)
+        if ss.role != Role.LEADER:
+            self._leader = None
+        if ss.removed:
+            self.removed = True
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    async def _maybe_snapshot(self, force: bool = False) -> int:
+        applied = self.sm.applied_index
+        if applied <= self.last_snapshot_index or (
+                not force and applied - self.last_snapshot_index < self.opts.snapshot_entries):
+            return self.last_snapshot_index
+        loop = asyncio.get_running_loop()
+        index, data = await loop.run_in_executor(self._io, self.sm.export)
+        r = self.raw.raft
+        meta = SnapshotMetadata(r.trk.config.conf_state(), index, self.storage.term(index))
+        await loop.run_in_executor(self._io, self.storage.record_snapshot, meta, data)
+        self.last_snapshot_index = index
+        keep = max(1000, self.opts.snapshot_entries // 2)
+        floor = min(index - keep, self.compact_floor())
+        if floor > self.storage.first_index():
+            await loop.run_in_executor(self._io, self.storage.compact, floor)
+        log.info("snapshot at index %d (%d bytes); log compacted to %d", index, len(data),
+                 max(floor, 0))
+        return index
+
+    async def snapshot_now(self) -> int:
+        """Take a snapshot at the applied index now (between Ready cycles); returns its
+        index."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._snapshot_requests.append(fut)
+        self._wake.set()
+        return await fut
+
+
+def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult]
+                  ) -> asyncio.Future[gateway_pb2.WriteResult]:
+    """A future resolving like ``other`` but marked as a duplicate."""
+    fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
+
+    def copy(src: asyncio.Future[gateway_pb2.WriteResult]) -> None:
+        if fut.done():
+            return
+        if src.cancelled():
+            fut.cancel()
+        elif src.exception() is not None:
+            fut.set_exception(src.exception())  # type: ignore[arg-type]
+        else:
+            res = gateway_pb2.WriteResult()
+            res.CopyFrom(src.result())
+            res.duplicate = True
+            fut.set_result(res)
+
+    other.add_done_callback(copy)
+    return fut
+

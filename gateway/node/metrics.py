@@ -1,0 +1,111 @@
+"""Prometheus metrics and structured logs of a node.
+
+Metrics are read from the node when scraped (a custom collector), so the write path pays
+nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:PORT`` is set:
+
+==================================  ======  ===========================================
+``gateway_raft_term``               gauge   current term
+``gateway_raft_is_leader``          gauge   1 on the leader
+``gateway_raft_leader_id``          gauge   known leader (0 = none)
+``gateway_raft_commit_index``       gauge   commit index
+``gateway_raft_applied_index``      gauge   store applied index
+``gateway_raft_last_index``         gauge   last log index
+``gateway_gtid_last_trans_id``      gauge   last applied GTID trans id
+``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
+``gateway_applier_position``        gauge   per applier durable watermark
+``gateway_applier_dead_letters``    gauge   per applier dead letters so far
+==================================  ======  ===========================================
+
+Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
+``exc`` for exceptions) with ``log_format = "json"`` (the default), plain text otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import start_http_server
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from .config import parse_address
+
+if TYPE_CHECKING:
+    from .server import GatewayNode
+
+__all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics"]
+
+
+class NodeCollector(Collector):
+    """Reads a node's state at scrape time."""
+
+    def __init__(self, node: GatewayNode) -> None:
+        self._node = node
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        n = self._node
+        r = n.driver.raw.raft
+        for name, doc, value in (
+            ("gateway_raft_term", "current Raft term", r.term),
+            ("gateway_raft_is_leader", "1 if this node leads", int(n.driver.is_leader)),
+            ("gateway_raft_leader_id", "known leader id (0 = none)", r.lead),
+            ("gateway_raft_commit_index", "commit index", r.raft_log.committed),
+            ("gateway_raft_applied_index", "store applied index", n.sm.applied_index),
+            ("gateway_raft_last_index", "last log index", r.raft_log.last_index()),
+            ("gateway_gtid_last_trans_id", "last applied GTID trans id", n.sm.last_trans_id),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        lag = GaugeMetricFamily("gateway_applier_lag_entries", "entries not yet applied",
+                                labels=["applier"])
+        pos = GaugeMetricFamily("gateway_applier_position", "applier watermark",
+                                labels=["applier"])
+        dead = GaugeMetricFamily("gateway_applier_dead_letters", "dead letters",
+                                 labels=["applier"])
+        for a in n.applier_status():
+            lag.add_metric([a.name], a.lag_entries)
+            pos.add_metric([a.name], a.position)
+            dead.add_metric([a.name], a.dead_letters)
+        yield lag
+        yield pos
+        yield dead
+
+
+def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
+    """Register the node's collector and serve ``/metrics`` on ``address`` (a thread)."""
+    host, port = parse_address(address, "metrics")
+    collector = NodeCollector(node)
+    REGISTRY.register(collector)
+    start_http_server(port, addr=host)
+    return collector
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+               + f".{int(record.msecs):03d}Z",
+               "level": record.levelname.lower(), "logger": record.name,
+               "msg": record.getMessage()}
+        node = getattr(record, "node_id", None)
+        if node is not None:
+            doc["node"] = node
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """Send the ``gateway`` loggers to stderr in ``fmt`` (json | text) at ``level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("gateway")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -1,0 +1,256 @@
+"""Security of a node: TLS credentials, bearer tokens, and a test CA helper.
+
+- Public API: TLS with ``tls.api_cert``/``tls.api_key`` (optionally client certificates
+  checked against ``tls.api_client_ca``).
+- Peers: mutual TLS; a node serves ``Peer`` with ``tls.peer_cert``/``tls.peer_key`` and
+  *requires* a client certificate signed by ``tls.peer_ca``, and dials peers presenting its
+  certificate and trusting only ``tls.peer_ca``. A node with a certificate from another CA
+  cannot connect, so it cannot join.
+- Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
+  metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
+  Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
+  TransferLeader, Snapshot, Status). The tokens file is TOML::
+
+      [[token]]
+      name = "app"            # for logs
+      token = "s3cret"        # or sha256 = "<hex digest of the token>"
+      permissions = ["read", "write"]
+
+  Missing or unknown token: UNAUTHENTICATED; known token without the permission:
+  PERMISSION_DENIED. Health checks and reflection need no token.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import hmac
+import ipaddress
+import os
+import tomllib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from .config import ConfigError, NodeConfig
+
+__all__ = ["PERMISSIONS", "TokenAuthInterceptor", "Tokens", "api_server_credentials",
+           "load_tokens", "make_test_ca", "peer_channel_credentials",
+           "peer_server_credentials"]
+
+PERMISSIONS = ("read", "write", "admin")
+_SERVICE = "/gateway.v1.Gateway/"
+_NEEDS: dict[str, frozenset[str]] = {
+    "Read": frozenset({"read"}), "Scan": frozenset({"read"}), "Subscribe": frozenset({"read"}),
+    "Status": frozenset({"read", "admin"}),
+    "Write": frozenset({"write"}), "WriteBatch": frozenset({"write"}),
+    "StreamWrite": frozenset({"write"}),
+    "AddNode": frozenset({"admin"}), "RemoveNode": frozenset({"admin"}),
+    "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
+}
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def api_server_credentials(cfg: NodeConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials of the public API, or ``None`` for plaintext."""
+    t = cfg.tls
+    if not t.api_enabled:
+        return None
+    ca = _read(t.api_client_ca) if t.api_client_ca else None
+    return grpc.ssl_server_credentials([(_read(t.api_key), _read(t.api_cert))],
+                                       root_certificates=ca, require_client_auth=ca is not None)
+
+
+def peer_server_credentials(cfg: NodeConfig) -> grpc.ServerCredentials | None:
+    """Mutual-TLS credentials of the ``Peer`` service, or ``None`` for plaintext."""
+    t = cfg.tls
+    if not t.peer_enabled:
+        return None
+    return grpc.ssl_server_credentials([(_read(t.peer_key), _read(t.peer_cert))],
+                                       root_certificates=_read(t.peer_ca),
+                                       require_client_auth=True)
+
+
+def peer_channel_credentials(cfg: NodeConfig) -> grpc.ChannelCredentials | None:
+    """Credentials for dialing peers (our certificate, trusting only the peer CA)."""
+    t = cfg.tls
+    if not t.peer_enabled:
+        return None
+    return grpc.ssl_channel_credentials(root_certificates=_read(t.peer_ca),
+                                        private_key=_read(t.peer_key),
+                                        certificate_chain=_read(t.peer_cert))
+
+
+# -- tokens -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    name: str
+    digest: bytes
+    permissions: frozenset[str]
+
+
+class Tokens:
+    """Bearer tokens and their permissions (compared by SHA-256 digest, in constant time)."""
+
+    def __init__(self, tokens: Sequence[_Token]) -> None:
+        self._tokens = list(tokens)
+
+    def lookup(self, token: str) -> _Token | None:
+        digest = hashlib.sha256(token.encode()).digest()
+        found = None
+        for t in self._tokens:
+            if hmac.compare_digest(t.digest, digest):
+                found = t
+        return found
+
+
+def load_tokens(path: str) -> Tokens:
+    """Parse a tokens file (see the module docstring); raises ``ConfigError``."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"tokens_file: {path}: {exc}") from None
+    out = []
+    for i, item in enumerate(doc.get("token", [])):
+        where = f"tokens_file: {path}: token[{i}]"
+        perms = item.get("permissions", [])
+        bad = [p for p in perms if p not in PERMISSIONS]
+        if bad or not perms:
+            raise ConfigError(f"{where}.permissions: expected some of {', '.join(PERMISSIONS)}")
+        if "token" in item:
+            digest = hashlib.sha256(str(item["token"]).encode()).digest()
+        elif "sha256" in item:
+            try:
+                digest = bytes.fromhex(str(item["sha256"]))
+            except ValueError:
+                raise ConfigError(f"{where}.sha256: not a hex digest") from None
+        else:
+            raise ConfigError(f"{where}: needs token or sha256")
+        out.append(_Token(str(item.get("name", f"token{i}")), digest, frozenset(perms)))
+    if not out:
+        raise ConfigError(f"tokens_file: {path}: no [[token]] entries")
+    return Tokens(out)
+
+
+def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler
+          ) -> grpc.RpcMethodHandler:
+    async def abort_unary(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(code, detail)
+
+    async def abort_stream(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(code, detail)
+        yield  # pragma: no cover - makes this an async generator
+
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(abort_stream)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(abort_unary)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(abort_stream)
+    return grpc.unary_unary_rpc_method_handler(abort_unary)
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
+    """Checks bearer tokens on ``gateway.v1.Gateway`` methods (others pass)."""
+
+    def __init__(self, tokens: Tokens) -> None:
+        self._tokens = tokens
+
+    async def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails],
+                                     Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method
+        handler = await continuation(handler_call_details)
+        if handler is None or not method.startswith(_SERVICE):
+            return handler
+        needs = _NEEDS.get(method[len(_SERVICE):], frozenset({"admin"}))
+        token = ""
+        for key, value in handler_call_details.invocation_metadata or ():
+            if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+                token = value[7:].strip()
+        if not token:
+            return _deny(grpc.StatusCode.UNAUTHENTICATED,
+                         "missing bearer token (authorization: Bearer TOKEN)", handler)
+        found = self._tokens.lookup(token)
+        if found is None:
+            return _deny(grpc.StatusCode.UNAUTHENTICATED, "unknown bearer token", handler)
+        if not needs & found.permissions:
+            return _deny(grpc.StatusCode.PERMISSION_DENIED,
+                         f"token {found.name!r} lacks the {'/'.join(sorted(needs))} "
+                         f"permission for {method[len(_SERVICE):]}", handler)
+        return handler
+
+
+# -- test CA ----------------------------------------------------------------------------------
+
+
+def make_test_ca(directory: str, hosts: Sequence[str] = ("localhost", "127.0.0.1"),
+                 names: Sequence[str] = ("node", "client")) -> dict[str, str]:
+    """Create a throw-away CA in ``directory`` (``ca.pem``, ``ca.key``) and, for each name in
+    ``names``, a key and certificate signed by it (``NAME.pem``, ``NAME.key``) valid for
+    ``hosts`` as server and client. For tests and local clusters only. Returns the paths."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    os.makedirs(directory, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=365))
+
+    def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM,
+                                 serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                            f"gateway test CA {os.urandom(4).hex()}")])
+    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(valid[0]).not_valid_after(valid[1])
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    paths: dict[str, str] = {}
+
+    def write(name: str, data: bytes) -> str:
+        path = os.path.join(directory, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o600 if name.endswith(".key") else 0o644)
+        return path
+
+    paths["ca"] = write("ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths["ca_key"] = write("ca.key", key_pem(ca_key))
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    for name in names:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+                .issuer_name(ca_name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(valid[0]).not_valid_after(valid[1])
+                .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                      ExtendedKeyUsageOID.CLIENT_AUTH]),
+                               critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        paths[name] = write(f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM))
+        paths[f"{name}_key"] = write(f"{name}.key", key_pem(key))
+    return paths

@@ -1,0 +1,377 @@
+"""``GatewayNode``: one running gateway node -- storage, Raft driver, peer transport, public
+API, appliers, health, metrics -- started and stopped as a unit.
+
+Startup order: open the Raft log (bootstrap a new cluster from ``peers`` unless ``join``),
+open the store (re-import the newest snapshot if the store is behind it), create the driver
+(which replays committed entries after the store's durable applied index), connect peers,
+serve ``Peer`` on ``listen`` and ``Gateway`` (+ health, reflection) on ``api``, start the
+appliers' dispatchers in threads. ``stop`` reverses it: API first (new calls get
+UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
+and the WAL closed, so a restart replays nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from gateway import plugins
+from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2_grpc
+
+from . import keys
+from .api import GatewayServicer
+from .config import NodeConfig
+from .driver import DriverOptions, RaftDriver
+from .errors import NotLeaderError
+from .feed import ChangeFeed, CommittedLogSource
+from .metrics import serve_metrics
+from .security import (
+    TokenAuthInterceptor,
+    api_server_credentials,
+    load_tokens,
+    peer_channel_credentials,
+    peer_server_credentials,
+)
+from .state_machine import StoreStateMachine
+from .storage import RaftLogStorage
+from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+
+__all__ = ["GatewayNode", "NodeStartError"]
+
+log = logging.getLogger("gateway.node")
+
+_ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
+         Role.PRE_CANDIDATE: "pre-candidate"}
+
+
+class NodeStartError(Exception):
+    """The node cannot start (port in use, data directory locked, ...); one line."""
+
+
+class _Applier:
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.thread = threading.Thread(target=self._run, name=f"applier-{dispatcher.applier.name}",
+                                       daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            self.dispatcher.run(follow=True)
+        except Exception as exc:  # reported in status and logs
+            self.error = exc
+            log.error("applier %s stopped: %s", self.dispatcher.applier.name, exc)
+
+
+class GatewayNode:
+    """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
+
+    def __init__(self, config: NodeConfig, plugin_manager: Any = None) -> None:
+        self.config = config
+        self._pm = plugin_manager
+        self._appliers: list[_Applier] = []
+        self._servers: list[grpc.aio.Server] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.api_port = 0
+        self.peer_port = 0
+        self._stopped = asyncio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        self.storage = RaftLogStorage(os.path.join(cfg.data_dir, "raft"), fsync=cfg.fsync)
+        if self.storage.is_empty() and not cfg.join:
+            self.storage.bootstrap(tuple(cfg.peer_map()))
+            log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
+        try:
+            self.sm = StoreStateMachine(cfg.data_dir)
+        except Exception as exc:
+            self.storage.close()
+            raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
+        snap = self.storage.snapshots.metadata
+        if snap.index and self.sm.durable_applied_index < snap.index:
+            self.sm.restore(self.storage.snapshot().data)
+            self.sm.mark_applied(snap.index)
+        self.transport = PeerTransport(cfg.node_id, cfg.api, peer_channel_credentials(cfg),
+                                       self._report)
+        self.driver = RaftDriver(
+            DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000, cfg.election_ticks,
+                          cfg.heartbeat_ticks, cfg.epoch_ms / 1000, cfg.snapshot_entries),
+            self.storage, self.sm, self.transport.send, self._on_membership)
+        self.driver.compact_floor = self._applier_floor
+        peers = dict(cfg.peer_map())
+        for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
+            ctx = json.loads(v)
+            nid = int(k[len(keys.meta_key("peer:")):])
+            if ctx.get("peer"):
+                peers[nid] = ctx["peer"]
+            if ctx.get("api"):
+                self.transport.api_of[nid] = ctx["api"]
+        for nid, addr in peers.items():
+            self.transport.set_peer(nid, addr)
+        self.change_feed = ChangeFeed(self.driver)
+        self.servicer = GatewayServicer(self)
+        try:
+            await self._serve()
+        except Exception:
+            await self._close_storage()
+            raise
+        self.driver.start()
+        self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
+        self._start_appliers()
+        if cfg.metrics:
+            serve_metrics(self, cfg.metrics)
+        log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
+                 cfg.listen, cfg.data_dir)
+
+    async def _serve(self) -> None:
+        cfg = self.config
+        opts = [*CHANNEL_OPTIONS,
+                ("grpc.max_receive_message_length", cfg.max_request_bytes * 2 + (1 << 20))]
+        peer = grpc.aio.server(options=CHANNEL_OPTIONS)
+        peer_pb2_grpc.add_PeerServicer_to_server(
+            PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
+        creds = peer_server_credentials(cfg)
+        self.peer_port = self._bind(peer, cfg.listen, creds, "listen")
+        interceptors = []
+        if cfg.tokens_file:
+            interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
+        api = grpc.aio.server(options=opts, interceptors=interceptors)
+        gateway_pb2_grpc.add_GatewayServicer_to_server(self.servicer, api)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
+        reflection.enable_server_reflection(
+            (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
+             health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+        self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
+        for s in (peer, api):
+            await s.start()
+            self._servers.append(s)
+
+    @staticmethod
+    def _bind(server: grpc.aio.Server, address: str, creds: Any, key: str) -> int:
+        try:
+            port = (server.add_secure_port(address, creds) if creds is not None
+                    else server.add_insecure_port(address))
+        except RuntimeError as exc:
+            raise NodeStartError(f"{key}: cannot listen on {address}: {exc}") from None
+        if port == 0:
+            raise NodeStartError(f"{key}: cannot listen on {address} (in use?)")
+        return port
+
+    async def stop(self) -> None:
+        """Stop serving and close everything (idempotent)."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        for t in self._tasks:
+            t.cancel()
+        if len(self._servers) > 1:
+            with contextlib.suppress(Exception):
+                await self.health.enter_graceful_shutdown()
+            await self._servers[1].stop(grace=1.0)
+        for a in self._appliers:
+            a.dispatcher.stop()
+        for a in self._appliers:
+            await asyncio.to_thread(a.thread.join)
+            a.dispatcher.applier.close()
+        await self.driver.stop()
+        await self.transport.close()
+        if self._servers:
+            await self._servers[0].stop(grace=0.5)
+        await self._close_storage()
+        log.info("node %d stopped", self.config.node_id)
+
+    async def _close_storage(self) -> None:
+        sm = getattr(self, "sm", None)
+        if sm is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(sm.flush)
+            sm.close()
+        self.storage.close()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # -- callbacks ------------------------------------------------------------------------------
+
+    def _report(self, kind: str, peer: int) -> None:
+        if kind == "unreachable":
+            self.driver.control(lambda raw: raw.report_unreachable(peer))
+        else:
+            self.driver.control(lambda raw: raw.report_snapshot(peer, True))
+
+    def _on_membership(self, node_id: int, ctx: dict[str, str], removed: bool) -> None:
+        if removed:
+            self.transport.remove_peer(node_id)
+            log.info("node %d removed from the cluster", node_id)
+            return
+        if ctx.get("peer"):
+            self.transport.set_peer(node_id, ctx["peer"])
+        if ctx.get("api"):
+            self.transport.api_of[node_id] = ctx["api"]
+        log.info("node %d added (%s)", node_id, ctx.get("peer", "?"))
+
+    async def _health_loop(self) -> None:
+        status = health_pb2.HealthCheckResponse
+        last = None
+        while True:
+            ok = self.driver.leader_id != 0 and not self.driver.removed
+            state = status.SERVING if ok else status.NOT_SERVING
+            if state != last:
+                for svc in ("", "gateway.v1.Gateway"):
+                    await self.health.set(svc, state)
+                last = state
+            await asyncio.sleep(0.1)
+
+    # -- appliers -------------------------------------------------------------------------------
+
+    def _start_appliers(self) -> None:
+        cfg = self.config
+        if not cfg.appliers:
+            return
+        pm = self._pm if self._pm is not None else plugins.load_plugins(
+            list(cfg.plugins) if cfg.plugins is not None else None)
+        factories = plugins.applier_factories(pm)
+        source = CommittedLogSource(self.driver)
+        state_dir = os.path.join(cfg.data_dir, "appliers")
+        for name, options in cfg.appliers.items():
+            if name not in factories:
+                known = ", ".join(sorted(factories)) or "none"
+                raise NodeStartError(f"appliers: unknown applier {name!r} (available: {known})")
+            opts = dict(options)
+            if name == "sqlite" and "path" not in opts:
+                os.makedirs(os.path.join(cfg.data_dir, "sqlite"), exist_ok=True)
+                opts["path"] = os.path.join(cfg.data_dir, "sqlite", "gateway.db")
+            applier = factories[name].build(opts)
+            d = Dispatcher(applier, source, state_dir, config=DispatcherConfig(poll_interval=0.05),
+                           publish_metrics=plugins.publish_metrics(pm),
+                           on_dead_letter=plugins.dead_letter_notifier(pm))
+            a = _Applier(d)
+            self._appliers.append(a)
+            a.thread.start()
+
+    def _applier_floor(self) -> int:
+        floor = 1 << 62
+        for a in self._appliers:
+            floor = min(floor, a.dispatcher.positions.load().log_index)
+        return floor
+
+    def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
+        out = []
+        for a in self._appliers:
+            m = a.dispatcher.metrics.snapshot()
+            out.append(gateway_pb2.ApplierStatus(
+                name=a.dispatcher.applier.name, position=int(m.get("watermark", 0)),
+                lag_entries=int(m.get("lag_entries", 0)), lag_seconds=m.get("lag_seconds", 0.0),
+                dead_letters=int(m.get("dead_letters", 0))))
+        return out
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    def election_timeout_s(self) -> float:
+        return self.config.tick_ms * self.config.election_ticks / 1000
+
+    def leader_metadata(self) -> tuple[tuple[str, str], ...]:
+        lead = self.driver.leader_id
+        if not lead:
+            return (("gateway-leader-id", "0"),)
+        api = self.config.api if lead == self.config.node_id else self.transport.api_of.get(
+            lead, "")
+        return (("gateway-leader-id", str(lead)), ("gateway-leader-api", api))
+
+    def status(self) -> gateway_pb2.StatusResponse:
+        drv = self.driver
+        r = drv.raw.raft
+        cfg = r.trk.config
+        resp = gateway_pb2.StatusResponse(
+            node_id=self.config.node_id, cluster_id=self.config.cluster_id,
+            role="removed" if drv.removed else _ROLE.get(r.role, str(r.role)), term=r.term,
+            leader_id=r.lead, commit_index=r.raft_log.committed,
+            applied_index=self.sm.applied_index, last_index=r.raft_log.last_index(),
+            first_index=self.storage.first_index(), last_trans_id=self.sm.last_trans_id,
+            epoch=drv.epoch())
+        resp.leader_api = dict(self.leader_metadata()).get("gateway-leader-api", "")
+        prs = r.trk.progress if r.role == Role.LEADER else {}
+        for nid in sorted(cfg.all_voters() | cfg.learners | cfg.learners_next):
+            role = "learner" if nid in cfg.learners or nid in cfg.learners_next else "voter"
+            api = self.config.api if nid == self.config.node_id else \
+                self.transport.api_of.get(nid, "")
+            peer = self.config.listen if nid == self.config.node_id else \
+                self.transport.address_of.get(nid, "")
+            pr = prs.get(nid)
+            resp.members.add(node_id=nid, peer_address=peer, api_address=api, role=role,
+                             match_index=pr.match if pr is not None else 0)
+        resp.appliers.extend(self.applier_status())
+        return resp
+
+    async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
+                       timeout: float) -> gateway_pb2.AdminResponse:
+        """Add ``node_id`` as a learner, wait until it caught up, then promote it."""
+        drv = self.driver
+        cfg = drv.raw.raft.trk.config
+        ctx = json.dumps({"peer": peer, "api": api}).encode()
+        if node_id in cfg.voters:
+            return gateway_pb2.AdminResponse(message=f"node {node_id} is already a voter")
+        index = 0
+        if node_id not in cfg.learners:
+            index = await drv.propose_conf_change(ConfChange(
+                (ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, node_id),), context=ctx))
+        if learner:
+            return gateway_pb2.AdminResponse(message=f"node {node_id} added as a learner",
+                                             log_index=index)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            r = drv.raw.raft
+            if r.role != Role.LEADER:
+                raise NotLeaderError(r.lead, "leadership changed while the node caught up")
+            pr = r.trk.progress.get(node_id)
+            if pr is not None and pr.match >= r.raft_log.committed:
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"node {node_id} did not catch up in time; it stays a "
+                                   f"learner (retry AddNode to promote it)")
+            await asyncio.sleep(0.05)
+        index = await drv.propose_conf_change(ConfChange(
+            (ConfChangeSingle(ConfChangeType.ADD_NODE, node_id),), context=ctx))
+        return gateway_pb2.AdminResponse(message=f"node {node_id} added as a voter",
+                                         log_index=index)
+
+    async def remove_node(self, node_id: int) -> gateway_pb2.AdminResponse:
+        cfg = self.driver.raw.raft.trk.config
+        if node_id not in cfg.all_voters() | cfg.learners:
+            return gateway_pb2.AdminResponse(message=f"node {node_id} is not a member")
+        index = await self.driver.propose_conf_change(ConfChange(
+            (ConfChangeSingle(ConfChangeType.REMOVE_NODE, node_id),)))
+        return gateway_pb2.AdminResponse(message=f"node {node_id} removed", log_index=index)
+
+    async def transfer_leader(self, node_id: int, timeout: float) -> gateway_pb2.AdminResponse:
+        drv = self.driver
+        if node_id == drv.leader_id:
+            return gateway_pb2.AdminResponse(message=f"node {node_id} already leads")
+        if node_id not in drv.raw.raft.trk.config.voters:
+            from .validation import InvalidRequest
+
+            raise InvalidRequest("node_id", f"node {node_id} is not a voter")
+        drv.control(lambda raw: raw.transfer_leader(node_id))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, 10 * self.election_timeout_s())
+        while drv.leader_id != node_id:
+            if loop.time() > deadline:
+                raise TimeoutError(f"leadership did not move to node {node_id} in time")
+            await asyncio.sleep(0.02)
+        return gateway_pb2.AdminResponse(message=f"node {node_id} leads now")

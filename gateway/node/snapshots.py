@@ -1,0 +1,161 @@
+"""Raft snapshots of a node on disk, and the byte archive they travel in.
+
+A snapshot is the LSM store exported at an applied index (``gateway.core.lsm.export``) packed
+into one byte string, the ``data`` of a Raft ``Snapshot``::
+
+    archive = magic "GWSNAP1\\n", then per file: name_len u16 BE, name, size u64 BE, bytes
+
+Files in the snapshot directory (``DATA/raft/snapshots``):
+
+- ``NNNNNNNNNNNNNNNNNNNN.snap``: the archive of the snapshot at index N (20 digits);
+- ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
+  atomically (temporary file, fsync, rename, directory fsync) after its archive is durable.
+
+Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+
+from gateway.raft import ConfState, Snapshot, SnapshotMetadata
+
+__all__ = ["SnapshotArchiveError", "SnapshotFiles", "pack_dir", "unpack_dir"]
+
+_MAGIC = b"GWSNAP1\n"
+_NAME = struct.Struct(">H")
+_SIZE = struct.Struct(">Q")
+
+
+class SnapshotArchiveError(ValueError):
+    """A snapshot archive is malformed; ``str()`` names the byte offset."""
+
+
+def pack_dir(directory: str) -> bytes:
+    """The archive of every regular file directly in ``directory`` (sorted by name)."""
+    parts = [_MAGIC]
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        raw = name.encode()
+        parts += [_NAME.pack(len(raw)), raw, _SIZE.pack(len(data)), data]
+    return b"".join(parts)
+
+
+def unpack_dir(data: bytes, directory: str) -> int:
+    """Write the files of archive ``data`` into the new directory ``directory``; return the
+    file count. Raises ``SnapshotArchiveError`` on a malformed archive."""
+    if not data.startswith(_MAGIC):
+        raise SnapshotArchiveError("snapshot archive: bad magic at offset 0")
+    os.makedirs(directory, exist_ok=True)
+    pos, count, view = len(_MAGIC), 0, memoryview(data)
+    while pos < len(data):
+        if pos + _NAME.size > len(data):
+            raise SnapshotArchiveError(f"snapshot archive: truncated name at offset {pos}")
+        (n,) = _NAME.unpack_from(data, pos)
+        name = bytes(view[pos + 2 : pos + 2 + n]).decode()
+        pos += 2 + n
+        if "/" in name or name in ("", ".", "..") or pos + _SIZE.size > len(data):
+            raise SnapshotArchiveError(f"snapshot archive: bad entry at offset {pos}")
+        (size,) = _SIZE.unpack_from(data, pos)
+        pos += _SIZE.size
+        if pos + size > len(data):
+            raise SnapshotArchiveError(f"snapshot archive: {name} truncated at offset {pos}")
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(view[pos : pos + size])
+            f.flush()
+            os.fsync(f.fileno())
+        pos += size
+        count += 1
+    return count
+
+
+def _conf_to_json(cs: ConfState) -> dict[str, object]:
+    return {"voters": list(cs.voters), "learners": list(cs.learners),
+            "voters_outgoing": list(cs.voters_outgoing),
+            "learners_next": list(cs.learners_next), "auto_leave": cs.auto_leave}
+
+
+def _conf_from_json(d: dict[str, object]) -> ConfState:
+    def ids(key: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in d.get(key, ()))  # type: ignore[attr-defined]
+
+    return ConfState(ids("voters"), ids("learners"), ids("voters_outgoing"),
+                     ids("learners_next"), bool(d.get("auto_leave", False)))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class SnapshotFiles:
+    """The newest snapshot of one node: metadata in memory, archive on disk."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._lock = threading.Lock()
+        self._meta = SnapshotMetadata()
+        current = os.path.join(directory, "CURRENT")
+        if os.path.exists(current):
+            with open(current) as f:
+                d = json.load(f)
+            self._meta = SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
+                                          int(d["term"]))
+
+    @property
+    def metadata(self) -> SnapshotMetadata:
+        """Metadata of the newest snapshot (index 0 when there is none)."""
+        return self._meta
+
+    def _path(self, index: int) -> str:
+        return os.path.join(self.directory, f"{index:020d}.snap")
+
+    def save(self, meta: SnapshotMetadata, data: bytes) -> None:
+        """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed."""
+        path = self._path(meta.index)
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        doc = {"index": meta.index, "term": meta.term,
+               "conf_state": _conf_to_json(meta.conf_state)}
+        current = os.path.join(self.directory, "CURRENT")
+        with open(current + ".tmp", "w") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(current + ".tmp", current)
+        _fsync_dir(self.directory)
+        with self._lock:
+            self._meta = meta
+        for name in os.listdir(self.directory):
+            if name.endswith(".snap") and name != os.path.basename(path):
+                os.remove(os.path.join(self.directory, name))
+
+    def load(self) -> Snapshot:
+        """The newest snapshot with its data (an empty ``Snapshot`` when there is none)."""
+        with self._lock:
+            meta = self._meta
+        if meta.index == 0:
+            return Snapshot()
+        path = self._path(meta.index)
+        if not os.path.exists(path):
+            return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
+        with open(path, "rb") as f:
+            return Snapshot(meta, f.read())
+
+    def save_metadata_only(self, meta: SnapshotMetadata) -> None:
+        """Record a snapshot whose data is the empty store (cluster bootstrap)."""
+        self.save(meta, _MAGIC)

@@ -1,0 +1,330 @@
+"""``StoreStateMachine``: committed Raft entries applied to the node's LSM store.
+
+What applying an entry does (identically on every replica, from the entry's bytes alone):
+
+- a transaction entry (tag ``TRANSACTION`` + ``Transaction`` + ``TransactionTrailer``):
+  1. if it carries an idempotency key whose record exists for another log index, it is a
+     duplicate: nothing is applied, the entry is marked ``x<index>`` and the first result is
+     returned with ``duplicate=True``;
+  2. its statements are checked against the first-seen schemas (``validation``); a rejected
+     entry is marked ``x<index>`` and nothing of it is applied;
+  3. otherwise every row is written (``r`` keys, value = serialized ``Row`` with the epoch,
+     author, commit timestamp, GTID and log index; the store cell carries epoch, author and
+     commit timestamp too), new schemas are recorded (``s``), and the result is recorded under
+     the idempotency key (``i``);
+- any other entry (leader no-op, epoch marker, configuration change) only advances the
+  applied index.
+
+One ``apply`` call is one atomic store batch whose log index is the last entry's, so the
+store's applied index never covers half a Ready. The store is not fsynced: the Raft log is its
+write-ahead log and a restart replays from ``durable_applied_index`` (replay is deterministic,
+so it rewrites the same bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
+from gateway.core.messages import TypeTag
+from gateway.raft import Entry, EntryType
+from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
+
+from . import keys
+from .snapshots import pack_dir, unpack_dir
+from .validation import InvalidRequest, TableSchema, check_statements, qualified_name
+
+__all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction"]
+
+_U64 = struct.Struct(">Q")
+_TXN = TypeTag.TRANSACTION
+_MISSING = object()
+
+
+def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = "") -> bytes:
+    """The Raft entry payload of ``txn`` (see the module docstring)."""
+    data = bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
+    if idempotency_key:
+        data += gateway_pb2.TransactionTrailer(
+            idempotency_key=idempotency_key).SerializeToString()
+    return data
+
+
+def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
+    """``(transaction, idempotency key)`` of an entry payload; ``(None, "")`` if the entry
+    holds no transaction (no-op, epoch marker, anything else)."""
+    if not data or data[0] != _TXN:
+        return None, ""
+    body = data[1:]
+    txn = transaction_pb2.Transaction.FromString(body)
+    return txn, gateway_pb2.TransactionTrailer.FromString(body).idempotency_key
+
+
+@dataclass(slots=True)
+class Applied:
+    """The outcome of one applied transaction entry (``result`` or ``error`` is set)."""
+
+    index: int
+    term: int
+    result: gateway_pb2.WriteResult | None = None
+    error: InvalidRequest | None = None
+
+
+def _schema_to_row(name: str, schema: TableSchema) -> bytes:
+    schema_name, _, table = name.rpartition(".")
+    row = gateway_pb2.Row(table=statement_pb2.TableMetadata(schema_name=schema_name,
+                                                            table_name=table))
+    for n, t in schema.key_fields:
+        row.key_fields.add(name=n, type=t)  # type: ignore[arg-type]
+    key_names = {n for n, _ in schema.key_fields}
+    for n, t in schema.columns.items():
+        if n not in key_names:
+            row.fields.add(name=n, type=t)  # type: ignore[arg-type]
+    return row.SerializeToString()
+
+
+def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
+    key_fields = tuple((f.name, f.type) for f in row.key_fields)
+    cols = dict(key_fields)
+    cols.update((f.name, f.type) for f in row.fields)
+    return TableSchema(key_fields, cols)
+
+
+class StoreStateMachine:
+    """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
+
+    def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20) -> None:
+        self.data_dir = data_dir
+        self.path = os.path.join(data_dir, "store")
+        self._memtable_bytes = memtable_bytes
+        staged = self.path + ".new"
+        if os.path.isdir(staged):
+            if os.path.isdir(self.path):
+                shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
+            else:
+                os.rename(staged, self.path)
+        self.store = LSMStore(self.path, memtable_bytes)
+        self._load()
+
+    def _load(self) -> None:
+        self.schemas: dict[str, TableSchema] = {}
+        for k, v in self.store.scan_prefix(b"s"):
+            self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
+        raw = self.store.get(keys.meta_key("last_trans_id"))
+        self.last_trans_id = _U64.unpack(raw)[0] if raw else 0
+        raw = self.store.get(keys.meta_key("last_commit_ts"))
+        self.last_commit_ts = _U64.unpack(raw)[0] if raw else 0
+
+    # -- observation ----------------------------------------------------------------------------
+
+    @property
+    def applied_index(self) -> int:
+        return self.store.applied_index
+
+    @property
+    def durable_applied_index(self) -> int:
+        return self.store.durable_applied_index
+
+    def get_row(self, schema: str, table: str, key_values: list) -> gateway_pb2.Row | None:
+        """The stored row of ``schema.table`` with primary key ``key_values``, or ``None``."""
+        raw = self.store.get(keys.row_key(schema, table, key_values))
+        return None if raw is None else gateway_pb2.Row.FromString(raw)
+
+    def scan_rows(self, schema: str, table: str, start: list, end: list
+                  ) -> Iterator[gateway_pb2.Row]:
+        """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
+        prefix = keys.table_prefix(schema, table)
+        lo = prefix + keys.encode_key(start)
+        hi = prefix + keys.encode_key(end) if end else keys_prefix_end(prefix)
+        for _, v in self.store.scan(lo, hi):
+            yield gateway_pb2.Row.FromString(v)
+
+    def skipped(self, index: int) -> bool:
+        """Whether entry ``index`` was deliberately not applied (duplicate or rejected)."""
+        return self.store.get(keys.entry_outcome_key(index)) is not None
+
+    def idempotent_result(self, key: str) -> gateway_pb2.WriteResult | None:
+        """The recorded result of the write with idempotency key ``key``, if applied."""
+        raw = self.store.get(keys.idempotency_key(key))
+        return None if raw is None else gateway_pb2.WriteResult.FromString(raw)
+
+    # -- apply ----------------------------------------------------------------------------------
+
+    def apply(self, entries: list[Entry]) -> list[Applied]:
+        """Apply committed ``entries`` atomically; return outcomes of transaction entries."""
+        if not entries:
+            return []
+        ops: list[tuple[bytes, bytes | None, int, int, int]] = []
+        overlay: dict[bytes, bytes | None] = {}
+        out: list[Applied] = []
+        for e in entries:
+            if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
+                continue
+            txn, idem = decode_entry(e.data)
+            assert txn is not None
+            out.append(self._apply_txn(e, txn, idem, ops, overlay))
+        ops.append((keys.meta_key("last_trans_id"), _U64.pack(self.last_trans_id), 0, 0, 0))
+        ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
+        self.store.write_batch(ops, log_index=entries[-1].index)
+        return out
+
+    def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
+        got = overlay.get(key, _MISSING)
+        if got is _MISSING:
+            return self.store.get(key)
+        return got  # type: ignore[return-value]
+
+    def _apply_txn(self, e: Entry, txn: transaction_pb2.Transaction, idem: str,
+                   ops: list, overlay: dict[bytes, bytes | None]) -> Applied:
+        g = txn.gtid
+        self.last_trans_id = max(self.last_trans_id, g.trans_id)
+        self.last_commit_ts = max(self.last_commit_ts, txn.commit_timestamp_ns)
+        mark = keys.entry_outcome_key(e.index)
+        if idem:
+            ik = keys.idempotency_key(idem)
+            raw = self._get(ik, overlay)
+            if raw is not None:
+                first = gateway_pb2.WriteResult.FromString(raw)
+                if first.log_index != e.index:
+                    ops.append((mark, b"duplicate", 0, 0, 0))
+                    first.duplicate = True
+                    return Applied(e.index, e.term, result=first)
+        try:
+            created = check_statements(txn.statements, self.schemas)
+        except InvalidRequest as exc:
+            ops.append((mark, f"rejected: {exc}".encode(), 0, 0, 0))
+            return Applied(e.index, e.term, error=exc)
+        for name, schema in created:
+            self.schemas[name] = schema
+            ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        meta = (txn.epoch, txn.author, txn.commit_timestamp_ns)
+        gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
+        for stmt in txn.statements:
+            kind = stmt.WhichOneof("kind")
+            if kind == "insert":
+                self._insert(stmt.insert, e.index, gtid, meta, ops, overlay)
+            elif kind == "update":
+                self._update(stmt.update, e.index, gtid, meta, ops, overlay)
+            elif kind == "delete":
+                body = stmt.delete
+                t = body.table
+                for rec in body.records:
+                    k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
+                    overlay[k] = None
+                    ops.append((k, None, *meta))
+        result = gateway_pb2.WriteResult(gtid=gtid, epoch=txn.epoch,
+                                         commit_timestamp_ns=txn.commit_timestamp_ns,
+                                         log_index=e.index)
+        if idem:
+            raw = result.SerializeToString()
+            overlay[keys.idempotency_key(idem)] = raw
+            ops.append((keys.idempotency_key(idem), raw, 0, 0, 0))
+        return Applied(e.index, e.term, result=result)
+
+    @staticmethod
+    def _row(table: statement_pb2.TableMetadata, index: int, gtid: gtid_pb2.Gtid,
+             meta: tuple[int, int, int]) -> gateway_pb2.Row:
+        return gateway_pb2.Row(table=table, epoch=meta[0], author=meta[1], gtid=gtid,
+                               commit_timestamp_ns=meta[2], log_index=index)
+
+    def _insert(self, body: statement_pb2.InsertStatement, index: int, gtid: gtid_pb2.Gtid,
+                meta: tuple[int, int, int], ops: list, overlay: dict) -> None:
+        t = body.table
+        template = self._row(t, index, gtid, meta)
+        template.key_fields.extend(body.key_fields)
+        template.fields.extend(body.fields)
+        for rec in body.records:
+            row = gateway_pb2.Row()
+            row.CopyFrom(template)
+            row.key_values.extend(rec.key_values)
+            row.values.extend(rec.after_values)
+            k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
+            v = row.SerializeToString()
+            overlay[k] = v
+            ops.append((k, v, *meta))
+
+    def _update(self, body: statement_pb2.UpdateStatement, index: int, gtid: gtid_pb2.Gtid,
+                meta: tuple[int, int, int], ops: list, overlay: dict) -> None:
+        t = body.table
+        for rec in body.records:
+            k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
+            raw = self._get(k, overlay)
+            if raw is None:
+                continue  # UPDATE of a missing row leaves it missing
+            row = gateway_pb2.Row.FromString(raw)
+            pos = {f.name: i for i, f in enumerate(row.fields)}
+            for f, v in zip(body.set_fields, rec.after_values, strict=True):
+                i = pos.get(f.name)
+                if i is None:
+                    row.fields.add(name=f.name, type=f.type)
+                    row.values.add().CopyFrom(v)
+                else:
+                    row.values[i].CopyFrom(v)
+            row.epoch, row.author, row.commit_timestamp_ns = meta
+            row.gtid.CopyFrom(gtid)
+            row.log_index = index
+            v = row.SerializeToString()
+            overlay[k] = v
+            ops.append((k, v, *meta))
+
+    def mark_applied(self, index: int) -> None:
+        """Advance the applied index over entries with nothing to write."""
+        if index > self.store.applied_index:
+            self.store.mark_applied(index)
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def export(self) -> tuple[int, bytes]:
+        """Flush and export the store; ``(applied index, archive bytes)``."""
+        tmp = os.path.join(self.data_dir, "snapshot-out")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            index = export_snapshot(self.store, tmp)
+            return index, pack_dir(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def restore(self, data: bytes) -> int:
+        """Replace the store by the snapshot archive ``data``; return its applied index."""
+        tmp = os.path.join(self.data_dir, "snapshot-in")
+        staged = self.path + ".new"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(staged, ignore_errors=True)
+        try:
+            if unpack_dir(data, tmp) == 0:
+                LSMStore(staged, self._memtable_bytes).close()  # the empty store
+            else:
+                import_snapshot(tmp, staged)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.store.close()
+        shutil.rmtree(self.path)
+        os.rename(staged, self.path)
+        self.store = LSMStore(self.path, self._memtable_bytes)
+        self._load()
+        return self.store.applied_index
+
+    def flush(self) -> None:
+        self.store.flush()
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def keys_prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix``."""
+    from gateway.core.lsm.store import prefix_end
+
+    return prefix_end(prefix)
+
+
+def table_of(stmt: statement_pb2.Statement) -> str:
+    """Qualified table name of a row statement ('' for SQL and apply-status)."""
+    kind = stmt.WhichOneof("kind")
+    if kind in ("insert", "update", "delete"):
+        return qualified_name(getattr(stmt, kind).table)
+    return ""

@@ -1,0 +1,158 @@
+"""Request validation: a write's statements against the log model and the tables' first-seen
+schemas. Pure functions over values; the leader runs them before proposing and every replica
+runs them again when applying (deterministically, so all replicas reject the same entries).
+
+A table's schema is fixed by the first statement that writes it: its key fields (names and
+types, in order) and the columns it names. Later statements must use exactly the same key
+fields and only known columns with their known types. ``InvalidRequest.field`` is the path of
+the offending field in the request (``statements[0].insert.records[2].key_values[0]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from gateway.core.rowops import python_value
+from gateway.v1 import statement_pb2, value_pb2
+
+__all__ = ["InvalidRequest", "TableSchema", "check_statements", "qualified_name"]
+
+FT = value_pb2.FieldType
+MAX_IDEMPOTENCY_KEY = 128
+
+
+class InvalidRequest(ValueError):
+    """The request is invalid; ``field`` names where, ``str()`` is ``field: reason``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """A table's first-seen shape: key fields in order and every known column's type."""
+
+    key_fields: tuple[tuple[str, int], ...]
+    columns: Mapping[str, int]
+
+    def merged(self, fields: Sequence[tuple[str, int]]) -> TableSchema:
+        cols = dict(self.columns)
+        cols.update(fields)
+        return TableSchema(self.key_fields, cols)
+
+
+def qualified_name(table: statement_pb2.TableMetadata) -> str:
+    """``schema.table`` (or ``table`` without a schema)."""
+    return f"{table.schema_name}.{table.table_name}" if table.schema_name else table.table_name
+
+
+def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[str, int]]:
+    out, seen = [], set()
+    for i, f in enumerate(fs):
+        if not f.name:
+            raise InvalidRequest(f"{path}[{i}].name", "missing column name")
+        if f.type not in FT.values() or f.type == FT.FIELD_TYPE_UNSPECIFIED:
+            raise InvalidRequest(f"{path}[{i}].type", f"invalid field type {f.type}")
+        if f.name in seen:
+            raise InvalidRequest(f"{path}[{i}].name", f"duplicate column {f.name!r}")
+        seen.add(f.name)
+        out.append((f.name, f.type))
+    return out
+
+
+def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]], path: str,
+            *, key: bool) -> None:
+    if len(vals) != len(cols):
+        raise InvalidRequest(path, f"{len(vals)} values for {len(cols)} fields")
+    for i, (v, (name, ftype)) in enumerate(zip(vals, cols, strict=True)):
+        try:
+            got = python_value(v, ftype)
+        except ValueError as exc:
+            raise InvalidRequest(f"{path}[{i}]", f"column {name!r}: {exc}") from None
+        if key and got is None:
+            raise InvalidRequest(f"{path}[{i}]", f"missing key: key column {name!r} is null")
+
+
+def check_statements(statements: Sequence[statement_pb2.Statement],
+                     schemas: dict[str, TableSchema]) -> list[tuple[str, TableSchema]]:
+    """Check ``statements`` against ``schemas`` (qualified name -> schema). Returns the schemas
+    the statements create or extend, in order (the caller records them once the write is
+    accepted); raises ``InvalidRequest``. ``schemas`` itself is not modified."""
+    if not statements:
+        raise InvalidRequest("statements", "a write needs at least one statement")
+    local = dict(schemas)
+    created: list[tuple[str, TableSchema]] = []
+    for s_no, stmt in enumerate(statements):
+        path = f"statements[{s_no}]"
+        kind = stmt.WhichOneof("kind")
+        if kind is None:
+            raise InvalidRequest(path, "statement has no kind set")
+        if kind == "sql":
+            if not stmt.sql.query.strip():
+                raise InvalidRequest(f"{path}.sql.query", "empty query")
+            continue
+        if kind == "apply_status":
+            continue
+        body = getattr(stmt, kind)
+        path = f"{path}.{kind}"
+        if not body.table.table_name:
+            raise InvalidRequest(f"{path}.table.table_name", "missing table name")
+        name = qualified_name(body.table)
+        keys = _fields(body.key_fields, f"{path}.key_fields")
+        if not keys:
+            raise InvalidRequest(f"{path}.key_fields", "missing key: no key fields")
+        col_attr = {"insert": "fields", "update": "set_fields", "delete": "fields"}[kind]
+        cols = _fields(getattr(body, col_attr), f"{path}.{col_attr}")
+        if not body.records:
+            raise InvalidRequest(f"{path}.records", "no records")
+        known = local.get(name)
+        key_names = {k for k, _ in keys}
+        if known is None:
+            schema = TableSchema(tuple(keys), dict(keys + [c for c in cols
+                                                           if c[0] not in key_names]))
+            local[name] = schema
+            created.append((name, schema))
+        else:
+            if tuple(keys) != known.key_fields:
+                want = ", ".join(f"{n} {FT.Name(t)}" for n, t in known.key_fields)
+                raise InvalidRequest(f"{path}.key_fields",
+                                     f"unknown table shape: {name} has key ({want})")
+            new_cols = []
+            for i, (cname, ctype) in enumerate(cols):
+                have = known.columns.get(cname)
+                if have is None:
+                    new_cols.append((cname, ctype))
+                elif have != ctype:
+                    raise InvalidRequest(
+                        f"{path}.{col_attr}[{i}].type",
+                        f"wrong type: {name}.{cname} is {FT.Name(have)}, not {FT.Name(ctype)}")
+            if new_cols:
+                raise InvalidRequest(
+                    f"{path}.{col_attr}",
+                    f"unknown table shape: {name} has no column {new_cols[0][0]!r}")
+        for r_no, rec in enumerate(body.records):
+            rpath = f"{path}.records[{r_no}]"
+            _values(rec.key_values, keys, f"{rpath}.key_values", key=True)
+            if kind == "insert":
+                _values(rec.after_values, cols, f"{rpath}.after_values", key=False)
+            elif kind == "update":
+                _values(rec.after_values, cols, f"{rpath}.after_values", key=False)
+                if rec.before_values:
+                    _values(rec.before_values, cols, f"{rpath}.before_values", key=False)
+                for i, (cname, _) in enumerate(cols):
+                    if cname in key_names:
+                        raise InvalidRequest(f"{path}.set_fields[{i}]",
+                                             f"key column {cname!r} cannot be updated here "
+                                             f"(delete and insert instead)")
+            elif rec.before_values:
+                _values(rec.before_values, cols, f"{rpath}.before_values", key=False)
+    return created
+
+
+def check_idempotency_key(key: str, path: str = "idempotency_key") -> None:
+    """Raise ``InvalidRequest`` unless ``key`` is empty or at most 128 bytes."""
+    if len(key.encode()) > MAX_IDEMPOTENCY_KEY:
+        raise InvalidRequest(path, f"longer than {MAX_IDEMPOTENCY_KEY} bytes")
