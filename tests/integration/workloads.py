@@ -54,17 +54,19 @@ class Workload:
     """A seeded generator of master-valid transactions (see the module docstring)."""
 
     def __init__(self, seed: int, *, keys: int = 40, server_id: int = 1,
-                 moves: bool = True) -> None:
+                 moves: bool = True, namespace: str = "") -> None:
+        """``namespace`` prefixes the schema names (``gw_bank`` -> ``<namespace>gw_bank``)."""
         self.rng = random.Random(seed)
+        self.tables = {TableRef(namespace + t.schema, t.name): t for t in _SCHEMA}
         self.keys = keys
         self.server_id = server_id
         self.moves = moves
-        self.live: dict[TableRef, set[tuple[Any, ...]]] = {t: set() for t in _SCHEMA}
+        self.live: dict[TableRef, set[tuple[Any, ...]]] = {t: set() for t in self.tables}
         self.trans_id = 0
 
     def _key(self, table: TableRef) -> tuple[Any, ...]:
         n = self.rng.randrange(self.keys)
-        return (n,) if table == ACCOUNTS else (("eu", "us", "ap")[n % 3], n)
+        return (n,) if self.tables[table] == ACCOUNTS else (("eu", "us", "ap")[n % 3], n)
 
     def _column_value(self, field: F) -> Any:
         r = self.rng
@@ -77,7 +79,7 @@ class Workload:
                 FT.FIELD_TYPE_BOOLEAN: lambda: r.random() < 0.5}[field.type]()
 
     def _statement(self, table: TableRef) -> statement_pb2.Statement:
-        keys, cols = _SCHEMA[table]
+        keys, cols = _SCHEMA[self.tables[table]]
         key = self._key(table)
         r = self.rng.random()
         if key not in self.live[table]:
@@ -111,7 +113,7 @@ class Workload:
 
     def transaction(self, max_statements: int = 6) -> transaction_pb2.Transaction:
         self.trans_id += 1
-        stmts = [self._statement(self.rng.choice(list(_SCHEMA)))
+        stmts = [self._statement(self.rng.choice(list(self.tables)))
                  for _ in range(self.rng.randint(1, max_statements))]
         ts = 1_700_000_000_000_000_000 + self.trans_id * 1_000_000
         return transaction_pb2.Transaction(
