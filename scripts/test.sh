@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
 "$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-plugin-template
+"$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-rabbit -e plugins/gateway-cassandra
 
 # Real servers for tests/integration: Debian's RabbitMQ, Cassandra 5.0 from Maven Central on
 # Java 17 (deploy/local/). The fixtures start them; installing here moves the downloads first.
