@@ -1,10 +1,17 @@
 """One simulated run: a Raft cluster driving a KV store under injected faults.
 
 Everything is derived from the seed through :class:`~gateway.raft.rng.SplitMix64`, so a run is
-reproducible bit for bit. Time advances in sub-steps; every ``SUBSTEPS`` sub-steps every live
-node ticks. A run has three phases: the faulty phase (``steps`` ticks), a recovery phase (faults
-off, partitions healed, crashed nodes restarted, until the cluster converges) and the final
-checks (convergence, acknowledged writes, linearizability of the client history).
+reproducible bit for bit. Time advances in sub-steps; the simulator's clock (faults, clients)
+ticks every ``SUBSTEPS`` sub-steps, and every node has its own clock: it ticks when its
+accumulator, advanced by the node's ``rate`` per sub-step, crosses ``TICK_UNITS``. Without the
+``skew`` fault every rate is nominal and every node ticks together with the simulator; with it,
+rates drift within the bound the lease contract allows (``nemesis.MAX_DRIFT_PCT``) and clocks
+start out of phase. A run has three phases: the faulty phase (``steps`` ticks), a recovery
+phase (faults off, partitions healed, crashed nodes restarted, until the cluster converges) and
+the final checks (convergence, acknowledged writes, linearizability of the client history).
+
+Besides independent random faults, a schedule generator starts targeted scenarios
+(``nemesis.py``: stale-leader reads, Figure 8) whose windows random faults almost never hit.
 """
 
 from __future__ import annotations
@@ -14,21 +21,25 @@ from dataclasses import dataclass, field
 from ..config import Config
 from ..errors import ProposalDroppedError, RaftError, StepPeerNotFoundError
 from ..linearizability import CheckResult, Operation, check_history
+from ..quorum import VoteResult, joint_vote_result
 from ..rawnode import RawNode
 from ..rng import SplitMix64
 from ..storage import MemoryStorage
 from ..types import (
+    NONE,
     ConfChange,
     ConfChangeSingle,
     ConfChangeType,
     EntryType,
     Message,
+    MessageType,
     Ready,
     Role,
 )
 from .disk import SimDisk
 from .invariants import InvariantChecker, InvariantViolation
 from .kv import CAS, GET, PUT, KVStore, encode_op
+from .nemesis import MAX_DRIFT_PCT, NOMINAL_RATE, Figure8, Pin, Scenario, StaleLeader
 from .network import Network, NetworkFaults
 
 ALL_FAULTS = (
@@ -43,9 +54,20 @@ ALL_FAULTS = (
     "snapshot",
     "transfer",
     "pause",
+    "skew",
+    "oneway",
+    "stale",
+    "figure8",
 )
 
 SUBSTEPS = 4
+#: A node ticks each time its clock accumulates this many rate units (nominal rate per
+#: sub-step: ``NOMINAL_RATE``, so a nominal node ticks every ``SUBSTEPS`` sub-steps).
+TICK_UNITS = NOMINAL_RATE * SUBSTEPS
+#: Ticks (of its own clock) within which a leader must step down once a quorum of its voters
+#: is in a higher term: check-quorum runs every election timeout, and term-T responses sent
+#: before the quorum moved on are delivered within ``(delay_max + spike_max) / SUBSTEPS``.
+STALE_LEADER_TICKS = 3 * 10 + 6
 ELECTION_TICK = 10
 HEARTBEAT_TICK = 2
 OP_TIMEOUT_TICKS = 12
@@ -72,6 +94,7 @@ class SimResult:
     acked_writes: int = 0
     elections: int = 0
     snapshots_sent: int = 0
+    scenarios: dict[str, int] = field(default_factory=dict)
     history: list[Operation] = field(default_factory=list)
     linearizability: CheckResult | None = None
 
@@ -93,18 +116,21 @@ class _Op:
 class _Node:
     __slots__ = (
         "alive",
+        "clock",
         "disk",
         "down_until",
         "id",
         "incarnation",
         "kv",
-        "paused_from",
+        "owed",
         "paused_until",
         "pending_ops",
         "pending_reads",
+        "rate",
         "raw",
         "ready_reads",
         "removed",
+        "stale_since",
         "storage",
     )
 
@@ -114,8 +140,11 @@ class _Node:
         self.alive = False
         self.removed = False
         self.down_until = 0
-        self.paused_from = 0
         self.paused_until = 0
+        self.owed = 0  # ticks its clock produced while the process was paused
+        self.rate = NOMINAL_RATE
+        self.clock = 0
+        self.stale_since: tuple[int, int] | None = None  # (incarnation, own tick)
         self.incarnation = 0
         self.raw: RawNode | None = None
         self.storage = MemoryStorage()
@@ -152,6 +181,9 @@ class Simulation:
         self.client_node: dict[int, int] = {}
         self.faults_on = True
         self.partition_until = 0
+        self.pins: dict[int, Pin] = {}
+        self.scenario: Scenario | None = None
+        self.scenarios_run: dict[str, int] = {}
         self.elections = 0
         self.snapshots_sent = 0
         self.acked_writes = 0
@@ -190,15 +222,37 @@ class Simulation:
         )
         node.alive = True
         node.incarnation += 1
+        node.owed = 0
+        node.paused_until = 0
+        node.stale_since = None
+        # A restarted process's clock starts at an arbitrary phase when clocks are skewed.
+        node.clock = self.rng.randrange(0, TICK_UNITS) if "skew" in self.cfg.faults else 0
         node.pending_ops.clear()
         node.pending_reads.clear()
         node.ready_reads.clear()
 
-    def _crash(self, node: _Node) -> None:
+    def _crash(self, node: _Node, downtime: int | None = None) -> None:
         node.disk.crash(self.rng, tear="torn" in self.cfg.faults)
         node.alive = False
         node.raw = None
-        node.down_until = self.ticks + self.rng.randrange(5, 40)
+        node.down_until = self.ticks + (
+            self.rng.randrange(5, 40) if downtime is None else downtime
+        )
+
+    def leader(self) -> _Node | None:
+        """The live leader with the highest term (None if no node believes it leads)."""
+        return self._leader()
+
+    def reset_rates(self) -> None:
+        """Give every node a fresh clock rate: nominal, or drifting within the lease contract
+        (``MAX_DRIFT_PCT``) with the ``skew`` fault."""
+        for n in self.nodes.values():
+            n.rate = self._draw_rate()
+
+    def _draw_rate(self) -> int:
+        if "skew" not in self.cfg.faults:
+            return NOMINAL_RATE
+        return NOMINAL_RATE + self.rng.randrange(-MAX_DRIFT_PCT, MAX_DRIFT_PCT + 1)
 
     # -- driving ----------------------------------------------------------------------------
 
@@ -235,15 +289,26 @@ class Simulation:
         if rd.hard_state is not None:
             st.set_hard_state(rd.hard_state)
         node.disk.write(rd.hard_state, rd.snapshot, rd.entries)
+        crashes = self.faults_on and "crash" in self.cfg.faults and self.scenario is None
         if rd.must_sync:
-            if self.faults_on and "crash" in self.cfg.faults and self.rng.chance(0.002):
+            if crashes and self.rng.chance(0.002):
                 self._crash(node)  # crashed between write and fsync: nothing below happens
                 return
             node.disk.sync()
+        acked = False
         for m in rd.messages:
             if m.chunk is not None:
                 self.snapshots_sent += 1
+            if not m.reject and m.type in (MessageType.VOTE_RESP, MessageType.APP_RESP):
+                acked = True
             self.net.send(m, self.now)
+        if self.scenario is not None:
+            self.scenario.on_ready(node, rd)
+        if acked and crashes and self.rng.chance(0.01) and self._may_crash(node):
+            # Crashed right after acknowledging (a vote or entries): whatever the
+            # acknowledgement promised must already be durable. Restarts quickly.
+            self._crash(node, downtime=self.rng.randrange(0, 3))
+            return
         self._apply(node, rd)
         raw.advance(rd)
         self._maybe_snapshot(node, rd)
@@ -311,19 +376,77 @@ class Simulation:
                     continue
                 # Resumed (a process pause, e.g. GC): the driver first delivers the ticks
                 # that elapsed meanwhile, as a real driver reading a monotonic clock does.
-                for _ in range(self.ticks - node.paused_from):
+                for _ in range(node.owed):
                     node.raw.tick()  # type: ignore[union-attr]
+                node.owed = 0
                 node.paused_until = 0
-            if node.alive:
-                node.raw.tick()  # type: ignore[union-attr]
-            elif not node.removed and node.down_until <= self.ticks:
+            elif not node.alive and not node.removed and node.down_until <= self.ticks:
                 self._start(node)
+        self._check_stale_leaders()
         if self.faults_on:
             self._inject_faults()
+        elif self.scenario is not None:
+            self.scenario.finish()
+            self.scenario = None
         self._clients()
+
+    def _tick_clocks(self) -> None:
+        """Advance every node's own clock by one sub-step; deliver the ticks it produces (a
+        paused process owes them until it resumes)."""
+        for node in self.nodes.values():
+            if not node.alive:
+                continue
+            node.clock += node.rate
+            while node.clock >= TICK_UNITS:
+                node.clock -= TICK_UNITS
+                if node.paused_until:
+                    node.owed += 1
+                else:
+                    node.raw.tick()  # type: ignore[union-attr]
+
+    def _check_stale_leaders(self) -> None:
+        """Check-quorum's promise: a leader steps down within ``STALE_LEADER_TICKS`` of its
+        own ticks once the voters still in its term (or a lower one) can no longer form a
+        quorum of its configuration. (Terms only rise through votes and leaders; with the
+        live-lock fix a failed candidate may return to a lower term, which resets the
+        count.)"""
+        for node in self.nodes.values():
+            raw = node.raw
+            if raw is None or not node.alive or raw.raft.role != Role.LEADER:
+                node.stale_since = None
+                continue
+            r = raw.raft
+            cfg = r.trk.config
+            votes = {v: self._term_of(v) <= r.term for v in cfg.all_voters()}
+            if joint_vote_result(cfg.voters, cfg.voters_outgoing, votes) != VoteResult.LOST:
+                node.stale_since = None
+                continue
+            since = node.stale_since
+            if since is None or since[0] != node.incarnation:
+                node.stale_since = (node.incarnation, r.ticks)
+            elif r.ticks - since[1] > STALE_LEADER_TICKS:
+                raise InvariantViolation(
+                    f"stale leader: node {node.id} still leads term {r.term} "
+                    f"{r.ticks - since[1]} of its ticks after a quorum of its voters moved "
+                    f"to a higher term (terms {sorted((v, self._term_of(v)) for v in votes)})"
+                )
+
+    def _term_of(self, node_id: int) -> int:
+        n = self.nodes.get(node_id)
+        if n is None:
+            return 0
+        if n.raw is not None and n.alive:
+            return n.raw.raft.term
+        return n.disk.hard_state.term
+
+    def _may_crash(self, node: _Node) -> bool:
+        members = [n for n in self.nodes.values() if not n.removed]
+        down = sum(1 for n in members if not n.alive)
+        return node.alive and down < (len(members) - 1) // 2
 
     def _substep(self) -> None:
         self.now += 1
+        self._tick_clocks()
         if self.now % SUBSTEPS == 0:
             self._tick()
         for m in self.net.due(self.now):
@@ -344,6 +467,17 @@ class Simulation:
         f = self.cfg.faults
         rng = self.rng
         members = [n.id for n in self.nodes.values() if not n.removed]
+        if self.scenario is not None:
+            self.scenario.on_tick()
+            if self.scenario.done:
+                self.scenario.finish()
+                self.scenario = None
+            return  # a scenario owns the network, the clients' pins and the clocks
+        if self._maybe_start_scenario():
+            return
+        if "skew" in f and rng.chance(0.01):
+            node = self.nodes[rng.choice(members)]
+            node.rate = self._draw_rate()
         if "partition" in f:
             if self.partition_until and self.ticks >= self.partition_until:
                 self.net.heal()
@@ -358,7 +492,6 @@ class Simulation:
         if "pause" in f and rng.chance(0.01):
             lead = self._leader()
             if lead is not None and not lead.paused_until:
-                lead.paused_from = self.ticks
                 lead.paused_until = self.ticks + rng.randrange(8, 22)
         if "transfer" in f and rng.chance(0.006):
             lead = self._leader()
@@ -368,11 +501,53 @@ class Simulation:
         if "churn" in f and self.ticks % 50 == 0:
             self._churn()
 
+    def _maybe_start_scenario(self) -> bool:
+        """The schedule generator: now and then (and only while no partition is in force)
+        start one of the targeted scenarios that are enabled, chosen by weight."""
+        f = self.cfg.faults
+        kinds: list[tuple[str, int]] = []
+        if "stale" in f:
+            kinds += [("stale", 2), ("stale-bridge", 1), ("stale-slow", 1)]
+        if "figure8" in f:
+            kinds.append(("figure8", 3))
+        if not kinds or not self.rng.chance(0.04):
+            return False
+        self.net.heal()  # the scenario takes the network over
+        self.partition_until = 0
+        roll = self.rng.randrange(0, sum(w for _, w in kinds))
+        kind = kinds[-1][0]
+        for name, w in kinds:
+            if roll < w:
+                kind = name
+                break
+            roll -= w
+        rng = self.rng.fork()
+        if kind == "figure8":
+            self.scenario = Figure8(self, rng)
+        else:
+            self.scenario = StaleLeader(self, rng, variant=kind.partition("-")[2] or "plain")
+        self.scenarios_run[kind] = self.scenarios_run.get(kind, 0) + 1
+        return True
+
     def _partition(self, members: list[int]) -> None:
         rng = self.rng
         kind = rng.randrange(0, 4) % 3  # leader isolation twice as likely
         lead = self._leader()
-        if kind == 0 and lead is not None:
+        if "oneway" in self.cfg.faults and rng.chance(0.3):
+            # Asymmetric: some directed links fail while their reverse still works.
+            if lead is not None and rng.chance(0.5):
+                # the leader's messages are lost but it hears its followers, or the reverse
+                others = set(members) - {lead.id}
+                if rng.chance(0.5):
+                    self.net.one_way({lead.id}, others)
+                else:
+                    self.net.one_way(others, {lead.id})
+            else:
+                shuffled = list(members)
+                rng.shuffle(shuffled)
+                cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
+                self.net.one_way(set(shuffled[:cut]), set(shuffled[cut:]))
+        elif kind == 0 and lead is not None:
             self.net.isolate(lead.id, members)
         elif kind == 1 or len(members) < 3:
             shuffled = list(members)
@@ -461,28 +636,46 @@ class Simulation:
         roll = rng.random()
         value = expected = None
         mode = "log"
+        timeout = OP_TIMEOUT_TICKS
+        pin = self.pins.get(c)
+        if pin is not None:
+            roll = 0.5 if pin.role == "read" else 0.0
+            key = pin.key or key
         if roll < 0.4:
             kind, value = PUT, f"{c}.{seq}"
+            if pin is not None and pin.pad:
+                value += "." + "x" * pin.pad
         elif roll < 0.8:
-            kind, mode = GET, rng.choice(READ_MODES)
+            kind, mode = GET, rng.choice(pin.modes if pin is not None else READ_MODES)
         else:
             kind, value = CAS, f"{c}.{seq}"
             prev = self.client_seq[c] - rng.randrange(1, 4)
             expected = None if prev <= 0 or rng.chance(0.2) else f"{rng.randrange(1, 4)}.{prev}"
-        # Clients stay with one gateway node for a while (as connected clients do).
-        node = self.nodes.get(self.client_node.get(c, 0))
-        if node is not None and node.paused_until:
-            return  # its node is frozen: the request would wait in the socket
-        live = [n for n in live if not n.paused_until]
-        if not live:
-            return
-        if node is None or node not in live or rng.chance(0.2):
-            node = rng.choice(live)
-            self.client_node[c] = node.id
+        if pin is not None:
+            # A scenario holds this client on one node (e.g. a deposed leader).
+            node = self.nodes.get(pin.node)
+            if node is None or not node.alive or node.raw is None or node.paused_until:
+                return
+            if pin.avoid_lead != NONE and node.raw.raft.lead in (NONE, pin.avoid_lead):
+                return
+            timeout = pin.timeout
+        else:
+            # Clients stay with one gateway node for a while (as connected clients do); the
+            # node may be any live node, including one that wrongly believes it leads.
+            node = self.nodes.get(self.client_node.get(c, 0))
+            if node is not None and node.paused_until:
+                return  # its node is frozen: the request would wait in the socket
+            live = [n for n in live if not n.paused_until]
+            if not live:
+                return
+            if node is None or node not in live or rng.chance(0.2):
+                leaders = [n for n in live if n.raw.raft.role == Role.LEADER]  # type: ignore[union-attr]
+                node = rng.choice(leaders if leaders and rng.chance(0.3) else live)
+                self.client_node[c] = node.id
         self.client_seq[c] = seq
         self.event += 1
         op = _Op(c, seq, kind, key, value, expected, mode, self.event,
-                 self.ticks + OP_TIMEOUT_TICKS, node.id)
+                 self.ticks + timeout, node.id)
         self.client_op[c] = op
         raw = node.raw
         assert raw is not None
@@ -524,6 +717,7 @@ class Simulation:
         res.acked_writes = self.acked_writes
         res.elections = self.elections
         res.snapshots_sent = self.snapshots_sent
+        res.scenarios = dict(self.scenarios_run)
         res.history = self.history
         return res
 

@@ -1,16 +1,26 @@
 """Simulated disk of one node: writes are buffered until ``sync``; a crash keeps only a prefix
-of the unsynced writes, and may tear the last of them.
+of the unsynced writes.
 
-Write order within one ``Ready`` is hard state, snapshot, entries, so every surviving prefix is
-a state a real WAL could recover: entries never survive without the term they were accepted in.
-A torn entries write keeps a prefix of its entries (the torn record fails its checksum and is
-truncated, as the WAL's recovery does); a torn hard-state or snapshot write is lost entirely.
+Each ``Ready``'s snapshot, entries and hard state form **one atomic record** (as a WAL that
+frames them as one checksummed record, or commits them with a marker): a crash keeps a prefix
+of the records, and a torn record fails its checksum and is dropped whole. Both piecewise
+orders are unsafe, and the simulator found a counterexample for each:
+
+* hard state first: the commit index survives while the entries of that Ready, which were to
+  *replace* a stale uncommitted suffix, do not; the restarted node applies the stale entries
+  as committed (Figure 8 scenario, state machine safety);
+* entries first: a follower that received a joint configuration and the entry leaving it in
+  one append keeps both entries but not the commit index covering the first; restarted with
+  its old applied configuration it can win an election in C_old that C_new's quorum never
+  saw (leader completeness). Apply-time configuration needs "a conf change is only durable
+  once a commit index covering the previous one is" (etcd-io/etcd#7625, the Append invariant).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CorruptStateError
 from ..rng import SplitMix64
 from ..storage import MemoryStorage
 from ..types import EMPTY_HARD_STATE, Entry, HardState, Snapshot
@@ -25,12 +35,11 @@ class SimDisk:
     syncs: int = 0
 
     def write(self, hs: HardState | None, snap: Snapshot | None, ents: list[Entry]) -> None:
-        if hs is not None:
-            self.pending.append(("hs", hs))
-        if snap is not None and not snap.is_empty():
-            self.pending.append(("snap", snap))
-        if ents:
-            self.pending.append(("ents", ents))
+        """Buffer one Ready's writes as one atomic record (applied as snapshot, entries, hard
+        state)."""
+        if hs is None and (snap is None or snap.is_empty()) and not ents:
+            return
+        self.pending.append(("ready", (hs, snap, ents)))
 
     def sync(self) -> None:
         for op in self.pending:
@@ -48,20 +57,25 @@ class SimDisk:
         self.entries = [e for e in self.entries if e.index > snap.metadata.index]
 
     def crash(self, rng: SplitMix64, tear: bool) -> None:
-        """Lose unsynced writes, except a random prefix that happened to reach the platter."""
+        """Lose unsynced writes, except a random prefix of whole records that happened to reach
+        the platter (with ``tear``, the next record was half written: its checksum fails and
+        recovery drops it, which loses it just the same)."""
         keep = rng.randrange(0, len(self.pending) + 1)
         for op in self.pending[:keep]:
             self._apply(op)
-        if tear and keep < len(self.pending):
-            kind, val = self.pending[keep]
-            if kind == "ents":
-                ents: list[Entry] = val  # type: ignore[assignment]
-                self._apply(("ents", ents[: rng.randrange(0, len(ents) + 1)]))
         self.pending.clear()
 
     def _apply(self, op: tuple[str, object]) -> None:
         kind, val = op
-        if kind == "hs":
+        if kind == "ready":
+            hs, snap, ents = val  # type: ignore[misc]
+            if snap is not None and not snap.is_empty():
+                self._apply(("snap", snap))
+            if ents:
+                self._apply(("ents", ents))
+            if hs is not None:
+                self._apply(("hs", hs))
+        elif kind == "hs":
             self.hard_state = val  # type: ignore[assignment]
         elif kind == "snap":
             snap: Snapshot = val  # type: ignore[assignment]
@@ -80,12 +94,17 @@ class SimDisk:
             self.entries.extend(e for e in ents if e.index > snap_index)
 
     def recover(self) -> MemoryStorage:
-        """The storage a restarted node finds."""
+        """The storage a restarted node finds. Raises ``CorruptStateError`` if the durable
+        commit index lies beyond the durable log (the write order was not respected)."""
         st = MemoryStorage()
         if not self.snapshot.is_empty():
             st.apply_snapshot(self.snapshot)
         st.append(list(self.entries))
         hs = self.hard_state
-        commit = min(max(hs.commit, st.first_index() - 1), st.last_index())
+        if hs.commit > st.last_index():
+            raise CorruptStateError(
+                f"durable commit {hs.commit} beyond the durable log (last {st.last_index()})"
+            )
+        commit = max(hs.commit, st.first_index() - 1)
         st.set_hard_state(HardState(hs.term, hs.vote, commit))
         return st

@@ -1,5 +1,5 @@
 """Simulated network: per-link drop probability, delay (hence reordering), duplication, and
-partitions (arbitrary blocked directed links, including leader isolation and bridges)."""
+partitions (arbitrary blocked directed links: leader isolation, bridges, one-way links)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ class NetworkFaults:
 class Network:
     """Messages in flight, ordered by delivery time (ties broken by send order)."""
 
-    __slots__ = ("_drop", "_queue", "_seq", "blocked", "dropped", "faults", "rng", "sent")
+    __slots__ = (
+        "_drop", "_queue", "_seq", "blocked", "dropped", "faults", "lossless", "rng", "sent"
+    )
 
     def __init__(self, rng: SplitMix64, faults: NetworkFaults) -> None:
         self.rng = rng
@@ -34,6 +36,8 @@ class Network:
         self._seq = 0
         self._drop: dict[tuple[int, int], float] = {}
         self.blocked: set[tuple[int, int]] = set()
+        #: while set, no random drops (partitions still apply)
+        self.lossless = False
         self.sent = 0
         self.dropped = 0
 
@@ -54,7 +58,9 @@ class Network:
     def send(self, m: Message, now: int) -> None:
         self.sent += 1
         link = (m.from_, m.to)
-        if link in self.blocked or self.rng.chance(self.link_drop(*link)):
+        if link in self.blocked or (
+            not self.lossless and self.rng.chance(self.link_drop(*link))
+        ):
             self.dropped += 1
             return
         self._push(m, now + self._delay())
@@ -101,6 +107,14 @@ class Network:
             for b in right:
                 self.blocked.add((a, b))
                 self.blocked.add((b, a))
+
+    def one_way(self, src: set[int], dst: set[int]) -> None:
+        """Messages from ``src`` to ``dst`` are lost; the reverse direction still works."""
+        self.blocked.clear()
+        for a in src:
+            for b in dst:
+                if a != b:
+                    self.blocked.add((a, b))
 
     def pending(self) -> int:
         return len(self._queue)

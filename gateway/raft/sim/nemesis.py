@@ -1,0 +1,298 @@
+"""Targeted fault schedules ("scenarios") for the simulator.
+
+Random faults alone almost never line up the few-tick windows in which classic Raft bugs show
+(a deposed leader serving a read after the new leader acknowledged a write; a leader
+committing an old-term entry by counting replicas, Figure 8 of the Raft paper). A scenario is
+a small state machine that drives the network, the clients and the node clocks through such a
+pattern, reacting to what the cluster does (a leader being elected, a commit index moving), the
+way a Jepsen nemesis reacts to events. Every choice it makes comes from the simulation's seeded
+generator, so a run stays reproducible bit for bit.
+
+A scenario never asserts anything itself: the invariants and the linearizability check do. On
+the correct core every scenario must pass; each is aimed at a class of bugs:
+
+* :class:`StaleLeader` -- isolate the leader together with clients that keep reading from it
+  (ReadIndex and lease reads, short timeouts) while the majority elects a new leader and
+  writes. The isolation starts right after the leader's check-quorum, so the deposed leader
+  believes in itself for as long as check-quorum allows. With ``bridge`` the old leader is then
+  reconnected to everyone but the new leader (it hears only from followers that moved to a
+  newer term: it must step down). With clock skew on, the old leader's clock runs at the slow
+  edge and everyone else's at the fast edge of the drift the lease contract allows.
+* :class:`Figure8` -- leader ``L`` appends a long uncommitted tail in term ``T`` while isolated;
+  the majority elects ``L2`` (term ``T'``), which is cut off at once, before anyone receives its
+  first entry; ``L`` is reconnected with just enough nodes to win again (term ``T''``) and
+  re-replicates its tail in batches; as soon as ``L`` advances its commit index it is cut off,
+  and ``L2`` may win with the remaining nodes. Counting replicas of term-``T`` entries commits
+  an entry that ``L2`` then overwrites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..rng import SplitMix64
+from ..types import NONE, Ready, Role
+
+if TYPE_CHECKING:
+    from .cluster import Simulation, _Node
+
+#: Nominal tick rate of a node clock, in rate units per sub-step (see ``Simulation``).
+NOMINAL_RATE = 100
+#: Largest drift of a node clock from the nominal rate, in percent. The lease contract
+#: (``Raft.lease_valid``) tolerates clocks whose rates differ by a factor of up to about
+#: 1.15; +-5 % (factor 1.105) stays inside it. See docs/raft.md ("Lease reads and clocks").
+MAX_DRIFT_PCT = 5
+
+
+@dataclass(slots=True)
+class Pin:
+    """A client bound to one node for the duration of a scenario.
+
+    ``role`` is ``"read"`` (gets in ``modes``) or ``"write"`` (puts, on ``key`` if set, with
+    values padded by ``pad`` bytes: large entries spread a log tail over several appends).
+    ``timeout`` is the client's op timeout in ticks. With ``avoid_lead`` set, a writer only
+    issues when its node knows a leader other than ``avoid_lead`` (a request forwarded to an
+    unreachable leader would only hang until it times out)."""
+
+    node: int
+    role: str
+    timeout: int
+    modes: tuple[str, ...] = ("read_index", "lease")
+    key: str | None = None
+    avoid_lead: int = NONE
+    pad: int = 0
+
+
+class Scenario:
+    """Base class. ``on_tick`` runs once per simulator tick (before the clients act),
+    ``on_ready`` after a node sent the messages of a ``Ready``; both may change the network,
+    the client pins and the node clocks. ``done`` ends the scenario (the simulator then calls
+    ``finish``, which heals the network, unpins the clients and resets the clocks)."""
+
+    name = "scenario"
+
+    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+        self.sim = sim
+        self.rng = rng
+        self.done = False
+        self.started = 0
+        # Partitions without random message loss: the pattern's timing stays sharp.
+        sim.net.lossless = True
+        self.arm_until = sim.ticks + 30
+
+    def on_tick(self) -> None:
+        raise NotImplementedError
+
+    def on_ready(self, node: _Node, rd: Ready) -> None:
+        """Called for every Ready processed while the scenario runs."""
+
+    def finish(self) -> None:
+        sim = self.sim
+        sim.net.heal()
+        sim.net.lossless = False
+        sim.pins.clear()
+        sim.reset_rates()
+        self.done = True
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _members(self) -> list[int]:
+        return sorted(n.id for n in self.sim.nodes.values() if not n.removed)
+
+    def _stable_leader(self) -> _Node | None:
+        """The leader, if it committed an entry of its term and is not transferring."""
+        lead = self.sim.leader()
+        if lead is None or lead.raw is None:
+            return None
+        r = lead.raw.raft
+        if not r.committed_entry_in_current_term() or r.lead_transferee != NONE:
+            return None
+        if r.trk.config.joint() or lead.paused_until:
+            return None
+        # Every voter up and caught up: the majority can elect a successor at once.
+        for v in r.trk.config.voters:
+            n = self.sim.nodes.get(v)
+            if n is None or not n.alive or n.paused_until:
+                return None
+            if v != lead.id and r.trk.progress[v].match < r.raft_log.committed:
+                return None
+        return lead
+
+    def _hasten(self, exclude: set[int]) -> None:
+        """Make one follower outside ``exclude`` whose election timer reached the minimum
+        election timeout campaign now (``RawNode.campaign``), as if its randomized timeout
+        had drawn the minimum: the new leader appears as early as the protocol allows."""
+        ready = []
+        for n in self.sim.nodes.values():
+            if n.id in exclude or n.raw is None or not n.alive or n.paused_until:
+                continue
+            r = n.raw.raft
+            if r.role == Role.FOLLOWER and r.election_elapsed >= r.election_timeout:
+                ready.append(n)
+        if ready:
+            self.rng.choice(ready).raw.campaign()  # type: ignore[union-attr]
+
+    def _isolate(self, ids: set[int]) -> None:
+        """Cut ``ids`` off from every other node (both directions), keeping other blocks."""
+        members = {n for n in self.sim.nodes}
+        for a in ids:
+            for b in members - ids:
+                self.sim.net.blocked.add((a, b))
+                self.sim.net.blocked.add((b, a))
+
+
+class StaleLeader(Scenario):
+    """Readers stay with a deposed leader while the majority moves on (see module doc).
+
+    ``variant``: ``"plain"`` (isolation), ``"bridge"`` (then reconnected to all but the new
+    leader) or ``"slow"`` (the old leader's clock runs at a fraction of the nominal rate, far
+    outside the lease contract, so its readers use ReadIndex only: ReadIndex must be safe
+    whatever the clocks do)."""
+
+    name = "stale-leader"
+
+    def __init__(self, sim: Simulation, rng: SplitMix64, variant: str) -> None:
+        super().__init__(sim, rng)
+        self.variant = variant
+        self.bridge = variant == "bridge"
+        self.old = NONE
+        self.old_term = 0
+        self.bridged = False
+
+    def on_tick(self) -> None:
+        sim = self.sim
+        if self.old == NONE:
+            lead = self._stable_leader()
+            # Start right after the leader's check-quorum: it will keep believing in itself
+            # for almost two election timeouts.
+            if lead is not None and lead.raw.raft.election_elapsed <= 1:  # type: ignore[union-attr]
+                self._begin(lead)
+            elif sim.ticks >= self.arm_until:
+                self.done = True
+            return
+        elapsed = sim.ticks - self.started
+        self._hasten({self.old})
+        if self.bridge and not self.bridged:
+            new = sim.leader()
+            if new is not None and new.id != self.old and new.raw.raft.term > self.old_term:  # type: ignore[union-attr]
+                # Reconnect the old leader with everybody except the new leader.
+                sim.net.heal()
+                sim.net.blocked.update({(self.old, new.id), (new.id, self.old)})
+                self.bridged = True
+        if elapsed >= (40 if self.variant == "plain" else 60):
+            self.done = True
+
+    def _begin(self, lead: _Node) -> None:
+        sim, rng = self.sim, self.rng
+        self.old = lead.id
+        self.old_term = lead.raw.raft.term  # type: ignore[union-attr]
+        self.started = sim.ticks
+        members = self._members()
+        self._isolate({lead.id})
+        others = [m for m in members if m != lead.id]
+        clients = sorted(sim.client_op)
+        rng.shuffle(clients)
+        readers = max(1, len(clients) // 2)
+        for i, c in enumerate(clients):
+            if i < readers:
+                # One reader per read mode (ReadIndex only with an out-of-contract clock).
+                lease = self.variant != "slow" and i % 2 == 1
+                modes = ("lease",) if lease else ("read_index",)
+                sim.pins[c] = Pin(lead.id, "read", timeout=3, modes=modes)
+            elif others:
+                sim.pins[c] = Pin(rng.choice(others), "write", timeout=8, avoid_lead=lead.id)
+        if self.variant == "slow":
+            lead.rate = NOMINAL_RATE * rng.randrange(30, 60) // 100
+        elif "skew" in sim.cfg.faults:
+            for n in sim.nodes.values():
+                n.rate = NOMINAL_RATE + (-1 if n.id == lead.id else 1) * MAX_DRIFT_PCT
+
+
+class Figure8(Scenario):
+    """Raft paper, Figure 8, driven against whoever leads (see module doc)."""
+
+    name = "figure8"
+
+    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+        super().__init__(sim, rng)
+        self.phase = "arm"
+        self.old = NONE
+        self.second = NONE
+        self.term_again = 0
+        self.commit_again = 0
+        self.phase_until = 0
+
+    def on_tick(self) -> None:
+        sim = self.sim
+        if self.phase == "arm":
+            lead = self._stable_leader()
+            if lead is not None:
+                self._begin(lead)
+            elif sim.ticks >= self.arm_until:
+                self.done = True
+            return
+        if self.phase in ("tail", "expose"):
+            self._hasten({self.old})  # the majority elects L2 as early as possible
+        elif self.phase == "reelect":
+            self._hasten(set(sim.nodes) - {self.old})  # and L wins its group back
+        if sim.ticks >= self.phase_until:
+            self.done = True  # exposed, or the pattern did not materialize: heal
+
+    def _begin(self, lead: _Node) -> None:
+        sim, rng = self.sim, self.rng
+        self.old = lead.id
+        self.started = sim.ticks
+        self.phase = "tail"
+        self.phase_until = sim.ticks + 40
+        self._isolate({lead.id})
+        clients = sorted(sim.client_op)
+        rng.shuffle(clients)
+        for c in clients[: max(1, len(clients) - 1)]:
+            # Short timeouts: the leader appends a long uncommitted tail of term T.
+            sim.pins[c] = Pin(lead.id, "write", timeout=1, key="z", pad=200)
+
+    def on_ready(self, node: _Node, rd: Ready) -> None:
+        sim = self.sim
+        raw = node.raw
+        if raw is None or self.phase in ("arm", "expose"):
+            return
+        became_leader = rd.soft_state is not None and rd.soft_state.role == Role.LEADER
+        if self.phase == "tail" and became_leader and node.id != self.old:
+            # L2 won term T': cut it off before its first append reaches anybody, and let L
+            # talk to just enough nodes to win again (they cannot elect one of their own: L
+            # refuses them its vote, its log being longer in the same last term).
+            self.second = node.id
+            sim.pins.clear()
+            voters = sorted(raw.raft.trk.config.voters)
+            quorum = len(voters) // 2 + 1
+            rest = [v for v in voters if v not in (self.old, self.second)]
+            self.rng.shuffle(rest)
+            group = {self.old, *rest[: quorum - 1]}
+            sim.net.heal()
+            self._isolate(group)
+            self._isolate({self.second})
+            self.phase = "reelect"
+            self.phase_until = sim.ticks + 40
+        elif self.phase == "reelect" and became_leader:
+            if node.id != self.old:
+                self.done = True  # somebody else won: not this pattern
+                return
+            self.term_again = raw.raft.term
+            self.commit_again = raw.raft.raft_log.committed
+            self.phase = "commit"
+            self.phase_until = sim.ticks + 30
+        elif (
+            self.phase == "commit"
+            and node.id == self.old
+            and rd.hard_state is not None
+            and raw.raft.role == Role.LEADER
+            and raw.raft.term == self.term_again
+            and rd.hard_state.commit > self.commit_again
+        ):
+            # L just committed (and applied) something: cut it off before the rest of its
+            # log reaches its followers, and let L2 talk to everybody else.
+            sim.net.heal()
+            self._isolate({self.old})
+            self.phase = "expose"
+            self.phase_until = sim.ticks + 40
