@@ -80,6 +80,8 @@ class ChangeFeed:
         if req.HasField("after_gtid") and req.after_gtid.trans_id:
             return self._after_gtid(req.after_gtid.server_id, req.after_gtid.trans_id)
         start = req.from_log_index or first
+        if start < first <= 2:
+            start = first  # index 1 is the bootstrap snapshot: it holds no transactions
         if start < first:
             raise InvalidRequest("from_log_index", f"log index {start} was compacted; the "
                                  f"log starts at {first} (resync from a snapshot)")

@@ -1,0 +1,72 @@
+"""Helpers for in-process node tests: free loopback ports, node configs, a cluster runner.
+
+Tests are plain functions that call ``run(coro)``; every node of a test runs in that one event
+loop over real gRPC on loopback ports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from gateway.node import GatewayNode, NodeConfig
+from gateway.node.config import TlsConfig
+
+T = TypeVar("T")
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
+    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
+
+
+def node_configs(tmp_path: Any, n: int, *, appliers: dict | None = None,
+                 tls: TlsConfig | None = None, tokens_file: str = "",
+                 **kw: Any) -> list[NodeConfig]:
+    ports = free_ports(2 * n)
+    peers = {i + 1: f"127.0.0.1:{ports[2 * i]}" for i in range(n)}
+    return [NodeConfig(node_id=i + 1, listen=peers[i + 1], api=f"127.0.0.1:{ports[2 * i + 1]}",
+                       peers=peers, data_dir=str(tmp_path / f"n{i + 1}"),
+                       appliers=appliers if appliers is not None else {}, fsync=False,
+                       tick_ms=30, log_format="text", tls=tls or TlsConfig(),
+                       tokens_file=tokens_file, **kw).validate()
+            for i in range(n)]
+
+
+async def start_all(cfgs: list[NodeConfig]) -> list[GatewayNode]:
+    nodes = [GatewayNode(c) for c in cfgs]
+    for nd in nodes:
+        await nd.start()
+    return nodes
+
+
+async def stop_all(nodes: list[GatewayNode]) -> None:
+    for nd in nodes:
+        await nd.stop()
+
+
+async def wait_for(pred: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not pred():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what or pred}")
+        await asyncio.sleep(0.02)
+
+
+async def leader_of(nodes: list[GatewayNode], timeout: float = 15.0) -> GatewayNode:
+    await wait_for(lambda: any(n.driver.is_leader for n in nodes), timeout, "a leader")
+    return next(n for n in nodes if n.driver.is_leader)

@@ -1,0 +1,288 @@
+"""One node in process: writes, reads, restart recovery, idempotency, invalid requests,
+batches and streams, Subscribe with resume."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert, row_update
+from gateway.node import GatewayNode
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
+
+from .conftest import leader_of, node_configs, run, wait_for
+
+
+def test_write_read_update_delete_and_restart_recovery(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def first() -> tuple[int, int]:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            r1 = await c.write([row_insert("shop.items", {"id": 1}, {"name": "a", "qty": 5})])
+            r2 = await c.write([row_update("shop.items", {"id": 1}, {"qty": 6}),
+                                row_insert("shop.items", {"id": 2}, {"name": "b", "qty": 1})])
+            await c.write([row_delete("shop.items", {"id": 2})])
+            assert (r1.gtid.server_id, r1.gtid.trans_id) == (1, 1)
+            assert r2.gtid.trans_id == 2 and r2.log_index > r1.log_index
+            assert r2.epoch >= r1.epoch > 0 and r2.commit_timestamp_ns > r1.commit_timestamp_ns
+            assert await c.get("shop.items", 1) == {"id": 1, "name": "a", "qty": 6}
+            assert await c.get("shop.items", 2) is None
+            resp = await c.read("shop.items", 1, "lease")
+            assert resp.row.author == 1 and resp.row.gtid.trans_id == 2
+            assert resp.row.log_index == r2.log_index and resp.row.epoch == r2.epoch
+        applied = node.sm.applied_index
+        await node.stop()
+        return applied, r2.commit_timestamp_ns
+
+    applied, last_ts = run(first())
+
+    async def second() -> None:
+        node = GatewayNode(cfg)  # same data dir: recovers from the WAL and the store
+        await node.start()
+        await leader_of([node])
+        assert node.sm.applied_index >= applied
+        async with AsyncGatewayClient(cfg.api) as c:
+            assert await c.get("shop.items", 1) == {"id": 1, "name": "a", "qty": 6}
+            r = await c.write([row_insert("shop.items", {"id": 3}, {"name": "c", "qty": 0})])
+            assert r.gtid.trans_id == 4  # continues after the restart (3 was the delete)
+            assert r.commit_timestamp_ns > last_ts
+        await node.stop()
+
+    run(second())
+
+
+def test_replay_after_losing_the_unflushed_store(tmp_path):
+    """The store is not fsynced: a restart replays the WAL from its durable applied index."""
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            for i in range(20):
+                await c.write([row_insert("t.kv", {"k": i}, {"v": str(i)})])
+        # crash-like stop: abandon the store's memtable instead of flushing it
+        node.sm.store.abandon()
+        node.sm.close = lambda: None  # type: ignore[method-assign]
+        node.sm.flush = lambda: None  # type: ignore[method-assign]
+        await node.stop()
+        node2 = GatewayNode(cfg)
+        await node2.start()
+        await leader_of([node2])
+        async with AsyncGatewayClient(cfg.api) as c:
+            for i in range(20):
+                assert await c.get("t.kv", i, "stale") == {"k": i, "v": str(i)}
+        await node2.stop()
+
+    run(go())
+
+
+def test_idempotent_retry_applies_once(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            stmt = [row_insert("t.counter", {"id": 1}, {"n": 1})]
+            a = await c.write(stmt, idempotency_key="k-1")
+            await c.write([row_update("t.counter", {"id": 1}, {"n": 2})])
+            b = await c.write(stmt, idempotency_key="k-1")  # a retry: must not reset n
+            assert b.duplicate and not a.duplicate
+            assert (b.gtid.trans_id, b.log_index) == (a.gtid.trans_id, a.log_index)
+            assert await c.get("t.counter", 1) == {"id": 1, "n": 2}
+            # two concurrent submissions of one key: one applies, one is a duplicate
+            s2 = [row_insert("t.counter", {"id": 2}, {"n": 7})]
+            x, y = await asyncio.gather(c.write(s2, idempotency_key="k-2"),
+                                        c.write(s2, idempotency_key="k-2"))
+            assert x.log_index == y.log_index and x.duplicate != y.duplicate
+        await node.stop()
+
+    run(go())
+
+
+def _bad(stmt: statement_pb2.Statement) -> gateway_pb2.WriteRequest:
+    return gateway_pb2.WriteRequest(statements=[stmt])
+
+
+def _null_key() -> gateway_pb2.WriteRequest:
+    stmt = row_insert("t.items", {"id": 1})
+    stmt.insert.records[0].key_values[0].null_value = value_pb2.NULL_VALUE
+    return _bad(stmt)
+
+
+@pytest.mark.parametrize(("make", "field", "words"), [
+    (lambda: gateway_pb2.WriteRequest(), "statements", "at least one"),
+    (lambda: _bad(statement_pb2.Statement()), "statements[0]", "no kind"),
+    (lambda: _bad(row_insert("t.items", {})), "statements[0].insert.key_fields",
+     "missing key"),
+    (_null_key,
+     "statements[0].insert.records[0].key_values[0]", "missing key"),
+    (lambda: _bad(row_insert(".", {"id": 1})), "statements[0].insert.table.table_name",
+     "missing table"),
+    (lambda: _bad(row_insert("t.items", {"id": "x"})), "statements[0].insert.key_fields",
+     "unknown table shape"),
+    (lambda: _bad(row_insert("t.items", {"id": 1}, {"color": "red"})),
+     "statements[0].insert.fields", "unknown table shape"),
+    (lambda: _bad(row_insert("t.items", {"id": 1}, {"name": 5})),
+     "statements[0].insert.fields[0].type", "wrong type"),
+    (lambda: gateway_pb2.WriteRequest(statements=[row_insert("t.items", {"id": 1},
+                                                             {"name": "x" * (5 << 20)})]),
+     "statements", "oversized"),
+    (lambda: gateway_pb2.WriteRequest(statements=[row_insert("t.items", {"id": 1})],
+                                      idempotency_key="k" * 200), "idempotency_key", "128"),
+])
+def test_invalid_requests_name_the_field(tmp_path, make, field, words):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            await c.write([row_insert("t.items", {"id": 0}, {"name": "first"})])
+        before = node.sm.last_trans_id
+        opts = [("grpc.max_send_message_length", 64 << 20)]
+        async with grpc.aio.insecure_channel(cfg.api, options=opts) as ch:
+            stub = gateway_pb2_grpc.GatewayStub(ch)
+            with pytest.raises(grpc.aio.AioRpcError) as ei:
+                await stub.Write(make(), timeout=10)
+        err = ei.value
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+        assert err.details().startswith(f"{field}:"), err.details()
+        assert words in err.details()
+        assert ("gateway-field", field) in tuple(err.trailing_metadata())
+        await asyncio.sleep(0.05)
+        assert node.sm.last_trans_id == before  # nothing proposed, nothing applied
+        async with AsyncGatewayClient(cfg.api) as c:
+            assert await c.get("t.items", 1) is None
+        await node.stop()
+
+    run(go())
+
+
+def test_write_batch_is_all_or_nothing_and_stream_write(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            res = await c.write_batch([[row_insert("t.b", {"id": i}, {"v": i})]
+                                       for i in range(50)])
+            assert [r.gtid.trans_id for r in res] == list(range(1, 51))
+            with pytest.raises(GatewayError) as ei:
+                await c.write_batch([[row_insert("t.b", {"id": 100}, {"v": 1})],
+                                     [row_insert("t.b", {"id": 101}, {"v": "wrong"})]])
+            assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert ei.value.field == "writes[1].statements[0].insert.fields[0].type"
+            assert await c.get("t.b", 100) is None
+        async with grpc.aio.insecure_channel(cfg.api) as ch:
+            stub = gateway_pb2_grpc.GatewayStub(ch)
+
+            async def reqs():
+                for i in range(200, 300):
+                    yield gateway_pb2.StreamWriteRequest(seq=i, write=gateway_pb2.WriteRequest(
+                        statements=[row_insert("t.b", {"id": i}, {"v": i})]))
+                yield gateway_pb2.StreamWriteRequest(seq=999, write=gateway_pb2.WriteRequest())
+
+            got = {r.seq: r async for r in stub.StreamWrite(reqs(), timeout=20)}
+        assert len(got) == 101
+        assert got[999].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert all(got[i].result.gtid.trans_id > 50 for i in range(200, 300))
+        scan = await _scan(cfg.api, "t.b", 200, 210)
+        assert [r.key_values[0].int_value for r in scan.rows] == list(range(200, 210))
+        await node.stop()
+
+    run(go())
+
+
+async def _scan(api: str, table: str, lo: int, hi: int) -> gateway_pb2.ScanResponse:
+    async with grpc.aio.insecure_channel(api) as ch:
+        return await gateway_pb2_grpc.GatewayStub(ch).Scan(gateway_pb2.ScanRequest(
+            table=table, start_key=[value_pb2.Value(int_value=lo)],
+            end_key=[value_pb2.Value(int_value=hi)]), timeout=10)
+
+
+def test_subscribe_streams_committed_transactions_and_resumes(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            written = [await c.write([row_insert("t.s", {"id": i}, {"v": i})]) for i in range(5)]
+            dup = await c.write([row_insert("t.s", {"id": 0}, {"v": 0})],
+                                idempotency_key="same")
+            await c.write([row_insert("t.s", {"id": 0}, {"v": 0})], idempotency_key="same")
+        async with grpc.aio.insecure_channel(cfg.api) as ch:
+            stub = gateway_pb2_grpc.GatewayStub(ch)
+            events = []
+            call = stub.Subscribe(gateway_pb2.SubscribeRequest(from_log_index=1))
+            async for ev in call:
+                events.append(ev)
+                if len(events) == 3:
+                    break
+            call.cancel()
+            assert [e.transaction.gtid.trans_id for e in events] == [1, 2, 3]
+            # resume after the third: from its log index + 1
+            call = stub.Subscribe(gateway_pb2.SubscribeRequest(
+                from_log_index=events[-1].log_index + 1))
+            rest = []
+            async for ev in call:
+                rest.append(ev)
+                if len(rest) == 3:
+                    break
+            call.cancel()
+            assert [e.transaction.gtid.trans_id for e in rest] == [4, 5, dup.gtid.trans_id]
+            assert rest[0].log_index == written[3].log_index
+            # resume by GTID, and a live event arriving after subscribing
+            req = gateway_pb2.SubscribeRequest()
+            req.after_gtid.server_id, req.after_gtid.trans_id = 1, 5
+            call = stub.Subscribe(req)
+            first = await call.read()
+            assert first.transaction.gtid.trans_id == dup.gtid.trans_id
+            async with AsyncGatewayClient(cfg.api) as c:
+                live = await c.write([row_insert("t.s", {"id": 9}, {"v": 9})])
+            nxt = await asyncio.wait_for(call.read(), 10)
+            assert nxt.log_index == live.log_index  # the duplicate entry was skipped
+            call.cancel()
+        await node.stop()
+
+    run(go())
+
+
+def test_health_follows_leadership_and_status(tmp_path):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with grpc.aio.insecure_channel(cfg.api) as ch:
+            h = health_pb2_grpc.HealthStub(ch)
+            await wait_for(lambda: True)
+            for _ in range(50):
+                r = await h.Check(health_pb2.HealthCheckRequest(service="gateway.v1.Gateway"))
+                if r.status == health_pb2.HealthCheckResponse.SERVING:
+                    break
+                await asyncio.sleep(0.05)
+            assert r.status == health_pb2.HealthCheckResponse.SERVING
+        async with AsyncGatewayClient(cfg.api) as c:
+            st = await c.status()
+        assert st.role == "leader" and st.leader_id == 1 and st.leader_api == cfg.api
+        assert [m.node_id for m in st.members] == [1]
+        await node.stop()
+
+    run(go())
