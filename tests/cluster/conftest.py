@@ -11,6 +11,8 @@ Select only these tests with ``pytest -m cluster``, or leave them out with ``-m 
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ FAST_ENV = {
     "GATEWAY_FSYNC": "true",
     "GATEWAY_LOG_LEVEL": "info",
     "GATEWAY_LOG_FORMAT": "text",
+    # only the built-in SQLite applier: plugins other engineers install must not change runs
+    "GATEWAY_PLUGINS": "sqlite",
 }
 
 
@@ -37,9 +41,22 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+#: Overrides the program that runs ``run --node-id ...`` (shell words), e.g. to test a
+#: development build: ``GATEWAY_TEST_NODE_PROGRAM="python /path/to/launcher.py"``.
+PROGRAM_ENV = "GATEWAY_TEST_NODE_PROGRAM"
+
+
+def node_program() -> list[str] | None:
+    text = os.environ.get(PROGRAM_ENV, "").strip()
+    return shlex.split(text) if text else None
+
+
 def node_is_present() -> bool:
-    """True once ``gateway run`` exists (the node has landed). Until then these tests are
-    skipped; from then on they always run."""
+    """True once ``gateway run`` exists (the node has landed) or a program is named in
+    ``GATEWAY_TEST_NODE_PROGRAM``. Until then these tests are skipped; from then on they
+    always run."""
+    if node_program():
+        return True
     try:
         from gateway.cli import main
     except ImportError:
@@ -81,6 +98,9 @@ def make_cluster(
 
     def make(size: int, *, env: dict[str, str] | None = None, start: bool = True,
              **kw: Any) -> ProcessCluster:
+        program = node_program()
+        if program:
+            kw.setdefault("program", program)
         c = ProcessCluster(tmp_path / f"cluster{len(clusters)}", size,
                            env={**FAST_ENV, **(env or {})}, **kw)
         clusters.append(c)

@@ -53,7 +53,7 @@ _SHIM = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
     "if os.getppid() != int(sys.argv[1]): os._exit(70)\n"  # parent already gone
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
 
 
@@ -400,6 +400,30 @@ class ProcessCluster:
             if isinstance(s, Exception) or s.leader_id != lead or s.term != term:
                 return None
         return lead
+
+    def majority_leader(self) -> int | None:
+        """The leader of the current term as seen by a majority of the known nodes (some
+        nodes may be cut off and campaigning): it reports role ``leader`` and a majority of
+        nodes name it with its term."""
+        sts = self.statuses(sorted(self.nodes))
+        for i, s in sts.items():
+            if isinstance(s, Exception) or s.role != "leader":
+                continue
+            term = s.term
+            votes = sum(
+                1
+                for t in sts.values()
+                if not isinstance(t, Exception) and t.leader_id == i and t.term == term
+            )
+            if votes > len(self.nodes) // 2:
+                return i
+        return None
+
+    def wait_for_majority_leader(self, timeout: float = 20.0) -> int:
+        """Wait for :meth:`majority_leader`."""
+        return wait_until(
+            "a leader followed by a majority", self.majority_leader, timeout, 0.1, self.describe
+        )
 
     def wait_for_leader(self, among: Iterable[int] | None = None, timeout: float = 20.0) -> int:
         """Wait until the nodes in ``among`` (default: live) agree on one leader; return it."""

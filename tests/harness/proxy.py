@@ -64,6 +64,12 @@ class DirectionFaults:
     delay: float = 0.0
     jitter: float = 0.0
 
+    def __str__(self) -> str:
+        parts = ["blackhole"] if self.blackhole else []
+        if self.delay or self.jitter:
+            parts.append(f"delay={self.delay:g}+{self.jitter:g}s")
+        return ",".join(parts) or "ok"
+
     def clear(self) -> None:
         self.blackhole = False
         self.delay = 0.0
