@@ -347,7 +347,10 @@ class Raft:
                 self.term, self.vote = self.election_start
             elif self.role != Role.PRE_CANDIDATE:
                 self.election_start = (self.term, self.vote)
-            new_term = self.prospective_term or self._next_unused_term()
+            # A prospective term is only valid above the current term: a pre-vote campaign
+            # that ended by following a leader leaves a stale one behind.
+            new_term = (self.prospective_term if self.prospective_term > self.term
+                        else self._next_unused_term())
         else:
             new_term = self.term + 1
         self.prospective_term = 0
@@ -587,7 +590,12 @@ class Raft:
     def lease_valid(self) -> bool:
         """Whether a quorum acknowledged a heartbeat recent enough that no other leader can
         have been elected since (followers ignore votes for ``election_timeout`` ticks after
-        hearing from us; two ticks of margin cover tick-phase differences)."""
+        hearing from us; two ticks of margin cover tick-phase differences).
+
+        Contract: bounded clock drift. The lease runs on this node's ticks and the followers'
+        vote refusal on theirs, so it is safe only while tick rates differ by less than the
+        margin plus a successor's election and commit latency can absorb (see docs/raft.md,
+        "Lease reads and clocks"; the simulator checks +-5 %)."""
         if self.lease_revoked or not self.check_quorum:
             return False
         self.trk.progress[self.id].lease_tick = self.ticks
