@@ -325,7 +325,9 @@ class Ready:
     """Everything the driver must do after stepping or ticking, in this order:
 
     1. write ``snapshot`` (if not empty), ``entries`` and ``hard_state`` (if not None) to
-       stable storage; when ``must_sync`` is true they must be durable (fsync) before step 2;
+       stable storage *atomically* (a crash keeps all of them or none: e.g. one checksummed
+       WAL record; either piecewise order is unsafe, see docs/raft.md); when ``must_sync`` is
+       true they must be durable (fsync) before step 2;
     2. send ``messages`` (they may depend on the state written in step 1);
     3. apply ``committed_entries`` (calling ``RawNode.apply_conf_change`` for conf changes) and
        serve ``read_states`` once the applied index reaches them;

@@ -68,6 +68,7 @@ def test_failure_prints_seed_and_reproduce_command(
 
 def test_fault_names() -> None:
     assert {"drop", "dup", "delay", "reorder", "partition", "crash", "torn", "churn",
-            "snapshot", "transfer"} <= set(ALL_FAULTS)
+            "snapshot", "transfer", "pause", "skew", "oneway", "stale", "figure8", "laggard",
+            "lostack"} <= set(ALL_FAULTS)
     with pytest.raises(SystemExit):
         main(["--faults", "bogus"])

@@ -39,7 +39,16 @@ from ..types import (
 from .disk import SimDisk
 from .invariants import InvariantChecker, InvariantViolation
 from .kv import CAS, GET, PUT, KVStore, encode_op
-from .nemesis import MAX_DRIFT_PCT, NOMINAL_RATE, Figure8, Pin, Scenario, StaleLeader
+from .nemesis import (
+    MAX_DRIFT_PCT,
+    NOMINAL_RATE,
+    Figure8,
+    Laggard,
+    LostAck,
+    Pin,
+    Scenario,
+    StaleLeader,
+)
 from .network import Network, NetworkFaults
 
 ALL_FAULTS = (
@@ -58,6 +67,8 @@ ALL_FAULTS = (
     "oneway",
     "stale",
     "figure8",
+    "laggard",
+    "lostack",
 )
 
 SUBSTEPS = 4
@@ -239,6 +250,11 @@ class Simulation:
             self.rng.randrange(5, 40) if downtime is None else downtime
         )
 
+    def crash(self, node: _Node, downtime: int | None = None) -> None:
+        """Crash ``node`` now (unsynced writes are lost as in any crash); it restarts after
+        ``downtime`` ticks (random when None)."""
+        self._crash(node, downtime)
+
     def leader(self) -> _Node | None:
         """The live leader with the highest term (None if no node believes it leads)."""
         return self._leader()
@@ -304,6 +320,8 @@ class Simulation:
             self.net.send(m, self.now)
         if self.scenario is not None:
             self.scenario.on_ready(node, rd)
+            if not node.alive:
+                return  # the scenario crashed it right after sending
         if acked and crashes and self.rng.chance(0.01) and self._may_crash(node):
             # Crashed right after acknowledging (a vote or entries): whatever the
             # acknowledgement promised must already be durable. Restarts quickly.
@@ -507,9 +525,13 @@ class Simulation:
         f = self.cfg.faults
         kinds: list[tuple[str, int]] = []
         if "stale" in f:
-            kinds += [("stale", 2), ("stale-bridge", 1), ("stale-slow", 1)]
+            kinds += [("stale", 3), ("stale-bridge", 1), ("stale-slow", 1)]
         if "figure8" in f:
             kinds.append(("figure8", 3))
+        if "laggard" in f:
+            kinds.append(("laggard", 2))
+        if "lostack" in f:
+            kinds.append(("lostack", 2))
         if not kinds or not self.rng.chance(0.04):
             return False
         self.net.heal()  # the scenario takes the network over
@@ -524,6 +546,10 @@ class Simulation:
         rng = self.rng.fork()
         if kind == "figure8":
             self.scenario = Figure8(self, rng)
+        elif kind == "laggard":
+            self.scenario = Laggard(self, rng)
+        elif kind == "lostack":
+            self.scenario = LostAck(self, rng)
         else:
             self.scenario = StaleLeader(self, rng, variant=kind.partition("-")[2] or "plain")
         self.scenarios_run[kind] = self.scenarios_run.get(kind, 0) + 1

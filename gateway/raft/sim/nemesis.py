@@ -18,6 +18,10 @@ the correct core every scenario must pass; each is aimed at a class of bugs:
   reconnected to everyone but the new leader (it hears only from followers that moved to a
   newer term: it must step down). With clock skew on, the old leader's clock runs at the slow
   edge and everyone else's at the fast edge of the drift the lease contract allows.
+* :class:`Laggard` -- a follower that missed committed entries campaigns every tick once the
+  leader is gone: only the log up-to-date check stops it.
+* :class:`LostAck` -- followers crash right after acknowledging an append, restart at once,
+  and the leader is cut off: acknowledged entries must have been durable.
 * :class:`Figure8` -- leader ``L`` appends a long uncommitted tail in term ``T`` while isolated;
   the majority elects ``L2`` (term ``T'``), which is cut off at once, before anyone receives its
   first entry; ``L`` is reconnected with just enough nodes to win again (term ``T''``) and
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..rng import SplitMix64
-from ..types import NONE, Ready, Role
+from ..types import NONE, MessageType, Ready, Role
 
 if TYPE_CHECKING:
     from .cluster import Simulation, _Node
@@ -193,10 +197,11 @@ class StaleLeader(Scenario):
         others = [m for m in members if m != lead.id]
         clients = sorted(sim.client_op)
         rng.shuffle(clients)
-        readers = max(1, len(clients) // 2)
+        readers = max(1, len(clients) // 2)  # the others write on the majority side
         for i, c in enumerate(clients):
             if i < readers:
-                # One reader per read mode (ReadIndex only with an out-of-contract clock).
+                # Readers alternate ReadIndex and lease reads (ReadIndex only with an
+                # out-of-contract clock).
                 lease = self.variant != "slow" and i % 2 == 1
                 modes = ("lease",) if lease else ("read_index",)
                 sim.pins[c] = Pin(lead.id, "read", timeout=3, modes=modes)
@@ -296,3 +301,110 @@ class Figure8(Scenario):
             self._isolate({self.old})
             self.phase = "expose"
             self.phase_until = sim.ticks + 40
+
+
+class Laggard(Scenario):
+    """A follower that missed committed entries campaigns as soon as it can: it is isolated
+    while the others commit, reconnected, the leader is cut off, and the laggard calls
+    ``campaign()`` every tick. Its log is behind, so no voter may grant it a vote (the log
+    up-to-date check, §5.4.1); a leader that wins anyway lacks committed entries."""
+
+    name = "laggard"
+
+    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+        super().__init__(sim, rng)
+        self.phase = "arm"
+        self.lag = NONE
+        self.old = NONE
+        self.phase_until = 0
+
+    def on_tick(self) -> None:
+        sim = self.sim
+        if self.phase == "arm":
+            lead = self._stable_leader()
+            if lead is not None:
+                voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+                if voters:
+                    self.old, self.lag = lead.id, self.rng.choice(voters)
+                    self._isolate({self.lag})
+                    self.started = sim.ticks
+                    self.phase, self.phase_until = "lag", sim.ticks + 15 + self.rng.randrange(0, 15)
+            elif sim.ticks >= self.arm_until:
+                self.done = True
+            return
+        if self.phase == "lag" and sim.ticks >= self.phase_until:
+            sim.net.heal()
+            self._isolate({self.old})
+            self.phase, self.phase_until = "campaign", sim.ticks + 40
+        elif self.phase == "campaign":
+            node = sim.nodes.get(self.lag)
+            raw = node.raw if node is not None and node.alive and not node.paused_until else None
+            if raw is not None and raw.raft.role != Role.LEADER:
+                raw.campaign()
+            if sim.ticks >= self.phase_until:
+                self.done = True
+
+
+class LostAck(Scenario):
+    """Acknowledgements must be durable: the leader commits with the help of a minority of
+    followers (the rest are cut off); each of those crashes right after sending its first
+    append acknowledgement and restarts at once; then the leader is cut off and the followers
+    that were away campaign. If an acknowledged entry was not durable, a leader without a
+    committed entry can win."""
+
+    name = "lost-ack"
+
+    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+        super().__init__(sim, rng)
+        self.phase = "arm"
+        self.old = NONE
+        self.ackers: set[int] = set()
+        self.away: set[int] = set()
+        self.phase_until = 0
+
+    def on_tick(self) -> None:
+        sim = self.sim
+        if self.phase == "arm":
+            lead = self._stable_leader()
+            if lead is not None:
+                self._begin(lead)
+            elif sim.ticks >= self.arm_until:
+                self.done = True
+            return
+        if self.phase == "ack" and not self.ackers:
+            # every acker crashed once after acknowledging: cut the leader off and let the
+            # followers that were away elect someone
+            sim.pins.clear()
+            sim.net.heal()
+            self._isolate({self.old})
+            self.phase, self.phase_until = "expose", sim.ticks + 40
+        if self.phase == "expose":
+            self._hasten({self.old})
+        if sim.ticks >= self.phase_until:
+            self.done = True
+
+    def _begin(self, lead: _Node) -> None:
+        sim, rng = self.sim, self.rng
+        voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+        if not voters:
+            self.done = True
+            return
+        rng.shuffle(voters)
+        quorum = (len(voters) + 1) // 2 + 1
+        self.old = lead.id
+        self.ackers = set(voters[: quorum - 1])
+        self.away = set(voters[quorum - 1:])
+        if self.away:
+            self._isolate(self.away)
+        for c in sim.client_op:
+            sim.pins[c] = Pin(lead.id, "write", timeout=4)
+        self.started = sim.ticks
+        self.phase, self.phase_until = "ack", sim.ticks + 30
+
+    def on_ready(self, node: _Node, rd: Ready) -> None:
+        if self.phase != "ack" or node.id not in self.ackers:
+            return
+        if any(m.type == MessageType.APP_RESP and not m.reject and m.to == self.old
+               and m.index > 0 for m in rd.messages) and rd.entries:
+            self.ackers.discard(node.id)
+            self.sim.crash(node, downtime=0)
