@@ -359,10 +359,10 @@ class _Batch:
         touches_key = [name in key_pos for name in cols.names]
         rest_cols = cols.subset([not k for k in touches_key])
         for r_no, rec in enumerate(body.records, 1):
-            if rec.before_values and len(rec.before_values) != len(cols):
+            if rec.before_values and len(rec.before_values) != len(cols.names):
                 raise ValueError(f"record {r_no}: {len(rec.before_values)} before values for "
                                  f"{len(cols)} set_fields")
-            if len(rec.after_values) != len(cols):
+            if len(rec.after_values) != len(cols.names):
                 raise ValueError(f"record {r_no}: {len(rec.after_values)} values for "
                                  f"{len(cols)} fields")
             op = "UPDATE"

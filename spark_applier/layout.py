@@ -326,3 +326,28 @@ def _plan_file(f: LogFile, start: int, stop: int, lo: int, hi: int | None,
     finally:
         if not isinstance(buf, bytes):
             buf.close()
+
+
+def last_index(layout_: LogLayout) -> int:
+    """Index of the last entry a read would see now: the commit index of a WAL (or, without
+    one, its newest entry), the number of complete records of a log file."""
+    if layout_.kind == "wal" and layout_.commit is not None:
+        return layout_.commit
+    f = layout_.files[-1]
+    buf = open_buffer(f.path)
+    try:
+        end = buf.rfind(SEPARATOR) if len(buf) else -1
+        if end < 0:
+            return f.segment - 1 if f.kind == "wal" else 0
+        if f.kind == "log":
+            return _count(buf, 0, end)
+        key = entry_index_key(f.generation)
+        last = f.segment - 1
+        for rec in records.scan(buf, 0, end):
+            k = key(rec)
+            if k is not None:
+                last = k
+        return last
+    finally:
+        if not isinstance(buf, bytes):
+            buf.close()

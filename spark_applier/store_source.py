@@ -22,6 +22,7 @@ window and drops tombstones.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections.abc import Iterator
@@ -148,7 +149,7 @@ class GatewayStoreReader(DataSourceReader):
             size = os.path.getsize(path)
             cuts = [*range(0, size, self.partition_bytes), size]
             out.extend(TableRange(path, level, number, a, b)
-                       for a, b in zip(cuts, cuts[1:], strict=False))
+                       for a, b in itertools.pairwise(cuts))
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

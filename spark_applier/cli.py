@@ -1,0 +1,130 @@
+"""``gateway spark apply``: bulk apply a log through Spark, once or in micro-batches.
+
+Exit codes: 0 success; 1 the run finished but found damaged records, rejected transactions or
+dead-lettered operations (listed on stderr); 2 bad input (missing source, bad target spec,
+pyspark missing), one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import click
+
+__all__ = ["spark_group"]
+
+
+class _BadInput(click.ClickException):
+    exit_code = 2
+
+
+class _Problems(click.ClickException):
+    exit_code = 1
+
+
+@click.group("spark")
+def spark_group() -> None:
+    """Bulk apply and read logs with Spark (PySpark, local mode by default)."""
+
+
+def _session(master: str, cores: str) -> Any:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise _BadInput("pyspark is not installed (pip install 'gateway[spark]')") from None
+    builder = (SparkSession.builder.appName("gateway-spark-apply")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", cores))
+    if master:
+        builder = builder.master(master)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _echo_report(report: Any) -> None:
+    d = report.damage
+    click.echo(f"{report.target}: {report.ops_written} row operations written, "
+               f"{report.barriers} barriers, from {d.get('transactions', 0)} transactions "
+               f"({d.get('rows', 0)} logged operations); position {report.start.log_index} -> "
+               f"{report.end.log_index}")
+    for item in d.get("damaged", []):
+        click.echo(f"damaged: {item[0]}: bytes {item[1]}-{item[2]}", err=True)
+    for item in d.get("undecodable", []):
+        click.echo(f"undecodable: {item[0]}: byte {item[1]}: {item[2]}", err=True)
+    for item in d.get("rejected", []) + [[r] for r in report.rejected]:
+        click.echo(f"rejected: {': '.join(map(str, item))}", err=True)
+    if report.dead_letters:
+        click.echo(f"dead-lettered: {report.dead_letters} operations (gateway deadletter list "
+                   f"--applier {report.target})", err=True)
+
+
+@spark_group.command("apply")
+@click.option("--source", required=True, type=click.Path(exists=True),
+              help="A WAL directory or a standalone log file.")
+@click.option("--target", "target_spec", required=True,
+              help="parquet:DIR, sqlite:FILE, delta:DIR or cassandra://HOST:PORT/KEYSPACE")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+              help="Where the applied position is kept. [default: SOURCE.spark-state]")
+@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option("--partition-bytes", type=click.IntRange(64), default=None,
+              help="Bytes of log per input partition. [default: 32 MiB]")
+@click.option("--until", "index_to", type=click.IntRange(1), default=None,
+              help="Stop after this log index.")
+@click.option("--follow", is_flag=True, help="Keep applying micro-batches as the log grows.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="With --follow: apply at least every N seconds when entries wait.")
+@click.option("--max-entries", type=click.IntRange(1), default=100_000, show_default=True,
+              help="With --follow: apply as soon as M entries wait (and at most M per batch).")
+def apply_command(source: str, target_spec: str, state_dir: str | None, master: str,
+                  partition_bytes: int | None, index_to: int | None, follow: bool,
+                  interval: float, max_entries: int) -> None:
+    """Reduce the log to the final state of every row and write it to a target.
+
+    Resumes from the durable position in the state directory. Example:
+
+        gateway spark apply --source /var/lib/gateway/wal --target parquet:/data/tables
+    """
+    from gateway.appliers.contract import ApplyError
+    from gateway.appliers.position import PositionStoreError
+
+    state = state_dir or f"{source.rstrip('/')}.spark-state"
+    spark = _session(master, "4")
+    try:
+        from .bulk import apply_log
+        from .layout import LogLayoutError
+        from .plugin import MicroBatchRunner
+        from .targets import TargetSpecError, make_target
+
+        try:
+            target = make_target(spark, target_spec)
+        except (TargetSpecError, ApplyError) as exc:
+            raise _BadInput(str(exc)) from None
+        problems = 0
+        try:
+            if follow:
+                runner = MicroBatchRunner(spark, source, target, state, interval=interval,
+                                          max_entries=max_entries,
+                                          partition_bytes=partition_bytes)
+
+                def seen(report: Any) -> None:
+                    nonlocal problems
+                    _echo_report(report)
+                    problems += report.problems
+
+                with contextlib.suppress(KeyboardInterrupt):
+                    runner.run(on_batch=seen)
+            else:
+                report = apply_log(spark, source, target, state,
+                                   partition_bytes=partition_bytes, index_to=index_to)
+                _echo_report(report)
+                problems = report.problems
+        except (LogLayoutError, ValueError) as exc:
+            raise _BadInput(str(exc).splitlines()[0]) from None
+        except (ApplyError, PositionStoreError, OSError) as exc:
+            raise _Problems(f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        if problems:
+            raise _Problems(f"{problems} problem(s) found; see above")
+    finally:
+        spark.stop()

@@ -1,0 +1,299 @@
+"""Targets of the bulk apply: Parquet, SQLite, Cassandra and Delta Lake.
+
+A target has a ``name``, ``write_unit(rows) -> int`` (apply one unit of reduced rows: at most
+one operation per row, any order; return how many) and ``apply_barrier(op)`` (one SQL or MOVE
+``RowOp``, alone; ``UnsupportedOperationError`` if the target cannot, which dead-letters it).
+Every write is idempotent: applying the same unit twice leaves the same state, which is what
+makes resuming after an interrupted run safe.
+
+- ``ParquetTarget(root)``: one dataset directory per table, ``root/table=<schema>.<table>/``,
+  holding the table's current rows with typed columns (``schema.typed_value``) and the
+  metadata columns ``_server_id, _trans_id, _log_index, _epoch, _author, _commit_ts_ns``. A
+  unit is merged into the current rows with a full outer join by key and the result replaces
+  the directory (write to a staging directory, then rename; a crash between the renames is
+  finished at the next start). MOVE is applied the same way; SQL is not supported.
+- ``SqliteTarget(path)``: the built-in ``SqliteApplier`` run inside Spark tasks
+  (``mapInArrow``), so SQLite sees exactly the ``RowOp`` values the dispatcher would give it;
+  barriers run on the driver.
+- ``spark_applier.cassandra.CassandraTarget(contact, keyspace)``: cassandra-driver in each
+  task (the Spark Cassandra Connector has no Spark 4 build); every write carries ``USING
+  TIMESTAMP`` = its log index, so replays can never let an older change win.
+- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from gateway.appliers.contract import ApplyError, UnsupportedOperationError
+from gateway.core.rowops import OpKind, RowOp
+
+from .convert import op_of_row
+from .schema import spark_type_of, typed_value
+
+__all__ = ["DeltaTarget", "ParquetTarget", "SqliteTarget", "table_columns"]
+
+_META = ["server_id", "trans_id", "log_index", "epoch", "author", "commit_ts_ns"]
+
+
+def table_columns(rows: DataFrame) -> dict[tuple[str, str], tuple[list, list]]:
+    """``{(schema, table): (key columns, value columns)}`` as ``(name, FieldType)`` lists,
+    from the cells of ``rows`` (one small aggregation). ``ApplyError`` if a column has two
+    types."""
+    found = (rows.select("schema", "table",
+                         F.explode(F.concat(
+                             F.transform("key", lambda c: F.struct(F.lit(True).alias("k"),
+                                                                   c["name"].alias("n"),
+                                                                   c["type"].alias("t"))),
+                             F.transform("values", lambda c: F.struct(F.lit(False).alias("k"),
+                                                                      c["name"].alias("n"),
+                                                                      c["type"].alias("t")))))
+                         .alias("c"))
+             .select("schema", "table", "c.k", "c.n", "c.t").distinct().collect())
+    out: dict[tuple[str, str], tuple[list, list]] = {}
+    seen: dict[tuple[str, str, str], int] = {}
+    for r in sorted(found, key=lambda r: (r.schema, r.table, not r.k, r.n)):
+        ident = (r.schema, r.table, r.n)
+        if ident in seen and seen[ident] != r.t:
+            raise ApplyError(f"table {r.schema}.{r.table} column {r.n!r} has types "
+                             f"{seen[ident]} and {r.t} in the log")
+        seen[ident] = r.t
+        keys, values = out.setdefault((r.schema, r.table), ([], []))
+        (keys if r.k else values).append((r.n, r.t))
+    return out
+
+
+def _typed_ops(rows: DataFrame, schema: str, table: str, keys: list, values: list) -> DataFrame:
+    """The unit's operations on one table with one typed column per key and value column,
+    plus ``__has_<c>`` flags (an UPDATE sets only some columns; null is a value)."""
+    part = rows.filter((F.col("schema") == schema) & (F.col("table") == table))
+    part = part.withColumn("_k", F.map_from_arrays(F.transform("key", lambda c: c["name"]),
+                                                   F.col("key")))
+    part = part.withColumn("_v", F.map_from_arrays(F.transform("values", lambda c: c["name"]),
+                                                   F.col("values")))
+    cols = [F.expr(typed_value(f"_k['{_esc(n)}']", t)).alias(n) for n, t in keys]
+    for n, t in values:
+        cols.append(F.expr(typed_value(f"_v['{_esc(n)}']", t)).alias(n))
+        cols.append(F.expr(f"map_contains_key(_v, '{_esc(n)}')").alias(f"__has_{n}"))
+    cols += [F.col(m).alias(f"_{m}") for m in _META]
+    return part.select(F.col("op"), *cols)
+
+
+def _esc(name: str) -> str:
+    return name.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class ParquetTarget:
+    """Parquet datasets partitioned by table; see the module docstring."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        self.spark = spark
+        self.root = os.path.abspath(root)
+        self.name = "parquet"
+        os.makedirs(self.root, exist_ok=True)
+
+    def table_dir(self, schema: str, table: str) -> str:
+        return os.path.join(self.root, f"table={schema}.{table}")
+
+    def _recover(self, path: str) -> None:
+        """Finish a replacement a crash interrupted: ``path.old`` holds the previous rows and
+        ``path.new`` the complete new ones when it has ``_SUCCESS``."""
+        old, new = f"{path}.old", f"{path}.new"
+        if not os.path.exists(path):
+            if os.path.exists(os.path.join(new, "_SUCCESS")):
+                os.rename(new, path)
+            elif os.path.exists(old):
+                os.rename(old, path)
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(new, ignore_errors=True)
+
+    def write_unit(self, rows: DataFrame) -> int:
+        count = 0
+        for (schema, table), (keys, values) in table_columns(rows).items():
+            path = self.table_dir(schema, table)
+            self._recover(path)
+            ops = _typed_ops(rows, schema, table, keys, values)
+            count += ops.count()
+            merged = self._merge(path, ops, keys, values)
+            new = f"{path}.new.{uuid.uuid4().hex}"
+            merged.write.mode("overwrite").parquet(new)
+            if os.path.exists(path):
+                os.rename(path, f"{path}.old")
+            os.rename(new, path)
+            shutil.rmtree(f"{path}.old", ignore_errors=True)
+        return count
+
+    def _merge(self, path: str, ops: DataFrame, keys: list, values: list) -> DataFrame:
+        names = [n for n, _ in values]
+        meta = [f"_{m}" for m in _META]
+        if not os.path.exists(path):
+            return ops.filter(F.col("op").isin("INSERT", "UPSERT")).select(
+                *[F.col(n) for n, _ in keys],
+                *[F.when(F.col(f"__has_{n}"), F.col(n)).otherwise(
+                    F.lit(None).cast(spark_type_of(t))).alias(n) for n, t in values], *meta)
+        old = self.spark.read.parquet(path)
+        for n, t in values:  # a column first seen in this unit
+            if n not in old.columns:
+                old = old.withColumn(n, F.lit(None).cast(spark_type_of(t)))
+            elif dict(old.dtypes)[n] != ops.select(n).dtypes[0][1]:
+                raise ApplyError(f"{path}: column {n!r} is {dict(old.dtypes)[n]} in the dataset "
+                                 f"and {ops.select(n).dtypes[0][1]} in the log")
+        extra = [c for c in old.columns if c not in names and c not in meta
+                 and c not in {n for n, _ in keys}]
+        o, n_ = old.alias("o"), ops.alias("n")
+        cond = None
+        for k, _ in keys:
+            c = F.col(f"o.{_q(k)}").eqNullSafe(F.col(f"n.{_q(k)}"))
+            cond = c if cond is None else cond & c
+        j = o.join(n_, cond, "full_outer")
+        op = F.col("n.op")
+        exists = F.col("o._log_index").isNotNull()
+        keep = (op.isNull() & exists) | op.isin("INSERT", "UPSERT") | ((op == "UPDATE") & exists)
+        out = [F.coalesce(F.col(f"n.{_q(k)}"), F.col(f"o.{_q(k)}")).alias(k) for k, _ in keys]
+        for n, _t in values:
+            new, has = F.col(f"n.{_q(n)}"), F.col(f"n.{_q('__has_' + n)}")
+            out.append(F.when(op.isNull(), F.col(f"o.{_q(n)}"))
+                       .when(op == "UPDATE", F.when(has, new).otherwise(F.col(f"o.{_q(n)}")))
+                       .otherwise(F.when(has, new)).alias(n))
+        for c in extra:  # columns of the dataset that this unit never names
+            out.append(F.when(op.isNull() | (op == "UPDATE"), F.col(f"o.{_q(c)}")).alias(c))
+        out += [F.when(op.isNull(), F.col(f"o.{m}")).otherwise(F.col(f"n.{m}")).alias(m)
+                for m in meta]
+        return j.filter(keep).select(*out)
+
+    def apply_barrier(self, op: RowOp) -> None:
+        if op.kind is OpKind.SQL:
+            raise UnsupportedOperationError("the parquet target cannot execute SQL statements")
+        path = self.table_dir(op.table.schema, op.table.name)
+        self._recover(path)
+        if not os.path.exists(path):
+            return
+        old = self.spark.read.parquet(path)
+        key_names = [c.name for c in op.key_columns]
+        match = F.lit(True)
+        for name, v in zip(key_names, op.key, strict=True):
+            match = match & F.col(_q(name)).eqNullSafe(F.lit(v))
+        if not old.filter(match).limit(1).count():
+            return  # moving a missing row is a no-op
+        target = F.lit(True)
+        for name, v in zip(key_names, op.new_key or (), strict=True):
+            target = target & F.col(_q(name)).eqNullSafe(F.lit(v))
+        sets = {c.name: v for c, v in zip(op.columns, op.values, strict=True)}
+        sets.update(zip(key_names, op.new_key or (), strict=True))
+        meta = {"_server_id": op.gtid.server_id, "_trans_id": op.gtid.trans_id,
+                "_log_index": op.log_index, "_epoch": op.epoch, "_author": op.author,
+                "_commit_ts_ns": op.commit_ts_ns}
+        sets.update(meta)
+        moved = old.filter(match).select(*[
+            (F.lit(sets[c]).cast(t) if c in sets else F.col(_q(c))).alias(c)
+            for c, t in old.dtypes])
+        merged = old.filter(~match & ~target).unionByName(moved)
+        new = f"{path}.new.{uuid.uuid4().hex}"
+        merged.write.mode("overwrite").parquet(new)
+        os.rename(path, f"{path}.old")
+        os.rename(new, path)
+        shutil.rmtree(f"{path}.old", ignore_errors=True)
+
+
+def _arrow_ops(batches: Iterator[Any]) -> Iterator[list[RowOp]]:
+    for batch in batches:
+        yield [op_of_row(r) for r in batch.to_pylist()]
+
+
+class SqliteTarget:
+    """The built-in SQLite applier fed by Spark tasks; see the module docstring."""
+
+    def __init__(self, path: str, *, batch: int = 500) -> None:
+        self.path = os.path.abspath(path)
+        self.name = "sqlite"
+        self.batch = batch
+
+    def _applier(self) -> Any:
+        from gateway.appliers.sqlite import SqliteApplier
+
+        return SqliteApplier(self.path, busy_timeout_ms=120_000, max_batch=self.batch)
+
+    def write_unit(self, rows: DataFrame) -> int:
+        import pyarrow as pa
+
+        make, size = self._applier, self.batch
+
+        def write(batches: Iterator[Any]) -> Iterator[Any]:
+            applier = make()
+            n = 0
+            try:
+                for ops in _arrow_ops(batches):
+                    for i in range(0, len(ops), size):
+                        applier.apply(ops[i : i + size])
+                    n += len(ops)
+            finally:
+                applier.close()
+            yield pa.RecordBatch.from_pydict({"n": [n]})
+
+        self._applier().close()  # create the system tables once, before the tasks race
+        return sum(r.n for r in rows.mapInArrow(write, "n bigint").collect())
+
+    def apply_barrier(self, op: RowOp) -> None:
+        applier = self._applier()
+        try:
+            applier.apply([op])
+        finally:
+            applier.close()
+
+
+class DeltaTarget:
+    """One Delta Lake table per table under ``root`` (``root/table=<schema>.<table>``),
+    updated with ``MERGE``; needs ``delta-spark`` and a session configured for it."""
+
+    def __init__(self, spark: SparkSession, root: str) -> None:
+        try:
+            from delta.tables import DeltaTable
+        except ImportError:
+            raise ApplyError("the delta target needs delta-spark (pip install delta-spark)"
+                             ) from None
+        self._delta = DeltaTable
+        self.spark = spark
+        self.root = os.path.abspath(root)
+        self.name = "delta"
+
+    def write_unit(self, rows: DataFrame) -> int:
+        count = 0
+        for (schema, table), (keys, values) in table_columns(rows).items():
+            path = os.path.join(self.root, f"table={schema}.{table}")
+            ops = _typed_ops(rows, schema, table, keys, values)
+            count += ops.count()
+            cols = [n for n, _ in keys] + [n for n, _ in values] + [f"_{m}" for m in _META]
+            if not self._delta.isDeltaTable(self.spark, path):
+                ops.limit(0).select(*[F.col(_q(c)) for c in cols]).write.format(
+                    "delta").save(path)
+            cond = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k, _ in keys)
+            replace = {_q(n): f"IF(s.{_q('__has_' + n)}, s.{_q(n)}, NULL)" for n, _ in values}
+            update = {_q(n): f"IF(s.{_q('__has_' + n)}, s.{_q(n)}, t.{_q(n)})"
+                      for n, _ in values}
+            meta = {f"_{m}": f"s._{m}" for m in _META}
+            (self._delta.forPath(self.spark, path).alias("t").merge(ops.alias("s"), cond)
+             .whenMatchedDelete(condition="s.op = 'DELETE'")
+             .whenMatchedUpdate(condition="s.op = 'UPDATE'", set={**update, **meta})
+             .whenMatchedUpdate(condition="s.op IN ('INSERT', 'UPSERT')",
+                                set={**replace, **meta})
+             .whenNotMatchedInsert(condition="s.op IN ('INSERT', 'UPSERT')",
+                                   values={**{_q(k): f"s.{_q(k)}" for k, _ in keys},
+                                           **replace, **meta})
+             .execute())
+        return count
+
+    def apply_barrier(self, op: RowOp) -> None:
+        raise UnsupportedOperationError(f"the delta target cannot apply {op.kind.name} "
+                                        f"barriers")
+

@@ -1,0 +1,28 @@
+"""One small local Spark session for the whole test session (2 cores are shared)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from spark_applier.datasource import register  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = (SparkSession.builder.master("local[2]").appName("gateway-spark-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.memory", "1g")
+               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+               .config("spark.python.worker.reuse", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
