@@ -116,6 +116,6 @@ def test_a_broken_plugin_is_a_one_line_load_error(monkeypatch):
     real = metadata.entry_points
     monkeypatch.setattr(plugins, "entry_points",
                         lambda group: [*real(group=group), broken])
-    with pytest.raises(plugins.PluginLoadError, match="plugin 'broken'.*cannot be loaded"):
+    with pytest.raises(plugins.PluginLoadError, match=r"plugin 'broken'.*cannot be loaded"):
         plugins.load_plugins(["broken"])
     assert "gateway_no_such_module" not in sys.modules
