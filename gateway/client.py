@@ -376,6 +376,30 @@ class AsyncGatewayClient(_Base):
         except grpc.aio.AioRpcError as exc:
             raise _error(exc) from None
 
+    async def _admin(self, name: str, req: Any, timeout: float) -> gateway_pb2.AdminResponse:
+        return await self._call(lambda s, t: getattr(s, name)(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
+                       learner: bool = False, timeout: float = 60.0
+                       ) -> gateway_pb2.AdminResponse:
+        return await self._admin("AddNode", gateway_pb2.AddNodeRequest(
+            node_id=node_id, peer_address=peer_address, api_address=api_address,
+            learner=learner), timeout)
+
+    async def remove_node(self, node_id: int, timeout: float = 30.0
+                          ) -> gateway_pb2.AdminResponse:
+        return await self._admin("RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id),
+                                 timeout)
+
+    async def transfer_leader(self, node_id: int, timeout: float = 30.0
+                              ) -> gateway_pb2.AdminResponse:
+        return await self._admin("TransferLeader",
+                                 gateway_pb2.TransferLeaderRequest(node_id=node_id), timeout)
+
+    async def snapshot(self, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
+        return await self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
+
     async def close(self) -> None:
         for ch, _ in self._channels.values():
             await ch.close()

@@ -161,6 +161,7 @@ class RaftDriver:
         self.compact_floor: Callable[[], int] = lambda: 1 << 62
         self._tasks: list[asyncio.Task[None]] = []
         self._snapshot_requests: list[asyncio.Future[int]] = []
+        self._conf_changed = False
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -323,7 +324,8 @@ class RaftDriver:
                     if rd.soft_state is not None:
                         self._on_soft_state(rd)
                     self._feed(raw)
-                await self._maybe_snapshot()
+                await self._maybe_snapshot(force=self._conf_changed)
+                self._conf_changed = False
                 if self._snapshot_requests:
                     reqs, self._snapshot_requests = self._snapshot_requests, []
                     try:
@@ -535,6 +537,8 @@ class RaftDriver:
     def _apply_conf_change(self, raw: RawNode, e: Entry) -> None:
         cc = ConfChange.decode(e.data)
         raw.apply_conf_change(cc)
+        # A node added now refuses snapshots whose configuration predates it: take a new one.
+        self._conf_changed = True
         try:
             ctx = json.loads(cc.context or b"{}")
         except ValueError:
@@ -576,12 +580,13 @@ class RaftDriver:
         meta = SnapshotMetadata(r.trk.config.conf_state(), index, self.storage.term(index))
         await loop.run_in_executor(self._io, self.storage.record_snapshot, meta, data)
         self.last_snapshot_index = index
-        keep = max(1000, self.opts.snapshot_entries // 2)
-        floor = min(index - keep, self.compact_floor())
-        if floor > self.storage.first_index():
+        floor = min(index - self.opts.snapshot_entries // 2, self.compact_floor())
+        if floor >= self.storage.first_index():
             await loop.run_in_executor(self._io, self.storage.compact, floor)
-        log.info("snapshot at index %d (%d bytes); log compacted to %d", index, len(data),
-                 max(floor, 0))
+            log.info("snapshot at index %d (%d bytes); log compacted up to %d", index,
+                     len(data), floor)
+        else:
+            log.info("snapshot at index %d (%d bytes)", index, len(data))
         return index
 
     async def snapshot_now(self) -> int:

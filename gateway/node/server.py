@@ -105,7 +105,8 @@ class GatewayNode:
         if snap.index and self.sm.durable_applied_index < snap.index:
             self.sm.restore(self.storage.snapshot().data)
             self.sm.mark_applied(snap.index)
-        self.transport = PeerTransport(cfg.node_id, cfg.api, peer_channel_credentials(cfg),
+        self.transport = PeerTransport(cfg.node_id, cfg.api, cfg.listen,
+                                       peer_channel_credentials(cfg),
                                        self._report)
         self.driver = RaftDriver(
             DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000, cfg.election_ticks,

@@ -115,7 +115,10 @@ class RaftLogStorage:
         return HardState(hs.term, hs.vote, hs.commit), self.snapshots.metadata.conf_state
 
     def first_index(self) -> int:
-        return max(self._wal.first_index(), self.snapshots.metadata.index + 1)
+        # The WAL is compacted only up to the newest snapshot, so entries after its first
+        # index are all there (a follower behind the snapshot but not behind the WAL's start
+        # is caught up from the log, not with a snapshot).
+        return self._wal.first_index()
 
     def last_index(self) -> int:
         return max(self._wal.last_index(), self.snapshots.metadata.index)

@@ -5,7 +5,8 @@ only queues; a sender task per peer takes *everything* queued for that peer and 
 one ``MessageBatch`` (batching), without waiting for earlier batches to be processed
 (pipelining: gRPC flow control is the only limit). Snapshot chunks travel as ``SNAP`` messages
 in the same stream; the core chunks them and acknowledges bytes, so a broken stream resumes
-where the receiver left off.
+where the receiver left off. Each batch names the sender's peer and API addresses: a node
+started with ``--join`` learns the members' addresses from the first batches it receives.
 
 When a stream breaks or a peer is unreachable, queued messages are dropped (Raft retransmits),
 ``report_unreachable(peer)`` is stepped for the peer and ``report_snapshot(peer, failed)`` for
@@ -108,11 +109,12 @@ class PeerTransport:
     """Outgoing streams to the other members. ``report(kind, peer)`` feeds transport
     failures back to the core (``kind`` is ``"unreachable"`` or ``"snapshot-failed"``)."""
 
-    def __init__(self, node_id: int, api_address: str,
+    def __init__(self, node_id: int, api_address: str, peer_address: str,
                  credentials: grpc.ChannelCredentials | None,
                  report: Callable[[str, int], None]) -> None:
         self.node_id = node_id
         self.api_address = api_address
+        self.peer_address = peer_address
         self._creds = credentials
         self._report = report
         self._peers: dict[int, _Peer] = {}
@@ -190,7 +192,8 @@ class PeerTransport:
                         await p.event.wait()
                     batch, p.queue = p.queue, []
                     req = peer_pb2.MessageBatch(messages=[to_proto(m) for m in batch],
-                                                from_api=self.api_address)
+                                                from_api=self.api_address,
+                                                from_peer=self.peer_address)
                     setattr(req, "from", self.node_id)
                     try:
                         await call.write(req)
@@ -245,6 +248,8 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
             sender = getattr(batch, "from")
             if batch.from_api:
                 self._transport.api_of[sender] = batch.from_api
+            if batch.from_peer and sender not in self._transport.address_of:
+                self._transport.set_peer(sender, batch.from_peer)  # a joining node learns
             self._deliver([from_proto(m) for m in batch.messages])
         return peer_pb2.SendAck()
 

@@ -78,13 +78,15 @@ class RaftMessage(_message.Message):
     def __init__(self, type: _Optional[int] = ..., to: _Optional[int] = ..., term: _Optional[int] = ..., log_term: _Optional[int] = ..., index: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[RaftEntry, _Mapping]]] = ..., commit: _Optional[int] = ..., chunk: _Optional[_Union[RaftSnapshotChunk, _Mapping]] = ..., reject: _Optional[bool] = ..., reject_hint: _Optional[int] = ..., context: _Optional[bytes] = ..., lease: _Optional[int] = ..., **kwargs) -> None: ...
 
 class MessageBatch(_message.Message):
-    __slots__ = ("from_api", "messages")
+    __slots__ = ("from_api", "messages", "from_peer")
     FROM_FIELD_NUMBER: _ClassVar[int]
     FROM_API_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    FROM_PEER_FIELD_NUMBER: _ClassVar[int]
     from_api: str
     messages: _containers.RepeatedCompositeFieldContainer[RaftMessage]
-    def __init__(self, from_api: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[RaftMessage, _Mapping]]] = ..., **kwargs) -> None: ...
+    from_peer: str
+    def __init__(self, from_api: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[RaftMessage, _Mapping]]] = ..., from_peer: _Optional[str] = ..., **kwargs) -> None: ...
 
 class SendAck(_message.Message):
     __slots__ = ()
