@@ -47,8 +47,8 @@ def test_bad_input_is_one_line_with_exit_code_2(tmp_path):
         lines = result.output.strip().splitlines()
         assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
     _write(tmp_path / "log", txn(1, insert("t", [{"id": 1}])))
-    result = _run("apply", tmp_path / "log", "--applier", "cassandra")
-    assert result.exit_code == 2 and "unknown applier 'cassandra' (available: " in result.output
+    result = _run("apply", tmp_path / "log", "--applier", "no-such-store")
+    assert result.exit_code == 2 and "unknown applier 'no-such-store' (available: " in result.output
     result = _run("apply", tmp_path / "log", "-o", "nonsense")
     assert result.exit_code == 2 and "expected NAME=VALUE" in result.output
 
