@@ -2,7 +2,8 @@
 
 What applying an entry does (identically on every replica, from the entry's bytes alone):
 
-- a transaction entry (tag ``TRANSACTION`` + ``Transaction`` + ``TransactionTrailer``):
+- a transaction entry (tag ``TRANSACTION`` + ``Transaction``, whose ``idempotency_key`` field
+  carries the client's key):
   1. if it carries an idempotency key whose record exists for another log index, it is a
      duplicate: nothing is applied, the entry is marked ``x<index>`` and the first result is
      returned with ``duplicate=True``;
@@ -46,12 +47,13 @@ _MISSING = object()
 
 
 def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = "") -> bytes:
-    """The Raft entry payload of ``txn`` (see the module docstring)."""
-    data = bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
+    """The Raft entry payload of ``txn``: tag ``TRANSACTION`` + the serialized ``Transaction``.
+
+    ``idempotency_key``, when given, is stored in ``txn.idempotency_key`` (the field of the log
+    model) before serializing; an empty key leaves the field as it is."""
     if idempotency_key:
-        data += gateway_pb2.TransactionTrailer(
-            idempotency_key=idempotency_key).SerializeToString()
-    return data
+        txn.idempotency_key = idempotency_key
+    return bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
 
 
 def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
@@ -59,9 +61,8 @@ def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
     holds no transaction (no-op, epoch marker, anything else)."""
     if not data or data[0] != _TXN:
         return None, ""
-    body = data[1:]
-    txn = transaction_pb2.Transaction.FromString(body)
-    return txn, gateway_pb2.TransactionTrailer.FromString(body).idempotency_key
+    txn = transaction_pb2.Transaction.FromString(data[1:])
+    return txn, txn.idempotency_key
 
 
 @dataclass(slots=True)

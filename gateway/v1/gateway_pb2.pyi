@@ -257,9 +257,3 @@ class AdminResponse(_message.Message):
     message: str
     log_index: int
     def __init__(self, message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
-
-class TransactionTrailer(_message.Message):
-    __slots__ = ("idempotency_key",)
-    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
-    idempotency_key: str
-    def __init__(self, idempotency_key: _Optional[str] = ...) -> None: ...

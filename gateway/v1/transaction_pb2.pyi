@@ -15,7 +15,7 @@ class Rollback(_message.Message):
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class Transaction(_message.Message):
-    __slots__ = ("gtid", "epoch", "author", "start_timestamp_ns", "commit_timestamp_ns", "statements", "segment_id", "end_segment", "rollback")
+    __slots__ = ("gtid", "epoch", "author", "start_timestamp_ns", "commit_timestamp_ns", "statements", "segment_id", "end_segment", "rollback", "idempotency_key")
     GTID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class Transaction(_message.Message):
     SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     END_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     gtid: _gtid_pb2.Gtid
     epoch: int
     author: int
@@ -34,4 +35,5 @@ class Transaction(_message.Message):
     segment_id: int
     end_segment: bool
     rollback: Rollback
-    def __init__(self, gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., start_timestamp_ns: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., statements: _Optional[_Iterable[_Union[_statement_pb2.Statement, _Mapping]]] = ..., segment_id: _Optional[int] = ..., end_segment: _Optional[bool] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., start_timestamp_ns: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., statements: _Optional[_Iterable[_Union[_statement_pb2.Statement, _Mapping]]] = ..., segment_id: _Optional[int] = ..., end_segment: _Optional[bool] = ..., rollback: _Optional[_Union[Rollback, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
