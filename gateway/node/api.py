@@ -238,11 +238,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         timeout = min(_deadline(context), max(1.0, self.node.election_timeout_s() * 2))
         await self.node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
 
-    def _table(self, text: str) -> tuple[str, str, Any]:
+    @staticmethod
+    def _table(text: str) -> tuple[str, str]:
+        """``(schema, table)`` of ``schema.table``. The table's shape must be looked up only
+        after the read point was reached (the table may be created by a write the read must
+        observe)."""
         if not text:
             raise InvalidRequest("table", "missing table name (schema.table)")
         schema, _, table = text.rpartition(".")
-        return schema, table, self.node.sm.schemas.get(text)
+        return schema, table
 
     @staticmethod
     def _coerce_key(values: Any, schema: Any, path: str) -> list[value_pb2.Value]:
@@ -261,8 +265,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         try:
             if not request.key:
                 raise InvalidRequest("key", "missing key")
-            schema, table, shape = self._table(request.table)
+            schema, table = self._table(request.table)
             await self._read_point(request.consistency, context)
+            # The table's shape is looked up only now: a read that waited for the apply of the
+            # table's first write must see the schema that write created.
+            shape = self.node.sm.schemas.get(request.table)
             if shape is None:
                 return gateway_pb2.ReadResponse(found=False,
                                                 applied_index=self.node.sm.applied_index)
@@ -281,8 +288,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             limit = request.limit or 1000
             if limit > 10000:
                 raise InvalidRequest("limit", "at most 10000")
-            schema, table, shape = self._table(request.table)
+            schema, table = self._table(request.table)
             await self._read_point(request.consistency, context)
+            shape = self.node.sm.schemas.get(request.table)  # after the read point (see Read)
             resp = gateway_pb2.ScanResponse(applied_index=self.node.sm.applied_index)
             if shape is None:
                 return resp

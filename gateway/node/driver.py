@@ -35,6 +35,7 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -153,6 +154,10 @@ class RaftDriver:
         self._waiting: dict[int, _Waiter] = {}
         self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult]] = {}
         self._read_ctx = itertools.count(1)
+        # Read contexts are unique across the cluster and across restarts: the leader keys
+        # pending read-index requests by context and ignores a duplicate, so two nodes (or two
+        # incarnations of one) must never send the same context.
+        self._read_prefix = opts.node_id.to_bytes(8, "big") + os.urandom(8)
         self._leader: _LeaderState | None = None
         self._ticks_due = 0
         self._stopped = False
@@ -228,7 +233,7 @@ class RaftDriver:
         if self.leader_id == 0:
             raise NotLeaderError(0)
         loop = asyncio.get_running_loop()
-        ctx = next(self._read_ctx).to_bytes(8, "big")
+        ctx = self._read_prefix + next(self._read_ctx).to_bytes(8, "big")
         fut: asyncio.Future[int] = loop.create_future()
         self._reads[ctx] = fut
         self.control(lambda raw: raw.read_index(ctx, lease))
