@@ -127,7 +127,12 @@ async def _serve(cfg: Any, pm: Any) -> None:
         loop.add_signal_handler(sig, stop.set)
     print(f"gateway node {cfg.node_id} serving on {cfg.api} (data {cfg.data_dir})",
           file=sys.stderr, flush=True)
-    await stop.wait()
+    # Run until a signal, or until the node stops itself (it applied its own removal): both
+    # are clean stops, exit status 0.
+    waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(node.wait_stopped())}
+    _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in pending:
+        w.cancel()
     await node.stop()
 
 

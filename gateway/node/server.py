@@ -86,6 +86,8 @@ class GatewayNode:
         self.api_port = 0
         self.peer_port = 0
         self._stopped = asyncio.Event()
+        self._closed = asyncio.Event()
+        self._removal_stop: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -174,8 +176,10 @@ class GatewayNode:
         return port
 
     async def stop(self) -> None:
-        """Stop serving and close everything (idempotent)."""
+        """Stop serving and close everything (idempotent: a second call waits for the first
+        to finish)."""
         if self._stopped.is_set():
+            await self._closed.wait()
             return
         self._stopped.set()
         for t in self._tasks:
@@ -195,6 +199,7 @@ class GatewayNode:
             await self._servers[0].stop(grace=0.5)
         await self._close_storage()
         log.info("node %d stopped", self.config.node_id)
+        self._closed.set()
 
     async def _close_storage(self) -> None:
         sm = getattr(self, "sm", None)
@@ -205,7 +210,14 @@ class GatewayNode:
         self.storage.close()
 
     async def wait_stopped(self) -> None:
-        await self._stopped.wait()
+        """Return once the node has stopped completely (``stop`` finished, e.g. after it
+        applied its own removal)."""
+        await self._closed.wait()
+
+    @property
+    def removed(self) -> bool:
+        """True once this node applied a configuration that no longer contains it."""
+        return self._removal_stop is not None
 
     # -- callbacks ------------------------------------------------------------------------------
 
@@ -216,8 +228,21 @@ class GatewayNode:
             self.driver.control(lambda raw: raw.report_snapshot(peer, True))
 
     def _on_membership(self, node_id: int, ctx: dict[str, str], removed: bool) -> None:
+        if removed and node_id == self.config.node_id:
+            # A removed node stops itself: it is no member, so it can never serve again. The
+            # stop runs as its own task (this callback runs inside the driver's loop, which
+            # stop() cancels).
+            log.warning("node %d was removed from the cluster; stopping", node_id)
+            if self._removal_stop is None:
+                self._removal_stop = asyncio.get_running_loop().create_task(
+                    self.stop(), name="stop-removed")
+            return
         if removed:
-            self.transport.remove_peer(node_id)
+            # Forget the peer only after an election timeout: the messages of this Ready,
+            # queued but maybe not yet sent, carry the commit of the removal, which the
+            # removed node needs to learn that it must stop (see docs/node.md).
+            asyncio.get_running_loop().call_later(self.election_timeout_s(), self._forget_peer,
+                                                  node_id)
             log.info("node %d removed from the cluster", node_id)
             return
         if ctx.get("peer"):
@@ -225,6 +250,12 @@ class GatewayNode:
         if ctx.get("api"):
             self.transport.api_of[node_id] = ctx["api"]
         log.info("node %d added (%s)", node_id, ctx.get("peer", "?"))
+
+    def _forget_peer(self, node_id: int) -> None:
+        """Drop the transport to ``node_id`` unless it became a member again meanwhile."""
+        if self._stopped.is_set() or node_id in self.driver.raw.raft.trk.progress:
+            return
+        self.transport.remove_peer(node_id)
 
     async def _health_loop(self) -> None:
         status = health_pb2.HealthCheckResponse
