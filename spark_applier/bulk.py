@@ -48,7 +48,7 @@ from .datasource import damage_summary, register
 from .position import SparkPositionStore
 from .schema import MARKER_OP
 
-__all__ = ["ApplyReport", "Reduced", "apply_log", "read_log", "reduce_log"]
+__all__ = ["ApplyReport", "Reduced", "apply_log", "read_log", "reduce_log", "write_ts"]
 
 _GTID = ["server_id", "trans_id"]
 _META = ["server_id", "trans_id", "log_index", "epoch", "author", "commit_ts_ns", "statement"]
@@ -62,6 +62,7 @@ class Reduced:
 
     rows: DataFrame
     barriers: list[RowOp]
+    barrier_ts: list[int]
     pending_from: int | None  # smallest index of a transaction whose last segment is missing
     rejected: list[str]
 
@@ -136,6 +137,12 @@ def _fold() -> Column:
                        ELSE x.m END))""")
 
 
+def write_ts(commit_index: int, segment_id: int, op_no: int) -> int:
+    """A number that orders changes as the log does (for stores that resolve writes by
+    timestamp): commit index, then segment (< 1024), then operation number (< 16384)."""
+    return (commit_index << 24) + (segment_id << 14) + op_no
+
+
 def _by_ord(a: Column, b: Column) -> Column:
     return F.when(a["ord"] < b["ord"], -1).when(a["ord"] > b["ord"], 1).otherwise(0)
 
@@ -147,6 +154,7 @@ def reduce_log(df: DataFrame) -> Reduced:
     barrier_rows = (ops.filter(F.col("op").isin(*_BARRIER_OPS))
                     .orderBy("commit_index", "segment_id", "op_no").collect())
     barriers = [op_of_row(r.asDict(recursive=True)) for r in barrier_rows]
+    barrier_ts = [write_ts(r.commit_index, r.segment_id, r.op_no) for r in barrier_rows]
     if barrier_rows:
         marks = F.array(*[F.struct(F.lit(r.commit_index).cast("bigint").alias("commit_index"),
                                    F.lit(r.segment_id).cast("int").alias("segment_id"),
@@ -166,14 +174,16 @@ def reduce_log(df: DataFrame) -> Reduced:
                .withColumn("last", F.element_at("h", -1)))
     rows = grouped.select(
         "unit", F.col("r.kind").alias("op"), "schema", "table", "key",
-        F.map_values("r.cols").alias("values"), *[F.col(f"last.{c}").alias(c) for c in _META])
+        F.map_values("r.cols").alias("values"), *[F.col(f"last.{c}").alias(c) for c in _META],
+        (F.col("last.ord.commit_index") * (1 << 24) + F.col("last.ord.segment_id") * (1 << 14)
+         + F.col("last.ord.op_no")).alias("write_ts"))
     pending = status.filter("c_index IS NULL").agg(F.min("first_index")).first()[0]
     rejected = [f"({r.server_id},{r.trans_id}): segments "
                 f"{r.n_segments} of {r.c_last}, last at index {r.c_index}"
                 for r in status.filter("c_index IS NOT NULL AND NOT c_rollback AND "
                                        "(n_segments <> c_last OR n_distinct <> c_last)")
                 .collect()]
-    return Reduced(rows, barriers, pending, rejected)
+    return Reduced(rows, barriers, barrier_ts, pending, rejected)
 
 
 @dataclass
@@ -233,7 +243,7 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
             if unit < len(reduced.barriers):
                 op = reduced.barriers[unit]
                 try:
-                    target.apply_barrier(op)
+                    target.apply_barrier(op, reduced.barrier_ts[unit])
                     report.barriers += 1
                 except UnsupportedOperationError as exc:
                     dead.add(op, exc, attempts=1, log_index=op.log_index)

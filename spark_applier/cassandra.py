@@ -7,13 +7,16 @@ created on the driver from the operations' metadata and widened with ``ALTER TAB
 key columns form the partition key. Column types: BOOLEAN boolean, INTEGER/TIMESTAMP bigint,
 UNSIGNED varint, DOUBLE double, DECIMAL decimal, BLOB blob, UUID uuid, the rest text.
 
-Every write carries ``USING TIMESTAMP <log index>`` of the change it applies: Cassandra keeps
-the cell with the highest timestamp, so a replayed or late write of an older change never wins
-over a newer one, and repeating a unit is idempotent. INSERT/UPSERT write every column of the
-table (absent ones as null: the row holds exactly the operation's columns); UPDATE first reads
-whether the row exists (an update of a missing row must not create it); DELETE deletes the row.
-SQL statements are not supported (dead-lettered); MOVE reads the row and rewrites it under the
-new key on the driver.
+Every write carries ``USING TIMESTAMP`` = ``bulk.write_ts`` of the change it applies (commit
+index, segment, operation number: changes inside one transaction are ordered too). Cassandra
+keeps the cell with the highest timestamp, so a replayed or late write of an older change never
+wins over a newer one, and repeating a unit is idempotent.
+
+- INSERT/UPSERT write every column of the table, absent ones as null (the row then holds
+  exactly the operation's columns);
+- UPDATE first reads whether the row exists (an update of a missing row must not create it);
+- DELETE deletes the row; MOVE reads the row and rewrites it under the new key (driver side);
+- SQL statements are not supported: they are dead-lettered.
 """
 
 from __future__ import annotations
@@ -73,9 +76,8 @@ class _Writer:
             st = self._prepared[ident] = self.session.prepare(cql)
         return st
 
-    def statements(self, op: RowOp) -> list[tuple[Any, tuple]]:
+    def statements(self, op: RowOp, ts: int) -> list[tuple[Any, tuple]]:
         t = f"{_q(self.ks)}.{_q(_table(op.table.schema, op.table.name))}"
-        ts = op.log_index
         where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
         key = tuple(_bind(c.type, v) for c, v in zip(op.key_columns, op.key, strict=True))
         if op.kind is OpKind.DELETE:
@@ -162,7 +164,8 @@ class CassandraTarget:
             n = 0
             try:
                 for batch in batches:
-                    todo = [s for r in batch.to_pylist() for s in w.statements(op_of_row(r))]
+                    todo = [s for r in batch.to_pylist()
+                            for s in w.statements(op_of_row(r), r["write_ts"])]
                     for ok, res in execute_concurrent(w.session, todo, concurrency=64,
                                                       raise_on_first_error=False):
                         if not ok:
@@ -174,7 +177,7 @@ class CassandraTarget:
 
         return sum(r.n for r in rows.mapInArrow(write, "n bigint").collect())
 
-    def apply_barrier(self, op: RowOp) -> None:
+    def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         if op.kind is OpKind.SQL:
             raise UnsupportedOperationError("the cassandra target cannot execute SQL")
         w = _Writer(self.contact, self.keyspace, {})
@@ -192,9 +195,9 @@ class CassandraTarget:
                          for c, v in zip(op.key_columns, op.new_key or (), strict=True)})
             names = list(data)
             w.session.execute(f"DELETE FROM {t} USING TIMESTAMP %s WHERE {where}",
-                              (op.log_index, *key))
+                              (write_ts, *key))
             w.session.execute(f"INSERT INTO {t} (" + ", ".join(_q(n) for n in names)
                               + ") VALUES (" + ", ".join(["%s"] * len(names))
-                              + ") USING TIMESTAMP %s", (*data.values(), op.log_index))
+                              + ") USING TIMESTAMP %s", (*data.values(), write_ts))
         finally:
             w.close()

@@ -172,7 +172,7 @@ class ParquetTarget:
                 for m in meta]
         return j.filter(keep).select(*out)
 
-    def apply_barrier(self, op: RowOp) -> None:
+    def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         if op.kind is OpKind.SQL:
             raise UnsupportedOperationError("the parquet target cannot execute SQL statements")
         path = self.table_dir(op.table.schema, op.table.name)
@@ -244,7 +244,7 @@ class SqliteTarget:
         self._applier().close()  # create the system tables once, before the tasks race
         return sum(r.n for r in rows.mapInArrow(write, "n bigint").collect())
 
-    def apply_barrier(self, op: RowOp) -> None:
+    def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         applier = self._applier()
         try:
             applier.apply([op])
@@ -293,7 +293,7 @@ class DeltaTarget:
              .execute())
         return count
 
-    def apply_barrier(self, op: RowOp) -> None:
+    def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         raise UnsupportedOperationError(f"the delta target cannot apply {op.kind.name} "
                                         f"barriers")
 

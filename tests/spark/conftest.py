@@ -8,9 +8,13 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
-from spark_applier.datasource import register  # noqa: E402
+from spark_applier.datasource import register
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: needs real external servers (Cassandra)")
 
 
 @pytest.fixture(scope="session")
