@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14gateway/v1/wal.proto\x12\ngateway.v1\"C\n\x08WalEntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04type\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"?\n\x10WalSegmentHeader\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\"X\n\x0fWalSegmentIndex\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0e\n\x06\x62ounds\x18\x03 \x01(\x0c\x12\x11\n\tterm_runs\x18\x04 \x01(\x0c\"\x8d\x01\n\x10WalSegmentFooter\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x14\n\x0cindex_offset\x18\x03 \x01(\x04\x12\x11\n\tindex_end\x18\x04 \x01(\x04\x12\x14\n\x0cindex_crc32c\x18\x05 \x01(\r\x12\x16\n\x0e\x66ormat_version\x18\x06 \x01(\r\"5\n\x0bWalLogStart\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\x11\n\tprev_term\x18\x02 \x01(\x04\":\n\x0cWalHardState\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x0c\n\x04vote\x18\x02 \x01(\x04\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14gateway/v1/wal.proto\x12\ngateway.v1\"C\n\x08WalEntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04type\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"?\n\x10WalSegmentHeader\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\"\x87\x01\n\x0fWalSegmentIndex\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x0e\n\x06\x62ounds\x18\x03 \x01(\x0c\x12\x11\n\tterm_runs\x18\x04 \x01(\x0c\x12-\n\x0blast_marker\x18\x05 \x01(\x0b\x32\x18.gateway.v1.WalHardState\"\x8d\x01\n\x10WalSegmentFooter\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x12\x14\n\x0cindex_offset\x18\x03 \x01(\x04\x12\x11\n\tindex_end\x18\x04 \x01(\x04\x12\x14\n\x0cindex_crc32c\x18\x05 \x01(\r\x12\x16\n\x0e\x66ormat_version\x18\x06 \x01(\r\"5\n\x0bWalLogStart\x12\x13\n\x0b\x66irst_index\x18\x01 \x01(\x04\x12\x11\n\tprev_term\x18\x02 \x01(\x04\"X\n\x0cWalHardState\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x0c\n\x04vote\x18\x02 \x01(\x04\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\x04\x12\x0b\n\x03seq\x18\x04 \x01(\x04\x12\x0f\n\x07log_end\x18\x05 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WALENTRY']._serialized_end=103
   _globals['_WALSEGMENTHEADER']._serialized_start=105
   _globals['_WALSEGMENTHEADER']._serialized_end=168
-  _globals['_WALSEGMENTINDEX']._serialized_start=170
-  _globals['_WALSEGMENTINDEX']._serialized_end=258
-  _globals['_WALSEGMENTFOOTER']._serialized_start=261
-  _globals['_WALSEGMENTFOOTER']._serialized_end=402
-  _globals['_WALLOGSTART']._serialized_start=404
-  _globals['_WALLOGSTART']._serialized_end=457
-  _globals['_WALHARDSTATE']._serialized_start=459
-  _globals['_WALHARDSTATE']._serialized_end=517
+  _globals['_WALSEGMENTINDEX']._serialized_start=171
+  _globals['_WALSEGMENTINDEX']._serialized_end=306
+  _globals['_WALSEGMENTFOOTER']._serialized_start=309
+  _globals['_WALSEGMENTFOOTER']._serialized_end=450
+  _globals['_WALLOGSTART']._serialized_start=452
+  _globals['_WALLOGSTART']._serialized_end=505
+  _globals['_WALHARDSTATE']._serialized_start=507
+  _globals['_WALHARDSTATE']._serialized_end=595
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -25,16 +26,18 @@ class WalSegmentHeader(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., format_version: _Optional[int] = ...) -> None: ...
 
 class WalSegmentIndex(_message.Message):
-    __slots__ = ("first_index", "count", "bounds", "term_runs")
+    __slots__ = ("first_index", "count", "bounds", "term_runs", "last_marker")
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     TERM_RUNS_FIELD_NUMBER: _ClassVar[int]
+    LAST_MARKER_FIELD_NUMBER: _ClassVar[int]
     first_index: int
     count: int
     bounds: bytes
     term_runs: bytes
-    def __init__(self, first_index: _Optional[int] = ..., count: _Optional[int] = ..., bounds: _Optional[bytes] = ..., term_runs: _Optional[bytes] = ...) -> None: ...
+    last_marker: WalHardState
+    def __init__(self, first_index: _Optional[int] = ..., count: _Optional[int] = ..., bounds: _Optional[bytes] = ..., term_runs: _Optional[bytes] = ..., last_marker: _Optional[_Union[WalHardState, _Mapping]] = ...) -> None: ...
 
 class WalSegmentFooter(_message.Message):
     __slots__ = ("first_index", "count", "index_offset", "index_end", "index_crc32c", "format_version")
@@ -61,11 +64,15 @@ class WalLogStart(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., prev_term: _Optional[int] = ...) -> None: ...
 
 class WalHardState(_message.Message):
-    __slots__ = ("term", "vote", "commit")
+    __slots__ = ("term", "vote", "commit", "seq", "log_end")
     TERM_FIELD_NUMBER: _ClassVar[int]
     VOTE_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_FIELD_NUMBER: _ClassVar[int]
     term: int
     vote: int
     commit: int
-    def __init__(self, term: _Optional[int] = ..., vote: _Optional[int] = ..., commit: _Optional[int] = ...) -> None: ...
+    seq: int
+    log_end: int
+    def __init__(self, term: _Optional[int] = ..., vote: _Optional[int] = ..., commit: _Optional[int] = ..., seq: _Optional[int] = ..., log_end: _Optional[int] = ...) -> None: ...

@@ -89,10 +89,25 @@ def test_empty_wal_reopens_empty() -> None:
 def test_append_and_read_back_across_segments() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
-    wal.append([entry(i, term=1 + i // 7) for i in range(1, 31)])
+    for i in range(1, 31, 3):  # batches of 3: a batch never spans segments
+        wal.append([entry(k, term=1 + k // 7) for k in range(i, i + 3)])
     got = wal.entries(1, 31)
     assert got == [entry(i, term=1 + i // 7) for i in range(1, 31)]
     assert len(segment_paths(fs)) > 1
+    wal.close()
+
+
+def test_one_batch_stays_in_one_segment() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 3)
+    wal.append_batch([entry(i) for i in range(4, 40)], HardState(2, 1, 3))
+    paths = segment_paths(fs)
+    assert len(paths) == 2 and paths[1].endswith(segment_name(4))  # sealed before the batch
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.entries(1, 40) == [entry(i) for i in range(1, 40)]
+    assert wal.hard_state() == HardState(2, 1, 3)
     wal.close()
 
 
@@ -154,7 +169,8 @@ def test_rotation_seals_segment_with_index_and_footer() -> None:
         tags = [tag for _o, _e, tag in record_offsets(fs, path)]
         assert tags[0] == WalTag.SEGMENT_HEADER
         assert tags[-2:] == [WalTag.SEGMENT_INDEX, WalTag.SEGMENT_FOOTER]
-        assert set(tags[1:-2]) == {WalTag.ENTRY}
+        assert set(tags[1:-2]) == {WalTag.ENTRY, WalTag.HARD_STATE}
+        assert tags[1:-2] == [WalTag.ENTRY, WalTag.HARD_STATE] * ((len(tags) - 3) // 2)
         assert len(fs.raw(path)) <= SMALL + 200
     wal.close()
 
@@ -255,14 +271,18 @@ def test_torn_tail_is_cut_and_reported() -> None:
     wal.close()
     [path] = segment_paths(fs)
     offsets = record_offsets(fs, path)
-    last_start = offsets[-1][0]
-    fs.open_writable(path).truncate(last_start + 10)  # entry 5 is half written
+    last_start = offsets[-1][0]  # entry 5's commit marker
+    entry5 = offsets[-2][0]
+    fs.open_writable(path).truncate(last_start + 10)  # the marker is half written
     wal = make_wal(fs)
-    [event] = wal.recovery_report.events
-    assert event.kind is RecoveryEventKind.TORN_TAIL
-    assert (event.path, event.offset, event.length) == (path, last_start, 10)
+    torn, batch = wal.recovery_report.events
+    assert torn.kind is RecoveryEventKind.TORN_TAIL
+    assert (torn.path, torn.offset, torn.length) == (path, last_start, 10)
+    # Without its marker, entry 5's batch is incomplete: cut as a whole.
+    assert batch.kind is RecoveryEventKind.TORN_BATCH
+    assert (batch.path, batch.offset) == (path, entry5)
     assert wal.last_index() == 4
-    assert len(fs.raw(path)) == last_start  # cut right after entry 4's separator
+    assert len(fs.raw(path)) == entry5  # cut right after entry 4's marker
     wal.append([entry(5)])
     wal.close()
     assert make_wal(fs).entries(1, 6) == [entry(i) for i in range(1, 6)]
@@ -334,7 +354,7 @@ def test_damaged_entry_in_sealed_segment_is_reported_on_read() -> None:
     fill(wal, 1, 40)
     wal.close()
     first = segment_paths(fs)[0]
-    victim = record_offsets(fs, first)[2]  # entry 2
+    victim = [r for r in record_offsets(fs, first) if r[2] == WalTag.ENTRY][1]  # entry 2
     fs.corrupt(first, victim[0] + 12, b"\x99")
     wal = make_wal(fs)  # the footer is intact: open does not read entries
     assert wal.term(2) == 1
@@ -761,20 +781,42 @@ def test_torn_hard_state_record_keeps_the_previous_one() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     wal.save_hard_state(HardState(term=4, vote=2, commit=1))
-    size = len(fs.raw(f"{DIR}/meta"))
+    [path] = segment_paths(fs)
+    size = len(fs.raw(path))
     wal.save_hard_state(HardState(term=5, vote=3, commit=2))
-    fs.open_writable(f"{DIR}/meta").truncate(size + 3)
+    fs.open_writable(path).truncate(size + 3)
     wal = make_wal(fs)
     assert wal.hard_state() == HardState(4, 2, 1)
     [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_TAIL)
+    assert event.path == path and event.offset == size
+
+
+def test_torn_meta_record_keeps_the_previous_one() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 6)
+    wal.save_hard_state(HardState(term=4, vote=2, commit=1))
+    wal.truncate_suffix(6)  # saves the hard state in the meta file
+    size = len(fs.raw(f"{DIR}/meta"))
+    wal.save_hard_state(HardState(term=5, vote=3, commit=2))
+    wal.truncate_suffix(5)
+    fs.open_writable(f"{DIR}/meta").truncate(size + 3)
+    wal = make_wal(fs)
+    [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_TAIL)
     assert event.path == f"{DIR}/meta" and event.offset == size
+    # The torn record's save never returned: the previous meta record stands.
+    assert wal.hard_state() == HardState(4, 2, 1)
+    assert wal.last_index() == 4
 
 
 def test_damaged_hard_state_followed_by_a_valid_one_is_corruption() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
+    fill(wal, 1, 6)
     wal.save_hard_state(HardState(term=4, vote=2, commit=1))
+    wal.truncate_suffix(6)
     wal.save_hard_state(HardState(term=5, vote=3, commit=2))
+    wal.truncate_suffix(5)
     wal.close()
     fs.corrupt(f"{DIR}/meta", 5, b"\x77")
     with pytest.raises(WalCorruptionError) as info:
@@ -790,7 +832,9 @@ def test_meta_file_is_rewritten_when_it_grows() -> None:
     wal.compact(3)
     for t in range(1, 60):
         wal.save_hard_state(HardState(term=t, vote=1, commit=t))
-    assert len(fs.raw(f"{DIR}/meta")) <= 200 + 40
+        wal.append([entry(11, t)])
+        wal.truncate_suffix(11)  # each saves the hard state in the meta file
+    assert len(fs.raw(f"{DIR}/meta")) <= 200 + 60
     wal.close()
     wal = make_wal(fs)
     assert wal.hard_state() == HardState(59, 1, 59) and wal.first_index() == 4

@@ -11,11 +11,14 @@ Type tags (the WAL's block of the storage-metadata range 32-63 in ``gateway.core
 
     32  ENTRY           WalEntry          {index=1, term=2, type=3, data=4}
     33  SEGMENT_HEADER  WalSegmentHeader  {first_index=1, format_version=2}
-    34  SEGMENT_INDEX   WalSegmentIndex   {first_index=1, count=2, bounds=3, term_runs=4}
+    34  SEGMENT_INDEX   WalSegmentIndex   {first_index=1, count=2, bounds=3, term_runs=4,
+                                           last_marker=5 (an embedded WalHardState)}
     35  SEGMENT_FOOTER  WalSegmentFooter  {first_index=1, count=2, index_offset=3, index_end=4,
                                            index_crc32c=5, format_version=6}
     36  LOG_START       WalLogStart       {first_index=1, prev_term=2}
-    37  HARD_STATE      WalHardState      {term=1, vote=2, commit=3}
+    37  HARD_STATE      WalHardState      {term=1, vote=2, commit=3, seq=4, log_end=5}
+                    (a batch's commit marker in segments; saved by structural operations in
+                    the meta file)
 
 Decoders raise `PayloadError` (a ``ValueError``) with the offset inside the payload; callers add
 the file and the record's offset.
@@ -31,6 +34,7 @@ __all__ = [
     "Entry",
     "HardState",
     "LogStart",
+    "Marker",
     "PayloadError",
     "SegmentFooter",
     "SegmentHeader",
@@ -38,7 +42,9 @@ __all__ = [
     "WalTag",
     "decode_entry",
     "decode_fields",
+    "decode_marker",
     "encode_entry",
+    "encode_marker",
     "encode_message",
 ]
 
@@ -84,6 +90,22 @@ class HardState(NamedTuple):
     commit: int = 0
 
 
+class Marker(NamedTuple):
+    """A saved hard state with its write sequence number (``seq``: +1 per save, the highest
+    wins) and, in the meta file, ``log_end`` (every entry up to it was complete when saved)."""
+
+    term: int = 0
+    vote: int = 0
+    commit: int = 0
+    seq: int = 0
+    log_end: int = 0
+
+    @property
+    def hard_state(self) -> HardState:
+        """The Raft hard state alone."""
+        return HardState(self.term, self.vote, self.commit)
+
+
 class LogStart(NamedTuple):
     """Where the log begins after compaction: its first index and the term of the entry
     before it (0 when ``first_index`` is 1)."""
@@ -102,6 +124,8 @@ class SegmentIndex(NamedTuple):
     count: int
     bounds: bytes
     term_runs: bytes
+    last_marker: bytes = b""
+    """The encoded ``WalHardState`` message (no tag byte) of the segment's last marker."""
 
 
 class SegmentFooter(NamedTuple):
@@ -244,7 +268,7 @@ def decode_header(payload: bytes) -> SegmentHeader:
 
 def decode_index(payload: bytes) -> SegmentIndex:
     f = decode_fields(payload)
-    return SegmentIndex(_int(f, 1), _int(f, 2), _bytes(f, 3), _bytes(f, 4))
+    return SegmentIndex(_int(f, 1), _int(f, 2), _bytes(f, 3), _bytes(f, 4), _bytes(f, 5))
 
 
 def decode_footer(payload: bytes) -> SegmentFooter:
@@ -262,6 +286,13 @@ def decode_hard_state(payload: bytes) -> HardState:
     return HardState(_int(f, 1), _int(f, 2), _int(f, 3))
 
 
+def decode_marker(payload: bytes, start: int = 1) -> Marker:
+    """Decode a ``HARD_STATE`` payload (tag byte included; ``start=0`` for the bare message
+    embedded in a segment index) with its ``seq`` and ``log_end``."""
+    f = decode_fields(payload, start)
+    return Marker(_int(f, 1), _int(f, 2), _int(f, 3), _int(f, 4), _int(f, 5))
+
+
 def encode_header(h: SegmentHeader) -> bytes:
     return encode_message(WalTag.SEGMENT_HEADER, [(1, h.first_index), (2, h.format_version)])
 
@@ -269,7 +300,7 @@ def encode_header(h: SegmentHeader) -> bytes:
 def encode_index(ix: SegmentIndex) -> bytes:
     return encode_message(
         WalTag.SEGMENT_INDEX, [(1, ix.first_index), (2, ix.count), (3, ix.bounds),
-                               (4, ix.term_runs)]
+                               (4, ix.term_runs), (5, ix.last_marker)]
     )
 
 
@@ -287,3 +318,9 @@ def encode_log_start(ls: LogStart) -> bytes:
 
 def encode_hard_state(hs: HardState) -> bytes:
     return encode_message(WalTag.HARD_STATE, [(1, hs.term), (2, hs.vote), (3, hs.commit)])
+
+
+def encode_marker(m: Marker) -> bytes:
+    """The ``HARD_STATE`` payload of ``m`` (tag byte included)."""
+    return encode_message(WalTag.HARD_STATE, [(1, m.term), (2, m.vote), (3, m.commit),
+                                              (4, m.seq), (5, m.log_end)])

@@ -39,8 +39,8 @@ from enum import Enum
 from typing import Any, Protocol
 
 from gateway.core.fileio import FileSystem, OsFileSystem, WritableFile
-from gateway.core.records import decode_record
-from gateway.core.wal.codec import Entry, HardState, LogStart, PayloadError, decode_entry
+from gateway.core.records import SEPARATOR, decode_record
+from gateway.core.wal.codec import Entry, HardState, LogStart, Marker, PayloadError, decode_entry
 from gateway.core.wal.errors import (
     WalClosedError,
     WalCompactedError,
@@ -53,7 +53,7 @@ from gateway.core.wal.errors import (
 from gateway.core.wal.meta import MetaFile
 from gateway.core.wal.recovery import load_segment, segment_first_index
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
-from gateway.core.wal.segment import Segment
+from gateway.core.wal.segment import MAX_SEGMENT_OFFSET, Segment
 
 __all__ = ["EntryLike", "FsyncPolicy", "SegmentedWal", "WalOptions"]
 
@@ -213,6 +213,7 @@ class SegmentedWal:
         self._segments = segments
         self._bases = [s.base for s in segments]
         self._last = expected - 1
+        self._finish_batches(report)
         # Data recovered from the page cache after a process crash may not be on disk yet.
         if segments and segments[-1].writer is not None:
             segments[-1].writer.sync()
@@ -221,6 +222,83 @@ class SegmentedWal:
         if on_event is not None:
             for event in report.events:
                 on_event(event)
+
+    def _finish_batches(self, report: RecoveryReport) -> None:
+        """Apply the batch rules after the segments were loaded (``docs/formats/wal.md``,
+        "Batches and commit markers"): cut entries a structural operation had removed before
+        the crash (older than the meta file's hard state and after its ``log_end``), cut a
+        torn batch (entries after the newest segment's last marker), and pick the hard state
+        with the highest ``seq``."""
+        meta = self._meta.marker
+        floor = max(meta.log_end, self._log_start.first_index - 1)
+        segs = self._segments
+        # 1. An interrupted truncation or reset: entries after ``floor`` in a segment whose
+        #    newest marker predates the meta record were to be removed.
+        for k, seg in enumerate(segs):
+            if seg.last_index <= floor:
+                continue
+            newest = seg.last_marker.seq if seg.last_marker is not None else 0
+            if newest <= meta.seq:
+                cut_at = max(floor + 1, seg.base)
+                self._recovery_cut(k, cut_at, report, RecoveryEventKind.STALE_ENTRIES_CUT,
+                                   f"entries from {cut_at} predate the meta file's hard state "
+                                   f"(seq {meta.seq}, log end {meta.log_end}): an interrupted "
+                                   "truncation or reset is finished")
+                if seg.scan_markers is not None:
+                    kept = [m for n, m in seg.scan_markers if n <= seg.count]
+                    seg.last_marker = kept[-1] if kept else None
+                else:
+                    seg.last_marker = None
+            break
+        # 2. A torn batch in the newest segment: entries after its last marker (and after
+        #    ``floor``, below which every entry was complete) were never acknowledged.
+        if segs and not segs[-1].sealed and segs[-1].scan_markers is not None:
+            seg = segs[-1]
+            done = seg.scan_markers[-1][0] if seg.scan_markers else 0
+            keep = max(done, min(seg.count, floor - seg.base + 1))
+            if keep < seg.count:
+                self._recovery_cut(len(segs) - 1, seg.base + keep, report,
+                                   RecoveryEventKind.TORN_BATCH,
+                                   f"entries {seg.base + keep}..{seg.last_index} have no commit "
+                                   "marker (an interrupted batch)")
+        # 3. The hard state: the highest seq among the meta file and the segments' markers.
+        current = meta
+        for seg in reversed(segs):
+            if seg.last_marker is not None:
+                if seg.last_marker.seq > current.seq:
+                    current = seg.last_marker
+                break
+        self._marker = current
+        for seg in segs:
+            seg.scan_markers = None
+
+    def _recovery_cut(self, k: int, index: int, report: RecoveryReport,
+                      kind: RecoveryEventKind, detail: str) -> None:
+        """During open: remove entries ``>= index`` (held by segment ``k``) durably, as
+        ``truncate_suffix`` does, and report it."""
+        fs = self._fs
+        keep = self._segments[k]
+        doomed = self._segments[k + 1 :]
+        del self._segments[k + 1 :]
+        del self._bases[k + 1 :]
+        for seg in reversed(doomed):
+            if seg.writer is not None:
+                seg.writer.close()
+            seg.forget_reader()
+            fs.remove(seg.path)
+            report.events.append(RecoveryEvent(kind, seg.path, 0, seg.file_size or 0,
+                                               detail + "; segment removed"))
+        if doomed:
+            fs.sync_dir(self.directory)
+        size = keep.file_size if keep.sealed else keep.end
+        cut = keep.truncate_entries(index)
+        if keep.writer is None:
+            keep.writer = fs.open_writable(keep.path)
+            size = keep.writer.size()
+        report.events.append(RecoveryEvent(kind, keep.path, cut, max(0, size - cut), detail))
+        keep.writer.truncate(cut)
+        keep.writer.sync()
+        self._last = index - 1
 
     # ================================================================ readers
 
@@ -272,48 +350,60 @@ class SegmentedWal:
 
     def hard_state(self) -> HardState:
         """The last saved hard state (zeros if none was saved)."""
-        return self._meta.hard_state
+        return self._marker.hard_state
 
     # ================================================================ writers
 
     def append(self, entries: Sequence[EntryLike]) -> int:
-        """Append ``entries`` (see the module docstring) and return the new last index."""
+        """Append ``entries`` as one batch, closed by a marker carrying the current hard state
+        (see `append_batch`); return the new last index."""
         if not entries:
             return self._last
+        return self.append_batch(entries, None)
+
+    def append_batch(self, entries: Sequence[EntryLike], hard_state: Any | None = None, *,
+                     sync: bool | None = None) -> int:
+        """Append ``entries`` (possibly none) and ``hard_state`` (any object with ``term``,
+        ``vote``, ``commit``; ``None`` keeps the current one) as **one atomic batch**: the
+        entries' records followed by one commit marker, in one write to the active segment.
+        After a crash either the whole batch is recovered (entries and hard state) or none of
+        it. Entries must continue the log (see the module docstring).
+
+        ``sync``: ``True`` returns once the batch is durable (one fsync, shared with concurrent
+        callers), ``False`` leaves it to later syncs, ``None`` follows the fsync policy. A
+        batch never spans segments: when it does not fit in the active one, that segment is
+        sealed first (a batch larger than ``max_segment_bytes`` gets a segment of its own).
+        Returns the new last index."""
         with self._append_lock:
             self._check_usable()
-            self._validate_append(entries)
-            n = len(entries)
-            i = 0
-            limit = self._opts.max_segment_bytes
-            while i < n:
-                seg = self._writable_segment(entries[i].index)
-                room = limit - seg.end
-                j, acc = i, 0
-                while j < n:
-                    est = len(entries[j].data) + 48 + len(entries[j].data) // 16000
-                    if acc + est > room and (j > i or seg.count > 0):
-                        break
-                    acc += est
-                    j += 1
-                if j == i:
-                    self._rotate(entries[i].index)
-                    continue
-                chunk = entries[i:j]
-                data, lengths = seg.encode(chunk)
-                writer = seg.writer
-                assert writer is not None
-                with self._io():
-                    writer.write(data)
-                with self._lock:
-                    seg.publish(chunk, lengths)
-                    self._last = chunk[-1].index
-                    self._dirty[id(writer)] = writer
-                    self._cond.notify_all()
-                i = j
+            if entries:
+                self._validate_append(entries)
+            hs = hard_state if hard_state is not None else self._marker
+            marker = Marker(hs.term, hs.vote, hs.commit, self._marker.seq + 1)
+            est = 64 + sum(len(e.data) + 48 + len(e.data) // 16000 for e in entries)
+            nxt = entries[0].index if entries else self._last + 1
+            seg = self._writable_segment(nxt)
+            if seg.count > 0 and seg.end + est > self._opts.max_segment_bytes and entries:
+                self._rotate(nxt)
+                seg = self._segments[-1]
+            data, lengths, mlen = seg.encode(entries, marker)
+            if seg.end + len(data) > MAX_SEGMENT_OFFSET:
+                raise WalIndexError(f"append: a batch of {len(data)} bytes does not fit in a "
+                                    "segment (offsets are uint32)")
+            writer = seg.writer
+            assert writer is not None
+            with self._io():
+                writer.write(data)
+            with self._lock:
+                seg.publish(entries, lengths, mlen, marker)
+                self._marker = marker
+                if entries:
+                    self._last = entries[-1].index
+                self._dirty[id(writer)] = writer
+                self._cond.notify_all()
             last = self._last
-        if self._opts.fsync is FsyncPolicy.ALWAYS:
-            self._sync_until(last)
+        if sync or (sync is None and self._opts.fsync is FsyncPolicy.ALWAYS):
+            self._sync_until(None)
         return last
 
     def sync(self) -> int:
@@ -323,14 +413,27 @@ class SegmentedWal:
     def truncate_suffix(self, index: int) -> None:
         """Remove entries ``>= index`` (a Raft conflict), durably. No-op above the last index;
         `WalCompactedError` below the first index."""
-        with self._append_lock, self._sync_lock:
+        with self._append_lock:
             self._check_usable()
             if index > self._last:
                 return
             if index < self._log_start.first_index:
                 raise WalCompactedError(
                     f"truncate at {index}: compacted up to {self._log_start.first_index - 1}")
+            # The commit point: every entry below ``index`` is complete and durable (synced
+            # first, so a batch cut in the middle keeps its head) and the current hard state
+            # is saved with a new seq. After it, recovery finishes the truncation.
+            self._sync_until(None)
+            marker = self._marker._replace(seq=self._marker.seq + 1, log_end=index - 1)
+            with self._io():
+                self._meta.save_state(marker)
+            self._truncate_locked(index, marker)
+
+    def _truncate_locked(self, index: int, marker: Marker) -> None:
+        """The physical part of `truncate_suffix` (under ``_append_lock``)."""
+        with self._sync_lock:
             with self._lock:
+                self._marker = marker
                 self._epoch += 1
                 k = self._position_of(index)
                 keep = self._segments[k]
@@ -338,6 +441,7 @@ class SegmentedWal:
                 del self._segments[k + 1 :]
                 del self._bases[k + 1 :]
                 cut = keep.truncate_entries(index)
+                keep.last_marker = marker
                 self._last = index - 1
                 self._durable = min(self._durable, index - 1)
                 for seg in doomed:
@@ -368,10 +472,15 @@ class SegmentedWal:
                 return
             if index > self._last:
                 raise WalUnavailableError(f"compact {index}: last index is {self._last}")
-            self._sync_until(index)
+            # Everything appended is made durable and the current hard state is saved with the
+            # log start in one meta write: the hole punched below may zero markers.
+            self._sync_until(None)
             start = LogStart(index + 1, self.term(index))
+            marker = self._marker._replace(seq=self._marker.seq + 1, log_end=self._last)
             with self._io():
-                self._meta.save_log_start(start)
+                self._meta.save_state(marker, start)
+            with self._lock:
+                self._marker = marker
             punch: tuple[str, int, int] | None = None
             with self._sync_lock:
                 with self._lock:
@@ -407,12 +516,48 @@ class SegmentedWal:
                         self._fs.punch_hole(*punch)
 
     def save_hard_state(self, hs: Any, *, sync: bool = True) -> None:
-        """Save Raft's hard state (any object with ``term``, ``vote``, ``commit``). With
-        ``sync`` (the default) it is durable when this returns, so messages that depend on it
-        may be sent; ``sync=False`` suits commit-index-only updates."""
-        self._check_usable()
-        with self._io():
-            self._meta.save_hard_state(HardState(hs.term, hs.vote, hs.commit), sync=sync)
+        """Save Raft's hard state (any object with ``term``, ``vote``, ``commit``) as a batch
+        without entries (one marker). With ``sync`` (the default) it is durable when this
+        returns, so messages that depend on it may be sent; ``sync=False`` suits
+        commit-index-only updates."""
+        self.append_batch((), hs, sync=sync)
+
+    def reset(self, first_index: int, prev_term: int, hard_state: Any) -> None:
+        """Replace the whole log by an empty one starting at ``first_index`` (the entry before
+        it has term ``prev_term``: a snapshot's index and term) and save ``hard_state``,
+        atomically and durably: one meta-file write (log start + hard state) is the commit
+        point; the segments are deleted after it, and recovery finishes a reset interrupted
+        in between (entries older than that hard state are cut)."""
+        with self._append_lock:
+            self._check_usable()
+            hs = hard_state
+            marker = Marker(hs.term, hs.vote, hs.commit, self._marker.seq + 1, first_index - 1)
+            start = LogStart(first_index, prev_term)
+            with self._sync_lock:
+                with self._io():
+                    self._meta.save_state(marker, start)
+                with self._lock:
+                    self._epoch += 1
+                    doomed = self._segments[:]
+                    self._segments.clear()
+                    self._bases.clear()
+                    self._dirty.clear()
+                    self._dir_dirty = False
+                    self._log_start = start
+                    self._marker = marker
+                    self._last = first_index - 1
+                    self._durable = self._last
+                with self._io():
+                    for seg in reversed(doomed):  # newest first: a crash leaves a prefix
+                        if seg.writer is not None:
+                            seg.writer.close()
+                            seg.writer = None
+                        seg.forget_reader()
+                        self._fs.remove(seg.path)
+                    if doomed:
+                        self._fs.sync_dir(self.directory)
+        if self._on_durable is not None:
+            self._on_durable(self._durable)
 
     def close(self) -> None:
         """Stop the syncer, make everything durable (unless the WAL failed) and release files.
@@ -604,7 +749,7 @@ class SegmentedWal:
                     k = idx
                     while k < stop:
                         size = seg.bounds[k + 1 - seg.base] - seg.bounds[k - seg.base]
-                        budget -= max(0, size - 64 - size // 16000)
+                        budget -= max(0, size - 128 - size // 16000)  # 128: + a marker
                         k += 1
                         if budget < 0:
                             break
@@ -628,6 +773,10 @@ class SegmentedWal:
             gen = seg.generation
             for k in range(hi - lo):
                 a, b = bounds[k] - start, bounds[k + 1] - 2 - start
+                # The span may end with commit markers: the entry ends at the first separator.
+                end = buf.find(SEPARATOR, a, b)
+                if end >= 0:
+                    b = end
                 decoded = decode_record(view[a:b])
                 try:
                     if decoded is None or decoded[0] != gen:

@@ -1,16 +1,16 @@
-"""The WAL's meta file: Raft's hard state and the log's start, as a small record stream.
+"""The WAL's meta file: the log's start and the hard state saved by structural operations.
 
 The file ``meta`` in the WAL directory starts with ``FE FD`` and holds ``HARD_STATE`` and
-``LOG_START`` records (``gateway.core.wal.codec``; generation 0). Saving appends one record
-(one ``write``) and, unless told otherwise, syncs it before returning; on open the last valid
-record of each kind wins. A save is therefore atomic: a torn record fails its CRC and the
-previous value stands, and a save that did not return was never acknowledged.
+``LOG_START`` records (``gateway.core.wal.codec``; generation 0). A save appends its records in
+one ``write`` and syncs them before returning; on open the last valid record of each kind wins.
+A torn save leaves a prefix of its records (each has its own CRC); a save that did not return
+was never acknowledged.
 
-Why a separate file rather than records in the segments: a hard state must survive suffix
-truncation and prefix compaction of the log, which rewrite and delete segments; a separate
-file keeps both operations free of "re-append the latest hard state" rules, and recovery stays
-a single pass over a file of a few records. The cost is one extra ``fsync`` when the term or
-vote changes (``save_hard_state(..., sync=False)`` suits commit-index-only changes).
+The hard state of ordinary batches lives in the segments (commit markers, see
+``docs/formats/wal.md``). The meta file's ``HARD_STATE`` record is written only by the
+structural operations (``truncate_suffix``, ``compact``, ``reset``), which remove or punch
+markers: it carries the same ``seq`` counter as the markers (the highest ``seq`` anywhere is the
+current hard state) and ``log_end``, the last entry that was complete when it was saved.
 
 When the file grows past ``rewrite_bytes`` it is rewritten with just the latest records:
 written to ``meta.tmp``, synced, renamed over ``meta``, and the directory synced. Recovery
@@ -31,12 +31,13 @@ from gateway.core.records import SEPARATOR, encode_record, scan
 from gateway.core.wal.codec import (
     HardState,
     LogStart,
+    Marker,
     PayloadError,
     WalTag,
-    decode_hard_state,
     decode_log_start,
-    encode_hard_state,
+    decode_marker,
     encode_log_start,
+    encode_marker,
 )
 from gateway.core.wal.errors import WalCorruptionError, WalFormatError
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
@@ -66,7 +67,7 @@ class MetaFile:
         self._tmp = self.path + ".tmp"
         self._rewrite_bytes = rewrite_bytes
         self._lock = threading.Lock()
-        self._hard_state = HardState()
+        self._marker = Marker()
         self._log_start = LogStart()
         if fs.exists(self._tmp):
             fs.remove(self._tmp)
@@ -82,24 +83,46 @@ class MetaFile:
     @property
     def hard_state(self) -> HardState:
         """The last saved hard state (all zeros if none was ever saved)."""
-        return self._hard_state
+        return self._marker.hard_state
+
+    @property
+    def marker(self) -> Marker:
+        """The last saved hard-state record with its ``seq`` and ``log_end``."""
+        return self._marker
 
     @property
     def log_start(self) -> LogStart:
         """The last saved log start (``LogStart(1, 0)`` if none was ever saved)."""
         return self._log_start
 
-    def save_hard_state(self, hs: HardState, *, sync: bool = True) -> None:
-        """Append ``hs``; with ``sync`` (the default) it is durable when this returns."""
+    def save_state(self, marker: Marker | None = None, log_start: LogStart | None = None) -> None:
+        """Append ``log_start`` then ``marker`` (either may be omitted) in one write and make
+        them durable before returning."""
+        payloads = []
+        if log_start is not None:
+            payloads.append(encode_log_start(log_start))
+        if marker is not None:
+            payloads.append(encode_marker(marker))
+        if not payloads:
+            return
         with self._lock:
-            self._append(encode_hard_state(hs), sync)
-            self._hard_state = hs
+            self._append(payloads, True)
+            if log_start is not None:
+                self._log_start = log_start
+            if marker is not None:
+                self._marker = marker
+
+    def save_hard_state(self, hs: HardState, *, sync: bool = True) -> None:
+        """Append ``hs`` (keeping the current ``seq`` and ``log_end``); with ``sync`` (the
+        default) it is durable when this returns."""
+        with self._lock:
+            m = Marker(hs.term, hs.vote, hs.commit, self._marker.seq, self._marker.log_end)
+            self._append([encode_marker(m)], sync)
+            self._marker = m
 
     def save_log_start(self, ls: LogStart) -> None:
         """Append ``ls`` and make it durable before returning."""
-        with self._lock:
-            self._append(encode_log_start(ls), True)
-            self._log_start = ls
+        self.save_state(log_start=ls)
 
     def sync(self) -> None:
         """Make every saved record durable."""
@@ -113,17 +136,17 @@ class MetaFile:
 
     # ---------------------------------------------------------------------------- internals
 
-    def _append(self, payload: bytes, sync: bool) -> None:
-        self._writer.write(encode_record(payload, META_GENERATION))
+    def _append(self, payloads: list[bytes], sync: bool) -> None:
+        self._writer.write(b"".join(encode_record(p, META_GENERATION) for p in payloads))
         if sync:
             self._writer.sync()
         if self._writer.size() > self._rewrite_bytes:
-            self._rewrite_after(payload)
+            self._rewrite_after(payloads)
 
-    def _rewrite_after(self, latest: bytes) -> None:
+    def _rewrite_after(self, latest: list[bytes]) -> None:
         # The in-memory values are not yet updated for ``latest``: build the content from them
         # and put ``latest`` last so it wins.
-        content = [encode_hard_state(self._hard_state), encode_log_start(self._log_start), latest]
+        content = [encode_marker(self._marker), encode_log_start(self._log_start), *latest]
         fresh = self._write_fresh(self._tmp, content)
         self._fs.rename(self._tmp, self.path)
         self._fs.sync_dir(self._dir)
@@ -150,7 +173,7 @@ class MetaFile:
             payload = rec.payload
             try:
                 if payload and payload[0] == WalTag.HARD_STATE:
-                    self._hard_state = decode_hard_state(payload)
+                    self._marker = decode_marker(payload)
                 elif payload and payload[0] == WalTag.LOG_START:
                     self._log_start = decode_log_start(payload)
                 else:

@@ -16,6 +16,9 @@ Two paths:
   * entries must carry consecutive indexes, the header must match the file name, only a
     footer may follow the index record, and every record must carry the segment generation
     (a foreign record counts as damage);
+  * commit markers (``HARD_STATE`` records) are collected in ``Segment.scan_markers``; which
+    entries they leave incomplete (a torn batch) is decided by the caller, which also knows
+    the meta file (`gateway.core.wal.log.SegmentedWal`);
   * bytes after the last valid record are a *torn tail*: in the newest segment they are cut
     (the file is truncated and synced) and reported; in an older segment they can only be the
     seal (index + footer), which is reported as damaged, and the caller checks that the
@@ -42,6 +45,7 @@ from gateway.core.wal.codec import (
     decode_footer,
     decode_header,
     decode_index,
+    decode_marker,
     encode_header,
 )
 from gateway.core.wal.errors import WalCorruptionError, WalFormatError
@@ -152,6 +156,11 @@ def _load_by_footer(fs: FileSystem, path: str, name_index: int) -> tuple[Segment
         return None, "term runs do not cover the entries"
     seg = Segment(fs, path, name_index)
     seg.set_entries(ix.first_index, bounds, terms, runs)
+    if ix.last_marker:
+        try:
+            seg.last_marker = decode_marker(ix.last_marker, 0)
+        except PayloadError as exc:
+            return None, f"index record's last marker does not parse: {exc}"
     seg.data_start = bounds[0]
     seg.sealed = True
     seg.file_size = size
@@ -182,6 +191,7 @@ def _load_by_scan(
     index_at: int | None = None
     footer_seen = False
     any_record = False
+    markers: list[tuple[int, object]] = []
     for rec in scan(buf):
         if rec.generation != gen:
             continue  # a foreign record: damage, caught by the contiguity check below
@@ -232,6 +242,10 @@ def _load_by_scan(
                     bounds.append(rec.offset)
                     terms.append(entry.term)
                     last_term = entry.term
+            elif tag == WalTag.HARD_STATE:
+                if index_at is not None:
+                    raise WalFormatError(path, rec.offset, "marker after the segment index")
+                markers.append((len(terms), decode_marker(payload)))
             elif tag == WalTag.SEGMENT_HEADER:
                 if any_record:
                     raise WalFormatError(path, rec.offset, "segment header is not first")
@@ -270,6 +284,9 @@ def _load_by_scan(
     else:
         bounds.append(index_at if index_at is not None else pos)
     seg.set_entries(base, bounds, terms)
+    seg.scan_markers = markers  # type: ignore[assignment]
+    if markers:
+        seg.last_marker = markers[-1][1]  # type: ignore[assignment]
     end_of_entries = seg.end
 
     if not is_last:

@@ -19,6 +19,14 @@ class RecoveryEventKind(Enum):
     TORN_TAIL = "torn-tail"
     """Bytes after the last valid record of the newest file (an interrupted append) were cut;
     ``offset`` is where the cut was made, ``length`` how many bytes went."""
+    TORN_BATCH = "torn-batch"
+    """Entries after the newest segment's last commit marker (a batch whose marker never
+    reached the disk) were cut; ``offset`` is the first cut entry's record, ``length`` how
+    many bytes went. Such a batch was never acknowledged (it is made durable as a whole)."""
+    STALE_ENTRIES_CUT = "stale-entries-cut"
+    """Entries that an interrupted ``truncate_suffix`` or ``reset`` had committed to removing
+    (the meta file's hard state is newer than their markers) were cut, or their segment
+    removed."""
     SEAL_DAMAGED = "seal-damaged"
     """A sealed segment's footer or index record did not verify; the segment was rescanned
     and its entries were checked against its neighbours (nothing was cut)."""

@@ -2,14 +2,20 @@
 
 A segment file is a record stream (``docs/formats/wal.md``)::
 
-    FE FD | header | FE FD | entry | FE FD | entry | FE FD | ... [| index | FE FD | footer | FE FD]
+    FE FD | header | FE FD | entry | FE FD | ... | entry | FE FD | marker | FE FD | entry ...
+          ... | marker | FE FD [| index | FE FD | footer | FE FD]
+
+where each *batch* is its entries followed by one commit marker (a ``HARD_STATE`` record); a
+batch never spans segments.
 
 named ``<first index, 20 digits>.wal``. Every record in it carries the *segment generation*
 ``first_index & 0xFFFFFFFF`` in its header's generation field, so a record copied or left over
 from another segment is recognised as foreign.
 
 `Segment` keeps, for the entries it holds, ``bounds`` (uint32 byte offsets: entry ``k``'s record
-occupies ``[bounds[k], bounds[k+1] - 2)``; the last bound is where the next record starts) and
+starts at ``bounds[k]`` and ends at the first separator after it; the bytes up to
+``bounds[k+1]`` may also hold the markers closing batches; the last bound is where the next
+record starts) and
 ``terms`` (one uint64 per entry), so finding an entry's bytes or term is two array lookups.
 It does no I/O locking of its own: `~gateway.core.wal.log.SegmentedWal` serialises writers and
 publishes new bounds only after the bytes were written.
@@ -27,6 +33,7 @@ import crc32c
 from gateway.core.fileio import FileSystem, ReadableFile, WritableFile
 from gateway.core.records import SEPARATOR, encode_record
 from gateway.core.wal.codec import (
+    Marker,
     SegmentFooter,
     SegmentHeader,
     SegmentIndex,
@@ -34,6 +41,7 @@ from gateway.core.wal.codec import (
     encode_footer,
     encode_header,
     encode_index,
+    encode_marker,
 )
 
 __all__ = ["MAX_SEGMENT_OFFSET", "SUFFIX", "Segment", "generation_of", "segment_name"]
@@ -70,9 +78,11 @@ class Segment:
         "file_size",
         "fs",
         "generation",
+        "last_marker",
         "name_index",
         "path",
         "runs",
+        "scan_markers",
         "sealed",
         "terms",
         "writer",
@@ -88,6 +98,9 @@ class Segment:
         self.terms = array("Q")
         self.runs: list[tuple[int, int]] = []  # (first index, term) of each run of equal terms
         self.sealed = False
+        self.last_marker: Marker | None = None  # the newest marker known in this segment
+        # Set by a recovery scan: (entries before it, marker) for every marker, in file order.
+        self.scan_markers: list[tuple[int, Marker]] | None = None
         self.data_start = 0
         self.file_size = 0
         self.writer: WritableFile | None = None
@@ -164,19 +177,23 @@ class Segment:
                     runs.append((base + k, t))
         self.runs = runs
 
-    def encode(self, entries: Sequence[object]) -> tuple[bytes, list[int]]:
-        """Encode ``entries`` (objects with ``index``, ``term``, ``type``, ``data``) as the
-        bytes to append; also return each record's length including its separator."""
+    def encode(self, entries: Sequence[object], marker: Marker | None = None
+               ) -> tuple[bytes, list[int], int]:
+        """Encode ``entries`` (objects with ``index``, ``term``, ``type``, ``data``) and, if
+        given, the ``marker`` closing their batch, as the bytes to append; also return each
+        entry record's length and the marker record's length (separators included)."""
         gen = self.generation
         recs = [
             encode_record(encode_entry(e.index, e.term, int(e.type), e.data), gen)  # type: ignore[attr-defined]
             for e in entries
         ]
-        return b"".join(recs), [len(r) for r in recs]
+        mrec = encode_record(encode_marker(marker), gen) if marker is not None else b""
+        return b"".join(recs) + mrec, [len(r) for r in recs], len(mrec)
 
-    def publish(self, entries: Sequence[object], lengths: Sequence[int]) -> None:
-        """Record that ``entries`` were written after the current end (lengths as returned by
-        `encode`). Called only after the write completed."""
+    def publish(self, entries: Sequence[object], lengths: Sequence[int], marker_len: int = 0,
+                marker: Marker | None = None) -> None:
+        """Record that ``entries`` and their marker were written after the current end
+        (lengths as returned by `encode`). Called only after the write completed."""
         pos = self.bounds[-1]
         bounds, terms, runs = self.bounds, self.terms, self.runs
         for e, n in zip(entries, lengths, strict=True):
@@ -186,6 +203,10 @@ class Segment:
             terms.append(t)
             if not runs or runs[-1][1] != t:
                 runs.append((e.index, t))  # type: ignore[attr-defined]
+        if marker_len:
+            bounds[-1] = pos + marker_len
+        if marker is not None:
+            self.last_marker = marker
 
     def seal_bytes(self) -> bytes:
         """The index record and footer record that seal this segment, to append at `end`."""
@@ -198,7 +219,9 @@ class Segment:
         if sys.byteorder != "little":
             runs.byteswap()
             bounds.byteswap()
-        payload = encode_index(SegmentIndex(self.base, n, bounds.tobytes(), runs.tobytes()))
+        last = encode_marker(self.last_marker)[1:] if self.last_marker is not None else b""
+        payload = encode_index(SegmentIndex(self.base, n, bounds.tobytes(), runs.tobytes(),
+                                            last))
         index_rec = encode_record(payload, self.generation)
         offset = self.end
         footer = SegmentFooter(
