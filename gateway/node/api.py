@@ -85,7 +85,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         _, fn = self._local[method]
         try:
             if drv.is_leader or method not in self._local:
-                return await asyncio.wait_for(fn(request, context), _deadline(context))
+                async with asyncio.timeout(_deadline(context)):  # no extra task per call
+                    return await fn(request, context)
             return await self._forward(method, request, context)
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
@@ -144,17 +145,24 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                  ) -> gateway_pb2.WriteBatchResponse:
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
-        schemas = dict(self.node.sm.schemas)
+        drv = self.node.driver
+        # Validated here, all of them first (all or nothing), against the schemas the leader's
+        # pending proposals create too; the driver does not validate these writes again
+        # before proposing (replicas still validate every entry when applying it).
+        schemas = drv.known_schemas()
+        checked: list[list[tuple[str, Any]]] = []
         for i, w in enumerate(req.writes):
             self._check_write(w, f"writes[{i}].")
             try:
-                for name, schema in check_statements(w.statements, schemas):
-                    schemas[name] = schema
+                created = check_statements(w.statements, schemas)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
+            if created:
+                schemas = {**schemas, **dict(created)}
+            checked.append(created)
         now = time.time_ns()
-        drv = self.node.driver
-        futs = [drv.submit_write(w.statements, w.idempotency_key, now) for w in req.writes]
+        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created)
+                for w, created in zip(req.writes, checked, strict=True)]
         try:
             results = await asyncio.gather(*futs)
         except BaseException:
@@ -207,10 +215,22 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         async def reader() -> None:
             nonlocal outstanding
+            drv = self.node.driver
             async for req in request_iterator:
                 outstanding += 1
-                task = asyncio.ensure_future(one(req.write))
-                task.add_done_callback(lambda f, s=req.seq: finish(s, f))
+                w = req.write
+                fut: asyncio.Future[Any]
+                if drv.is_leader:  # pipelined: the write's future itself, no task per write
+                    try:
+                        self._check_write(w)
+                    except InvalidRequest as exc:
+                        fut = asyncio.get_running_loop().create_future()
+                        fut.set_exception(exc)
+                    else:
+                        fut = drv.submit_write(w.statements, w.idempotency_key, time.time_ns())
+                else:
+                    fut = asyncio.ensure_future(one(w))
+                fut.add_done_callback(lambda f, s=req.seq: finish(s, f))
             out.put_nowait(None)
 
         read_task = asyncio.create_task(reader())

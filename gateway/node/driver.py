@@ -95,6 +95,7 @@ class PendingWrite:
     idempotency_key: str
     start_ns: int
     future: asyncio.Future[gateway_pb2.WriteResult]
+    created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
 
 
 @dataclass(slots=True)
@@ -201,10 +202,24 @@ class RaftDriver:
         self._control.append(fn)
         self._wake.set()
 
+    def known_schemas(self) -> dict[str, TableSchema]:
+        """The tables' schemas as the next proposal sees them: the store's plus those this
+        leader's proposals not yet applied create (a new mapping; the caller may keep it)."""
+        st = self._leader
+        if st is not None and st.schemas:
+            return {**self.sm.schemas, **st.schemas}
+        return dict(self.sm.schemas)
+
     def submit_write(self, statements: Any, idempotency_key: str = "",
-                     start_ns: int = 0) -> asyncio.Future[gateway_pb2.WriteResult]:
+                     start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None
+                     ) -> asyncio.Future[gateway_pb2.WriteResult]:
         """Queue a write; the future resolves once it is committed and applied (raising
-        ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``)."""
+        ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
+
+        ``created``: the caller already validated ``statements`` (``check_statements``
+        against :meth:`known_schemas`) and these are the schemas they create; the driver then
+        only records them instead of validating again. Every replica validates the entry again
+        when applying it, so a write that raced a schema change is still rejected everywhere."""
         fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
         if self._stopped:
             fut.set_exception(NodeStoppedError("the node is stopping"))
@@ -223,7 +238,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut))
+                                         fut, created))
         self._wake.set()
         return fut
 
@@ -320,8 +335,11 @@ class RaftDriver:
                 self._feed(raw)
                 while raw.has_ready() and not self._stopped:
                     rd = raw.ready()
-                    if rd.hard_state is not None or rd.entries or not rd.snapshot.is_empty():
+                    if rd.must_sync or rd.entries or not rd.snapshot.is_empty():
                         await loop.run_in_executor(self._io, self.storage.save_ready, rd)
+                    elif rd.hard_state is not None:
+                        # Only the commit index moved: nothing to fsync, no thread hop.
+                        self.storage.save_ready(rd)
                     if rd.messages:
                         self._send(rd.messages)
                     await self._apply(rd)
@@ -424,12 +442,14 @@ class RaftDriver:
         if st.schemas:
             schemas = {**schemas, **st.schemas}
         for w in writes:
-            try:
-                created = check_statements(w.statements, schemas)
-            except InvalidRequest as exc:
-                self._drop_idem(w.idempotency_key, w.future)
-                _fail(w.future, exc)
-                continue
+            created = w.created
+            if created is None:
+                try:
+                    created = check_statements(w.statements, schemas)
+                except InvalidRequest as exc:
+                    self._drop_idem(w.idempotency_key, w.future)
+                    _fail(w.future, exc)
+                    continue
             for name, schema in created:
                 if schemas is self.sm.schemas:
                     schemas = dict(schemas)

@@ -46,6 +46,35 @@ _TXN = TypeTag.TRANSACTION
 _MISSING = object()
 
 
+def _retag_record(data: bytes) -> tuple[bytes, bytes] | None:
+    """A serialized ``InsertRecord`` (key_values = 1, after_values = 2, both ``Value``) as
+    ``(key values tagged as Row field 3, after values tagged as Row field 5)``; None if it holds
+    anything else. Serialization writes fields in number order, so the parts are contiguous."""
+    keys_out: list[bytes] = []
+    vals_out: list[bytes] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        tag = data[pos]
+        start = pos + 1
+        length, shift, pos = 0, 0, start
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        end = pos + length
+        if tag == 0x0A:
+            keys_out.append(b"\x1a" + data[start:end])
+        elif tag == 0x12:
+            vals_out.append(b"\x2a" + data[start:end])
+        else:
+            return None
+        pos = end
+    return b"".join(keys_out), b"".join(vals_out)
+
+
 def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = "") -> bytes:
     """The Raft entry payload of ``txn``: tag ``TRANSACTION`` + the serialized ``Transaction``.
 
@@ -235,6 +264,27 @@ class StoreStateMachine:
     def _insert(self, body: statement_pb2.InsertStatement, index: int, gtid: gtid_pb2.Gtid,
                 meta: tuple[int, int, int], ops: list, overlay: dict) -> None:
         t = body.table
+        schema, table = t.schema_name, t.table_name
+        # Fast path: the stored Row's bytes assembled from serialized parts in field order --
+        # table + key_fields (1, 2), the record's key values re-tagged as 3, fields (4), its
+        # after values re-tagged as 5, then the metadata (6-10): byte for byte what
+        # ``Row.SerializeToString()`` gives, without building a Row per record.
+        head = gateway_pb2.Row(table=t, key_fields=body.key_fields).SerializeToString()
+        mid = gateway_pb2.Row(fields=body.fields).SerializeToString()
+        tail = gateway_pb2.Row(epoch=meta[0], author=meta[1], gtid=gtid,
+                               commit_timestamp_ns=meta[2], log_index=index).SerializeToString()
+        rows: list[tuple[bytes, bytes]] = []
+        for rec in body.records:
+            parts = _retag_record(rec.SerializeToString())
+            if parts is None:
+                break  # an unknown field in the record: the general path below
+            rows.append((keys.row_key(schema, table, rec.key_values),
+                         b"".join((head, parts[0], mid, parts[1], tail))))
+        else:
+            for k, v in rows:
+                overlay[k] = v
+                ops.append((k, v, *meta))
+            return
         template = self._row(t, index, gtid, meta)
         template.key_fields.extend(body.key_fields)
         template.fields.extend(body.fields)

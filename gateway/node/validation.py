@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.core.rowops import python_value
+from gateway.core.rowops import _CASE_OF_TYPE, python_value
 from gateway.v1 import statement_pb2, value_pb2
 
 __all__ = ["InvalidRequest", "TableSchema", "check_statements", "qualified_name"]
@@ -49,24 +49,48 @@ def qualified_name(table: statement_pb2.TableMetadata) -> str:
     return f"{table.schema_name}.{table.table_name}" if table.schema_name else table.table_name
 
 
+_COLUMNS_ATTR = {"insert": "fields", "update": "set_fields", "delete": "fields"}
+_VALID_TYPES = frozenset(FT.values()) - {FT.FIELD_TYPE_UNSPECIFIED}
+
+
 def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[str, int]]:
-    out, seen = [], set()
-    for i, f in enumerate(fs):
-        if not f.name:
+    out = [(f.name, f.type) for f in fs]
+    names = {n for n, _ in out}
+    if len(names) == len(out) and "" not in names and all(t in _VALID_TYPES for _, t in out):
+        return out  # the common case, checked without building paths
+    seen: set[str] = set()
+    for i, (name, ftype) in enumerate(out):
+        if not name:
             raise InvalidRequest(f"{path}[{i}].name", "missing column name")
-        if f.type not in FT.values() or f.type == FT.FIELD_TYPE_UNSPECIFIED:
-            raise InvalidRequest(f"{path}[{i}].type", f"invalid field type {f.type}")
-        if f.name in seen:
-            raise InvalidRequest(f"{path}[{i}].name", f"duplicate column {f.name!r}")
-        seen.add(f.name)
-        out.append((f.name, f.type))
+        if ftype not in _VALID_TYPES:
+            raise InvalidRequest(f"{path}[{i}].type", f"invalid field type {ftype}")
+        if name in seen:
+            raise InvalidRequest(f"{path}[{i}].name", f"duplicate column {name!r}")
+        seen.add(name)
     return out
 
 
+def _cases(cols: Sequence[tuple[str, int]]) -> tuple[str | None, ...]:
+    """The ``Value`` case each column's type uses (None for a type without one)."""
+    return tuple(_CASE_OF_TYPE.get(t) for _, t in cols)
+
+
 def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]], path: str,
-            *, key: bool) -> None:
+            *, key: bool, cases: tuple[str | None, ...] | None = None) -> None:
+    """Check one record's values against ``cols``. ``cases`` (from :func:`_cases`) lets the
+    common case -- every value in its column's case, no decimal to parse -- skip the per-value
+    conversion; anything else takes the full check, which names the offending value."""
     if len(vals) != len(cols):
         raise InvalidRequest(path, f"{len(vals)} values for {len(cols)} fields")
+    if cases is not None:
+        for v, want in zip(vals, cases, strict=True):
+            got = v.WhichOneof("kind")
+            if got != want or got is None or got == "decimal_value":
+                if got == "null_value" and not key:
+                    continue
+                break
+        else:
+            return
     for i, (v, (name, ftype)) in enumerate(zip(vals, cols, strict=True)):
         try:
             got = python_value(v, ftype)
@@ -83,7 +107,7 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
     accepted); raises ``InvalidRequest``. ``schemas`` itself is not modified."""
     if not statements:
         raise InvalidRequest("statements", "a write needs at least one statement")
-    local = dict(schemas)
+    local = schemas  # copied on the first table created (most writes create none)
     created: list[tuple[str, TableSchema]] = []
     for s_no, stmt in enumerate(statements):
         path = f"statements[{s_no}]"
@@ -104,7 +128,7 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         keys = _fields(body.key_fields, f"{path}.key_fields")
         if not keys:
             raise InvalidRequest(f"{path}.key_fields", "missing key: no key fields")
-        col_attr = {"insert": "fields", "update": "set_fields", "delete": "fields"}[kind]
+        col_attr = _COLUMNS_ATTR[kind]
         cols = _fields(getattr(body, col_attr), f"{path}.{col_attr}")
         if not body.records:
             raise InvalidRequest(f"{path}.records", "no records")
@@ -113,6 +137,8 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         if known is None:
             schema = TableSchema(tuple(keys), dict(keys + [c for c in cols
                                                            if c[0] not in key_names]))
+            if local is schemas:
+                local = dict(schemas)
             local[name] = schema
             created.append((name, schema))
         else:
@@ -133,22 +159,27 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                 raise InvalidRequest(
                     f"{path}.{col_attr}",
                     f"unknown table shape: {name} has no column {new_cols[0][0]!r}")
+        key_cases, col_cases = _cases(keys), _cases(cols)
         for r_no, rec in enumerate(body.records):
             rpath = f"{path}.records[{r_no}]"
-            _values(rec.key_values, keys, f"{rpath}.key_values", key=True)
+            _values(rec.key_values, keys, f"{rpath}.key_values", key=True, cases=key_cases)
             if kind == "insert":
-                _values(rec.after_values, cols, f"{rpath}.after_values", key=False)
+                _values(rec.after_values, cols, f"{rpath}.after_values", key=False,
+                        cases=col_cases)
             elif kind == "update":
-                _values(rec.after_values, cols, f"{rpath}.after_values", key=False)
+                _values(rec.after_values, cols, f"{rpath}.after_values", key=False,
+                        cases=col_cases)
                 if rec.before_values:
-                    _values(rec.before_values, cols, f"{rpath}.before_values", key=False)
+                    _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
+                            cases=col_cases)
                 for i, (cname, _) in enumerate(cols):
                     if cname in key_names:
                         raise InvalidRequest(f"{path}.set_fields[{i}]",
                                              f"key column {cname!r} cannot be updated here "
                                              f"(delete and insert instead)")
             elif rec.before_values:
-                _values(rec.before_values, cols, f"{rpath}.before_values", key=False)
+                _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
+                        cases=col_cases)
     return created
 
 
