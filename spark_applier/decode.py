@@ -43,7 +43,7 @@ __all__ = ["RangeReport", "read_range", "write_report"]
 
 _BATCH_ROWS = 8192
 _ENTRY_TAG = b"\x20"
-_WAL_STRUCTURE = frozenset(b"\x21\x22\x23")
+_WAL_STRUCTURE = frozenset(b"\x21\x22\x23\x24\x25")  # header, index, footer, markers
 _TXN_TAG = 1
 _U63 = 1 << 63
 _U64 = 1 << 64

@@ -37,7 +37,7 @@ from gateway.core.wal.codec import (
     PayloadError,
     WalTag,
     decode_entry,
-    decode_hard_state,
+    decode_fields,
     decode_log_start,
 )
 from gateway.v1 import transaction_pb2
@@ -146,28 +146,58 @@ def discover(path: str | os.PathLike[str], *, committed_only: bool = True) -> Lo
         raise LogLayoutError(f"{p}: no WAL segments (NNNNNNNNNNNNNNNNNNNN.wal) in this directory")
     segments.sort(key=lambda f: f.segment)
     log_start, commit = _read_meta(p / "meta")
+    marked = _segment_commit(segments[-1])
+    if marked is not None and (commit is None or marked > commit):
+        commit = marked
     return LogLayout("wal", tuple(segments), log_start, commit if committed_only else None)
 
 
 def _read_meta(path: Path) -> tuple[int, int | None]:
-    """``(log start, commit index)`` from a WAL meta file (last valid record of each kind)."""
+    """``(log start, commit index)`` from a WAL meta file: the last valid record of each kind,
+    or among hard states the one with the highest ``seq`` (field 4) when they carry one."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return 1, None
     except OSError as exc:
         raise LogLayoutError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    start, commit = 1, None
-    for rec in records.scan(data):
-        tag = rec.payload[:1]
-        try:
-            if tag == bytes((WalTag.HARD_STATE,)):
-                commit = decode_hard_state(rec.payload).commit
-            elif tag == bytes((WalTag.LOG_START,)):
+    start = 1
+    try:
+        for rec in records.scan(data):
+            if rec.payload[:1] == bytes((WalTag.LOG_START,)):
                 start = max(1, decode_log_start(rec.payload).first_index)
-        except PayloadError as exc:
-            raise LogLayoutError(f"{path}: byte {rec.offset}: {exc}") from None
+        commit = _last_commit(data, 0)
+    except PayloadError as exc:
+        raise LogLayoutError(f"{path}: {exc}") from None
     return start, commit
+
+
+def _last_commit(buf: Any, start: int) -> int | None:
+    """The commit index of the newest hard-state record in ``buf[start:]`` (highest ``seq``,
+    then the last), or None."""
+    best: tuple[int, int] | None = None
+    for rec in records.scan(buf, start):
+        if rec.payload[:1] != bytes((WalTag.HARD_STATE,)):
+            continue
+        fields = decode_fields(rec.payload)
+        seq = fields.get(4, 0)
+        commit = fields.get(3, 0)
+        if isinstance(seq, int) and isinstance(commit, int) and (best is None or
+                                                                 seq >= best[0]):
+            best = (seq, commit)
+    return None if best is None else best[1]
+
+
+def _segment_commit(f: LogFile) -> int | None:
+    """Commit markers (hard-state records) near the end of a segment, if the WAL writes them."""
+    buf = open_buffer(f.path)
+    try:
+        return _last_commit(buf, max(0, len(buf) - (1 << 20)))
+    except PayloadError:
+        return None
+    finally:
+        if not isinstance(buf, bytes):
+            buf.close()
 
 
 def open_buffer(path: str) -> Any:
