@@ -123,12 +123,45 @@ class SnapshotFiles:
 
     def save(self, meta: SnapshotMetadata, data: bytes) -> None:
         """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed."""
+        self.stage(meta, data)
+        self.commit(meta)
+
+    def stage(self, meta: SnapshotMetadata, data: bytes) -> None:
+        """Write the archive of ``meta``/``data`` and its metadata (``N.pending``), durably,
+        without making it the newest: `commit` (or `commit_pending` after a crash) does."""
         path = self._path(meta.index)
         with open(path + ".tmp", "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(path + ".tmp", path)
+        self._write_json(path[: -len(".snap")] + ".pending", meta)
+
+    def commit_pending(self, index: int) -> bool:
+        """Finish an install interrupted after its log reset: make the staged snapshot at
+        ``index`` the newest. False if there is none."""
+        pending = self._path(index)[: -len(".snap")] + ".pending"
+        if not os.path.exists(pending) or not os.path.exists(self._path(index)):
+            return False
+        with open(pending) as f:
+            d = json.load(f)
+        self.commit(SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
+                                     int(d["term"])))
+        return True
+
+    def _write_json(self, path: str, meta: SnapshotMetadata) -> None:
+        doc = {"index": meta.index, "term": meta.term,
+               "conf_state": _conf_to_json(meta.conf_state)}
+        with open(path + ".tmp", "w") as f:
+            json.dump(doc, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        _fsync_dir(self.directory)
+
+    def commit(self, meta: SnapshotMetadata) -> None:
+        """Make the staged snapshot ``meta`` the newest (``CURRENT``); older ones go."""
+        path = self._path(meta.index)
         doc = {"index": meta.index, "term": meta.term,
                "conf_state": _conf_to_json(meta.conf_state)}
         current = os.path.join(self.directory, "CURRENT")
@@ -141,7 +174,8 @@ class SnapshotFiles:
         with self._lock:
             self._meta = meta
         for name in os.listdir(self.directory):
-            if name.endswith(".snap") and name != os.path.basename(path):
+            if (name.endswith(".snap") and name != os.path.basename(path)) or name.endswith(
+                    ".pending"):
                 os.remove(os.path.join(self.directory, name))
 
     def load(self) -> Snapshot:

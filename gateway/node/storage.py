@@ -11,9 +11,15 @@ Contracts:
   core only between Ready cycles).
 - WAL errors are mapped: ``WalCompactedError`` -> ``CompactedError``, ``WalUnavailableError``
   -> ``UnavailableError``; anything else propagates and makes the node inoperable.
-- ``save_ready`` writes in the order the Raft docs require (hard state, snapshot, entries) and,
-  when ``must_sync``, returns only once they are durable: one WAL fsync per Ready (group
-  commit: every proposal gathered into that Ready shares it).
+- ``save_ready`` makes a Ready's snapshot, entries and hard state durable **together**
+  (docs/raft.md): the entries and the hard state are one WAL batch (one write, closed by a
+  commit marker; a crash keeps all of it or none), and when ``must_sync`` it returns only once
+  the batch is durable: one write and one fsync per Ready (group commit: every proposal
+  gathered into that Ready shares it). A conflicting suffix is truncated first (durably):
+  a crash right after leaves a prefix of the old log with the old hard state, a state the node
+  was in before (its commit index never covers the conflicting entries), and prefixes keep
+  the apply-time configuration invariant. A snapshot is installed as described at
+  ``install_snapshot``.
 - A tail of recent entries is kept in memory (``cache_entries``), so replication and apply
   rarely read the WAL files.
 """
@@ -23,10 +29,8 @@ from __future__ import annotations
 import os
 import threading
 
-from gateway.core.fileio import OsFileSystem
 from gateway.core.wal import (
     FsyncPolicy,
-    LogStart,
     SegmentedWal,
     WalCompactedError,
     WalOptions,
@@ -35,9 +39,6 @@ from gateway.core.wal import (
 from gateway.core.wal import (
     HardState as WalHardState,
 )
-from gateway.core.wal.meta import MetaFile
-from gateway.core.wal.recovery import segment_first_index
-from gateway.core.wal.report import RecoveryReport
 from gateway.raft import (
     CompactedError,
     ConfState,
@@ -69,6 +70,10 @@ class RaftLogStorage:
         self._cache: list[Entry] = []
         self._cache_start = 0  # index of _cache[0]
         self._wal = self._open_wal()
+        start = self._wal.first_index() - 1
+        if start > self.snapshots.metadata.index and not self.snapshots.commit_pending(start):
+            raise RuntimeError(f"{self._wal_dir}: the log starts after {start} but no snapshot "
+                               f"at {start} exists (newest: {self.snapshots.metadata.index})")
 
     def _open_wal(self) -> SegmentedWal:
         # NEVER: the driver fsyncs once per Ready itself (group commit).
@@ -86,24 +91,13 @@ class RaftLogStorage:
         """Start a new cluster: a snapshot at index 1, term 1 holding ``voters`` and the empty
         store (every founding member bootstraps identically)."""
         meta = SnapshotMetadata(ConfState(voters=tuple(sorted(voters))), 1, 1)
-        self.snapshots.save_metadata_only(meta)
-        self._reset_wal(1, 1)
-        self._wal.save_hard_state(WalHardState(1, 0, 1), sync=True)
+        self.install_snapshot(Snapshot(meta, b"GWSNAP1\n"), WalHardState(1, 0, 1))
 
-    def _reset_wal(self, index: int, term: int) -> None:
-        """Replace the whole log by an empty one starting after ``index`` (term ``term``)."""
-        hs = self._wal.hard_state()
-        self._wal.close()
-        for name in os.listdir(self._wal_dir):
-            if segment_first_index(name) is not None:
-                os.remove(os.path.join(self._wal_dir, name))
-        meta = MetaFile(OsFileSystem(), self._wal_dir, RecoveryReport())
-        try:
-            meta.save_log_start(LogStart(index + 1, term))
-            meta.save_hard_state(hs, sync=True)
-        finally:
-            meta.close()
-        self._wal = self._open_wal()
+    def _reset_wal(self, index: int, term: int, hs: WalHardState) -> None:
+        """Replace the whole log by an empty one starting after ``index`` (term ``term``) and
+        save ``hs``, atomically (``SegmentedWal.reset``: one meta-file write is the commit
+        point)."""
+        self._wal.reset(index + 1, term, hs)
         with self._lock:
             self._cache = []
             self._cache_start = index + 1
@@ -165,21 +159,21 @@ class RaftLogStorage:
         return self._wal
 
     def save_ready(self, rd: Ready) -> None:
-        """Persist ``rd`` (hard state, snapshot, entries); durable on return if ``must_sync``."""
+        """Persist ``rd``: snapshot, entries and hard state become durable together (see the
+        module docstring); durable on return if ``rd.must_sync`` (and fsync is on)."""
         hs = rd.hard_state
-        if hs is not None:
-            prev = self._wal.hard_state()
-            vote_changed = hs.term != prev.term or hs.vote != prev.vote
-            self._wal.save_hard_state(WalHardState(hs.term, hs.vote, hs.commit),
-                                      sync=vote_changed and self._fsync)
+        whs = WalHardState(hs.term, hs.vote, hs.commit) if hs is not None else None
+        sync = rd.must_sync and self._fsync
         if not rd.snapshot.is_empty():
-            self.install_snapshot(rd.snapshot)
+            self.install_snapshot(rd.snapshot, whs if not rd.entries else None)
+            if not rd.entries:
+                return
         if rd.entries:
-            self._append(rd.entries)
-        if rd.must_sync and self._fsync and rd.entries:
-            self._wal.sync()
+            self._append(rd.entries, whs, sync)
+        elif whs is not None:
+            self._wal.append_batch((), whs, sync=sync)
 
-    def _append(self, ents: list[Entry]) -> None:
+    def _append(self, ents: list[Entry], hs: WalHardState | None, sync: bool) -> None:
         first = ents[0].index
         if first <= self._wal.last_index():
             self._wal.truncate_suffix(first)
@@ -189,7 +183,7 @@ class RaftLogStorage:
                     del self._cache[max(k, 0):]
                     if k < 0:
                         self._cache_start = first
-        self._wal.append(ents)
+        self._wal.append_batch(ents, hs, sync=sync)
         with self._lock:
             if not self._cache:
                 self._cache_start = first
@@ -203,11 +197,22 @@ class RaftLogStorage:
                 del self._cache[:extra]
                 self._cache_start += extra
 
-    def install_snapshot(self, snap: Snapshot) -> None:
-        """Make ``snap`` the newest snapshot and discard the log it covers (a follower
-        receiving InstallSnapshot): the WAL restarts after the snapshot's index."""
-        self.snapshots.save(snap.metadata, snap.data)
-        self._reset_wal(snap.metadata.index, snap.metadata.term)
+    def install_snapshot(self, snap: Snapshot, hs: WalHardState | None = None) -> None:
+        """Make ``snap`` the newest snapshot and discard the log (a follower receiving
+        InstallSnapshot): the WAL restarts after the snapshot's index with hard state ``hs``
+        (default: the current one).
+
+        Atomic: (1) the archive and its metadata are staged (``N.snap``, ``N.pending``,
+        synced); (2) ``SegmentedWal.reset`` saves the log start and the hard state in one
+        meta-file write -- the commit point -- and deletes the segments; (3) ``CURRENT`` is
+        switched to the snapshot. A crash before (2) leaves the old snapshot, log and hard
+        state (the staged files are ignored and removed by the next snapshot); a crash after
+        it is finished on open (the WAL's first index is past ``CURRENT``: the staged snapshot
+        is committed), and a crash inside (2) is finished by the WAL's recovery."""
+        self.snapshots.stage(snap.metadata, snap.data)
+        self._reset_wal(snap.metadata.index, snap.metadata.term,
+                        hs if hs is not None else self._wal.hard_state())
+        self.snapshots.commit(snap.metadata)
 
     def record_snapshot(self, meta: SnapshotMetadata, data: bytes) -> None:
         """Save a snapshot this node made of its own state (the log is kept)."""
