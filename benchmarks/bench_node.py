@@ -40,12 +40,13 @@ if str(REPO) not in sys.path:
 
 import grpc  # noqa: E402
 
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from tests.harness.api import put_request  # noqa: E402
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2  # noqa: E402
 
 SIZES = {"10 B": 10, "1 KiB": 1024}
 ECHO_METHOD = "/bench.Echo/Echo"
-BATCH = 100
+BATCH = 200
+BIG_ROWS = 500
+BIG_CLIENTS = 8
 STREAM_WINDOW = 256
 PYSYNCOBJ_INFLIGHT = 1000
 
@@ -63,6 +64,8 @@ class Result:
     rows: int = 0
     errors: int = 0
     latencies: list[float] = field(default_factory=list)
+    all_rows: int = 0  # every row acknowledged during the cell, warm-up and tail included
+    cpu: str = "-"  # node CPU microseconds per row: leader/follower/follower
 
     @property
     def rows_per_s(self) -> float:
@@ -78,6 +81,22 @@ class Result:
 
 def value_of(size: int) -> str:
     return "x" * size
+
+
+_TABLE = statement_pb2.TableMetadata(schema_name="bench", table_name="kv")
+_KEY_FIELDS = [statement_pb2.FieldMetadata(name="k", type=value_pb2.FIELD_TYPE_VARCHAR)]
+_FIELDS = [statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_VARCHAR)]
+
+
+def put_request(key: str, value: str, rows: int = 1) -> gateway_pb2.WriteRequest:
+    """One transaction inserting ``rows`` rows ``(k = key[-i], v = value)`` into ``bench.kv``
+    (key column ``k``, one value column ``v``: a shape every applier takes as is)."""
+    records = [statement_pb2.InsertRecord(
+        key_values=[value_pb2.Value(string_value=key if rows == 1 else f"{key}-{i}")],
+        after_values=[value_pb2.Value(string_value=value)]) for i in range(rows)]
+    stmt = statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+        table=_TABLE, key_fields=_KEY_FIELDS, fields=_FIELDS, records=records))
+    return gateway_pb2.WriteRequest(statements=[stmt])
 
 
 # ---------------------------------------------------------------------------------- load loop
@@ -110,6 +129,7 @@ async def closed_loop(
                 await asyncio.sleep(0.01)
                 continue
             done = time.perf_counter()
+            result.all_rows += rows
             if now >= start and done <= end:
                 result.ops += 1
                 result.rows += rows
@@ -200,6 +220,23 @@ async def bench_batch(address: str, size: str, clients: int, duration: float) ->
     return r
 
 
+async def bench_big(address: str, size: str, clients: int, duration: float) -> Result:
+    """Unary ``Write`` of one ``BIG_ROWS``-row transaction per call, ``clients`` callers."""
+    value = value_of(SIZES[size])
+    chans = channels(address, 1)
+    stub = gateway_pb2_grpc.GatewayStub(chans[0])
+    tag = f"t{SIZES[size]}"
+
+    async def op(c: int, seq: int) -> int:
+        await stub.Write(put_request(f"{tag}-{c}-{seq}", value, BIG_ROWS), timeout=20)
+        return BIG_ROWS
+
+    name = f"Write {BIG_ROWS}-row txn"
+    r = await closed_loop(Result("gateway", name, size, clients), clients, op, duration, 0.5)
+    await chans[0].close()
+    return r
+
+
 async def bench_stream(address: str, size: str, duration: float) -> Result:
     """One bidi StreamWrite with ``STREAM_WINDOW`` writes in flight."""
     value = value_of(SIZES[size])
@@ -233,7 +270,9 @@ async def bench_stream(address: str, size: str, duration: float) -> Result:
             window.release()
             if resp.code != 0:
                 result.errors += 1
-            elif began >= start and now <= end:
+                continue
+            result.all_rows += 1
+            if began >= start and now <= end:
                 result.ops += 1
                 result.rows += 1
                 result.latencies.append(now - began)
@@ -356,13 +395,13 @@ def peak_rss_kib(pid: int) -> int:
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors | CPU us/row L/F/F |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.system} | {r.mode} | {r.size} | {r.clients} | {r.rows_per_s:,.0f} | "
-            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} |"
+            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} | {r.cpu} |"
         )
     return "\n".join(lines)
 
@@ -377,35 +416,56 @@ def ratios(results: list[Result]) -> str:
         return None
 
     lines = []
-    for size in SIZES:
-        unary, echo = find("gateway", "Write", size, 64), find("echo", "unary", size, 64)
-        if unary and echo and echo.rows_per_s:
-            ratio = unary.rows_per_s / echo.rows_per_s
-            lines.append(f"unary Write / echo, 64 clients, {size}: {ratio:.0%} (target >= 50%)")
-        pso = find("pysyncobj", "set", size)
-        for mode in ("WriteBatch", "StreamWrite"):
-            g = find("gateway", mode, size)
-            if g and pso and pso.rows_per_s:
-                lines.append(
-                    f"{mode} / PySyncObj, {size}: {g.rows_per_s / pso.rows_per_s:.1f}x "
-                    f"(target >= 10x)"
-                )
+    for system in ("gateway", "gateway (no applier)"):
+        for size in SIZES:
+            unary, echo = find(system, "Write", size, 64), find("echo", "unary", size, 64)
+            if unary and echo and echo.rows_per_s:
+                ratio = unary.rows_per_s / echo.rows_per_s
+                lines.append(f"{system}: unary Write / echo, 64 clients, {size}: {ratio:.0%} "
+                             f"(target >= 50%)")
+            pso = find("pysyncobj", "set", size)
+            for mode in ("WriteBatch", "StreamWrite", f"Write {BIG_ROWS}"):
+                g = find(system, mode, size)
+                if g and pso and pso.rows_per_s:
+                    lines.append(f"{system}: {mode} / PySyncObj, {size}: "
+                                 f"{g.rows_per_s / pso.rows_per_s:.1f}x (target >= 10x)")
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------- main
 
 
-async def run_gateway(address: str, sizes: list[str], duration: float) -> list[Result]:
-    out = []
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` used so far (0 if unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_gateway(address: str, sizes: list[str], duration: float, system: str,
+                      pids: list[int]) -> list[Result]:
+    """Every gateway cell against ``address``; ``pids`` (leader first) are sampled for the
+    CPU each node spent per acknowledged row."""
+    out: list[Result] = []
+
+    async def cell(make: Awaitable[Result]) -> None:
+        before = [cpu_seconds(p) for p in pids]
+        r = await make
+        r.system = system
+        if r.all_rows:
+            r.cpu = "/".join(f"{1e6 * (cpu_seconds(p) - b) / r.all_rows:.0f}"
+                             for p, b in zip(pids, before, strict=True))
+        out.append(r)
+        print(table(out[-1:]).splitlines()[-1], flush=True)
+
     for size in sizes:
         for clients in (1, 64):
-            out.append(await bench_unary(address, size, clients, duration))
-            print(table(out[-1:]).splitlines()[-1], flush=True)
-        out.append(await bench_batch(address, size, 4, duration))
-        print(table(out[-1:]).splitlines()[-1], flush=True)
-        out.append(await bench_stream(address, size, duration))
-        print(table(out[-1:]).splitlines()[-1], flush=True)
+            await cell(bench_unary(address, size, clients, duration))
+        await cell(bench_batch(address, size, 4, duration))
+        await cell(bench_stream(address, size, duration))
+        await cell(bench_big(address, size, BIG_CLIENTS, duration))
     return out
 
 
@@ -430,6 +490,10 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=5.0, help="seconds per measured cell")
     p.add_argument("--quick", action="store_true", help="2 s cells, 10 B rows only")
     p.add_argument("--only", default="gateway,echo,pysyncobj")
+    p.add_argument("--appliers", default="sqlite,none",
+                   help="gateway configurations to run: 'sqlite' (the default product "
+                        "config, the built-in SQLite applier) and/or 'none' (no applier: "
+                        "replication and the LSM store only)")
     args = p.parse_args()
     duration = 2.0 if args.quick else args.duration
     sizes = ["10 B"] if args.quick else list(SIZES)
@@ -440,20 +504,22 @@ def main() -> None:
     ports = PortAllocator()
     results: list[Result] = []
     rss: dict[str, list[int]] = {}
-    if "gateway" in only:
+    for appliers in args.appliers.split(",") if "gateway" in only else []:
+        system = "gateway" if appliers == "sqlite" else "gateway (no applier)"
         with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
             cluster = ProcessCluster(
                 Path(tmp), 3, proxied=False,
-                env={"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning"},
+                env={"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning",
+                     "GATEWAY_APPLIERS": "" if appliers == "none" else appliers},
             )
             try:
                 cluster.start()
                 lead = cluster.wait_for_leader()
                 address = cluster.nodes[lead].api_address
-                results += asyncio.run(run_gateway(address, sizes, duration))
-                rss["gateway node (peak)"] = [
-                    peak_rss_kib(n.proc.pid) for n in cluster.nodes.values() if n.proc
-                ]
+                pids = [n.proc.pid for i, n in sorted(cluster.nodes.items(),
+                                                       key=lambda kv: kv[0] != lead) if n.proc]
+                results += asyncio.run(run_gateway(address, sizes, duration, system, pids))
+                rss[f"{system} node (peak)"] = [peak_rss_kib(p) for p in pids]
             finally:
                 cluster.close()
     if "echo" in only:
