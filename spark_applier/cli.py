@@ -28,11 +28,15 @@ def spark_group() -> None:
     """Bulk apply and read logs with Spark (PySpark, local mode by default)."""
 
 
-def _session(master: str, cores: str) -> Any:
+def _session(master: str, cores: str) -> tuple[Any, bool]:
+    """The Spark session to use and whether this command created it (and must stop it)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise _BadInput("pyspark is not installed (pip install 'gateway[spark]')") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:  # called from a program that already runs Spark: use its session
+        return active, False
     builder = (SparkSession.builder.appName("gateway-spark-apply")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", cores))
@@ -40,7 +44,7 @@ def _session(master: str, cores: str) -> Any:
         builder = builder.master(master)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return spark, True
 
 
 def _echo_report(report: Any) -> None:
@@ -90,7 +94,7 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
     from gateway.appliers.position import PositionStoreError
 
     state = state_dir or f"{source.rstrip('/')}.spark-state"
-    spark = _session(master, "4")
+    spark, owned = _session(master, "4")
     try:
         from .bulk import apply_log
         from .layout import LogLayoutError
@@ -127,4 +131,5 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
         if problems:
             raise _Problems(f"{problems} problem(s) found; see above")
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
