@@ -870,3 +870,115 @@ def test_real_file_system_round_trip_with_rotation_and_compaction(tmp_path) -> N
     assert wal.entries(151, 390) == [entry(i, size=100) for i in range(151, 390)]
     assert wal.recovery_report.clean
     wal.close()
+
+
+# ------------------------------------------------------------------------------ atomic batches
+
+
+def test_torn_batch_is_cut_on_recovery() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    wal.append_batch([entry(i) for i in (1, 2, 3)], HardState(1, 1, 1), sync=True)
+    wal.append_batch([entry(i, 2) for i in (4, 5, 6)], HardState(2, 2, 3), sync=True)
+    wal.close()
+    [path] = segment_paths(fs)
+    recs = record_offsets(fs, path)
+    assert recs[-1][2] == WalTag.HARD_STATE
+    fs.open_writable(path).truncate(recs[-1][0])  # the second batch's marker never landed
+    wal = make_wal(fs)
+    [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_BATCH)
+    entry4 = recs[-4][0]
+    assert (event.path, event.offset, event.length) == (path, entry4, recs[-1][0] - entry4)
+    assert wal.last_index() == 3 and wal.hard_state() == HardState(1, 1, 1)
+    assert len(fs.raw(path)) == entry4
+    wal.close()
+    assert make_wal(fs).recovery_report.clean
+
+
+def test_crash_between_entries_and_marker_loses_the_whole_batch() -> None:
+    for seed in range(40):
+        fs = FaultInjectingFileSystem(seed=seed)
+        wal = make_wal(fs)
+        wal.append_batch([entry(i) for i in (1, 2)], HardState(1, 0, 0), sync=True)
+        fs.arm_crash(1)  # the batch's single write lands only a random prefix
+        with pytest.raises(WalFailedError):
+            wal.append_batch([entry(i, 3, 300) for i in (3, 4, 5)], HardState(3, 2, 2),
+                             sync=True)
+        image = fs.crash_image(seed)
+        got = make_wal(image)
+        assert (got.last_index(), got.hard_state()) == (2, HardState(1, 0, 0)), seed
+        got.close()
+
+
+def test_hard_state_comes_from_the_newest_marker_across_rotation_truncation_compaction() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    for i in range(1, 41):  # many segments; the last marker of each is in its seal
+        wal.append_batch([entry(i)], HardState(1, 1, i - 1))
+    assert len(segment_paths(fs)) >= 3
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.hard_state() == HardState(1, 1, 39)
+    wal.truncate_suffix(35)  # removes the markers after entry 34: the meta file has it
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.hard_state() == HardState(1, 1, 39) and wal.last_index() == 34
+    wal.save_hard_state(HardState(2, 3, 30))
+    wal.compact(34)  # the whole log: the head (and its markers) may be punched
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.hard_state() == HardState(2, 3, 30) and wal.first_index() == 35
+    wal.append_batch([entry(35, 2)], HardState(2, 3, 34))
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.hard_state() == HardState(2, 3, 34) and wal.last_index() == 35
+    wal.close()
+
+
+def test_crash_right_after_rotation_keeps_the_sealed_segments_hard_state() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 10)
+    wal.save_hard_state(HardState(4, 4, 9))
+    first = segment_paths(fs)
+    wal.append_batch([entry(i, 4, 200) for i in range(11, 16)], HardState(4, 4, 10))
+    new = [p for p in segment_paths(fs) if p not in first]
+    assert new
+    for p in new:  # the new segment's batch never reached the disk
+        fs.remove(p)
+    wal = make_wal(fs)
+    assert wal.last_index() == 10 and wal.hard_state() == HardState(4, 4, 9)
+    wal.close()
+
+
+def test_interrupted_reset_is_finished_on_open() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 30)
+    wal.save_hard_state(HardState(1, 1, 5))
+    wal._meta.save_state(  # what reset(20, ...) saves first, then a crash: segments remain
+        wal._marker._replace(term=3, vote=2, commit=19, seq=wal._marker.seq + 1, log_end=19),
+        wal._log_start._replace(first_index=20, prev_term=3))
+    wal = make_wal(fs)
+    assert wal.first_index() == 20 and wal.last_index() == 19
+    assert wal.hard_state() == HardState(3, 2, 19) and wal.term(19) == 3
+    assert wal.recovery_report.of_kind(RecoveryEventKind.STALE_ENTRIES_CUT)
+    wal.append_batch([entry(20, 3)], HardState(3, 2, 19))
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.entries(20, 21) == [entry(20, 3)] and wal.recovery_report.clean
+    wal.close()
+
+
+def test_reset_replaces_the_log_and_hard_state() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 30)
+    wal.reset(101, 7, HardState(7, 0, 100))
+    assert (wal.first_index(), wal.last_index(), wal.term(100)) == (101, 100, 7)
+    assert segment_paths(fs) == []
+    wal.append_batch([entry(101, 7)], HardState(7, 0, 101))
+    wal.close()
+    wal = make_wal(fs)
+    assert wal.entries(101, 102) == [entry(101, 7)] and wal.hard_state() == HardState(7, 0, 101)
+    wal.close()

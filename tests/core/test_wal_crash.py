@@ -12,7 +12,11 @@ must reopen without error, and:
   (during a truncation, the pre-truncation log; recovery may keep any prefix of it that covers
   the durable index);
 - the first index is the old one or, during a compaction, the new one;
-- the hard state is the last saved one (or, during a save, the one being saved).
+- the hard state is the last saved one (or, during a save, the one being saved);
+- batches are atomic: every append is a batch (``append_batch`` with a distinct hard state,
+  or ``append`` keeping the current one), and the recovered ``(last index, hard state)`` pair
+  is one the model went through since everything was last made durable -- for every batch,
+  either all of its entries and its hard state are recovered or none of them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ DIR = "/wal"
 
 op = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 4), st.integers(0, 300), st.booleans()),
+    st.tuples(st.just("batch"), st.integers(0, 4), st.integers(0, 300), st.booleans(),
+              st.booleans()),
     st.tuples(st.just("sync")),
     st.tuples(st.just("truncate"), st.integers(0, 12)),
     st.tuples(st.just("compact"), st.integers(0, 12)),
@@ -54,6 +60,12 @@ class Model:
     last: int = 0
     durable: int = 0
     hard_state: HardState = field(default_factory=HardState)
+    # (last index, hard state) after every batch since everything was last durable.
+    points: list[tuple[int, HardState]] = field(default_factory=lambda: [(0, HardState())])
+
+    def settle(self) -> None:
+        """Everything is durable: only the current state may be recovered."""
+        self.points = [(self.last, self.hard_state)]
 
     def term(self, i: int) -> int:
         return self.prev_term if i == self.first - 1 else self.log[i][0]
@@ -94,6 +106,7 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
         need = m.durable
         firsts = {m.first}
         states = {m.hard_state}
+        points = list(m.points)
         try:
             if kind == "append":
                 _, count, size, bump = step
@@ -102,18 +115,40 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
                        for k in range(1, count + 1)]
                 ref = dict(m.log)
                 ref.update({e.index: (e.term, e.data) for e in new})
+                points.append((new[-1].index, m.hard_state))
                 wal.append(new)
                 m.log = ref
                 m.last = new[-1].index
+                m.points.append((m.last, m.hard_state))
+            elif kind == "batch":
+                _, count, size, bump, sync = step
+                term += bump
+                new = [Entry(m.last + k, term, 0, bytes([(m.last + k) % 256]) * size)
+                       for k in range(1, count + 1)]
+                hs = HardState(term, len(m.points) % 5, m.last + count)  # distinct per batch
+                ref = dict(m.log)
+                ref.update({e.index: (e.term, e.data) for e in new})
+                states = {m.hard_state, hs}
+                points.append((m.last + count, hs))
+                wal.append_batch(new, hs, sync=True if sync else None)  # None: the policy
+                m.log = ref
+                m.last += count
+                m.hard_state = hs
+                m.points.append((m.last, hs))
+                if sync:
+                    m.settle()
             elif kind == "sync":
                 wal.sync()
+                m.settle()
             elif kind == "truncate":
                 at = max(m.first, m.last - step[1])
                 if at <= m.last:
                     need = min(m.durable, at - 1)
+                    points.append((at - 1, m.hard_state))
                     wal.truncate_suffix(at)
                     m.log = {i: v for i, v in m.log.items() if i < at}
                     m.last = at - 1
+                m.settle()
             elif kind == "compact":
                 at = m.first - 1 + step[1]
                 if m.first <= at <= m.last:
@@ -122,22 +157,28 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
                     m.prev_term = m.log[at][0]
                     m.log = {i: v for i, v in m.log.items() if i > at}
                     m.first = at + 1
+                    m.settle()
             elif kind == "hardstate":
                 hs = HardState(term, term % 3, m.first - 1)
                 states = {m.hard_state, hs}
+                points.append((m.last, hs))
                 wal.save_hard_state(hs)
                 m.hard_state = hs
+                m.settle()
             elif kind == "reopen":
                 wal.close()
+                m.settle()
                 wal = open_wal(fs, policy)
             m.durable = wal.durable_index()
+            if policy is FsyncPolicy.ALWAYS:
+                m.settle()
         except Exception as exc:
             if not crashed(exc):
                 raise
-            check_image(fs, seed, policy, ref, need, firsts, states, m)
+            check_image(fs, seed, policy, ref, need, firsts, states, m, points)
             return
     # No crash happened: a power cut now must still keep everything acknowledged.
-    check_image(fs, seed, policy, m.log, m.durable, {m.first}, {m.hard_state}, m)
+    check_image(fs, seed, policy, m.log, m.durable, {m.first}, {m.hard_state}, m, m.points)
 
 
 def check_image(
@@ -149,6 +190,7 @@ def check_image(
     firsts: set[int],
     states: set[HardState],
     m: Model,
+    points: list[tuple[int, HardState]],
 ) -> None:
     image = fs.crash_image(seed)
     wal = open_wal(image, policy)
@@ -162,7 +204,11 @@ def check_image(
         assert ref.get(e.index) == (e.term, e.data), (e.index, wal.recovery_report)
     if first - 1 >= 1 and (first - 1) in ref:
         assert wal.term(first - 1) == ref[first - 1][0]
-    assert wal.hard_state() in states
+    assert wal.hard_state() in states or (last, wal.hard_state()) in points
+    # Batch atomicity: the recovered log ends where a batch ended, with that batch's hard
+    # state (never a batch's entries without its hard state, or the reverse).
+    assert (last, wal.hard_state()) in points, (last, wal.hard_state(), points,
+                                                 wal.recovery_report)
     # The recovered WAL is writable: append one more entry and read it back after a reopen.
     nxt = Entry(last + 1, max(wal.term(last), 1), 0, b"after")
     wal.append([nxt])

@@ -185,7 +185,10 @@ class SegmentedWal:
         for seg in segments:
             if seg.base < first:
                 seg.drop_head(min(first, seg.last_index + 1))
-        if segments and segments[-1].count == 0 and segments[-1].name_index < first:
+        newest_marker = segments[-1].last_marker if segments else None
+        if segments and segments[-1].count == 0 and segments[-1].name_index < first and (
+            newest_marker is None or newest_marker.seq <= self._meta.marker.seq
+        ):  # (a segment holding the newest hard state stays, empty or not)
             stale = segments.pop()  # an interrupted compaction of the whole log
             if stale.writer is not None:
                 stale.writer.close()
@@ -196,6 +199,10 @@ class SegmentedWal:
                 f"no entries at or above the first index {first}"))
         if removed:
             fs.sync_dir(directory)
+        self._segments = segments
+        self._bases = [s.base for s in segments]
+        self._cut_stale(report)  # before the join-up checks: stale entries may not join up
+        segments = self._segments
         expected, prev_term = first, self._log_start.prev_term
         for k, seg in enumerate(segments):
             if seg.base != expected or (seg.count == 0 and k != len(segments) - 1):
@@ -223,12 +230,10 @@ class SegmentedWal:
             for event in report.events:
                 on_event(event)
 
-    def _finish_batches(self, report: RecoveryReport) -> None:
-        """Apply the batch rules after the segments were loaded (``docs/formats/wal.md``,
-        "Batches and commit markers"): cut entries a structural operation had removed before
-        the crash (older than the meta file's hard state and after its ``log_end``), cut a
-        torn batch (entries after the newest segment's last marker), and pick the hard state
-        with the highest ``seq``."""
+    def _cut_stale(self, report: RecoveryReport) -> None:
+        """Cut entries a structural operation (truncation, reset) had committed to removing
+        before the crash: after the meta file's ``log_end``, in a segment whose newest marker
+        is not newer than the meta file's hard state (``docs/formats/wal.md``)."""
         meta = self._meta.marker
         floor = max(meta.log_end, self._log_start.first_index - 1)
         segs = self._segments
@@ -250,6 +255,14 @@ class SegmentedWal:
                 else:
                     seg.last_marker = None
             break
+
+    def _finish_batches(self, report: RecoveryReport) -> None:
+        """Cut a torn batch (entries after the newest segment's last marker and after the
+        meta file's ``log_end``) and pick the hard state with the highest ``seq``
+        (``docs/formats/wal.md``, "Batches and commit markers")."""
+        meta = self._meta.marker
+        floor = max(meta.log_end, self._log_start.first_index - 1)
+        segs = self._segments
         # 2. A torn batch in the newest segment: entries after its last marker (and after
         #    ``floor``, below which every entry was complete) were never acknowledged.
         if segs and not segs[-1].sealed and segs[-1].scan_markers is not None:
