@@ -982,3 +982,16 @@ def test_reset_replaces_the_log_and_hard_state() -> None:
     wal = make_wal(fs)
     assert wal.entries(101, 102) == [entry(101, 7)] and wal.hard_state() == HardState(7, 0, 101)
     wal.close()
+
+
+def test_read_hard_state_without_opening() -> None:
+    from gateway.core.wal.recovery import read_hard_state
+
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    fill(wal, 1, 20)
+    wal.save_hard_state(HardState(3, 1, 15))
+    assert read_hard_state(fs, DIR) == HardState(3, 1, 15)
+    wal.truncate_suffix(18)  # the newest hard state is now (also) in the meta file
+    assert read_hard_state(fs, DIR) == HardState(3, 1, 15)
+    wal.close()

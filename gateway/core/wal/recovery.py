@@ -37,6 +37,8 @@ from gateway.core.fileio import FileSystem
 from gateway.core.records import SEPARATOR, decode_record, encode_record, scan
 from gateway.core.wal.codec import (
     FORMAT_VERSION,
+    HardState,
+    Marker,
     PayloadError,
     SegmentHeader,
     WalTag,
@@ -52,7 +54,7 @@ from gateway.core.wal.errors import WalCorruptionError, WalFormatError
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
 from gateway.core.wal.segment import Segment, generation_of
 
-__all__ = ["load_segment"]
+__all__ = ["load_segment", "read_hard_state"]
 
 #: How many bytes at the end of a sealed segment are read to find its footer (the footer
 #: record is under 80 bytes; the slack lets the scan resynchronise on a separator).
@@ -359,3 +361,36 @@ def segment_first_index(name: str) -> int | None:
     if ext != ".wal" or len(stem) != 20 or not stem.isdigit():
         return None
     return int(stem)
+
+
+def read_hard_state(fs: FileSystem, directory: str) -> HardState:
+    """The current hard state of the WAL in ``directory`` without opening it (read-only, for
+    log tools): the record with the highest ``seq`` among the meta file's and the commit
+    markers of the newest segment that has any. Unreadable records are skipped."""
+    from gateway.core.wal.meta import META_NAME
+
+    best = Marker()
+    meta = os.path.join(directory, META_NAME)
+    if fs.exists(meta):
+        for rec in scan(fs.read_all(meta)):
+            if rec.payload[:1] == bytes((WalTag.HARD_STATE,)):
+                try:
+                    best = decode_marker(rec.payload)
+                except PayloadError:
+                    continue
+    names = sorted((idx, name) for name in fs.listdir(directory)
+                   if (idx := segment_first_index(name)) is not None)
+    for idx, name in reversed(names):
+        gen = generation_of(idx)
+        last: Marker | None = None
+        for rec in scan(fs.read_all(os.path.join(directory, name))):
+            if rec.generation == gen and rec.payload[:1] == bytes((WalTag.HARD_STATE,)):
+                try:
+                    last = decode_marker(rec.payload)
+                except PayloadError:
+                    continue
+        if last is not None:
+            if last.seq > best.seq:
+                best = last
+            break
+    return best.hard_state
