@@ -3,6 +3,10 @@
 Contracts (indexes are 1-based; the log holds ``[first_index(), last_index()]``, empty when
 ``last_index() == first_index() - 1``):
 
+- ``append_batch(entries, hard_state)``: entries and hard state as one atomic batch (entry
+  records + one commit marker in one write); after a crash all of it is recovered or none
+  (``docs/formats/wal.md``, "Batches and commit markers"). ``append`` and ``save_hard_state``
+  are batches too; ``reset`` replaces the log and hard state atomically.
 - ``append(entries)``: entries must continue the log (``entries[0].index == last_index() + 1``,
   consecutive indexes, non-decreasing terms); Raft conflicts are resolved by the caller with
   ``truncate_suffix`` first. The entries are visible to readers when ``append`` returns and
