@@ -75,6 +75,83 @@ def _retag_record(data: bytes) -> tuple[bytes, bytes] | None:
     return b"".join(keys_out), b"".join(vals_out)
 
 
+def _fields_of(data: bytes) -> list[tuple[int, int, int, int]] | None:
+    """Top-level length-delimited fields of a serialized message as ``(tag byte, start of the
+    tag, start of the payload, end)``; None if any field is not a one-byte-tag
+    length-delimited one."""
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        tag = data[pos]
+        if tag & 0x87 != 0x02:  # wire type 2, field number < 16
+            return None
+        start = pos
+        length, shift, pos = 0, 0, pos + 1
+        while True:
+            b = data[pos]
+            pos += 1
+            length |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        out.append((tag, start, pos, pos + length))
+        pos += length
+    if pos != n:
+        return None
+    return out
+
+
+def _split_insert(data: bytes) -> tuple[bytes, bytes, list[bytes]] | None:
+    """A serialized ``InsertStatement`` (table = 1, key_fields = 2, fields = 3, records = 4)
+    as ``(table + key_fields as Row fields 1-2, fields as Row field 4, record payloads)``;
+    None if it holds anything else."""
+    fields = _fields_of(data)
+    if fields is None:
+        return None
+    head: list[bytes] = []
+    mid: list[bytes] = []
+    recs: list[bytes] = []
+    for tag, start, body, end in fields:
+        if tag in (0x0A, 0x12):
+            head.append(data[start:end])
+        elif tag == 0x1A:
+            mid.append(b"\x22" + data[start + 1:end])
+        elif tag == 0x22:
+            recs.append(data[body:end])
+        else:
+            return None
+    return b"".join(head), b"".join(mid), recs
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+_FIXED64 = struct.Struct("<Q")
+
+
+def _row_tail(meta: tuple[int, int, int], gtid: bytes, index: int) -> bytes:
+    """Row fields 6-10 (epoch, author, gtid, commit_timestamp_ns, log_index) serialized as
+    ``Row.SerializeToString()`` writes them (zero scalars omitted, the GTID always present)."""
+    epoch, author, commit_ts = meta
+    parts = []
+    if epoch:
+        parts.append(b"\x30" + _varint(epoch))
+    if author:
+        parts.append(b"\x38" + _varint(author))
+    parts.append(b"\x42" + _varint(len(gtid)) + gtid)
+    if commit_ts:
+        parts.append(b"\x49" + _FIXED64.pack(commit_ts))
+    if index:
+        parts.append(b"\x50" + _varint(index))
+    return b"".join(parts)
+
+
 def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = "") -> bytes:
     """The Raft entry payload of ``txn``: tag ``TRANSACTION`` + the serialized ``Transaction``.
 
@@ -266,25 +343,26 @@ class StoreStateMachine:
         t = body.table
         schema, table = t.schema_name, t.table_name
         # Fast path: the stored Row's bytes assembled from serialized parts in field order --
-        # table + key_fields (1, 2), the record's key values re-tagged as 3, fields (4), its
-        # after values re-tagged as 5, then the metadata (6-10): byte for byte what
-        # ``Row.SerializeToString()`` gives, without building a Row per record.
-        head = gateway_pb2.Row(table=t, key_fields=body.key_fields).SerializeToString()
-        mid = gateway_pb2.Row(fields=body.fields).SerializeToString()
-        tail = gateway_pb2.Row(epoch=meta[0], author=meta[1], gtid=gtid,
-                               commit_timestamp_ns=meta[2], log_index=index).SerializeToString()
-        rows: list[tuple[bytes, bytes]] = []
-        for rec in body.records:
-            parts = _retag_record(rec.SerializeToString())
-            if parts is None:
-                break  # an unknown field in the record: the general path below
-            rows.append((keys.row_key(schema, table, rec.key_values),
-                         b"".join((head, parts[0], mid, parts[1], tail))))
-        else:
-            for k, v in rows:
-                overlay[k] = v
-                ops.append((k, v, *meta))
-            return
+        # table + key_fields (1, 2, as in the statement), the record's key values re-tagged as
+        # 3, fields (4), its after values re-tagged as 5, then the metadata (6-10): byte for
+        # byte what ``Row.SerializeToString()`` gives, from one serialization of the statement
+        # and without building a Row per record.
+        split = _split_insert(body.SerializeToString())
+        if split is not None:
+            head, mid, recs = split
+            tail = _row_tail(meta, gtid.SerializeToString(), index)
+            rows: list[tuple[bytes, bytes]] = []
+            for rec, raw in zip(body.records, recs, strict=True):
+                parts = _retag_record(raw)
+                if parts is None:
+                    break  # an unknown field in the record: the general path below
+                rows.append((keys.row_key(schema, table, rec.key_values),
+                             b"".join((head, parts[0], mid, parts[1], tail))))
+            else:
+                for k, v in rows:
+                    overlay[k] = v
+                    ops.append((k, v, *meta))
+                return
         template = self._row(t, index, gtid, meta)
         template.key_fields.extend(body.key_fields)
         template.fields.extend(body.fields)
