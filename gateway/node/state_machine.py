@@ -28,7 +28,6 @@ import os
 import shutil
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
@@ -171,14 +170,40 @@ def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
     return txn, txn.idempotency_key
 
 
-@dataclass(slots=True)
 class Applied:
-    """The outcome of one applied transaction entry (``result`` or ``error`` is set)."""
+    """The outcome of one applied transaction entry (``result`` or ``error`` is set).
 
-    index: int
-    term: int
-    result: gateway_pb2.WriteResult | None = None
-    error: InvalidRequest | None = None
+    ``wire``: the serialized ``WriteResult``; ``result`` is parsed from it on first use, so a
+    replica with nobody waiting for the entry never builds the message."""
+
+    __slots__ = ("_result", "error", "index", "term", "wire")
+
+    def __init__(self, index: int, term: int, result: gateway_pb2.WriteResult | None = None,
+                 error: InvalidRequest | None = None, wire: bytes | None = None) -> None:
+        self.index = index
+        self.term = term
+        self._result = result
+        self.error = error
+        self.wire = wire
+
+    @property
+    def result(self) -> gateway_pb2.WriteResult | None:
+        if self._result is None and self.wire is not None:
+            self._result = gateway_pb2.WriteResult.FromString(self.wire)
+        return self._result
+
+
+def _write_result(gtid: bytes, epoch: int, commit_ts: int, index: int) -> bytes:
+    """``WriteResult(gtid, epoch, commit_timestamp_ns, log_index).SerializeToString()`` from
+    the serialized GTID (the GTID always present, zero scalars omitted)."""
+    parts = [b"\x0a" + _varint(len(gtid)) + gtid]
+    if epoch:
+        parts.append(b"\x10" + _varint(epoch))
+    if commit_ts:
+        parts.append(b"\x19" + _FIXED64.pack(commit_ts))
+    if index:
+        parts.append(b"\x20" + _varint(index))
+    return b"".join(parts)
 
 
 def _schema_to_row(name: str, schema: TableSchema) -> bytes:
@@ -323,14 +348,12 @@ class StoreStateMachine:
                     k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
                     overlay[k] = None
                     ops.append((k, None, *meta))
-        result = gateway_pb2.WriteResult(gtid=gtid, epoch=txn.epoch,
-                                         commit_timestamp_ns=txn.commit_timestamp_ns,
-                                         log_index=e.index)
+        raw = _write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
+                            e.index)
         if idem:
-            raw = result.SerializeToString()
             overlay[keys.idempotency_key(idem)] = raw
             ops.append((keys.idempotency_key(idem), raw, 0, 0, 0))
-        return Applied(e.index, e.term, result=result)
+        return Applied(e.index, e.term, wire=raw)
 
     @staticmethod
     def _row(table: statement_pb2.TableMetadata, index: int, gtid: gtid_pb2.Gtid,
