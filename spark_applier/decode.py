@@ -115,6 +115,9 @@ class _Columns:
         self.names, self.types, self.expected, self.codes = names, types, expected, codes
         self.has_decimal = "decimal_value" in expected
 
+    def __len__(self) -> int:
+        return len(self.names)
+
     def subset(self, keep: list[bool]) -> _Columns:
         """The columns whose ``keep`` flag is true."""
         out = _Columns(())
@@ -178,6 +181,40 @@ class _Cells:
         self.vals.extend(values)
         self.cases.extend(cases)
         self.codes.extend(cols.codes)
+
+    def add_rows(self, cols: _Columns, lists: list[Any], what: str) -> None:
+        """``add`` then ``close_row`` for each value list of ``lists`` (one per record), in one
+        pass over the statement: one comprehension for all cases, one extend per column."""
+        k = len(cols.names)
+        flat: list[Any] = []
+        for r_no, vals in enumerate(lists, 1):
+            if len(vals) != k:
+                raise ValueError(f"record {r_no}{what}: {len(vals)} values for {k} fields")
+            flat.extend(vals)
+        m = len(lists)
+        cases = [v.WhichOneof("kind") for v in flat]
+        expected = cols.expected * m
+        if cases != expected:
+            for i, (case, exp) in enumerate(zip(cases, expected, strict=True)):
+                if case != exp and case != "null_value":
+                    got = case or "no case set"
+                    raise ValueError(f"record {i // k + 1}{what} column {cols.names[i % k]!r}: "
+                                     f"{got} in a column that holds {exp}")
+        if cols.has_decimal:
+            for i, (v, case) in enumerate(zip(flat, cases, strict=True)):
+                if case == "decimal_value":
+                    _check_decimal(v.decimal_value, cols.names[i % k])
+        self.names.extend(cols.names * m)
+        self.types.extend(cols.types * m)
+        self.vals.extend(flat)
+        self.cases.extend(cases)
+        self.codes.extend(cols.codes * m)
+        base = self.offsets[-1]
+        self.offsets.extend(range(base + k, base + k * m + 1, k) if k else [base] * m)
+
+    def close_rows(self, m: int) -> None:
+        """``m`` rows without cells."""
+        self.offsets.extend([self.offsets[-1]] * m)
 
     def add_variables(self, variables: Any) -> None:
         """Append one cell per session variable; its type is the one its value case means."""
@@ -328,29 +365,36 @@ class _Batch:
         key_cols = _Columns(body.key_fields)
         if not key_cols:
             raise ValueError("no key_fields")
+        recs = body.records
+        if kind == "update":
+            cols = _Columns(body.set_fields)
+            if any(name in key_cols.names for name in cols.names):
+                return self._update(body, s_no, n, schema, table, key_cols)
+            for r_no, rec in enumerate(recs, 1):
+                if rec.before_values and len(rec.before_values) != len(cols.names):
+                    raise ValueError(f"record {r_no}: {len(rec.before_values)} before values "
+                                     f"for {len(cols.names)} set_fields")
+        m = len(recs)
+        key.add_rows(key_cols, [rec.key_values for rec in recs], " key")
         if kind == "insert":
-            cols = _Columns(body.fields)
-            for r_no, rec in enumerate(body.records, 1):
-                self._op_row(s_no, n, "INSERT", schema, table)
-                key.add(key_cols, rec.key_values, f"record {r_no} key")
-                values.add(cols, rec.after_values, f"record {r_no}")
-                key.close_row()
-                values.close_row()
-                new_key.close_row()
-                sql.append(None)
-                n += 1
-        elif kind == "delete":
-            for r_no, rec in enumerate(body.records, 1):
-                self._op_row(s_no, n, "DELETE", schema, table)
-                key.add(key_cols, rec.key_values, f"record {r_no} key")
-                key.close_row()
-                values.close_row()
-                new_key.close_row()
-                sql.append(None)
-                n += 1
+            values.add_rows(_Columns(body.fields), [rec.after_values for rec in recs], "")
+        elif kind == "update":
+            values.add_rows(cols, [rec.after_values for rec in recs], "")
         else:
-            n = self._update(body, s_no, n, schema, table, key_cols)
-        return n
+            values.close_rows(m)
+        new_key.close_rows(m)
+        sql.extend([None] * m)
+        self._op_rows(s_no, n, m, kind.upper(), schema, table)
+        return n + m
+
+    def _op_rows(self, statement: int, first: int, m: int, op: str, schema: str,
+                 table: str) -> None:
+        st, no, o, sc, tb = self.per_op
+        st.extend([statement] * m)
+        no.extend(range(first, first + m))
+        o.extend([op] * m)
+        sc.extend([schema] * m)
+        tb.extend([table] * m)
 
     def _update(self, body: Any, s_no: int, n: int, schema: str, table: str,
                 key_cols: _Columns) -> int:

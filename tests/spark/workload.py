@@ -150,7 +150,9 @@ def write_wal(directory: Path, txns: list[transaction_pb2.Transaction], *,
     """A WAL directory holding one entry per transaction, committed up to ``commit``."""
     wal = SegmentedWal(str(directory), options=WalOptions(max_segment_bytes=segment_bytes))
     try:
-        wal.append([Entry(i, 1 + i // 50, 0, messages.pack(t)) for i, t in enumerate(txns, 1)])
+        entries = [Entry(i, 1 + i // 50, 0, messages.pack(t)) for i, t in enumerate(txns, 1)]
+        for i in range(0, len(entries), 4):  # small appends, so that segments rotate
+            wal.append(entries[i : i + 4])
         wal.save_hard_state(HardState(1 + len(txns) // 50, 0,
                                       len(txns) if commit is None else commit))
     finally:
