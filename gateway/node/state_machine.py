@@ -326,7 +326,7 @@ class StoreStateMachine:
                     first.duplicate = True
                     return Applied(e.index, e.term, result=first)
         try:
-            created = check_statements(txn.statements, self.schemas)
+            created = check_statements(txn.statements, self.schemas, rows=False)
         except InvalidRequest as exc:
             ops.append((mark, f"rejected: {exc}".encode(), 0, 0, 0))
             return Applied(e.index, e.term, error=exc)

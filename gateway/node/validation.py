@@ -101,10 +101,17 @@ def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]], pa
 
 
 def check_statements(statements: Sequence[statement_pb2.Statement],
-                     schemas: dict[str, TableSchema]) -> list[tuple[str, TableSchema]]:
+                     schemas: dict[str, TableSchema], *, rows: bool = True
+                     ) -> list[tuple[str, TableSchema]]:
     """Check ``statements`` against ``schemas`` (qualified name -> schema). Returns the schemas
     the statements create or extend, in order (the caller records them once the write is
-    accepted); raises ``InvalidRequest``. ``schemas`` itself is not modified."""
+    accepted); raises ``InvalidRequest``. ``schemas`` itself is not modified.
+
+    ``rows=False`` is the apply-time check of an entry the leader already checked in full:
+    only what depends on replicated state (the tables' first-seen schemas) and the
+    per-statement shape is checked again -- not every record's values, nor the rules that
+    depend on the entry alone (a key column among the value columns). Both are deterministic,
+    so every replica reaches the same verdict."""
     if not statements:
         raise InvalidRequest("statements", "a write needs at least one statement")
     local = schemas  # copied on the first table created (most writes create none)
@@ -134,6 +141,16 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
             raise InvalidRequest(f"{path}.records", "no records")
         known = local.get(name)
         key_names = {k for k, _ in keys}
+        if rows and kind != "delete":
+            for i, (cname, _) in enumerate(cols):
+                if cname in key_names:
+                    if kind == "update":
+                        raise InvalidRequest(f"{path}.set_fields[{i}]",
+                                             f"key column {cname!r} cannot be updated here "
+                                             f"(delete and insert instead)")
+                    raise InvalidRequest(f"{path}.{col_attr}[{i}].name",
+                                         f"key column {cname!r} repeated among the value "
+                                         f"columns (fields are the other columns written)")
         if known is None:
             schema = TableSchema(tuple(keys), dict(keys + [c for c in cols
                                                            if c[0] not in key_names]))
@@ -159,6 +176,8 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                 raise InvalidRequest(
                     f"{path}.{col_attr}",
                     f"unknown table shape: {name} has no column {new_cols[0][0]!r}")
+        if not rows:
+            continue
         key_cases, col_cases = _cases(keys), _cases(cols)
         for r_no, rec in enumerate(body.records):
             rpath = f"{path}.records[{r_no}]"
@@ -172,11 +191,6 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                 if rec.before_values:
                     _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
                             cases=col_cases)
-                for i, (cname, _) in enumerate(cols):
-                    if cname in key_names:
-                        raise InvalidRequest(f"{path}.set_fields[{i}]",
-                                             f"key column {cname!r} cannot be updated here "
-                                             f"(delete and insert instead)")
             elif rec.before_values:
                 _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
                         cases=col_cases)

@@ -28,10 +28,9 @@ STALE = gateway_pb2.CONSISTENCY_STALE
 CONSISTENCY_NAMES = {LINEARIZABLE: "linearizable", LEASE: "lease", STALE: "stale"}
 
 _KEY_FIELDS = [statement_pb2.FieldMetadata(name="k", type=value_pb2.FIELD_TYPE_VARCHAR)]
-_FIELDS = [
-    statement_pb2.FieldMetadata(name="k", type=value_pb2.FIELD_TYPE_VARCHAR),
-    statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_VARCHAR),
-]
+# The value columns are the columns other than the key (docs/log-model.md): the key column is
+# not repeated among them (the node rejects that, and appliers would dead-letter it).
+_FIELDS = [statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_VARCHAR)]
 _TABLE = statement_pb2.TableMetadata(schema_name=SCHEMA, table_name=TABLE)
 
 #: gRPC codes after which a write is known NOT to have been applied (the request was refused
@@ -68,10 +67,7 @@ def put_request(key: str, value: str, idempotency_key: str = "", pad: int = 0) -
     """A transaction that upserts row ``key`` with ``value`` (plus ``pad`` filler bytes)."""
     record = statement_pb2.InsertRecord(
         key_values=[value_pb2.Value(string_value=key)],
-        after_values=[
-            value_pb2.Value(string_value=key),
-            value_pb2.Value(string_value=value + ("." * pad if pad else "")),
-        ],
+        after_values=[value_pb2.Value(string_value=value + ("." * pad if pad else ""))],
     )
     stmt = statement_pb2.Statement(
         insert=statement_pb2.InsertStatement(

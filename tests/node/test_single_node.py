@@ -133,6 +133,11 @@ def _null_key() -> gateway_pb2.WriteRequest:
      "statements[0].insert.fields", "unknown table shape"),
     (lambda: _bad(row_insert("t.items", {"id": 1}, {"name": 5})),
      "statements[0].insert.fields[0].type", "wrong type"),
+    # a value column repeating a key column (fields are the other columns written)
+    (lambda: _bad(row_insert("t.items", {"id": 1}, {"name": "a", "id": 1})),
+     "statements[0].insert.fields[1].name", "key column 'id' repeated"),
+    (lambda: _bad(row_insert("t.fresh", {"id": 1}, {"id": 1, "name": "a"})),
+     "statements[0].insert.fields[0].name", "key column 'id' repeated"),
     (lambda: gateway_pb2.WriteRequest(statements=[row_insert("t.items", {"id": 1},
                                                              {"name": "x" * (5 << 20)})]),
      "statements", "oversized"),
