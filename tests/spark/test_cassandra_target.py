@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from spark_applier.bulk import apply_log
-from tests.integration.conftest import cassandra_contact, cassandra_server  # noqa: F401
 from tests.spark.workload import random_log, reference_state, write_log_file
 
 pytest.importorskip("cassandra", reason="cassandra-driver is not installed")
@@ -32,7 +31,7 @@ def _normal(v: Any) -> Any:
     return v
 
 
-def test_cassandra_target_equals_the_sequential_apply(spark, cassandra_contact,  # noqa: F811
+def test_cassandra_target_equals_the_sequential_apply(spark, cassandra_contact,
                                                       tmp_path: Path) -> None:
     from cassandra.cluster import Cluster
 
