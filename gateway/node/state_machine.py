@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
 from gateway.raft import Entry, EntryType
-from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
+from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 from . import keys
 from .snapshots import pack_dir, unpack_dir
@@ -170,6 +170,118 @@ def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
     return txn, txn.idempotency_key
 
 
+
+_SINT_BIAS = 1 << 63
+_U64BE = struct.Struct(">Q")
+_FIX64_AT = struct.Struct("<Q").unpack_from
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``data[pos]`` and the position after it."""
+    b = data[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+
+
+def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
+    """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
+    path needs, read from the wire bytes without building messages: ``(server id, trans id,
+    epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
+    (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
+    path."""
+    pos, n = 1, len(data)
+    sid = tid = epoch = author = commit_ts = 0
+    stmts: list[tuple[int, int]] = []
+    idem = ""
+    try:
+        while pos < n:
+            tag = data[pos]
+            pos += 1
+            wt = tag & 7
+            if wt == 0:
+                v, pos = _uvarint(data, pos)
+                if tag == 0x10:
+                    epoch = v
+                elif tag == 0x18:
+                    author = v
+                elif tag not in (0x38, 0x40):  # segment_id, end_segment
+                    return None
+            elif wt == 2:
+                ln, pos = _uvarint(data, pos)
+                end = pos + ln
+                if end > n:
+                    return None
+                if tag == 0x32:
+                    stmts.append((pos, end))
+                elif tag == 0x0A:
+                    p = pos
+                    while p < end:
+                        t = data[p]
+                        v, p = _uvarint(data, p + 1)
+                        if t == 0x08:
+                            sid = v
+                        elif t == 0x10:
+                            tid = v
+                        else:
+                            return None
+                    if p != end:
+                        return None
+                elif tag == 0x52:
+                    idem = data[pos:end].decode()
+                else:
+                    return None
+                pos = end
+            elif wt == 1:
+                if pos + 8 > n:
+                    return None
+                if tag == 0x29:
+                    commit_ts = _FIX64_AT(data, pos)[0]
+                elif tag != 0x21:  # start_timestamp_ns
+                    return None
+                pos += 8
+            else:
+                return None
+    except (IndexError, UnicodeDecodeError):
+        return None
+    if pos != n:
+        return None
+    return sid, tid, epoch, author, commit_ts, stmts, idem
+
+
+def _gtid_bytes(sid: int, tid: int) -> bytes:
+    """``Gtid(server_id=sid, trans_id=tid).SerializeToString()``."""
+    out = b""
+    if sid:
+        out = b"\x08" + _varint(sid)
+    if tid:
+        out += b"\x10" + _varint(tid)
+    return out
+
+
+def _key_part(data: bytes, start: int, end: int) -> bytes:
+    """The store-key encoding (``keys``) of the serialized ``Value`` ``data[start:end]``: text
+    and integers read from the wire bytes, anything else through the message."""
+    if end > start:
+        tag = data[start]
+        if tag == 0x3A:  # string_value
+            ln, p = _uvarint(data, start + 1)
+            if p + ln == end:
+                return b"\x06" + data[p:end].replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+        elif tag == 0x18:  # int_value (zigzag)
+            z, p = _uvarint(data, start + 1)
+            if p == end:
+                return b"\x03" + _U64BE.pack(((z >> 1) ^ -(z & 1)) + _SINT_BIAS)
+    return keys.encode_key([value_pb2.Value.FromString(data[start:end])])
+
+
 class Applied:
     """The outcome of one applied transaction entry (``result`` or ``error`` is set).
 
@@ -243,6 +355,7 @@ class StoreStateMachine:
         self._load()
 
     def _load(self) -> None:
+        self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
             self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
@@ -296,13 +409,144 @@ class StoreStateMachine:
         for e in entries:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
                 continue
-            txn, idem = decode_entry(e.data)
-            assert txn is not None
-            out.append(self._apply_txn(e, txn, idem, ops, overlay))
+            done = self._apply_fast(e, ops, overlay)
+            if done is None:
+                txn, idem = decode_entry(e.data)
+                assert txn is not None
+                done = self._apply_txn(e, txn, idem, ops, overlay)
+            out.append(done)
         ops.append((keys.meta_key("last_trans_id"), _U64.pack(self.last_trans_id), 0, 0, 0))
         ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
         self.store.write_batch(ops, log_index=entries[-1].index)
         return out
+
+    def _insert_head(self, hdr: bytes) -> tuple[bytes, bytes, bytes] | None:
+        """``(row key prefix, Row fields 1-2, Row field 4)`` of an insert statement whose
+        table, key fields and fields serialize to ``hdr``, when the table's first-seen schema
+        exists and the statement is compatible with it (cached: a recorded schema never
+        changes, and the cache is cleared when the store is replaced); None otherwise (the
+        general path creates the schema or rejects the entry)."""
+        got = self._heads.get(hdr)
+        if got is not None:
+            return got
+        try:
+            body = statement_pb2.InsertStatement.FromString(hdr)
+        except Exception:  # anything unusual takes the general path
+            return None
+        body.records.add()  # the statement has records (the schema check needs one)
+        stmt = statement_pb2.Statement(insert=body)
+        name = qualified_name(body.table)
+        if name not in self.schemas:
+            return None
+        try:
+            if check_statements([stmt], self.schemas, rows=False):
+                return None
+        except InvalidRequest:
+            return None
+        split = _split_insert(hdr)
+        if split is None:
+            return None
+        head, mid, _ = split
+        got = (keys.table_prefix(body.table.schema_name, body.table.table_name), head, mid)
+        if len(self._heads) >= 4096:
+            self._heads.clear()
+        self._heads[hdr] = got
+        return got
+
+    def _apply_fast(self, e: Entry, ops: list, overlay: dict[bytes, bytes | None]
+                    ) -> Applied | None:
+        """Apply a transaction entry made only of inserts into known tables straight from its
+        wire bytes: per statement one cached header (row key prefix, serialized table, key
+        fields and fields), per record the key encoded from the value bytes and the stored
+        ``Row`` assembled from byte slices -- byte for byte what the general path
+        (:meth:`_apply_txn`) writes. Returns None, having changed nothing but the (idempotent)
+        high-water marks, when the entry needs the general path."""
+        data = e.data
+        parsed = _parse_txn(data)
+        if parsed is None:
+            return None
+        sid, tid, epoch, author, commit_ts, stmts, idem = parsed
+        index = e.index
+        rows: list[tuple[bytes, bytes]] = []
+        gtid = _gtid_bytes(sid, tid)
+        tail = _row_tail((epoch, author, commit_ts), gtid, index)
+        join = b"".join
+        try:
+            for s_start, s_end in stmts:
+                if data[s_start] != 0x0A:  # not an insert
+                    return None
+                ln, b_start = _uvarint(data, s_start + 1)
+                if b_start + ln != s_end:
+                    return None
+                # The header (table, key_fields, fields) precedes the records.
+                pos = b_start
+                first_rec = s_end
+                while pos < s_end:
+                    tag = data[pos]
+                    ln, body = _uvarint(data, pos + 1)
+                    if tag == 0x22:
+                        first_rec = pos
+                        break
+                    if tag not in (0x0A, 0x12, 0x1A):
+                        return None
+                    pos = body + ln
+                info = self._insert_head(data[b_start:first_rec])
+                if info is None:
+                    return None
+                prefix, head, mid = info
+                pos = first_rec
+                while pos < s_end:
+                    if data[pos] != 0x22:
+                        return None
+                    ln, r_start = _uvarint(data, pos + 1)
+                    r_end = r_start + ln
+                    kparts: list[bytes] = []
+                    kvals: list[bytes] = []
+                    vals: list[bytes] = []
+                    p = r_start
+                    while p < r_end:
+                        tag = data[p]
+                        vl, v_start = _uvarint(data, p + 1)
+                        v_end = v_start + vl
+                        if tag == 0x0A:
+                            kparts.append(_key_part(data, v_start, v_end))
+                            kvals.append(b"\x1a" + data[p + 1:v_end])
+                        elif tag == 0x12:
+                            vals.append(b"\x2a" + data[p + 1:v_end])
+                        else:
+                            return None
+                        p = v_end
+                    if p != r_end:
+                        return None
+                    rows.append((prefix + join(kparts),
+                                 join((head, join(kvals), mid, join(vals), tail))))
+                    pos = r_end
+                if pos != s_end:
+                    return None
+        except (IndexError, ValueError, struct.error):
+            return None
+        if not stmts:
+            return None  # the general path rejects it
+        self.last_trans_id = max(self.last_trans_id, tid)
+        self.last_commit_ts = max(self.last_commit_ts, commit_ts)
+        if idem:
+            ik = keys.idempotency_key(idem)
+            raw = self._get(ik, overlay)
+            if raw is not None:
+                first = gateway_pb2.WriteResult.FromString(raw)
+                if first.log_index != index:
+                    ops.append((keys.entry_outcome_key(index), b"duplicate", 0, 0, 0))
+                    first.duplicate = True
+                    return Applied(index, e.term, result=first)
+        append = ops.append
+        for k, v in rows:
+            overlay[k] = v
+            append((k, v, epoch, author, commit_ts))
+        raw = _write_result(gtid, epoch, commit_ts, index)
+        if idem:
+            overlay[ik] = raw
+            append((ik, raw, 0, 0, 0))
+        return Applied(index, e.term, wire=raw)
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)

@@ -82,6 +82,9 @@ class _ClosedDict(dict):  # type: ignore[type-arg]
         raise StoreClosedError("the store is closed")
 
 
+_PLAIN = encode_cell(b"")  # the header of a cell without metadata
+
+
 def _key(key: Any) -> bytes:
     if type(key) is bytes:
         return key
@@ -365,21 +368,40 @@ class LSMStore:
         """
         items = ops.ops if isinstance(ops, WriteBatch) else ops
         batch: dict[bytes, bytes] = {}
+        # Ops of one batch mostly share their metadata (every row of a transaction): the cell
+        # header of the last metadata seen is reused (same bytes as ``encode_cell``; checked
+        # and packed again whenever the metadata, or the type of one of its numbers, changes).
+        last_meta: tuple[Any, ...] | None = None
+        live_head = dead_head = b""
         for op in items:
-            if len(op) == 2:
-                key, value = op
-                epoch = author = commit_ts = 0
-            elif len(op) == 5:
+            if len(op) == 5:
                 key, value, epoch, author, commit_ts = op
-                self._check_meta(epoch, author, commit_ts)
+                if not (epoch or author or commit_ts):
+                    cell = None
+                elif (epoch, author, commit_ts) == last_meta and type(epoch) is int \
+                        and type(author) is int and type(commit_ts) is int:
+                    cell = live_head if value is not None else dead_head
+                else:
+                    self._check_meta(epoch, author, commit_ts)
+                    dead_head = encode_cell(None, epoch, author, commit_ts)
+                    live_head = encode_cell(b"", epoch, author, commit_ts)
+                    last_meta = (epoch, author, commit_ts)
+                    cell = live_head if value is not None else dead_head
+            elif len(op) == 2:
+                key, value = op
+                cell = None
             else:
                 raise InvalidArgumentError(
                     f"a batch op is (key, value[, epoch, author, commit_ts]), not {op!r}"
                 )
-            key = _key(key)
-            if value is not None:
-                value = _key(value)
-            batch[key] = encode_cell(value, epoch, author, commit_ts)
+            if type(key) is not bytes:
+                key = _key(key)
+            if value is None:
+                batch[key] = TOMBSTONE if cell is None else cell
+            else:
+                if type(value) is not bytes:
+                    value = _key(value)
+                batch[key] = (_PLAIN if cell is None else cell) + value
         with self._write_lock:
             if self._bg_error is not None or self._closed:
                 self._raise_unwritable()
