@@ -31,6 +31,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gateway.core import records
 from gateway.core.wal.codec import PayloadError, decode_entry
@@ -41,7 +42,7 @@ from .schema import ARROW_SCHEMA, CELL, MARKER_OP
 
 __all__ = ["RangeReport", "read_range", "write_report"]
 
-_BATCH_ROWS = 8192
+_BATCH_ROWS = 65536
 _ENTRY_TAG = b"\x20"
 _WAL_STRUCTURE = frozenset(b"\x21\x22\x23\x24\x25")  # header, index, footer, markers
 _TXN_TAG = 1
@@ -97,13 +98,14 @@ def write_report(directory: str, report: RangeReport) -> None:
 
 
 class _Columns:
-    """The columns a statement's value lists are aligned with, prepared once per statement:
-    names, FieldTypes, the Value case each type uses and its slot code."""
+    """The columns a statement's value lists are aligned with, prepared once per distinct
+    field list (``_columns`` caches them): names, FieldTypes and the Value case each type
+    uses."""
 
-    __slots__ = ("codes", "expected", "has_decimal", "names", "types")
+    __slots__ = ("expected", "has_decimal", "names", "types")
 
     def __init__(self, fields: Any) -> None:
-        names, types, expected, codes = [], [], [], []
+        names, types, expected = [], [], []
         for f in fields:
             kind = _COLUMN_KIND.get(f.type)
             if kind is None:
@@ -111,8 +113,7 @@ class _Columns:
             names.append(f.name)
             types.append(f.type)
             expected.append(kind[0])
-            codes.append(_CODE_OF_TYPE.get(f.type, kind[1]))
-        self.names, self.types, self.expected, self.codes = names, types, expected, codes
+        self.names, self.types, self.expected = names, types, expected
         self.has_decimal = "decimal_value" in expected
 
     def __len__(self) -> int:
@@ -121,31 +122,50 @@ class _Columns:
     def subset(self, keep: list[bool]) -> _Columns:
         """The columns whose ``keep`` flag is true."""
         out = _Columns(())
-        for attr in ("names", "types", "expected", "codes"):
+        for attr in ("names", "types", "expected"):
             setattr(out, attr, [x for x, k in zip(getattr(self, attr), keep, strict=True) if k])
         out.has_decimal = "decimal_value" in out.expected
         return out
+
+
+_COLUMNS_CACHE: dict[tuple[tuple[str, int], ...], _Columns] = {}
+
+
+def _columns(fields: Any) -> _Columns:
+    """``_Columns(fields)``, shared by every statement with the same names and types (the
+    cached object is never mutated)."""
+    sig = tuple([(f.name, f.type) for f in fields])
+    cols = _COLUMNS_CACHE.get(sig)
+    if cols is None:
+        cols = _Columns(fields)  # raises on an invalid type: nothing cached
+        if len(_COLUMNS_CACHE) > 4096:
+            _COLUMNS_CACHE.clear()
+        _COLUMNS_CACHE[sig] = cols
+    return cols
 
 
 # slot codes: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v, 5 uint -> int_v, 6 bool -> int_v,
 # 9 null (no slot)
 _CODE_OF_TYPE = {1: 6, 3: 5}
 _NULL_CODE = 9
+# FieldType -> slot code of a non-null value (type 0, a null session variable, is always null)
+_TYPE_CODE = {t: _CODE_OF_TYPE.get(t, k[1]) for t, k in _COLUMN_KIND.items()}
+_TYPE_CODE[0] = _NULL_CODE
 
 
 class _Cells:
     """A ``list<cell>`` column being built. Values are kept as protobuf ``Value`` messages and
     converted column-wise at ``array()`` time with list comprehensions and Arrow, which is
-    several times cheaper in CPython than converting value by value."""
+    several times cheaper in CPython than converting value by value. A cell's slot code is
+    derived from its type and case at ``array()`` time (``_TYPE_CODE``)."""
 
-    __slots__ = ("cases", "codes", "names", "offsets", "types", "vals")
+    __slots__ = ("cases", "names", "offsets", "types", "vals")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.types: list[int] = []
         self.vals: list[Any] = []
         self.cases: list[str | None] = []
-        self.codes: list[int] = []
         self.offsets: list[int] = [0]
 
     def mark(self) -> tuple[int, int]:
@@ -153,7 +173,7 @@ class _Cells:
 
     def truncate(self, mark: tuple[int, int]) -> None:
         n, o = mark
-        for lst in (self.names, self.types, self.vals, self.cases, self.codes):
+        for lst in (self.names, self.types, self.vals, self.cases):
             del lst[n:]
         del self.offsets[o:]
 
@@ -180,18 +200,17 @@ class _Cells:
         self.types.extend(cols.types)
         self.vals.extend(values)
         self.cases.extend(cases)
-        self.codes.extend(cols.codes)
 
     def add_rows(self, cols: _Columns, lists: list[Any], what: str) -> None:
         """``add`` then ``close_row`` for each value list of ``lists`` (one per record), in one
         pass over the statement: one comprehension for all cases, one extend per column."""
         k = len(cols.names)
-        flat: list[Any] = []
-        for r_no, vals in enumerate(lists, 1):
-            if len(vals) != k:
-                raise ValueError(f"record {r_no}{what}: {len(vals)} values for {k} fields")
-            flat.extend(vals)
         m = len(lists)
+        if [len(vals) for vals in lists] != [k] * m:
+            for r_no, vals in enumerate(lists, 1):
+                if len(vals) != k:
+                    raise ValueError(f"record {r_no}{what}: {len(vals)} values for {k} fields")
+        flat = [v for vals in lists for v in vals]
         cases = [v.WhichOneof("kind") for v in flat]
         expected = cols.expected * m
         if cases != expected:
@@ -204,17 +223,16 @@ class _Cells:
             for i, (v, case) in enumerate(zip(flat, cases, strict=True)):
                 if case == "decimal_value":
                     _check_decimal(v.decimal_value, cols.names[i % k])
-        self.names.extend(cols.names * m)
-        self.types.extend(cols.types * m)
-        self.vals.extend(flat)
-        self.cases.extend(cases)
-        self.codes.extend(cols.codes * m)
+        self.names += cols.names * m
+        self.types += cols.types * m
+        self.vals += flat
+        self.cases += cases
         base = self.offsets[-1]
-        self.offsets.extend(range(base + k, base + k * m + 1, k) if k else [base] * m)
+        self.offsets += range(base + k, base + k * m + 1, k) if k else [base] * m
 
     def close_rows(self, m: int) -> None:
         """``m`` rows without cells."""
-        self.offsets.extend([self.offsets[-1]] * m)
+        self.offsets += [self.offsets[-1]] * m
 
     def add_variables(self, variables: Any) -> None:
         """Append one cell per session variable; its type is the one its value case means."""
@@ -229,12 +247,15 @@ class _Cells:
             self.types.append(ftype)
             self.vals.append(var.value)
             self.cases.append(case)
-            self.codes.append(_CODE_OF_TYPE.get(ftype, _CASE_KIND.get(case, (0, 0))[1]))
 
     def array(self) -> pa.Array:
+        offsets = pa.array(self.offsets, pa.int32())
+        if not self.vals:
+            return pa.ListArray.from_arrays(offsets, pa.array([], CELL))
+        tc = _TYPE_CODE
+        codes = [tc[t] if c != "null_value" else _NULL_CODE
+                 for t, c in zip(self.types, self.cases, strict=True)]
         raws = [getattr(v, c) for v, c in zip(self.vals, self.cases, strict=True)]
-        codes = [k if c != "null_value" else _NULL_CODE
-                 for k, c in zip(self.codes, self.cases, strict=True)]
         pairs = list(zip(raws, codes, strict=True))
         ints = [r if k == 0 else (r - _U64 if r >= _U63 else r) if k == 5 else int(r)
                 if k == 6 else None for r, k in pairs]
@@ -245,7 +266,7 @@ class _Cells:
              pa.array([r if k == 2 else None for r, k in pairs], pa.string()),
              pa.array([r if k == 3 else None for r, k in pairs], pa.binary())],
             fields=list(CELL))
-        return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), children)
+        return pa.ListArray.from_arrays(offsets, children)
 
     def pylist(self) -> list[dict[str, Any]]:
         """The cells as dicts (all rows flattened)."""
@@ -265,29 +286,36 @@ _APPLY_COLS = _Columns([statement_pb2.FieldMetadata(name="epoch", type=3),
 
 
 class _Batch:
-    """Columns of up to ``_BATCH_ROWS`` rows; ``add_transaction`` is all-or-nothing."""
+    """Columns of up to ``_BATCH_ROWS`` rows; ``add_transaction`` is all-or-nothing.
+
+    Columns that are constant over a transaction (log index .. segment statements) are kept
+    once per transaction, and those constant over a statement (statement, op, schema, table)
+    once per statement; ``flush`` repeats them with one Arrow ``take`` each."""
 
     def __init__(self) -> None:
-        self.meta: list[list[Any]] = [[] for _ in range(13)]  # log_index .. segment_statements
-        self.per_op: list[list[Any]] = [[] for _ in range(5)]  # statement, op_no, op, schema..
+        self.txn_meta: list[tuple[Any, ...]] = []  # log_index .. segment_statements
+        self.txn_rows: list[int] = []
+        self.stmt_meta: list[tuple[int, str, str, str]] = []  # statement, op, schema, table
+        self.stmt_rows: list[int] = []
+        self.op_no: list[int] = []
         self.key = _Cells()
         self.values = _Cells()
         self.new_key = _Cells()
-        self.sql: list[Any] = []
+        self.sql: list[tuple[int, dict[str, Any]]] = []  # (row, value) of SQL rows only
         self.rows = 0
 
     def _mark(self) -> tuple[Any, ...]:
         cells = (self.key, self.values, self.new_key)
-        return (self.rows, [c.mark() for c in cells], len(self.sql))
+        return (len(self.stmt_meta), len(self.op_no), [c.mark() for c in cells], len(self.sql))
 
     def _rollback(self, mark: tuple[Any, ...]) -> None:
-        rows, cell_marks, nsql = mark
-        for col in self.per_op:
-            del col[rows:]
+        nstmt, nops, cell_marks, nsql = mark
+        del self.stmt_meta[nstmt:]
+        del self.stmt_rows[nstmt:]
+        del self.op_no[nops:]
         for c, m in zip((self.key, self.values, self.new_key), cell_marks, strict=True):
             c.truncate(m)
         del self.sql[nsql:]
-        self.rows = rows
 
     def add_transaction(self, txn: transaction_pb2.Transaction, index: int, term: int,
                         segment: int, position: int) -> int:
@@ -305,24 +333,19 @@ class _Batch:
             self.key.close_row()
             self.values.close_row()
             self.new_key.close_row()
-            self.sql.append(None)
             n += 1
         g = txn.gtid
-        row = (index, term, segment, position, g.server_id, g.trans_id, txn.epoch, txn.author,
-               txn.commit_timestamp_ns, txn.segment_id, txn.end_segment,
-               txn.HasField("rollback"), len(txn.statements))
-        for col, value in zip(self.meta, row, strict=True):
-            col.extend([value] * n)
+        self.txn_meta.append((index, term, segment, position, g.server_id, g.trans_id, txn.epoch,
+                              txn.author, txn.commit_timestamp_ns, txn.segment_id,
+                              txn.end_segment, txn.HasField("rollback"), len(txn.statements)))
+        self.txn_rows.append(n)
         self.rows += n
         return n
 
     def _op_row(self, statement: int, op_no: int, op: str, schema: str, table: str) -> None:
-        st, no, o, sc, tb = self.per_op
-        st.append(statement)
-        no.append(op_no)
-        o.append(op)
-        sc.append(schema)
-        tb.append(table)
+        self.stmt_meta.append((statement, op, schema, table))
+        self.stmt_rows.append(1)
+        self.op_no.append(op_no)
 
     def _ops(self, txn: transaction_pb2.Transaction) -> int:
         n = 0
@@ -340,12 +363,14 @@ class _Batch:
             raise ValueError("statement has no kind set")
         if kind == "sql":
             q = stmt.sql
+            sql.append((len(self.op_no),  # the row this SQL statement's row will be
+                        {"query": q.query, "default_schema": q.default_schema,
+                         "session_id": q.session_id,
+                         "variables": _variable_cells(q.variables)}))
             self._op_row(s_no, n, "SQL", "", "")
             key.close_row()
             values.close_row()
             new_key.close_row()
-            sql.append({"query": q.query, "default_schema": q.default_schema,
-                        "session_id": q.session_id, "variables": _variable_cells(q.variables)})
             return n + 1
         if kind == "apply_status":
             st = stmt.apply_status
@@ -356,49 +381,44 @@ class _Batch:
             key.close_row()
             values.close_row()
             new_key.close_row()
-            sql.append(None)
             return n + 1
         body = getattr(stmt, kind)
-        schema, table = body.table.schema_name, body.table.table_name
+        tref = body.table
+        schema, table = tref.schema_name, tref.table_name
         if not table:
             raise ValueError("table has no name")
-        key_cols = _Columns(body.key_fields)
-        if not key_cols:
+        key_cols = _columns(body.key_fields)
+        if not key_cols.names:
             raise ValueError("no key_fields")
         recs = body.records
         if kind == "update":
-            cols = _Columns(body.set_fields)
-            if any(name in key_cols.names for name in cols.names):
+            cols = _columns(body.set_fields)
+            knames = key_cols.names
+            if any(name in knames for name in cols.names):
                 return self._update(body, s_no, n, schema, table, key_cols)
-            for r_no, rec in enumerate(recs, 1):
-                if rec.before_values and len(rec.before_values) != len(cols.names):
-                    raise ValueError(f"record {r_no}: {len(rec.before_values)} before values "
-                                     f"for {len(cols.names)} set_fields")
+            k = len(cols.names)
+            if not {len(rec.before_values) for rec in recs} <= {0, k}:
+                for r_no, rec in enumerate(recs, 1):
+                    if rec.before_values and len(rec.before_values) != k:
+                        raise ValueError(f"record {r_no}: {len(rec.before_values)} before "
+                                         f"values for {k} set_fields")
         m = len(recs)
         key.add_rows(key_cols, [rec.key_values for rec in recs], " key")
         if kind == "insert":
-            values.add_rows(_Columns(body.fields), [rec.after_values for rec in recs], "")
+            values.add_rows(_columns(body.fields), [rec.after_values for rec in recs], "")
         elif kind == "update":
             values.add_rows(cols, [rec.after_values for rec in recs], "")
         else:
             values.close_rows(m)
         new_key.close_rows(m)
-        sql.extend([None] * m)
-        self._op_rows(s_no, n, m, kind.upper(), schema, table)
+        self.stmt_meta.append((s_no, _OP_NAMES[kind], schema, table))
+        self.stmt_rows.append(m)
+        self.op_no += range(n, n + m)
         return n + m
-
-    def _op_rows(self, statement: int, first: int, m: int, op: str, schema: str,
-                 table: str) -> None:
-        st, no, o, sc, tb = self.per_op
-        st.extend([statement] * m)
-        no.extend(range(first, first + m))
-        o.extend([op] * m)
-        sc.extend([schema] * m)
-        tb.extend([table] * m)
 
     def _update(self, body: Any, s_no: int, n: int, schema: str, table: str,
                 key_cols: _Columns) -> int:
-        cols = _Columns(body.set_fields)
+        cols = _columns(body.set_fields)
         key_pos = {name: i for i, name in enumerate(key_cols.names)}
         touches_key = [name in key_pos for name in cols.names]
         rest_cols = cols.subset([not k for k in touches_key])
@@ -427,19 +447,46 @@ class _Batch:
             self.key.close_row()
             self.values.close_row()
             self.new_key.close_row()
-            self.sql.append(None)
             n += 1
         return n
 
     def flush(self) -> pa.RecordBatch:
-        arrays = [pa.array(col, f.type) for col, f in zip(self.meta, ARROW_SCHEMA, strict=False)]
-        per_op_types = [pa.int32(), pa.int32(), pa.string(), pa.string(), pa.string()]
-        arrays += [pa.array(col, t) for col, t in zip(self.per_op, per_op_types, strict=True)]
-        arrays += [self.key.array(), self.values.array(), self.new_key.array(),
-                   pa.array(self.sql, ARROW_SCHEMA.field("sql").type)]
+        rows = self.rows
+        arrays = _repeat(list(zip(*self.txn_meta, strict=True)), self.txn_rows,
+                         list(ARROW_SCHEMA.types[:13]))
+        statement, op, schema, table = _repeat(
+            list(zip(*self.stmt_meta, strict=True)), self.stmt_rows,
+            [pa.int32(), pa.string(), pa.string(), pa.string()])
+        sql_type = ARROW_SCHEMA.field("sql").type
+        if self.sql:
+            sql_col: list[Any] = [None] * rows
+            for row, value in self.sql:
+                sql_col[row] = value
+            sql = pa.array(sql_col, sql_type)
+        else:
+            sql = pa.nulls(rows, sql_type)
+        arrays += [statement, pa.array(self.op_no, pa.int32()), op, schema, table,
+                   self.key.array(), self.values.array(), self.new_key.array(), sql]
         batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
         self.__init__()  # type: ignore[misc]
         return batch
+
+
+_OP_NAMES = {"insert": "INSERT", "update": "UPDATE", "delete": "DELETE"}
+
+
+def _repeat(columns: list[tuple[Any, ...]], counts: list[int],
+            types: list[pa.DataType]) -> list[pa.Array]:
+    """Arrow arrays of ``columns`` (one value per group) with value ``i`` repeated
+    ``counts[i]`` times."""
+    offsets = [0]
+    total = 0
+    for c in counts:
+        total += c
+        offsets.append(total)
+    groups = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.nulls(total))
+    index = pc.list_parent_indices(groups)
+    return [pa.array(col, t).take(index) for col, t in zip(columns, types, strict=True)]
 
 
 def _variable_cells(variables: Any) -> list[dict[str, Any]]:
