@@ -28,7 +28,7 @@ from google.protobuf.message import Message as PbMessage
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
 
 from .errors import NodeError, NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
-from .validation import InvalidRequest, check_idempotency_key, check_statements
+from .validation import InvalidRequest, check_idempotency_key, frame_statements
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -150,19 +150,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # pending proposals create too; the driver does not validate these writes again
         # before proposing (replicas still validate every entry when applying it).
         schemas = drv.known_schemas()
-        checked: list[list[tuple[str, Any]]] = []
+        checker = drv.checker
+        checked: list[tuple[list[tuple[str, Any]], bytes]] = []
         for i, w in enumerate(req.writes):
             self._check_write(w, f"writes[{i}].")
+            raw = frame_statements(w.statements)
             try:
-                created = check_statements(w.statements, schemas)
+                created = checker.check(raw, w.statements, schemas)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
             if created:
                 schemas = {**schemas, **dict(created)}
-            checked.append(created)
+            checked.append((created, raw))
         now = time.time_ns()
-        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created)
-                for w, created in zip(req.writes, checked, strict=True)]
+        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw)
+                for w, (created, raw) in zip(req.writes, checked, strict=True)]
         try:
             results = await asyncio.gather(*futs)
         except BaseException:

@@ -60,13 +60,13 @@ from gateway.raft import (
     SnapshotMetadata,
     StepPeerNotFoundError,
 )
-from gateway.v1 import epoch_pb2, gateway_pb2, gtid_pb2, transaction_pb2
+from gateway.v1 import epoch_pb2, gateway_pb2
 
 from . import keys
 from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
-from .state_machine import Applied, StoreStateMachine, decode_entry, encode_transaction
+from .state_machine import Applied, StoreStateMachine, decode_entry, encode_transaction_wire
 from .storage import RaftLogStorage
-from .validation import InvalidRequest, TableSchema, check_statements
+from .validation import InvalidRequest, TableSchema, WireChecker, frame_statements
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftDriver"]
 
@@ -96,6 +96,7 @@ class PendingWrite:
     start_ns: int
     future: asyncio.Future[gateway_pb2.WriteResult]
     created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
+    raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
 
 
 @dataclass(slots=True)
@@ -168,6 +169,9 @@ class RaftDriver:
         self._tasks: list[asyncio.Task[None]] = []
         self._snapshot_requests: list[asyncio.Future[int]] = []
         self._conf_changed = False
+        #: The leader's validation of writes from their serialized statements (shared with the
+        #: API, which validates ``WriteBatch`` requests before submitting them).
+        self.checker = WireChecker()
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -211,15 +215,17 @@ class RaftDriver:
         return dict(self.sm.schemas)
 
     def submit_write(self, statements: Any, idempotency_key: str = "",
-                     start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None
-                     ) -> asyncio.Future[gateway_pb2.WriteResult]:
+                     start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
+                     raw: bytes | None = None) -> asyncio.Future[gateway_pb2.WriteResult]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
 
         ``created``: the caller already validated ``statements`` (``check_statements``
         against :meth:`known_schemas`) and these are the schemas they create; the driver then
         only records them instead of validating again. Every replica validates the entry again
-        when applying it, so a write that raced a schema change is still rejected everywhere."""
+        when applying it, so a write that raced a schema change is still rejected everywhere.
+        ``raw``: ``frame_statements(statements)`` when the caller has it (the entry is built
+        from it; otherwise the driver serializes the statements once)."""
         fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
         if self._stopped:
             fut.set_exception(NodeStoppedError("the node is stopping"))
@@ -238,7 +244,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created))
+                                         fut, created, raw))
         self._wake.set()
         return fut
 
@@ -441,11 +447,15 @@ class RaftDriver:
         schemas = self.sm.schemas
         if st.schemas:
             schemas = {**schemas, **st.schemas}
+        checker = self.checker
         for w in writes:
             created = w.created
+            stmts_raw = w.raw
+            if stmts_raw is None:
+                stmts_raw = frame_statements(w.statements)
             if created is None:
                 try:
-                    created = check_statements(w.statements, schemas)
+                    created = checker.check(stmts_raw, w.statements, schemas)
                 except InvalidRequest as exc:
                     self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, exc)
@@ -458,15 +468,12 @@ class RaftDriver:
             now = time.time_ns()
             commit_ts = max(now, st.last_commit_ts + 1)
             st.last_commit_ts = commit_ts
-            txn = transaction_pb2.Transaction(
-                gtid=gtid_pb2.Gtid(server_id=cluster, trans_id=st.next_trans_id),
-                epoch=st.open_epoch, author=cluster, start_timestamp_ns=min(w.start_ns, commit_ts),
-                commit_timestamp_ns=commit_ts, segment_id=1, end_segment=True)
-            txn.statements.extend(w.statements)
+            datas.append(encode_transaction_wire(
+                cluster, st.next_trans_id, st.open_epoch, cluster, min(w.start_ns, commit_ts),
+                commit_ts, stmts_raw, w.idempotency_key))
             st.last_trans_in_epoch = st.next_trans_id
             st.next_trans_id += 1
             st.open_epoch_txns += 1
-            datas.append(encode_transaction(txn, w.idempotency_key))
             accepted.append(w)
         if not datas:
             return

@@ -38,7 +38,8 @@ from . import keys
 from .snapshots import pack_dir, unpack_dir
 from .validation import InvalidRequest, TableSchema, check_statements, qualified_name
 
-__all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction"]
+__all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction",
+           "encode_transaction_wire"]
 
 _U64 = struct.Struct(">Q")
 _TXN = TypeTag.TRANSACTION
@@ -159,6 +160,32 @@ def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = 
     if idempotency_key:
         txn.idempotency_key = idempotency_key
     return bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
+
+
+def encode_transaction_wire(server_id: int, trans_id: int, epoch: int, author: int,
+                            start_ns: int, commit_ns: int, statements: bytes,
+                            idempotency_key: str = "") -> bytes:
+    """:func:`encode_transaction` of ``Transaction(gtid=Gtid(server_id, trans_id), epoch,
+    author, start_timestamp_ns, commit_timestamp_ns, statements, segment_id=1,
+    end_segment=True, idempotency_key)`` assembled from its parts, ``statements`` already
+    serialized as the transaction's field 6 (``validation.frame_statements``): the same bytes
+    without building and serializing the message again."""
+    gtid = _gtid_bytes(server_id, trans_id)
+    parts = [bytes((_TXN, 0x0A)), _varint(len(gtid)), gtid]
+    if epoch:
+        parts.append(b"\x10" + _varint(epoch))
+    if author:
+        parts.append(b"\x18" + _varint(author))
+    if start_ns:
+        parts.append(b"\x21" + _FIXED64.pack(start_ns))
+    if commit_ns:
+        parts.append(b"\x29" + _FIXED64.pack(commit_ns))
+    parts.append(statements)
+    parts.append(b"\x38\x01\x40\x01")
+    if idempotency_key:
+        key = idempotency_key.encode()
+        parts.append(b"\x52" + _varint(len(key)) + key)
+    return b"".join(parts)
 
 
 def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:

@@ -201,3 +201,189 @@ def check_idempotency_key(key: str, path: str = "idempotency_key") -> None:
     """Raise ``InvalidRequest`` unless ``key`` is empty or at most 128 bytes."""
     if len(key.encode()) > MAX_IDEMPOTENCY_KEY:
         raise InvalidRequest(path, f"longer than {MAX_IDEMPOTENCY_KEY} bytes")
+
+
+# -- the leader's check from wire bytes ------------------------------------------------------------
+
+#: The first (tag) byte of a serialized ``Value`` per case (decimals are not here: they are
+#: parsed by the full check).
+_VALUE_TAG = {"null_value": 0x08, "bool_value": 0x10, "int_value": 0x18, "uint_value": 0x20,
+              "double_value": 0x29, "string_value": 0x3A, "bytes_value": 0x42,
+              "timestamp_ns": 0x49}
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = data[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
+    """``statements`` serialized as the ``statements`` field (6) of a ``Transaction``: the
+    bytes a serialized transaction holds between its timestamps and its segment fields."""
+    parts = []
+    for s in statements:
+        b = s.SerializeToString()
+        parts.append(b"\x32" + _varint(len(b)) + b)
+    return b"".join(parts)
+
+
+def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
+    """Whether ``data[pos:end]`` is exactly one field with tag byte ``tag``."""
+    wt = tag & 7
+    p = pos + 1
+    if wt == 0:
+        _, p = _uvarint(data, p)
+    elif wt == 2:
+        ln, p = _uvarint(data, p)
+        p += ln
+    elif wt == 1:
+        p += 8
+    else:
+        return False
+    return p == end
+
+
+class WireChecker:
+    """:func:`check_statements` for the leader, from the statements' wire bytes
+    (:func:`frame_statements`): an insert statement's header (table, key fields, fields) is
+    checked in full once and cached with the table's schema object; later statements of that
+    shape only have every record's value cases checked from the bytes (each value one field
+    of its column's case, a value column may be null). Anything else -- another statement
+    kind, an unseen shape, a value not in the expected case, a decimal, a schema that changed
+    -- runs the full :func:`check_statements`, which gives the same verdict and error."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._limit = limit
+        # header bytes -> (qualified name, schema object, key tags, value tags)
+        self._shapes: dict[bytes, tuple[str, TableSchema, bytes, bytes]] = {}
+
+    def check(self, raw: bytes, statements: Sequence[statement_pb2.Statement],
+              schemas: dict[str, TableSchema]) -> list[tuple[str, TableSchema]]:
+        """``check_statements(statements, schemas)``; ``raw`` is
+        ``frame_statements(statements)``."""
+        heads = self._fast(raw, schemas)
+        if heads is not None:
+            return []
+        created = check_statements(statements, schemas)
+        self._learn(raw, statements, schemas, created)
+        return created
+
+    def _heads(self, raw: bytes) -> list[tuple[bytes, int, int]] | None:
+        """Per statement ``(header bytes, first record position, end)``; None if a statement
+        is not an insert or is malformed."""
+        out = []
+        pos, n = 0, len(raw)
+        while pos < n:
+            if raw[pos] != 0x32:
+                return None
+            ln, s = _uvarint(raw, pos + 1)
+            end = s + ln
+            if end > n or s >= end or raw[s] != 0x0A:
+                return None
+            ln, b = _uvarint(raw, s + 1)
+            if b + ln != end:
+                return None
+            p = b
+            while p < end and raw[p] != 0x22:
+                if raw[p] not in (0x0A, 0x12, 0x1A):
+                    return None
+                ln, q = _uvarint(raw, p + 1)
+                p = q + ln
+            if p >= end:
+                return None  # no records
+            out.append((raw[b:p], p, end))
+            pos = end
+        return out if out else None
+
+    def _fast(self, raw: bytes, schemas: dict[str, TableSchema]) -> list | None:
+        try:
+            heads = self._heads(raw)
+            if heads is None:
+                return None
+            shapes = self._shapes
+            for hdr, pos, end in heads:
+                shape = shapes.get(hdr)
+                if shape is None or schemas.get(shape[0]) is not shape[1]:
+                    return None
+                ktags, vtags = shape[2], shape[3]
+                nk, nv = len(ktags), len(vtags)
+                while pos < end:
+                    if raw[pos] != 0x22:
+                        return None
+                    ln, r = _uvarint(raw, pos + 1)
+                    r_end = r + ln
+                    i = 0
+                    while r < r_end:
+                        tag = raw[r]
+                        vl, v = _uvarint(raw, r + 1)
+                        v_end = v + vl
+                        if i < nk:
+                            if tag != 0x0A or v_end == v:
+                                return None
+                            want = ktags[i]
+                            got = raw[v]
+                            if got != want or not _single_field_end(raw, v, v_end, got):
+                                return None
+                        elif i < nk + nv:
+                            if tag != 0x12 or v_end == v:
+                                return None
+                            want = vtags[i - nk]
+                            got = raw[v]
+                            if (got != want and got != 0x08) or \
+                                    not _single_field_end(raw, v, v_end, got):
+                                return None
+                        else:
+                            return None
+                        i += 1
+                        r = v_end
+                    if i != nk + nv or r != r_end:
+                        return None
+                    pos = r_end
+            return heads
+        except IndexError:
+            return None
+
+    def _learn(self, raw: bytes, statements: Sequence[statement_pb2.Statement],
+               schemas: dict[str, TableSchema], created: list[tuple[str, TableSchema]]
+               ) -> None:
+        """Cache the shapes of ``statements`` (just checked in full) whose tables existed."""
+        try:
+            heads = self._heads(raw)
+        except IndexError:
+            return
+        if heads is None or len(heads) != len(statements):
+            return
+        made = {name for name, _ in created}
+        for (hdr, _, _), stmt in zip(heads, statements, strict=True):
+            if hdr in self._shapes:
+                continue
+            body = stmt.insert
+            name = qualified_name(body.table)
+            schema = schemas.get(name)
+            if schema is None or name in made:
+                continue
+            ktags = bytes(_VALUE_TAG.get(_CASE_OF_TYPE.get(f.type), 0) for f in body.key_fields)
+            vtags = bytes(_VALUE_TAG.get(_CASE_OF_TYPE.get(f.type), 0) for f in body.fields)
+            if 0 in ktags or 0 in vtags or 0x08 in ktags:
+                continue  # a type whose values need the full check
+            if len(self._shapes) >= self._limit:
+                self._shapes.clear()
+            self._shapes[hdr] = (name, schema, ktags, vtags)
