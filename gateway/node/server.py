@@ -289,7 +289,14 @@ class GatewayNode:
                 os.makedirs(os.path.join(cfg.data_dir, "sqlite"), exist_ok=True)
                 opts["path"] = os.path.join(cfg.data_dir, "sqlite", "gateway.db")
             applier = factories[name].build(opts)
-            d = Dispatcher(applier, source, state_dir, config=DispatcherConfig(poll_interval=0.05),
+            # The embedded SQLite applier has one writer: worker threads only add contention
+            # (their batches serialize on SQLite's lock), and reducing a window of
+            # transactions as one unit makes one SQLite transaction of up to ``max_batch``
+            # rows instead of one unit per log transaction. The dispatcher flushes a partial
+            # window after every read, so a lone write is not held back.
+            dcfg = (DispatcherConfig(poll_interval=0.05, threads=1, window=64)
+                    if name == "sqlite" else DispatcherConfig(poll_interval=0.05))
+            d = Dispatcher(applier, source, state_dir, config=dcfg,
                            publish_metrics=plugins.publish_metrics(pm),
                            on_dead_letter=plugins.dead_letter_notifier(pm))
             a = _Applier(d)
