@@ -293,6 +293,46 @@ def _gtid_bytes(sid: int, tid: int) -> bytes:
     return out
 
 
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+_varint_cache: dict[int, bytes] = {}
+
+
+def _varint_cached(v: int) -> bytes:
+    """``_varint(v)`` for values that repeat (epochs, the author): a small cache."""
+    if v < 128:
+        return _SMALL_VARINTS[v]
+    got = _varint_cache.get(v)
+    if got is None:
+        if len(_varint_cache) > 256:
+            _varint_cache.clear()
+        got = _varint_cache[v] = _varint(v)
+    return got
+
+
+def _meta_parts(sid: int, tid: int, epoch: int, author: int, commit_ts: int, index: int
+                ) -> tuple[bytes, bytes, bytes]:
+    """``(serialized Gtid, Row fields 6-10 as _row_tail gives them, serialized WriteResult as
+    _write_result gives it)`` of one transaction, sharing the encoded numbers."""
+    gtid = (b"\x08" + _varint_cached(sid) if sid else b"") + (
+        b"\x10" + _varint(tid) if tid else b"")
+    glen = _SMALL_VARINTS[len(gtid)] if len(gtid) < 128 else _varint(len(gtid))
+    ev = _varint_cached(epoch) if epoch else b""
+    ts = _FIXED64.pack(commit_ts) if commit_ts else b""
+    iv = _varint(index) if index else b""
+    tail = b"".join((
+        b"\x30" + ev if epoch else b"",
+        b"\x38" + _varint_cached(author) if author else b"",
+        b"\x42", glen, gtid,
+        b"\x49" + ts if commit_ts else b"",
+        b"\x50" + iv if index else b""))
+    result = b"".join((
+        b"\x0a", glen, gtid,
+        b"\x10" + ev if epoch else b"",
+        b"\x19" + ts if commit_ts else b"",
+        b"\x20" + iv if index else b""))
+    return gtid, tail, result
+
+
 def _key_part(data: bytes, start: int, end: int) -> bytes:
     """The store-key encoding (``keys``) of the serialized ``Value`` ``data[start:end]``: text
     and integers read from the wire bytes, anything else through the message."""
@@ -495,8 +535,7 @@ class StoreStateMachine:
         sid, tid, epoch, author, commit_ts, stmts, idem = parsed
         index = e.index
         rows: list[tuple[bytes, bytes]] = []
-        gtid = _gtid_bytes(sid, tid)
-        tail = _row_tail((epoch, author, commit_ts), gtid, index)
+        _, tail, result = _meta_parts(sid, tid, epoch, author, commit_ts, index)
         join = b"".join
         try:
             for s_start, s_end in stmts:
@@ -569,11 +608,10 @@ class StoreStateMachine:
         for k, v in rows:
             overlay[k] = v
             append((k, v, epoch, author, commit_ts))
-        raw = _write_result(gtid, epoch, commit_ts, index)
         if idem:
-            overlay[ik] = raw
-            append((ik, raw, 0, 0, 0))
-        return Applied(index, e.term, wire=raw)
+            overlay[ik] = result
+            append((ik, result, 0, 0, 0))
+        return Applied(index, e.term, wire=result)
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)

@@ -140,3 +140,20 @@ def test_fast_apply_writes_what_the_general_path_writes(tmp_path):
     assert got[0] == got[1]
     assert any(o[2] for o in got[0][1]) and any(o[1] for o in got[0][1])
     assert sum(hits) > len(entries) // 2  # most entries took the fast path
+
+
+def test_meta_parts_match_row_tail_and_write_result():
+    from gateway.node.state_machine import _gtid_bytes, _meta_parts, _row_tail
+
+    rng = random.Random(4)
+    for _ in range(3000):
+        sid = rng.choice([0, 1, 2**32 - 1, rng.randrange(2**32)])
+        tid = rng.choice([0, 1, 127, 128, 2**64 - 1, rng.randrange(2**40)])
+        ep = rng.choice([0, 1, 5 << 32 | 3, 2**64 - 1])
+        au = rng.choice([0, 1, 300, 2**32 - 1])
+        ts = rng.choice([0, 1, 2**64 - 1, rng.randrange(2**63)])
+        ix = rng.choice([0, 1, 200, rng.randrange(2**50)])
+        g = _gtid_bytes(sid, tid)
+        assert g == gtid_pb2.Gtid(server_id=sid, trans_id=tid).SerializeToString()
+        assert _meta_parts(sid, tid, ep, au, ts, ix) == (
+            g, _row_tail((ep, au, ts), g, ix), _write_result(g, ep, ts, ix))
