@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import pyarrow as pa
@@ -97,12 +98,23 @@ def write_report(directory: str, report: RangeReport) -> None:
     os.replace(tmp, name)
 
 
+# slot codes: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v, 5 uint -> int_v, 6 bool -> int_v,
+# 9 null (no slot)
+_CODE_OF_TYPE = {1: 6, 3: 5}
+_NULL_CODE = 9
+# FieldType -> slot code of a non-null value (type 0, a null session variable, is always null)
+_TYPE_CODE = {t: _CODE_OF_TYPE.get(t, k[1]) for t, k in _COLUMN_KIND.items()}
+_TYPE_CODE[0] = _NULL_CODE
+_SLOT_OF_CODE = {0: 0, 1: 1, 2: 2, 3: 3, 5: 0, 6: 0}
+_WHICH = methodcaller("WhichOneof", "kind")
+
+
 class _Columns:
     """The columns a statement's value lists are aligned with, prepared once per distinct
     field list (``_columns`` caches them): names, FieldTypes and the Value case each type
     uses."""
 
-    __slots__ = ("expected", "has_decimal", "names", "types")
+    __slots__ = ("expected", "has_decimal", "names", "plan", "types")
 
     def __init__(self, fields: Any) -> None:
         names, types, expected = [], [], []
@@ -114,7 +126,14 @@ class _Columns:
             types.append(f.type)
             expected.append(kind[0])
         self.names, self.types, self.expected = names, types, expected
-        self.has_decimal = "decimal_value" in expected
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """``plan``: per column, its position, a getter of its value, its slot (0 int_v ..
+        3 bytes_v) and conversion code (``_TYPE_CODE``), for the all-non-null fast path."""
+        self.has_decimal = "decimal_value" in self.expected
+        self.plan = [(j, attrgetter(e), _SLOT_OF_CODE[_TYPE_CODE[t]], _TYPE_CODE[t])
+                     for j, (e, t) in enumerate(zip(self.expected, self.types, strict=True))]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -124,7 +143,7 @@ class _Columns:
         out = _Columns(())
         for attr in ("names", "types", "expected"):
             setattr(out, attr, [x for x, k in zip(getattr(self, attr), keep, strict=True) if k])
-        out.has_decimal = "decimal_value" in out.expected
+        out._prepare()
         return out
 
 
@@ -144,28 +163,21 @@ def _columns(fields: Any) -> _Columns:
     return cols
 
 
-# slot codes: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v, 5 uint -> int_v, 6 bool -> int_v,
-# 9 null (no slot)
-_CODE_OF_TYPE = {1: 6, 3: 5}
-_NULL_CODE = 9
-# FieldType -> slot code of a non-null value (type 0, a null session variable, is always null)
-_TYPE_CODE = {t: _CODE_OF_TYPE.get(t, k[1]) for t, k in _COLUMN_KIND.items()}
-_TYPE_CODE[0] = _NULL_CODE
-
-
 class _Cells:
-    """A ``list<cell>`` column being built. Values are kept as protobuf ``Value`` messages and
-    converted column-wise at ``array()`` time with list comprehensions and Arrow, which is
-    several times cheaper in CPython than converting value by value. A cell's slot code is
-    derived from its type and case at ``array()`` time (``_TYPE_CODE``)."""
+    """A ``list<cell>`` column being built, one Python list per child column (name, type and
+    the four value slots, None where a cell does not use the slot). Statements whose values
+    are all non-null and of their columns' cases -- nearly all -- fill the slot lists column by
+    column with C-level ``map``/slice assignment; others go value by value (``_put``)."""
 
-    __slots__ = ("cases", "names", "offsets", "types", "vals")
+    __slots__ = ("blobs", "dbls", "ints", "names", "offsets", "txts", "types")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.types: list[int] = []
-        self.vals: list[Any] = []
-        self.cases: list[str | None] = []
+        self.ints: list[int | None] = []
+        self.dbls: list[float | None] = []
+        self.txts: list[str | None] = []
+        self.blobs: list[bytes | None] = []
         self.offsets: list[int] = [0]
 
     def mark(self) -> tuple[int, int]:
@@ -173,12 +185,26 @@ class _Cells:
 
     def truncate(self, mark: tuple[int, int]) -> None:
         n, o = mark
-        for lst in (self.names, self.types, self.vals, self.cases):
+        for lst in (self.names, self.types, self.ints, self.dbls, self.txts, self.blobs):
             del lst[n:]
         del self.offsets[o:]
 
     def close_row(self) -> None:
         self.offsets.append(len(self.names))
+
+    def _put(self, vals: Any, cases: list[str | None], types: list[int]) -> None:
+        """Append cells value by value (any mix of nulls and cases)."""
+        tc = _TYPE_CODE
+        ints, dbls, txts, blobs = self.ints, self.dbls, self.txts, self.blobs
+        for v, c, t in zip(vals, cases, types, strict=True):
+            k = _NULL_CODE if c == "null_value" else tc[t]
+            r = None if k == _NULL_CODE else getattr(v, c)
+            ints.append(r if k == 0 else (r - _U64 if r >= _U63 else r) if k == 5
+                        else int(r) if k == 6 else None)
+            dbls.append(r if k == 1 else None)
+            txts.append(r if k == 2 else None)
+            blobs.append(r if k == 3 else None)
+        self.types += types
 
     def add(self, cols: _Columns, values: Any, what: str) -> None:
         """Append one cell per column; ``ValueError`` naming the column when a value does not
@@ -196,22 +222,24 @@ class _Cells:
             for name, v, case in zip(cols.names, values, cases, strict=True):
                 if case == "decimal_value":
                     _check_decimal(v.decimal_value, name)
-        self.names.extend(cols.names)
-        self.types.extend(cols.types)
-        self.vals.extend(values)
-        self.cases.extend(cases)
+        self._put(values, cases, cols.types)
+        self.names += cols.names
 
     def add_rows(self, cols: _Columns, lists: list[Any], what: str) -> None:
         """``add`` then ``close_row`` for each value list of ``lists`` (one per record), in one
-        pass over the statement: one comprehension for all cases, one extend per column."""
+        pass over the statement."""
         k = len(cols.names)
         m = len(lists)
         if [len(vals) for vals in lists] != [k] * m:
             for r_no, vals in enumerate(lists, 1):
                 if len(vals) != k:
                     raise ValueError(f"record {r_no}{what}: {len(vals)} values for {k} fields")
+        base = self.offsets[-1]
+        if not k:
+            self.offsets += [base] * m
+            return
         flat = [v for vals in lists for v in vals]
-        cases = [v.WhichOneof("kind") for v in flat]
+        cases = list(map(_WHICH, flat))
         expected = cols.expected * m
         if cases != expected:
             for i, (case, exp) in enumerate(zip(cases, expected, strict=True)):
@@ -223,12 +251,30 @@ class _Cells:
             for i, (v, case) in enumerate(zip(flat, cases, strict=True)):
                 if case == "decimal_value":
                     _check_decimal(v.decimal_value, cols.names[i % k])
+        n = k * m
+        if cases != expected:  # some nulls
+            self._put(flat, cases, cols.types * m)
+        else:
+            slots: list[list[Any] | None] = [None, None, None, None]
+            for j, getter, slot, code in cols.plan:
+                col = list(map(getter, flat[j::k]))
+                if code == 5:
+                    col = [r - _U64 if r >= _U63 else r for r in col]
+                elif code == 6:
+                    col = list(map(int, col))
+                out = slots[slot]
+                if out is None:
+                    out = slots[slot] = [None] * n
+                out[j::k] = col
+            nones = [None] * n
+            ints, dbls, txts, blobs = slots
+            self.ints += nones if ints is None else ints
+            self.dbls += nones if dbls is None else dbls
+            self.txts += nones if txts is None else txts
+            self.blobs += nones if blobs is None else blobs
+            self.types += cols.types * m
         self.names += cols.names * m
-        self.types += cols.types * m
-        self.vals += flat
-        self.cases += cases
-        base = self.offsets[-1]
-        self.offsets += range(base + k, base + k * m + 1, k) if k else [base] * m
+        self.offsets += range(base + k, base + n + 1, k)
 
     def close_rows(self, m: int) -> None:
         """``m`` rows without cells."""
@@ -243,30 +289,16 @@ class _Cells:
             ftype = 0 if case == "null_value" else _CASE_KIND[case][0]
             if case == "decimal_value":
                 _check_decimal(var.value.decimal_value, var.name)
+            self._put([var.value], [case], [ftype])
             self.names.append(var.name)
-            self.types.append(ftype)
-            self.vals.append(var.value)
-            self.cases.append(case)
 
     def array(self) -> pa.Array:
-        offsets = pa.array(self.offsets, pa.int32())
-        if not self.vals:
-            return pa.ListArray.from_arrays(offsets, pa.array([], CELL))
-        tc = _TYPE_CODE
-        codes = [tc[t] if c != "null_value" else _NULL_CODE
-                 for t, c in zip(self.types, self.cases, strict=True)]
-        raws = [getattr(v, c) for v, c in zip(self.vals, self.cases, strict=True)]
-        pairs = list(zip(raws, codes, strict=True))
-        ints = [r if k == 0 else (r - _U64 if r >= _U63 else r) if k == 5 else int(r)
-                if k == 6 else None for r, k in pairs]
         children = pa.StructArray.from_arrays(
             [pa.array(self.names, pa.string()), pa.array(self.types, pa.int32()),
-             pa.array(ints, pa.int64()),
-             pa.array([r if k == 1 else None for r, k in pairs], pa.float64()),
-             pa.array([r if k == 2 else None for r, k in pairs], pa.string()),
-             pa.array([r if k == 3 else None for r, k in pairs], pa.binary())],
+             pa.array(self.ints, pa.int64()), pa.array(self.dbls, pa.float64()),
+             pa.array(self.txts, pa.string()), pa.array(self.blobs, pa.binary())],
             fields=list(CELL))
-        return pa.ListArray.from_arrays(offsets, children)
+        return pa.ListArray.from_arrays(pa.array(self.offsets, pa.int32()), children)
 
     def pylist(self) -> list[dict[str, Any]]:
         """The cells as dicts (all rows flattened)."""
