@@ -66,6 +66,7 @@ class Result:
     latencies: list[float] = field(default_factory=list)
     all_rows: int = 0  # every row acknowledged during the cell, warm-up and tail included
     cpu: str = "-"  # node CPU microseconds per row: leader/follower/follower
+    error_codes: dict[str, int] = field(default_factory=dict)  # gRPC code -> count
 
     @property
     def rows_per_s(self) -> float:
@@ -123,9 +124,11 @@ async def closed_loop(
             seq += 1
             try:
                 rows = await op(c, seq)
-            except grpc.RpcError:
+            except grpc.RpcError as exc:
                 if now >= start:
                     result.errors += 1
+                    code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "?"
+                    result.error_codes[code] = result.error_codes.get(code, 0) + 1
                 await asyncio.sleep(0.01)
                 continue
             done = time.perf_counter()
@@ -546,6 +549,9 @@ def main() -> None:
     print(table(results))
     print()
     print(ratios(results))
+    for r in results:
+        if r.error_codes:
+            print(f"errors in {r.system} {r.mode} {r.size}: {r.error_codes}")
     print()
     for name, values in rss.items():
         print(f"RSS {name}: " + ", ".join(f"{v / 1024:.0f} MiB" for v in values))
