@@ -73,7 +73,8 @@ def _echo_report(report: Any) -> None:
               help="Where the applied position is kept. [default: SOURCE.spark-state]")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
 @click.option("--partition-bytes", type=click.IntRange(64), default=None,
-              help="Bytes of log per input partition. [default: 32 MiB]")
+              help="Bytes of log per input partition. [default: the log over twice the CPU "
+                   "count, 4-128 MiB]")
 @click.option("--until", "index_to", type=click.IntRange(1), default=None,
               help="Stop after this log index.")
 @click.option("--follow", is_flag=True, help="Keep applying micro-batches as the log grows.")

@@ -5,13 +5,15 @@
     from spark_applier.datasource import register
     register(spark)
     df = (spark.read.format("gateway_wal")
-          .option("partition_bytes", 32 << 20)      # size of one input partition
+          .option("partition_bytes", 32 << 20)      # size of one input partition (optional)
           .option("index_from", 100).option("index_to", 5000)   # inclusive, optional
           .option("gtids", "1:20-80")               # origin 1, trans ids 20..80, optional
           .option("report_dir", "/tmp/report")      # where damage reports go, optional
           .load("/var/lib/gateway/wal"))            # a WAL directory or a log file
 
-Options: ``partition_bytes`` (default 32 MiB), ``index_from``/``index_to``, ``gtids``
+Options: ``partition_bytes`` (default: the bytes to read over ``min_partitions``, between 4 MiB
+and 128 MiB -- ``auto_partition_bytes``), ``min_partitions`` (default twice the CPU count of
+the planning host), ``index_from``/``index_to``, ``gtids``
 (``SERVER:FIRST-LAST``), ``committed_only`` (default true: WAL entries up to the commit index
 in ``meta``), ``report_dir`` (each partition writes a JSON ``RangeReport`` there; read them
 with ``damage_summary``). Rows: ``spark_applier.schema``.
@@ -49,7 +51,16 @@ from .schema import SCHEMA_DDL
 
 __all__ = ["GatewayWalDataSource", "damage_summary", "register"]
 
-DEFAULT_PARTITION_BYTES = 32 << 20
+MIN_PARTITION_BYTES = 4 << 20
+MAX_PARTITION_BYTES = 128 << 20
+
+
+def auto_partition_bytes(total: int, min_partitions: int) -> int:
+    """The default partition size for ``total`` bytes to read: ``total / min_partitions``
+    (so every core has work, with slack for uneven partitions) but at least 4 MiB (per-task
+    cost) and at most 128 MiB (memory, retries), like Spark's own file sources."""
+    per = -(-total // max(1, min_partitions))
+    return max(MIN_PARTITION_BYTES, min(MAX_PARTITION_BYTES, per))
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,10 @@ class _Options:
         self.path = opts.get("path")
         if not self.path:
             raise ValueError("gateway_wal: no path given (spark.read.format(...).load(PATH))")
-        self.partition_bytes = _int(opts, "partition_bytes", DEFAULT_PARTITION_BYTES)
+        given = opts.get("partition_bytes")
+        self.partition_bytes: int | None = (
+            _int(opts, "partition_bytes", 0) if given not in (None, "") else None)
+        self.min_partitions = _int(opts, "min_partitions", 2 * (os.cpu_count() or 1))
         self.index_from = _int(opts, "index_from", 1)
         to = opts.get("index_to")
         self.index_to = _int(opts, "index_to", 0) if to not in (None, "") else None
@@ -78,6 +92,12 @@ class _Options:
 
     def layout(self) -> LogLayout:
         return layout.discover(self.path, committed_only=self.committed_only)
+
+    def split_bytes(self, total: int) -> int:
+        """``partition_bytes`` if given, else ``auto_partition_bytes(total, ...)``."""
+        if self.partition_bytes is not None:
+            return self.partition_bytes
+        return auto_partition_bytes(total, self.min_partitions)
 
 
 def _int(opts: dict[str, Any], name: str, default: int) -> int:
@@ -105,7 +125,9 @@ class GatewayWalReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         o = self.options
-        ranges = layout.plan_ranges(o.layout(), partition_bytes=o.partition_bytes,
+        lay = o.layout()
+        ranges = layout.plan_ranges(lay, partition_bytes=o.split_bytes(
+                                        sum(f.size for f in lay.files)),
                                     index_from=o.index_from, index_to=o.index_to,
                                     gtids=o.gtids)
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]  # type: ignore[arg-type]
@@ -154,7 +176,8 @@ class GatewayWalStreamReader(DataSourceStreamReader):
             hi = end["byte"] if f.segment == end["segment"] else f.size
             bounds[f.segment] = (lo, hi)
         o = self.options
-        ranges = layout.plan_ranges(lay, partition_bytes=o.partition_bytes,
+        total = sum(hi - lo for lo, hi in bounds.values())
+        ranges = layout.plan_ranges(lay, partition_bytes=o.split_bytes(total),
                                     index_from=o.index_from, index_to=o.index_to,
                                     gtids=o.gtids, bounds=bounds)
         return [RangePartition(r) for r in ranges]

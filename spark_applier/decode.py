@@ -43,7 +43,9 @@ from .schema import ARROW_SCHEMA, CELL, MARKER_OP
 
 __all__ = ["RangeReport", "read_range", "write_report"]
 
-_BATCH_ROWS = 65536
+_BATCH_ROWS = 65536  # rows per batch once reading is under way
+_FIRST_BATCH_ROWS = 4096  # the first batches are smaller (the first rows arrive sooner); the
+# limit doubles per batch up to _BATCH_ROWS
 _ENTRY_TAG = b"\x20"
 _WAL_STRUCTURE = frozenset(b"\x21\x22\x23\x24\x25")  # header, index, footer, markers
 _TXN_TAG = 1
@@ -318,7 +320,8 @@ _APPLY_COLS = _Columns([statement_pb2.FieldMetadata(name="epoch", type=3),
 
 
 class _Batch:
-    """Columns of up to ``_BATCH_ROWS`` rows; ``add_transaction`` is all-or-nothing.
+    """Columns of a batch of rows (``_read`` flushes at ``_FIRST_BATCH_ROWS`` rows, doubling
+    up to ``_BATCH_ROWS``); ``add_transaction`` is all-or-nothing.
 
     Columns that are constant over a transaction (log index .. segment statements) are kept
     once per transaction, and those constant over a statement (statement, op, schema, table)
@@ -551,6 +554,7 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
     generation = f.generation
     lo, hi, gtids = rr.index_from, rr.index_to, rr.gtids
     batch = _Batch()
+    limit = _FIRST_BATCH_ROWS
     expected = _first_position(buf, rr.start, rr.stop)
     ordinal = rr.ordinal_base
     counted = rr.start
@@ -623,8 +627,9 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
                                                 f"at index {index}: {exc}"))
             continue
         report.transactions += 1
-        if batch.rows >= _BATCH_ROWS:
+        if batch.rows >= limit:
             yield batch.flush()
+            limit = min(2 * limit, _BATCH_ROWS)
     if expected < rr.stop:
         _note_damage(buf, expected, rr.stop, report)
     if batch.rows:
