@@ -31,6 +31,7 @@ from collections.abc import Iterator
 
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
+from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
 from gateway.raft import Entry, EntryType
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
@@ -123,15 +124,6 @@ def _split_insert(data: bytes) -> tuple[bytes, bytes, list[bytes]] | None:
     return b"".join(head), b"".join(mid), recs
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 _FIXED64 = struct.Struct("<Q")
 
 
@@ -141,14 +133,14 @@ def _row_tail(meta: tuple[int, int, int], gtid: bytes, index: int) -> bytes:
     epoch, author, commit_ts = meta
     parts = []
     if epoch:
-        parts.append(b"\x30" + _varint(epoch))
+        parts.append(b"\x30" + encode_uvarint(epoch))
     if author:
-        parts.append(b"\x38" + _varint(author))
-    parts.append(b"\x42" + _varint(len(gtid)) + gtid)
+        parts.append(b"\x38" + encode_uvarint(author))
+    parts.append(b"\x42" + encode_uvarint(len(gtid)) + gtid)
     if commit_ts:
         parts.append(b"\x49" + _FIXED64.pack(commit_ts))
     if index:
-        parts.append(b"\x50" + _varint(index))
+        parts.append(b"\x50" + encode_uvarint(index))
     return b"".join(parts)
 
 
@@ -171,11 +163,11 @@ def encode_transaction_wire(server_id: int, trans_id: int, epoch: int, author: i
     serialized as the transaction's field 6 (``validation.frame_statements``): the same bytes
     without building and serializing the message again."""
     gtid = _gtid_bytes(server_id, trans_id)
-    parts = [bytes((_TXN, 0x0A)), _varint(len(gtid)), gtid]
+    parts = [bytes((_TXN, 0x0A)), encode_uvarint(len(gtid)), gtid]
     if epoch:
-        parts.append(b"\x10" + _varint(epoch))
+        parts.append(b"\x10" + encode_uvarint(epoch))
     if author:
-        parts.append(b"\x18" + _varint(author))
+        parts.append(b"\x18" + encode_uvarint(author))
     if start_ns:
         parts.append(b"\x21" + _FIXED64.pack(start_ns))
     if commit_ns:
@@ -184,7 +176,7 @@ def encode_transaction_wire(server_id: int, trans_id: int, epoch: int, author: i
     parts.append(b"\x38\x01\x40\x01")
     if idempotency_key:
         key = idempotency_key.encode()
-        parts.append(b"\x52" + _varint(len(key)) + key)
+        parts.append(b"\x52" + encode_uvarint(len(key)) + key)
     return b"".join(parts)
 
 
@@ -203,21 +195,6 @@ _U64BE = struct.Struct(">Q")
 _FIX64_AT = struct.Struct("<Q").unpack_from
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """The varint at ``data[pos]`` and the position after it."""
-    b = data[pos]
-    if b < 0x80:
-        return b, pos + 1
-    value, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos + 1
-        shift += 7
-
-
 def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
     """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
     path needs, read from the wire bytes without building messages: ``(server id, trans id,
@@ -234,7 +211,7 @@ def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, in
             pos += 1
             wt = tag & 7
             if wt == 0:
-                v, pos = _uvarint(data, pos)
+                v, pos = decode_uvarint(data, pos)
                 if tag == 0x10:
                     epoch = v
                 elif tag == 0x18:
@@ -242,7 +219,7 @@ def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, in
                 elif tag not in (0x38, 0x40):  # segment_id, end_segment
                     return None
             elif wt == 2:
-                ln, pos = _uvarint(data, pos)
+                ln, pos = decode_uvarint(data, pos)
                 end = pos + ln
                 if end > n:
                     return None
@@ -252,7 +229,7 @@ def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, in
                     p = pos
                     while p < end:
                         t = data[p]
-                        v, p = _uvarint(data, p + 1)
+                        v, p = decode_uvarint(data, p + 1)
                         if t == 0x08:
                             sid = v
                         elif t == 0x10:
@@ -287,25 +264,24 @@ def _gtid_bytes(sid: int, tid: int) -> bytes:
     """``Gtid(server_id=sid, trans_id=tid).SerializeToString()``."""
     out = b""
     if sid:
-        out = b"\x08" + _varint(sid)
+        out = b"\x08" + encode_uvarint(sid)
     if tid:
-        out += b"\x10" + _varint(tid)
+        out += b"\x10" + encode_uvarint(tid)
     return out
 
 
-_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 _varint_cache: dict[int, bytes] = {}
 
 
 def _varint_cached(v: int) -> bytes:
-    """``_varint(v)`` for values that repeat (epochs, the author): a small cache."""
+    """``encode_uvarint(v)`` for values that repeat (epochs, the author): a small cache."""
     if v < 128:
-        return _SMALL_VARINTS[v]
+        return SMALL_VARINTS[v]
     got = _varint_cache.get(v)
     if got is None:
         if len(_varint_cache) > 256:
             _varint_cache.clear()
-        got = _varint_cache[v] = _varint(v)
+        got = _varint_cache[v] = encode_uvarint(v)
     return got
 
 
@@ -314,11 +290,11 @@ def _meta_parts(sid: int, tid: int, epoch: int, author: int, commit_ts: int, ind
     """``(serialized Gtid, Row fields 6-10 as _row_tail gives them, serialized WriteResult as
     _write_result gives it)`` of one transaction, sharing the encoded numbers."""
     gtid = (b"\x08" + _varint_cached(sid) if sid else b"") + (
-        b"\x10" + _varint(tid) if tid else b"")
-    glen = _SMALL_VARINTS[len(gtid)] if len(gtid) < 128 else _varint(len(gtid))
+        b"\x10" + encode_uvarint(tid) if tid else b"")
+    glen = SMALL_VARINTS[len(gtid)] if len(gtid) < 128 else encode_uvarint(len(gtid))
     ev = _varint_cached(epoch) if epoch else b""
     ts = _FIXED64.pack(commit_ts) if commit_ts else b""
-    iv = _varint(index) if index else b""
+    iv = encode_uvarint(index) if index else b""
     tail = b"".join((
         b"\x30" + ev if epoch else b"",
         b"\x38" + _varint_cached(author) if author else b"",
@@ -339,11 +315,11 @@ def _key_part(data: bytes, start: int, end: int) -> bytes:
     if end > start:
         tag = data[start]
         if tag == 0x3A:  # string_value
-            ln, p = _uvarint(data, start + 1)
+            ln, p = decode_uvarint(data, start + 1)
             if p + ln == end:
                 return b"\x06" + data[p:end].replace(b"\x00", b"\x00\xff") + b"\x00\x01"
         elif tag == 0x18:  # int_value (zigzag)
-            z, p = _uvarint(data, start + 1)
+            z, p = decode_uvarint(data, start + 1)
             if p == end:
                 return b"\x03" + _U64BE.pack(((z >> 1) ^ -(z & 1)) + _SINT_BIAS)
     return keys.encode_key([value_pb2.Value.FromString(data[start:end])])
@@ -375,13 +351,13 @@ class Applied:
 def _write_result(gtid: bytes, epoch: int, commit_ts: int, index: int) -> bytes:
     """``WriteResult(gtid, epoch, commit_timestamp_ns, log_index).SerializeToString()`` from
     the serialized GTID (the GTID always present, zero scalars omitted)."""
-    parts = [b"\x0a" + _varint(len(gtid)) + gtid]
+    parts = [b"\x0a" + encode_uvarint(len(gtid)) + gtid]
     if epoch:
-        parts.append(b"\x10" + _varint(epoch))
+        parts.append(b"\x10" + encode_uvarint(epoch))
     if commit_ts:
         parts.append(b"\x19" + _FIXED64.pack(commit_ts))
     if index:
-        parts.append(b"\x20" + _varint(index))
+        parts.append(b"\x20" + encode_uvarint(index))
     return b"".join(parts)
 
 
@@ -541,7 +517,7 @@ class StoreStateMachine:
             for s_start, s_end in stmts:
                 if data[s_start] != 0x0A:  # not an insert
                     return None
-                ln, b_start = _uvarint(data, s_start + 1)
+                ln, b_start = decode_uvarint(data, s_start + 1)
                 if b_start + ln != s_end:
                     return None
                 # The header (table, key_fields, fields) precedes the records.
@@ -549,7 +525,7 @@ class StoreStateMachine:
                 first_rec = s_end
                 while pos < s_end:
                     tag = data[pos]
-                    ln, body = _uvarint(data, pos + 1)
+                    ln, body = decode_uvarint(data, pos + 1)
                     if tag == 0x22:
                         first_rec = pos
                         break
@@ -564,7 +540,7 @@ class StoreStateMachine:
                 while pos < s_end:
                     if data[pos] != 0x22:
                         return None
-                    ln, r_start = _uvarint(data, pos + 1)
+                    ln, r_start = decode_uvarint(data, pos + 1)
                     r_end = r_start + ln
                     kparts: list[bytes] = []
                     kvals: list[bytes] = []
@@ -572,7 +548,7 @@ class StoreStateMachine:
                     p = r_start
                     while p < r_end:
                         tag = data[p]
-                        vl, v_start = _uvarint(data, p + 1)
+                        vl, v_start = decode_uvarint(data, p + 1)
                         v_end = v_start + vl
                         if tag == 0x0A:
                             kparts.append(_key_part(data, v_start, v_end))

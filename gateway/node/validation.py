@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.core.rowops import _CASE_OF_TYPE, python_value
+from gateway.core.varint import decode_uvarint, encode_uvarint
 from gateway.v1 import statement_pb2, value_pb2
 
 __all__ = ["InvalidRequest", "TableSchema", "check_statements", "qualified_name"]
@@ -212,36 +213,13 @@ _VALUE_TAG = {"null_value": 0x08, "bool_value": 0x10, "int_value": 0x18, "uint_v
               "timestamp_ns": 0x49}
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    b = data[pos]
-    if b < 0x80:
-        return b, pos + 1
-    value, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos + 1
-        shift += 7
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
     """``statements`` serialized as the ``statements`` field (6) of a ``Transaction``: the
     bytes a serialized transaction holds between its timestamps and its segment fields."""
     parts = []
     for s in statements:
         b = s.SerializeToString()
-        parts.append(b"\x32" + _varint(len(b)) + b)
+        parts.append(b"\x32" + encode_uvarint(len(b)) + b)
     return b"".join(parts)
 
 
@@ -250,9 +228,9 @@ def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
     wt = tag & 7
     p = pos + 1
     if wt == 0:
-        _, p = _uvarint(data, p)
+        _, p = decode_uvarint(data, p)
     elif wt == 2:
-        ln, p = _uvarint(data, p)
+        ln, p = decode_uvarint(data, p)
         p += ln
     elif wt == 1:
         p += 8
@@ -294,18 +272,18 @@ class WireChecker:
         while pos < n:
             if raw[pos] != 0x32:
                 return None
-            ln, s = _uvarint(raw, pos + 1)
+            ln, s = decode_uvarint(raw, pos + 1)
             end = s + ln
             if end > n or s >= end or raw[s] != 0x0A:
                 return None
-            ln, b = _uvarint(raw, s + 1)
+            ln, b = decode_uvarint(raw, s + 1)
             if b + ln != end:
                 return None
             p = b
             while p < end and raw[p] != 0x22:
                 if raw[p] not in (0x0A, 0x12, 0x1A):
                     return None
-                ln, q = _uvarint(raw, p + 1)
+                ln, q = decode_uvarint(raw, p + 1)
                 p = q + ln
             if p >= end:
                 return None  # no records
@@ -328,12 +306,12 @@ class WireChecker:
                 while pos < end:
                     if raw[pos] != 0x22:
                         return None
-                    ln, r = _uvarint(raw, pos + 1)
+                    ln, r = decode_uvarint(raw, pos + 1)
                     r_end = r + ln
                     i = 0
                     while r < r_end:
                         tag = raw[r]
-                        vl, v = _uvarint(raw, r + 1)
+                        vl, v = decode_uvarint(raw, r + 1)
                         v_end = v + vl
                         if i < nk:
                             if tag != 0x0A or v_end == v:

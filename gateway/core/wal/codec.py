@@ -29,6 +29,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
+from gateway.core.varint import SMALL_VARINTS, encode_uvarint
+
 __all__ = [
     "FORMAT_VERSION",
     "Entry",
@@ -140,51 +142,35 @@ class SegmentFooter(NamedTuple):
 # --------------------------------------------------------------------------------------------
 # wire format primitives
 
-_SMALL = [bytes((i,)) for i in range(128)]
-
-
-def _varint(value: int) -> bytes:
-    if value < 128:
-        if value < 0:
-            raise ValueError(f"negative value {value} cannot be a uint field")
-        return _SMALL[value]
-    out = bytearray()
-    while value >= 128:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_message(tag: WalTag, fields: list[tuple[int, int | bytes]]) -> bytes:
     """Tag byte + deterministic protobuf encoding of ``fields`` (``(number, value)`` pairs in
     ascending number order; ints are varints, bytes are length-delimited; zero/empty omitted).
     """
-    out = [_SMALL[tag]]
+    out = [SMALL_VARINTS[tag]]
     for number, value in fields:
         if isinstance(value, int):
             if value:
-                out.append(_SMALL[number << 3])
-                out.append(_varint(value))
+                out.append(SMALL_VARINTS[number << 3])
+                out.append(encode_uvarint(value))
         elif value:
-            out.append(_SMALL[(number << 3) | 2])
-            out.append(_varint(len(value)))
+            out.append(SMALL_VARINTS[(number << 3) | 2])
+            out.append(encode_uvarint(len(value)))
             out.append(bytes(value))
     return b"".join(out)
 
 
 def encode_entry(index: int, term: int, type_: int, data: bytes) -> bytes:
     """The ``ENTRY`` payload for one entry (the hot path of ``append``)."""
-    out = [b"\x20\x08", _varint(index)]  # tag 32, field 1 (index is never 0)
+    out = [b"\x20\x08", encode_uvarint(index)]  # tag 32, field 1 (index is never 0)
     if term:
         out.append(b"\x10")
-        out.append(_varint(term))
+        out.append(encode_uvarint(term))
     if type_:
         out.append(b"\x18")
-        out.append(_varint(type_))
+        out.append(encode_uvarint(type_))
     if data:
         out.append(b"\x22")
-        out.append(_varint(len(data)))
+        out.append(encode_uvarint(len(data)))
         out.append(data)
     return b"".join(out)
 
