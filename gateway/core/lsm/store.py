@@ -771,12 +771,16 @@ class LSMStore:
             if self._background and self._bg_error is None:
                 self._wait(lambda: not self._imm)
         finally:
-            with self._bg_cond:
-                self._closing = True
-                self._bg_cond.notify_all()
-            for t in self._threads:
-                t.join()
+            self._stop_threads()
             self._release()
+
+    def _stop_threads(self) -> None:
+        """Tell the background threads to finish and wait for them."""
+        with self._bg_cond:
+            self._closing = True
+            self._bg_cond.notify_all()
+        for t in self._threads:
+            t.join()
 
     def _release(self) -> None:
         self._closed = True
@@ -809,11 +813,7 @@ class LSMStore:
 
     def abandon(self) -> None:
         """Drop the store without flushing (a simulated process crash in tests)."""
-        with self._bg_cond:
-            self._closing = True
-            self._bg_cond.notify_all()
-        for t in self._threads:
-            t.join()
+        self._stop_threads()
         self._release()
 
 
