@@ -465,14 +465,8 @@ class SegmentedWal:
                     if seg.writer is not None:
                         self._dirty.pop(id(seg.writer), None)
             with self._io():
-                for seg in reversed(doomed):  # newest first: a crash leaves a shorter log
-                    if seg.writer is not None:
-                        seg.writer.close()
-                        seg.writer = None
-                    seg.forget_reader()
-                    self._fs.remove(seg.path)
-                if doomed:
-                    self._fs.sync_dir(self.directory)
+                # newest first: a crash leaves a shorter log
+                self._remove_segments(list(reversed(doomed)))
                 if keep.writer is None:
                     keep.writer = self._fs.open_writable(keep.path)
                 keep.writer.truncate(cut)
@@ -521,16 +515,24 @@ class SegmentedWal:
                         if hi > lo:
                             punch = (head.path, lo, hi - lo)
                 with self._io():
-                    for seg in doomed:
-                        if seg.writer is not None:
-                            seg.writer.close()
-                            seg.writer = None
-                        seg.forget_reader()
-                        self._fs.remove(seg.path)
-                    if doomed:
-                        self._fs.sync_dir(self.directory)
+                    self._remove_segments(doomed)
                     if punch is not None and self._opts.punch_holes:
                         self._fs.punch_hole(*punch)
+
+    def _remove_segments(self, doomed: Sequence[Segment]) -> None:
+        """Close and delete ``doomed`` in the given order, then fsync the directory.
+
+        Callers hold the I/O section (``self._io()``) and have already dropped the segments
+        from the in-memory state.
+        """
+        for seg in doomed:
+            if seg.writer is not None:
+                seg.writer.close()
+                seg.writer = None
+            seg.forget_reader()
+            self._fs.remove(seg.path)
+        if doomed:
+            self._fs.sync_dir(self.directory)
 
     def save_hard_state(self, hs: Any, *, sync: bool = True) -> None:
         """Save Raft's hard state (any object with ``term``, ``vote``, ``commit``) as a batch
