@@ -57,14 +57,7 @@ def _retag_record(data: bytes) -> tuple[bytes, bytes] | None:
     while pos < n:
         tag = data[pos]
         start = pos + 1
-        length, shift, pos = 0, 0, start
-        while True:
-            b = data[pos]
-            pos += 1
-            length |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        length, pos = decode_uvarint(data, start)
         end = pos + length
         if tag == 0x0A:
             keys_out.append(b"\x1a" + data[start:end])
@@ -87,14 +80,7 @@ def _fields_of(data: bytes) -> list[tuple[int, int, int, int]] | None:
         if tag & 0x87 != 0x02:  # wire type 2, field number < 16
             return None
         start = pos
-        length, shift, pos = 0, 0, pos + 1
-        while True:
-            b = data[pos]
-            pos += 1
-            length |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        length, pos = decode_uvarint(data, pos + 1)
         out.append((tag, start, pos, pos + length))
         pos += length
     if pos != n:
