@@ -35,7 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gateway.core import records
-from gateway.core.wal.codec import PayloadError, decode_entry
+from gateway.core.rowops import CASE_OF_TYPE, TYPE_OF_CASE
+from gateway.core.wal.codec import PayloadError, WalTag, decode_entry
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 from .layout import ReadRange, open_buffer
@@ -47,24 +48,24 @@ _BATCH_ROWS = 65536  # rows per batch once reading is under way
 _FIRST_BATCH_ROWS = 4096  # the first batches are smaller (the first rows arrive sooner); the
 # limit doubles per batch up to _BATCH_ROWS
 _ENTRY_TAG = b"\x20"
-_WAL_STRUCTURE = frozenset(b"\x21\x22\x23\x24\x25")  # header, index, footer, markers
+# header, index, footer, log start, hard-state markers: structure, not damage
+_WAL_STRUCTURE = frozenset(int(t) for t in WalTag if t is not WalTag.ENTRY)
 _TXN_TAG = 1
 _U63 = 1 << 63
 _U64 = 1 << 64
-# FieldType -> (expected Value case, slot: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v)
+# Value case -> slot: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v
+_SLOT_OF_CASE = {
+    "bool_value": 0, "int_value": 0, "uint_value": 0, "timestamp_ns": 0, "double_value": 1,
+    "decimal_value": 2, "string_value": 2, "bytes_value": 3,
+}
+# FieldType -> (expected Value case, slot)
 _COLUMN_KIND: dict[int, tuple[str, int]] = {
-    1: ("bool_value", 0), 2: ("int_value", 0), 3: ("uint_value", 0), 4: ("double_value", 1),
-    5: ("decimal_value", 2), 6: ("string_value", 2), 7: ("bytes_value", 3),
-    8: ("string_value", 2), 9: ("string_value", 2), 10: ("string_value", 2),
-    11: ("timestamp_ns", 0), 12: ("bytes_value", 3), 13: ("string_value", 2),
+    t: (case, _SLOT_OF_CASE[case]) for t, case in CASE_OF_TYPE.items()
 }
 # Value case -> (FieldType a session variable of that case has, slot)
 _CASE_KIND: dict[str, tuple[int, int]] = {
-    "bool_value": (1, 0), "int_value": (2, 0), "uint_value": (3, 0), "double_value": (4, 1),
-    "decimal_value": (5, 2), "string_value": (6, 2), "bytes_value": (7, 3),
-    "timestamp_ns": (11, 0),
+    case: (t, _SLOT_OF_CASE[case]) for case, t in TYPE_OF_CASE.items()
 }
-_U = 3  # FieldType UNSIGNED
 
 
 @dataclass(slots=True)

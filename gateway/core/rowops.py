@@ -44,6 +44,8 @@ from gateway.v1 import applier_pb2, gtid_pb2, statement_pb2, transaction_pb2, va
 
 __all__ = [
     "APPLY_STATUS_TABLE",
+    "CASE_OF_TYPE",
+    "TYPE_OF_CASE",
     "Column",
     "Gtid",
     "MalformedTransactionError",
@@ -179,7 +181,8 @@ class RowOp:
 
 # --- values ---------------------------------------------------------------------------------
 
-_CASE_OF_TYPE: dict[int, str] = {
+#: The ``Value`` case that carries each declared column type (``FieldType`` -> case name).
+CASE_OF_TYPE: dict[int, str] = {
     FT.FIELD_TYPE_BOOLEAN: "bool_value",
     FT.FIELD_TYPE_INTEGER: "int_value",
     FT.FIELD_TYPE_UNSIGNED: "uint_value",
@@ -194,7 +197,8 @@ _CASE_OF_TYPE: dict[int, str] = {
     FT.FIELD_TYPE_UUID: "bytes_value",
     FT.FIELD_TYPE_JSON: "string_value",
 }
-_TYPE_OF_CASE: dict[str, int] = {
+#: The column type a ``Value`` case implies when no column declares one (session variables).
+TYPE_OF_CASE: dict[str, int] = {
     "bool_value": FT.FIELD_TYPE_BOOLEAN,
     "int_value": FT.FIELD_TYPE_INTEGER,
     "uint_value": FT.FIELD_TYPE_UNSIGNED,
@@ -219,7 +223,7 @@ def python_value(value: value_pb2.Value, field_type: int | None = None) -> Any:
     if case == "null_value":
         return None
     if field_type is not None:
-        expected = _CASE_OF_TYPE.get(field_type)
+        expected = CASE_OF_TYPE.get(field_type)
         if expected is None:
             raise ValueError(f"invalid field type {field_type}")
         if case != expected:
@@ -237,7 +241,7 @@ def value_message(field_type: int, value: Any) -> value_pb2.Value:
     """Return the ``Value`` holding ``value`` in the case ``field_type`` uses (null for None)."""
     if value is None:
         return value_pb2.Value(null_value=value_pb2.NULL_VALUE)
-    case = _CASE_OF_TYPE.get(field_type)
+    case = CASE_OF_TYPE.get(field_type)
     if case is None:
         raise ValueError(f"invalid field type {field_type}")
     if case == "decimal_value":
@@ -249,7 +253,7 @@ def _variable(var: statement_pb2.SessionVariable) -> Variable:
     case = var.value.WhichOneof("kind")
     if case is None:
         raise ValueError(f"session variable @{var.name} has no value case set")
-    ftype = FT.FIELD_TYPE_UNSPECIFIED if case == "null_value" else _TYPE_OF_CASE[case]
+    ftype = FT.FIELD_TYPE_UNSPECIFIED if case == "null_value" else TYPE_OF_CASE[case]
     return Variable(var.name, ftype, python_value(var.value))
 
 
@@ -276,7 +280,7 @@ def _check_columns(key_cols: tuple[Column, ...], cols: tuple[Column, ...]) -> No
     if not key_cols:
         raise ValueError("no key_fields")
     for col in key_cols + cols:
-        if col.type not in _CASE_OF_TYPE:
+        if col.type not in CASE_OF_TYPE:
             raise ValueError(f"field {col.name!r} has invalid type {col.type}")
 
 

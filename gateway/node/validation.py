@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.core.rowops import _CASE_OF_TYPE, python_value
+from gateway.core.rowops import CASE_OF_TYPE, python_value
 from gateway.core.varint import decode_uvarint, encode_uvarint
 from gateway.v1 import statement_pb2, value_pb2
 
@@ -73,7 +73,7 @@ def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[
 
 def _cases(cols: Sequence[tuple[str, int]]) -> tuple[str | None, ...]:
     """The ``Value`` case each column's type uses (None for a type without one)."""
-    return tuple(_CASE_OF_TYPE.get(t) for _, t in cols)
+    return tuple(CASE_OF_TYPE.get(t) for _, t in cols)
 
 
 def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]], path: str,
@@ -358,8 +358,8 @@ class WireChecker:
             schema = schemas.get(name)
             if schema is None or name in made:
                 continue
-            ktags = bytes(_VALUE_TAG.get(_CASE_OF_TYPE.get(f.type), 0) for f in body.key_fields)
-            vtags = bytes(_VALUE_TAG.get(_CASE_OF_TYPE.get(f.type), 0) for f in body.fields)
+            ktags = bytes(_VALUE_TAG.get(CASE_OF_TYPE.get(f.type), 0) for f in body.key_fields)
+            vtags = bytes(_VALUE_TAG.get(CASE_OF_TYPE.get(f.type), 0) for f in body.fields)
             if 0 in ktags or 0 in vtags or 0x08 in ktags:
                 continue  # a type whose values need the full check
             if len(self._shapes) >= self._limit:
