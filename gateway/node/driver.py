@@ -68,7 +68,7 @@ from .state_machine import Applied, StoreStateMachine, decode_entry, encode_tran
 from .storage import RaftLogStorage
 from .validation import InvalidRequest, TableSchema, WireChecker, frame_statements
 
-__all__ = ["DriverOptions", "PendingWrite", "RaftDriver"]
+__all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
 log = logging.getLogger("gateway.node.driver")
 
@@ -97,6 +97,22 @@ class PendingWrite:
     future: asyncio.Future[gateway_pb2.WriteResult]
     created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
     raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
+
+
+@dataclass(slots=True)
+class RaftCounters:
+    """Monotonic counts of the driver's work (exported as Prometheus counters): how many Ready
+    cycles ran, how many of them were fsynced, entries persisted, committed entries applied,
+    messages sent and received, writes proposed. Ratios of these show the batching the
+    cluster achieves (entries per fsync, per message)."""
+
+    readies: int = 0
+    synced_readies: int = 0
+    entries_persisted: int = 0
+    entries_applied: int = 0
+    messages_sent: int = 0
+    messages_received: int = 0
+    writes_proposed: int = 0
 
 
 @dataclass(slots=True)
@@ -137,6 +153,7 @@ class RaftDriver:
         self._on_membership = on_membership
         self._on_applied = on_applied
         hs, _ = storage.initial_state()
+        self._durable_term_vote = (hs.term, hs.vote)
         snap_index = storage.snapshots.metadata.index
         applied = max(snap_index, min(sm.durable_applied_index, hs.commit))
         self.raw = RawNode(Config(
@@ -172,6 +189,7 @@ class RaftDriver:
         #: The leader's validation of writes from their serialized statements (shared with the
         #: API, which validates ``WriteBatch`` requests before submitting them).
         self.checker = WireChecker()
+        self.counters = RaftCounters()
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -199,6 +217,7 @@ class RaftDriver:
     def step(self, msgs: list[Message]) -> None:
         """Queue peer messages for the core."""
         self._inbox.extend(msgs)
+        self.counters.messages_received += len(msgs)
         self._wake.set()
 
     def control(self, fn: Callable[[RawNode], None]) -> None:
@@ -341,12 +360,23 @@ class RaftDriver:
                 self._feed(raw)
                 while raw.has_ready() and not self._stopped:
                     rd = raw.ready()
+                    c = self.counters
+                    c.readies += 1
+                    c.entries_persisted += len(rd.entries)
+                    c.entries_applied += len(rd.committed_entries)
+                    c.messages_sent += len(rd.messages)
+                    early = bool(rd.messages) and self._may_send_before_persisting(rd)
+                    if early:
+                        self._send(rd.messages)
                     if rd.must_sync or rd.entries or not rd.snapshot.is_empty():
+                        c.synced_readies += 1
                         await loop.run_in_executor(self._io, self.storage.save_ready, rd)
                     elif rd.hard_state is not None:
                         # Only the commit index moved: nothing to fsync, no thread hop.
                         self.storage.save_ready(rd)
-                    if rd.messages:
+                    if rd.hard_state is not None:
+                        self._durable_term_vote = (rd.hard_state.term, rd.hard_state.vote)
+                    if rd.messages and not early:
                         self._send(rd.messages)
                     await self._apply(rd)
                     raw.advance(rd)
@@ -373,6 +403,23 @@ class RaftDriver:
             if self.removed:
                 log.warning("this node was removed from the cluster; its Raft loop stops")
                 self._stopped = True
+
+    def _may_send_before_persisting(self, rd: Ready) -> bool:
+        """Whether ``rd.messages`` may leave before ``rd`` is persisted (Raft thesis 10.2.1:
+        the leader writes its log in parallel with replicating it).
+
+        Only a leader's messages, only when the durable term and vote already equal ``rd``'s
+        (a message never depends on a term or vote not yet on disk) and ``rd`` installs no
+        snapshot. Sending a leader's new entries early is safe because the leader's own
+        acknowledgement of them can only count towards a commit index together with a
+        follower's reply, and replies are stepped in a later ``_feed`` -- after this Ready's
+        persistence has finished (the loop awaits it before advancing). So no commit index
+        covering an entry is computed, sent or applied before the leader's copy is durable.
+        """
+        if self.raw.raft.role != Role.LEADER or not rd.snapshot.is_empty():
+            return False
+        hs = rd.hard_state
+        return hs is None or (hs.term, hs.vote) == self._durable_term_vote
 
     def _feed(self, raw: RawNode) -> None:
         n, self._ticks_due = self._ticks_due, 0
@@ -477,6 +524,7 @@ class RaftDriver:
             accepted.append(w)
         if not datas:
             return
+        self.counters.writes_proposed += len(datas)
         try:
             raw.propose_batch(datas)
         except ProposalDroppedError:

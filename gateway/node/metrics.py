@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
-from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .config import parse_address
@@ -47,7 +47,7 @@ class NodeCollector(Collector):
     def __init__(self, node: GatewayNode) -> None:
         self._node = node
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         n = self._node
         r = n.driver.raw.raft
         for name, doc, value in (
@@ -73,6 +73,20 @@ class NodeCollector(Collector):
         yield lag
         yield pos
         yield dead
+        c = n.driver.counters
+        for name, doc, value in (
+            ("gateway_raft_ready", "Ready cycles run", c.readies),
+            ("gateway_raft_synced_ready", "Ready cycles persisted to the WAL", c.synced_readies),
+            ("gateway_raft_entries_persisted", "log entries persisted", c.entries_persisted),
+            ("gateway_raft_entries_applied", "committed entries applied", c.entries_applied),
+            ("gateway_raft_messages_sent", "Raft messages handed to the transport",
+             c.messages_sent),
+            ("gateway_raft_messages_received", "Raft messages received from peers",
+             c.messages_received),
+            ("gateway_writes_proposed", "writes proposed by this node as leader",
+             c.writes_proposed),
+        ):
+            yield CounterMetricFamily(name, doc, value=value)
 
 
 def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
