@@ -7,8 +7,9 @@ Rows measured (closed loop, every client waits for its reply before the next req
 
 * gateway ``Write`` (one row per transaction) of 10 B and 1 KiB rows with 1 and 64 concurrent
   clients, sent to the leader;
-* gateway ``WriteBatch`` (100 one-row transactions per call, 4 concurrent callers) and
-  ``StreamWrite`` (one bidi stream, 256 writes in flight), both payload sizes;
+* gateway ``WriteBatch`` (200 one-row transactions per call, 4 concurrent callers) and
+  ``StreamWrite`` (one bidi stream, 256 one-row writes in flight, free slots refilled with one
+  multi-write request), both payload sizes;
 * echo: a grpc.aio server in its own process that returns the request bytes (the serialized
   ``WriteRequest`` of the same row), same clients and concurrency: the transport ceiling;
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
@@ -241,44 +242,58 @@ async def bench_big(address: str, size: str, clients: int, duration: float) -> R
 
 
 async def bench_stream(address: str, size: str, duration: float) -> Result:
-    """One bidi StreamWrite with ``STREAM_WINDOW`` writes in flight."""
+    """One bidi StreamWrite keeping ``STREAM_WINDOW`` one-row writes in flight: whenever acks
+    free room, the free slots are filled with one request carrying that many writes (the
+    server packs its acks the same way)."""
     value = value_of(SIZES[size])
     result = Result("gateway", f"StreamWrite w{STREAM_WINDOW}", size, 1)
     chan = channels(address, 1)[0]
     stub = gateway_pb2_grpc.GatewayStub(chan)
     call = stub.StreamWrite(timeout=duration + 30)
-    window = asyncio.Semaphore(STREAM_WINDOW)
+    room = asyncio.Event()
+    free = STREAM_WINDOW
     sent: dict[int, float] = {}
     t0 = time.perf_counter()
     start, end = t0 + 0.5, t0 + 0.5 + duration
     tag = f"s{SIZES[size]}"
 
     async def writer() -> None:
+        nonlocal free
         seq = 0
         while time.perf_counter() < end:
-            await window.acquire()
-            seq += 1
-            sent[seq] = time.perf_counter()
-            req = gateway_pb2.StreamWriteRequest(seq=seq, write=put_request(f"{tag}-{seq}", value))
-            await call.write(req)
+            if not free:
+                room.clear()
+                await room.wait()
+                continue
+            n, free = free, 0
+            now = time.perf_counter()
+            writes = []
+            for i in range(1, n + 1):
+                sent[seq + i] = now
+                writes.append(put_request(f"{tag}-{seq + i}", value))
+            await call.write(gateway_pb2.StreamWriteRequest(seq=seq + 1, writes=writes))
+            seq += n
         await call.done_writing()
 
     async def reader() -> None:
+        nonlocal free
         while True:
             resp = await call.read()
             if resp is grpc.aio.EOF:
                 return
             now = time.perf_counter()
-            began = sent.pop(resp.seq, now)
-            window.release()
-            if resp.code != 0:
-                result.errors += 1
-                continue
-            result.all_rows += 1
-            if began >= start and now <= end:
-                result.ops += 1
-                result.rows += 1
-                result.latencies.append(now - began)
+            for ack in resp.acks:
+                began = sent.pop(ack.seq, now)
+                free += 1
+                if ack.code != 0:
+                    result.errors += 1
+                    continue
+                result.all_rows += 1
+                if began >= start and now <= end:
+                    result.ops += 1
+                    result.rows += 1
+                    result.latencies.append(now - began)
+            room.set()
 
     await asyncio.gather(writer(), reader())
     result.seconds = duration

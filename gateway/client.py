@@ -19,6 +19,9 @@ to the leader. INVALID_ARGUMENT, PERMISSION_DENIED and UNAUTHENTICATED are raise
 
 Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
+
+High-rate producers: ``AsyncGatewayClient.stream()`` keeps many writes in flight on one
+``StreamWrite`` call (:mod:`gateway.write_stream`; failed writes are not retried there).
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from typing import Any, TypeVar
 import grpc
 
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
+from gateway.write_stream import WriteStream
 
 __all__ = [
     "AsyncGatewayClient",
     "GatewayClient",
     "GatewayError",
     "Row",
+    "WriteStream",
     "python_row",
     "row_delete",
     "row_insert",
@@ -356,6 +361,15 @@ class AsyncGatewayClient(_Base):
         resp = await self._call(
             lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata), timeout)
         return list(resp.results)
+
+    def stream(self, *, window: int = 1024, max_per_request: int = 256,
+               timeout: float | None = None) -> WriteStream:
+        """A :class:`~gateway.write_stream.WriteStream` on one ``StreamWrite`` call to the
+        current target (``timeout``: the whole call's deadline, none by default). Must be
+        called in a running event loop."""
+        call = self._stub().StreamWrite(timeout=timeout, metadata=self._metadata)
+        return WriteStream(call, window=window, max_per_request=max_per_request,
+                           error=lambda e: _error(e) if isinstance(e, grpc.RpcError) else e)
 
     async def read(self, table: str, key: Any, consistency: str = "linearizable",
                    timeout: float | None = None) -> gateway_pb2.ReadResponse:

@@ -181,28 +181,33 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def StreamWrite(self, request_iterator, context  # type: ignore[no-untyped-def]
                           ) -> AsyncIterator[gateway_pb2.StreamWriteResponse]:
-        out: asyncio.Queue[gateway_pb2.StreamWriteResponse | None] = asyncio.Queue()
+        """Pipelined writes: every write of every request is submitted as it arrives (on the
+        leader: its future itself, no task per write; on a follower: forwarded one by one)
+        and acknowledged once, in completion order; the acks ready when the response loop
+        runs go out together in one ``StreamWriteResponse``. A request without writes ends
+        the stream with INVALID_ARGUMENT."""
+        acks: list[gateway_pb2.StreamWriteAck] = []
+        ready = asyncio.Event()
         outstanding = 0
+        reading = True
+        failure: list[InvalidRequest] = []
 
         def finish(seq: int, fut: asyncio.Future[Any]) -> None:
             if fut.cancelled():
-                out.put_nowait(gateway_pb2.StreamWriteResponse(
+                acks.append(gateway_pb2.StreamWriteAck(
                     seq=seq, code=grpc.StatusCode.CANCELLED.value[0], error="cancelled"))
-                return
-            exc = fut.exception()
-            if exc is None:
-                out.put_nowait(gateway_pb2.StreamWriteResponse(seq=seq, result=fut.result()))
+            elif (exc := fut.exception()) is None:
+                acks.append(gateway_pb2.StreamWriteAck(seq=seq, result=fut.result()))
             else:
-                code, _ = self._status_of(exc)
                 if isinstance(exc, grpc.aio.AioRpcError):
                     code, msg = exc.code(), exc.details() or ""
                 else:
+                    code, _ = self._status_of(exc)
                     msg = str(exc)
-                out.put_nowait(gateway_pb2.StreamWriteResponse(seq=seq, code=code.value[0],
-                                                               error=msg))
+                acks.append(gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg))
+            ready.set()
 
-        async def one(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult:
-            self._check_write(req)
+        async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult:
             drv = self.node.driver
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
@@ -215,36 +220,49 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 method="Write", request=req.SerializeToString()), timeout=_deadline(context))
             return gateway_pb2.WriteResult.FromString(resp.response)
 
-        async def reader() -> None:
-            nonlocal outstanding
+        def submit(w: gateway_pb2.WriteRequest, now: int) -> asyncio.Future[Any]:
             drv = self.node.driver
-            async for req in request_iterator:
-                outstanding += 1
-                w = req.write
-                fut: asyncio.Future[Any]
-                if drv.is_leader:  # pipelined: the write's future itself, no task per write
-                    try:
-                        self._check_write(w)
-                    except InvalidRequest as exc:
-                        fut = asyncio.get_running_loop().create_future()
-                        fut.set_exception(exc)
-                    else:
-                        fut = drv.submit_write(w.statements, w.idempotency_key, time.time_ns())
-                else:
-                    fut = asyncio.ensure_future(one(w))
-                fut.add_done_callback(lambda f, s=req.seq: finish(s, f))
-            out.put_nowait(None)
+            try:
+                self._check_write(w)
+            except InvalidRequest as exc:
+                fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                fut.set_exception(exc)
+                return fut
+            if drv.is_leader:
+                return drv.submit_write(w.statements, w.idempotency_key, now)
+            return asyncio.ensure_future(forward(w))
+
+        async def reader() -> None:
+            nonlocal outstanding, reading
+            try:
+                async for req in request_iterator:
+                    if not req.writes:
+                        failure.append(InvalidRequest("writes", f"request with seq {req.seq} "
+                                                      "carries no writes"))
+                        return
+                    now = time.time_ns()
+                    for i, w in enumerate(req.writes):
+                        outstanding += 1
+                        submit(w, now).add_done_callback(
+                            lambda f, s=req.seq + i: finish(s, f))
+            finally:
+                reading = False
+                ready.set()
 
         read_task = asyncio.create_task(reader())
-        reading = True
         try:
-            while reading or outstanding:
-                item = await out.get()
-                if item is None:
-                    reading = False
-                    continue
-                outstanding -= 1
-                yield item
+            while True:
+                await ready.wait()
+                ready.clear()
+                if failure:
+                    await self._abort(context, failure[0])
+                if acks:
+                    batch = acks[:]
+                    del acks[:]
+                    outstanding -= len(batch)
+                    yield gateway_pb2.StreamWriteResponse(acks=batch)
+                if not reading and not outstanding:
+                    return
         finally:
             read_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

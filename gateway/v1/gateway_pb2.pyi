@@ -55,14 +55,14 @@ class WriteBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...
 
 class StreamWriteRequest(_message.Message):
-    __slots__ = ("seq", "write")
+    __slots__ = ("seq", "writes")
     SEQ_FIELD_NUMBER: _ClassVar[int]
-    WRITE_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    write: WriteRequest
-    def __init__(self, seq: _Optional[int] = ..., write: _Optional[_Union[WriteRequest, _Mapping]] = ...) -> None: ...
+    writes: _containers.RepeatedCompositeFieldContainer[WriteRequest]
+    def __init__(self, seq: _Optional[int] = ..., writes: _Optional[_Iterable[_Union[WriteRequest, _Mapping]]] = ...) -> None: ...
 
-class StreamWriteResponse(_message.Message):
+class StreamWriteAck(_message.Message):
     __slots__ = ("seq", "result", "code", "error")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,12 @@ class StreamWriteResponse(_message.Message):
     code: int
     error: str
     def __init__(self, seq: _Optional[int] = ..., result: _Optional[_Union[WriteResult, _Mapping]] = ..., code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class StreamWriteResponse(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[StreamWriteAck]
+    def __init__(self, acks: _Optional[_Iterable[_Union[StreamWriteAck, _Mapping]]] = ...) -> None: ...
 
 class Row(_message.Message):
     __slots__ = ("table", "key_fields", "key_values", "fields", "values", "epoch", "author", "gtid", "commit_timestamp_ns", "log_index")

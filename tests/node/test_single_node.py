@@ -4,6 +4,7 @@ batches and streams, Subscribe with resume."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import grpc
 import pytest
@@ -194,12 +195,15 @@ def test_write_batch_is_all_or_nothing_and_stream_write(tmp_path):
             stub = gateway_pb2_grpc.GatewayStub(ch)
 
             async def reqs():
-                for i in range(200, 300):
-                    yield gateway_pb2.StreamWriteRequest(seq=i, write=gateway_pb2.WriteRequest(
-                        statements=[row_insert("t.b", {"id": i}, {"v": i})]))
-                yield gateway_pb2.StreamWriteRequest(seq=999, write=gateway_pb2.WriteRequest())
+                for i in range(200, 250):  # one write per request
+                    yield gateway_pb2.StreamWriteRequest(seq=i, writes=[gateway_pb2.WriteRequest(
+                        statements=[row_insert("t.b", {"id": i}, {"v": i})])])
+                # fifty writes in one request: seq 250..299
+                yield gateway_pb2.StreamWriteRequest(seq=250, writes=[gateway_pb2.WriteRequest(
+                    statements=[row_insert("t.b", {"id": i}, {"v": i})]) for i in range(250, 300)])
+                yield gateway_pb2.StreamWriteRequest(seq=999, writes=[gateway_pb2.WriteRequest()])
 
-            got = {r.seq: r async for r in stub.StreamWrite(reqs(), timeout=20)}
+            got = {a.seq: a async for r in stub.StreamWrite(reqs(), timeout=20) for a in r.acks}
         assert len(got) == 101
         assert got[999].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
         assert all(got[i].result.gtid.trans_id > 50 for i in range(200, 300))
@@ -289,5 +293,77 @@ def test_health_follows_leadership_and_status(tmp_path):
         assert st.role == "leader" and st.leader_id == 1 and st.leader_api == cfg.api
         assert [m.node_id for m in st.members] == [1]
         await node.stop()
+
+    run(go())
+
+
+def test_write_stream_pipelines_writes_and_reports_each_failure(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            async with c.stream(window=64, max_per_request=16) as s:
+                futs = [await s.send([row_insert("t.s", {"id": i}, {"v": i})])
+                        for i in range(300)]
+                bad = await s.send([row_insert("t.s", {"id": 1000}, {"v": "not an int"})])
+                more = [await s.send([row_insert("t.s", {"id": i}, {"v": i})])
+                        for i in range(300, 320)]
+                results = await asyncio.gather(*futs, *more)
+                with pytest.raises(GatewayError) as ei:
+                    await bad
+                assert s.in_flight == 0
+            assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert "v" in str(ei.value)
+            # Log order follows send order on one stream (one leader, one proposal queue).
+            assert [r.log_index for r in results] == sorted(r.log_index for r in results)
+            assert len({r.gtid.trans_id for r in results}) == 320
+            assert await c.get("t.s", 319) == {"id": 319, "v": 319}
+            assert await c.get("t.s", 1000) is None
+            # A retry of a streamed write with its idempotency key is a duplicate.
+            again = await c.write([row_insert("t.s", {"id": 0}, {"v": 0})],
+                                  idempotency_key=futs[0].idempotency_key)
+            assert again.duplicate and again.gtid == results[0].gtid
+        async with grpc.aio.insecure_channel(cfg.api) as ch:
+            stub = gateway_pb2_grpc.GatewayStub(ch)
+
+            async def empty():
+                yield gateway_pb2.StreamWriteRequest(seq=1)
+
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                async for _ in stub.StreamWrite(empty(), timeout=10):
+                    pass
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "writes" in err.value.details()
+        await node.stop()
+
+    run(go())
+
+
+def test_write_stream_fails_every_pending_write_when_the_node_goes_away(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        node = GatewayNode(cfg)
+        await node.start()
+        await leader_of([node])
+        async with AsyncGatewayClient(cfg.api) as c:
+            s = c.stream(window=8)
+            ok = await s.send([row_insert("t.g", {"id": 1}, {"v": 1})])
+            await ok
+            await node.stop()
+            futs = []
+            with contextlib.suppress(GatewayError):
+                for i in range(2, 6):
+                    futs.append(await s.send([row_insert("t.g", {"id": i}, {"v": i})]))
+            for f in futs:
+                with pytest.raises(GatewayError) as ei:
+                    await f
+                assert ei.value.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+            with pytest.raises(GatewayError):
+                await s.send([row_insert("t.g", {"id": 9}, {"v": 9})])
+            await s.close()
 
     run(go())
