@@ -253,7 +253,7 @@ class RaftDriver:
             fut.set_exception(NotLeaderError(self.leader_id))
             return fut
         if idempotency_key:
-            done = self.sm.idempotent_result(idempotency_key)
+            done = self.sm.idempotent_result(idempotency_key, time.time_ns())
             if done is not None:
                 done.duplicate = True
                 fut.set_result(done)

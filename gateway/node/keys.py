@@ -99,6 +99,13 @@ def idempotency_key(key: str) -> bytes:
     return b"i" + key.encode()
 
 
+def idempotency_expiry_key(commit_ts_ns: int, key: str) -> bytes:
+    """Store key of the expiry index entry of idempotency record ``key`` written by the
+    transaction committed at ``commit_ts_ns`` (ordered by time, so expired records are one
+    range)."""
+    return b"j" + _U64.pack(commit_ts_ns) + key.encode()
+
+
 def entry_outcome_key(index: int) -> bytes:
     """Store key marking log entry ``index`` as not applied (duplicate or rejected)."""
     return b"x" + _U64.pack(index)

@@ -12,9 +12,17 @@ What applying an entry does (identically on every replica, from the entry's byte
   3. otherwise every row is written (``r`` keys, value = serialized ``Row`` with the epoch,
      author, commit timestamp, GTID and log index; the store cell carries epoch, author and
      commit timestamp too), new schemas are recorded (``s``), and the result is recorded under
-     the idempotency key (``i``);
+     the idempotency key (``i``) with an expiry index entry (``j`` + commit ts + key);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
+
+Idempotency records expire: a record counts for an entry committed at ``T`` only if its own
+commit timestamp is at least ``T - idempotency_window`` (24 h by default), so a retry is
+recognised for a day after the first attempt committed. At the end of every ``apply`` the
+records older than ``floor((T_last - window) / 1 s)`` seconds (``T_last``: the largest commit
+timestamp applied so far) are deleted together with their index entries. Both rules depend
+only on the log, never on how entries were grouped into ``apply`` calls or on the clock, so
+replicas stay byte-equal and expiry never changes an outcome.
 
 One ``apply`` call is one atomic store batch whose log index is the last entry's, so the
 store's applied index never covers half a Ready. The store is not fsynced: the Raft log is its
@@ -43,6 +51,9 @@ __all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction",
            "encode_transaction_wire"]
 
 _U64 = struct.Struct(">Q")
+#: Default idempotency window: a retry is recognised for this long after the first commit.
+IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
+_EXPIRY_GRAIN_NS = 10**9
 _TXN = TypeTag.TRANSACTION
 _MISSING = object()
 
@@ -370,7 +381,13 @@ def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
 class StoreStateMachine:
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
-    def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20) -> None:
+    def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
+                 idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS) -> None:
+        """``idempotency_window_ns`` is part of the replicated rules: every replica of a
+        cluster must use the same value (the node always uses the default)."""
+        if idempotency_window_ns <= 0:
+            raise ValueError("idempotency_window_ns must be positive")
+        self.window_ns = idempotency_window_ns
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, "store")
         self._memtable_bytes = memtable_bytes
@@ -384,6 +401,7 @@ class StoreStateMachine:
         self._load()
 
     def _load(self) -> None:
+        self._expired_to = 0  # expiry index entries below this commit ts are gone
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
@@ -421,10 +439,57 @@ class StoreStateMachine:
         """Whether entry ``index`` was deliberately not applied (duplicate or rejected)."""
         return self.store.get(keys.entry_outcome_key(index)) is not None
 
-    def idempotent_result(self, key: str) -> gateway_pb2.WriteResult | None:
-        """The recorded result of the write with idempotency key ``key``, if applied."""
+    def idempotent_result(self, key: str, now_ns: int) -> gateway_pb2.WriteResult | None:
+        """The recorded result of the write with idempotency key ``key``, if one was applied
+        and is still inside the idempotency window at wall-clock time ``now_ns``."""
         raw = self.store.get(keys.idempotency_key(key))
-        return None if raw is None else gateway_pb2.WriteResult.FromString(raw)
+        if raw is None:
+            return None
+        res = gateway_pb2.WriteResult.FromString(raw)
+        return res if res.commit_timestamp_ns >= now_ns - self.window_ns else None
+
+    def _first_result(self, ik: bytes, overlay: dict[bytes, bytes | None], commit_ts: int
+                      ) -> gateway_pb2.WriteResult | None:
+        """The live idempotency record under store key ``ik`` for an entry committed at
+        ``commit_ts`` (None if absent or expired)."""
+        raw = self._get(ik, overlay)
+        if raw is None:
+            return None
+        first = gateway_pb2.WriteResult.FromString(raw)
+        return first if first.commit_timestamp_ns >= commit_ts - self.window_ns else None
+
+    def _record_result(self, idem: str, result: bytes, commit_ts: int, ops: list,
+                       overlay: dict[bytes, bytes | None]) -> None:
+        ik = keys.idempotency_key(idem)
+        overlay[ik] = result
+        ops.append((ik, result, 0, 0, 0))
+        jk = keys.idempotency_expiry_key(commit_ts, idem)
+        overlay[jk] = b""
+        ops.append((jk, b"", 0, 0, 0))
+
+    def _expire(self, ops: list, overlay: dict[bytes, bytes | None]) -> None:
+        """Delete the idempotency records (and index entries) older than the expiry bound of
+        ``last_commit_ts`` -- those in the store and those this batch wrote."""
+        bound = (self.last_commit_ts - self.window_ns) // _EXPIRY_GRAIN_NS * _EXPIRY_GRAIN_NS
+        if bound <= self._expired_to:
+            return
+        lo, hi = b"j" + _U64.pack(self._expired_to), b"j" + _U64.pack(bound)
+        found = {k for k, _ in self.store.scan(lo, hi)}
+        found.update(k for k, v in overlay.items() if lo <= k < hi and v is not None)
+        for jk in sorted(found):
+            if overlay.get(jk, _MISSING) is None:
+                continue  # already deleted in this batch
+            ts = _U64.unpack_from(jk, 1)[0]
+            ik = b"i" + jk[9:]
+            raw = self._get(ik, overlay)
+            # A key reused after expiry has a newer record (and index entry): keep it.
+            if raw is not None and gateway_pb2.WriteResult.FromString(raw) \
+                    .commit_timestamp_ns == ts:
+                overlay[ik] = None
+                ops.append((ik, None, 0, 0, 0))
+            overlay[jk] = None
+            ops.append((jk, None, 0, 0, 0))
+        self._expired_to = bound
 
     # -- apply ----------------------------------------------------------------------------------
 
@@ -444,6 +509,7 @@ class StoreStateMachine:
                 assert txn is not None
                 done = self._apply_txn(e, txn, idem, ops, overlay)
             out.append(done)
+        self._expire(ops, overlay)
         ops.append((keys.meta_key("last_trans_id"), _U64.pack(self.last_trans_id), 0, 0, 0))
         ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
         self.store.write_batch(ops, log_index=entries[-1].index)
@@ -558,21 +624,17 @@ class StoreStateMachine:
         self.last_trans_id = max(self.last_trans_id, tid)
         self.last_commit_ts = max(self.last_commit_ts, commit_ts)
         if idem:
-            ik = keys.idempotency_key(idem)
-            raw = self._get(ik, overlay)
-            if raw is not None:
-                first = gateway_pb2.WriteResult.FromString(raw)
-                if first.log_index != index:
-                    ops.append((keys.entry_outcome_key(index), b"duplicate", 0, 0, 0))
-                    first.duplicate = True
-                    return Applied(index, e.term, result=first)
+            first = self._first_result(keys.idempotency_key(idem), overlay, commit_ts)
+            if first is not None and first.log_index != index:
+                ops.append((keys.entry_outcome_key(index), b"duplicate", 0, 0, 0))
+                first.duplicate = True
+                return Applied(index, e.term, result=first)
         append = ops.append
         for k, v in rows:
             overlay[k] = v
             append((k, v, epoch, author, commit_ts))
         if idem:
-            overlay[ik] = result
-            append((ik, result, 0, 0, 0))
+            self._record_result(idem, result, commit_ts, ops, overlay)
         return Applied(index, e.term, wire=result)
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
@@ -588,14 +650,12 @@ class StoreStateMachine:
         self.last_commit_ts = max(self.last_commit_ts, txn.commit_timestamp_ns)
         mark = keys.entry_outcome_key(e.index)
         if idem:
-            ik = keys.idempotency_key(idem)
-            raw = self._get(ik, overlay)
-            if raw is not None:
-                first = gateway_pb2.WriteResult.FromString(raw)
-                if first.log_index != e.index:
-                    ops.append((mark, b"duplicate", 0, 0, 0))
-                    first.duplicate = True
-                    return Applied(e.index, e.term, result=first)
+            first = self._first_result(keys.idempotency_key(idem), overlay,
+                                       txn.commit_timestamp_ns)
+            if first is not None and first.log_index != e.index:
+                ops.append((mark, b"duplicate", 0, 0, 0))
+                first.duplicate = True
+                return Applied(e.index, e.term, result=first)
         try:
             created = check_statements(txn.statements, self.schemas, rows=False)
         except InvalidRequest as exc:
@@ -622,8 +682,7 @@ class StoreStateMachine:
         raw = _write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
                             e.index)
         if idem:
-            overlay[keys.idempotency_key(idem)] = raw
-            ops.append((keys.idempotency_key(idem), raw, 0, 0, 0))
+            self._record_result(idem, raw, txn.commit_timestamp_ns, ops, overlay)
         return Applied(e.index, e.term, wire=raw)
 
     @staticmethod

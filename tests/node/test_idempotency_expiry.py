@@ -1,0 +1,112 @@
+"""Idempotency records expire after the window, deterministically: outcomes and stored bytes
+depend only on the log, not on how entries are grouped into ``apply`` calls."""
+
+from __future__ import annotations
+
+import random
+
+from gateway.node.state_machine import StoreStateMachine, encode_transaction
+from gateway.raft import Entry, EntryType
+from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+
+S = 10**9  # one second in ns
+WINDOW = 10 * S
+
+
+def _entry(index: int, commit_ts: int, key: str, row: int, *, fast: bool = True) -> Entry:
+    """A one-row insert (``fast``) or delete (general path) with idempotency key ``key``."""
+    table = statement_pb2.TableMetadata(schema_name="s", table_name="t")
+    kf = [statement_pb2.FieldMetadata(name="id", type=value_pb2.FIELD_TYPE_INTEGER)]
+    if fast:
+        stmt = statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+            table=table, key_fields=kf,
+            fields=[statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_INTEGER)],
+            records=[statement_pb2.InsertRecord(key_values=[value_pb2.Value(int_value=row)],
+                                                after_values=[value_pb2.Value(int_value=index)])]))
+    else:
+        stmt = statement_pb2.Statement(delete=statement_pb2.DeleteStatement(
+            table=table, key_fields=kf,
+            records=[statement_pb2.DeleteRecord(key_values=[value_pb2.Value(int_value=row)])]))
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=1, trans_id=index), epoch=1 << 32 | 1, author=1,
+        start_timestamp_ns=commit_ts, commit_timestamp_ns=commit_ts, segment_id=1,
+        end_segment=True, statements=[stmt])
+    return Entry(term=1, index=index, type=EntryType.NORMAL, data=encode_transaction(txn, key))
+
+
+def _sm(path) -> StoreStateMachine:  # type: ignore[no-untyped-def]
+    return StoreStateMachine(str(path), idempotency_window_ns=WINDOW)
+
+
+def test_a_retry_inside_the_window_is_a_duplicate_and_after_it_a_new_write(tmp_path):
+    sm = _sm(tmp_path / "a")
+    t0 = 1_700_000_000 * S
+    [first] = sm.apply([_entry(2, t0, "k", 1)])
+    assert not first.result.duplicate
+    [again] = sm.apply([_entry(3, t0 + WINDOW - 1, "k", 1)])
+    assert again.result.duplicate and again.result.log_index == 2
+    assert sm.skipped(3)
+    assert sm.idempotent_result("k", t0 + WINDOW) is not None
+    assert sm.idempotent_result("k", t0 + WINDOW + 1) is None  # the leader's view: expired
+    # Past the window the same key is a new write with its own result.
+    [late] = sm.apply([_entry(4, t0 + WINDOW + 1, "k", 1)])
+    assert not late.result.duplicate and late.result.log_index == 4
+    assert not sm.skipped(4)
+    sm.close()
+
+
+def test_expired_records_are_deleted_and_a_reused_key_keeps_its_new_record(tmp_path):
+    sm = _sm(tmp_path / "b")
+    t0 = 1_700_000_000 * S
+    sm.apply([_entry(i, t0 + i * S // 10, f"key-{i}", i) for i in range(2, 12)])
+    assert len(list(sm.store.scan_prefix(b"i"))) == 10
+    assert len(list(sm.store.scan_prefix(b"j"))) == 10
+    # key-2 reused after it expired: a new record, and the old index entry must not take the
+    # new record with it when it is collected.
+    [reused] = sm.apply([_entry(20, t0 + WINDOW + 3 * S, "key-2", 99)])
+    assert not reused.result.duplicate
+    # Index 20's bound (t0 + 3 s) took key-2..key-11's old records but not the new key-2.
+    assert {k for k, _ in sm.store.scan_prefix(b"i")} == {b"ikey-2"}
+    assert len(list(sm.store.scan_prefix(b"j"))) == 1
+    sm.apply([_entry(21, t0 + 2 * WINDOW + 4 * S, "other", 100)])
+    # Index 21's bound (t0 + W + 4 s) is past key-2's new record (t0 + W + 3 s) as well.
+    assert {k for k, _ in sm.store.scan_prefix(b"i")} == {b"iother"}
+    assert len(list(sm.store.scan_prefix(b"j"))) == 1
+    sm.close()
+
+
+def test_expiry_does_not_depend_on_apply_batch_boundaries(tmp_path):
+    rng = random.Random(5)
+    t = 1_700_000_000 * S
+    entries = []
+    for index in range(2, 600):
+        t += rng.choice([1, S // 3, S, 3 * S])
+        key = rng.choice(["", f"k{rng.randint(0, 40)}"])
+        entries.append(_entry(index, t, key, rng.randint(0, 50), fast=rng.random() < 0.8))
+    stores = []
+    outcomes = []
+    for name, sizes in (("one", [len(entries)]), ("small", [1, 2, 3, 7]),
+                        ("mixed", [50, 1, 13, 200])):
+        sm = _sm(tmp_path / name)
+        out = []
+        i = 0
+        while i < len(entries):
+            n = rng.choice(sizes)
+            for a in sm.apply(entries[i:i + n]):
+                res = a.result
+                out.append((a.index, res.log_index if res else None,
+                            res.duplicate if res else None, str(a.error or "")))
+            i += n
+        outcomes.append(out)
+        stores.append(list(sm.store.scan_prefix(b"")))
+        sm.close()
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert stores[0] == stores[1] == stores[2]
+    dups = sum(1 for o in outcomes[0] if o[2])
+    fresh_reuse = sum(1 for o in outcomes[0] if o[2] is False and o[1] == o[0])
+    assert dups > 10 and fresh_reuse > 100
+    # Every live record is inside the window of the last commit (up to the 1 s grain).
+    last = max(int.from_bytes(k[1:9], "big") for k, _ in stores[0] if k.startswith(b"j"))
+    for k, _ in stores[0]:
+        if k.startswith(b"j"):
+            assert int.from_bytes(k[1:9], "big") >= last - WINDOW - S
