@@ -15,7 +15,9 @@ writes, read-index requests, membership changes -- is queued and fed in between 
             apply rd.committed_entries to the store (one atomic batch per run), resolve the
                 waiting writes, serve read states, wake subscribers and appliers
             advance(rd)
-        snapshot + compact the log every ``snapshot_entries`` applied entries
+        snapshots: start one every ``snapshot_entries`` applied entries (or when asked); it
+            runs on its own thread while this loop goes on (``SnapshotTaker``); when one has
+            ended, compact the log
 
 Writes wait for their entry to be applied; an entry applied at their index with another term
 means another leader overwrote it (``ProposalLostError``, safe to retry with the same
@@ -57,13 +59,13 @@ from gateway.raft import (
     ReadOnlyOption,
     Ready,
     Role,
-    SnapshotMetadata,
     StepPeerNotFoundError,
 )
 from gateway.v1 import epoch_pb2, gateway_pb2
 
 from . import keys
 from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
+from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine, decode_entry, encode_transaction_wire
 from .storage import RaftLogStorage
 from .validation import InvalidRequest, TableSchema, WireChecker, frame_statements
@@ -162,7 +164,6 @@ class RaftDriver:
             pre_vote=True, read_only_option=ReadOnlyOption.SAFE, boot_lease_guard=True,
             max_size_per_msg=1 << 20, max_inflight_msgs=256,
             max_snapshot_chunk=1 << 20, snapshot_chunk_window=4))
-        self.last_snapshot_index = snap_index
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"raft-io-{opts.node_id}")
         self._wake = asyncio.Event()
         self._inbox: list[Message] = []
@@ -184,8 +185,9 @@ class RaftDriver:
         self.applied_changed = asyncio.Condition()
         self.compact_floor: Callable[[], int] = lambda: 1 << 62
         self._tasks: list[asyncio.Task[None]] = []
-        self._snapshot_requests: list[asyncio.Future[int]] = []
-        self._conf_changed = False
+        self.snapshots = SnapshotTaker(opts.node_id, storage, sm, self._io,
+                                       every=opts.snapshot_entries, wake=self._wake.set,
+                                       compact_floor=lambda: self.compact_floor())
         #: The leader's validation of writes from their serialized statements (shared with the
         #: API, which validates ``WriteBatch`` requests before submitting them).
         self.checker = WireChecker()
@@ -204,6 +206,11 @@ class RaftDriver:
     @property
     def applied_index(self) -> int:
         return self.sm.applied_index
+
+    @property
+    def last_snapshot_index(self) -> int:
+        """Index of this node's newest snapshot (taken or installed)."""
+        return self.snapshots.last_index
 
     def epoch(self) -> int:
         """The epoch a write proposed now would get (0 when not leader)."""
@@ -318,7 +325,8 @@ class RaftDriver:
 
     async def stop(self) -> None:
         """Stop the loop, fail everything waiting, close nothing else (the owner closes the
-        storage and the store)."""
+        storage and the store). A snapshot in progress is abandoned at its next step and
+        waited for (it may still be recorded whole; never in part)."""
         self._stopped = True
         self._wake.set()
         for t in self._tasks:
@@ -327,6 +335,7 @@ class RaftDriver:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         err = NodeStoppedError("the node is stopping")
+        await self.snapshots.close(err)
         for w in self._writes:
             _fail(w.future, err)
         for waiter in self._waiting.values():
@@ -360,6 +369,10 @@ class RaftDriver:
                 self._feed(raw)
                 while raw.has_ready() and not self._stopped:
                     rd = raw.ready()
+                    if not rd.snapshot.is_empty():
+                        # Installing replaces the snapshot files and then the store: no
+                        # snapshot of ours may be exporting or recording meanwhile.
+                        await self.snapshots.abort()
                     c = self.counters
                     c.readies += 1
                     c.entries_persisted += len(rd.entries)
@@ -383,19 +396,8 @@ class RaftDriver:
                     if rd.soft_state is not None:
                         self._on_soft_state(rd)
                     self._feed(raw)
-                await self._maybe_snapshot(force=self._conf_changed)
-                self._conf_changed = False
-                if self._snapshot_requests:
-                    reqs, self._snapshot_requests = self._snapshot_requests, []
-                    try:
-                        index = await self._maybe_snapshot(force=True)
-                    except Exception as exc:  # reported to the callers
-                        for f in reqs:
-                            _fail(f, exc)
-                    else:
-                        for f in reqs:
-                            if not f.done():
-                                f.set_result(index)
+                if not self._stopped:
+                    await self.snapshots.step(self.sm.applied_index)
             except RaftError:
                 log.exception("raft core failed; the node stops")
                 self._stopped = True
@@ -552,7 +554,7 @@ class RaftDriver:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._io, self.sm.restore, rd.snapshot.data)
             self.sm.mark_applied(rd.snapshot.metadata.index)
-            self.last_snapshot_index = rd.snapshot.metadata.index
+            self.snapshots.installed(rd.snapshot.metadata)
             self._leader = None
             log.info("installed snapshot at index %d", rd.snapshot.metadata.index)
         ents = rd.committed_entries
@@ -616,9 +618,10 @@ class RaftDriver:
 
     def _apply_conf_change(self, raw: RawNode, e: Entry) -> None:
         cc = ConfChange.decode(e.data)
-        raw.apply_conf_change(cc)
-        # A node added now refuses snapshots whose configuration predates it: take a new one.
-        self._conf_changed = True
+        conf = raw.apply_conf_change(cc)
+        # Before the store write at e.index: a snapshot exported at e.index or later must find
+        # this configuration. A node added now refuses older snapshots: ask for a new one.
+        self.snapshots.conf_applied(e.index, conf)
         try:
             ctx = json.loads(cc.context or b"{}")
         except ValueError:
@@ -649,31 +652,16 @@ class RaftDriver:
 
     # -- snapshots ------------------------------------------------------------------------------
 
-    async def _maybe_snapshot(self, force: bool = False) -> int:
-        applied = self.sm.applied_index
-        if applied <= self.last_snapshot_index or (
-                not force and applied - self.last_snapshot_index < self.opts.snapshot_entries):
-            return self.last_snapshot_index
-        loop = asyncio.get_running_loop()
-        index, data = await loop.run_in_executor(self._io, self.sm.export)
-        r = self.raw.raft
-        meta = SnapshotMetadata(r.trk.config.conf_state(), index, self.storage.term(index))
-        await loop.run_in_executor(self._io, self.storage.record_snapshot, meta, data)
-        self.last_snapshot_index = index
-        floor = min(index - self.opts.snapshot_entries // 2, self.compact_floor())
-        if floor >= self.storage.first_index():
-            await loop.run_in_executor(self._io, self.storage.compact, floor)
-            log.info("snapshot at index %d (%d bytes); log compacted up to %d", index,
-                     len(data), floor)
-        else:
-            log.info("snapshot at index %d (%d bytes)", index, len(data))
-        return index
-
     async def snapshot_now(self) -> int:
-        """Take a snapshot at the applied index now (between Ready cycles); returns its
-        index."""
+        """Make sure a snapshot covers every entry applied so far; returns its index, which
+        is at least the applied index of the call. Answered by the newest snapshot if it
+        already covers them, by the snapshot in progress if its export covers them (it joins
+        it), else by a new one started as soon as the one in progress ends
+        (``SnapshotTaker``). Raises ``NodeStoppedError`` if the node stops first."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._snapshot_requests.append(fut)
+        if self._stopped:
+            raise NodeStoppedError("the node is stopping")
+        self.snapshots.request(self.sm.applied_index, fut)
         self._wake.set()
         return await fut
 

@@ -11,7 +11,12 @@ Files in the snapshot directory (``DATA/raft/snapshots``):
 - ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
   atomically (temporary file, fsync, rename, directory fsync) after its archive is durable.
 
-Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe.
+Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
+sending a snapshot, on the event-loop thread) may run while ``save`` or ``commit`` replaces the
+newest snapshot on another thread and sees either the old snapshot or the new one, whole (the
+metadata switch and the removal of the old archive happen under the lock ``load`` opens the
+archive under). Writers (``save``, ``stage``, ``commit``) must be serialized by the caller
+(``RaftLogStorage`` does).
 """
 
 from __future__ import annotations
@@ -171,23 +176,24 @@ class SnapshotFiles:
             os.fsync(f.fileno())
         os.replace(current + ".tmp", current)
         _fsync_dir(self.directory)
-        with self._lock:
+        with self._lock:  # a concurrent ``load`` opened the old archive already, or sees meta
             self._meta = meta
-        for name in os.listdir(self.directory):
-            if (name.endswith(".snap") and name != os.path.basename(path)) or name.endswith(
-                    ".pending"):
-                os.remove(os.path.join(self.directory, name))
+            for name in os.listdir(self.directory):
+                if (name.endswith(".snap") and name != os.path.basename(path)) or name.endswith(
+                        ".pending"):
+                    os.remove(os.path.join(self.directory, name))
 
     def load(self) -> Snapshot:
         """The newest snapshot with its data (an empty ``Snapshot`` when there is none)."""
-        with self._lock:
+        with self._lock:  # open under the lock: ``commit`` removes the old archive under it
             meta = self._meta
-        if meta.index == 0:
-            return Snapshot()
-        path = self._path(meta.index)
-        if not os.path.exists(path):
-            return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
-        with open(path, "rb") as f:
+            if meta.index == 0:
+                return Snapshot()
+            try:
+                f = open(self._path(meta.index), "rb")  # noqa: SIM115 (closed below)
+            except FileNotFoundError:
+                return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
+        with f:
             return Snapshot(meta, f.read())
 
     def save_metadata_only(self, meta: SnapshotMetadata) -> None:

@@ -9,6 +9,12 @@ Contracts:
   thread; writes (``save_ready``, ``install_snapshot``, ``compact``) on one thread at a time,
   and the Raft core must not read while a write runs (the driver guarantees it: it steps the
   core only between Ready cycles).
+- ``record_snapshot`` is the exception: it may run on its own thread while the writes above
+  run and the core reads. It only writes the snapshot files and then switches the newest
+  snapshot in one step (``SnapshotFiles``), which changes no answer of the log reads (the
+  snapshot's index is an applied, hence stored, index with the same term) and which
+  ``snapshot()`` sees whole or not at all. It is serialized with ``install_snapshot`` by a
+  lock, and it never replaces a newer snapshot.
 - WAL errors are mapped: ``WalCompactedError`` -> ``CompactedError``, ``WalUnavailableError``
   -> ``UnavailableError``; anything else propagates and makes the node inoperable.
 - ``save_ready`` makes a Ready's snapshot, entries and hard state durable **together**
@@ -67,6 +73,7 @@ class RaftLogStorage:
         self.snapshots = SnapshotFiles(os.path.join(directory, "snapshots"))
         self._cache_limit = cache_entries
         self._lock = threading.Lock()
+        self._snap_lock = threading.Lock()  # record_snapshot vs install_snapshot
         self._cache: list[Entry] = []
         self._cache_start = 0  # index of _cache[0]
         self._wal = self._open_wal()
@@ -209,14 +216,21 @@ class RaftLogStorage:
         state (the staged files are ignored and removed by the next snapshot); a crash after
         it is finished on open (the WAL's first index is past ``CURRENT``: the staged snapshot
         is committed), and a crash inside (2) is finished by the WAL's recovery."""
-        self.snapshots.stage(snap.metadata, snap.data)
-        self._reset_wal(snap.metadata.index, snap.metadata.term,
-                        hs if hs is not None else self._wal.hard_state())
-        self.snapshots.commit(snap.metadata)
+        with self._snap_lock:
+            self.snapshots.stage(snap.metadata, snap.data)
+            self._reset_wal(snap.metadata.index, snap.metadata.term,
+                            hs if hs is not None else self._wal.hard_state())
+            self.snapshots.commit(snap.metadata)
 
-    def record_snapshot(self, meta: SnapshotMetadata, data: bytes) -> None:
-        """Save a snapshot this node made of its own state (the log is kept)."""
-        self.snapshots.save(meta, data)
+    def record_snapshot(self, meta: SnapshotMetadata, data: bytes) -> bool:
+        """Save a snapshot this node made of its own state (the log is kept); any thread (see
+        the module docstring). False, and nothing saved, if the newest snapshot is already at
+        ``meta.index`` or later (one was installed meanwhile)."""
+        with self._snap_lock:
+            if meta.index <= self.snapshots.metadata.index:
+                return False
+            self.snapshots.save(meta, data)
+            return True
 
     def compact(self, index: int) -> None:
         """Discard entries ``<= index`` (which must be covered by the newest snapshot or by

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -106,3 +108,40 @@ def test_memory_stays_bounded_by_memtable_budget_plus_caches(tmp_path):
     # of tables (~1 MiB), compaction working set and allocator slack: well under the data size.
     assert r["data_kib"] > 30_000
     assert r["peak_kib"] < 32_000, r
+
+
+def test_export_under_concurrent_writes_is_the_state_at_its_index(open_store, tmp_path):
+    """A writer thread keeps writing (batch ``i`` carries log index ``i`` and sets key
+    ``i % 300`` to ``i``) with background flushes and compactions running; each export must be
+    exactly the state at the index it returns, which covers every write made before it."""
+    s = open_store(background=True)
+    stop = threading.Event()
+    written = [0]
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set() or i < 3000:
+            i += 1
+            s.write_batch([(b"k%04d" % (i % 300), b"%d" % i * 20)], log_index=i)
+            written[0] = i
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        exports = []
+        for n in range(3):
+            while written[0] < 500 * (n + 1):
+                time.sleep(0.001)
+            before = s.applied_index
+            dest = str(tmp_path / f"exp{n}")
+            exports.append((before, export_snapshot(s, dest), dest))
+    finally:
+        stop.set()
+        t.join()
+    for n, (before, index, dest) in enumerate(exports):
+        assert index >= before
+        model = {b"k%04d" % (i % 300): b"%d" % i * 20 for i in range(1, index + 1)}
+        import_snapshot(dest, str(tmp_path / f"copy{n}"))
+        with LSMStore(str(tmp_path / f"copy{n}"), background=False) as c:
+            assert c.durable_applied_index == index
+            assert dict(c.scan()) == model

@@ -48,7 +48,22 @@ def _record(tag: int, body: dict[str, Any]) -> bytes:
 
 
 def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) -> int:
-    """Write the store's current state into the new directory ``dest``; return its applied index."""
+    """Write the store's state into the new directory ``dest``; return its applied index.
+
+    May run on any thread while other threads keep writing, flushing and compacting. The
+    export is exactly the store's state at the returned index ``i``, and ``i`` is at least
+    the applied index of the moment of the call:
+
+    - ``flush`` puts every write made before the call into tables (``i`` covers them);
+    - the version and the durable applied index are read together under the version lock,
+      and flush installs both in one step (``_install``). Memtables are flushed whole and
+      oldest first, and a write batch carries one log index and lands in one memtable, so
+      the tables of that version hold exactly the writes with log index ``<= i`` (writes
+      made meanwhile are in newer memtables, not in the version);
+    - the store is pinned before the version is read, so a compaction that replaces its
+      tables defers deleting them until the files are linked into ``dest``; table files are
+      immutable, so the links are the version's contents.
+    """
     from gateway.core.lsm.store import table_name
 
     fs = fs or FileSystem()

@@ -544,16 +544,24 @@ class LSMStore:
     # --- flush --------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Freeze the active memtable and wait until every frozen memtable is in a table.
+        """Freeze the active memtable and wait until it and every memtable frozen before it
+        are in tables.
 
-        Afterwards :attr:`durable_applied_index` equals :attr:`applied_index`.
+        Afterwards :attr:`durable_applied_index` is at least the :attr:`applied_index` of the
+        moment of the call (equal to it if nothing was written meanwhile). Writes that go on
+        concurrently land in newer memtables and are not waited for: under sustained writes
+        (which freeze new memtables all the time) a flush still ends.
         """
         with self._write_lock:
             if self._bg_error is not None or self._closed:
                 self._raise_unwritable()
             if self._mem.data or self._mem.max_log_index > self.durable_applied_index:
                 self._rotate()
-        self._wait(lambda: not self._imm)
+            # Memtables are flushed oldest first, so once the newest frozen one has left
+            # ``_imm`` every one frozen before it has too.
+            target = self._imm[-1] if self._imm else None
+        if target is not None:
+            self._wait(lambda: all(m is not target for m in self._imm))
 
     def compact(self) -> None:
         """Flush, then wait until no level needs compaction."""
