@@ -85,6 +85,8 @@ class NodeCollector(Collector):
              c.messages_received),
             ("gateway_writes_proposed", "writes proposed by this node as leader",
              c.writes_proposed),
+            ("gateway_peer_batches_sent", "peer stream writes (batches of Raft messages)",
+             n.transport.batches_sent),
         ):
             yield CounterMetricFamily(name, doc, value=value)
 

@@ -121,6 +121,10 @@ class PeerTransport:
         self.api_of: dict[int, str] = {}
         self.address_of: dict[int, str] = {}
         self._closed = False
+        #: Stream writes made (one per batch of queued messages to one peer) and messages in
+        #: them: the transport's batching, exported as metrics.
+        self.batches_sent = 0
+        self.batched_messages = 0
 
     def set_peer(self, node_id: int, address: str) -> None:
         """Add or re-address peer ``node_id`` (no-op for this node itself)."""
@@ -195,6 +199,8 @@ class PeerTransport:
                                                 from_api=self.api_address,
                                                 from_peer=self.peer_address)
                     setattr(req, "from", self.node_id)
+                    self.batches_sent += 1
+                    self.batched_messages += len(batch)
                     try:
                         await call.write(req)
                     except BaseException:
