@@ -74,6 +74,9 @@ __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
 log = logging.getLogger("gateway.node.driver")
 
+#: Bytes of log entries read at a time when replaying configuration changes at start-up.
+_REPLAY_CHUNK_BYTES = 4 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class DriverOptions:
@@ -142,6 +145,11 @@ class RaftDriver:
     ``send(messages)`` hands outgoing messages to the transport (must not block);
     ``on_membership(node_id, context, removed)`` is called when a configuration change naming
     a node is applied; ``on_applied(index)`` after every applied batch.
+
+    Restart: the core starts from the newest snapshot's configuration with ``applied =
+    max(snapshot index, min(store's durable applied index, commit))`` and re-delivers only the
+    committed entries after ``applied``. The configuration changes in ``(snapshot index,
+    applied]`` are therefore replayed here from the log (see :meth:`_replay_conf_changes`).
     """
 
     def __init__(self, opts: DriverOptions, storage: RaftLogStorage, sm: StoreStateMachine,
@@ -192,6 +200,9 @@ class RaftDriver:
         #: API, which validates ``WriteBatch`` requests before submitting them).
         self.checker = WireChecker()
         self.counters = RaftCounters()
+        #: Membership notifications of the replayed changes, delivered by ``start``.
+        self._replayed: list[tuple[int, dict[str, str], bool]] = []
+        self._replay_conf_changes(snap_index, applied)
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -320,6 +331,13 @@ class RaftDriver:
     # -- the loop ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Deliver the membership notifications of the changes replayed at construction (the
+        owner has wired ``on_membership``'s targets up by now: the transport, and a stop on
+        this node's own removal), then start the loop."""
+        replayed, self._replayed = self._replayed, []
+        if self._on_membership is not None:
+            for node_id, ctx, removed in replayed:
+                self._on_membership(node_id, ctx, removed)
         self._tasks = [asyncio.create_task(self._run(), name="raft-ready"),
                        asyncio.create_task(self._ticker(), name="raft-tick")]
 
@@ -616,7 +634,51 @@ class RaftDriver:
         else:
             fut.set_result(outcome.result)
 
-    def _apply_conf_change(self, raw: RawNode, e: Entry) -> None:
+    def _replay_conf_changes(self, snap_index: int, applied: int) -> None:
+        """Re-apply the configuration changes in ``(snap_index, applied]`` at start-up, in log
+        order, through the live path (:meth:`_apply_conf_change`): the core's
+        ``apply_conf_change`` (joint configurations entered and left as logged; a node that
+        replays its own removal is ``removed``), the configuration history of the snapshot
+        taker (which asks for the snapshot the change forced, perhaps never recorded), and
+        the membership notifications, held for :meth:`start`. Not the store write: the store
+        holds every entry up to ``applied`` already.
+
+        Why not the etcd way (``applied = snapshot index`` and the store skipping what it
+        has): the store already holds every effect of these entries except the configuration,
+        which lives in the core, the history and the transport; re-delivering them would send
+        every entry through the apply path (row writes, idempotency records, write results)
+        only to skip it. Here the cost is reading the entries since the newest snapshot once
+        (in bounded chunks), about ``snapshot_entries`` of them; nothing is applied twice.
+
+        The entries are in the log: it is only compacted below a snapshot's index (to
+        ``snapshot index - snapshot_entries / 2`` at most) or reset to start right after an
+        installed snapshot, so its first index is at most ``snap_index + 1``; a log starting
+        later cannot be replayed and the node refuses to start.
+
+        Auto-leave of a joint configuration needs nothing here: the core is a follower now;
+        a leader proposes leaving once it has applied its first entry (``maybe_auto_leave``).
+        """
+        if applied <= snap_index:
+            return
+        first = self.storage.first_index()
+        if first > snap_index + 1:
+            raise RuntimeError(
+                f"{self.storage.directory}: the log starts at index {first} but the newest "
+                f"snapshot is at {snap_index}: the configuration changes in between cannot be "
+                f"replayed (the log was compacted past the newest snapshot)")
+        lo, n = snap_index + 1, 0
+        while lo <= applied:
+            ents = self.storage.entries(lo, applied + 1, _REPLAY_CHUNK_BYTES)
+            for e in ents:
+                if e.type == EntryType.CONF_CHANGE:
+                    self._apply_conf_change(self.raw, e, replay=True)
+                    n += 1
+            lo = ents[-1].index + 1
+        if n:
+            log.info("replayed %d configuration change(s) in (%d, %d]: %s", n, snap_index,
+                     applied, self.raw.raft.trk.config.describe())
+
+    def _apply_conf_change(self, raw: RawNode, e: Entry, *, replay: bool = False) -> None:
         cc = ConfChange.decode(e.data)
         conf = raw.apply_conf_change(cc)
         # Before the store write at e.index: a snapshot exported at e.index or later must find
@@ -631,10 +693,14 @@ class RaftDriver:
             removed = ch.type == ConfChangeType.REMOVE_NODE
             peers.append((keys.meta_key(f"peer:{ch.node_id}"),
                           None if removed else json.dumps(ctx).encode(), 0, 0, 0))
-            if self._on_membership is not None:
+            if replay:
+                self._replayed.append((ch.node_id, ctx, removed))
+            elif self._on_membership is not None:
                 self._on_membership(ch.node_id, ctx, removed)
             if removed and ch.node_id == self.opts.node_id:
                 self.removed = True
+        if replay:
+            return
         self.sm.store.write_batch(peers, log_index=e.index)
         waiter = self._waiting.pop(e.index, None)
         if waiter is not None:

@@ -3,9 +3,12 @@ API, appliers, health, metrics -- started and stopped as a unit.
 
 Startup order: open the Raft log (bootstrap a new cluster from ``peers`` unless ``join``),
 open the store (re-import the newest snapshot if the store is behind it), create the driver
-(which replays committed entries after the store's durable applied index), connect peers,
-serve ``Peer`` on ``listen`` and ``Gateway`` (+ health, reflection) on ``api``, start the
-appliers' dispatchers in threads. ``stop`` reverses it: API first (new calls get
+(its core re-delivers the committed entries after the store's durable applied index; the
+membership changes between the newest snapshot and that index are replayed from the log
+right away), connect peers, serve ``Peer`` on ``listen`` and ``Gateway`` (+ health,
+reflection) on ``api``, start the driver (it first delivers the replayed changes'
+``_on_membership`` calls: peer addresses, and a stop if this node replayed its own
+removal), start the appliers' dispatchers in threads. ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 """
@@ -110,10 +113,15 @@ class GatewayNode:
         self.transport = PeerTransport(cfg.node_id, cfg.api, cfg.listen,
                                        peer_channel_credentials(cfg),
                                        self._report)
-        self.driver = RaftDriver(
-            DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000, cfg.election_ticks,
-                          cfg.heartbeat_ticks, cfg.epoch_ms / 1000, cfg.snapshot_entries),
-            self.storage, self.sm, self.transport.send, self._on_membership)
+        try:
+            self.driver = RaftDriver(
+                DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000,
+                              cfg.election_ticks, cfg.heartbeat_ticks, cfg.epoch_ms / 1000,
+                              cfg.snapshot_entries),
+                self.storage, self.sm, self.transport.send, self._on_membership)
+        except RuntimeError as exc:  # e.g. a log that cannot replay its configuration
+            await self._close_storage()
+            raise NodeStartError(str(exc)) from None
         self.driver.compact_floor = self._applier_floor
         peers = dict(cfg.peer_map())
         for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
