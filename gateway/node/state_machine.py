@@ -41,7 +41,7 @@ from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
 from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
 from gateway.raft import Entry, EntryType
-from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 from . import keys
 from .snapshots import pack_dir, unpack_dir
@@ -189,6 +189,8 @@ def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
 
 _SINT_BIAS = 1 << 63
 _U64BE = struct.Struct(">Q")
+_U64LE = struct.Struct("<Q")
+_U64_MASK = (1 << 64) - 1
 _FIX64_AT = struct.Struct("<Q").unpack_from
 
 
@@ -306,20 +308,92 @@ def _meta_parts(sid: int, tid: int, epoch: int, author: int, commit_ts: int, ind
     return gtid, tail, result
 
 
-def _key_part(data: bytes, start: int, end: int) -> bytes:
-    """The store-key encoding (``keys``) of the serialized ``Value`` ``data[start:end]``: text
-    and integers read from the wire bytes, anything else through the message."""
-    if end > start:
-        tag = data[start]
-        if tag == 0x3A:  # string_value
-            ln, p = decode_uvarint(data, start + 1)
-            if p + ln == end:
-                return b"\x06" + data[p:end].replace(b"\x00", b"\x00\xff") + b"\x00\x01"
-        elif tag == 0x18:  # int_value (zigzag)
-            z, p = decode_uvarint(data, start + 1)
-            if p == end:
-                return b"\x03" + _U64BE.pack(((z >> 1) ^ -(z & 1)) + _SINT_BIAS)
-    return keys.encode_key([value_pb2.Value.FromString(data[start:end])])
+def _insert_rows_py(data: bytes, pos: int, end: int, prefix: bytes, head: bytes, mid: bytes,
+                    tail: bytes, epoch: int, author: int, commit_ts: int
+                    ) -> list[tuple[bytes, bytes, int, int, int]] | None:
+    """Store operations ``(key, row, epoch, author, commit_ts)`` for the ``InsertRecord``
+    fields in ``data[pos:end]`` of an insert statement whose header gave ``prefix`` (row key
+    prefix), ``head`` and ``mid`` (``Row`` fields before the key values and between key and
+    after values) and whose transaction gave ``tail``; None when a record needs the general
+    path. The specification of the C accelerator ``gateway.node._wire.insert_rows``."""
+    join = b"".join
+    out = []
+    try:
+        while pos < end:
+            if data[pos] != 0x22:
+                return None
+            ln, r_start = decode_uvarint(data, pos + 1)
+            r_end = r_start + ln
+            if r_end > end:
+                return None
+            kparts: list[bytes] = []
+            kvals: list[bytes] = []
+            vals: list[bytes] = []
+            p = r_start
+            while p < r_end:
+                tag = data[p]
+                vl, v_start = decode_uvarint(data, p + 1)
+                v_end = v_start + vl
+                if v_end > r_end:
+                    return None
+                if tag == 0x0A:
+                    kp = _key_part(data, v_start, v_end)
+                    if kp is None:
+                        return None
+                    kparts.append(kp)
+                    kvals.append(b"\x1a" + data[p + 1:v_end])
+                elif tag == 0x12:
+                    vals.append(b"\x2a" + data[p + 1:v_end])
+                else:
+                    return None
+                p = v_end
+            out.append((prefix + join(kparts), join((head, join(kvals), mid, join(vals), tail)),
+                        epoch, author, commit_ts))
+            pos = r_end
+    except (IndexError, ValueError):
+        return None
+    return out
+
+
+try:
+    from gateway.node._wire import insert_rows as _insert_rows
+except ImportError:  # no compiler at install time: the Python specification
+    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
+        raise
+    _insert_rows = _insert_rows_py
+
+
+def _key_part(data: bytes, start: int, end: int) -> bytes | None:
+    """The store-key encoding (``keys.encode_key``) of the serialized ``Value``
+    ``data[start:end]`` read from its wire bytes, when it is exactly one non-null value field;
+    None otherwise (the general path decides: a null key is rejected there, odd encodings go
+    through the message)."""
+    if end <= start:
+        return None
+    tag = data[start]
+    p = start + 1
+    if tag in (0x3A, 0x32, 0x42):  # string_value, decimal_value (text), bytes_value
+        ln, p = decode_uvarint(data, p)
+        if p + ln != end:
+            return None
+        return (b"\x07" if tag == 0x42 else b"\x06") + data[p:end].replace(
+            b"\x00", b"\x00\xff") + b"\x00\x01"
+    if tag in (0x18, 0x20, 0x10):  # int_value (zigzag), uint_value, bool_value
+        z, p = decode_uvarint(data, p)
+        if p != end or z >= 1 << 64:
+            return None
+        if tag == 0x18:
+            return b"\x03" + _U64BE.pack(((z >> 1) ^ -(z & 1)) + _SINT_BIAS)
+        if tag == 0x20:
+            return b"\x04" + _U64BE.pack(z)
+        return b"\x02\x01" if z else b"\x02\x00"
+    if tag in (0x29, 0x49) and p + 8 == end:  # double_value, timestamp_ns (sfixed64)
+        (bits,) = _U64LE.unpack_from(data, p)
+        if tag == 0x49:
+            return b"\x08" + _U64BE.pack((bits + _SINT_BIAS) & _U64_MASK)
+        bits = bits ^ _U64_MASK if bits >> 63 else bits | _SINT_BIAS
+        return b"\x05" + _U64BE.pack(bits)
+    return None
 
 
 class Applied:
@@ -562,9 +636,8 @@ class StoreStateMachine:
             return None
         sid, tid, epoch, author, commit_ts, stmts, idem = parsed
         index = e.index
-        rows: list[tuple[bytes, bytes]] = []
+        rows: list[tuple[bytes, bytes, int, int, int]] = []
         _, tail, result = _meta_parts(sid, tid, epoch, author, commit_ts, index)
-        join = b"".join
         try:
             for s_start, s_end in stmts:
                 if data[s_start] != 0x0A:  # not an insert
@@ -588,35 +661,11 @@ class StoreStateMachine:
                 if info is None:
                     return None
                 prefix, head, mid = info
-                pos = first_rec
-                while pos < s_end:
-                    if data[pos] != 0x22:
-                        return None
-                    ln, r_start = decode_uvarint(data, pos + 1)
-                    r_end = r_start + ln
-                    kparts: list[bytes] = []
-                    kvals: list[bytes] = []
-                    vals: list[bytes] = []
-                    p = r_start
-                    while p < r_end:
-                        tag = data[p]
-                        vl, v_start = decode_uvarint(data, p + 1)
-                        v_end = v_start + vl
-                        if tag == 0x0A:
-                            kparts.append(_key_part(data, v_start, v_end))
-                            kvals.append(b"\x1a" + data[p + 1:v_end])
-                        elif tag == 0x12:
-                            vals.append(b"\x2a" + data[p + 1:v_end])
-                        else:
-                            return None
-                        p = v_end
-                    if p != r_end:
-                        return None
-                    rows.append((prefix + join(kparts),
-                                 join((head, join(kvals), mid, join(vals), tail))))
-                    pos = r_end
-                if pos != s_end:
+                got = _insert_rows(data, first_rec, s_end, prefix, head, mid, tail, epoch,
+                                   author, commit_ts)
+                if got is None:
                     return None
+                rows += got
         except (IndexError, ValueError, struct.error):
             return None
         if not stmts:
@@ -629,10 +678,9 @@ class StoreStateMachine:
                 ops.append((keys.entry_outcome_key(index), b"duplicate", 0, 0, 0))
                 first.duplicate = True
                 return Applied(index, e.term, result=first)
-        append = ops.append
-        for k, v in rows:
-            overlay[k] = v
-            append((k, v, epoch, author, commit_ts))
+        ops += rows
+        for op in rows:
+            overlay[op[0]] = op[1]
         if idem:
             self._record_result(idem, result, commit_ts, ops, overlay)
         return Applied(index, e.term, wire=result)

@@ -10,6 +10,7 @@ the offending field in the request (``statements[0].insert.records[2].key_values
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -239,6 +240,56 @@ def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
     return p == end
 
 
+def _check_records_py(raw: bytes, pos: int, end: int, ktags: bytes, vtags: bytes) -> bool:
+    """Whether ``raw[pos:end]`` is one or more ``InsertRecord`` fields each holding exactly
+    ``len(ktags)`` key values then ``len(vtags)`` after values, every value exactly one field
+    whose tag byte is the column's (``ktags[i]`` / ``vtags[i]``; an after value may also be
+    null, tag ``0x08``). The specification of ``gateway.node._wire.check_records``."""
+    nk, nv = len(ktags), len(vtags)
+    try:
+        while pos < end:
+            if raw[pos] != 0x22:
+                return False
+            ln, r = decode_uvarint(raw, pos + 1)
+            r_end = r + ln
+            if r_end > end:
+                return False
+            i = 0
+            while r < r_end:
+                tag = raw[r]
+                vl, v = decode_uvarint(raw, r + 1)
+                v_end = v + vl
+                if v_end > r_end or v_end == v:
+                    return False
+                got = raw[v]
+                if i < nk:
+                    if tag != 0x0A or got != ktags[i]:
+                        return False
+                elif i < nk + nv:
+                    if tag != 0x12 or (got != vtags[i - nk] and got != 0x08):
+                        return False
+                else:
+                    return False
+                if not _single_field_end(raw, v, v_end, got):
+                    return False
+                i += 1
+                r = v_end
+            if i != nk + nv:
+                return False
+            pos = r_end
+    except IndexError:
+        return False
+    return True
+
+
+try:
+    from gateway.node._wire import check_records as _check_records
+except ImportError:  # no compiler at install time: the Python specification
+    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
+        raise
+    _check_records = _check_records_py
+
+
 class WireChecker:
     """:func:`check_statements` for the leader, from the statements' wire bytes
     (:func:`frame_statements`): an insert statement's header (table, key fields, fields) is
@@ -301,40 +352,8 @@ class WireChecker:
                 shape = shapes.get(hdr)
                 if shape is None or schemas.get(shape[0]) is not shape[1]:
                     return None
-                ktags, vtags = shape[2], shape[3]
-                nk, nv = len(ktags), len(vtags)
-                while pos < end:
-                    if raw[pos] != 0x22:
-                        return None
-                    ln, r = decode_uvarint(raw, pos + 1)
-                    r_end = r + ln
-                    i = 0
-                    while r < r_end:
-                        tag = raw[r]
-                        vl, v = decode_uvarint(raw, r + 1)
-                        v_end = v + vl
-                        if i < nk:
-                            if tag != 0x0A or v_end == v:
-                                return None
-                            want = ktags[i]
-                            got = raw[v]
-                            if got != want or not _single_field_end(raw, v, v_end, got):
-                                return None
-                        elif i < nk + nv:
-                            if tag != 0x12 or v_end == v:
-                                return None
-                            want = vtags[i - nk]
-                            got = raw[v]
-                            if (got != want and got != 0x08) or \
-                                    not _single_field_end(raw, v, v_end, got):
-                                return None
-                        else:
-                            return None
-                        i += 1
-                        r = v_end
-                    if i != nk + nv or r != r_end:
-                        return None
-                    pos = r_end
+                if not _check_records(raw, pos, end, shape[2], shape[3]):
+                    return None
             return heads
         except IndexError:
             return None

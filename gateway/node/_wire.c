@@ -1,0 +1,280 @@
+/* Optional C accelerator for the node's apply fast path (gateway.node.state_machine).
+ *
+ * insert_rows(data, pos, end, prefix, head, mid, tail, epoch, author, commit_ts)
+ *
+ * Walks the InsertRecord fields (tag 0x22) of one serialized InsertStatement from data[pos]
+ * to data[end] and returns a list of store operations (key, row, epoch, author, commit_ts):
+ *
+ *   key = prefix + key_part(v) for every key value v (field 1 of the record)
+ *   row = head + (0x1a + len + v for every key value) + mid
+ *              + (0x2a + len + v for every after value, field 2) + tail
+ *
+ * exactly what gateway.node.state_machine._insert_rows_py builds (the specification). Returns
+ * None when the bytes need the general path: another field in a record, a key value that is
+ * null or not exactly one value field, a varint or length running past the record.
+ * Never reads outside data[pos:end] (which must lie inside data).
+ *
+ * check_records(raw, pos, end, ktags, vtags) -> bool: the leader's per-record check of an
+ * insert statement of a known shape (gateway.node.validation._check_records_py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = PyMem_Realloc(b->buf, (size_t)cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    b->buf = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->buf + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* A base-128 varint at data[*p] (before end); -1 if it runs past end or exceeds 64 bits. */
+static int read_varint(const unsigned char *data, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+    uint64_t v = 0;
+    int shift = 0;
+    while (*p < end) {
+        unsigned char c = data[(*p)++];
+        if (shift == 63 && c > 1) return -1;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) { *out = v; return 0; }
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+    return -1;
+}
+
+static int put_u64be(Buf *kb, unsigned char type, uint64_t v) {
+    unsigned char out[9];
+    out[0] = type;
+    for (int i = 0; i < 8; i++) out[1 + i] = (unsigned char)(v >> (56 - 8 * i));
+    return buf_put(kb, out, 9);
+}
+
+/* The store-key encoding of the serialized Value data[s:e] into kb, for exactly one non-null
+ * value field (gateway.node.state_machine._key_part): 1 done, 0 general path, -1 error set. */
+static int key_part(const unsigned char *data, Py_ssize_t s, Py_ssize_t e, Buf *kb) {
+    if (e <= s) return 0;
+    unsigned char tag = data[s];
+    Py_ssize_t p = s + 1;
+    uint64_t v;
+    const uint64_t bias = (uint64_t)1 << 63;
+    if (tag == 0x3A || tag == 0x32 || tag == 0x42) { /* string, decimal (text), bytes */
+        if (read_varint(data, &p, e, &v) < 0 || v != (uint64_t)(e - p)) return 0;
+        if (buf_reserve(kb, 1 + 2 * (e - p) + 2) < 0) return -1;
+        kb->buf[kb->len++] = tag == 0x42 ? 0x07 : 0x06;
+        for (Py_ssize_t i = p; i < e; i++) {
+            kb->buf[kb->len++] = (char)data[i];
+            if (data[i] == 0) kb->buf[kb->len++] = (char)0xff;
+        }
+        kb->buf[kb->len++] = 0x00;
+        kb->buf[kb->len++] = 0x01;
+        return 1;
+    }
+    if (tag == 0x18 || tag == 0x20 || tag == 0x10) { /* int (zigzag), uint, bool */
+        if (read_varint(data, &p, e, &v) < 0 || p != e) return 0;
+        if (tag == 0x18)
+            return put_u64be(kb, 0x03, ((v >> 1) ^ (uint64_t)(-(int64_t)(v & 1))) + bias) < 0
+                       ? -1 : 1;
+        if (tag == 0x20) return put_u64be(kb, 0x04, v) < 0 ? -1 : 1;
+        unsigned char out[2] = {0x02, v ? 1 : 0};
+        return buf_put(kb, out, 2) < 0 ? -1 : 1;
+    }
+    if ((tag == 0x29 || tag == 0x49) && p + 8 == e) { /* double, timestamp_ns (sfixed64) */
+        uint64_t bits = 0;
+        for (int i = 7; i >= 0; i--) bits = (bits << 8) | data[p + i];
+        if (tag == 0x49) return put_u64be(kb, 0x08, bits + bias) < 0 ? -1 : 1;
+        bits = (bits >> 63) ? ~bits : (bits | bias);
+        return put_u64be(kb, 0x05, bits) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+static PyObject *insert_rows(PyObject *self, PyObject *args) {
+    Py_buffer data, prefix, head, mid, tail;
+    Py_ssize_t pos, end;
+    PyObject *epoch, *author, *commit_ts;
+    if (!PyArg_ParseTuple(args, "y*nny*y*y*y*OOO", &data, &pos, &end, &prefix, &head, &mid,
+                          &tail, &epoch, &author, &commit_ts))
+        return NULL;
+    PyObject *out = NULL, *result = NULL;
+    Buf kb = {0}, kv = {0}, vals = {0};
+    const unsigned char *d = data.buf;
+    if (pos < 0 || end > data.len || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "insert_rows: range outside the data");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (!out) goto done;
+    while (pos < end) {
+        uint64_t ln;
+        if (d[pos] != 0x22) goto general;
+        Py_ssize_t p = pos + 1;
+        if (read_varint(d, &p, end, &ln) < 0 || ln > (uint64_t)(end - p)) goto general;
+        Py_ssize_t r_end = p + (Py_ssize_t)ln;
+        kb.len = kv.len = vals.len = 0;
+        if (buf_put(&kb, prefix.buf, prefix.len) < 0) goto done;
+        while (p < r_end) {
+            unsigned char tag = d[p];
+            Py_ssize_t f = p + 1, v_start;
+            uint64_t vl;
+            if (read_varint(d, &f, r_end, &vl) < 0 || vl > (uint64_t)(r_end - f)) goto general;
+            v_start = f;
+            Py_ssize_t v_end = v_start + (Py_ssize_t)vl;
+            if (tag == 0x0A) {
+                int r = key_part(d, v_start, v_end, &kb);
+                if (r < 0) goto done;
+                if (r == 0) goto general;
+                unsigned char t = 0x1a;
+                if (buf_put(&kv, &t, 1) < 0 || buf_put(&kv, d + p + 1, v_end - p - 1) < 0)
+                    goto done;
+            } else if (tag == 0x12) {
+                unsigned char t = 0x2a;
+                if (buf_put(&vals, &t, 1) < 0 || buf_put(&vals, d + p + 1, v_end - p - 1) < 0)
+                    goto done;
+            } else {
+                goto general;
+            }
+            p = v_end;
+        }
+        Py_ssize_t rlen = head.len + kv.len + mid.len + vals.len + tail.len;
+        PyObject *key = PyBytes_FromStringAndSize(kb.buf, kb.len);
+        PyObject *row = PyBytes_FromStringAndSize(NULL, rlen);
+        if (!key || !row) { Py_XDECREF(key); Py_XDECREF(row); goto done; }
+        char *w = PyBytes_AS_STRING(row);
+        memcpy(w, head.buf, (size_t)head.len); w += head.len;
+        if (kv.len) { memcpy(w, kv.buf, (size_t)kv.len); w += kv.len; }
+        memcpy(w, mid.buf, (size_t)mid.len); w += mid.len;
+        if (vals.len) { memcpy(w, vals.buf, (size_t)vals.len); w += vals.len; }
+        memcpy(w, tail.buf, (size_t)tail.len);
+        PyObject *op = PyTuple_Pack(5, key, row, epoch, author, commit_ts);
+        Py_DECREF(key);
+        Py_DECREF(row);
+        if (!op) goto done;
+        int bad = PyList_Append(out, op);
+        Py_DECREF(op);
+        if (bad < 0) goto done;
+        pos = r_end;
+    }
+    result = out;
+    out = NULL;
+    goto done;
+general:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    Py_XDECREF(out);
+    PyMem_Free(kb.buf);
+    PyMem_Free(kv.buf);
+    PyMem_Free(vals.buf);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&head);
+    PyBuffer_Release(&mid);
+    PyBuffer_Release(&tail);
+    return result;
+}
+
+/* Whether data[pos:end] is exactly one field whose tag byte is tag (wire types 0, 1, 2). */
+static int single_field(const unsigned char *data, Py_ssize_t pos, Py_ssize_t end,
+                        unsigned char tag) {
+    Py_ssize_t p = pos + 1;
+    uint64_t v;
+    switch (tag & 7) {
+    case 0:
+        return read_varint(data, &p, end, &v) == 0 && p == end;
+    case 2:
+        return read_varint(data, &p, end, &v) == 0 && v == (uint64_t)(end - p);
+    case 1:
+        return end - p == 8;
+    default:
+        return 0;
+    }
+}
+
+/* check_records(raw, pos, end, ktags, vtags) -> bool: see
+ * gateway.node.validation._check_records_py (the specification). */
+static PyObject *check_records(PyObject *self, PyObject *args) {
+    Py_buffer raw, kt, vt;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "y*nny*y*", &raw, &pos, &end, &kt, &vt)) return NULL;
+    const unsigned char *d = raw.buf, *ktags = kt.buf, *vtags = vt.buf;
+    Py_ssize_t nk = kt.len, nv = vt.len;
+    int ok = 1;
+    if (pos < 0 || end > raw.len || pos > end) {
+        PyBuffer_Release(&raw);
+        PyBuffer_Release(&kt);
+        PyBuffer_Release(&vt);
+        PyErr_SetString(PyExc_ValueError, "check_records: range outside the data");
+        return NULL;
+    }
+    while (ok && pos < end) {
+        uint64_t ln;
+        Py_ssize_t r = pos + 1;
+        if (d[pos] != 0x22 || read_varint(d, &r, end, &ln) < 0 || ln > (uint64_t)(end - r)) {
+            ok = 0;
+            break;
+        }
+        Py_ssize_t r_end = r + (Py_ssize_t)ln, i = 0;
+        while (r < r_end) {
+            unsigned char tag = d[r];
+            Py_ssize_t v = r + 1;
+            uint64_t vl;
+            if (read_varint(d, &v, r_end, &vl) < 0 || vl > (uint64_t)(r_end - v) || vl == 0) {
+                ok = 0;
+                break;
+            }
+            Py_ssize_t v_end = v + (Py_ssize_t)vl;
+            unsigned char got = d[v];
+            if (i < nk) {
+                if (tag != 0x0A || got != ktags[i]) { ok = 0; break; }
+            } else if (i < nk + nv) {
+                if (tag != 0x12 || (got != vtags[i - nk] && got != 0x08)) { ok = 0; break; }
+            } else {
+                ok = 0;
+                break;
+            }
+            if (!single_field(d, v, v_end, got)) { ok = 0; break; }
+            i++;
+            r = v_end;
+        }
+        if (ok && i != nk + nv) ok = 0;
+        pos = r_end;
+    }
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&kt);
+    PyBuffer_Release(&vt);
+    return PyBool_FromLong(ok);
+}
+
+static PyMethodDef methods[] = {
+    {"check_records", check_records, METH_VARARGS,
+     "check_records(raw, pos, end, ktags, vtags) -> bool (see validation._check_records_py)"},
+    {"insert_rows", insert_rows, METH_VARARGS,
+     "insert_rows(data, pos, end, prefix, head, mid, tail, epoch, author, commit_ts) -> "
+     "list of (key, row, epoch, author, commit_ts), or None for the general path"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wire", "C accelerator for the node's apply fast path.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
