@@ -14,6 +14,9 @@
  * null or not exactly one value field, a varint or length running past the record.
  * Never reads outside data[pos:end] (which must lie inside data).
  *
+ * parse_txn(data): the header fields of a transaction entry payload
+ * (gateway.node.state_machine._parse_txn_py).
+ *
  * check_records(raw, pos, end, ktags, vtags) -> bool: the leader's per-record check of an
  * insert statement of a known shape (gateway.node.validation._check_records_py).
  */
@@ -263,7 +266,96 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
     return PyBool_FromLong(ok);
 }
 
+/* parse_txn(data) -> (sid, tid, epoch, author, commit_ts, [(start, end), ...], idem) | None:
+ * see gateway.node.state_machine._parse_txn_py (the specification). */
+static PyObject *parse_txn(PyObject *self, PyObject *arg) {
+    Py_buffer buf;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *d = buf.buf;
+    Py_ssize_t n = buf.len, pos = 1;
+    uint64_t sid = 0, tid = 0, epoch = 0, author = 0, commit_ts = 0, v;
+    Py_ssize_t idem_start = -1, idem_end = -1;
+    PyObject *stmts = PyList_New(0), *result = NULL, *idem = NULL;
+    if (!stmts) goto done;
+    if (n < 1) goto general;
+    while (pos < n) {
+        unsigned char tag = d[pos++];
+        switch (tag & 7) {
+        case 0:
+            if (read_varint(d, &pos, n, &v) < 0) goto general;
+            if (tag == 0x10) epoch = v;
+            else if (tag == 0x18) author = v;
+            else if (tag != 0x38 && tag != 0x40) goto general;
+            break;
+        case 2: {
+            if (read_varint(d, &pos, n, &v) < 0 || v > (uint64_t)(n - pos)) goto general;
+            Py_ssize_t end = pos + (Py_ssize_t)v;
+            if (tag == 0x32) {
+                PyObject *span = Py_BuildValue("(nn)", pos, end);
+                if (!span) goto done;
+                int bad = PyList_Append(stmts, span);
+                Py_DECREF(span);
+                if (bad < 0) goto done;
+            } else if (tag == 0x0A) {
+                Py_ssize_t p = pos;
+                while (p < end) {
+                    unsigned char t = d[p++];
+                    if (read_varint(d, &p, end, &v) < 0) goto general;
+                    if (t == 0x08) sid = v;
+                    else if (t == 0x10) tid = v;
+                    else goto general;
+                }
+            } else if (tag == 0x52) {
+                idem_start = pos;
+                idem_end = end;
+            } else {
+                goto general;
+            }
+            pos = end;
+            break;
+        }
+        case 1:
+            if (n - pos < 8) goto general;
+            if (tag == 0x29) {
+                commit_ts = 0;
+                for (int i = 7; i >= 0; i--) commit_ts = (commit_ts << 8) | d[pos + i];
+            } else if (tag != 0x21) {
+                goto general;
+            }
+            pos += 8;
+            break;
+        default:
+            goto general;
+        }
+    }
+    if (idem_start >= 0) {
+        idem = PyUnicode_DecodeUTF8((const char *)d + idem_start, idem_end - idem_start, NULL);
+        if (!idem) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto done;
+            PyErr_Clear();
+            goto general;
+        }
+    } else {
+        idem = PyUnicode_FromStringAndSize("", 0);
+        if (!idem) goto done;
+    }
+    result = Py_BuildValue("(KKKKKOO)", (unsigned long long)sid, (unsigned long long)tid,
+                           (unsigned long long)epoch, (unsigned long long)author,
+                           (unsigned long long)commit_ts, stmts, idem);
+    goto done;
+general:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    Py_XDECREF(stmts);
+    Py_XDECREF(idem);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"parse_txn", parse_txn, METH_O,
+     "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,
      "check_records(raw, pos, end, ktags, vtags) -> bool (see validation._check_records_py)"},
     {"insert_rows", insert_rows, METH_VARARGS,

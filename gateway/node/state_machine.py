@@ -194,12 +194,13 @@ _U64_MASK = (1 << 64) - 1
 _FIX64_AT = struct.Struct("<Q").unpack_from
 
 
-def _parse_txn(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
+def _parse_txn_py(data: bytes
+                  ) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
     """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
     path needs, read from the wire bytes without building messages: ``(server id, trans id,
     epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
     (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
-    path."""
+    path. The specification of ``gateway.node._wire.parse_txn``."""
     pos, n = 1, len(data)
     sid = tid = epoch = author = commit_ts = 0
     stmts: list[tuple[int, int]] = []
@@ -355,12 +356,6 @@ def _insert_rows_py(data: bytes, pos: int, end: int, prefix: bytes, head: bytes,
     return out
 
 
-try:
-    from gateway.node._wire import insert_rows as _insert_rows
-except ImportError:  # no compiler at install time: the Python specification
-    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
-        raise
-    _insert_rows = _insert_rows_py
 
 
 def _key_part(data: bytes, start: int, end: int) -> bytes | None:
@@ -394,6 +389,16 @@ def _key_part(data: bytes, start: int, end: int) -> bytes | None:
         bits = bits ^ _U64_MASK if bits >> 63 else bits | _SINT_BIAS
         return b"\x05" + _U64BE.pack(bits)
     return None
+
+
+try:
+    from gateway.node._wire import insert_rows as _insert_rows
+    from gateway.node._wire import parse_txn as _parse_txn
+except ImportError:  # no compiler at install time: the Python specifications
+    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
+        raise
+    _insert_rows = _insert_rows_py
+    _parse_txn = _parse_txn_py
 
 
 class Applied:

@@ -101,3 +101,30 @@ def test_record_checks_agree_on_valid_and_corrupted_records(recs, data_st):
     blob = bytes(data[:cut]) + b"\xff\xff"
     args = (0, cut, ktags, vtags)
     assert wire.check_records(blob, *args) == validation._check_records_py(blob, *args)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1),
+       st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1), st.booleans(), st.text(max_size=20),
+       _RECORDS, st.data())
+def test_transaction_headers_parse_the_same(sid, tid, epoch, author, ts, rollback, idem, recs,
+                                            data_st):
+    from gateway.node.state_machine import encode_transaction
+    from gateway.v1 import gtid_pb2, transaction_pb2
+
+    stmt = statement_pb2.Statement(insert=statement_pb2.InsertStatement(records=recs))
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=sid, trans_id=tid), epoch=epoch, author=author,
+        start_timestamp_ns=ts // 2, commit_timestamp_ns=ts, segment_id=1, end_segment=True,
+        statements=[stmt, stmt], rollback=transaction_pb2.Rollback() if rollback else None)
+    payload = encode_transaction(txn, idem)
+    c, py = wire.parse_txn(payload), state_machine._parse_txn_py(payload)
+    assert c == py
+    if not rollback:
+        assert c is not None and c[:5] == (sid, tid, epoch, author, ts) and c[6] == idem
+        assert [payload[a:b] for a, b in c[5]] == [stmt.SerializeToString()] * 2
+    data = bytearray(payload)
+    for _ in range(data_st.draw(st.integers(1, 4))):
+        data[data_st.draw(st.integers(0, len(data) - 1))] = data_st.draw(st.integers(0, 255))
+    cut = bytes(data[:data_st.draw(st.integers(0, len(data)))])
+    assert wire.parse_txn(cut) == state_machine._parse_txn_py(cut)
