@@ -5,7 +5,8 @@ Startup order: open the Raft log (bootstrap a new cluster from ``peers`` unless 
 open the store (re-import the newest snapshot if the store is behind it), create the driver
 (which replays committed entries after the store's durable applied index), connect peers,
 serve ``Peer`` on ``listen`` and ``Gateway`` (+ health, reflection) on ``api``, start the
-appliers' dispatchers in threads. ``stop`` reverses it: API first (new calls get
+appliers (``NodeAppliers``: node-scoped dispatchers now, cluster-scoped ones whenever this
+node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 """
