@@ -219,8 +219,12 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
         click.echo(f"  member {m.node_id} {m.role} peer {m.peer_address or '-'} api "
                    f"{m.api_address or '-'} match {m.match_index}")
     for a in st.appliers:
+        where = ""
+        if a.scope:
+            where = f" [{a.scope}, {'running' if a.running else 'idle'} here"
+            where += f", replicated {a.replicated_position}]" if a.scope == "cluster" else "]"
         click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
-                   f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}")
+                   f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
 
 
 @click.group("cluster")

@@ -32,7 +32,7 @@ from google.protobuf.message import Message
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError, TypeTag
 from gateway.core.stuffing import SEPARATOR
-from gateway.v1 import epoch_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import applier_pb2, epoch_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = [
     "LogEntry",
@@ -367,6 +367,8 @@ def render_text(entry: LogEntry) -> list[str]:
         ]
     if isinstance(msg, epoch_pb2.ApplyStatus):
         return [_apply_status_line(msg)]
+    if isinstance(msg, applier_pb2.ApplierPosition):
+        return [f"# Applier position: {msg.applier} at log index {msg.log_index}"]
     return [f"# {entry.tag.name} at offset {entry.offset}"]
 
 

@@ -21,6 +21,9 @@ Exceptions::
 from __future__ import annotations
 
 from gateway.appliers.contract import (
+    SCOPE_CLUSTER,
+    SCOPE_NODE,
+    SCOPES,
     Applier,
     ApplierConfigError,
     ApplierFactory,
@@ -28,6 +31,7 @@ from gateway.appliers.contract import (
     Capabilities,
     TransientApplyError,
     UnsupportedOperationError,
+    scope_of,
 )
 from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, DispatcherError
@@ -42,6 +46,9 @@ from gateway.appliers.source import (
 from gateway.appliers.workers import RetryPolicy
 
 __all__ = [
+    "SCOPES",
+    "SCOPE_CLUSTER",
+    "SCOPE_NODE",
     "Applier",
     "ApplierConfigError",
     "ApplierFactory",
@@ -64,4 +71,5 @@ __all__ = [
     "RetryPolicy",
     "TransientApplyError",
     "UnsupportedOperationError",
+    "scope_of",
 ]

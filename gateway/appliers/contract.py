@@ -28,6 +28,13 @@ Exceptions::
     ├── TransientApplyError      worth retrying (store busy, connection lost)
     └── UnsupportedOperationError  this applier never applies such an operation
     ApplierConfigError (ValueError)  bad options for an applier factory
+
+Scope (``ApplierFactory.scope``, overridable per node with ``[appliers.NAME] scope``): in a
+cluster, a ``node``-scoped applier runs on every node into that node's own target (the embedded
+SQLite file); a ``cluster``-scoped one writes one shared external store and runs only on the
+leader, from a position replicated through the Raft log (docs/node.md, "Appliers in a
+cluster"). A factory that says nothing is ``cluster``-scoped: for an external store, applying
+every change once per node is the wrong default.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from dataclasses import dataclass, field
 from gateway.core.rowops import OpKind, RowOp
 
 __all__ = [
+    "SCOPES",
+    "SCOPE_CLUSTER",
+    "SCOPE_NODE",
     "Applier",
     "ApplierConfigError",
     "ApplierFactory",
@@ -47,7 +57,15 @@ __all__ = [
     "TransientApplyError",
     "UnsupportedOperationError",
     "is_transient",
+    "scope_of",
 ]
+
+
+SCOPE_NODE = "node"
+"""Every node of a cluster applies into its own local target; the position is the node's."""
+SCOPE_CLUSTER = "cluster"
+"""One shared target: only the leader applies; the position is replicated in the Raft log."""
+SCOPES = (SCOPE_NODE, SCOPE_CLUSTER)
 
 
 class ApplyError(Exception):
@@ -119,13 +137,21 @@ class ApplierFactory:
 
     ``options`` documents the accepted option names (name -> help text) for ``gateway
     plugins`` and ``gateway apply -o NAME=VALUE``; ``create`` raises ``ApplierConfigError``
-    for bad ones.
+    for bad ones. ``scope`` is where the applier runs in a cluster (``SCOPE_NODE`` or
+    ``SCOPE_CLUSTER``; ``None``, the default, means ``SCOPE_CLUSTER``): see the module
+    docstring and :func:`scope_of`.
     """
 
     name: str
     create: Callable[[Mapping[str, str]], Applier]
     description: str = ""
     options: Mapping[str, str] = field(default_factory=dict)
+    scope: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope is not None and self.scope not in SCOPES:
+            raise ValueError(f"applier {self.name!r}: scope must be one of "
+                             f"{', '.join(SCOPES)}, not {self.scope!r}")
 
     def build(self, options: Mapping[str, str] | None = None) -> Applier:
         """``create`` after checking that every option name is one the factory documents."""
@@ -136,3 +162,16 @@ class ApplierFactory:
             raise ApplierConfigError(
                 f"applier {self.name!r}: unknown option {unknown[0]!r} (known: {known})")
         return self.create(options)
+
+
+def scope_of(factory: object, override: str | None = None) -> str:
+    """The scope an applier runs with: ``override`` (the node configuration's
+    ``[appliers.NAME] scope``) if given, else the factory's ``scope`` attribute, else
+    ``SCOPE_CLUSTER`` -- so a factory object from a plugin written before scopes existed (no
+    such attribute) is treated as an external, shared store."""
+    scope = override or getattr(factory, "scope", None) or SCOPE_CLUSTER
+    if scope not in SCOPES:
+        name = getattr(factory, "name", "?")
+        raise ApplierConfigError(f"applier {name!r}: scope must be one of "
+                                 f"{', '.join(SCOPES)}, not {scope!r}")
+    return str(scope)

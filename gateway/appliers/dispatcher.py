@@ -51,6 +51,7 @@ __all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
 
 MetricsSink = Callable[[str, Mapping[str, float]], None]
 DeadLetterHook = Callable[[str, int, Any, BaseException], None]
+PositionHook = Callable[[ApplierPosition], None]
 
 
 class DispatcherError(Exception):
@@ -91,15 +92,23 @@ class Dispatcher:
     def __init__(self, applier: Applier, source: EntrySource, state_dir: str | Path, *,
                  config: DispatcherConfig | None = None,
                  publish_metrics: MetricsSink | None = None,
-                 on_dead_letter: DeadLetterHook | None = None) -> None:
+                 on_dead_letter: DeadLetterHook | None = None,
+                 on_position_saved: PositionHook | None = None,
+                 metrics: ApplierMetrics | None = None) -> None:
+        """``on_position_saved(position)`` is called after every durable save of the
+        position, on the thread that saved it (the node replicates cluster-scoped appliers'
+        positions from it); it must return quickly and not raise. ``metrics``: counters to
+        continue (a node that runs an applier in several dispatchers one after the other);
+        new ones by default."""
         self.applier = applier
         self.source = source
         self.config = config or DispatcherConfig()
         self.positions = PositionStore(state_dir, applier.name)
         self.dead_letters = DeadLetterLog(state_dir, applier.name)
-        self.metrics = ApplierMetrics(applier.name)
+        self.metrics = metrics if metrics is not None else ApplierMetrics(applier.name)
         self._publish = publish_metrics
         self._on_dead_letter = on_dead_letter
+        self._on_position_saved = on_position_saved
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._drained = threading.Condition(self._lock)
@@ -312,6 +321,8 @@ class Dispatcher:
                 self.positions.save(position)
                 self._saved_seq = seq
                 self._last_save = time.monotonic()
+                if self._on_position_saved is not None:
+                    self._on_position_saved(position)
 
     def _tick(self) -> None:
         now = time.monotonic()

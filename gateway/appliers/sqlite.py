@@ -35,6 +35,7 @@ from gateway.hookspecs import hookimpl
 from gateway.v1 import value_pb2
 
 from .contract import (
+    SCOPE_NODE,
     Applier,
     ApplierConfigError,
     ApplierFactory,
@@ -279,6 +280,7 @@ SQLITE_FACTORY = ApplierFactory(
         "synchronous": "PRAGMA synchronous: OFF, NORMAL (default), FULL or EXTRA",
         "max_batch": "operations per SQLite transaction (default 500)",
     },
+    scope=SCOPE_NODE,  # every node materialises its own local file
 )
 
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from gateway.appliers.contract import SCOPES
+
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "load_config", "parse_address", "parse_peers"]
 
 
@@ -77,6 +79,12 @@ class NodeConfig:
         """The initial members: ``peers``, or this node alone."""
         return dict(self.peers) if self.peers else {self.node_id: self.listen}
 
+    def applier_settings(self, name: str) -> tuple[str | None, dict[str, str]]:
+        """``(scope override or None, the applier's own options)`` of applier ``name``: the
+        key ``scope`` of ``[appliers.NAME]`` is the node's, not passed to the factory."""
+        opts = dict(self.appliers.get(name, {}))
+        return opts.pop("scope", None), opts
+
     def validate(self) -> NodeConfig:
         """Return ``self`` or raise ``ConfigError`` naming the first bad key."""
         if self.node_id <= 0:
@@ -98,6 +106,11 @@ class NodeConfig:
             raise ConfigError("election_ticks: must exceed heartbeat_ticks (> 0)")
         if self.snapshot_entries < 10:
             raise ConfigError("snapshot_entries: must be at least 10")
+        for name, opts in self.appliers.items():
+            scope = opts.get("scope")
+            if scope is not None and scope not in SCOPES:
+                raise ConfigError(f"appliers.{name}.scope: must be one of "
+                                  f"{' or '.join(SCOPES)}, not {scope!r}")
         if self.log_format not in ("json", "text"):
             raise ConfigError("log_format: must be json or text")
         t = self.tls

@@ -192,6 +192,9 @@ class RaftDriver:
         self.removed = False
         self.applied_changed = asyncio.Condition()
         self.compact_floor: Callable[[], int] = lambda: 1 << 62
+        #: Called in the Raft loop after a Ready that changed this node's role or known leader
+        #: (``RawNode`` soft state), once the Ready is applied; must not block.
+        self.on_role_change: Callable[[], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.snapshots = SnapshotTaker(opts.node_id, storage, sm, self._io,
                                        every=opts.snapshot_entries, wake=self._wake.set,
@@ -242,6 +245,18 @@ class RaftDriver:
         """Run ``fn(raw_node)`` in the driver task between Ready cycles."""
         self._control.append(fn)
         self._wake.set()
+
+    def propose_entry(self, data: bytes) -> None:
+        """Propose one entry with payload ``data`` if this node leads when the loop next runs
+        (fire and forget: nobody waits for it; dropped if this node does not lead or a
+        leadership transfer is in progress). Event-loop thread only."""
+
+        def go(raw: RawNode) -> None:
+            if raw.raft.role == Role.LEADER:
+                with contextlib.suppress(ProposalDroppedError):
+                    raw.propose(data)
+
+        self.control(go)
 
     def known_schemas(self) -> dict[str, TableSchema]:
         """The tables' schemas as the next proposal sees them: the store's plus those this
@@ -715,6 +730,8 @@ class RaftDriver:
             self._leader = None
         if ss.removed:
             self.removed = True
+        if self.on_role_change is not None:
+            self.on_role_change()
 
     # -- snapshots ------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ Every key starts with a one-byte namespace:
 - ``s`` table schemas (first-seen shape): ``s`` + ``schema.table``;
 - ``i`` idempotency records: ``i`` + the client's key (UTF-8);
 - ``x`` log entries deliberately not applied (duplicates, rejected): ``x`` + index (u64 BE);
-- ``m`` node metadata (``m`` + name), e.g. the last assigned GTID trans id.
+- ``m`` node metadata (``m`` + name), e.g. the last assigned GTID trans id, and the replicated
+  positions of cluster-scoped appliers (``m applier:<name>``).
 
 Key values are encoded so that byte order is value order within one type: a type byte, then
 for integers and timestamps ``value + 2**63`` (u64 big-endian), unsigned u64 big-endian,
@@ -24,6 +25,7 @@ from gateway.v1 import value_pb2
 
 __all__ = [
     "KeyEncodingError",
+    "applier_position_key",
     "encode_key",
     "entry_outcome_key",
     "idempotency_key",
@@ -114,3 +116,10 @@ def entry_outcome_key(index: int) -> bytes:
 def meta_key(name: str) -> bytes:
     """Store key of node metadata ``name``."""
     return b"m" + name.encode()
+
+
+def applier_position_key(applier: str) -> bytes:
+    """Store key of the replicated position of cluster-scoped applier ``applier`` (value: a
+    serialized ``gateway.v1.ApplierPosition``); ``applier_position_key("")`` is the prefix of
+    them all."""
+    return meta_key("applier:" + applier)

@@ -14,6 +14,11 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
 ``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
 ``gateway_applier_position``        gauge   per applier durable watermark
 ``gateway_applier_dead_letters``    gauge   per applier dead letters so far
+``gateway_applier_running``         gauge   1 if the applier runs on this node (labels
+                                            ``applier``, ``scope``: a cluster-scoped one
+                                            runs on the leader only)
+``gateway_applier_replicated_position``  gauge  per cluster-scoped applier: the position
+                                            recorded in the Raft log
 ==================================  ======  ===========================================
 
 Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
@@ -66,13 +71,24 @@ class NodeCollector(Collector):
                                 labels=["applier"])
         dead = GaugeMetricFamily("gateway_applier_dead_letters", "dead letters",
                                  labels=["applier"])
+        running = GaugeMetricFamily("gateway_applier_running",
+                                    "1 if the applier runs on this node",
+                                    labels=["applier", "scope"])
+        replicated = GaugeMetricFamily("gateway_applier_replicated_position",
+                                       "position of a cluster-scoped applier in the Raft log",
+                                       labels=["applier"])
         for a in n.applier_status():
             lag.add_metric([a.name], a.lag_entries)
             pos.add_metric([a.name], a.position)
             dead.add_metric([a.name], a.dead_letters)
+            running.add_metric([a.name, a.scope], int(a.running))
+            if a.scope == "cluster":
+                replicated.add_metric([a.name], a.replicated_position)
         yield lag
         yield pos
         yield dead
+        yield running
+        yield replicated
         c = n.driver.counters
         for name, doc, value in (
             ("gateway_raft_ready", "Ready cycles run", c.readies),

@@ -8,7 +8,8 @@ membership changes between the newest snapshot and that index are replayed from 
 right away), connect peers, serve ``Peer`` on ``listen`` and ``Gateway`` (+ health,
 reflection) on ``api``, start the driver (it first delivers the replayed changes'
 ``_on_membership`` calls: peer addresses, and a stop if this node replayed its own
-removal), start the appliers' dispatchers in threads. ``stop`` reverses it: API first (new calls get
+removal), start the appliers (``NodeAppliers``: node-scoped dispatchers now, cluster-scoped
+ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 """
@@ -20,7 +21,6 @@ import contextlib
 import json
 import logging
 import os
-import threading
 from typing import Any
 
 import grpc
@@ -28,16 +28,18 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gateway import plugins
-from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.contract import scope_of
+from gateway.appliers.dispatcher import DispatcherConfig
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2_grpc
 
 from . import keys
 from .api import GatewayServicer
+from .appliers import NodeAppliers
 from .config import NodeConfig
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
-from .feed import ChangeFeed, CommittedLogSource
+from .feed import ChangeFeed
 from .metrics import serve_metrics
 from .security import (
     TokenAuthInterceptor,
@@ -62,28 +64,13 @@ class NodeStartError(Exception):
     """The node cannot start (port in use, data directory locked, ...); one line."""
 
 
-class _Applier:
-    def __init__(self, dispatcher: Dispatcher) -> None:
-        self.dispatcher = dispatcher
-        self.thread = threading.Thread(target=self._run, name=f"applier-{dispatcher.applier.name}",
-                                       daemon=True)
-        self.error: BaseException | None = None
-
-    def _run(self) -> None:
-        try:
-            self.dispatcher.run(follow=True)
-        except Exception as exc:  # reported in status and logs
-            self.error = exc
-            log.error("applier %s stopped: %s", self.dispatcher.applier.name, exc)
-
-
 class GatewayNode:
     """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
 
     def __init__(self, config: NodeConfig, plugin_manager: Any = None) -> None:
         self.config = config
         self._pm = plugin_manager
-        self._appliers: list[_Applier] = []
+        self.appliers: NodeAppliers | None = None
         self._servers: list[grpc.aio.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.api_port = 0
@@ -196,11 +183,8 @@ class GatewayNode:
             with contextlib.suppress(Exception):
                 await self.health.enter_graceful_shutdown()
             await self._servers[1].stop(grace=1.0)
-        for a in self._appliers:
-            a.dispatcher.stop()
-        for a in self._appliers:
-            await asyncio.to_thread(a.thread.join)
-            a.dispatcher.applier.close()
+        if self.appliers is not None:
+            await self.appliers.stop()
         await self.driver.stop()
         await self.transport.close()
         if self._servers:
@@ -280,19 +264,24 @@ class GatewayNode:
     # -- appliers -------------------------------------------------------------------------------
 
     def _start_appliers(self) -> None:
+        """Build every configured applier (unknown names and bad options fail the start) and
+        start them: node-scoped ones now, cluster-scoped ones whenever this node leads
+        (``NodeAppliers``)."""
         cfg = self.config
         if not cfg.appliers:
             return
         pm = self._pm if self._pm is not None else plugins.load_plugins(
             list(cfg.plugins) if cfg.plugins is not None else None)
         factories = plugins.applier_factories(pm)
-        source = CommittedLogSource(self.driver)
-        state_dir = os.path.join(cfg.data_dir, "appliers")
-        for name, options in cfg.appliers.items():
+        hosted = NodeAppliers(self.driver, os.path.join(cfg.data_dir, "appliers"),
+                              publish_metrics=plugins.publish_metrics(pm),
+                              on_dead_letter=plugins.dead_letter_notifier(pm))
+        for name in cfg.appliers:
             if name not in factories:
                 known = ", ".join(sorted(factories)) or "none"
                 raise NodeStartError(f"appliers: unknown applier {name!r} (available: {known})")
-            opts = dict(options)
+            override, opts = cfg.applier_settings(name)
+            scope = scope_of(factories[name], override)
             if name == "sqlite" and "path" not in opts:
                 os.makedirs(os.path.join(cfg.data_dir, "sqlite"), exist_ok=True)
                 opts["path"] = os.path.join(cfg.data_dir, "sqlite", "gateway.db")
@@ -304,28 +293,15 @@ class GatewayNode:
             # window after every read, so a lone write is not held back.
             dcfg = (DispatcherConfig(poll_interval=0.05, threads=1, window=64)
                     if name == "sqlite" else DispatcherConfig(poll_interval=0.05))
-            d = Dispatcher(applier, source, state_dir, config=dcfg,
-                           publish_metrics=plugins.publish_metrics(pm),
-                           on_dead_letter=plugins.dead_letter_notifier(pm))
-            a = _Applier(d)
-            self._appliers.append(a)
-            a.thread.start()
+            hosted.add(name, applier, scope, dcfg)
+        self.appliers = hosted
+        hosted.start()
 
     def _applier_floor(self) -> int:
-        floor = 1 << 62
-        for a in self._appliers:
-            floor = min(floor, a.dispatcher.positions.load().log_index)
-        return floor
+        return self.appliers.floor() if self.appliers is not None else 1 << 62
 
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
-        out = []
-        for a in self._appliers:
-            m = a.dispatcher.metrics.snapshot()
-            out.append(gateway_pb2.ApplierStatus(
-                name=a.dispatcher.applier.name, position=int(m.get("watermark", 0)),
-                lag_entries=int(m.get("lag_entries", 0)), lag_seconds=m.get("lag_seconds", 0.0),
-                dead_letters=int(m.get("dead_letters", 0))))
-        return out
+        return self.appliers.status() if self.appliers is not None else []
 
     # -- admin ----------------------------------------------------------------------------------
 

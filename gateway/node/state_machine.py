@@ -13,6 +13,11 @@ What applying an entry does (identically on every replica, from the entry's byte
      author, commit timestamp, GTID and log index; the store cell carries epoch, author and
      commit timestamp too), new schemas are recorded (``s``), and the result is recorded under
      the idempotency key (``i``) with an expiry index entry (``j`` + commit ts + key);
+- an applier position entry (tag ``APPLIER_POSITION`` + ``gateway.v1.ApplierPosition``, proposed
+  by the leader for its cluster-scoped appliers) is recorded under ``m applier:<name>`` (the
+  entry's message bytes) unless the recorded position of that applier has a larger
+  ``log_index`` -- so a stale proposal of an old leader committed late never moves a position
+  back; an entry that does not parse or names no applier changes nothing;
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -37,11 +42,13 @@ import shutil
 import struct
 from collections.abc import Iterator
 
+from google.protobuf.message import DecodeError
+
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
 from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
 from gateway.raft import Entry, EntryType
-from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
+from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 from . import keys
 from .snapshots import pack_dir, unpack_dir
@@ -55,6 +62,7 @@ _U64 = struct.Struct(">Q")
 IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
 _EXPIRY_GRAIN_NS = 10**9
 _TXN = TypeTag.TRANSACTION
+_POS = TypeTag.APPLIER_POSITION
 _MISSING = object()
 
 
@@ -485,6 +493,13 @@ class StoreStateMachine:
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
             self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
+        #: Replicated positions of cluster-scoped appliers by name (read by other threads: the
+        #: mapping is only ever updated item by item).
+        self.applier_positions: dict[str, applier_pb2.ApplierPosition] = {}
+        prefix = keys.applier_position_key("")
+        for k, v in self.store.scan_prefix(prefix):
+            self.applier_positions[k[len(prefix):].decode()] = \
+                applier_pb2.ApplierPosition.FromString(v)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = _U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -581,6 +596,8 @@ class StoreStateMachine:
         out: list[Applied] = []
         for e in entries:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
+                if e.type == EntryType.NORMAL and e.data and e.data[0] == _POS:
+                    self._apply_position(e.data, ops)
                 continue
             done = self._apply_fast(e, ops, overlay)
             if done is None:
@@ -593,6 +610,20 @@ class StoreStateMachine:
         ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
         self.store.write_batch(ops, log_index=entries[-1].index)
         return out
+
+    def _apply_position(self, data: bytes, ops: list) -> None:
+        """Record an applier position entry (see the module docstring)."""
+        try:
+            pos = applier_pb2.ApplierPosition.FromString(data[1:])
+        except DecodeError:
+            return
+        if not pos.applier:
+            return
+        current = self.applier_positions.get(pos.applier)
+        if current is not None and current.log_index > pos.log_index:
+            return
+        self.applier_positions[pos.applier] = pos
+        ops.append((keys.applier_position_key(pos.applier), data[1:], 0, 0, 0))
 
     def _insert_head(self, hdr: bytes) -> tuple[bytes, bytes, bytes] | None:
         """``(row key prefix, Row fields 1-2, Row field 4)`` of an insert statement whose

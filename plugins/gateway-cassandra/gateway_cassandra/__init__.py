@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from cassandra import ConsistencyLevel
 
 from gateway import hookimpl
-from gateway.appliers.contract import ApplierConfigError, ApplierFactory
+from gateway.appliers.contract import SCOPE_CLUSTER, ApplierConfigError, ApplierFactory
 
 from .applier import (
     CassandraApplier,
@@ -146,9 +146,11 @@ def _create(options: Mapping[str, str]) -> CassandraApplier:
     return CassandraApplier(parse_options(options))
 
 
+#: One shared keyspace: in a gateway cluster only the leader writes (scope ``cluster``), so
+#: each row is written once, not once per node.
 CASSANDRA_FACTORY = ApplierFactory(
     "cassandra", _create, "materialise tables in Apache Cassandra (timestamped, idempotent)",
-    OPTIONS)
+    OPTIONS, scope=SCOPE_CLUSTER)
 
 
 @hookimpl

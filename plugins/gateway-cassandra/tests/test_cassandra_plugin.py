@@ -149,3 +149,8 @@ def test_an_unreachable_cluster_is_a_transient_error(tmp_path):
             applier.apply([_op()])
     finally:
         applier.close()
+
+
+def test_the_cassandra_applier_is_cluster_scoped():
+    # one shared keyspace: in a gateway cluster only the leader writes each row
+    assert gateway_cassandra.CASSANDRA_FACTORY.scope == "cluster"

@@ -15,6 +15,7 @@ import click
 
 from gateway import hookimpl
 from gateway.appliers.contract import (
+    SCOPE_NODE,
     Applier,
     ApplierConfigError,
     ApplierFactory,
@@ -74,8 +75,11 @@ def _create(options: Mapping[str, str]) -> JsonLinesApplier:
 
 @hookimpl
 def gateway_register_appliers() -> list[ApplierFactory]:
+    # A file on the node's own disk: in a gateway cluster every node appends to its own copy
+    # (scope "node"). An applier writing one shared external store declares SCOPE_CLUSTER
+    # (the default when scope is left out): only the leader then applies.
     return [ApplierFactory("jsonl", _create, "append operations to a JSON-lines file",
-                           {"path": "the file to append to; required"})]
+                           {"path": "the file to append to; required"}, scope=SCOPE_NODE)]
 
 
 @click.command("template-info")

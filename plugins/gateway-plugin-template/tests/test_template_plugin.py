@@ -61,3 +61,9 @@ def test_the_jsonl_applier_receives_reduced_operations_with_their_metadata(tmp_p
         "kind": "INSERT", "table": "s.t", "row": {"id": 1, "v": "b"}, "sql": None,
         "gtid": [3, 7], "log_index": 1, "epoch": 2, "author": 3, "commit_ts_ns": 5}
     assert gateway_plugin_template.LAST_METRICS["jsonl"]["applied_ops"] == 1
+
+
+def test_the_jsonl_applier_is_node_scoped():
+    # a file on each node's own disk: every node of a cluster appends to its own copy
+    [factory] = gateway_plugin_template.gateway_register_appliers()
+    assert factory.scope == "node"

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gateway import hookimpl
-from gateway.appliers.contract import ApplierConfigError, ApplierFactory
+from gateway.appliers.contract import SCOPE_CLUSTER, ApplierConfigError, ApplierFactory
 
 from .message import (
     CONTENT_TYPES,
@@ -131,9 +131,11 @@ def _create(options: Mapping[str, str]) -> RabbitApplier:
     return RabbitApplier(parse_options(options))
 
 
+#: One shared exchange: in a gateway cluster only the leader publishes (scope ``cluster``),
+#: so each change is published once, not once per node.
 RABBIT_FACTORY = ApplierFactory(
     "rabbit", _create, "publish reduced row operations to a RabbitMQ topic exchange",
-    OPTIONS)
+    OPTIONS, scope=SCOPE_CLUSTER)
 
 
 @hookimpl

@@ -134,3 +134,8 @@ def test_an_unreachable_broker_is_a_transient_error_and_close_is_clean():
     finally:
         applier.close()
     assert not applier._thread.is_alive()
+
+
+def test_the_rabbit_applier_is_cluster_scoped():
+    # one shared exchange: in a gateway cluster only the leader publishes each change
+    assert gateway_rabbit.RABBIT_FACTORY.scope == "cluster"
