@@ -1,4 +1,4 @@
-"""Build hook for the optional C accelerator; all metadata lives in pyproject.toml."""
+"""Build hook for the optional C accelerators; all metadata lives in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -15,6 +15,12 @@ setup(
             ["gateway/node/_wire.c"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state_machine uses Python
+        ),
+        Extension(
+            "spark_applier._txndecode",
+            ["spark_applier/_txndecode.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, spark_applier.decode decodes in Python
         ),
     ]
 )

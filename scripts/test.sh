@@ -25,7 +25,7 @@ bash deploy/local/cassandra/cassandra.sh install
 
 "$PY" -m ruff check --quiet .
 
-export GATEWAY_REQUIRE_ACCEL=1  # the C accelerator must build here; its tests must not skip
+export GATEWAY_REQUIRE_ACCEL=1  # the C accelerators must build here; their tests must not skip
 set +e
 "$PY" -m pytest "$@"
 rc=$?

@@ -19,6 +19,13 @@ wrong row):
   entries, epoch markers) and single-segment rollbacks -- not damage, counted for the record.
 
 WAL header, index and footer records are structure, not entries, and are not counted.
+
+When the optional C extension ``spark_applier._txndecode`` is built, it decodes the common
+transactions (inserts, deletes, updates of non-key columns, apply status, segment markers)
+straight from the wire format into Arrow buffers; every other transaction -- SQL, key changes,
+rollbacks, anything the log model rejects or the C parser is unsure of -- it hands back, and
+``_Batch`` below, the specification, decodes it. Both give the same batches
+(``tests/spark/test_cdecode.py``); ``GATEWAY_PURE_PYTHON=1`` disables the extension.
 """
 
 from __future__ import annotations
@@ -42,7 +49,17 @@ from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 from .layout import ReadRange, open_buffer
 from .schema import ARROW_SCHEMA, CELL, MARKER_OP
 
-__all__ = ["RangeReport", "read_range", "write_report"]
+__all__ = ["ACCELERATED", "RangeReport", "read_range", "write_report"]
+
+try:  # pragma: no cover - exercised when the extension is built
+    if os.environ.get("GATEWAY_PURE_PYTHON"):
+        raise ImportError("pure Python requested")
+    from spark_applier import _txndecode as _cdecode
+except ImportError:  # pragma: no cover - exercised when the extension is not built
+    _cdecode = None
+
+#: True when the C extension decodes the common transactions.
+ACCELERATED = _cdecode is not None
 
 _BATCH_ROWS = 65536  # rows per batch once reading is under way
 _FIRST_BATCH_ROWS = 4096  # the first batches are smaller (the first rows arrive sooner); the
@@ -555,6 +572,8 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
     generation = f.generation
     lo, hi, gtids = rr.index_from, rr.index_to, rr.gtids
     batch = _Batch()
+    cdec = _c_decoder(gtids)
+    runs: list[list[int]] = []  # [source (0: C, 1: Python), rows] in row order
     limit = _FIRST_BATCH_ROWS
     expected = _first_position(buf, rr.start, rr.stop)
     ordinal = rr.ordinal_base
@@ -605,6 +624,21 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
             else:
                 report.skipped += 1  # epoch markers and other log-model messages
             continue
+        if cdec is not None:
+            try:
+                n = cdec.add(payload, index, term, f.segment, rec.position)
+            except OverflowError:  # an index or term past int64: the Python path decides
+                n = _cdecode.FALLBACK
+            if n >= 0:
+                report.rows += n
+                report.transactions += 1
+                _note_run(runs, 0, n)
+                if cdec.rows + batch.rows >= limit:
+                    yield _flush(batch, cdec, runs)
+                    limit = min(2 * limit, _BATCH_ROWS)
+                continue
+            if n == _cdecode.FILTERED:
+                continue
         try:
             txn = parse(payload[1:])
         except Exception as exc:  # protobuf DecodeError
@@ -622,19 +656,93 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
                                                 f"field exceeds 2**63 - 1"))
             continue
         try:
-            report.rows += batch.add_transaction(txn, index, term, f.segment, rec.position)
+            n = batch.add_transaction(txn, index, term, f.segment, rec.position)
         except ValueError as exc:
             report.rejected.append((rec.offset, f"transaction ({g.server_id},{g.trans_id}) "
                                                 f"at index {index}: {exc}"))
             continue
+        report.rows += n
         report.transactions += 1
-        if batch.rows >= limit:
-            yield batch.flush()
+        _note_run(runs, 1, n)
+        if batch.rows + (cdec.rows if cdec is not None else 0) >= limit:
+            yield _flush(batch, cdec, runs)
             limit = min(2 * limit, _BATCH_ROWS)
     if expected < rr.stop:
         _note_damage(buf, expected, rr.stop, report)
-    if batch.rows:
-        yield batch.flush()
+    if batch.rows or (cdec is not None and cdec.rows):
+        yield _flush(batch, cdec, runs)
+
+
+def _c_decoder(gtids: Any) -> Any:
+    """A C decoder for this range, or None (not built, or a GTID filter it cannot hold)."""
+    if _cdecode is None:
+        return None
+    if gtids is None:
+        return _cdecode.Decoder()
+    bounds = (gtids.server_id, gtids.first, gtids.last)
+    if not all(0 <= b < _U64 for b in bounds):
+        return None
+    return _cdecode.Decoder(gtids=bounds)
+
+
+def _note_run(runs: list[list[int]], source: int, n: int) -> None:
+    """Record that the next ``n`` rows come from ``source`` (0: C decoder, 1: ``_Batch``)."""
+    if runs and runs[-1][0] == source:
+        runs[-1][1] += n
+    else:
+        runs.append([source, n])
+
+
+def _flush(batch: _Batch, cdec: Any, runs: list[list[int]]) -> pa.RecordBatch:
+    """One record batch of the rows both decoders hold, in log order (``runs``)."""
+    c = _c_batch(cdec.flush()) if cdec is not None and cdec.rows else None
+    p = batch.flush() if batch.rows else None
+    order = [list(r) for r in runs]
+    runs.clear()
+    if p is None:
+        assert c is not None
+        return c
+    if c is None:
+        return p
+    index: list[int] = []
+    at = [0, c.num_rows]  # next row of each source in the concatenation
+    for source, n in order:
+        index += range(at[source], at[source] + n)
+        at[source] += n
+    return pa.concat_batches([c, p]).take(pa.array(index, pa.int32()))
+
+
+_INT64, _INT32, _BOOL, _STRING, _BINARY = pa.int64(), pa.int32(), pa.bool_(), pa.string(), \
+    pa.binary()
+_CELLS_TYPE = ARROW_SCHEMA.field("key").type
+_SQL_TYPE = ARROW_SCHEMA.field("sql").type
+_ROW_TYPES = [_INT64] * 9 + [_INT32, _BOOL, _BOOL, _INT32, _INT32, _INT32]
+
+
+def _c_batch(parts: tuple[Any, ...]) -> pa.RecordBatch:
+    """The record batch of ``_txndecode.Decoder.flush()`` buffers (layout in its docstring)."""
+    buf = pa.py_buffer
+    rows = parts[0]
+    arrays = [pa.Array.from_buffers(t, rows, [None, buf(b)])
+              for t, b in zip(_ROW_TYPES, parts[1:16], strict=True)]
+    for i in (16, 18, 20):  # op, schema, table
+        arrays.append(pa.Array.from_buffers(_STRING, rows, [None, buf(parts[i]),
+                                                              buf(parts[i + 1])]))
+    for cells in parts[22:25]:
+        (n, lists, name_off, names, types, int_ok, ints, dbl_ok, dbls, txt_ok, txt_off, txts,
+         bin_ok, bin_off, bins) = cells
+        struct = pa.Array.from_buffers(CELL, n, [None], children=[
+            pa.Array.from_buffers(_STRING, n, [None, buf(name_off), buf(names)]),
+            pa.Array.from_buffers(_INT32, n, [None, buf(types)]),
+            pa.Array.from_buffers(_INT64, n, [buf(int_ok), buf(ints)]),
+            pa.Array.from_buffers(pa.float64(), n, [buf(dbl_ok), buf(dbls)]),
+            pa.Array.from_buffers(_STRING, n, [buf(txt_ok), buf(txt_off), buf(txts)]),
+            pa.Array.from_buffers(_BINARY, n, [buf(bin_ok), buf(bin_off), buf(bins)]),
+        ])
+        arrays.append(pa.Array.from_buffers(_CELLS_TYPE, rows, [None, buf(lists)],
+                                            children=[struct]))
+    arrays.append(pa.nulls(rows, _SQL_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
 def _separators(buf: Any, a: int, b: int) -> int:
