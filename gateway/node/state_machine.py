@@ -399,12 +399,12 @@ def _key_part(data: bytes, start: int, end: int) -> bytes | None:
     return None
 
 
-try:
+try:  # GATEWAY_PURE_PYTHON=1, or no compiler at install time: the Python specifications
+    if os.environ.get("GATEWAY_PURE_PYTHON"):
+        raise ImportError("pure Python requested")
     from gateway.node._wire import insert_rows as _insert_rows
     from gateway.node._wire import parse_txn as _parse_txn
-except ImportError:  # no compiler at install time: the Python specifications
-    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
-        raise
+except ImportError:
     _insert_rows = _insert_rows_py
     _parse_txn = _parse_txn_py
 

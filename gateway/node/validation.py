@@ -282,11 +282,11 @@ def _check_records_py(raw: bytes, pos: int, end: int, ktags: bytes, vtags: bytes
     return True
 
 
-try:
+try:  # GATEWAY_PURE_PYTHON=1, or no compiler at install time: the Python specification
+    if os.environ.get("GATEWAY_PURE_PYTHON"):
+        raise ImportError("pure Python requested")
     from gateway.node._wire import check_records as _check_records
-except ImportError:  # no compiler at install time: the Python specification
-    if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":
-        raise
+except ImportError:
     _check_records = _check_records_py
 
 
