@@ -66,7 +66,8 @@ class Result:
     errors: int = 0
     latencies: list[float] = field(default_factory=list)
     all_rows: int = 0  # every row acknowledged during the cell, warm-up and tail included
-    cpu: str = "-"  # node CPU microseconds per row: leader/follower/follower
+    cpu: str = "-"  # server CPU microseconds per row: leader/follower/follower (echo: server)
+    client_cpu: str = "-"  # the benchmark client's (this process's) CPU microseconds per row
     error_codes: dict[str, int] = field(default_factory=dict)  # gRPC code -> count
 
     @property
@@ -413,13 +414,14 @@ def peak_rss_kib(pid: int) -> int:
 
 def table(results: list[Result]) -> str:
     lines = [
-        "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors | CPU us/row L/F/F |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors "
+        "| CPU us/row L/F/F | client us/row |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.system} | {r.mode} | {r.size} | {r.clients} | {r.rows_per_s:,.0f} | "
-            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} | {r.cpu} |"
+            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} | {r.cpu} | {r.client_cpu} |"
         )
     return "\n".join(lines)
 
@@ -470,11 +472,13 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
 
     async def cell(make: Awaitable[Result]) -> None:
         before = [cpu_seconds(p) for p in pids]
+        mine = cpu_seconds(os.getpid())
         r = await make
         r.system = system
         if r.all_rows:
             r.cpu = "/".join(f"{1e6 * (cpu_seconds(p) - b) / r.all_rows:.0f}"
                              for p, b in zip(pids, before, strict=True))
+            r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
         out.append(r)
         print(table(out[-1:]).splitlines()[-1], flush=True)
 
@@ -487,11 +491,17 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
     return out
 
 
-async def run_echo(address: str, sizes: list[str], duration: float) -> list[Result]:
+async def run_echo(address: str, sizes: list[str], duration: float, pid: int) -> list[Result]:
+    """The echo cells; ``pid`` (the echo server) is sampled for its CPU per call."""
     out = []
     for size in sizes:
         for clients in (1, 64):
-            out.append(await bench_echo(address, size, clients, duration))
+            before, mine = cpu_seconds(pid), cpu_seconds(os.getpid())
+            r = await bench_echo(address, size, clients, duration)
+            if r.all_rows:
+                r.cpu = f"{1e6 * (cpu_seconds(pid) - before) / r.all_rows:.0f}"
+                r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
+            out.append(r)
             print(table(out[-1:]).splitlines()[-1], flush=True)
     return out
 
@@ -547,7 +557,8 @@ def main() -> None:
         try:
             assert server.stdout is not None
             server.stdout.readline()
-            results += asyncio.run(run_echo(f"127.0.0.1:{port}", sizes, duration))
+            results += asyncio.run(run_echo(f"127.0.0.1:{port}", sizes, duration,
+                                           server.pid))
             rss["echo server (peak)"] = [peak_rss_kib(server.pid)]
         finally:
             server.kill()
