@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gateway.core import records
+from gateway.core import accel, records
 from gateway.core.rowops import CASE_OF_TYPE, TYPE_OF_CASE
 from gateway.core.wal.codec import PayloadError, WalTag, decode_entry
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
@@ -51,12 +51,7 @@ from .schema import ARROW_SCHEMA, CELL, MARKER_OP
 
 __all__ = ["ACCELERATED", "RangeReport", "read_range", "write_report"]
 
-try:  # pragma: no cover - exercised when the extension is built
-    if os.environ.get("GATEWAY_PURE_PYTHON"):
-        raise ImportError("pure Python requested")
-    from spark_applier import _txndecode as _cdecode
-except ImportError:  # pragma: no cover - exercised when the extension is not built
-    _cdecode = None
+_cdecode = accel.load("spark_applier._txndecode")
 
 #: True when the C extension decodes the common transactions.
 ACCELERATED = _cdecode is not None

@@ -30,13 +30,13 @@ force it). Both are tested against each other.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import crc32c as _crc32c
 
+from gateway.core import accel
 from gateway.core.stuffing import SEPARATOR, StuffingError, stuff, unstuff
 
 __all__ = [
@@ -201,12 +201,7 @@ def _as_searchable(buf: Any) -> Any:
     return bytes(buf)
 
 
-try:  # pragma: no cover - exercised when the extension is built
-    if os.environ.get("GATEWAY_PURE_PYTHON"):
-        raise ImportError("pure Python requested")
-    from gateway.core import _recordstream as _accel
-except ImportError:  # pragma: no cover - exercised when the extension is not built
-    _accel = None
+_accel = accel.load("gateway.core._recordstream")
 
 #: True when the C accelerator serves encode/scan.
 ACCELERATED = _accel is not None

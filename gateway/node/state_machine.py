@@ -44,6 +44,7 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
+from gateway.core import accel
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.messages import TypeTag
 from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
@@ -399,14 +400,9 @@ def _key_part(data: bytes, start: int, end: int) -> bytes | None:
     return None
 
 
-try:  # GATEWAY_PURE_PYTHON=1, or no compiler at install time: the Python specifications
-    if os.environ.get("GATEWAY_PURE_PYTHON"):
-        raise ImportError("pure Python requested")
-    from gateway.node._wire import insert_rows as _insert_rows
-    from gateway.node._wire import parse_txn as _parse_txn
-except ImportError:
-    _insert_rows = _insert_rows_py
-    _parse_txn = _parse_txn_py
+_wire = accel.load("gateway.node._wire")  # None: the Python specifications serve
+_insert_rows = _wire.insert_rows if _wire else _insert_rows_py
+_parse_txn = _wire.parse_txn if _wire else _parse_txn_py
 
 
 class Applied:

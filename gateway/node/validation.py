@@ -10,10 +10,10 @@ the offending field in the request (``statements[0].insert.records[2].key_values
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gateway.core import accel
 from gateway.core.rowops import CASE_OF_TYPE, python_value
 from gateway.core.varint import decode_uvarint, encode_uvarint
 from gateway.v1 import statement_pb2, value_pb2
@@ -282,12 +282,8 @@ def _check_records_py(raw: bytes, pos: int, end: int, ktags: bytes, vtags: bytes
     return True
 
 
-try:  # GATEWAY_PURE_PYTHON=1, or no compiler at install time: the Python specification
-    if os.environ.get("GATEWAY_PURE_PYTHON"):
-        raise ImportError("pure Python requested")
-    from gateway.node._wire import check_records as _check_records
-except ImportError:
-    _check_records = _check_records_py
+_wire = accel.load("gateway.node._wire")  # None: the Python specification serves
+_check_records = _wire.check_records if _wire else _check_records_py
 
 
 class WireChecker:

@@ -1,0 +1,27 @@
+"""Loading the optional C accelerators.
+
+Each accelerator (``gateway.core._recordstream``, ``gateway.node._wire``,
+``spark_applier._txndecode``) speeds up code whose pure-Python version is the specification and
+the fallback. ``load(name)`` returns the extension module, or None when it was not built (no
+compiler at install time) or ``GATEWAY_PURE_PYTHON`` is set (to run and test the Python code
+alone). Whether a missing accelerator fails a test run is the tests' business
+(``GATEWAY_REQUIRE_ACCEL=1``), not the importer's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["load"]
+
+
+def load(name: str) -> ModuleType | None:
+    """The C accelerator module ``name`` (dotted), or None; see the module docstring."""
+    if os.environ.get("GATEWAY_PURE_PYTHON"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
