@@ -8,7 +8,10 @@ Modules, one job each:
 - ``datasource``: the ``gateway_wal`` PySpark data source (batch and streaming);
 - ``store_source``: the ``gateway_store`` data source over LSM store snapshots;
 - ``bulk``: the bulk reduce (final state of each row by log order) and the apply job;
-- ``writers``: targets of the bulk apply (Parquet, SQLite, Cassandra, Delta);
+- ``writers``: targets of the bulk apply (Parquet, Delta; re-exports the SQLite one);
+- ``sqlite_target``: the SQLite target, reduced rows column by column into the applier;
+- ``cassandra``: the Cassandra target;
+- ``convert``: Spark rows and Arrow cell columns back to ``RowOp`` values;
 - ``position``: the durable applied position of a bulk apply, so runs resume;
 - ``plugin``/``cli``: the ``spark`` plugin (``gateway spark apply``, micro-batches).
 

@@ -4,7 +4,8 @@ A cell (``spark_applier.schema``) becomes the Python value ``rowops.python_value
 for the same ``Value``: ``bool`` for BOOLEAN, the unsigned value for UNSIGNED (stored two's
 complement), ``Decimal`` for DECIMAL, ``int`` ns for TIMESTAMP, ``str``/``bytes`` otherwise,
 ``None`` for null. So a SQLite or Cassandra writer fed from Spark sees exactly the ``RowOp``
-values the dispatcher would hand it.
+values the dispatcher would hand it. ``column_values`` does the same for a whole Arrow column of
+cells of one type at once (the bulk SQLite writer).
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from gateway.core.rowops import Column, Gtid, OpKind, RowOp, SqlText, TableRef, Variable
 
-__all__ = ["cell_value", "op_of_row"]
+__all__ = ["cell_value", "column_values", "op_of_row"]
 
 _BOOLEAN, _UNSIGNED, _DOUBLE, _DECIMAL, _BLOB, _UUID = 1, 3, 4, 5, 7, 12
 _INT_TYPES = (2, 11)
@@ -41,6 +45,30 @@ def cell_value(cell: Mapping[str, Any]) -> Any:
         return Decimal(text)
     if t == 0:  # a session variable holding null
         return None
+    return text
+
+
+def column_values(cells: pa.Array, field_type: int) -> list[Any]:
+    """``[cell_value(c) for c in cells]`` for an Arrow array of non-null cell structs that all
+    have type ``field_type``, computed column-wise (one Arrow kernel, one ``to_pylist``)."""
+    def slot(name: str) -> pa.Array:
+        return pc.struct_field(cells, name)
+
+    if field_type in _INT_TYPES:
+        return slot("int_v").to_pylist()
+    if field_type == _BOOLEAN:
+        return pc.not_equal(slot("int_v"), 0).to_pylist()
+    if field_type == _UNSIGNED:  # two's complement -> the unsigned value
+        return slot("int_v").cast(pa.uint64(), safe=False).to_pylist()
+    if field_type == _DOUBLE:
+        return slot("double_v").to_pylist()
+    if field_type in (_BLOB, _UUID):
+        return slot("bytes_v").to_pylist()
+    if field_type == 0:
+        return [None] * len(cells)
+    text = slot("text_v").to_pylist()
+    if field_type == _DECIMAL:
+        return [None if t is None else Decimal(t) for t in text]
     return text
 
 

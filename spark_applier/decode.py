@@ -64,6 +64,7 @@ _ENTRY_TAG = b"\x20"
 _WAL_STRUCTURE = frozenset(int(t) for t in WalTag if t is not WalTag.ENTRY)
 _TXN_TAG = 1
 _U63 = 1 << 63
+_U31 = 1 << 31
 _U64 = 1 << 64
 # Value case -> slot: 0 int_v, 1 double_v, 2 text_v, 3 bytes_v
 _SLOT_OF_CASE = {
@@ -649,6 +650,10 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
         if g.trans_id >= _U63 or txn.epoch >= _U63 or txn.commit_timestamp_ns >= _U63:
             report.rejected.append((rec.offset, f"({g.server_id},{g.trans_id}): a 64-bit "
                                                 f"field exceeds 2**63 - 1"))
+            continue
+        if txn.segment_id >= _U31:  # the segment_id column is int32
+            report.rejected.append((rec.offset, f"({g.server_id},{g.trans_id}): segment_id "
+                                                f"{txn.segment_id} exceeds 2**31 - 1"))
             continue
         try:
             n = batch.add_transaction(txn, index, term, f.segment, rec.position)

@@ -4,7 +4,7 @@
 spec                                       target
 =========================================  ===================================================
 ``parquet:DIR``                            ``writers.ParquetTarget`` (datasets per table)
-``sqlite:FILE``                            ``writers.SqliteTarget`` (the built-in applier)
+``sqlite:FILE``                            ``sqlite_target.SqliteTarget`` (the built-in applier)
 ``cassandra://HOST:PORT/KEYSPACE``         ``cassandra.CassandraTarget``
 ``delta:DIR``                              ``writers.DeltaTarget`` (needs delta-spark)
 =========================================  ===================================================

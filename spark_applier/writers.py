@@ -12,9 +12,10 @@ makes resuming after an interrupted run safe.
   unit is merged into the current rows with a full outer join by key and the result replaces
   the directory (write to a staging directory, then rename; a crash between the renames is
   finished at the next start). MOVE is applied the same way; SQL is not supported.
-- ``SqliteTarget(path)``: the built-in ``SqliteApplier`` run inside Spark tasks
-  (``mapInArrow``), so SQLite sees exactly the ``RowOp`` values the dispatcher would give it;
-  barriers run on the driver.
+- ``SqliteTarget(path)`` (``spark_applier.sqlite_target``, re-exported here): the built-in
+  ``SqliteApplier`` fed column by column (``SqliteApplier.apply_columns``: ``executemany``
+  with the statements and conversions of its per-operation path), from the driver in one
+  transaction per unit by default; barriers run through the per-operation path.
 - ``spark_applier.cassandra.CassandraTarget(contact, keyspace)``: cassandra-driver in each
   task (the Spark Cassandra Connector has no Spark 4 build); every write carries ``USING
   TIMESTAMP`` = its log index, so replays can never let an older change win.
@@ -26,8 +27,6 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -35,8 +34,8 @@ from pyspark.sql import functions as F
 from gateway.appliers.contract import ApplyError, UnsupportedOperationError
 from gateway.core.rowops import OpKind, RowOp
 
-from .convert import op_of_row
 from .schema import spark_type_of, typed_value
+from .sqlite_target import SqliteTarget
 
 __all__ = ["DeltaTarget", "ParquetTarget", "SqliteTarget", "table_columns"]
 
@@ -204,52 +203,6 @@ class ParquetTarget:
         os.rename(path, f"{path}.old")
         os.rename(new, path)
         shutil.rmtree(f"{path}.old", ignore_errors=True)
-
-
-def _arrow_ops(batches: Iterator[Any]) -> Iterator[list[RowOp]]:
-    for batch in batches:
-        yield [op_of_row(r) for r in batch.to_pylist()]
-
-
-class SqliteTarget:
-    """The built-in SQLite applier fed by Spark tasks; see the module docstring."""
-
-    def __init__(self, path: str, *, batch: int = 500) -> None:
-        self.path = os.path.abspath(path)
-        self.name = "sqlite"
-        self.batch = batch
-
-    def _applier(self) -> Any:
-        from gateway.appliers.sqlite import SqliteApplier
-
-        return SqliteApplier(self.path, busy_timeout_ms=120_000, max_batch=self.batch)
-
-    def write_unit(self, rows: DataFrame) -> int:
-        import pyarrow as pa
-
-        make, size = self._applier, self.batch
-
-        def write(batches: Iterator[Any]) -> Iterator[Any]:
-            applier = make()
-            n = 0
-            try:
-                for ops in _arrow_ops(batches):
-                    for i in range(0, len(ops), size):
-                        applier.apply(ops[i : i + size])
-                    n += len(ops)
-            finally:
-                applier.close()
-            yield pa.RecordBatch.from_pydict({"n": [n]})
-
-        self._applier().close()  # create the system tables once, before the tasks race
-        return sum(r.n for r in rows.mapInArrow(write, "n bigint").collect())
-
-    def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
-        applier = self._applier()
-        try:
-            applier.apply([op])
-        finally:
-            applier.close()
 
 
 class DeltaTarget:

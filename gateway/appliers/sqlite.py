@@ -15,6 +15,10 @@
   transaction, and one already recorded is skipped: each runs exactly once in this store.
 - Every batch is one SQLite transaction (``BEGIN IMMEDIATE``) that also records the batch's
   GTIDs in ``_gateway_applied`` -- data and GTIDs commit together or not at all.
+- ``apply_columns`` is the bulk entry point (the Spark bulk apply): reduced operations given
+  column by column (``ColumnOps``: one table, one kind, the same columns in every row) run
+  through ``executemany`` with the same statements, value conversions, table creation and
+  GTID bookkeeping as ``apply``, in one transaction per call.
 
 Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
 transactions of one applier take turns on a lock (SQLite has one writer at a time anyway), and
@@ -25,7 +29,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -46,7 +51,7 @@ from .contract import (
 )
 from .position import GtidSet
 
-__all__ = ["SQLITE_FACTORY", "SqliteApplier", "gateway_register_appliers"]
+__all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers"]
 
 FT = value_pb2.FieldType
 _AFFINITY = {
@@ -55,6 +60,12 @@ _AFFINITY = {
     FT.FIELD_TYPE_DOUBLE: "REAL", FT.FIELD_TYPE_BLOB: "BLOB", FT.FIELD_TYPE_UUID: "BLOB",
 }
 _MAX_I64 = 2**63 - 1
+# Column types whose Python values (``rowops.python_value``) SQLite binds as they are: for
+# these ``_db_value`` is the identity, so a bulk column skips it.
+_BOUND_AS_IS = frozenset({FT.FIELD_TYPE_BOOLEAN, FT.FIELD_TYPE_INTEGER, FT.FIELD_TYPE_DOUBLE,
+                          FT.FIELD_TYPE_TIMESTAMP, FT.FIELD_TYPE_BLOB, FT.FIELD_TYPE_UUID,
+                          FT.FIELD_TYPE_VARCHAR, FT.FIELD_TYPE_DATE, FT.FIELD_TYPE_TIME,
+                          FT.FIELD_TYPE_DATETIME, FT.FIELD_TYPE_JSON})
 _SYSTEM_DDL = (
     "CREATE TABLE IF NOT EXISTS _gateway_applied (server_id INTEGER NOT NULL, "
     "trans_id INTEGER NOT NULL, PRIMARY KEY (server_id, trans_id)) WITHOUT ROWID",
@@ -76,6 +87,34 @@ def _db_value(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_I64:
         return str(value)
     return value
+
+
+def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
+    """``_db_value`` of every value of a column of ``field_type``."""
+    if field_type in _BOUND_AS_IS:
+        return values
+    return [_db_value(v) for v in values]
+
+
+@dataclass(frozen=True)
+class ColumnOps:
+    """Operations of one ``kind`` (INSERT, UPSERT, UPDATE or DELETE) on rows of one table,
+    column by column: ``key[i][r]`` is the value of ``key_columns[i]`` in row ``r``,
+    ``values[j][r]`` that of ``columns[j]``. Every row sets exactly ``columns`` (an INSERT
+    leaves the table's other columns null, an UPDATE leaves them as they are); a DELETE has no
+    columns. Values are what ``rowops.python_value`` gives for a value of the column's type
+    (or ``None``), i.e. what the ``RowOp`` of each row would hold. ``gtids[r]`` is the
+    ``(server_id, trans_id)`` of row ``r``'s last change. At most one operation per row."""
+
+    table: TableRef
+    kind: OpKind
+    key_columns: tuple[Column, ...]
+    columns: tuple[Column, ...]
+    key: Sequence[Sequence[Any]]
+    values: Sequence[Sequence[Any]]
+
+    def __len__(self) -> int:
+        return len(self.key[0]) if self.key else 0
 
 
 class SqliteApplier(Applier):
@@ -123,24 +162,61 @@ class SqliteApplier(Applier):
     # -- applying ------------------------------------------------------------------------------
 
     def apply(self, ops: Sequence[RowOp]) -> None:
+        def body(conn: sqlite3.Connection, created: dict[TableRef, set[str]]) -> None:
+            for op in ops:
+                self._apply_one(conn, op, created)
+            conn.executemany(
+                "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
+                sorted({op.gtid for op in ops}))
+
+        self._transaction(body)
+
+    def apply_columns(self, batches: Iterable[ColumnOps],
+                      gtids: Iterable[tuple[int, int]], ops: Sequence[RowOp] = ()) -> int:
+        """Apply ``batches`` and then ``ops`` (one at a time, as ``apply`` does) in one
+        transaction that also records in ``_gateway_applied`` the GTIDs of ``ops`` and
+        ``gtids`` (those of the batches' rows, in any order, repeats allowed); return the
+        number of operations.
+
+        The operations must touch distinct rows (they are not applied in a defined order):
+        the reduced operations of one bulk unit. Each row ends as ``apply`` of its ``RowOp``
+        leaves it: same statements, conversions and table creation."""
+        count = 0
+
+        def body(conn: sqlite3.Connection, created: dict[TableRef, set[str]]) -> None:
+            nonlocal count
+            for batch in batches:
+                self._apply_batch(conn, batch, created)
+                count += len(batch)
+            for op in ops:
+                self._apply_one(conn, op, created)
+            count += len(ops)
+            conn.executemany(
+                "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
+                sorted({*gtids, *(op.gtid for op in ops)}))
+
+        self._transaction(body)
+        return count
+
+    def _transaction(self, body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]],
+                                          None]) -> None:
+        """Run ``body(conn, created)`` in one ``BEGIN IMMEDIATE`` transaction (rolled back if
+        it raises); ``created`` collects the columns of tables it created or widened."""
         conn = self._conn()
         created: dict[TableRef, set[str]] = {}
         with self._write_lock:
-            self._apply_locked(conn, ops, created)
+            self._run_locked(conn, body, created)
         with self._lock:
             for table, cols in created.items():
                 self._columns.setdefault(table, set()).update(cols)
 
-    def _apply_locked(self, conn: sqlite3.Connection, ops: Sequence[RowOp],
-                      created: dict[TableRef, set[str]]) -> None:
+    def _run_locked(self, conn: sqlite3.Connection,
+                    body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], None],
+                    created: dict[TableRef, set[str]]) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for op in ops:
-                    self._apply_one(conn, op, created)
-                conn.executemany(
-                    "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
-                    sorted({op.gtid for op in ops}))
+                body(conn, created)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -153,13 +229,41 @@ class SqliteApplier(Applier):
         except sqlite3.Error as exc:
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
 
+    def _apply_batch(self, conn: sqlite3.Connection, batch: ColumnOps,
+                     created: dict[TableRef, set[str]]) -> None:
+        """The statements of ``_apply_one`` for every row of ``batch``, by ``executemany``."""
+        if batch.kind not in (OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE):
+            raise UnsupportedOperationError(f"{batch.kind.name} operations cannot be applied "
+                                            f"column by column")
+        if not len(batch):
+            return
+        table = batch.table.name
+        self._ensure_table(conn, batch.table, batch.key_columns, batch.columns, created)
+        where = " AND ".join(f"{_q(c.name)} = ?" for c in batch.key_columns)
+        key = [_db_column(v, c.type) for c, v in zip(batch.key_columns, batch.key, strict=True)]
+        values = [_db_column(v, c.type)
+                  for c, v in zip(batch.columns, batch.values, strict=True)]
+        if batch.kind in (OpKind.INSERT, OpKind.UPSERT):
+            cols = batch.key_columns + batch.columns
+            conn.executemany(
+                f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
+                f"VALUES ({', '.join('?' * len(cols))})", zip(*key, *values, strict=True))
+        elif batch.kind is OpKind.UPDATE:
+            if batch.columns:
+                conn.executemany(
+                    f"UPDATE {_q(table)} SET "
+                    f"{', '.join(f'{_q(c.name)} = ?' for c in batch.columns)} WHERE {where}",
+                    zip(*values, *key, strict=True))
+        else:
+            conn.executemany(f"DELETE FROM {_q(table)} WHERE {where}", zip(*key, strict=True))
+
     def _apply_one(self, conn: sqlite3.Connection, op: RowOp,
                    created: dict[TableRef, set[str]]) -> None:
         if op.kind is OpKind.SQL:
             self._apply_sql(conn, op)
             return
         table = op.table.name
-        self._ensure_table(conn, op, created)
+        self._ensure_table(conn, op.table, op.key_columns, op.columns, created)
         where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
         key = [_db_value(v) for v in op.key]
         if op.kind in (OpKind.INSERT, OpKind.UPSERT):
@@ -197,32 +301,33 @@ class SqliteApplier(Applier):
         conn.execute("INSERT INTO _gateway_applied_sql (server_id, trans_id, statement) "
                      "VALUES (?, ?, ?)", ident)
 
-    def _ensure_table(self, conn: sqlite3.Connection, op: RowOp,
+    def _ensure_table(self, conn: sqlite3.Connection, ref: TableRef,
+                      key_columns: tuple[Column, ...], columns: tuple[Column, ...],
                       created: dict[TableRef, set[str]]) -> None:
-        table = op.table.name
+        table = ref.name
         with self._lock:  # keyed by (schema, name): another schema's table is checked below
-            known = self._columns.get(op.table, set()) | created.get(op.table, set())
-        wanted = op.key_columns + op.columns
+            known = self._columns.get(ref, set()) | created.get(ref, set())
+        wanted = key_columns + columns
         if known and all(c.name in known for c in wanted):
             return
         row = conn.execute("SELECT schema FROM _gateway_tables WHERE name = ?",
                            (table,)).fetchone()
-        if row is not None and row[0] != op.table.schema:
+        if row is not None and row[0] != ref.schema:
             raise UnsupportedOperationError(
-                f"table {table!r} of schema {op.table.schema!r} collides with the table of "
+                f"table {table!r} of schema {ref.schema!r} collides with the table of "
                 f"schema {row[0]!r} already in {self.path}")
         if row is None:
             conn.execute("INSERT INTO _gateway_tables (name, schema) VALUES (?, ?)",
-                         (table, op.table.schema))
+                         (table, ref.schema))
         conn.execute(f"CREATE TABLE IF NOT EXISTS {_q(table)} ("
-                     + ", ".join(_column_ddl(c) for c in op.key_columns + op.columns)
-                     + f", PRIMARY KEY ({', '.join(_q(c.name) for c in op.key_columns)}))")
+                     + ", ".join(_column_ddl(c) for c in wanted)
+                     + f", PRIMARY KEY ({', '.join(_q(c.name) for c in key_columns)}))")
         present = {r[1] for r in conn.execute(f"PRAGMA table_info({_q(table)})")}
         for col in wanted:
             if col.name not in present:
                 conn.execute(f"ALTER TABLE {_q(table)} ADD COLUMN {_column_ddl(col)}")
                 present.add(col.name)
-        created.setdefault(op.table, set()).update(present)
+        created.setdefault(ref, set()).update(present)
 
     # -- reading back --------------------------------------------------------------------------
 

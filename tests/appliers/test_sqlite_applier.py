@@ -3,7 +3,9 @@ bound session variables executed once, GTIDs committed with the data."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
+from decimal import Decimal
 
 import pytest
 
@@ -15,10 +17,10 @@ from gateway.appliers.contract import (
 )
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.source import MemorySource
-from gateway.appliers.sqlite import SQLITE_FACTORY, SqliteApplier
+from gateway.appliers.sqlite import SQLITE_FACTORY, ColumnOps, SqliteApplier
 from gateway.core.reducer import reduce_transaction
-from gateway.core.rowops import Gtid, statement_ops
-from gateway.v1 import statement_pb2
+from gateway.core.rowops import Column, Gtid, OpKind, RowOp, SqlText, TableRef, statement_ops
+from gateway.v1 import statement_pb2, value_pb2
 from tests.appliers.test_dispatcher import sequential, workload
 from tests.reducer.model import delete, insert, sql, txn, update
 
@@ -122,3 +124,104 @@ def test_apply_status_lands_in_its_own_table(db):
     st.apply_status.server_id, st.apply_status.epoch, st.apply_status.applied_by = 2, 7, 1
     db.apply(statement_ops(txn(1, st)))
     assert db.rows("apply_status") == [{"server_id": 2, "epoch": 7, "applied_by": 1}]
+
+
+# -- apply_columns: the bulk entry point --------------------------------------------------------
+
+_T = value_pb2.FieldType
+_TYPED = {"n": _T.FIELD_TYPE_INTEGER, "u": _T.FIELD_TYPE_UNSIGNED, "d": _T.FIELD_TYPE_DECIMAL,
+          "f": _T.FIELD_TYPE_DOUBLE, "b": _T.FIELD_TYPE_BOOLEAN, "x": _T.FIELD_TYPE_BLOB,
+          "s": _T.FIELD_TYPE_VARCHAR, "ts": _T.FIELD_TYPE_TIMESTAMP}
+_SAMPLES = {"n": [0, -7, 2**62], "u": [3, 2**63 - 1, 2**63 + 5, 2**64 - 1],
+            "d": [Decimal("1.50"), Decimal("-0.0000001"), Decimal("1E+3")],
+            "f": [0.5, -2.25, 1e300], "b": [True, False], "x": [b"\x00\xff", b""],
+            "s": ["a", "é", ""], "ts": [0, 2**62]}
+_KEYS = {"t": (Column("id", _T.FIELD_TYPE_INTEGER),),
+         "k2": (Column("k", _T.FIELD_TYPE_VARCHAR), Column("id", _T.FIELD_TYPE_INTEGER))}
+
+
+def _random_unit(rng: random.Random, n: int, trans_id: int) -> list[RowOp]:
+    """Reduced operations on distinct rows of two tables: random kinds, column subsets
+    (including columns no earlier unit named), types and nulls."""
+    ops, seen = [], set()
+    while len(ops) < n:
+        table = rng.choice(list(_KEYS))
+        key = ((rng.randint(1, 40),) if table == "t"
+               else (rng.choice("pq"), rng.randint(1, 20)))
+        if (table, key) in seen:
+            continue
+        seen.add((table, key))
+        kind = rng.choice([OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE])
+        names = [] if kind is OpKind.DELETE else rng.sample(sorted(_TYPED),
+                                                            rng.randint(0, len(_TYPED)))
+        values = tuple(None if rng.random() < 0.15 else rng.choice(_SAMPLES[c]) for c in names)
+        ops.append(RowOp(kind, TableRef("s", table), _KEYS[table], key,
+                         tuple(Column(c, _TYPED[c]) for c in names), values,
+                         Gtid(1, trans_id + rng.randint(0, 3)), statement=1))
+    return ops
+
+
+def _columnar(ops: list[RowOp]) -> list[ColumnOps]:
+    """``ops`` grouped by table, kind and columns, as the Spark target groups them."""
+    groups: dict[tuple, list[RowOp]] = {}
+    for op in ops:
+        groups.setdefault((op.table, op.kind, op.key_columns, op.columns), []).append(op)
+    return [ColumnOps(table, kind, keys, cols,
+                      [[op.key[i] for op in members] for i in range(len(keys))],
+                      [[op.values[j] for op in members] for j in range(len(cols))])
+            for (table, kind, keys, cols), members in groups.items()]
+
+
+def _dump(path) -> dict[str, list[tuple]]:
+    conn = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {n: sorted(conn.execute(f'SELECT * FROM "{n}"'), key=repr) for n in names}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_apply_columns_leaves_the_same_database_as_apply(tmp_path, seed):
+    rng = random.Random(seed)
+    units = [_random_unit(rng, rng.randint(1, 60), 10 * u) for u in range(6)]
+    per_op = SqliteApplier(tmp_path / "ops.db")
+    bulk = SqliteApplier(tmp_path / "bulk.db")
+    try:
+        for ops in units:
+            per_op.apply(ops)
+            written = bulk.apply_columns(_columnar(ops), [tuple(op.gtid) for op in ops])
+            assert written == len(ops)
+        assert _dump(tmp_path / "bulk.db") == _dump(tmp_path / "ops.db")
+    finally:
+        per_op.close()
+        bulk.close()
+
+
+def test_apply_columns_takes_row_ops_in_the_same_transaction_and_commits_all_or_nothing(db):
+    key = (Column("id", _T.FIELD_TYPE_INTEGER),)
+    a = Column("a", _T.FIELD_TYPE_INTEGER)
+    batch = ColumnOps(TableRef("s", "t"), OpKind.INSERT, key, (a,), [[1, 2]], [[10, 20]])
+    bad = RowOp(OpKind.SQL, TableRef("", ""), (), (), gtid=Gtid(1, 3), statement=1,
+                sql=SqlText("INSERT INTO nope VALUES (1)", (), "", 0))
+    with pytest.raises(ApplyError, match="no such table: nope"):
+        db.apply_columns([batch], [(1, 1), (1, 2)], [bad])
+    assert list(db.applied_gtids().ranges()) == []
+    with pytest.raises(sqlite3.OperationalError):
+        db.rows("t")  # not even the table survived the rollback
+    delete_2 = RowOp(OpKind.DELETE, TableRef("s", "t"), key, (2,), gtid=Gtid(1, 3))
+    assert db.apply_columns([batch], [(1, 1), (1, 2), (1, 1)], [delete_2]) == 3
+    assert db.rows("t") == [{"id": 1, "a": 10}]
+    assert list(db.applied_gtids().ranges()) == [(1, 1, 3)]  # the row op's GTID too
+
+
+def test_apply_columns_refuses_barriers_and_a_second_schema(db):
+    key = (Column("id", _T.FIELD_TYPE_INTEGER),)
+    with pytest.raises(UnsupportedOperationError, match="MOVE"):
+        db.apply_columns([ColumnOps(TableRef("s", "t"), OpKind.MOVE, key, (), [[1]], [])], [])
+    db.apply_columns([ColumnOps(TableRef("s", "t"), OpKind.INSERT, key, (), [[1]], [])],
+                     [(1, 1)])
+    with pytest.raises(UnsupportedOperationError, match="collides"):
+        db.apply_columns([ColumnOps(TableRef("other", "t"), OpKind.DELETE, key, (), [[1]], [])],
+                         [(1, 2)])

@@ -61,14 +61,16 @@ def _with_audit(db: Path) -> Path:
     return db
 
 
-def test_sqlite_target_equals_the_sequential_apply_with_moves_and_sql(spark,
-                                                                      tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["driver", "tasks"])
+def test_sqlite_target_equals_the_sequential_apply_with_moves_and_sql(spark, tmp_path: Path,
+                                                                      mode: str) -> None:
     txns = random_log(21, 150, moves=True, sql=True)
     log = write_log_file(tmp_path / "log.bin", txns)
     want = reference_state(log, _with_audit(tmp_path / "ref.db"))
     assert want["audit"], "the workload has SQL statements"
     wal = write_wal(tmp_path / "wal", txns)
-    report = apply_log(spark, str(wal), SqliteTarget(str(_with_audit(tmp_path / "out.db"))),
+    report = apply_log(spark, str(wal),
+                       SqliteTarget(str(_with_audit(tmp_path / "out.db")), mode=mode),
                        str(tmp_path / "state"), partition_bytes=4096)
     assert report.barriers > 0 and report.problems == 0
     assert sqlite_state(tmp_path / "out.db") == want

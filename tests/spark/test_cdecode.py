@@ -363,6 +363,16 @@ def test_an_update_with_a_wrong_count_of_before_values_is_rejected_by_both() -> 
     assert len(reports[0]["rejected"]) == 1
 
 
+def test_a_segment_id_past_the_int32_column_is_rejected_not_a_crash() -> None:
+    msg = transaction_pb2.Transaction.FromString(_txn(insert=_INSERT)[1:])
+    msg.segment_id = 2**32 - 128  # uint32 on the wire; the Arrow column is int32
+    payload = messages.pack(msg)
+    assert cdecode.Decoder().add(payload, 1, 0, 0, 0) == cdecode.FALLBACK
+    _assert_same(_log([payload, _txn(insert=_INSERT)]))
+    _, reports = _read(_log([payload]), 1 << 30, c=True)
+    assert "segment_id 4294967168 exceeds" in reports[0]["rejected"][0][1]
+
+
 @pytest.mark.parametrize("where", ["value", "decimal", "schema", "table", "field", "key"])
 def test_invalid_utf8_in_any_string_is_undecodable_for_both(where: str) -> None:
     ins = {"table": {"schema_name": "s", "table_name": "t"},
