@@ -206,6 +206,12 @@ class RaftDriver:
         #: Membership notifications of the replayed changes, delivered by ``start``.
         self._replayed: list[tuple[int, dict[str, str], bool]] = []
         self._replay_conf_changes(snap_index, applied)
+        if self.raw.raft.removed and not self.removed:
+            # The newest snapshot's configuration already lacks this node (its removal is
+            # inside the snapshot), so nothing replays it: report it like a replayed removal,
+            # and the owner stops this node as it does live.
+            self.removed = True
+            self._replayed.append((opts.node_id, {}, True))
 
     # -- observation ----------------------------------------------------------------------------
 

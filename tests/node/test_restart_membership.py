@@ -37,6 +37,7 @@ from gateway.raft import (
     EntryType,
     HardState,
     Ready,
+    SnapshotMetadata,
 )
 
 from .conftest import free_ports, leader_of, node_configs, run, start_all, stop_all, wait_for
@@ -276,5 +277,31 @@ def test_restarted_leader_leaves_a_replayed_joint_configuration(tmp_path) -> Non
             await drv.stop()
             sm.close()
             storage.close()
+
+    run(go(), 30)
+
+
+def test_node_whose_removal_is_inside_its_snapshot_stops_on_restart(tmp_path) -> None:
+    async def go() -> None:
+        first: list[tuple[int, dict[str, str], bool]] = []
+        drv = _driver_after(tmp_path, 3, 5, first)  # 3 is removed at index 3
+        index, data = drv.sm.export()
+        meta = SnapshotMetadata(drv.raw.raft.trk.config.conf_state(), index,
+                                drv.storage.term(index))
+        assert index == 5 and 3 not in meta.conf_state.voters
+        drv.storage.record_snapshot(meta, data)  # the removal is now inside the snapshot
+        await drv.stop()
+        drv.sm.close()
+        drv.storage.close()
+        calls: list[tuple[int, dict[str, str], bool]] = []
+        again = _driver_after(tmp_path, 3, 5, calls)
+        try:
+            again.start()
+            assert again.raw.raft.removed and again.removed
+            assert calls == [(3, {}, True)]  # the owner stops the node on this call
+        finally:
+            await again.stop()
+            again.sm.close()
+            again.storage.close()
 
     run(go(), 30)
