@@ -16,6 +16,7 @@ import click
 import pluggy
 
 from gateway import plugins
+from gateway.appliers.contract import ApplierConfigError, scope_of
 from gateway.plugins import PluginError
 
 __all__ = ["BadInput", "attach", "plugin_manager"]
@@ -61,18 +62,33 @@ def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> Non
     setattr(group, _ADDED_ATTR, sorted(set(group.commands) - before))
 
 
+def _scope(factory: Any) -> str:
+    try:
+        return scope_of(factory)
+    except ApplierConfigError:
+        return f"invalid scope {getattr(factory, 'scope', None)!r}"
+
+
 @click.command("plugins")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.pass_context
 def plugins_command(ctx: click.Context, fmt: str) -> None:
-    """List installed plugins: name, distribution, version, loaded or not, and hooks."""
+    """List installed plugins: name, distribution, version, loaded or not, hooks, and the
+    appliers each registers with their default scope (``node``: every node applies into its
+    own target; ``cluster``: only the leader applies into a shared one)."""
     pm = plugin_manager(ctx)
+    try:
+        appliers = plugins.appliers_by_plugin(pm)
+    except Exception as exc:  # a plugin whose hook fails must not break the listing
+        click.echo(f"warning: cannot list appliers: {exc}", err=True)
+        appliers = {}
     rows: list[dict[str, Any]] = []
     for p in plugins.installed_plugins():
         loaded = pm.get_plugin(p.name) is not None
         rows.append({"name": p.name, "distribution": p.distribution, "version": p.version,
-                     "loaded": loaded, "hooks": plugins.hooks_of(pm, p.name)})
+                     "loaded": loaded, "hooks": plugins.hooks_of(pm, p.name),
+                     "appliers": {f.name: _scope(f) for f in appliers.get(p.name, [])}})
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -85,7 +101,8 @@ def plugins_command(ctx: click.Context, fmt: str) -> None:
         dist = f"{r['distribution']} {r['version']}"
         state = "loaded" if r["loaded"] else "not loaded"
         hooks = ", ".join(r["hooks"]) or "-"
-        click.echo(f"{r['name']:<{width}}  {dist:<{dist_width}}  {state:<10}  {hooks}")
+        scopes = "".join(f"; applier {n} ({scope})" for n, scope in r["appliers"].items())
+        click.echo(f"{r['name']:<{width}}  {dist:<{dist_width}}  {state:<10}  {hooks}{scopes}")
 
 
 def attach(main: click.Group) -> None:

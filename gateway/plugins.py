@@ -145,6 +145,11 @@ def _per_plugin(pm: pluggy.PluginManager, hook: str) -> list[tuple[str, Any]]:
     return out
 
 
+def appliers_by_plugin(pm: pluggy.PluginManager) -> dict[str, list[ApplierFactory]]:
+    """The applier factories each loaded plugin registers (plugin name -> factories)."""
+    return {plugin: list(fs) for plugin, fs in _per_plugin(pm, "gateway_register_appliers")}
+
+
 def applier_factories(pm: pluggy.PluginManager) -> dict[str, ApplierFactory]:
     """Applier factories of the loaded plugins by name; raises ``DuplicateNameError``."""
     pairs = [(plugin, (f.name, f)) for plugin, fs in _per_plugin(pm, "gateway_register_appliers")

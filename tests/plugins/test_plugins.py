@@ -3,6 +3,7 @@ the built-in SQLite applier registered through the same entry-point mechanism.""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import types
@@ -104,6 +105,11 @@ def test_gateway_plugins_lists_name_distribution_version_and_hooks():
     assert result.exit_code == 0
     line = next(ln for ln in result.output.splitlines() if ln.startswith("sqlite "))
     assert "gateway 0.1.0" in line and "loaded" in line and "gateway_register_appliers" in line
+    assert line.endswith("applier sqlite (node)")
+    rows = {r["name"]: r for r in json.loads(
+        CliRunner().invoke(main, ["plugins", "--format", "json"]).output)}
+    assert rows["sqlite"]["appliers"] == {"sqlite": "node"}
+    assert rows["spark"]["appliers"] == {}
     result = CliRunner().invoke(main, ["--plugins", "", "plugins"])
     line = next(ln for ln in result.output.splitlines() if ln.startswith("sqlite "))
     assert "not loaded" in line
