@@ -53,7 +53,13 @@ from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transa
 
 from . import keys
 from .snapshots import pack_dir, unpack_dir
-from .validation import InvalidRequest, TableSchema, check_statements, qualified_name
+from .validation import (
+    InvalidRequest,
+    TableSchema,
+    check_statements,
+    insert_header_span,
+    qualified_name,
+)
 
 __all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction",
            "encode_transaction_wire"]
@@ -672,23 +678,10 @@ class StoreStateMachine:
         _, tail, result = _meta_parts(sid, tid, epoch, author, commit_ts, index)
         try:
             for s_start, s_end in stmts:
-                if data[s_start] != 0x0A:  # not an insert
+                span = insert_header_span(data, s_start, s_end)
+                if span is None:  # not an insert whose header precedes its records
                     return None
-                ln, b_start = decode_uvarint(data, s_start + 1)
-                if b_start + ln != s_end:
-                    return None
-                # The header (table, key_fields, fields) precedes the records.
-                pos = b_start
-                first_rec = s_end
-                while pos < s_end:
-                    tag = data[pos]
-                    ln, body = decode_uvarint(data, pos + 1)
-                    if tag == 0x22:
-                        first_rec = pos
-                        break
-                    if tag not in (0x0A, 0x12, 0x1A):
-                        return None
-                    pos = body + ln
+                b_start, first_rec = span
                 info = self._insert_head(data[b_start:first_rec])
                 if info is None:
                     return None

@@ -224,6 +224,31 @@ def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
     return b"".join(parts)
 
 
+def insert_header_span(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """For the serialized ``Statement`` ``data[start:end]``: when it is exactly one insert
+    (field 1) whose header fields (table, key fields, fields) all precede its records,
+    ``(start of the InsertStatement body, position of its first InsertRecord field)`` -- the
+    second is ``end`` when it has no records; None otherwise. A varint cut off by the end of
+    ``data`` raises ``IndexError`` (callers treat it as "not this shape").
+
+    The one walk of an insert's header shared by the leader's wire check
+    (:class:`WireChecker`) and the apply fast path (``state_machine``)."""
+    if start >= end or data[start] != 0x0A:
+        return None
+    ln, body = decode_uvarint(data, start + 1)
+    if body + ln != end:
+        return None
+    p = body
+    while p < end and data[p] != 0x22:
+        if data[p] not in (0x0A, 0x12, 0x1A):
+            return None
+        ln, q = decode_uvarint(data, p + 1)
+        p = q + ln
+    if p > end:
+        return None
+    return body, p
+
+
 def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
     """Whether ``data[pos:end]`` is exactly one field with tag byte ``tag``."""
     wt = tag & 7
@@ -321,19 +346,12 @@ class WireChecker:
                 return None
             ln, s = decode_uvarint(raw, pos + 1)
             end = s + ln
-            if end > n or s >= end or raw[s] != 0x0A:
+            if end > n:
                 return None
-            ln, b = decode_uvarint(raw, s + 1)
-            if b + ln != end:
-                return None
-            p = b
-            while p < end and raw[p] != 0x22:
-                if raw[p] not in (0x0A, 0x12, 0x1A):
-                    return None
-                ln, q = decode_uvarint(raw, p + 1)
-                p = q + ln
-            if p >= end:
-                return None  # no records
+            span = insert_header_span(raw, s, end)
+            if span is None or span[1] == end:
+                return None  # not an insert of this shape, or no records
+            b, p = span
             out.append((raw[b:p], p, end))
             pos = end
         return out if out else None
