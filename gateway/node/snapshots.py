@@ -167,15 +167,7 @@ class SnapshotFiles:
     def commit(self, meta: SnapshotMetadata) -> None:
         """Make the staged snapshot ``meta`` the newest (``CURRENT``); older ones go."""
         path = self._path(meta.index)
-        doc = {"index": meta.index, "term": meta.term,
-               "conf_state": _conf_to_json(meta.conf_state)}
-        current = os.path.join(self.directory, "CURRENT")
-        with open(current + ".tmp", "w") as f:
-            json.dump(doc, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(current + ".tmp", current)
-        _fsync_dir(self.directory)
+        self._write_json(os.path.join(self.directory, "CURRENT"), meta)
         with self._lock:  # a concurrent ``load`` opened the old archive already, or sees meta
             self._meta = meta
             for name in os.listdir(self.directory):
