@@ -13,25 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import subprocess
 import sys
 import time
 
 import grpc
+from bench_node import cpu_seconds  # the same /proc reading as the node benchmark
 
 METHOD = "/bench.S/Send"
-
-
-def _own_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _cpu_of(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _serve(port: int) -> None:
@@ -55,12 +44,12 @@ async def _send(port: int, n: int, size: int) -> tuple[float, float]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
         call = ch.stream_unary(METHOD)()
         msg = b"x" * size
-        t0, c0 = time.perf_counter(), _own_cpu()
+        t0, c0 = time.perf_counter(), cpu_seconds(os.getpid())
         for _ in range(n):
             await call.write(msg)
         await call.done_writing()
         await call
-        return time.perf_counter() - t0, _own_cpu() - c0
+        return time.perf_counter() - t0, cpu_seconds(os.getpid()) - c0
 
 
 def main() -> None:
@@ -83,9 +72,9 @@ def main() -> None:
         print("| message | msgs/s | sender CPU us/msg | receiver CPU us/msg |")
         print("|---|---|---|---|")
         for size in (100, 2000):
-            before = _cpu_of(server.pid)
+            before = cpu_seconds(server.pid)
             seconds, cpu = asyncio.run(_send(port, n, size))
-            recv = _cpu_of(server.pid) - before
+            recv = cpu_seconds(server.pid) - before
             print(f"| {size} B | {n / seconds:,.0f} | {1e6 * cpu / n:.0f} | {1e6 * recv / n:.0f} |")
     finally:
         server.kill()
