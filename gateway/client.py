@@ -14,8 +14,11 @@ and the same key is sent on every attempt, so a retry after a timeout or a failo
 applies the write twice. Retried: UNAVAILABLE (no leader, node down, lost proposal) and
 DEADLINE_EXCEEDED of an attempt, with exponential backoff, until the call's overall
 ``timeout``. On UNAVAILABLE the client follows the ``gateway-leader-api`` trailing metadata
-to the leader. INVALID_ARGUMENT, PERMISSION_DENIED and UNAUTHENTICATED are raised at once as
-:class:`GatewayError` (``code``, ``details``, ``field``).
+to the leader. Every other code -- INVALID_ARGUMENT (``field`` names the request field, e.g.
+``statements[0].insert.table.table_name``, or ``request`` when the message did not parse),
+RESOURCE_EXHAUSTED (a request over the node's ``max_request_bytes``), PERMISSION_DENIED,
+UNAUTHENTICATED, ... -- is raised at once as :class:`GatewayError` (``code``, ``details``,
+``field``).
 
 Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
@@ -103,7 +106,9 @@ def from_value(v: value_pb2.Value) -> Any:
 
 
 def _table(name: str) -> statement_pb2.TableMetadata:
-    schema, _, table = name.rpartition(".")
+    """``schema.table`` split at its first dot, as the node splits it (names cannot hold a
+    dot: anything after a second one is refused by the node, naming ``table_name``)."""
+    schema, _, table = name.partition(".")
     return statement_pb2.TableMetadata(schema_name=schema, table_name=table)
 
 

@@ -17,8 +17,9 @@
  * parse_txn(data): the header fields of a transaction entry payload
  * (gateway.node.state_machine._parse_txn_py).
  *
- * check_records(raw, pos, end, ktags, vtags) -> bool: the leader's per-record check of an
- * insert statement of a known shape (gateway.node.validation._check_records_py).
+ * check_records(raw, pos, end, kcodes, vcodes) -> bool: the leader's per-record check of an
+ * insert statement of a known shape -- each value's case and, for DOUBLE, UUID, DATE, TIME
+ * and DATETIME columns, its type's rule (gateway.node.validation._check_records_py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -211,13 +212,80 @@ static int single_field(const unsigned char *data, Py_ssize_t pos, Py_ssize_t en
     }
 }
 
-/* check_records(raw, pos, end, ktags, vtags) -> bool: see
+/* Column codes of check_records beyond plain tag bytes (gateway.node.validation.CODE_*). */
+#define CODE_UUID 0x81
+#define CODE_DATE 0x82
+#define CODE_TIME 0x83
+#define CODE_DATETIME 0x84
+
+static unsigned char tag_of_code(unsigned char code) {
+    switch (code) {
+    case CODE_UUID: return 0x42;
+    case CODE_DATE: case CODE_TIME: case CODE_DATETIME: return 0x3A;
+    default: return code;
+    }
+}
+
+/* n ASCII digits at s as a number, or -1. */
+static int digits(const unsigned char *s, int n) {
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* YYYY-MM-DD, a real date with year >= 1 (gateway.core.logrules.date_problem). */
+static int valid_date(const unsigned char *s, Py_ssize_t n) {
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (n != 10 || s[4] != '-' || s[7] != '-') return 0;
+    int y = digits(s, 4), m = digits(s + 5, 2), d = digits(s + 8, 2);
+    if (y < 1 || m < 1 || m > 12 || d < 1) return 0;
+    int leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    return d <= (m == 2 && leap ? 29 : days[m - 1]);
+}
+
+/* hh:mm:ss[.f{1,9}], hours 00-23 (gateway.core.logrules.time_problem). */
+static int valid_time(const unsigned char *s, Py_ssize_t n) {
+    if (n < 8 || s[2] != ':' || s[5] != ':') return 0;
+    int h = digits(s, 2), m = digits(s + 3, 2), sec = digits(s + 6, 2);
+    if (h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec > 59) return 0;
+    if (n == 8) return 1;
+    if (s[8] != '.' || n < 10 || n > 18) return 0;
+    return digits(s + 9, (int)(n - 9)) >= 0;
+}
+
+/* Whether the one value field data[v:v_end], whose tag matches code, satisfies the rule of
+ * code (gateway.node.validation._value_ok_py). */
+static int value_ok(const unsigned char *d, Py_ssize_t v, Py_ssize_t v_end, unsigned char code,
+                    int key) {
+    if (code == 0x29) {
+        uint64_t bits = 0;
+        for (int i = 7; i >= 0; i--) bits = (bits << 8) | d[v + 1 + i];
+        const uint64_t exp = (uint64_t)0x7FF << 52, mant = ((uint64_t)1 << 52) - 1;
+        if ((bits & exp) == exp && (bits & mant)) return 0; /* NaN */
+        return !(key && bits == (uint64_t)1 << 63);          /* -0.0 as a key */
+    }
+    if (code == CODE_UUID) return v_end - v == 18;
+    if (code != CODE_DATE && code != CODE_TIME && code != CODE_DATETIME) return 1;
+    Py_ssize_t p = v + 1;
+    uint64_t ln;
+    if (read_varint(d, &p, v_end, &ln) < 0) return 0;
+    const unsigned char *s = d + p;
+    Py_ssize_t n = v_end - p;
+    if (code == CODE_DATE) return valid_date(s, n);
+    if (code == CODE_TIME) return valid_time(s, n);
+    return n >= 19 && s[10] == 'T' && valid_date(s, 10) && valid_time(s + 11, n - 11);
+}
+
+/* check_records(raw, pos, end, kcodes, vcodes) -> bool: see
  * gateway.node.validation._check_records_py (the specification). */
 static PyObject *check_records(PyObject *self, PyObject *args) {
     Py_buffer raw, kt, vt;
     Py_ssize_t pos, end;
     if (!PyArg_ParseTuple(args, "y*nny*y*", &raw, &pos, &end, &kt, &vt)) return NULL;
-    const unsigned char *d = raw.buf, *ktags = kt.buf, *vtags = vt.buf;
+    const unsigned char *d = raw.buf, *kcodes = kt.buf, *vcodes = vt.buf;
     Py_ssize_t nk = kt.len, nv = vt.len;
     int ok = 1;
     if (pos < 0 || end > raw.len || pos > end) {
@@ -236,7 +304,7 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
         }
         Py_ssize_t r_end = r + (Py_ssize_t)ln, i = 0;
         while (r < r_end) {
-            unsigned char tag = d[r];
+            unsigned char tag = d[r], code;
             Py_ssize_t v = r + 1;
             uint64_t vl;
             if (read_varint(d, &v, r_end, &vl) < 0 || vl > (uint64_t)(r_end - v) || vl == 0) {
@@ -246,14 +314,17 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
             Py_ssize_t v_end = v + (Py_ssize_t)vl;
             unsigned char got = d[v];
             if (i < nk) {
-                if (tag != 0x0A || got != ktags[i]) { ok = 0; break; }
+                code = kcodes[i];
+                if (tag != 0x0A || got != tag_of_code(code)) { ok = 0; break; }
             } else if (i < nk + nv) {
-                if (tag != 0x12 || (got != vtags[i - nk] && got != 0x08)) { ok = 0; break; }
+                code = vcodes[i - nk];
+                if (tag != 0x12 || (got != tag_of_code(code) && got != 0x08)) { ok = 0; break; }
             } else {
                 ok = 0;
                 break;
             }
             if (!single_field(d, v, v_end, got)) { ok = 0; break; }
+            if (got != 0x08 && !value_ok(d, v, v_end, code, i < nk)) { ok = 0; break; }
             i++;
             r = v_end;
         }
@@ -357,7 +428,7 @@ static PyMethodDef methods[] = {
     {"parse_txn", parse_txn, METH_O,
      "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,
-     "check_records(raw, pos, end, ktags, vtags) -> bool (see validation._check_records_py)"},
+     "check_records(raw, pos, end, kcodes, vcodes) -> bool (see validation._check_records_py)"},
     {"insert_rows", insert_rows, METH_VARARGS,
      "insert_rows(data, pos, end, prefix, head, mid, tail, epoch, author, commit_ts) -> "
      "list of (key, row, epoch, author, commit_ts), or None for the general path"},

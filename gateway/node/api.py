@@ -12,6 +12,8 @@ Semantics (details in docs/node.md, "API"):
 - Every call has a deadline: the client's, capped at ``MAX_DEADLINE`` seconds.
 - Bad requests: INVALID_ARGUMENT, message ``field: reason``, trailing metadata
   ``gateway-field``; nothing of a rejected write (or of a WriteBatch holding one) is applied.
+  A request that does not parse is INVALID_ARGUMENT too (field ``request``, see
+  ``api_handlers``); one over ``max_request_bytes`` is RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -23,12 +25,27 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
+from gateway.core.rowops import CASE_OF_TYPE
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
 
-from .errors import NodeError, NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
-from .validation import InvalidRequest, check_idempotency_key, frame_statements
+from .errors import (
+    NodeError,
+    NodeStoppedError,
+    NotLeaderError,
+    ProposalLostError,
+    ReadTimeoutError,
+    RequestTooLargeError,
+)
+from .validation import (
+    InvalidRequest,
+    check_idempotency_key,
+    check_key_values,
+    frame_statements,
+    split_table_name,
+)
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -36,6 +53,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_DEADLINE", "GatewayServicer"]
 
 MAX_DEADLINE = 60.0
+#: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
+SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
+_MAX_SEQ = (1 << 64) - 1
 FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
 
@@ -75,6 +95,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
+        if isinstance(exc, RequestTooLargeError):
+            return grpc.StatusCode.RESOURCE_EXHAUSTED, ()
         if isinstance(exc, TimeoutError):
             return grpc.StatusCode.DEADLINE_EXCEEDED, ()
         return grpc.StatusCode.INTERNAL, ()
@@ -119,20 +141,30 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         try:
             if not self.node.driver.is_leader:
                 raise NotLeaderError(self.node.driver.leader_id)
-            resp = await asyncio.wait_for(fn(cls.FromString(payload), context),
-                                          _deadline(context))
+            # The follower's API refused anything larger, but the limit is per node: this
+            # node's applies to what it runs.
+            limit = self.node.config.max_request_bytes
+            if len(payload) > limit:
+                raise RequestTooLargeError(f"request of {len(payload)} bytes is larger than "
+                                           f"max_request_bytes ({limit}) of node "
+                                           f"{self.node.config.node_id}")
+            try:
+                request = cls.FromString(payload)
+            except DecodeError as exc:
+                raise InvalidRequest("request", f"not a valid {cls.DESCRIPTOR.full_name} "
+                                     f"message ({exc})") from None
+            resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         return resp.SerializeToString()
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def _check_write(self, req: gateway_pb2.WriteRequest, path: str = "") -> None:
-        size = req.ByteSize()
-        limit = self.node.config.max_request_bytes
-        if size > limit:
-            raise InvalidRequest(f"{path}statements",
-                                 f"oversized message: {size} bytes, limit {limit}")
+    @staticmethod
+    def _check_write(req: gateway_pb2.WriteRequest, path: str = "") -> None:
+        # The request's size is the API server's (max_request_bytes); the statements are
+        # checked where they are proposed (the driver's WireChecker), or before it for
+        # WriteBatch.
         check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
 
     async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
@@ -184,8 +216,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         """Pipelined writes: every write of every request is submitted as it arrives (on the
         leader: its future itself, no task per write; on a follower: forwarded one by one)
         and acknowledged once, in completion order; the acks ready when the response loop
-        runs go out together in one ``StreamWriteResponse``. A request without writes ends
-        the stream with INVALID_ARGUMENT."""
+        runs go out together in one ``StreamWriteResponse``.
+
+        A bad request -- no writes, a ``seq`` whose writes would number past 2^64-1, a
+        message that does not parse -- submits none of its writes and ends the stream with
+        INVALID_ARGUMENT, but only after every write taken before it was acknowledged: an
+        ack is never lost for a write that may have been applied."""
         acks: list[gateway_pb2.StreamWriteAck] = []
         ready = asyncio.Event()
         outstanding = 0
@@ -194,17 +230,18 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         def finish(seq: int, fut: asyncio.Future[Any]) -> None:
             if fut.cancelled():
-                acks.append(gateway_pb2.StreamWriteAck(
-                    seq=seq, code=grpc.StatusCode.CANCELLED.value[0], error="cancelled"))
+                ack = gateway_pb2.StreamWriteAck(
+                    seq=seq, code=grpc.StatusCode.CANCELLED.value[0], error="cancelled")
             elif (exc := fut.exception()) is None:
-                acks.append(gateway_pb2.StreamWriteAck(seq=seq, result=fut.result()))
+                ack = gateway_pb2.StreamWriteAck(seq=seq, result=fut.result())
             else:
                 if isinstance(exc, grpc.aio.AioRpcError):
                     code, msg = exc.code(), exc.details() or ""
                 else:
                     code, _ = self._status_of(exc)
                     msg = str(exc)
-                acks.append(gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg))
+                ack = gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg)
+            acks.append(ack)
             ready.set()
 
         async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult:
@@ -236,15 +273,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             nonlocal outstanding, reading
             try:
                 async for req in request_iterator:
-                    if not req.writes:
-                        failure.append(InvalidRequest("writes", f"request with seq {req.seq} "
-                                                      "carries no writes"))
-                        return
+                    n = len(req.writes)
+                    if not n:
+                        raise InvalidRequest("writes", f"request with seq {req.seq} carries "
+                                             f"no writes")
+                    if req.seq + n - 1 > _MAX_SEQ:
+                        raise InvalidRequest("seq", f"seq {req.seq} with {n} writes numbers "
+                                             f"them past 2^64-1")
                     now = time.time_ns()
                     for i, w in enumerate(req.writes):
                         outstanding += 1
                         submit(w, now).add_done_callback(
                             lambda f, s=req.seq + i: finish(s, f))
+            except InvalidRequest as exc:  # from the request or the request iterator
+                failure.append(exc)
             finally:
                 reading = False
                 ready.set()
@@ -254,14 +296,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             while True:
                 await ready.wait()
                 ready.clear()
-                if failure:
-                    await self._abort(context, failure[0])
                 if acks:
                     batch = acks[:]
                     del acks[:]
                     outstanding -= len(batch)
                     yield gateway_pb2.StreamWriteResponse(acks=batch)
                 if not reading and not outstanding:
+                    if failure:
+                        await self._abort(context, failure[0])
                     return
         finally:
             read_task.cancel()
@@ -279,37 +321,33 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         await self.node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
 
     @staticmethod
-    def _table(text: str) -> tuple[str, str]:
-        """``(schema, table)`` of ``schema.table``. The table's shape must be looked up only
-        after the read point was reached (the table may be created by a write the read must
-        observe)."""
-        if not text:
-            raise InvalidRequest("table", "missing table name (schema.table)")
-        schema, _, table = text.rpartition(".")
-        return schema, table
-
-    @staticmethod
     def _coerce_key(values: Any, schema: Any, path: str) -> list[value_pb2.Value]:
+        """``values`` as the key of a table of ``schema``: a text value of a non-text key
+        column is converted to the column's type (``gateway get shop.items 1``); then every
+        value must be valid for its key column, exactly as in a write."""
         if len(values) != len(schema.key_fields):
             raise InvalidRequest(path, f"missing key: {len(values)} values for "
                                        f"{len(schema.key_fields)} key fields")
         out = []
         for i, (v, (name, ftype)) in enumerate(zip(values, schema.key_fields, strict=True)):
-            if v.WhichOneof("kind") == "string_value" and ftype != FT.FIELD_TYPE_VARCHAR:
+            if v.WhichOneof("kind") == "string_value" and \
+                    CASE_OF_TYPE.get(ftype) != "string_value":
                 out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
             else:
                 out.append(v)
+        check_key_values(out, schema.key_fields, path)
         return out
 
     async def Read(self, request, context):  # type: ignore[no-untyped-def]
         try:
+            schema, table = split_table_name(request.table)
             if not request.key:
                 raise InvalidRequest("key", "missing key")
-            schema, table = self._table(request.table)
             await self._read_point(request.consistency, context)
             # The table's shape is looked up only now: a read that waited for the apply of the
-            # table's first write must see the schema that write created.
-            shape = self.node.sm.schemas.get(request.table)
+            # table's first write must see the schema that write created. An unknown table
+            # has no rows (its key cannot be checked: its types are unknown).
+            shape = self.node.sm.schemas.get(f"{schema}.{table}")
             if shape is None:
                 return gateway_pb2.ReadResponse(found=False,
                                                 applied_index=self.node.sm.applied_index)
@@ -325,20 +363,24 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def Scan(self, request, context):  # type: ignore[no-untyped-def]
         try:
+            schema, table = split_table_name(request.table)
             limit = request.limit or 1000
             if limit > 10000:
                 raise InvalidRequest("limit", "at most 10000")
-            schema, table = self._table(request.table)
             await self._read_point(request.consistency, context)
-            shape = self.node.sm.schemas.get(request.table)  # after the read point (see Read)
+            shape = self.node.sm.schemas.get(f"{schema}.{table}")  # after the read point
             resp = gateway_pb2.ScanResponse(applied_index=self.node.sm.applied_index)
             if shape is None:
                 return resp
             start = self._coerce_key(request.start_key, shape, "start_key") \
                 if request.start_key else []
             end = self._coerce_key(request.end_key, shape, "end_key") if request.end_key else []
+            size = 0
             for row in self.node.sm.scan_rows(schema, table, start, end):
-                if len(resp.rows) == limit:
+                # Stop before a response clients cannot receive (gRPC's default receive
+                # limit): ``more`` tells the caller to continue after the last row.
+                size += row.ByteSize() + 6
+                if len(resp.rows) == limit or (resp.rows and size > SCAN_RESPONSE_BYTES):
                     resp.more = True
                     break
                 resp.rows.append(row)
@@ -349,12 +391,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
         feed = self.node.change_feed
         try:
+            if request.from_log_index and request.HasField("after_gtid"):
+                raise InvalidRequest("after_gtid", "set from_log_index or after_gtid, not both")
             start = await feed.start_index(request)
+            async for event in feed.events(start):
+                yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
-            return
-        async for event in feed.events(start):
-            yield event
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -363,10 +406,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: Any
                               ) -> gateway_pb2.AdminResponse:
-        if req.node_id <= 0:
-            raise InvalidRequest("node_id", "must be a positive integer")
-        if not req.peer_address:
-            raise InvalidRequest("peer_address", "missing HOST:PORT")
+        # GatewayNode.add_node checks the id and the addresses before proposing anything.
         return await self.node.add_node(req.node_id, req.peer_address, req.api_address,
                                         learner=req.learner, timeout=_deadline(context))
 

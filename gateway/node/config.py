@@ -11,7 +11,9 @@ message names the key (``tls.peer_key: ...``).
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -19,7 +21,12 @@ from typing import Any
 
 from gateway.appliers.contract import SCOPES
 
-__all__ = ["ConfigError", "NodeConfig", "TlsConfig", "load_config", "parse_address", "parse_peers"]
+__all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
+           "parse_address", "parse_peers"]
+
+#: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
+#: in the peer channels' 64 MiB messages with room to spare.
+MIN_REQUEST_BYTES, MAX_REQUEST_BYTES = 1 << 10, 32 << 20
 
 
 class ConfigError(ValueError):
@@ -106,6 +113,9 @@ class NodeConfig:
             raise ConfigError("election_ticks: must exceed heartbeat_ticks (> 0)")
         if self.snapshot_entries < 10:
             raise ConfigError("snapshot_entries: must be at least 10")
+        if not MIN_REQUEST_BYTES <= self.max_request_bytes <= MAX_REQUEST_BYTES:
+            raise ConfigError(f"max_request_bytes: must be between {MIN_REQUEST_BYTES} and "
+                              f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
         for name, opts in self.appliers.items():
             scope = opts.get("scope")
             if scope is not None and scope not in SCOPES:
@@ -133,11 +143,46 @@ class NodeConfig:
         return self
 
 
-def parse_address(text: str, key: str) -> tuple[str, int]:
-    """``host:port`` -> ``(host, port)``; raises ``ConfigError`` naming ``key``."""
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def address_problem(text: str, *, any_port: bool = False) -> str | None:
+    """Why ``text`` is not ``HOST:PORT``, or None. HOST is a host name (DNS labels of letters,
+    digits, ``-`` and ``_``), an IPv4 address or a bracketed IPv6 address (``[::1]``); PORT is
+    1 to 65535, or 0 too with ``any_port`` (a listening address: any free port)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError(f"{key}: {text!r} is not HOST:PORT")
+    if not sep or not host:
+        return "not HOST:PORT"
+    low = 0 if any_port else 1
+    if not (port.isascii() and port.isdigit()) or len(port) > 5 or \
+            not low <= int(port) <= 65535:
+        return f"port {port!r} is not a number from {low} to 65535"
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return f"{host} is not an IPv6 address"
+        return None
+    if ":" in host:
+        return "an IPv6 host needs brackets ([::1]:7100)"
+    if host.isascii() and host.replace(".", "").isdigit():
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            return f"{host!r} is not an IPv4 address"
+        return None
+    if len(host) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in host.split(".")):
+        return f"{host!r} is not a host name or IP address"
+    return None
+
+
+def parse_address(text: str, key: str) -> tuple[str, int]:
+    """``host:port`` -> ``(host, port)`` of an address to listen on or connect to (port 0
+    allowed: see :func:`address_problem`); raises ``ConfigError`` naming ``key``."""
+    reason = address_problem(text, any_port=True)
+    if reason is not None:
+        raise ConfigError(f"{key}: {text!r} is not HOST:PORT ({reason})")
+    host, _, port = text.rpartition(":")
     return host, int(port)
 
 

@@ -48,6 +48,7 @@ from gateway.core import messages
 from gateway.raft import (
     NO_LIMIT,
     ConfChange,
+    ConfChangeError,
     ConfChangeType,
     Config,
     Entry,
@@ -324,13 +325,24 @@ class RaftDriver:
             self._reads.pop(ctx, None)
 
     async def propose_conf_change(self, cc: ConfChange) -> int:
-        """Propose a membership change; returns its log index once applied."""
+        """Propose a membership change; returns its log index once applied. Raises
+        ``InvalidRequest`` (field ``node_id``) for a change that cannot apply."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
 
         def go(raw: RawNode) -> None:
             if raw.raft.role != Role.LEADER:
                 fut.set_exception(NotLeaderError(raw.raft.lead))
+                return
+            try:
+                # A change that cannot apply (the last voter removed) would stop every
+                # replica at its index: refuse it here, against the configuration it will
+                # apply to (the previous change is applied: pending_conf_index).
+                if raw.raft.pending_conf_index <= raw.raft.raft_log.applied:
+                    raw.raft.check_conf_change(cc)
+            except ConfChangeError as exc:
+                fut.set_exception(InvalidRequest("node_id", f"membership change refused: "
+                                                 f"{exc}"))
                 return
             try:
                 raw.propose_conf_change(cc)

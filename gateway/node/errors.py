@@ -9,14 +9,17 @@
     ├── ProposalLostError     the entry was overwritten by another leader's: UNAVAILABLE
     │                         (safe to retry with the same idempotency key)
     ├── NodeStoppedError      the node is shutting down or was removed: UNAVAILABLE
-    └── ReadTimeoutError      no read index was confirmed in time: UNAVAILABLE
+    ├── ReadTimeoutError      no read index was confirmed in time: UNAVAILABLE
+    └── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
+                              RESOURCE_EXHAUSTED (the API server refuses larger requests
+                              itself, before reading them)
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
 """
 
 from __future__ import annotations
 
 __all__ = ["NodeError", "NodeStoppedError", "NotLeaderError", "ProposalLostError",
-           "ReadTimeoutError"]
+           "ReadTimeoutError", "RequestTooLargeError"]
 
 
 class NodeError(Exception):
@@ -42,3 +45,7 @@ class NodeStoppedError(NodeError):
 
 class ReadTimeoutError(NodeError):
     """A linearizable read point was not confirmed in time (no leader, partition)."""
+
+
+class RequestTooLargeError(NodeError):
+    """A request is larger than this node's ``max_request_bytes``."""

@@ -21,6 +21,7 @@ from gateway.appliers.source import Entry as SourceEntry
 from gateway.raft import NO_LIMIT, CompactedError, EntryType
 from gateway.v1 import gateway_pb2
 
+from .errors import NodeStoppedError
 from .state_machine import decode_entry
 from .validation import InvalidRequest
 
@@ -122,14 +123,29 @@ class ChangeFeed:
                 lo = got[0] + 1
         return answer
 
+    def _not_compacted(self, index: int) -> None:
+        first = self._driver.storage.first_index()
+        if index < first and first > 2:  # index 1 is the bootstrap snapshot: no transactions
+            raise InvalidRequest("from_log_index", f"log index {index} was compacted while "
+                                 f"streaming; the log starts at {first} (resync from a "
+                                 f"snapshot)")
+
     async def events(self, start: int) -> AsyncIterator[gateway_pb2.ChangeEvent]:
-        """Change events from log index ``start`` on, forever (until cancelled)."""
+        """Change events from log index ``start`` on, forever (until cancelled). Raises
+        ``InvalidRequest`` (``from_log_index``) when the log was compacted past the next
+        entry to send -- the subscriber fell behind a snapshot and must resync, as when it
+        subscribes at such a position -- rather than skip the compacted transactions."""
         drv = self._driver
         source = CommittedLogSource(drv)
         nxt = start
         while True:
+            self._not_compacted(nxt)
             batch = source.read(nxt, 512)
+            # Compaction runs on the I/O thread: a read that raced it got placeholders.
+            self._not_compacted(nxt)
             if not batch:
+                if drv.removed:
+                    raise NodeStoppedError("this node was removed from the cluster")
                 async with drv.applied_changed:
                     await drv.applied_changed.wait_for(
                         lambda n=nxt: drv.sm.applied_index >= n or drv.removed)

@@ -31,12 +31,13 @@ from gateway import plugins
 from gateway.appliers.contract import scope_of
 from gateway.appliers.dispatcher import DispatcherConfig
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2_grpc
+from gateway.v1 import gateway_pb2, peer_pb2_grpc
 
 from . import keys
 from .api import GatewayServicer
+from .api_handlers import add_gateway_service
 from .appliers import NodeAppliers
-from .config import NodeConfig
+from .config import NodeConfig, address_problem
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
 from .feed import ChangeFeed
@@ -51,6 +52,7 @@ from .security import (
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+from .validation import InvalidRequest
 
 __all__ = ["GatewayNode", "NodeStartError"]
 
@@ -137,8 +139,12 @@ class GatewayNode:
 
     async def _serve(self) -> None:
         cfg = self.config
-        opts = [*CHANNEL_OPTIONS,
-                ("grpc.max_receive_message_length", cfg.max_request_bytes * 2 + (1 << 20))]
+        # One request-size limit: gRPC refuses a larger API request (RESOURCE_EXHAUSTED, the
+        # limit in its message) before reading it. Options are merged by key: with a key
+        # given twice gRPC keeps the first, which is how the peer channels' 64 MiB once
+        # silently replaced this limit.
+        opts = {**dict(CHANNEL_OPTIONS),
+                "grpc.max_receive_message_length": cfg.max_request_bytes}
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
@@ -147,8 +153,8 @@ class GatewayNode:
         interceptors = []
         if cfg.tokens_file:
             interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
-        api = grpc.aio.server(options=opts, interceptors=interceptors)
-        gateway_pb2_grpc.add_GatewayServicer_to_server(self.servicer, api)
+        api = grpc.aio.server(options=list(opts.items()), interceptors=interceptors)
+        add_gateway_service(self.servicer, api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
@@ -343,9 +349,27 @@ class GatewayNode:
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
                        timeout: float) -> gateway_pb2.AdminResponse:
-        """Add ``node_id`` as a learner, wait until it caught up, then promote it."""
+        """Add ``node_id`` as a learner, wait until it caught up, then promote it. Everything
+        is checked before anything is proposed (``InvalidRequest``): a node id from 1 to
+        2^64-1, ``peer`` (and ``api`` when given) ``HOST:PORT`` with a port from 1 to 65535,
+        and ``peer`` not the address of another member."""
         drv = self.driver
         cfg = drv.raw.raft.trk.config
+        if not 0 < node_id < 1 << 64:
+            raise InvalidRequest("node_id", "must be a positive integer")
+        for field, address in (("peer_address", peer), ("api_address", api)):
+            if not address and field == "api_address":
+                continue
+            reason = address_problem(address) if address else "missing HOST:PORT"
+            if reason is not None:
+                raise InvalidRequest(field, f"{address!r}: {reason}")
+        members = cfg.all_voters() | cfg.learners | cfg.learners_next
+        for other in sorted(members - {node_id}):
+            known = self.config.listen if other == self.config.node_id else \
+                self.transport.address_of.get(other)
+            if known == peer:
+                raise InvalidRequest("peer_address",
+                                     f"{peer} is the peer address of member {other}")
         ctx = json.dumps({"peer": peer, "api": api}).encode()
         if node_id in cfg.voters:
             return gateway_pb2.AdminResponse(message=f"node {node_id} is already a voter")
@@ -387,8 +411,6 @@ class GatewayNode:
         if node_id == drv.leader_id:
             return gateway_pb2.AdminResponse(message=f"node {node_id} already leads")
         if node_id not in drv.raw.raft.trk.config.voters:
-            from .validation import InvalidRequest
-
             raise InvalidRequest("node_id", f"node {node_id} is not a voter")
         drv.control(lambda raw: raw.transfer_leader(node_id))
         loop = asyncio.get_running_loop()

@@ -448,7 +448,11 @@ def _write_result(gtid: bytes, epoch: int, commit_ts: int, index: int) -> bytes:
 
 
 def _schema_to_row(name: str, schema: TableSchema) -> bytes:
-    schema_name, _, table = name.rpartition(".")
+    # Split at the first dot: the leader refuses dots in schema and table names (a name
+    # without one is a schema-less table of an old log).
+    schema_name, dot, table = name.partition(".")
+    if not dot:
+        schema_name, table = "", schema_name
     row = gateway_pb2.Row(table=statement_pb2.TableMetadata(schema_name=schema_name,
                                                             table_name=table))
     for n, t in schema.key_fields:

@@ -6,6 +6,9 @@ A table's schema is fixed by the first statement that writes it: its key fields 
 types, in order) and the columns it names. Later statements must use exactly the same key
 fields and only known columns with their known types. ``InvalidRequest.field`` is the path of
 the offending field in the request (``statements[0].insert.records[2].key_values[0]``).
+
+The rules for names and values themselves (lengths, characters, each type's valid values)
+are defined once in :mod:`gateway.core.logrules`; this module applies them to requests.
 """
 
 from __future__ import annotations
@@ -14,11 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.core import accel
-from gateway.core.rowops import CASE_OF_TYPE, python_value
+from gateway.core.logrules import (
+    TEXT_RULES,
+    date_problem,
+    datetime_problem,
+    name_problem,
+    time_problem,
+    value_problem,
+)
+from gateway.core.rowops import CASE_OF_TYPE
 from gateway.core.varint import decode_uvarint, encode_uvarint
 from gateway.v1 import statement_pb2, value_pb2
 
-__all__ = ["InvalidRequest", "TableSchema", "check_statements", "qualified_name"]
+__all__ = ["InvalidRequest", "TableSchema", "check_key_values", "check_statements",
+           "qualified_name", "split_table_name"]
 
 FT = value_pb2.FieldType
 MAX_IDEMPOTENCY_KEY = 128
@@ -47,12 +59,30 @@ class TableSchema:
 
 
 def qualified_name(table: statement_pb2.TableMetadata) -> str:
-    """``schema.table`` (or ``table`` without a schema)."""
+    """``schema.table`` (or ``table`` without a schema, which only old logs hold: the leader
+    requires a schema)."""
     return f"{table.schema_name}.{table.table_name}" if table.schema_name else table.table_name
+
+
+def split_table_name(text: str, path: str = "table") -> tuple[str, str]:
+    """``(schema, table)`` of ``schema.table``, both valid names (so the text has exactly one
+    dot); raises ``InvalidRequest`` naming ``path``."""
+    if not text:
+        raise InvalidRequest(path, "missing table name (schema.table)")
+    schema, dot, table = text.partition(".")
+    if not dot or not schema:
+        raise InvalidRequest(path, f"{text!r} has no schema (expected schema.table)")
+    for what, name in (("schema", schema), ("table", table)):
+        reason = name_problem(name)
+        if reason is not None:
+            raise InvalidRequest(path, f"{text!r}: {what} {reason}")
+    return schema, table
 
 
 _COLUMNS_ATTR = {"insert": "fields", "update": "set_fields", "delete": "fields"}
 _VALID_TYPES = frozenset(FT.values()) - {FT.FIELD_TYPE_UNSPECIFIED}
+#: Types whose values have a rule beyond their case (``logrules.value_problem``).
+_CHECKED_TYPES = frozenset({FT.FIELD_TYPE_DOUBLE, FT.FIELD_TYPE_UUID, *TEXT_RULES})
 
 
 def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[str, int]]:
@@ -72,34 +102,98 @@ def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[
     return out
 
 
-def _cases(cols: Sequence[tuple[str, int]]) -> tuple[str | None, ...]:
-    """The ``Value`` case each column's type uses (None for a type without one)."""
-    return tuple(CASE_OF_TYPE.get(t) for _, t in cols)
+def _check_names(body: statement_pb2.InsertStatement | statement_pb2.UpdateStatement
+                 | statement_pb2.DeleteStatement, kind: str, path: str) -> None:
+    """The leader's name rules for one row statement (``logrules.name_problem``): a schema is
+    required, and column names are unique ignoring case (MySQL's rule: the stores appliers
+    write, SQLite among them, would refuse ``id`` beside ``ID``)."""
+    t = body.table
+    if not t.schema_name:
+        raise InvalidRequest(f"{path}.table.schema_name",
+                             "missing schema name (tables are schema.table)")
+    for attr, name in (("schema_name", t.schema_name), ("table_name", t.table_name)):
+        reason = name_problem(name)
+        if reason is not None:
+            raise InvalidRequest(f"{path}.table.{attr}", reason)
+    col_attr = _COLUMNS_ATTR[kind]
+    seen = _names_unique_ignoring_case(body.key_fields, f"{path}.key_fields", {})
+    # A delete's fields are its before image, which may list the key columns again.
+    _names_unique_ignoring_case(getattr(body, col_attr), f"{path}.{col_attr}",
+                                seen if kind != "delete" else {})
 
 
-def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]], path: str,
-            *, key: bool, cases: tuple[str | None, ...] | None = None) -> None:
-    """Check one record's values against ``cols``. ``cases`` (from :func:`_cases`) lets the
-    common case -- every value in its column's case, no decimal to parse -- skip the per-value
-    conversion; anything else takes the full check, which names the offending value."""
+def _names_unique_ignoring_case(fs: Sequence[statement_pb2.FieldMetadata], path: str,
+                                seen: dict[str, str]) -> dict[str, str]:
+    """Check each field's name, and that none differs from a name in ``seen`` (casefolded ->
+    name, updated) only in case; an exact repeat is left to the shape checks."""
+    for i, f in enumerate(fs):
+        reason = name_problem(f.name)
+        if reason is not None:
+            raise InvalidRequest(f"{path}[{i}].name", reason)
+        folded = f.name.casefold()
+        other = seen.setdefault(folded, f.name)
+        if other != f.name:
+            raise InvalidRequest(f"{path}[{i}].name",
+                                 f"column {f.name!r} differs from column {other!r} only in "
+                                 f"case (names are compared without case)")
+    return seen
+
+
+def _check_sql(sql: statement_pb2.SqlStatement, path: str) -> None:
+    """The leader's rules for a statement-based event: text without NUL (no SQL store accepts
+    it), a valid default schema, and session variables with valid unique names and a value."""
+    if "\0" in sql.query:
+        raise InvalidRequest(f"{path}.query", "query contains NUL (U+0000)")
+    if sql.default_schema:
+        reason = name_problem(sql.default_schema)
+        if reason is not None:
+            raise InvalidRequest(f"{path}.default_schema", reason)
+    seen: set[str] = set()
+    for i, var in enumerate(sql.variables):
+        reason = name_problem(var.name)
+        if reason is not None:
+            raise InvalidRequest(f"{path}.variables[{i}].name", reason)
+        if var.name.casefold() in seen:
+            raise InvalidRequest(f"{path}.variables[{i}].name",
+                                 f"duplicate variable @{var.name}")
+        seen.add(var.name.casefold())
+        if var.value.WhichOneof("kind") is None:
+            raise InvalidRequest(f"{path}.variables[{i}].value", "value has no case set")
+        case = var.value.WhichOneof("kind")
+        if case == "double_value" and var.value.double_value != var.value.double_value:
+            raise InvalidRequest(f"{path}.variables[{i}].value", "NaN is not a valid value")
+
+
+def _rules(cols: Sequence[tuple[str, int]]) -> tuple[tuple[str | None, int | None], ...]:
+    """Per column: the ``Value`` case its type uses, and its type when its values have a rule
+    beyond the case (None otherwise)."""
+    return tuple((CASE_OF_TYPE.get(t), t if t in _CHECKED_TYPES else None) for _, t in cols)
+
+
+def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]],
+            rules: tuple[tuple[str | None, int | None], ...], path: str, *, key: bool) -> None:
+    """Check one record's values against ``cols`` (``rules`` from :func:`_rules`): each value
+    null (not in a key) or in its column's case, and valid for its type."""
     if len(vals) != len(cols):
         raise InvalidRequest(path, f"{len(vals)} values for {len(cols)} fields")
-    if cases is not None:
-        for v, want in zip(vals, cases, strict=True):
-            got = v.WhichOneof("kind")
-            if got != want or got is None or got == "decimal_value":
-                if got == "null_value" and not key:
-                    continue
-                break
+    for i, (v, (want, checked)) in enumerate(zip(vals, rules, strict=True)):
+        got = v.WhichOneof("kind")
+        if got == want:
+            if checked is None:
+                continue
+            reason = value_problem(v, checked, key=key)
+            if reason is None:
+                continue
+        elif got == "null_value":
+            if not key:
+                continue
+            raise InvalidRequest(f"{path}[{i}]",
+                                 f"missing key: key column {cols[i][0]!r} is null")
+        elif got is None:
+            reason = "value has no case set"
         else:
-            return
-    for i, (v, (name, ftype)) in enumerate(zip(vals, cols, strict=True)):
-        try:
-            got = python_value(v, ftype)
-        except ValueError as exc:
-            raise InvalidRequest(f"{path}[{i}]", f"column {name!r}: {exc}") from None
-        if key and got is None:
-            raise InvalidRequest(f"{path}[{i}]", f"missing key: key column {name!r} is null")
+            reason = f"{got} in a {FT.Name(cols[i][1])} column (expected {want})"
+        raise InvalidRequest(f"{path}[{i}]", f"column {cols[i][0]!r}: {reason}")
 
 
 def check_statements(statements: Sequence[statement_pb2.Statement],
@@ -112,8 +206,8 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
     ``rows=False`` is the apply-time check of an entry the leader already checked in full:
     only what depends on replicated state (the tables' first-seen schemas) and the
     per-statement shape is checked again -- not every record's values, nor the rules that
-    depend on the entry alone (a key column among the value columns). Both are deterministic,
-    so every replica reaches the same verdict."""
+    depend on the entry alone (names, a key column among the value columns, SQL text and
+    variables). Both are deterministic, so every replica reaches the same verdict."""
     if not statements:
         raise InvalidRequest("statements", "a write needs at least one statement")
     local = schemas  # copied on the first table created (most writes create none)
@@ -126,6 +220,8 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         if kind == "sql":
             if not stmt.sql.query.strip():
                 raise InvalidRequest(f"{path}.sql.query", "empty query")
+            if rows:
+                _check_sql(stmt.sql, f"{path}.sql")
             continue
         if kind == "apply_status":
             continue
@@ -139,6 +235,8 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
             raise InvalidRequest(f"{path}.key_fields", "missing key: no key fields")
         col_attr = _COLUMNS_ATTR[kind]
         cols = _fields(getattr(body, col_attr), f"{path}.{col_attr}")
+        if rows:
+            _check_names(body, kind, path)
         if not body.records:
             raise InvalidRequest(f"{path}.records", "no records")
         known = local.get(name)
@@ -180,23 +278,24 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                     f"unknown table shape: {name} has no column {new_cols[0][0]!r}")
         if not rows:
             continue
-        key_cases, col_cases = _cases(keys), _cases(cols)
+        key_rules, col_rules = _rules(keys), _rules(cols)
         for r_no, rec in enumerate(body.records):
             rpath = f"{path}.records[{r_no}]"
-            _values(rec.key_values, keys, f"{rpath}.key_values", key=True, cases=key_cases)
-            if kind == "insert":
-                _values(rec.after_values, cols, f"{rpath}.after_values", key=False,
-                        cases=col_cases)
-            elif kind == "update":
-                _values(rec.after_values, cols, f"{rpath}.after_values", key=False,
-                        cases=col_cases)
-                if rec.before_values:
-                    _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
-                            cases=col_cases)
-            elif rec.before_values:
-                _values(rec.before_values, cols, f"{rpath}.before_values", key=False,
-                        cases=col_cases)
+            _values(rec.key_values, keys, key_rules, f"{rpath}.key_values", key=True)
+            if kind != "delete":
+                _values(rec.after_values, cols, col_rules, f"{rpath}.after_values", key=False)
+            if kind != "insert" and rec.before_values:
+                _values(rec.before_values, cols, col_rules, f"{rpath}.before_values",
+                        key=False)
     return created
+
+
+def check_key_values(values: Sequence[value_pb2.Value], key_fields: Sequence[tuple[str, int]],
+                     path: str) -> None:
+    """Check a key given to a read (``Read.key``, ``Scan.start_key``) against the table's key
+    fields with the rules of a write's key values; raises ``InvalidRequest`` naming
+    ``path[i]``."""
+    _values(values, key_fields, _rules(key_fields), path, key=True)
 
 
 def check_idempotency_key(key: str, path: str = "idempotency_key") -> None:
@@ -265,12 +364,53 @@ def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
     return p == end
 
 
-def _check_records_py(raw: bytes, pos: int, end: int, ktags: bytes, vtags: bytes) -> bool:
+#: Column codes of the wire check beyond the plain tag bytes: a value with the tag byte
+#: ``_TAG_OF_CODE[code]`` that must also satisfy its type's rule. A DOUBLE column's code is its
+#: tag (0x29), and its rule is always checked (never NaN; a key never -0.0).
+CODE_UUID, CODE_DATE, CODE_TIME, CODE_DATETIME = 0x81, 0x82, 0x83, 0x84
+_TAG_OF_CODE = {CODE_UUID: 0x42, CODE_DATE: 0x3A, CODE_TIME: 0x3A, CODE_DATETIME: 0x3A}
+_TEXT_RULE_OF_CODE = {CODE_DATE: date_problem, CODE_TIME: time_problem,
+                      CODE_DATETIME: datetime_problem}
+_CODE_OF_TYPE = {FT.FIELD_TYPE_UUID: CODE_UUID, FT.FIELD_TYPE_DATE: CODE_DATE,
+                 FT.FIELD_TYPE_TIME: CODE_TIME, FT.FIELD_TYPE_DATETIME: CODE_DATETIME,
+                 FT.FIELD_TYPE_DECIMAL: 0, FT.FIELD_TYPE_JSON: 0}
+_NAN_EXPONENT, _MANTISSA, _NEG_ZERO = 0x7FF << 52, (1 << 52) - 1, 1 << 63
+
+
+def column_code(field_type: int) -> int:
+    """The wire check's code of a column of ``field_type``: the tag byte of its case, a
+    ``CODE_*`` for a type whose rule the wire check applies, 0 for a type it leaves to the
+    full check (DECIMAL, JSON: parsing them is not worth a C twin)."""
+    code = _CODE_OF_TYPE.get(field_type)
+    if code is not None:
+        return code
+    return _VALUE_TAG.get(CASE_OF_TYPE.get(field_type, ""), 0)
+
+
+def _value_ok_py(raw: bytes, v: int, v_end: int, code: int, key: bool) -> bool:
+    """Whether the one value field ``raw[v:v_end]``, whose tag matches ``code``, satisfies
+    the rule of ``code`` (``logrules``)."""
+    if code == 0x29:
+        bits = int.from_bytes(raw[v + 1:v + 9], "little")
+        if bits & _NAN_EXPONENT == _NAN_EXPONENT and bits & _MANTISSA:
+            return False  # NaN
+        return not (key and bits == _NEG_ZERO)
+    if code == CODE_UUID:
+        return v_end - v == 18  # tag, length 16, 16 bytes
+    rule = _TEXT_RULE_OF_CODE.get(code)
+    if rule is None:
+        return True
+    _, p = decode_uvarint(raw, v + 1)
+    return rule(raw[p:v_end].decode("latin-1")) is None
+
+
+def _check_records_py(raw: bytes, pos: int, end: int, kcodes: bytes, vcodes: bytes) -> bool:
     """Whether ``raw[pos:end]`` is one or more ``InsertRecord`` fields each holding exactly
-    ``len(ktags)`` key values then ``len(vtags)`` after values, every value exactly one field
-    whose tag byte is the column's (``ktags[i]`` / ``vtags[i]``; an after value may also be
-    null, tag ``0x08``). The specification of ``gateway.node._wire.check_records``."""
-    nk, nv = len(ktags), len(vtags)
+    ``len(kcodes)`` key values then ``len(vcodes)`` after values, every value exactly one
+    field in its column's case and valid for its type (column codes from
+    :func:`column_code`; an after value may also be null, tag ``0x08``). The specification of
+    ``gateway.node._wire.check_records``."""
+    nk, nv = len(kcodes), len(vcodes)
     try:
         while pos < end:
             if raw[pos] != 0x22:
@@ -288,14 +428,18 @@ def _check_records_py(raw: bytes, pos: int, end: int, ktags: bytes, vtags: bytes
                     return False
                 got = raw[v]
                 if i < nk:
-                    if tag != 0x0A or got != ktags[i]:
+                    code = kcodes[i]
+                    if tag != 0x0A or got != _TAG_OF_CODE.get(code, code):
                         return False
                 elif i < nk + nv:
-                    if tag != 0x12 or (got != vtags[i - nk] and got != 0x08):
+                    code = vcodes[i - nk]
+                    if tag != 0x12 or (got != _TAG_OF_CODE.get(code, code) and got != 0x08):
                         return False
                 else:
                     return False
                 if not _single_field_end(raw, v, v_end, got):
+                    return False
+                if got != 0x08 and not _value_ok_py(raw, v, v_end, code, i < nk):
                     return False
                 i += 1
                 r = v_end
@@ -315,14 +459,16 @@ class WireChecker:
     """:func:`check_statements` for the leader, from the statements' wire bytes
     (:func:`frame_statements`): an insert statement's header (table, key fields, fields) is
     checked in full once and cached with the table's schema object; later statements of that
-    shape only have every record's value cases checked from the bytes (each value one field
-    of its column's case, a value column may be null). Anything else -- another statement
-    kind, an unseen shape, a value not in the expected case, a decimal, a schema that changed
-    -- runs the full :func:`check_statements`, which gives the same verdict and error."""
+    shape only have every record's values checked from the bytes (each value one field of its
+    column's case, a value column may be null, and valid for its type: see
+    :func:`column_code`). Anything else -- another statement kind, an unseen shape, a value
+    not in the expected case or invalid, a DECIMAL or JSON column, a schema that changed --
+    runs the full :func:`check_statements`, which gives the verdict and the error. The wire
+    check never accepts what the full check rejects."""
 
     def __init__(self, limit: int = 1024) -> None:
         self._limit = limit
-        # header bytes -> (qualified name, schema object, key tags, value tags)
+        # header bytes -> (qualified name, schema object, key codes, value codes)
         self._shapes: dict[bytes, tuple[str, TableSchema, bytes, bytes]] = {}
 
     def check(self, raw: bytes, statements: Sequence[statement_pb2.Statement],
@@ -391,9 +537,9 @@ class WireChecker:
             schema = schemas.get(name)
             if schema is None or name in made:
                 continue
-            ktags = bytes(_VALUE_TAG.get(CASE_OF_TYPE.get(f.type), 0) for f in body.key_fields)
-            vtags = bytes(_VALUE_TAG.get(CASE_OF_TYPE.get(f.type), 0) for f in body.fields)
-            if 0 in ktags or 0 in vtags or 0x08 in ktags:
+            ktags = bytes(column_code(f.type) for f in body.key_fields)
+            vtags = bytes(column_code(f.type) for f in body.fields)
+            if 0 in ktags or 0 in vtags:
                 continue  # a type whose values need the full check
             if len(self._shapes) >= self._limit:
                 self._shapes.clear()

@@ -652,18 +652,26 @@ class Raft:
 
     def apply_conf_change(self, cc: ConfChange) -> ConfState:
         """Apply a committed configuration change; returns the resulting ``ConfState``."""
+        return self._switch_to_config(*self._changed_config(cc))
+
+    def check_conf_change(self, cc: ConfChange) -> None:
+        """Raise ``ConfChangeError`` if applying ``cc`` to the current configuration would
+        fail (e.g. it removes the last voter); changes nothing. A leader proposes a change
+        only after the previous one was applied (``pending_conf_index``), so checking just
+        before proposing gives the verdict its apply will reach: an entry that fails to
+        apply would stop every replica at that index."""
+        self._changed_config(cc)
+
+    def _changed_config(self, cc: ConfChange) -> tuple[TrackerConfig, dict]:
         cfg, prs = self.trk.config, self.trk.progress
         last = self.raft_log.last_index()
         nf = self.trk.new_inflights
         if cc.leave_joint():
-            cfg, prs = leave_joint(cfg, prs)
-        else:
-            use_joint, auto_leave = cc.enter_joint()
-            if use_joint:
-                cfg, prs = enter_joint(cfg, prs, auto_leave, cc.changes, last, nf)
-            else:
-                cfg, prs = simple(cfg, prs, cc.changes, last, nf)
-        return self._switch_to_config(cfg, prs)
+            return leave_joint(cfg, prs)
+        use_joint, auto_leave = cc.enter_joint()
+        if use_joint:
+            return enter_joint(cfg, prs, auto_leave, cc.changes, last, nf)
+        return simple(cfg, prs, cc.changes, last, nf)
 
     def _switch_to_config(self, cfg: TrackerConfig, prs: dict) -> ConfState:
         self.trk.set(cfg, prs)

@@ -139,9 +139,6 @@ def _null_key() -> gateway_pb2.WriteRequest:
      "statements[0].insert.fields[1].name", "key column 'id' repeated"),
     (lambda: _bad(row_insert("t.fresh", {"id": 1}, {"id": 1, "name": "a"})),
      "statements[0].insert.fields[0].name", "key column 'id' repeated"),
-    (lambda: gateway_pb2.WriteRequest(statements=[row_insert("t.items", {"id": 1},
-                                                             {"name": "x" * (5 << 20)})]),
-     "statements", "oversized"),
     (lambda: gateway_pb2.WriteRequest(statements=[row_insert("t.items", {"id": 1})],
                                       idempotency_key="k" * 200), "idempotency_key", "128"),
 ])

@@ -1,6 +1,7 @@
 """The leader's validation from wire bytes (``WireChecker``) gives the verdict and the error of
-the full ``check_statements``, and entries assembled from serialized statements are the bytes
-``encode_transaction`` gives."""
+the full ``check_statements`` -- also for the values whose type has a rule (DOUBLE, UUID, DATE,
+TIME, DATETIME on the wire path; DECIMAL, JSON through the full check) -- and entries assembled
+from serialized statements are the bytes ``encode_transaction`` gives."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from gateway.node.validation import (
     frame_statements,
 )
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+
+FT = value_pb2.FieldType
+V = value_pb2.Value
 
 
 def _outcome(fn, *args):  # type: ignore[no-untyped-def]
@@ -75,6 +79,84 @@ def test_wire_check_matches_check_statements():
         want = _outcome(check_statements, stmts, schemas)
         got = _outcome(checker.check, frame_statements(stmts), stmts, schemas)
         assert got == want, stmts
+
+
+#: A table with a column of every type whose values have a rule, and per column the values
+#: the random statements draw from (valid and invalid).
+_TYPED_KEY = [("k", FT.FIELD_TYPE_DOUBLE)]
+_TYPED_COLS = [("d", FT.FIELD_TYPE_DOUBLE), ("u", FT.FIELD_TYPE_UUID), ("dt", FT.FIELD_TYPE_DATE),
+               ("tm", FT.FIELD_TYPE_TIME), ("ts", FT.FIELD_TYPE_DATETIME)]
+#: Types whose rules only the full check applies (a table with them never takes the wire path).
+_TEXT_COLS = [("j", FT.FIELD_TYPE_JSON), ("m", FT.FIELD_TYPE_DECIMAL)]
+_DRAWS = {
+    "k": [V(double_value=1.5), V(double_value=0.0), V(double_value=-0.0),
+          V(double_value=float("nan")), V(double_value=float("inf")), V(int_value=1)],
+    "d": [V(double_value=2.0), V(double_value=-0.0), V(double_value=float("nan")),
+          V(double_value=float("-inf")), V(null_value=value_pb2.NULL_VALUE)],
+    "u": [V(bytes_value=bytes(16)), V(bytes_value=bytes(15)), V(bytes_value=bytes(17)),
+          V(bytes_value=b""), V(null_value=value_pb2.NULL_VALUE)],
+    "dt": [V(string_value="2024-02-29"), V(string_value="2023-02-29"),
+           V(string_value="2024-13-45"), V(string_value="2024-1-1"), V(string_value="")],
+    "tm": [V(string_value="23:59:59.5"), V(string_value="24:00:00"),
+           V(string_value="12:00:00."), V(string_value="12:00:00.1234567890")],
+    "ts": [V(string_value="2024-01-01T00:00:00"), V(string_value="2024-01-01 00:00:00"),
+           V(string_value="2024-01-01T00:00:60"), V(string_value="2024-01-01Tx")],
+    "j": [V(string_value='{"a": 1}'), V(string_value="{bad"), V(string_value="NaN")],
+    "m": [V(decimal_value="-12.50"), V(decimal_value="1e5"), V(decimal_value="-0")],
+}
+
+
+def _typed_insert(rng: random.Random, cols: list = _TYPED_COLS, table: str = "typed",
+                  valid: bool = False) -> statement_pb2.Statement:
+    body = statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name="t", table_name=table),
+        key_fields=[statement_pb2.FieldMetadata(name=n, type=t) for n, t in _TYPED_KEY],
+        fields=[statement_pb2.FieldMetadata(name=n, type=t) for n, t in cols])
+    for _ in range(1 if valid else rng.randint(1, 3)):
+        rec = body.records.add()
+        rec.key_values.append(_DRAWS["k"][0] if valid else rng.choice(_DRAWS["k"][:2])
+                              if rng.random() < 0.7 else rng.choice(_DRAWS["k"]))
+        for n, _ in cols:  # mostly valid, so that valid records take the wire path
+            rec.after_values.append(_DRAWS[n][0] if valid or rng.random() < 0.8
+                                    else rng.choice(_DRAWS[n]))
+    return statement_pb2.Statement(insert=body)
+
+
+def test_wire_check_matches_check_statements_on_typed_values():
+    rng = random.Random(11)
+    checker = WireChecker()
+    firsts = [_typed_insert(rng, valid=True),
+              _typed_insert(rng, _TEXT_COLS, "textual", valid=True)]
+    schemas = dict(check_statements(firsts, {}))
+    fast = 0
+    for _ in range(800):
+        stmts = [_typed_insert(rng)] if rng.random() < 0.7 else \
+            [_typed_insert(rng, _TEXT_COLS, "textual")]
+        want = _outcome(check_statements, stmts, schemas)
+        got = _outcome(checker.check, frame_statements(stmts), stmts, schemas)
+        assert got == want, stmts
+        fast += checker._fast(frame_statements(stmts), schemas) is not None
+    assert fast > 50  # the valid records of known shape did take the wire path
+
+
+def test_wire_check_refuses_what_the_full_check_refuses_after_learning_the_shape():
+    checker = WireChecker()
+    good = _typed_insert(random.Random(0), valid=True)
+    schemas = dict(check_statements([good], {}))
+    checker.check(frame_statements([good]), [good], schemas)  # learns the shape
+    assert checker._fast(frame_statements([good]), schemas) is not None
+    for col, bad in [(None, V(double_value=float("nan"))), (None, V(double_value=-0.0)),
+                     (0, V(double_value=float("nan"))), (1, V(bytes_value=bytes(15))),
+                     (2, V(string_value="2024-13-45")), (3, V(string_value="24:00:00")),
+                     (4, V(string_value="2024-01-01 00:00:00"))]:
+        s = statement_pb2.Statement()
+        s.CopyFrom(good)
+        target = s.insert.records[0].key_values[0] if col is None \
+            else s.insert.records[0].after_values[col]
+        target.CopyFrom(bad)
+        assert checker._fast(frame_statements([s]), schemas) is None
+        with pytest.raises(InvalidRequest):
+            checker.check(frame_statements([s]), [s], schemas)
 
 
 @pytest.mark.parametrize("idem", ["", "key-é"])
