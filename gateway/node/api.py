@@ -391,7 +391,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
         feed = self.node.change_feed
         try:
-            if request.from_log_index and request.HasField("after_gtid"):
+            if request.from_log_index and request.after_gtid.trans_id:
                 raise InvalidRequest("after_gtid", "set from_log_index or after_gtid, not both")
             start = await feed.start_index(request)
             async for event in feed.events(start):

@@ -4,8 +4,8 @@
 
     NodeError
     ├── NotLeaderError        this node cannot order the request; ``leader`` is the known
-    │                         leader id (0 = none): UNAVAILABLE, or FAILED_PRECONDITION for
-    │                         admin calls, with the leader in trailing metadata
+    │                         leader id (0 = none): UNAVAILABLE (admin calls too), with
+    │                         the leader in trailing metadata
     ├── ProposalLostError     the entry was overwritten by another leader's: UNAVAILABLE
     │                         (safe to retry with the same idempotency key)
     ├── NodeStoppedError      the node is shutting down or was removed: UNAVAILABLE
@@ -14,6 +14,7 @@
                               RESOURCE_EXHAUSTED (the API server refuses larger requests
                               itself, before reading them)
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
+    TimeoutError                             DEADLINE_EXCEEDED
 """
 
 from __future__ import annotations

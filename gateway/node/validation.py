@@ -21,6 +21,7 @@ from gateway.core.logrules import (
     TEXT_RULES,
     date_problem,
     datetime_problem,
+    double_problem,
     name_problem,
     time_problem,
     value_problem,
@@ -157,11 +158,11 @@ def _check_sql(sql: statement_pb2.SqlStatement, path: str) -> None:
             raise InvalidRequest(f"{path}.variables[{i}].name",
                                  f"duplicate variable @{var.name}")
         seen.add(var.name.casefold())
-        if var.value.WhichOneof("kind") is None:
-            raise InvalidRequest(f"{path}.variables[{i}].value", "value has no case set")
         case = var.value.WhichOneof("kind")
-        if case == "double_value" and var.value.double_value != var.value.double_value:
-            raise InvalidRequest(f"{path}.variables[{i}].value", "NaN is not a valid value")
+        reason = "value has no case set" if case is None else double_problem(
+            var.value.double_value, False) if case == "double_value" else None
+        if reason is not None:
+            raise InvalidRequest(f"{path}.variables[{i}].value", reason)
 
 
 def _rules(cols: Sequence[tuple[str, int]]) -> tuple[tuple[str | None, int | None], ...]:
@@ -178,7 +179,7 @@ def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]],
         raise InvalidRequest(path, f"{len(vals)} values for {len(cols)} fields")
     for i, (v, (want, checked)) in enumerate(zip(vals, rules, strict=True)):
         got = v.WhichOneof("kind")
-        if got == want:
+        if got == want and got is not None:
             if checked is None:
                 continue
             reason = value_problem(v, checked, key=key)
