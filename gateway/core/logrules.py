@@ -15,7 +15,9 @@ Names (schema, table, column, session variable), after MySQL's identifier rules:
   text around them, so a name could not be told from another;
 - no trailing whitespace (MySQL strips it);
 - no ``.``: ``schema.table`` splits at its only dot, and a column reads as ``table.column``.
-  ``$`` is allowed (exception tables are named ``table$EX``).
+  ``$`` is allowed (exception tables are named ``table$EX``);
+- a table name does not start with ``_gateway_`` or ``sqlite_`` (any case): reserved by the
+  stores (:func:`table_name_problem`).
 
 Values, per ``FieldType`` (the case is checked by the caller): DOUBLE is never NaN and a key
 is never ``-0.0`` (NaN is not equal to itself and ``-0.0`` equals ``0.0``: either breaks key
@@ -39,6 +41,7 @@ from gateway.v1 import value_pb2
 
 __all__ = [
     "MAX_NAME_CHARS",
+    "RESERVED_TABLE_PREFIXES",
     "TEXT_RULES",
     "date_problem",
     "datetime_problem",
@@ -46,6 +49,7 @@ __all__ = [
     "double_problem",
     "json_problem",
     "name_problem",
+    "table_name_problem",
     "time_problem",
     "uuid_problem",
     "value_problem",
@@ -81,6 +85,21 @@ def name_problem(name: str) -> str | None:
     if name[-1].isspace():
         return "name ends with whitespace"
     return None
+
+
+#: Table-name prefixes reserved by stores (compared without case): the embedded SQLite
+#: applier keeps its bookkeeping in ``_gateway_*`` tables (a user table there would pass for
+#: its applied-GTID record), and SQLite refuses ``sqlite_*`` names.
+RESERVED_TABLE_PREFIXES = ("_gateway_", "sqlite_")
+
+
+def table_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid table name: :func:`name_problem`, or a reserved prefix."""
+    reason = name_problem(name)
+    if reason is None and name.casefold().startswith(RESERVED_TABLE_PREFIXES):
+        prefix = next(p for p in RESERVED_TABLE_PREFIXES if name.casefold().startswith(p))
+        return f"table names starting with {prefix!r} are reserved"
+    return reason
 
 
 # -- values -------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from gateway.core.logrules import (
     datetime_problem,
     double_problem,
     name_problem,
+    table_name_problem,
     time_problem,
     value_problem,
 )
@@ -73,8 +74,9 @@ def split_table_name(text: str, path: str = "table") -> tuple[str, str]:
     schema, dot, table = text.partition(".")
     if not dot or not schema:
         raise InvalidRequest(path, f"{text!r} has no schema (expected schema.table)")
-    for what, name in (("schema", schema), ("table", table)):
-        reason = name_problem(name)
+    for what, name, rule in (("schema", schema, name_problem),
+                             ("table", table, table_name_problem)):
+        reason = rule(name)
         if reason is not None:
             raise InvalidRequest(path, f"{text!r}: {what} {reason}")
     return schema, table
@@ -112,8 +114,9 @@ def _check_names(body: statement_pb2.InsertStatement | statement_pb2.UpdateState
     if not t.schema_name:
         raise InvalidRequest(f"{path}.table.schema_name",
                              "missing schema name (tables are schema.table)")
-    for attr, name in (("schema_name", t.schema_name), ("table_name", t.table_name)):
-        reason = name_problem(name)
+    for attr, name, rule in (("schema_name", t.schema_name, name_problem),
+                             ("table_name", t.table_name, table_name_problem)):
+        reason = rule(name)
         if reason is not None:
             raise InvalidRequest(f"{path}.table.{attr}", reason)
     col_attr = _COLUMNS_ATTR[kind]

@@ -134,3 +134,16 @@ def test_value_problem_applies_each_types_rule():
     for ftype in (FT.FIELD_TYPE_BOOLEAN, FT.FIELD_TYPE_INTEGER, FT.FIELD_TYPE_UNSIGNED,
                   FT.FIELD_TYPE_TIMESTAMP):
         assert logrules.value_problem(V(), ftype, key=True) is None
+
+
+@pytest.mark.parametrize("name", ["_gateway_applied", "_GATEWAY_tables", "sqlite_master",
+                                  "SQLite_x"])
+def test_reserved_table_name_prefixes(name):
+    assert "reserved" in logrules.table_name_problem(name)
+    assert logrules.name_problem(name) is None  # a column or schema may be named so
+
+
+def test_table_names_follow_the_name_rules_too():
+    assert logrules.table_name_problem("items$EX") is None
+    assert logrules.table_name_problem("gateway_x") is None
+    assert "'.'" in logrules.table_name_problem("a.b")
