@@ -43,6 +43,7 @@ from gateway.write_stream import WriteStream
 
 __all__ = [
     "AsyncGatewayClient",
+    "ChangeEvents",
     "GatewayClient",
     "GatewayError",
     "Row",
@@ -175,6 +176,26 @@ def _error(exc: grpc.RpcError) -> GatewayError:
     return err
 
 
+class ChangeEvents:
+    """The events of one ``Subscribe`` call: iterate for ``ChangeEvent`` messages; a failed
+    stream raises :class:`GatewayError` like every other call; ``cancel()`` ends it."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __iter__(self) -> ChangeEvents:
+        return self
+
+    def __next__(self) -> gateway_pb2.ChangeEvent:
+        try:
+            return next(self._call)
+        except grpc.RpcError as exc:
+            raise _error(exc) from None
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
 class _Base:
     def __init__(self, targets: str | Sequence[str], *, token: str = "",
                  root_certificates: bytes | None = None, timeout: float = 30.0,
@@ -281,12 +302,15 @@ class GatewayClient(_Base):
             raise _error(exc) from None
 
     def subscribe(self, from_log_index: int = 0, after_gtid: tuple[int, int] | None = None,
-                  timeout: float | None = None) -> Iterable[gateway_pb2.ChangeEvent]:
-        """Committed transactions from a position (resume: ``from_log_index = last + 1``)."""
+                  timeout: float | None = None) -> ChangeEvents:
+        """Committed transactions from a position (resume: ``from_log_index = last + 1``);
+        a failed stream raises :class:`GatewayError` (e.g. INVALID_ARGUMENT
+        ``from_log_index`` when the log was compacted past it: resync from a snapshot)."""
         req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index)
         if after_gtid is not None:
             req.after_gtid.server_id, req.after_gtid.trans_id = after_gtid
-        return self._stub().Subscribe(req, timeout=timeout, metadata=self._metadata)
+        return ChangeEvents(self._stub().Subscribe(req, timeout=timeout,
+                                                   metadata=self._metadata))
 
     def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),

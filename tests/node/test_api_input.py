@@ -562,6 +562,13 @@ def test_subscribe_with_two_start_positions_is_refused(api):
     assert ei.value.details().startswith("after_gtid: ")
 
 
+def test_client_subscribe_errors_are_gateway_errors_with_the_field(api):
+    with GatewayClient(api.address) as c, pytest.raises(GatewayError) as ei:
+        next(c.subscribe(from_log_index=2, after_gtid=(1, 1), timeout=10))
+    assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert ei.value.field == "after_gtid"
+
+
 def test_subscribe_ends_when_the_log_is_compacted_past_it(api):
     """A subscriber that fell behind compaction gets an error, not a stream that silently
     skips the compacted transactions."""
