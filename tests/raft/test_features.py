@@ -167,6 +167,17 @@ def test_invalid_conf_changes_are_refused() -> None:
         simple(TrackerConfig(), {}, [ConfChangeSingle(REMOVE, 1)], 1, nf)
 
 
+def test_check_conf_change_gives_the_verdict_of_apply_without_changing_anything() -> None:
+    c = Cluster([1])
+    c.elect(1)
+    r = c.raft(1)
+    before = (r.trk.config, dict(r.trk.progress))
+    with pytest.raises(ConfChangeError, match="removed all voters"):
+        r.check_conf_change(_cc((REMOVE, 1)))
+    r.check_conf_change(_cc((LEARNER, 2)))  # valid: no error
+    assert (r.trk.config, dict(r.trk.progress)) == before
+
+
 def test_second_conf_change_refused_while_first_pending() -> None:
     c = Cluster([1, 2, 3])
     c.elect(1)
