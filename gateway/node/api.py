@@ -226,7 +226,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         ready = asyncio.Event()
         outstanding = 0
         reading = True
-        failure: list[InvalidRequest] = []
+        failure: list[Exception] = []
 
         def finish(seq: int, fut: asyncio.Future[Any]) -> None:
             if fut.cancelled():
@@ -282,10 +282,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                              f"them past 2^64-1")
                     now = time.time_ns()
                     for i, w in enumerate(req.writes):
-                        outstanding += 1
-                        submit(w, now).add_done_callback(
-                            lambda f, s=req.seq + i: finish(s, f))
-            except InvalidRequest as exc:  # from the request or the request iterator
+                        fut = submit(w, now)
+                        outstanding += 1  # counted once submitted: each gets its ack
+                        fut.add_done_callback(lambda f, s=req.seq + i: finish(s, f))
+            except Exception as exc:
+                # InvalidRequest from the request or the request iterator; anything else ends
+                # the stream INTERNAL -- both after the acks of the writes already taken.
                 failure.append(exc)
             finally:
                 reading = False
