@@ -569,20 +569,35 @@ def test_client_subscribe_errors_are_gateway_errors_with_the_field(api):
     assert ei.value.field == "after_gtid"
 
 
+class _Delegate:
+    """``real`` with some attributes replaced."""
+
+    def __init__(self, real: Any, **replaced: Any) -> None:
+        self._real = real
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
 def test_subscribe_ends_when_the_log_is_compacted_past_it(api):
     """A subscriber that fell behind compaction gets an error, not a stream that silently
-    skips the compacted transactions."""
-    storage = api.node.driver.storage
+    skips the compacted transactions. The feed is shown a log compacted past the reader (the
+    node's own Raft log is left alone); a write wakes the waiting stream."""
+    feed = api.node.change_feed
+    real = feed._driver
     call = api.stub().Subscribe(gateway_pb2.SubscribeRequest(from_log_index=1), timeout=20)
     first = next(call)
-    real = storage.first_index
-    storage.first_index = lambda: first.log_index + 10**6  # as if compacted past the reader
+    storage = _Delegate(real.storage, first_index=lambda: first.log_index + 10**6)
+    feed._driver = _Delegate(real, storage=storage)
     try:
+        with GatewayClient(api.address) as c:
+            c.write([row_insert("t.items", {"id": 95}, {"name": "wake"})])
         with pytest.raises(grpc.RpcError) as ei:
             for _ in call:
                 pass
     finally:
-        storage.first_index = real
+        feed._driver = real
     assert ei.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "compacted" in ei.value.details()
     assert ei.value.details().startswith("from_log_index: ")
