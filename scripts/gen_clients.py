@@ -45,7 +45,9 @@ GO_DIR = ROOT / "clients" / "go"
 GO_MODULE = "gateway/clients/go"
 JAVA_DIR = ROOT / "clients" / "java"
 TS_DIR = ROOT / "clients" / "typescript"
-TS_OPTIONS = "outputServices=grpc-js,forceLong=bigint,oneof=unions-value,esModuleInterop=true,env=node"
+# grpc-js service clients; 64-bit integers as bigint (lossless); oneofs as typed unions
+TS_OPTIONS = ("outputServices=grpc-js,forceLong=bigint,oneof=unions-value,esModuleInterop=true,"
+              "env=node")
 
 _IMPORT = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gen_clients import ROOT, TARGETS, GenError, Target  # noqa: E402
+from gen_clients import ROOT, TARGETS, GenError, Target
 
 PROTO_ROOT = ROOT / "proto"
 

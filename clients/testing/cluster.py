@@ -246,13 +246,13 @@ class Cluster:
                            "pid": n.proc.pid if n.running else 0,  # type: ignore[union-attr]
                            "log": str(n.log)} for n in self.nodes.values()]}
 
+    def log_tail(self, i: int, lines: int = 30) -> str:
+        n = self.nodes[i]
+        text = n.log.read_text(errors="replace").splitlines() if n.log.exists() else []
+        return "\n".join([f"--- node {n.id} ({n.log}), last {lines} lines:", *text[-lines:]])
+
     def log_tails(self, lines: int = 30) -> str:
-        out = []
-        for n in self.nodes.values():
-            text = n.log.read_text(errors="replace").splitlines() if n.log.exists() else []
-            out.append(f"--- node {n.id} ({n.log}), last {lines} lines:")
-            out.extend(text[-lines:])
-        return "\n".join(out)
+        return "\n".join(self.log_tail(i, lines) for i in self.nodes)
 
 
 def _answer(payload: dict[str, Any]) -> None:
@@ -282,7 +282,10 @@ def _command(cluster: Cluster, line: str) -> bool:
             else:
                 cluster.kill(i)
                 cluster.spawn(i)
-                cluster.wait_api(i)
+                try:
+                    cluster.wait_api(i)
+                except LauncherError as exc:
+                    raise LauncherError(f"{exc}\n{cluster.log_tail(i)}") from None
                 _answer({"ok": True, "restarted": i,
                          "pid": cluster.nodes[i].proc.pid})  # type: ignore[union-attr]
         elif cmd == "status" and not args:
