@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import os
 import random
@@ -101,10 +100,21 @@ def free_ports(count: int) -> list[int]:
     raise LauncherError("no free loopback ports found")
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGKILL it when the launcher dies (Linux only)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+#: Runs before a node: die with the launcher (PR_SET_PDEATHSIG, Linux; elsewhere the end of
+#: the launcher's stdin still stops the nodes), then exec the node. A shim rather than
+#: ``preexec_fn``: forking this process, which runs gRPC threads, and running Python in the
+#: child before exec lets gRPC's fork handlers restart its poller there, which then aborts
+#: (``epoll_wait error: Bad file descriptor``) once the child closes its descriptors.
+_SHIM = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+    "except Exception:\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(70)\n"  # the launcher is gone already
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 class Cluster:
@@ -160,9 +170,9 @@ class Cluster:
         with n.log.open("ab") as log:
             log.write(f"\n===== {' '.join(cmd)}\n".encode())
             log.flush()
-            n.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT, env=self.env, cwd=self.root,
-                                      preexec_fn=_die_with_parent)
+            n.proc = subprocess.Popen([sys.executable, "-c", _SHIM, str(os.getpid()), *cmd],
+                                      stdin=subprocess.DEVNULL, stdout=log,
+                                      stderr=subprocess.STDOUT, env=self.env, cwd=self.root)
         self._drop_channel(i)
 
     def kill(self, i: int) -> None:
