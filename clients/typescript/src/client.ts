@@ -180,7 +180,7 @@ export class GatewayClient {
   }
 
   /** Writes one transaction; resolves with its GTID, epoch, commit timestamp and log index. */
-  write(statements: Statement[], opts: WriteOptions = {}): Promise<WriteResult> {
+  async write(statements: Statement[], opts: WriteOptions = {}): Promise<WriteResult> {
     const req = { statements, idempotencyKey: opts.idempotencyKey ?? randomUUID() };
     return this.call((s) => s.write, req, opts.timeoutMs);
   }
@@ -192,7 +192,7 @@ export class GatewayClient {
   }
 
   /** Reads one row of `table` ("schema.table"); `key` is a value or the key values in order. */
-  read(table: string, key: KeyInput, opts: ReadOptions = {}): Promise<ReadResponse> {
+  async read(table: string, key: KeyInput, opts: ReadOptions = {}): Promise<ReadResponse> {
     const req = { table, key: keyValues(key), consistency: CONSISTENCY[opts.consistency ?? "linearizable"] };
     return this.call((s) => s.read, req, opts.timeoutMs);
   }
@@ -204,7 +204,7 @@ export class GatewayClient {
   }
 
   /** Rows with start <= key < end in key order; `more` when the limit stopped the scan. */
-  scan(table: string, opts: ScanOptions = {}): Promise<ScanResponse> {
+  async scan(table: string, opts: ScanOptions = {}): Promise<ScanResponse> {
     const req = {
       table,
       startKey: opts.start === undefined ? [] : keyValues(opts.start),
@@ -216,7 +216,7 @@ export class GatewayClient {
   }
 
   /** Status of the node currently targeted (one attempt, no failover). */
-  status(): Promise<StatusResponse> {
+  async status(): Promise<StatusResponse> {
     const stub = this.stub(this.targetList[this.current]);
     return new Promise((resolve, reject) => {
       stub.status({}, this.metadata(), { deadline: new Date(Date.now() + this.attemptTimeoutMs) }, (err, resp) =>
