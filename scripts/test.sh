@@ -20,10 +20,24 @@ fi
 bash deploy/local/rabbitmq.sh install
 bash deploy/local/cassandra/cassandra.sh install
 
-# Generated protobuf code must match the .proto sources.
+# The clients' toolchains: Go and Node.js come with the machine (Debian's are too old: the Go
+# client needs go 1.21+, which fetches the go.mod toolchain itself, the TypeScript one Node 20+);
+# clients/test.sh checks their versions.
+for tool in go node npm; do
+    command -v "$tool" >/dev/null || { echo "scripts/test.sh: '$tool' is not installed" >&2; exit 1; }
+done
+
+# Generated protobuf code (Python, Go, Java, TypeScript) must match the .proto sources; the
+# pinned generators are fetched on first use (scripts/gen_clients.py).
 "$PY" scripts/gen_proto.py --check
 
 "$PY" -m ruff check --quiet .
+
+# The Go, Java and TypeScript clients against live local clusters, and the cross-language test
+# (clients/test.sh); GATEWAY_CLIENTS=0 skips them (a quick Python-only run).
+if [ "${GATEWAY_CLIENTS:-1}" != 0 ]; then
+    bash clients/test.sh
+fi
 
 export GATEWAY_REQUIRE_ACCEL=1  # the C accelerators must build here; their tests must not skip
 set +e

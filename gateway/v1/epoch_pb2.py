@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/epoch.proto\x12\ngateway.v1\"\\\n\x0b\x45pochMarker\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x03 \x01(\x06\x12\x15\n\rlast_trans_id\x18\x04 \x01(\x04\"C\n\x0b\x41pplyStatus\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x12\n\napplied_by\x18\x03 \x01(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gateway/v1/epoch.proto\x12\ngateway.v1\"\\\n\x0b\x45pochMarker\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x03 \x01(\x06\x12\x15\n\rlast_trans_id\x18\x04 \x01(\x04\"C\n\x0b\x41pplyStatus\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x12\n\napplied_by\x18\x03 \x01(\rBE\n\rio.gateway.v1B\nEpochProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.epoch_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\nEpochProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
   _globals['_EPOCHMARKER']._serialized_start=38
   _globals['_EPOCHMARKER']._serialized_end=130
   _globals['_APPLYSTATUS']._serialized_start=132

@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15gateway/v1/gtid.proto\x12\ngateway.v1\"+\n\x04Gtid\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\x10\n\x08trans_id\x18\x02 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15gateway/v1/gtid.proto\x12\ngateway.v1\"+\n\x04Gtid\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\x10\n\x08trans_id\x18\x02 \x01(\x04\x42\x44\n\rio.gateway.v1B\tGtidProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.gtid_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\tGtidProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
   _globals['_GTID']._serialized_start=37
   _globals['_GTID']._serialized_end=80
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,362 @@
+package io.gateway.client;
+
+import io.gateway.v1.Consistency;
+import io.gateway.v1.GatewayGrpc;
+import io.gateway.v1.ReadRequest;
+import io.gateway.v1.ReadResponse;
+import io.gateway.v1.ScanRequest;
+import io.gateway.v1.ScanResponse;
+import io.gateway.v1.Statement;
+import io.gateway.v1.StatusRequest;
+import io.gateway.v1.StatusResponse;
+import io.gateway.v1.WriteBatchRequest;
+import io.gateway.v1.WriteRequest;
+import io.gateway.v1.WriteResult;
+import io.grpc.Channel;
+import io.grpc.ChannelCredentials;
+import io.grpc.ClientInterceptors;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.TlsChannelCredentials;
+import io.grpc.stub.MetadataUtils;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
+import java.util.function.Function;
+
+/**
+ * A client for the Gateway gRPC API with the contract of the Python client (docs/node.md):
+ *
+ * <ul>
+ *   <li>every write carries an idempotency key (a random UUID unless given) sent unchanged on
+ *       every retry, so a retry after a timeout or a failover never applies a write twice;
+ *   <li>UNAVAILABLE and an attempt's DEADLINE_EXCEEDED are retried with jittered exponential
+ *       backoff until the call's overall deadline ({@link Builder#timeout}); each attempt has its
+ *       own deadline ({@link Builder#attemptTimeout});
+ *   <li>on UNAVAILABLE the client moves to the node the {@code gateway-leader-api} trailer
+ *       names, or to the next target;
+ *   <li>other errors throw {@link GatewayException} at once (code, description, field);
+ *   <li>{@link #subscribe} resumes a broken stream after the last delivered log index.
+ * </ul>
+ *
+ * <pre>{@code
+ * try (GatewayClient c = GatewayClient.builder().targets("127.0.0.1:7071", "127.0.0.1:7072").build()) {
+ *   WriteResult r = c.write(List.of(Rows.insert("shop.items", Rows.cols("id", 1L), Rows.cols("name", "a"))));
+ *   Optional<Map<String, Object>> row = c.get("shop.items", 1L);
+ * }
+ * }</pre>
+ *
+ * Thread-safe; calls block the calling thread.
+ */
+public final class GatewayClient implements AutoCloseable {
+  static final long FIRST_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(20);
+
+  private final List<String> targets;
+  private final ChannelCredentials credentials;
+  private final Metadata headers;
+  final Duration timeout;
+  final Duration attemptTimeout;
+  final Duration maxBackoff;
+  private final Map<String, ManagedChannel> channels = new HashMap<>();
+  private int current;
+  private boolean closed;
+
+  private GatewayClient(Builder b) {
+    this.targets = new ArrayList<>(b.targets);
+    this.credentials = b.rootCertificates == null
+        ? InsecureChannelCredentials.create()
+        : tls(b.rootCertificates);
+    this.headers = new Metadata();
+    if (!b.token.isEmpty()) {
+      headers.put(Metadata.Key.of("authorization", Metadata.ASCII_STRING_MARSHALLER), "Bearer " + b.token);
+    }
+    this.timeout = b.timeout;
+    this.attemptTimeout = b.attemptTimeout;
+    this.maxBackoff = b.maxBackoff;
+  }
+
+  private static ChannelCredentials tls(byte[] pem) {
+    try {
+      return TlsChannelCredentials.newBuilder().trustManager(new ByteArrayInputStream(pem)).build();
+    } catch (IOException | IllegalArgumentException e) {
+      throw new IllegalArgumentException("rootCertificates: not a PEM certificate: " + e.getMessage(), e);
+    }
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** Options of a {@link GatewayClient}. */
+  public static final class Builder {
+    private final List<String> targets = new ArrayList<>();
+    private String token = "";
+    private byte[] rootCertificates;
+    private Duration timeout = Duration.ofSeconds(30);
+    private Duration attemptTimeout = Duration.ofSeconds(5);
+    private Duration maxBackoff = Duration.ofSeconds(1);
+
+    private Builder() {}
+
+    /** Node API addresses ("host:port"); any node serves every call. */
+    public Builder targets(String... targets) {
+      this.targets.addAll(Arrays.asList(targets));
+      return this;
+    }
+
+    public Builder targets(List<String> targets) {
+      this.targets.addAll(targets);
+      return this;
+    }
+
+    /** Sends "authorization: Bearer token" on every call. */
+    public Builder token(String token) {
+      this.token = token == null ? "" : token;
+      return this;
+    }
+
+    /** Speaks TLS, trusting the CA certificates in this PEM. */
+    public Builder rootCertificates(byte[] pem) {
+      this.rootCertificates = pem.clone();
+      return this;
+    }
+
+    /** The overall deadline of a call, retries included (default 30 s). */
+    public Builder timeout(Duration d) {
+      this.timeout = positive(d, "timeout");
+      return this;
+    }
+
+    /** The deadline of one attempt (default 5 s). */
+    public Builder attemptTimeout(Duration d) {
+      this.attemptTimeout = positive(d, "attemptTimeout");
+      return this;
+    }
+
+    /** The longest pause between retries (default 1 s; the first is 20 ms). */
+    public Builder maxBackoff(Duration d) {
+      this.maxBackoff = positive(d, "maxBackoff");
+      return this;
+    }
+
+    private static Duration positive(Duration d, String what) {
+      if (d == null || d.isNegative() || d.isZero()) {
+        throw new IllegalArgumentException(what + ": must be positive");
+      }
+      return d;
+    }
+
+    public GatewayClient build() {
+      if (targets.isEmpty()) {
+        throw new IllegalArgumentException("targets: at least one host:port is needed");
+      }
+      return new GatewayClient(this);
+    }
+  }
+
+  // -- targets and channels ---------------------------------------------------------------------
+
+  /** The node addresses the client knows (leaders it was redirected to included). */
+  public synchronized List<String> targets() {
+    return List.copyOf(targets);
+  }
+
+  synchronized String currentTarget() {
+    return targets.get(current);
+  }
+
+  synchronized Channel channel(String target) {
+    if (closed) {
+      throw new GatewayException(Status.Code.CANCELLED, "client is closed", "", "", null);
+    }
+    ManagedChannel ch = channels.computeIfAbsent(target,
+        t -> Grpc.newChannelBuilder(t, credentials).build());
+    return ClientInterceptors.intercept(ch, MetadataUtils.newAttachHeadersInterceptor(headers));
+  }
+
+  /** After a failure on {@code failed}: the named leader, else the target after it. */
+  synchronized void moveOn(String failed, String leaderApi) {
+    if (!leaderApi.isEmpty()) {
+      int i = targets.indexOf(leaderApi);
+      if (i < 0) {
+        targets.add(leaderApi);
+        i = targets.size() - 1;
+      }
+      current = i;
+    } else if (targets.get(current).equals(failed)) {
+      current = (current + 1) % targets.size();
+    }
+  }
+
+  static boolean retryable(Status.Code code) {
+    return code == Status.Code.UNAVAILABLE || code == Status.Code.DEADLINE_EXCEEDED;
+  }
+
+  /** Sleeps about {@code nanos} (±50%); an interrupt ends the call with CANCELLED. */
+  static void pause(long nanos, GatewayException last) {
+    long jittered = (long) (nanos * (0.5 + ThreadLocalRandom.current().nextDouble()));
+    try {
+      TimeUnit.NANOSECONDS.sleep(jittered);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      GatewayException g = new GatewayException(Status.Code.CANCELLED, "interrupted", "", "", e);
+      g.addSuppressed(last);
+      throw g;
+    }
+  }
+
+  /** One unary call with the retry rules of the class comment. */
+  private <T> T call(Function<GatewayGrpc.GatewayBlockingStub, T> rpc) {
+    long deadline = System.nanoTime() + timeout.toNanos();
+    long backoff = FIRST_BACKOFF_NANOS;
+    while (true) {
+      String target = currentTarget();
+      long left = Math.max(TimeUnit.MILLISECONDS.toNanos(10), deadline - System.nanoTime());
+      GatewayGrpc.GatewayBlockingStub stub = GatewayGrpc.newBlockingStub(channel(target))
+          .withDeadlineAfter(Math.min(attemptTimeout.toNanos(), left), TimeUnit.NANOSECONDS);
+      try {
+        return rpc.apply(stub);
+      } catch (StatusRuntimeException e) {
+        GatewayException g = GatewayException.of(e);
+        if (!retryable(g.code()) || System.nanoTime() + backoff >= deadline) {
+          throw g;
+        }
+        moveOn(target, g.leaderApi());
+        pause(backoff, g);
+        backoff = Math.min(2 * backoff, maxBackoff.toNanos());
+      }
+    }
+  }
+
+  // -- the API ----------------------------------------------------------------------------------
+
+  /** Writes one transaction with a fresh idempotency key. */
+  public WriteResult write(List<Statement> statements) {
+    return write(statements, UUID.randomUUID().toString());
+  }
+
+  /**
+   * Writes one transaction with this idempotency key (at most 128 bytes): a key used before
+   * returns the first write's result with {@code duplicate} set.
+   */
+  public WriteResult write(List<Statement> statements, String idempotencyKey) {
+    WriteRequest req = WriteRequest.newBuilder().addAllStatements(statements)
+        .setIdempotencyKey(idempotencyKey).build();
+    return call(s -> s.write(req));
+  }
+
+  /** Writes many transactions in one round trip, each with its own key; results in order. */
+  public List<WriteResult> writeBatch(List<List<Statement>> writes) {
+    WriteBatchRequest.Builder b = WriteBatchRequest.newBuilder();
+    for (List<Statement> w : writes) {
+      b.addWrites(WriteRequest.newBuilder().addAllStatements(w)
+          .setIdempotencyKey(UUID.randomUUID().toString()));
+    }
+    WriteBatchRequest req = b.build();
+    return call(s -> s.writeBatch(req)).getResultsList();
+  }
+
+  /** Reads one row (linearizable); {@code key} is a value or a List of key values. */
+  public ReadResponse read(String table, Object key) {
+    return read(table, key, Consistency.CONSISTENCY_LINEARIZABLE);
+  }
+
+  public ReadResponse read(String table, Object key, Consistency consistency) {
+    ReadRequest req = ReadRequest.newBuilder().setTable(table).addAllKey(Rows.keyValues(key))
+        .setConsistency(consistency).build();
+    return call(s -> s.read(req));
+  }
+
+  /** The row as column name to value, or empty when there is none (linearizable). */
+  public Optional<Map<String, Object>> get(String table, Object key) {
+    return get(table, key, Consistency.CONSISTENCY_LINEARIZABLE);
+  }
+
+  public Optional<Map<String, Object>> get(String table, Object key, Consistency consistency) {
+    ReadResponse r = read(table, key, consistency);
+    return r.getFound() ? Optional.of(Rows.rowOf(r.getRow())) : Optional.empty();
+  }
+
+  /** All rows of a table in key order, up to the server's default limit (1000). */
+  public ScanResponse scan(String table) {
+    return scan(table, null, null, 0, Consistency.CONSISTENCY_LINEARIZABLE);
+  }
+
+  /**
+   * Rows with {@code start <= key < end} in key order ({@code null} = open; keys as in
+   * {@link #read}); {@code limit} 0 = 1000, at most 10000; {@code more} when it stopped the scan.
+   */
+  public ScanResponse scan(String table, Object start, Object end, int limit, Consistency consistency) {
+    ScanRequest.Builder b = ScanRequest.newBuilder().setTable(table).setLimit(limit)
+        .setConsistency(consistency);
+    if (start != null) {
+      b.addAllStartKey(Rows.keyValues(start));
+    }
+    if (end != null) {
+      b.addAllEndKey(Rows.keyValues(end));
+    }
+    ScanRequest req = b.build();
+    return call(s -> s.scan(req));
+  }
+
+  /** Status of the node currently targeted (one attempt, no failover). */
+  public StatusResponse status() {
+    try {
+      return GatewayGrpc.newBlockingStub(channel(currentTarget()))
+          .withDeadlineAfter(attemptTimeout.toNanos(), TimeUnit.NANOSECONDS)
+          .status(StatusRequest.getDefaultInstance());
+    } catch (StatusRuntimeException e) {
+      throw GatewayException.of(e);
+    }
+  }
+
+  /**
+   * The committed transactions from {@code from} on, in log order, as a blocking iterator that
+   * reconnects (to the next target, with backoff) when its stream breaks and resumes after the
+   * last delivered log index; close it (from any thread) to stop.
+   */
+  public Subscription subscribe(Position from) {
+    return new Subscription(this, from, (target, error) -> {});
+  }
+
+  /** As {@link #subscribe(Position)}, calling {@code onReconnect} before each reconnection. */
+  public Subscription subscribe(Position from, BiConsumer<String, GatewayException> onReconnect) {
+    return new Subscription(this, from, onReconnect);
+  }
+
+  /** Closes every channel; calls in progress fail. */
+  @Override
+  public void close() {
+    List<ManagedChannel> open;
+    synchronized (this) {
+      closed = true;
+      open = new ArrayList<>(channels.values());
+      channels.clear();
+    }
+    for (ManagedChannel ch : open) {
+      ch.shutdownNow();
+    }
+    for (ManagedChannel ch : open) {
+      try {
+        ch.awaitTermination(5, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
+  }
+}

@@ -1,0 +1,306 @@
+// A TypeScript client for the Gateway gRPC API on @grpc/grpc-js, with the contract of the
+// Python client (docs/node.md, "Python client"):
+//
+// - every write carries an idempotency key (a random UUID unless given) sent unchanged on
+//   every retry, so a retry after a timeout or a failover never applies a write twice;
+// - UNAVAILABLE and an attempt's DEADLINE_EXCEEDED are retried with jittered exponential
+//   backoff until the call's overall deadline (`timeoutMs`); each attempt has its own deadline
+//   (`attemptTimeoutMs`);
+// - on UNAVAILABLE the client moves to the node named by the `gateway-leader-api` trailer, or
+//   to the next target;
+// - other errors reject at once with a GatewayError (code, details, field);
+// - subscribe() resumes a broken stream after the last delivered log index.
+
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import * as grpc from "@grpc/grpc-js";
+import {
+  type ChangeEvent,
+  Consistency,
+  GatewayClient as GatewayStub,
+  type ReadResponse,
+  type ScanResponse,
+  type StatusResponse,
+  SubscribeRequest,
+  type WriteResult,
+} from "./gen/gateway/v1/gateway";
+import type { Statement } from "./gen/gateway/v1/statement";
+import { GatewayError } from "./errors";
+import { type KeyInput, keyValues, type Row, rowOf } from "./values";
+
+export interface ClientOptions {
+  /** Sent as "authorization: Bearer <token>" on every call. */
+  token?: string;
+  /** Speak TLS, trusting these CA certificates (PEM). */
+  rootCerts?: Buffer;
+  /** Overall deadline of a call, retries included (default 30 000 ms). */
+  timeoutMs?: number;
+  /** Deadline of one attempt (default 5 000 ms). */
+  attemptTimeoutMs?: number;
+  /** Longest pause between retries (default 1 000 ms; the first is 20 ms). */
+  maxBackoffMs?: number;
+  /** Extra @grpc/grpc-js channel options. */
+  channelOptions?: grpc.ChannelOptions;
+}
+
+export type ConsistencyName = "linearizable" | "lease" | "stale";
+
+export interface ReadOptions {
+  consistency?: ConsistencyName;
+  timeoutMs?: number;
+}
+
+export interface ScanOptions extends ReadOptions {
+  /** First key (inclusive). */
+  start?: KeyInput;
+  /** End key (exclusive). */
+  end?: KeyInput;
+  /** Row limit: 0 = the server's 1000; at most 10 000. */
+  limit?: number;
+}
+
+export interface WriteOptions {
+  /** At most 128 bytes; a key used before returns the first write's result (duplicate). */
+  idempotencyKey?: string;
+  timeoutMs?: number;
+}
+
+export interface SubscribeOptions {
+  /** Aborting ends the subscription (the iteration throws the abort reason). */
+  signal?: AbortSignal;
+  /** Called before each reconnection with the target that failed and why. */
+  onReconnect?: (target: string, error: GatewayError) => void;
+}
+
+/** Where a subscription starts: a log index (0 or 1: the start) or just after a GTID. */
+export type Position = { fromLogIndex: bigint | number } | { afterGtid: { serverId: number; transId: bigint | number } };
+
+const CONSISTENCY: Record<ConsistencyName, Consistency> = {
+  linearizable: Consistency.CONSISTENCY_LINEARIZABLE,
+  lease: Consistency.CONSISTENCY_LEASE,
+  stale: Consistency.CONSISTENCY_STALE,
+};
+
+const FIRST_BACKOFF_MS = 20;
+
+type Unary<Req, Resp> = (
+  req: Req,
+  md: grpc.Metadata,
+  opts: Partial<grpc.CallOptions>,
+  cb: (err: grpc.ServiceError | null, resp: Resp) => void,
+) => grpc.ClientUnaryCall;
+
+const retryable = (code: grpc.status) => code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED;
+const jitter = (ms: number) => ms * (0.5 + Math.random());
+
+export class GatewayClient {
+  private readonly targetList: string[];
+  private current = 0;
+  private readonly stubs = new Map<string, GatewayStub>();
+  private readonly credentials: grpc.ChannelCredentials;
+  private readonly timeoutMs: number;
+  private readonly attemptTimeoutMs: number;
+  private readonly maxBackoffMs: number;
+  private closed = false;
+
+  constructor(
+    targets: string | string[],
+    private readonly options: ClientOptions = {},
+  ) {
+    this.targetList = typeof targets === "string" ? [targets] : [...targets];
+    if (this.targetList.length === 0) {
+      throw new TypeError("GatewayClient: at least one target host:port is needed");
+    }
+    this.credentials = options.rootCerts ? grpc.credentials.createSsl(options.rootCerts) : grpc.credentials.createInsecure();
+    this.timeoutMs = positive(options.timeoutMs ?? 30_000, "timeoutMs");
+    this.attemptTimeoutMs = positive(options.attemptTimeoutMs ?? 5_000, "attemptTimeoutMs");
+    this.maxBackoffMs = positive(options.maxBackoffMs ?? 1_000, "maxBackoffMs");
+  }
+
+  /** The node addresses the client knows (leaders it was redirected to included). */
+  get targets(): string[] {
+    return [...this.targetList];
+  }
+
+  private stub(target: string): GatewayStub {
+    if (this.closed) {
+      throw new GatewayError(grpc.status.CANCELLED, "client is closed");
+    }
+    let stub = this.stubs.get(target);
+    if (stub === undefined) {
+      stub = new GatewayStub(target, this.credentials, this.options.channelOptions);
+      this.stubs.set(target, stub);
+    }
+    return stub;
+  }
+
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.options.token) {
+      md.set("authorization", `Bearer ${this.options.token}`);
+    }
+    return md;
+  }
+
+  /** After a failure on `failed`: the named leader, else the target after it. */
+  private moveOn(failed: string, leaderApi: string): void {
+    if (leaderApi) {
+      let i = this.targetList.indexOf(leaderApi);
+      if (i < 0) {
+        i = this.targetList.push(leaderApi) - 1;
+      }
+      this.current = i;
+    } else if (this.targetList[this.current] === failed) {
+      this.current = (this.current + 1) % this.targetList.length;
+    }
+  }
+
+  /** One unary call with the retry rules of the module comment. */
+  private async call<Req, Resp>(pick: (s: GatewayStub) => Unary<Req, Resp>, req: Req, timeoutMs?: number): Promise<Resp> {
+    const deadline = Date.now() + (timeoutMs ?? this.timeoutMs);
+    let backoff = FIRST_BACKOFF_MS;
+    for (;;) {
+      const target = this.targetList[this.current];
+      const stub = this.stub(target);
+      const attemptDeadline = new Date(Math.min(Date.now() + this.attemptTimeoutMs, Math.max(deadline, Date.now() + 10)));
+      try {
+        return await new Promise<Resp>((resolve, reject) => {
+          pick(stub).call(stub, req, this.metadata(), { deadline: attemptDeadline }, (err, resp) => (err ? reject(err) : resolve(resp)));
+        });
+      } catch (e) {
+        const err = GatewayError.from(e);
+        if (!retryable(err.code) || Date.now() + backoff >= deadline) {
+          throw err;
+        }
+        this.moveOn(target, err.leaderApi);
+        await sleep(jitter(backoff));
+        backoff = Math.min(2 * backoff, this.maxBackoffMs);
+      }
+    }
+  }
+
+  /** Writes one transaction; resolves with its GTID, epoch, commit timestamp and log index. */
+  async write(statements: Statement[], opts: WriteOptions = {}): Promise<WriteResult> {
+    const req = { statements, idempotencyKey: opts.idempotencyKey ?? randomUUID() };
+    return this.call((s) => s.write, req, opts.timeoutMs);
+  }
+
+  /** Writes many transactions in one round trip, each with its own key; results in order. */
+  async writeBatch(writes: Statement[][], opts: { timeoutMs?: number } = {}): Promise<WriteResult[]> {
+    const req = { writes: writes.map((statements) => ({ statements, idempotencyKey: randomUUID() })) };
+    return (await this.call((s) => s.writeBatch, req, opts.timeoutMs)).results;
+  }
+
+  /** Reads one row of `table` ("schema.table"); `key` is a value or the key values in order. */
+  async read(table: string, key: KeyInput, opts: ReadOptions = {}): Promise<ReadResponse> {
+    const req = { table, key: keyValues(key), consistency: CONSISTENCY[opts.consistency ?? "linearizable"] };
+    return this.call((s) => s.read, req, opts.timeoutMs);
+  }
+
+  /** The row as column name -> value, or undefined when there is none. */
+  async get(table: string, key: KeyInput, opts: ReadOptions = {}): Promise<Row | undefined> {
+    const resp = await this.read(table, key, opts);
+    return resp.found && resp.row ? rowOf(resp.row) : undefined;
+  }
+
+  /** Rows with start <= key < end in key order; `more` when the limit stopped the scan. */
+  async scan(table: string, opts: ScanOptions = {}): Promise<ScanResponse> {
+    const req = {
+      table,
+      startKey: opts.start === undefined ? [] : keyValues(opts.start),
+      endKey: opts.end === undefined ? [] : keyValues(opts.end),
+      limit: opts.limit ?? 0,
+      consistency: CONSISTENCY[opts.consistency ?? "linearizable"],
+    };
+    return this.call((s) => s.scan, req, opts.timeoutMs);
+  }
+
+  /** Status of the node currently targeted (one attempt, no failover). */
+  async status(): Promise<StatusResponse> {
+    const stub = this.stub(this.targetList[this.current]);
+    return new Promise((resolve, reject) => {
+      stub.status({}, this.metadata(), { deadline: new Date(Date.now() + this.attemptTimeoutMs) }, (err, resp) =>
+        err ? reject(GatewayError.from(err)) : resolve(resp),
+      );
+    });
+  }
+
+  /**
+   * The committed transactions from `from` on, in log order, forever:
+   *
+   *     for await (const ev of client.subscribe({ fromLogIndex: 1n })) { ... }
+   *
+   * When the stream breaks (the node stopped or died) it reconnects to the next target (in
+   * turn, with backoff; any node serves a subscription) and resumes from the last delivered
+   * log index + 1, so no event is lost or repeated. It throws a GatewayError when no node
+   * served it for the client's timeout, or at once on another error (such as INVALID_ARGUMENT
+   * for a compacted position). Leaving the loop (break) or aborting `signal` cancels the call.
+   */
+  async *subscribe(from: Position, opts: SubscribeOptions = {}): AsyncGenerator<ChangeEvent, void, undefined> {
+    let req: SubscribeRequest =
+      "afterGtid" in from
+        ? SubscribeRequest.fromPartial({ afterGtid: { serverId: from.afterGtid.serverId, transId: BigInt(from.afterGtid.transId) } })
+        : SubscribeRequest.fromPartial({ fromLogIndex: BigInt(from.fromLogIndex) });
+    const targets = this.targets;
+    let idx = Math.max(0, targets.indexOf(this.targetList[this.current]));
+    let last = 0n;
+    let failingSince = 0;
+    let backoff = FIRST_BACKOFF_MS;
+    const { signal } = opts;
+    for (;;) {
+      signal?.throwIfAborted();
+      const target = targets[idx];
+      const call = this.stub(target).subscribe(req, this.metadata());
+      const cancel = () => call.cancel();
+      signal?.addEventListener("abort", cancel);
+      let failure: GatewayError;
+      try {
+        for await (const ev of call as AsyncIterable<ChangeEvent>) {
+          failingSince = 0;
+          backoff = FIRST_BACKOFF_MS;
+          if (ev.logIndex <= last) {
+            continue; // already delivered (never expected: resumption starts after last)
+          }
+          last = ev.logIndex;
+          yield ev;
+        }
+        failure = new GatewayError(grpc.status.UNAVAILABLE, "the server ended the stream");
+      } catch (e) {
+        signal?.throwIfAborted();
+        failure = GatewayError.from(e);
+      } finally {
+        signal?.removeEventListener("abort", cancel);
+        call.cancel();
+      }
+      const now = Date.now();
+      failingSince ||= now;
+      const resumable = failure.code === grpc.status.UNAVAILABLE || failure.code === grpc.status.CANCELLED;
+      if (!resumable || now - failingSince > this.timeoutMs) {
+        throw failure;
+      }
+      opts.onReconnect?.(target, failure);
+      if (last > 0n) {
+        req = SubscribeRequest.fromPartial({ fromLogIndex: last + 1n });
+      }
+      idx = (idx + 1) % targets.length;
+      await sleep(jitter(backoff), undefined, { signal });
+      backoff = Math.min(2 * backoff, this.maxBackoffMs);
+    }
+  }
+
+  /** Closes every channel; calls in progress fail. */
+  close(): void {
+    this.closed = true;
+    for (const stub of this.stubs.values()) {
+      stub.close();
+    }
+    this.stubs.clear();
+  }
+}
+
+function positive(v: number, what: string): number {
+  if (!(v > 0)) {
+    throw new RangeError(`${what}: must be positive`);
+  }
+  return v;
+}
