@@ -50,10 +50,16 @@ from typing import TYPE_CHECKING, Any
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.metrics import ApplierMetrics
-from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
+from gateway.appliers.position import (
+    ApplierPosition,
+    GtidSet,
+    PositionStore,
+    PositionStoreError,
+)
 from gateway.core import messages
 from gateway.v1 import applier_pb2, gateway_pb2
 
+from .consistency import InconsistentStateError, check_position_file
 from .feed import CommittedLogSource
 
 if TYPE_CHECKING:
@@ -168,6 +174,16 @@ class NodeAppliers:
                           on_position_saved=hook, metrics=a.metrics)
 
     def _run(self, a: HostedApplier, d: Dispatcher) -> None:
+        # Each applier checks its saved position against the log before it starts: a position
+        # past the log's end (lost entries) or a damaged position file falling back below the
+        # log's start would make it skip entries it never applied (``check_position_file``).
+        try:
+            check_position_file(a.positions, self._driver.storage)
+        except (InconsistentStateError, PositionStoreError) as exc:
+            a.error = exc
+            log.error("applier %s not started: %s", a.name, exc)
+            return
+
         def body() -> None:
             try:
                 d.run(follow=True)

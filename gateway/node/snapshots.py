@@ -28,7 +28,8 @@ import threading
 
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["SnapshotArchiveError", "SnapshotFiles", "pack_dir", "unpack_dir"]
+__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "pack_dir",
+           "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -37,6 +38,38 @@ _SIZE = struct.Struct(">Q")
 
 class SnapshotArchiveError(ValueError):
     """A snapshot archive is malformed; ``str()`` names the byte offset."""
+
+
+class SnapshotMetadataError(ValueError):
+    """A snapshot metadata file (``CURRENT``, ``N.pending``) is damaged; ``str()`` is one line
+    naming the file and the byte offset."""
+
+
+def _read_metadata(path: str) -> SnapshotMetadata:
+    """The metadata in the JSON file ``path``; ``SnapshotMetadataError`` if it is damaged
+    (empty, truncated, not UTF-8, not JSON, missing or mistyped fields)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SnapshotMetadataError(f"{path}: byte {exc.start}: not UTF-8 text (damaged "
+                                    f"snapshot metadata)") from None
+    except json.JSONDecodeError as exc:
+        raise SnapshotMetadataError(f"{path}: byte {exc.pos}: not valid JSON ({exc.msg}; "
+                                    f"file of {len(raw)} bytes, damaged snapshot "
+                                    f"metadata)") from None
+    try:
+        meta = SnapshotMetadata(_conf_from_json(doc["conf_state"]), int(doc["index"]),
+                                int(doc["term"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SnapshotMetadataError(f"{path}: byte 0: snapshot metadata lacks a valid "
+                                    f"field ({type(exc).__name__}: {exc})") from None
+    if meta.index < 0 or meta.term < 0 or (meta.index > 0 and not meta.conf_state.voters
+                                           and not meta.conf_state.voters_outgoing):
+        raise SnapshotMetadataError(f"{path}: byte 0: snapshot metadata out of range "
+                                    f"(index {meta.index}, term {meta.term}, no voters)")
+    return meta
 
 
 def pack_dir(directory: str) -> bytes:
@@ -113,10 +146,7 @@ class SnapshotFiles:
         self._meta = SnapshotMetadata()
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
-            with open(current) as f:
-                d = json.load(f)
-            self._meta = SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
-                                          int(d["term"]))
+            self._meta = _read_metadata(current)
 
     @property
     def metadata(self) -> SnapshotMetadata:
@@ -148,10 +178,7 @@ class SnapshotFiles:
         pending = self._path(index)[: -len(".snap")] + ".pending"
         if not os.path.exists(pending) or not os.path.exists(self._path(index)):
             return False
-        with open(pending) as f:
-            d = json.load(f)
-        self.commit(SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
-                                     int(d["term"])))
+        self.commit(_read_metadata(pending))
         return True
 
     def _write_json(self, path: str, meta: SnapshotMetadata) -> None:
