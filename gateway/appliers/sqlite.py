@@ -135,8 +135,17 @@ class SqliteApplier(Applier):
         # letting them collide in SQLite's busy handler, which sleeps in millisecond steps.
         self._write_lock = threading.Lock()
         self._columns: dict[TableRef, set[str]] = {}  # committed table -> column names
+        #: True when the database file was missing or empty at open: a new target, which
+        #: holds nothing a saved applier position could claim was applied.
+        self.created = not self.path.exists() or self.path.stat().st_size == 0
         conn = self._connect()
         try:
+            # A damaged page is found now, not when an operation first touches it (and a
+            # damaged database never silently loses rows the position says were applied).
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(
+                    " ".join(p.split()) for p in problems))
             conn.execute("PRAGMA journal_mode=WAL")
             for ddl in _SYSTEM_DDL:
                 conn.execute(ddl)

@@ -142,11 +142,15 @@ class NodeAppliers:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the node-scoped dispatchers and the supervisor of the cluster-scoped ones."""
+        """Start the node-scoped dispatchers and the supervisor of the cluster-scoped ones.
+        Raises ``InconsistentStateError`` (one line) if a node-scoped applier may not start
+        (its position does not fit the log or its target, see ``_run``); the caller stops."""
         self._loop = asyncio.get_running_loop()
         for a in self.appliers:
             if a.scope == SCOPE_NODE:
                 self._run(a, self._dispatcher(a, None))
+                if isinstance(a.error, InconsistentStateError | PositionStoreError):
+                    raise InconsistentStateError(str(a.error))
         if self.cluster_scoped:
             self._driver.on_role_change = self._wake.set
             self._supervisor = asyncio.create_task(self._supervise(), name="cluster-appliers")
@@ -178,7 +182,13 @@ class NodeAppliers:
         # past the log's end (lost entries) or a damaged position file falling back below the
         # log's start would make it skip entries it never applied (``check_position_file``).
         try:
-            check_position_file(a.positions, self._driver.storage)
+            position = check_position_file(a.positions, self._driver.storage)
+            if getattr(a.applier, "created", False) and position.log_index > 0:
+                raise InconsistentStateError(
+                    f"{a.positions.path}: applier {a.name!r} applied up to index "
+                    f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
+                    f"is new or empty (lost or wiped); remove the position file to apply the "
+                    f"log again from its start, or restore the target from a backup")
         except (InconsistentStateError, PositionStoreError) as exc:
             a.error = exc
             log.error("applier %s not started: %s", a.name, exc)

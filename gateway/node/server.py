@@ -94,7 +94,8 @@ class GatewayNode:
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
             self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
-        except (WalError, SnapshotMetadataError, RuntimeError, OSError) as exc:
+        except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
+                OSError) as exc:
             # Damage the WAL's recovery may not resolve names its file and byte offset.
             raise NodeStartError(f"cannot open the Raft log: {exc}") from None
         if self.storage.is_empty() and not cfg.join:
@@ -147,7 +148,11 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
-        self._start_appliers()
+        try:
+            self._start_appliers()
+        except (InconsistentStateError, PositionStoreError) as exc:
+            await self.stop()
+            raise NodeStartError(str(exc)) from None
         if cfg.metrics:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,

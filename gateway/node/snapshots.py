@@ -11,7 +11,9 @@ Files in the snapshot directory (``DATA/raft/snapshots``):
 - ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
   atomically (temporary file, fsync, rename, directory fsync) after its archive is durable.
 
-Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
+Opening checks ``CURRENT`` (``SnapshotMetadataError``) and the framing of its archive
+(``check_archive``: ``SnapshotArchiveError``), naming the file and byte offset. Only the
+newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
 sending a snapshot, on the event-loop thread) may run while ``save`` or ``commit`` replaces the
 newest snapshot on another thread and sees either the old snapshot or the new one, whole (the
 metadata switch and the removal of the old archive happen under the lock ``load`` opens the
@@ -28,8 +30,8 @@ import threading
 
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "pack_dir",
-           "unpack_dir"]
+__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "check_archive",
+           "pack_dir", "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -114,6 +116,34 @@ def unpack_dir(data: bytes, directory: str) -> int:
     return count
 
 
+def check_archive(path: str) -> None:
+    """Check the framing of the archive file ``path`` without reading the files it holds
+    (their own checksums are checked when a snapshot is imported): the magic, every name and
+    size field, and that the last file ends exactly at the end. Raises
+    ``SnapshotArchiveError`` naming the file and byte offset."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(len(_MAGIC)) != _MAGIC:
+            raise SnapshotArchiveError(f"{path}: byte 0: not a snapshot archive (bad magic; "
+                                       f"file of {size} bytes)")
+        pos = len(_MAGIC)
+        while pos < size:
+            head = f.read(_NAME.size)
+            (n,) = _NAME.unpack(head) if len(head) == _NAME.size else (-1,)
+            name = f.read(n) if n > 0 else b""
+            raw = f.read(_SIZE.size)
+            if n <= 0 or len(name) != n or len(raw) != _SIZE.size or b"/" in name:
+                raise SnapshotArchiveError(f"{path}: byte {pos}: bad or truncated file entry")
+            (length,) = _SIZE.unpack(raw)
+            body = pos + _NAME.size + n + _SIZE.size
+            if body + length > size:
+                raise SnapshotArchiveError(
+                    f"{path}: byte {pos}: entry {name.decode(errors='replace')!r} of {length} "
+                    f"bytes runs past the end of the file ({size} bytes): truncated")
+            pos = body + length
+            f.seek(pos)
+
+
 def _conf_to_json(cs: ConfState) -> dict[str, object]:
     return {"voters": list(cs.voters), "learners": list(cs.learners),
             "voters_outgoing": list(cs.voters_outgoing),
@@ -147,6 +177,8 @@ class SnapshotFiles:
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
             self._meta = _read_metadata(current)
+            if os.path.exists(self._path(self._meta.index)):  # (bootstrap: no archive)
+                check_archive(self._path(self._meta.index))
 
     @property
     def metadata(self) -> SnapshotMetadata:
