@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
+from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
@@ -149,7 +150,7 @@ class NodeAppliers:
         for a in self.appliers:
             if a.scope == SCOPE_NODE:
                 self._run(a, self._dispatcher(a, None))
-                if isinstance(a.error, InconsistentStateError | PositionStoreError):
+                if isinstance(a.error, InconsistentStateError | PositionStoreError | DeadLetterError):
                     raise InconsistentStateError(str(a.error))
         if self.cluster_scoped:
             self._driver.on_role_change = self._wake.set
@@ -189,7 +190,10 @@ class NodeAppliers:
                     f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
                     f"is new or empty (lost or wiped); remove the position file to apply the "
                     f"log again from its start, or restore the target from a backup")
-        except (InconsistentStateError, PositionStoreError) as exc:
+            torn = d.dead_letters.check()
+            if torn is not None:
+                log.warning("%s: ignored (an interrupted append)", torn)
+        except (InconsistentStateError, PositionStoreError, DeadLetterError) as exc:
             a.error = exc
             log.error("applier %s not started: %s", a.name, exc)
             return
