@@ -71,6 +71,8 @@ __all__ = ["HostedApplier", "NodeAppliers"]
 log = logging.getLogger("gateway.node.appliers")
 
 _FLOOR_NONE = 1 << 62
+#: Errors of ``NodeAppliers._run``'s start-up checks: the applier is not started.
+_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError)
 
 
 @dataclass(eq=False)
@@ -150,7 +152,7 @@ class NodeAppliers:
         for a in self.appliers:
             if a.scope == SCOPE_NODE:
                 self._run(a, self._dispatcher(a, None))
-                if isinstance(a.error, InconsistentStateError | PositionStoreError | DeadLetterError):
+                if isinstance(a.error, _REFUSALS):
                     raise InconsistentStateError(str(a.error))
         if self.cluster_scoped:
             self._driver.on_role_change = self._wake.set
@@ -193,7 +195,7 @@ class NodeAppliers:
             torn = d.dead_letters.check()
             if torn is not None:
                 log.warning("%s: ignored (an interrupted append)", torn)
-        except (InconsistentStateError, PositionStoreError, DeadLetterError) as exc:
+        except _REFUSALS as exc:
             a.error = exc
             log.error("applier %s not started: %s", a.name, exc)
             return
