@@ -153,6 +153,11 @@ class GatewayNode:
         except (InconsistentStateError, PositionStoreError) as exc:
             await self.stop()
             raise NodeStartError(str(exc)) from None
+        except BaseException:
+            # e.g. ApplierConfigError (the caller prints it in one line): the servers, the
+            # driver and the storage started above are stopped before the error leaves.
+            await self.stop()
+            raise
         if cfg.metrics:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
