@@ -338,6 +338,26 @@ class SqliteApplier(Applier):
                 present.add(col.name)
         created.setdefault(ref, set()).update(present)
 
+    def reset_target(self) -> None:
+        """Empty the database: drop every table this applier created and forget what it
+        applied, in one transaction. The node calls it before rebuilding the target from its
+        store (``gateway.node.applier_rebuild``) when the log no longer holds the entries
+        after the applier's position; the database is this applier's alone."""
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
+                    conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
+                for table in ("_gateway_tables", "_gateway_applied", "_gateway_applied_sql"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            with self._lock:
+                self._columns.clear()
+
     # -- reading back --------------------------------------------------------------------------
 
     def applied_gtids(self) -> GtidSet:

@@ -57,9 +57,11 @@ from gateway.appliers.position import (
     PositionStore,
     PositionStoreError,
 )
+from gateway.appliers.source import EntriesCompactedError
 from gateway.core import messages
 from gateway.v1 import applier_pb2, gateway_pb2
 
+from .applier_rebuild import rebuild_from_store
 from .consistency import InconsistentStateError, check_position_file
 from .feed import CommittedLogSource
 
@@ -201,11 +203,32 @@ class NodeAppliers:
             return
 
         def body() -> None:
-            try:
-                d.run(follow=True)
-            except Exception as exc:  # reported in status and logs
-                a.error = exc
-                log.error("applier %s stopped: %s", a.name, exc)
+            dispatcher = d
+            while True:
+                try:
+                    dispatcher.run(follow=True)
+                    return
+                except EntriesCompactedError as gap:
+                    # The log starts after the applier's position: rebuild its target from
+                    # the store (or stop with the gap in its status), never skip entries.
+                    try:
+                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
+                                           position=gap.from_index - 1,
+                                           first_index=gap.first_index,
+                                           apply=dispatcher.apply_outside_log)
+                    except Exception as exc:
+                        a.error = exc
+                        log.error("applier %s stopped: %s", a.name, exc)
+                        return
+                    term = a.term if a.scope == SCOPE_CLUSTER else None
+                    if self._stopping or (term is not None and self._leading_term() != term):
+                        return
+                    dispatcher = self._dispatcher(a, term)
+                    a.dispatcher = dispatcher
+                except Exception as exc:  # reported in status and logs
+                    a.error = exc
+                    log.error("applier %s stopped: %s", a.name, exc)
+                    return
 
         a.dispatcher, a.error = d, None
         a.thread = threading.Thread(target=body, name=f"applier-{a.name}", daemon=True)
@@ -270,11 +293,9 @@ class NodeAppliers:
             await asyncio.to_thread(a.positions.save, replicated)
         if self._leading_term() != term:
             return
-        first = self._driver.storage.first_index()
-        if start.log_index + 1 < first and first > 2:
-            log.warning("applier %s: this node's log starts at %d (it installed a snapshot), "
-                        "after the applier's position %d: the transactions in between are "
-                        "not applied by it", a.name, first, start.log_index)
+        # A position before this node's log start (it installed a snapshot) is handled by the
+        # dispatcher thread: the target is rebuilt from the store, or the applier stops with
+        # the gap in its status (``applier_rebuild``).
         a.term, a.started_from = term, start
         a.proposed, a.proposed_at = start, 0.0
         self._run(a, self._dispatcher(a, term))
@@ -353,6 +374,7 @@ class NodeAppliers:
             out.append(gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,
-                replicated_position=replicated))
+                replicated_position=replicated,
+                error="" if running or a.error is None else " ".join(str(a.error).split())))
         return out
 
