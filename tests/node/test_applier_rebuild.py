@@ -61,7 +61,8 @@ def test_node_joining_by_snapshot_gets_the_snapshot_rows_in_its_sqlite_target(tm
                 await c.add_node(4, new_cfg.listen, new_cfg.api, timeout=60)
                 await c.write([row_insert("t.j", {"id": 100}, {"v": "after"})])
             await wait_for(lambda: new.sm.applied_index >= leader.sm.applied_index
-                           and _caught_up(new), what="the new node's applier to catch up")
+                           and _caught_up(new) and _caught_up(leader),
+                           what="the appliers of the new node and the leader to catch up")
             assert new.driver.last_snapshot_index > 1  # it did join by snapshot
             rows = _sqlite_rows(new_cfg.data_dir, "j")
             assert len(rows) == written + 1
