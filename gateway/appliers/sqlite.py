@@ -360,6 +360,14 @@ class SqliteApplier(Applier):
 
     # -- reading back --------------------------------------------------------------------------
 
+    def last_applied_trans_id(self, server_id: int) -> int:
+        """The largest trans id of origin ``server_id`` committed in this database (0 if
+        none): the node checks it against its log at start (a target ahead of the log means
+        the log lost entries)."""
+        row = self._conn().execute("SELECT MAX(trans_id) FROM _gateway_applied WHERE "
+                                   "server_id = ?", (server_id,)).fetchone()
+        return int(row[0] or 0)
+
     def applied_gtids(self) -> GtidSet:
         """GTIDs of every transaction with at least one operation committed in this store."""
         rows = self._conn().execute("SELECT server_id, trans_id FROM _gateway_applied")

@@ -62,7 +62,12 @@ from gateway.core import messages
 from gateway.v1 import applier_pb2, gateway_pb2
 
 from .applier_rebuild import rebuild_from_store
-from .consistency import InconsistentStateError, check_position_file
+from .consistency import (
+    InconsistentStateError,
+    check_position_file,
+    check_target_trans_id,
+    last_logged_trans_id,
+)
 from .feed import CommittedLogSource
 
 if TYPE_CHECKING:
@@ -194,6 +199,15 @@ class NodeAppliers:
                     f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
                     f"is new or empty (lost or wiped); remove the position file to apply the "
                     f"log again from its start, or restore the target from a backup")
+            last_applied = getattr(a.applier, "last_applied_trans_id", None)
+            if callable(last_applied):
+                drv = self._driver
+                server_id = drv.opts.cluster_id
+                check_target_trans_id(
+                    a.name, str(getattr(a.applier, "path", a.name)), server_id,
+                    last_applied(server_id),
+                    last_logged_trans_id(drv.storage, drv.sm.last_trans_id, server_id),
+                    drv.storage.wal.directory)
             torn = d.dead_letters.check()
             if torn is not None:
                 log.warning("%s: ignored (an interrupted append)", torn)

@@ -31,6 +31,8 @@ __all__ = [
     "check_applier_position",
     "check_log_covers_state",
     "check_position_file",
+    "check_target_trans_id",
+    "last_logged_trans_id",
 ]
 
 #: How to recover a node whose log lost entries (appended to every refusal).
@@ -107,3 +109,42 @@ def check_position_file(positions: PositionStore, storage: RaftLogStorage) -> Ap
                     "applied again: at-least-once)", positions.damage, positions.applier,
                     position.log_index)
     return position
+
+
+def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_id: int) -> int:
+    """The largest trans id of cluster ``server_id`` that the node's state can still reach: the
+    store's durable counter (``durable_trans_id``: what the store kept, snapshot included) or
+    a transaction in the recovered log, whichever is larger. Reads the log backwards from its
+    end until it finds one of this cluster's transactions."""
+    from gateway.raft import EntryType
+
+    from .state_machine import decode_entry
+
+    first, hi = storage.first_index(), storage.last_index() + 1
+    while hi > first:
+        lo = max(first, hi - 256)
+        for e in reversed(storage.entries(lo, hi, 1 << 62)):
+            if e.type != EntryType.NORMAL:
+                continue
+            try:
+                txn, _ = decode_entry(e.data)
+            except Exception:  # not a transaction this check can read: keep looking
+                continue
+            if txn is not None and txn.gtid.server_id == server_id:
+                return max(durable_trans_id, txn.gtid.trans_id)
+        hi = lo
+    return durable_trans_id
+
+
+def check_target_trans_id(name: str, target: str, server_id: int, in_target: int,
+                          in_log: int, wal_dir: str) -> None:
+    """Raise `InconsistentStateError` if applier ``name``'s ``target`` holds a transaction of
+    this cluster (trans id ``in_target``) that the log no longer reaches (``in_log``): the
+    log lost acknowledged entries that the target had applied (a WAL cut after kill -9, whose
+    commit markers went with it), and new writes would reuse those GTIDs."""
+    if in_target > in_log:
+        raise InconsistentStateError(
+            f"{target}: applier {name!r} applied transaction {server_id}:{in_target} but the "
+            f"Raft log ({wal_dir}) ends at transaction {server_id}:{in_log}: transactions "
+            f"{server_id}:{in_log + 1}..{in_target} are lost (damaged or truncated WAL); "
+            f"{RECOVER_HINT}")
