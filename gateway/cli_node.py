@@ -225,6 +225,8 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             where += f", replicated {a.replicated_position}]" if a.scope == "cluster" else "]"
         click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
                    f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
+        if a.error:
+            click.echo(f"    STOPPED: {a.error}")
 
 
 @click.group("cluster")

@@ -124,6 +124,32 @@ class DeadLetterLog:
             self._append(applier_pb2.DeadLetterResolution(
                 id=letter_id, action=action, resolved_at_ns=time.time_ns(), note=note))
 
+    def check(self) -> str | None:
+        """Check the file's records. Damage followed by valid records (letters that can no
+        longer be read) raises ``DeadLetterError`` naming the file and byte offset; a damaged
+        tail (an append interrupted by a crash, never acknowledged) is returned as a one-line
+        description (``None`` when the file is intact or missing)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise DeadLetterError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        report = records.verify(data)
+        if not data:
+            return f"{self.path}: byte 0: empty file (no letters)"
+        for damage in report.damaged:
+            if not (report.torn_tail and damage is report.damaged[-1]):
+                raise DeadLetterError(
+                    f"{self.path}: byte {damage.start}: {damage.end - damage.start} damaged "
+                    f"bytes before valid letters (letters in them are lost; inspect with "
+                    f"`gateway deadletter list` and move the file aside to continue)")
+        if report.torn_tail:
+            last = report.damaged[-1]
+            return f"{self.path}: byte {last.start}: torn tail of {last.end - last.start} bytes"
+        list(self._messages())  # a valid record that does not decode raises
+        return None
+
     # -- reading -------------------------------------------------------------------------------
 
     def _messages(self) -> Iterator[object]:

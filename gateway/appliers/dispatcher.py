@@ -127,6 +127,12 @@ class Dispatcher:
 
     # -- control -------------------------------------------------------------------------------
 
+    def apply_outside_log(self, ops: Sequence[RowOp]) -> None:
+        """Apply ``ops`` now, on the calling thread, under the retry policy, dead-lettering
+        operations that fail for good -- without touching the position. For rebuilding a
+        target from a state snapshot while ``run`` is not running."""
+        self._runner.run(ops)
+
     def stop(self) -> None:
         """Ask ``run`` to return soon: operations in hand are abandoned (replayed later)."""
         self._stop.set()

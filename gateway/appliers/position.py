@@ -8,7 +8,9 @@ rows and only moves ``log_index`` over a contiguous prefix). A restart reads fro
 
 ``PositionStore`` keeps one applier's position in its own file, a record stream of
 ``gateway.v1.ApplierPosition`` messages (tag 112): ``save`` appends a record and fsyncs,
-``load`` returns the last valid one (a torn last record falls back to the one before). When
+``load`` returns the last valid one (a torn last record falls back to the one before) and
+records in ``damage`` where the file is damaged (the node refuses to start an applier whose
+fallback position is no longer in the log, see ``docs/node.md``). When
 the file grows past ``compact_bytes`` it is rewritten with only the latest record (temporary
 file, fsync, rename, directory fsync), so a crash at any point leaves a readable position.
 """
@@ -147,6 +149,8 @@ class PositionStore:
         self.path = Path(directory) / f"{applier}.position"
         self.compact_bytes = compact_bytes
         self._lock = threading.Lock()
+        #: After ``load``: where the file is damaged (one line), or ``None`` if it is intact.
+        self.damage: str | None = None
 
     def load(self) -> ApplierPosition:
         """The last saved position, or position 0 with no GTIDs if none was ever saved."""
@@ -156,6 +160,16 @@ class PositionStore:
             return ApplierPosition()
         except OSError as exc:
             raise PositionStoreError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        self.damage = None
+        report = records.verify(data)
+        if report.damaged:
+            # A torn tail (an interrupted save) falls back to the record before it, which is
+            # safe (at-least-once); the caller decides whether that position is still usable
+            # (``damage`` says where the file is damaged).
+            first = report.damaged[0]
+            self.damage = (f"{self.path}: byte {first.start}: {first.end - first.start} "
+                           f"damaged bytes" + (" (torn tail)" if report.torn_tail and len(
+                               report.damaged) == 1 else ""))
         last: applier_pb2.ApplierPosition | None = None
         for rec in records.scan(data):
             try:
@@ -165,6 +179,10 @@ class PositionStore:
             if isinstance(msg, applier_pb2.ApplierPosition):
                 last = msg
         if last is None:
+            # The file exists, so a position was being saved: an empty or unreadable file is
+            # damage, not a new applier.
+            self.damage = self.damage or (f"{self.path}: byte 0: no valid position record in "
+                                          f"{len(data)} bytes")
             return ApplierPosition()
         try:
             applied = GtidSet.from_proto(last.applied)

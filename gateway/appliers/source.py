@@ -26,11 +26,25 @@ from gateway.core.messages import MessageDecodeError
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import transaction_pb2
 
-__all__ = ["Entry", "EntrySource", "EntrySourceError", "LogFileSource", "MemorySource"]
+__all__ = ["EntriesCompactedError", "Entry", "EntrySource", "EntrySourceError", "LogFileSource",
+           "MemorySource"]
 
 
 class EntrySourceError(Exception):
     """The source cannot deliver entries (missing file, damage); ``str()`` is one line."""
+
+
+class EntriesCompactedError(EntrySourceError):
+    """Entries ``from_index .. first_index - 1`` are no longer in the source's log (it starts
+    at ``first_index``: the node installed a snapshot or compacted past them). Their effect
+    exists only as the state the snapshot holds, so an applier that still needs them must be
+    rebuilt from that state (``gateway.node.applier_rebuild``), never fed placeholders."""
+
+    def __init__(self, from_index: int, first_index: int) -> None:
+        self.from_index = from_index
+        self.first_index = first_index
+        super().__init__(f"log entries {from_index}..{first_index - 1} were compacted (the "
+                         f"log starts at index {first_index})")
 
 
 @dataclass(frozen=True, slots=True)

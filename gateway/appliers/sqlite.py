@@ -135,8 +135,17 @@ class SqliteApplier(Applier):
         # letting them collide in SQLite's busy handler, which sleeps in millisecond steps.
         self._write_lock = threading.Lock()
         self._columns: dict[TableRef, set[str]] = {}  # committed table -> column names
+        #: True when the database file was missing or empty at open: a new target, which
+        #: holds nothing a saved applier position could claim was applied.
+        self.created = not self.path.exists() or self.path.stat().st_size == 0
         conn = self._connect()
         try:
+            # A damaged page is found now, not when an operation first touches it (and a
+            # damaged database never silently loses rows the position says were applied).
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(3)")]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(
+                    " ".join(p.split()) for p in problems))
             conn.execute("PRAGMA journal_mode=WAL")
             for ddl in _SYSTEM_DDL:
                 conn.execute(ddl)
@@ -329,7 +338,35 @@ class SqliteApplier(Applier):
                 present.add(col.name)
         created.setdefault(ref, set()).update(present)
 
+    def reset_target(self) -> None:
+        """Empty the database: drop every table this applier created and forget what it
+        applied, in one transaction. The node calls it before rebuilding the target from its
+        store (``gateway.node.applier_rebuild``) when the log no longer holds the entries
+        after the applier's position; the database is this applier's alone."""
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
+                    conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
+                for table in ("_gateway_tables", "_gateway_applied", "_gateway_applied_sql"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            with self._lock:
+                self._columns.clear()
+
     # -- reading back --------------------------------------------------------------------------
+
+    def last_applied_trans_id(self, server_id: int) -> int:
+        """The largest trans id of origin ``server_id`` committed in this database (0 if
+        none): the node checks it against its log at start (a target ahead of the log means
+        the log lost entries)."""
+        row = self._conn().execute("SELECT MAX(trans_id) FROM _gateway_applied WHERE "
+                                   "server_id = ?", (server_id,)).fetchone()
+        return int(row[0] or 0)
 
     def applied_gtids(self) -> GtidSet:
         """GTIDs of every transaction with at least one operation committed in this store."""

@@ -48,12 +48,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
+from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.metrics import ApplierMetrics
-from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
+from gateway.appliers.position import (
+    ApplierPosition,
+    GtidSet,
+    PositionStore,
+    PositionStoreError,
+)
+from gateway.appliers.source import EntriesCompactedError
 from gateway.core import messages
 from gateway.v1 import applier_pb2, gateway_pb2
 
+from .applier_rebuild import rebuild_from_store
+from .consistency import (
+    InconsistentStateError,
+    check_position_file,
+    check_target_trans_id,
+    last_logged_trans_id,
+)
 from .feed import CommittedLogSource
 
 if TYPE_CHECKING:
@@ -64,6 +78,8 @@ __all__ = ["HostedApplier", "NodeAppliers"]
 log = logging.getLogger("gateway.node.appliers")
 
 _FLOOR_NONE = 1 << 62
+#: Errors of ``NodeAppliers._run``'s start-up checks: the applier is not started.
+_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError)
 
 
 @dataclass(eq=False)
@@ -136,11 +152,15 @@ class NodeAppliers:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the node-scoped dispatchers and the supervisor of the cluster-scoped ones."""
+        """Start the node-scoped dispatchers and the supervisor of the cluster-scoped ones.
+        Raises ``InconsistentStateError`` (one line) if a node-scoped applier may not start
+        (its position does not fit the log or its target, see ``_run``); the caller stops."""
         self._loop = asyncio.get_running_loop()
         for a in self.appliers:
             if a.scope == SCOPE_NODE:
                 self._run(a, self._dispatcher(a, None))
+                if isinstance(a.error, _REFUSALS):
+                    raise InconsistentStateError(str(a.error))
         if self.cluster_scoped:
             self._driver.on_role_change = self._wake.set
             self._supervisor = asyncio.create_task(self._supervise(), name="cluster-appliers")
@@ -168,12 +188,61 @@ class NodeAppliers:
                           on_position_saved=hook, metrics=a.metrics)
 
     def _run(self, a: HostedApplier, d: Dispatcher) -> None:
+        # Each applier checks its saved position against the log before it starts: a position
+        # past the log's end (lost entries) or a damaged position file falling back below the
+        # log's start would make it skip entries it never applied (``check_position_file``).
+        try:
+            position = check_position_file(a.positions, self._driver.storage)
+            if getattr(a.applier, "created", False) and position.log_index > 0:
+                raise InconsistentStateError(
+                    f"{a.positions.path}: applier {a.name!r} applied up to index "
+                    f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
+                    f"is new or empty (lost or wiped); remove the position file to apply the "
+                    f"log again from its start, or restore the target from a backup")
+            last_applied = getattr(a.applier, "last_applied_trans_id", None)
+            if callable(last_applied):
+                drv = self._driver
+                server_id = drv.opts.cluster_id
+                check_target_trans_id(
+                    a.name, str(getattr(a.applier, "path", a.name)), server_id,
+                    last_applied(server_id),
+                    last_logged_trans_id(drv.storage, drv.sm.last_trans_id, server_id),
+                    drv.storage.wal.directory)
+            torn = d.dead_letters.check()
+            if torn is not None:
+                log.warning("%s: ignored (an interrupted append)", torn)
+        except _REFUSALS as exc:
+            a.error = exc
+            log.error("applier %s not started: %s", a.name, exc)
+            return
+
         def body() -> None:
-            try:
-                d.run(follow=True)
-            except Exception as exc:  # reported in status and logs
-                a.error = exc
-                log.error("applier %s stopped: %s", a.name, exc)
+            dispatcher = d
+            while True:
+                try:
+                    dispatcher.run(follow=True)
+                    return
+                except EntriesCompactedError as gap:
+                    # The log starts after the applier's position: rebuild its target from
+                    # the store (or stop with the gap in its status), never skip entries.
+                    try:
+                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
+                                           position=gap.from_index - 1,
+                                           first_index=gap.first_index,
+                                           apply=dispatcher.apply_outside_log)
+                    except Exception as exc:
+                        a.error = exc
+                        log.error("applier %s stopped: %s", a.name, exc)
+                        return
+                    term = a.term if a.scope == SCOPE_CLUSTER else None
+                    if self._stopping or (term is not None and self._leading_term() != term):
+                        return
+                    dispatcher = self._dispatcher(a, term)
+                    a.dispatcher = dispatcher
+                except Exception as exc:  # reported in status and logs
+                    a.error = exc
+                    log.error("applier %s stopped: %s", a.name, exc)
+                    return
 
         a.dispatcher, a.error = d, None
         a.thread = threading.Thread(target=body, name=f"applier-{a.name}", daemon=True)
@@ -238,11 +307,9 @@ class NodeAppliers:
             await asyncio.to_thread(a.positions.save, replicated)
         if self._leading_term() != term:
             return
-        first = self._driver.storage.first_index()
-        if start.log_index + 1 < first and first > 2:
-            log.warning("applier %s: this node's log starts at %d (it installed a snapshot), "
-                        "after the applier's position %d: the transactions in between are "
-                        "not applied by it", a.name, first, start.log_index)
+        # A position before this node's log start (it installed a snapshot) is handled by the
+        # dispatcher thread: the target is rebuilt from the store, or the applier stops with
+        # the gap in its status (``applier_rebuild``).
         a.term, a.started_from = term, start
         a.proposed, a.proposed_at = start, 0.0
         self._run(a, self._dispatcher(a, term))
@@ -321,6 +388,7 @@ class NodeAppliers:
             out.append(gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,
-                replicated_position=replicated))
+                replicated_position=replicated,
+                error="" if running or a.error is None else " ".join(str(a.error).split())))
         return out
 

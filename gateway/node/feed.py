@@ -6,9 +6,9 @@ did not apply (idempotent duplicates, rejected writes: the ``x`` keys) and entri
 transaction (no-ops, epoch markers, membership changes) are ``Entry(index, None)`` for the
 appliers and are not sent to subscribers.
 
-A node that installed a snapshot has no log before it: applier positions behind the log's
-start read placeholders (``Entry(index, None)``) up to it -- the store holds that state, but
-appliers of that node do not see those transactions (see docs/node.md, "Known limits").
+A node that installed a snapshot (or compacted its log) has no log before it: reading entries
+behind the log's start raises ``EntriesCompactedError``, and the applier is rebuilt from the
+store's state (``applier_rebuild``) -- it never skips entries it did not apply.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from gateway.appliers.source import EntriesCompactedError
 from gateway.appliers.source import Entry as SourceEntry
 from gateway.raft import NO_LIMIT, CompactedError, EntryType
 from gateway.v1 import gateway_pb2
@@ -50,8 +51,10 @@ class CommittedLogSource:
             return []
         first = storage.first_index()
         if from_index < first:
-            stop = min(hi, first)
-            return [SourceEntry(i, None) for i in range(from_index, stop)]
+            if first > 2:
+                raise EntriesCompactedError(from_index, first)
+            # index 1 is the bootstrap snapshot (the initial membership): no transactions
+            return [SourceEntry(i, None) for i in range(from_index, min(hi, first))]
         try:
             ents = storage.entries(from_index, hi, _READ_BYTES)
         except CompactedError:

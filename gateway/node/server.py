@@ -30,6 +30,9 @@ from grpc_reflection.v1alpha import reflection
 from gateway import plugins
 from gateway.appliers.contract import scope_of
 from gateway.appliers.dispatcher import DispatcherConfig
+from gateway.appliers.position import PositionStore, PositionStoreError
+from gateway.core.lsm.errors import LSMError
+from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, peer_pb2_grpc
 
@@ -38,6 +41,7 @@ from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .appliers import NodeAppliers
 from .config import NodeConfig, address_problem
+from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
 from .feed import ChangeFeed
@@ -49,6 +53,7 @@ from .security import (
     peer_channel_credentials,
     peer_server_credentials,
 )
+from .snapshots import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
@@ -86,7 +91,13 @@ class GatewayNode:
     async def start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
-        self.storage = RaftLogStorage(os.path.join(cfg.data_dir, "raft"), fsync=cfg.fsync)
+        raft_dir = os.path.join(cfg.data_dir, "raft")
+        try:
+            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
+        except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
+                OSError) as exc:
+            # Damage the WAL's recovery may not resolve names its file and byte offset.
+            raise NodeStartError(f"cannot open the Raft log: {exc}") from None
         if self.storage.is_empty() and not cfg.join:
             self.storage.bootstrap(tuple(cfg.peer_map()))
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
@@ -96,9 +107,15 @@ class GatewayNode:
             self.storage.close()
             raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
         snap = self.storage.snapshots.metadata
-        if snap.index and self.sm.durable_applied_index < snap.index:
-            self.sm.restore(self.storage.snapshot().data)
-            self.sm.mark_applied(snap.index)
+        try:
+            if snap.index and self.sm.durable_applied_index < snap.index:
+                self.sm.restore(self.storage.snapshot().data)
+                self.sm.mark_applied(snap.index)
+            self._check_consistency()
+        except (InconsistentStateError, PositionStoreError, SnapshotArchiveError, LSMError,
+                OSError) as exc:
+            await self._close_storage()
+            raise NodeStartError(str(exc)) from None
         self.transport = PeerTransport(cfg.node_id, cfg.api, cfg.listen,
                                        peer_channel_credentials(cfg),
                                        self._report)
@@ -131,11 +148,37 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
-        self._start_appliers()
+        try:
+            self._start_appliers()
+        except (InconsistentStateError, PositionStoreError) as exc:
+            await self.stop()
+            raise NodeStartError(str(exc)) from None
+        except BaseException:
+            # e.g. ApplierConfigError (the caller prints it in one line): the servers, the
+            # driver and the storage started above are stopped before the error leaves.
+            await self.stop()
+            raise
         if cfg.metrics:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+
+    def _check_consistency(self) -> None:
+        """Refuse to start when the store, a replicated applier position or the hard state's
+        commit index is ahead of the recovered log (``gateway.node.consistency``)."""
+        storage = self.storage
+        check_log_covers_state(
+            storage.wal.directory, last_index=storage.last_index(),
+            snapshot_index=storage.snapshots.metadata.index,
+            commit_index=storage.initial_state()[0].commit,
+            store_applied=self.sm.durable_applied_index,
+            replicated_positions={name: pos.log_index
+                                  for name, pos in self.sm.applier_positions.items()})
+        state_dir = os.path.join(self.config.data_dir, "appliers")
+        names = sorted(n[: -len(".position")] for n in os.listdir(state_dir)
+                       if n.endswith(".position")) if os.path.isdir(state_dir) else []
+        for name in names:
+            check_position_file(PositionStore(state_dir, name), storage)
 
     async def _serve(self) -> None:
         cfg = self.config

@@ -11,7 +11,9 @@ Files in the snapshot directory (``DATA/raft/snapshots``):
 - ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
   atomically (temporary file, fsync, rename, directory fsync) after its archive is durable.
 
-Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
+Opening checks ``CURRENT`` (``SnapshotMetadataError``) and the framing of its archive
+(``check_archive``: ``SnapshotArchiveError``), naming the file and byte offset. Only the
+newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
 sending a snapshot, on the event-loop thread) may run while ``save`` or ``commit`` replaces the
 newest snapshot on another thread and sees either the old snapshot or the new one, whole (the
 metadata switch and the removal of the old archive happen under the lock ``load`` opens the
@@ -28,7 +30,8 @@ import threading
 
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["SnapshotArchiveError", "SnapshotFiles", "pack_dir", "unpack_dir"]
+__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "check_archive",
+           "pack_dir", "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -37,6 +40,38 @@ _SIZE = struct.Struct(">Q")
 
 class SnapshotArchiveError(ValueError):
     """A snapshot archive is malformed; ``str()`` names the byte offset."""
+
+
+class SnapshotMetadataError(ValueError):
+    """A snapshot metadata file (``CURRENT``, ``N.pending``) is damaged; ``str()`` is one line
+    naming the file and the byte offset."""
+
+
+def _read_metadata(path: str) -> SnapshotMetadata:
+    """The metadata in the JSON file ``path``; ``SnapshotMetadataError`` if it is damaged
+    (empty, truncated, not UTF-8, not JSON, missing or mistyped fields)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SnapshotMetadataError(f"{path}: byte {exc.start}: not UTF-8 text (damaged "
+                                    f"snapshot metadata)") from None
+    except json.JSONDecodeError as exc:
+        raise SnapshotMetadataError(f"{path}: byte {exc.pos}: not valid JSON ({exc.msg}; "
+                                    f"file of {len(raw)} bytes, damaged snapshot "
+                                    f"metadata)") from None
+    try:
+        meta = SnapshotMetadata(_conf_from_json(doc["conf_state"]), int(doc["index"]),
+                                int(doc["term"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SnapshotMetadataError(f"{path}: byte 0: snapshot metadata lacks a valid "
+                                    f"field ({type(exc).__name__}: {exc})") from None
+    if meta.index < 0 or meta.term < 0 or (meta.index > 0 and not meta.conf_state.voters
+                                           and not meta.conf_state.voters_outgoing):
+        raise SnapshotMetadataError(f"{path}: byte 0: snapshot metadata out of range "
+                                    f"(index {meta.index}, term {meta.term}, no voters)")
+    return meta
 
 
 def pack_dir(directory: str) -> bytes:
@@ -81,6 +116,34 @@ def unpack_dir(data: bytes, directory: str) -> int:
     return count
 
 
+def check_archive(path: str) -> None:
+    """Check the framing of the archive file ``path`` without reading the files it holds
+    (their own checksums are checked when a snapshot is imported): the magic, every name and
+    size field, and that the last file ends exactly at the end. Raises
+    ``SnapshotArchiveError`` naming the file and byte offset."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(len(_MAGIC)) != _MAGIC:
+            raise SnapshotArchiveError(f"{path}: byte 0: not a snapshot archive (bad magic; "
+                                       f"file of {size} bytes)")
+        pos = len(_MAGIC)
+        while pos < size:
+            head = f.read(_NAME.size)
+            (n,) = _NAME.unpack(head) if len(head) == _NAME.size else (-1,)
+            name = f.read(n) if n > 0 else b""
+            raw = f.read(_SIZE.size)
+            if n <= 0 or len(name) != n or len(raw) != _SIZE.size or b"/" in name:
+                raise SnapshotArchiveError(f"{path}: byte {pos}: bad or truncated file entry")
+            (length,) = _SIZE.unpack(raw)
+            body = pos + _NAME.size + n + _SIZE.size
+            if body + length > size:
+                raise SnapshotArchiveError(
+                    f"{path}: byte {pos}: entry {name.decode(errors='replace')!r} of {length} "
+                    f"bytes runs past the end of the file ({size} bytes): truncated")
+            pos = body + length
+            f.seek(pos)
+
+
 def _conf_to_json(cs: ConfState) -> dict[str, object]:
     return {"voters": list(cs.voters), "learners": list(cs.learners),
             "voters_outgoing": list(cs.voters_outgoing),
@@ -113,10 +176,9 @@ class SnapshotFiles:
         self._meta = SnapshotMetadata()
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
-            with open(current) as f:
-                d = json.load(f)
-            self._meta = SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
-                                          int(d["term"]))
+            self._meta = _read_metadata(current)
+            if os.path.exists(self._path(self._meta.index)):  # (bootstrap: no archive)
+                check_archive(self._path(self._meta.index))
 
     @property
     def metadata(self) -> SnapshotMetadata:
@@ -148,10 +210,7 @@ class SnapshotFiles:
         pending = self._path(index)[: -len(".snap")] + ".pending"
         if not os.path.exists(pending) or not os.path.exists(self._path(index)):
             return False
-        with open(pending) as f:
-            d = json.load(f)
-        self.commit(SnapshotMetadata(_conf_from_json(d["conf_state"]), int(d["index"]),
-                                     int(d["term"])))
+        self.commit(_read_metadata(pending))
         return True
 
     def _write_json(self, path: str, meta: SnapshotMetadata) -> None:

@@ -26,17 +26,23 @@ Contracts:
   was in before (its commit index never covers the conflicting entries), and prefixes keep
   the apply-time configuration invariant. A snapshot is installed as described at
   ``install_snapshot``.
+- Opening recovers the WAL (``SegmentedWal``); every recovery event (torn tail, torn batch,
+  damaged seal, ...) is logged as a warning naming the file and byte offset. Damage recovery
+  may not resolve raises ``WalCorruptionError`` (file and offset); a damaged snapshot
+  ``CURRENT`` raises ``SnapshotMetadataError`` (file and offset).
 - A tail of recent entries is kept in memory (``cache_entries``), so replication and apply
   rarely read the WAL files.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 
 from gateway.core.wal import (
     FsyncPolicy,
+    RecoveryEvent,
     SegmentedWal,
     WalCompactedError,
     WalOptions,
@@ -62,6 +68,14 @@ from .snapshots import SnapshotFiles
 
 __all__ = ["RaftLogStorage"]
 
+log = logging.getLogger("gateway.node.storage")
+
+
+def _log_recovery_event(event: RecoveryEvent) -> None:
+    """Every finding of WAL recovery (torn tail, torn batch, damaged seal, stale entries or
+    files removed) is logged with its file and byte offset: nothing is cut silently."""
+    log.warning("WAL recovery: %s", event)
+
 
 class RaftLogStorage:
     """Raft log storage of one node in ``directory`` (see the module docstring)."""
@@ -84,7 +98,8 @@ class RaftLogStorage:
 
     def _open_wal(self) -> SegmentedWal:
         # NEVER: the driver fsyncs once per Ready itself (group commit).
-        return SegmentedWal(self._wal_dir, options=WalOptions(fsync=FsyncPolicy.NEVER))
+        return SegmentedWal(self._wal_dir, options=WalOptions(fsync=FsyncPolicy.NEVER),
+                            on_recovery_event=_log_recovery_event)
 
     # -- bootstrap ----------------------------------------------------------------------------
 

@@ -183,7 +183,7 @@ class Member(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[str] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class ApplierStatus(_message.Message):
-    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position")
+    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +192,7 @@ class ApplierStatus(_message.Message):
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     REPLICATED_POSITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     name: str
     position: int
     lag_entries: int
@@ -200,7 +201,8 @@ class ApplierStatus(_message.Message):
     scope: str
     running: bool
     replicated_position: int
-    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ...) -> None: ...
+    error: str
+    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch")

@@ -1073,6 +1073,7 @@ type ApplierStatus struct {
 	Scope              string  `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`                                                      // node | cluster
 	Running            bool    `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`                                                 // a dispatcher runs on this node (cluster scope: the leader)
 	ReplicatedPosition uint64  `protobuf:"varint,8,opt,name=replicated_position,json=replicatedPosition,proto3" json:"replicated_position,omitempty"` // cluster scope: the position recorded in the Raft log
+	Error              string  `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`                                                      // why the applier stopped on this node (one line); empty
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1161,6 +1162,13 @@ func (x *ApplierStatus) GetReplicatedPosition() uint64 {
 		return x.ReplicatedPosition
 	}
 	return 0
+}
+
+func (x *ApplierStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 type StatusResponse struct {
@@ -1633,7 +1641,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"apiAddress\x12\x12\n" +
 	"\x04role\x18\x04 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x05 \x01(\x04R\n" +
-	"matchIndex\"\x85\x02\n" +
+	"matchIndex\"\x9b\x02\n" +
 	"\rApplierStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1f\n" +
@@ -1644,7 +1652,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fdead_letters\x18\x05 \x01(\x04R\vdeadLetters\x12\x14\n" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
-	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\"\xd3\x03\n" +
+	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xd3\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +

@@ -241,6 +241,8 @@ export interface ApplierStatus {
   running: boolean;
   /** cluster scope: the position recorded in the Raft log */
   replicatedPosition: bigint;
+  /** why the applier stopped on this node (one line); empty */
+  error: string;
 }
 
 export interface StatusResponse {
@@ -2071,6 +2073,7 @@ function createBaseApplierStatus(): ApplierStatus {
     scope: "",
     running: false,
     replicatedPosition: 0n,
+    error: "",
   };
 }
 
@@ -2111,6 +2114,9 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         throw new globalThis.Error("value provided for field message.replicatedPosition of type uint64 too large");
       }
       writer.uint32(64).uint64(message.replicatedPosition);
+    }
+    if (message.error !== "") {
+      writer.uint32(74).string(message.error);
     }
     return writer;
   },
@@ -2192,6 +2198,14 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
             message.replicatedPosition = reader.uint64() as bigint;
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2230,6 +2244,7 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         : isSet(object.replicated_position)
         ? BigInt(object.replicated_position)
         : 0n,
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
     };
   },
 
@@ -2259,6 +2274,9 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     if (message.replicatedPosition !== 0n) {
       obj.replicatedPosition = message.replicatedPosition.toString();
     }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
     return obj;
   },
 
@@ -2281,6 +2299,7 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     message.replicatedPosition = (object.replicatedPosition !== undefined && object.replicatedPosition !== null)
       ? BigInt(object.replicatedPosition)
       : 0n;
+    message.error = object.error ?? "";
     return message;
   },
 };

@@ -30,6 +30,7 @@ private static final long serialVersionUID = 0L;
   private ApplierStatus() {
     name_ = "";
     scope_ = "";
+    error_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -222,6 +223,53 @@ private static final long serialVersionUID = 0L;
     return replicatedPosition_;
   }
 
+  public static final int ERROR_FIELD_NUMBER = 9;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object error_ = "";
+  /**
+   * <pre>
+   * why the applier stopped on this node (one line); empty
+   * </pre>
+   *
+   * <code>string error = 9;</code>
+   * @return The error.
+   */
+  @java.lang.Override
+  public java.lang.String getError() {
+    java.lang.Object ref = error_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      error_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * why the applier stopped on this node (one line); empty
+   * </pre>
+   *
+   * <code>string error = 9;</code>
+   * @return The bytes for error.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getErrorBytes() {
+    java.lang.Object ref = error_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      error_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -260,6 +308,9 @@ private static final long serialVersionUID = 0L;
     if (replicatedPosition_ != 0L) {
       output.writeUInt64(8, replicatedPosition_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 9, error_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -293,6 +344,9 @@ private static final long serialVersionUID = 0L;
     if (replicatedPosition_ != 0L) {
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(8, replicatedPosition_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(9, error_);
     }
     return size;
   }
@@ -335,6 +389,8 @@ private static final long serialVersionUID = 0L;
         != other.getRunning()) return false;
     if (getReplicatedPosition()
         != other.getReplicatedPosition()) return false;
+    if (!getError()
+        .equals(other.getError())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -368,6 +424,8 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + REPLICATED_POSITION_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getReplicatedPosition());
+    hash = (37 * hash) + ERROR_FIELD_NUMBER;
+    hash = (53 * hash) + getError().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -507,6 +565,7 @@ private static final long serialVersionUID = 0L;
       scope_ = "";
       running_ = false;
       replicatedPosition_ = 0L;
+      error_ = "";
       return this;
     }
 
@@ -564,6 +623,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000080) != 0)) {
         result.replicatedPosition_ = replicatedPosition_;
       }
+      if (((from_bitField0_ & 0x00000100) != 0)) {
+        result.error_ = error_;
+      }
     }
 
     @java.lang.Override
@@ -605,6 +667,11 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getReplicatedPosition() != 0L) {
         setReplicatedPosition(other.getReplicatedPosition());
+      }
+      if (!other.getError().isEmpty()) {
+        error_ = other.error_;
+        bitField0_ |= 0x00000100;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -672,6 +739,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000080;
               break;
             } // case 64
+            case 74: {
+              error_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000100;
+              break;
+            } // case 74
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1101,6 +1173,98 @@ private static final long serialVersionUID = 0L;
     public Builder clearReplicatedPosition() {
       bitField0_ = (bitField0_ & ~0x00000080);
       replicatedPosition_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object error_ = "";
+    /**
+     * <pre>
+     * why the applier stopped on this node (one line); empty
+     * </pre>
+     *
+     * <code>string error = 9;</code>
+     * @return The error.
+     */
+    public java.lang.String getError() {
+      java.lang.Object ref = error_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        error_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * why the applier stopped on this node (one line); empty
+     * </pre>
+     *
+     * <code>string error = 9;</code>
+     * @return The bytes for error.
+     */
+    public com.google.protobuf.ByteString
+        getErrorBytes() {
+      java.lang.Object ref = error_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        error_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * why the applier stopped on this node (one line); empty
+     * </pre>
+     *
+     * <code>string error = 9;</code>
+     * @param value The error to set.
+     * @return This builder for chaining.
+     */
+    public Builder setError(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      error_ = value;
+      bitField0_ |= 0x00000100;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * why the applier stopped on this node (one line); empty
+     * </pre>
+     *
+     * <code>string error = 9;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearError() {
+      error_ = getDefaultInstance().getError();
+      bitField0_ = (bitField0_ & ~0x00000100);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * why the applier stopped on this node (one line); empty
+     * </pre>
+     *
+     * <code>string error = 9;</code>
+     * @param value The bytes for error to set.
+     * @return This builder for chaining.
+     */
+    public Builder setErrorBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      error_ = value;
+      bitField0_ |= 0x00000100;
       onChanged();
       return this;
     }

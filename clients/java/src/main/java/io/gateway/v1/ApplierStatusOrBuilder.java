@@ -97,4 +97,24 @@ public interface ApplierStatusOrBuilder extends
    * @return The replicatedPosition.
    */
   long getReplicatedPosition();
+
+  /**
+   * <pre>
+   * why the applier stopped on this node (one line); empty
+   * </pre>
+   *
+   * <code>string error = 9;</code>
+   * @return The error.
+   */
+  java.lang.String getError();
+  /**
+   * <pre>
+   * why the applier stopped on this node (one line); empty
+   * </pre>
+   *
+   * <code>string error = 9;</code>
+   * @return The bytes for error.
+   */
+  com.google.protobuf.ByteString
+      getErrorBytes();
 }

@@ -194,49 +194,50 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       ".v1.Transaction\"\017\n\rStatusRequest\"g\n\006Memb" +
       "er\022\017\n\007node_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(" +
       "\t\022\023\n\013api_address\030\003 \001(\t\022\014\n\004role\030\004 \001(\t\022\023\n\013" +
-      "match_index\030\005 \001(\004\"\254\001\n\rApplierStatus\022\014\n\004n" +
+      "match_index\030\005 \001(\004\"\273\001\n\rApplierStatus\022\014\n\004n" +
       "ame\030\001 \001(\t\022\020\n\010position\030\002 \001(\004\022\023\n\013lag_entri" +
       "es\030\003 \001(\004\022\023\n\013lag_seconds\030\004 \001(\001\022\024\n\014dead_le" +
       "tters\030\005 \001(\004\022\r\n\005scope\030\006 \001(\t\022\017\n\007running\030\007 " +
-      "\001(\010\022\033\n\023replicated_position\030\010 \001(\004\"\306\002\n\016Sta" +
-      "tusResponse\022\017\n\007node_id\030\001 \001(\004\022\022\n\ncluster_" +
-      "id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014\n\004term\030\004 \001(\004\022\021\n\t" +
-      "leader_id\030\005 \001(\004\022\022\n\nleader_api\030\006 \001(\t\022\024\n\014c" +
-      "ommit_index\030\007 \001(\004\022\025\n\rapplied_index\030\010 \001(\004" +
-      "\022\022\n\nlast_index\030\t \001(\004\022\023\n\013first_index\030\n \001(" +
-      "\004\022#\n\007members\030\013 \003(\0132\022.gateway.v1.Member\022+" +
-      "\n\010appliers\030\014 \003(\0132\031.gateway.v1.ApplierSta" +
-      "tus\022\025\n\rlast_trans_id\030\r \001(\004\022\r\n\005epoch\030\016 \001(" +
-      "\004\"]\n\016AddNodeRequest\022\017\n\007node_id\030\001 \001(\004\022\024\n\014" +
-      "peer_address\030\002 \001(\t\022\023\n\013api_address\030\003 \001(\t\022" +
-      "\017\n\007learner\030\004 \001(\010\"$\n\021RemoveNodeRequest\022\017\n" +
-      "\007node_id\030\001 \001(\004\"(\n\025TransferLeaderRequest\022" +
-      "\017\n\007node_id\030\001 \001(\004\"\021\n\017SnapshotRequest\"3\n\rA" +
-      "dminResponse\022\017\n\007message\030\001 \001(\t\022\021\n\tlog_ind" +
-      "ex\030\002 \001(\004*Y\n\013Consistency\022\034\n\030CONSISTENCY_L" +
-      "INEARIZABLE\020\000\022\025\n\021CONSISTENCY_LEASE\020\001\022\025\n\021" +
-      "CONSISTENCY_STALE\020\0022\201\006\n\007Gateway\022:\n\005Write" +
-      "\022\030.gateway.v1.WriteRequest\032\027.gateway.v1." +
-      "WriteResult\022K\n\nWriteBatch\022\035.gateway.v1.W" +
-      "riteBatchRequest\032\036.gateway.v1.WriteBatch" +
-      "Response\022R\n\013StreamWrite\022\036.gateway.v1.Str" +
-      "eamWriteRequest\032\037.gateway.v1.StreamWrite" +
-      "Response(\0010\001\0229\n\004Read\022\027.gateway.v1.ReadRe" +
-      "quest\032\030.gateway.v1.ReadResponse\0229\n\004Scan\022" +
-      "\027.gateway.v1.ScanRequest\032\030.gateway.v1.Sc" +
-      "anResponse\022D\n\tSubscribe\022\034.gateway.v1.Sub" +
-      "scribeRequest\032\027.gateway.v1.ChangeEvent0\001" +
-      "\022?\n\006Status\022\031.gateway.v1.StatusRequest\032\032." +
-      "gateway.v1.StatusResponse\022@\n\007AddNode\022\032.g" +
-      "ateway.v1.AddNodeRequest\032\031.gateway.v1.Ad" +
-      "minResponse\022F\n\nRemoveNode\022\035.gateway.v1.R" +
-      "emoveNodeRequest\032\031.gateway.v1.AdminRespo" +
-      "nse\022N\n\016TransferLeader\022!.gateway.v1.Trans" +
-      "ferLeaderRequest\032\031.gateway.v1.AdminRespo" +
-      "nse\022B\n\010Snapshot\022\033.gateway.v1.SnapshotReq" +
-      "uest\032\031.gateway.v1.AdminResponseBG\n\rio.ga" +
-      "teway.v1B\014GatewayProtoP\001Z&gateway/client" +
-      "s/go/gatewayv1;gatewayv1b\006proto3"
+      "\001(\010\022\033\n\023replicated_position\030\010 \001(\004\022\r\n\005erro" +
+      "r\030\t \001(\t\"\306\002\n\016StatusResponse\022\017\n\007node_id\030\001 " +
+      "\001(\004\022\022\n\ncluster_id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014\n" +
+      "\004term\030\004 \001(\004\022\021\n\tleader_id\030\005 \001(\004\022\022\n\nleader" +
+      "_api\030\006 \001(\t\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rappl" +
+      "ied_index\030\010 \001(\004\022\022\n\nlast_index\030\t \001(\004\022\023\n\013f" +
+      "irst_index\030\n \001(\004\022#\n\007members\030\013 \003(\0132\022.gate" +
+      "way.v1.Member\022+\n\010appliers\030\014 \003(\0132\031.gatewa" +
+      "y.v1.ApplierStatus\022\025\n\rlast_trans_id\030\r \001(" +
+      "\004\022\r\n\005epoch\030\016 \001(\004\"]\n\016AddNodeRequest\022\017\n\007no" +
+      "de_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api" +
+      "_address\030\003 \001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021Remov" +
+      "eNodeRequest\022\017\n\007node_id\030\001 \001(\004\"(\n\025Transfe" +
+      "rLeaderRequest\022\017\n\007node_id\030\001 \001(\004\"\021\n\017Snaps" +
+      "hotRequest\"3\n\rAdminResponse\022\017\n\007message\030\001" +
+      " \001(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013Consistency\022\034" +
+      "\n\030CONSISTENCY_LINEARIZABLE\020\000\022\025\n\021CONSISTE" +
+      "NCY_LEASE\020\001\022\025\n\021CONSISTENCY_STALE\020\0022\201\006\n\007G" +
+      "ateway\022:\n\005Write\022\030.gateway.v1.WriteReques" +
+      "t\032\027.gateway.v1.WriteResult\022K\n\nWriteBatch" +
+      "\022\035.gateway.v1.WriteBatchRequest\032\036.gatewa" +
+      "y.v1.WriteBatchResponse\022R\n\013StreamWrite\022\036" +
+      ".gateway.v1.StreamWriteRequest\032\037.gateway" +
+      ".v1.StreamWriteResponse(\0010\001\0229\n\004Read\022\027.ga" +
+      "teway.v1.ReadRequest\032\030.gateway.v1.ReadRe" +
+      "sponse\0229\n\004Scan\022\027.gateway.v1.ScanRequest\032" +
+      "\030.gateway.v1.ScanResponse\022D\n\tSubscribe\022\034" +
+      ".gateway.v1.SubscribeRequest\032\027.gateway.v" +
+      "1.ChangeEvent0\001\022?\n\006Status\022\031.gateway.v1.S" +
+      "tatusRequest\032\032.gateway.v1.StatusResponse" +
+      "\022@\n\007AddNode\022\032.gateway.v1.AddNodeRequest\032" +
+      "\031.gateway.v1.AdminResponse\022F\n\nRemoveNode" +
+      "\022\035.gateway.v1.RemoveNodeRequest\032\031.gatewa" +
+      "y.v1.AdminResponse\022N\n\016TransferLeader\022!.g" +
+      "ateway.v1.TransferLeaderRequest\032\031.gatewa" +
+      "y.v1.AdminResponse\022B\n\010Snapshot\022\033.gateway" +
+      ".v1.SnapshotRequest\032\031.gateway.v1.AdminRe" +
+      "sponseBG\n\rio.gateway.v1B\014GatewayProtoP\001Z" +
+      "&gateway/clients/go/gatewayv1;gatewayv1b" +
+      "\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -347,7 +348,7 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_ApplierStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ApplierStatus_descriptor,
-        new java.lang.String[] { "Name", "Position", "LagEntries", "LagSeconds", "DeadLetters", "Scope", "Running", "ReplicatedPosition", });
+        new java.lang.String[] { "Name", "Position", "LagEntries", "LagSeconds", "DeadLetters", "Scope", "Running", "ReplicatedPosition", "Error", });
     internal_static_gateway_v1_StatusResponse_descriptor =
       getDescriptor().getMessageType(17);
     internal_static_gateway_v1_StatusResponse_fieldAccessorTable = new
