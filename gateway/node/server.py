@@ -40,6 +40,7 @@ from .appliers import NodeAppliers
 from .config import NodeConfig, address_problem
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
+from .exposure import exposure_warnings
 from .feed import ChangeFeed
 from .metrics import serve_metrics
 from .security import (
@@ -136,6 +137,8 @@ class GatewayNode:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+        for warning in exposure_warnings(cfg):
+            log.warning("SECURITY: %s", warning)
 
     async def _serve(self) -> None:
         cfg = self.config
