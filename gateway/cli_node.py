@@ -143,16 +143,26 @@ async def _serve(cfg: Any, pm: Any) -> None:
 @_timeout
 @click.option("--key", default="", metavar="COL[,COL]",
               help="Primary-key columns of INSERTs (default: id, else the first column).")
+@click.option("--consistency", type=click.Choice(["linearizable", "lease", "stale"]),
+              default="linearizable", show_default=True, help="For SELECT.")
 @click.argument("text")
 def sql_command(target: str, token: str | None, ca: str | None, timeout: float, key: str,
-                text: str) -> None:
-    """Run simple INSERT/UPDATE/DELETE (and SET @var) as one transaction; print its GTID.
+                consistency: str, text: str) -> None:
+    """Run simple INSERT/UPDATE/DELETE (and SET @var) as one transaction and print its GTID,
+    or answer a SELECT by primary key or key range. Anything that cannot be translated
+    exactly is refused (exit 2).
 
+    \b
         gateway sql "INSERT INTO shop.items (id, name) VALUES (1, 'a')"
+        gateway sql "SELECT * FROM shop.items WHERE id = 1"
+        gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
     """
-    from gateway.node.sql import SqlError, sql_to_statements
+    from gateway.node.sql import SqlError, is_select, parse_select, sql_to_statements
 
     try:
+        if is_select(text):
+            _select(target, token, ca, timeout, parse_select(text), consistency)
+            return
         stmts = sql_to_statements(text, [k.strip() for k in key.split(",") if k.strip()])
     except SqlError as exc:
         raise BadInput(str(exc)) from None
@@ -161,6 +171,28 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
     click.echo(f"{res.gtid.server_id}:{res.gtid.trans_id}")
     click.echo(f"epoch {res.epoch} log_index {res.log_index} commit_ts {res.commit_timestamp_ns}"
                + (" (duplicate)" if res.duplicate else ""), err=True)
+
+
+def _select(target: str, token: str | None, ca: str | None, timeout: float, query: Any,
+            consistency: str) -> None:
+    """Print the rows answering ``query`` as an aligned table (count on stderr)."""
+    from gateway.core.rowops import python_value
+    from gateway.node.sql_select import run_select
+
+    with _client(target, token, ca, timeout) as c:
+        names, rows = _call(lambda: run_select(c, query, consistency))
+    table: list[list[str]] = []
+    for row in rows:
+        cells = {f.name: python_value(v, f.type) for f, v in zip(
+            list(row.key_fields) + list(row.fields), list(row.key_values) + list(row.values),
+            strict=True)}
+        table.append(["NULL" if cells.get(n) is None else str(cells.get(n)) for n in names])
+    if names and table:
+        widths = [max(len(n), *(len(r[i]) for r in table)) for i, n in enumerate(names)]
+        click.echo("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip())
+        for r in table:
+            click.echo("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    click.echo(f"{len(table)} row{'s' if len(table) != 1 else ''}", err=True)
 
 
 @click.command("get")

@@ -79,7 +79,11 @@ class GatewayError(Exception):
 
 
 def to_value(v: Any) -> tuple[value_pb2.Value, int]:
-    """``(Value, FieldType)`` of a Python value (None -> null, typed VARCHAR)."""
+    """``(Value, FieldType)`` of a Python value (None -> null, typed VARCHAR). A ``Value``
+    message is taken as it is (type UNSPECIFIED: usable as a key value, which the node types
+    by the table's key columns)."""
+    if isinstance(v, value_pb2.Value):
+        return v, FT.FIELD_TYPE_UNSPECIFIED
     if v is None:
         return value_pb2.Value(null_value=value_pb2.NULL_VALUE), FT.FIELD_TYPE_VARCHAR
     if isinstance(v, bool):

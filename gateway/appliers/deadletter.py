@@ -8,10 +8,15 @@ ever appended and fsynced, so the log is also the audit trail. A letter without 
 is *open*. Ids are 1, 2, 3, ... per file.
 
 ``gateway deadletter list|replay|discard`` are thin commands over ``DeadLetterLog``.
+
+Every letter added is also logged at warning level (logger ``gateway.deadletter``: letter id,
+applier, table, key, GTID, log index, error), rate-limited per applier to a burst of 10 and one
+line a second after it; the next line logged says how many were suppressed meanwhile.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError
+from gateway.core.ratelimit import LogRateLimiter
 from gateway.core.rowops import RowOp, op_from_proto, op_to_proto
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import applier_pb2, transaction_pb2
@@ -28,6 +34,28 @@ from gateway.v1 import applier_pb2, transaction_pb2
 __all__ = ["DeadLetterError", "DeadLetterLog", "Letter"]
 
 Action = applier_pb2.DeadLetterResolution.Action
+
+log = logging.getLogger("gateway.deadletter")
+
+
+def describe_item(item: RowOp | transaction_pb2.Transaction) -> str:
+    """``table key (..) gtid S:T log index I`` of an operation, or the GTID and tables of a
+    transaction segment: what an operator needs to find the row."""
+    if isinstance(item, RowOp):
+        if item.sql is not None:
+            what = f"SQL statement {item.statement}"
+        else:
+            what = f"{item.table} key {item.key!r}"
+        return (f"{what} gtid {item.gtid.server_id}:{item.gtid.trans_id} "
+                f"log index {item.log_index}")
+    names: set[str] = set()
+    for stmt in item.statements:
+        kind = stmt.WhichOneof("kind")
+        table = getattr(getattr(stmt, kind), "table", None) if kind else None
+        if table is not None:
+            names.add(f"{table.schema_name}.{table.table_name}")
+    return (f"transaction gtid {item.gtid.server_id}:{item.gtid.trans_id} "
+            f"(tables {', '.join(sorted(names)) or '-'})")
 
 
 class DeadLetterError(Exception):
@@ -69,6 +97,7 @@ class DeadLetterLog:
         self.path = Path(directory) / f"{applier}.deadletters"
         self._lock = threading.Lock()
         self._next_id: int | None = None
+        self._log_limit = LogRateLimiter(burst=10, per_seconds=10.0)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -108,6 +137,14 @@ class DeadLetterLog:
             msg.id = self._next_id
             self._append(msg)
             self._next_id += 1
+        admitted, suppressed = self._log_limit.admit()
+        if admitted:
+            more = (f" ({suppressed} more dead letters of this applier not logged)"
+                    if suppressed else "")
+            log.warning("dead letter #%d of applier %s: %s%s: %s: %s", msg.id, self.applier,
+                        describe_item(item), f" at log index {log_index}"
+                        if not isinstance(item, RowOp) and log_index else "",
+                        msg.error_type, msg.error + more)
         return msg.id
 
     def resolve(self, letter_id: int, action: int, note: str = "") -> None:

@@ -44,6 +44,7 @@ from .config import NodeConfig, address_problem
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
+from .exposure import exposure_warnings
 from .feed import ChangeFeed
 from .metrics import serve_metrics
 from .security import (
@@ -162,6 +163,8 @@ class GatewayNode:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+        for warning in exposure_warnings(cfg):
+            log.warning("SECURITY: %s", warning)
 
     def _check_consistency(self) -> None:
         """Refuse to start when the store, a replicated applier position or the hard state's

@@ -5,7 +5,16 @@ Accepted, separated by ``;``:
 - ``SET @name = literal`` (later statements may use ``@name`` wherever a literal goes);
 - ``INSERT INTO schema.table (col, ...) VALUES (...), (...)``;
 - ``UPDATE schema.table SET col = literal, ... WHERE key = literal [AND key2 = literal]``;
-- ``DELETE FROM schema.table WHERE key = literal [AND ...]``.
+- ``DELETE FROM schema.table WHERE key = literal [AND ...]``;
+- ``SELECT * | col, ... FROM schema.table [WHERE ...] [LIMIT n]``, alone (`parse_select`):
+  the WHERE is ``col = literal`` terms on a prefix of the primary key, optionally followed by
+  one range on the next key column (``BETWEEN a AND b``, ``>``, ``>=``, ``<``, ``<=``), all
+  joined with AND. It is answered with ``Read`` (the whole key given) or ``Scan``.
+
+Translation is exact or refused: any clause, modifier or expression not listed here
+(``ON DUPLICATE KEY UPDATE``, ``INSERT IGNORE``, ``REPLACE``, ``LIMIT``/``ORDER BY`` on a
+change, a repeated column, a 3-part name, an integer outside the signed 64-bit range, a
+non-finite number, functions, sub-queries, ...) raises :class:`SqlError` naming it.
 
 Primary key: the ``key`` columns given (``--key id``), else ``id`` if the INSERT names it,
 else the INSERT's first column; for UPDATE/DELETE the WHERE columns are the key. Column types
@@ -15,7 +24,10 @@ TRUE/FALSE BOOLEAN, NULL a null VARCHAR. Anything else raises :class:`SqlError` 
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
@@ -24,7 +36,13 @@ from sqlglot import exp
 from gateway.client import row_delete, row_insert, row_update
 from gateway.v1 import statement_pb2
 
-__all__ = ["SqlError", "sql_to_statements"]
+__all__ = ["SelectQuery", "SqlError", "is_select", "parse_select", "sql_to_statements"]
+
+# sqlglot logs "contains unsupported syntax. Falling back to parsing as a 'Command'" for text
+# it cannot parse (REPLACE, ...); such statements are refused here in one line instead.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 class SqlError(ValueError):
@@ -37,6 +55,12 @@ def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
     if isinstance(node, exp.Boolean):
         return bool(node.this)
     if isinstance(node, exp.Neg):
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string and inner.this.isdigit():
+            value = -int(inner.this)  # so that -9223372036854775808 is in range
+            if value < _INT64[0]:
+                raise SqlError(f"integer out of the signed 64-bit range: -{inner.this}")
+            return value
         v = _literal(node.this, variables)
         if not isinstance(v, int | float) or isinstance(v, bool):
             raise SqlError(f"cannot negate {node.sql()}")
@@ -46,9 +70,20 @@ def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
             return node.this
         text = node.this
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
-            return float(text)
+            value = None
+        if value is None:
+            try:
+                number = float(text)
+            except ValueError:
+                raise SqlError(f"not a number: {text!r}") from None
+            if not math.isfinite(number):
+                raise SqlError(f"number out of range: {text}")
+            return number
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise SqlError(f"integer out of the signed 64-bit range: {text}")
+        return value
     if isinstance(node, exp.Parameter | exp.SessionParameter):
         name = node.name
         if name not in variables:
@@ -57,11 +92,39 @@ def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
     raise SqlError(f"only literals and @variables are supported, not {node.sql()!r}")
 
 
+def _only(node: exp.Expression, allowed: set[str], what: str) -> None:
+    """Refuse ``node`` if it carries any argument beyond ``allowed`` (a clause or modifier
+    this translation would otherwise drop silently)."""
+    extra = sorted(k for k, v in node.args.items()
+                   if k not in allowed and v not in (None, False, "", []))
+    if extra:
+        names = {"conflict": "ON DUPLICATE KEY UPDATE / ON CONFLICT", "ignore": "IGNORE",
+                 "order": "ORDER BY", "limit": "LIMIT", "returning": "RETURNING",
+                 "joins": "JOIN", "group": "GROUP BY", "having": "HAVING",
+                 "distinct": "DISTINCT", "offset": "OFFSET", "with": "WITH"}
+        raise SqlError(f"{what}: {', '.join(names.get(k, k) for k in extra)} is not supported")
+
+
 def _table(node: exp.Expression) -> str:
     t = node if isinstance(node, exp.Table) else node.find(exp.Table)
     if t is None or not t.name:
         raise SqlError("missing table name")
+    _only(t, {"this", "db"}, f"table {t.sql()}")
     return f"{t.db}.{t.name}" if t.db else t.name
+
+
+def _column(node: exp.Expression, what: str) -> str:
+    if isinstance(node, exp.Identifier) or (isinstance(node, exp.Column) and not node.table):
+        return str(node.name)
+    raise SqlError(f"{what}: expected a plain column name, not {node.sql()!r}")
+
+
+def _distinct(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise SqlError(f"{what}: column {n!r} is given twice")
+        seen.add(n)
 
 
 def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, Any]:
@@ -73,16 +136,22 @@ def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, 
     for p in parts:
         if not isinstance(p, exp.EQ) or not isinstance(p.this, exp.Column):
             raise SqlError(f"WHERE must be key = value [AND ...], not {p.sql()!r}")
-        out[p.this.name] = _literal(p.expression, variables)
+        name = _column(p.this, "WHERE")
+        if name in out:
+            raise SqlError(f"WHERE: column {name!r} is given twice")
+        out[name] = _literal(p.expression, variables)
     return out
 
 
 def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
             ) -> statement_pb2.Statement:
+    _only(node, {"this", "expression", "into"}, "INSERT")
     schema = node.this
     if not isinstance(schema, exp.Schema) or not schema.expressions:
         raise SqlError("INSERT needs a column list: INSERT INTO t (a, b) VALUES (...)")
-    cols = [c.name for c in schema.expressions]
+    cols = [_column(c, "INSERT column list") for c in schema.expressions]
+    _distinct(cols, "INSERT")
+    _distinct(list(key), "--key")
     keys = list(key) or (["id"] if "id" in cols else cols[:1])
     missing = [k for k in keys if k not in cols]
     if missing:
@@ -92,7 +161,10 @@ def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
         raise SqlError("only INSERT ... VALUES is supported")
     table = _table(schema)
     stmt: statement_pb2.Statement | None = None
+    _only(values, {"expressions"}, "VALUES")
     for tup in values.expressions:
+        if not isinstance(tup, exp.Tuple):
+            raise SqlError(f"VALUES needs parenthesised rows, not {tup.sql()!r}")
         row = [_literal(v, variables) for v in tup.expressions]
         if len(row) != len(cols):
             raise SqlError(f"{len(row)} values for {len(cols)} columns")
@@ -109,19 +181,26 @@ def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
     return stmt
 
 
-def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.Statement]:
-    """Statements of one transaction for ``text`` (see the module docstring)."""
+def _parse(text: str) -> list[exp.Expression | None]:
     try:
-        trees = sqlglot.parse(text, read="mysql")
-    except sqlglot.errors.ParseError as exc:
+        return sqlglot.parse(text, read="mysql")
+    except sqlglot.errors.SqlglotError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "parse error"
         raise SqlError(f"cannot parse SQL: {first}") from None
+
+
+def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.Statement]:
+    """Statements of one transaction for ``text`` (see the module docstring)."""
+    trees = _parse(text)
     variables: dict[str, Any] = {}
     out: list[statement_pb2.Statement] = []
     for node in trees:
         if node is None:
             continue
+        if isinstance(node, exp.Select):
+            raise SqlError("SELECT must be the only statement (it is not part of a transaction)")
         if isinstance(node, exp.Set):
+            _only(node, {"expressions"}, "SET")
             for item in node.expressions:
                 eq = item.this
                 if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Parameter):
@@ -130,14 +209,19 @@ def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.
         elif isinstance(node, exp.Insert):
             out.append(_insert(node, variables, key))
         elif isinstance(node, exp.Update):
+            _only(node, {"this", "expressions", "where"}, "UPDATE")
             sets = {}
             for eq in node.expressions:
                 if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
                     raise SqlError(f"SET must be col = value, not {eq.sql()!r}")
-                sets[eq.this.name] = _literal(eq.expression, variables)
+                name = _column(eq.this, "SET")
+                if name in sets:
+                    raise SqlError(f"UPDATE: column {name!r} is set twice")
+                sets[name] = _literal(eq.expression, variables)
             out.append(row_update(_table(node.this), _where(node.args.get("where"), variables),
                                   sets))
         elif isinstance(node, exp.Delete):
+            _only(node, {"this", "where"}, "DELETE")
             out.append(row_delete(_table(node.this), _where(node.args.get("where"), variables)))
         else:
             raise SqlError(f"unsupported statement: {node.sql()[:60]!r} (INSERT, UPDATE, "
@@ -146,3 +230,87 @@ def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.
         raise SqlError("no INSERT, UPDATE or DELETE to run")
     return out
 
+
+
+# -- SELECT --------------------------------------------------------------------------------
+
+
+@dataclass
+class SelectQuery:
+    """A parsed ``SELECT`` (module docstring): ``columns`` None for ``*``; ``equal`` the
+    ``col = value`` terms in the order written; ``range_column`` with ``lower``/``upper``
+    bounds ``(value, inclusive)``; ``limit`` None when not given."""
+
+    table: str
+    columns: list[str] | None
+    equal: dict[str, Any] = field(default_factory=dict)
+    range_column: str | None = None
+    lower: tuple[Any, bool] | None = None
+    upper: tuple[Any, bool] | None = None
+    limit: int | None = None
+
+
+def is_select(text: str) -> bool:
+    """True if ``text`` starts with SELECT (after whitespace and comments are ignored)."""
+    trees = [t for t in _parse(text) if t is not None]
+    return bool(trees) and isinstance(trees[0], exp.Select)
+
+
+def _bound(query: SelectQuery, column: str, which: str, value: Any, inclusive: bool) -> None:
+    if query.range_column not in (None, column):
+        raise SqlError(f"WHERE: ranges on two columns ({query.range_column!r}, {column!r}) "
+                       f"are not supported")
+    query.range_column = column
+    if getattr(query, which) is not None:
+        raise SqlError(f"WHERE: two {which} bounds on {column!r}")
+    setattr(query, which, (value, inclusive))
+
+
+def parse_select(text: str) -> SelectQuery:
+    """The one ``SELECT`` in ``text``; raises `SqlError` for anything else."""
+    trees = [t for t in _parse(text) if t is not None]
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        raise SqlError("a SELECT must be the only statement")
+    node = trees[0]
+    _only(node, {"expressions", "from", "from_", "where", "limit"}, "SELECT")
+    source = node.args.get("from") or node.args.get("from_")
+    if source is None:
+        raise SqlError("SELECT needs FROM schema.table")
+    _only(source, {"this"}, "FROM")
+    if not isinstance(source.this, exp.Table):
+        raise SqlError(f"FROM: expected a table, not {source.this.sql()!r}")
+    query = SelectQuery(_table(source.this), None)
+    if not (len(node.expressions) == 1 and isinstance(node.expressions[0], exp.Star)):
+        query.columns = [_column(c, "SELECT list") for c in node.expressions]
+        _distinct(query.columns, "SELECT")
+    where = node.args.get("where")
+    if where is not None:
+        cond = where.this
+        for p in list(cond.flatten()) if isinstance(cond, exp.And) else [cond]:
+            if isinstance(p, exp.Between):
+                name = _column(p.this, "WHERE")
+                _bound(query, name, "lower", _literal(p.args["low"], {}), True)
+                _bound(query, name, "upper", _literal(p.args["high"], {}), True)
+            elif isinstance(p, exp.EQ):
+                name = _column(p.this, "WHERE")
+                if name in query.equal:
+                    raise SqlError(f"WHERE: column {name!r} is given twice")
+                query.equal[name] = _literal(p.expression, {})
+            elif isinstance(p, exp.GT | exp.GTE | exp.LT | exp.LTE):
+                name = _column(p.this, "WHERE")
+                value = _literal(p.expression, {})
+                which = "lower" if isinstance(p, exp.GT | exp.GTE) else "upper"
+                _bound(query, name, which, value, isinstance(p, exp.GTE | exp.LTE))
+            else:
+                raise SqlError(f"WHERE supports col = value, BETWEEN, <, <=, >, >= joined "
+                               f"by AND, not {p.sql()!r}")
+        if query.range_column is not None and query.range_column in query.equal:
+            raise SqlError(f"WHERE: {query.range_column!r} has both = and a range")
+    limit = node.args.get("limit")
+    if limit is not None:
+        _only(limit, {"expression"}, "LIMIT")
+        value = _literal(limit.expression, {})
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise SqlError(f"LIMIT must be a non-negative integer, not {limit.expression.sql()}")
+        query.limit = value
+    return query

@@ -2,10 +2,16 @@
 as in Porcupine), partitioned per key (a KV store is linearizable iff every key's register
 history is: locality, Herlihy & Wing 1990).
 
-A history is a list of :class:`Operation`. ``call`` and ``ret`` are positions on one global
-event order (any strictly increasing clock works); ``ret=None`` marks an operation whose
-outcome is unknown (the client timed out): it may have taken effect at any point after its call,
-or never. Reads with unknown outcomes constrain nothing and are ignored.
+A history is a list of :class:`Operation`. ``call`` and ``ret`` are timestamps on one global
+clock; ``ret=None`` marks an operation whose outcome is unknown (the client timed out): it may
+have taken effect at any point after its call, or never. Reads with unknown outcomes constrain
+nothing and are ignored.
+
+Equal timestamps are common in histories from other tools (coarse clocks). A return and a call
+with the same timestamp are *concurrent*: the call is ordered before the return, as Porcupine
+does, so operation B may take effect before A although B's call equals A's return. Only a
+call strictly after a return orders the two operations. An operation whose return precedes
+its own call is not a history at all: `InvalidHistoryError` names it.
 
 The model is a register per key holding a string or ``None`` (absent):
 
@@ -26,6 +32,11 @@ CAS = "cas"
 
 #: Search budget per key (states expanded) before the answer is "inconclusive".
 DEFAULT_BUDGET = 2_000_000
+
+
+class InvalidHistoryError(ValueError):
+    """The history is malformed (e.g. an operation returns before it is called); ``str()``
+    names the operation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +86,16 @@ def _step(state: str | None, op: Operation) -> tuple[bool, str | None]:
     return state != op.expected, state
 
 
+def _validate(ops: list[Operation]) -> None:
+    for o in ops:
+        if o.ret is not None and o.ret < o.call:
+            raise InvalidHistoryError(f"operation returns before it is called: {o.describe()}")
+
+
 def check_register(ops: list[Operation], budget: int = DEFAULT_BUDGET) -> CheckResult:
-    """Check one key's history against the register model."""
+    """Check one key's history against the register model. Raises `InvalidHistoryError` for
+    an operation whose return precedes its call."""
+    _validate(ops)
     ops = [o for o in ops if not (o.ret is None and o.kind == GET)]
     ops.sort(key=lambda o: o.call)
     n = len(ops)
@@ -105,13 +124,14 @@ def check_register(ops: list[Operation], budget: int = DEFAULT_BUDGET) -> CheckR
             return CheckResult(None, ops[0].key, f"search budget of {budget} states exhausted")
         if bin(mask & known_mask).count("1") > bin(best_mask & known_mask).count("1"):
             best_mask = mask
-        # The next linearized op must be called before every pending known op returns.
+        # The next linearized op must be called no later than every pending known op returns
+        # (a call at the same timestamp as a return is concurrent with it).
         min_ret = inf
         for i in range(n):
             if not (mask >> i) & 1 and rets[i] < min_ret:
                 min_ret = rets[i]
         for i in range(n - 1, -1, -1):
-            if (mask >> i) & 1 or calls[i] >= min_ret:
+            if (mask >> i) & 1 or calls[i] > min_ret:
                 continue
             legal, new_state = _step(state, ops[i])
             if not legal:
@@ -132,7 +152,9 @@ def check_register(ops: list[Operation], budget: int = DEFAULT_BUDGET) -> CheckR
 
 
 def check_history(ops: list[Operation], budget: int = DEFAULT_BUDGET) -> CheckResult:
-    """Check a whole KV history, one key at a time. Returns the first failing key's result."""
+    """Check a whole KV history, one key at a time. Returns the first failing key's result.
+    Raises `InvalidHistoryError` for a malformed history (checked before any search)."""
+    _validate(ops)
     by_key: dict[str, list[Operation]] = defaultdict(list)
     for o in ops:
         by_key[o.key].append(o)

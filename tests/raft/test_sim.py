@@ -72,3 +72,24 @@ def test_fault_names() -> None:
             "lostack"} <= set(ALL_FAULTS)
     with pytest.raises(SystemExit):
         main(["--faults", "bogus"])
+
+
+@pytest.mark.parametrize("args", [["--nodes", "0"], ["--nodes", "-1"], ["--nodes", "x"],
+                                  ["--nodes", "99"], ["--count", "0"], ["--steps", "-5"],
+                                  ["--seed", "-1"]])
+def test_bad_arguments_get_one_line_and_exit_2(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error: argument " + args[0] in err, err
+
+
+def test_single_node_cluster_runs_with_partition_faults(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    # crashed in ``_partition`` (an empty range to cut a one-member cluster in two)
+    assert main(["--seed", "1", "--count", "4", "--nodes", "1", "--steps", "150",
+                 "--faults", "partition,oneway"]) == 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import NoReturn
 
 from .cluster import ALL_FAULTS, SimConfig, run_seed
 
@@ -25,12 +27,37 @@ def _faults(spec: str) -> frozenset[str]:
     return names - {"none"}
 
 
+#: Most initial voters a run may have (the simulator is quadratic in the cluster size).
+MAX_NODES = 15
+
+
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {value}")
+        return value
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (no usage dump, no traceback), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gateway.raft.sim", description=__doc__)
-    p.add_argument("--seed", type=int, default=1, help="first seed")
-    p.add_argument("--count", type=int, default=1, help="number of seeds")
-    p.add_argument("--nodes", type=int, default=3, help="initial voters")
-    p.add_argument("--steps", type=int, default=300, help="ticks of the faulty phase")
+    p = _Parser(prog="python -m gateway.raft.sim", description=__doc__)
+    p.add_argument("--seed", type=_int_in(0), default=1, help="first seed")
+    p.add_argument("--count", type=_int_in(1), default=1, help="number of seeds")
+    p.add_argument("--nodes", type=_int_in(1, MAX_NODES), default=3,
+                   help=f"initial voters (1-{MAX_NODES}; one node runs without partitions)")
+    p.add_argument("--steps", type=_int_in(0), default=300, help="ticks of the faulty phase")
     p.add_argument(
         "--faults", type=_faults, default=frozenset(ALL_FAULTS),
         help=f"comma-separated subset of {','.join(ALL_FAULTS)}, or all / none (default all)",

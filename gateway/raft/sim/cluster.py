@@ -556,6 +556,8 @@ class Simulation:
         return True
 
     def _partition(self, members: list[int]) -> None:
+        if len(members) < 2:
+            return  # a single member: there is nothing to cut
         rng = self.rng
         kind = rng.randrange(0, 4) % 3  # leader isolation twice as likely
         lead = self._leader()

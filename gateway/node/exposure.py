@@ -1,0 +1,68 @@
+"""Start-up warnings for a node reachable from other hosts without protection.
+
+`exposure_warnings` looks at the addresses a node binds and its security settings and returns
+one line per risk; the node logs each as a warning when it starts (docs/node.md, "Security"):
+
+- the API on a non-loopback address with neither TLS (``tls.api_cert``) nor bearer tokens
+  (``tokens_file``): anyone who reaches the port can write and read every row, and
+  administer the cluster;
+- the API on a non-loopback address with tokens but no TLS: tokens travel in clear text;
+- peers on a non-loopback address without mutual TLS: anyone who reaches the port can inject
+  Raft messages;
+- ``/metrics`` on a non-loopback address: it has no authentication (this is often what is
+  wanted, for Prometheus; it is said once so that it is a choice).
+
+A host name is treated as non-loopback unless it is ``localhost``; an unspecified address
+(``0.0.0.0``, ``::``, empty host) is non-loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import NodeConfig
+
+__all__ = ["exposure_warnings", "is_loopback"]
+
+
+def _host(address: str) -> str:
+    host = address.rpartition(":")[0] if ":" in address else address
+    return host.strip("[]")
+
+
+def is_loopback(address: str) -> bool:
+    """True if ``HOST:PORT`` binds only a loopback interface."""
+    host = _host(address)
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name, or an empty host (all interfaces)
+
+
+def exposure_warnings(cfg: NodeConfig) -> list[str]:
+    """One line per way the node is reachable from other hosts without protection."""
+    out = []
+    if not is_loopback(cfg.api):
+        if not cfg.tls.api_enabled and not cfg.tokens_file:
+            out.append(
+                f"api {cfg.api} is reachable from other hosts with NO TLS and NO tokens: anyone "
+                f"who reaches it can read and write every row and administer the cluster; set "
+                f"tls.api_cert/tls.api_key and tokens_file (docs/node.md, \"Security\") or bind "
+                f"127.0.0.1")
+        elif not cfg.tls.api_enabled:
+            out.append(f"api {cfg.api} is reachable from other hosts without TLS: bearer tokens "
+                       f"and rows travel in clear text; set tls.api_cert/tls.api_key")
+        elif not cfg.tokens_file:
+            out.append(f"api {cfg.api} is reachable from other hosts with TLS but no tokens: "
+                       f"any client can write and administer; set tokens_file")
+    if not is_loopback(cfg.listen) and not cfg.tls.peer_enabled and len(cfg.peer_map()) > 1:
+        out.append(f"peer port {cfg.listen} is reachable from other hosts without mutual TLS: "
+                   f"anyone who reaches it can inject Raft messages; set tls.peer_cert, "
+                   f"tls.peer_key and tls.peer_ca")
+    if cfg.metrics and not is_loopback(cfg.metrics):
+        out.append(f"metrics {cfg.metrics} is reachable from other hosts (no authentication)")
+    return out
