@@ -49,6 +49,10 @@ def gateway_register_conflict_functions() -> Mapping[str, Any]:
     A conflict function is called with keyword arguments ``row_epoch``, ``row_author``,
     ``change_epoch``, ``change_author`` and ``max_replicated_epoch`` and returns true when the
     change conflicts with the stored row. Names must be unique across loaded plugins.
+
+    Provisional: kept for the multi-master conflict functions (issue 15), which will call the
+    registered functions per replicated row change; the arguments may grow (the row's GTID,
+    the change's origin) until that lands, and docs/plugins.md will say when it is final.
     """
 
 

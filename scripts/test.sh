@@ -39,6 +39,26 @@ if [ "${GATEWAY_CLIENTS:-1}" != 0 ]; then
     bash clients/test.sh
 fi
 
+# The Python specifications of the C fast paths (record stream, node wire paths, Spark decoder)
+# must not rot: their tests run once more with the accelerators off. Only on a whole-suite run.
+PURE_TESTS=(
+    tests/core/test_records.py tests/core/test_record_corruption.py
+    tests/core/test_record_search.py tests/core/test_stuffing.py tests/core/test_wal.py
+    tests/core/test_wal_codec.py tests/node/test_wire_check.py tests/node/test_row_encoding.py
+    tests/node/test_single_node.py tests/spark/test_datasource.py tests/spark/test_node_entries.py
+)
+pure_rc=0
+if [ "$#" -eq 0 ]; then
+    set +e
+    GATEWAY_PURE_PYTHON=1 "$PY" -m pytest -q -p no:cacheprovider "${PURE_TESTS[@]}"
+    pure_rc=$?
+    set -e
+    if [ "$pure_rc" -eq 5 ]; then
+        echo "pure-Python run collected no tests: treating as failure" >&2
+        exit 1
+    fi
+fi
+
 export GATEWAY_REQUIRE_ACCEL=1  # the C accelerators must build here; their tests must not skip
 set +e
 "$PY" -m pytest "$@"
@@ -47,5 +67,9 @@ set -e
 if [ "$rc" -eq 5 ]; then
     echo "pytest collected no tests: treating as failure" >&2
     exit 1
+fi
+if [ "$rc" -eq 0 ] && [ "$pure_rc" -ne 0 ]; then
+    echo "the pure-Python specification tests failed (GATEWAY_PURE_PYTHON=1)" >&2
+    exit "$pure_rc"
 fi
 exit "$rc"

@@ -38,10 +38,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from gateway.appliers.contract import UnsupportedOperationError
-from gateway.appliers.deadletter import DeadLetterLog
-from gateway.appliers.position import ApplierPosition, GtidSet
-from gateway.core.rowops import Gtid, RowOp
+from gateway import ApplierPosition, DeadLetterLog, Gtid, GtidSet, RowOp, UnsupportedOperationError
 
 from .convert import op_of_row
 from .datasource import damage_summary, register

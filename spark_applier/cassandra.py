@@ -27,8 +27,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from gateway.appliers.contract import ApplyError, UnsupportedOperationError
-from gateway.core.rowops import OpKind, RowOp
+from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
 
 from .convert import op_of_row
 from .writers import table_columns

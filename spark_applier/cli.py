@@ -91,8 +91,7 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
 
         gateway spark apply --source /var/lib/gateway/wal --target parquet:/data/tables
     """
-    from gateway.appliers.contract import ApplyError
-    from gateway.appliers.position import PositionStoreError
+    from gateway import ApplyError, PositionStoreError
 
     state = state_dir or f"{source.rstrip('/')}.spark-state"
     spark, owned = _session(master, "4")

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gateway.core.rowops import Column, Gtid, OpKind, RowOp, SqlText, TableRef, Variable
+from gateway import Column, Gtid, OpKind, RowOp, SqlText, TableRef, Variable
 
 __all__ = ["cell_value", "column_values", "op_of_row"]
 

@@ -42,7 +42,7 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 
-from gateway.core.stuffing import SEPARATOR
+from gateway.formats import SEPARATOR
 
 from . import layout
 from .decode import RangeReport, read_range, write_report

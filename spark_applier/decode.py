@@ -41,9 +41,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from gateway.core import accel, records
-from gateway.core.rowops import CASE_OF_TYPE, TYPE_OF_CASE
-from gateway.core.wal.codec import PayloadError, WalTag, decode_entry
+from gateway import CASE_OF_TYPE, TYPE_OF_CASE
+from gateway.formats import PayloadError, WalTag, decode_entry, load_accelerator, records
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 from .layout import ReadRange, open_buffer
@@ -51,7 +50,7 @@ from .schema import ARROW_SCHEMA, CELL, MARKER_OP
 
 __all__ = ["ACCELERATED", "RangeReport", "read_range", "write_report"]
 
-_cdecode = accel.load("spark_applier._txndecode")
+_cdecode = load_accelerator("spark_applier._txndecode")
 
 #: True when the C extension decodes the common transactions.
 ACCELERATED = _cdecode is not None

@@ -31,14 +31,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from gateway.core import records
-from gateway.core.stuffing import SEPARATOR
-from gateway.core.wal.codec import (
+from gateway.formats import (
+    SEPARATOR,
     PayloadError,
     WalTag,
     decode_entry,
     decode_fields,
     decode_log_start,
+    records,
 )
 from gateway.v1 import transaction_pb2
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from gateway.hookspecs import hookimpl
+from gateway import hookimpl
 
 __all__ = ["MicroBatchRunner", "gateway_register_commands"]
 

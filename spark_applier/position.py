@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from gateway.appliers.position import ApplierPosition, PositionStore
+from gateway import ApplierPosition, PositionStore
 
 __all__ = ["SparkPositionStore"]
 

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gateway.core.rowops import Column, OpKind, RowOp, TableRef
+from gateway import Column, OpKind, RowOp, TableRef
 
 from .convert import column_values, op_of_row
 
@@ -71,7 +71,7 @@ def _all(mask: pa.Array) -> bool:
 def _group_ops(sub: pa.Table) -> Any:
     """One ``ColumnOps`` for rows of one table, kind and shape; ``None`` if they differ in
     shape after all."""
-    from gateway.appliers.sqlite import ColumnOps
+    from gateway import ColumnOps
 
     m = sub.num_rows
     keys, vals = sub["key"].combine_chunks(), sub["values"].combine_chunks()
@@ -148,7 +148,7 @@ class SqliteTarget:
         self.synchronous = synchronous
 
     def _applier(self) -> Any:
-        from gateway.appliers.sqlite import SqliteApplier
+        from gateway import SqliteApplier
 
         return SqliteApplier(self.path, busy_timeout_ms=120_000, synchronous=self.synchronous)
 

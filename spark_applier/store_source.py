@@ -34,10 +34,16 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from gateway.core import records
-from gateway.core.lsm.export import SNAPSHOT_NAME, read_snapshot_manifest
-from gateway.core.lsm.format import FLAG_META, FLAG_TOMBSTONE, TAG_BLOCK, decode_block
-from gateway.core.lsm.manifest import read_manifest
+from gateway.formats import (
+    FLAG_META,
+    FLAG_TOMBSTONE,
+    SNAPSHOT_NAME,
+    TAG_BLOCK,
+    decode_block,
+    read_manifest,
+    read_snapshot_manifest,
+    records,
+)
 
 from .decode import RangeReport, write_report
 from .layout import open_buffer

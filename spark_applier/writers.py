@@ -31,8 +31,7 @@ import uuid
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from gateway.appliers.contract import ApplyError, UnsupportedOperationError
-from gateway.core.rowops import OpKind, RowOp
+from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
 
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget

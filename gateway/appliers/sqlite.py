@@ -30,12 +30,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from gateway.core.rowops import Column, Gtid, OpKind, RowOp, TableRef
+from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
 from gateway.hookspecs import hookimpl
 from gateway.v1 import value_pb2
 
@@ -94,27 +93,6 @@ def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
     if field_type in _BOUND_AS_IS:
         return values
     return [_db_value(v) for v in values]
-
-
-@dataclass(frozen=True)
-class ColumnOps:
-    """Operations of one ``kind`` (INSERT, UPSERT, UPDATE or DELETE) on rows of one table,
-    column by column: ``key[i][r]`` is the value of ``key_columns[i]`` in row ``r``,
-    ``values[j][r]`` that of ``columns[j]``. Every row sets exactly ``columns`` (an INSERT
-    leaves the table's other columns null, an UPDATE leaves them as they are); a DELETE has no
-    columns. Values are what ``rowops.python_value`` gives for a value of the column's type
-    (or ``None``), i.e. what the ``RowOp`` of each row would hold. ``gtids[r]`` is the
-    ``(server_id, trans_id)`` of row ``r``'s last change. At most one operation per row."""
-
-    table: TableRef
-    kind: OpKind
-    key_columns: tuple[Column, ...]
-    columns: tuple[Column, ...]
-    key: Sequence[Sequence[Any]]
-    values: Sequence[Sequence[Any]]
-
-    def __len__(self) -> int:
-        return len(self.key[0]) if self.key else 0
 
 
 class SqliteApplier(Applier):

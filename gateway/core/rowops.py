@@ -47,6 +47,7 @@ __all__ = [
     "CASE_OF_TYPE",
     "TYPE_OF_CASE",
     "Column",
+    "ColumnOps",
     "Gtid",
     "MalformedTransactionError",
     "OpKind",
@@ -447,3 +448,24 @@ def op_from_proto(msg: applier_pb2.RowOperation) -> RowOp:
         )
     except ValueError as exc:
         raise MalformedTransactionError(f"row operation: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnOps:
+    """Operations of one ``kind`` (INSERT, UPSERT, UPDATE or DELETE) on rows of one table,
+    column by column: ``key[i][r]`` is the value of ``key_columns[i]`` in row ``r``,
+    ``values[j][r]`` that of ``columns[j]``. Every row sets exactly ``columns`` (an INSERT
+    leaves the table's other columns null, an UPDATE leaves them as they are); a DELETE has no
+    columns. Values are what ``rowops.python_value`` gives for a value of the column's type
+    (or ``None``), i.e. what the ``RowOp`` of each row would hold. ``gtids[r]`` is the
+    ``(server_id, trans_id)`` of row ``r``'s last change. At most one operation per row."""
+
+    table: TableRef
+    kind: OpKind
+    key_columns: tuple[Column, ...]
+    columns: tuple[Column, ...]
+    key: Sequence[Sequence[Any]]
+    values: Sequence[Sequence[Any]]
+
+    def __len__(self) -> int:
+        return len(self.key[0]) if self.key else 0

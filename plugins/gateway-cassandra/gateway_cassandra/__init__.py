@@ -22,8 +22,12 @@ from collections.abc import Mapping
 
 from cassandra import ConsistencyLevel
 
-from gateway import hookimpl
-from gateway.appliers.contract import SCOPE_CLUSTER, ApplierConfigError, ApplierFactory
+from gateway import (
+    SCOPE_CLUSTER,
+    ApplierConfigError,
+    ApplierFactory,
+    hookimpl,
+)
 
 from .applier import (
     CassandraApplier,

@@ -55,14 +55,18 @@ from cassandra.policies import (
 )
 from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
-from gateway.appliers.contract import (
+from gateway import (
     Applier,
     ApplyError,
     Capabilities,
+    Column,
+    FieldType,
+    OpKind,
+    RowOp,
+    TableRef,
     TransientApplyError,
     UnsupportedOperationError,
 )
-from gateway.core.rowops import Column, OpKind, RowOp, TableRef
 
 from . import schema
 from .clock import RowClock, write_timestamp
@@ -420,9 +424,7 @@ def _cql_of(statement: Any) -> str:
 
 def _column_like(name: str, value: Any) -> Column:
     """A column for a value read back from Cassandra (MOVE): its type from the Python value."""
-    from gateway.v1 import value_pb2
-
-    ft = value_pb2.FieldType
+    ft = FieldType
     if isinstance(value, bool):
         return Column(name, ft.FIELD_TYPE_BOOLEAN)
     if isinstance(value, int):

@@ -31,7 +31,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
-from gateway.core.rowops import RowOp
+from gateway import (
+    RowOp,
+)
 
 __all__ = ["MAX_LOG_INDEX", "RowClock", "write_timestamp"]
 

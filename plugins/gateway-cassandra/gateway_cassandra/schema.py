@@ -11,7 +11,7 @@ Mapping (README.md has the table):
 - the primary key -> ``PRIMARY KEY ((partition...), clustering...)``: by default every key
   column is in the partition key (one row per partition); the ``clustering`` option names key
   columns that become clustering columns instead, in order;
-- column types from ``gateway.v1.FieldType`` (``CQL_TYPES``): BOOLEAN boolean, INTEGER bigint,
+- column types from ``gateway.FieldType`` (``CQL_TYPES``): BOOLEAN boolean, INTEGER bigint,
   UNSIGNED varint (uint64 does not fit bigint), DOUBLE double, DECIMAL decimal, VARCHAR / DATE /
   TIME / DATETIME / JSON text (the log carries them as text), BLOB blob, TIMESTAMP bigint (ns
   since the epoch; CQL ``timestamp`` has ms only), UUID uuid.
@@ -28,9 +28,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.appliers.contract import ApplierConfigError, UnsupportedOperationError
-from gateway.core.rowops import Column, TableRef
-from gateway.v1 import value_pb2
+from gateway import (
+    ApplierConfigError,
+    Column,
+    FieldType,
+    TableRef,
+    UnsupportedOperationError,
+)
 
 __all__ = [
     "CQL_TYPES",
@@ -50,7 +54,7 @@ __all__ = [
     "update_row",
 ]
 
-FT = value_pb2.FieldType
+FT = FieldType
 CQL_TYPES: dict[int, str] = {
     FT.FIELD_TYPE_BOOLEAN: "boolean",
     FT.FIELD_TYPE_INTEGER: "bigint",

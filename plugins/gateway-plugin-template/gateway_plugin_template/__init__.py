@@ -13,15 +13,15 @@ from typing import Any
 
 import click
 
-from gateway import hookimpl
-from gateway.appliers.contract import (
+from gateway import (
     SCOPE_NODE,
     Applier,
     ApplierConfigError,
     ApplierFactory,
     Capabilities,
+    RowOp,
+    hookimpl,
 )
-from gateway.core.rowops import RowOp
 
 __all__ = ["LAST_METRICS", "JsonLinesApplier"]
 

@@ -21,8 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gateway import hookimpl
-from gateway.appliers.contract import SCOPE_CLUSTER, ApplierConfigError, ApplierFactory
+from gateway import (
+    SCOPE_CLUSTER,
+    ApplierConfigError,
+    ApplierFactory,
+    hookimpl,
+)
 
 from .message import (
     CONTENT_TYPES,

@@ -33,20 +33,22 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gateway.core.frame import decode_frame, encode_frame
-from gateway.core.messages import TypeTag
-from gateway.core.rowops import (
+from gateway import (
     Column,
+    FieldType,
     Gtid,
     OpKind,
     RowOp,
+    RowOperation,
     SqlText,
     TableRef,
+    TypeTag,
     Variable,
+    decode_frame,
+    encode_frame,
     op_from_proto,
     op_to_proto,
 )
-from gateway.v1 import applier_pb2, value_pb2
 
 __all__ = [
     "CONTENT_TYPES",
@@ -61,7 +63,7 @@ __all__ = [
     "routing_key",
 ]
 
-FT = value_pb2.FieldType
+FT = FieldType
 FORMATS = ("frame", "json")
 CONTENT_TYPES = {"frame": "application/x-gateway-frame", "json": "application/json"}
 _MAX_LONG = 2**63 - 1
@@ -232,6 +234,6 @@ def decode_body(body: bytes, content_type: str | None = None) -> RowOp:
         raise MessageFormatError(f"frame body: type tag {tag}, expected "
                                  f"{int(TypeTag.ROW_OPERATION)} (RowOperation)")
     try:
-        return op_from_proto(applier_pb2.RowOperation.FromString(message))
+        return op_from_proto(RowOperation.FromString(message))
     except Exception as exc:  # DecodeError or MalformedTransactionError
         raise MessageFormatError(f"frame body: {exc}") from None

@@ -47,8 +47,12 @@ import aio_pika
 import aiormq
 from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
 
-from gateway.appliers.contract import Applier, Capabilities, TransientApplyError
-from gateway.core.rowops import RowOp
+from gateway import (
+    Applier,
+    Capabilities,
+    RowOp,
+    TransientApplyError,
+)
 
 from .message import OutgoingMessage, encode
 
