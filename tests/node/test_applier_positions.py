@@ -9,9 +9,9 @@ import types
 
 import pytest
 
-from gateway import logtool
 from gateway.appliers.contract import ApplierConfigError, ApplierFactory, scope_of
 from gateway.appliers.sqlite import SQLITE_FACTORY
+from gateway.cli import logtool
 from gateway.core import messages
 from gateway.node import keys
 from gateway.node.config import ConfigError, load_config

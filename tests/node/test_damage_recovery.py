@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from gateway.appliers.position import ApplierPosition, PositionStore
+from gateway.cli.sql import sql_to_statements
 from gateway.client import AsyncGatewayClient
 from gateway.core import records
 from gateway.node import GatewayNode
 from gateway.node.server import NodeStartError
-from gateway.node.sql import sql_to_statements
 
 from .conftest import leader_of, node_configs, run
 
