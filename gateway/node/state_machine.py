@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from google.protobuf.message import DecodeError
 
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
+from gateway.core.lsm.format import prefix_end
 from gateway.core.messages import TypeTag
 from gateway.raft import Entry, EntryType
 from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
@@ -187,7 +188,7 @@ class StoreStateMachine:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
-        hi = prefix + keys.encode_key(end) if end else keys_prefix_end(prefix)
+        hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
         for _, v in self.store.scan(lo, hi):
             yield gateway_pb2.Row.FromString(v)
 
@@ -528,13 +529,6 @@ class StoreStateMachine:
 
     def close(self) -> None:
         self.store.close()
-
-
-def keys_prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix``."""
-    from gateway.core.lsm.store import prefix_end
-
-    return prefix_end(prefix)
 
 
 def table_of(stmt: statement_pb2.Statement) -> str:
