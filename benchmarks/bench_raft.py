@@ -43,10 +43,7 @@ def _pump(nodes: dict[int, RawNode], storages: dict[int, MemoryStorage]) -> tupl
             rd = n.ready()
             core += clock() - t0
             busy = True
-            st = storages[i]
-            st.append(rd.entries)
-            if rd.hard_state is not None:
-                st.set_hard_state(rd.hard_state)
+            storages[i].persist(rd)
             if i == 1:
                 applied += len(rd.committed_entries)
             t0 = clock()

@@ -98,7 +98,7 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
     try:
         from .bulk import apply_log
         from .layout import LogLayoutError
-        from .plugin import MicroBatchRunner
+        from .runner import MicroBatchRunner
         from .targets import TargetSpecError, make_target
 
         try:

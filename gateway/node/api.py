@@ -43,9 +43,9 @@ from .validation import (
     InvalidRequest,
     check_idempotency_key,
     check_key_values,
-    frame_statements,
     split_table_name,
 )
+from .wire import frame_statements
 
 if TYPE_CHECKING:
     from .server import GatewayNode

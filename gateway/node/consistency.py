@@ -118,7 +118,7 @@ def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_
     end until it finds one of this cluster's transactions."""
     from gateway.raft import EntryType
 
-    from .state_machine import decode_entry
+    from .wire import decode_entry
 
     first, hi = storage.first_index(), storage.last_index() + 1
     while hi > first:

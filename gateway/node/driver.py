@@ -67,9 +67,10 @@ from gateway.v1 import epoch_pb2, gateway_pb2
 from . import keys
 from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
 from .snapshot_taker import SnapshotTaker
-from .state_machine import Applied, StoreStateMachine, decode_entry, encode_transaction_wire
+from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
-from .validation import InvalidRequest, TableSchema, WireChecker, frame_statements
+from .validation import InvalidRequest, TableSchema
+from .wire import WireChecker, decode_entry, encode_transaction_wire, frame_statements
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 

@@ -23,8 +23,8 @@ from gateway.raft import NO_LIMIT, CompactedError, EntryType
 from gateway.v1 import gateway_pb2
 
 from .errors import NodeStoppedError
-from .state_machine import decode_entry
 from .validation import InvalidRequest
+from .wire import decode_entry
 
 if TYPE_CHECKING:
     from .driver import RaftDriver

@@ -44,10 +44,9 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
-from gateway.core import accel
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
+from gateway.core.lsm.format import prefix_end
 from gateway.core.messages import TypeTag
-from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
 from gateway.raft import Entry, EntryType
 from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
@@ -57,12 +56,21 @@ from .validation import (
     InvalidRequest,
     TableSchema,
     check_statements,
-    insert_header_span,
     qualified_name,
 )
+from .wire import (
+    decode_entry,
+    insert_header_span,
+    insert_rows,
+    meta_parts,
+    parse_txn,
+    retag_record,
+    row_tail,
+    split_insert,
+    write_result,
+)
 
-__all__ = ["Applied", "StoreStateMachine", "decode_entry", "encode_transaction",
-           "encode_transaction_wire"]
+__all__ = ["Applied", "StoreStateMachine"]
 
 _U64 = struct.Struct(">Q")
 #: Default idempotency window: a retry is recognised for this long after the first commit.
@@ -71,344 +79,6 @@ _EXPIRY_GRAIN_NS = 10**9
 _TXN = TypeTag.TRANSACTION
 _POS = TypeTag.APPLIER_POSITION
 _MISSING = object()
-
-
-def _retag_record(data: bytes) -> tuple[bytes, bytes] | None:
-    """A serialized ``InsertRecord`` (key_values = 1, after_values = 2, both ``Value``) as
-    ``(key values tagged as Row field 3, after values tagged as Row field 5)``; None if it holds
-    anything else. Serialization writes fields in number order, so the parts are contiguous."""
-    keys_out: list[bytes] = []
-    vals_out: list[bytes] = []
-    pos, n = 0, len(data)
-    while pos < n:
-        tag = data[pos]
-        start = pos + 1
-        length, pos = decode_uvarint(data, start)
-        end = pos + length
-        if tag == 0x0A:
-            keys_out.append(b"\x1a" + data[start:end])
-        elif tag == 0x12:
-            vals_out.append(b"\x2a" + data[start:end])
-        else:
-            return None
-        pos = end
-    return b"".join(keys_out), b"".join(vals_out)
-
-
-def _fields_of(data: bytes) -> list[tuple[int, int, int, int]] | None:
-    """Top-level length-delimited fields of a serialized message as ``(tag byte, start of the
-    tag, start of the payload, end)``; None if any field is not a one-byte-tag
-    length-delimited one."""
-    out = []
-    pos, n = 0, len(data)
-    while pos < n:
-        tag = data[pos]
-        if tag & 0x87 != 0x02:  # wire type 2, field number < 16
-            return None
-        start = pos
-        length, pos = decode_uvarint(data, pos + 1)
-        out.append((tag, start, pos, pos + length))
-        pos += length
-    if pos != n:
-        return None
-    return out
-
-
-def _split_insert(data: bytes) -> tuple[bytes, bytes, list[bytes]] | None:
-    """A serialized ``InsertStatement`` (table = 1, key_fields = 2, fields = 3, records = 4)
-    as ``(table + key_fields as Row fields 1-2, fields as Row field 4, record payloads)``;
-    None if it holds anything else."""
-    fields = _fields_of(data)
-    if fields is None:
-        return None
-    head: list[bytes] = []
-    mid: list[bytes] = []
-    recs: list[bytes] = []
-    for tag, start, body, end in fields:
-        if tag in (0x0A, 0x12):
-            head.append(data[start:end])
-        elif tag == 0x1A:
-            mid.append(b"\x22" + data[start + 1:end])
-        elif tag == 0x22:
-            recs.append(data[body:end])
-        else:
-            return None
-    return b"".join(head), b"".join(mid), recs
-
-
-_FIXED64 = struct.Struct("<Q")
-
-
-def _row_tail(meta: tuple[int, int, int], gtid: bytes, index: int) -> bytes:
-    """Row fields 6-10 (epoch, author, gtid, commit_timestamp_ns, log_index) serialized as
-    ``Row.SerializeToString()`` writes them (zero scalars omitted, the GTID always present)."""
-    epoch, author, commit_ts = meta
-    parts = []
-    if epoch:
-        parts.append(b"\x30" + encode_uvarint(epoch))
-    if author:
-        parts.append(b"\x38" + encode_uvarint(author))
-    parts.append(b"\x42" + encode_uvarint(len(gtid)) + gtid)
-    if commit_ts:
-        parts.append(b"\x49" + _FIXED64.pack(commit_ts))
-    if index:
-        parts.append(b"\x50" + encode_uvarint(index))
-    return b"".join(parts)
-
-
-def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = "") -> bytes:
-    """The Raft entry payload of ``txn``: tag ``TRANSACTION`` + the serialized ``Transaction``.
-
-    ``idempotency_key``, when given, is stored in ``txn.idempotency_key`` (the field of the log
-    model) before serializing; an empty key leaves the field as it is."""
-    if idempotency_key:
-        txn.idempotency_key = idempotency_key
-    return bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
-
-
-def encode_transaction_wire(server_id: int, trans_id: int, epoch: int, author: int,
-                            start_ns: int, commit_ns: int, statements: bytes,
-                            idempotency_key: str = "") -> bytes:
-    """:func:`encode_transaction` of ``Transaction(gtid=Gtid(server_id, trans_id), epoch,
-    author, start_timestamp_ns, commit_timestamp_ns, statements, segment_id=1,
-    end_segment=True, idempotency_key)`` assembled from its parts, ``statements`` already
-    serialized as the transaction's field 6 (``validation.frame_statements``): the same bytes
-    without building and serializing the message again."""
-    gtid = _gtid_bytes(server_id, trans_id)
-    parts = [bytes((_TXN, 0x0A)), encode_uvarint(len(gtid)), gtid]
-    if epoch:
-        parts.append(b"\x10" + encode_uvarint(epoch))
-    if author:
-        parts.append(b"\x18" + encode_uvarint(author))
-    if start_ns:
-        parts.append(b"\x21" + _FIXED64.pack(start_ns))
-    if commit_ns:
-        parts.append(b"\x29" + _FIXED64.pack(commit_ns))
-    parts.append(statements)
-    parts.append(b"\x38\x01\x40\x01")
-    if idempotency_key:
-        key = idempotency_key.encode()
-        parts.append(b"\x52" + encode_uvarint(len(key)) + key)
-    return b"".join(parts)
-
-
-def decode_entry(data: bytes) -> tuple[transaction_pb2.Transaction | None, str]:
-    """``(transaction, idempotency key)`` of an entry payload; ``(None, "")`` if the entry
-    holds no transaction (no-op, epoch marker, anything else)."""
-    if not data or data[0] != _TXN:
-        return None, ""
-    txn = transaction_pb2.Transaction.FromString(data[1:])
-    return txn, txn.idempotency_key
-
-
-
-_SINT_BIAS = 1 << 63
-_U64BE = struct.Struct(">Q")
-_U64LE = struct.Struct("<Q")
-_U64_MASK = (1 << 64) - 1
-_FIX64_AT = struct.Struct("<Q").unpack_from
-
-
-def _parse_txn_py(data: bytes
-                  ) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
-    """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
-    path needs, read from the wire bytes without building messages: ``(server id, trans id,
-    epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
-    (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
-    path. The specification of ``gateway.node._wire.parse_txn``."""
-    pos, n = 1, len(data)
-    sid = tid = epoch = author = commit_ts = 0
-    stmts: list[tuple[int, int]] = []
-    idem = ""
-    try:
-        while pos < n:
-            tag = data[pos]
-            pos += 1
-            wt = tag & 7
-            if wt == 0:
-                v, pos = decode_uvarint(data, pos)
-                if tag == 0x10:
-                    epoch = v
-                elif tag == 0x18:
-                    author = v
-                elif tag not in (0x38, 0x40):  # segment_id, end_segment
-                    return None
-            elif wt == 2:
-                ln, pos = decode_uvarint(data, pos)
-                end = pos + ln
-                if end > n:
-                    return None
-                if tag == 0x32:
-                    stmts.append((pos, end))
-                elif tag == 0x0A:
-                    p = pos
-                    while p < end:
-                        t = data[p]
-                        v, p = decode_uvarint(data, p + 1)
-                        if t == 0x08:
-                            sid = v
-                        elif t == 0x10:
-                            tid = v
-                        else:
-                            return None
-                    if p != end:
-                        return None
-                elif tag == 0x52:
-                    idem = data[pos:end].decode()
-                else:
-                    return None
-                pos = end
-            elif wt == 1:
-                if pos + 8 > n:
-                    return None
-                if tag == 0x29:
-                    commit_ts = _FIX64_AT(data, pos)[0]
-                elif tag != 0x21:  # start_timestamp_ns
-                    return None
-                pos += 8
-            else:
-                return None
-    except (IndexError, UnicodeDecodeError):
-        return None
-    if pos != n:
-        return None
-    return sid, tid, epoch, author, commit_ts, stmts, idem
-
-
-def _gtid_bytes(sid: int, tid: int) -> bytes:
-    """``Gtid(server_id=sid, trans_id=tid).SerializeToString()``."""
-    out = b""
-    if sid:
-        out = b"\x08" + encode_uvarint(sid)
-    if tid:
-        out += b"\x10" + encode_uvarint(tid)
-    return out
-
-
-_varint_cache: dict[int, bytes] = {}
-
-
-def _varint_cached(v: int) -> bytes:
-    """``encode_uvarint(v)`` for values that repeat (epochs, the author): a small cache."""
-    if v < 128:
-        return SMALL_VARINTS[v]
-    got = _varint_cache.get(v)
-    if got is None:
-        if len(_varint_cache) > 256:
-            _varint_cache.clear()
-        got = _varint_cache[v] = encode_uvarint(v)
-    return got
-
-
-def _meta_parts(sid: int, tid: int, epoch: int, author: int, commit_ts: int, index: int
-                ) -> tuple[bytes, bytes, bytes]:
-    """``(serialized Gtid, Row fields 6-10 as _row_tail gives them, serialized WriteResult as
-    _write_result gives it)`` of one transaction, sharing the encoded numbers."""
-    gtid = (b"\x08" + _varint_cached(sid) if sid else b"") + (
-        b"\x10" + encode_uvarint(tid) if tid else b"")
-    glen = SMALL_VARINTS[len(gtid)] if len(gtid) < 128 else encode_uvarint(len(gtid))
-    ev = _varint_cached(epoch) if epoch else b""
-    ts = _FIXED64.pack(commit_ts) if commit_ts else b""
-    iv = encode_uvarint(index) if index else b""
-    tail = b"".join((
-        b"\x30" + ev if epoch else b"",
-        b"\x38" + _varint_cached(author) if author else b"",
-        b"\x42", glen, gtid,
-        b"\x49" + ts if commit_ts else b"",
-        b"\x50" + iv if index else b""))
-    result = b"".join((
-        b"\x0a", glen, gtid,
-        b"\x10" + ev if epoch else b"",
-        b"\x19" + ts if commit_ts else b"",
-        b"\x20" + iv if index else b""))
-    return gtid, tail, result
-
-
-def _insert_rows_py(data: bytes, pos: int, end: int, prefix: bytes, head: bytes, mid: bytes,
-                    tail: bytes, epoch: int, author: int, commit_ts: int
-                    ) -> list[tuple[bytes, bytes, int, int, int]] | None:
-    """Store operations ``(key, row, epoch, author, commit_ts)`` for the ``InsertRecord``
-    fields in ``data[pos:end]`` of an insert statement whose header gave ``prefix`` (row key
-    prefix), ``head`` and ``mid`` (``Row`` fields before the key values and between key and
-    after values) and whose transaction gave ``tail``; None when a record needs the general
-    path. The specification of the C accelerator ``gateway.node._wire.insert_rows``."""
-    join = b"".join
-    out = []
-    try:
-        while pos < end:
-            if data[pos] != 0x22:
-                return None
-            ln, r_start = decode_uvarint(data, pos + 1)
-            r_end = r_start + ln
-            if r_end > end:
-                return None
-            kparts: list[bytes] = []
-            kvals: list[bytes] = []
-            vals: list[bytes] = []
-            p = r_start
-            while p < r_end:
-                tag = data[p]
-                vl, v_start = decode_uvarint(data, p + 1)
-                v_end = v_start + vl
-                if v_end > r_end:
-                    return None
-                if tag == 0x0A:
-                    kp = _key_part(data, v_start, v_end)
-                    if kp is None:
-                        return None
-                    kparts.append(kp)
-                    kvals.append(b"\x1a" + data[p + 1:v_end])
-                elif tag == 0x12:
-                    vals.append(b"\x2a" + data[p + 1:v_end])
-                else:
-                    return None
-                p = v_end
-            out.append((prefix + join(kparts), join((head, join(kvals), mid, join(vals), tail)),
-                        epoch, author, commit_ts))
-            pos = r_end
-    except (IndexError, ValueError):
-        return None
-    return out
-
-
-
-
-def _key_part(data: bytes, start: int, end: int) -> bytes | None:
-    """The store-key encoding (``keys.encode_key``) of the serialized ``Value``
-    ``data[start:end]`` read from its wire bytes, when it is exactly one non-null value field;
-    None otherwise (the general path decides: a null key is rejected there, odd encodings go
-    through the message)."""
-    if end <= start:
-        return None
-    tag = data[start]
-    p = start + 1
-    if tag in (0x3A, 0x32, 0x42):  # string_value, decimal_value (text), bytes_value
-        ln, p = decode_uvarint(data, p)
-        if p + ln != end:
-            return None
-        return (b"\x07" if tag == 0x42 else b"\x06") + data[p:end].replace(
-            b"\x00", b"\x00\xff") + b"\x00\x01"
-    if tag in (0x18, 0x20, 0x10):  # int_value (zigzag), uint_value, bool_value
-        z, p = decode_uvarint(data, p)
-        if p != end or z >= 1 << 64:
-            return None
-        if tag == 0x18:
-            return b"\x03" + _U64BE.pack(((z >> 1) ^ -(z & 1)) + _SINT_BIAS)
-        if tag == 0x20:
-            return b"\x04" + _U64BE.pack(z)
-        return b"\x02\x01" if z else b"\x02\x00"
-    if tag in (0x29, 0x49) and p + 8 == end:  # double_value, timestamp_ns (sfixed64)
-        (bits,) = _U64LE.unpack_from(data, p)
-        if tag == 0x49:
-            return b"\x08" + _U64BE.pack((bits + _SINT_BIAS) & _U64_MASK)
-        bits = bits ^ _U64_MASK if bits >> 63 else bits | _SINT_BIAS
-        return b"\x05" + _U64BE.pack(bits)
-    return None
-
-
-_wire = accel.load("gateway.node._wire")  # None: the Python specifications serve
-_insert_rows = _wire.insert_rows if _wire else _insert_rows_py
-_parse_txn = _wire.parse_txn if _wire else _parse_txn_py
 
 
 class Applied:
@@ -432,19 +102,6 @@ class Applied:
         if self._result is None and self.wire is not None:
             self._result = gateway_pb2.WriteResult.FromString(self.wire)
         return self._result
-
-
-def _write_result(gtid: bytes, epoch: int, commit_ts: int, index: int) -> bytes:
-    """``WriteResult(gtid, epoch, commit_timestamp_ns, log_index).SerializeToString()`` from
-    the serialized GTID (the GTID always present, zero scalars omitted)."""
-    parts = [b"\x0a" + encode_uvarint(len(gtid)) + gtid]
-    if epoch:
-        parts.append(b"\x10" + encode_uvarint(epoch))
-    if commit_ts:
-        parts.append(b"\x19" + _FIXED64.pack(commit_ts))
-    if index:
-        parts.append(b"\x20" + encode_uvarint(index))
-    return b"".join(parts)
 
 
 def _schema_to_row(name: str, schema: TableSchema) -> bytes:
@@ -531,7 +188,7 @@ class StoreStateMachine:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
-        hi = prefix + keys.encode_key(end) if end else keys_prefix_end(prefix)
+        hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
         for _, v in self.store.scan(lo, hi):
             yield gateway_pb2.Row.FromString(v)
 
@@ -654,7 +311,7 @@ class StoreStateMachine:
                 return None
         except InvalidRequest:
             return None
-        split = _split_insert(hdr)
+        split = split_insert(hdr)
         if split is None:
             return None
         head, mid, _ = split
@@ -673,13 +330,13 @@ class StoreStateMachine:
         (:meth:`_apply_txn`) writes. Returns None, having changed nothing but the (idempotent)
         high-water marks, when the entry needs the general path."""
         data = e.data
-        parsed = _parse_txn(data)
+        parsed = parse_txn(data)
         if parsed is None:
             return None
         sid, tid, epoch, author, commit_ts, stmts, idem = parsed
         index = e.index
         rows: list[tuple[bytes, bytes, int, int, int]] = []
-        _, tail, result = _meta_parts(sid, tid, epoch, author, commit_ts, index)
+        _, tail, result = meta_parts(sid, tid, epoch, author, commit_ts, index)
         try:
             for s_start, s_end in stmts:
                 span = insert_header_span(data, s_start, s_end)
@@ -690,7 +347,7 @@ class StoreStateMachine:
                 if info is None:
                     return None
                 prefix, head, mid = info
-                got = _insert_rows(data, first_rec, s_end, prefix, head, mid, tail, epoch,
+                got = insert_rows(data, first_rec, s_end, prefix, head, mid, tail, epoch,
                                    author, commit_ts)
                 if got is None:
                     return None
@@ -756,7 +413,7 @@ class StoreStateMachine:
                     k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
                     overlay[k] = None
                     ops.append((k, None, *meta))
-        raw = _write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
+        raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
                             e.index)
         if idem:
             self._record_result(idem, raw, txn.commit_timestamp_ns, ops, overlay)
@@ -777,13 +434,13 @@ class StoreStateMachine:
         # 3, fields (4), its after values re-tagged as 5, then the metadata (6-10): byte for
         # byte what ``Row.SerializeToString()`` gives, from one serialization of the statement
         # and without building a Row per record.
-        split = _split_insert(body.SerializeToString())
+        split = split_insert(body.SerializeToString())
         if split is not None:
             head, mid, recs = split
-            tail = _row_tail(meta, gtid.SerializeToString(), index)
+            tail = row_tail(meta, gtid.SerializeToString(), index)
             rows: list[tuple[bytes, bytes]] = []
             for rec, raw in zip(body.records, recs, strict=True):
-                parts = _retag_record(raw)
+                parts = retag_record(raw)
                 if parts is None:
                     break  # an unknown field in the record: the general path below
                 rows.append((keys.row_key(schema, table, rec.key_values),
@@ -872,13 +529,6 @@ class StoreStateMachine:
 
     def close(self) -> None:
         self.store.close()
-
-
-def keys_prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix``."""
-    from gateway.core.lsm.store import prefix_end
-
-    return prefix_end(prefix)
 
 
 def table_of(stmt: statement_pb2.Statement) -> str:

@@ -15,6 +15,7 @@ from .types import (
     ConfState,
     Entry,
     HardState,
+    Ready,
     Snapshot,
     SnapshotMetadata,
     limit_size,
@@ -115,6 +116,16 @@ class MemoryStorage:
 
     def set_hard_state(self, hs: HardState) -> None:
         self._hard_state = hs
+
+    def persist(self, rd: Ready) -> None:
+        """Persist a ``Ready`` the way Raft requires before its messages may depend on it:
+        its snapshot (if any), then its entries, then its hard state. The one helper the
+        test harness, the simulator and the Raft benchmark use."""
+        if not rd.snapshot.is_empty():
+            self.apply_snapshot(rd.snapshot)
+        self.append(rd.entries)
+        if rd.hard_state is not None:
+            self.set_hard_state(rd.hard_state)
 
     def apply_snapshot(self, snap: Snapshot) -> None:
         """Replace the whole log with ``snap``. Raises ``SnapshotOutOfDateError`` if ``snap`` is

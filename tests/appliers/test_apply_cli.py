@@ -7,8 +7,7 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from gateway import logtool
-from gateway.cli import main
+from gateway.cli import logtool, main
 from tests.reducer.model import insert, sql, txn, update
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import logtool
 from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
 from gateway.appliers.progress import ProgressTracker
 from gateway.appliers.source import EntrySourceError, LogFileSource, MemorySource
+from gateway.cli import logtool
 from gateway.core import messages, records
 from gateway.core.rowops import Gtid
 from gateway.v1 import epoch_pb2

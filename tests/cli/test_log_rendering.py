@@ -8,10 +8,9 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf import json_format
 
-from gateway import logtool
-from gateway.cli import main
+from gateway.cli import logtool, main
+from gateway.cli.logtool import LogEntry, render_value
 from gateway.core.messages import TypeTag
-from gateway.logtool import LogEntry, render_value
 from gateway.v1 import epoch_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 from gateway.v1.value_pb2 import Value
 

@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 from google.protobuf import json_format
 
-from gateway import logtool
-from gateway.cli import main
+from gateway.cli import logtool, main
 from gateway.core import records
 from gateway.core.messages import TypeTag
 from gateway.v1 import transaction_pb2

@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gateway import logtool
 from gateway.appliers import Dispatcher, DispatcherConfig, MemorySource, RetryPolicy
-from gateway.cli import main
+from gateway.cli import logtool, main
 from gateway.core.reducer import reduce_transaction
 from gateway.core.rowops import Column, Gtid, OpKind, RowOp, TableRef
 from tests.integration.servers import CassandraServer, require_module

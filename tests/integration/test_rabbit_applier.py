@@ -21,9 +21,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gateway import logtool
 from gateway.appliers import Dispatcher, DispatcherConfig, MemorySource, RetryPolicy
-from gateway.cli import main
+from gateway.cli import logtool, main
 from gateway.core.rowops import RowOp
 from tests.integration.servers import RabbitMQServer, require_module
 from tests.integration.workloads import Workload, reference, without_nulls

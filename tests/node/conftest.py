@@ -7,8 +7,9 @@ loop over real gRPC on loopback ports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from gateway.node import GatewayNode, NodeConfig
@@ -44,6 +45,25 @@ def node_configs(tmp_path: Any, n: int, *, appliers: dict | None = None,
                        tick_ms=30, log_format="text", tls=tls or TlsConfig(),
                        tokens_file=tokens_file, **kw).validate()
             for i in range(n)]
+
+
+@contextlib.asynccontextmanager
+async def running(*cfgs: NodeConfig) -> AsyncIterator[tuple[GatewayNode, ...]]:
+    """Start one node per config, in order, and stop every node that started when the block
+    ends -- also when it raises (a failing test leaves no node serving, holding ports or
+    locking its data directory). A node the block stopped itself is not stopped twice
+    (``GatewayNode.stop`` is idempotent)."""
+    nodes: list[GatewayNode] = []
+    try:
+        for cfg in cfgs:
+            node = GatewayNode(cfg)
+            await node.start()
+            nodes.append(node)
+        yield tuple(nodes)
+    finally:
+        for node in reversed(nodes):
+            with contextlib.suppress(Exception):
+                await node.stop()
 
 
 async def start_all(cfgs: list[NodeConfig]) -> list[GatewayNode]:

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from gateway.cli.sql import SqlError, sql_to_statements
 from gateway.node.config import ConfigError, load_config
-from gateway.node.sql import SqlError, sql_to_statements
 
 from .conftest import free_ports
 

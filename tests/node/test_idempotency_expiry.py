@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 
-from gateway.node.state_machine import StoreStateMachine, encode_transaction
+from gateway.node.state_machine import StoreStateMachine
+from gateway.node.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import random
 
-from gateway.node.state_machine import StoreStateMachine, _write_result
+from gateway.node.state_machine import StoreStateMachine
+from gateway.node.wire import write_result
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, value_pb2
 
 
@@ -64,14 +65,14 @@ def test_write_results_are_byte_identical():
         index = rng.choice([0, 1, rng.randint(0, 2**50)])
         want = gateway_pb2.WriteResult(gtid=gtid, epoch=epoch, commit_timestamp_ns=ts,
                                        log_index=index).SerializeToString()
-        assert _write_result(gtid.SerializeToString(), epoch, ts, index) == want
+        assert write_result(gtid.SerializeToString(), epoch, ts, index) == want
 
 
 def test_fast_apply_writes_what_the_general_path_writes(tmp_path):
     """Entries made of inserts take the wire-bytes fast path; applying the same entries with
     it disabled (every entry through the protobuf path) must write the same store batches
     and give the same outcomes."""
-    from gateway.node.state_machine import encode_transaction
+    from gateway.node.wire import encode_transaction
     from gateway.raft import Entry, EntryType
     from gateway.v1 import transaction_pb2
 
@@ -143,7 +144,7 @@ def test_fast_apply_writes_what_the_general_path_writes(tmp_path):
 
 
 def test_meta_parts_match_row_tail_and_write_result():
-    from gateway.node.state_machine import _gtid_bytes, _meta_parts, _row_tail
+    from gateway.node.wire import gtid_bytes, meta_parts, row_tail
 
     rng = random.Random(4)
     for _ in range(3000):
@@ -153,7 +154,7 @@ def test_meta_parts_match_row_tail_and_write_result():
         au = rng.choice([0, 1, 300, 2**32 - 1])
         ts = rng.choice([0, 1, 2**64 - 1, rng.randrange(2**63)])
         ix = rng.choice([0, 1, 200, rng.randrange(2**50)])
-        g = _gtid_bytes(sid, tid)
+        g = gtid_bytes(sid, tid)
         assert g == gtid_pb2.Gtid(server_id=sid, trans_id=tid).SerializeToString()
-        assert _meta_parts(sid, tid, ep, au, ts, ix) == (
-            g, _row_tail((ep, au, ts), g, ix), _write_result(g, ep, ts, ix))
+        assert meta_parts(sid, tid, ep, au, ts, ix) == (
+            g, row_tail((ep, au, ts), g, ix), write_result(g, ep, ts, ix))

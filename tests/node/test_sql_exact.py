@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gateway.node.sql import SqlError, parse_select, sql_to_statements
+from gateway.cli.sql import SqlError, parse_select, sql_to_statements
 
 from .conftest import free_ports
 

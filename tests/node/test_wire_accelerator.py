@@ -1,5 +1,5 @@
 """The C accelerator of the apply fast path (``gateway.node._wire.insert_rows``) returns exactly
-what its Python specification (``state_machine._insert_rows_py``) returns -- the same store
+what its Python specification (``wire_py.insert_rows_py``) returns -- the same store
 operations, or None for the general path -- on valid records and on any corruption of them."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.node import keys, state_machine
+from gateway.node import keys
+from gateway.node import wire as wire_py
 from gateway.v1 import statement_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
@@ -43,7 +44,7 @@ def _records_bytes(recs: list[statement_pb2.InsertRecord]) -> bytes:
 
 def _both(data: bytes, pos: int, end: int):  # type: ignore[no-untyped-def]
     return (wire.insert_rows(data, pos, end, *_ARGS),
-            state_machine._insert_rows_py(data, pos, end, *_ARGS))
+            wire_py.insert_rows_py(data, pos, end, *_ARGS))
 
 
 @settings(max_examples=400, deadline=None)
@@ -89,13 +90,12 @@ def _tags(values: list[value_pb2.Value]) -> bytes:
 @settings(max_examples=400, deadline=None)
 @given(_RECORDS, st.data())
 def test_record_checks_agree_on_valid_and_corrupted_records(recs, data_st):
-    from gateway.node import validation
 
     first = recs[0]
     ktags, vtags = _tags(first.key_values), _tags(first.after_values)
     raw = _records_bytes(recs)
     args = (0, len(raw), ktags, vtags)
-    c, py = wire.check_records(raw, *args), validation._check_records_py(raw, *args)
+    c, py = wire.check_records(raw, *args), wire_py._check_records_py(raw, *args)
     assert c == py
     same_shape = all(_tags(r.key_values) == ktags and len(r.after_values) == len(vtags) and all(
         t in (w, 0x08) for t, w in zip(_tags(r.after_values), vtags, strict=True)) for r in recs)
@@ -109,7 +109,7 @@ def test_record_checks_agree_on_valid_and_corrupted_records(recs, data_st):
     cut = data_st.draw(st.integers(0, len(data)))
     blob = bytes(data[:cut]) + b"\xff\xff"
     args = (0, cut, ktags, vtags)
-    assert wire.check_records(blob, *args) == validation._check_records_py(blob, *args)
+    assert wire.check_records(blob, *args) == wire_py._check_records_py(blob, *args)
 
 
 @settings(max_examples=400, deadline=None)
@@ -118,7 +118,7 @@ def test_record_checks_agree_on_valid_and_corrupted_records(recs, data_st):
        _RECORDS, st.data())
 def test_transaction_headers_parse_the_same(sid, tid, epoch, author, ts, rollback, idem, recs,
                                             data_st):
-    from gateway.node.state_machine import encode_transaction
+    from gateway.node.wire import encode_transaction
     from gateway.v1 import gtid_pb2, transaction_pb2
 
     stmt = statement_pb2.Statement(insert=statement_pb2.InsertStatement(records=recs))
@@ -127,7 +127,7 @@ def test_transaction_headers_parse_the_same(sid, tid, epoch, author, ts, rollbac
         start_timestamp_ns=ts // 2, commit_timestamp_ns=ts, segment_id=1, end_segment=True,
         statements=[stmt, stmt], rollback=transaction_pb2.Rollback() if rollback else None)
     payload = encode_transaction(txn, idem)
-    c, py = wire.parse_txn(payload), state_machine._parse_txn_py(payload)
+    c, py = wire.parse_txn(payload), wire_py.parse_txn_py(payload)
     assert c == py
     if not rollback:
         assert c is not None and c[:5] == (sid, tid, epoch, author, ts) and c[6] == idem
@@ -136,7 +136,7 @@ def test_transaction_headers_parse_the_same(sid, tid, epoch, author, ts, rollbac
     for _ in range(data_st.draw(st.integers(1, 4))):
         data[data_st.draw(st.integers(0, len(data) - 1))] = data_st.draw(st.integers(0, 255))
     cut = bytes(data[:data_st.draw(st.integers(0, len(data)))])
-    assert wire.parse_txn(cut) == state_machine._parse_txn_py(cut)
+    assert wire.parse_txn(cut) == wire_py.parse_txn_py(cut)
 
 
 # -- the type rules of check_records (DOUBLE, UUID, DATE, TIME, DATETIME column codes) -----------
@@ -165,7 +165,6 @@ _CODES = st.lists(st.sampled_from([0x29, 0x81, 0x82, 0x83, 0x84]), min_size=1, m
 @settings(max_examples=500, deadline=None)
 @given(_CODES, _CODES, st.data())
 def test_type_rules_of_check_records_agree(kcodes, vcodes, data_st):
-    from gateway.node import validation
 
     recs = []
     for _ in range(data_st.draw(st.integers(1, 3))):
@@ -175,7 +174,7 @@ def test_type_rules_of_check_records_agree(kcodes, vcodes, data_st):
     raw = _records_bytes(recs)
     args = (0, len(raw), bytes(kcodes), bytes(vcodes))
     c = wire.check_records(raw, *args)
-    assert c == validation._check_records_py(raw, *args)
+    assert c == wire_py._check_records_py(raw, *args)
     # ... and both accept exactly what the full check (logrules) accepts
     valid_keys = all(_valid(v, code, True)
                      for r in recs for v, code in zip(r.key_values, kcodes, strict=True))
@@ -188,7 +187,7 @@ def test_type_rules_of_check_records_agree(kcodes, vcodes, data_st):
     cut = data_st.draw(st.integers(0, len(data)))
     blob = bytes(data[:cut]) + b"\xff\xff"
     args = (0, cut, bytes(kcodes), bytes(vcodes))
-    assert wire.check_records(blob, *args) == validation._check_records_py(blob, *args)
+    assert wire.check_records(blob, *args) == wire_py._check_records_py(blob, *args)
 
 
 def _valid(v: value_pb2.Value, code: int, key: bool) -> bool:

@@ -10,11 +10,11 @@ import random
 import pytest
 
 from gateway.client import row_insert, row_update
-from gateway.node.state_machine import encode_transaction, encode_transaction_wire
-from gateway.node.validation import (
-    InvalidRequest,
+from gateway.node.validation import InvalidRequest, check_statements
+from gateway.node.wire import (
     WireChecker,
-    check_statements,
+    encode_transaction,
+    encode_transaction_wire,
     frame_statements,
 )
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2

@@ -113,11 +113,7 @@ class Cluster:
             return False
         rd = n.ready()
         st = self.storages[i]
-        if not rd.snapshot.is_empty():
-            st.apply_snapshot(rd.snapshot)
-        st.append(rd.entries)
-        if rd.hard_state is not None:
-            st.set_hard_state(rd.hard_state)
+        st.persist(rd)
         for m in rd.messages:
             if self.trace:
                 self.log.append(describe(m))

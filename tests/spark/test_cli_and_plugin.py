@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from gateway import plugins
 from gateway.cli import main
-from spark_applier.plugin import MicroBatchRunner
 from spark_applier.position import SparkPositionStore
+from spark_applier.runner import MicroBatchRunner
 from spark_applier.writers import SqliteTarget
 from tests.spark.workload import random_log, reference_state, sqlite_state, write_log_file
 

@@ -41,6 +41,7 @@ __all__ = [
     "encode_cell",
     "encode_pairs",
     "entry_of",
+    "prefix_end",
     "value_of",
 ]
 
@@ -192,3 +193,11 @@ def decode_block(payload: bytes) -> tuple[list[bytes], list[bytes]]:
     if not payload or payload[0] != TAG_BLOCK:
         raise ValueError(f"record tag {payload[:1].hex() or 'none'} is not a data block")
     return decode_pairs(payload, 1)
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix`` (``None``: no bound)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from gateway.core.lsm.errors import StoreClosedError
-from gateway.core.lsm.format import FLAG_TOMBSTONE, Entry, entry_of
+from gateway.core.lsm.format import FLAG_TOMBSTONE, Entry, entry_of, prefix_end
 from gateway.core.lsm.memtable import Memtable
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.version import Version
@@ -106,8 +106,6 @@ class Snapshot:
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Live pairs whose key starts with ``prefix``."""
-        from gateway.core.lsm.store import prefix_end
-
         return self.scan(prefix, prefix_end(prefix))
 
     def scan_entries(

@@ -48,6 +48,7 @@ from gateway.core.lsm.format import (
     check_metadata,
     encode_cell,
     entry_of,
+    prefix_end,
 )
 from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
@@ -823,14 +824,6 @@ class LSMStore:
         """Drop the store without flushing (a simulated process crash in tests)."""
         self._stop_threads()
         self._release()
-
-
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key greater than every key starting with ``prefix`` (``None``: no bound)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return None
-    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 __all__ += ["TOMBSTONE", "prefix_end"]

@@ -299,11 +299,7 @@ class Simulation:
         if rd.hard_state is not None:
             chk.on_commit(node.id, node.incarnation, rd.hard_state.commit)
         st = node.storage
-        if not rd.snapshot.is_empty():
-            st.apply_snapshot(rd.snapshot)
-        st.append(rd.entries)
-        if rd.hard_state is not None:
-            st.set_hard_state(rd.hard_state)
+        st.persist(rd)
         node.disk.write(rd.hard_state, rd.snapshot, rd.entries)
         crashes = self.faults_on and "crash" in self.cfg.faults and self.scenario is None
         if rd.must_sync:

@@ -7,8 +7,8 @@ import json
 import gateway_plugin_template
 from click.testing import CliRunner
 
-from gateway import logtool, plugins
-from gateway.cli import main
+from gateway import plugins
+from gateway.cli import logtool, main
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 FT = value_pb2.FieldType

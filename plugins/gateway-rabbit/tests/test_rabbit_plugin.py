@@ -59,7 +59,7 @@ def test_options_are_checked_with_one_line_errors():
 
 
 def test_gateway_apply_reports_a_missing_url_as_bad_input(tmp_path):
-    from gateway import logtool
+    from gateway.cli import logtool
     from tests.reducer.model import insert, txn
 
     logtool.append_transaction(tmp_path / "log", txn(1, insert("t", [{"id": 1, "b": "x"}])))

@@ -24,7 +24,7 @@ Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an o
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
 
 High-rate producers: ``AsyncGatewayClient.stream()`` keeps many writes in flight on one
-``StreamWrite`` call (:mod:`gateway.write_stream`; failed writes are not retried there).
+``StreamWrite`` call (:mod:`gateway.client.stream`; failed writes are not retried there).
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from typing import Any, TypeVar
 
 import grpc
 
+from gateway.client.errors import GatewayError, error_of
+from gateway.client.stream import WriteStream
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
-from gateway.write_stream import WriteStream
 
 __all__ = [
     "AsyncGatewayClient",
@@ -62,17 +63,6 @@ Row = dict[str, Any]
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
                "lease": gateway_pb2.CONSISTENCY_LEASE, "stale": gateway_pb2.CONSISTENCY_STALE}
-
-
-class GatewayError(Exception):
-    """A call failed; ``code`` is the gRPC status code, ``field`` the request field a
-    validation error names (or "")."""
-
-    def __init__(self, code: grpc.StatusCode, details: str, field: str = "") -> None:
-        self.code = code
-        self.details = details
-        self.field = field
-        super().__init__(f"{code.name}: {details}")
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -167,19 +157,6 @@ def _key_values(key: Any) -> list[value_pb2.Value]:
     return [to_value(k)[0] for k in items]
 
 
-def _error(exc: grpc.RpcError) -> GatewayError:
-    field = ""
-    leader = ""
-    for k, v in (exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
-        if k == "gateway-field":
-            field = v
-        elif k == "gateway-leader-api":
-            leader = v
-    err = GatewayError(exc.code(), exc.details() or "", field)  # type: ignore[attr-defined]
-    err.leader_api = leader  # type: ignore[attr-defined]
-    return err
-
-
 class ChangeEvents:
     """The events of one ``Subscribe`` call: iterate for ``ChangeEvent`` messages; a failed
     stream raises :class:`GatewayError` like every other call; ``cancel()`` ends it."""
@@ -194,7 +171,7 @@ class ChangeEvents:
         try:
             return next(self._call)
         except grpc.RpcError as exc:
-            raise _error(exc) from None
+            raise error_of(exc) from None
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -254,7 +231,7 @@ class GatewayClient(_Base):
             try:
                 return fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
             except grpc.RpcError as exc:
-                err = _error(exc)
+                err = error_of(exc)
                 if err.code not in RETRYABLE or time.monotonic() + backoff >= deadline:
                     raise err from None
                 self._next_target(getattr(err, "leader_api", ""))
@@ -303,7 +280,7 @@ class GatewayClient(_Base):
                                        timeout=timeout or self.attempt_timeout,
                                        metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise _error(exc) from None
+            raise error_of(exc) from None
 
     def subscribe(self, from_log_index: int = 0, after_gtid: tuple[int, int] | None = None,
                   timeout: float | None = None) -> ChangeEvents:
@@ -374,7 +351,7 @@ class AsyncGatewayClient(_Base):
             try:
                 return await fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
             except grpc.aio.AioRpcError as exc:
-                err = _error(exc)
+                err = error_of(exc)
                 if err.code not in RETRYABLE or loop.time() + backoff >= deadline:
                     raise err from None
                 self._next_target(getattr(err, "leader_api", ""))
@@ -397,12 +374,11 @@ class AsyncGatewayClient(_Base):
 
     def stream(self, *, window: int = 1024, max_per_request: int = 256,
                timeout: float | None = None) -> WriteStream:
-        """A :class:`~gateway.write_stream.WriteStream` on one ``StreamWrite`` call to the
+        """A :class:`~gateway.client.stream.WriteStream` on one ``StreamWrite`` call to the
         current target (``timeout``: the whole call's deadline, none by default). Must be
         called in a running event loop."""
         call = self._stub().StreamWrite(timeout=timeout, metadata=self._metadata)
-        return WriteStream(call, window=window, max_per_request=max_per_request,
-                           error=lambda e: _error(e) if isinstance(e, grpc.RpcError) else e)
+        return WriteStream(call, window=window, max_per_request=max_per_request)
 
     async def read(self, table: str, key: Any, consistency: str = "linearizable",
                    timeout: float | None = None) -> gateway_pb2.ReadResponse:
@@ -421,7 +397,7 @@ class AsyncGatewayClient(_Base):
                                              timeout=timeout or self.attempt_timeout,
                                              metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
-            raise _error(exc) from None
+            raise error_of(exc) from None
 
     async def _admin(self, name: str, req: Any, timeout: float) -> gateway_pb2.AdminResponse:
         return await self._call(lambda s, t: getattr(s, name)(

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import click
 
-from gateway import logtool
+from gateway.cli import logtool
+from gateway.cli.logtool import LogEntry, LogInputError, RecordProblem
 from gateway.core import records
-from gateway.logtool import LogEntry, LogInputError, RecordProblem
 
 __all__ = ["log"]
 

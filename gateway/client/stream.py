@@ -31,6 +31,7 @@ from typing import Any
 
 import grpc
 
+from gateway.client.errors import GatewayError, error_of
 from gateway.v1 import gateway_pb2, statement_pb2
 
 __all__ = ["WriteStream"]
@@ -40,14 +41,12 @@ class WriteStream:
     """One open ``StreamWrite`` call; see the module docstring. Use as an async context
     manager (``close`` waits for every ack, then ends the call)."""
 
-    def __init__(self, call: Any, *, window: int = 1024, max_per_request: int = 256,
-                 error: Any = None) -> None:
+    def __init__(self, call: Any, *, window: int = 1024, max_per_request: int = 256) -> None:
         if window < 1 or max_per_request < 1:
             raise ValueError("window and max_per_request must be at least 1")
         self._call = call
         self._window = asyncio.Semaphore(window)
         self._max = max_per_request
-        self._to_error = error or (lambda exc: exc)
         self._queue: list[tuple[int, gateway_pb2.WriteRequest]] = []
         self._pending: dict[int, asyncio.Future[gateway_pb2.WriteResult]] = {}
         self._seq = 0
@@ -120,7 +119,7 @@ class WriteStream:
                     if ack.code == 0:
                         fut.set_result(ack.result)
                     else:
-                        fut.set_exception(self._to_error(_AckError(ack.code, ack.error)))
+                        fut.set_exception(_ack_error(ack.code, ack.error))
             if self._pending:
                 self._fail(RuntimeError(f"the stream ended with {len(self._pending)} writes "
                                         "unacknowledged"))
@@ -130,7 +129,7 @@ class WriteStream:
             self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
-        err = self._to_error(exc)
+        err = error_of(exc) if isinstance(exc, grpc.RpcError) else exc
         if self._failed is None:
             self._failed = err
         pending, self._pending = self._pending, {}
@@ -163,21 +162,7 @@ class WriteStream:
         await self.close()
 
 
-class _AckError(grpc.RpcError):
-    """A failed ack seen as an RPC error (``code()``, ``details()``) for the client's error
-    mapping."""
-
-    def __init__(self, code: int, details: str) -> None:
-        super().__init__(details)
-        self._code = next((c for c in grpc.StatusCode if c.value[0] == code),
-                          grpc.StatusCode.UNKNOWN)
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-    def trailing_metadata(self) -> tuple[()]:
-        return ()
+def _ack_error(code: int, details: str) -> GatewayError:
+    """The `GatewayError` of a failed ack (its numeric gRPC status code)."""
+    status = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
+    return GatewayError(status, details)

@@ -5,7 +5,7 @@ the ``FE FD`` separator; every record payload is a tagged message (``gateway.cor
 normally a ``Transaction``. This module holds everything the ``gateway log`` commands do
 except talking to the terminal: reading and appending log files, building the seed's
 statement-based transaction, and rendering messages as SQL text or JSON. The click commands
-are in ``gateway.cli_log``.
+are in ``gateway.cli.log``.
 
 Contracts:
 

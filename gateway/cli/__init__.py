@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import click
 
-from gateway import __version__, cli_appliers, cli_node, cli_plugins
-from gateway.cli_log import log
-from gateway.cli_store import store
+from gateway import __version__
+
+from . import appliers as cli_appliers
+from . import node as cli_node
+from . import plugins as cli_plugins
+from .log import log
+from .store import store
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

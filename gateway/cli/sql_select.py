@@ -1,4 +1,4 @@
-"""Answering a parsed ``SELECT`` (``gateway.node.sql.parse_select``) through the public API.
+"""Answering a parsed ``SELECT`` (``gateway.cli.sql.parse_select``) through the public API.
 
 The table's key columns are learnt from one row (``Scan`` with limit 1; an empty or unknown
 table answers no rows). Then:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from gateway.cli_plugins import BadInput, plugin_manager
+from gateway.cli.plugins import BadInput, plugin_manager
 
 __all__ = ["attach"]
 
@@ -157,7 +157,7 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
         gateway sql "SELECT * FROM shop.items WHERE id = 1"
         gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
     """
-    from gateway.node.sql import SqlError, is_select, parse_select, sql_to_statements
+    from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_statements
 
     try:
         if is_select(text):
@@ -176,8 +176,8 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
 def _select(target: str, token: str | None, ca: str | None, timeout: float, query: Any,
             consistency: str) -> None:
     """Print the rows answering ``query`` as an aligned table (count on stderr)."""
+    from gateway.cli.sql_select import run_select
     from gateway.core.rowops import python_value
-    from gateway.node.sql_select import run_select
 
     with _client(target, token, ca, timeout) as c:
         names, rows = _call(lambda: run_select(c, query, consistency))

@@ -21,7 +21,7 @@ from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, Dispatcher
 from gateway.appliers.position import PositionStoreError
 from gateway.appliers.source import EntrySourceError, LogFileSource
 from gateway.appliers.workers import RetryPolicy
-from gateway.cli_plugins import BadInput, plugin_manager
+from gateway.cli.plugins import BadInput, plugin_manager
 from gateway.core.reducer import reduce_ops
 from gateway.core.rowops import RowOp, statement_ops
 from gateway.plugins import PluginError

@@ -1,0 +1,87 @@
+"""The package map of docs/architecture.md, enforced: every import in ``gateway/`` (at any
+depth, TYPE_CHECKING included) stays inside what its package may import."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: package -> the gateway packages it may import (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "gateway.v1": set(),
+    "gateway.core": {"gateway.v1"},
+    "gateway.core.wal": {"gateway.core", "gateway.v1"},
+    "gateway.core.lsm": {"gateway.core", "gateway.v1"},
+    "gateway.raft": set(),
+    "gateway.conflict": {"gateway.core", "gateway.v1"},
+    "gateway.appliers": {"gateway.core", "gateway.hookspecs", "gateway.v1"},
+    "gateway.hookspecs": {"gateway.appliers"},
+    "gateway.plugins": {"gateway.appliers", "gateway.hookspecs"},
+    "gateway.client": {"gateway.v1"},
+    "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
+    "gateway.node": {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
+                     "gateway.conflict", "gateway.appliers", "gateway.hookspecs",
+                     "gateway.plugins", "gateway.v1"},
+    "gateway.cli": {"*"},
+    "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.v1"},
+}
+
+
+def _unit(module: str) -> str:
+    """The package of ``module`` in the table above."""
+    parts = module.split(".")
+    if len(parts) >= 3 and parts[1] == "core" and parts[2] in ("wal", "lsm"):
+        return ".".join(parts[:3])
+    if len(parts) >= 2:
+        return ".".join(parts[:2])
+    return "gateway"
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _targets(path: Path, module: str) -> list[tuple[int, str]]:
+    out = []
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [target] if node.module or node.level else []
+            if target == "gateway":  # ``from gateway import plugins``: the submodules named
+                names = [f"gateway.{a.name}" for a in node.names]
+            out += [(node.lineno, n) for n in names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+    return [(line, t) for line, t in out if t == "gateway" or t.startswith("gateway.")]
+
+
+def test_every_package_imports_only_what_the_map_allows():
+    bad = []
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        module = _module_of(path)
+        src = _unit(module)
+        allowed = ALLOWED.get(src)
+        assert allowed is not None, f"{module}: package {src} is not in the map"
+        for line, target in _targets(path, module):
+            dst = _unit(target)
+            if target == "gateway" or dst == src or "*" in allowed:
+                continue
+            if dst not in allowed:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {src} imports {target}")
+    assert not bad, "imports outside docs/architecture.md's map:\n" + "\n".join(bad)
+
+
+def test_the_map_in_the_docs_names_every_package():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [p for p in ALLOWED if p != "gateway" and f"`{p}`" not in text]
+    assert not missing, missing
