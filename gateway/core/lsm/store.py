@@ -24,7 +24,6 @@ lock; a write batch becomes visible atomically.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import threading
@@ -32,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
+from gateway.core.fileio import FileLock, FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.compaction import Compaction, LeveledPolicy, run_compaction
 from gateway.core.lsm.errors import (
@@ -50,7 +50,6 @@ from gateway.core.lsm.format import (
     entry_of,
     prefix_end,
 )
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
 from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
 from gateway.core.lsm.snapshot import Snapshot
@@ -153,7 +152,7 @@ class LSMStore:
         if memtable_bytes <= 0 or block_bytes <= 0 or target_file_bytes <= 0 or max_immutable < 1:
             raise InvalidArgumentError("sizes must be positive and max_immutable >= 1")
         self.path = os.fspath(path)
-        self._fs = fs or FileSystem()
+        self._fs: FileSystem = fs or local_fs()
         self._memtable_bytes = memtable_bytes
         self._block_bytes = block_bytes
         self._target_file_bytes = target_file_bytes
@@ -176,8 +175,8 @@ class LSMStore:
         self._threads: list[threading.Thread] = []
         self._wal: WalWriter | None = None
         self._imm: tuple[Memtable, ...] = ()
-        self._lock_fd = -1
-        os.makedirs(self.path, exist_ok=True)
+        self._dir_lock: FileLock | None = None
+        self._fs.makedirs(self.path)
         self._lock_dir()
         try:
             self._open(paranoid_checks)
@@ -194,23 +193,19 @@ class LSMStore:
     # --- opening ------------------------------------------------------------------------------
 
     def _lock_dir(self) -> None:
-        fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            self._dir_lock = self._fs.lock(os.path.join(self.path, "LOCK"))
+        except BlockingIOError:
             raise StoreLockedError(
                 f"{self.path}: another LSMStore has this directory open"
             ) from None
-        self._lock_fd = fd
 
     def _open(self, paranoid: bool) -> None:
         fs, path = self._fs, self.path
         manifest_path = os.path.join(path, MANIFEST_NAME)
-        if os.path.exists(manifest_path + ".tmp"):
-            fs.remove(manifest_path + ".tmp")  # an install that never reached its rename
-        if os.path.exists(manifest_path):
-            state, data, edits = read_manifest(manifest_path)
+        fs.discard(manifest_path + ".tmp")  # an install that never reached its rename
+        if fs.exists(manifest_path):
+            state, data, edits = read_manifest(manifest_path, fs)
             self._manifest = Manifest(fs, path, state, data, edits)
         else:
             self._manifest = Manifest.create(fs, path, VersionState())
@@ -219,7 +214,7 @@ class LSMStore:
             for tables in state.levels:
                 for number in tables:
                     reader = SSTableReader(
-                        os.path.join(path, table_name(number)), number, self._cache
+                        os.path.join(path, table_name(number)), number, self._cache, fs=fs
                     )
                     self._readers[number] = reader
                     if paranoid:
@@ -236,17 +231,17 @@ class LSMStore:
         live = state.live_numbers()
         wals: list[int] = []
         highest = state.next_file - 1
-        for name in sorted(os.listdir(path)):
+        for name in fs.listdir(path):
             m = _FILE_RE.match(name)
             if not m:
                 continue
             number = int(m.group(1))
             highest = max(highest, number)
             if m.group(2) == "sst" and number not in live:
-                fs.remove(os.path.join(path, name))  # orphan of an interrupted flush/compaction
+                fs.discard(os.path.join(path, name))  # orphan of an interrupted flush/compaction
             elif m.group(2) == "wal":
                 if number < state.wal_number:
-                    fs.remove(os.path.join(path, name))
+                    fs.discard(os.path.join(path, name))
                 else:
                     wals.append(number)
         self._next_file = highest + 1
@@ -261,13 +256,15 @@ class LSMStore:
         """Replay WAL files into a memtable and flush it, so recovery leaves no WAL behind."""
         mem = Memtable()
         for number in numbers:
-            for log_index, keys, cells in replay_wal(os.path.join(self.path, wal_name(number))):
+            for log_index, keys, cells in replay_wal(
+                os.path.join(self.path, wal_name(number)), self._fs
+            ):
                 mem.apply(dict(zip(keys, cells, strict=False)))
                 mem.max_log_index = max(mem.max_log_index, log_index)
         self._applied_index = max(self._applied_index, mem.max_log_index)
         self._flush_memtable(mem, next_wal=max(numbers) + 1)
         for number in numbers:
-            self._fs.remove(os.path.join(self.path, wal_name(number)))
+            self._fs.discard(os.path.join(self.path, wal_name(number)))
 
     def _build_version(self) -> Version:
         state = self._manifest.state
@@ -287,7 +284,7 @@ class LSMStore:
         self._wal = WalWriter(
             self._fs, os.path.join(self.path, wal_name(number)), number, self._wal_sync
         )
-        self._fs.fsync_dir(self.path)  # the file must exist after a crash before it holds writes
+        self._fs.sync_dir(self.path)  # the file must exist after a crash before it holds writes
         return number
 
     # --- properties ---------------------------------------------------------------------------
@@ -614,7 +611,7 @@ class LSMStore:
         next_wal = self._imm[1].wal_number if len(self._imm) > 1 else self._mem.wal_number
         self._flush_memtable(mem, next_wal=next_wal, pop=True)
         if mem.wal_number:
-            self._fs.remove(os.path.join(self.path, wal_name(mem.wal_number)))
+            self._fs.discard(os.path.join(self.path, wal_name(mem.wal_number)))
 
     def _flush_memtable(self, mem: Memtable, *, next_wal: int, pop: bool = False) -> None:
         """Write ``mem`` as a level-0 table and install it; ``pop`` drops it from ``_imm``."""
@@ -631,8 +628,8 @@ class LSMStore:
             except BaseException:
                 writer.abandon()
                 raise
-            self._fs.fsync_dir(self.path)
-            reader = SSTableReader(path, number, self._cache)
+            self._fs.sync_dir(self.path)
+            reader = SSTableReader(path, number, self._cache, fs=self._fs)
             edit.add.append((0, meta))
         self._install(edit, {reader.number: reader} if reader else {}, pop_imm=pop)
 
@@ -707,9 +704,10 @@ class LSMStore:
             target_file_bytes=self._target_file_bytes,
             should_stop=lambda: self._closing,
         )
-        self._fs.fsync_dir(self.path)
+        self._fs.sync_dir(self.path)
         readers = {
-            meta.number: SSTableReader(path, meta.number, self._cache) for meta, path in outputs
+            meta.number: SSTableReader(path, meta.number, self._cache, fs=self._fs)
+            for meta, path in outputs
         }
         edit = self._compaction_edit(c, [meta for meta, _ in outputs])
         self._install(edit, readers)
@@ -736,7 +734,7 @@ class LSMStore:
                 if self._pins:
                     self._deferred.append(t.path)
                 else:
-                    self._fs.remove(t.path)
+                    self._fs.discard(t.path)
 
     @contextlib.contextmanager
     def _pinned(self) -> Iterator[None]:
@@ -750,7 +748,7 @@ class LSMStore:
                 self._pins -= 1
                 if not self._pins:
                     for path in self._deferred:
-                        self._fs.remove(path)
+                        self._fs.discard(path)
                     self._deferred = []
 
     def _fail(self, error: BaseException) -> None:
@@ -800,9 +798,9 @@ class LSMStore:
             with contextlib.suppress(Exception):
                 self._wal.close()
         self._close_readers()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     def _close_readers(self) -> None:
         for reader in self._readers.values():
