@@ -52,7 +52,7 @@ from gateway.raft import Entry, EntryType
 from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 from . import keys
-from .snapshots import pack_dir, unpack_dir
+from .snapshot_files import pack_dir, unpack_dir
 from .validation import (
     InvalidRequest,
     TableSchema,

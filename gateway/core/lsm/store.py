@@ -44,7 +44,7 @@ from gateway.core.lsm.errors import (
 from gateway.core.lsm.format import (
     FLAG_TOMBSTONE,
     TOMBSTONE,
-    Entry,
+    StoredRow,
     check_metadata,
     encode_cell,
     entry_of,
@@ -52,11 +52,11 @@ from gateway.core.lsm.format import (
 )
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
 from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
-from gateway.core.lsm.snapshot import Snapshot
+from gateway.core.lsm.memtable_log import MemtableLogWriter, replay_memtable_log
+from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
 from gateway.core.lsm.version import Version
-from gateway.core.lsm.wal import WalWriter, replay_wal
 
 __all__ = ["LSMStore", "WriteBatch"]
 
@@ -173,7 +173,7 @@ class LSMStore:
         self._deferred: list[str] = []
         self._readers: dict[int, SSTableReader] = {}
         self._threads: list[threading.Thread] = []
-        self._wal: WalWriter | None = None
+        self._wal: MemtableLogWriter | None = None
         self._imm: tuple[Memtable, ...] = ()
         self._dir_lock: FileLock | None = None
         self._fs.makedirs(self.path)
@@ -256,7 +256,7 @@ class LSMStore:
         """Replay WAL files into a memtable and flush it, so recovery leaves no WAL behind."""
         mem = Memtable()
         for number in numbers:
-            for log_index, keys, cells in replay_wal(
+            for log_index, keys, cells in replay_memtable_log(
                 os.path.join(self.path, wal_name(number)), self._fs
             ):
                 mem.apply(dict(zip(keys, cells, strict=False)))
@@ -281,13 +281,16 @@ class LSMStore:
         number = self._new_file_number()
         if self._wal is not None:
             self._wal.close()
-        self._wal = WalWriter(
+        self._wal = MemtableLogWriter(
             self._fs, os.path.join(self.path, wal_name(number)), number, self._wal_sync
         )
         self._fs.sync_dir(self.path)  # the file must exist after a crash before it holds writes
         return number
 
     # --- properties ---------------------------------------------------------------------------
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     @property
     def applied_index(self) -> int:
@@ -490,7 +493,7 @@ class LSMStore:
             return None
         return cell[21:]
 
-    def get_entry(self, key: bytes) -> Entry | None:
+    def get_entry(self, key: bytes) -> StoredRow | None:
         """The value of ``key`` with its epoch, author and commit timestamp, or ``None``."""
         cell = self._cell(_key(key))
         return None if cell is None else entry_of(cell)
@@ -498,7 +501,7 @@ class LSMStore:
     def __contains__(self, key: bytes) -> bool:
         return self.get(key) is not None
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> ReadSnapshot:
         """A point-in-time view (get, get_entry, scan) that stays valid while compaction runs.
 
         Close it (or use it as a context manager) to let deleted files go.
@@ -516,7 +519,7 @@ class LSMStore:
                 frozen = []
             with self._version_lock:
                 mems = frozen + list(reversed(self._imm))
-                return Snapshot(self, mems, self._version)
+                return ReadSnapshot(self._is_closed, mems, self._version)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
@@ -534,8 +537,8 @@ class LSMStore:
 
     def scan_entries(
         self, start: bytes | None = None, end: bytes | None = None
-    ) -> Iterator[tuple[bytes, Entry]]:
-        """Like :meth:`scan` but yields ``(key, Entry)`` with the row metadata."""
+    ) -> Iterator[tuple[bytes, StoredRow]]:
+        """Like :meth:`scan` but yields ``(key, StoredRow)`` with the row metadata."""
         snap = self.snapshot()
         return snap._scan_entries_owned(start, end)
 

@@ -16,8 +16,8 @@ from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.errors import CorruptionError
 from gateway.core.lsm.manifest import MANIFEST_NAME, read_manifest
+from gateway.core.lsm.memtable_log import replay_memtable_log
 from gateway.core.lsm.sstable_reader import SSTableReader
-from gateway.core.lsm.wal import replay_wal
 
 __all__ = ["NotAStoreError", "VerifyReport", "verify_store"]
 
@@ -93,7 +93,7 @@ def verify_store(path: str, fs: FileSystem | None = None) -> VerifyReport:
             report.notes.append(f"{full}: not in the manifest (orphan; removed at next open)")
         elif m.group(2) == "wal" and int(m.group(1)) >= state.wal_number:
             try:
-                for _ in replay_wal(full, fs):
+                for _ in replay_memtable_log(full, fs):
                     pass
             except CorruptionError as e:
                 report.problems.append(str(e))

@@ -20,12 +20,12 @@ from gateway.core.lsm.errors import CorruptionError
 from gateway.core.lsm.format import TAG_WAL_BATCH, decode_pairs, encode_pairs
 from gateway.core.records import SEPARATOR, encode_record, scan, verify
 
-__all__ = ["WalWriter", "replay_wal"]
+__all__ = ["MemtableLogWriter", "replay_memtable_log"]
 
 _HEAD = struct.Struct("<BQ")
 
 
-class WalWriter:
+class MemtableLogWriter:
     """Appends batches to one WAL file; ``sync=True`` fsyncs before :meth:`append` returns."""
 
     def __init__(self, fs: FileSystem, path: str, number: int, sync: bool) -> None:
@@ -51,7 +51,7 @@ class WalWriter:
         self._file.close()
 
 
-def replay_wal(
+def replay_memtable_log(
     path: str, fs: FileSystem | None = None
 ) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
     """Yield ``(log_index, keys, cells)`` for every batch of ``path`` in write order.
