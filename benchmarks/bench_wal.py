@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from gateway.core.fileio import OsFileSystem
-from gateway.core.wal import Entry, FsyncPolicy, SegmentedWal, WalOptions
+from gateway.core.wal import FsyncPolicy, SegmentedWal, WalEntry, WalOptions
 
 
 @dataclass
@@ -68,7 +68,7 @@ def run(policy: FsyncPolicy, seconds: float, size: int, root: str) -> Result:
         i += 1
         now = clock()
         starts.append(now)
-        wal.append([Entry(i, 1, 0, payload)])
+        wal.append([WalEntry(i, 1, 0, payload)])
         if now > deadline:
             break
     wal.sync()

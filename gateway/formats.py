@@ -4,7 +4,7 @@ the modules they come from are internal.
 
 - The record stream (docs/formats/record-stream.md): ``records`` -- ``scan``, ``verify``,
   ``search``, ``first_nonzero``, ``decode_record``, ``Record`` -- and ``SEPARATOR``.
-- The Raft WAL segments (docs/formats/wal.md): ``WalTag`` (record tags), ``decode_entry``
+- The Raft WAL segments (docs/formats/wal.md): ``WalTag`` (record tags), ``decode_wal_entry``
   (an entry record's payload -> index, term, type, data), ``decode_fields``,
   ``decode_log_start``, ``PayloadError``.
 - The LSM store and its snapshot export (docs/formats/sstable.md): ``read_manifest``,
@@ -25,9 +25,9 @@ from gateway.core.stuffing import SEPARATOR
 from gateway.core.wal.codec import (
     PayloadError,
     WalTag,
-    decode_entry,
     decode_fields,
     decode_log_start,
+    decode_wal_entry,
 )
 
 __all__ = [
@@ -39,9 +39,9 @@ __all__ = [
     "PayloadError",
     "WalTag",
     "decode_block",
-    "decode_entry",
     "decode_fields",
     "decode_log_start",
+    "decode_wal_entry",
     "load_accelerator",
     "read_manifest",
     "read_snapshot_manifest",

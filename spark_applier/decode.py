@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gateway import CASE_OF_TYPE, TYPE_OF_CASE
-from gateway.formats import PayloadError, WalTag, decode_entry, load_accelerator, records
+from gateway.formats import PayloadError, WalTag, decode_wal_entry, load_accelerator, records
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 from .layout import ReadRange, open_buffer
@@ -593,7 +593,7 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
                     report.undecodable.append((rec.offset, f"record tag {tag.hex() or 'none'}"))
                 continue
             try:
-                entry = decode_entry(payload)
+                entry = decode_wal_entry(payload)
             except PayloadError as exc:
                 report.undecodable.append((rec.offset, str(exc)))
                 continue

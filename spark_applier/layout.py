@@ -35,9 +35,9 @@ from gateway.formats import (
     SEPARATOR,
     PayloadError,
     WalTag,
-    decode_entry,
     decode_fields,
     decode_log_start,
+    decode_wal_entry,
     records,
 )
 from gateway.v1 import transaction_pb2
@@ -219,7 +219,7 @@ def entry_index_key(generation: int | None) -> Callable[[records.Record], int | 
         if rec.payload[:1] != b"\x20" or (generation is not None and rec.generation != generation):
             return None
         try:
-            return decode_entry(rec.payload).index
+            return decode_wal_entry(rec.payload).index
         except PayloadError:
             return None
 
@@ -232,7 +232,7 @@ def _transaction_of(file: LogFile, rec: records.Record) -> transaction_pb2.Trans
         if payload[:1] != b"\x20" or rec.generation != file.generation:
             return None
         try:
-            payload = decode_entry(payload).data
+            payload = decode_wal_entry(payload).data
         except PayloadError:
             return None
     if payload[:1] != bytes((_TRANSACTION_TAG,)):

@@ -85,3 +85,64 @@ def test_the_map_in_the_docs_names_every_package():
     text = (ROOT / "docs" / "architecture.md").read_text()
     missing = [p for p in ALLOWED if p != "gateway" and f"`{p}`" not in text]
     assert not missing, missing
+
+
+#: Type-only back references (``if TYPE_CHECKING:``) that close a cycle, each a deliberate
+#: "callee knows its caller's type" link: the Raft role step functions take the ``Raft`` they
+#: run in (etcd's layout), the API servicer and the metrics exporter take the node they serve.
+#: Nothing else may close a cycle, at runtime or in types.
+TYPE_ONLY_BACK_REFERENCES = {
+    ("gateway.raft.roles", "gateway.raft.core"),
+    ("gateway.node.api", "gateway.node.server"),
+    ("gateway.node.metrics", "gateway.node.server"),
+}
+
+
+def _type_checking_lines(path: Path) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                lines.update(range(inner.lineno, (inner.end_lineno or inner.lineno) + 1))
+    return lines
+
+
+def test_no_module_import_cycles():
+    """No two modules of ``gateway/`` import each other, directly or through others. Imports
+    under TYPE_CHECKING count too, except the listed back references. Package ``__init__``
+    re-exports are left out (a package may re-export its own modules)."""
+    modules = {}
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        modules[_module_of(path)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        typing_only = _type_checking_lines(path)
+        deps = set()
+        for line, target in _targets(path, module):
+            if target not in modules or target == module:
+                continue
+            if line in typing_only and (module, target) in TYPE_ONLY_BACK_REFERENCES:
+                continue
+            deps.add(target)
+        graph[module] = deps
+    cycles = []
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph[m]):
+            if state.get(d) == 1:
+                cycles.append(" -> ".join([*stack[stack.index(d):], d]))
+            elif d not in state:
+                visit(d)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)

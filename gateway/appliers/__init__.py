@@ -37,7 +37,7 @@ from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, DispatcherError
 from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore, PositionStoreError
 from gateway.appliers.source import (
-    Entry,
+    CommittedEntry,
     EntrySource,
     EntrySourceError,
     LogFileSource,
@@ -55,12 +55,12 @@ __all__ = [
     "ApplierPosition",
     "ApplyError",
     "Capabilities",
+    "CommittedEntry",
     "DeadLetterError",
     "DeadLetterLog",
     "Dispatcher",
     "DispatcherConfig",
     "DispatcherError",
-    "Entry",
     "EntrySource",
     "EntrySourceError",
     "GtidSet",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.core import messages, records
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.messages import MessageDecodeError
 from gateway.core.ratelimit import LogRateLimiter
 from gateway.core.rowops import RowOp, op_from_proto, op_to_proto
@@ -92,9 +93,11 @@ class Letter:
 class DeadLetterLog:
     """Append-only dead-letter file of one applier. Thread-safe within one process."""
 
-    def __init__(self, directory: str | os.PathLike[str], applier: str) -> None:
+    def __init__(self, directory: str | os.PathLike[str], applier: str, *,
+                 fs: FileSystem | None = None) -> None:
         self.applier = applier
         self.path = Path(directory) / f"{applier}.deadletters"
+        self._fs = fs or local_fs()
         self._lock = threading.Lock()
         self._next_id: int | None = None
         self._log_limit = LogRateLimiter(burst=10, per_seconds=10.0)
@@ -104,17 +107,8 @@ class DeadLetterLog:
     def _append(self, msg: applier_pb2.DeadLetter | applier_pb2.DeadLetterResolution) -> None:
         record = records.encode_record(messages.pack(msg))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("ab+") as f:
-                size = f.seek(0, os.SEEK_END)
-                if size >= len(SEPARATOR):
-                    f.seek(size - len(SEPARATOR))
-                    tail_ok = f.read(len(SEPARATOR)) == SEPARATOR
-                else:
-                    tail_ok = False
-                f.write(record if tail_ok else SEPARATOR + record)
-                f.flush()
-                os.fsync(f.fileno())
+            self._fs.makedirs(str(self.path.parent))
+            self._fs.append_synced(str(self.path), record, boundary=SEPARATOR)
         except OSError as exc:
             raise DeadLetterError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
 
@@ -167,7 +161,7 @@ class DeadLetterLog:
         tail (an append interrupted by a crash, never acknowledged) is returned as a one-line
         description (``None`` when the file is intact or missing)."""
         try:
-            data = self.path.read_bytes()
+            data = self._fs.read_all(str(self.path))
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -191,7 +185,7 @@ class DeadLetterLog:
 
     def _messages(self) -> Iterator[object]:
         try:
-            data = self.path.read_bytes()
+            data = self._fs.read_all(str(self.path))
         except FileNotFoundError:
             return
         except OSError as exc:

@@ -44,7 +44,7 @@ from .deadletter import DeadLetterLog
 from .metrics import ApplierMetrics
 from .position import ApplierPosition, PositionStore
 from .progress import ProgressTracker, Unit
-from .source import Entry, EntrySource
+from .source import CommittedEntry, EntrySource
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
 __all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
@@ -188,7 +188,7 @@ class Dispatcher:
 
     # -- reading and reducing ------------------------------------------------------------------
 
-    def _admit(self, entry: Entry, assembler: SegmentAssembler) -> None:
+    def _admit(self, entry: CommittedEntry, assembler: SegmentAssembler) -> None:
         tracker = self._tracker
         assert tracker is not None
         txn = entry.transaction

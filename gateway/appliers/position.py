@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.core import messages, records
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.messages import MessageDecodeError
 from gateway.core.rowops import Gtid
 from gateway.core.stuffing import SEPARATOR
@@ -144,9 +145,10 @@ class PositionStore:
     """One applier's durable position in ``directory/<applier>.position``. Thread-safe."""
 
     def __init__(self, directory: str | os.PathLike[str], applier: str, *,
-                 compact_bytes: int = 1 << 16) -> None:
+                 compact_bytes: int = 1 << 16, fs: FileSystem | None = None) -> None:
         self.applier = applier
         self.path = Path(directory) / f"{applier}.position"
+        self._fs = fs or local_fs()
         self.compact_bytes = compact_bytes
         self._lock = threading.Lock()
         #: After ``load``: where the file is damaged (one line), or ``None`` if it is intact.
@@ -155,7 +157,7 @@ class PositionStore:
     def load(self) -> ApplierPosition:
         """The last saved position, or position 0 with no GTIDs if none was ever saved."""
         try:
-            data = self.path.read_bytes()
+            data = self._fs.read_all(str(self.path))
         except FileNotFoundError:
             return ApplierPosition()
         except OSError as exc:
@@ -198,37 +200,15 @@ class PositionStore:
         record = records.encode_record(messages.pack(msg))
         with self._lock:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                size = self.path.stat().st_size if self.path.exists() else 0
+                fs, path = self._fs, str(self.path)
+                fs.makedirs(str(self.path.parent))
+                size = fs.size(path) if fs.exists(path) else 0
                 if size + len(record) > self.compact_bytes:
-                    self._rewrite(SEPARATOR + record)
+                    fs.write_atomic(path, SEPARATOR + record)
                     return
-                with self.path.open("ab+") as f:
-                    # a torn tail (crash mid-append) must not swallow the new record
-                    f.seek(max(size - len(SEPARATOR), 0))
-                    tail_ok = size and f.read(len(SEPARATOR)) == SEPARATOR
-                    f.write(record if tail_ok else SEPARATOR + record)
-                    f.flush()
-                    os.fsync(f.fileno())
-                if not size:
-                    _sync_dir(self.path.parent)
+                # a torn tail (crash mid-append) must not swallow the new record
+                fs.append_synced(path, record, boundary=SEPARATOR)
             except OSError as exc:
                 raise PositionStoreError(
                     f"{self.path}: cannot write: {exc.strerror or exc}") from None
 
-    def _rewrite(self, data: bytes) -> None:
-        tmp = self.path.with_suffix(".position.tmp")
-        with tmp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        _sync_dir(self.path.parent)
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -26,8 +26,14 @@ from gateway.core.messages import MessageDecodeError
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import transaction_pb2
 
-__all__ = ["EntriesCompactedError", "Entry", "EntrySource", "EntrySourceError", "LogFileSource",
-           "MemorySource"]
+__all__ = [
+    "CommittedEntry",
+    "EntriesCompactedError",
+    "EntrySource",
+    "EntrySourceError",
+    "LogFileSource",
+    "MemorySource",
+]
 
 
 class EntrySourceError(Exception):
@@ -48,7 +54,7 @@ class EntriesCompactedError(EntrySourceError):
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class CommittedEntry:
     """A committed log entry: its index and the transaction segment it holds, if any."""
 
     index: int
@@ -58,7 +64,7 @@ class Entry:
 class EntrySource(Protocol):
     """Committed log entries, indexed from 1 without gaps."""
 
-    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+    def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         """Entries ``from_index, from_index + 1, ...``: at most ``max_entries``, fewer (maybe
         none) at the end of the committed log. Raises ``EntrySourceError``."""
         ...
@@ -81,11 +87,11 @@ class MemorySource:
             self._items.append(item)
             return len(self._items)
 
-    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+    def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         with self._lock:
             start = max(from_index, 1) - 1
             chunk = self._items[start : start + max_entries]
-        return [Entry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         with self._lock:
@@ -135,12 +141,12 @@ class LogFileSource:
                 f"{self._consumed + len(chunk) - len(SEPARATOR)} (run `gateway log verify`)")
         self._consumed += len(chunk) - len(SEPARATOR)
 
-    def read(self, from_index: int, max_entries: int) -> list[Entry]:
+    def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         if from_index + max_entries - 1 > len(self._entries):
             self._refresh()
         start = max(from_index, 1) - 1
         chunk = self._entries[start : start + max_entries]
-        return [Entry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         self._refresh()

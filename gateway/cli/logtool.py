@@ -30,6 +30,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from gateway.core import messages, records
+from gateway.core.fileio import local_fs
 from gateway.core.messages import MessageDecodeError, TypeTag
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import applier_pb2, epoch_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
@@ -123,10 +124,7 @@ def append_transaction(path: str | os.PathLike[str], txn: transaction_pb2.Transa
     prefix = b"" if existing.endswith(SEPARATOR) else SEPARATOR
     record = records.encode_record(messages.pack(txn))
     try:
-        with p.open("ab") as f:
-            f.write(prefix + record)
-            f.flush()
-            os.fsync(f.fileno())
+        local_fs().append_synced(str(p), record, boundary=SEPARATOR)
     except OSError as exc:
         raise LogInputError(f"{p}: cannot write: {exc.strerror or exc}") from None
     return len(existing) + len(prefix)

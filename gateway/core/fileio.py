@@ -1,12 +1,16 @@
 """The file layer: every byte the storage code reads or writes goes through a `FileSystem`.
 
 Like LevelDB's ``Env``, the interface is small and says exactly what the storage code needs:
-append-only writable files with ``sync``, positional reads, directory listing, atomic rename,
-directory sync and hole punching. Two implementations:
+append-only writable files with ``sync``, positional reads, whole-file read-only maps,
+directory listing, atomic rename, hard links, directory sync, an exclusive lock file, hole
+punching, and `FileSystem.write_atomic` (the one tmp-write-sync-rename-sync-dir sequence).
+The Raft WAL, the LSM store, applier positions, dead letters, node snapshots and the log tools
+all go through it; nothing else calls ``os.fsync`` or ``os.replace``. Two implementations:
 
 - `OsFileSystem`: the real one (``os.open``/``os.pwrite``-free appends, ``fdatasync``,
   ``fallocate(PUNCH_HOLE)`` through ``ctypes`` where the platform has it).
-- `FaultInjectingFileSystem`: in memory, for tests. It remembers which bytes and which directory
+- `FaultInjectingFileSystem`: in memory, for tests: the one crash model of every storage
+  user (WAL, LSM, positions, snapshots). It remembers which bytes and which directory
   entries were made durable (``sync`` / ``sync_dir``), can be armed to crash after a number of
   mutating operations (a crashing write is torn: only a prefix of it lands), and produces the
   image a machine would see after a power cut (`FaultInjectingFileSystem.crash_image`): synced
@@ -22,13 +26,18 @@ Contracts shared by every implementation:
   directory entry is durable only after ``FileSystem.sync_dir(directory)`` returned.
 - A ``ReadableFile`` sees every byte written before the read started, also through another
   handle; it keeps working after its file was removed (POSIX unlink semantics).
+- ``map`` is a stable view of the file as it is when mapped; callers map only files that no
+  longer change (sealed segments, finished tables).
 - ``punch_hole`` returns ``False`` when the platform or file system cannot free the range; the
   bytes are then left as they were (callers must not rely on them reading as zeros).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
+import mmap
 import os
 import random
 import sys
@@ -40,12 +49,15 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "FaultInjectingFileSystem",
+    "FileLock",
     "FileSystem",
     "IoStats",
+    "MappedBytes",
     "OsFileSystem",
     "ReadableFile",
     "SimulatedCrash",
     "WritableFile",
+    "local_fs",
 ]
 
 
@@ -141,6 +153,27 @@ class ReadableFile(ABC):
         """Release the handle. Idempotent."""
 
 
+class MappedBytes(bytes):
+    """An in-memory file map: ``bytes`` with the ``close`` of an ``mmap`` (a no-op)."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+#: What `FileSystem.map` returns: a read-only buffer with ``find``/``rfind``/slicing/``close``.
+Mapped = mmap.mmap | MappedBytes
+
+
+class FileLock(ABC):
+    """An exclusive lock on a lock file, held until `release` (or the process ends)."""
+
+    path: str
+
+    @abstractmethod
+    def release(self) -> None:
+        """Give the lock up. Idempotent."""
+
+
 class FileSystem(ABC):
     """The operations storage code may perform. Paths are ``str``; directories use ``/``."""
 
@@ -195,6 +228,76 @@ class FileSystem(ABC):
         """Free ``[offset, offset + length)`` keeping the file size; the range then reads as
         zeros. Return ``False`` (and change nothing) when unsupported."""
 
+    @abstractmethod
+    def create(self, path: str) -> WritableFile:
+        """Open ``path`` for appending from empty: an existing file is truncated first."""
+
+    @abstractmethod
+    def link(self, src: str, dst: str) -> None:
+        """Give the file ``src`` the second name ``dst`` (a hard link; where the two names are
+        on different file systems, a synced copy). Durable after ``sync_dir`` of ``dst``'s
+        directory."""
+
+    @abstractmethod
+    def map(self, path: str) -> Mapped:
+        """Map the whole of ``path`` read-only (``FileNotFoundError`` if missing). Empty files
+        map to an empty buffer."""
+
+    @abstractmethod
+    def lock(self, path: str) -> FileLock:
+        """Create ``path`` if needed and lock it exclusively; ``BlockingIOError`` if another
+        holder (another process or another handle in this one) has it."""
+
+    @abstractmethod
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` names a directory."""
+
+    def discard(self, path: str) -> None:
+        """`remove` ``path`` if it exists (no error when it does not)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.remove(path)
+
+    def append_synced(self, path: str, data: bytes, *, boundary: bytes = b"") -> None:
+        """Append ``data`` to ``path`` (created if missing) and make it durable before
+        returning; a new file's name is made durable too (``sync_dir``). With ``boundary``, a
+        file that does not end with it (a torn tail left by a crash mid-append) gets it
+        written first, so the new data never merges into a torn record."""
+        existed = self.exists(path)
+        prefix = b""
+        if boundary:
+            size = self.size(path) if existed else 0
+            tail = b""
+            if size >= len(boundary):
+                reader = self.open_readable(path)
+                try:
+                    tail = reader.pread(size - len(boundary), len(boundary))
+                finally:
+                    reader.close()
+            if tail != boundary:
+                prefix = boundary
+        f = self.open_writable(path)
+        try:
+            f.write(prefix + data if prefix else data)
+            f.sync()
+        finally:
+            f.close()
+        if not existed:
+            self.sync_dir(os.path.dirname(path) or ".")
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Replace ``path`` with ``data`` so that a crash leaves the old or the new content,
+        never a mix: write ``path.tmp``, sync it, rename it over ``path``, sync the
+        directory. A stale ``path.tmp`` from an interrupted earlier call is overwritten."""
+        tmp = path + ".tmp"
+        f = self.create(tmp)
+        try:
+            f.write(data)
+            f.sync()
+        finally:
+            f.close()
+        self.rename(tmp, path)
+        self.sync_dir(os.path.dirname(path) or ".")
+
 
 # --------------------------------------------------------------------------------------------
 # The real file system
@@ -226,10 +329,11 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class _OsWritable(WritableFile):
-    def __init__(self, path: str, stats: IoStats) -> None:
+    def __init__(self, path: str, stats: IoStats, truncate: bool = False) -> None:
         self.path = path
         self._stats = stats
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
+        self._fd: int | None = os.open(path, flags, 0o644)
         self._size = os.fstat(self._fd).st_size
 
     def _handle(self) -> int:
@@ -267,7 +371,8 @@ class _OsReadable(ReadableFile):
     def __init__(self, path: str, stats: IoStats) -> None:
         self.path = path
         self._stats = stats
-        self._fd: int | None = os.open(path, os.O_RDONLY)
+        self._fd: int | None = None  # set first: ``__del__`` runs even when the open fails
+        self._fd = os.open(path, os.O_RDONLY)
 
     def pread(self, offset: int, length: int) -> bytes:
         if self._fd is None:
@@ -299,11 +404,61 @@ class _OsReadable(ReadableFile):
         self.close()
 
 
+class _OsLock(FileLock):
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
 class OsFileSystem(FileSystem):
     """The operating system's file system. ``sync`` is ``fdatasync`` (``fsync`` elsewhere)."""
 
     def __init__(self) -> None:
         self.stats = IoStats()
+
+    def create(self, path: str) -> WritableFile:
+        return _OsWritable(path, self.stats, truncate=True)
+
+    def link(self, src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError as e:
+            if e.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+                raise
+            with open(src, "rb") as fin:
+                out = self.create(dst)
+                try:
+                    while chunk := fin.read(1 << 20):
+                        out.write(chunk)
+                    out.sync()
+                finally:
+                    out.close()
+
+    def map(self, path: str) -> Mapped:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if os.fstat(fd).st_size == 0:
+                return MappedBytes()
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+
+    def lock(self, path: str) -> FileLock:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise BlockingIOError(errno.EWOULDBLOCK, "locked by another holder", path) from None
+        return _OsLock(path, fd)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
 
     def open_writable(self, path: str) -> WritableFile:
         return _OsWritable(path, self.stats)
@@ -440,21 +595,37 @@ class _MemReadable(ReadableFile):
         pass
 
 
+class _MemLock(FileLock):
+    def __init__(self, fs: FaultInjectingFileSystem, path: str) -> None:
+        self.path = path
+        self._fs: FaultInjectingFileSystem | None = fs
+
+    def release(self) -> None:
+        fs = self._fs
+        if fs is not None:
+            with fs._lock:
+                fs._locks.discard(self.path)
+            self._fs = None
+
+
 class FaultInjectingFileSystem(FileSystem):
     """An in-memory file system that can lose unsynced data and crash mid-operation.
 
     Knobs (all optional):
 
-    - ``arm_crash(after_ops)``: the ``after_ops``-th mutating operation from now (write, sync,
-      truncate, remove, rename, sync_dir, punch_hole; counting from 1) crashes: a write lands
+    - ``arm_crash(after_ops)``: the ``after_ops``-th mutating operation from now (create or
+      first open of a file, write, sync, truncate, remove, rename, link, sync_dir, punch_hole;
+      counting from 1; `mutations` counts them) crashes: a write lands
       only a random prefix of its bytes, other operations do not happen, and `SimulatedCrash`
       is raised, as by every later call.
     - ``sync_hook``: called with the path before every file ``sync`` (outside the lock), e.g.
       to block a sync and observe group commit.
     - ``sync_error``: an ``OSError`` raised by every file ``sync`` (an fsync failure).
 
-    `crash_image` returns the file system a reboot would find; it works before or after a
-    crash. ``seed`` makes torn-write lengths and crash images reproducible.
+    `crash_image` returns the file system a reboot would find (a machine crash: unsynced data
+    and directory changes may be lost); `process_crash_image` what a restart finds when only
+    the process died. Both work before or after a crash. Paths are absolute; ``/`` exists.
+    ``seed`` makes torn-write lengths and crash images reproducible.
     """
 
     def __init__(self, *, seed: int = 0) -> None:
@@ -465,6 +636,10 @@ class FaultInjectingFileSystem(FileSystem):
         self._durable_files: dict[str, _Inode] = {}
         self._dirs: set[str] = {"/"}
         self._countdown: int | None = None
+        self._locks: set[str] = set()
+        #: Mutating operations so far (what `arm_crash` counts): run a workload once unarmed
+        #: to learn how many crash points it has.
+        self.mutations = 0
         self.crashed = False
         self.sync_hook: Callable[[str], None] | None = None
         self.sync_error: OSError | None = None
@@ -482,6 +657,7 @@ class FaultInjectingFileSystem(FileSystem):
         self._countdown = None
 
     def _tick(self) -> bool:
+        self.mutations += 1
         if self._countdown is None:
             return False
         self._countdown -= 1
@@ -524,6 +700,23 @@ class FaultInjectingFileSystem(FileSystem):
                 image._durable_files[path] = new
         return image
 
+    def process_crash_image(self) -> FaultInjectingFileSystem:
+        """Return what a restart finds after the process died but the kernel survived: every
+        byte written and every directory change, synced or not."""
+        image = FaultInjectingFileSystem(seed=self._rng.randrange(1 << 30))
+        with self._lock:
+            image._dirs = set(self._dirs)
+            copies: dict[int, _Inode] = {}
+            for path, inode in sorted(self._files.items()):
+                new = copies.get(id(inode))
+                if new is None:
+                    new = copies[id(inode)] = _Inode()
+                    new.data = bytearray(inode.data)
+                    new.durable = bytes(inode.data)
+                image._files[path] = new
+                image._durable_files[path] = new
+        return image
+
     # FileSystem --------------------------------------------------------------------------
 
     def _mutate(self) -> None:
@@ -541,6 +734,56 @@ class FaultInjectingFileSystem(FileSystem):
                 self._mutate()
                 inode = self._files[path] = _Inode()
             return _MemWritable(self, path, inode)
+
+    def create(self, path: str) -> WritableFile:
+        with self._lock:
+            self._check()
+            if os.path.dirname(path) not in self._dirs:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+            self._mutate()
+            inode = self._files.get(path)
+            if inode is None:
+                inode = self._files[path] = _Inode()
+            else:
+                del inode.data[:]  # O_TRUNC: same file, empty; durable at the next sync
+            return _MemWritable(self, path, inode)
+
+    def link(self, src: str, dst: str) -> None:
+        with self._lock:
+            self._check()
+            inode = self._files.get(src)
+            if inode is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", src)
+            if dst in self._files:
+                raise FileExistsError(errno.EEXIST, "file exists", dst)
+            self._mutate()
+            self._files[dst] = inode
+
+    def map(self, path: str) -> Mapped:
+        with self._lock:
+            self._check()
+            inode = self._files.get(path)
+            if inode is None:
+                raise FileNotFoundError(errno.ENOENT, "no such file", path)
+            data = MappedBytes(inode.data)
+        self.stats.count_read(path, len(data))
+        return data
+
+    def lock(self, path: str) -> FileLock:
+        with self._lock:
+            self._check()
+            if path in self._locks:
+                raise BlockingIOError(errno.EWOULDBLOCK, "locked by another holder", path)
+            if path not in self._files:
+                if os.path.dirname(path) not in self._dirs:
+                    raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+                self._files[path] = _Inode()  # an empty lock file; its durability is moot
+            self._locks.add(path)
+            return _MemLock(self, path)
+
+    def is_dir(self, path: str) -> bool:
+        with self._lock:
+            return path in self._dirs
 
     def open_readable(self, path: str) -> ReadableFile:
         with self._lock:
@@ -635,3 +878,11 @@ class FaultInjectingFileSystem(FileSystem):
         """The current bytes of ``path`` (not counted in `stats`)."""
         with self._lock:
             return bytes(self._files[path].data)
+
+
+_LOCAL = OsFileSystem()
+
+
+def local_fs() -> OsFileSystem:
+    """The process-wide `OsFileSystem` (one `IoStats` for everything that takes the default)."""
+    return _LOCAL

@@ -17,8 +17,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from gateway.appliers.source import EntriesCompactedError
-from gateway.appliers.source import Entry as SourceEntry
+from gateway.appliers.source import CommittedEntry, EntriesCompactedError
 from gateway.raft import NO_LIMIT, CompactedError, EntryType
 from gateway.v1 import gateway_pb2
 
@@ -43,7 +42,7 @@ class CommittedLogSource:
     def last_index(self) -> int:
         return self._driver.sm.applied_index
 
-    def read(self, from_index: int, max_entries: int) -> list[SourceEntry]:
+    def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         storage, sm = self._driver.storage, self._driver.sm
         from_index = max(from_index, 1)
         hi = min(sm.applied_index + 1, from_index + max_entries)
@@ -54,7 +53,7 @@ class CommittedLogSource:
             if first > 2:
                 raise EntriesCompactedError(from_index, first)
             # index 1 is the bootstrap snapshot (the initial membership): no transactions
-            return [SourceEntry(i, None) for i in range(from_index, min(hi, first))]
+            return [CommittedEntry(i, None) for i in range(from_index, min(hi, first))]
         try:
             ents = storage.entries(from_index, hi, _READ_BYTES)
         except CompactedError:
@@ -66,7 +65,7 @@ class CommittedLogSource:
                 txn, _ = decode_entry(e.data)
                 if txn is not None and sm.skipped(e.index):
                     txn = None
-            out.append(SourceEntry(e.index, txn))
+            out.append(CommittedEntry(e.index, txn))
         return out
 
 

@@ -39,7 +39,7 @@ from gateway.v1 import gateway_pb2, peer_pb2_grpc
 from . import keys
 from .api import GatewayServicer
 from .api_handlers import add_gateway_service
-from .appliers import NodeAppliers
+from .applier_host import NodeAppliers
 from .config import NodeConfig, address_problem
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
@@ -54,7 +54,7 @@ from .security import (
     peer_channel_credentials,
     peer_server_credentials,
 )
-from .snapshots import SnapshotArchiveError, SnapshotMetadataError
+from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport

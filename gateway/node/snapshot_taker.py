@@ -57,7 +57,7 @@ from .storage import RaftLogStorage
 
 __all__ = ["ConfHistory", "SnapshotTaker"]
 
-log = logging.getLogger("gateway.node.snapshots")
+log = logging.getLogger("gateway.node.snapshot_files")
 
 
 class ConfHistory:

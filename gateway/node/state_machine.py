@@ -44,6 +44,7 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
+from gateway.core.fileio import local_fs
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm.format import prefix_end
 from gateway.core.messages import TypeTag
@@ -51,7 +52,7 @@ from gateway.raft import Entry, EntryType
 from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 from . import keys
-from .snapshots import pack_dir, unpack_dir
+from .snapshot_files import pack_dir, unpack_dir
 from .validation import (
     InvalidRequest,
     TableSchema,
@@ -146,7 +147,7 @@ class StoreStateMachine:
             if os.path.isdir(self.path):
                 shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
             else:
-                os.rename(staged, self.path)
+                self._install_staged(staged)
         self.store = LSMStore(self.path, memtable_bytes)
         self._load()
 
@@ -519,10 +520,16 @@ class StoreStateMachine:
             shutil.rmtree(tmp, ignore_errors=True)
         self.store.close()
         shutil.rmtree(self.path)
-        os.rename(staged, self.path)
+        self._install_staged(staged)
         self.store = LSMStore(self.path, self._memtable_bytes)
         self._load()
         return self.store.applied_index
+
+    def _install_staged(self, staged: str) -> None:
+        """Rename the fully written store ``staged`` to the store path, durably."""
+        fs = local_fs()
+        fs.rename(staged, self.path)
+        fs.sync_dir(self.data_dir)
 
     def flush(self) -> None:
         self.store.flush()

@@ -1,7 +1,7 @@
 """``RaftLogStorage``: the ``gateway.raft`` ``Storage`` of a node, over the segmented WAL.
 
 Layout under ``DATA/raft``: ``wal/`` (``SegmentedWal``: entries, hard state, log start) and
-``snapshots/`` (:class:`~gateway.node.snapshots.SnapshotFiles`). Raft indexes are WAL indexes.
+``snapshots/`` (:class:`~gateway.node.snapshot_files.SnapshotFiles`). Raft indexes are WAL indexes.
 
 Contracts:
 
@@ -45,11 +45,9 @@ from gateway.core.wal import (
     RecoveryEvent,
     SegmentedWal,
     WalCompactedError,
+    WalHardState,
     WalOptions,
     WalUnavailableError,
-)
-from gateway.core.wal import (
-    HardState as WalHardState,
 )
 from gateway.raft import (
     CompactedError,
@@ -64,7 +62,7 @@ from gateway.raft import (
 )
 from gateway.raft.types import limit_size
 
-from .snapshots import SnapshotFiles
+from .snapshot_files import SnapshotFiles
 
 __all__ = ["RaftLogStorage"]
 

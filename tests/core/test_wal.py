@@ -14,14 +14,14 @@ import pytest
 from gateway.core.fileio import FaultInjectingFileSystem, OsFileSystem
 from gateway.core.records import scan
 from gateway.core.wal import (
-    Entry,
     FsyncPolicy,
-    HardState,
     RecoveryEventKind,
     SegmentedWal,
     WalCompactedError,
     WalCorruptionError,
+    WalEntry,
     WalFailedError,
+    WalHardState,
     WalIndexError,
     WalOptions,
     WalTag,
@@ -47,8 +47,8 @@ def make_wal(
     )
 
 
-def entry(index: int, term: int = 1, size: int = 40) -> Entry:
-    return Entry(index, term, 0, bytes([index % 251]) * size)
+def entry(index: int, term: int = 1, size: int = 40) -> WalEntry:
+    return WalEntry(index, term, 0, bytes([index % 251]) * size)
 
 
 def fill(wal: SegmentedWal, first: int, last: int, term: int = 1, size: int = 40) -> None:
@@ -72,7 +72,7 @@ def test_empty_wal_has_first_index_1_and_last_index_0() -> None:
     wal = make_wal(FaultInjectingFileSystem())
     assert (wal.first_index(), wal.last_index(), wal.term(0)) == (1, 0, 0)
     assert wal.entries(1, 1) == []
-    assert wal.hard_state() == HardState()
+    assert wal.hard_state() == WalHardState()
     assert wal.recovery_report.clean
     wal.close()
 
@@ -101,13 +101,13 @@ def test_one_batch_stays_in_one_segment() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 3)
-    wal.append_batch([entry(i) for i in range(4, 40)], HardState(2, 1, 3))
+    wal.append_batch([entry(i) for i in range(4, 40)], WalHardState(2, 1, 3))
     paths = segment_paths(fs)
     assert len(paths) == 2 and paths[1].endswith(segment_name(4))  # sealed before the batch
     wal.close()
     wal = make_wal(fs)
     assert wal.entries(1, 40) == [entry(i) for i in range(1, 40)]
-    assert wal.hard_state() == HardState(2, 1, 3)
+    assert wal.hard_state() == WalHardState(2, 1, 3)
     wal.close()
 
 
@@ -117,7 +117,7 @@ def test_append_accepts_raft_entries() -> None:
 
     wal = make_wal(FaultInjectingFileSystem())
     wal.append([RaftEntry(term=2, index=1, type=EntryType.CONF_CHANGE, data=b"cc")])
-    assert wal.entries(1, 2) == [Entry(1, 2, int(EntryType.CONF_CHANGE), b"cc")]
+    assert wal.entries(1, 2) == [WalEntry(1, 2, int(EntryType.CONF_CHANGE), b"cc")]
     wal.close()
 
 
@@ -770,23 +770,23 @@ def test_reopen_syncs_what_was_recovered() -> None:
 def test_hard_state_survives_reopen() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
-    wal.save_hard_state(HardState(term=4, vote=2, commit=0))
-    wal.save_hard_state(HardState(term=5, vote=3, commit=7))
-    assert wal.hard_state() == HardState(5, 3, 7)
+    wal.save_hard_state(WalHardState(term=4, vote=2, commit=0))
+    wal.save_hard_state(WalHardState(term=5, vote=3, commit=7))
+    assert wal.hard_state() == WalHardState(5, 3, 7)
     image = fs.crash_image(seed=2)  # saves are synced: a power cut keeps them
-    assert make_wal(image).hard_state() == HardState(5, 3, 7)
+    assert make_wal(image).hard_state() == WalHardState(5, 3, 7)
 
 
 def test_torn_hard_state_record_keeps_the_previous_one() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
-    wal.save_hard_state(HardState(term=4, vote=2, commit=1))
+    wal.save_hard_state(WalHardState(term=4, vote=2, commit=1))
     [path] = segment_paths(fs)
     size = len(fs.raw(path))
-    wal.save_hard_state(HardState(term=5, vote=3, commit=2))
+    wal.save_hard_state(WalHardState(term=5, vote=3, commit=2))
     fs.open_writable(path).truncate(size + 3)
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(4, 2, 1)
+    assert wal.hard_state() == WalHardState(4, 2, 1)
     [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_TAIL)
     assert event.path == path and event.offset == size
 
@@ -795,17 +795,17 @@ def test_torn_meta_record_keeps_the_previous_one() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 6)
-    wal.save_hard_state(HardState(term=4, vote=2, commit=1))
+    wal.save_hard_state(WalHardState(term=4, vote=2, commit=1))
     wal.truncate_suffix(6)  # saves the hard state in the meta file
     size = len(fs.raw(f"{DIR}/meta"))
-    wal.save_hard_state(HardState(term=5, vote=3, commit=2))
+    wal.save_hard_state(WalHardState(term=5, vote=3, commit=2))
     wal.truncate_suffix(5)
     fs.open_writable(f"{DIR}/meta").truncate(size + 3)
     wal = make_wal(fs)
     [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_TAIL)
     assert event.path == f"{DIR}/meta" and event.offset == size
     # The torn record's save never returned: the previous meta record stands.
-    assert wal.hard_state() == HardState(4, 2, 1)
+    assert wal.hard_state() == WalHardState(4, 2, 1)
     assert wal.last_index() == 4
 
 
@@ -813,9 +813,9 @@ def test_damaged_hard_state_followed_by_a_valid_one_is_corruption() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 6)
-    wal.save_hard_state(HardState(term=4, vote=2, commit=1))
+    wal.save_hard_state(WalHardState(term=4, vote=2, commit=1))
     wal.truncate_suffix(6)
-    wal.save_hard_state(HardState(term=5, vote=3, commit=2))
+    wal.save_hard_state(WalHardState(term=5, vote=3, commit=2))
     wal.truncate_suffix(5)
     wal.close()
     fs.corrupt(f"{DIR}/meta", 5, b"\x77")
@@ -831,13 +831,13 @@ def test_meta_file_is_rewritten_when_it_grows() -> None:
     fill(wal, 1, 10)
     wal.compact(3)
     for t in range(1, 60):
-        wal.save_hard_state(HardState(term=t, vote=1, commit=t))
+        wal.save_hard_state(WalHardState(term=t, vote=1, commit=t))
         wal.append([entry(11, t)])
         wal.truncate_suffix(11)  # each saves the hard state in the meta file
     assert len(fs.raw(f"{DIR}/meta")) <= 200 + 60
     wal.close()
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(59, 1, 59) and wal.first_index() == 4
+    assert wal.hard_state() == WalHardState(59, 1, 59) and wal.first_index() == 4
     wal.close()
 
 
@@ -862,11 +862,11 @@ def test_real_file_system_round_trip_with_rotation_and_compaction(tmp_path) -> N
         wal.append([entry(i, size=100)])
     wal.compact(150)
     wal.truncate_suffix(390)
-    wal.save_hard_state(HardState(2, 1, 300))
+    wal.save_hard_state(WalHardState(2, 1, 300))
     wal.close()
     wal = make_wal(fs, directory, segment=8192)
     assert (wal.first_index(), wal.last_index(), wal.hard_state()) == (151, 389,
-                                                                       HardState(2, 1, 300))
+                                                                       WalHardState(2, 1, 300))
     assert wal.entries(151, 390) == [entry(i, size=100) for i in range(151, 390)]
     assert wal.recovery_report.clean
     wal.close()
@@ -878,8 +878,8 @@ def test_real_file_system_round_trip_with_rotation_and_compaction(tmp_path) -> N
 def test_torn_batch_is_cut_on_recovery() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
-    wal.append_batch([entry(i) for i in (1, 2, 3)], HardState(1, 1, 1), sync=True)
-    wal.append_batch([entry(i, 2) for i in (4, 5, 6)], HardState(2, 2, 3), sync=True)
+    wal.append_batch([entry(i) for i in (1, 2, 3)], WalHardState(1, 1, 1), sync=True)
+    wal.append_batch([entry(i, 2) for i in (4, 5, 6)], WalHardState(2, 2, 3), sync=True)
     wal.close()
     [path] = segment_paths(fs)
     recs = record_offsets(fs, path)
@@ -889,7 +889,7 @@ def test_torn_batch_is_cut_on_recovery() -> None:
     [event] = wal.recovery_report.of_kind(RecoveryEventKind.TORN_BATCH)
     entry4 = recs[-4][0]
     assert (event.path, event.offset, event.length) == (path, entry4, recs[-1][0] - entry4)
-    assert wal.last_index() == 3 and wal.hard_state() == HardState(1, 1, 1)
+    assert wal.last_index() == 3 and wal.hard_state() == WalHardState(1, 1, 1)
     assert len(fs.raw(path)) == entry4
     wal.close()
     assert make_wal(fs).recovery_report.clean
@@ -899,14 +899,14 @@ def test_crash_between_entries_and_marker_loses_the_whole_batch() -> None:
     for seed in range(40):
         fs = FaultInjectingFileSystem(seed=seed)
         wal = make_wal(fs)
-        wal.append_batch([entry(i) for i in (1, 2)], HardState(1, 0, 0), sync=True)
+        wal.append_batch([entry(i) for i in (1, 2)], WalHardState(1, 0, 0), sync=True)
         fs.arm_crash(1)  # the batch's single write lands only a random prefix
         with pytest.raises(WalFailedError):
-            wal.append_batch([entry(i, 3, 300) for i in (3, 4, 5)], HardState(3, 2, 2),
+            wal.append_batch([entry(i, 3, 300) for i in (3, 4, 5)], WalHardState(3, 2, 2),
                              sync=True)
         image = fs.crash_image(seed)
         got = make_wal(image)
-        assert (got.last_index(), got.hard_state()) == (2, HardState(1, 0, 0)), seed
+        assert (got.last_index(), got.hard_state()) == (2, WalHardState(1, 0, 0)), seed
         got.close()
 
 
@@ -914,24 +914,24 @@ def test_hard_state_comes_from_the_newest_marker_across_rotation_truncation_comp
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     for i in range(1, 41):  # many segments; the last marker of each is in its seal
-        wal.append_batch([entry(i)], HardState(1, 1, i - 1))
+        wal.append_batch([entry(i)], WalHardState(1, 1, i - 1))
     assert len(segment_paths(fs)) >= 3
     wal.close()
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(1, 1, 39)
+    assert wal.hard_state() == WalHardState(1, 1, 39)
     wal.truncate_suffix(35)  # removes the markers after entry 34: the meta file has it
     wal.close()
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(1, 1, 39) and wal.last_index() == 34
-    wal.save_hard_state(HardState(2, 3, 30))
+    assert wal.hard_state() == WalHardState(1, 1, 39) and wal.last_index() == 34
+    wal.save_hard_state(WalHardState(2, 3, 30))
     wal.compact(34)  # the whole log: the head (and its markers) may be punched
     wal.close()
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(2, 3, 30) and wal.first_index() == 35
-    wal.append_batch([entry(35, 2)], HardState(2, 3, 34))
+    assert wal.hard_state() == WalHardState(2, 3, 30) and wal.first_index() == 35
+    wal.append_batch([entry(35, 2)], WalHardState(2, 3, 34))
     wal.close()
     wal = make_wal(fs)
-    assert wal.hard_state() == HardState(2, 3, 34) and wal.last_index() == 35
+    assert wal.hard_state() == WalHardState(2, 3, 34) and wal.last_index() == 35
     wal.close()
 
 
@@ -939,15 +939,15 @@ def test_crash_right_after_rotation_keeps_the_sealed_segments_hard_state() -> No
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 10)
-    wal.save_hard_state(HardState(4, 4, 9))
+    wal.save_hard_state(WalHardState(4, 4, 9))
     first = segment_paths(fs)
-    wal.append_batch([entry(i, 4, 200) for i in range(11, 16)], HardState(4, 4, 10))
+    wal.append_batch([entry(i, 4, 200) for i in range(11, 16)], WalHardState(4, 4, 10))
     new = [p for p in segment_paths(fs) if p not in first]
     assert new
     for p in new:  # the new segment's batch never reached the disk
         fs.remove(p)
     wal = make_wal(fs)
-    assert wal.last_index() == 10 and wal.hard_state() == HardState(4, 4, 9)
+    assert wal.last_index() == 10 and wal.hard_state() == WalHardState(4, 4, 9)
     wal.close()
 
 
@@ -955,15 +955,15 @@ def test_interrupted_reset_is_finished_on_open() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 30)
-    wal.save_hard_state(HardState(1, 1, 5))
+    wal.save_hard_state(WalHardState(1, 1, 5))
     wal._meta.save_state(  # what reset(20, ...) saves first, then a crash: segments remain
         wal._marker._replace(term=3, vote=2, commit=19, seq=wal._marker.seq + 1, log_end=19),
         wal._log_start._replace(first_index=20, prev_term=3))
     wal = make_wal(fs)
     assert wal.first_index() == 20 and wal.last_index() == 19
-    assert wal.hard_state() == HardState(3, 2, 19) and wal.term(19) == 3
+    assert wal.hard_state() == WalHardState(3, 2, 19) and wal.term(19) == 3
     assert wal.recovery_report.of_kind(RecoveryEventKind.STALE_ENTRIES_CUT)
-    wal.append_batch([entry(20, 3)], HardState(3, 2, 19))
+    wal.append_batch([entry(20, 3)], WalHardState(3, 2, 19))
     wal.close()
     wal = make_wal(fs)
     assert wal.entries(20, 21) == [entry(20, 3)] and wal.recovery_report.clean
@@ -974,13 +974,13 @@ def test_reset_replaces_the_log_and_hard_state() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 30)
-    wal.reset(101, 7, HardState(7, 0, 100))
+    wal.reset(101, 7, WalHardState(7, 0, 100))
     assert (wal.first_index(), wal.last_index(), wal.term(100)) == (101, 100, 7)
     assert segment_paths(fs) == []
-    wal.append_batch([entry(101, 7)], HardState(7, 0, 101))
+    wal.append_batch([entry(101, 7)], WalHardState(7, 0, 101))
     wal.close()
     wal = make_wal(fs)
-    assert wal.entries(101, 102) == [entry(101, 7)] and wal.hard_state() == HardState(7, 0, 101)
+    assert wal.entries(101, 102) == [entry(101, 7)] and wal.hard_state() == WalHardState(7, 0, 101)
     wal.close()
 
 
@@ -990,8 +990,8 @@ def test_read_hard_state_without_opening() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs)
     fill(wal, 1, 20)
-    wal.save_hard_state(HardState(3, 1, 15))
-    assert read_hard_state(fs, DIR) == HardState(3, 1, 15)
+    wal.save_hard_state(WalHardState(3, 1, 15))
+    assert read_hard_state(fs, DIR) == WalHardState(3, 1, 15)
     wal.truncate_suffix(18)  # the newest hard state is now (also) in the meta file
-    assert read_hard_state(fs, DIR) == HardState(3, 1, 15)
+    assert read_hard_state(fs, DIR) == WalHardState(3, 1, 15)
     wal.close()

@@ -23,17 +23,17 @@ def test_entry_encoding_is_byte_identical_to_protobuf(
     ours = codec.encode_entry(index, term, type_, data)
     msg = wal_pb2.WalEntry(index=index, term=term, type=type_, data=data)
     assert ours == bytes([WalTag.ENTRY]) + msg.SerializeToString(deterministic=True)
-    assert codec.decode_entry(ours) == codec.Entry(index, term, type_, data)
+    assert codec.decode_wal_entry(ours) == codec.WalEntry(index, term, type_, data)
 
 
 @given(term=u64, vote=u64, commit=u64)
 def test_hard_state_encoding_is_byte_identical_to_protobuf(
     term: int, vote: int, commit: int
 ) -> None:
-    ours = codec.encode_hard_state(codec.HardState(term, vote, commit))
+    ours = codec.encode_hard_state(codec.WalHardState(term, vote, commit))
     msg = wal_pb2.WalHardState(term=term, vote=vote, commit=commit)
     assert ours[1:] == msg.SerializeToString(deterministic=True)
-    assert codec.decode_hard_state(ours) == codec.HardState(term, vote, commit)
+    assert codec.decode_hard_state(ours) == codec.WalHardState(term, vote, commit)
 
 
 def test_footer_and_index_encodings_are_byte_identical_to_protobuf() -> None:
@@ -50,14 +50,14 @@ def test_footer_and_index_encodings_are_byte_identical_to_protobuf() -> None:
 def test_decoder_accepts_reordered_and_unknown_fields() -> None:
     body = wal_pb2.WalEntry(index=5, term=2, data=b"x").SerializeToString()
     reordered = b"\x22\x01x" + b"\x10\x02" + b"\x08\x05" + b"\x2d\x00\x00\x00\x00"  # + fixed32 #5
-    assert codec.decode_entry(bytes([WalTag.ENTRY]) + reordered) == codec.decode_entry(
+    assert codec.decode_wal_entry(bytes([WalTag.ENTRY]) + reordered) == codec.decode_wal_entry(
         bytes([WalTag.ENTRY]) + body)
 
 
 @pytest.mark.parametrize("bad", [b"\x08", b"\x22\x05ab", b"\x0f\x00", b"\x08" + b"\xff" * 11])
 def test_malformed_payload_raises_payload_error(bad: bytes) -> None:
     with pytest.raises(codec.PayloadError):
-        codec.decode_entry(bytes([WalTag.ENTRY]) + bad)
+        codec.decode_wal_entry(bytes([WalTag.ENTRY]) + bad)
 
 
 def test_wal_tags_are_in_the_storage_range_and_collide_with_no_registered_tag() -> None:

@@ -28,11 +28,11 @@ from hypothesis import strategies as st
 
 from gateway.core.fileio import FaultInjectingFileSystem, SimulatedCrash
 from gateway.core.wal import (
-    Entry,
     FsyncPolicy,
-    HardState,
     SegmentedWal,
+    WalEntry,
     WalFailedError,
+    WalHardState,
     WalOptions,
 )
 
@@ -59,9 +59,9 @@ class Model:
     prev_term: int = 0
     last: int = 0
     durable: int = 0
-    hard_state: HardState = field(default_factory=HardState)
+    hard_state: WalHardState = field(default_factory=WalHardState)
     # (last index, hard state) after every batch since everything was last durable.
-    points: list[tuple[int, HardState]] = field(default_factory=lambda: [(0, HardState())])
+    points: list[tuple[int, WalHardState]] = field(default_factory=lambda: [(0, WalHardState())])
 
     def settle(self) -> None:
         """Everything is durable: only the current state may be recovered."""
@@ -111,7 +111,7 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
             if kind == "append":
                 _, count, size, bump = step
                 term += bump
-                new = [Entry(m.last + k, term, k % 2, bytes([(m.last + k) % 256]) * size)
+                new = [WalEntry(m.last + k, term, k % 2, bytes([(m.last + k) % 256]) * size)
                        for k in range(1, count + 1)]
                 ref = dict(m.log)
                 ref.update({e.index: (e.term, e.data) for e in new})
@@ -123,9 +123,9 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
             elif kind == "batch":
                 _, count, size, bump, sync = step
                 term += bump
-                new = [Entry(m.last + k, term, 0, bytes([(m.last + k) % 256]) * size)
+                new = [WalEntry(m.last + k, term, 0, bytes([(m.last + k) % 256]) * size)
                        for k in range(1, count + 1)]
-                hs = HardState(term, len(m.points) % 5, m.last + count)  # distinct per batch
+                hs = WalHardState(term, len(m.points) % 5, m.last + count)  # distinct per batch
                 ref = dict(m.log)
                 ref.update({e.index: (e.term, e.data) for e in new})
                 states = {m.hard_state, hs}
@@ -159,7 +159,7 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
                     m.first = at + 1
                     m.settle()
             elif kind == "hardstate":
-                hs = HardState(term, term % 3, m.first - 1)
+                hs = WalHardState(term, term % 3, m.first - 1)
                 states = {m.hard_state, hs}
                 points.append((m.last, hs))
                 wal.save_hard_state(hs)
@@ -188,9 +188,9 @@ def check_image(
     ref: dict[int, tuple[int, bytes]],
     need: int,
     firsts: set[int],
-    states: set[HardState],
+    states: set[WalHardState],
     m: Model,
-    points: list[tuple[int, HardState]],
+    points: list[tuple[int, WalHardState]],
 ) -> None:
     image = fs.crash_image(seed)
     wal = open_wal(image, policy)
@@ -210,7 +210,7 @@ def check_image(
     assert (last, wal.hard_state()) in points, (last, wal.hard_state(), points,
                                                  wal.recovery_report)
     # The recovered WAL is writable: append one more entry and read it back after a reopen.
-    nxt = Entry(last + 1, max(wal.term(last), 1), 0, b"after")
+    nxt = WalEntry(last + 1, max(wal.term(last), 1), 0, b"after")
     wal.append([nxt])
     wal.close()
     again = open_wal(image, policy)

@@ -1,20 +1,21 @@
 """A crash at any step of flush, compaction or manifest install loses nothing acknowledged.
 
-The fault-injecting file system raises at step k (every create/write/fsync/rename/remove/
-directory fsync is a step), then the directory is rewritten to what a machine crash could
-leave: only fsynced contents under directory-fsynced names. The store is reopened on the real
-file system and compared with a model.
+The store runs on the in-memory fault-injecting file system (the same double as the Raft WAL's
+crash tests), which raises at mutating operation k (create, write, sync, rename, remove, link,
+directory sync). The store is then reopened on the image a machine crash could leave
+(`crash_image`: synced bytes under synced names, plus a random prefix of unsynced appends,
+sometimes ending in zeros) or a process crash (`process_crash_image`: everything written) and
+compared with a model.
 """
 
 from __future__ import annotations
 
 import random
-import shutil
 
 import pytest
 
+from gateway.core.fileio import FaultInjectingFileSystem, SimulatedCrash
 from gateway.core.lsm import BackgroundError, LSMStore
-from gateway.core.lsm.fs import FaultInjectingFileSystem, SimulatedCrash
 
 from .conftest import SMALL
 
@@ -54,9 +55,15 @@ def _apply(store: LSMStore, op) -> None:
     store.write_batch([(k, v, index, 1, index)], log_index=index)
 
 
-def _run(path: str, ops, crash_at: int | None, **kw):
+PATH = "/db"
+
+
+def _run(ops, crash_at: int | None, **kw):
     """Run ops until the crash; return (fs, acknowledged durable index, last acked op)."""
-    fs = FaultInjectingFileSystem(path, crash_at)
+    fs = FaultInjectingFileSystem(seed=crash_at or 0)
+    if crash_at is not None:
+        fs.arm_crash(crash_at)
+    path = PATH
     durable = 0
     acked = 0
     store = None
@@ -73,22 +80,19 @@ def _run(path: str, ops, crash_at: int | None, **kw):
     return fs, durable, acked
 
 
-def _count_steps(tmp_path, ops, **kw) -> int:
-    path = str(tmp_path / "count")
-    fs, _, _ = _run(path, ops, None, **kw)
-    shutil.rmtree(path)
-    return fs.steps
+def _count_steps(ops, **kw) -> int:
+    fs, _, _ = _run(ops, None, **kw)
+    return fs.mutations
 
 
-def test_raft_mode_crash_at_every_step_keeps_state_at_durable_index(tmp_path):
+def test_raft_mode_crash_at_every_step_keeps_state_at_durable_index():
     ops = _ops(300)
-    total = _count_steps(tmp_path, ops, background=False)
+    total = _count_steps(ops, background=False)
     assert total > 100  # flushes, compactions and manifest installs all happened
     for crash_at in range(1, total + 1):
-        path = str(tmp_path / f"c{crash_at}")
-        fs, durable, _ = _run(path, ops, crash_at, background=False)
-        fs.crash_state()
-        with LSMStore(path, **OPTS, background=False) as s:
+        fs, durable, _ = _run(ops, crash_at, background=False)
+        image = fs.crash_image(seed=crash_at)
+        with LSMStore(PATH, **OPTS, background=False, fs=image) as s:
             recovered = s.durable_applied_index
             assert recovered >= durable, f"crash at step {crash_at}: lost durable index"
             assert dict(s.scan()) == _model(ops, recovered), f"crash at step {crash_at}"
@@ -96,46 +100,39 @@ def test_raft_mode_crash_at_every_step_keeps_state_at_durable_index(tmp_path):
             for op in ops[recovered:]:
                 _apply(s, op)
             assert dict(s.scan()) == _model(ops, len(ops))
-        shutil.rmtree(path)
 
 
-def test_wal_sync_mode_crash_at_every_step_loses_no_acknowledged_write(tmp_path):
+def test_wal_sync_mode_crash_at_every_step_loses_no_acknowledged_write():
     ops = _ops(120, seed=9)
-    total = _count_steps(tmp_path, ops, background=False, wal=True, wal_sync=True)
+    total = _count_steps(ops, background=False, wal=True, wal_sync=True)
     for crash_at in range(1, total + 1, 2):
-        path = str(tmp_path / f"w{crash_at}")
-        fs, _, acked = _run(path, ops, crash_at, background=False, wal=True, wal_sync=True)
-        fs.crash_state()
-        with LSMStore(path, **OPTS, background=False, wal=True) as s:
+        fs, _, acked = _run(ops, crash_at, background=False, wal=True, wal_sync=True)
+        image = fs.crash_image(seed=crash_at)
+        with LSMStore(PATH, **OPTS, background=False, wal=True, fs=image) as s:
             got = dict(s.scan())
             # The write in flight at the crash may or may not have survived; nothing older lost.
             assert got in (_model(ops, acked), _model(ops, acked + 1)), f"crash at step {crash_at}"
-        shutil.rmtree(path)
 
 
-def test_process_crash_keeping_unsynced_data_also_recovers(tmp_path):
+def test_process_crash_keeping_unsynced_data_also_recovers():
     ops = _ops(300, seed=11)
-    total = _count_steps(tmp_path, ops, background=False)
+    total = _count_steps(ops, background=False)
     for crash_at in range(3, total, 7):
-        path = str(tmp_path / f"p{crash_at}")
-        fs, durable, _ = _run(path, ops, crash_at, background=False)
-        fs.crash_state(keep_unsynced=True)
-        with LSMStore(path, **OPTS, background=False) as s:
+        fs, durable, _ = _run(ops, crash_at, background=False)
+        image = fs.process_crash_image()
+        with LSMStore(PATH, **OPTS, background=False, fs=image) as s:
             assert s.durable_applied_index >= durable
             assert dict(s.scan()) == _model(ops, s.durable_applied_index)
-        shutil.rmtree(path)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_crash_during_background_flush_and_compaction_threads(tmp_path, seed):
+def test_crash_during_background_flush_and_compaction_threads(seed):
     ops = _ops(400, seed=seed)
-    total = _count_steps(tmp_path, ops, background=True)
+    total = _count_steps(ops, background=True)
     rnd = random.Random(seed)
     for crash_at in sorted(rnd.sample(range(5, total), 6)):
-        path = str(tmp_path / f"t{crash_at}")
-        fs, durable, _ = _run(path, ops, crash_at, background=True)
-        fs.crash_state()
-        with LSMStore(path, **OPTS, background=False) as s:
+        fs, durable, _ = _run(ops, crash_at, background=True)
+        image = fs.crash_image(seed=crash_at)
+        with LSMStore(PATH, **OPTS, background=False, fs=image) as s:
             assert s.durable_applied_index >= durable
             assert dict(s.scan()) == _model(ops, s.durable_applied_index)
-        shutil.rmtree(path)

@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gateway.core.lsm import Entry, LSMStore
+from gateway.core.lsm import LSMStore, StoredRow
 
 from .conftest import SMALL
 
@@ -29,13 +29,13 @@ class StoreMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="lsm-model-")
         self.store = LSMStore(self.dir, **OPTS, background=False)
-        self.model: dict[bytes, Entry] = {}
-        self.snaps: list[tuple[object, dict[bytes, Entry]]] = []
+        self.model: dict[bytes, StoredRow] = {}
+        self.snaps: list[tuple[object, dict[bytes, StoredRow]]] = []
 
     @rule(k=KEYS, v=VALUES, epoch=st.integers(0, 2**64 - 1), author=st.integers(0, 5))
     def put(self, k, v, epoch, author):
         self.store.put(k, v, epoch=epoch, author=author, commit_ts=epoch // 3)
-        self.model[k] = Entry(v, epoch, author, epoch // 3)
+        self.model[k] = StoredRow(v, epoch, author, epoch // 3)
 
     @rule(k=KEYS)
     def delete(self, k):
@@ -49,7 +49,7 @@ class StoreMachine(RuleBasedStateMachine):
             if v is None:
                 self.model.pop(k, None)
             else:
-                self.model[k] = Entry(v, 0, 0, 0)
+                self.model[k] = StoredRow(v, 0, 0, 0)
 
     @rule(k=KEYS)
     def get(self, k):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import random
 
 from gateway.core import records
+from gateway.core.fileio import OsFileSystem
 from gateway.core.lsm.bloom import BloomBuilder, decode_bloom, key_hash
 from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.format import decode_block, encode_block, encode_cell
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter
 
 
 def _write(path, keys, cells, block_bytes=256):
-    w = SSTableWriter(FileSystem(), str(path), 7, block_bytes)
+    w = SSTableWriter(OsFileSystem(), str(path), 7, block_bytes)
     w.add(keys, cells)
     return w.finish()
 

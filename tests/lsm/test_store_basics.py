@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from gateway.core.lsm import (
-    Entry,
     InvalidArgumentError,
     LSMStore,
     StoreClosedError,
+    StoredRow,
     StoreLockedError,
     WriteBatch,
 )
@@ -66,7 +66,7 @@ def test_large_value_spans_its_own_block(open_store):
 def test_entry_carries_epoch_author_and_commit_timestamp(open_store):
     s = open_store()
     s.put(b"row", b"v", epoch=(5 << 32) | 3, author=2, commit_ts=1_700_000_000_123_456_789)
-    expected = Entry(b"v", (5 << 32) | 3, 2, 1_700_000_000_123_456_789)
+    expected = StoredRow(b"v", (5 << 32) | 3, 2, 1_700_000_000_123_456_789)
     assert s.get_entry(b"row") == expected
     s.flush()
     assert s.get_entry(b"row") == expected
@@ -76,7 +76,7 @@ def test_entry_carries_epoch_author_and_commit_timestamp(open_store):
 def test_entry_without_metadata_has_zero_fields(open_store):
     s = open_store()
     s.put(b"row", b"v")
-    assert s.get_entry(b"row") == Entry(b"v", 0, 0, 0)
+    assert s.get_entry(b"row") == StoredRow(b"v", 0, 0, 0)
 
 
 def test_metadata_out_of_range_is_rejected(open_store):
@@ -110,7 +110,7 @@ def test_write_batch_applies_puts_and_deletes_later_op_wins(open_store):
     b.put(b"c", b"first")
     b.put(b"c", b"second")
     s.write_batch(b)
-    assert s.get_entry(b"a") == Entry(b"1", 9, 1, 0)
+    assert s.get_entry(b"a") == StoredRow(b"1", 9, 1, 0)
     assert s.get(b"gone") is None
     assert s.get(b"c") == b"second"
 
@@ -120,7 +120,7 @@ def test_write_batch_accepts_tuples_and_none_deletes(open_store):
     s.write_batch([(b"a", b"1"), (b"b", b"2", 1, 2, 3)])
     s.write_batch([(b"a", None)])
     assert s.get(b"a") is None
-    assert s.get_entry(b"b") == Entry(b"2", 1, 2, 3)
+    assert s.get_entry(b"b") == StoredRow(b"2", 1, 2, 3)
 
 
 def test_malformed_batch_op_changes_nothing(open_store):
@@ -175,7 +175,10 @@ def test_scan_entries_exposes_metadata(open_store):
     s = open_store()
     s.put(b"a", b"1", epoch=1, author=7, commit_ts=3)
     s.put(b"b", b"2")
-    assert list(s.scan_entries()) == [(b"a", Entry(b"1", 1, 7, 3)), (b"b", Entry(b"2", 0, 0, 0))]
+    assert list(s.scan_entries()) == [
+        (b"a", StoredRow(b"1", 1, 7, 3)),
+        (b"b", StoredRow(b"2", 0, 0, 0)),
+    ]
 
 
 def test_context_manager_closes_and_later_calls_raise(tmp_path):

@@ -48,34 +48,41 @@ def node_configs(tmp_path: Any, n: int, *, appliers: dict | None = None,
 
 
 @contextlib.asynccontextmanager
-async def running(*cfgs: NodeConfig) -> AsyncIterator[tuple[GatewayNode, ...]]:
+async def running(
+    *cfgs: NodeConfig, plugins: Callable[[], Any] | None = None
+) -> AsyncIterator[list[GatewayNode]]:
     """Start one node per config, in order, and stop every node that started when the block
     ends -- also when it raises (a failing test leaves no node serving, holding ports or
-    locking its data directory). A node the block stopped itself is not stopped twice
-    (``GatewayNode.stop`` is idempotent)."""
+    locking its data directory). The block gets the nodes as a list; nodes it starts later
+    and appends to that list (``nodes.append(await started(cfg))``) are stopped too. A node
+    the block stopped itself is not stopped twice (``GatewayNode.stop`` is idempotent).
+    ``plugins`` makes each node's plugin manager (default: the installed plugins). The one way
+    node tests start nodes."""
     nodes: list[GatewayNode] = []
+    started_here: list[GatewayNode] = []
     try:
         for cfg in cfgs:
-            node = GatewayNode(cfg)
+            node = GatewayNode(cfg, plugins()) if plugins is not None else GatewayNode(cfg)
+            started_here.append(node)
             await node.start()
             nodes.append(node)
-        yield tuple(nodes)
+        yield nodes
     finally:
-        for node in reversed(nodes):
+        seen: set[int] = set()
+        for node in reversed([*started_here, *nodes]):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
             with contextlib.suppress(Exception):
                 await node.stop()
 
 
-async def start_all(cfgs: list[NodeConfig]) -> list[GatewayNode]:
-    nodes = [GatewayNode(c) for c in cfgs]
-    for nd in nodes:
-        await nd.start()
-    return nodes
-
-
-async def stop_all(nodes: list[GatewayNode]) -> None:
-    for nd in nodes:
-        await nd.stop()
+async def started(cfg: NodeConfig) -> GatewayNode:
+    """Start one more node inside a ``running`` block; append it to the block's list so the
+    block stops it."""
+    node = GatewayNode(cfg)
+    await node.start()
+    return node
 
 
 async def wait_for(pred: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:

@@ -21,7 +21,7 @@ from gateway.client import GatewayClient, GatewayError, row_insert
 from gateway.node import GatewayNode
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
-from .conftest import node_configs
+from .conftest import node_configs, running
 
 FT = value_pb2.FieldType
 V = value_pb2.Value
@@ -487,9 +487,7 @@ def test_configured_max_request_bytes_is_the_limit(tmp_path):
     cfg = node_configs(tmp_path, 1, max_request_bytes=64 << 10)[0]
 
     async def go() -> None:
-        node = GatewayNode(cfg)
-        await node.start()
-        try:
+        async with running(cfg) as (node,):
             while not node.driver.is_leader:
                 await asyncio.sleep(0.02)
             async with grpc.aio.insecure_channel(cfg.api) as ch:
@@ -501,8 +499,6 @@ def test_configured_max_request_bytes_is_the_limit(tmp_path):
                                                        {"v": "x" * (70 << 10)})), timeout=10)
                 assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert str(64 << 10) in ei.value.details()
-        finally:
-            await node.stop()
 
     asyncio.run(asyncio.wait_for(go(), 60))
 

@@ -19,7 +19,7 @@ from gateway.core.lsm import LSMStore
 from gateway.node import GatewayNode
 from gateway.node.applier_rebuild import ApplierBehindLogError, rebuild_from_store
 
-from .conftest import free_ports, leader_of, node_configs, run, start_all, stop_all, wait_for
+from .conftest import free_ports, leader_of, node_configs, run, running, started, wait_for
 
 
 def _sqlite_rows(data_dir: str, table: str) -> list[tuple]:
@@ -36,8 +36,7 @@ def test_node_joining_by_snapshot_gets_the_snapshot_rows_in_its_sqlite_target(tm
     cfgs = node_configs(tmp_path, 3, snapshot_entries=10, appliers={"sqlite": {}})
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             written = 0
             async with AsyncGatewayClient(leader.config.api) as c:
@@ -54,9 +53,7 @@ def test_node_joining_by_snapshot_gets_the_snapshot_rows_in_its_sqlite_target(tm
             new_cfg = replace(cfgs[0], node_id=4, listen=f"127.0.0.1:{p_peer}",
                               api=f"127.0.0.1:{p_api}", peers={}, join=True,
                               data_dir=str(tmp_path / "n4"))
-            new = GatewayNode(new_cfg)
-            await new.start()
-            nodes.append(new)
+            nodes.append(new := await started(new_cfg))
             async with AsyncGatewayClient(cfgs[1].api) as c:
                 await c.add_node(4, new_cfg.listen, new_cfg.api, timeout=60)
                 await c.write([row_insert("t.j", {"id": 100}, {"v": "after"})])
@@ -68,8 +65,6 @@ def test_node_joining_by_snapshot_gets_the_snapshot_rows_in_its_sqlite_target(tm
             assert len(rows) == written + 1
             assert rows == _sqlite_rows(leader.config.data_dir, "j")
             assert not new.status().appliers[0].error
-        finally:
-            await stop_all(nodes)
 
     run(go(), 120)
 

@@ -26,7 +26,7 @@ from gateway.node.state_machine import StoreStateMachine
 from gateway.node.storage import RaftLogStorage
 from gateway.raft import ConfState
 
-from .conftest import leader_of, node_configs, run, start_all, stop_all, wait_for
+from .conftest import leader_of, node_configs, run, running, wait_for
 
 
 class GatedExport:
@@ -275,36 +275,35 @@ def test_leader_keeps_leading_while_every_node_exports(tmp_path):
     cfgs = node_configs(tmp_path, 3, snapshot_entries=30)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        gates: list[GatedExport] = []
-        try:
-            leader = await leader_of(nodes)
-            term = leader.driver.raw.raft.term
-            gates = [GatedExport(n.sm) for n in nodes]
-            async with AsyncGatewayClient(leader.config.api) as c:
-                for i in range(40):
-                    await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
-                await wait_for(lambda: all(g.entered.is_set() for g in gates),
-                               what="every node's export to start")
-                ticks = leader.driver.raw.raft.ticks
-                for i in range(40, 140):
-                    await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
-                await wait_for(lambda: leader.driver.raw.raft.ticks
-                               >= ticks + 3 * leader.driver.opts.election_ticks, what="ticks")
-                await c.write([row_insert("t.k", {"id": 140}, {"v": "last"})])
-            assert leader.driver.is_leader and leader.driver.raw.raft.term == term
-            await wait_for(lambda: all(n.sm.applied_index >= leader.sm.applied_index
-                                       for n in nodes), what="followers to apply")
-            assert all(n.driver.last_snapshot_index <= 1 for n in nodes)
-            for g in gates:
-                g.release()
-            await wait_for(lambda: all(n.driver.last_snapshot_index >= 31 for n in nodes),
-                           what="the snapshots to be recorded")
-            assert _rows(nodes[0]) == _rows(nodes[1]) == _rows(nodes[2])
-        finally:
-            for g in gates:
-                g.release()
-            await stop_all(nodes)
+        async with running(*cfgs) as nodes:
+            gates: list[GatedExport] = []
+            try:
+                leader = await leader_of(nodes)
+                term = leader.driver.raw.raft.term
+                gates = [GatedExport(n.sm) for n in nodes]
+                async with AsyncGatewayClient(leader.config.api) as c:
+                    for i in range(40):
+                        await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
+                    await wait_for(lambda: all(g.entered.is_set() for g in gates),
+                                   what="every node's export to start")
+                    ticks = leader.driver.raw.raft.ticks
+                    for i in range(40, 140):
+                        await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
+                    await wait_for(lambda: leader.driver.raw.raft.ticks
+                                   >= ticks + 3 * leader.driver.opts.election_ticks, what="ticks")
+                    await c.write([row_insert("t.k", {"id": 140}, {"v": "last"})])
+                assert leader.driver.is_leader and leader.driver.raw.raft.term == term
+                await wait_for(lambda: all(n.sm.applied_index >= leader.sm.applied_index
+                                           for n in nodes), what="followers to apply")
+                assert all(n.driver.last_snapshot_index <= 1 for n in nodes)
+                for g in gates:
+                    g.release()
+                await wait_for(lambda: all(n.driver.last_snapshot_index >= 31 for n in nodes),
+                               what="the snapshots to be recorded")
+                assert _rows(nodes[0]) == _rows(nodes[1]) == _rows(nodes[2])
+            finally:
+                for g in gates:
+                    g.release()
 
     run(go(), 120)
 
@@ -330,55 +329,54 @@ def test_installing_a_received_snapshot_waits_for_the_running_export(tmp_path):
     cfgs = node_configs(tmp_path, 3, snapshot_entries=10)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        gate: GatedExport | None = None
-        try:
-            leader = await leader_of(nodes)
-            lagging = next(n for n in nodes if n is not leader)
-            async with AsyncGatewayClient(leader.config.api) as c:
-                for i in range(5):
-                    await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
-                await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
-                               what="replication")
-                events: list[str] = []
-                gate = GatedExport(lagging.sm, before=True, events=events)
-                real_restore = lagging.sm.restore
+        async with running(*cfgs) as nodes:
+            gate: GatedExport | None = None
+            try:
+                leader = await leader_of(nodes)
+                lagging = next(n for n in nodes if n is not leader)
+                async with AsyncGatewayClient(leader.config.api) as c:
+                    for i in range(5):
+                        await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
+                    await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
+                                   what="replication")
+                    events: list[str] = []
+                    gate = GatedExport(lagging.sm, before=True, events=events)
+                    real_restore = lagging.sm.restore
 
-                def restore(data: bytes) -> int:
-                    events.append("restore")
-                    return real_restore(data)
+                    def restore(data: bytes) -> int:
+                        events.append("restore")
+                        return real_restore(data)
 
-                lagging.sm.restore = restore  # type: ignore[method-assign]
-                own = asyncio.create_task(lagging.driver.snapshot_now())
-                need = lagging.sm.applied_index
-                await wait_for(gate.entered.is_set, what="the lagging node's export")
-                undo = [_drop_to(n, lagging.config.node_id) for n in nodes]
-                for i in range(5, 40):
-                    await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
-                await c.snapshot()
-                await wait_for(lambda: leader.storage.first_index() > need + 1,
-                               what="the leader to compact past the lagging node")
-                for u in undo:
-                    u()
-                await wait_for(lambda: lagging.driver.snapshots._job is not None
-                               and lagging.driver.snapshots._job.aborted,
-                               what="the received snapshot to wait for the export")
-                assert events == [] and lagging.storage.snapshots.metadata.index <= 1
-                gate.release()
+                    lagging.sm.restore = restore  # type: ignore[method-assign]
+                    own = asyncio.create_task(lagging.driver.snapshot_now())
+                    need = lagging.sm.applied_index
+                    await wait_for(gate.entered.is_set, what="the lagging node's export")
+                    undo = [_drop_to(n, lagging.config.node_id) for n in nodes]
+                    for i in range(5, 40):
+                        await c.write([row_insert("t.k", {"id": i}, {"v": str(i)})])
+                    await c.snapshot()
+                    await wait_for(lambda: leader.storage.first_index() > need + 1,
+                                   what="the leader to compact past the lagging node")
+                    for u in undo:
+                        u()
+                    await wait_for(lambda: lagging.driver.snapshots._job is not None
+                                   and lagging.driver.snapshots._job.aborted,
+                                   what="the received snapshot to wait for the export")
+                    assert events == [] and lagging.storage.snapshots.metadata.index <= 1
+                    gate.release()
+                    await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
+                                   what="the lagging node to install and catch up")
+                    assert events[:2] == ["export-done", "restore"]
+                    installed = lagging.storage.snapshots.metadata.index
+                    assert installed > need
+                    assert await own == installed  # answered by the installed snapshot
+                    await c.write([row_insert("t.k", {"id": 40}, {"v": "after"})])
                 await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
-                               what="the lagging node to install and catch up")
-                assert events[:2] == ["export-done", "restore"]
-                installed = lagging.storage.snapshots.metadata.index
-                assert installed > need
-                assert await own == installed  # answered by the installed snapshot
-                await c.write([row_insert("t.k", {"id": 40}, {"v": "after"})])
-            await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
-                           what="replication after the install")
-            assert _rows(lagging) == _rows(leader)
-            assert len(_rows(leader)) == 41
-        finally:
-            if gate is not None:
-                gate.release()
-            await stop_all(nodes)
+                               what="replication after the install")
+                assert _rows(lagging) == _rows(leader)
+                assert len(_rows(leader)) == 41
+            finally:
+                if gate is not None:
+                    gate.release()
 
     run(go(), 120)

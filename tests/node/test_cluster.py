@@ -7,7 +7,7 @@ from __future__ import annotations
 from gateway.client import AsyncGatewayClient, row_insert, row_update
 from gateway.node import GatewayNode
 
-from .conftest import free_ports, leader_of, node_configs, run, start_all, stop_all, wait_for
+from .conftest import free_ports, leader_of, node_configs, run, running, started, wait_for
 
 
 def _rows(node: GatewayNode, table: str) -> list[tuple[int, str]]:
@@ -20,8 +20,7 @@ def test_election_replication_and_follower_forwarding(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             followers = [n for n in nodes if n is not leader]
             async with AsyncGatewayClient(followers[0].config.api) as c:  # forwarded
@@ -35,8 +34,6 @@ def test_election_replication_and_follower_forwarding(tmp_path):
             assert _rows(nodes[0], "t.r") == _rows(nodes[1], "t.r") == _rows(nodes[2], "t.r")
             st = await AsyncGatewayClient(followers[0].config.api).status()
             assert st.leader_id == leader.config.node_id and st.leader_api == leader.config.api
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)
 
@@ -45,8 +42,7 @@ def test_transfer_then_retry_with_same_key_is_a_duplicate(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             target = next(n for n in nodes if n is not leader)
             apis = [n.config.api for n in nodes]
@@ -62,8 +58,6 @@ def test_transfer_then_retry_with_same_key_is_a_duplicate(tmp_path):
                 later = await c.write([row_insert("t.c", {"id": 2}, {"n": 0})])
                 assert later.gtid.trans_id > first.gtid.trans_id + 1
                 assert later.epoch >> 32 > first.epoch >> 32  # a new term: a new epoch range
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)
 
@@ -72,8 +66,7 @@ def test_join_by_snapshot_and_remove(tmp_path):
     cfgs = node_configs(tmp_path, 3, snapshot_entries=10)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             async with AsyncGatewayClient(leader.config.api) as c:
                 for i in range(30):
@@ -86,9 +79,7 @@ def test_join_by_snapshot_and_remove(tmp_path):
             new_cfg = replace(cfgs[0], node_id=4, listen=f"127.0.0.1:{p_peer}",
                               api=f"127.0.0.1:{p_api}", peers={}, join=True,
                               data_dir=str(tmp_path / "n4"))
-            new = GatewayNode(new_cfg)
-            await new.start()
-            nodes.append(new)
+            nodes.append(new := await started(new_cfg))
             async with AsyncGatewayClient(cfgs[1].api) as c:
                 res = await c.add_node(4, new_cfg.listen, new_cfg.api, timeout=60)
                 assert "voter" in res.message
@@ -107,7 +98,5 @@ def test_join_by_snapshot_and_remove(tmp_path):
             # stops replicating to it): it just stops being a member
             await wait_for(lambda: all(victim.config.node_id not in n.driver.raw.raft.trk.progress
                                        for n in nodes if n is not victim), what="removal")
-        finally:
-            await stop_all(nodes)
 
     run(go(), 120)

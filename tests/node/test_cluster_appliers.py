@@ -8,8 +8,9 @@ import dataclasses
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pluggy
 
@@ -24,7 +25,7 @@ from gateway.node.feed import CommittedLogSource
 from gateway.raft import NO_LIMIT
 from gateway.v1 import gateway_pb2
 
-from .conftest import leader_of, node_configs, run, stop_all, wait_for
+from .conftest import leader_of, node_configs, run, running, wait_for
 
 
 class SharedStore:
@@ -83,11 +84,9 @@ def configs(tmp_path: Path, n: int, extra: Mapping[str, str] | None = None
         for c in node_configs(tmp_path, n)]
 
 
-async def start(cfgs: list[NodeConfig], factory: ApplierFactory) -> list[GatewayNode]:
-    nodes = [GatewayNode(c, plugin_manager(factory)) for c in cfgs]
-    for nd in nodes:
-        await nd.start()
-    return nodes
+def plugins_of(factory: ApplierFactory) -> Callable[[], Any]:
+    """Each node's plugin manager: the built-ins plus ``factory`` (one factory for all)."""
+    return lambda: plugin_manager(factory)
 
 
 def status_of(node: GatewayNode, name: str) -> gateway_pb2.ApplierStatus:
@@ -115,8 +114,7 @@ def test_cluster_scoped_applier_applies_each_transaction_once_on_the_leader(tmp_
     cfgs = configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start(cfgs, shared_factory(store, "cluster"))
-        try:
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store, "cluster"))) as nodes:
             leader = await leader_of(nodes)
             written = await write_rows(leader.config.api, 0, 30)
             want = {t for t, _ in written}
@@ -137,8 +135,6 @@ def test_cluster_scoped_applier_applies_each_transaction_once_on_the_leader(tmp_
             for n in nodes:
                 st = status_of(n, "sqlite")
                 assert st.scope == "node" and st.running
-        finally:
-            await stop_all(nodes)
         assert Counter(store.trans_ids()) == counts  # stopping applies nothing again
 
     run(go(), 120)
@@ -149,8 +145,7 @@ def test_transfer_right_after_writes_applies_everything_duplicates_only_in_the_w
     cfgs = configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start(cfgs, shared_factory(store, "cluster"))
-        try:
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store, "cluster"))) as nodes:
             leader = await leader_of(nodes)
             first = await write_rows(leader.config.api, 0, 20)
             await wait_for(lambda: {t for t, _ in first} <= set(store.trans_ids()),
@@ -180,8 +175,6 @@ def test_transfer_right_after_writes_applies_everything_duplicates_only_in_the_w
                        {i for _, i in second}]
             assert {node for node, _ in new_ops} == {target.config.node_id}
             assert all(sqlite_gtids(n) >= 20 for n in nodes)  # sqlite ran everywhere
-        finally:
-            await stop_all(nodes)
 
     run(go(), 150)
 
@@ -191,8 +184,8 @@ def test_new_leader_continues_from_the_replicated_position_without_duplicates(tm
     cfgs = configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start(cfgs, shared_factory(store))  # no scope: cluster by default
-        try:
+        # no scope: cluster by default
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store))) as nodes:
             leader = await leader_of(nodes)
             first = await write_rows(leader.config.api, 0, 15)
             last = max(i for _, i in first)
@@ -206,8 +199,6 @@ def test_new_leader_continues_from_the_replicated_position_without_duplicates(tm
             want = {t for t, _ in first + second}
             await wait_for(lambda: want <= set(store.trans_ids()), what="applied")
             assert all(c == 1 for t, c in store.trans_ids().items() if t in want)
-        finally:
-            await stop_all(nodes)
 
     run(go(), 150)
 
@@ -217,8 +208,7 @@ def test_scope_override_runs_a_cluster_applier_on_every_node(tmp_path):
     cfgs = configs(tmp_path, 3, {"scope": "node"})
 
     async def go() -> None:
-        nodes = await start(cfgs, shared_factory(store, "cluster"))
-        try:
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store, "cluster"))) as nodes:
             leader = await leader_of(nodes)
             written = await write_rows(leader.config.api, 0, 5)
             want = {t for t, _ in written}
@@ -227,8 +217,6 @@ def test_scope_override_runs_a_cluster_applier_on_every_node(tmp_path):
             for n in nodes:
                 st = status_of(n, "shared")
                 assert st.scope == "node" and st.running and st.replicated_position == 0
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)
 
@@ -238,9 +226,8 @@ def test_position_entries_reach_neither_subscribers_nor_applier_sources(tmp_path
     cfgs = configs(tmp_path, 1)
 
     async def go() -> None:
-        nodes = await start(cfgs, shared_factory(store, "cluster"))
-        node = nodes[0]
-        try:
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store, "cluster"))) as nodes:
+            node = nodes[0]
             await leader_of(nodes)
             written = await write_rows(node.config.api, 0, 10)
             last = max(i for _, i in written)
@@ -261,7 +248,5 @@ def test_position_entries_reach_neither_subscribers_nor_applier_sources(tmp_path
                 if ev.log_index >= last:
                     break
             assert events == [i for _, i in written]
-        finally:
-            await stop_all(nodes)
 
     run(go(), 60)

@@ -26,7 +26,7 @@ from gateway.core import records
 from gateway.node import GatewayNode
 from gateway.node.server import NodeStartError
 
-from .conftest import leader_of, node_configs, run
+from .conftest import leader_of, node_configs, run, running
 
 WRITES = 300
 
@@ -39,9 +39,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = node_configs(base, 1, appliers={"sqlite": {}}, snapshot_entries=100)[0]
 
     async def body() -> None:
-        node = GatewayNode(cfg)
-        await node.start()
-        try:
+        async with running(cfg) as (node,):
             await leader_of([node])
             async with AsyncGatewayClient(cfg.api) as c:
                 for i in range(WRITES):
@@ -50,8 +48,6 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 # the same table name in a second schema: dead-lettered by the SQLite applier
                 await c.write(sql_to_statements("INSERT INTO other.items (id) VALUES (1)", []))
             await wait_applied(node)
-        finally:
-            await node.stop()
 
     run(body(), timeout=120)
     data = Path(cfg.data_dir)
@@ -298,17 +294,13 @@ def test_wiped_sqlite_target_on_a_compacted_log_is_rebuilt_from_the_store(data_d
                               data_dir=str(data_dir))
 
     async def body() -> None:
-        node = GatewayNode(cfg)
-        await node.start()
-        try:
+        async with running(cfg) as (node,):
             for _ in range(500):
                 st = node.status()
                 if st.appliers[0].position >= st.applied_index:
                     break
                 await asyncio.sleep(0.02)
             assert not st.appliers[0].error
-        finally:
-            await node.stop()
 
     run(body(), timeout=60)
     assert len(rows(data_dir)) == WRITES

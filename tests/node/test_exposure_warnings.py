@@ -7,11 +7,10 @@ import logging
 
 import pytest
 
-from gateway.node import GatewayNode
 from gateway.node.config import TlsConfig
 from gateway.node.exposure import exposure_warnings, is_loopback
 
-from .conftest import node_configs, run
+from .conftest import node_configs, run, running
 
 
 @pytest.mark.parametrize(("address", "loopback"), [
@@ -28,9 +27,8 @@ def test_non_loopback_api_without_tls_or_tokens_is_warned_at_start(tmp_path, cap
     cfg = dataclasses.replace(cfg, api=f"0.0.0.0:{port}")
 
     async def body() -> None:
-        node = GatewayNode(cfg)
-        await node.start()
-        await node.stop()
+        async with running(cfg):
+            pass
 
     with caplog.at_level(logging.WARNING):
         run(body())

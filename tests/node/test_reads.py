@@ -8,7 +8,7 @@ import asyncio
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
 
-from .conftest import leader_of, node_configs, run, start_all, stop_all
+from .conftest import leader_of, node_configs, run, running
 
 
 def test_read_waiting_for_the_tables_first_write_sees_it(tmp_path):
@@ -18,9 +18,8 @@ def test_read_waiting_for_the_tables_first_write_sees_it(tmp_path):
     cfgs = node_configs(tmp_path, 1)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        node = nodes[0]
-        try:
+        async with running(*cfgs) as nodes:
+            node = nodes[0]
             await leader_of(nodes)
             real = node.driver.read_index
 
@@ -33,8 +32,6 @@ def test_read_waiting_for_the_tables_first_write_sees_it(tmp_path):
             node.driver.read_index = read_index  # type: ignore[method-assign]
             async with AsyncGatewayClient(node.config.api) as c:
                 assert await c.get("t.first", 1) == {"id": 1, "v": "a"}
-        finally:
-            await stop_all(nodes)
 
     run(go(), 60)
 
@@ -46,8 +43,7 @@ def test_first_reads_on_every_node_at_once(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             follower = next(n for n in nodes if n is not leader)
             async with AsyncGatewayClient(follower.config.api) as c:
@@ -61,7 +57,5 @@ def test_first_reads_on_every_node_at_once(tmp_path):
             assert got == [{"id": 7, "v": "x"}] * 3
             prefixes = {n.driver._read_prefix for n in nodes}
             assert len(prefixes) == 3
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, row_insert
 
-from .conftest import leader_of, node_configs, run, start_all, stop_all, wait_for
+from .conftest import leader_of, node_configs, run, running, wait_for
 
 
 def test_removed_follower_stops_itself(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
@@ -18,8 +18,7 @@ def test_removed_follower_stops_itself(tmp_path, caplog: pytest.LogCaptureFixtur
     caplog.set_level(logging.INFO, logger="gateway.node.server")
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             victim = next(n for n in nodes if n is not leader)
             others = [n for n in nodes if n is not victim]
@@ -38,8 +37,6 @@ def test_removed_follower_stops_itself(tmp_path, caplog: pytest.LogCaptureFixtur
             await wait_for(lambda: all(victim.config.node_id not in
                                        n.driver.raw.raft.trk.progress for n in others),
                            what="removal on the others")
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)
     assert any("was removed from the cluster; stopping" in r.getMessage()

@@ -40,7 +40,7 @@ from gateway.raft import (
     SnapshotMetadata,
 )
 
-from .conftest import free_ports, leader_of, node_configs, run, start_all, stop_all, wait_for
+from .conftest import free_ports, leader_of, node_configs, run, running, started, wait_for
 
 
 def skip_forced_snapshots(node: GatewayNode) -> None:
@@ -63,8 +63,7 @@ def test_restarted_follower_knows_a_node_added_after_its_last_snapshot(tmp_path)
     cfgs = node_configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             follower = next(n for n in nodes if n is not leader)
             skip_forced_snapshots(follower)
@@ -72,9 +71,7 @@ def test_restarted_follower_knows_a_node_added_after_its_last_snapshot(tmp_path)
             cfg4 = replace(cfgs[0], node_id=4, listen=f"127.0.0.1:{p_peer}",
                            api=f"127.0.0.1:{p_api}", peers={}, join=True,
                            data_dir=str(tmp_path / "n4"))
-            new = GatewayNode(cfg4)
-            await new.start()
-            nodes.append(new)
+            nodes.append(new := await started(cfg4))
             async with AsyncGatewayClient(leader.config.api) as c:
                 await c.write([row_insert("t.m", {"id": 1}, {"v": "before"})])
                 res = await c.add_node(4, cfg4.listen, cfg4.api, timeout=60)
@@ -106,8 +103,6 @@ def test_restarted_follower_knows_a_node_added_after_its_last_snapshot(tmp_path)
             await wait_for(lambda: new.sm.applied_index >= r.log_index,
                            what="node 4 to apply the restarted leader's write")
             assert 4 in again.driver.raw.raft.trk.progress
-        finally:
-            await stop_all(nodes)
 
     run(go(), 120)
 
@@ -117,8 +112,7 @@ def test_removed_node_restarted_from_its_data_replays_its_removal_and_stops(
     cfgs = node_configs(tmp_path, 3)
 
     async def go() -> None:
-        nodes = await start_all(cfgs)
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             victim = next(n for n in nodes if n is not leader)
             vid = victim.config.node_id
@@ -141,8 +135,6 @@ def test_removed_node_restarted_from_its_data_replays_its_removal_and_stops(
             assert again.driver.removed and again.driver.raw.raft.removed
             await asyncio.wait_for(again.wait_stopped(), 30)  # stops itself, like live
             assert again.removed
-        finally:
-            await stop_all(nodes)
 
     run(go(), 90)
 

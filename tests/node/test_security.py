@@ -8,11 +8,11 @@ import grpc
 import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_insert
-from gateway.node import GatewayNode, NodeConfig
+from gateway.node import NodeConfig
 from gateway.node.config import ConfigError, TlsConfig
 from gateway.node.security import make_test_ca
 
-from .conftest import leader_of, node_configs, run
+from .conftest import leader_of, node_configs, run, running
 
 
 @pytest.fixture(scope="module")
@@ -34,29 +34,27 @@ def test_tokens_read_token_cannot_write_and_no_token_is_refused(tmp_path):
     cfg = node_configs(tmp_path, 1, tokens_file=str(tokens))[0]
 
     async def go() -> None:
-        node = GatewayNode(cfg)
-        await node.start()
-        await leader_of([node])
-        stmt = [row_insert("t.s", {"id": 1}, {"v": "x"})]
-        for token, code in (("", grpc.StatusCode.UNAUTHENTICATED),
-                            ("nope", grpc.StatusCode.UNAUTHENTICATED),
-                            ("r", grpc.StatusCode.PERMISSION_DENIED),
-                            ("a", grpc.StatusCode.PERMISSION_DENIED)):
-            async with AsyncGatewayClient(cfg.api, token=token) as c:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            stmt = [row_insert("t.s", {"id": 1}, {"v": "x"})]
+            for token, code in (("", grpc.StatusCode.UNAUTHENTICATED),
+                                ("nope", grpc.StatusCode.UNAUTHENTICATED),
+                                ("r", grpc.StatusCode.PERMISSION_DENIED),
+                                ("a", grpc.StatusCode.PERMISSION_DENIED)):
+                async with AsyncGatewayClient(cfg.api, token=token) as c:
+                    with pytest.raises(GatewayError) as ei:
+                        await c.write(stmt)
+                    assert ei.value.code == code, token
+            assert node.sm.last_trans_id == 0
+            async with AsyncGatewayClient(cfg.api, token="w") as c:
+                await c.write(stmt)
+            async with AsyncGatewayClient(cfg.api, token="r") as c:
+                assert await c.get("t.s", 1) == {"id": 1, "v": "x"}
                 with pytest.raises(GatewayError) as ei:
-                    await c.write(stmt)
-                assert ei.value.code == code, token
-        assert node.sm.last_trans_id == 0
-        async with AsyncGatewayClient(cfg.api, token="w") as c:
-            await c.write(stmt)
-        async with AsyncGatewayClient(cfg.api, token="r") as c:
-            assert await c.get("t.s", 1) == {"id": 1, "v": "x"}
-            with pytest.raises(GatewayError) as ei:
-                await c.snapshot()
-            assert ei.value.code == grpc.StatusCode.PERMISSION_DENIED
-        async with AsyncGatewayClient(cfg.api, token="a") as c:
-            assert (await c.status()).role == "leader"
-        await node.stop()
+                    await c.snapshot()
+                assert ei.value.code == grpc.StatusCode.PERMISSION_DENIED
+            async with AsyncGatewayClient(cfg.api, token="a") as c:
+                assert (await c.status()).role == "leader"
 
     run(go())
 
@@ -66,10 +64,7 @@ def test_tls_api_and_mutual_tls_cluster(tmp_path, cas):
     cfgs = node_configs(tmp_path, 3, tls=_tls(a))
 
     async def go() -> None:
-        nodes = [GatewayNode(c) for c in cfgs]
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(*cfgs) as nodes:
             await leader_of(nodes)
             with open(a["ca"], "rb") as f:
                 root = f.read()
@@ -80,9 +75,6 @@ def test_tls_api_and_mutual_tls_cluster(tmp_path, cas):
                                           attempt_timeout=0.5) as c:  # plaintext: refused
                 with pytest.raises(GatewayError):
                     await c.status()
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(go(), 90)
 
@@ -94,10 +86,7 @@ def test_peer_with_a_certificate_from_another_ca_cannot_join(tmp_path, cas):
                             "tls": _tls(b)})
 
     async def go() -> None:
-        nodes = [GatewayNode(c) for c in cfgs]
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes[:2], 20)
             async with AsyncGatewayClient(leader.config.api, root_certificates=open(
                     a["ca"], "rb").read()) as c:
@@ -107,9 +96,6 @@ def test_peer_with_a_certificate_from_another_ca_cannot_join(tmp_path, cas):
             assert outsider.sm.applied_index <= 1  # nothing reached it
             assert outsider.driver.leader_id == 0
             assert not outsider.driver.is_leader
-        finally:
-            for n in nodes:
-                await n.stop()
 
     run(go(), 90)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.core import messages
-from gateway.core.wal import Entry, HardState, SegmentedWal
+from gateway.core.wal import SegmentedWal, WalEntry, WalHardState
 from gateway.v1 import applier_pb2
 from spark_applier import layout
 from spark_applier.decode import RangeReport, read_range
@@ -20,8 +20,8 @@ def test_an_applier_position_entry_is_skipped_not_undecodable(tmp_path: Path) ->
         [messages.pack(t) for t in txns[3:]]
     wal = SegmentedWal(str(tmp_path / "wal"))
     try:
-        wal.append([Entry(i, 1, 0, p) for i, p in enumerate(payloads, 1)])
-        wal.save_hard_state(HardState(1, 0, len(payloads)))
+        wal.append([WalEntry(i, 1, 0, p) for i, p in enumerate(payloads, 1)])
+        wal.save_hard_state(WalHardState(1, 0, len(payloads)))
     finally:
         wal.close()
     rows, reports = [], []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gateway.core import messages
 from gateway.core.lsm import LSMStore, export_snapshot
-from gateway.core.wal import Entry, HardState, SegmentedWal, WalOptions
+from gateway.core.wal import SegmentedWal, WalEntry, WalHardState, WalOptions
 from spark_applier.store_source import latest_versions
 from tests.spark.workload import random_log, write_log_file
 
@@ -42,9 +42,9 @@ def test_streaming_reader_follows_wal_segments_up_to_the_commit_index(spark,
                                                                      tmp_path: Path) -> None:
     txns = random_log(6, 80, segments=False)
     wal = SegmentedWal(str(tmp_path / "wal"), options=WalOptions(max_segment_bytes=2048))
-    entries = [Entry(i, 1, 0, messages.pack(t)) for i, t in enumerate(txns, 1)]
+    entries = [WalEntry(i, 1, 0, messages.pack(t)) for i, t in enumerate(txns, 1)]
     wal.append(entries[:30])
-    wal.save_hard_state(HardState(1, 0, 25))
+    wal.save_hard_state(WalHardState(1, 0, 25))
     df = spark.readStream.format("gateway_wal").load(str(tmp_path / "wal"))
     query = (df.select("log_index").writeStream.format("memory").queryName("gw_stream_wal")
              .outputMode("append").start())
@@ -53,7 +53,7 @@ def test_streaming_reader_follows_wal_segments_up_to_the_commit_index(spark,
         first = {r.log_index for r in spark.sql("SELECT log_index FROM gw_stream_wal").collect()}
         assert max(first) <= 25
         wal.append(entries[30:])
-        wal.save_hard_state(HardState(1, 0, 80))
+        wal.save_hard_state(WalHardState(1, 0, 80))
         query.processAllAvailable()
         rows = [r.log_index for r in spark.sql("SELECT log_index FROM gw_stream_wal").collect()]
         assert max(rows) == 80 and set(rows) > first

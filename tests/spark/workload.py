@@ -20,7 +20,7 @@ from gateway.appliers.source import LogFileSource
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.core import messages, records
 from gateway.core.rowops import value_message
-from gateway.core.wal import Entry, HardState, SegmentedWal, WalOptions
+from gateway.core.wal import SegmentedWal, WalEntry, WalHardState, WalOptions
 from gateway.v1 import transaction_pb2
 
 BOOL, INT, UINT, DBL, DEC, TXT, BLOB, TS = 1, 2, 3, 4, 5, 6, 7, 11
@@ -150,10 +150,10 @@ def write_wal(directory: Path, txns: list[transaction_pb2.Transaction], *,
     """A WAL directory holding one entry per transaction, committed up to ``commit``."""
     wal = SegmentedWal(str(directory), options=WalOptions(max_segment_bytes=segment_bytes))
     try:
-        entries = [Entry(i, 1 + i // 50, 0, messages.pack(t)) for i, t in enumerate(txns, 1)]
+        entries = [WalEntry(i, 1 + i // 50, 0, messages.pack(t)) for i, t in enumerate(txns, 1)]
         for i in range(0, len(entries), 4):  # small appends, so that segments rotate
             wal.append(entries[i : i + 4])
-        wal.save_hard_state(HardState(1 + len(txns) // 50, 0,
+        wal.save_hard_state(WalHardState(1 + len(txns) // 50, 0,
                                       len(txns) if commit is None else commit))
     finally:
         wal.close()

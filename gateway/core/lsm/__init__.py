@@ -5,7 +5,7 @@ Public API::
     with LSMStore(path, memtable_bytes=32 << 20) as store:
         store.put(b"k", b"v", epoch=7, author=2, commit_ts=1_700_000_000_000_000_000)
         store.get(b"k")            # b"v"
-        store.get_entry(b"k")      # Entry(value=b"v", epoch=7, author=2, commit_ts=...)
+        store.get_entry(b"k")      # StoredRow(value=b"v", epoch=7, author=2, commit_ts=...)
         store.write_batch([(b"a", b"1"), (b"b", None)])   # atomic; None deletes
         list(store.scan(b"a", b"z"))
         with store.snapshot() as snap: ...
@@ -29,21 +29,21 @@ from gateway.core.lsm.errors import (
     StoreLockedError,
 )
 from gateway.core.lsm.export import export_snapshot, import_snapshot
-from gateway.core.lsm.format import Entry
-from gateway.core.lsm.snapshot import Snapshot
+from gateway.core.lsm.format import StoredRow
+from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.core.lsm.store import LSMStore, WriteBatch
 from gateway.core.lsm.verify import VerifyReport, verify_store
 
 __all__ = [
     "BackgroundError",
     "CorruptionError",
-    "Entry",
     "InvalidArgumentError",
     "LSMError",
     "LSMStore",
-    "Snapshot",
+    "ReadSnapshot",
     "StoreClosedError",
     "StoreLockedError",
+    "StoredRow",
     "VerifyReport",
     "WriteBatch",
     "export_snapshot",

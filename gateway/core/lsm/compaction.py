@@ -25,8 +25,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gateway.core.fileio import FileSystem
 from gateway.core.lsm.format import FLAG_TOMBSTONE
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.sstable_reader import SSTableReader
@@ -141,7 +141,7 @@ def run_compaction(
             outputs.append((TableMeta(writer.number, 0, 0, b"", b""), writer.path))
         for _, path in outputs:
             with contextlib.suppress(Exception):  # best effort; the next open removes orphans
-                fs.remove(path)
+                fs.discard(path)
         raise
     return outputs
 

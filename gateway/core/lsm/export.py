@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import crc32c as _crc32c
 
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
 from gateway.core.lsm.format import TAG_SNAPSHOT_FILE, TAG_SNAPSHOT_HEADER
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.manifest import NUM_LEVELS, Manifest, VersionState
 from gateway.core.lsm.sstable_writer import TableMeta
 from gateway.core.records import SEPARATOR, encode_record, scan, verify
@@ -32,12 +32,17 @@ __all__ = ["SNAPSHOT_NAME", "export_snapshot", "file_crc32c", "import_snapshot"]
 SNAPSHOT_NAME = "SNAPSHOT"
 
 
-def file_crc32c(path: str) -> int:
+def file_crc32c(path: str, fs: FileSystem | None = None) -> int:
     """CRC-32C (standard form) of the whole file at ``path``."""
     crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
+    reader = (fs or local_fs()).open_readable(path)
+    try:
+        offset = 0
+        while chunk := reader.pread(offset, 1 << 20):
             crc = _crc32c.crc32c(chunk, crc)
+            offset += len(chunk)
+    finally:
+        reader.close()
     return crc
 
 
@@ -66,10 +71,10 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
     """
     from gateway.core.lsm.store import table_name
 
-    fs = fs or FileSystem()
-    if os.path.exists(dest) and os.listdir(dest):
+    fs = fs or store._fs
+    if fs.exists(dest) and fs.listdir(dest):
         raise InvalidArgumentError(f"{dest}: export target must be a new or empty directory")
-    os.makedirs(dest, exist_ok=True)
+    fs.makedirs(dest)
     store.flush()
     with store._pinned():
         with store._version_lock:
@@ -94,7 +99,7 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
                         "level": level,
                         "number": table.number,
                         "size": table.size,
-                        "crc32c": file_crc32c(target),
+                        "crc32c": file_crc32c(target, fs),
                         "entries": table.entries,
                         "smallest": table.smallest.hex(),
                         "largest": table.largest.hex(),
@@ -105,12 +110,13 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
     return applied
 
 
-def read_snapshot_manifest(src: str) -> tuple[int, list[dict[str, Any]]]:
+def read_snapshot_manifest(
+    src: str, fs: FileSystem | None = None
+) -> tuple[int, list[dict[str, Any]]]:
     """Parse ``src/SNAPSHOT``: ``(applied_index, file records)``; raises CorruptionError."""
     path = os.path.join(src, SNAPSHOT_NAME)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = (fs or local_fs()).read_all(path)
     except FileNotFoundError:
         raise InvalidArgumentError(
             f"{src}: no {SNAPSHOT_NAME} file; not a snapshot export"
@@ -142,23 +148,23 @@ def import_snapshot(src: str, dest: str, fs: FileSystem | None = None) -> int:
 
     ``dest`` must be new or empty. Nothing is created in ``dest`` unless every file checks out.
     """
-    fs = fs or FileSystem()
-    applied, files = read_snapshot_manifest(src)
+    fs = fs or local_fs()
+    applied, files = read_snapshot_manifest(src, fs)
     for f in files:
         path = os.path.join(src, f["name"])
-        if not os.path.exists(path):
+        if not fs.exists(path):
             raise CorruptionError(path, 0, "file listed in the snapshot is missing")
-        size = os.path.getsize(path)
+        size = fs.size(path)
         if size != f["size"]:
             raise CorruptionError(
                 path, min(size, f["size"]), f"size {size}, snapshot says {f['size']}"
             )
-        crc = file_crc32c(path)
+        crc = file_crc32c(path, fs)
         if crc != f["crc32c"]:
             raise CorruptionError(path, 0, f"crc32c {crc:#010x}, snapshot says {f['crc32c']:#010x}")
-    if os.path.exists(dest) and os.listdir(dest):
+    if fs.exists(dest) and fs.listdir(dest):
         raise InvalidArgumentError(f"{dest}: import target must be a new or empty directory")
-    os.makedirs(dest, exist_ok=True)
+    fs.makedirs(dest)
     state = VersionState(applied_index=applied)
     for f in files:
         level = int(f["level"])
@@ -176,6 +182,6 @@ def import_snapshot(src: str, dest: str, fs: FileSystem | None = None) -> int:
         )
         state.levels[level][meta.number] = meta
         state.next_file = max(state.next_file, meta.number + 1)
-    fs.fsync_dir(dest)
+    fs.sync_dir(dest)
     Manifest.create(fs, dest, state)
     return applied

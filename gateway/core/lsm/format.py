@@ -34,7 +34,7 @@ __all__ = [
     "TAG_TABLE_HEADER",
     "TAG_WAL_BATCH",
     "TOMBSTONE",
-    "Entry",
+    "StoredRow",
     "decode_block",
     "decode_pairs",
     "encode_block",
@@ -74,7 +74,7 @@ _U64 = (1 << 64) - 1
 _U32 = (1 << 32) - 1
 
 
-class Entry(NamedTuple):
+class StoredRow(NamedTuple):
     """A live row as stored: value plus the conflict-detection metadata written with it."""
 
     value: bytes
@@ -107,15 +107,15 @@ def value_of(cell: bytes) -> bytes | None:
     return cell[_META_SIZE:]
 
 
-def entry_of(cell: bytes) -> Entry | None:
-    """The :class:`Entry` stored in ``cell``, or ``None`` for a tombstone."""
+def entry_of(cell: bytes) -> StoredRow | None:
+    """The :class:`StoredRow` stored in ``cell``, or ``None`` for a tombstone."""
     flags = cell[0]
     if flags & FLAG_TOMBSTONE:
         return None
     if flags & FLAG_META:
         _, epoch, author, commit_ts = _META.unpack_from(cell)
-        return Entry(cell[_META_SIZE:], epoch, author, commit_ts)
-    return Entry(cell[1:], 0, 0, 0)
+        return StoredRow(cell[_META_SIZE:], epoch, author, commit_ts)
+    return StoredRow(cell[1:], 0, 0, 0)
 
 
 def check_metadata(epoch: int, author: int, commit_ts: int) -> None:

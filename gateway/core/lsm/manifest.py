@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.errors import CorruptionError
 from gateway.core.lsm.format import TAG_MANIFEST_EDIT
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.sstable_writer import TableMeta
 from gateway.core.records import SEPARATOR, encode_record, scan, verify
 
@@ -132,14 +132,13 @@ class VersionState:
         return {num for tables in self.levels for num in tables}
 
 
-def read_manifest(path: str) -> tuple[VersionState, bytes, int]:
+def read_manifest(path: str, fs: FileSystem | None = None) -> tuple[VersionState, bytes, int]:
     """Load ``path``: returns ``(state, file bytes, number of edits)``.
 
     Raises :class:`CorruptionError` naming the file and the offset of the first damaged or
     invalid record.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    data = (fs or local_fs()).read_all(path)
     if not data.startswith(SEPARATOR):
         raise CorruptionError(path, 0, "manifest does not start with a record separator")
     report = verify(data)

@@ -1,5 +1,6 @@
-"""Reads one SSTable through ``mmap``: footer, sparse index and bloom filter in memory, data
-blocks decoded on demand and kept in the shared :class:`~gateway.core.lsm.cache.BlockCache`.
+"""Reads one SSTable through a file map (`FileSystem.map`, ``mmap`` on disk): footer, sparse
+index and bloom filter in memory, data blocks decoded on demand and kept in the shared
+:class:`~gateway.core.lsm.cache.BlockCache`.
 
 Opening a table checks every metadata record (header, index, bloom, footer) by its CRC and
 its structure; each data block is checked by its CRC when it is read (and against the index's
@@ -19,14 +20,13 @@ snapshot iterators valid while compaction runs.
 from __future__ import annotations
 
 import itertools
-import mmap
-import os
 import struct
 import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from gateway.core.fileio import FileSystem, Mapped, local_fs
 from gateway.core.lsm.bloom import decode_bloom
 from gateway.core.lsm.cache import PAIR_OVERHEAD, BlockCache
 from gateway.core.lsm.errors import CorruptionError
@@ -46,20 +46,19 @@ Block = tuple[list[bytes], list[bytes]]
 class SSTableReader:
     """An open, verified-at-open table. See the module docstring for contracts."""
 
-    def __init__(self, path: str, number: int, cache: BlockCache) -> None:
+    def __init__(
+        self, path: str, number: int, cache: BlockCache, *, fs: FileSystem | None = None
+    ) -> None:
         self.path = path
         self.number = number
         self._cache = cache
         self._id = next(_ids)
         self._blocks: dict[int, Block] = {}
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            size = os.fstat(fd).st_size
-            if size < 4:
-                raise CorruptionError(path, 0, f"file of {size} bytes is too short for a table")
-            self._mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        finally:
-            os.close(fd)
+        self._mm: Mapped = (fs or local_fs()).map(path)
+        size = len(self._mm)
+        if size < 4:
+            self._mm.close()
+            raise CorruptionError(path, 0, f"file of {size} bytes is too short for a table")
         try:
             self._open(size)
         except BaseException:

@@ -21,9 +21,9 @@ import sys
 from array import array
 from typing import NamedTuple
 
+from gateway.core.fileio import FileSystem, WritableFile
 from gateway.core.lsm.bloom import BloomBuilder
 from gateway.core.lsm.format import TAG_FOOTER, TAG_INDEX, TAG_TABLE_HEADER, encode_block
-from gateway.core.lsm.fs import FileSystem, WritableFile
 from gateway.core.records import SEPARATOR, encode_record
 
 __all__ = ["FOOTER", "MAGIC", "SSTableWriter", "TableMeta"]
@@ -171,7 +171,7 @@ class SSTableWriter:
         )
         self._append(encode_record(footer))
         self._flush_pending()
-        self._file.fsync()
+        self._file.sync()
         self._file.close()
         return TableMeta(self.number, self._offset, self._entries, self._smallest, self._largest)
 

@@ -24,7 +24,6 @@ lock; a write batch becomes visible atomically.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import threading
@@ -32,6 +31,7 @@ from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
+from gateway.core.fileio import FileLock, FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.compaction import Compaction, LeveledPolicy, run_compaction
 from gateway.core.lsm.errors import (
@@ -44,20 +44,19 @@ from gateway.core.lsm.errors import (
 from gateway.core.lsm.format import (
     FLAG_TOMBSTONE,
     TOMBSTONE,
-    Entry,
+    StoredRow,
     check_metadata,
     encode_cell,
     entry_of,
     prefix_end,
 )
-from gateway.core.lsm.fs import FileSystem
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
 from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
-from gateway.core.lsm.snapshot import Snapshot
+from gateway.core.lsm.memtable_log import MemtableLogWriter, replay_memtable_log
+from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
 from gateway.core.lsm.version import Version
-from gateway.core.lsm.wal import WalWriter, replay_wal
 
 __all__ = ["LSMStore", "WriteBatch"]
 
@@ -153,7 +152,7 @@ class LSMStore:
         if memtable_bytes <= 0 or block_bytes <= 0 or target_file_bytes <= 0 or max_immutable < 1:
             raise InvalidArgumentError("sizes must be positive and max_immutable >= 1")
         self.path = os.fspath(path)
-        self._fs = fs or FileSystem()
+        self._fs: FileSystem = fs or local_fs()
         self._memtable_bytes = memtable_bytes
         self._block_bytes = block_bytes
         self._target_file_bytes = target_file_bytes
@@ -174,10 +173,10 @@ class LSMStore:
         self._deferred: list[str] = []
         self._readers: dict[int, SSTableReader] = {}
         self._threads: list[threading.Thread] = []
-        self._wal: WalWriter | None = None
+        self._wal: MemtableLogWriter | None = None
         self._imm: tuple[Memtable, ...] = ()
-        self._lock_fd = -1
-        os.makedirs(self.path, exist_ok=True)
+        self._dir_lock: FileLock | None = None
+        self._fs.makedirs(self.path)
         self._lock_dir()
         try:
             self._open(paranoid_checks)
@@ -194,23 +193,19 @@ class LSMStore:
     # --- opening ------------------------------------------------------------------------------
 
     def _lock_dir(self) -> None:
-        fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            self._dir_lock = self._fs.lock(os.path.join(self.path, "LOCK"))
+        except BlockingIOError:
             raise StoreLockedError(
                 f"{self.path}: another LSMStore has this directory open"
             ) from None
-        self._lock_fd = fd
 
     def _open(self, paranoid: bool) -> None:
         fs, path = self._fs, self.path
         manifest_path = os.path.join(path, MANIFEST_NAME)
-        if os.path.exists(manifest_path + ".tmp"):
-            fs.remove(manifest_path + ".tmp")  # an install that never reached its rename
-        if os.path.exists(manifest_path):
-            state, data, edits = read_manifest(manifest_path)
+        fs.discard(manifest_path + ".tmp")  # an install that never reached its rename
+        if fs.exists(manifest_path):
+            state, data, edits = read_manifest(manifest_path, fs)
             self._manifest = Manifest(fs, path, state, data, edits)
         else:
             self._manifest = Manifest.create(fs, path, VersionState())
@@ -219,7 +214,7 @@ class LSMStore:
             for tables in state.levels:
                 for number in tables:
                     reader = SSTableReader(
-                        os.path.join(path, table_name(number)), number, self._cache
+                        os.path.join(path, table_name(number)), number, self._cache, fs=fs
                     )
                     self._readers[number] = reader
                     if paranoid:
@@ -236,17 +231,17 @@ class LSMStore:
         live = state.live_numbers()
         wals: list[int] = []
         highest = state.next_file - 1
-        for name in sorted(os.listdir(path)):
+        for name in fs.listdir(path):
             m = _FILE_RE.match(name)
             if not m:
                 continue
             number = int(m.group(1))
             highest = max(highest, number)
             if m.group(2) == "sst" and number not in live:
-                fs.remove(os.path.join(path, name))  # orphan of an interrupted flush/compaction
+                fs.discard(os.path.join(path, name))  # orphan of an interrupted flush/compaction
             elif m.group(2) == "wal":
                 if number < state.wal_number:
-                    fs.remove(os.path.join(path, name))
+                    fs.discard(os.path.join(path, name))
                 else:
                     wals.append(number)
         self._next_file = highest + 1
@@ -261,13 +256,15 @@ class LSMStore:
         """Replay WAL files into a memtable and flush it, so recovery leaves no WAL behind."""
         mem = Memtable()
         for number in numbers:
-            for log_index, keys, cells in replay_wal(os.path.join(self.path, wal_name(number))):
+            for log_index, keys, cells in replay_memtable_log(
+                os.path.join(self.path, wal_name(number)), self._fs
+            ):
                 mem.apply(dict(zip(keys, cells, strict=False)))
                 mem.max_log_index = max(mem.max_log_index, log_index)
         self._applied_index = max(self._applied_index, mem.max_log_index)
         self._flush_memtable(mem, next_wal=max(numbers) + 1)
         for number in numbers:
-            self._fs.remove(os.path.join(self.path, wal_name(number)))
+            self._fs.discard(os.path.join(self.path, wal_name(number)))
 
     def _build_version(self) -> Version:
         state = self._manifest.state
@@ -284,13 +281,16 @@ class LSMStore:
         number = self._new_file_number()
         if self._wal is not None:
             self._wal.close()
-        self._wal = WalWriter(
+        self._wal = MemtableLogWriter(
             self._fs, os.path.join(self.path, wal_name(number)), number, self._wal_sync
         )
-        self._fs.fsync_dir(self.path)  # the file must exist after a crash before it holds writes
+        self._fs.sync_dir(self.path)  # the file must exist after a crash before it holds writes
         return number
 
     # --- properties ---------------------------------------------------------------------------
+
+    def _is_closed(self) -> bool:
+        return self._closed
 
     @property
     def applied_index(self) -> int:
@@ -493,7 +493,7 @@ class LSMStore:
             return None
         return cell[21:]
 
-    def get_entry(self, key: bytes) -> Entry | None:
+    def get_entry(self, key: bytes) -> StoredRow | None:
         """The value of ``key`` with its epoch, author and commit timestamp, or ``None``."""
         cell = self._cell(_key(key))
         return None if cell is None else entry_of(cell)
@@ -501,7 +501,7 @@ class LSMStore:
     def __contains__(self, key: bytes) -> bool:
         return self.get(key) is not None
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self) -> ReadSnapshot:
         """A point-in-time view (get, get_entry, scan) that stays valid while compaction runs.
 
         Close it (or use it as a context manager) to let deleted files go.
@@ -519,7 +519,7 @@ class LSMStore:
                 frozen = []
             with self._version_lock:
                 mems = frozen + list(reversed(self._imm))
-                return Snapshot(self, mems, self._version)
+                return ReadSnapshot(self._is_closed, mems, self._version)
 
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
@@ -537,8 +537,8 @@ class LSMStore:
 
     def scan_entries(
         self, start: bytes | None = None, end: bytes | None = None
-    ) -> Iterator[tuple[bytes, Entry]]:
-        """Like :meth:`scan` but yields ``(key, Entry)`` with the row metadata."""
+    ) -> Iterator[tuple[bytes, StoredRow]]:
+        """Like :meth:`scan` but yields ``(key, StoredRow)`` with the row metadata."""
         snap = self.snapshot()
         return snap._scan_entries_owned(start, end)
 
@@ -614,7 +614,7 @@ class LSMStore:
         next_wal = self._imm[1].wal_number if len(self._imm) > 1 else self._mem.wal_number
         self._flush_memtable(mem, next_wal=next_wal, pop=True)
         if mem.wal_number:
-            self._fs.remove(os.path.join(self.path, wal_name(mem.wal_number)))
+            self._fs.discard(os.path.join(self.path, wal_name(mem.wal_number)))
 
     def _flush_memtable(self, mem: Memtable, *, next_wal: int, pop: bool = False) -> None:
         """Write ``mem`` as a level-0 table and install it; ``pop`` drops it from ``_imm``."""
@@ -631,8 +631,8 @@ class LSMStore:
             except BaseException:
                 writer.abandon()
                 raise
-            self._fs.fsync_dir(self.path)
-            reader = SSTableReader(path, number, self._cache)
+            self._fs.sync_dir(self.path)
+            reader = SSTableReader(path, number, self._cache, fs=self._fs)
             edit.add.append((0, meta))
         self._install(edit, {reader.number: reader} if reader else {}, pop_imm=pop)
 
@@ -707,9 +707,10 @@ class LSMStore:
             target_file_bytes=self._target_file_bytes,
             should_stop=lambda: self._closing,
         )
-        self._fs.fsync_dir(self.path)
+        self._fs.sync_dir(self.path)
         readers = {
-            meta.number: SSTableReader(path, meta.number, self._cache) for meta, path in outputs
+            meta.number: SSTableReader(path, meta.number, self._cache, fs=self._fs)
+            for meta, path in outputs
         }
         edit = self._compaction_edit(c, [meta for meta, _ in outputs])
         self._install(edit, readers)
@@ -736,7 +737,7 @@ class LSMStore:
                 if self._pins:
                     self._deferred.append(t.path)
                 else:
-                    self._fs.remove(t.path)
+                    self._fs.discard(t.path)
 
     @contextlib.contextmanager
     def _pinned(self) -> Iterator[None]:
@@ -750,7 +751,7 @@ class LSMStore:
                 self._pins -= 1
                 if not self._pins:
                     for path in self._deferred:
-                        self._fs.remove(path)
+                        self._fs.discard(path)
                     self._deferred = []
 
     def _fail(self, error: BaseException) -> None:
@@ -800,9 +801,9 @@ class LSMStore:
             with contextlib.suppress(Exception):
                 self._wal.close()
         self._close_readers()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._dir_lock is not None:
+            self._dir_lock.release()
+            self._dir_lock = None
 
     def _close_readers(self) -> None:
         for reader in self._readers.values():

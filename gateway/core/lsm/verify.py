@@ -12,11 +12,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.errors import CorruptionError
 from gateway.core.lsm.manifest import MANIFEST_NAME, read_manifest
+from gateway.core.lsm.memtable_log import replay_memtable_log
 from gateway.core.lsm.sstable_reader import SSTableReader
-from gateway.core.lsm.wal import replay_wal
 
 __all__ = ["NotAStoreError", "VerifyReport", "verify_store"]
 
@@ -43,16 +44,17 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_store(path: str) -> VerifyReport:
+def verify_store(path: str, fs: FileSystem | None = None) -> VerifyReport:
     """Verify the store in ``path``; raises :class:`NotAStoreError` if it is not one."""
-    if not os.path.isdir(path):
+    fs = fs or local_fs()
+    if not fs.is_dir(path):
         raise NotAStoreError(f"{path}: no such directory")
     manifest = os.path.join(path, MANIFEST_NAME)
-    if not os.path.exists(manifest):
+    if not fs.exists(manifest):
         raise NotAStoreError(f"{path}: no {MANIFEST_NAME}; not an LSM store directory")
     report = VerifyReport()
     try:
-        state, _, _ = read_manifest(manifest)
+        state, _, _ = read_manifest(manifest, fs)
     except CorruptionError as e:
         report.problems.append(str(e))
         return report
@@ -63,13 +65,13 @@ def verify_store(path: str) -> VerifyReport:
         for number in tables:
             live.add(number)
             table_path = os.path.join(path, f"{number:06d}.sst")
-            if not os.path.exists(table_path):
+            if not fs.exists(table_path):
                 report.problems.append(
                     f"{table_path}: byte offset 0: table named by the manifest is missing"
                 )
                 continue
             try:
-                reader = SSTableReader(table_path, number, cache)
+                reader = SSTableReader(table_path, number, cache, fs=fs)
             except CorruptionError as e:
                 report.problems.append(str(e))
                 continue
@@ -82,7 +84,7 @@ def verify_store(path: str) -> VerifyReport:
                 report.problems.append(str(e))
             finally:
                 reader.close()
-    for name in sorted(os.listdir(path)):
+    for name in fs.listdir(path):
         m = _FILE_RE.match(name)
         if not m:
             continue
@@ -91,7 +93,7 @@ def verify_store(path: str) -> VerifyReport:
             report.notes.append(f"{full}: not in the manifest (orphan; removed at next open)")
         elif m.group(2) == "wal" and int(m.group(1)) >= state.wal_number:
             try:
-                for _ in replay_wal(full):
+                for _ in replay_memtable_log(full, fs):
                     pass
             except CorruptionError as e:
                 report.problems.append(str(e))

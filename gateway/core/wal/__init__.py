@@ -14,7 +14,7 @@ The on-disk format is specified in ``docs/formats/wal.md``.
 
 from __future__ import annotations
 
-from gateway.core.wal.codec import Entry, HardState, LogStart, WalTag
+from gateway.core.wal.codec import LogStart, WalEntry, WalHardState, WalTag
 from gateway.core.wal.errors import (
     WalClosedError,
     WalCompactedError,
@@ -29,9 +29,7 @@ from gateway.core.wal.log import FsyncPolicy, SegmentedWal, WalOptions
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
 
 __all__ = [
-    "Entry",
     "FsyncPolicy",
-    "HardState",
     "LogStart",
     "RecoveryEvent",
     "RecoveryEventKind",
@@ -40,9 +38,11 @@ __all__ = [
     "WalClosedError",
     "WalCompactedError",
     "WalCorruptionError",
+    "WalEntry",
     "WalError",
     "WalFailedError",
     "WalFormatError",
+    "WalHardState",
     "WalIndexError",
     "WalOptions",
     "WalTag",

@@ -33,18 +33,18 @@ from gateway.core.varint import SMALL_VARINTS, encode_uvarint
 
 __all__ = [
     "FORMAT_VERSION",
-    "Entry",
-    "HardState",
     "LogStart",
     "Marker",
     "PayloadError",
     "SegmentFooter",
     "SegmentHeader",
     "SegmentIndex",
+    "WalEntry",
+    "WalHardState",
     "WalTag",
-    "decode_entry",
     "decode_fields",
     "decode_marker",
+    "decode_wal_entry",
     "encode_entry",
     "encode_marker",
     "encode_message",
@@ -74,7 +74,7 @@ class PayloadError(ValueError):
         super().__init__(f"{reason} (payload byte {offset})")
 
 
-class Entry(NamedTuple):
+class WalEntry(NamedTuple):
     """One Raft log entry as the WAL stores it. Attribute names match ``gateway.raft``'s
     ``Entry``, so either can be appended."""
 
@@ -84,7 +84,7 @@ class Entry(NamedTuple):
     data: bytes = b""
 
 
-class HardState(NamedTuple):
+class WalHardState(NamedTuple):
     """Raft's hard state: current term, vote in that term (0 = none), commit index."""
 
     term: int = 0
@@ -103,9 +103,9 @@ class Marker(NamedTuple):
     log_end: int = 0
 
     @property
-    def hard_state(self) -> HardState:
+    def hard_state(self) -> WalHardState:
         """The Raft hard state alone."""
-        return HardState(self.term, self.vote, self.commit)
+        return WalHardState(self.term, self.vote, self.commit)
 
 
 class LogStart(NamedTuple):
@@ -239,12 +239,12 @@ def _bytes(fields: dict[int, int | bytes], number: int) -> bytes:
     return value
 
 
-def decode_entry(payload: bytes) -> Entry:
+def decode_wal_entry(payload: bytes) -> WalEntry:
     """Decode an ``ENTRY`` payload (tag byte included)."""
     if not payload or payload[0] != WalTag.ENTRY:
         raise PayloadError("not an entry record")
     fields = decode_fields(payload)
-    return Entry(_int(fields, 1), _int(fields, 2), _int(fields, 3), _bytes(fields, 4))
+    return WalEntry(_int(fields, 1), _int(fields, 2), _int(fields, 3), _bytes(fields, 4))
 
 
 def decode_header(payload: bytes) -> SegmentHeader:
@@ -267,9 +267,9 @@ def decode_log_start(payload: bytes) -> LogStart:
     return LogStart(_int(f, 1), _int(f, 2))
 
 
-def decode_hard_state(payload: bytes) -> HardState:
+def decode_hard_state(payload: bytes) -> WalHardState:
     f = decode_fields(payload)
-    return HardState(_int(f, 1), _int(f, 2), _int(f, 3))
+    return WalHardState(_int(f, 1), _int(f, 2), _int(f, 3))
 
 
 def decode_marker(payload: bytes, start: int = 1) -> Marker:
@@ -302,7 +302,7 @@ def encode_log_start(ls: LogStart) -> bytes:
     return encode_message(WalTag.LOG_START, [(1, ls.first_index), (2, ls.prev_term)])
 
 
-def encode_hard_state(hs: HardState) -> bytes:
+def encode_hard_state(hs: WalHardState) -> bytes:
     return encode_message(WalTag.HARD_STATE, [(1, hs.term), (2, hs.vote), (3, hs.commit)])
 
 

@@ -44,7 +44,14 @@ from typing import Any, Protocol
 
 from gateway.core.fileio import FileSystem, OsFileSystem, WritableFile
 from gateway.core.records import SEPARATOR, decode_record
-from gateway.core.wal.codec import Entry, HardState, LogStart, Marker, PayloadError, decode_entry
+from gateway.core.wal.codec import (
+    LogStart,
+    Marker,
+    PayloadError,
+    WalEntry,
+    WalHardState,
+    decode_wal_entry,
+)
 from gateway.core.wal.errors import (
     WalClosedError,
     WalCompactedError,
@@ -99,7 +106,7 @@ class WalOptions:
 
 
 class EntryLike(Protocol):
-    """What ``append`` accepts: `Entry` or ``gateway.raft``'s entry type."""
+    """What ``append`` accepts: `WalEntry` or ``gateway.raft``'s entry type."""
 
     @property
     def index(self) -> int: ...
@@ -345,7 +352,7 @@ class SegmentedWal:
                 raise WalUnavailableError(f"term of {index}: last index is {self._last}")
             return self._segment_of(index).term(index)
 
-    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[Entry]:
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[WalEntry]:
         """Entries ``[lo, hi)``; with ``max_bytes``, the longest prefix whose ``data`` fits in
         that many bytes, but never empty when ``lo < hi`` (as ``gateway.raft``'s
         ``limit_size``). Raises `WalCompactedError` if ``lo < first_index()``,
@@ -365,7 +372,7 @@ class SegmentedWal:
             plan, _ = self._plan_read(lo, hi, max_bytes)
             return self._read_plan(plan, max_bytes)
 
-    def hard_state(self) -> HardState:
+    def hard_state(self) -> WalHardState:
         """The last saved hard state (zeros if none was saved)."""
         return self._marker.hard_state
 
@@ -782,8 +789,8 @@ class SegmentedWal:
 
     def _read_plan(
         self, plan: list[tuple[Segment, Any, int, int, list[int]]], max_bytes: int | None
-    ) -> list[Entry]:
-        out: list[Entry] = []
+    ) -> list[WalEntry]:
+        out: list[WalEntry] = []
         total = 0
         for seg, reader, lo, hi, bounds in plan:
             start = bounds[0]
@@ -800,7 +807,7 @@ class SegmentedWal:
                 try:
                     if decoded is None or decoded[0] != gen:
                         raise PayloadError("record does not verify")
-                    entry = decode_entry(decoded[1])
+                    entry = decode_wal_entry(decoded[1])
                 except PayloadError as exc:
                     raise WalCorruptionError(seg.path, bounds[k],
                                              f"entry {lo + k}: {exc.reason}") from None

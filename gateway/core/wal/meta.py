@@ -29,10 +29,10 @@ import threading
 from gateway.core.fileio import FileSystem, WritableFile
 from gateway.core.records import SEPARATOR, encode_record, scan
 from gateway.core.wal.codec import (
-    HardState,
     LogStart,
     Marker,
     PayloadError,
+    WalHardState,
     WalTag,
     decode_log_start,
     decode_marker,
@@ -81,7 +81,7 @@ class MetaFile:
             self._writer = self._write_fresh(self.path)
 
     @property
-    def hard_state(self) -> HardState:
+    def hard_state(self) -> WalHardState:
         """The last saved hard state (all zeros if none was ever saved)."""
         return self._marker.hard_state
 
@@ -112,7 +112,7 @@ class MetaFile:
             if marker is not None:
                 self._marker = marker
 
-    def save_hard_state(self, hs: HardState, *, sync: bool = True) -> None:
+    def save_hard_state(self, hs: WalHardState, *, sync: bool = True) -> None:
         """Append ``hs`` (keeping the current ``seq`` and ``log_end``); with ``sync`` (the
         default) it is durable when this returns."""
         with self._lock:

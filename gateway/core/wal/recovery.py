@@ -37,17 +37,17 @@ from gateway.core.fileio import FileSystem
 from gateway.core.records import SEPARATOR, decode_record, encode_record, scan
 from gateway.core.wal.codec import (
     FORMAT_VERSION,
-    HardState,
     Marker,
     PayloadError,
     SegmentHeader,
+    WalHardState,
     WalTag,
-    decode_entry,
     decode_fields,
     decode_footer,
     decode_header,
     decode_index,
     decode_marker,
+    decode_wal_entry,
     encode_header,
 )
 from gateway.core.wal.errors import WalCorruptionError, WalFormatError
@@ -219,7 +219,7 @@ def _load_by_scan(
             if tag == WalTag.ENTRY:
                 if index_at is not None:
                     raise WalFormatError(path, rec.offset, "entry after the segment index")
-                entry = decode_entry(payload)
+                entry = decode_wal_entry(payload)
                 if entry.index < log_first:
                     pass  # compacted away
                 elif base is None:
@@ -363,7 +363,7 @@ def segment_first_index(name: str) -> int | None:
     return int(stem)
 
 
-def read_hard_state(fs: FileSystem, directory: str) -> HardState:
+def read_hard_state(fs: FileSystem, directory: str) -> WalHardState:
     """The current hard state of the WAL in ``directory`` without opening it (read-only, for
     log tools): the record with the highest ``seq`` among the meta file's and the commit
     markers of the newest segment that has any. Unreadable records are skipped."""

@@ -28,8 +28,6 @@ from ..storage import MemoryStorage
 from ..types import (
     NONE,
     ConfChange,
-    ConfChangeSingle,
-    ConfChangeType,
     EntryType,
     Message,
     MessageType,
@@ -42,12 +40,9 @@ from .kv import CAS, GET, PUT, KVStore, encode_op
 from .nemesis import (
     MAX_DRIFT_PCT,
     NOMINAL_RATE,
-    Figure8,
-    Laggard,
-    LostAck,
+    Nemesis,
     Pin,
     Scenario,
-    StaleLeader,
 )
 from .network import Network, NetworkFaults
 
@@ -191,10 +186,8 @@ class Simulation:
         self.client_seq: dict[int, int] = dict.fromkeys(self.client_op, 0)
         self.client_node: dict[int, int] = {}
         self.faults_on = True
-        self.partition_until = 0
         self.pins: dict[int, Pin] = {}
         self.scenario: Scenario | None = None
-        self.scenarios_run: dict[str, int] = {}
         self.elections = 0
         self.snapshots_sent = 0
         self.acked_writes = 0
@@ -206,6 +199,7 @@ class Simulation:
             node = _Node(i, disk)
             self.nodes[i] = node
             self._start(node)
+        self.nemesis = Nemesis(self)
 
     # -- node lifecycle ---------------------------------------------------------------------
 
@@ -264,6 +258,22 @@ class Simulation:
         (``MAX_DRIFT_PCT``) with the ``skew`` fault."""
         for n in self.nodes.values():
             n.rate = self._draw_rate()
+
+    def live(self) -> list[_Node]:
+        """The nodes whose process is running."""
+        return self._live()
+
+    def add_node(self) -> _Node:
+        """Start a new, empty node with the next free id (not yet a member: propose it)."""
+        node = _Node(self.next_id, SimDisk())
+        self.next_id += 1
+        self.nodes[node.id] = node
+        self._start(node)
+        return node
+
+    def draw_rate(self) -> int:
+        """A clock rate for one node: nominal, or within ``MAX_DRIFT_PCT`` with ``skew``."""
+        return self._draw_rate()
 
     def _draw_rate(self) -> int:
         if "skew" not in self.cfg.faults:
@@ -398,7 +408,7 @@ class Simulation:
                 self._start(node)
         self._check_stale_leaders()
         if self.faults_on:
-            self._inject_faults()
+            self.nemesis.tick()
         elif self.scenario is not None:
             self.scenario.finish()
             self.scenario = None
@@ -474,151 +484,6 @@ class Simulation:
         for node in list(self.nodes.values()):
             if node.alive and not node.paused_until:
                 self._process_ready(node)
-
-    # -- faults -----------------------------------------------------------------------------
-
-    def _inject_faults(self) -> None:
-        f = self.cfg.faults
-        rng = self.rng
-        members = [n.id for n in self.nodes.values() if not n.removed]
-        if self.scenario is not None:
-            self.scenario.on_tick()
-            if self.scenario.done:
-                self.scenario.finish()
-                self.scenario = None
-            return  # a scenario owns the network, the clients' pins and the clocks
-        if self._maybe_start_scenario():
-            return
-        if "skew" in f and rng.chance(0.01):
-            node = self.nodes[rng.choice(members)]
-            node.rate = self._draw_rate()
-        if "partition" in f:
-            if self.partition_until and self.ticks >= self.partition_until:
-                self.net.heal()
-                self.partition_until = 0
-            elif not self.partition_until and rng.chance(0.03):
-                self._partition(members)
-        if "crash" in f and rng.chance(0.006):
-            live = [n for n in self._live() if n.id in members]
-            down = len(members) - len(live)
-            if live and down < (len(members) - 1) // 2:
-                self._crash(rng.choice(live))
-        if "pause" in f and rng.chance(0.01):
-            lead = self._leader()
-            if lead is not None and not lead.paused_until:
-                lead.paused_until = self.ticks + rng.randrange(8, 22)
-        if "transfer" in f and rng.chance(0.006):
-            lead = self._leader()
-            if lead is not None:
-                voters = lead.raw.raft.trk.voter_ids()  # type: ignore[union-attr]
-                lead.raw.transfer_leader(rng.choice(voters))  # type: ignore[union-attr]
-        if "churn" in f and self.ticks % 50 == 0:
-            self._churn()
-
-    def _maybe_start_scenario(self) -> bool:
-        """The schedule generator: now and then (and only while no partition is in force)
-        start one of the targeted scenarios that are enabled, chosen by weight."""
-        f = self.cfg.faults
-        kinds: list[tuple[str, int]] = []
-        if "stale" in f:
-            kinds += [("stale", 3), ("stale-bridge", 1), ("stale-slow", 1)]
-        if "figure8" in f:
-            kinds.append(("figure8", 3))
-        if "laggard" in f:
-            kinds.append(("laggard", 2))
-        if "lostack" in f:
-            kinds.append(("lostack", 2))
-        if not kinds or not self.rng.chance(0.04):
-            return False
-        self.net.heal()  # the scenario takes the network over
-        self.partition_until = 0
-        roll = self.rng.randrange(0, sum(w for _, w in kinds))
-        kind = kinds[-1][0]
-        for name, w in kinds:
-            if roll < w:
-                kind = name
-                break
-            roll -= w
-        rng = self.rng.fork()
-        if kind == "figure8":
-            self.scenario = Figure8(self, rng)
-        elif kind == "laggard":
-            self.scenario = Laggard(self, rng)
-        elif kind == "lostack":
-            self.scenario = LostAck(self, rng)
-        else:
-            self.scenario = StaleLeader(self, rng, variant=kind.partition("-")[2] or "plain")
-        self.scenarios_run[kind] = self.scenarios_run.get(kind, 0) + 1
-        return True
-
-    def _partition(self, members: list[int]) -> None:
-        if len(members) < 2:
-            return  # a single member: there is nothing to cut
-        rng = self.rng
-        kind = rng.randrange(0, 4) % 3  # leader isolation twice as likely
-        lead = self._leader()
-        if "oneway" in self.cfg.faults and rng.chance(0.3):
-            # Asymmetric: some directed links fail while their reverse still works.
-            if lead is not None and rng.chance(0.5):
-                # the leader's messages are lost but it hears its followers, or the reverse
-                others = set(members) - {lead.id}
-                if rng.chance(0.5):
-                    self.net.one_way({lead.id}, others)
-                else:
-                    self.net.one_way(others, {lead.id})
-            else:
-                shuffled = list(members)
-                rng.shuffle(shuffled)
-                cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
-                self.net.one_way(set(shuffled[:cut]), set(shuffled[cut:]))
-        elif kind == 0 and lead is not None:
-            self.net.isolate(lead.id, members)
-        elif kind == 1 or len(members) < 3:
-            shuffled = list(members)
-            rng.shuffle(shuffled)
-            cut = rng.randrange(1, len(shuffled))
-            self.net.split([set(shuffled[:cut]), set(shuffled[cut:])])
-        else:
-            shuffled = list(members)
-            rng.shuffle(shuffled)
-            middle = shuffled[0]
-            rest = shuffled[1:]
-            cut = rng.randrange(1, len(rest)) if len(rest) > 1 else 1
-            self.net.bridge(set(rest[:cut]), middle, set(rest[cut:]))
-        self.partition_until = self.ticks + rng.randrange(10, 60)
-
-    def _churn(self) -> None:
-        lead = self._leader()
-        if lead is None:
-            return
-        r = lead.raw.raft  # type: ignore[union-attr]
-        cfg = r.trk.config
-        if cfg.joint() or r.pending_conf_index > r.raft_log.applied:
-            return
-        try:
-            if cfg.learners:
-                learner = min(cfg.learners)
-                pr = r.trk.progress[learner]
-                if pr.match < r.raft_log.committed:
-                    return  # not caught up yet: promote only a fully synced learner
-                victim = self.rng.choice(sorted(cfg.voters))
-                cc = ConfChange(
-                    (
-                        ConfChangeSingle(ConfChangeType.ADD_NODE, learner),
-                        ConfChangeSingle(ConfChangeType.REMOVE_NODE, victim),
-                    )
-                )
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
-            elif self.next_id <= 3 * self.cfg.nodes:
-                new_id = self.next_id
-                self.next_id += 1
-                node = _Node(new_id, SimDisk())
-                self.nodes[new_id] = node
-                self._start(node)
-                cc = ConfChange((ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, new_id),))
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
-        except ProposalDroppedError:
-            pass
 
     # -- clients ----------------------------------------------------------------------------
 
@@ -741,7 +606,7 @@ class Simulation:
         res.acked_writes = self.acked_writes
         res.elections = self.elections
         res.snapshots_sent = self.snapshots_sent
-        res.scenarios = dict(self.scenarios_run)
+        res.scenarios = dict(self.nemesis.scenarios_run)
         res.history = self.history
         return res
 

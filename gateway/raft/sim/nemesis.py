@@ -1,4 +1,9 @@
-"""Targeted fault schedules ("scenarios") for the simulator.
+"""The simulator's nemesis: random faults and targeted fault schedules ("scenarios").
+
+:class:`Nemesis` owns every fault the simulation injects: independent random ones (clock
+skew, partitions, crashes, pauses, leadership transfers, membership churn) and, now and then,
+a scenario. It sees the simulation only through :class:`SimCluster` (so this module does not
+import ``cluster``).
 
 Random faults alone almost never line up the few-tick windows in which classic Raft bugs show
 (a deposed leader serving a read after the new leader acknowledged a write; a leader
@@ -33,20 +38,65 @@ the correct core every scenario must pass; each is aimed at a class of bugs:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from ..errors import ProposalDroppedError
+from ..rawnode import RawNode
 from ..rng import SplitMix64
-from ..types import NONE, MessageType, Ready, Role
+from ..types import (
+    NONE,
+    ConfChange,
+    ConfChangeSingle,
+    ConfChangeType,
+    MessageType,
+    Ready,
+    Role,
+)
+from .network import Network
 
-if TYPE_CHECKING:
-    from .cluster import Simulation, _Node
-
-#: Nominal tick rate of a node clock, in rate units per sub-step (see ``Simulation``).
+#: Nominal tick rate of a node clock, in rate units per sub-step (see ``SimCluster``).
 NOMINAL_RATE = 100
 #: Largest drift of a node clock from the nominal rate, in percent. The lease contract
 #: (``Raft.lease_valid``) tolerates clocks whose rates differ by a factor of up to about
 #: 1.15; +-5 % (factor 1.105) stays inside it. See docs/raft.md ("Lease reads and clocks").
 MAX_DRIFT_PCT = 5
+
+
+class SimNode(Protocol):
+    """What the nemesis reads and changes of one simulated node."""
+
+    id: int
+    alive: bool
+    removed: bool
+    paused_until: int
+    rate: int
+    raw: RawNode | None
+
+
+class SimCluster(Protocol):
+    """What the nemesis may see and do of the simulation (``cluster.Simulation``)."""
+
+    cfg: Any
+    rng: SplitMix64
+    net: Network
+    nodes: dict[int, Any]  # id -> SimNode
+    ticks: int
+    next_id: int
+    pins: dict[int, Pin]
+    client_op: dict[int, Any]
+    scenario: Scenario | None
+
+    def leader(self) -> Any: ...  # SimNode | None
+
+    def live(self) -> list[Any]: ...  # list[SimNode]
+
+    def crash(self, node: Any, downtime: int | None = None) -> None: ...
+
+    def add_node(self) -> Any: ...  # SimNode
+
+    def draw_rate(self) -> int: ...
+
+    def reset_rates(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -76,7 +126,7 @@ class Scenario:
 
     name = "scenario"
 
-    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+    def __init__(self, sim: SimCluster, rng: SplitMix64) -> None:
         self.sim = sim
         self.rng = rng
         self.done = False
@@ -88,7 +138,7 @@ class Scenario:
     def on_tick(self) -> None:
         raise NotImplementedError
 
-    def on_ready(self, node: _Node, rd: Ready) -> None:
+    def on_ready(self, node: SimNode, rd: Ready) -> None:
         """Called for every Ready processed while the scenario runs."""
 
     def finish(self) -> None:
@@ -104,7 +154,7 @@ class Scenario:
     def _members(self) -> list[int]:
         return sorted(n.id for n in self.sim.nodes.values() if not n.removed)
 
-    def _stable_leader(self) -> _Node | None:
+    def _stable_leader(self) -> SimNode | None:
         """The leader, if it committed an entry of its term and is not transferring."""
         lead = self.sim.leader()
         if lead is None or lead.raw is None:
@@ -156,7 +206,7 @@ class StaleLeader(Scenario):
 
     name = "stale-leader"
 
-    def __init__(self, sim: Simulation, rng: SplitMix64, variant: str) -> None:
+    def __init__(self, sim: SimCluster, rng: SplitMix64, variant: str) -> None:
         super().__init__(sim, rng)
         self.variant = variant
         self.bridge = variant == "bridge"
@@ -187,7 +237,7 @@ class StaleLeader(Scenario):
         if elapsed >= (40 if self.variant == "plain" else 60):
             self.done = True
 
-    def _begin(self, lead: _Node) -> None:
+    def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
         self.old = lead.id
         self.old_term = lead.raw.raft.term  # type: ignore[union-attr]
@@ -219,7 +269,7 @@ class Figure8(Scenario):
 
     name = "figure8"
 
-    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+    def __init__(self, sim: SimCluster, rng: SplitMix64) -> None:
         super().__init__(sim, rng)
         self.phase = "arm"
         self.old = NONE
@@ -244,7 +294,7 @@ class Figure8(Scenario):
         if sim.ticks >= self.phase_until:
             self.done = True  # exposed, or the pattern did not materialize: heal
 
-    def _begin(self, lead: _Node) -> None:
+    def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
         self.old = lead.id
         self.started = sim.ticks
@@ -257,7 +307,7 @@ class Figure8(Scenario):
             # Short timeouts: the leader appends a long uncommitted tail of term T.
             sim.pins[c] = Pin(lead.id, "write", timeout=1, key="z", pad=200)
 
-    def on_ready(self, node: _Node, rd: Ready) -> None:
+    def on_ready(self, node: SimNode, rd: Ready) -> None:
         sim = self.sim
         raw = node.raw
         if raw is None or self.phase in ("arm", "expose"):
@@ -311,7 +361,7 @@ class Laggard(Scenario):
 
     name = "laggard"
 
-    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+    def __init__(self, sim: SimCluster, rng: SplitMix64) -> None:
         super().__init__(sim, rng)
         self.phase = "arm"
         self.lag = NONE
@@ -354,7 +404,7 @@ class LostAck(Scenario):
 
     name = "lost-ack"
 
-    def __init__(self, sim: Simulation, rng: SplitMix64) -> None:
+    def __init__(self, sim: SimCluster, rng: SplitMix64) -> None:
         super().__init__(sim, rng)
         self.phase = "arm"
         self.old = NONE
@@ -383,7 +433,7 @@ class LostAck(Scenario):
         if sim.ticks >= self.phase_until:
             self.done = True
 
-    def _begin(self, lead: _Node) -> None:
+    def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
         voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
         if not voters:
@@ -401,10 +451,167 @@ class LostAck(Scenario):
         self.started = sim.ticks
         self.phase, self.phase_until = "ack", sim.ticks + 30
 
-    def on_ready(self, node: _Node, rd: Ready) -> None:
+    def on_ready(self, node: SimNode, rd: Ready) -> None:
         if self.phase != "ack" or node.id not in self.ackers:
             return
         if any(m.type == MessageType.APP_RESP and not m.reject and m.to == self.old
                and m.index > 0 for m in rd.messages) and rd.entries:
             self.ackers.discard(node.id)
             self.sim.crash(node, downtime=0)
+
+
+class Nemesis:
+    """The fault schedule of one simulation: call `tick` once per tick while faults are on.
+    Every choice comes from the simulation's seeded generator, in a fixed order, so a seed
+    replays bit for bit."""
+
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+        self.partition_until = 0
+        #: How many times each scenario kind started (reported in ``SimResult.scenarios``).
+        self.scenarios_run: dict[str, int] = {}
+
+    def tick(self) -> None:
+        """One tick of the schedule: drive the running scenario, or maybe start one, or
+        draw independent random faults (skew, partitions, crashes, pauses, transfers, churn)."""
+        sim = self.sim
+        f = sim.cfg.faults
+        rng = sim.rng
+        members = [n.id for n in sim.nodes.values() if not n.removed]
+        if sim.scenario is not None:
+            sim.scenario.on_tick()
+            if sim.scenario.done:
+                sim.scenario.finish()
+                sim.scenario = None
+            return  # a scenario owns the network, the clients' pins and the clocks
+        if self._maybe_start_scenario():
+            return
+        if "skew" in f and rng.chance(0.01):
+            node = sim.nodes[rng.choice(members)]
+            node.rate = sim.draw_rate()
+        if "partition" in f:
+            if self.partition_until and sim.ticks >= self.partition_until:
+                sim.net.heal()
+                self.partition_until = 0
+            elif not self.partition_until and rng.chance(0.03):
+                self._partition(members)
+        if "crash" in f and rng.chance(0.006):
+            live = [n for n in sim.live() if n.id in members]
+            down = len(members) - len(live)
+            if live and down < (len(members) - 1) // 2:
+                sim.crash(rng.choice(live))
+        if "pause" in f and rng.chance(0.01):
+            lead = sim.leader()
+            if lead is not None and not lead.paused_until:
+                lead.paused_until = sim.ticks + rng.randrange(8, 22)
+        if "transfer" in f and rng.chance(0.006):
+            lead = sim.leader()
+            if lead is not None:
+                voters = lead.raw.raft.trk.voter_ids()  # type: ignore[union-attr]
+                lead.raw.transfer_leader(rng.choice(voters))  # type: ignore[union-attr]
+        if "churn" in f and sim.ticks % 50 == 0:
+            self._churn()
+
+    def _maybe_start_scenario(self) -> bool:
+        sim = self.sim
+        """The schedule generator: now and then (and only while no partition is in force)
+        start one of the targeted scenarios that are enabled, chosen by weight."""
+        f = sim.cfg.faults
+        kinds: list[tuple[str, int]] = []
+        if "stale" in f:
+            kinds += [("stale", 3), ("stale-bridge", 1), ("stale-slow", 1)]
+        if "figure8" in f:
+            kinds.append(("figure8", 3))
+        if "laggard" in f:
+            kinds.append(("laggard", 2))
+        if "lostack" in f:
+            kinds.append(("lostack", 2))
+        if not kinds or not sim.rng.chance(0.04):
+            return False
+        sim.net.heal()  # the scenario takes the network over
+        self.partition_until = 0
+        roll = sim.rng.randrange(0, sum(w for _, w in kinds))
+        kind = kinds[-1][0]
+        for name, w in kinds:
+            if roll < w:
+                kind = name
+                break
+            roll -= w
+        rng = sim.rng.fork()
+        if kind == "figure8":
+            sim.scenario = Figure8(sim, rng)
+        elif kind == "laggard":
+            sim.scenario = Laggard(sim, rng)
+        elif kind == "lostack":
+            sim.scenario = LostAck(sim, rng)
+        else:
+            sim.scenario = StaleLeader(sim, rng, variant=kind.partition("-")[2] or "plain")
+        self.scenarios_run[kind] = self.scenarios_run.get(kind, 0) + 1
+        return True
+
+    def _partition(self, members: list[int]) -> None:
+        sim = self.sim
+        if len(members) < 2:
+            return  # a single member: there is nothing to cut
+        rng = sim.rng
+        kind = rng.randrange(0, 4) % 3  # leader isolation twice as likely
+        lead = sim.leader()
+        if "oneway" in sim.cfg.faults and rng.chance(0.3):
+            # Asymmetric: some directed links fail while their reverse still works.
+            if lead is not None and rng.chance(0.5):
+                # the leader's messages are lost but it hears its followers, or the reverse
+                others = set(members) - {lead.id}
+                if rng.chance(0.5):
+                    sim.net.one_way({lead.id}, others)
+                else:
+                    sim.net.one_way(others, {lead.id})
+            else:
+                shuffled = list(members)
+                rng.shuffle(shuffled)
+                cut = rng.randrange(1, len(shuffled)) if len(shuffled) > 1 else 1
+                sim.net.one_way(set(shuffled[:cut]), set(shuffled[cut:]))
+        elif kind == 0 and lead is not None:
+            sim.net.isolate(lead.id, members)
+        elif kind == 1 or len(members) < 3:
+            shuffled = list(members)
+            rng.shuffle(shuffled)
+            cut = rng.randrange(1, len(shuffled))
+            sim.net.split([set(shuffled[:cut]), set(shuffled[cut:])])
+        else:
+            shuffled = list(members)
+            rng.shuffle(shuffled)
+            middle = shuffled[0]
+            rest = shuffled[1:]
+            cut = rng.randrange(1, len(rest)) if len(rest) > 1 else 1
+            sim.net.bridge(set(rest[:cut]), middle, set(rest[cut:]))
+        self.partition_until = sim.ticks + rng.randrange(10, 60)
+
+    def _churn(self) -> None:
+        sim = self.sim
+        lead = sim.leader()
+        if lead is None:
+            return
+        r = lead.raw.raft  # type: ignore[union-attr]
+        cfg = r.trk.config
+        if cfg.joint() or r.pending_conf_index > r.raft_log.applied:
+            return
+        try:
+            if cfg.learners:
+                learner = min(cfg.learners)
+                pr = r.trk.progress[learner]
+                if pr.match < r.raft_log.committed:
+                    return  # not caught up yet: promote only a fully synced learner
+                victim = sim.rng.choice(sorted(cfg.voters))
+                cc = ConfChange(
+                    (
+                        ConfChangeSingle(ConfChangeType.ADD_NODE, learner),
+                        ConfChangeSingle(ConfChangeType.REMOVE_NODE, victim),
+                    )
+                )
+                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+            elif sim.next_id <= 3 * sim.cfg.nodes:
+                new_id = sim.add_node().id
+                cc = ConfChange((ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, new_id),))
+                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+        except ProposalDroppedError:
+            pass

@@ -28,6 +28,7 @@ import os
 import struct
 import threading
 
+from gateway.core.fileio import FileSystem, local_fs
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
 __all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "check_archive",
@@ -88,12 +89,14 @@ def pack_dir(directory: str) -> bytes:
     return b"".join(parts)
 
 
-def unpack_dir(data: bytes, directory: str) -> int:
-    """Write the files of archive ``data`` into the new directory ``directory``; return the
-    file count. Raises ``SnapshotArchiveError`` on a malformed archive."""
+def unpack_dir(data: bytes, directory: str, fs: FileSystem | None = None) -> int:
+    """Write the files of archive ``data`` into the new directory ``directory``, each synced,
+    and sync the directory; return the file count. Raises ``SnapshotArchiveError`` on a
+    malformed archive."""
+    fs = fs or local_fs()
     if not data.startswith(_MAGIC):
         raise SnapshotArchiveError("snapshot archive: bad magic at offset 0")
-    os.makedirs(directory, exist_ok=True)
+    fs.makedirs(directory)
     pos, count, view = len(_MAGIC), 0, memoryview(data)
     while pos < len(data):
         if pos + _NAME.size > len(data):
@@ -107,12 +110,15 @@ def unpack_dir(data: bytes, directory: str) -> int:
         pos += _SIZE.size
         if pos + size > len(data):
             raise SnapshotArchiveError(f"snapshot archive: {name} truncated at offset {pos}")
-        with open(os.path.join(directory, name), "wb") as f:
-            f.write(view[pos : pos + size])
-            f.flush()
-            os.fsync(f.fileno())
+        out = fs.create(os.path.join(directory, name))
+        try:
+            out.write(view[pos : pos + size])  # type: ignore[arg-type]
+            out.sync()
+        finally:
+            out.close()
         pos += size
         count += 1
+    fs.sync_dir(directory)
     return count
 
 
@@ -158,20 +164,13 @@ def _conf_from_json(d: dict[str, object]) -> ConfState:
                      ids("learners_next"), bool(d.get("auto_leave", False)))
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SnapshotFiles:
     """The newest snapshot of one node: metadata in memory, archive on disk."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, fs: FileSystem | None = None) -> None:
         self.directory = directory
-        os.makedirs(directory, exist_ok=True)
+        self._fs = fs or local_fs()
+        self._fs.makedirs(directory)
         self._lock = threading.Lock()
         self._meta = SnapshotMetadata()
         current = os.path.join(directory, "CURRENT")
@@ -197,11 +196,7 @@ class SnapshotFiles:
         """Write the archive of ``meta``/``data`` and its metadata (``N.pending``), durably,
         without making it the newest: `commit` (or `commit_pending` after a crash) does."""
         path = self._path(meta.index)
-        with open(path + ".tmp", "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
+        self._fs.write_atomic(path, data)
         self._write_json(path[: -len(".snap")] + ".pending", meta)
 
     def commit_pending(self, index: int) -> bool:
@@ -216,12 +211,7 @@ class SnapshotFiles:
     def _write_json(self, path: str, meta: SnapshotMetadata) -> None:
         doc = {"index": meta.index, "term": meta.term,
                "conf_state": _conf_to_json(meta.conf_state)}
-        with open(path + ".tmp", "w") as f:
-            json.dump(doc, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
-        _fsync_dir(self.directory)
+        self._fs.write_atomic(path, json.dumps(doc).encode())
 
     def commit(self, meta: SnapshotMetadata) -> None:
         """Make the staged snapshot ``meta`` the newest (``CURRENT``); older ones go."""
@@ -232,7 +222,7 @@ class SnapshotFiles:
             for name in os.listdir(self.directory):
                 if (name.endswith(".snap") and name != os.path.basename(path)) or name.endswith(
                         ".pending"):
-                    os.remove(os.path.join(self.directory, name))
+                    self._fs.discard(os.path.join(self.directory, name))
 
     def load(self) -> Snapshot:
         """The newest snapshot with its data (an empty ``Snapshot`` when there is none)."""

@@ -10,20 +10,16 @@ a closed store raises :class:`~.errors.StoreClosedError`.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from gateway.core.lsm.errors import StoreClosedError
-from gateway.core.lsm.format import FLAG_TOMBSTONE, Entry, entry_of, prefix_end
+from gateway.core.lsm.format import FLAG_TOMBSTONE, StoredRow, entry_of, prefix_end
 from gateway.core.lsm.memtable import Memtable
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.version import Version
 
-if TYPE_CHECKING:
-    from gateway.core.lsm.store import LSMStore
-
-__all__ = ["Snapshot"]
+__all__ = ["ReadSnapshot"]
 
 _RUN = 256
 
@@ -37,11 +33,13 @@ def _memtable_chunks(mem: Memtable, start: bytes | None, end: bytes | None) -> I
         yield keys[i:j], cells[i:j]
 
 
-class Snapshot:
+class ReadSnapshot:
     """A consistent read-only view; see the module docstring."""
 
-    def __init__(self, store: LSMStore, memtables: list[Memtable], version: Version) -> None:
-        self._store = store
+    def __init__(
+        self, store_closed: Callable[[], bool], memtables: list[Memtable], version: Version
+    ) -> None:
+        self._store_closed = store_closed  # whether the store the view was taken of closed
         self._mems = memtables  # newest first
         self._version: Version | None = version
         self.applied_index = max([version.applied_index, *(m.max_log_index for m in memtables)])
@@ -49,7 +47,7 @@ class Snapshot:
     def _live(self) -> Version:
         if self._version is None:
             raise StoreClosedError("the snapshot is closed")
-        if self._store._closed:
+        if self._store_closed():
             raise StoreClosedError("the store is closed")
         return self._version
 
@@ -68,7 +66,7 @@ class Snapshot:
             return None
         return cell[1:] if cell[0] == 0 else cell[21:]
 
-    def get_entry(self, key: bytes) -> Entry | None:
+    def get_entry(self, key: bytes) -> StoredRow | None:
         """The value and row metadata of ``key`` as of the snapshot, or ``None``."""
         cell = self._cell(key)
         return None if cell is None else entry_of(cell)
@@ -78,7 +76,7 @@ class Snapshot:
         sources = [_memtable_chunks(m, start, end) for m in self._mems]
         sources += version.sources(start, end)
         for run in merge_runs(sources):
-            if self._store._closed:
+            if self._store_closed():
                 raise StoreClosedError("the store is closed")
             yield run
 
@@ -110,8 +108,8 @@ class Snapshot:
 
     def scan_entries(
         self, start: bytes | None = None, end: bytes | None = None
-    ) -> Iterator[tuple[bytes, Entry]]:
-        """Live ``(key, Entry)`` pairs with ``start <= key < end``, in key order."""
+    ) -> Iterator[tuple[bytes, StoredRow]]:
+        """Live ``(key, StoredRow)`` pairs with ``start <= key < end``, in key order."""
         for keys, cells in self._runs(start, end):
             for key, cell in zip(keys, cells, strict=False):
                 entry = entry_of(cell)
@@ -124,7 +122,7 @@ class Snapshot:
 
     def _scan_entries_owned(
         self, start: bytes | None, end: bytes | None
-    ) -> Iterator[tuple[bytes, Entry]]:
+    ) -> Iterator[tuple[bytes, StoredRow]]:
         try:
             yield from self.scan_entries(start, end)
         finally:
@@ -135,7 +133,7 @@ class Snapshot:
         self._version = None
         self._mems = []
 
-    def __enter__(self) -> Snapshot:
+    def __enter__(self) -> ReadSnapshot:
         return self
 
     def __exit__(

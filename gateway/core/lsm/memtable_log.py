@@ -15,17 +15,17 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
+from gateway.core.fileio import FileSystem, WritableFile, local_fs
 from gateway.core.lsm.errors import CorruptionError
 from gateway.core.lsm.format import TAG_WAL_BATCH, decode_pairs, encode_pairs
-from gateway.core.lsm.fs import FileSystem, WritableFile
 from gateway.core.records import SEPARATOR, encode_record, scan, verify
 
-__all__ = ["WalWriter", "replay_wal"]
+__all__ = ["MemtableLogWriter", "replay_memtable_log"]
 
 _HEAD = struct.Struct("<BQ")
 
 
-class WalWriter:
+class MemtableLogWriter:
     """Appends batches to one WAL file; ``sync=True`` fsyncs before :meth:`append` returns."""
 
     def __init__(self, fs: FileSystem, path: str, number: int, sync: bool) -> None:
@@ -40,26 +40,25 @@ class WalWriter:
         payload = _HEAD.pack(TAG_WAL_BATCH, log_index) + encode_pairs(keys, cells)
         self._file.write(encode_record(payload))
         if self.sync:
-            self._file.fsync()
-        else:
-            self._file.flush()
+            self._file.sync()
 
     def fsync(self) -> None:
         """Make every appended batch durable."""
-        self._file.fsync()
+        self._file.sync()
 
     def close(self) -> None:
         """Close the file (no fsync)."""
         self._file.close()
 
 
-def replay_wal(path: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+def replay_memtable_log(
+    path: str, fs: FileSystem | None = None
+) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
     """Yield ``(log_index, keys, cells)`` for every batch of ``path`` in write order.
 
     Raises :class:`CorruptionError` for damage that is not a torn tail.
     """
-    with open(path, "rb") as f:
-        data = f.read()
+    data = (fs or local_fs()).read_all(path)
     report = verify(data)
     damaged = report.damaged[:-1] if report.torn_tail else report.damaged
     if damaged:

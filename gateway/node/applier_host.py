@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HostedApplier", "NodeAppliers"]
 
-log = logging.getLogger("gateway.node.appliers")
+log = logging.getLogger("gateway.node.applier_host")
 
 _FLOOR_NONE = 1 << 62
 #: Errors of ``NodeAppliers._run``'s start-up checks: the applier is not started.

@@ -1,0 +1,49 @@
+"""benchmarks/compare_revisions.py reads the figures of every benchmark's output format."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_revisions.py"
+_spec = importlib.util.spec_from_file_location("compare_revisions", _PATH)
+assert _spec is not None and _spec.loader is not None
+compare = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare)
+
+
+def test_table_rows_are_named_by_their_text_cells_and_case_column():
+    out = compare.figures(
+        "| system | call | row | clients | rows/s | p50 ms | errors | CPU L/F/F |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        "| gateway | Write | 10 B | 1 | 1,197 | 4.76 | 0 | 3221/1889/1889 |\n"
+        "| gateway | Write | 10 B | 64 | 786 | 78.30 | 0 | 1054/430/440 |\n"
+    )
+    assert out == {
+        "gateway / Write / 10 B / clients=1 :: rows/s": 1197.0,
+        "gateway / Write / 10 B / clients=1 :: p50 ms": 4.76,
+        "gateway / Write / 10 B / clients=1 :: errors": 0.0,
+        "gateway / Write / 10 B / clients=64 :: rows/s": 786.0,
+        "gateway / Write / 10 B / clients=64 :: p50 ms": 78.3,
+        "gateway / Write / 10 B / clients=64 :: errors": 0.0,
+    }
+
+
+def test_metric_tables_and_aligned_columns_with_units():
+    out = compare.figures(
+        "| metric | gateway |  |\n|---|---|\n| puts/s | 237,791 |  |\n| settle (s) | 0.4 |  |\n"
+        "\n"
+        "committed entries/s (3 nodes)      370,785  >= 100,000\n"
+        "cost per committed entry           2.64 us\n"
+    )
+    assert out == {
+        "puts/s :: gateway": 237791.0,
+        "settle (s) :: gateway": 0.4,
+        "committed entries/s (3 nodes) :: [1]": 370785.0,
+        "cost per committed entry :: [1]": 2.64,
+    }
+
+
+def test_repeated_labels_stay_apart():
+    out = compare.figures("a    1\na    2\n")
+    assert out == {"a :: [1]": 1.0, "a #2 :: [1]": 2.0}
