@@ -120,14 +120,13 @@ def append_transaction(path: str | os.PathLike[str], txn: transaction_pb2.Transa
     Raises ``LogInputError`` if the existing file is not a log or cannot be written.
     """
     p = Path(path)
-    existing = read_log(p) if p.exists() else b""
-    prefix = b"" if existing.endswith(SEPARATOR) else SEPARATOR
+    if p.exists():
+        read_log(p)  # refuses a file that is not a log
     record = records.encode_record(messages.pack(txn))
     try:
-        local_fs().append_synced(str(p), record, boundary=SEPARATOR)
+        return local_fs().append_synced(str(p), record, boundary=SEPARATOR)
     except OSError as exc:
         raise LogInputError(f"{p}: cannot write: {exc.strerror or exc}") from None
-    return len(existing) + len(prefix)
 
 
 def iter_entries(data: bytes) -> Iterator[LogEntry | RecordProblem]:

@@ -257,32 +257,34 @@ class FileSystem(ABC):
         with contextlib.suppress(FileNotFoundError):
             self.remove(path)
 
-    def append_synced(self, path: str, data: bytes, *, boundary: bytes = b"") -> None:
+    def append_synced(self, path: str, data: bytes, *, boundary: bytes = b"") -> int:
         """Append ``data`` to ``path`` (created if missing) and make it durable before
         returning; a new file's name is made durable too (``sync_dir``). With ``boundary``, a
         file that does not end with it (a torn tail left by a crash mid-append) gets it
-        written first, so the new data never merges into a torn record."""
+        written first, so the new data never merges into a torn record. Returns the offset
+        at which ``data`` starts."""
         existed = self.exists(path)
-        prefix = b""
-        if boundary:
-            size = self.size(path) if existed else 0
-            tail = b""
-            if size >= len(boundary):
-                reader = self.open_readable(path)
-                try:
-                    tail = reader.pread(size - len(boundary), len(boundary))
-                finally:
-                    reader.close()
-            if tail != boundary:
-                prefix = boundary
         f = self.open_writable(path)
         try:
+            size = f.size()
+            prefix = b""
+            if boundary:
+                tail = b""
+                if size >= len(boundary):
+                    reader = self.open_readable(path)
+                    try:
+                        tail = reader.pread(size - len(boundary), len(boundary))
+                    finally:
+                        reader.close()
+                if tail != boundary:
+                    prefix = boundary
             f.write(prefix + data if prefix else data)
             f.sync()
         finally:
             f.close()
         if not existed:
             self.sync_dir(os.path.dirname(path) or ".")
+        return size + len(prefix)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Replace ``path`` with ``data`` so that a crash leaves the old or the new content,
