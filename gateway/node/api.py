@@ -403,8 +403,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 raise InvalidRequest(given[1], f"set at most one of from_log_index, "
                                      f"after_gtid and after_epoch (got {', '.join(given)})")
             start = await feed.start_index(request)
+            after = (request.after_gtid.server_id, request.after_gtid.trans_id) \
+                if request.after_gtid.trans_id else None
             async for event in feed.events(start, ignore_origins=frozenset(
-                    request.ignore_origins), log_records=request.log_records):
+                    request.ignore_origins), log_records=request.log_records,
+                    after_gtid=after):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)

@@ -381,7 +381,7 @@ class NodeChannels:
                                            applied_epoch=sm.replication.held(d.source_id)
                                            if d.source_id else 0)
             got = self._runners.get(name)
-            if d.paused:
+            if d.paused and got is None:
                 st.state = "paused"
             elif got is None:
                 st.state = "stopped"
@@ -407,6 +407,7 @@ class NodeChannels:
 
 def _same_source(a: replication_pb2.ChannelDefinition,
                  b: replication_pb2.ChannelDefinition) -> bool:
+    """Whether a runner of ``b`` serves definition ``a`` (a source id the runner learned is
+    in both once its proposal applied)."""
     return (list(a.sources) == list(b.sources) and a.token == b.token
-            and a.ca_pem == b.ca_pem and (not a.source_id or not b.source_id
-                                           or a.source_id == b.source_id))
+            and a.ca_pem == b.ca_pem and a.source_id == b.source_id)

@@ -254,8 +254,8 @@ class ChangeFeed:
                                  f"streaming; the log starts at {first} (resync from a "
                                  f"snapshot)")
 
-    def _entry_events(self, e: Entry, ignore: frozenset[int], records: bool
-                      ) -> list[gateway_pb2.ChangeEvent]:
+    def _entry_events(self, e: Entry, ignore: frozenset[int], records: bool,
+                      after: tuple[int, int] | None = None) -> list[gateway_pb2.ChangeEvent]:
         """The events of one applied entry (see the module docstring)."""
         storage, sm = self._driver.storage, self._driver.sm
         if e.type != EntryType.NORMAL or not e.data:
@@ -280,7 +280,9 @@ class ChangeFeed:
                 return []
             for it in unit.items:
                 if it.WhichOneof("item") == "transaction":
-                    if it.transaction.gtid.server_id in ignore:
+                    g = it.transaction.gtid
+                    if g.server_id in ignore or (after is not None and g.server_id == after[0]
+                                                 and g.trans_id <= after[1]):
                         continue
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
@@ -294,8 +296,11 @@ class ChangeFeed:
         return out
 
     async def events(self, start: int, *, ignore_origins: frozenset[int] = frozenset(),
-                     log_records: bool = False) -> AsyncIterator[gateway_pb2.ChangeEvent]:
-        """Change events from log index ``start`` on, forever (until cancelled). Raises
+                     log_records: bool = False, after_gtid: tuple[int, int] | None = None
+                     ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+        """Change events from log index ``start`` on, forever (until cancelled);
+        ``after_gtid = (origin, trans_id)``: leave out that origin's transactions up to it
+        (a replicated entry holds several: resuming inside one). Raises
         ``InvalidRequest`` (``from_log_index``) when the log was compacted past the next
         entry to send -- the subscriber fell behind a snapshot and must resync, as when it
         subscribes at such a position -- rather than skip the compacted transactions."""
@@ -326,7 +331,7 @@ class ChangeFeed:
                 continue
             for e in batch:
                 try:
-                    evs = self._entry_events(e, ignore_origins, log_records)
+                    evs = self._entry_events(e, ignore_origins, log_records, after_gtid)
                 except CompactedError:
                     raise InvalidRequest("from_log_index", f"the segments of the replicated "
                                          f"epoch ending at index {e.index} were compacted "

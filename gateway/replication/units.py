@@ -19,6 +19,15 @@ destination's log, in the source's order:
 
 Rows reflecting this cluster's own epochs (``X`` = destination) are kept when they raise:
 they are how ``max_replicated_epoch`` per peer rises, and the destination's log shows them.
+
+**An epoch that brings no transaction** (everything in it is held already, or it only
+carries apply-status rows) is written only when it reflects one of the destination's own
+epochs, and then with those reflection rows alone: no rows for others, no position row (the
+entry still moves the channel's position, which its header names). This is MySQL Cluster's
+rule that an epoch with no changes is not logged (``ndb_log_empty_epochs`` off): without it,
+every entry would carry a new position row that is news to the next cluster, which would
+write an entry carrying its own position row, and so on around every cycle for ever. Rows
+ride with data; reflection reaches an origin along the paths its transactions took.
 """
 
 from __future__ import annotations
@@ -38,30 +47,38 @@ Item = replication_pb2.ReplicatedItem
 def unit_items(state: ReplicationState, source_id: int, sealed: SealedEpoch
                ) -> list[replication_pb2.ReplicatedItem] | None:
     """The items of the destination's entry for ``sealed`` (see the module docstring), or
-    ``None`` when the destination already holds that epoch of ``source_id``. Updates
-    ``state`` as the entry will when applied (pass the leader's view, or a copy)."""
+    ``None`` when nothing is to be written (the destination holds that epoch of
+    ``source_id`` already, or it brings nothing the destination must record). Does not
+    change ``state``."""
     me = state.self_id
     if sealed.epoch <= state.held(source_id):
         return None
+    trial = state.copy()
     out: list[replication_pb2.ReplicatedItem] = []
+    reflections: list[replication_pb2.ReplicatedItem] = []
+    txns = 0
     for item in sealed.items:
         kind = item.WhichOneof("item")
         if kind == "transaction":
             g = item.transaction.gtid
-            if g.server_id == me or g.trans_id <= state.watermarks.get(g.server_id, 0):
+            if g.server_id == me or g.trans_id <= trial.watermarks.get(g.server_id, 0):
                 continue
-            state.watermarks[g.server_id] = g.trans_id
+            trial.watermarks[g.server_id] = g.trans_id
             out.append(item)
+            txns += 1
         elif kind == "apply_status":
             r = item.apply_status
             if r.applied_by == me:
                 continue
-            if state.raise_status(r.server_id, r.applied_by, r.epoch):
+            if trial.raise_status(r.server_id, r.applied_by, r.epoch):
                 out.append(item)
-            if r.server_id != me and state.raise_status(r.server_id, me, r.epoch):
+                if r.server_id == me:
+                    reflections.append(item)
+            if r.server_id != me and trial.raise_status(r.server_id, me, r.epoch):
                 out.append(Item(apply_status=epoch_pb2.ApplyStatus(
                     server_id=r.server_id, epoch=r.epoch, applied_by=me)))
-    state.raise_status(source_id, me, sealed.epoch)
+    if not txns:
+        return reflections or None
     out.append(Item(apply_status=epoch_pb2.ApplyStatus(
         server_id=source_id, epoch=sealed.epoch, applied_by=me)))
     return out
@@ -71,8 +88,8 @@ def build_unit(state: ReplicationState, channel: str, source_id: int, sealed: Se
                local_epoch: int, *, max_bytes: int = 4 << 20
                ) -> list[replication_pb2.ReplicatedEpoch]:
     """The entries (one, or segments when larger than ``max_bytes``) this cluster proposes
-    for ``sealed``; empty when it already holds that epoch. Updates ``state`` as
-    :func:`unit_items`."""
+    for ``sealed``; empty when there is nothing to write (:func:`unit_items`). Applies the
+    whole entry to ``state`` (the leader's view) exactly as the state machine will."""
     items = unit_items(state, source_id, sealed)
     if items is None:
         return []
@@ -84,6 +101,9 @@ def build_unit(state: ReplicationState, channel: str, source_id: int, sealed: Se
             local_epoch=local_epoch, sealed_at_ns=sealed.sealed_at_ns, items=part,
             segment_id=i, end_segment=i == len(parts),
             source_log_index=sealed.last_log_index))
+    whole = replication_pb2.ReplicatedEpoch(source_id=source_id, source_epoch=sealed.epoch,
+                                            items=items)
+    state.apply(whole)
     return out
 
 
