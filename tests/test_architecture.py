@@ -23,8 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.client": {"gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
     "gateway.node": {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
-                     "gateway.conflict", "gateway.replication", "gateway.appliers", "gateway.hookspecs",
-                     "gateway.plugins", "gateway.v1"},
+                     "gateway.conflict", "gateway.replication", "gateway.appliers",
+                     "gateway.hookspecs", "gateway.plugins", "gateway.v1"},
     "gateway.cli": {"*"},
     "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.v1"},
 }
