@@ -191,6 +191,9 @@ class Dispatcher:
     def _admit(self, entry: CommittedEntry, assembler: SegmentAssembler) -> None:
         tracker = self._tracker
         assert tracker is not None
+        if entry.replicated:
+            self._admit_replicated(entry)
+            return
         txn = entry.transaction
         with self._lock:
             tracker.register(entry.index, txn.commit_timestamp_ns if txn is not None else 0)
@@ -223,6 +226,39 @@ class Dispatcher:
         self._window.append((done, ops))
         if len(self._window) >= self.config.window or not self.config.reduce:
             self._flush()
+
+    def _admit_replicated(self, entry: CommittedEntry) -> None:
+        """An entry holding several whole transactions (a replicated epoch): one unit, so the
+        entry counts as done only when all of them are applied (a window in progress is
+        flushed first and this one never shares a unit with others)."""
+        tracker = self._tracker
+        assert tracker is not None
+        first = entry.replicated[0].commit_timestamp_ns
+        with self._lock:
+            tracker.register(entry.index, first)
+        self.metrics.add(entries_read=1)
+        self._flush()
+        for txn in entry.replicated:
+            gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+            with self._lock:
+                seen = gtid in tracker.applied
+            if seen:
+                self.metrics.add(skipped=1)
+                continue
+            done = AssembledTransaction(gtid, (entry.index,), (txn,))
+            try:
+                ops = done.ops()
+            except MalformedTransactionError as exc:
+                letter = self.dead_letters.add(txn, exc, attempts=0, log_index=entry.index)
+                self.metrics.add(dead_letters=1)
+                if self._on_dead_letter is not None:
+                    self._on_dead_letter(self.applier.name, letter, txn, exc)
+                continue
+            self._window.append((done, ops))
+        if self._window:
+            self._flush()
+        else:
+            self._finish([entry.index])
 
     def _reject(self, segments: Sequence[tuple[int, transaction_pb2.Transaction]],
                 error: BaseException) -> None:

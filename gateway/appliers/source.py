@@ -55,10 +55,16 @@ class EntriesCompactedError(EntrySourceError):
 
 @dataclass(frozen=True, slots=True)
 class CommittedEntry:
-    """A committed log entry: its index and the transaction segment it holds, if any."""
+    """A committed log entry: its index and the transaction segment it holds, if any.
+
+    An entry that applied a replicated epoch of another cluster holds several whole
+    transactions, each with its origin GTID, epoch and author: ``replicated`` lists them (in
+    the order they were applied) and ``transaction`` is ``None``. An applier treats them as
+    one unit: all of them are applied before the entry counts as done."""
 
     index: int
     transaction: transaction_pb2.Transaction | None
+    replicated: tuple[transaction_pb2.Transaction, ...] = ()
 
 
 class EntrySource(Protocol):

@@ -14,6 +14,7 @@ from gateway import __version__
 from . import appliers as cli_appliers
 from . import node as cli_node
 from . import plugins as cli_plugins
+from .channel import channel
 from .log import log
 from .store import store
 
@@ -26,6 +27,7 @@ def main() -> None:
 
 main.add_command(log)
 main.add_command(store)
+main.add_command(channel)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`

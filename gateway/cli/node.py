@@ -259,6 +259,10 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                    f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
         if a.error:
             click.echo(f"    STOPPED: {a.error}")
+    from .channel import channel_lines, peer_lines
+
+    for line in channel_lines(st.channels) + peer_lines(st.peers):
+        click.echo(line)
 
 
 @click.group("cluster")

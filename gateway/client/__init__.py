@@ -283,15 +283,43 @@ class GatewayClient(_Base):
             raise error_of(exc) from None
 
     def subscribe(self, from_log_index: int = 0, after_gtid: tuple[int, int] | None = None,
-                  timeout: float | None = None) -> ChangeEvents:
-        """Committed transactions from a position (resume: ``from_log_index = last + 1``);
-        a failed stream raises :class:`GatewayError` (e.g. INVALID_ARGUMENT
-        ``from_log_index`` when the log was compacted past it: resync from a snapshot)."""
-        req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index)
+                  timeout: float | None = None, *,
+                  after_epoch: tuple[int, int] | None = None,
+                  ignore_origins: Iterable[int] = (), log_records: bool = False
+                  ) -> ChangeEvents:
+        """Committed transactions -- this cluster's and replicated ones, with their origin
+        GTIDs -- from a position: ``from_log_index`` (resume with ``last + 1`` after an event
+        with ``entry_end``), ``after_gtid = (server_id, trans_id)`` of any origin, or
+        ``after_epoch = (server_id, epoch)``. ``ignore_origins``: leave out transactions of
+        these clusters; ``log_records``: also epoch markers and apply-status rows. A failed
+        stream raises :class:`GatewayError` (e.g. INVALID_ARGUMENT ``from_log_index`` when
+        the log was compacted past it: resync from a snapshot)."""
+        req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index,
+                                           ignore_origins=list(ignore_origins),
+                                           log_records=log_records)
         if after_gtid is not None:
             req.after_gtid.server_id, req.after_gtid.trans_id = after_gtid
+        if after_epoch is not None:
+            req.after_epoch.server_id, req.after_epoch.epoch = after_epoch
         return ChangeEvents(self._stub().Subscribe(req, timeout=timeout,
                                                    metadata=self._metadata))
+
+    def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
+                    token: str = "", ca_pem: str = "", replace: bool = False,
+                    timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md)."""
+        from gateway.v1 import replication_pb2
+
+        d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
+                                              source_id=source_id, token=token, ca_pem=ca_pem)
+        return self._admin("AddChannel", gateway_pb2.AddChannelRequest(
+            definition=d, replace=replace), timeout)
+
+    def channel_action(self, name: str, action: str, timeout: float = 30.0
+                       ) -> gateway_pb2.AdminResponse:
+        """``remove``, ``pause`` or ``resume`` channel ``name``."""
+        return self._admin("ChannelAction", gateway_pb2.ChannelActionRequest(
+            name=name, action=action), timeout)
 
     def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),

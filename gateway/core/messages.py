@@ -37,7 +37,7 @@ from enum import IntEnum
 
 from google.protobuf.message import DecodeError, Message
 
-from gateway.v1 import applier_pb2, epoch_pb2, transaction_pb2, wal_pb2
+from gateway.v1 import applier_pb2, epoch_pb2, replication_pb2, transaction_pb2, wal_pb2
 
 __all__ = [
     "EmptyPayloadError",
@@ -61,6 +61,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.EpochMarker``: seals an epoch of one cluster's log."""
     APPLY_STATUS = 3
     """``gateway.v1.ApplyStatus``: a standalone reflected apply-status row."""
+    REPLICATED_EPOCH = 4
+    """``gateway.v1.ReplicatedEpoch``: a sealed epoch of another cluster applied here."""
     WAL_ENTRY = 32
     """``gateway.v1.WalEntry``: one Raft log entry in a WAL segment."""
     WAL_SEGMENT_HEADER = 33
@@ -73,6 +75,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.WalLogStart``: where the log starts after compaction."""
     WAL_HARD_STATE = 37
     """``gateway.v1.WalHardState``: Raft term, vote and commit."""
+    CHANNEL_COMMAND = 96
+    """``gateway.v1.ChannelCommand``: adds, replaces or removes a replication channel."""
     APPLIER_POSITION = 112
     """``gateway.v1.ApplierPosition``: the durable position of one applier."""
     DEAD_LETTER = 113
@@ -87,6 +91,8 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.TRANSACTION: transaction_pb2.Transaction,
     TypeTag.EPOCH_MARKER: epoch_pb2.EpochMarker,
     TypeTag.APPLY_STATUS: epoch_pb2.ApplyStatus,
+    TypeTag.REPLICATED_EPOCH: replication_pb2.ReplicatedEpoch,
+    TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.WAL_ENTRY: wal_pb2.WalEntry,
     TypeTag.WAL_SEGMENT_HEADER: wal_pb2.WalSegmentHeader,
     TypeTag.WAL_SEGMENT_INDEX: wal_pb2.WalSegmentIndex,

@@ -78,6 +78,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "AddNode": (gateway_pb2.AddNodeRequest, self._add_node_local),
             "RemoveNode": (gateway_pb2.RemoveNodeRequest, self._remove_node_local),
             "TransferLeader": (gateway_pb2.TransferLeaderRequest, self._transfer_local),
+            "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
+            "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -393,10 +395,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
         feed = self.node.change_feed
         try:
-            if request.from_log_index and request.after_gtid.trans_id:
-                raise InvalidRequest("after_gtid", "set from_log_index or after_gtid, not both")
+            given = [name for name, on in (
+                ("from_log_index", bool(request.from_log_index)),
+                ("after_gtid", bool(request.after_gtid.trans_id)),
+                ("after_epoch", bool(request.after_epoch.server_id))) if on]
+            if len(given) > 1:
+                raise InvalidRequest(given[1], f"set at most one of from_log_index, "
+                                     f"after_gtid and after_epoch (got {', '.join(given)})")
             start = await feed.start_index(request)
-            async for event in feed.events(start):
+            after = (request.after_gtid.server_id, request.after_gtid.trans_id) \
+                if request.after_gtid.trans_id else None
+            async for event in feed.events(start, ignore_origins=frozenset(
+                    request.ignore_origins), log_records=request.log_records,
+                    after_gtid=after):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
@@ -423,6 +434,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if req.node_id <= 0:
             raise InvalidRequest("node_id", "must be a positive integer")
         return await self.node.transfer_leader(req.node_id, _deadline(context))
+
+    async def _add_channel_local(self, req: gateway_pb2.AddChannelRequest, context: Any
+                                 ) -> gateway_pb2.AdminResponse:
+        return await self.node.channels.add(req.definition, req.replace)
+
+    async def _channel_action_local(self, req: gateway_pb2.ChannelActionRequest, context: Any
+                                    ) -> gateway_pb2.AdminResponse:
+        return await self.node.channels.action(req.name, req.action)
+
+    async def AddChannel(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("AddChannel", request, context)
+
+    async def ChannelAction(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("ChannelAction", request, context)
 
     async def AddNode(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("AddNode", request, context)

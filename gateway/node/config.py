@@ -56,6 +56,19 @@ class TlsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ChannelConfig:
+    """One ``[[channels]]`` table: this cluster replicates from the cluster at ``sources``
+    (docs/replication.md). ``token``: a read token of the source; ``ca``: the file of the CA
+    that signed the source's API certificate (TLS to the source)."""
+
+    name: str
+    sources: tuple[str, ...]
+    source_id: int = 0
+    token: str = ""
+    ca: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     """Everything a node needs. ``peers`` maps node id -> peer address (``--listen`` of that
     node); empty means a single-node cluster of this node alone."""
@@ -81,6 +94,7 @@ class NodeConfig:
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
+    channels: tuple[ChannelConfig, ...] = ()
 
     def peer_map(self) -> dict[int, str]:
         """The initial members: ``peers``, or this node alone."""
@@ -138,6 +152,24 @@ class NodeConfig:
             path = getattr(t, key)
             if path and not os.path.isfile(path):
                 raise ConfigError(f"tls.{key}: no such file: {path}")
+        names: set[str] = set()
+        for i, ch in enumerate(self.channels):
+            where = f"channels[{i}]"
+            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", ch.name):
+                raise ConfigError(f"{where}.name: {ch.name!r} is not a channel name "
+                                  f"([A-Za-z0-9_.-], 1 to 64 characters)")
+            if ch.name in names:
+                raise ConfigError(f"{where}.name: channel {ch.name!r} is defined twice")
+            names.add(ch.name)
+            if not ch.sources:
+                raise ConfigError(f"{where}.sources: give at least one HOST:PORT")
+            for addr in ch.sources:
+                parse_address(addr, f"{where}.sources")
+            if not 0 <= ch.source_id < 1 << 32 or ch.source_id == self.cluster_id:
+                raise ConfigError(f"{where}.source_id: must be another cluster's id "
+                                  f"(1 to 2^32-1, not this cluster's {self.cluster_id})")
+            if ch.ca and not os.path.isfile(ch.ca):
+                raise ConfigError(f"{where}.ca: no such file: {ch.ca}")
         if self.tokens_file and not os.path.isfile(self.tokens_file):
             raise ConfigError(f"tokens_file: no such file: {self.tokens_file}")
         return self
@@ -239,6 +271,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         if not isinstance(items, list | tuple):
             raise ConfigError(f"{where}: expected a list of plugin names")
         return tuple(str(p).strip() for p in items if str(p).strip())
+    if key == "channels":
+        return _channels(value, source)
     if key == "appliers":
         if isinstance(value, str):
             return {n.strip(): {} for n in value.split(",") if n.strip()}
@@ -247,6 +281,37 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         return {str(n): {str(k): str(v) for k, v in dict(opts).items()}
                 for n, opts in value.items()}
     raise ConfigError(f"{key} ({source}): unknown configuration key")
+
+
+_CHANNEL_KEYS = {"name", "sources", "source_id", "token", "ca"}
+
+
+def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"channels ({source}): expected [[channels]] tables")
+    out = []
+    for i, t in enumerate(value):
+        where = f"channels[{i}] ({source})"
+        if not isinstance(t, Mapping):
+            raise ConfigError(f"{where}: expected a table")
+        for k in t:
+            if k not in _CHANNEL_KEYS:
+                raise ConfigError(f"{where}.{k}: unknown key (known: "
+                                  f"{', '.join(sorted(_CHANNEL_KEYS))})")
+        sources = t.get("sources", [])
+        if isinstance(sources, str):
+            sources = [a.strip() for a in sources.split(",") if a.strip()]
+        if not isinstance(sources, list) or not all(isinstance(a, str) for a in sources):
+            raise ConfigError(f"{where}.sources: expected a list of HOST:PORT strings")
+        sid = t.get("source_id", 0)
+        if isinstance(sid, bool) or not isinstance(sid, int):
+            raise ConfigError(f"{where}.source_id: expected an integer")
+        for k in ("name", "token", "ca"):
+            if not isinstance(t.get(k, ""), str):
+                raise ConfigError(f"{where}.{k}: expected a string")
+        out.append(ChannelConfig(str(t.get("name", "")), tuple(sources), sid,
+                                 str(t.get("token", "")), str(t.get("ca", ""))))
+    return tuple(out)
 
 
 def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfig:

@@ -62,7 +62,8 @@ from gateway.raft import (
     Role,
     StepPeerNotFoundError,
 )
-from gateway.v1 import epoch_pb2, gateway_pb2
+from gateway.replication import ReplicationState, SealedEpoch, build_unit
+from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
 from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
@@ -139,6 +140,17 @@ class _LeaderState:
     open_epoch_txns: int = 0
     last_trans_in_epoch: int = 0
     schemas: dict[str, TableSchema] = field(default_factory=dict)
+    #: Replication state as the next proposal sees it: the store's plus every replicated
+    #: epoch already in this leader's log (None: rebuild it when next needed).
+    view: ReplicationState | None = None
+
+
+@dataclass(slots=True)
+class _PendingUnit:
+    channel: str
+    source_id: int
+    sealed: SealedEpoch
+    future: asyncio.Future[gateway_pb2.WriteResult | None]
 
 
 class RaftDriver:
@@ -178,6 +190,8 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._inbox: list[Message] = []
         self._writes: list[PendingWrite] = []
+        self._units: list[_PendingUnit] = []
+        self._entries: list[tuple[bytes, asyncio.Future[Any]]] = []
         self._control: list[Callable[[RawNode], None]] = []
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
@@ -308,6 +322,47 @@ class RaftDriver:
         self._wake.set()
         return fut
 
+    def submit_unit(self, channel: str, source_id: int, sealed: SealedEpoch
+                    ) -> asyncio.Future[gateway_pb2.WriteResult | None]:
+        """Queue sealed epoch ``sealed`` of cluster ``source_id`` read by channel ``channel``.
+        When proposing, the leader builds the entry (or segments) from it against its view of
+        the replication state (``gateway.replication.build_unit``: what this cluster does not
+        hold yet, the apply-status rows, the position) and stamps this cluster's epoch. The
+        future resolves with the applied entry's result, ``None`` when this cluster already
+        held the epoch (nothing proposed), or raises like ``submit_write`` (``InvalidRequest``
+        when the state machine refused the entry)."""
+        fut: asyncio.Future[gateway_pb2.WriteResult | None] = \
+            asyncio.get_running_loop().create_future()
+        if self._stopped:
+            fut.set_exception(NodeStoppedError("the node is stopping"))
+        elif not self.is_leader:
+            fut.set_exception(NotLeaderError(self.leader_id))
+        else:
+            self._units.append(_PendingUnit(channel, source_id, sealed, fut))
+            self._wake.set()
+        return fut
+
+    def submit_entry(self, data: bytes) -> asyncio.Future[Any]:
+        """Propose one entry with payload ``data`` (e.g. a channel command); the future
+        resolves with its log index once applied (``NotLeaderError``, ``ProposalLostError``,
+        ``NodeStoppedError`` otherwise)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._stopped:
+            fut.set_exception(NodeStoppedError("the node is stopping"))
+        elif not self.is_leader:
+            fut.set_exception(NotLeaderError(self.leader_id))
+        else:
+            self._entries.append((data, fut))
+            self._wake.set()
+        return fut
+
+    def replication_view(self) -> ReplicationState:
+        """The replication state as the next proposal sees it (a copy)."""
+        st = self._leader
+        if st is not None and st.view is not None:
+            return st.view.copy()
+        return self.sm.replication.copy()
+
     async def read_index(self, lease: bool, timeout: float) -> int:
         """A linearizable read point: returns once this node applied up to the index the
         leader confirmed. Raises ``ReadTimeoutError`` or ``NotLeaderError``."""
@@ -390,6 +445,12 @@ class RaftDriver:
         await self.snapshots.close(err)
         for w in self._writes:
             _fail(w.future, err)
+        for u in self._units:
+            _fail(u.future, err)
+        for _, f in self._entries:
+            _fail(f, err)
+        self._units.clear()
+        self._entries.clear()
         for waiter in self._waiting.values():
             _fail(waiter.future, err)
         for f in self._reads.values():
@@ -495,13 +556,21 @@ class RaftDriver:
                     log.info("dropped: %s", exc)
         if self.is_leader:
             self._maybe_seal_epoch(raw)
+            if self._units or self._entries:
+                self._propose_units(raw)
             if self._writes:
                 self._propose_writes(raw)
-        elif self._writes:
-            writes, self._writes = self._writes, []
-            for w in writes:
-                self._drop_idem(w.idempotency_key, w.future)
-                _fail(w.future, NotLeaderError(raw.raft.lead))
+        else:
+            if self._writes:
+                writes, self._writes = self._writes, []
+                for w in writes:
+                    self._drop_idem(w.idempotency_key, w.future)
+                    _fail(w.future, NotLeaderError(raw.raft.lead))
+            if self._units or self._entries:
+                futs = [u.future for u in self._units] + [f for _, f in self._entries]
+                self._units, self._entries = [], []
+                for f in futs:
+                    _fail(f, NotLeaderError(raw.raft.lead))
 
     # -- proposing ------------------------------------------------------------------------------
 
@@ -522,6 +591,70 @@ class RaftDriver:
         st = _LeaderState(r.term, time.monotonic(), trans + 1, ts)
         self._leader = st
         return st
+
+    def _view(self, raw: RawNode, st: _LeaderState) -> ReplicationState:
+        """The leader's replication view: the store's state plus the replicated epochs in
+        the log after the applied index (applied as the state machine will)."""
+        if st.view is not None:
+            return st.view
+        view = self.sm.replication.copy()
+        lo, hi = self.sm.applied_index + 1, raw.raft.raft_log.last_index() + 1
+        staged: dict[str, list[replication_pb2.ReplicatedEpoch]] = {}
+        if lo < hi:
+            lo = max(lo, raw.raft.raft_log.first_index())
+            for e in raw.raft.raft_log.slice(lo, hi, NO_LIMIT):
+                if e.type != EntryType.NORMAL or not e.data or \
+                        e.data[0] != messages.TypeTag.REPLICATED_EPOCH:
+                    continue
+                seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+                parts = [] if seg.segment_id <= 1 else staged.get(seg.channel, [])
+                parts.append(seg)
+                staged[seg.channel] = parts
+                if not seg.end_segment:
+                    continue
+                unit = replication_pb2.ReplicatedEpoch()
+                unit.CopyFrom(seg)
+                del unit.items[:]
+                for part in staged.pop(seg.channel):
+                    unit.items.extend(part.items)
+                if view.refusal(unit) is None:
+                    view.apply(unit)
+        st.view = view
+        return view
+
+    def _propose_units(self, raw: RawNode) -> None:
+        st = self._leader_state(raw)
+        units, self._units = self._units, []
+        entries, self._entries = self._entries, []
+        term = raw.raft.term
+        for data, fut in entries:
+            try:
+                raw.propose(data)
+            except ProposalDroppedError:
+                _fail(fut, NotLeaderError(raw.raft.lead, "refused: leadership transfer in "
+                                          "progress or no leader"))
+                continue
+            self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, fut)
+        if not units:
+            return
+        view = self._view(raw, st)
+        for u in units:
+            before = view.copy()
+            parts = build_unit(view, u.channel, u.source_id, u.sealed, st.open_epoch)
+            if not parts:
+                if not u.future.done():
+                    u.future.set_result(None)
+                continue
+            try:
+                raw.propose_batch([messages.pack(p) for p in parts])
+            except ProposalDroppedError:
+                st.view = view = before
+                _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
+                                               "in progress or no leader"))
+                continue
+            if any(it.WhichOneof("item") == "transaction" for p in parts for it in p.items):
+                st.open_epoch_txns += 1
+            self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, u.future)
 
     def _maybe_seal_epoch(self, raw: RawNode) -> None:
         st = self._leader_state(raw)
@@ -654,6 +787,9 @@ class RaftDriver:
 
     def _resolve(self, waiter: _Waiter, e: Entry, outcome: Applied | None) -> None:
         fut = waiter.future
+        if outcome is not None and outcome.error is not None and self._leader is not None \
+                and e.data[:1] == bytes([messages.TypeTag.REPLICATED_EPOCH]):
+            self._leader.view = None  # the view assumed it would apply: rebuild it
         if waiter.idem and self._inflight_idem.get(waiter.idem) is fut:
             del self._inflight_idem[waiter.idem]
         if fut.done():

@@ -14,12 +14,13 @@ store's state (``applier_rebuild``) -- it never skips entries it did not apply.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from gateway.appliers.source import CommittedEntry, EntriesCompactedError
-from gateway.raft import NO_LIMIT, CompactedError, EntryType
-from gateway.v1 import gateway_pb2
+from gateway.core.messages import TypeTag
+from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
+from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from .errors import NodeStoppedError
 from .validation import InvalidRequest
@@ -27,10 +28,45 @@ from .wire import decode_entry
 
 if TYPE_CHECKING:
     from .driver import RaftDriver
+    from .storage import RaftLogStorage
 
 __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
+_TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+
+
+def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEpoch | None:
+    """The whole replicated epoch completed by entry ``e`` (its segments are the entries
+    right before it: one leader proposed them together), or None when ``e`` is a staged
+    segment. Raises ``CompactedError`` when earlier segments are gone."""
+    seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+    if not seg.end_segment:
+        return None
+    if seg.segment_id <= 1:
+        return seg
+    unit = replication_pb2.ReplicatedEpoch()
+    unit.CopyFrom(seg)
+    del unit.items[:]
+    for prev in storage.entries(e.index - seg.segment_id + 1, e.index, NO_LIMIT):
+        unit.items.extend(replication_pb2.ReplicatedEpoch.FromString(prev.data[1:]).items)
+    unit.items.extend(seg.items)
+    return unit
+
+
+def entry_epoch(e: Entry) -> int:
+    """This cluster's epoch of entry ``e`` (0: not an epoch-bearing entry)."""
+    if e.type != EntryType.NORMAL or not e.data:
+        return 0
+    tag = e.data[0]
+    if tag == _TXN:
+        txn, _ = decode_entry(e.data)
+        return txn.epoch if txn is not None else 0
+    if tag == _UNIT:
+        return replication_pb2.ReplicatedEpoch.FromString(e.data[1:]).local_epoch
+    if tag == _MARKER:
+        return epoch_pb2.EpochMarker.FromString(e.data[1:]).epoch
+    return 0
 
 
 class CommittedLogSource:
@@ -61,12 +97,29 @@ class CommittedLogSource:
         out = []
         for e in ents:
             txn = None
-            if e.type == EntryType.NORMAL:
-                txn, _ = decode_entry(e.data)
-                if txn is not None and sm.skipped(e.index):
-                    txn = None
+            if e.type == EntryType.NORMAL and e.data:
+                if e.data[0] == _UNIT:
+                    try:
+                        unit = read_unit(storage, e)
+                    except CompactedError:
+                        raise EntriesCompactedError(e.index, storage.first_index()) from None
+                    if unit is not None and not sm.skipped(e.index):
+                        txns = tuple(it.transaction for it in unit.items
+                                     if it.WhichOneof("item") == "transaction")
+                        if txns:
+                            out.append(CommittedEntry(e.index, None, txns))
+                            continue
+                else:
+                    txn, _ = decode_entry(e.data)
+                    if txn is not None and sm.skipped(e.index):
+                        txn = None
             out.append(CommittedEntry(e.index, txn))
         return out
+
+
+def _probe_epoch(e: Entry) -> int | None:
+    got = entry_epoch(e)
+    return got or None
 
 
 class ChangeFeed:
@@ -77,9 +130,11 @@ class ChangeFeed:
 
     async def start_index(self, req: gateway_pb2.SubscribeRequest) -> int:
         """The first log index to send for ``req``; raises ``InvalidRequest`` when the
-        position is no longer in the log."""
+        position is no longer in the log (or not reached yet)."""
         storage = self._driver.storage
         first = storage.first_index()
+        if req.HasField("after_epoch") and req.after_epoch.server_id:
+            return self._after_epoch(req.after_epoch.server_id, req.after_epoch.epoch)
         if req.HasField("after_gtid") and req.after_gtid.trans_id:
             return self._after_gtid(req.after_gtid.server_id, req.after_gtid.trans_id)
         start = req.from_log_index or first
@@ -90,40 +145,107 @@ class ChangeFeed:
                                  f"log starts at {first} (resync from a snapshot)")
         return start
 
-    def _trans_at_or_after(self, index: int, limit: int) -> tuple[int, int] | None:
-        """(index, trans id) of the first transaction entry at or after ``index``."""
+    def _probe_at_or_after(self, index: int, limit: int, probe: Callable[[Entry], int | None]
+                           ) -> tuple[int, int] | None:
+        """(index, value) of the first entry at or after ``index`` for which ``probe`` gives
+        a value."""
         storage = self._driver.storage
         while index <= limit:
             for e in storage.entries(index, min(limit + 1, index + 64), NO_LIMIT):
-                txn, _ = decode_entry(e.data) if e.type == EntryType.NORMAL else (None, "")
-                if txn is not None:
-                    return e.index, txn.gtid.trans_id
+                got = probe(e)
+                if got is not None:
+                    return e.index, got
             index += 64
         return None
 
-    def _after_gtid(self, server_id: int, trans_id: int) -> int:
-        """Binary search: this cluster's trans ids increase along the log."""
+    def _search(self, probe: Callable[[Entry], int | None], target: int
+                ) -> tuple[int, tuple[int, int] | None]:
+        """Binary search over the applied log for the first entry whose ``probe`` value
+        (non-decreasing along the log) is greater than ``target``. Returns (that index, or
+        applied + 1 when none; the first probed entry of the log, or None when none)."""
         drv = self._driver
-        if server_id != drv.opts.cluster_id:
-            raise InvalidRequest("after_gtid.server_id",
-                                 f"this cluster's GTIDs have server_id {drv.opts.cluster_id}")
         lo, hi = drv.storage.first_index(), drv.sm.applied_index
-        found = self._trans_at_or_after(lo, hi)
+        found = self._probe_at_or_after(lo, hi, probe)
         if found is None:
-            return hi + 1
-        if found[1] > trans_id + 1:
-            raise InvalidRequest("after_gtid", f"transaction {trans_id} is before the log's "
-                                 f"start (compacted); resync from a snapshot")
+            return hi + 1, None
         answer = hi + 1
         while lo <= hi:
             mid = (lo + hi) // 2
-            got = self._trans_at_or_after(mid, hi)
-            if got is None or got[1] > trans_id:
+            got = self._probe_at_or_after(mid, hi, probe)
+            if got is None or got[1] > target:
                 answer = got[0] if got is not None else answer
                 hi = mid - 1
             else:
                 lo = got[0] + 1
+        return answer, found
+
+    def _compacted(self) -> bool:
+        return self._driver.storage.first_index() > 2
+
+    def _after_gtid(self, server_id: int, trans_id: int) -> int:
+        """Binary search: each origin's trans ids increase along the log."""
+        me = self._driver.opts.cluster_id
+
+        def probe(e: Entry) -> int | None:
+            if e.type != EntryType.NORMAL or not e.data:
+                return None
+            if e.data[0] == _TXN:
+                if server_id != me:
+                    return None
+                txn, _ = decode_entry(e.data)
+                return txn.gtid.trans_id if txn is not None else None
+            if e.data[0] == _UNIT and server_id != me:
+                unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+                got = [it.transaction.gtid.trans_id for it in unit.items
+                       if it.WhichOneof("item") == "transaction"
+                       and it.transaction.gtid.server_id == server_id]
+                return got[-1] if got else None
+            return None
+
+        answer, found = self._search(probe, trans_id)
+        if found is not None and found[1] > trans_id + 1 and self._compacted():
+            raise InvalidRequest("after_gtid", f"transaction {server_id}:{trans_id} is before "
+                                 f"the log's start (compacted); resync from a snapshot")
+        if found is None and server_id != me and \
+                self._driver.sm.replication.watermarks.get(server_id, 0) < trans_id:
+            raise InvalidRequest("after_gtid", f"this cluster holds no transaction "
+                                 f"{server_id}:{trans_id}")
         return answer
+
+    def _after_epoch(self, server_id: int, epoch: int) -> int:
+        drv = self._driver
+        me = drv.opts.cluster_id
+        if server_id == me:
+            answer, found = self._search(_probe_epoch, epoch)
+            if self._compacted() and (found is None or found[1] > epoch):
+                raise InvalidRequest("after_epoch", f"epoch {epoch} of cluster {me} is before "
+                                     f"the log's start (compacted; the log starts at index "
+                                     f"{drv.storage.first_index()}); resync from a snapshot")
+            return answer
+
+        def probe(e: Entry) -> int | None:
+            if e.type != EntryType.NORMAL or not e.data or e.data[0] != _UNIT:
+                return None
+            unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+            got = [it.apply_status.epoch for it in unit.items
+                   if it.WhichOneof("item") == "apply_status"
+                   and it.apply_status.server_id == server_id
+                   and it.apply_status.applied_by == me]
+            return got[-1] if got else None
+
+        held = drv.sm.replication.held(server_id)
+        if epoch == 0:
+            return self._search(_probe_epoch, -1)[0] if not self._compacted() else \
+                drv.storage.first_index()
+        if held < epoch:
+            raise InvalidRequest("after_epoch", f"this cluster holds epochs of cluster "
+                                 f"{server_id} up to {held}, not {epoch}")
+        answer, found = self._search(probe, epoch - 1)  # the entry completing >= epoch
+        if found is None or (found[1] > epoch and self._compacted()):
+            raise InvalidRequest("after_epoch", f"the entry completing epoch {epoch} of "
+                                 f"cluster {server_id} is before the log's start "
+                                 f"(compacted); resync from a snapshot")
+        return answer + 1
 
     def _not_compacted(self, index: int) -> None:
         first = self._driver.storage.first_index()
@@ -132,29 +254,89 @@ class ChangeFeed:
                                  f"streaming; the log starts at {first} (resync from a "
                                  f"snapshot)")
 
-    async def events(self, start: int) -> AsyncIterator[gateway_pb2.ChangeEvent]:
-        """Change events from log index ``start`` on, forever (until cancelled). Raises
+    def _entry_events(self, e: Entry, ignore: frozenset[int], records: bool,
+                      after: tuple[int, int] | None = None) -> list[gateway_pb2.ChangeEvent]:
+        """The events of one applied entry (see the module docstring)."""
+        storage, sm = self._driver.storage, self._driver.sm
+        if e.type != EntryType.NORMAL or not e.data:
+            return []
+        tag = e.data[0]
+        out: list[gateway_pb2.ChangeEvent] = []
+        if tag == _TXN:
+            txn, _ = decode_entry(e.data)
+            if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
+                return []
+            out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
+                                               epoch=txn.epoch))
+        elif tag == _MARKER:
+            if not records:
+                return []
+            m = epoch_pb2.EpochMarker.FromString(e.data[1:])
+            out.append(gateway_pb2.ChangeEvent(log_index=e.index, epoch_marker=m,
+                                               epoch=m.epoch, sealed_at_ns=m.sealed_at_ns))
+        elif tag == _UNIT:
+            unit = read_unit(storage, e)
+            if unit is None or sm.skipped(e.index):
+                return []
+            for it in unit.items:
+                if it.WhichOneof("item") == "transaction":
+                    g = it.transaction.gtid
+                    if g.server_id in ignore or (after is not None and g.server_id == after[0]
+                                                 and g.trans_id <= after[1]):
+                        continue
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
+                        sealed_at_ns=unit.sealed_at_ns))
+                elif records:
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, apply_status=it.apply_status,
+                        epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        if out:
+            out[-1].entry_end = True
+        return out
+
+    async def events(self, start: int, *, ignore_origins: frozenset[int] = frozenset(),
+                     log_records: bool = False, after_gtid: tuple[int, int] | None = None
+                     ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+        """Change events from log index ``start`` on, forever (until cancelled);
+        ``after_gtid = (origin, trans_id)``: leave out that origin's transactions up to it
+        (a replicated entry holds several: resuming inside one). Raises
         ``InvalidRequest`` (``from_log_index``) when the log was compacted past the next
         entry to send -- the subscriber fell behind a snapshot and must resync, as when it
         subscribes at such a position -- rather than skip the compacted transactions."""
         drv = self._driver
-        source = CommittedLogSource(drv)
+        storage = drv.storage
         nxt = start
         while True:
             self._not_compacted(nxt)
-            batch = source.read(nxt, 512)
-            # Compaction runs on the I/O thread: a read that raced it got placeholders.
+            hi = min(drv.sm.applied_index + 1, nxt + 512)
+            batch: list[Entry] = []
+            if nxt < hi:
+                try:
+                    batch = storage.entries(max(nxt, storage.first_index()), hi, _READ_BYTES)
+                except CompactedError:
+                    batch = []
+            # Compaction runs on the I/O thread: a read that raced it got nothing.
             self._not_compacted(nxt)
             if not batch:
+                if nxt < hi:
+                    nxt = max(nxt, storage.first_index())  # the bootstrap snapshot (index 1)
+                    await asyncio.sleep(0)
+                    continue
                 if drv.removed:
                     raise NodeStoppedError("this node was removed from the cluster")
                 async with drv.applied_changed:
                     await drv.applied_changed.wait_for(
                         lambda n=nxt: drv.sm.applied_index >= n or drv.removed)
                 continue
-            for entry in batch:
-                if entry.transaction is not None:
-                    yield gateway_pb2.ChangeEvent(log_index=entry.index,
-                                                  transaction=entry.transaction)
-                nxt = entry.index + 1
+            for e in batch:
+                try:
+                    evs = self._entry_events(e, ignore_origins, log_records, after_gtid)
+                except CompactedError:
+                    raise InvalidRequest("from_log_index", f"the segments of the replicated "
+                                         f"epoch ending at index {e.index} were compacted "
+                                         f"while streaming (resync from a snapshot)") from None
+                for ev in evs:
+                    yield ev
+                nxt = e.index + 1
             await asyncio.sleep(0)

@@ -19,6 +19,18 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
                                             runs on the leader only)
 ``gateway_applier_replicated_position``  gauge  per cluster-scoped applier: the position
                                             recorded in the Raft log
+``gateway_channel_applied_epoch``   gauge   per channel (label ``channel``): newest source
+                                            epoch this cluster holds whole
+``gateway_channel_lag_epochs``      gauge   per channel: sealed source epochs read, not
+                                            yet applied (on the leader)
+``gateway_channel_lag_seconds``     gauge   per channel: age of the oldest source
+                                            transaction read, not yet applied
+``gateway_channel_up``              gauge   per channel: 1 while its runner streams from
+                                            the source (on the leader)
+``gateway_channel_transactions``    counter per channel: origin transactions applied by
+                                            this node's runner
+``gateway_max_replicated_epoch``    gauge   per peer cluster (label ``peer``): newest
+                                            epoch of this cluster the peer applied
 ==================================  ======  ===========================================
 
 Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
@@ -89,6 +101,7 @@ class NodeCollector(Collector):
         yield dead
         yield running
         yield replicated
+        yield from _channel_metrics(n)
         c = n.driver.counters
         for name, doc, value in (
             ("gateway_raft_ready", "Ready cycles run", c.readies),
@@ -105,6 +118,35 @@ class NodeCollector(Collector):
              n.transport.batches_sent),
         ):
             yield CounterMetricFamily(name, doc, value=value)
+
+
+def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
+    families = {
+        "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
+                                     "newest source epoch held whole", labels=["channel"]),
+        "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
+                                   "source epochs read, not yet applied", labels=["channel"]),
+        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
+                                   "age of the oldest source transaction not yet applied",
+                                   labels=["channel"]),
+        "up": GaugeMetricFamily("gateway_channel_up", "1 while the runner streams",
+                                labels=["channel"]),
+        "txns": CounterMetricFamily("gateway_channel_transactions",
+                                    "origin transactions applied by this node's runner",
+                                    labels=["channel"]),
+    }
+    for ch in n.channels.status():
+        families["applied"].add_metric([ch.name], ch.applied_epoch)
+        families["lag_e"].add_metric([ch.name], ch.lag_epochs)
+        families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+        families["up"].add_metric([ch.name], int(ch.state == "running"))
+        families["txns"].add_metric([ch.name], ch.transactions_applied)
+    yield from families.values()
+    peers = GaugeMetricFamily("gateway_max_replicated_epoch",
+                              "newest epoch of this cluster the peer applied", labels=["peer"])
+    for p in n.channels.peers():
+        peers.add_metric([str(p.cluster_id)], p.max_replicated_epoch)
+    yield peers
 
 
 def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:

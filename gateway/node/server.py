@@ -34,13 +34,14 @@ from gateway.appliers.position import PositionStore, PositionStoreError
 from gateway.core.lsm.errors import LSMError
 from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, peer_pb2_grpc
+from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 
 from . import keys
 from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
-from .config import NodeConfig, address_problem
+from .channels import NodeChannels
+from .config import ChannelConfig, NodeConfig, address_problem
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
@@ -70,6 +71,15 @@ _ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "cand
 
 class NodeStartError(Exception):
     """The node cannot start (port in use, data directory locked, ...); one line."""
+
+
+def _channel_definition(c: ChannelConfig) -> replication_pb2.ChannelDefinition:
+    ca = ""
+    if c.ca:
+        with open(c.ca) as f:
+            ca = f.read()
+    return replication_pb2.ChannelDefinition(name=c.name, sources=list(c.sources),
+                                             source_id=c.source_id, token=c.token, ca_pem=ca)
 
 
 class GatewayNode:
@@ -103,7 +113,7 @@ class GatewayNode:
             self.storage.bootstrap(tuple(cfg.peer_map()))
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
-            self.sm = StoreStateMachine(cfg.data_dir)
+            self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id)
         except Exception as exc:
             self.storage.close()
             raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
@@ -149,6 +159,9 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
+        self.channels = NodeChannels(self, tuple(_channel_definition(c)
+                                                 for c in cfg.channels))
+        self.channels.start()
         try:
             self._start_appliers()
         except (InconsistentStateError, PositionStoreError) as exc:
@@ -235,6 +248,8 @@ class GatewayNode:
             with contextlib.suppress(Exception):
                 await self.health.enter_graceful_shutdown()
             await self._servers[1].stop(grace=1.0)
+        if getattr(self, "channels", None) is not None:
+            await self.channels.stop()
         if self.appliers is not None:
             await self.appliers.stop()
         await self.driver.stop()
@@ -391,6 +406,8 @@ class GatewayNode:
             resp.members.add(node_id=nid, peer_address=peer, api_address=api, role=role,
                              match_index=pr.match if pr is not None else 0)
         resp.appliers.extend(self.applier_status())
+        resp.channels.extend(self.channels.status())
+        resp.peers.extend(self.channels.peers())
         return resp
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,

@@ -18,6 +18,18 @@ What applying an entry does (identically on every replica, from the entry's byte
   entry's message bytes) unless the recorded position of that applier has a larger
   ``log_index`` -- so a stale proposal of an old leader committed late never moves a position
   back; an entry that does not parse or names no applier changes nothing;
+- a replicated epoch (tag ``REPLICATED_EPOCH`` + ``gateway.v1.ReplicatedEpoch``, proposed by a
+  replication channel's runner on the leader; docs/replication.md): a segment that is not the
+  last is staged (``m seg:<channel>:<n>``; segment 1 drops what an earlier, abandoned unit of
+  the channel staged); the last one reassembles the unit and applies it all or nothing. It is
+  refused (``x<index>``, nothing applied) when ``ReplicationState.refusal`` says so or a
+  transaction fails the schema check. Otherwise every transaction's rows are written with its
+  origin GTID, author and commit timestamp and this cluster's ``local_epoch`` (the row's
+  last change *here*, what conflict detection compares), without touching this cluster's
+  GTID counter, clock or idempotency records; the origin watermarks (``m w:<origin>``) and
+  apply-status rows (``m as:<server_id>:<applied_by>``) are raised;
+- a channel command (tag ``CHANNEL_COMMAND``) adds, replaces or removes a channel definition
+  (``m ch:<name>``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -49,7 +61,15 @@ from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm.format import prefix_end
 from gateway.core.messages import TypeTag
 from gateway.raft import Entry, EntryType
-from gateway.v1 import applier_pb2, gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
+from gateway.replication import ReplicationState
+from gateway.v1 import (
+    applier_pb2,
+    gateway_pb2,
+    gtid_pb2,
+    replication_pb2,
+    statement_pb2,
+    transaction_pb2,
+)
 
 from . import keys
 from .snapshot_files import pack_dir, unpack_dir
@@ -79,6 +99,8 @@ IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
 _EXPIRY_GRAIN_NS = 10**9
 _TXN = TypeTag.TRANSACTION
 _POS = TypeTag.APPLIER_POSITION
+_UNIT = TypeTag.REPLICATED_EPOCH
+_CHANNEL = TypeTag.CHANNEL_COMMAND
 _MISSING = object()
 
 
@@ -133,9 +155,13 @@ class StoreStateMachine:
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
-                 idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS) -> None:
+                 idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS,
+                 cluster_id: int = 0) -> None:
         """``idempotency_window_ns`` is part of the replicated rules: every replica of a
-        cluster must use the same value (the node always uses the default)."""
+        cluster must use the same value (the node always uses the default). ``cluster_id``:
+        this cluster's id (the GTID server_id of its own writes), needed to apply replicated
+        epochs."""
+        self.cluster_id = cluster_id
         if idempotency_window_ns <= 0:
             raise ValueError("idempotency_window_ns must be positive")
         self.window_ns = idempotency_window_ns
@@ -164,6 +190,26 @@ class StoreStateMachine:
         for k, v in self.store.scan_prefix(prefix):
             self.applier_positions[k[len(prefix):].decode()] = \
                 applier_pb2.ApplierPosition.FromString(v)
+        #: Origin watermarks and apply-status table (read by other threads: replaced, never
+        #: mutated, by apply).
+        self.replication = ReplicationState(self.cluster_id)
+        for k, v in self.store.scan_prefix(keys.meta_key("w:")):
+            self.replication.watermarks[int(k[len(keys.meta_key("w:")):])] = \
+                _U64.unpack(v)[0]
+        for k, v in self.store.scan_prefix(keys.meta_key("as:")):
+            sid, by = k[len(keys.meta_key("as:")):].split(b":")
+            self.replication.apply_status[(int(sid), int(by))] = _U64.unpack(v)[0]
+        #: Channel definitions by name (replaced, never mutated, by apply).
+        self.channels: dict[str, replication_pb2.ChannelDefinition] = {}
+        for k, v in self.store.scan_prefix(keys.meta_key("ch:")):
+            self.channels[k[len(keys.meta_key("ch:")):].decode()] = \
+                replication_pb2.ChannelDefinition.FromString(v)
+        self._staged: dict[str, list[replication_pb2.ReplicatedEpoch]] = {}
+        for _k, v in self.store.scan_prefix(keys.meta_key("seg:")):
+            unit = replication_pb2.ReplicatedEpoch.FromString(v)
+            self._staged.setdefault(unit.channel, []).append(unit)
+        for units in self._staged.values():
+            units.sort(key=lambda u: u.segment_id)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = _U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -260,8 +306,16 @@ class StoreStateMachine:
         out: list[Applied] = []
         for e in entries:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
-                if e.type == EntryType.NORMAL and e.data and e.data[0] == _POS:
-                    self._apply_position(e.data, ops)
+                if e.type == EntryType.NORMAL and e.data:
+                    tag = e.data[0]
+                    if tag == _POS:
+                        self._apply_position(e.data, ops)
+                    elif tag == _UNIT:
+                        done = self._apply_unit(e, ops, overlay)
+                        if done is not None:
+                            out.append(done)
+                    elif tag == _CHANNEL:
+                        self._apply_channel(e.data, ops)
                 continue
             done = self._apply_fast(e, ops, overlay)
             if done is None:
@@ -288,6 +342,115 @@ class StoreStateMachine:
             return
         self.applier_positions[pos.applier] = pos
         ops.append((keys.applier_position_key(pos.applier), data[1:], 0, 0, 0))
+
+    # -- replication ----------------------------------------------------------------------------
+
+    def _apply_channel(self, data: bytes, ops: list) -> None:
+        """Add, replace or remove a channel definition; an entry that does not parse or names
+        no channel changes nothing."""
+        try:
+            cmd = replication_pb2.ChannelCommand.FromString(data[1:])
+        except DecodeError:
+            return
+        name = cmd.definition.name
+        if not name:
+            return
+        channels = dict(self.channels)
+        key = keys.meta_key(f"ch:{name}")
+        if cmd.remove:
+            channels.pop(name, None)
+            ops.append((key, None, 0, 0, 0))
+            for seg in self._staged.pop(name, []):
+                ops.append((keys.meta_key(f"seg:{name}:{seg.segment_id}"), None, 0, 0, 0))
+        else:
+            channels[name] = cmd.definition
+            ops.append((key, cmd.definition.SerializeToString(), 0, 0, 0))
+        self.channels = channels
+
+    def _apply_unit(self, e: Entry, ops: list, overlay: dict[bytes, bytes | None]
+                    ) -> Applied | None:
+        """Apply a replicated-epoch entry (see the module docstring); None for a staged
+        segment."""
+        mark = keys.entry_outcome_key(e.index)
+        try:
+            seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+        except DecodeError as exc:
+            ops.append((mark, b"rejected: replicated epoch does not parse", 0, 0, 0))
+            return Applied(e.index, e.term, error=InvalidRequest("entry", str(exc)))
+        staged = self._staged.get(seg.channel, [])
+        if seg.segment_id <= 1 and staged:
+            for old in staged:  # an earlier unit of this channel was abandoned mid-way
+                ops.append((keys.meta_key(f"seg:{seg.channel}:{old.segment_id}"), None,
+                            0, 0, 0))
+            staged = []
+        if not seg.end_segment:
+            if staged and (staged[-1].segment_id + 1 != seg.segment_id
+                           or staged[-1].source_epoch != seg.source_epoch):
+                staged = []
+            self._staged[seg.channel] = [*staged, seg]
+            ops.append((keys.meta_key(f"seg:{seg.channel}:{seg.segment_id}"),
+                        e.data[1:], 0, 0, 0))
+            return None
+        self._staged.pop(seg.channel, None)
+        for old in staged:
+            ops.append((keys.meta_key(f"seg:{seg.channel}:{old.segment_id}"), None, 0, 0, 0))
+        if staged or seg.segment_id > 1:
+            expect = list(range(1, seg.segment_id))
+            if [u.segment_id for u in staged] != expect or any(
+                    u.source_epoch != seg.source_epoch for u in staged):
+                return self._refuse_unit(e, mark, ops, "segments of the replicated epoch "
+                                         "are missing", seg)
+            unit = replication_pb2.ReplicatedEpoch()
+            unit.CopyFrom(seg)
+            del unit.items[:]
+            for u in staged:
+                unit.items.extend(u.items)
+            unit.items.extend(seg.items)
+        else:
+            unit = seg
+        reason = self.replication.refusal(unit)
+        if reason is not None:
+            return self._refuse_unit(e, mark, ops, reason, unit)
+        txns = [it.transaction for it in unit.items if it.WhichOneof("item") == "transaction"]
+        schemas = dict(self.schemas)
+        created: list[tuple[str, TableSchema]] = []
+        for txn in txns:
+            try:
+                got = check_statements(txn.statements, schemas, rows=False)
+            except InvalidRequest as exc:
+                g = txn.gtid
+                return self._refuse_unit(e, mark, ops, f"transaction {g.server_id}:"
+                                         f"{g.trans_id}: {exc}", unit)
+            for name, schema in got:
+                schemas[name] = schema
+            created += got
+        for name, schema in created:
+            self.schemas[name] = schema
+            ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        for txn in txns:
+            g = txn.gtid
+            gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
+            self._write_statements(txn, e.index, gtid,
+                                   (unit.local_epoch, txn.author, txn.commit_timestamp_ns),
+                                   ops, overlay)
+        state = self.replication.copy()
+        origins, pairs = state.apply(unit)
+        for o in origins:
+            ops.append((keys.meta_key(f"w:{o}"), _U64.pack(state.watermarks[o]), 0, 0, 0))
+        for sid, by in pairs:
+            ops.append((keys.meta_key(f"as:{sid}:{by}"),
+                        _U64.pack(state.apply_status[(sid, by)]), 0, 0, 0))
+        self.replication = state
+        return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
+            epoch=unit.local_epoch, log_index=e.index))
+
+    @staticmethod
+    def _refuse_unit(e: Entry, mark: bytes, ops: list, reason: str,
+                     unit: replication_pb2.ReplicatedEpoch) -> Applied:
+        what = f"epoch {unit.source_epoch} of cluster {unit.source_id} (channel " \
+               f"{unit.channel!r})"
+        ops.append((mark, f"rejected: {what}: {reason}".encode(), 0, 0, 0))
+        return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
 
     def _insert_head(self, hdr: bytes) -> tuple[bytes, bytes, bytes] | None:
         """``(row key prefix, Row fields 1-2, Row field 4)`` of an insert statement whose
@@ -401,12 +564,24 @@ class StoreStateMachine:
             ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
         meta = (txn.epoch, txn.author, txn.commit_timestamp_ns)
         gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
+        self._write_statements(txn, e.index, gtid, meta, ops, overlay)
+        raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
+                            e.index)
+        if idem:
+            self._record_result(idem, raw, txn.commit_timestamp_ns, ops, overlay)
+        return Applied(e.index, e.term, wire=raw)
+
+    def _write_statements(self, txn: transaction_pb2.Transaction, index: int,
+                          gtid: gtid_pb2.Gtid, meta: tuple[int, int, int], ops: list,
+                          overlay: dict[bytes, bytes | None]) -> None:
+        """Write the rows of ``txn``'s (validated) statements at log ``index`` with row
+        metadata ``meta`` = (epoch, author, commit timestamp)."""
         for stmt in txn.statements:
             kind = stmt.WhichOneof("kind")
             if kind == "insert":
-                self._insert(stmt.insert, e.index, gtid, meta, ops, overlay)
+                self._insert(stmt.insert, index, gtid, meta, ops, overlay)
             elif kind == "update":
-                self._update(stmt.update, e.index, gtid, meta, ops, overlay)
+                self._update(stmt.update, index, gtid, meta, ops, overlay)
             elif kind == "delete":
                 body = stmt.delete
                 t = body.table
@@ -414,11 +589,6 @@ class StoreStateMachine:
                     k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
                     overlay[k] = None
                     ops.append((k, None, *meta))
-        raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
-                            e.index)
-        if idem:
-            self._record_result(idem, raw, txn.commit_timestamp_ns, ops, overlay)
-        return Applied(e.index, e.term, wire=raw)
 
     @staticmethod
     def _row(table: statement_pb2.TableMetadata, index: int, gtid: gtid_pb2.Gtid,

@@ -22,13 +22,15 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from gateway.v1 import epoch_pb2 as gateway_dot_v1_dot_epoch__pb2
 from gateway.v1 import gtid_pb2 as gateway_dot_v1_dot_gtid__pb2
+from gateway.v1 import replication_pb2 as gateway_dot_v1_dot_replication__pb2
 from gateway.v1 import statement_pb2 as gateway_dot_v1_dot_statement__pb2
 from gateway.v1 import transaction_pb2 as gateway_dot_v1_dot_transaction__pb2
 from gateway.v1 import value_pb2 as gateway_dot_v1_dot_value__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/gateway.proto\x12\ngateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"R\n\x0cWriteRequest\x12)\n\nstatements\x18\x01 \x03(\x0b\x32\x15.gateway.v1.Statement\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\"\x7f\n\x0bWriteResult\x12\x1e\n\x04gtid\x18\x01 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\x03 \x01(\x06\x12\x11\n\tlog_index\x18\x04 \x01(\x04\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"=\n\x11WriteBatchRequest\x12(\n\x06writes\x18\x01 \x03(\x0b\x32\x18.gateway.v1.WriteRequest\">\n\x12WriteBatchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.gateway.v1.WriteResult\"K\n\x12StreamWriteRequest\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12(\n\x06writes\x18\x02 \x03(\x0b\x32\x18.gateway.v1.WriteRequest\"c\n\x0eStreamWriteAck\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.gateway.v1.WriteResult\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"?\n\x13StreamWriteResponse\x12(\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x1a.gateway.v1.StreamWriteAck\"\xc2\x02\n\x03Row\x12(\n\x05table\x18\x01 \x01(\x0b\x32\x19.gateway.v1.TableMetadata\x12-\n\nkey_fields\x18\x02 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12%\n\nkey_values\x18\x03 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x06\x66ields\x18\x04 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12!\n\x06values\x18\x05 \x03(\x0b\x32\x11.gateway.v1.Value\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x07 \x01(\r\x12\x1e\n\x04gtid\x18\x08 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\t \x01(\x06\x12\x11\n\tlog_index\x18\n \x01(\x04\"j\n\x0bReadRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12\x1e\n\x03key\x18\x02 \x03(\x0b\x32\x11.gateway.v1.Value\x12,\n\x0b\x63onsistency\x18\x03 \x01(\x0e\x32\x17.gateway.v1.Consistency\"R\n\x0cReadResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1c\n\x03row\x18\x02 \x01(\x0b\x32\x0f.gateway.v1.Row\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"\xa3\x01\n\x0bScanRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12$\n\tstart_key\x18\x02 \x03(\x0b\x32\x11.gateway.v1.Value\x12\"\n\x07\x65nd_key\x18\x03 \x03(\x0b\x32\x11.gateway.v1.Value\x12\r\n\x05limit\x18\x04 \x01(\r\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.gateway.v1.Consistency\"R\n\x0cScanResponse\x12\x1d\n\x04rows\x18\x01 \x03(\x0b\x32\x0f.gateway.v1.Row\x12\x0c\n\x04more\x18\x02 \x01(\x08\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"P\n\x10SubscribeRequest\x12\x16\n\x0e\x66rom_log_index\x18\x01 \x01(\x04\x12$\n\nafter_gtid\x18\x02 \x01(\x0b\x32\x10.gateway.v1.Gtid\"N\n\x0b\x43hangeEvent\x12\x11\n\tlog_index\x18\x01 \x01(\x04\x12,\n\x0btransaction\x18\x02 \x01(\x0b\x32\x17.gateway.v1.Transaction\"\x0f\n\rStatusRequest\"g\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x14\n\x0cpeer_address\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x04\"\xbb\x01\n\rApplierStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x04\x12\x13\n\x0blag_entries\x18\x03 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x04 \x01(\x01\x12\x14\n\x0c\x64\x65\x61\x64_letters\x18\x05 \x01(\x04\x12\r\n\x05scope\x18\x06 \x01(\t\x12\x0f\n\x07running\x18\x07 \x01(\x08\x12\x1b\n\x13replicated_position\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t\"\xc6\x02\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\r\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x11\n\tleader_id\x18\x05 \x01(\x04\x12\x12\n\nleader_api\x18\x06 \x01(\t\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x12\n\nlast_index\x18\t \x01(\x04\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x04\x12#\n\x07members\x18\x0b \x03(\x0b\x32\x12.gateway.v1.Member\x12+\n\x08\x61ppliers\x18\x0c \x03(\x0b\x32\x19.gateway.v1.ApplierStatus\x12\x15\n\rlast_trans_id\x18\r \x01(\x04\x12\r\n\x05\x65poch\x18\x0e \x01(\x04\"]\n\x0e\x41\x64\x64NodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x14\n\x0cpeer_address\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12\x0f\n\x07learner\x18\x04 \x01(\x08\"$\n\x11RemoveNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"(\n\x15TransferLeaderRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"\x11\n\x0fSnapshotRequest\"3\n\rAdminResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x11\n\tlog_index\x18\x02 \x01(\x04*Y\n\x0b\x43onsistency\x12\x1c\n\x18\x43ONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n\x11\x43ONSISTENCY_LEASE\x10\x01\x12\x15\n\x11\x43ONSISTENCY_STALE\x10\x02\x32\x81\x06\n\x07Gateway\x12:\n\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n\nWriteBatch\x12\x1d.gateway.v1.WriteBatchRequest\x1a\x1e.gateway.v1.WriteBatchResponse\x12R\n\x0bStreamWrite\x12\x1e.gateway.v1.StreamWriteRequest\x1a\x1f.gateway.v1.StreamWriteResponse(\x01\x30\x01\x12\x39\n\x04Read\x12\x17.gateway.v1.ReadRequest\x1a\x18.gateway.v1.ReadResponse\x12\x39\n\x04Scan\x12\x17.gateway.v1.ScanRequest\x1a\x18.gateway.v1.ScanResponse\x12\x44\n\tSubscribe\x12\x1c.gateway.v1.SubscribeRequest\x1a\x17.gateway.v1.ChangeEvent0\x01\x12?\n\x06Status\x12\x19.gateway.v1.StatusRequest\x1a\x1a.gateway.v1.StatusResponse\x12@\n\x07\x41\x64\x64Node\x12\x1a.gateway.v1.AddNodeRequest\x1a\x19.gateway.v1.AdminResponse\x12\x46\n\nRemoveNode\x12\x1d.gateway.v1.RemoveNodeRequest\x1a\x19.gateway.v1.AdminResponse\x12N\n\x0eTransferLeader\x12!.gateway.v1.TransferLeaderRequest\x1a\x19.gateway.v1.AdminResponse\x12\x42\n\x08Snapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponseBG\n\rio.gateway.v1B\x0cGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/gateway.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"R\n\x0cWriteRequest\x12)\n\nstatements\x18\x01 \x03(\x0b\x32\x15.gateway.v1.Statement\x12\x17\n\x0fidempotency_key\x18\x02 \x01(\t\"\x7f\n\x0bWriteResult\x12\x1e\n\x04gtid\x18\x01 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\x03 \x01(\x06\x12\x11\n\tlog_index\x18\x04 \x01(\x04\x12\x11\n\tduplicate\x18\x05 \x01(\x08\"=\n\x11WriteBatchRequest\x12(\n\x06writes\x18\x01 \x03(\x0b\x32\x18.gateway.v1.WriteRequest\">\n\x12WriteBatchResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.gateway.v1.WriteResult\"K\n\x12StreamWriteRequest\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12(\n\x06writes\x18\x02 \x03(\x0b\x32\x18.gateway.v1.WriteRequest\"c\n\x0eStreamWriteAck\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.gateway.v1.WriteResult\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"?\n\x13StreamWriteResponse\x12(\n\x04\x61\x63ks\x18\x01 \x03(\x0b\x32\x1a.gateway.v1.StreamWriteAck\"\xc2\x02\n\x03Row\x12(\n\x05table\x18\x01 \x01(\x0b\x32\x19.gateway.v1.TableMetadata\x12-\n\nkey_fields\x18\x02 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12%\n\nkey_values\x18\x03 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x06\x66ields\x18\x04 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12!\n\x06values\x18\x05 \x03(\x0b\x32\x11.gateway.v1.Value\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x07 \x01(\r\x12\x1e\n\x04gtid\x18\x08 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\t \x01(\x06\x12\x11\n\tlog_index\x18\n \x01(\x04\"j\n\x0bReadRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12\x1e\n\x03key\x18\x02 \x03(\x0b\x32\x11.gateway.v1.Value\x12,\n\x0b\x63onsistency\x18\x03 \x01(\x0e\x32\x17.gateway.v1.Consistency\"R\n\x0cReadResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x1c\n\x03row\x18\x02 \x01(\x0b\x32\x0f.gateway.v1.Row\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"\xa3\x01\n\x0bScanRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12$\n\tstart_key\x18\x02 \x03(\x0b\x32\x11.gateway.v1.Value\x12\"\n\x07\x65nd_key\x18\x03 \x03(\x0b\x32\x11.gateway.v1.Value\x12\r\n\x05limit\x18\x04 \x01(\r\x12,\n\x0b\x63onsistency\x18\x05 \x01(\x0e\x32\x17.gateway.v1.Consistency\"R\n\x0cScanResponse\x12\x1d\n\x04rows\x18\x01 \x03(\x0b\x32\x0f.gateway.v1.Row\x12\x0c\n\x04more\x18\x02 \x01(\x08\x12\x15\n\rapplied_index\x18\x03 \x01(\x04\"1\n\rEpochPosition\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\xad\x01\n\x10SubscribeRequest\x12\x16\n\x0e\x66rom_log_index\x18\x01 \x01(\x04\x12$\n\nafter_gtid\x18\x02 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12.\n\x0b\x61\x66ter_epoch\x18\x03 \x01(\x0b\x32\x19.gateway.v1.EpochPosition\x12\x16\n\x0eignore_origins\x18\x04 \x03(\r\x12\x13\n\x0blog_records\x18\x05 \x01(\x08\"\xe4\x01\n\x0b\x43hangeEvent\x12\x11\n\tlog_index\x18\x01 \x01(\x04\x12,\n\x0btransaction\x18\x02 \x01(\x0b\x32\x17.gateway.v1.Transaction\x12-\n\x0c\x65poch_marker\x18\x03 \x01(\x0b\x32\x17.gateway.v1.EpochMarker\x12-\n\x0c\x61pply_status\x18\x04 \x01(\x0b\x32\x17.gateway.v1.ApplyStatus\x12\r\n\x05\x65poch\x18\x05 \x01(\x04\x12\x11\n\tentry_end\x18\x06 \x01(\x08\x12\x14\n\x0csealed_at_ns\x18\x07 \x01(\x06\"\x0f\n\rStatusRequest\"g\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x14\n\x0cpeer_address\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\x13\n\x0bmatch_index\x18\x05 \x01(\x04\"\xbb\x01\n\rApplierStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08position\x18\x02 \x01(\x04\x12\x13\n\x0blag_entries\x18\x03 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x04 \x01(\x01\x12\x14\n\x0c\x64\x65\x61\x64_letters\x18\x05 \x01(\x04\x12\r\n\x05scope\x18\x06 \x01(\t\x12\x0f\n\x07running\x18\x07 \x01(\x08\x12\x1b\n\x13replicated_position\x18\x08 \x01(\x04\x12\r\n\x05\x65rror\x18\t \x01(\t\"\x9a\x03\n\x0eStatusResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x12\n\ncluster_id\x18\x02 \x01(\r\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0c\n\x04term\x18\x04 \x01(\x04\x12\x11\n\tleader_id\x18\x05 \x01(\x04\x12\x12\n\nleader_api\x18\x06 \x01(\t\x12\x14\n\x0c\x63ommit_index\x18\x07 \x01(\x04\x12\x15\n\rapplied_index\x18\x08 \x01(\x04\x12\x12\n\nlast_index\x18\t \x01(\x04\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x04\x12#\n\x07members\x18\x0b \x03(\x0b\x32\x12.gateway.v1.Member\x12+\n\x08\x61ppliers\x18\x0c \x03(\x0b\x32\x19.gateway.v1.ApplierStatus\x12\x15\n\rlast_trans_id\x18\r \x01(\x04\x12\r\n\x05\x65poch\x18\x0e \x01(\x04\x12+\n\x08\x63hannels\x18\x0f \x03(\x0b\x32\x19.gateway.v1.ChannelStatus\x12%\n\x05peers\x18\x10 \x03(\x0b\x32\x16.gateway.v1.PeerStatus\"\xfd\x01\n\rChannelStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07sources\x18\x02 \x03(\t\x12\x11\n\tsource_id\x18\x03 \x01(\r\x12\r\n\x05state\x18\x04 \x01(\t\x12\x11\n\tconnected\x18\x05 \x01(\t\x12\x15\n\rapplied_epoch\x18\x06 \x01(\x04\x12\x12\n\nlag_epochs\x18\x07 \x01(\x04\x12\x13\n\x0blag_seconds\x18\x08 \x01(\x01\x12\x12\n\nlast_error\x18\t \x01(\t\x12\x16\n\x0e\x65pochs_applied\x18\n \x01(\x04\x12\x1c\n\x14transactions_applied\x18\x0b \x01(\x04\x12\x0e\n\x06paused\x18\x0c \x01(\x08\"R\n\nPeerStatus\x12\x12\n\ncluster_id\x18\x01 \x01(\r\x12\x1c\n\x14max_replicated_epoch\x18\x02 \x01(\x04\x12\x12\n\nheld_epoch\x18\x03 \x01(\x04\"W\n\x11\x41\x64\x64\x43hannelRequest\x12\x31\n\ndefinition\x18\x01 \x01(\x0b\x32\x1d.gateway.v1.ChannelDefinition\x12\x0f\n\x07replace\x18\x02 \x01(\x08\"4\n\x14\x43hannelActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x02 \x01(\t\"]\n\x0e\x41\x64\x64NodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x14\n\x0cpeer_address\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12\x0f\n\x07learner\x18\x04 \x01(\x08\"$\n\x11RemoveNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"(\n\x15TransferLeaderRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\"\x11\n\x0fSnapshotRequest\"3\n\rAdminResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x11\n\tlog_index\x18\x02 \x01(\x04*Y\n\x0b\x43onsistency\x12\x1c\n\x18\x43ONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n\x11\x43ONSISTENCY_LEASE\x10\x01\x12\x15\n\x11\x43ONSISTENCY_STALE\x10\x02\x32\x97\x07\n\x07Gateway\x12:\n\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n\nWriteBatch\x12\x1d.gateway.v1.WriteBatchRequest\x1a\x1e.gateway.v1.WriteBatchResponse\x12R\n\x0bStreamWrite\x12\x1e.gateway.v1.StreamWriteRequest\x1a\x1f.gateway.v1.StreamWriteResponse(\x01\x30\x01\x12\x39\n\x04Read\x12\x17.gateway.v1.ReadRequest\x1a\x18.gateway.v1.ReadResponse\x12\x39\n\x04Scan\x12\x17.gateway.v1.ScanRequest\x1a\x18.gateway.v1.ScanResponse\x12\x44\n\tSubscribe\x12\x1c.gateway.v1.SubscribeRequest\x1a\x17.gateway.v1.ChangeEvent0\x01\x12?\n\x06Status\x12\x19.gateway.v1.StatusRequest\x1a\x1a.gateway.v1.StatusResponse\x12@\n\x07\x41\x64\x64Node\x12\x1a.gateway.v1.AddNodeRequest\x1a\x19.gateway.v1.AdminResponse\x12\x46\n\nRemoveNode\x12\x1d.gateway.v1.RemoveNodeRequest\x1a\x19.gateway.v1.AdminResponse\x12N\n\x0eTransferLeader\x12!.gateway.v1.TransferLeaderRequest\x1a\x19.gateway.v1.AdminResponse\x12\x42\n\x08Snapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponse\x12\x46\n\nAddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponseBG\n\rio.gateway.v1B\x0cGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,54 +38,64 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.gateway_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\014GatewayProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
-  _globals['_CONSISTENCY']._serialized_start=2545
-  _globals['_CONSISTENCY']._serialized_end=2634
-  _globals['_WRITEREQUEST']._serialized_start=145
-  _globals['_WRITEREQUEST']._serialized_end=227
-  _globals['_WRITERESULT']._serialized_start=229
-  _globals['_WRITERESULT']._serialized_end=356
-  _globals['_WRITEBATCHREQUEST']._serialized_start=358
-  _globals['_WRITEBATCHREQUEST']._serialized_end=419
-  _globals['_WRITEBATCHRESPONSE']._serialized_start=421
-  _globals['_WRITEBATCHRESPONSE']._serialized_end=483
-  _globals['_STREAMWRITEREQUEST']._serialized_start=485
-  _globals['_STREAMWRITEREQUEST']._serialized_end=560
-  _globals['_STREAMWRITEACK']._serialized_start=562
-  _globals['_STREAMWRITEACK']._serialized_end=661
-  _globals['_STREAMWRITERESPONSE']._serialized_start=663
-  _globals['_STREAMWRITERESPONSE']._serialized_end=726
-  _globals['_ROW']._serialized_start=729
-  _globals['_ROW']._serialized_end=1051
-  _globals['_READREQUEST']._serialized_start=1053
-  _globals['_READREQUEST']._serialized_end=1159
-  _globals['_READRESPONSE']._serialized_start=1161
-  _globals['_READRESPONSE']._serialized_end=1243
-  _globals['_SCANREQUEST']._serialized_start=1246
-  _globals['_SCANREQUEST']._serialized_end=1409
-  _globals['_SCANRESPONSE']._serialized_start=1411
-  _globals['_SCANRESPONSE']._serialized_end=1493
-  _globals['_SUBSCRIBEREQUEST']._serialized_start=1495
-  _globals['_SUBSCRIBEREQUEST']._serialized_end=1575
-  _globals['_CHANGEEVENT']._serialized_start=1577
-  _globals['_CHANGEEVENT']._serialized_end=1655
-  _globals['_STATUSREQUEST']._serialized_start=1657
-  _globals['_STATUSREQUEST']._serialized_end=1672
-  _globals['_MEMBER']._serialized_start=1674
-  _globals['_MEMBER']._serialized_end=1777
-  _globals['_APPLIERSTATUS']._serialized_start=1780
-  _globals['_APPLIERSTATUS']._serialized_end=1967
-  _globals['_STATUSRESPONSE']._serialized_start=1970
-  _globals['_STATUSRESPONSE']._serialized_end=2296
-  _globals['_ADDNODEREQUEST']._serialized_start=2298
-  _globals['_ADDNODEREQUEST']._serialized_end=2391
-  _globals['_REMOVENODEREQUEST']._serialized_start=2393
-  _globals['_REMOVENODEREQUEST']._serialized_end=2429
-  _globals['_TRANSFERLEADERREQUEST']._serialized_start=2431
-  _globals['_TRANSFERLEADERREQUEST']._serialized_end=2471
-  _globals['_SNAPSHOTREQUEST']._serialized_start=2473
-  _globals['_SNAPSHOTREQUEST']._serialized_end=2490
-  _globals['_ADMINRESPONSE']._serialized_start=2492
-  _globals['_ADMINRESPONSE']._serialized_end=2543
-  _globals['_GATEWAY']._serialized_start=2637
-  _globals['_GATEWAY']._serialized_end=3406
+  _globals['_CONSISTENCY']._serialized_start=3462
+  _globals['_CONSISTENCY']._serialized_end=3551
+  _globals['_WRITEREQUEST']._serialized_start=199
+  _globals['_WRITEREQUEST']._serialized_end=281
+  _globals['_WRITERESULT']._serialized_start=283
+  _globals['_WRITERESULT']._serialized_end=410
+  _globals['_WRITEBATCHREQUEST']._serialized_start=412
+  _globals['_WRITEBATCHREQUEST']._serialized_end=473
+  _globals['_WRITEBATCHRESPONSE']._serialized_start=475
+  _globals['_WRITEBATCHRESPONSE']._serialized_end=537
+  _globals['_STREAMWRITEREQUEST']._serialized_start=539
+  _globals['_STREAMWRITEREQUEST']._serialized_end=614
+  _globals['_STREAMWRITEACK']._serialized_start=616
+  _globals['_STREAMWRITEACK']._serialized_end=715
+  _globals['_STREAMWRITERESPONSE']._serialized_start=717
+  _globals['_STREAMWRITERESPONSE']._serialized_end=780
+  _globals['_ROW']._serialized_start=783
+  _globals['_ROW']._serialized_end=1105
+  _globals['_READREQUEST']._serialized_start=1107
+  _globals['_READREQUEST']._serialized_end=1213
+  _globals['_READRESPONSE']._serialized_start=1215
+  _globals['_READRESPONSE']._serialized_end=1297
+  _globals['_SCANREQUEST']._serialized_start=1300
+  _globals['_SCANREQUEST']._serialized_end=1463
+  _globals['_SCANRESPONSE']._serialized_start=1465
+  _globals['_SCANRESPONSE']._serialized_end=1547
+  _globals['_EPOCHPOSITION']._serialized_start=1549
+  _globals['_EPOCHPOSITION']._serialized_end=1598
+  _globals['_SUBSCRIBEREQUEST']._serialized_start=1601
+  _globals['_SUBSCRIBEREQUEST']._serialized_end=1774
+  _globals['_CHANGEEVENT']._serialized_start=1777
+  _globals['_CHANGEEVENT']._serialized_end=2005
+  _globals['_STATUSREQUEST']._serialized_start=2007
+  _globals['_STATUSREQUEST']._serialized_end=2022
+  _globals['_MEMBER']._serialized_start=2024
+  _globals['_MEMBER']._serialized_end=2127
+  _globals['_APPLIERSTATUS']._serialized_start=2130
+  _globals['_APPLIERSTATUS']._serialized_end=2317
+  _globals['_STATUSRESPONSE']._serialized_start=2320
+  _globals['_STATUSRESPONSE']._serialized_end=2730
+  _globals['_CHANNELSTATUS']._serialized_start=2733
+  _globals['_CHANNELSTATUS']._serialized_end=2986
+  _globals['_PEERSTATUS']._serialized_start=2988
+  _globals['_PEERSTATUS']._serialized_end=3070
+  _globals['_ADDCHANNELREQUEST']._serialized_start=3072
+  _globals['_ADDCHANNELREQUEST']._serialized_end=3159
+  _globals['_CHANNELACTIONREQUEST']._serialized_start=3161
+  _globals['_CHANNELACTIONREQUEST']._serialized_end=3213
+  _globals['_ADDNODEREQUEST']._serialized_start=3215
+  _globals['_ADDNODEREQUEST']._serialized_end=3308
+  _globals['_REMOVENODEREQUEST']._serialized_start=3310
+  _globals['_REMOVENODEREQUEST']._serialized_end=3346
+  _globals['_TRANSFERLEADERREQUEST']._serialized_start=3348
+  _globals['_TRANSFERLEADERREQUEST']._serialized_end=3388
+  _globals['_SNAPSHOTREQUEST']._serialized_start=3390
+  _globals['_SNAPSHOTREQUEST']._serialized_end=3407
+  _globals['_ADMINRESPONSE']._serialized_start=3409
+  _globals['_ADMINRESPONSE']._serialized_end=3460
+  _globals['_GATEWAY']._serialized_start=3554
+  _globals['_GATEWAY']._serialized_end=4473
 # @@protoc_insertion_point(module_scope)

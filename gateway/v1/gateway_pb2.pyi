@@ -1,4 +1,6 @@
+from gateway.v1 import epoch_pb2 as _epoch_pb2
 from gateway.v1 import gtid_pb2 as _gtid_pb2
+from gateway.v1 import replication_pb2 as _replication_pb2
 from gateway.v1 import statement_pb2 as _statement_pb2
 from gateway.v1 import transaction_pb2 as _transaction_pb2
 from gateway.v1 import value_pb2 as _value_pb2
@@ -148,21 +150,45 @@ class ScanResponse(_message.Message):
     applied_index: int
     def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., more: _Optional[bool] = ..., applied_index: _Optional[int] = ...) -> None: ...
 
+class EpochPosition(_message.Message):
+    __slots__ = ("server_id", "epoch")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    server_id: int
+    epoch: int
+    def __init__(self, server_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
 class SubscribeRequest(_message.Message):
-    __slots__ = ("from_log_index", "after_gtid")
+    __slots__ = ("from_log_index", "after_gtid", "after_epoch", "ignore_origins", "log_records")
     FROM_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     AFTER_GTID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_ORIGINS_FIELD_NUMBER: _ClassVar[int]
+    LOG_RECORDS_FIELD_NUMBER: _ClassVar[int]
     from_log_index: int
     after_gtid: _gtid_pb2.Gtid
-    def __init__(self, from_log_index: _Optional[int] = ..., after_gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ...) -> None: ...
+    after_epoch: EpochPosition
+    ignore_origins: _containers.RepeatedScalarFieldContainer[int]
+    log_records: bool
+    def __init__(self, from_log_index: _Optional[int] = ..., after_gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., after_epoch: _Optional[_Union[EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., log_records: _Optional[bool] = ...) -> None: ...
 
 class ChangeEvent(_message.Message):
-    __slots__ = ("log_index", "transaction")
+    __slots__ = ("log_index", "transaction", "epoch_marker", "apply_status", "epoch", "entry_end", "sealed_at_ns")
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_MARKER_FIELD_NUMBER: _ClassVar[int]
+    APPLY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_END_FIELD_NUMBER: _ClassVar[int]
+    SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     log_index: int
     transaction: _transaction_pb2.Transaction
-    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ...) -> None: ...
+    epoch_marker: _epoch_pb2.EpochMarker
+    apply_status: _epoch_pb2.ApplyStatus
+    epoch: int
+    entry_end: bool
+    sealed_at_ns: int
+    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., epoch_marker: _Optional[_Union[_epoch_pb2.EpochMarker, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., epoch: _Optional[int] = ..., entry_end: _Optional[bool] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
@@ -205,7 +231,7 @@ class ApplierStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +246,8 @@ class StatusResponse(_message.Message):
     APPLIERS_FIELD_NUMBER: _ClassVar[int]
     LAST_TRANS_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -234,7 +262,63 @@ class StatusResponse(_message.Message):
     appliers: _containers.RepeatedCompositeFieldContainer[ApplierStatus]
     last_trans_id: int
     epoch: int
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    channels: _containers.RepeatedCompositeFieldContainer[ChannelStatus]
+    peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ...) -> None: ...
+
+class ChannelStatus(_message.Message):
+    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LAG_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    LAG_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    source_id: int
+    state: str
+    connected: str
+    applied_epoch: int
+    lag_epochs: int
+    lag_seconds: float
+    last_error: str
+    epochs_applied: int
+    transactions_applied: int
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class PeerStatus(_message.Message):
+    __slots__ = ("cluster_id", "max_replicated_epoch", "held_epoch")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPLICATED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HELD_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: int
+    max_replicated_epoch: int
+    held_epoch: int
+    def __init__(self, cluster_id: _Optional[int] = ..., max_replicated_epoch: _Optional[int] = ..., held_epoch: _Optional[int] = ...) -> None: ...
+
+class AddChannelRequest(_message.Message):
+    __slots__ = ("definition", "replace")
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    definition: _replication_pb2.ChannelDefinition
+    replace: bool
+    def __init__(self, definition: _Optional[_Union[_replication_pb2.ChannelDefinition, _Mapping]] = ..., replace: _Optional[bool] = ...) -> None: ...
+
+class ChannelActionRequest(_message.Message):
+    __slots__ = ("name", "action")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    action: str
+    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
 
 class AddNodeRequest(_message.Message):
     __slots__ = ("node_id", "peer_address", "api_address", "learner")

@@ -89,6 +89,16 @@ class GatewayStub:
                 request_serializer=gateway_dot_v1_dot_gateway__pb2.SnapshotRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
                 _registered_method=True)
+        self.AddChannel = channel.unary_unary(
+                '/gateway.v1.Gateway/AddChannel',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.AddChannelRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+                _registered_method=True)
+        self.ChannelAction = channel.unary_unary(
+                '/gateway.v1.Gateway/ChannelAction',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.ChannelActionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -160,6 +170,18 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddChannel(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChannelAction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -216,6 +238,16 @@ def add_GatewayServicer_to_server(servicer, server):
             'Snapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.Snapshot,
                     request_deserializer=gateway_dot_v1_dot_gateway__pb2.SnapshotRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
+            ),
+            'AddChannel': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddChannel,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.AddChannelRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
+            ),
+            'ChannelAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChannelAction,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.ChannelActionRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
             ),
     }
@@ -515,6 +547,60 @@ class Gateway:
             target,
             '/gateway.v1.Gateway/Snapshot',
             gateway_dot_v1_dot_gateway__pb2.SnapshotRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddChannel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/AddChannel',
+            gateway_dot_v1_dot_gateway__pb2.AddChannelRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChannelAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/ChannelAction',
+            gateway_dot_v1_dot_gateway__pb2.ChannelActionRequest.SerializeToString,
             gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
             options,
             channel_credentials,

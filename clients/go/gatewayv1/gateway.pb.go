@@ -842,19 +842,82 @@ func (x *ScanResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
-// SubscribeRequest starts a change stream after a position: from_log_index (the first entry
-// to send) or, when after_gtid is set, just after that transaction of this cluster.
-type SubscribeRequest struct {
+// EpochPosition names an epoch of one cluster: "after epoch `epoch` of cluster `server_id`".
+type EpochPosition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromLogIndex  uint64                 `protobuf:"varint,1,opt,name=from_log_index,json=fromLogIndex,proto3" json:"from_log_index,omitempty"`
-	AfterGtid     *Gtid                  `protobuf:"bytes,2,opt,name=after_gtid,json=afterGtid,proto3" json:"after_gtid,omitempty"`
+	ServerId      uint32                 `protobuf:"varint,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EpochPosition) Reset() {
+	*x = EpochPosition{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EpochPosition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EpochPosition) ProtoMessage() {}
+
+func (x *EpochPosition) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EpochPosition.ProtoReflect.Descriptor instead.
+func (*EpochPosition) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EpochPosition) GetServerId() uint32 {
+	if x != nil {
+		return x.ServerId
+	}
+	return 0
+}
+
+func (x *EpochPosition) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// SubscribeRequest starts a change stream after a position: from_log_index (the first entry
+// to send); after_gtid: just after that transaction, of this cluster or of any other origin
+// whose transactions this cluster replicated; after_epoch: after epoch `epoch` of cluster
+// `server_id` (this cluster: the first entry of a later epoch; another cluster: the entry
+// after the one that completed that epoch here). At most one of the three.
+type SubscribeRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	FromLogIndex uint64                 `protobuf:"varint,1,opt,name=from_log_index,json=fromLogIndex,proto3" json:"from_log_index,omitempty"`
+	AfterGtid    *Gtid                  `protobuf:"bytes,2,opt,name=after_gtid,json=afterGtid,proto3" json:"after_gtid,omitempty"`
+	AfterEpoch   *EpochPosition         `protobuf:"bytes,3,opt,name=after_epoch,json=afterEpoch,proto3" json:"after_epoch,omitempty"`
+	// Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+	// IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+	IgnoreOrigins []uint32 `protobuf:"varint,4,rep,packed,name=ignore_origins,json=ignoreOrigins,proto3" json:"ignore_origins,omitempty"`
+	// Also send epoch markers and apply-status rows (what replication channels read); without
+	// it only transactions are sent.
+	LogRecords    bool `protobuf:"varint,5,opt,name=log_records,json=logRecords,proto3" json:"log_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +929,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +942,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubscribeRequest) GetFromLogIndex() uint64 {
@@ -896,19 +959,47 @@ func (x *SubscribeRequest) GetAfterGtid() *Gtid {
 	return nil
 }
 
-// ChangeEvent is one committed and applied transaction; resume with from_log_index =
-// log_index + 1.
+func (x *SubscribeRequest) GetAfterEpoch() *EpochPosition {
+	if x != nil {
+		return x.AfterEpoch
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetIgnoreOrigins() []uint32 {
+	if x != nil {
+		return x.IgnoreOrigins
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetLogRecords() bool {
+	if x != nil {
+		return x.LogRecords
+	}
+	return false
+}
+
+// ChangeEvent is one record of the committed and applied log: a transaction (this cluster's
+// or a replicated one, with its origin GTID, epoch and author), or with log_records an epoch
+// marker or an apply-status row. Resume with from_log_index = log_index + 1 after an event
+// with entry_end set (a replicated entry holds several records).
 type ChangeEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LogIndex      uint64                 `protobuf:"varint,1,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
 	Transaction   *Transaction           `protobuf:"bytes,2,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	EpochMarker   *EpochMarker           `protobuf:"bytes,3,opt,name=epoch_marker,json=epochMarker,proto3" json:"epoch_marker,omitempty"`
+	ApplyStatus   *ApplyStatus           `protobuf:"bytes,4,opt,name=apply_status,json=applyStatus,proto3" json:"apply_status,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`                                // this cluster's epoch of the entry holding the record
+	EntryEnd      bool                   `protobuf:"varint,6,opt,name=entry_end,json=entryEnd,proto3" json:"entry_end,omitempty"`          // the last record of its log entry
+	SealedAtNs    uint64                 `protobuf:"fixed64,7,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"` // a replicated entry: when its source sealed the epoch
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1011,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1024,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ChangeEvent) GetLogIndex() uint64 {
@@ -950,6 +1041,41 @@ func (x *ChangeEvent) GetTransaction() *Transaction {
 	return nil
 }
 
+func (x *ChangeEvent) GetEpochMarker() *EpochMarker {
+	if x != nil {
+		return x.EpochMarker
+	}
+	return nil
+}
+
+func (x *ChangeEvent) GetApplyStatus() *ApplyStatus {
+	if x != nil {
+		return x.ApplyStatus
+	}
+	return nil
+}
+
+func (x *ChangeEvent) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ChangeEvent) GetEntryEnd() bool {
+	if x != nil {
+		return x.EntryEnd
+	}
+	return false
+}
+
+func (x *ChangeEvent) GetSealedAtNs() uint64 {
+	if x != nil {
+		return x.SealedAtNs
+	}
+	return 0
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -958,7 +1084,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1096,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1109,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 type Member struct {
@@ -999,7 +1125,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1137,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1150,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Member) GetNodeId() uint64 {
@@ -1080,7 +1206,7 @@ type ApplierStatus struct {
 
 func (x *ApplierStatus) Reset() {
 	*x = ApplierStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1218,7 @@ func (x *ApplierStatus) String() string {
 func (*ApplierStatus) ProtoMessage() {}
 
 func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1231,7 @@ func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplierStatus.ProtoReflect.Descriptor instead.
 func (*ApplierStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ApplierStatus) GetName() string {
@@ -1187,13 +1313,15 @@ type StatusResponse struct {
 	Appliers      []*ApplierStatus       `protobuf:"bytes,12,rep,name=appliers,proto3" json:"appliers,omitempty"`
 	LastTransId   uint64                 `protobuf:"varint,13,opt,name=last_trans_id,json=lastTransId,proto3" json:"last_trans_id,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,14,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Channels      []*ChannelStatus       `protobuf:"bytes,15,rep,name=channels,proto3" json:"channels,omitempty"`
+	Peers         []*PeerStatus          `protobuf:"bytes,16,rep,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1333,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1346,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetNodeId() uint64 {
@@ -1319,6 +1447,324 @@ func (x *StatusResponse) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetChannels() []*ChannelStatus {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetPeers() []*PeerStatus {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+// ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
+// live fields -- connected, lag, last_error -- are the leader's, forwarded as known).
+type ChannelStatus struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Sources  []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
+	SourceId uint32                 `protobuf:"varint,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"` // configured or learned source cluster id (0: not yet known)
+	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | running | paused | error | stopped (not the
+	// leader: the channel runs on the leader)
+	Connected    string  `protobuf:"bytes,5,opt,name=connected,proto3" json:"connected,omitempty"`                            // HOST:PORT of the source node it reads from
+	AppliedEpoch uint64  `protobuf:"varint,6,opt,name=applied_epoch,json=appliedEpoch,proto3" json:"applied_epoch,omitempty"` // newest source epoch this cluster holds whole
+	LagEpochs    uint64  `protobuf:"varint,7,opt,name=lag_epochs,json=lagEpochs,proto3" json:"lag_epochs,omitempty"`          // sealed source epochs seen but not yet applied
+	LagSeconds   float64 `protobuf:"fixed64,8,opt,name=lag_seconds,json=lagSeconds,proto3" json:"lag_seconds,omitempty"`      // now - commit time of the oldest source transaction not
+	// yet applied (0 when caught up)
+	LastError           string `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	EpochsApplied       uint64 `protobuf:"varint,10,opt,name=epochs_applied,json=epochsApplied,proto3" json:"epochs_applied,omitempty"` // by this runner since it started
+	TransactionsApplied uint64 `protobuf:"varint,11,opt,name=transactions_applied,json=transactionsApplied,proto3" json:"transactions_applied,omitempty"`
+	Paused              bool   `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ChannelStatus) Reset() {
+	*x = ChannelStatus{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelStatus) ProtoMessage() {}
+
+func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelStatus.ProtoReflect.Descriptor instead.
+func (*ChannelStatus) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ChannelStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChannelStatus) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *ChannelStatus) GetSourceId() uint32 {
+	if x != nil {
+		return x.SourceId
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ChannelStatus) GetConnected() string {
+	if x != nil {
+		return x.Connected
+	}
+	return ""
+}
+
+func (x *ChannelStatus) GetAppliedEpoch() uint64 {
+	if x != nil {
+		return x.AppliedEpoch
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetLagEpochs() uint64 {
+	if x != nil {
+		return x.LagEpochs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetLagSeconds() float64 {
+	if x != nil {
+		return x.LagSeconds
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ChannelStatus) GetEpochsApplied() uint64 {
+	if x != nil {
+		return x.EpochsApplied
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetTransactionsApplied() uint64 {
+	if x != nil {
+		return x.TransactionsApplied
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+// PeerStatus: what this cluster knows another cluster applied of this cluster's log.
+type PeerStatus struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId          uint32                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	MaxReplicatedEpoch uint64                 `protobuf:"varint,2,opt,name=max_replicated_epoch,json=maxReplicatedEpoch,proto3" json:"max_replicated_epoch,omitempty"` // newest epoch of this cluster the peer applied (reflected)
+	HeldEpoch          uint64                 `protobuf:"varint,3,opt,name=held_epoch,json=heldEpoch,proto3" json:"held_epoch,omitempty"`                              // newest epoch of the peer whose content this cluster holds
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *PeerStatus) Reset() {
+	*x = PeerStatus{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerStatus) ProtoMessage() {}
+
+func (x *PeerStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
+func (*PeerStatus) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PeerStatus) GetClusterId() uint32 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *PeerStatus) GetMaxReplicatedEpoch() uint64 {
+	if x != nil {
+		return x.MaxReplicatedEpoch
+	}
+	return 0
+}
+
+func (x *PeerStatus) GetHeldEpoch() uint64 {
+	if x != nil {
+		return x.HeldEpoch
+	}
+	return 0
+}
+
+// AddChannelRequest: make this cluster a replica of another (replaces a channel of the same
+// name when replace is set).
+type AddChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Definition    *ChannelDefinition     `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Replace       bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddChannelRequest) Reset() {
+	*x = AddChannelRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddChannelRequest) ProtoMessage() {}
+
+func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddChannelRequest.ProtoReflect.Descriptor instead.
+func (*AddChannelRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AddChannelRequest) GetDefinition() *ChannelDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *AddChannelRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// ChannelActionRequest: remove, pause or resume channel `name`.
+type ChannelActionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelActionRequest) Reset() {
+	*x = ChannelActionRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelActionRequest) ProtoMessage() {}
+
+func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelActionRequest.ProtoReflect.Descriptor instead.
+func (*ChannelActionRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ChannelActionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChannelActionRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
 type AddNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1331,7 +1777,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1789,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1802,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -1396,7 +1842,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1854,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1867,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1440,7 +1886,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1898,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1911,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -1483,7 +1929,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1941,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1954,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 type AdminResponse struct {
@@ -1521,7 +1967,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1979,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1992,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -1568,7 +2014,7 @@ var File_gateway_v1_gateway_proto protoreflect.FileDescriptor
 const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18gateway/v1/gateway.proto\x12\n" +
-	"gateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"n\n" +
+	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"n\n" +
 	"\fWriteRequest\x125\n" +
 	"\n" +
 	"statements\x18\x01 \x03(\v2\x15.gateway.v1.StatementR\n" +
@@ -1625,14 +2071,28 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fScanResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.gateway.v1.RowR\x04rows\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"i\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"B\n" +
+	"\rEpochPosition\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\rR\bserverId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xed\x01\n" +
 	"\x10SubscribeRequest\x12$\n" +
 	"\x0efrom_log_index\x18\x01 \x01(\x04R\ffromLogIndex\x12/\n" +
 	"\n" +
-	"after_gtid\x18\x02 \x01(\v2\x10.gateway.v1.GtidR\tafterGtid\"e\n" +
+	"after_gtid\x18\x02 \x01(\v2\x10.gateway.v1.GtidR\tafterGtid\x12:\n" +
+	"\vafter_epoch\x18\x03 \x01(\v2\x19.gateway.v1.EpochPositionR\n" +
+	"afterEpoch\x12%\n" +
+	"\x0eignore_origins\x18\x04 \x03(\rR\rignoreOrigins\x12\x1f\n" +
+	"\vlog_records\x18\x05 \x01(\bR\n" +
+	"logRecords\"\xb2\x02\n" +
 	"\vChangeEvent\x12\x1b\n" +
 	"\tlog_index\x18\x01 \x01(\x04R\blogIndex\x129\n" +
-	"\vtransaction\x18\x02 \x01(\v2\x17.gateway.v1.TransactionR\vtransaction\"\x0f\n" +
+	"\vtransaction\x18\x02 \x01(\v2\x17.gateway.v1.TransactionR\vtransaction\x12:\n" +
+	"\fepoch_marker\x18\x03 \x01(\v2\x17.gateway.v1.EpochMarkerR\vepochMarker\x12:\n" +
+	"\fapply_status\x18\x04 \x01(\v2\x17.gateway.v1.ApplyStatusR\vapplyStatus\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tentry_end\x18\x06 \x01(\bR\bentryEnd\x12 \n" +
+	"\fsealed_at_ns\x18\a \x01(\x06R\n" +
+	"sealedAtNs\"\x0f\n" +
 	"\rStatusRequest\"\x9a\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
@@ -1653,7 +2113,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xd3\x03\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xb8\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -1673,7 +2133,41 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\amembers\x18\v \x03(\v2\x12.gateway.v1.MemberR\amembers\x125\n" +
 	"\bappliers\x18\f \x03(\v2\x19.gateway.v1.ApplierStatusR\bappliers\x12\"\n" +
 	"\rlast_trans_id\x18\r \x01(\x04R\vlastTransId\x12\x14\n" +
-	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\"\x87\x01\n" +
+	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\x125\n" +
+	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
+	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\"\x84\x03\n" +
+	"\rChannelStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
+	"\tsource_id\x18\x03 \x01(\rR\bsourceId\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1c\n" +
+	"\tconnected\x18\x05 \x01(\tR\tconnected\x12#\n" +
+	"\rapplied_epoch\x18\x06 \x01(\x04R\fappliedEpoch\x12\x1d\n" +
+	"\n" +
+	"lag_epochs\x18\a \x01(\x04R\tlagEpochs\x12\x1f\n" +
+	"\vlag_seconds\x18\b \x01(\x01R\n" +
+	"lagSeconds\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12%\n" +
+	"\x0eepochs_applied\x18\n" +
+	" \x01(\x04R\repochsApplied\x121\n" +
+	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\"|\n" +
+	"\n" +
+	"PeerStatus\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\rR\tclusterId\x120\n" +
+	"\x14max_replicated_epoch\x18\x02 \x01(\x04R\x12maxReplicatedEpoch\x12\x1d\n" +
+	"\n" +
+	"held_epoch\x18\x03 \x01(\x04R\theldEpoch\"l\n" +
+	"\x11AddChannelRequest\x12=\n" +
+	"\n" +
+	"definition\x18\x01 \x01(\v2\x1d.gateway.v1.ChannelDefinitionR\n" +
+	"definition\x12\x18\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\"B\n" +
+	"\x14ChannelActionRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\"\x87\x01\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1f\n" +
@@ -1691,7 +2185,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x81\x06\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\x97\a\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -1705,7 +2199,10 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"RemoveNode\x12\x1d.gateway.v1.RemoveNodeRequest\x1a\x19.gateway.v1.AdminResponse\x12N\n" +
 	"\x0eTransferLeader\x12!.gateway.v1.TransferLeaderRequest\x1a\x19.gateway.v1.AdminResponse\x12B\n" +
-	"\bSnapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\bSnapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponse\x12F\n" +
+	"\n" +
+	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
+	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -1721,7 +2218,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -1736,76 +2233,94 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*ReadResponse)(nil),          // 10: gateway.v1.ReadResponse
 	(*ScanRequest)(nil),           // 11: gateway.v1.ScanRequest
 	(*ScanResponse)(nil),          // 12: gateway.v1.ScanResponse
-	(*SubscribeRequest)(nil),      // 13: gateway.v1.SubscribeRequest
-	(*ChangeEvent)(nil),           // 14: gateway.v1.ChangeEvent
-	(*StatusRequest)(nil),         // 15: gateway.v1.StatusRequest
-	(*Member)(nil),                // 16: gateway.v1.Member
-	(*ApplierStatus)(nil),         // 17: gateway.v1.ApplierStatus
-	(*StatusResponse)(nil),        // 18: gateway.v1.StatusResponse
-	(*AddNodeRequest)(nil),        // 19: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 20: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 21: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 22: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 23: gateway.v1.AdminResponse
-	(*Statement)(nil),             // 24: gateway.v1.Statement
-	(*Gtid)(nil),                  // 25: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 26: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 27: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 28: gateway.v1.Value
-	(*Transaction)(nil),           // 29: gateway.v1.Transaction
+	(*EpochPosition)(nil),         // 13: gateway.v1.EpochPosition
+	(*SubscribeRequest)(nil),      // 14: gateway.v1.SubscribeRequest
+	(*ChangeEvent)(nil),           // 15: gateway.v1.ChangeEvent
+	(*StatusRequest)(nil),         // 16: gateway.v1.StatusRequest
+	(*Member)(nil),                // 17: gateway.v1.Member
+	(*ApplierStatus)(nil),         // 18: gateway.v1.ApplierStatus
+	(*StatusResponse)(nil),        // 19: gateway.v1.StatusResponse
+	(*ChannelStatus)(nil),         // 20: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),            // 21: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),     // 22: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),  // 23: gateway.v1.ChannelActionRequest
+	(*AddNodeRequest)(nil),        // 24: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 25: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 26: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 27: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 28: gateway.v1.AdminResponse
+	(*Statement)(nil),             // 29: gateway.v1.Statement
+	(*Gtid)(nil),                  // 30: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 31: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 32: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 33: gateway.v1.Value
+	(*Transaction)(nil),           // 34: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 35: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 36: gateway.v1.ApplyStatus
+	(*ChannelDefinition)(nil),     // 37: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	24, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	25, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	29, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	30, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	26, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	27, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	28, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	27, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	28, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	25, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	28, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	31, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	32, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	33, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	32, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	33, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	30, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	33, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	28, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	28, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	33, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	33, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	25, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
-	29, // 21: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	16, // 22: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
-	17, // 23: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	1,  // 24: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 25: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 26: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 27: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 28: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	13, // 29: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	15, // 30: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	19, // 31: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	20, // 32: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	21, // 33: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	22, // 34: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	2,  // 35: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 36: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 37: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 38: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 39: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	14, // 40: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	18, // 41: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	23, // 42: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	23, // 43: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	23, // 44: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	23, // 45: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	35, // [35:46] is the sub-list for method output_type
-	24, // [24:35] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	30, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
+	34, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	35, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	36, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
+	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
+	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	37, // 29: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	1,  // 30: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 31: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	5,  // 32: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	9,  // 33: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	11, // 34: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	14, // 35: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	16, // 36: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	24, // 37: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	25, // 38: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	26, // 39: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	27, // 40: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	22, // 41: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	23, // 42: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	2,  // 43: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 44: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	7,  // 45: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	10, // 46: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	12, // 47: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	15, // 48: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	19, // 49: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	28, // 50: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	28, // 51: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	28, // 52: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	28, // 53: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	28, // 54: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	28, // 55: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	43, // [43:56] is the sub-list for method output_type
+	30, // [30:43] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -1813,7 +2328,9 @@ func file_gateway_v1_gateway_proto_init() {
 	if File_gateway_v1_gateway_proto != nil {
 		return
 	}
+	file_gateway_v1_epoch_proto_init()
 	file_gateway_v1_gtid_proto_init()
+	file_gateway_v1_replication_proto_init()
 	file_gateway_v1_statement_proto_init()
 	file_gateway_v1_transaction_proto_init()
 	file_gateway_v1_value_proto_init()
@@ -1823,7 +2340,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,8 @@ const (
 	Gateway_RemoveNode_FullMethodName     = "/gateway.v1.Gateway/RemoveNode"
 	Gateway_TransferLeader_FullMethodName = "/gateway.v1.Gateway/TransferLeader"
 	Gateway_Snapshot_FullMethodName       = "/gateway.v1.Gateway/Snapshot"
+	Gateway_AddChannel_FullMethodName     = "/gateway.v1.Gateway/AddChannel"
+	Gateway_ChannelAction_FullMethodName  = "/gateway.v1.Gateway/ChannelAction"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -49,6 +51,8 @@ type GatewayClient interface {
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*AdminResponse, error)
+	AddChannel(ctx context.Context, in *AddChannelRequest, opts ...grpc.CallOption) (*AdminResponse, error)
+	ChannelAction(ctx context.Context, in *ChannelActionRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 }
 
 type gatewayClient struct {
@@ -181,6 +185,26 @@ func (c *gatewayClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 	return out, nil
 }
 
+func (c *gatewayClient) AddChannel(ctx context.Context, in *AddChannelRequest, opts ...grpc.CallOption) (*AdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdminResponse)
+	err := c.cc.Invoke(ctx, Gateway_AddChannel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ChannelAction(ctx context.Context, in *ChannelActionRequest, opts ...grpc.CallOption) (*AdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdminResponse)
+	err := c.cc.Invoke(ctx, Gateway_ChannelAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -196,6 +220,8 @@ type GatewayServer interface {
 	RemoveNode(context.Context, *RemoveNodeRequest) (*AdminResponse, error)
 	TransferLeader(context.Context, *TransferLeaderRequest) (*AdminResponse, error)
 	Snapshot(context.Context, *SnapshotRequest) (*AdminResponse, error)
+	AddChannel(context.Context, *AddChannelRequest) (*AdminResponse, error)
+	ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -238,6 +264,12 @@ func (UnimplementedGatewayServer) TransferLeader(context.Context, *TransferLeade
 }
 func (UnimplementedGatewayServer) Snapshot(context.Context, *SnapshotRequest) (*AdminResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedGatewayServer) AddChannel(context.Context, *AddChannelRequest) (*AdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddChannel not implemented")
+}
+func (UnimplementedGatewayServer) ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChannelAction not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -440,6 +472,42 @@ func _Gateway_Snapshot_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_AddChannel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddChannelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).AddChannel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_AddChannel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).AddChannel(ctx, req.(*AddChannelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ChannelAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChannelActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ChannelAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ChannelAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ChannelAction(ctx, req.(*ChannelActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -482,6 +550,14 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Snapshot",
 			Handler:    _Gateway_Snapshot_Handler,
+		},
+		{
+			MethodName: "AddChannel",
+			Handler:    _Gateway_AddChannel_Handler,
+		},
+		{
+			MethodName: "ChannelAction",
+			Handler:    _Gateway_ChannelAction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -22,7 +22,9 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
+import { ChannelDefinition } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Transaction } from "./transaction";
 import { Value } from "./value";
@@ -195,22 +197,56 @@ export interface ScanResponse {
   appliedIndex: bigint;
 }
 
+/** EpochPosition names an epoch of one cluster: "after epoch `epoch` of cluster `server_id`". */
+export interface EpochPosition {
+  serverId: number;
+  epoch: bigint;
+}
+
 /**
  * SubscribeRequest starts a change stream after a position: from_log_index (the first entry
- * to send) or, when after_gtid is set, just after that transaction of this cluster.
+ * to send); after_gtid: just after that transaction, of this cluster or of any other origin
+ * whose transactions this cluster replicated; after_epoch: after epoch `epoch` of cluster
+ * `server_id` (this cluster: the first entry of a later epoch; another cluster: the entry
+ * after the one that completed that epoch here). At most one of the three.
  */
 export interface SubscribeRequest {
   fromLogIndex: bigint;
   afterGtid: Gtid | undefined;
+  afterEpoch:
+    | EpochPosition
+    | undefined;
+  /**
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   */
+  ignoreOrigins: number[];
+  /**
+   * Also send epoch markers and apply-status rows (what replication channels read); without
+   * it only transactions are sent.
+   */
+  logRecords: boolean;
 }
 
 /**
- * ChangeEvent is one committed and applied transaction; resume with from_log_index =
- * log_index + 1.
+ * ChangeEvent is one record of the committed and applied log: a transaction (this cluster's
+ * or a replicated one, with its origin GTID, epoch and author), or with log_records an epoch
+ * marker or an apply-status row. Resume with from_log_index = log_index + 1 after an event
+ * with entry_end set (a replicated entry holds several records).
  */
 export interface ChangeEvent {
   logIndex: bigint;
   transaction: Transaction | undefined;
+  epochMarker: EpochMarker | undefined;
+  applyStatus:
+    | ApplyStatus
+    | undefined;
+  /** this cluster's epoch of the entry holding the record */
+  epoch: bigint;
+  /** the last record of its log entry */
+  entryEnd: boolean;
+  /** a replicated entry: when its source sealed the epoch */
+  sealedAtNs: bigint;
 }
 
 export interface StatusRequest {
@@ -261,6 +297,60 @@ export interface StatusResponse {
   appliers: ApplierStatus[];
   lastTransId: bigint;
   epoch: bigint;
+  channels: ChannelStatus[];
+  peers: PeerStatus[];
+}
+
+/**
+ * ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
+ * live fields -- connected, lag, last_error -- are the leader's, forwarded as known).
+ */
+export interface ChannelStatus {
+  name: string;
+  sources: string[];
+  /** configured or learned source cluster id (0: not yet known) */
+  sourceId: number;
+  /** connecting | running | paused | error | stopped (not the */
+  state: string;
+  /** leader: the channel runs on the leader) */
+  connected: string;
+  /** newest source epoch this cluster holds whole */
+  appliedEpoch: bigint;
+  /** sealed source epochs seen but not yet applied */
+  lagEpochs: bigint;
+  /** now - commit time of the oldest source transaction not */
+  lagSeconds: number;
+  /** yet applied (0 when caught up) */
+  lastError: string;
+  /** by this runner since it started */
+  epochsApplied: bigint;
+  transactionsApplied: bigint;
+  paused: boolean;
+}
+
+/** PeerStatus: what this cluster knows another cluster applied of this cluster's log. */
+export interface PeerStatus {
+  clusterId: number;
+  /** newest epoch of this cluster the peer applied (reflected) */
+  maxReplicatedEpoch: bigint;
+  /** newest epoch of the peer whose content this cluster holds */
+  heldEpoch: bigint;
+}
+
+/**
+ * AddChannelRequest: make this cluster a replica of another (replaces a channel of the same
+ * name when replace is set).
+ */
+export interface AddChannelRequest {
+  definition: ChannelDefinition | undefined;
+  replace: boolean;
+}
+
+/** ChannelActionRequest: remove, pause or resume channel `name`. */
+export interface ChannelActionRequest {
+  name: string;
+  /** remove | pause | resume */
+  action: string;
 }
 
 export interface AddNodeRequest {
@@ -1664,8 +1754,100 @@ export const ScanResponse: MessageFns<ScanResponse> = {
   },
 };
 
+function createBaseEpochPosition(): EpochPosition {
+  return { serverId: 0, epoch: 0n };
+}
+
+export const EpochPosition: MessageFns<EpochPosition> = {
+  encode(message: EpochPosition, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.serverId !== 0) {
+      writer.uint32(8).uint32(message.serverId);
+    }
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.epoch);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EpochPosition {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEpochPosition();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.serverId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EpochPosition {
+    return {
+      serverId: isSet(object.serverId)
+        ? globalThis.Number(object.serverId)
+        : isSet(object.server_id)
+        ? globalThis.Number(object.server_id)
+        : 0,
+      epoch: isSet(object.epoch) ? BigInt(object.epoch) : 0n,
+    };
+  },
+
+  toJSON(message: EpochPosition): unknown {
+    const obj: any = {};
+    if (message.serverId !== 0) {
+      obj.serverId = Math.round(message.serverId);
+    }
+    if (message.epoch !== 0n) {
+      obj.epoch = message.epoch.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EpochPosition>, I>>(base?: I): EpochPosition {
+    return EpochPosition.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EpochPosition>, I>>(object: I): EpochPosition {
+    const message = createBaseEpochPosition();
+    message.serverId = object.serverId ?? 0;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    return message;
+  },
+};
+
 function createBaseSubscribeRequest(): SubscribeRequest {
-  return { fromLogIndex: 0n, afterGtid: undefined };
+  return { fromLogIndex: 0n, afterGtid: undefined, afterEpoch: undefined, ignoreOrigins: [], logRecords: false };
 }
 
 export const SubscribeRequest: MessageFns<SubscribeRequest> = {
@@ -1678,6 +1860,19 @@ export const SubscribeRequest: MessageFns<SubscribeRequest> = {
     }
     if (message.afterGtid !== undefined) {
       Gtid.encode(message.afterGtid, writer.uint32(18).fork()).join();
+    }
+    if (message.afterEpoch !== undefined) {
+      EpochPosition.encode(message.afterEpoch, writer.uint32(26).fork()).join();
+    }
+    if (message.ignoreOrigins.length !== 0) {
+      writer.uint32(34).fork();
+      for (const v of message.ignoreOrigins) {
+        writer.uint32(v);
+      }
+      writer.join();
+    }
+    if (message.logRecords !== false) {
+      writer.uint32(40).bool(message.logRecords);
     }
     return writer;
   },
@@ -1711,6 +1906,40 @@ export const SubscribeRequest: MessageFns<SubscribeRequest> = {
             message.afterGtid = Gtid.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.afterEpoch = EpochPosition.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag === 32) {
+              message.ignoreOrigins.push(reader.uint32());
+
+              continue;
+            }
+
+            if (tag === 34) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.ignoreOrigins.push(reader.uint32());
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.logRecords = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1735,6 +1964,21 @@ export const SubscribeRequest: MessageFns<SubscribeRequest> = {
         : isSet(object.after_gtid)
         ? Gtid.fromJSON(object.after_gtid)
         : undefined,
+      afterEpoch: isSet(object.afterEpoch)
+        ? EpochPosition.fromJSON(object.afterEpoch)
+        : isSet(object.after_epoch)
+        ? EpochPosition.fromJSON(object.after_epoch)
+        : undefined,
+      ignoreOrigins: globalThis.Array.isArray(object?.ignoreOrigins)
+        ? object.ignoreOrigins.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.ignore_origins)
+        ? object.ignore_origins.map((e: any) => globalThis.Number(e))
+        : [],
+      logRecords: isSet(object.logRecords)
+        ? globalThis.Boolean(object.logRecords)
+        : isSet(object.log_records)
+        ? globalThis.Boolean(object.log_records)
+        : false,
     };
   },
 
@@ -1745,6 +1989,15 @@ export const SubscribeRequest: MessageFns<SubscribeRequest> = {
     }
     if (message.afterGtid !== undefined) {
       obj.afterGtid = Gtid.toJSON(message.afterGtid);
+    }
+    if (message.afterEpoch !== undefined) {
+      obj.afterEpoch = EpochPosition.toJSON(message.afterEpoch);
+    }
+    if (message.ignoreOrigins?.length) {
+      obj.ignoreOrigins = message.ignoreOrigins.map((e) => Math.round(e));
+    }
+    if (message.logRecords !== false) {
+      obj.logRecords = message.logRecords;
     }
     return obj;
   },
@@ -1760,12 +2013,25 @@ export const SubscribeRequest: MessageFns<SubscribeRequest> = {
     message.afterGtid = (object.afterGtid !== undefined && object.afterGtid !== null)
       ? Gtid.fromPartial(object.afterGtid)
       : undefined;
+    message.afterEpoch = (object.afterEpoch !== undefined && object.afterEpoch !== null)
+      ? EpochPosition.fromPartial(object.afterEpoch)
+      : undefined;
+    message.ignoreOrigins = object.ignoreOrigins?.map((e) => e) || [];
+    message.logRecords = object.logRecords ?? false;
     return message;
   },
 };
 
 function createBaseChangeEvent(): ChangeEvent {
-  return { logIndex: 0n, transaction: undefined };
+  return {
+    logIndex: 0n,
+    transaction: undefined,
+    epochMarker: undefined,
+    applyStatus: undefined,
+    epoch: 0n,
+    entryEnd: false,
+    sealedAtNs: 0n,
+  };
 }
 
 export const ChangeEvent: MessageFns<ChangeEvent> = {
@@ -1778,6 +2044,27 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     }
     if (message.transaction !== undefined) {
       Transaction.encode(message.transaction, writer.uint32(18).fork()).join();
+    }
+    if (message.epochMarker !== undefined) {
+      EpochMarker.encode(message.epochMarker, writer.uint32(26).fork()).join();
+    }
+    if (message.applyStatus !== undefined) {
+      ApplyStatus.encode(message.applyStatus, writer.uint32(34).fork()).join();
+    }
+    if (message.epoch !== 0n) {
+      if (BigInt.asUintN(64, message.epoch) !== message.epoch) {
+        throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.epoch);
+    }
+    if (message.entryEnd !== false) {
+      writer.uint32(48).bool(message.entryEnd);
+    }
+    if (message.sealedAtNs !== 0n) {
+      if (BigInt.asUintN(64, message.sealedAtNs) !== message.sealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sealedAtNs of type fixed64 too large");
+      }
+      writer.uint32(57).fixed64(message.sealedAtNs);
     }
     return writer;
   },
@@ -1811,6 +2098,46 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
             message.transaction = Transaction.decode(reader, reader.uint32());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.epochMarker = EpochMarker.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.applyStatus = ApplyStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.epoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.entryEnd = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.sealedAtNs = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1831,6 +2158,27 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
         ? BigInt(object.log_index)
         : 0n,
       transaction: isSet(object.transaction) ? Transaction.fromJSON(object.transaction) : undefined,
+      epochMarker: isSet(object.epochMarker)
+        ? EpochMarker.fromJSON(object.epochMarker)
+        : isSet(object.epoch_marker)
+        ? EpochMarker.fromJSON(object.epoch_marker)
+        : undefined,
+      applyStatus: isSet(object.applyStatus)
+        ? ApplyStatus.fromJSON(object.applyStatus)
+        : isSet(object.apply_status)
+        ? ApplyStatus.fromJSON(object.apply_status)
+        : undefined,
+      epoch: isSet(object.epoch) ? BigInt(object.epoch) : 0n,
+      entryEnd: isSet(object.entryEnd)
+        ? globalThis.Boolean(object.entryEnd)
+        : isSet(object.entry_end)
+        ? globalThis.Boolean(object.entry_end)
+        : false,
+      sealedAtNs: isSet(object.sealedAtNs)
+        ? BigInt(object.sealedAtNs)
+        : isSet(object.sealed_at_ns)
+        ? BigInt(object.sealed_at_ns)
+        : 0n,
     };
   },
 
@@ -1841,6 +2189,21 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     }
     if (message.transaction !== undefined) {
       obj.transaction = Transaction.toJSON(message.transaction);
+    }
+    if (message.epochMarker !== undefined) {
+      obj.epochMarker = EpochMarker.toJSON(message.epochMarker);
+    }
+    if (message.applyStatus !== undefined) {
+      obj.applyStatus = ApplyStatus.toJSON(message.applyStatus);
+    }
+    if (message.epoch !== 0n) {
+      obj.epoch = message.epoch.toString();
+    }
+    if (message.entryEnd !== false) {
+      obj.entryEnd = message.entryEnd;
+    }
+    if (message.sealedAtNs !== 0n) {
+      obj.sealedAtNs = message.sealedAtNs.toString();
     }
     return obj;
   },
@@ -1854,6 +2217,17 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     message.transaction = (object.transaction !== undefined && object.transaction !== null)
       ? Transaction.fromPartial(object.transaction)
       : undefined;
+    message.epochMarker = (object.epochMarker !== undefined && object.epochMarker !== null)
+      ? EpochMarker.fromPartial(object.epochMarker)
+      : undefined;
+    message.applyStatus = (object.applyStatus !== undefined && object.applyStatus !== null)
+      ? ApplyStatus.fromPartial(object.applyStatus)
+      : undefined;
+    message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.entryEnd = object.entryEnd ?? false;
+    message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
+      ? BigInt(object.sealedAtNs)
+      : 0n;
     return message;
   },
 };
@@ -2320,6 +2694,8 @@ function createBaseStatusResponse(): StatusResponse {
     appliers: [],
     lastTransId: 0n,
     epoch: 0n,
+    channels: [],
+    peers: [],
   };
 }
 
@@ -2393,6 +2769,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.epoch of type uint64 too large");
       }
       writer.uint32(112).uint64(message.epoch);
+    }
+    for (const v of message.channels) {
+      ChannelStatus.encode(v!, writer.uint32(122).fork()).join();
+    }
+    for (const v of message.peers) {
+      PeerStatus.encode(v!, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -2522,6 +2904,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.epoch = reader.uint64() as bigint;
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.channels.push(ChannelStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.peers.push(PeerStatus.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2586,6 +2984,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         ? BigInt(object.last_trans_id)
         : 0n,
       epoch: isSet(object.epoch) ? BigInt(object.epoch) : 0n,
+      channels: globalThis.Array.isArray(object?.channels)
+        ? object.channels.map((e: any) => ChannelStatus.fromJSON(e))
+        : [],
+      peers: globalThis.Array.isArray(object?.peers)
+        ? object.peers.map((e: any) => PeerStatus.fromJSON(e))
+        : [],
     };
   },
 
@@ -2633,6 +3037,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.epoch !== 0n) {
       obj.epoch = message.epoch.toString();
     }
+    if (message.channels?.length) {
+      obj.channels = message.channels.map((e) => ChannelStatus.toJSON(e));
+    }
+    if (message.peers?.length) {
+      obj.peers = message.peers.map((e) => PeerStatus.toJSON(e));
+    }
     return obj;
   },
 
@@ -2663,6 +3073,605 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       ? BigInt(object.lastTransId)
       : 0n;
     message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
+    message.channels = object.channels?.map((e) => ChannelStatus.fromPartial(e)) || [];
+    message.peers = object.peers?.map((e) => PeerStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseChannelStatus(): ChannelStatus {
+  return {
+    name: "",
+    sources: [],
+    sourceId: 0,
+    state: "",
+    connected: "",
+    appliedEpoch: 0n,
+    lagEpochs: 0n,
+    lagSeconds: 0,
+    lastError: "",
+    epochsApplied: 0n,
+    transactionsApplied: 0n,
+    paused: false,
+  };
+}
+
+export const ChannelStatus: MessageFns<ChannelStatus> = {
+  encode(message: ChannelStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    for (const v of message.sources) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.sourceId !== 0) {
+      writer.uint32(24).uint32(message.sourceId);
+    }
+    if (message.state !== "") {
+      writer.uint32(34).string(message.state);
+    }
+    if (message.connected !== "") {
+      writer.uint32(42).string(message.connected);
+    }
+    if (message.appliedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.appliedEpoch) !== message.appliedEpoch) {
+        throw new globalThis.Error("value provided for field message.appliedEpoch of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.appliedEpoch);
+    }
+    if (message.lagEpochs !== 0n) {
+      if (BigInt.asUintN(64, message.lagEpochs) !== message.lagEpochs) {
+        throw new globalThis.Error("value provided for field message.lagEpochs of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.lagEpochs);
+    }
+    if (message.lagSeconds !== 0) {
+      writer.uint32(65).double(message.lagSeconds);
+    }
+    if (message.lastError !== "") {
+      writer.uint32(74).string(message.lastError);
+    }
+    if (message.epochsApplied !== 0n) {
+      if (BigInt.asUintN(64, message.epochsApplied) !== message.epochsApplied) {
+        throw new globalThis.Error("value provided for field message.epochsApplied of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.epochsApplied);
+    }
+    if (message.transactionsApplied !== 0n) {
+      if (BigInt.asUintN(64, message.transactionsApplied) !== message.transactionsApplied) {
+        throw new globalThis.Error("value provided for field message.transactionsApplied of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.transactionsApplied);
+    }
+    if (message.paused !== false) {
+      writer.uint32(96).bool(message.paused);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sources.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.sourceId = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.connected = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.appliedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.lagEpochs = reader.uint64() as bigint;
+            continue;
+          }
+          case 8: {
+            if (tag !== 65) {
+              break;
+            }
+
+            message.lagSeconds = reader.double();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.epochsApplied = reader.uint64() as bigint;
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.transactionsApplied = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.paused = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelStatus {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      sources: globalThis.Array.isArray(object?.sources) ? object.sources.map((e: any) => globalThis.String(e)) : [],
+      sourceId: isSet(object.sourceId)
+        ? globalThis.Number(object.sourceId)
+        : isSet(object.source_id)
+        ? globalThis.Number(object.source_id)
+        : 0,
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      connected: isSet(object.connected) ? globalThis.String(object.connected) : "",
+      appliedEpoch: isSet(object.appliedEpoch)
+        ? BigInt(object.appliedEpoch)
+        : isSet(object.applied_epoch)
+        ? BigInt(object.applied_epoch)
+        : 0n,
+      lagEpochs: isSet(object.lagEpochs)
+        ? BigInt(object.lagEpochs)
+        : isSet(object.lag_epochs)
+        ? BigInt(object.lag_epochs)
+        : 0n,
+      lagSeconds: isSet(object.lagSeconds)
+        ? globalThis.Number(object.lagSeconds)
+        : isSet(object.lag_seconds)
+        ? globalThis.Number(object.lag_seconds)
+        : 0,
+      lastError: isSet(object.lastError)
+        ? globalThis.String(object.lastError)
+        : isSet(object.last_error)
+        ? globalThis.String(object.last_error)
+        : "",
+      epochsApplied: isSet(object.epochsApplied)
+        ? BigInt(object.epochsApplied)
+        : isSet(object.epochs_applied)
+        ? BigInt(object.epochs_applied)
+        : 0n,
+      transactionsApplied: isSet(object.transactionsApplied)
+        ? BigInt(object.transactionsApplied)
+        : isSet(object.transactions_applied)
+        ? BigInt(object.transactions_applied)
+        : 0n,
+      paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : false,
+    };
+  },
+
+  toJSON(message: ChannelStatus): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.sources?.length) {
+      obj.sources = message.sources;
+    }
+    if (message.sourceId !== 0) {
+      obj.sourceId = Math.round(message.sourceId);
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.connected !== "") {
+      obj.connected = message.connected;
+    }
+    if (message.appliedEpoch !== 0n) {
+      obj.appliedEpoch = message.appliedEpoch.toString();
+    }
+    if (message.lagEpochs !== 0n) {
+      obj.lagEpochs = message.lagEpochs.toString();
+    }
+    if (message.lagSeconds !== 0) {
+      obj.lagSeconds = floatToJson(message.lagSeconds);
+    }
+    if (message.lastError !== "") {
+      obj.lastError = message.lastError;
+    }
+    if (message.epochsApplied !== 0n) {
+      obj.epochsApplied = message.epochsApplied.toString();
+    }
+    if (message.transactionsApplied !== 0n) {
+      obj.transactionsApplied = message.transactionsApplied.toString();
+    }
+    if (message.paused !== false) {
+      obj.paused = message.paused;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChannelStatus>, I>>(base?: I): ChannelStatus {
+    return ChannelStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChannelStatus>, I>>(object: I): ChannelStatus {
+    const message = createBaseChannelStatus();
+    message.name = object.name ?? "";
+    message.sources = object.sources?.map((e) => e) || [];
+    message.sourceId = object.sourceId ?? 0;
+    message.state = object.state ?? "";
+    message.connected = object.connected ?? "";
+    message.appliedEpoch = (object.appliedEpoch !== undefined && object.appliedEpoch !== null)
+      ? BigInt(object.appliedEpoch)
+      : 0n;
+    message.lagEpochs = (object.lagEpochs !== undefined && object.lagEpochs !== null) ? BigInt(object.lagEpochs) : 0n;
+    message.lagSeconds = object.lagSeconds ?? 0;
+    message.lastError = object.lastError ?? "";
+    message.epochsApplied = (object.epochsApplied !== undefined && object.epochsApplied !== null)
+      ? BigInt(object.epochsApplied)
+      : 0n;
+    message.transactionsApplied = (object.transactionsApplied !== undefined && object.transactionsApplied !== null)
+      ? BigInt(object.transactionsApplied)
+      : 0n;
+    message.paused = object.paused ?? false;
+    return message;
+  },
+};
+
+function createBasePeerStatus(): PeerStatus {
+  return { clusterId: 0, maxReplicatedEpoch: 0n, heldEpoch: 0n };
+}
+
+export const PeerStatus: MessageFns<PeerStatus> = {
+  encode(message: PeerStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.clusterId !== 0) {
+      writer.uint32(8).uint32(message.clusterId);
+    }
+    if (message.maxReplicatedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.maxReplicatedEpoch) !== message.maxReplicatedEpoch) {
+        throw new globalThis.Error("value provided for field message.maxReplicatedEpoch of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.maxReplicatedEpoch);
+    }
+    if (message.heldEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.heldEpoch) !== message.heldEpoch) {
+        throw new globalThis.Error("value provided for field message.heldEpoch of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.heldEpoch);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PeerStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePeerStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.clusterId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.maxReplicatedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.heldEpoch = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PeerStatus {
+    return {
+      clusterId: isSet(object.clusterId)
+        ? globalThis.Number(object.clusterId)
+        : isSet(object.cluster_id)
+        ? globalThis.Number(object.cluster_id)
+        : 0,
+      maxReplicatedEpoch: isSet(object.maxReplicatedEpoch)
+        ? BigInt(object.maxReplicatedEpoch)
+        : isSet(object.max_replicated_epoch)
+        ? BigInt(object.max_replicated_epoch)
+        : 0n,
+      heldEpoch: isSet(object.heldEpoch)
+        ? BigInt(object.heldEpoch)
+        : isSet(object.held_epoch)
+        ? BigInt(object.held_epoch)
+        : 0n,
+    };
+  },
+
+  toJSON(message: PeerStatus): unknown {
+    const obj: any = {};
+    if (message.clusterId !== 0) {
+      obj.clusterId = Math.round(message.clusterId);
+    }
+    if (message.maxReplicatedEpoch !== 0n) {
+      obj.maxReplicatedEpoch = message.maxReplicatedEpoch.toString();
+    }
+    if (message.heldEpoch !== 0n) {
+      obj.heldEpoch = message.heldEpoch.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PeerStatus>, I>>(base?: I): PeerStatus {
+    return PeerStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PeerStatus>, I>>(object: I): PeerStatus {
+    const message = createBasePeerStatus();
+    message.clusterId = object.clusterId ?? 0;
+    message.maxReplicatedEpoch = (object.maxReplicatedEpoch !== undefined && object.maxReplicatedEpoch !== null)
+      ? BigInt(object.maxReplicatedEpoch)
+      : 0n;
+    message.heldEpoch = (object.heldEpoch !== undefined && object.heldEpoch !== null) ? BigInt(object.heldEpoch) : 0n;
+    return message;
+  },
+};
+
+function createBaseAddChannelRequest(): AddChannelRequest {
+  return { definition: undefined, replace: false };
+}
+
+export const AddChannelRequest: MessageFns<AddChannelRequest> = {
+  encode(message: AddChannelRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.definition !== undefined) {
+      ChannelDefinition.encode(message.definition, writer.uint32(10).fork()).join();
+    }
+    if (message.replace !== false) {
+      writer.uint32(16).bool(message.replace);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AddChannelRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAddChannelRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.definition = ChannelDefinition.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.replace = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AddChannelRequest {
+    return {
+      definition: isSet(object.definition) ? ChannelDefinition.fromJSON(object.definition) : undefined,
+      replace: isSet(object.replace) ? globalThis.Boolean(object.replace) : false,
+    };
+  },
+
+  toJSON(message: AddChannelRequest): unknown {
+    const obj: any = {};
+    if (message.definition !== undefined) {
+      obj.definition = ChannelDefinition.toJSON(message.definition);
+    }
+    if (message.replace !== false) {
+      obj.replace = message.replace;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AddChannelRequest>, I>>(base?: I): AddChannelRequest {
+    return AddChannelRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AddChannelRequest>, I>>(object: I): AddChannelRequest {
+    const message = createBaseAddChannelRequest();
+    message.definition = (object.definition !== undefined && object.definition !== null)
+      ? ChannelDefinition.fromPartial(object.definition)
+      : undefined;
+    message.replace = object.replace ?? false;
+    return message;
+  },
+};
+
+function createBaseChannelActionRequest(): ChannelActionRequest {
+  return { name: "", action: "" };
+}
+
+export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
+  encode(message: ChannelActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelActionRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+    };
+  },
+
+  toJSON(message: ChannelActionRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChannelActionRequest>, I>>(base?: I): ChannelActionRequest {
+    return ChannelActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChannelActionRequest>, I>>(object: I): ChannelActionRequest {
+    const message = createBaseChannelActionRequest();
+    message.name = object.name ?? "";
+    message.action = object.action ?? "";
     return message;
   },
 };
@@ -3185,6 +4194,24 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  addChannel: {
+    path: "/gateway.v1.Gateway/AddChannel" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AddChannelRequest): Buffer => Buffer.from(AddChannelRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AddChannelRequest => AddChannelRequest.decode(value),
+    responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
+  },
+  channelAction: {
+    path: "/gateway.v1.Gateway/ChannelAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ChannelActionRequest): Buffer => Buffer.from(ChannelActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ChannelActionRequest => ChannelActionRequest.decode(value),
+    responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -3199,6 +4226,8 @@ export interface GatewayServer extends UntypedServiceImplementation {
   removeNode: handleUnaryCall<RemoveNodeRequest, AdminResponse>;
   transferLeader: handleUnaryCall<TransferLeaderRequest, AdminResponse>;
   snapshot: handleUnaryCall<SnapshotRequest, AdminResponse>;
+  addChannel: handleUnaryCall<AddChannelRequest, AdminResponse>;
+  channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -3336,6 +4365,36 @@ export interface GatewayClient extends Client {
   ): ClientUnaryCall;
   snapshot(
     request: SnapshotRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  addChannel(
+    request: AddChannelRequest,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  addChannel(
+    request: AddChannelRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  addChannel(
+    request: AddChannelRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  channelAction(
+    request: ChannelActionRequest,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  channelAction(
+    request: ChannelActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  channelAction(
+    request: ChannelActionRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,

@@ -7,8 +7,10 @@ package io.gateway.v1;
 
 /**
  * <pre>
- * ChangeEvent is one committed and applied transaction; resume with from_log_index =
- * log_index + 1.
+ * ChangeEvent is one record of the committed and applied log: a transaction (this cluster's
+ * or a replicated one, with its origin GTID, epoch and author), or with log_records an epoch
+ * marker or an apply-status row. Resume with from_log_index = log_index + 1 after an event
+ * with entry_end set (a replicated entry holds several records).
  * </pre>
  *
  * Protobuf type {@code gateway.v1.ChangeEvent}
@@ -91,6 +93,103 @@ private static final long serialVersionUID = 0L;
     return transaction_ == null ? io.gateway.v1.Transaction.getDefaultInstance() : transaction_;
   }
 
+  public static final int EPOCH_MARKER_FIELD_NUMBER = 3;
+  private io.gateway.v1.EpochMarker epochMarker_;
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   * @return Whether the epochMarker field is set.
+   */
+  @java.lang.Override
+  public boolean hasEpochMarker() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   * @return The epochMarker.
+   */
+  @java.lang.Override
+  public io.gateway.v1.EpochMarker getEpochMarker() {
+    return epochMarker_ == null ? io.gateway.v1.EpochMarker.getDefaultInstance() : epochMarker_;
+  }
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.EpochMarkerOrBuilder getEpochMarkerOrBuilder() {
+    return epochMarker_ == null ? io.gateway.v1.EpochMarker.getDefaultInstance() : epochMarker_;
+  }
+
+  public static final int APPLY_STATUS_FIELD_NUMBER = 4;
+  private io.gateway.v1.ApplyStatus applyStatus_;
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   * @return Whether the applyStatus field is set.
+   */
+  @java.lang.Override
+  public boolean hasApplyStatus() {
+    return ((bitField0_ & 0x00000004) != 0);
+  }
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   * @return The applyStatus.
+   */
+  @java.lang.Override
+  public io.gateway.v1.ApplyStatus getApplyStatus() {
+    return applyStatus_ == null ? io.gateway.v1.ApplyStatus.getDefaultInstance() : applyStatus_;
+  }
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ApplyStatusOrBuilder getApplyStatusOrBuilder() {
+    return applyStatus_ == null ? io.gateway.v1.ApplyStatus.getDefaultInstance() : applyStatus_;
+  }
+
+  public static final int EPOCH_FIELD_NUMBER = 5;
+  private long epoch_ = 0L;
+  /**
+   * <pre>
+   * this cluster's epoch of the entry holding the record
+   * </pre>
+   *
+   * <code>uint64 epoch = 5;</code>
+   * @return The epoch.
+   */
+  @java.lang.Override
+  public long getEpoch() {
+    return epoch_;
+  }
+
+  public static final int ENTRY_END_FIELD_NUMBER = 6;
+  private boolean entryEnd_ = false;
+  /**
+   * <pre>
+   * the last record of its log entry
+   * </pre>
+   *
+   * <code>bool entry_end = 6;</code>
+   * @return The entryEnd.
+   */
+  @java.lang.Override
+  public boolean getEntryEnd() {
+    return entryEnd_;
+  }
+
+  public static final int SEALED_AT_NS_FIELD_NUMBER = 7;
+  private long sealedAtNs_ = 0L;
+  /**
+   * <pre>
+   * a replicated entry: when its source sealed the epoch
+   * </pre>
+   *
+   * <code>fixed64 sealed_at_ns = 7;</code>
+   * @return The sealedAtNs.
+   */
+  @java.lang.Override
+  public long getSealedAtNs() {
+    return sealedAtNs_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -111,6 +210,21 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(2, getTransaction());
     }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(3, getEpochMarker());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      output.writeMessage(4, getApplyStatus());
+    }
+    if (epoch_ != 0L) {
+      output.writeUInt64(5, epoch_);
+    }
+    if (entryEnd_ != false) {
+      output.writeBool(6, entryEnd_);
+    }
+    if (sealedAtNs_ != 0L) {
+      output.writeFixed64(7, sealedAtNs_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -122,6 +236,26 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(2, getTransaction());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(3, getEpochMarker());
+    }
+    if (((bitField0_ & 0x00000004) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(4, getApplyStatus());
+    }
+    if (epoch_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(5, epoch_);
+    }
+    if (entryEnd_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(6, entryEnd_);
+    }
+    if (sealedAtNs_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFixed64Size(7, sealedAtNs_);
     }
     return size;
   }
@@ -154,6 +288,22 @@ private static final long serialVersionUID = 0L;
       if (!getTransaction()
           .equals(other.getTransaction())) return false;
     }
+    if (hasEpochMarker() != other.hasEpochMarker()) return false;
+    if (hasEpochMarker()) {
+      if (!getEpochMarker()
+          .equals(other.getEpochMarker())) return false;
+    }
+    if (hasApplyStatus() != other.hasApplyStatus()) return false;
+    if (hasApplyStatus()) {
+      if (!getApplyStatus()
+          .equals(other.getApplyStatus())) return false;
+    }
+    if (getEpoch()
+        != other.getEpoch()) return false;
+    if (getEntryEnd()
+        != other.getEntryEnd()) return false;
+    if (getSealedAtNs()
+        != other.getSealedAtNs()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -172,6 +322,23 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + TRANSACTION_FIELD_NUMBER;
       hash = (53 * hash) + getTransaction().hashCode();
     }
+    if (hasEpochMarker()) {
+      hash = (37 * hash) + EPOCH_MARKER_FIELD_NUMBER;
+      hash = (53 * hash) + getEpochMarker().hashCode();
+    }
+    if (hasApplyStatus()) {
+      hash = (37 * hash) + APPLY_STATUS_FIELD_NUMBER;
+      hash = (53 * hash) + getApplyStatus().hashCode();
+    }
+    hash = (37 * hash) + EPOCH_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getEpoch());
+    hash = (37 * hash) + ENTRY_END_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getEntryEnd());
+    hash = (37 * hash) + SEALED_AT_NS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getSealedAtNs());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -271,8 +438,10 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * ChangeEvent is one committed and applied transaction; resume with from_log_index =
-   * log_index + 1.
+   * ChangeEvent is one record of the committed and applied log: a transaction (this cluster's
+   * or a replicated one, with its origin GTID, epoch and author), or with log_records an epoch
+   * marker or an apply-status row. Resume with from_log_index = log_index + 1 after an event
+   * with entry_end set (a replicated entry holds several records).
    * </pre>
    *
    * Protobuf type {@code gateway.v1.ChangeEvent}
@@ -308,6 +477,8 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetTransactionFieldBuilder();
+        internalGetEpochMarkerFieldBuilder();
+        internalGetApplyStatusFieldBuilder();
       }
     }
     @java.lang.Override
@@ -320,6 +491,19 @@ private static final long serialVersionUID = 0L;
         transactionBuilder_.dispose();
         transactionBuilder_ = null;
       }
+      epochMarker_ = null;
+      if (epochMarkerBuilder_ != null) {
+        epochMarkerBuilder_.dispose();
+        epochMarkerBuilder_ = null;
+      }
+      applyStatus_ = null;
+      if (applyStatusBuilder_ != null) {
+        applyStatusBuilder_.dispose();
+        applyStatusBuilder_ = null;
+      }
+      epoch_ = 0L;
+      entryEnd_ = false;
+      sealedAtNs_ = 0L;
       return this;
     }
 
@@ -363,6 +547,27 @@ private static final long serialVersionUID = 0L;
             : transactionBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.epochMarker_ = epochMarkerBuilder_ == null
+            ? epochMarker_
+            : epochMarkerBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.applyStatus_ = applyStatusBuilder_ == null
+            ? applyStatus_
+            : applyStatusBuilder_.build();
+        to_bitField0_ |= 0x00000004;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.epoch_ = epoch_;
+      }
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.entryEnd_ = entryEnd_;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.sealedAtNs_ = sealedAtNs_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -383,6 +588,21 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasTransaction()) {
         mergeTransaction(other.getTransaction());
+      }
+      if (other.hasEpochMarker()) {
+        mergeEpochMarker(other.getEpochMarker());
+      }
+      if (other.hasApplyStatus()) {
+        mergeApplyStatus(other.getApplyStatus());
+      }
+      if (other.getEpoch() != 0L) {
+        setEpoch(other.getEpoch());
+      }
+      if (other.getEntryEnd() != false) {
+        setEntryEnd(other.getEntryEnd());
+      }
+      if (other.getSealedAtNs() != 0L) {
+        setSealedAtNs(other.getSealedAtNs());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -422,6 +642,35 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              input.readMessage(
+                  internalGetEpochMarkerFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
+            case 34: {
+              input.readMessage(
+                  internalGetApplyStatusFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
+            case 40: {
+              epoch_ = input.readUInt64();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
+            case 48: {
+              entryEnd_ = input.readBool();
+              bitField0_ |= 0x00000020;
+              break;
+            } // case 48
+            case 57: {
+              sealedAtNs_ = input.readFixed64();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 57
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -590,6 +839,380 @@ private static final long serialVersionUID = 0L;
         transaction_ = null;
       }
       return transactionBuilder_;
+    }
+
+    private io.gateway.v1.EpochMarker epochMarker_;
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.EpochMarker, io.gateway.v1.EpochMarker.Builder, io.gateway.v1.EpochMarkerOrBuilder> epochMarkerBuilder_;
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     * @return Whether the epochMarker field is set.
+     */
+    public boolean hasEpochMarker() {
+      return ((bitField0_ & 0x00000004) != 0);
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     * @return The epochMarker.
+     */
+    public io.gateway.v1.EpochMarker getEpochMarker() {
+      if (epochMarkerBuilder_ == null) {
+        return epochMarker_ == null ? io.gateway.v1.EpochMarker.getDefaultInstance() : epochMarker_;
+      } else {
+        return epochMarkerBuilder_.getMessage();
+      }
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public Builder setEpochMarker(io.gateway.v1.EpochMarker value) {
+      if (epochMarkerBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        epochMarker_ = value;
+      } else {
+        epochMarkerBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public Builder setEpochMarker(
+        io.gateway.v1.EpochMarker.Builder builderForValue) {
+      if (epochMarkerBuilder_ == null) {
+        epochMarker_ = builderForValue.build();
+      } else {
+        epochMarkerBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public Builder mergeEpochMarker(io.gateway.v1.EpochMarker value) {
+      if (epochMarkerBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0) &&
+          epochMarker_ != null &&
+          epochMarker_ != io.gateway.v1.EpochMarker.getDefaultInstance()) {
+          getEpochMarkerBuilder().mergeFrom(value);
+        } else {
+          epochMarker_ = value;
+        }
+      } else {
+        epochMarkerBuilder_.mergeFrom(value);
+      }
+      if (epochMarker_ != null) {
+        bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public Builder clearEpochMarker() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      epochMarker_ = null;
+      if (epochMarkerBuilder_ != null) {
+        epochMarkerBuilder_.dispose();
+        epochMarkerBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public io.gateway.v1.EpochMarker.Builder getEpochMarkerBuilder() {
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return internalGetEpochMarkerFieldBuilder().getBuilder();
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    public io.gateway.v1.EpochMarkerOrBuilder getEpochMarkerOrBuilder() {
+      if (epochMarkerBuilder_ != null) {
+        return epochMarkerBuilder_.getMessageOrBuilder();
+      } else {
+        return epochMarker_ == null ?
+            io.gateway.v1.EpochMarker.getDefaultInstance() : epochMarker_;
+      }
+    }
+    /**
+     * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.EpochMarker, io.gateway.v1.EpochMarker.Builder, io.gateway.v1.EpochMarkerOrBuilder> 
+        internalGetEpochMarkerFieldBuilder() {
+      if (epochMarkerBuilder_ == null) {
+        epochMarkerBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            io.gateway.v1.EpochMarker, io.gateway.v1.EpochMarker.Builder, io.gateway.v1.EpochMarkerOrBuilder>(
+                getEpochMarker(),
+                getParentForChildren(),
+                isClean());
+        epochMarker_ = null;
+      }
+      return epochMarkerBuilder_;
+    }
+
+    private io.gateway.v1.ApplyStatus applyStatus_;
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.ApplyStatus, io.gateway.v1.ApplyStatus.Builder, io.gateway.v1.ApplyStatusOrBuilder> applyStatusBuilder_;
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     * @return Whether the applyStatus field is set.
+     */
+    public boolean hasApplyStatus() {
+      return ((bitField0_ & 0x00000008) != 0);
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     * @return The applyStatus.
+     */
+    public io.gateway.v1.ApplyStatus getApplyStatus() {
+      if (applyStatusBuilder_ == null) {
+        return applyStatus_ == null ? io.gateway.v1.ApplyStatus.getDefaultInstance() : applyStatus_;
+      } else {
+        return applyStatusBuilder_.getMessage();
+      }
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public Builder setApplyStatus(io.gateway.v1.ApplyStatus value) {
+      if (applyStatusBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        applyStatus_ = value;
+      } else {
+        applyStatusBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public Builder setApplyStatus(
+        io.gateway.v1.ApplyStatus.Builder builderForValue) {
+      if (applyStatusBuilder_ == null) {
+        applyStatus_ = builderForValue.build();
+      } else {
+        applyStatusBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public Builder mergeApplyStatus(io.gateway.v1.ApplyStatus value) {
+      if (applyStatusBuilder_ == null) {
+        if (((bitField0_ & 0x00000008) != 0) &&
+          applyStatus_ != null &&
+          applyStatus_ != io.gateway.v1.ApplyStatus.getDefaultInstance()) {
+          getApplyStatusBuilder().mergeFrom(value);
+        } else {
+          applyStatus_ = value;
+        }
+      } else {
+        applyStatusBuilder_.mergeFrom(value);
+      }
+      if (applyStatus_ != null) {
+        bitField0_ |= 0x00000008;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public Builder clearApplyStatus() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      applyStatus_ = null;
+      if (applyStatusBuilder_ != null) {
+        applyStatusBuilder_.dispose();
+        applyStatusBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public io.gateway.v1.ApplyStatus.Builder getApplyStatusBuilder() {
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return internalGetApplyStatusFieldBuilder().getBuilder();
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    public io.gateway.v1.ApplyStatusOrBuilder getApplyStatusOrBuilder() {
+      if (applyStatusBuilder_ != null) {
+        return applyStatusBuilder_.getMessageOrBuilder();
+      } else {
+        return applyStatus_ == null ?
+            io.gateway.v1.ApplyStatus.getDefaultInstance() : applyStatus_;
+      }
+    }
+    /**
+     * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.ApplyStatus, io.gateway.v1.ApplyStatus.Builder, io.gateway.v1.ApplyStatusOrBuilder> 
+        internalGetApplyStatusFieldBuilder() {
+      if (applyStatusBuilder_ == null) {
+        applyStatusBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            io.gateway.v1.ApplyStatus, io.gateway.v1.ApplyStatus.Builder, io.gateway.v1.ApplyStatusOrBuilder>(
+                getApplyStatus(),
+                getParentForChildren(),
+                isClean());
+        applyStatus_ = null;
+      }
+      return applyStatusBuilder_;
+    }
+
+    private long epoch_ ;
+    /**
+     * <pre>
+     * this cluster's epoch of the entry holding the record
+     * </pre>
+     *
+     * <code>uint64 epoch = 5;</code>
+     * @return The epoch.
+     */
+    @java.lang.Override
+    public long getEpoch() {
+      return epoch_;
+    }
+    /**
+     * <pre>
+     * this cluster's epoch of the entry holding the record
+     * </pre>
+     *
+     * <code>uint64 epoch = 5;</code>
+     * @param value The epoch to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEpoch(long value) {
+
+      epoch_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * this cluster's epoch of the entry holding the record
+     * </pre>
+     *
+     * <code>uint64 epoch = 5;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEpoch() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      epoch_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private boolean entryEnd_ ;
+    /**
+     * <pre>
+     * the last record of its log entry
+     * </pre>
+     *
+     * <code>bool entry_end = 6;</code>
+     * @return The entryEnd.
+     */
+    @java.lang.Override
+    public boolean getEntryEnd() {
+      return entryEnd_;
+    }
+    /**
+     * <pre>
+     * the last record of its log entry
+     * </pre>
+     *
+     * <code>bool entry_end = 6;</code>
+     * @param value The entryEnd to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEntryEnd(boolean value) {
+
+      entryEnd_ = value;
+      bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * the last record of its log entry
+     * </pre>
+     *
+     * <code>bool entry_end = 6;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEntryEnd() {
+      bitField0_ = (bitField0_ & ~0x00000020);
+      entryEnd_ = false;
+      onChanged();
+      return this;
+    }
+
+    private long sealedAtNs_ ;
+    /**
+     * <pre>
+     * a replicated entry: when its source sealed the epoch
+     * </pre>
+     *
+     * <code>fixed64 sealed_at_ns = 7;</code>
+     * @return The sealedAtNs.
+     */
+    @java.lang.Override
+    public long getSealedAtNs() {
+      return sealedAtNs_;
+    }
+    /**
+     * <pre>
+     * a replicated entry: when its source sealed the epoch
+     * </pre>
+     *
+     * <code>fixed64 sealed_at_ns = 7;</code>
+     * @param value The sealedAtNs to set.
+     * @return This builder for chaining.
+     */
+    public Builder setSealedAtNs(long value) {
+
+      sealedAtNs_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * a replicated entry: when its source sealed the epoch
+     * </pre>
+     *
+     * <code>fixed64 sealed_at_ns = 7;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearSealedAtNs() {
+      bitField0_ = (bitField0_ & ~0x00000040);
+      sealedAtNs_ = 0L;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.ChangeEvent)

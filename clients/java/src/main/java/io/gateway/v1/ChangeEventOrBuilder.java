@@ -30,4 +30,64 @@ public interface ChangeEventOrBuilder extends
    * <code>.gateway.v1.Transaction transaction = 2;</code>
    */
   io.gateway.v1.TransactionOrBuilder getTransactionOrBuilder();
+
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   * @return Whether the epochMarker field is set.
+   */
+  boolean hasEpochMarker();
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   * @return The epochMarker.
+   */
+  io.gateway.v1.EpochMarker getEpochMarker();
+  /**
+   * <code>.gateway.v1.EpochMarker epoch_marker = 3;</code>
+   */
+  io.gateway.v1.EpochMarkerOrBuilder getEpochMarkerOrBuilder();
+
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   * @return Whether the applyStatus field is set.
+   */
+  boolean hasApplyStatus();
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   * @return The applyStatus.
+   */
+  io.gateway.v1.ApplyStatus getApplyStatus();
+  /**
+   * <code>.gateway.v1.ApplyStatus apply_status = 4;</code>
+   */
+  io.gateway.v1.ApplyStatusOrBuilder getApplyStatusOrBuilder();
+
+  /**
+   * <pre>
+   * this cluster's epoch of the entry holding the record
+   * </pre>
+   *
+   * <code>uint64 epoch = 5;</code>
+   * @return The epoch.
+   */
+  long getEpoch();
+
+  /**
+   * <pre>
+   * the last record of its log entry
+   * </pre>
+   *
+   * <code>bool entry_end = 6;</code>
+   * @return The entryEnd.
+   */
+  boolean getEntryEnd();
+
+  /**
+   * <pre>
+   * a replicated entry: when its source sealed the epoch
+   * </pre>
+   *
+   * <code>fixed64 sealed_at_ns = 7;</code>
+   * @return The sealedAtNs.
+   */
+  long getSealedAtNs();
 }

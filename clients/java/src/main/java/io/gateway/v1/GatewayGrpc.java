@@ -353,6 +353,68 @@ public final class GatewayGrpc {
     return getSnapshotMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<io.gateway.v1.AddChannelRequest,
+      io.gateway.v1.AdminResponse> getAddChannelMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "AddChannel",
+      requestType = io.gateway.v1.AddChannelRequest.class,
+      responseType = io.gateway.v1.AdminResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<io.gateway.v1.AddChannelRequest,
+      io.gateway.v1.AdminResponse> getAddChannelMethod() {
+    io.grpc.MethodDescriptor<io.gateway.v1.AddChannelRequest, io.gateway.v1.AdminResponse> getAddChannelMethod;
+    if ((getAddChannelMethod = GatewayGrpc.getAddChannelMethod) == null) {
+      synchronized (GatewayGrpc.class) {
+        if ((getAddChannelMethod = GatewayGrpc.getAddChannelMethod) == null) {
+          GatewayGrpc.getAddChannelMethod = getAddChannelMethod =
+              io.grpc.MethodDescriptor.<io.gateway.v1.AddChannelRequest, io.gateway.v1.AdminResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "AddChannel"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AddChannelRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AdminResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new GatewayMethodDescriptorSupplier("AddChannel"))
+              .build();
+        }
+      }
+    }
+    return getAddChannelMethod;
+  }
+
+  private static volatile io.grpc.MethodDescriptor<io.gateway.v1.ChannelActionRequest,
+      io.gateway.v1.AdminResponse> getChannelActionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "ChannelAction",
+      requestType = io.gateway.v1.ChannelActionRequest.class,
+      responseType = io.gateway.v1.AdminResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<io.gateway.v1.ChannelActionRequest,
+      io.gateway.v1.AdminResponse> getChannelActionMethod() {
+    io.grpc.MethodDescriptor<io.gateway.v1.ChannelActionRequest, io.gateway.v1.AdminResponse> getChannelActionMethod;
+    if ((getChannelActionMethod = GatewayGrpc.getChannelActionMethod) == null) {
+      synchronized (GatewayGrpc.class) {
+        if ((getChannelActionMethod = GatewayGrpc.getChannelActionMethod) == null) {
+          GatewayGrpc.getChannelActionMethod = getChannelActionMethod =
+              io.grpc.MethodDescriptor.<io.gateway.v1.ChannelActionRequest, io.gateway.v1.AdminResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "ChannelAction"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.ChannelActionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AdminResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new GatewayMethodDescriptorSupplier("ChannelAction"))
+              .build();
+        }
+      }
+    }
+    return getChannelActionMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -492,6 +554,20 @@ public final class GatewayGrpc {
         io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getSnapshotMethod(), responseObserver);
     }
+
+    /**
+     */
+    default void addChannel(io.gateway.v1.AddChannelRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getAddChannelMethod(), responseObserver);
+    }
+
+    /**
+     */
+    default void channelAction(io.gateway.v1.ChannelActionRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getChannelActionMethod(), responseObserver);
+    }
   }
 
   /**
@@ -608,6 +684,22 @@ public final class GatewayGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getSnapshotMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     */
+    public void addChannel(io.gateway.v1.AddChannelRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getAddChannelMethod(), getCallOptions()), request, responseObserver);
+    }
+
+    /**
+     */
+    public void channelAction(io.gateway.v1.ChannelActionRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getChannelActionMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -706,6 +798,20 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getSnapshotMethod(), getCallOptions(), request);
     }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse addChannel(io.gateway.v1.AddChannelRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getAddChannelMethod(), getCallOptions(), request);
+    }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse channelAction(io.gateway.v1.ChannelActionRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getChannelActionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -793,6 +899,20 @@ public final class GatewayGrpc {
     public io.gateway.v1.AdminResponse snapshot(io.gateway.v1.SnapshotRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getSnapshotMethod(), getCallOptions(), request);
+    }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse addChannel(io.gateway.v1.AddChannelRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getAddChannelMethod(), getCallOptions(), request);
+    }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse channelAction(io.gateway.v1.ChannelActionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getChannelActionMethod(), getCallOptions(), request);
     }
   }
 
@@ -883,6 +1003,22 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getSnapshotMethod(), getCallOptions()), request);
     }
+
+    /**
+     */
+    public com.google.common.util.concurrent.ListenableFuture<io.gateway.v1.AdminResponse> addChannel(
+        io.gateway.v1.AddChannelRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getAddChannelMethod(), getCallOptions()), request);
+    }
+
+    /**
+     */
+    public com.google.common.util.concurrent.ListenableFuture<io.gateway.v1.AdminResponse> channelAction(
+        io.gateway.v1.ChannelActionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getChannelActionMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_WRITE = 0;
@@ -895,7 +1031,9 @@ public final class GatewayGrpc {
   private static final int METHODID_REMOVE_NODE = 7;
   private static final int METHODID_TRANSFER_LEADER = 8;
   private static final int METHODID_SNAPSHOT = 9;
-  private static final int METHODID_STREAM_WRITE = 10;
+  private static final int METHODID_ADD_CHANNEL = 10;
+  private static final int METHODID_CHANNEL_ACTION = 11;
+  private static final int METHODID_STREAM_WRITE = 12;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -952,6 +1090,14 @@ public final class GatewayGrpc {
           break;
         case METHODID_SNAPSHOT:
           serviceImpl.snapshot((io.gateway.v1.SnapshotRequest) request,
+              (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
+          break;
+        case METHODID_ADD_CHANNEL:
+          serviceImpl.addChannel((io.gateway.v1.AddChannelRequest) request,
+              (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
+          break;
+        case METHODID_CHANNEL_ACTION:
+          serviceImpl.channelAction((io.gateway.v1.ChannelActionRequest) request,
               (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
           break;
         default:
@@ -1052,6 +1198,20 @@ public final class GatewayGrpc {
               io.gateway.v1.SnapshotRequest,
               io.gateway.v1.AdminResponse>(
                 service, METHODID_SNAPSHOT)))
+        .addMethod(
+          getAddChannelMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              io.gateway.v1.AddChannelRequest,
+              io.gateway.v1.AdminResponse>(
+                service, METHODID_ADD_CHANNEL)))
+        .addMethod(
+          getChannelActionMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              io.gateway.v1.ChannelActionRequest,
+              io.gateway.v1.AdminResponse>(
+                service, METHODID_CHANNEL_ACTION)))
         .build();
   }
 
@@ -1111,6 +1271,8 @@ public final class GatewayGrpc {
               .addMethod(getRemoveNodeMethod())
               .addMethod(getTransferLeaderMethod())
               .addMethod(getSnapshotMethod())
+              .addMethod(getAddChannelMethod())
+              .addMethod(getChannelActionMethod())
               .build();
         }
       }

@@ -32,6 +32,8 @@ private static final long serialVersionUID = 0L;
     leaderApi_ = "";
     members_ = java.util.Collections.emptyList();
     appliers_ = java.util.Collections.emptyList();
+    channels_ = java.util.Collections.emptyList();
+    peers_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -330,6 +332,88 @@ private static final long serialVersionUID = 0L;
     return epoch_;
   }
 
+  public static final int CHANNELS_FIELD_NUMBER = 15;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.ChannelStatus> channels_;
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.ChannelStatus> getChannelsList() {
+    return channels_;
+  }
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.ChannelStatusOrBuilder> 
+      getChannelsOrBuilderList() {
+    return channels_;
+  }
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  @java.lang.Override
+  public int getChannelsCount() {
+    return channels_.size();
+  }
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ChannelStatus getChannels(int index) {
+    return channels_.get(index);
+  }
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ChannelStatusOrBuilder getChannelsOrBuilder(
+      int index) {
+    return channels_.get(index);
+  }
+
+  public static final int PEERS_FIELD_NUMBER = 16;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.PeerStatus> peers_;
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.PeerStatus> getPeersList() {
+    return peers_;
+  }
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.PeerStatusOrBuilder> 
+      getPeersOrBuilderList() {
+    return peers_;
+  }
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  @java.lang.Override
+  public int getPeersCount() {
+    return peers_.size();
+  }
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.PeerStatus getPeers(int index) {
+    return peers_.get(index);
+  }
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.PeerStatusOrBuilder getPeersOrBuilder(
+      int index) {
+    return peers_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -385,6 +469,12 @@ private static final long serialVersionUID = 0L;
     }
     if (epoch_ != 0L) {
       output.writeUInt64(14, epoch_);
+    }
+    for (int i = 0; i < channels_.size(); i++) {
+      output.writeMessage(15, channels_.get(i));
+    }
+    for (int i = 0; i < peers_.size(); i++) {
+      output.writeMessage(16, peers_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -454,6 +544,24 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(14, epoch_);
     }
+
+        {
+          final int count = channels_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(channels_.get(i));
+          }
+          size += 1 * count;
+        }
+
+        {
+          final int count = peers_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(peers_.get(i));
+          }
+          size += 2 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -506,6 +614,10 @@ private static final long serialVersionUID = 0L;
         != other.getLastTransId()) return false;
     if (getEpoch()
         != other.getEpoch()) return false;
+    if (!getChannelsList()
+        .equals(other.getChannelsList())) return false;
+    if (!getPeersList()
+        .equals(other.getPeersList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -558,6 +670,14 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + EPOCH_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getEpoch());
+    if (getChannelsCount() > 0) {
+      hash = (37 * hash) + CHANNELS_FIELD_NUMBER;
+      hash = (53 * hash) + getChannelsList().hashCode();
+    }
+    if (getPeersCount() > 0) {
+      hash = (37 * hash) + PEERS_FIELD_NUMBER;
+      hash = (53 * hash) + getPeersList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -715,6 +835,20 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000800);
       lastTransId_ = 0L;
       epoch_ = 0L;
+      if (channelsBuilder_ == null) {
+        channels_ = java.util.Collections.emptyList();
+      } else {
+        channels_ = null;
+        channelsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00004000);
+      if (peersBuilder_ == null) {
+        peers_ = java.util.Collections.emptyList();
+      } else {
+        peers_ = null;
+        peersBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00008000);
       return this;
     }
 
@@ -765,6 +899,24 @@ private static final long serialVersionUID = 0L;
         result.appliers_ = appliers_;
       } else {
         result.appliers_ = appliersBuilder_.build();
+      }
+      if (channelsBuilder_ == null) {
+        if (((bitField0_ & 0x00004000) != 0)) {
+          channels_ = java.util.Collections.unmodifiableList(channels_);
+          bitField0_ = (bitField0_ & ~0x00004000);
+        }
+        result.channels_ = channels_;
+      } else {
+        result.channels_ = channelsBuilder_.build();
+      }
+      if (peersBuilder_ == null) {
+        if (((bitField0_ & 0x00008000) != 0)) {
+          peers_ = java.util.Collections.unmodifiableList(peers_);
+          bitField0_ = (bitField0_ & ~0x00008000);
+        }
+        result.peers_ = peers_;
+      } else {
+        result.peers_ = peersBuilder_.build();
       }
     }
 
@@ -912,6 +1064,58 @@ private static final long serialVersionUID = 0L;
       if (other.getEpoch() != 0L) {
         setEpoch(other.getEpoch());
       }
+      if (channelsBuilder_ == null) {
+        if (!other.channels_.isEmpty()) {
+          if (channels_.isEmpty()) {
+            channels_ = other.channels_;
+            bitField0_ = (bitField0_ & ~0x00004000);
+          } else {
+            ensureChannelsIsMutable();
+            channels_.addAll(other.channels_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.channels_.isEmpty()) {
+          if (channelsBuilder_.isEmpty()) {
+            channelsBuilder_.dispose();
+            channelsBuilder_ = null;
+            channels_ = other.channels_;
+            bitField0_ = (bitField0_ & ~0x00004000);
+            channelsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetChannelsFieldBuilder() : null;
+          } else {
+            channelsBuilder_.addAllMessages(other.channels_);
+          }
+        }
+      }
+      if (peersBuilder_ == null) {
+        if (!other.peers_.isEmpty()) {
+          if (peers_.isEmpty()) {
+            peers_ = other.peers_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+          } else {
+            ensurePeersIsMutable();
+            peers_.addAll(other.peers_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.peers_.isEmpty()) {
+          if (peersBuilder_.isEmpty()) {
+            peersBuilder_.dispose();
+            peersBuilder_ = null;
+            peers_ = other.peers_;
+            bitField0_ = (bitField0_ & ~0x00008000);
+            peersBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetPeersFieldBuilder() : null;
+          } else {
+            peersBuilder_.addAllMessages(other.peers_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1024,6 +1228,32 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00002000;
               break;
             } // case 112
+            case 122: {
+              io.gateway.v1.ChannelStatus m =
+                  input.readMessage(
+                      io.gateway.v1.ChannelStatus.parser(),
+                      extensionRegistry);
+              if (channelsBuilder_ == null) {
+                ensureChannelsIsMutable();
+                channels_.add(m);
+              } else {
+                channelsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 122
+            case 130: {
+              io.gateway.v1.PeerStatus m =
+                  input.readMessage(
+                      io.gateway.v1.PeerStatus.parser(),
+                      extensionRegistry);
+              if (peersBuilder_ == null) {
+                ensurePeersIsMutable();
+                peers_.add(m);
+              } else {
+                peersBuilder_.addMessage(m);
+              }
+              break;
+            } // case 130
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2003,6 +2233,486 @@ private static final long serialVersionUID = 0L;
       epoch_ = 0L;
       onChanged();
       return this;
+    }
+
+    private java.util.List<io.gateway.v1.ChannelStatus> channels_ =
+      java.util.Collections.emptyList();
+    private void ensureChannelsIsMutable() {
+      if (!((bitField0_ & 0x00004000) != 0)) {
+        channels_ = new java.util.ArrayList<io.gateway.v1.ChannelStatus>(channels_);
+        bitField0_ |= 0x00004000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.ChannelStatus, io.gateway.v1.ChannelStatus.Builder, io.gateway.v1.ChannelStatusOrBuilder> channelsBuilder_;
+
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public java.util.List<io.gateway.v1.ChannelStatus> getChannelsList() {
+      if (channelsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(channels_);
+      } else {
+        return channelsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public int getChannelsCount() {
+      if (channelsBuilder_ == null) {
+        return channels_.size();
+      } else {
+        return channelsBuilder_.getCount();
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public io.gateway.v1.ChannelStatus getChannels(int index) {
+      if (channelsBuilder_ == null) {
+        return channels_.get(index);
+      } else {
+        return channelsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder setChannels(
+        int index, io.gateway.v1.ChannelStatus value) {
+      if (channelsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureChannelsIsMutable();
+        channels_.set(index, value);
+        onChanged();
+      } else {
+        channelsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder setChannels(
+        int index, io.gateway.v1.ChannelStatus.Builder builderForValue) {
+      if (channelsBuilder_ == null) {
+        ensureChannelsIsMutable();
+        channels_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        channelsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder addChannels(io.gateway.v1.ChannelStatus value) {
+      if (channelsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureChannelsIsMutable();
+        channels_.add(value);
+        onChanged();
+      } else {
+        channelsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder addChannels(
+        int index, io.gateway.v1.ChannelStatus value) {
+      if (channelsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureChannelsIsMutable();
+        channels_.add(index, value);
+        onChanged();
+      } else {
+        channelsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder addChannels(
+        io.gateway.v1.ChannelStatus.Builder builderForValue) {
+      if (channelsBuilder_ == null) {
+        ensureChannelsIsMutable();
+        channels_.add(builderForValue.build());
+        onChanged();
+      } else {
+        channelsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder addChannels(
+        int index, io.gateway.v1.ChannelStatus.Builder builderForValue) {
+      if (channelsBuilder_ == null) {
+        ensureChannelsIsMutable();
+        channels_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        channelsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder addAllChannels(
+        java.lang.Iterable<? extends io.gateway.v1.ChannelStatus> values) {
+      if (channelsBuilder_ == null) {
+        ensureChannelsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, channels_);
+        onChanged();
+      } else {
+        channelsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder clearChannels() {
+      if (channelsBuilder_ == null) {
+        channels_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00004000);
+        onChanged();
+      } else {
+        channelsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public Builder removeChannels(int index) {
+      if (channelsBuilder_ == null) {
+        ensureChannelsIsMutable();
+        channels_.remove(index);
+        onChanged();
+      } else {
+        channelsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public io.gateway.v1.ChannelStatus.Builder getChannelsBuilder(
+        int index) {
+      return internalGetChannelsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public io.gateway.v1.ChannelStatusOrBuilder getChannelsOrBuilder(
+        int index) {
+      if (channelsBuilder_ == null) {
+        return channels_.get(index);  } else {
+        return channelsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.ChannelStatusOrBuilder> 
+         getChannelsOrBuilderList() {
+      if (channelsBuilder_ != null) {
+        return channelsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(channels_);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public io.gateway.v1.ChannelStatus.Builder addChannelsBuilder() {
+      return internalGetChannelsFieldBuilder().addBuilder(
+          io.gateway.v1.ChannelStatus.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public io.gateway.v1.ChannelStatus.Builder addChannelsBuilder(
+        int index) {
+      return internalGetChannelsFieldBuilder().addBuilder(
+          index, io.gateway.v1.ChannelStatus.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+     */
+    public java.util.List<io.gateway.v1.ChannelStatus.Builder> 
+         getChannelsBuilderList() {
+      return internalGetChannelsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.ChannelStatus, io.gateway.v1.ChannelStatus.Builder, io.gateway.v1.ChannelStatusOrBuilder> 
+        internalGetChannelsFieldBuilder() {
+      if (channelsBuilder_ == null) {
+        channelsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.ChannelStatus, io.gateway.v1.ChannelStatus.Builder, io.gateway.v1.ChannelStatusOrBuilder>(
+                channels_,
+                ((bitField0_ & 0x00004000) != 0),
+                getParentForChildren(),
+                isClean());
+        channels_ = null;
+      }
+      return channelsBuilder_;
+    }
+
+    private java.util.List<io.gateway.v1.PeerStatus> peers_ =
+      java.util.Collections.emptyList();
+    private void ensurePeersIsMutable() {
+      if (!((bitField0_ & 0x00008000) != 0)) {
+        peers_ = new java.util.ArrayList<io.gateway.v1.PeerStatus>(peers_);
+        bitField0_ |= 0x00008000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.PeerStatus, io.gateway.v1.PeerStatus.Builder, io.gateway.v1.PeerStatusOrBuilder> peersBuilder_;
+
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public java.util.List<io.gateway.v1.PeerStatus> getPeersList() {
+      if (peersBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(peers_);
+      } else {
+        return peersBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public int getPeersCount() {
+      if (peersBuilder_ == null) {
+        return peers_.size();
+      } else {
+        return peersBuilder_.getCount();
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public io.gateway.v1.PeerStatus getPeers(int index) {
+      if (peersBuilder_ == null) {
+        return peers_.get(index);
+      } else {
+        return peersBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder setPeers(
+        int index, io.gateway.v1.PeerStatus value) {
+      if (peersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensurePeersIsMutable();
+        peers_.set(index, value);
+        onChanged();
+      } else {
+        peersBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder setPeers(
+        int index, io.gateway.v1.PeerStatus.Builder builderForValue) {
+      if (peersBuilder_ == null) {
+        ensurePeersIsMutable();
+        peers_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        peersBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder addPeers(io.gateway.v1.PeerStatus value) {
+      if (peersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensurePeersIsMutable();
+        peers_.add(value);
+        onChanged();
+      } else {
+        peersBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder addPeers(
+        int index, io.gateway.v1.PeerStatus value) {
+      if (peersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensurePeersIsMutable();
+        peers_.add(index, value);
+        onChanged();
+      } else {
+        peersBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder addPeers(
+        io.gateway.v1.PeerStatus.Builder builderForValue) {
+      if (peersBuilder_ == null) {
+        ensurePeersIsMutable();
+        peers_.add(builderForValue.build());
+        onChanged();
+      } else {
+        peersBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder addPeers(
+        int index, io.gateway.v1.PeerStatus.Builder builderForValue) {
+      if (peersBuilder_ == null) {
+        ensurePeersIsMutable();
+        peers_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        peersBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder addAllPeers(
+        java.lang.Iterable<? extends io.gateway.v1.PeerStatus> values) {
+      if (peersBuilder_ == null) {
+        ensurePeersIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, peers_);
+        onChanged();
+      } else {
+        peersBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder clearPeers() {
+      if (peersBuilder_ == null) {
+        peers_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00008000);
+        onChanged();
+      } else {
+        peersBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public Builder removePeers(int index) {
+      if (peersBuilder_ == null) {
+        ensurePeersIsMutable();
+        peers_.remove(index);
+        onChanged();
+      } else {
+        peersBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public io.gateway.v1.PeerStatus.Builder getPeersBuilder(
+        int index) {
+      return internalGetPeersFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public io.gateway.v1.PeerStatusOrBuilder getPeersOrBuilder(
+        int index) {
+      if (peersBuilder_ == null) {
+        return peers_.get(index);  } else {
+        return peersBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.PeerStatusOrBuilder> 
+         getPeersOrBuilderList() {
+      if (peersBuilder_ != null) {
+        return peersBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(peers_);
+      }
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public io.gateway.v1.PeerStatus.Builder addPeersBuilder() {
+      return internalGetPeersFieldBuilder().addBuilder(
+          io.gateway.v1.PeerStatus.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public io.gateway.v1.PeerStatus.Builder addPeersBuilder(
+        int index) {
+      return internalGetPeersFieldBuilder().addBuilder(
+          index, io.gateway.v1.PeerStatus.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+     */
+    public java.util.List<io.gateway.v1.PeerStatus.Builder> 
+         getPeersBuilderList() {
+      return internalGetPeersFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.PeerStatus, io.gateway.v1.PeerStatus.Builder, io.gateway.v1.PeerStatusOrBuilder> 
+        internalGetPeersFieldBuilder() {
+      if (peersBuilder_ == null) {
+        peersBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.PeerStatus, io.gateway.v1.PeerStatus.Builder, io.gateway.v1.PeerStatusOrBuilder>(
+                peers_,
+                ((bitField0_ & 0x00008000) != 0),
+                getParentForChildren(),
+                isClean());
+        peers_ = null;
+      }
+      return peersBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.StatusResponse)

@@ -149,4 +149,52 @@ public interface StatusResponseOrBuilder extends
    * @return The epoch.
    */
   long getEpoch();
+
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  java.util.List<io.gateway.v1.ChannelStatus> 
+      getChannelsList();
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  io.gateway.v1.ChannelStatus getChannels(int index);
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  int getChannelsCount();
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  java.util.List<? extends io.gateway.v1.ChannelStatusOrBuilder> 
+      getChannelsOrBuilderList();
+  /**
+   * <code>repeated .gateway.v1.ChannelStatus channels = 15;</code>
+   */
+  io.gateway.v1.ChannelStatusOrBuilder getChannelsOrBuilder(
+      int index);
+
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  java.util.List<io.gateway.v1.PeerStatus> 
+      getPeersList();
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  io.gateway.v1.PeerStatus getPeers(int index);
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  int getPeersCount();
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  java.util.List<? extends io.gateway.v1.PeerStatusOrBuilder> 
+      getPeersOrBuilderList();
+  /**
+   * <code>repeated .gateway.v1.PeerStatus peers = 16;</code>
+   */
+  io.gateway.v1.PeerStatusOrBuilder getPeersOrBuilder(
+      int index);
 }

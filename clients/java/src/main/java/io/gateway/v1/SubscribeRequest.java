@@ -8,7 +8,10 @@ package io.gateway.v1;
 /**
  * <pre>
  * SubscribeRequest starts a change stream after a position: from_log_index (the first entry
- * to send) or, when after_gtid is set, just after that transaction of this cluster.
+ * to send); after_gtid: just after that transaction, of this cluster or of any other origin
+ * whose transactions this cluster replicated; after_epoch: after epoch `epoch` of cluster
+ * `server_id` (this cluster: the first entry of a later epoch; another cluster: the entry
+ * after the one that completed that epoch here). At most one of the three.
  * </pre>
  *
  * Protobuf type {@code gateway.v1.SubscribeRequest}
@@ -33,6 +36,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private SubscribeRequest() {
+    ignoreOrigins_ = emptyIntList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -91,6 +95,93 @@ private static final long serialVersionUID = 0L;
     return afterGtid_ == null ? io.gateway.v1.Gtid.getDefaultInstance() : afterGtid_;
   }
 
+  public static final int AFTER_EPOCH_FIELD_NUMBER = 3;
+  private io.gateway.v1.EpochPosition afterEpoch_;
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   * @return Whether the afterEpoch field is set.
+   */
+  @java.lang.Override
+  public boolean hasAfterEpoch() {
+    return ((bitField0_ & 0x00000002) != 0);
+  }
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   * @return The afterEpoch.
+   */
+  @java.lang.Override
+  public io.gateway.v1.EpochPosition getAfterEpoch() {
+    return afterEpoch_ == null ? io.gateway.v1.EpochPosition.getDefaultInstance() : afterEpoch_;
+  }
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.EpochPositionOrBuilder getAfterEpochOrBuilder() {
+    return afterEpoch_ == null ? io.gateway.v1.EpochPosition.getDefaultInstance() : afterEpoch_;
+  }
+
+  public static final int IGNORE_ORIGINS_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private com.google.protobuf.Internal.IntList ignoreOrigins_ =
+      emptyIntList();
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @return A list containing the ignoreOrigins.
+   */
+  @java.lang.Override
+  public java.util.List<java.lang.Integer>
+      getIgnoreOriginsList() {
+    return ignoreOrigins_;
+  }
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @return The count of ignoreOrigins.
+   */
+  public int getIgnoreOriginsCount() {
+    return ignoreOrigins_.size();
+  }
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @param index The index of the element to return.
+   * @return The ignoreOrigins at the given index.
+   */
+  public int getIgnoreOrigins(int index) {
+    return ignoreOrigins_.getInt(index);
+  }
+  private int ignoreOriginsMemoizedSerializedSize = -1;
+
+  public static final int LOG_RECORDS_FIELD_NUMBER = 5;
+  private boolean logRecords_ = false;
+  /**
+   * <pre>
+   * Also send epoch markers and apply-status rows (what replication channels read); without
+   * it only transactions are sent.
+   * </pre>
+   *
+   * <code>bool log_records = 5;</code>
+   * @return The logRecords.
+   */
+  @java.lang.Override
+  public boolean getLogRecords() {
+    return logRecords_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -105,11 +196,25 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public void writeTo(com.google.protobuf.CodedOutputStream output)
                       throws java.io.IOException {
+    getSerializedSize();
     if (fromLogIndex_ != 0L) {
       output.writeUInt64(1, fromLogIndex_);
     }
     if (((bitField0_ & 0x00000001) != 0)) {
       output.writeMessage(2, getAfterGtid());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      output.writeMessage(3, getAfterEpoch());
+    }
+    if (getIgnoreOriginsList().size() > 0) {
+      output.writeUInt32NoTag(34);
+      output.writeUInt32NoTag(ignoreOriginsMemoizedSerializedSize);
+    }
+    for (int i = 0; i < ignoreOrigins_.size(); i++) {
+      output.writeUInt32NoTag(ignoreOrigins_.getInt(i));
+    }
+    if (logRecords_ != false) {
+      output.writeBool(5, logRecords_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -122,6 +227,28 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(2, getAfterGtid());
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(3, getAfterEpoch());
+    }
+    {
+      int dataSize = 0;
+      for (int i = 0; i < ignoreOrigins_.size(); i++) {
+        dataSize += com.google.protobuf.CodedOutputStream
+          .computeUInt32SizeNoTag(ignoreOrigins_.getInt(i));
+      }
+      size += dataSize;
+      if (!getIgnoreOriginsList().isEmpty()) {
+        size += 1;
+        size += com.google.protobuf.CodedOutputStream
+            .computeInt32SizeNoTag(dataSize);
+      }
+      ignoreOriginsMemoizedSerializedSize = dataSize;
+    }
+    if (logRecords_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(5, logRecords_);
     }
     return size;
   }
@@ -154,6 +281,15 @@ private static final long serialVersionUID = 0L;
       if (!getAfterGtid()
           .equals(other.getAfterGtid())) return false;
     }
+    if (hasAfterEpoch() != other.hasAfterEpoch()) return false;
+    if (hasAfterEpoch()) {
+      if (!getAfterEpoch()
+          .equals(other.getAfterEpoch())) return false;
+    }
+    if (!getIgnoreOriginsList()
+        .equals(other.getIgnoreOriginsList())) return false;
+    if (getLogRecords()
+        != other.getLogRecords()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -172,6 +308,17 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + AFTER_GTID_FIELD_NUMBER;
       hash = (53 * hash) + getAfterGtid().hashCode();
     }
+    if (hasAfterEpoch()) {
+      hash = (37 * hash) + AFTER_EPOCH_FIELD_NUMBER;
+      hash = (53 * hash) + getAfterEpoch().hashCode();
+    }
+    if (getIgnoreOriginsCount() > 0) {
+      hash = (37 * hash) + IGNORE_ORIGINS_FIELD_NUMBER;
+      hash = (53 * hash) + getIgnoreOriginsList().hashCode();
+    }
+    hash = (37 * hash) + LOG_RECORDS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getLogRecords());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -272,7 +419,10 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * SubscribeRequest starts a change stream after a position: from_log_index (the first entry
-   * to send) or, when after_gtid is set, just after that transaction of this cluster.
+   * to send); after_gtid: just after that transaction, of this cluster or of any other origin
+   * whose transactions this cluster replicated; after_epoch: after epoch `epoch` of cluster
+   * `server_id` (this cluster: the first entry of a later epoch; another cluster: the entry
+   * after the one that completed that epoch here). At most one of the three.
    * </pre>
    *
    * Protobuf type {@code gateway.v1.SubscribeRequest}
@@ -308,6 +458,7 @@ private static final long serialVersionUID = 0L;
       if (com.google.protobuf.GeneratedMessage
               .alwaysUseFieldBuilders) {
         internalGetAfterGtidFieldBuilder();
+        internalGetAfterEpochFieldBuilder();
       }
     }
     @java.lang.Override
@@ -320,6 +471,13 @@ private static final long serialVersionUID = 0L;
         afterGtidBuilder_.dispose();
         afterGtidBuilder_ = null;
       }
+      afterEpoch_ = null;
+      if (afterEpochBuilder_ != null) {
+        afterEpochBuilder_.dispose();
+        afterEpochBuilder_ = null;
+      }
+      ignoreOrigins_ = emptyIntList();
+      logRecords_ = false;
       return this;
     }
 
@@ -363,6 +521,19 @@ private static final long serialVersionUID = 0L;
             : afterGtidBuilder_.build();
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.afterEpoch_ = afterEpochBuilder_ == null
+            ? afterEpoch_
+            : afterEpochBuilder_.build();
+        to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        ignoreOrigins_.makeImmutable();
+        result.ignoreOrigins_ = ignoreOrigins_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.logRecords_ = logRecords_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -383,6 +554,23 @@ private static final long serialVersionUID = 0L;
       }
       if (other.hasAfterGtid()) {
         mergeAfterGtid(other.getAfterGtid());
+      }
+      if (other.hasAfterEpoch()) {
+        mergeAfterEpoch(other.getAfterEpoch());
+      }
+      if (!other.ignoreOrigins_.isEmpty()) {
+        if (ignoreOrigins_.isEmpty()) {
+          ignoreOrigins_ = other.ignoreOrigins_;
+          ignoreOrigins_.makeImmutable();
+          bitField0_ |= 0x00000008;
+        } else {
+          ensureIgnoreOriginsIsMutable();
+          ignoreOrigins_.addAll(other.ignoreOrigins_);
+        }
+        onChanged();
+      }
+      if (other.getLogRecords() != false) {
+        setLogRecords(other.getLogRecords());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -422,6 +610,34 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              input.readMessage(
+                  internalGetAfterEpochFieldBuilder().getBuilder(),
+                  extensionRegistry);
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
+            case 32: {
+              int v = input.readUInt32();
+              ensureIgnoreOriginsIsMutable();
+              ignoreOrigins_.addInt(v);
+              break;
+            } // case 32
+            case 34: {
+              int length = input.readRawVarint32();
+              int limit = input.pushLimit(length);
+              ensureIgnoreOriginsIsMutable();
+              while (input.getBytesUntilLimit() > 0) {
+                ignoreOrigins_.addInt(input.readUInt32());
+              }
+              input.popLimit(limit);
+              break;
+            } // case 34
+            case 40: {
+              logRecords_ = input.readBool();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 40
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -590,6 +806,293 @@ private static final long serialVersionUID = 0L;
         afterGtid_ = null;
       }
       return afterGtidBuilder_;
+    }
+
+    private io.gateway.v1.EpochPosition afterEpoch_;
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.EpochPosition, io.gateway.v1.EpochPosition.Builder, io.gateway.v1.EpochPositionOrBuilder> afterEpochBuilder_;
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     * @return Whether the afterEpoch field is set.
+     */
+    public boolean hasAfterEpoch() {
+      return ((bitField0_ & 0x00000004) != 0);
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     * @return The afterEpoch.
+     */
+    public io.gateway.v1.EpochPosition getAfterEpoch() {
+      if (afterEpochBuilder_ == null) {
+        return afterEpoch_ == null ? io.gateway.v1.EpochPosition.getDefaultInstance() : afterEpoch_;
+      } else {
+        return afterEpochBuilder_.getMessage();
+      }
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public Builder setAfterEpoch(io.gateway.v1.EpochPosition value) {
+      if (afterEpochBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        afterEpoch_ = value;
+      } else {
+        afterEpochBuilder_.setMessage(value);
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public Builder setAfterEpoch(
+        io.gateway.v1.EpochPosition.Builder builderForValue) {
+      if (afterEpochBuilder_ == null) {
+        afterEpoch_ = builderForValue.build();
+      } else {
+        afterEpochBuilder_.setMessage(builderForValue.build());
+      }
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public Builder mergeAfterEpoch(io.gateway.v1.EpochPosition value) {
+      if (afterEpochBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0) &&
+          afterEpoch_ != null &&
+          afterEpoch_ != io.gateway.v1.EpochPosition.getDefaultInstance()) {
+          getAfterEpochBuilder().mergeFrom(value);
+        } else {
+          afterEpoch_ = value;
+        }
+      } else {
+        afterEpochBuilder_.mergeFrom(value);
+      }
+      if (afterEpoch_ != null) {
+        bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public Builder clearAfterEpoch() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      afterEpoch_ = null;
+      if (afterEpochBuilder_ != null) {
+        afterEpochBuilder_.dispose();
+        afterEpochBuilder_ = null;
+      }
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public io.gateway.v1.EpochPosition.Builder getAfterEpochBuilder() {
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return internalGetAfterEpochFieldBuilder().getBuilder();
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    public io.gateway.v1.EpochPositionOrBuilder getAfterEpochOrBuilder() {
+      if (afterEpochBuilder_ != null) {
+        return afterEpochBuilder_.getMessageOrBuilder();
+      } else {
+        return afterEpoch_ == null ?
+            io.gateway.v1.EpochPosition.getDefaultInstance() : afterEpoch_;
+      }
+    }
+    /**
+     * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+     */
+    private com.google.protobuf.SingleFieldBuilder<
+        io.gateway.v1.EpochPosition, io.gateway.v1.EpochPosition.Builder, io.gateway.v1.EpochPositionOrBuilder> 
+        internalGetAfterEpochFieldBuilder() {
+      if (afterEpochBuilder_ == null) {
+        afterEpochBuilder_ = new com.google.protobuf.SingleFieldBuilder<
+            io.gateway.v1.EpochPosition, io.gateway.v1.EpochPosition.Builder, io.gateway.v1.EpochPositionOrBuilder>(
+                getAfterEpoch(),
+                getParentForChildren(),
+                isClean());
+        afterEpoch_ = null;
+      }
+      return afterEpochBuilder_;
+    }
+
+    private com.google.protobuf.Internal.IntList ignoreOrigins_ = emptyIntList();
+    private void ensureIgnoreOriginsIsMutable() {
+      if (!ignoreOrigins_.isModifiable()) {
+        ignoreOrigins_ = makeMutableCopy(ignoreOrigins_);
+      }
+      bitField0_ |= 0x00000008;
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @return A list containing the ignoreOrigins.
+     */
+    public java.util.List<java.lang.Integer>
+        getIgnoreOriginsList() {
+      ignoreOrigins_.makeImmutable();
+      return ignoreOrigins_;
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @return The count of ignoreOrigins.
+     */
+    public int getIgnoreOriginsCount() {
+      return ignoreOrigins_.size();
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @param index The index of the element to return.
+     * @return The ignoreOrigins at the given index.
+     */
+    public int getIgnoreOrigins(int index) {
+      return ignoreOrigins_.getInt(index);
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @param index The index to set the value at.
+     * @param value The ignoreOrigins to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIgnoreOrigins(
+        int index, int value) {
+
+      ensureIgnoreOriginsIsMutable();
+      ignoreOrigins_.setInt(index, value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @param value The ignoreOrigins to add.
+     * @return This builder for chaining.
+     */
+    public Builder addIgnoreOrigins(int value) {
+
+      ensureIgnoreOriginsIsMutable();
+      ignoreOrigins_.addInt(value);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @param values The ignoreOrigins to add.
+     * @return This builder for chaining.
+     */
+    public Builder addAllIgnoreOrigins(
+        java.lang.Iterable<? extends java.lang.Integer> values) {
+      ensureIgnoreOriginsIsMutable();
+      com.google.protobuf.AbstractMessageLite.Builder.addAll(
+          values, ignoreOrigins_);
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+     * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+     * </pre>
+     *
+     * <code>repeated uint32 ignore_origins = 4;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIgnoreOrigins() {
+      ignoreOrigins_ = emptyIntList();
+      bitField0_ = (bitField0_ & ~0x00000008);
+      onChanged();
+      return this;
+    }
+
+    private boolean logRecords_ ;
+    /**
+     * <pre>
+     * Also send epoch markers and apply-status rows (what replication channels read); without
+     * it only transactions are sent.
+     * </pre>
+     *
+     * <code>bool log_records = 5;</code>
+     * @return The logRecords.
+     */
+    @java.lang.Override
+    public boolean getLogRecords() {
+      return logRecords_;
+    }
+    /**
+     * <pre>
+     * Also send epoch markers and apply-status rows (what replication channels read); without
+     * it only transactions are sent.
+     * </pre>
+     *
+     * <code>bool log_records = 5;</code>
+     * @param value The logRecords to set.
+     * @return This builder for chaining.
+     */
+    public Builder setLogRecords(boolean value) {
+
+      logRecords_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also send epoch markers and apply-status rows (what replication channels read); without
+     * it only transactions are sent.
+     * </pre>
+     *
+     * <code>bool log_records = 5;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearLogRecords() {
+      bitField0_ = (bitField0_ & ~0x00000010);
+      logRecords_ = false;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.SubscribeRequest)

@@ -30,4 +30,62 @@ public interface SubscribeRequestOrBuilder extends
    * <code>.gateway.v1.Gtid after_gtid = 2;</code>
    */
   io.gateway.v1.GtidOrBuilder getAfterGtidOrBuilder();
+
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   * @return Whether the afterEpoch field is set.
+   */
+  boolean hasAfterEpoch();
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   * @return The afterEpoch.
+   */
+  io.gateway.v1.EpochPosition getAfterEpoch();
+  /**
+   * <code>.gateway.v1.EpochPosition after_epoch = 3;</code>
+   */
+  io.gateway.v1.EpochPositionOrBuilder getAfterEpochOrBuilder();
+
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @return A list containing the ignoreOrigins.
+   */
+  java.util.List<java.lang.Integer> getIgnoreOriginsList();
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @return The count of ignoreOrigins.
+   */
+  int getIgnoreOriginsCount();
+  /**
+   * <pre>
+   * Transactions whose origin (GTID server_id) is listed are left out (MySQL's
+   * IGNORE_SERVER_IDS); epoch markers and apply-status rows are still sent.
+   * </pre>
+   *
+   * <code>repeated uint32 ignore_origins = 4;</code>
+   * @param index The index of the element to return.
+   * @return The ignoreOrigins at the given index.
+   */
+  int getIgnoreOrigins(int index);
+
+  /**
+   * <pre>
+   * Also send epoch markers and apply-status rows (what replication channels read); without
+   * it only transactions are sent.
+   * </pre>
+   *
+   * <code>bool log_records = 5;</code>
+   * @return The logRecords.
+   */
+  boolean getLogRecords();
 }

@@ -1,0 +1,226 @@
+"""Replication channel throughput and lag: a source cluster beside its replica, same run.
+
+For each shape (two single-node clusters; two 3-node clusters), both in the product's default
+configuration (fsync on, the embedded SQLite applier on) and as real processes on loopback:
+
+1. **source max**: clients write 500-row transactions to the source as fast as it commits them
+   for ``--duration`` seconds, while the replica's channel runs -> the source's rows/s;
+2. **channel**: rows/s the replica applied over the same run plus its drain (from the first
+   write until the replica holds every row), and the ratio channel / source (target >= 0.8);
+3. **lag at 50 % load**: the source driven at half its measured maximum; for every origin
+   transaction, the time from its commit in the source (its commit timestamp) to its arrival
+   on the replica's ``Subscribe`` stream (applied there) -> p50 and p99 (target: p99 <=
+   epoch interval + 150 ms).
+
+    python benchmarks/bench_channels.py [--duration 5] [--shapes 1,3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from gateway.client import AsyncGatewayClient, GatewayClient, GatewayError  # noqa: E402
+from gateway.v1 import statement_pb2, value_pb2  # noqa: E402
+
+ROWS = 500
+EPOCH_MS = 100
+
+
+def _ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    out = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return out
+
+
+class Cluster:
+    def __init__(self, root: Path, cid: int, n: int, source_apis: list[str] | None) -> None:
+        ports = _ports(2 * n)
+        self.peer = {i + 1: f"127.0.0.1:{ports[2 * i]}" for i in range(n)}
+        self.api = {i + 1: f"127.0.0.1:{ports[2 * i + 1]}" for i in range(n)}
+        self.procs = []
+        peers = ",".join(f"{k}={v}" for k, v in self.peer.items())
+        for i in range(1, n + 1):
+            cfg = root / f"c{cid}n{i}.toml"
+            text = (f'node_id = {i}\ncluster_id = {cid}\nlisten = "{self.peer[i]}"\n'
+                    f'api = "{self.api[i]}"\npeers = "{peers}"\ndata_dir = "{root}/c{cid}n{i}"\n'
+                    f'log_format = "text"\nlog_level = "warning"\nepoch_ms = {EPOCH_MS}\n')
+            if source_apis:
+                srcs = ", ".join(f'"{s}"' for s in source_apis)
+                text += f'[[channels]]\nname = "bench"\nsources = [{srcs}]\n'
+            cfg.write_text(text)
+            log = open(root / f"c{cid}n{i}.log", "ab")  # noqa: SIM115
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg)],
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                    [str(ROOT), os.environ.get("PYTHONPATH", "")])}, stdout=log, stderr=log))
+
+    def wait_leader(self) -> None:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                with GatewayClient(list(self.api.values()), timeout=2) as c:
+                    if c.status(timeout=1).leader_id:
+                        return
+            except GatewayError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit("no leader")
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _txn(base: int) -> list[statement_pb2.Statement]:
+    ins = statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name="bench", table_name="rows"),
+        key_fields=[statement_pb2.FieldMetadata(name="id", type=value_pb2.FIELD_TYPE_INTEGER)],
+        fields=[statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_VARCHAR)])
+    for k in range(base, base + ROWS):
+        ins.records.add(key_values=[value_pb2.Value(int_value=k)],
+                        after_values=[value_pb2.Value(string_value="x" * 10)])
+    return [statement_pb2.Statement(insert=ins)]
+
+
+class ReplicaWatch:
+    """Counts origin rows arriving on the replica's Subscribe stream and their lag."""
+
+    def __init__(self, api: list[str], source_id: int) -> None:
+        self.rows = 0
+        self.lags: list[float] = []
+        self.first_ns = 0
+        self._source = source_id
+        self._stop = threading.Event()
+        self._client = GatewayClient(api, timeout=3600)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        stream = self._client.subscribe()
+        try:
+            for ev in stream:
+                t = ev.transaction
+                if t.gtid.server_id != self._source:
+                    continue
+                now = time.time_ns()
+                self.rows += sum(len(s.insert.records) for s in t.statements)
+                self.lags.append((now - t.commit_timestamp_ns) / 1e6)
+                if self._stop.is_set():
+                    break
+        except GatewayError:
+            pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._client.close()
+
+
+async def _drive(api: list[str], seconds: float, rate: float | None, key0: int,
+                 clients: int = 8) -> int:
+    """Write 500-row transactions for ``seconds``; ``rate``: rows/s cap (None: flat out)."""
+    end = time.monotonic() + seconds
+    written = 0
+    nxt = [key0]
+    start = time.monotonic()
+
+    async def one() -> None:
+        nonlocal written
+        async with AsyncGatewayClient(api, timeout=30) as c:
+            while time.monotonic() < end:
+                if rate is not None:
+                    due = start + written / rate
+                    if due > time.monotonic():
+                        await asyncio.sleep(due - time.monotonic())
+                        continue
+                base = nxt[0]
+                nxt[0] += ROWS
+                await c.write(_txn(base))
+                written += ROWS
+
+    await asyncio.gather(*(one() for _ in range(clients if rate is None else 2)))
+    return nxt[0] - key0
+
+
+def _pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
+
+
+def run_shape(n: int, seconds: float) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix=f"bench-channels-{n}-"))
+    src = Cluster(root, 1, n, None)
+    rep = Cluster(root, 2, n, list(src.api.values()))
+    try:
+        src.wait_leader()
+        rep.wait_leader()
+        watch = ReplicaWatch(list(rep.api.values()), 1)
+        warm = asyncio.run(_drive(list(src.api.values()), 1.0, None, 10**9))  # warm-up
+        end = time.monotonic() + 60
+        while watch.rows < warm and time.monotonic() < end:
+            time.sleep(0.05)
+        base_rows = watch.rows
+        watch.lags.clear()
+        t0 = time.monotonic()
+        total = asyncio.run(_drive(list(src.api.values()), seconds, None, 0))
+        t_src = time.monotonic() - t0
+        end = time.monotonic() + 120
+        while watch.rows - base_rows < total and time.monotonic() < end:
+            time.sleep(0.01)
+        t_rep = time.monotonic() - t0
+        src_rate = total / t_src
+        ch_rate = (watch.rows - base_rows) / t_rep
+        watch.lags.clear()
+        half = src_rate / 2
+        asyncio.run(_drive(list(src.api.values()), seconds, half, 2 * 10**9))
+        time.sleep(1.0)
+        lags = list(watch.lags)
+        watch.close()
+        return {"source": src_rate, "channel": ch_rate, "ratio": ch_rate / src_rate,
+                "p50": _pct(lags, 50), "p99": _pct(lags, 99), "n": len(lags)}
+    finally:
+        rep.close()
+        src.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--shapes", default="1,3", help="nodes per cluster, comma separated")
+    args = p.parse_args()
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; epoch {EPOCH_MS} ms")
+    print("| clusters | source rows/s (500-row txns) | channel rows/s | channel/source | "
+          "lag p50 at 50% load | lag p99 | p99 target |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (int(x) for x in args.shapes.split(",")):
+        r = run_shape(n, args.duration)
+        print(f"| 2 x {n} node(s) | {r['source']:,.0f} | {r['channel']:,.0f} | "
+              f"{r['ratio']:.2f} | {r['p50']:.0f} ms | {r['p99']:.0f} ms | "
+              f"<= {EPOCH_MS + 150} ms |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

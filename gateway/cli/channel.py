@@ -1,0 +1,134 @@
+"""``gateway channel``: replication channels of a cluster (docs/replication.md)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .node import BadInput, _ca, _call, _client, _target, _token
+
+__all__ = ["channel"]
+
+
+@click.group("channel")
+def channel() -> None:
+    """Replicate from other clusters: add, list, status, remove, pause, resume."""
+
+
+@channel.command("add")
+@_target
+@_token
+@_ca
+@click.option("--from", "sources", required=True, metavar="HOST:PORT[,...]",
+              help="API addresses of nodes of the source cluster.")
+@click.option("--source-token", default="", help="Read token of the source cluster.")
+@click.option("--source-ca", default=None, type=click.Path(dir_okay=False),
+              help="CA certificate of the source's TLS API.")
+@click.option("--source-id", type=int, default=0,
+              help="The source's cluster id (default: learned on first contact, then pinned).")
+@click.option("--replace", is_flag=True, help="Replace a channel of the same name.")
+@click.argument("name")
+def channel_add(target: str, token: str | None, ca: str | None, sources: str,
+                source_token: str, source_ca: str | None, source_id: int, replace: bool,
+                name: str) -> None:
+    """Make this cluster a replica of the cluster at --from (its leader runs the channel)."""
+    pem = ""
+    if source_ca:
+        try:
+            with open(source_ca) as f:
+                pem = f.read()
+        except OSError as exc:
+            raise BadInput(f"--source-ca: cannot read {source_ca}: {exc.strerror}") from None
+    addrs = [a.strip() for a in sources.split(",") if a.strip()]
+    with _client(target, token, ca, 30.0) as c:
+        res = _call(lambda: c.add_channel(name, addrs, source_id=source_id, token=source_token,
+                                          ca_pem=pem, replace=replace))
+    click.echo(res.message)
+
+
+def _action(action: str):  # type: ignore[no-untyped-def]
+    @_target
+    @_token
+    @_ca
+    @click.argument("name")
+    def run(target: str, token: str | None, ca: str | None, name: str) -> None:
+        with _client(target, token, ca, 30.0) as c:
+            click.echo(_call(lambda: c.channel_action(name, action)).message)
+
+    run.__doc__ = {"remove": "Remove a channel (what it replicated stays).",
+                   "pause": "Stop a channel's runner; its position is kept.",
+                   "resume": "Start a paused channel again from its position."}[action]
+    return channel.command(action)(run)
+
+
+for _a in ("remove", "pause", "resume"):
+    _action(_a)
+
+
+@channel.command("list")
+@_target
+@_token
+@_ca
+def channel_list(target: str, token: str | None, ca: str | None) -> None:
+    """One line per channel: name, source, state."""
+    with _client(target, token, ca, 10.0) as c:
+        st = _call(lambda: c.status())
+    if not st.channels:
+        click.echo("no channels")
+    for ch in st.channels:
+        click.echo(f"{ch.name}\tfrom {','.join(ch.sources)} (cluster {ch.source_id or '?'})"
+                   f"\t{ch.state}")
+
+
+@channel.command("status")
+@_target
+@_token
+@_ca
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.argument("name", required=False)
+def channel_status(target: str, token: str | None, ca: str | None, fmt: str,
+                   name: str | None) -> None:
+    """Per channel: source, state, connected node, applied source epoch, lag, last error;
+    per peer cluster: max replicated epoch. Ask the leader for the live fields."""
+    from google.protobuf import json_format
+
+    with _client(target, token, ca, 10.0) as c:
+        st = _call(lambda: c.status())
+    chans = [ch for ch in st.channels if name is None or ch.name == name]
+    if name is not None and not chans:
+        raise BadInput(f"no channel {name!r} (channels: "
+                       f"{', '.join(ch.name for ch in st.channels) or 'none'})")
+    if fmt == "json":
+        click.echo(json.dumps({
+            "channels": [json_format.MessageToDict(ch, preserving_proto_field_name=True,
+                                                   always_print_fields_with_no_presence=True)
+                         for ch in chans],
+            "peers": [json_format.MessageToDict(p, preserving_proto_field_name=True,
+                                                always_print_fields_with_no_presence=True)
+                      for p in st.peers]}, indent=2))
+        return
+    for line in channel_lines(chans):
+        click.echo(line)
+    for line in peer_lines(st.peers):
+        click.echo(line)
+
+
+def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
+    """Text lines for ``ChannelStatus`` messages (also used by ``gateway status``)."""
+    out = []
+    for ch in chans:
+        out.append(f"  channel {ch.name} from {','.join(ch.sources)} (cluster "
+                   f"{ch.source_id or '?'}) {ch.state}"
+                   + (f" via {ch.connected}" if ch.connected else "")
+                   + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
+                   f"({ch.lag_seconds:.3f}s)")
+        if ch.last_error:
+            out.append(f"    last error: {ch.last_error}")
+    return out
+
+
+def peer_lines(peers) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f"  peer cluster {p.cluster_id}: max replicated epoch {p.max_replicated_epoch}, "
+            f"held epoch {p.held_epoch}" for p in peers]

@@ -1,0 +1,63 @@
+from gateway.v1 import epoch_pb2 as _epoch_pb2
+from gateway.v1 import transaction_pb2 as _transaction_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ReplicatedItem(_message.Message):
+    __slots__ = ("transaction", "apply_status")
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    APPLY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    transaction: _transaction_pb2.Transaction
+    apply_status: _epoch_pb2.ApplyStatus
+    def __init__(self, transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ...) -> None: ...
+
+class ReplicatedEpoch(_message.Message):
+    __slots__ = ("channel", "source_id", "source_epoch", "local_epoch", "sealed_at_ns", "items", "segment_id", "end_segment", "source_log_index")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    END_SEGMENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    source_id: int
+    source_epoch: int
+    local_epoch: int
+    sealed_at_ns: int
+    items: _containers.RepeatedCompositeFieldContainer[ReplicatedItem]
+    segment_id: int
+    end_segment: bool
+    source_log_index: int
+    def __init__(self, channel: _Optional[str] = ..., source_id: _Optional[int] = ..., source_epoch: _Optional[int] = ..., local_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReplicatedItem, _Mapping]]] = ..., segment_id: _Optional[int] = ..., end_segment: _Optional[bool] = ..., source_log_index: _Optional[int] = ...) -> None: ...
+
+class ChannelDefinition(_message.Message):
+    __slots__ = ("name", "sources", "source_id", "token", "ca_pem", "paused")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CA_PEM_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    source_id: int
+    token: str
+    ca_pem: str
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., token: _Optional[str] = ..., ca_pem: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class ChannelCommand(_message.Message):
+    __slots__ = ("definition", "remove")
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    definition: ChannelDefinition
+    remove: bool
+    def __init__(self, definition: _Optional[_Union[ChannelDefinition, _Mapping]] = ..., remove: _Optional[bool] = ...) -> None: ...
