@@ -22,7 +22,6 @@ import asyncio
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
