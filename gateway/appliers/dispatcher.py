@@ -249,10 +249,7 @@ class Dispatcher:
             try:
                 ops = done.ops()
             except MalformedTransactionError as exc:
-                letter = self.dead_letters.add(txn, exc, attempts=0, log_index=entry.index)
-                self.metrics.add(dead_letters=1)
-                if self._on_dead_letter is not None:
-                    self._on_dead_letter(self.applier.name, letter, txn, exc)
+                self._dead_letter_segment(entry.index, txn, exc)
                 continue
             self._window.append((done, ops))
         if self._window:
@@ -263,11 +260,17 @@ class Dispatcher:
     def _reject(self, segments: Sequence[tuple[int, transaction_pb2.Transaction]],
                 error: BaseException) -> None:
         for index, segment in segments:
-            letter = self.dead_letters.add(segment, error, attempts=0, log_index=index)
-            self.metrics.add(dead_letters=1)
-            if self._on_dead_letter is not None:
-                self._on_dead_letter(self.applier.name, letter, segment, error)
+            self._dead_letter_segment(index, segment, error)
         self._finish([i for i, _ in segments])
+
+    def _dead_letter_segment(self, index: int, segment: transaction_pb2.Transaction,
+                             error: BaseException) -> None:
+        """Record ``segment`` (log entry ``index``) in the dead-letter log and tell the hook;
+        the caller decides when its entry counts as done."""
+        letter = self.dead_letters.add(segment, error, attempts=0, log_index=index)
+        self.metrics.add(dead_letters=1)
+        if self._on_dead_letter is not None:
+            self._on_dead_letter(self.applier.name, letter, segment, error)
 
     def _flush(self) -> None:
         if not self._window:

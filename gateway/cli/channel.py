@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .node import BadInput, _ca, _call, _client, _target, _token
+from .node import BadInput, _ca, _call, _client, _target, _token, channel_lines, peer_lines
 
 __all__ = ["channel"]
 
@@ -113,22 +113,3 @@ def channel_status(target: str, token: str | None, ca: str | None, fmt: str,
         click.echo(line)
     for line in peer_lines(st.peers):
         click.echo(line)
-
-
-def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
-    """Text lines for ``ChannelStatus`` messages (also used by ``gateway status``)."""
-    out = []
-    for ch in chans:
-        out.append(f"  channel {ch.name} from {','.join(ch.sources)} (cluster "
-                   f"{ch.source_id or '?'}) {ch.state}"
-                   + (f" via {ch.connected}" if ch.connected else "")
-                   + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
-                   f"({ch.lag_seconds:.3f}s)")
-        if ch.last_error:
-            out.append(f"    last error: {ch.last_error}")
-    return out
-
-
-def peer_lines(peers) -> list[str]:  # type: ignore[no-untyped-def]
-    return [f"  peer cluster {p.cluster_id}: max replicated epoch {p.max_replicated_epoch}, "
-            f"held epoch {p.held_epoch}" for p in peers]

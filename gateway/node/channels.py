@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -41,15 +40,16 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from gateway.core import messages
-from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
+from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord, transactions
 from gateway.replication.epochs import EpochOrderError
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, replication_pb2
 
+from .config import CHANNEL_NAME, address_problem
 from .errors import NodeError
 from .validation import InvalidRequest
 
 if TYPE_CHECKING:
-    from .server import GatewayNode
+    from .driver import RaftDriver
 
 __all__ = ["ChannelRunner", "NodeChannels", "check_definition"]
 
@@ -57,25 +57,21 @@ log = logging.getLogger("gateway.node.channels")
 
 #: Sealed source epochs proposed and not yet applied, per channel.
 WINDOW = 16
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_ADDRESS = re.compile(r"^[^\s:]+:(\d{1,5})$|^\[[0-9A-Fa-f:.]+\]:(\d{1,5})$")
 _BACKOFF_MIN, _BACKOFF_MAX = 0.2, 5.0
 
 
 def check_definition(d: replication_pb2.ChannelDefinition, cluster_id: int) -> None:
     """Raise ``InvalidRequest`` naming the field when ``d`` cannot be a channel of cluster
     ``cluster_id``."""
-    if not _NAME.match(d.name):
+    if not CHANNEL_NAME.fullmatch(d.name):
         raise InvalidRequest("name", f"{d.name!r} is not a channel name ([A-Za-z0-9_.-], 1 to "
                              f"64 characters)")
     if not d.sources:
         raise InvalidRequest("sources", "give at least one HOST:PORT of the source cluster")
     for addr in d.sources:
-        m = _ADDRESS.match(addr)
-        port = int(next(g for g in m.groups() if g)) if m else 0
-        if not 1 <= port <= 65535:
-            raise InvalidRequest("sources", f"{addr!r} is not HOST:PORT with a port from 1 "
-                                 f"to 65535")
+        problem = address_problem(addr)
+        if problem is not None:
+            raise InvalidRequest("sources", f"{addr!r}: {problem}")
     if d.source_id == cluster_id:
         raise InvalidRequest("source_id", f"cluster {cluster_id} cannot replicate from itself")
     if d.ca_pem and "BEGIN CERTIFICATE" not in d.ca_pem:
@@ -93,7 +89,6 @@ class ChannelState:
     state: str = "connecting"
     connected: str = ""
     last_error: str = ""
-    lag_epochs: int = 0
     epochs_applied: int = 0
     transactions_applied: int = 0
     source_epoch_seen: int = 0
@@ -102,9 +97,9 @@ class ChannelState:
 class ChannelRunner:
     """Runs channel ``definition`` on the leader until cancelled; see the module docstring."""
 
-    def __init__(self, node: GatewayNode, definition: replication_pb2.ChannelDefinition
+    def __init__(self, driver: RaftDriver, definition: replication_pb2.ChannelDefinition
                  ) -> None:
-        self.node = node
+        self.driver = driver
         self.definition = definition
         self.state = ChannelState()
         self._next_source = 0
@@ -135,7 +130,6 @@ class ChannelRunner:
                 for _, fut in self._pending:
                     fut.cancel()
                 self._pending.clear()
-                self.state.lag_epochs = 0
             if time.monotonic() - started > 10:
                 backoff = _BACKOFF_MIN
             await asyncio.sleep(backoff)
@@ -157,8 +151,8 @@ class ChannelRunner:
 
     async def _session(self) -> None:
         d = self.definition
-        node = self.node
-        me = node.config.cluster_id
+        drv = self.driver
+        me = drv.opts.cluster_id
         target = d.sources[self._next_source % len(d.sources)]
         self._next_source += 1
         self.state.state = "connecting"
@@ -177,10 +171,10 @@ class ChannelRunner:
                 learned = replication_pb2.ChannelDefinition()
                 learned.CopyFrom(d)
                 learned.source_id = source
-                await node.driver.submit_entry(messages.pack(
+                await drv.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
-            held = node.driver.replication_view().held(source)
+            held = drv.replication_view().held(source)
             call = stub.Subscribe(gateway_pb2.SubscribeRequest(
                 after_epoch=gateway_pb2.EpochPosition(server_id=source, epoch=held),
                 ignore_origins=[me], log_records=True), metadata=md)
@@ -203,9 +197,8 @@ class ChannelRunner:
             return
         while len(self._pending) >= WINDOW:
             await self._wait_oldest()
-        fut = self.node.driver.submit_unit(self.name, source, sealed)
+        fut = self.driver.submit_unit(self.name, source, sealed)
         self._pending.append((sealed, fut))
-        self.state.lag_epochs = len(self._pending)
 
     async def _wait_oldest(self) -> None:
         fut = self._pending[0][1]
@@ -219,9 +212,11 @@ class ChannelRunner:
             res = fut.result()  # raises what the driver raised
             if res is not None:
                 self.state.epochs_applied += 1
-                self.state.transactions_applied += sum(
-                    1 for it in sealed.items if it.WhichOneof("item") == "transaction")
-        self.state.lag_epochs = len(self._pending)
+                self.state.transactions_applied += len(transactions(sealed.items))
+
+    def lag_epochs(self) -> int:
+        """Sealed source epochs handed to the driver and not applied yet."""
+        return sum(1 for _, fut in self._pending if not fut.done())
 
     def oldest_pending_ns(self) -> int:
         """Commit time of the oldest source transaction read but not applied yet (0: none)."""
@@ -249,9 +244,9 @@ def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
 class NodeChannels:
     """The channels of one node: runners on the leader, status everywhere."""
 
-    def __init__(self, node: GatewayNode,
+    def __init__(self, driver: RaftDriver,
                  configured: tuple[replication_pb2.ChannelDefinition, ...] = ()) -> None:
-        self.node = node
+        self.driver = driver
         self._configured = configured
         self._runners: dict[str, tuple[replication_pb2.ChannelDefinition, ChannelRunner,
                                        asyncio.Task[None]]] = {}
@@ -289,7 +284,7 @@ class NodeChannels:
             await asyncio.sleep(0.1)
 
     async def _reconcile(self) -> None:
-        drv = self.node.driver
+        drv = self.driver
         if not drv.is_leader or drv.removed:
             await self._stop_all()
             return
@@ -297,7 +292,7 @@ class NodeChannels:
         if self._configured and self._config_proposed_term != term:
             self._config_proposed_term = term
             await self._propose_configured()
-        want = {n: d for n, d in self.node.sm.channels.items() if not d.paused}
+        want = {n: d for n, d in self.driver.sm.channels.items() if not d.paused}
         for name in list(self._runners):
             d, runner, _ = self._runners[name]
             now = want.get(name)
@@ -305,7 +300,7 @@ class NodeChannels:
                 await self._stop(name)
         for name, d in want.items():
             if name not in self._runners:
-                runner = ChannelRunner(self.node, d)
+                runner = ChannelRunner(self.driver, d)
                 task = asyncio.create_task(runner.run(), name=f"channel-{name}")
                 self._runners[name] = (d, runner, task)
 
@@ -313,7 +308,7 @@ class NodeChannels:
         """Propose the ``[[channels]]`` of the configuration file that the replicated state
         lacks or holds differently (the file wins for the channels it names; a source id the
         cluster learned is kept when the file gives none)."""
-        current = self.node.sm.channels
+        current = self.driver.sm.channels
         for d in self._configured:
             have = current.get(d.name)
             want = replication_pb2.ChannelDefinition()
@@ -325,7 +320,7 @@ class NodeChannels:
                 if have == want:
                     continue
             try:
-                await self.node.driver.submit_entry(messages.pack(
+                await self.driver.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=want)))
             except NodeError as exc:
                 log.warning("channels: cannot record channel %s from the configuration: %s",
@@ -337,23 +332,23 @@ class NodeChannels:
 
     async def add(self, d: replication_pb2.ChannelDefinition, replace: bool
                   ) -> gateway_pb2.AdminResponse:
-        check_definition(d, self.node.config.cluster_id)
-        have = self.node.sm.channels.get(d.name)
+        check_definition(d, self.driver.opts.cluster_id)
+        have = self.driver.sm.channels.get(d.name)
         if have is not None and not replace:
             raise InvalidRequest("name", f"channel {d.name!r} exists (replace it with "
                                  f"--replace, or remove it first)")
-        for other in self.node.sm.channels.values():
+        for other in self.driver.sm.channels.values():
             if other.name != d.name and d.source_id and other.source_id == d.source_id:
                 raise InvalidRequest("source_id", f"channel {other.name!r} already replicates "
                                      f"from cluster {d.source_id}")
-        index = await self.node.driver.submit_entry(messages.pack(
+        index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
         return gateway_pb2.AdminResponse(message=f"channel {d.name} added", log_index=index)
 
     async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
-        have = self.node.sm.channels.get(name)
+        have = self.driver.sm.channels.get(name)
         if have is None:
-            known = ", ".join(sorted(self.node.sm.channels)) or "none"
+            known = ", ".join(sorted(self.driver.sm.channels)) or "none"
             raise InvalidRequest("name", f"no channel {name!r} (channels: {known})")
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
@@ -364,14 +359,14 @@ class NodeChannels:
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
             raise InvalidRequest("action", f"{action!r} is not remove, pause or resume")
-        index = await self.node.driver.submit_entry(messages.pack(cmd))
+        index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
 
     # -- status ---------------------------------------------------------------------------------
 
     def status(self) -> list[gateway_pb2.ChannelStatus]:
-        sm = self.node.sm
+        sm = self.driver.sm
         now = time.time_ns()
         out = []
         for name in sorted(sm.channels):
@@ -390,7 +385,7 @@ class NodeChannels:
                 st.state = s.state
                 st.connected = s.connected
                 st.last_error = s.last_error
-                st.lag_epochs = sum(1 for _, f in got[1]._pending if not f.done())
+                st.lag_epochs = got[1].lag_epochs()
                 oldest = got[1].oldest_pending_ns()
                 st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
@@ -399,7 +394,7 @@ class NodeChannels:
         return out
 
     def peers(self) -> list[gateway_pb2.PeerStatus]:
-        rep = self.node.sm.replication
+        rep = self.driver.sm.replication
         return [gateway_pb2.PeerStatus(cluster_id=p, max_replicated_epoch=
                                        rep.max_replicated_epoch(p), held_epoch=rep.held(p))
                 for p in rep.peers()]

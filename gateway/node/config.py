@@ -29,6 +29,10 @@ __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_co
 MIN_REQUEST_BYTES, MAX_REQUEST_BYTES = 1 << 10, 32 << 20
 
 
+#: A replication channel's name (``[[channels]]``, ``gateway channel add``).
+CHANNEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
 class ConfigError(ValueError):
     """The configuration is invalid; ``str()`` is one line naming the key."""
 
@@ -155,7 +159,7 @@ class NodeConfig:
         names: set[str] = set()
         for i, ch in enumerate(self.channels):
             where = f"channels[{i}]"
-            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", ch.name):
+            if not CHANNEL_NAME.fullmatch(ch.name):
                 raise ConfigError(f"{where}.name: {ch.name!r} is not a channel name "
                                   f"([A-Za-z0-9_.-], 1 to 64 characters)")
             if ch.name in names:

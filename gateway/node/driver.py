@@ -62,7 +62,13 @@ from gateway.raft import (
     Role,
     StepPeerNotFoundError,
 )
-from gateway.replication import ReplicationState, SealedEpoch, build_unit
+from gateway.replication import (
+    ReplicationState,
+    SealedEpoch,
+    build_unit,
+    join_segments,
+    transactions,
+)
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
@@ -322,6 +328,16 @@ class RaftDriver:
         self._wake.set()
         return fut
 
+    def _refused_now(self, fut: asyncio.Future[Any]) -> bool:
+        """Fail ``fut`` at once when this node cannot propose (stopping, not the leader)."""
+        if self._stopped:
+            fut.set_exception(NodeStoppedError("the node is stopping"))
+        elif not self.is_leader:
+            fut.set_exception(NotLeaderError(self.leader_id))
+        else:
+            return False
+        return True
+
     def submit_unit(self, channel: str, source_id: int, sealed: SealedEpoch
                     ) -> asyncio.Future[gateway_pb2.WriteResult | None]:
         """Queue sealed epoch ``sealed`` of cluster ``source_id`` read by channel ``channel``.
@@ -333,11 +349,7 @@ class RaftDriver:
         when the state machine refused the entry)."""
         fut: asyncio.Future[gateway_pb2.WriteResult | None] = \
             asyncio.get_running_loop().create_future()
-        if self._stopped:
-            fut.set_exception(NodeStoppedError("the node is stopping"))
-        elif not self.is_leader:
-            fut.set_exception(NotLeaderError(self.leader_id))
-        else:
+        if not self._refused_now(fut):
             self._units.append(_PendingUnit(channel, source_id, sealed, fut))
             self._wake.set()
         return fut
@@ -347,11 +359,7 @@ class RaftDriver:
         resolves with its log index once applied (``NotLeaderError``, ``ProposalLostError``,
         ``NodeStoppedError`` otherwise)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if self._stopped:
-            fut.set_exception(NodeStoppedError("the node is stopping"))
-        elif not self.is_leader:
-            fut.set_exception(NotLeaderError(self.leader_id))
-        else:
+        if not self._refused_now(fut):
             self._entries.append((data, fut))
             self._wake.set()
         return fut
@@ -612,11 +620,7 @@ class RaftDriver:
                 staged[seg.channel] = parts
                 if not seg.end_segment:
                     continue
-                unit = replication_pb2.ReplicatedEpoch()
-                unit.CopyFrom(seg)
-                del unit.items[:]
-                for part in staged.pop(seg.channel):
-                    unit.items.extend(part.items)
+                unit = join_segments(staged.pop(seg.channel))
                 if view.refusal(unit) is None:
                     view.apply(unit)
         st.view = view
@@ -652,7 +656,7 @@ class RaftDriver:
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))
                 continue
-            if any(it.WhichOneof("item") == "transaction" for p in parts for it in p.items):
+            if any(transactions(p.items) for p in parts):
                 st.open_epoch_txns += 1
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, u.future)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from gateway.appliers.source import CommittedEntry, EntriesCompactedError
 from gateway.core.messages import TypeTag
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
+from gateway.replication import join_segments, transactions
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from .errors import NodeStoppedError
@@ -45,13 +46,9 @@ def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEp
         return None
     if seg.segment_id <= 1:
         return seg
-    unit = replication_pb2.ReplicatedEpoch()
-    unit.CopyFrom(seg)
-    del unit.items[:]
-    for prev in storage.entries(e.index - seg.segment_id + 1, e.index, NO_LIMIT):
-        unit.items.extend(replication_pb2.ReplicatedEpoch.FromString(prev.data[1:]).items)
-    unit.items.extend(seg.items)
-    return unit
+    prev = storage.entries(e.index - seg.segment_id + 1, e.index, NO_LIMIT)
+    return join_segments([*(replication_pb2.ReplicatedEpoch.FromString(p.data[1:])
+                            for p in prev), seg])
 
 
 def entry_epoch(e: Entry) -> int:
@@ -104,8 +101,7 @@ class CommittedLogSource:
                     except CompactedError:
                         raise EntriesCompactedError(e.index, storage.first_index()) from None
                     if unit is not None and not sm.skipped(e.index):
-                        txns = tuple(it.transaction for it in unit.items
-                                     if it.WhichOneof("item") == "transaction")
+                        txns = tuple(transactions(unit.items))
                         if txns:
                             out.append(CommittedEntry(e.index, None, txns))
                             continue
@@ -196,9 +192,8 @@ class ChangeFeed:
                 return txn.gtid.trans_id if txn is not None else None
             if e.data[0] == _UNIT and server_id != me:
                 unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
-                got = [it.transaction.gtid.trans_id for it in unit.items
-                       if it.WhichOneof("item") == "transaction"
-                       and it.transaction.gtid.server_id == server_id]
+                got = [t.gtid.trans_id for t in transactions(unit.items)
+                       if t.gtid.server_id == server_id]
                 return got[-1] if got else None
             return None
 
@@ -235,8 +230,7 @@ class ChangeFeed:
 
         held = drv.sm.replication.held(server_id)
         if epoch == 0:
-            return self._search(_probe_epoch, -1)[0] if not self._compacted() else \
-                drv.storage.first_index()
+            return drv.storage.first_index()  # from the start, like no position at all
         if held < epoch:
             raise InvalidRequest("after_epoch", f"this cluster holds epochs of cluster "
                                  f"{server_id} up to {held}, not {epoch}")

@@ -159,8 +159,8 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
-        self.channels = NodeChannels(self, tuple(_channel_definition(c)
-                                                 for c in cfg.channels))
+        self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
+                                                        for c in cfg.channels))
         self.channels.start()
         try:
             self._start_appliers()

@@ -61,7 +61,7 @@ from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm.format import prefix_end
 from gateway.core.messages import TypeTag
 from gateway.raft import Entry, EntryType
-from gateway.replication import ReplicationState
+from gateway.replication import ReplicationState, join_segments, transactions
 from gateway.v1 import (
     applier_pb2,
     gateway_pb2,
@@ -400,18 +400,11 @@ class StoreStateMachine:
                     u.source_epoch != seg.source_epoch for u in staged):
                 return self._refuse_unit(e, mark, ops, "segments of the replicated epoch "
                                          "are missing", seg)
-            unit = replication_pb2.ReplicatedEpoch()
-            unit.CopyFrom(seg)
-            del unit.items[:]
-            for u in staged:
-                unit.items.extend(u.items)
-            unit.items.extend(seg.items)
-        else:
-            unit = seg
+        unit = join_segments([*staged, seg])
         reason = self.replication.refusal(unit)
         if reason is not None:
             return self._refuse_unit(e, mark, ops, reason, unit)
-        txns = [it.transaction for it in unit.items if it.WhichOneof("item") == "transaction"]
+        txns = transactions(unit.items)
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
         for txn in txns:

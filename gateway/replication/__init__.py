@@ -17,7 +17,7 @@ applied exactly once, in its origin's order, in any topology.
 
 from .epochs import EpochAssembler, SealedEpoch, SourceRecord
 from .state import ReplicationState, StatusRow
-from .units import build_unit, segment_items, unit_items
+from .units import build_unit, join_segments, segment_items, transactions, unit_items
 
 __all__ = [
     "EpochAssembler",
@@ -26,6 +26,8 @@ __all__ = [
     "SourceRecord",
     "StatusRow",
     "build_unit",
+    "join_segments",
     "segment_items",
+    "transactions",
     "unit_items",
 ]

@@ -32,14 +32,14 @@ ride with data; reflection reaches an origin along the paths its transactions to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from gateway.v1 import epoch_pb2, replication_pb2
+from gateway.v1 import epoch_pb2, replication_pb2, transaction_pb2
 
 from .epochs import SealedEpoch
 from .state import ReplicationState
 
-__all__ = ["build_unit", "segment_items", "unit_items"]
+__all__ = ["build_unit", "join_segments", "segment_items", "transactions", "unit_items"]
 
 Item = replication_pb2.ReplicatedItem
 
@@ -101,10 +101,28 @@ def build_unit(state: ReplicationState, channel: str, source_id: int, sealed: Se
             local_epoch=local_epoch, sealed_at_ns=sealed.sealed_at_ns, items=part,
             segment_id=i, end_segment=i == len(parts),
             source_log_index=sealed.last_log_index))
-    whole = replication_pb2.ReplicatedEpoch(source_id=source_id, source_epoch=sealed.epoch,
-                                            items=items)
-    state.apply(whole)
+    state.apply(join_segments(out))
     return out
+
+
+def join_segments(segments: Sequence[replication_pb2.ReplicatedEpoch]
+                  ) -> replication_pb2.ReplicatedEpoch:
+    """The whole entry of ``segments`` (in order, the last one ``end_segment``): the last
+    segment's header with every segment's items. One segment is returned as it is."""
+    if len(segments) == 1:
+        return segments[0]
+    unit = replication_pb2.ReplicatedEpoch()
+    unit.CopyFrom(segments[-1])
+    del unit.items[:]
+    for seg in segments:
+        unit.items.extend(seg.items)
+    return unit
+
+
+def transactions(items: Iterable[replication_pb2.ReplicatedItem]
+                 ) -> list[transaction_pb2.Transaction]:
+    """The transactions among ``items``, in order."""
+    return [it.transaction for it in items if it.WhichOneof("item") == "transaction"]
 
 
 def segment_items(items: Iterable[replication_pb2.ReplicatedItem], max_bytes: int

@@ -26,6 +26,7 @@ from gateway.replication import (
     ReplicationState,
     SourceRecord,
     build_unit,
+    join_segments,
 )
 from gateway.v1 import epoch_pb2, gtid_pb2, replication_pb2, transaction_pb2
 
@@ -95,12 +96,7 @@ class Cluster:
 def _whole(log: list[Rec], i: int) -> replication_pb2.ReplicatedEpoch:
     last = log[i].unit
     assert last is not None
-    unit = replication_pb2.ReplicatedEpoch()
-    unit.CopyFrom(last)
-    del unit.items[:]
-    for j in range(i - last.segment_id + 1, i + 1):
-        unit.items.extend(log[j].unit.items)  # type: ignore[union-attr]
-    return unit
+    return join_segments([log[j].unit for j in range(i - last.segment_id + 1, i + 1)])
 
 
 class Channel:
