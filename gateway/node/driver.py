@@ -470,15 +470,24 @@ class RaftDriver:
         self._io.shutdown(wait=True)
 
     async def _ticker(self) -> None:
+        """Ticks Raft every ``tick_s``; on a leader also wakes the loop as each epoch ends, so
+        the epoch is sealed then rather than up to a tick later (channel lag)."""
+        tick = self.opts.tick_s
         last = time.monotonic()
         while not self._stopped:
-            await asyncio.sleep(self.opts.tick_s)
+            delay = last + tick - time.monotonic()
+            st = self._leader
+            if st is not None and self.is_leader:
+                epoch_s = self.opts.epoch_s
+                to_seal = epoch_s - (time.monotonic() - st.since) % epoch_s
+                delay = min(delay, to_seal + 0.0005)
+            await asyncio.sleep(max(delay, 0.0))
             now = time.monotonic()
-            n = int((now - last) / self.opts.tick_s)
+            n = int((now - last) / tick)
             if n:
-                last += n * self.opts.tick_s
+                last += n * tick
                 self._ticks_due += n  # a paused process delivers every missed tick
-                self._wake.set()
+            self._wake.set()
 
     async def _run(self) -> None:
         raw = self.raw
