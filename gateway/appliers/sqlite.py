@@ -27,6 +27,7 @@ a database busy or locked by another process is a ``TransientApplyError`` (retri
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -95,6 +96,51 @@ def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
     return [_db_value(v) for v in values]
 
 
+_RUN_KINDS = frozenset({OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE})
+
+
+def _runs(ops: Sequence[RowOp]) -> Iterable[Sequence[RowOp]]:
+    """``ops`` cut, in order, into maximal runs that one ``executemany`` can apply: the same
+    kind (INSERT, UPSERT, UPDATE or DELETE), table and columns; SQL and MOVE alone."""
+    run: list[RowOp] = []
+    for op in ops:
+        if run:
+            head = run[0]
+            if (op.kind is head.kind and op.kind in _RUN_KINDS and op.table == head.table
+                    and op.columns == head.columns and op.key_columns == head.key_columns):
+                run.append(op)
+                continue
+            yield run
+        run = [op]
+    if run:
+        yield run
+
+
+def _db_row(values: Sequence[Any]) -> list[Any]:
+    return [_db_value(v) for v in values]
+
+
+@functools.lru_cache(maxsize=4096)
+def _statement(kind: OpKind, table: str, key_columns: tuple[Column, ...],
+               columns: tuple[Column, ...]) -> str | None:
+    """The statement applying one ``kind`` operation (INSERT, UPSERT, UPDATE, DELETE) to
+    ``table``: parameters are the key then the values for INSERT/UPSERT, the values then the
+    key for UPDATE, the key for DELETE. None: nothing to do (an UPDATE of no columns)."""
+    where = " AND ".join(f"{_q(c.name)} = ?" for c in key_columns)
+    if kind is OpKind.INSERT or kind is OpKind.UPSERT:
+        cols = key_columns + columns
+        return (f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
+                f"VALUES ({', '.join('?' * len(cols))})")
+    if kind is OpKind.UPDATE:
+        if not columns:
+            return None
+        return (f"UPDATE {_q(table)} SET {', '.join(f'{_q(c.name)} = ?' for c in columns)} "
+                f"WHERE {where}")
+    if kind is OpKind.DELETE:
+        return f"DELETE FROM {_q(table)} WHERE {where}"
+    raise ValueError(f"no single statement for {kind.name}")
+
+
 class SqliteApplier(Applier):
     """Applies operations to the SQLite database at ``path``; see the module docstring."""
 
@@ -150,8 +196,11 @@ class SqliteApplier(Applier):
 
     def apply(self, ops: Sequence[RowOp]) -> None:
         def body(conn: sqlite3.Connection, created: dict[TableRef, set[str]]) -> None:
-            for op in ops:
-                self._apply_one(conn, op, created)
+            for run in _runs(ops):
+                if len(run) == 1:
+                    self._apply_one(conn, run[0], created)
+                else:
+                    self._apply_run(conn, run, created)
             conn.executemany(
                 "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
                 sorted({op.gtid for op in ops}))
@@ -224,25 +273,42 @@ class SqliteApplier(Applier):
                                             f"column by column")
         if not len(batch):
             return
-        table = batch.table.name
         self._ensure_table(conn, batch.table, batch.key_columns, batch.columns, created)
-        where = " AND ".join(f"{_q(c.name)} = ?" for c in batch.key_columns)
+        sql = _statement(batch.kind, batch.table.name, batch.key_columns, batch.columns)
+        if sql is None:
+            return
         key = [_db_column(v, c.type) for c, v in zip(batch.key_columns, batch.key, strict=True)]
         values = [_db_column(v, c.type)
                   for c, v in zip(batch.columns, batch.values, strict=True)]
-        if batch.kind in (OpKind.INSERT, OpKind.UPSERT):
-            cols = batch.key_columns + batch.columns
-            conn.executemany(
-                f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
-                f"VALUES ({', '.join('?' * len(cols))})", zip(*key, *values, strict=True))
-        elif batch.kind is OpKind.UPDATE:
-            if batch.columns:
-                conn.executemany(
-                    f"UPDATE {_q(table)} SET "
-                    f"{', '.join(f'{_q(c.name)} = ?' for c in batch.columns)} WHERE {where}",
-                    zip(*values, *key, strict=True))
+        if batch.kind is OpKind.UPDATE:
+            conn.executemany(sql, zip(*values, *key, strict=True))
+        elif batch.kind is OpKind.DELETE:
+            conn.executemany(sql, zip(*key, strict=True))
         else:
-            conn.executemany(f"DELETE FROM {_q(table)} WHERE {where}", zip(*key, strict=True))
+            conn.executemany(sql, zip(*key, *values, strict=True))
+
+    def _apply_run(self, conn: sqlite3.Connection, run: Sequence[RowOp],
+                   created: dict[TableRef, set[str]]) -> None:
+        """The statements of ``_apply_one`` for a run of operations of one kind (INSERT,
+        UPSERT, UPDATE or DELETE) on one table with the same columns (``_runs``), in order,
+        by one ``executemany``."""
+        first = run[0]
+        self._ensure_table(conn, first.table, first.key_columns, first.columns, created)
+        sql = _statement(first.kind, first.table.name, first.key_columns, first.columns)
+        if sql is None:
+            return
+        as_is = all(c.type in _BOUND_AS_IS for c in first.key_columns + first.columns)
+        kind = first.kind
+        if kind is OpKind.DELETE:
+            rows: Iterable[Sequence[Any]] = (
+                [op.key for op in run] if as_is else [_db_row(op.key) for op in run])
+        elif kind is OpKind.UPDATE:
+            rows = ([op.values + op.key for op in run] if as_is
+                    else [_db_row(op.values + op.key) for op in run])
+        else:
+            rows = ([op.key + op.values for op in run] if as_is
+                    else [_db_row(op.key + op.values) for op in run])
+        conn.executemany(sql, rows)
 
     def _apply_one(self, conn: sqlite3.Connection, op: RowOp,
                    created: dict[TableRef, set[str]]) -> None:
@@ -251,22 +317,19 @@ class SqliteApplier(Applier):
             return
         table = op.table.name
         self._ensure_table(conn, op.table, op.key_columns, op.columns, created)
-        where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
         key = [_db_value(v) for v in op.key]
-        if op.kind in (OpKind.INSERT, OpKind.UPSERT):
-            cols = op.key_columns + op.columns
-            conn.execute(
-                f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
-                f"VALUES ({', '.join('?' * len(cols))})",
-                key + [_db_value(v) for v in op.values])
-        elif op.kind is OpKind.UPDATE:
-            if op.columns:
-                conn.execute(
-                    f"UPDATE {_q(table)} SET {', '.join(f'{_q(c.name)} = ?' for c in op.columns)}"
-                    f" WHERE {where}", [_db_value(v) for v in op.values] + key)
-        elif op.kind is OpKind.DELETE:
-            conn.execute(f"DELETE FROM {_q(table)} WHERE {where}", key)
+        if op.kind in (OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE):
+            sql = _statement(op.kind, table, op.key_columns, op.columns)
+            if sql is None:
+                return
+            if op.kind is OpKind.DELETE:
+                conn.execute(sql, key)
+            elif op.kind is OpKind.UPDATE:
+                conn.execute(sql, [_db_value(v) for v in op.values] + key)
+            else:
+                conn.execute(sql, key + [_db_value(v) for v in op.values])
         elif op.kind is OpKind.MOVE:
+            where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
             if conn.execute(f"SELECT 1 FROM {_q(table)} WHERE {where}", key).fetchone():
                 new_key = [_db_value(v) for v in op.new_key or ()]
                 conn.execute(f"DELETE FROM {_q(table)} WHERE {where}", new_key)

@@ -18,13 +18,18 @@ def channel() -> None:
 
 @channel.command("add")
 @_target
-@_token
-@_ca
+@click.option("--token", envvar="GATEWAY_TOKEN", default=None,
+              help="Admin token of THIS cluster, the replica (also GATEWAY_TOKEN); the "
+                   "source's token is --source-token.")
+@click.option("--ca", envvar="GATEWAY_CA", default=None, type=click.Path(dir_okay=False),
+              help="CA certificate of THIS cluster's TLS API; the source's is --source-ca.")
 @click.option("--from", "sources", required=True, metavar="HOST:PORT[,...]",
               help="API addresses of nodes of the source cluster.")
-@click.option("--source-token", default="", help="Read token of the source cluster.")
+@click.option("--source-token", default="",
+              help="Read token the channel presents to the source cluster.")
 @click.option("--source-ca", default=None, type=click.Path(dir_okay=False),
-              help="CA certificate of the source's TLS API.")
+              help="CA certificate of the source cluster's TLS API (the channel then uses "
+                   "TLS).")
 @click.option("--source-id", type=int, default=0,
               help="The source's cluster id (default: learned on first contact, then pinned).")
 @click.option("--replace", is_flag=True, help="Replace a channel of the same name.")

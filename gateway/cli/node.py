@@ -129,11 +129,14 @@ async def _serve(cfg: Any, pm: Any) -> None:
           file=sys.stderr, flush=True)
     # Run until a signal, or until the node stops itself (it applied its own removal): both
     # are clean stops, exit status 0.
+    # A node that failed (its Raft loop died) stopped itself too: exit 1 with the reason.
     waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(node.wait_stopped())}
     _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for w in pending:
         w.cancel()
     await node.stop()
+    if node.failure:
+        raise _StartFailed(f"node {cfg.node_id} stopped: {node.failure}")
 
 
 @click.command("sql")

@@ -72,8 +72,17 @@ class _Net:
     """The net effect of the operations folded so far on one row."""
 
     kind: OpKind | None  # None = nothing (inserted then deleted)
-    cols: dict[str, tuple[Column, Any]]
+    # None while the row saw one operation (``last``, which then is the net effect as it
+    # is: the common case costs no column map and no new operation)
+    cols: dict[str, tuple[Column, Any]] | None
     last: RowOp
+
+    def columns(self) -> dict[str, tuple[Column, Any]]:
+        """The row's net columns (built from ``last`` on first use)."""
+        cols = self.cols
+        if cols is None:
+            cols = self.cols = _colmap(self.last)
+        return cols
 
 
 class RowReducer:
@@ -114,17 +123,18 @@ class RowReducer:
         rid = op.row_id
         net = self._rows.get(rid)
         if net is None:
-            self._rows[rid] = _Net(op.kind, _colmap(op), op)
+            self._rows[rid] = _Net(op.kind, None, op)
             return
         self._fold(net, op.kind, op)
 
     def _fold(self, net: _Net, kind: OpKind, op: RowOp) -> None:
         prev = net.kind
+        net.columns()  # ``last`` stops being the net effect
         net.last = op
         if kind is OpKind.UPDATE:
             if prev is OpKind.DELETE or prev is _NOTHING:
                 return  # updating a row that is not there changes nothing
-            net.cols.update(_colmap(op))
+            net.columns().update(_colmap(op))
         elif kind is OpKind.DELETE:
             if prev is OpKind.INSERT and self._elide:
                 net.kind = _NOTHING
@@ -145,7 +155,7 @@ class RowReducer:
         if net.kind is OpKind.DELETE or net.kind is _NOTHING:
             net.last = op
             return  # moving a row that is not there changes nothing
-        cols = dict(net.cols)
+        cols = dict(net.columns())
         cols.update(_colmap(op))
         self._fold(net, OpKind.DELETE, op)
         moved = RowOp(OpKind.INSERT, op.table, op.key_columns, op.new_key or (),
@@ -162,6 +172,9 @@ class RowReducer:
             if net.kind is _NOTHING:
                 continue
             last = net.last
+            if net.cols is None:
+                out.append(last)  # one operation on the row: it is its own net effect
+                continue
             cols = tuple(c for c, _ in net.cols.values())
             vals = tuple(v for _, v in net.cols.values())
             # last.key is the row's key also when last is a folded MOVE (its old row)

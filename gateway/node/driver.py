@@ -217,6 +217,12 @@ class RaftDriver:
         #: Called in the Raft loop after a Ready that changed this node's role or known leader
         #: (``RawNode`` soft state), once the Ready is applied; must not block.
         self.on_role_change: Callable[[], None] | None = None
+        #: Why the Raft loop or ticker ended on its own (a bug, a disk that failed under
+        #: the log): the node can no longer make progress and must stop. ``on_failure`` is
+        #: called once with it (in the event loop); until the owner stops, every write,
+        #: entry and read fails with ``NodeStoppedError`` instead of waiting forever.
+        self.failure: BaseException | None = None
+        self.on_failure: Callable[[BaseException], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.snapshots = SnapshotTaker(opts.node_id, storage, sm, self._io,
                                        every=opts.snapshot_entries, wake=self._wake.set,
@@ -437,6 +443,37 @@ class RaftDriver:
                 self._on_membership(node_id, ctx, removed)
         self._tasks = [asyncio.create_task(self._run(), name="raft-ready"),
                        asyncio.create_task(self._ticker(), name="raft-tick")]
+        for t in self._tasks:
+            t.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """The watchdog of the loop tasks: one that ended by an exception stops the driver
+        (see ``failure``); a stop or a removal ends them quietly."""
+        if task.cancelled() or task.exception() is None or self.failure is not None:
+            return
+        exc = task.exception()
+        assert exc is not None
+        log.critical("the Raft %s task failed; this node stops: %s: %s", task.get_name(),
+                     type(exc).__name__, exc, exc_info=exc)
+        self.failure = exc
+        self._stopped = True
+        err = NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})")
+        for t in self._tasks:
+            t.cancel()
+        for w in self._writes:
+            _fail(w.future, err)
+        for u in self._units:
+            _fail(u.future, err)
+        for _, f in self._entries:
+            _fail(f, err)
+        for waiter in self._waiting.values():
+            _fail(waiter.future, err)
+        for f in self._reads.values():
+            _fail(f, err)
+        for _, f in self._read_waits:
+            _fail(f, err)
+        if self.on_failure is not None:
+            self.on_failure(exc)
 
     async def stop(self) -> None:
         """Stop the loop, fail everything waiting, close nothing else (the owner closes the
@@ -446,9 +483,8 @@ class RaftDriver:
         self._wake.set()
         for t in self._tasks:
             t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        # A task that failed already told the watchdog (``failure``): not raised again here.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         err = NodeStoppedError("the node is stopping")
         await self.snapshots.close(err)
         for w in self._writes:
@@ -470,15 +506,24 @@ class RaftDriver:
         self._io.shutdown(wait=True)
 
     async def _ticker(self) -> None:
+        """Ticks Raft every ``tick_s``; on a leader also wakes the loop as each epoch ends, so
+        the epoch is sealed then rather than up to a tick later (channel lag)."""
+        tick = self.opts.tick_s
         last = time.monotonic()
         while not self._stopped:
-            await asyncio.sleep(self.opts.tick_s)
+            delay = last + tick - time.monotonic()
+            st = self._leader
+            if st is not None and self.is_leader:
+                epoch_s = self.opts.epoch_s
+                to_seal = epoch_s - (time.monotonic() - st.since) % epoch_s
+                delay = min(delay, to_seal + 0.0005)
+            await asyncio.sleep(max(delay, 0.0))
             now = time.monotonic()
-            n = int((now - last) / self.opts.tick_s)
+            n = int((now - last) / tick)
             if n:
-                last += n * self.opts.tick_s
+                last += n * tick
                 self._ticks_due += n  # a paused process delivers every missed tick
-                self._wake.set()
+            self._wake.set()
 
     async def _run(self) -> None:
         raw = self.raw
@@ -520,9 +565,8 @@ class RaftDriver:
                 if not self._stopped:
                     await self.snapshots.step(self.sm.applied_index)
             except RaftError:
-                log.exception("raft core failed; the node stops")
                 self._stopped = True
-                raise
+                raise  # the watchdog (_task_ended) reports it and stops the node
             if self.removed:
                 log.warning("this node was removed from the cluster; its Raft loop stops")
                 self._stopped = True

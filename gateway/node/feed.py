@@ -230,6 +230,12 @@ class ChangeFeed:
 
         held = drv.sm.replication.held(server_id)
         if epoch == 0:
+            if self._compacted():
+                first = drv.storage.first_index()
+                raise InvalidRequest("after_epoch", f"the log starts at index {first} "
+                                     f"(compacted): transactions of cluster {server_id} "
+                                     f"before it may be missing; resync from a snapshot, or "
+                                     f"subscribe from_log_index {first} to start there")
             return drv.storage.first_index()  # from the start, like no position at all
         if held < epoch:
             raise InvalidRequest("after_epoch", f"this cluster holds epochs of cluster "

@@ -96,6 +96,9 @@ class GatewayNode:
         self._stopped = asyncio.Event()
         self._closed = asyncio.Event()
         self._removal_stop: asyncio.Task[None] | None = None
+        self._failure_stop: asyncio.Task[None] | None = None
+        #: Why the node stopped itself, when it failed (None: running, or a clean stop).
+        self.failure: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -140,6 +143,7 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
         self.driver.compact_floor = self._applier_floor
+        self.driver.on_failure = self._on_driver_failure
         peers = dict(cfg.peer_map())
         for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
             ctx = json.loads(v)
@@ -279,6 +283,16 @@ class GatewayNode:
         return self._removal_stop is not None
 
     # -- callbacks ------------------------------------------------------------------------------
+
+    def _on_driver_failure(self, exc: BaseException) -> None:
+        """The Raft loop died (``RaftDriver.failure``): the node cannot serve, so it stops
+        (as its own task: this runs in the dying task's callback) and ``failure`` says why;
+        ``gateway run`` then exits 1 with it, for a supervisor to restart the process,
+        which recovers from its log."""
+        self.failure = f"the Raft loop failed: {type(exc).__name__}: {exc}"
+        if self._failure_stop is None:
+            self._failure_stop = asyncio.get_running_loop().create_task(
+                self.stop(), name="stop-failed")
 
     def _report(self, kind: str, peer: int) -> None:
         if kind == "unreachable":

@@ -81,6 +81,7 @@ from .validation import (
 )
 from .wire import (
     decode_entry,
+    encode_transaction,
     insert_header_span,
     insert_rows,
     meta_parts,
@@ -421,11 +422,16 @@ class StoreStateMachine:
             self.schemas[name] = schema
             ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
         for txn in txns:
+            meta = (unit.local_epoch, txn.author, txn.commit_timestamp_ns)
+            rows = self._replicated_rows(txn, e.index, meta)
+            if rows is not None:
+                ops += rows
+                for op in rows:
+                    overlay[op[0]] = op[1]
+                continue
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
-            self._write_statements(txn, e.index, gtid,
-                                   (unit.local_epoch, txn.author, txn.commit_timestamp_ns),
-                                   ops, overlay)
+            self._write_statements(txn, e.index, gtid, meta, ops, overlay)
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
         for o in origins:
@@ -492,27 +498,12 @@ class StoreStateMachine:
             return None
         sid, tid, epoch, author, commit_ts, stmts, idem = parsed
         index = e.index
-        rows: list[tuple[bytes, bytes, int, int, int]] = []
-        _, tail, result = meta_parts(sid, tid, epoch, author, commit_ts, index)
-        try:
-            for s_start, s_end in stmts:
-                span = insert_header_span(data, s_start, s_end)
-                if span is None:  # not an insert whose header precedes its records
-                    return None
-                b_start, first_rec = span
-                info = self._insert_head(data[b_start:first_rec])
-                if info is None:
-                    return None
-                prefix, head, mid = info
-                got = insert_rows(data, first_rec, s_end, prefix, head, mid, tail, epoch,
-                                   author, commit_ts)
-                if got is None:
-                    return None
-                rows += got
-        except (IndexError, ValueError, struct.error):
-            return None
         if not stmts:
             return None  # the general path rejects it
+        _, tail, result = meta_parts(sid, tid, epoch, author, commit_ts, index)
+        rows = self._wire_rows(data, stmts, tail, (epoch, author, commit_ts))
+        if rows is None:
+            return None
         self.last_trans_id = max(self.last_trans_id, tid)
         self.last_commit_ts = max(self.last_commit_ts, commit_ts)
         if idem:
@@ -527,6 +518,44 @@ class StoreStateMachine:
         if idem:
             self._record_result(idem, result, commit_ts, ops, overlay)
         return Applied(index, e.term, wire=result)
+
+    def _wire_rows(self, data: bytes, stmts: list[tuple[int, int]], tail: bytes,
+                   meta: tuple[int, int, int]) -> list[tuple[bytes, bytes, int, int, int]] | None:
+        """The store operations of a transaction payload ``data`` whose statements (spans
+        ``stmts``) are all inserts into known tables, with row metadata ``meta`` = (epoch,
+        author, commit ts) and ``tail`` from ``meta_parts``; None when one needs the general
+        path (nothing is changed)."""
+        rows: list[tuple[bytes, bytes, int, int, int]] = []
+        try:
+            for s_start, s_end in stmts:
+                span = insert_header_span(data, s_start, s_end)
+                if span is None:  # not an insert whose header precedes its records
+                    return None
+                b_start, first_rec = span
+                info = self._insert_head(data[b_start:first_rec])
+                if info is None:
+                    return None
+                prefix, head, mid = info
+                got = insert_rows(data, first_rec, s_end, prefix, head, mid, tail, *meta)
+                if got is None:
+                    return None
+                rows += got
+        except (IndexError, ValueError, struct.error):
+            return None
+        return rows
+
+    def _replicated_rows(self, txn: transaction_pb2.Transaction, index: int,
+                         meta: tuple[int, int, int]
+                         ) -> list[tuple[bytes, bytes, int, int, int]] | None:
+        """``_wire_rows`` for a replicated (origin) transaction: its GTID, ``meta`` = (this
+        cluster's epoch, origin author, origin commit ts); None: the general path."""
+        data = encode_transaction(txn)
+        parsed = parse_txn(data)
+        if parsed is None or not parsed[5]:
+            return None
+        sid, tid, _, _, _, stmts, _ = parsed
+        _, tail, _ = meta_parts(sid, tid, *meta, index)
+        return self._wire_rows(data, stmts, tail, meta)
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)

@@ -225,3 +225,36 @@ def test_apply_columns_refuses_barriers_and_a_second_schema(db):
     with pytest.raises(UnsupportedOperationError, match="collides"):
         db.apply_columns([ColumnOps(TableRef("other", "t"), OpKind.DELETE, key, (), [[1]], [])],
                          [(1, 2)])
+
+
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_apply_of_runs_of_like_operations_equals_applying_them_one_by_one(tmp_path, seed):
+    """``apply`` runs consecutive operations of one kind, table and columns as one
+    ``executemany``: in order, so repeated rows (unreduced operations) end as applied one at
+    a time, with every type's conversion."""
+    rng = random.Random(seed)
+    ops: list[RowOp] = []
+    while len(ops) < 300:
+        table = rng.choice(list(_KEYS))
+        kind = rng.choice([OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE])
+        names = [] if kind is OpKind.DELETE else rng.sample(sorted(_TYPED),
+                                                            rng.randint(1, len(_TYPED)))
+        for _ in range(rng.randint(1, 12)):
+            key = ((rng.randint(1, 15),) if table == "t"
+                   else (rng.choice("pq"), rng.randint(1, 8)))
+            values = tuple(None if rng.random() < 0.15 else rng.choice(_SAMPLES[c])
+                           for c in names)
+            ops.append(RowOp(kind, TableRef("s", table), _KEYS[table], key,
+                             tuple(Column(c, _TYPED[c]) for c in names), values,
+                             Gtid(1, len(ops) // 50 + 1), statement=1))
+    whole = SqliteApplier(tmp_path / "whole.db")
+    single = SqliteApplier(tmp_path / "single.db")
+    try:
+        for start in range(0, len(ops), 100):
+            whole.apply(ops[start:start + 100])
+        for op in ops:
+            single.apply([op])
+        assert _dump(tmp_path / "whole.db") == _dump(tmp_path / "single.db")
+    finally:
+        whole.close()
+        single.close()

@@ -233,3 +233,134 @@ def test_appliers_of_the_replica_see_replicated_rows_with_their_origin_author(tm
             await wait_for(lambda: count() == 3, 20, "the SQLite applier of B has A's rows")
 
     run(go(), 60)
+
+
+def test_a_source_with_tls_and_tokens_needs_the_channels_read_token_and_ca(tmp_path):
+    """The channel presents its token and checks the source's certificate against its CA; a
+    wrong token or a missing CA is an error on the channel's status, retried, and the
+    corrected channel replicates."""
+    from gateway.node.config import TlsConfig
+    from gateway.node.security import make_test_ca
+
+    ca = make_test_ca(str(tmp_path / "ca"))
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text('[[token]]\nname = "reader"\ntoken = "r"\npermissions = ["read"]\n'
+                      '[[token]]\nname = "app"\ntoken = "w"\npermissions = ["read", "write"]\n')
+    tls = TlsConfig(api_cert=ca["node"], api_key=ca["node_key"], peer_cert=ca["node"],
+                    peer_key=ca["node_key"], peer_ca=ca["ca"])
+    a = node_configs(tmp_path / "a", 1, cluster_id=1, tls=tls, tokens_file=str(tokens))[0]
+    b = _cluster(tmp_path, "b", 2)[0]
+    with open(ca["ca"]) as f:
+        pem = f.read()
+
+    def channel(nb):
+        return next((ch for ch in nb.status().channels if ch.name == "fromA"), None)
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            async with AsyncGatewayClient(a.api, token="w",
+                                          root_certificates=pem.encode()) as c:
+                await c.write([row_insert("shop.items", {"id": 1}, {"v": "tls"})])
+            cb = _client(b)
+            await asyncio.to_thread(lambda: cb.add_channel("fromA", [a.api], token="nope",
+                                                           ca_pem=pem))
+            await wait_for(lambda: (ch := channel(nb)) is not None and ch.state == "error"
+                           and "UNAUTHENTICATED" in ch.last_error, 15, "a wrong token reported")
+            await asyncio.to_thread(lambda: cb.add_channel("fromA", [a.api], token="r",
+                                                           replace=True))
+            await wait_for(lambda: (ch := channel(nb)) is not None and ch.state == "error"
+                           and ch.last_error and "UNAUTHENTICATED" not in ch.last_error, 15,
+                           "plaintext against a TLS source reported")
+            assert _rows(nb) == {}
+            await asyncio.to_thread(lambda: cb.add_channel("fromA", [a.api], token="r",
+                                                           ca_pem=pem, replace=True))
+            await wait_for(lambda: len(_rows(nb)) == 1, 15, "replicated over TLS")
+            assert channel(nb).state == "running" and channel(nb).last_error == ""
+
+    run(go(), 90)
+
+
+def test_a_source_compacted_past_the_channels_position_is_an_error_not_a_gap(tmp_path):
+    """A new replica of a source whose log no longer starts at its beginning cannot get the
+    whole history through the channel: the source refuses the position, and the channel
+    shows why (compacted) instead of replicating from the middle."""
+    a = node_configs(tmp_path / "a", 1, cluster_id=1, snapshot_entries=10)[0]
+    b = _cluster(tmp_path, "b", 2)[0]
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            for i in range(40):
+                await _write(a, i, f"a{i}")
+            await na.driver.snapshot_now()
+            await wait_for(lambda: na.driver.storage.first_index() > 2, 15, "A compacted")
+            cb = _client(b)
+            await asyncio.to_thread(lambda: cb.add_channel("fromA", [a.api]))
+            await wait_for(lambda: any("compacted" in ch.last_error
+                                       for ch in nb.status().channels), 15,
+                           "the compacted position reported")
+            ch = nb.status().channels[0]
+            assert ch.state == "error" and "resync" in ch.last_error
+            assert _rows(nb) == {}
+            # the same for a subscriber asking for another origin's epochs from the start
+            from gateway.client import GatewayError
+
+            def subscribe_from_the_start() -> GatewayError | None:
+                with _client(a) as ca:
+                    try:
+                        for _ in ca.subscribe(after_epoch=(99, 0)):
+                            break
+                    except GatewayError as exc:
+                        return exc
+                return None
+
+            exc = await asyncio.to_thread(subscribe_from_the_start)
+            assert exc is not None and exc.code.name == "INVALID_ARGUMENT"
+            assert "compacted" in exc.details and "from_log_index" in exc.details
+
+    run(go(), 60)
+
+
+def test_channel_and_peer_metrics(tmp_path):
+    """Prometheus shows each channel (up, applied epoch, lag, transactions) and each peer's
+    max replicated epoch, as the Status RPC does."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gateway.node.metrics import NodeCollector
+
+    a, b = _cluster(tmp_path, "a", 1)[0], _cluster(tmp_path, "b", 2)[0]
+    a = dataclasses.replace(a, channels=(ChannelConfig("fromB", (b.api,)),))
+    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),))
+
+    def scrape(node) -> dict[str, float]:
+        reg = CollectorRegistry()
+        reg.register(NodeCollector(node))
+        out = {}
+        for line in generate_latest(reg).decode().splitlines():
+            if line.startswith(("gateway_channel", "gateway_max_replicated")):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            for i in range(3):
+                await _write(a, i, f"a{i}")
+            await wait_for(lambda: len(_rows(nb)) == 3, 20, "replicated")
+            await wait_for(lambda: na.sm.replication.max_replicated_epoch(2) > 0, 10,
+                           "reflected")
+            mb, ma = scrape(nb), scrape(na)
+            assert mb['gateway_channel_up{channel="fromA"}'] == 1
+            assert mb['gateway_channel_applied_epoch{channel="fromA"}'] == \
+                nb.status().channels[0].applied_epoch > 0
+            assert mb['gateway_channel_transactions_total{channel="fromA"}'] == 3
+            assert mb['gateway_channel_lag_epochs{channel="fromA"}'] == 0
+            assert ma['gateway_max_replicated_epoch{peer="2"}'] == \
+                na.sm.replication.max_replicated_epoch(2)
+
+    run(go(), 60)

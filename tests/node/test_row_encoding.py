@@ -158,3 +158,100 @@ def test_meta_parts_match_row_tail_and_write_result():
         assert g == gtid_pb2.Gtid(server_id=sid, trans_id=tid).SerializeToString()
         assert meta_parts(sid, tid, ep, au, ts, ix) == (
             g, row_tail((ep, au, ts), g, ix), write_result(g, ep, ts, ix))
+
+
+def test_replicated_epochs_write_what_the_general_path_writes(tmp_path):
+    """A replicated epoch's insert-only transactions take the wire-bytes path with the
+    origin's GTID, author and commit ts and this cluster's epoch; with that path disabled
+    (every transaction through the protobuf path) the store batches and outcomes are the
+    same. Updates, deletes and a new table in the same epochs take the general path, reading
+    rows the fast path wrote earlier in the entry."""
+    from gateway.core import messages
+    from gateway.node.keys import table_prefix
+    from gateway.raft import Entry, EntryType
+    from gateway.replication import ReplicationState, build_unit
+    from gateway.replication.epochs import SealedEpoch
+    from gateway.v1 import replication_pb2, transaction_pb2
+
+    rng = random.Random(5)
+    view = ReplicationState(1)
+    entries = []
+    trans = 0
+    for n in range(1, 60):
+        items = []
+        for _ in range(rng.randint(1, 4)):
+            trans += 1
+            keys = [rng.randint(0, 30) for _ in range(rng.randint(1, 5))]
+            stmts = [statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+                table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+                key_fields=[statement_pb2.FieldMetadata(name="id", type=3)],
+                fields=[statement_pb2.FieldMetadata(name="v", type=12)],
+                records=[statement_pb2.InsertRecord(
+                    key_values=[value_pb2.Value(int_value=k)],
+                    after_values=[_value(rng) if rng.random() < 0.3 else
+                                  value_pb2.Value(string_value=f"r{trans}")])
+                         for k in keys]))]
+            roll = rng.random()
+            if roll < 0.2:
+                stmts.append(statement_pb2.Statement(update=statement_pb2.UpdateStatement(
+                    table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+                    key_fields=[statement_pb2.FieldMetadata(name="id", type=3)],
+                    set_fields=[statement_pb2.FieldMetadata(name="v", type=12)],
+                    records=[statement_pb2.UpdateRecord(
+                        key_values=[value_pb2.Value(int_value=keys[0])],
+                        after_values=[value_pb2.Value(string_value="upd")])])))
+            elif roll < 0.3:
+                stmts.append(statement_pb2.Statement(delete=statement_pb2.DeleteStatement(
+                    table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+                    key_fields=[statement_pb2.FieldMetadata(name="id", type=3)],
+                    records=[statement_pb2.DeleteRecord(
+                        key_values=[value_pb2.Value(int_value=rng.randint(0, 30))])])))
+            elif roll < 0.35:
+                stmts.append(statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+                    table=statement_pb2.TableMetadata(schema_name="s", table_name=f"n{n}"),
+                    key_fields=[statement_pb2.FieldMetadata(name="k", type=12)],
+                    records=[statement_pb2.InsertRecord(
+                        key_values=[value_pb2.Value(string_value="a")])])))
+            items.append(replication_pb2.ReplicatedItem(transaction=transaction_pb2.Transaction(
+                gtid=gtid_pb2.Gtid(server_id=2, trans_id=trans), epoch=(1 << 32) | n,
+                author=2, commit_timestamp_ns=1000 + trans, segment_id=1, end_segment=True,
+                statements=stmts)))
+        sealed = SealedEpoch((1 << 32) | n, items, last_log_index=n)
+        for part in build_unit(view, "c", 2, sealed, (3 << 32) | n):
+            entries.append(Entry(term=1, index=len(entries) + 2, type=EntryType.NORMAL,
+                                 data=messages.pack(part)))
+    got = []
+    hits: list[bool] = []
+    for name, fast in (("fast", True), ("general", False)):
+        sm = StoreStateMachine(str(tmp_path / name), cluster_id=1)
+        inner = sm._replicated_rows
+
+        def rows(*a, _f=inner, _fast=fast):  # type: ignore[no-untyped-def]
+            out = _f(*a) if _fast else None
+            if _fast:
+                hits.append(out is not None)
+            return out
+
+        sm._replicated_rows = rows  # type: ignore[method-assign]
+        batches: list = []
+        write = sm.store.write_batch
+
+        def record(ops, log_index=0, _w=write, _b=batches):  # type: ignore[no-untyped-def]
+            _b.append((list(ops), log_index))
+            _w(ops, log_index=log_index)
+
+        sm.store.write_batch = record  # type: ignore[method-assign]
+        outcomes = []
+        for i in range(0, len(entries), 7):
+            for a in sm.apply(entries[i:i + 7]):
+                outcomes.append((a.index, a.error and str(a.error),
+                                 a.result and a.result.SerializeToString()))
+        got.append((batches, outcomes, list(sm.store.scan_prefix(b""))))
+        sm.close()
+    assert got[0] == got[1]
+    assert not any(o[1] for o in got[0][1])
+    assert any(hits) and not all(hits)  # both paths were taken
+    prefix = table_prefix("s", "t")
+    stored = [gateway_pb2.Row.FromString(v) for k, v, *_ in got[0][2] if k.startswith(prefix)]
+    assert stored and all(r.author == 2 and r.gtid.server_id == 2 and r.epoch >> 32 == 3
+                          for r in stored)

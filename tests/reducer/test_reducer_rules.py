@@ -153,11 +153,12 @@ def test_row_reducer_refuses_sql_and_unknown_moves():
 
 
 @pytest.mark.parametrize("bad, message", [
-    (lambda s: s.insert.records[0].after_values.pop(), "0 values for 1 fields"),
-    (lambda s: s.insert.records[0].key_values[0].Clear(), "no case set"),
+    (lambda s: s.insert.records[0].after_values.pop(), "record 1: 0 values for 1 fields"),
+    (lambda s: s.insert.records[0].key_values[0].Clear(),
+     "record 1 key column 'id': value has no case set"),
     (lambda s: s.insert.records[0].after_values[0].CopyFrom(
         statement_pb2.Statement().insert.records.add().after_values.add(string_value="x")),
-     "string_value in a FIELD_TYPE_INTEGER column"),
+     "record 1 column 'a': string_value in a FIELD_TYPE_INTEGER column"),
     (lambda s: s.insert.ClearField("key_fields"), "no key_fields"),
     (lambda s: s.insert.table.ClearField("table_name"), "table has no name"),
 ])
@@ -208,3 +209,29 @@ def test_out_of_order_segments_are_named_errors_carrying_the_dropped_segments(se
         asm.add(5, txn(1, segment_id=segment_id))
     assert info.value.indexes == ((1, 5) if first else (5,))
     assert len(asm) == 0
+
+
+def test_values_convert_decimals_and_nulls_and_name_a_bad_decimal():
+    from decimal import Decimal
+
+    from gateway.v1 import value_pb2
+
+    FT = value_pb2.FieldType
+    ins = statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+        key_fields=[statement_pb2.FieldMetadata(name="id", type=FT.FIELD_TYPE_INTEGER)],
+        fields=[statement_pb2.FieldMetadata(name="price", type=FT.FIELD_TYPE_DECIMAL),
+                statement_pb2.FieldMetadata(name="note", type=FT.FIELD_TYPE_VARCHAR)])
+    ins.records.add(key_values=[value_pb2.Value(int_value=1)],
+                    after_values=[value_pb2.Value(decimal_value="1.50"),
+                                  value_pb2.Value(null_value=value_pb2.NULL_VALUE)])
+    ins.records.add(key_values=[value_pb2.Value(int_value=2)],
+                    after_values=[value_pb2.Value(decimal_value="2"),
+                                  value_pb2.Value(string_value="x")])
+    ops = statement_ops(txn(1, statement_pb2.Statement(insert=ins)))
+    assert [op.row() for op in ops] == [{"id": 1, "price": Decimal("1.50"), "note": None},
+                                        {"id": 2, "price": Decimal("2"), "note": "x"}]
+    ins.records[1].after_values[0].decimal_value = "two"
+    with pytest.raises(MalformedTransactionError,
+                       match="record 2 column 'price': decimal_value 'two' is not a number"):
+        statement_ops(txn(1, statement_pb2.Statement(insert=ins)))
