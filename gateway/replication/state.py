@@ -65,6 +65,17 @@ class ReplicationState:
         """Newest epoch of this cluster that ``peer`` is known to have applied (0: none)."""
         return self.apply_status.get((self.self_id, peer), 0)
 
+    def tombstone_floor(self) -> int:
+        """The newest epoch of this cluster every known peer has applied: a delete in a later
+        epoch may still meet a change some peer wrote without having seen it (a conflict
+        check needs the delete's epoch and author), so its tombstone is kept; at or below the
+        floor every peer had seen the delete before writing anything it sends later.
+        ``1 << 64`` (keep none) when no other cluster is known."""
+        peers = self.peers()
+        if not peers:
+            return 1 << 64
+        return min(self.max_replicated_epoch(p) for p in peers)
+
     def peers(self) -> list[int]:
         """Clusters this cluster knows anything about, sorted."""
         ids = {o for o in self.watermarks}

@@ -14,7 +14,9 @@ one table at a time, round-robin over the key space (the *compaction pointer*), 
 the overlapping tables of level L+1. A table with no overlap below is moved, not rewritten.
 
 Tombstones are dropped only when no level below the output level holds any key in the
-compaction's key range: then no older value can reappear. Snapshots pin whole versions (the
+compaction's key range: then no older value can reappear -- and only those of deletes in
+epochs up to the store's ``tombstone_floor``: a newer delete's epoch and author may still
+decide a replicated change's conflict (docs/lsm.md). Snapshots pin whole versions (the
 old tables), so dropping tombstones or shadowed values in new tables never changes what a
 snapshot reads.
 """
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gateway.core.fileio import FileSystem
-from gateway.core.lsm.format import FLAG_TOMBSTONE
+from gateway.core.lsm.format import FLAG_TOMBSTONE, tombstone_epoch
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.sstable_reader import SSTableReader
@@ -106,6 +108,7 @@ def run_compaction(
     block_bytes: int,
     target_file_bytes: int,
     should_stop: Callable[[], bool] = lambda: False,
+    tombstone_floor: int = 1 << 64,
 ) -> list[tuple[TableMeta, str]]:
     """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their metadata.
 
@@ -122,7 +125,7 @@ def run_compaction(
             if should_stop():
                 raise InterruptedError("store is closing")
             if c.drop_tombstones:
-                keys, cells = _drop_tombstones(keys, cells)
+                keys, cells = _drop_tombstones(keys, cells, tombstone_floor)
                 if not keys:
                     continue
             if writer is None:
@@ -151,8 +154,12 @@ def _chain(tables: list[SSTableReader]) -> Iterator[Block]:
         yield from t.chunks(None, None, fill_cache=False)
 
 
-def _drop_tombstones(keys: list[bytes], cells: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    dead = [i for i, cell in enumerate(cells) if cell[0] & FLAG_TOMBSTONE]
+def _drop_tombstones(keys: list[bytes], cells: list[bytes], floor: int
+                     ) -> tuple[list[bytes], list[bytes]]:
+    """Without the tombstones a merge may drop: those of deletes in epochs up to ``floor``
+    (a tombstone written without metadata counts as epoch 0)."""
+    dead = [i for i, cell in enumerate(cells) if cell[0] & FLAG_TOMBSTONE
+            and (tombstone_epoch(cell) or 0) <= floor]
     if not dead:
         return keys, cells
     gone = set(dead)

@@ -27,7 +27,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -44,11 +44,13 @@ from gateway.core.lsm.errors import (
 from gateway.core.lsm.format import (
     FLAG_TOMBSTONE,
     TOMBSTONE,
+    RowVersion,
     StoredRow,
     check_metadata,
     encode_cell,
     entry_of,
     prefix_end,
+    version_of,
 )
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
 from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
@@ -57,6 +59,10 @@ from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
 from gateway.core.lsm.version import Version
+
+
+def _KEEP_NO_TOMBSTONE() -> int:
+    return 1 << 64
 
 __all__ = ["LSMStore", "WriteBatch"]
 
@@ -159,6 +165,10 @@ class LSMStore:
         self._l0_stop = max(l0_stop_trigger, l0_compaction_trigger + 1)
         self._max_immutable = max_immutable
         self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
+        #: Tombstones of deletes in epochs above this value are kept when compaction could
+        #: drop them (conflict checks still need the delete's epoch and author); read by the
+        #: compaction thread each time it merges. Default: keep none.
+        self.tombstone_floor: Callable[[], int] = _KEEP_NO_TOMBSTONE
         self._wal_enabled = wal
         self._wal_sync = wal_sync
         self._background = background
@@ -498,6 +508,13 @@ class LSMStore:
         cell = self._cell(_key(key))
         return None if cell is None else entry_of(cell)
 
+    def get_version(self, key: bytes) -> RowVersion | None:
+        """The newest version of ``key``, a delete included (``value`` None, with the
+        delete's metadata while its tombstone is retained: see ``tombstone_floor``); None
+        when the store holds nothing for ``key``."""
+        cell = self._cell(_key(key))
+        return None if cell is None else version_of(cell)
+
     def __contains__(self, key: bytes) -> bool:
         return self.get(key) is not None
 
@@ -706,6 +723,7 @@ class LSMStore:
             block_bytes=self._block_bytes,
             target_file_bytes=self._target_file_bytes,
             should_stop=lambda: self._closing,
+            tombstone_floor=self.tombstone_floor(),
         )
         self._fs.sync_dir(self.path)
         readers = {
