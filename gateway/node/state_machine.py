@@ -698,11 +698,11 @@ class StoreStateMachine:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _tombstone_floor(self) -> int:
-        """For the store's compaction (another thread): deletes in later epochs keep their
-        tombstones (``ReplicationState.tombstone_floor``; all of them until it is loaded)."""
+    def _tombstone_floor(self) -> tuple[int, dict[int, int]]:
+        """For the store's compaction (another thread): which deletes keep their tombstones
+        (``ReplicationState.tombstone_floor``; all of them until it is loaded)."""
         state = getattr(self, "replication", None)
-        return 0 if state is None else state.tombstone_floor()
+        return (0, {}) if state is None else state.tombstone_floor()
 
     def restore(self, data: bytes) -> int:
         """Replace the store by the snapshot archive ``data``; return its applied index."""

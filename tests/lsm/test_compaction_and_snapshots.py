@@ -58,20 +58,22 @@ def test_tombstones_of_deletes_above_the_floor_keep_their_metadata_until_it_pass
     time (``get_version``), and go at a later merge of their range once the floor passed."""
     s = open_store()
     floor = [10]
-    s.tombstone_floor = lambda: floor[0]
+    s.tombstone_floor = lambda: (floor[0], {7: 100})
     fill(s, 300)
     s.flush()
-    for i in range(300):
-        s.delete(key(i), epoch=5 if i % 2 else 20, author=3, commit_ts=1000 + i)
+    for i in range(300):  # author 7's deletes have a floor of their own (100)
+        s.delete(key(i), epoch=5 if i % 2 else 20, author=7 if i % 3 == 0 else 3,
+                 commit_ts=1000 + i)
     s.flush()
     s.put(b"other", b"x")
     s.flush()  # merged into level 1, below which nothing lives: tombstones may go
     assert s.stats()["levels"][:2] == [0, 1]
     tombs = [k for k, c in _cells_in_tables(s) if c[0] & FLAG_TOMBSTONE]
-    assert tombs == [key(i) for i in range(0, 300, 2)]  # the epoch-20 deletes
+    assert tombs == [key(i) for i in range(0, 300, 2) if i % 3]  # epoch 20, not author 7
     assert s.get(key(4)) is None and s.get(key(5)) is None
     assert s.get_version(key(4)) == (None, 20, 3, 1004)
     assert s.get_version(key(5)) is None  # collected: nothing known
+    assert s.get_version(key(6)) is None  # author 7: under its floor
     assert s.get_version(b"other") == (b"x", 0, 0, 0)
     floor[0] = 20
     for n in range(3):  # new level-0 tables over the same range: merged with level 1

@@ -43,7 +43,7 @@ __all__ = [
     "encode_pairs",
     "entry_of",
     "prefix_end",
-    "tombstone_epoch",
+    "tombstone_meta",
     "value_of",
     "version_of",
 ]
@@ -142,13 +142,16 @@ def version_of(cell: bytes) -> RowVersion:
     return RowVersion(None if flags & FLAG_TOMBSTONE else cell[1:], 0, 0, 0)
 
 
-def tombstone_epoch(cell: bytes) -> int | None:
-    """The epoch of the delete a tombstone ``cell`` records (0: written without metadata);
-    None when ``cell`` is not a tombstone."""
+def tombstone_meta(cell: bytes) -> tuple[int, int] | None:
+    """``(epoch, author)`` of the delete a tombstone ``cell`` records (0, 0 when written
+    without metadata); None when ``cell`` is not a tombstone."""
     flags = cell[0]
     if not flags & FLAG_TOMBSTONE:
         return None
-    return _META.unpack_from(cell)[1] if flags & FLAG_META else 0
+    if flags & FLAG_META:
+        _, epoch, author, _ = _META.unpack_from(cell)
+        return epoch, author
+    return 0, 0
 
 
 def check_metadata(epoch: int, author: int, commit_ts: int) -> None:

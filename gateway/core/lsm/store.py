@@ -33,7 +33,12 @@ from typing import Any
 
 from gateway.core.fileio import FileLock, FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
-from gateway.core.lsm.compaction import Compaction, LeveledPolicy, run_compaction
+from gateway.core.lsm.compaction import (
+    Compaction,
+    LeveledPolicy,
+    TombstoneFloor,
+    run_compaction,
+)
 from gateway.core.lsm.errors import (
     BackgroundError,
     CorruptionError,
@@ -60,13 +65,13 @@ from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
 from gateway.core.lsm.version import Version
 
-
-def _KEEP_NO_TOMBSTONE() -> int:
-    return 1 << 64
-
 __all__ = ["LSMStore", "WriteBatch"]
 
 _FILE_RE = re.compile(r"^(\d{6,})\.(sst|wal)$")
+
+
+def _keep_no_tombstone() -> TombstoneFloor:
+    return (1 << 64, {})
 #: A snapshot copies an active memtable this small instead of freezing it.
 SNAPSHOT_COPY_LIMIT = 1024
 
@@ -165,10 +170,11 @@ class LSMStore:
         self._l0_stop = max(l0_stop_trigger, l0_compaction_trigger + 1)
         self._max_immutable = max_immutable
         self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
-        #: Tombstones of deletes in epochs above this value are kept when compaction could
-        #: drop them (conflict checks still need the delete's epoch and author); read by the
-        #: compaction thread each time it merges. Default: keep none.
-        self.tombstone_floor: Callable[[], int] = _KEEP_NO_TOMBSTONE
+        #: ``(default, {author: floor})``: tombstones of deletes in epochs above the floor of
+        #: their author are kept when compaction could drop them (conflict checks still need
+        #: the delete's epoch and author); read by the compaction thread each time it merges.
+        #: Default: keep none.
+        self.tombstone_floor: Callable[[], TombstoneFloor] = _keep_no_tombstone
         self._wal_enabled = wal
         self._wal_sync = wal_sync
         self._background = background
