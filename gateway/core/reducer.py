@@ -153,6 +153,7 @@ class RowReducer:
             raise ValueError("MOVE of a row whose full image is unknown is a barrier")
         net = self._rows[op.row_id]
         if net.kind is OpKind.DELETE or net.kind is _NOTHING:
+            net.columns()  # ``last`` stops being the net effect
             net.last = op
             return  # moving a row that is not there changes nothing
         cols = dict(net.columns())
