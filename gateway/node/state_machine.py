@@ -29,7 +29,8 @@ What applying an entry does (identically on every replica, from the entry's byte
   GTID counter, clock or idempotency records; the origin watermarks (``m w:<origin>``) and
   apply-status rows (``m as:<server_id>:<applied_by>``) are raised;
 - a channel command (tag ``CHANNEL_COMMAND``) adds, replaces or removes a channel definition
-  (``m ch:<name>``);
+  (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
+  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -56,6 +57,8 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
+from gateway.conflict import ConflictRule, Role
+from gateway.conflict.rules import rule_from_proto, rule_to_proto
 from gateway.core.fileio import local_fs
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm.format import prefix_end
@@ -102,6 +105,7 @@ _TXN = TypeTag.TRANSACTION
 _POS = TypeTag.APPLIER_POSITION
 _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
+_CONFLICT = TypeTag.CONFLICT_COMMAND
 _MISSING = object()
 
 
@@ -206,6 +210,14 @@ class StoreStateMachine:
         for k, v in self.store.scan_prefix(keys.meta_key("ch:")):
             self.channels[k[len(keys.meta_key("ch:")):].decode()] = \
                 replication_pb2.ChannelDefinition.FromString(v)
+        #: Conflict rules by table pattern and this cluster's role (``m cr:<pattern>``,
+        #: ``m role``; replaced, never mutated, by apply).
+        self.conflict_rules: dict[str, ConflictRule] = {}
+        for _k, v in self.store.scan_prefix(keys.meta_key("cr:")):
+            rule = rule_from_proto(replication_pb2.ConflictRule.FromString(v))
+            self.conflict_rules[rule.pattern] = rule
+        raw_role = self.store.get(keys.meta_key("role"))
+        self.conflict_role = Role(raw_role.decode()) if raw_role else Role.NONE
         self._staged: dict[str, list[replication_pb2.ReplicatedEpoch]] = {}
         for _k, v in self.store.scan_prefix(keys.meta_key("seg:")):
             unit = replication_pb2.ReplicatedEpoch.FromString(v)
@@ -318,6 +330,8 @@ class StoreStateMachine:
                             out.append(done)
                     elif tag == _CHANNEL:
                         self._apply_channel(e.data, ops)
+                    elif tag == _CONFLICT:
+                        self._apply_conflict_command(e.data, ops)
                 continue
             done = self._apply_fast(e, ops, overlay)
             if done is None:
@@ -368,6 +382,33 @@ class StoreStateMachine:
             channels[name] = cmd.definition
             ops.append((key, cmd.definition.SerializeToString(), 0, 0, 0))
         self.channels = channels
+
+    def _apply_conflict_command(self, data: bytes, ops: list) -> None:
+        """Set or unset a conflict rule, or set the role; an entry that does not parse, or
+        names an unknown role, changes nothing (the API checks before proposing)."""
+        try:
+            cmd = replication_pb2.ConflictCommand.FromString(data[1:])
+        except DecodeError:
+            return
+        if cmd.HasField("set") and cmd.set.table:
+            rule = rule_from_proto(cmd.set)
+            rules = dict(self.conflict_rules)
+            rules[rule.pattern] = rule
+            self.conflict_rules = rules
+            ops.append((keys.meta_key(f"cr:{rule.pattern}"),
+                        rule_to_proto(rule).SerializeToString(), 0, 0, 0))
+        elif cmd.unset:
+            rules = dict(self.conflict_rules)
+            if rules.pop(cmd.unset, None) is not None:
+                self.conflict_rules = rules
+                ops.append((keys.meta_key(f"cr:{cmd.unset}"), None, 0, 0, 0))
+        elif cmd.role:
+            try:
+                role = Role(cmd.role)
+            except ValueError:
+                return
+            self.conflict_role = role
+            ops.append((keys.meta_key("role"), role.value.encode(), 0, 0, 0))
 
     def _apply_unit(self, e: Entry, ops: list, overlay: dict[bytes, bytes | None]
                     ) -> Applied | None:

@@ -61,3 +61,23 @@ class ChannelCommand(_message.Message):
     definition: ChannelDefinition
     remove: bool
     def __init__(self, definition: _Optional[_Union[ChannelDefinition, _Mapping]] = ..., remove: _Optional[bool] = ...) -> None: ...
+
+class ConflictRule(_message.Message):
+    __slots__ = ("table", "function", "args")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    function: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, table: _Optional[str] = ..., function: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConflictCommand(_message.Message):
+    __slots__ = ("set", "unset", "role")
+    SET_FIELD_NUMBER: _ClassVar[int]
+    UNSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    set: ConflictRule
+    unset: str
+    role: str
+    def __init__(self, set: _Optional[_Union[ConflictRule, _Mapping]] = ..., unset: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...

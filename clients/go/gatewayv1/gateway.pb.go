@@ -1315,6 +1315,8 @@ type StatusResponse struct {
 	Epoch         uint64                 `protobuf:"varint,14,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Channels      []*ChannelStatus       `protobuf:"bytes,15,rep,name=channels,proto3" json:"channels,omitempty"`
 	Peers         []*PeerStatus          `protobuf:"bytes,16,rep,name=peers,proto3" json:"peers,omitempty"`
+	ConflictRules []*ConflictRule        `protobuf:"bytes,17,rep,name=conflict_rules,json=conflictRules,proto3" json:"conflict_rules,omitempty"` // most specific first (the order they match)
+	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1459,6 +1461,20 @@ func (x *StatusResponse) GetPeers() []*PeerStatus {
 		return x.Peers
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetConflictRules() []*ConflictRule {
+	if x != nil {
+		return x.ConflictRules
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetConflictRole() string {
+	if x != nil {
+		return x.ConflictRole
+	}
+	return ""
 }
 
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
@@ -1765,6 +1781,67 @@ func (x *ChannelActionRequest) GetAction() string {
 	return ""
 }
 
+// ConflictsRequest: change this cluster's conflict configuration (one of the fields).
+type ConflictsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Set           *ConflictRule          `protobuf:"bytes,1,opt,name=set,proto3" json:"set,omitempty"`     // add or replace the rule for set.table (checked first)
+	Unset         string                 `protobuf:"bytes,2,opt,name=unset,proto3" json:"unset,omitempty"` // remove the rule of this table pattern
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`   // set this cluster's role
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsRequest) Reset() {
+	*x = ConflictsRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsRequest) ProtoMessage() {}
+
+func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ConflictsRequest) GetSet() *ConflictRule {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *ConflictsRequest) GetUnset() string {
+	if x != nil {
+		return x.Unset
+	}
+	return ""
+}
+
+func (x *ConflictsRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 type AddNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1777,7 +1854,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1866,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1879,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -1842,7 +1919,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1931,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1944,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1886,7 +1963,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +1975,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +1988,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -1929,7 +2006,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2018,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2031,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 type AdminResponse struct {
@@ -1967,7 +2044,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2056,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2069,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2113,7 +2190,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xb8\x04\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\x9e\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2135,7 +2212,9 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rlast_trans_id\x18\r \x01(\x04R\vlastTransId\x12\x14\n" +
 	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\x125\n" +
 	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
-	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\"\x84\x03\n" +
+	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
+	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
+	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x84\x03\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2167,7 +2246,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"B\n" +
 	"\x14ChannelActionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06action\x18\x02 \x01(\tR\x06action\"\x87\x01\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\"h\n" +
+	"\x10ConflictsRequest\x12*\n" +
+	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
+	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x87\x01\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1f\n" +
@@ -2185,7 +2268,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x97\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xdd\a\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2202,7 +2285,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\bSnapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponse\x12F\n" +
 	"\n" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
-	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
+	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2218,7 +2302,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2244,83 +2328,89 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*PeerStatus)(nil),            // 21: gateway.v1.PeerStatus
 	(*AddChannelRequest)(nil),     // 22: gateway.v1.AddChannelRequest
 	(*ChannelActionRequest)(nil),  // 23: gateway.v1.ChannelActionRequest
-	(*AddNodeRequest)(nil),        // 24: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 25: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 26: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 27: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 28: gateway.v1.AdminResponse
-	(*Statement)(nil),             // 29: gateway.v1.Statement
-	(*Gtid)(nil),                  // 30: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 31: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 32: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 33: gateway.v1.Value
-	(*Transaction)(nil),           // 34: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 35: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 36: gateway.v1.ApplyStatus
-	(*ChannelDefinition)(nil),     // 37: gateway.v1.ChannelDefinition
+	(*ConflictsRequest)(nil),      // 24: gateway.v1.ConflictsRequest
+	(*AddNodeRequest)(nil),        // 25: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 26: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 27: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 28: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 29: gateway.v1.AdminResponse
+	(*Statement)(nil),             // 30: gateway.v1.Statement
+	(*Gtid)(nil),                  // 31: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 32: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 33: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 34: gateway.v1.Value
+	(*Transaction)(nil),           // 35: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 36: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 37: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 38: gateway.v1.ConflictRule
+	(*ChannelDefinition)(nil),     // 39: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	29, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	30, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	30, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	31, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	31, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	32, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	33, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	32, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	33, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	30, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	33, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	32, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	33, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	34, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	33, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	34, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	31, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	34, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	33, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	33, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	34, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	34, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	30, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	31, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	34, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	35, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	36, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	35, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	36, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	37, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	37, // 29: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	1,  // 30: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 31: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 32: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 33: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 34: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	14, // 35: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	16, // 36: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	24, // 37: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	25, // 38: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	26, // 39: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	27, // 40: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	22, // 41: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	23, // 42: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	2,  // 43: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 44: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 45: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 46: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 47: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	15, // 48: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	19, // 49: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	28, // 50: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	28, // 51: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	28, // 52: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	28, // 53: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	28, // 54: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	28, // 55: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	43, // [43:56] is the sub-list for method output_type
-	30, // [30:43] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	38, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	39, // 30: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	38, // 31: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 32: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 33: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	5,  // 34: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	9,  // 35: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	11, // 36: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	14, // 37: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	16, // 38: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	25, // 39: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	26, // 40: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	27, // 41: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	28, // 42: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	22, // 43: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	23, // 44: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	24, // 45: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	2,  // 46: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 47: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	7,  // 48: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	10, // 49: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	12, // 50: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	15, // 51: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	19, // 52: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	29, // 53: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	29, // 54: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	29, // 55: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	29, // 56: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	29, // 57: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	29, // 58: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	29, // 59: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	46, // [46:60] is the sub-list for method output_type
+	32, // [32:46] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2340,7 +2430,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

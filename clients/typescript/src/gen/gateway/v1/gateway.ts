@@ -24,7 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
-import { ChannelDefinition } from "./replication";
+import { ChannelDefinition, ConflictRule } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Transaction } from "./transaction";
 import { Value } from "./value";
@@ -299,6 +299,10 @@ export interface StatusResponse {
   epoch: bigint;
   channels: ChannelStatus[];
   peers: PeerStatus[];
+  /** most specific first (the order they match) */
+  conflictRules: ConflictRule[];
+  /** PRIMARY | SECONDARY | PASS | NONE */
+  conflictRole: string;
 }
 
 /**
@@ -351,6 +355,18 @@ export interface ChannelActionRequest {
   name: string;
   /** remove | pause | resume */
   action: string;
+}
+
+/** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
+export interface ConflictsRequest {
+  /** add or replace the rule for set.table (checked first) */
+  set:
+    | ConflictRule
+    | undefined;
+  /** remove the rule of this table pattern */
+  unset: string;
+  /** set this cluster's role */
+  role: string;
 }
 
 export interface AddNodeRequest {
@@ -2696,6 +2712,8 @@ function createBaseStatusResponse(): StatusResponse {
     epoch: 0n,
     channels: [],
     peers: [],
+    conflictRules: [],
+    conflictRole: "",
   };
 }
 
@@ -2775,6 +2793,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.peers) {
       PeerStatus.encode(v!, writer.uint32(130).fork()).join();
+    }
+    for (const v of message.conflictRules) {
+      ConflictRule.encode(v!, writer.uint32(138).fork()).join();
+    }
+    if (message.conflictRole !== "") {
+      writer.uint32(146).string(message.conflictRole);
     }
     return writer;
   },
@@ -2920,6 +2944,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.peers.push(PeerStatus.decode(reader, reader.uint32()));
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.conflictRules.push(ConflictRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.conflictRole = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2990,6 +3030,16 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       peers: globalThis.Array.isArray(object?.peers)
         ? object.peers.map((e: any) => PeerStatus.fromJSON(e))
         : [],
+      conflictRules: globalThis.Array.isArray(object?.conflictRules)
+        ? object.conflictRules.map((e: any) => ConflictRule.fromJSON(e))
+        : globalThis.Array.isArray(object?.conflict_rules)
+        ? object.conflict_rules.map((e: any) => ConflictRule.fromJSON(e))
+        : [],
+      conflictRole: isSet(object.conflictRole)
+        ? globalThis.String(object.conflictRole)
+        : isSet(object.conflict_role)
+        ? globalThis.String(object.conflict_role)
+        : "",
     };
   },
 
@@ -3043,6 +3093,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.peers?.length) {
       obj.peers = message.peers.map((e) => PeerStatus.toJSON(e));
     }
+    if (message.conflictRules?.length) {
+      obj.conflictRules = message.conflictRules.map((e) => ConflictRule.toJSON(e));
+    }
+    if (message.conflictRole !== "") {
+      obj.conflictRole = message.conflictRole;
+    }
     return obj;
   },
 
@@ -3075,6 +3131,8 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.channels = object.channels?.map((e) => ChannelStatus.fromPartial(e)) || [];
     message.peers = object.peers?.map((e) => PeerStatus.fromPartial(e)) || [];
+    message.conflictRules = object.conflictRules?.map((e) => ConflictRule.fromPartial(e)) || [];
+    message.conflictRole = object.conflictRole ?? "";
     return message;
   },
 };
@@ -3676,6 +3734,107 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
   },
 };
 
+function createBaseConflictsRequest(): ConflictsRequest {
+  return { set: undefined, unset: "", role: "" };
+}
+
+export const ConflictsRequest: MessageFns<ConflictsRequest> = {
+  encode(message: ConflictsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.set !== undefined) {
+      ConflictRule.encode(message.set, writer.uint32(10).fork()).join();
+    }
+    if (message.unset !== "") {
+      writer.uint32(18).string(message.unset);
+    }
+    if (message.role !== "") {
+      writer.uint32(26).string(message.role);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.set = ConflictRule.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.unset = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsRequest {
+    return {
+      set: isSet(object.set) ? ConflictRule.fromJSON(object.set) : undefined,
+      unset: isSet(object.unset) ? globalThis.String(object.unset) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+    };
+  },
+
+  toJSON(message: ConflictsRequest): unknown {
+    const obj: any = {};
+    if (message.set !== undefined) {
+      obj.set = ConflictRule.toJSON(message.set);
+    }
+    if (message.unset !== "") {
+      obj.unset = message.unset;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsRequest>, I>>(base?: I): ConflictsRequest {
+    return ConflictsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsRequest>, I>>(object: I): ConflictsRequest {
+    const message = createBaseConflictsRequest();
+    message.set = (object.set !== undefined && object.set !== null) ? ConflictRule.fromPartial(object.set) : undefined;
+    message.unset = object.unset ?? "";
+    message.role = object.role ?? "";
+    return message;
+  },
+};
+
 function createBaseAddNodeRequest(): AddNodeRequest {
   return { nodeId: 0n, peerAddress: "", apiAddress: "", learner: false };
 }
@@ -4212,6 +4371,15 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  conflicts: {
+    path: "/gateway.v1.Gateway/Conflicts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsRequest): Buffer => Buffer.from(ConflictsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsRequest => ConflictsRequest.decode(value),
+    responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -4228,6 +4396,7 @@ export interface GatewayServer extends UntypedServiceImplementation {
   snapshot: handleUnaryCall<SnapshotRequest, AdminResponse>;
   addChannel: handleUnaryCall<AddChannelRequest, AdminResponse>;
   channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
+  conflicts: handleUnaryCall<ConflictsRequest, AdminResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -4395,6 +4564,21 @@ export interface GatewayClient extends Client {
   ): ClientUnaryCall;
   channelAction(
     request: ChannelActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,

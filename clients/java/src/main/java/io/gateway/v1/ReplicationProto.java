@@ -46,6 +46,16 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ChannelCommand_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ConflictRule_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ConflictRule_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ConflictCommand_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ConflictCommand_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -71,9 +81,13 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       "\r\022\r\n\005token\030\004 \001(\t\022\016\n\006ca_pem\030\005 \001(\t\022\016\n\006paus" +
       "ed\030\006 \001(\010\"S\n\016ChannelCommand\0221\n\ndefinition" +
       "\030\001 \001(\0132\035.gateway.v1.ChannelDefinition\022\016\n" +
-      "\006remove\030\002 \001(\010BK\n\rio.gateway.v1B\020Replicat" +
-      "ionProtoP\001Z&gateway/clients/go/gatewayv1" +
-      ";gatewayv1b\006proto3"
+      "\006remove\030\002 \001(\010\"=\n\014ConflictRule\022\r\n\005table\030\001" +
+      " \001(\t\022\020\n\010function\030\002 \001(\t\022\014\n\004args\030\003 \003(\t\"U\n\017" +
+      "ConflictCommand\022%\n\003set\030\001 \001(\0132\030.gateway.v" +
+      "1.ConflictRule\022\r\n\005unset\030\002 \001(\t\022\014\n\004role\030\003 " +
+      "\001(\tBK\n\rio.gateway.v1B\020ReplicationProtoP\001" +
+      "Z&gateway/clients/go/gatewayv1;gatewayv1" +
+      "b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -105,6 +119,18 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelCommand_descriptor,
         new java.lang.String[] { "Definition", "Remove", });
+    internal_static_gateway_v1_ConflictRule_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_gateway_v1_ConflictRule_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ConflictRule_descriptor,
+        new java.lang.String[] { "Table", "Function", "Args", });
+    internal_static_gateway_v1_ConflictCommand_descriptor =
+      getDescriptor().getMessageType(5);
+    internal_static_gateway_v1_ConflictCommand_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ConflictCommand_descriptor,
+        new java.lang.String[] { "Set", "Unset", "Role", });
     descriptor.resolveAllFeaturesImmutable();
     io.gateway.v1.EpochProto.getDescriptor();
     io.gateway.v1.TransactionProto.getDescriptor();
