@@ -374,7 +374,8 @@ class NodeChannels:
             st = gateway_pb2.ChannelStatus(name=name, sources=list(d.sources),
                                            source_id=d.source_id, paused=d.paused,
                                            applied_epoch=sm.replication.held(d.source_id)
-                                           if d.source_id else 0)
+                                           if d.source_id else 0,
+                                           conflicts=sm.conflict_counters.get(name, {}))
             got = self._runners.get(name)
             if d.paused and got is None:
                 st.state = "paused"

@@ -95,6 +95,11 @@ class NodeConflicts:
                     raise InvalidRequest("set", f"table {rule.pattern}: {exc}") from None
                 rule = ConflictRule(rule.pattern, name, args)
             check_rule(rule, self._schemas(), self.functions)
+            spec = self.functions.get(rule.function)
+            if spec is not None and spec.epoch and self.driver.sm.conflict_role is Role.NONE:
+                raise InvalidRequest("set", f"table {rule.pattern}: {rule.function} needs this "
+                                     f"cluster's role: set it first (PRIMARY on the cluster "
+                                     f"that decides, SECONDARY on the others)")
             cmd.set.CopyFrom(rule_to_proto(rule))
             what = f"rule {rule.pattern} -> {rule.text} set"
         elif req.unset:

@@ -1495,8 +1495,12 @@ type ChannelStatus struct {
 	EpochsApplied       uint64 `protobuf:"varint,10,opt,name=epochs_applied,json=epochsApplied,proto3" json:"epochs_applied,omitempty"` // by this runner since it started
 	TransactionsApplied uint64 `protobuf:"varint,11,opt,name=transactions_applied,json=transactionsApplied,proto3" json:"transactions_applied,omitempty"`
 	Paused              bool   `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Conflict handling of what this channel brought in, with MySQL's counter names
+	// (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+	// durable, the same on every node.
+	Conflicts     map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelStatus) Reset() {
@@ -1611,6 +1615,13 @@ func (x *ChannelStatus) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *ChannelStatus) GetConflicts() map[string]uint64 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
 }
 
 // PeerStatus: what this cluster knows another cluster applied of this cluster's log.
@@ -2214,7 +2225,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
 	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
 	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
-	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x84\x03\n" +
+	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x8a\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2231,7 +2242,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0eepochs_applied\x18\n" +
 	" \x01(\x04R\repochsApplied\x121\n" +
 	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
-	"\x06paused\x18\f \x01(\bR\x06paused\"|\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\x12F\n" +
+	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x1a<\n" +
+	"\x0eConflictsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"|\n" +
 	"\n" +
 	"PeerStatus\x12\x1d\n" +
 	"\n" +
@@ -2302,7 +2317,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2334,83 +2349,85 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*TransferLeaderRequest)(nil), // 27: gateway.v1.TransferLeaderRequest
 	(*SnapshotRequest)(nil),       // 28: gateway.v1.SnapshotRequest
 	(*AdminResponse)(nil),         // 29: gateway.v1.AdminResponse
-	(*Statement)(nil),             // 30: gateway.v1.Statement
-	(*Gtid)(nil),                  // 31: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 32: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 33: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 34: gateway.v1.Value
-	(*Transaction)(nil),           // 35: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 36: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 37: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 38: gateway.v1.ConflictRule
-	(*ChannelDefinition)(nil),     // 39: gateway.v1.ChannelDefinition
+	nil,                           // 30: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 31: gateway.v1.Statement
+	(*Gtid)(nil),                  // 32: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 33: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 34: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 35: gateway.v1.Value
+	(*Transaction)(nil),           // 36: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 37: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 38: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 39: gateway.v1.ConflictRule
+	(*ChannelDefinition)(nil),     // 40: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	30, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	31, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	31, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	32, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	32, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	33, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	34, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	33, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	34, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	31, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	34, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	33, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	34, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	35, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	34, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	35, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	32, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	35, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	34, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	34, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	35, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	35, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	31, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	32, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	35, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	36, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	37, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	36, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	37, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	38, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	38, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	39, // 30: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	38, // 31: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 32: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 33: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 34: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 35: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 36: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	14, // 37: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	16, // 38: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	25, // 39: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	26, // 40: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	27, // 41: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	28, // 42: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	22, // 43: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	23, // 44: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	24, // 45: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	2,  // 46: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 47: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 48: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 49: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 50: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	15, // 51: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	19, // 52: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	29, // 53: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	29, // 54: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	29, // 55: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	29, // 56: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	29, // 57: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	29, // 58: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	29, // 59: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	46, // [46:60] is the sub-list for method output_type
-	32, // [32:46] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	39, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	30, // 30: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	40, // 31: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	39, // 32: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 33: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 34: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	5,  // 35: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	9,  // 36: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	11, // 37: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	14, // 38: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	16, // 39: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	25, // 40: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	26, // 41: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	27, // 42: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	28, // 43: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	22, // 44: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	23, // 45: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	24, // 46: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	2,  // 47: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 48: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	7,  // 49: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	10, // 50: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	12, // 51: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	15, // 52: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	19, // 53: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	29, // 54: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	29, // 55: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	29, // 56: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	29, // 57: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	29, // 58: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	29, // 59: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	29, // 60: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	47, // [47:61] is the sub-list for method output_type
+	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2430,7 +2447,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -124,8 +124,13 @@ type ReplicatedEpoch struct {
 	SegmentId      uint32                 `protobuf:"varint,7,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`                  // 1-based position of this segment
 	EndSegment     bool                   `protobuf:"varint,8,opt,name=end_segment,json=endSegment,proto3" json:"end_segment,omitempty"`               // true on the last segment
 	SourceLogIndex uint64                 `protobuf:"varint,9,opt,name=source_log_index,json=sourceLogIndex,proto3" json:"source_log_index,omitempty"` // the source log index of the epoch's last record
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+	// id and commit time of the transaction this cluster derives when applying the entry finds
+	// conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+	DerivedTransId  uint64 `protobuf:"varint,10,opt,name=derived_trans_id,json=derivedTransId,proto3" json:"derived_trans_id,omitempty"`
+	DerivedCommitTs uint64 `protobuf:"fixed64,11,opt,name=derived_commit_ts,json=derivedCommitTs,proto3" json:"derived_commit_ts,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReplicatedEpoch) Reset() {
@@ -217,6 +222,20 @@ func (x *ReplicatedEpoch) GetEndSegment() bool {
 func (x *ReplicatedEpoch) GetSourceLogIndex() uint64 {
 	if x != nil {
 		return x.SourceLogIndex
+	}
+	return 0
+}
+
+func (x *ReplicatedEpoch) GetDerivedTransId() uint64 {
+	if x != nil {
+		return x.DerivedTransId
+	}
+	return 0
+}
+
+func (x *ReplicatedEpoch) GetDerivedCommitTs() uint64 {
+	if x != nil {
+		return x.DerivedCommitTs
 	}
 	return 0
 }
@@ -495,7 +514,7 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\x0eReplicatedItem\x12;\n" +
 	"\vtransaction\x18\x01 \x01(\v2\x17.gateway.v1.TransactionH\x00R\vtransaction\x12<\n" +
 	"\fapply_status\x18\x02 \x01(\v2\x17.gateway.v1.ApplyStatusH\x00R\vapplyStatusB\x06\n" +
-	"\x04item\"\xca\x02\n" +
+	"\x04item\"\xa0\x03\n" +
 	"\x0fReplicatedEpoch\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x1b\n" +
 	"\tsource_id\x18\x02 \x01(\rR\bsourceId\x12!\n" +
@@ -509,7 +528,10 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"segment_id\x18\a \x01(\rR\tsegmentId\x12\x1f\n" +
 	"\vend_segment\x18\b \x01(\bR\n" +
 	"endSegment\x12(\n" +
-	"\x10source_log_index\x18\t \x01(\x04R\x0esourceLogIndex\"\xa3\x01\n" +
+	"\x10source_log_index\x18\t \x01(\x04R\x0esourceLogIndex\x12(\n" +
+	"\x10derived_trans_id\x18\n" +
+	" \x01(\x04R\x0ederivedTransId\x12*\n" +
+	"\x11derived_commit_ts\x18\v \x01(\x06R\x0fderivedCommitTs\"\xa3\x01\n" +
 	"\x11ChannelDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +

@@ -330,6 +330,17 @@ export interface ChannelStatus {
   epochsApplied: bigint;
   transactionsApplied: bigint;
   paused: boolean;
+  /**
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   */
+  conflicts: { [key: string]: bigint };
+}
+
+export interface ChannelStatus_ConflictsEntry {
+  key: string;
+  value: bigint;
 }
 
 /** PeerStatus: what this cluster knows another cluster applied of this cluster's log. */
@@ -3151,6 +3162,7 @@ function createBaseChannelStatus(): ChannelStatus {
     epochsApplied: 0n,
     transactionsApplied: 0n,
     paused: false,
+    conflicts: {},
   };
 }
 
@@ -3204,6 +3216,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     if (message.paused !== false) {
       writer.uint32(96).bool(message.paused);
     }
+    globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
+      ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
+    });
     return writer;
   },
 
@@ -3316,6 +3331,17 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             message.paused = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            const entry13 = ChannelStatus_ConflictsEntry.decode(reader, reader.uint32());
+            if (entry13.value !== undefined) {
+              message.conflicts[entry13.key] = entry13.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3370,6 +3396,20 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         ? BigInt(object.transactions_applied)
         : 0n,
       paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : false,
+      conflicts: isObject(object.conflicts)
+        ? (globalThis.Object.entries(object.conflicts) as [string, any][]).reduce(
+          (acc: { [key: string]: bigint }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: BigInt(value as string | number | bigint | boolean),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
     };
   },
 
@@ -3411,6 +3451,15 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     if (message.paused !== false) {
       obj.paused = message.paused;
     }
+    if (message.conflicts) {
+      const entries = globalThis.Object.entries(message.conflicts) as [string, bigint][];
+      if (entries.length > 0) {
+        obj.conflicts = {};
+        entries.forEach(([k, v]) => {
+          obj.conflicts[k] = v.toString();
+        });
+      }
+    }
     return obj;
   },
 
@@ -3437,6 +3486,103 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       ? BigInt(object.transactionsApplied)
       : 0n;
     message.paused = object.paused ?? false;
+    message.conflicts = (globalThis.Object.entries(object.conflicts ?? {}) as [string, bigint][]).reduce(
+      (acc: { [key: string]: bigint }, [key, value]: [string, bigint]) => {
+        if (value !== undefined) {
+          acc[key] = BigInt(value as string | number | bigint | boolean);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseChannelStatus_ConflictsEntry(): ChannelStatus_ConflictsEntry {
+  return { key: "", value: 0n };
+}
+
+export const ChannelStatus_ConflictsEntry: MessageFns<ChannelStatus_ConflictsEntry> = {
+  encode(message: ChannelStatus_ConflictsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0n) {
+      if (BigInt.asUintN(64, message.value) !== message.value) {
+        throw new globalThis.Error("value provided for field message.value of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelStatus_ConflictsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelStatus_ConflictsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelStatus_ConflictsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? BigInt(object.value) : 0n,
+    };
+  },
+
+  toJSON(message: ChannelStatus_ConflictsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0n) {
+      obj.value = message.value.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChannelStatus_ConflictsEntry>, I>>(base?: I): ChannelStatus_ConflictsEntry {
+    return ChannelStatus_ConflictsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChannelStatus_ConflictsEntry>, I>>(object: I): ChannelStatus_ConflictsEntry {
+    const message = createBaseChannelStatus_ConflictsEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
     return message;
   },
 };
@@ -4607,6 +4753,10 @@ export type DeepPartial<T> = T extends bigint ? string | number | bigint
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function isObject(value: any): boolean {
+  return typeof value === "object" && value !== null;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;

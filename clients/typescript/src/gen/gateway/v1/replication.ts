@@ -51,6 +51,13 @@ export interface ReplicatedEpoch {
   endSegment: boolean;
   /** the source log index of the epoch's last record */
   sourceLogIndex: bigint;
+  /**
+   * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+   * id and commit time of the transaction this cluster derives when applying the entry finds
+   * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+   */
+  derivedTransId: bigint;
+  derivedCommitTs: bigint;
 }
 
 /** ChannelDefinition makes this cluster a replica of the cluster reachable at `sources`. */
@@ -224,6 +231,8 @@ function createBaseReplicatedEpoch(): ReplicatedEpoch {
     segmentId: 0,
     endSegment: false,
     sourceLogIndex: 0n,
+    derivedTransId: 0n,
+    derivedCommitTs: 0n,
   };
 }
 
@@ -267,6 +276,18 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
         throw new globalThis.Error("value provided for field message.sourceLogIndex of type uint64 too large");
       }
       writer.uint32(72).uint64(message.sourceLogIndex);
+    }
+    if (message.derivedTransId !== 0n) {
+      if (BigInt.asUintN(64, message.derivedTransId) !== message.derivedTransId) {
+        throw new globalThis.Error("value provided for field message.derivedTransId of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.derivedTransId);
+    }
+    if (message.derivedCommitTs !== 0n) {
+      if (BigInt.asUintN(64, message.derivedCommitTs) !== message.derivedCommitTs) {
+        throw new globalThis.Error("value provided for field message.derivedCommitTs of type fixed64 too large");
+      }
+      writer.uint32(89).fixed64(message.derivedCommitTs);
     }
     return writer;
   },
@@ -356,6 +377,22 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
             message.sourceLogIndex = reader.uint64() as bigint;
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.derivedTransId = reader.uint64() as bigint;
+            continue;
+          }
+          case 11: {
+            if (tag !== 89) {
+              break;
+            }
+
+            message.derivedCommitTs = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -409,6 +446,16 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
         : isSet(object.source_log_index)
         ? BigInt(object.source_log_index)
         : 0n,
+      derivedTransId: isSet(object.derivedTransId)
+        ? BigInt(object.derivedTransId)
+        : isSet(object.derived_trans_id)
+        ? BigInt(object.derived_trans_id)
+        : 0n,
+      derivedCommitTs: isSet(object.derivedCommitTs)
+        ? BigInt(object.derivedCommitTs)
+        : isSet(object.derived_commit_ts)
+        ? BigInt(object.derived_commit_ts)
+        : 0n,
     };
   },
 
@@ -441,6 +488,12 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
     if (message.sourceLogIndex !== 0n) {
       obj.sourceLogIndex = message.sourceLogIndex.toString();
     }
+    if (message.derivedTransId !== 0n) {
+      obj.derivedTransId = message.derivedTransId.toString();
+    }
+    if (message.derivedCommitTs !== 0n) {
+      obj.derivedCommitTs = message.derivedCommitTs.toString();
+    }
     return obj;
   },
 
@@ -465,6 +518,12 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
     message.endSegment = object.endSegment ?? false;
     message.sourceLogIndex = (object.sourceLogIndex !== undefined && object.sourceLogIndex !== null)
       ? BigInt(object.sourceLogIndex)
+      : 0n;
+    message.derivedTransId = (object.derivedTransId !== undefined && object.derivedTransId !== null)
+      ? BigInt(object.derivedTransId)
+      : 0n;
+    message.derivedCommitTs = (object.derivedCommitTs !== undefined && object.derivedCommitTs !== null)
+      ? BigInt(object.derivedCommitTs)
       : 0n;
     return message;
   },

@@ -127,6 +127,11 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ChannelStatus_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ChannelStatus_ConflictsEntry_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_gateway_v1_PeerStatus_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -250,56 +255,59 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "annelStatus\022%\n\005peers\030\020 \003(\0132\026.gateway.v1." +
       "PeerStatus\0220\n\016conflict_rules\030\021 \003(\0132\030.gat" +
       "eway.v1.ConflictRule\022\025\n\rconflict_role\030\022 " +
-      "\001(\t\"\375\001\n\rChannelStatus\022\014\n\004name\030\001 \001(\t\022\017\n\007s" +
+      "\001(\t\"\354\002\n\rChannelStatus\022\014\n\004name\030\001 \001(\t\022\017\n\007s" +
       "ources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001(\r\022\r\n\005state" +
       "\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\rapplied_epo" +
       "ch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022\023\n\013lag_seco" +
       "nds\030\010 \001(\001\022\022\n\nlast_error\030\t \001(\t\022\026\n\016epochs_" +
       "applied\030\n \001(\004\022\034\n\024transactions_applied\030\013 " +
-      "\001(\004\022\016\n\006paused\030\014 \001(\010\"R\n\nPeerStatus\022\022\n\nclu" +
-      "ster_id\030\001 \001(\r\022\034\n\024max_replicated_epoch\030\002 " +
-      "\001(\004\022\022\n\nheld_epoch\030\003 \001(\004\"W\n\021AddChannelReq" +
-      "uest\0221\n\ndefinition\030\001 \001(\0132\035.gateway.v1.Ch" +
-      "annelDefinition\022\017\n\007replace\030\002 \001(\010\"4\n\024Chan" +
-      "nelActionRequest\022\014\n\004name\030\001 \001(\t\022\016\n\006action" +
-      "\030\002 \001(\t\"V\n\020ConflictsRequest\022%\n\003set\030\001 \001(\0132" +
-      "\030.gateway.v1.ConflictRule\022\r\n\005unset\030\002 \001(\t" +
-      "\022\014\n\004role\030\003 \001(\t\"]\n\016AddNodeRequest\022\017\n\007node" +
-      "_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api_a" +
-      "ddress\030\003 \001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021RemoveN" +
-      "odeRequest\022\017\n\007node_id\030\001 \001(\004\"(\n\025TransferL" +
-      "eaderRequest\022\017\n\007node_id\030\001 \001(\004\"\021\n\017Snapsho" +
-      "tRequest\"3\n\rAdminResponse\022\017\n\007message\030\001 \001" +
-      "(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013Consistency\022\034\n\030" +
-      "CONSISTENCY_LINEARIZABLE\020\000\022\025\n\021CONSISTENC" +
-      "Y_LEASE\020\001\022\025\n\021CONSISTENCY_STALE\020\0022\335\007\n\007Gat" +
-      "eway\022:\n\005Write\022\030.gateway.v1.WriteRequest\032" +
-      "\027.gateway.v1.WriteResult\022K\n\nWriteBatch\022\035" +
-      ".gateway.v1.WriteBatchRequest\032\036.gateway." +
-      "v1.WriteBatchResponse\022R\n\013StreamWrite\022\036.g" +
-      "ateway.v1.StreamWriteRequest\032\037.gateway.v" +
-      "1.StreamWriteResponse(\0010\001\0229\n\004Read\022\027.gate" +
-      "way.v1.ReadRequest\032\030.gateway.v1.ReadResp" +
-      "onse\0229\n\004Scan\022\027.gateway.v1.ScanRequest\032\030." +
-      "gateway.v1.ScanResponse\022D\n\tSubscribe\022\034.g" +
-      "ateway.v1.SubscribeRequest\032\027.gateway.v1." +
-      "ChangeEvent0\001\022?\n\006Status\022\031.gateway.v1.Sta" +
-      "tusRequest\032\032.gateway.v1.StatusResponse\022@" +
-      "\n\007AddNode\022\032.gateway.v1.AddNodeRequest\032\031." +
-      "gateway.v1.AdminResponse\022F\n\nRemoveNode\022\035" +
-      ".gateway.v1.RemoveNodeRequest\032\031.gateway." +
-      "v1.AdminResponse\022N\n\016TransferLeader\022!.gat" +
-      "eway.v1.TransferLeaderRequest\032\031.gateway." +
-      "v1.AdminResponse\022B\n\010Snapshot\022\033.gateway.v" +
-      "1.SnapshotRequest\032\031.gateway.v1.AdminResp" +
-      "onse\022F\n\nAddChannel\022\035.gateway.v1.AddChann" +
-      "elRequest\032\031.gateway.v1.AdminResponse\022L\n\r" +
-      "ChannelAction\022 .gateway.v1.ChannelAction" +
-      "Request\032\031.gateway.v1.AdminResponse\022D\n\tCo" +
-      "nflicts\022\034.gateway.v1.ConflictsRequest\032\031." +
-      "gateway.v1.AdminResponseBG\n\rio.gateway.v" +
-      "1B\014GatewayProtoP\001Z&gateway/clients/go/ga" +
-      "tewayv1;gatewayv1b\006proto3"
+      "\001(\004\022\016\n\006paused\030\014 \001(\010\022;\n\tconflicts\030\r \003(\0132(" +
+      ".gateway.v1.ChannelStatus.ConflictsEntry" +
+      "\0320\n\016ConflictsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value" +
+      "\030\002 \001(\004:\0028\001\"R\n\nPeerStatus\022\022\n\ncluster_id\030\001" +
+      " \001(\r\022\034\n\024max_replicated_epoch\030\002 \001(\004\022\022\n\nhe" +
+      "ld_epoch\030\003 \001(\004\"W\n\021AddChannelRequest\0221\n\nd" +
+      "efinition\030\001 \001(\0132\035.gateway.v1.ChannelDefi" +
+      "nition\022\017\n\007replace\030\002 \001(\010\"4\n\024ChannelAction" +
+      "Request\022\014\n\004name\030\001 \001(\t\022\016\n\006action\030\002 \001(\t\"V\n" +
+      "\020ConflictsRequest\022%\n\003set\030\001 \001(\0132\030.gateway" +
+      ".v1.ConflictRule\022\r\n\005unset\030\002 \001(\t\022\014\n\004role\030" +
+      "\003 \001(\t\"]\n\016AddNodeRequest\022\017\n\007node_id\030\001 \001(\004" +
+      "\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api_address\030\003 " +
+      "\001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021RemoveNodeReques" +
+      "t\022\017\n\007node_id\030\001 \001(\004\"(\n\025TransferLeaderRequ" +
+      "est\022\017\n\007node_id\030\001 \001(\004\"\021\n\017SnapshotRequest\"" +
+      "3\n\rAdminResponse\022\017\n\007message\030\001 \001(\t\022\021\n\tlog" +
+      "_index\030\002 \001(\004*Y\n\013Consistency\022\034\n\030CONSISTEN" +
+      "CY_LINEARIZABLE\020\000\022\025\n\021CONSISTENCY_LEASE\020\001" +
+      "\022\025\n\021CONSISTENCY_STALE\020\0022\335\007\n\007Gateway\022:\n\005W" +
+      "rite\022\030.gateway.v1.WriteRequest\032\027.gateway" +
+      ".v1.WriteResult\022K\n\nWriteBatch\022\035.gateway." +
+      "v1.WriteBatchRequest\032\036.gateway.v1.WriteB" +
+      "atchResponse\022R\n\013StreamWrite\022\036.gateway.v1" +
+      ".StreamWriteRequest\032\037.gateway.v1.StreamW" +
+      "riteResponse(\0010\001\0229\n\004Read\022\027.gateway.v1.Re" +
+      "adRequest\032\030.gateway.v1.ReadResponse\0229\n\004S" +
+      "can\022\027.gateway.v1.ScanRequest\032\030.gateway.v" +
+      "1.ScanResponse\022D\n\tSubscribe\022\034.gateway.v1" +
+      ".SubscribeRequest\032\027.gateway.v1.ChangeEve" +
+      "nt0\001\022?\n\006Status\022\031.gateway.v1.StatusReques" +
+      "t\032\032.gateway.v1.StatusResponse\022@\n\007AddNode" +
+      "\022\032.gateway.v1.AddNodeRequest\032\031.gateway.v" +
+      "1.AdminResponse\022F\n\nRemoveNode\022\035.gateway." +
+      "v1.RemoveNodeRequest\032\031.gateway.v1.AdminR" +
+      "esponse\022N\n\016TransferLeader\022!.gateway.v1.T" +
+      "ransferLeaderRequest\032\031.gateway.v1.AdminR" +
+      "esponse\022B\n\010Snapshot\022\033.gateway.v1.Snapsho" +
+      "tRequest\032\031.gateway.v1.AdminResponse\022F\n\nA" +
+      "ddChannel\022\035.gateway.v1.AddChannelRequest" +
+      "\032\031.gateway.v1.AdminResponse\022L\n\rChannelAc" +
+      "tion\022 .gateway.v1.ChannelActionRequest\032\031" +
+      ".gateway.v1.AdminResponse\022D\n\tConflicts\022\034" +
+      ".gateway.v1.ConflictsRequest\032\031.gateway.v" +
+      "1.AdminResponseBG\n\rio.gateway.v1B\014Gatewa" +
+      "yProtoP\001Z&gateway/clients/go/gatewayv1;g" +
+      "atewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -430,7 +438,13 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_ChannelStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelStatus_descriptor,
-        new java.lang.String[] { "Name", "Sources", "SourceId", "State", "Connected", "AppliedEpoch", "LagEpochs", "LagSeconds", "LastError", "EpochsApplied", "TransactionsApplied", "Paused", });
+        new java.lang.String[] { "Name", "Sources", "SourceId", "State", "Connected", "AppliedEpoch", "LagEpochs", "LagSeconds", "LastError", "EpochsApplied", "TransactionsApplied", "Paused", "Conflicts", });
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor =
+      internal_static_gateway_v1_ChannelStatus_descriptor.getNestedType(0);
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor,
+        new java.lang.String[] { "Key", "Value", });
     internal_static_gateway_v1_PeerStatus_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_gateway_v1_PeerStatus_fieldAccessorTable = new
