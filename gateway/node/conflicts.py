@@ -67,6 +67,7 @@ class NodeConflicts:
         self._role = role
         self._rules = tuple(rules)
         self._proposed_term = -1
+        self._in_place_term = -1
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -145,6 +146,19 @@ class NodeConflicts:
                 cmds.append(replication_pb2.ConflictCommand(set=rule_to_proto(rule)))
         for cmd in cmds:
             await self.driver.submit_entry(messages.pack(cmd))
+
+    def configured_in_place(self) -> bool:
+        """Whether the replicated rules and role have held what the configuration file names
+        at some point of the current term (later admin changes are the operator's)."""
+        sm, term = self.driver.sm, self.driver.raw.raft.term
+        if self._in_place_term == term:
+            return True
+        if self._role and sm.conflict_role.value != self._role:
+            return False
+        if not all(sm.conflict_rules.get(r.pattern) == r for r in self._rules):
+            return False
+        self._in_place_term = term
+        return True
 
     # -- status ---------------------------------------------------------------------------------
 

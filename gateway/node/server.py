@@ -169,6 +169,7 @@ class GatewayNode:
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
         self.conflicts.start()
+        self.channels.gate = self.conflicts.configured_in_place
         try:
             self._start_appliers()
         except (InconsistentStateError, PositionStoreError) as exc:

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 
 from gateway.client import AsyncGatewayClient, GatewayClient, row_insert, row_update
-from gateway.conflict import ConflictRule
+from gateway.conflict import ConflictRule, parse_function
 from gateway.node.config import ChannelConfig
 
 from .conftest import leader_of, node_configs, run, running, wait_for
@@ -34,7 +34,7 @@ async def _write(cfg, stmts) -> None:
 def _pair(tmp_path, function: str):
     a = node_configs(tmp_path / "a", 1, cluster_id=1)[0]
     b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
-    rule = (ConflictRule("shop.*", function),)
+    rule = (ConflictRule("shop.*", *parse_function(function)),)
     a = dataclasses.replace(a, channels=(ChannelConfig("fromB", (b.api,)),),
                             conflict_role="PRIMARY", conflicts=rule)
     b = dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),),
@@ -88,3 +88,57 @@ def test_epoch_conflicts_are_recorded_and_the_primary_realigns_the_secondary(tmp
             cb.close()
 
     run(go(), 90)
+
+
+def test_ndb_max_keeps_the_greater_timestamp_on_both_clusters(tmp_path):
+    a, b = _pair(tmp_path, "NDB$MAX(ts)")
+    a = dataclasses.replace(a, conflict_role="")
+    b = dataclasses.replace(b, conflict_role="")
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, [row_insert("shop.items", {"id": 1}, {"v": "base", "ts": 1})])
+            await wait_for(lambda: len(_rows(nb)) == 1, 20, "B has the row")
+            ca, cb = GatewayClient(a.api, timeout=20), GatewayClient(b.api, timeout=20)
+            await asyncio.to_thread(lambda: ca.channel_action("fromB", "pause"))
+            await asyncio.to_thread(lambda: cb.channel_action("fromA", "pause"))
+            await wait_for(lambda: na.status().channels[0].state == "paused"
+                           and nb.status().channels[0].state == "paused", 10, "paused")
+            await _write(a, [row_update("shop.items", {"id": 1}, {"v": "A", "ts": 10})])
+            await _write(b, [row_update("shop.items", {"id": 1}, {"v": "B", "ts": 20})])
+            await asyncio.to_thread(lambda: ca.channel_action("fromB", "resume"))
+            await asyncio.to_thread(lambda: cb.channel_action("fromA", "resume"))
+            await wait_for(lambda: _rows(na) == {(1,): "B"} and _rows(nb) == {(1,): "B"}, 30,
+                           "both on the greater ts")
+            await wait_for(lambda: len(_exceptions(nb)) == 1, 20, "B recorded A's change")
+            assert _exceptions(na) == []  # B's change won at A: no exception there
+            e = _exceptions(nb)[0]
+            assert e["server_id"].uint_value == 2 and e["source_server_id"].uint_value == 1
+            assert e["ts$OLD"].int_value == 20 and e["ts$NEW"].int_value == 10
+            assert dict(nb.status().channels[0].conflicts)["conflict_fn_max"] == 1
+            ca.close()
+            cb.close()
+
+    run(go(), 90)
+
+
+def test_an_epoch_rule_without_a_role_stops_the_channel_with_the_reason(tmp_path):
+    a, b = _pair(tmp_path, "NDB$EPOCH")
+    b = dataclasses.replace(b, conflict_role="")  # B has the rule but no role
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, [row_insert("shop.items", {"id": 1}, {"v": "x"})])
+            await wait_for(lambda: any("needs this cluster's conflict role" in ch.last_error
+                                       for ch in nb.status().channels), 20,
+                           "the refusal reported")
+            assert _rows(nb) == {}  # nothing applied in part
+            await asyncio.to_thread(
+                lambda: GatewayClient(b.api, timeout=20).set_conflict_role("SECONDARY"))
+            await wait_for(lambda: _rows(nb) == {(1,): "x"}, 20, "applied once a role is set")
+
+    run(go(), 60)
