@@ -179,6 +179,7 @@ class StoreStateMachine:
         self._load()
 
     def _load(self) -> None:
+        self.store.tombstone_floor = self._tombstone_floor
         self._expired_to = 0  # expiry index entries below this commit ts are gone
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
@@ -696,6 +697,12 @@ class StoreStateMachine:
             return index, pack_dir(tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _tombstone_floor(self) -> tuple[int, dict[int, int]]:
+        """For the store's compaction (another thread): which deletes keep their tombstones
+        (``ReplicationState.tombstone_floor``; all of them until it is loaded)."""
+        state = getattr(self, "replication", None)
+        return (0, {}) if state is None else state.tombstone_floor()
 
     def restore(self, data: bytes) -> int:
         """Replace the store by the snapshot archive ``data``; return its applied index."""

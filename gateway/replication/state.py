@@ -65,6 +65,21 @@ class ReplicationState:
         """Newest epoch of this cluster that ``peer`` is known to have applied (0: none)."""
         return self.apply_status.get((self.self_id, peer), 0)
 
+    def tombstone_floor(self) -> tuple[int, dict[int, int]]:
+        """Which tombstones a conflict check may still need, as ``(default, {author:
+        floor})``: a delete authored by cluster X in an epoch above the floor of X. A change
+        from peer P meets a delete it had not seen when the delete's epoch is above P's max
+        replicated epoch, and matters only if P did not write the delete itself; so X's
+        floor is the smallest max replicated epoch among the known peers other than X.
+        ``1 << 64`` means keep none (no such peer: e.g. a cluster alone, or the deletes a
+        one-way replica applies from its only source)."""
+        mre = sorted((self.max_replicated_epoch(p), p) for p in self.peers())
+        none = 1 << 64
+        if not mre:
+            return none, {}
+        lowest, p1 = mre[0]
+        return lowest, {p1: mre[1][0] if len(mre) > 1 else none}
+
     def peers(self) -> list[int]:
         """Clusters this cluster knows anything about, sorted."""
         ids = {o for o in self.watermarks}

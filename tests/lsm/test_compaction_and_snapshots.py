@@ -52,6 +52,48 @@ def test_tombstones_are_dropped_when_compacting_into_the_bottom_level(open_store
     assert s.get(key(5)) is None
 
 
+def test_tombstones_of_deletes_above_the_floor_keep_their_metadata_until_it_passes(open_store):
+    """Compaction into the bottom level drops only tombstones of deletes in epochs up to the
+    store's ``tombstone_floor``; newer ones stay readable with their epoch, author and commit
+    time (``get_version``), and go at a later merge of their range once the floor passed."""
+    s = open_store()
+    floor = [10]
+    s.tombstone_floor = lambda: (floor[0], {7: 100})
+    fill(s, 300)
+    s.flush()
+    for i in range(300):  # author 7's deletes have a floor of their own (100)
+        s.delete(key(i), epoch=5 if i % 2 else 20, author=7 if i % 3 == 0 else 3,
+                 commit_ts=1000 + i)
+    s.flush()
+    s.put(b"other", b"x")
+    s.flush()  # merged into level 1, below which nothing lives: tombstones may go
+    assert s.stats()["levels"][:2] == [0, 1]
+    tombs = [k for k, c in _cells_in_tables(s) if c[0] & FLAG_TOMBSTONE]
+    assert tombs == [key(i) for i in range(0, 300, 2) if i % 3]  # epoch 20, not author 7
+    assert s.get(key(4)) is None and s.get(key(5)) is None
+    assert s.get_version(key(4)) == (None, 20, 3, 1004)
+    assert s.get_version(key(5)) is None  # collected: nothing known
+    assert s.get_version(key(6)) is None  # author 7: under its floor
+    assert s.get_version(b"other") == (b"x", 0, 0, 0)
+    floor[0] = 20
+    for n in range(3):  # new level-0 tables over the same range: merged with level 1
+        s.put(key(0) + b"+%d" % n, b"y")
+        s.put(key(299) + b"+%d" % n, b"y")
+        s.flush()
+    assert not [k for k, c in _cells_in_tables(s) if c[0] & FLAG_TOMBSTONE]
+    assert s.get_version(key(4)) is None and s.get(key(4)) is None
+
+
+def test_a_snapshot_reads_tombstone_versions_too(open_store):
+    s = open_store()
+    s.put(b"a", b"1", epoch=3, author=1, commit_ts=7)
+    s.delete(b"b", epoch=4, author=2, commit_ts=8)
+    with s.snapshot() as snap:
+        assert snap.get_version(b"a") == (b"1", 3, 1, 7)
+        assert snap.get_version(b"b") == (None, 4, 2, 8)
+        assert snap.get_version(b"c") is None
+
+
 def test_tombstone_is_kept_while_an_older_value_lives_deeper(open_store):
     s = open_store()
     fill(s, 3000)

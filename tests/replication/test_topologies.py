@@ -298,3 +298,18 @@ def test_large_epochs_are_split_into_segments_applied_as_one():
     assert [p.segment_id for p in parts] == list(range(1, len(parts) + 1))
     assert [p.end_segment for p in parts] == [False] * (len(parts) - 1) + [True]
     assert [t for t in _rows_of(parts) if t[0] == "txn"] == [("txn", i) for i in range(1, 40)]
+
+
+def test_the_tombstone_floor_is_the_newest_epoch_every_other_peer_applied():
+    st = ReplicationState(1)
+    none = 1 << 64
+    assert st.tombstone_floor() == (none, {})  # alone: no tombstone is needed
+    st.raise_status(2, 1, 40)  # we hold cluster 2's epoch 40: 2 is a peer, has applied none
+    # a one-way replica: only deletes not written by its source are kept
+    assert st.tombstone_floor() == (0, {2: none})
+    st.raise_status(1, 2, 17)  # 2 applied our epoch 17
+    assert st.tombstone_floor() == (17, {2: none})
+    st.raise_status(1, 3, 9)  # 3 (learned through 2's reflection) applied our epoch 9
+    assert st.tombstone_floor() == (9, {3: 17})
+    st.raise_status(1, 3, 30)
+    assert st.tombstone_floor() == (17, {2: 30})

@@ -6,6 +6,8 @@ Public API::
         store.put(b"k", b"v", epoch=7, author=2, commit_ts=1_700_000_000_000_000_000)
         store.get(b"k")            # b"v"
         store.get_entry(b"k")      # StoredRow(value=b"v", epoch=7, author=2, commit_ts=...)
+        store.get_version(b"k")    # RowVersion(...): a delete too (value None) while its
+                                   # tombstone is retained (store.tombstone_floor)
         store.write_batch([(b"a", b"1"), (b"b", None)])   # atomic; None deletes
         list(store.scan(b"a", b"z"))
         with store.snapshot() as snap: ...
@@ -29,7 +31,7 @@ from gateway.core.lsm.errors import (
     StoreLockedError,
 )
 from gateway.core.lsm.export import export_snapshot, import_snapshot
-from gateway.core.lsm.format import StoredRow
+from gateway.core.lsm.format import RowVersion, StoredRow
 from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.core.lsm.store import LSMStore, WriteBatch
 from gateway.core.lsm.verify import VerifyReport, verify_store
@@ -41,6 +43,7 @@ __all__ = [
     "LSMError",
     "LSMStore",
     "ReadSnapshot",
+    "RowVersion",
     "StoreClosedError",
     "StoreLockedError",
     "StoredRow",

@@ -14,26 +14,32 @@ one table at a time, round-robin over the key space (the *compaction pointer*), 
 the overlapping tables of level L+1. A table with no overlap below is moved, not rewritten.
 
 Tombstones are dropped only when no level below the output level holds any key in the
-compaction's key range: then no older value can reappear. Snapshots pin whole versions (the
-old tables), so dropping tombstones or shadowed values in new tables never changes what a
-snapshot reads.
+compaction's key range: then no older value can reappear -- and only those of deletes in
+epochs up to the store's ``tombstone_floor`` for their author: a newer delete's epoch and
+author may still decide a replicated change's conflict (docs/lsm.md). Snapshots pin whole
+versions (the old tables), so dropping tombstones or shadowed values in new tables never
+changes what a snapshot reads.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gateway.core.fileio import FileSystem
-from gateway.core.lsm.format import FLAG_TOMBSTONE
+from gateway.core.lsm.format import tombstone_meta
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter, TableMeta
 from gateway.core.lsm.version import Version
 
-__all__ = ["Compaction", "LeveledPolicy", "run_compaction"]
+__all__ = ["Compaction", "LeveledPolicy", "TombstoneFloor", "run_compaction"]
+
+#: ``(default, {author: floor})``: tombstones of deletes in epochs above the floor of their
+#: author are kept when a merge could drop them.
+TombstoneFloor = tuple[int, Mapping[int, int]]
 
 
 @dataclass
@@ -106,6 +112,7 @@ def run_compaction(
     block_bytes: int,
     target_file_bytes: int,
     should_stop: Callable[[], bool] = lambda: False,
+    tombstone_floor: TombstoneFloor = (1 << 64, {}),
 ) -> list[tuple[TableMeta, str]]:
     """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their metadata.
 
@@ -122,7 +129,7 @@ def run_compaction(
             if should_stop():
                 raise InterruptedError("store is closing")
             if c.drop_tombstones:
-                keys, cells = _drop_tombstones(keys, cells)
+                keys, cells = _drop_tombstones(keys, cells, tombstone_floor)
                 if not keys:
                     continue
             if writer is None:
@@ -151,8 +158,17 @@ def _chain(tables: list[SSTableReader]) -> Iterator[Block]:
         yield from t.chunks(None, None, fill_cache=False)
 
 
-def _drop_tombstones(keys: list[bytes], cells: list[bytes]) -> tuple[list[bytes], list[bytes]]:
-    dead = [i for i, cell in enumerate(cells) if cell[0] & FLAG_TOMBSTONE]
+def _drop_tombstones(keys: list[bytes], cells: list[bytes], floor: TombstoneFloor
+                     ) -> tuple[list[bytes], list[bytes]]:
+    """Without the tombstones a merge may drop: ``floor = (default, {author: floor})``, those
+    of deletes in epochs up to the floor of their author (a tombstone without metadata counts
+    as epoch 0)."""
+    default, per_author = floor
+    dead = []
+    for i, cell in enumerate(cells):
+        meta = tombstone_meta(cell)
+        if meta is not None and meta[0] <= per_author.get(meta[1], default):
+            dead.append(i)
     if not dead:
         return keys, cells
     gone = set(dead)

@@ -34,6 +34,7 @@ __all__ = [
     "TAG_TABLE_HEADER",
     "TAG_WAL_BATCH",
     "TOMBSTONE",
+    "RowVersion",
     "StoredRow",
     "decode_block",
     "decode_pairs",
@@ -42,7 +43,9 @@ __all__ = [
     "encode_pairs",
     "entry_of",
     "prefix_end",
+    "tombstone_meta",
     "value_of",
+    "version_of",
 ]
 
 #: SSTable header record: magic and format version (first record of every table).
@@ -116,6 +119,39 @@ def entry_of(cell: bytes) -> StoredRow | None:
         _, epoch, author, commit_ts = _META.unpack_from(cell)
         return StoredRow(cell[_META_SIZE:], epoch, author, commit_ts)
     return StoredRow(cell[1:], 0, 0, 0)
+
+
+class RowVersion(NamedTuple):
+    """The newest version of a key as stored, deletes included: ``value`` None for a
+    tombstone, which keeps the metadata of the delete (this cluster's epoch, the author,
+    the commit time) for as long as the tombstone is retained."""
+
+    value: bytes | None
+    epoch: int
+    author: int
+    commit_ts: int
+
+
+def version_of(cell: bytes) -> RowVersion:
+    """The :class:`RowVersion` stored in ``cell`` (a tombstone too)."""
+    flags = cell[0]
+    if flags & FLAG_META:
+        _, epoch, author, commit_ts = _META.unpack_from(cell)
+        value = None if flags & FLAG_TOMBSTONE else cell[_META_SIZE:]
+        return RowVersion(value, epoch, author, commit_ts)
+    return RowVersion(None if flags & FLAG_TOMBSTONE else cell[1:], 0, 0, 0)
+
+
+def tombstone_meta(cell: bytes) -> tuple[int, int] | None:
+    """``(epoch, author)`` of the delete a tombstone ``cell`` records (0, 0 when written
+    without metadata); None when ``cell`` is not a tombstone."""
+    flags = cell[0]
+    if not flags & FLAG_TOMBSTONE:
+        return None
+    if flags & FLAG_META:
+        _, epoch, author, _ = _META.unpack_from(cell)
+        return epoch, author
+    return 0, 0
 
 
 def check_metadata(epoch: int, author: int, commit_ts: int) -> None:

@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 
 from gateway.core.lsm.errors import StoreClosedError
-from gateway.core.lsm.format import FLAG_TOMBSTONE, StoredRow, entry_of, prefix_end
+from gateway.core.lsm.format import (
+    FLAG_TOMBSTONE,
+    RowVersion,
+    StoredRow,
+    entry_of,
+    prefix_end,
+    version_of,
+)
 from gateway.core.lsm.memtable import Memtable
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.version import Version
@@ -70,6 +77,11 @@ class ReadSnapshot:
         """The value and row metadata of ``key`` as of the snapshot, or ``None``."""
         cell = self._cell(key)
         return None if cell is None else entry_of(cell)
+
+    def get_version(self, key: bytes) -> RowVersion | None:
+        """``LSMStore.get_version`` as of the snapshot (tombstones included)."""
+        cell = self._cell(key)
+        return None if cell is None else version_of(cell)
 
     def _runs(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
         version = self._live()

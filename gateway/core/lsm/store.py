@@ -27,13 +27,18 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
 from gateway.core.fileio import FileLock, FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
-from gateway.core.lsm.compaction import Compaction, LeveledPolicy, run_compaction
+from gateway.core.lsm.compaction import (
+    Compaction,
+    LeveledPolicy,
+    TombstoneFloor,
+    run_compaction,
+)
 from gateway.core.lsm.errors import (
     BackgroundError,
     CorruptionError,
@@ -44,11 +49,13 @@ from gateway.core.lsm.errors import (
 from gateway.core.lsm.format import (
     FLAG_TOMBSTONE,
     TOMBSTONE,
+    RowVersion,
     StoredRow,
     check_metadata,
     encode_cell,
     entry_of,
     prefix_end,
+    version_of,
 )
 from gateway.core.lsm.manifest import MANIFEST_NAME, Edit, Manifest, VersionState, read_manifest
 from gateway.core.lsm.memtable import ENTRY_OVERHEAD, Memtable
@@ -61,6 +68,10 @@ from gateway.core.lsm.version import Version
 __all__ = ["LSMStore", "WriteBatch"]
 
 _FILE_RE = re.compile(r"^(\d{6,})\.(sst|wal)$")
+
+
+def _keep_no_tombstone() -> TombstoneFloor:
+    return (1 << 64, {})
 #: A snapshot copies an active memtable this small instead of freezing it.
 SNAPSHOT_COPY_LIMIT = 1024
 
@@ -159,6 +170,11 @@ class LSMStore:
         self._l0_stop = max(l0_stop_trigger, l0_compaction_trigger + 1)
         self._max_immutable = max_immutable
         self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
+        #: ``(default, {author: floor})``: tombstones of deletes in epochs above the floor of
+        #: their author are kept when compaction could drop them (conflict checks still need
+        #: the delete's epoch and author); read by the compaction thread each time it merges.
+        #: Default: keep none.
+        self.tombstone_floor: Callable[[], TombstoneFloor] = _keep_no_tombstone
         self._wal_enabled = wal
         self._wal_sync = wal_sync
         self._background = background
@@ -498,6 +514,13 @@ class LSMStore:
         cell = self._cell(_key(key))
         return None if cell is None else entry_of(cell)
 
+    def get_version(self, key: bytes) -> RowVersion | None:
+        """The newest version of ``key``, a delete included (``value`` None, with the
+        delete's metadata while its tombstone is retained: see ``tombstone_floor``); None
+        when the store holds nothing for ``key``."""
+        cell = self._cell(_key(key))
+        return None if cell is None else version_of(cell)
+
     def __contains__(self, key: bytes) -> bool:
         return self.get(key) is not None
 
@@ -706,6 +729,7 @@ class LSMStore:
             block_bytes=self._block_bytes,
             target_file_bytes=self._target_file_bytes,
             should_stop=lambda: self._closing,
+            tombstone_floor=self.tombstone_floor(),
         )
         self._fs.sync_dir(self.path)
         readers = {

@@ -1,0 +1,204 @@
+"""Judging a replicated epoch: every row change of every transaction against the rows as
+they stand here, with the rules' functions; what to apply, what to record, what to refresh.
+
+Rows are judged in the epoch's transaction order against the store *plus* what the epoch's
+earlier accepted changes did (``judge_epoch`` keeps that overlay). A row whose table has no
+rule is applied as it comes. Under a row function (the NDB$ column functions, ``LWW``,
+``NDB$EPOCH``, ``NDB$EPOCH2``) a conflicting row is rejected alone. Under a transactional
+one (``NDB$EPOCH_TRANS``, ``NDB$EPOCH2_TRANS``) a conflict rejects its whole transaction --
+every row of it, the others with cause ``TRANS_IN_CONFLICT`` -- and then every later
+transaction of the epoch that touches a row a rejected transaction touched (it depends on
+it), and so on: the transactions come in their commit order, so one forward pass reaches the
+fixed point MySQL iterates to (``trans_detect_iter_count`` is 1 per epoch with conflicts).
+
+On a PRIMARY every rejected row is answered by one refresh of the row as it stands here
+after the epoch (``refresh``), which realigns the secondaries. Pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .functions import FunctionSpec, bind
+from .model import Cause, Change, Context, OpType, Role, Stored, Verdict
+from .rules import RuleSet
+
+__all__ = ["EpochJudgement", "RowChange", "RowOutcome", "exception_row", "judge_epoch"]
+
+RowId = tuple[str, str, Hashable]  # (schema, table, key)
+
+
+@dataclass(frozen=True, slots=True)
+class RowChange:
+    """One row change of a replicated transaction: its table, key and the change."""
+
+    schema: str
+    table: str
+    key: Hashable
+    change: Change
+
+    @property
+    def row_id(self) -> RowId:
+        return (self.schema, self.table, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class RowOutcome:
+    """A row change with its verdict and the function that gave it ("" when no rule)."""
+
+    row: RowChange
+    verdict: Verdict
+    function: str = ""
+
+
+@dataclass
+class EpochJudgement:
+    """What ``judge_epoch`` decided: per transaction its row outcomes (in order), whether the
+    transaction was rejected whole, the rows to refresh (primary), and MySQL's counters."""
+
+    outcomes: list[list[RowOutcome]] = field(default_factory=list)
+    rejected: list[bool] = field(default_factory=list)
+    refresh: list[RowId] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def in_conflict(self) -> bool:
+        return any(o.verdict.in_conflict for t in self.outcomes for o in t)
+
+
+def _after(stored: Stored, change: Change, op: OpType, epoch: int) -> Stored:
+    """The row after ``change`` (applied as ``op``) in this cluster's ``epoch``."""
+    if op is OpType.DELETE_ROW:
+        return Stored(False, {}, epoch, change.origin, change.commit_ts_ns)
+    values = dict(stored.values) if stored.exists and op is not OpType.WRITE_ROW else {}
+    if op is OpType.UPDATE_ROW and change.op is OpType.WRITE_ROW:
+        values = dict(stored.values)  # an insert applied over the existing row
+    values.update(change.after)
+    return Stored(True, values, epoch, change.origin, change.commit_ts_ns)
+
+
+def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
+                lookup: Callable[[RowId], Stored], ctx: Context, epoch: int) -> EpochJudgement:
+    """Judge one replicated epoch (see the module docstring). ``lookup``: the row as this
+    cluster stores it before the epoch; ``epoch``: this cluster's epoch the epoch is applied
+    in (the rows' new epoch). Raises ``RoleNotSetError`` when an epoch function meets role
+    NONE."""
+    out = EpochJudgement()
+    overlay: dict[RowId, Stored] = {}
+    tainted: set[RowId] = set()  # rows touched by rejected transactional transactions
+    bound: dict[str, tuple[FunctionSpec, Callable[[Change, Stored, Context], Verdict]]] = {}
+
+    def current(rid: RowId) -> Stored:
+        got = overlay.get(rid)
+        return lookup(rid) if got is None else got
+
+    for txn in transactions:
+        results: list[tuple[RowChange, Verdict, FunctionSpec | None]] = []
+        staged: dict[RowId, Stored] = {}
+        transactional = False
+        conflict = False
+        for rc in txn:
+            rule = rules.rule_for(rc.schema, rc.table)
+            stored = staged.get(rc.row_id)
+            if stored is None:
+                stored = current(rc.row_id)
+            if rule is None:
+                verdict, spec = Verdict(True), None
+            else:
+                if rule.text not in bound:
+                    bound[rule.text] = bind(rule.function, rule.args, None, rules.functions)
+                spec, fn = bound[rule.text]
+                transactional |= spec.transactional
+                verdict = fn(rc.change, stored, ctx)
+            if rc.row_id in tainted and spec is not None and spec.transactional \
+                    and not verdict.in_conflict:
+                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT, refresh=verdict.refresh or
+                                  ctx.role is Role.PRIMARY)
+            conflict |= verdict.in_conflict
+            if verdict.apply:
+                staged[rc.row_id] = _after(stored, rc.change, verdict.as_op or rc.change.op,
+                                           epoch)
+            results.append((rc, verdict, spec))
+        reject_all = transactional and conflict
+        outcomes = []
+        for rc, verdict, spec in results:
+            if reject_all and not verdict.in_conflict:
+                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
+                                  refresh=ctx.role is Role.PRIMARY)
+            outcomes.append(RowOutcome(rc, verdict, spec.name if spec else ""))
+        if reject_all:
+            tainted.update(rc.row_id for rc in txn)
+        else:
+            overlay.update(staged)  # the rows this transaction applied
+        out.outcomes.append(outcomes)
+        out.rejected.append(reject_all)
+        _count(out.counters, outcomes, reject_all)
+    seen: set[RowId] = set()
+    for outcomes in out.outcomes:
+        for o in outcomes:
+            if o.verdict.refresh and o.row.row_id not in seen:
+                seen.add(o.row.row_id)
+                out.refresh.append(o.row.row_id)
+    c = out.counters
+    c["refresh_op_count"] += len(out.refresh)
+    if out.in_conflict:
+        c["last_conflict_epoch"] = epoch
+        if any(out.rejected):
+            c["trans_detect_iter_count"] += 1
+            c["trans_conflict_commit_count"] += 1
+    return out
+
+
+_FN_COUNTER = {
+    "NDB$EPOCH": "conflict_fn_epoch", "NDB$EPOCH2": "conflict_fn_epoch2",
+    "NDB$EPOCH_TRANS": "conflict_fn_epoch_trans", "NDB$EPOCH2_TRANS": "conflict_fn_epoch2_trans",
+    "NDB$OLD": "conflict_fn_old", "NDB$MAX": "conflict_fn_max",
+    "NDB$MAX_DELETE_WIN": "conflict_fn_max_del_win", "NDB$MAX_INS": "conflict_fn_max_ins",
+    "NDB$MAX_DEL_WIN_INS": "conflict_fn_max_del_win_ins", "LWW": "conflict_fn_lww",
+}
+
+
+def _count(c: Counter[str], outcomes: list[RowOutcome], rejected: bool) -> None:
+    for o in outcomes:
+        cause = o.verdict.cause
+        if cause is None:
+            continue
+        if cause is not Cause.TRANS_IN_CONFLICT:
+            c[_FN_COUNTER.get(o.function, "conflict_fn_other")] += 1
+            if rejected:
+                c["trans_row_conflict_count"] += 1
+        if rejected:
+            c["trans_row_reject_count"] += 1
+    if rejected:
+        c["trans_reject_count"] += 1
+
+
+def exception_row(outcome: RowOutcome, me: int, source_epoch: int, count: int,
+                  key_columns: Sequence[str], old: Mapping[str, Any] | None,
+                  orig_transid: str) -> dict[str, Any]:
+    """The row of ``schema.table$EX`` recording a rejected change, in MySQL's layout: the
+    key ``(server_id, source_server_id, source_epoch, count)``, then ``NDB$OP_TYPE``,
+    ``NDB$CFT_CAUSE``, ``NDB$ORIG_TRANSID`` (the origin GTID ``S:T``), the row's key columns,
+    and for every other column its value here before (``c$OLD``, from ``old``: None when the
+    row is absent) and in the change (``c$NEW``)."""
+    ch = outcome.row.change
+    cause = outcome.verdict.cause
+    if cause is None:
+        raise ValueError("an applied change has no exception row")
+    row: dict[str, Any] = {
+        "server_id": me, "source_server_id": ch.origin, "source_epoch": source_epoch,
+        "count": count, "NDB$OP_TYPE": ch.op.name, "NDB$CFT_CAUSE": cause.name,
+        "NDB$ORIG_TRANSID": orig_transid,
+    }
+    key = outcome.row.key
+    values = key if isinstance(key, tuple) else (key,)
+    for name, value in zip(key_columns, values, strict=True):
+        row[name] = value
+    names = sorted(set(ch.after) | set(old or {}) - set(key_columns))
+    for name in names:
+        row[f"{name}$OLD"] = (old or {}).get(name)
+        row[f"{name}$NEW"] = ch.after.get(name)
+    return row

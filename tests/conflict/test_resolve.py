@@ -1,0 +1,102 @@
+"""Judging a replicated epoch: the overlay of earlier accepted changes, row functions that
+reject a row alone, transactional functions that reject a transaction and everything in the
+epoch depending on it, refreshes on the primary, MySQL's counters, exception rows."""
+
+from __future__ import annotations
+
+from gateway.conflict.model import Cause, Change, Context, OpType, Role, Stored
+from gateway.conflict.resolve import RowChange, exception_row, judge_epoch
+from gateway.conflict.rules import ConflictRule, RuleSet
+
+W, U, D = OpType.WRITE_ROW, OpType.UPDATE_ROW, OpType.DELETE_ROW
+PRIMARY = Context(me=1, role=Role.PRIMARY, max_replicated={2: 5})
+STABLE = Stored(True, {"v": 1}, epoch=5, author=1)  # cluster 2 had seen it
+FRESH = Stored(True, {"v": 1}, epoch=8, author=1)  # changed here after what 2 had seen
+
+
+def rc(key: int, op: OpType = U, table: str = "t", **after) -> RowChange:
+    return RowChange("s", table, key, Change(op, 2, origin_epoch=3, commit_ts_ns=10,
+                                             after=after or ({} if op is D else {"v": 2})))
+
+
+def rows(**stored):
+    table = {("s", "t", int(k[1:])): v for k, v in stored.items()}
+    return lambda rid: table.get(rid, Stored.absent())
+
+
+def causes(j):
+    return [[o.verdict.cause for o in t] for t in j.outcomes]
+
+
+def test_without_a_rule_everything_applies():
+    j = judge_epoch([[rc(1), rc(2, D)]], RuleSet(), rows(r1=FRESH), PRIMARY, 9)
+    assert causes(j) == [[None, None]] and not j.in_conflict and not j.refresh
+    assert not +j.counters
+
+
+def test_a_row_function_rejects_the_conflicting_row_alone_and_refreshes_it():
+    rules = RuleSet([ConflictRule("s.*", "NDB$EPOCH")])
+    j = judge_epoch([[rc(1), rc(2)]], rules, rows(r1=FRESH, r2=STABLE), PRIMARY, 9)
+    assert causes(j) == [[Cause.DATA_IN_CONFLICT, None]]
+    assert [o.verdict.apply for o in j.outcomes[0]] == [False, True]
+    assert j.rejected == [False] and j.refresh == [("s", "t", 1)]
+    assert +j.counters == {"conflict_fn_epoch": 1, "refresh_op_count": 1,
+                           "last_conflict_epoch": 9}
+
+
+def test_a_transactional_function_rejects_the_transaction_and_its_dependents():
+    rules = RuleSet([ConflictRule("s.*", "NDB$EPOCH_TRANS")])
+    epoch = [
+        [rc(1), rc(2)],  # row 1 in conflict: the transaction goes, row 2 with it
+        [rc(2)],  # touches row 2, which a rejected transaction wrote: rejected too
+        [rc(3)],  # independent: applied
+        [rc(3), rc(4, W)],  # depends only on the applied one: applied
+    ]
+    j = judge_epoch(epoch, rules, rows(r1=FRESH, r2=STABLE, r3=STABLE), PRIMARY, 9)
+    T = Cause.TRANS_IN_CONFLICT
+    assert causes(j) == [[Cause.DATA_IN_CONFLICT, T], [T], [None], [None, None]]
+    assert j.rejected == [True, True, False, False]
+    assert j.refresh == [("s", "t", 1), ("s", "t", 2)]
+    assert +j.counters == {
+        "conflict_fn_epoch_trans": 1, "trans_row_conflict_count": 1,
+        "trans_row_reject_count": 3, "trans_reject_count": 2, "trans_detect_iter_count": 1,
+        "trans_conflict_commit_count": 1, "refresh_op_count": 2, "last_conflict_epoch": 9}
+
+
+def test_later_transactions_see_what_earlier_accepted_ones_did_and_not_rejected_ones():
+    rules = RuleSet([ConflictRule("s.t", "NDB$MAX", ("ts",))])
+    ctx = Context(me=1)
+    j = judge_epoch([[rc(1, W, ts=5, v=1)], [rc(1, U, ts=3)], [rc(1, U, ts=7)]], rules,
+                    rows(), ctx, 9)
+    assert causes(j) == [[None], [Cause.DATA_IN_CONFLICT], [None]]
+    # a transactional rejection keeps its insert out: the next update finds no row
+    trans = RuleSet([ConflictRule("s.*", "NDB$EPOCH_TRANS")])
+    j = judge_epoch([[rc(1), rc(4, W)], [rc(4)]], trans, rows(r1=FRESH), PRIMARY, 9)
+    assert causes(j) == [[Cause.DATA_IN_CONFLICT, Cause.TRANS_IN_CONFLICT],
+                         [Cause.ROW_DOES_NOT_EXIST]]
+    assert j.rejected == [True, True]
+
+
+def test_a_secondary_applies_and_refreshes_nothing():
+    rules = RuleSet([ConflictRule("*", "NDB$EPOCH2_TRANS")])
+    ctx = Context(me=2, role=Role.SECONDARY, max_replicated={1: 0})
+    j = judge_epoch([[rc(1), rc(2, D)]], rules, rows(r1=FRESH, r2=FRESH), ctx, 4)
+    assert causes(j) == [[None, None]] and not j.refresh
+
+
+def test_rows_of_tables_without_a_rule_apply_beside_judged_ones():
+    rules = RuleSet([ConflictRule("s.t", "NDB$EPOCH")])
+    j = judge_epoch([[rc(1), rc(1, table="other")]], rules, rows(r1=FRESH), PRIMARY, 9)
+    assert causes(j) == [[Cause.DATA_IN_CONFLICT, None]]
+    assert [o.function for o in j.outcomes[0]] == ["NDB$EPOCH", ""]
+
+
+def test_exception_rows_have_mysqls_layout():
+    rules = RuleSet([ConflictRule("s.*", "NDB$EPOCH")])
+    j = judge_epoch([[rc(7, U, v=2, w="x")]], rules, rows(r7=FRESH), PRIMARY, 9)
+    row = exception_row(j.outcomes[0][0], me=1, source_epoch=3, count=1, key_columns=["id"],
+                        old={"v": 1}, orig_transid="2:40")
+    assert row == {"server_id": 1, "source_server_id": 2, "source_epoch": 3, "count": 1,
+                   "NDB$OP_TYPE": "UPDATE_ROW", "NDB$CFT_CAUSE": "DATA_IN_CONFLICT",
+                   "NDB$ORIG_TRANSID": "2:40", "id": 7, "v$OLD": 1, "v$NEW": 2,
+                   "w$OLD": None, "w$NEW": "x"}
