@@ -80,6 +80,25 @@ def test_epoch_conflicts_are_recorded_and_the_primary_realigns_the_secondary(tmp
             assert e["id"].int_value == 1
             assert e["v$OLD"].string_value == "A1" and e["v$NEW"].string_value == "B1"
             await wait_for(lambda: len(_exceptions(nb)) == 1, 20, "B has A's exception row")
+            from click.testing import CliRunner
+
+            from gateway.cli import main
+
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "list", "--target", a.api, "shop.items"]))
+            assert res.exit_code == 0, res.output
+            (line,) = res.output.splitlines()
+            ident, op, cause, orig, key = line.split("\t")
+            assert ident.startswith("1/2/") and ident.endswith("/1")
+            assert (op, cause, key) == ("UPDATE_ROW", "DATA_IN_CONFLICT", "id=1")
+            assert orig.startswith("2:")
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "show", "--target", a.api, "shop.items", ident]))
+            assert res.exit_code == 0, res.output
+            assert "v: 'A1' here, 'B1' in the change" in res.output
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "list", "--target", a.api, "shop.other"]))
+            assert res.exit_code == 0 and "no conflicts recorded" in res.output, res.output
             counters = dict(na.status().channels[0].conflicts)
             assert counters["conflict_fn_epoch"] == 1 and counters["refresh_op_count"] == 1
             assert counters["last_conflict_epoch"] > 0
