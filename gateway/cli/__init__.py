@@ -15,6 +15,7 @@ from . import appliers as cli_appliers
 from . import node as cli_node
 from . import plugins as cli_plugins
 from .channel import channel
+from .conflicts import conflicts
 from .log import log
 from .store import store
 
@@ -28,6 +29,7 @@ def main() -> None:
 main.add_command(log)
 main.add_command(store)
 main.add_command(channel)
+main.add_command(conflicts)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`

@@ -264,6 +264,9 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             click.echo(f"    STOPPED: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):
         click.echo(line)
+    if st.conflict_rules or st.conflict_role not in ("", "NONE"):
+        click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
+                   f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
 
 
 def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]

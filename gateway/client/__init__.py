@@ -321,6 +321,25 @@ class GatewayClient(_Base):
         return self._admin("ChannelAction", gateway_pb2.ChannelActionRequest(
             name=name, action=action), timeout)
 
+    def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
+                          ) -> gateway_pb2.AdminResponse:
+        """Judge replicated changes of the tables matching ``table`` (``schema.table``, ``*``
+        and ``?`` wildcards) with ``function`` (``"NDB$MAX(ts)"``, ``"NDB$EPOCH2"``, ``"LWW"``;
+        docs/conflicts.md); replaces the pattern's rule."""
+        from gateway.v1 import replication_pb2
+
+        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(
+            set=replication_pb2.ConflictRule(table=table, function=function)), timeout)
+
+    def unset_conflict_rule(self, table: str, timeout: float = 30.0
+                            ) -> gateway_pb2.AdminResponse:
+        """Remove the conflict rule of the table pattern ``table``."""
+        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(unset=table), timeout)
+
+    def set_conflict_role(self, role: str, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """Set this cluster's conflict role: PRIMARY, SECONDARY, PASS or NONE."""
+        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(role=role), timeout)
+
     def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)

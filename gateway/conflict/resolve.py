@@ -52,6 +52,7 @@ class RowOutcome:
     row: RowChange
     verdict: Verdict
     function: str = ""
+    stored: Stored | None = None  # the row here when it was judged (None: not judged)
 
 
 @dataclass
@@ -96,7 +97,7 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
         return lookup(rid) if got is None else got
 
     for txn in transactions:
-        results: list[tuple[RowChange, Verdict, FunctionSpec | None]] = []
+        results: list[tuple[RowChange, Verdict, FunctionSpec | None, Stored]] = []
         staged: dict[RowId, Stored] = {}
         transactional = False
         conflict = False
@@ -121,14 +122,15 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             if verdict.apply:
                 staged[rc.row_id] = _after(stored, rc.change, verdict.as_op or rc.change.op,
                                            epoch)
-            results.append((rc, verdict, spec))
+            results.append((rc, verdict, spec, stored))
         reject_all = transactional and conflict
         outcomes = []
-        for rc, verdict, spec in results:
+        for rc, verdict, spec, stored in results:
             if reject_all and not verdict.in_conflict:
                 verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
                                   refresh=ctx.role is Role.PRIMARY)
-            outcomes.append(RowOutcome(rc, verdict, spec.name if spec else ""))
+            outcomes.append(RowOutcome(rc, verdict, spec.name if spec else "",
+                                       stored if spec else None))
         if reject_all:
             tainted.update(rc.row_id for rc in txn)
         else:

@@ -14,9 +14,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from gateway.v1 import replication_pb2
+
 from .functions import BUILTIN, ConflictConfigError, FunctionSpec, bind
 
-__all__ = ["ConflictRule", "RuleSet", "parse_function"]
+__all__ = ["ConflictRule", "RuleSet", "parse_function", "rule_from_proto", "rule_to_proto"]
 
 _CALL = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_$]*)\s*(?:\(\s*(.*?)\s*\))?\s*$")
 _PATTERN = re.compile(r"^[A-Za-z0-9_*?]+\.[A-Za-z0-9_*?]+$|^\*$")
@@ -60,11 +62,17 @@ class RuleSet:
     """The rules of a cluster, checked on the way in; ``rule_for`` answers per table."""
 
     def __init__(self, rules: Iterable[ConflictRule] = (),
-                 functions: Mapping[str, FunctionSpec] = BUILTIN) -> None:
+                 functions: Mapping[str, FunctionSpec] = BUILTIN, *,
+                 checked: bool = True) -> None:
+        """``checked=False`` takes the rules as they are (replicated state: every replica
+        holds the same rules whatever plugins it loaded; a function it lacks is an error
+        when a change meets it, not when the rule arrives)."""
         self.functions = functions
         self._rules: dict[str, ConflictRule] = {}
         for r in rules:
-            self.set(r)
+            if checked:
+                self.check(r)
+            self._rules[r.pattern] = r
 
     def check(self, rule: ConflictRule, columns: Mapping[str, int] | None = None) -> None:
         """Raise ``ConflictConfigError`` naming the table pattern and what is wrong with
@@ -100,3 +108,13 @@ class RuleSet:
             if fnmatch.fnmatchcase(name, r.pattern):
                 return r
         return None
+
+
+def rule_from_proto(msg: replication_pb2.ConflictRule) -> ConflictRule:
+    """The rule a ``gateway.v1.ConflictRule`` carries (not checked)."""
+    return ConflictRule(msg.table, msg.function.upper(), tuple(msg.args))
+
+
+def rule_to_proto(rule: ConflictRule) -> replication_pb2.ConflictRule:
+    return replication_pb2.ConflictRule(table=rule.pattern, function=rule.function,
+                                        args=list(rule.args))

@@ -80,6 +80,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "TransferLeader": (gateway_pb2.TransferLeaderRequest, self._transfer_local),
             "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
             "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
+            "Conflicts": (gateway_pb2.ConflictsRequest, self._conflicts_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -442,6 +443,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _channel_action_local(self, req: gateway_pb2.ChannelActionRequest, context: Any
                                     ) -> gateway_pb2.AdminResponse:
         return await self.node.channels.action(req.name, req.action)
+
+    async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: Any
+                               ) -> gateway_pb2.AdminResponse:
+        return await self.node.conflicts.change(req)
+
+    async def Conflicts(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("Conflicts", request, context)
 
     async def AddChannel(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("AddChannel", request, context)

@@ -34,6 +34,7 @@ import contextlib
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,7 @@ class ChannelRunner:
         self._next_source = 0
         self._pending: deque[tuple[SealedEpoch, asyncio.Future[Any]]] = deque()
         self._assembler: EpochAssembler | None = None
+        self._call: Any = None  # the session's change stream
 
     @property
     def name(self) -> str:
@@ -179,14 +181,20 @@ class ChannelRunner:
                 after_epoch=gateway_pb2.EpochPosition(server_id=source, epoch=held),
                 ignore_origins=[me], log_records=True), metadata=md)
             assembler = self._assembler = EpochAssembler(held)
-            self.state.state = "running"
-            self.state.last_error = ""
+            self.state.state = "running"  # last_error stays until an epoch applies
+            self._call = call
             try:
                 async for ev in call:
                     for sealed in assembler.add(_record(ev)):
                         await self._submit(source, sealed)
                     self._reap()
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # the runner is being stopped
+                self._reap()  # _settled cancelled the stream: an epoch failed; raises it
             finally:
+                self._call = None
                 call.cancel()
                 self._assembler = None
             raise ChannelError(f"{target}: the change stream ended")
@@ -198,7 +206,16 @@ class ChannelRunner:
         while len(self._pending) >= WINDOW:
             await self._wait_oldest()
         fut = self.driver.submit_unit(self.name, source, sealed)
+        fut.add_done_callback(self._settled)
         self._pending.append((sealed, fut))
+
+    def _settled(self, fut: asyncio.Future[Any]) -> None:
+        """An epoch failed (e.g. refused here): end the session now, not at the source's
+        next event -- an idle source may send none for long."""
+        if fut.cancelled() or fut.exception() is None:
+            return
+        if self._call is not None:
+            self._call.cancel()
 
     async def _wait_oldest(self) -> None:
         fut = self._pending[0][1]
@@ -211,6 +228,7 @@ class ChannelRunner:
             sealed, fut = self._pending.popleft()
             res = fut.result()  # raises what the driver raised
             if res is not None:
+                self.state.last_error = ""
                 self.state.epochs_applied += 1
                 self.state.transactions_applied += len(transactions(sealed.items))
 
@@ -252,6 +270,9 @@ class NodeChannels:
                                        asyncio.Task[None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._config_proposed_term = -1
+        #: Runners start only while this is true: the conflict rules of the configuration
+        #: file are in place (no epoch is applied without the rules the operator wrote).
+        self.gate: Callable[[], bool] = lambda: True
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="channels")
@@ -292,7 +313,8 @@ class NodeChannels:
         if self._configured and self._config_proposed_term != term:
             self._config_proposed_term = term
             await self._propose_configured()
-        want = {n: d for n, d in self.driver.sm.channels.items() if not d.paused}
+        want = {n: d for n, d in self.driver.sm.channels.items() if not d.paused} \
+            if self.gate() else {}
         for name in list(self._runners):
             d, runner, _ = self._runners[name]
             now = want.get(name)
@@ -374,7 +396,8 @@ class NodeChannels:
             st = gateway_pb2.ChannelStatus(name=name, sources=list(d.sources),
                                            source_id=d.source_id, paused=d.paused,
                                            applied_epoch=sm.replication.held(d.source_id)
-                                           if d.source_id else 0)
+                                           if d.source_id else 0,
+                                           conflicts=sm.conflict_counters.get(name, {}))
             got = self._runners.get(name)
             if d.paused and got is None:
                 st.state = "paused"

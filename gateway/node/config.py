@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gateway.appliers.contract import SCOPES
+from gateway.conflict import ConflictConfigError, ConflictRule, Role
+from gateway.conflict.rules import RuleSet, parse_function
 
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
            "parse_address", "parse_peers"]
@@ -99,6 +101,10 @@ class NodeConfig:
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
     channels: tuple[ChannelConfig, ...] = ()
+    #: This cluster's conflict role (PRIMARY, SECONDARY, PASS, NONE; "" = leave the
+    #: replicated one as it is) and ``[[conflicts]]`` rules (docs/conflicts.md).
+    conflict_role: str = ""
+    conflicts: tuple[ConflictRule, ...] = ()
 
     def peer_map(self) -> dict[int, str]:
         """The initial members: ``peers``, or this node alone."""
@@ -176,6 +182,18 @@ class NodeConfig:
                 raise ConfigError(f"{where}.ca: no such file: {ch.ca}")
         if self.tokens_file and not os.path.isfile(self.tokens_file):
             raise ConfigError(f"tokens_file: no such file: {self.tokens_file}")
+        if self.conflict_role and self.conflict_role not in {r.value for r in Role}:
+            raise ConfigError(f"conflict_role: {self.conflict_role!r} is not a role "
+                              f"({', '.join(r.value for r in Role)})")
+        patterns: set[str] = set()
+        for i, rule in enumerate(self.conflicts):
+            if rule.pattern in patterns:
+                raise ConfigError(f"conflicts[{i}].table: {rule.pattern!r} has two rules")
+            patterns.add(rule.pattern)
+            try:
+                RuleSet(checked=False).check(rule)
+            except ConflictConfigError as exc:
+                raise ConfigError(f"conflicts[{i}]: {exc}") from None
         return self
 
 
@@ -238,7 +256,8 @@ def parse_peers(text: str) -> dict[int, str]:
 
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
              "snapshot_entries", "max_request_bytes"}
-_STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format"}
+_STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
+             "conflict_role"}
 _BOOL_KEYS = {"join", "fsync"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 
@@ -277,6 +296,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         return tuple(str(p).strip() for p in items if str(p).strip())
     if key == "channels":
         return _channels(value, source)
+    if key == "conflicts":
+        return _conflicts(value, source)
     if key == "appliers":
         if isinstance(value, str):
             return {n.strip(): {} for n in value.split(",") if n.strip()}
@@ -315,6 +336,29 @@ def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
                 raise ConfigError(f"{where}.{k}: expected a string")
         out.append(ChannelConfig(str(t.get("name", "")), tuple(sources), sid,
                                  str(t.get("token", "")), str(t.get("ca", ""))))
+    return tuple(out)
+
+
+def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
+    if not isinstance(value, list):
+        raise ConfigError(f"conflicts ({source}): expected [[conflicts]] tables")
+    out = []
+    for i, t in enumerate(value):
+        where = f"conflicts[{i}] ({source})"
+        if not isinstance(t, Mapping):
+            raise ConfigError(f"{where}: expected a table")
+        for k in t:
+            if k not in ("table", "function"):
+                raise ConfigError(f"{where}.{k}: unknown key (known: function, table)")
+        table, text = t.get("table"), t.get("function")
+        if not isinstance(table, str) or not isinstance(text, str):
+            raise ConfigError(f"{where}: give table = \"schema.table\" and function = "
+                              f"\"NAME(args)\" as strings")
+        try:
+            name, args = parse_function(text)
+        except ConflictConfigError as exc:
+            raise ConfigError(f"{where}.function: {exc}") from None
+        out.append(ConflictRule(table, name, args))
     return tuple(out)
 
 

@@ -636,7 +636,14 @@ class RaftDriver:
         if lo < hi:
             lo = max(lo, r.raft_log.first_index())
             for e in r.raft_log.slice(lo, hi, NO_LIMIT):
-                txn, _ = decode_entry(e.data) if e.type == EntryType.NORMAL else (None, "")
+                if e.type != EntryType.NORMAL or not e.data:
+                    continue
+                if e.data[0] == messages.TypeTag.REPLICATED_EPOCH:
+                    seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+                    trans = max(trans, seg.derived_trans_id)
+                    ts = max(ts, seg.derived_commit_ts)
+                    continue
+                txn, _ = decode_entry(e.data)
                 if txn is not None:
                     trans = max(trans, txn.gtid.trans_id)
                     ts = max(ts, txn.commit_timestamp_ns)
@@ -693,9 +700,19 @@ class RaftDriver:
                 if not u.future.done():
                     u.future.set_result(None)
                 continue
+            reserved = (st.next_trans_id, st.last_commit_ts)
+            if self.sm.conflict_rules and any(transactions(p.items) for p in parts):
+                # the GTID of the transaction applying it may derive (conflicts found)
+                last = parts[-1]
+                last.derived_trans_id = st.next_trans_id
+                last.derived_commit_ts = max(time.time_ns(), st.last_commit_ts + 1)
+                st.next_trans_id += 1
+                st.last_commit_ts = last.derived_commit_ts
+                st.last_trans_in_epoch = last.derived_trans_id
             try:
                 raw.propose_batch([messages.pack(p) for p in parts])
             except ProposalDroppedError:
+                st.next_trans_id, st.last_commit_ts = reserved
                 st.view = view = before
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))

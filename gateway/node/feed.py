@@ -101,6 +101,7 @@ class CommittedLogSource:
                     except CompactedError:
                         raise EntriesCompactedError(e.index, storage.first_index()) from None
                     if unit is not None and not sm.skipped(e.index):
+                        unit = sm.unit_outcome(e.index) or unit  # as conflicts left it
                         txns = tuple(transactions(unit.items))
                         if txns:
                             out.append(CommittedEntry(e.index, None, txns))
@@ -278,6 +279,7 @@ class ChangeFeed:
             unit = read_unit(storage, e)
             if unit is None or sm.skipped(e.index):
                 return []
+            unit = sm.unit_outcome(e.index) or unit  # as the conflict rules left it
             for it in unit.items:
                 if it.WhichOneof("item") == "transaction":
                     g = it.transaction.gtid

@@ -142,6 +142,13 @@ def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
         families["up"].add_metric([ch.name], int(ch.state == "running"))
         families["txns"].add_metric([ch.name], ch.transactions_applied)
     yield from families.values()
+    conflicts = GaugeMetricFamily("gateway_conflict", "conflict handling counters (MySQL's "
+                                  "names) of what a channel brought in",
+                                  labels=["channel", "counter"])
+    for ch in n.channels.status():
+        for name, value in sorted(ch.conflicts.items()):
+            conflicts.add_metric([ch.name, name], value)
+    yield conflicts
     peers = GaugeMetricFamily("gateway_max_replicated_epoch",
                               "newest epoch of this cluster the peer applied", labels=["peer"])
     for p in n.channels.peers():

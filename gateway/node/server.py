@@ -42,6 +42,7 @@ from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
 from .channels import NodeChannels
 from .config import ChannelConfig, NodeConfig, address_problem
+from .conflicts import NodeConflicts
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
@@ -166,6 +167,9 @@ class GatewayNode:
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
         self.channels.start()
+        self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
+        self.conflicts.start()
+        self.channels.gate = self.conflicts.configured_in_place
         try:
             self._start_appliers()
         except (InconsistentStateError, PositionStoreError) as exc:
@@ -254,6 +258,8 @@ class GatewayNode:
             await self._servers[1].stop(grace=1.0)
         if getattr(self, "channels", None) is not None:
             await self.channels.stop()
+        if getattr(self, "conflicts", None) is not None:
+            await self.conflicts.stop()
         if self.appliers is not None:
             await self.appliers.stop()
         await self.driver.stop()
@@ -422,6 +428,8 @@ class GatewayNode:
         resp.appliers.extend(self.applier_status())
         resp.channels.extend(self.channels.status())
         resp.peers.extend(self.channels.peers())
+        resp.conflict_rules.extend(self.conflicts.rules())
+        resp.conflict_role = self.conflicts.role()
         return resp
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,

@@ -29,7 +29,8 @@ What applying an entry does (identically on every replica, from the entry's byte
   GTID counter, clock or idempotency records; the origin watermarks (``m w:<origin>``) and
   apply-status rows (``m as:<server_id>:<applied_by>``) are raised;
 - a channel command (tag ``CHANNEL_COMMAND``) adds, replaces or removes a channel definition
-  (``m ch:<name>``);
+  (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
+  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -49,6 +50,7 @@ so it rewrites the same bytes).
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import struct
@@ -56,6 +58,16 @@ from collections.abc import Iterator
 
 from google.protobuf.message import DecodeError
 
+from gateway.conflict import (
+    ConflictConfigError,
+    ConflictRule,
+    Context,
+    Role,
+    RoleNotSetError,
+    RuleSet,
+    Stored,
+)
+from gateway.conflict.rules import rule_from_proto, rule_to_proto
 from gateway.core.fileio import local_fs
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm.format import prefix_end
@@ -72,6 +84,13 @@ from gateway.v1 import (
 )
 
 from . import keys
+from .conflict_apply import (
+    UnitJudgement,
+    derived_transaction,
+    judge_unit,
+    refresh_statement,
+    stored_of_row,
+)
 from .snapshot_files import pack_dir, unpack_dir
 from .validation import (
     InvalidRequest,
@@ -102,7 +121,9 @@ _TXN = TypeTag.TRANSACTION
 _POS = TypeTag.APPLIER_POSITION
 _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
+_CONFLICT = TypeTag.CONFLICT_COMMAND
 _MISSING = object()
+log = logging.getLogger(__name__)
 
 
 class Applied:
@@ -206,6 +227,21 @@ class StoreStateMachine:
         for k, v in self.store.scan_prefix(keys.meta_key("ch:")):
             self.channels[k[len(keys.meta_key("ch:")):].decode()] = \
                 replication_pb2.ChannelDefinition.FromString(v)
+        #: Conflict rules by table pattern and this cluster's role (``m cr:<pattern>``,
+        #: ``m role``; replaced, never mutated, by apply).
+        self.conflict_rules: dict[str, ConflictRule] = {}
+        for _k, v in self.store.scan_prefix(keys.meta_key("cr:")):
+            rule = rule_from_proto(replication_pb2.ConflictRule.FromString(v))
+            self.conflict_rules[rule.pattern] = rule
+        raw_role = self.store.get(keys.meta_key("role"))
+        self.conflict_role = Role(raw_role.decode()) if raw_role else Role.NONE
+        self._rules_cache: tuple[dict[str, ConflictRule], RuleSet] | None = None
+        #: MySQL's conflict counters per channel (``m cc:<channel>:<name>``), durable;
+        #: replaced, never mutated, by apply.
+        self.conflict_counters: dict[str, dict[str, int]] = {}
+        for k, v in self.store.scan_prefix(keys.meta_key("cc:")):
+            channel, name = k[len(keys.meta_key("cc:")):].decode().rsplit(":", 1)
+            self.conflict_counters.setdefault(channel, {})[name] = _U64.unpack(v)[0]
         self._staged: dict[str, list[replication_pb2.ReplicatedEpoch]] = {}
         for _k, v in self.store.scan_prefix(keys.meta_key("seg:")):
             unit = replication_pb2.ReplicatedEpoch.FromString(v)
@@ -318,6 +354,8 @@ class StoreStateMachine:
                             out.append(done)
                     elif tag == _CHANNEL:
                         self._apply_channel(e.data, ops)
+                    elif tag == _CONFLICT:
+                        self._apply_conflict_command(e.data, ops)
                 continue
             done = self._apply_fast(e, ops, overlay)
             if done is None:
@@ -368,6 +406,33 @@ class StoreStateMachine:
             channels[name] = cmd.definition
             ops.append((key, cmd.definition.SerializeToString(), 0, 0, 0))
         self.channels = channels
+
+    def _apply_conflict_command(self, data: bytes, ops: list) -> None:
+        """Set or unset a conflict rule, or set the role; an entry that does not parse, or
+        names an unknown role, changes nothing (the API checks before proposing)."""
+        try:
+            cmd = replication_pb2.ConflictCommand.FromString(data[1:])
+        except DecodeError:
+            return
+        if cmd.HasField("set") and cmd.set.table:
+            rule = rule_from_proto(cmd.set)
+            rules = dict(self.conflict_rules)
+            rules[rule.pattern] = rule
+            self.conflict_rules = rules
+            ops.append((keys.meta_key(f"cr:{rule.pattern}"),
+                        rule_to_proto(rule).SerializeToString(), 0, 0, 0))
+        elif cmd.unset:
+            rules = dict(self.conflict_rules)
+            if rules.pop(cmd.unset, None) is not None:
+                self.conflict_rules = rules
+                ops.append((keys.meta_key(f"cr:{cmd.unset}"), None, 0, 0, 0))
+        elif cmd.role:
+            try:
+                role = Role(cmd.role)
+            except ValueError:
+                return
+            self.conflict_role = role
+            ops.append((keys.meta_key("role"), role.value.encode(), 0, 0, 0))
 
     def _apply_unit(self, e: Entry, ops: list, overlay: dict[bytes, bytes | None]
                     ) -> Applied | None:
@@ -422,6 +487,16 @@ class StoreStateMachine:
         for name, schema in created:
             self.schemas[name] = schema
             ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        judged = None
+        if self.conflict_rules and txns:
+            try:
+                judged = self._judge(unit, txns, ops, overlay)
+            except (ConflictConfigError, RoleNotSetError) as exc:
+                return self._refuse_unit(e, mark, ops, f"conflict rules: {exc}", unit)
+            txns = judged.transactions
+        if unit.derived_trans_id:
+            self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
+            self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
         for txn in txns:
             meta = (unit.local_epoch, txn.author, txn.commit_timestamp_ns)
             rows = self._replicated_rows(txn, e.index, meta)
@@ -433,6 +508,9 @@ class StoreStateMachine:
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
             self._write_statements(txn, e.index, gtid, meta, ops, overlay)
+        if judged is not None and (judged.exceptions or judged.refresh
+                                   or judged.transactions != transactions(unit.items)):
+            self._derive(unit, judged, e.index, ops, overlay)
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
         for o in origins:
@@ -443,6 +521,99 @@ class StoreStateMachine:
         self.replication = state
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
             epoch=unit.local_epoch, log_index=e.index))
+
+    def _ruleset(self) -> RuleSet:
+        rules = self.conflict_rules
+        if self._rules_cache is None or self._rules_cache[0] is not rules:
+            self._rules_cache = (rules, RuleSet(rules.values(), checked=False))
+        return self._rules_cache[1]
+
+    def _judge(self, unit: replication_pb2.ReplicatedEpoch,
+               txns: list[transaction_pb2.Transaction], ops: list,
+               overlay: dict[bytes, bytes | None]) -> UnitJudgement:
+        """Judge a replicated epoch's transactions with the conflict rules (see
+        ``conflict_apply``) against the rows as they stand before it; raises
+        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here."""
+        rep = self.replication
+        ctx = Context(self.cluster_id, self.conflict_role,
+                      {p: rep.max_replicated_epoch(p) for p in rep.peers()})
+        deleted: dict[bytes, tuple[int, int, int]] | None = None
+
+        def lookup(k: bytes) -> Stored:
+            nonlocal deleted
+            raw = overlay.get(k, _MISSING)
+            if raw is _MISSING:
+                v = self.store.get_version(k)
+                if v is None:
+                    return Stored.absent()
+                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts), gateway_pb2.Row)
+            if raw is None:  # deleted by an earlier entry of this batch: its metadata
+                if deleted is None:
+                    deleted = {op[0]: (op[2], op[3], op[4]) for op in ops if op[1] is None}
+                return stored_of_row(None, deleted.get(k), gateway_pb2.Row)
+            return stored_of_row(raw, None, gateway_pb2.Row)  # type: ignore[arg-type]
+
+        return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
+                          unit.source_epoch)
+
+    def _derive(self, unit: replication_pb2.ReplicatedEpoch, judged: UnitJudgement,
+                index: int, ops: list, overlay: dict[bytes, bytes | None]) -> None:
+        """Write this cluster's derived transaction for a judged epoch (exception rows, and
+        refreshes of the rows as they now stand), count the conflicts, and record what the
+        entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
+        one) for the change feed and the appliers."""
+        me = self.cluster_id
+        stmts = list(judged.exceptions)
+        for k, table, kf, kv in judged.refresh:
+            raw = overlay.get(k, _MISSING)
+            if raw is _MISSING:
+                raw = self.store.get(k)
+            stmts.append(refresh_statement(table, kf, kv, raw, gateway_pb2.Row))  # type: ignore[arg-type]
+        derived = None
+        if stmts and unit.derived_trans_id:
+            derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
+                                          unit.derived_commit_ts, stmts)
+            try:
+                created = check_statements(derived.statements, self.schemas, rows=False)
+            except InvalidRequest as exc:  # e.g. an exceptions table of another shape
+                log.error("conflicts: cannot write the exceptions of log index %d: %s",
+                          index, exc)
+                created, derived = [], None
+            for name, schema in created:
+                self.schemas[name] = schema
+                ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        elif stmts:
+            log.error("conflicts: log index %d found conflicts but its leader reserved no "
+                      "GTID for them (rules set meanwhile): not recorded", index)
+        if derived is not None:
+            self._write_statements(derived, index, derived.gtid, (
+                unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
+        outcome = replication_pb2.ReplicatedEpoch()
+        outcome.CopyFrom(unit)
+        del outcome.items[:]
+        accepted = iter(judged.transactions)
+        for it in unit.items:
+            if it.WhichOneof("item") == "transaction":
+                outcome.items.add(transaction=next(accepted))
+            else:
+                outcome.items.append(it)
+        if derived is not None:
+            outcome.items.add(transaction=derived)
+        ops.append((keys.meta_key(f"dx:{index}"), outcome.SerializeToString(), 0, 0, 0))
+        counters = dict(self.conflict_counters.get(unit.channel, {}))
+        for name, n in judged.counters.items():
+            counters[name] = max(counters.get(name, 0), n) if name == "last_conflict_epoch" \
+                else counters.get(name, 0) + n
+            ops.append((keys.meta_key(f"cc:{unit.channel}:{name}"), _U64.pack(counters[name]),
+                        0, 0, 0))
+        self.conflict_counters = {**self.conflict_counters, unit.channel: counters}
+
+    def unit_outcome(self, index: int) -> replication_pb2.ReplicatedEpoch | None:
+        """What the replicated epoch applied at log ``index`` finally holds when conflict
+        rules changed it (accepted transactions, then this cluster's derived one); None
+        when it was applied as it came."""
+        raw = self.store.get(keys.meta_key(f"dx:{index}"))
+        return None if raw is None else replication_pb2.ReplicatedEpoch.FromString(raw)
 
     @staticmethod
     def _refuse_unit(e: Entry, mark: bytes, ops: list, reason: str,

@@ -26,7 +26,7 @@ from gateway.v1 import epoch_pb2 as gateway_dot_v1_dot_epoch__pb2
 from gateway.v1 import transaction_pb2 as gateway_dot_v1_dot_transaction__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/replication.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x1cgateway/v1/transaction.proto\"y\n\x0eReplicatedItem\x12.\n\x0btransaction\x18\x01 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12/\n\x0c\x61pply_status\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ApplyStatusH\x00\x42\x06\n\x04item\"\xe4\x01\n\x0fReplicatedEpoch\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x14\n\x0csource_epoch\x18\x03 \x01(\x04\x12\x13\n\x0blocal_epoch\x18\x04 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x05 \x01(\x06\x12)\n\x05items\x18\x06 \x03(\x0b\x32\x1a.gateway.v1.ReplicatedItem\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12\x18\n\x10source_log_index\x18\t \x01(\x04\"t\n\x11\x43hannelDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07sources\x18\x02 \x03(\t\x12\x11\n\tsource_id\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0e\n\x06\x63\x61_pem\x18\x05 \x01(\t\x12\x0e\n\x06paused\x18\x06 \x01(\x08\"S\n\x0e\x43hannelCommand\x12\x31\n\ndefinition\x18\x01 \x01(\x0b\x32\x1d.gateway.v1.ChannelDefinition\x12\x0e\n\x06remove\x18\x02 \x01(\x08\x42K\n\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/replication.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x1cgateway/v1/transaction.proto\"y\n\x0eReplicatedItem\x12.\n\x0btransaction\x18\x01 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12/\n\x0c\x61pply_status\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ApplyStatusH\x00\x42\x06\n\x04item\"\x99\x02\n\x0fReplicatedEpoch\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x14\n\x0csource_epoch\x18\x03 \x01(\x04\x12\x13\n\x0blocal_epoch\x18\x04 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x05 \x01(\x06\x12)\n\x05items\x18\x06 \x03(\x0b\x32\x1a.gateway.v1.ReplicatedItem\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12\x18\n\x10source_log_index\x18\t \x01(\x04\x12\x18\n\x10\x64\x65rived_trans_id\x18\n \x01(\x04\x12\x19\n\x11\x64\x65rived_commit_ts\x18\x0b \x01(\x06\"t\n\x11\x43hannelDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07sources\x18\x02 \x03(\t\x12\x11\n\tsource_id\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0e\n\x06\x63\x61_pem\x18\x05 \x01(\t\x12\x0e\n\x06paused\x18\x06 \x01(\x08\"S\n\x0e\x43hannelCommand\x12\x31\n\ndefinition\x18\x01 \x01(\x0b\x32\x1d.gateway.v1.ChannelDefinition\x12\x0e\n\x06remove\x18\x02 \x01(\x08\"=\n\x0c\x43onflictRule\x12\r\n\x05table\x18\x01 \x01(\t\x12\x10\n\x08\x66unction\x18\x02 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x03 \x03(\t\"U\n\x0f\x43onflictCommand\x12%\n\x03set\x18\x01 \x01(\x0b\x32\x18.gateway.v1.ConflictRule\x12\r\n\x05unset\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\tBK\n\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REPLICATEDITEM']._serialized_start=98
   _globals['_REPLICATEDITEM']._serialized_end=219
   _globals['_REPLICATEDEPOCH']._serialized_start=222
-  _globals['_REPLICATEDEPOCH']._serialized_end=450
-  _globals['_CHANNELDEFINITION']._serialized_start=452
-  _globals['_CHANNELDEFINITION']._serialized_end=568
-  _globals['_CHANNELCOMMAND']._serialized_start=570
-  _globals['_CHANNELCOMMAND']._serialized_end=653
+  _globals['_REPLICATEDEPOCH']._serialized_end=503
+  _globals['_CHANNELDEFINITION']._serialized_start=505
+  _globals['_CHANNELDEFINITION']._serialized_end=621
+  _globals['_CHANNELCOMMAND']._serialized_start=623
+  _globals['_CHANNELCOMMAND']._serialized_end=706
+  _globals['_CONFLICTRULE']._serialized_start=708
+  _globals['_CONFLICTRULE']._serialized_end=769
+  _globals['_CONFLICTCOMMAND']._serialized_start=771
+  _globals['_CONFLICTCOMMAND']._serialized_end=856
 # @@protoc_insertion_point(module_scope)

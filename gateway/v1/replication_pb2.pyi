@@ -17,7 +17,7 @@ class ReplicatedItem(_message.Message):
     def __init__(self, transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ...) -> None: ...
 
 class ReplicatedEpoch(_message.Message):
-    __slots__ = ("channel", "source_id", "source_epoch", "local_epoch", "sealed_at_ns", "items", "segment_id", "end_segment", "source_log_index")
+    __slots__ = ("channel", "source_id", "source_epoch", "local_epoch", "sealed_at_ns", "items", "segment_id", "end_segment", "source_log_index", "derived_trans_id", "derived_commit_ts")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,8 @@ class ReplicatedEpoch(_message.Message):
     SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
     END_SEGMENT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_TRANS_ID_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_COMMIT_TS_FIELD_NUMBER: _ClassVar[int]
     channel: str
     source_id: int
     source_epoch: int
@@ -36,7 +38,9 @@ class ReplicatedEpoch(_message.Message):
     segment_id: int
     end_segment: bool
     source_log_index: int
-    def __init__(self, channel: _Optional[str] = ..., source_id: _Optional[int] = ..., source_epoch: _Optional[int] = ..., local_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReplicatedItem, _Mapping]]] = ..., segment_id: _Optional[int] = ..., end_segment: _Optional[bool] = ..., source_log_index: _Optional[int] = ...) -> None: ...
+    derived_trans_id: int
+    derived_commit_ts: int
+    def __init__(self, channel: _Optional[str] = ..., source_id: _Optional[int] = ..., source_epoch: _Optional[int] = ..., local_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReplicatedItem, _Mapping]]] = ..., segment_id: _Optional[int] = ..., end_segment: _Optional[bool] = ..., source_log_index: _Optional[int] = ..., derived_trans_id: _Optional[int] = ..., derived_commit_ts: _Optional[int] = ...) -> None: ...
 
 class ChannelDefinition(_message.Message):
     __slots__ = ("name", "sources", "source_id", "token", "ca_pem", "paused")
@@ -61,3 +65,23 @@ class ChannelCommand(_message.Message):
     definition: ChannelDefinition
     remove: bool
     def __init__(self, definition: _Optional[_Union[ChannelDefinition, _Mapping]] = ..., remove: _Optional[bool] = ...) -> None: ...
+
+class ConflictRule(_message.Message):
+    __slots__ = ("table", "function", "args")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    function: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, table: _Optional[str] = ..., function: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConflictCommand(_message.Message):
+    __slots__ = ("set", "unset", "role")
+    SET_FIELD_NUMBER: _ClassVar[int]
+    UNSET_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    set: ConflictRule
+    unset: str
+    role: str
+    def __init__(self, set: _Optional[_Union[ConflictRule, _Mapping]] = ..., unset: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...

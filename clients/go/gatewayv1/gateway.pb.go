@@ -1315,6 +1315,8 @@ type StatusResponse struct {
 	Epoch         uint64                 `protobuf:"varint,14,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Channels      []*ChannelStatus       `protobuf:"bytes,15,rep,name=channels,proto3" json:"channels,omitempty"`
 	Peers         []*PeerStatus          `protobuf:"bytes,16,rep,name=peers,proto3" json:"peers,omitempty"`
+	ConflictRules []*ConflictRule        `protobuf:"bytes,17,rep,name=conflict_rules,json=conflictRules,proto3" json:"conflict_rules,omitempty"` // most specific first (the order they match)
+	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1461,6 +1463,20 @@ func (x *StatusResponse) GetPeers() []*PeerStatus {
 	return nil
 }
 
+func (x *StatusResponse) GetConflictRules() []*ConflictRule {
+	if x != nil {
+		return x.ConflictRules
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetConflictRole() string {
+	if x != nil {
+		return x.ConflictRole
+	}
+	return ""
+}
+
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
 // live fields -- connected, lag, last_error -- are the leader's, forwarded as known).
 type ChannelStatus struct {
@@ -1479,8 +1495,12 @@ type ChannelStatus struct {
 	EpochsApplied       uint64 `protobuf:"varint,10,opt,name=epochs_applied,json=epochsApplied,proto3" json:"epochs_applied,omitempty"` // by this runner since it started
 	TransactionsApplied uint64 `protobuf:"varint,11,opt,name=transactions_applied,json=transactionsApplied,proto3" json:"transactions_applied,omitempty"`
 	Paused              bool   `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Conflict handling of what this channel brought in, with MySQL's counter names
+	// (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+	// durable, the same on every node.
+	Conflicts     map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelStatus) Reset() {
@@ -1595,6 +1615,13 @@ func (x *ChannelStatus) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *ChannelStatus) GetConflicts() map[string]uint64 {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
 }
 
 // PeerStatus: what this cluster knows another cluster applied of this cluster's log.
@@ -1765,6 +1792,67 @@ func (x *ChannelActionRequest) GetAction() string {
 	return ""
 }
 
+// ConflictsRequest: change this cluster's conflict configuration (one of the fields).
+type ConflictsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Set           *ConflictRule          `protobuf:"bytes,1,opt,name=set,proto3" json:"set,omitempty"`     // add or replace the rule for set.table (checked first)
+	Unset         string                 `protobuf:"bytes,2,opt,name=unset,proto3" json:"unset,omitempty"` // remove the rule of this table pattern
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`   // set this cluster's role
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsRequest) Reset() {
+	*x = ConflictsRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsRequest) ProtoMessage() {}
+
+func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ConflictsRequest) GetSet() *ConflictRule {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *ConflictsRequest) GetUnset() string {
+	if x != nil {
+		return x.Unset
+	}
+	return ""
+}
+
+func (x *ConflictsRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 type AddNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1777,7 +1865,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1877,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1890,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -1842,7 +1930,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1942,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1955,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1886,7 +1974,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +1986,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +1999,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -1929,7 +2017,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2029,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2042,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 type AdminResponse struct {
@@ -1967,7 +2055,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2067,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2080,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2113,7 +2201,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xb8\x04\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\x9e\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2135,7 +2223,9 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rlast_trans_id\x18\r \x01(\x04R\vlastTransId\x12\x14\n" +
 	"\x05epoch\x18\x0e \x01(\x04R\x05epoch\x125\n" +
 	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
-	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\"\x84\x03\n" +
+	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
+	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
+	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x8a\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2152,7 +2242,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0eepochs_applied\x18\n" +
 	" \x01(\x04R\repochsApplied\x121\n" +
 	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
-	"\x06paused\x18\f \x01(\bR\x06paused\"|\n" +
+	"\x06paused\x18\f \x01(\bR\x06paused\x12F\n" +
+	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x1a<\n" +
+	"\x0eConflictsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"|\n" +
 	"\n" +
 	"PeerStatus\x12\x1d\n" +
 	"\n" +
@@ -2167,7 +2261,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\areplace\x18\x02 \x01(\bR\areplace\"B\n" +
 	"\x14ChannelActionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06action\x18\x02 \x01(\tR\x06action\"\x87\x01\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\"h\n" +
+	"\x10ConflictsRequest\x12*\n" +
+	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
+	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"\x87\x01\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1f\n" +
@@ -2185,7 +2283,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x97\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xdd\a\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2202,7 +2300,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\bSnapshot\x12\x1b.gateway.v1.SnapshotRequest\x1a\x19.gateway.v1.AdminResponse\x12F\n" +
 	"\n" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
-	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
+	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2218,7 +2317,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2244,83 +2343,91 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*PeerStatus)(nil),            // 21: gateway.v1.PeerStatus
 	(*AddChannelRequest)(nil),     // 22: gateway.v1.AddChannelRequest
 	(*ChannelActionRequest)(nil),  // 23: gateway.v1.ChannelActionRequest
-	(*AddNodeRequest)(nil),        // 24: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 25: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 26: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 27: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 28: gateway.v1.AdminResponse
-	(*Statement)(nil),             // 29: gateway.v1.Statement
-	(*Gtid)(nil),                  // 30: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 31: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 32: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 33: gateway.v1.Value
-	(*Transaction)(nil),           // 34: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 35: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 36: gateway.v1.ApplyStatus
-	(*ChannelDefinition)(nil),     // 37: gateway.v1.ChannelDefinition
+	(*ConflictsRequest)(nil),      // 24: gateway.v1.ConflictsRequest
+	(*AddNodeRequest)(nil),        // 25: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 26: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 27: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 28: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 29: gateway.v1.AdminResponse
+	nil,                           // 30: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 31: gateway.v1.Statement
+	(*Gtid)(nil),                  // 32: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 33: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 34: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 35: gateway.v1.Value
+	(*Transaction)(nil),           // 36: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 37: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 38: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 39: gateway.v1.ConflictRule
+	(*ChannelDefinition)(nil),     // 40: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	29, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	30, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	31, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	32, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	31, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	32, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	33, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	32, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	33, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	30, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	33, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	33, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	34, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	35, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	34, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	35, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	32, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	35, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	33, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	33, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	35, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	35, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	30, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	32, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	34, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	35, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	36, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	36, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	37, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	38, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	37, // 29: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	1,  // 30: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 31: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 32: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 33: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 34: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	14, // 35: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	16, // 36: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	24, // 37: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	25, // 38: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	26, // 39: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	27, // 40: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	22, // 41: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	23, // 42: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	2,  // 43: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 44: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 45: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 46: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 47: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	15, // 48: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	19, // 49: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	28, // 50: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	28, // 51: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	28, // 52: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	28, // 53: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	28, // 54: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	28, // 55: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	43, // [43:56] is the sub-list for method output_type
-	30, // [30:43] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	39, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	30, // 30: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	40, // 31: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	39, // 32: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 33: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 34: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	5,  // 35: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	9,  // 36: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	11, // 37: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	14, // 38: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	16, // 39: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	25, // 40: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	26, // 41: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	27, // 42: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	28, // 43: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	22, // 44: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	23, // 45: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	24, // 46: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	2,  // 47: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 48: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	7,  // 49: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	10, // 50: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	12, // 51: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	15, // 52: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	19, // 53: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	29, // 54: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	29, // 55: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	29, // 56: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	29, // 57: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	29, // 58: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	29, // 59: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	29, // 60: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	47, // [47:61] is the sub-list for method output_type
+	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2340,7 +2447,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

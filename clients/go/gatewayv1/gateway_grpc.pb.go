@@ -34,6 +34,7 @@ const (
 	Gateway_Snapshot_FullMethodName       = "/gateway.v1.Gateway/Snapshot"
 	Gateway_AddChannel_FullMethodName     = "/gateway.v1.Gateway/AddChannel"
 	Gateway_ChannelAction_FullMethodName  = "/gateway.v1.Gateway/ChannelAction"
+	Gateway_Conflicts_FullMethodName      = "/gateway.v1.Gateway/Conflicts"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -53,6 +54,7 @@ type GatewayClient interface {
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	AddChannel(ctx context.Context, in *AddChannelRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	ChannelAction(ctx context.Context, in *ChannelActionRequest, opts ...grpc.CallOption) (*AdminResponse, error)
+	Conflicts(ctx context.Context, in *ConflictsRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 }
 
 type gatewayClient struct {
@@ -205,6 +207,16 @@ func (c *gatewayClient) ChannelAction(ctx context.Context, in *ChannelActionRequ
 	return out, nil
 }
 
+func (c *gatewayClient) Conflicts(ctx context.Context, in *ConflictsRequest, opts ...grpc.CallOption) (*AdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdminResponse)
+	err := c.cc.Invoke(ctx, Gateway_Conflicts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -222,6 +234,7 @@ type GatewayServer interface {
 	Snapshot(context.Context, *SnapshotRequest) (*AdminResponse, error)
 	AddChannel(context.Context, *AddChannelRequest) (*AdminResponse, error)
 	ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error)
+	Conflicts(context.Context, *ConflictsRequest) (*AdminResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -270,6 +283,9 @@ func (UnimplementedGatewayServer) AddChannel(context.Context, *AddChannelRequest
 }
 func (UnimplementedGatewayServer) ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChannelAction not implemented")
+}
+func (UnimplementedGatewayServer) Conflicts(context.Context, *ConflictsRequest) (*AdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Conflicts not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -508,6 +524,24 @@ func _Gateway_ChannelAction_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_Conflicts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConflictsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).Conflicts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_Conflicts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).Conflicts(ctx, req.(*ConflictsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -558,6 +592,10 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChannelAction",
 			Handler:    _Gateway_ChannelAction_Handler,
+		},
+		{
+			MethodName: "Conflicts",
+			Handler:    _Gateway_Conflicts_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -124,8 +124,13 @@ type ReplicatedEpoch struct {
 	SegmentId      uint32                 `protobuf:"varint,7,opt,name=segment_id,json=segmentId,proto3" json:"segment_id,omitempty"`                  // 1-based position of this segment
 	EndSegment     bool                   `protobuf:"varint,8,opt,name=end_segment,json=endSegment,proto3" json:"end_segment,omitempty"`               // true on the last segment
 	SourceLogIndex uint64                 `protobuf:"varint,9,opt,name=source_log_index,json=sourceLogIndex,proto3" json:"source_log_index,omitempty"` // the source log index of the epoch's last record
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+	// id and commit time of the transaction this cluster derives when applying the entry finds
+	// conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+	DerivedTransId  uint64 `protobuf:"varint,10,opt,name=derived_trans_id,json=derivedTransId,proto3" json:"derived_trans_id,omitempty"`
+	DerivedCommitTs uint64 `protobuf:"fixed64,11,opt,name=derived_commit_ts,json=derivedCommitTs,proto3" json:"derived_commit_ts,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReplicatedEpoch) Reset() {
@@ -217,6 +222,20 @@ func (x *ReplicatedEpoch) GetEndSegment() bool {
 func (x *ReplicatedEpoch) GetSourceLogIndex() uint64 {
 	if x != nil {
 		return x.SourceLogIndex
+	}
+	return 0
+}
+
+func (x *ReplicatedEpoch) GetDerivedTransId() uint64 {
+	if x != nil {
+		return x.DerivedTransId
+	}
+	return 0
+}
+
+func (x *ReplicatedEpoch) GetDerivedCommitTs() uint64 {
+	if x != nil {
+		return x.DerivedCommitTs
 	}
 	return 0
 }
@@ -359,6 +378,133 @@ func (x *ChannelCommand) GetRemove() bool {
 	return false
 }
 
+// ConflictRule: MySQL's ndb_replication row as a rule -- which conflict function judges the
+// replicated changes of the tables matching `table` (docs/conflicts.md).
+type ConflictRule struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Table    string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`       // schema.table with the wildcards * and ?, or *
+	Function string                 `protobuf:"bytes,2,opt,name=function,proto3" json:"function,omitempty"` // NDB$OLD, NDB$MAX, NDB$MAX_DELETE_WIN, NDB$MAX_INS,
+	// NDB$MAX_DEL_WIN_INS, NDB$EPOCH, NDB$EPOCH2,
+	// NDB$EPOCH_TRANS, NDB$EPOCH2_TRANS, LWW, or a plugin's; in a
+	// request also the whole call as MySQL writes it, NDB$MAX(ts)
+	Args          []string `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"` // the resolution column, for the column functions
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictRule) Reset() {
+	*x = ConflictRule{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictRule) ProtoMessage() {}
+
+func (x *ConflictRule) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictRule.ProtoReflect.Descriptor instead.
+func (*ConflictRule) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ConflictRule) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictRule) GetFunction() string {
+	if x != nil {
+		return x.Function
+	}
+	return ""
+}
+
+func (x *ConflictRule) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+// ConflictCommand (entry type tag 97): one change of this cluster's conflict configuration,
+// replicated state like the channels. Exactly one of the fields is set.
+type ConflictCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Set           *ConflictRule          `protobuf:"bytes,1,opt,name=set,proto3" json:"set,omitempty"`     // add, or replace, the rule for set.table
+	Unset         string                 `protobuf:"bytes,2,opt,name=unset,proto3" json:"unset,omitempty"` // remove the rule of this table pattern
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`   // this cluster's role: PRIMARY | SECONDARY | PASS | NONE
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictCommand) Reset() {
+	*x = ConflictCommand{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictCommand) ProtoMessage() {}
+
+func (x *ConflictCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictCommand.ProtoReflect.Descriptor instead.
+func (*ConflictCommand) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ConflictCommand) GetSet() *ConflictRule {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *ConflictCommand) GetUnset() string {
+	if x != nil {
+		return x.Unset
+	}
+	return ""
+}
+
+func (x *ConflictCommand) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 var File_gateway_v1_replication_proto protoreflect.FileDescriptor
 
 const file_gateway_v1_replication_proto_rawDesc = "" +
@@ -368,7 +514,7 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\x0eReplicatedItem\x12;\n" +
 	"\vtransaction\x18\x01 \x01(\v2\x17.gateway.v1.TransactionH\x00R\vtransaction\x12<\n" +
 	"\fapply_status\x18\x02 \x01(\v2\x17.gateway.v1.ApplyStatusH\x00R\vapplyStatusB\x06\n" +
-	"\x04item\"\xca\x02\n" +
+	"\x04item\"\xa0\x03\n" +
 	"\x0fReplicatedEpoch\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x1b\n" +
 	"\tsource_id\x18\x02 \x01(\rR\bsourceId\x12!\n" +
@@ -382,7 +528,10 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"segment_id\x18\a \x01(\rR\tsegmentId\x12\x1f\n" +
 	"\vend_segment\x18\b \x01(\bR\n" +
 	"endSegment\x12(\n" +
-	"\x10source_log_index\x18\t \x01(\x04R\x0esourceLogIndex\"\xa3\x01\n" +
+	"\x10source_log_index\x18\t \x01(\x04R\x0esourceLogIndex\x12(\n" +
+	"\x10derived_trans_id\x18\n" +
+	" \x01(\x04R\x0ederivedTransId\x12*\n" +
+	"\x11derived_commit_ts\x18\v \x01(\x06R\x0fderivedCommitTs\"\xa3\x01\n" +
 	"\x11ChannelDefinition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -394,7 +543,15 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.gateway.v1.ChannelDefinitionR\n" +
 	"definition\x12\x16\n" +
-	"\x06remove\x18\x02 \x01(\bR\x06removeBK\n" +
+	"\x06remove\x18\x02 \x01(\bR\x06remove\"T\n" +
+	"\fConflictRule\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x1a\n" +
+	"\bfunction\x18\x02 \x01(\tR\bfunction\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\"g\n" +
+	"\x0fConflictCommand\x12*\n" +
+	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
+	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04roleBK\n" +
 	"\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -409,25 +566,28 @@ func file_gateway_v1_replication_proto_rawDescGZIP() []byte {
 	return file_gateway_v1_replication_proto_rawDescData
 }
 
-var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_gateway_v1_replication_proto_goTypes = []any{
 	(*ReplicatedItem)(nil),    // 0: gateway.v1.ReplicatedItem
 	(*ReplicatedEpoch)(nil),   // 1: gateway.v1.ReplicatedEpoch
 	(*ChannelDefinition)(nil), // 2: gateway.v1.ChannelDefinition
 	(*ChannelCommand)(nil),    // 3: gateway.v1.ChannelCommand
-	(*Transaction)(nil),       // 4: gateway.v1.Transaction
-	(*ApplyStatus)(nil),       // 5: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),      // 4: gateway.v1.ConflictRule
+	(*ConflictCommand)(nil),   // 5: gateway.v1.ConflictCommand
+	(*Transaction)(nil),       // 6: gateway.v1.Transaction
+	(*ApplyStatus)(nil),       // 7: gateway.v1.ApplyStatus
 }
 var file_gateway_v1_replication_proto_depIdxs = []int32{
-	4, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
-	5, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
+	6, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
+	7, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
 	0, // 2: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
 	2, // 3: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 4: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_replication_proto_init() }
@@ -447,7 +607,7 @@ func file_gateway_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_replication_proto_rawDesc), len(file_gateway_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,7 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
-import { ChannelDefinition } from "./replication";
+import { ChannelDefinition, ConflictRule } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Transaction } from "./transaction";
 import { Value } from "./value";
@@ -299,6 +299,10 @@ export interface StatusResponse {
   epoch: bigint;
   channels: ChannelStatus[];
   peers: PeerStatus[];
+  /** most specific first (the order they match) */
+  conflictRules: ConflictRule[];
+  /** PRIMARY | SECONDARY | PASS | NONE */
+  conflictRole: string;
 }
 
 /**
@@ -326,6 +330,17 @@ export interface ChannelStatus {
   epochsApplied: bigint;
   transactionsApplied: bigint;
   paused: boolean;
+  /**
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   */
+  conflicts: { [key: string]: bigint };
+}
+
+export interface ChannelStatus_ConflictsEntry {
+  key: string;
+  value: bigint;
 }
 
 /** PeerStatus: what this cluster knows another cluster applied of this cluster's log. */
@@ -351,6 +366,18 @@ export interface ChannelActionRequest {
   name: string;
   /** remove | pause | resume */
   action: string;
+}
+
+/** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
+export interface ConflictsRequest {
+  /** add or replace the rule for set.table (checked first) */
+  set:
+    | ConflictRule
+    | undefined;
+  /** remove the rule of this table pattern */
+  unset: string;
+  /** set this cluster's role */
+  role: string;
 }
 
 export interface AddNodeRequest {
@@ -2696,6 +2723,8 @@ function createBaseStatusResponse(): StatusResponse {
     epoch: 0n,
     channels: [],
     peers: [],
+    conflictRules: [],
+    conflictRole: "",
   };
 }
 
@@ -2775,6 +2804,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.peers) {
       PeerStatus.encode(v!, writer.uint32(130).fork()).join();
+    }
+    for (const v of message.conflictRules) {
+      ConflictRule.encode(v!, writer.uint32(138).fork()).join();
+    }
+    if (message.conflictRole !== "") {
+      writer.uint32(146).string(message.conflictRole);
     }
     return writer;
   },
@@ -2920,6 +2955,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.peers.push(PeerStatus.decode(reader, reader.uint32()));
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.conflictRules.push(ConflictRule.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.conflictRole = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2990,6 +3041,16 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       peers: globalThis.Array.isArray(object?.peers)
         ? object.peers.map((e: any) => PeerStatus.fromJSON(e))
         : [],
+      conflictRules: globalThis.Array.isArray(object?.conflictRules)
+        ? object.conflictRules.map((e: any) => ConflictRule.fromJSON(e))
+        : globalThis.Array.isArray(object?.conflict_rules)
+        ? object.conflict_rules.map((e: any) => ConflictRule.fromJSON(e))
+        : [],
+      conflictRole: isSet(object.conflictRole)
+        ? globalThis.String(object.conflictRole)
+        : isSet(object.conflict_role)
+        ? globalThis.String(object.conflict_role)
+        : "",
     };
   },
 
@@ -3043,6 +3104,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.peers?.length) {
       obj.peers = message.peers.map((e) => PeerStatus.toJSON(e));
     }
+    if (message.conflictRules?.length) {
+      obj.conflictRules = message.conflictRules.map((e) => ConflictRule.toJSON(e));
+    }
+    if (message.conflictRole !== "") {
+      obj.conflictRole = message.conflictRole;
+    }
     return obj;
   },
 
@@ -3075,6 +3142,8 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.epoch = (object.epoch !== undefined && object.epoch !== null) ? BigInt(object.epoch) : 0n;
     message.channels = object.channels?.map((e) => ChannelStatus.fromPartial(e)) || [];
     message.peers = object.peers?.map((e) => PeerStatus.fromPartial(e)) || [];
+    message.conflictRules = object.conflictRules?.map((e) => ConflictRule.fromPartial(e)) || [];
+    message.conflictRole = object.conflictRole ?? "";
     return message;
   },
 };
@@ -3093,6 +3162,7 @@ function createBaseChannelStatus(): ChannelStatus {
     epochsApplied: 0n,
     transactionsApplied: 0n,
     paused: false,
+    conflicts: {},
   };
 }
 
@@ -3146,6 +3216,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     if (message.paused !== false) {
       writer.uint32(96).bool(message.paused);
     }
+    globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
+      ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
+    });
     return writer;
   },
 
@@ -3258,6 +3331,17 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             message.paused = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            const entry13 = ChannelStatus_ConflictsEntry.decode(reader, reader.uint32());
+            if (entry13.value !== undefined) {
+              message.conflicts[entry13.key] = entry13.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3312,6 +3396,20 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         ? BigInt(object.transactions_applied)
         : 0n,
       paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : false,
+      conflicts: isObject(object.conflicts)
+        ? (globalThis.Object.entries(object.conflicts) as [string, any][]).reduce(
+          (acc: { [key: string]: bigint }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: BigInt(value as string | number | bigint | boolean),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
     };
   },
 
@@ -3353,6 +3451,15 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     if (message.paused !== false) {
       obj.paused = message.paused;
     }
+    if (message.conflicts) {
+      const entries = globalThis.Object.entries(message.conflicts) as [string, bigint][];
+      if (entries.length > 0) {
+        obj.conflicts = {};
+        entries.forEach(([k, v]) => {
+          obj.conflicts[k] = v.toString();
+        });
+      }
+    }
     return obj;
   },
 
@@ -3379,6 +3486,103 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       ? BigInt(object.transactionsApplied)
       : 0n;
     message.paused = object.paused ?? false;
+    message.conflicts = (globalThis.Object.entries(object.conflicts ?? {}) as [string, bigint][]).reduce(
+      (acc: { [key: string]: bigint }, [key, value]: [string, bigint]) => {
+        if (value !== undefined) {
+          acc[key] = BigInt(value as string | number | bigint | boolean);
+        }
+        return acc;
+      },
+      {},
+    );
+    return message;
+  },
+};
+
+function createBaseChannelStatus_ConflictsEntry(): ChannelStatus_ConflictsEntry {
+  return { key: "", value: 0n };
+}
+
+export const ChannelStatus_ConflictsEntry: MessageFns<ChannelStatus_ConflictsEntry> = {
+  encode(message: ChannelStatus_ConflictsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0n) {
+      if (BigInt.asUintN(64, message.value) !== message.value) {
+        throw new globalThis.Error("value provided for field message.value of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelStatus_ConflictsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelStatus_ConflictsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelStatus_ConflictsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? BigInt(object.value) : 0n,
+    };
+  },
+
+  toJSON(message: ChannelStatus_ConflictsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== 0n) {
+      obj.value = message.value.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChannelStatus_ConflictsEntry>, I>>(base?: I): ChannelStatus_ConflictsEntry {
+    return ChannelStatus_ConflictsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChannelStatus_ConflictsEntry>, I>>(object: I): ChannelStatus_ConflictsEntry {
+    const message = createBaseChannelStatus_ConflictsEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
     return message;
   },
 };
@@ -3672,6 +3876,107 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     const message = createBaseChannelActionRequest();
     message.name = object.name ?? "";
     message.action = object.action ?? "";
+    return message;
+  },
+};
+
+function createBaseConflictsRequest(): ConflictsRequest {
+  return { set: undefined, unset: "", role: "" };
+}
+
+export const ConflictsRequest: MessageFns<ConflictsRequest> = {
+  encode(message: ConflictsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.set !== undefined) {
+      ConflictRule.encode(message.set, writer.uint32(10).fork()).join();
+    }
+    if (message.unset !== "") {
+      writer.uint32(18).string(message.unset);
+    }
+    if (message.role !== "") {
+      writer.uint32(26).string(message.role);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.set = ConflictRule.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.unset = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsRequest {
+    return {
+      set: isSet(object.set) ? ConflictRule.fromJSON(object.set) : undefined,
+      unset: isSet(object.unset) ? globalThis.String(object.unset) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+    };
+  },
+
+  toJSON(message: ConflictsRequest): unknown {
+    const obj: any = {};
+    if (message.set !== undefined) {
+      obj.set = ConflictRule.toJSON(message.set);
+    }
+    if (message.unset !== "") {
+      obj.unset = message.unset;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsRequest>, I>>(base?: I): ConflictsRequest {
+    return ConflictsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsRequest>, I>>(object: I): ConflictsRequest {
+    const message = createBaseConflictsRequest();
+    message.set = (object.set !== undefined && object.set !== null) ? ConflictRule.fromPartial(object.set) : undefined;
+    message.unset = object.unset ?? "";
+    message.role = object.role ?? "";
     return message;
   },
 };
@@ -4212,6 +4517,15 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  conflicts: {
+    path: "/gateway.v1.Gateway/Conflicts" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsRequest): Buffer => Buffer.from(ConflictsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsRequest => ConflictsRequest.decode(value),
+    responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -4228,6 +4542,7 @@ export interface GatewayServer extends UntypedServiceImplementation {
   snapshot: handleUnaryCall<SnapshotRequest, AdminResponse>;
   addChannel: handleUnaryCall<AddChannelRequest, AdminResponse>;
   channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
+  conflicts: handleUnaryCall<ConflictsRequest, AdminResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -4399,6 +4714,21 @@ export interface GatewayClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,
   ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  conflicts(
+    request: ConflictsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const GatewayClient = makeGenericClientConstructor(GatewayService, "gateway.v1.Gateway") as unknown as {
@@ -4423,6 +4753,10 @@ export type DeepPartial<T> = T extends bigint ? string | number | bigint
 type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function isObject(value: any): boolean {
+  return typeof value === "object" && value !== null;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;

@@ -51,6 +51,13 @@ export interface ReplicatedEpoch {
   endSegment: boolean;
   /** the source log index of the epoch's last record */
   sourceLogIndex: bigint;
+  /**
+   * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+   * id and commit time of the transaction this cluster derives when applying the entry finds
+   * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+   */
+  derivedTransId: bigint;
+  derivedCommitTs: bigint;
 }
 
 /** ChannelDefinition makes this cluster a replica of the cluster reachable at `sources`. */
@@ -76,6 +83,38 @@ export interface ChannelCommand {
     | undefined;
   /** remove the channel named definition.name */
   remove: boolean;
+}
+
+/**
+ * ConflictRule: MySQL's ndb_replication row as a rule -- which conflict function judges the
+ * replicated changes of the tables matching `table` (docs/conflicts.md).
+ */
+export interface ConflictRule {
+  /** schema.table with the wildcards * and ?, or * */
+  table: string;
+  /** NDB$OLD, NDB$MAX, NDB$MAX_DELETE_WIN, NDB$MAX_INS, */
+  function: string;
+  /**
+   * NDB$MAX_DEL_WIN_INS, NDB$EPOCH, NDB$EPOCH2,
+   * NDB$EPOCH_TRANS, NDB$EPOCH2_TRANS, LWW, or a plugin's; in a
+   * request also the whole call as MySQL writes it, NDB$MAX(ts)
+   */
+  args: string[];
+}
+
+/**
+ * ConflictCommand (entry type tag 97): one change of this cluster's conflict configuration,
+ * replicated state like the channels. Exactly one of the fields is set.
+ */
+export interface ConflictCommand {
+  /** add, or replace, the rule for set.table */
+  set:
+    | ConflictRule
+    | undefined;
+  /** remove the rule of this table pattern */
+  unset: string;
+  /** this cluster's role: PRIMARY | SECONDARY | PASS | NONE */
+  role: string;
 }
 
 function createBaseReplicatedItem(): ReplicatedItem {
@@ -192,6 +231,8 @@ function createBaseReplicatedEpoch(): ReplicatedEpoch {
     segmentId: 0,
     endSegment: false,
     sourceLogIndex: 0n,
+    derivedTransId: 0n,
+    derivedCommitTs: 0n,
   };
 }
 
@@ -235,6 +276,18 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
         throw new globalThis.Error("value provided for field message.sourceLogIndex of type uint64 too large");
       }
       writer.uint32(72).uint64(message.sourceLogIndex);
+    }
+    if (message.derivedTransId !== 0n) {
+      if (BigInt.asUintN(64, message.derivedTransId) !== message.derivedTransId) {
+        throw new globalThis.Error("value provided for field message.derivedTransId of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.derivedTransId);
+    }
+    if (message.derivedCommitTs !== 0n) {
+      if (BigInt.asUintN(64, message.derivedCommitTs) !== message.derivedCommitTs) {
+        throw new globalThis.Error("value provided for field message.derivedCommitTs of type fixed64 too large");
+      }
+      writer.uint32(89).fixed64(message.derivedCommitTs);
     }
     return writer;
   },
@@ -324,6 +377,22 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
             message.sourceLogIndex = reader.uint64() as bigint;
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.derivedTransId = reader.uint64() as bigint;
+            continue;
+          }
+          case 11: {
+            if (tag !== 89) {
+              break;
+            }
+
+            message.derivedCommitTs = reader.fixed64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -377,6 +446,16 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
         : isSet(object.source_log_index)
         ? BigInt(object.source_log_index)
         : 0n,
+      derivedTransId: isSet(object.derivedTransId)
+        ? BigInt(object.derivedTransId)
+        : isSet(object.derived_trans_id)
+        ? BigInt(object.derived_trans_id)
+        : 0n,
+      derivedCommitTs: isSet(object.derivedCommitTs)
+        ? BigInt(object.derivedCommitTs)
+        : isSet(object.derived_commit_ts)
+        ? BigInt(object.derived_commit_ts)
+        : 0n,
     };
   },
 
@@ -409,6 +488,12 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
     if (message.sourceLogIndex !== 0n) {
       obj.sourceLogIndex = message.sourceLogIndex.toString();
     }
+    if (message.derivedTransId !== 0n) {
+      obj.derivedTransId = message.derivedTransId.toString();
+    }
+    if (message.derivedCommitTs !== 0n) {
+      obj.derivedCommitTs = message.derivedCommitTs.toString();
+    }
     return obj;
   },
 
@@ -433,6 +518,12 @@ export const ReplicatedEpoch: MessageFns<ReplicatedEpoch> = {
     message.endSegment = object.endSegment ?? false;
     message.sourceLogIndex = (object.sourceLogIndex !== undefined && object.sourceLogIndex !== null)
       ? BigInt(object.sourceLogIndex)
+      : 0n;
+    message.derivedTransId = (object.derivedTransId !== undefined && object.derivedTransId !== null)
+      ? BigInt(object.derivedTransId)
+      : 0n;
+    message.derivedCommitTs = (object.derivedCommitTs !== undefined && object.derivedCommitTs !== null)
+      ? BigInt(object.derivedCommitTs)
       : 0n;
     return message;
   },
@@ -678,6 +769,208 @@ export const ChannelCommand: MessageFns<ChannelCommand> = {
       ? ChannelDefinition.fromPartial(object.definition)
       : undefined;
     message.remove = object.remove ?? false;
+    return message;
+  },
+};
+
+function createBaseConflictRule(): ConflictRule {
+  return { table: "", function: "", args: [] };
+}
+
+export const ConflictRule: MessageFns<ConflictRule> = {
+  encode(message: ConflictRule, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.function !== "") {
+      writer.uint32(18).string(message.function);
+    }
+    for (const v of message.args) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictRule {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictRule();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.function = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.args.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictRule {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      function: isSet(object.function) ? globalThis.String(object.function) : "",
+      args: globalThis.Array.isArray(object?.args) ? object.args.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: ConflictRule): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.function !== "") {
+      obj.function = message.function;
+    }
+    if (message.args?.length) {
+      obj.args = message.args;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictRule>, I>>(base?: I): ConflictRule {
+    return ConflictRule.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictRule>, I>>(object: I): ConflictRule {
+    const message = createBaseConflictRule();
+    message.table = object.table ?? "";
+    message.function = object.function ?? "";
+    message.args = object.args?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseConflictCommand(): ConflictCommand {
+  return { set: undefined, unset: "", role: "" };
+}
+
+export const ConflictCommand: MessageFns<ConflictCommand> = {
+  encode(message: ConflictCommand, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.set !== undefined) {
+      ConflictRule.encode(message.set, writer.uint32(10).fork()).join();
+    }
+    if (message.unset !== "") {
+      writer.uint32(18).string(message.unset);
+    }
+    if (message.role !== "") {
+      writer.uint32(26).string(message.role);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictCommand {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictCommand();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.set = ConflictRule.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.unset = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictCommand {
+    return {
+      set: isSet(object.set) ? ConflictRule.fromJSON(object.set) : undefined,
+      unset: isSet(object.unset) ? globalThis.String(object.unset) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+    };
+  },
+
+  toJSON(message: ConflictCommand): unknown {
+    const obj: any = {};
+    if (message.set !== undefined) {
+      obj.set = ConflictRule.toJSON(message.set);
+    }
+    if (message.unset !== "") {
+      obj.unset = message.unset;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictCommand>, I>>(base?: I): ConflictCommand {
+    return ConflictCommand.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictCommand>, I>>(object: I): ConflictCommand {
+    const message = createBaseConflictCommand();
+    message.set = (object.set !== undefined && object.set !== null) ? ConflictRule.fromPartial(object.set) : undefined;
+    message.unset = object.unset ?? "";
+    message.role = object.role ?? "";
     return message;
   },
 };

@@ -51,6 +51,18 @@ private static final long serialVersionUID = 0L;
     return io.gateway.v1.GatewayProto.internal_static_gateway_v1_ChannelStatus_descriptor;
   }
 
+  @SuppressWarnings({"rawtypes"})
+  @java.lang.Override
+  protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+      int number) {
+    switch (number) {
+      case 13:
+        return internalGetConflicts();
+      default:
+        throw new RuntimeException(
+            "Invalid map field number: " + number);
+    }
+  }
   @java.lang.Override
   protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internalGetFieldAccessorTable() {
@@ -373,6 +385,107 @@ private static final long serialVersionUID = 0L;
     return paused_;
   }
 
+  public static final int CONFLICTS_FIELD_NUMBER = 13;
+  private static final class ConflictsDefaultEntryHolder {
+    static final com.google.protobuf.MapEntry<
+        java.lang.String, java.lang.Long> defaultEntry =
+            com.google.protobuf.MapEntry
+            .<java.lang.String, java.lang.Long>newDefaultInstance(
+                io.gateway.v1.GatewayProto.internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor, 
+                com.google.protobuf.WireFormat.FieldType.STRING,
+                "",
+                com.google.protobuf.WireFormat.FieldType.UINT64,
+                0L);
+  }
+  @SuppressWarnings("serial")
+  private com.google.protobuf.MapField<
+      java.lang.String, java.lang.Long> conflicts_;
+  private com.google.protobuf.MapField<java.lang.String, java.lang.Long>
+  internalGetConflicts() {
+    if (conflicts_ == null) {
+      return com.google.protobuf.MapField.emptyMapField(
+          ConflictsDefaultEntryHolder.defaultEntry);
+    }
+    return conflicts_;
+  }
+  public int getConflictsCount() {
+    return internalGetConflicts().getMap().size();
+  }
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  @java.lang.Override
+  public boolean containsConflicts(
+      java.lang.String key) {
+    if (key == null) { throw new NullPointerException("map key"); }
+    return internalGetConflicts().getMap().containsKey(key);
+  }
+  /**
+   * Use {@link #getConflictsMap()} instead.
+   */
+  @java.lang.Override
+  @java.lang.Deprecated
+  public java.util.Map<java.lang.String, java.lang.Long> getConflicts() {
+    return getConflictsMap();
+  }
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  @java.lang.Override
+  public java.util.Map<java.lang.String, java.lang.Long> getConflictsMap() {
+    return internalGetConflicts().getMap();
+  }
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  @java.lang.Override
+  public long getConflictsOrDefault(
+      java.lang.String key,
+      long defaultValue) {
+    if (key == null) { throw new NullPointerException("map key"); }
+    java.util.Map<java.lang.String, java.lang.Long> map =
+        internalGetConflicts().getMap();
+    return map.containsKey(key) ? map.get(key) : defaultValue;
+  }
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  @java.lang.Override
+  public long getConflictsOrThrow(
+      java.lang.String key) {
+    if (key == null) { throw new NullPointerException("map key"); }
+    java.util.Map<java.lang.String, java.lang.Long> map =
+        internalGetConflicts().getMap();
+    if (!map.containsKey(key)) {
+      throw new java.lang.IllegalArgumentException();
+    }
+    return map.get(key);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -423,6 +536,12 @@ private static final long serialVersionUID = 0L;
     if (paused_ != false) {
       output.writeBool(12, paused_);
     }
+    com.google.protobuf.GeneratedMessage
+      .serializeStringMapTo(
+        output,
+        internalGetConflicts(),
+        ConflictsDefaultEntryHolder.defaultEntry,
+        13);
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -475,6 +594,16 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(12, paused_);
     }
+    for (java.util.Map.Entry<java.lang.String, java.lang.Long> entry
+         : internalGetConflicts().getMap().entrySet()) {
+      com.google.protobuf.MapEntry<java.lang.String, java.lang.Long>
+      conflicts__ = ConflictsDefaultEntryHolder.defaultEntry.newBuilderForType()
+          .setKey(entry.getKey())
+          .setValue(entry.getValue())
+          .buildPartial();
+      size += com.google.protobuf.CodedOutputStream
+          .computeMessageSize(13, conflicts__);
+    }
     return size;
   }
   @java.lang.Override
@@ -524,6 +653,8 @@ private static final long serialVersionUID = 0L;
         != other.getTransactionsApplied()) return false;
     if (getPaused()
         != other.getPaused()) return false;
+    if (!internalGetConflicts().equals(
+        other.internalGetConflicts())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -567,6 +698,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + PAUSED_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getPaused());
+    if (!internalGetConflicts().getMap().isEmpty()) {
+      hash = (37 * hash) + CONFLICTS_FIELD_NUMBER;
+      hash = (53 * hash) + internalGetConflicts().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -681,6 +816,28 @@ private static final long serialVersionUID = 0L;
       return io.gateway.v1.GatewayProto.internal_static_gateway_v1_ChannelStatus_descriptor;
     }
 
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 13:
+          return internalGetConflicts();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
+    @SuppressWarnings({"rawtypes"})
+    protected com.google.protobuf.MapFieldReflectionAccessor internalGetMutableMapFieldReflection(
+        int number) {
+      switch (number) {
+        case 13:
+          return internalGetMutableConflicts();
+        default:
+          throw new RuntimeException(
+              "Invalid map field number: " + number);
+      }
+    }
     @java.lang.Override
     protected com.google.protobuf.GeneratedMessage.FieldAccessorTable
         internalGetFieldAccessorTable() {
@@ -716,6 +873,7 @@ private static final long serialVersionUID = 0L;
       epochsApplied_ = 0L;
       transactionsApplied_ = 0L;
       paused_ = false;
+      internalGetMutableConflicts().clear();
       return this;
     }
 
@@ -786,6 +944,10 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000800) != 0)) {
         result.paused_ = paused_;
       }
+      if (((from_bitField0_ & 0x00001000) != 0)) {
+        result.conflicts_ = internalGetConflicts();
+        result.conflicts_.makeImmutable();
+      }
     }
 
     @java.lang.Override
@@ -851,6 +1013,9 @@ private static final long serialVersionUID = 0L;
       if (other.getPaused() != false) {
         setPaused(other.getPaused());
       }
+      internalGetMutableConflicts().mergeFrom(
+          other.internalGetConflicts());
+      bitField0_ |= 0x00001000;
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -937,6 +1102,15 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000800;
               break;
             } // case 96
+            case 106: {
+              com.google.protobuf.MapEntry<java.lang.String, java.lang.Long>
+              conflicts__ = input.readMessage(
+                  ConflictsDefaultEntryHolder.defaultEntry.getParserForType(), extensionRegistry);
+              internalGetMutableConflicts().getMutableMap().put(
+                  conflicts__.getKey(), conflicts__.getValue());
+              bitField0_ |= 0x00001000;
+              break;
+            } // case 106
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1694,6 +1868,173 @@ private static final long serialVersionUID = 0L;
       bitField0_ = (bitField0_ & ~0x00000800);
       paused_ = false;
       onChanged();
+      return this;
+    }
+
+    private com.google.protobuf.MapField<
+        java.lang.String, java.lang.Long> conflicts_;
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Long>
+        internalGetConflicts() {
+      if (conflicts_ == null) {
+        return com.google.protobuf.MapField.emptyMapField(
+            ConflictsDefaultEntryHolder.defaultEntry);
+      }
+      return conflicts_;
+    }
+    private com.google.protobuf.MapField<java.lang.String, java.lang.Long>
+        internalGetMutableConflicts() {
+      if (conflicts_ == null) {
+        conflicts_ = com.google.protobuf.MapField.newMapField(
+            ConflictsDefaultEntryHolder.defaultEntry);
+      }
+      if (!conflicts_.isMutable()) {
+        conflicts_ = conflicts_.copy();
+      }
+      bitField0_ |= 0x00001000;
+      onChanged();
+      return conflicts_;
+    }
+    public int getConflictsCount() {
+      return internalGetConflicts().getMap().size();
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    @java.lang.Override
+    public boolean containsConflicts(
+        java.lang.String key) {
+      if (key == null) { throw new NullPointerException("map key"); }
+      return internalGetConflicts().getMap().containsKey(key);
+    }
+    /**
+     * Use {@link #getConflictsMap()} instead.
+     */
+    @java.lang.Override
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Long> getConflicts() {
+      return getConflictsMap();
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    @java.lang.Override
+    public java.util.Map<java.lang.String, java.lang.Long> getConflictsMap() {
+      return internalGetConflicts().getMap();
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    @java.lang.Override
+    public long getConflictsOrDefault(
+        java.lang.String key,
+        long defaultValue) {
+      if (key == null) { throw new NullPointerException("map key"); }
+      java.util.Map<java.lang.String, java.lang.Long> map =
+          internalGetConflicts().getMap();
+      return map.containsKey(key) ? map.get(key) : defaultValue;
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    @java.lang.Override
+    public long getConflictsOrThrow(
+        java.lang.String key) {
+      if (key == null) { throw new NullPointerException("map key"); }
+      java.util.Map<java.lang.String, java.lang.Long> map =
+          internalGetConflicts().getMap();
+      if (!map.containsKey(key)) {
+        throw new java.lang.IllegalArgumentException();
+      }
+      return map.get(key);
+    }
+    public Builder clearConflicts() {
+      bitField0_ = (bitField0_ & ~0x00001000);
+      internalGetMutableConflicts().getMutableMap()
+          .clear();
+      return this;
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    public Builder removeConflicts(
+        java.lang.String key) {
+      if (key == null) { throw new NullPointerException("map key"); }
+      internalGetMutableConflicts().getMutableMap()
+          .remove(key);
+      return this;
+    }
+    /**
+     * Use alternate mutation accessors instead.
+     */
+    @java.lang.Deprecated
+    public java.util.Map<java.lang.String, java.lang.Long>
+        getMutableConflicts() {
+      bitField0_ |= 0x00001000;
+      return internalGetMutableConflicts().getMutableMap();
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    public Builder putConflicts(
+        java.lang.String key,
+        long value) {
+      if (key == null) { throw new NullPointerException("map key"); }
+
+      internalGetMutableConflicts().getMutableMap()
+          .put(key, value);
+      bitField0_ |= 0x00001000;
+      return this;
+    }
+    /**
+     * <pre>
+     * Conflict handling of what this channel brought in, with MySQL's counter names
+     * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+     * durable, the same on every node.
+     * </pre>
+     *
+     * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+     */
+    public Builder putAllConflicts(
+        java.util.Map<java.lang.String, java.lang.Long> values) {
+      internalGetMutableConflicts().getMutableMap()
+          .putAll(values);
+      bitField0_ |= 0x00001000;
       return this;
     }
 

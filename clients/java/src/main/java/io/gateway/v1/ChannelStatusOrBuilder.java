@@ -168,4 +168,66 @@ public interface ChannelStatusOrBuilder extends
    * @return The paused.
    */
   boolean getPaused();
+
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  int getConflictsCount();
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  boolean containsConflicts(
+      java.lang.String key);
+  /**
+   * Use {@link #getConflictsMap()} instead.
+   */
+  @java.lang.Deprecated
+  java.util.Map<java.lang.String, java.lang.Long>
+  getConflicts();
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  java.util.Map<java.lang.String, java.lang.Long>
+  getConflictsMap();
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  long getConflictsOrDefault(
+      java.lang.String key,
+      long defaultValue);
+  /**
+   * <pre>
+   * Conflict handling of what this channel brought in, with MySQL's counter names
+   * (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
+   * durable, the same on every node.
+   * </pre>
+   *
+   * <code>map&lt;string, uint64&gt; conflicts = 13;</code>
+   */
+  long getConflictsOrThrow(
+      java.lang.String key);
 }

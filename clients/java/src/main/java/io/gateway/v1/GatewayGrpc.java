@@ -415,6 +415,37 @@ public final class GatewayGrpc {
     return getChannelActionMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<io.gateway.v1.ConflictsRequest,
+      io.gateway.v1.AdminResponse> getConflictsMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "Conflicts",
+      requestType = io.gateway.v1.ConflictsRequest.class,
+      responseType = io.gateway.v1.AdminResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<io.gateway.v1.ConflictsRequest,
+      io.gateway.v1.AdminResponse> getConflictsMethod() {
+    io.grpc.MethodDescriptor<io.gateway.v1.ConflictsRequest, io.gateway.v1.AdminResponse> getConflictsMethod;
+    if ((getConflictsMethod = GatewayGrpc.getConflictsMethod) == null) {
+      synchronized (GatewayGrpc.class) {
+        if ((getConflictsMethod = GatewayGrpc.getConflictsMethod) == null) {
+          GatewayGrpc.getConflictsMethod = getConflictsMethod =
+              io.grpc.MethodDescriptor.<io.gateway.v1.ConflictsRequest, io.gateway.v1.AdminResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "Conflicts"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.ConflictsRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AdminResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new GatewayMethodDescriptorSupplier("Conflicts"))
+              .build();
+        }
+      }
+    }
+    return getConflictsMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -568,6 +599,13 @@ public final class GatewayGrpc {
         io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getChannelActionMethod(), responseObserver);
     }
+
+    /**
+     */
+    default void conflicts(io.gateway.v1.ConflictsRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getConflictsMethod(), responseObserver);
+    }
   }
 
   /**
@@ -700,6 +738,14 @@ public final class GatewayGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getChannelActionMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     */
+    public void conflicts(io.gateway.v1.ConflictsRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getConflictsMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -812,6 +858,13 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getChannelActionMethod(), getCallOptions(), request);
     }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse conflicts(io.gateway.v1.ConflictsRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getConflictsMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -913,6 +966,13 @@ public final class GatewayGrpc {
     public io.gateway.v1.AdminResponse channelAction(io.gateway.v1.ChannelActionRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getChannelActionMethod(), getCallOptions(), request);
+    }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse conflicts(io.gateway.v1.ConflictsRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getConflictsMethod(), getCallOptions(), request);
     }
   }
 
@@ -1019,6 +1079,14 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getChannelActionMethod(), getCallOptions()), request);
     }
+
+    /**
+     */
+    public com.google.common.util.concurrent.ListenableFuture<io.gateway.v1.AdminResponse> conflicts(
+        io.gateway.v1.ConflictsRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getConflictsMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_WRITE = 0;
@@ -1033,7 +1101,8 @@ public final class GatewayGrpc {
   private static final int METHODID_SNAPSHOT = 9;
   private static final int METHODID_ADD_CHANNEL = 10;
   private static final int METHODID_CHANNEL_ACTION = 11;
-  private static final int METHODID_STREAM_WRITE = 12;
+  private static final int METHODID_CONFLICTS = 12;
+  private static final int METHODID_STREAM_WRITE = 13;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1098,6 +1167,10 @@ public final class GatewayGrpc {
           break;
         case METHODID_CHANNEL_ACTION:
           serviceImpl.channelAction((io.gateway.v1.ChannelActionRequest) request,
+              (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
+          break;
+        case METHODID_CONFLICTS:
+          serviceImpl.conflicts((io.gateway.v1.ConflictsRequest) request,
               (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
           break;
         default:
@@ -1212,6 +1285,13 @@ public final class GatewayGrpc {
               io.gateway.v1.ChannelActionRequest,
               io.gateway.v1.AdminResponse>(
                 service, METHODID_CHANNEL_ACTION)))
+        .addMethod(
+          getConflictsMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              io.gateway.v1.ConflictsRequest,
+              io.gateway.v1.AdminResponse>(
+                service, METHODID_CONFLICTS)))
         .build();
   }
 
@@ -1273,6 +1353,7 @@ public final class GatewayGrpc {
               .addMethod(getSnapshotMethod())
               .addMethod(getAddChannelMethod())
               .addMethod(getChannelActionMethod())
+              .addMethod(getConflictsMethod())
               .build();
         }
       }

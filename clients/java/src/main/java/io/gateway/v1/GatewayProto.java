@@ -127,6 +127,11 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ChannelStatus_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ChannelStatus_ConflictsEntry_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_gateway_v1_PeerStatus_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -141,6 +146,11 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ChannelActionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ConflictsRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ConflictsRequest_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
     internal_static_gateway_v1_AddNodeRequest_descriptor;
   static final 
@@ -232,7 +242,7 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "\020\n\010position\030\002 \001(\004\022\023\n\013lag_entries\030\003 \001(\004\022\023" +
       "\n\013lag_seconds\030\004 \001(\001\022\024\n\014dead_letters\030\005 \001(" +
       "\004\022\r\n\005scope\030\006 \001(\t\022\017\n\007running\030\007 \001(\010\022\033\n\023rep" +
-      "licated_position\030\010 \001(\004\022\r\n\005error\030\t \001(\t\"\232\003" +
+      "licated_position\030\010 \001(\004\022\r\n\005error\030\t \001(\t\"\343\003" +
       "\n\016StatusResponse\022\017\n\007node_id\030\001 \001(\004\022\022\n\nclu" +
       "ster_id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014\n\004term\030\004 \001(" +
       "\004\022\021\n\tleader_id\030\005 \001(\004\022\022\n\nleader_api\030\006 \001(\t" +
@@ -243,52 +253,61 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "erStatus\022\025\n\rlast_trans_id\030\r \001(\004\022\r\n\005epoch" +
       "\030\016 \001(\004\022+\n\010channels\030\017 \003(\0132\031.gateway.v1.Ch" +
       "annelStatus\022%\n\005peers\030\020 \003(\0132\026.gateway.v1." +
-      "PeerStatus\"\375\001\n\rChannelStatus\022\014\n\004name\030\001 \001" +
-      "(\t\022\017\n\007sources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001(\r\022\r" +
-      "\n\005state\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\rappl" +
-      "ied_epoch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022\023\n\013l" +
-      "ag_seconds\030\010 \001(\001\022\022\n\nlast_error\030\t \001(\t\022\026\n\016" +
-      "epochs_applied\030\n \001(\004\022\034\n\024transactions_app" +
-      "lied\030\013 \001(\004\022\016\n\006paused\030\014 \001(\010\"R\n\nPeerStatus" +
-      "\022\022\n\ncluster_id\030\001 \001(\r\022\034\n\024max_replicated_e" +
-      "poch\030\002 \001(\004\022\022\n\nheld_epoch\030\003 \001(\004\"W\n\021AddCha" +
-      "nnelRequest\0221\n\ndefinition\030\001 \001(\0132\035.gatewa" +
-      "y.v1.ChannelDefinition\022\017\n\007replace\030\002 \001(\010\"" +
-      "4\n\024ChannelActionRequest\022\014\n\004name\030\001 \001(\t\022\016\n" +
-      "\006action\030\002 \001(\t\"]\n\016AddNodeRequest\022\017\n\007node_" +
-      "id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api_ad" +
-      "dress\030\003 \001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021RemoveNo" +
-      "deRequest\022\017\n\007node_id\030\001 \001(\004\"(\n\025TransferLe" +
-      "aderRequest\022\017\n\007node_id\030\001 \001(\004\"\021\n\017Snapshot" +
-      "Request\"3\n\rAdminResponse\022\017\n\007message\030\001 \001(" +
-      "\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013Consistency\022\034\n\030C" +
-      "ONSISTENCY_LINEARIZABLE\020\000\022\025\n\021CONSISTENCY" +
-      "_LEASE\020\001\022\025\n\021CONSISTENCY_STALE\020\0022\227\007\n\007Gate" +
-      "way\022:\n\005Write\022\030.gateway.v1.WriteRequest\032\027" +
-      ".gateway.v1.WriteResult\022K\n\nWriteBatch\022\035." +
-      "gateway.v1.WriteBatchRequest\032\036.gateway.v" +
-      "1.WriteBatchResponse\022R\n\013StreamWrite\022\036.ga" +
-      "teway.v1.StreamWriteRequest\032\037.gateway.v1" +
-      ".StreamWriteResponse(\0010\001\0229\n\004Read\022\027.gatew" +
-      "ay.v1.ReadRequest\032\030.gateway.v1.ReadRespo" +
-      "nse\0229\n\004Scan\022\027.gateway.v1.ScanRequest\032\030.g" +
-      "ateway.v1.ScanResponse\022D\n\tSubscribe\022\034.ga" +
-      "teway.v1.SubscribeRequest\032\027.gateway.v1.C" +
-      "hangeEvent0\001\022?\n\006Status\022\031.gateway.v1.Stat" +
-      "usRequest\032\032.gateway.v1.StatusResponse\022@\n" +
-      "\007AddNode\022\032.gateway.v1.AddNodeRequest\032\031.g" +
-      "ateway.v1.AdminResponse\022F\n\nRemoveNode\022\035." +
-      "gateway.v1.RemoveNodeRequest\032\031.gateway.v" +
-      "1.AdminResponse\022N\n\016TransferLeader\022!.gate" +
-      "way.v1.TransferLeaderRequest\032\031.gateway.v" +
-      "1.AdminResponse\022B\n\010Snapshot\022\033.gateway.v1" +
-      ".SnapshotRequest\032\031.gateway.v1.AdminRespo" +
-      "nse\022F\n\nAddChannel\022\035.gateway.v1.AddChanne" +
-      "lRequest\032\031.gateway.v1.AdminResponse\022L\n\rC" +
-      "hannelAction\022 .gateway.v1.ChannelActionR" +
-      "equest\032\031.gateway.v1.AdminResponseBG\n\rio." +
-      "gateway.v1B\014GatewayProtoP\001Z&gateway/clie" +
-      "nts/go/gatewayv1;gatewayv1b\006proto3"
+      "PeerStatus\0220\n\016conflict_rules\030\021 \003(\0132\030.gat" +
+      "eway.v1.ConflictRule\022\025\n\rconflict_role\030\022 " +
+      "\001(\t\"\354\002\n\rChannelStatus\022\014\n\004name\030\001 \001(\t\022\017\n\007s" +
+      "ources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001(\r\022\r\n\005state" +
+      "\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\rapplied_epo" +
+      "ch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022\023\n\013lag_seco" +
+      "nds\030\010 \001(\001\022\022\n\nlast_error\030\t \001(\t\022\026\n\016epochs_" +
+      "applied\030\n \001(\004\022\034\n\024transactions_applied\030\013 " +
+      "\001(\004\022\016\n\006paused\030\014 \001(\010\022;\n\tconflicts\030\r \003(\0132(" +
+      ".gateway.v1.ChannelStatus.ConflictsEntry" +
+      "\0320\n\016ConflictsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value" +
+      "\030\002 \001(\004:\0028\001\"R\n\nPeerStatus\022\022\n\ncluster_id\030\001" +
+      " \001(\r\022\034\n\024max_replicated_epoch\030\002 \001(\004\022\022\n\nhe" +
+      "ld_epoch\030\003 \001(\004\"W\n\021AddChannelRequest\0221\n\nd" +
+      "efinition\030\001 \001(\0132\035.gateway.v1.ChannelDefi" +
+      "nition\022\017\n\007replace\030\002 \001(\010\"4\n\024ChannelAction" +
+      "Request\022\014\n\004name\030\001 \001(\t\022\016\n\006action\030\002 \001(\t\"V\n" +
+      "\020ConflictsRequest\022%\n\003set\030\001 \001(\0132\030.gateway" +
+      ".v1.ConflictRule\022\r\n\005unset\030\002 \001(\t\022\014\n\004role\030" +
+      "\003 \001(\t\"]\n\016AddNodeRequest\022\017\n\007node_id\030\001 \001(\004" +
+      "\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api_address\030\003 " +
+      "\001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021RemoveNodeReques" +
+      "t\022\017\n\007node_id\030\001 \001(\004\"(\n\025TransferLeaderRequ" +
+      "est\022\017\n\007node_id\030\001 \001(\004\"\021\n\017SnapshotRequest\"" +
+      "3\n\rAdminResponse\022\017\n\007message\030\001 \001(\t\022\021\n\tlog" +
+      "_index\030\002 \001(\004*Y\n\013Consistency\022\034\n\030CONSISTEN" +
+      "CY_LINEARIZABLE\020\000\022\025\n\021CONSISTENCY_LEASE\020\001" +
+      "\022\025\n\021CONSISTENCY_STALE\020\0022\335\007\n\007Gateway\022:\n\005W" +
+      "rite\022\030.gateway.v1.WriteRequest\032\027.gateway" +
+      ".v1.WriteResult\022K\n\nWriteBatch\022\035.gateway." +
+      "v1.WriteBatchRequest\032\036.gateway.v1.WriteB" +
+      "atchResponse\022R\n\013StreamWrite\022\036.gateway.v1" +
+      ".StreamWriteRequest\032\037.gateway.v1.StreamW" +
+      "riteResponse(\0010\001\0229\n\004Read\022\027.gateway.v1.Re" +
+      "adRequest\032\030.gateway.v1.ReadResponse\0229\n\004S" +
+      "can\022\027.gateway.v1.ScanRequest\032\030.gateway.v" +
+      "1.ScanResponse\022D\n\tSubscribe\022\034.gateway.v1" +
+      ".SubscribeRequest\032\027.gateway.v1.ChangeEve" +
+      "nt0\001\022?\n\006Status\022\031.gateway.v1.StatusReques" +
+      "t\032\032.gateway.v1.StatusResponse\022@\n\007AddNode" +
+      "\022\032.gateway.v1.AddNodeRequest\032\031.gateway.v" +
+      "1.AdminResponse\022F\n\nRemoveNode\022\035.gateway." +
+      "v1.RemoveNodeRequest\032\031.gateway.v1.AdminR" +
+      "esponse\022N\n\016TransferLeader\022!.gateway.v1.T" +
+      "ransferLeaderRequest\032\031.gateway.v1.AdminR" +
+      "esponse\022B\n\010Snapshot\022\033.gateway.v1.Snapsho" +
+      "tRequest\032\031.gateway.v1.AdminResponse\022F\n\nA" +
+      "ddChannel\022\035.gateway.v1.AddChannelRequest" +
+      "\032\031.gateway.v1.AdminResponse\022L\n\rChannelAc" +
+      "tion\022 .gateway.v1.ChannelActionRequest\032\031" +
+      ".gateway.v1.AdminResponse\022D\n\tConflicts\022\034" +
+      ".gateway.v1.ConflictsRequest\032\031.gateway.v" +
+      "1.AdminResponseBG\n\rio.gateway.v1B\014Gatewa" +
+      "yProtoP\001Z&gateway/clients/go/gatewayv1;g" +
+      "atewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -413,13 +432,19 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_StatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StatusResponse_descriptor,
-        new java.lang.String[] { "NodeId", "ClusterId", "Role", "Term", "LeaderId", "LeaderApi", "CommitIndex", "AppliedIndex", "LastIndex", "FirstIndex", "Members", "Appliers", "LastTransId", "Epoch", "Channels", "Peers", });
+        new java.lang.String[] { "NodeId", "ClusterId", "Role", "Term", "LeaderId", "LeaderApi", "CommitIndex", "AppliedIndex", "LastIndex", "FirstIndex", "Members", "Appliers", "LastTransId", "Epoch", "Channels", "Peers", "ConflictRules", "ConflictRole", });
     internal_static_gateway_v1_ChannelStatus_descriptor =
       getDescriptor().getMessageType(19);
     internal_static_gateway_v1_ChannelStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelStatus_descriptor,
-        new java.lang.String[] { "Name", "Sources", "SourceId", "State", "Connected", "AppliedEpoch", "LagEpochs", "LagSeconds", "LastError", "EpochsApplied", "TransactionsApplied", "Paused", });
+        new java.lang.String[] { "Name", "Sources", "SourceId", "State", "Connected", "AppliedEpoch", "LagEpochs", "LagSeconds", "LastError", "EpochsApplied", "TransactionsApplied", "Paused", "Conflicts", });
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor =
+      internal_static_gateway_v1_ChannelStatus_descriptor.getNestedType(0);
+    internal_static_gateway_v1_ChannelStatus_ConflictsEntry_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor,
+        new java.lang.String[] { "Key", "Value", });
     internal_static_gateway_v1_PeerStatus_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_gateway_v1_PeerStatus_fieldAccessorTable = new
@@ -438,32 +463,38 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelActionRequest_descriptor,
         new java.lang.String[] { "Name", "Action", });
-    internal_static_gateway_v1_AddNodeRequest_descriptor =
+    internal_static_gateway_v1_ConflictsRequest_descriptor =
       getDescriptor().getMessageType(23);
+    internal_static_gateway_v1_ConflictsRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ConflictsRequest_descriptor,
+        new java.lang.String[] { "Set", "Unset", "Role", });
+    internal_static_gateway_v1_AddNodeRequest_descriptor =
+      getDescriptor().getMessageType(24);
     internal_static_gateway_v1_AddNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AddNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", "PeerAddress", "ApiAddress", "Learner", });
     internal_static_gateway_v1_RemoveNodeRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_gateway_v1_RemoveNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_RemoveNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_TransferLeaderRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_gateway_v1_TransferLeaderRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_TransferLeaderRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_SnapshotRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_gateway_v1_SnapshotRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_SnapshotRequest_descriptor,
         new java.lang.String[] { });
     internal_static_gateway_v1_AdminResponse_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(28);
     internal_static_gateway_v1_AdminResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AdminResponse_descriptor,

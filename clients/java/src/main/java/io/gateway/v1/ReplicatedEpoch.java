@@ -251,6 +251,34 @@ private static final long serialVersionUID = 0L;
     return sourceLogIndex_;
   }
 
+  public static final int DERIVED_TRANS_ID_FIELD_NUMBER = 10;
+  private long derivedTransId_ = 0L;
+  /**
+   * <pre>
+   * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+   * id and commit time of the transaction this cluster derives when applying the entry finds
+   * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+   * </pre>
+   *
+   * <code>uint64 derived_trans_id = 10;</code>
+   * @return The derivedTransId.
+   */
+  @java.lang.Override
+  public long getDerivedTransId() {
+    return derivedTransId_;
+  }
+
+  public static final int DERIVED_COMMIT_TS_FIELD_NUMBER = 11;
+  private long derivedCommitTs_ = 0L;
+  /**
+   * <code>fixed64 derived_commit_ts = 11;</code>
+   * @return The derivedCommitTs.
+   */
+  @java.lang.Override
+  public long getDerivedCommitTs() {
+    return derivedCommitTs_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -291,6 +319,12 @@ private static final long serialVersionUID = 0L;
     }
     if (sourceLogIndex_ != 0L) {
       output.writeUInt64(9, sourceLogIndex_);
+    }
+    if (derivedTransId_ != 0L) {
+      output.writeUInt64(10, derivedTransId_);
+    }
+    if (derivedCommitTs_ != 0L) {
+      output.writeFixed64(11, derivedCommitTs_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -336,6 +370,14 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeUInt64Size(9, sourceLogIndex_);
     }
+    if (derivedTransId_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt64Size(10, derivedTransId_);
+    }
+    if (derivedCommitTs_ != 0L) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeFixed64Size(11, derivedCommitTs_);
+    }
     return size;
   }
   @java.lang.Override
@@ -378,6 +420,10 @@ private static final long serialVersionUID = 0L;
         != other.getEndSegment()) return false;
     if (getSourceLogIndex()
         != other.getSourceLogIndex()) return false;
+    if (getDerivedTransId()
+        != other.getDerivedTransId()) return false;
+    if (getDerivedCommitTs()
+        != other.getDerivedCommitTs()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -414,6 +460,12 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + SOURCE_LOG_INDEX_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
         getSourceLogIndex());
+    hash = (37 * hash) + DERIVED_TRANS_ID_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getDerivedTransId());
+    hash = (37 * hash) + DERIVED_COMMIT_TS_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashLong(
+        getDerivedCommitTs());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -568,6 +620,8 @@ private static final long serialVersionUID = 0L;
       segmentId_ = 0;
       endSegment_ = false;
       sourceLogIndex_ = 0L;
+      derivedTransId_ = 0L;
+      derivedCommitTs_ = 0L;
       return this;
     }
 
@@ -638,6 +692,12 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000100) != 0)) {
         result.sourceLogIndex_ = sourceLogIndex_;
       }
+      if (((from_bitField0_ & 0x00000200) != 0)) {
+        result.derivedTransId_ = derivedTransId_;
+      }
+      if (((from_bitField0_ & 0x00000400) != 0)) {
+        result.derivedCommitTs_ = derivedCommitTs_;
+      }
     }
 
     @java.lang.Override
@@ -703,6 +763,12 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getSourceLogIndex() != 0L) {
         setSourceLogIndex(other.getSourceLogIndex());
+      }
+      if (other.getDerivedTransId() != 0L) {
+        setDerivedTransId(other.getDerivedTransId());
+      }
+      if (other.getDerivedCommitTs() != 0L) {
+        setDerivedCommitTs(other.getDerivedCommitTs());
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -783,6 +849,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000100;
               break;
             } // case 72
+            case 80: {
+              derivedTransId_ = input.readUInt64();
+              bitField0_ |= 0x00000200;
+              break;
+            } // case 80
+            case 89: {
+              derivedCommitTs_ = input.readFixed64();
+              bitField0_ |= 0x00000400;
+              break;
+            } // case 89
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1436,6 +1512,88 @@ private static final long serialVersionUID = 0L;
     public Builder clearSourceLogIndex() {
       bitField0_ = (bitField0_ & ~0x00000100);
       sourceLogIndex_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long derivedTransId_ ;
+    /**
+     * <pre>
+     * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+     * id and commit time of the transaction this cluster derives when applying the entry finds
+     * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+     * </pre>
+     *
+     * <code>uint64 derived_trans_id = 10;</code>
+     * @return The derivedTransId.
+     */
+    @java.lang.Override
+    public long getDerivedTransId() {
+      return derivedTransId_;
+    }
+    /**
+     * <pre>
+     * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+     * id and commit time of the transaction this cluster derives when applying the entry finds
+     * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+     * </pre>
+     *
+     * <code>uint64 derived_trans_id = 10;</code>
+     * @param value The derivedTransId to set.
+     * @return This builder for chaining.
+     */
+    public Builder setDerivedTransId(long value) {
+
+      derivedTransId_ = value;
+      bitField0_ |= 0x00000200;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+     * id and commit time of the transaction this cluster derives when applying the entry finds
+     * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+     * </pre>
+     *
+     * <code>uint64 derived_trans_id = 10;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearDerivedTransId() {
+      bitField0_ = (bitField0_ & ~0x00000200);
+      derivedTransId_ = 0L;
+      onChanged();
+      return this;
+    }
+
+    private long derivedCommitTs_ ;
+    /**
+     * <code>fixed64 derived_commit_ts = 11;</code>
+     * @return The derivedCommitTs.
+     */
+    @java.lang.Override
+    public long getDerivedCommitTs() {
+      return derivedCommitTs_;
+    }
+    /**
+     * <code>fixed64 derived_commit_ts = 11;</code>
+     * @param value The derivedCommitTs to set.
+     * @return This builder for chaining.
+     */
+    public Builder setDerivedCommitTs(long value) {
+
+      derivedCommitTs_ = value;
+      bitField0_ |= 0x00000400;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>fixed64 derived_commit_ts = 11;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearDerivedCommitTs() {
+      bitField0_ = (bitField0_ & ~0x00000400);
+      derivedCommitTs_ = 0L;
       onChanged();
       return this;
     }

@@ -123,4 +123,22 @@ public interface ReplicatedEpochOrBuilder extends
    * @return The sourceLogIndex.
    */
   long getSourceLogIndex();
+
+  /**
+   * <pre>
+   * Reserved by the leader (on the last segment) while conflict rules exist: the GTID trans
+   * id and commit time of the transaction this cluster derives when applying the entry finds
+   * conflicts (its exceptions-table rows and refresh operations); 0 = none reserved.
+   * </pre>
+   *
+   * <code>uint64 derived_trans_id = 10;</code>
+   * @return The derivedTransId.
+   */
+  long getDerivedTransId();
+
+  /**
+   * <code>fixed64 derived_commit_ts = 11;</code>
+   * @return The derivedCommitTs.
+   */
+  long getDerivedCommitTs();
 }

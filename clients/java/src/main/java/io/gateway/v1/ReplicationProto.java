@@ -46,6 +46,16 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ChannelCommand_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ConflictRule_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ConflictRule_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_ConflictCommand_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_ConflictCommand_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -60,20 +70,25 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       "ransaction.proto\"y\n\016ReplicatedItem\022.\n\013tr" +
       "ansaction\030\001 \001(\0132\027.gateway.v1.Transaction" +
       "H\000\022/\n\014apply_status\030\002 \001(\0132\027.gateway.v1.Ap" +
-      "plyStatusH\000B\006\n\004item\"\344\001\n\017ReplicatedEpoch\022" +
+      "plyStatusH\000B\006\n\004item\"\231\002\n\017ReplicatedEpoch\022" +
       "\017\n\007channel\030\001 \001(\t\022\021\n\tsource_id\030\002 \001(\r\022\024\n\014s" +
       "ource_epoch\030\003 \001(\004\022\023\n\013local_epoch\030\004 \001(\004\022\024" +
       "\n\014sealed_at_ns\030\005 \001(\006\022)\n\005items\030\006 \003(\0132\032.ga" +
       "teway.v1.ReplicatedItem\022\022\n\nsegment_id\030\007 " +
       "\001(\r\022\023\n\013end_segment\030\010 \001(\010\022\030\n\020source_log_i" +
-      "ndex\030\t \001(\004\"t\n\021ChannelDefinition\022\014\n\004name\030" +
-      "\001 \001(\t\022\017\n\007sources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001(" +
-      "\r\022\r\n\005token\030\004 \001(\t\022\016\n\006ca_pem\030\005 \001(\t\022\016\n\006paus" +
-      "ed\030\006 \001(\010\"S\n\016ChannelCommand\0221\n\ndefinition" +
-      "\030\001 \001(\0132\035.gateway.v1.ChannelDefinition\022\016\n" +
-      "\006remove\030\002 \001(\010BK\n\rio.gateway.v1B\020Replicat" +
-      "ionProtoP\001Z&gateway/clients/go/gatewayv1" +
-      ";gatewayv1b\006proto3"
+      "ndex\030\t \001(\004\022\030\n\020derived_trans_id\030\n \001(\004\022\031\n\021" +
+      "derived_commit_ts\030\013 \001(\006\"t\n\021ChannelDefini" +
+      "tion\022\014\n\004name\030\001 \001(\t\022\017\n\007sources\030\002 \003(\t\022\021\n\ts" +
+      "ource_id\030\003 \001(\r\022\r\n\005token\030\004 \001(\t\022\016\n\006ca_pem\030" +
+      "\005 \001(\t\022\016\n\006paused\030\006 \001(\010\"S\n\016ChannelCommand\022" +
+      "1\n\ndefinition\030\001 \001(\0132\035.gateway.v1.Channel" +
+      "Definition\022\016\n\006remove\030\002 \001(\010\"=\n\014ConflictRu" +
+      "le\022\r\n\005table\030\001 \001(\t\022\020\n\010function\030\002 \001(\t\022\014\n\004a" +
+      "rgs\030\003 \003(\t\"U\n\017ConflictCommand\022%\n\003set\030\001 \001(" +
+      "\0132\030.gateway.v1.ConflictRule\022\r\n\005unset\030\002 \001" +
+      "(\t\022\014\n\004role\030\003 \001(\tBK\n\rio.gateway.v1B\020Repli" +
+      "cationProtoP\001Z&gateway/clients/go/gatewa" +
+      "yv1;gatewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -92,7 +107,7 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_ReplicatedEpoch_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ReplicatedEpoch_descriptor,
-        new java.lang.String[] { "Channel", "SourceId", "SourceEpoch", "LocalEpoch", "SealedAtNs", "Items", "SegmentId", "EndSegment", "SourceLogIndex", });
+        new java.lang.String[] { "Channel", "SourceId", "SourceEpoch", "LocalEpoch", "SealedAtNs", "Items", "SegmentId", "EndSegment", "SourceLogIndex", "DerivedTransId", "DerivedCommitTs", });
     internal_static_gateway_v1_ChannelDefinition_descriptor =
       getDescriptor().getMessageType(2);
     internal_static_gateway_v1_ChannelDefinition_fieldAccessorTable = new
@@ -105,6 +120,18 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelCommand_descriptor,
         new java.lang.String[] { "Definition", "Remove", });
+    internal_static_gateway_v1_ConflictRule_descriptor =
+      getDescriptor().getMessageType(4);
+    internal_static_gateway_v1_ConflictRule_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ConflictRule_descriptor,
+        new java.lang.String[] { "Table", "Function", "Args", });
+    internal_static_gateway_v1_ConflictCommand_descriptor =
+      getDescriptor().getMessageType(5);
+    internal_static_gateway_v1_ConflictCommand_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_ConflictCommand_descriptor,
+        new java.lang.String[] { "Set", "Unset", "Role", });
     descriptor.resolveAllFeaturesImmutable();
     io.gateway.v1.EpochProto.getDescriptor();
     io.gateway.v1.TransactionProto.getDescriptor();

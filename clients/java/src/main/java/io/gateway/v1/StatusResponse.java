@@ -34,6 +34,8 @@ private static final long serialVersionUID = 0L;
     appliers_ = java.util.Collections.emptyList();
     channels_ = java.util.Collections.emptyList();
     peers_ = java.util.Collections.emptyList();
+    conflictRules_ = java.util.Collections.emptyList();
+    conflictRole_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -414,6 +416,114 @@ private static final long serialVersionUID = 0L;
     return peers_.get(index);
   }
 
+  public static final int CONFLICT_RULES_FIELD_NUMBER = 17;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.ConflictRule> conflictRules_;
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.ConflictRule> getConflictRulesList() {
+    return conflictRules_;
+  }
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.ConflictRuleOrBuilder> 
+      getConflictRulesOrBuilderList() {
+    return conflictRules_;
+  }
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  @java.lang.Override
+  public int getConflictRulesCount() {
+    return conflictRules_.size();
+  }
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ConflictRule getConflictRules(int index) {
+    return conflictRules_.get(index);
+  }
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ConflictRuleOrBuilder getConflictRulesOrBuilder(
+      int index) {
+    return conflictRules_.get(index);
+  }
+
+  public static final int CONFLICT_ROLE_FIELD_NUMBER = 18;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object conflictRole_ = "";
+  /**
+   * <pre>
+   * PRIMARY | SECONDARY | PASS | NONE
+   * </pre>
+   *
+   * <code>string conflict_role = 18;</code>
+   * @return The conflictRole.
+   */
+  @java.lang.Override
+  public java.lang.String getConflictRole() {
+    java.lang.Object ref = conflictRole_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      conflictRole_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * PRIMARY | SECONDARY | PASS | NONE
+   * </pre>
+   *
+   * <code>string conflict_role = 18;</code>
+   * @return The bytes for conflictRole.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getConflictRoleBytes() {
+    java.lang.Object ref = conflictRole_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      conflictRole_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -475,6 +585,12 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < peers_.size(); i++) {
       output.writeMessage(16, peers_.get(i));
+    }
+    for (int i = 0; i < conflictRules_.size(); i++) {
+      output.writeMessage(17, conflictRules_.get(i));
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(conflictRole_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 18, conflictRole_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -562,6 +678,18 @@ private static final long serialVersionUID = 0L;
           }
           size += 2 * count;
         }
+
+        {
+          final int count = conflictRules_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(conflictRules_.get(i));
+          }
+          size += 2 * count;
+        }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(conflictRole_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(18, conflictRole_);
+    }
     return size;
   }
   @java.lang.Override
@@ -618,6 +746,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getChannelsList())) return false;
     if (!getPeersList()
         .equals(other.getPeersList())) return false;
+    if (!getConflictRulesList()
+        .equals(other.getConflictRulesList())) return false;
+    if (!getConflictRole()
+        .equals(other.getConflictRole())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -678,6 +810,12 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + PEERS_FIELD_NUMBER;
       hash = (53 * hash) + getPeersList().hashCode();
     }
+    if (getConflictRulesCount() > 0) {
+      hash = (37 * hash) + CONFLICT_RULES_FIELD_NUMBER;
+      hash = (53 * hash) + getConflictRulesList().hashCode();
+    }
+    hash = (37 * hash) + CONFLICT_ROLE_FIELD_NUMBER;
+    hash = (53 * hash) + getConflictRole().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -849,6 +987,14 @@ private static final long serialVersionUID = 0L;
         peersBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00008000);
+      if (conflictRulesBuilder_ == null) {
+        conflictRules_ = java.util.Collections.emptyList();
+      } else {
+        conflictRules_ = null;
+        conflictRulesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00010000);
+      conflictRole_ = "";
       return this;
     }
 
@@ -918,6 +1064,15 @@ private static final long serialVersionUID = 0L;
       } else {
         result.peers_ = peersBuilder_.build();
       }
+      if (conflictRulesBuilder_ == null) {
+        if (((bitField0_ & 0x00010000) != 0)) {
+          conflictRules_ = java.util.Collections.unmodifiableList(conflictRules_);
+          bitField0_ = (bitField0_ & ~0x00010000);
+        }
+        result.conflictRules_ = conflictRules_;
+      } else {
+        result.conflictRules_ = conflictRulesBuilder_.build();
+      }
     }
 
     private void buildPartial0(io.gateway.v1.StatusResponse result) {
@@ -957,6 +1112,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00002000) != 0)) {
         result.epoch_ = epoch_;
+      }
+      if (((from_bitField0_ & 0x00020000) != 0)) {
+        result.conflictRole_ = conflictRole_;
       }
     }
 
@@ -1116,6 +1274,37 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (conflictRulesBuilder_ == null) {
+        if (!other.conflictRules_.isEmpty()) {
+          if (conflictRules_.isEmpty()) {
+            conflictRules_ = other.conflictRules_;
+            bitField0_ = (bitField0_ & ~0x00010000);
+          } else {
+            ensureConflictRulesIsMutable();
+            conflictRules_.addAll(other.conflictRules_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.conflictRules_.isEmpty()) {
+          if (conflictRulesBuilder_.isEmpty()) {
+            conflictRulesBuilder_.dispose();
+            conflictRulesBuilder_ = null;
+            conflictRules_ = other.conflictRules_;
+            bitField0_ = (bitField0_ & ~0x00010000);
+            conflictRulesBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetConflictRulesFieldBuilder() : null;
+          } else {
+            conflictRulesBuilder_.addAllMessages(other.conflictRules_);
+          }
+        }
+      }
+      if (!other.getConflictRole().isEmpty()) {
+        conflictRole_ = other.conflictRole_;
+        bitField0_ |= 0x00020000;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1254,6 +1443,24 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 130
+            case 138: {
+              io.gateway.v1.ConflictRule m =
+                  input.readMessage(
+                      io.gateway.v1.ConflictRule.parser(),
+                      extensionRegistry);
+              if (conflictRulesBuilder_ == null) {
+                ensureConflictRulesIsMutable();
+                conflictRules_.add(m);
+              } else {
+                conflictRulesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 138
+            case 146: {
+              conflictRole_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00020000;
+              break;
+            } // case 146
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2713,6 +2920,410 @@ private static final long serialVersionUID = 0L;
         peers_ = null;
       }
       return peersBuilder_;
+    }
+
+    private java.util.List<io.gateway.v1.ConflictRule> conflictRules_ =
+      java.util.Collections.emptyList();
+    private void ensureConflictRulesIsMutable() {
+      if (!((bitField0_ & 0x00010000) != 0)) {
+        conflictRules_ = new java.util.ArrayList<io.gateway.v1.ConflictRule>(conflictRules_);
+        bitField0_ |= 0x00010000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.ConflictRule, io.gateway.v1.ConflictRule.Builder, io.gateway.v1.ConflictRuleOrBuilder> conflictRulesBuilder_;
+
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public java.util.List<io.gateway.v1.ConflictRule> getConflictRulesList() {
+      if (conflictRulesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(conflictRules_);
+      } else {
+        return conflictRulesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public int getConflictRulesCount() {
+      if (conflictRulesBuilder_ == null) {
+        return conflictRules_.size();
+      } else {
+        return conflictRulesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public io.gateway.v1.ConflictRule getConflictRules(int index) {
+      if (conflictRulesBuilder_ == null) {
+        return conflictRules_.get(index);
+      } else {
+        return conflictRulesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder setConflictRules(
+        int index, io.gateway.v1.ConflictRule value) {
+      if (conflictRulesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConflictRulesIsMutable();
+        conflictRules_.set(index, value);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder setConflictRules(
+        int index, io.gateway.v1.ConflictRule.Builder builderForValue) {
+      if (conflictRulesBuilder_ == null) {
+        ensureConflictRulesIsMutable();
+        conflictRules_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        conflictRulesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder addConflictRules(io.gateway.v1.ConflictRule value) {
+      if (conflictRulesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConflictRulesIsMutable();
+        conflictRules_.add(value);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder addConflictRules(
+        int index, io.gateway.v1.ConflictRule value) {
+      if (conflictRulesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConflictRulesIsMutable();
+        conflictRules_.add(index, value);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder addConflictRules(
+        io.gateway.v1.ConflictRule.Builder builderForValue) {
+      if (conflictRulesBuilder_ == null) {
+        ensureConflictRulesIsMutable();
+        conflictRules_.add(builderForValue.build());
+        onChanged();
+      } else {
+        conflictRulesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder addConflictRules(
+        int index, io.gateway.v1.ConflictRule.Builder builderForValue) {
+      if (conflictRulesBuilder_ == null) {
+        ensureConflictRulesIsMutable();
+        conflictRules_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        conflictRulesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder addAllConflictRules(
+        java.lang.Iterable<? extends io.gateway.v1.ConflictRule> values) {
+      if (conflictRulesBuilder_ == null) {
+        ensureConflictRulesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, conflictRules_);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder clearConflictRules() {
+      if (conflictRulesBuilder_ == null) {
+        conflictRules_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00010000);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public Builder removeConflictRules(int index) {
+      if (conflictRulesBuilder_ == null) {
+        ensureConflictRulesIsMutable();
+        conflictRules_.remove(index);
+        onChanged();
+      } else {
+        conflictRulesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public io.gateway.v1.ConflictRule.Builder getConflictRulesBuilder(
+        int index) {
+      return internalGetConflictRulesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public io.gateway.v1.ConflictRuleOrBuilder getConflictRulesOrBuilder(
+        int index) {
+      if (conflictRulesBuilder_ == null) {
+        return conflictRules_.get(index);  } else {
+        return conflictRulesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.ConflictRuleOrBuilder> 
+         getConflictRulesOrBuilderList() {
+      if (conflictRulesBuilder_ != null) {
+        return conflictRulesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(conflictRules_);
+      }
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public io.gateway.v1.ConflictRule.Builder addConflictRulesBuilder() {
+      return internalGetConflictRulesFieldBuilder().addBuilder(
+          io.gateway.v1.ConflictRule.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public io.gateway.v1.ConflictRule.Builder addConflictRulesBuilder(
+        int index) {
+      return internalGetConflictRulesFieldBuilder().addBuilder(
+          index, io.gateway.v1.ConflictRule.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * most specific first (the order they match)
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+     */
+    public java.util.List<io.gateway.v1.ConflictRule.Builder> 
+         getConflictRulesBuilderList() {
+      return internalGetConflictRulesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.ConflictRule, io.gateway.v1.ConflictRule.Builder, io.gateway.v1.ConflictRuleOrBuilder> 
+        internalGetConflictRulesFieldBuilder() {
+      if (conflictRulesBuilder_ == null) {
+        conflictRulesBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.ConflictRule, io.gateway.v1.ConflictRule.Builder, io.gateway.v1.ConflictRuleOrBuilder>(
+                conflictRules_,
+                ((bitField0_ & 0x00010000) != 0),
+                getParentForChildren(),
+                isClean());
+        conflictRules_ = null;
+      }
+      return conflictRulesBuilder_;
+    }
+
+    private java.lang.Object conflictRole_ = "";
+    /**
+     * <pre>
+     * PRIMARY | SECONDARY | PASS | NONE
+     * </pre>
+     *
+     * <code>string conflict_role = 18;</code>
+     * @return The conflictRole.
+     */
+    public java.lang.String getConflictRole() {
+      java.lang.Object ref = conflictRole_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        conflictRole_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * PRIMARY | SECONDARY | PASS | NONE
+     * </pre>
+     *
+     * <code>string conflict_role = 18;</code>
+     * @return The bytes for conflictRole.
+     */
+    public com.google.protobuf.ByteString
+        getConflictRoleBytes() {
+      java.lang.Object ref = conflictRole_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        conflictRole_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * PRIMARY | SECONDARY | PASS | NONE
+     * </pre>
+     *
+     * <code>string conflict_role = 18;</code>
+     * @param value The conflictRole to set.
+     * @return This builder for chaining.
+     */
+    public Builder setConflictRole(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      conflictRole_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * PRIMARY | SECONDARY | PASS | NONE
+     * </pre>
+     *
+     * <code>string conflict_role = 18;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearConflictRole() {
+      conflictRole_ = getDefaultInstance().getConflictRole();
+      bitField0_ = (bitField0_ & ~0x00020000);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * PRIMARY | SECONDARY | PASS | NONE
+     * </pre>
+     *
+     * <code>string conflict_role = 18;</code>
+     * @param value The bytes for conflictRole to set.
+     * @return This builder for chaining.
+     */
+    public Builder setConflictRoleBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      conflictRole_ = value;
+      bitField0_ |= 0x00020000;
+      onChanged();
+      return this;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.StatusResponse)

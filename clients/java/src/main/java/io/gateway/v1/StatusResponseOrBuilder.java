@@ -197,4 +197,68 @@ public interface StatusResponseOrBuilder extends
    */
   io.gateway.v1.PeerStatusOrBuilder getPeersOrBuilder(
       int index);
+
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  java.util.List<io.gateway.v1.ConflictRule> 
+      getConflictRulesList();
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  io.gateway.v1.ConflictRule getConflictRules(int index);
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  int getConflictRulesCount();
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  java.util.List<? extends io.gateway.v1.ConflictRuleOrBuilder> 
+      getConflictRulesOrBuilderList();
+  /**
+   * <pre>
+   * most specific first (the order they match)
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.ConflictRule conflict_rules = 17;</code>
+   */
+  io.gateway.v1.ConflictRuleOrBuilder getConflictRulesOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * PRIMARY | SECONDARY | PASS | NONE
+   * </pre>
+   *
+   * <code>string conflict_role = 18;</code>
+   * @return The conflictRole.
+   */
+  java.lang.String getConflictRole();
+  /**
+   * <pre>
+   * PRIMARY | SECONDARY | PASS | NONE
+   * </pre>
+   *
+   * <code>string conflict_role = 18;</code>
+   * @return The bytes for conflictRole.
+   */
+  com.google.protobuf.ByteString
+      getConflictRoleBytes();
 }

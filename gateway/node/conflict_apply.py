@@ -1,0 +1,230 @@
+"""The state machine's use of the conflict rules on a replicated epoch (docs/conflicts.md).
+
+``judge_unit`` turns the epoch's transactions into row changes (insert, update and delete
+records, with the before images the origin logged), judges them with
+``gateway.conflict.judge_epoch`` against the rows as this cluster holds them, and returns:
+
+- the transactions to write: each origin transaction with its rejected records left out (a
+  transaction rejected whole keeps its GTID, so it is not fetched again, and writes nothing);
+- the *derived* transaction of this cluster (GTID reserved by the leader in the entry:
+  ``derived_trans_id``): one row per rejected change in the table's exceptions table
+  ``schema.table$EX`` (MySQL's layout) and, on a PRIMARY, the keys to refresh -- the state
+  machine adds the refresh operations (the rows as they stand after the epoch) before writing
+  it, so the secondaries receive this cluster's version of every row in conflict;
+- MySQL's counters.
+
+Deterministic: every replica judges the same entry against the same state the same way.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.conflict import Change, Context, OpType, RuleSet, Stored
+from gateway.conflict.resolve import RowChange, RowOutcome, exception_row, judge_epoch
+from gateway.core.rowops import python_value, value_message
+from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+
+from . import keys
+
+__all__ = ["UnitJudgement", "judge_unit", "stored_of_row"]
+
+FT = value_pb2.FieldType
+_U = FT.FIELD_TYPE_UNSIGNED
+_S = FT.FIELD_TYPE_VARCHAR
+_EX_KEY = [statement_pb2.FieldMetadata(name=n, type=_U)
+           for n in ("server_id", "source_server_id", "source_epoch", "count")]
+_EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
+            for n in ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")]
+
+
+@dataclass
+class _Where:
+    """Where a row change came from: its statement and record, and its key as logged."""
+
+    txn: int
+    stmt: int
+    rec: int
+    table: statement_pb2.TableMetadata
+    key_fields: Any
+    key_values: Any
+    types: dict[str, int]
+
+
+@dataclass
+class UnitJudgement:
+    """What ``judge_unit`` decided (see the module docstring)."""
+
+    transactions: list[transaction_pb2.Transaction]
+    exceptions: list[statement_pb2.Statement] = field(default_factory=list)
+    refresh: list[tuple[bytes, statement_pb2.TableMetadata, Any, Any]] = field(
+        default_factory=list)  # (row key, table, key fields, key values)
+    counters: Counter[str] = field(default_factory=Counter)
+    in_conflict: bool = False
+
+
+def _values(fields: Any, values: Any) -> dict[str, Any]:
+    return {f.name: python_value(v) for f, v in zip(fields, values, strict=False)}
+
+
+def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls: Any) -> Stored:
+    """The ``Stored`` view of a stored ``Row`` (``raw``), or of a delete with metadata
+    ``meta`` = (epoch, author, commit ts) when ``raw`` is None (nothing known: both None)."""
+    if raw is None:
+        if meta is None:
+            return Stored.absent()
+        return Stored(False, {}, meta[0], meta[1], meta[2])
+    row = row_cls.FromString(raw)
+    return Stored(True, _values(row.fields, row.values), row.epoch, row.author,
+                  row.commit_timestamp_ns)
+
+
+def _changes(txns: list[transaction_pb2.Transaction]
+             ) -> tuple[list[list[RowChange]], dict[int, _Where]]:
+    out: list[list[RowChange]] = []
+    where: dict[int, _Where] = {}
+    for t_no, txn in enumerate(txns):
+        rows: list[RowChange] = []
+        origin = txn.gtid.server_id
+        for s_no, stmt in enumerate(txn.statements):
+            kind = stmt.WhichOneof("kind")
+            if kind not in ("insert", "update", "delete"):
+                continue
+            body = getattr(stmt, kind)
+            t = body.table
+            types = {f.name: f.type for f in body.key_fields}
+            if kind == "insert":
+                fields, op = body.fields, OpType.WRITE_ROW
+            elif kind == "update":
+                fields, op = body.set_fields, OpType.UPDATE_ROW
+            else:
+                fields, op = body.fields, OpType.DELETE_ROW
+            types.update((f.name, f.type) for f in fields)
+            for r_no, rec in enumerate(body.records):
+                after = {} if kind == "delete" else _values(fields, rec.after_values)
+                before = _values(fields, rec.before_values) if kind != "insert" else {}
+                key = keys.row_key(t.schema_name, t.table_name, rec.key_values)
+                rc = RowChange(t.schema_name, t.table_name, key, Change(
+                    op, origin, txn.epoch, txn.commit_timestamp_ns, after, before))
+                where[id(rc)] = _Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
+                                       types)
+                rows.append(rc)
+        out.append(rows)
+    return out, where
+
+
+def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Context,
+               lookup: Callable[[bytes], Stored], local_epoch: int, source_epoch: int
+               ) -> UnitJudgement:
+    """Judge the transactions of one replicated epoch; see the module docstring.
+    ``lookup(row key)``: the row here before the epoch."""
+    changes, where = _changes(txns)
+    j = judge_epoch(changes, rules, lambda rid: lookup(rid[2]), ctx, local_epoch)
+    out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
+    if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
+        return out
+    dropped: dict[int, set[tuple[int, int]]] = {}
+    count = 0
+    for outcomes in j.outcomes:
+        for o in outcomes:
+            if o.verdict.apply:
+                continue
+            w = where[id(o.row)]
+            dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
+            if o.verdict.cause is not None:
+                count += 1
+                out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
+                                                 txns[w.txn]))
+    for t_no, gone in dropped.items():
+        out.transactions[t_no] = _without(txns[t_no], gone)
+    seen: set[bytes] = set()
+    for outcomes in j.outcomes:
+        for o in outcomes:
+            if o.verdict.refresh and o.row.key not in seen:
+                seen.add(o.row.key)
+                w = where[id(o.row)]
+                out.refresh.append((o.row.key, w.table, w.key_fields, w.key_values))
+    return out
+
+
+def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
+             ) -> transaction_pb2.Transaction:
+    """``txn`` without the records ``(statement, record)`` in ``gone``; statements left with
+    no record are left out."""
+    out = transaction_pb2.Transaction()
+    out.CopyFrom(txn)
+    del out.statements[:]
+    for s_no, stmt in enumerate(txn.statements):
+        kind = stmt.WhichOneof("kind")
+        if kind not in ("insert", "update", "delete"):
+            out.statements.append(stmt)
+            continue
+        keep = [r for r_no, r in enumerate(getattr(stmt, kind).records)
+                if (s_no, r_no) not in gone]
+        if not keep:
+            continue
+        copy = statement_pb2.Statement()
+        copy.CopyFrom(stmt)
+        body = getattr(copy, kind)
+        del body.records[:]
+        body.records.extend(keep)
+        out.statements.append(copy)
+    return out
+
+
+def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
+               txn: transaction_pb2.Transaction) -> statement_pb2.Statement:
+    """The insert of ``o``'s row into ``schema.table$EX``."""
+    key_names = [f.name for f in w.key_fields]
+    old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
+    g = txn.gtid
+    row = exception_row(o, me, source_epoch, count, key_names, old, f"{g.server_id}:"
+                        f"{g.trans_id}")
+    types = dict(w.types)
+    fields = list(_EX_HEAD)
+    values = [value_message(_S, row["NDB$OP_TYPE"]), value_message(_S, row["NDB$CFT_CAUSE"]),
+              value_message(_S, row["NDB$ORIG_TRANSID"])]
+    for kf, kv in zip(w.key_fields, w.key_values, strict=True):
+        fields.append(statement_pb2.FieldMetadata(name=kf.name, type=kf.type))
+        values.append(kv)
+    for name in sorted(k for k in row if k.endswith(("$OLD", "$NEW"))):
+        col = name[:-4]
+        ftype = types.get(col, _S)
+        fields.append(statement_pb2.FieldMetadata(name=name, type=ftype))
+        values.append(value_message(ftype, row[name]))
+    ins = statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name=w.table.schema_name,
+                                          table_name=f"{w.table.table_name}$EX"),
+        key_fields=_EX_KEY, fields=fields)
+    ins.records.add(key_values=[value_message(_U, row[n]) for n in
+                                ("server_id", "source_server_id", "source_epoch", "count")],
+                    after_values=values)
+    return statement_pb2.Statement(insert=ins)
+
+
+def refresh_statement(table: statement_pb2.TableMetadata, key_fields: Any, key_values: Any,
+                      raw: bytes | None, row_cls: Any) -> statement_pb2.Statement:
+    """The refresh of one row: an insert of the row as stored here (``raw``), or a delete of
+    its key when it is absent."""
+    if raw is None:
+        d = statement_pb2.DeleteStatement(table=table, key_fields=key_fields)
+        d.records.add(key_values=key_values)
+        return statement_pb2.Statement(delete=d)
+    row = row_cls.FromString(raw)
+    ins = statement_pb2.InsertStatement(table=table, key_fields=row.key_fields,
+                                        fields=row.fields)
+    ins.records.add(key_values=row.key_values, after_values=row.values)
+    return statement_pb2.Statement(insert=ins)
+
+
+def derived_transaction(me: int, trans_id: int, epoch: int, commit_ts: int,
+                        statements: list[statement_pb2.Statement]
+                        ) -> transaction_pb2.Transaction:
+    """This cluster's transaction of exceptions and refreshes for one replicated epoch."""
+    return transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=me, trans_id=trans_id), epoch=epoch, author=me,
+        start_timestamp_ns=commit_ts, commit_timestamp_ns=commit_ts, segment_id=1,
+        end_segment=True, statements=statements)

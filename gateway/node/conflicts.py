@@ -1,0 +1,171 @@
+"""This cluster's conflict configuration: the rules (MySQL's ``ndb_replication`` table) and
+the role, as replicated state (``ConflictCommand`` entries, applied by the state machine).
+
+Changes come from the admin API (``Conflicts``: checked here, on the leader, before they are
+proposed: the function exists with the right arguments, the resolution column exists with a
+numeric type in every known table the pattern matches, the role is one of MySQL's) and from
+the configuration file (``conflict_role``, ``[[conflicts]]``), which the leader proposes once
+per term where the replicated state differs: the file wins for what it names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, FunctionSpec, Role
+from gateway.conflict.rules import RuleSet, parse_function, rule_from_proto, rule_to_proto
+from gateway.core import messages
+from gateway.v1 import gateway_pb2, replication_pb2
+
+from .errors import NodeError
+from .validation import InvalidRequest
+
+if TYPE_CHECKING:
+    from .driver import RaftDriver
+
+__all__ = ["NodeConflicts", "check_rule"]
+
+log = logging.getLogger(__name__)
+_ROLES = ", ".join(r.value for r in Role)
+
+
+def check_rule(rule: ConflictRule, schemas: Mapping[str, Mapping[str, int]],
+               functions: Mapping[str, FunctionSpec] = BUILTIN) -> None:
+    """Raise ``InvalidRequest`` (field ``set``) naming the table pattern and the problem:
+    the pattern or function is malformed, or a known table it matches lacks the resolution
+    column or has it with a non-numeric type (``schemas``: table name -> column types)."""
+    rules = RuleSet(functions=functions, checked=False)
+    try:
+        rules.check(rule)
+        for name in sorted(schemas):
+            if fnmatch.fnmatchcase(name, rule.pattern):
+                try:
+                    rules.check(rule, schemas[name])
+                except ConflictConfigError as exc:
+                    if name == rule.pattern:
+                        raise
+                    raise ConflictConfigError(str(exc).replace(
+                        f"table {rule.pattern}:", f"table {name} (matched by "
+                        f"{rule.pattern}):", 1)) from None
+    except ConflictConfigError as exc:
+        raise InvalidRequest("set", str(exc)) from None
+
+
+class NodeConflicts:
+    """Admin changes and the configuration file's rules, on the leader."""
+
+    def __init__(self, driver: RaftDriver, role: str = "",
+                 rules: Sequence[ConflictRule] = (),
+                 functions: Mapping[str, FunctionSpec] = BUILTIN) -> None:
+        self.driver = driver
+        self.functions = functions
+        self._role = role
+        self._rules = tuple(rules)
+        self._proposed_term = -1
+        self._in_place_term = -1
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._role or self._rules:
+            self._task = asyncio.create_task(self._loop(), name="conflicts-config")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _schemas(self) -> dict[str, Mapping[str, int]]:
+        return {name: {**dict(s.key_fields), **s.columns}
+                for name, s in self.driver.sm.schemas.items()}
+
+    async def change(self, req: gateway_pb2.ConflictsRequest) -> gateway_pb2.AdminResponse:
+        """Check and propose one change; the response names what changed."""
+        cmd = replication_pb2.ConflictCommand()
+        if req.HasField("set"):
+            rule = rule_from_proto(req.set)
+            if not rule.args and "(" in rule.function:  # written as MySQL writes it
+                try:
+                    name, args = parse_function(req.set.function)
+                except ConflictConfigError as exc:
+                    raise InvalidRequest("set", f"table {rule.pattern}: {exc}") from None
+                rule = ConflictRule(rule.pattern, name, args)
+            check_rule(rule, self._schemas(), self.functions)
+            spec = self.functions.get(rule.function)
+            if spec is not None and spec.epoch and self.driver.sm.conflict_role is Role.NONE:
+                raise InvalidRequest("set", f"table {rule.pattern}: {rule.function} needs this "
+                                     f"cluster's role: set it first (PRIMARY on the cluster "
+                                     f"that decides, SECONDARY on the others)")
+            cmd.set.CopyFrom(rule_to_proto(rule))
+            what = f"rule {rule.pattern} -> {rule.text} set"
+        elif req.unset:
+            if req.unset not in self.driver.sm.conflict_rules:
+                known = ", ".join(sorted(self.driver.sm.conflict_rules)) or "none"
+                raise InvalidRequest("unset", f"no conflict rule for {req.unset!r} (rules: "
+                                     f"{known})")
+            cmd.unset = req.unset
+            what = f"rule {req.unset} unset"
+        elif req.role:
+            role = req.role.upper()
+            if role not in {r.value for r in Role}:
+                raise InvalidRequest("role", f"{req.role!r} is not a role ({_ROLES})")
+            cmd.role = role
+            what = f"role {role} set"
+        else:
+            raise InvalidRequest("set", "nothing to change: give set, unset or role")
+        index = await self.driver.submit_entry(messages.pack(cmd))
+        return gateway_pb2.AdminResponse(message=what, log_index=index)
+
+    # -- the configuration file -----------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            drv = self.driver
+            term = drv.raw.raft.term
+            if drv.is_leader and term != self._proposed_term:
+                self._proposed_term = term
+                try:
+                    await self._propose_configured()
+                except NodeError as exc:
+                    log.warning("conflicts: cannot record the configured rules: %s", exc)
+                    self._proposed_term = -1
+            await asyncio.sleep(0.2)
+
+    async def _propose_configured(self) -> None:
+        sm = self.driver.sm
+        cmds = []
+        if self._role and sm.conflict_role.value != self._role:
+            cmds.append(replication_pb2.ConflictCommand(role=self._role))
+        for rule in self._rules:
+            if sm.conflict_rules.get(rule.pattern) != rule:
+                cmds.append(replication_pb2.ConflictCommand(set=rule_to_proto(rule)))
+        for cmd in cmds:
+            await self.driver.submit_entry(messages.pack(cmd))
+
+    def configured_in_place(self) -> bool:
+        """Whether the replicated rules and role have held what the configuration file names
+        at some point of the current term (later admin changes are the operator's)."""
+        sm, term = self.driver.sm, self.driver.raw.raft.term
+        if self._in_place_term == term:
+            return True
+        if self._role and sm.conflict_role.value != self._role:
+            return False
+        if not all(sm.conflict_rules.get(r.pattern) == r for r in self._rules):
+            return False
+        self._in_place_term = term
+        return True
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def rules(self) -> list[replication_pb2.ConflictRule]:
+        """The replicated rules, most specific first."""
+        ordered = RuleSet(self.driver.sm.conflict_rules.values(), checked=False).rules()
+        return [rule_to_proto(r) for r in ordered]
+
+    def role(self) -> str:
+        return self.driver.sm.conflict_role.value
