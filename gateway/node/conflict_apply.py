@@ -65,6 +65,7 @@ class UnitJudgement:
         default_factory=list)  # (row key, table, key fields, key values)
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
+    dropped: bool = False  # some record of ``transactions`` was left out
 
 
 def _values(fields: Any, values: Any) -> dict[str, Any]:
@@ -177,6 +178,7 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
                                                  txns[w.txn]))
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
+        out.dropped = True
     seen: set[bytes] = set()
     for outcomes in j.outcomes:
         for o in outcomes:

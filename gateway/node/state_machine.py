@@ -515,8 +515,7 @@ class StoreStateMachine:
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
             self._write_statements(txn, e.index, gtid, meta, ops, overlay)
-        if judged is not None and (judged.exceptions or judged.refresh
-                                   or judged.transactions != transactions(unit.items)):
+        if judged is not None and (judged.exceptions or judged.refresh or judged.dropped):
             self._derive(unit, judged, e.index, ops, overlay)
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
