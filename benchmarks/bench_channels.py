@@ -55,7 +55,7 @@ def _ports(n: int) -> list[int]:
 
 class Cluster:
     def __init__(self, root: Path, cid: int, n: int, source_apis: list[str] | None,
-                 appliers: str) -> None:
+                 appliers: str, conflicts: str = "none") -> None:
         ports = _ports(2 * n)
         self.peer = {i + 1: f"127.0.0.1:{ports[2 * i]}" for i in range(n)}
         self.api = {i + 1: f"127.0.0.1:{ports[2 * i + 1]}" for i in range(n)}
@@ -69,6 +69,9 @@ class Cluster:
             if source_apis:
                 srcs = ", ".join(f'"{s}"' for s in source_apis)
                 text += f'[[channels]]\nname = "bench"\nsources = [{srcs}]\n'
+            if conflicts != "none":  # this cluster judges what the channel brings in
+                text = (f'conflict_role = "{"PRIMARY" if source_apis else "SECONDARY"}"\n'
+                        + text + f'[[conflicts]]\ntable = "bench.*"\nfunction = "{conflicts}"\n')
             cfg.write_text(text)
             log = open(root / f"c{cid}n{i}.log", "ab")  # noqa: SIM115
             self.procs.append(subprocess.Popen(
@@ -181,10 +184,21 @@ def _pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
 
 
-def run_shape(n: int, seconds: float, appliers: str, load: float) -> dict[str, float]:
+def _cpu_seconds(procs: list[subprocess.Popen]) -> float:
+    """User + system CPU time so far of ``procs`` (Linux ``/proc``)."""
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def run_shape(n: int, seconds: float, appliers: str, load: float,
+              conflicts: str = "none") -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix=f"bench-channels-{n}-"))
-    src = Cluster(root, 1, n, None, appliers)
-    rep = Cluster(root, 2, n, list(src.api.values()), appliers)
+    src = Cluster(root, 1, n, None, appliers, conflicts)
+    rep = Cluster(root, 2, n, list(src.api.values()), appliers, conflicts)
     try:
         src.wait_leader()
         rep.wait_leader()
@@ -195,6 +209,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float) -> dict[str, f
             time.sleep(0.05)
         base_rows = watch.rows
         watch.lags.clear()
+        cpu0 = _cpu_seconds(rep.procs)
         t0 = time.monotonic()
         total = asyncio.run(_drive(list(src.api.values()), seconds, None, 0))
         t_src = time.monotonic() - t0
@@ -202,6 +217,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float) -> dict[str, f
         while watch.rows - base_rows < total and time.monotonic() < end:
             time.sleep(0.01)
         t_rep = time.monotonic() - t0
+        cpu_row_us = (_cpu_seconds(rep.procs) - cpu0) * 1e6 / max(1, watch.rows - base_rows)
         src_rate = total / t_src
         ch_rate = (watch.rows - base_rows) / t_rep
         watch.lags.clear()
@@ -210,7 +226,8 @@ def run_shape(n: int, seconds: float, appliers: str, load: float) -> dict[str, f
         lags = list(watch.lags)
         watch.close()
         return {"source": src_rate, "channel": ch_rate, "ratio": ch_rate / src_rate,
-                "p50": _pct(lags, 50), "p99": _pct(lags, 99), "n": len(lags)}
+                "p50": _pct(lags, 50), "p99": _pct(lags, 99), "n": len(lags),
+                "cpu_row_us": cpu_row_us}
     finally:
         rep.close()
         src.close()
@@ -224,19 +241,27 @@ def main() -> None:
                    help="applier configurations to run, comma separated (none: no applier)")
     p.add_argument("--load", type=float, default=0.5,
                    help="the lag phase's rate as a fraction of the source's maximum")
+    p.add_argument("--conflicts", default="none",
+                   help="conflict functions to run, comma separated (none: no rule; e.g. "
+                        "none,NDB$EPOCH2: the replica PRIMARY judging every row)")
     args = p.parse_args()
     avg = os.getloadavg()
     print(f"load average before: {avg[0]:.2f} {avg[1]:.2f} {avg[2]:.2f}; epoch {EPOCH_MS} ms")
     pct = f"{args.load:.0%}"
-    print("| clusters | appliers | source rows/s (500-row txns) | channel rows/s | "
-          f"channel/source | lag p50 at {pct} load | lag p99 | p99 target |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| clusters | appliers | conflicts | source rows/s (500-row txns) | channel rows/s | "
+          f"channel/source | lag p50 at {pct} load | lag p99 | p99 target | replica CPU/row |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in (int(x) for x in args.shapes.split(",")):
         for appliers in args.appliers.split(","):
-            r = run_shape(n, args.duration, appliers, args.load)
-            print(f"| 2 x {n} node(s) | {appliers} | {r['source']:,.0f} | {r['channel']:,.0f} | "
-                  f"{r['ratio']:.2f} | {r['p50']:.0f} ms | {r['p99']:.0f} ms | "
-                  f"<= {EPOCH_MS + 150} ms |", flush=True)
+            base = None
+            for fn in args.conflicts.split(","):
+                r = run_shape(n, args.duration, appliers, args.load, fn)
+                base = base or r["cpu_row_us"]
+                extra = "" if fn == "none" else f" ({r['cpu_row_us'] / base - 1:+.0%})"
+                print(f"| 2 x {n} node(s) | {appliers} | {fn} | {r['source']:,.0f} | "
+                      f"{r['channel']:,.0f} | {r['ratio']:.2f} | {r['p50']:.0f} ms | "
+                      f"{r['p99']:.0f} ms | <= {EPOCH_MS + 150} ms | "
+                      f"{r['cpu_row_us']:.1f} us{extra} |", flush=True)
 
 
 if __name__ == "__main__":

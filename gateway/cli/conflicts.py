@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .node import _ca, _call, _client, _target, _token
+from .node import BadInput, _ca, _call, _client, _target, _token
 
 __all__ = ["conflicts"]
 
@@ -80,3 +80,84 @@ def conflicts_rules(target: str, token: str | None, ca: str | None, fmt: str) ->
         click.echo("no rules")
     for table, fn in rules:
         click.echo(f"{table}\t{fn}")
+
+
+def _exception_rows(target: str, token: str | None, ca: str | None, table: str
+                    ) -> list[dict[str, object]]:
+    from gateway.core.rowops import python_value
+
+    if table.count(".") != 1 or table.endswith("$EX"):
+        raise BadInput(f"{table!r}: give the table as schema.table (its exceptions are in "
+                       f"schema.table$EX)")
+    out: list[dict[str, object]] = []
+    with _client(target, token, ca, 30.0) as c:
+        start = None
+        while True:
+            res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=1000))
+            for row in res.rows:
+                out.append({f.name: python_value(v, f.type) for f, v in zip(
+                    list(row.key_fields) + list(row.fields),
+                    list(row.key_values) + list(row.values), strict=True)})
+            if not res.more or not res.rows:
+                return out
+            last = res.rows[-1]
+            start = {f.name: python_value(v, f.type)
+                     for f, v in zip(last.key_fields, last.key_values, strict=True)}
+            start["count"] = int(start["count"]) + 1  # type: ignore[call-overload]
+
+
+_KEY = ("server_id", "source_server_id", "source_epoch", "count")
+_HEAD = ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")
+
+
+@conflicts.command("list")
+@_target
+@_token
+@_ca
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.argument("table")
+def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str,
+                   table: str) -> None:
+    """The recorded conflicts of TABLE (schema.table): one line per rejected change --
+    where it came from, its operation, cause, origin GTID and row key."""
+    rows = _exception_rows(target, token, ca, table)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no conflicts recorded for {table}")
+    for r in rows:
+        key = ", ".join(f"{k}={r[k]}" for k in r if k not in _KEY and k not in _HEAD
+                        and not k.endswith(("$OLD", "$NEW")))
+        click.echo(f"{r['server_id']}/{r['source_server_id']}/{r['source_epoch']}/{r['count']}"
+                   f"\t{r['NDB$OP_TYPE']}\t{r['NDB$CFT_CAUSE']}\t{r['NDB$ORIG_TRANSID']}\t{key}")
+
+
+@conflicts.command("show")
+@_target
+@_token
+@_ca
+@click.argument("table")
+@click.argument("conflict", metavar="SERVER/SOURCE/EPOCH/COUNT")
+def conflicts_show(target: str, token: str | None, ca: str | None, table: str,
+                   conflict: str) -> None:
+    """One recorded conflict of TABLE with the row's values here (old) and in the rejected
+    change (new); CONFLICT as `gateway conflicts list` prints it."""
+    try:
+        want = tuple(int(p) for p in conflict.split("/"))
+    except ValueError:
+        want = ()
+    if len(want) != 4:
+        raise BadInput(f"{conflict!r}: give SERVER/SOURCE/EPOCH/COUNT as list prints it")
+    for r in _exception_rows(target, token, ca, table):
+        if tuple(int(r[k]) for k in _KEY) == want:  # type: ignore[call-overload]
+            for k in _HEAD:
+                click.echo(f"{k}: {r[k]}")
+            for k in r:
+                if k not in _KEY and k not in _HEAD and not k.endswith(("$OLD", "$NEW")):
+                    click.echo(f"key {k}: {r[k]}")
+            for k in sorted(k[:-4] for k in r if k.endswith("$OLD")):
+                click.echo(f"{k}: {r[k + '$OLD']!r} here, {r[k + '$NEW']!r} in the change")
+            return
+    raise BadInput(f"no conflict {conflict} recorded for {table}")

@@ -69,6 +69,8 @@ class RuleSet:
         when a change meets it, not when the rule arrives)."""
         self.functions = functions
         self._rules: dict[str, ConflictRule] = {}
+        self._for: dict[tuple[str, str], ConflictRule | None] = {}  # rule_for's answers
+        self._sorted: list[ConflictRule] | None = None
         for r in rules:
             if checked:
                 self.check(r)
@@ -89,25 +91,32 @@ class RuleSet:
         """Add or replace the rule for ``rule.pattern`` (checked)."""
         self.check(rule)
         self._rules[rule.pattern] = rule
+        self._for, self._sorted = {}, None
 
     def unset(self, pattern: str) -> bool:
         """Remove the rule for ``pattern``; whether there was one."""
+        self._for, self._sorted = {}, None
         return self._rules.pop(pattern, None) is not None
 
     def rules(self) -> list[ConflictRule]:
         """Every rule, most specific first (the order ``rule_for`` tries them)."""
-        return sorted(self._rules.values(), key=ConflictRule.specificity)
+        if self._sorted is None:
+            self._sorted = sorted(self._rules.values(), key=ConflictRule.specificity)
+        return list(self._sorted)
 
     def rule_for(self, schema: str, table: str) -> ConflictRule | None:
         """The rule that applies to ``schema.table``, or None (no conflict detection)."""
+        got = self._for.get((schema, table), False)
+        if got is not False:
+            return got  # type: ignore[return-value]
         name = f"{schema}.{table}"
-        exact = self._rules.get(name)
-        if exact is not None:
-            return exact
-        for r in self.rules():
-            if fnmatch.fnmatchcase(name, r.pattern):
-                return r
-        return None
+        found = self._rules.get(name)
+        if found is None:
+            found = next((r for r in self.rules() if fnmatch.fnmatchcase(name, r.pattern)),
+                         None)
+        if len(self._for) < 4096:
+            self._for[(schema, table)] = found
+        return found
 
 
 def rule_from_proto(msg: replication_pb2.ConflictRule) -> ConflictRule:

@@ -210,21 +210,29 @@ class ChannelRunner:
         self._pending.append((sealed, fut))
 
     def _settled(self, fut: asyncio.Future[Any]) -> None:
-        """An epoch failed (e.g. refused here): end the session now, not at the source's
-        next event -- an idle source may send none for long."""
-        if fut.cancelled() or fut.exception() is None:
+        """An epoch's outcome, as soon as it is known: applied ones are counted now (the
+        status is current), and a failed one (e.g. refused here) ends the session now, not
+        at the source's next event -- an idle source may send none for long."""
+        if fut.cancelled():
             return
-        if self._call is not None:
-            self._call.cancel()
+        if fut.exception() is not None:
+            if self._call is not None:
+                self._call.cancel()
+            return
+        self._reap(stop_at_failure=True)
 
     async def _wait_oldest(self) -> None:
         fut = self._pending[0][1]
         await asyncio.shield(fut)
         self._reap()
 
-    def _reap(self) -> None:
-        """Take the results of applied epochs off the window; raise on a refused one."""
+    def _reap(self, stop_at_failure: bool = False) -> None:
+        """Take the results of applied epochs off the window; raise on a refused one (or,
+        with ``stop_at_failure``, leave it at the front for the session to raise)."""
         while self._pending and self._pending[0][1].done():
+            fut = self._pending[0][1]
+            if stop_at_failure and (fut.cancelled() or fut.exception() is not None):
+                return
             sealed, fut = self._pending.popleft()
             res = fut.result()  # raises what the driver raised
             if res is not None:

@@ -82,8 +82,10 @@ def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls:
                   row.commit_timestamp_ns)
 
 
-def _changes(txns: list[transaction_pb2.Transaction]
+def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
              ) -> tuple[list[list[RowChange]], dict[int, _Where]]:
+    """The row changes a rule judges (rows of tables without one are applied as they come
+    and left out here); values only for the column functions, which compare them."""
     out: list[list[RowChange]] = []
     where: dict[int, _Where] = {}
     for t_no, txn in enumerate(txns):
@@ -95,6 +97,11 @@ def _changes(txns: list[transaction_pb2.Transaction]
                 continue
             body = getattr(stmt, kind)
             t = body.table
+            rule = rules.rule_for(t.schema_name, t.table_name)
+            if rule is None:
+                continue
+            spec = rules.functions.get(rule.function)
+            with_values = spec is None or spec.column
             types = {f.name: f.type for f in body.key_fields}
             if kind == "insert":
                 fields, op = body.fields, OpType.WRITE_ROW
@@ -104,8 +111,10 @@ def _changes(txns: list[transaction_pb2.Transaction]
                 fields, op = body.fields, OpType.DELETE_ROW
             types.update((f.name, f.type) for f in fields)
             for r_no, rec in enumerate(body.records):
-                after = {} if kind == "delete" else _values(fields, rec.after_values)
-                before = _values(fields, rec.before_values) if kind != "insert" else {}
+                after = {} if kind == "delete" or not with_values else \
+                    _values(fields, rec.after_values)
+                before = _values(fields, rec.before_values) \
+                    if kind != "insert" and with_values else {}
                 key = keys.row_key(t.schema_name, t.table_name, rec.key_values)
                 rc = RowChange(t.schema_name, t.table_name, key, Change(
                     op, origin, txn.epoch, txn.commit_timestamp_ns, after, before))
@@ -121,7 +130,7 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
                ) -> UnitJudgement:
     """Judge the transactions of one replicated epoch; see the module docstring.
     ``lookup(row key)``: the row here before the epoch."""
-    changes, where = _changes(txns)
+    changes, where = _changes(txns, rules)
     j = judge_epoch(changes, rules, lambda rid: lookup(rid[2]), ctx, local_epoch)
     out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
@@ -180,6 +189,8 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
     """The insert of ``o``'s row into ``schema.table$EX``."""
     key_names = [f.name for f in w.key_fields]
     old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
+    if not o.row.change.after and o.row.change.op is not OpType.DELETE_ROW:
+        o = _with_values(o, txn.statements[w.stmt])  # judged without values: add them
     g = txn.gtid
     row = exception_row(o, me, source_epoch, count, key_names, old, f"{g.server_id}:"
                         f"{g.trans_id}")
@@ -203,6 +214,20 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
                                 ("server_id", "source_server_id", "source_epoch", "count")],
                     after_values=values)
     return statement_pb2.Statement(insert=ins)
+
+
+def _with_values(o: RowOutcome, stmt: statement_pb2.Statement) -> RowOutcome:
+    """``o`` with its change's values read from its statement (for the exception row)."""
+    import dataclasses
+
+    kind = stmt.WhichOneof("kind")
+    body = getattr(stmt, kind)
+    fields = body.fields if kind == "insert" else body.set_fields
+    rec = next(r for r in body.records
+               if keys.row_key(body.table.schema_name, body.table.table_name, r.key_values)
+               == o.row.key)
+    change = dataclasses.replace(o.row.change, after=_values(fields, rec.after_values))
+    return dataclasses.replace(o, row=dataclasses.replace(o.row, change=change))
 
 
 def refresh_statement(table: statement_pb2.TableMetadata, key_fields: Any, key_values: Any,

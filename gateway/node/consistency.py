@@ -120,7 +120,7 @@ def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_
 
     from .wire import decode_entry
 
-    first, hi = storage.first_index(), storage.last_index() + 1
+    first, hi = storage.first_index(), _readable_end(storage) + 1
     while hi > first:
         lo = max(first, hi - 256)
         for e in reversed(storage.entries(lo, hi, 1 << 62)):
@@ -134,6 +134,33 @@ def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_
                 return max(durable_trans_id, txn.gtid.trans_id)
         hi = lo
     return durable_trans_id
+
+
+def _readable_end(storage: RaftLogStorage) -> int:
+    """The last log index whose entry the storage can read: its last index, or less when a
+    WAL lost its tail under a snapshot that covers more (those entries are only in the
+    snapshot, so in the store's counter). Binary search, a handful of reads."""
+    from gateway.raft.errors import UnavailableError
+
+    first, last = storage.first_index(), storage.last_index()
+
+    def readable(i: int) -> bool:
+        try:
+            storage.entries(i, i + 1, 1 << 62)
+        except UnavailableError:
+            return False
+        return True
+
+    if last < first or readable(last):
+        return last
+    lo, hi = first - 1, last  # readable(lo) (or none), not readable(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if readable(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def check_target_trans_id(name: str, target: str, server_id: int, in_target: int,

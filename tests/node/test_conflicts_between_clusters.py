@@ -80,6 +80,25 @@ def test_epoch_conflicts_are_recorded_and_the_primary_realigns_the_secondary(tmp
             assert e["id"].int_value == 1
             assert e["v$OLD"].string_value == "A1" and e["v$NEW"].string_value == "B1"
             await wait_for(lambda: len(_exceptions(nb)) == 1, 20, "B has A's exception row")
+            from click.testing import CliRunner
+
+            from gateway.cli import main
+
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "list", "--target", a.api, "shop.items"]))
+            assert res.exit_code == 0, res.output
+            (line,) = res.output.splitlines()
+            ident, op, cause, orig, key = line.split("\t")
+            assert ident.startswith("1/2/") and ident.endswith("/1")
+            assert (op, cause, key) == ("UPDATE_ROW", "DATA_IN_CONFLICT", "id=1")
+            assert orig.startswith("2:")
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "show", "--target", a.api, "shop.items", ident]))
+            assert res.exit_code == 0, res.output
+            assert "v: 'A1' here, 'B1' in the change" in res.output
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "conflicts", "list", "--target", a.api, "shop.other"]))
+            assert res.exit_code == 0 and "no conflicts recorded" in res.output, res.output
             counters = dict(na.status().channels[0].conflicts)
             assert counters["conflict_fn_epoch"] == 1 and counters["refresh_op_count"] == 1
             assert counters["last_conflict_epoch"] > 0
@@ -142,3 +161,53 @@ def test_an_epoch_rule_without_a_role_stops_the_channel_with_the_reason(tmp_path
             await wait_for(lambda: _rows(nb) == {(1,): "x"}, 20, "applied once a role is set")
 
     run(go(), 60)
+
+
+def test_bank_transfers_under_epoch_trans_keep_the_total_and_record_every_rejection(tmp_path):
+    """MySQL's ndb_rpl_bank in small: transfers between accounts written in both clusters at
+    once (each a transaction setting two balances it read), NDB$EPOCH_TRANS on the primary.
+    After quiescence both clusters hold the same balances, the total is what it was, and
+    every transfer of the secondary that did not survive is in the exceptions table."""
+    import random
+
+    a, b = _pair(tmp_path, "NDB$EPOCH_TRANS")
+    rng = random.Random(3)
+    accounts = 6
+
+    def balances(node) -> dict[int, int]:
+        return {r.key_values[0].int_value: r.values[0].int_value
+                for r in node.sm.scan_rows("shop", "acct", [], [])}
+
+    async def transfer(cfg, node) -> None:
+        src, dst = rng.sample(range(accounts), 2)
+        have = balances(node)
+        amount = rng.randint(1, 5)
+        await _write(cfg, [
+            row_update("shop.acct", {"id": src}, {"bal": have[src] - amount}),
+            row_update("shop.acct", {"id": dst}, {"bal": have[dst] + amount})])
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, [row_insert("shop.acct", {"id": i}, {"bal": 100})
+                             for i in range(accounts)])
+            await wait_for(lambda: len(balances(nb)) == accounts, 20, "B has the accounts")
+            for _ in range(40):  # both clusters at once, each on its own view
+                await asyncio.gather(transfer(a, na), transfer(b, nb))
+                await asyncio.sleep(rng.choice([0, 0.02, 0.1]))
+            await wait_for(lambda: balances(na) == balances(nb), 30, "converged")
+            # quiescent: no epoch in flight either way
+            await asyncio.sleep(1.0)
+            assert balances(na) == balances(nb)
+            assert sum(balances(na).values()) == 100 * accounts
+            ex = [r for r in na.sm.scan_rows("shop", "acct$EX", [], [])]
+            counters = dict(na.status().channels[0].conflicts)
+            assert counters.get("trans_reject_count", 0) > 0, "no conflict met: test too calm"
+            assert counters["trans_row_reject_count"] == len(ex)
+            causes = {f.name: v.string_value for r in ex for f, v in zip(r.fields, r.values,
+                                                                         strict=True)
+                      if f.name == "NDB$CFT_CAUSE"}
+            assert causes  # the rows say why
+
+    run(go(), 120)

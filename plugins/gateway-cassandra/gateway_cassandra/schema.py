@@ -7,7 +7,9 @@ Mapping (README.md has the table):
 - schema ``s`` -> keyspace ``s`` (an empty schema -> the ``default_keyspace`` option); table
   ``t`` -> table ``t``. Cassandra keyspace and table names are ``[A-Za-z0-9_]{1,48}``; other
   names are refused with ``UnsupportedOperationError`` (the operation is dead-lettered, not
-  renamed behind anyone's back). Every identifier is double-quoted, so case is kept;
+  renamed behind anyone's back) -- save one documented rename: a Gateway exceptions table
+  ``t$EX`` (docs/conflicts.md) is the Cassandra table ``t__ex``. Every identifier is
+  double-quoted, so case is kept (column names such as ``NDB$OP_TYPE`` or ``v$OLD`` too);
 - the primary key -> ``PRIMARY KEY ((partition...), clustering...)``: by default every key
   column is in the partition key (one row per partition); the ``clustering`` option names key
   columns that become clustering columns instead, in order;
@@ -105,7 +107,8 @@ class TableMapping:
         """The mapping of ``ref``; ``clustering`` maps ``"schema.table"`` to column names.
         Raises ``UnsupportedOperationError`` for names Cassandra cannot hold."""
         keyspace = _checked(ref.schema or default_keyspace, "keyspace", ref)
-        table = _checked(ref.name, "table", ref)
+        name = ref.name[:-3] + "__ex" if ref.name.endswith("$EX") else ref.name
+        table = _checked(name, "table", ref)
         return cls(keyspace, table, tuple(clustering.get(f"{ref.schema}.{ref.name}", ())))
 
     @property

@@ -154,3 +154,8 @@ def test_an_unreachable_cluster_is_a_transient_error(tmp_path):
 def test_the_cassandra_applier_is_cluster_scoped():
     # one shared keyspace: in a gateway cluster only the leader writes each row
     assert gateway_cassandra.CASSANDRA_FACTORY.scope == "cluster"
+
+
+def test_an_exceptions_table_maps_to_a_cassandra_name():
+    m = TableMapping.of(TableRef("shop", "orders$EX"), "gateway", {})
+    assert (m.keyspace, m.table) == ("shop", "orders__ex")
