@@ -88,56 +88,62 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
     in (the rows' new epoch). Raises ``RoleNotSetError`` when an epoch function meets role
     NONE."""
     out = EpochJudgement()
-    overlay: dict[RowId, Stored] = {}
+    # the rows accepted changes left, as (row before, change, operation): made a Stored
+    # only when a later change of the epoch reads the row again
+    overlay: dict[RowId, tuple[Stored, Change, OpType]] = {}
     tainted: set[RowId] = set()  # rows touched by rejected transactional transactions
-    bound: dict[str, tuple[FunctionSpec, Callable[[Change, Stored, Context], Verdict]]] = {}
+    judges: dict[tuple[str, str], tuple[FunctionSpec, Callable[..., Verdict]] | None] = {}
+    primary = ctx.role is Role.PRIMARY
+    counters = out.counters
 
-    def current(rid: RowId) -> Stored:
-        got = overlay.get(rid)
-        return lookup(rid) if got is None else got
+    def judge_of(schema: str, table: str
+                 ) -> tuple[FunctionSpec, Callable[..., Verdict]] | None:
+        key = (schema, table)
+        if key not in judges:
+            rule = rules.rule_for(schema, table)
+            judges[key] = None if rule is None else bind(rule.function, rule.args, None,
+                                                         rules.functions)
+        return judges[key]
 
     for txn in transactions:
-        results: list[tuple[RowChange, Verdict, FunctionSpec | None, Stored]] = []
-        staged: dict[RowId, Stored] = {}
-        transactional = False
-        conflict = False
+        results: list[tuple[RowChange, RowId, Verdict, FunctionSpec | None, Stored]] = []
+        staged: dict[RowId, tuple[Stored, Change, OpType]] = {}
+        transactional = conflict = False
         for rc in txn:
-            rule = rules.rule_for(rc.schema, rc.table)
-            stored = staged.get(rc.row_id)
-            if stored is None:
-                stored = current(rc.row_id)
-            if rule is None:
-                verdict, spec = Verdict(True), None
-            else:
-                if rule.text not in bound:
-                    bound[rule.text] = bind(rule.function, rule.args, None, rules.functions)
-                spec, fn = bound[rule.text]
-                transactional |= spec.transactional
-                verdict = fn(rc.change, stored, ctx)
-            if rc.row_id in tainted and spec is not None and spec.transactional \
-                    and not verdict.in_conflict:
-                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT, refresh=verdict.refresh or
-                                  ctx.role is Role.PRIMARY)
-            conflict |= verdict.in_conflict
-            if verdict.apply:
-                staged[rc.row_id] = _after(stored, rc.change, verdict.as_op or rc.change.op,
-                                           epoch)
-            results.append((rc, verdict, spec, stored))
+            rid = (rc.schema, rc.table, rc.key)
+            before = staged.get(rid) or overlay.get(rid)
+            stored = lookup(rid) if before is None else _after(*before, epoch)
+            judge = judge_of(rc.schema, rc.table)
+            if judge is None:
+                results.append((rc, rid, _APPLY, None, stored))
+                staged[rid] = (stored, rc.change, rc.change.op)
+                continue
+            spec, fn = judge
+            transactional |= spec.transactional
+            verdict = fn(rc.change, stored, ctx)
+            if verdict.cause is None and spec.transactional and rid in tainted:
+                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
+                                  refresh=verdict.refresh or primary)
+            if verdict.cause is not None:
+                conflict = True
+            elif verdict.apply:
+                staged[rid] = (stored, rc.change, verdict.as_op or rc.change.op)
+            results.append((rc, rid, verdict, spec, stored))
         reject_all = transactional and conflict
         outcomes = []
-        for rc, verdict, spec, stored in results:
-            if reject_all and not verdict.in_conflict:
-                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
-                                  refresh=ctx.role is Role.PRIMARY)
+        for rc, _rid, verdict, spec, stored in results:
+            if reject_all and verdict.cause is None:
+                verdict = Verdict(False, Cause.TRANS_IN_CONFLICT, refresh=primary)
             outcomes.append(RowOutcome(rc, verdict, spec.name if spec else "",
                                        stored if spec else None))
         if reject_all:
-            tainted.update(rc.row_id for rc in txn)
+            tainted.update(rid for _, rid, *_ in results)
         else:
             overlay.update(staged)  # the rows this transaction applied
         out.outcomes.append(outcomes)
         out.rejected.append(reject_all)
-        _count(out.counters, outcomes, reject_all)
+        if conflict or reject_all:
+            _count(counters, outcomes, reject_all)
     seen: set[RowId] = set()
     for outcomes in out.outcomes:
         for o in outcomes:
@@ -153,6 +159,8 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             c["trans_conflict_commit_count"] += 1
     return out
 
+
+_APPLY = Verdict(True)
 
 _FN_COUNTER = {
     "NDB$EPOCH": "conflict_fn_epoch", "NDB$EPOCH2": "conflict_fn_epoch2",

@@ -18,6 +18,7 @@ Deterministic: every replica judges the same entry against the same state the sa
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,25 +65,32 @@ class UnitJudgement:
         default_factory=list)  # (row key, table, key fields, key values)
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
+    dropped: bool = False  # some record of ``transactions`` was left out
 
 
 def _values(fields: Any, values: Any) -> dict[str, Any]:
     return {f.name: python_value(v) for f, v in zip(fields, values, strict=False)}
 
 
-def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls: Any) -> Stored:
+def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls: Any,
+                  values: bool = True) -> Stored:
     """The ``Stored`` view of a stored ``Row`` (``raw``), or of a delete with metadata
-    ``meta`` = (epoch, author, commit ts) when ``raw`` is None (nothing known: both None)."""
+    ``meta`` = (epoch, author, commit ts) when ``raw`` is None (nothing known: both None).
+    ``values``: convert the row's column values too (only the column functions compare
+    them; the epoch functions and LWW need the metadata, which ``meta`` gives when set)."""
     if raw is None:
         if meta is None:
             return Stored.absent()
         return Stored(False, {}, meta[0], meta[1], meta[2])
+    if not values and meta is not None:
+        return Stored(True, {}, meta[0], meta[1], meta[2])
     row = row_cls.FromString(raw)
-    return Stored(True, _values(row.fields, row.values), row.epoch, row.author,
-                  row.commit_timestamp_ns)
+    return Stored(True, _values(row.fields, row.values) if values else {}, row.epoch,
+                  row.author, row.commit_timestamp_ns)
 
 
-def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
+def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
+             row_keys: list[list[bytes] | None] | None = None
              ) -> tuple[list[list[RowChange]], dict[int, _Where]]:
     """The row changes a rule judges (rows of tables without one are applied as they come
     and left out here); values only for the column functions, which compare them."""
@@ -91,6 +99,7 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
     for t_no, txn in enumerate(txns):
         rows: list[RowChange] = []
         origin = txn.gtid.server_id
+        known = iter(row_keys[t_no]) if row_keys and row_keys[t_no] is not None else None
         for s_no, stmt in enumerate(txn.statements):
             kind = stmt.WhichOneof("kind")
             if kind not in ("insert", "update", "delete"):
@@ -99,6 +108,9 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
             t = body.table
             rule = rules.rule_for(t.schema_name, t.table_name)
             if rule is None:
+                if known is not None:  # keep the precomputed keys aligned
+                    for _ in body.records:
+                        next(known)
                 continue
             spec = rules.functions.get(rule.function)
             with_values = spec is None or spec.column
@@ -115,7 +127,8 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
                     _values(fields, rec.after_values)
                 before = _values(fields, rec.before_values) \
                     if kind != "insert" and with_values else {}
-                key = keys.row_key(t.schema_name, t.table_name, rec.key_values)
+                key = next(known) if known is not None else \
+                    keys.row_key(t.schema_name, t.table_name, rec.key_values)
                 rc = RowChange(t.schema_name, t.table_name, key, Change(
                     op, origin, txn.epoch, txn.commit_timestamp_ns, after, before))
                 where[id(rc)] = _Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
@@ -126,12 +139,25 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet
 
 
 def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Context,
-               lookup: Callable[[bytes], Stored], local_epoch: int, source_epoch: int
-               ) -> UnitJudgement:
+               lookup: Callable[[bytes, bool], Stored], local_epoch: int, source_epoch: int,
+               row_keys: list[list[bytes] | None] | None = None) -> UnitJudgement:
     """Judge the transactions of one replicated epoch; see the module docstring.
-    ``lookup(row key)``: the row here before the epoch."""
-    changes, where = _changes(txns, rules)
-    j = judge_epoch(changes, rules, lambda rid: lookup(rid[2]), ctx, local_epoch)
+    ``lookup(row key, values)``: the row here before the epoch, with its column values when
+    ``values`` (its metadata always). ``row_keys``: per transaction, the row keys of its
+    records in order when already computed (insert-only transactions), else None."""
+    changes, where = _changes(txns, rules, row_keys)
+    needs: dict[tuple[str, str], bool] = {}
+
+    def values_for(schema: str, table: str) -> bool:
+        got = needs.get((schema, table))
+        if got is None:
+            rule = rules.rule_for(schema, table)
+            spec = rules.functions.get(rule.function) if rule is not None else None
+            got = needs[(schema, table)] = spec is None or spec.column
+        return got
+
+    j = judge_epoch(changes, rules, lambda rid: lookup(rid[2], values_for(rid[0], rid[1])),
+                    ctx, local_epoch)
     out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
         return out
@@ -145,10 +171,14 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
             dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
             if o.verdict.cause is not None:
                 count += 1
+                if o.stored is not None and o.stored.exists and not o.stored.values:
+                    # judged on metadata only: the row's values for the exception row
+                    o = dataclasses.replace(o, stored=lookup(o.row.key, True))
                 out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
                                                  txns[w.txn]))
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
+        out.dropped = True
     seen: set[bytes] = set()
     for outcomes in j.outcomes:
         for o in outcomes:
@@ -218,8 +248,6 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
 
 def _with_values(o: RowOutcome, stmt: statement_pb2.Statement) -> RowOutcome:
     """``o`` with its change's values read from its statement (for the exception row)."""
-    import dataclasses
-
     kind = stmt.WhichOneof("kind")
     body = getattr(stmt, kind)
     fields = body.fields if kind == "insert" else body.set_fields

@@ -488,18 +488,25 @@ class StoreStateMachine:
             self.schemas[name] = schema
             ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
         judged = None
+        # the stored rows of insert-only transactions, built from their wire bytes (C): their
+        # keys serve the judgement, and they are written as they are unless it drops records
+        pre: list[list | None] = [
+            self._replicated_rows(t, e.index, (unit.local_epoch, t.author,
+                                               t.commit_timestamp_ns)) for t in txns]
         if self.conflict_rules and txns:
             try:
-                judged = self._judge(unit, txns, ops, overlay)
+                judged = self._judge(unit, txns, ops, overlay, pre)
             except (ConflictConfigError, RoleNotSetError) as exc:
                 return self._refuse_unit(e, mark, ops, f"conflict rules: {exc}", unit)
+            pre = [p if t is o else None for p, t, o in zip(pre, judged.transactions, txns,
+                                                             strict=True)]
             txns = judged.transactions
         if unit.derived_trans_id:
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
-        for txn in txns:
+        for txn, built in zip(txns, pre, strict=True):
             meta = (unit.local_epoch, txn.author, txn.commit_timestamp_ns)
-            rows = self._replicated_rows(txn, e.index, meta)
+            rows = built if built is not None else self._replicated_rows(txn, e.index, meta)
             if rows is not None:
                 ops += rows
                 for op in rows:
@@ -508,8 +515,7 @@ class StoreStateMachine:
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
             self._write_statements(txn, e.index, gtid, meta, ops, overlay)
-        if judged is not None and (judged.exceptions or judged.refresh
-                                   or judged.transactions != transactions(unit.items)):
+        if judged is not None and (judged.exceptions or judged.refresh or judged.dropped):
             self._derive(unit, judged, e.index, ops, overlay)
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
@@ -530,7 +536,7 @@ class StoreStateMachine:
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: list,
-               overlay: dict[bytes, bytes | None]) -> UnitJudgement:
+               overlay: dict[bytes, bytes | None], pre: list[list | None]) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
         ``conflict_apply``) against the rows as they stand before it; raises
         ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here."""
@@ -539,22 +545,24 @@ class StoreStateMachine:
                       {p: rep.max_replicated_epoch(p) for p in rep.peers()})
         deleted: dict[bytes, tuple[int, int, int]] | None = None
 
-        def lookup(k: bytes) -> Stored:
+        def lookup(k: bytes, values: bool) -> Stored:
             nonlocal deleted
             raw = overlay.get(k, _MISSING)
             if raw is _MISSING:
                 v = self.store.get_version(k)
                 if v is None:
                     return Stored.absent()
-                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts), gateway_pb2.Row)
+                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts),
+                                     gateway_pb2.Row, values)
             if raw is None:  # deleted by an earlier entry of this batch: its metadata
                 if deleted is None:
                     deleted = {op[0]: (op[2], op[3], op[4]) for op in ops if op[1] is None}
                 return stored_of_row(None, deleted.get(k), gateway_pb2.Row)
-            return stored_of_row(raw, None, gateway_pb2.Row)  # type: ignore[arg-type]
+            return stored_of_row(raw, None, gateway_pb2.Row, values)  # type: ignore[arg-type]
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
-                          unit.source_epoch)
+                          unit.source_epoch, [None if p is None else [r[0] for r in p]
+                                              for p in pre])
 
     def _derive(self, unit: replication_pb2.ReplicatedEpoch, judged: UnitJudgement,
                 index: int, ops: list, overlay: dict[bytes, bytes | None]) -> None:

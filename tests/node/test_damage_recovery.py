@@ -42,21 +42,32 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
         async with running(cfg) as (node,):
             await leader_of([node])
             async with AsyncGatewayClient(cfg.api) as c:
-                for i in range(WRITES):
+                for i in range(WRITES - 10):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 50}')", []))
+                # The shape the tests damage, whatever the run's timing: a snapshot with the
+                # WAL compacted under it, then entries after it. The log is compacted when a
+                # snapshot is taken, up to the appliers' saved positions (saved about once a
+                # second): so let them be saved, then take the snapshot.
+                for _ in range(500):
+                    st = node.status()
+                    if st.appliers and st.appliers[0].position >= st.applied_index:
+                        break
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(1.5)
+                await node.driver.snapshot_now()
+                for _ in range(500):
+                    if node.driver.storage.first_index() > 2:
+                        break
+                    await asyncio.sleep(0.02)
+                else:
+                    raise AssertionError("the WAL was not compacted under the snapshot")
+                for i in range(WRITES - 10, WRITES):
                     await c.write(sql_to_statements(
                         f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 50}')", []))
                 # the same table name in a second schema: dead-lettered by the SQLite applier
                 await c.write(sql_to_statements("INSERT INTO other.items (id) VALUES (1)", []))
             await wait_applied(node)
-            # the shape the tests damage whatever the run's timing: the WAL compacted under
-            # the snapshot, which waits for the applier's saved position (about once a
-            # second) to pass the snapshot's index
-            for _ in range(500):
-                if node.driver.storage.first_index() > 2:
-                    break
-                await asyncio.sleep(0.02)
-            else:
-                raise AssertionError("the WAL was not compacted under the snapshot")
 
     run(body(), timeout=120)
     data = Path(cfg.data_dir)
