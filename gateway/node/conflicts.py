@@ -35,7 +35,8 @@ _ROLES = ", ".join(r.value for r in Role)
 
 
 def check_rule(rule: ConflictRule, schemas: Mapping[str, Mapping[str, int]],
-               functions: Mapping[str, FunctionSpec] = BUILTIN) -> None:
+               functions: Mapping[str, FunctionSpec] = BUILTIN,
+               key_columns: Mapping[str, Sequence[str]] | None = None) -> None:
     """Raise ``InvalidRequest`` (field ``set``) naming the table pattern and the problem:
     the pattern or function is malformed, or a known table it matches lacks the resolution
     column or has it with a non-numeric type (``schemas``: table name -> column types)."""
@@ -46,6 +47,11 @@ def check_rule(rule: ConflictRule, schemas: Mapping[str, Mapping[str, int]],
             if fnmatch.fnmatchcase(name, rule.pattern):
                 try:
                     rules.check(rule, schemas[name])
+                    if rule.args and rule.args[0] in (key_columns or {}).get(name, ()):
+                        raise ConflictConfigError(
+                            f"table {rule.pattern}: {rule.text}: column {rule.args[0]!r} is "
+                            f"part of the primary key; the resolution column must be one "
+                            f"the writers set on every change")
                 except ConflictConfigError as exc:
                     if name == rule.pattern:
                         raise
@@ -95,7 +101,9 @@ class NodeConflicts:
                 except ConflictConfigError as exc:
                     raise InvalidRequest("set", f"table {rule.pattern}: {exc}") from None
                 rule = ConflictRule(rule.pattern, name, args)
-            check_rule(rule, self._schemas(), self.functions)
+            check_rule(rule, self._schemas(), self.functions,
+                       {name: [k for k, _ in sc.key_fields]
+                        for name, sc in self.driver.sm.schemas.items()})
             spec = self.functions.get(rule.function)
             if spec is not None and spec.epoch and self.driver.sm.conflict_role is Role.NONE:
                 raise InvalidRequest("set", f"table {rule.pattern}: {rule.function} needs this "

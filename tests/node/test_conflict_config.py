@@ -42,7 +42,8 @@ def test_rules_and_role_are_replicated_checked_and_kept(tmp_path):
                     c.set_conflict_rule("shop.*", "NDB$EPOCH2")
                     c.set_conflict_rule("shop.items", "ndb$max(ts)")
                     c.set_conflict_rule("*", "LWW")
-                    for table, fn in (("shop.items", "NDB$MAX(name)"),  # a VARCHAR column
+                    for table, fn in (("shop.items", "NDB$MAX(id)"),  # the key
+                                      ("shop.items", "NDB$MAX(name)"),  # a VARCHAR column
                                       ("shop.*", "NDB$OLD(nope)"),  # matches shop.items
                                       ("shop.items", "NDB$NOPE(ts)"),
                                       ("shop.items", "NDB$EPOCH(ts)"),
@@ -61,8 +62,9 @@ def test_rules_and_role_are_replicated_checked_and_kept(tmp_path):
                     return errors
 
             errors = await asyncio.to_thread(admin)
-            assert [code for code, _ in errors] == ["INVALID_ARGUMENT"] * 9
+            assert [code for code, _ in errors] == ["INVALID_ARGUMENT"] * 10
             assert "NDB$EPOCH2 needs this cluster's role" in errors.pop(0)[1]
+            assert "column 'id' is part of the primary key" in errors.pop(0)[1]
             msgs = [m for _, m in errors]
             assert "table shop.items: NDB$MAX(name): column 'name' is FIELD_TYPE_VARCHAR" \
                 in msgs[0]
