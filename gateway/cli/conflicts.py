@@ -84,6 +84,7 @@ def conflicts_rules(target: str, token: str | None, ca: str | None, fmt: str) ->
 
 def _exception_rows(target: str, token: str | None, ca: str | None, table: str
                     ) -> list[dict[str, object]]:
+    from gateway.client import python_row
     from gateway.core.rowops import python_value
 
     if table.count(".") != 1 or table.endswith("$EX"):
@@ -94,10 +95,7 @@ def _exception_rows(target: str, token: str | None, ca: str | None, table: str
         start = None
         while True:
             res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=1000))
-            for row in res.rows:
-                out.append({f.name: python_value(v, f.type) for f, v in zip(
-                    list(row.key_fields) + list(row.fields),
-                    list(row.key_values) + list(row.values), strict=True)})
+            out += [python_row(row) for row in res.rows]
             if not res.more or not res.rows:
                 return out
             last = res.rows[-1]

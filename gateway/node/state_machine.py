@@ -552,13 +552,12 @@ class StoreStateMachine:
                 v = self.store.get_version(k)
                 if v is None:
                     return Stored.absent()
-                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts),
-                                     gateway_pb2.Row, values)
+                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts), values)
             if raw is None:  # deleted by an earlier entry of this batch: its metadata
                 if deleted is None:
                     deleted = {op[0]: (op[2], op[3], op[4]) for op in ops if op[1] is None}
-                return stored_of_row(None, deleted.get(k), gateway_pb2.Row)
-            return stored_of_row(raw, None, gateway_pb2.Row, values)  # type: ignore[arg-type]
+                return stored_of_row(None, deleted.get(k))
+            return stored_of_row(raw, None, values)  # type: ignore[arg-type]
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
                           unit.source_epoch, [None if p is None else [r[0] for r in p]
@@ -573,10 +572,7 @@ class StoreStateMachine:
         me = self.cluster_id
         stmts = list(judged.exceptions)
         for k, table, kf, kv in judged.refresh:
-            raw = overlay.get(k, _MISSING)
-            if raw is _MISSING:
-                raw = self.store.get(k)
-            stmts.append(refresh_statement(table, kf, kv, raw, gateway_pb2.Row))  # type: ignore[arg-type]
+            stmts.append(refresh_statement(table, kf, kv, self._get(k, overlay)))
         derived = None
         if stmts and unit.derived_trans_id:
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
