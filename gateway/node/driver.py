@@ -693,7 +693,7 @@ class RaftDriver:
                     u.future.set_result(None)
                 continue
             has_txns = any(transactions(p.items) for p in parts)
-            reserved = (st.next_trans_id, st.last_commit_ts)
+            reserved = (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch)
             if self.sm.conflict_rules and has_txns:
                 # the GTID of the transaction applying it may derive (conflicts found)
                 last = parts[-1]
@@ -705,7 +705,7 @@ class RaftDriver:
             try:
                 raw.propose_batch([messages.pack(p) for p in parts])
             except ProposalDroppedError:
-                st.next_trans_id, st.last_commit_ts = reserved
+                st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch = reserved
                 st.view = view = before
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))
