@@ -82,9 +82,13 @@ def conflicts_rules(target: str, token: str | None, ca: str | None, fmt: str) ->
         click.echo(f"{table}\t{fn}")
 
 
+_PAGE = 1000  # rows per Scan
+
+
 def _exception_rows(target: str, token: str | None, ca: str | None, table: str
                     ) -> list[dict[str, object]]:
-    from gateway.core.rowops import python_value
+    from gateway.client import python_row
+    from gateway.v1 import value_pb2
 
     if table.count(".") != 1 or table.endswith("$EX"):
         raise BadInput(f"{table!r}: give the table as schema.table (its exceptions are in "
@@ -93,17 +97,14 @@ def _exception_rows(target: str, token: str | None, ca: str | None, table: str
     with _client(target, token, ca, 30.0) as c:
         start = None
         while True:
-            res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=1000))
-            for row in res.rows:
-                out.append({f.name: python_value(v, f.type) for f, v in zip(
-                    list(row.key_fields) + list(row.fields),
-                    list(row.key_values) + list(row.values), strict=True)})
+            res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=_PAGE))
+            out += [python_row(row) for row in res.rows]
             if not res.more or not res.rows:
                 return out
-            last = res.rows[-1]
-            start = {f.name: python_value(v, f.type)
-                     for f, v in zip(last.key_fields, last.key_values, strict=True)}
-            start["count"] = int(start["count"]) + 1  # type: ignore[call-overload]
+            # the next page starts after the last row: its key with count + 1 (the last key
+            # column), as the key values themselves (typed by the table's key columns)
+            start = list(res.rows[-1].key_values)
+            start[-1] = value_pb2.Value(uint_value=start[-1].uint_value + 1)
 
 
 _KEY = ("server_id", "source_server_id", "source_epoch", "count")

@@ -34,7 +34,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -278,9 +278,10 @@ class NodeChannels:
                                        asyncio.Task[None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._config_proposed_term = -1
-        #: Runners start only while this is true: the conflict rules of the configuration
-        #: file are in place (no epoch is applied without the rules the operator wrote).
-        self.gate: Callable[[], bool] = lambda: True
+        #: Run once per term on the leader before anything else (the configuration file's
+        #: conflict rules: no epoch is applied without them); a ``NodeError`` from it keeps
+        #: the runners stopped until it succeeds.
+        self.prepare: Callable[[], Awaitable[None]] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="channels")
@@ -318,11 +319,18 @@ class NodeChannels:
             await self._stop_all()
             return
         term = drv.raw.raft.term
-        if self._configured and self._config_proposed_term != term:
+        if self._config_proposed_term != term:
+            if self.prepare is not None:
+                try:
+                    await self.prepare()
+                except NodeError as exc:
+                    log.warning("channels: not started: %s", exc)
+                    await self._stop_all()
+                    return
             self._config_proposed_term = term
-            await self._propose_configured()
-        want = {n: d for n, d in self.driver.sm.channels.items() if not d.paused} \
-            if self.gate() else {}
+            if self._configured:
+                await self._propose_configured()
+        want = {n: d for n, d in self.driver.sm.channels.items() if not d.paused}
         for name in list(self._runners):
             d, runner, _ = self._runners[name]
             now = want.get(name)

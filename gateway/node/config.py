@@ -15,7 +15,7 @@ import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -309,20 +309,29 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 
 
 _CHANNEL_KEYS = {"name", "sources", "source_id", "token", "ca"}
+_CONFLICT_KEYS = {"table", "function"}
 
 
-def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+def _tables(value: Any, source: str, name: str, known: set[str]
+            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """``(where, table)`` for each ``[[name]]`` table of ``value``, checked to be tables with
+    only the ``known`` keys."""
     if not isinstance(value, list):
-        raise ConfigError(f"channels ({source}): expected [[channels]] tables")
-    out = []
+        raise ConfigError(f"{name} ({source}): expected [[{name}]] tables")
     for i, t in enumerate(value):
-        where = f"channels[{i}] ({source})"
+        where = f"{name}[{i}] ({source})"
         if not isinstance(t, Mapping):
             raise ConfigError(f"{where}: expected a table")
         for k in t:
-            if k not in _CHANNEL_KEYS:
+            if k not in known:
                 raise ConfigError(f"{where}.{k}: unknown key (known: "
-                                  f"{', '.join(sorted(_CHANNEL_KEYS))})")
+                                  f"{', '.join(sorted(known))})")
+        yield where, t
+
+
+def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+    out = []
+    for where, t in _tables(value, source, "channels", _CHANNEL_KEYS):
         sources = t.get("sources", [])
         if isinstance(sources, str):
             sources = [a.strip() for a in sources.split(",") if a.strip()]
@@ -340,16 +349,8 @@ def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
 
 
 def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
-    if not isinstance(value, list):
-        raise ConfigError(f"conflicts ({source}): expected [[conflicts]] tables")
     out = []
-    for i, t in enumerate(value):
-        where = f"conflicts[{i}] ({source})"
-        if not isinstance(t, Mapping):
-            raise ConfigError(f"{where}: expected a table")
-        for k in t:
-            if k not in ("table", "function"):
-                raise ConfigError(f"{where}.{k}: unknown key (known: function, table)")
+    for where, t in _tables(value, source, "conflicts", _CONFLICT_KEYS):
         table, text = t.get("table"), t.get("function")
         if not isinstance(table, str) or not isinstance(text, str):
             raise ConfigError(f"{where}: give table = \"schema.table\" and function = "

@@ -27,7 +27,7 @@ from typing import Any
 from gateway.conflict import Change, Context, OpType, RuleSet, Stored
 from gateway.conflict.resolve import RowChange, RowOutcome, exception_row, judge_epoch
 from gateway.core.rowops import python_value, value_message
-from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 from . import keys
 
@@ -72,7 +72,7 @@ def _values(fields: Any, values: Any) -> dict[str, Any]:
     return {f.name: python_value(v) for f, v in zip(fields, values, strict=False)}
 
 
-def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls: Any,
+def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None,
                   values: bool = True) -> Stored:
     """The ``Stored`` view of a stored ``Row`` (``raw``), or of a delete with metadata
     ``meta`` = (epoch, author, commit ts) when ``raw`` is None (nothing known: both None).
@@ -84,7 +84,7 @@ def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None, row_cls:
         return Stored(False, {}, meta[0], meta[1], meta[2])
     if not values and meta is not None:
         return Stored(True, {}, meta[0], meta[1], meta[2])
-    row = row_cls.FromString(raw)
+    row = gateway_pb2.Row.FromString(raw)
     return Stored(True, _values(row.fields, row.values) if values else {}, row.epoch,
                   row.author, row.commit_timestamp_ns)
 
@@ -220,7 +220,7 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
     key_names = [f.name for f in w.key_fields]
     old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
     if not o.row.change.after and o.row.change.op is not OpType.DELETE_ROW:
-        o = _with_values(o, txn.statements[w.stmt])  # judged without values: add them
+        o = _with_values(o, txn.statements[w.stmt], w.rec)  # judged without values
     g = txn.gtid
     row = exception_row(o, me, source_epoch, count, key_names, old, f"{g.server_id}:"
                         f"{g.trans_id}")
@@ -246,27 +246,26 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
     return statement_pb2.Statement(insert=ins)
 
 
-def _with_values(o: RowOutcome, stmt: statement_pb2.Statement) -> RowOutcome:
-    """``o`` with its change's values read from its statement (for the exception row)."""
+def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> RowOutcome:
+    """``o`` with its change's values read from record ``r_no`` of its statement (for the
+    exception row)."""
     kind = stmt.WhichOneof("kind")
     body = getattr(stmt, kind)
     fields = body.fields if kind == "insert" else body.set_fields
-    rec = next(r for r in body.records
-               if keys.row_key(body.table.schema_name, body.table.table_name, r.key_values)
-               == o.row.key)
+    rec = body.records[r_no]
     change = dataclasses.replace(o.row.change, after=_values(fields, rec.after_values))
     return dataclasses.replace(o, row=dataclasses.replace(o.row, change=change))
 
 
 def refresh_statement(table: statement_pb2.TableMetadata, key_fields: Any, key_values: Any,
-                      raw: bytes | None, row_cls: Any) -> statement_pb2.Statement:
+                      raw: bytes | None) -> statement_pb2.Statement:
     """The refresh of one row: an insert of the row as stored here (``raw``), or a delete of
     its key when it is absent."""
     if raw is None:
         d = statement_pb2.DeleteStatement(table=table, key_fields=key_fields)
         d.records.add(key_values=key_values)
         return statement_pb2.Statement(delete=d)
-    row = row_cls.FromString(raw)
+    row = gateway_pb2.Row.FromString(raw)
     ins = statement_pb2.InsertStatement(table=table, key_fields=row.key_fields,
                                         fields=row.fields)
     ins.records.add(key_values=row.key_values, after_values=row.values)

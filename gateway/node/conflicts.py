@@ -5,15 +5,13 @@ Changes come from the admin API (``Conflicts``: checked here, on the leader, bef
 proposed: the function exists with the right arguments, the resolution column exists with a
 numeric type in every known table the pattern matches, the role is one of MySQL's) and from
 the configuration file (``conflict_role``, ``[[conflicts]]``), which the leader proposes once
-per term where the replicated state differs: the file wins for what it names.
+per term, before the channels start, where the replicated state differs: the file wins for
+what it names.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import fnmatch
-import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -22,7 +20,6 @@ from gateway.conflict.rules import RuleSet, parse_function, rule_from_proto, rul
 from gateway.core import messages
 from gateway.v1 import gateway_pb2, replication_pb2
 
-from .errors import NodeError
 from .validation import InvalidRequest
 
 if TYPE_CHECKING:
@@ -30,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NodeConflicts", "check_rule"]
 
-log = logging.getLogger(__name__)
 _ROLES = ", ".join(r.value for r in Role)
 
 
@@ -72,19 +68,6 @@ class NodeConflicts:
         self.functions = functions
         self._role = role
         self._rules = tuple(rules)
-        self._proposed_term = -1
-        self._in_place_term = -1
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._role or self._rules:
-            self._task = asyncio.create_task(self._loop(), name="conflicts-config")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     def _schemas(self) -> dict[str, Mapping[str, int]]:
         return {name: {**dict(s.key_fields), **s.columns}
@@ -131,20 +114,12 @@ class NodeConflicts:
 
     # -- the configuration file -----------------------------------------------------------------
 
-    async def _loop(self) -> None:
-        while True:
-            drv = self.driver
-            term = drv.raw.raft.term
-            if drv.is_leader and term != self._proposed_term:
-                self._proposed_term = term
-                try:
-                    await self._propose_configured()
-                except NodeError as exc:
-                    log.warning("conflicts: cannot record the configured rules: %s", exc)
-                    self._proposed_term = -1
-            await asyncio.sleep(0.2)
-
-    async def _propose_configured(self) -> None:
+    async def propose_configured(self) -> None:
+        """Propose, and wait until applied, what the configuration file names and the
+        replicated state lacks or holds differently (the file wins for what it names). The
+        channels call this once per term on the leader before their runners start, so no
+        replicated epoch is applied without the rules the operator wrote. Raises
+        ``NodeError`` when a proposal fails (the channels retry)."""
         sm = self.driver.sm
         cmds = []
         if self._role and sm.conflict_role.value != self._role:
@@ -154,19 +129,6 @@ class NodeConflicts:
                 cmds.append(replication_pb2.ConflictCommand(set=rule_to_proto(rule)))
         for cmd in cmds:
             await self.driver.submit_entry(messages.pack(cmd))
-
-    def configured_in_place(self) -> bool:
-        """Whether the replicated rules and role have held what the configuration file names
-        at some point of the current term (later admin changes are the operator's)."""
-        sm, term = self.driver.sm, self.driver.raw.raft.term
-        if self._in_place_term == term:
-            return True
-        if self._role and sm.conflict_role.value != self._role:
-            return False
-        if not all(sm.conflict_rules.get(r.pattern) == r for r in self._rules):
-            return False
-        self._in_place_term = term
-        return True
 
     # -- status ---------------------------------------------------------------------------------
 

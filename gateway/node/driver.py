@@ -457,21 +457,9 @@ class RaftDriver:
                      type(exc).__name__, exc, exc_info=exc)
         self.failure = exc
         self._stopped = True
-        err = NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})")
         for t in self._tasks:
             t.cancel()
-        for w in self._writes:
-            _fail(w.future, err)
-        for u in self._units:
-            _fail(u.future, err)
-        for _, f in self._entries:
-            _fail(f, err)
-        for waiter in self._waiting.values():
-            _fail(waiter.future, err)
-        for f in self._reads.values():
-            _fail(f, err)
-        for _, f in self._read_waits:
-            _fail(f, err)
+        self._fail_all(NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})"))
         if self.on_failure is not None:
             self.on_failure(exc)
 
@@ -487,14 +475,17 @@ class RaftDriver:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         err = NodeStoppedError("the node is stopping")
         await self.snapshots.close(err)
+        self._fail_all(err)
+        self._io.shutdown(wait=True)
+
+    def _fail_all(self, err: BaseException) -> None:
+        """Fail every write, entry, replicated epoch and read waiting on this driver."""
         for w in self._writes:
             _fail(w.future, err)
         for u in self._units:
             _fail(u.future, err)
         for _, f in self._entries:
             _fail(f, err)
-        self._units.clear()
-        self._entries.clear()
         for waiter in self._waiting.values():
             _fail(waiter.future, err)
         for f in self._reads.values():
@@ -502,8 +493,9 @@ class RaftDriver:
         for _, f in self._read_waits:
             _fail(f, err)
         self._writes.clear()
+        self._units.clear()
+        self._entries.clear()
         self._waiting.clear()
-        self._io.shutdown(wait=True)
 
     async def _ticker(self) -> None:
         """Ticks Raft every ``tick_s``; on a leader also wakes the loop as each epoch ends, so
@@ -700,8 +692,9 @@ class RaftDriver:
                 if not u.future.done():
                     u.future.set_result(None)
                 continue
-            reserved = (st.next_trans_id, st.last_commit_ts)
-            if self.sm.conflict_rules and any(transactions(p.items) for p in parts):
+            has_txns = any(transactions(p.items) for p in parts)
+            reserved = (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch)
+            if self.sm.conflict_rules and has_txns:
                 # the GTID of the transaction applying it may derive (conflicts found)
                 last = parts[-1]
                 last.derived_trans_id = st.next_trans_id
@@ -712,12 +705,12 @@ class RaftDriver:
             try:
                 raw.propose_batch([messages.pack(p) for p in parts])
             except ProposalDroppedError:
-                st.next_trans_id, st.last_commit_ts = reserved
+                st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch = reserved
                 st.view = view = before
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))
                 continue
-            if any(transactions(p.items) for p in parts):
+            if has_txns:
                 st.open_epoch_txns += 1
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, u.future)
 

@@ -168,8 +168,7 @@ class GatewayNode:
                                                         for c in cfg.channels))
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
-        self.conflicts.start()
-        self.channels.gate = self.conflicts.configured_in_place
+        self.channels.prepare = self.conflicts.propose_configured
         try:
             self._start_appliers()
         except (InconsistentStateError, PositionStoreError) as exc:
@@ -258,8 +257,6 @@ class GatewayNode:
             await self._servers[1].stop(grace=1.0)
         if getattr(self, "channels", None) is not None:
             await self.channels.stop()
-        if getattr(self, "conflicts", None) is not None:
-            await self.conflicts.stop()
         if self.appliers is not None:
             await self.appliers.stop()
         await self.driver.stop()

@@ -126,6 +126,11 @@ _MISSING = object()
 log = logging.getLogger(__name__)
 
 
+def _seg_key(channel: str, segment_id: int) -> bytes:
+    """Where a staged segment of a replicated epoch of ``channel`` is kept."""
+    return keys.meta_key(f"seg:{channel}:{segment_id}")
+
+
 class Applied:
     """The outcome of one applied transaction entry (``result`` or ``error`` is set).
 
@@ -401,7 +406,7 @@ class StoreStateMachine:
             channels.pop(name, None)
             ops.append((key, None, 0, 0, 0))
             for seg in self._staged.pop(name, []):
-                ops.append((keys.meta_key(f"seg:{name}:{seg.segment_id}"), None, 0, 0, 0))
+                ops.append((_seg_key(name, seg.segment_id), None, 0, 0, 0))
         else:
             channels[name] = cmd.definition
             ops.append((key, cmd.definition.SerializeToString(), 0, 0, 0))
@@ -447,20 +452,18 @@ class StoreStateMachine:
         staged = self._staged.get(seg.channel, [])
         if seg.segment_id <= 1 and staged:
             for old in staged:  # an earlier unit of this channel was abandoned mid-way
-                ops.append((keys.meta_key(f"seg:{seg.channel}:{old.segment_id}"), None,
-                            0, 0, 0))
+                ops.append((_seg_key(seg.channel, old.segment_id), None, 0, 0, 0))
             staged = []
         if not seg.end_segment:
             if staged and (staged[-1].segment_id + 1 != seg.segment_id
                            or staged[-1].source_epoch != seg.source_epoch):
                 staged = []
             self._staged[seg.channel] = [*staged, seg]
-            ops.append((keys.meta_key(f"seg:{seg.channel}:{seg.segment_id}"),
-                        e.data[1:], 0, 0, 0))
+            ops.append((_seg_key(seg.channel, seg.segment_id), e.data[1:], 0, 0, 0))
             return None
         self._staged.pop(seg.channel, None)
         for old in staged:
-            ops.append((keys.meta_key(f"seg:{seg.channel}:{old.segment_id}"), None, 0, 0, 0))
+            ops.append((_seg_key(seg.channel, old.segment_id), None, 0, 0, 0))
         if staged or seg.segment_id > 1:
             expect = list(range(1, seg.segment_id))
             if [u.segment_id for u in staged] != expect or any(
@@ -484,9 +487,7 @@ class StoreStateMachine:
             for name, schema in got:
                 schemas[name] = schema
             created += got
-        for name, schema in created:
-            self.schemas[name] = schema
-            ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        self._record_schemas(created, ops)
         judged = None
         # the stored rows of insert-only transactions, built from their wire bytes (C): their
         # keys serve the judgement, and they are written as they are unless it drops records
@@ -552,13 +553,12 @@ class StoreStateMachine:
                 v = self.store.get_version(k)
                 if v is None:
                     return Stored.absent()
-                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts),
-                                     gateway_pb2.Row, values)
+                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts), values)
             if raw is None:  # deleted by an earlier entry of this batch: its metadata
                 if deleted is None:
                     deleted = {op[0]: (op[2], op[3], op[4]) for op in ops if op[1] is None}
-                return stored_of_row(None, deleted.get(k), gateway_pb2.Row)
-            return stored_of_row(raw, None, gateway_pb2.Row, values)  # type: ignore[arg-type]
+                return stored_of_row(None, deleted.get(k))
+            return stored_of_row(raw, None, values)  # type: ignore[arg-type]
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
                           unit.source_epoch, [None if p is None else [r[0] for r in p]
@@ -573,10 +573,7 @@ class StoreStateMachine:
         me = self.cluster_id
         stmts = list(judged.exceptions)
         for k, table, kf, kv in judged.refresh:
-            raw = overlay.get(k, _MISSING)
-            if raw is _MISSING:
-                raw = self.store.get(k)
-            stmts.append(refresh_statement(table, kf, kv, raw, gateway_pb2.Row))  # type: ignore[arg-type]
+            stmts.append(refresh_statement(table, kf, kv, self._get(k, overlay)))
         derived = None
         if stmts and unit.derived_trans_id:
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
@@ -587,9 +584,7 @@ class StoreStateMachine:
                 log.error("conflicts: cannot write the exceptions of log index %d: %s",
                           index, exc)
                 created, derived = [], None
-            for name, schema in created:
-                self.schemas[name] = schema
-                ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+            self._record_schemas(created, ops)
         elif stmts:
             log.error("conflicts: log index %d found conflicts but its leader reserved no "
                       "GTID for them (rules set meanwhile): not recorded", index)
@@ -737,6 +732,12 @@ class StoreStateMachine:
         _, tail, _ = meta_parts(sid, tid, *meta, index)
         return self._wire_rows(data, stmts, tail, meta)
 
+    def _record_schemas(self, created: list[tuple[str, TableSchema]], ops: list) -> None:
+        """Keep the first-seen schemas ``check_statements`` created, in memory and stored."""
+        for name, schema in created:
+            self.schemas[name] = schema
+            ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)
         if got is _MISSING:
@@ -761,9 +762,7 @@ class StoreStateMachine:
         except InvalidRequest as exc:
             ops.append((mark, f"rejected: {exc}".encode(), 0, 0, 0))
             return Applied(e.index, e.term, error=exc)
-        for name, schema in created:
-            self.schemas[name] = schema
-            ops.append((keys.schema_key(name), _schema_to_row(name, schema), 0, 0, 0))
+        self._record_schemas(created, ops)
         meta = (txn.epoch, txn.author, txn.commit_timestamp_ns)
         gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
         self._write_statements(txn, e.index, gtid, meta, ops, overlay)

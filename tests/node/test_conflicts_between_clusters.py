@@ -209,5 +209,18 @@ def test_bank_transfers_under_epoch_trans_keep_the_total_and_record_every_reject
                                                                          strict=True)
                       if f.name == "NDB$CFT_CAUSE"}
             assert causes  # the rows say why
+            # gateway conflicts list pages through them all (one row per Scan here)
+            import importlib
+
+            cli_conflicts = importlib.import_module("gateway.cli.conflicts")
+
+            cli_conflicts._PAGE = 1
+            try:
+                listed = await asyncio.to_thread(cli_conflicts._exception_rows, a.api, None,
+                                                 None, "shop.acct")
+            finally:
+                cli_conflicts._PAGE = 1000
+            assert len(listed) == len(ex) > 1
+            assert len({(r["source_epoch"], r["count"]) for r in listed}) == len(ex)
 
     run(go(), 120)
