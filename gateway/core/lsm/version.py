@@ -70,6 +70,36 @@ class Version:
                         return cell
         return None
 
+    def holds_any(self, keys: list[bytes]) -> bool:
+        """True when some table holds a cell (tombstones included) for a key of ``keys``;
+        ``get`` for many keys at once, hashing each key once in C and testing each table's
+        bloom filter in a tight loop (the common answer, for fresh keys, is a bloom miss)."""
+        if not keys or not (self.level0 or self._deep):
+            return False
+        lo, hi = min(keys), max(keys)
+        level0 = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
+        deep = [(largest, tables) for largest, tables in self._deep
+                if not (largest[-1] < lo or tables[0].smallest > hi)]
+        if not (level0 or deep):
+            return False  # no table's key range meets the keys' (new keys past the end)
+        h1s = list(map(_crc, keys))
+        ms = [MASKS[h >> _SHIFT] for h in map(_zcrc, keys)]
+        for t in level0:
+            bloom, n, lookup = t.bloom, t.nwords, t.lookup
+            for key, h1, m in zip(keys, h1s, ms, strict=True):
+                if (bloom[h1 % n] & m) == m and lookup(key) is not None:
+                    return True
+        for largest, tables in deep:
+            count = len(tables)
+            for key, h1, m in zip(keys, h1s, ms, strict=True):
+                i = bisect_left(largest, key)
+                if i < count:
+                    t = tables[i]
+                    if ((t.bloom[h1 % t.nwords] & m) == m and key >= t.smallest
+                            and t.lookup(key) is not None):
+                        return True
+        return False
+
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
         out: list[Iterator[Block]] = [t.chunks(start, end) for t in self.level0]
