@@ -12,12 +12,12 @@ table per level.
 from __future__ import annotations
 
 import zlib
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 import crc32c as _crc32c
 
-from gateway.core.lsm.bloom import MASK_BITS, MASKS
+from gateway.core.lsm.bloom import MASK_BITS, MASKS, key_hashes, maybe_present
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block
 from gateway.core.lsm.sstable_reader import SSTableReader
@@ -71,32 +71,34 @@ class Version:
         return None
 
     def holds_any(self, keys: list[bytes]) -> bool:
-        """True when some table holds a cell (tombstones included) for a key of ``keys``;
-        ``get`` for many keys at once, hashing each key once in C and testing each table's
-        bloom filter in a tight loop (the common answer, for fresh keys, is a bloom miss)."""
+        """True when some table holds a cell (tombstones included) for a key of ``keys``:
+        ``get`` for many keys at once. The keys are sorted once; each table whose key range
+        meets them is probed for the slice of keys inside its range, its bloom filter tested
+        for the whole slice in one call (``maybe_present``), and only the filter's hits looked
+        up (the common answer, for fresh keys, is a bloom miss)."""
         if not keys or not (self.level0 or self._deep):
             return False
-        lo, hi = min(keys), max(keys)
-        level0 = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
-        deep = [(largest, tables) for largest, tables in self._deep
-                if not (largest[-1] < lo or tables[0].smallest > hi)]
-        if not (level0 or deep):
+        skeys = sorted(keys)
+        lo, hi = skeys[0], skeys[-1]
+        tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
+        for largest, level in self._deep:
+            if largest[-1] < lo or level[0].smallest > hi:
+                continue
+            first = bisect_left(largest, lo)
+            for t in level[first:]:
+                if t.smallest > hi:
+                    break
+                tables.append(t)
+        if not tables:
             return False  # no table's key range meets the keys' (new keys past the end)
-        h1s = list(map(_crc, keys))
-        ms = [MASKS[h >> _SHIFT] for h in map(_zcrc, keys)]
-        for t in level0:
-            bloom, n, lookup = t.bloom, t.nwords, t.lookup
-            for key, h1, m in zip(keys, h1s, ms, strict=True):
-                if (bloom[h1 % n] & m) == m and lookup(key) is not None:
-                    return True
-        for largest, tables in deep:
-            count = len(tables)
-            for key, h1, m in zip(keys, h1s, ms, strict=True):
-                i = bisect_left(largest, key)
-                if i < count:
-                    t = tables[i]
-                    if ((t.bloom[h1 % t.nwords] & m) == m and key >= t.smallest
-                            and t.lookup(key) is not None):
+        h1s, masks = key_hashes(skeys)
+        for t in tables:
+            start = bisect_left(skeys, t.smallest)
+            stop = bisect_right(skeys, t.largest, start)
+            if start < stop:
+                lookup = t.lookup
+                for i in maybe_present(t.bloom, h1s, masks, start, stop):
+                    if lookup(skeys[i]) is not None:
                         return True
         return False
 
