@@ -16,7 +16,12 @@ Each shape runs in the default configuration (``--appliers sqlite``) and strippe
 no applier on either cluster), so the cost of the embedded applier shows beside the rest.
 
     python benchmarks/bench_channels.py [--duration 5] [--shapes 1,3] [--appliers sqlite,none]
-                                        [--load 0.5]
+                                        [--load 0.5] [--conflicts none,NDB$EPOCH2] [--repeat 3]
+
+With ``--conflicts``, each shape also runs with the replica PRIMARY judging every row it
+applies under each function, and prints the replica's CPU per replicated row beside the run
+without rules (``--repeat`` runs interleaved, medians compared: single runs vary by +-20 %
+with compaction timing).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import asyncio
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -244,6 +250,8 @@ def main() -> None:
     p.add_argument("--conflicts", default="none",
                    help="conflict functions to run, comma separated (none: no rule; e.g. "
                         "none,NDB$EPOCH2: the replica PRIMARY judging every row)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of every configuration, interleaved; CPU/row medians printed")
     args = p.parse_args()
     avg = os.getloadavg()
     print(f"load average before: {avg[0]:.2f} {avg[1]:.2f} {avg[2]:.2f}; epoch {EPOCH_MS} ms")
@@ -251,18 +259,29 @@ def main() -> None:
     print("| clusters | appliers | conflicts | source rows/s (500-row txns) | channel rows/s | "
           f"channel/source | lag p50 at {pct} load | lag p99 | p99 target | replica CPU/row |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    summary: list[str] = []
     for n in (int(x) for x in args.shapes.split(",")):
         for appliers in args.appliers.split(","):
-            base = None
-            for fn in args.conflicts.split(","):
-                r = run_shape(n, args.duration, appliers, args.load, fn)
-                base = base or r["cpu_row_us"]
-                extra = "" if fn == "none" else f" ({r['cpu_row_us'] / base - 1:+.0%})"
-                print(f"| 2 x {n} node(s) | {appliers} | {fn} | {r['source']:,.0f} | "
-                      f"{r['channel']:,.0f} | {r['ratio']:.2f} | {r['p50']:.0f} ms | "
-                      f"{r['p99']:.0f} ms | <= {EPOCH_MS + 150} ms | "
-                      f"{r['cpu_row_us']:.1f} us{extra} |", flush=True)
-
+            cpu: dict[str, list[float]] = {}
+            for _ in range(args.repeat):  # interleaved, so drift hits every function alike
+                for fn in args.conflicts.split(","):
+                    r = run_shape(n, args.duration, appliers, args.load, fn)
+                    cpu.setdefault(fn, []).append(r["cpu_row_us"])
+                    print(f"| 2 x {n} node(s) | {appliers} | {fn} | {r['source']:,.0f} | "
+                          f"{r['channel']:,.0f} | {r['ratio']:.2f} | {r['p50']:.0f} ms | "
+                          f"{r['p99']:.0f} ms | <= {EPOCH_MS + 150} ms | "
+                          f"{r['cpu_row_us']:.1f} us |", flush=True)
+            base = statistics.median(next(iter(cpu.values())))
+            for fn, xs in cpu.items():
+                med = statistics.median(xs)
+                summary.append(f"| 2 x {n} node(s) | {appliers} | {fn} | {len(xs)} | "
+                               f"{' / '.join(f'{x:.1f}' for x in xs)} | {med:.1f} us | "
+                               f"{med / base - 1:+.0%} |")
+    print("\nreplica CPU per replicated row, medians of the interleaved runs (vs the first "
+          "function):\n")
+    print("| clusters | appliers | conflicts | runs | CPU/row per run (us) | median | vs first |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(summary))
 
 if __name__ == "__main__":
     main()

@@ -188,7 +188,13 @@ def epoch_row_conflict(change: Change, stored: Stored, ctx: Context) -> bool:
             and stored.epoch > ctx.max_replicated_epoch(change.origin))
 
 
+_DELETE_DELETE = Verdict(False, delete_delete=True)
+_DELETE_MISSING = Verdict(False, Cause.ROW_DOES_NOT_EXIST, refresh=True, delete_delete=True)
+
+
 def _epoch(name: str) -> ConflictFunction:
+    epoch2 = name.startswith("NDB$EPOCH2")
+
     def check(change: Change, stored: Stored, ctx: Context) -> Verdict:
         role = ctx.role
         op = change.op
@@ -204,11 +210,15 @@ def _epoch(name: str) -> ConflictFunction:
         if op is OpType.REFRESH_ROW:
             raise ValueError(f"{name}: a PRIMARY does not take refresh operations (two "
                              f"primaries?)")
+        if op is OpType.DELETE_ROW and not stored.exists:
+            # delete-delete: gone here too. NDB$EPOCH2 takes it as agreement (nothing to do,
+            # nothing to realign); NDB$EPOCH as MySQL does, a conflict answered by a refresh
+            return _DELETE_DELETE if epoch2 else _DELETE_MISSING
         if epoch_row_conflict(change, stored, ctx):
             return Verdict(False, Cause.DATA_IN_CONFLICT, refresh=True)
         if op is OpType.WRITE_ROW and stored.exists:
             return Verdict(False, Cause.ROW_ALREADY_EXISTS, refresh=True)
-        if op in (OpType.UPDATE_ROW, OpType.DELETE_ROW) and not stored.exists:
+        if op is OpType.UPDATE_ROW and not stored.exists:
             return Verdict(False, Cause.ROW_DOES_NOT_EXIST, refresh=True)
         if op not in (OpType.WRITE_ROW, OpType.UPDATE_ROW, OpType.DELETE_ROW):
             raise ValueError(f"{name}: cannot judge a {op.name}")

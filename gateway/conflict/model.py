@@ -104,12 +104,16 @@ class Verdict:
     why; the caller records it in the table's exceptions table). ``as_op``: the operation to
     apply when it differs from the change's (an insert over an existing row applied as an
     overwrite, ``UPDATE_ROW``). ``refresh``: this cluster (a primary) answers the conflict
-    with a ``REFRESH_ROW`` carrying its current row, or its absence, to the secondaries."""
+    with a ``REFRESH_ROW`` carrying its current row, or its absence, to the secondaries.
+    ``delete_delete``: a delete of a row already gone here (MySQL's delete-delete, counted in
+    ``epoch_delete_delete_count``; a conflict under ``NDB$EPOCH``, agreement under
+    ``NDB$EPOCH2``)."""
 
     apply: bool
     cause: Cause | None = None
     as_op: OpType | None = None
     refresh: bool = False
+    delete_delete: bool = False
 
     @property
     def in_conflict(self) -> bool:

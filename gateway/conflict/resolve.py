@@ -26,7 +26,7 @@ from .functions import FunctionSpec, bind
 from .model import Cause, Change, Context, OpType, Role, Stored, Verdict
 from .rules import RuleSet
 
-__all__ = ["EpochJudgement", "RowChange", "RowOutcome", "exception_row", "judge_epoch"]
+__all__ = ["COUNTERS", "EpochJudgement", "RowChange", "RowOutcome", "exception_row", "judge_epoch"]
 
 RowId = tuple[str, str, Hashable]  # (schema, table, key)
 
@@ -121,6 +121,8 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             spec, fn = judge
             transactional |= spec.transactional
             verdict = fn(rc.change, stored, ctx)
+            if verdict.delete_delete:
+                counters["epoch_delete_delete_count"] += 1
             if verdict.cause is None and spec.transactional and rid in tainted:
                 verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
                                   refresh=verdict.refresh or primary)
@@ -157,10 +159,24 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
         if any(out.rejected):
             c["trans_detect_iter_count"] += 1
             c["trans_conflict_commit_count"] += 1
+    elif any(o.function for t in out.outcomes for o in t):
+        c["last_stable_epoch"] = epoch  # judged, and no conflict
     return out
 
 
 _APPLY = Verdict(True)
+
+#: MySQL's conflict counters, every one a channel reports (0 until counted); the
+#: ``last_*_epoch`` ones hold an epoch of this cluster, the others counts.
+COUNTERS = (
+    "conflict_fn_epoch", "conflict_fn_epoch2", "conflict_fn_epoch_trans",
+    "conflict_fn_epoch2_trans", "conflict_fn_max", "conflict_fn_old", "conflict_fn_max_del_win",
+    "conflict_fn_max_ins", "conflict_fn_max_del_win_ins", "conflict_fn_lww",
+    "trans_row_conflict_count", "trans_row_reject_count", "trans_reject_count",
+    "trans_detect_iter_count", "trans_conflict_commit_count", "epoch_delete_delete_count",
+    "reflected_op_prepare_count", "reflected_op_discard_count", "refresh_op_count",
+    "last_conflict_epoch", "last_stable_epoch",
+)
 
 _FN_COUNTER = {
     "NDB$EPOCH": "conflict_fn_epoch", "NDB$EPOCH2": "conflict_fn_epoch2",

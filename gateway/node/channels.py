@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from gateway.conflict.resolve import COUNTERS
 from gateway.core import messages
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord, transactions
 from gateway.replication.epochs import EpochOrderError
@@ -403,6 +404,20 @@ class NodeChannels:
 
     # -- status ---------------------------------------------------------------------------------
 
+    def _conflict_counters(self, name: str, d: replication_pb2.ChannelDefinition
+                           ) -> dict[str, int]:
+        """MySQL's counters of what channel ``name`` brought in (every one, 0 until counted,
+        once the cluster has conflict rules or counted something) and the max replicated
+        epoch of its source (the newest epoch of this cluster the source had applied)."""
+        sm = self.driver.sm
+        got = sm.conflict_counters.get(name, {})
+        if not (got or sm.conflict_rules):
+            return {}
+        out = {**dict.fromkeys(COUNTERS, 0), **got}
+        if d.source_id:
+            out["max_replicated_epoch"] = sm.replication.max_replicated_epoch(d.source_id)
+        return out
+
     def status(self) -> list[gateway_pb2.ChannelStatus]:
         sm = self.driver.sm
         now = time.time_ns()
@@ -413,7 +428,7 @@ class NodeChannels:
                                            source_id=d.source_id, paused=d.paused,
                                            applied_epoch=sm.replication.held(d.source_id)
                                            if d.source_id else 0,
-                                           conflicts=sm.conflict_counters.get(name, {}))
+                                           conflicts=self._conflict_counters(name, d))
             got = self._runners.get(name)
             if d.paused and got is None:
                 st.state = "paused"

@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.conflict import Change, Context, OpType, RuleSet, Stored
+from gateway.conflict import Change, Context, OpType, Role, RuleSet, Stored
+from gateway.conflict.functions import BUILTIN, ConflictConfigError, bind
 from gateway.conflict.resolve import RowChange, RowOutcome, exception_row, judge_epoch
 from gateway.core.rowops import python_value, value_message
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 from . import keys
 
-__all__ = ["UnitJudgement", "judge_unit", "stored_of_row"]
+__all__ = ["UnitJudgement", "fresh_insert_keys", "judge_unit", "stored_of_row"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -138,13 +139,55 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
     return out, where
 
 
+def fresh_insert_keys(txns: list[transaction_pb2.Transaction], rules: RuleSet, role: Role,
+                      row_keys: list[list[bytes] | None]) -> list[bytes] | None:
+    """The screen that spares ``judge_unit`` for the common epoch: every change a rule judges
+    is an insert of a transaction whose row keys are known (``row_keys``), under a built-in
+    function that can run here. Returns those transactions' row keys (every row, ruled or
+    not), or None when the epoch needs ``judge_unit``.
+
+    Every built-in function applies an insert of a key this cluster holds nothing for (no row,
+    no retained tombstone) and records nothing; so when the caller finds none of the returned
+    keys held -- in the store, in the entries before this one, twice in the epoch -- the
+    judgement is "apply all as it came" and need not be made row by row."""
+    out: list[bytes] = []
+    for txn, known in zip(txns, row_keys, strict=True):
+        ruled = False
+        for stmt in txn.statements:
+            kind = stmt.WhichOneof("kind")
+            if kind not in ("insert", "update", "delete"):
+                continue
+            t = getattr(stmt, kind).table
+            rule = rules.rule_for(t.schema_name, t.table_name)
+            if rule is None:
+                continue
+            spec = rules.functions.get(rule.function)
+            if (kind != "insert" or spec is None or BUILTIN.get(rule.function) is not spec
+                    or (spec.epoch and role is Role.NONE)):
+                return None
+            try:
+                bind(rule.function, rule.args, None, rules.functions)
+            except ConflictConfigError:
+                return None  # judge_unit raises it, and the unit is refused
+            ruled = True
+        if ruled:
+            if known is None:
+                return None
+            out += known
+    return out
+
+
 def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Context,
                lookup: Callable[[bytes, bool], Stored], local_epoch: int, source_epoch: int,
-               row_keys: list[list[bytes] | None] | None = None) -> UnitJudgement:
+               row_keys: list[list[bytes] | None] | None = None,
+               columns: Callable[[str, str], Mapping[str, int]] | None = None
+               ) -> UnitJudgement:
     """Judge the transactions of one replicated epoch; see the module docstring.
     ``lookup(row key, values)``: the row here before the epoch, with its column values when
     ``values`` (its metadata always). ``row_keys``: per transaction, the row keys of its
-    records in order when already computed (insert-only transactions), else None."""
+    records in order when already computed (insert-only transactions), else None.
+    ``columns(schema, table)``: the table's known column types, for the exception rows of
+    changes that do not name every column (a delete's stored values)."""
     changes, where = _changes(txns, rules, row_keys)
     needs: dict[tuple[str, str], bool] = {}
 
@@ -174,8 +217,9 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
                 if o.stored is not None and o.stored.exists and not o.stored.values:
                     # judged on metadata only: the row's values for the exception row
                     o = dataclasses.replace(o, stored=lookup(o.row.key, True))
+                known = columns(w.table.schema_name, w.table.table_name) if columns else {}
                 out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
-                                                 txns[w.txn]))
+                                                 txns[w.txn], known))
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
         out.dropped = True
@@ -215,8 +259,10 @@ def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
 
 
 def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
-               txn: transaction_pb2.Transaction) -> statement_pb2.Statement:
-    """The insert of ``o``'s row into ``schema.table$EX``."""
+               txn: transaction_pb2.Transaction, columns: Mapping[str, int]
+               ) -> statement_pb2.Statement:
+    """The insert of ``o``'s row into ``schema.table$EX``; a column's type is the
+    change's, else the table's (``columns``)."""
     key_names = [f.name for f in w.key_fields]
     old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
     if not o.row.change.after and o.row.change.op is not OpType.DELETE_ROW:
@@ -224,7 +270,7 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
     g = txn.gtid
     row = exception_row(o, me, source_epoch, count, key_names, old, f"{g.server_id}:"
                         f"{g.trans_id}")
-    types = dict(w.types)
+    types = {**columns, **w.types}
     fields = list(_EX_HEAD)
     values = [value_message(_S, row["NDB$OP_TYPE"]), value_message(_S, row["NDB$CFT_CAUSE"]),
               value_message(_S, row["NDB$ORIG_TRANSID"])]

@@ -106,13 +106,12 @@ def _run(seed: int) -> tuple[int, int, int]:
                 if truly:
                     concurrent += 1
                     assert v.in_conflict, (seed, w, row, mre)  # never missed
-                if v.cause is Cause.DATA_IN_CONFLICT:
-                    detected += 1
-                    if not truly:
-                        false += 1
-                        # the window: A had not heard that B applied the row's epoch
-                        assert row.author == A and mre < row.epoch <= w.seen_of_a, \
-                            (seed, w, row, mre)
+                detected += v.in_conflict  # a delete of a row gone here: ROW_DOES_NOT_EXIST
+                if v.cause is Cause.DATA_IN_CONFLICT and not truly:
+                    false += 1
+                    # the window: A had not heard that B applied the row's epoch
+                    assert row.author == A and mre < row.epoch <= w.seen_of_a, \
+                        (seed, w, row, mre)
                 if v.apply:
                     c = w.change
                     rows[w.key] = Stored(c.op is not OpType.DELETE_ROW, dict(c.after),

@@ -161,7 +161,6 @@ EPOCH_CASES = [
     (change(D), STABLE, APPLY),
     (change(D), FRESH, Verdict(False, Cause.DATA_IN_CONFLICT, **REFRESH)),
     (change(D), FROM_2, APPLY),
-    (change(D), GONE, Verdict(False, Cause.ROW_DOES_NOT_EXIST, **REFRESH)),
     # a change from a peer that has applied nothing of ours yet: every local change conflicts
     (change(U, origin=3), STABLE, Verdict(False, Cause.DATA_IN_CONFLICT, **REFRESH)),
 ]
@@ -173,6 +172,21 @@ EPOCH_CASES = [
                          ids=[f"{c[0].op.name}-{i}" for i, c in enumerate(EPOCH_CASES)])
 def test_epoch_functions_on_the_primary(name, ch, stored, want):
     assert verdict(name, ch, stored, PRIMARY) == want
+
+
+@pytest.mark.parametrize("stored", [GONE, FRESH_TOMB, Stored(False, epoch=5, author=2)],
+                         ids=["never-known", "deleted-here-concurrently", "deleted-by-2"])
+def test_a_delete_of_a_row_gone_here_is_a_delete_delete(stored):
+    """MySQL's delete-delete: counted by every epoch function; a conflict answered by a
+    refresh under NDB$EPOCH (as MySQL: the row does not exist), agreement under NDB$EPOCH2
+    (both clusters hold the row deleted: nothing to apply, record or realign)."""
+    missing = Verdict(False, Cause.ROW_DOES_NOT_EXIST, refresh=True, delete_delete=True)
+    agreed = Verdict(False, delete_delete=True)
+    for name, want in (("NDB$EPOCH", missing), ("NDB$EPOCH_TRANS", missing),
+                       ("NDB$EPOCH2", agreed), ("NDB$EPOCH2_TRANS", agreed)):
+        got = verdict(name, change(D), stored, PRIMARY)
+        assert got == want, name
+        assert got.in_conflict is (want is missing)
 
 
 @pytest.mark.parametrize("role", [Role.SECONDARY, Role.PASS])

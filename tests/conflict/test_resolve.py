@@ -100,3 +100,30 @@ def test_exception_rows_have_mysqls_layout():
                    "NDB$OP_TYPE": "UPDATE_ROW", "NDB$CFT_CAUSE": "DATA_IN_CONFLICT",
                    "NDB$ORIG_TRANSID": "2:40", "id": 7, "v$OLD": 1, "v$NEW": 2,
                    "w$OLD": None, "w$NEW": "x"}
+
+
+def test_delete_delete_is_counted_and_only_epoch_takes_it_as_a_conflict():
+    """A delete of a row gone here too: NDB$EPOCH2 drops it without a conflict (the epoch
+    stays stable, nothing refreshed, the transaction kept); NDB$EPOCH_TRANS rejects the
+    transaction (ROW_DOES_NOT_EXIST) and refreshes. Both count it."""
+    gone = Stored(False, epoch=8, author=1)  # deleted here concurrently
+    epoch = [[rc(1, D), rc(2)]]
+    j2 = judge_epoch(epoch, RuleSet([ConflictRule("s.*", "NDB$EPOCH2_TRANS")]),
+                     rows(r1=gone, r2=STABLE), PRIMARY, 9)
+    assert causes(j2) == [[None, None]] and j2.rejected == [False] and not j2.refresh
+    assert [o.verdict.apply for o in j2.outcomes[0]] == [False, True]
+    assert +j2.counters == {"epoch_delete_delete_count": 1, "last_stable_epoch": 9}
+    j1 = judge_epoch(epoch, RuleSet([ConflictRule("s.*", "NDB$EPOCH_TRANS")]),
+                     rows(r1=gone, r2=STABLE), PRIMARY, 9)
+    assert causes(j1) == [[Cause.ROW_DOES_NOT_EXIST, Cause.TRANS_IN_CONFLICT]]
+    assert j1.refresh == [("s", "t", 1), ("s", "t", 2)]
+    assert j1.counters["epoch_delete_delete_count"] == 1
+    assert j1.counters["last_conflict_epoch"] == 9 and "last_stable_epoch" not in j1.counters
+
+
+def test_an_epoch_judged_without_conflict_is_the_last_stable_one():
+    rules = RuleSet([ConflictRule("s.t", "NDB$EPOCH")])
+    j = judge_epoch([[rc(1)]], rules, rows(r1=STABLE), PRIMARY, 9)
+    assert +j.counters == {"last_stable_epoch": 9}
+    j = judge_epoch([[rc(1, table="other")]], rules, rows(), PRIMARY, 9)
+    assert not +j.counters  # nothing judged: no epoch to call stable

@@ -102,6 +102,11 @@ def test_epoch_conflicts_are_recorded_and_the_primary_realigns_the_secondary(tmp
             counters = dict(na.status().channels[0].conflicts)
             assert counters["conflict_fn_epoch"] == 1 and counters["refresh_op_count"] == 1
             assert counters["last_conflict_epoch"] > 0
+            # every MySQL counter is reported (0 until counted), with the source's max
+            # replicated epoch: cluster B had applied A's epochs before this one
+            from gateway.conflict.resolve import COUNTERS
+            assert set(COUNTERS) | {"max_replicated_epoch"} == set(counters)
+            assert 0 < counters["max_replicated_epoch"] < (1 << 64)
             assert not dict(nb.status().channels[0].conflicts).get("conflict_fn_epoch")
             ca.close()
             cb.close()

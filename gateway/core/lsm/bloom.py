@@ -22,12 +22,15 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable
+from typing import Any
 
 import crc32c as _crc32c
 
+from gateway.core import accel
 from gateway.core.lsm.format import TAG_BLOOM
 
-__all__ = ["BITS_PER_KEY", "MASKS", "BloomBuilder", "K", "decode_bloom", "key_hash"]
+__all__ = ["BITS_PER_KEY", "MASKS", "BloomBuilder", "K", "decode_bloom", "key_hash", "key_hashes",
+           "maybe_present"]
 
 BITS_PER_KEY = 12
 K = 6
@@ -37,6 +40,7 @@ _crc = _crc32c.crc32c
 _zcrc = zlib.crc32
 _HEAD = struct.Struct("<BBBI")
 _LITTLE = sys.byteorder == "little"
+_accel = accel.load("gateway.core.lsm._bloom")  # None: the Python loop serves
 
 
 def _build_masks() -> list[int]:
@@ -61,11 +65,45 @@ def _build_masks() -> list[int]:
 
 
 MASKS: list[int] = _build_masks()
+_MASK_ARRAY = array("Q", MASKS)
 
 
 def key_hash(key: bytes) -> tuple[int, int]:
     """Return ``(h1, mask)`` for ``key``: the word selector and the bit mask to test."""
     return _crc(key), MASKS[_zcrc(key) >> _SHIFT]
+
+
+def _key_hashes_py(keys: list[bytes]) -> tuple[array, array]:
+    """The specification of ``key_hashes`` (and its fallback)."""
+    return (array("I", map(_crc, keys)),
+            array("Q", [MASKS[h >> _SHIFT] for h in map(_zcrc, keys)]))
+
+
+def key_hashes(keys: list[bytes]) -> tuple[Any, Any]:
+    """``key_hash`` of every key of ``keys`` (a list of bytes), as sequences ``(h1s,
+    masks)`` of uint32 and uint64 for ``maybe_present``; in C when the accelerator is
+    built."""
+    if _accel is not None:
+        h1s, masks = _accel.hashes(keys, _MASK_ARRAY)
+        return memoryview(h1s).cast("I"), memoryview(masks).cast("Q")
+    return _key_hashes_py(keys)
+
+
+def _maybe_present_py(words: array, h1s: Any, masks: Any, start: int, stop: int
+                      ) -> list[int]:
+    """The specification of ``maybe_present`` (and its fallback)."""
+    n = len(words)
+    return [i for i in range(start, stop) if (words[h1s[i] % n] & masks[i]) == masks[i]]
+
+
+def maybe_present(words: array, h1s: Any, masks: Any, start: int, stop: int
+                  ) -> list[int]:
+    """The indices ``i`` in ``[start, stop)`` of keys (hashed by ``key_hashes``) that the
+    filter ``words`` may hold: no false negatives, about 1% false positives. In C when the
+    accelerator is built (one call per table, not one Python step per key)."""
+    if _accel is not None:
+        return _accel.maybe(words, h1s, masks, start, stop)
+    return _maybe_present_py(words, h1s, masks, start, stop)
 
 
 class BloomBuilder:

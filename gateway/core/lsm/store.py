@@ -488,6 +488,17 @@ class LSMStore:
             return self._version.get(key)
         return cell
 
+    def holds_any(self, keys: list[bytes]) -> bool:
+        """True when the store holds anything -- a row or a retained tombstone -- for some
+        key of ``keys`` (bytes): ``get_version(k) is not None`` for any ``k``, answered for
+        the whole list at once (memtables by set disjointness, tables by bloom filter)."""
+        if not self._mem.data.keys().isdisjoint(keys):
+            return True
+        for mem in self._imm:
+            if not mem.data.keys().isdisjoint(keys):
+                return True
+        return self._version.holds_any(keys)
+
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``, or ``None`` if absent or deleted."""
         cell = self._mem.data.get(key)

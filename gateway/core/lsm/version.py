@@ -12,12 +12,12 @@ table per level.
 from __future__ import annotations
 
 import zlib
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 import crc32c as _crc32c
 
-from gateway.core.lsm.bloom import MASK_BITS, MASKS
+from gateway.core.lsm.bloom import MASK_BITS, MASKS, key_hashes, maybe_present
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block
 from gateway.core.lsm.sstable_reader import SSTableReader
@@ -69,6 +69,38 @@ class Version:
                     if cell is not None:
                         return cell
         return None
+
+    def holds_any(self, keys: list[bytes]) -> bool:
+        """True when some table holds a cell (tombstones included) for a key of ``keys``:
+        ``get`` for many keys at once. The keys are sorted once; each table whose key range
+        meets them is probed for the slice of keys inside its range, its bloom filter tested
+        for the whole slice in one call (``maybe_present``), and only the filter's hits looked
+        up (the common answer, for fresh keys, is a bloom miss)."""
+        if not keys or not (self.level0 or self._deep):
+            return False
+        skeys = sorted(keys)
+        lo, hi = skeys[0], skeys[-1]
+        tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
+        for largest, level in self._deep:
+            if largest[-1] < lo or level[0].smallest > hi:
+                continue
+            first = bisect_left(largest, lo)
+            for t in level[first:]:
+                if t.smallest > hi:
+                    break
+                tables.append(t)
+        if not tables:
+            return False  # no table's key range meets the keys' (new keys past the end)
+        h1s, masks = key_hashes(skeys)
+        for t in tables:
+            start = bisect_left(skeys, t.smallest)
+            stop = bisect_right(skeys, t.largest, start)
+            if start < stop:
+                lookup = t.lookup
+                for i in maybe_present(t.bloom, h1s, masks, start, stop):
+                    if lookup(skeys[i]) is not None:
+                        return True
+        return False
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""

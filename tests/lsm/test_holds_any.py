@@ -1,0 +1,44 @@
+"""``LSMStore.holds_any``: the batched existence check the conflict screen relies on."""
+
+from __future__ import annotations
+
+import random
+
+from .conftest import key
+
+
+def test_holds_any_agrees_with_get_version_for_every_key_across_memtables_and_levels(open_store):
+    """Keys held as rows or as retained tombstones, in the memtable, in level 0 and in deeper
+    levels, and keys never written (inside and outside the tables' key ranges): ``holds_any``
+    of any batch is ``any(get_version(k) is not None)`` of the same batch."""
+    s = open_store()
+    s.tombstone_floor = lambda: (0, {})  # keep every tombstone: deletes stay held
+    rng = random.Random(7)
+    written: set[int] = set()
+    for round_ in range(6):
+        for _ in range(400):
+            i = rng.randrange(0, 20000, 2)  # odd keys are never written
+            if rng.random() < 0.2:
+                s.delete(key(i), epoch=round_ + 1, author=2)
+            else:
+                s.put(key(i), b"v%d" % i)
+            written.add(i)
+        s.flush()  # every third flush merges level 0 into the deeper levels
+    while s.stats()["levels"][0] == 0:  # and one table stays in level 0
+        for i in range(20001, 20101):
+            s.put(key(i), b"late")
+            written.add(i)
+        s.flush()
+    s.put(key(3), b"in the memtable")
+    written.add(3)
+    levels = s.stats()["levels"]
+    assert levels[0] >= 1 and sum(levels[1:]) >= 1, levels
+    for _ in range(300):
+        batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 12))]
+        assert s.holds_any(batch) == any(s.get_version(k) is not None for k in batch), batch
+    never = [key(i) for i in range(1, 20000, 2) if i not in written][:500]
+    assert not s.holds_any(never)
+    past_the_end = [key(50000 + i) for i in range(100)]
+    assert not s.holds_any(past_the_end)
+    assert s.holds_any([*never, key(min(written - {3}))])
+    assert s.holds_any([key(3)]) and not s.holds_any([])
