@@ -696,6 +696,18 @@ class StoreStateMachine:
         raw = self.store.get(keys.meta_key(f"dx:{index}"))
         return None if raw is None else replication_pb2.ReplicatedEpoch.FromString(raw)
 
+    def forget_outcomes(self, through: int) -> int:
+        """Delete what ``unit_outcome`` records for entries at log index ``through`` or
+        below (``m dx:<index>``), once the log no longer holds them (its compaction): no
+        reader can ask for those entries any more. A local clean-up, not replicated (every
+        node compacts its own log); returns how many were deleted."""
+        prefix = keys.meta_key("dx:")
+        gone = [k for k, _ in self.store.scan_prefix(prefix)
+                if int(k[len(prefix):]) <= through]
+        if gone:
+            self.store.write_batch([(k, None) for k in gone])
+        return len(gone)
+
     @staticmethod
     def _refuse_unit(e: Entry, mark: bytes, ops: list, reason: str,
                      unit: replication_pb2.ReplicatedEpoch) -> Applied:

@@ -120,3 +120,22 @@ def test_rules_naming_plugin_functions_are_checked_against_the_loaded_plugins(tm
                                            "MY$FIRST_WINS": first_wins})).start()
 
     run(bad_registration(), 30)
+
+
+def test_outcomes_of_entries_the_log_compacted_are_forgotten(tmp_path):
+    """What conflicts left of an entry (``unit_outcome``) is kept while the log may hold the
+    entry, and deleted once its compaction passed it (the snapshot taker calls
+    ``forget_outcomes`` after compacting)."""
+    sm = StoreStateMachine(str(tmp_path / "sm"), cluster_id=1)
+    sm.load_functions = lambda: with_plugins({"MY$FIRST_WINS": first_wins})
+    sm.conflict_rules = {"s.t": ConflictRule("s.t", "MY$FIRST_WINS")}
+    entries = _entries()
+    sm.apply(entries)
+    rejected = entries[1].index  # the second insert of row 1
+    assert sm.unit_outcome(entries[0].index) is None  # applied as it came: nothing recorded
+    assert sm.unit_outcome(rejected) is not None
+    assert sm.forget_outcomes(rejected - 1) == 0
+    assert sm.unit_outcome(rejected) is not None
+    assert sm.forget_outcomes(rejected) == 1
+    assert sm.unit_outcome(rejected) is None
+    sm.close()
