@@ -181,6 +181,10 @@ def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
     return TableSchema(key_fields, cols)
 
 
+#: The counters that hold an epoch (the newest wins), not a count.
+_LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
+
+
 class ConflictFunctionMissingError(RuntimeError):
     """A replicated epoch meets a conflict rule whose function this node lacks (a plugin it
     did not load). Applying it here without the function could make this node differ from
@@ -491,6 +495,8 @@ class StoreStateMachine:
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
         for txn in txns:
+            if not txn.statements:
+                continue  # rejected whole by conflicts upstream: its GTID travels, no rows
             try:
                 got = check_statements(txn.statements, schemas, rows=False)
             except InvalidRequest as exc:
@@ -680,10 +686,11 @@ class StoreStateMachine:
 
     def _count_conflicts(self, channel: str, got: dict[str, int], ops: list) -> None:
         """Add one epoch's conflict counters of ``channel`` to the durable ones
-        (``m cc:<channel>:<name>``); the ``last_*_epoch`` ones keep the newest epoch."""
+        (``m cc:<channel>:<name>``); ``last_conflict_epoch`` and ``last_stable_epoch`` keep
+        the newest epoch, the others add up (``conflict_fn_epoch`` is a count)."""
         counters = dict(self.conflict_counters.get(channel, {}))
         for name, n in got.items():
-            counters[name] = max(counters.get(name, 0), n) if name.endswith("_epoch") \
+            counters[name] = max(counters.get(name, 0), n) if name in _LAST_EPOCHS \
                 else counters.get(name, 0) + n
             ops.append((keys.meta_key(f"cc:{channel}:{name}"), _U64.pack(counters[name]),
                         0, 0, 0))
