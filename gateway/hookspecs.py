@@ -44,15 +44,18 @@ def gateway_register_commands(cli: click.Group) -> None:
 
 @hookspec
 def gateway_register_conflict_functions() -> Mapping[str, Any]:
-    """Return conflict functions by name (e.g. ``{"NDB$EPOCH": fn}``).
+    """Return conflict functions by name, e.g. ``{"MY$FIRST_WINS": fn}`` (docs/conflicts.md).
 
-    A conflict function is called with keyword arguments ``row_epoch``, ``row_author``,
-    ``change_epoch``, ``change_author`` and ``max_replicated_epoch`` and returns true when the
-    change conflicts with the stored row. Names must be unique across loaded plugins.
-
-    Provisional: kept for the multi-master conflict functions (issue 15), which will call the
-    registered functions per replicated row change; the arguments may grow (the row's GTID,
-    the change's origin) until that lands, and docs/plugins.md will say when it is final.
+    A value is a function ``fn(change, stored, ctx) -> Verdict`` with the built-ins' contract
+    (``gateway.conflict``: the replicated ``Change``, the row as this cluster ``Stored`` it,
+    the ``Context`` of this cluster; a ``Verdict`` back), judged per row, or a
+    ``gateway.conflict.FunctionSpec`` for a function with a resolution column argument, an
+    epoch-based or a transactional one. It must be pure and deterministic (values in, verdict
+    out): every node of a cluster judges each replicated epoch itself and must decide the
+    same. Names are upper case (letters, digits, ``_``, ``$``), unique across plugins and
+    distinct from the built-ins. Loaded when a rule first names a function no built-in has;
+    every node of the cluster must load the plugin (a node without it stops rather than judge
+    differently).
     """
 
 

@@ -1,17 +1,28 @@
 """Conflict detection and resolution between replicating clusters (pure: values in, verdicts
 out): the change/row/verdict model (:mod:`.model`), the built-in functions of MySQL Cluster's
 NDB$ family and last-writer-wins (:mod:`.functions`), and the per-table rules that choose them
-(:mod:`.rules`). The state machine applies the verdicts (issue 15, in progress)."""
+(:mod:`.rules`), and judging a whole replicated epoch (:mod:`.resolve`); the node's state
+machine applies the verdicts (docs/conflicts.md)."""
 
-from .functions import BUILTIN, ConflictConfigError, FunctionSpec, RoleNotSetError, bind
-from .model import Cause, Change, Context, OpType, Role, Stored, Verdict
+from .functions import (
+    BUILTIN,
+    ConflictConfigError,
+    ConflictFunctionsError,
+    FunctionSpec,
+    RoleNotSetError,
+    bind,
+    with_plugins,
+)
+from .model import APPLY, Cause, Change, Context, OpType, Role, Stored, Verdict
 from .rules import ConflictRule, RuleSet, parse_function
 
 __all__ = [
+    "APPLY",
     "BUILTIN",
     "Cause",
     "Change",
     "ConflictConfigError",
+    "ConflictFunctionsError",
     "ConflictRule",
     "Context",
     "FunctionSpec",
@@ -23,4 +34,5 @@ __all__ = [
     "Verdict",
     "bind",
     "parse_function",
+    "with_plugins",
 ]

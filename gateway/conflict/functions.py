@@ -48,6 +48,7 @@ transaction and reflection handling of the variants is the caller's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,9 +62,11 @@ __all__ = [
     "COLUMN_TYPES",
     "ConflictConfigError",
     "ConflictFunction",
+    "ConflictFunctionsError",
     "FunctionSpec",
     "RoleNotSetError",
     "bind",
+    "with_plugins",
 ]
 
 FT = value_pb2.FieldType
@@ -72,6 +75,11 @@ COLUMN_TYPES = frozenset({FT.FIELD_TYPE_INTEGER, FT.FIELD_TYPE_UNSIGNED,
                           FT.FIELD_TYPE_TIMESTAMP})
 
 ConflictFunction = Callable[[Change, Stored, Context], Verdict]
+
+
+class ConflictFunctionsError(RuntimeError):
+    """The plugins' conflict functions cannot be had (a plugin that does not load, a bad
+    registration); the message names the plugin or function."""
 
 
 class ConflictConfigError(ValueError):
@@ -295,3 +303,37 @@ def bind(name: str, args: Sequence[str], columns: Mapping[str, int] | None = Non
                 f"{name}({col}): column {col!r} is {FT.Name(columns[col])}; a resolution "
                 f"column must be INTEGER, UNSIGNED or TIMESTAMP")
     return spec, spec.make(col)
+
+
+_NAME = re.compile(r"[A-Z][A-Z0-9_$]*\Z")
+
+
+def with_plugins(found: Mapping[str, Any]) -> Mapping[str, FunctionSpec]:
+    """The built-in functions plus those plugins register through
+    ``gateway_register_conflict_functions`` (name -> function), as ``FunctionSpec`` values.
+
+    A plugin's value is either a plain function ``fn(change, stored, ctx) -> Verdict`` (the
+    built-ins' contract: a row function without argument, judged per row) or a
+    ``FunctionSpec`` (a function with a resolution column, epoch-based or transactional; its
+    ``name`` must be the registered one). Names are upper case (rules are matched upper case),
+    made of letters, digits, ``_`` and ``$``, and may not shadow a built-in. Raises
+    ``ConflictConfigError`` naming the function for any of these."""
+    out: dict[str, FunctionSpec] = dict(BUILTIN)
+    for name, obj in found.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConflictConfigError(f"plugin conflict function {name!r}: a name is upper "
+                                      f"case letters, digits, _ and $ (e.g. MY$FIRST_WINS)")
+        if name in BUILTIN:
+            raise ConflictConfigError(f"plugin conflict function {name}: a built-in function "
+                                      f"has that name")
+        if isinstance(obj, FunctionSpec):
+            if obj.name != name:
+                raise ConflictConfigError(f"plugin conflict function {name}: registered with "
+                                          f"a FunctionSpec named {obj.name!r}")
+            out[name] = obj
+        elif callable(obj):
+            out[name] = FunctionSpec(name, False, False, False, lambda _col, _fn=obj: _fn)
+        else:
+            raise ConflictConfigError(f"plugin conflict function {name}: {type(obj).__name__} "
+                                      f"is neither a function nor a FunctionSpec")
+    return out

@@ -79,13 +79,18 @@ class RuleSet:
     def check(self, rule: ConflictRule, columns: Mapping[str, int] | None = None) -> None:
         """Raise ``ConflictConfigError`` naming the table pattern and what is wrong with
         ``rule``; ``columns``: the types of a table it matches, when known."""
-        if not _PATTERN.match(rule.pattern):
-            raise ConflictConfigError(f"table {rule.pattern!r}: not schema.table (letters, "
-                                      f"digits, _ and the wildcards * and ?) or *")
+        self.check_pattern(rule)
         try:
             bind(rule.function, rule.args, columns, self.functions)
         except ConflictConfigError as exc:
             raise ConflictConfigError(f"table {rule.pattern}: {exc}") from None
+
+    @staticmethod
+    def check_pattern(rule: ConflictRule) -> None:
+        """Raise ``ConflictConfigError`` when ``rule``'s table pattern is malformed."""
+        if not _PATTERN.match(rule.pattern):
+            raise ConflictConfigError(f"table {rule.pattern!r}: not schema.table (letters, "
+                                      f"digits, _ and the wildcards * and ?) or *")
 
     def set(self, rule: ConflictRule) -> None:
         """Add or replace the rule for ``rule.pattern`` (checked)."""

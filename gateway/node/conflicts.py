@@ -15,7 +15,14 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, FunctionSpec, Role
+from gateway.conflict import (
+    BUILTIN,
+    ConflictConfigError,
+    ConflictFunctionsError,
+    ConflictRule,
+    FunctionSpec,
+    Role,
+)
 from gateway.conflict.rules import RuleSet, parse_function, rule_from_proto, rule_to_proto
 from gateway.core import messages
 from gateway.v1 import gateway_pb2, replication_pb2
@@ -62,10 +69,10 @@ class NodeConflicts:
     """Admin changes and the configuration file's rules, on the leader."""
 
     def __init__(self, driver: RaftDriver, role: str = "",
-                 rules: Sequence[ConflictRule] = (),
-                 functions: Mapping[str, FunctionSpec] = BUILTIN) -> None:
+                 rules: Sequence[ConflictRule] = ()) -> None:
+        """``rules``: the configuration file's, already checked against the functions the
+        node has (``GatewayNode.start``)."""
         self.driver = driver
-        self.functions = functions
         self._role = role
         self._rules = tuple(rules)
 
@@ -84,10 +91,14 @@ class NodeConflicts:
                 except ConflictConfigError as exc:
                     raise InvalidRequest("set", f"table {rule.pattern}: {exc}") from None
                 rule = ConflictRule(rule.pattern, name, args)
-            check_rule(rule, self._schemas(), self.functions,
+            try:
+                functions = self.driver.sm.functions(rule.function)
+            except ConflictFunctionsError as exc:
+                raise InvalidRequest("set", f"table {rule.pattern}: {exc}") from None
+            check_rule(rule, self._schemas(), functions,
                        {name: [k for k, _ in sc.key_fields]
                         for name, sc in self.driver.sm.schemas.items()})
-            spec = self.functions.get(rule.function)
+            spec = functions.get(rule.function)
             if spec is not None and spec.epoch and self.driver.sm.conflict_role is Role.NONE:
                 raise InvalidRequest("set", f"table {rule.pattern}: {rule.function} needs this "
                                      f"cluster's role: set it first (PRIMARY on the cluster "

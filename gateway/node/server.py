@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -31,6 +32,13 @@ from gateway import plugins
 from gateway.appliers.contract import scope_of
 from gateway.appliers.dispatcher import DispatcherConfig
 from gateway.appliers.position import PositionStore, PositionStoreError
+from gateway.conflict import (
+    ConflictConfigError,
+    ConflictFunctionsError,
+    FunctionSpec,
+    RuleSet,
+    with_plugins,
+)
 from gateway.core.lsm.errors import LSMError
 from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
@@ -121,6 +129,14 @@ class GatewayNode:
         except Exception as exc:
             self.storage.close()
             raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
+        self.sm.load_functions = self._conflict_functions
+        for i, rule in enumerate(cfg.conflicts):  # a plugin's function: load, check it now
+            try:
+                RuleSet(functions=self.sm.functions(rule.function), checked=False).check(rule)
+            except (ConflictConfigError, ConflictFunctionsError) as exc:
+                self.sm.close()
+                self.storage.close()
+                raise NodeStartError(f"conflicts[{i}]: {exc}") from None
         snap = self.storage.snapshots.metadata
         try:
             if snap.index and self.sm.durable_applied_index < snap.index:
@@ -347,6 +363,22 @@ class GatewayNode:
 
     # -- appliers -------------------------------------------------------------------------------
 
+    def _plugins(self) -> Any:
+        """The plugin manager: the one given, else the configured plugins, loaded once."""
+        if self._pm is None:
+            cfg = self.config
+            self._pm = plugins.load_plugins(
+                list(cfg.plugins) if cfg.plugins is not None else None)
+        return self._pm
+
+    def _conflict_functions(self) -> Mapping[str, FunctionSpec]:
+        """The built-in conflict functions and the loaded plugins' (loaded when a rule first
+        names a function no built-in has); ``ConflictFunctionsError`` names what failed."""
+        try:
+            return with_plugins(plugins.conflict_functions(self._plugins()))
+        except (plugins.PluginError, ConflictConfigError) as exc:
+            raise ConflictFunctionsError(f"the plugins' conflict functions: {exc}") from None
+
     def _start_appliers(self) -> None:
         """Build every configured applier (unknown names and bad options fail the start) and
         start them: node-scoped ones now, cluster-scoped ones whenever this node leads
@@ -354,8 +386,7 @@ class GatewayNode:
         cfg = self.config
         if not cfg.appliers:
             return
-        pm = self._pm if self._pm is not None else plugins.load_plugins(
-            list(cfg.plugins) if cfg.plugins is not None else None)
+        pm = self._plugins()
         factories = plugins.applier_factories(pm)
         hosted = NodeAppliers(self.driver, os.path.join(cfg.data_dir, "appliers"),
                               publish_metrics=plugins.publish_metrics(pm),

@@ -244,6 +244,7 @@ class SnapshotTaker:
         if floor >= self._storage.first_index():
             await asyncio.get_running_loop().run_in_executor(self._io, self._storage.compact,
                                                              floor)
+            self._sm.forget_outcomes(floor)  # what conflicts left of entries now gone
             log.info("snapshot at index %d (%d bytes, started at applied index %d); log "
                      "compacted up to %d", index, size, job.start_applied, floor)
         else:

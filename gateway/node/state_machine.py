@@ -54,14 +54,16 @@ import logging
 import os
 import shutil
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from google.protobuf.message import DecodeError
 
 from gateway.conflict import (
+    BUILTIN,
     ConflictConfigError,
     ConflictRule,
     Context,
+    FunctionSpec,
     Role,
     RoleNotSetError,
     RuleSet,
@@ -112,7 +114,7 @@ from .wire import (
     write_result,
 )
 
-__all__ = ["Applied", "StoreStateMachine"]
+__all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
 _U64 = struct.Struct(">Q")
 #: Default idempotency window: a retry is recognised for this long after the first commit.
@@ -179,6 +181,16 @@ def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
     return TableSchema(key_fields, cols)
 
 
+#: The counters that hold an epoch (the newest wins), not a count.
+_LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
+
+
+class ConflictFunctionMissingError(RuntimeError):
+    """A replicated epoch meets a conflict rule whose function this node lacks (a plugin it
+    did not load). Applying it here without the function could make this node differ from
+    the others, so ``apply`` raises and the node stops with this message."""
+
+
 class StoreStateMachine:
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
@@ -203,6 +215,10 @@ class StoreStateMachine:
             else:
                 self._install_staged(staged)
         self.store = LSMStore(self.path, memtable_bytes)
+        #: The conflict functions rules may name: the built-ins, and what ``load_functions``
+        #: (set by the node: the plugins' functions) adds when a rule names another.
+        self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
+        self.load_functions: Callable[[], Mapping[str, FunctionSpec]] | None = None
         self._load()
 
     def _load(self) -> None:
@@ -479,6 +495,8 @@ class StoreStateMachine:
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
         for txn in txns:
+            if not txn.statements:
+                continue  # rejected whole by conflicts upstream: its GTID travels, no rows
             try:
                 got = check_statements(txn.statements, schemas, rows=False)
             except InvalidRequest as exc:
@@ -503,6 +521,13 @@ class StoreStateMachine:
             try:
                 judged = self._judge(unit, txns, ops, overlay, pre)
             except (ConflictConfigError, RoleNotSetError) as exc:
+                missing = self._missing_function(txns)
+                if missing is not None:  # another node may have it: stop, never diverge
+                    raise ConflictFunctionMissingError(
+                        f"log index {e.index}: a conflict rule names the function {missing}, "
+                        f"which no loaded plugin registers on this node; load the plugin "
+                        f"that provides it (on every node of the cluster) and restart, or "
+                        f"unset the rule (gateway conflicts unset)") from None
                 return self._refuse_unit(e, mark, ops, f"conflict rules: {exc}", unit)
             pre = [p if t is o else None for p, t, o in zip(pre, judged.transactions, txns,
                                                              strict=True)]
@@ -537,11 +562,38 @@ class StoreStateMachine:
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
             epoch=unit.local_epoch, log_index=e.index))
 
+    def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
+        """The conflict functions known here; when ``need`` is not one of them, the plugins'
+        are loaded first (once; ``load_functions`` may raise, naming what failed)."""
+        if need is not None and need not in self.conflict_functions \
+                and self.load_functions is not None:
+            self.conflict_functions = self.load_functions()
+            self.load_functions = None
+        return self.conflict_functions
+
     def _ruleset(self) -> RuleSet:
         rules = self.conflict_rules
         if self._rules_cache is None or self._rules_cache[0] is not rules:
-            self._rules_cache = (rules, RuleSet(rules.values(), checked=False))
+            for r in rules.values():
+                self.functions(r.function)
+            self._rules_cache = (rules, RuleSet(rules.values(), self.conflict_functions,
+                                                checked=False))
         return self._rules_cache[1]
+
+    def _missing_function(self, txns: list[transaction_pb2.Transaction]) -> str | None:
+        """The function of a rule judging one of ``txns``' tables that this node does not
+        have (a plugin it did not load), or None."""
+        rules = self._ruleset()
+        for txn in txns:
+            for stmt in txn.statements:
+                kind = stmt.WhichOneof("kind")
+                if kind not in ("insert", "update", "delete"):
+                    continue
+                t = getattr(stmt, kind).table
+                rule = rules.rule_for(t.schema_name, t.table_name)
+                if rule is not None and rule.function not in rules.functions:
+                    return rule.function
+        return None
 
     def _all_fresh(self, txns: list[transaction_pb2.Transaction], pre: list[list | None],
                    overlay: dict[bytes, bytes | None]) -> list[bytes] | None:
@@ -634,10 +686,11 @@ class StoreStateMachine:
 
     def _count_conflicts(self, channel: str, got: dict[str, int], ops: list) -> None:
         """Add one epoch's conflict counters of ``channel`` to the durable ones
-        (``m cc:<channel>:<name>``); the ``last_*_epoch`` ones keep the newest epoch."""
+        (``m cc:<channel>:<name>``); ``last_conflict_epoch`` and ``last_stable_epoch`` keep
+        the newest epoch, the others add up (``conflict_fn_epoch`` is a count)."""
         counters = dict(self.conflict_counters.get(channel, {}))
         for name, n in got.items():
-            counters[name] = max(counters.get(name, 0), n) if name.endswith("_epoch") \
+            counters[name] = max(counters.get(name, 0), n) if name in _LAST_EPOCHS \
                 else counters.get(name, 0) + n
             ops.append((keys.meta_key(f"cc:{channel}:{name}"), _U64.pack(counters[name]),
                         0, 0, 0))
@@ -649,6 +702,18 @@ class StoreStateMachine:
         when it was applied as it came."""
         raw = self.store.get(keys.meta_key(f"dx:{index}"))
         return None if raw is None else replication_pb2.ReplicatedEpoch.FromString(raw)
+
+    def forget_outcomes(self, through: int) -> int:
+        """Delete what ``unit_outcome`` records for entries at log index ``through`` or
+        below (``m dx:<index>``), once the log no longer holds them (its compaction): no
+        reader can ask for those entries any more. A local clean-up, not replicated (every
+        node compacts its own log); returns how many were deleted."""
+        prefix = keys.meta_key("dx:")
+        gone = [k for k, _ in self.store.scan_prefix(prefix)
+                if int(k[len(prefix):]) <= through]
+        if gone:
+            self.store.write_batch([(k, None) for k in gone])
+        return len(gone)
 
     @staticmethod
     def _refuse_unit(e: Entry, mark: bytes, ops: list, reason: str,

@@ -137,8 +137,10 @@ def test_ndb_max_keeps_the_greater_timestamp_on_both_clusters(tmp_path):
             await wait_for(lambda: _rows(na) == {(1,): "B"} and _rows(nb) == {(1,): "B"}, 30,
                            "both on the greater ts")
             await wait_for(lambda: len(_exceptions(nb)) == 1, 20, "B recorded A's change")
-            assert _exceptions(na) == []  # B's change won at A: no exception there
             e = _exceptions(nb)[0]
+            # B's change won at A: A recorded nothing, and holds B's record once the channel
+            # brought it (exceptions tables replicate like any table)
+            await wait_for(lambda: _exceptions(na) == [e], 20, "A holds B's exception row")
             assert e["server_id"].uint_value == 2 and e["source_server_id"].uint_value == 1
             assert e["ts$OLD"].int_value == 20 and e["ts$NEW"].int_value == 10
             assert dict(nb.status().channels[0].conflicts)["conflict_fn_max"] == 1

@@ -84,18 +84,20 @@ def test_two_plugins_offering_one_name_is_an_error():
 
 
 def test_conflict_functions_and_metrics_reach_plugins():
+    from gateway.conflict import APPLY, Cause, Change, Context, OpType, Stored, Verdict
+
     seen = []
 
-    def epoch_conflict(*, row_epoch, row_author, change_epoch, change_author,
-                       max_replicated_epoch):
-        return row_author != change_author and row_epoch > max_replicated_epoch
+    def first_wins(change, stored, ctx):
+        return Verdict(False, Cause.ROW_ALREADY_EXISTS) if stored.exists else APPLY
 
-    m = _module("c", gateway_register_conflict_functions=lambda: {"NDB$EPOCH": epoch_conflict},
+    m = _module("c", gateway_register_conflict_functions=lambda: {"MY$FIRST_WINS": first_wins},
                 gateway_publish_metrics=lambda source, metrics: seen.append((source, metrics)))
     pm = _pm_with(m)
-    fn = plugins.conflict_functions(pm)["NDB$EPOCH"]
-    assert fn(row_epoch=5, row_author=1, change_epoch=6, change_author=2,
-              max_replicated_epoch=4)
+    fn = plugins.conflict_functions(pm)["MY$FIRST_WINS"]
+    change = Change(OpType.WRITE_ROW, 2, 1, 10, {"v": 1})
+    assert fn(change, Stored(True), Context(1)).cause is Cause.ROW_ALREADY_EXISTS
+    assert fn(change, Stored.absent(), Context(1)).apply
     plugins.publish_metrics(pm)("sqlite", {"applied_ops": 3})
     assert seen == [("sqlite", {"applied_ops": 3})]
 
