@@ -27,6 +27,8 @@ Exceptions a plugin raises or catches::
     Exception
     ├── ApplyError                     apply() failed for a batch (permanent unless below)
     │   ├── TransientApplyError        worth retrying: the dispatcher backs off and retries
+    │   │   └── StoreUnavailableError  the store cannot be reached: retried until it returns,
+    │   │                              never dead-lettered (ConnectionError is taken alike)
     │   └── UnsupportedOperationError  this applier can never apply the operation: it is
     │                                  dead-lettered at once (also SQL without accepts_sql)
     ├── PositionStoreError             a position file cannot be read or written (one line
@@ -89,6 +91,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ApplyError": ("gateway.appliers.contract", "ApplyError"),
     "Capabilities": ("gateway.appliers.contract", "Capabilities"),
     "TransientApplyError": ("gateway.appliers.contract", "TransientApplyError"),
+    "StoreUnavailableError": ("gateway.appliers.contract", "StoreUnavailableError"),
     "UnsupportedOperationError": ("gateway.appliers.contract", "UnsupportedOperationError"),
     "is_transient": ("gateway.appliers.contract", "is_transient"),
     # an applier's own bookkeeping: positions and dead letters
@@ -139,6 +142,7 @@ __all__ = [
     "RowOperation",
     "SqlText",
     "SqliteApplier",
+    "StoreUnavailableError",
     "TableRef",
     "TransientApplyError",
     "TruncatedFrameError",
@@ -181,6 +185,7 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         ApplierFactory,
         ApplyError,
         Capabilities,
+        StoreUnavailableError,
         TransientApplyError,
         UnsupportedOperationError,
         is_transient,

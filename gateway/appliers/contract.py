@@ -16,16 +16,21 @@ The applier promises:
   raises otherwise. ``apply`` may be called from several worker threads at once with batches of
   disjoint rows, unless ``Capabilities.thread_safe`` is false (then calls are serialised).
 - A non-idempotent applier applies a batch all or nothing (a failed call left no trace).
-- It raises ``TransientApplyError`` (or ``ConnectionError``/``TimeoutError``) for failures worth
-  retrying, ``UnsupportedOperationError`` for an operation it can never apply, anything else
-  for a permanent failure of the batch. The dispatcher retries transient failures with
-  exponential backoff, isolates the failing operation, and sends it to the dead-letter log
-  after the configured attempts.
+- It raises ``StoreUnavailableError`` (or ``ConnectionError``) when the store cannot be
+  reached or cannot take writes at all -- not the batch's fault: the dispatcher retries it
+  with backoff for as long as it lasts (never dead-lettering for it; the applier shows as
+  failing on Status and metrics, its lag grows, and it catches up when the store returns);
+  ``TransientApplyError`` (or ``TimeoutError``) for other failures worth retrying,
+  ``UnsupportedOperationError`` for an operation it can never apply, anything else for a
+  permanent failure of the batch. The dispatcher retries transient failures with exponential
+  backoff, isolates the failing operation, and sends it to the dead-letter log after the
+  configured attempts.
 
 Exceptions::
 
     ApplyError                   an applier could not apply a batch
-    ├── TransientApplyError      worth retrying (store busy, connection lost)
+    ├── TransientApplyError      worth retrying (a batch that may succeed later)
+    │   └── StoreUnavailableError  the store is unreachable: retried until it returns
     └── UnsupportedOperationError  this applier never applies such an operation
     ApplierConfigError (ValueError)  bad options for an applier factory
 
@@ -54,9 +59,11 @@ __all__ = [
     "ApplierFactory",
     "ApplyError",
     "Capabilities",
+    "StoreUnavailableError",
     "TransientApplyError",
     "UnsupportedOperationError",
     "is_transient",
+    "is_unavailable",
     "scope_of",
 ]
 
@@ -76,6 +83,12 @@ class TransientApplyError(ApplyError):
     """A failure worth retrying: the same batch may succeed later."""
 
 
+class StoreUnavailableError(TransientApplyError):
+    """The store cannot be reached or cannot take writes at all (down, unreachable, refusing
+    connections): retried until it returns, never dead-lettered. The message should name the
+    endpoint and the error."""
+
+
 class UnsupportedOperationError(ApplyError):
     """The applier can never apply this operation (e.g. SQL on a key-value store)."""
 
@@ -88,6 +101,12 @@ def is_transient(exc: BaseException) -> bool:
     """True for errors the dispatcher retries: ``TransientApplyError``, ``ConnectionError``
     and ``TimeoutError``."""
     return isinstance(exc, TransientApplyError | ConnectionError | TimeoutError)
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True for errors that mean the store is unavailable rather than the batch at fault:
+    ``StoreUnavailableError`` and ``ConnectionError`` (retried without a limit)."""
+    return isinstance(exc, StoreUnavailableError | ConnectionError)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,9 @@ class ApplierMetrics:
     lag_seconds: float = 0.0
     watermark: int = 0
     queued_ops: int = 0
+    unavailable: int = 0  # 1 while the store cannot be reached (the applier retries)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _error: str = field(default="", repr=False, compare=False)
 
     def add(self, **deltas: int) -> None:
         """Add to counters, e.g. ``add(applied_ops=5, batches=1)``."""
@@ -51,8 +53,20 @@ class ApplierMetrics:
             for name, value in values.items():
                 setattr(self, name, value)
 
+    def set_unavailable(self, error: str) -> None:
+        """Mark the store unavailable with ``error`` (one line), or available again when
+        ``error`` is empty."""
+        with self._lock:
+            self.unavailable = 1 if error else 0
+            self._error = error
+
+    def unavailable_error(self) -> str:
+        """Why the store is unavailable (empty while it is not)."""
+        with self._lock:
+            return self._error
+
     def snapshot(self) -> dict[str, float]:
         """All counters and gauges as ``{name: value}`` (without ``applier``)."""
         with self._lock:
             return {f.name: getattr(self, f.name) for f in fields(self)
-                    if f.name not in ("applier", "_lock")}
+                    if f.name not in ("applier", "_lock", "_error")}

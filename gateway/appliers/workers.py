@@ -1,13 +1,15 @@
 """Partition workers: one thread per partition, each applying its operations in order.
 
-``BatchRunner.run(ops)`` is the whole failure policy for a batch: try ``applier.apply``; on a
-transient error (``contract.is_transient``) retry with exponential backoff up to
-``RetryPolicy.max_attempts``; if the batch still fails (or failed permanently) and holds more
-than one operation, run each operation alone the same way, so one poison operation cannot take
-its neighbours down; an operation that fails alone goes to the dead-letter sink with its error
-and attempt count. It returns only when every operation is applied or dead-lettered -- nothing
-is dropped -- or raises ``Stopped`` when the dispatcher stops during a backoff (the operations
-stay unapplied and are replayed after a restart).
+``BatchRunner.run(ops)`` is the whole failure policy for a batch: try ``applier.apply``; while
+the store is unavailable (``contract.is_unavailable``) retry with backoff for as long as it
+lasts, marking the applier's metrics unavailable with the error (never a dead letter: the
+batch is not at fault); on another transient error (``contract.is_transient``) retry with
+exponential backoff up to ``RetryPolicy.max_attempts``; if the batch still fails (or failed
+permanently) and holds more than one operation, run each operation alone the same way, so one
+poison operation cannot take its neighbours down; an operation that fails alone goes to the
+dead-letter sink with its error and attempt count. It returns only when every operation is
+applied or dead-lettered -- nothing is dropped -- or raises ``Stopped`` when the dispatcher
+stops during a backoff (the operations stay unapplied and are replayed after a restart).
 
 ``PartitionWorker`` drains a bounded queue of per-unit operation lists (a full queue blocks the
 dispatcher: backpressure), groups up to ``max_batch`` queued operations per ``apply`` call and
@@ -16,6 +18,7 @@ reports finished operations through a callback.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -25,8 +28,10 @@ from typing import Any
 
 from gateway.core.rowops import RowOp
 
-from .contract import Applier, UnsupportedOperationError, is_transient
+from .contract import Applier, UnsupportedOperationError, is_transient, is_unavailable
 from .metrics import ApplierMetrics
+
+log = logging.getLogger("gateway.appliers")
 
 __all__ = ["STOP", "BatchRunner", "PartitionWorker", "RetryPolicy", "Stopped"]
 
@@ -67,6 +72,7 @@ class BatchRunner:
         self.stop = stop
         self._serial = (nullcontext() if applier.capabilities.thread_safe
                         else threading.Lock())
+        self._down = False  # the last attempt found the store unavailable
 
     def run(self, ops: Sequence[RowOp]) -> None:
         caps = self.applier.capabilities
@@ -103,14 +109,29 @@ class BatchRunner:
             except Exception as exc:
                 if isinstance(exc, UnsupportedOperationError) or not is_transient(exc):
                     return exc, attempt
-                if attempt >= self.policy.max_attempts:
+                if is_unavailable(exc):  # not the batch's fault: wait for the store
+                    self._unavailable(exc)
+                    attempt = min(attempt, self.policy.max_attempts - 1)
+                elif attempt >= self.policy.max_attempts:
                     return exc, attempt
                 self.metrics.add(retries=1)
                 if self.stop.wait(self.policy.delay(attempt)):
                     raise Stopped from None
                 continue
+            if self._down:
+                self._down = False
+                self.metrics.set_unavailable("")
+                log.warning("applier %s: the store is available again", self.applier.name)
             self.metrics.add(applied_ops=len(ops), batches=1)
             return None, attempt
+
+    def _unavailable(self, exc: BaseException) -> None:
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        if not self._down:
+            log.warning("applier %s: the store is unavailable, retrying until it returns: %s",
+                        self.applier.name, text)
+        self._down = True
+        self.metrics.set_unavailable(text)
 
     def _bury(self, op: RowOp, error: BaseException, attempts: int) -> None:
         self.dead_letter(op, error, attempts)

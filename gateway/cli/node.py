@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from gateway.cli.plugins import BadInput, plugin_manager
+from gateway.cli.plugins import BadInput, plugin_manager, plugin_names
 
 __all__ = ["attach"]
 
@@ -74,13 +74,20 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
               help="Start empty and wait to be added (`gateway cluster add`).")
 @click.option("--metrics", default=None, metavar="HOST:PORT",
               help="Serve Prometheus metrics on HOST:PORT.")
+@click.option("--plugins", "run_plugins", default=None, metavar="A,B",
+              help="Load exactly these plugins and run their appliers (e.g. cassandra,rabbit; "
+                   "the same as `gateway --plugins A,B run`).")
 @click.option("--appliers", default=None, metavar="A,B",
-              help="Appliers to run (default sqlite; '' for none).")
+              help="Run exactly these appliers ('' for none); see below.")
+@click.option("-o", "--option", "options", multiple=True, metavar="APPLIER.KEY=VALUE",
+              help="An applier option, e.g. -o cassandra.contact=10.0.0.5:9042 (repeatable; "
+                   "wins over GATEWAY_<APPLIER>_<KEY> and the file's [appliers.APPLIER]).")
 @click.option("--no-fsync", "fsync", flag_value=False, default=None,
               help="Do not fsync the Raft log (tests and benchmarks only).")
 @click.option("--tick-ms", type=int, default=None, help="Raft tick in ms (default 50).")
 @click.pass_context
-def run_command(ctx: click.Context, config_path: str | None, **flags: Any) -> None:
+def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
+                options: tuple[str, ...], **flags: Any) -> None:
     """Run a gateway node until SIGTERM/SIGINT.
 
     With no options: a single-node gateway with data in ./gateway-data, the gRPC API on
@@ -88,6 +95,18 @@ def run_command(ctx: click.Context, config_path: str | None, **flags: Any) -> No
 
         gateway run --node-id 1 --listen 127.0.0.1:7101 --api 127.0.0.1:7071
             --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 --data-dir d1
+
+    \b
+    Which appliers run:
+    1. --appliers A,B, GATEWAY_APPLIERS or the file's [appliers.*]: exactly those;
+    2. else, with plugins named (--plugins A,B here or before `run`, GATEWAY_PLUGINS, the
+       file's plugins = [...]): the appliers those plugins register -- the embedded SQLite
+       applier is the plugin `sqlite`: --plugins sqlite,cassandra keeps it;
+    3. else the embedded SQLite applier alone.
+    The cassandra applier reaches 127.0.0.1:9042 and the rabbit one
+    amqp://guest:guest@127.0.0.1:5672/ unless told otherwise (-o, GATEWAY_CASSANDRA_CONTACT,
+    GATEWAY_RABBIT_URL, [appliers.NAME]). A store that is down does not stop the node: its
+    applier retries until it returns (status says FAILING with the error).
     """
     from gateway.node.config import ConfigError, load_config
     from gateway.node.metrics import configure_logging
@@ -98,7 +117,7 @@ def run_command(ctx: click.Context, config_path: str | None, **flags: Any) -> No
         cfg = load_config(config_path, flags)
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
-    pm = plugin_manager(ctx)
+    cfg, pm = _choose_appliers(ctx, cfg, run_plugins, options)
     configure_logging(cfg.log_level, cfg.log_format)
     try:
         asyncio.run(_serve(cfg, pm))
@@ -108,6 +127,55 @@ def run_command(ctx: click.Context, config_path: str | None, **flags: Any) -> No
 
 class _StartFailed(Exception):
     pass
+
+
+def _choose_appliers(ctx: click.Context, cfg: Any, run_plugins: str | None,
+                     options: tuple[str, ...]) -> tuple[Any, Any]:
+    """The plugin manager and the config with the appliers ``gateway run`` runs and their
+    options (see ``run_command``'s help); bad input is a ``BadInput`` naming it."""
+    import dataclasses
+    import os
+
+    from gateway import plugins
+    from gateway.node.config import ConfigError
+
+    names = plugin_names(ctx)
+    pm = None
+    if run_plugins is not None:
+        names = plugins.parse_plugin_names(run_plugins)
+    elif names is None and cfg.plugins is not None:
+        names = list(cfg.plugins)
+    if names is not None and names != plugin_names(ctx):
+        try:
+            pm = plugins.load_plugins(names)
+        except plugins.PluginError as exc:
+            raise BadInput(str(exc)) from None
+    else:
+        pm = plugin_manager(ctx)
+    appliers = {n: dict(o) for n, o in cfg.appliers.items()}
+    if names is not None and not cfg.appliers_set:
+        by_plugin = plugins.appliers_by_plugin(pm)
+        appliers = {f.name: {} for n in names for f in by_plugin.get(n, [])}
+    for name, opts in appliers.items():  # GATEWAY_<APPLIER>_<KEY>
+        prefix = f"GATEWAY_{name.upper().replace('-', '_')}_"
+        for var, value in os.environ.items():
+            if var.startswith(prefix) and len(var) > len(prefix):
+                opts[var[len(prefix):].lower()] = value
+    for text in options:
+        target, eq, value = text.partition("=")
+        name, dot, key = target.partition(".")
+        if not (eq and dot and name and key):
+            raise BadInput(f"-o {text}: expected APPLIER.KEY=VALUE (e.g. "
+                           f"-o cassandra.contact=127.0.0.1:9042)")
+        if name not in appliers:
+            running = ", ".join(sorted(appliers)) or "none"
+            raise BadInput(f"-o {text}: applier {name!r} does not run (running: {running})")
+        appliers[name][key] = value
+    try:
+        cfg = dataclasses.replace(cfg, appliers=appliers).validate()
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    return cfg, pm
 
 
 async def _serve(cfg: Any, pm: Any) -> None:
@@ -260,8 +328,8 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             where += f", replicated {a.replicated_position}]" if a.scope == "cluster" else "]"
         click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
                    f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
-        if a.error:
-            click.echo(f"    STOPPED: {a.error}")
+        if a.error:  # running: its store is unavailable and it retries
+            click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):
         click.echo(line)
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):

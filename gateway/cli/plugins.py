@@ -19,9 +19,10 @@ from gateway import plugins
 from gateway.appliers.contract import ApplierConfigError, scope_of
 from gateway.plugins import PluginError
 
-__all__ = ["BadInput", "attach", "plugin_manager"]
+__all__ = ["BadInput", "attach", "plugin_manager", "plugin_names"]
 
 _META_KEY = "gateway.plugin_manager"
+_NAMES_KEY = "gateway.plugin_names"
 _ADDED_ATTR = "_gateway_plugin_commands"
 
 
@@ -44,6 +45,12 @@ def plugin_manager(ctx: click.Context) -> pluggy.PluginManager:
     return pm
 
 
+def plugin_names(ctx: click.Context) -> list[str] | None:
+    """The plugins ``--plugins`` / ``GATEWAY_PLUGINS`` named, or None when they named none
+    (every installed plugin is loaded then)."""
+    return ctx.find_root().meta.get(_NAMES_KEY)
+
+
 def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     names = None if value is None else plugins.parse_plugin_names(value)
     try:
@@ -51,6 +58,7 @@ def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> Non
     except PluginError as exc:
         raise BadInput(str(exc)) from None
     ctx.meta[_META_KEY] = pm
+    ctx.meta[_NAMES_KEY] = names
     group = ctx.command
     assert isinstance(group, click.Group)
     # The group object lives as long as the process: drop commands a previous invocation's

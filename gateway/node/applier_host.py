@@ -371,6 +371,15 @@ class NodeAppliers:
                 floor = min(floor, a.positions.load().log_index)
         return floor
 
+    @staticmethod
+    def _error(a: Any, running: bool) -> str:
+        """Status's one line: why the applier stopped here, or -- while it runs -- that its
+        store is unavailable and it retries (the endpoint and the error)."""
+        if running:
+            down = a.metrics.unavailable_error()
+            return f"store unavailable, retrying: {down}" if down else ""
+        return "" if a.error is None else " ".join(str(a.error).split())
+
     def status(self) -> list[gateway_pb2.ApplierStatus]:
         out = []
         applied = self._driver.sm.applied_index
@@ -388,7 +397,6 @@ class NodeAppliers:
             out.append(gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,
-                replicated_position=replicated,
-                error="" if running or a.error is None else " ".join(str(a.error).split())))
+                replicated_position=replicated, error=self._error(a, running)))
         return out
 

@@ -88,6 +88,9 @@ class NodeConfig:
     join: bool = False
     plugins: tuple[str, ...] | None = None
     appliers: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: {"sqlite": {}})
+    #: ``appliers`` was set (file, environment or flag) rather than left at its default: then
+    #: ``gateway run --plugins`` does not choose the appliers (docs/node.md).
+    appliers_set: bool = False
     tick_ms: int = 50
     election_ticks: int = 10
     heartbeat_ticks: int = 1
@@ -383,6 +386,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfi
             tls_changes[key[4:]] = str(value)
         else:
             changes[key] = _coerce(key, value, source)
+            if key == "appliers":
+                changes["appliers_set"] = True
     if tls_changes:
         changes["tls"] = replace(cfg.tls, **tls_changes)
     return replace(cfg, **changes)

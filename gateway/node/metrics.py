@@ -14,6 +14,8 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
 ``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
 ``gateway_applier_position``        gauge   per applier durable watermark
 ``gateway_applier_dead_letters``    gauge   per applier dead letters so far
+``gateway_applier_unavailable``     gauge   per applier: 1 while it runs but its store is
+                                            unreachable (it retries until the store returns)
 ``gateway_applier_running``         gauge   1 if the applier runs on this node (labels
                                             ``applier``, ``scope``: a cluster-scoped one
                                             runs on the leader only)
@@ -89,7 +91,11 @@ class NodeCollector(Collector):
         replicated = GaugeMetricFamily("gateway_applier_replicated_position",
                                        "position of a cluster-scoped applier in the Raft log",
                                        labels=["applier"])
+        down = GaugeMetricFamily("gateway_applier_unavailable",
+                                 "1 while the applier runs here but cannot reach its store "
+                                 "(it retries; Status says why)", labels=["applier"])
         for a in n.applier_status():
+            down.add_metric([a.name], int(a.running and bool(a.error)))
             lag.add_metric([a.name], a.lag_entries)
             pos.add_metric([a.name], a.position)
             dead.add_metric([a.name], a.dead_letters)
@@ -101,6 +107,7 @@ class NodeCollector(Collector):
         yield dead
         yield running
         yield replicated
+        yield down
         yield from _channel_metrics(n)
         c = n.driver.counters
         for name, doc, value in (

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,6 +92,22 @@ def _channel_definition(c: ChannelConfig) -> replication_pb2.ChannelDefinition:
                                              source_id=c.source_id, token=c.token, ca_pem=ca)
 
 
+def _remove_made(path: str, keep_dir: bool) -> None:
+    """Remove what a failed start made in the data directory ``path``: its contents, and
+    the directory itself unless it existed before (``keep_dir``: e.g. a mounted volume)."""
+    if not keep_dir:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path):
+            child = os.path.join(path, name)
+            if os.path.isdir(child) and not os.path.islink(child):
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(child)
+
+
 class GatewayNode:
     """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
 
@@ -112,6 +129,21 @@ class GatewayNode:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start the node; raises ``NodeStartError`` (or the applier configuration's error)
+        naming what failed. A start that fails leaves no half-made data directory: what it
+        created in a directory that was missing or empty is removed again."""
+        cfg = self.config
+        existed = os.path.isdir(cfg.data_dir)
+        fresh = not existed or not os.listdir(cfg.data_dir)
+        try:
+            await self._start()
+        except BaseException:
+            # every failure path of _start closed what it had opened before raising
+            if fresh:
+                _remove_made(cfg.data_dir, keep_dir=existed)
+            raise
+
+    async def _start(self) -> None:
         cfg = self.config
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from gateway.appliers.contract import Capabilities, TransientApplyError
+from gateway.appliers.contract import Capabilities, StoreUnavailableError, TransientApplyError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, partition_of
 from gateway.appliers.source import MemorySource
 from gateway.appliers.workers import RetryPolicy
@@ -178,6 +178,35 @@ def test_exhausted_transient_retries_dead_letter_after_max_attempts(tmp_path):
     (letter,) = d.dead_letters.letters()
     assert letter.message.attempts == FAST.max_attempts
     assert letter.message.error_type == "TransientApplyError"
+
+
+def test_an_unavailable_store_is_retried_until_it_returns_never_dead_lettered(tmp_path):
+    """A store that cannot be reached (``StoreUnavailableError``, or a ``ConnectionError``)
+    is not the batch's fault: the dispatcher retries far past ``max_attempts`` while the
+    metrics show it unavailable with the error, and applies everything once it returns."""
+    down = threading.Event()
+    down.set()
+    seen: list[tuple[int, str]] = []
+
+    def unreachable(op, attempt):
+        if down.is_set():
+            m = d.metrics
+            seen.append((m.unavailable, m.unavailable_error()))
+            if attempt >= 3 * FAST.max_attempts:
+                down.clear()  # the store comes back
+            if attempt % 2:
+                raise StoreUnavailableError("cannot connect to store://10.0.0.9:1: refused")
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    applier = ModelApplier(fail=unreachable)
+    txns = workload(3, n=10, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=1))
+    d.run()
+    assert applier.store == sequential(txns)[0]
+    assert d.metrics.dead_letters == 0 and d.metrics.retries >= 3 * FAST.max_attempts - 1
+    assert any(u == 1 and "10.0.0.9:1" in e for u, e in seen)
+    assert any(u == 1 and "ConnectionRefusedError" in e for u, e in seen)
+    assert d.metrics.unavailable == 0 and d.metrics.unavailable_error() == ""
 
 
 def test_sql_for_an_applier_without_sql_goes_to_the_dead_letter_log(tmp_path):

@@ -3,9 +3,9 @@
 Random workloads go through the dispatcher with 1, 4 and 8 threads (and once with clustering
 columns); afterwards every row read back from Cassandra must equal applying the original
 statements one by one. Also: stale re-applies and shuffled orders converge (write timestamps
-from log positions), the apply-status table, a rejected statement and an unreachable cluster
-ending in dead letters with the error text, a node restart in the middle of a stream, and
-``gateway apply`` from the command line.
+from log positions), the apply-status table, a rejected statement dead-lettered with the error
+text, an unreachable cluster retried until it returns (never dead-lettered), a node restart in
+the middle of a stream, and ``gateway apply`` from the command line.
 """
 
 from __future__ import annotations
@@ -174,22 +174,36 @@ def test_a_rejected_statement_is_dead_lettered_with_the_cql_error(
     assert letter.message.attempts == 1  # permanent: not retried
 
 
-def test_an_unreachable_cluster_is_transient_and_ends_in_dead_letters(tmp_path):
+def test_an_unreachable_cluster_is_retried_until_it_returns_never_dead_lettered(tmp_path):
+    """No host reachable: the applier raises ``CassandraUnavailableError`` (a
+    ``StoreUnavailableError``); the dispatcher keeps retrying past ``max_attempts``, shows the
+    store unavailable with the contact point, dead-letters nothing and does not advance."""
     from tests.integration.servers import free_port
 
-    applier = _applier(("127.0.0.1", free_port()), "unreach_", reconnect_timeout="0.5")
+    port = free_port()
+    applier = _applier(("127.0.0.1", port), "unreach_", reconnect_timeout="0.5")
     txns = Workload(seed=4).transactions(1)
     try:
         with pytest.raises(CassandraUnavailableError, match="NoHostAvailable"):
             applier.apply(reduce_transaction(txns[0], 1))
         dispatcher = Dispatcher(applier, MemorySource(txns), tmp_path, config=DispatcherConfig(
-            threads=1, retry=RetryPolicy(max_attempts=2, initial_backoff=0.01)))
-        dispatcher.run()
+            threads=1, retry=RetryPolicy(max_attempts=2, initial_backoff=0.01,
+                                         max_backoff=0.05)))
+        runner = threading.Thread(target=dispatcher.run, daemon=True)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while dispatcher.metrics.retries < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert dispatcher.metrics.retries >= 4  # past max_attempts
+        assert dispatcher.metrics.unavailable == 1
+        assert f"127.0.0.1:{port}" in dispatcher.metrics.unavailable_error()
+        dispatcher.stop()
+        runner.join(30)
+        assert not runner.is_alive()
     finally:
         applier.close()
-    letters = dispatcher.dead_letters.letters()
-    assert letters and all(letter.message.error_type == "CassandraUnavailableError"
-                           and letter.message.attempts == 2 for letter in letters)
+    assert not list(dispatcher.dead_letters.letters())
+    assert dispatcher.position.log_index == 0  # nothing counted as done
 
 
 def test_a_node_restart_in_the_middle_of_a_stream_loses_nothing(

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 OPTIONS: dict[str, str] = {
-    "contact": "contact points, host[:port][,host[:port]...]; required",
+    "contact": "contact points, host[:port][,host[:port]...] [127.0.0.1:9042]",
     "port": "CQL port for contact points without one [9042]",
     "local_dc": "the local datacenter for DCAwareRoundRobinPolicy [datacenter1]",
     "consistency": "write consistency level [LOCAL_QUORUM]",
@@ -73,6 +73,10 @@ OPTIONS: dict[str, str] = {
     "reconnect_timeout": "seconds apply waits for a host to come back up [30]",
     "protocol_version": "native protocol version (default: negotiated)",
 }
+
+
+#: Where the applier looks for Cassandra unless told (a local server).
+DEFAULT_CONTACT = "127.0.0.1:9042"
 
 
 def _fail(message: str) -> ApplierConfigError:
@@ -116,7 +120,7 @@ def _contacts(text: str, port: int) -> tuple[tuple[str, ...], int]:
             hosts.append(item.strip("[]"))
             ports.add(port)
     if not hosts:
-        raise _fail("option 'contact' is required (e.g. -o contact=127.0.0.1:9042)")
+        raise _fail("option 'contact' names no host (e.g. -o contact=127.0.0.1:9042)")
     if len(ports) > 1:
         raise _fail(f"contact points use different ports {sorted(ports)}; the driver takes one")
     return tuple(hosts), ports.pop()
@@ -124,7 +128,8 @@ def _contacts(text: str, port: int) -> tuple[tuple[str, ...], int]:
 
 def parse_options(options: Mapping[str, str]) -> CassandraSettings:
     """``CassandraSettings`` from ``-o`` options; raises ``ApplierConfigError`` (one line)."""
-    hosts, port = _contacts(options.get("contact", ""), _int(options, "port", 9042))
+    hosts, port = _contacts(options.get("contact") or DEFAULT_CONTACT,
+                            _int(options, "port", 9042))
     consistency = (options.get("consistency") or "LOCAL_QUORUM").upper()
     if consistency not in ConsistencyLevel.name_to_value:
         raise _fail(f"unknown consistency {consistency!r}")

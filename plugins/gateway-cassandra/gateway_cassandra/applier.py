@@ -30,10 +30,11 @@ Apply status: for each origin ``server_id`` in a batch, the operation latest in 
 ``<status_keyspace>.gateway_apply_status`` in the same round, with that operation's write
 timestamp -- so the row converges to the GTID of the latest applied operation of that origin.
 
-Errors: ``CassandraUnavailableError`` (a ``TransientApplyError``: no host reachable, timeouts,
-overload, unavailable replicas) and ``CqlRejectedError`` (permanent: the statement was refused;
-its text includes the server's message and the CQL). The dispatcher retries the first and
-dead-letters both in the end, with the message in the letter.
+Errors: ``CassandraUnavailableError`` (a ``StoreUnavailableError``: no host reachable,
+timeouts, overload, unavailable replicas; the dispatcher retries it until the cluster takes
+writes again, never dead-lettering for it) and ``CqlRejectedError`` (permanent: the statement
+was refused; its text includes the server's message and the CQL; dead-lettered with the
+message in the letter).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from gateway import (
     FieldType,
     OpKind,
     RowOp,
+    StoreUnavailableError,
     TableRef,
     TransientApplyError,
     UnsupportedOperationError,
@@ -76,7 +78,7 @@ __all__ = ["CassandraApplier", "CassandraSettings", "CassandraUnavailableError",
            "CqlRejectedError"]
 
 
-class CassandraUnavailableError(TransientApplyError):
+class CassandraUnavailableError(StoreUnavailableError):
     """The cluster could not take the writes now (unreachable, timed out, overloaded)."""
 
 

@@ -51,7 +51,9 @@ def test_options_are_parsed_and_checked_with_one_line_errors():
     assert s.consistency == "ONE" and not s.create
     assert s.clustering == {"shop.orders": ("id",), "shop.lines": ("a", "b")}
     assert parse_options({"contact": "h", "port": "9000"}).port == 9000
-    for bad, match in [({}, "'contact' is required"),
+    assert parse_options({}).hosts == ("127.0.0.1",)  # a local server
+    assert parse_options({}).port == 9042
+    for bad, match in [({"contact": ","}, "'contact' names no host"),
                        ({"contact": "a:1,b:2"}, "different ports"),
                        ({"contact": "h", "consistency": "MOST"}, "unknown consistency"),
                        ({"contact": "h", "clustering": "orders=id"}, "schema.table=col1"),

@@ -69,8 +69,12 @@ __all__ = [
     "routing_key",
 ]
 
+#: Where the applier looks for the broker unless told (a local server, the default user).
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
 OPTIONS: dict[str, str] = {
-    "url": "broker URL, amqp://user:password@host:port/vhost; required",
+    "url": "broker URL, amqp://user:password@host:port/vhost "
+           "[amqp://guest:guest@127.0.0.1:5672/]",
     "exchange": "topic exchange to publish to (durable) [gateway]",
     "format": "message body: frame (transport frame of a RowOperation) or json [frame]",
     "declare": "declare the exchange (true) or require that it exists (false) [true]",
@@ -110,10 +114,7 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 def parse_options(options: Mapping[str, str]) -> RabbitSettings:
     """``RabbitSettings`` from ``-o`` options; raises ``ApplierConfigError`` (one line)."""
-    url = options.get("url", "")
-    if not url:
-        raise ApplierConfigError("applier 'rabbit': option 'url' is required "
-                                 "(e.g. -o url=amqp://guest:guest@127.0.0.1:5672/)")
+    url = options.get("url") or DEFAULT_URL
     if not url.startswith(("amqp://", "amqps://")):
         raise ApplierConfigError(f"applier 'rabbit': url {url!r} is not amqp:// or amqps://")
     fmt = options.get("format") or "frame"

@@ -21,8 +21,10 @@ an ``UnroutableMessageError``, never a silent drop.
 Errors (all ``gateway.appliers.contract.ApplyError``)::
 
     TransientApplyError                 retried by the dispatcher, then dead-lettered
-    ├── RabbitUnavailableError          no connection within ``reconnect_timeout``, or it was
-    │                                   lost, or confirms did not come within ``confirm_timeout``
+    ├── RabbitUnavailableError          a StoreUnavailableError: no connection within
+    │                                   ``reconnect_timeout``, or it was lost, or confirms did
+    │                                   not come within ``confirm_timeout``; retried until the
+    │                                   broker returns, never dead-lettered
     ├── RabbitNackError                 the broker refused a message (``basic.nack``)
     └── UnroutableMessageError          mandatory message returned: no queue is bound for its
                                         routing key (transient: a binding may be added)
@@ -51,6 +53,7 @@ from gateway import (
     Applier,
     Capabilities,
     RowOp,
+    StoreUnavailableError,
     TransientApplyError,
 )
 
@@ -65,7 +68,7 @@ __all__ = [
 ]
 
 
-class RabbitUnavailableError(TransientApplyError):
+class RabbitUnavailableError(StoreUnavailableError):
     """No usable connection to the broker, or confirms did not arrive in time."""
 
 
