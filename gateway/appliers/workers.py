@@ -98,9 +98,8 @@ class BatchRunner:
         self._bury(ops[0], error, attempts)
 
     def _attempt(self, ops: Sequence[RowOp]) -> tuple[BaseException | None, int]:
-        attempt = 0
+        attempt = down = 0  # attempts that count towards max_attempts; unavailable ones
         while True:
-            attempt += 1
             if self.stop.is_set():
                 raise Stopped
             try:
@@ -108,16 +107,21 @@ class BatchRunner:
                     self.applier.apply(ops)
             except Exception as exc:
                 if isinstance(exc, UnsupportedOperationError) or not is_transient(exc):
-                    return exc, attempt
-                if is_unavailable(exc):  # not the batch's fault: wait for the store
-                    self._unavailable(exc)
-                    attempt = min(attempt, self.policy.max_attempts - 1)
-                elif attempt >= self.policy.max_attempts:
-                    return exc, attempt
+                    return exc, attempt + 1
+                if is_unavailable(exc):  # not the batch's fault: wait for the store, the
+                    self._unavailable(exc)  # backoff growing to its cap
+                    down += 1
+                    delay = self.policy.delay(down)
+                else:
+                    attempt += 1
+                    if attempt >= self.policy.max_attempts:
+                        return exc, attempt
+                    delay = self.policy.delay(attempt)
                 self.metrics.add(retries=1)
-                if self.stop.wait(self.policy.delay(attempt)):
+                if self.stop.wait(delay):
                     raise Stopped from None
                 continue
+            attempt += 1
             if self._down:
                 self._down = False
                 self.metrics.set_unavailable("")

@@ -30,6 +30,7 @@ from tests.integration.workloads import Workload, reference, without_nulls
 require_module("cassandra", "cassandra-driver")
 require_module("gateway_cassandra", "-e plugins/gateway-cassandra")
 
+from cassandra import DriverException  # noqa: E402
 from gateway_cassandra import (  # noqa: E402
     STATUS_TABLE,
     CassandraApplier,
@@ -77,7 +78,15 @@ def _applier(contact: tuple[str, int], namespace: str, **options: str) -> Cassan
 def read_store(session: Any, namespace: str) -> dict:
     """Every row of the workload's tables as the reference model's ``{(table, key): row}``."""
     store: dict = {}
-    session.cluster.refresh_schema_metadata()  # tables another client created
+    deadline = time.monotonic() + 60
+    while True:  # tables another client created; the control connection may be reconnecting
+        try:  # (after a server restart, or on a loaded machine): retried, not a failure
+            session.cluster.refresh_schema_metadata(max_schema_agreement_wait=20)
+            break
+        except DriverException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     for schema, table in ((f"{namespace}gw_bank", "accounts"), (f"{namespace}gw_audit", "events")):
         ks = session.cluster.metadata.keyspaces.get(schema)
         if ks is None or table not in ks.tables:
