@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev,spark]'
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[dev,spark,testing]'
 "$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-plugin-template
 "$PY" -m pip install --quiet --disable-pip-version-check -e plugins/gateway-rabbit -e plugins/gateway-cassandra
 
@@ -68,6 +68,17 @@ if [ "$#" -eq 0 ]; then
         echo "pure-Python run collected no tests: treating as failure" >&2
         exit 1
     fi
+fi
+
+# The example application suite (examples/shop), run as an application team runs it: the
+# `gateway` fixture of Gateway's pytest plugin, on local processes and on the image.
+if [ "$#" -eq 0 ]; then
+    backends=(local)
+    if [ "${GATEWAY_DOCKER:-1}" != 0 ]; then backends+=(docker); fi
+    for backend in "${backends[@]}"; do
+        GATEWAY_TEST_BACKEND=$backend "$PY" -m pytest -q -p no:cacheprovider examples/shop \
+            || { echo "examples/shop failed on the $backend backend" >&2; exit 1; }
+    done
 fi
 
 export GATEWAY_REQUIRE_ACCEL=1  # the C accelerators must build here; their tests must not skip

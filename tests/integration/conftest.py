@@ -5,13 +5,14 @@ Where the servers come from, in this order:
 1. ``GATEWAY_TEST_RABBITMQ_URL`` (``amqp://user:pass@host:port/``) and ``GATEWAY_TEST_CASSANDRA``
    (``host:port``) point at servers that are already running (they cannot be restarted, so tests
    that restart a server skip);
-2. where a Docker engine answers ``docker info`` and testcontainers is installed, containers
-   (``RabbitMqContainer`` / ``CassandraContainer``);
-3. otherwise the launchers in ``deploy/local/`` install and start local servers on loopback (free
-   ports, data under pytest's temporary directory) and stop them at the end of the session.
+2. otherwise the launchers in ``deploy/local/`` install and start local servers on loopback (free
+   ports, data under pytest's temporary directory) and stop them at the end of the session --
+   also where Docker runs: no image registry is assumed reachable;
+3. with ``GATEWAY_TEST_SERVERS=testcontainers``, containers of the public images
+   (``RabbitMqContainer`` / ``CassandraContainer``; a Docker engine and testcontainers needed).
 
-``GATEWAY_TEST_SERVERS=local`` or ``=testcontainers`` forces 3 or 2. A server that cannot be
-started fails the tests that need it, with the launcher's output; it never skips them.
+A server that cannot be started fails the tests that need it, with the launcher's output; it
+never skips them.
 
 The fixtures themselves (``rabbitmq_server``, ``cassandra_server``, ``rabbitmq_url``,
 ``cassandra_contact``, ``restartable_*``) are in ``tests/conftest.py`` so that all test

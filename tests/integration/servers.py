@@ -121,14 +121,13 @@ def choose_mode(external_env: str) -> str:
     mode = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
     if mode not in ("auto", "local", "testcontainers"):
         raise ServerError(f"{ENV_MODE}={mode!r}: expected auto, local or testcontainers")
-    if mode == "local":
+    if mode in ("local", "auto"):  # auto: no image registry is assumed reachable
         return "local"
-    usable = testcontainers_available() and docker_available()
-    if mode == "testcontainers" and not usable:
+    if not (testcontainers_available() and docker_available()):
         raise ServerError(
             f"{ENV_MODE}=testcontainers but testcontainers is not installed or `docker info` fails"
         )
-    return "testcontainers" if usable else "local"
+    return "testcontainers"
 
 
 # --------------------------------------------------------------------------------------------

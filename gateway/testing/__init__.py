@@ -1,0 +1,66 @@
+"""Gateway for application test suites (docs/testing.md).
+
+Two backends behind one interface -- ``start()``, ``api`` (``HOST:PORT``), ``client()`` (a
+connected ``gateway.client.GatewayClient``), ``stop()``, and use as a context manager:
+
+- ``GatewayContainer``: the gateway image in Docker (testcontainers), waited on through its
+  gRPC health check;
+- ``LocalGateway``: ``gateway run`` as a local process, for machines without Docker.
+
+``gateway_for_tests()`` picks one (``GATEWAY_TEST_BACKEND``: ``auto`` -- the container when a
+Docker engine runs and the image exists, else the local process --, ``docker`` or ``local``).
+The pytest plugin (``gateway.testing.pytest_plugin``, registered as ``pytest11``) gives the
+``gateway`` fixture.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .local import LocalGateway
+
+__all__ = ["DEFAULT_IMAGE", "GatewayContainer", "LocalGateway", "docker_usable",
+           "gateway_for_tests"]
+
+#: The image ``GatewayContainer`` runs unless told (``GATEWAY_TEST_IMAGE`` overrides).
+DEFAULT_IMAGE = "gateway:dev"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "GatewayContainer":  # testcontainers is imported only when used
+        from .container import GatewayContainer
+
+        return GatewayContainer
+    raise AttributeError(name)
+
+
+def docker_usable(image: str | None = None) -> str | None:
+    """None when a Docker engine answers and ``image`` exists locally (no registry is
+    assumed), else why not."""
+    try:
+        import docker  # testcontainers' dependency
+    except ImportError:
+        return "the docker package is not installed (pip install 'gateway[testing]')"
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get(image or os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE))
+    except Exception as exc:  # no engine, no image: the caller says which
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def gateway_for_tests(*, plugins: Sequence[str] = (), options: Mapping[str, str] | None = None,
+                      env: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
+    """A not yet started gateway on the chosen backend (see the module docstring)."""
+    backend = backend or os.environ.get("GATEWAY_TEST_BACKEND", "auto")
+    if backend not in ("auto", "docker", "local"):
+        raise ValueError(f"GATEWAY_TEST_BACKEND={backend!r}: expected auto, docker or local")
+    image = os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE)
+    if backend == "docker" or (backend == "auto" and docker_usable(image) is None):
+        from .container import GatewayContainer
+
+        return GatewayContainer(image, plugins=plugins, options=options, env=env)
+    return LocalGateway(plugins=plugins, options=options, env=env)
