@@ -37,3 +37,14 @@ def test_the_embedded_sqlite_applier_sees_the_rows(gateway):
         Inventory(client).add_product("C-3", "cog", 7)
         status = client.status()
     assert [a.name for a in status.appliers] == ["sqlite"]
+
+
+def test_the_stock_survives_the_loss_of_the_leader(gateway_cluster):
+    """Three nodes (Docker only: skipped without it): the leader dies, the service goes on."""
+    with gateway_cluster.client(timeout=30) as client:
+        Inventory(client).add_product("D-4", "drum", 5)
+    gateway_cluster.kill(gateway_cluster.leader())
+    with gateway_cluster.client(timeout=30) as client:
+        inventory = Inventory(client)
+        assert inventory.take("D-4", 1) == 4
+        assert inventory.stock("D-4") == 4

@@ -21,8 +21,8 @@ from typing import Any
 
 from .local import LocalGateway
 
-__all__ = ["DEFAULT_IMAGE", "GatewayContainer", "LocalGateway", "docker_usable",
-           "gateway_for_tests"]
+__all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LocalGateway",
+           "docker_usable", "gateway_for_tests"]
 
 #: The image ``GatewayContainer`` runs unless told (``GATEWAY_TEST_IMAGE`` overrides).
 DEFAULT_IMAGE = "gateway:dev"
@@ -33,6 +33,10 @@ def __getattr__(name: str) -> Any:
         from .container import GatewayContainer
 
         return GatewayContainer
+    if name == "GatewayCluster":
+        from .cluster import GatewayCluster
+
+        return GatewayCluster
     raise AttributeError(name)
 
 

@@ -1,9 +1,16 @@
-"""The pytest plugin (``pytest11`` entry point ``gateway``): a ``gateway`` fixture.
+"""The pytest plugin (``pytest11`` entry point ``gateway``): ``gateway`` and
+``gateway_cluster`` fixtures.
 
 ``gateway`` is a started single-node gateway -- a container when a Docker engine runs and the
 image exists, else a local ``gateway run`` process (``GATEWAY_TEST_BACKEND`` = ``auto``,
 ``docker`` or ``local``) -- stopped and removed after the test, also when it fails. Mark a test
 ``@pytest.mark.gateway(plugins=[...], options={...}, env={...})`` to configure it.
+
+``gateway_cluster`` is a started ``GatewayCluster`` (3 nodes in Docker containers on a private
+network, with ``leader()``, ``kill(n)``, ``restart(n)``, ``partition(n)``, ``heal()``),
+configured by ``@pytest.mark.gateway_cluster(size=..., plugins=..., options=..., env=...)``;
+removed after the test. It needs a Docker engine and the image: without them the test is
+skipped (a local-process cluster is not built yet).
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from . import gateway_for_tests
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gateway(plugins, options, env): configure the "
                                        "gateway fixture")
+    config.addinivalue_line("markers", "gateway_cluster(size, plugins, options, env): "
+                                       "configure the gateway_cluster fixture")
 
 
 @pytest.fixture
@@ -31,3 +40,25 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Any]:
         yield g
     finally:
         g.stop()
+
+
+@pytest.fixture
+def gateway_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    import os
+
+    from . import DEFAULT_IMAGE, docker_usable
+
+    image = os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE)
+    why = docker_usable(image)
+    if why is not None:
+        pytest.skip(f"gateway_cluster needs a Docker engine and the image {image}: {why}")
+    from .cluster import GatewayCluster
+
+    mark = request.node.get_closest_marker("gateway_cluster")
+    kw = dict(mark.kwargs) if mark is not None else {}
+    cluster = GatewayCluster(image=image, **kw)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
