@@ -7,7 +7,7 @@ Every node ``i`` is one subprocess::
         --peers 1=127.0.0.1:X_i1,2=...,i=127.0.0.1:P_i,... --data-dir ROOT/node-i [extra args]
 
 where ``X_ij`` is the port of the proxy ``(i, j)`` in front of node ``j`` (see
-:mod:`tests.harness.proxy`), so the test can cut, delay or reset every flow between two nodes.
+:mod:`gateway.testing.proxy`), so the test can cut, delay or reset every flow between two nodes.
 A node added later (``AddNode`` carries one peer address for everyone) is reached through one
 shared ingress proxy ``(0, j)``; it dials the others through its own per-pair proxies.
 
@@ -41,8 +41,8 @@ from typing import TypeVar
 
 import grpc
 
+from gateway.testing.proxy import ANY, ProxyNetwork
 from tests.harness.api import NodeApi
-from tests.harness.proxy import ANY, ProxyNetwork
 
 T = TypeVar("T")
 

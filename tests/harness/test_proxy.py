@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.harness.proxy import LinkProxy, ProxyError, ProxyNetwork
+from gateway.testing.proxy import LinkProxy, ProxyError, ProxyNetwork
 
 
 class EchoServer:

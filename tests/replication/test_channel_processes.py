@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from gateway.client import GatewayClient, GatewayError, row_insert
-from tests.harness.proxy import ProxyNetwork
+from gateway.testing.proxy import ProxyNetwork
 from tests.node.conftest import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,5 @@
-"""A fault-injecting TCP proxy network for loopback clusters.
+"""A fault-injecting TCP proxy network for loopback clusters (``LocalGatewayCluster``'s
+partitions; the project's own cluster tests use it too).
 
 Every ordered pair of peers gets one :class:`LinkProxy`: node ``a`` reaches node ``b`` through the
 proxy ``(a, b)``, which listens on a private loopback port and forwards to ``b``'s real peer port.
