@@ -21,6 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.hookspecs": {"gateway.appliers"},
     "gateway.plugins": {"gateway.appliers", "gateway.hookspecs"},
     "gateway.client": {"gateway.v1"},
+    "gateway.testing": {"gateway.client", "gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
     "gateway.node": {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
                      "gateway.conflict", "gateway.replication", "gateway.appliers",
