@@ -40,7 +40,7 @@ def test_the_embedded_sqlite_applier_sees_the_rows(gateway):
 
 
 def test_the_stock_survives_the_loss_of_the_leader(gateway_cluster):
-    """Three nodes (Docker only: skipped without it): the leader dies, the service goes on."""
+    """Three nodes: the leader dies, the service goes on."""
     with gateway_cluster.client(timeout=30) as client:
         Inventory(client).add_product("D-4", "drum", 5)
     gateway_cluster.kill(gateway_cluster.leader())

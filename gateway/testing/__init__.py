@@ -7,10 +7,14 @@ connected ``gateway.client.GatewayClient``), ``stop()``, and use as a context ma
   gRPC health check;
 - ``LocalGateway``: ``gateway run`` as a local process, for machines without Docker.
 
+The same for clusters: ``GatewayCluster`` (containers on a private Docker network) and
+``LocalGatewayCluster`` (processes behind loopback proxies), with ``leader()``, ``kill(n)``,
+``restart(n)``, ``partition(n)``, ``heal()``; ``cluster_for_tests()`` picks one.
+
 ``gateway_for_tests()`` picks one (``GATEWAY_TEST_BACKEND``: ``auto`` -- the container when a
 Docker engine runs and the image exists, else the local process --, ``docker`` or ``local``).
 The pytest plugin (``gateway.testing.pytest_plugin``, registered as ``pytest11``) gives the
-``gateway`` fixture.
+``gateway`` and ``gateway_cluster`` fixtures.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .local import LocalGateway
+from .local_cluster import LocalGatewayCluster
 
 __all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LocalGateway",
-           "docker_usable", "gateway_for_tests"]
+           "LocalGatewayCluster", "cluster_for_tests", "docker_usable", "gateway_for_tests"]
 
 #: The image ``GatewayContainer`` runs unless told (``GATEWAY_TEST_IMAGE`` overrides).
 DEFAULT_IMAGE = "gateway:dev"
@@ -59,12 +64,29 @@ def docker_usable(image: str | None = None) -> str | None:
 def gateway_for_tests(*, plugins: Sequence[str] = (), options: Mapping[str, str] | None = None,
                       env: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
     """A not yet started gateway on the chosen backend (see the module docstring)."""
+    if _use_docker(backend):
+        from .container import GatewayContainer
+
+        return GatewayContainer(os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE),
+                                plugins=plugins, options=options, env=env)
+    return LocalGateway(plugins=plugins, options=options, env=env)
+
+
+def _use_docker(backend: str | None) -> bool:
     backend = backend or os.environ.get("GATEWAY_TEST_BACKEND", "auto")
     if backend not in ("auto", "docker", "local"):
         raise ValueError(f"GATEWAY_TEST_BACKEND={backend!r}: expected auto, docker or local")
     image = os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE)
-    if backend == "docker" or (backend == "auto" and docker_usable(image) is None):
-        from .container import GatewayContainer
+    return backend == "docker" or (backend == "auto" and docker_usable(image) is None)
 
-        return GatewayContainer(image, plugins=plugins, options=options, env=env)
-    return LocalGateway(plugins=plugins, options=options, env=env)
+
+def cluster_for_tests(size: int = 3, *, plugins: Sequence[str] = (),
+                      options: Mapping[str, str] | None = None,
+                      env: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
+    """A not yet started cluster on the chosen backend (as ``gateway_for_tests``)."""
+    if _use_docker(backend):
+        from .cluster import GatewayCluster
+
+        return GatewayCluster(size, os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE),
+                              plugins=plugins, options=options, env=env)
+    return LocalGatewayCluster(size, plugins=plugins, options=options, env=env)

@@ -6,11 +6,11 @@ image exists, else a local ``gateway run`` process (``GATEWAY_TEST_BACKEND`` = `
 ``docker`` or ``local``) -- stopped and removed after the test, also when it fails. Mark a test
 ``@pytest.mark.gateway(plugins=[...], options={...}, env={...})`` to configure it.
 
-``gateway_cluster`` is a started ``GatewayCluster`` (3 nodes in Docker containers on a private
-network, with ``leader()``, ``kill(n)``, ``restart(n)``, ``partition(n)``, ``heal()``),
+``gateway_cluster`` is a started 3-node cluster on the same backends (``GatewayCluster``:
+containers on a private Docker network; ``LocalGatewayCluster``: processes behind loopback
+proxies), with ``leader()``, ``kill(n)``, ``restart(n)``, ``partition(n)``, ``heal()``,
 configured by ``@pytest.mark.gateway_cluster(size=..., plugins=..., options=..., env=...)``;
-removed after the test. It needs a Docker engine and the image: without them the test is
-skipped (a local-process cluster is not built yet).
+removed after the test.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from . import gateway_for_tests
+from . import cluster_for_tests, gateway_for_tests
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,19 +44,9 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 @pytest.fixture
 def gateway_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
-    import os
-
-    from . import DEFAULT_IMAGE, docker_usable
-
-    image = os.environ.get("GATEWAY_TEST_IMAGE", DEFAULT_IMAGE)
-    why = docker_usable(image)
-    if why is not None:
-        pytest.skip(f"gateway_cluster needs a Docker engine and the image {image}: {why}")
-    from .cluster import GatewayCluster
-
     mark = request.node.get_closest_marker("gateway_cluster")
     kw = dict(mark.kwargs) if mark is not None else {}
-    cluster = GatewayCluster(image=image, **kw)
+    cluster = cluster_for_tests(**kw)
     cluster.start()
     try:
         yield cluster
