@@ -224,8 +224,11 @@ func TestTheOverallDeadlineEndsTheRetries(t *testing.T) {
 	start := time.Now()
 	_, err := c.Write(ctx, row(t))
 	var gerr *gateway.GatewayError
-	if !errors.As(err, &gerr) || gerr.Code != codes.Unavailable {
-		t.Fatalf("err = %v, want UNAVAILABLE", err)
+	// The last attempt's UNAVAILABLE, or DEADLINE_EXCEEDED when the deadline fell inside an
+	// attempt (a loaded machine): either way the deadline ended the retries.
+	if !errors.As(err, &gerr) || (gerr.Code != codes.Unavailable &&
+		gerr.Code != codes.DeadlineExceeded) {
+		t.Fatalf("err = %v, want UNAVAILABLE or DEADLINE_EXCEEDED", err)
 	}
 	if elapsed := time.Since(start); elapsed > 2*time.Second {
 		t.Fatalf("gave up after %v, past the 400 ms deadline", elapsed)
