@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.conflict import Change, Context, OpType, Role, RuleSet, Stored
+from gateway.conflict import Change, ConflictRule, Context, OpType, Role, RuleSet, Stored
 from gateway.conflict.functions import BUILTIN, ConflictConfigError, bind
 from gateway.conflict.resolve import RowChange, RowOutcome, exception_row, judge_epoch
 from gateway.core.rowops import python_value, value_message
@@ -32,7 +32,8 @@ from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, va
 
 from . import keys
 
-__all__ = ["UnitJudgement", "fresh_insert_keys", "judge_unit", "stored_of_row"]
+__all__ = ["UnitJudgement", "fresh_insert_keys", "judge_unit", "ruled_statements",
+           "stored_of_row"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -139,6 +140,19 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
     return out, where
 
 
+def ruled_statements(txn: transaction_pb2.Transaction, rules: RuleSet
+                     ) -> Iterator[tuple[str, ConflictRule]]:
+    """``(kind, rule)`` of each insert, update or delete of ``txn`` whose table has a rule."""
+    for stmt in txn.statements:
+        kind = stmt.WhichOneof("kind")
+        if kind not in ("insert", "update", "delete"):
+            continue
+        t = getattr(stmt, kind).table
+        rule = rules.rule_for(t.schema_name, t.table_name)
+        if rule is not None:
+            yield kind, rule
+
+
 def fresh_insert_keys(txns: list[transaction_pb2.Transaction], rules: RuleSet, role: Role,
                       row_keys: list[list[bytes] | None]) -> list[bytes] | None:
     """The screen that spares ``judge_unit`` for the common epoch: every change a rule judges
@@ -153,14 +167,7 @@ def fresh_insert_keys(txns: list[transaction_pb2.Transaction], rules: RuleSet, r
     out: list[bytes] = []
     for txn, known in zip(txns, row_keys, strict=True):
         ruled = False
-        for stmt in txn.statements:
-            kind = stmt.WhichOneof("kind")
-            if kind not in ("insert", "update", "delete"):
-                continue
-            t = getattr(stmt, kind).table
-            rule = rules.rule_for(t.schema_name, t.table_name)
-            if rule is None:
-                continue
+        for kind, rule in ruled_statements(txn, rules):
             spec = rules.functions.get(rule.function)
             if (kind != "insert" or spec is None or BUILTIN.get(rule.function) is not spec
                     or (spec.epoch and role is Role.NONE)):

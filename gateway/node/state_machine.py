@@ -92,6 +92,7 @@ from .conflict_apply import (
     fresh_insert_keys,
     judge_unit,
     refresh_statement,
+    ruled_statements,
     stored_of_row,
 )
 from .snapshot_files import pack_dir, unpack_dir
@@ -585,13 +586,8 @@ class StoreStateMachine:
         have (a plugin it did not load), or None."""
         rules = self._ruleset()
         for txn in txns:
-            for stmt in txn.statements:
-                kind = stmt.WhichOneof("kind")
-                if kind not in ("insert", "update", "delete"):
-                    continue
-                t = getattr(stmt, kind).table
-                rule = rules.rule_for(t.schema_name, t.table_name)
-                if rule is not None and rule.function not in rules.functions:
+            for _, rule in ruled_statements(txn, rules):
+                if rule.function not in rules.functions:
                     return rule.function
         return None
 
