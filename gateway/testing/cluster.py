@@ -4,8 +4,10 @@ Each node is a container of the gateway image named ``gateway-<id>-<n>`` on its 
 network (peers reach each other by name on port 7100); the API of each is published on a
 free loopback port of the host. Faults: ``kill(n)`` (SIGKILL), ``restart(n)`` (the same
 container: its data volume kept), ``partition(n)`` (disconnected from the network: it reaches
-no peer, and the test cannot reach its API either) and ``heal()``. ``stop()`` removes the
-containers, their volumes and the network -- also after a failed test (no reaper).
+no peer, and ``apis()`` / ``client()`` leave it out) and ``heal()``. ``networks`` names existing
+networks every node joins as well -- where the stores its appliers write to run --, which a
+partition leaves alone (it cuts a node off from its peers, not from its stores). ``stop()``
+removes the containers, their volumes and the network -- also after a failed test (no reaper).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 from gateway.client import GatewayClient, GatewayError
 
+from ._docker import wait_healthy
+
 __all__ = ["GatewayCluster"]
 
 API_PORT = "7070/tcp"
@@ -28,14 +32,15 @@ class GatewayCluster:
 
     def __init__(self, size: int = 3, image: str = "gateway:dev", *,
                  plugins: Sequence[str] = (), options: Mapping[str, str] | None = None,
-                 env: Mapping[str, str] | None = None, start_timeout: float = 120.0) -> None:
+                 env: Mapping[str, str] | None = None, networks: Sequence[str] = (),
+                 start_timeout: float = 120.0) -> None:
         import docker
 
         if size < 1:
             raise ValueError("a cluster has at least one node")
         self.size, self.image = size, image
         self.plugins, self.options, self.env = tuple(plugins), dict(options or {}), dict(env or {})
-        self.start_timeout = start_timeout
+        self.networks, self.start_timeout = tuple(networks), start_timeout
         self._docker = docker.from_env()
         self._id = uuid.uuid4().hex[:8]
         self._net: Any = None
@@ -62,6 +67,8 @@ class GatewayCluster:
                     network=self._net.name, ports={API_PORT: ("127.0.0.1", None)},
                     environment={"GATEWAY_NODE_ID": str(n), "GATEWAY_PEERS": peers,
                                  **self.env})
+                for extra in self.networks:
+                    self._docker.networks.get(extra).connect(self._containers[n])
             for n in self._containers:
                 self._wait_healthy(n)
         except BaseException:
@@ -157,15 +164,4 @@ class GatewayCluster:
         self._partitioned.clear()
 
     def _wait_healthy(self, n: int) -> None:
-        c = self._containers[n]
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            c.reload()
-            state = c.attrs["State"]
-            if state.get("Health", {}).get("Status") == "healthy":
-                return
-            if not state.get("Running") or time.monotonic() > deadline:
-                tail = c.logs().decode(errors="replace")[-2000:]
-                raise RuntimeError(f"node {n} did not become healthy ({state.get('Status')}): "
-                                   f"{tail}")
-            time.sleep(0.3)
+        wait_healthy(self._containers[n], self.start_timeout, f"node {n}")

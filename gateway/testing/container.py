@@ -9,7 +9,6 @@ and the pytest fixture, also when a test fails -- removes the container.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,8 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 from testcontainers.core.container import DockerContainer
 
 from gateway.client import GatewayClient
+
+from ._docker import wait_healthy
 
 __all__ = ["GatewayContainer"]
 
@@ -47,19 +48,13 @@ class GatewayContainer(DockerContainer):
 
     def start(self) -> GatewayContainer:
         super().start()
-        deadline = time.monotonic() + self.start_timeout
-        while True:
-            c = self.get_wrapped_container()
-            c.reload()
-            state = c.attrs["State"]
-            if state.get("Health", {}).get("Status") == "healthy":
-                return self
-            if not state.get("Running") or time.monotonic() > deadline:
-                tail = self.logs_text()[-2000:]
-                self.stop()
-                raise RuntimeError(f"the gateway container did not become healthy "
-                                   f"({state.get('Status')}): {tail}")
-            time.sleep(0.3)
+        try:
+            wait_healthy(self.get_wrapped_container(), self.start_timeout,
+                         "the gateway container")
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     @property
     def api(self) -> str:

@@ -1,6 +1,6 @@
-"""Container tests: the images scripts/build_images.sh builds, run with Docker.
+"""Container tests: the images scripts/build_images.sh builds, run with Docker (and Compose).
 
-Without a Docker engine (or without the images) they are skipped -- except when
+Without a Docker engine, the images or a Compose command they are skipped -- except when
 ``GATEWAY_REQUIRE_DOCKER=1`` (CI, after building the images), where that is a failure."""
 
 from __future__ import annotations
@@ -12,17 +12,31 @@ import subprocess
 import pytest
 
 IMAGE = "gateway:dev"
+IMAGES = (IMAGE, "gateway-cassandra:dev", "gateway-rabbitmq:dev")
+
+
+def compose_command() -> list[str]:
+    """``docker compose`` (the v2 plugin) when it works, else ``docker-compose`` (Debian's
+    v1.29), else ``[]``."""
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    return []
 
 
 def docker_ready() -> str | None:
-    """None when Docker runs and the gateway image exists, else why not."""
+    """None when Docker runs, the images exist and Compose is there, else why not."""
     if shutil.which("docker") is None:
         return "no docker command"
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         return "no Docker engine running"
-    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True
-                      ).returncode != 0:
-        return f"no {IMAGE} image (scripts/build_images.sh builds it)"
+    for image in IMAGES:
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True
+                          ).returncode != 0:
+            return f"no {image} image (scripts/build_images.sh builds it)"
+    if not compose_command():
+        return "no docker compose / docker-compose (scripts/build_images.sh installs it)"
     return None
 
 

@@ -5,11 +5,16 @@
 #   deploy/local/cassandra/cassandra.sh start    # start in the background, wait until CQL answers
 #   deploy/local/cassandra/cassandra.sh status   # exit 0 when the node answers a CQL query
 #   deploy/local/cassandra/cassandra.sh stop     # SIGTERM (drains), SIGKILL after 60 s
+#   deploy/local/cassandra/cassandra.sh run      # in the foreground, logging to stdout (images)
 #
 # Environment (all optional):
 #   GATEWAY_CASSANDRA_NATIVE_PORT    CQL native transport port       (default 9042)
 #   GATEWAY_CASSANDRA_STORAGE_PORT   inter-node storage port          (default 7000)
 #   GATEWAY_CASSANDRA_DATA_DIR       data, commitlog, logs, conf      (default deploy/local/.data/cassandra-<port>)
+#   GATEWAY_CASSANDRA_LISTEN_ADDRESS inter-node address; auto = this host name's address
+#                                                                     (default 127.0.0.1)
+#   GATEWAY_CASSANDRA_RPC_ADDRESS    CQL address; 0.0.0.0 = all, announcing the listen address
+#                                                                     (default: the listen address)
 #   GATEWAY_CASSANDRA_HEAP           maximum heap                     (default 1g; initial 512m)
 #   GATEWAY_CASSANDRA_START_TIMEOUT  seconds to wait for CQL          (default 180)
 #   GATEWAY_CASSANDRA_VERSION        org.apache.cassandra:cassandra-all version (default: pom.xml)
@@ -23,6 +28,13 @@ SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
 NATIVE_PORT="${GATEWAY_CASSANDRA_NATIVE_PORT:-9042}"
 STORAGE_PORT="${GATEWAY_CASSANDRA_STORAGE_PORT:-7000}"
 DATA_DIR="${GATEWAY_CASSANDRA_DATA_DIR:-$HERE/../.data/cassandra-$NATIVE_PORT}"
+LISTEN_ADDRESS="${GATEWAY_CASSANDRA_LISTEN_ADDRESS:-127.0.0.1}"
+if [ "$LISTEN_ADDRESS" = auto ]; then # a container: the address its network gave it
+    LISTEN_ADDRESS="$(python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))')"
+fi
+RPC_ADDRESS="${GATEWAY_CASSANDRA_RPC_ADDRESS:-$LISTEN_ADDRESS}"
+CQL_HOST="$RPC_ADDRESS"
+[ "$RPC_ADDRESS" != 0.0.0.0 ] || CQL_HOST=127.0.0.1
 HEAP="${GATEWAY_CASSANDRA_HEAP:-1g}"
 START_TIMEOUT="${GATEWAY_CASSANDRA_START_TIMEOUT:-180}"
 VERSION="${GATEWAY_CASSANDRA_VERSION:-$(sed -n 's:.*<cassandra.version>\(.*\)</cassandra.version>.*:\1:p' "$HERE/pom.xml")}"
@@ -42,7 +54,7 @@ paths() {
     PID_FILE="$DATA_DIR/cassandra.pid"
 }
 
-cql_answers() { python3 "$HERE/cql_ping.py" 127.0.0.1 "$NATIVE_PORT" 2>/dev/null; }
+cql_answers() { python3 "$HERE/cql_ping.py" "$CQL_HOST" "$NATIVE_PORT" 2>/dev/null; }
 
 port_open() {
     python3 -c 'import socket, sys
@@ -96,8 +108,12 @@ cmd_install() {
 
 write_config() {
     mkdir -p "$CONF_DIR" "$LOG_DIR" "$DATA_DIR"/{data,commitlog,saved_caches,hints,cdc_raw,triggers}
+    local broadcast="# broadcast_rpc_address: the rpc_address"
+    [ "$RPC_ADDRESS" != 0.0.0.0 ] || broadcast="broadcast_rpc_address: $LISTEN_ADDRESS"
     sed -e "s|@DATA_DIR@|$DATA_DIR|g" -e "s|@NATIVE_PORT@|$NATIVE_PORT|g" \
-        -e "s|@STORAGE_PORT@|$STORAGE_PORT|g" "$HERE/cassandra.yaml.template" >"$CONF_DIR/cassandra.yaml"
+        -e "s|@STORAGE_PORT@|$STORAGE_PORT|g" -e "s|@LISTEN_ADDRESS@|$LISTEN_ADDRESS|g" \
+        -e "s|@RPC_ADDRESS@|$RPC_ADDRESS|g" -e "s|@BROADCAST_RPC_ADDRESS@|$broadcast|g" \
+        "$HERE/cassandra.yaml.template" >"$CONF_DIR/cassandra.yaml"
     cp "$HERE/logback.xml" "$CONF_DIR/logback.xml"
 }
 
@@ -172,17 +188,17 @@ cmd_start() {
     paths
     if node_pid >/dev/null; then
         cql_answers >/dev/null || die "node already runs (pid $(node_pid)) but CQL port $NATIVE_PORT does not answer"
-        log "already running on 127.0.0.1:$NATIVE_PORT"
+        log "already running on $CQL_HOST:$NATIVE_PORT"
         return 0
     fi
     local p
     for p in "$NATIVE_PORT" "$STORAGE_PORT"; do
-        ! port_open "$p" || die "port 127.0.0.1:$p is already in use; choose GATEWAY_CASSANDRA_NATIVE_PORT / _STORAGE_PORT"
+        ! port_open "$p" || die "port $p is already in use; choose GATEWAY_CASSANDRA_NATIVE_PORT / _STORAGE_PORT"
     done
     write_config
     java_options
     local started=$EPOCHREALTIME
-    log "starting Cassandra $VERSION on 127.0.0.1:$NATIVE_PORT (data in $DATA_DIR)"
+    log "starting Cassandra $VERSION on $CQL_HOST:$NATIVE_PORT (data in $DATA_DIR)"
     # setsid: its own session, so the terminal's signals do not reach it; stopped via the pid file.
     setsid "$JAVA" "${JVM_OPTS[@]}" -cp "$LIB_DIR/*" org.apache.cassandra.service.CassandraDaemon \
         </dev/null >>"$LOG_DIR/stdout.log" 2>&1 &
@@ -201,8 +217,20 @@ cmd_start() {
         sleep 1
     done
     start_watchdog "$pid"
-    log "$(awk -v a="$started" -v b="$EPOCHREALTIME" -v v="$version" -v p="$NATIVE_PORT" \
-        'BEGIN { printf "Cassandra %s ready after %.1fs on 127.0.0.1:%s (CQL)", v, b - a, p }')"
+    log "$(awk -v a="$started" -v b="$EPOCHREALTIME" -v v="$version" -v p="$CQL_HOST:$NATIVE_PORT" \
+        'BEGIN { printf "Cassandra %s ready after %.1fs on %s (CQL)", v, b - a, p }')"
+}
+
+# In the foreground (the container image's entry point): warnings and errors on stdout, the
+# rest in <log dir>/system.log; stops (draining) on SIGTERM.
+cmd_run() {
+    command -v "$JAVA" >/dev/null 2>&1 || die "java not found (Java 17 is needed)"
+    [ -f "$LIB_DIR/cassandra-all-$VERSION.jar" ] || die "Cassandra jars missing in $LIB_DIR; run: $0 install"
+    paths
+    write_config
+    java_options
+    log "running Cassandra $VERSION: CQL on $RPC_ADDRESS:$NATIVE_PORT, data in $DATA_DIR"
+    exec "$JAVA" "${JVM_OPTS[@]}" -cp "$LIB_DIR/*" org.apache.cassandra.service.CassandraDaemon
 }
 
 cmd_stop() {
@@ -232,10 +260,10 @@ cmd_status() {
     paths
     local version
     if node_pid >/dev/null && version="$(cql_answers)"; then
-        echo "cassandra $version running (pid $(node_pid)) on 127.0.0.1:$NATIVE_PORT"
+        echo "cassandra $version running (pid $(node_pid)) on $CQL_HOST:$NATIVE_PORT"
         return 0
     fi
-    echo "cassandra not running on 127.0.0.1:$NATIVE_PORT"
+    echo "cassandra not running on $CQL_HOST:$NATIVE_PORT"
     return 1
 }
 
@@ -244,8 +272,9 @@ install) cmd_install ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
+run) cmd_run ;;
 *)
-    echo "usage: $0 {install|start|stop|status}" >&2
+    echo "usage: $0 {install|start|stop|status|run}" >&2
     exit 2
     ;;
 esac
