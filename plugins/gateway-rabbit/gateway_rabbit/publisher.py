@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from typing import Any
 import aio_pika
 import aiormq
 from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.connection import make_url
 
 from gateway import (
     Applier,
@@ -93,6 +95,18 @@ class RabbitSettings:
     reconnect_timeout: float = 60.0
     reconnect_interval: float = 1.0
     name: str = "rabbit"
+
+
+class _SameAsOurs(logging.Filter):
+    """Drops aiormq's "error when creating transport" records: every failed connection
+    attempt logs one, while the applier reports the same error once through the dispatcher
+    (log, Status, metrics) -- with the broker down, a line per attempt is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error when creating transport")
+
+
+logging.getLogger("aiormq.connection").addFilter(_SameAsOurs())
 
 
 class RabbitApplier(Applier):
@@ -154,10 +168,7 @@ class RabbitApplier(Applier):
         async with self._connect_lock:
             if self._connection is None:
                 try:
-                    self._connection = await asyncio.wait_for(aio_pika.connect_robust(
-                        s.url, reconnect_interval=s.reconnect_interval,
-                        client_properties={"connection_name": f"gateway-{self.name}"}),
-                        s.reconnect_timeout)
+                    self._connection = await self._open()
                     channel = await self._connection.channel(publisher_confirms=True,
                                                              on_return_raises=True)
                     self._channel = channel  # type: ignore[assignment]
@@ -179,6 +190,22 @@ class RabbitApplier(Applier):
                 f"broker at {_safe_url(s.url)} unreachable for {s.reconnect_timeout:.0f}s"
             ) from None
         return self._exchange
+
+    async def _open(self) -> AbstractRobustConnection:
+        """A connected robust connection, or the error of the first attempt -- after closing
+        the connection object (``aio_pika.connect_robust`` drops it unclosed on failure, and
+        its finaliser then schedules a ``close`` nobody awaits: a warning on stderr)."""
+        s = self.settings
+        connection = aio_pika.RobustConnection(
+            make_url(s.url, reconnect_interval=s.reconnect_interval),
+            client_properties={"connection_name": f"gateway-{self.name}"})
+        try:
+            await asyncio.wait_for(connection.connect(), s.reconnect_timeout)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await connection.close()
+            raise
+        return connection
 
     async def _ready(self) -> None:
         assert self._connection is not None and self._channel is not None

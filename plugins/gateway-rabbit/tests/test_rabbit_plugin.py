@@ -137,6 +137,32 @@ def test_an_unreachable_broker_is_a_transient_error_and_close_is_clean():
     assert not applier._thread.is_alive()
 
 
+def test_failed_connection_attempts_write_nothing_to_stderr():
+    # Each failed attempt used to leave an unclosed aio-pika connection (a "coroutine
+    # 'RobustConnection.close' was never awaited" warning when collected) and an aiormq
+    # "error when creating transport" line; the applier reports the error itself.
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, gateway_rabbit\n"
+        "from gateway.core.rowops import Column, OpKind, RowOp, TableRef\n"
+        "a = gateway_rabbit.RabbitApplier(gateway_rabbit.parse_options(\n"
+        "    {'url': 'amqp://guest:guest@127.0.0.1:1/', 'reconnect_timeout': '0.5'}))\n"
+        "op = RowOp(OpKind.INSERT, TableRef('s', 't'), (Column('id', 3),), (1,))\n"
+        "for _ in range(3):\n"
+        "    try:\n"
+        "        a.apply([op])\n"
+        "    except gateway_rabbit.RabbitUnavailableError:\n"
+        "        pass\n"
+        "    gc.collect()\n"
+        "a.close()\n"
+        "gc.collect()\n")
+    run = subprocess.run([sys.executable, "-W", "default", "-c", script], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+
+
 def test_the_rabbit_applier_is_cluster_scoped():
     # one shared exchange: in a gateway cluster only the leader publishes each change
     assert gateway_rabbit.RABBIT_FACTORY.scope == "cluster"
