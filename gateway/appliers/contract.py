@@ -118,13 +118,17 @@ class Capabilities:
     leaves the store as applying it once; if false the dispatcher saves its position after
     every completed transaction to keep replays after a crash to the operations in flight.
     ``max_batch``: the most operations per ``apply`` call (>= 1). ``thread_safe``: ``apply``
-    may run concurrently on several threads.
+    may run concurrently on several threads. ``columns``: the applier has
+    ``apply_columns(batches, gtids)`` (see ``SqliteApplier.apply_columns``), and the
+    dispatcher hands it windows of plain inserts column by column
+    (``gateway.core.insert_columns``) instead of row by row.
     """
 
     accepts_sql: bool = False
     idempotent: bool = True
     max_batch: int = 100
     thread_safe: bool = True
+    columns: bool = False
 
     def __post_init__(self) -> None:
         if self.max_batch < 1:

@@ -12,6 +12,10 @@ For one applier, ``Dispatcher.run`` loops:
    bounded queues (a full queue blocks reading: backpressure); per-row order is kept because a
    row always lands on the same worker, which applies its queue in order;
 4. barriers (SQL, MOVE) wait until every queued operation is done, then run alone;
+   a window of plain inserts of distinct rows, for an applier with ``columns`` capability,
+   skips steps 2-3: once the queues are empty it goes to ``apply_columns`` column by column in
+   one call (``gateway.core.insert_columns``) -- falling back to the row path if that call
+   raises, so retries and dead letters stay the row path's;
 5. finished operations complete units in the ``ProgressTracker``, whose contiguous watermark
    (CutHead) and applied-GTID set are saved every ``save_interval`` seconds, after every
    transaction for non-idempotent appliers, and when the run ends.
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.core.insert_columns import insert_columns
 from gateway.core.reducer import AssembledTransaction, SegmentAssembler, SegmentOrderError
 from gateway.core.reducer import reduce_ops as _reduce_ops
 from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
@@ -116,7 +121,9 @@ class Dispatcher:
         self._failure: BaseException | None = None
         self._tracker: ProgressTracker | None = None
         self._workers: list[PartitionWorker] = []
-        self._window: list[tuple[AssembledTransaction, list[RowOp]]] = []
+        # (transaction, its operations -- None until needed: the columns path never builds them)
+        self._window: list[tuple[AssembledTransaction, list[RowOp] | None]] = []
+        self._columns = applier.capabilities.columns and self.config.reduce
         self._save_lock = threading.Lock()
         self._saved_seq = -1
         self._snapshot_seq = 0
@@ -218,12 +225,15 @@ class Dispatcher:
             self.metrics.add(rolled_back=1)
             self._finish(done.indexes)
             return
-        try:
-            ops = done.ops()
-        except MalformedTransactionError as exc:
-            self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
-            return
-        self._window.append((done, ops))
+        if self._columns:
+            self._window.append((done, None))  # operations built in _flush if needed
+        else:
+            try:
+                ops = done.ops()
+            except MalformedTransactionError as exc:
+                self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
+                return
+            self._window.append((done, ops))
         if len(self._window) >= self.config.window or not self.config.reduce:
             self._flush()
 
@@ -275,7 +285,20 @@ class Dispatcher:
     def _flush(self) -> None:
         if not self._window:
             return
-        window, self._window = self._window, []
+        pending, self._window = self._window, []
+        if self._columns and self._flush_columns(pending):
+            return
+        window: list[tuple[AssembledTransaction, list[RowOp]]] = []
+        for done, t_ops in pending:
+            if t_ops is None:
+                try:
+                    t_ops = done.ops()
+                except MalformedTransactionError as exc:
+                    self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
+                    continue
+            window.append((done, t_ops))
+        if not window:
+            return
         ops = [op for _, t_ops in window for op in t_ops]
         reduced = (_reduce_ops(ops, elide_insert_delete=self.config.elide_insert_delete)
                    if self.config.reduce else ops)
@@ -301,6 +324,33 @@ class Dispatcher:
             else:
                 parts[partition_of(op, n)].append(op)
         self._send(parts, unit)
+
+    def _flush_columns(self, pending: list[tuple[AssembledTransaction, list[RowOp] | None]]
+                       ) -> bool:
+        """Apply a window of plain inserts column by column (module docstring, step 4); False
+        when the row path must take it: not such a window (or a replicated entry's, whose
+        operations were built), or ``apply_columns`` raised (its transaction rolled back)."""
+        if any(t_ops is not None for _, t_ops in pending):
+            return False
+        txns = [done for done, _ in pending]
+        window = insert_columns(txns)
+        if window is None:
+            return False
+        self._wait_drained()  # earlier operations of these rows first
+        try:
+            self.applier.apply_columns(window.batches, window.gtids)  # type: ignore[attr-defined]
+        except Exception:
+            return False
+        tracker = self._tracker
+        assert tracker is not None
+        with self._lock:
+            unit = tracker.start_unit([i for t in txns for i in t.indexes],
+                                      [t.gtid for t in txns], (), window.rows)
+            tracker.op_done(unit, window.rows)
+        self.metrics.add(transactions=len(txns), ops_in=window.rows, ops_out=window.rows,
+                         applied_ops=window.rows, batches=1, column_windows=1)
+        self._after_record()
+        return True
 
     def _send(self, parts: list[list[RowOp]], unit: Unit) -> None:
         """Queue each partition's operations of ``unit`` (in order) on its worker."""

@@ -3,8 +3,9 @@
 Counters only grow: ``entries_read``, ``transactions`` (complete transactions reduced),
 ``rolled_back``, ``skipped`` (already applied per the GTID set), ``ops_in`` (operations before
 reduction), ``ops_out`` (after), ``applied_ops``, ``batches``, ``retries``, ``dead_letters``,
-``barriers``. Gauges: ``lag_entries`` (committed entries not yet under the watermark),
-``lag_seconds`` (age of the oldest such entry by its commit timestamp; 0 when caught up),
+``barriers``, ``column_windows``. Gauges: ``lag_entries`` (committed entries not yet under
+the watermark), ``lag_seconds`` (age of the oldest such entry by its commit timestamp; 0 when
+caught up),
 ``watermark`` and ``queued_ops``. ``snapshot()`` is what the ``gateway_publish_metrics`` hook
 receives.
 """
@@ -33,6 +34,7 @@ class ApplierMetrics:
     retries: int = 0
     dead_letters: int = 0
     barriers: int = 0
+    column_windows: int = 0  # windows applied column by column (gateway.core.insert_columns)
     lag_entries: int = 0
     lag_seconds: float = 0.0
     watermark: int = 0

@@ -149,7 +149,7 @@ class SqliteApplier(Applier):
         self.name = name
         self.path = Path(path)
         self.capabilities = Capabilities(accepts_sql=True, idempotent=True,
-                                         max_batch=max_batch, thread_safe=True)
+                                         max_batch=max_batch, thread_safe=True, columns=True)
         self._synchronous = synchronous
         self._busy_ms = busy_timeout_ms
         self._local = threading.local()

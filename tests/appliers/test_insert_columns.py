@@ -1,0 +1,168 @@
+"""Windows of plain inserts go to an applier column by column (``gateway.core.insert_columns``):
+the rows are exactly those ``statement_ops`` gives, every other window is left to the row path,
+and the dispatcher leaves the same SQLite store with the columns path on or off."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import sqlite3
+
+import pytest
+
+from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.source import MemorySource
+from gateway.appliers.sqlite import SqliteApplier
+from gateway.core.insert_columns import insert_columns
+from gateway.core.reducer import AssembledTransaction
+from gateway.core.rowops import Gtid, OpKind, statement_ops
+from gateway.v1 import statement_pb2, value_pb2
+from tests.reducer.model import delete, insert, sql, txn, update
+
+FT = value_pb2.FieldType
+
+
+def assembled(t) -> AssembledTransaction:
+    return AssembledTransaction(Gtid(t.gtid.server_id, t.gtid.trans_id), (t.gtid.trans_id,), (t,))
+
+
+def insert_only(rng: random.Random, n: int, first_id: int = 1) -> list:
+    """``n`` transactions of inserts of distinct rows into a few tables, some values null,
+    statements of one to several records, two column sets for table ``t``."""
+    out, next_key = [], first_id * 1000
+    for i in range(n):
+        stmts = []
+        for _ in range(rng.randint(1, 3)):
+            table = rng.choice(["t", "u"])
+            cols = rng.choice([("a", "b"), ("b",)]) if table == "t" else ("a",)
+            rows = []
+            for _ in range(rng.randint(1, 4)):
+                next_key += 1
+                row = {"id": next_key}
+                for c in cols:
+                    row[c] = None if rng.random() < 0.2 else (
+                        rng.randrange(100) if c == "a" else f"s{rng.randrange(100)}")
+                rows.append(row)
+            stmts.append(insert(table, rows))
+        out.append(txn(first_id + i, *stmts, commit_ts_ns=first_id + i))
+    return out
+
+
+def as_rows(ops) -> set:
+    return {(op.table, op.kind, op.key, tuple(zip((c.name for c in op.columns), op.values,
+                                                  strict=True))) for op in ops}
+
+
+def column_rows(window) -> set:
+    out = set()
+    for b in window.batches:
+        names = [c.name for c in b.columns]
+        for r in range(len(b)):
+            out.add((b.table, b.kind, tuple(k[r] for k in b.key),
+                     tuple(zip(names, (v[r] for v in b.values), strict=True))))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_window_of_plain_inserts_becomes_the_rows_statement_ops_gives(seed):
+    txns = insert_only(random.Random(seed), 12)
+    window = insert_columns([assembled(t) for t in txns])
+    assert window is not None
+    want = [op for t in txns for op in statement_ops(t)]
+    assert window.rows == len(want)
+    assert column_rows(window) == as_rows(want)
+    assert all(b.kind is OpKind.INSERT for b in window.batches)
+    assert window.gtids == [Gtid(1, t.gtid.trans_id) for t in txns]
+
+
+def _decimal_insert() -> statement_pb2.Statement:
+    st = insert("t", [{"id": 1, "a": 5}])
+    st.insert.fields[0].type = FT.FIELD_TYPE_DECIMAL
+    st.insert.records[0].after_values[0].CopyFrom(value_pb2.Value(decimal_value="1.5"))
+    return st
+
+
+def _wrong_case() -> statement_pb2.Statement:
+    st = insert("t", [{"id": 1, "a": 5}])
+    st.insert.records[0].after_values[0].CopyFrom(value_pb2.Value(string_value="five"))
+    return st
+
+
+def _extra_value() -> statement_pb2.Statement:
+    st = insert("t", [{"id": 1, "a": 5}])
+    st.insert.records[0].after_values.add(int_value=6)
+    return st
+
+
+def _no_key_fields() -> statement_pb2.Statement:
+    st = insert("t", [{"id": 1, "a": 5}])
+    del st.insert.key_fields[:]
+    del st.insert.records[0].key_values[:]
+    return st
+
+
+@pytest.mark.parametrize("stmt", [
+    lambda: insert("t", [{"id": 7, "a": 1}]),                  # the same row again
+    lambda: update("t", ["a"], [(1, [2])]),
+    lambda: delete("t", [1]),
+    lambda: sql("SELECT 1"),
+    _decimal_insert, _wrong_case, _extra_value, _no_key_fields,
+], ids=["duplicate-row", "update", "delete", "sql", "decimal", "wrong-case", "extra-value",
+        "no-key-fields"])
+def test_windows_the_row_path_must_take_are_left_to_it(stmt):
+    txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, stmt())]
+    assert insert_columns([assembled(t) for t in txns]) is None
+
+
+def test_the_same_key_in_two_tables_is_two_rows():
+    txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, insert("u", [{"id": 7, "a": 0}]))]
+    window = insert_columns([assembled(t) for t in txns])
+    assert window is not None and window.rows == 2
+
+
+def mixed_workload(seed: int) -> list:
+    """Stretches of plain inserts, stretches with updates/deletes/SQL of those rows and of
+    repeated keys, and a malformed transaction (dead-lettered by both paths)."""
+    rng = random.Random(seed)
+    txns = insert_only(rng, 40, first_id=1)
+    tid = 41
+    for _ in range(10):
+        k = rng.randint(1001, 1040)
+        txns.append(txn(tid, rng.choice([update("t", ["a"], [(k, [tid])]), delete("t", [k]),
+                                         insert("t", [{"id": 1, "a": tid}]),
+                                         sql(f"-- {tid}")]), commit_ts_ns=tid))
+        tid += 1
+    txns.append(txn(tid, _wrong_case(), commit_ts_ns=tid))
+    txns += insert_only(rng, 40, first_id=tid + 1)
+    return txns
+
+
+def dump(path) -> dict:
+    with sqlite3.connect(path) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return {n: sorted(conn.execute(f'SELECT * FROM "{n}"').fetchall(), key=repr)
+                for n in names}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_dispatcher_leaves_the_same_sqlite_store_with_the_columns_path_on_or_off(
+        tmp_path, seed):
+    txns = mixed_workload(seed)
+    stores, positions, metrics = {}, {}, {}
+    for columns in (True, False):
+        applier = SqliteApplier(tmp_path / f"{columns}.db")
+        applier.capabilities = dataclasses.replace(applier.capabilities, columns=columns)
+        d = Dispatcher(applier, MemorySource(txns), tmp_path / f"state-{columns}",
+                       config=DispatcherConfig(threads=1, window=8, save_interval=0.0))
+        try:
+            positions[columns] = d.run()
+        finally:
+            applier.close()
+        stores[columns] = dump(tmp_path / f"{columns}.db")
+        metrics[columns] = d.metrics.snapshot()
+    assert stores[True] == stores[False]
+    assert positions[True].log_index == positions[False].log_index == len(txns)
+    assert positions[True].applied == positions[False].applied
+    assert metrics[True]["dead_letters"] == metrics[False]["dead_letters"] == 1
+    assert metrics[True]["column_windows"] >= 5 and metrics[False]["column_windows"] == 0
