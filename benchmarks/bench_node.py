@@ -14,7 +14,10 @@ Rows measured (closed loop, every client waits for its reply before the next req
   ``WriteRequest`` of the same row), same clients and concurrency: the transport ceiling;
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
   (``set(key, value)``), every process keeping ~333 commands in flight (~1000 in total), its own
-  benchmark's style (asynchronous calls with callbacks, all nodes submitting).
+  benchmark's style (asynchronous calls with callbacks, all nodes submitting);
+* etcd, with ``--etcd DIR`` (``etcd`` and ``benchmark`` binaries built from a release checkout,
+  docs/benchmarks.md): 3 members on loopback, its ``benchmark`` tool against the leader -- put
+  with 1, 64 and 1000 clients, txn-put of 100 puts per transaction (``etcd_peer.py``).
 
 Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
 table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
@@ -69,6 +72,8 @@ class Result:
     cpu: str = "-"  # server CPU microseconds per row: leader/follower/follower (echo: server)
     client_cpu: str = "-"  # the benchmark client's (this process's) CPU microseconds per row
     error_codes: dict[str, int] = field(default_factory=dict)  # gRPC code -> count
+    p50_ms: float | None = None  # from a peer's own tool, when there are no latencies
+    p99_ms: float | None = None
 
     @property
     def rows_per_s(self) -> float:
@@ -77,7 +82,8 @@ class Result:
     def pct(self, q: float) -> float:
         """Latency percentile ``q`` (0..1) in milliseconds."""
         if not self.latencies:
-            return float("nan")
+            given = self.p50_ms if q == 0.5 else self.p99_ms if q == 0.99 else None
+            return float("nan") if given is None else given
         lat = sorted(self.latencies)
         return 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
 
@@ -436,6 +442,35 @@ def ratios(results: list[Result]) -> str:
         return None
 
     lines = []
+    for size in SIZES:  # the default configuration against the stripped one, cell by cell
+        for r in results:
+            if r.system != "gateway" or r.size != size:
+                continue
+            bare = find("gateway (no applier)", r.mode, size, r.clients)
+            if bare and bare.rows_per_s:
+                lines.append(f"gateway default / no applier: {r.mode}, {r.clients} clients, "
+                             f"{size}: {r.rows_per_s / bare.rows_per_s:.0%} (target >= 75%)")
+    for size in SIZES:  # against etcd
+        put1, put64 = find("etcd", "put", size, 1), find("etcd", "put", size, 64)
+        put1000, txn = find("etcd", "put", size, 1000), find("etcd", "txn-put", size)
+        for system, want in (("gateway", 1.0), ("gateway (no applier)", 1.5)):
+            big = find(system, f"Write {BIG_ROWS}", size)
+            if big and txn and txn.rows_per_s:
+                lines.append(f"{system}: {BIG_ROWS}-row txns / etcd txn-put rows, {size}: "
+                             f"{big.rows_per_s / txn.rows_per_s:.2f}x (target >= {want}x)")
+        for mode in ("WriteBatch", "StreamWrite"):
+            g = find("gateway", mode, size)
+            if g and put1000 and put1000.rows_per_s:
+                lines.append(f"gateway: {mode} / etcd put 1000 clients, {size}: "
+                             f"{g.rows_per_s / put1000.rows_per_s:.2f}x (target >= 1x)")
+        for system in ("gateway", "gateway (no applier)"):
+            u64, u1 = find(system, "Write", size, 64), find(system, "Write", size, 1)
+            if u64 and put64 and put64.rows_per_s:
+                lines.append(f"{system}: unary Write / etcd put, 64 clients, {size}: "
+                             f"{u64.rows_per_s / put64.rows_per_s:.0%} (target >= 25%)")
+            if u1 and put1 and put1.pct(0.5):
+                lines.append(f"{system}: p50 of 1 client / etcd's, {size}: "
+                             f"{u1.pct(0.5) / put1.pct(0.5):.1f}x (target <= 2x)")
     for system in ("gateway", "gateway (no applier)"):
         for size in SIZES:
             unary, echo = find(system, "Write", size, 64), find("echo", "unary", size, 64)
@@ -517,7 +552,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=5.0, help="seconds per measured cell")
     p.add_argument("--quick", action="store_true", help="2 s cells, 10 B rows only")
-    p.add_argument("--only", default="gateway,echo,pysyncobj")
+    p.add_argument("--only", default="gateway,echo,pysyncobj,etcd")
+    p.add_argument("--etcd", metavar="DIR",
+                   help="directory with etcd's etcd and benchmark binaries: run etcd beside")
     p.add_argument("--appliers", default="sqlite,none",
                    help="gateway configurations to run: 'sqlite' (the default product "
                         "config, the built-in SQLite applier) and/or 'none' (no applier: "
@@ -569,6 +606,15 @@ def main() -> None:
             results.append(r)
             rss[f"pysyncobj node ({size}, at end)"] = node_rss
             print(table([r]).splitlines()[-1], flush=True)
+
+    if "etcd" in only and args.etcd:
+        from etcd_peer import run_etcd
+
+        got, etcd_rss = run_etcd(args.etcd, sizes, duration, [ports.take() for _ in range(6)],
+                                 Result, cpu_seconds, peak_rss_kib)
+        results += got
+        rss["etcd member (peak)"] = etcd_rss
+        print(table(got), flush=True)
 
     print()
     print(f"3 nodes on {os.cpu_count()} CPUs, {duration:g} s per cell, fsync on (gateway)")
