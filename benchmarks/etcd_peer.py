@@ -25,10 +25,10 @@ from typing import Any
 
 #: (mode, clients, connections, expected requests/s here, extra tool arguments)
 RUNS = (
-    ("put", 1, 1, 600, []),
-    ("put", 64, 16, 4500, []),
-    ("put", 1000, 100, 7000, []),
-    ("txn-put x100", 64, 16, 300, ["--txn-ops=100"]),
+    ("put", 1, 1, 600, ["--sequential-keys"]),
+    ("put", 64, 16, 4500, ["--sequential-keys"]),
+    ("put", 1000, 100, 7000, ["--sequential-keys"]),
+    ("txn-put x100", 64, 16, 300, ["--txn-ops=100", "--key-space-size=1000000"]),
 )
 VALUE_SIZES = {"10 B": 10, "1 KiB": 1024}
 
@@ -111,7 +111,7 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
                         [str(tool), f"--endpoints={clients[lead].removeprefix('http://')}",
                          f"--conns={conns}", f"--clients={n_clients}",
                          mode.split()[0], "--key-size=16", f"--val-size={VALUE_SIZES[size]}",
-                         f"--total={total}", "--sequential-keys", *extra],
+                         f"--total={total}", *extra],
                         capture_output=True, text=True, timeout=600)
                     if run.returncode != 0:
                         raise RuntimeError(f"etcd benchmark {mode} failed: {run.stderr[-500:]}")
