@@ -11,6 +11,12 @@ setup(
             optional=True,  # without a compiler, gateway.core.records falls back to Python
         ),
         Extension(
+            "gateway.core._columns",
+            ["gateway/core/_columns.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.core.insert_columns reads in Python
+        ),
+        Extension(
             "gateway.core.lsm._bloom",
             ["gateway/core/lsm/_bloom.c"],
             extra_compile_args=["-O3", "-std=gnu11"],

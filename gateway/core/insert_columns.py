@@ -16,6 +16,10 @@ so the caller takes the row path, which stays the specification:
 
 Otherwise each row's values are exactly those of its ``RowOp`` from ``statement_ops``, so an
 applier that applies ``ColumnOps`` as it applies ``RowOp`` values leaves the same store.
+
+The records are read by the C accelerator ``gateway.core._columns`` when it is built (from the
+statement's serialized bytes: no message object per record or value); ``_add_insert_py`` is the
+specification it is tested against and the fallback.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.core.accel import load
 from gateway.core.reducer import AssembledTransaction
 from gateway.core.rowops import (
     CASE_OF_TYPE,
@@ -32,10 +37,13 @@ from gateway.core.rowops import (
     OpKind,
     TableRef,
 )
+from gateway.v1 import value_pb2
 
 __all__ = ["InsertWindow", "insert_columns"]
 
 _Group = tuple[TableRef, tuple[Column, ...], tuple[Column, ...]]
+_Groups = dict[_Group, tuple[list[list[Any]], list[list[Any]]]]
+_C = load("gateway.core._columns")
 
 
 class InsertWindow:
@@ -51,7 +59,7 @@ class InsertWindow:
 
 def insert_columns(window: Sequence[AssembledTransaction]) -> InsertWindow | None:
     """The window as columns, or ``None`` when the row path must take it (module docstring)."""
-    groups: dict[_Group, tuple[list[list[Any]], list[list[Any]]]] = {}
+    groups: _Groups = {}
     seen: dict[TableRef, set[tuple[Any, ...]]] = {}
     gtids: list[Gtid] = []
     rows = 0
@@ -74,11 +82,15 @@ def insert_columns(window: Sequence[AssembledTransaction]) -> InsertWindow | Non
     return InsertWindow(batches, gtids, rows)
 
 
-# An INSERT's table and fields -> its group's columns and each column's value case; None for
-# one the row path must take. Bounded: cleared when it reaches _SPEC_LIMIT entries.
-_Spec = tuple[TableRef, tuple[Column, ...], tuple[Column, ...], tuple[str, ...], tuple[str, ...]]
-_SPECS: dict[tuple[Any, ...], _Spec | None] = {}
+# An INSERT's table and fields -> its group's columns, each column's value case and the Value
+# field number of every column (keys first); None for one the row path must take. Keyed by the
+# fields (Python) or by the statement's serialized head (C). Bounded: cleared when it reaches
+# _SPEC_LIMIT entries.
+_Spec = tuple[TableRef, tuple[Column, ...], tuple[Column, ...], tuple[str, ...], tuple[str, ...],
+              tuple[int, ...]]
+_SPECS: dict[Any, _Spec | None] = {}
 _SPEC_LIMIT = 4096
+_VALUE_FIELDS = {f.name: f.number for f in value_pb2.Value.DESCRIPTOR.fields}
 
 
 def _spec(signature: tuple[Any, ...]) -> _Spec | None:
@@ -93,32 +105,66 @@ def _spec(signature: tuple[Any, ...]) -> _Spec | None:
         cases.append(case)
     nk = len(key_fields)
     return (TableRef(schema, name), tuple(Column(n, t) for n, t in key_fields),
-            tuple(Column(n, t) for n, t in fields), tuple(cases[:nk]), tuple(cases[nk:]))
+            tuple(Column(n, t) for n, t in fields), tuple(cases[:nk]), tuple(cases[nk:]),
+            tuple(_VALUE_FIELDS[c] for c in cases))
 
 
-def _add_insert(body: Any, groups: dict[_Group, tuple[list[list[Any]], list[list[Any]]]],
-                seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+def _signature(body: Any) -> tuple[Any, ...]:
+    table_msg = body.table
+    return (table_msg.schema_name, table_msg.table_name,
+            tuple([(f.name, f.type) for f in body.key_fields]),
+            tuple([(f.name, f.type) for f in body.fields]))
+
+
+def _lookup(cache_key: Any, body: Any) -> _Spec | None:
+    try:
+        return _SPECS[cache_key]
+    except KeyError:
+        if len(_SPECS) >= _SPEC_LIMIT:
+            _SPECS.clear()
+        spec = _SPECS[cache_key] = _spec(_signature(body))
+        return spec
+
+
+def _group(spec: _Spec, groups: _Groups) -> tuple[list[list[Any]], list[list[Any]]]:
+    table, key_cols, cols = spec[0], spec[1], spec[2]
+    group = groups.get((table, key_cols, cols))
+    if group is None:
+        group = groups[(table, key_cols, cols)] = ([[] for _ in key_cols], [[] for _ in cols])
+    return group
+
+
+def _add_insert_c(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
+                  ) -> int | None:
+    """``_add_insert_py`` through the C reader (same results; the module docstring)."""
+    if not body.records:
+        return 0
+    data = body.SerializeToString()
+    head = _C.head(data)  # type: ignore[union-attr]
+    if head is None:
+        return None
+    spec = _lookup(head, body)
+    if spec is None:
+        return None
+    key_lists, val_lists = _group(spec, groups)
+    table_keys = seen.get(spec[0])
+    if table_keys is None:
+        table_keys = seen[spec[0]] = set()
+    return _C.fill(data, spec[5], len(spec[3]), key_lists,  # type: ignore[union-attr]
+                   val_lists, table_keys)
+
+
+def _add_insert_py(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
+                   ) -> int | None:
     """Append the records of one INSERT to their group; the number of rows, or ``None``."""
     records = body.records
     if not records:
         return 0
-    table_msg = body.table
-    signature = (table_msg.schema_name, table_msg.table_name,
-                 tuple([(f.name, f.type) for f in body.key_fields]),
-                 tuple([(f.name, f.type) for f in body.fields]))
-    try:
-        spec = _SPECS[signature]
-    except KeyError:
-        if len(_SPECS) >= _SPEC_LIMIT:
-            _SPECS.clear()
-        spec = _SPECS[signature] = _spec(signature)
+    spec = _lookup(_signature(body), body)
     if spec is None:
         return None
-    table, key_cols, cols, kcases, vcases = spec
-    group = groups.get((table, key_cols, cols))
-    if group is None:
-        group = groups[(table, key_cols, cols)] = ([[] for _ in key_cols], [[] for _ in cols])
-    key_lists, val_lists = group
+    table, kcases, vcases = spec[0], spec[3], spec[4]
+    key_lists, val_lists = _group(spec, groups)
     table_keys = seen.get(table)
     if table_keys is None:
         table_keys = seen[table] = set()
@@ -153,3 +199,6 @@ def _add_insert(body: Any, groups: dict[_Group, tuple[list[list[Any]], list[list
             else:
                 return None
     return len(records)
+
+
+_add_insert = _add_insert_py if _C is None else _add_insert_c
