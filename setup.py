@@ -23,6 +23,12 @@ setup(
             optional=True,  # without a compiler, gateway.core.lsm.bloom probes in Python
         ),
         Extension(
+            "gateway.core.lsm._block",
+            ["gateway/core/lsm/_block.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.core.lsm.format searches in Python
+        ),
+        Extension(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
             extra_compile_args=["-O3", "-std=gnu11"],

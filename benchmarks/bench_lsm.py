@@ -7,7 +7,9 @@ Workload, identical for every engine (same seed, same bytes):
   ``compact_range``; sqlite3: commit) — reported, not part of any rate;
 - ``gets``: N random point reads, half of existing keys, half of absent keys (hits and misses
   are timed separately; misses are what a bloom filter serves);
-- ``scans``: S range scans of 1000 consecutive keys from random existing start keys.
+- ``scans``: S range scans of 1000 consecutive keys from random existing start keys;
+- ``reopened``: the engine is closed and opened again (tables re-read, caches cold, the OS page
+  cache warm) and the same gets run again -- what a restarted node serves.
 
 Each engine runs in its own subprocess so that peak RSS (``ru_maxrss``) is its own; the
 subprocess's baseline RSS before the engine opens (test data generator only) is reported too.
@@ -133,7 +135,7 @@ class SqliteEngine(Engine):
         self.db = sqlite3.connect(os.path.join(path, "kv.db"), isolation_level=None)
         self.db.execute("pragma journal_mode=wal")
         self.db.execute("pragma synchronous=normal")
-        self.db.execute("create table kv (k blob primary key, v blob) without rowid")
+        self.db.execute("create table if not exists kv (k blob primary key, v blob) without rowid")
         self.db.execute("begin")
         ins = "insert or replace into kv values (?, ?)"
         sel = "select v from kv where k = ?"
@@ -158,6 +160,22 @@ class SqliteEngine(Engine):
 ENGINES = {"gateway": GatewayEngine, "rocksdict": RocksEngine, "sqlite3": SqliteEngine}
 
 
+def _gets(name: str, get: Callable[[bytes], Any], data: Data) -> tuple[float, float]:
+    """Seconds for the hits, then for the misses (each answer checked)."""
+    key = data.key
+    t = time.perf_counter()
+    for i in data.hits:
+        if get(key(i)) is None:
+            raise AssertionError(f"{name}: key {i} missing")
+    t_hit = time.perf_counter() - t
+    absent = data.absent
+    t = time.perf_counter()
+    for i in data.misses:
+        if get(absent[KEY * i : KEY * i + KEY]) is not None:
+            raise AssertionError(f"{name}: absent key {i} found")
+    return t_hit, time.perf_counter() - t
+
+
 def run_one(name: str, n: int, scans: int) -> dict[str, Any]:
     data = Data(n)
     base_rss = _rss_kib()
@@ -172,18 +190,7 @@ def run_one(name: str, n: int, scans: int) -> dict[str, Any]:
         t = time.perf_counter()
         eng.settle()
         t_settle = time.perf_counter() - t
-        get = eng.get
-        t = time.perf_counter()
-        for i in data.hits:
-            if get(key(i)) is None:
-                raise AssertionError(f"{name}: key {i} missing")
-        t_hit = time.perf_counter() - t
-        absent = data.absent
-        t = time.perf_counter()
-        for i in data.misses:
-            if get(absent[KEY * i : KEY * i + KEY]) is not None:
-                raise AssertionError(f"{name}: absent key {i} found")
-        t_miss = time.perf_counter() - t
+        t_hit, t_miss = _gets(name, eng.get, data)
         rnd = random.Random(SEED + 1)
         starts = [key(rnd.randrange(n)) for _ in range(scans)]
         t = time.perf_counter()
@@ -191,6 +198,9 @@ def run_one(name: str, n: int, scans: int) -> dict[str, Any]:
         for s in starts:
             got += eng.scan(s, 1000)
         t_scan = time.perf_counter() - t
+        eng.close()
+        eng = ENGINES[name](path)
+        t_rhit, t_rmiss = _gets(name, eng.get, data)
         eng.close()
         disk = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
     finally:
@@ -203,6 +213,9 @@ def run_one(name: str, n: int, scans: int) -> dict[str, Any]:
         "misses_per_s": len(data.misses) / t_miss,
         "gets_per_s": (len(data.hits) + len(data.misses)) / (t_hit + t_miss),
         "scans_per_s": scans / t_scan,
+        "reopened_hits_per_s": len(data.hits) / t_rhit,
+        "reopened_misses_per_s": len(data.misses) / t_rmiss,
+        "reopened_gets_per_s": (len(data.hits) + len(data.misses)) / (t_rhit + t_rmiss),
         "scan_keys": got / max(scans, 1),
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "base_rss_mib": base_rss / 1024,
@@ -245,6 +258,9 @@ def main() -> None:
         ("gets/s (hits)", "hits_per_s"),
         ("gets/s (misses)", "misses_per_s"),
         ("scans/s (1000 keys)", "scans_per_s"),
+        ("reopened: gets/s (all)", "reopened_gets_per_s"),
+        ("reopened: gets/s (hits)", "reopened_hits_per_s"),
+        ("reopened: gets/s (misses)", "reopened_misses_per_s"),
         ("settle (s)", "settle_s"),
         ("peak RSS (MiB)", "peak_rss_mib"),
         ("baseline RSS (MiB)", "base_rss_mib"),

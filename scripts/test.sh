@@ -49,7 +49,7 @@ if [ "${GATEWAY_CLIENTS:-1}" != 0 ]; then
 fi
 
 # The Python specifications of the C fast paths (record stream, node wire paths, bloom probes,
-# Spark decoder, columns reader) must not rot: their tests run once more with the accelerators
+# Spark decoder, columns reader, block search) must not rot: their tests run once more with the accelerators
 # off. Only on a whole-suite run.
 PURE_TESTS=(
     tests/core/test_records.py tests/core/test_record_corruption.py
@@ -57,7 +57,7 @@ PURE_TESTS=(
     tests/core/test_wal_codec.py tests/node/test_wire_check.py tests/node/test_row_encoding.py
     tests/node/test_single_node.py tests/spark/test_datasource.py tests/spark/test_node_entries.py
     tests/lsm/test_holds_any.py tests/node/test_conflict_screen.py
-    tests/appliers/test_insert_columns.py
+    tests/appliers/test_insert_columns.py tests/lsm/test_corruption.py tests/lsm/test_model.py
 )
 pure_rc=0
 if [ "$#" -eq 0 ]; then

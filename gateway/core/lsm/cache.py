@@ -1,6 +1,6 @@
-"""The block cache: decoded data blocks shared by all tables under one byte budget.
+"""The block cache: checked data block payloads shared by all tables under one byte budget.
 
-Each table keeps its cached blocks in its own ``dict`` (block index -> decoded block), so a hit
+Each table keeps its cached blocks in its own ``dict`` (block index -> payload), so a hit
 is one dict lookup with an int key on the read path, with no lock and no bookkeeping.
 Eviction is first-in first-out across all tables, under a lock taken only on inserts: for the
 random point reads this store serves, FIFO keeps nearly LRU's hit rate without the cost of
@@ -18,13 +18,9 @@ from typing import Any
 
 __all__ = ["BlockCache"]
 
-#: Approximate CPython memory per cached key/cell pair beyond their bytes (two object headers,
-#: two list slots).
-PAIR_OVERHEAD = 90
-
 
 class BlockCache:
-    """FIFO cache of decoded blocks with a byte budget (``capacity_bytes``, 0 disables)."""
+    """FIFO cache of blocks with a byte budget (``capacity_bytes``, 0 disables)."""
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity_bytes = capacity_bytes

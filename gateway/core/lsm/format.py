@@ -3,8 +3,9 @@
 Every LSM file is a stuffed record stream (:mod:`gateway.core.records`); each record payload
 starts with a type-tag byte from the range ``0xE0``-``0xEF``, reserved for LSM-internal records
 (see ``docs/formats/sstable.md``). The bodies are fixed little-endian layouts rather than
-protobuf: data blocks are decoded on the read path of every cache miss, and a single
-``struct.unpack_from`` per block is what keeps that path fast in Python.
+protobuf: a point read searches a data block's payload in place (``find_cell``: one C binary
+search, or the Python specification), and a scan cuts all its pairs out with a single
+``struct.unpack_from`` per block.
 
 Stored value (the *cell*) of every key, in memtables, blocks and the WAL::
 
@@ -19,7 +20,10 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from bisect import bisect_left
 from typing import NamedTuple
+
+from gateway.core.accel import load
 
 __all__ = [
     "FLAG_META",
@@ -36,12 +40,14 @@ __all__ = [
     "TOMBSTONE",
     "RowVersion",
     "StoredRow",
+    "block_last_key",
     "decode_block",
     "decode_pairs",
     "encode_block",
     "encode_cell",
     "encode_pairs",
     "entry_of",
+    "find_cell",
     "prefix_end",
     "tombstone_meta",
     "value_of",
@@ -229,6 +235,28 @@ def decode_block(payload: bytes) -> tuple[list[bytes], list[bytes]]:
     if not payload or payload[0] != TAG_BLOCK:
         raise ValueError(f"record tag {payload[:1].hex() or 'none'} is not a data block")
     return decode_pairs(payload, 1)
+
+
+def _block_last_key_py(payload: bytes) -> bytes | None:
+    """Check a data block payload's structure; its last key (``None`` for no pairs).
+    ``ValueError`` or ``struct.error`` when malformed."""
+    keys, _ = decode_block(payload)
+    return keys[-1] if keys else None
+
+
+def _find_cell_py(payload: bytes, key: bytes) -> bytes | None:
+    """The cell of ``key`` in a data block payload, or ``None``; ``ValueError`` or
+    ``struct.error`` when the payload is malformed."""
+    keys, cells = decode_block(payload)
+    i = bisect_left(keys, key)
+    return cells[i] if i < len(keys) and keys[i] == key else None
+
+
+# Point reads search a cached block payload where it lies (``gateway.core.lsm._block``: one
+# binary search, no list of keys and cells per read) when the accelerator is built.
+_accel = load("gateway.core.lsm._block")
+block_last_key = _block_last_key_py if _accel is None else _accel.last_key
+find_cell = _find_cell_py if _accel is None else _accel.find
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

@@ -1,6 +1,7 @@
 """Reads one SSTable through a file map (`FileSystem.map`, ``mmap`` on disk): footer, sparse
-index and bloom filter in memory, data blocks decoded on demand and kept in the shared
-:class:`~gateway.core.lsm.cache.BlockCache`.
+index and bloom filter in memory, data blocks read and checked on demand and their payloads
+kept in the shared :class:`~gateway.core.lsm.cache.BlockCache`; a point read searches a payload
+in place (``format.find_cell``), a scan decodes it into key and cell lists.
 
 Opening a table checks every metadata record (header, index, bloom, footer) by its CRC and
 its structure; each data block is checked by its CRC when it is read (and against the index's
@@ -28,9 +29,16 @@ from collections.abc import Iterator
 
 from gateway.core.fileio import FileSystem, Mapped, local_fs
 from gateway.core.lsm.bloom import decode_bloom
-from gateway.core.lsm.cache import PAIR_OVERHEAD, BlockCache
+from gateway.core.lsm.cache import BlockCache
 from gateway.core.lsm.errors import CorruptionError
-from gateway.core.lsm.format import TAG_FOOTER, TAG_INDEX, TAG_TABLE_HEADER, decode_block
+from gateway.core.lsm.format import (
+    TAG_FOOTER,
+    TAG_INDEX,
+    TAG_TABLE_HEADER,
+    block_last_key,
+    decode_block,
+    find_cell,
+)
 from gateway.core.lsm.sstable_writer import FOOTER, MAGIC, TableMeta
 from gateway.core.records import SEPARATOR, decode_record, first_nonzero
 
@@ -41,6 +49,8 @@ _HEADER = struct.Struct("<B6sQ")
 _LITTLE = sys.byteorder == "little"
 _ids = itertools.count(1)
 Block = tuple[list[bytes], list[bytes]]
+#: Approximate CPython memory of a cached payload beyond its bytes (object header, dict slot).
+_PAYLOAD_OVERHEAD = 100
 
 
 class SSTableReader:
@@ -53,7 +63,7 @@ class SSTableReader:
         self.number = number
         self._cache = cache
         self._id = next(_ids)
-        self._blocks: dict[int, Block] = {}
+        self._blocks: dict[int, bytes] = {}  # block index -> checked payload (the cache's)
         self._mm: Mapped = (fs or local_fs()).map(path)
         size = len(self._mm)
         if size < 4:
@@ -158,8 +168,10 @@ class SSTableReader:
         """The table's manifest metadata."""
         return TableMeta(self.number, self.size, self.entries, self.smallest, self.largest)
 
-    def block(self, i: int, fill_cache: bool = True) -> Block:
-        """Decoded block ``i`` (``(keys, cells)``; do not mutate), from the cache if present."""
+    def payload(self, i: int, fill_cache: bool = True) -> bytes:
+        """Block ``i``'s payload, checked (CRC, structure, last key against the index), from
+        the cache if present. The cache holds payloads, not decoded pairs: one bytes object a
+        block, half the memory, and a point read searches it where it lies (``find_cell``)."""
         cached = self._blocks.get(i)
         if cached is not None:
             return cached
@@ -168,27 +180,27 @@ class SSTableReader:
         decoded = decode_record(self._mm[off : off + length])
         if decoded is None:
             raise CorruptionError(self.path, off, f"data block {i} fails its checksum")
+        payload = decoded[1]
         try:
-            block = decode_block(decoded[1])
+            last = block_last_key(payload)
         except (ValueError, struct.error) as e:
             raise CorruptionError(self.path, off, f"malformed data block {i}: {e}") from None
-        keys = block[0]
-        if not keys or keys[-1] != self._index_keys[i]:
+        if last is None or last != self._index_keys[i]:
             raise CorruptionError(self.path, off, f"data block {i} disagrees with the index")
         if fill_cache:
-            self._cache.insert(self._blocks, self._id, i, block, length + PAIR_OVERHEAD * len(keys))
-        return block
+            self._cache.insert(self._blocks, self._id, i, payload, len(payload) + _PAYLOAD_OVERHEAD)
+        return payload
+
+    def block(self, i: int, fill_cache: bool = True) -> Block:
+        """Decoded block ``i`` (``(keys, cells)``), its payload from the cache if present."""
+        return decode_block(self.payload(i, fill_cache))
 
     def lookup(self, key: bytes) -> bytes | None:
         """The cell stored for ``key`` in this table, or ``None``. No bloom check here."""
         i = bisect_left(self._index_keys, key)
         if i == self.nblocks:
             return None
-        keys, cells = self._blocks.get(i) or self.block(i)
-        j = bisect_left(keys, key)
-        if j < len(keys) and keys[j] == key:
-            return cells[j]
-        return None
+        return find_cell(self._blocks.get(i) or self.payload(i), key)
 
     def chunks(
         self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True, target: int = 256

@@ -128,7 +128,7 @@ class LSMStore:
     """A log-structured merge store in directory ``path``.
 
     Options: ``memtable_bytes`` (budget of the active memtable, approximate CPython bytes),
-    ``cache_bytes`` (decoded block cache), ``block_bytes`` (data block target),
+    ``cache_bytes`` (block cache: checked block payloads), ``block_bytes`` (data block target),
     ``target_file_bytes`` (compaction output size), ``base_level_bytes``,
     ``level_multiplier`` and ``l0_compaction_trigger`` (leveled policy), ``l0_stop_trigger``
     (writes wait while level 0 holds this many tables), ``max_immutable`` (frozen memtables
