@@ -15,9 +15,13 @@ Rows measured (closed loop, every client waits for its reply before the next req
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
   (``set(key, value)``), every process keeping ~333 commands in flight (~1000 in total), its own
   benchmark's style (asynchronous calls with callbacks, all nodes submitting);
+* gateway ``Read`` of one existing row (keys written by a WriteBatch before the cell), 64
+  clients, linearizable (ReadIndex: a quorum round trip per read batch) and stale (the node's
+  store as it is), sent to the leader;
 * etcd, with ``--etcd DIR`` (``etcd`` and ``benchmark`` binaries built from a release checkout,
   docs/benchmarks.md): 3 members on loopback, its ``benchmark`` tool against the leader -- put
-  with 1, 64 and 1000 clients, txn-put of 100 puts per transaction (``etcd_peer.py``).
+  with 1, 64 and 1000 clients, txn-put of 100 puts per transaction, range of one existing key
+  with 64 clients, linearizable and serializable (``etcd_peer.py``).
 
 Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
 table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
@@ -248,6 +252,40 @@ async def bench_big(address: str, size: str, clients: int, duration: float) -> R
     return r
 
 
+READ_KEYS = 1000
+_CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
+                "stale": gateway_pb2.CONSISTENCY_STALE}
+
+
+async def bench_read(address: str, size: str, clients: int, duration: float,
+                     consistency: str) -> Result:
+    """``Read`` of one of ``READ_KEYS`` rows (written first, one WriteBatch) per call; a row
+    not found counts as an error."""
+    value = value_of(SIZES[size])
+    chans = channels(address, max(1, clients // 8))
+    stubs = [gateway_pb2_grpc.GatewayStub(ch) for ch in chans]
+    tag = f"r{SIZES[size]}"
+    writes = [put_request(f"{tag}-{i}", value) for i in range(READ_KEYS)]
+    await stubs[0].WriteBatch(gateway_pb2.WriteBatchRequest(writes=writes), timeout=30)
+    level = _CONSISTENCY[consistency]
+    requests = [gateway_pb2.ReadRequest(table="bench.kv", consistency=level,
+                                        key=[value_pb2.Value(string_value=f"{tag}-{i}")])
+                for i in range(READ_KEYS)]
+
+    async def op(c: int, seq: int) -> int:
+        resp = await stubs[c % len(stubs)].Read(requests[(c * 7919 + seq) % READ_KEYS],
+                                                timeout=10)
+        if not resp.found:
+            raise RuntimeError("a row written before the cell was not found")
+        return 1
+
+    r = await closed_loop(Result("gateway", f"Read {consistency}", size, clients), clients, op,
+                          duration, 0.5)
+    for ch in chans:
+        await ch.close()
+    return r
+
+
 async def bench_stream(address: str, size: str, duration: float) -> Result:
     """One bidi StreamWrite keeping ``STREAM_WINDOW`` one-row writes in flight: whenever acks
     free room, the free slots are filled with one request carrying that many writes (the
@@ -463,6 +501,12 @@ def ratios(results: list[Result]) -> str:
             if g and put1000 and put1000.rows_per_s:
                 lines.append(f"gateway: {mode} / etcd put 1000 clients, {size}: "
                              f"{g.rows_per_s / put1000.rows_per_s:.2f}x (target >= 1x)")
+        for gw, etcd in (("Read linearizable", "range linearizable"),
+                         ("Read stale", "range serializable")):
+            g, e = find("gateway", gw, size), find("etcd", etcd, size)
+            if g and e and e.rows_per_s:
+                lines.append(f"gateway: {gw} / etcd {etcd}, 64 clients, {size}: "
+                             f"{g.rows_per_s / e.rows_per_s:.0%}")
         for system in ("gateway", "gateway (no applier)"):
             u64, u1 = find(system, "Write", size, 64), find(system, "Write", size, 1)
             if u64 and put64 and put64.rows_per_s:
@@ -523,6 +567,8 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
         await cell(bench_batch(address, size, 4, duration))
         await cell(bench_stream(address, size, duration))
         await cell(bench_big(address, size, BIG_CLIENTS, duration))
+        for consistency in _CONSISTENCY:
+            await cell(bench_read(address, size, 64, duration, consistency))
     return out
 
 

@@ -3,8 +3,9 @@
 
 ``run_etcd(directory, duration, ports)`` starts the members (fsync on: etcd always syncs its
 WAL), waits until every member answers ``/health``, finds the leader, and runs
-``benchmark put`` with 1, 64 and 1000 clients and ``benchmark txn-put`` (100 puts per
-transaction, 64 clients) against the leader -- the gateway's clients also write to the
+``benchmark put`` with 1, 64 and 1000 clients, ``benchmark txn-put`` (100 puts per
+transaction, 64 clients) and ``benchmark range`` of one existing key (64 clients, linearizable
+and serializable) against the leader -- the gateway's clients also write to the
 leader -- and returns one ``Result`` per run (rows/s, p50/p99 from the tool's summary, CPU per
 row of each member from /proc, leader first) and the members' peak RSS. The tool counts requests
 (``--total``), not time: each run's total is sized from the rates seen on this 2-core machine so
@@ -13,6 +14,7 @@ that it lasts about ``duration`` seconds.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -29,7 +31,11 @@ RUNS = (
     ("put", 64, 16, 4500, ["--sequential-keys"]),
     ("put", 1000, 100, 7000, ["--sequential-keys"]),
     ("txn-put x100", 64, 16, 300, ["--txn-ops=100", "--key-space-size=1000000"]),
+    ("range linearizable", 64, 16, 8000, ["--consistency=l"]),
+    ("range serializable", 64, 16, 15000, ["--consistency=s"]),
 )
+#: The key the range runs read (put once before them, with the cell's value size).
+RANGE_KEY = "bench-range-key"
 VALUE_SIZES = {"10 B": 10, "1 KiB": 1024}
 
 
@@ -103,15 +109,23 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
             lead = _leader(clients)
             order = [procs[lead]] + [p for i, p in enumerate(procs) if i != lead]
             for size in sizes:
+                value = base64.b64encode(b"x" * VALUE_SIZES[size]).decode()
+                _get(f"{clients[lead]}/v3/kv/put", json.dumps(
+                    {"key": base64.b64encode(RANGE_KEY.encode()).decode(),
+                     "value": value}).encode())
                 for mode, n_clients, conns, rate, extra in RUNS:
                     ops_per = 100 if mode.startswith("txn") else 1
+                    if mode.startswith("range"):
+                        what = ["range", RANGE_KEY, *extra]
+                    else:
+                        what = [mode.split()[0], "--key-size=16",
+                                f"--val-size={VALUE_SIZES[size]}", *extra]
                     total = max(200, int(rate * duration * (0.5 if size == "1 KiB" else 1)))
                     before = [cpu_seconds(p.pid) for p in order]
                     run = subprocess.run(
                         [str(tool), f"--endpoints={clients[lead].removeprefix('http://')}",
-                         f"--conns={conns}", f"--clients={n_clients}",
-                         mode.split()[0], "--key-size=16", f"--val-size={VALUE_SIZES[size]}",
-                         f"--total={total}", *extra],
+                         f"--conns={conns}", f"--clients={n_clients}", f"--total={total}",
+                         *what],
                         capture_output=True, text=True, timeout=600)
                     if run.returncode != 0:
                         raise RuntimeError(f"etcd benchmark {mode} failed: {run.stderr[-500:]}")
