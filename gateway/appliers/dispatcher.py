@@ -15,10 +15,16 @@ For one applier, ``Dispatcher.run`` loops:
    a window of plain inserts of distinct rows, for an applier with ``columns`` capability,
    skips steps 2-3: once the queues are empty it goes to ``apply_columns`` column by column in
    one call (``gateway.core.insert_columns``) -- falling back to the row path if that call
-   raises, so retries and dead letters stay the row path's;
+   raises, so retries and dead letters stay the row path's. For such an applier the
+   transactions of a whole read batch are held (whatever ``window`` says) and each run of
+   consecutive insert-only transactions is tried as one columns window: when its rows are
+   distinct, one call applies exactly what one call per transaction would, with one store
+   transaction instead of hundreds. A run the columns path does not take is tried again in
+   windows of ``window`` transactions; other transactions, and those windows it does not
+   take either, go to the row path in windows of ``window``, as configured;
 5. finished operations complete units in the ``ProgressTracker``, whose contiguous watermark
    (CutHead) and applied-GTID set are saved every ``save_interval`` seconds, after every
-   transaction for non-idempotent appliers, and when the run ends.
+   unit (a window, or one columns call) for non-idempotent appliers, and when the run ends.
 
 A restart after a crash replays from the saved position; see ``progress`` for why that never
 skips or reorders a row's changes. ``run`` returns when the log is exhausted (or at
@@ -91,6 +97,25 @@ def partition_of(op: RowOp, partitions: int) -> int:
     return zlib.crc32(repr((op.table.schema, op.table.name, op.key)).encode()) % partitions
 
 
+def _only_inserts(txn: AssembledTransaction) -> bool:
+    return not txn.rolled_back and all(
+        stmt.WhichOneof("kind") == "insert" for seg in txn.segments for stmt in seg.statements)
+
+
+def _runs(pending: list[tuple[AssembledTransaction, list[RowOp] | None]]
+          ) -> list[tuple[bool, list[tuple[AssembledTransaction, list[RowOp] | None]]]]:
+    """``pending`` cut into maximal runs of consecutive transactions that only insert (True)
+    or not (False), in order."""
+    out: list[tuple[bool, list[tuple[AssembledTransaction, list[RowOp] | None]]]] = []
+    for item in pending:
+        plain = _only_inserts(item[0])
+        if out and out[-1][0] == plain:
+            out[-1][1].append(item)
+        else:
+            out.append((plain, [item]))
+    return out
+
+
 class Dispatcher:
     """Applies the committed log to one applier; see the module docstring."""
 
@@ -124,6 +149,9 @@ class Dispatcher:
         # (transaction, its operations -- None until needed: the columns path never builds them)
         self._window: list[tuple[AssembledTransaction, list[RowOp] | None]] = []
         self._columns = applier.capabilities.columns and self.config.reduce
+        # Transactions held before a flush: a read batch for the columns path (step 4).
+        self._hold = max(self.config.window, self.config.read_batch) if self._columns \
+            else self.config.window
         self._save_lock = threading.Lock()
         self._saved_seq = -1
         self._snapshot_seq = 0
@@ -176,7 +204,7 @@ class Dispatcher:
                 for entry in entries:
                     self._admit(entry, assembler)
                     next_index = entry.index + 1
-                if self.config.window > 1:
+                if self._window:
                     self._flush()
                 self._tick()
                 if not entries:
@@ -234,7 +262,7 @@ class Dispatcher:
                 self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
                 return
             self._window.append((done, ops))
-        if len(self._window) >= self.config.window or not self.config.reduce:
+        if len(self._window) >= self._hold or not self.config.reduce:
             self._flush()
 
     def _admit_replicated(self, entry: CommittedEntry) -> None:
@@ -286,8 +314,26 @@ class Dispatcher:
         if not self._window:
             return
         pending, self._window = self._window, []
-        if self._columns and self._flush_columns(pending):
+        size = self.config.window
+        if not self._columns or any(t_ops is not None for _, t_ops in pending):
+            # One configured window, or a replicated entry's transactions (operations built:
+            # one window, as they were admitted).
+            self._flush_rows(pending)
             return
+        # A held read batch: each run of insert-only transactions is tried as one columns
+        # window; a run it does not take (a row inserted twice, a malformed value...) is tried
+        # again in configured windows, and what those do not take goes to the row path.
+        for plain, run in _runs(pending):
+            if plain and len(run) > size and self._flush_columns(run):
+                continue
+            for start in range(0, len(run), size):
+                chunk = run[start:start + size]
+                if not (plain and self._flush_columns(chunk)):
+                    self._flush_rows(chunk)
+
+    def _flush_rows(self, pending: list[tuple[AssembledTransaction, list[RowOp] | None]]
+                    ) -> None:
+        """The row path for one window (module docstring, steps 2-4)."""
         window: list[tuple[AssembledTransaction, list[RowOp]]] = []
         for done, t_ops in pending:
             if t_ops is None:
