@@ -320,15 +320,18 @@ class Dispatcher:
             # one window, as they were admitted).
             self._flush_rows(pending)
             return
-        # A held read batch: each run of insert-only transactions is tried as one columns
-        # window; a run it does not take (a row inserted twice, a malformed value...) is tried
-        # again in configured windows, and what those do not take goes to the row path.
+        # A held read batch: tried whole as one columns window, then each run of insert-only
+        # transactions; a run it does not take (a row inserted twice, a malformed value...) is
+        # tried again in configured windows, and what those do not take goes to the row path.
+        if self._flush_columns(pending):
+            return
+        whole = len(pending)  # a part as long as the batch is the batch: tried already
         for plain, run in _runs(pending):
-            if plain and len(run) > size and self._flush_columns(run):
+            if plain and size < len(run) < whole and self._flush_columns(run):
                 continue
             for start in range(0, len(run), size):
                 chunk = run[start:start + size]
-                if not (plain and self._flush_columns(chunk)):
+                if not (plain and len(chunk) < whole and self._flush_columns(chunk)):
                     self._flush_rows(chunk)
 
     def _flush_rows(self, pending: list[tuple[AssembledTransaction, list[RowOp] | None]]
