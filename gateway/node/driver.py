@@ -201,6 +201,10 @@ class RaftDriver:
         self._control: list[Callable[[RawNode], None]] = []
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
+        # Linearizable reads waiting for the next read-index round, and whether one runs.
+        self._read_queue: list[asyncio.Future[int]] = []
+        self._read_rounds = False
+        self._read_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, _Waiter] = {}
         self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult]] = {}
         self._read_ctx = itertools.count(1)
@@ -379,9 +383,54 @@ class RaftDriver:
 
     async def read_index(self, lease: bool, timeout: float) -> int:
         """A linearizable read point: returns once this node applied up to the index the
-        leader confirmed. Raises ``ReadTimeoutError`` or ``NotLeaderError``."""
+        leader confirmed. Raises ``ReadTimeoutError`` or ``NotLeaderError``.
+
+        Linearizable reads share read-index rounds (etcd's server does the same): the reads
+        that arrive while a round is in flight wait for the next one, which starts when that
+        round ends and serves all of them with one quorum round trip. A read never joins a
+        round that began before it arrived, so its read point is still confirmed after the
+        read began. Lease reads (no round trip while the lease holds) go one by one."""
         if self.leader_id == 0:
             raise NotLeaderError(0)
+        if lease:
+            return await self._read_round(True, timeout)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._read_queue.append(fut)
+        if not self._read_rounds:
+            self._read_rounds = True
+            self._read_task = asyncio.get_running_loop().create_task(
+                self._run_read_rounds(timeout), name="read-index-rounds")
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            raise ReadTimeoutError(f"no read index confirmed within {timeout:.1f}s") from None
+
+    async def _run_read_rounds(self, timeout: float) -> None:
+        """Serve queued linearizable reads, one read-index round per batch, until none wait."""
+        try:
+            while self._read_queue and not self._stopped:
+                batch, self._read_queue = self._read_queue, []
+                try:
+                    index = await self._read_round(False, timeout)
+                except Exception as exc:  # timeout, not leader, stopping: the batch's answer
+                    for f in batch:
+                        if not f.done():
+                            f.set_exception(exc)
+                            f.exception()  # a waiter that timed out first will not read it
+                    continue
+                for f in batch:
+                    if not f.done():
+                        f.set_result(index)
+        finally:
+            self._read_rounds = False
+            if self._stopped:
+                for f in self._read_queue:
+                    if not f.done():
+                        f.set_exception(NodeStoppedError("the node is stopping"))
+                        f.exception()
+
+    async def _read_round(self, lease: bool, timeout: float) -> int:
+        """One read-index request of this node; the confirmed index once applied here."""
         loop = asyncio.get_running_loop()
         ctx = self._read_prefix + next(self._read_ctx).to_bytes(8, "big")
         fut: asyncio.Future[int] = loop.create_future()
@@ -489,6 +538,8 @@ class RaftDriver:
         for waiter in self._waiting.values():
             _fail(waiter.future, err)
         for f in self._reads.values():
+            _fail(f, err)
+        for f in self._read_queue:
             _fail(f, err)
         for _, f in self._read_waits:
             _fail(f, err)
