@@ -13,6 +13,7 @@ setup(
         Extension(
             "gateway.core._columns",
             ["gateway/core/_columns.c"],
+            depends=["gateway/core/_protowire.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.insert_columns reads in Python
         ),
@@ -31,6 +32,7 @@ setup(
         Extension(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
+            depends=["gateway/core/_protowire.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state_machine uses Python
         ),

@@ -23,22 +23,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_COLS 256
+#include "_protowire.h"
 
-/* A base-128 varint at d[*p] (before end); -1 if it runs past end or exceeds 64 bits. */
-static int read_varint(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
-    uint64_t v = 0;
-    int shift = 0;
-    while (*p < end) {
-        unsigned char c = d[(*p)++];
-        if (shift == 63 && c > 1) return -1;
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) { *out = v; return 0; }
-        shift += 7;
-        if (shift > 63) return -1;
-    }
-    return -1;
-}
+#define MAX_COLS 256
 
 /* Skips the field whose tag (already read) is `tag`: 0, or -1 when it runs past end or has a
  * wire type this reader does not take (groups). */

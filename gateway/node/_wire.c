@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/_protowire.h"
+
 typedef struct {
     char *buf;
     Py_ssize_t len, cap;
@@ -47,21 +49,6 @@ static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
     memcpy(b->buf + b->len, src, (size_t)n);
     b->len += n;
     return 0;
-}
-
-/* A base-128 varint at data[*p] (before end); -1 if it runs past end or exceeds 64 bits. */
-static int read_varint(const unsigned char *data, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
-    uint64_t v = 0;
-    int shift = 0;
-    while (*p < end) {
-        unsigned char c = data[(*p)++];
-        if (shift == 63 && c > 1) return -1;
-        v |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) { *out = v; return 0; }
-        shift += 7;
-        if (shift > 63) return -1;
-    }
-    return -1;
 }
 
 static int put_u64be(Buf *kb, unsigned char type, uint64_t v) {

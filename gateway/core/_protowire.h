@@ -1,0 +1,26 @@
+/* Protobuf wire-format reading shared by the C accelerators (gateway/core/_columns.c,
+ * gateway/node/_wire.c). Header-only: every function is static inline. */
+#ifndef GATEWAY_PROTOWIRE_H
+#define GATEWAY_PROTOWIRE_H
+
+#include <Python.h>
+#include <stdint.h>
+
+/* A base-128 varint at data[*p] (before end) into *out, *p moved past it; -1 if it runs past
+ * end or exceeds 64 bits. */
+static inline int read_varint(const unsigned char *data, Py_ssize_t *p, Py_ssize_t end,
+                              uint64_t *out) {
+    uint64_t v = 0;
+    int shift = 0;
+    while (*p < end) {
+        unsigned char c = data[(*p)++];
+        if (shift == 63 && c > 1) return -1;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) { *out = v; return 0; }
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+    return -1;
+}
+
+#endif
