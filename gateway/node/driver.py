@@ -201,8 +201,9 @@ class RaftDriver:
         self._control: list[Callable[[RawNode], None]] = []
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
-        # Linearizable reads waiting for the next read-index round, and whether one runs.
-        self._read_queue: list[asyncio.Future[int]] = []
+        # Linearizable reads waiting for the next read-index round (each with its timeout),
+        # and whether one runs.
+        self._read_queue: list[tuple[asyncio.Future[int], float]] = []
         self._read_rounds = False
         self._read_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, _Waiter] = {}
@@ -395,36 +396,37 @@ class RaftDriver:
         if lease:
             return await self._read_round(True, timeout)
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._read_queue.append(fut)
+        self._read_queue.append((fut, timeout))
         if not self._read_rounds:
             self._read_rounds = True
             self._read_task = asyncio.get_running_loop().create_task(
-                self._run_read_rounds(timeout), name="read-index-rounds")
+                self._run_read_rounds(), name="read-index-rounds")
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             raise ReadTimeoutError(f"no read index confirmed within {timeout:.1f}s") from None
 
-    async def _run_read_rounds(self, timeout: float) -> None:
-        """Serve queued linearizable reads, one read-index round per batch, until none wait."""
+    async def _run_read_rounds(self) -> None:
+        """Serve queued linearizable reads, one read-index round per batch (waiting as long
+        as the most patient read of the batch), until none wait."""
         try:
             while self._read_queue and not self._stopped:
                 batch, self._read_queue = self._read_queue, []
                 try:
-                    index = await self._read_round(False, timeout)
+                    index = await self._read_round(False, max(t for _, t in batch))
                 except Exception as exc:  # timeout, not leader, stopping: the batch's answer
-                    for f in batch:
+                    for f, _ in batch:
                         if not f.done():
                             f.set_exception(exc)
                             f.exception()  # a waiter that timed out first will not read it
                     continue
-                for f in batch:
+                for f, _ in batch:
                     if not f.done():
                         f.set_result(index)
         finally:
             self._read_rounds = False
             if self._stopped:
-                for f in self._read_queue:
+                for f, _ in self._read_queue:
                     if not f.done():
                         f.set_exception(NodeStoppedError("the node is stopping"))
                         f.exception()
@@ -539,7 +541,7 @@ class RaftDriver:
             _fail(waiter.future, err)
         for f in self._reads.values():
             _fail(f, err)
-        for f in self._read_queue:
+        for f, _ in self._read_queue:
             _fail(f, err)
         for _, f in self._read_waits:
             _fail(f, err)
