@@ -43,12 +43,6 @@ static int skip_field(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end, uin
     }
 }
 
-static uint64_t le64(const unsigned char *s) {
-    uint64_t bits = 0;
-    for (int i = 7; i >= 0; i--) bits = (bits << 8) | s[i];
-    return bits;
-}
-
 /* The Python value of the serialized Value d[s:e] for a column whose case is field `code`:
  * a new reference; Py_None (new reference) for null_value; NULL with no error set when the
  * row path must take it; NULL with an error set on failure. */
@@ -70,7 +64,7 @@ static PyObject *value(const unsigned char *d, Py_ssize_t s, Py_ssize_t e, int c
         return PyLong_FromUnsignedLongLong(v);
     case 5: case 9: {
         if (wire != 1 || e - p != 8) return NULL;
-        uint64_t bits = le64(d + p);
+        uint64_t bits = read_fixed64(d + p);
         if (field == 9) return PyLong_FromLongLong((int64_t)bits);
         double x;
         memcpy(&x, &bits, 8);

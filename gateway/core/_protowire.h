@@ -23,4 +23,12 @@ static inline int read_varint(const unsigned char *data, Py_ssize_t *p, Py_ssize
     return -1;
 }
 
+/* The little-endian 64-bit value at data[0..8) (a fixed64, sfixed64 or double field's bits);
+ * the caller checks the 8 bytes are there. */
+static inline uint64_t read_fixed64(const unsigned char *data) {
+    uint64_t bits = 0;
+    for (int i = 7; i >= 0; i--) bits = (bits << 8) | data[i];
+    return bits;
+}
+
 #endif

@@ -88,8 +88,7 @@ static int key_part(const unsigned char *data, Py_ssize_t s, Py_ssize_t e, Buf *
         return buf_put(kb, out, 2) < 0 ? -1 : 1;
     }
     if ((tag == 0x29 || tag == 0x49) && p + 8 == e) { /* double, timestamp_ns (sfixed64) */
-        uint64_t bits = 0;
-        for (int i = 7; i >= 0; i--) bits = (bits << 8) | data[p + i];
+        uint64_t bits = read_fixed64(data + p);
         if (tag == 0x49) return put_u64be(kb, 0x08, bits + bias) < 0 ? -1 : 1;
         bits = (bits >> 63) ? ~bits : (bits | bias);
         return put_u64be(kb, 0x05, bits) < 0 ? -1 : 1;
@@ -248,8 +247,7 @@ static int valid_time(const unsigned char *s, Py_ssize_t n) {
 static int value_ok(const unsigned char *d, Py_ssize_t v, Py_ssize_t v_end, unsigned char code,
                     int key) {
     if (code == 0x29) {
-        uint64_t bits = 0;
-        for (int i = 7; i >= 0; i--) bits = (bits << 8) | d[v + 1 + i];
+        uint64_t bits = read_fixed64(d + v + 1);
         const uint64_t exp = (uint64_t)0x7FF << 52, mant = ((uint64_t)1 << 52) - 1;
         if ((bits & exp) == exp && (bits & mant)) return 0; /* NaN */
         return !(key && bits == (uint64_t)1 << 63);          /* -0.0 as a key */
