@@ -202,9 +202,8 @@ class RaftDriver:
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
         # Linearizable reads waiting for the next read-index round (each with its timeout),
-        # and whether one runs.
+        # and the task running the rounds while any wait.
         self._read_queue: list[tuple[asyncio.Future[int], float]] = []
-        self._read_rounds = False
         self._read_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, _Waiter] = {}
         self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult]] = {}
@@ -397,8 +396,7 @@ class RaftDriver:
             return await self._read_round(True, timeout)
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._read_queue.append((fut, timeout))
-        if not self._read_rounds:
-            self._read_rounds = True
+        if self._read_task is None or self._read_task.done():
             self._read_task = asyncio.get_running_loop().create_task(
                 self._run_read_rounds(), name="read-index-rounds")
         try:
@@ -424,7 +422,6 @@ class RaftDriver:
                     if not f.done():
                         f.set_result(index)
         finally:
-            self._read_rounds = False
             if self._stopped:
                 for f, _ in self._read_queue:
                     if not f.done():
