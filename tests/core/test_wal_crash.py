@@ -145,10 +145,11 @@ def test_crash_at_any_point_keeps_every_durable_entry_and_invents_nothing(
                 if at <= m.last:
                     need = min(m.durable, at - 1)
                     points.append((at - 1, m.hard_state))
-                    wal.truncate_suffix(at)
+                    wal.truncate_suffix(at)  # durable: syncs what stays, saves the state
                     m.log = {i: v for i, v in m.log.items() if i < at}
                     m.last = at - 1
-                m.settle()
+                    m.settle()
+                # above the last index it is a no-op (documented): nothing becomes durable
             elif kind == "compact":
                 at = m.first - 1 + step[1]
                 if m.first <= at <= m.last:
