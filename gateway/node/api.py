@@ -67,6 +67,12 @@ def _deadline(context: grpc.aio.ServicerContext | None) -> float:
     return MAX_DEADLINE if left is None else max(0.0, min(left, MAX_DEADLINE))
 
 
+def _response_class(method: str) -> type[PbMessage]:
+    """The response message class of ``Gateway.<method>`` (what a forwarded call returns)."""
+    desc = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].methods_by_name[method]
+    return getattr(gateway_pb2, desc.output_type.name)  # type: ignore[no-any-return]
+
+
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     """Implements ``Gateway`` over a :class:`~gateway.node.server.GatewayNode`."""
 
@@ -131,8 +137,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             context.set_trailing_metadata(tuple(exc.trailing_metadata() or ())
                                           or self.node.leader_metadata())
             await context.abort(exc.code(), exc.details() or "forwarding to the leader failed")
-        cls, _ = self._local[method]
-        return cls.FromString(resp.response)
+        return _response_class(method).FromString(resp.response)
 
     async def forwarded(self, method: str, payload: bytes,
                         context: grpc.aio.ServicerContext) -> bytes:
