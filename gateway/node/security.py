@@ -27,6 +27,7 @@ import hashlib
 import hmac
 import ipaddress
 import os
+import ssl
 import tomllib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from .config import ConfigError, NodeConfig
 
 __all__ = ["PERMISSIONS", "TokenAuthInterceptor", "Tokens", "api_server_credentials",
            "load_tokens", "make_test_ca", "peer_channel_credentials",
-           "peer_server_credentials"]
+           "peer_server_credentials", "peer_ssl_contexts"]
 
 PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
@@ -85,6 +86,23 @@ def peer_channel_credentials(cfg: NodeConfig) -> grpc.ChannelCredentials | None:
     return grpc.ssl_channel_credentials(root_certificates=_read(t.peer_ca),
                                         private_key=_read(t.peer_key),
                                         certificate_chain=_read(t.peer_cert))
+
+
+def peer_ssl_contexts(cfg: NodeConfig) -> tuple[ssl.SSLContext, ssl.SSLContext] | None:
+    """``(server, client)`` TLS contexts of the framed peer stream and the peer port's
+    listener (``gateway.node.peer_stream``), or ``None`` for plaintext: the same mutual TLS
+    as the gRPC peer credentials -- our certificate, only ``peer_ca`` trusted, client
+    certificates required; the server selects ALPN ``h2`` for gRPC clients."""
+    t = cfg.tls
+    if not t.peer_enabled:
+        return None
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=t.peer_ca)
+    server.load_cert_chain(t.peer_cert, t.peer_key)
+    server.verify_mode = ssl.CERT_REQUIRED
+    server.set_alpn_protocols(["h2"])
+    client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=t.peer_ca)
+    client.load_cert_chain(t.peer_cert, t.peer_key)
+    return server, client
 
 
 # -- tokens -----------------------------------------------------------------------------------

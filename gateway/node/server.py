@@ -22,6 +22,8 @@ import json
 import logging
 import os
 import shutil
+import ssl
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,7 +52,7 @@ from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
 from .channels import NodeChannels
-from .config import ChannelConfig, NodeConfig, address_problem
+from .config import ChannelConfig, NodeConfig, address_problem, parse_address
 from .conflicts import NodeConflicts
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
@@ -58,12 +60,13 @@ from .errors import NotLeaderError
 from .exposure import exposure_warnings
 from .feed import ChangeFeed
 from .metrics import serve_metrics
+from .peer_stream import PeerListener
 from .security import (
     TokenAuthInterceptor,
     api_server_credentials,
     load_tokens,
     peer_channel_credentials,
-    peer_server_credentials,
+    peer_ssl_contexts,
 )
 from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
@@ -119,6 +122,9 @@ class GatewayNode:
         self._tasks: list[asyncio.Task[None]] = []
         self.api_port = 0
         self.peer_port = 0
+        self.peer_listener: PeerListener | None = None
+        self._peer_dir = ""
+        self._peer_ssl: ssl.SSLContext | None = None
         self._stopped = asyncio.Event()
         self._closed = asyncio.Event()
         self._removal_stop: asyncio.Task[None] | None = None
@@ -179,9 +185,11 @@ class GatewayNode:
                 OSError) as exc:
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
+        tls = peer_ssl_contexts(cfg)
+        self._peer_ssl = tls[0] if tls is not None else None
         self.transport = PeerTransport(cfg.node_id, cfg.api, cfg.listen,
                                        peer_channel_credentials(cfg),
-                                       self._report)
+                                       self._report, tls[1] if tls is not None else None)
         try:
             self.driver = RaftDriver(
                 DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000,
@@ -259,11 +267,23 @@ class GatewayNode:
         # silently replaced this limit.
         opts = {**dict(CHANNEL_OPTIONS),
                 "grpc.max_receive_message_length": cfg.max_request_bytes}
+        # The peer port is the framed Raft stream's listener; it relays every other
+        # connection to the gRPC peer server on a Unix socket in a private directory.
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
-        creds = peer_server_credentials(cfg)
-        self.peer_port = self._bind(peer, cfg.listen, creds, "listen")
+        self._peer_dir = tempfile.mkdtemp(prefix="gateway-peer-")
+        grpc_path = os.path.join(self._peer_dir, "grpc.sock")
+        try:
+            self._bind(peer, f"unix:{grpc_path}", None, "listen")
+            await self._serve_api(peer, opts)
+        except BaseException:
+            shutil.rmtree(self._peer_dir, ignore_errors=True)
+            self._peer_dir = ""
+            raise
+
+    async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any]) -> None:
+        cfg = self.config
         interceptors = []
         if cfg.tokens_file:
             interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
@@ -275,6 +295,16 @@ class GatewayNode:
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
              health.SERVICE_NAME, reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
+        assert self._peer_dir
+        listener = PeerListener(self.transport.received,
+                                os.path.join(self._peer_dir, "grpc.sock"), self._peer_ssl)
+        host, port = parse_address(cfg.listen, "listen")
+        try:
+            self.peer_port = await listener.start(host, port)
+        except OSError as exc:
+            raise NodeStartError(f"listen: cannot listen on {cfg.listen} "
+                                 f"({exc.strerror or exc})") from None
+        self.peer_listener = listener
         for s in (peer, api):
             await s.start()
             self._servers.append(s)
@@ -309,8 +339,12 @@ class GatewayNode:
             await self.appliers.stop()
         await self.driver.stop()
         await self.transport.close()
+        if self.peer_listener is not None:
+            await self.peer_listener.close()
         if self._servers:
             await self._servers[0].stop(grace=0.5)
+        if self._peer_dir:
+            shutil.rmtree(self._peer_dir, ignore_errors=True)
         await self._close_storage()
         log.info("node %d stopped", self.config.node_id)
         self._closed.set()

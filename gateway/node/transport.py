@@ -1,18 +1,21 @@
-"""Peer transport over grpc.aio: Raft messages between the nodes of one cluster.
+"""Peer transport: Raft messages between the nodes of one cluster.
 
-Each node keeps one long-lived client stream (``Peer.Send``) to every other member. ``send``
-only queues; a sender task per peer takes *everything* queued for that peer and writes it as
-one ``MessageBatch`` (batching), without waiting for earlier batches to be processed
-(pipelining: gRPC flow control is the only limit). Snapshot chunks travel as ``SNAP`` messages
-in the same stream; the core chunks them and acknowledges bytes, so a broken stream resumes
-where the receiver left off. Each batch names the sender's peer and API addresses: a node
-started with ``--join`` learns the members' addresses from the first batches it receives.
+Each node keeps one long-lived stream to every other member: the framed TCP stream of
+``gateway.node.peer_stream`` (mutual TLS when peer TLS is configured), or, to a node that does
+not answer its preface (an older version), the gRPC ``Peer.Send`` stream, tried again on the
+framed stream every :data:`FALLBACK_SECONDS`. ``send`` only queues; a sender task per peer
+takes *everything* queued for that peer and writes it as one ``MessageBatch`` (batching),
+without waiting for earlier batches to be processed (pipelining: the socket's write buffer, or
+gRPC's flow control, is the only limit). Snapshot chunks travel as ``SNAP`` messages in the
+same stream; the core chunks them and acknowledges bytes, so a broken stream resumes where the
+receiver left off. Each batch names the sender's peer and API addresses: a node started with
+``--join`` learns the members' addresses from the first batches it receives, and followers can
+tell clients where the leader is.
 
 When a stream breaks or a peer is unreachable, queued messages are dropped (Raft retransmits),
-``report_unreachable(peer)`` is stepped for the peer and ``report_snapshot(peer, failed)`` for
-snapshot chunks lost, and the sender reconnects with exponential backoff (50 ms doubling to
-2 s). Each batch also carries the sender's public API address so followers can tell clients
-where the leader is.
+``report_unreachable(peer)`` is stepped for the peer and ``report_snapshot(peer, failed)`` when
+snapshot chunks were written on the lost stream, and the sender reconnects with exponential
+backoff (50 ms doubling to 2 s).
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 
 import grpc
 
+from gateway.core.frame import encode_frame
 from gateway.raft import (
     ConfState,
     Entry,
@@ -34,6 +39,8 @@ from gateway.raft import (
     SnapshotMetadata,
 )
 from gateway.v1 import peer_pb2, peer_pb2_grpc
+
+from .peer_stream import BATCH_TAG, PREFACE, tune_socket
 
 __all__ = ["CHANNEL_OPTIONS", "PeerServicer", "PeerTransport", "from_proto", "to_proto"]
 
@@ -51,6 +58,72 @@ CHANNEL_OPTIONS = [
 ]
 MAX_QUEUED = 20000
 _BACKOFF_MIN, _BACKOFF_MAX = 0.05, 2.0
+#: How long a peer that did not answer the framed stream's preface is sent to over gRPC.
+FALLBACK_SECONDS = 30.0
+_CONNECT_TIMEOUT = 5.0
+#: Write-buffer bytes above which the sender waits for the socket to drain.
+_HIGH_WATER = 4 << 20
+
+
+class _NotFramed(Exception):
+    """The peer closed the connection or answered something else than the preface: it does
+    not speak the framed stream (an older version); use gRPC for a while."""
+
+
+class _Unanswered(ConnectionError):
+    """The peer closed the connection before answering the preface, with no bytes."""
+
+
+#: Connections closed unanswered in a row after which a peer is taken for an older version.
+_UNANSWERED_LIMIT = 3
+
+
+class _Dial(asyncio.Protocol):
+    """The dialing side of a framed stream: waits for the preface, then only watches for the
+    connection's end (the listener never writes after its preface) and for back-pressure."""
+
+    def __init__(self, wake: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        self.wake = wake
+        self.transport: asyncio.Transport | None = None
+        self.answered: asyncio.Future[None] = loop.create_future()
+        self.got = b""
+        self.lost: BaseException | None = None
+        self.drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        tune_socket(transport)
+        transport.set_write_buffer_limits(high=_HIGH_WATER)  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        if self.answered.done():  # nothing is expected after the preface
+            self.lost = ConnectionError("unexpected bytes after the preface")
+            assert self.transport is not None
+            self.transport.abort()
+            return
+        self.got += data
+        n = min(len(self.got), len(PREFACE))
+        if self.got[:n] != PREFACE[:n]:
+            self.answered.set_exception(_NotFramed(f"answered {self.got[:16]!r}"))
+        elif n == len(PREFACE):
+            self.answered.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionResetError("closed by the peer")
+        if not self.answered.done():  # maybe a dead link, maybe an old peer: _sender counts
+            self.answered.set_exception(_Unanswered(f"closed before answering ({exc})"))
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.wake.set()
+
+    def pause_writing(self) -> None:
+        self.drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.drained = None
 
 
 def to_proto(m: Message) -> peer_pb2.RaftMessage:
@@ -92,8 +165,13 @@ def from_proto(pm: peer_pb2.RaftMessage) -> Message:
         pm.commit, None, chunk, pm.reject, pm.reject_hint, pm.context, pm.lease)
 
 
+class _Connected(Exception):
+    """A stream that was up broke (the loss is already reported)."""
+
+
 class _Peer:
-    __slots__ = ("address", "channel", "event", "id", "queue", "stub", "task")
+    __slots__ = ("address", "channel", "event", "grpc_until", "id", "kind", "queue", "stub",
+                 "task", "unanswered")
 
     def __init__(self, node_id: int, address: str) -> None:
         self.id = node_id
@@ -103,6 +181,9 @@ class _Peer:
         self.channel: grpc.aio.Channel | None = None
         self.stub: peer_pb2_grpc.PeerStub | None = None
         self.task: asyncio.Task[None] | None = None
+        self.grpc_until = 0.0  # loop time until which this peer is sent to over gRPC
+        self.unanswered = 0  # framed connections closed before the preface's answer, in a row
+        self.kind = ""  # the stream up now: "framed", "grpc" or "" (none)
 
 
 class PeerTransport:
@@ -111,11 +192,15 @@ class PeerTransport:
 
     def __init__(self, node_id: int, api_address: str, peer_address: str,
                  credentials: grpc.ChannelCredentials | None,
-                 report: Callable[[str, int], None]) -> None:
+                 report: Callable[[str, int], None],
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        """``credentials`` (gRPC) and ``ssl_context`` (the framed stream) are both ``None``
+        for plaintext peers, both set for mutual TLS."""
         self.node_id = node_id
         self.api_address = api_address
         self.peer_address = peer_address
         self._creds = credentials
+        self._ssl = ssl_context
         self._report = report
         self._peers: dict[int, _Peer] = {}
         self.api_of: dict[int, str] = {}
@@ -125,6 +210,17 @@ class PeerTransport:
         #: them: the transport's batching, exported as metrics.
         self.batches_sent = 0
         self.batched_messages = 0
+        self.deliver: Callable[[list[Message]], None] | None = None
+
+    def received(self, batch: peer_pb2.MessageBatch) -> None:
+        """A batch arrived (either stream): learn the sender's addresses, step its messages."""
+        sender = getattr(batch, "from")
+        if batch.from_api:
+            self.api_of[sender] = batch.from_api
+        if batch.from_peer and sender not in self.address_of:
+            self.set_peer(sender, batch.from_peer)  # a joining node learns
+        if self.deliver is not None:
+            self.deliver([from_proto(m) for m in batch.messages])
 
     def set_peer(self, node_id: int, address: str) -> None:
         """Add or re-address peer ``node_id`` (no-op for this node itself)."""
@@ -182,45 +278,133 @@ class PeerTransport:
             p.channel = grpc.aio.insecure_channel(p.address, options=CHANNEL_OPTIONS)
         p.stub = peer_pb2_grpc.PeerStub(p.channel)
 
+    def stream_kind(self, node_id: int) -> str:
+        """``"framed"`` or ``"grpc"``: the stream to peer ``node_id`` now up, else ``""``."""
+        p = self._peers.get(node_id)
+        return p.kind if p is not None else ""
+
+    def _batch(self, batch: list[Message]) -> peer_pb2.MessageBatch:
+        req = peer_pb2.MessageBatch(messages=[to_proto(m) for m in batch],
+                                    from_api=self.api_address, from_peer=self.peer_address)
+        setattr(req, "from", self.node_id)
+        self.batches_sent += 1
+        self.batched_messages += len(batch)
+        return req
+
     async def _sender(self, p: _Peer) -> None:
         backoff = _BACKOFF_MIN
+        loop = asyncio.get_running_loop()
         while not self._closed:
-            if p.channel is None:
-                self._connect(p)
-            assert p.stub is not None
-            call = p.stub.Send()
+            framed = loop.time() >= p.grpc_until
             try:
-                while True:
-                    if not p.queue:
-                        p.event.clear()
-                        await p.event.wait()
-                    batch, p.queue = p.queue, []
-                    req = peer_pb2.MessageBatch(messages=[to_proto(m) for m in batch],
-                                                from_api=self.api_address,
-                                                from_peer=self.peer_address)
-                    setattr(req, "from", self.node_id)
-                    self.batches_sent += 1
-                    self.batched_messages += len(batch)
-                    try:
-                        await call.write(req)
-                    except BaseException:
-                        self._lost(p, batch)
-                        raise
-                    backoff = _BACKOFF_MIN
+                if framed:
+                    await self._stream_framed(p)
+                else:
+                    await self._stream_grpc(p)
             except asyncio.CancelledError:
-                call.cancel()
                 raise
-            except Exception as exc:  # the stream broke: reconnect after a backoff
-                log.debug("stream to peer %d (%s) broke: %s", p.id, p.address, exc)
-                call.cancel()
+            except _Unanswered as exc:
+                p.unanswered += 1
+                if p.unanswered < _UNANSWERED_LIMIT:
+                    self._lost(p, p.queue)
+                    p.queue = []
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
+                    continue
+                p.unanswered = 0
+                log.info("peer %d (%s) closes framed streams unanswered (%s): gRPC for %.0f s",
+                         p.id, p.address, exc, FALLBACK_SECONDS)
+                p.grpc_until = loop.time() + FALLBACK_SECONDS
+            except _NotFramed as exc:
+                log.info("peer %d (%s) does not speak the framed stream (%s): gRPC for %.0f s",
+                         p.id, p.address, exc, FALLBACK_SECONDS)
+                p.grpc_until = loop.time() + FALLBACK_SECONDS
+            except _Connected:  # the stream worked, then broke: reconnect at once
+                backoff = _BACKOFF_MIN
+                await asyncio.sleep(backoff)
+            except Exception as exc:  # could not connect: retry after a backoff
+                log.debug("stream to peer %d (%s) failed: %s", p.id, p.address, exc)
                 self._lost(p, p.queue)
                 p.queue = []
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
 
-    def _lost(self, p: _Peer, batch: list[Message]) -> None:
+    async def _stream_framed(self, p: _Peer) -> None:
+        """Connect, exchange the preface, then write batches until the connection breaks
+        (raises ``_Connected`` after reporting the loss) or a fallback to gRPC is due."""
+        host, _, port = p.address.rpartition(":")
+        host = host.strip("[]")
+        loop = asyncio.get_running_loop()
+        transport, proto = await asyncio.wait_for(loop.create_connection(
+            lambda: _Dial(p.event), host, int(port), ssl=self._ssl,
+            server_hostname=host if self._ssl is not None else None,
+            ssl_handshake_timeout=_CONNECT_TIMEOUT if self._ssl is not None else None),
+            _CONNECT_TIMEOUT)
+        snapped = False
+        try:
+            transport.write(PREFACE)
+            await asyncio.wait_for(asyncio.shield(proto.answered), _CONNECT_TIMEOUT)
+            p.unanswered = 0
+            p.kind = "framed"
+            while True:
+                if proto.lost is not None:
+                    raise _Connected(proto.lost)
+                if not p.queue:
+                    p.event.clear()
+                    await p.event.wait()
+                    continue
+                batch, p.queue = p.queue, []
+                if not snapped:
+                    snapped = any(m.type == MessageType.SNAP for m in batch)
+                transport.write(encode_frame(BATCH_TAG,
+                                             self._batch(batch).SerializeToString()))
+                if proto.drained is not None:
+                    await proto.drained
+        except _Connected as exc:
+            log.debug("stream to peer %d (%s) broke: %s", p.id, p.address, exc)
+            self._lost(p, p.queue, snapped)
+            p.queue = []
+            raise
+        finally:
+            p.kind = ""
+            transport.abort()
+            if not proto.answered.done():
+                proto.answered.cancel()
+            elif not proto.answered.cancelled():
+                proto.answered.exception()  # retrieved: never "exception was never retrieved"
+
+    async def _stream_grpc(self, p: _Peer) -> None:
+        """The gRPC ``Peer.Send`` stream, for a peer that does not speak the framed one; returns
+        when the fallback period is over."""
+        if p.channel is None:
+            self._connect(p)
+        assert p.stub is not None
+        loop = asyncio.get_running_loop()
+        call = p.stub.Send()
+        p.kind = "grpc"
+        try:
+            while True:
+                if not p.queue:
+                    p.event.clear()
+                    remaining = p.grpc_until - loop.time()
+                    if remaining <= 0:
+                        return
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(p.event.wait(), remaining)
+                    continue
+                batch, p.queue = p.queue, []
+                try:
+                    await call.write(self._batch(batch))
+                except BaseException:
+                    self._lost(p, batch)
+                    raise
+        finally:
+            p.kind = ""
+            call.cancel()
+
+    def _lost(self, p: _Peer, batch: list[Message], snapped: bool = False) -> None:
         self._report("unreachable", p.id)
-        if any(m.type == MessageType.SNAP for m in batch):
+        if snapped or any(m.type == MessageType.SNAP for m in batch):
             self._report("snapshot-failed", p.id)
 
     async def close(self) -> None:
@@ -245,18 +429,13 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
 
     def __init__(self, deliver: Callable[[list[Message]], None], transport: PeerTransport,
                  forward: ForwardHandler) -> None:
-        self._deliver = deliver
+        transport.deliver = deliver
         self._transport = transport
         self._forward = forward
 
     async def Send(self, request_iterator, context):  # type: ignore[no-untyped-def]
         async for batch in request_iterator:
-            sender = getattr(batch, "from")
-            if batch.from_api:
-                self._transport.api_of[sender] = batch.from_api
-            if batch.from_peer and sender not in self._transport.address_of:
-                self._transport.set_peer(sender, batch.from_peer)  # a joining node learns
-            self._deliver([from_proto(m) for m in batch.messages])
+            self._transport.received(batch)
         return peer_pb2.SendAck()
 
     async def Forward(self, request, context):  # type: ignore[no-untyped-def]

@@ -1,0 +1,296 @@
+"""The peer port: Raft batches on the framed TCP stream, gRPC relayed on the same port, the
+fallback to gRPC for a peer that does not answer the preface, damaged frames, mutual TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import grpc
+import pytest
+
+from gateway.client import AsyncGatewayClient, GatewayClient, row_insert
+from gateway.core.frame import encode_frame
+from gateway.node.peer_stream import BATCH_TAG, PREFACE, PeerListener
+from gateway.node.security import (
+    make_test_ca,
+    peer_channel_credentials,
+    peer_server_credentials,
+    peer_ssl_contexts,
+)
+from gateway.node.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport, to_proto
+from gateway.raft import Entry, EntryType, Message, MessageType
+from gateway.v1 import peer_pb2, peer_pb2_grpc
+
+from .conftest import free_ports, leader_of, node_configs, run, running
+from .test_security import _tls
+
+
+def _app(index: int, size: int = 10, to: int = 2) -> Message:
+    return Message(MessageType.APP, to=to, from_=1, term=3, log_term=3, index=index,
+                   entries=[Entry(3, index + 1, EntryType.NORMAL, os.urandom(size))],
+                   commit=index)
+
+
+class _Side:
+    """One end of a peer link: a listener on a free port relaying to a gRPC ``Peer`` server
+    on a Unix socket, as a node runs it, collecting what is delivered."""
+
+    def __init__(self, tmp: str, node_id: int, tls: tuple | None = None,
+                 grpc_only: bool = False) -> None:
+        self.node_id, self.tmp, self.tls, self.grpc_only = node_id, tmp, tls, grpc_only
+        self.got: list[Message] = []
+        self.reports: list[tuple[str, int]] = []
+        self.port = free_ports(1)[0]
+        self.address = f"127.0.0.1:{self.port}"
+
+    async def start(self, creds: tuple | None = None) -> None:
+        self.transport = PeerTransport(
+            self.node_id, f"api-{self.node_id}", self.address,
+            creds[1] if creds else None,
+            lambda kind, peer: self.reports.append((kind, peer)),
+            self.tls[1] if self.tls else None)
+
+        async def forward(method: str, request: bytes, context: object) -> bytes:
+            return b"forwarded:" + method.encode() + request
+
+        self.server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        peer_pb2_grpc.add_PeerServicer_to_server(
+            PeerServicer(self.got.extend, self.transport, forward), self.server)
+        if self.grpc_only:  # an older node: gRPC owns the peer port
+            if creds:
+                self.server.add_secure_port(self.address, creds[0])
+            else:
+                self.server.add_insecure_port(self.address)
+            self.listener = None
+        else:
+            sock = os.path.join(self.tmp, f"grpc-{self.node_id}.sock")
+            self.server.add_insecure_port(f"unix:{sock}")
+            self.listener = PeerListener(self.transport.received, sock,
+                                         self.tls[0] if self.tls else None)
+            await self.listener.start("127.0.0.1", self.port)
+        await self.server.start()
+
+    async def stop(self) -> None:
+        await self.transport.close()
+        if self.listener is not None:
+            await self.listener.close()
+        await self.server.stop(0)
+
+
+async def _until(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def _same(a: Message, b: Message) -> bool:
+    return to_proto(a) == to_proto(b)
+
+
+def test_batches_travel_on_the_framed_stream_in_order(tmp_path):
+    async def go() -> None:
+        a, b = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2)
+        await a.start()
+        await b.start()
+        try:
+            a.transport.set_peer(2, b.address)
+            sent = [_app(i, size=1 + (i * 37) % 5000) for i in range(2000)]
+            for i in range(0, len(sent), 7):  # many batches, some of several messages
+                a.transport.send(sent[i:i + 7])
+                if i % 70 == 0:
+                    await asyncio.sleep(0)
+            await _until(lambda: len(b.got) == len(sent))
+            assert all(_same(x, y) for x, y in zip(sent, b.got, strict=True))
+            assert a.transport.stream_kind(2) == "framed"
+            assert b.listener.count("raft") == 1 and b.listener.count("relay") == 0
+            # the batches named the sender: b learned a's API and peer address
+            assert b.transport.api_of[1] == "api-1"
+            assert b.transport.address_of[1] == a.address
+            assert not a.reports
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(go())
+
+
+def test_grpc_clients_are_relayed_on_the_same_port(tmp_path):
+    async def go() -> None:
+        b = _Side(str(tmp_path), 2)
+        await b.start()
+        try:
+            async with grpc.aio.insecure_channel(b.address) as ch:
+                stub = peer_pb2_grpc.PeerStub(ch)
+                r = await stub.Forward(peer_pb2.ForwardRequest(method="Write",
+                                                               request=b"x" * 200_000))
+                assert r.response == b"forwarded:Write" + b"x" * 200_000
+                msg = _app(5)
+                batch = peer_pb2.MessageBatch(messages=[to_proto(msg)])
+                setattr(batch, "from", 1)
+                call = stub.Send()
+                await call.write(batch)
+                await call.done_writing()
+                await call
+            assert len(b.got) == 1 and _same(b.got[0], msg)
+            assert b.listener.count("raft") == 0
+        finally:
+            await b.stop()
+
+    run(go())
+
+
+def test_a_peer_that_speaks_only_grpc_gets_the_grpc_stream(tmp_path, caplog):
+    caplog.set_level(logging.INFO, "gateway.node.transport")
+
+    async def go() -> None:
+        a, old = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2, grpc_only=True)
+        await a.start()
+        await old.start()
+        try:
+            a.transport.set_peer(2, old.address)
+            sent = [_app(i) for i in range(50)]
+            a.transport.send(sent)
+            await _until(lambda: len(old.got) == len(sent))
+            assert all(_same(x, y) for x, y in zip(sent, old.got, strict=True))
+            assert a.transport.stream_kind(2) == "grpc"
+        finally:
+            await a.stop()
+            await old.stop()
+
+    run(go())
+    assert any("gRPC for" in r.getMessage() for r in caplog.records)
+
+
+def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, "gateway.node.transport")
+
+    async def go() -> None:
+        b = _Side(str(tmp_path), 2)
+        await b.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+            batch = peer_pb2.MessageBatch(messages=[to_proto(_app(1))])
+            setattr(batch, "from", 1)
+            good = encode_frame(BATCH_TAG, batch.SerializeToString())
+            bad = bytearray(good)
+            bad[len(bad) // 2] ^= 0x40
+            writer.write(PREFACE + good + bytes(bad) + good)
+            assert await reader.readexactly(len(PREFACE)) == PREFACE
+            assert await reader.read() == b""  # closed by the listener
+            writer.close()
+            assert len(b.got) == 1  # the frame before the damage, nothing after it
+            # a tag this version does not know, and garbage that parses as no batch
+            for frame in (encode_frame(7, b"xx"), encode_frame(BATCH_TAG, b"\xff\xff\xff")):
+                reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+                writer.write(PREFACE + frame)
+                await reader.readexactly(len(PREFACE))
+                assert await reader.read() == b""
+                writer.close()
+            assert len(b.got) == 1
+            # a real sender whose stream is cut keeps delivering on a new connection
+            a = _Side(str(tmp_path), 1)
+            await a.start()
+            try:
+                a.transport.set_peer(2, b.address)
+                a.transport.send([_app(10)])
+                await _until(lambda: len(b.got) == 2)
+                for conn in list(b.listener.connections):
+                    conn.transport.abort()
+                await _until(lambda: ("unreachable", 2) in a.reports)
+                a.transport.send([_app(11)])
+                await _until(lambda: len(b.got) >= 3)
+                assert b.got[-1].index == 11
+            finally:
+                await a.stop()
+        finally:
+            await b.stop()
+
+    run(go())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("damaged frame" in w and "127.0.0.1:" in w for w in warnings) == 3
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    base = tmp_path_factory.mktemp("peer-ca")
+    return make_test_ca(str(base / "a")), make_test_ca(str(base / "b"))
+
+
+def test_mutual_tls_framed_and_relayed_and_strangers_refused(tmp_path, ca):
+    mine, other = ca
+    cfg = node_configs(tmp_path, 1, tls=_tls(mine))[0]
+    stranger_cfg = node_configs(tmp_path / "s", 1, tls=_tls(other))[0]
+
+    async def go() -> None:
+        creds = (peer_server_credentials(cfg), peer_channel_credentials(cfg))
+        a = _Side(str(tmp_path), 1, tls=peer_ssl_contexts(cfg))
+        b = _Side(str(tmp_path), 2, tls=peer_ssl_contexts(cfg))
+        await a.start(creds)
+        await b.start(creds)
+        stranger = _Side(str(tmp_path), 3, tls=peer_ssl_contexts(stranger_cfg))
+        await stranger.start((peer_server_credentials(stranger_cfg),
+                              peer_channel_credentials(stranger_cfg)))
+        try:
+            a.transport.set_peer(2, b.address)
+            a.transport.send([_app(i) for i in range(20)])
+            await _until(lambda: len(b.got) == 20)
+            assert a.transport.stream_kind(2) == "framed"
+            async with grpc.aio.secure_channel(b.address, creds[1]) as ch:  # ALPN h2
+                r = await peer_pb2_grpc.PeerStub(ch).Forward(
+                    peer_pb2.ForwardRequest(method="Read", request=b"q"))
+                assert r.response == b"forwarded:Readq"
+            # a node of another CA is refused both ways, and delivers nothing
+            stranger.transport.set_peer(2, b.address)
+            stranger.transport.send([_app(99)])
+            a.transport.set_peer(3, stranger.address)
+            a.transport.send([_app(98, to=3)])
+            await _until(lambda: ("unreachable", 2) in stranger.reports
+                         and ("unreachable", 3) in a.reports)
+            assert len(b.got) == 20 and not stranger.got
+            # plaintext to a TLS peer port: refused, nothing delivered
+            reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+            writer.write(PREFACE + encode_frame(BATCH_TAG, b""))
+            assert await reader.read() == b""
+            writer.close()
+            assert len(b.got) == 20
+        finally:
+            for s in (a, b, stranger):
+                await s.stop()
+
+    run(go(), 60)
+
+
+def test_a_cluster_replicates_on_framed_streams(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            async with AsyncGatewayClient(leader.config.api) as c:
+                for i in range(20):
+                    await c.write([row_insert("t.f", {"id": i}, {"v": "x"})])
+            for n in nodes:
+                others = [m.config.node_id for m in nodes if m is not n]
+                assert all(n.transport.stream_kind(o) == "framed" for o in others)
+                assert n.peer_listener is not None and n.peer_listener.count("raft") == 2
+            # a follower forwards to the leader through the relay on the peer port: a write,
+            # and an admin call whose response type differs from its request's
+            follower = next(n for n in nodes if n is not leader)
+            async with AsyncGatewayClient(follower.config.api) as c:
+                r = await c.write([row_insert("t.f", {"id": 20}, {"v": "y"})])
+                assert r.gtid.trans_id == 21
+            await asyncio.to_thread(
+                lambda: GatewayClient(follower.config.api, timeout=20).set_conflict_role("PRIMARY"))
+            assert leader.peer_listener.count("relay") >= 1
+            await asyncio.sleep(0.5)
+            assert all(n.sm.last_trans_id == 21 for n in nodes)
+            assert {n.status().conflict_role for n in nodes} == {"PRIMARY"}
+            dirs.extend(n._peer_dir for n in nodes)
+            assert all(os.path.exists(os.path.join(d, "grpc.sock")) for d in dirs)
+
+    dirs: list[str] = []
+    run(go(), 60)
+    assert dirs and not any(os.path.exists(d) for d in dirs)  # removed when the nodes stopped
