@@ -108,6 +108,13 @@ class NodeCollector(Collector):
         yield running
         yield replicated
         yield down
+        streams = GaugeMetricFamily("gateway_peer_stream_up",
+                                    "1 while the stream to the peer is up, by kind (framed "
+                                    "TCP, or gRPC to an older node)", labels=["peer", "kind"])
+        for peer, kind in sorted(n.transport.streams().items()):
+            for k in ("framed", "grpc"):
+                streams.add_metric([str(peer), k], int(kind == k))
+        yield streams
         yield from _channel_metrics(n)
         c = n.driver.counters
         for name, doc, value in (

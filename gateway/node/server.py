@@ -272,7 +272,12 @@ class GatewayNode:
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
-        self._peer_dir = tempfile.mkdtemp(prefix="gateway-peer-")
+        try:
+            self._peer_dir = tempfile.mkdtemp(prefix="gateway-peer-")
+        except OSError as exc:
+            raise NodeStartError(f"listen: cannot make the private directory of the gRPC peer "
+                                 f"socket in {tempfile.gettempdir()} (set TMPDIR): "
+                                 f"{exc.strerror or exc}") from None
         grpc_path = os.path.join(self._peer_dir, "grpc.sock")
         try:
             self._bind(peer, f"unix:{grpc_path}", None, "listen")

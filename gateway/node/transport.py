@@ -278,6 +278,10 @@ class PeerTransport:
             p.channel = grpc.aio.insecure_channel(p.address, options=CHANNEL_OPTIONS)
         p.stub = peer_pb2_grpc.PeerStub(p.channel)
 
+    def streams(self) -> dict[int, str]:
+        """Every peer -> the kind of its stream now up (``"framed"``, ``"grpc"``, ``""``)."""
+        return {nid: p.kind for nid, p in self._peers.items()}
+
     def stream_kind(self, node_id: int) -> str:
         """``"framed"`` or ``"grpc"``: the stream to peer ``node_id`` now up, else ``""``."""
         p = self._peers.get(node_id)

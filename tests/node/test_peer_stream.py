@@ -86,6 +86,21 @@ async def _until(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untype
         await asyncio.sleep(0.01)
 
 
+def _scrape(node, prefix: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gateway.node.metrics import NodeCollector
+
+    reg = CollectorRegistry()
+    reg.register(NodeCollector(node))
+    out = {}
+    for line in generate_latest(reg).decode().splitlines():
+        if line.startswith(prefix):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
 def _same(a: Message, b: Message) -> bool:
     return to_proto(a) == to_proto(b)
 
@@ -276,6 +291,9 @@ def test_a_cluster_replicates_on_framed_streams(tmp_path):
                 others = [m.config.node_id for m in nodes if m is not n]
                 assert all(n.transport.stream_kind(o) == "framed" for o in others)
                 assert n.peer_listener is not None and n.peer_listener.count("raft") == 2
+                up = _scrape(n, "gateway_peer_stream_up")
+                assert up == {f'gateway_peer_stream_up{{kind="{k}",peer="{o}"}}':
+                              float(k == "framed") for o in others for k in ("framed", "grpc")}
             # a follower forwards to the leader through the relay on the peer port: a write,
             # and an admin call whose response type differs from its request's
             follower = next(n for n in nodes if n is not leader)
