@@ -1,6 +1,7 @@
 """The cost of one peer stream message, the unit the node's peer transport pays per batch:
-grpc.aio (what the transport uses) beside a framed TCP stream (asyncio, the 2008 transport
-frame of ``gateway.core.frame``), each plain and with mutual TLS, in the same run.
+grpc.aio (what the transport used until stop 27, and still uses towards older nodes) beside a
+framed TCP stream (asyncio, the 2008 transport frame of ``gateway.core.frame``: what
+``gateway.node.peer_stream`` now speaks), each plain and with mutual TLS, in the same run.
 
     python benchmarks/bench_grpc_stream.py [--messages 20000]
 
