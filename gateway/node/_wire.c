@@ -17,6 +17,10 @@
  * parse_txn(data): the header fields of a transaction entry payload
  * (gateway.node.state_machine._parse_txn_py).
  *
+ * meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result): one
+ * transaction's serialized Gtid, Row fields 6-10 and WriteResult (gateway.node.wire.meta_parts,
+ * the specification); keys holds the 11 one-byte field keys in the order of _META_KEYS there.
+ *
  * check_records(raw, pos, end, kcodes, vcodes) -> bool: the leader's per-record check of an
  * insert statement of a known shape -- each value's case and, for DOUBLE, UUID, DATE, TIME
  * and DATETIME columns, its type's rule (gateway.node.validation._check_records_py).
@@ -409,7 +413,61 @@ done:
     return result;
 }
 
+static Py_ssize_t put_varint(unsigned char *out, uint64_t v) {
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return n;
+}
+
+static PyObject *meta_parts(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_ssize_t klen;
+    PyObject *o[6];
+    unsigned long long v[6];
+    if (!PyArg_ParseTuple(args, "y#OOOOOO", &k, &klen, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+        return NULL;
+    for (int i = 0; i < 6; i++) {  /* OverflowError below 0 or above 2**64-1, never a wrap */
+        v[i] = PyLong_AsUnsignedLongLong(o[i]);
+        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    }
+    unsigned long long sid = v[0], tid = v[1], epoch = v[2], author = v[3], ts = v[4],
+                       index = v[5];
+    if (klen != 11) {
+        PyErr_SetString(PyExc_ValueError, "meta_parts: expected 11 one-byte field keys");
+        return NULL;
+    }
+    unsigned char g[24], ev[10], av[10], iv[10], tsb[8], t[80], r[64];
+    Py_ssize_t gl = 0, tl = 0, rl = 0;
+    Py_ssize_t el = epoch ? put_varint(ev, epoch) : 0;
+    Py_ssize_t al = author ? put_varint(av, author) : 0;
+    Py_ssize_t il = index ? put_varint(iv, index) : 0;
+    if (sid) { g[gl++] = k[0]; gl += put_varint(g + gl, sid); }
+    if (tid) { g[gl++] = k[1]; gl += put_varint(g + gl, tid); }
+    for (int i = 0; i < 8; i++) tsb[i] = (unsigned char)(ts >> (8 * i));
+    if (epoch) { t[tl++] = k[2]; memcpy(t + tl, ev, (size_t)el); tl += el; }
+    if (author) { t[tl++] = k[3]; memcpy(t + tl, av, (size_t)al); tl += al; }
+    t[tl++] = k[4];
+    t[tl++] = (unsigned char)gl;  /* at most 22 bytes: one length byte */
+    memcpy(t + tl, g, (size_t)gl); tl += gl;
+    if (ts) { t[tl++] = k[5]; memcpy(t + tl, tsb, 8); tl += 8; }
+    if (index) { t[tl++] = k[6]; memcpy(t + tl, iv, (size_t)il); tl += il; }
+    r[rl++] = k[7];
+    r[rl++] = (unsigned char)gl;
+    memcpy(r + rl, g, (size_t)gl); rl += gl;
+    if (epoch) { r[rl++] = k[8]; memcpy(r + rl, ev, (size_t)el); rl += el; }
+    if (ts) { r[rl++] = k[9]; memcpy(r + rl, tsb, 8); rl += 8; }
+    if (index) { r[rl++] = k[10]; memcpy(r + rl, iv, (size_t)il); rl += il; }
+    return Py_BuildValue("(y#y#y#)", (const char *)g, gl, (const char *)t, tl,
+                         (const char *)r, rl);
+}
+
 static PyMethodDef methods[] = {
+    {"meta_parts", meta_parts, METH_VARARGS,
+     "meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result)"},
     {"parse_txn", parse_txn, METH_O,
      "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,

@@ -12,6 +12,7 @@ specification of its C accelerator in ``gateway/node/_wire.c`` (``parse_txn``,
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 
@@ -38,6 +39,7 @@ __all__ = [
     "insert_rows_py",
     "key_part",
     "meta_parts",
+    "meta_parts_py",
     "parse_txn",
     "parse_txn_py",
     "retag_record",
@@ -326,10 +328,11 @@ def _varint_cached(v: int) -> bytes:
     return got
 
 
-def meta_parts(sid: int, tid: int, epoch: int, author: int, commit_ts: int, index: int
-                ) -> tuple[bytes, bytes, bytes]:
+def meta_parts_py(sid: int, tid: int, epoch: int, author: int, commit_ts: int, index: int
+                   ) -> tuple[bytes, bytes, bytes]:
     """``(serialized Gtid, Row fields 6-10 as row_tail gives them, serialized WriteResult as
-    write_result gives it)`` of one transaction, sharing the encoded numbers."""
+    write_result gives it)`` of one transaction, sharing the encoded numbers. The
+    specification of ``gateway.node._wire.meta_parts``; every number is in 0..2**64-1."""
     gtid = (_GTID_SERVER_ID + _varint_cached(sid) if sid else b"") + (
         _GTID_TRANS_ID + encode_uvarint(tid) if tid else b"")
     glen = SMALL_VARINTS[len(gtid)] if len(gtid) < 128 else encode_uvarint(len(gtid))
@@ -691,7 +694,13 @@ class WireChecker:
             self._shapes[hdr] = (name, schema, ktags, vtags)
 
 
+#: The field keys ``_wire.meta_parts`` writes, in its order.
+_META_KEYS = b"".join((_GTID_SERVER_ID, _GTID_TRANS_ID, _ROW_EPOCH, _ROW_AUTHOR, _ROW_GTID,
+                       _ROW_COMMIT_TS, _ROW_LOG_INDEX, _RES_GTID, _RES_EPOCH, _RES_COMMIT_TS,
+                       _RES_LOG_INDEX))
 _accel = accel.load("gateway.node._wire")  # None: the Python specifications serve
+meta_parts = (functools.partial(_accel.meta_parts, _META_KEYS) if _accel
+              else meta_parts_py)
 insert_rows = _accel.insert_rows if _accel else insert_rows_py
 parse_txn = _accel.parse_txn if _accel else parse_txn_py
 _check_records = _accel.check_records if _accel else _check_records_py

@@ -197,3 +197,24 @@ def _valid(v: value_pb2.Value, code: int, key: bool) -> bool:
              0x82: value_pb2.FIELD_TYPE_DATE, 0x83: value_pb2.FIELD_TYPE_TIME,
              0x84: value_pb2.FIELD_TYPE_DATETIME}[code]
     return logrules.value_problem(v, ftype, key=key) is None
+
+
+_U64 = st.one_of(st.just(0), st.integers(1, 127), st.integers(128, 2**14),
+                 st.integers(0, 2**64 - 1))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_U64, _U64, _U64, _U64, _U64, _U64)
+def test_transaction_meta_bytes_are_the_same(sid, tid, epoch, author, ts, index):
+    """``meta_parts``: the GTID, the row tail and the write result built in C are the bytes
+    the Python specification builds, for every number from 0 to 2**64-1 (0: field absent)."""
+    got = wire.meta_parts(wire_py._META_KEYS, sid, tid, epoch, author, ts, index)
+    assert got == wire_py.meta_parts_py(sid, tid, epoch, author, ts, index)
+
+
+def test_meta_parts_refuses_wrong_keys_and_numbers():
+    with pytest.raises(ValueError, match="11 one-byte field keys"):
+        wire.meta_parts(b"\x08", 1, 2, 3, 4, 5, 6)
+    for bad in (2**64, -1):
+        with pytest.raises(OverflowError):
+            wire.meta_parts(wire_py._META_KEYS, 0, 0, 0, 0, 0, bad)
