@@ -42,7 +42,8 @@ from gateway.v1 import peer_pb2, peer_pb2_grpc
 
 from .peer_stream import BATCH_TAG, PREFACE, tune_socket
 
-__all__ = ["CHANNEL_OPTIONS", "PeerServicer", "PeerTransport", "from_proto", "to_proto"]
+__all__ = ["CHANNEL_OPTIONS", "MAX_BATCH_BYTES", "PeerServicer", "PeerTransport", "cut_batch",
+           "from_proto", "to_proto"]
 
 log = logging.getLogger("gateway.node.transport")
 
@@ -63,6 +64,32 @@ FALLBACK_SECONDS = 30.0
 _CONNECT_TIMEOUT = 5.0
 #: Write-buffer bytes above which the sender waits for the socket to drain.
 _HIGH_WATER = 4 << 20
+#: A batch is cut so that each stream message carries about this many payload bytes at most
+#: (one larger message goes alone): far below the receivers' 64 MiB limit, which a follower
+#: catching up (hundreds of 1 MiB appends queued at once) would otherwise exceed.
+MAX_BATCH_BYTES = 16 << 20
+
+
+def cut_batch(msgs: list[Message], limit: int = MAX_BATCH_BYTES) -> list[list[Message]]:
+    """``msgs`` in order, in runs whose entry and snapshot-chunk bytes (plus 64 per message)
+    stay within ``limit`` -- except a single message above it, which is a run alone."""
+    runs: list[list[Message]] = []
+    run: list[Message] = []
+    size = 0
+    for m in msgs:
+        n = 64
+        for e in m.entries:
+            n += len(e.data) + 16
+        if m.chunk is not None:
+            n += len(m.chunk.data)
+        if run and size + n > limit:
+            runs.append(run)
+            run, size = [], 0
+        run.append(m)
+        size += n
+    if run:
+        runs.append(run)
+    return runs
 
 
 class _NotFramed(Exception):
@@ -360,8 +387,9 @@ class PeerTransport:
                 batch, p.queue = p.queue, []
                 if not snapped:
                     snapped = any(m.type == MessageType.SNAP for m in batch)
-                transport.write(encode_frame(BATCH_TAG,
-                                             self._batch(batch).SerializeToString()))
+                for run in cut_batch(batch):
+                    transport.write(encode_frame(BATCH_TAG,
+                                                 self._batch(run).SerializeToString()))
                 if proto.drained is not None:
                     await proto.drained
         except _Connected as exc:
@@ -398,7 +426,8 @@ class PeerTransport:
                     continue
                 batch, p.queue = p.queue, []
                 try:
-                    await call.write(self._batch(batch))
+                    for run in cut_batch(batch):
+                        await call.write(self._batch(run))
                 except BaseException:
                     self._lost(p, batch)
                     raise

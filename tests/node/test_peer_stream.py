@@ -9,6 +9,8 @@ import os
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.client import AsyncGatewayClient, GatewayClient, row_insert
 from gateway.core.frame import encode_frame
@@ -19,8 +21,22 @@ from gateway.node.security import (
     peer_server_credentials,
     peer_ssl_contexts,
 )
-from gateway.node.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport, to_proto
-from gateway.raft import Entry, EntryType, Message, MessageType
+from gateway.node.transport import (
+    CHANNEL_OPTIONS,
+    PeerServicer,
+    PeerTransport,
+    cut_batch,
+    to_proto,
+)
+from gateway.raft import (
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    SnapshotChunk,
+    SnapshotMetadata,
+)
 from gateway.v1 import peer_pb2, peer_pb2_grpc
 
 from .conftest import free_ports, leader_of, node_configs, run, running
@@ -312,3 +328,54 @@ def test_a_cluster_replicates_on_framed_streams(tmp_path):
     dirs: list[str] = []
     run(go(), 60)
     assert dirs and not any(os.path.exists(d) for d in dirs)  # removed when the nodes stopped
+
+
+def test_a_queue_larger_than_a_frame_is_sent_in_several(tmp_path):
+    """A follower catching up: 70 appends of 1 MiB queued at once (more than the listener's
+    64 MiB frame limit) all arrive, in order, in several frames."""
+
+    async def go() -> None:
+        a, b = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2)
+        await a.start()
+        await b.start()
+        try:
+            a.transport.set_peer(2, b.address)
+            sent = [_app(i, size=1 << 20) for i in range(70)]
+            a.transport.send(sent)
+            await _until(lambda: len(b.got) == len(sent), 60)
+            assert all(_same(x, y) for x, y in zip(sent, b.got, strict=True))
+            assert a.transport.batches_sent >= 5 and not a.reports
+        finally:
+            await a.stop()
+            await b.stop()
+
+    run(go(), 120)
+
+
+_SIZES = st.lists(st.tuples(st.lists(st.integers(0, 3000), max_size=4), st.integers(0, 3000)),
+                  max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_SIZES, st.integers(1, 8000))
+def test_cut_batch_keeps_order_and_bounds_each_run(shapes, limit):
+    msgs = [Message(MessageType.APP, to=2, from_=1, index=i,
+                    entries=[Entry(1, i, EntryType.NORMAL, b"x" * n) for n in ents])
+            if not chunk else
+            Message(MessageType.SNAP, to=2, from_=1, index=i,
+                    chunk=SnapshotChunk(SnapshotMetadata(ConfState((1,)), 1, 1), 0, chunk,
+                                        b"y" * chunk))
+            for i, (ents, chunk) in enumerate(shapes)]
+
+    def size(m: Message) -> int:
+        return 64 + sum(len(e.data) + 16 for e in m.entries) + \
+            (len(m.chunk.data) if m.chunk else 0)
+
+    runs = cut_batch(msgs, limit)
+    assert [m for r in runs for m in r] == msgs
+    assert all(r for r in runs)
+    for i, r in enumerate(runs):
+        total = sum(size(m) for m in r)
+        assert total <= limit or len(r) == 1
+        if i + 1 < len(runs):  # greedy: the next message did not fit
+            assert total + size(runs[i + 1][0]) > limit
