@@ -186,7 +186,13 @@ class _Connection(asyncio.Protocol):
             if pos:
                 del buf[:pos]
         for batch in batches:
-            self.listener.receive(batch)
+            try:
+                self.listener.receive(batch)
+            except ValueError as exc:  # e.g. a message type this version does not know
+                log.warning("peer stream from %s: cannot take a batch (%s); closing the "
+                            "connection", self.remote, exc)
+                self.transport.abort()
+                return
 
     # -- the relay ---------------------------------------------------------------------------
 

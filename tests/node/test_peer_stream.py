@@ -221,6 +221,16 @@ def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, c
                 assert await reader.read() == b""
                 writer.close()
             assert len(b.got) == 1
+            # a message type this version does not know: refused, nothing of that batch taken
+            batch = peer_pb2.MessageBatch(messages=[to_proto(_app(2)), to_proto(_app(3))])
+            batch.messages[1].type = 99
+            setattr(batch, "from", 1)
+            reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+            writer.write(PREFACE + encode_frame(BATCH_TAG, batch.SerializeToString()))
+            await reader.readexactly(len(PREFACE))
+            assert await reader.read() == b""
+            writer.close()
+            assert len(b.got) == 1
             # a real sender whose stream is cut keeps delivering on a new connection
             a = _Side(str(tmp_path), 1)
             await a.start()
@@ -242,6 +252,7 @@ def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, c
     run(go())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert sum("damaged frame" in w and "127.0.0.1:" in w for w in warnings) == 3
+    assert sum("cannot take a batch" in w and "127.0.0.1:" in w for w in warnings) == 1
 
 
 @pytest.fixture(scope="module")
