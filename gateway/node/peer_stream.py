@@ -221,6 +221,25 @@ class _Connection(asyncio.Protocol):
         self.transport.resume_reading()
 
 
+def _dual_stack(port: int) -> socket.socket | None:
+    """A listening socket on every IPv6 and IPv4 address, or None when the host has no IPv6.
+    Raises ``OSError`` when the port cannot be bound."""
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(("::", port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class PeerListener:
     """The peer port. ``receive(batch)`` gets every ``MessageBatch`` of every Raft stream, in
     order per connection; other connections are relayed to the gRPC server at ``grpc_path``
@@ -239,13 +258,22 @@ class PeerListener:
         return sum(1 for c in self.connections if c.mode == mode)
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (``""``/``0.0.0.0``/``[::]``: every address); return the
-        port (useful with port 0). Raises ``OSError`` when it cannot listen."""
+        """Listen on ``host:port``; return the port (useful with port 0). ``""`` and ``[::]``
+        mean every address of both families on one dual-stack socket (as gRPC binds
+        ``[::]``; asyncio alone would make ``::`` IPv6-only), or every IPv4 address where the
+        host has no IPv6; ``0.0.0.0`` every IPv4 address. Raises ``OSError`` when it cannot
+        listen."""
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self), host or None, port, ssl=self.tls, reuse_address=True,
-            ssl_handshake_timeout=10.0 if self.tls is not None else None)
+        tls = {"ssl": self.tls, "ssl_handshake_timeout": 10.0} if self.tls is not None else {}
+        sock = _dual_stack(port) if host in ("", "::") else None
+        if sock is not None:
+            self._server = await loop.create_server(lambda: _Connection(self), sock=sock,
+                                                    **tls)  # type: ignore[arg-type]
+        else:
+            self._server = await loop.create_server(
+                lambda: _Connection(self), host if host not in ("", "::") else "0.0.0.0", port,
+                reuse_address=True, **tls)  # type: ignore[arg-type]
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:

@@ -390,3 +390,38 @@ def test_cut_batch_keeps_order_and_bounds_each_run(shapes, limit):
         assert total <= limit or len(r) == 1
         if i + 1 < len(runs):  # greedy: the next message did not fit
             assert total + size(runs[i + 1][0]) > limit
+
+
+def test_listening_on_every_address_takes_both_families_on_one_port():
+    """``listen = "[::]:PORT"`` (or an empty host) binds one dual-stack socket, as gRPC did:
+    IPv4 and IPv6 peers reach the same port; ``0.0.0.0`` stays IPv4."""
+
+    async def reaches(host: str, port: int) -> bool:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
+    async def go() -> None:
+        has_v6 = await _has_ipv6()
+        for host, want_v6 in (("[::]", has_v6), ("", has_v6), ("0.0.0.0", False)):
+            listener = PeerListener(lambda batch: None, "/nonexistent", None)
+            port = await listener.start(host, 0)
+            try:
+                assert await reaches("127.0.0.1", port), host
+                assert await reaches("::1", port) == want_v6, host
+            finally:
+                await listener.close()
+
+    run(go())
+
+
+async def _has_ipv6() -> bool:
+    try:
+        server = await asyncio.start_server(lambda r, w: w.close(), "::1", 0)
+    except OSError:
+        return False
+    server.close()
+    return True
