@@ -88,20 +88,28 @@ def peer_channel_credentials(cfg: NodeConfig) -> grpc.ChannelCredentials | None:
                                         certificate_chain=_read(t.peer_cert))
 
 
+#: The ALPN protocol of the framed peer stream over TLS.
+PEER_ALPN = "gwraft1"
+
+
 def peer_ssl_contexts(cfg: NodeConfig) -> tuple[ssl.SSLContext, ssl.SSLContext] | None:
     """``(server, client)`` TLS contexts of the framed peer stream and the peer port's
     listener (``gateway.node.peer_stream``), or ``None`` for plaintext: the same mutual TLS
     as the gRPC peer credentials -- our certificate, only ``peer_ca`` trusted, client
-    certificates required; the server selects ALPN ``h2`` for gRPC clients."""
+    certificates required. ALPN: both offer :data:`PEER_ALPN` first, then ``h2``; our
+    listener selects ``gwraft1`` for our dialers and ``h2`` for gRPC clients, and an older
+    node's gRPC server selects ``h2`` -- how a dialer knows, behind TLS, that the peer does
+    not speak the framed stream."""
     t = cfg.tls
     if not t.peer_enabled:
         return None
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=t.peer_ca)
     server.load_cert_chain(t.peer_cert, t.peer_key)
     server.verify_mode = ssl.CERT_REQUIRED
-    server.set_alpn_protocols(["h2"])
+    server.set_alpn_protocols([PEER_ALPN, "h2"])
     client = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=t.peer_ca)
     client.load_cert_chain(t.peer_cert, t.peer_key)
+    client.set_alpn_protocols([PEER_ALPN, "h2"])
     return server, client
 
 

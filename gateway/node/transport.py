@@ -1,10 +1,10 @@
 """Peer transport: Raft messages between the nodes of one cluster.
 
 Each node keeps one long-lived stream to every other member: the framed TCP stream of
-``gateway.node.peer_stream`` (mutual TLS when peer TLS is configured), or, to a node that does
-not answer its preface (an older version), the gRPC ``Peer.Send`` stream, tried again on the
-framed stream every :data:`FALLBACK_SECONDS`. ``send`` only queues; a sender task per peer
-takes *everything* queued for that peer and writes it as one ``MessageBatch`` (batching),
+``gateway.node.peer_stream`` (mutual TLS when peer TLS is configured), or, to a node that
+answers its preface with other bytes (an older version), the gRPC ``Peer.Send`` stream, tried
+again on the framed stream every :data:`FALLBACK_SECONDS`. ``send`` only queues; a sender
+task per peer takes *everything* queued for that peer and writes it as one ``MessageBatch``,
 without waiting for earlier batches to be processed (pipelining: the socket's write buffer, or
 gRPC's flow control, is the only limit). Snapshot chunks travel as ``SNAP`` messages in the
 same stream; the core chunks them and acknowledges bytes, so a broken stream resumes where the
@@ -93,16 +93,10 @@ def cut_batch(msgs: list[Message], limit: int = MAX_BATCH_BYTES) -> list[list[Me
 
 
 class _NotFramed(Exception):
-    """The peer closed the connection or answered something else than the preface: it does
-    not speak the framed stream (an older version); use gRPC for a while."""
-
-
-class _Unanswered(ConnectionError):
-    """The peer closed the connection before answering the preface, with no bytes."""
-
-
-#: Connections closed unanswered in a row after which a peer is taken for an older version.
-_UNANSWERED_LIMIT = 3
+    """The peer answered something else than the preface (an older version's gRPC server
+    answers with HTTP/2 frames): it does not speak the framed stream; use gRPC for a while.
+    A connection closed with no answer is not taken as evidence: proxies in front of a dead
+    peer do that."""
 
 
 class _Dial(asyncio.Protocol):
@@ -138,8 +132,8 @@ class _Dial(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = exc or ConnectionResetError("closed by the peer")
-        if not self.answered.done():  # maybe a dead link, maybe an old peer: _sender counts
-            self.answered.set_exception(_Unanswered(f"closed before answering ({exc})"))
+        if not self.answered.done():  # a dead link or a proxy in front of a dead peer: retry
+            self.answered.set_exception(ConnectionResetError(f"closed before answering ({exc})"))
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
         self.wake.set()
@@ -198,7 +192,7 @@ class _Connected(Exception):
 
 class _Peer:
     __slots__ = ("address", "channel", "event", "grpc_until", "id", "kind", "queue", "stub",
-                 "task", "unanswered")
+                 "task")
 
     def __init__(self, node_id: int, address: str) -> None:
         self.id = node_id
@@ -209,7 +203,6 @@ class _Peer:
         self.stub: peer_pb2_grpc.PeerStub | None = None
         self.task: asyncio.Task[None] | None = None
         self.grpc_until = 0.0  # loop time until which this peer is sent to over gRPC
-        self.unanswered = 0  # framed connections closed before the preface's answer, in a row
         self.kind = ""  # the stream up now: "framed", "grpc" or "" (none)
 
 
@@ -334,18 +327,6 @@ class PeerTransport:
                     await self._stream_grpc(p)
             except asyncio.CancelledError:
                 raise
-            except _Unanswered as exc:
-                p.unanswered += 1
-                if p.unanswered < _UNANSWERED_LIMIT:
-                    self._lost(p, p.queue)
-                    p.queue = []
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, _BACKOFF_MAX)
-                    continue
-                p.unanswered = 0
-                log.info("peer %d (%s) closes framed streams unanswered (%s): gRPC for %.0f s",
-                         p.id, p.address, exc, FALLBACK_SECONDS)
-                p.grpc_until = loop.time() + FALLBACK_SECONDS
             except _NotFramed as exc:
                 log.info("peer %d (%s) does not speak the framed stream (%s): gRPC for %.0f s",
                          p.id, p.address, exc, FALLBACK_SECONDS)
@@ -373,9 +354,11 @@ class PeerTransport:
             _CONNECT_TIMEOUT)
         snapped = False
         try:
+            tls = transport.get_extra_info("ssl_object")
+            if tls is not None and tls.selected_alpn_protocol() == "h2":
+                raise _NotFramed("its TLS selected h2")
             transport.write(PREFACE)
             await asyncio.wait_for(asyncio.shield(proto.answered), _CONNECT_TIMEOUT)
-            p.unanswered = 0
             p.kind = "framed"
             while True:
                 if proto.lost is not None:

@@ -173,13 +173,18 @@ def test_grpc_clients_are_relayed_on_the_same_port(tmp_path):
     run(go())
 
 
-def test_a_peer_that_speaks_only_grpc_gets_the_grpc_stream(tmp_path, caplog):
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "mutual-tls"])
+def test_a_peer_that_speaks_only_grpc_gets_the_grpc_stream(tmp_path, caplog, ca, tls):
     caplog.set_level(logging.INFO, "gateway.node.transport")
+    cfg = node_configs(tmp_path, 1, tls=_tls(ca[0]) if tls else None)[0]
+    creds = (peer_server_credentials(cfg), peer_channel_credentials(cfg)) if tls else None
+    contexts = peer_ssl_contexts(cfg) if tls else None
 
     async def go() -> None:
-        a, old = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2, grpc_only=True)
-        await a.start()
-        await old.start()
+        a = _Side(str(tmp_path), 1, tls=contexts)
+        old = _Side(str(tmp_path), 2, tls=contexts, grpc_only=True)
+        await a.start(creds)
+        await old.start(creds)
         try:
             a.transport.set_peer(2, old.address)
             sent = [_app(i) for i in range(50)]
@@ -192,7 +197,35 @@ def test_a_peer_that_speaks_only_grpc_gets_the_grpc_stream(tmp_path, caplog):
             await old.stop()
 
     run(go())
-    assert any("gRPC for" in r.getMessage() for r in caplog.records)
+    assert any("does not speak the framed stream" in r.getMessage() for r in caplog.records)
+
+
+def test_a_peer_port_closing_unanswered_is_a_broken_link_not_an_old_peer(tmp_path):
+    """A proxy in front of a dead peer accepts and closes: retried on the framed stream,
+    reported unreachable, never taken for an older version."""
+
+    async def go() -> None:
+        closed = 0
+
+        def accept(reader, writer):  # type: ignore[no-untyped-def]
+            nonlocal closed
+            closed += 1
+            writer.close()
+
+        proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = proxy.sockets[0].getsockname()[1]
+        a = _Side(str(tmp_path), 1)
+        await a.start()
+        try:
+            a.transport.set_peer(2, f"127.0.0.1:{port}")
+            a.transport.send([_app(1)])
+            await _until(lambda: closed >= 4 and ("unreachable", 2) in a.reports)
+            assert a.transport._peers[2].grpc_until == 0.0 and a.transport.stream_kind(2) == ""
+        finally:
+            await a.stop()
+            proxy.close()
+
+    run(go())
 
 
 def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, caplog):
