@@ -6,18 +6,19 @@ a frame on a plain asyncio socket ~30 us (``benchmarks/bench_grpc_stream.py``).
 
 **The Raft stream.** The dialing node writes :data:`PREFACE`, the listener answers it with the
 same :data:`PREFACE` (so the dialer knows it is understood: a node of an older version, whose
-peer port is plain gRPC, closes the connection instead, and the dialer falls back to the gRPC
-``Peer.Send`` stream) and never writes again. From then on the dialer writes frames of the
-2008 transport frame (``gateway.core.frame``: length, tag, message, CRC-32), tag
-:data:`BATCH_TAG`, each holding one serialized ``gateway.v1.MessageBatch`` -- the same message
-the gRPC stream carries, with the sender's id and addresses. A damaged frame (CRC mismatch, a
-length over :data:`MAX_FRAME`, an unknown tag, a message that does not parse) closes the
-connection with a warning naming the remote address; the dialer reconnects and Raft
+peer port is plain gRPC, answers with HTTP/2 frames, or behind TLS selects ALPN ``h2``, and the
+dialer falls back to the gRPC ``Peer.Send`` stream) and never writes again. From then on the
+dialer writes frames of the 2008 transport frame (``gateway.core.frame``: length, tag, message,
+CRC-32), tag :data:`BATCH_TAG`, each holding one serialized ``gateway.v1.MessageBatch`` -- the
+same message the gRPC stream carries, with the sender's id and addresses. A damaged frame (CRC
+mismatch, a length over :data:`MAX_FRAME`, an unknown tag, a message that does not parse)
+closes the connection with a warning naming the remote address; the dialer reconnects and Raft
 retransmits what was lost, as after any broken connection.
 
 **The protocol switch.** One listener owns the peer port (``listen``). With peer TLS it
-terminates mutual TLS first (a client certificate signed by ``peer_ca`` required, ALPN ``h2``
-selected for gRPC clients); then it looks at the first bytes. :data:`PREFACE` makes the
+terminates mutual TLS first (a client certificate signed by ``peer_ca`` required; ALPN
+``gwraft1`` selected for our dialers, ``h2`` for gRPC clients); then it looks at the first
+bytes. :data:`PREFACE` makes the
 connection a Raft stream; anything else (gRPC's HTTP/2 preface: ``Peer.Forward``, an older
 node's ``Peer.Send``, a test's client) is relayed byte for byte, with back-pressure both ways,
 to the node's gRPC peer server, which listens on a Unix socket in a private (0700) directory.
