@@ -18,11 +18,11 @@ retransmits what was lost, as after any broken connection.
 **The protocol switch.** One listener owns the peer port (``listen``). With peer TLS it
 terminates mutual TLS first (a client certificate signed by ``peer_ca`` required; ALPN
 ``gwraft1`` selected for our dialers, ``h2`` for gRPC clients); then it looks at the first
-bytes. :data:`PREFACE` makes the
-connection a Raft stream; anything else (gRPC's HTTP/2 preface: ``Peer.Forward``, an older
-node's ``Peer.Send``, a test's client) is relayed byte for byte, with back-pressure both ways,
-to the node's gRPC peer server, which listens on a Unix socket in a private (0700) directory.
-The socket is never reachable from the network; peer TLS, when configured, is the listener's.
+bytes. :data:`PREFACE` makes the connection a Raft stream; anything else (gRPC's HTTP/2
+preface: ``Peer.Forward``, an older node's ``Peer.Send``, a test's client) is relayed byte for
+byte, with back-pressure both ways, to the node's gRPC peer server, which listens on a Unix
+socket in a private (0700) directory. The socket is never reachable from the network; peer TLS,
+when configured, is the listener's.
 """
 
 from __future__ import annotations
