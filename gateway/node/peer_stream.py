@@ -37,7 +37,7 @@ from collections.abc import Callable
 from gateway.core.frame import MAX_LENGTH, FrameError, TruncatedFrameError, decode_frame
 from gateway.v1 import peer_pb2
 
-__all__ = ["BATCH_TAG", "MAX_FRAME", "PREFACE", "PeerListener", "tune_socket"]
+__all__ = ["BATCH_TAG", "MAX_FRAME", "PREFACE", "PeerListener", "preface_state", "tune_socket"]
 
 log = logging.getLogger("gateway.node.transport")
 
@@ -49,6 +49,15 @@ BATCH_TAG = 0x01
 MAX_FRAME = min(MAX_LENGTH, (64 << 20) + (1 << 20))
 #: A connection silent with unacknowledged bytes for this long is dead (TCP_USER_TIMEOUT).
 USER_TIMEOUT_MS = 15000
+
+
+def preface_state(buf: bytes | bytearray) -> bool | None:
+    """``True`` once ``buf`` starts with :data:`PREFACE`, ``None`` while it is a proper
+    prefix of it (wait for more), ``False`` as soon as it holds other bytes."""
+    n = min(len(buf), len(PREFACE))
+    if buf[:n] != PREFACE[:n]:
+        return False
+    return True if n == len(PREFACE) else None
 
 
 def tune_socket(transport: asyncio.BaseTransport) -> None:
@@ -134,11 +143,11 @@ class _Connection(asyncio.Protocol):
                 self.buf += data
         else:
             self.buf += data
-            n = min(len(self.buf), len(PREFACE))
-            if self.buf[:n] != PREFACE[:n]:
+            state = preface_state(self.buf)
+            if state is False:
                 self._start_relay()
-            elif n == len(PREFACE):
-                del self.buf[:n]
+            elif state:
+                del self.buf[:len(PREFACE)]
                 self.mode = "raft"
                 self.transport.write(PREFACE)
                 self._frames()

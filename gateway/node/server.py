@@ -281,13 +281,14 @@ class GatewayNode:
         grpc_path = os.path.join(self._peer_dir, "grpc.sock")
         try:
             self._bind(peer, f"unix:{grpc_path}", None, "listen")
-            await self._serve_api(peer, opts)
+            await self._serve_api(peer, opts, grpc_path)
         except BaseException:
             shutil.rmtree(self._peer_dir, ignore_errors=True)
             self._peer_dir = ""
             raise
 
-    async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any]) -> None:
+    async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any],
+                         grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
         if cfg.tokens_file:
@@ -300,9 +301,7 @@ class GatewayNode:
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
              health.SERVICE_NAME, reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
-        assert self._peer_dir
-        listener = PeerListener(self.transport.received,
-                                os.path.join(self._peer_dir, "grpc.sock"), self._peer_ssl)
+        listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")
         try:
             self.peer_port = await listener.start(host, port)

@@ -40,7 +40,8 @@ from gateway.raft import (
 )
 from gateway.v1 import peer_pb2, peer_pb2_grpc
 
-from .peer_stream import BATCH_TAG, PREFACE, tune_socket
+from .config import parse_address
+from .peer_stream import BATCH_TAG, PREFACE, preface_state, tune_socket
 
 __all__ = ["CHANNEL_OPTIONS", "MAX_BATCH_BYTES", "PeerServicer", "PeerTransport", "cut_batch",
            "from_proto", "to_proto"]
@@ -124,10 +125,10 @@ class _Dial(asyncio.Protocol):
             self.transport.abort()
             return
         self.got += data
-        n = min(len(self.got), len(PREFACE))
-        if self.got[:n] != PREFACE[:n]:
+        state = preface_state(self.got)
+        if state is False:
             self.answered.set_exception(_NotFramed(f"answered {self.got[:16]!r}"))
-        elif n == len(PREFACE):
+        elif state:
             self.answered.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -304,8 +305,7 @@ class PeerTransport:
 
     def stream_kind(self, node_id: int) -> str:
         """``"framed"`` or ``"grpc"``: the stream to peer ``node_id`` now up, else ``""``."""
-        p = self._peers.get(node_id)
-        return p.kind if p is not None else ""
+        return self.streams().get(node_id, "")
 
     def _batch(self, batch: list[Message]) -> peer_pb2.MessageBatch:
         req = peer_pb2.MessageBatch(messages=[to_proto(m) for m in batch],
@@ -343,12 +343,13 @@ class PeerTransport:
 
     async def _stream_framed(self, p: _Peer) -> None:
         """Connect, exchange the preface, then write batches until the connection breaks
-        (raises ``_Connected`` after reporting the loss) or a fallback to gRPC is due."""
-        host, _, port = p.address.rpartition(":")
+        (raises ``_Connected`` after reporting the loss); raises ``_NotFramed`` when the peer
+        answers as an older version does."""
+        host, port = parse_address(p.address, f"peers.{p.id}")
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
         transport, proto = await asyncio.wait_for(loop.create_connection(
-            lambda: _Dial(p.event), host, int(port), ssl=self._ssl,
+            lambda: _Dial(p.event), host, port, ssl=self._ssl,
             server_hostname=host if self._ssl is not None else None,
             ssl_handshake_timeout=_CONNECT_TIMEOUT if self._ssl is not None else None),
             _CONNECT_TIMEOUT)

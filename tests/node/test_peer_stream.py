@@ -4,6 +4,7 @@ fallback to gRPC for a peer that does not answer the preface, damaged frames, mu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 
@@ -117,17 +118,27 @@ def _scrape(node, prefix: str) -> dict[str, float]:  # type: ignore[no-untyped-d
     return out
 
 
+@contextlib.asynccontextmanager
+async def _linked(tmp: str):  # type: ignore[no-untyped-def]
+    """Nodes 1 and 2 started, 1 streaming to 2; both stopped at the end."""
+    a, b = _Side(tmp, 1), _Side(tmp, 2)
+    await a.start()
+    await b.start()
+    try:
+        a.transport.set_peer(2, b.address)
+        yield a, b
+    finally:
+        await a.stop()
+        await b.stop()
+
+
 def _same(a: Message, b: Message) -> bool:
     return to_proto(a) == to_proto(b)
 
 
 def test_batches_travel_on_the_framed_stream_in_order(tmp_path):
     async def go() -> None:
-        a, b = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2)
-        await a.start()
-        await b.start()
-        try:
-            a.transport.set_peer(2, b.address)
+        async with _linked(str(tmp_path)) as (a, b):
             sent = [_app(i, size=1 + (i * 37) % 5000) for i in range(2000)]
             for i in range(0, len(sent), 7):  # many batches, some of several messages
                 a.transport.send(sent[i:i + 7])
@@ -141,9 +152,6 @@ def test_batches_travel_on_the_framed_stream_in_order(tmp_path):
             assert b.transport.api_of[1] == "api-1"
             assert b.transport.address_of[1] == a.address
             assert not a.reports
-        finally:
-            await a.stop()
-            await b.stop()
 
     run(go())
 
@@ -379,19 +387,12 @@ def test_a_queue_larger_than_a_frame_is_sent_in_several(tmp_path):
     64 MiB frame limit) all arrive, in order, in several frames."""
 
     async def go() -> None:
-        a, b = _Side(str(tmp_path), 1), _Side(str(tmp_path), 2)
-        await a.start()
-        await b.start()
-        try:
-            a.transport.set_peer(2, b.address)
+        async with _linked(str(tmp_path)) as (a, b):
             sent = [_app(i, size=1 << 20) for i in range(70)]
             a.transport.send(sent)
             await _until(lambda: len(b.got) == len(sent), 60)
             assert all(_same(x, y) for x, y in zip(sent, b.got, strict=True))
             assert a.transport.batches_sent >= 5 and not a.reports
-        finally:
-            await a.stop()
-            await b.stop()
 
     run(go(), 120)
 
