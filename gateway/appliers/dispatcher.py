@@ -201,9 +201,9 @@ class Dispatcher:
                 if max_index is not None:
                     want = min(want, max_index - next_index + 1)
                 entries = self.source.read(next_index, want) if want > 0 else []
-                for entry in entries:
-                    self._admit(entry, assembler)
-                    next_index = entry.index + 1
+                if entries:
+                    self._admit_all(entries, assembler)
+                    next_index = entries[-1].index + 1
                 if self._window:
                     self._flush()
                 self._tick()
@@ -223,47 +223,87 @@ class Dispatcher:
 
     # -- reading and reducing ------------------------------------------------------------------
 
-    def _admit(self, entry: CommittedEntry, assembler: SegmentAssembler) -> None:
+    def _admit_all(self, entries: Sequence[CommittedEntry], assembler: SegmentAssembler
+                   ) -> None:
+        """Admit a read batch in log order; each run of entries that are not replicated
+        epochs goes to ``_admit_run`` whole."""
+        start, n = 0, len(entries)
+        while start < n:
+            if entries[start].replicated:
+                self._admit_replicated(entries[start])
+                start += 1
+                continue
+            stop = start + 1
+            while stop < n and not entries[stop].replicated:
+                stop += 1
+            self._admit_run(entries[start:stop], assembler)
+            start = stop
+
+    def _admit_run(self, run: Sequence[CommittedEntry], assembler: SegmentAssembler) -> None:
+        """Admit consecutive entries holding at most one transaction segment each.
+
+        The bookkeeping is done once for the run, under one lock: every entry is registered
+        with the tracker, and each transaction is checked against the applied-GTID set as it
+        stands before the run -- which is what an entry-by-entry check sees too, since a
+        transaction of the run joins that set only once its unit is applied, and duplicates
+        of a GTID never reach an applier (the state machine skips them). Entries that hold no
+        transaction, or one already applied, are finished together at the end of the run."""
         tracker = self._tracker
         assert tracker is not None
-        if entry.replicated:
-            self._admit_replicated(entry)
-            return
-        txn = entry.transaction
+        gtids: list[Gtid | None] = []
+        skipped = 0
         with self._lock:
-            tracker.register(entry.index, txn.commit_timestamp_ns if txn is not None else 0)
-        self.metrics.add(entries_read=1)
-        if txn is None:
-            self._finish([entry.index])
-            return
-        with self._lock:
-            seen = Gtid(txn.gtid.server_id, txn.gtid.trans_id) in tracker.applied
-        if seen:
-            self.metrics.add(skipped=1)
-            self._finish([entry.index])
-            return
+            applied = tracker.applied
+            for entry in run:
+                txn = entry.transaction
+                if txn is None:
+                    tracker.register(entry.index, 0)
+                    gtids.append(None)
+                    continue
+                tracker.register(entry.index, txn.commit_timestamp_ns)
+                gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+                if gtid in applied:
+                    skipped += 1
+                    gtids.append(None)
+                else:
+                    gtids.append(gtid)
+        self.metrics.add(entries_read=len(run), skipped=skipped)
+        finished: list[int] = []
+        rolled_back = 0
         try:
-            done = assembler.add(entry.index, txn)
-        except SegmentOrderError as exc:
-            self._reject(exc.segments, exc)
-            return
-        if done is None:
-            return
-        if done.rolled_back:
-            self.metrics.add(rolled_back=1)
-            self._finish(done.indexes)
-            return
-        if self._columns:
-            self._window.append((done, None))  # operations built in _flush if needed
-        else:
-            try:
-                ops = done.ops()
-            except MalformedTransactionError as exc:
-                self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
-                return
-            self._window.append((done, ops))
-        if len(self._window) >= self._hold or not self.config.reduce:
-            self._flush()
+            for entry, gtid in zip(run, gtids, strict=True):
+                if gtid is None:
+                    finished.append(entry.index)
+                    continue
+                txn = entry.transaction
+                assert txn is not None
+                try:
+                    done = assembler.add(entry.index, txn, gtid)
+                except SegmentOrderError as exc:
+                    self._reject(exc.segments, exc)
+                    continue
+                if done is None:
+                    continue
+                if done.rolled_back:
+                    rolled_back += 1
+                    finished.extend(done.indexes)
+                    continue
+                if self._columns:
+                    self._window.append((done, None))  # operations built in _flush if needed
+                else:
+                    try:
+                        ops = done.ops()
+                    except MalformedTransactionError as exc:
+                        self._reject(list(zip(done.indexes, done.segments, strict=True)), exc)
+                        continue
+                    self._window.append((done, ops))
+                if len(self._window) >= self._hold or not self.config.reduce:
+                    self._flush()
+        finally:
+            if rolled_back:
+                self.metrics.add(rolled_back=rolled_back)
+            if finished:
+                self._finish(finished)
 
     def _admit_replicated(self, entry: CommittedEntry) -> None:
         """An entry holding several whole transactions (a replicated epoch): one unit, so the

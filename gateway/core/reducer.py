@@ -299,8 +299,14 @@ class SegmentAssembler:
     _open: dict[Gtid, list[tuple[int, transaction_pb2.Transaction]]] = field(
         default_factory=dict)
 
-    def add(self, index: int, txn: transaction_pb2.Transaction) -> AssembledTransaction | None:
-        gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+    def add(self, index: int, txn: transaction_pb2.Transaction, gtid: Gtid | None = None
+            ) -> AssembledTransaction | None:
+        """``gtid``: ``txn``'s, when the caller has built it already."""
+        if gtid is None:
+            gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+        if txn.segment_id == 1 and txn.end_segment and gtid not in self._open:
+            # A whole transaction in one segment (the common case): nothing to buffer.
+            return AssembledTransaction(gtid, (index,), (txn,), txn.HasField("rollback"))
         parts = self._open.get(gtid, [])
         expected = len(parts) + 1
         if txn.segment_id != expected:

@@ -92,6 +92,7 @@ class CommittedLogSource:
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
         out = []
+        skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
         for e in ents:
             txn = None
             if e.type == EntryType.NORMAL and e.data:
@@ -100,7 +101,7 @@ class CommittedLogSource:
                         unit = read_unit(storage, e)
                     except CompactedError:
                         raise EntriesCompactedError(e.index, storage.first_index()) from None
-                    if unit is not None and not sm.skipped(e.index):
+                    if unit is not None and e.index not in skipped:
                         unit = sm.unit_outcome(e.index) or unit  # as conflicts left it
                         txns = tuple(transactions(unit.items))
                         if txns:
@@ -108,7 +109,7 @@ class CommittedLogSource:
                             continue
                 else:
                     txn, _ = decode_entry(e.data)
-                    if txn is not None and sm.skipped(e.index):
+                    if txn is not None and e.index in skipped:
                         txn = None
             out.append(CommittedEntry(e.index, txn))
         return out

@@ -304,6 +304,12 @@ class StoreStateMachine:
         """Whether entry ``index`` was deliberately not applied (duplicate or rejected)."""
         return self.store.get(keys.entry_outcome_key(index)) is not None
 
+    def skipped_between(self, lo: int, hi: int) -> set[int]:
+        """The entries in ``[lo, hi)`` for which ``skipped`` holds, by one scan of the store
+        (for readers of many consecutive entries, where a lookup per entry costs more)."""
+        start, end = keys.entry_outcome_key(lo), keys.entry_outcome_key(hi)
+        return {keys.entry_outcome_index(k) for k, _ in self.store.scan(start, end)}
+
     def idempotent_result(self, key: str, now_ns: int) -> gateway_pb2.WriteResult | None:
         """The recorded result of the write with idempotency key ``key``, if one was applied
         and is still inside the idempotency window at wall-clock time ``now_ns``."""

@@ -368,3 +368,58 @@ def test_a_later_transaction_on_a_row_is_not_recorded_before_an_earlier_one_comp
     Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=2)).run()
     assert applier.store[(("s", "t"), (r,))] == {"a": 2}
     assert applier.store[(("s", "t"), (s,))] == {"a": 1}
+
+
+class _EntriesSource:
+    """Given ``CommittedEntry``s (replicated epochs included), read in fixed-size batches."""
+
+    def __init__(self, entries: list) -> None:
+        self.entries = entries
+
+    def read(self, from_index: int, max_entries: int) -> list:
+        return self.entries[from_index - 1:from_index - 1 + max_entries]
+
+    def last_index(self) -> int:
+        return len(self.entries)
+
+
+@pytest.mark.parametrize("read_batch", [1, 3, 64])
+@pytest.mark.parametrize("columns", [False, True])
+def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
+        tmp_path, read_batch, columns):
+    """Empty entries, a transaction already applied, segments interleaved with whole
+    transactions, a rollback and replicated epochs in one read batch: the store, the counters
+    and the position are those of reading one entry at a time."""
+    from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
+    from gateway.appliers.source import CommittedEntry
+
+    def entries() -> list:
+        t = [txn(1, insert("t", [{"id": 1, "a": 1}])),                     # 1, applied before
+             None,                                                          # 2
+             txn(2, insert("t", [{"id": 2, "a": 2}]), end_segment=False),  # 3
+             txn(3, insert("t", [{"id": 3, "a": 3}])),                     # 4
+             txn(2, update("t", ["a"], [(2, [20])]), segment_id=2),        # 5
+             txn(4, insert("t", [{"id": 4}]), rollback=True),              # 6, rolled back
+             None,                                                          # 7: replicated
+             txn(5, insert("t", [{"id": 5, "a": 5}])),                     # 8
+             txn(6, insert("t", [{"id": 6, "a": 6}]))]                     # 9
+        out = [CommittedEntry(i, x) for i, x in enumerate(t, 1)]
+        rep = (txn(7, insert("t", [{"id": 7, "a": 7}])), txn(1, update("t", ["a"], [(3, [9])])))
+        for r in rep:
+            r.gtid.server_id = 2
+        out[6] = CommittedEntry(7, None, rep)
+        return out
+
+    caps = Capabilities(columns=True) if columns else Capabilities()
+    applier = ModelApplier(capabilities=caps)
+    PositionStore(tmp_path, applier.name).save(ApplierPosition(0, GtidSet([Gtid(1, 1)])))
+    d = Dispatcher(applier, _EntriesSource(entries()), tmp_path,
+                   config=config(read_batch=read_batch))
+    position = d.run()
+    assert position.log_index == 9
+    assert {k[1][0]: v.get("a") for k, v in applier.store.items()} == {
+        2: 20, 3: 9, 5: 5, 6: 6, 7: 7}
+    snap = d.metrics.snapshot()
+    assert (snap["entries_read"], snap["skipped"], snap["rolled_back"]) == (9, 1, 1)
+    assert all(Gtid(1, t) in position.applied for t in (1, 2, 3, 5, 6))
+    assert Gtid(1, 4) not in position.applied and Gtid(2, 7) in position.applied

@@ -111,3 +111,18 @@ def test_expiry_does_not_depend_on_apply_batch_boundaries(tmp_path):
     for k, _ in stores[0]:
         if k.startswith(b"j"):
             assert int.from_bytes(k[1:9], "big") >= last - WINDOW - S
+
+
+def test_skipped_between_names_exactly_the_entries_skipped_one_by_one(tmp_path):
+    rng = random.Random(11)
+    sm = _sm(tmp_path / "s")
+    t = 1_700_000_000 * S
+    for index in range(2, 300):
+        t += rng.choice([1, S])
+        sm.apply([_entry(index, t, f"k{rng.randint(0, 20)}", index)])
+    one_by_one = {i for i in range(2, 300) if sm.skipped(i)}
+    assert len(one_by_one) > 20
+    assert sm.skipped_between(2, 300) == one_by_one
+    assert sm.skipped_between(50, 120) == {i for i in one_by_one if 50 <= i < 120}
+    assert sm.skipped_between(300, 400) == set()
+    sm.close()
