@@ -54,6 +54,7 @@ import logging
 import os
 import shutil
 import struct
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 
 from google.protobuf.message import DecodeError
@@ -117,6 +118,8 @@ from .wire import (
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
+_MARK = keys.entry_outcome_key(0)[0]  # first byte of every outcome mark
+_MAX_SKIPS = 100_000
 _U64 = struct.Struct(">Q")
 #: Default idempotency window: a retry is recognised for this long after the first commit.
 IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
@@ -224,6 +227,10 @@ class StoreStateMachine:
 
     def _load(self) -> None:
         self.store.tombstone_floor = self._tombstone_floor
+        #: (floor, marks): the entries above ``floor`` this object marked skipped, ascending
+        #: (``skipped_between``). Replaced whole, never mutated but by ``append``, so a reader
+        #: on another thread takes one consistent pair.
+        self._skips: tuple[int, list[int]] = (self.store.applied_index, [])
         self._expired_to = 0  # expiry index entries below this commit ts are gone
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
@@ -305,10 +312,16 @@ class StoreStateMachine:
         return self.store.get(keys.entry_outcome_key(index)) is not None
 
     def skipped_between(self, lo: int, hi: int) -> set[int]:
-        """The entries in ``[lo, hi)`` for which ``skipped`` holds, by one scan of the store
-        (for readers of many consecutive entries, where a lookup per entry costs more)."""
-        start, end = keys.entry_outcome_key(lo), keys.entry_outcome_key(hi)
-        return {keys.entry_outcome_index(k) for k, _ in self.store.scan(start, end)}
+        """The applied entries in ``[lo, hi)`` for which ``skipped`` holds (thread-safe).
+
+        For readers of many consecutive entries: entries applied since the store was opened
+        (or restored) are answered from memory -- ``apply`` remembers the outcome marks it
+        writes -- and only older ones are looked up in the store one by one."""
+        floor, known = self._skips
+        out = {i for i in range(lo, min(hi, floor + 1)) if self.skipped(i)} if lo <= floor \
+            else set()
+        out.update(known[bisect_left(known, max(lo, floor + 1)):bisect_left(known, hi)])
+        return out
 
     def idempotent_result(self, key: str, now_ns: int) -> gateway_pb2.WriteResult | None:
         """The recorded result of the write with idempotency key ``key``, if one was applied
@@ -395,8 +408,23 @@ class StoreStateMachine:
         self._expire(ops, overlay)
         ops.append((keys.meta_key("last_trans_id"), _U64.pack(self.last_trans_id), 0, 0, 0))
         ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
+        marks = [op[0] for op in ops if op[0][0] == _MARK]
+        if marks:
+            self._remember_skips(marks)
         self.store.write_batch(ops, log_index=entries[-1].index)
         return out
+
+    def _remember_skips(self, marks: list[bytes]) -> None:
+        """Add the entries of outcome keys ``marks`` (written by this ``apply``, so above every
+        index remembered) to the skip index, before the store makes them applied."""
+        floor, known = self._skips
+        if len(known) + len(marks) > _MAX_SKIPS:  # many duplicates: older ones from the store
+            self._skips = (self.store.applied_index, [])
+            floor, known = self._skips
+        for k in sorted(set(marks)):
+            index = keys.entry_outcome_index(k)
+            if index > floor and (not known or index > known[-1]):
+                known.append(index)
 
     def _apply_position(self, data: bytes, ops: list) -> None:
         """Record an applier position entry (see the module docstring)."""

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from gateway.node import state_machine
 from gateway.node.state_machine import StoreStateMachine
 from gateway.node.wire import encode_transaction
 from gateway.raft import Entry, EntryType
@@ -113,16 +116,34 @@ def test_expiry_does_not_depend_on_apply_batch_boundaries(tmp_path):
             assert int.from_bytes(k[1:9], "big") >= last - WINDOW - S
 
 
-def test_skipped_between_names_exactly_the_entries_skipped_one_by_one(tmp_path):
+@pytest.mark.parametrize("max_skips", [100_000, 5])
+def test_skipped_between_names_exactly_the_entries_skipped_one_by_one(tmp_path, monkeypatch,
+                                                                      max_skips):
+    """From memory for entries applied since the store was opened (however many), from the
+    store for older ones, across a reopen."""
+    monkeypatch.setattr(state_machine, "_MAX_SKIPS", max_skips)
     rng = random.Random(11)
-    sm = _sm(tmp_path / "s")
     t = 1_700_000_000 * S
-    for index in range(2, 300):
-        t += rng.choice([1, S])
-        sm.apply([_entry(index, t, f"k{rng.randint(0, 20)}", index)])
-    one_by_one = {i for i in range(2, 300) if sm.skipped(i)}
-    assert len(one_by_one) > 20
-    assert sm.skipped_between(2, 300) == one_by_one
-    assert sm.skipped_between(50, 120) == {i for i in one_by_one if 50 <= i < 120}
-    assert sm.skipped_between(300, 400) == set()
+
+    def fill(sm: StoreStateMachine, indexes: range) -> None:
+        nonlocal t
+        for index in indexes:
+            t += rng.choice([1, S])
+            sm.apply([_entry(index, t, f"k{rng.randint(0, 20)}", index)])
+
+    def check(sm: StoreStateMachine, hi: int) -> None:
+        one_by_one = {i for i in range(2, hi) if sm.skipped(i)}
+        assert len(one_by_one) > 20
+        assert sm.skipped_between(2, hi) == one_by_one
+        assert sm.skipped_between(50, 250) == {i for i in one_by_one if 50 <= i < 250}
+        assert sm.skipped_between(hi, hi + 100) == set()
+
+    sm = _sm(tmp_path / "s")
+    fill(sm, range(2, 200))
+    check(sm, 200)
+    sm.close()
+    sm = _sm(tmp_path / "s")  # reopened: everything so far comes from the store
+    check(sm, 200)
+    fill(sm, range(200, 400))
+    check(sm, 400)
     sm.close()
