@@ -120,6 +120,7 @@ __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
 _MARK = keys.entry_outcome_key(0)[0]  # first byte of every outcome mark
 _MAX_SKIPS = 100_000
+_J_END = prefix_end(b"j")  # past every idempotency expiry index key
 _U64 = struct.Struct(">Q")
 #: Default idempotency window: a retry is recognised for this long after the first commit.
 IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
@@ -232,6 +233,14 @@ class StoreStateMachine:
         #: on another thread takes one consistent pair.
         self._skips: tuple[int, list[int]] = (self.store.applied_index, [])
         self._expired_to = 0  # expiry index entries below this commit ts are gone
+        #: No expiry index entry in the store has a commit ts below this (None: there are
+        #: none), so ``_expire`` scans only when one may be due. A store scan freezes a large
+        #: active memtable (a flush, then compaction) and sorts it: once a second on the
+        #: apply path for nothing, when no write carries an idempotency key.
+        self._oldest_expiry: int | None = None
+        for k, _ in self.store.scan_prefix(b"j"):
+            self._oldest_expiry = _U64.unpack_from(k, 1)[0]
+            break
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
@@ -348,6 +357,8 @@ class StoreStateMachine:
         overlay[ik] = result
         ops.append((ik, result, 0, 0, 0))
         jk = keys.idempotency_expiry_key(commit_ts, idem)
+        if self._oldest_expiry is None or commit_ts < self._oldest_expiry:
+            self._oldest_expiry = commit_ts
         overlay[jk] = b""
         ops.append((jk, b"", 0, 0, 0))
 
@@ -357,9 +368,24 @@ class StoreStateMachine:
         bound = (self.last_commit_ts - self.window_ns) // _EXPIRY_GRAIN_NS * _EXPIRY_GRAIN_NS
         if bound <= self._expired_to:
             return
+        if self._oldest_expiry is None or self._oldest_expiry >= bound:
+            self._expired_to = bound  # nothing below the bound, in the store or this batch
+            return
         lo, hi = b"j" + _U64.pack(self._expired_to), b"j" + _U64.pack(bound)
-        found = {k for k, _ in self.store.scan(lo, hi)}
-        found.update(k for k, v in overlay.items() if lo <= k < hi and v is not None)
+        found: set[bytes] = set()
+        later: list[bytes] = []  # the first entry not due, in the store and in this batch
+        for k, _ in self.store.scan(lo, _J_END):
+            if k >= hi:
+                later.append(k)
+                break
+            found.add(k)
+        for k, v in overlay.items():
+            if v is None or not lo <= k < _J_END:
+                continue
+            if k < hi:
+                found.add(k)
+            else:
+                later.append(k)
         for jk in sorted(found):
             if overlay.get(jk, _MISSING) is None:
                 continue  # already deleted in this batch
@@ -374,6 +400,7 @@ class StoreStateMachine:
             overlay[jk] = None
             ops.append((jk, None, 0, 0, 0))
         self._expired_to = bound
+        self._oldest_expiry = _U64.unpack_from(min(later), 1)[0] if later else None
 
     # -- apply ----------------------------------------------------------------------------------
 

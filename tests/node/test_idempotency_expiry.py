@@ -147,3 +147,36 @@ def test_skipped_between_names_exactly_the_entries_skipped_one_by_one(tmp_path, 
     fill(sm, range(200, 400))
     check(sm, 400)
     sm.close()
+
+
+def test_without_idempotency_keys_expiry_never_scans_the_store(tmp_path, monkeypatch):
+    """A store scan freezes a large active memtable (a flush per scan): expiry must not scan
+    once a second when no record can be due."""
+    sm = _sm(tmp_path / "n")
+    scans = []
+    real = sm.store.scan
+    monkeypatch.setattr(sm.store, "scan", lambda *a: scans.append(a) or real(*a))
+    t = 1_700_000_000 * S
+    for index in range(2, 200):
+        t += 2 * WINDOW // 100
+        sm.apply([_entry(index, t, "", index)])
+    assert scans == []
+    # One record: scanned for once it is due, then not again until another is written.
+    sm.apply([_entry(200, t, "k", 1)])
+    for index in range(201, 260):
+        t += 2 * WINDOW // 100
+        sm.apply([_entry(index, t, "", index)])
+    assert len(scans) == 1 and sm.idempotent_result("k", 0) is None
+    assert list(sm.store.scan_prefix(b"i")) == list(sm.store.scan_prefix(b"j")) == []
+    sm.close()
+
+
+def test_records_written_before_a_reopen_still_expire(tmp_path):
+    sm = _sm(tmp_path / "r")
+    t0 = 1_700_000_000 * S
+    sm.apply([_entry(i, t0 + i * S, f"key-{i}", i) for i in range(2, 6)])
+    sm.close()
+    sm = _sm(tmp_path / "r")
+    sm.apply([_entry(6, t0 + WINDOW + 4 * S, "", 6)])  # past key-2 and key-3's window
+    assert {k for k, _ in sm.store.scan_prefix(b"i")} == {b"ikey-4", b"ikey-5"}
+    sm.close()
