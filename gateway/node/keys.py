@@ -113,11 +113,6 @@ def entry_outcome_key(index: int) -> bytes:
     return b"x" + _U64.pack(index)
 
 
-def entry_outcome_index(key: bytes) -> int:
-    """The log index of an ``entry_outcome_key``."""
-    return int(_U64.unpack_from(key, 1)[0])
-
-
 def meta_key(name: str) -> bytes:
     """Store key of node metadata ``name``."""
     return b"m" + name.encode()

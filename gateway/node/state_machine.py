@@ -118,7 +118,6 @@ from .wire import (
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
-_MARK = keys.entry_outcome_key(0)[0]  # first byte of every outcome mark
 _MAX_SKIPS = 100_000
 _J_END = prefix_end(b"j")  # past every idempotency expiry index key
 _U64 = struct.Struct(">Q")
@@ -232,6 +231,7 @@ class StoreStateMachine:
         #: (``skipped_between``). Replaced whole, never mutated but by ``append``, so a reader
         #: on another thread takes one consistent pair.
         self._skips: tuple[int, list[int]] = (self.store.applied_index, [])
+        self._marked: list[int] = []  # entries the running ``apply`` marks skipped (_mark)
         self._expired_to = 0  # expiry index entries below this commit ts are gone
         #: No expiry index entry in the store has a commit ts below this (None: there are
         #: none), so ``_expire`` scans only when one may be due. A store scan freezes a large
@@ -411,6 +411,7 @@ class StoreStateMachine:
         ops: list[tuple[bytes, bytes | None, int, int, int]] = []
         overlay: dict[bytes, bytes | None] = {}
         out: list[Applied] = []
+        self._marked = []
         for e in entries:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
                 if e.type == EntryType.NORMAL and e.data:
@@ -435,21 +436,25 @@ class StoreStateMachine:
         self._expire(ops, overlay)
         ops.append((keys.meta_key("last_trans_id"), _U64.pack(self.last_trans_id), 0, 0, 0))
         ops.append((keys.meta_key("last_commit_ts"), _U64.pack(self.last_commit_ts), 0, 0, 0))
-        marks = [op[0] for op in ops if op[0][0] == _MARK]
-        if marks:
-            self._remember_skips(marks)
+        if self._marked:
+            self._remember_skips(self._marked)
         self.store.write_batch(ops, log_index=entries[-1].index)
         return out
 
-    def _remember_skips(self, marks: list[bytes]) -> None:
-        """Add the entries of outcome keys ``marks`` (written by this ``apply``, so above every
-        index remembered) to the skip index, before the store makes them applied."""
+    def _mark(self, ops: list, index: int, outcome: bytes) -> None:
+        """Record that entry ``index`` is deliberately not applied (``skipped``), with
+        ``outcome`` saying why, in this ``apply``'s ``ops``."""
+        ops.append((keys.entry_outcome_key(index), outcome, 0, 0, 0))
+        self._marked.append(index)
+
+    def _remember_skips(self, marked: list[int]) -> None:
+        """Add the entries ``marked`` by this ``apply`` (so above every index remembered) to
+        the skip index, before the store makes them applied."""
         floor, known = self._skips
-        if len(known) + len(marks) > _MAX_SKIPS:  # many duplicates: older ones from the store
+        if len(known) + len(marked) > _MAX_SKIPS:  # many duplicates: older ones from the store
             self._skips = (self.store.applied_index, [])
             floor, known = self._skips
-        for k in sorted(set(marks)):
-            index = keys.entry_outcome_index(k)
+        for index in sorted(set(marked)):
             if index > floor and (not known or index > known[-1]):
                 known.append(index)
 
@@ -522,11 +527,10 @@ class StoreStateMachine:
                     ) -> Applied | None:
         """Apply a replicated-epoch entry (see the module docstring); None for a staged
         segment."""
-        mark = keys.entry_outcome_key(e.index)
         try:
             seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
         except DecodeError as exc:
-            ops.append((mark, b"rejected: replicated epoch does not parse", 0, 0, 0))
+            self._mark(ops, e.index, b"rejected: replicated epoch does not parse")
             return Applied(e.index, e.term, error=InvalidRequest("entry", str(exc)))
         staged = self._staged.get(seg.channel, [])
         if seg.segment_id <= 1 and staged:
@@ -547,12 +551,12 @@ class StoreStateMachine:
             expect = list(range(1, seg.segment_id))
             if [u.segment_id for u in staged] != expect or any(
                     u.source_epoch != seg.source_epoch for u in staged):
-                return self._refuse_unit(e, mark, ops, "segments of the replicated epoch "
+                return self._refuse_unit(e, ops, "segments of the replicated epoch "
                                          "are missing", seg)
         unit = join_segments([*staged, seg])
         reason = self.replication.refusal(unit)
         if reason is not None:
-            return self._refuse_unit(e, mark, ops, reason, unit)
+            return self._refuse_unit(e, ops, reason, unit)
         txns = transactions(unit.items)
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
@@ -563,7 +567,7 @@ class StoreStateMachine:
                 got = check_statements(txn.statements, schemas, rows=False)
             except InvalidRequest as exc:
                 g = txn.gtid
-                return self._refuse_unit(e, mark, ops, f"transaction {g.server_id}:"
+                return self._refuse_unit(e, ops, f"transaction {g.server_id}:"
                                          f"{g.trans_id}: {exc}", unit)
             for name, schema in got:
                 schemas[name] = schema
@@ -590,7 +594,7 @@ class StoreStateMachine:
                         f"which no loaded plugin registers on this node; load the plugin "
                         f"that provides it (on every node of the cluster) and restart, or "
                         f"unset the rule (gateway conflicts unset)") from None
-                return self._refuse_unit(e, mark, ops, f"conflict rules: {exc}", unit)
+                return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
             pre = [p if t is o else None for p, t, o in zip(pre, judged.transactions, txns,
                                                              strict=True)]
             txns = judged.transactions
@@ -772,12 +776,11 @@ class StoreStateMachine:
             self.store.write_batch([(k, None) for k in gone])
         return len(gone)
 
-    @staticmethod
-    def _refuse_unit(e: Entry, mark: bytes, ops: list, reason: str,
+    def _refuse_unit(self, e: Entry, ops: list, reason: str,
                      unit: replication_pb2.ReplicatedEpoch) -> Applied:
         what = f"epoch {unit.source_epoch} of cluster {unit.source_id} (channel " \
                f"{unit.channel!r})"
-        ops.append((mark, f"rejected: {what}: {reason}".encode(), 0, 0, 0))
+        self._mark(ops, e.index, f"rejected: {what}: {reason}".encode())
         return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
 
     def _insert_head(self, hdr: bytes) -> tuple[bytes, bytes, bytes] | None:
@@ -838,7 +841,7 @@ class StoreStateMachine:
         if idem:
             first = self._first_result(keys.idempotency_key(idem), overlay, commit_ts)
             if first is not None and first.log_index != index:
-                ops.append((keys.entry_outcome_key(index), b"duplicate", 0, 0, 0))
+                self._mark(ops, index, b"duplicate")
                 first.duplicate = True
                 return Applied(index, e.term, result=first)
         ops += rows
@@ -903,18 +906,17 @@ class StoreStateMachine:
         g = txn.gtid
         self.last_trans_id = max(self.last_trans_id, g.trans_id)
         self.last_commit_ts = max(self.last_commit_ts, txn.commit_timestamp_ns)
-        mark = keys.entry_outcome_key(e.index)
         if idem:
             first = self._first_result(keys.idempotency_key(idem), overlay,
                                        txn.commit_timestamp_ns)
             if first is not None and first.log_index != e.index:
-                ops.append((mark, b"duplicate", 0, 0, 0))
+                self._mark(ops, e.index, b"duplicate")
                 first.duplicate = True
                 return Applied(e.index, e.term, result=first)
         try:
             created = check_statements(txn.statements, self.schemas, rows=False)
         except InvalidRequest as exc:
-            ops.append((mark, f"rejected: {exc}".encode(), 0, 0, 0))
+            self._mark(ops, e.index, f"rejected: {exc}".encode())
             return Applied(e.index, e.term, error=exc)
         self._record_schemas(created, ops)
         meta = (txn.epoch, txn.author, txn.commit_timestamp_ns)
