@@ -61,9 +61,15 @@ def _assert_same(path: Path, partition_bytes: int = 1 << 30, **kw: Any) -> list[
     return got
 
 
+#: One directory for the logs the property tests write (hypothesis runs many examples per
+#: test and refuses function-scoped fixtures): removed when the test process ends.
+_LOGS = tempfile.TemporaryDirectory(prefix="cdecode-")
+
+
 def _log(txns: list[bytes]) -> Path:
-    d = Path(tempfile.mkdtemp(prefix="cdecode-"))
-    path = d / "log.bin"
+    fd, name = tempfile.mkstemp(suffix=".bin", dir=_LOGS.name)
+    os.close(fd)
+    path = Path(name)
     path.write_bytes(records.SEPARATOR + records.encode_records(txns))
     return path
 
