@@ -111,6 +111,12 @@ def _remove_made(path: str, keep_dir: bool) -> None:
                     os.remove(child)
 
 
+#: The data directory's entry that holds the gRPC peer server's Unix socket while the node runs.
+PEER_SOCKET_DIR = "peer-socket"
+#: The longest path a Unix socket address holds on Linux (``sun_path`` is 108 bytes, NUL included).
+_SUN_PATH_MAX = 107
+
+
 class GatewayNode:
     """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
 
@@ -272,12 +278,7 @@ class GatewayNode:
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
-        try:
-            self._peer_dir = tempfile.mkdtemp(prefix="gateway-peer-")
-        except OSError as exc:
-            raise NodeStartError(f"listen: cannot make the private directory of the gRPC peer "
-                                 f"socket in {tempfile.gettempdir()} (set TMPDIR): "
-                                 f"{exc.strerror or exc}") from None
+        self._peer_dir = self._make_peer_dir()
         grpc_path = os.path.join(self._peer_dir, "grpc.sock")
         try:
             self._bind(peer, f"unix:{grpc_path}", None, "listen")
@@ -286,6 +287,34 @@ class GatewayNode:
             shutil.rmtree(self._peer_dir, ignore_errors=True)
             self._peer_dir = ""
             raise
+
+    def _make_peer_dir(self) -> str:
+        """Make the private (0700) directory of the gRPC peer server's Unix socket.
+
+        ``<data dir>/peer-socket`` when the socket's path fits a Unix socket address: one a
+        crash left behind is replaced (the store's ``LOCK``, held by now, makes this process
+        the data directory's only user), so a killed node leaves nothing elsewhere. Otherwise
+        (a deep data directory, or one that cannot hold a socket) a new directory in TMPDIR.
+        Removed at stop either way. Raises ``NodeStartError`` when neither can be made."""
+        own = os.path.join(os.path.abspath(self.config.data_dir), PEER_SOCKET_DIR)
+        if len(os.fsencode(os.path.join(own, "grpc.sock"))) <= _SUN_PATH_MAX:
+            try:
+                if os.path.lexists(own):
+                    if os.path.isdir(own) and not os.path.islink(own):
+                        shutil.rmtree(own)
+                    else:
+                        os.remove(own)
+                os.mkdir(own, 0o700)
+                return own
+            except OSError as exc:
+                log.warning("cannot make %s for the gRPC peer socket (%s); using %s", own,
+                            exc.strerror or exc, tempfile.gettempdir())
+        try:
+            return tempfile.mkdtemp(prefix="gateway-peer-")
+        except OSError as exc:
+            raise NodeStartError(f"listen: cannot make the private directory of the gRPC peer "
+                                 f"socket in {tempfile.gettempdir()} (set TMPDIR): "
+                                 f"{exc.strerror or exc}") from None
 
     async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any],
                          grpc_path: str) -> None:

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
+import tempfile
 
 import grpc
 import pytest
@@ -22,6 +24,7 @@ from gateway.node.security import (
     peer_server_credentials,
     peer_ssl_contexts,
 )
+from gateway.node.server import PEER_SOCKET_DIR
 from gateway.node.transport import (
     CHANNEL_OPTIONS,
     PeerServicer,
@@ -380,6 +383,44 @@ def test_a_cluster_replicates_on_framed_streams(tmp_path):
     dirs: list[str] = []
     run(go(), 60)
     assert dirs and not any(os.path.exists(d) for d in dirs)  # removed when the nodes stopped
+
+
+def test_the_peer_socket_lives_in_the_data_directory_and_a_crash_leftover_is_replaced(
+        tmp_path, monkeypatch):
+    """The gRPC peer server's socket sits in ``<data dir>/peer-socket`` (0700), so a killed
+    node leaves nothing in TMPDIR; what a crash left there (a stale socket, even a file in
+    the directory's place) is replaced at the next start. A data directory too deep for a
+    socket address uses a private directory in TMPDIR. Both are removed at stop, and a
+    node whose relayed gRPC works answers through either."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    short = node_configs(tmp_path, 1)[0]
+    stale = os.path.join(short.data_dir, PEER_SOCKET_DIR)
+    os.makedirs(stale)
+    with open(os.path.join(stale, "grpc.sock"), "wb") as f:  # left by a killed node
+        f.write(b"stale")
+    deep = node_configs(tmp_path / ("d" * 120), 1)[0]
+
+    async def go() -> None:
+        for cfg, in_data_dir in ((short, True), (deep, False)):
+            async with running(cfg) as (node,):
+                where = node._peer_dir
+                assert (os.path.dirname(where) == os.path.abspath(cfg.data_dir)) is in_data_dir
+                assert (os.path.dirname(where) == str(tmpdir)) is not in_data_dir
+                assert os.stat(where).st_mode & 0o777 == 0o700
+                sock = os.path.join(where, "grpc.sock")
+                assert stat.S_ISSOCK(os.stat(sock).st_mode)
+                async with grpc.aio.insecure_channel(f"unix:{sock}") as ch:
+                    await asyncio.wait_for(ch.channel_ready(), 10)
+            assert not os.path.exists(where)
+        with open(stale, "wb") as f:  # a file where the directory goes
+            f.write(b"x")
+        async with running(short) as (node,):
+            assert node._peer_dir == os.path.abspath(stale) and os.path.isdir(stale)
+        assert not os.listdir(tmpdir)
+
+    run(go(), 60)
 
 
 def test_a_queue_larger_than_a_frame_is_sent_in_several(tmp_path):
