@@ -119,7 +119,7 @@ from .wire import (
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
 _MAX_SKIPS = 100_000
-_J_END = prefix_end(b"j")  # past every idempotency expiry index key
+_J_END = prefix_end(keys.IDEMPOTENCY_EXPIRY_PREFIX)  # past every expiry index key
 _U64 = struct.Struct(">Q")
 #: Default idempotency window: a retry is recognised for this long after the first commit.
 IDEMPOTENCY_WINDOW_NS = 24 * 3600 * 10**9
@@ -238,8 +238,8 @@ class StoreStateMachine:
         #: active memtable (a flush, then compaction) and sorts it: once a second on the
         #: apply path for nothing, when no write carries an idempotency key.
         self._oldest_expiry: int | None = None
-        for k, _ in self.store.scan_prefix(b"j"):
-            self._oldest_expiry = _U64.unpack_from(k, 1)[0]
+        for k, _ in self.store.scan_prefix(keys.IDEMPOTENCY_EXPIRY_PREFIX):
+            self._oldest_expiry = keys.parse_idempotency_expiry_key(k)[0]
             break
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
@@ -371,7 +371,8 @@ class StoreStateMachine:
         if self._oldest_expiry is None or self._oldest_expiry >= bound:
             self._expired_to = bound  # nothing below the bound, in the store or this batch
             return
-        lo, hi = b"j" + _U64.pack(self._expired_to), b"j" + _U64.pack(bound)
+        lo = keys.idempotency_expiry_bound(self._expired_to)
+        hi = keys.idempotency_expiry_bound(bound)
         found: set[bytes] = set()
         later: list[bytes] = []  # the first entry not due, in the store and in this batch
         for k, _ in self.store.scan(lo, _J_END):
@@ -389,8 +390,7 @@ class StoreStateMachine:
         for jk in sorted(found):
             if overlay.get(jk, _MISSING) is None:
                 continue  # already deleted in this batch
-            ts = _U64.unpack_from(jk, 1)[0]
-            ik = b"i" + jk[9:]
+            ts, ik = keys.parse_idempotency_expiry_key(jk)
             raw = self._get(ik, overlay)
             # A key reused after expiry has a newer record (and index entry): keep it.
             if raw is not None and gateway_pb2.WriteResult.FromString(raw) \
@@ -400,7 +400,8 @@ class StoreStateMachine:
             overlay[jk] = None
             ops.append((jk, None, 0, 0, 0))
         self._expired_to = bound
-        self._oldest_expiry = _U64.unpack_from(min(later), 1)[0] if later else None
+        self._oldest_expiry = keys.parse_idempotency_expiry_key(min(later))[0] if later \
+            else None
 
     # -- apply ----------------------------------------------------------------------------------
 

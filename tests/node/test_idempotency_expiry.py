@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from gateway.node import state_machine
+from gateway.node import keys, state_machine
 from gateway.node.state_machine import StoreStateMachine
 from gateway.node.wire import encode_transaction
 from gateway.raft import Entry, EntryType
@@ -180,3 +180,14 @@ def test_records_written_before_a_reopen_still_expire(tmp_path):
     sm.apply([_entry(6, t0 + WINDOW + 4 * S, "", 6)])  # past key-2 and key-3's window
     assert {k for k, _ in sm.store.scan_prefix(b"i")} == {b"ikey-4", b"ikey-5"}
     sm.close()
+
+
+@pytest.mark.parametrize("key", ["", "k", "é/ü", "x" * 300])
+def test_an_expiry_index_key_parses_back_and_sorts_by_commit_time(key):
+    for ts in (0, 1, 2**40 + 7, 2**64 - 1):
+        jk = keys.idempotency_expiry_key(ts, key)
+        assert keys.parse_idempotency_expiry_key(jk) == (ts, keys.idempotency_key(key))
+        assert jk.startswith(keys.IDEMPOTENCY_EXPIRY_PREFIX)
+        assert keys.idempotency_expiry_bound(ts) <= jk
+        if ts < 2**64 - 1:
+            assert jk < keys.idempotency_expiry_bound(ts + 1)
