@@ -22,7 +22,7 @@ from gateway.core.lsm.format import (
     prefix_end,
     version_of,
 )
-from gateway.core.lsm.memtable import Memtable
+from gateway.core.lsm.memtable import Memtable, RangeView
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.version import Version
 
@@ -44,12 +44,17 @@ class ReadSnapshot:
     """A consistent read-only view; see the module docstring."""
 
     def __init__(
-        self, store_closed: Callable[[], bool], memtables: list[Memtable], version: Version
+        self, store_closed: Callable[[], bool], memtables: list[Memtable], version: Version,
+        view: RangeView | None = None,
     ) -> None:
         self._store_closed = store_closed  # whether the store the view was taken of closed
         self._mems = memtables  # newest first
         self._version: Version | None = version
-        self.applied_index = max([version.applied_index, *(m.max_log_index for m in memtables)])
+        # The active memtable's pairs in one key range, newer than every table above (a
+        # snapshot made for a scan of that range only: ``LSMStore._range_snapshot``).
+        self._view = view
+        self.applied_index = max([version.applied_index, *(m.max_log_index for m in memtables),
+                                  view.max_log_index if view is not None else 0])
 
     def _live(self) -> Version:
         if self._version is None:
@@ -60,6 +65,10 @@ class ReadSnapshot:
 
     def _cell(self, key: bytes) -> bytes | None:
         version = self._live()
+        if self._view is not None:
+            cell = self._view.get(key)
+            if cell is not None:
+                return cell
         for mem in self._mems:
             cell = mem.data.get(key)
             if cell is not None:
@@ -85,7 +94,8 @@ class ReadSnapshot:
 
     def _runs(self, start: bytes | None, end: bytes | None) -> Iterator[Block]:
         version = self._live()
-        sources = [_memtable_chunks(m, start, end) for m in self._mems]
+        sources = self._view.sources(start, end) if self._view is not None else []
+        sources += [_memtable_chunks(m, start, end) for m in self._mems]
         sources += version.sources(start, end)
         for run in merge_runs(sources):
             if self._store_closed():
@@ -144,6 +154,9 @@ class ReadSnapshot:
         """Release the memtables and tables (idempotent)."""
         self._version = None
         self._mems = []
+        if self._view is not None:
+            self._view.close()
+            self._view = None
 
     def __enter__(self) -> ReadSnapshot:
         return self

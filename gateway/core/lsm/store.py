@@ -360,6 +360,8 @@ class LSMStore:
             if self._wal is not None:
                 self._wal.append([key], [cell], log_index)
             mem = self._mem
+            if mem._views:
+                mem.preserve((key,))
             mem.data[key] = cell
             mem.approximate_bytes += len(key) + len(cell) + ENTRY_OVERHEAD
             if log_index:
@@ -555,14 +557,37 @@ class LSMStore:
                 mems = frozen + list(reversed(self._imm))
                 return ReadSnapshot(self._is_closed, mems, self._version)
 
+    def _range_snapshot(self, start: bytes | None, end: bytes | None) -> ReadSnapshot:
+        """A point-in-time view for reading ``[start, end)`` only (the scans' own, never
+        handed out: outside the range its gets may miss what the active memtable held).
+
+        Unlike :meth:`snapshot` it never freezes the active memtable: a large one gives a
+        view of its pairs in the range (``Memtable.view``), so a scan under write load
+        neither sorts the whole table on the caller's thread nor makes a level-0 table (and
+        the compaction behind it), nor waits for a flush when memtables are backed up."""
+        with self._write_lock:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            mem = self._mem
+            view = None
+            frozen = []
+            if len(mem.data) > SNAPSHOT_COPY_LIMIT:
+                view = mem.view(start, end)
+            elif mem.data:
+                frozen = [mem.copy()]
+            with self._version_lock:
+                mems = frozen + list(reversed(self._imm))
+                return ReadSnapshot(self._is_closed, mems, self._version, view)
+
     def scan(
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
         """Live ``(key, value)`` pairs with ``start <= key < end`` in key order (``None`` = open).
 
-        The iterator reads a snapshot taken when it is created.
+        The iterator reads a snapshot of the range taken when it is created; taking it does
+        not freeze the active memtable (``_range_snapshot``).
         """
-        snap = self.snapshot()
+        snap = self._range_snapshot(start, end)
         return snap._scan_owned(start, end)
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -573,7 +598,7 @@ class LSMStore:
         self, start: bytes | None = None, end: bytes | None = None
     ) -> Iterator[tuple[bytes, StoredRow]]:
         """Like :meth:`scan` but yields ``(key, StoredRow)`` with the row metadata."""
-        snap = self.snapshot()
+        snap = self._range_snapshot(start, end)
         return snap._scan_entries_owned(start, end)
 
     # --- flush --------------------------------------------------------------------------------
