@@ -26,6 +26,7 @@ table (a level-0 file and the compaction behind it) per scan.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
@@ -48,8 +49,8 @@ class Memtable:
     ``wal_number`` the number of the WAL file that holds its writes (0 without a WAL).
     """
 
-    __slots__ = ("_covered", "_runs", "_sorted", "_views", "approximate_bytes", "data",
-                 "max_log_index", "wal_number")
+    __slots__ = ("_covered", "_runs", "_sort_lock", "_sorted", "_views", "approximate_bytes",
+                 "data", "max_log_index", "wal_number")
 
     def __init__(self, wal_number: int = 0) -> None:
         self.data: dict[bytes, bytes] = {}
@@ -57,6 +58,7 @@ class Memtable:
         self.max_log_index = 0
         self.wal_number = wal_number
         self._sorted: tuple[list[bytes], list[bytes]] | None = None
+        self._sort_lock = threading.Lock()
         self._runs: list[list[bytes]] = []  # sorted key runs, sizes decreasing (module doc)
         self._covered = 0  # how many of the first-inserted keys the runs hold
         self._views: list[weakref.ref[RangeView]] = []  # views that may still read
@@ -86,19 +88,27 @@ class Memtable:
         return self.data.get(key)
 
     def sorted_items(self) -> tuple[list[bytes], list[bytes]]:
-        """``(keys, cells)`` in key order; cached until the next write. Do not mutate."""
+        """``(keys, cells)`` in key order; cached until the next write. Do not mutate.
+
+        One thread sorts, others wait for its result: a frozen table is sorted by the flush
+        thread and, often at the same moment, by the first scan after the freeze -- each
+        sorting it alone doubled the CPU (and the GIL held) at every freeze."""
         cached = self._sorted
-        if cached is None:
-            data = self.data.copy()  # a concurrent writer must not change it under sorted()
-            runs = self._runs
-            if runs:  # sorted runs made for views: sort merges them (fewer compares)
-                keys = [k for run in runs for k in run]
-                keys += islice(reversed(data), len(data) - self._covered)
-                keys.sort()
-            else:
-                keys = sorted(data)
-            cached = (keys, list(map(data.__getitem__, keys)))
-            self._sorted = cached
+        if cached is not None:
+            return cached
+        with self._sort_lock:
+            cached = self._sorted
+            if cached is None:
+                data = self.data.copy()  # a concurrent writer must not change it under sort
+                runs = self._runs
+                if runs:  # sorted runs made for views: sort merges them (fewer compares)
+                    keys = [k for run in runs for k in run]
+                    keys += islice(reversed(data), len(data) - self._covered)
+                    keys.sort()
+                else:
+                    keys = sorted(data)
+                cached = (keys, list(map(data.__getitem__, keys)))
+                self._sorted = cached
         return cached
 
     def view(self, start: bytes | None, end: bytes | None) -> RangeView:
