@@ -278,26 +278,40 @@ class GatewayNode:
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
-        self._peer_dir = self._make_peer_dir()
+        self._peer_dir = self._make_peer_dir(in_data_dir=True)
         grpc_path = os.path.join(self._peer_dir, "grpc.sock")
         try:
-            self._bind(peer, f"unix:{grpc_path}", None, "listen")
+            try:
+                self._bind(peer, f"unix:{grpc_path}", None, "listen")
+            except NodeStartError as exc:
+                if os.path.dirname(self._peer_dir) != os.path.abspath(cfg.data_dir):
+                    raise
+                # A file system that holds no sockets (some network and shared-folder
+                # mounts): the data directory cannot serve; TMPDIR can.
+                log.warning("%s; using %s for the gRPC peer socket", exc,
+                            tempfile.gettempdir())
+                shutil.rmtree(self._peer_dir, ignore_errors=True)
+                self._peer_dir = self._make_peer_dir(in_data_dir=False)
+                grpc_path = os.path.join(self._peer_dir, "grpc.sock")
+                self._bind(peer, f"unix:{grpc_path}", None, "listen")
             await self._serve_api(peer, opts, grpc_path)
         except BaseException:
             shutil.rmtree(self._peer_dir, ignore_errors=True)
             self._peer_dir = ""
             raise
 
-    def _make_peer_dir(self) -> str:
+    def _make_peer_dir(self, *, in_data_dir: bool) -> str:
         """Make the private (0700) directory of the gRPC peer server's Unix socket.
 
-        ``<data dir>/peer-socket`` when the socket's path fits a Unix socket address: one a
-        crash left behind is replaced (the store's ``LOCK``, held by now, makes this process
-        the data directory's only user), so a killed node leaves nothing elsewhere. Otherwise
-        (a deep data directory, or one that cannot hold a socket) a new directory in TMPDIR.
-        Removed at stop either way. Raises ``NodeStartError`` when neither can be made."""
+        ``<data dir>/peer-socket`` when ``in_data_dir`` and the socket's path fits a Unix
+        socket address: one a crash left behind is replaced (the store's ``LOCK``, held by
+        now, makes this process the data directory's only user), so a killed node leaves
+        nothing elsewhere. Otherwise (a deep data directory, one where the directory cannot be
+        made, or -- the caller's retry -- one whose file system refused the socket) a new
+        directory in TMPDIR. Removed at stop either way. Raises ``NodeStartError`` when
+        neither can be made."""
         own = os.path.join(os.path.abspath(self.config.data_dir), PEER_SOCKET_DIR)
-        if len(os.fsencode(os.path.join(own, "grpc.sock"))) <= _SUN_PATH_MAX:
+        if in_data_dir and len(os.fsencode(os.path.join(own, "grpc.sock"))) <= _SUN_PATH_MAX:
             try:
                 if os.path.lexists(own):
                     if os.path.isdir(own) and not os.path.islink(own):

@@ -24,7 +24,7 @@ from gateway.node.security import (
     peer_server_credentials,
     peer_ssl_contexts,
 )
-from gateway.node.server import PEER_SOCKET_DIR
+from gateway.node.server import PEER_SOCKET_DIR, GatewayNode, NodeStartError
 from gateway.node.transport import (
     CHANNEL_OPTIONS,
     PeerServicer,
@@ -419,6 +419,38 @@ def test_the_peer_socket_lives_in_the_data_directory_and_a_crash_leftover_is_rep
         async with running(short) as (node,):
             assert node._peer_dir == os.path.abspath(stale) and os.path.isdir(stale)
         assert not os.listdir(tmpdir)
+
+    run(go(), 60)
+
+
+def test_a_data_directory_that_refuses_the_socket_falls_back_to_tmpdir(tmp_path, monkeypatch):
+    """A file system that holds no sockets (some network and shared-folder mounts): the bind
+    in the data directory fails, the node binds in a private TMPDIR directory instead, and
+    the relayed gRPC answers there; nothing is left in either place after stop."""
+    tmpdir = tmp_path / "tmpdir"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    cfg = node_configs(tmp_path, 1)[0]
+    own = os.path.join(os.path.abspath(cfg.data_dir), PEER_SOCKET_DIR)
+    real_bind = GatewayNode._bind
+    refused: list[str] = []
+
+    def bind(server, address, creds, key):  # type: ignore[no-untyped-def]
+        if address.startswith(f"unix:{own}"):
+            refused.append(address)
+            raise NodeStartError(f"{key}: cannot listen on {address}: Operation not supported")
+        return real_bind(server, address, creds, key)
+
+    monkeypatch.setattr(GatewayNode, "_bind", staticmethod(bind))
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            where = node._peer_dir
+            assert refused and os.path.dirname(where) == str(tmpdir)
+            assert not os.path.exists(own)
+            async with grpc.aio.insecure_channel(f"unix:{where}/grpc.sock") as ch:
+                await asyncio.wait_for(ch.channel_ready(), 10)
+        assert not os.path.exists(where) and not os.listdir(tmpdir)
 
     run(go(), 60)
 
