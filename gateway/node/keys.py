@@ -109,19 +109,19 @@ def idempotency_expiry_key(commit_ts_ns: int, key: str) -> bytes:
     """Store key of the expiry index entry of idempotency record ``key`` written by the
     transaction committed at ``commit_ts_ns`` (ordered by time, so expired records are one
     range)."""
-    return b"j" + _U64.pack(commit_ts_ns) + key.encode()
+    return idempotency_expiry_bound(commit_ts_ns) + key.encode()
 
 
 def idempotency_expiry_bound(commit_ts_ns: int) -> bytes:
     """The least expiry index key of a record committed at ``commit_ts_ns`` or later: the
-    index entries committed before it are the keys in ``[b"j", bound)``."""
-    return b"j" + _U64.pack(commit_ts_ns)
+    index entries committed before it are the keys in ``[IDEMPOTENCY_EXPIRY_PREFIX, bound)``."""
+    return IDEMPOTENCY_EXPIRY_PREFIX + _U64.pack(commit_ts_ns)
 
 
 def parse_idempotency_expiry_key(index_key: bytes) -> tuple[int, bytes]:
     """``(commit_ts_ns, record store key)`` of an expiry index key (inverse of
     :func:`idempotency_expiry_key`; the record's key is :func:`idempotency_key`'s)."""
-    return _U64.unpack_from(index_key, 1)[0], b"i" + index_key[9:]
+    return _U64.unpack_from(index_key, 1)[0], idempotency_key("") + index_key[9:]
 
 
 def entry_outcome_key(index: int) -> bytes:

@@ -234,9 +234,9 @@ class StoreStateMachine:
         self._marked: list[int] = []  # entries the running ``apply`` marks skipped (_mark)
         self._expired_to = 0  # expiry index entries below this commit ts are gone
         #: No expiry index entry in the store has a commit ts below this (None: there are
-        #: none), so ``_expire`` scans only when one may be due. A store scan freezes a large
-        #: active memtable (a flush, then compaction) and sorts it: once a second on the
-        #: apply path for nothing, when no write carries an idempotency key.
+        #: none), so ``_expire`` scans only when one may be due -- not once a second on the
+        #: apply path for nothing when no write carries an idempotency key (a scan of a large
+        #: active memtable sorts the keys written since the previous scan).
         self._oldest_expiry: int | None = None
         for k, _ in self.store.scan_prefix(keys.IDEMPOTENCY_EXPIRY_PREFIX):
             self._oldest_expiry = keys.parse_idempotency_expiry_key(k)[0]

@@ -103,7 +103,7 @@ class Memtable:
                 runs = self._runs
                 if runs:  # sorted runs made for views: sort merges them (fewer compares)
                     keys = [k for run in runs for k in run]
-                    keys += islice(reversed(data), len(data) - self._covered)
+                    keys += self._uncovered(data)
                     keys.sort()
                 else:
                     keys = sorted(data)
@@ -117,9 +117,8 @@ class Memtable:
         the store's write lock, as every writer of this table does."""
         data = self.data
         runs = self._runs
-        added = len(data) - self._covered
-        if added:
-            new = list(islice(reversed(data), added))
+        new = self._uncovered(data)
+        if new:
             new.sort()
             runs.append(new)
             self._covered = len(data)
@@ -136,15 +135,25 @@ class Memtable:
                 pieces.append((run, lo, hi))
         v = RangeView(data, pieces, start, end, self.max_log_index)
         if pieces:
-            self._views = [r for r in self._views if _live(r)]
+            self._live_views()  # forget the closed and collected ones first
             self._views.append(weakref.ref(v))
         return v
+
+    def _uncovered(self, data: dict[bytes, bytes]) -> list[bytes]:
+        """The keys of ``data`` (this table's dict or a copy of it) no run holds yet: the
+        last ones inserted (see the module docstring)."""
+        return list(islice(reversed(data), len(data) - self._covered))
+
+    def _live_views(self) -> list[RangeView]:
+        """The views that may still read; forgets the closed and collected ones."""
+        live = [v for v in (r() for r in self._views) if v is not None and not v.closed]
+        self._views = [weakref.ref(v) for v in live]
+        return live
 
     def preserve(self, keys: Iterable[bytes]) -> None:
         """Before ``keys`` are written: save their current cells in every live view whose
         range holds them (caller holds the write lock; writers call it when ``_views``)."""
-        live = [v for v in (r() for r in self._views) if v is not None and not v.closed]
-        self._views = [weakref.ref(v) for v in live]
+        live = self._live_views()
         if not live:
             return
         get = self.data.get
@@ -163,11 +172,6 @@ class Memtable:
         other.approximate_bytes = self.approximate_bytes
         other.max_log_index = self.max_log_index
         return other
-
-
-def _live(ref: weakref.ref[RangeView]) -> bool:
-    v = ref()
-    return v is not None and not v.closed
 
 
 class RangeView:
