@@ -278,7 +278,7 @@ class Dispatcher:
                 txn = entry.transaction
                 assert txn is not None
                 try:
-                    done = assembler.add(entry.index, txn, gtid)
+                    done = assembler.add(entry.index, txn, gtid, entry.wire)
                 except SegmentOrderError as exc:
                     self._reject(exc.segments, exc)
                     continue

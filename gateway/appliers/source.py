@@ -60,11 +60,16 @@ class CommittedEntry:
     An entry that applied a replicated epoch of another cluster holds several whole
     transactions, each with its origin GTID, epoch and author: ``replicated`` lists them (in
     the order they were applied) and ``transaction`` is ``None``. An applier treats them as
-    one unit: all of them are applied before the entry counts as done."""
+    one unit: all of them are applied before the entry counts as done.
+
+    ``wire``, when the source has it, is ``transaction`` serialized -- the bytes the log holds,
+    from which it was parsed; fast paths read those instead of the message (None: they
+    serialize the message themselves)."""
 
     index: int
     transaction: transaction_pb2.Transaction | None
     replicated: tuple[transaction_pb2.Transaction, ...] = ()
+    wire: bytes | None = None
 
 
 class EntrySource(Protocol):

@@ -17,15 +17,19 @@ so the caller takes the row path, which stays the specification:
 Otherwise each row's values are exactly those of its ``RowOp`` from ``statement_ops``, so an
 applier that applies ``ColumnOps`` as it applies ``RowOp`` values leaves the same store.
 
-The records are read by the C accelerator ``gateway.core._columns`` when it is built (from the
-statement's serialized bytes: no message object per record or value); ``_add_insert_py`` is the
-specification it is tested against and the fallback.
+The transactions are read by the C accelerator ``gateway.core._columns`` when it is built, one
+call per transaction from its wire bytes (``AssembledTransaction.wire``, the bytes the log
+holds, when the source kept them; serialized here otherwise): no message object per statement,
+record or value. ``_add_transaction_py`` is the specification it is tested against and the
+fallback.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from gateway.core.accel import load
 from gateway.core.reducer import AssembledTransaction
@@ -37,12 +41,10 @@ from gateway.core.rowops import (
     OpKind,
     TableRef,
 )
-from gateway.v1 import value_pb2
+from gateway.v1 import statement_pb2, value_pb2
 
 __all__ = ["InsertWindow", "insert_columns"]
 
-_Group = tuple[TableRef, tuple[Column, ...], tuple[Column, ...]]
-_Groups = dict[_Group, tuple[list[list[Any]], list[list[Any]]]]
 _C = load("gateway.core._columns")
 
 
@@ -66,28 +68,28 @@ def insert_columns(window: Sequence[AssembledTransaction]) -> InsertWindow | Non
     for txn in window:
         if txn.rolled_back:
             return None
-        before = rows
-        for segment in txn.segments:
-            for stmt in segment.statements:
-                if stmt.WhichOneof("kind") != "insert":
-                    return None
-                added = _add_insert(stmt.insert, groups, seen)
-                if added is None:
-                    return None
-                rows += added
-        if rows != before:
+        added = _add_transaction(txn, groups, seen)
+        if added is None:
+            return None
+        if added:
+            rows += added
             gtids.append(txn.gtid)
-    batches = [ColumnOps(table, OpKind.INSERT, key_cols, cols, key, values)
-               for (table, key_cols, cols), (key, values) in groups.items()]
+    batches = [ColumnOps(spec[0], OpKind.INSERT, spec[1], spec[2], key, values)
+               for spec, key, values in groups.values()]
     return InsertWindow(batches, gtids, rows)
 
 
 # An INSERT's table and fields -> its group's columns, each column's value case and the Value
 # field number of every column (keys first); None for one the row path must take. Keyed by the
-# fields (Python) or by the statement's serialized head (C). Bounded: cleared when it reaches
-# _SPEC_LIMIT entries.
+# fields (Python) or by the statement's serialized head -- its bytes other than its records --
+# (C: two statements with the same head have the same table and fields, parsing being a
+# function of the bytes). Bounded: cleared when it reaches _SPEC_LIMIT entries.
 _Spec = tuple[TableRef, tuple[Column, ...], tuple[Column, ...], tuple[str, ...], tuple[str, ...],
               tuple[int, ...]]
+# A window's rows so far: group key (a spec's key) -> (spec, key columns, value columns), one
+# list of values per column. Two keys may name the same table and columns (two encodings of the
+# same fields): two batches then, which is fine, as ``seen`` is kept per table.
+_Groups = dict[Any, tuple[_Spec, list[list[Any]], list[list[Any]]]]
 _SPECS: dict[Any, _Spec | None] = {}
 _SPEC_LIMIT = 4096
 _VALUE_FIELDS = {f.name: f.number for f in value_pb2.Value.DESCRIPTOR.fields}
@@ -126,32 +128,55 @@ def _lookup(cache_key: Any, body: Any) -> _Spec | None:
         return spec
 
 
-def _group(spec: _Spec, groups: _Groups) -> tuple[list[list[Any]], list[list[Any]]]:
-    table, key_cols, cols = spec[0], spec[1], spec[2]
-    group = groups.get((table, key_cols, cols))
-    if group is None:
-        group = groups[(table, key_cols, cols)] = ([[] for _ in key_cols], [[] for _ in cols])
-    return group
+def _add_transaction_c(txn: AssembledTransaction, groups: _Groups,
+                       seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+    """``_add_transaction_py`` through the C reader, from the transaction's wire bytes (kept
+    by the source, else serialized here): the same rows and the same refusals."""
+    rows = 0
+    single = txn.wire if len(txn.segments) == 1 else None
+    for segment in txn.segments:
+        data = single if single is not None else segment.SerializeToString()
+        got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+        learned = 0
+        while type(got) is tuple:  # an INSERT whose spec is not cached: learn it, read again
+            head, start, end = got
+            learned += 1
+            if learned > len(segment.statements) or not _learn(head, data[start:end]):
+                return None
+            got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+        if got is None:
+            return None
+        rows += got
+    return rows
 
 
-def _add_insert_c(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
-                  ) -> int | None:
-    """``_add_insert_py`` through the C reader (same results; the module docstring)."""
-    if not body.records:
-        return 0
-    data = body.SerializeToString()
-    head = _C.head(data)  # type: ignore[union-attr]
-    if head is None:
-        return None
-    spec = _lookup(head, body)
-    if spec is None:
-        return None
-    key_lists, val_lists = _group(spec, groups)
-    table_keys = seen.get(spec[0])
-    if table_keys is None:
-        table_keys = seen[spec[0]] = set()
-    return _C.fill(data, spec[5], len(spec[3]), key_lists,  # type: ignore[union-attr]
-                   val_lists, table_keys)
+def _learn(head: bytes, body_bytes: bytes) -> bool:
+    """Cache the spec of the serialized InsertStatement ``body_bytes`` under its ``head``;
+    False when the bytes do not parse (the row path then takes the window)."""
+    try:
+        body = statement_pb2.InsertStatement.FromString(body_bytes)
+    except DecodeError:
+        return False
+    if len(_SPECS) >= _SPEC_LIMIT:
+        _SPECS.clear()
+    _SPECS[head] = _spec(_signature(body))
+    return True
+
+
+def _add_transaction_py(txn: AssembledTransaction, groups: _Groups,
+                        seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+    """Append the rows of every INSERT of ``txn`` to their groups; the number of rows, or
+    ``None`` when the row path must take the window (a statement that is not an INSERT...)."""
+    rows = 0
+    for segment in txn.segments:
+        for stmt in segment.statements:
+            if stmt.WhichOneof("kind") != "insert":
+                return None
+            added = _add_insert_py(stmt.insert, groups, seen)
+            if added is None:
+                return None
+            rows += added
+    return rows
 
 
 def _add_insert_py(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
@@ -164,7 +189,10 @@ def _add_insert_py(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[An
     if spec is None:
         return None
     table, kcases, vcases = spec[0], spec[3], spec[4]
-    key_lists, val_lists = _group(spec, groups)
+    group = groups.get(spec[:3])
+    if group is None:
+        group = groups[spec[:3]] = (spec, [[] for _ in kcases], [[] for _ in vcases])
+    key_lists, val_lists = group[1], group[2]
     table_keys = seen.get(table)
     if table_keys is None:
         table_keys = seen[table] = set()
@@ -201,4 +229,4 @@ def _add_insert_py(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[An
     return len(records)
 
 
-_add_insert = _add_insert_py if _C is None else _add_insert_c
+_add_transaction = _add_transaction_py if _C is None else _add_transaction_c

@@ -255,13 +255,15 @@ class AssembledTransaction:
     """A complete transaction: its segments in order and their log indexes.
 
     ``index`` (the last segment's log index) is the transaction's commit point: its
-    operations carry it as their ``log_index``.
+    operations carry it as their ``log_index``. ``wire``: the serialized bytes of a
+    transaction whole in one segment, when its source kept them (``CommittedEntry.wire``).
     """
 
     gtid: Gtid
     indexes: tuple[int, ...]
     segments: tuple[transaction_pb2.Transaction, ...]
     rolled_back: bool = False
+    wire: bytes | None = None
 
     @property
     def index(self) -> int:
@@ -299,14 +301,15 @@ class SegmentAssembler:
     _open: dict[Gtid, list[tuple[int, transaction_pb2.Transaction]]] = field(
         default_factory=dict)
 
-    def add(self, index: int, txn: transaction_pb2.Transaction, gtid: Gtid | None = None
-            ) -> AssembledTransaction | None:
-        """``gtid``: ``txn``'s, when the caller has built it already."""
+    def add(self, index: int, txn: transaction_pb2.Transaction, gtid: Gtid | None = None,
+            wire: bytes | None = None) -> AssembledTransaction | None:
+        """``gtid``: ``txn``'s, when the caller has built it already; ``wire``: ``txn``
+        serialized, when the caller has those bytes (kept for a whole transaction)."""
         if gtid is None:
             gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
         if txn.segment_id == 1 and txn.end_segment and gtid not in self._open:
             # A whole transaction in one segment (the common case): nothing to buffer.
-            return AssembledTransaction(gtid, (index,), (txn,), txn.HasField("rollback"))
+            return AssembledTransaction(gtid, (index,), (txn,), txn.HasField("rollback"), wire)
         parts = self._open.get(gtid, [])
         expected = len(parts) + 1
         if txn.segment_id != expected:

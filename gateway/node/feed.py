@@ -22,6 +22,7 @@ from gateway.core.messages import TypeTag
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
+from gateway.v1.transaction_pb2 import Transaction
 
 from .errors import NodeStoppedError
 from .validation import InvalidRequest
@@ -94,7 +95,6 @@ class CommittedLogSource:
         out = []
         skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
         for e in ents:
-            txn = None
             if e.type == EntryType.NORMAL and e.data:
                 if e.data[0] == _UNIT:
                     try:
@@ -107,11 +107,11 @@ class CommittedLogSource:
                         if txns:
                             out.append(CommittedEntry(e.index, None, txns))
                             continue
-                else:
-                    txn, _ = decode_entry(e.data)
-                    if txn is not None and e.index in skipped:
-                        txn = None
-            out.append(CommittedEntry(e.index, txn))
+                elif e.data[0] == _TXN and e.index not in skipped:
+                    wire = e.data[1:]
+                    out.append(CommittedEntry(e.index, Transaction.FromString(wire), wire=wire))
+                    continue
+            out.append(CommittedEntry(e.index, None))
         return out
 
 

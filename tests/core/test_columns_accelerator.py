@@ -1,6 +1,7 @@
 """The C reader of the columns path (``gateway.core._columns``) gives what its Python
-specification ``insert_columns._add_insert_py`` gives: the same rows, column by column, the same
-refusals (the row path then takes the window), and it never reads outside damaged bytes."""
+specification ``insert_columns._add_transaction_py`` gives: the same rows, column by column, the
+same refusals (the row path then takes the window), and it never reads outside damaged
+bytes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core import insert_columns as ic
-from gateway.v1 import statement_pb2, value_pb2
+from gateway.core.reducer import AssembledTransaction
+from gateway.core.rowops import Gtid
+from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.core import _columns as accel
@@ -91,30 +94,63 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _run(add: Any, bodies: list) -> tuple:
+@st.composite
+def _transaction(draw: st.DrawFn, key_space: int) -> transaction_pb2.Transaction:
+    """A transaction of INSERTs, now and then another kind of statement or a rollback."""
+    txn = transaction_pb2.Transaction(segment_id=1, end_segment=True, commit_timestamp_ns=5)
+    txn.gtid.server_id, txn.gtid.trans_id = 1, draw(st.integers(1, 10**6))
+    for _ in range(draw(st.integers(0, 3))):
+        roll = draw(st.integers(0, 24))
+        stmt = txn.statements.add()
+        if roll == 0:
+            stmt.delete.table.table_name = "t"
+        elif roll == 1:
+            stmt.sql.query = "SELECT 1"
+        elif roll == 2:
+            pass  # a statement of no kind
+        else:
+            stmt.insert.CopyFrom(draw(_statement(key_space)))
+    if draw(st.integers(0, 40)) == 0:
+        txn.rollback.SetInParent()
+    return txn
+
+
+def _assembled(txn: transaction_pb2.Transaction, wire: bool) -> AssembledTransaction:
+    return AssembledTransaction(Gtid(1, txn.gtid.trans_id), (1,), (txn,),
+                                txn.HasField("rollback"),
+                                txn.SerializeToString() if wire else None)
+
+
+def _run(add: Any, txns: list) -> tuple:
+    """Each transaction added in turn: the results, then the groups keyed by table and columns
+    (the C reader keys them by head) and the keys seen, or None after a refusal."""
     groups: dict = {}
     seen: dict = {}
     results = []
-    for body in bodies:
-        n = add(body, groups, seen)
+    for txn in txns:
+        n = add(txn, groups, seen)
         results.append(n)
         if n is None:
             return results, None, None
-    return results, groups, seen
+    by_columns = {spec[:3]: (keys, vals) for spec, keys, vals in groups.values()}
+    assert len(by_columns) == len(groups)
+    return results, by_columns, seen
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(_statement(key_space=8), min_size=1, max_size=4))
-def test_the_c_reader_gives_the_rows_and_the_refusals_of_the_specification(bodies):
-    want = _run(ic._add_insert_py, bodies)
-    got = _run(ic._add_insert_c, bodies)
+@given(st.lists(_transaction(key_space=8), min_size=1, max_size=4), st.booleans())
+def test_the_c_reader_gives_the_rows_and_the_refusals_of_the_specification(txns, wire):
+    txns = [_assembled(t, wire) for t in txns if not t.HasField("rollback")]
+    want = _run(ic._add_transaction_py, txns)
+    got = _run(ic._add_transaction_c, txns)
     assert got[0] == want[0]
     assert _same(got[1], want[1]) and _same(got[2], want[2])
 
 
 def test_well_formed_windows_are_read_by_the_c_reader_not_refused():
     """Not a reader that refuses everything: a plain insert of every column case is taken."""
-    body = statement_pb2.InsertStatement()
+    txn = transaction_pb2.Transaction(segment_id=1, end_segment=True)
+    body = txn.statements.add().insert
     body.table.table_name = "t"
     body.key_fields.add(name="id", type=FT.FIELD_TYPE_INTEGER)
     cols = [(FT.FIELD_TYPE_BOOLEAN, V(bool_value=True)), (FT.FIELD_TYPE_UNSIGNED,
@@ -131,45 +167,70 @@ def test_well_formed_windows_are_read_by_the_c_reader_not_refused():
             rec.after_values.add().CopyFrom(v)
     groups: dict = {}
     seen: dict = {}
-    assert ic._add_insert_c(body, groups, seen) == 3
-    ((key_lists, val_lists),) = groups.values()
+    assert ic._add_transaction_c(_assembled(txn, True), groups, seen) == 3
+    ((_, key_lists, val_lists),) = groups.values()
     assert key_lists == [[-(2**63), 0, 2**63 - 1]]
     assert _same(val_lists, [[True] * 3, [2**64 - 1] * 3, [-0.0] * 3, ["é\x00"] * 3,
                              [b"\x00\xff"] * 3, [-5] * 3, [None] * 3])
 
 
+def test_an_insert_of_an_unknown_shape_is_handed_back_before_anything_is_appended():
+    """A head not in the spec cache: ``fill_txn`` names the statement and appends nothing (not
+    even the rows of an earlier, known statement); once learned, the same bytes are read."""
+    txn = transaction_pb2.Transaction(segment_id=1, end_segment=True)
+    for table in ("known", "unknown"):
+        body = txn.statements.add().insert
+        body.table.table_name = table
+        body.key_fields.add(name="id", type=FT.FIELD_TYPE_INTEGER)
+        body.records.add().key_values.add(int_value=1)
+    data = txn.SerializeToString()
+    assert ic._add_transaction_c(_assembled(txn.__class__(statements=txn.statements[:1]), True),
+                                 {}, {}) == 1  # teaches the cache the first shape
+    specs = dict(ic._SPECS)
+    groups: dict = {}
+    seen: dict = {}
+    head, start, end = accel.fill_txn(data, specs, groups, seen)
+    assert groups == {} and seen == {}
+    assert statement_pb2.InsertStatement.FromString(data[start:end]).table.table_name == \
+        "unknown"
+    assert head not in specs
+    assert ic._learn(head, data[start:end])
+    assert accel.fill_txn(data, ic._SPECS, groups, seen) == 2
+
+
 @settings(max_examples=300, deadline=None)
-@given(_statement(key_space=1000), st.data())
-def test_damaged_bytes_are_refused_or_read_as_the_message_they_parse_to(body, data):
-    """Truncated or overwritten bytes: ``head``/``fill`` never crash or read past the end;
-    when the damage still parses as a statement and ``fill`` takes it, its rows are the
-    specification's for that statement."""
-    raw = bytearray(body.SerializeToString())
+@given(_transaction(key_space=1000), st.data())
+def test_damaged_bytes_are_refused_or_read_as_the_message_they_parse_to(txn, data):
+    """Truncated or overwritten bytes: ``fill_txn`` never crashes or reads past the end; when
+    the damage still parses as a transaction and ``fill_txn`` takes it, its rows are the
+    specification's for that transaction."""
+    raw = bytearray(txn.SerializeToString())
     if raw:
         for _ in range(data.draw(st.integers(1, 3))):
             i = data.draw(st.integers(0, len(raw) - 1))
             raw[i] = data.draw(st.integers(0, 255))
         raw = raw[:data.draw(st.integers(0, len(raw)))]
     raw = bytes(raw)
-    head = accel.head(raw)
-    assert head is None or isinstance(head, bytes)
-    nk = len(body.key_fields)
-    codes = [3] * (nk + len(body.fields))
-    if nk:
-        key_lists = [[] for _ in range(nk)]
-        val_lists: list[list] = [[] for _ in body.fields]
-        n = accel.fill(raw, codes, nk, key_lists, val_lists, set())
-        assert n is None or n >= 0
     try:
-        parsed = statement_pb2.InsertStatement.FromString(raw)
+        parsed = transaction_pb2.Transaction.FromString(raw)
     except DecodeError:  # damaged beyond parsing: refused or not, no crash is all to ask
+        parsed = None
+    done = AssembledTransaction(Gtid(1, 1), (1,), (parsed or transaction_pb2.Transaction(),),
+                                False, raw)
+    got = _run(ic._add_transaction_c, [done])
+    if parsed is None or got[1] is None or parsed.HasField("rollback"):
         return
-    want = _run(ic._add_insert_py, [parsed])
-    got = _run(ic._add_insert_c, [parsed])
-    if got[1] is not None:
-        assert got[0] == want[0] and _same(got[1], want[1])
+    want = _run(ic._add_transaction_py, [done])
+    assert got[0] == want[0] and _same(got[1], want[1])
 
 
-def test_fill_rejects_column_lists_that_disagree_with_the_codes():
+def test_fill_txn_refuses_a_spec_that_is_not_one():
+    txn = transaction_pb2.Transaction()
+    body = txn.statements.add().insert
+    body.table.table_name = "t"
+    body.key_fields.add(name="id", type=FT.FIELD_TYPE_INTEGER)
+    body.records.add().key_values.add(int_value=1)
+    data = txn.SerializeToString()
+    head, _, _ = accel.fill_txn(data, {}, {}, {})
     with pytest.raises(ValueError):
-        accel.fill(b"", [3, 3], 1, [[]], [], set())
+        accel.fill_txn(data, {head: ("not", "a", "spec")}, {}, {})

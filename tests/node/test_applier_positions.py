@@ -135,8 +135,9 @@ def test_position_entries_apply_to_the_same_bytes_in_any_batching(tmp_path):
 
 
 def test_a_position_entry_is_no_transaction_for_feeds_and_the_leaders_scan():
-    # CommittedLogSource, the Subscribe feed and the leader's trans-id scan all read entries
-    # through decode_entry: a position is (None, "") there, like an epoch marker.
+    # The Subscribe feed and the leader's trans-id scan read entries through decode_entry (and
+    # CommittedLogSource by the same type tag): a position is (None, "") there, like an epoch
+    # marker.
     assert decode_entry(_position(4, "rabbit", 3, 2).data) == (None, "")
 
 

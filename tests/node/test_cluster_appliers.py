@@ -24,6 +24,7 @@ from gateway.node import GatewayNode, NodeConfig
 from gateway.node.feed import CommittedLogSource
 from gateway.raft import NO_LIMIT
 from gateway.v1 import gateway_pb2
+from gateway.v1.transaction_pb2 import Transaction
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 
@@ -242,6 +243,10 @@ def test_position_entries_reach_neither_subscribers_nor_applier_sources(tmp_path
             assert all(source[i].transaction is None for i in positions)
             assert {i for i, e in source.items() if e.transaction is not None} == \
                 {i for _, i in written}
+            # each transaction comes with the bytes the log holds, which parse to it
+            assert all(e.transaction is None and e.wire is None
+                       or Transaction.FromString(e.wire) == e.transaction
+                       for e in source.values())
             events = []
             async for ev in node.change_feed.events(1):
                 events.append(ev.log_index)
