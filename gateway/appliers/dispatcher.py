@@ -250,32 +250,27 @@ class Dispatcher:
         transaction, or one already applied, are finished together at the end of the run."""
         tracker = self._tracker
         assert tracker is not None
-        gtids: list[Gtid | None] = []
+        txns = [entry.transaction for entry in run]
+        gtids: list[Gtid | None] = [
+            None if txn is None else Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+            for txn in txns]
         skipped = 0
         with self._lock:
+            tracker.register_run(run[0].index, run[-1].index,
+                                 [0 if txn is None else txn.commit_timestamp_ns for txn in txns])
             applied = tracker.applied
-            for entry in run:
-                txn = entry.transaction
-                if txn is None:
-                    tracker.register(entry.index, 0)
-                    gtids.append(None)
-                    continue
-                tracker.register(entry.index, txn.commit_timestamp_ns)
-                gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
-                if gtid in applied:
-                    skipped += 1
-                    gtids.append(None)
-                else:
-                    gtids.append(gtid)
+            present = [g for g in gtids if g is not None]
+            if applied.holds_any(present):  # a replay after a restart: find which
+                skipped = sum(g in applied for g in present)
+                gtids = [None if g is None or g in applied else g for g in gtids]
         self.metrics.add(entries_read=len(run), skipped=skipped)
         finished: list[int] = []
         rolled_back = 0
         try:
-            for entry, gtid in zip(run, gtids, strict=True):
+            for entry, txn, gtid in zip(run, txns, gtids, strict=True):
                 if gtid is None:
                     finished.append(entry.index)
                     continue
-                txn = entry.transaction
                 assert txn is not None
                 try:
                     done = assembler.add(entry.index, txn, gtid, entry.wire)

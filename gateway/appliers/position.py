@@ -21,7 +21,7 @@ import bisect
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +84,50 @@ class GtidSet:
         else:
             starts.insert(i + 1, t)
             ends.insert(i + 1, t)
+
+    def add_range(self, server_id: int, first: int, last: int) -> None:
+        """Add every trans id ``first..last`` (inclusive) of origin ``server_id``, merging it
+        with the ranges it overlaps or touches."""
+        if last < first:
+            return
+        starts, ends = self._ranges.setdefault(server_id, ([], []))
+        lo = bisect.bisect_left(ends, first - 1)  # the first range ending at or after first-1
+        hi = bisect.bisect_right(starts, last + 1)  # past the last starting at or before last+1
+        if lo < hi:
+            first, last = min(first, starts[lo]), max(last, ends[hi - 1])
+        starts[lo:hi] = [first]
+        ends[lo:hi] = [last]
+
+    def update(self, gtids: Iterable[Gtid]) -> None:
+        """Add every GTID of ``gtids``: each run of consecutive trans ids of one origin (the
+        usual order of a log) as one range."""
+        run_sid = run_first = run_last = None
+        for server_id, t in gtids:
+            if server_id == run_sid and t == run_last + 1:  # type: ignore[operator]
+                run_last = t
+                continue
+            if run_sid is not None:
+                self.add_range(run_sid, run_first, run_last)  # type: ignore[arg-type]
+            run_sid, run_first, run_last = server_id, t, t
+        if run_sid is not None:
+            self.add_range(run_sid, run_first, run_last)  # type: ignore[arg-type]
+
+    def holds_any(self, gtids: Sequence[Gtid]) -> bool:
+        """Whether any of ``gtids`` is in the set (one range check when they all come from
+        one origin, the usual case: no bisect per GTID)."""
+        if not gtids or not self._ranges:
+            return False
+        low, high = min(gtids), max(gtids)
+        if low[0] != high[0]:
+            return any(g in self for g in gtids)
+        ranges = self._ranges.get(low[0])
+        if ranges is None:
+            return False
+        starts, ends = ranges
+        i = bisect.bisect_left(ends, low[1])  # the first range ending at or after the lowest
+        if i == len(starts) or starts[i] > high[1]:
+            return False  # no range meets [lowest, highest]
+        return any(g in self for g in gtids)
 
     def ranges(self) -> Iterator[tuple[int, int, int]]:
         """``(server_id, first, last)`` for every range, by server id then trans id."""

@@ -21,7 +21,7 @@ Pure bookkeeping, no threads: the dispatcher calls it under its own lock.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.core.rowops import Gtid
@@ -68,6 +68,17 @@ class ProgressTracker:
             raise ValueError(f"entry {index} registered after {self._last_registered}")
         self._last_registered = index
         self._commit_ts[index] = commit_ts_ns
+
+    def register_run(self, first: int, last: int, commit_ts_ns: Sequence[int]) -> None:
+        """``register`` of entries ``first..last``, whose commit timestamps are
+        ``commit_ts_ns`` in order (raises when the run has gaps, as ``register`` does)."""
+        if first != self._last_registered + 1:
+            raise ValueError(f"entry {first} registered after {self._last_registered}")
+        if last - first + 1 != len(commit_ts_ns):
+            raise ValueError(f"entries {first}..{last} registered as a run of "
+                             f"{len(commit_ts_ns)}")
+        self._last_registered = last
+        self._commit_ts.update(zip(range(first, last + 1), commit_ts_ns, strict=True))
 
     def finish(self, indexes: Iterable[int]) -> None:
         """Mark entries done (rolled back, skipped, not transactions, or their unit was
@@ -137,8 +148,7 @@ class ProgressTracker:
             unit.recorded = True
             self.units_recorded += 1
             del self._unrecorded[id(unit)]
-            for g in unit.gtids:
-                self.applied.add(g)
+            self.applied.update(unit.gtids)
             self.finish(unit.indexes)
             for dep in unit.dependents:
                 dep.blocked_by -= 1

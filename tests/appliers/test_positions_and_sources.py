@@ -32,6 +32,26 @@ def test_gtid_set_is_a_set_of_gtids_kept_as_merged_ranges(gtids, probe):
     assert GtidSet.from_proto(s.to_proto()) == s
 
 
+@settings(max_examples=300, deadline=None)
+@given(GTIDS, GTIDS, st.lists(st.tuples(st.integers(1, 3), st.integers(1, 40),
+                                        st.integers(0, 6)), max_size=8))
+def test_gtid_set_bulk_adds_and_checks_are_the_one_by_one_ones(first, more, spans):
+    """``update`` and ``add_range`` leave the set ``add`` of each GTID leaves; ``holds_any``
+    says whether one of them is in it."""
+    one_by_one = GtidSet(Gtid(*g) for g in first)
+    bulk = GtidSet(Gtid(*g) for g in first)
+    assert bulk.holds_any([Gtid(*g) for g in more]) == any(g in one_by_one for g in more)
+    for g in more:
+        one_by_one.add(Gtid(*g))
+    bulk.update(Gtid(*g) for g in more)
+    assert bulk == one_by_one and list(bulk.ranges()) == list(one_by_one.ranges())
+    for sid, lo, width in spans:
+        for t in range(lo, lo + width):
+            one_by_one.add(Gtid(sid, t))
+        bulk.add_range(sid, lo, lo + width - 1)
+        assert list(bulk.ranges()) == list(one_by_one.ranges())
+
+
 def test_gtid_set_prints_ranges_per_origin():
     assert str(GtidSet([Gtid(1, 1), Gtid(1, 2), Gtid(1, 3), Gtid(1, 7), Gtid(2, 5)])) \
         == "1:1-3:7,2:5"
