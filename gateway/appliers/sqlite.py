@@ -14,7 +14,12 @@
   Each SQL operation's ``(gtid, statement)`` is recorded in ``_gateway_applied_sql`` in the same
   transaction, and one already recorded is skipped: each runs exactly once in this store.
 - Every batch is one SQLite transaction (``BEGIN IMMEDIATE``) that also records the batch's
-  GTIDs in ``_gateway_applied`` -- data and GTIDs commit together or not at all.
+  GTIDs in ``_gateway_applied_ranges`` -- data and GTIDs commit together or not at all. The
+  table holds disjoint, never adjacent ranges ``(server_id, first, last)`` of trans ids: a
+  batch's GTIDs are merged in (one range per run of consecutive trans ids), so the table stays
+  a few rows long however long the log, where a row per GTID grew without bound and cost an
+  insert per transaction. A database made before (a ``_gateway_applied`` table of one row per
+  GTID) is converted to ranges when opened.
 - ``apply_columns`` is the bulk entry point (the Spark bulk apply): reduced operations given
   column by column (``ColumnOps``: one table, one kind, the same columns in every row) run
   through ``executemany`` with the same statements, value conversions, table creation and
@@ -67,8 +72,9 @@ _BOUND_AS_IS = frozenset({FT.FIELD_TYPE_BOOLEAN, FT.FIELD_TYPE_INTEGER, FT.FIELD
                           FT.FIELD_TYPE_VARCHAR, FT.FIELD_TYPE_DATE, FT.FIELD_TYPE_TIME,
                           FT.FIELD_TYPE_DATETIME, FT.FIELD_TYPE_JSON})
 _SYSTEM_DDL = (
-    "CREATE TABLE IF NOT EXISTS _gateway_applied (server_id INTEGER NOT NULL, "
-    "trans_id INTEGER NOT NULL, PRIMARY KEY (server_id, trans_id)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS _gateway_applied_ranges (server_id INTEGER NOT NULL, "
+    "first INTEGER NOT NULL, last INTEGER NOT NULL, PRIMARY KEY (server_id, first)) "
+    "WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS _gateway_applied_sql (server_id INTEGER NOT NULL, "
     "trans_id INTEGER NOT NULL, statement INTEGER NOT NULL, "
     "PRIMARY KEY (server_id, trans_id, statement)) WITHOUT ROWID",
@@ -171,8 +177,15 @@ class SqliteApplier(Applier):
                 raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(
                     " ".join(p.split()) for p in problems))
             conn.execute("PRAGMA journal_mode=WAL")
-            for ddl in _SYSTEM_DDL:
-                conn.execute(ddl)
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for ddl in _SYSTEM_DDL:
+                    conn.execute(ddl)
+                _convert_gtid_rows(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         finally:
             conn.close()
 
@@ -201,16 +214,14 @@ class SqliteApplier(Applier):
                     self._apply_one(conn, run[0], created)
                 else:
                     self._apply_run(conn, run, created)
-            conn.executemany(
-                "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
-                sorted({op.gtid for op in ops}))
+            _record_gtids(conn, [op.gtid for op in ops])
 
         self._transaction(body)
 
     def apply_columns(self, batches: Iterable[ColumnOps],
                       gtids: Iterable[tuple[int, int]], ops: Sequence[RowOp] = ()) -> int:
         """Apply ``batches`` and then ``ops`` (one at a time, as ``apply`` does) in one
-        transaction that also records in ``_gateway_applied`` the GTIDs of ``ops`` and
+        transaction that also records in ``_gateway_applied_ranges`` the GTIDs of ``ops`` and
         ``gtids`` (those of the batches' rows, in any order, repeats allowed); return the
         number of operations.
 
@@ -227,9 +238,7 @@ class SqliteApplier(Applier):
             for op in ops:
                 self._apply_one(conn, op, created)
             count += len(ops)
-            conn.executemany(
-                "INSERT OR IGNORE INTO _gateway_applied (server_id, trans_id) VALUES (?, ?)",
-                sorted({*gtids, *(op.gtid for op in ops)}))
+            _record_gtids(conn, [*gtids, *(op.gtid for op in ops)])
 
         self._transaction(body)
         return count
@@ -390,7 +399,8 @@ class SqliteApplier(Applier):
             try:
                 for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
                     conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
-                for table in ("_gateway_tables", "_gateway_applied", "_gateway_applied_sql"):
+                for table in ("_gateway_tables", "_gateway_applied_ranges",
+                              "_gateway_applied_sql"):
                     conn.execute(f"DELETE FROM {table}")
                 conn.execute("COMMIT")
             except BaseException:
@@ -405,14 +415,17 @@ class SqliteApplier(Applier):
         """The largest trans id of origin ``server_id`` committed in this database (0 if
         none): the node checks it against its log at start (a target ahead of the log means
         the log lost entries)."""
-        row = self._conn().execute("SELECT MAX(trans_id) FROM _gateway_applied WHERE "
+        row = self._conn().execute("SELECT MAX(last) FROM _gateway_applied_ranges WHERE "
                                    "server_id = ?", (server_id,)).fetchone()
         return int(row[0] or 0)
 
     def applied_gtids(self) -> GtidSet:
         """GTIDs of every transaction with at least one operation committed in this store."""
-        rows = self._conn().execute("SELECT server_id, trans_id FROM _gateway_applied")
-        return GtidSet(Gtid(s, t) for s, t in rows)
+        out = GtidSet()
+        for server_id, first, last in self._conn().execute(
+                "SELECT server_id, first, last FROM _gateway_applied_ranges"):
+            out.add_range(server_id, first, last)
+        return out
 
     def rows(self, table: str) -> list[dict[str, Any]]:
         """Every row of ``table`` as a dict, in primary-key order (for tests and tools)."""
@@ -426,6 +439,43 @@ class SqliteApplier(Applier):
         for conn in conns:
             conn.close()
         self._local = threading.local()
+
+
+def _record_gtids(conn: sqlite3.Connection, gtids: Iterable[Gtid]) -> None:
+    """Merge ``gtids`` (any order, repeats allowed) into ``_gateway_applied_ranges``, inside the
+    caller's transaction: each run of consecutive trans ids of one origin becomes one range,
+    joined with the stored ranges it overlaps or touches."""
+    batch = GtidSet()
+    batch.update(sorted(set(gtids)))
+    for server_id, first, last in batch.ranges():
+        lo, hi = first, last
+        # Stored ranges are disjoint, so those meeting [first - 1, last + 1] are the last ones
+        # starting at or before last + 1, read backwards until one ends before first - 1.
+        stored = conn.execute(
+            "SELECT first, last FROM _gateway_applied_ranges WHERE server_id = ? AND "
+            "first <= ? ORDER BY first DESC", (server_id, last + 1))
+        for start, end in stored:
+            if end < first - 1:
+                break
+            lo, hi = min(lo, start), max(hi, end)
+        stored.close()
+        conn.execute("DELETE FROM _gateway_applied_ranges WHERE server_id = ? AND "
+                     "first BETWEEN ? AND ?", (server_id, lo, hi))
+        conn.execute("INSERT INTO _gateway_applied_ranges (server_id, first, last) "
+                     "VALUES (?, ?, ?)", (server_id, lo, hi))
+
+
+def _convert_gtid_rows(conn: sqlite3.Connection) -> None:
+    """Move the GTIDs of a database made before ranges (``_gateway_applied``: one row per
+    GTID) into ``_gateway_applied_ranges`` and drop the old table, inside the caller's
+    transaction (a crash leaves the old table, converted at the next open)."""
+    old = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                       "name = '_gateway_applied'").fetchone()
+    if old is None:
+        return
+    _record_gtids(conn, (Gtid(s, t) for s, t in conn.execute(
+        "SELECT server_id, trans_id FROM _gateway_applied ORDER BY server_id, trans_id")))
+    conn.execute("DROP TABLE _gateway_applied")
 
 
 def _column_ddl(col: Column) -> str:

@@ -3,11 +3,14 @@ bound session variables executed once, GTIDs committed with the data."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.appliers.contract import (
     ApplierConfigError,
@@ -258,3 +261,61 @@ def test_apply_of_runs_of_like_operations_equals_applying_them_one_by_one(tmp_pa
     finally:
         whole.close()
         single.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 60)), max_size=25),
+                max_size=6))
+def test_applied_gtids_are_kept_as_ranges_whatever_the_order_of_the_batches(tmp_path_factory,
+                                                                           batches):
+    """Batches of GTIDs in any order, with repeats and several origins, leave the set of all of
+    them, stored as disjoint, never adjacent ranges -- a few rows, not one per GTID."""
+    applier = SqliteApplier(tmp_path_factory.mktemp("ranges") / "out.db")
+    try:
+        for batch in batches:
+            applier.apply_columns([], [Gtid(*g) for g in batch])
+        want = {g for batch in batches for g in batch}
+        assert {(s, t) for s, first, last in applier.applied_gtids().ranges()
+                for t in range(first, last + 1)} == want
+        stored = applier._conn().execute(
+            "SELECT server_id, first, last FROM _gateway_applied_ranges "
+            "ORDER BY server_id, first").fetchall()
+        for (sa, _, ea), (sb, fb, _) in itertools.pairwise(stored):
+            assert sa < sb or fb > ea + 1
+        for origin in (1, 2, 3):
+            assert applier.last_applied_trans_id(origin) == max(
+                (t for s, t in want if s == origin), default=0)
+    finally:
+        applier.close()
+
+
+def test_a_log_of_one_row_transactions_is_one_stored_range(tmp_path):
+    applier = SqliteApplier(tmp_path / "out.db")
+    try:
+        for first in range(1, 1001, 100):
+            applier.apply_columns([], [Gtid(7, t) for t in range(first, first + 100)])
+        assert applier._conn().execute(
+            "SELECT server_id, first, last FROM _gateway_applied_ranges").fetchall() \
+            == [(7, 1, 1000)]
+    finally:
+        applier.close()
+
+
+def test_a_database_with_a_row_per_gtid_is_converted_to_ranges_when_opened(tmp_path):
+    """A target written before ranges (``_gateway_applied``: one row per GTID) keeps every
+    GTID it recorded: moved into ranges at open, the old table dropped."""
+    path = tmp_path / "old.db"
+    old = {(1, t) for t in (*range(1, 50), *range(60, 70))} | {(2, 5)}
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE _gateway_applied (server_id INTEGER NOT NULL, "
+                     "trans_id INTEGER NOT NULL, PRIMARY KEY (server_id, trans_id)) "
+                     "WITHOUT ROWID")
+        conn.executemany("INSERT INTO _gateway_applied VALUES (?, ?)", sorted(old))
+    applier = SqliteApplier(path)
+    try:
+        assert list(applier.applied_gtids().ranges()) == [(1, 1, 49), (1, 60, 69), (2, 5, 5)]
+        assert applier.last_applied_trans_id(1) == 69
+        assert applier._conn().execute("SELECT name FROM sqlite_master WHERE name = "
+                                       "'_gateway_applied'").fetchone() is None
+    finally:
+        applier.close()

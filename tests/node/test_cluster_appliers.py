@@ -97,7 +97,8 @@ def status_of(node: GatewayNode, name: str) -> gateway_pb2.ApplierStatus:
 def sqlite_gtids(node: GatewayNode) -> int:
     path = Path(node.config.data_dir) / "sqlite" / "gateway.db"
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        return db.execute("SELECT count(*) FROM _gateway_applied").fetchone()[0]
+        return db.execute("SELECT coalesce(sum(last - first + 1), 0) FROM "
+                          "_gateway_applied_ranges").fetchone()[0]
 
 
 async def write_rows(api: str, first: int, count: int) -> list[tuple[int, int]]:
