@@ -21,6 +21,10 @@
  * transaction's serialized Gtid, Row fields 6-10 and WriteResult (gateway.node.wire.meta_parts,
  * the specification); keys holds the 11 one-byte field keys in the order of _META_KEYS there.
  *
+ * encode_txn(keys, sid, tid, epoch, author, start_ns, commit_ns, statements, idem) and
+ * frame(key, parts): the leader's transaction entry payload and the framing of its serialized
+ * statements (gateway.node.wire.encode_transaction_wire_py, frame_statements_py).
+ *
  * check_records(raw, pos, end, kcodes, vcodes) -> bool: the leader's per-record check of an
  * insert statement of a known shape -- each value's case and, for DOUBLE, UUID, DATE, TIME
  * and DATETIME columns, its type's rule (gateway.node.validation._check_records_py).
@@ -465,9 +469,108 @@ static PyObject *meta_parts(PyObject *self, PyObject *args) {
                          (const char *)r, rl);
 }
 
+/* encode_txn(keys, sid, tid, epoch, author, start_ns, commit_ns, statements, idem) -> bytes:
+ * a transaction entry payload, exactly gateway.node.wire.encode_transaction_wire_py's bytes
+ * (the specification). `keys` holds the type tag then the 10 one-byte field keys in the order
+ * of _TXN_KEYS there; `statements` is already framed as field 6; `idem` is UTF-8 bytes. */
+static PyObject *encode_txn(PyObject *self, PyObject *args) {
+    const unsigned char *k, *idem;
+    Py_buffer stm;
+    Py_ssize_t klen, ilen;
+    PyObject *o[6];
+    unsigned long long v[6];
+    if (!PyArg_ParseTuple(args, "y#OOOOOOy*y#", &k, &klen, &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &o[5], &stm, &idem, &ilen))
+        return NULL;
+    PyObject *result = NULL;
+    for (int i = 0; i < 6; i++) {  /* OverflowError below 0 or above 2**64-1, never a wrap */
+        v[i] = PyLong_AsUnsignedLongLong(o[i]);
+        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+    }
+    if (klen != 11) {
+        PyErr_SetString(PyExc_ValueError, "encode_txn: expected a type tag and 10 field keys");
+        goto done;
+    }
+    unsigned long long sid = v[0], tid = v[1], epoch = v[2], author = v[3], start = v[4],
+                       commit = v[5];
+    unsigned char g[24], head[96];
+    Py_ssize_t gl = 0, hl = 0;
+    if (sid) { g[gl++] = k[2]; gl += put_varint(g + gl, sid); }
+    if (tid) { g[gl++] = k[3]; gl += put_varint(g + gl, tid); }
+    head[hl++] = k[0];
+    head[hl++] = k[1];
+    head[hl++] = (unsigned char)gl;  /* at most 22 bytes: one length byte */
+    memcpy(head + hl, g, (size_t)gl); hl += gl;
+    if (epoch) { head[hl++] = k[4]; hl += put_varint(head + hl, epoch); }
+    if (author) { head[hl++] = k[5]; hl += put_varint(head + hl, author); }
+    if (start) {
+        head[hl++] = k[6];
+        for (int i = 0; i < 8; i++) head[hl++] = (unsigned char)(start >> (8 * i));
+    }
+    if (commit) {
+        head[hl++] = k[7];
+        for (int i = 0; i < 8; i++) head[hl++] = (unsigned char)(commit >> (8 * i));
+    }
+    unsigned char tail[16];
+    Py_ssize_t tl = 0;
+    tail[tl++] = k[8]; tail[tl++] = 1;   /* segment_id = 1 */
+    tail[tl++] = k[9]; tail[tl++] = 1;   /* end_segment = true */
+    if (ilen) { tail[tl++] = k[10]; tl += put_varint(tail + tl, (uint64_t)ilen); }
+    result = PyBytes_FromStringAndSize(NULL, hl + stm.len + tl + ilen);
+    if (!result) goto done;
+    char *out = PyBytes_AS_STRING(result);
+    memcpy(out, head, (size_t)hl);
+    memcpy(out + hl, stm.buf, (size_t)stm.len);
+    memcpy(out + hl + stm.len, tail, (size_t)tl);
+    if (ilen) memcpy(out + hl + stm.len + tl, idem, (size_t)ilen);
+done:
+    PyBuffer_Release(&stm);
+    return result;
+}
+
+/* frame(key, parts) -> bytes: key + varint(len(p)) + p for every bytes p of the list `parts`,
+ * concatenated (gateway.node.wire.frame_statements_py's framing). */
+static PyObject *frame(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_ssize_t klen;
+    PyObject *parts;
+    if (!PyArg_ParseTuple(args, "y#O!", &k, &klen, &PyList_Type, &parts)) return NULL;
+    if (klen != 1) {
+        PyErr_SetString(PyExc_ValueError, "frame: expected a one-byte field key");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(parts), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        if (!PyBytes_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "frame: parts must be bytes");
+            return NULL;
+        }
+        total += 1 + 10 + PyBytes_GET_SIZE(p);
+    }
+    Buf b = {NULL, 0, 0};
+    if (buf_reserve(&b, total ? total : 1) < 0) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(p);
+        b.buf[b.len++] = (char)k[0];
+        b.len += put_varint((unsigned char *)b.buf + b.len, (uint64_t)len);
+        memcpy(b.buf + b.len, PyBytes_AS_STRING(p), (size_t)len);
+        b.len += len;
+    }
+    PyObject *result = PyBytes_FromStringAndSize(b.buf, b.len);
+    PyMem_Free(b.buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"meta_parts", meta_parts, METH_VARARGS,
      "meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result)"},
+    {"encode_txn", encode_txn, METH_VARARGS,
+     "encode_txn(keys, sid, tid, epoch, author, start_ns, commit_ns, statements, idem) -> "
+     "the transaction entry payload"},
+    {"frame", frame, METH_VARARGS,
+     "frame(key, parts) -> key + varint(len(p)) + p for every bytes p of parts, joined"},
     {"parse_txn", parse_txn, METH_O,
      "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,

@@ -32,7 +32,9 @@ __all__ = [
     "decode_entry",
     "encode_transaction",
     "encode_transaction_wire",
+    "encode_transaction_wire_py",
     "frame_statements",
+    "frame_statements_py",
     "gtid_bytes",
     "insert_header_span",
     "insert_rows",
@@ -194,9 +196,9 @@ def encode_transaction(txn: transaction_pb2.Transaction, idempotency_key: str = 
     return bytes((_TXN,)) + txn.SerializeToString(deterministic=True)
 
 
-def encode_transaction_wire(server_id: int, trans_id: int, epoch: int, author: int,
-                            start_ns: int, commit_ns: int, statements: bytes,
-                            idempotency_key: str = "") -> bytes:
+def encode_transaction_wire_py(server_id: int, trans_id: int, epoch: int, author: int,
+                               start_ns: int, commit_ns: int, statements: bytes,
+                               idempotency_key: str = "") -> bytes:
     """:func:`encode_transaction` of ``Transaction(gtid=Gtid(server_id, trans_id), epoch,
     author, start_timestamp_ns, commit_timestamp_ns, statements, segment_id=1,
     end_segment=True, idempotency_key)`` assembled from its parts, ``statements`` already
@@ -461,7 +463,7 @@ _VALUE_TAG = {"null_value": _V_NULL, "bool_value": _V_BOOL, "int_value": _V_INT,
               "bytes_value": _V_BYTES, "timestamp_ns": _V_TIMESTAMP}
 
 
-def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
+def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     """``statements`` serialized as the ``statements`` field (6) of a ``Transaction``: the
     bytes a serialized transaction holds between its timestamps and its segment fields."""
     parts = []
@@ -703,4 +705,25 @@ meta_parts = (functools.partial(_accel.meta_parts, _META_KEYS) if _accel
               else meta_parts_py)
 insert_rows = _accel.insert_rows if _accel else insert_rows_py
 parse_txn = _accel.parse_txn if _accel else parse_txn_py
+#: The type tag and field keys ``_wire.encode_txn`` writes, in its order.
+_TXN_KEYS = b"".join((bytes((_TXN,)), _TXN_GTID, _GTID_SERVER_ID, _GTID_TRANS_ID, _TXN_EPOCH,
+                      _TXN_AUTHOR, _TXN_START_TS, _TXN_COMMIT_TS, _TXN_SEGMENT_ID,
+                      _TXN_END_SEGMENT, _TXN_IDEMPOTENCY_KEY))
+
+
+def _encode_transaction_wire_c(server_id: int, trans_id: int, epoch: int, author: int,
+                               start_ns: int, commit_ns: int, statements: bytes,
+                               idempotency_key: str = "") -> bytes:
+    return _accel.encode_txn(_TXN_KEYS, server_id, trans_id, epoch,  # type: ignore[union-attr]
+                             author, start_ns, commit_ns, statements,
+                             idempotency_key.encode())
+
+
+def _frame_statements_c(statements: Sequence[statement_pb2.Statement]) -> bytes:
+    return _accel.frame(_TXN_STATEMENTS,  # type: ignore[union-attr]
+                        [s.SerializeToString() for s in statements])
+
+
+encode_transaction_wire = _encode_transaction_wire_c if _accel else encode_transaction_wire_py
+frame_statements = _frame_statements_c if _accel else frame_statements_py
 _check_records = _accel.check_records if _accel else _check_records_py

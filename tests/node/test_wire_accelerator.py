@@ -218,3 +218,43 @@ def test_meta_parts_refuses_wrong_keys_and_numbers():
     for bad in (2**64, -1):
         with pytest.raises(OverflowError):
             wire.meta_parts(wire_py._META_KEYS, 0, 0, 0, 0, 0, bad)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_U64, _U64, _U64, _U64, _U64, _U64, st.binary(max_size=40), st.text(max_size=20))
+def test_transaction_entries_built_in_c_are_the_specifications_bytes(
+        sid, tid, epoch, author, start, commit, statements, idem):
+    """``encode_txn``: the leader's transaction entry payload built in C is the bytes
+    ``encode_transaction_wire_py`` builds, for every number from 0 to 2**64-1 (0: field
+    absent), with and without an idempotency key."""
+    got = wire.encode_txn(wire_py._TXN_KEYS, sid, tid, epoch, author, start, commit,
+                          statements, idem.encode())
+    assert got == wire_py.encode_transaction_wire_py(sid, tid, epoch, author, start, commit,
+                                                     statements, idem)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_RECORDS, max_size=4))
+def test_statements_framed_in_c_are_the_specifications_bytes(records_per_statement):
+    stmts = []
+    for records in records_per_statement:
+        s = statement_pb2.Statement()
+        s.insert.table.table_name = "t"
+        s.insert.records.extend(records)
+        stmts.append(s)
+    assert wire.frame(b"2", [s.SerializeToString() for s in stmts]) == \
+        wire_py.frame_statements_py(stmts)
+    assert wire_py.frame_statements(stmts) == wire_py.frame_statements_py(stmts)
+
+
+def test_encode_txn_and_frame_refuse_wrong_keys_and_numbers():
+    with pytest.raises(ValueError):
+        wire.encode_txn(b"\x01", 1, 1, 0, 0, 0, 0, b"", b"")
+    with pytest.raises(OverflowError):
+        wire.encode_txn(wire_py._TXN_KEYS, -1, 1, 0, 0, 0, 0, b"", b"")
+    with pytest.raises(OverflowError):
+        wire.encode_txn(wire_py._TXN_KEYS, 1, 2**64, 0, 0, 0, 0, b"", b"")
+    with pytest.raises(ValueError):
+        wire.frame(b"ab", [])
+    with pytest.raises(TypeError):
+        wire.frame(b"2", ["not bytes"])
