@@ -25,6 +25,9 @@
  * frame(key, parts): the leader's transaction entry payload and the framing of its serialized
  * statements (gateway.node.wire.encode_transaction_wire_py, frame_statements_py).
  *
+ * header_span(keys, data, start, end): the walk of an insert statement's header shared by the
+ * leader's wire check and the apply fast path (gateway.node.wire.insert_header_span_py).
+ *
  * check_records(raw, pos, end, kcodes, vcodes) -> bool: the leader's per-record check of an
  * insert statement of a known shape -- each value's case and, for DOUBLE, UUID, DATE, TIME
  * and DATETIME columns, its type's rule (gateway.node.validation._check_records_py).
@@ -563,6 +566,43 @@ static PyObject *frame(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* header_span(keys, data, start, end) -> (body, first_record) | None: the walk of an insert
+ * statement's header, as gateway.node.wire.insert_header_span_py (the specification; a varint
+ * cut off by `end` or by the data is None here, where the specification raises IndexError,
+ * which its callers take as None; so is an `end` past the data). `keys` holds the one-byte keys of Statement.insert and of
+ * InsertStatement's table, key_fields, fields and records, in that order. */
+static PyObject *header_span(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_buffer data;
+    Py_ssize_t klen, start, end;
+    if (!PyArg_ParseTuple(args, "y#y*nn", &k, &klen, &data, &start, &end)) return NULL;
+    PyObject *result = NULL;
+    if (klen != 5) {
+        PyErr_SetString(PyExc_ValueError, "header_span: expected 5 one-byte field keys");
+        goto done;
+    }
+    const unsigned char *d = data.buf;
+    if (end > data.len) goto none;  /* the specification's IndexError */
+    if (start < 0 || start >= end || d[start] != k[0]) goto none;
+    Py_ssize_t p = start + 1;
+    uint64_t ln;
+    if (read_varint(d, &p, end, &ln) < 0 || ln != (uint64_t)(end - p)) goto none;
+    Py_ssize_t body = p;
+    while (p < end && d[p] != k[4]) {
+        if (d[p] != k[1] && d[p] != k[2] && d[p] != k[3]) goto none;
+        p++;
+        if (read_varint(d, &p, end, &ln) < 0 || ln > (uint64_t)(end - p)) goto none;
+        p += (Py_ssize_t)ln;
+    }
+    result = Py_BuildValue("(nn)", body, p);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"meta_parts", meta_parts, METH_VARARGS,
      "meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result)"},
@@ -571,6 +611,8 @@ static PyMethodDef methods[] = {
      "the transaction entry payload"},
     {"frame", frame, METH_VARARGS,
      "frame(key, parts) -> key + varint(len(p)) + p for every bytes p of parts, joined"},
+    {"header_span", header_span, METH_VARARGS,
+     "header_span(keys, data, start, end) -> (body, first_record) or None"},
     {"parse_txn", parse_txn, METH_O,
      "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,

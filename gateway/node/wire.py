@@ -37,6 +37,7 @@ __all__ = [
     "frame_statements_py",
     "gtid_bytes",
     "insert_header_span",
+    "insert_header_span_py",
     "insert_rows",
     "insert_rows_py",
     "key_part",
@@ -473,7 +474,7 @@ def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     return b"".join(parts)
 
 
-def insert_header_span(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+def insert_header_span_py(data: bytes, start: int, end: int) -> tuple[int, int] | None:
     """For the serialized ``Statement`` ``data[start:end]``: when it is exactly one insert
     (field 1) whose header fields (table, key fields, fields) all precede its records,
     ``(start of the InsertStatement body, position of its first InsertRecord field)`` -- the
@@ -725,5 +726,10 @@ def _frame_statements_c(statements: Sequence[statement_pb2.Statement]) -> bytes:
 
 
 encode_transaction_wire = _encode_transaction_wire_c if _accel else encode_transaction_wire_py
+#: The field keys ``_wire.header_span`` reads, in its order.
+_HEADER_KEYS = bytes((_B_STMT_INSERT, _B_INS_TABLE, _B_INS_KEY_FIELDS, _B_INS_FIELDS,
+                      _B_INS_RECORDS))
+insert_header_span = (functools.partial(_accel.header_span, _HEADER_KEYS) if _accel
+                      else insert_header_span_py)
 frame_statements = _frame_statements_c if _accel else frame_statements_py
 _check_records = _accel.check_records if _accel else _check_records_py
