@@ -10,8 +10,10 @@ machine and whatever the previous run leaves behind (page cache, CPU frequency) 
 alike; medians damp the rest. Figures are read from the benchmark's output: every line
 is cut into cells at ``|`` or runs of two or more spaces; the first cell names the figure and
 every later cell that is a plain number (commas, a trailing unit such as ``us``, ``s``,
-``MiB`` or ``x`` allowed) is a value. A figure is "worse" when it moved the wrong way by more
-than ``--tolerance`` (default 5 %): down for rates, up for times, latencies, sizes and costs
+``MiB`` or ``x`` allowed) is a value, and a cell of numbers joined by ``/`` (a per-node column
+such as ``CPU us/row L/F/F``) is one value per node, ``[node 1]`` first. A figure is "worse"
+when it moved the wrong way by more than ``--tolerance`` (default 5 %): down for rates, up
+for times, latencies, sizes and costs
 (names containing ``(s)``, `` us``, ``ms``, ``latency``, ``p50``, ``p99``, ``RSS``, ``disk``,
 ``cost``, ``settle``). Timings are informative; the exit code is always 0 unless a run fails.
 """
@@ -26,6 +28,7 @@ import subprocess
 import sys
 
 _NUMBER = re.compile(r"^([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:us|ms|s|MiB|GiB|KiB|x|%)?$")
+_PER_NODE = re.compile(r"^[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9][0-9,]*(?:\.[0-9]+)?){1,8}$")
 #: Table columns whose number names the case rather than measuring it.
 _CASE_COLUMNS = ("clients", "batch", "window", "size", "n", "rows", "threads", "workers")
 _LOWER_IS_BETTER = (
@@ -62,10 +65,13 @@ def figures(output: str) -> dict[str, float]:
             label = f"{base_label} #{n}"
             n += 1
         for j in range(first, len(raw)):
+            name = header[j] if header and j < len(header) else f"[{j}]"
             m = _NUMBER.match(raw[j])
             if m:
-                name = header[j] if header and j < len(header) else f"[{j}]"
                 out[f"{label} :: {name}"] = float(m.group(1).replace(",", ""))
+            elif _PER_NODE.match(raw[j]):  # "L/F/F": one figure per node
+                for k, part in enumerate(raw[j].split("/")):
+                    out[f"{label} :: {name} [node {k + 1}]"] = float(part.replace(",", ""))
     return out
 
 

@@ -26,6 +26,13 @@ def test_table_rows_are_named_by_their_text_cells_and_case_column():
         "gateway / Write / 10 B / clients=64 :: rows/s": 786.0,
         "gateway / Write / 10 B / clients=64 :: p50 ms": 78.3,
         "gateway / Write / 10 B / clients=64 :: errors": 0.0,
+        # a per-node column ("L/F/F") is one figure per node
+        "gateway / Write / 10 B / clients=1 :: CPU L/F/F [node 1]": 3221.0,
+        "gateway / Write / 10 B / clients=1 :: CPU L/F/F [node 2]": 1889.0,
+        "gateway / Write / 10 B / clients=1 :: CPU L/F/F [node 3]": 1889.0,
+        "gateway / Write / 10 B / clients=64 :: CPU L/F/F [node 1]": 1054.0,
+        "gateway / Write / 10 B / clients=64 :: CPU L/F/F [node 2]": 430.0,
+        "gateway / Write / 10 B / clients=64 :: CPU L/F/F [node 3]": 440.0,
     }
 
 
