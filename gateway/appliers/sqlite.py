@@ -448,6 +448,17 @@ def _record_gtids(conn: sqlite3.Connection, gtids: Iterable[Gtid]) -> None:
     batch = GtidSet()
     batch.update(sorted(set(gtids)))
     for server_id, first, last in batch.ranges():
+        # The usual case, a log applied in order: one stored range holds first - 1 or first
+        # and no other starts in (first, last + 1] -- it is the only one the batch's range
+        # meets, and is extended (or already holds it). One statement.
+        # (Every lookup is on the primary key: a few steps however many ranges are stored.)
+        if conn.execute(
+                "UPDATE _gateway_applied_ranges SET last = max(last, ?3) WHERE server_id = ?1 "
+                "AND first = (SELECT max(first) FROM _gateway_applied_ranges WHERE server_id = ?1 "
+                "AND first <= ?2) AND last >= ?2 - 1 AND NOT EXISTS (SELECT 1 FROM "
+                "_gateway_applied_ranges WHERE server_id = ?1 AND first > ?2 AND "
+                "first <= ?3 + 1)", (server_id, first, last)).rowcount:
+            continue
         lo, hi = first, last
         # Stored ranges are disjoint, so those meeting [first - 1, last + 1] are the last ones
         # starting at or before last + 1, read backwards until one ends before first - 1.
