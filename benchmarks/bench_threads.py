@@ -61,14 +61,14 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-async def run_cell(cell: str, address: str, duration: float) -> bn.Result:
+async def run_cell(cell: str, address: str, size: str, duration: float) -> bn.Result:
     if cell == "batch":
-        return await bn.bench_batch(address, "10 B", 4, duration)
+        return await bn.bench_batch(address, size, 4, duration)
     if cell == "stream":
-        return await bn.bench_stream(address, "10 B", duration)
+        return await bn.bench_stream(address, size, duration)
     if cell == "big":
-        return await bn.bench_big(address, "10 B", 8, duration)
-    return await bn.bench_unary(address, "10 B", 64, duration)
+        return await bn.bench_big(address, size, 8, duration)
+    return await bn.bench_unary(address, size, 64, duration)
 
 
 def main() -> None:
@@ -76,6 +76,7 @@ def main() -> None:
     p.add_argument("--cell", choices=["batch", "stream", "big", "unary"], default="batch")
     p.add_argument("--appliers", default="sqlite",
                    help="GATEWAY_APPLIERS of the nodes: 'sqlite' (the default) or 'none'")
+    p.add_argument("--size", choices=list(bn.SIZES), default="10 B", help="row size")
     p.add_argument("--duration", type=float, default=8.0)
     p.add_argument("--min-share", type=float, default=0.5,
                    help="hide threads under this many us per row")
@@ -94,17 +95,17 @@ def main() -> None:
             address = cluster.nodes[lead].api_address
             pids = [n.proc.pid for i, n in sorted(cluster.nodes.items(),
                                                    key=lambda kv: kv[0] != lead) if n.proc]
-            asyncio.run(run_cell(args.cell, address, 1.0))  # warm up
+            asyncio.run(run_cell(args.cell, address, args.size, 1.0))  # warm up
             before = [thread_cpu(pid) for pid in pids]
             start = time.monotonic()
-            result = asyncio.run(run_cell(args.cell, address, args.duration))
+            result = asyncio.run(run_cell(args.cell, address, args.size, args.duration))
             after = [thread_cpu(pid) for pid in pids]
             elapsed = time.monotonic() - start
             names = [thread_names(pid) for pid in pids]
         finally:
             cluster.close()
     rows = max(result.rows, 1)
-    print(f"{args.cell} cell, appliers={args.appliers or 'none'}: "
+    print(f"{args.cell} cell, {args.size}, appliers={args.appliers or 'none'}: "
           f"{result.rows_per_s:,.0f} rows/s over {elapsed:.1f} s (load average at the end "
           f"{os.getloadavg()[0]:.2f})")
     print("| node | thread | user us/row | system us/row |")
