@@ -245,7 +245,7 @@ def test_position_entries_reach_neither_subscribers_nor_applier_sources(tmp_path
             assert {i for i, e in source.items() if e.transaction is not None} == \
                 {i for _, i in written}
             # each transaction comes with the bytes the log holds, which parse to it
-            assert all(e.transaction is None and e.wire is None
+            assert all((e.transaction is None and e.wire is None)
                        or Transaction.FromString(e.wire) == e.transaction
                        for e in source.values())
             events = []
