@@ -41,6 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -587,6 +588,23 @@ async def run_echo(address: str, sizes: list[str], duration: float, pid: int) ->
     return out
 
 
+def gateway_env(appliers: str) -> dict[str, str]:
+    """The nodes' environment of a benchmark cluster: fsync on, warnings only, ``appliers``
+    (``sqlite``, the default product configuration, or ``none``)."""
+    return {"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning",
+            "GATEWAY_APPLIERS": "" if appliers == "none" else appliers}
+
+
+def start_gateway(cluster: Any) -> tuple[str, list[int]]:
+    """Start ``cluster`` (a ``tests.harness.cluster.ProcessCluster``); the leader's API address
+    and the nodes' pids, the leader's first."""
+    cluster.start()
+    lead = cluster.wait_for_leader()
+    pids = [n.proc.pid for i, n in sorted(cluster.nodes.items(), key=lambda kv: kv[0] != lead)
+            if n.proc]
+    return cluster.nodes[lead].api_address, pids
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--pysyncobj-node":
         a = sys.argv[2:]
@@ -618,17 +636,9 @@ def main() -> None:
     for appliers in args.appliers.split(",") if "gateway" in only else []:
         system = "gateway" if appliers == "sqlite" else "gateway (no applier)"
         with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
-            cluster = ProcessCluster(
-                Path(tmp), 3, proxied=False,
-                env={"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning",
-                     "GATEWAY_APPLIERS": "" if appliers == "none" else appliers},
-            )
+            cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=gateway_env(appliers))
             try:
-                cluster.start()
-                lead = cluster.wait_for_leader()
-                address = cluster.nodes[lead].api_address
-                pids = [n.proc.pid for i, n in sorted(cluster.nodes.items(),
-                                                       key=lambda kv: kv[0] != lead) if n.proc]
+                address, pids = start_gateway(cluster)
                 results += asyncio.run(run_gateway(address, sizes, duration, system, pids))
                 rss[f"{system} node (peak)"] = [peak_rss_kib(p) for p in pids]
             finally:

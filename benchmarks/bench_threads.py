@@ -85,16 +85,9 @@ def main() -> None:
     from tests.harness.cluster import ProcessCluster
 
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
-        cluster = ProcessCluster(
-            Path(tmp), 3, proxied=False,
-            env={"GATEWAY_FSYNC": "true", "GATEWAY_LOG_LEVEL": "warning",
-                 "GATEWAY_APPLIERS": "" if args.appliers == "none" else args.appliers})
+        cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=bn.gateway_env(args.appliers))
         try:
-            cluster.start()
-            lead = cluster.wait_for_leader()
-            address = cluster.nodes[lead].api_address
-            pids = [n.proc.pid for i, n in sorted(cluster.nodes.items(),
-                                                   key=lambda kv: kv[0] != lead) if n.proc]
+            address, pids = bn.start_gateway(cluster)
             asyncio.run(run_cell(args.cell, address, args.size, 1.0))  # warm up
             before = [thread_cpu(pid) for pid in pids]
             start = time.monotonic()
