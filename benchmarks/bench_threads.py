@@ -101,6 +101,7 @@ def main() -> None:
     print(f"{args.cell} cell, {args.size}, appliers={args.appliers or 'none'}: "
           f"{result.rows_per_s:,.0f} rows/s over {elapsed:.1f} s (load average at the end "
           f"{os.getloadavg()[0]:.2f})")
+    print(f"| cell | rows/s |\n|---|---|\n| {args.cell} {args.size} | {result.rows_per_s:.0f} |\n")
     print("| node | thread | user us/row | system us/row |")
     print("|---|---|---|---|")
     for k in range(len(pids)):

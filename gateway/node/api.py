@@ -205,11 +205,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         now = time.time_ns()
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw)
                 for w, (created, raw) in zip(req.writes, checked, strict=True)]
+        # Awaited in order, not gathered: the writes resolve in log order, so most are done
+        # by the time their turn comes and awaiting a done future does not suspend -- where
+        # gather schedules a callback per future (~3 us each on the leader's loop).
+        results = []
         try:
-            results = await asyncio.gather(*futs)
+            for f in futs:
+                results.append(await f)
         except BaseException:
             for f in futs:
-                f.cancel()
+                if not f.done():
+                    f.cancel()
+                elif not f.cancelled():
+                    f.exception()  # retrieved (as gather does): no "never retrieved" warning
             raise
         return gateway_pb2.WriteBatchResponse(results=results)
 
