@@ -180,7 +180,7 @@ done:
 
 typedef struct {
     PyObject *head;  /* owned */
-    PyObject *spec;  /* borrowed from `specs`, which the caller keeps alive */
+    PyObject *spec;  /* owned: another thread may clear `specs` while pass 2 allocates */
     Py_ssize_t start, end;
 } Insert;
 
@@ -283,7 +283,7 @@ static PyObject *fill_txn(PyObject *self, PyObject *args) {
             cap = ncap;
         }
         ins[n].head = h;
-        ins[n].spec = spec;
+        ins[n].spec = Py_NewRef(spec);
         ins[n].start = b_start;
         ins[n].end = s_end;
         n++;
@@ -321,7 +321,10 @@ static PyObject *fill_txn(PyObject *self, PyObject *args) {
 general:
     result = Py_NewRef(Py_None);
 done:
-    for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(ins[i].head);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_DECREF(ins[i].head);
+        Py_DECREF(ins[i].spec);
+    }
     PyMem_Free(ins);
     PyBuffer_Release(&data);
     return result;
