@@ -157,9 +157,7 @@ def _learn(head: bytes, body_bytes: bytes) -> bool:
         body = statement_pb2.InsertStatement.FromString(body_bytes)
     except DecodeError:
         return False
-    if len(_SPECS) >= _SPEC_LIMIT:
-        _SPECS.clear()
-    _SPECS[head] = _spec(_signature(body))
+    _lookup(head, body)
     return True
 
 
