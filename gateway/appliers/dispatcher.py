@@ -261,8 +261,8 @@ class Dispatcher:
             applied = tracker.applied
             present = [g for g in gtids if g is not None]
             if applied.holds_any(present):  # a replay after a restart: find which
-                skipped = sum(g in applied for g in present)
                 gtids = [None if g is None or g in applied else g for g in gtids]
+                skipped = len(present) - (len(gtids) - gtids.count(None))
         self.metrics.add(entries_read=len(run), skipped=skipped)
         finished: list[int] = []
         rolled_back = 0
