@@ -32,10 +32,11 @@ a database busy or locked by another process is a ``TransientApplyError`` (retri
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -177,15 +178,10 @@ class SqliteApplier(Applier):
                 raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(
                     " ".join(p.split()) for p in problems))
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 for ddl in _SYSTEM_DDL:
                     conn.execute(ddl)
                 _convert_gtid_rows(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         finally:
             conn.close()
 
@@ -259,13 +255,8 @@ class SqliteApplier(Applier):
                     body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], None],
                     created: dict[TableRef, set[str]]) -> None:
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 body(conn, created)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         except sqlite3.OperationalError as exc:
             text = str(exc)
             if "locked" in text or "busy" in text:
@@ -395,17 +386,12 @@ class SqliteApplier(Applier):
         after the applier's position; the database is this applier's alone."""
         with self._write_lock:
             conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
                     conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
                 for table in ("_gateway_tables", "_gateway_applied_ranges",
                               "_gateway_applied_sql"):
                     conn.execute(f"DELETE FROM {table}")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             with self._lock:
                 self._columns.clear()
 
@@ -439,6 +425,19 @@ class SqliteApplier(Applier):
         for conn in conns:
             conn.close()
         self._local = threading.local()
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction on ``conn`` (autocommit mode) around the block:
+    committed when it ends, rolled back when it (or the commit) raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _record_gtids(conn: sqlite3.Connection, gtids: Iterable[Gtid]) -> None:
