@@ -430,6 +430,26 @@ static Py_ssize_t put_varint(unsigned char *out, uint64_t v) {
     return n;
 }
 
+/* The n Python ints o[i] as unsigned 64-bit numbers: 0, or -1 with OverflowError below 0 or
+ * above 2**64-1 (never a wrap). */
+static int u64_args(PyObject **o, unsigned long long *v, int n) {
+    for (int i = 0; i < n; i++) {
+        v[i] = PyLong_AsUnsignedLongLong(o[i]);
+        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* A serialized Gtid (fields server_id, trans_id with keys ksid, ktid; 0 = absent) into g (at
+ * least 22 bytes); its length. */
+static Py_ssize_t put_gtid(unsigned char *g, unsigned char ksid, unsigned char ktid,
+                           unsigned long long sid, unsigned long long tid) {
+    Py_ssize_t gl = 0;
+    if (sid) { g[gl++] = ksid; gl += put_varint(g + gl, sid); }
+    if (tid) { g[gl++] = ktid; gl += put_varint(g + gl, tid); }
+    return gl;
+}
+
 static PyObject *meta_parts(PyObject *self, PyObject *args) {
     const unsigned char *k;
     Py_ssize_t klen;
@@ -437,10 +457,7 @@ static PyObject *meta_parts(PyObject *self, PyObject *args) {
     unsigned long long v[6];
     if (!PyArg_ParseTuple(args, "y#OOOOOO", &k, &klen, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
         return NULL;
-    for (int i = 0; i < 6; i++) {  /* OverflowError below 0 or above 2**64-1, never a wrap */
-        v[i] = PyLong_AsUnsignedLongLong(o[i]);
-        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    }
+    if (u64_args(o, v, 6) < 0) return NULL;
     unsigned long long sid = v[0], tid = v[1], epoch = v[2], author = v[3], ts = v[4],
                        index = v[5];
     if (klen != 11) {
@@ -448,12 +465,11 @@ static PyObject *meta_parts(PyObject *self, PyObject *args) {
         return NULL;
     }
     unsigned char g[24], ev[10], av[10], iv[10], tsb[8], t[80], r[64];
-    Py_ssize_t gl = 0, tl = 0, rl = 0;
+    Py_ssize_t tl = 0, rl = 0;
     Py_ssize_t el = epoch ? put_varint(ev, epoch) : 0;
     Py_ssize_t al = author ? put_varint(av, author) : 0;
     Py_ssize_t il = index ? put_varint(iv, index) : 0;
-    if (sid) { g[gl++] = k[0]; gl += put_varint(g + gl, sid); }
-    if (tid) { g[gl++] = k[1]; gl += put_varint(g + gl, tid); }
+    Py_ssize_t gl = put_gtid(g, k[0], k[1], sid, tid);
     for (int i = 0; i < 8; i++) tsb[i] = (unsigned char)(ts >> (8 * i));
     if (epoch) { t[tl++] = k[2]; memcpy(t + tl, ev, (size_t)el); tl += el; }
     if (author) { t[tl++] = k[3]; memcpy(t + tl, av, (size_t)al); tl += al; }
@@ -486,10 +502,7 @@ static PyObject *encode_txn(PyObject *self, PyObject *args) {
                           &o[5], &stm, &idem, &ilen))
         return NULL;
     PyObject *result = NULL;
-    for (int i = 0; i < 6; i++) {  /* OverflowError below 0 or above 2**64-1, never a wrap */
-        v[i] = PyLong_AsUnsignedLongLong(o[i]);
-        if (v[i] == (unsigned long long)-1 && PyErr_Occurred()) goto done;
-    }
+    if (u64_args(o, v, 6) < 0) goto done;
     if (klen != 11) {
         PyErr_SetString(PyExc_ValueError, "encode_txn: expected a type tag and 10 field keys");
         goto done;
@@ -497,9 +510,7 @@ static PyObject *encode_txn(PyObject *self, PyObject *args) {
     unsigned long long sid = v[0], tid = v[1], epoch = v[2], author = v[3], start = v[4],
                        commit = v[5];
     unsigned char g[24], head[96];
-    Py_ssize_t gl = 0, hl = 0;
-    if (sid) { g[gl++] = k[2]; gl += put_varint(g + gl, sid); }
-    if (tid) { g[gl++] = k[3]; gl += put_varint(g + gl, tid); }
+    Py_ssize_t hl = 0, gl = put_gtid(g, k[2], k[3], sid, tid);
     head[hl++] = k[0];
     head[hl++] = k[1];
     head[hl++] = (unsigned char)gl;  /* at most 22 bytes: one length byte */

@@ -4,7 +4,8 @@ Entry payloads, rows and write results are read and written here straight from p
 bytes, without building messages, on the hot paths (the leader's check of incoming
 statements, the apply of insert statements, write results). Every function here is the
 specification of its C accelerator in ``gateway/node/_wire.c`` (``parse_txn``,
-``insert_rows``, ``check_records``), which serves when built (``gateway.core.accel``;
+``insert_rows``, ``check_records``, ``meta_parts``, ``encode_txn``, ``frame``,
+``header_span``), which serves when built (``gateway.core.accel``;
 ``GATEWAY_PURE_PYTHON=1`` forces these); both are tested against each other and against
 ``SerializeToString``. Field keys come from ``gateway.v1.wire_tags`` (generated from the
 .proto files), never raw literals.
