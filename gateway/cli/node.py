@@ -180,6 +180,7 @@ def _choose_appliers(ctx: click.Context, cfg: Any, run_plugins: str | None,
 
 async def _serve(cfg: Any, pm: Any) -> None:
     from gateway.appliers.contract import ApplierConfigError
+    from gateway.node import gc_policy
     from gateway.node.config import ConfigError
     from gateway.node.server import GatewayNode, NodeStartError
     from gateway.plugins import PluginError
@@ -189,6 +190,7 @@ async def _serve(cfg: Any, pm: Any) -> None:
         await node.start()
     except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
         raise _StartFailed(str(exc)) from None
+    gc_policy.settle()  # start-up's objects are never traced again (gateway.node.gc_policy)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

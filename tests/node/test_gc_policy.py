@@ -1,0 +1,75 @@
+"""The node process's collector policy (gateway.node.gc_policy): start-up objects frozen, the
+young threshold raised, and garbage cycles still collected without an explicit collect.
+
+Each case runs in a fresh interpreter: the policy changes process-wide state."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(body: str) -> dict:
+    code = textwrap.dedent(body)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_settle_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
+    got = _run("""
+        import gc, json
+        from gateway.node import gc_policy
+        keep = [[i] for i in range(5000)]
+        gc_policy.settle()
+        print(json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold(),
+                          "young": gc.get_count()[0]}))
+    """)
+    from gateway.node import gc_policy
+    assert got["frozen"] >= 5000
+    assert tuple(got["threshold"]) == (gc_policy.YOUNG_THRESHOLD, *gc_policy.OLDER_THRESHOLDS)
+    assert got["young"] < 100
+
+
+def test_cycles_made_after_settle_are_still_collected_by_allocation_alone() -> None:
+    got = _run("""
+        import gc, json, weakref
+        from gateway.node import gc_policy
+        gc_policy.settle()
+        class Node:
+            pass
+        dead = []
+        for _ in range(50):
+            a, b = Node(), Node()
+            a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+            weakref.finalize(a, dead.append, 1)
+            del a, b
+        before = len(dead)
+        churn = []
+        for i in range(3 * gc_policy.YOUNG_THRESHOLD):  # net allocations, no gc.collect()
+            churn.append([i])
+        print(json.dumps({"before": before, "after": len(dead)}))
+    """)
+    assert got["before"] == 0
+    assert got["after"] == 50
+
+
+def test_objects_frozen_at_start_are_still_freed_when_their_count_drops() -> None:
+    got = _run("""
+        import gc, json, weakref
+        from gateway.node import gc_policy
+        class Box:
+            pass
+        box = Box()
+        freed = []
+        weakref.finalize(box, freed.append, 1)
+        gc_policy.settle()
+        del box
+        print(json.dumps({"freed": len(freed)}))
+    """)
+    assert got["freed"] == 1
