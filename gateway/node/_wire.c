@@ -25,6 +25,10 @@
  * frame(key, parts): the leader's transaction entry payload and the framing of its serialized
  * statements (gateway.node.wire.encode_transaction_wire_py, frame_statements_py).
  *
+ * frame_writes(keys, data, batch): the statements of every write of a serialized
+ * WriteBatchRequest (or of one WriteRequest) framed as a transaction's statements field
+ * (gateway.node.wire.frame_writes_py).
+ *
  * header_span(keys, data, start, end): the walk of an insert statement's header shared by the
  * leader's wire check and the apply fast path (gateway.node.wire.insert_header_span_py).
  *
@@ -577,6 +581,97 @@ static PyObject *frame(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The position after the field whose tag `tag` ended at *p (skipped), or -1 for a group or a
+ * field running past `end` (gateway.node.wire._skip_field). */
+static Py_ssize_t skip_field(const unsigned char *d, Py_ssize_t p, uint64_t tag, Py_ssize_t end) {
+    uint64_t v;
+    switch (tag & 7) {
+    case 0: if (read_varint(d, &p, end, &v) < 0) return -1; break;
+    case 1: if (end - p < 8) return -1; p += 8; break;
+    case 5: if (end - p < 4) return -1; p += 4; break;
+    case 2:
+        if (read_varint(d, &p, end, &v) < 0 || v > (uint64_t)(end - p)) return -1;
+        p += (Py_ssize_t)v;
+        break;
+    default: return -1;
+    }
+    return p;
+}
+
+/* One serialized WriteRequest d[p:end] framed: every statements field retagged `out`. */
+static PyObject *frame_write(const unsigned char *d, Py_ssize_t p, Py_ssize_t end,
+                             unsigned char stmts, unsigned char out) {
+    Buf b = {NULL, 0, 0};
+    if (buf_reserve(&b, end - p + 1) < 0) return NULL;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(d, &p, end, &tag) < 0) goto bad;
+        Py_ssize_t after = skip_field(d, p, tag, end);
+        if (after < 0) goto bad;
+        if (tag == stmts) {
+            b.buf[b.len++] = (char)out;
+            memcpy(b.buf + b.len, d + p, (size_t)(after - p));
+            b.len += after - p;
+        }
+        p = after;
+    }
+    PyObject *r = PyBytes_FromStringAndSize(b.buf, b.len);
+    PyMem_Free(b.buf);
+    return r;
+bad:
+    PyMem_Free(b.buf);
+    PyErr_SetString(PyExc_ValueError, "frame_writes: not a well-formed WriteRequest");
+    return NULL;
+}
+
+/* frame_writes(keys, data, batch) -> list of bytes (gateway.node.wire.frame_writes_py, the
+ * specification). `keys`: the one-byte keys of WriteBatchRequest.writes,
+ * WriteRequest.statements and Transaction.statements, in that order. */
+static PyObject *frame_writes(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_buffer data;
+    Py_ssize_t klen;
+    int batch;
+    if (!PyArg_ParseTuple(args, "y#y*p", &k, &klen, &data, &batch)) return NULL;
+    PyObject *out = NULL;
+    if (klen != 3) {
+        PyErr_SetString(PyExc_ValueError, "frame_writes: expected 3 one-byte field keys");
+        goto done;
+    }
+    const unsigned char *d = data.buf;
+    Py_ssize_t n = data.len;
+    out = PyList_New(0);
+    if (!out) goto done;
+    if (!batch) {
+        PyObject *one = frame_write(d, 0, n, k[1], k[2]);
+        if (!one || PyList_Append(out, one) < 0) { Py_XDECREF(one); Py_CLEAR(out); goto done; }
+        Py_DECREF(one);
+        goto done;
+    }
+    Py_ssize_t p = 0;
+    while (p < n) {
+        uint64_t tag, ln;
+        if (read_varint(d, &p, n, &tag) < 0) goto bad;
+        Py_ssize_t after = skip_field(d, p, tag, n);
+        if (after < 0) goto bad;
+        if (tag == k[0]) {
+            Py_ssize_t body = p;
+            if (read_varint(d, &body, after, &ln) < 0) goto bad;
+            PyObject *one = frame_write(d, body, after, k[1], k[2]);
+            if (!one || PyList_Append(out, one) < 0) { Py_XDECREF(one); Py_CLEAR(out); goto done; }
+            Py_DECREF(one);
+        }
+        p = after;
+    }
+    goto done;
+bad:
+    Py_CLEAR(out);
+    PyErr_SetString(PyExc_ValueError, "frame_writes: not a well-formed WriteBatchRequest");
+done:
+    PyBuffer_Release(&data);
+    return out;
+}
+
 /* header_span(keys, data, start, end) -> (body, first_record) | None: the walk of an insert
  * statement's header, as gateway.node.wire.insert_header_span_py (the specification; a varint
  * cut off by `end` or by the data is None here, where the specification raises IndexError,
@@ -622,6 +717,8 @@ static PyMethodDef methods[] = {
      "the transaction entry payload"},
     {"frame", frame, METH_VARARGS,
      "frame(key, parts) -> key + varint(len(p)) + p for every bytes p of parts, joined"},
+    {"frame_writes", frame_writes, METH_VARARGS,
+     "frame_writes(keys, data, batch) -> the statements of each write, framed"},
     {"header_span", header_span, METH_VARARGS,
      "header_span(keys, data, start, end) -> (body, first_record) or None"},
     {"parse_txn", parse_txn, METH_O,

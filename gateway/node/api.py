@@ -45,7 +45,7 @@ from .validation import (
     check_key_values,
     split_table_name,
 )
-from .wire import frame_statements
+from .wire import frame_batch, frame_request
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -179,7 +179,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                            ) -> gateway_pb2.WriteResult:
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
-                                                   time.time_ns())
+                                                   time.time_ns(), raw=frame_request(req))
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> gateway_pb2.WriteBatchResponse:
@@ -192,9 +192,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         schemas = drv.known_schemas()
         checker = drv.checker
         checked: list[tuple[list[tuple[str, Any]], bytes]] = []
-        for i, w in enumerate(req.writes):
+        for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
-            raw = frame_statements(w.statements)
             try:
                 created = checker.check(raw, w.statements, schemas)
             except InvalidRequest as exc:
@@ -264,7 +263,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             drv = self.node.driver
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
-                                              time.time_ns())
+                                              time.time_ns(), raw=frame_request(req))
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -282,7 +281,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:
-                return drv.submit_write(w.statements, w.idempotency_key, now)
+                return drv.submit_write(w.statements, w.idempotency_key, now,
+                                        raw=frame_request(w))
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.node import keys
 from gateway.node import wire as wire_py
-from gateway.v1 import statement_pb2, value_pb2
+from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.node import _wire as wire
@@ -288,3 +288,79 @@ def test_insert_header_spans_found_in_c_are_the_specifications(records, fields, 
     whole = b"\x00\x00" + s.SerializeToString()
     assert wire.header_span(wire_py._HEADER_KEYS, whole, 2, len(whole)) \
         == _header_span_py(whole, 2, len(whole)) is not None
+
+
+_STATEMENTS = st.one_of(
+    st.builds(lambda recs: statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name="s", table_name="t"), records=recs)),
+        _RECORDS),
+    st.builds(lambda keys: statement_pb2.Statement(delete=statement_pb2.DeleteStatement(
+        table=statement_pb2.TableMetadata(table_name="d"),
+        records=[statement_pb2.DeleteRecord(key_values=keys)])), st.lists(_VALUES, max_size=2)),
+    st.just(statement_pb2.Statement()),
+)
+# Unknown fields a client may send (kept by the parser and serialized again): a varint,
+# a fixed64, a fixed32 and a length-delimited one, with one- and two-byte keys.
+_UNKNOWN = st.lists(st.sampled_from([b"\x78\x05", b"\x79" + bytes(8), b"\x7d" + bytes(4),
+                                     b"\x82\x01\x02hi", b"\x28\x01"]), max_size=2)
+_WRITES = st.lists(st.tuples(st.lists(_STATEMENTS, max_size=3), st.text(max_size=8), _UNKNOWN),
+                   max_size=5)
+
+
+def _batch(writes) -> gateway_pb2.WriteBatchRequest:  # type: ignore[no-untyped-def]
+    out = gateway_pb2.WriteBatchRequest()
+    for stmts, key, unknown in writes:
+        w = gateway_pb2.WriteRequest(statements=stmts, idempotency_key=key)
+        out.writes.append(gateway_pb2.WriteRequest.FromString(
+            w.SerializeToString() + b"".join(unknown)))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WRITES, _UNKNOWN)
+def test_writes_framed_from_one_serialization_are_each_writes_statements_framed(writes, extra):
+    req = gateway_pb2.WriteBatchRequest.FromString(_batch(writes).SerializeToString()
+                                                   + b"".join(extra))
+    want = [wire_py.frame_statements_py(w.statements) for w in req.writes]
+    data = req.SerializeToString()
+    assert wire.frame_writes(wire_py._FRAME_WRITES_KEYS, data, True) == want
+    assert wire_py.frame_writes_py(data, True) == want
+    assert wire_py.frame_batch(req) == want
+    for w, framed in zip(req.writes, want, strict=True):
+        one = w.SerializeToString()
+        assert wire.frame_writes(wire_py._FRAME_WRITES_KEYS, one, False) == [framed]
+        assert wire_py.frame_writes_py(one, False) == [framed]
+        assert wire_py.frame_request(w) == framed
+
+
+def _frame_both(data: bytes, batch: bool):  # type: ignore[no-untyped-def]
+    out = []
+    for f in (lambda: wire.frame_writes(wire_py._FRAME_WRITES_KEYS, data, batch),
+              lambda: wire_py.frame_writes_py(data, batch)):
+        try:
+            out.append(f())
+        except ValueError:
+            out.append("ValueError")
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(_WRITES, st.booleans(), st.data())
+def test_damaged_write_requests_frame_alike_in_c_and_python(writes, batch, data_st):
+    req = _batch(writes)
+    data = bytearray(req.SerializeToString() if batch or not req.writes
+                     else req.writes[0].SerializeToString())
+    for _ in range(data_st.draw(st.integers(1, 3))):
+        if not data:
+            break
+        i = data_st.draw(st.integers(0, len(data) - 1))
+        data[i] = data_st.draw(st.sampled_from([0x00, 0x0A, 0x0B, 0x80, 0xFF, 0x7F]))
+    cut = data_st.draw(st.integers(0, len(data)))
+    for blob in (bytes(data), bytes(data[:cut]), bytes(data) + b"\x80" * 11 + b"\x01"):
+        c, py = _frame_both(blob, batch)
+        assert c == py
+
+
+def test_frame_writes_refuses_wrong_keys():
+    with pytest.raises(ValueError):
+        wire.frame_writes(b"\n\n", b"", True)
