@@ -29,6 +29,9 @@
  * WriteBatchRequest (or of one WriteRequest) framed as a transaction's statements field
  * (gateway.node.wire.frame_writes_py).
  *
+ * encode_batch / decode_batch: the peer stream's MessageBatch written from and read into the
+ * Raft core's Message and Entry objects (gateway.node.peer_codec).
+ *
  * header_span(keys, data, start, end): the walk of an insert statement's header shared by the
  * leader's wire check and the apply fast path (gateway.node.wire.insert_header_span_py).
  *
@@ -709,6 +712,324 @@ done:
     return result;
 }
 
+/* ---- the peer stream's MessageBatch (gateway.node.peer_codec) ------------------------------ */
+
+/* keys: RaftEntry term, index, type, data (0-3); RaftMessage type, to, from, term, log_term,
+ * index, entries, commit, chunk, reject, reject_hint, context, lease (4-16); MessageBatch
+ * from, from_api, messages, from_peer (17-20). */
+#define PEER_KEYS 21
+enum { E_TERM, E_INDEX, E_TYPE, E_DATA, M_TYPE, M_TO, M_FROM, M_TERM, M_LOG_TERM, M_INDEX,
+       M_ENTRIES, M_COMMIT, M_CHUNK, M_REJECT, M_REJECT_HINT, M_CONTEXT, M_LEASE, B_FROM,
+       B_FROM_API, B_MESSAGES, B_FROM_PEER };
+
+static PyObject *s_type, *s_to, *s_from_, *s_term, *s_log_term, *s_index, *s_entries,
+    *s_commit, *s_chunk, *s_reject, *s_reject_hint, *s_context, *s_lease, *s_data;
+
+static int varint_len(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+}
+
+static int put_key_varint(Buf *b, unsigned char key, uint64_t v) {
+    if (buf_reserve(b, 11) < 0) return -1;
+    b->buf[b->len++] = (char)key;
+    b->len += put_varint((unsigned char *)b->buf + b->len, v);
+    return 0;
+}
+
+static int put_key_bytes(Buf *b, unsigned char key, const char *p, Py_ssize_t n) {
+    if (buf_reserve(b, 11 + n) < 0) return -1;
+    b->buf[b->len++] = (char)key;
+    b->len += put_varint((unsigned char *)b->buf + b->len, (uint64_t)n);
+    memcpy(b->buf + b->len, p, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+/* An int attribute of o as uint64 (max: the field's largest value); -1 with an error set. */
+static int attr_u64(PyObject *o, PyObject *name, uint64_t max, uint64_t *out) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) return -1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    if (x > max) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: a uint32 field out of range");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* One Message into m (its RaftMessage fields): 1 done, 0 not this fast path (a chunk, data
+ * that is not bytes), -1 error. */
+static int encode_message(const unsigned char *k, PyObject *msg, Buf *m) {
+    static const int order1[] = {M_TYPE, M_TO, M_FROM, M_TERM, M_LOG_TERM, M_INDEX};
+    PyObject *names1[] = {s_type, s_to, s_from_, s_term, s_log_term, s_index};
+    for (int i = 0; i < 6; i++) {
+        uint64_t v;
+        if (attr_u64(msg, names1[i], i == 0 ? 0xffffffffu : UINT64_MAX, &v) < 0) return -1;
+        if (v && put_key_varint(m, k[order1[i]], v) < 0) return -1;
+    }
+    PyObject *chunk = PyObject_GetAttr(msg, s_chunk);
+    if (!chunk) return -1;
+    int has_chunk = chunk != Py_None;
+    Py_DECREF(chunk);
+    if (has_chunk) return 0;
+    PyObject *entries = PyObject_GetAttr(msg, s_entries);
+    if (!entries) return -1;
+    if (!PyList_Check(entries)) { Py_DECREF(entries); return 0; }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *e = PyList_GET_ITEM(entries, i);
+        uint64_t term, index, type;
+        if (attr_u64(e, s_term, UINT64_MAX, &term) < 0 ||
+            attr_u64(e, s_index, UINT64_MAX, &index) < 0 ||
+            attr_u64(e, s_type, 0xffffffffu, &type) < 0) { Py_DECREF(entries); return -1; }
+        PyObject *data = PyObject_GetAttr(e, s_data);
+        if (!data) { Py_DECREF(entries); return -1; }
+        if (!PyBytes_Check(data)) { Py_DECREF(data); Py_DECREF(entries); return 0; }
+        Py_ssize_t dn = PyBytes_GET_SIZE(data);
+        uint64_t size = (term ? 1 + varint_len(term) : 0) + (index ? 1 + varint_len(index) : 0)
+            + (type ? 1 + varint_len(type) : 0) + (dn ? 1 + varint_len((uint64_t)dn) + dn : 0);
+        int rc = put_key_varint(m, k[M_ENTRIES], size);
+        if (!rc && term) rc = put_key_varint(m, k[E_TERM], term);
+        if (!rc && index) rc = put_key_varint(m, k[E_INDEX], index);
+        if (!rc && type) rc = put_key_varint(m, k[E_TYPE], type);
+        if (!rc && dn) rc = put_key_bytes(m, k[E_DATA], PyBytes_AS_STRING(data), dn);
+        Py_DECREF(data);
+        if (rc < 0) { Py_DECREF(entries); return -1; }
+    }
+    Py_DECREF(entries);
+    uint64_t v;
+    if (attr_u64(msg, s_commit, UINT64_MAX, &v) < 0) return -1;
+    if (v && put_key_varint(m, k[M_COMMIT], v) < 0) return -1;
+    PyObject *rej = PyObject_GetAttr(msg, s_reject);
+    if (!rej) return -1;
+    int truth = PyObject_IsTrue(rej);
+    Py_DECREF(rej);
+    if (truth < 0) return -1;
+    if (truth && put_key_varint(m, k[M_REJECT], 1) < 0) return -1;
+    if (attr_u64(msg, s_reject_hint, UINT64_MAX, &v) < 0) return -1;
+    if (v && put_key_varint(m, k[M_REJECT_HINT], v) < 0) return -1;
+    PyObject *ctx = PyObject_GetAttr(msg, s_context);
+    if (!ctx) return -1;
+    if (!PyBytes_Check(ctx)) { Py_DECREF(ctx); return 0; }
+    int rc = PyBytes_GET_SIZE(ctx)
+        ? put_key_bytes(m, k[M_CONTEXT], PyBytes_AS_STRING(ctx), PyBytes_GET_SIZE(ctx)) : 0;
+    Py_DECREF(ctx);
+    if (rc < 0) return -1;
+    if (attr_u64(msg, s_lease, UINT64_MAX, &v) < 0) return -1;
+    if (v && put_key_varint(m, k[M_LEASE], v) < 0) return -1;
+    return 1;
+}
+
+/* encode_batch(keys, sender, from_api, from_peer, messages) -> bytes | None
+ * (gateway.node.peer_codec.encode_batch_py, the specification): None when a message carries
+ * a snapshot chunk or a field of an unexpected type, which the specification encodes. */
+static PyObject *encode_batch(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_ssize_t klen, api_n, peer_n;
+    unsigned long long sender;
+    const char *api, *peer;
+    PyObject *msgs;
+    if (!PyArg_ParseTuple(args, "y#Ks#s#O!", &k, &klen, &sender, &api, &api_n, &peer, &peer_n,
+                          &PyList_Type, &msgs))
+        return NULL;
+    if (klen != PEER_KEYS) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: expected 21 one-byte field keys");
+        return NULL;
+    }
+    Buf out = {NULL, 0, 0}, m = {NULL, 0, 0};
+    PyObject *result = NULL;
+    if (buf_reserve(&out, 64) < 0) return NULL;
+    if (sender && put_key_varint(&out, k[B_FROM], sender) < 0) goto done;
+    if (api_n && put_key_bytes(&out, k[B_FROM_API], api, api_n) < 0) goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(msgs); i++) {
+        m.len = 0;
+        int rc = encode_message(k, PyList_GET_ITEM(msgs, i), &m);
+        if (rc < 0) goto done;
+        if (rc == 0) { result = Py_NewRef(Py_None); goto done; }
+        if (put_key_bytes(&out, k[B_MESSAGES], m.buf ? m.buf : "", m.len) < 0) goto done;
+    }
+    if (peer_n && put_key_bytes(&out, k[B_FROM_PEER], peer, peer_n) < 0) goto done;
+    result = PyBytes_FromStringAndSize(out.buf, out.len);
+done:
+    PyMem_Free(out.buf);
+    PyMem_Free(m.buf);
+    return result;
+}
+
+/* One RaftEntry d[p:end] as entry_cls(term, index, type, data): NULL with no error set when
+ * it is not this fast path (an unknown field, a malformed one). */
+static PyObject *decode_entry_msg(const unsigned char *k, const unsigned char *d, Py_ssize_t p,
+                                  Py_ssize_t end, PyObject *entry_cls, PyObject *etypes) {
+    uint64_t term = 0, index = 0, type = 0, v;
+    Py_ssize_t ds = 0, dn = 0;
+    while (p < end) {
+        unsigned char key = d[p++];
+        if (key == k[E_DATA]) {
+            if (read_varint(d, &p, end, &v) < 0 || v > (uint64_t)(end - p)) return NULL;
+            ds = p;
+            dn = (Py_ssize_t)v;
+            p += dn;
+            continue;
+        }
+        if (key != k[E_TERM] && key != k[E_INDEX] && key != k[E_TYPE]) return NULL;
+        if (read_varint(d, &p, end, &v) < 0) return NULL;
+        if (key == k[E_TERM]) term = v;
+        else if (key == k[E_INDEX]) index = v;
+        else type = v & 0xffffffffu;  /* uint32: protobuf keeps the low 32 bits */
+    }
+    PyObject *a[4];
+    a[0] = PyLong_FromUnsignedLongLong(term);
+    a[1] = PyLong_FromUnsignedLongLong(index);
+    a[2] = PyTuple_GET_ITEM(etypes, type ? 1 : 0);
+    a[3] = PyBytes_FromStringAndSize((const char *)d + ds, dn);
+    PyObject *e = NULL;
+    if (a[0] && a[1] && a[3]) e = PyObject_Vectorcall(entry_cls, a, 4, NULL);
+    Py_XDECREF(a[0]);
+    Py_XDECREF(a[1]);
+    Py_XDECREF(a[3]);
+    return e;
+}
+
+/* One RaftMessage d[p:end] as msg_cls(...) (transport.from_proto's arguments); NULL with no
+ * error set when it is not this fast path. */
+static PyObject *decode_message(const unsigned char *k, const unsigned char *d, Py_ssize_t p,
+                                Py_ssize_t end, PyObject *msg_cls, PyObject *mtypes,
+                                PyObject *entry_cls, PyObject *etypes) {
+    uint64_t f[17] = {0}, v;
+    Py_ssize_t cs = 0, cn = 0;
+    PyObject *entries = PyList_New(0);
+    if (!entries) return NULL;
+    while (p < end) {
+        unsigned char key = d[p++];
+        if (key == k[M_ENTRIES] || key == k[M_CONTEXT]) {
+            if (read_varint(d, &p, end, &v) < 0 || v > (uint64_t)(end - p)) goto not_fast;
+            if (key == k[M_CONTEXT]) {
+                cs = p;
+                cn = (Py_ssize_t)v;
+            } else {
+                PyObject *e = decode_entry_msg(k, d, p, p + (Py_ssize_t)v, entry_cls, etypes);
+                if (!e) goto fail_or_not;
+                int rc = PyList_Append(entries, e);
+                Py_DECREF(e);
+                if (rc < 0) goto fail;
+            }
+            p += (Py_ssize_t)v;
+            continue;
+        }
+        int which = -1;
+        for (int i = M_TYPE; i <= M_LEASE; i++)
+            if (key == k[i] && i != M_ENTRIES && i != M_CONTEXT && i != M_CHUNK) which = i;
+        if (which < 0) goto not_fast;  /* a chunk, an unknown field, another wire type */
+        if (read_varint(d, &p, end, &v) < 0) goto not_fast;
+        f[which] = v;
+    }
+    PyObject *t = PyLong_FromUnsignedLongLong(f[M_TYPE] & 0xffffffffu);
+    if (!t) goto fail;
+    PyObject *mtype = PyDict_GetItemWithError(mtypes, t);
+    Py_DECREF(t);
+    if (!mtype) goto fail_or_not;  /* a type this version does not know: the general path */
+    PyObject *a[14];
+    a[0] = mtype;
+    a[1] = PyLong_FromUnsignedLongLong(f[M_TO]);
+    a[2] = PyLong_FromUnsignedLongLong(f[M_FROM]);
+    a[3] = PyLong_FromUnsignedLongLong(f[M_TERM]);
+    a[4] = PyLong_FromUnsignedLongLong(f[M_LOG_TERM]);
+    a[5] = PyLong_FromUnsignedLongLong(f[M_INDEX]);
+    a[6] = entries;
+    a[7] = PyLong_FromUnsignedLongLong(f[M_COMMIT]);
+    a[8] = Py_None;
+    a[9] = Py_None;
+    a[10] = f[M_REJECT] ? Py_True : Py_False;
+    a[11] = PyLong_FromUnsignedLongLong(f[M_REJECT_HINT]);
+    a[12] = PyBytes_FromStringAndSize((const char *)d + cs, cn);
+    a[13] = PyLong_FromUnsignedLongLong(f[M_LEASE]);
+    PyObject *msg = NULL;
+    int ok = 1;
+    for (int i = 1; i < 14; i++) if (!a[i]) ok = 0;
+    if (ok) msg = PyObject_Vectorcall(msg_cls, a, 14, NULL);
+    for (int i = 1; i < 14; i++)
+        if (i != 6 && i != 8 && i != 9 && i != 10) Py_XDECREF(a[i]);
+    Py_DECREF(entries);
+    return msg;
+fail_or_not:
+    if (PyErr_Occurred()) goto fail;
+not_fast:
+    Py_DECREF(entries);
+    return NULL;
+fail:
+    Py_DECREF(entries);
+    return NULL;
+}
+
+/* decode_batch(keys, data, msg_cls, mtypes, entry_cls, etypes)
+ *   -> (sender, from_api, from_peer, [Message]) | None
+ * (gateway.node.peer_codec.decode_batch_py, the specification): None when the bytes need
+ * the general path -- a snapshot chunk, an unknown field, a message type not in `mtypes`,
+ * text that is not UTF-8, anything malformed -- which then gives the result or the error. */
+static PyObject *decode_batch(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_ssize_t klen;
+    Py_buffer data;
+    PyObject *msg_cls, *mtypes, *entry_cls, *etypes;
+    if (!PyArg_ParseTuple(args, "y#y*OO!OO!", &k, &klen, &data, &msg_cls, &PyDict_Type, &mtypes,
+                          &entry_cls, &PyTuple_Type, &etypes))
+        return NULL;
+    PyObject *result = NULL, *msgs = NULL, *api = NULL, *peer = NULL;
+    if (klen != PEER_KEYS || PyTuple_GET_SIZE(etypes) != 2) {
+        PyErr_SetString(PyExc_ValueError, "decode_batch: expected 21 keys and 2 entry types");
+        goto done;
+    }
+    const unsigned char *d = data.buf;
+    Py_ssize_t p = 0, n = data.len;
+    uint64_t sender = 0, v;
+    msgs = PyList_New(0);
+    if (!msgs) goto done;
+    api = PyUnicode_FromStringAndSize("", 0);
+    peer = PyUnicode_FromStringAndSize("", 0);
+    if (!api || !peer) goto done;
+    while (p < n) {
+        unsigned char key = d[p++];
+        if (key == k[B_FROM]) {
+            if (read_varint(d, &p, n, &v) < 0) goto not_fast;
+            sender = v;
+            continue;
+        }
+        if (key != k[B_FROM_API] && key != k[B_MESSAGES] && key != k[B_FROM_PEER]) goto not_fast;
+        if (read_varint(d, &p, n, &v) < 0 || v > (uint64_t)(n - p)) goto not_fast;
+        Py_ssize_t len = (Py_ssize_t)v;
+        if (key == k[B_MESSAGES]) {
+            PyObject *m = decode_message(k, d, p, p + len, msg_cls, mtypes, entry_cls, etypes);
+            if (!m) {
+                if (PyErr_Occurred()) goto done;
+                goto not_fast;
+            }
+            int rc = PyList_Append(msgs, m);
+            Py_DECREF(m);
+            if (rc < 0) goto done;
+        } else {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)d + p, len, NULL);
+            if (!text) { PyErr_Clear(); goto not_fast; }
+            if (key == k[B_FROM_API]) Py_SETREF(api, text);
+            else Py_SETREF(peer, text);
+        }
+        p += len;
+    }
+    result = Py_BuildValue("(KOOO)", (unsigned long long)sender, api, peer, msgs);
+    goto done;
+not_fast:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(msgs);
+    Py_XDECREF(api);
+    Py_XDECREF(peer);
+    PyBuffer_Release(&data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"meta_parts", meta_parts, METH_VARARGS,
      "meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result)"},
@@ -717,6 +1038,11 @@ static PyMethodDef methods[] = {
      "the transaction entry payload"},
     {"frame", frame, METH_VARARGS,
      "frame(key, parts) -> key + varint(len(p)) + p for every bytes p of parts, joined"},
+    {"encode_batch", encode_batch, METH_VARARGS,
+     "encode_batch(keys, sender, from_api, from_peer, messages) -> bytes or None"},
+    {"decode_batch", decode_batch, METH_VARARGS,
+     "decode_batch(keys, data, msg_cls, mtypes, entry_cls, etypes) -> (sender, from_api, "
+     "from_peer, messages) or None"},
     {"frame_writes", frame_writes, METH_VARARGS,
      "frame_writes(keys, data, batch) -> the statements of each write, framed"},
     {"header_span", header_span, METH_VARARGS,
@@ -736,4 +1062,17 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit__wire(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__wire(void) {
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_type, "type"}, {&s_to, "to"}, {&s_from_, "from_"}, {&s_term, "term"},
+        {&s_log_term, "log_term"}, {&s_index, "index"}, {&s_entries, "entries"},
+        {&s_commit, "commit"}, {&s_chunk, "chunk"}, {&s_reject, "reject"},
+        {&s_reject_hint, "reject_hint"}, {&s_context, "context"}, {&s_lease, "lease"},
+        {&s_data, "data"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (!*names[i].slot) return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -35,7 +35,8 @@ import ssl
 from collections.abc import Callable
 
 from gateway.core.frame import MAX_LENGTH, FrameError, TruncatedFrameError, decode_frame
-from gateway.v1 import peer_pb2
+
+from .peer_codec import PeerBatch, decode_batch
 
 __all__ = ["BATCH_TAG", "MAX_FRAME", "PREFACE", "PeerListener", "preface_state", "tune_socket"]
 
@@ -185,24 +186,31 @@ class _Connection(asyncio.Protocol):
                 if len(message) > MAX_FRAME:
                     raise FrameError(f"frame of {len(message)} bytes over the limit",
                                      offset=pos)
-                batches.append(peer_pb2.MessageBatch.FromString(message))
+                batches.append(message)
                 pos = end
-        except Exception as exc:  # FrameError, protobuf's DecodeError
-            log.warning("peer stream from %s: damaged frame (%s); closing the connection",
-                        self.remote, exc)
-            self.transport.abort()  # what came before the damage is intact and delivered
-            self.buf = bytearray()
+        except FrameError as exc:
+            self._damaged(exc)  # what came before the damage is intact and delivered
         else:
             if pos:
                 del buf[:pos]
-        for batch in batches:
+        for message in batches:
             try:
-                self.listener.receive(batch)
+                batch = decode_batch(message)
             except ValueError as exc:  # e.g. a message type this version does not know
                 log.warning("peer stream from %s: cannot take a batch (%s); closing the "
                             "connection", self.remote, exc)
                 self.transport.abort()
                 return
+            except Exception as exc:  # protobuf's DecodeError
+                self._damaged(exc)
+                return
+            self.listener.receive(batch)
+
+    def _damaged(self, exc: Exception) -> None:
+        log.warning("peer stream from %s: damaged frame (%s); closing the connection",
+                    self.remote, exc)
+        self.transport.abort()
+        self.buf = bytearray()
 
     # -- the relay ---------------------------------------------------------------------------
 
@@ -255,7 +263,7 @@ class PeerListener:
     order per connection; other connections are relayed to the gRPC server at ``grpc_path``
     (a Unix socket)."""
 
-    def __init__(self, receive: Callable[[peer_pb2.MessageBatch], None], grpc_path: str,
+    def __init__(self, receive: Callable[[PeerBatch], None], grpc_path: str,
                  ssl_context: ssl.SSLContext | None) -> None:
         self.receive = receive
         self.grpc_path = grpc_path

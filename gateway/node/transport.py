@@ -29,18 +29,11 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from gateway.core.frame import encode_frame
-from gateway.raft import (
-    ConfState,
-    Entry,
-    EntryType,
-    Message,
-    MessageType,
-    SnapshotChunk,
-    SnapshotMetadata,
-)
+from gateway.raft import Message, MessageType
 from gateway.v1 import peer_pb2, peer_pb2_grpc
 
 from .config import parse_address
+from .peer_codec import PeerBatch, encode_batch, from_message_batch, from_proto, to_proto
 from .peer_stream import BATCH_TAG, PREFACE, preface_state, tune_socket
 
 __all__ = ["CHANNEL_OPTIONS", "MAX_BATCH_BYTES", "PeerServicer", "PeerTransport", "cut_batch",
@@ -148,45 +141,6 @@ class _Dial(asyncio.Protocol):
         self.drained = None
 
 
-def to_proto(m: Message) -> peer_pb2.RaftMessage:
-    """The wire form of a Raft message."""
-    pm = peer_pb2.RaftMessage(type=m.type, to=m.to, term=m.term, log_term=m.log_term,
-                              index=m.index, commit=m.commit, reject=m.reject,
-                              reject_hint=m.reject_hint, context=m.context, lease=m.lease)
-    setattr(pm, "from", m.from_)
-    if m.entries:
-        add = pm.entries.add
-        for e in m.entries:
-            add(term=e.term, index=e.index, type=e.type, data=e.data)
-    c = m.chunk
-    if c is not None:
-        cs = c.metadata.conf_state
-        pm.chunk.CopyFrom(peer_pb2.RaftSnapshotChunk(
-            conf_state=peer_pb2.RaftConfState(
-                voters=cs.voters, learners=cs.learners, voters_outgoing=cs.voters_outgoing,
-                learners_next=cs.learners_next, auto_leave=cs.auto_leave),
-            index=c.metadata.index, term=c.metadata.term, offset=c.offset, total=c.total,
-            data=c.data))
-    return pm
-
-
-def from_proto(pm: peer_pb2.RaftMessage) -> Message:
-    """Inverse of :func:`to_proto`."""
-    chunk = None
-    if pm.HasField("chunk"):
-        c = pm.chunk
-        cs = c.conf_state
-        meta = SnapshotMetadata(ConfState(tuple(cs.voters), tuple(cs.learners),
-                                          tuple(cs.voters_outgoing), tuple(cs.learners_next),
-                                          cs.auto_leave), c.index, c.term)
-        chunk = SnapshotChunk(meta, c.offset, c.total, c.data)
-    normal, conf = EntryType.NORMAL, EntryType.CONF_CHANGE
-    return Message(
-        MessageType(pm.type), pm.to, getattr(pm, "from"), pm.term, pm.log_term, pm.index,
-        [Entry(e.term, e.index, conf if e.type else normal, e.data) for e in pm.entries],
-        pm.commit, None, chunk, pm.reject, pm.reject_hint, pm.context, pm.lease)
-
-
 class _Connected(Exception):
     """A stream that was up broke (the loss is already reported)."""
 
@@ -233,15 +187,15 @@ class PeerTransport:
         self.batched_messages = 0
         self.deliver: Callable[[list[Message]], None] | None = None
 
-    def received(self, batch: peer_pb2.MessageBatch) -> None:
+    def received(self, batch: PeerBatch) -> None:
         """A batch arrived (either stream): learn the sender's addresses, step its messages."""
-        sender = getattr(batch, "from")
+        sender = batch.sender
         if batch.from_api:
             self.api_of[sender] = batch.from_api
         if batch.from_peer and sender not in self.address_of:
             self.set_peer(sender, batch.from_peer)  # a joining node learns
         if self.deliver is not None:
-            self.deliver([from_proto(m) for m in batch.messages])
+            self.deliver(batch.messages)
 
     def set_peer(self, node_id: int, address: str) -> None:
         """Add or re-address peer ``node_id`` (no-op for this node itself)."""
@@ -307,13 +261,11 @@ class PeerTransport:
         """``"framed"`` or ``"grpc"``: the stream to peer ``node_id`` now up, else ``""``."""
         return self.streams().get(node_id, "")
 
-    def _batch(self, batch: list[Message]) -> peer_pb2.MessageBatch:
-        req = peer_pb2.MessageBatch(messages=[to_proto(m) for m in batch],
-                                    from_api=self.api_address, from_peer=self.peer_address)
-        setattr(req, "from", self.node_id)
+    def _batch(self, batch: list[Message]) -> bytes:
+        """``batch`` as a serialized ``MessageBatch`` from this node."""
         self.batches_sent += 1
         self.batched_messages += len(batch)
-        return req
+        return encode_batch(self.node_id, self.api_address, self.peer_address, batch)
 
     async def _sender(self, p: _Peer) -> None:
         backoff = _BACKOFF_MIN
@@ -372,8 +324,7 @@ class PeerTransport:
                 if not snapped:
                     snapped = any(m.type == MessageType.SNAP for m in batch)
                 for run in cut_batch(batch):
-                    transport.write(encode_frame(BATCH_TAG,
-                                                 self._batch(run).SerializeToString()))
+                    transport.write(encode_frame(BATCH_TAG, self._batch(run)))
                 if proto.drained is not None:
                     await proto.drained
         except _Connected as exc:
@@ -411,7 +362,7 @@ class PeerTransport:
                 batch, p.queue = p.queue, []
                 try:
                     for run in cut_batch(batch):
-                        await call.write(self._batch(run))
+                        await call.write(peer_pb2.MessageBatch.FromString(self._batch(run)))
                 except BaseException:
                     self._lost(p, batch)
                     raise
@@ -452,7 +403,7 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
 
     async def Send(self, request_iterator, context):  # type: ignore[no-untyped-def]
         async for batch in request_iterator:
-            self._transport.received(batch)
+            self._transport.received(from_message_batch(batch))
         return peer_pb2.SendAck()
 
     async def Forward(self, request, context):  # type: ignore[no-untyped-def]
