@@ -30,7 +30,9 @@ from google.protobuf.message import Message as PbMessage
 
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
+from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
+from .api_handlers import serialized
 from .errors import (
     NodeError,
     NodeStoppedError,
@@ -45,7 +47,7 @@ from .validation import (
     check_key_values,
     split_table_name,
 )
-from .wire import frame_batch, frame_request
+from .wire import frame_batch, frame_field, frame_request
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -65,12 +67,6 @@ def _deadline(context: grpc.aio.ServicerContext | None) -> float:
         return MAX_DEADLINE
     left = context.time_remaining()
     return MAX_DEADLINE if left is None else max(0.0, min(left, MAX_DEADLINE))
-
-
-def _response_class(method: str) -> type[PbMessage]:
-    """The response message class of ``Gateway.<method>`` (what a forwarded call returns)."""
-    desc = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].methods_by_name[method]
-    return getattr(gateway_pb2, desc.output_type.name)  # type: ignore[no-any-return]
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -137,7 +133,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             context.set_trailing_metadata(tuple(exc.trailing_metadata() or ())
                                           or self.node.leader_metadata())
             await context.abort(exc.code(), exc.details() or "forwarding to the leader failed")
-        return _response_class(method).FromString(resp.response)
+        return resp.response  # already serialized: handed on as it is (api_handlers)
 
     async def forwarded(self, method: str, payload: bytes,
                         context: grpc.aio.ServicerContext) -> bytes:
@@ -164,7 +160,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
-        return resp.SerializeToString()
+        return serialized(resp)
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -176,10 +172,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
 
     async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
-                           ) -> gateway_pb2.WriteResult:
+                           ) -> gateway_pb2.WriteResult | bytes:
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
-                                                   time.time_ns(), raw=frame_request(req))
+                                                   time.time_ns(), raw=frame_request(req),
+                                                   wire=True)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> gateway_pb2.WriteBatchResponse:
@@ -202,15 +199,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 schemas = {**schemas, **dict(created)}
             checked.append((created, raw))
         now = time.time_ns()
-        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw)
+        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
+                                 wire=True)
                 for w, (created, raw) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
         # gather schedules a callback per future (~3 us each on the leader's loop).
-        results = []
+        results: list[bytes] = []
         try:
             for f in futs:
-                results.append(await f)
+                r = await f
+                results.append(r if type(r) is bytes else r.SerializeToString())
         except BaseException:
             for f in futs:
                 if not f.done():
@@ -218,7 +217,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 elif not f.cancelled():
                     f.exception()  # retrieved (as gather does): no "never retrieved" warning
             raise
-        return gateway_pb2.WriteBatchResponse(results=results)
+        # The response's bytes from the results' (a WriteBatchResponse is its repeated
+        # results field): no WriteResult message is parsed, copied or serialized again.
+        return frame_field(_RESULTS_KEY, results)
 
     async def Write(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Write", request, context)

@@ -1,5 +1,5 @@
 """The gRPC method handlers of the ``gateway.v1.Gateway`` service, built from its descriptor,
-with request decoding that never fails inside gRPC.
+with request decoding that never fails inside gRPC, and responses that may come serialized.
 
 gRPC's generated handlers parse each request with ``FromString`` inside the server, so bytes
 that are not a valid message end the call UNKNOWN (``Unexpected DecodeError``) before the
@@ -27,7 +27,7 @@ from gateway.v1 import gateway_pb2
 
 from .validation import InvalidRequest
 
-__all__ = ["REQUEST_FIELD", "UndecodableRequest", "add_gateway_service"]
+__all__ = ["REQUEST_FIELD", "UndecodableRequest", "add_gateway_service", "serialized"]
 
 SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
 #: The field an undecodable request's error names (the request as a whole).
@@ -54,6 +54,13 @@ def _decoder(cls: Any) -> Callable[[bytes], Any]:
             return UndecodableRequest(f"not a valid {name} message ({exc})")
 
     return decode
+
+
+def serialized(response: Any) -> bytes:
+    """``response``'s bytes: a behaviour may return its response message, or the message
+    already serialized (a forwarded call's answer, a write batch's results framed from their
+    bytes), which is sent as it is."""
+    return response if type(response) is bytes else response.SerializeToString()
 
 
 async def _reject(context: grpc.aio.ServicerContext, request: UndecodableRequest) -> None:
@@ -103,7 +110,7 @@ def add_gateway_service(servicer: Any, server: grpc.aio.Server) -> None:
     for m in SERVICE.methods:
         behaviour = getattr(servicer, m.name)
         decode = _decoder(message_factory.GetMessageClass(m.input_type))
-        encode = message_factory.GetMessageClass(m.output_type).SerializeToString
+        encode = serialized
         if m.client_streaming and m.server_streaming:
             h = grpc.stream_stream_rpc_method_handler(_stream_stream(behaviour), decode, encode)
         elif m.server_streaming:

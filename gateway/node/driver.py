@@ -111,6 +111,7 @@ class PendingWrite:
     future: asyncio.Future[gateway_pb2.WriteResult]
     created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
     raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
+    wire: bool = False  # the future may resolve with the serialized WriteResult
 
 
 @dataclass(slots=True)
@@ -134,6 +135,7 @@ class _Waiter:
     term: int
     future: asyncio.Future[Any]
     idem: str = ""
+    wire: bool = False  # resolve with the serialized WriteResult when the entry has it
 
 
 @dataclass(slots=True)
@@ -306,7 +308,8 @@ class RaftDriver:
 
     def submit_write(self, statements: Any, idempotency_key: str = "",
                      start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
-                     raw: bytes | None = None) -> asyncio.Future[gateway_pb2.WriteResult]:
+                     raw: bytes | None = None, wire: bool = False
+                     ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
 
@@ -315,8 +318,13 @@ class RaftDriver:
         only records them instead of validating again. Every replica validates the entry again
         when applying it, so a write that raced a schema change is still rejected everywhere.
         ``raw``: ``frame_statements(statements)`` when the caller has it (the entry is built
-        from it; otherwise the driver serializes the statements once)."""
-        fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
+        from it; otherwise the driver serializes the statements once).
+        ``wire``: the future resolves with the serialized ``WriteResult`` (bytes) when the
+        applied entry has those bytes (every write applied by the fast path), else with the
+        message -- as it always does for a duplicate of an idempotency key -- so that a
+        response can carry the bytes without parsing them back into a message."""
+        fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
+            asyncio.get_running_loop().create_future()
         if self._stopped:
             fut.set_exception(NodeStoppedError("the node is stopping"))
             return fut
@@ -334,7 +342,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw))
+                                         fut, created, raw, wire))
         self._wake.set()
         return fut
 
@@ -833,7 +841,7 @@ class RaftDriver:
         term = raw.raft.term
         first = last - len(datas) + 1
         for i, w in enumerate(accepted):
-            self._waiting[first + i] = _Waiter(term, w.future, w.idempotency_key)
+            self._waiting[first + i] = _Waiter(term, w.future, w.idempotency_key, w.wire)
 
     def _drop_idem(self, key: str, fut: asyncio.Future[Any]) -> None:
         if key and self._inflight_idem.get(key) is fut:
@@ -909,6 +917,8 @@ class RaftDriver:
             fut.set_result(e.index)
         elif outcome.error is not None:
             fut.set_exception(outcome.error)
+        elif waiter.wire and outcome.wire is not None:
+            fut.set_result(outcome.wire)
         else:
             fut.set_result(outcome.result)
 
@@ -1017,7 +1027,7 @@ def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
         fut.set_exception(exc)
 
 
-def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult]
+def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult | bytes]
                   ) -> asyncio.Future[gateway_pb2.WriteResult]:
     """A future resolving like ``other`` but marked as a duplicate."""
     fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
@@ -1030,8 +1040,12 @@ def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult]
         elif src.exception() is not None:
             fut.set_exception(src.exception())  # type: ignore[arg-type]
         else:
-            res = gateway_pb2.WriteResult()
-            res.CopyFrom(src.result())
+            got = src.result()
+            if isinstance(got, bytes):  # the first write's caller asked for the bytes
+                res = gateway_pb2.WriteResult.FromString(got)
+            else:
+                res = gateway_pb2.WriteResult()
+                res.CopyFrom(got)
             res.duplicate = True
             fut.set_result(res)
 

@@ -35,6 +35,8 @@ __all__ = [
     "encode_transaction_wire",
     "encode_transaction_wire_py",
     "frame_batch",
+    "frame_field",
+    "frame_field_py",
     "frame_request",
     "frame_statements",
     "frame_statements_py",
@@ -471,6 +473,12 @@ _VALUE_TAG = {"null_value": _V_NULL, "bool_value": _V_BOOL, "int_value": _V_INT,
               "bytes_value": _V_BYTES, "timestamp_ns": _V_TIMESTAMP}
 
 
+def frame_field_py(key: bytes, parts: list[bytes]) -> bytes:
+    """Every bytes of ``parts`` as the length-delimited field of one-byte key ``key``, joined:
+    a repeated bytes or message field serialized (a ``WriteBatchResponse`` is its results)."""
+    return b"".join([key + encode_uvarint(len(p)) + p for p in parts])
+
+
 def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     """``statements`` serialized as the ``statements`` field (6) of a ``Transaction``: the
     bytes a serialized transaction holds between its timestamps and its segment fields."""
@@ -811,6 +819,7 @@ _HEADER_KEYS = bytes((_B_STMT_INSERT, _B_INS_TABLE, _B_INS_KEY_FIELDS, _B_INS_FI
 insert_header_span = (functools.partial(_accel.header_span, _HEADER_KEYS) if _accel
                       else insert_header_span_py)
 frame_statements = _frame_statements_c if _accel else frame_statements_py
+frame_field = _accel.frame if _accel else frame_field_py
 #: The field keys ``_wire.frame_writes`` reads and writes, in its order.
 _FRAME_WRITES_KEYS = bytes((_B_BATCH_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
 frame_writes = (functools.partial(_accel.frame_writes, _FRAME_WRITES_KEYS) if _accel

@@ -364,3 +364,15 @@ def test_damaged_write_requests_frame_alike_in_c_and_python(writes, batch, data_
 def test_frame_writes_refuses_wrong_keys():
     with pytest.raises(ValueError):
         wire.frame_writes(b"\n\n", b"", True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_U64, _U64, _U64, st.booleans()), max_size=5))
+def test_a_write_batch_response_framed_from_result_bytes_is_protobufs(fields):
+    from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as key
+    msgs = [gateway_pb2.WriteResult(epoch=e, commit_timestamp_ns=ts, log_index=ix, duplicate=d)
+            for e, ts, ix, d in fields]
+    results = [m.SerializeToString() for m in msgs]
+    want = gateway_pb2.WriteBatchResponse(results=msgs).SerializeToString()
+    assert wire_py.frame_field_py(key, results) == want
+    assert wire_py.frame_field(key, results) == want
