@@ -30,6 +30,7 @@ from google.protobuf.message import Message as PbMessage
 
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
+from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 from .api_handlers import serialized
@@ -47,7 +48,7 @@ from .validation import (
     check_key_values,
     split_table_name,
 )
-from .wire import frame_batch, frame_field, frame_request
+from .wire import ack_bytes, frame_batch, frame_field, frame_request
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -238,7 +239,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         message that does not parse -- submits none of its writes and ends the stream with
         INVALID_ARGUMENT, but only after every write taken before it was acknowledged: an
         ack is never lost for a write that may have been applied."""
-        acks: list[gateway_pb2.StreamWriteAck] = []
+        acks: list[bytes] = []  # serialized StreamWriteAcks
         ready = asyncio.Event()
         outstanding = 0
         reading = True
@@ -247,31 +248,34 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         def finish(seq: int, fut: asyncio.Future[Any]) -> None:
             if fut.cancelled():
                 ack = gateway_pb2.StreamWriteAck(
-                    seq=seq, code=grpc.StatusCode.CANCELLED.value[0], error="cancelled")
+                    seq=seq, code=grpc.StatusCode.CANCELLED.value[0],
+                    error="cancelled").SerializeToString()
             elif (exc := fut.exception()) is None:
-                ack = gateway_pb2.StreamWriteAck(seq=seq, result=fut.result())
+                ack = ack_bytes(seq, serialized(fut.result()))
             else:
                 if isinstance(exc, grpc.aio.AioRpcError):
                     code, msg = exc.code(), exc.details() or ""
                 else:
                     code, _ = self._status_of(exc)
                     msg = str(exc)
-                ack = gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg)
+                ack = gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0],
+                                                 error=msg).SerializeToString()
             acks.append(ack)
             ready.set()
 
-        async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult:
+        async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult | bytes:
             drv = self.node.driver
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
-                                              time.time_ns(), raw=frame_request(req))
+                                              time.time_ns(), raw=frame_request(req),
+                                              wire=True)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
                 raise NotLeaderError(leader)
             resp = await peer_pb2_grpc.PeerStub(channel).Forward(peer_pb2.ForwardRequest(
                 method="Write", request=req.SerializeToString()), timeout=_deadline(context))
-            return gateway_pb2.WriteResult.FromString(resp.response)
+            return resp.response  # the serialized WriteResult
 
         def submit(w: gateway_pb2.WriteRequest, now: int) -> asyncio.Future[Any]:
             drv = self.node.driver
@@ -283,7 +287,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return fut
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now,
-                                        raw=frame_request(w))
+                                        raw=frame_request(w), wire=True)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:
@@ -319,7 +323,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     batch = acks[:]
                     del acks[:]
                     outstanding -= len(batch)
-                    yield gateway_pb2.StreamWriteResponse(acks=batch)
+                    yield frame_field(_ACKS_KEY, batch)  # a StreamWriteResponse's bytes
                 if not reading and not outstanding:
                     if failure:
                         await self._abort(context, failure[0])

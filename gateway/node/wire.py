@@ -29,6 +29,7 @@ from .validation import TableSchema, check_statements, qualified_name
 
 __all__ = [
     "WireChecker",
+    "ack_bytes",
     "column_code",
     "decode_entry",
     "encode_transaction",
@@ -477,6 +478,16 @@ def frame_field_py(key: bytes, parts: list[bytes]) -> bytes:
     """Every bytes of ``parts`` as the length-delimited field of one-byte key ``key``, joined:
     a repeated bytes or message field serialized (a ``WriteBatchResponse`` is its results)."""
     return b"".join([key + encode_uvarint(len(p)) + p for p in parts])
+
+
+_ACK_SEQ, _ACK_RESULT = W.STREAM_WRITE_ACK_SEQ_KEY, W.STREAM_WRITE_ACK_RESULT_KEY
+
+
+def ack_bytes(seq: int, result: bytes) -> bytes:
+    """``StreamWriteAck(seq=seq, result=WriteResult.FromString(result)).SerializeToString()``
+    from the result's bytes."""
+    head = _ACK_SEQ + encode_uvarint(seq) if seq else b""
+    return head + _ACK_RESULT + encode_uvarint(len(result)) + result
 
 
 def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:

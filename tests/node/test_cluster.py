@@ -38,6 +38,40 @@ def test_election_replication_and_follower_forwarding(tmp_path):
     run(go(), 90)
 
 
+def test_batches_and_streams_through_a_follower_get_every_writes_result(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            for api in (leader.config.api, follower.config.api):
+                async with AsyncGatewayClient(api) as c:
+                    base = 1000 * (api == follower.config.api)
+                    batch = await c.write_batch(
+                        [[row_insert("t.b", {"id": base + i}, {"v": f"b{i}"})] for i in range(5)])
+                    assert [r.log_index for r in batch] == \
+                        list(range(batch[0].log_index, batch[0].log_index + 5))
+                    assert len({r.gtid.trans_id for r in batch}) == 5
+                    async with c.stream(window=16) as s:
+                        futs = [await s.send([row_insert("t.s", {"id": base + i}, {"v": "s"})],
+                                             idempotency_key=f"k{base + i % 3}")
+                                for i in range(6)]
+                        results = [await f for f in futs]
+                    # keys k0..k2 each wrote once; the repeats are answered as duplicates
+                    firsts, repeats = results[:3], results[3:]
+                    assert not any(r.duplicate for r in firsts)
+                    assert all(r.duplicate for r in repeats)
+                    assert [r.log_index for r in repeats] == [r.log_index for r in firsts]
+                    assert all(r.gtid.trans_id and r.commit_timestamp_ns for r in results)
+            async with AsyncGatewayClient(leader.config.api) as c:
+                assert await c.get("t.b", 1004) == {"id": 1004, "v": "b4"}
+                assert await c.get("t.s", 1002) == {"id": 1002, "v": "s"}
+                assert await c.get("t.s", 1003) is None  # a duplicate of k1000's write
+
+    run(go(), 90)
+
+
 def test_transfer_then_retry_with_same_key_is_a_duplicate(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 

@@ -376,3 +376,11 @@ def test_a_write_batch_response_framed_from_result_bytes_is_protobufs(fields):
     want = gateway_pb2.WriteBatchResponse(results=msgs).SerializeToString()
     assert wire_py.frame_field_py(key, results) == want
     assert wire_py.frame_field(key, results) == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(_U64, _U64, _U64, st.booleans())
+def test_a_stream_write_ack_built_from_result_bytes_is_protobufs(seq, epoch, index, dup):
+    result = gateway_pb2.WriteResult(epoch=epoch, log_index=index, duplicate=dup)
+    want = gateway_pb2.StreamWriteAck(seq=seq, result=result).SerializeToString()
+    assert wire_py.ack_bytes(seq, result.SerializeToString()) == want
