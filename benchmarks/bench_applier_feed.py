@@ -8,7 +8,8 @@ payloads as bytes and parses each entry it hands out (passing the bytes on too, 
 tree's ``CommittedEntry`` takes them), the real ``Dispatcher`` (read batches of 256, the
 columns path) and the built-in ``SqliteApplier`` on a temporary file (synchronous=NORMAL,
 WAL). Transactions insert ``--rows`` rows each into one table, values of ``--value-bytes``
-(10 by default), as ``bench_node.py``'s cells do. Prints CPU and wall time per transaction
+(10 by default), as ``bench_node.py``'s cells do, under the node process's collector policy
+(``gateway.node.gc_policy``) where the tree has one. Prints CPU and wall time per transaction
 and per row, and the share of the CPU spent inside ``SqliteApplier.apply_columns`` (SQLite
 and its Python around it). ``bench_threads.py`` gives the same thread's CPU inside a loaded
 node (about twice this: two cores shared by three nodes). Runs on any tree (for
@@ -18,7 +19,7 @@ node (about twice this: two cores shared by three nodes). Runs on any tree (for
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import inspect
 import os
 import sys
 import tempfile
@@ -35,14 +36,24 @@ from gateway.appliers.source import CommittedEntry
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.v1 import transaction_pb2
 
-_TAKES_WIRE = "wire" in {f.name for f in dataclasses.fields(CommittedEntry)}
+try:  # the node's read of one transaction entry (trees since stop 31)
+    from gateway.node.feed import transaction_entry
+except ImportError:
+    transaction_entry = None
+try:  # the collector policy of the node's process (trees since stop 31)
+    from gateway.node import gc_policy
+except ImportError:
+    gc_policy = None
+_TAKES_WIRE = "wire" in inspect.signature(CommittedEntry).parameters
 
 
 class PayloadSource:
-    """Entries kept as serialized transactions, parsed at each read (the node's source)."""
+    """Entries kept as the log keeps them (type tag + serialized transaction), read as the
+    node's source reads them: ``gateway.node.feed.transaction_entry`` where the tree has it,
+    else parsed at each read."""
 
     def __init__(self, payloads: list[bytes]) -> None:
-        self._payloads = payloads
+        self._payloads = [b"\x01" + p for p in payloads]
 
     def last_index(self) -> int:
         return len(self._payloads)
@@ -50,8 +61,12 @@ class PayloadSource:
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         out = []
         for i, data in enumerate(self._payloads[from_index - 1:from_index - 1 + max_entries]):
-            txn = transaction_pb2.Transaction.FromString(data)
-            out.append(CommittedEntry(from_index + i, txn, wire=data) if _TAKES_WIRE
+            if transaction_entry is not None:
+                out.append(transaction_entry(from_index + i, data))
+                continue
+            wire = data[1:]
+            txn = transaction_pb2.Transaction.FromString(wire)
+            out.append(CommittedEntry(from_index + i, txn, wire=wire) if _TAKES_WIRE
                        else CommittedEntry(from_index + i, txn))
         return out
 
@@ -74,6 +89,8 @@ def main() -> None:
     p.add_argument("--value-bytes", type=int, default=10, help="bytes of each row's value")
     args = p.parse_args()
     data = payloads(args.transactions, args.rows, args.value_bytes)
+    if gc_policy is not None:
+        gc_policy.settle()  # as `gateway run` does once the node has started
     spent = [0.0]
     with tempfile.TemporaryDirectory(prefix="bench-applier-feed-") as tmp:
         applier = SqliteApplier(Path(tmp) / "target.db")

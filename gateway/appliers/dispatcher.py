@@ -250,14 +250,24 @@ class Dispatcher:
         transaction, or one already applied, are finished together at the end of the run."""
         tracker = self._tracker
         assert tracker is not None
-        txns = [entry.transaction for entry in run]
-        gtids: list[Gtid | None] = [
-            None if txn is None else Gtid(txn.gtid.server_id, txn.gtid.trans_id)
-            for txn in txns]
+        gtids: list[Gtid | None] = []
+        stamps: list[int] = []
+        for entry in run:
+            head = entry.head  # the source read these without parsing the transaction
+            if head is not None:
+                gtids.append(Gtid(head[0], head[1]))
+                stamps.append(head[2])
+                continue
+            txn = entry.transaction
+            if txn is None:
+                gtids.append(None)
+                stamps.append(0)
+            else:
+                gtids.append(Gtid(txn.gtid.server_id, txn.gtid.trans_id))
+                stamps.append(txn.commit_timestamp_ns)
         skipped = 0
         with self._lock:
-            tracker.register_run(run[0].index, run[-1].index,
-                                 [0 if txn is None else txn.commit_timestamp_ns for txn in txns])
+            tracker.register_run(run[0].index, run[-1].index, stamps)
             applied = tracker.applied
             present = [g for g in gtids if g is not None]
             if applied.holds_any(present):  # a replay after a restart: find which
@@ -267,13 +277,17 @@ class Dispatcher:
         finished: list[int] = []
         rolled_back = 0
         try:
-            for entry, txn, gtid in zip(run, txns, gtids, strict=True):
+            for entry, gtid in zip(run, gtids, strict=True):
                 if gtid is None:
                     finished.append(entry.index)
                     continue
-                assert txn is not None
                 try:
-                    done = assembler.add(entry.index, txn, gtid, entry.wire)
+                    if entry.head is not None:
+                        done = assembler.add_whole(gtid, entry)
+                    else:
+                        txn = entry.transaction
+                        assert txn is not None
+                        done = assembler.add(entry.index, txn, gtid, entry.wire)
                 except SegmentOrderError as exc:
                     self._reject(exc.segments, exc)
                     continue

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -53,7 +52,6 @@ class EntriesCompactedError(EntrySourceError):
                          f"log starts at index {first_index})")
 
 
-@dataclass(slots=True)
 class CommittedEntry:
     """A committed log entry: its index and the transaction segment it holds, if any.
 
@@ -66,13 +64,51 @@ class CommittedEntry:
     from which it was parsed; fast paths read those instead of the message (None: they
     serialize the message themselves).
 
-    Read-only by contract, not frozen: a frozen dataclass's ``__init__`` costs ~1 us more per
-    entry, on the path every committed transaction takes through every applier."""
+    ``head``: ``(server id, trans id, commit timestamp ns)`` of the transaction, given by a
+    source that read them from ``wire`` (which it must then give) and found the transaction
+    whole in one segment -- ``segment_id`` 1, ``end_segment`` set, no rollback. Such an entry
+    may be built with ``transaction=None``: the message is parsed from ``wire`` on first use,
+    and an applier admits the entry, and its columns path applies it, from ``head`` and
+    ``wire`` alone (parsing each entry cost ~1 us, on the path every committed transaction
+    takes through every applier).
 
-    index: int
-    transaction: transaction_pb2.Transaction | None
-    replicated: tuple[transaction_pb2.Transaction, ...] = ()
-    wire: bytes | None = None
+    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` cost ~1 us
+    more per entry)."""
+
+    __slots__ = ("_transaction", "head", "index", "replicated", "wire")
+
+    def __init__(self, index: int, transaction: transaction_pb2.Transaction | None,
+                 replicated: tuple[transaction_pb2.Transaction, ...] = (),
+                 wire: bytes | None = None, head: tuple[int, int, int] | None = None) -> None:
+        if head is not None and wire is None:
+            raise ValueError("an entry with a head needs its wire bytes")
+        self.index = index
+        self._transaction = transaction
+        self.replicated = replicated
+        self.wire = wire
+        self.head = head
+
+    @property
+    def transaction(self) -> transaction_pb2.Transaction | None:
+        """The transaction segment the entry holds (parsed from ``wire`` on first use when
+        the source gave only ``head``), or None."""
+        txn = self._transaction
+        if txn is None and self.head is not None:
+            txn = self._transaction = transaction_pb2.Transaction.FromString(
+                self.wire)  # type: ignore[arg-type]
+        return txn
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CommittedEntry):
+            return NotImplemented
+        return (self.index, self.transaction, self.replicated, self.wire) == \
+            (other.index, other.transaction, other.replicated, other.wire)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking, compared by value
+
+    def __repr__(self) -> str:
+        return (f"CommittedEntry(index={self.index!r}, transaction={self.transaction!r}, "
+                f"replicated={self.replicated!r}, wire={self.wire!r}, head={self.head!r})")
 
 
 class EntrySource(Protocol):

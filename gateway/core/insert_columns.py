@@ -26,7 +26,7 @@ fallback.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -131,23 +131,33 @@ def _lookup(cache_key: Any, body: Any) -> _Spec | None:
 def _add_transaction_c(txn: AssembledTransaction, groups: _Groups,
                        seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
     """``_add_transaction_py`` through the C reader, from the transaction's wire bytes (kept
-    by the source, else serialized here): the same rows and the same refusals."""
+    by the source -- then the message is not touched, maybe never parsed --, else each
+    segment serialized here): the same rows and the same refusals."""
+    if txn.wire is not None:  # whole in one segment (AssembledTransaction's contract)
+        return _fill(txn.wire, lambda: txn.segments[0], groups, seen)
     rows = 0
-    single = txn.wire if len(txn.segments) == 1 else None
     for segment in txn.segments:
-        data = single if single is not None else segment.SerializeToString()
-        got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
-        learned = 0
-        while type(got) is tuple:  # an INSERT whose spec is not cached: learn it, read again
-            head, start, end = got
-            learned += 1
-            if learned > len(segment.statements) or not _learn(head, data[start:end]):
-                return None
-            got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+        got = _fill(segment.SerializeToString(), lambda s=segment: s, groups, seen)
         if got is None:
             return None
         rows += got
     return rows
+
+
+def _fill(data: bytes, segment: Callable[[], Any], groups: _Groups,
+          seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+    """One serialized segment through ``fill_txn``; an INSERT whose spec is not cached is
+    learned from its bytes and the segment read again (at most once per statement of
+    ``segment()``, asked for only then)."""
+    got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+    learned = 0
+    while type(got) is tuple:
+        head, start, end = got
+        learned += 1
+        if learned > len(segment().statements) or not _learn(head, data[start:end]):
+            return None
+        got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+    return got
 
 
 def _learn(head: bytes, body_bytes: bytes) -> bool:

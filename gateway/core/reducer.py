@@ -250,22 +250,62 @@ class SegmentOrderError(MalformedTransactionError):
         return tuple(i for i, _ in self.segments)
 
 
-@dataclass(slots=True)
 class AssembledTransaction:
     """A complete transaction: its segments in order and their log indexes.
 
     ``index`` (the last segment's log index) is the transaction's commit point: its
     operations carry it as their ``log_index``. ``wire``: the serialized bytes of a
     transaction whole in one segment, when its source kept them (``CommittedEntry.wire``).
-    Read-only by contract, not frozen (a frozen ``__init__`` costs ~1 us more per transaction
-    on the applier's hot path).
+    :meth:`whole` builds one from an entry without parsing it: ``segments`` is then the
+    entry's transaction, parsed on first use (the columns path reads ``wire`` only).
+    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs ~1
+    us more per transaction on the applier's hot path).
     """
 
-    gtid: Gtid
-    indexes: tuple[int, ...]
-    segments: tuple[transaction_pb2.Transaction, ...]
-    rolled_back: bool = False
-    wire: bytes | None = None
+    __slots__ = ("_entry", "_segments", "gtid", "indexes", "rolled_back", "wire")
+
+    def __init__(self, gtid: Gtid, indexes: tuple[int, ...],
+                 segments: tuple[transaction_pb2.Transaction, ...], rolled_back: bool = False,
+                 wire: bytes | None = None) -> None:
+        self.gtid = gtid
+        self.indexes = indexes
+        self._segments: tuple[transaction_pb2.Transaction, ...] | None = segments
+        self.rolled_back = rolled_back
+        self.wire = wire
+        self._entry: Any = None
+
+    @classmethod
+    def whole(cls, gtid: Gtid, entry: Any) -> AssembledTransaction:
+        """The transaction of ``entry`` (a ``CommittedEntry`` with a ``head``: whole in one
+        segment, not rolled back), its message left unparsed until ``segments`` is read."""
+        done = cls.__new__(cls)
+        done.gtid = gtid
+        done.indexes = (entry.index,)
+        done._segments = None
+        done.rolled_back = False
+        done.wire = entry.wire
+        done._entry = entry
+        return done
+
+    @property
+    def segments(self) -> tuple[transaction_pb2.Transaction, ...]:
+        segs = self._segments
+        if segs is None:
+            segs = self._segments = (self._entry.transaction,)
+        return segs
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AssembledTransaction):
+            return NotImplemented
+        return (self.gtid, self.indexes, self.segments, self.rolled_back, self.wire) == \
+            (other.gtid, other.indexes, other.segments, other.rolled_back, other.wire)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"AssembledTransaction(gtid={self.gtid!r}, indexes={self.indexes!r}, "
+                f"segments={self.segments!r}, rolled_back={self.rolled_back!r}, "
+                f"wire={self.wire!r})")
 
     @property
     def index(self) -> int:
@@ -332,6 +372,14 @@ class SegmentAssembler:
         parts.append((index, txn))
         return AssembledTransaction(gtid, tuple(i for i, _ in parts),
                                     tuple(t for _, t in parts), txn.HasField("rollback"))
+
+    def add_whole(self, gtid: Gtid, entry: Any) -> AssembledTransaction | None:
+        """``add`` of ``entry``, a ``CommittedEntry`` whose ``head`` says it holds a whole
+        transaction: without parsing it, unless segments of ``gtid`` are buffered (then
+        ``add`` decides, as for any entry)."""
+        if gtid in self._open:
+            return self.add(entry.index, entry.transaction, gtid, entry.wire)
+        return AssembledTransaction.whole(gtid, entry)
 
     def pending_indexes(self) -> list[int]:
         """Log indexes of buffered segments of incomplete transactions, ascending."""

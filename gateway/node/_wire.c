@@ -29,6 +29,9 @@
  * WriteBatchRequest (or of one WriteRequest) framed as a transaction's statements field
  * (gateway.node.wire.frame_writes_py).
  *
+ * txn_head(keys, data): the admission header of a transaction entry whole in one segment
+ * (gateway.node.wire.txn_head_py).
+ *
  * encode_batch / decode_batch: the peer stream's MessageBatch written from and read into the
  * Raft core's Message and Entry objects (gateway.node.peer_codec).
  *
@@ -712,6 +715,82 @@ done:
     return result;
 }
 
+/* txn_head(keys, data) -> (sid, tid, commit_ts) | None: the admission header of a transaction
+ * entry payload whole in one segment (gateway.node.wire.txn_head_py, the specification).
+ * keys: the type tag, then the one-byte keys of Transaction.gtid, Gtid.server_id,
+ * Gtid.trans_id, Transaction.epoch, author, start_timestamp_ns, commit_timestamp_ns,
+ * statements, segment_id, end_segment, idempotency_key. */
+static PyObject *txn_head(PyObject *self, PyObject *args) {
+    const unsigned char *k;
+    Py_ssize_t klen;
+    Py_buffer buf;
+    if (!PyArg_ParseTuple(args, "y#y*", &k, &klen, &buf)) return NULL;
+    PyObject *result = NULL;
+    if (klen != 12) {
+        PyErr_SetString(PyExc_ValueError, "txn_head: expected a type tag and 11 field keys");
+        goto done;
+    }
+    const unsigned char *d = buf.buf;
+    Py_ssize_t n = buf.len, pos = 1;
+    uint64_t sid = 0, tid = 0, commit_ts = 0, segment = 0, v;
+    int end_segment = 0;
+    if (n < 1 || d[0] != k[0]) goto general;
+    while (pos < n) {
+        unsigned char tag = d[pos++];
+        switch (tag & 7) {
+        case 0:
+            if (read_varint(d, &pos, n, &v) < 0) goto general;
+            if (tag == k[9]) segment = v;
+            else if (tag == k[10]) end_segment = v != 0;
+            else if (tag != k[4] && tag != k[5]) goto general;
+            break;
+        case 2: {
+            if (read_varint(d, &pos, n, &v) < 0 || v > (uint64_t)(n - pos)) goto general;
+            Py_ssize_t end = pos + (Py_ssize_t)v;
+            if (tag == k[1]) {
+                Py_ssize_t p = pos;
+                while (p < end) {
+                    unsigned char t = d[p++];
+                    if (read_varint(d, &p, end, &v) < 0) goto general;
+                    if (t == k[2]) sid = v;
+                    else if (t == k[3]) tid = v;
+                    else goto general;
+                }
+            } else if (tag == k[11]) {
+                PyObject *text = PyUnicode_DecodeUTF8((const char *)d + pos, end - pos, NULL);
+                if (!text) {
+                    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto done;
+                    PyErr_Clear();
+                    goto general;
+                }
+                Py_DECREF(text);
+            } else if (tag != k[8]) {
+                goto general;
+            }
+            pos = end;
+            break;
+        }
+        case 1:
+            if (n - pos < 8) goto general;
+            if (tag == k[7]) commit_ts = read_fixed64(d + pos);
+            else if (tag != k[6]) goto general;
+            pos += 8;
+            break;
+        default:
+            goto general;
+        }
+    }
+    if (segment != 1 || !end_segment) goto general;
+    result = Py_BuildValue("(KKK)", (unsigned long long)sid, (unsigned long long)tid,
+                           (unsigned long long)commit_ts);
+    goto done;
+general:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 /* ---- the peer stream's MessageBatch (gateway.node.peer_codec) ------------------------------ */
 
 /* keys: RaftEntry term, index, type, data (0-3); RaftMessage type, to, from, term, log_term,
@@ -1038,6 +1117,8 @@ static PyMethodDef methods[] = {
      "the transaction entry payload"},
     {"frame", frame, METH_VARARGS,
      "frame(key, parts) -> key + varint(len(p)) + p for every bytes p of parts, joined"},
+    {"txn_head", txn_head, METH_VARARGS,
+     "txn_head(keys, data) -> (sid, tid, commit_ts) of a whole transaction entry, or None"},
     {"encode_batch", encode_batch, METH_VARARGS,
      "encode_batch(keys, sender, from_api, from_peer, messages) -> bytes or None"},
     {"decode_batch", decode_batch, METH_VARARGS,

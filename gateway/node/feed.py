@@ -26,7 +26,7 @@ from gateway.v1.transaction_pb2 import Transaction
 
 from .errors import NodeStoppedError
 from .validation import InvalidRequest
-from .wire import decode_entry
+from .wire import decode_entry, txn_head
 
 if TYPE_CHECKING:
     from .driver import RaftDriver
@@ -36,6 +36,17 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+
+
+def transaction_entry(index: int, data: bytes) -> CommittedEntry:
+    """The ``CommittedEntry`` of the transaction entry payload ``data`` (type tag first) at
+    ``index``: with its head and bytes and the message left unparsed when it holds a whole
+    transaction in one segment (``wire.txn_head``), else parsed now."""
+    wire = data[1:]
+    head = txn_head(data)
+    if head is not None:
+        return CommittedEntry(index, None, wire=wire, head=head)
+    return CommittedEntry(index, Transaction.FromString(wire), wire=wire)
 
 
 def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEpoch | None:
@@ -108,8 +119,7 @@ class CommittedLogSource:
                             out.append(CommittedEntry(e.index, None, txns))
                             continue
                 elif e.data[0] == _TXN and e.index not in skipped:
-                    wire = e.data[1:]
-                    out.append(CommittedEntry(e.index, Transaction.FromString(wire), wire=wire))
+                    out.append(transaction_entry(e.index, e.data))
                     continue
             out.append(CommittedEntry(e.index, None))
         return out

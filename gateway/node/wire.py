@@ -5,7 +5,7 @@ bytes, without building messages, on the hot paths (the leader's check of incomi
 statements, the apply of insert statements, write results). Every function here is the
 specification of its C accelerator in ``gateway/node/_wire.c`` (``parse_txn``,
 ``insert_rows``, ``check_records``, ``meta_parts``, ``encode_txn``, ``frame``,
-``frame_writes``, ``header_span``), which serves when built (``gateway.core.accel``;
+``frame_writes``, ``header_span``, ``txn_head``), which serves when built (``gateway.core.accel``;
 ``GATEWAY_PURE_PYTHON=1`` forces these); both are tested against each other and against
 ``SerializeToString``. Field keys come from ``gateway.v1.wire_tags`` (generated from the
 .proto files), never raw literals.
@@ -56,6 +56,8 @@ __all__ = [
     "retag_record",
     "row_tail",
     "split_insert",
+    "txn_head",
+    "txn_head_py",
     "write_result",
 ]
 
@@ -314,6 +316,70 @@ def parse_txn_py(data: bytes
     if pos != n:
         return None
     return sid, tid, epoch, author, commit_ts, stmts, idem
+
+
+def txn_head_py(data: bytes) -> tuple[int, int, int] | None:
+    """``(server id, trans id, commit ts)`` of a transaction entry payload (``data[0]`` is the
+    type tag) that holds a whole transaction in one segment -- ``segment_id`` 1, ``end_segment``
+    set, no rollback -- read from the top-level fields without parsing the statements; None
+    for anything else (another segment, a rollback, an unknown field or wire type, a key that
+    is not UTF-8, malformed bytes), which the caller parses in full. What an applier needs to
+    admit the transaction before (or without) building its message. The specification of
+    ``gateway.node._wire.txn_head``."""
+    if not data or data[0] != _TXN:
+        return None
+    pos, n = 1, len(data)
+    sid = tid = commit_ts = segment = 0
+    end_segment = False
+    try:
+        while pos < n:
+            tag = data[pos]
+            pos += 1
+            wt = tag & 7
+            if wt == 0:
+                v, pos = _varint64(data, pos, n)
+                if tag == _B_TXN_SEGMENT_ID:
+                    segment = v
+                elif tag == _B_TXN_END_SEGMENT:
+                    end_segment = v != 0
+                elif tag not in (_B_TXN_EPOCH, _B_TXN_AUTHOR):
+                    return None
+            elif wt == 2:
+                ln, pos = _varint64(data, pos, n)
+                end = pos + ln
+                if end > n:
+                    return None
+                if tag == _B_TXN_GTID:
+                    p = pos
+                    while p < end:
+                        t = data[p]
+                        v, p = _varint64(data, p + 1, end)
+                        if t == _B_GTID_SERVER_ID:
+                            sid = v
+                        elif t == _B_GTID_TRANS_ID:
+                            tid = v
+                        else:
+                            return None
+                elif tag == _B_TXN_IDEMPOTENCY_KEY:
+                    data[pos:end].decode()
+                elif tag != _B_TXN_STATEMENTS:
+                    return None
+                pos = end
+            elif wt == 1:
+                if pos + 8 > n:
+                    return None
+                if tag == _B_TXN_COMMIT_TS:
+                    commit_ts = _FIX64_AT(data, pos)[0]
+                elif tag != _B_TXN_START_TS:
+                    return None
+                pos += 8
+            else:
+                return None
+    except (ValueError, IndexError):  # a bad varint, a key that is not UTF-8
+        return None
+    if segment != 1 or not end_segment:
+        return None
+    return sid, tid, commit_ts
 
 
 def gtid_bytes(sid: int, tid: int) -> bytes:
@@ -804,6 +870,11 @@ meta_parts = (functools.partial(_accel.meta_parts, _META_KEYS) if _accel
               else meta_parts_py)
 insert_rows = _accel.insert_rows if _accel else insert_rows_py
 parse_txn = _accel.parse_txn if _accel else parse_txn_py
+#: The type tag and field keys ``_wire.txn_head`` reads, in its order.
+_HEAD_KEYS = bytes((_TXN, _B_TXN_GTID, _B_GTID_SERVER_ID, _B_GTID_TRANS_ID, _B_TXN_EPOCH,
+                    _B_TXN_AUTHOR, _B_TXN_START_TS, _B_TXN_COMMIT_TS, _B_TXN_STATEMENTS,
+                    _B_TXN_SEGMENT_ID, _B_TXN_END_SEGMENT, _B_TXN_IDEMPOTENCY_KEY))
+txn_head = functools.partial(_accel.txn_head, _HEAD_KEYS) if _accel else txn_head_py
 #: The type tag and field keys ``_wire.encode_txn`` writes, in its order.
 _TXN_KEYS = b"".join((bytes((_TXN,)), _TXN_GTID, _GTID_SERVER_ID, _GTID_TRANS_ID, _TXN_EPOCH,
                       _TXN_AUTHOR, _TXN_START_TS, _TXN_COMMIT_TS, _TXN_SEGMENT_ID,

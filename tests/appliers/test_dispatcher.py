@@ -385,13 +385,25 @@ class _EntriesSource:
 
 @pytest.mark.parametrize("read_batch", [1, 3, 64])
 @pytest.mark.parametrize("columns", [False, True])
+@pytest.mark.parametrize("lazy", [False, True])
 def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
-        tmp_path, read_batch, columns):
+        tmp_path, read_batch, columns, lazy):
     """Empty entries, a transaction already applied, segments interleaved with whole
     transactions, a rollback and replicated epochs in one read batch: the store, the counters
-    and the position are those of reading one entry at a time."""
+    and the position are those of reading one entry at a time -- with the transactions parsed
+    by the source, or (``lazy``) read as the node's source reads them: whole ones admitted
+    from their head and bytes, their message parsed only if something needs it."""
     from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
     from gateway.appliers.source import CommittedEntry
+    from gateway.node.feed import transaction_entry
+
+    def entry(i: int, x):  # type: ignore[no-untyped-def]
+        if x is None or not lazy:
+            return CommittedEntry(i, x)
+        got = transaction_entry(i, b"\x01" + x.SerializeToString())
+        assert (got.head is not None) == (x.segment_id == 1 and x.end_segment
+                                          and not x.HasField("rollback"))
+        return got
 
     def entries() -> list:
         t = [txn(1, insert("t", [{"id": 1, "a": 1}])),                     # 1, applied before
@@ -403,7 +415,7 @@ def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
              None,                                                          # 7: replicated
              txn(5, insert("t", [{"id": 5, "a": 5}])),                     # 8
              txn(6, insert("t", [{"id": 6, "a": 6}]))]                     # 9
-        out = [CommittedEntry(i, x) for i, x in enumerate(t, 1)]
+        out = [entry(i, x) for i, x in enumerate(t, 1)]
         rep = (txn(7, insert("t", [{"id": 7, "a": 7}])), txn(1, update("t", ["a"], [(3, [9])])))
         for r in rep:
             r.gtid.server_id = 2

@@ -189,3 +189,47 @@ def test_log_file_source_rejects_what_is_not_a_log(tmp_path, content, message):
 def test_memory_source_reads_ranges():
     src = MemorySource([None, None, None])
     assert [e.index for e in src.read(2, 5)] == [2, 3] and src.last_index() == 3
+
+
+def test_an_entry_read_with_its_head_parses_its_transaction_only_when_asked():
+    from gateway.appliers.source import CommittedEntry
+    from gateway.node.feed import transaction_entry
+    from gateway.v1 import transaction_pb2
+
+    txn = transaction_pb2.Transaction(commit_timestamp_ns=77, segment_id=1, end_segment=True)
+    txn.gtid.server_id, txn.gtid.trans_id = 3, 9
+    wire = txn.SerializeToString()
+    lazy = transaction_entry(5, b"\x01" + wire)
+    assert lazy.head == (3, 9, 77) and lazy.wire == wire
+    assert lazy._transaction is None  # not parsed by the read
+    assert lazy == CommittedEntry(5, txn, wire=wire)
+    assert lazy.transaction == txn
+    with pytest.raises(ValueError):
+        CommittedEntry(5, None, head=(3, 9, 77))
+    # another segment, a rollback: parsed by the read, no head
+    txn.segment_id = 2
+    assert transaction_entry(6, b"\x01" + txn.SerializeToString()).head is None
+    txn.segment_id = 1
+    txn.rollback.SetInParent()
+    parsed = transaction_entry(7, b"\x01" + txn.SerializeToString())
+    assert parsed.head is None and parsed._transaction == txn
+
+
+def test_a_whole_transaction_of_an_open_gtid_is_refused_as_add_refuses_it():
+    from gateway.core.reducer import SegmentAssembler, SegmentOrderError
+    from gateway.node.feed import transaction_entry
+    from gateway.v1 import transaction_pb2
+
+    first = transaction_pb2.Transaction(segment_id=1, end_segment=False)
+    first.gtid.server_id, first.gtid.trans_id = 1, 4
+    whole = transaction_pb2.Transaction(segment_id=1, end_segment=True)
+    whole.gtid.server_id, whole.gtid.trans_id = 1, 4
+    asm = SegmentAssembler()
+    assert asm.add(1, first) is None
+    entry = transaction_entry(2, b"\x01" + whole.SerializeToString())
+    assert entry.head is not None
+    with pytest.raises(SegmentOrderError):
+        asm.add_whole(Gtid(1, 4), entry)
+    done = asm.add_whole(Gtid(1, 5), transaction_entry(3, b"\x01" + whole.SerializeToString()))
+    assert done is not None and done.indexes == (3,) and done.wire == whole.SerializeToString()
+    assert done.segments == (whole,) and not done.rolled_back

@@ -384,3 +384,45 @@ def test_a_stream_write_ack_built_from_result_bytes_is_protobufs(seq, epoch, ind
     result = gateway_pb2.WriteResult(epoch=epoch, log_index=index, duplicate=dup)
     want = gateway_pb2.StreamWriteAck(seq=seq, result=result).SerializeToString()
     assert wire_py.ack_bytes(seq, result.SerializeToString()) == want
+
+
+_SEGMENTS = st.tuples(st.sampled_from([0, 1, 1, 1, 2, 2**32 + 1]), st.booleans(), st.booleans())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 2**32 - 1), _U64, _U64, _U64, _SEGMENTS, st.text(max_size=6),
+       _RECORDS, st.sampled_from([b"", b"", b"\x58\x01", b"\xfa\x01\x00"]))
+def test_transaction_heads_are_what_the_parsed_message_says(sid, tid, ts, epoch, segment,
+                                                            idem, recs, unknown):
+    from gateway.v1 import transaction_pb2
+    seg_id, end, rollback = segment
+    txn = transaction_pb2.Transaction(
+        epoch=epoch, commit_timestamp_ns=ts, start_timestamp_ns=ts // 2, segment_id=seg_id % 2**32,
+        end_segment=end, idempotency_key=idem,
+        statements=[statement_pb2.Statement(insert=statement_pb2.InsertStatement(records=recs))])
+    txn.gtid.server_id, txn.gtid.trans_id = sid, tid
+    if rollback:
+        txn.rollback.SetInParent()
+    data = b"\x01" + txn.SerializeToString() + unknown
+    whole = txn.segment_id == 1 and end and not rollback and not unknown
+    want = (sid, tid, ts) if whole else None
+    assert wire_py.txn_head_py(data) == want
+    assert wire.txn_head(wire_py._HEAD_KEYS, data) == want
+    assert wire_py.txn_head(data) == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(_U64, _U64, _RECORDS, st.data())
+def test_damaged_transaction_heads_read_alike_in_c_and_python(sid, tid, recs, data_st):
+    from gateway.v1 import transaction_pb2
+    txn = transaction_pb2.Transaction(segment_id=1, end_segment=True, commit_timestamp_ns=tid,
+                                      idempotency_key="k", statements=[statement_pb2.Statement(
+                                          insert=statement_pb2.InsertStatement(records=recs))])
+    txn.gtid.server_id, txn.gtid.trans_id = sid % 2**32, tid
+    data = bytearray(b"\x01" + txn.SerializeToString())
+    for _ in range(data_st.draw(st.integers(1, 3))):
+        i = data_st.draw(st.integers(0, len(data) - 1))
+        data[i] = data_st.draw(st.sampled_from([0x00, 0x01, 0x38, 0x40, 0x80, 0xFF, 0xC3]))
+    cut = data_st.draw(st.integers(0, len(data)))
+    for blob in (bytes(data), bytes(data[:cut])):
+        assert wire.txn_head(wire_py._HEAD_KEYS, blob) == wire_py.txn_head_py(blob)
