@@ -252,15 +252,16 @@ _U64_MASK = (1 << 64) - 1
 _FIX64_AT = struct.Struct("<Q").unpack_from
 
 
-def parse_txn_py(data: bytes
-                  ) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
-    """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
-    path needs, read from the wire bytes without building messages: ``(server id, trans id,
-    epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
-    (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
-    path. The specification of ``gateway.node._wire.parse_txn``."""
+def _txn_walk(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int]], str, int,
+                                    bool] | None:
+    """Every top-level field of a transaction entry payload (``data[0]`` is the type tag, not
+    read here) from its wire bytes: ``(server id, trans id, epoch, author, commit ts,
+    statement spans, idempotency key, segment_id, end_segment)``; None for an unknown field or
+    wire type (a rollback among them), a multi-byte tag, a varint past 64 bits, a field
+    running past the end, a key that is not UTF-8. Shared by the two specifications below."""
     pos, n = 1, len(data)
-    sid = tid = epoch = author = commit_ts = 0
+    sid = tid = epoch = author = commit_ts = segment = 0
+    end_segment = False
     stmts: list[tuple[int, int]] = []
     idem = ""
     try:
@@ -269,15 +270,19 @@ def parse_txn_py(data: bytes
             pos += 1
             wt = tag & 7
             if wt == 0:
-                v, pos = decode_uvarint(data, pos)
+                v, pos = _varint64(data, pos, n)
                 if tag == _B_TXN_EPOCH:
                     epoch = v
                 elif tag == _B_TXN_AUTHOR:
                     author = v
-                elif tag not in (_B_TXN_SEGMENT_ID, _B_TXN_END_SEGMENT):
+                elif tag == _B_TXN_SEGMENT_ID:
+                    segment = v
+                elif tag == _B_TXN_END_SEGMENT:
+                    end_segment = v != 0
+                else:
                     return None
             elif wt == 2:
-                ln, pos = decode_uvarint(data, pos)
+                ln, pos = _varint64(data, pos, n)
                 end = pos + ln
                 if end > n:
                     return None
@@ -287,15 +292,13 @@ def parse_txn_py(data: bytes
                     p = pos
                     while p < end:
                         t = data[p]
-                        v, p = decode_uvarint(data, p + 1)
+                        v, p = _varint64(data, p + 1, end)
                         if t == _B_GTID_SERVER_ID:
                             sid = v
                         elif t == _B_GTID_TRANS_ID:
                             tid = v
                         else:
                             return None
-                    if p != end:
-                        return None
                 elif tag == _B_TXN_IDEMPOTENCY_KEY:
                     idem = data[pos:end].decode()
                 else:
@@ -311,11 +314,22 @@ def parse_txn_py(data: bytes
                 pos += 8
             else:
                 return None
-    except (IndexError, UnicodeDecodeError):
+    except ValueError:  # a bad varint, a key that is not UTF-8 (UnicodeDecodeError)
         return None
-    if pos != n:
+    if pos != n:  # no type tag at all
         return None
-    return sid, tid, epoch, author, commit_ts, stmts, idem
+    return sid, tid, epoch, author, commit_ts, stmts, idem, segment, end_segment
+
+
+def parse_txn_py(data: bytes
+                  ) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
+    """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
+    path needs, read from the wire bytes without building messages: ``(server id, trans id,
+    epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
+    (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
+    path. The specification of ``gateway.node._wire.parse_txn``."""
+    got = _txn_walk(data)
+    return None if got is None else got[:7]
 
 
 def txn_head_py(data: bytes) -> tuple[int, int, int] | None:
@@ -328,59 +342,10 @@ def txn_head_py(data: bytes) -> tuple[int, int, int] | None:
     ``gateway.node._wire.txn_head``."""
     if not data or data[0] != _TXN:
         return None
-    pos, n = 1, len(data)
-    sid = tid = commit_ts = segment = 0
-    end_segment = False
-    try:
-        while pos < n:
-            tag = data[pos]
-            pos += 1
-            wt = tag & 7
-            if wt == 0:
-                v, pos = _varint64(data, pos, n)
-                if tag == _B_TXN_SEGMENT_ID:
-                    segment = v
-                elif tag == _B_TXN_END_SEGMENT:
-                    end_segment = v != 0
-                elif tag not in (_B_TXN_EPOCH, _B_TXN_AUTHOR):
-                    return None
-            elif wt == 2:
-                ln, pos = _varint64(data, pos, n)
-                end = pos + ln
-                if end > n:
-                    return None
-                if tag == _B_TXN_GTID:
-                    p = pos
-                    while p < end:
-                        t = data[p]
-                        v, p = _varint64(data, p + 1, end)
-                        if t == _B_GTID_SERVER_ID:
-                            sid = v
-                        elif t == _B_GTID_TRANS_ID:
-                            tid = v
-                        else:
-                            return None
-                elif tag == _B_TXN_IDEMPOTENCY_KEY:
-                    data[pos:end].decode()
-                elif tag != _B_TXN_STATEMENTS:
-                    return None
-                pos = end
-            elif wt == 1:
-                if pos + 8 > n:
-                    return None
-                if tag == _B_TXN_COMMIT_TS:
-                    commit_ts = _FIX64_AT(data, pos)[0]
-                elif tag != _B_TXN_START_TS:
-                    return None
-                pos += 8
-            else:
-                return None
-    except (ValueError, IndexError):  # a bad varint, a key that is not UTF-8
+    got = _txn_walk(data)
+    if got is None or got[7] != 1 or not got[8]:
         return None
-    if segment != 1 or not end_segment:
-        return None
-    return sid, tid, commit_ts
-
+    return got[0], got[1], got[4]
 
 def gtid_bytes(sid: int, tid: int) -> bytes:
     """``Gtid(server_id=sid, trans_id=tid).SerializeToString()``."""
