@@ -83,9 +83,22 @@ class ProgressTracker:
     def finish(self, indexes: Iterable[int]) -> None:
         """Mark entries done (rolled back, skipped, not transactions, or their unit was
         recorded) and advance the watermark over the contiguous prefix."""
-        for i in indexes:
-            heapq.heappush(self._done_heap, i)
         heap = self._done_heap
+        if not heap:
+            # The common case: the entries right above the watermark, in order -- the
+            # watermark moves over them at once, without the heap.
+            run = indexes if type(indexes) in (list, tuple) else list(indexes)
+            w = self.watermark
+            if run and run[0] == w + 1 and run[-1] == w + len(run) and \
+                    list(run) == list(range(w + 1, w + 1 + len(run))):
+                self.watermark = run[-1]
+                pop = self._commit_ts.pop
+                for i in run:
+                    pop(i, None)
+                return
+            indexes = run
+        for i in indexes:
+            heapq.heappush(heap, i)
         while heap and heap[0] <= self.watermark + 1:
             i = heapq.heappop(heap)
             if i == self.watermark + 1:

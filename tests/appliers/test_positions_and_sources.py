@@ -100,6 +100,29 @@ def test_watermark_moves_only_over_the_contiguous_prefix():
         t.register(8)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 40), st.data())
+def test_the_watermark_is_the_done_prefix_whatever_the_order_and_chunks(n, data):
+    t = ProgressTracker(ApplierPosition(0))
+    t.register_run(1, n, [100 + i for i in range(1, n + 1)])
+    order = data.draw(st.permutations(range(1, n + 1)))
+    if data.draw(st.booleans()):  # mostly in order, as the dispatcher finishes them
+        order = sorted(order)
+    done: set[int] = set()
+    pos = 0
+    while pos < n:
+        k = data.draw(st.integers(1, n - pos))
+        chunk = order[pos:pos + k]
+        pos += k
+        t.finish(chunk if data.draw(st.booleans()) else tuple(chunk))
+        done.update(chunk)
+        want = 0
+        while want + 1 in done:
+            want += 1
+        assert t.watermark == want
+        assert t.oldest_pending_commit_ts() == (None if want == n else 101 + want)
+
+
 def test_a_unit_is_recorded_only_when_done_and_after_units_it_depends_on():
     t = ProgressTracker(ApplierPosition(0))
     for i in (1, 2, 3):
