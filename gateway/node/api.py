@@ -277,7 +277,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 method="Write", request=req.SerializeToString()), timeout=_deadline(context))
             return resp.response  # the serialized WriteResult
 
-        def submit(w: gateway_pb2.WriteRequest, now: int) -> asyncio.Future[Any]:
+        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes) -> asyncio.Future[Any]:
             drv = self.node.driver
             try:
                 self._check_write(w)
@@ -286,8 +286,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:
-                return drv.submit_write(w.statements, w.idempotency_key, now,
-                                        raw=frame_request(w), wire=True)
+                return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
+                                        wire=True)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:
@@ -302,8 +302,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         raise InvalidRequest("seq", f"seq {req.seq} with {n} writes numbers "
                                              f"them past 2^64-1")
                     now = time.time_ns()
-                    for i, w in enumerate(req.writes):
-                        fut = submit(w, now)
+                    for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req),
+                                                     strict=True)):
+                        fut = submit(w, now, raw)
                         outstanding += 1  # counted once submitted: each gets its ack
                         fut.add_done_callback(lambda f, s=req.seq + i: finish(s, f))
             except Exception as exc:

@@ -581,14 +581,15 @@ def _frame_write_py(data: bytes, pos: int, end: int) -> bytes:
     return b"".join(parts)
 
 
-def frame_writes_py(data: bytes, batch: bool) -> list[bytes]:
+def frame_writes_py(data: bytes, batch: bool, writes_key: int = _B_BATCH_WRITES) -> list[bytes]:
     """The statements of serialized writes framed as :func:`frame_statements` frames them,
     from one serialization of the whole request instead of one per statement (materializing
     each statement of a parsed request costs ~3 us more per write on the leader): ``data`` is
-    a serialized ``WriteBatchRequest`` (``batch``; one element per ``writes`` field, in order)
-    or ``WriteRequest`` (one element). ValueError on bytes that are not a well-formed message
-    (a group, a truncated field, a varint past 64 bits): callers frame such writes statement
-    by statement. The specification of ``gateway.node._wire.frame_writes``."""
+    a serialized ``WriteBatchRequest`` (``batch``; one element per ``writes`` field, in order;
+    ``writes_key`` is that field's one-byte key, ``StreamWriteRequest``'s for a stream's
+    request) or ``WriteRequest`` (one element). ValueError on bytes that are not a
+    well-formed message (a group, a truncated field, a varint past 64 bits): callers frame
+    such writes statement by statement. The specification of ``gateway.node._wire.frame_writes``."""
     n = len(data)
     if not batch:
         return [_frame_write_py(data, 0, n)]
@@ -597,7 +598,7 @@ def frame_writes_py(data: bytes, batch: bool) -> list[bytes]:
     while pos < n:
         tag, pos = _varint64(data, pos, n)
         after = _skip_field(data, pos, tag, n)
-        if tag == _B_BATCH_WRITES:
+        if tag == writes_key:
             _, body = _varint64(data, pos, after)
             out.append(_frame_write_py(data, body, after))
         pos = after
@@ -871,6 +872,10 @@ frame_field = _accel.frame if _accel else frame_field_py
 _FRAME_WRITES_KEYS = bytes((_B_BATCH_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
 frame_writes = (functools.partial(_accel.frame_writes, _FRAME_WRITES_KEYS) if _accel
                 else frame_writes_py)
+_B_STREAM_WRITES = _byte(W.STREAM_WRITE_REQUEST_WRITES_KEY)
+_FRAME_STREAM_KEYS = bytes((_B_STREAM_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
+_frame_stream_writes = (functools.partial(_accel.frame_writes, _FRAME_STREAM_KEYS) if _accel
+                        else functools.partial(frame_writes_py, writes_key=_B_STREAM_WRITES))
 
 
 def frame_request(req: gateway_pb2.WriteRequest) -> bytes:
@@ -881,11 +886,14 @@ def frame_request(req: gateway_pb2.WriteRequest) -> bytes:
         return frame_statements(req.statements)
 
 
-def frame_batch(req: gateway_pb2.WriteBatchRequest) -> list[bytes]:
+def frame_batch(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequest
+                ) -> list[bytes]:
     """``[frame_statements(w.statements) for w in req.writes]``, from one serialization of
-    ``req``."""
+    ``req`` (a ``WriteBatch`` or a ``StreamWrite`` request)."""
+    frame = _frame_stream_writes if type(req) is gateway_pb2.StreamWriteRequest \
+        else frame_writes
     try:
-        return frame_writes(req.SerializeToString(), True)
+        return frame(req.SerializeToString(), True)
     except ValueError:
         return [frame_statements(w.statements) for w in req.writes]
 _check_records = _accel.check_records if _accel else _check_records_py

@@ -326,6 +326,10 @@ def test_writes_framed_from_one_serialization_are_each_writes_statements_framed(
     assert wire.frame_writes(wire_py._FRAME_WRITES_KEYS, data, True) == want
     assert wire_py.frame_writes_py(data, True) == want
     assert wire_py.frame_batch(req) == want
+    stream = gateway_pb2.StreamWriteRequest(seq=len(writes), writes=req.writes)
+    assert wire_py.frame_batch(stream) == want
+    assert wire_py.frame_writes_py(stream.SerializeToString(), True,
+                                   writes_key=wire_py._B_STREAM_WRITES) == want
     for w, framed in zip(req.writes, want, strict=True):
         one = w.SerializeToString()
         assert wire.frame_writes(wire_py._FRAME_WRITES_KEYS, one, False) == [framed]
