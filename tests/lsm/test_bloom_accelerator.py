@@ -60,3 +60,28 @@ def test_bad_arguments_are_errors_not_crashes():
         accel.hashes([b"a", "b"], _MASKS)
     with pytest.raises(ValueError):
         accel.hashes([b"a"], array("Q", [1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=24), max_size=30), max_size=4))
+def test_filters_built_in_c_are_the_specifications_bytes(batches):
+    import struct
+    import zlib
+
+    b = bloom.BloomBuilder()
+    keys = []
+    for batch in batches:
+        b.add_keys(iter(batch) if len(batch) % 2 else batch)
+        keys += batch
+    got = b.finish()
+    # the on-disk format, computed from the format's definition (docs/formats/sstable.md)
+    nwords = max(1, (len(keys) * bloom.BITS_PER_KEY + 63) // 64)
+    words = [0] * nwords
+    for k in keys:
+        words[bloom._crc(k) % nwords] |= bloom.MASKS[zlib.crc32(k) >> (32 - bloom.MASK_BITS)]
+    want = struct.pack("<BBBI", bloom.TAG_BLOOM, 1, bloom.K, nwords) + array("Q", words).tobytes()
+    assert got == want
+    assert accel.build(b._h1, b._m, nwords) == array("Q", bloom._build_words_py(
+        b._h1, b._m, nwords)).tobytes()
+    with pytest.raises(ValueError):
+        accel.build(b._h1, array("Q", [1] * (len(keys) + 1)), nwords)

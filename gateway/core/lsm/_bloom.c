@@ -12,11 +12,16 @@
  *   per key h1 = CRC-32C(key) (crc32c.crc32c) and mask = table[CRC-32(key) >> 18]
  *   (zlib.crc32; table: bloom.MASKS as array('Q')), native byte order.
  *
- * The Python code in bloom.py (key_hashes, _maybe_present_py) is the specification.
+ * build(h1s, masks, nwords) -> bytes of nwords uint64 (native byte order)
+ *   the filter's words: words[h1s[i] % nwords] |= masks[i] for every key i.
+ *
+ * The Python code in bloom.py (key_hashes, _maybe_present_py, _build_words_py) is the
+ * specification.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static uint32_t crc32c_table[256], crc32_table[256];
 
@@ -143,9 +148,45 @@ done:
 	return NULL;
 }
 
+static PyObject *
+build(PyObject *self, PyObject *args)
+{
+	PyObject *ho, *mo, *out = NULL;
+	Py_ssize_t nwords;
+	Py_buffer hv, mv;
+
+	if (!PyArg_ParseTuple(args, "OOn", &ho, &mo, &nwords))
+		return NULL;
+	if (get_buffer(ho, &hv, 4, "h1s") < 0)
+		return NULL;
+	if (get_buffer(mo, &mv, 8, "masks") < 0)
+		goto release_h;
+	Py_ssize_t n = hv.len / 4;
+	if (mv.len / 8 != n || nwords <= 0 || nwords > PY_SSIZE_T_MAX / 8) {
+		PyErr_SetString(PyExc_ValueError, "build: inconsistent arguments");
+		goto release_m;
+	}
+	out = PyBytes_FromStringAndSize(NULL, nwords * 8);
+	if (out == NULL)
+		goto release_m;
+	uint64_t *words = (uint64_t *)PyBytes_AS_STRING(out);
+	memset(words, 0, (size_t)nwords * 8);
+	const uint32_t *h1s = hv.buf;
+	const uint64_t *masks = mv.buf;
+	for (Py_ssize_t i = 0; i < n; i++)
+		words[h1s[i] % (uint64_t)nwords] |= masks[i];
+release_m:
+	PyBuffer_Release(&mv);
+release_h:
+	PyBuffer_Release(&hv);
+	return out;
+}
+
 static PyMethodDef methods[] = {
     {"hashes", hashes, METH_VARARGS,
      "hashes(keys, table) -> (h1s, masks) as native-order bytes of uint32 and uint64"},
+    {"build", build, METH_VARARGS,
+     "build(h1s, masks, nwords) -> the filter's words (native-order bytes of uint64)"},
     {"maybe", maybe, METH_VARARGS,
      "maybe(words, h1s, masks, start, stop) -> indices whose keys the filter may hold"},
     {NULL, NULL, 0, NULL},

@@ -106,17 +106,35 @@ def maybe_present(words: array, h1s: Any, masks: Any, start: int, stop: int
     return _maybe_present_py(words, h1s, masks, start, stop)
 
 
+def _build_words_py(h1s: Any, masks: Any, nwords: int) -> list[int]:
+    """The filter's ``nwords`` words: ``words[h1 % nwords] |= mask`` for every key (the
+    specification of the accelerator's ``build``)."""
+    words = [0] * nwords
+    for h1, m in zip(h1s, masks, strict=True):
+        words[h1 % nwords] |= m
+    return words
+
+
 class BloomBuilder:
-    """Collects key hashes (8 bytes per key) and builds the filter once the count is known."""
+    """Collects key hashes (12 bytes per key: ``key_hash``'s word selector and mask) and
+    builds the filter once the count is known; in C when the accelerator is built (one call
+    per ``add_keys`` and one per ``finish``, not one Python step per key)."""
 
     def __init__(self) -> None:
         self._h1 = array("I")
-        self._h2 = array("I")
+        self._m = array("Q")
 
     def add_keys(self, keys: Iterable[bytes] | list[bytes]) -> None:
         """Add every key of ``keys`` (any order, duplicates allowed)."""
-        self._h1.extend(map(_crc, keys))
-        self._h2.extend(map(_zcrc, keys))
+        keys = keys if type(keys) is list else list(keys)
+        if _accel is not None:  # native-order bytes of uint32 and uint64
+            h1s, masks = _accel.hashes(keys, _MASK_ARRAY)
+            self._h1.frombytes(h1s)
+            self._m.frombytes(masks)
+        else:
+            h1s, masks = _key_hashes_py(keys)
+            self._h1.extend(h1s)
+            self._m.extend(masks)
 
     def __len__(self) -> int:
         return len(self._h1)
@@ -125,14 +143,13 @@ class BloomBuilder:
         """Return the bloom record payload (tag, version, K, nwords, words)."""
         n = len(self._h1)
         nwords = max(1, (n * BITS_PER_KEY + 63) // 64)
-        words = [0] * nwords
-        masks = MASKS
-        for h1, h2 in zip(self._h1, self._h2, strict=False):
-            words[h1 % nwords] |= masks[h2 >> _SHIFT]
-        arr = array("Q", words)
+        head = _HEAD.pack(TAG_BLOOM, 1, K, nwords)
+        if _accel is not None and _LITTLE:
+            return head + _accel.build(self._h1, self._m, nwords)
+        arr = array("Q", _build_words_py(self._h1, self._m, nwords))
         if not _LITTLE:  # pragma: no cover
             arr.byteswap()
-        return _HEAD.pack(TAG_BLOOM, 1, K, nwords) + arr.tobytes()
+        return head + arr.tobytes()
 
 
 def decode_bloom(payload: bytes) -> array:
