@@ -65,3 +65,26 @@ def test_blocks_of_more_pairs_than_the_stack_holds_are_searched_too():
     assert accel.find(payload, b"004321") == b"004321!"
     assert accel.find(payload, b"004321x") is None
     assert accel.last_key(payload) == b"004999"
+
+
+_META = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 0, 1, 2**32 - 1, 2**32, -1,
+                                                              2**64, True, 1.0]))
+_OPS = st.lists(st.one_of(
+    st.tuples(st.binary(max_size=6), st.none() | st.binary(max_size=8), _META, _META, _META),
+    st.tuples(st.binary(max_size=6), st.none() | st.binary(max_size=8)),  # the general path's
+    st.tuples(st.just(bytearray(b"k")), st.binary(max_size=3), st.just(1), st.just(2),
+              st.just(3))), max_size=12)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_OPS)
+def test_cells_of_write_ops_are_the_specifications_and_the_stores(ops):
+    from gateway.core.lsm.store import LSMStore
+
+    want = fmt.encode_cells_py(ops)
+    assert accel.cells(ops) == want
+    assert accel.cells(tuple(ops)) is None and fmt.encode_cells_py(tuple(ops)) is None
+    if want is not None:
+        # what the store's general loop (every op of any shape) builds for the same ops
+        assert want == LSMStore._cells(ops)
+        assert want == {k: fmt.encode_cell(v, e, a, t) for k, v, e, a, t in ops}

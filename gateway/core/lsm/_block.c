@@ -12,6 +12,12 @@
  *     The cell stored for `key` in the block, or None: a binary search over the keys, no list
  *     of keys or cells built. ValueError when the payload is malformed; never reads outside
  *     it. format._find_cell_py is the specification.
+ *
+ * cells(ops) -> dict | None
+ *     The cells of a list of write ops (key, value, epoch, author, commit_ts) keyed by key
+ *     (value None: a delete), a later op of a key replacing an earlier one; None when an op
+ *     is anything else, which the store's general loop takes. format.encode_cells_py is the
+ *     specification.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -113,9 +119,76 @@ done:
     return out;
 }
 
+static void put_le(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* An exact int in [0, max] into *out: 1, 0 when it is not one (no error left set), -1 error. */
+static int small_uint(PyObject *o, uint64_t max, uint64_t *out) {
+    if (!PyLong_CheckExact(o)) return 0;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (v > max) return 0;
+    *out = v;
+    return 1;
+}
+
+/* cells(ops) -> dict | None: format.encode_cells_py (the specification). */
+static PyObject *cells(PyObject *self, PyObject *ops) {
+    if (!PyList_CheckExact(ops)) Py_RETURN_NONE;
+    PyObject *batch = PyDict_New();
+    if (!batch) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ops);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (!PyTuple_CheckExact(op) || PyTuple_GET_SIZE(op) != 5) goto general;
+        PyObject *key = PyTuple_GET_ITEM(op, 0), *value = PyTuple_GET_ITEM(op, 1);
+        if (!PyBytes_CheckExact(key) || (value != Py_None && !PyBytes_CheckExact(value)))
+            goto general;
+        uint64_t meta[3];
+        const uint64_t max[3] = {UINT64_MAX, 0xffffffffu, UINT64_MAX};
+        for (int j = 0; j < 3; j++) {
+            int rc = small_uint(PyTuple_GET_ITEM(op, 2 + j), max[j], &meta[j]);
+            if (rc < 0) goto fail;
+            if (rc == 0) goto general;
+        }
+        Py_ssize_t vlen = value == Py_None ? 0 : PyBytes_GET_SIZE(value);
+        int has_meta = meta[0] || meta[1] || meta[2];
+        Py_ssize_t head = has_meta ? 21 : 1;
+        PyObject *cell = PyBytes_FromStringAndSize(NULL, head + vlen);
+        if (!cell) goto fail;
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(cell);
+        if (has_meta) {
+            p[0] = (unsigned char)(0x02 | (value == Py_None ? 0x01 : 0));
+            put_le(p + 1, meta[0], 8);
+            put_le(p + 9, meta[1], 4);
+            put_le(p + 13, meta[2], 8);
+        } else {
+            p[0] = value == Py_None ? 0x01 : 0x00;
+        }
+        if (vlen) memcpy(p + head, PyBytes_AS_STRING(value), (size_t)vlen);
+        int rc = PyDict_SetItem(batch, key, cell);
+        Py_DECREF(cell);
+        if (rc < 0) goto fail;
+    }
+    return batch;
+general:
+    Py_DECREF(batch);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(batch);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"last_key", last_key, METH_O,
      "last_key(payload) -> the data block's last key (None if empty); ValueError if malformed"},
+    {"cells", cells, METH_O,
+     "cells(ops) -> {key: cell} of write ops (key, value, epoch, author, commit_ts), or None"},
     {"find", find, METH_VARARGS,
      "find(payload, key) -> the cell of key in the data block, or None"},
     {NULL, NULL, 0, NULL},

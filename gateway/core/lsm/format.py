@@ -21,7 +21,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gateway.core.accel import load
 
@@ -45,6 +45,8 @@ __all__ = [
     "decode_pairs",
     "encode_block",
     "encode_cell",
+    "encode_cells",
+    "encode_cells_py",
     "encode_pairs",
     "entry_of",
     "find_cell",
@@ -252,10 +254,35 @@ def _find_cell_py(payload: bytes, key: bytes) -> bytes | None:
     return cells[i] if i < len(keys) and keys[i] == key else None
 
 
+def encode_cells_py(ops: Any) -> dict[bytes, bytes] | None:
+    """The cells of the write ops ``ops`` -- a list of tuples ``(key, value, epoch, author,
+    commit_ts)``, ``value=None`` a delete -- keyed by key, a later op of a key replacing an
+    earlier one (``encode_cell`` of each); None when ``ops`` is not a list or an op is
+    anything else (another length, a key or value that is not ``bytes``, metadata that is not
+    an ``int`` in range), which the caller's general loop takes (and refuses what it must).
+    The specification of ``gateway.core.lsm._block.cells``."""
+    if type(ops) is not list:
+        return None
+    batch: dict[bytes, bytes] = {}
+    for op in ops:
+        if type(op) is not tuple or len(op) != 5:
+            return None
+        key, value, epoch, author, commit_ts = op
+        if type(key) is not bytes or (value is not None and type(value) is not bytes):
+            return None
+        if type(epoch) is not int or type(author) is not int or type(commit_ts) is not int:
+            return None
+        if not (0 <= epoch <= _U64 and 0 <= author <= _U32 and 0 <= commit_ts <= _U64):
+            return None
+        batch[key] = encode_cell(value, epoch, author, commit_ts)
+    return batch
+
+
 # Point reads search a cached block payload where it lies (``gateway.core.lsm._block``: one
 # binary search, no list of keys and cells per read) when the accelerator is built.
 _accel = load("gateway.core.lsm._block")
 block_last_key = _block_last_key_py if _accel is None else _accel.last_key
+encode_cells = encode_cells_py if _accel is None else _accel.cells
 find_cell = _find_cell_py if _accel is None else _accel.find
 
 

@@ -53,6 +53,7 @@ from gateway.core.lsm.format import (
     StoredRow,
     check_metadata,
     encode_cell,
+    encode_cells,
     entry_of,
     prefix_end,
     version_of,
@@ -386,6 +387,32 @@ class LSMStore:
         ``(key, value, epoch, author, commit_ts)``; ``value=None`` deletes.
         """
         items = ops.ops if isinstance(ops, WriteBatch) else ops
+        # The usual batch (the state machine's: a list of 5-tuples of bytes and ints in range)
+        # is encoded in one call (format.encode_cells, in C when built); anything else -- and
+        # what must be refused -- takes the general loop (_cells).
+        batch = encode_cells(items)
+        if batch is None:
+            batch = self._cells(items)
+        with self._write_lock:
+            if self._bg_error is not None or self._closed:
+                self._raise_unwritable()
+            if self._wal is not None and (batch or log_index):
+                self._wal.append(list(batch), list(batch.values()), log_index)
+            mem = self._mem
+            mem.apply(batch)
+            if log_index:
+                mem.max_log_index = self._applied_index = max(log_index, self._applied_index)
+            if mem.approximate_bytes >= self._memtable_bytes:
+                self._rotate()
+
+    def mark_applied(self, log_index: int) -> None:
+        """Record that log entries up to ``log_index`` are applied (entries without row writes)."""
+        self.write_batch((), log_index=log_index)
+
+    @staticmethod
+    def _cells(items: Iterable[tuple[Any, ...]]) -> dict[bytes, bytes]:
+        """The cells of ``items`` keyed by key (``write_batch``'s general path: 2-tuples,
+        bytes-like keys and values, metadata to check); raises ``InvalidArgumentError``."""
         batch: dict[bytes, bytes] = {}
         # Ops of one batch mostly share their metadata (every row of a transaction): the cell
         # header of the last metadata seen is reused (same bytes as ``encode_cell``; checked
@@ -401,7 +428,7 @@ class LSMStore:
                         and type(author) is int and type(commit_ts) is int:
                     cell = live_head if value is not None else dead_head
                 else:
-                    self._check_meta(epoch, author, commit_ts)
+                    LSMStore._check_meta(epoch, author, commit_ts)
                     dead_head = encode_cell(None, epoch, author, commit_ts)
                     live_head = encode_cell(b"", epoch, author, commit_ts)
                     last_meta = (epoch, author, commit_ts)
@@ -421,21 +448,7 @@ class LSMStore:
                 if type(value) is not bytes:
                     value = _key(value)
                 batch[key] = (_PLAIN if cell is None else cell) + value
-        with self._write_lock:
-            if self._bg_error is not None or self._closed:
-                self._raise_unwritable()
-            if self._wal is not None and (batch or log_index):
-                self._wal.append(list(batch), list(batch.values()), log_index)
-            mem = self._mem
-            mem.apply(batch)
-            if log_index:
-                mem.max_log_index = self._applied_index = max(log_index, self._applied_index)
-            if mem.approximate_bytes >= self._memtable_bytes:
-                self._rotate()
-
-    def mark_applied(self, log_index: int) -> None:
-        """Record that log entries up to ``log_index`` are applied (entries without row writes)."""
-        self.write_batch((), log_index=log_index)
+        return batch
 
     @staticmethod
     def _check_meta(epoch: int, author: int, commit_ts: int) -> None:
