@@ -180,7 +180,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                                    wire=True)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
-                                 ) -> gateway_pb2.WriteBatchResponse:
+                                 ) -> bytes:
+        """The serialized ``WriteBatchResponse`` of ``req``'s writes, all validated first."""
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
         drv = self.node.driver
@@ -209,8 +210,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         results: list[bytes] = []
         try:
             for f in futs:
-                r = await f
-                results.append(r if type(r) is bytes else r.SerializeToString())
+                results.append(serialized(await f))
         except BaseException:
             for f in futs:
                 if not f.done():
