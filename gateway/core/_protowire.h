@@ -31,4 +31,21 @@ static inline uint64_t read_fixed64(const unsigned char *data) {
     return bits;
 }
 
+/* Skips the field whose tag (already read) is `tag`, *p moved past it: 0, or -1 when it runs
+ * past end or has a wire type these readers do not take (groups). */
+static inline int skip_field(const unsigned char *d, Py_ssize_t *p, Py_ssize_t end,
+                             uint64_t tag) {
+    uint64_t v;
+    switch (tag & 7) {
+    case 0: return read_varint(d, p, end, &v);
+    case 1: if (end - *p < 8) return -1; *p += 8; return 0;
+    case 5: if (end - *p < 4) return -1; *p += 4; return 0;
+    case 2:
+        if (read_varint(d, p, end, &v) < 0 || v > (uint64_t)(end - *p)) return -1;
+        *p += (Py_ssize_t)v;
+        return 0;
+    default: return -1;
+    }
+}
+
 #endif

@@ -587,23 +587,6 @@ static PyObject *frame(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* The position after the field whose tag `tag` ended at *p (skipped), or -1 for a group or a
- * field running past `end` (gateway.node.wire._skip_field). */
-static Py_ssize_t skip_field(const unsigned char *d, Py_ssize_t p, uint64_t tag, Py_ssize_t end) {
-    uint64_t v;
-    switch (tag & 7) {
-    case 0: if (read_varint(d, &p, end, &v) < 0) return -1; break;
-    case 1: if (end - p < 8) return -1; p += 8; break;
-    case 5: if (end - p < 4) return -1; p += 4; break;
-    case 2:
-        if (read_varint(d, &p, end, &v) < 0 || v > (uint64_t)(end - p)) return -1;
-        p += (Py_ssize_t)v;
-        break;
-    default: return -1;
-    }
-    return p;
-}
-
 /* One serialized WriteRequest d[p:end] framed: every statements field retagged `out`. */
 static PyObject *frame_write(const unsigned char *d, Py_ssize_t p, Py_ssize_t end,
                              unsigned char stmts, unsigned char out) {
@@ -612,8 +595,8 @@ static PyObject *frame_write(const unsigned char *d, Py_ssize_t p, Py_ssize_t en
     while (p < end) {
         uint64_t tag;
         if (read_varint(d, &p, end, &tag) < 0) goto bad;
-        Py_ssize_t after = skip_field(d, p, tag, end);
-        if (after < 0) goto bad;
+        Py_ssize_t after = p;
+        if (skip_field(d, &after, end, tag) < 0) goto bad;
         if (tag == stmts) {
             b.buf[b.len++] = (char)out;
             memcpy(b.buf + b.len, d + p, (size_t)(after - p));
@@ -658,8 +641,8 @@ static PyObject *frame_writes(PyObject *self, PyObject *args) {
     while (p < n) {
         uint64_t tag, ln;
         if (read_varint(d, &p, n, &tag) < 0) goto bad;
-        Py_ssize_t after = skip_field(d, p, tag, n);
-        if (after < 0) goto bad;
+        Py_ssize_t after = p;
+        if (skip_field(d, &after, n, tag) < 0) goto bad;
         if (tag == k[0]) {
             Py_ssize_t body = p;
             if (read_varint(d, &body, after, &ln) < 0) goto bad;
