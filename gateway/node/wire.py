@@ -524,11 +524,7 @@ def ack_bytes(seq: int, result: bytes) -> bytes:
 def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     """``statements`` serialized as the ``statements`` field (6) of a ``Transaction``: the
     bytes a serialized transaction holds between its timestamps and its segment fields."""
-    parts = []
-    for s in statements:
-        b = s.SerializeToString()
-        parts.append(_TXN_STATEMENTS + encode_uvarint(len(b)) + b)
-    return b"".join(parts)
+    return frame_field_py(_TXN_STATEMENTS, [s.SerializeToString() for s in statements])
 
 
 def _varint64(data: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -855,19 +851,18 @@ def _encode_transaction_wire_c(server_id: int, trans_id: int, epoch: int, author
                              idempotency_key.encode())
 
 
-def _frame_statements_c(statements: Sequence[statement_pb2.Statement]) -> bytes:
-    return _accel.frame(_TXN_STATEMENTS,  # type: ignore[union-attr]
-                        [s.SerializeToString() for s in statements])
-
-
 encode_transaction_wire = _encode_transaction_wire_c if _accel else encode_transaction_wire_py
 #: The field keys ``_wire.header_span`` reads, in its order.
 _HEADER_KEYS = bytes((_B_STMT_INSERT, _B_INS_TABLE, _B_INS_KEY_FIELDS, _B_INS_FIELDS,
                       _B_INS_RECORDS))
 insert_header_span = (functools.partial(_accel.header_span, _HEADER_KEYS) if _accel
                       else insert_header_span_py)
-frame_statements = _frame_statements_c if _accel else frame_statements_py
 frame_field = _accel.frame if _accel else frame_field_py
+
+
+def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
+    """:func:`frame_statements_py` through :data:`frame_field` (``_wire.frame`` when built)."""
+    return frame_field(_TXN_STATEMENTS, [s.SerializeToString() for s in statements])
 #: The field keys ``_wire.frame_writes`` reads and writes, in its order.
 _FRAME_WRITES_KEYS = bytes((_B_BATCH_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
 frame_writes = (functools.partial(_accel.frame_writes, _FRAME_WRITES_KEYS) if _accel
