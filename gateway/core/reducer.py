@@ -265,27 +265,23 @@ class AssembledTransaction:
     __slots__ = ("_entry", "_segments", "gtid", "indexes", "rolled_back", "wire")
 
     def __init__(self, gtid: Gtid, indexes: tuple[int, ...],
-                 segments: tuple[transaction_pb2.Transaction, ...], rolled_back: bool = False,
-                 wire: bytes | None = None) -> None:
+                 segments: tuple[transaction_pb2.Transaction, ...] | None,
+                 rolled_back: bool = False, wire: bytes | None = None, *,
+                 entry: Any = None) -> None:
+        """``segments`` None: the one segment is ``entry``'s transaction, read when first
+        asked for (:meth:`whole`)."""
         self.gtid = gtid
         self.indexes = indexes
-        self._segments: tuple[transaction_pb2.Transaction, ...] | None = segments
+        self._segments = segments
         self.rolled_back = rolled_back
         self.wire = wire
-        self._entry: Any = None
+        self._entry = entry
 
     @classmethod
     def whole(cls, gtid: Gtid, entry: Any) -> AssembledTransaction:
         """The transaction of ``entry`` (a ``CommittedEntry`` with a ``head``: whole in one
         segment, not rolled back), its message left unparsed until ``segments`` is read."""
-        done = cls.__new__(cls)
-        done.gtid = gtid
-        done.indexes = (entry.index,)
-        done._segments = None
-        done.rolled_back = False
-        done.wire = entry.wire
-        done._entry = entry
-        return done
+        return cls(gtid, (entry.index,), None, False, entry.wire, entry=entry)
 
     @property
     def segments(self) -> tuple[transaction_pb2.Transaction, ...]:
