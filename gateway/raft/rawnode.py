@@ -148,7 +148,7 @@ class RawNode:
         rd = Ready(
             entries=log.unstable_entries(),
             committed_entries=log.next_committed_ents(),
-            messages=r.msgs,
+            messages=superseded_appends_dropped(r.msgs) if len(r.msgs) > 1 else r.msgs,
         )
         r.msgs = []
         soft = r.soft_state()
@@ -207,3 +207,35 @@ class RawNode:
             progress={k: repr(v) for k, v in sorted(prs.items())},
             lead_transferee=r.lead_transferee,
         )
+
+
+def superseded_appends_dropped(msgs: list[Message]) -> list[Message]:
+    """``msgs`` without the appends that carry no entries and that a later append of the same
+    list to the same peer, in the same term, supersedes: one with entries, a previous index
+    at least as high and a commit index at least as high.
+
+    An append without entries only tells a follower the commit index (``min(commit,
+    index)`` there); a later append of the same term with entries at or after the same
+    position tells it at least as much, so the first one changes nothing the follower ends up
+    with -- except a reply the leader would have to step. Such pairs arise on every busy leader
+    cycle: stepping the followers' replies advances the commit and broadcasts it, then the
+    writes proposed in the same cycle are sent. Empty appends take no room in the in-flight
+    window (``Progress.sent_entries``), so dropping them leaves the flow control as it was."""
+    later: dict[int, Message] = {}  # peer -> the next append with entries to it
+    keep: list[Message] = []
+    dropped = False
+    for m in reversed(msgs):
+        if m.type == MessageType.APP:
+            if m.entries:
+                later[m.to] = m
+            else:
+                nxt = later.get(m.to)
+                if (nxt is not None and nxt.term == m.term and nxt.index >= m.index
+                        and nxt.commit >= m.commit):
+                    dropped = True
+                    continue
+        keep.append(m)
+    if not dropped:
+        return msgs
+    keep.reverse()
+    return keep
