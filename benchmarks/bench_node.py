@@ -15,6 +15,11 @@ Rows measured (closed loop, every client waits for its reply before the next req
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
   (``set(key, value)``), every process keeping ~333 commands in flight (~1000 in total), its own
   benchmark's style (asynchronous calls with callbacks, all nodes submitting);
+* gateway ``Write`` again from a Go client (``clients/go/internal/loadgen``, built with the
+  machine's ``go`` when there is one; ``--no-go`` skips it), 1 and 64 clients: a compiled
+  client like etcd's own ``benchmark`` tool, so the unary ratios to etcd compare servers with
+  clients of the same kind (the Python client spends ~400 us of CPU per call on the same two
+  cores);
 * gateway ``Read`` of one existing row (keys written by a WriteBatch before the cell), 64
   clients, linearizable (ReadIndex: a quorum round trip per read batch) and stale (the node's
   store as it is), sent to the leader;
@@ -216,6 +221,47 @@ async def bench_unary(address: str, size: str, clients: int, duration: float) ->
     r = await closed_loop(Result("gateway", "Write", size, clients), clients, op, duration, 0.5)
     for ch in chans:
         await ch.close()
+    return r
+
+
+def build_loadgen(out_dir: str) -> str | None:
+    """Build the Go load generator into ``out_dir``; its path, or None (printing why) when
+    there is no ``go`` or the build fails."""
+    exe = os.path.join(out_dir, "loadgen")
+    try:
+        subprocess.run(["go", "build", "-o", exe, "./internal/loadgen"],
+                       cwd=REPO / "clients" / "go", check=True, capture_output=True,
+                       text=True, timeout=600)
+    except FileNotFoundError:
+        print("no 'go' on PATH: the Go client cells are skipped", flush=True)
+        return None
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        err = getattr(exc, "stderr", "") or ""
+        print(f"building the Go load generator failed ({err.strip()[-300:]}): the Go client "
+              "cells are skipped", flush=True)
+        return None
+    return exe
+
+
+async def bench_go_unary(loadgen: str, address: str, size: str, clients: int,
+                         duration: float) -> Result:
+    """``Write`` of one-row transactions from the Go load generator (same rows, same closed
+    loop and connections as :func:`bench_unary`); its client CPU comes from the tool."""
+    proc = await asyncio.create_subprocess_exec(
+        loadgen, "-target", address, "-clients", str(clients), "-conns",
+        str(max(1, clients // 8)), "-duration", str(duration), "-warmup", "0.5",
+        "-size", str(SIZES[size]), "-tag", f"go{clients}-{SIZES[size]}",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"Go load generator failed: {err.decode()[-500:]}")
+    got = json.loads(out)
+    r = Result("gateway", "Go client Write", size, clients, seconds=got["seconds"],
+               ops=got["ops"], rows=got["rows"], errors=got["errors"],
+               all_rows=got["all_rows"], error_codes=got["error_codes"] or {},
+               p50_ms=got["p50_ms"], p99_ms=got["p99_ms"])
+    if r.all_rows:
+        r.client_cpu = f"{1e6 * got['cpu_seconds'] / r.all_rows:.0f}"
     return r
 
 
@@ -509,13 +555,15 @@ def ratios(results: list[Result]) -> str:
                 lines.append(f"gateway: {gw} / etcd {etcd}, 64 clients, {size}: "
                              f"{g.rows_per_s / e.rows_per_s:.0%}")
         for system in ("gateway", "gateway (no applier)"):
-            u64, u1 = find(system, "Write", size, 64), find(system, "Write", size, 1)
-            if u64 and put64 and put64.rows_per_s:
-                lines.append(f"{system}: unary Write / etcd put, 64 clients, {size}: "
-                             f"{u64.rows_per_s / put64.rows_per_s:.0%} (target >= 25%)")
-            if u1 and put1 and put1.pct(0.5):
-                lines.append(f"{system}: p50 of 1 client / etcd's, {size}: "
-                             f"{u1.pct(0.5) / put1.pct(0.5):.1f}x (target <= 2x)")
+            for mode, client in (("Write", ""), ("Go client Write", " (Go client)")):
+                u64, u1 = find(system, mode, size, 64), find(system, mode, size, 1)
+                if u64 and put64 and put64.rows_per_s:
+                    lines.append(f"{system}: unary Write{client} / etcd put, 64 clients, "
+                                 f"{size}: {u64.rows_per_s / put64.rows_per_s:.0%} "
+                                 "(target >= 25%)")
+                if u1 and put1 and put1.pct(0.5):
+                    lines.append(f"{system}: p50 of 1 client{client} / etcd's, {size}: "
+                                 f"{u1.pct(0.5) / put1.pct(0.5):.1f}x (target <= 2x)")
     for system in ("gateway", "gateway (no applier)"):
         for size in SIZES:
             unary, echo = find(system, "Write", size, 64), find("echo", "unary", size, 64)
@@ -545,9 +593,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def run_gateway(address: str, sizes: list[str], duration: float, system: str,
-                      pids: list[int]) -> list[Result]:
+                      pids: list[int], loadgen: str | None = None) -> list[Result]:
     """Every gateway cell against ``address``; ``pids`` (leader first) are sampled for the
-    CPU each node spent per acknowledged row."""
+    CPU each node spent per acknowledged row; ``loadgen``: the Go load generator, if built."""
     out: list[Result] = []
 
     async def cell(make: Awaitable[Result]) -> None:
@@ -558,13 +606,17 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
         if r.all_rows:
             r.cpu = "/".join(f"{1e6 * (cpu_seconds(p) - b) / r.all_rows:.0f}"
                              for p, b in zip(pids, before, strict=True))
-            r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
+            if r.client_cpu == "-":
+                r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
         out.append(r)
         print(table(out[-1:]).splitlines()[-1], flush=True)
 
     for size in sizes:
         for clients in (1, 64):
             await cell(bench_unary(address, size, clients, duration))
+        if loadgen:
+            for clients in (1, 64):
+                await cell(bench_go_unary(loadgen, address, size, clients, duration))
         await cell(bench_batch(address, size, 4, duration))
         await cell(bench_stream(address, size, duration))
         await cell(bench_big(address, size, BIG_CLIENTS, duration))
@@ -619,6 +671,8 @@ def main() -> None:
     p.add_argument("--only", default="gateway,echo,pysyncobj,etcd")
     p.add_argument("--etcd", metavar="DIR",
                    help="directory with etcd's etcd and benchmark binaries: run etcd beside")
+    p.add_argument("--no-go", action="store_true",
+                   help="skip the Go client cells (built from clients/go when 'go' is there)")
     p.add_argument("--appliers", default="sqlite,none",
                    help="gateway configurations to run: 'sqlite' (the default product "
                         "config, the built-in SQLite applier) and/or 'none' (no applier: "
@@ -633,13 +687,16 @@ def main() -> None:
     ports = PortAllocator()
     results: list[Result] = []
     rss: dict[str, list[int]] = {}
+    build_dir = tempfile.TemporaryDirectory(prefix="bench-node-go-")  # removed at exit
+    loadgen = None if args.no_go or "gateway" not in only else build_loadgen(build_dir.name)
     for appliers in args.appliers.split(",") if "gateway" in only else []:
         system = "gateway" if appliers == "sqlite" else "gateway (no applier)"
         with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
             cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=gateway_env(appliers))
             try:
                 address, pids = start_gateway(cluster)
-                results += asyncio.run(run_gateway(address, sizes, duration, system, pids))
+                results += asyncio.run(run_gateway(address, sizes, duration, system, pids,
+                                                   loadgen))
                 rss[f"{system} node (peak)"] = [peak_rss_kib(p) for p in pids]
             finally:
                 cluster.close()
