@@ -26,7 +26,10 @@ Rows measured (closed loop, every client waits for its reply before the next req
 * etcd, with ``--etcd DIR`` (``etcd`` and ``benchmark`` binaries built from a release checkout,
   docs/benchmarks.md): 3 members on loopback, its ``benchmark`` tool against the leader -- put
   with 1, 64 and 1000 clients, txn-put of 100 puts per transaction, range of one existing key
-  with 64 clients, linearizable and serializable (``etcd_peer.py``).
+  with 64 clients, linearizable and serializable (``etcd_peer.py``). etcd runs twice, before
+  the gateway's cells and after everything else: its own rate moved by up to 2x between runs on
+  the same machine, so the ratios use the better of its two rounds for each figure (the higher
+  rows/s, the lower p50) -- the comparison least favourable to the gateway.
 
 Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
 table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
@@ -503,6 +506,21 @@ def peak_rss_kib(pid: int) -> int:
     return 0
 
 
+def best_of_rounds(rounds: list[list[Result]]) -> list[Result]:
+    """One result per cell of a peer run in several rounds (same cells, same order): the
+    highest rows/s of the rounds and, separately, the lowest p50/p99 -- the figures least
+    favourable to whatever is compared with them."""
+    out = []
+    for cells in zip(*rounds, strict=True):
+        fast = max(cells, key=lambda r: r.rows_per_s)
+        quick = min(cells, key=lambda r: r.pct(0.5))
+        best = Result(fast.system, fast.mode, fast.size, fast.clients, seconds=fast.seconds,
+                      ops=fast.ops, rows=fast.rows, all_rows=fast.all_rows, cpu=fast.cpu,
+                      p50_ms=quick.pct(0.5), p99_ms=min(r.pct(0.99) for r in cells))
+        out.append(best)
+    return out
+
+
 def table(results: list[Result]) -> str:
     lines = [
         "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors "
@@ -688,6 +706,24 @@ def main() -> None:
     results: list[Result] = []
     rss: dict[str, list[int]] = {}
     build_dir = tempfile.TemporaryDirectory(prefix="bench-node-go-")  # removed at exit
+    etcd_rounds: list[list[Result]] = []
+    etcd_rss: list[int] = []
+
+    def etcd_round() -> None:
+        from etcd_peer import run_etcd
+
+        got, mem = run_etcd(args.etcd, sizes, duration, [ports.take() for _ in range(6)],
+                            Result, cpu_seconds, peak_rss_kib)
+        for r in got:
+            r.system = f"etcd (round {len(etcd_rounds) + 1})"
+        etcd_rounds.append(got)
+        etcd_rss[:] = [max(a, b) for a, b in zip(etcd_rss, mem, strict=True)] if etcd_rss \
+            else mem
+        print(table(got), flush=True)
+
+    with_etcd = "etcd" in only and bool(args.etcd)
+    if with_etcd and "gateway" in only:
+        etcd_round()  # before the gateway's cells; the second round comes last
     loadgen = None if args.no_go or "gateway" not in only else build_loadgen(build_dir.name)
     for appliers in args.appliers.split(",") if "gateway" in only else []:
         system = "gateway" if appliers == "sqlite" else "gateway (no applier)"
@@ -720,18 +756,22 @@ def main() -> None:
             rss[f"pysyncobj node ({size}, at end)"] = node_rss
             print(table([r]).splitlines()[-1], flush=True)
 
-    if "etcd" in only and args.etcd:
-        from etcd_peer import run_etcd
-
-        got, etcd_rss = run_etcd(args.etcd, sizes, duration, [ports.take() for _ in range(6)],
-                                 Result, cpu_seconds, peak_rss_kib)
-        results += got
+    if with_etcd:
+        etcd_round()
+        for got in etcd_rounds:
+            results += got
+        best = best_of_rounds(etcd_rounds)
+        for r in best:
+            r.system = "etcd"
+        results += best
         rss["etcd member (peak)"] = etcd_rss
-        print(table(got), flush=True)
 
     print()
     print(f"3 nodes on {os.cpu_count()} CPUs, {duration:g} s per cell, fsync on (gateway)")
     print(table(results))
+    if with_etcd:
+        print(f"(etcd: the better of its {len(etcd_rounds)} rounds, figure by figure: the "
+              "higher rows/s, the lower p50 and p99; the ratios below use it)")
     print()
     print(ratios(results))
     for r in results:
