@@ -633,7 +633,7 @@ class RaftDriver:
         during its fsyncs); a follower's loop mostly runs this Raft loop, so the hand-over to
         the thread and back (a queue, two thread wake-ups, a future chain) cost more than it
         bought: measured in the 64-client unary cell, a follower's CPU per write fell by
-        ~30 % without it (docs/benchmarks.md, Change 11). The price: a follower's API calls
+        ~20-30 % without it (docs/benchmarks.md, Change 11). The price: a follower's API calls
         and peer reads wait for its fsync (typically 0.3-1.5 ms here) instead of running
         beside it. Everything else the I/O thread runs (compaction, a snapshot's restore) is
         awaited by this same loop, so writes stay serialized with it."""
