@@ -610,10 +610,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+async def settle(pids: list[int], quiet: float = 0.3, window: float = 0.5,
+                 limit: float = 20.0) -> float:
+    """Wait until the processes ``pids`` together use less than ``quiet`` of one CPU over a
+    ``window`` (their background work -- memtable flushes, compactions, appliers catching up
+    -- has ended), at most ``limit`` seconds; the seconds waited. Run after every cell, so a
+    cell's CPU per row includes the work it left behind and the next cell does not measure
+    it."""
+    t0 = time.perf_counter()
+    last = sum(cpu_seconds(p) for p in pids)
+    while time.perf_counter() - t0 < limit:
+        await asyncio.sleep(window)
+        now = sum(cpu_seconds(p) for p in pids)
+        if now - last < quiet * window:
+            break
+        last = now
+    return time.perf_counter() - t0
+
+
 async def run_gateway(address: str, sizes: list[str], duration: float, system: str,
                       pids: list[int], loadgen: str | None = None) -> list[Result]:
     """Every gateway cell against ``address``; ``pids`` (leader first) are sampled for the
-    CPU each node spent per acknowledged row; ``loadgen``: the Go load generator, if built."""
+    CPU each node spent per acknowledged row, from the cell's start until the cluster is quiet
+    again (:func:`settle`); ``loadgen``: the Go load generator, if built."""
     out: list[Result] = []
 
     async def cell(make: Awaitable[Result]) -> None:
@@ -621,11 +640,13 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
         mine = cpu_seconds(os.getpid())
         r = await make
         r.system = system
+        client = cpu_seconds(os.getpid()) - mine
+        await settle(pids)  # the cell's deferred work (flushes, compactions) is its own
         if r.all_rows:
             r.cpu = "/".join(f"{1e6 * (cpu_seconds(p) - b) / r.all_rows:.0f}"
                              for p, b in zip(pids, before, strict=True))
             if r.client_cpu == "-":
-                r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
+                r.client_cpu = f"{1e6 * client / r.all_rows:.0f}"
         out.append(r)
         print(table(out[-1:]).splitlines()[-1], flush=True)
 
