@@ -84,6 +84,7 @@ class Result:
     all_rows: int = 0  # every row acknowledged during the cell, warm-up and tail included
     cpu: str = "-"  # server CPU microseconds per row: leader/follower/follower (echo: server)
     client_cpu: str = "-"  # the benchmark client's (this process's) CPU microseconds per row
+    steal: str = "-"  # % of the machine's CPU time the hypervisor took during the cell
     error_codes: dict[str, int] = field(default_factory=dict)  # gRPC code -> count
     p50_ms: float | None = None  # from a peer's own tool, when there are no latencies
     p99_ms: float | None = None
@@ -516,6 +517,7 @@ def best_of_rounds(rounds: list[list[Result]]) -> list[Result]:
         quick = min(cells, key=lambda r: r.pct(0.5))
         best = Result(fast.system, fast.mode, fast.size, fast.clients, seconds=fast.seconds,
                       ops=fast.ops, rows=fast.rows, all_rows=fast.all_rows, cpu=fast.cpu,
+                      steal=fast.steal,
                       p50_ms=quick.pct(0.5), p99_ms=min(r.pct(0.99) for r in cells))
         out.append(best)
     return out
@@ -524,13 +526,14 @@ def best_of_rounds(rounds: list[list[Result]]) -> list[Result]:
 def table(results: list[Result]) -> str:
     lines = [
         "| system | call | row | clients | rows/s | p50 ms | p99 ms | errors "
-        "| CPU us/row L/F/F | client us/row |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| CPU us/row L/F/F | client us/row | steal % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.system} | {r.mode} | {r.size} | {r.clients} | {r.rows_per_s:,.0f} | "
-            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} | {r.cpu} | {r.client_cpu} |"
+            f"{r.pct(0.5):.2f} | {r.pct(0.99):.2f} | {r.errors} | {r.cpu} | {r.client_cpu} "
+            f"| {r.steal} |"
         )
     return "\n".join(lines)
 
@@ -601,6 +604,29 @@ def ratios(results: list[Result]) -> str:
 # ---------------------------------------------------------------------------------- main
 
 
+def steal_seconds() -> float:
+    """CPU seconds the hypervisor has taken from this machine's CPUs since boot (the
+    ``steal`` column of /proc/stat; 0 where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class StealMeter:
+    """The share of the machine's CPU time stolen between :meth:`start` and :meth:`stop`
+    (a virtual machine's CPUs run only when the host schedules them: a cell measured while
+    the host is busy runs slower with every figure of its own unchanged)."""
+
+    def start(self) -> None:
+        self.t0, self.s0 = time.perf_counter(), steal_seconds()
+
+    def stop(self) -> str:
+        wall = (time.perf_counter() - self.t0) * (os.cpu_count() or 1)
+        return f"{100 * (steal_seconds() - self.s0) / wall:.0f}" if wall > 0 else "-"
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds ``pid`` used so far (0 if unknown)."""
     try:
@@ -638,7 +664,10 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
     async def cell(make: Awaitable[Result]) -> None:
         before = [cpu_seconds(p) for p in pids]
         mine = cpu_seconds(os.getpid())
+        steal = StealMeter()
+        steal.start()
         r = await make
+        r.steal = steal.stop()
         r.system = system
         client = cpu_seconds(os.getpid()) - mine
         await settle(pids)  # the cell's deferred work (flushes, compactions) is its own
@@ -670,7 +699,10 @@ async def run_echo(address: str, sizes: list[str], duration: float, pid: int) ->
     for size in sizes:
         for clients in (1, 64):
             before, mine = cpu_seconds(pid), cpu_seconds(os.getpid())
+            steal = StealMeter()
+            steal.start()
             r = await bench_echo(address, size, clients, duration)
+            r.steal = steal.stop()
             if r.all_rows:
                 r.cpu = f"{1e6 * (cpu_seconds(pid) - before) / r.all_rows:.0f}"
                 r.client_cpu = f"{1e6 * (cpu_seconds(os.getpid()) - mine) / r.all_rows:.0f}"
@@ -734,7 +766,7 @@ def main() -> None:
         from etcd_peer import run_etcd
 
         got, mem = run_etcd(args.etcd, sizes, duration, [ports.take() for _ in range(6)],
-                            Result, cpu_seconds, peak_rss_kib)
+                            Result, cpu_seconds, peak_rss_kib, StealMeter)
         for r in got:
             r.system = f"etcd (round {len(etcd_rounds) + 1})"
         etcd_rounds.append(got)

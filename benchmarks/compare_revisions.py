@@ -15,7 +15,8 @@ such as ``CPU us/row L/F/F``) is one value per node, ``[node 1]`` first. A figur
 when it moved the wrong way by more than ``--tolerance`` (default 5 %): down for rates, up
 for times, latencies, sizes and costs
 (names containing ``(s)``, `` us``, ``ms``, ``latency``, ``p50``, ``p99``, ``RSS``, ``disk``,
-``cost``, ``settle``). Timings are informative; the exit code is always 0 unless a run fails.
+``cost``, ``settle``, ``steal``). Timings are informative; the exit code is always 0 unless a
+run fails.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ _PER_NODE = re.compile(r"^[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9][0-9,]*(?:\.[0-9]+)?
 #: Table columns whose number names the case rather than measuring it.
 _CASE_COLUMNS = ("clients", "batch", "window", "size", "n", "rows", "threads", "workers")
 _LOWER_IS_BETTER = (
-    "(s)", " us", "us/", "ms", "latency", "p50", "p99", "rss", "disk", "cost", "settle", "errors"
+    "(s)", " us", "us/", "ms", "latency", "p50", "p99", "rss", "disk", "cost", "settle", "errors",
+    "steal",
 )
 
 

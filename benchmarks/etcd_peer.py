@@ -81,9 +81,11 @@ def _summary(text: str) -> tuple[float, float, float]:
 
 
 def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int],
-             result_type: Any, cpu_seconds: Any, peak_rss_kib: Any
-             ) -> tuple[list[Any], list[int]]:
-    """See the module docstring; ``ports``: six free ports (client, peer per member)."""
+             result_type: Any, cpu_seconds: Any, peak_rss_kib: Any,
+             steal_meter: Any = None) -> tuple[list[Any], list[int]]:
+    """See the module docstring; ``ports``: six free ports (client, peer per member);
+    ``steal_meter()``: an object with ``start()`` and ``stop() -> str`` (the share of CPU time
+    stolen meanwhile), measured around each run of the tool."""
     etcd, tool = Path(directory) / "etcd", Path(directory) / "benchmark"
     for b in (etcd, tool):
         if not os.access(b, os.X_OK):
@@ -122,6 +124,9 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
                                 f"--val-size={VALUE_SIZES[size]}", *extra]
                     total = max(200, int(rate * duration * (0.5 if size == "1 KiB" else 1)))
                     before = [cpu_seconds(p.pid) for p in order]
+                    meter = steal_meter() if steal_meter is not None else None
+                    if meter is not None:
+                        meter.start()
                     run = subprocess.run(
                         [str(tool), f"--endpoints={clients[lead].removeprefix('http://')}",
                          f"--conns={conns}", f"--clients={n_clients}", f"--total={total}",
@@ -131,6 +136,8 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
                         raise RuntimeError(f"etcd benchmark {mode} failed: {run.stderr[-500:]}")
                     req_s, p50, p99 = _summary(run.stdout)
                     r = result_type("etcd", mode, size, n_clients)
+                    if meter is not None:
+                        r.steal = meter.stop()
                     r.seconds = total / req_s
                     r.rows = r.all_rows = total * ops_per
                     r.ops = total
