@@ -1,0 +1,77 @@
+"""benchmarks/bench_node.py compares the gateway with the better of etcd's rounds, figure by
+figure, and its table carries every cell's steal share in a column compare_revisions reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bn = _load("bench_node")
+compare = _load("compare_revisions")
+
+
+def _etcd(mode: str, clients: int, rows_per_s: float, p50: float, p99: float,
+          size: str = "10 B") -> object:
+    r = bn.Result("etcd (round)", mode, size, clients, seconds=1.0, ops=int(rows_per_s),
+                  rows=int(rows_per_s), all_rows=int(rows_per_s), p50_ms=p50, p99_ms=p99)
+    r.steal = "3"
+    return r
+
+
+def test_best_of_rounds_takes_the_higher_rate_and_the_lower_latencies_separately():
+    one = [_etcd("put", 64, 3000, 14.0, 30.0), _etcd("put", 1, 400, 2.6, 9.0)]
+    two = [_etcd("put", 64, 4500, 18.0, 28.0), _etcd("put", 1, 330, 1.7, 11.0)]
+    best = bn.best_of_rounds([one, two])
+    assert [(b.mode, b.clients) for b in best] == [("put", 64), ("put", 1)]
+    assert best[0].rows_per_s == 4500 and best[0].pct(0.5) == 14.0 and best[0].pct(0.99) == 28.0
+    assert best[1].rows_per_s == 400 and best[1].pct(0.5) == 1.7 and best[1].pct(0.99) == 9.0
+
+
+def test_rounds_of_different_cells_are_refused():
+    with pytest.raises(ValueError):
+        bn.best_of_rounds([[_etcd("put", 64, 1, 1, 1)], []])
+
+
+def test_the_unary_ratios_use_the_etcd_figures_they_are_given():
+    etcd = bn.best_of_rounds([[_etcd("put", 64, 2000, 20, 40), _etcd("put", 1, 300, 3.0, 9)],
+                              [_etcd("put", 64, 4000, 15, 30), _etcd("put", 1, 500, 2.0, 6)]])
+    for r in etcd:
+        r.system = "etcd"
+    gw64 = bn.Result("gateway", "Write", "10 B", 64, seconds=1.0, rows=1000)
+    gw1 = bn.Result("gateway", "Write", "10 B", 1, seconds=1.0, rows=200, latencies=[0.004] * 9)
+    go64 = bn.Result("gateway", "Go client Write", "10 B", 64, seconds=1.0, rows=1200)
+    text = bn.ratios([gw64, gw1, go64, *etcd])
+    assert "gateway: unary Write / etcd put, 64 clients, 10 B: 25% (target >= 25%)" in text
+    assert "gateway: unary Write (Go client) / etcd put, 64 clients, 10 B: 30%" in text
+    assert "gateway: p50 of 1 client / etcd's, 10 B: 2.0x (target <= 2x)" in text
+
+
+def test_the_steal_column_is_a_figure_compare_revisions_reads_lower_is_better():
+    r = bn.Result("gateway", "Write", "10 B", 64, seconds=1.0, rows=700, cpu="1100/300/300",
+                  client_cpu="400", steal="12", latencies=[0.08] * 5)
+    out = compare.figures(bn.table([r]))
+    assert out["gateway / Write / 10 B / clients=64 :: steal %"] == 12.0
+    assert out["gateway / Write / 10 B / clients=64 :: rows/s"] == 700.0
+    assert any(w in "steal %" for w in compare._LOWER_IS_BETTER)
+
+
+def test_the_steal_meter_reports_a_share_of_the_machine():
+    meter = bn.StealMeter()
+    meter.start()
+    got = meter.stop()
+    assert got == "-" or 0 <= float(got) <= 100
