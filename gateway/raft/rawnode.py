@@ -148,7 +148,7 @@ class RawNode:
         rd = Ready(
             entries=log.unstable_entries(),
             committed_entries=log.next_committed_ents(),
-            messages=superseded_appends_dropped(r.msgs) if len(r.msgs) > 1 else r.msgs,
+            messages=superseded_appends_dropped(r.msgs),
         )
         r.msgs = []
         soft = r.soft_state()
@@ -221,6 +221,8 @@ def superseded_appends_dropped(msgs: list[Message]) -> list[Message]:
     cycle: stepping the followers' replies advances the commit and broadcasts it, then the
     writes proposed in the same cycle are sent. Empty appends take no room in the in-flight
     window (``Progress.sent_entries``), so dropping them leaves the flow control as it was."""
+    if len(msgs) < 2:
+        return msgs
     later: dict[int, Message] = {}  # peer -> the next append with entries to it
     keep: list[Message] = []
     dropped = False
