@@ -615,11 +615,11 @@ def steal_seconds() -> float:
 
 
 class StealMeter:
-    """The share of the machine's CPU time stolen between :meth:`start` and :meth:`stop`
+    """The share of the machine's CPU time stolen between its creation and :meth:`stop`
     (a virtual machine's CPUs run only when the host schedules them: a cell measured while
     the host is busy runs slower with every figure of its own unchanged)."""
 
-    def start(self) -> None:
+    def __init__(self) -> None:
         self.t0, self.s0 = time.perf_counter(), steal_seconds()
 
     def stop(self) -> str:
@@ -665,7 +665,6 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
         before = [cpu_seconds(p) for p in pids]
         mine = cpu_seconds(os.getpid())
         steal = StealMeter()
-        steal.start()
         r = await make
         r.steal = steal.stop()
         r.system = system
@@ -700,7 +699,6 @@ async def run_echo(address: str, sizes: list[str], duration: float, pid: int) ->
         for clients in (1, 64):
             before, mine = cpu_seconds(pid), cpu_seconds(os.getpid())
             steal = StealMeter()
-            steal.start()
             r = await bench_echo(address, size, clients, duration)
             r.steal = steal.stop()
             if r.all_rows:

@@ -84,8 +84,8 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
              result_type: Any, cpu_seconds: Any, peak_rss_kib: Any,
              steal_meter: Any = None) -> tuple[list[Any], list[int]]:
     """See the module docstring; ``ports``: six free ports (client, peer per member);
-    ``steal_meter()``: an object with ``start()`` and ``stop() -> str`` (the share of CPU time
-    stolen meanwhile), measured around each run of the tool."""
+    ``steal_meter()``: starts measuring, giving an object whose ``stop() -> str`` is the share
+    of CPU time stolen meanwhile; called around each run of the tool."""
     etcd, tool = Path(directory) / "etcd", Path(directory) / "benchmark"
     for b in (etcd, tool):
         if not os.access(b, os.X_OK):
@@ -125,8 +125,6 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
                     total = max(200, int(rate * duration * (0.5 if size == "1 KiB" else 1)))
                     before = [cpu_seconds(p.pid) for p in order]
                     meter = steal_meter() if steal_meter is not None else None
-                    if meter is not None:
-                        meter.start()
                     run = subprocess.run(
                         [str(tool), f"--endpoints={clients[lead].removeprefix('http://')}",
                          f"--conns={conns}", f"--clients={n_clients}", f"--total={total}",

@@ -71,7 +71,5 @@ def test_the_steal_column_is_a_figure_compare_revisions_reads_lower_is_better():
 
 
 def test_the_steal_meter_reports_a_share_of_the_machine():
-    meter = bn.StealMeter()
-    meter.start()
-    got = meter.stop()
+    got = bn.StealMeter().stop()
     assert got == "-" or 0 <= float(got) <= 100
