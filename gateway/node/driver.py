@@ -26,7 +26,8 @@ idempotency key).
 GTIDs: ``server_id`` = cluster id, ``trans_id`` = 1 + the largest trans id in the leader's log
 (scanned when it becomes leader: its log holds every committed entry), then +1 per write.
 Epochs: ``term << 32 | n`` where ``n`` counts ``epoch_ms`` periods since this leader took
-over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it.
+over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it, and
+a new leader seals the epoch an earlier one left open (``epoch_seal``).
 Commit timestamps: the leader's wall clock, forced strictly increasing along the log.
 """
 
@@ -72,6 +73,7 @@ from gateway.replication import (
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
+from .epoch_seal import unsealed_epoch
 from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
@@ -147,6 +149,9 @@ class _LeaderState:
     open_epoch: int = 0
     open_epoch_txns: int = 0
     last_trans_in_epoch: int = 0
+    #: The epoch an earlier leader's records left without a marker (0: none); sealed by the
+    #: first cycle of this term (``epoch_seal``).
+    inherited_open: int = 0
     schemas: dict[str, TableSchema] = field(default_factory=dict)
     #: Replication state as the next proposal sees it: the store's plus every replicated
     #: epoch already in this leader's log (None: rebuild it when next needed).
@@ -715,7 +720,8 @@ class RaftDriver:
                 if txn is not None:
                     trans = max(trans, txn.gtid.trans_id)
                     ts = max(ts, txn.commit_timestamp_ns)
-        st = _LeaderState(r.term, time.monotonic(), trans + 1, ts)
+        st = _LeaderState(r.term, time.monotonic(), trans + 1, ts,
+                          inherited_open=unsealed_epoch(r.raft_log, r.term))
         self._leader = st
         return st
 
@@ -792,6 +798,17 @@ class RaftDriver:
 
     def _maybe_seal_epoch(self, raw: RawNode) -> None:
         st = self._leader_state(raw)
+        if st.inherited_open:
+            # an earlier leader's last epoch: without its marker, a channel reading this
+            # cluster would hold those transactions back until this leader writes something
+            marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id,
+                                           epoch=st.inherited_open, sealed_at_ns=time.time_ns())
+            try:
+                raw.propose(messages.pack(marker))
+            except ProposalDroppedError:
+                return  # a leadership transfer: the next leader seals it
+            log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open)
+            st.inherited_open = 0
         epoch = self.epoch()
         if epoch == st.open_epoch:
             return
@@ -816,6 +833,9 @@ class RaftDriver:
         if st.schemas:
             schemas = {**schemas, **st.schemas}
         checker = self.checker
+        reserved = (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch,
+                    st.open_epoch_txns)
+        shadowed: dict[str, TableSchema | None] = {}  # st.schemas before this batch
         for w in writes:
             created = w.created
             stmts_raw = w.raw
@@ -832,6 +852,7 @@ class RaftDriver:
                 if schemas is self.sm.schemas:
                     schemas = dict(schemas)
                 schemas[name] = schema
+                shadowed.setdefault(name, st.schemas.get(name))
                 st.schemas[name] = schema
             now = time.time_ns()
             commit_ts = max(now, st.last_commit_ts + 1)
@@ -853,7 +874,15 @@ class RaftDriver:
                 self._drop_idem(w.idempotency_key, w.future)
                 _fail(w.future, NotLeaderError(raw.raft.lead, "write refused: leadership "
                                                "transfer in progress or no leader"))
-            self._leader = None  # trans ids were not used: rescan next time
+            # nothing was proposed: take back the reservations (not the whole leader state:
+            # a new one would count this term's epochs from 1 again)
+            (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch,
+             st.open_epoch_txns) = reserved
+            for name, before in shadowed.items():
+                if before is None:
+                    del st.schemas[name]
+                else:
+                    st.schemas[name] = before
             return
         last = raw.raft.raft_log.last_index()
         term = raw.raft.term

@@ -285,6 +285,35 @@ def test_a_source_with_tls_and_tokens_needs_the_channels_read_token_and_ca(tmp_p
     run(go(), 90)
 
 
+def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downstream(
+        tmp_path):
+    """The source's leader commits transactions and dies before its epoch ends; the new
+    leader writes nothing. The replica still gets them: the new leader seals the epoch its
+    predecessor left open (a channel applies sealed epochs only)."""
+    a = node_configs(tmp_path / "a", 3, cluster_id=1, epoch_ms=600_000)
+    b = _cluster(tmp_path, "b", 2)[0]
+    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", tuple(c.api for c in a)),))
+
+    async def go():
+        async with running(*a, b) as nodes:
+            *na, nb = nodes
+            lead = await leader_of(na)
+            await leader_of([nb])
+            cfg = a[na.index(lead)]
+            for i in range(3):
+                await _write(cfg, i, f"a{i}")
+            await wait_for(lambda: all(len(_rows(n)) == 3 for n in na), 15, "A replicated")
+            await asyncio.sleep(1.0)
+            assert _rows(nb) == {}  # the epoch is open: the channel holds it back
+            await lead.stop()
+            rest = [n for n in na if n is not lead]
+            await leader_of(rest)
+            await wait_for(lambda: len(_rows(nb)) == 3, 20, "B holds the dead leader's rows")
+            assert _rows(nb) == _rows(rest[0])
+
+    run(go(), 60)
+
+
 def test_a_source_compacted_past_the_channels_position_is_an_error_not_a_gap(tmp_path):
     """A new replica of a source whose log no longer starts at its beginning cannot get the
     whole history through the channel: the source refuses the position, and the channel

@@ -1,0 +1,49 @@
+"""The epoch an earlier leader left open, which a new leader seals (docs/replication.md).
+
+A leader seals its open epoch with an ``EpochMarker`` when the epoch ends. A leader that dies
+(or loses its term) first leaves the transactions of its last epoch in the log without one,
+and a reader of this cluster's stream (a channel) holds an epoch back until it is sealed -- by
+its marker or by any record of a later epoch. A new leader that writes nothing would leave
+that epoch unapplied downstream for good. So when a node becomes leader it looks back through
+its log: if the newest epoch-bearing record (a transaction, a replicated epoch) comes after
+the newest marker, it proposes the marker that epoch lacks.
+"""
+
+from __future__ import annotations
+
+from gateway.core.messages import TypeTag
+from gateway.raft import NO_LIMIT, EntryType
+from gateway.raft.log import RaftLog
+
+from .feed import entry_epoch
+
+__all__ = ["unsealed_epoch"]
+
+_RECORDS = (TypeTag.TRANSACTION, TypeTag.REPLICATED_EPOCH)
+_STEP = 64
+
+
+def unsealed_epoch(log: RaftLog, term: int) -> int:
+    """The epoch of the newest record in ``log`` when no marker follows it (0: none to seal).
+
+    Reads back from the last entry, ``_STEP`` entries at a time, and stops at the first
+    record or marker. When it reaches the start of a compacted log (the first index after
+    the bootstrap entry's) without finding either, the records, if any, are in the snapshot
+    and it cannot tell whether they were sealed: it answers ``(term << 32) - 1``, an epoch
+    above every earlier term's and below every epoch of ``term``, which seals whatever an
+    earlier leader left open and nothing of this one. A marker is cheap; an epoch held back
+    downstream is data missing there."""
+    hi = log.last_index() + 1
+    first = log.first_index()
+    while hi > first:
+        lo = max(first, hi - _STEP)
+        for e in reversed(log.slice(lo, hi, NO_LIMIT)):
+            if e.type != EntryType.NORMAL or not e.data:
+                continue
+            tag = e.data[0]
+            if tag == TypeTag.EPOCH_MARKER:
+                return 0
+            if tag in _RECORDS:
+                return entry_epoch(e)
+        hi = lo
+    return (term << 32) - 1 if first > 2 else 0

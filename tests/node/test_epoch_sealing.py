@@ -1,0 +1,121 @@
+"""Epochs along a cluster's log stay readable by its channels across leader changes: a new
+leader seals the epoch its predecessor left open (else a channel reading the cluster holds
+those transactions back until the new leader writes something), seals nothing when nothing
+is open, and a leader whose proposals were dropped during a leadership transfer keeps its
+epochs increasing.
+
+Three in-process drivers (``tests/node/drivers.py``); the epochs are read from the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway.client import row_insert
+from gateway.core.messages import TypeTag
+from gateway.node.errors import NotLeaderError
+from gateway.node.feed import entry_epoch
+from gateway.raft import NO_LIMIT, EntryType
+from gateway.replication import EpochAssembler, SourceRecord
+from gateway.v1 import epoch_pb2, replication_pb2
+
+from .conftest import run, wait_for
+from .drivers import Trio
+
+
+def _records(trio: Trio, node: int) -> list[tuple[str, int, int]]:
+    """``(kind, epoch, log index)`` of every transaction and marker in ``node``'s log."""
+    st = trio.storages[node]
+    out = []
+    for e in st.entries(st.first_index(), st.last_index() + 1, NO_LIMIT):
+        if e.type != EntryType.NORMAL or not e.data:
+            continue
+        if e.data[0] == TypeTag.TRANSACTION:
+            out.append(("txn", entry_epoch(e), e.index))
+        elif e.data[0] == TypeTag.EPOCH_MARKER:
+            m = epoch_pb2.EpochMarker.FromString(e.data[1:])
+            assert m.server_id == 7
+            out.append(("marker", m.epoch, e.index))
+    return out
+
+
+def _sealed(records: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
+    """``(epoch, transactions)`` of the epochs a channel reading ``records`` gets, in order."""
+    asm = EpochAssembler()
+    out = []
+    for kind, epoch, index in records:
+        rec = SourceRecord(index, epoch, marker_epoch=epoch) if kind == "marker" else \
+            SourceRecord(index, epoch, item=replication_pb2.ReplicatedItem())
+        out += [(s.epoch, len(s.items)) for s in asm.add(rec)]
+    return out
+
+
+def test_a_new_leader_seals_the_epoch_its_predecessor_left_open(tmp_path):
+    async def go() -> None:
+        trio = Trio(tmp_path)  # epochs of 1e6 s: no leader closes its epoch on its own
+        old = await trio.start()
+        try:
+            await trio.write(old, 0, 5)
+            old_id = trio.id_of(old)
+            recs = _records(trio, old_id)
+            epoch = recs[0][1]
+            assert [r[:2] for r in recs] == [("txn", epoch)] * 5
+            assert _sealed(recs) == []  # the channel holds the epoch back
+
+            trio.cut.add(old_id)
+            await wait_for(lambda: trio.leader() is not None, what="a new leader")
+            new = trio.leader()
+            assert new is not None and new is not old
+            new_id = trio.id_of(new)
+            await wait_for(lambda: any(k == "marker" for k, _, _ in _records(trio, new_id))
+                           and new.applied_index == trio.storages[new_id].last_index(),
+                           what="the new leader's marker applied")
+            recs = _records(trio, new_id)
+            assert [r[:2] for r in recs] == [("txn", epoch)] * 5 + [("marker", epoch)]
+            assert _sealed(recs) == [(epoch, 5)]
+
+            # nothing left open: the next leader proposes no marker of its own
+            trio.cut.discard(old_id)
+            await wait_for(lambda: old.applied_index >= new.applied_index,
+                           what="the old leader to catch up")
+            trio.cut.add(new_id)
+            await wait_for(lambda: trio.leader() not in (None, new), what="a third leader")
+            third = trio.leader()
+            assert third is not None
+            third_id = trio.id_of(third)
+            await third.submit_write([row_insert("t.s", {"id": 99}, {"v": "x"})])
+            recs = _records(trio, third_id)
+            assert [k for k, _, _ in recs].count("marker") == 1
+            assert recs[-1][0] == "txn" and recs[-1][1] > epoch
+        finally:
+            await trio.close()
+
+    run(go())
+
+
+def test_a_leader_whose_proposals_were_dropped_keeps_its_epochs_increasing(tmp_path):
+    async def go() -> None:
+        trio = Trio(tmp_path, epoch_s=0.02)
+        lead = await trio.start()
+        try:
+            lead_id = trio.id_of(lead)
+            await trio.write(lead, 0, 3)
+            await asyncio.sleep(0.15)  # a few epochs later
+            await trio.write(lead, 3, 3)
+            target = next(i for i in trio.drivers if i != lead_id)
+            trio.cut.add(target)  # the transfer cannot complete; it is abandoned later
+            lead.control(lambda raw: raw.transfer_leader(target))
+            with pytest.raises(NotLeaderError):
+                await lead.submit_write([row_insert("t.s", {"id": 50}, {"v": "dropped"})])
+            await wait_for(lambda: not lead.raw.raft.lead_transferee, what="the transfer "
+                           "abandoned")
+            assert lead.is_leader
+            await trio.write(lead, 6, 3)
+            epochs = [e for k, e, _ in _records(trio, lead_id) if k == "txn"]
+            assert len(epochs) == 9 and epochs == sorted(epochs), epochs
+        finally:
+            await trio.close()
+
+    run(go())
