@@ -35,6 +35,36 @@ def _rows(api: str, table: str = "shop.items") -> dict:
                 tuple(v.SerializeToString() for v in r.values) for r in resp.rows}
 
 
+def _divergence(apis: list[str], status_of: list[str]) -> str:
+    """What differs between the nodes ``apis`` (against the first): rows and exceptions by
+    key, and each node's channel status -- for a failed convergence."""
+    lines = []
+    for table in ("shop.items", "shop.items$EX"):
+        views = []
+        for api in apis:
+            try:
+                views.append(_rows(api, table))
+            except Exception as exc:  # a node down: say so, compare the others
+                lines.append(f"{api} {table}: {exc}")
+                views.append({})
+        base = views[0]
+        lines.append(f"{table}: {len(base)} rows at {apis[0]}")
+        for api, v in zip(apis[1:], views[1:], strict=True):
+            diff = sorted(k for k in base.keys() | v.keys() if base.get(k) != v.get(k))
+            lines.append(f"  {api}: {len(v)} rows, {len(diff)} differ"
+                         + "".join(f"\n    {k}: {base.get(k)} | {v.get(k)}" for k in diff[:8]))
+    for api in status_of:
+        try:
+            with GatewayClient(api, timeout=5) as c:
+                st = c.status()
+            lines.append(f"{api}: " + "; ".join(
+                f"{ch.name} {ch.state} applied_epoch={ch.applied_epoch} lag={ch.lag_epochs} "
+                f"err={ch.last_error!r} {dict(ch.conflicts)}" for ch in st.channels))
+        except Exception as exc:
+            lines.append(f"{api}: status: {exc}")
+    return "\n".join(lines)
+
+
 def _write_rounds(apis: list[str], tag: str, rounds: int, errors: list[str]) -> None:
     """``rounds`` rounds of transactions of 10 consecutive rows. The primary (``A``) updates
     the even rows; the secondary (``B``) updates all ten, and in its last round deletes the
@@ -105,7 +135,11 @@ def test_clusters_converge_after_the_primarys_leader_dies_mid_realignment(
         return (all(v == views[0] for v in views) and len(views[0]) > 0
                 and all(e == ex[0] for e in ex) and len(ex[0]) > 0)
 
-    wait_until("both clusters, every node, hold the same rows and exceptions", converged, 90)
+    def divergence() -> str:
+        return _divergence(every, a_apis + b_apis)
+
+    wait_until("both clusters, every node, hold the same rows and exceptions", converged, 90,
+               describe=divergence)
     with GatewayClient(a_apis, timeout=10) as c:
         counters = dict(c.status().channels[0].conflicts)
     assert counters["conflict_fn_epoch2_trans"] > 0 and counters["refresh_op_count"] > 0
