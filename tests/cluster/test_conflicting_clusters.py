@@ -35,6 +35,10 @@ def _rows(api: str, table: str = "shop.items") -> dict:
                 tuple(v.SerializeToString() for v in r.values) for r in resp.rows}
 
 
+_SHOWN = ("max_replicated_epoch", "last_conflict_epoch", "trans_reject_count",
+          "refresh_op_count")
+
+
 def _divergence(apis: list[str], status_of: list[str]) -> str:
     """What differs between the nodes ``apis`` (against the first): rows and exceptions by
     key, and each node's channel status -- for a failed convergence."""
@@ -59,7 +63,8 @@ def _divergence(apis: list[str], status_of: list[str]) -> str:
                 st = c.status()
             lines.append(f"{api}: " + "; ".join(
                 f"{ch.name} {ch.state} applied_epoch={ch.applied_epoch} lag={ch.lag_epochs} "
-                f"err={ch.last_error!r} {dict(ch.conflicts)}" for ch in st.channels))
+                f"err={ch.last_error!r} " + " ".join(
+                    f"{k}={ch.conflicts.get(k, 0)}" for k in _SHOWN) for ch in st.channels))
         except Exception as exc:
             lines.append(f"{api}: status: {exc}")
     return "\n".join(lines)
