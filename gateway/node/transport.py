@@ -48,6 +48,10 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 5000),
     ("grpc.http2.max_pings_without_data", 0),
     ("grpc.keepalive_permit_without_calls", 1),
+    # a server (these options serve the peer and API servers too) accepts those pings: by
+    # default it allows one per 5 minutes without data and answers a third early one with
+    # GOAWAY too_many_pings, closing the connection under the calls it carries
+    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 2000),
 ]

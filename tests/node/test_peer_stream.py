@@ -532,3 +532,13 @@ async def _has_ipv6() -> bool:
         return False
     server.close()
     return True
+
+
+def test_the_servers_accept_the_keepalive_pings_of_the_peer_channels():
+    """The peer channels ping an idle connection every ``keepalive_time_ms``; a server (peer
+    or API, both built from ``CHANNEL_OPTIONS``) that allows fewer pings without data answers
+    the third with GOAWAY ``too_many_pings`` and drops the calls on that connection (seen in
+    the nodes' logs ~30 s after a follower last forwarded a write)."""
+    opts = dict(CHANNEL_OPTIONS)
+    assert opts["grpc.keepalive_permit_without_calls"] == 1
+    assert opts["grpc.http2.min_ping_interval_without_data_ms"] < opts["grpc.keepalive_time_ms"]
