@@ -1,4 +1,5 @@
-"""The epoch an earlier leader left open, which a new leader seals (docs/replication.md).
+"""The epoch of a log entry, and the one an earlier leader left open, which a new leader seals
+(docs/node.md, "Log entries, GTIDs, epochs").
 
 A leader seals its open epoch with an ``EpochMarker`` when the epoch ends. A leader that dies
 (or loses its term) first leaves the transactions of its last epoch in the log without one,
@@ -12,15 +13,31 @@ the newest marker, it proposes the marker that epoch lacks.
 from __future__ import annotations
 
 from gateway.core.messages import TypeTag
-from gateway.raft import NO_LIMIT, EntryType
+from gateway.raft import NO_LIMIT, Entry, EntryType
 from gateway.raft.log import RaftLog
+from gateway.v1 import epoch_pb2, replication_pb2
 
-from .feed import entry_epoch
+from .wire import decode_entry
 
-__all__ = ["unsealed_epoch"]
+__all__ = ["entry_epoch", "unsealed_epoch"]
 
 _RECORDS = (TypeTag.TRANSACTION, TypeTag.REPLICATED_EPOCH)
 _STEP = 64
+
+
+def entry_epoch(e: Entry) -> int:
+    """This cluster's epoch of entry ``e`` (0: not an epoch-bearing entry)."""
+    if e.type != EntryType.NORMAL or not e.data:
+        return 0
+    tag = e.data[0]
+    if tag == TypeTag.TRANSACTION:
+        txn, _ = decode_entry(e.data)
+        return txn.epoch if txn is not None else 0
+    if tag == TypeTag.REPLICATED_EPOCH:
+        return replication_pb2.ReplicatedEpoch.FromString(e.data[1:]).local_epoch
+    if tag == TypeTag.EPOCH_MARKER:
+        return epoch_pb2.EpochMarker.FromString(e.data[1:]).epoch
+    return 0
 
 
 def unsealed_epoch(log: RaftLog, term: int) -> int:

@@ -24,6 +24,7 @@ from gateway.replication import join_segments, transactions
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
+from .epoch_seal import entry_epoch
 from .errors import NodeStoppedError
 from .validation import InvalidRequest
 from .wire import decode_entry, txn_head
@@ -61,21 +62,6 @@ def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEp
     prev = storage.entries(e.index - seg.segment_id + 1, e.index, NO_LIMIT)
     return join_segments([*(replication_pb2.ReplicatedEpoch.FromString(p.data[1:])
                             for p in prev), seg])
-
-
-def entry_epoch(e: Entry) -> int:
-    """This cluster's epoch of entry ``e`` (0: not an epoch-bearing entry)."""
-    if e.type != EntryType.NORMAL or not e.data:
-        return 0
-    tag = e.data[0]
-    if tag == _TXN:
-        txn, _ = decode_entry(e.data)
-        return txn.epoch if txn is not None else 0
-    if tag == _UNIT:
-        return replication_pb2.ReplicatedEpoch.FromString(e.data[1:]).local_epoch
-    if tag == _MARKER:
-        return epoch_pb2.EpochMarker.FromString(e.data[1:]).epoch
-    return 0
 
 
 class CommittedLogSource:

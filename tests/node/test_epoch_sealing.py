@@ -15,8 +15,8 @@ import pytest
 
 from gateway.client import row_insert
 from gateway.core.messages import TypeTag
+from gateway.node.epoch_seal import entry_epoch
 from gateway.node.errors import NotLeaderError
-from gateway.node.feed import entry_epoch
 from gateway.raft import NO_LIMIT, EntryType
 from gateway.replication import EpochAssembler, SourceRecord
 from gateway.v1 import epoch_pb2, replication_pb2
