@@ -806,7 +806,7 @@ class RaftDriver:
             try:
                 raw.propose(messages.pack(marker))
             except ProposalDroppedError:
-                return  # a leadership transfer: the next leader seals it
+                return  # a leadership transfer: the next cycle tries again, or the next leader
             log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open)
             st.inherited_open = 0
         epoch = self.epoch()
@@ -816,8 +816,13 @@ class RaftDriver:
             marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=st.open_epoch,
                                            sealed_at_ns=time.time_ns(),
                                            last_trans_id=st.last_trans_in_epoch)
-            with contextlib.suppress(ProposalDroppedError):
+            try:
                 raw.propose(messages.pack(marker))
+            except ProposalDroppedError:
+                # a leadership transfer: keep the epoch open and try again next cycle (if
+                # the transfer is abandoned and this leader writes nothing more, no later
+                # record would seal it); what this cycle still proposes joins the epoch
+                return
         st.open_epoch, st.open_epoch_txns = epoch, 0
 
     def _propose_writes(self, raw: RawNode) -> None:

@@ -10,6 +10,7 @@ Three in-process drivers (``tests/node/drivers.py``); the epochs are read from t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -115,6 +116,36 @@ def test_a_leader_whose_proposals_were_dropped_keeps_its_epochs_increasing(tmp_p
             await trio.write(lead, 6, 3)
             epochs = [e for k, e, _ in _records(trio, lead_id) if k == "txn"]
             assert len(epochs) == 9 and epochs == sorted(epochs), epochs
+        finally:
+            await trio.close()
+
+    run(go())
+
+
+def test_a_marker_refused_during_a_leadership_transfer_is_proposed_again(tmp_path):
+    """The epoch ends while a transfer is in progress (the marker is refused); the transfer
+    is abandoned and the leader writes nothing more: the epoch is still sealed."""
+    async def go() -> None:
+        trio = Trio(tmp_path)  # epochs of 1e6 s until the test shortens them
+        lead = await trio.start()
+        try:
+            lead_id = trio.id_of(lead)
+            target = next(i for i in trio.drivers if i != lead_id)
+            trio.cut.add(target)  # the transfer cannot complete
+            await trio.write(lead, 0, 3)
+            epoch = _records(trio, lead_id)[-1][1]
+            lead.control(lambda raw: raw.transfer_leader(target))
+            await wait_for(lambda: lead.raw.raft.lead_transferee == target, what="a transfer")
+            ticks = lead.counters.readies
+            lead.opts = dataclasses.replace(lead.opts, epoch_s=0.001)  # the epoch ends now
+            await wait_for(lambda: lead.counters.readies > ticks + 1, what="cycles")
+            assert lead.raw.raft.lead_transferee == target  # they ran during the transfer
+            await wait_for(lambda: not lead.raw.raft.lead_transferee, what="the transfer "
+                           "abandoned")
+            assert lead.is_leader
+            await wait_for(lambda: ("marker", epoch) in [r[:2] for r in _records(trio, lead_id)],
+                           what="the marker of the epoch")
+            assert _sealed(_records(trio, lead_id))[-1] == (epoch, 3)
         finally:
             await trio.close()
 
