@@ -149,9 +149,9 @@ class _LeaderState:
     open_epoch: int = 0
     open_epoch_txns: int = 0
     last_trans_in_epoch: int = 0
-    #: The epoch an earlier leader's records left without a marker (0: none); sealed by the
-    #: first cycle of this term (``epoch_seal``).
-    inherited_open: int = 0
+    #: The epoch an earlier leader's records left without a marker and its last trans id
+    #: ((0, 0): none); sealed by the first cycle of this term (``epoch_seal``).
+    inherited_open: tuple[int, int] = (0, 0)
     schemas: dict[str, TableSchema] = field(default_factory=dict)
     #: Replication state as the next proposal sees it: the store's plus every replicated
     #: epoch already in this leader's log (None: rebuild it when next needed).
@@ -798,17 +798,19 @@ class RaftDriver:
 
     def _maybe_seal_epoch(self, raw: RawNode) -> None:
         st = self._leader_state(raw)
-        if st.inherited_open:
+        if st.inherited_open[0]:
             # an earlier leader's last epoch: without its marker, a channel reading this
             # cluster would hold those transactions back until this leader writes something
             marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id,
-                                           epoch=st.inherited_open, sealed_at_ns=time.time_ns())
+                                           epoch=st.inherited_open[0],
+                                           sealed_at_ns=time.time_ns(),
+                                           last_trans_id=st.inherited_open[1])
             try:
                 raw.propose(messages.pack(marker))
             except ProposalDroppedError:
                 return  # a leadership transfer: the next cycle tries again, or the next leader
-            log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open)
-            st.inherited_open = 0
+            log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open[0])
+            st.inherited_open = (0, 0)
         epoch = self.epoch()
         if epoch == st.open_epoch:
             return

@@ -40,27 +40,42 @@ def entry_epoch(e: Entry) -> int:
     return 0
 
 
-def unsealed_epoch(log: RaftLog, term: int) -> int:
-    """The epoch of the newest record in ``log`` when no marker follows it (0: none to seal).
+def unsealed_epoch(log: RaftLog, term: int) -> tuple[int, int]:
+    """``(epoch, last trans id)`` of the newest record in ``log`` when no marker follows it
+    (``(0, 0)``: none to seal). The trans id is what the epoch's own leader would have put in
+    the marker: the newest transaction's of the epoch, or the GTID a replicated epoch after
+    it reserved for what its conflicts derive (0 if the epoch has neither).
 
     Reads back from the last entry, ``_STEP`` entries at a time, and stops at the first
-    record or marker. When it reaches the start of a compacted log (the first index after
-    the bootstrap entry's) without finding either, the records, if any, are in the snapshot
-    and it cannot tell whether they were sealed: it answers ``(term << 32) - 1``, an epoch
-    above every earlier term's and below every epoch of ``term``, which seals whatever an
-    earlier leader left open and nothing of this one. A marker is cheap; an epoch held back
-    downstream is data missing there."""
+    marker or record (or, for the trans id, the first entry of an older epoch). When it
+    reaches the start of a compacted log (the first index after the bootstrap entry's)
+    without finding either, the records, if any, are in the snapshot and it cannot tell
+    whether they were sealed: it answers ``((term << 32) - 1, 0)``, an epoch above every
+    earlier term's and below every epoch of ``term``, which seals whatever an earlier leader
+    left open and nothing of this one. A marker is cheap; an epoch held back downstream is
+    data missing there."""
     hi = log.last_index() + 1
     first = log.first_index()
+    epoch = 0
     while hi > first:
         lo = max(first, hi - _STEP)
         for e in reversed(log.slice(lo, hi, NO_LIMIT)):
             if e.type != EntryType.NORMAL or not e.data:
                 continue
             tag = e.data[0]
-            if tag == TypeTag.EPOCH_MARKER:
-                return 0
-            if tag in _RECORDS:
-                return entry_epoch(e)
+            if tag == TypeTag.EPOCH_MARKER or (tag in _RECORDS and epoch and
+                                               entry_epoch(e) != epoch):
+                return epoch, 0
+            if tag == TypeTag.TRANSACTION:
+                txn, _ = decode_entry(e.data)
+                if txn is not None:
+                    return epoch or txn.epoch, txn.gtid.trans_id
+            elif tag == TypeTag.REPLICATED_EPOCH:
+                unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+                epoch = epoch or unit.local_epoch
+                if unit.derived_trans_id:
+                    return epoch, unit.derived_trans_id
         hi = lo
-    return (term << 32) - 1 if first > 2 else 0
+    if epoch:
+        return epoch, 0
+    return ((term << 32) - 1 if first > 2 else 0), 0

@@ -4,7 +4,8 @@ those transactions back until the new leader writes something), seals nothing wh
 is open, and a leader whose proposals were dropped during a leadership transfer keeps its
 epochs increasing.
 
-Three in-process drivers (``tests/node/drivers.py``); the epochs are read from the logs.
+Three in-process drivers (``tests/node/drivers.py``), the epochs read from their logs; and
+``unsealed_epoch`` case by case on logs built by hand.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import dataclasses
 import pytest
 
 from gateway.client import row_insert
+from gateway.core import messages
 from gateway.core.messages import TypeTag
-from gateway.node.epoch_seal import entry_epoch
+from gateway.node.epoch_seal import entry_epoch, unsealed_epoch
 from gateway.node.errors import NotLeaderError
-from gateway.raft import NO_LIMIT, EntryType
+from gateway.node.wire import decode_entry, encode_transaction_wire
+from gateway.raft import NO_LIMIT, Entry, EntryType, MemoryStorage
+from gateway.raft.log import RaftLog
 from gateway.replication import EpochAssembler, SourceRecord
 from gateway.v1 import epoch_pb2, replication_pb2
 
@@ -76,6 +80,13 @@ def test_a_new_leader_seals_the_epoch_its_predecessor_left_open(tmp_path):
             recs = _records(trio, new_id)
             assert [r[:2] for r in recs] == [("txn", epoch)] * 5 + [("marker", epoch)]
             assert _sealed(recs) == [(epoch, 5)]
+            # the marker names the epoch's last transaction, as its own leader's would
+            st = trio.storages[new_id]
+            txns = [decode_entry(e.data)[0] for e in st.entries(recs[0][2], recs[4][2] + 1,
+                                                                  NO_LIMIT)]
+            marker = epoch_pb2.EpochMarker.FromString(
+                st.entries(recs[5][2], recs[5][2] + 1, NO_LIMIT)[0].data[1:])
+            assert marker.last_trans_id == max(t.gtid.trans_id for t in txns if t) > 0
 
             # nothing left open: the next leader proposes no marker of its own
             trio.cut.discard(old_id)
@@ -150,3 +161,41 @@ def test_a_marker_refused_during_a_leadership_transfer_is_proposed_again(tmp_pat
             await trio.close()
 
     run(go())
+
+
+_E1, _E2 = (2 << 32) | 1, (2 << 32) | 2  # two epochs of term 2
+
+
+def _txn(trans_id: int, epoch: int) -> bytes:
+    return encode_transaction_wire(7, trans_id, epoch, 7, 1, 1, b"")
+
+
+def _unit(epoch: int, derived: int = 0) -> bytes:
+    return messages.pack(replication_pb2.ReplicatedEpoch(
+        channel="c", source_id=9, local_epoch=epoch, derived_trans_id=derived,
+        segment_id=1, end_segment=True))
+
+
+def _marker(epoch: int) -> bytes:
+    return messages.pack(epoch_pb2.EpochMarker(server_id=7, epoch=epoch))
+
+
+@pytest.mark.parametrize(("payloads", "compact_to", "want"), [
+    ([], 0, (0, 0)),                                        # a new cluster
+    ([b"", b""], 0, (0, 0)),                                # no-ops only
+    ([_txn(1, _E1), _txn(2, _E1)], 0, (_E1, 2)),            # an open epoch
+    ([_txn(1, _E1), _marker(_E1), b""], 0, (0, 0)),         # sealed
+    ([_txn(1, _E1), _marker(_E1), _txn(2, _E2)], 0, (_E2, 2)),
+    ([_txn(1, _E1), _unit(_E1)], 0, (_E1, 1)),              # a unit that reserved nothing
+    ([_txn(1, _E1), _unit(_E1, 5), b""], 0, (_E1, 5)),      # ... and one that did
+    ([_txn(1, _E1), _unit(_E2)], 0, (_E2, 0)),              # alone in its epoch
+    ([_txn(1, _E1), b"", b""], 3, ((3 << 32) - 1, 0)),      # records compacted away
+    ([_txn(1, _E1), _txn(2, _E1), b""], 2, (_E1, 2)),       # compacted, record kept
+])
+def test_the_epoch_a_new_leader_seals_is_read_back_from_its_log(payloads, compact_to, want):
+    st = MemoryStorage.bootstrap((1,))
+    st.append([Entry(2, 2 + i, data=d) for i, d in enumerate(payloads)])
+    if compact_to:
+        st.create_snapshot(compact_to, None, b"")
+        st.compact(compact_to)
+    assert unsealed_epoch(RaftLog(st), 3) == want
