@@ -21,7 +21,6 @@ from .wire import decode_entry
 
 __all__ = ["entry_epoch", "unsealed_epoch"]
 
-_RECORDS = (TypeTag.TRANSACTION, TypeTag.REPLICATED_EPOCH)
 _STEP = 64
 
 
@@ -63,16 +62,19 @@ def unsealed_epoch(log: RaftLog, term: int) -> tuple[int, int]:
             if e.type != EntryType.NORMAL or not e.data:
                 continue
             tag = e.data[0]
-            if tag == TypeTag.EPOCH_MARKER or (tag in _RECORDS and epoch and
-                                               entry_epoch(e) != epoch):
+            if tag == TypeTag.EPOCH_MARKER:
                 return epoch, 0
             if tag == TypeTag.TRANSACTION:
                 txn, _ = decode_entry(e.data)
-                if txn is not None:
-                    return epoch or txn.epoch, txn.gtid.trans_id
-            elif tag == TypeTag.REPLICATED_EPOCH:
+                assert txn is not None
+                if epoch and txn.epoch != epoch:
+                    return epoch, 0
+                return txn.epoch, txn.gtid.trans_id
+            if tag == TypeTag.REPLICATED_EPOCH:
                 unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
-                epoch = epoch or unit.local_epoch
+                if epoch and unit.local_epoch != epoch:
+                    return epoch, 0
+                epoch = unit.local_epoch
                 if unit.derived_trans_id:
                     return epoch, unit.derived_trans_id
         hi = lo
