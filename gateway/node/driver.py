@@ -157,6 +157,17 @@ class _LeaderState:
     #: epoch already in this leader's log (None: rebuild it when next needed).
     view: ReplicationState | None = None
 
+    def reservations(self) -> tuple[int, int, int, int]:
+        """The GTID, commit-time and epoch counters, for :meth:`take_back` when a proposal
+        that used them is refused."""
+        return (self.next_trans_id, self.last_commit_ts, self.last_trans_in_epoch,
+                self.open_epoch_txns)
+
+    def take_back(self, saved: tuple[int, int, int, int]) -> None:
+        """Take back what was reserved since :meth:`reservations` gave ``saved``."""
+        (self.next_trans_id, self.last_commit_ts, self.last_trans_in_epoch,
+         self.open_epoch_txns) = saved
+
 
 @dataclass(slots=True)
 class _PendingUnit:
@@ -775,7 +786,7 @@ class RaftDriver:
                     u.future.set_result(None)
                 continue
             has_txns = any(transactions(p.items) for p in parts)
-            reserved = (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch)
+            reserved = st.reservations()
             if self.sm.conflict_rules and has_txns:
                 # the GTID of the transaction applying it may derive (conflicts found)
                 last = parts[-1]
@@ -787,7 +798,7 @@ class RaftDriver:
             try:
                 raw.propose_batch([messages.pack(p) for p in parts])
             except ProposalDroppedError:
-                st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch = reserved
+                st.take_back(reserved)
                 st.view = view = before
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))
@@ -801,31 +812,31 @@ class RaftDriver:
         if st.inherited_open[0]:
             # an earlier leader's last epoch: without its marker, a channel reading this
             # cluster would hold those transactions back until this leader writes something
-            marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id,
-                                           epoch=st.inherited_open[0],
-                                           sealed_at_ns=time.time_ns(),
-                                           last_trans_id=st.inherited_open[1])
-            try:
-                raw.propose(messages.pack(marker))
-            except ProposalDroppedError:
-                return  # a leadership transfer: the next cycle tries again, or the next leader
+            if not self._propose_marker(raw, *st.inherited_open):
+                return  # the next cycle tries again (or, after the transfer, the next leader)
             log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open[0])
             st.inherited_open = (0, 0)
         epoch = self.epoch()
         if epoch == st.open_epoch:
             return
-        if st.open_epoch_txns:
-            marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=st.open_epoch,
-                                           sealed_at_ns=time.time_ns(),
-                                           last_trans_id=st.last_trans_in_epoch)
-            try:
-                raw.propose(messages.pack(marker))
-            except ProposalDroppedError:
-                # a leadership transfer: keep the epoch open and try again next cycle (if
-                # the transfer is abandoned and this leader writes nothing more, no later
-                # record would seal it); what this cycle still proposes joins the epoch
-                return
+        if st.open_epoch_txns and not self._propose_marker(raw, st.open_epoch,
+                                                           st.last_trans_in_epoch):
+            # keep the epoch open and try again next cycle (if the transfer is abandoned and
+            # this leader writes nothing more, no later record would seal it); what this
+            # cycle still proposes joins the epoch
+            return
         st.open_epoch, st.open_epoch_txns = epoch, 0
+
+    def _propose_marker(self, raw: RawNode, epoch: int, last_trans_id: int) -> bool:
+        """Propose the ``EpochMarker`` sealing ``epoch``; False when the proposal is refused
+        (a leadership transfer in progress)."""
+        marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=epoch,
+                                       sealed_at_ns=time.time_ns(), last_trans_id=last_trans_id)
+        try:
+            raw.propose(messages.pack(marker))
+        except ProposalDroppedError:
+            return False
+        return True
 
     def _propose_writes(self, raw: RawNode) -> None:
         st = self._leader_state(raw)
@@ -840,8 +851,7 @@ class RaftDriver:
         if st.schemas:
             schemas = {**schemas, **st.schemas}
         checker = self.checker
-        reserved = (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch,
-                    st.open_epoch_txns)
+        reserved = st.reservations()
         shadowed: dict[str, TableSchema | None] = {}  # st.schemas before this batch
         for w in writes:
             created = w.created
@@ -883,8 +893,7 @@ class RaftDriver:
                                                "transfer in progress or no leader"))
             # nothing was proposed: take back the reservations (not the whole leader state:
             # a new one would count this term's epochs from 1 again)
-            (st.next_trans_id, st.last_commit_ts, st.last_trans_in_epoch,
-             st.open_epoch_txns) = reserved
+            st.take_back(reserved)
             for name, before in shadowed.items():
                 if before is None:
                     del st.schemas[name]
