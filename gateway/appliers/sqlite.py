@@ -20,6 +20,11 @@
   a few rows long however long the log, where a row per GTID grew without bound and cost an
   insert per transaction. A database made before (a ``_gateway_applied`` table of one row per
   GTID) is converted to ranges when opened.
+- Consecutive INSERT/UPSERT (or DELETE) operations of one table and columns -- a run of
+  ``apply``, a batch of ``apply_columns`` -- go as statements of up to 128 rows each
+  (``INSERT OR REPLACE ... VALUES (...), (...)``, ``DELETE ... WHERE key IN (...)``), within
+  SQLite's limit of parameters per statement. SQLite inserts a statement's rows in order,
+  so the database ends as one statement per row leaves it; UPDATE runs row by row.
 - ``apply_columns`` is the bulk entry point (the Spark bulk apply): reduced operations given
   column by column (``ColumnOps``: one table, one kind, the same columns in every row) run
   through ``executemany`` with the same statements, value conversions, table creation and
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -125,6 +131,109 @@ def _runs(ops: Sequence[RowOp]) -> Iterable[Sequence[RowOp]]:
 
 def _db_row(values: Sequence[Any]) -> list[Any]:
     return [_db_value(v) for v in values]
+
+
+# A run of INSERT/UPSERT (or DELETE) operations goes to SQLite as statements of many rows each
+# -- ``INSERT OR REPLACE ... VALUES (..), (..), ...``, ``DELETE ... WHERE key IN (..)`` -- of
+# these sizes, the largest first, then the rest by ``executemany`` of the one-row statement.
+# One statement of 128 rows costs a third less CPU per row than 128 steps of a one-row one
+# (fewer VDBE restarts, one GIL release instead of 128); two sizes keep the statement cache
+# small (docs/benchmarks.md, "Change 12").
+_MULTI_SIZES = (128, 16)
+
+
+def _multi_plan(count: int, most: int) -> list[tuple[int, int]]:
+    """``count`` rows cut, from the first, into ``(rows, statements)`` pairs: ``statements``
+    statements of ``rows`` rows each, of the sizes in ``_MULTI_SIZES`` (none above ``most``),
+    the rest as ``(1, n)``. The rows add up to ``count``, in order."""
+    plan = []
+    for size in _MULTI_SIZES:
+        if size <= most and count >= size:
+            plan.append((size, count // size))
+            count %= size
+    if count:
+        plan.append((1, count))
+    return plan
+
+
+@functools.lru_cache(maxsize=1024)
+def _multi_statement(kind: OpKind, table: str, key_columns: tuple[Column, ...],
+                     columns: tuple[Column, ...], rows: int) -> str:
+    """The statement doing what ``_statement(kind, ...)`` does for ``rows`` rows at once, its
+    parameters the rows' parameters one row after the other: ``INSERT OR REPLACE`` of many
+    ``VALUES`` rows (applied in order, so a later row of the same key replaces an earlier
+    one, as one statement per row does) or ``DELETE ... WHERE key IN (...)``."""
+    if kind is OpKind.DELETE:
+        keys = ", ".join(_q(c.name) for c in key_columns)
+        if len(key_columns) == 1:
+            return f"DELETE FROM {_q(table)} WHERE {keys} IN ({', '.join('?' * rows)})"
+        one = "(" + ", ".join("?" * len(key_columns)) + ")"
+        return (f"DELETE FROM {_q(table)} WHERE ({keys}) IN (VALUES "
+                + ", ".join([one] * rows) + ")")
+    single = _statement(kind, table, key_columns, columns)
+    assert single is not None and single.startswith("INSERT OR REPLACE")
+    one = "(" + ", ".join("?" * (len(key_columns) + len(columns))) + ")"
+    return single[:single.rindex(" VALUES ")] + " VALUES " + ", ".join([one] * rows)
+
+
+def _execute_rows(conn: sqlite3.Connection, kind: OpKind, table: str,
+                  key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+                  rows: Sequence[Sequence[Any]]) -> None:
+    """``conn.executemany(sql, rows)`` -- ``sql`` the one-row statement ``_statement(kind,
+    ...)``, every row its parameters -- with the same effect on the database, in as few
+    statements as ``_multi_plan`` makes of the rows. UPDATE runs row by row (one statement
+    of many updates of the same key would not keep their order)."""
+    _execute(conn, kind, table, key_columns, columns, sql, len(rows),
+             len(rows[0]) if rows else 0,
+             lambda first, size: list(itertools.chain.from_iterable(rows[first:first + size])),
+             lambda start, end: rows[start:end])
+
+
+def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
+                     key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+                     params: Sequence[Sequence[Any]]) -> None:
+    """``_execute_rows`` of the rows ``zip(*params)``: ``params`` holds each parameter of
+    ``sql`` as a column, all of one length."""
+    width = len(params)
+    buffer: list[Any] = []
+
+    def flat(first: int, size: int) -> list[Any]:
+        if len(buffer) != size * width:
+            buffer[:] = [None] * (size * width)
+        for j, col in enumerate(params):
+            buffer[j::width] = col[first:first + size]
+        return buffer
+
+    _execute(conn, kind, table, key_columns, columns, sql, len(params[0]) if params else 0,
+             width, flat,
+             lambda start, end: zip(*(col[start:end] for col in params), strict=True))
+
+
+def _execute(conn: sqlite3.Connection, kind: OpKind, table: str,
+             key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+             count: int, width: int, flat: Callable[[int, int], Sequence[Any]],
+             rows: Callable[[int, int], Iterable[Sequence[Any]]]) -> None:
+    """Apply ``count`` rows of ``width`` parameters each: ``rows(start, end)`` gives rows
+    ``start`` to ``end`` (excluded) as parameter sequences of ``sql``, ``flat(first, size)``
+    the parameters of ``size`` rows from ``first`` one row after the other."""
+    if kind is OpKind.UPDATE or not width or count < _MULTI_SIZES[-1]:
+        conn.executemany(sql, rows(0, count))
+        return
+    start = 0
+    for size, times in _multi_plan(count, _variable_limit(conn) // width):
+        end = start + size * times
+        if size == 1:
+            conn.executemany(sql, rows(start, end))
+        else:
+            multi = _multi_statement(kind, table, key_columns, columns, size)
+            for first in range(start, end, size):
+                conn.execute(multi, flat(first, size))
+        start = end
+
+
+def _variable_limit(conn: sqlite3.Connection) -> int:
+    """The most ``?`` parameters one statement of ``conn`` may have."""
+    return conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -280,12 +389,10 @@ class SqliteApplier(Applier):
         key = [_db_column(v, c.type) for c, v in zip(batch.key_columns, batch.key, strict=True)]
         values = [_db_column(v, c.type)
                   for c, v in zip(batch.columns, batch.values, strict=True)]
-        if batch.kind is OpKind.UPDATE:
-            conn.executemany(sql, zip(*values, *key, strict=True))
-        elif batch.kind is OpKind.DELETE:
-            conn.executemany(sql, zip(*key, strict=True))
-        else:
-            conn.executemany(sql, zip(*key, *values, strict=True))
+        params = ([*values, *key] if batch.kind is OpKind.UPDATE
+                  else key if batch.kind is OpKind.DELETE else [*key, *values])
+        _execute_columns(conn, batch.kind, batch.table.name, batch.key_columns, batch.columns,
+                         sql, params)
 
     def _apply_run(self, conn: sqlite3.Connection, run: Sequence[RowOp],
                    created: dict[TableRef, set[str]]) -> None:
@@ -300,7 +407,7 @@ class SqliteApplier(Applier):
         as_is = all(c.type in _BOUND_AS_IS for c in first.key_columns + first.columns)
         kind = first.kind
         if kind is OpKind.DELETE:
-            rows: Iterable[Sequence[Any]] = (
+            rows: Sequence[Sequence[Any]] = (
                 [op.key for op in run] if as_is else [_db_row(op.key) for op in run])
         elif kind is OpKind.UPDATE:
             rows = ([op.values + op.key for op in run] if as_is
@@ -308,7 +415,8 @@ class SqliteApplier(Applier):
         else:
             rows = ([op.key + op.values for op in run] if as_is
                     else [_db_row(op.key + op.values) for op in run])
-        conn.executemany(sql, rows)
+        _execute_rows(conn, kind, first.table.name, first.key_columns, first.columns, sql,
+                      rows)
 
     def _apply_one(self, conn: sqlite3.Connection, op: RowOp,
                    created: dict[TableRef, set[str]]) -> None:

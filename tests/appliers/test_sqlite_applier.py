@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.appliers import sqlite as sqlite_applier
 from gateway.appliers.contract import (
     ApplierConfigError,
     ApplyError,
@@ -261,6 +262,114 @@ def test_apply_of_runs_of_like_operations_equals_applying_them_one_by_one(tmp_pa
     finally:
         whole.close()
         single.close()
+
+
+def _long_run(rng: random.Random, kind: OpKind, table: str, length: int,
+              first_trans: int) -> list[RowOp]:
+    """``length`` operations of ``kind`` on ``table`` with the same columns, keys drawn from
+    few enough rows that many repeat within the run, typed values and nulls."""
+    names = [] if kind is OpKind.DELETE else sorted(_TYPED)
+    ops = []
+    for i in range(length):
+        key = ((rng.randint(1, length // 3 + 1),) if table == "t"
+               else (rng.choice("pq"), rng.randint(1, length // 6 + 1)))
+        values = tuple(None if rng.random() < 0.15 else rng.choice(_SAMPLES[c]) for c in names)
+        ops.append(RowOp(kind, TableRef("s", table), _KEYS[table], key,
+                         tuple(Column(c, _TYPED[c]) for c in names), values,
+                         Gtid(1, first_trans + i), statement=1))
+    return ops
+
+
+@pytest.fixture
+def multi(monkeypatch) -> list[tuple[OpKind, int, int]]:
+    """``(kind, rows, parameters)`` of every statement of many rows the applier builds."""
+    made: list[tuple[OpKind, int, int]] = []
+    real = sqlite_applier._multi_statement
+
+    def spy(kind, table, key_columns, columns, rows):
+        width = len(key_columns) + (0 if kind is OpKind.DELETE else len(columns))
+        made.append((kind, rows, rows * width))
+        return real(kind, table, key_columns, columns, rows)
+
+    monkeypatch.setattr(sqlite_applier, "_multi_statement", spy)
+    return made
+
+
+@pytest.mark.parametrize("length", [15, 16, 17, 128, 129, 300, 500])
+@pytest.mark.parametrize("table", ["t", "k2"])
+def test_long_runs_go_as_statements_of_many_rows_with_the_effect_of_one_by_one(tmp_path, multi,
+                                                                              length, table):
+    """A run of INSERT/UPSERT/DELETE operations is applied by statements of many rows each:
+    rows of the same key replace each other in the run's order, every type converted as a
+    one-row statement converts it; an UPDATE run stays row by row."""
+    rng = random.Random(length)
+    kinds = [OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE, OpKind.INSERT]
+    runs = [_long_run(rng, kind, table, length, 1 + 1000 * n) for n, kind in enumerate(kinds)]
+    whole = SqliteApplier(tmp_path / "whole.db")
+    single = SqliteApplier(tmp_path / "single.db")
+    try:
+        for run in runs:
+            whole.apply(run)
+            for op in run:
+                single.apply([op])
+        assert _dump(tmp_path / "whole.db") == _dump(tmp_path / "single.db")
+        expected = {OpKind.INSERT, OpKind.UPSERT, OpKind.DELETE} if length >= 16 else set()
+        assert {kind for kind, _, _ in multi} == expected
+    finally:
+        whole.close()
+        single.close()
+
+
+@pytest.mark.parametrize("limit", [10, 40, 999])
+def test_the_rows_per_statement_stay_within_sqlites_parameter_limit(tmp_path, multi, limit):
+    rng = random.Random(limit)
+    inserts = _long_run(rng, OpKind.INSERT, "k2", 300, 1)  # 2 key + 8 value columns a row
+    deletes = _long_run(rng, OpKind.DELETE, "k2", 150, 1000)
+    whole = SqliteApplier(tmp_path / "whole.db")
+    single = SqliteApplier(tmp_path / "single.db")
+    try:
+        whole._conn().setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+        whole.apply(inserts)
+        whole.apply(deletes)
+        for op in inserts + deletes:
+            single.apply([op])
+        assert _dump(tmp_path / "whole.db") == _dump(tmp_path / "single.db")
+        assert all(params <= limit for _, _, params in multi)
+        assert bool(multi) is (limit >= 40)  # 16 rows of 2 key columns fit in 40
+    finally:
+        whole.close()
+        single.close()
+
+
+@pytest.mark.parametrize("length", [16, 200, 431])
+def test_long_column_batches_leave_the_same_database_as_apply(tmp_path, multi, length):
+    """``apply_columns`` of distinct rows, inserted then partly deleted, by statements of
+    many rows."""
+    rng = random.Random(length)
+    ops = []
+    for table in ("t", "k2"):
+        keys = ([(i,) for i in range(length)] if table == "t"
+                else [(rng.choice("pqr"), i) for i in range(length)])
+        cols = tuple(Column(c, _TYPED[c]) for c in sorted(_TYPED))
+        for n, key in enumerate(keys):
+            ops.append(RowOp(OpKind.INSERT, TableRef("s", table), _KEYS[table], key, cols,
+                             tuple(rng.choice(_SAMPLES[c.name] + [None]) for c in cols),
+                             Gtid(1, n + 1), statement=1))
+    deletes = [RowOp(OpKind.DELETE, op.table, op.key_columns, op.key, gtid=Gtid(2, n + 1))
+               for n, op in enumerate(ops) if rng.random() < 0.5]
+    per_op = SqliteApplier(tmp_path / "ops.db")
+    bulk = SqliteApplier(tmp_path / "bulk.db")
+    try:
+        for unit in (ops, deletes):
+            per_op.apply(unit)
+            assert bulk.apply_columns(_columnar(unit), [tuple(op.gtid) for op in unit]) == len(unit)
+        assert _dump(tmp_path / "bulk.db") == _dump(tmp_path / "ops.db")
+        long_deletes = max(sum(op.table.name == t for op in deletes) for t in ("t", "k2"))
+        expected = {OpKind.INSERT} | ({OpKind.DELETE} if long_deletes >= 16 else set())
+        assert {kind for kind, _, _ in multi} == expected
+    finally:
+        per_op.close()
+        bulk.close()
 
 
 @settings(max_examples=60, deadline=None)
