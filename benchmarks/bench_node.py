@@ -33,13 +33,15 @@ Rows measured (closed loop, every client waits for its reply before the next req
 
 Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
 table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
-Needs ``pysyncobj`` (``pip install pysyncobj``) for its rows; RSS comes from /proc.
+Needs ``pysyncobj`` (``pip install -e '.[bench]'``) for its rows (left out, with a line
+saying so, when it is not installed); RSS comes from /proc.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import subprocess
@@ -800,7 +802,10 @@ def main() -> None:
         finally:
             server.kill()
             server.wait(10)
-    if "pysyncobj" in only:
+    if "pysyncobj" in only and importlib.util.find_spec("pysyncobj") is None:
+        print("bench_node: pysyncobj is not installed (pip install -e '.[bench]'): its cells "
+              "and ratios are left out", file=sys.stderr, flush=True)
+    elif "pysyncobj" in only:
         for size in sizes:
             r, node_rss = bench_pysyncobj(size, duration, [ports.take() for _ in range(3)])
             results.append(r)
