@@ -74,7 +74,13 @@ from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
 from .epoch_seal import unsealed_epoch
-from .errors import NodeStoppedError, NotLeaderError, ProposalLostError, ReadTimeoutError
+from .errors import (
+    NodeError,
+    NodeStoppedError,
+    NotLeaderError,
+    ProposalLostError,
+    ReadTimeoutError,
+)
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
@@ -233,6 +239,10 @@ class RaftDriver:
         self._leader: _LeaderState | None = None
         self._ticks_due = 0
         self._stopped = False
+        # Stopping (``seal_for_stop``): no new writes, replicated epochs or entries; the
+        # future resolves once the marker sealing the open epoch is applied.
+        self._closing = False
+        self._seal_waiter: asyncio.Future[Any] | None = None
         self.removed = False
         self.applied_changed = asyncio.Condition()
         self.compact_floor: Callable[[], int] = lambda: 1 << 62
@@ -341,11 +351,7 @@ class RaftDriver:
         response can carry the bytes without parsing them back into a message."""
         fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
             asyncio.get_running_loop().create_future()
-        if self._stopped:
-            fut.set_exception(NodeStoppedError("the node is stopping"))
-            return fut
-        if not self.is_leader:
-            fut.set_exception(NotLeaderError(self.leader_id))
+        if self._refused_now(fut):
             return fut
         if idempotency_key:
             done = self.sm.idempotent_result(idempotency_key, time.time_ns())
@@ -364,7 +370,7 @@ class RaftDriver:
 
     def _refused_now(self, fut: asyncio.Future[Any]) -> bool:
         """Fail ``fut`` at once when this node cannot propose (stopping, not the leader)."""
-        if self._stopped:
+        if self._stopped or self._closing:
             fut.set_exception(NodeStoppedError("the node is stopping"))
         elif not self.is_leader:
             fut.set_exception(NotLeaderError(self.leader_id))
@@ -535,6 +541,27 @@ class RaftDriver:
         if self.on_failure is not None:
             self.on_failure(exc)
 
+    async def seal_for_stop(self, timeout: float) -> bool:
+        """Before a graceful stop: take no more writes, replicated epochs or entries
+        (``NodeStoppedError``); on a leader, once what was queued is proposed, propose the
+        ``EpochMarker`` sealing the epoch it leaves open and wait up to ``timeout`` seconds for
+        it to be applied. True: nothing was left open, or the marker is applied; False: not
+        the leader, or the marker did not make it in time (the next leader seals the epoch,
+        ``epoch_seal``). Without it a channel reading this cluster would hold the epoch's
+        transactions back until this cluster writes again -- a single-node source taken down
+        for good, never."""
+        self._closing = True
+        if self._stopped or not self.is_leader:
+            return False
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._seal_waiter = fut
+        self._wake.set()
+        try:
+            result = await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except (TimeoutError, NodeError, InvalidRequest):
+            return False
+        return result is not False
+
     async def stop(self) -> None:
         """Stop the loop, fail everything waiting, close nothing else (the owner closes the
         storage and the store). A snapshot in progress is abandoned at its next step and
@@ -696,7 +723,13 @@ class RaftDriver:
                 self._propose_units(raw)
             if self._writes:
                 self._propose_writes(raw)
+            if self._seal_waiter is not None and not (self._writes or self._units
+                                                      or self._entries):
+                self._seal_open_epoch(raw)
         else:
+            if self._seal_waiter is not None:
+                _done(self._seal_waiter, False)
+                self._seal_waiter = None
             if self._writes:
                 writes, self._writes = self._writes, []
                 for w in writes:
@@ -826,6 +859,21 @@ class RaftDriver:
             # cycle still proposes joins the epoch
             return
         st.open_epoch, st.open_epoch_txns = epoch, 0
+
+    def _seal_open_epoch(self, raw: RawNode) -> None:
+        """``seal_for_stop``'s marker, proposed once nothing else is queued (a record
+        proposed after its epoch's marker would be dropped by readers as already held)."""
+        st = self._leader_state(raw)
+        fut, self._seal_waiter = self._seal_waiter, None
+        assert fut is not None
+        if not st.open_epoch_txns:
+            _done(fut, True)  # sealed already (or nothing written this term)
+            return
+        if not self._propose_marker(raw, st.open_epoch, st.last_trans_in_epoch):
+            self._seal_waiter = fut  # a leadership transfer: the next cycle tries again
+            return
+        st.open_epoch_txns = 0
+        self._waiting[raw.raft.raft_log.last_index()] = _Waiter(raw.raft.term, fut)
 
     def _propose_marker(self, raw: RawNode, epoch: int, last_trans_id: int) -> bool:
         """Propose the ``EpochMarker`` sealing ``epoch``; False when the proposal is refused
@@ -1088,6 +1136,11 @@ class RaftDriver:
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
+
+
+def _done(fut: asyncio.Future[Any], result: Any) -> None:
+    if not fut.done():
+        fut.set_result(result)
 
 
 def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult | bytes]

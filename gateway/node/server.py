@@ -77,6 +77,8 @@ from .validation import InvalidRequest
 __all__ = ["GatewayNode", "NodeStartError"]
 
 log = logging.getLogger("gateway.node")
+#: How long a leader stopping gracefully waits for the marker sealing its open epoch.
+_SEAL_TIMEOUT_S = 1.0
 
 _ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
          Role.PRE_CANDIDATE: "pre-candidate"}
@@ -376,12 +378,20 @@ class GatewayNode:
         self._stopped.set()
         for t in self._tasks:
             t.cancel()
+        api_stopped = None
         if len(self._servers) > 1:
             with contextlib.suppress(Exception):
                 await self.health.enter_graceful_shutdown()
-            await self._servers[1].stop(grace=1.0)
+            # New calls are refused now; calls in progress get the grace period -- among them
+            # the Subscribe streams of other clusters' channels, which carry the marker below.
+            api_stopped = asyncio.ensure_future(self._servers[1].stop(grace=1.0))
         if getattr(self, "channels", None) is not None:
             await self.channels.stop()
+        if self.driver.is_leader and not await self.driver.seal_for_stop(_SEAL_TIMEOUT_S):
+            log.info("node %d stops with its last epoch unsealed: the next leader seals it",
+                     self.config.node_id)
+        if api_stopped is not None:
+            await api_stopped
         if self.appliers is not None:
             await self.appliers.stop()
         await self.driver.stop()

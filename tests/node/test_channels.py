@@ -305,6 +305,11 @@ def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downst
             await wait_for(lambda: all(len(_rows(n)) == 3 for n in na), 15, "A replicated")
             await asyncio.sleep(1.0)
             assert _rows(nb) == {}  # the epoch is open: the channel holds it back
+
+            async def dies_before_sealing(timeout: float) -> bool:
+                return False
+
+            lead.driver.seal_for_stop = dies_before_sealing  # as a leader killed would
             await lead.stop()
             rest = [n for n in na if n is not lead]
             await leader_of(rest)
@@ -335,6 +340,31 @@ def test_a_single_node_source_restarted_within_its_epoch_loses_nothing_downstrea
             await leader_of([na])
             await wait_for(lambda: len(_rows(nb)) == 1, 20, "B holds the row")
             assert _rows(nb) == _rows(na)
+
+    run(go(), 60)
+
+
+def test_a_single_node_source_stopped_for_good_within_its_epoch_loses_nothing_downstream(
+        tmp_path):
+    """The source stops gracefully right after a write, before its epoch ends, and does not
+    come back: it seals its open epoch before it goes, and the replica gets the row."""
+    a = dataclasses.replace(_cluster(tmp_path, "a", 1)[0], epoch_ms=600_000)
+    b = _cluster(tmp_path, "b", 2)[0]
+    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),))
+
+    async def go():
+        async with running(a, b) as nodes:
+            na, nb = nodes
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, 1, "a1")
+            await _write(a, 2, "a2")
+            await asyncio.sleep(0.5)
+            assert _rows(nb) == {}  # the epoch is open: the channel holds it back
+            held = _rows(na)
+            await na.stop()
+            await wait_for(lambda: len(_rows(nb)) == 2, 20, "B holds the rows")
+            assert _rows(nb) == held
 
     run(go(), 60)
 

@@ -19,7 +19,7 @@ from gateway.client import row_insert
 from gateway.core import messages
 from gateway.core.messages import TypeTag
 from gateway.node.epoch_seal import entry_epoch, unsealed_epoch
-from gateway.node.errors import NotLeaderError
+from gateway.node.errors import NodeStoppedError, NotLeaderError
 from gateway.node.wire import decode_entry, encode_transaction_wire
 from gateway.raft import NO_LIMIT, Entry, EntryType, MemoryStorage
 from gateway.raft.log import RaftLog
@@ -101,6 +101,44 @@ def test_a_new_leader_seals_the_epoch_its_predecessor_left_open(tmp_path):
             recs = _records(trio, third_id)
             assert [k for k, _, _ in recs].count("marker") == 1
             assert recs[-1][0] == "txn" and recs[-1][1] > epoch
+        finally:
+            await trio.close()
+
+    run(go())
+
+
+def test_a_leader_stopping_gracefully_seals_its_open_epoch_after_what_it_accepted(tmp_path):
+    """``seal_for_stop``: the writes already queued go into the log first, then the marker of
+    their epoch, naming its last transaction; writes after it are refused (a record after its
+    epoch's marker would be dropped by readers as already held); a second call seals
+    nothing more, and a follower has nothing to seal."""
+    async def go() -> None:
+        trio = Trio(tmp_path)  # epochs of 1e6 s: the leader never closes its epoch on its own
+        lead = await trio.start()
+        try:
+            lead_id = trio.id_of(lead)
+            await trio.write(lead, 0, 3)
+            queued = [lead.submit_write([row_insert("t.s", {"id": i}, {"v": f"late {i}"})])
+                      for i in range(3, 8)]
+            assert await lead.seal_for_stop(10.0)
+            await asyncio.gather(*queued)  # accepted before the seal: all committed
+            with pytest.raises(NodeStoppedError):
+                await lead.submit_write([row_insert("t.s", {"id": 9}, {"v": "too late"})])
+            recs = _records(trio, lead_id)
+            epoch = recs[0][1]
+            assert [r[:2] for r in recs] == [("txn", epoch)] * 8 + [("marker", epoch)]
+            assert _sealed(recs) == [(epoch, 8)]
+            st = trio.storages[lead_id]
+            last = decode_entry(st.entries(recs[7][2], recs[7][2] + 1, NO_LIMIT)[0].data)[0]
+            marker = epoch_pb2.EpochMarker.FromString(
+                st.entries(recs[8][2], recs[8][2] + 1, NO_LIMIT)[0].data[1:])
+            assert marker.last_trans_id == last.gtid.trans_id > 0
+            assert lead.applied_index == st.last_index()
+
+            assert await lead.seal_for_stop(10.0)  # nothing open any more
+            assert [k for k, _, _ in _records(trio, lead_id)].count("marker") == 1
+            follower = next(d for d in trio.drivers.values() if d is not lead)
+            assert not await follower.seal_for_stop(1.0)
         finally:
             await trio.close()
 
