@@ -26,8 +26,9 @@ idempotency key).
 GTIDs: ``server_id`` = cluster id, ``trans_id`` = 1 + the largest trans id in the leader's log
 (scanned when it becomes leader: its log holds every committed entry), then +1 per write.
 Epochs: ``term << 32 | n`` where ``n`` counts ``epoch_ms`` periods since this leader took
-over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it, and
-a new leader seals the epoch an earlier one left open (``epoch_seal``).
+over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it, a
+leader stopping gracefully seals the one it leaves open (``seal_for_stop``), and a new leader
+seals the epoch an earlier one left open (``epoch_seal``).
 Commit timestamps: the leader's wall clock, forced strictly increasing along the log.
 """
 

@@ -285,6 +285,14 @@ def test_a_source_with_tls_and_tokens_needs_the_channels_read_token_and_ca(tmp_p
     run(go(), 90)
 
 
+def _single_node_pair(tmp_path):
+    """Single-node clusters A (epochs of 10 minutes: none ends on its own) and B, B's channel
+    reading A."""
+    a = dataclasses.replace(_cluster(tmp_path, "a", 1)[0], epoch_ms=600_000)
+    b = _cluster(tmp_path, "b", 2)[0]
+    return a, dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),))
+
+
 def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downstream(
         tmp_path):
     """The source's leader commits transactions and dies before its epoch ends; the new
@@ -322,9 +330,7 @@ def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downst
 def test_a_single_node_source_restarted_within_its_epoch_loses_nothing_downstream(tmp_path):
     """The usual pair of single nodes: the source stops right after a write, before its epoch
     ends, and starts again (a new term). The replica gets the row without another write."""
-    a = dataclasses.replace(_cluster(tmp_path, "a", 1)[0], epoch_ms=600_000)
-    b = _cluster(tmp_path, "b", 2)[0]
-    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),))
+    a, b = _single_node_pair(tmp_path)
 
     async def go():
         async with running(a, b) as nodes:
@@ -348,9 +354,7 @@ def test_a_single_node_source_stopped_for_good_within_its_epoch_loses_nothing_do
         tmp_path):
     """The source stops gracefully right after a write, before its epoch ends, and does not
     come back: it seals its open epoch before it goes, and the replica gets the row."""
-    a = dataclasses.replace(_cluster(tmp_path, "a", 1)[0], epoch_ms=600_000)
-    b = _cluster(tmp_path, "b", 2)[0]
-    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", (a.api,)),))
+    a, b = _single_node_pair(tmp_path)
 
     async def go():
         async with running(a, b) as nodes:
