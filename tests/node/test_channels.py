@@ -285,6 +285,26 @@ def test_a_source_with_tls_and_tokens_needs_the_channels_read_token_and_ca(tmp_p
     run(go(), 90)
 
 
+async def _written_in_an_open_epoch(a, na, nb, rows: int) -> None:
+    """Once both single-node clusters lead, write ``rows`` rows to A (node ``na``, config
+    ``a``); B (``nb``) holds none of them: A's epoch is still open."""
+    await leader_of([na])
+    await leader_of([nb])
+    for i in range(1, rows + 1):
+        await _write(a, i, f"a{i}")
+    await asyncio.sleep(0.5)
+    assert _rows(nb) == {}  # the epoch is open: the channel holds it back
+
+
+async def _stop_without_sealing(node) -> None:
+    """Stop ``node`` as if killed before it sealed its open epoch (its marker never written)."""
+    async def dies_before_sealing(timeout: float) -> bool:
+        return False
+
+    node.driver.seal_for_stop = dies_before_sealing
+    await node.stop()
+
+
 def _single_node_pair(tmp_path):
     """Single-node clusters A (epochs of 10 minutes: none ends on its own) and B, B's channel
     reading A."""
@@ -313,12 +333,7 @@ def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downst
             await wait_for(lambda: all(len(_rows(n)) == 3 for n in na), 15, "A replicated")
             await asyncio.sleep(1.0)
             assert _rows(nb) == {}  # the epoch is open: the channel holds it back
-
-            async def dies_before_sealing(timeout: float) -> bool:
-                return False
-
-            lead.driver.seal_for_stop = dies_before_sealing  # as a leader killed would
-            await lead.stop()
+            await _stop_without_sealing(lead)
             rest = [n for n in na if n is not lead]
             await leader_of(rest)
             await wait_for(lambda: len(_rows(nb)) == 3, 20, "B holds the dead leader's rows")
@@ -327,20 +342,18 @@ def test_a_source_leader_that_dies_before_sealing_its_epoch_loses_nothing_downst
     run(go(), 60)
 
 
-def test_a_single_node_source_restarted_within_its_epoch_loses_nothing_downstream(tmp_path):
-    """The usual pair of single nodes: the source stops right after a write, before its epoch
-    ends, and starts again (a new term). The replica gets the row without another write."""
+def test_a_single_node_source_killed_and_restarted_within_its_epoch_loses_nothing_downstream(
+        tmp_path):
+    """The usual pair of single nodes: the source dies right after a write, before its epoch
+    ends (no marker), and starts again (a new term, which seals the epoch). The replica gets
+    the row without another write."""
     a, b = _single_node_pair(tmp_path)
 
     async def go():
         async with running(a, b) as nodes:
             na, nb = nodes
-            await leader_of([na])
-            await leader_of([nb])
-            await _write(a, 1, "a1")
-            await asyncio.sleep(0.5)
-            assert _rows(nb) == {}  # the epoch is open: the channel holds it back
-            await na.stop()
+            await _written_in_an_open_epoch(a, na, nb, 1)
+            await _stop_without_sealing(na)
             na = await started(a)
             nodes.append(na)
             await leader_of([na])
@@ -359,12 +372,7 @@ def test_a_single_node_source_stopped_for_good_within_its_epoch_loses_nothing_do
     async def go():
         async with running(a, b) as nodes:
             na, nb = nodes
-            await leader_of([na])
-            await leader_of([nb])
-            await _write(a, 1, "a1")
-            await _write(a, 2, "a2")
-            await asyncio.sleep(0.5)
-            assert _rows(nb) == {}  # the epoch is open: the channel holds it back
+            await _written_in_an_open_epoch(a, na, nb, 2)
             held = _rows(na)
             await na.stop()
             await wait_for(lambda: len(_rows(nb)) == 2, 20, "B holds the rows")
