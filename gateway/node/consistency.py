@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .storage import compacted_log
+
 if TYPE_CHECKING:
     from gateway.appliers.position import ApplierPosition, PositionStore
 
@@ -98,7 +100,7 @@ def check_position_file(positions: PositionStore, storage: RaftLogStorage) -> Ap
                            last_index=storage.last_index(), wal_dir=wal_dir)
     if positions.damage is not None:
         first = storage.first_index()
-        if position.log_index + 1 < first and first > 2:
+        if position.log_index + 1 < first and compacted_log(first):
             raise InconsistentStateError(
                 f"{positions.damage}: applier {positions.applier!r} falls back to position "
                 f"{position.log_index} but the Raft log starts at index {first}: entries "

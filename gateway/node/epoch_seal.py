@@ -17,6 +17,7 @@ from gateway.raft import NO_LIMIT, Entry, EntryType
 from gateway.raft.log import RaftLog
 from gateway.v1 import epoch_pb2, replication_pb2
 
+from .storage import compacted_log
 from .wire import decode_entry
 
 __all__ = ["entry_epoch", "unsealed_epoch"]
@@ -80,4 +81,4 @@ def unsealed_epoch(log: RaftLog, term: int) -> tuple[int, int]:
         hi = lo
     if epoch:
         return epoch, 0
-    return ((term << 32) - 1 if first > 2 else 0), 0
+    return ((term << 32) - 1 if compacted_log(first) else 0), 0

@@ -26,6 +26,7 @@ from gateway.v1.transaction_pb2 import Transaction
 
 from .epoch_seal import entry_epoch
 from .errors import NodeStoppedError
+from .storage import compacted_log
 from .validation import InvalidRequest
 from .wire import decode_entry, txn_head
 
@@ -81,9 +82,8 @@ class CommittedLogSource:
             return []
         first = storage.first_index()
         if from_index < first:
-            if first > 2:
+            if compacted_log(first):
                 raise EntriesCompactedError(from_index, first)
-            # index 1 is the bootstrap snapshot (the initial membership): no transactions
             return [CommittedEntry(i, None) for i in range(from_index, min(hi, first))]
         try:
             ents = storage.entries(from_index, hi, _READ_BYTES)
@@ -132,8 +132,8 @@ class ChangeFeed:
         if req.HasField("after_gtid") and req.after_gtid.trans_id:
             return self._after_gtid(req.after_gtid.server_id, req.after_gtid.trans_id)
         start = req.from_log_index or first
-        if start < first <= 2:
-            start = first  # index 1 is the bootstrap snapshot: it holds no transactions
+        if start < first and not compacted_log(first):
+            start = first  # only the bootstrap snapshot is before it: no transactions
         if start < first:
             raise InvalidRequest("from_log_index", f"log index {start} was compacted; the "
                                  f"log starts at {first} (resync from a snapshot)")
@@ -247,7 +247,7 @@ class ChangeFeed:
 
     def _not_compacted(self, index: int) -> None:
         first = self._driver.storage.first_index()
-        if index < first and first > 2:  # index 1 is the bootstrap snapshot: no transactions
+        if index < first and compacted_log(first):
             raise InvalidRequest("from_log_index", f"log index {index} was compacted while "
                                  f"streaming; the log starts at {first} (resync from a "
                                  f"snapshot)")

@@ -64,6 +64,16 @@ from gateway.raft.types import limit_size
 
 from .snapshot_files import SnapshotFiles
 
+#: Every cluster's log starts with its bootstrap snapshot at index 1 (the initial membership;
+#: no transactions), so a log starting at 2 lost nothing to compaction.
+BOOTSTRAP_INDEX = 1
+
+
+def compacted_log(first_index: int) -> bool:
+    """Whether a log whose first entry is at ``first_index`` lost entries that may hold
+    transactions to compaction (not just the bootstrap snapshot's index)."""
+    return first_index > BOOTSTRAP_INDEX + 1
+
 __all__ = ["RaftLogStorage"]
 
 log = logging.getLogger("gateway.node.storage")
