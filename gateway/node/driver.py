@@ -853,13 +853,21 @@ class RaftDriver:
         epoch = self.epoch()
         if epoch == st.open_epoch:
             return
+        if not self._close_open_epoch(raw, st):
+            # what this cycle still proposes joins the epoch
+            return
+        st.open_epoch = epoch
+
+    def _close_open_epoch(self, raw: RawNode, st: _LeaderState) -> bool:
+        """Propose the marker of ``st.open_epoch`` if it has transactions. False when the
+        proposal was refused (a leadership transfer): the epoch stays open and the next cycle
+        tries again -- if the transfer is abandoned and this leader writes nothing more, no
+        later record would seal it."""
         if st.open_epoch_txns and not self._propose_marker(raw, st.open_epoch,
                                                            st.last_trans_in_epoch):
-            # keep the epoch open and try again next cycle (if the transfer is abandoned and
-            # this leader writes nothing more, no later record would seal it); what this
-            # cycle still proposes joins the epoch
-            return
-        st.open_epoch, st.open_epoch_txns = epoch, 0
+            return False
+        st.open_epoch_txns = 0
+        return True
 
     def _seal_open_epoch(self, raw: RawNode) -> None:
         """``seal_for_stop``'s marker, proposed once nothing else is queued (a record
@@ -869,12 +877,10 @@ class RaftDriver:
         assert fut is not None
         if not st.open_epoch_txns:
             _done(fut, True)  # sealed already (or nothing written this term)
-            return
-        if not self._propose_marker(raw, st.open_epoch, st.last_trans_in_epoch):
-            self._seal_waiter = fut  # a leadership transfer: the next cycle tries again
-            return
-        st.open_epoch_txns = 0
-        self._waiting[raw.raft.raft_log.last_index()] = _Waiter(raw.raft.term, fut)
+        elif self._close_open_epoch(raw, st):
+            self._waiting[raw.raft.raft_log.last_index()] = _Waiter(raw.raft.term, fut)
+        else:
+            self._seal_waiter = fut
 
     def _propose_marker(self, raw: RawNode, epoch: int, last_trans_id: int) -> bool:
         """Propose the ``EpochMarker`` sealing ``epoch``; False when the proposal is refused
