@@ -170,10 +170,15 @@ def _multi_statement(kind: OpKind, table: str, key_columns: tuple[Column, ...],
         one = "(" + ", ".join("?" * len(key_columns)) + ")"
         return (f"DELETE FROM {_q(table)} WHERE ({keys}) IN (VALUES "
                 + ", ".join([one] * rows) + ")")
-    single = _statement(kind, table, key_columns, columns)
-    assert single is not None and single.startswith("INSERT OR REPLACE")
-    one = "(" + ", ".join("?" * (len(key_columns) + len(columns))) + ")"
-    return single[:single.rindex(" VALUES ")] + " VALUES " + ", ".join([one] * rows)
+    assert kind is OpKind.INSERT or kind is OpKind.UPSERT
+    return _insert(table, key_columns + columns, rows)
+
+
+def _insert(table: str, cols: tuple[Column, ...], rows: int) -> str:
+    """``INSERT OR REPLACE`` of ``rows`` rows of ``cols`` into ``table``."""
+    one = "(" + ", ".join("?" * len(cols)) + ")"
+    return (f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
+            f"VALUES " + ", ".join([one] * rows))
 
 
 def _execute_rows(conn: sqlite3.Connection, kind: OpKind, table: str,
@@ -244,9 +249,7 @@ def _statement(kind: OpKind, table: str, key_columns: tuple[Column, ...],
     key for UPDATE, the key for DELETE. None: nothing to do (an UPDATE of no columns)."""
     where = " AND ".join(f"{_q(c.name)} = ?" for c in key_columns)
     if kind is OpKind.INSERT or kind is OpKind.UPSERT:
-        cols = key_columns + columns
-        return (f"INSERT OR REPLACE INTO {_q(table)} ({', '.join(_q(c.name) for c in cols)}) "
-                f"VALUES ({', '.join('?' * len(cols))})")
+        return _insert(table, key_columns + columns, 1)
     if kind is OpKind.UPDATE:
         if not columns:
             return None
