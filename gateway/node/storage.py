@@ -64,6 +64,8 @@ from gateway.raft.types import limit_size
 
 from .snapshot_files import SnapshotFiles
 
+__all__ = ["BOOTSTRAP_INDEX", "RaftLogStorage", "compacted_log"]
+
 #: Every cluster's log starts with its bootstrap snapshot at index 1 (the initial membership;
 #: no transactions), so a log starting at 2 lost nothing to compaction.
 BOOTSTRAP_INDEX = 1
@@ -74,7 +76,6 @@ def compacted_log(first_index: int) -> bool:
     transactions to compaction (not just the bootstrap snapshot's index)."""
     return first_index > BOOTSTRAP_INDEX + 1
 
-__all__ = ["RaftLogStorage"]
 
 log = logging.getLogger("gateway.node.storage")
 
