@@ -46,6 +46,22 @@ def _records(trio: Trio, node: int) -> list[tuple[str, int, int]]:
     return out
 
 
+def _data_at(st, index: int) -> bytes:
+    return st.entries(index, index + 1, NO_LIMIT)[0].data
+
+
+def _txn_at(st, index: int):
+    """The transaction of the entry at ``index`` of storage ``st``."""
+    txn = decode_entry(_data_at(st, index))[0]
+    assert txn is not None
+    return txn
+
+
+def _marker_at(st, index: int) -> epoch_pb2.EpochMarker:
+    """The epoch marker of the entry at ``index`` of storage ``st``."""
+    return epoch_pb2.EpochMarker.FromString(_data_at(st, index)[1:])
+
+
 def _sealed(records: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
     """``(epoch, transactions)`` of the epochs a channel reading ``records`` gets, in order."""
     asm = EpochAssembler()
@@ -82,11 +98,8 @@ def test_a_new_leader_seals_the_epoch_its_predecessor_left_open(tmp_path):
             assert _sealed(recs) == [(epoch, 5)]
             # the marker names the epoch's last transaction, as its own leader's would
             st = trio.storages[new_id]
-            txns = [decode_entry(e.data)[0] for e in st.entries(recs[0][2], recs[4][2] + 1,
-                                                                  NO_LIMIT)]
-            marker = epoch_pb2.EpochMarker.FromString(
-                st.entries(recs[5][2], recs[5][2] + 1, NO_LIMIT)[0].data[1:])
-            assert marker.last_trans_id == max(t.gtid.trans_id for t in txns if t) > 0
+            trans_ids = [_txn_at(st, index).gtid.trans_id for _, _, index in recs[:5]]
+            assert _marker_at(st, recs[5][2]).last_trans_id == max(trans_ids) > 0
 
             # nothing left open: the next leader proposes no marker of its own
             trio.cut.discard(old_id)
@@ -129,10 +142,8 @@ def test_a_leader_stopping_gracefully_seals_its_open_epoch_after_what_it_accepte
             assert [r[:2] for r in recs] == [("txn", epoch)] * 8 + [("marker", epoch)]
             assert _sealed(recs) == [(epoch, 8)]
             st = trio.storages[lead_id]
-            last = decode_entry(st.entries(recs[7][2], recs[7][2] + 1, NO_LIMIT)[0].data)[0]
-            marker = epoch_pb2.EpochMarker.FromString(
-                st.entries(recs[8][2], recs[8][2] + 1, NO_LIMIT)[0].data[1:])
-            assert marker.last_trans_id == last.gtid.trans_id > 0
+            last = _txn_at(st, recs[7][2])
+            assert _marker_at(st, recs[8][2]).last_trans_id == last.gtid.trans_id > 0
             assert lead.applied_index == st.last_index()
 
             assert await lead.seal_for_stop(10.0)  # nothing open any more
