@@ -232,8 +232,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                           ) -> AsyncIterator[gateway_pb2.StreamWriteResponse]:
         """Pipelined writes: every write of every request is submitted as it arrives (on the
         leader: its future itself, no task per write; on a follower: forwarded one by one)
-        and acknowledged once, in completion order; the acks ready when the response loop
+        and acknowledged once; a request's acks are made in its order, as soon as a write
+        and all before it in the request are done, and the acks ready when the response loop
         runs go out together in one ``StreamWriteResponse``.
+
+        One done-callback per request waits for its first unfinished write and acks every
+        done write from there on when it fires: the leader resolves writes in log order, a
+        whole applied run at a time, so a request usually takes one callback, not one per
+        write (each is a handle on the event loop).
 
         A bad request -- no writes, a ``seq`` whose writes would number past 2^64-1, a
         message that does not parse -- submits none of its writes and ends the stream with
@@ -245,22 +251,30 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         reading = True
         failure: list[Exception] = []
 
-        def finish(seq: int, fut: asyncio.Future[Any]) -> None:
+        def ack_of(seq: int, fut: asyncio.Future[Any]) -> bytes:
             if fut.cancelled():
-                ack = gateway_pb2.StreamWriteAck(
+                return gateway_pb2.StreamWriteAck(
                     seq=seq, code=grpc.StatusCode.CANCELLED.value[0],
                     error="cancelled").SerializeToString()
-            elif (exc := fut.exception()) is None:
-                ack = ack_bytes(seq, serialized(fut.result()))
+            if (exc := fut.exception()) is None:
+                return ack_bytes(seq, serialized(fut.result()))
+            if isinstance(exc, grpc.aio.AioRpcError):
+                code, msg = exc.code(), exc.details() or ""
             else:
-                if isinstance(exc, grpc.aio.AioRpcError):
-                    code, msg = exc.code(), exc.details() or ""
-                else:
-                    code, _ = self._status_of(exc)
-                    msg = str(exc)
-                ack = gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0],
-                                                 error=msg).SerializeToString()
-            acks.append(ack)
+                code, _ = self._status_of(exc)
+                msg = str(exc)
+            return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0],
+                                              error=msg).SerializeToString()
+
+        def ack_done(seq: int, futs: list[asyncio.Future[Any]], at: int) -> None:
+            """Ack ``futs[at:]`` up to the first write not done (write ``i`` has sequence
+            number ``seq + i``); wait for that one with a callback doing the same."""
+            n = len(futs)
+            while at < n and futs[at].done():
+                acks.append(ack_of(seq + at, futs[at]))
+                at += 1
+            if at < n:
+                futs[at].add_done_callback(lambda _f: ack_done(seq, futs, at))
             ready.set()
 
         async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult | bytes:
@@ -302,11 +316,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         raise InvalidRequest("seq", f"seq {req.seq} with {n} writes numbers "
                                              f"them past 2^64-1")
                     now = time.time_ns()
-                    for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req),
-                                                     strict=True)):
-                        fut = submit(w, now, raw)
-                        outstanding += 1  # counted once submitted: each gets its ack
-                        fut.add_done_callback(lambda f, s=req.seq + i: finish(s, f))
+                    futs: list[asyncio.Future[Any]] = []
+                    try:
+                        for w, raw in zip(req.writes, frame_batch(req), strict=True):
+                            futs.append(submit(w, now, raw))
+                    finally:
+                        outstanding += len(futs)  # counted once submitted: each gets its ack
+                        if futs:
+                            ack_done(req.seq, futs, 0)
             except Exception as exc:
                 # InvalidRequest from the request or the request iterator; anything else ends
                 # the stream INTERNAL -- both after the acks of the writes already taken.

@@ -197,6 +197,44 @@ def test_stream_write_acks_every_taken_write_before_ending_with_an_error(api):
         assert c.get("t.items", 90) == {"id": 90, "name": "taken"}
 
 
+def test_stream_write_acks_each_write_of_a_request_once_when_they_finish_out_of_order(api):
+    """Within one request the first write finishes last (held 0.3 s), the second fails at
+    once (its idempotency key is too long), the third commits: each gets exactly one ack, with
+    its own outcome, in the request's order."""
+    drv = api.node.driver
+    real = drv.submit_write
+    calls = 0
+
+    def first_slow(*args: Any, **kw: Any) -> asyncio.Future[Any]:
+        nonlocal calls
+        calls += 1
+        fut = real(*args, **kw)
+        if calls != 1:
+            return fut
+        out = api.loop.create_future()
+        fut.add_done_callback(lambda f: api.loop.call_later(0.3, out.set_result, f.result()))
+        return out
+
+    writes = [_write(row_insert("t.items", {"id": 95}, {"name": "slow"})),
+              gateway_pb2.WriteRequest(
+                  statements=[row_insert("t.items", {"id": 96}, {"name": "bad"})],
+                  idempotency_key="k" * 200),
+              _write(row_insert("t.items", {"id": 97}, {"name": "quick"}))]
+    reqs = [gateway_pb2.StreamWriteRequest(seq=40, writes=writes)]
+    drv.submit_write = first_slow
+    try:
+        acks = [a for r in api.stub().StreamWrite(iter(reqs), timeout=20) for a in r.acks]
+    finally:
+        drv.submit_write = real
+    assert [(a.seq, a.code) for a in acks] == [
+        (40, 0), (41, grpc.StatusCode.INVALID_ARGUMENT.value[0]), (42, 0)]
+    assert "idempotency_key" in acks[1].error
+    assert acks[0].result.log_index < acks[2].result.log_index
+    with GatewayClient(api.address) as c:
+        assert c.get("t.items", 95) == {"id": 95, "name": "slow"}
+        assert c.get("t.items", 96) is None
+        assert c.get("t.items", 97) == {"id": 97, "name": "quick"}
+
 # -- item 5: requests that do not parse ------------------------------------------------------------
 
 _GARBAGE = b"\xff\xff\xff\x01garbage"
