@@ -15,11 +15,12 @@ Rows measured (closed loop, every client waits for its reply before the next req
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
   (``set(key, value)``), every process keeping ~333 commands in flight (~1000 in total), its own
   benchmark's style (asynchronous calls with callbacks, all nodes submitting);
-* gateway ``Write`` again from a Go client (``clients/go/internal/loadgen``, built with the
-  machine's ``go`` when there is one; ``--no-go`` skips it), 1 and 64 clients: a compiled
-  client like etcd's own ``benchmark`` tool, so the unary ratios to etcd compare servers with
-  clients of the same kind (the Python client spends ~400 us of CPU per call on the same two
-  cores);
+* gateway ``Write`` (1 and 64 clients), ``WriteBatch`` and ``StreamWrite`` (as above) again
+  from a Go client (``clients/go/internal/loadgen``; the stream through the Go client's
+  ``WriteStream``; built with the machine's ``go`` when there is one, ``--no-go`` skips it): a
+  compiled client like etcd's own ``benchmark`` tool, so the ratios to etcd compare servers
+  with clients of the same kind (the Python client spends ~400 us of CPU per unary call, and
+  ~20 us per streamed write, on the same two cores);
 * gateway ``Read`` of one existing row (keys written by a WriteBatch before the cell), 64
   clients, linearizable (ReadIndex: a quorum round trip per read batch) and stale (the node's
   store as it is), sent to the leader;
@@ -249,20 +250,28 @@ def build_loadgen(out_dir: str) -> str | None:
     return exe
 
 
-async def bench_go_unary(loadgen: str, address: str, size: str, clients: int,
-                         duration: float) -> Result:
-    """``Write`` of one-row transactions from the Go load generator (same rows, same closed
-    loop and connections as :func:`bench_unary`); its client CPU comes from the tool."""
+GO_MODES = {"unary": "Go client Write", "batch": f"Go client WriteBatch x{BATCH}",
+            "stream": f"Go client StreamWrite w{STREAM_WINDOW}"}
+
+
+async def bench_go(loadgen: str, address: str, size: str, mode: str, clients: int,
+                   duration: float) -> Result:
+    """One-row writes from the Go load generator: ``mode`` ``unary`` (``Write``, same rows,
+    closed loop and connections as :func:`bench_unary`), ``batch`` (``WriteBatch`` of
+    ``BATCH``, as :func:`bench_batch`) or ``stream`` (``STREAM_WINDOW`` writes in flight on one
+    ``StreamWrite`` through the Go client's ``WriteStream``, as :func:`bench_stream`); its
+    client CPU comes from the tool."""
     proc = await asyncio.create_subprocess_exec(
-        loadgen, "-target", address, "-clients", str(clients), "-conns",
-        str(max(1, clients // 8)), "-duration", str(duration), "-warmup", "0.5",
-        "-size", str(SIZES[size]), "-tag", f"go{clients}-{SIZES[size]}",
+        loadgen, "-target", address, "-mode", mode, "-clients", str(clients), "-conns",
+        str(max(1, clients // 8)), "-batch", str(BATCH), "-window", str(STREAM_WINDOW),
+        "-duration", str(duration), "-warmup", "0.5", "-size", str(SIZES[size]),
+        "-tag", f"go{mode}{clients}-{SIZES[size]}",
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"Go load generator failed: {err.decode()[-500:]}")
     got = json.loads(out)
-    r = Result("gateway", "Go client Write", size, clients, seconds=got["seconds"],
+    r = Result("gateway", GO_MODES[mode], size, clients, seconds=got["seconds"],
                ops=got["ops"], rows=got["rows"], errors=got["errors"],
                all_rows=got["all_rows"], error_codes=got["error_codes"] or {},
                p50_ms=got["p50_ms"], p99_ms=got["p99_ms"])
@@ -566,7 +575,8 @@ def ratios(results: list[Result]) -> str:
             if big and txn and txn.rows_per_s:
                 lines.append(f"{system}: {BIG_ROWS}-row txns / etcd txn-put rows, {size}: "
                              f"{big.rows_per_s / txn.rows_per_s:.2f}x (target >= {want}x)")
-        for mode in ("WriteBatch", "StreamWrite"):
+        for mode in ("WriteBatch", "StreamWrite", "Go client WriteBatch",
+                     "Go client StreamWrite"):
             g = find("gateway", mode, size)
             if g and put1000 and put1000.rows_per_s:
                 lines.append(f"gateway: {mode} / etcd put 1000 clients, {size}: "
@@ -685,9 +695,12 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
             await cell(bench_unary(address, size, clients, duration))
         if loadgen:
             for clients in (1, 64):
-                await cell(bench_go_unary(loadgen, address, size, clients, duration))
+                await cell(bench_go(loadgen, address, size, "unary", clients, duration))
         await cell(bench_batch(address, size, 4, duration))
         await cell(bench_stream(address, size, duration))
+        if loadgen:
+            await cell(bench_go(loadgen, address, size, "batch", 4, duration))
+            await cell(bench_go(loadgen, address, size, "stream", 1, duration))
         await cell(bench_big(address, size, BIG_CLIENTS, duration))
         for consistency in _CONSISTENCY:
             await cell(bench_read(address, size, 64, duration, consistency))

@@ -5,8 +5,10 @@
 Starts a 3-node cluster (fsync on, as ``bench_node.py`` does) with the given appliers, warms it
 for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions from 4 callers;
 ``stream``: StreamWrite w256; ``big``: 500-row transactions from 8 clients; ``unary``: Write
-from 64 clients) and prints, per node (leader first), the user and system CPU of every thread
-per row written, read from ``/proc/<pid>/task/<tid>/stat`` before and after the cell. Thread
+from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
+generator, built with the machine's ``go``) and prints, per node (leader first), the user and
+system CPU of every thread per row written, read from ``/proc/<pid>/task/<tid>/stat`` before
+and after the cell. Thread
 names come from ``py-spy dump`` when py-spy is installed (``MainThread`` is the event loop:
 API, Raft, peers, state machine; ``applier-<name>`` an applier's dispatcher; ``raft-io-*``
 the WAL writes), else only thread ids are printed. It shows what bench_node's "CPU us/row
@@ -61,7 +63,15 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-async def run_cell(cell: str, address: str, size: str, duration: float) -> bn.Result:
+GO_CELLS = {"go-unary": ("unary", 64), "go-batch": ("batch", 4), "go-stream": ("stream", 1)}
+
+
+async def run_cell(cell: str, address: str, size: str, duration: float,
+                   loadgen: str | None) -> bn.Result:
+    if cell in GO_CELLS:
+        assert loadgen is not None
+        mode, clients = GO_CELLS[cell]
+        return await bn.bench_go(loadgen, address, size, mode, clients, duration)
     if cell == "batch":
         return await bn.bench_batch(address, size, 4, duration)
     if cell == "stream":
@@ -73,7 +83,8 @@ async def run_cell(cell: str, address: str, size: str, duration: float) -> bn.Re
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--cell", choices=["batch", "stream", "big", "unary"], default="batch")
+    p.add_argument("--cell", choices=["batch", "stream", "big", "unary", *GO_CELLS],
+                   default="batch")
     p.add_argument("--appliers", default="sqlite",
                    help="GATEWAY_APPLIERS of the nodes: 'sqlite' (the default) or 'none'")
     p.add_argument("--size", choices=list(bn.SIZES), default="10 B", help="row size")
@@ -85,13 +96,17 @@ def main() -> None:
     from tests.harness.cluster import ProcessCluster
 
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as tmp:
+        loadgen = bn.build_loadgen(tmp) if args.cell in GO_CELLS else None
+        if args.cell in GO_CELLS and loadgen is None:
+            sys.exit(f"the {args.cell} cell needs the Go load generator")
         cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=bn.gateway_env(args.appliers))
         try:
             address, pids = bn.start_gateway(cluster)
-            asyncio.run(run_cell(args.cell, address, args.size, 1.0))  # warm up
+            asyncio.run(run_cell(args.cell, address, args.size, 1.0, loadgen))  # warm up
             before = [thread_cpu(pid) for pid in pids]
             start = time.monotonic()
-            result = asyncio.run(run_cell(args.cell, address, args.size, args.duration))
+            result = asyncio.run(run_cell(args.cell, address, args.size, args.duration,
+                                          loadgen))
             after = [thread_cpu(pid) for pid in pids]
             elapsed = time.monotonic() - start
             names = [thread_names(pid) for pid in pids]

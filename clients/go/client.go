@@ -12,7 +12,9 @@
 //   - on UNAVAILABLE the client moves to the node named by the gateway-leader-api trailer, or
 //     to the next target;
 //   - other errors are returned at once as *GatewayError (code, message, offending field);
-//   - Subscribe resumes after a broken stream from the last delivered log index + 1.
+//   - Subscribe resumes after a broken stream from the last delivered log index + 1;
+//   - Stream keeps many writes in flight on one StreamWrite call (WriteStream), each
+//     acknowledged on its own and not retried there.
 //
 // A Client is safe for concurrent use.
 package gateway
@@ -253,7 +255,9 @@ func NewIdempotencyKey() string {
 type WriteOption func(*pb.WriteRequest)
 
 // WithIdempotencyKey sets the write's idempotency key (at most 128 bytes): a write with a
-// key already used returns the first write's result with Duplicate set.
+// key already used returns the first write's result with Duplicate set. An empty key sends
+// the write without one: it is not deduplicated, so a retry after a lost reply may apply it
+// twice (it saves the server the key's records).
 func WithIdempotencyKey(key string) WriteOption {
 	return func(r *pb.WriteRequest) { r.IdempotencyKey = key }
 }

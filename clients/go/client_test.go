@@ -34,6 +34,11 @@ type fakeGateway struct {
 	subscribes  []*pb.SubscribeRequest
 	writeFn     func(ctx context.Context, n int, req *pb.WriteRequest) (*pb.WriteResult, error)
 	subscribeFn func(n int, req *pb.SubscribeRequest, s grpc.ServerStreamingServer[pb.ChangeEvent]) error
+	streamFn    func(s grpc.BidiStreamingServer[pb.StreamWriteRequest, pb.StreamWriteResponse]) error
+}
+
+func (f *fakeGateway) StreamWrite(s grpc.BidiStreamingServer[pb.StreamWriteRequest, pb.StreamWriteResponse]) error {
+	return f.streamFn(s)
 }
 
 func (f *fakeGateway) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResult, error) {

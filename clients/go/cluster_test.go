@@ -373,3 +373,74 @@ func TestSubscribeResumesAfterItsNodeDies(t *testing.T) {
 		t.Fatal("the subscription never reconnected, yet its node was killed")
 	}
 }
+
+func TestStreamedWritesCommitAndABadOneFailsAlone(t *testing.T) {
+	// Through every node: a follower forwards each write to the leader (each on its own, so
+	// in any order); on the leader log order is send order (one proposal queue).
+	for i, api := range cluster.APIs() {
+		c := liveClient(t, []string{api}, "writer")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader := st.GetRole() == "leader"
+		tbl := table(fmt.Sprintf("stream%d", i))
+		s, err := c.Stream(ctx, gateway.WithWindow(64), gateway.WithMaxPerRequest(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 300
+		var writes []*gateway.PendingWrite
+		var bad *gateway.PendingWrite
+		for id := range int64(n) {
+			p, err := s.Send(ctx, mustInsert(t, tbl, id, gateway.C("v", fmt.Sprint(id))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			writes = append(writes, p)
+			if id == n/2 { // the key column repeated among the values
+				if bad, err = s.Send(ctx, mustInsert(t, tbl, 10_000, gateway.C("id", int64(1)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("node %s: close: %v", api, err)
+		}
+		var last uint64
+		ids := map[uint64]bool{}
+		for id, p := range writes {
+			res, err := p.Result()
+			if err != nil {
+				t.Fatalf("node %s: write %d: %v", api, id, err)
+			}
+			if leader && res.GetLogIndex() <= last {
+				t.Fatalf("node %s: write %d at log index %d after %d", api, id, res.GetLogIndex(), last)
+			}
+			last = res.GetLogIndex()
+			ids[res.GetGtid().GetTransId()] = true
+		}
+		if len(ids) != n {
+			t.Fatalf("node %s: %d distinct trans ids for %d writes", api, len(ids), n)
+		}
+		var gerr *gateway.GatewayError
+		if _, err := bad.Result(); !errors.As(err, &gerr) || gerr.Code != codes.InvalidArgument {
+			t.Fatalf("node %s: bad write: %v, want INVALID_ARGUMENT", api, err)
+		}
+		if _, found, err := c.Get(ctx, tbl, int64(10_000)); err != nil || found {
+			t.Fatalf("node %s: the refused row: found=%v err=%v", api, found, err)
+		}
+		row, found, err := c.Get(ctx, tbl, int64(n-1))
+		if err != nil || !found || row["v"] != fmt.Sprint(n-1) {
+			t.Fatalf("node %s: last row %v found=%v err=%v", api, row, found, err)
+		}
+		// The same key again is a duplicate of the streamed write.
+		again, err := c.Write(ctx, mustInsert(t, tbl, 0, gateway.C("v", "again")), gateway.WithIdempotencyKey(writes[0].IdempotencyKey))
+		first, _ := writes[0].Result()
+		if err != nil || !again.GetDuplicate() || again.GetLogIndex() != first.GetLogIndex() {
+			t.Fatalf("node %s: write again with a streamed key: %v %v", api, again, err)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package gateway_test
+
+// WriteStream against in-process fake servers: ack matching, the window, a broken stream.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	gateway "gateway/clients/go"
+	pb "gateway/clients/go/gatewayv1"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type writeStreamServer = grpc.BidiStreamingServer[pb.StreamWriteRequest, pb.StreamWriteResponse]
+
+// received reads requests until n writes arrived; their sequence numbers and keys.
+func received(t *testing.T, s writeStreamServer, n int) ([]uint64, []string) {
+	var seqs []uint64
+	var keys []string
+	for len(seqs) < n {
+		req, err := s.Recv()
+		if err != nil {
+			t.Errorf("fake server: %v after %d writes", err, len(seqs))
+			return seqs, keys
+		}
+		for i, w := range req.GetWrites() {
+			seqs = append(seqs, req.GetSeq()+uint64(i))
+			keys = append(keys, w.GetIdempotencyKey())
+		}
+	}
+	return seqs, keys
+}
+
+func TestStreamMatchesEachAckToItsWriteWhateverTheOrder(t *testing.T) {
+	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+		seqs, _ := received(t, s, 5)
+		// Reversed, split over two responses; the third write is refused.
+		var acks []*pb.StreamWriteAck
+		for i := len(seqs) - 1; i >= 0; i-- {
+			if i == 2 {
+				acks = append(acks, &pb.StreamWriteAck{Seq: seqs[i], Code: int32(codes.InvalidArgument), Error: "statements[0]: bad"})
+				continue
+			}
+			acks = append(acks, &pb.StreamWriteAck{Seq: seqs[i], Result: &pb.WriteResult{LogIndex: 100 + seqs[i]}})
+		}
+		if err := s.Send(&pb.StreamWriteResponse{Acks: acks[:2]}); err != nil {
+			return err
+		}
+		if err := s.Send(&pb.StreamWriteResponse{Acks: acks[2:]}); err != nil {
+			return err
+		}
+		_, err := s.Recv() // the client's CloseSend
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("after the acks: %v, want EOF", err)
+		}
+		return nil
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx := context.Background()
+	s, err := c.Stream(ctx, gateway.WithMaxPerRequest(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []*gateway.PendingWrite
+	for range 5 {
+		p, err := s.Send(ctx, row(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, p)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for i, p := range writes {
+		res, err := p.Result()
+		if i == 2 {
+			var gerr *gateway.GatewayError
+			if !errors.As(err, &gerr) || gerr.Code != codes.InvalidArgument || gerr.Message != "statements[0]: bad" {
+				t.Fatalf("write 2: %v, want its INVALID_ARGUMENT", err)
+			}
+			continue
+		}
+		if err != nil || res.GetLogIndex() != 100+uint64(i+1) {
+			t.Fatalf("write %d: %v %v, want log index %d", i, res, err, 101+i)
+		}
+	}
+	if s.InFlight() != 0 {
+		t.Fatalf("in flight after close: %d", s.InFlight())
+	}
+	if _, err := s.Send(ctx, row(t)); err == nil {
+		t.Fatal("send after close succeeded")
+	}
+}
+
+func TestStreamSendWaitsWhileTheWindowIsFull(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+		seqs, _ := received(t, s, 2)
+		<-release
+		var acks []*pb.StreamWriteAck
+		for _, q := range seqs {
+			acks = append(acks, &pb.StreamWriteAck{Seq: q, Result: &pb.WriteResult{LogIndex: q}})
+		}
+		if err := s.Send(&pb.StreamWriteResponse{Acks: acks}); err != nil {
+			return err
+		}
+		seqs, _ = received(t, s, 1)
+		return s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: seqs[0], Result: &pb.WriteResult{LogIndex: seqs[0]}}}})
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx := context.Background()
+	s, err := c.Stream(ctx, gateway.WithWindow(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Send(ctx, row(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Send(short, row(t)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third send with a full window: %v, want the context's deadline", err)
+	}
+	if s.InFlight() != 2 {
+		t.Fatalf("in flight = %d, want 2", s.InFlight())
+	}
+	close(release)
+	p, err := s.Send(ctx, row(t)) // waits for the two acks, then goes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(ctx); err != nil || res.GetLogIndex() != 3 {
+		t.Fatalf("third write: %v %v, want log index 3", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestABrokenStreamFailsEveryUnacknowledgedWrite(t *testing.T) {
+	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+		seqs, _ := received(t, s, 3)
+		if err := s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: seqs[0], Result: &pb.WriteResult{LogIndex: 7}}}}); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "the node is stopping")
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx := context.Background()
+	s, err := c.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []*gateway.PendingWrite
+	for range 3 {
+		p, err := s.Send(ctx, row(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, p)
+	}
+	if res, err := writes[0].Result(); err != nil || res.GetLogIndex() != 7 {
+		t.Fatalf("acknowledged write: %v %v", res, err)
+	}
+	for _, p := range writes[1:] {
+		_, err := p.Result()
+		if status.Code(err) != codes.Unavailable || p.IdempotencyKey == "" {
+			t.Fatalf("unacknowledged write: %v (key %q), want UNAVAILABLE", err, p.IdempotencyKey)
+		}
+	}
+	if _, err := s.Send(ctx, row(t)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("send on a broken stream: %v, want its UNAVAILABLE", err)
+	}
+	if err := s.Close(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("close of a broken stream: %v, want its UNAVAILABLE", err)
+	}
+	if s.InFlight() != 0 {
+		t.Fatalf("in flight = %d", s.InFlight())
+	}
+}
+
+func TestStreamedWritesCarryDistinctKeysUnlessGiven(t *testing.T) {
+	keys := make(chan []string, 1)
+	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+		seqs, got := received(t, s, 3)
+		keys <- got
+		var acks []*pb.StreamWriteAck
+		for _, q := range seqs {
+			acks = append(acks, &pb.StreamWriteAck{Seq: q, Result: &pb.WriteResult{LogIndex: q}})
+		}
+		return s.Send(&pb.StreamWriteResponse{Acks: acks})
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx := context.Background()
+	s, err := c.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []*gateway.PendingWrite
+	for _, opts := range [][]gateway.WriteOption{nil, {gateway.WithIdempotencyKey("mine")}, nil} {
+		p, err := s.Send(ctx, row(t), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, p)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := <-keys
+	if got[1] != "mine" || got[0] == "" || got[2] == "" || got[0] == got[2] {
+		t.Fatalf("keys sent %q", got)
+	}
+	for i, p := range writes {
+		if p.IdempotencyKey != got[i] {
+			t.Fatalf("write %d: key %q, sent %q", i, p.IdempotencyKey, got[i])
+		}
+	}
+}
+
+func TestWritesQueuedWhileOthersAreUnacknowledgedLeaveTogether(t *testing.T) {
+	queued, gotFirst := make(chan struct{}), make(chan struct{})
+	sizes := make(chan []int, 1)
+	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+		first, err := s.Recv() // a lone write leaves at once
+		if err != nil {
+			return err
+		}
+		close(gotFirst)
+		<-queued // ten more queued meanwhile: held until this ack
+		if err := s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: first.GetSeq(), Result: &pb.WriteResult{LogIndex: 1}}}}); err != nil {
+			return err
+		}
+		var got []int
+		var acks []*pb.StreamWriteAck
+		for n := 0; n < 10; {
+			req, err := s.Recv()
+			if err != nil {
+				return err
+			}
+			got = append(got, len(req.GetWrites()))
+			for i := range req.GetWrites() {
+				acks = append(acks, &pb.StreamWriteAck{Seq: req.GetSeq() + uint64(i), Result: &pb.WriteResult{LogIndex: 2}})
+			}
+			n += len(req.GetWrites())
+		}
+		sizes <- append([]int{len(first.GetWrites())}, got...)
+		return s.Send(&pb.StreamWriteResponse{Acks: acks})
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx := context.Background()
+	s, err := c.Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Send(ctx, row(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-gotFirst
+	var more []*gateway.PendingWrite
+	for range 10 {
+		p, err := s.Send(ctx, row(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		more = append(more, p)
+	}
+	close(queued)
+	if _, err := first.Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range more {
+		if _, err := p.Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-sizes; len(got) != 2 || got[0] != 1 || got[1] != 10 {
+		t.Fatalf("writes per request %v, want [1 10]", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
