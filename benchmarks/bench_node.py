@@ -255,23 +255,25 @@ GO_MODES = {"unary": "Go client Write", "batch": f"Go client WriteBatch x{BATCH}
 
 
 async def bench_go(loadgen: str, address: str, size: str, mode: str, clients: int,
-                   duration: float) -> Result:
+                   duration: float, keyed: bool = False) -> Result:
     """One-row writes from the Go load generator: ``mode`` ``unary`` (``Write``, same rows,
     closed loop and connections as :func:`bench_unary`), ``batch`` (``WriteBatch`` of
     ``BATCH``, as :func:`bench_batch`) or ``stream`` (``STREAM_WINDOW`` writes in flight on one
     ``StreamWrite`` through the Go client's ``WriteStream``, as :func:`bench_stream`); its
-    client CPU comes from the tool."""
+    client CPU comes from the tool. The writes carry no idempotency key, as every cell's here,
+    unless ``keyed`` (streamed writes then carry the client's random keys)."""
     proc = await asyncio.create_subprocess_exec(
         loadgen, "-target", address, "-mode", mode, "-clients", str(clients), "-conns",
         str(max(1, clients // 8)), "-batch", str(BATCH), "-window", str(STREAM_WINDOW),
         "-duration", str(duration), "-warmup", "0.5", "-size", str(SIZES[size]),
-        "-tag", f"go{mode}{clients}-{SIZES[size]}",
+        "-tag", f"go{mode}{clients}-{SIZES[size]}", *(["-idempotency"] if keyed else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"Go load generator failed: {err.decode()[-500:]}")
     got = json.loads(out)
-    r = Result("gateway", GO_MODES[mode], size, clients, seconds=got["seconds"],
+    name = GO_MODES[mode] + (", keyed" if keyed else "")
+    r = Result("gateway", name, size, clients, seconds=got["seconds"],
                ops=got["ops"], rows=got["rows"], errors=got["errors"],
                all_rows=got["all_rows"], error_codes=got["error_codes"] or {},
                p50_ms=got["p50_ms"], p99_ms=got["p99_ms"])

@@ -6,7 +6,8 @@ Starts a 3-node cluster (fsync on, as ``bench_node.py`` does) with the given app
 for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions from 4 callers;
 ``stream``: StreamWrite w256; ``big``: 500-row transactions from 8 clients; ``unary``: Write
 from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
-generator, built with the machine's ``go``) and prints, per node (leader first), the user and
+generator, built with the machine's ``go``; ``go-stream-keyed``: its stream with idempotency
+keys) and prints, per node (leader first), the user and
 system CPU of every thread per row written, read from ``/proc/<pid>/task/<tid>/stat`` before
 and after the cell. Thread
 names come from ``py-spy dump`` when py-spy is installed (``MainThread`` is the event loop:
@@ -63,7 +64,8 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-GO_CELLS = {"go-unary": ("unary", 64), "go-batch": ("batch", 4), "go-stream": ("stream", 1)}
+GO_CELLS = {"go-unary": ("unary", 64), "go-batch": ("batch", 4), "go-stream": ("stream", 1),
+            "go-stream-keyed": ("stream", 1)}
 
 
 async def run_cell(cell: str, address: str, size: str, duration: float,
@@ -71,7 +73,8 @@ async def run_cell(cell: str, address: str, size: str, duration: float,
     if cell in GO_CELLS:
         assert loadgen is not None
         mode, clients = GO_CELLS[cell]
-        return await bn.bench_go(loadgen, address, size, mode, clients, duration)
+        return await bn.bench_go(loadgen, address, size, mode, clients, duration,
+                                 keyed=cell.endswith("-keyed"))
     if cell == "batch":
         return await bn.bench_batch(address, size, 4, duration)
     if cell == "stream":

@@ -15,7 +15,8 @@ writes, read-index requests, membership changes -- is queued and fed in between 
             apply rd.committed_entries to the store (one atomic batch per run), resolve the
                 waiting writes, serve read states, wake subscribers and appliers
             advance(rd)
-        snapshots: start one every ``snapshot_entries`` applied entries (or when asked); it
+        snapshots: start one every ``snapshot_entries`` applied entries once the log grew by
+            ``snapshot_log_percent`` % of the newest one's size (or when asked); it
             runs on its own thread while this loop goes on (``SnapshotTaker``); when one has
             ended, compact the log
 
@@ -108,6 +109,7 @@ class DriverOptions:
     epoch_s: float = 0.1
     snapshot_entries: int = 20000
     max_batch: int = 4096
+    snapshot_log_percent: int = 100
 
 
 @dataclass(slots=True)
@@ -259,7 +261,8 @@ class RaftDriver:
         self._tasks: list[asyncio.Task[None]] = []
         self.snapshots = SnapshotTaker(opts.node_id, storage, sm, self._io,
                                        every=opts.snapshot_entries, wake=self._wake.set,
-                                       compact_floor=lambda: self.compact_floor())
+                                       compact_floor=lambda: self.compact_floor(),
+                                       log_percent=opts.snapshot_log_percent)
         #: The leader's validation of writes from their serialized statements (shared with the
         #: API, which validates ``WriteBatch`` requests before submitting them).
         self.checker = WireChecker()

@@ -187,6 +187,16 @@ class SnapshotFiles:
     def _path(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snap")
 
+    def size(self) -> int:
+        """Bytes of the newest snapshot's archive on disk (0 when there is none, or for the
+        bootstrap snapshot, which has no file)."""
+        with self._lock:
+            index = self._meta.index
+        try:
+            return os.path.getsize(self._path(index)) if index else 0
+        except FileNotFoundError:
+            return 0
+
     def save(self, meta: SnapshotMetadata, data: bytes) -> None:
         """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed."""
         self.stage(meta, data)

@@ -99,6 +99,9 @@ class RaftLogStorage:
         self._snap_lock = threading.Lock()  # record_snapshot vs install_snapshot
         self._cache: list[Entry] = []
         self._cache_start = 0  # index of _cache[0]
+        #: Bytes of entry data appended since this storage was opened (what the snapshot
+        #: taker weighs against the newest snapshot's size).
+        self.appended_bytes = 0
         self._wal = self._open_wal()
         start = self._wal.first_index() - 1
         if start > self.snapshots.metadata.index and not self.snapshots.commit_pending(start):
@@ -215,6 +218,7 @@ class RaftLogStorage:
                     if k < 0:
                         self._cache_start = first
         self._wal.append_batch(ents, hs, sync=sync)
+        self.appended_bytes += sum(len(e.data) for e in ents)
         with self._lock:
             if not self._cache:
                 self._cache_start = first

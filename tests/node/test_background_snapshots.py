@@ -67,7 +67,7 @@ class SingleNode:
     """One ``RaftDriver`` (a one-voter cluster) over real storage and store, no network."""
 
     def __init__(self, root: Any, *, memtable_bytes: int = 32 << 20,
-                 snapshot_entries: int = 1 << 30) -> None:
+                 snapshot_entries: int = 1 << 30, log_percent: int = 100) -> None:
         self.root = str(root)
         self.storage = RaftLogStorage(os.path.join(self.root, "raft"), fsync=False)
         self.storage.bootstrap((1,))
@@ -75,7 +75,8 @@ class SingleNode:
         # Epochs never close: no epoch-marker entries move the applied index behind the
         # test's back.
         self.driver = RaftDriver(DriverOptions(1, 1, tick_s=0.01, epoch_s=1e6,
-                                               snapshot_entries=snapshot_entries),
+                                               snapshot_entries=snapshot_entries,
+                                               snapshot_log_percent=log_percent),
                                  self.storage, self.sm, lambda msgs: None)
         self.written = 0
 
@@ -83,20 +84,56 @@ class SingleNode:
         self.driver.start()
         await wait_for(lambda: self.driver.is_leader, what="the single node to lead")
 
-    async def write(self, n: int, keys: int = 1 << 30) -> None:
-        """``n`` one-row transactions (row ids cycle through ``keys``: later ones update)."""
+    async def write(self, n: int, keys: int = 1 << 30, pad: int = 0) -> None:
+        """``n`` one-row transactions (row ids cycle through ``keys``: later ones update;
+        values ``pad`` bytes longer)."""
         futs = []
         for _ in range(n):
             i = self.written
             self.written += 1
             futs.append(self.driver.submit_write(
-                [row_insert("t.s", {"id": i % keys}, {"v": f"value {i}"})]))
+                [row_insert("t.s", {"id": i % keys}, {"v": f"value {i}" + "x" * pad})]))
         await asyncio.gather(*futs)
+
+    async def cycles(self, n: int = 5) -> None:
+        """Wait until the Raft loop has ticked ``n`` more times (and so has looked whether a
+        snapshot is due)."""
+        ticks = self.driver.raw.raft.ticks
+        await wait_for(lambda: self.driver.raw.raft.ticks >= ticks + n, what="ticks")
 
     async def close(self) -> None:
         await self.driver.stop()
         self.sm.close()
         self.storage.close()
+
+
+@pytest.mark.parametrize("log_percent", [100, 0])
+def test_a_snapshot_waits_for_the_log_to_grow_by_a_share_of_the_newest_ones_size(
+        tmp_path, log_percent):
+    """After a snapshot of a store of ~300 KB, 60 small entries (> snapshot_entries, ~6 KB of
+    log) start none at 100 % -- they would at 0 %, the old rule -- and ~300 KB more of log
+    start one."""
+
+    async def go() -> None:
+        node = SingleNode(tmp_path, snapshot_entries=10, log_percent=log_percent)
+        await node.start()
+        try:
+            await node.write(300, pad=1000)
+            first = await node.driver.snapshot_now()
+            size = node.storage.snapshots.size()
+            assert size > 300_000
+            await node.write(60)
+            await node.cycles()
+            if log_percent:
+                assert not node.driver.snapshots.running
+                assert node.driver.last_snapshot_index == first
+                await node.write(320, pad=1000)  # > size bytes of log since the snapshot
+            await wait_for(lambda: node.driver.last_snapshot_index > first,
+                           what="an automatic snapshot")
+        finally:
+            await node.close()
+
+    run(go())
 
 
 def _store_contents(sm: StoreStateMachine) -> list[tuple[bytes, Any]]:

@@ -103,3 +103,16 @@ def test_config_precedence_file_env_flags(tmp_path):
         load_config(None, {"listen": "nope"}, env={})
     with pytest.raises(ConfigError, match=r"^bogus"):
         load_config(None, {"bogus": 1}, env={})
+
+
+def test_snapshot_log_percent_from_file_or_environment_and_its_bounds(tmp_path):
+    f = tmp_path / "node.toml"
+    f.write_text("snapshot_log_percent = 50\n")
+    assert load_config(str(f), {}, env={}).snapshot_log_percent == 50
+    assert load_config(None, {}, env={}).snapshot_log_percent == 100
+    cfg = load_config(None, {}, env={"GATEWAY_SNAPSHOT_LOG_PERCENT": "0"})
+    assert cfg.snapshot_log_percent == 0
+    with pytest.raises(ConfigError, match=r"^snapshot_log_percent: must be 0 or more"):
+        load_config(None, {}, env={"GATEWAY_SNAPSHOT_LOG_PERCENT": "-1"})
+    with pytest.raises(ConfigError, match=r"^snapshot_log_percent .*expected an integer"):
+        load_config(None, {}, env={"GATEWAY_SNAPSHOT_LOG_PERCENT": "half"})
