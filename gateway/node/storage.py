@@ -30,8 +30,9 @@ Contracts:
   damaged seal, ...) is logged as a warning naming the file and byte offset. Damage recovery
   may not resolve raises ``WalCorruptionError`` (file and offset); a damaged snapshot
   ``CURRENT`` raises ``SnapshotMetadataError`` (file and offset).
-- A tail of recent entries is kept in memory (``cache_entries``), so replication and apply
-  rarely read the WAL files.
+- A tail of recent entries is kept in memory (at most ``cache_entries`` entries and
+  ``cache_bytes`` bytes of entry data), so replication and apply rarely read the WAL files;
+  older entries are read from the WAL.
 """
 
 from __future__ import annotations
@@ -89,12 +90,15 @@ def _log_recovery_event(event: RecoveryEvent) -> None:
 class RaftLogStorage:
     """Raft log storage of one node in ``directory`` (see the module docstring)."""
 
-    def __init__(self, directory: str, *, fsync: bool = True, cache_entries: int = 65536) -> None:
+    def __init__(self, directory: str, *, fsync: bool = True, cache_entries: int = 65536,
+                 cache_bytes: int = 64 << 20) -> None:
         self.directory = directory
         self._wal_dir = os.path.join(directory, "wal")
         self._fsync = fsync
         self.snapshots = SnapshotFiles(os.path.join(directory, "snapshots"))
         self._cache_limit = cache_entries
+        self._cache_bytes_limit = cache_bytes
+        self._cached_bytes = 0  # entry data bytes in _cache
         self._lock = threading.Lock()
         self._snap_lock = threading.Lock()  # record_snapshot vs install_snapshot
         self._cache: list[Entry] = []
@@ -134,6 +138,7 @@ class RaftLogStorage:
         self._wal.reset(index + 1, term, hs)
         with self._lock:
             self._cache = []
+            self._cached_bytes = 0
             self._cache_start = index + 1
 
     # -- Storage protocol -----------------------------------------------------------------------
@@ -214,23 +219,36 @@ class RaftLogStorage:
             with self._lock:
                 k = first - self._cache_start
                 if k < len(self._cache):
+                    self._cached_bytes -= sum(len(e.data) for e in self._cache[max(k, 0):])
                     del self._cache[max(k, 0):]
                     if k < 0:
                         self._cache_start = first
         self._wal.append_batch(ents, hs, sync=sync)
-        self.appended_bytes += sum(len(e.data) for e in ents)
+        size = sum(len(e.data) for e in ents)
+        self.appended_bytes += size
         with self._lock:
             if not self._cache:
                 self._cache_start = first
             if first == self._cache_start + len(self._cache):
                 self._cache.extend(ents)
+                self._cached_bytes += size
             else:
                 self._cache = list(ents)
+                self._cached_bytes = size
                 self._cache_start = first
-            extra = len(self._cache) - self._cache_limit
-            if extra > 0:
-                del self._cache[:extra]
-                self._cache_start += extra
+            drop = max(len(self._cache) - self._cache_limit, 0)
+            over, fits = self._cached_bytes - self._cache_bytes_limit, 0
+            while over > 0:  # the oldest entries until the rest fits (all if need be)
+                over -= len(self._cache[fits].data)
+                fits += 1
+            if max(drop, fits):
+                self._drop_cached(max(drop, fits))
+
+    def _drop_cached(self, n: int) -> None:
+        """Forget the ``n`` oldest cached entries (under ``_lock``)."""
+        self._cached_bytes -= sum(len(e.data) for e in self._cache[:n])
+        del self._cache[:n]
+        self._cache_start += n
 
     def install_snapshot(self, snap: Snapshot, hs: WalHardState | None = None) -> None:
         """Make ``snap`` the newest snapshot and discard the log (a follower receiving
@@ -270,8 +288,11 @@ class RaftLogStorage:
         with self._lock:
             k = index + 1 - self._cache_start
             if k > 0:
-                del self._cache[:k]
-                self._cache_start = index + 1
+                if k >= len(self._cache):
+                    self._cache, self._cached_bytes = [], 0
+                    self._cache_start = index + 1
+                else:
+                    self._drop_cached(k)
 
     def close(self) -> None:
         self._wal.close()
