@@ -32,7 +32,7 @@ from gateway.core.fileio import FileSystem, local_fs
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
 __all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "check_archive",
-           "pack_dir", "unpack_dir"]
+           "pack_dir", "unpack_dir", "write_archive"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -87,6 +87,46 @@ def pack_dir(directory: str) -> bytes:
         raw = name.encode()
         parts += [_NAME.pack(len(raw)), raw, _SIZE.pack(len(data)), data]
     return b"".join(parts)
+
+
+_CHUNK = 1 << 20
+
+
+def write_archive(directory: str, path: str, fs: FileSystem | None = None) -> int:
+    """Write ``pack_dir(directory)``, byte for byte, to ``path`` from the files in chunks of
+    1 MiB (memory stays O(chunk) however large the store), replacing it atomically
+    (``path.tmp``, sync, rename, directory sync); return the archive's size. The files must
+    not change meanwhile (an export's are links to immutable tables): one whose size moved
+    raises ``OSError``."""
+    fs = fs or local_fs()
+    tmp = path + ".tmp"
+    out = fs.create(tmp)
+    size = len(_MAGIC)
+    try:
+        out.write(_MAGIC)
+        for name in sorted(os.listdir(directory)):
+            src = os.path.join(directory, name)
+            if not os.path.isfile(src):
+                continue
+            raw = name.encode()
+            expected = os.path.getsize(src)
+            head = _NAME.pack(len(raw)) + raw + _SIZE.pack(expected)
+            out.write(head)
+            copied = 0
+            with open(src, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    out.write(chunk)
+                    copied += len(chunk)
+            if copied != expected:
+                raise OSError(f"{src}: {copied} bytes read, {expected} expected (the file "
+                              f"changed while it was archived)")
+            size += len(head) + copied
+        out.sync()
+    finally:
+        out.close()
+    fs.rename(tmp, path)
+    fs.sync_dir(os.path.dirname(path) or ".")
+    return size
 
 
 def unpack_dir(data: bytes, directory: str, fs: FileSystem | None = None) -> int:
@@ -201,6 +241,16 @@ class SnapshotFiles:
         """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed."""
         self.stage(meta, data)
         self.commit(meta)
+
+    def save_exported(self, meta: SnapshotMetadata, directory: str) -> int:
+        """``save`` of the archive of the export ``directory`` (``pack_dir``'s bytes),
+        written from its files (``write_archive``) rather than built in memory; returns the
+        archive's size."""
+        path = self._path(meta.index)
+        size = write_archive(directory, path, self._fs)
+        self._write_json(path[: -len(".snap")] + ".pending", meta)
+        self.commit(meta)
+        return size
 
     def stage(self, meta: SnapshotMetadata, data: bytes) -> None:
         """Write the archive of ``meta``/``data`` and its metadata (``N.pending``), durably,

@@ -7,9 +7,10 @@ driver only *schedules* snapshots; the work runs in a job on the taker's own thr
 driver's I/O thread, which must stay free for the WAL fsyncs of every Ready) while the loop
 keeps ticking, persisting, sending and applying::
 
-    job:  export (snapshot thread): flush the store, link + pack its tables -> (index i, archive)
+    job:  export (snapshot thread): flush the store, link its tables -> (index i, directory)
           describe (event loop):    term = storage.term(i), conf = ConfHistory.at(i)
-          record (snapshot thread): write + fsync the archive, switch CURRENT
+          record (snapshot thread): write the archive from those files (in chunks), fsync it,
+                                    switch CURRENT; remove the directory
     then, in the Raft loop between Ready cycles: compact the log (on the I/O thread)
 
 Contracts:
@@ -38,13 +39,14 @@ Contracts:
 - **When.** Besides requests, a snapshot is due once ``every`` entries were applied since the
   newest one *and* the log has grown, since that one was started, by at least
   ``log_percent`` % of its archive's size (0: by entries alone). A snapshot copies the whole
-  store, so taken every ``every`` entries alone its cost grows with the store: a store of
-  200 MB exported every 20,000 entries of 1 KiB rows copies ~10 bytes per byte written (5-7 us
-  of system time per row on every node in ``bench_threads.py --cell go-stream --size "1
-  KiB"``). Weighed against the log, the copies add up to at most ~2 bytes per byte of log at
-  100 % (sizes double between snapshots at worst), at the price of a log on disk about as
-  large as the store before it is compacted. The log bytes are those appended since the
-  storage was opened (a restart waits for the same growth again).
+  store, so taken every ``every`` entries alone its cost grows with the store: a ~70 MB
+  store exported every 20,000 entries of 1 KiB rows (~22 MB of log) copies ~3 bytes per byte
+  of log, more as the store grows (5-6 us of system time per row on every node in
+  ``bench_threads.py --cell go-stream --size "1 KiB"``). Weighed against the log, the
+  copies add up to at most ~2 bytes per byte of log at 100 % (sizes double between
+  snapshots at worst), at the price of a log on disk about as large as the store before it
+  is compacted. The log bytes are those appended since the storage was opened (a restart
+  waits for the same growth again).
 - **Log compaction** (``step``) happens in the Raft loop between Ready cycles, on the driver's
   I/O thread, like every other log write: the core never reads the log while it changes.
 
@@ -56,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -229,23 +232,28 @@ class SnapshotTaker:
 
     async def _take(self, job: _Job) -> int | None:
         loop = asyncio.get_running_loop()
-        index, data = await loop.run_in_executor(self._thread, self._sm.export)
-        if job.aborted or index <= self.last_index:
-            return None
+        index, directory = await loop.run_in_executor(self._thread, self._sm.export_dir)
         try:
-            term = self._storage.term(index)
-        except (CompactedError, UnavailableError) as exc:
-            log.warning("snapshot at index %d dropped: its entry is gone (%s)", index, exc)
-            return None
-        meta = SnapshotMetadata(self.confs.at(index), index, term)
-        if job.aborted:
-            return None
-        saved = await loop.run_in_executor(self._thread, self._storage.record_snapshot, meta,
-                                           data)
-        if not saved:
-            return None
-        job.size = len(data)
-        return index
+            if job.aborted or index <= self.last_index:
+                return None
+            try:
+                term = self._storage.term(index)
+            except (CompactedError, UnavailableError) as exc:
+                log.warning("snapshot at index %d dropped: its entry is gone (%s)", index, exc)
+                return None
+            meta = SnapshotMetadata(self.confs.at(index), index, term)
+            if job.aborted:
+                return None
+            # The archive goes from the export's files to the snapshot file in chunks: never
+            # the whole store in memory (it was, twice over, while it was packed as bytes).
+            size = await loop.run_in_executor(self._thread, self._storage.record_exported,
+                                              meta, directory)
+            if size is None:
+                return None
+            job.size = size
+            return index
+        finally:
+            await loop.run_in_executor(self._thread, shutil.rmtree, directory, True)
 
     async def _finish(self, job: _Job) -> None:
         assert job.task is not None

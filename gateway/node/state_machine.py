@@ -1025,13 +1025,23 @@ class StoreStateMachine:
 
     def export(self) -> tuple[int, bytes]:
         """Flush and export the store; ``(applied index, archive bytes)``."""
-        tmp = os.path.join(self.data_dir, "snapshot-out")
-        shutil.rmtree(tmp, ignore_errors=True)
+        index, tmp = self.export_dir()
         try:
-            index = export_snapshot(self.store, tmp)
             return index, pack_dir(tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def export_dir(self) -> tuple[int, str]:
+        """Flush and export the store into the scratch directory ``DATA/snapshot-out``
+        (replaced: one export at a time), its tables linked, not copied; ``(applied index,
+        directory)``. The caller removes the directory."""
+        tmp = os.path.join(self.data_dir, "snapshot-out")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            return export_snapshot(self.store, tmp), tmp
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
     def _tombstone_floor(self) -> tuple[int, dict[int, int]]:
         """For the store's compaction (another thread): which deletes keep their tombstones

@@ -278,6 +278,15 @@ class RaftLogStorage:
             self.snapshots.save(meta, data)
             return True
 
+    def record_exported(self, meta: SnapshotMetadata, directory: str) -> int | None:
+        """``record_snapshot`` of the archive of the store export in ``directory``, written
+        from its files (``SnapshotFiles.save_exported``: never the whole archive in memory);
+        its size, or None if nothing was saved (see ``record_snapshot``)."""
+        with self._snap_lock:
+            if meta.index <= self.snapshots.metadata.index:
+                return None
+            return self.snapshots.save_exported(meta, directory)
+
     def compact(self, index: int) -> None:
         """Discard entries ``<= index`` (which must be covered by the newest snapshot or by
         the durable state of every consumer)."""

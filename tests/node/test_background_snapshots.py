@@ -3,7 +3,7 @@ slow as the test wants, the loop keeps ticking, applying and leading; the snapsh
 at exactly its recorded index although writes go on; requests during an export are answered
 by a snapshot covering them; installing a received snapshot and stopping wait for the export.
 
-The slow export is a test double around ``StoreStateMachine.export`` (or the store's
+The slow export is a test double around ``StoreStateMachine.export_dir`` (or the store's
 ``flush``) that blocks its thread on an event the test sets. Nothing here asserts on time:
 tests wait for progress (ticks, applied indexes) and check orderings.
 """
@@ -30,25 +30,25 @@ from .conftest import leader_of, node_configs, run, running, wait_for
 
 
 class GatedExport:
-    """Stands in for ``sm.export``: runs the real export (``before=False``) or not yet
+    """Stands in for ``sm.export_dir``: runs the real export (``before=False``) or not yet
     (``before=True``), then blocks its thread until :meth:`release`. Records what happened
     in ``events`` (shared with other doubles to check orderings)."""
 
     def __init__(self, sm: StoreStateMachine, *, before: bool = False,
                  events: list[str] | None = None) -> None:
-        self.real = sm.export
+        self.real = sm.export_dir
         self.before = before
         self.events = events if events is not None else []
         self.entered = threading.Event()
         self.gate = threading.Event()
         self.calls = 0
         self.indexes: list[int] = []
-        sm.export = self  # type: ignore[method-assign]
+        sm.export_dir = self  # type: ignore[method-assign]
 
     def release(self) -> None:
         self.gate.set()
 
-    def __call__(self) -> tuple[int, bytes]:
+    def __call__(self) -> tuple[int, str]:
         self.calls += 1
         if not self.before:
             out = self.real()
