@@ -32,7 +32,10 @@ Rows measured (closed loop, every client waits for its reply before the next req
   the same machine, so the ratios use the better of its two rounds for each figure (the higher
   rows/s, the lower p50) -- the comparison least favourable to the gateway.
 
-Everything listens on 127.0.0.1 only; every measurement is bounded by ``--duration``. Prints one
+Before each system (etcd's rounds, each gateway configuration, echo, PySyncObj) the file
+data the previous one left dirty is written back (``sync``) and the machine waits to be quiet
+(:func:`quiesce`, which prints what it took). Everything listens on 127.0.0.1 only; every
+measurement is bounded by ``--duration``. Prints one
 table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
 Needs ``pysyncobj`` (``pip install -e '.[bench]'``) for its rows (left out, with a line
 saying so, when it is not installed); RSS comes from /proc.
@@ -650,6 +653,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def dirty_mib() -> float:
+    """MiB of file data waiting to be written back (``Dirty`` + ``Writeback`` of
+    /proc/meminfo; 0 where there is none)."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text()
+                    .splitlines() if ":" in line)
+        return sum(int(info[k].split()[0]) for k in ("Dirty", "Writeback")) / 1024
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
+def machine_busy() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine so far (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def quiesce(what: str, quiet: float = 0.1, window: float = 1.0, limit: float = 60.0) -> None:
+    """Before ``what`` starts: write back the file data the last system left dirty
+    (``sync``) and wait until the machine's CPUs are at most ``quiet`` busy over a
+    ``window`` (at most ``limit`` seconds); say what it took, so that a run shows that no
+    system's cells paid for the previous one's leftovers (writeback, background work). (Stop
+    35 looked for why the default configuration's first cells, right after etcd's first
+    round, cost 30-50 % more CPU per row in two full runs than in runs without etcd: not
+    this -- etcd leaves nothing dirty and the machine quiet.)"""
+    t0, dirty = time.perf_counter(), dirty_mib()
+    os.sync()
+    last = machine_busy()
+    while time.perf_counter() - t0 < limit:
+        time.sleep(window)
+        now = machine_busy()
+        if now[1] > last[1] and (now[0] - last[0]) / (now[1] - last[1]) <= quiet:
+            break
+        last = now
+    print(f"({what}: {dirty:.0f} MiB written back, machine quiet after "
+          f"{time.perf_counter() - t0:.1f} s)", flush=True)
+
+
 async def settle(pids: list[int], quiet: float = 0.3, window: float = 0.5,
                  limit: float = 20.0) -> float:
     """Wait until the processes ``pids`` together use less than ``quiet`` of one CPU over a
@@ -791,10 +833,12 @@ def main() -> None:
 
     with_etcd = "etcd" in only and bool(args.etcd)
     if with_etcd and "gateway" in only:
+        quiesce("etcd, round 1")
         etcd_round()  # before the gateway's cells; the second round comes last
     loadgen = None if args.no_go or "gateway" not in only else build_loadgen(build_dir.name)
     for appliers in args.appliers.split(",") if "gateway" in only else []:
         system = "gateway" if appliers == "sqlite" else "gateway (no applier)"
+        quiesce(system)
         with tempfile.TemporaryDirectory(prefix="bench-node-") as tmp:
             cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=gateway_env(appliers))
             try:
@@ -805,6 +849,7 @@ def main() -> None:
             finally:
                 cluster.close()
     if "echo" in only:
+        quiesce("echo")
         port = ports.take()
         server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)],
                                   stdout=subprocess.PIPE, text=True)
@@ -821,6 +866,7 @@ def main() -> None:
         print("bench_node: pysyncobj is not installed (pip install -e '.[bench]'): its cells "
               "and ratios are left out", file=sys.stderr, flush=True)
     elif "pysyncobj" in only:
+        quiesce("pysyncobj")
         for size in sizes:
             r, node_rss = bench_pysyncobj(size, duration, [ports.take() for _ in range(3)])
             results.append(r)
@@ -828,6 +874,7 @@ def main() -> None:
             print(table([r]).splitlines()[-1], flush=True)
 
     if with_etcd:
+        quiesce("etcd, round 2")
         etcd_round()
         for got in etcd_rounds:
             results += got
