@@ -37,8 +37,42 @@ func received(t *testing.T, s writeStreamServer, n int) ([]uint64, []string) {
 	return seqs, keys
 }
 
+// acked is a response acknowledging seqs, each with its own number as its log index.
+func acked(seqs ...uint64) *pb.StreamWriteResponse {
+	resp := &pb.StreamWriteResponse{}
+	for _, q := range seqs {
+		resp.Acks = append(resp.Acks, &pb.StreamWriteAck{Seq: q, Result: &pb.WriteResult{LogIndex: q}})
+	}
+	return resp
+}
+
+// openStream is a WriteStream on a fake server whose StreamWrite is fn.
+func openStream(t *testing.T, fn func(writeStreamServer) error, opts ...gateway.StreamOption) *gateway.WriteStream {
+	t.Helper()
+	c := newFakeClient(t, []string{serve(t, &fakeGateway{streamFn: fn})})
+	s, err := c.Stream(context.Background(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// sendRows sends n one-row writes; their PendingWrites.
+func sendRows(t *testing.T, s *gateway.WriteStream, n int) []*gateway.PendingWrite {
+	t.Helper()
+	var out []*gateway.PendingWrite
+	for range n {
+		p, err := s.Send(context.Background(), row(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func TestStreamMatchesEachAckToItsWriteWhateverTheOrder(t *testing.T) {
-	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+	s := openStream(t, func(s writeStreamServer) error {
 		seqs, _ := received(t, s, 5)
 		// Reversed, split over two responses; the third write is refused.
 		var acks []*pb.StreamWriteAck
@@ -60,21 +94,8 @@ func TestStreamMatchesEachAckToItsWriteWhateverTheOrder(t *testing.T) {
 			t.Errorf("after the acks: %v, want EOF", err)
 		}
 		return nil
-	}}
-	c := newFakeClient(t, []string{serve(t, f)})
-	ctx := context.Background()
-	s, err := c.Stream(ctx, gateway.WithMaxPerRequest(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var writes []*gateway.PendingWrite
-	for range 5 {
-		p, err := s.Send(ctx, row(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writes = append(writes, p)
-	}
+	}, gateway.WithMaxPerRequest(2))
+	writes := sendRows(t, s, 5)
 	if err := s.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
@@ -94,37 +115,24 @@ func TestStreamMatchesEachAckToItsWriteWhateverTheOrder(t *testing.T) {
 	if s.InFlight() != 0 {
 		t.Fatalf("in flight after close: %d", s.InFlight())
 	}
-	if _, err := s.Send(ctx, row(t)); err == nil {
+	if _, err := s.Send(context.Background(), row(t)); err == nil {
 		t.Fatal("send after close succeeded")
 	}
 }
 
 func TestStreamSendWaitsWhileTheWindowIsFull(t *testing.T) {
 	release := make(chan struct{})
-	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+	s := openStream(t, func(s writeStreamServer) error {
 		seqs, _ := received(t, s, 2)
 		<-release
-		var acks []*pb.StreamWriteAck
-		for _, q := range seqs {
-			acks = append(acks, &pb.StreamWriteAck{Seq: q, Result: &pb.WriteResult{LogIndex: q}})
-		}
-		if err := s.Send(&pb.StreamWriteResponse{Acks: acks}); err != nil {
+		if err := s.Send(acked(seqs...)); err != nil {
 			return err
 		}
 		seqs, _ = received(t, s, 1)
-		return s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: seqs[0], Result: &pb.WriteResult{LogIndex: seqs[0]}}}})
-	}}
-	c := newFakeClient(t, []string{serve(t, f)})
+		return s.Send(acked(seqs...))
+	}, gateway.WithWindow(2))
 	ctx := context.Background()
-	s, err := c.Stream(ctx, gateway.WithWindow(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := s.Send(ctx, row(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendRows(t, s, 2)
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if _, err := s.Send(short, row(t)); !errors.Is(err, context.DeadlineExceeded) {
@@ -147,28 +155,15 @@ func TestStreamSendWaitsWhileTheWindowIsFull(t *testing.T) {
 }
 
 func TestABrokenStreamFailsEveryUnacknowledgedWrite(t *testing.T) {
-	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+	s := openStream(t, func(s writeStreamServer) error {
 		seqs, _ := received(t, s, 3)
-		if err := s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: seqs[0], Result: &pb.WriteResult{LogIndex: 7}}}}); err != nil {
+		if err := s.Send(acked(seqs[0])); err != nil {
 			return err
 		}
 		return status.Error(codes.Unavailable, "the node is stopping")
-	}}
-	c := newFakeClient(t, []string{serve(t, f)})
-	ctx := context.Background()
-	s, err := c.Stream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var writes []*gateway.PendingWrite
-	for range 3 {
-		p, err := s.Send(ctx, row(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writes = append(writes, p)
-	}
-	if res, err := writes[0].Result(); err != nil || res.GetLogIndex() != 7 {
+	})
+	writes := sendRows(t, s, 3)
+	if res, err := writes[0].Result(); err != nil || res.GetLogIndex() != 1 {
 		t.Fatalf("acknowledged write: %v %v", res, err)
 	}
 	for _, p := range writes[1:] {
@@ -177,7 +172,7 @@ func TestABrokenStreamFailsEveryUnacknowledgedWrite(t *testing.T) {
 			t.Fatalf("unacknowledged write: %v (key %q), want UNAVAILABLE", err, p.IdempotencyKey)
 		}
 	}
-	if _, err := s.Send(ctx, row(t)); status.Code(err) != codes.Unavailable {
+	if _, err := s.Send(context.Background(), row(t)); status.Code(err) != codes.Unavailable {
 		t.Fatalf("send on a broken stream: %v, want its UNAVAILABLE", err)
 	}
 	if err := s.Close(); status.Code(err) != codes.Unavailable {
@@ -190,24 +185,14 @@ func TestABrokenStreamFailsEveryUnacknowledgedWrite(t *testing.T) {
 
 func TestStreamedWritesCarryDistinctKeysUnlessGiven(t *testing.T) {
 	keys := make(chan []string, 1)
-	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+	s := openStream(t, func(s writeStreamServer) error {
 		seqs, got := received(t, s, 3)
 		keys <- got
-		var acks []*pb.StreamWriteAck
-		for _, q := range seqs {
-			acks = append(acks, &pb.StreamWriteAck{Seq: q, Result: &pb.WriteResult{LogIndex: q}})
-		}
-		return s.Send(&pb.StreamWriteResponse{Acks: acks})
-	}}
-	c := newFakeClient(t, []string{serve(t, f)})
-	ctx := context.Background()
-	s, err := c.Stream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+		return s.Send(acked(seqs...))
+	})
 	var writes []*gateway.PendingWrite
 	for _, opts := range [][]gateway.WriteOption{nil, {gateway.WithIdempotencyKey("mine")}, nil} {
-		p, err := s.Send(ctx, row(t), opts...)
+		p, err := s.Send(context.Background(), row(t), opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,51 +215,34 @@ func TestStreamedWritesCarryDistinctKeysUnlessGiven(t *testing.T) {
 func TestWritesQueuedWhileOthersAreUnacknowledgedLeaveTogether(t *testing.T) {
 	queued, gotFirst := make(chan struct{}), make(chan struct{})
 	sizes := make(chan []int, 1)
-	f := &fakeGateway{streamFn: func(s writeStreamServer) error {
+	s := openStream(t, func(s writeStreamServer) error {
 		first, err := s.Recv() // a lone write leaves at once
 		if err != nil {
 			return err
 		}
 		close(gotFirst)
 		<-queued // ten more queued meanwhile: held until this ack
-		if err := s.Send(&pb.StreamWriteResponse{Acks: []*pb.StreamWriteAck{{Seq: first.GetSeq(), Result: &pb.WriteResult{LogIndex: 1}}}}); err != nil {
+		if err := s.Send(acked(first.GetSeq())); err != nil {
 			return err
 		}
 		var got []int
-		var acks []*pb.StreamWriteAck
-		for n := 0; n < 10; {
+		var seqs []uint64
+		for len(seqs) < 10 {
 			req, err := s.Recv()
 			if err != nil {
 				return err
 			}
 			got = append(got, len(req.GetWrites()))
 			for i := range req.GetWrites() {
-				acks = append(acks, &pb.StreamWriteAck{Seq: req.GetSeq() + uint64(i), Result: &pb.WriteResult{LogIndex: 2}})
+				seqs = append(seqs, req.GetSeq()+uint64(i))
 			}
-			n += len(req.GetWrites())
 		}
 		sizes <- append([]int{len(first.GetWrites())}, got...)
-		return s.Send(&pb.StreamWriteResponse{Acks: acks})
-	}}
-	c := newFakeClient(t, []string{serve(t, f)})
-	ctx := context.Background()
-	s, err := c.Stream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := s.Send(ctx, row(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+		return s.Send(acked(seqs...))
+	})
+	first := sendRows(t, s, 1)[0]
 	<-gotFirst
-	var more []*gateway.PendingWrite
-	for range 10 {
-		p, err := s.Send(ctx, row(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		more = append(more, p)
-	}
+	more := sendRows(t, s, 10)
 	close(queued)
 	if _, err := first.Result(); err != nil {
 		t.Fatal(err)
