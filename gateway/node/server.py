@@ -275,7 +275,11 @@ class GatewayNode:
         # given twice gRPC keeps the first, which is how the peer channels' 64 MiB once
         # silently replaced this limit.
         opts = {**dict(CHANNEL_OPTIONS),
-                "grpc.max_receive_message_length": cfg.max_request_bytes}
+                "grpc.max_receive_message_length": cfg.max_request_bytes,
+                # gRPC binds with SO_REUSEPORT by default: a second node started on the same
+                # API address would bind too and the kernel would split the clients between
+                # the two. Refuse it instead ("api: cannot listen ... (in use?)").
+                "grpc.so_reuseport": 0}
         # The peer port is the framed Raft stream's listener; it relays every other
         # connection to the gRPC peer server on a Unix socket in a private directory.
         peer = grpc.aio.server(options=CHANNEL_OPTIONS)

@@ -18,13 +18,22 @@ from gateway.node.config import TlsConfig
 T = TypeVar("T")
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports, none handed out before in this process: two calls could
+    otherwise return the same just-released port (two clusters of one test once did, and
+    both API servers bound it)."""
     socks, ports = [], []
-    for _ in range(n):
+    while len(ports) < n:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         socks.append(s)
-        ports.append(s.getsockname()[1])
+        port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            ports.append(port)
     for s in socks:
         s.close()
     return ports

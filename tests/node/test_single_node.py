@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 import grpc
 import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert, row_update
-from gateway.node import GatewayNode
+from gateway.node import GatewayNode, NodeStartError
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
 from .conftest import leader_of, node_configs, run, running, wait_for
@@ -366,5 +367,27 @@ def test_running_stops_its_nodes_when_the_test_body_fails(tmp_path):
         assert node._closed.is_set()  # stopped: API and peer ports closed, data dir unlocked
         async with running(cfg) as (again,):  # the same ports and data directory start again
             await leader_of([again])
+
+    run(go())
+
+
+def test_a_second_node_on_an_api_address_in_use_refuses_to_start(tmp_path):
+    """gRPC binds with SO_REUSEPORT by default: a second server on the same address would
+    share it, and clients would reach either node. The node turns that off, so the second one
+    fails to start, naming the address."""
+    first = node_configs(tmp_path / "one", 1)[0]
+    other = node_configs(tmp_path / "two", 1)[0]
+    second = dataclasses.replace(other, api=first.api)
+
+    async def go() -> None:
+        async with running(first) as (node,):
+            await leader_of([node])
+            late = GatewayNode(second)
+            with pytest.raises(NodeStartError, match=rf"^api: cannot listen on {second.api}"):
+                await late.start()
+            await late.stop()
+            async with AsyncGatewayClient(first.api) as c:  # the first node still serves
+                await c.write([row_insert("t.one", {"id": 1}, {"v": 1})])
+                assert await c.get("t.one", 1) == {"id": 1, "v": 1}
 
     run(go())
