@@ -44,7 +44,7 @@ import sys
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -286,19 +286,25 @@ class FileSystem(ABC):
             self.sync_dir(os.path.dirname(path) or ".")
         return size + len(prefix)
 
-    def write_atomic(self, path: str, data: bytes) -> None:
-        """Replace ``path`` with ``data`` so that a crash leaves the old or the new content,
-        never a mix: write ``path.tmp``, sync it, rename it over ``path``, sync the
-        directory. A stale ``path.tmp`` from an interrupted earlier call is overwritten."""
+    def write_atomic(self, path: str, data: bytes | Iterable[bytes]) -> int:
+        """Replace ``path`` with ``data`` -- bytes, or chunks written one at a time (never all
+        in memory) -- so that a crash leaves the old or the new content, never a mix: write
+        ``path.tmp``, sync it, rename it over ``path``, sync the directory; return the bytes
+        written. A stale ``path.tmp`` from an interrupted earlier call is overwritten; if
+        ``data`` raises, ``path`` is left as it was."""
         tmp = path + ".tmp"
         f = self.create(tmp)
+        size = 0
         try:
-            f.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                f.write(chunk)
+                size += len(chunk)
             f.sync()
         finally:
             f.close()
         self.rename(tmp, path)
         self.sync_dir(os.path.dirname(path) or ".")
+        return size
 
 
 # --------------------------------------------------------------------------------------------

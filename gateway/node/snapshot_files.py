@@ -27,12 +27,13 @@ import json
 import os
 import struct
 import threading
+from collections.abc import Iterable, Iterator
 
 from gateway.core.fileio import FileSystem, local_fs
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "check_archive",
-           "pack_dir", "unpack_dir", "write_archive"]
+__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "archive_chunks",
+           "check_archive", "pack_dir", "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -75,58 +76,36 @@ def _read_metadata(path: str) -> SnapshotMetadata:
     return meta
 
 
-def pack_dir(directory: str) -> bytes:
-    """The archive of every regular file directly in ``directory`` (sorted by name)."""
-    parts = [_MAGIC]
+_CHUNK = 1 << 20
+
+
+def archive_chunks(directory: str) -> Iterator[bytes]:
+    """The archive of every regular file directly in ``directory`` (sorted by name), in
+    pieces of at most 1 MiB read as they are consumed (``FileSystem.write_atomic`` writes a
+    store's archive this way without ever holding it whole). The files must not change
+    meanwhile (an export's are links to immutable tables): one whose size moved raises
+    ``OSError``."""
+    yield _MAGIC
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
         if not os.path.isfile(path):
             continue
-        with open(path, "rb") as f:
-            data = f.read()
         raw = name.encode()
-        parts += [_NAME.pack(len(raw)), raw, _SIZE.pack(len(data)), data]
-    return b"".join(parts)
+        expected = os.path.getsize(path)
+        yield _NAME.pack(len(raw)) + raw + _SIZE.pack(expected)
+        copied = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                copied += len(chunk)
+                yield chunk
+        if copied != expected:
+            raise OSError(f"{path}: {copied} bytes read, {expected} expected (the file "
+                          f"changed while it was archived)")
 
 
-_CHUNK = 1 << 20
-
-
-def write_archive(directory: str, path: str, fs: FileSystem | None = None) -> int:
-    """Write ``pack_dir(directory)``, byte for byte, to ``path`` from the files in chunks of
-    1 MiB (memory stays O(chunk) however large the store), replacing it atomically
-    (``path.tmp``, sync, rename, directory sync); return the archive's size. The files must
-    not change meanwhile (an export's are links to immutable tables): one whose size moved
-    raises ``OSError``."""
-    fs = fs or local_fs()
-    tmp = path + ".tmp"
-    out = fs.create(tmp)
-    size = len(_MAGIC)
-    try:
-        out.write(_MAGIC)
-        for name in sorted(os.listdir(directory)):
-            src = os.path.join(directory, name)
-            if not os.path.isfile(src):
-                continue
-            raw = name.encode()
-            expected = os.path.getsize(src)
-            head = _NAME.pack(len(raw)) + raw + _SIZE.pack(expected)
-            out.write(head)
-            copied = 0
-            with open(src, "rb") as f:
-                while chunk := f.read(_CHUNK):
-                    out.write(chunk)
-                    copied += len(chunk)
-            if copied != expected:
-                raise OSError(f"{src}: {copied} bytes read, {expected} expected (the file "
-                              f"changed while it was archived)")
-            size += len(head) + copied
-        out.sync()
-    finally:
-        out.close()
-    fs.rename(tmp, path)
-    fs.sync_dir(os.path.dirname(path) or ".")
-    return size
+def pack_dir(directory: str) -> bytes:
+    """The archive of every regular file directly in ``directory`` (sorted by name)."""
+    return b"".join(archive_chunks(directory))
 
 
 def unpack_dir(data: bytes, directory: str, fs: FileSystem | None = None) -> int:
@@ -237,27 +216,21 @@ class SnapshotFiles:
         except FileNotFoundError:
             return 0
 
-    def save(self, meta: SnapshotMetadata, data: bytes) -> None:
-        """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed."""
-        self.stage(meta, data)
-        self.commit(meta)
-
-    def save_exported(self, meta: SnapshotMetadata, directory: str) -> int:
-        """``save`` of the archive of the export ``directory`` (``pack_dir``'s bytes),
-        written from its files (``write_archive``) rather than built in memory; returns the
-        archive's size."""
-        path = self._path(meta.index)
-        size = write_archive(directory, path, self._fs)
-        self._write_json(path[: -len(".snap")] + ".pending", meta)
+    def save(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]) -> int:
+        """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed.
+        ``data``: the archive, or its chunks (``archive_chunks``); returns its size."""
+        size = self.stage(meta, data)
         self.commit(meta)
         return size
 
-    def stage(self, meta: SnapshotMetadata, data: bytes) -> None:
-        """Write the archive of ``meta``/``data`` and its metadata (``N.pending``), durably,
-        without making it the newest: `commit` (or `commit_pending` after a crash) does."""
+    def stage(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]) -> int:
+        """Write the archive of ``meta``/``data`` (bytes or chunks) and its metadata
+        (``N.pending``), durably, without making it the newest: `commit` (or `commit_pending`
+        after a crash) does. Returns the archive's size."""
         path = self._path(meta.index)
-        self._fs.write_atomic(path, data)
+        size = self._fs.write_atomic(path, data)
         self._write_json(path[: -len(".snap")] + ".pending", meta)
+        return size
 
     def commit_pending(self, index: int) -> bool:
         """Finish an install interrupted after its log reset: make the staged snapshot at

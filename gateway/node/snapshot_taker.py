@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 from gateway.raft import CompactedError, ConfState, SnapshotMetadata, UnavailableError
 
+from .snapshot_files import archive_chunks
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
 
@@ -246,8 +247,8 @@ class SnapshotTaker:
                 return None
             # The archive goes from the export's files to the snapshot file in chunks: never
             # the whole store in memory (it was, twice over, while it was packed as bytes).
-            size = await loop.run_in_executor(self._thread, self._storage.record_exported,
-                                              meta, directory)
+            size = await loop.run_in_executor(self._thread, self._storage.record_snapshot,
+                                              meta, archive_chunks(directory))
             if size is None:
                 return None
             job.size = size

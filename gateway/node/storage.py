@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterable
 
 from gateway.core.wal import (
     FsyncPolicy,
@@ -268,24 +269,17 @@ class RaftLogStorage:
                             hs if hs is not None else self._wal.hard_state())
             self.snapshots.commit(snap.metadata)
 
-    def record_snapshot(self, meta: SnapshotMetadata, data: bytes) -> bool:
+    def record_snapshot(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]
+                        ) -> int | None:
         """Save a snapshot this node made of its own state (the log is kept); any thread (see
-        the module docstring). False, and nothing saved, if the newest snapshot is already at
-        ``meta.index`` or later (one was installed meanwhile)."""
-        with self._snap_lock:
-            if meta.index <= self.snapshots.metadata.index:
-                return False
-            self.snapshots.save(meta, data)
-            return True
-
-    def record_exported(self, meta: SnapshotMetadata, directory: str) -> int | None:
-        """``record_snapshot`` of the archive of the store export in ``directory``, written
-        from its files (``SnapshotFiles.save_exported``: never the whole archive in memory);
-        its size, or None if nothing was saved (see ``record_snapshot``)."""
+        the module docstring). ``data``: the archive, or its chunks (``archive_chunks`` of a
+        store export: never the whole archive in memory). Returns the archive's size; None,
+        and nothing saved, if the newest snapshot is already at ``meta.index`` or later (one
+        was installed meanwhile)."""
         with self._snap_lock:
             if meta.index <= self.snapshots.metadata.index:
                 return None
-            return self.snapshots.save_exported(meta, directory)
+            return self.snapshots.save(meta, data)
 
     def compact(self, index: int) -> None:
         """Discard entries ``<= index`` (which must be covered by the newest snapshot or by
@@ -297,11 +291,7 @@ class RaftLogStorage:
         with self._lock:
             k = index + 1 - self._cache_start
             if k > 0:
-                if k >= len(self._cache):
-                    self._cache, self._cached_bytes = [], 0
-                    self._cache_start = index + 1
-                else:
-                    self._drop_cached(k)
+                self._drop_cached(k)  # all of them if k passes the tail
 
     def close(self) -> None:
         self._wal.close()

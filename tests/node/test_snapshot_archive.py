@@ -1,6 +1,7 @@
-"""``write_archive`` streams a snapshot archive from the export's files to disk: the same bytes
-``pack_dir`` builds in memory (what a follower receives and ``unpack_dir`` reads), and a file
-that changes size meanwhile is an error, never a silently inconsistent archive."""
+"""A snapshot archive streamed from the export's files to disk (``archive_chunks`` through
+``write_atomic``) holds the same bytes ``pack_dir`` builds in memory (what a follower receives
+and ``unpack_dir`` reads), and a file that changes size meanwhile is an error, never a
+silently inconsistent archive."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import os
 
 import pytest
 
+from gateway.core.fileio import local_fs
 from gateway.node import snapshot_files
-from gateway.node.snapshot_files import check_archive, pack_dir, unpack_dir, write_archive
+from gateway.node.snapshot_files import archive_chunks, check_archive, pack_dir, unpack_dir
 
 
 def _files(directory, spec: dict[str, bytes]) -> None:
@@ -30,7 +32,7 @@ def test_the_streamed_archive_is_pack_dirs_bytes(tmp_path, monkeypatch, spec):
     _files(src, spec)
     os.makedirs(src / "a-subdirectory")  # not a file: left out by both
     out = str(tmp_path / "00000000000000000007.snap")
-    size = write_archive(str(src), out)
+    size = local_fs().write_atomic(out, archive_chunks(str(src)))
     with open(out, "rb") as f:
         got = f.read()
     assert got == pack_dir(str(src)) and size == len(got)
@@ -50,5 +52,5 @@ def test_a_file_changing_size_while_archived_is_an_error(tmp_path, monkeypatch):
                         lambda p: real(p) + 1 if p.endswith("a.sst") else real(p))
     out = str(tmp_path / "1.snap")
     with pytest.raises(OSError, match=r"a\.sst: 10 bytes read, 11 expected"):
-        write_archive(str(src), out)
+        local_fs().write_atomic(out, archive_chunks(str(src)))
     assert not os.path.exists(out)
