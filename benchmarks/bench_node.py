@@ -35,8 +35,8 @@ Rows measured (closed loop, every client waits for its reply before the next req
 Before each system (etcd's rounds, each gateway configuration, echo, PySyncObj) the file
 data the previous one left dirty is written back (``sync``) and the machine waits to be quiet
 (:func:`quiesce`, which prints what it took). Everything listens on 127.0.0.1 only; every
-measurement is bounded by ``--duration``. Prints one
-table with rows/s, p50/p99 latency and the ratios the issue asks for, and each process's RSS.
+measurement is bounded by ``--duration``. Prints one table with rows/s, p50/p99 latency and
+the ratios the issue asks for, and each process's RSS.
 Needs ``pysyncobj`` (``pip install -e '.[bench]'``) for its rows (left out, with a line
 saying so, when it is not installed); RSS comes from /proc.
 """
@@ -621,14 +621,20 @@ def ratios(results: list[Result]) -> str:
 # ---------------------------------------------------------------------------------- main
 
 
+def cpu_ticks() -> list[int]:
+    """The machine's CPU time so far, per /proc/stat column (user, nice, system, idle,
+    iowait, irq, softirq, steal, ...), in clock ticks; empty where there is no /proc/stat."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
 def steal_seconds() -> float:
     """CPU seconds the hypervisor has taken from this machine's CPUs since boot (the
     ``steal`` column of /proc/stat; 0 where there is none)."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    ticks = cpu_ticks()
+    return ticks[7] / os.sysconf("SC_CLK_TCK") if len(ticks) > 7 else 0.0
 
 
 class StealMeter:
@@ -665,10 +671,10 @@ def dirty_mib() -> float:
 
 
 def machine_busy() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine so far (/proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return sum(fields) - idle, sum(fields)
+    """(busy, total) CPU ticks of the whole machine so far (``cpu_ticks``; idle and iowait
+    are not busy)."""
+    ticks = cpu_ticks()
+    return sum(ticks) - sum(ticks[3:5]), sum(ticks)
 
 
 def quiesce(what: str, quiet: float = 0.1, window: float = 1.0, limit: float = 60.0) -> None:
@@ -685,8 +691,8 @@ def quiesce(what: str, quiet: float = 0.1, window: float = 1.0, limit: float = 6
     while time.perf_counter() - t0 < limit:
         time.sleep(window)
         now = machine_busy()
-        if now[1] > last[1] and (now[0] - last[0]) / (now[1] - last[1]) <= quiet:
-            break
+        if not now[1] or (now[1] > last[1] and (now[0] - last[0]) / (now[1] - last[1]) <= quiet):
+            break  # quiet (or no /proc/stat to tell)
         last = now
     print(f"({what}: {dirty:.0f} MiB written back, machine quiet after "
           f"{time.perf_counter() - t0:.1f} s)", flush=True)

@@ -7,10 +7,9 @@ for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions fro
 ``stream``: StreamWrite w256; ``big``: 500-row transactions from 8 clients; ``unary``: Write
 from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
 generator, built with the machine's ``go``; ``go-stream-keyed``: its stream with idempotency
-keys) and prints, per node (leader first), the user and
-system CPU of every thread per row written, read from ``/proc/<pid>/task/<tid>/stat`` before
-and after the cell. Thread
-names come from ``py-spy dump`` when py-spy is installed (``MainThread`` is the event loop:
+keys) and prints, per node (leader first), the user and system CPU of every thread per row
+written, read from ``/proc/<pid>/task/<tid>/stat`` before and after the cell. Thread names
+come from ``py-spy dump`` when py-spy is installed (``MainThread`` is the event loop:
 API, Raft, peers, state machine; ``applier-<name>`` an applier's dispatcher; ``raft-io-*``
 the WAL writes), else only thread ids are printed. It shows what bench_node's "CPU us/row
 L/F/F" column is made of: how much is the applier's thread, and how much of the event loop's
