@@ -123,7 +123,8 @@ func main() {
 			defer conn.Close()
 			stubs[i] = pb.NewGatewayClient(conn)
 		}
-		call := func(c, seq int, stub pb.GatewayClient) (int, error) {
+		call := func(c, seq int) (int, error) {
+			stub := stubs[c%len(stubs)]
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			if *mode == "unary" {
@@ -137,9 +138,9 @@ func main() {
 			resp, err := stub.WriteBatch(ctx, req)
 			return len(resp.GetResults()), err
 		}
-		tallies = closedLoop(w, *clients, stubs, call)
+		tallies = closedLoop(w, *clients, call)
 	case "stream":
-		tallies = []*tally{stream(w, *target, *inflight, *keyed, insert)}
+		tallies = stream(w, *target, *inflight, *keyed, insert)
 	default:
 		fail(fmt.Sprintf("unknown -mode %q (unary, batch or stream)", *mode))
 	}
@@ -167,10 +168,9 @@ func main() {
 	fmt.Println(string(out))
 }
 
-// closedLoop runs clients goroutines, each making call back to back until the window ends
-// (client c on stubs[c % len(stubs)]); a failed call is followed by a 10 ms pause.
-func closedLoop(w window, clients int, stubs []pb.GatewayClient,
-	call func(c, seq int, stub pb.GatewayClient) (int, error)) []*tally {
+// closedLoop runs clients goroutines, each making call(c, seq) back to back until the window
+// ends (seq from 1); a failed call is followed by a 10 ms pause. One tally per client.
+func closedLoop(w window, clients int, call func(c, seq int) (int, error)) []*tally {
 	tallies := make([]*tally, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -178,13 +178,12 @@ func closedLoop(w window, clients int, stubs []pb.GatewayClient,
 		wg.Add(1)
 		go func(c int, t *tally) {
 			defer wg.Done()
-			stub := stubs[c%len(stubs)]
 			for seq := 1; ; seq++ {
 				began := time.Now()
 				if !began.Before(w.end) {
 					return
 				}
-				rows, err := call(c, seq, stub)
+				rows, err := call(c, seq)
 				w.done(t, began, time.Now(), rows, err)
 				if err != nil {
 					time.Sleep(10 * time.Millisecond)
@@ -197,10 +196,10 @@ func closedLoop(w window, clients int, stubs []pb.GatewayClient,
 }
 
 // stream keeps inflight one-row writes in flight on one WriteStream until the window ends:
-// a goroutine per slot sends a write, waits for its ack, and sends the next; the keys follow
-// one sequence (tag-0-1, tag-0-2, ...) in send order.
+// closedLoop with a client per slot, each sending a write and waiting for its ack; the keys
+// follow one sequence (tag-0-1, tag-0-2, ...) in send order.
 func stream(w window, target string, inflight int, keyed bool,
-	insert func(c, seq int) *pb.Statement) *tally {
+	insert func(c, seq int) *pb.Statement) []*tally {
 	var opts []gateway.WriteOption
 	if !keyed {
 		opts = append(opts, gateway.WithIdempotencyKey("")) // none: as bench_node.py's writes
@@ -216,37 +215,18 @@ func stream(w window, target string, inflight int, keyed bool,
 	if err != nil {
 		fail(fmt.Sprintf("open the stream on %s: %v", target, err))
 	}
-	var mu sync.Mutex
-	t := &tally{errs: map[string]int{}}
-	var wg sync.WaitGroup
 	var next atomic.Int64 // one sequence for the whole stream, as bench_stream numbers its keys
-	for range inflight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				began := time.Now()
-				if !began.Before(w.end) {
-					return
-				}
-				p, err := s.Send(ctx, []*pb.Statement{insert(0, int(next.Add(1)))}, opts...)
-				if err == nil {
-					_, err = p.Result()
-				}
-				mu.Lock()
-				w.done(t, began, time.Now(), 1, err)
-				mu.Unlock()
-				if err != nil {
-					time.Sleep(10 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	tallies := closedLoop(w, inflight, func(int, int) (int, error) {
+		p, err := s.Send(ctx, []*pb.Statement{insert(0, int(next.Add(1)))}, opts...)
+		if err == nil {
+			_, err = p.Result()
+		}
+		return 1, err
+	})
 	if err := s.Close(); err != nil { // its writes' errors are counted already
 		fmt.Fprintln(os.Stderr, "loadgen: the stream broke:", err)
 	}
-	return t
+	return tallies
 }
 
 // percentile of sorted latencies in milliseconds (0 when there are none), taken as
