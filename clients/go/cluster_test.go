@@ -313,6 +313,10 @@ func TestSubscribeResumesAfterItsNodeDies(t *testing.T) {
 		if err := cluster.Restart(victim); err != nil {
 			t.Errorf("restarting node %d: %v", victim, err)
 		}
+		// The next test may write through the restarted node: it must know the leader.
+		if _, err := cluster.Leader(); err != nil {
+			t.Error(err)
+		}
 	})
 	writer := liveClient(t, cluster.Others(victim), "writer")
 	sub := liveClient(t, append([]string{cluster.API(victim)}, cluster.Others(victim)...), "reader")
@@ -376,7 +380,11 @@ func TestSubscribeResumesAfterItsNodeDies(t *testing.T) {
 
 func TestStreamedWritesCommitAndABadOneFailsAlone(t *testing.T) {
 	// Through every node: a follower forwards each write to the leader (each on its own, so
-	// in any order); on the leader log order is send order (one proposal queue).
+	// in any order); on the leader log order is send order (one proposal queue). A stream is
+	// not retried, so every node must know the leader first.
+	if _, err := cluster.Leader(); err != nil {
+		t.Fatal(err)
+	}
 	for i, api := range cluster.APIs() {
 		c := liveClient(t, []string{api}, "writer")
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

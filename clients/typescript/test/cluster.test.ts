@@ -208,6 +208,7 @@ test("subscribe resumes after its node dies", async () => {
     controller.abort();
     await failed.catch(() => undefined);
     await cluster.restart(victim);
+    await cluster.leader(); // a later test may write through the restarted node
   }
   assert.deepEqual(got, want);
   assert.ok(reconnects > 0, "the subscription never reconnected, yet its node was killed");
