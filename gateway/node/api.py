@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Set
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -59,6 +59,7 @@ MAX_DEADLINE = 60.0
 #: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
 SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
+_NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
 FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
 
@@ -201,8 +202,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 schemas = {**schemas, **dict(created)}
             checked.append((created, raw))
         now = time.time_ns()
+        fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
-                                 wire=True)
+                                 wire=True, unrecorded=w.idempotency_key in fresh)
                 for w, (created, raw) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
@@ -291,7 +293,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 method="Write", request=req.SerializeToString()), timeout=_deadline(context))
             return resp.response  # the serialized WriteResult
 
-        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes) -> asyncio.Future[Any]:
+        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str]
+                   ) -> asyncio.Future[Any]:
             drv = self.node.driver
             try:
                 self._check_write(w)
@@ -301,7 +304,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return fut
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
-                                        wire=True)
+                                        wire=True, unrecorded=w.idempotency_key in fresh)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:
@@ -316,10 +319,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                         raise InvalidRequest("seq", f"seq {req.seq} with {n} writes numbers "
                                              f"them past 2^64-1")
                     now = time.time_ns()
+                    drv = self.node.driver
+                    # One probe of the store for the request's keys (the leader's).
+                    fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes
+                                               if w.idempotency_key]) if drv.is_leader else _NO_KEYS
                     futs: list[asyncio.Future[Any]] = []
                     try:
                         for w, raw in zip(req.writes, frame_batch(req), strict=True):
-                            futs.append(submit(w, now, raw))
+                            futs.append(submit(w, now, raw, fresh))
                     finally:
                         outstanding += len(futs)  # counted once submitted: each gets its ack
                         if futs:

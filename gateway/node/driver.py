@@ -338,7 +338,7 @@ class RaftDriver:
 
     def submit_write(self, statements: Any, idempotency_key: str = "",
                      start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
-                     raw: bytes | None = None, wire: bool = False
+                     raw: bytes | None = None, wire: bool = False, unrecorded: bool = False
                      ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
@@ -352,13 +352,18 @@ class RaftDriver:
         ``wire``: the future resolves with the serialized ``WriteResult`` (bytes) when the
         applied entry has those bytes (every write applied by the fast path), else with the
         message -- as it always does for a duplicate of an idempotency key -- so that a
-        response can carry the bytes without parsing them back into a message."""
+        response can carry the bytes without parsing them back into a message.
+        ``unrecorded``: the caller found, in this same step of the loop, that the store holds
+        no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
+        request's writes), so it is not looked up again. That lookup only answers retries of
+        applied writes without proposing them; applying the entry decides duplicates."""
         fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
             asyncio.get_running_loop().create_future()
         if self._refused_now(fut):
             return fut
         if idempotency_key:
-            done = self.sm.idempotent_result(idempotency_key, time.time_ns())
+            done = None if unrecorded else \
+                self.sm.idempotent_result(idempotency_key, time.time_ns())
             if done is not None:
                 done.duplicate = True
                 fut.set_result(done)

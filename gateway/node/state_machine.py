@@ -130,6 +130,7 @@ _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
 _CONFLICT = TypeTag.CONFLICT_COMMAND
 _MISSING = object()
+_NONE: frozenset[bytes] = frozenset()
 log = logging.getLogger(__name__)
 
 
@@ -232,6 +233,9 @@ class StoreStateMachine:
         #: on another thread takes one consistent pair.
         self._skips: tuple[int, list[int]] = (self.store.applied_index, [])
         self._marked: list[int] = []  # entries the running ``apply`` marks skipped (_mark)
+        #: Idempotency record keys the store held nothing for when the running ``apply``
+        #: began (``_parse_batch``): ``_first_result`` does not look them up.
+        self._unrecorded: set[bytes] | frozenset[bytes] = _NONE
         self._expired_to = 0  # expiry index entries below this commit ts are gone
         #: No expiry index entry in the store has a commit ts below this (None: there are
         #: none), so ``_expire`` scans only when one may be due -- not once a second on the
@@ -341,11 +345,24 @@ class StoreStateMachine:
         res = gateway_pb2.WriteResult.FromString(raw)
         return res if res.commit_timestamp_ns >= now_ns - self.window_ns else None
 
+    def unrecorded(self, idems: list[str]) -> set[str]:
+        """The keys of ``idems`` (idempotency keys, not empty) the store holds no record for
+        -- live, expired or deleted -- so that ``idempotent_result`` of each is None: one
+        batched probe (``LSMStore.held``) for a request of many keyed writes, instead of a
+        lookup per write."""
+        if not idems:
+            return set()
+        by_record = {keys.idempotency_key(k): k for k in idems}
+        held = self.store.held(list(by_record))
+        return {k for ik, k in by_record.items() if ik not in held}
+
     def _first_result(self, ik: bytes, overlay: dict[bytes, bytes | None], commit_ts: int
                       ) -> gateway_pb2.WriteResult | None:
         """The live idempotency record under store key ``ik`` for an entry committed at
         ``commit_ts`` (None if absent or expired)."""
-        raw = self._get(ik, overlay)
+        raw = overlay.get(ik, _MISSING)
+        if raw is _MISSING:
+            raw = None if ik in self._unrecorded else self.store.get(ik)
         if raw is None:
             return None
         first = gateway_pb2.WriteResult.FromString(raw)
@@ -413,7 +430,8 @@ class StoreStateMachine:
         overlay: dict[bytes, bytes | None] = {}
         out: list[Applied] = []
         self._marked = []
-        for e in entries:
+        parsed = self._parse_batch(entries)
+        for e, p in zip(entries, parsed, strict=True):
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _TXN:
                 if e.type == EntryType.NORMAL and e.data:
                     tag = e.data[0]
@@ -428,7 +446,7 @@ class StoreStateMachine:
                     elif tag == _CONFLICT:
                         self._apply_conflict_command(e.data, ops)
                 continue
-            done = self._apply_fast(e, ops, overlay)
+            done = self._apply_fast(e, p, ops, overlay)
             if done is None:
                 txn, idem = decode_entry(e.data)
                 assert txn is not None
@@ -441,6 +459,27 @@ class StoreStateMachine:
             self._remember_skips(self._marked)
         self.store.write_batch(ops, log_index=entries[-1].index)
         return out
+
+    def _parse_batch(self, entries: list[Entry]) -> list[tuple | None]:
+        """``parse_txn`` of every transaction entry of an ``apply`` batch (None for the others
+        and for what needs the general path), and ``_unrecorded`` set to the idempotency
+        record keys of those transactions the store holds nothing for: one batched probe
+        (``LSMStore.held``, bloom filters tested for all keys at once) instead of a lookup
+        per keyed write -- fresh keys are the common case, and a miss costs a lookup in every
+        memtable and level. The store does not change until the batch is written, and keys
+        this batch records are read from its overlay first, so the set holds for the
+        whole batch."""
+        parsed: list[tuple | None] = []
+        ikeys: list[bytes] = []
+        for e in entries:
+            data = e.data
+            p = parse_txn(data) if e.type == EntryType.NORMAL and data and data[0] == _TXN \
+                else None
+            parsed.append(p)
+            if p is not None and p[6]:
+                ikeys.append(keys.idempotency_key(p[6]))
+        self._unrecorded = set(ikeys).difference(self.store.held(ikeys)) if ikeys else _NONE
+        return parsed
 
     def _mark(self, ops: list, index: int, outcome: bytes) -> None:
         """Record that entry ``index`` is deliberately not applied (``skipped``), with
@@ -817,16 +856,16 @@ class StoreStateMachine:
         self._heads[hdr] = got
         return got
 
-    def _apply_fast(self, e: Entry, ops: list, overlay: dict[bytes, bytes | None]
-                    ) -> Applied | None:
+    def _apply_fast(self, e: Entry, parsed: tuple | None, ops: list,
+                    overlay: dict[bytes, bytes | None]) -> Applied | None:
         """Apply a transaction entry made only of inserts into known tables straight from its
         wire bytes: per statement one cached header (row key prefix, serialized table, key
         fields and fields), per record the key encoded from the value bytes and the stored
         ``Row`` assembled from byte slices -- byte for byte what the general path
-        (:meth:`_apply_txn`) writes. Returns None, having changed nothing but the (idempotent)
-        high-water marks, when the entry needs the general path."""
+        (:meth:`_apply_txn`) writes. ``parsed``: ``parse_txn(e.data)``. Returns None, having
+        changed nothing but the (idempotent) high-water marks, when the entry needs the
+        general path."""
         data = e.data
-        parsed = parse_txn(data)
         if parsed is None:
             return None
         sid, tid, epoch, author, commit_ts, stmts, idem = parsed

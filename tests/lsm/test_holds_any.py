@@ -1,4 +1,5 @@
-"""``LSMStore.holds_any``: the batched existence check the conflict screen relies on."""
+"""``LSMStore.holds_any`` and ``LSMStore.held``: the batched existence checks the conflict
+screen and the idempotency lookups rely on."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ import random
 from .conftest import key
 
 
-def test_holds_any_agrees_with_get_version_for_every_key_across_memtables_and_levels(open_store):
-    """Keys held as rows or as retained tombstones, in the memtable, in level 0 and in deeper
-    levels, and keys never written (inside and outside the tables' key ranges): ``holds_any``
-    of any batch is ``any(get_version(k) is not None)`` of the same batch."""
+def _mixed_store(open_store):  # type: ignore[no-untyped-def]
+    """A store holding rows and retained tombstones in the memtable, in level 0 and in deeper
+    levels, with odd keys below 20000 never written; returns it and the written key numbers."""
     s = open_store()
     s.tombstone_floor = lambda: (0, {})  # keep every tombstone: deletes stay held
     rng = random.Random(7)
@@ -33,6 +33,15 @@ def test_holds_any_agrees_with_get_version_for_every_key_across_memtables_and_le
     written.add(3)
     levels = s.stats()["levels"]
     assert levels[0] >= 1 and sum(levels[1:]) >= 1, levels
+    return s, written
+
+
+def test_holds_any_agrees_with_get_version_for_every_key_across_memtables_and_levels(open_store):
+    """Keys held as rows or as retained tombstones, in the memtable, in level 0 and in deeper
+    levels, and keys never written (inside and outside the tables' key ranges): ``holds_any``
+    of any batch is ``any(get_version(k) is not None)`` of the same batch."""
+    s, written = _mixed_store(open_store)
+    rng = random.Random(8)
     for _ in range(300):
         batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 12))]
         assert s.holds_any(batch) == any(s.get_version(k) is not None for k in batch), batch
@@ -42,3 +51,18 @@ def test_holds_any_agrees_with_get_version_for_every_key_across_memtables_and_le
     assert not s.holds_any(past_the_end)
     assert s.holds_any([*never, key(min(written - {3}))])
     assert s.holds_any([key(3)]) and not s.holds_any([])
+
+
+def test_held_is_the_keys_get_version_finds_across_memtables_and_levels(open_store):
+    """``held`` of any batch -- repeated keys, keys never written, past the tables' range,
+    retained tombstones -- is exactly ``{k for k in batch if get_version(k) is not None}``."""
+    s, written = _mixed_store(open_store)
+    rng = random.Random(9)
+    for _ in range(300):
+        batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 40))]
+        batch += rng.sample(batch, min(3, len(batch)))  # some keys twice
+        assert s.held(batch) == {k for k in batch if s.get_version(k) is not None}, batch
+    everything = [key(i) for i in range(0, 21000)]
+    assert s.held(everything) == {key(i) for i in written}
+    assert s.held([key(50000 + i) for i in range(100)]) == set()
+    assert s.held([]) == set()

@@ -79,6 +79,33 @@ def test_expired_records_are_deleted_and_a_reused_key_keeps_its_new_record(tmp_p
     sm.close()
 
 
+def test_a_retry_is_a_duplicate_wherever_the_first_record_is_stored(tmp_path):
+    """``apply`` probes a batch's keys at once and looks up only those the store holds: a
+    retry is still caught with its first record in a table, in the memtable or earlier in
+    the same batch, on the fast path and the general one."""
+    sm = _sm(tmp_path / "w")
+    t0 = 1_700_000_000 * S
+    sm.apply([_entry(2, t0, "in-a-table", 1)])
+    sm.store.flush()
+    assert sm.store.stats()["levels"][0] == 1
+    sm.apply([_entry(3, t0 + 1, "in-the-memtable", 2)])
+    assert sm.unrecorded(["in-a-table", "in-the-memtable", "new", "new"]) == {"new"}
+    got = sm.apply([
+        _entry(4, t0 + 2, "fresh-1", 3),
+        _entry(5, t0 + 3, "in-a-table", 1),
+        _entry(6, t0 + 4, "fresh-2", 4),
+        _entry(7, t0 + 5, "in-the-memtable", 2, fast=False),
+        _entry(8, t0 + 6, "fresh-1", 3, fast=False),
+        _entry(9, t0 + 7, "fresh-3", 5),
+    ])
+    assert [(a.index, a.result.duplicate, a.result.log_index) for a in got] == [
+        (4, False, 4), (5, True, 2), (6, False, 6), (7, True, 3), (8, True, 4), (9, False, 9)]
+    [again] = sm.apply([_entry(10, t0 + 8, "fresh-2", 4, fast=False)])
+    assert again.result.duplicate and again.result.log_index == 6
+    assert sm.unrecorded(["fresh-1", "fresh-2", "fresh-3", "in-a-table"]) == set()
+    sm.close()
+
+
 def test_expiry_does_not_depend_on_apply_batch_boundaries(tmp_path):
     rng = random.Random(5)
     t = 1_700_000_000 * S

@@ -102,6 +102,47 @@ def test_idempotent_retry_applies_once(tmp_path):
     run(go())
 
 
+def test_retries_in_a_batch_or_a_stream_are_answered_without_proposing(tmp_path):
+    """The leader probes a WriteBatch's or a StreamWrite request's keys at once: retries of
+    applied writes among new ones get their first results, and only the new ones are
+    proposed."""
+    cfg = node_configs(tmp_path, 1)[0]
+
+    def w(i: int, key: str) -> gateway_pb2.WriteRequest:
+        return gateway_pb2.WriteRequest(statements=[row_insert("t.r", {"id": i}, {"v": i})],
+                                        idempotency_key=key)
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            counters = node.driver.counters
+            async with grpc.aio.insecure_channel(cfg.api) as ch:
+                stub = gateway_pb2_grpc.GatewayStub(ch)
+                first = (await stub.WriteBatch(gateway_pb2.WriteBatchRequest(
+                    writes=[w(i, f"k{i}") for i in range(3)]), timeout=20)).results
+                before = counters.writes_proposed
+                again = (await stub.WriteBatch(gateway_pb2.WriteBatchRequest(
+                    writes=[w(1, "k1"), w(3, "k3"), w(0, "k0")]), timeout=20)).results
+                assert [(r.duplicate, r.log_index) for r in again] == [
+                    (True, first[1].log_index), (False, again[1].log_index),
+                    (True, first[0].log_index)]
+                assert again[1].log_index > first[2].log_index
+                assert counters.writes_proposed == before + 1
+
+                async def reqs():
+                    yield gateway_pb2.StreamWriteRequest(
+                        seq=1, writes=[w(2, "k2"), w(4, "k4"), w(3, "k3")])
+
+                acks = {a.seq: a.result async for r in stub.StreamWrite(reqs(), timeout=20)
+                        for a in r.acks}
+                assert [(acks[i].duplicate, acks[i].log_index) for i in (1, 3)] == [
+                    (True, first[2].log_index), (True, again[1].log_index)]
+                assert not acks[2].duplicate
+                assert counters.writes_proposed == before + 2
+
+    run(go())
+
+
 def _bad(stmt: statement_pb2.Statement) -> gateway_pb2.WriteRequest:
     return gateway_pb2.WriteRequest(statements=[stmt])
 

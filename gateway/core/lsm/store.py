@@ -514,6 +514,19 @@ class LSMStore:
                 return True
         return self._version.holds_any(keys)
 
+    def held(self, keys: list[bytes]) -> set[bytes]:
+        """The keys of ``keys`` (bytes) the store holds anything for -- a row or a retained
+        tombstone: ``{k for k in keys if get_version(k) is not None}``, answered for the whole
+        list at once (memtables by dictionary lookups, tables by bloom filter in one pass, as
+        :meth:`holds_any`). What a caller needs before looking up many keys that are mostly
+        absent: only those returned can be found."""
+        out = self._mem.data.keys() & keys
+        for mem in self._imm:
+            out |= mem.data.keys() & keys
+        rest = [k for k in keys if k not in out] if out else keys
+        out.update(self._version.held(rest))
+        return out
+
     def get(self, key: bytes) -> bytes | None:
         """The value of ``key``, or ``None`` if absent or deleted."""
         cell = self._mem.data.get(key)

@@ -72,35 +72,43 @@ class Version:
 
     def holds_any(self, keys: list[bytes]) -> bool:
         """True when some table holds a cell (tombstones included) for a key of ``keys``:
-        ``get`` for many keys at once. The keys are sorted once; each table whose key range
-        meets them is probed for the slice of keys inside its range, its bloom filter tested
-        for the whole slice in one call (``maybe_present``), and only the filter's hits looked
-        up (the common answer, for fresh keys, is a bloom miss)."""
+        ``get`` for many keys at once (see :meth:`held`), stopping at the first found."""
+        return bool(self.held(keys, first=True))
+
+    def held(self, keys: list[bytes], *, first: bool = False) -> list[bytes]:
+        """The keys of ``keys`` some table holds a cell for (tombstones included), each once,
+        in key order (``first``: at most one, the first found). The keys are sorted once; each
+        table whose key range meets them is probed for the slice of keys inside its range,
+        its bloom filter tested for the whole slice in one call (``maybe_present``), and only
+        the filter's hits looked up (the common answer, for fresh keys, is a bloom miss)."""
         if not keys or not (self.level0 or self._deep):
-            return False
-        skeys = sorted(keys)
+            return []
+        skeys = sorted(set(keys))
         lo, hi = skeys[0], skeys[-1]
         tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
         for largest, level in self._deep:
             if largest[-1] < lo or level[0].smallest > hi:
                 continue
-            first = bisect_left(largest, lo)
-            for t in level[first:]:
+            first_table = bisect_left(largest, lo)
+            for t in level[first_table:]:
                 if t.smallest > hi:
                     break
                 tables.append(t)
         if not tables:
-            return False  # no table's key range meets the keys' (new keys past the end)
+            return []  # no table's key range meets the keys' (new keys past the end)
         h1s, masks = key_hashes(skeys)
+        found: set[int] = set()
         for t in tables:
             start = bisect_left(skeys, t.smallest)
             stop = bisect_right(skeys, t.largest, start)
             if start < stop:
                 lookup = t.lookup
                 for i in maybe_present(t.bloom, h1s, masks, start, stop):
-                    if lookup(skeys[i]) is not None:
-                        return True
-        return False
+                    if i not in found and lookup(skeys[i]) is not None:
+                        if first:
+                            return [skeys[i]]
+                        found.add(i)
+        return [skeys[i] for i in sorted(found)]
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
