@@ -156,6 +156,7 @@ class NodeAppliers:
         Raises ``InconsistentStateError`` (one line) if a node-scoped applier may not start
         (its position does not fit the log or its target, see ``_run``); the caller stops."""
         self._loop = asyncio.get_running_loop()
+        self._driver.on_applied = self._applied
         for a in self.appliers:
             if a.scope == SCOPE_NODE:
                 self._run(a, self._dispatcher(a, None))
@@ -165,6 +166,14 @@ class NodeAppliers:
             self._driver.on_role_change = self._wake.set
             self._supervisor = asyncio.create_task(self._supervise(), name="cluster-appliers")
             self._wake.set()
+
+    def _applied(self, _index: int) -> None:
+        """After every applied batch (the driver's hook, on the loop): the running
+        dispatchers read the new entries now rather than at their next poll -- an applier
+        that has caught up is then ~1 ms behind the log instead of up to ``poll_interval``."""
+        for a in self.appliers:
+            if a.dispatcher is not None:
+                a.dispatcher.notify()
 
     async def stop(self) -> None:
         """Stop every dispatcher (positions saved), then close the appliers."""

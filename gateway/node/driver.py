@@ -191,7 +191,8 @@ class RaftDriver:
 
     ``send(messages)`` hands outgoing messages to the transport (must not block);
     ``on_membership(node_id, context, removed)`` is called when a configuration change naming
-    a node is applied; ``on_applied(index)`` after every applied batch.
+    a node is applied; ``on_applied(index)`` (also settable later, as the attribute) after
+    every applied batch, on the event loop -- it must return at once.
 
     Restart: the core starts from the newest snapshot's configuration with ``applied =
     max(snapshot index, min(store's durable applied index, commit))`` and re-delivers only the
@@ -208,7 +209,7 @@ class RaftDriver:
         self.sm = sm
         self._send = send
         self._on_membership = on_membership
-        self._on_applied = on_applied
+        self.on_applied = on_applied
         hs, _ = storage.initial_state()
         self._durable_term_vote = (hs.term, hs.vote)
         snap_index = storage.snapshots.metadata.index
@@ -1012,8 +1013,8 @@ class RaftDriver:
         if ents or not rd.snapshot.is_empty():
             async with self.applied_changed:
                 self.applied_changed.notify_all()
-            if self._on_applied is not None:
-                self._on_applied(self.sm.applied_index)
+            if self.on_applied is not None:
+                self.on_applied(self.sm.applied_index)
 
     def _apply_run(self, run: list[Entry]) -> None:
         if not run:

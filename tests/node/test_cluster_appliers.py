@@ -256,3 +256,26 @@ def test_position_entries_reach_neither_subscribers_nor_applier_sources(tmp_path
             assert events == [i for _, i in written]
 
     run(go(), 60)
+
+
+def test_a_caught_up_applier_takes_each_write_without_waiting_for_its_poll(tmp_path,
+                                                                           monkeypatch):
+    """Every applied batch wakes the node's dispatchers: with a two-minute poll interval the
+    SQLite applier still has each write, one at a time, long before a poll would come."""
+    import gateway.node.server as server
+
+    real = server.DispatcherConfig
+    monkeypatch.setattr(server, "DispatcherConfig",
+                        lambda **kw: real(**{**kw, "poll_interval": 120.0}))
+    cfg = dataclasses.replace(node_configs(tmp_path, 1)[0], appliers={"sqlite": {}}).validate()
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            before = sqlite_gtids(node)
+            for i in range(4):
+                await write_rows(cfg.api, i, 1)
+                await wait_for(lambda n=before + i + 1: sqlite_gtids(node) == n, 20,
+                               f"write {i} in SQLite")
+
+    run(go())
