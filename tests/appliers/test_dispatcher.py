@@ -286,28 +286,35 @@ def test_bounded_queues_block_the_reader_instead_of_growing(tmp_path):
     assert max(depth) <= 3
 
 
+def _follow(d: Dispatcher) -> threading.Event:
+    """Start ``d.run(follow=True)`` on a thread; the event is set when it returns."""
+    done = threading.Event()
+    threading.Thread(target=lambda: (d.run(follow=True), done.set()), daemon=True).start()
+    return done
+
+
+def _applied_soon(d: Dispatcher, index: int) -> bool:
+    """Whether ``d`` applies through ``index`` within 10 s -- far less than the poll
+    intervals and lingers of the tests below, so True means it did not wait for them."""
+    for _ in range(1000):
+        if d.position.log_index >= index:
+            return True
+        threading.Event().wait(0.01)
+    return False
+
+
 def test_a_following_run_reads_announced_entries_without_waiting_for_its_poll(tmp_path):
     """``notify`` wakes a caught-up ``run(follow=True)``: with a two-minute poll interval,
     announced entries are applied at once and ``stop`` ends the run at once."""
     source = MemorySource(workload(3, n=5, with_sql=False))
     applier = ModelApplier()
     d = Dispatcher(applier, source, tmp_path, config=config(poll_interval=120.0))
-    done = threading.Event()
-    runner = threading.Thread(target=lambda: (d.run(follow=True), done.set()), daemon=True)
-    runner.start()
-
-    def applied_through(index: int) -> bool:
-        for _ in range(1000):  # 10 s at most: far below the poll interval
-            if d.position.log_index >= index:
-                return True
-            threading.Event().wait(0.01)
-        return False
-
-    assert applied_through(5)
+    done = _follow(d)
+    assert _applied_soon(d, 5)
     for t in range(6, 9):  # one at a time, the run idle in between
         source.append(txn(t, insert("t", [{"id": 100 + t, "a": t}]), commit_ts_ns=t))
         d.notify()
-        assert applied_through(t), f"entry {t} waited for the poll"
+        assert _applied_soon(d, t), f"entry {t} waited for the poll"
     assert {"a": 8} in applier.store.values()
     d.stop()
     assert done.wait(10)
@@ -321,28 +328,19 @@ def test_after_catching_up_a_following_run_lingers_so_a_trickle_is_applied_toget
     applier = ModelApplier()
     d = Dispatcher(applier, source, tmp_path,
                    config=config(poll_interval=120.0, linger=5.0, threads=1))
-    runner = threading.Thread(target=lambda: d.run(follow=True), daemon=True)
-    runner.start()
-
-    def wait_applied(index: int) -> None:
-        for _ in range(1000):
-            if d.position.log_index >= index:
-                return
-            threading.Event().wait(0.01)
-        raise AssertionError(f"entry {index} not applied")
-
+    done = _follow(d)
     source.append(txn(1, insert("t", [{"id": 1, "a": 1}]), commit_ts_ns=1))
     d.notify()
-    wait_applied(1)  # at once, though the poll interval is two minutes
+    assert _applied_soon(d, 1)  # at once, though the poll interval is two minutes
     calls = applier.calls
     for t in range(2, 6):  # 50 ms apart, inside the linger that reading entry 1 began
         threading.Event().wait(0.05)
         source.append(txn(t, insert("t", [{"id": t, "a": t}]), commit_ts_ns=t))
         d.notify()
-    wait_applied(5)
+    assert _applied_soon(d, 5)
     assert applier.calls == calls + 1
     d.stop()
-    runner.join(10)
+    assert done.wait(10)
 
 
 def test_entries_without_transactions_do_not_make_a_following_run_linger(tmp_path):
@@ -351,19 +349,14 @@ def test_entries_without_transactions_do_not_make_a_following_run_linger(tmp_pat
     source = MemorySource([])
     d = Dispatcher(ModelApplier(), source, tmp_path,
                    config=config(poll_interval=120.0, linger=60.0, threads=1))
-    runner = threading.Thread(target=lambda: d.run(follow=True), daemon=True)
-    runner.start()
+    done = _follow(d)
     for index, item in enumerate([None, None, txn(3, insert("t", [{"id": 1, "a": 1}]),
                                                   commit_ts_ns=3)], 1):
         source.append(item)
         d.notify()
-        for _ in range(1000):  # 10 s at most: far below the linger and the poll interval
-            if d.position.log_index >= index:
-                break
-            threading.Event().wait(0.01)
-        assert d.position.log_index >= index, f"entry {index} waited"
+        assert _applied_soon(d, index), f"entry {index} waited"
     d.stop()
-    runner.join(10)
+    assert done.wait(10)
 
 
 def test_metrics_count_reduction_lag_and_are_published(tmp_path):
