@@ -189,9 +189,10 @@ class Dispatcher:
         self._runner.run(ops)
 
     def notify(self) -> None:
-        """Entries may have become readable in the source: a ``run(follow=True)`` that found
-        none reads again at once instead of after ``poll_interval``. Any thread; only sets an
-        event. A source that is never announced this way is still read every
+        """Entries may have become readable in the source: a ``run(follow=True)`` waiting for
+        entries reads again ~2 ms later (``_WAKE_DELAY``, at most ``linger``) instead of after
+        ``poll_interval``; one lingering after a read reads when its linger ends. Any thread;
+        only sets an event. A source never announced this way is read every
         ``poll_interval``."""
         self._wake.set()
 
