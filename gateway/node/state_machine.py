@@ -96,7 +96,7 @@ from .conflict_apply import (
     ruled_statements,
     stored_of_row,
 )
-from .snapshot_files import pack_dir, unpack_dir
+from .snapshot_files import unpack_dir
 from .validation import (
     InvalidRequest,
     TableSchema,
@@ -1061,14 +1061,6 @@ class StoreStateMachine:
             self.store.mark_applied(index)
 
     # -- snapshots ------------------------------------------------------------------------------
-
-    def export(self) -> tuple[int, bytes]:
-        """Flush and export the store; ``(applied index, archive bytes)``."""
-        index, tmp = self.export_dir()
-        try:
-            return index, pack_dir(tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def export_dir(self) -> tuple[int, str]:
         """Flush and export the store into the scratch directory ``DATA/snapshot-out``

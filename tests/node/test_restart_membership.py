@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,7 @@ import pytest
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
 from gateway.node.driver import DriverOptions, RaftDriver
+from gateway.node.snapshot_files import archive_chunks
 from gateway.node.state_machine import StoreStateMachine
 from gateway.node.storage import RaftLogStorage
 from gateway.raft import (
@@ -277,11 +279,13 @@ def test_node_whose_removal_is_inside_its_snapshot_stops_on_restart(tmp_path) ->
     async def go() -> None:
         first: list[tuple[int, dict[str, str], bool]] = []
         drv = _driver_after(tmp_path, 3, 5, first)  # 3 is removed at index 3
-        index, data = drv.sm.export()
+        index, directory = drv.sm.export_dir()  # as the snapshot taker does
         meta = SnapshotMetadata(drv.raw.raft.trk.config.conf_state(), index,
                                 drv.storage.term(index))
         assert index == 5 and 3 not in meta.conf_state.voters
-        drv.storage.record_snapshot(meta, data)  # the removal is now inside the snapshot
+        # the removal is now inside the snapshot
+        assert drv.storage.record_snapshot(meta, archive_chunks(directory))
+        shutil.rmtree(directory)
         await drv.stop()
         drv.sm.close()
         drv.storage.close()
