@@ -353,16 +353,18 @@ class StoreStateMachine:
         if not idems:
             return set()
         by_record = {keys.idempotency_key(k): k for k in idems}
-        held = self.store.held(list(by_record))
-        return {k for ik, k in by_record.items() if ik not in held}
+        return {by_record[ik] for ik in self._unheld(list(by_record))}
+
+    def _unheld(self, ikeys: list[bytes]) -> set[bytes]:
+        """The idempotency record keys of ``ikeys`` the store holds nothing for (one
+        ``LSMStore.held`` probe): the leader's ``unrecorded``, and ``apply``'s per batch."""
+        return set(ikeys).difference(self.store.held(ikeys))
 
     def _first_result(self, ik: bytes, overlay: dict[bytes, bytes | None], commit_ts: int
                       ) -> gateway_pb2.WriteResult | None:
         """The live idempotency record under store key ``ik`` for an entry committed at
         ``commit_ts`` (None if absent or expired)."""
-        raw = overlay.get(ik, _MISSING)
-        if raw is _MISSING:
-            raw = None if ik in self._unrecorded else self.store.get(ik)
+        raw = None if ik in self._unrecorded and ik not in overlay else self._get(ik, overlay)
         if raw is None:
             return None
         first = gateway_pb2.WriteResult.FromString(raw)
@@ -478,7 +480,7 @@ class StoreStateMachine:
             parsed.append(p)
             if p is not None and p[6]:
                 ikeys.append(keys.idempotency_key(p[6]))
-        self._unrecorded = set(ikeys).difference(self.store.held(ikeys)) if ikeys else _NONE
+        self._unrecorded = self._unheld(ikeys) if ikeys else _NONE
         return parsed
 
     def _mark(self, ops: list, index: int, outcome: bytes) -> None:
