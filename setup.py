@@ -7,6 +7,7 @@ setup(
         Extension(
             "gateway.core._recordstream",
             ["gateway/core/_recordstream.c"],
+            depends=["gateway/core/_stuffing.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.records falls back to Python
         ),
@@ -26,6 +27,7 @@ setup(
         Extension(
             "gateway.core.lsm._block",
             ["gateway/core/lsm/_block.c"],
+            depends=["gateway/core/_stuffing.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.lsm.format searches in Python
         ),

@@ -3,14 +3,8 @@
  *
  * The pure-Python code in records.py and stuffing.py is the specification; this module must
  * produce identical bytes and identical records (tests/core/test_accelerator.py checks both
- * on random and damaged inputs). Format summary (docs/formats/record-stream.md):
- *
- *   record  = stuff(crc:u32le | generation:u32le | payload) FE FD
- *   crc     = CRC-32C, initial state 0, no final inversion, over the unstuffed record with
- *             the crc field set to FF FF FF FF
- *   stuff   = runs of literals, each preceded by its length (first: 1 byte <= 252, later:
- *             2 bytes little-endian radix 253 <= 64008); a run shorter than its maximum is
- *             implicitly followed by FE FD; the input is implicitly followed by one FE FD.
+ * on random and damaged inputs). The encoder and decoder core, with the format's summary, is
+ * _stuffing.h (shared with gateway.core.lsm._block).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -19,181 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define RADIX 253u
-#define MAX_INITIAL_RUN (RADIX - 1)
-#define MAX_REMAINING_RUN (RADIX * RADIX - 1)
-#define HEADER_SIZE 8
-
-/* ---------------------------------------------------------------- CRC-32C */
-
-static uint32_t crc_table[8][256];
-
-static void
-crc_table_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-		crc_table[0][i] = c;
-	}
-	for (uint32_t i = 0; i < 256; i++)
-		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-			    crc_table[0][crc_table[t - 1][i] & 0xFF];
-}
-
-/* Raw CRC-32C update (no inversions), slicing-by-8. */
-static uint32_t
-crc_sw(uint32_t crc, const uint8_t *p, size_t n)
-{
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		w ^= crc;
-		crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^
-		    crc_table[5][(w >> 16) & 0xFF] ^ crc_table[4][(w >> 24) & 0xFF] ^
-		    crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
-		    crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
-		p += 8;
-		n -= 8;
-	}
-	while (n--)
-		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
-	return crc;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t
-crc_hw(uint32_t crc, const uint8_t *p, size_t n)
-{
-	uint64_t c = crc;
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
-		p += 8;
-		n -= 8;
-	}
-	crc = (uint32_t)c;
-	while (n--)
-		crc = _mm_crc32_u8(crc, *p++);
-	return crc;
-}
-#define HAVE_CRC_HW 1
-#endif
-
-static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_sw;
-
-/* CRC of the unstuffed record `rec` (n >= 8 bytes) with its crc field read as FF FF FF FF. */
-static inline uint32_t
-record_crc(const uint8_t *rec, size_t n)
-{
-	static const uint8_t fill[4] = { 0xFF, 0xFF, 0xFF, 0xFF };
-	return crc_update(crc_update(0, fill, 4), rec + 4, n - 4);
-}
-
-/* ---------------------------------------------------------------- stuffing */
-
-/* First FE FD at or after p within [p, p + n); returns p + n if none. */
-static inline const uint8_t *
-find_sep(const uint8_t *p, size_t n)
-{
-	const uint8_t *end = p + n;
-	if (n < 2)
-		return end;
-	const uint8_t *last = end - 1; /* an FE here cannot start a full sequence */
-	while (p < last) {
-		const uint8_t *fe = memchr(p, 0xFE, (size_t)(last - p));
-		if (fe == NULL)
-			return end;
-		if (fe[1] == 0xFD)
-			return fe;
-		p = fe + 1;
-	}
-	return end;
-}
-
-static size_t
-stuffed_bound(size_t n)
-{
-	return n + 1 + 2 * (2 + n / MAX_REMAINING_RUN);
-}
-
-/* Encode src[0..n) into dst (at least stuffed_bound(n) bytes); returns bytes written. */
-static size_t
-stuff_into(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	uint8_t *out = dst;
-	int first = 1;
-	for (;;) {
-		size_t limit = first ? MAX_INITIAL_RUN : MAX_REMAINING_RUN;
-		size_t window = n < limit ? n : limit;
-		const uint8_t *hit = find_sep(src, window);
-		size_t run = (size_t)(hit - src);
-		if (first) {
-			*out++ = (uint8_t)run;
-		} else {
-			*out++ = (uint8_t)(run % RADIX);
-			*out++ = (uint8_t)(run / RADIX);
-		}
-		memcpy(out, src, run);
-		out += run;
-		src += run;
-		n -= run;
-		if (run < limit) {
-			if (n == 0)
-				break;
-			src += 2;
-			n -= 2;
-		}
-		first = 0;
-	}
-	return (size_t)(out - dst);
-}
-
-/* Decode; returns decoded size or -1 if malformed. dst must hold n bytes. */
-static Py_ssize_t
-unstuff_into(uint8_t *dst, const uint8_t *src, size_t n)
-{
-	uint8_t *out = dst;
-	int first = 1;
-	for (;;) {
-		size_t limit, run;
-		if (first) {
-			if (n < 1)
-				return -1;
-			run = src[0];
-			src++;
-			n--;
-			limit = MAX_INITIAL_RUN;
-		} else {
-			if (n < 2)
-				return -1;
-			run = src[0] + RADIX * (size_t)src[1];
-			src += 2;
-			n -= 2;
-			limit = MAX_REMAINING_RUN;
-		}
-		if (run > limit || n < run)
-			return -1;
-		memcpy(out, src, run);
-		out += run;
-		src += run;
-		n -= run;
-		if (run < limit) {
-			if (n == 0)
-				break;
-			if (n < 2)
-				return -1;
-			*out++ = 0xFE;
-			*out++ = 0xFD;
-		}
-		first = 0;
-	}
-	return (Py_ssize_t)(out - dst);
-}
+#include "_stuffing.h"
 
 /* ---------------------------------------------------------------- records */
 
@@ -217,27 +37,6 @@ parse_generation(PyObject *obj, uint32_t *gen)
 	}
 	*gen = (uint32_t)v;
 	return 0;
-}
-
-/* Build header+payload in scratch, then stuff into out; returns bytes written incl. FE FD. */
-static size_t
-encode_one(uint8_t *out, uint8_t *scratch, const uint8_t *payload, size_t n, uint32_t gen)
-{
-	uint32_t crc;
-	scratch[4] = (uint8_t)gen;
-	scratch[5] = (uint8_t)(gen >> 8);
-	scratch[6] = (uint8_t)(gen >> 16);
-	scratch[7] = (uint8_t)(gen >> 24);
-	memcpy(scratch + HEADER_SIZE, payload, n);
-	crc = record_crc(scratch, n + HEADER_SIZE);
-	scratch[0] = (uint8_t)crc;
-	scratch[1] = (uint8_t)(crc >> 8);
-	scratch[2] = (uint8_t)(crc >> 16);
-	scratch[3] = (uint8_t)(crc >> 24);
-	size_t w = stuff_into(out, scratch, n + HEADER_SIZE);
-	out[w] = 0xFE;
-	out[w + 1] = 0xFD;
-	return w + 2;
 }
 
 static PyObject *
@@ -331,34 +130,15 @@ done:
 static PyObject *
 decode_chunk(const uint8_t *p, size_t n, uint32_t *gen)
 {
-	if (n < 9)
-		return Py_None;
-	if (n <= MAX_INITIAL_RUN && p[0] == n - 1) {
-		/* One terminal run: the record is p[1..n). */
-		uint32_t crc;
-		const uint8_t *rec = p + 1;
-		memcpy(&crc, rec, 4);
-		if (record_crc(rec, n - 1) != crc)
-			return Py_None;
-		memcpy(gen, rec + 4, 4);
-		return PyBytes_FromStringAndSize((const char *)rec + HEADER_SIZE,
-		    (Py_ssize_t)(n - 1 - HEADER_SIZE));
-	}
 	uint8_t stack[1024];
 	uint8_t *buf = n <= sizeof(stack) ? stack : PyMem_Malloc(n);
+	const uint8_t *payload;
 	PyObject *out = Py_None;
 	if (buf == NULL)
 		return PyErr_NoMemory();
-	Py_ssize_t m = unstuff_into(buf, p, n);
-	if (m >= HEADER_SIZE) {
-		uint32_t crc;
-		memcpy(&crc, buf, 4);
-		if (record_crc(buf, (size_t)m) == crc) {
-			memcpy(gen, buf + 4, 4);
-			out = PyBytes_FromStringAndSize((const char *)buf + HEADER_SIZE,
-			    m - HEADER_SIZE);
-		}
-	}
+	Py_ssize_t m = record_payload(p, n, buf, &payload, gen);
+	if (m >= 0)
+		out = PyBytes_FromStringAndSize((const char *)payload, m);
 	if (buf != stack)
 		PyMem_Free(buf);
 	return out;
@@ -551,11 +331,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__recordstream(void)
 {
-	crc_table_init();
-#ifdef HAVE_CRC_HW
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("sse4.2"))
-		crc_update = crc_hw;
-#endif
+	stuffing_init();
 	return PyModule_Create(&module);
 }

@@ -18,11 +18,34 @@
  *     (value None: a delete), a later op of a key replacing an earlier one; None when an op
  *     is anything else, which the store's general loop takes. format.encode_cells_py is the
  *     specification.
+ *
+ * encode_blocks(keys, cells, start, per_block, block_bytes, offset, limit)
+ *     -> (data, stop, last_keys, offsets, lengths, payload_bytes)
+ *     The data blocks an SSTable writer makes of the sorted pairs keys[start:], as the stuffed
+ *     records it writes: chunks of per_block pairs from `start` (a multiple of per_block), a
+ *     chunk whose payload exceeds 2 * block_bytes halved until it does not or is one pair;
+ *     stops after the chunk that brings `data` to `limit` bytes, or at the end. `stop` is where
+ *     the next call starts (len(keys) when done); `last_keys` the last key of every block,
+ *     `offsets` (native u64) where each record starts, counting `data` from file offset
+ *     `offset`, `lengths` (native u32) each record's stuffed size without its separator,
+ *     `payload_bytes` the blocks' payload sizes summed. TypeError unless keys and cells are
+ *     equally long lists of bytes. sstable_writer.SSTableWriter's Python loop (add /
+ *     _add_block) is the specification: the bytes are identical.
+ *
+ * decode_blocks(mapped, offsets, lengths, index_keys, i, target) -> (keys, cells, next) | int
+ *     The pairs of data blocks i, i+1, ... of a table (offsets u64 and lengths u32 arrays of
+ *     its index, index_keys its last keys), until at least `target` pairs or the last block;
+ *     `next` the block after them. Each block is checked as SSTableReader.payload checks it
+ *     (within the file, the record's CRC, its structure, its last key against the index); the
+ *     index of the first block that fails is returned instead, for the caller to raise its
+ *     error.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "../_stuffing.h"
 
 #define TAG_BLOCK 0xE1
 #define STACK_PAIRS 256
@@ -184,6 +207,224 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ runs of blocks */
+
+/* A growable byte buffer (PyMem). */
+typedef struct { uint8_t *p; size_t len, cap; } buf_t;
+
+static int buf_reserve(buf_t *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more) cap *= 2;
+    uint8_t *p = PyMem_Realloc(b->p, cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+typedef struct {
+    PyObject **keys, **cells;      /* the lists' items */
+    size_t block_bytes;
+    uint64_t offset;               /* file offset of out.p[0] */
+    buf_t out, scratch, offs, lens;
+    PyObject *last_keys;
+    uint64_t payload_bytes;
+} enc_t;
+
+static size_t payload_size(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
+    size_t total = 5 + 8 * (size_t)(j - i);
+    for (Py_ssize_t k = i; k < j; k++)
+        total += (size_t)PyBytes_GET_SIZE(e->keys[k]) + (size_t)PyBytes_GET_SIZE(e->cells[k]);
+    return total;
+}
+
+/* One block of pairs [i, j), halved while too big (SSTableWriter._add_block). */
+static int emit_block(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
+    size_t plen = payload_size(e, i, j);
+    if (plen > 2 * e->block_bytes && j - i > 1) {
+        Py_ssize_t half = (j - i) / 2;
+        if (emit_block(e, i, i + half) < 0) return -1;
+        return emit_block(e, i + half, j);
+    }
+    if (plen > 0xFFFFFFFFu - 64 - 2 * (plen / MAX_REMAINING_RUN)) { /* its length is a u32 */
+        PyErr_SetString(PyExc_OverflowError, "data block too large for the index");
+        return -1;
+    }
+    e->scratch.len = 0;
+    if (buf_reserve(&e->scratch, plen + HEADER_SIZE) < 0) return -1;
+    uint8_t *p = e->scratch.p + HEADER_SIZE;
+    Py_ssize_t count = j - i;
+    p[0] = TAG_BLOCK;
+    put_le(p + 1, (uint64_t)count, 4);
+    uint8_t *lens = p + 5, *data = p + 5 + 8 * count;
+    for (Py_ssize_t k = i; k < j; k++) {
+        size_t kl = (size_t)PyBytes_GET_SIZE(e->keys[k]), cl = (size_t)PyBytes_GET_SIZE(e->cells[k]);
+        put_le(lens, kl, 4);
+        put_le(lens + 4, cl, 4);
+        lens += 8;
+        memcpy(data, PyBytes_AS_STRING(e->keys[k]), kl);
+        data += kl;
+        memcpy(data, PyBytes_AS_STRING(e->cells[k]), cl);
+        data += cl;
+    }
+    if (buf_reserve(&e->out, stuffed_bound(plen + HEADER_SIZE) + 2) < 0) return -1;
+    if (buf_reserve(&e->offs, 8) < 0 || buf_reserve(&e->lens, 4) < 0) return -1;
+    size_t w = encode_in_place(e->out.p + e->out.len, e->scratch.p, plen, 0);
+    uint64_t at = e->offset + e->out.len;
+    uint32_t rec_len = (uint32_t)(w - 2);
+    memcpy(e->offs.p + e->offs.len, &at, 8);
+    memcpy(e->lens.p + e->lens.len, &rec_len, 4);
+    e->offs.len += 8;
+    e->lens.len += 4;
+    e->out.len += w;
+    e->payload_bytes += plen;
+    return PyList_Append(e->last_keys, e->keys[j - 1]);
+}
+
+static PyObject *encode_blocks(PyObject *self, PyObject *args) {
+    PyObject *keys, *cells;
+    Py_ssize_t start, per_block, block_bytes, limit;
+    unsigned long long offset;
+    if (!PyArg_ParseTuple(args, "O!O!nnnKn", &PyList_Type, &keys, &PyList_Type, &cells, &start,
+                          &per_block, &block_bytes, &offset, &limit))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(cells) != n) {
+        PyErr_SetString(PyExc_TypeError, "keys and cells differ in length");
+        return NULL;
+    }
+    if (start < 0 || start > n || per_block < 1 || block_bytes < 1) {
+        PyErr_SetString(PyExc_ValueError, "start, per_block or block_bytes out of range");
+        return NULL;
+    }
+    for (Py_ssize_t k = start; k < n; k++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(keys, k)) || !PyBytes_Check(PyList_GET_ITEM(cells, k))) {
+            PyErr_Format(PyExc_TypeError, "pair %zd is not two bytes objects", k);
+            return NULL;
+        }
+    }
+    enc_t e = {0};
+    e.keys = ((PyListObject *)keys)->ob_item;
+    e.cells = ((PyListObject *)cells)->ob_item;
+    e.block_bytes = (size_t)block_bytes;
+    e.offset = offset;
+    PyObject *result = NULL;
+    e.last_keys = PyList_New(0);
+    if (!e.last_keys) return NULL;
+    /* The items stay alive: the lists are borrowed for the call and nothing here runs Python
+     * code that could change them. */
+    Py_ssize_t i = start;
+    while (i < n && e.out.len < (size_t)limit) {
+        Py_ssize_t j = n - i > per_block ? i + per_block : n;
+        if (emit_block(&e, i, j) < 0) goto done;
+        i = j;
+    }
+    result = Py_BuildValue("(y#nOy#y#K)", (const char *)e.out.p, (Py_ssize_t)e.out.len, i,
+                           e.last_keys, (const char *)e.offs.p, (Py_ssize_t)e.offs.len,
+                           (const char *)e.lens.p, (Py_ssize_t)e.lens.len,
+                           (unsigned long long)e.payload_bytes);
+done:
+    Py_DECREF(e.last_keys);
+    PyMem_Free(e.out.p);
+    PyMem_Free(e.scratch.p);
+    PyMem_Free(e.offs.p);
+    PyMem_Free(e.lens.p);
+    return result;
+}
+
+/* Appends block `b` (payload p[0..len)) to keys and cells if it passes the reader's checks:
+ * 1 appended, 0 failed a check, -1 error. */
+static int take_block(const uint8_t *p, Py_ssize_t len, PyObject *index_key, PyObject *keys,
+                      PyObject *cells) {
+    Py_ssize_t n, at;
+    if (parse(p, len, &n, &at) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (n == 0) return 0;
+    uint32_t lk = le32(p + 5 + 8 * (n - 1)), lc = le32(p + 9 + 8 * (n - 1));
+    if (!PyBytes_Check(index_key) || PyBytes_GET_SIZE(index_key) != (Py_ssize_t)lk
+            || memcmp(PyBytes_AS_STRING(index_key), p + len - lc - lk, lk) != 0)
+        return 0;
+    Py_ssize_t pos = at;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t kl = le32(p + 5 + 8 * k), cl = le32(p + 9 + 8 * k);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)p + pos, kl);
+        if (!key) return -1;
+        int rc = PyList_Append(keys, key);
+        Py_DECREF(key);
+        if (rc < 0) return -1;
+        PyObject *cell = PyBytes_FromStringAndSize((const char *)p + pos + kl, cl);
+        if (!cell) return -1;
+        rc = PyList_Append(cells, cell);
+        Py_DECREF(cell);
+        if (rc < 0) return -1;
+        pos += kl + cl;
+    }
+    return 1;
+}
+
+static PyObject *decode_blocks(PyObject *self, PyObject *args) {
+    PyObject *mapped, *offsets_obj, *lengths_obj, *index_keys;
+    Py_ssize_t i, target;
+    if (!PyArg_ParseTuple(args, "OOOO!nn", &mapped, &offsets_obj, &lengths_obj, &PyList_Type,
+                          &index_keys, &i, &target))
+        return NULL;
+    Py_buffer mb, ob, lb;
+    if (PyObject_GetBuffer(mapped, &mb, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(offsets_obj, &ob, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&mb);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(lengths_obj, &lb, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&mb);
+        PyBuffer_Release(&ob);
+        return NULL;
+    }
+    PyObject *result = NULL, *keys = NULL, *cells = NULL;
+    buf_t scratch = {0};
+    Py_ssize_t nblocks = PyList_GET_SIZE(index_keys);
+    if (ob.len / 8 < nblocks || lb.len / 4 < nblocks || i < 0) {
+        PyErr_SetString(PyExc_ValueError, "index arrays shorter than the index keys");
+        goto done;
+    }
+    keys = PyList_New(0);
+    cells = PyList_New(0);
+    if (!keys || !cells) goto done;
+    const uint8_t *base = mb.buf;
+    while (i < nblocks) {
+        uint64_t off;
+        uint32_t len;
+        memcpy(&off, (const uint8_t *)ob.buf + 8 * i, 8);
+        memcpy(&len, (const uint8_t *)lb.buf + 4 * i, 4);
+        if (off > (uint64_t)mb.len || len > (uint64_t)mb.len - off) goto bad;
+        scratch.len = 0;
+        if (buf_reserve(&scratch, len) < 0) goto done;
+        const uint8_t *payload;
+        uint32_t gen;
+        Py_ssize_t plen = record_payload(base + off, len, scratch.p, &payload, &gen);
+        if (plen < 0) goto bad;
+        int rc = take_block(payload, plen, PyList_GET_ITEM(index_keys, i), keys, cells);
+        if (rc < 0) goto done;
+        if (rc == 0) goto bad;
+        i++;
+        if (PyList_GET_SIZE(keys) >= target) break;
+    }
+    result = Py_BuildValue("(OOn)", keys, cells, i);
+    goto done;
+bad:
+    result = PyLong_FromSsize_t(i);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(cells);
+    PyMem_Free(scratch.p);
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&lb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"last_key", last_key, METH_O,
      "last_key(payload) -> the data block's last key (None if empty); ValueError if malformed"},
@@ -191,12 +432,21 @@ static PyMethodDef methods[] = {
      "cells(ops) -> {key: cell} of write ops (key, value, epoch, author, commit_ts), or None"},
     {"find", find, METH_VARARGS,
      "find(payload, key) -> the cell of key in the data block, or None"},
+    {"encode_blocks", encode_blocks, METH_VARARGS,
+     "encode_blocks(keys, cells, start, per_block, block_bytes, offset, limit) -> "
+     "(data, stop, last_keys, offsets, lengths, payload_bytes)"},
+    {"decode_blocks", decode_blocks, METH_VARARGS,
+     "decode_blocks(mapped, offsets, lengths, index_keys, i, target) -> (keys, cells, next) | "
+     "the index of a block that fails its checks"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_block", "C accelerator for point reads in LSM data blocks.", -1,
+    PyModuleDef_HEAD_INIT, "_block", "C accelerator for LSM data blocks: point reads, cells, runs of blocks.", -1,
     methods,
 };
 
-PyMODINIT_FUNC PyInit__block(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__block(void) {
+    stuffing_init();
+    return PyModule_Create(&module);
+}

@@ -27,6 +27,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from gateway.core.accel import load
 from gateway.core.fileio import FileSystem, Mapped, local_fs
 from gateway.core.lsm.bloom import decode_bloom
 from gateway.core.lsm.cache import BlockCache
@@ -51,6 +52,10 @@ _ids = itertools.count(1)
 Block = tuple[list[bytes], list[bytes]]
 #: Approximate CPython memory of a cached payload beyond its bytes (object header, dict slot).
 _PAYLOAD_OVERHEAD = 100
+# A compaction's read of a whole table, block runs decoded in C (gateway.core.lsm._block);
+# the block-at-a-time loop of ``chunks`` is its specification and the fallback.
+_accel = load("gateway.core.lsm._block")
+_decode_blocks = None if _accel is None else _accel.decode_blocks
 
 
 class SSTableReader:
@@ -210,6 +215,9 @@ class SSTableReader:
         Consecutive blocks are concatenated into runs of about ``target`` pairs so that
         merging pays its per-run cost rarely.
         """
+        if not fill_cache and start is None and end is None and _decode_blocks is not None:
+            yield from self._all_chunks(target)
+            return
         index_keys = self._index_keys
         i = 0 if start is None else bisect_left(index_keys, start)
         n = self.nblocks
@@ -240,6 +248,22 @@ class SSTableReader:
             i += 1
         if acc_k:
             yield acc_k, acc_c
+
+    def _all_chunks(self, target: int) -> Iterator[Block]:
+        """Every pair, in runs of at least ``target`` pairs (the last may be shorter) decoded
+        in C, bypassing the cache: what a compaction reads. The blocks are checked as
+        :meth:`payload` checks them; the first that fails raises its ``CorruptionError``."""
+        assert _decode_blocks is not None
+        i, n = 0, self.nblocks
+        while i < n:
+            got = _decode_blocks(
+                self._mm, self._offsets, self._lengths, self._index_keys, i, target
+            )
+            if type(got) is int:
+                self.payload(got, fill_cache=False)  # raises the block's own error
+                raise CorruptionError(self.path, self._offsets[got], f"data block {got} is damaged")
+            keys, cells, i = got
+            yield keys, cells
 
     def verify_all(self) -> None:
         """Read and check every data block (CRC, structure, order); raise on the first bad one."""
