@@ -305,15 +305,15 @@ static PyObject *encode_blocks(PyObject *self, PyObject *args) {
         }
     }
     enc_t e = {0};
+    PyObject *result = NULL;
+    e.last_keys = PyList_New(0);  /* first: an allocation that may collect runs no code later */
+    if (!e.last_keys) return NULL;
+    /* The items stay put: from here to the last block nothing runs Python code (no object is
+     * allocated that the collector tracks) that could change the lists. */
     e.keys = ((PyListObject *)keys)->ob_item;
     e.cells = ((PyListObject *)cells)->ob_item;
     e.block_bytes = (size_t)block_bytes;
     e.offset = offset;
-    PyObject *result = NULL;
-    e.last_keys = PyList_New(0);
-    if (!e.last_keys) return NULL;
-    /* The items stay alive: the lists are borrowed for the call and nothing here runs Python
-     * code that could change them. */
     Py_ssize_t i = start;
     while (i < n && e.out.len < (size_t)limit) {
         Py_ssize_t j = n - i > per_block ? i + per_block : n;
