@@ -81,3 +81,23 @@ def test_bloom_false_positive_rate_is_near_one_percent_for_sequential_keys():
         h1, m = key_hash(b"user:%08d" % i)
         fp += words[h1 % len(words)] & m == m
     assert fp / 40000 < 0.025
+
+
+def test_a_large_table_is_synced_as_it_is_written_not_only_at_finish(tmp_path):
+    # ~6 MiB: with sync_bytes of 1 MiB the file is synced about once a megabyte, so a
+    # compaction never leaves hundreds of megabytes for one writeback at the end.
+    keys = [b"k%06d" % i for i in range(6000)]
+    cells = [encode_cell(bytes([i % 251]) * 1000) for i in range(6000)]
+    synced = {}
+    for sync_bytes in (1 << 20, 1 << 40):
+        fs = OsFileSystem()
+        path = str(tmp_path / f"t{sync_bytes}.sst")
+        w = SSTableWriter(fs, path, 7, 4096, sync_bytes=sync_bytes)
+        w.add(keys, cells)
+        meta = w.finish()
+        synced[sync_bytes] = fs.stats.syncs_by_path[path]
+        assert meta.size > 5 << 20
+    assert synced[1 << 40] == 1  # finish alone
+    assert synced[1 << 20] >= 5
+    small, large = (tmp_path / f"t{1 << 20}.sst"), (tmp_path / f"t{1 << 40}.sst")
+    assert small.read_bytes() == large.read_bytes()

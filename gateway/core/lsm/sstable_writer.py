@@ -12,6 +12,11 @@ Contract: :meth:`SSTableWriter.add` takes keys in strictly increasing order acro
 :meth:`SSTableWriter.finish` writes index, bloom and footer, fsyncs and closes the file and
 returns the table's :class:`TableMeta`. Nothing is visible to readers until the manifest names
 the file, so a crash mid-write leaves only an orphan that the next open deletes.
+
+The file is written in chunks of ~1 MiB and synced after every ``sync_bytes`` written
+(RocksDB's ``bytes_per_sync``): a compaction writing hundreds of megabytes then hands the disk
+a megabyte at a time instead of all of it at ``finish``, whose one large writeback held every
+other fsync on the disk -- the Raft log's, on which each write waits -- for up to seconds.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from gateway.core.lsm.bloom import BloomBuilder
 from gateway.core.lsm.format import TAG_FOOTER, TAG_INDEX, TAG_TABLE_HEADER, encode_block
 from gateway.core.records import SEPARATOR, encode_record
 
-__all__ = ["FOOTER", "MAGIC", "SSTableWriter", "TableMeta"]
+__all__ = ["FOOTER", "MAGIC", "SYNC_BYTES", "SSTableWriter", "TableMeta"]
 
 MAGIC = b"GWSST\x01"
 _HEADER = struct.Struct("<B6sQ")  # tag, magic, table number
@@ -37,6 +42,9 @@ FOOTER = struct.Struct("<B6sQIQIQII")
 _INDEX_HEAD = struct.Struct("<BI")
 _LITTLE = sys.byteorder == "little"
 _WRITE_CHUNK = 1 << 20
+#: Written bytes after which the file is synced while it is being written (see the module
+#: docstring); ``finish`` syncs the rest.
+SYNC_BYTES = 1 << 20
 # Whole runs of data blocks encoded in one C call (gateway.core.lsm._block.encode_blocks);
 # the per-block Python loop below is its specification and the fallback without a compiler.
 _accel = load("gateway.core.lsm._block")
@@ -56,11 +64,14 @@ class TableMeta(NamedTuple):
 class SSTableWriter:
     """Builds one table file through ``fs``; see the module docstring for the contract."""
 
-    def __init__(self, fs: FileSystem, path: str, number: int, block_bytes: int = 4096) -> None:
+    def __init__(self, fs: FileSystem, path: str, number: int, block_bytes: int = 4096,
+                 sync_bytes: int = SYNC_BYTES) -> None:
         self._file: WritableFile = fs.create(path)
         self.path = path
         self.number = number
         self._block_bytes = block_bytes
+        self._sync_bytes = sync_bytes
+        self._unsynced = 0
         self._pending: list[bytes] = [
             SEPARATOR,
             encode_record(_HEADER.pack(TAG_TABLE_HEADER, MAGIC, number)),
@@ -96,8 +107,16 @@ class SSTableWriter:
         return at
 
     def _flush_pending(self) -> None:
+        """Write the buffered records; sync once ``sync_bytes`` are written unsynced."""
+        self._write_pending()
+        if self._unsynced >= self._sync_bytes:
+            self._file.sync()
+            self._unsynced = 0
+
+    def _write_pending(self) -> None:
         self._file.write(b"".join(self._pending))
         self._offset += self._pending_bytes
+        self._unsynced += self._pending_bytes
         self._pending = []
         self._pending_bytes = 0
 
@@ -194,7 +213,7 @@ class SSTableWriter:
             + self._largest
         )
         self._append(encode_record(footer))
-        self._flush_pending()
+        self._write_pending()
         self._file.sync()
         self._file.close()
         return TableMeta(self.number, self._offset, self._entries, self._smallest, self._largest)
