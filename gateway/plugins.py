@@ -6,9 +6,12 @@ and its value a module (or object) holding ``@hookimpl`` functions::
     [project.entry-points.gateway]
     sqlite = "gateway.appliers.sqlite"
 
-``load_plugins(None)`` loads every installed plugin; ``load_plugins(["a", "b"])`` loads exactly
-those (``--plugins a,b``) and raises ``UnknownPluginError`` -- whose message lists the installed
-plugins -- for a name that is not installed.
+``load_plugins(None)`` loads every installed plugin that can be loaded: one whose module fails
+to import or register is left out and recorded (``load_failures``), so a broken third-party
+plugin that nothing asked for does not stop the gateway -- naming an applier it would offer
+says why it is missing (``missing_applier``). ``load_plugins(["a", "b"])`` loads exactly those
+(``--plugins a,b``) and raises ``UnknownPluginError`` -- whose message lists the installed
+plugins -- for a name that is not installed, ``PluginLoadError`` for one that cannot be loaded.
 
 Errors (one line each)::
 
@@ -42,12 +45,16 @@ __all__ = [
     "dead_letter_notifier",
     "hooks_of",
     "installed_plugins",
+    "load_failures",
     "load_plugins",
+    "missing_applier",
     "parse_plugin_names",
     "publish_metrics",
 ]
 
 ENTRY_POINT_GROUP = "gateway"
+#: Attribute of a plugin manager holding the plugins ``load_plugins(None)`` left out.
+_FAILURES_ATTR = "_gateway_load_failures"
 
 
 class PluginError(Exception):
@@ -95,8 +102,9 @@ def parse_plugin_names(text: str) -> list[str]:
 def load_plugins(names: Sequence[str] | None = None) -> pluggy.PluginManager:
     """A plugin manager with the hook specs and the chosen plugins registered.
 
-    ``names=None`` loads every installed plugin; a list loads exactly those (an empty list
-    loads none). Raises ``UnknownPluginError`` or ``PluginLoadError``.
+    ``names=None`` loads every installed plugin that loads; each that does not is left out and
+    its error kept (:func:`load_failures`). A list loads exactly those (an empty list loads
+    none) and raises ``UnknownPluginError`` or ``PluginLoadError``.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -106,14 +114,36 @@ def load_plugins(names: Sequence[str] | None = None) -> pluggy.PluginManager:
         if name not in eps:
             installed = ", ".join(sorted(eps)) or "none"
             raise UnknownPluginError(f"unknown plugin {name!r} (installed: {installed})")
+    failures: dict[str, str] = {}
     for name in wanted:
         try:
             plugin = eps[name].load()
             pm.register(plugin, name=name)
         except Exception as exc:
-            raise PluginLoadError(f"plugin {name!r} ({eps[name].value}) cannot be loaded: "
-                                  f"{type(exc).__name__}: {exc}") from None
+            message = (f"plugin {name!r} ({eps[name].value}) cannot be loaded: "
+                       f"{type(exc).__name__}: {exc}")
+            if names is not None:
+                raise PluginLoadError(message) from None
+            failures[name] = message
+    setattr(pm, _FAILURES_ATTR, failures)
     return pm
+
+
+def load_failures(pm: pluggy.PluginManager) -> dict[str, str]:
+    """Plugin name -> why it was left out, for every installed plugin :func:`load_plugins`
+    could not load when asked for all of them (empty otherwise)."""
+    return dict(getattr(pm, _FAILURES_ATTR, {}))
+
+
+def missing_applier(pm: pluggy.PluginManager, name: str, available: Sequence[str]) -> str:
+    """The one-line error for applier ``name``, which no loaded plugin offers: the appliers
+    that are offered, and each plugin that could not be loaded (it may be the one)."""
+    known = ", ".join(sorted(available)) or "none"
+    message = f"unknown applier {name!r} (available: {known})"
+    failures = load_failures(pm)
+    if failures:
+        message += "; not loaded: " + "; ".join(failures[n] for n in sorted(failures))
+    return message
 
 
 def hooks_of(pm: pluggy.PluginManager, name: str) -> list[str]:

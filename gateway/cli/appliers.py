@@ -45,13 +45,13 @@ def _options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _factory(ctx: click.Context, name: str) -> ApplierFactory:
+    pm = plugin_manager(ctx)
     try:
-        factories = plugins.applier_factories(plugin_manager(ctx))
+        factories = plugins.applier_factories(pm)
     except PluginError as exc:
         raise BadInput(str(exc)) from None
     if name not in factories:
-        known = ", ".join(sorted(factories)) or "none (no plugin offers one)"
-        raise BadInput(f"unknown applier {name!r} (available: {known})")
+        raise BadInput(plugins.missing_applier(pm, name, list(factories)))
     return factories[name]
 
 

@@ -3,8 +3,11 @@
 ``attach(main)`` adds to the root command group an eager ``--plugins`` option (also read from
 ``GATEWAY_PLUGINS``) that loads exactly the named plugins -- all installed ones when absent --
 and lets them add subcommands (``gateway_register_commands``), plus the ``plugins`` command.
-Commands get the loaded plugin manager with ``plugin_manager(ctx)``. An unknown or broken
-plugin is a one-line error (exit code 2) listing the installed plugins.
+Commands get the loaded plugin manager with ``plugin_manager(ctx)``. A named plugin that is
+not installed or cannot be loaded is a one-line error (exit code 2) listing the installed
+plugins; with none named, one that cannot be loaded is left out with a one-line warning on
+stderr (every command would otherwise fail for a plugin it never uses), and ``gateway plugins``
+shows why.
 """
 
 from __future__ import annotations
@@ -37,11 +40,21 @@ def plugin_manager(ctx: click.Context) -> pluggy.PluginManager:
     root = ctx.find_root()
     pm = root.meta.get(_META_KEY)
     if pm is None:
-        try:
-            pm = plugins.load_plugins(None)
-        except PluginError as exc:
-            raise BadInput(str(exc)) from None
+        pm = _load_plugins(None)
         root.meta[_META_KEY] = pm
+    return pm
+
+
+def _load_plugins(names: list[str] | None) -> pluggy.PluginManager:
+    """``plugins.load_plugins(names)``, its errors as ``BadInput``, a warning per plugin it
+    left out."""
+    try:
+        pm = plugins.load_plugins(names)
+    except PluginError as exc:
+        raise BadInput(str(exc)) from None
+    for message in plugins.load_failures(pm).values():
+        click.echo(f"warning: {message}; left out (name it with --plugins to require it)",
+                   err=True)
     return pm
 
 
@@ -53,10 +66,7 @@ def plugin_names(ctx: click.Context) -> list[str] | None:
 
 def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     names = None if value is None else plugins.parse_plugin_names(value)
-    try:
-        pm = plugins.load_plugins(names)
-    except PluginError as exc:
-        raise BadInput(str(exc)) from None
+    pm = _load_plugins(names)
     ctx.meta[_META_KEY] = pm
     ctx.meta[_NAMES_KEY] = names
     group = ctx.command
@@ -91,12 +101,14 @@ def plugins_command(ctx: click.Context, fmt: str) -> None:
     except Exception as exc:  # a plugin whose hook fails must not break the listing
         click.echo(f"warning: cannot list appliers: {exc}", err=True)
         appliers = {}
+    failures = plugins.load_failures(pm)
     rows: list[dict[str, Any]] = []
     for p in plugins.installed_plugins():
         loaded = pm.get_plugin(p.name) is not None
         rows.append({"name": p.name, "distribution": p.distribution, "version": p.version,
                      "loaded": loaded, "hooks": plugins.hooks_of(pm, p.name),
-                     "appliers": {f.name: _scope(f) for f in appliers.get(p.name, [])}})
+                     "appliers": {f.name: _scope(f) for f in appliers.get(p.name, [])},
+                     "error": failures.get(p.name)})
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -107,8 +119,8 @@ def plugins_command(ctx: click.Context, fmt: str) -> None:
     dist_width = max(len(f"{r['distribution']} {r['version']}") for r in rows)
     for r in rows:
         dist = f"{r['distribution']} {r['version']}"
-        state = "loaded" if r["loaded"] else "not loaded"
-        hooks = ", ".join(r["hooks"]) or "-"
+        state = "loaded" if r["loaded"] else "broken" if r["error"] else "not loaded"
+        hooks = r["error"] or ", ".join(r["hooks"]) or "-"
         scopes = "".join(f"; applier {n} ({scope})" for n, scope in r["appliers"].items())
         click.echo(f"{r['name']:<{width}}  {dist:<{dist_width}}  {state:<10}  {hooks}{scopes}")
 

@@ -521,8 +521,8 @@ class GatewayNode:
                               on_dead_letter=plugins.dead_letter_notifier(pm))
         for name in cfg.appliers:
             if name not in factories:
-                known = ", ".join(sorted(factories)) or "none"
-                raise NodeStartError(f"appliers: unknown applier {name!r} (available: {known})")
+                raise NodeStartError(
+                    "appliers: " + plugins.missing_applier(pm, name, list(factories)))
             override, opts = cfg.applier_settings(name)
             scope = scope_of(factories[name], override)
             if name == "sqlite" and "path" not in opts:

@@ -117,13 +117,55 @@ def test_gateway_plugins_lists_name_distribution_version_and_hooks():
     assert "not loaded" in line
 
 
-def test_a_broken_plugin_is_a_one_line_load_error(monkeypatch):
+def _install_broken_plugin(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An installed plugin ``broken`` whose module does not exist."""
     from importlib import metadata
 
     broken = metadata.EntryPoint("broken", "gateway_no_such_module", "gateway")
     real = metadata.entry_points
     monkeypatch.setattr(plugins, "entry_points",
                         lambda group: [*real(group=group), broken])
+
+
+def test_a_broken_plugin_is_a_one_line_load_error(monkeypatch):
+    _install_broken_plugin(monkeypatch)
     with pytest.raises(plugins.PluginLoadError, match=r"plugin 'broken'.*cannot be loaded"):
         plugins.load_plugins(["broken"])
     assert "gateway_no_such_module" not in sys.modules
+    result = CliRunner().invoke(main, ["--plugins", "sqlite,broken", "plugins"])
+    assert result.exit_code == 2
+    assert "plugin 'broken' (gateway_no_such_module) cannot be loaded" in result.output
+
+
+def test_a_broken_plugin_nobody_names_is_left_out_with_a_warning(monkeypatch):
+    # Every command loads the installed plugins; one that cannot be imported must not stop
+    # the commands (and the node) that never use it.
+    _install_broken_plugin(monkeypatch)
+    pm = plugins.load_plugins(None)
+    assert pm.get_plugin("sqlite") is not None and pm.get_plugin("broken") is None
+    assert "ModuleNotFoundError" in plugins.load_failures(pm)["broken"]
+    assert plugins.load_failures(plugins.load_plugins(["sqlite"])) == {}
+    result = CliRunner().invoke(main, ["plugins"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("warning: plugin 'broken'") == 1
+    assert "left out (name it with --plugins to require it)" in result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("broken "))
+    assert "broken" in line.split()[2:] and "cannot be loaded" in line
+    assert any(ln.startswith("sqlite ") and " loaded " in ln for ln in result.stdout.splitlines())
+    rows = {r["name"]: r for r in json.loads(
+        CliRunner().invoke(main, ["plugins", "--format", "json"]).stdout)}
+    assert rows["broken"]["loaded"] is False and "cannot be loaded" in rows["broken"]["error"]
+    assert rows["sqlite"]["error"] is None
+
+
+def test_an_applier_no_loaded_plugin_offers_names_the_plugins_left_out(monkeypatch, tmp_path):
+    _install_broken_plugin(monkeypatch)
+    pm = plugins.load_plugins(None)
+    message = plugins.missing_applier(pm, "mystore", list(plugins.applier_factories(pm)))
+    assert message.startswith("unknown applier 'mystore' (available: ")
+    assert "sqlite" in message and "not loaded: plugin 'broken'" in message
+    log = tmp_path / "log.bin"
+    log.write_bytes(b"")
+    result = CliRunner().invoke(main, ["apply", str(log), "--applier", "mystore"])
+    assert result.exit_code == 2
+    assert "unknown applier 'mystore'" in result.output and "plugin 'broken'" in result.output

@@ -16,7 +16,8 @@ the file, so a crash mid-write leaves only an orphan that the next open deletes.
 The file is written in chunks of ~1 MiB and synced after every ``sync_bytes`` written
 (RocksDB's ``bytes_per_sync``): a compaction writing hundreds of megabytes then hands the disk
 a megabyte at a time instead of all of it at ``finish``, whose one large writeback held every
-other fsync on the disk -- the Raft log's, on which each write waits -- for up to seconds.
+other fsync on the disk -- the Raft log's, on which each write waits -- for 100 ms and more
+(docs/benchmarks.md, "Change 16").
 """
 
 from __future__ import annotations
