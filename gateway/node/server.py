@@ -492,11 +492,14 @@ class GatewayNode:
     # -- appliers -------------------------------------------------------------------------------
 
     def _plugins(self) -> Any:
-        """The plugin manager: the one given, else the configured plugins, loaded once."""
+        """The plugin manager: the one given, else the configured plugins, loaded once (with
+        none configured, every installed plugin that loads; a warning for each that does not)."""
         if self._pm is None:
             cfg = self.config
             self._pm = plugins.load_plugins(
                 list(cfg.plugins) if cfg.plugins is not None else None)
+            for message in plugins.load_failures(self._pm).values():
+                log.warning("%s; left out (list it in plugins to require it)", message)
         return self._pm
 
     def _conflict_functions(self) -> Mapping[str, FunctionSpec]:
