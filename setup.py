@@ -27,14 +27,14 @@ setup(
         Extension(
             "gateway.core.lsm._block",
             ["gateway/core/lsm/_block.c"],
-            depends=["gateway/core/_stuffing.h"],
+            depends=["gateway/core/_buf.h", "gateway/core/_stuffing.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.lsm.format searches in Python
         ),
         Extension(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
-            depends=["gateway/core/_protowire.h"],
+            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state_machine uses Python
         ),

@@ -47,30 +47,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/_buf.h"
 #include "../core/_protowire.h"
-
-typedef struct {
-    char *buf;
-    Py_ssize_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->buf, (size_t)cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
-    b->buf = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->buf + b->len, src, (size_t)n);
-    b->len += n;
-    return 0;
-}
 
 static int put_u64be(Buf *kb, unsigned char type, uint64_t v) {
     unsigned char out[9];

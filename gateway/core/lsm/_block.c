@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_buf.h"
 #include "../_stuffing.h"
 
 #define TAG_BLOCK 0xE1
@@ -209,25 +210,11 @@ fail:
 
 /* ------------------------------------------------------------------ runs of blocks */
 
-/* A growable byte buffer (PyMem). */
-typedef struct { uint8_t *p; size_t len, cap; } buf_t;
-
-static int buf_reserve(buf_t *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) cap *= 2;
-    uint8_t *p = PyMem_Realloc(b->p, cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
 typedef struct {
     PyObject **keys, **cells;      /* the lists' items */
     size_t block_bytes;
-    uint64_t offset;               /* file offset of out.p[0] */
-    buf_t out, scratch, offs, lens;
+    uint64_t offset;               /* file offset of out.buf[0] */
+    Buf out, scratch, offs, lens;
     PyObject *last_keys;
     uint64_t payload_bytes;
 } enc_t;
@@ -252,8 +239,8 @@ static int emit_block(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
         return -1;
     }
     e->scratch.len = 0;
-    if (buf_reserve(&e->scratch, plen + HEADER_SIZE) < 0) return -1;
-    uint8_t *p = e->scratch.p + HEADER_SIZE;
+    if (buf_reserve(&e->scratch, (Py_ssize_t)(plen + HEADER_SIZE)) < 0) return -1;
+    uint8_t *p = (uint8_t *)e->scratch.buf + HEADER_SIZE;
     Py_ssize_t count = j - i;
     p[0] = TAG_BLOCK;
     put_le(p + 1, (uint64_t)count, 4);
@@ -268,16 +255,13 @@ static int emit_block(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
         memcpy(data, PyBytes_AS_STRING(e->cells[k]), cl);
         data += cl;
     }
-    if (buf_reserve(&e->out, stuffed_bound(plen + HEADER_SIZE) + 2) < 0) return -1;
-    if (buf_reserve(&e->offs, 8) < 0 || buf_reserve(&e->lens, 4) < 0) return -1;
-    size_t w = encode_in_place(e->out.p + e->out.len, e->scratch.p, plen, 0);
-    uint64_t at = e->offset + e->out.len;
+    if (buf_reserve(&e->out, (Py_ssize_t)(stuffed_bound(plen + HEADER_SIZE) + 2)) < 0) return -1;
+    size_t w = encode_in_place((uint8_t *)e->out.buf + e->out.len, (uint8_t *)e->scratch.buf,
+                               plen, 0);
+    uint64_t at = e->offset + (uint64_t)e->out.len;
     uint32_t rec_len = (uint32_t)(w - 2);
-    memcpy(e->offs.p + e->offs.len, &at, 8);
-    memcpy(e->lens.p + e->lens.len, &rec_len, 4);
-    e->offs.len += 8;
-    e->lens.len += 4;
-    e->out.len += w;
+    if (buf_put(&e->offs, &at, 8) < 0 || buf_put(&e->lens, &rec_len, 4) < 0) return -1;
+    e->out.len += (Py_ssize_t)w;
     e->payload_bytes += plen;
     return PyList_Append(e->last_keys, e->keys[j - 1]);
 }
@@ -315,21 +299,20 @@ static PyObject *encode_blocks(PyObject *self, PyObject *args) {
     e.block_bytes = (size_t)block_bytes;
     e.offset = offset;
     Py_ssize_t i = start;
-    while (i < n && e.out.len < (size_t)limit) {
+    while (i < n && e.out.len < limit) {
         Py_ssize_t j = n - i > per_block ? i + per_block : n;
         if (emit_block(&e, i, j) < 0) goto done;
         i = j;
     }
-    result = Py_BuildValue("(y#nOy#y#K)", (const char *)e.out.p, (Py_ssize_t)e.out.len, i,
-                           e.last_keys, (const char *)e.offs.p, (Py_ssize_t)e.offs.len,
-                           (const char *)e.lens.p, (Py_ssize_t)e.lens.len,
+    result = Py_BuildValue("(y#nOy#y#K)", e.out.buf, e.out.len, i, e.last_keys, e.offs.buf,
+                           e.offs.len, e.lens.buf, e.lens.len,
                            (unsigned long long)e.payload_bytes);
 done:
     Py_DECREF(e.last_keys);
-    PyMem_Free(e.out.p);
-    PyMem_Free(e.scratch.p);
-    PyMem_Free(e.offs.p);
-    PyMem_Free(e.lens.p);
+    PyMem_Free(e.out.buf);
+    PyMem_Free(e.scratch.buf);
+    PyMem_Free(e.offs.buf);
+    PyMem_Free(e.lens.buf);
     return result;
 }
 
@@ -383,7 +366,7 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL, *keys = NULL, *cells = NULL;
-    buf_t scratch = {0};
+    Buf scratch = {NULL, 0, 0};
     Py_ssize_t nblocks = PyList_GET_SIZE(index_keys);
     if (ob.len / 8 < nblocks || lb.len / 4 < nblocks || i < 0) {
         PyErr_SetString(PyExc_ValueError, "index arrays shorter than the index keys");
@@ -400,10 +383,11 @@ static PyObject *decode_blocks(PyObject *self, PyObject *args) {
         memcpy(&len, (const uint8_t *)lb.buf + 4 * i, 4);
         if (off > (uint64_t)mb.len || len > (uint64_t)mb.len - off) goto bad;
         scratch.len = 0;
-        if (buf_reserve(&scratch, len) < 0) goto done;
+        if (buf_reserve(&scratch, (Py_ssize_t)len) < 0) goto done;
         const uint8_t *payload;
         uint32_t gen;
-        Py_ssize_t plen = record_payload(base + off, len, scratch.p, &payload, &gen);
+        Py_ssize_t plen = record_payload(base + off, len, (uint8_t *)scratch.buf, &payload,
+                                         &gen);
         if (plen < 0) goto bad;
         int rc = take_block(payload, plen, PyList_GET_ITEM(index_keys, i), keys, cells);
         if (rc < 0) goto done;
@@ -418,7 +402,7 @@ bad:
 done:
     Py_XDECREF(keys);
     Py_XDECREF(cells);
-    PyMem_Free(scratch.p);
+    PyMem_Free(scratch.buf);
     PyBuffer_Release(&mb);
     PyBuffer_Release(&ob);
     PyBuffer_Release(&lb);

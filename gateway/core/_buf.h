@@ -1,0 +1,35 @@
+/*
+ * A growable byte buffer on PyMem for the C accelerators that build output of unknown size
+ * (gateway.node._wire, gateway.core.lsm._block). Start from {NULL, 0, 0}; free ``buf`` with
+ * PyMem_Free. buf_reserve/buf_put return 0, or -1 with MemoryError set.
+ */
+#ifndef GATEWAY_BUF_H
+#define GATEWAY_BUF_H
+
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = PyMem_Realloc(b->buf, (size_t)cap);
+    if (!p) { PyErr_NoMemory(); return -1; }
+    b->buf = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->buf + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+#endif /* GATEWAY_BUF_H */
