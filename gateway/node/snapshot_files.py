@@ -1,39 +1,52 @@
 """Raft snapshots of a node on disk, and the byte archive they travel in.
 
-A snapshot is the LSM store exported at an applied index (``gateway.core.lsm.export``) packed
-into one byte string, the ``data`` of a Raft ``Snapshot``::
+A snapshot is the LSM store exported at an applied index (``gateway.core.lsm.export``: its
+tables hard-linked, and a ``SNAPSHOT`` manifest with every file's size and CRC-32C). It
+travels as one byte string, the ``data`` of a Raft ``Snapshot``::
 
     archive = magic "GWSNAP1\\n", then per file: name_len u16 BE, name, size u64 BE, bytes
 
 Files in the snapshot directory (``DATA/raft/snapshots``):
 
-- ``NNNNNNNNNNNNNNNNNNNN.snap``: the archive of the snapshot at index N (20 digits);
+- ``NNNNNNNNNNNNNNNNNNNN.snapdir/``: a snapshot this node took at index N (20 digits): the
+  export directory itself, moved here -- links to the store's immutable tables and the
+  manifest, so taking a snapshot writes no table bytes (RocksDB's checkpoints do the same).
+  Its archive is built from the files when it is loaded (``load``: sending it to a follower).
+- ``NNNNNNNNNNNNNNNNNNNN.snap``: the archive of a snapshot at index N received from the
+  leader (or written by a version before the directories);
 - ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
-  atomically (temporary file, fsync, rename, directory fsync) after its archive is durable.
+  atomically (temporary file, fsync, rename, directory fsync) after its data is durable.
 
-Opening checks ``CURRENT`` (``SnapshotMetadataError``) and the framing of its archive
-(``check_archive``: ``SnapshotArchiveError``), naming the file and byte offset. Only the
-newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the Raft core
-sending a snapshot, on the event-loop thread) may run while ``save`` or ``commit`` replaces the
-newest snapshot on another thread and sees either the old snapshot or the new one, whole (the
-metadata switch and the removal of the old archive happen under the lock ``load`` opens the
-archive under). Writers (``save``, ``stage``, ``commit``) must be serialized by the caller
-(``RaftLogStorage`` does).
+Opening checks ``CURRENT`` (``SnapshotMetadataError``) and the newest snapshot's data without
+reading the tables (``SnapshotArchiveError`` naming the file and byte offset): an archive's
+framing (``check_archive``), or a directory's manifest and every file it lists, present with
+its size (``check_snapshot_dir``); the tables' checksums are checked when a snapshot is
+imported. Only the newest snapshot is kept. ``SnapshotFiles`` is thread-safe: ``load`` (the
+Raft core sending a snapshot, on the event-loop thread) may run while ``save``, ``save_dir``
+or ``commit`` replaces the newest snapshot on another thread and sees either the old snapshot
+or the new one, whole (the metadata switch and the removal of the old files happen under the
+lock ``load`` opens the files under). Writers (``save``, ``save_dir``, ``stage``, ``commit``)
+must be serialized by the caller (``RaftLogStorage`` does).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import struct
 import threading
 from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from gateway.core.fileio import FileSystem, local_fs
+from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
+from gateway.core.lsm.export import SNAPSHOT_NAME, read_snapshot_manifest
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
 __all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "archive_chunks",
-           "check_archive", "pack_dir", "unpack_dir"]
+           "archive_size", "check_archive", "check_snapshot_dir", "pack_dir", "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -79,28 +92,47 @@ def _read_metadata(path: str) -> SnapshotMetadata:
 _CHUNK = 1 << 20
 
 
-def archive_chunks(directory: str) -> Iterator[bytes]:
-    """The archive of every regular file directly in ``directory`` (sorted by name), in
-    pieces of at most 1 MiB read as they are consumed (``FileSystem.write_atomic`` writes a
-    store's archive this way without ever holding it whole). The files must not change
-    meanwhile (an export's are links to immutable tables): one whose size moved raises
-    ``OSError``."""
-    yield _MAGIC
+def _regular_files(directory: str) -> list[tuple[str, str, int]]:
+    """``(name, path, size)`` of every regular file directly in ``directory``, by name."""
+    out = []
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
-            continue
+        if os.path.isfile(path):
+            out.append((name, path, os.path.getsize(path)))
+    return out
+
+
+def _framed(files: Iterable[tuple[str, str, int, BinaryIO | None]]) -> Iterator[bytes]:
+    """The archive of ``(name, path, size, open file or None)``: each file read from its open
+    handle (or opened now) in pieces of at most 1 MiB and closed; a file whose length is not
+    ``size`` raises ``OSError``."""
+    yield _MAGIC
+    for name, path, expected, handle in files:
         raw = name.encode()
-        expected = os.path.getsize(path)
         yield _NAME.pack(len(raw)) + raw + _SIZE.pack(expected)
         copied = 0
-        with open(path, "rb") as f:
+        with handle if handle is not None else open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
                 copied += len(chunk)
                 yield chunk
         if copied != expected:
             raise OSError(f"{path}: {copied} bytes read, {expected} expected (the file "
                           f"changed while it was archived)")
+
+
+def archive_chunks(directory: str) -> Iterator[bytes]:
+    """The archive of every regular file directly in ``directory`` (sorted by name), in
+    pieces of at most 1 MiB read as they are consumed (``FileSystem.write_atomic`` can write
+    a store's archive this way without ever holding it whole). The files must not change
+    meanwhile (an export's are links to immutable tables): one whose size moved raises
+    ``OSError``."""
+    return _framed((name, path, size, None) for name, path, size in _regular_files(directory))
+
+
+def archive_size(directory: str) -> int:
+    """Bytes of ``archive_chunks(directory)``, from the files' sizes (nothing is read)."""
+    return len(_MAGIC) + sum(_NAME.size + len(name.encode()) + _SIZE.size + size
+                             for name, _, size in _regular_files(directory))
 
 
 def pack_dir(directory: str) -> bytes:
@@ -169,6 +201,32 @@ def check_archive(path: str) -> None:
             f.seek(pos)
 
 
+def check_snapshot_dir(directory: str) -> None:
+    """Check a snapshot directory without reading its tables: its ``SNAPSHOT`` manifest
+    (record checksums, header, file count) and that every file it lists is there with the
+    size it lists (the tables' CRC-32Cs are checked when the snapshot is imported). Raises
+    ``SnapshotArchiveError`` naming the file and byte offset."""
+    manifest = os.path.join(directory, SNAPSHOT_NAME)
+    if not os.path.isfile(manifest):
+        raise SnapshotArchiveError(f"{manifest}: byte 0: missing (the manifest of the "
+                                   f"snapshot directory)")
+    try:
+        _, files = read_snapshot_manifest(directory)
+    except (CorruptionError, InvalidArgumentError) as exc:
+        raise SnapshotArchiveError(f"{exc} (the manifest of the snapshot directory)") from None
+    for f in files:
+        path = os.path.join(directory, str(f.get("name", "")))
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            raise SnapshotArchiveError(f"{path}: byte 0: missing (listed in the snapshot's "
+                                       f"{SNAPSHOT_NAME})") from None
+        if size != f.get("size"):
+            raise SnapshotArchiveError(f"{path}: byte {min(size, int(f.get('size') or 0))}: "
+                                       f"{size} bytes, the snapshot's {SNAPSHOT_NAME} lists "
+                                       f"{f.get('size')}: truncated or replaced")
+
+
 def _conf_to_json(cs: ConfState) -> dict[str, object]:
     return {"voters": list(cs.voters), "learners": list(cs.learners),
             "voters_outgoing": list(cs.voters_outgoing),
@@ -195,7 +253,9 @@ class SnapshotFiles:
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
             self._meta = _read_metadata(current)
-            if os.path.exists(self._path(self._meta.index)):  # (bootstrap: no archive)
+            if os.path.isdir(self._dir(self._meta.index)):
+                check_snapshot_dir(self._dir(self._meta.index))
+            elif os.path.exists(self._path(self._meta.index)):  # (bootstrap: no archive)
                 check_archive(self._path(self._meta.index))
 
     @property
@@ -206,15 +266,23 @@ class SnapshotFiles:
     def _path(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snap")
 
+    def _dir(self, index: int) -> str:
+        return os.path.join(self.directory, f"{index:020d}.snapdir")
+
     def size(self) -> int:
-        """Bytes of the newest snapshot's archive on disk (0 when there is none, or for the
-        bootstrap snapshot, which has no file)."""
+        """Bytes of the newest snapshot's archive (0 when there is none, or for the bootstrap
+        snapshot, which has no file): the archive file's size, or the size of the archive a
+        snapshot directory makes (nothing is read)."""
         with self._lock:
             index = self._meta.index
-        try:
-            return os.path.getsize(self._path(index)) if index else 0
-        except FileNotFoundError:
-            return 0
+            if not index:
+                return 0
+            try:
+                if os.path.isdir(self._dir(index)):
+                    return archive_size(self._dir(index))
+                return os.path.getsize(self._path(index))
+            except FileNotFoundError:
+                return 0
 
     def save(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]) -> int:
         """Make the snapshot ``meta``/``data`` the newest, durably; older ones are removed.
@@ -223,11 +291,40 @@ class SnapshotFiles:
         self.commit(meta)
         return size
 
+    def save_dir(self, meta: SnapshotMetadata, source: str) -> int:
+        """Make the snapshot ``meta`` whose data is the export directory ``source`` the newest,
+        durably; older ones are removed. ``source`` (its files immutable: links to the store's
+        tables, and the manifest) is *moved* to ``N.snapdir`` (same file system), its entries
+        and the move synced. Returns the size of the archive it stands for."""
+        target = self._dir(meta.index)
+        if os.path.isdir(target):  # moved here by an earlier attempt that never committed
+            shutil.rmtree(target)
+        self._fs.discard(self._path(meta.index))  # an archive staged at N and never committed
+        self._fs.sync_dir(source)  # the links' names (the tables' bytes were synced)
+        try:
+            self._fs.rename(source, target)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            # The snapshot directory is on another file system than the data directory:
+            # link (there: copy) every file, synced, into a staging name, then rename it.
+            staging = target + ".tmp"
+            shutil.rmtree(staging, ignore_errors=True)
+            self._fs.makedirs(staging)
+            for name, path, _ in _regular_files(source):
+                self._fs.link(path, os.path.join(staging, name))
+            self._fs.sync_dir(staging)
+            self._fs.rename(staging, target)
+        self._fs.sync_dir(self.directory)
+        self.commit(meta)
+        return archive_size(target)
+
     def stage(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]) -> int:
         """Write the archive of ``meta``/``data`` (bytes or chunks) and its metadata
         (``N.pending``), durably, without making it the newest: `commit` (or `commit_pending`
         after a crash) does. Returns the archive's size."""
         path = self._path(meta.index)
+        shutil.rmtree(self._dir(meta.index), ignore_errors=True)  # one never committed
         size = self._fs.write_atomic(path, data)
         self._write_json(path[: -len(".snap")] + ".pending", meta)
         return size
@@ -248,27 +345,47 @@ class SnapshotFiles:
 
     def commit(self, meta: SnapshotMetadata) -> None:
         """Make the staged snapshot ``meta`` the newest (``CURRENT``); older ones go."""
-        path = self._path(meta.index)
+        keep = {os.path.basename(self._path(meta.index)), os.path.basename(self._dir(meta.index))}
         self._write_json(os.path.join(self.directory, "CURRENT"), meta)
-        with self._lock:  # a concurrent ``load`` opened the old archive already, or sees meta
+        with self._lock:  # a concurrent ``load`` opened the old files already, or sees meta
             self._meta = meta
             for name in os.listdir(self.directory):
-                if (name.endswith(".snap") and name != os.path.basename(path)) or name.endswith(
-                        ".pending"):
-                    self._fs.discard(os.path.join(self.directory, name))
+                path = os.path.join(self.directory, name)
+                if name.endswith(".snapdir") and name not in keep:
+                    shutil.rmtree(path, ignore_errors=True)
+                elif (name.endswith(".snap") and name not in keep) or name.endswith(".pending"):
+                    self._fs.discard(path)
 
     def load(self) -> Snapshot:
         """The newest snapshot with its data (an empty ``Snapshot`` when there is none)."""
-        with self._lock:  # open under the lock: ``commit`` removes the old archive under it
+        with self._lock:  # open under the lock: ``commit`` removes the old files under it
             meta = self._meta
             if meta.index == 0:
                 return Snapshot()
+            directory = self._dir(meta.index)
+            opened: list[tuple[str, str, int, BinaryIO | None]] = []
+            archive: BinaryIO | None = None
             try:
-                f = open(self._path(meta.index), "rb")  # noqa: SIM115 (closed below)
-            except FileNotFoundError:
-                return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
-        with f:
-            return Snapshot(meta, f.read())
+                if os.path.isdir(directory):
+                    for name, path, size in _regular_files(directory):
+                        opened.append((name, path, size, open(path, "rb")))  # noqa: SIM115
+                else:
+                    try:
+                        archive = open(self._path(meta.index), "rb")  # noqa: SIM115
+                    except FileNotFoundError:
+                        return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
+            except BaseException:
+                for *_, f in opened:
+                    f.close()  # type: ignore[union-attr]
+                raise
+        if archive is not None:
+            with archive:
+                return Snapshot(meta, archive.read())
+        try:
+            return Snapshot(meta, b"".join(_framed(opened)))
+        finally:
+            for *_, f in opened:
+                f.close()  # type: ignore[union-attr]  (closing twice is harmless)
 
     def save_metadata_only(self, meta: SnapshotMetadata) -> None:
         """Record a snapshot whose data is the empty store (cluster bootstrap)."""

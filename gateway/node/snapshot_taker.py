@@ -1,7 +1,9 @@
 """``SnapshotTaker``: the node's own snapshots, taken off the Raft loop.
 
-A snapshot of a ~50 MB store takes about a second (flush the LSM store, link its tables,
-checksum and pack them, write and fsync the archive). The Raft loop must not wait for that: a
+A snapshot of a ~50 MB store took about a second when its tables were packed into an archive
+file; now (flush the LSM store, link its tables, checksum the new ones, move the directory)
+it is mostly the flush, which can still wait behind a busy compaction. The Raft loop must not
+wait for that: a
 leader that stops ticking and heartbeating for a second is deposed by check-quorum. So the
 driver only *schedules* snapshots; the work runs in a job on the taker's own thread (not the
 driver's I/O thread, which must stay free for the WAL fsyncs of every Ready) while the loop
@@ -9,8 +11,8 @@ keeps ticking, persisting, sending and applying::
 
     job:  export (snapshot thread): flush the store, link its tables -> (index i, directory)
           describe (event loop):    term = storage.term(i), conf = ConfHistory.at(i)
-          record (snapshot thread): write the archive from those files (in chunks), fsync it,
-                                    switch CURRENT; remove the directory
+          record (snapshot thread): move the directory into the snapshot files (its files
+                                    are links: nothing copied), switch CURRENT
     then, in the Raft loop between Ready cycles: compact the log (on the I/O thread)
 
 Contracts:
@@ -38,15 +40,14 @@ Contracts:
   never cancelled as an asyncio task: that would leave its thread running unobserved.
 - **When.** Besides requests, a snapshot is due once ``every`` entries were applied since the
   newest one *and* the log has grown, since that one was started, by at least
-  ``log_percent`` % of its archive's size (0: by entries alone). A snapshot copies the whole
-  store, so taken every ``every`` entries alone its cost grows with the store: a ~70 MB
-  store exported every 20,000 entries of 1 KiB rows (~22 MB of log) copies ~3 bytes per byte
-  of log, more as the store grows (5-6 us of system time per row on every node in
-  ``bench_threads.py --cell go-stream --size "1 KiB"``). Weighed against the log, the
-  copies add up to at most ~2 bytes per byte of log at 100 % (sizes double between
-  snapshots at worst), at the price of a log on disk about as large as the store before it
-  is compacted. The log bytes are those appended since the storage was opened (a restart
-  waits for the same growth again).
+  ``log_percent`` % of its archive's size (0: by entries alone). Snapshots used to copy the
+  whole store, so taken every ``every`` entries alone their cost grew with the store (5-6 us
+  of system time per 1 KiB row on every node in ``bench_threads.py --cell go-stream``);
+  weighed against the log, at most ~2 bytes copied per byte of log at 100 %. They copy
+  nothing now, but each still forces a flush of a memtable that is not full (smaller
+  level-0 tables, more compaction), which the weighing keeps rare, at the price of a log on
+  disk about as large as the store before it is compacted. The log bytes are those appended
+  since the storage was opened (a restart waits for the same growth again).
 - **Log compaction** (``step``) happens in the Raft loop between Ready cycles, on the driver's
   I/O thread, like every other log write: the core never reads the log while it changes.
 
@@ -65,7 +66,6 @@ from dataclasses import dataclass
 
 from gateway.raft import CompactedError, ConfState, SnapshotMetadata, UnavailableError
 
-from .snapshot_files import archive_chunks
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
 
@@ -245,10 +245,10 @@ class SnapshotTaker:
             meta = SnapshotMetadata(self.confs.at(index), index, term)
             if job.aborted:
                 return None
-            # The archive goes from the export's files to the snapshot file in chunks: never
-            # the whole store in memory (it was, twice over, while it was packed as bytes).
+            # The export directory itself becomes the snapshot (moved, not copied: its tables
+            # are links); the archive a follower needs is built from it when it is sent.
             size = await loop.run_in_executor(self._thread, self._storage.record_snapshot,
-                                              meta, archive_chunks(directory))
+                                              meta, directory)
             if size is None:
                 return None
             job.size = size

@@ -40,7 +40,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable
 
 from gateway.core.wal import (
     FsyncPolicy,
@@ -269,17 +268,17 @@ class RaftLogStorage:
                             hs if hs is not None else self._wal.hard_state())
             self.snapshots.commit(snap.metadata)
 
-    def record_snapshot(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]
-                        ) -> int | None:
+    def record_snapshot(self, meta: SnapshotMetadata, directory: str) -> int | None:
         """Save a snapshot this node made of its own state (the log is kept); any thread (see
-        the module docstring). ``data``: the archive, or its chunks (``archive_chunks`` of a
-        store export: never the whole archive in memory). Returns the archive's size; None,
-        and nothing saved, if the newest snapshot is already at ``meta.index`` or later (one
-        was installed meanwhile)."""
+        the module docstring). ``directory``: the store's export at ``meta.index`` (links to
+        its tables and the manifest), moved into the snapshot files
+        (``SnapshotFiles.save_dir``: no table is copied). Returns the size of the archive it
+        stands for; None, and nothing saved (``directory`` left where it is), if the newest
+        snapshot is already at ``meta.index`` or later (one was installed meanwhile)."""
         with self._snap_lock:
             if meta.index <= self.snapshots.metadata.index:
                 return None
-            return self.snapshots.save(meta, data)
+            return self.snapshots.save_dir(meta, directory)
 
     def compact(self, index: int) -> None:
         """Discard entries ``<= index`` (which must be covered by the newest snapshot or by

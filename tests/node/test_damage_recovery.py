@@ -72,7 +72,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(body(), timeout=120)
     data = Path(cfg.data_dir)
     assert (data / "appliers" / "sqlite.deadletters").exists()
-    assert list((data / "raft" / "snapshots").glob("*.snap"))
+    assert list((data / "raft" / "snapshots").glob("*.snapdir/*.sst"))
     return data
 
 
@@ -205,8 +205,11 @@ REFUSED = [
     ("raft/snapshots/CURRENT", zero),
     ("raft/snapshots/CURRENT", half),
     ("raft/snapshots/CURRENT", garbage),
-    ("raft/snapshots/*.snap", zero),
-    ("raft/snapshots/*.snap", half),
+    ("raft/snapshots/*.snapdir/SNAPSHOT", zero),
+    ("raft/snapshots/*.snapdir/SNAPSHOT", half),
+    ("raft/snapshots/*.snapdir/SNAPSHOT", flip(0.5)),
+    ("raft/snapshots/*.snapdir/*.sst", zero),
+    ("raft/snapshots/*.snapdir/*.sst", half),
     ("store/*.sst", zero),
     ("store/*.sst", half),
     ("store/MANIFEST", zero),

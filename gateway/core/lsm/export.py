@@ -4,9 +4,10 @@ Used for Raft InstallSnapshot. ``export_snapshot(store, dest)`` flushes the stor
 hard-links (or copies) every table of the current version into ``dest`` and writes
 ``SNAPSHOT``, a record stream of one header record (tag ``0xEC``: format, applied log index,
 file count) and one record per file (tag ``0xED``: name, level, size, CRC-32C of the whole
-file, entries, key range), all JSON. ``import_snapshot(src, dest)`` checks every file against
-its size and checksum before it creates a store in ``dest`` whose manifest is built from the
-layout; a mismatch raises :class:`~.errors.CorruptionError` naming the file.
+file -- computed once per table and kept by number in ``LSMStore.table_crcs``, since tables
+never change -- entries, key range), all JSON. ``import_snapshot(src, dest)`` checks every
+file against its size and checksum before it creates a store in ``dest`` whose manifest is
+built from the layout; a mismatch raises :class:`~.errors.CorruptionError` naming the file.
 """
 
 from __future__ import annotations
@@ -87,10 +88,14 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
                 TAG_SNAPSHOT_HEADER, {"format": 1, "applied_index": applied, "files": len(files)}
             )
         )
+        crcs = store.table_crcs  # tables never change: each one's CRC is computed once
         for level, table in files:
             name = table_name(table.number)
             target = os.path.join(dest, name)
             fs.link(table.path, target)
+            crc = crcs.get(table.number)
+            if crc is None:
+                crc = crcs[table.number] = file_crc32c(target, fs)
             records.append(
                 _record(
                     TAG_SNAPSHOT_FILE,
@@ -99,13 +104,16 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
                         "level": level,
                         "number": table.number,
                         "size": table.size,
-                        "crc32c": file_crc32c(target, fs),
+                        "crc32c": crc,
                         "entries": table.entries,
                         "smallest": table.smallest.hex(),
                         "largest": table.largest.hex(),
                     },
                 )
             )
+        live = {table.number for _, table in files}
+        for number in [n for n in crcs if n not in live]:
+            del crcs[number]
     fs.write_atomic(os.path.join(dest, SNAPSHOT_NAME), b"".join(records))
     return applied
 

@@ -189,6 +189,9 @@ class LSMStore:
         self._pins = 0
         self._deferred: list[str] = []
         self._readers: dict[int, SSTableReader] = {}
+        #: CRC-32C of whole table files by number, computed once by the first snapshot export
+        #: that includes the table (tables never change; exports run one at a time).
+        self.table_crcs: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
         self._wal: MemtableLogWriter | None = None
         self._imm: tuple[Memtable, ...] = ()

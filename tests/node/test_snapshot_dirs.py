@@ -1,0 +1,171 @@
+"""A node's own snapshot is its store export kept as a directory of links to the store's
+tables (``SnapshotFiles.save_dir``), not a copy: it is the same files, its archive (what a
+follower receives) is built from them when loaded and restores the same store, only the newest
+snapshot -- directory or received archive -- is kept, a damaged one refuses to open naming the
+file, and each table's checksum is computed once, not at every export."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
+from gateway.core.lsm import export as export_module
+from gateway.node.snapshot_files import (
+    SnapshotArchiveError,
+    SnapshotFiles,
+    pack_dir,
+    unpack_dir,
+)
+from gateway.raft import ConfState, SnapshotMetadata
+
+CONF = ConfState(voters=(1, 2, 3))
+
+
+def _fill(store: LSMStore, start: int, count: int, index: int) -> None:
+    store.write_batch([(b"k%06d" % i, b"v%06d" % i * 20) for i in range(start, start + count)],
+                      log_index=index)
+    store.flush()
+
+
+def _export(store: LSMStore, dest: str) -> int:
+    return export_snapshot(store, dest)
+
+
+def _rows(path: str) -> list[tuple[bytes, bytes]]:
+    store = LSMStore(path)
+    try:
+        return list(store.scan())
+    finally:
+        store.close()
+
+
+@pytest.fixture()
+def store(tmp_path):
+    s = LSMStore(str(tmp_path / "store"), background=False)
+    yield s
+    s.close()
+
+
+def test_a_taken_snapshot_is_the_store_tables_themselves_and_loads_as_their_archive(
+        tmp_path, store):
+    _fill(store, 0, 500, 10)
+    _fill(store, 500, 500, 20)
+    out = str(tmp_path / "out")
+    index = _export(store, out)
+    expected = pack_dir(out)
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"))
+    size = snaps.save_dir(SnapshotMetadata(CONF, index, 3), out)
+
+    assert not os.path.exists(out)  # moved, not copied
+    kept = tmp_path / "snapshots" / f"{index:020d}.snapdir"
+    tables = sorted(p for p in os.listdir(kept) if p.endswith(".sst"))
+    assert len(tables) == 2
+    for name in tables:  # the same inode as the store's table: no byte was written
+        assert os.stat(kept / name).st_ino == os.stat(os.path.join(store.path, name)).st_ino
+    snap = snaps.load()
+    assert snap.metadata.index == index == 20 and snap.metadata.term == 3
+    assert snap.data == expected and size == len(expected) == snaps.size()
+
+    # Reopened (a restart), the same snapshot; its archive restores the same rows.
+    again = SnapshotFiles(str(tmp_path / "snapshots"))
+    assert again.metadata == snap.metadata and again.load().data == expected
+    unpack_dir(snap.data, str(tmp_path / "received"))
+    assert import_snapshot(str(tmp_path / "received"), str(tmp_path / "restored")) == 20
+    assert _rows(str(tmp_path / "restored")) == list(store.scan())
+
+
+def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, store):
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"))
+    _fill(store, 0, 100, 5)
+    out = str(tmp_path / "out")
+    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    _fill(store, 100, 100, 9)
+    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    assert sorted(os.listdir(snaps.directory)) == ["00000000000000000009.snapdir", "CURRENT"]
+
+    # A snapshot received from the leader is an archive; it replaces the directory ...
+    received = snaps.load().data
+    snaps.stage(SnapshotMetadata(CONF, 12, 2), received)
+    snaps.commit(SnapshotMetadata(CONF, 12, 2))
+    assert sorted(os.listdir(snaps.directory)) == ["00000000000000000012.snap", "CURRENT"]
+    assert SnapshotFiles(snaps.directory).load().data == received
+
+    # ... and the next one taken replaces the archive.
+    _fill(store, 200, 100, 15)
+    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 2), out)
+    assert sorted(os.listdir(snaps.directory)) == ["00000000000000000015.snapdir", "CURRENT"]
+
+
+def test_a_snapshot_directory_left_by_an_interrupted_save_is_replaced(tmp_path, store):
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"))
+    _fill(store, 0, 100, 7)
+    stale = tmp_path / "snapshots" / f"{7:020d}.snapdir"
+    stale.mkdir()
+    (stale / "junk").write_bytes(b"left by a crash before CURRENT")
+    out = str(tmp_path / "out")
+    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    assert "junk" not in os.listdir(stale)
+    assert SnapshotFiles(snaps.directory).metadata.index == 7
+
+
+def _damaged_snapshot(tmp_path, store) -> tuple[str, str]:
+    _fill(store, 0, 300, 4)
+    out = str(tmp_path / "out")
+    index = _export(store, out)
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"))
+    snaps.save_dir(SnapshotMetadata(CONF, index, 1), out)
+    kept = os.path.join(snaps.directory, f"{index:020d}.snapdir")
+    table = next(os.path.join(kept, n) for n in sorted(os.listdir(kept)) if n.endswith(".sst"))
+    return kept, table
+
+
+@pytest.mark.parametrize("damage", ["manifest-cut", "manifest-flipped", "manifest-gone",
+                                    "table-cut", "table-gone"])
+def test_a_damaged_snapshot_directory_refuses_to_open_naming_the_file(tmp_path, store, damage):
+    kept, table = _damaged_snapshot(tmp_path, store)
+    manifest = os.path.join(kept, "SNAPSHOT")
+    target = manifest if damage.startswith("manifest") else table
+    if damage.endswith("gone"):
+        os.remove(target)
+    else:
+        with open(target, "rb") as f:
+            raw = f.read()
+        os.remove(target)  # a new file: the store's table (the same inode) stays whole
+        if damage.endswith("cut"):
+            raw = raw[: len(raw) // 2]
+        else:
+            mid = len(raw) // 2
+            raw = raw[:mid] + bytes([raw[mid] ^ 0x40]) + raw[mid + 1:]
+        with open(target, "wb") as f:
+            f.write(raw)
+    with pytest.raises(SnapshotArchiveError) as err:
+        SnapshotFiles(os.path.dirname(kept))
+    msg = str(err.value)
+    assert target in msg and "byte" in msg and "\n" not in msg, msg
+
+
+def test_each_table_is_checksummed_once_across_exports(tmp_path, store, monkeypatch):
+    real = export_module.file_crc32c
+    summed: list[str] = []
+
+    def counting(path, fs=None):
+        summed.append(os.path.basename(path))
+        return real(path, fs)
+
+    monkeypatch.setattr(export_module, "file_crc32c", counting)
+    _fill(store, 0, 200, 3)
+    _export(store, str(tmp_path / "a"))
+    assert len(summed) == 1
+    _fill(store, 200, 200, 6)
+    _export(store, str(tmp_path / "b"))
+    assert len(summed) == 2  # only the new table
+    # The cached checksums are the files' own: a fresh import checks every one of them.
+    assert import_snapshot(str(tmp_path / "b"), str(tmp_path / "b-store")) == 6
+    store.compact()  # the two tables are merged into a new one: the cache forgets them
+    _export(store, str(tmp_path / "c"))
+    assert set(store.table_crcs) == {int(n.split(".")[0]) for n in os.listdir(tmp_path / "c")
+                                     if n.endswith(".sst")}
+    assert import_snapshot(str(tmp_path / "c"), str(tmp_path / "c-store")) == 6
+    assert _rows(str(tmp_path / "c-store")) == list(store.scan())
