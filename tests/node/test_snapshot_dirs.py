@@ -169,3 +169,31 @@ def test_each_table_is_checksummed_once_across_exports(tmp_path, store, monkeypa
                                      if n.endswith(".sst")}
     assert import_snapshot(str(tmp_path / "c"), str(tmp_path / "c-store")) == 6
     assert _rows(str(tmp_path / "c-store")) == list(store.scan())
+
+
+def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
+        tmp_path, store, monkeypatch):
+    """``rename`` across file systems fails with EXDEV: the export's files are then linked
+    (there: copied, synced) into the snapshot directory, and the snapshot is the same."""
+    import errno
+
+    from gateway.core.fileio import local_fs
+
+    fs = local_fs()
+    real_rename = fs.rename
+
+    def rename(src: str, dst: str) -> None:
+        if os.path.dirname(src) != os.path.dirname(dst):  # "another file system"
+            raise OSError(errno.EXDEV, "Invalid cross-device link", src)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(fs, "rename", rename)
+    _fill(store, 0, 300, 8)
+    out = str(tmp_path / "out")
+    assert _export(store, out) == 8
+    expected = pack_dir(out)
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"), fs)
+    size = snaps.save_dir(SnapshotMetadata(CONF, 8, 1), out)
+    assert snaps.load().data == expected and size == len(expected)
+    assert sorted(os.listdir(snaps.directory)) == ["00000000000000000008.snapdir", "CURRENT"]
+    assert SnapshotFiles(snaps.directory).metadata.index == 8
