@@ -175,3 +175,31 @@ def test_entries_from_serialized_statements_are_byte_identical(idem):
         assert encode_transaction_wire(sid, tid, epoch, author, start, commit,
                                        frame_statements(stmts), idem) == \
             encode_transaction(txn, idem)
+
+
+def test_a_shape_learned_against_a_replaced_schema_object_is_learned_again(monkeypatch):
+    """Two requests that create the same table concurrently give two equal schema objects;
+    the leader keeps the later. The shape learned with the earlier one must not send every
+    later write of that shape to the full check for good."""
+    from gateway.node import wire
+
+    full = []
+    real = wire.check_statements
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        full.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(wire, "check_statements", counting)
+    stmts = [row_insert("t.a", {"id": 1}, {"name": "x"})]
+    raw = frame_statements(stmts)
+    first = dict(real(stmts, {}))  # the schema the first creating request made
+    second = dict(real(stmts, {}))  # an equal one, made by a concurrent request
+    assert first["t.a"] is not second["t.a"]
+    checker = WireChecker()
+    assert checker.check(raw, stmts, first) == []  # checked in full, shape learned
+    assert checker.check(raw, stmts, first) == [] and len(full) == 1  # from the bytes
+    assert checker.check(raw, stmts, second) == [] and len(full) == 2  # schema replaced
+    for _ in range(3):
+        assert checker.check(raw, stmts, second) == []
+    assert len(full) == 2  # learned again: from the bytes, not the full check each time
