@@ -197,3 +197,22 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
     assert snaps.load().data == expected and size == len(expected)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000008.snapdir", "CURRENT"]
     assert SnapshotFiles(snaps.directory).metadata.index == 8
+
+
+@pytest.mark.parametrize("cut", [0, 5, 0.5], ids=["empty", "magic-cut", "half"])
+def test_a_damaged_received_archive_refuses_to_open_naming_the_file(tmp_path, store, cut):
+    _fill(store, 0, 300, 6)
+    out = str(tmp_path / "out")
+    _export(store, out)
+    snaps = SnapshotFiles(str(tmp_path / "snapshots"))
+    snaps.stage(SnapshotMetadata(CONF, 6, 1), pack_dir(out))
+    snaps.commit(SnapshotMetadata(CONF, 6, 1))
+    path = os.path.join(snaps.directory, f"{6:020d}.snap")
+    with open(path, "rb") as f:
+        raw = f.read()
+    with open(path, "wb") as f:
+        f.write(raw[: int(len(raw) * cut) if isinstance(cut, float) else cut])
+    with pytest.raises(SnapshotArchiveError) as err:
+        SnapshotFiles(snaps.directory)
+    msg = str(err.value)
+    assert path in msg and "byte" in msg and "\n" not in msg, msg
