@@ -31,6 +31,7 @@ must be serialized by the caller (``RaftLogStorage`` does).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -42,7 +43,7 @@ from typing import BinaryIO
 
 from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
-from gateway.core.lsm.export import SNAPSHOT_NAME, read_snapshot_manifest
+from gateway.core.lsm.export import SNAPSHOT_NAME, check_export_files, read_snapshot_manifest
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
 __all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "archive_chunks",
@@ -204,8 +205,8 @@ def check_archive(path: str) -> None:
 def check_snapshot_dir(directory: str) -> None:
     """Check a snapshot directory without reading its tables: its ``SNAPSHOT`` manifest
     (record checksums, header, file count) and that every file it lists is there with the
-    size it lists (the tables' CRC-32Cs are checked when the snapshot is imported). Raises
-    ``SnapshotArchiveError`` naming the file and byte offset."""
+    size it lists (``check_export_files`` without the checksums, which are checked when the
+    snapshot is imported). Raises ``SnapshotArchiveError`` naming the file and byte offset."""
     manifest = os.path.join(directory, SNAPSHOT_NAME)
     if not os.path.isfile(manifest):
         raise SnapshotArchiveError(f"{manifest}: byte 0: missing (the manifest of the "
@@ -214,17 +215,13 @@ def check_snapshot_dir(directory: str) -> None:
         _, files = read_snapshot_manifest(directory)
     except (CorruptionError, InvalidArgumentError) as exc:
         raise SnapshotArchiveError(f"{exc} (the manifest of the snapshot directory)") from None
-    for f in files:
-        path = os.path.join(directory, str(f.get("name", "")))
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            raise SnapshotArchiveError(f"{path}: byte 0: missing (listed in the snapshot's "
-                                       f"{SNAPSHOT_NAME})") from None
-        if size != f.get("size"):
-            raise SnapshotArchiveError(f"{path}: byte {min(size, int(f.get('size') or 0))}: "
-                                       f"{size} bytes, the snapshot's {SNAPSHOT_NAME} lists "
-                                       f"{f.get('size')}: truncated or replaced")
+    try:
+        check_export_files(directory, files, checksums=False)
+    except CorruptionError as exc:
+        raise SnapshotArchiveError(f"{exc} (a file of the snapshot directory)") from None
+    except (KeyError, TypeError) as exc:
+        raise SnapshotArchiveError(f"{manifest}: byte 0: a file record lacks a valid name or "
+                                   f"size ({type(exc).__name__}: {exc})") from None
 
 
 def _conf_to_json(cs: ConfState) -> dict[str, object]:
@@ -363,29 +360,21 @@ class SnapshotFiles:
             if meta.index == 0:
                 return Snapshot()
             directory = self._dir(meta.index)
-            opened: list[tuple[str, str, int, BinaryIO | None]] = []
-            archive: BinaryIO | None = None
-            try:
+            with contextlib.ExitStack() as opening:  # all or none stay open
                 if os.path.isdir(directory):
-                    for name, path, size in _regular_files(directory):
-                        opened.append((name, path, size, open(path, "rb")))  # noqa: SIM115
+                    archive = None
+                    files = [(name, path, size, opening.enter_context(open(path, "rb")))
+                             for name, path, size in _regular_files(directory)]
                 else:
                     try:
-                        archive = open(self._path(meta.index), "rb")  # noqa: SIM115
+                        archive = opening.enter_context(open(self._path(meta.index), "rb"))
                     except FileNotFoundError:
                         return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
-            except BaseException:
-                for *_, f in opened:
-                    f.close()  # type: ignore[union-attr]
-                raise
-        if archive is not None:
-            with archive:
+                opened = opening.pop_all()
+        with opened:
+            if archive is not None:
                 return Snapshot(meta, archive.read())
-        try:
-            return Snapshot(meta, b"".join(_framed(opened)))
-        finally:
-            for *_, f in opened:
-                f.close()  # type: ignore[union-attr]  (closing twice is harmless)
+            return Snapshot(meta, b"".join(_framed(files)))
 
     def save_metadata_only(self, meta: SnapshotMetadata) -> None:
         """Record a snapshot whose data is the empty store (cluster bootstrap)."""

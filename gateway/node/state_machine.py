@@ -1067,7 +1067,8 @@ class StoreStateMachine:
     def export_dir(self) -> tuple[int, str]:
         """Flush and export the store into the scratch directory ``DATA/snapshot-out``
         (replaced: one export at a time), its tables linked, not copied; ``(applied index,
-        directory)``. The caller removes the directory."""
+        directory)``. The caller moves the directory into the snapshot files
+        (``SnapshotFiles.save_dir``) or removes it."""
         tmp = os.path.join(self.data_dir, "snapshot-out")
         shutil.rmtree(tmp, ignore_errors=True)
         try:

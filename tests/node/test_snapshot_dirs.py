@@ -29,10 +29,6 @@ def _fill(store: LSMStore, start: int, count: int, index: int) -> None:
     store.flush()
 
 
-def _export(store: LSMStore, dest: str) -> int:
-    return export_snapshot(store, dest)
-
-
 def _rows(path: str) -> list[tuple[bytes, bytes]]:
     store = LSMStore(path)
     try:
@@ -53,7 +49,7 @@ def test_a_taken_snapshot_is_the_store_tables_themselves_and_loads_as_their_arch
     _fill(store, 0, 500, 10)
     _fill(store, 500, 500, 20)
     out = str(tmp_path / "out")
-    index = _export(store, out)
+    index = export_snapshot(store, out)
     expected = pack_dir(out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
     size = snaps.save_dir(SnapshotMetadata(CONF, index, 3), out)
@@ -80,9 +76,9 @@ def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, st
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
     _fill(store, 0, 100, 5)
     out = str(tmp_path / "out")
-    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 1), out)
     _fill(store, 100, 100, 9)
-    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 1), out)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000009.snapdir", "CURRENT"]
 
     # A snapshot received from the leader is an archive; it replaces the directory ...
@@ -94,7 +90,7 @@ def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, st
 
     # ... and the next one taken replaces the archive.
     _fill(store, 200, 100, 15)
-    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 2), out)
+    snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 2), out)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000015.snapdir", "CURRENT"]
 
 
@@ -105,7 +101,7 @@ def test_a_snapshot_directory_left_by_an_interrupted_save_is_replaced(tmp_path, 
     stale.mkdir()
     (stale / "junk").write_bytes(b"left by a crash before CURRENT")
     out = str(tmp_path / "out")
-    snaps.save_dir(SnapshotMetadata(CONF, _export(store, out), 1), out)
+    snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 1), out)
     assert "junk" not in os.listdir(stale)
     assert SnapshotFiles(snaps.directory).metadata.index == 7
 
@@ -113,7 +109,7 @@ def test_a_snapshot_directory_left_by_an_interrupted_save_is_replaced(tmp_path, 
 def _damaged_snapshot(tmp_path, store) -> tuple[str, str]:
     _fill(store, 0, 300, 4)
     out = str(tmp_path / "out")
-    index = _export(store, out)
+    index = export_snapshot(store, out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
     snaps.save_dir(SnapshotMetadata(CONF, index, 1), out)
     kept = os.path.join(snaps.directory, f"{index:020d}.snapdir")
@@ -156,15 +152,15 @@ def test_each_table_is_checksummed_once_across_exports(tmp_path, store, monkeypa
 
     monkeypatch.setattr(export_module, "file_crc32c", counting)
     _fill(store, 0, 200, 3)
-    _export(store, str(tmp_path / "a"))
+    export_snapshot(store, str(tmp_path / "a"))
     assert len(summed) == 1
     _fill(store, 200, 200, 6)
-    _export(store, str(tmp_path / "b"))
+    export_snapshot(store, str(tmp_path / "b"))
     assert len(summed) == 2  # only the new table
     # The cached checksums are the files' own: a fresh import checks every one of them.
     assert import_snapshot(str(tmp_path / "b"), str(tmp_path / "b-store")) == 6
     store.compact()  # the two tables are merged into a new one: the cache forgets them
-    _export(store, str(tmp_path / "c"))
+    export_snapshot(store, str(tmp_path / "c"))
     assert set(store.table_crcs) == {int(n.split(".")[0]) for n in os.listdir(tmp_path / "c")
                                      if n.endswith(".sst")}
     assert import_snapshot(str(tmp_path / "c"), str(tmp_path / "c-store")) == 6
@@ -190,7 +186,7 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
     monkeypatch.setattr(fs, "rename", rename)
     _fill(store, 0, 300, 8)
     out = str(tmp_path / "out")
-    assert _export(store, out) == 8
+    assert export_snapshot(store, out) == 8
     expected = pack_dir(out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"), fs)
     size = snaps.save_dir(SnapshotMetadata(CONF, 8, 1), out)
@@ -203,7 +199,7 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
 def test_a_damaged_received_archive_refuses_to_open_naming_the_file(tmp_path, store, cut):
     _fill(store, 0, 300, 6)
     out = str(tmp_path / "out")
-    _export(store, out)
+    export_snapshot(store, out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
     snaps.stage(SnapshotMetadata(CONF, 6, 1), pack_dir(out))
     snaps.commit(SnapshotMetadata(CONF, 6, 1))

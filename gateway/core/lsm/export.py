@@ -28,7 +28,8 @@ from gateway.core.records import SEPARATOR, encode_record, scan, verify
 if TYPE_CHECKING:
     from gateway.core.lsm.store import LSMStore
 
-__all__ = ["SNAPSHOT_NAME", "export_snapshot", "file_crc32c", "import_snapshot"]
+__all__ = ["SNAPSHOT_NAME", "check_export_files", "export_snapshot", "file_crc32c",
+           "import_snapshot", "read_snapshot_manifest"]
 
 SNAPSHOT_NAME = "SNAPSHOT"
 
@@ -151,13 +152,13 @@ def read_snapshot_manifest(
     return int(header["applied_index"]), files
 
 
-def import_snapshot(src: str, dest: str, fs: FileSystem | None = None) -> int:
-    """Verify the export in ``src`` and create a store from it in ``dest``; return applied index.
-
-    ``dest`` must be new or empty. Nothing is created in ``dest`` unless every file checks out.
-    """
+def check_export_files(
+    src: str, files: list[dict[str, Any]], fs: FileSystem | None = None, *, checksums: bool = True
+) -> None:
+    """Check that every file the manifest records ``files`` (``read_snapshot_manifest``) list
+    is in ``src`` with its size and, with ``checksums``, its CRC-32C (read whole); raises
+    :class:`~.errors.CorruptionError` naming the first that is not."""
     fs = fs or local_fs()
-    applied, files = read_snapshot_manifest(src, fs)
     for f in files:
         path = os.path.join(src, f["name"])
         if not fs.exists(path):
@@ -167,9 +168,22 @@ def import_snapshot(src: str, dest: str, fs: FileSystem | None = None) -> int:
             raise CorruptionError(
                 path, min(size, f["size"]), f"size {size}, snapshot says {f['size']}"
             )
-        crc = file_crc32c(path, fs)
-        if crc != f["crc32c"]:
-            raise CorruptionError(path, 0, f"crc32c {crc:#010x}, snapshot says {f['crc32c']:#010x}")
+        if checksums:
+            crc = file_crc32c(path, fs)
+            if crc != f["crc32c"]:
+                raise CorruptionError(
+                    path, 0, f"crc32c {crc:#010x}, snapshot says {f['crc32c']:#010x}"
+                )
+
+
+def import_snapshot(src: str, dest: str, fs: FileSystem | None = None) -> int:
+    """Verify the export in ``src`` and create a store from it in ``dest``; return applied index.
+
+    ``dest`` must be new or empty. Nothing is created in ``dest`` unless every file checks out.
+    """
+    fs = fs or local_fs()
+    applied, files = read_snapshot_manifest(src, fs)
+    check_export_files(src, files, fs)
     if fs.exists(dest) and fs.listdir(dest):
         raise InvalidArgumentError(f"{dest}: import target must be a new or empty directory")
     fs.makedirs(dest)
