@@ -8,8 +8,9 @@ Rows measured (closed loop, every client waits for its reply before the next req
 * gateway ``Write`` (one row per transaction) of 10 B and 1 KiB rows with 1 and 64 concurrent
   clients, sent to the leader;
 * gateway ``WriteBatch`` (200 one-row transactions per call, 4 concurrent callers) and
-  ``StreamWrite`` (one bidi stream, 256 one-row writes in flight, free slots refilled with one
-  multi-write request), both payload sizes;
+  ``StreamWrite`` (one bidi stream through the Python client's ``WriteStream``, 256 one-row
+  writes in flight encoded by a ``PreparedInsert``, free slots refilled with one multi-write
+  request), both payload sizes;
 * echo: a grpc.aio server in its own process that returns the request bytes (the serialized
   ``WriteRequest`` of the same row), same clients and concurrency: the transport ceiling;
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
@@ -52,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -354,62 +356,60 @@ async def bench_read(address: str, size: str, clients: int, duration: float,
 
 
 async def bench_stream(address: str, size: str, duration: float) -> Result:
-    """One bidi StreamWrite keeping ``STREAM_WINDOW`` one-row writes in flight: whenever acks
-    free room, the free slots are filled with one request carrying that many writes (the
-    server packs its acks the same way)."""
+    """One ``StreamWrite`` through the Python client's ``WriteStream`` keeping
+    ``STREAM_WINDOW`` one-row writes in flight, each a ``PreparedInsert``'s bytes with no
+    idempotency key (as the Go client's cell and every other cell here): whenever acks free
+    room the producer fills it, and the stream sends what it queued in one request (the server
+    packs its acks the same way). A write's latency is from ``send`` to its result."""
+    from gateway.client import AsyncGatewayClient, GatewayError, PreparedInsert
+
     value = value_of(SIZES[size])
     result = Result("gateway", f"StreamWrite w{STREAM_WINDOW}", size, 1)
-    chan = channels(address, 1)[0]
-    stub = gateway_pb2_grpc.GatewayStub(chan)
-    call = stub.StreamWrite(timeout=duration + 30)
-    room = asyncio.Event()
-    free = STREAM_WINDOW
-    sent: dict[int, float] = {}
+    ins = PreparedInsert("bench.kv", key={"k": str}, values={"v": str})
+    pending: deque[tuple[float, asyncio.Future[Any]]] = deque()
+    queued = asyncio.Event()
+    done = False  # the producer has sent its last write
+    tag = f"s{SIZES[size]}"
     t0 = time.perf_counter()
     start, end = t0 + 0.5, t0 + 0.5 + duration
-    tag = f"s{SIZES[size]}"
 
-    async def writer() -> None:
-        nonlocal free
-        seq = 0
-        while time.perf_counter() < end:
-            if not free:
-                room.clear()
-                await room.wait()
-                continue
-            n, free = free, 0
-            now = time.perf_counter()
-            writes = []
-            for i in range(1, n + 1):
-                sent[seq + i] = now
-                writes.append(put_request(f"{tag}-{seq + i}", value))
-            await call.write(gateway_pb2.StreamWriteRequest(seq=seq + 1, writes=writes))
-            seq += n
-        await call.done_writing()
-
-    async def reader() -> None:
-        nonlocal free
+    async def consumer() -> None:
+        nonlocal done
         while True:
-            resp = await call.read()
-            if resp is grpc.aio.EOF:
-                return
+            if not pending:
+                if done:
+                    return
+                queued.clear()
+                await queued.wait()
+                continue
+            began, fut = pending.popleft()
+            try:
+                await fut
+            except GatewayError:
+                result.errors += 1
+                continue
             now = time.perf_counter()
-            for ack in resp.acks:
-                began = sent.pop(ack.seq, now)
-                free += 1
-                if ack.code != 0:
-                    result.errors += 1
-                    continue
-                result.all_rows += 1
-                if began >= start and now <= end:
-                    result.ops += 1
-                    result.rows += 1
-                    result.latencies.append(now - began)
-            room.set()
+            result.all_rows += 1
+            if began >= start and now <= end:
+                result.ops += 1
+                result.rows += 1
+                result.latencies.append(now - began)
 
-    await asyncio.gather(writer(), reader())
+    async with AsyncGatewayClient(address, timeout=duration + 30) as client:
+        async with client.stream(window=STREAM_WINDOW, max_per_request=STREAM_WINDOW,
+                                 timeout=duration + 30) as stream:
+            reader = asyncio.create_task(consumer())
+            seq = 0
+            while time.perf_counter() < end:
+                seq += 1
+                fut = await stream.send(ins.encode((f"{tag}-{seq}",), (value,)),
+                                        idempotency_key="")
+                pending.append((time.perf_counter(), fut))
+                queued.set()
+            done = True
+            queued.set()
+        await reader
     result.seconds = duration
-    await chan.close()
     return result
 
 

@@ -8,12 +8,13 @@ for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions fro
 from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
 generator, built with the machine's ``go``; ``go-stream-keyed``: its stream with idempotency
 keys) and prints, per node (leader first), the user and system CPU of every thread per row
-written, read from ``/proc/<pid>/task/<tid>/stat`` before and after the cell. Thread names
-come from ``py-spy dump`` when py-spy is installed (``MainThread`` is the event loop:
-API, Raft, peers, state machine; ``applier-<name>`` an applier's dispatcher; ``raft-io-*``
-the WAL writes), else only thread ids are printed. It shows what bench_node's "CPU us/row
-L/F/F" column is made of: how much is the applier's thread, and how much of the event loop's
-work a configuration adds. Timings are informative only.
+written (and the client's CPU per row), read from ``/proc/<pid>/task/<tid>/stat`` before and
+after the cell. Thread names come from ``py-spy dump`` when py-spy is installed
+(``MainThread`` is the event loop: API, Raft, peers, state machine; ``applier-<name>`` an
+applier's dispatcher; ``raft-io-*`` the WAL writes), else only thread ids are printed. It
+shows what bench_node's "CPU us/row L/F/F" column is made of: how much is the applier's
+thread, and how much of the event loop's work a configuration adds. Timings are informative
+only.
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ def main() -> None:
             address, pids = bn.start_gateway(cluster)
             asyncio.run(run_cell(args.cell, address, args.size, 1.0, loadgen))  # warm up
             before = [thread_cpu(pid) for pid in pids]
-            start = time.monotonic()
+            start, mine = time.monotonic(), time.process_time()
             result = asyncio.run(run_cell(args.cell, address, args.size, args.duration,
                                           loadgen))
+            mine = time.process_time() - mine
             after = [thread_cpu(pid) for pid in pids]
             elapsed = time.monotonic() - start
             names = [thread_names(pid) for pid in pids]
@@ -134,6 +136,9 @@ def main() -> None:
                              f"{ds:.1f} |")
         print("\n".join(lines))
         print(f"| {role} | all threads | {total_u:.1f} | {total_s:.1f} |")
+    client = (result.client_cpu if result.client_cpu != "-"  # the Go load generator's
+              else f"{1e6 * mine / max(result.all_rows, 1):.1f}")
+    print(f"\nclient CPU (user + system) us/row: {client}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an o
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
 
 High-rate producers: ``AsyncGatewayClient.stream()`` keeps many writes in flight on one
-``StreamWrite`` call (:mod:`gateway.client.stream`; failed writes are not retried there).
+``StreamWrite`` call (:mod:`gateway.client.stream`; failed writes are not retried there), and
+a :class:`~gateway.client.prepared.PreparedInsert` encodes rows of one table and column list
+straight to bytes, which every write method takes in place of a statement list.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any, TypeVar
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
+from gateway.client.prepared import PreparedInsert
 from gateway.client.stream import WriteStream
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
@@ -47,6 +50,7 @@ __all__ = [
     "ChangeEvents",
     "GatewayClient",
     "GatewayError",
+    "PreparedInsert",
     "Row",
     "WriteStream",
     "python_row",
@@ -59,6 +63,7 @@ __all__ = [
 FT = value_pb2.FieldType
 T = TypeVar("T")
 Row = dict[str, Any]
+Statements = Iterable[statement_pb2.Statement] | bytes  # a list, or a PreparedInsert's bytes
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
@@ -201,8 +206,13 @@ class _Base:
             self._current = (self._current + 1) % len(self.targets)
 
     @staticmethod
-    def _write_request(statements: Iterable[statement_pb2.Statement], key: str | None
-                       ) -> gateway_pb2.WriteRequest:
+    def _write_request(statements: Statements, key: str | None) -> gateway_pb2.WriteRequest:
+        """The request of one write: ``statements`` a statement list or a prepared insert's
+        bytes; ``key`` the idempotency key (a fresh ``uuid4`` when not given)."""
+        if isinstance(statements, bytes):
+            req = gateway_pb2.WriteRequest.FromString(statements)
+            req.idempotency_key = key or uuid.uuid4().hex
+            return req
         return gateway_pb2.WriteRequest(statements=list(statements),
                                         idempotency_key=key or uuid.uuid4().hex)
 
@@ -238,14 +248,14 @@ class GatewayClient(_Base):
                 time.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, self.max_backoff)
 
-    def write(self, statements: Iterable[statement_pb2.Statement], *,
+    def write(self, statements: Statements, *,
               idempotency_key: str | None = None, timeout: float | None = None
               ) -> gateway_pb2.WriteResult:
         """Write one transaction; returns its GTID, epoch, commit timestamp and log index."""
         req = self._write_request(statements, idempotency_key)
         return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata), timeout)
 
-    def write_batch(self, writes: Iterable[Iterable[statement_pb2.Statement]], *,
+    def write_batch(self, writes: Iterable[Statements], *,
                     timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
         """Write many transactions in one round trip (each with its own idempotency key)."""
         req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
@@ -405,14 +415,14 @@ class AsyncGatewayClient(_Base):
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, self.max_backoff)
 
-    async def write(self, statements: Iterable[statement_pb2.Statement], *,
+    async def write(self, statements: Statements, *,
                     idempotency_key: str | None = None, timeout: float | None = None
                     ) -> gateway_pb2.WriteResult:
         req = self._write_request(statements, idempotency_key)
         return await self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
                                 timeout)
 
-    async def write_batch(self, writes: Iterable[Iterable[statement_pb2.Statement]], *,
+    async def write_batch(self, writes: Iterable[Statements], *,
                           timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
         req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
         resp = await self._call(
@@ -424,7 +434,12 @@ class AsyncGatewayClient(_Base):
         """A :class:`~gateway.client.stream.WriteStream` on one ``StreamWrite`` call to the
         current target (``timeout``: the whole call's deadline, none by default). Must be
         called in a running event loop."""
-        call = self._stub().StreamWrite(timeout=timeout, metadata=self._metadata)
+        self._stub()
+        channel = self._channels[self.targets[self._current]][0]
+        call = channel.stream_stream(  # requests as bytes: WriteStream encodes them itself
+            "/gateway.v1.Gateway/StreamWrite", request_serializer=None,
+            response_deserializer=gateway_pb2.StreamWriteResponse.FromString,
+        )(timeout=timeout, metadata=self._metadata)
         return WriteStream(call, window=window, max_per_request=max_per_request)
 
     async def read(self, table: str, key: Any, consistency: str = "linearizable",

@@ -13,12 +13,19 @@ future of its ``WriteResult``. Queued writes leave in as few ``StreamWriteReques
 the event loop allows (up to ``max_per_request`` each); the server packs acks the same way, so
 a producer pays gRPC's per-message cost per burst, not per write.
 
+A write is a statement list or the bytes of a
+:class:`~gateway.client.prepared.PreparedInsert` (``send(ins.encode(key, values))``: ~2 us of
+client CPU per row instead of ~11 for message objects). The stream encodes its requests itself
+(the call takes bytes), so a write's statements are serialized once.
+
 Failures: a write the server rejects fails its own future with :class:`GatewayError` (its
 ``code`` and message); the stream goes on. If the stream itself breaks (node down, deadline,
 cancelled), every unacknowledged future fails with the stream's error and later ``send`` calls
-raise it. Nothing is retried here: every write carries an idempotency key (``uuid4`` unless
-given, readable as ``future.idempotency_key``), so re-sending the failed ones -- on a new stream
-or with ``AsyncGatewayClient.write`` -- never applies a write twice.
+raise it. Nothing is retried here: every write carries an idempotency key unless
+``idempotency_key=""`` opts out (the default is the stream's random 128-bit prefix and the
+write's sequence number, as unique as a ``uuid4``; readable as ``future.idempotency_key``), so
+re-sending the failed ones -- on a new stream or with ``AsyncGatewayClient.write`` -- never
+applies a write twice.
 """
 
 from __future__ import annotations
@@ -32,13 +39,15 @@ from typing import Any
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
+from gateway.client.prepared import varint
 from gateway.v1 import gateway_pb2, statement_pb2
 
 __all__ = ["WriteStream"]
 
 
 class WriteStream:
-    """One open ``StreamWrite`` call; see the module docstring. Use as an async context
+    """One open ``StreamWrite`` call whose requests are serialized bytes (as
+    ``AsyncGatewayClient.stream`` opens it); see the module docstring. Use as an async context
     manager (``close`` waits for every ack, then ends the call)."""
 
     def __init__(self, call: Any, *, window: int = 1024, max_per_request: int = 256) -> None:
@@ -47,35 +56,43 @@ class WriteStream:
         self._call = call
         self._window = asyncio.Semaphore(window)
         self._max = max_per_request
-        self._queue: list[tuple[int, gateway_pb2.WriteRequest]] = []
+        self._queue: list[bytes] = []  # serialized WriteRequests, sequence numbers in order
         self._pending: dict[int, asyncio.Future[gateway_pb2.WriteResult]] = {}
         self._seq = 0
+        self._sent_seq = 0  # sequence number of the last write handed to the call
+        self._key_prefix = uuid.uuid4().hex
         self._queued = asyncio.Event()
         self._failed: BaseException | None = None
         self._closing = False
         self._sender = asyncio.create_task(self._send_loop())
         self._receiver = asyncio.create_task(self._receive_loop())
 
-    async def send(self, statements: Iterable[statement_pb2.Statement], *,
+    async def send(self, statements: Iterable[statement_pb2.Statement] | bytes, *,
                    idempotency_key: str | None = None
                    ) -> asyncio.Future[gateway_pb2.WriteResult]:
-        """Queue one write (waiting while the window is full); returns its result's future."""
+        """Queue one write (waiting while the window is full); returns its result's future.
+        ``statements``: a statement list or a ``PreparedInsert``'s bytes;
+        ``idempotency_key``: ``None`` = a fresh one, ``""`` = none."""
         if self._failed is not None:
             raise self._failed
         if self._closing:
             raise RuntimeError("the write stream is closing")
+        body = (statements if isinstance(statements, bytes) else gateway_pb2.WriteRequest(
+            statements=list(statements)).SerializeToString())
         await self._window.acquire()
         if self._failed is not None:
             self._window.release()
             raise self._failed
-        key = idempotency_key or uuid.uuid4().hex
-        req = gateway_pb2.WriteRequest(statements=list(statements), idempotency_key=key)
         self._seq += 1
+        key = f"{self._key_prefix}{self._seq:x}" if idempotency_key is None else idempotency_key
+        if key:
+            kb = key.encode()
+            body += b"\x12" + varint(len(kb)) + kb  # WriteRequest.idempotency_key
         fut: asyncio.Future[gateway_pb2.WriteResult] = (
             asyncio.get_running_loop().create_future())
         fut.idempotency_key = key  # type: ignore[attr-defined]
         self._pending[self._seq] = fut
-        self._queue.append((self._seq, req))
+        self._queue.append(body)
         self._queued.set()
         return fut
 
@@ -93,8 +110,9 @@ class WriteStream:
                     # Consecutive sequence numbers: one request per run of them.
                     batch = self._queue[: self._max]
                     del self._queue[: self._max]
-                    await self._call.write(gateway_pb2.StreamWriteRequest(
-                        seq=batch[0][0], writes=[w for _, w in batch]))
+                    first = self._sent_seq + 1
+                    self._sent_seq += len(batch)
+                    await self._call.write(_stream_request(first, batch))
                 if self._closing:
                     await self._call.done_writing()
                     return
@@ -160,6 +178,11 @@ class WriteStream:
             self._call.cancel()
             return
         await self.close()
+
+
+def _stream_request(seq: int, writes: list[bytes]) -> bytes:
+    """A serialized ``StreamWriteRequest`` (``seq`` of ``writes[0]``, the serialized writes)."""
+    return b"\x08" + varint(seq) + b"".join([b"\x12" + varint(len(w)) + w for w in writes])
 
 
 def _ack_error(code: int, details: str) -> GatewayError:

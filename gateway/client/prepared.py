@@ -1,0 +1,227 @@
+"""``PreparedInsert``: INSERT writes of one fixed table and column list, encoded straight to
+the wire format.
+
+::
+
+    ins = PreparedInsert("shop.items", key={"id": int}, values={"name": str, "price": float})
+    async with c.stream() as s:
+        fut = await s.send(ins.encode((1,), ("a", 2.5)))
+    c.write(ins.encode_many([((2,), ("b", 1.0)), ((3,), ("c", None))]))
+
+``row_insert`` builds protobuf message objects for every row (``Value``, ``InsertRecord``,
+``InsertStatement``, ``Statement``) and gRPC serializes them again: ~11 us of CPU per one-row
+write in Python. A prepared insert serializes the table and column metadata once and encodes
+each row's values as bytes (~2 us), which is what a high-rate producer pays per row.
+
+Contract: ``encode`` returns the serialized ``statements`` field of one ``WriteRequest`` (one
+``Statement`` holding one ``InsertStatement``), byte for byte what
+``WriteRequest(statements=[row_insert(...)]).SerializeToString()`` gives for the same row when
+the values have the declared types (``WriteRequest.FromString`` of it is that message). Every
+client write method takes these bytes in place of a statement list. Column types are fixed at
+preparation: a Python type (``bool``, ``int``, ``float``, ``str``, ``bytes``, ``Decimal``) or
+a ``FieldType`` (``DATE``, ``TIMESTAMP``, ``UUID``, ... with the ``Value`` kind the log model
+gives it). ``None`` encodes SQL NULL in a value column; a key value cannot be NULL. A value
+of another type raises ``TypeError`` naming the column; what the node checks beyond the type
+(a UUID's 16 bytes, a date's text, integer range) it refuses with INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from gateway.v1 import statement_pb2, value_pb2
+
+__all__ = ["PreparedInsert", "varint"]
+
+FT = value_pb2.FieldType
+
+_PY_TYPES: dict[type, int] = {bool: FT.FIELD_TYPE_BOOLEAN, int: FT.FIELD_TYPE_INTEGER,
+                              float: FT.FIELD_TYPE_DOUBLE, str: FT.FIELD_TYPE_VARCHAR,
+                              bytes: FT.FIELD_TYPE_BLOB, Decimal: FT.FIELD_TYPE_DECIMAL}
+
+_SMALL = [bytes((n,)) for n in range(128)] + [bytes((n & 0x7F | 0x80, n >> 7))
+                                              for n in range(128, 16384)]
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+_NULL = b"\x08\x00"  # Value.null_value = NULL_VALUE (a oneof member: written even when 0)
+_DOUBLE = struct.Struct("<d").pack
+_SFIXED64 = struct.Struct("<q").pack
+
+
+def varint(n: int) -> bytes:
+    """Protobuf base-128 varint of ``0 <= n < 2**64``."""
+    if n < 16384:
+        return _SMALL[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _int(v: Any) -> bytes:
+    if type(v) is not int and (isinstance(v, bool) or not isinstance(v, int)):
+        raise TypeError
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise OverflowError
+    return b"\x18" + varint((v << 1) ^ (v >> 63))  # sint64: zigzag
+
+
+def _uint(v: Any) -> bytes:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError
+    if not 0 <= v <= _UINT64_MAX:
+        raise OverflowError
+    return b"\x20" + varint(v)
+
+
+def _bool(v: Any) -> bytes:
+    if not isinstance(v, bool):
+        raise TypeError
+    return b"\x10\x01" if v else b"\x10\x00"
+
+
+def _double(v: Any) -> bytes:
+    if isinstance(v, bool) or not isinstance(v, float | int):
+        raise TypeError
+    return b"\x29" + _DOUBLE(v)
+
+
+def _text(tag: bytes) -> Any:
+    def enc(v: Any) -> bytes:
+        if type(v) is not str:
+            raise TypeError
+        b = v.encode()
+        return tag + varint(len(b)) + b
+    return enc
+
+
+def _decimal(v: Any) -> bytes:
+    if not isinstance(v, Decimal | str):
+        raise TypeError
+    b = str(v).encode()
+    return b"\x32" + varint(len(b)) + b
+
+
+def _bytes(v: Any) -> bytes:
+    if not isinstance(v, bytes | bytearray | memoryview):
+        raise TypeError
+    b = bytes(v)
+    return b"\x42" + varint(len(b)) + b
+
+
+def _timestamp(v: Any) -> bytes:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise OverflowError
+    return b"\x49" + _SFIXED64(v)
+
+
+_STRING = _text(b"\x3a")
+_ENCODERS = {
+    FT.FIELD_TYPE_BOOLEAN: _bool, FT.FIELD_TYPE_INTEGER: _int, FT.FIELD_TYPE_UNSIGNED: _uint,
+    FT.FIELD_TYPE_DOUBLE: _double, FT.FIELD_TYPE_DECIMAL: _decimal,
+    FT.FIELD_TYPE_VARCHAR: _STRING, FT.FIELD_TYPE_DATE: _STRING, FT.FIELD_TYPE_TIME: _STRING,
+    FT.FIELD_TYPE_DATETIME: _STRING, FT.FIELD_TYPE_JSON: _STRING,
+    FT.FIELD_TYPE_BLOB: _bytes, FT.FIELD_TYPE_UUID: _bytes,
+    FT.FIELD_TYPE_TIMESTAMP: _timestamp,
+}
+
+
+def _field_type(column: str, declared: Any) -> int:
+    if isinstance(declared, type):
+        if declared not in _PY_TYPES:
+            raise TypeError(f"column {column!r}: no column type for Python type "
+                            f"{declared.__name__} (use bool, int, float, str, bytes, Decimal "
+                            "or a FieldType)")
+        return _PY_TYPES[declared]
+    if isinstance(declared, int) and declared in _ENCODERS:
+        return declared
+    raise TypeError(f"column {column!r}: {declared!r} is not a column type (a Python type or a "
+                    "FieldType other than UNSPECIFIED)")
+
+
+class PreparedInsert:
+    """Encodes INSERTs into ``table`` (``schema.table``) of the ``key`` columns and the
+    ``values`` columns, each ``{name: type}`` in the order the values are given. See the
+    module docstring for the contract."""
+
+    __slots__ = ("_header", "_key_enc", "_val_enc", "key_columns", "table", "value_columns")
+
+    def __init__(self, table: str, key: Mapping[str, Any],
+                 values: Mapping[str, Any] | None = None) -> None:
+        values = values or {}
+        if not key:
+            raise ValueError("a prepared insert needs at least one key column")
+        schema, _, name = table.partition(".")
+        key_types = {c: _field_type(c, t) for c, t in key.items()}
+        value_types = {c: _field_type(c, t) for c, t in values.items()}
+        self.table = table
+        self.key_columns = tuple(key_types)
+        self.value_columns = tuple(value_types)
+        header = statement_pb2.InsertStatement(
+            table=statement_pb2.TableMetadata(schema_name=schema, table_name=name),
+            key_fields=[statement_pb2.FieldMetadata(name=c, type=t)  # type: ignore[arg-type]
+                        for c, t in key_types.items()],
+            fields=[statement_pb2.FieldMetadata(name=c, type=t)  # type: ignore[arg-type]
+                    for c, t in value_types.items()])
+        self._header = header.SerializeToString()
+        self._key_enc = tuple((c, _ENCODERS[t]) for c, t in key_types.items())
+        self._val_enc = tuple((c, _ENCODERS[t]) for c, t in value_types.items())
+
+    def _record(self, key: Sequence[Any], values: Sequence[Any]) -> bytes:
+        """One ``InsertRecord`` field (tag 4) of the statement."""
+        if len(key) != len(self._key_enc) or len(values) != len(self._val_enc):
+            raise ValueError(f"{self.table}: {len(key)} key and {len(values)} values given, "
+                             f"the insert has {len(self._key_enc)} key and "
+                             f"{len(self._val_enc)} value columns")
+        parts = []
+        for (col, enc), v in zip(self._key_enc, key, strict=True):
+            if v is None:
+                raise TypeError(f"{self.table}: key column {col!r} cannot be NULL")
+            try:
+                b = enc(v)
+            except (TypeError, OverflowError) as exc:
+                raise _bad(self.table, col, v, exc) from None
+            parts.append(b"\x0a" + varint(len(b)) + b)
+        for (col, enc), v in zip(self._val_enc, values, strict=True):
+            if v is None:
+                parts.append(b"\x12\x02" + _NULL)
+                continue
+            try:
+                b = enc(v)
+            except (TypeError, OverflowError) as exc:
+                raise _bad(self.table, col, v, exc) from None
+            parts.append(b"\x12" + varint(len(b)) + b)
+        rec = b"".join(parts)
+        return b"\x22" + varint(len(rec)) + rec
+
+    def encode(self, key: Sequence[Any], values: Sequence[Any] = ()) -> bytes:
+        """One write inserting one row: ``key`` and ``values`` in the prepared column order."""
+        return self._statement(self._record(key, values))
+
+    def encode_many(self, rows: Iterable[tuple[Sequence[Any], Sequence[Any]]]) -> bytes:
+        """One write inserting every ``(key, values)`` row (one statement, one transaction)."""
+        records = b"".join(self._record(k, v) for k, v in rows)
+        if not records:
+            raise ValueError(f"{self.table}: an insert needs at least one row")
+        return self._statement(records)
+
+    def _statement(self, records: bytes) -> bytes:
+        ins = self._header + records
+        stmt = b"\x0a" + varint(len(ins)) + ins  # Statement.insert
+        return b"\x0a" + varint(len(stmt)) + stmt  # WriteRequest.statements
+
+    def __repr__(self) -> str:
+        return (f"PreparedInsert({self.table!r}, key={list(self.key_columns)}, "
+                f"values={list(self.value_columns)})")
+
+
+def _bad(table: str, column: str, value: Any, exc: BaseException) -> TypeError:
+    what = "out of range" if isinstance(exc, OverflowError) else "of the wrong type"
+    return TypeError(f"{table}: column {column!r}: {value!r} ({type(value).__name__}) is "
+                     f"{what} for the prepared column")
