@@ -179,6 +179,48 @@ def test_the_stream_numbers_its_writes_and_sends_each_idempotency_key_as_asked()
     assert keys[5:] == ["", "mine"]
 
 
+class BrokenCall(FakeCall):
+    """A call that takes writes, never acks them, and breaks when told to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = asyncio.Event()
+
+    async def write(self, data: bytes) -> None:
+        self.requests.append(gateway_pb2.StreamWriteRequest.FromString(data))
+
+    async def read(self):
+        await self.broken.wait()
+        raise ConnectionError("the node went away")
+
+
+def test_a_send_waiting_for_room_fails_when_the_stream_breaks():
+    from gateway.client import WriteStream
+
+    ins = PreparedInsert("s.t", key={"id": int})
+
+    async def go() -> None:
+        call = BrokenCall()
+        s = WriteStream(call, window=2)
+        first = [await s.send(ins.encode((i,))) for i in range(2)]
+        waiting = asyncio.create_task(s.send(ins.encode((2,))))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done() and s.in_flight == 2  # the window is full
+        call.broken.set()
+        with pytest.raises(ConnectionError, match="went away"):
+            await asyncio.wait_for(waiting, 10)
+        for fut in first:
+            with pytest.raises(ConnectionError):
+                await fut
+        with pytest.raises(ConnectionError):
+            await s.send(ins.encode((3,)))
+        await s.close()
+        assert sum(len(r.writes) for r in call.requests) == 2
+
+    asyncio.run(go())
+
+
 def test_prepared_writes_through_the_stream_write_and_write_batch(tmp_path):
     cfg = node_configs(tmp_path, 1)[0]
     ins = PreparedInsert("t.p", key={"id": int}, values={"v": str, "n": int})
