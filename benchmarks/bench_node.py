@@ -6,11 +6,14 @@ bare grpc.aio echo server, same machine, same run.
 Rows measured (closed loop, every client waits for its reply before the next request):
 
 * gateway ``Write`` (one row per transaction) of 10 B and 1 KiB rows with 1 and 64 concurrent
-  clients, sent to the leader;
-* gateway ``WriteBatch`` (200 one-row transactions per call, 4 concurrent callers) and
-  ``StreamWrite`` (one bidi stream through the Python client's ``WriteStream``, 256 one-row
-  writes in flight encoded by a ``PreparedInsert``, free slots refilled with one multi-write
-  request), both payload sizes;
+  clients, sent to the leader through the generated stub;
+* gateway ``Write`` of 500-row transactions (8 callers), ``WriteBatch`` (200 one-row
+  transactions per call, 4 concurrent callers) and ``StreamWrite`` (one bidi stream, 256
+  one-row writes in flight, free slots refilled with one multi-write request), both payload
+  sizes, through the product's Python client (``gateway.client``: ``write``,
+  ``write_batch``, ``stream``) with rows encoded by a ``PreparedInsert`` -- what a Python
+  producer at these rates uses; message objects cost the client ~3.5 ms per 500-row
+  transaction and ~12 us per one-row write, CPU the nodes need on the same two cores;
 * echo: a grpc.aio server in its own process that returns the request bytes (the serialized
   ``WriteRequest`` of the same row), same clients and concurrency: the transport ceiling;
 * PySyncObj: 3 local ``SyncObj`` processes with its default in-memory journal replicating a dict
@@ -21,7 +24,7 @@ Rows measured (closed loop, every client waits for its reply before the next req
   ``WriteStream``; built with the machine's ``go`` when there is one, ``--no-go`` skips it): a
   compiled client like etcd's own ``benchmark`` tool, so the ratios to etcd compare servers
   with clients of the same kind (the Python client spends ~400 us of CPU per unary call, and
-  ~20 us per streamed write, on the same two cores);
+  ~12 us per streamed write, on the same two cores);
 * gateway ``Read`` of one existing row (keys written by a WriteBatch before the cell), 64
   clients, linearizable (ReadIndex: a quorum round trip per read batch) and stale (the node's
   store as it is), sent to the leader;
@@ -65,6 +68,7 @@ if str(REPO) not in sys.path:
 
 import grpc  # noqa: E402
 
+from gateway.client import AsyncGatewayClient, GatewayError, PreparedInsert  # noqa: E402
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2  # noqa: E402
 
 SIZES = {"10 B": 10, "1 KiB": 1024}
@@ -154,10 +158,11 @@ async def closed_loop(
             seq += 1
             try:
                 rows = await op(c, seq)
-            except grpc.RpcError as exc:
+            except (grpc.RpcError, GatewayError) as exc:
                 if now >= start:
                     result.errors += 1
-                    code = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "?"
+                    code = (exc.code.name if isinstance(exc, GatewayError) else
+                            exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else "?")
                     result.error_codes[code] = result.error_codes.get(code, 0) + 1
                 await asyncio.sleep(0.01)
                 continue
@@ -287,38 +292,52 @@ async def bench_go(loadgen: str, address: str, size: str, mode: str, clients: in
     return r
 
 
+def prepared_kv() -> PreparedInsert:
+    """The ``PreparedInsert`` of ``bench.kv`` rows (``put_request``'s table and columns)."""
+    return PreparedInsert("bench.kv", key={"k": str}, values={"v": str})
+
+
+def client_of(address: str) -> AsyncGatewayClient:
+    """The product's asyncio client for the batched cells: one channel, no retries of a
+    timed-out attempt within the cell (every attempt may take 20 s)."""
+    return AsyncGatewayClient(address, timeout=20, attempt_timeout=20)
+
+
 async def bench_batch(address: str, size: str, clients: int, duration: float) -> Result:
+    """``WriteBatch`` of ``BATCH`` one-row writes per call from ``clients`` callers, through
+    the Python client's ``write_batch`` with ``PreparedInsert`` rows and no idempotency keys
+    (as every cell here and the Go client's)."""
     value = value_of(SIZES[size])
-    chans = channels(address, 1)
-    stub = gateway_pb2_grpc.GatewayStub(chans[0])
+    ins = prepared_kv()
+    no_keys = [""] * BATCH
     tag = f"b{SIZES[size]}"
-
-    async def op(c: int, seq: int) -> int:
-        writes = [put_request(f"{tag}-{c}-{seq}-{i}", value) for i in range(BATCH)]
-        resp = await stub.WriteBatch(gateway_pb2.WriteBatchRequest(writes=writes), timeout=20)
-        return len(resp.results)
-
     name = f"WriteBatch x{BATCH}"
-    r = await closed_loop(Result("gateway", name, size, clients), clients, op, duration, 0.5)
-    await chans[0].close()
-    return r
+    async with client_of(address) as client:
+
+        async def op(c: int, seq: int) -> int:
+            writes = [ins.encode((f"{tag}-{c}-{seq}-{i}",), (value,)) for i in range(BATCH)]
+            return len(await client.write_batch(writes, idempotency_keys=no_keys))
+
+        return await closed_loop(Result("gateway", name, size, clients), clients, op,
+                                 duration, 0.5)
 
 
 async def bench_big(address: str, size: str, clients: int, duration: float) -> Result:
-    """Unary ``Write`` of one ``BIG_ROWS``-row transaction per call, ``clients`` callers."""
+    """Unary ``Write`` of one ``BIG_ROWS``-row transaction per call, ``clients`` callers,
+    through the Python client's ``write`` of one ``PreparedInsert.encode_many`` (no key)."""
     value = value_of(SIZES[size])
-    chans = channels(address, 1)
-    stub = gateway_pb2_grpc.GatewayStub(chans[0])
+    ins = prepared_kv()
     tag = f"t{SIZES[size]}"
-
-    async def op(c: int, seq: int) -> int:
-        await stub.Write(put_request(f"{tag}-{c}-{seq}", value, BIG_ROWS), timeout=20)
-        return BIG_ROWS
-
     name = f"Write {BIG_ROWS}-row txn"
-    r = await closed_loop(Result("gateway", name, size, clients), clients, op, duration, 0.5)
-    await chans[0].close()
-    return r
+    async with client_of(address) as client:
+
+        async def op(c: int, seq: int) -> int:
+            await client.write(ins.encode_many([((f"{tag}-{c}-{seq}-{i}",), (value,))
+                                                for i in range(BIG_ROWS)]), idempotency_key="")
+            return BIG_ROWS
+
+        return await closed_loop(Result("gateway", name, size, clients), clients, op,
+                                 duration, 0.5)
 
 
 READ_KEYS = 1000
@@ -361,11 +380,9 @@ async def bench_stream(address: str, size: str, duration: float) -> Result:
     idempotency key (as the Go client's cell and every other cell here): whenever acks free
     room the producer fills it, and the stream sends what it queued in one request (the server
     packs its acks the same way). A write's latency is from ``send`` to its result."""
-    from gateway.client import AsyncGatewayClient, GatewayError, PreparedInsert
-
     value = value_of(SIZES[size])
     result = Result("gateway", f"StreamWrite w{STREAM_WINDOW}", size, 1)
-    ins = PreparedInsert("bench.kv", key={"k": str}, values={"v": str})
+    ins = prepared_kv()
     pending: deque[tuple[float, asyncio.Future[Any]]] = deque()
     queued = asyncio.Event()
     done = False  # the producer has sent its last write

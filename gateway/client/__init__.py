@@ -9,16 +9,18 @@
         print(res.gtid.trans_id, res.log_index)
         print(c.get("shop.items", 1))                      # {"id": 1, "name": "a"} or None
 
-Retries respect idempotency: every write gets an idempotency key (``uuid4`` unless given),
-and the same key is sent on every attempt, so a retry after a timeout or a failover never
-applies the write twice. Retried: UNAVAILABLE (no leader, node down, lost proposal) and
-DEADLINE_EXCEEDED of an attempt, with exponential backoff, until the call's overall
-``timeout``. On UNAVAILABLE the client follows the ``gateway-leader-api`` trailing metadata
-to the leader. Every other code -- INVALID_ARGUMENT (``field`` names the request field, e.g.
+Retries respect idempotency: every write gets an idempotency key (``uuid4`` unless given;
+``idempotency_key=""`` sends none, and a retry may then apply it twice), and the same key is
+sent on every attempt, so a retry after a timeout or a failover never applies the write twice.
+Retried: UNAVAILABLE (no leader, node down, lost proposal) and DEADLINE_EXCEEDED of an
+attempt, with exponential backoff, until the call's overall ``timeout``. On UNAVAILABLE the
+client follows the ``gateway-leader-api`` trailing metadata to the leader. Every other code --
+INVALID_ARGUMENT (``field`` names the request field, e.g.
 ``statements[0].insert.table.table_name``, or ``request`` when the message did not parse),
 RESOURCE_EXHAUSTED (a request over the node's ``max_request_bytes``), PERMISSION_DENIED,
 UNAUTHENTICATED, ... -- is raised at once as :class:`GatewayError` (``code``, ``details``,
-``field``).
+``field``). Writes are serialized by the client itself, once (the channel's write methods
+take bytes).
 
 Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
@@ -41,7 +43,7 @@ from typing import Any, TypeVar
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
-from gateway.client.prepared import PreparedInsert
+from gateway.client.prepared import PreparedInsert, keyed, serialize_statements, varint
 from gateway.client.stream import WriteStream
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
@@ -206,15 +208,40 @@ class _Base:
             self._current = (self._current + 1) % len(self.targets)
 
     @staticmethod
-    def _write_request(statements: Statements, key: str | None) -> gateway_pb2.WriteRequest:
-        """The request of one write: ``statements`` a statement list or a prepared insert's
-        bytes; ``key`` the idempotency key (a fresh ``uuid4`` when not given)."""
-        if isinstance(statements, bytes):
-            req = gateway_pb2.WriteRequest.FromString(statements)
-            req.idempotency_key = key or uuid.uuid4().hex
-            return req
-        return gateway_pb2.WriteRequest(statements=list(statements),
-                                        idempotency_key=key or uuid.uuid4().hex)
+    def _write_bytes(statements: Statements, key: str | None) -> bytes:
+        """The serialized ``WriteRequest`` of one write: ``statements`` a statement list or a
+        prepared insert's bytes; ``key`` the idempotency key (``None``: a fresh ``uuid4``;
+        ``""``: none)."""
+        return keyed(statements if isinstance(statements, bytes)
+                     else serialize_statements(statements),
+                     uuid.uuid4().hex if key is None else key)
+
+    @classmethod
+    def _batch_bytes(cls, writes: Iterable[Statements],
+                     keys: Sequence[str] | None) -> bytes:
+        """The serialized ``WriteBatchRequest`` of ``writes`` (``keys``: one per write, as
+        :meth:`_write_bytes` takes them; ``None``: a fresh one each)."""
+        writes = list(writes)
+        if keys is not None and len(keys) != len(writes):
+            raise ValueError(f"{len(keys)} idempotency keys given for {len(writes)} writes")
+        reqs = [cls._write_bytes(w, None if keys is None else keys[i])
+                for i, w in enumerate(writes)]
+        return b"".join([b"\x0a" + varint(len(r)) + r for r in reqs])  # WriteBatchRequest.writes
+
+
+class _Bytes:
+    """A channel's write methods taking serialized requests (the client encodes them once)."""
+
+    def __init__(self, channel: Any) -> None:
+        self.Write = channel.unary_unary(
+            "/gateway.v1.Gateway/Write", request_serializer=None,
+            response_deserializer=gateway_pb2.WriteResult.FromString)
+        self.WriteBatch = channel.unary_unary(
+            "/gateway.v1.Gateway/WriteBatch", request_serializer=None,
+            response_deserializer=gateway_pb2.WriteBatchResponse.FromString)
+        self.StreamWrite = channel.stream_stream(
+            "/gateway.v1.Gateway/StreamWrite", request_serializer=None,
+            response_deserializer=gateway_pb2.StreamWriteResponse.FromString)
 
 
 class GatewayClient(_Base):
@@ -222,24 +249,26 @@ class GatewayClient(_Base):
 
     def __init__(self, targets: str | Sequence[str], **kw: Any) -> None:
         super().__init__(targets, **kw)
-        self._channels: dict[str, tuple[grpc.Channel, gateway_pb2_grpc.GatewayStub]] = {}
+        self._channels: dict[str, tuple[grpc.Channel, gateway_pb2_grpc.GatewayStub,
+                                        _Bytes]] = {}
 
-    def _stub(self) -> gateway_pb2_grpc.GatewayStub:
+    def _stub(self, raw: bool = False) -> Any:
+        """The current target's stub (``raw``: its write methods taking bytes)."""
         target = self.targets[self._current]
         if target not in self._channels:
             ch = (grpc.secure_channel(target, self._creds) if self._creds is not None
                   else grpc.insecure_channel(target))
-            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch))
-        return self._channels[target][1]
+            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch), _Bytes(ch))
+        return self._channels[target][2 if raw else 1]
 
-    def _call(self, fn: Callable[[gateway_pb2_grpc.GatewayStub, float], T],
-              timeout: float | None = None) -> T:
+    def _call(self, fn: Callable[[Any, float], T], timeout: float | None = None,
+              raw: bool = False) -> T:
         deadline = time.monotonic() + (timeout or self.timeout)
         backoff = 0.02
         while True:
             left = deadline - time.monotonic()
             try:
-                return fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
+                return fn(self._stub(raw), max(0.01, min(self.attempt_timeout, left)))
             except grpc.RpcError as exc:
                 err = error_of(exc)
                 if err.code not in RETRYABLE or time.monotonic() + backoff >= deadline:
@@ -252,15 +281,18 @@ class GatewayClient(_Base):
               idempotency_key: str | None = None, timeout: float | None = None
               ) -> gateway_pb2.WriteResult:
         """Write one transaction; returns its GTID, epoch, commit timestamp and log index."""
-        req = self._write_request(statements, idempotency_key)
-        return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata), timeout)
+        req = self._write_bytes(statements, idempotency_key)
+        return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
+                          timeout, raw=True)
 
     def write_batch(self, writes: Iterable[Statements], *,
+                    idempotency_keys: Sequence[str] | None = None,
                     timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
-        """Write many transactions in one round trip (each with its own idempotency key)."""
-        req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
+        """Write many transactions in one round trip, each with its own idempotency key
+        (``idempotency_keys``: one per write, ``""`` for none; fresh ones by default)."""
+        req = self._batch_bytes(writes, idempotency_keys)
         resp = self._call(lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata),
-                          timeout)
+                          timeout, raw=True)
         return list(resp.results)
 
     def read(self, table: str, key: Any, consistency: str = "linearizable",
@@ -372,7 +404,7 @@ class GatewayClient(_Base):
         return self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
 
     def close(self) -> None:
-        for ch, _ in self._channels.values():
+        for ch, *_ in self._channels.values():
             ch.close()
         self._channels.clear()
 
@@ -388,25 +420,27 @@ class AsyncGatewayClient(_Base):
 
     def __init__(self, targets: str | Sequence[str], **kw: Any) -> None:
         super().__init__(targets, **kw)
-        self._channels: dict[str, tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub]] = {}
+        self._channels: dict[str, tuple[grpc.aio.Channel, gateway_pb2_grpc.GatewayStub,
+                                        _Bytes]] = {}
 
-    def _stub(self) -> gateway_pb2_grpc.GatewayStub:
+    def _stub(self, raw: bool = False) -> Any:
+        """The current target's stub (``raw``: its write methods taking bytes)."""
         target = self.targets[self._current]
         if target not in self._channels:
             ch = (grpc.aio.secure_channel(target, self._creds) if self._creds is not None
                   else grpc.aio.insecure_channel(target))
-            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch))
-        return self._channels[target][1]
+            self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch), _Bytes(ch))
+        return self._channels[target][2 if raw else 1]
 
-    async def _call(self, fn: Callable[[gateway_pb2_grpc.GatewayStub, float], Any],
-                    timeout: float | None = None) -> Any:
+    async def _call(self, fn: Callable[[Any, float], Any], timeout: float | None = None,
+                    raw: bool = False) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         backoff = 0.02
         while True:
             left = deadline - loop.time()
             try:
-                return await fn(self._stub(), max(0.01, min(self.attempt_timeout, left)))
+                return await fn(self._stub(raw), max(0.01, min(self.attempt_timeout, left)))
             except grpc.aio.AioRpcError as exc:
                 err = error_of(exc)
                 if err.code not in RETRYABLE or loop.time() + backoff >= deadline:
@@ -418,15 +452,17 @@ class AsyncGatewayClient(_Base):
     async def write(self, statements: Statements, *,
                     idempotency_key: str | None = None, timeout: float | None = None
                     ) -> gateway_pb2.WriteResult:
-        req = self._write_request(statements, idempotency_key)
+        req = self._write_bytes(statements, idempotency_key)
         return await self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
-                                timeout)
+                                timeout, raw=True)
 
     async def write_batch(self, writes: Iterable[Statements], *,
+                          idempotency_keys: Sequence[str] | None = None,
                           timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
-        req = gateway_pb2.WriteBatchRequest(writes=[self._write_request(w, None) for w in writes])
+        req = self._batch_bytes(writes, idempotency_keys)
         resp = await self._call(
-            lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata), timeout)
+            lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata), timeout,
+            raw=True)
         return list(resp.results)
 
     def stream(self, *, window: int = 1024, max_per_request: int = 256,
@@ -434,12 +470,7 @@ class AsyncGatewayClient(_Base):
         """A :class:`~gateway.client.stream.WriteStream` on one ``StreamWrite`` call to the
         current target (``timeout``: the whole call's deadline, none by default). Must be
         called in a running event loop."""
-        self._stub()
-        channel = self._channels[self.targets[self._current]][0]
-        call = channel.stream_stream(  # requests as bytes: WriteStream encodes them itself
-            "/gateway.v1.Gateway/StreamWrite", request_serializer=None,
-            response_deserializer=gateway_pb2.StreamWriteResponse.FromString,
-        )(timeout=timeout, metadata=self._metadata)
+        call = self._stub(raw=True).StreamWrite(timeout=timeout, metadata=self._metadata)
         return WriteStream(call, window=window, max_per_request=max_per_request)
 
     async def read(self, table: str, key: Any, consistency: str = "linearizable",
@@ -486,7 +517,7 @@ class AsyncGatewayClient(_Base):
         return await self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
 
     async def close(self) -> None:
-        for ch, _ in self._channels.values():
+        for ch, *_ in self._channels.values():
             await ch.close()
         self._channels.clear()
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from gateway.v1 import statement_pb2, value_pb2
 
-__all__ = ["PreparedInsert", "varint"]
+__all__ = ["PreparedInsert", "keyed", "serialize_statements", "varint"]
 
 FT = value_pb2.FieldType
 
@@ -61,6 +61,24 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def keyed(write: bytes, key: str) -> bytes:
+    """A serialized ``WriteRequest`` of ``write`` (its serialized ``statements``, as
+    :meth:`PreparedInsert.encode` returns them) with idempotency key ``key`` (``""``: none)."""
+    if not key:
+        return write
+    kb = key.encode()
+    return write + b"\x12" + varint(len(kb)) + kb  # WriteRequest.idempotency_key
+
+
+def serialize_statements(statements: Iterable[statement_pb2.Statement]) -> bytes:
+    """The serialized ``statements`` field of a ``WriteRequest`` holding ``statements``."""
+    parts = []
+    for st in statements:
+        b = st.SerializeToString()
+        parts.append(b"\x0a" + varint(len(b)) + b)
+    return b"".join(parts)
 
 
 def _int(v: Any) -> bytes:

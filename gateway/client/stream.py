@@ -39,7 +39,7 @@ from typing import Any
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
-from gateway.client.prepared import varint
+from gateway.client.prepared import keyed, serialize_statements, varint
 from gateway.v1 import gateway_pb2, statement_pb2
 
 __all__ = ["WriteStream"]
@@ -78,8 +78,7 @@ class WriteStream:
             raise self._failed
         if self._closing:
             raise RuntimeError("the write stream is closing")
-        body = (statements if isinstance(statements, bytes) else gateway_pb2.WriteRequest(
-            statements=list(statements)).SerializeToString())
+        body = statements if isinstance(statements, bytes) else serialize_statements(statements)
         while len(self._pending) >= self._window:
             self._room.clear()
             await self._room.wait()
@@ -87,9 +86,7 @@ class WriteStream:
                 raise self._failed
         self._seq += 1
         key = f"{self._key_prefix}{self._seq:x}" if idempotency_key is None else idempotency_key
-        if key:
-            kb = key.encode()
-            body += b"\x12" + varint(len(kb)) + kb  # WriteRequest.idempotency_key
+        body = keyed(body, key)
         fut: asyncio.Future[gateway_pb2.WriteResult] = (
             asyncio.get_running_loop().create_future())
         fut.idempotency_key = key  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
 """``PreparedInsert``: its bytes are the serialized write ``row_insert`` gives, it refuses what
 it cannot encode by naming the column, and every client write method (the stream, ``write``,
-``write_batch``) takes them; the stream's own request encoding and idempotency keys."""
+``write_batch``, sync and asyncio) takes them; the client's own request encoding and its
+idempotency keys (fresh by default, given, or none)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import grpc
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes
 
-from gateway.client import AsyncGatewayClient, GatewayError, PreparedInsert, row_insert
+from gateway.client import (
+    AsyncGatewayClient,
+    GatewayClient,
+    GatewayError,
+    PreparedInsert,
+    row_insert,
+)
 from gateway.client.prepared import varint
 from gateway.client.stream import _stream_request
 from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
@@ -260,5 +267,33 @@ def test_prepared_writes_through_the_stream_write_and_write_batch(tmp_path):
                                                               ((203,), ("d", 3))])])
                 assert batch[1].log_index > batch[0].log_index > one.log_index
                 assert await c.get("t.p", 203) == {"id": 203, "v": "d", "n": 3}
+                # A batch's keys, one per write; "" sends none, so only the keyed one is a
+                # duplicate when the batch is sent again.
+                twice = [ins.encode((300,), ("k", 1)), [row_insert("t.p", {"id": 301}, {})]]
+                first = await c.write_batch(twice, idempotency_keys=["batch-300", ""])
+                again = await c.write_batch(twice, idempotency_keys=["batch-300", ""])
+                assert again[0].duplicate and again[0].gtid == first[0].gtid
+                assert not again[1].duplicate and again[1].log_index > first[1].log_index
+                with pytest.raises(ValueError, match="1 idempotency keys given for 2 writes"):
+                    await c.write_batch(twice, idempotency_keys=["x"])
+                unkeyed = [await c.write(ins.encode((302,), ("u", 0)), idempotency_key="")
+                           for _ in range(2)]
+                assert not unkeyed[1].duplicate
+                assert unkeyed[1].log_index > unkeyed[0].log_index
+
+            def sync_client() -> tuple[gateway_pb2.WriteResult, list[gateway_pb2.WriteResult]]:
+                with GatewayClient(cfg.api) as sc:
+                    res = sc.write(ins.encode((400,), ("sync", 4)), idempotency_key="sync-400")
+                    batch = sc.write_batch([ins.encode((401,), ("s", 1)),
+                                            [row_insert("t.p", {"id": 402}, {"v": "s"})]])
+                    assert sc.write(ins.encode((400,), ("sync", 4)),
+                                    idempotency_key="sync-400").duplicate
+                    return res, batch
+
+            res, batch = await asyncio.to_thread(sync_client)
+            assert batch[0].log_index > res.log_index
+            async with AsyncGatewayClient(cfg.api) as c:
+                assert await c.get("t.p", 400) == {"id": 400, "v": "sync", "n": 4}
+                assert await c.get("t.p", 402) == {"id": 402, "v": "s"}  # n never written
 
     run(go())
