@@ -47,6 +47,8 @@ _SMALL = [bytes((n,)) for n in range(128)] + [bytes((n & 0x7F | 0x80, n >> 7))
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
 _NULL_FIELD = b"\x12\x02\x08\x00"  # after_values: Value.null_value = NULL_VALUE (a oneof
 #                                  member: written even when 0)
+_SEQUENCES = frozenset({tuple, list})  # what a row's key and values may be (not a dict: its
+#                                        keys would be taken for the values)
 _DOUBLE = struct.Struct("<d").pack
 _SFIXED64 = struct.Struct("<q").pack
 
@@ -110,7 +112,7 @@ def _double(v: Any) -> bytes:
 
 
 def _string(v: Any) -> bytes:
-    if type(v) is not str:
+    if type(v) is not str and not isinstance(v, str):
         raise TypeError
     b = v.encode()
     return b"\x3a" + varint(len(b)) + b
@@ -157,7 +159,7 @@ def _field(wrapper: bytes, ftype: int) -> Any:
         short = [wrapper + bytes((n + 2,)) + b"\x3a" + bytes((n,)) for n in range(126)]
 
         def text(v: Any) -> bytes:
-            if type(v) is not str:
+            if type(v) is not str and not isinstance(v, str):
                 raise TypeError
             b = v.encode()
             n = len(b)
@@ -180,7 +182,7 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
     column count, as ``dataclasses`` generates ``__init__``: unpacking checks the lengths
     (``ValueError``) and the record is one expression -- a loop over the columns costs ~1.5 us
     a row more in CPython 3.11, as much as the encoding itself."""
-    ns: dict[str, Any] = {"varint": varint, "NULL": _NULL_FIELD}
+    ns: dict[str, Any] = {"varint": varint, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
     ks = [f"k{i}" for i in range(len(key_fields))]
     vs = [f"v{i}" for i in range(len(value_fields))]
     ns.update((f"e{k}", f) for k, f in zip(ks, key_fields, strict=True))
@@ -188,7 +190,9 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
     terms = [f"e{k}({k})" for k in ks] + [f"(NULL if {v} is None else e{v}({v}))" for v in vs]
     body = (" + ".join(terms) if len(terms) <= 4
             else "b''.join((" + ", ".join(terms) + ",))")
-    src = ["def record(key, values):", f"    {', '.join(ks)}, = key",
+    src = ["def record(key, values):",
+           "    if key.__class__ not in SEQ or values.__class__ not in SEQ: raise TypeError",
+           f"    {', '.join(ks)}, = key",
            f"    {', '.join(vs)}, = values" if vs else "    if len(values): raise ValueError",
            f"    r = {body}", "    return b'\\x22' + varint(len(r)) + r"]
     exec("\n".join(src), ns)  # generated from column numbers only, never from user text
@@ -210,8 +214,8 @@ def _field_type(column: str, declared: Any) -> int:
 
 class PreparedInsert:
     """Encodes INSERTs into ``table`` (``schema.table``) of the ``key`` columns and the
-    ``values`` columns, each ``{name: type}`` in the order the values are given. See the
-    module docstring for the contract."""
+    ``values`` columns, each ``{name: type}``; a row is its key values and its other values,
+    each a tuple or list in that column order. See the module docstring for the contract."""
 
     __slots__ = ("_header", "_key_enc", "_rec", "_val_enc", "key_columns", "table",
                  "value_columns")
@@ -247,6 +251,10 @@ class PreparedInsert:
 
     def _refusal(self, key: Sequence[Any], values: Sequence[Any]) -> Exception:
         """Why ``key``, ``values`` cannot be encoded, naming the column (the slow path)."""
+        for what, given in (("key", key), ("values", values)):
+            if given.__class__ not in _SEQUENCES:
+                return TypeError(f"{self.table}: the row's {what} must be a tuple or list in "
+                                 f"the prepared column order, not {type(given).__name__}")
         if len(key) != len(self._key_enc) or len(values) != len(self._val_enc):
             return ValueError(f"{self.table}: {len(key)} key and {len(values)} values given, "
                               f"the insert has {len(self._key_enc)} key and "
@@ -256,13 +264,13 @@ class PreparedInsert:
                 return TypeError(f"{self.table}: key column {col!r} cannot be NULL")
             try:
                 enc(v)
-            except (TypeError, OverflowError) as exc:
+            except (TypeError, OverflowError, ValueError) as exc:
                 return _bad(self.table, col, v, exc)
         for col, enc, v in zip(self.value_columns, self._val_enc, values, strict=True):
             try:
                 if v is not None:
                     enc(v)
-            except (TypeError, OverflowError) as exc:
+            except (TypeError, OverflowError, ValueError) as exc:
                 return _bad(self.table, col, v, exc)
         return ValueError(f"{self.table}: the row cannot be encoded")  # not reached
 
@@ -290,6 +298,7 @@ class PreparedInsert:
 
 
 def _bad(table: str, column: str, value: Any, exc: BaseException) -> TypeError:
-    what = "out of range" if isinstance(exc, OverflowError) else "of the wrong type"
-    return TypeError(f"{table}: column {column!r}: {value!r} ({type(value).__name__}) is "
+    what = ("out of range" if isinstance(exc, OverflowError) else
+            f"not encodable ({exc})" if isinstance(exc, ValueError) else "of the wrong type")
+    return TypeError(f"{table}: column {column!r}: {value!r:.80} ({type(value).__name__}) is "
                      f"{what} for the prepared column")

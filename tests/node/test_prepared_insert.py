@@ -103,12 +103,30 @@ def test_a_value_of_another_type_is_refused_naming_its_column(declared, value, m
     assert message in str(ei.value)
 
 
+def test_text_subclasses_are_text_and_unencodable_text_is_refused_naming_its_column():
+    from enum import StrEnum
+
+    class Color(StrEnum):
+        RED = "red"
+
+    ins = PreparedInsert("s.t", key={"id": int}, values={"v": str})
+    assert ins.encode((1,), (Color.RED,)) == reference("s.t", {"id": 1}, {"v": "red"})
+    with pytest.raises(TypeError, match=r"column 'v': '\\ud800' \(str\) is not encodable"):
+        ins.encode((1,), ("\ud800",))
+
+
 def test_malformed_rows_and_declarations_are_refused():
     ins = PreparedInsert("s.t", key={"id": int}, values={"v": str})
     with pytest.raises(TypeError, match="key column 'id' cannot be NULL"):
         ins.encode((None,), ("a",))
     with pytest.raises(ValueError, match="1 key and 2 values given, the insert has 1 key and 1"):
         ins.encode((1,), ("a", "b"))
+    with pytest.raises(TypeError, match="the row's values must be a tuple or list in the "
+                       "prepared column order, not dict"):
+        ins.encode((1,), {"v": "a"})  # its keys are not the values
+    with pytest.raises(TypeError, match=r"the row's key must be a tuple or list .* not int"):
+        ins.encode(1, ("a",))
+    assert ins.encode([1], ["a"]) == ins.encode((1,), ("a",))
     with pytest.raises(ValueError, match="at least one row"):
         ins.encode_many([])
     with pytest.raises(ValueError, match="at least one key column"):
