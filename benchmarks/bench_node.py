@@ -379,7 +379,8 @@ async def bench_stream(address: str, size: str, duration: float) -> Result:
     ``STREAM_WINDOW`` one-row writes in flight, each a ``PreparedInsert``'s bytes with no
     idempotency key (as the Go client's cell and every other cell here): whenever acks free
     room the producer fills it, and the stream sends what it queued in one request (the server
-    packs its acks the same way). A write's latency is from ``send`` to its result."""
+    packs its acks the same way). A write's latency is from its ``send`` returning (queued) to
+    its result."""
     value = value_of(SIZES[size])
     result = Result("gateway", f"StreamWrite w{STREAM_WINDOW}", size, 1)
     ins = prepared_kv()
@@ -391,7 +392,6 @@ async def bench_stream(address: str, size: str, duration: float) -> Result:
     start, end = t0 + 0.5, t0 + 0.5 + duration
 
     async def consumer() -> None:
-        nonlocal done
         while True:
             if not pending:
                 if done:
