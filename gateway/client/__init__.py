@@ -43,7 +43,13 @@ from typing import Any, TypeVar
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
-from gateway.client.prepared import PreparedInsert, keyed, serialize_statements, varint
+from gateway.client.prepared import (
+    PreparedInsert,
+    Statements,
+    keyed,
+    repeated,
+    serialize_statements,
+)
 from gateway.client.stream import WriteStream
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
@@ -65,7 +71,6 @@ __all__ = [
 FT = value_pb2.FieldType
 T = TypeVar("T")
 Row = dict[str, Any]
-Statements = Iterable[statement_pb2.Statement] | bytes  # a list, or a PreparedInsert's bytes
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
@@ -212,9 +217,7 @@ class _Base:
         """The serialized ``WriteRequest`` of one write: ``statements`` a statement list or a
         prepared insert's bytes; ``key`` the idempotency key (``None``: a fresh ``uuid4``;
         ``""``: none)."""
-        return keyed(statements if isinstance(statements, bytes)
-                     else serialize_statements(statements),
-                     uuid.uuid4().hex if key is None else key)
+        return keyed(serialize_statements(statements), uuid.uuid4().hex if key is None else key)
 
     @classmethod
     def _batch_bytes(cls, writes: Iterable[Statements],
@@ -226,7 +229,7 @@ class _Base:
             raise ValueError(f"{len(keys)} idempotency keys given for {len(writes)} writes")
         reqs = [cls._write_bytes(w, None if keys is None else keys[i])
                 for i, w in enumerate(writes)]
-        return b"".join([b"\x0a" + varint(len(r)) + r for r in reqs])  # WriteBatchRequest.writes
+        return repeated(b"\x0a", reqs)  # WriteBatchRequest.writes
 
 
 class _Bytes:

@@ -34,9 +34,11 @@ from typing import Any
 
 from gateway.v1 import statement_pb2, value_pb2
 
-__all__ = ["PreparedInsert", "keyed", "serialize_statements", "varint"]
+__all__ = ["PreparedInsert", "Statements", "delimited", "keyed", "repeated",
+           "serialize_statements", "varint"]
 
 FT = value_pb2.FieldType
+Statements = Iterable[statement_pb2.Statement] | bytes  # a list, or a PreparedInsert's bytes
 
 _PY_TYPES: dict[type, int] = {bool: FT.FIELD_TYPE_BOOLEAN, int: FT.FIELD_TYPE_INTEGER,
                               float: FT.FIELD_TYPE_DOUBLE, str: FT.FIELD_TYPE_VARCHAR,
@@ -65,22 +67,28 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+def delimited(tag: bytes, data: bytes) -> bytes:
+    """One length-delimited protobuf field: its ``tag`` byte(s), ``len(data)``, ``data``."""
+    return tag + varint(len(data)) + data
+
+
+def repeated(tag: bytes, items: Iterable[bytes]) -> bytes:
+    """A repeated length-delimited field: :func:`delimited` of every item, in order."""
+    return b"".join([tag + varint(len(d)) + d for d in items])
+
+
 def keyed(write: bytes, key: str) -> bytes:
     """A serialized ``WriteRequest`` of ``write`` (its serialized ``statements``, as
     :meth:`PreparedInsert.encode` returns them) with idempotency key ``key`` (``""``: none)."""
-    if not key:
-        return write
-    kb = key.encode()
-    return write + b"\x12" + varint(len(kb)) + kb  # WriteRequest.idempotency_key
+    return write + delimited(b"\x12", key.encode()) if key else write
 
 
-def serialize_statements(statements: Iterable[statement_pb2.Statement]) -> bytes:
-    """The serialized ``statements`` field of a ``WriteRequest`` holding ``statements``."""
-    parts = []
-    for st in statements:
-        b = st.SerializeToString()
-        parts.append(b"\x0a" + varint(len(b)) + b)
-    return b"".join(parts)
+def serialize_statements(statements: Statements) -> bytes:
+    """The serialized ``statements`` field of a ``WriteRequest`` holding ``statements`` (a
+    ``PreparedInsert``'s bytes are that already and are returned as they are)."""
+    if isinstance(statements, bytes):
+        return statements
+    return repeated(b"\x0a", [st.SerializeToString() for st in statements])
 
 
 def _int(v: Any) -> bytes:
@@ -114,22 +122,19 @@ def _double(v: Any) -> bytes:
 def _string(v: Any) -> bytes:
     if type(v) is not str and not isinstance(v, str):
         raise TypeError
-    b = v.encode()
-    return b"\x3a" + varint(len(b)) + b
+    return delimited(b"\x3a", v.encode())
 
 
 def _decimal(v: Any) -> bytes:
     if not isinstance(v, Decimal | str):
         raise TypeError
-    b = str(v).encode()
-    return b"\x32" + varint(len(b)) + b
+    return delimited(b"\x32", str(v).encode())
 
 
 def _bytes(v: Any) -> bytes:
     if not isinstance(v, bytes | bytearray | memoryview):
         raise TypeError
-    b = bytes(v)
-    return b"\x42" + varint(len(b)) + b
+    return delimited(b"\x42", bytes(v))
 
 
 def _timestamp(v: Any) -> bytes:
@@ -165,14 +170,12 @@ def _field(wrapper: bytes, ftype: int) -> Any:
             n = len(b)
             if n < 126:
                 return short[n] + b
-            inner = b"\x3a" + varint(n) + b
-            return wrapper + varint(len(inner)) + inner
+            return delimited(wrapper, delimited(b"\x3a", b))
         return text
     value = _ENCODERS[ftype]
 
     def other(v: Any) -> bytes:
-        inner = value(v)
-        return wrapper + varint(len(inner)) + inner
+        return delimited(wrapper, value(v))
     return other
 
 
@@ -182,7 +185,7 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
     column count, as ``dataclasses`` generates ``__init__``: unpacking checks the lengths
     (``ValueError``) and the record is one expression -- a loop over the columns costs ~1.5 us
     a row more in CPython 3.11, as much as the encoding itself."""
-    ns: dict[str, Any] = {"varint": varint, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
+    ns: dict[str, Any] = {"delimited": delimited, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
     ks = [f"k{i}" for i in range(len(key_fields))]
     vs = [f"v{i}" for i in range(len(value_fields))]
     ns.update((f"e{k}", f) for k, f in zip(ks, key_fields, strict=True))
@@ -194,7 +197,7 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
            "    if key.__class__ not in SEQ or values.__class__ not in SEQ: raise TypeError",
            f"    {', '.join(ks)}, = key",
            f"    {', '.join(vs)}, = values" if vs else "    if len(values): raise ValueError",
-           f"    r = {body}", "    return b'\\x22' + varint(len(r)) + r"]
+           f"    r = {body}", "    return delimited(b'\\x22', r)"]
     exec("\n".join(src), ns)  # generated from column numbers only, never from user text
     return ns["record"]
 
@@ -276,21 +279,18 @@ class PreparedInsert:
 
     def encode(self, key: Sequence[Any], values: Sequence[Any] = ()) -> bytes:
         """One write inserting one row: ``key`` and ``values`` in the prepared column order."""
-        try:
-            ins = self._header + self._rec(key, values)
-        except (TypeError, OverflowError, ValueError):
-            raise self._refusal(key, values) from None
-        stmt = b"\x0a" + varint(len(ins)) + ins  # Statement.insert
-        return b"\x0a" + varint(len(stmt)) + stmt  # WriteRequest.statements
+        return self._statement(self._record(key, values))
 
     def encode_many(self, rows: Iterable[tuple[Sequence[Any], Sequence[Any]]]) -> bytes:
         """One write inserting every ``(key, values)`` row (one statement, one transaction)."""
         records = b"".join([self._record(k, v) for k, v in rows])
         if not records:
             raise ValueError(f"{self.table}: an insert needs at least one row")
-        ins = self._header + records
-        stmt = b"\x0a" + varint(len(ins)) + ins
-        return b"\x0a" + varint(len(stmt)) + stmt
+        return self._statement(records)
+
+    def _statement(self, records: bytes) -> bytes:
+        """The write's ``statements`` field: one ``Statement.insert`` of ``records``."""
+        return delimited(b"\x0a", delimited(b"\x0a", self._header + records))
 
     def __repr__(self) -> str:
         return (f"PreparedInsert({self.table!r}, key={list(self.key_columns)}, "

@@ -33,14 +33,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import grpc
 
 from gateway.client.errors import GatewayError, error_of
-from gateway.client.prepared import keyed, serialize_statements, varint
-from gateway.v1 import gateway_pb2, statement_pb2
+from gateway.client.prepared import Statements, keyed, repeated, serialize_statements, varint
+from gateway.v1 import gateway_pb2
 
 __all__ = ["WriteStream"]
 
@@ -57,10 +56,10 @@ class WriteStream:
         self._window = window
         self._room = asyncio.Event()  # set when acks (or a failure) emptied some of the window
         self._max = max_per_request
-        self._queue: list[bytes] = []  # serialized WriteRequests, sequence numbers in order
+        # Serialized WriteRequests: the writes numbered _seq - len(_queue) + 1 ... _seq.
+        self._queue: list[bytes] = []
         self._pending: dict[int, asyncio.Future[gateway_pb2.WriteResult]] = {}
         self._seq = 0
-        self._sent_seq = 0  # sequence number of the last write handed to the call
         self._key_prefix = uuid.uuid4().hex
         self._queued = asyncio.Event()
         self._failed: BaseException | None = None
@@ -68,7 +67,7 @@ class WriteStream:
         self._sender = asyncio.create_task(self._send_loop())
         self._receiver = asyncio.create_task(self._receive_loop())
 
-    async def send(self, statements: Iterable[statement_pb2.Statement] | bytes, *,
+    async def send(self, statements: Statements, *,
                    idempotency_key: str | None = None
                    ) -> asyncio.Future[gateway_pb2.WriteResult]:
         """Queue one write (waiting while the window is full); returns its result's future.
@@ -78,7 +77,7 @@ class WriteStream:
             raise self._failed
         if self._closing:
             raise RuntimeError("the write stream is closing")
-        body = statements if isinstance(statements, bytes) else serialize_statements(statements)
+        body = serialize_statements(statements)
         while len(self._pending) >= self._window:
             self._room.clear()
             await self._room.wait()
@@ -107,10 +106,9 @@ class WriteStream:
                 self._queued.clear()
                 while self._queue:
                     # Consecutive sequence numbers: one request per run of them.
+                    first = self._seq - len(self._queue) + 1
                     batch = self._queue[: self._max]
                     del self._queue[: self._max]
-                    first = self._sent_seq + 1
-                    self._sent_seq += len(batch)
                     await self._call.write(_stream_request(first, batch))
                 if self._closing:
                     await self._call.done_writing()
@@ -181,7 +179,7 @@ class WriteStream:
 
 def _stream_request(seq: int, writes: list[bytes]) -> bytes:
     """A serialized ``StreamWriteRequest`` (``seq`` of ``writes[0]``, the serialized writes)."""
-    return b"\x08" + varint(seq) + b"".join([b"\x12" + varint(len(w)) + w for w in writes])
+    return b"\x08" + varint(seq) + repeated(b"\x12", writes)
 
 
 def _ack_error(code: int, details: str) -> GatewayError:
