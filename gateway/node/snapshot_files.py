@@ -11,7 +11,8 @@ Files in the snapshot directory (``DATA/raft/snapshots``):
 - ``NNNNNNNNNNNNNNNNNNNN.snapdir/``: a snapshot this node took at index N (20 digits): the
   export directory itself, moved here -- links to the store's immutable tables and the
   manifest, so taking a snapshot writes no table bytes (RocksDB's checkpoints do the same).
-  Its archive is built from the files when it is loaded (``load``: sending it to a follower).
+  Its archive is read from the files, a range at a time, as it is sent (``load`` returns an
+  ``ArchiveReader``: a leader never holds a follower's snapshot whole).
 - ``NNNNNNNNNNNNNNNNNNNN.snap``: the archive of a snapshot at index N received from the
   leader (or written by a version before the directories);
 - ``CURRENT``: JSON ``{"index", "term", "conf_state": {...}}`` of the newest snapshot, written
@@ -31,6 +32,7 @@ must be serialized by the caller (``RaftLogStorage`` does).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import json
@@ -38,16 +40,17 @@ import os
 import shutil
 import struct
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
 
 from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
 from gateway.core.lsm.export import SNAPSHOT_NAME, check_export_files, read_snapshot_manifest
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError", "archive_chunks",
-           "archive_size", "check_archive", "check_snapshot_dir", "pack_dir", "unpack_dir"]
+__all__ = ["ArchiveReader", "SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError",
+           "archive_chunks", "archive_size", "check_archive", "check_snapshot_dir", "pack_dir",
+           "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -103,16 +106,15 @@ def _regular_files(directory: str) -> list[tuple[str, str, int]]:
     return out
 
 
-def _framed(files: Iterable[tuple[str, str, int, BinaryIO | None]]) -> Iterator[bytes]:
-    """The archive of ``(name, path, size, open file or None)``: each file read from its open
-    handle (or opened now) in pieces of at most 1 MiB and closed; a file whose length is not
-    ``size`` raises ``OSError``."""
+def _framed(files: Iterable[tuple[str, str, int]]) -> Iterator[bytes]:
+    """The archive of ``(name, path, size)``: each file opened and read in pieces of at most
+    1 MiB; a file whose length is not ``size`` raises ``OSError``."""
     yield _MAGIC
-    for name, path, expected, handle in files:
+    for name, path, expected in files:
         raw = name.encode()
         yield _NAME.pack(len(raw)) + raw + _SIZE.pack(expected)
         copied = 0
-        with handle if handle is not None else open(path, "rb") as f:
+        with open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
                 copied += len(chunk)
                 yield chunk
@@ -121,13 +123,86 @@ def _framed(files: Iterable[tuple[str, str, int, BinaryIO | None]]) -> Iterator[
                           f"changed while it was archived)")
 
 
+#: One piece of an ``ArchiveReader``: bytes as they are (the magic, a file's header), or
+#: ``(path, fd, size)``: ``size`` bytes of the open file ``fd`` from its start.
+_Part = bytes | tuple[str, int, int]
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class ArchiveReader:
+    """A snapshot archive read from open files a byte range at a time, never held whole:
+    ``len(reader)``, ``reader[a:b]`` (those bytes, read now; what the Raft core's snapshot
+    sender slices into chunks), ``bytes(reader)`` (all of it). The files are open from the
+    moment it is made, so removing them afterwards (a newer snapshot's ``commit``) does not
+    disturb it; they are closed by ``close()`` or when the reader is collected. A file
+    shorter than it was when opened raises ``OSError`` naming it (the archive is not silently
+    cut short)."""
+
+    __slots__ = ("__weakref__", "_closer", "_parts", "_size", "_starts")
+
+    def __init__(self, parts: list[_Part], fds: list[int]) -> None:
+        self._parts = parts
+        self._starts: list[int] = []
+        pos = 0
+        for part in parts:
+            self._starts.append(pos)
+            pos += len(part) if isinstance(part, bytes) else part[2]
+        self._size = pos
+        self._closer = weakref.finalize(self, _close_fds, fds)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, key: slice) -> bytes:
+        if not isinstance(key, slice):
+            raise TypeError("an archive reader is read by slices: reader[a:b]")
+        start, stop, step = key.indices(self._size)
+        if step != 1:
+            raise ValueError("an archive reader reads contiguous ranges (step 1)")
+        out: list[bytes] = []
+        pos = start
+        i = bisect.bisect_right(self._starts, start) - 1
+        while pos < stop:
+            part, base = self._parts[i], self._starts[i]
+            if isinstance(part, bytes):
+                piece = part[pos - base:stop - base]
+            else:
+                path, fd, size = part
+                want = min(stop, base + size) - pos
+                piece = os.pread(fd, want, pos - base)
+                while 0 < len(piece) < want:  # a short read that is not the end of the file
+                    more = os.pread(fd, want - len(piece), pos - base + len(piece))
+                    if not more:
+                        break
+                    piece += more
+                if len(piece) != want:
+                    raise OSError(f"{path}: ended at byte {pos - base + len(piece)}, "
+                                  f"{size} expected (the file changed while it was archived)")
+            out.append(piece)
+            pos += len(piece)
+            i += 1
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def __bytes__(self) -> bytes:
+        return self[:]
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        self._closer()
+
+
 def archive_chunks(directory: str) -> Iterator[bytes]:
     """The archive of every regular file directly in ``directory`` (sorted by name), in
     pieces of at most 1 MiB read as they are consumed (``FileSystem.write_atomic`` can write
     a store's archive this way without ever holding it whole). The files must not change
     meanwhile (an export's are links to immutable tables): one whose size moved raises
     ``OSError``."""
-    return _framed((name, path, size, None) for name, path, size in _regular_files(directory))
+    return _framed(_regular_files(directory))
 
 
 def archive_size(directory: str) -> int:
@@ -141,30 +216,34 @@ def pack_dir(directory: str) -> bytes:
     return b"".join(archive_chunks(directory))
 
 
-def unpack_dir(data: bytes, directory: str, fs: FileSystem | None = None) -> int:
-    """Write the files of archive ``data`` into the new directory ``directory``, each synced,
-    and sync the directory; return the file count. Raises ``SnapshotArchiveError`` on a
-    malformed archive."""
+def unpack_dir(data: bytes | ArchiveReader, directory: str,
+               fs: FileSystem | None = None) -> int:
+    """Write the files of archive ``data`` (bytes, or an ``ArchiveReader``: read a MiB at a
+    time) into the new directory ``directory``, each synced, and sync the directory; return
+    the file count. Raises ``SnapshotArchiveError`` on a malformed archive."""
     fs = fs or local_fs()
-    if not data.startswith(_MAGIC):
+    view = data if isinstance(data, ArchiveReader) else memoryview(data)
+    total = len(view)
+    if bytes(view[: len(_MAGIC)]) != _MAGIC:
         raise SnapshotArchiveError("snapshot archive: bad magic at offset 0")
     fs.makedirs(directory)
-    pos, count, view = len(_MAGIC), 0, memoryview(data)
-    while pos < len(data):
-        if pos + _NAME.size > len(data):
+    pos, count = len(_MAGIC), 0
+    while pos < total:
+        if pos + _NAME.size > total:
             raise SnapshotArchiveError(f"snapshot archive: truncated name at offset {pos}")
-        (n,) = _NAME.unpack_from(data, pos)
+        (n,) = _NAME.unpack(view[pos : pos + _NAME.size])
         name = bytes(view[pos + 2 : pos + 2 + n]).decode()
         pos += 2 + n
-        if "/" in name or name in ("", ".", "..") or pos + _SIZE.size > len(data):
+        if "/" in name or name in ("", ".", "..") or pos + _SIZE.size > total:
             raise SnapshotArchiveError(f"snapshot archive: bad entry at offset {pos}")
-        (size,) = _SIZE.unpack_from(data, pos)
+        (size,) = _SIZE.unpack(view[pos : pos + _SIZE.size])
         pos += _SIZE.size
-        if pos + size > len(data):
+        if pos + size > total:
             raise SnapshotArchiveError(f"snapshot archive: {name} truncated at offset {pos}")
         out = fs.create(os.path.join(directory, name))
         try:
-            out.write(view[pos : pos + size])  # type: ignore[arg-type]
+            for at in range(pos, pos + size, _CHUNK):
+                out.write(view[at : min(at + _CHUNK, pos + size)])  # type: ignore[arg-type]
             out.sync()
         finally:
             out.close()
@@ -354,27 +433,35 @@ class SnapshotFiles:
                     self._fs.discard(path)
 
     def load(self) -> Snapshot:
-        """The newest snapshot with its data (an empty ``Snapshot`` when there is none)."""
+        """The newest snapshot (an empty ``Snapshot`` when there is none); its ``data`` an
+        ``ArchiveReader`` over the snapshot's files, opened now and read as it is sliced."""
         with self._lock:  # open under the lock: ``commit`` removes the old files under it
             meta = self._meta
             if meta.index == 0:
                 return Snapshot()
             directory = self._dir(meta.index)
-            with contextlib.ExitStack() as opening:  # all or none stay open
+            fds: list[int] = []
+            parts: list[_Part] = []
+            try:
                 if os.path.isdir(directory):
-                    archive = None
-                    files = [(name, path, size, opening.enter_context(open(path, "rb")))
-                             for name, path, size in _regular_files(directory)]
+                    parts.append(_MAGIC)
+                    for name, path, _ in _regular_files(directory):
+                        fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+                        size = os.fstat(fds[-1]).st_size
+                        raw = name.encode()
+                        parts.append(_NAME.pack(len(raw)) + raw + _SIZE.pack(size))
+                        parts.append((path, fds[-1], size))
                 else:
+                    path = self._path(meta.index)
                     try:
-                        archive = opening.enter_context(open(self._path(meta.index), "rb"))
+                        fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
                     except FileNotFoundError:
                         return Snapshot(meta, _MAGIC)  # bootstrap snapshot: an empty store
-                opened = opening.pop_all()
-        with opened:
-            if archive is not None:
-                return Snapshot(meta, archive.read())
-            return Snapshot(meta, b"".join(_framed(files)))
+                    parts.append((path, fds[-1], os.fstat(fds[-1]).st_size))
+            except BaseException:
+                _close_fds(fds)  # all or none stay open
+                raise
+        return Snapshot(meta, ArchiveReader(parts, fds))
 
     def save_metadata_only(self, meta: SnapshotMetadata) -> None:
         """Record a snapshot whose data is the empty store (cluster bootstrap)."""

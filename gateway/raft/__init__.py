@@ -44,6 +44,7 @@ from .types import (
     Role,
     Snapshot,
     SnapshotChunk,
+    SnapshotData,
     SnapshotMetadata,
     SoftState,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "Role",
     "Snapshot",
     "SnapshotChunk",
+    "SnapshotData",
     "SnapshotMetadata",
     "SnapshotOutOfDateError",
     "SnapshotTemporarilyUnavailableError",

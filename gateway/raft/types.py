@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
 #: Node id meaning "nobody" (no vote, no known leader). Real node ids are positive integers.
 NONE = 0
@@ -186,12 +187,23 @@ class SnapshotMetadata:
     term: int = 0
 
 
+class SnapshotData(Protocol):
+    """What a snapshot's image must offer the core: its length and its bytes by range (the
+    sender slices it into chunks). ``bytes`` is one; a storage may hand out a reader that
+    reads the ranges from files as they are asked for, so the image is never held whole."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice, /) -> bytes: ...
+
+
 @dataclass(slots=True, frozen=True)
 class Snapshot:
-    """An application state image plus the metadata of the last entry it covers."""
+    """An application state image plus the metadata of the last entry it covers. ``data``
+    is ``bytes`` or any ``SnapshotData`` (a received snapshot's is ``bytes``)."""
 
     metadata: SnapshotMetadata = field(default_factory=SnapshotMetadata)
-    data: bytes = b""
+    data: bytes | SnapshotData = b""
 
     def is_empty(self) -> bool:
         return self.metadata.index == 0

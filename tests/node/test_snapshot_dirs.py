@@ -62,11 +62,11 @@ def test_a_taken_snapshot_is_the_store_tables_themselves_and_loads_as_their_arch
         assert os.stat(kept / name).st_ino == os.stat(os.path.join(store.path, name)).st_ino
     snap = snaps.load()
     assert snap.metadata.index == index == 20 and snap.metadata.term == 3
-    assert snap.data == expected and size == len(expected) == snaps.size()
+    assert bytes(snap.data) == expected and size == len(expected) == snaps.size()
 
     # Reopened (a restart), the same snapshot; its archive restores the same rows.
     again = SnapshotFiles(str(tmp_path / "snapshots"))
-    assert again.metadata == snap.metadata and again.load().data == expected
+    assert again.metadata == snap.metadata and bytes(again.load().data) == expected
     unpack_dir(snap.data, str(tmp_path / "received"))
     assert import_snapshot(str(tmp_path / "received"), str(tmp_path / "restored")) == 20
     assert _rows(str(tmp_path / "restored")) == list(store.scan())
@@ -82,11 +82,11 @@ def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, st
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000009.snapdir", "CURRENT"]
 
     # A snapshot received from the leader is an archive; it replaces the directory ...
-    received = snaps.load().data
+    received = bytes(snaps.load().data)
     snaps.stage(SnapshotMetadata(CONF, 12, 2), received)
     snaps.commit(SnapshotMetadata(CONF, 12, 2))
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000012.snap", "CURRENT"]
-    assert SnapshotFiles(snaps.directory).load().data == received
+    assert bytes(SnapshotFiles(snaps.directory).load().data) == received
 
     # ... and the next one taken replaces the archive.
     _fill(store, 200, 100, 15)
@@ -190,7 +190,7 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
     expected = pack_dir(out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"), fs)
     size = snaps.save_dir(SnapshotMetadata(CONF, 8, 1), out)
-    assert snaps.load().data == expected and size == len(expected)
+    assert bytes(snaps.load().data) == expected and size == len(expected)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000008.snapdir", "CURRENT"]
     assert SnapshotFiles(snaps.directory).metadata.index == 8
 
