@@ -219,7 +219,8 @@ class RaftDriver:
             heartbeat_tick=opts.heartbeat_ticks, applied=applied, check_quorum=True,
             pre_vote=True, read_only_option=ReadOnlyOption.SAFE, boot_lease_guard=True,
             max_size_per_msg=1 << 20, max_inflight_msgs=256,
-            max_snapshot_chunk=1 << 20, snapshot_chunk_window=4))
+            max_snapshot_chunk=1 << 20, snapshot_chunk_window=4,
+            snapshot_spool=storage.snapshots.spool))
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"raft-io-{opts.node_id}")
         self._wake = asyncio.Event()
         self._inbox: list[Message] = []

@@ -43,14 +43,14 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator
 
-from gateway.core.fileio import FileSystem, local_fs
+from gateway.core.fileio import FileSystem, WritableFile, local_fs
 from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
 from gateway.core.lsm.export import SNAPSHOT_NAME, check_export_files, read_snapshot_manifest
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 
-__all__ = ["ArchiveReader", "SnapshotArchiveError", "SnapshotFiles", "SnapshotMetadataError",
-           "archive_chunks", "archive_size", "check_archive", "check_snapshot_dir", "pack_dir",
-           "unpack_dir"]
+__all__ = ["ArchiveReader", "FileSpool", "SnapshotArchiveError", "SnapshotFiles",
+           "SnapshotMetadataError", "SpooledArchive", "archive_chunks", "archive_size",
+           "check_archive", "check_snapshot_dir", "pack_dir", "unpack_dir"]
 
 _MAGIC = b"GWSNAP1\n"
 _NAME = struct.Struct(">H")
@@ -94,6 +94,8 @@ def _read_metadata(path: str) -> SnapshotMetadata:
 
 
 _CHUNK = 1 << 20
+#: The file an incoming snapshot is spooled to (``FileSpool``), in the snapshot directory.
+_SPOOL_NAME = "incoming.spool"
 
 
 def _regular_files(directory: str) -> list[tuple[str, str, int]]:
@@ -137,7 +139,8 @@ def _close_fds(fds: list[int]) -> None:
 class ArchiveReader:
     """A snapshot archive read from open files a byte range at a time, never held whole:
     ``len(reader)``, ``reader[a:b]`` (those bytes, read now; what the Raft core's snapshot
-    sender slices into chunks), ``bytes(reader)`` (all of it). The files are open from the
+    sender slices into chunks), ``bytes(reader)`` (all of it), ``iter(reader)`` (it in pieces
+    of at most 1 MiB: what ``write_atomic`` takes). The files are open from the
     moment it is made, so removing them afterwards (a newer snapshot's ``commit``) does not
     disturb it; they are closed by ``close()`` or when the reader is collected. A file
     shorter than it was when opened raises ``OSError`` naming it (the archive is not silently
@@ -191,9 +194,61 @@ class ArchiveReader:
     def __bytes__(self) -> bytes:
         return self[:]
 
+    def __iter__(self) -> Iterator[bytes]:
+        """The archive in pieces of at most 1 MiB, read as they are consumed."""
+        for at in range(0, self._size, _CHUNK):
+            yield self[at : at + _CHUNK]
+
     def close(self) -> None:
         """Close the files (idempotent)."""
         self._closer()
+
+
+class FileSpool:
+    """The Raft core's ``SnapshotSpool`` on disk: an incoming snapshot's archive written to
+    ``path`` as its chunks arrive (to the page cache: no sync per chunk), so a follower never
+    holds a snapshot whole. ``finish`` returns a ``SpooledArchive`` reading it back;
+    ``SnapshotFiles.stage`` syncs and renames that file into place instead of copying it;
+    ``discard`` removes it."""
+
+    def __init__(self, fs: FileSystem, path: str) -> None:
+        self.path = path
+        self._fs = fs
+        self._out: WritableFile | None = fs.create(path)
+
+    def append(self, data: bytes) -> None:
+        assert self._out is not None, "append after finish or discard"
+        self._out.write(data)
+
+    def finish(self) -> SpooledArchive:
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        return SpooledArchive(self, [(self.path, fd, os.fstat(fd).st_size)], [fd])
+
+    def keep_as(self, path: str) -> None:
+        """Sync the spooled archive and rename it to ``path`` (same directory), durably."""
+        assert self._out is not None, "keep_as after discard"
+        self._out.sync()
+        self._out.close()
+        self._out = None
+        self._fs.rename(self.path, path)
+        self._fs.sync_dir(os.path.dirname(path) or ".")
+
+    def discard(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+            self._fs.discard(self.path)
+
+
+class SpooledArchive(ArchiveReader):
+    """An ``ArchiveReader`` over a ``FileSpool``'s file (what ``FileSpool.finish`` returns):
+    ``SnapshotFiles.stage`` keeps the file itself (``spool.keep_as``)."""
+
+    __slots__ = ("spool",)
+
+    def __init__(self, spool: FileSpool, parts: list[_Part], fds: list[int]) -> None:
+        super().__init__(parts, fds)
+        self.spool = spool
 
 
 def archive_chunks(directory: str) -> Iterator[bytes]:
@@ -326,6 +381,7 @@ class SnapshotFiles:
         self._fs.makedirs(directory)
         self._lock = threading.Lock()
         self._meta = SnapshotMetadata()
+        self._fs.discard(self._spool_path())  # a transfer a restart cut short
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
             self._meta = _read_metadata(current)
@@ -341,6 +397,15 @@ class SnapshotFiles:
 
     def _path(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snap")
+
+    def _spool_path(self) -> str:
+        return os.path.join(self.directory, _SPOOL_NAME)
+
+    def spool(self, meta: SnapshotMetadata, total: int) -> FileSpool:
+        """The Raft core's spool factory (``Config.snapshot_spool``): a ``FileSpool`` for the
+        incoming snapshot ``meta`` (one at a time: the core discards the previous one before
+        it asks for the next), in this directory so ``stage`` renames it into place."""
+        return FileSpool(self._fs, self._spool_path())
 
     def _dir(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snapdir")
@@ -396,12 +461,17 @@ class SnapshotFiles:
         return archive_size(target)
 
     def stage(self, meta: SnapshotMetadata, data: bytes | Iterable[bytes]) -> int:
-        """Write the archive of ``meta``/``data`` (bytes or chunks) and its metadata
-        (``N.pending``), durably, without making it the newest: `commit` (or `commit_pending`
-        after a crash) does. Returns the archive's size."""
+        """Write the archive of ``meta``/``data`` (bytes, chunks or an ``ArchiveReader``; a
+        ``SpooledArchive``'s file is synced and renamed, not copied) and its metadata
+        (``N.pending``), durably, without making it the newest: `commit` (or
+        `commit_pending` after a crash) does. Returns the archive's size."""
         path = self._path(meta.index)
         shutil.rmtree(self._dir(meta.index), ignore_errors=True)  # one never committed
-        size = self._fs.write_atomic(path, data)
+        if isinstance(data, SpooledArchive):
+            data.spool.keep_as(path)
+            size = len(data)
+        else:
+            size = self._fs.write_atomic(path, data)
         self._write_json(path[: -len(".snap")] + ".pending", meta)
         return size
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .rng import RandomSource, SplitMix64
 from .storage import NO_LIMIT, Storage
 from .types import NONE, ReadOnlyOption
+
+if TYPE_CHECKING:
+    from .snapshot_transfer import SpoolFactory
 
 
 @dataclass(slots=True)
@@ -44,6 +48,9 @@ class Config:
     #: when lease reads are requested per call (``RawNode.read_index(ctx, lease=True)``).
     boot_lease_guard: bool | None = None
     rng: RandomSource | None = field(default=None)
+    #: Makes the spool an incoming snapshot's chunks are kept in (``snapshot_transfer``);
+    #: None: in memory. A node spools to a file, so it never holds a snapshot whole.
+    snapshot_spool: SpoolFactory | None = None
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the first invalid field."""

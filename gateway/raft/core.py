@@ -105,7 +105,7 @@ class Raft:
         self.election_start: tuple[int, int] | None = None
         self.prospective_term = 0
         self.snap_sender = SnapshotSender(c.max_snapshot_chunk, c.snapshot_chunk_window)
-        self.snap_receiver = SnapshotReceiver()
+        self.snap_receiver = SnapshotReceiver(c.snapshot_spool)
         self._step: Callable[[Message], None] = self._step_follower
         self._tick: Callable[[], None] = self._tick_election
 

@@ -5,7 +5,45 @@ acknowledged byte on every heartbeat response while the transfer lasts.
 
 from __future__ import annotations
 
-from .types import Snapshot, SnapshotChunk, SnapshotMetadata
+from collections.abc import Callable
+from typing import Protocol
+
+from .types import Snapshot, SnapshotChunk, SnapshotData, SnapshotMetadata
+
+
+class SnapshotSpool(Protocol):
+    """Where a receiver keeps the bytes of one incoming snapshot (``Config.snapshot_spool``
+    makes one per snapshot): ``append`` the next bytes; ``finish`` once all arrived returns
+    the image as the ``data`` of the installed ``Snapshot``; ``discard`` drops a transfer
+    that will not finish (a newer snapshot started). Called on the core's thread."""
+
+    def append(self, data: bytes) -> None: ...
+
+    def finish(self) -> SnapshotData | bytes: ...
+
+    def discard(self) -> None: ...
+
+
+class MemorySpool:
+    """The default spool: the snapshot's bytes in memory."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self, meta: SnapshotMetadata, total: int) -> None:
+        self.buf = bytearray()
+
+    def append(self, data: bytes) -> None:
+        self.buf += data
+
+    def finish(self) -> bytes:
+        return bytes(self.buf)
+
+    def discard(self) -> None:
+        self.buf = bytearray()
+
+
+#: Makes the spool of the snapshot ``meta`` of ``total`` bytes.
+SpoolFactory = Callable[[SnapshotMetadata, int], SnapshotSpool]
 
 
 class _Transfer:
@@ -84,13 +122,16 @@ class SnapshotSender:
 
 
 class SnapshotReceiver:
-    """Follower side: reassembles the chunks of one snapshot at a time."""
+    """Follower side: reassembles the chunks of one snapshot at a time in a spool made by
+    ``spool`` (default: in memory)."""
 
-    __slots__ = ("buf", "done", "meta")
+    __slots__ = ("done", "held", "meta", "spool", "spool_of")
 
-    def __init__(self) -> None:
+    def __init__(self, spool: SpoolFactory | None = None) -> None:
+        self.spool_of: SpoolFactory = spool or MemorySpool
         self.meta: SnapshotMetadata | None = None
-        self.buf = bytearray()
+        self.spool: SnapshotSpool | None = None
+        self.held = 0
         self.done: tuple[SnapshotMetadata, int] | None = None
 
     def receive(self, chunk: SnapshotChunk) -> tuple[int, Snapshot | None]:
@@ -98,18 +139,25 @@ class SnapshotReceiver:
         the complete snapshot once the last byte arrived."""
         if self.done is not None and self.done[0] == chunk.metadata:
             return self.done[1], None
-        if self.meta != chunk.metadata:
+        if self.meta != chunk.metadata or self.spool is None:
             if chunk.offset != 0:
                 return 0, None
+            self.drop()
+            self.spool = self.spool_of(chunk.metadata, chunk.total)
             self.meta = chunk.metadata
-            self.buf = bytearray()
-        if chunk.offset == len(self.buf):
-            self.buf += chunk.data
-        held = len(self.buf)
+        if chunk.offset == self.held and chunk.data:
+            self.spool.append(chunk.data)
+            self.held += len(chunk.data)
+        held = self.held
         if held == chunk.total:
-            snap = Snapshot(chunk.metadata, bytes(self.buf))
+            snap = Snapshot(chunk.metadata, self.spool.finish())
             self.done = (chunk.metadata, held)
-            self.meta = None
-            self.buf = bytearray()
+            self.meta, self.spool, self.held = None, None, 0
             return held, snap
         return held, None
+
+    def drop(self) -> None:
+        """Discard the transfer in progress, if any."""
+        if self.spool is not None:
+            self.spool.discard()
+        self.meta, self.spool, self.held = None, None, 0

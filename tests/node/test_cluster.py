@@ -4,6 +4,8 @@ by snapshot and a node removed."""
 
 from __future__ import annotations
 
+import os
+
 from gateway.client import AsyncGatewayClient, row_insert, row_update
 from gateway.node import GatewayNode
 
@@ -121,6 +123,9 @@ def test_join_by_snapshot_and_remove(tmp_path):
             await wait_for(lambda: new.sm.applied_index >= leader.sm.applied_index,
                            what="the new node to catch up")
             assert new.driver.last_snapshot_index > 1  # caught up by snapshot
+            # ... received through a file spool, renamed into place: none is left behind
+            assert new.driver.raw.raft.snap_receiver.spool_of == new.storage.snapshots.spool
+            assert "incoming.spool" not in os.listdir(new.storage.snapshots.directory)
             assert _rows(new, "t.j") == _rows(leader, "t.j")
             victim = next(n for n in nodes if n is not leader and n is not new)
             async with AsyncGatewayClient(new_cfg.api) as c:

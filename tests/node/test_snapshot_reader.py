@@ -16,9 +16,16 @@ import pytest
 
 from gateway.core.lsm import LSMStore, export_snapshot
 from gateway.node import snapshot_files
-from gateway.node.snapshot_files import ArchiveReader, SnapshotFiles, pack_dir, unpack_dir
-from gateway.raft import ConfState, SnapshotMetadata
-from gateway.raft.snapshot_transfer import SnapshotSender
+from gateway.node.snapshot_files import (
+    ArchiveReader,
+    SnapshotFiles,
+    SpooledArchive,
+    check_archive,
+    pack_dir,
+    unpack_dir,
+)
+from gateway.raft import ConfState, Snapshot, SnapshotChunk, SnapshotMetadata
+from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
 
 CONF = ConfState(voters=(1, 2, 3))
 
@@ -97,7 +104,7 @@ def test_the_snapshot_sender_cuts_a_reader_into_the_chunks_of_its_bytes(tmp_path
 
     def chunks(data) -> list[tuple[int, int, bytes]]:
         sender = SnapshotSender(chunk_size=777, window=3)
-        sender.start(2, type(snap)(snap.metadata, data))
+        sender.start(2, Snapshot(snap.metadata, data))
         out = []
         while batch := sender.next_chunks(2):
             out += [(c.offset, c.total, c.data) for c in batch]
@@ -176,3 +183,61 @@ def test_a_reader_closes_its_files_when_closed_or_collected(tmp_path, store):
     del reader
     gc.collect()
     assert _open_in(directory) == 0
+
+
+def test_a_received_snapshot_is_spooled_to_a_file_and_renamed_into_place(tmp_path, store):
+    _, expected = _taken(tmp_path, store)
+    snaps = SnapshotFiles(str(tmp_path / "follower"))
+    meta = SnapshotMetadata(CONF, 12, 4)
+    receiver = SnapshotReceiver(snaps.spool)
+    sender = SnapshotSender(chunk_size=1000, window=4)
+    sender.start(2, Snapshot(meta, expected))
+    got = None
+    while batch := sender.next_chunks(2):
+        for c in batch:
+            held, snap = receiver.receive(c)
+            got = snap or got
+        sender.ack(2, meta.index, held)
+    spool = os.path.join(snaps.directory, "incoming.spool")
+    assert isinstance(got.data, SpooledArchive) and bytes(got.data) == expected
+    assert os.path.getsize(spool) == len(expected)  # on disk, not in memory
+
+    inode = os.stat(spool).st_ino
+    assert snaps.stage(meta, got.data) == len(expected)  # as install_snapshot stages it
+    snaps.commit(meta)
+    assert sorted(os.listdir(snaps.directory)) == ["00000000000000000012.snap", "CURRENT"]
+    assert os.stat(snaps._path(12)).st_ino == inode  # renamed, not copied
+    check_archive(snaps._path(12))
+    assert bytes(SnapshotFiles(snaps.directory).load().data) == expected
+    # the restore that follows the install reads the same reader, after the rename
+    assert unpack_dir(got.data, str(tmp_path / "restored")) > 1
+    assert pack_dir(str(tmp_path / "restored")) == expected
+
+
+def test_a_spool_a_newer_snapshot_replaced_or_a_restart_cut_short_is_removed(tmp_path):
+    snaps = SnapshotFiles(str(tmp_path / "snaps"))
+    spool_path = os.path.join(snaps.directory, "incoming.spool")
+    receiver = SnapshotReceiver(snaps.spool)
+    receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 5, 1), 0, 10, b"GWSNAP1\n"))
+    assert os.path.getsize(spool_path) == 8
+    receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 9, 2), 0, 100, b"GWSNAP1\nxy"))
+    assert os.path.getsize(spool_path) == 10  # the newer one's bytes only
+    receiver.drop()
+    assert not os.path.exists(spool_path)
+    receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 9, 2), 0, 100, b"GWSNAP1\nxy"))
+    assert os.path.exists(spool_path)
+    SnapshotFiles(snaps.directory)  # a restart
+    assert not os.path.exists(spool_path)
+
+
+def test_a_loaded_reader_staged_elsewhere_is_copied_a_piece_at_a_time(
+        tmp_path, store, monkeypatch):
+    monkeypatch.setattr(snapshot_files, "_CHUNK", 4096)
+    snaps, expected = _taken(tmp_path, store)
+    reader = snaps.load().data
+    pieces = list(reader)
+    assert b"".join(pieces) == expected and len(pieces) == -(-len(expected) // 4096) > 10
+    assert {len(p) for p in pieces[:-1]} == {4096}
+    other = SnapshotFiles(str(tmp_path / "other"))
+    assert other.save(SnapshotMetadata(CONF, 30, 5), reader) == len(expected)
+    assert bytes(other.load().data) == expected
