@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -39,15 +38,22 @@ from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
 
 
+def _status_mib(field: str) -> float:
+    """``field`` of /proc/self/status in MiB: ``VmRSS`` (now) or ``VmHWM`` (this process
+    image's peak; ``ru_maxrss`` would carry the parent's RSS at the fork across the exec)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def _rss_mib() -> float:
-    """Peak RSS of this process so far (MiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return _status_mib("VmHWM")
 
 
 def _current_mib() -> float:
-    """RSS of this process now (MiB): the baseline peaks are measured above."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return _status_mib("VmRSS")
 
 
 def build(root: str, mib: int) -> None:
