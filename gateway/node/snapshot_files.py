@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -94,8 +95,9 @@ def _read_metadata(path: str) -> SnapshotMetadata:
 
 
 _CHUNK = 1 << 20
-#: The file an incoming snapshot is spooled to (``FileSpool``), in the snapshot directory.
-_SPOOL_NAME = "incoming.spool"
+#: Incoming snapshots are spooled (``FileSpool``) to ``incoming-<n>.spool`` files in the
+#: snapshot directory, ``n`` counting transfers since the process started.
+_SPOOL_SUFFIX = ".spool"
 
 
 def _regular_files(directory: str) -> list[tuple[str, str, int]]:
@@ -206,10 +208,11 @@ class ArchiveReader:
 
 class FileSpool:
     """The Raft core's ``SnapshotSpool`` on disk: an incoming snapshot's archive written to
-    ``path`` as its chunks arrive (to the page cache: no sync per chunk), so a follower never
-    holds a snapshot whole. ``finish`` returns a ``SpooledArchive`` reading it back;
-    ``SnapshotFiles.stage`` syncs and renames that file into place instead of copying it;
-    ``discard`` removes it."""
+    ``path`` (a name of its own) as its chunks arrive (to the page cache: no sync per chunk),
+    so a follower never holds a snapshot whole. ``finish`` returns a ``SpooledArchive``
+    reading it back; ``SnapshotFiles.stage`` syncs and renames that file into place instead
+    of copying it (``keep_as``); ``discard`` removes it -- also done when a finished archive
+    that was never staged (the core refused the snapshot) is collected."""
 
     def __init__(self, fs: FileSystem, path: str) -> None:
         self.path = path
@@ -249,6 +252,7 @@ class SpooledArchive(ArchiveReader):
     def __init__(self, spool: FileSpool, parts: list[_Part], fds: list[int]) -> None:
         super().__init__(parts, fds)
         self.spool = spool
+        weakref.finalize(self, spool.discard)  # a no-op once kept
 
 
 def archive_chunks(directory: str) -> Iterator[bytes]:
@@ -381,7 +385,10 @@ class SnapshotFiles:
         self._fs.makedirs(directory)
         self._lock = threading.Lock()
         self._meta = SnapshotMetadata()
-        self._fs.discard(self._spool_path())  # a transfer a restart cut short
+        for name in os.listdir(directory):  # transfers a restart cut short
+            if name.endswith(_SPOOL_SUFFIX):
+                self._fs.discard(os.path.join(directory, name))
+        self._spools = itertools.count(1)
         current = os.path.join(directory, "CURRENT")
         if os.path.exists(current):
             self._meta = _read_metadata(current)
@@ -398,14 +405,12 @@ class SnapshotFiles:
     def _path(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snap")
 
-    def _spool_path(self) -> str:
-        return os.path.join(self.directory, _SPOOL_NAME)
-
     def spool(self, meta: SnapshotMetadata, total: int) -> FileSpool:
-        """The Raft core's spool factory (``Config.snapshot_spool``): a ``FileSpool`` for the
-        incoming snapshot ``meta`` (one at a time: the core discards the previous one before
-        it asks for the next), in this directory so ``stage`` renames it into place."""
-        return FileSpool(self._fs, self._spool_path())
+        """The Raft core's spool factory (``Config.snapshot_spool``): a ``FileSpool`` of its
+        own for the incoming snapshot ``meta``, in this directory so ``stage`` renames it into
+        place."""
+        name = f"incoming-{next(self._spools)}{_SPOOL_SUFFIX}"
+        return FileSpool(self._fs, os.path.join(self.directory, name))
 
     def _dir(self, index: int) -> str:
         return os.path.join(self.directory, f"{index:020d}.snapdir")

@@ -198,7 +198,7 @@ def test_a_received_snapshot_is_spooled_to_a_file_and_renamed_into_place(tmp_pat
             held, snap = receiver.receive(c)
             got = snap or got
         sender.ack(2, meta.index, held)
-    spool = os.path.join(snaps.directory, "incoming.spool")
+    spool = os.path.join(snaps.directory, "incoming-1.spool")
     assert isinstance(got.data, SpooledArchive) and bytes(got.data) == expected
     assert os.path.getsize(spool) == len(expected)  # on disk, not in memory
 
@@ -216,18 +216,35 @@ def test_a_received_snapshot_is_spooled_to_a_file_and_renamed_into_place(tmp_pat
 
 def test_a_spool_a_newer_snapshot_replaced_or_a_restart_cut_short_is_removed(tmp_path):
     snaps = SnapshotFiles(str(tmp_path / "snaps"))
-    spool_path = os.path.join(snaps.directory, "incoming.spool")
+
+    def spools() -> dict[str, int]:
+        return {n: os.path.getsize(os.path.join(snaps.directory, n))
+                for n in os.listdir(snaps.directory) if n.endswith(".spool")}
+
     receiver = SnapshotReceiver(snaps.spool)
     receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 5, 1), 0, 10, b"GWSNAP1\n"))
-    assert os.path.getsize(spool_path) == 8
+    assert spools() == {"incoming-1.spool": 8}
     receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 9, 2), 0, 100, b"GWSNAP1\nxy"))
-    assert os.path.getsize(spool_path) == 10  # the newer one's bytes only
+    assert spools() == {"incoming-2.spool": 10}  # the newer one's bytes only
     receiver.drop()
-    assert not os.path.exists(spool_path)
+    assert spools() == {}
     receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 9, 2), 0, 100, b"GWSNAP1\nxy"))
-    assert os.path.exists(spool_path)
+    assert spools() == {"incoming-3.spool": 10}
     SnapshotFiles(snaps.directory)  # a restart
-    assert not os.path.exists(spool_path)
+    assert spools() == {}
+
+
+def test_a_finished_spool_never_staged_is_removed_when_its_snapshot_is_dropped(tmp_path):
+    snaps = SnapshotFiles(str(tmp_path / "snaps"))
+    receiver = SnapshotReceiver(snaps.spool)
+    _, snap = receiver.receive(SnapshotChunk(SnapshotMetadata(CONF, 5, 1), 0, 8, b"GWSNAP1\n"))
+    path = os.path.join(snaps.directory, "incoming-1.spool")
+    assert snap is not None and os.path.exists(path)
+    directory = snaps.directory
+    assert _open_in(directory) == 2  # the spool's writer and the archive's reader
+    del snap  # the core refused it (e.g. older than its commit index): nothing stages it
+    gc.collect()
+    assert not os.path.exists(path) and _open_in(directory) == 0
 
 
 def test_a_loaded_reader_staged_elsewhere_is_copied_a_piece_at_a_time(
