@@ -12,8 +12,12 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
+import pytest
+
 from gateway.node import GatewayNode, NodeConfig
 from gateway.node.config import TlsConfig
+
+from .snapshot_stores import open_store
 
 T = TypeVar("T")
 
@@ -106,3 +110,9 @@ async def wait_for(pred: Callable[[], bool], timeout: float = 15.0, what: str = 
 async def leader_of(nodes: list[GatewayNode], timeout: float = 15.0) -> GatewayNode:
     await wait_for(lambda: any(n.driver.is_leader for n in nodes), timeout, "a leader")
     return next(n for n in nodes if n.driver.is_leader)
+
+
+@pytest.fixture()
+def store(tmp_path):
+    """An LSM store to export (``snapshot_stores.open_store``)."""
+    yield from open_store(tmp_path)

@@ -18,15 +18,9 @@ from gateway.node.snapshot_files import (
     pack_dir,
     unpack_dir,
 )
-from gateway.raft import ConfState, SnapshotMetadata
+from gateway.raft import SnapshotMetadata
 
-CONF = ConfState(voters=(1, 2, 3))
-
-
-def _fill(store: LSMStore, start: int, count: int, index: int) -> None:
-    store.write_batch([(b"k%06d" % i, b"v%06d" % i * 20) for i in range(start, start + count)],
-                      log_index=index)
-    store.flush()
+from .snapshot_stores import CONF, fill
 
 
 def _rows(path: str) -> list[tuple[bytes, bytes]]:
@@ -37,17 +31,10 @@ def _rows(path: str) -> list[tuple[bytes, bytes]]:
         store.close()
 
 
-@pytest.fixture()
-def store(tmp_path):
-    s = LSMStore(str(tmp_path / "store"), background=False)
-    yield s
-    s.close()
-
-
 def test_a_taken_snapshot_is_the_store_tables_themselves_and_loads_as_their_archive(
         tmp_path, store):
-    _fill(store, 0, 500, 10)
-    _fill(store, 500, 500, 20)
+    fill(store, 0, 500, 10)
+    fill(store, 500, 500, 20)
     out = str(tmp_path / "out")
     index = export_snapshot(store, out)
     expected = pack_dir(out)
@@ -74,10 +61,10 @@ def test_a_taken_snapshot_is_the_store_tables_themselves_and_loads_as_their_arch
 
 def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, store):
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
-    _fill(store, 0, 100, 5)
+    fill(store, 0, 100, 5)
     out = str(tmp_path / "out")
     snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 1), out)
-    _fill(store, 100, 100, 9)
+    fill(store, 100, 100, 9)
     snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 1), out)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000009.snapdir", "CURRENT"]
 
@@ -89,14 +76,14 @@ def test_only_the_newest_snapshot_is_kept_whether_taken_or_received(tmp_path, st
     assert bytes(SnapshotFiles(snaps.directory).load().data) == received
 
     # ... and the next one taken replaces the archive.
-    _fill(store, 200, 100, 15)
+    fill(store, 200, 100, 15)
     snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 2), out)
     assert sorted(os.listdir(snaps.directory)) == ["00000000000000000015.snapdir", "CURRENT"]
 
 
 def test_a_snapshot_directory_left_by_an_interrupted_save_is_replaced(tmp_path, store):
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
-    _fill(store, 0, 100, 7)
+    fill(store, 0, 100, 7)
     stale = tmp_path / "snapshots" / f"{7:020d}.snapdir"
     stale.mkdir()
     (stale / "junk").write_bytes(b"left by a crash before CURRENT")
@@ -107,7 +94,7 @@ def test_a_snapshot_directory_left_by_an_interrupted_save_is_replaced(tmp_path, 
 
 
 def _damaged_snapshot(tmp_path, store) -> tuple[str, str]:
-    _fill(store, 0, 300, 4)
+    fill(store, 0, 300, 4)
     out = str(tmp_path / "out")
     index = export_snapshot(store, out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))
@@ -151,10 +138,10 @@ def test_each_table_is_checksummed_once_across_exports(tmp_path, store, monkeypa
         return real(path, fs)
 
     monkeypatch.setattr(export_module, "file_crc32c", counting)
-    _fill(store, 0, 200, 3)
+    fill(store, 0, 200, 3)
     export_snapshot(store, str(tmp_path / "a"))
     assert len(summed) == 1
-    _fill(store, 200, 200, 6)
+    fill(store, 200, 200, 6)
     export_snapshot(store, str(tmp_path / "b"))
     assert len(summed) == 2  # only the new table
     # The cached checksums are the files' own: a fresh import checks every one of them.
@@ -184,7 +171,7 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
         real_rename(src, dst)
 
     monkeypatch.setattr(fs, "rename", rename)
-    _fill(store, 0, 300, 8)
+    fill(store, 0, 300, 8)
     out = str(tmp_path / "out")
     assert export_snapshot(store, out) == 8
     expected = pack_dir(out)
@@ -197,7 +184,7 @@ def test_a_snapshot_directory_on_another_file_system_is_linked_file_by_file(
 
 @pytest.mark.parametrize("cut", [0, 5, 0.5], ids=["empty", "magic-cut", "half"])
 def test_a_damaged_received_archive_refuses_to_open_naming_the_file(tmp_path, store, cut):
-    _fill(store, 0, 300, 6)
+    fill(store, 0, 300, 6)
     out = str(tmp_path / "out")
     export_snapshot(store, out)
     snaps = SnapshotFiles(str(tmp_path / "snapshots"))

@@ -24,22 +24,16 @@ from gateway.node.snapshot_files import (
     pack_dir,
     unpack_dir,
 )
-from gateway.raft import ConfState, Snapshot, SnapshotChunk, SnapshotMetadata
+from gateway.raft import Snapshot, SnapshotChunk, SnapshotMetadata
 from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
 
-CONF = ConfState(voters=(1, 2, 3))
-
-
-def _fill(store: LSMStore, start: int, count: int, index: int) -> None:
-    store.write_batch([(b"k%06d" % i, b"v%06d" % i * 20) for i in range(start, start + count)],
-                      log_index=index)
-    store.flush()
+from .snapshot_stores import CONF, fill
 
 
 def _taken(tmp_path, store: LSMStore, batches: int = 3) -> tuple[SnapshotFiles, bytes]:
     """A snapshot taken of ``store`` (a directory of links to its tables) and its archive."""
     for b in range(batches):
-        _fill(store, b * 400, 400, b + 1)
+        fill(store, b * 400, 400, b + 1)
     out = str(tmp_path / "out")
     index = export_snapshot(store, out)
     expected = pack_dir(out)
@@ -58,13 +52,6 @@ def _open_in(directory: str) -> int:
             continue
         count += target.startswith(directory + os.sep)
     return count
-
-
-@pytest.fixture()
-def store(tmp_path):
-    s = LSMStore(str(tmp_path / "store"), background=False)
-    yield s
-    s.close()
 
 
 def test_loading_reads_nothing_and_any_range_is_the_archives(tmp_path, store, monkeypatch):
@@ -120,7 +107,7 @@ def test_the_snapshot_sender_cuts_a_reader_into_the_chunks_of_its_bytes(tmp_path
 def test_a_reader_keeps_reading_the_snapshot_a_newer_one_removed(tmp_path, store):
     snaps, expected = _taken(tmp_path, store)
     old = snaps.load()
-    _fill(store, 5000, 300, 9)
+    fill(store, 5000, 300, 9)
     out = str(tmp_path / "out2")
     snaps.save_dir(SnapshotMetadata(CONF, export_snapshot(store, out), 3), out)
     assert not os.path.exists(snaps._dir(old.metadata.index))  # the old directory is gone
