@@ -168,10 +168,14 @@ class SnapshotTaker:
         self.request(index)
 
     def installed(self, meta: SnapshotMetadata) -> None:
-        """A received snapshot ``meta`` was installed and the store restored from it."""
+        """A received snapshot ``meta`` was installed and the store restored from it. A
+        snapshot of this node's own is requested for the next applied entry: the received
+        archive is a second copy of the whole store on disk, which a snapshot of links to
+        the store's tables replaces (and removes) as soon as there is an index past it."""
         self.confs.reset(meta.index, meta.conf_state)
         self._last_size = self._storage.snapshots.size()
         self._log_at_last = self._storage.appended_bytes
+        self.request(meta.index + 1)
 
     # -- driving (the Raft loop, between Ready cycles) -------------------------------------------
 

@@ -417,3 +417,40 @@ def test_installing_a_received_snapshot_waits_for_the_running_export(tmp_path):
                     gate.release()
 
     run(go(), 120)
+
+
+def test_a_received_archive_is_replaced_by_a_snapshot_of_links_after_the_next_entry(tmp_path):
+    """A follower that caught up by a received snapshot keeps it as an archive -- a second
+    copy of its whole store -- only until the next entry is applied: a snapshot of its own
+    (links to the store's tables) then replaces it, although neither ``snapshot_entries``
+    entries nor the log growth a snapshot otherwise waits for came."""
+    cfgs = node_configs(tmp_path, 3, snapshot_entries=10)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            lagging = next(n for n in nodes if n is not leader)
+            undo = [_drop_to(n, lagging.config.node_id) for n in nodes]
+            async with AsyncGatewayClient(leader.config.api) as c:
+                for i in range(40):
+                    await c.write([row_insert("t.k", {"id": i}, {"v": "x" * 200})])
+                await c.snapshot()
+                need = lagging.sm.applied_index
+                await wait_for(lambda: leader.storage.first_index() > need + 1,
+                               what="the leader to compact past the lagging node")
+                for u in undo:
+                    u()
+                snaps = lagging.storage.snapshots
+                await wait_for(lambda: snaps.metadata.index > need and os.path.exists(
+                    snaps._path(snaps.metadata.index)), what="the archive to be installed")
+                installed = snaps.metadata.index
+                await c.write([row_insert("t.k", {"id": 40}, {"v": "after"})])
+                await wait_for(lambda: snaps.metadata.index > installed,
+                               what="a snapshot of the lagging node's own")
+                names = sorted(os.listdir(snaps.directory))
+                assert names == [f"{snaps.metadata.index:020d}.snapdir", "CURRENT"]
+            await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
+                           what="replication")
+            assert _rows(lagging) == _rows(leader) and len(_rows(leader)) == 41
+
+    run(go(), 120)
