@@ -26,6 +26,7 @@ from gateway.node.snapshot_files import (
 )
 from gateway.raft import Snapshot, SnapshotChunk, SnapshotMetadata
 from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
+from tests.raft.harness import transfer
 
 from .snapshot_stores import CONF, fill
 
@@ -176,15 +177,8 @@ def test_a_received_snapshot_is_spooled_to_a_file_and_renamed_into_place(tmp_pat
     _, expected = _taken(tmp_path, store)
     snaps = SnapshotFiles(str(tmp_path / "follower"))
     meta = SnapshotMetadata(CONF, 12, 4)
-    receiver = SnapshotReceiver(snaps.spool)
-    sender = SnapshotSender(chunk_size=1000, window=4)
-    sender.start(2, Snapshot(meta, expected))
-    got = None
-    while batch := sender.next_chunks(2):
-        for c in batch:
-            held, snap = receiver.receive(c)
-            got = snap or got
-        sender.ack(2, meta.index, held)
+    got = transfer(Snapshot(meta, expected), SnapshotReceiver(snaps.spool), chunk_size=1000,
+                   window=4)
     spool = os.path.join(snaps.directory, "incoming-1.spool")
     assert isinstance(got.data, SpooledArchive) and bytes(got.data) == expected
     assert os.path.getsize(spool) == len(expected)  # on disk, not in memory

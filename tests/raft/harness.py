@@ -22,7 +22,8 @@ from gateway.raft import (
     SplitMix64,
 )
 from gateway.raft.errors import StepPeerNotFoundError
-from gateway.raft.types import Entry, Role, message_name
+from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
+from gateway.raft.types import Entry, Role, Snapshot, message_name
 
 
 def describe(m: Message) -> str:
@@ -180,3 +181,21 @@ class Cluster:
 
     def data(self, i: int) -> list[bytes]:
         return [e.data for e in self.applied[i] if e.type == EntryType.NORMAL and e.data]
+
+
+def transfer(snap: Snapshot, receiver: SnapshotReceiver, chunk_size: int,
+             window: int) -> Snapshot:
+    """``snap`` sent through a ``SnapshotSender`` (chunks of ``chunk_size``, ``window`` in
+    flight) into ``receiver``, every window acknowledged with the bytes the receiver holds:
+    the snapshot the receiver completed. Asserts that it completed one and that the sender
+    saw every byte acknowledged."""
+    sender = SnapshotSender(chunk_size, window)
+    sender.start(2, snap)
+    got, held = None, 0
+    while batch := sender.next_chunks(2):
+        for c in batch:
+            held, done = receiver.receive(c)
+            got = done or got
+        sender.ack(2, snap.metadata.index, held)
+    assert sender.complete(2) and got is not None
+    return got

@@ -6,7 +6,9 @@ spool of the one it replaces."""
 from __future__ import annotations
 
 from gateway.raft import ConfState, Snapshot, SnapshotChunk, SnapshotMetadata
-from gateway.raft.snapshot_transfer import MemorySpool, SnapshotReceiver, SnapshotSender
+from gateway.raft.snapshot_transfer import MemorySpool, SnapshotReceiver
+
+from .harness import transfer
 
 CONF = ConfState(voters=(1, 2))
 A = SnapshotMetadata(CONF, 10, 2)
@@ -82,14 +84,7 @@ def test_an_empty_snapshot_finishes_without_an_append():
 
 def test_the_default_spool_is_memory_and_a_sender_to_it_round_trips():
     data = bytes(range(251)) * 40
-    sender, receiver = SnapshotSender(chunk_size=333, window=2), SnapshotReceiver()
+    receiver = SnapshotReceiver()
     assert receiver.spool_of is MemorySpool
-    sender.start(2, Snapshot(A, data))
-    got = None
-    while batch := sender.next_chunks(2):
-        for c in batch:
-            held, snap = receiver.receive(c)
-            got = snap or got
-        sender.ack(2, A.index, held)
-    assert sender.complete(2) and got is not None and got.data == data
-    assert isinstance(got.data, bytes)
+    got = transfer(Snapshot(A, data), receiver, chunk_size=333, window=2)
+    assert got.data == data and isinstance(got.data, bytes)
