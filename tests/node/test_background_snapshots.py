@@ -379,9 +379,14 @@ def test_installing_a_received_snapshot_waits_for_the_running_export(tmp_path):
                     events: list[str] = []
                     gate = GatedExport(lagging.sm, before=True, events=events)
                     real_restore = lagging.sm.restore
+                    # The installed snapshot's index, read when it is restored: right after
+                    # (at the next applied entry) the node takes a snapshot of its own, which
+                    # replaces the received archive and moves the newest index on.
+                    installed_at: list[int] = []
 
                     def restore(data: bytes) -> int:
                         events.append("restore")
+                        installed_at.append(lagging.storage.snapshots.metadata.index)
                         return real_restore(data)
 
                     lagging.sm.restore = restore  # type: ignore[method-assign]
@@ -404,7 +409,7 @@ def test_installing_a_received_snapshot_waits_for_the_running_export(tmp_path):
                     await wait_for(lambda: lagging.sm.applied_index >= leader.sm.applied_index,
                                    what="the lagging node to install and catch up")
                     assert events[:2] == ["export-done", "restore"]
-                    installed = lagging.storage.snapshots.metadata.index
+                    (installed,) = installed_at
                     assert installed > need
                     assert await own == installed  # answered by the installed snapshot
                     await c.write([row_insert("t.k", {"id": 40}, {"v": "after"})])
