@@ -59,6 +59,7 @@ from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
 from .exposure import exposure_warnings
 from .feed import ChangeFeed
+from .grpc_server import aio_server
 from .metrics import serve_metrics
 from .peer_stream import PeerListener
 from .security import (
@@ -282,7 +283,7 @@ class GatewayNode:
                 "grpc.so_reuseport": 0}
         # The peer port is the framed Raft stream's listener; it relays every other
         # connection to the gRPC peer server on a Unix socket in a private directory.
-        peer = grpc.aio.server(options=CHANNEL_OPTIONS)
+        peer = aio_server(options=CHANNEL_OPTIONS)
         peer_pb2_grpc.add_PeerServicer_to_server(
             PeerServicer(self.driver.step, self.transport, self.servicer.forwarded), peer)
         self._peer_dir = self._make_peer_dir(in_data_dir=True)
@@ -343,7 +344,7 @@ class GatewayNode:
         interceptors = []
         if cfg.tokens_file:
             interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
-        api = grpc.aio.server(options=list(opts.items()), interceptors=interceptors)
+        api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
