@@ -6,15 +6,15 @@ Starts a 3-node cluster (fsync on, as ``bench_node.py`` does) with the given app
 for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions from 4 callers;
 ``stream``: StreamWrite w256; ``big``: 500-row transactions from 8 clients; ``unary``: Write
 from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
-generator, built with the machine's ``go``; ``go-stream-keyed``: its stream with idempotency
-keys) and prints, per node (leader first), the user and system CPU of every thread per row
-written (and the client's CPU per row), read from ``/proc/<pid>/task/<tid>/stat`` before and
-after the cell. Thread names come from ``py-spy dump`` when py-spy is installed
-(``MainThread`` is the event loop: API, Raft, peers, state machine; ``applier-<name>`` an
-applier's dispatcher; ``raft-io-*`` the WAL writes), else only thread ids are printed. It
-shows what bench_node's "CPU us/row L/F/F" column is made of: how much is the applier's
-thread, and how much of the event loop's work a configuration adds. Timings are informative
-only.
+generator, built with the machine's ``go``; ``go-unary1``: its unary Write from one client;
+``go-stream-keyed``: its stream with idempotency keys) and prints, per node (leader first), the
+user and system CPU of every thread per row written (and the client's CPU per row), read from
+``/proc/<pid>/task/<tid>/stat`` before and after the cell. Thread names come from ``py-spy
+dump`` when py-spy is installed (``MainThread`` is the event loop: API, Raft, peers, state
+machine; ``applier-<name>`` an applier's dispatcher; ``raft-io-*`` the WAL writes), else only
+thread ids are printed. It shows what bench_node's "CPU us/row L/F/F" column is made of: how
+much is the applier's thread, and how much of the event loop's work a configuration adds.
+Timings are informative only.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def thread_names(pid: int) -> dict[int, str]:
     return names
 
 
-GO_CELLS = {"go-unary": ("unary", 64), "go-batch": ("batch", 4), "go-stream": ("stream", 1),
-            "go-stream-keyed": ("stream", 1)}
+GO_CELLS = {"go-unary": ("unary", 64), "go-unary1": ("unary", 1), "go-batch": ("batch", 4),
+            "go-stream": ("stream", 1), "go-stream-keyed": ("stream", 1)}
 
 
 async def run_cell(cell: str, address: str, size: str, duration: float,
