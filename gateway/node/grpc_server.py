@@ -138,18 +138,13 @@ if not _UNAVAILABLE:
             task.add_done_callback(functools.partial(self._accepted, method_bytes, name))
 
         def _accepted(self, method_bytes: bytes, name: str, task: Any) -> None:
+            """A request of ``name`` ended: start its call, and request another in its place
+            -- also when starting the call failed, so that the method never runs out of
+            requests while the server runs."""
             if task.cancelled():
                 return
             exc = task.exception()
-            if exc is not None:
-                if isinstance(exc, cygrpc._RequestCallError):
-                    # core failed the request: at shutdown (every request fails), or one
-                    # transient failure -- gRPC's serving task re-requests then too
-                    if self.is_running():
-                        self._request(method_bytes, name)
-                    else:
-                        self._stopping(method_bytes)
-                    return
+            if exc is not None and not isinstance(exc, cygrpc._RequestCallError):
                 # a request core refused outright would fail again if re-issued; gRPC's
                 # serving task stops the server then, and so does this
                 log.error("gRPC server: requesting a call of %s failed (%r); stopping the "
@@ -157,10 +152,22 @@ if not _UNAVAILABLE:
                 self._stopping(method_bytes)
                 self._p_loop.create_task(self.shutdown(None))
                 return
+            # (a _RequestCallError: core failed the request -- every request at shutdown, or
+            # one transient failure, after which gRPC's serving task re-requests too)
+            try:
+                if exc is None:
+                    self._start(name, task.result())
+            finally:
+                if self.is_running():
+                    self._request(method_bytes, name)
+                else:
+                    self._stopping(method_bytes)
+
+        def _start(self, name: str, rpc_state: Any) -> None:
+            """Run the accepted call as gRPC's serving task would."""
             if self._p_resolver is None:
                 self._p_resolver = cygrpc._MethodResolver(self._p_generic,
                                                           self._p_registered)
-            rpc_state = task.result()
             coro = cygrpc._handle_rpc(name, self._p_resolver, self._p_interceptors,
                                       rpc_state, self._p_loop, False)
             rpc = self._p_loop.create_task(
@@ -168,8 +175,6 @@ if not _UNAVAILABLE:
                 name="rpc_task")
             self._p_tasks.add(rpc)
             rpc.add_done_callback(self._p_tasks.discard)
-            if self.is_running():
-                self._request(method_bytes, name)
 
         def _stopping(self, method_bytes: bytes) -> None:
             """End the serving task's placeholder for the method the way a failed request

@@ -265,3 +265,48 @@ def test_a_node_accepts_every_gateway_method_in_pools(tmp_path: Any) -> None:
     assert "/gateway.v1.Gateway/Write" in api
     assert "/gateway.v1.Gateway/StreamWrite" in api
     assert any(m.startswith("/gateway.v1.Peer/") for m in peer), peer
+
+
+def test_a_call_that_fails_to_start_leaves_its_method_accepting(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Both of the method's requests end in a call whose start raises (a bug, say): each is
+    # requested again all the same, so the method keeps accepting calls.
+    async def main() -> tuple[list[Any], bytes]:
+        server = aio_server(depth=2)
+
+        async def echo(request: bytes, context: Any) -> bytes:
+            return request
+
+        _service(server, {"Echo": echo})
+        target = await _serve(server)
+        inner = server._server  # type: ignore[attr-defined]
+        real_start = inner._start
+        failures = 0
+
+        def start(name: str, rpc_state: Any) -> None:
+            nonlocal failures
+            if failures < 2:
+                failures += 1
+                raise RuntimeError("cannot start")
+            real_start(name, rpc_state)
+
+        inner._start = start
+        codes = []
+        try:
+            async with grpc.aio.insecure_channel(target) as channel:
+                stub = channel.unary_unary(f"/{SERVICE}/Echo", _registered_method=True)
+                for _ in range(2):
+                    try:
+                        await stub(b"lost", timeout=0.5)
+                    except grpc.aio.AioRpcError as exc:
+                        codes.append(exc.code())
+                answer = await stub(b"served", timeout=10)
+        finally:
+            await server.stop(None)
+        return codes, answer
+
+    with caplog.at_level(logging.ERROR):
+        codes, answer = run(main())
+    assert codes == [grpc.StatusCode.DEADLINE_EXCEEDED] * 2
+    assert answer == b"served"
+    assert "cannot start" in caplog.text
