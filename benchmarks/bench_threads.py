@@ -4,7 +4,7 @@
 
 Starts a 3-node cluster (fsync on, as ``bench_node.py`` does) with the given appliers, warms it
 for a second, runs one cell (``batch``: WriteBatch x200 one-row transactions from 4 callers;
-``stream``: StreamWrite w256; ``big``: 500-row transactions from 8 clients; ``unary``: Write
+``stream``: StreamWrite w1024; ``big``: 500-row transactions from 8 clients; ``unary``: Write
 from 64 clients; ``go-unary``, ``go-batch``, ``go-stream``: those from bench_node's Go load
 generator, built with the machine's ``go``; ``go-unary1``: its unary Write from one client;
 ``go-stream-keyed``: its stream with idempotency keys) and prints, per node (leader first), the
