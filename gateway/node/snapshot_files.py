@@ -235,6 +235,7 @@ class FileSpool:
         self._out = None
         self._fs.rename(self.path, path)
         self._fs.sync_dir(os.path.dirname(path) or ".")
+        self.path = path
 
     def discard(self) -> None:
         if self._out is not None:
@@ -253,6 +254,16 @@ class SpooledArchive(ArchiveReader):
         super().__init__(parts, fds)
         self.spool = spool
         weakref.finalize(self, spool.discard)  # a no-op once kept
+
+    def keep_as(self, path: str) -> None:
+        """Keep the spooled file as ``path`` (``FileSpool.keep_as``); the reader goes on
+        reading it through the descriptor it holds, and its errors name ``path`` from now on
+        (the spool's name no longer exists)."""
+        old = self.spool.path
+        self.spool.keep_as(path)
+        self._parts = [(path, part[1], part[2])
+                       if not isinstance(part, bytes) and part[0] == old else part
+                       for part in self._parts]
 
 
 def archive_chunks(directory: str) -> Iterator[bytes]:
@@ -473,7 +484,7 @@ class SnapshotFiles:
         path = self._path(meta.index)
         shutil.rmtree(self._dir(meta.index), ignore_errors=True)  # one never committed
         if isinstance(data, SpooledArchive):
-            data.spool.keep_as(path)
+            data.keep_as(path)
             size = len(data)
         else:
             size = self._fs.write_atomic(path, data)

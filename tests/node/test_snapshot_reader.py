@@ -193,6 +193,10 @@ def test_a_received_snapshot_is_spooled_to_a_file_and_renamed_into_place(tmp_pat
     # the restore that follows the install reads the same reader, after the rename
     assert unpack_dir(got.data, str(tmp_path / "restored")) > 1
     assert pack_dir(str(tmp_path / "restored")) == expected
+    # a file cut short after the rename is named as it is now called, not as the spool was
+    os.truncate(snaps._path(12), 100)
+    with pytest.raises(OSError, match=r"00000000000000000012\.snap: ended at byte 100"):
+        got.data[50:200]
 
 
 def test_a_spool_a_newer_snapshot_replaced_or_a_restart_cut_short_is_removed(tmp_path):
