@@ -202,8 +202,13 @@ def aio_server(*, options: Sequence[Any] = (), interceptors: Sequence[Any] = (),
                depth: int = ACCEPT_DEPTH) -> grpc.aio.Server:
     """A ``grpc.aio.Server`` as ``grpc.aio.server(options=..., interceptors=...)`` makes,
     accepting each registered method's calls ``depth`` at a time when the installed gRPC
-    allows (module docstring); otherwise gRPC's own server, with one warning logged."""
+    allows (module docstring); otherwise gRPC's own server, with one warning logged.
+    Raises ``ValueError`` for an interceptor that is not a ``grpc.aio.ServerInterceptor``,
+    as ``grpc.aio.server`` does."""
     global _warned
+    invalid = [i for i in interceptors if not isinstance(i, grpc.aio.ServerInterceptor)]
+    if invalid:  # as grpc.aio.server refuses them (a call would fail on each otherwise)
+        raise ValueError(f"interceptors must be grpc.aio.ServerInterceptor, not {invalid!r}")
     if depth > 1 and not _UNAVAILABLE:
         try:
             return _PooledServer(interceptors, options, depth)

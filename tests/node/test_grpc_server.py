@@ -310,3 +310,17 @@ def test_a_call_that_fails_to_start_leaves_its_method_accepting(
     assert codes == [grpc.StatusCode.DEADLINE_EXCEEDED] * 2
     assert answer == b"served"
     assert "cannot start" in caplog.text
+
+
+@pytest.mark.parametrize("depth", [ACCEPT_DEPTH, 1])
+def test_an_interceptor_of_the_wrong_kind_is_refused_when_the_server_is_made(depth: int) -> None:
+    class Sync(grpc.ServerInterceptor):  # the threaded server's kind
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            return continuation(details)
+
+    async def main() -> None:
+        with pytest.raises(ValueError, match="ServerInterceptor"):
+            aio_server(interceptors=[Sync()], depth=depth)
+
+    run(main())
+
