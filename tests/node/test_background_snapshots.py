@@ -443,12 +443,24 @@ def test_a_received_archive_is_replaced_by_a_snapshot_of_links_after_the_next_en
                 need = lagging.sm.applied_index
                 await wait_for(lambda: leader.storage.first_index() > need + 1,
                                what="the leader to compact past the lagging node")
+                snaps = lagging.storage.snapshots
+                # What was installed, seen when it is restored: the snapshot of the node's own
+                # may replace the archive at once (an entry applied right after), before a
+                # poll of the directory would see the archive.
+                restored: list[tuple[int, bool]] = []
+                real_restore = lagging.sm.restore
+
+                def restore(data: bytes) -> int:
+                    index = snaps.metadata.index
+                    restored.append((index, os.path.exists(snaps._path(index))))
+                    return real_restore(data)
+
+                lagging.sm.restore = restore  # type: ignore[method-assign]
                 for u in undo:
                     u()
-                snaps = lagging.storage.snapshots
-                await wait_for(lambda: snaps.metadata.index > need and os.path.exists(
-                    snaps._path(snaps.metadata.index)), what="the archive to be installed")
-                installed = snaps.metadata.index
+                await wait_for(lambda: bool(restored), what="the archive to be installed")
+                ((installed, as_archive),) = restored
+                assert installed > need and as_archive
                 await c.write([row_insert("t.k", {"id": 40}, {"v": "after"})])
                 await wait_for(lambda: snaps.metadata.index > installed,
                                what="a snapshot of the lagging node's own")
