@@ -121,6 +121,41 @@ def test_factory_options_are_checked():
         SQLITE_FACTORY.build({"path": "x.db", "synchronous": "sometimes"})
     with pytest.raises(ApplierConfigError, match="unknown option 'colour'"):
         SQLITE_FACTORY.build({"path": "x.db", "colour": "red"})
+    for bad in ("3000", "256", "131072", "big"):
+        with pytest.raises(ApplierConfigError, match=f"page_size must be .* not '{bad}'"):
+            SQLITE_FACTORY.build({"path": "x.db", "page_size": bad})
+
+
+def _page_size(path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("options,expected", [({}, 8192), ({"page_size": "16384"}, 16384),
+                                              ({"page_size": "4096"}, 4096)])
+def test_a_new_database_gets_the_configured_page_size(tmp_path, options, expected):
+    path = tmp_path / "new.db"
+    applier = SQLITE_FACTORY.build({"path": str(path), **options})
+    applier.apply(reduce_transaction(txn(1, insert("t", [{"id": 1, "a": 5, "b": "x"}]))))
+    applier.close()
+    assert _page_size(path) == expected
+    assert SqliteApplier(path).rows("t") == [{"id": 1, "a": 5, "b": "x"}]
+
+
+def test_an_existing_database_keeps_its_page_size_and_rows(tmp_path):
+    path = tmp_path / "old.db"
+    old = SqliteApplier(path, page_size=4096)
+    old.apply(reduce_transaction(txn(1, insert("t", [{"id": 1, "a": 5, "b": "x"}]))))
+    old.close()
+    reopened = SqliteApplier(path, page_size=16384)
+    assert not reopened.created
+    reopened.apply(reduce_transaction(txn(2, insert("t", [{"id": 2, "a": 6, "b": "y"}]))))
+    reopened.close()
+    assert _page_size(path) == 4096
+    assert [r["id"] for r in SqliteApplier(path).rows("t")] == [1, 2]
 
 
 def test_apply_status_lands_in_its_own_table(db):
