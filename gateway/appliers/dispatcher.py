@@ -36,6 +36,7 @@ failure that cannot be handled raises ``DispatcherError`` after the workers stop
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 import zlib
@@ -44,7 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.core.insert_columns import insert_columns
+from gateway.core.insert_columns import (
+    WIRES_IN_C,
+    InsertWindow,
+    insert_columns,
+    insert_columns_of_wires,
+)
 from gateway.core.reducer import AssembledTransaction, SegmentAssembler, SegmentOrderError
 from gateway.core.reducer import reduce_ops as _reduce_ops
 from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
@@ -63,6 +69,8 @@ __all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
 MetricsSink = Callable[[str, Mapping[str, float]], None]
 DeadLetterHook = Callable[[str, int, Any, BaseException], None]
 PositionHook = Callable[[ApplierPosition], None]
+#: ``Gtid((server_id, trans_id))`` without the named tuple's Python ``__new__`` (hot path).
+_gtid = functools.partial(tuple.__new__, Gtid)
 #: How long a run woken by ``notify`` waits before it reads (at most ``linger``).
 _WAKE_DELAY = 0.002
 
@@ -292,11 +300,13 @@ class Dispatcher:
         assert tracker is not None
         gtids: list[Gtid | None] = []
         stamps: list[int] = []
+        whole = 0  # entries with a head: whole transactions, not rolled back
         for entry in run:
             head = entry.head  # the source read these without parsing the transaction
             if head is not None:
-                gtids.append(Gtid(head[0], head[1]))
+                gtids.append(_gtid((head[0], head[1])))
                 stamps.append(head[2])
+                whole += 1
                 continue
             txn = entry.transaction
             if txn is None:
@@ -314,6 +324,9 @@ class Dispatcher:
                 gtids = [None if g is None or g in applied else g for g in gtids]
                 skipped = len(present) - (len(gtids) - gtids.count(None))
         self.metrics.add(entries_read=len(run), skipped=skipped)
+        if (whole == len(run) and not skipped and self._columns and WIRES_IN_C
+                and not len(assembler) and self._apply_whole_run(run, gtids)):  # type: ignore[arg-type]
+            return
         finished: list[int] = []
         rolled_back = 0
         try:
@@ -474,6 +487,33 @@ class Dispatcher:
         window = insert_columns(txns)
         if window is None:
             return False
+        return self._apply_window(window, [i for t in txns for i in t.indexes],
+                                  [t.gtid for t in txns])
+
+    def _apply_whole_run(self, run: Sequence[CommittedEntry], gtids: list[Gtid]) -> bool:
+        """Apply ``run`` -- entries of whole transactions (each with a ``head``), none applied
+        before, nothing of theirs held by the assembler -- as one columns window straight from
+        their bytes (``insert_columns_of_wires``); False, with nothing applied, when it is not
+        such a window or ``apply_columns`` raised: the caller then admits the run entry by
+        entry, as for any run (which tries the columns path again, then the row path).
+
+        The run is what admitting it entry by entry would hold and try first as one window (a
+        run never shares a window with the entries before it in practice: a replicated entry
+        between them flushes what is held, and each read batch's is flushed after it; if
+        anything is held, it is applied first). It builds nothing per transaction: an
+        ``AssembledTransaction`` and the window's bookkeeping per entry cost as much as
+        reading its rows in C (docs/benchmarks.md, stop 42)."""
+        window = insert_columns_of_wires([e.wire for e in run], gtids)  # type: ignore[misc]
+        if window is None:
+            return False
+        self._flush()  # what was held before the run goes first
+        return self._apply_window(window, [e.index for e in run], gtids)
+
+    def _apply_window(self, window: InsertWindow, indexes: list[int], gtids: list[Gtid]
+                      ) -> bool:
+        """``apply_columns`` of ``window`` (the transactions of log ``indexes`` and ``gtids``)
+        once every queued operation is done, recorded as one unit; False when it raised
+        (nothing applied: its store transaction rolled back)."""
         self._wait_drained()  # earlier operations of these rows first
         try:
             self.applier.apply_columns(window.batches, window.gtids)  # type: ignore[attr-defined]
@@ -482,10 +522,9 @@ class Dispatcher:
         tracker = self._tracker
         assert tracker is not None
         with self._lock:
-            unit = tracker.start_unit([i for t in txns for i in t.indexes],
-                                      [t.gtid for t in txns], (), window.rows)
+            unit = tracker.start_unit(indexes, gtids, (), window.rows)
             tracker.op_done(unit, window.rows)
-        self.metrics.add(transactions=len(txns), ops_in=window.rows, ops_out=window.rows,
+        self.metrics.add(transactions=len(gtids), ops_in=window.rows, ops_out=window.rows,
                          applied_ops=window.rows, batches=1, column_windows=1)
         self._after_record()
         return True

@@ -21,11 +21,14 @@ The transactions are read by the C accelerator ``gateway.core._columns`` when it
 call per transaction from its wire bytes (``AssembledTransaction.wire``, the bytes the log
 holds, when the source kept them; serialized here otherwise): no message object per statement,
 record or value. ``_add_transaction_py`` is the specification it is tested against and the
-fallback.
+fallback. ``insert_columns_of_wires`` is the same read for whole transactions given only as
+their bytes and GTIDs -- the dispatcher's path for a run of such entries, which then builds no
+``AssembledTransaction`` (nor anything else) per transaction.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,11 +44,13 @@ from gateway.core.rowops import (
     OpKind,
     TableRef,
 )
-from gateway.v1 import statement_pb2, value_pb2
+from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["InsertWindow", "insert_columns"]
+__all__ = ["WIRES_IN_C", "InsertWindow", "insert_columns", "insert_columns_of_wires"]
 
 _C = load("gateway.core._columns")
+#: Whether ``insert_columns_of_wires`` reads the bytes in C (else it declines every window).
+WIRES_IN_C = _C is not None
 
 
 class InsertWindow:
@@ -74,6 +79,39 @@ def insert_columns(window: Sequence[AssembledTransaction]) -> InsertWindow | Non
         if added:
             rows += added
             gtids.append(txn.gtid)
+    return _window(groups, gtids, rows)
+
+
+def insert_columns_of_wires(wires: Sequence[bytes], gtids: Sequence[Gtid]
+                            ) -> InsertWindow | None:
+    """``insert_columns`` of a window of whole transactions -- each in one segment, not rolled
+    back (what ``CommittedEntry.head`` says of an entry) -- given as their serialized bytes
+    ``wires`` and their ``gtids``: the same window, or ``None`` where ``insert_columns`` gives
+    ``None`` (and always without the C reader: ``WIRES_IN_C``). One C call per transaction and
+    no object per transaction: on the applier's hot path, building an
+    ``AssembledTransaction`` per entry cost as much as reading its rows."""
+    if _C is None:
+        return None
+    groups: _Groups = {}
+    seen: dict[TableRef, set[tuple[Any, ...]]] = {}
+    inserted: list[Gtid] = []
+    rows = 0
+    fill = _C.fill_txn
+    specs = _SPECS
+    for wire, gtid in zip(wires, gtids, strict=True):
+        got = fill(wire, specs, groups, seen)
+        if type(got) is tuple:  # a statement's spec is not cached yet: learn it (rare)
+            got = _fill(wire, functools.partial(transaction_pb2.Transaction.FromString, wire),
+                        groups, seen)
+        if got is None:
+            return None
+        if got:
+            rows += got
+            inserted.append(gtid)
+    return _window(groups, inserted, rows)
+
+
+def _window(groups: _Groups, gtids: list[Gtid], rows: int) -> InsertWindow:
     batches = [ColumnOps(spec[0], OpKind.INSERT, spec[1], spec[2], key, values)
                for spec, key, values in groups.values()]
     return InsertWindow(batches, gtids, rows)

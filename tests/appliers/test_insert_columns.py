@@ -13,7 +13,8 @@ import pytest
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.source import MemorySource
 from gateway.appliers.sqlite import SqliteApplier
-from gateway.core.insert_columns import insert_columns
+from gateway.core import insert_columns as insert_columns_module
+from gateway.core.insert_columns import WIRES_IN_C, insert_columns, insert_columns_of_wires
 from gateway.core.reducer import AssembledTransaction
 from gateway.core.rowops import Gtid, MalformedTransactionError, OpKind, statement_ops
 from gateway.v1 import statement_pb2, value_pb2
@@ -114,6 +115,51 @@ def test_windows_the_row_path_must_take_are_left_to_it(stmt):
     assert insert_columns([assembled(t) for t in txns]) is None
 
 
+def _window_parts(window) -> tuple:
+    return (column_rows(window), window.gtids, window.rows,
+            sorted(repr((b.table, b.key_columns, b.columns)) for b in window.batches))
+
+
+def _of_wires(txns) -> object:
+    return insert_columns_of_wires([t.SerializeToString() for t in txns],
+                                   [Gtid(t.gtid.server_id, t.gtid.trans_id) for t in txns])
+
+
+needs_c = pytest.mark.skipif(not WIRES_IN_C, reason="the C reader is not built")
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(20))
+def test_a_window_read_from_bytes_is_the_window_of_its_transactions(seed):
+    rng = random.Random(seed)
+    txns = insert_only(rng, 12)
+    # a transaction whose statements carry no records inserts nothing: no GTID for it
+    empty = insert("t", [{"id": 1, "a": 1}])
+    del empty.insert.records[:]
+    txns.insert(rng.randrange(len(txns)), txn(99, empty))
+    if seed % 2:  # specs never seen: learned from the bytes on the way
+        insert_columns_module._SPECS.clear()
+    got = _of_wires(txns)
+    want = insert_columns([assembled(t) for t in txns])
+    assert got is not None and want is not None
+    assert _window_parts(got) == _window_parts(want)
+    assert Gtid(1, 99) not in got.gtids
+
+
+@needs_c
+@pytest.mark.parametrize("stmt", [
+    lambda: insert("t", [{"id": 7, "a": 1}]),                  # the same row again
+    lambda: update("t", ["a"], [(1, [2])]),
+    lambda: delete("t", [1]),
+    lambda: sql("SELECT 1"),
+    _decimal_insert, _wrong_case, _extra_value, _no_key_fields,
+], ids=["duplicate-row", "update", "delete", "sql", "decimal", "wrong-case", "extra-value",
+        "no-key-fields"])
+def test_a_window_read_from_bytes_leaves_to_the_row_path_what_insert_columns_leaves(stmt):
+    txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, stmt())]
+    assert _of_wires(txns) is None
+
+
 def test_the_same_key_in_two_tables_is_two_rows():
     txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, insert("u", [{"id": 7, "a": 0}]))]
     window = insert_columns([assembled(t) for t in txns])
@@ -194,6 +240,120 @@ def test_the_dispatcher_leaves_the_same_sqlite_store_with_the_columns_path_on_or
     assert metrics[True]["dead_letters"] == metrics[False]["dead_letters"] == 1
     # the two stretches of plain inserts at least went column by column, in few windows
     assert 2 <= metrics[True]["column_windows"] < 20 and metrics[False]["column_windows"] == 0
+
+
+class _LogSource:
+    """The node's source as the dispatcher sees it: entries read from the log's payloads by
+    ``gateway.node.feed.transaction_entry`` (whole transactions with a head, unparsed)."""
+
+    def __init__(self, txns) -> None:
+        self.payloads = [b"\x01" + t.SerializeToString() for t in txns]
+
+    def read(self, from_index: int, max_entries: int) -> list:
+        from gateway.node.feed import transaction_entry
+
+        start = max(from_index, 1) - 1
+        return [transaction_entry(start + 1 + i, p)
+                for i, p in enumerate(self.payloads[start:start + max_entries])]
+
+    def last_index(self) -> int:
+        return len(self.payloads)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("read_batch", [7, 256])
+def test_entries_read_from_the_log_leave_the_store_parsed_transactions_leave(tmp_path, seed,
+                                                                            read_batch):
+    """The mixed workload through the dispatcher from the log's bytes (runs of whole
+    transactions go straight from their bytes to one columns window each) and from parsed
+    transactions (``MemorySource``): the same store, applied GTIDs, position and dead
+    letters."""
+    txns = mixed_workload(seed)
+    stores, positions, metrics = {}, {}, {}
+    for name, source in (("log", _LogSource(txns)), ("parsed", MemorySource(txns))):
+        applier = SqliteApplier(tmp_path / f"{name}.db")
+        d = Dispatcher(applier, source, tmp_path / f"state-{name}",
+                       config=DispatcherConfig(threads=2, read_batch=read_batch,
+                                               save_interval=0.0))
+        try:
+            positions[name] = d.run()
+        finally:
+            applier.close()
+        stores[name] = dump(tmp_path / f"{name}.db")
+        metrics[name] = d.metrics.snapshot()
+    assert stores["log"] == stores["parsed"]
+    assert positions["log"] == positions["parsed"]
+    assert positions["log"].log_index == len(txns)
+    for key in ("dead_letters", "transactions", "entries_read", "applied_ops"):
+        assert metrics["log"][key] == metrics["parsed"][key], key
+
+
+@needs_c
+def test_a_read_batch_of_whole_insert_transactions_builds_nothing_per_transaction(
+        tmp_path, monkeypatch):
+    """From the log's bytes, a read batch of whole insert-only transactions is one columns
+    window made without an ``AssembledTransaction`` per transaction; the rows, GTIDs and
+    position are those of one call per transaction."""
+    built = []
+    whole = AssembledTransaction.whole.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(AssembledTransaction, "whole",
+                        classmethod(lambda cls, g, e: (built.append(g), whole(cls, g, e))[1]))
+    txns = [txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i) for i in range(1, 101)]
+    applier = SqliteApplier(tmp_path / "one.db")
+    calls = []
+    apply_columns = applier.apply_columns
+    applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
+    d = Dispatcher(applier, _LogSource(txns), tmp_path / "state",
+                   config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
+    try:
+        pos = d.run()
+        assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
+    finally:
+        applier.close()
+    assert calls == [64, 36] and built == []
+    assert pos.log_index == 100 and d.metrics.snapshot()["column_windows"] == 2
+    assert sorted(dump(tmp_path / "one.db")["t"]) == [(i, i) for i in range(1, 101)]
+    # a run with a repeated row is not such a window: admitted entry by entry, as before
+    again = [txn(101, insert("t", [{"id": 1, "a": 0}])), txn(102, insert("t", [{"id": 1, "a": 5}]))]
+    applier = SqliteApplier(tmp_path / "one.db")
+    d = Dispatcher(applier, _LogSource(txns + again), tmp_path / "state",
+                   config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
+    try:
+        assert d.run().log_index == 102
+        assert applier.rows("t")[0] == {"id": 1, "a": 5}
+    finally:
+        applier.close()
+    assert len(built) == 2
+
+
+@pytest.mark.parametrize("read_batch", [1, 2, 64])
+def test_entries_read_from_the_log_skip_what_was_applied_and_refuse_a_reused_open_gtid(
+        tmp_path, read_batch):
+    """From the log's bytes into SQLite: a whole transaction the saved position holds is not
+    applied again, and a whole transaction reusing the GTID of a transaction whose segments
+    are still open is refused (dead-lettered with them) -- whatever the read batch, so
+    whether or not the entries come in a run of whole transactions."""
+    from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
+
+    txns = [txn(1, insert("t", [{"id": 1, "a": 1}])),                     # applied before
+            txn(2, insert("t", [{"id": 2, "a": 2}]), end_segment=False),  # open
+            txn(2, insert("t", [{"id": 20, "a": 20}])),                   # whole, same GTID
+            txn(3, insert("t", [{"id": 3, "a": 3}])),
+            txn(4, insert("t", [{"id": 4, "a": 4}]))]
+    applier = SqliteApplier(tmp_path / "t.db")
+    PositionStore(tmp_path / "state", applier.name).save(ApplierPosition(0, GtidSet([Gtid(1, 1)])))
+    d = Dispatcher(applier, _LogSource(txns), tmp_path / "state",
+                   config=DispatcherConfig(threads=1, read_batch=read_batch, save_interval=0.0))
+    try:
+        pos = d.run()
+        rows = {r["id"] for r in applier.rows("t")}
+    finally:
+        applier.close()
+    assert rows == {3, 4}
+    assert pos.log_index == len(txns)
+    assert Gtid(1, 3) in pos.applied and Gtid(1, 4) in pos.applied
+    snap = d.metrics.snapshot()
+    assert snap["skipped"] == 1 and snap["dead_letters"] >= 1
 
 
 def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path):
