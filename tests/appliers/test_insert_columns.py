@@ -102,6 +102,16 @@ def _no_key_fields() -> statement_pb2.Statement:
     return st
 
 
+def _window_parts(window) -> tuple:
+    return (column_rows(window), window.gtids, window.rows,
+            sorted(repr((b.table, b.key_columns, b.columns)) for b in window.batches))
+
+
+def _of_wires(txns) -> object:
+    return insert_columns_of_wires([t.SerializeToString() for t in txns],
+                                   [Gtid(t.gtid.server_id, t.gtid.trans_id) for t in txns])
+
+
 @pytest.mark.parametrize("stmt", [
     lambda: insert("t", [{"id": 7, "a": 1}]),                  # the same row again
     lambda: update("t", ["a"], [(1, [2])]),
@@ -111,18 +121,11 @@ def _no_key_fields() -> statement_pb2.Statement:
 ], ids=["duplicate-row", "update", "delete", "sql", "decimal", "wrong-case", "extra-value",
         "no-key-fields"])
 def test_windows_the_row_path_must_take_are_left_to_it(stmt):
+    """By ``insert_columns`` and by ``insert_columns_of_wires`` alike (the same window from
+    the transactions' bytes)."""
     txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, stmt())]
     assert insert_columns([assembled(t) for t in txns]) is None
-
-
-def _window_parts(window) -> tuple:
-    return (column_rows(window), window.gtids, window.rows,
-            sorted(repr((b.table, b.key_columns, b.columns)) for b in window.batches))
-
-
-def _of_wires(txns) -> object:
-    return insert_columns_of_wires([t.SerializeToString() for t in txns],
-                                   [Gtid(t.gtid.server_id, t.gtid.trans_id) for t in txns])
+    assert _of_wires(txns) is None  # always None without the C reader
 
 
 needs_c = pytest.mark.skipif(not WIRES_IN_C, reason="the C reader is not built")
@@ -144,20 +147,6 @@ def test_a_window_read_from_bytes_is_the_window_of_its_transactions(seed):
     assert got is not None and want is not None
     assert _window_parts(got) == _window_parts(want)
     assert Gtid(1, 99) not in got.gtids
-
-
-@needs_c
-@pytest.mark.parametrize("stmt", [
-    lambda: insert("t", [{"id": 7, "a": 1}]),                  # the same row again
-    lambda: update("t", ["a"], [(1, [2])]),
-    lambda: delete("t", [1]),
-    lambda: sql("SELECT 1"),
-    _decimal_insert, _wrong_case, _extra_value, _no_key_fields,
-], ids=["duplicate-row", "update", "delete", "sql", "decimal", "wrong-case", "extra-value",
-        "no-key-fields"])
-def test_a_window_read_from_bytes_leaves_to_the_row_path_what_insert_columns_leaves(stmt):
-    txns = [txn(1, insert("t", [{"id": 7, "a": 0}])), txn(2, stmt())]
-    assert _of_wires(txns) is None
 
 
 def test_the_same_key_in_two_tables_is_two_rows():
@@ -191,6 +180,21 @@ def dump(path) -> dict:
                 for n in names}
 
 
+def run_into_sqlite(where, source, config: DispatcherConfig, *, columns: bool = True
+                    ) -> tuple[dict, object, dict]:
+    """Run a dispatcher from ``source`` into a new SQLite file under ``where`` (the columns
+    path on or off): the file's tables (``dump``), the final position, the counters."""
+    where.mkdir()
+    applier = SqliteApplier(where / "out.db")
+    applier.capabilities = dataclasses.replace(applier.capabilities, columns=columns)
+    d = Dispatcher(applier, source, where / "state", config=config)
+    try:
+        position = d.run()
+    finally:
+        applier.close()
+    return dump(where / "out.db"), position, d.metrics.snapshot()
+
+
 def last_changes(txns) -> dict:
     """Each row's GTID of its last change in the workload (dead letters excluded)."""
     out = {}
@@ -215,16 +219,9 @@ def test_the_dispatcher_leaves_the_same_sqlite_store_with_the_columns_path_on_or
     txns = mixed_workload(seed)
     stores, positions, metrics = {}, {}, {}
     for columns in (True, False):
-        applier = SqliteApplier(tmp_path / f"{columns}.db")
-        applier.capabilities = dataclasses.replace(applier.capabilities, columns=columns)
-        d = Dispatcher(applier, MemorySource(txns), tmp_path / f"state-{columns}",
-                       config=DispatcherConfig(threads=1, window=8, save_interval=0.0))
-        try:
-            positions[columns] = d.run()
-        finally:
-            applier.close()
-        stores[columns] = dump(tmp_path / f"{columns}.db")
-        metrics[columns] = d.metrics.snapshot()
+        stores[columns], positions[columns], metrics[columns] = run_into_sqlite(
+            tmp_path / str(columns), MemorySource(txns),
+            DispatcherConfig(threads=1, window=8, save_interval=0.0), columns=columns)
     ranges = {c: stores[c].pop("_gateway_applied_ranges") for c in stores}
     applied = {c: {(s, t) for s, first, last in ranges[c] for t in range(first, last + 1)}
                for c in stores}
@@ -271,16 +268,9 @@ def test_entries_read_from_the_log_leave_the_store_parsed_transactions_leave(tmp
     txns = mixed_workload(seed)
     stores, positions, metrics = {}, {}, {}
     for name, source in (("log", _LogSource(txns)), ("parsed", MemorySource(txns))):
-        applier = SqliteApplier(tmp_path / f"{name}.db")
-        d = Dispatcher(applier, source, tmp_path / f"state-{name}",
-                       config=DispatcherConfig(threads=2, read_batch=read_batch,
-                                               save_interval=0.0))
-        try:
-            positions[name] = d.run()
-        finally:
-            applier.close()
-        stores[name] = dump(tmp_path / f"{name}.db")
-        metrics[name] = d.metrics.snapshot()
+        stores[name], positions[name], metrics[name] = run_into_sqlite(
+            tmp_path / name, source,
+            DispatcherConfig(threads=2, read_batch=read_batch, save_interval=0.0))
     assert stores["log"] == stores["parsed"]
     assert positions["log"] == positions["parsed"]
     assert positions["log"].log_index == len(txns)
@@ -288,42 +278,30 @@ def test_entries_read_from_the_log_leave_the_store_parsed_transactions_leave(tmp
         assert metrics["log"][key] == metrics["parsed"][key], key
 
 
-@needs_c
-def test_a_read_batch_of_whole_insert_transactions_builds_nothing_per_transaction(
-        tmp_path, monkeypatch):
-    """From the log's bytes, a read batch of whole insert-only transactions is one columns
-    window made without an ``AssembledTransaction`` per transaction; the rows, GTIDs and
-    position are those of one call per transaction."""
-    built = []
+def _count_whole(monkeypatch) -> list:
+    """The GTIDs ``AssembledTransaction.whole`` is called with from now on."""
+    built: list = []
     whole = AssembledTransaction.whole.__func__  # type: ignore[attr-defined]
     monkeypatch.setattr(AssembledTransaction, "whole",
                         classmethod(lambda cls, g, e: (built.append(g), whole(cls, g, e))[1]))
-    txns = [txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i) for i in range(1, 101)]
-    applier = SqliteApplier(tmp_path / "one.db")
-    calls = []
-    apply_columns = applier.apply_columns
-    applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
+    return built
+
+
+def test_a_run_with_a_row_twice_read_from_the_log_is_admitted_entry_by_entry(
+        tmp_path, monkeypatch):
+    """Not a columns window from the bytes: the run goes entry by entry, as before the
+    whole-run path (an ``AssembledTransaction`` each), and the later value wins."""
+    built = _count_whole(monkeypatch)
+    txns = [txn(1, insert("t", [{"id": 1, "a": 0}])), txn(2, insert("t", [{"id": 1, "a": 5}]))]
+    applier = SqliteApplier(tmp_path / "t.db")
     d = Dispatcher(applier, _LogSource(txns), tmp_path / "state",
                    config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
     try:
-        pos = d.run()
-        assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
+        assert d.run().log_index == 2
+        assert applier.rows("t") == [{"id": 1, "a": 5}]
     finally:
         applier.close()
-    assert calls == [64, 36] and built == []
-    assert pos.log_index == 100 and d.metrics.snapshot()["column_windows"] == 2
-    assert sorted(dump(tmp_path / "one.db")["t"]) == [(i, i) for i in range(1, 101)]
-    # a run with a repeated row is not such a window: admitted entry by entry, as before
-    again = [txn(101, insert("t", [{"id": 1, "a": 0}])), txn(102, insert("t", [{"id": 1, "a": 5}]))]
-    applier = SqliteApplier(tmp_path / "one.db")
-    d = Dispatcher(applier, _LogSource(txns + again), tmp_path / "state",
-                   config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
-    try:
-        assert d.run().log_index == 102
-        assert applier.rows("t")[0] == {"id": 1, "a": 5}
-    finally:
-        applier.close()
-    assert len(built) == 2
+    assert built == [Gtid(1, 1), Gtid(1, 2)]
 
 
 @pytest.mark.parametrize("read_batch", [1, 2, 64])
@@ -356,21 +334,29 @@ def test_entries_read_from_the_log_skip_what_was_applied_and_refuse_a_reused_ope
     assert snap["skipped"] == 1 and snap["dead_letters"] >= 1
 
 
-def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path):
+@pytest.mark.parametrize("source", ["parsed", "log"])
+def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path, monkeypatch,
+                                                                       source):
     """With ``window=1`` (the default) the columns path still takes a whole read batch of
     insert-only transactions at once: one ``apply_columns`` call, one SQLite transaction,
-    the rows and positions of one call per transaction."""
+    the rows and positions of one call per transaction -- from parsed transactions, and from
+    the log's bytes as the node reads them (then without an ``AssembledTransaction`` per
+    transaction: the whole-run path)."""
+    built = _count_whole(monkeypatch)
     txns = [txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i) for i in range(1, 101)]
     applier = SqliteApplier(tmp_path / "one.db")
     calls = []
     apply_columns = applier.apply_columns
     applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
-    d = Dispatcher(applier, MemorySource(txns), tmp_path / "state",
+    d = Dispatcher(applier, (_LogSource if source == "log" else MemorySource)(txns),
+                   tmp_path / "state",
                    config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
     try:
         pos = d.run()
+        assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
     finally:
         applier.close()
     assert calls == [64, 36]
+    assert built == [] or not WIRES_IN_C
     assert pos.log_index == 100 and d.metrics.snapshot()["column_windows"] == 2
     assert sorted(dump(tmp_path / "one.db")["t"]) == [(i, i) for i in range(1, 101)]
