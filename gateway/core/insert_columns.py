@@ -28,8 +28,7 @@ their bytes and GTIDs -- the dispatcher's path for a run of such entries, which 
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -101,8 +100,7 @@ def insert_columns_of_wires(wires: Sequence[bytes], gtids: Sequence[Gtid]
     for wire, gtid in zip(wires, gtids, strict=True):
         got = fill(wire, specs, groups, seen)
         if type(got) is tuple:  # a statement's spec is not cached yet: learn it (rare)
-            got = _fill(wire, functools.partial(transaction_pb2.Transaction.FromString, wire),
-                        groups, seen)
+            got = _fill(wire, groups, seen)
         if got is None:
             return None
         if got:
@@ -172,27 +170,33 @@ def _add_transaction_c(txn: AssembledTransaction, groups: _Groups,
     by the source -- then the message is not touched, maybe never parsed --, else each
     segment serialized here): the same rows and the same refusals."""
     if txn.wire is not None:  # whole in one segment (AssembledTransaction's contract)
-        return _fill(txn.wire, lambda: txn.segments[0], groups, seen)
+        return _fill(txn.wire, groups, seen)
     rows = 0
     for segment in txn.segments:
-        got = _fill(segment.SerializeToString(), lambda s=segment: s, groups, seen)
+        got = _fill(segment.SerializeToString(), groups, seen)
         if got is None:
             return None
         rows += got
     return rows
 
 
-def _fill(data: bytes, segment: Callable[[], Any], groups: _Groups,
-          seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+def _fill(data: bytes, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
+          ) -> int | None:
     """One serialized segment through ``fill_txn``; an INSERT whose spec is not cached is
-    learned from its bytes and the segment read again (at most once per statement of
-    ``segment()``, asked for only then)."""
+    learned from its bytes and the segment read again (at most once per statement of the
+    segment, counted -- by parsing ``data`` -- only when something is to be learned; bytes
+    that do not parse give ``None``)."""
     got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
-    learned = 0
+    learned, statements = 0, -1
     while type(got) is tuple:
         head, start, end = got
+        if statements < 0:
+            try:
+                statements = len(transaction_pb2.Transaction.FromString(data).statements)
+            except DecodeError:  # damaged: the row path parses it and dead-letters it
+                return None
         learned += 1
-        if learned > len(segment().statements) or not _learn(head, data[start:end]):
+        if learned > statements or not _learn(head, data[start:end]):
             return None
         got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
     return got
