@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
-from gateway.appliers.source import MemorySource
+from gateway.appliers.source import CommittedEntry, MemorySource
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.core import insert_columns as insert_columns_module
 from gateway.core.insert_columns import WIRES_IN_C, insert_columns, insert_columns_of_wires
@@ -244,13 +244,15 @@ class _LogSource:
     ``gateway.node.feed.transaction_entry`` (whole transactions with a head, unparsed)."""
 
     def __init__(self, txns) -> None:
-        self.payloads = [b"\x01" + t.SerializeToString() for t in txns]
+        """``txns``: transactions, or None for an entry holding none (an epoch marker)."""
+        self.payloads = [None if t is None else b"\x01" + t.SerializeToString() for t in txns]
 
     def read(self, from_index: int, max_entries: int) -> list:
         from gateway.node.feed import transaction_entry
 
         start = max(from_index, 1) - 1
-        return [transaction_entry(start + 1 + i, p)
+        return [CommittedEntry(start + 1 + i, None) if p is None
+                else transaction_entry(start + 1 + i, p)
                 for i, p in enumerate(self.payloads[start:start + max_entries])]
 
     def last_index(self) -> int:
@@ -360,3 +362,32 @@ def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path,
     assert built == [] or not WIRES_IN_C
     assert pos.log_index == 100 and d.metrics.snapshot()["column_windows"] == 2
     assert sorted(dump(tmp_path / "one.db")["t"]) == [(i, i) for i in range(1, 101)]
+
+
+def test_entries_holding_no_transaction_ride_along_in_the_whole_run(tmp_path, monkeypatch):
+    """The node's own entries (epoch markers, positions: no transaction) between whole
+    transactions do not send a read batch down the entry-by-entry path: still one columns
+    window per batch from the bytes, and the position covers every entry."""
+    built = _count_whole(monkeypatch)
+    entries: list = []
+    for i in range(1, 101):
+        entries.append(txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i))
+        if i % 10 == 3:
+            entries.append(None)
+    entries.insert(0, None)
+    applier = SqliteApplier(tmp_path / "bare.db")
+    calls = []
+    apply_columns = applier.apply_columns
+    applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
+    d = Dispatcher(applier, _LogSource(entries), tmp_path / "state",
+                   config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
+    try:
+        pos = d.run()
+        assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
+    finally:
+        applier.close()
+    assert pos.log_index == len(entries) == 111
+    assert sorted(dump(tmp_path / "bare.db")["t"]) == [(i, i) for i in range(1, 101)]
+    if WIRES_IN_C:
+        assert calls == [57, 43] and built == []
+        assert d.metrics.snapshot()["column_windows"] == 2
