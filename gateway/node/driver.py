@@ -75,6 +75,7 @@ from gateway.replication import (
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
+from .commit_linger import CommitLinger
 from .epoch_seal import unsealed_epoch
 from .errors import (
     NodeError,
@@ -208,6 +209,8 @@ class RaftDriver:
         self.storage = storage
         self.sm = sm
         self._send = send
+        # Through ``_send`` as it is at each call (tests replace it to drop messages).
+        self.commit_linger = CommitLinger(lambda msgs: self._send(msgs))
         self._on_membership = on_membership
         self.on_applied = on_applied
         hs, _ = storage.initial_state()
@@ -579,6 +582,7 @@ class RaftDriver:
         waited for (it may still be recorded whole; never in part)."""
         self._stopped = True
         self._wake.set()
+        self.commit_linger.drop()
         for t in self._tasks:
             t.cancel()
         # A task that failed already told the watchdog (``failure``): not raised again here.
@@ -650,7 +654,7 @@ class RaftDriver:
                     c.messages_sent += len(rd.messages)
                     early = bool(rd.messages) and self._may_send_before_persisting(rd)
                     if early:
-                        self._send(rd.messages)
+                        self._send_messages(rd)
                     if rd.must_sync or rd.entries or not rd.snapshot.is_empty():
                         c.synced_readies += 1
                         if self._save_inline(rd):
@@ -663,7 +667,7 @@ class RaftDriver:
                     if rd.hard_state is not None:
                         self._durable_term_vote = (rd.hard_state.term, rd.hard_state.vote)
                     if rd.messages and not early:
-                        self._send(rd.messages)
+                        self._send_messages(rd)
                     await self._apply(rd)
                     raw.advance(rd)
                     if rd.soft_state is not None:
@@ -677,6 +681,17 @@ class RaftDriver:
             if self.removed:
                 log.warning("this node was removed from the cluster; its Raft loop stops")
                 self._stopped = True
+
+    def _send_messages(self, rd: Ready) -> None:
+        """Send ``rd``'s messages: a leader's through its ``CommitLinger`` (commit-only
+        appends to caught-up followers wait a moment for the next append to carry them),
+        except when ``rd`` commits a membership change -- every member learns that at once."""
+        raft = self.raw.raft
+        if raft.role == Role.LEADER:
+            hold = not any(e.type == EntryType.CONF_CHANGE for e in rd.committed_entries)
+            self.commit_linger.send(rd.messages, raft, hold)
+        else:
+            self._send(rd.messages)
 
     def _save_inline(self, rd: Ready) -> bool:
         """Whether ``rd`` is persisted on the event loop's thread rather than the I/O thread:
@@ -1129,6 +1144,7 @@ class RaftDriver:
                  self.raw.raft.term)
         if ss.role != Role.LEADER:
             self._leader = None
+            self.commit_linger.drop()
         if ss.removed:
             self.removed = True
         if self.on_role_change is not None:
