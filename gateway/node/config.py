@@ -95,6 +95,9 @@ class NodeConfig:
     election_ticks: int = 10
     heartbeat_ticks: int = 1
     epoch_ms: int = 100
+    #: How long a leader holds an append that only tells a caught-up follower a new commit
+    #: index, for the next append to carry it (0: sent at once); docs/node.md, "The Ready loop".
+    commit_linger_ms: int = 5
     fsync: bool = True
     snapshot_entries: int = 20000
     #: A snapshot also waits until the log grew by this share (%) of the newest snapshot's
@@ -139,6 +142,10 @@ class NodeConfig:
                               f"add {self.node_id}=HOST:PORT or start with --join")
         if self.tick_ms <= 0 or self.epoch_ms <= 0:
             raise ConfigError("tick_ms/epoch_ms: must be positive")
+        if not 0 <= self.commit_linger_ms <= self.tick_ms * self.heartbeat_ticks:
+            raise ConfigError(f"commit_linger_ms: must be between 0 and one heartbeat "
+                              f"({self.tick_ms * self.heartbeat_ticks} ms), not "
+                              f"{self.commit_linger_ms}")
         if self.election_ticks <= self.heartbeat_ticks or self.heartbeat_ticks <= 0:
             raise ConfigError("election_ticks: must exceed heartbeat_ticks (> 0)")
         if self.snapshot_entries < 10:
@@ -266,7 +273,7 @@ def parse_peers(text: str) -> dict[int, str]:
 
 
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
-             "snapshot_entries", "snapshot_log_percent", "max_request_bytes"}
+             "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync"}

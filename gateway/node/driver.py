@@ -75,6 +75,7 @@ from gateway.replication import (
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 from . import keys
+from .commit_linger import DEFAULT_DELAY as DEFAULT_LINGER
 from .commit_linger import CommitLinger
 from .epoch_seal import unsealed_epoch
 from .errors import (
@@ -111,6 +112,7 @@ class DriverOptions:
     snapshot_entries: int = 20000
     max_batch: int = 4096
     snapshot_log_percent: int = 100
+    commit_linger_s: float = DEFAULT_LINGER
 
 
 @dataclass(slots=True)
@@ -210,7 +212,7 @@ class RaftDriver:
         self.sm = sm
         self._send = send
         # Through ``_send`` as it is at each call (tests replace it to drop messages).
-        self.commit_linger = CommitLinger(lambda msgs: self._send(msgs))
+        self.commit_linger = CommitLinger(lambda msgs: self._send(msgs), opts.commit_linger_s)
         self._on_membership = on_membership
         self.on_applied = on_applied
         hs, _ = storage.initial_state()
@@ -688,7 +690,8 @@ class RaftDriver:
         except when ``rd`` commits a membership change -- every member learns that at once."""
         raft = self.raw.raft
         if raft.role == Role.LEADER:
-            hold = not any(e.type == EntryType.CONF_CHANGE for e in rd.committed_entries)
+            hold = self.opts.commit_linger_s > 0 and \
+                not any(e.type == EntryType.CONF_CHANGE for e in rd.committed_entries)
             self.commit_linger.send(rd.messages, raft, hold)
         else:
             self._send(rd.messages)

@@ -204,7 +204,8 @@ class GatewayNode:
                 DriverOptions(cfg.node_id, cfg.cluster_id, cfg.tick_ms / 1000,
                               cfg.election_ticks, cfg.heartbeat_ticks, cfg.epoch_ms / 1000,
                               cfg.snapshot_entries,
-                              snapshot_log_percent=cfg.snapshot_log_percent),
+                              snapshot_log_percent=cfg.snapshot_log_percent,
+                              commit_linger_s=cfg.commit_linger_ms / 1000),
                 self.storage, self.sm, self.transport.send, self._on_membership)
         except RuntimeError as exc:  # e.g. a log that cannot replay its configuration
             await self._close_storage()

@@ -116,3 +116,18 @@ def test_snapshot_log_percent_from_file_or_environment_and_its_bounds(tmp_path):
         load_config(None, {}, env={"GATEWAY_SNAPSHOT_LOG_PERCENT": "-1"})
     with pytest.raises(ConfigError, match=r"^snapshot_log_percent .*expected an integer"):
         load_config(None, {}, env={"GATEWAY_SNAPSHOT_LOG_PERCENT": "half"})
+
+
+def test_commit_linger_ms_from_file_or_environment_and_its_bounds(tmp_path):
+    f = tmp_path / "node.toml"
+    f.write_text("commit_linger_ms = 2\n")
+    assert load_config(str(f), {}, env={}).commit_linger_ms == 2
+    assert load_config(None, {}, env={}).commit_linger_ms == 5
+    assert load_config(None, {}, env={"GATEWAY_COMMIT_LINGER_MS": "0"}).commit_linger_ms == 0
+    with pytest.raises(ConfigError, match=r"^commit_linger_ms: must be between 0 and one "
+                                          r"heartbeat \(50 ms\), not 51"):
+        load_config(None, {}, env={"GATEWAY_COMMIT_LINGER_MS": "51"})
+    with pytest.raises(ConfigError, match=r"^commit_linger_ms: .*not -1"):
+        load_config(None, {"commit_linger_ms": -1}, env={})
+    with pytest.raises(ConfigError, match=r"^commit_linger_ms .*expected an integer"):
+        load_config(None, {}, env={"GATEWAY_COMMIT_LINGER_MS": "soon"})

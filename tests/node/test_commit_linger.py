@@ -6,6 +6,8 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from gateway.node.commit_linger import CommitLinger
 from gateway.raft import Entry, Message
 from gateway.raft.tracker import ProgressState
@@ -101,16 +103,22 @@ def test_held_messages_are_dropped_when_leadership_ends() -> None:
     assert _run(body) == []
 
 
-def test_one_writer_sends_each_follower_one_append_per_write_and_loses_no_commit(tmp_path):
+@pytest.mark.parametrize("linger_ms", [5, 0])
+def test_one_writer_sends_each_follower_one_append_per_write_and_loses_no_commit(tmp_path,
+                                                                                 linger_ms):
     """In a cluster, sequential writes: every follower applies every write (the last one
     from a held commit-only append, flushed), receiving about one message per write instead
-    of two (an append, then its commit)."""
+    of two (an append, then its commit) -- and two with ``commit_linger_ms = 0``."""
+    from dataclasses import replace
+
     from gateway.client import AsyncGatewayClient, row_insert
 
     from .conftest import leader_of, node_configs, run, running, wait_for
 
+    cfgs = [replace(c, commit_linger_ms=linger_ms) for c in node_configs(tmp_path, 3)]
+
     async def go() -> None:
-        async with running(*node_configs(tmp_path, 3)) as nodes:
+        async with running(*cfgs) as nodes:
             leader = await leader_of(nodes)
             followers = [n for n in nodes if n is not leader]
             async with AsyncGatewayClient(leader.config.api) as c:
@@ -126,8 +134,9 @@ def test_one_writer_sends_each_follower_one_append_per_write_and_loses_no_commit
             for f, b in zip(followers, before, strict=True):
                 per_write = (f.driver.counters.messages_received - b) / writes
                 # heartbeats every tick (50 ms) come on top of one append per write
-                assert per_write < 1.6, per_write
+                assert (per_write < 1.6) == bool(linger_ms), per_write
                 assert len(list(f.sm.scan_rows("t", "l", [], []))) == writes + 1
-            assert leader.driver.commit_linger.absorbed >= writes
+            linger = leader.driver.commit_linger
+            assert linger.absorbed >= writes if linger_ms else linger.held == 0
 
     run(go(), 90)
