@@ -336,21 +336,27 @@ def test_entries_read_from_the_log_skip_what_was_applied_and_refuse_a_reused_ope
     assert snap["skipped"] == 1 and snap["dead_letters"] >= 1
 
 
-@pytest.mark.parametrize("source", ["parsed", "log"])
+@pytest.mark.parametrize(("source", "bare"), [("parsed", False), ("log", False), ("log", True)])
 def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path, monkeypatch,
-                                                                       source):
+                                                                       source, bare):
     """With ``window=1`` (the default) the columns path still takes a whole read batch of
     insert-only transactions at once: one ``apply_columns`` call, one SQLite transaction,
     the rows and positions of one call per transaction -- from parsed transactions, and from
     the log's bytes as the node reads them (then without an ``AssembledTransaction`` per
-    transaction: the whole-run path)."""
+    transaction: the whole-run path). Entries holding no transaction among them (``bare``:
+    the node's epoch markers and positions) ride along: still one window per read batch,
+    and the position covers every entry."""
     built = _count_whole(monkeypatch)
-    txns = [txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i) for i in range(1, 101)]
+    entries: list = [None] if bare else []
+    for i in range(1, 101):
+        entries.append(txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i))
+        if bare and i % 10 == 3:
+            entries.append(None)
     applier = SqliteApplier(tmp_path / "one.db")
     calls = []
     apply_columns = applier.apply_columns
     applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
-    d = Dispatcher(applier, (_LogSource if source == "log" else MemorySource)(txns),
+    d = Dispatcher(applier, (_LogSource if source == "log" else MemorySource)(entries),
                    tmp_path / "state",
                    config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
     try:
@@ -358,36 +364,8 @@ def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path,
         assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
     finally:
         applier.close()
-    assert calls == [64, 36]
-    assert built == [] or not WIRES_IN_C
-    assert pos.log_index == 100 and d.metrics.snapshot()["column_windows"] == 2
+    assert pos.log_index == len(entries) == (111 if bare else 100)
     assert sorted(dump(tmp_path / "one.db")["t"]) == [(i, i) for i in range(1, 101)]
-
-
-def test_entries_holding_no_transaction_ride_along_in_the_whole_run(tmp_path, monkeypatch):
-    """The node's own entries (epoch markers, positions: no transaction) between whole
-    transactions do not send a read batch down the entry-by-entry path: still one columns
-    window per batch from the bytes, and the position covers every entry."""
-    built = _count_whole(monkeypatch)
-    entries: list = []
-    for i in range(1, 101):
-        entries.append(txn(i, insert("t", [{"id": i, "a": i}]), commit_ts_ns=i))
-        if i % 10 == 3:
-            entries.append(None)
-    entries.insert(0, None)
-    applier = SqliteApplier(tmp_path / "bare.db")
-    calls = []
-    apply_columns = applier.apply_columns
-    applier.apply_columns = lambda b, g, *a: (calls.append(len(g)), apply_columns(b, g, *a))[1]
-    d = Dispatcher(applier, _LogSource(entries), tmp_path / "state",
-                   config=DispatcherConfig(threads=2, read_batch=64, save_interval=0.0))
-    try:
-        pos = d.run()
-        assert list(applier.applied_gtids().ranges()) == [(1, 1, 100)]
-    finally:
-        applier.close()
-    assert pos.log_index == len(entries) == 111
-    assert sorted(dump(tmp_path / "bare.db")["t"]) == [(i, i) for i in range(1, 101)]
-    if WIRES_IN_C:
-        assert calls == [57, 43] and built == []
+    if WIRES_IN_C or source == "parsed":
+        assert calls == ([57, 43] if bare else [64, 36]) and built == []
         assert d.metrics.snapshot()["column_windows"] == 2
