@@ -119,18 +119,20 @@ def _iterations_to_accept(make_server: Any, calls: int) -> int:
 def test_calls_that_arrive_together_are_accepted_together() -> None:
     # gRPC's own server accepts one call per method every ~5 loop iterations (module
     # docstring): 16 calls take ~80 or more. The pool has them all in the handler within a
-    # few. (The least of up to five tries: a machine busy with other work -- a CI run -- can
-    # delay a call's arrival past the block, which only adds iterations; one CI run measured
-    # 26 at best where a quiet machine gives 6-12. The bound stays under what one call per
-    # ~3 iterations would take, and gRPC's own accept is measured beside it.)
-    pooled = 10**9
+    # few. (Up to five tries, each measuring both servers one after the other: a machine busy
+    # with other work -- a CI run -- delays the calls' arrival and the poller thread's turn
+    # for the GIL, which adds iterations to both; CI runs measured 26 and, once, 240 pooled
+    # against 129 one at a time, where a quiet machine gives 6-12 against ~80. The bound
+    # stays under what one call per ~3 iterations would take.)
+    tries = []
     for _ in range(5):
-        pooled = min(pooled, _iterations_to_accept(aio_server, 16))
-        if pooled <= 20:
+        pooled = _iterations_to_accept(aio_server, 16)
+        one_at_a_time = _iterations_to_accept(lambda: aio_server(depth=1), 16)
+        tries.append((pooled, one_at_a_time))
+        if pooled <= 48 and one_at_a_time >= 3 * pooled:
             break
-    one_at_a_time = _iterations_to_accept(lambda: aio_server(depth=1), 16)
-    assert pooled <= 48, (pooled, one_at_a_time)
-    assert one_at_a_time >= 3 * pooled, (pooled, one_at_a_time)
+    else:
+        raise AssertionError(f"(pooled, one at a time) iterations in each try: {tries}")
 
 
 def test_more_calls_than_the_depth_are_all_served() -> None:
