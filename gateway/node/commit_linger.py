@@ -26,9 +26,9 @@ Held messages are dropped when this node stops leading or its term moves (``drop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from gateway.raft import Message
+from gateway.raft import Entry, EntryType, Message
 from gateway.raft.core import Raft
 from gateway.raft.tracker import ProgressState
 from gateway.raft.types import MessageType
@@ -40,6 +40,7 @@ __all__ = ["DEFAULT_DELAY", "CommitLinger"]
 DEFAULT_DELAY = 0.005
 
 _APP, _HEARTBEAT = MessageType.APP, MessageType.HEARTBEAT
+_CONF = EntryType.CONF_CHANGE
 
 
 class CommitLinger:
@@ -57,24 +58,31 @@ class CommitLinger:
         self.held = 0
         self.absorbed = 0
 
-    def send(self, msgs: list[Message], raft: Raft, hold: bool = True) -> None:
-        """Forward ``msgs`` (from ``raft``, which leads), holding their commit-only appends
-        unless ``hold`` is false; a message that makes a held one redundant replaces it."""
+    def send(self, msgs: list[Message], raft: Raft, committed: Sequence[Entry] = ()) -> None:
+        """Forward ``msgs`` (from ``raft``, which leads, in a Ready committing ``committed``),
+        holding their commit-only appends unless ``committed`` holds a membership change (every
+        member learns that at once); a message that makes a held one redundant replaces it.
+        ``committed`` is looked at only when there is an append to hold (a busy leader's
+        Readies carry entries in their appends and hundreds of committed entries)."""
         held = self._held
         last = raft.raft_log.last_index()
         progress = raft.trk.progress
+        hold: bool | None = None  # decided at the first commit-only append
         out: list[Message] = []
         for m in msgs:
             t = m.type
-            if hold and t == _APP and not m.entries:
+            if t == _APP and not m.entries:
                 pr = progress.get(m.to)
                 if pr is not None and pr.state == ProgressState.REPLICATE \
                         and pr.next == last + 1 and m.index == last:
-                    if m.to in held:
-                        self.absorbed += 1
-                    held[m.to] = m
-                    self.held += 1
-                    continue
+                    if hold is None:
+                        hold = not any(e.type == _CONF for e in committed)
+                    if hold:
+                        if m.to in held:
+                            self.absorbed += 1
+                        held[m.to] = m
+                        self.held += 1
+                        continue
             if held and t in (_APP, _HEARTBEAT):
                 old = held.get(m.to)
                 if old is not None and m.term == old.term and m.commit >= old.commit:

@@ -686,13 +686,11 @@ class RaftDriver:
 
     def _send_messages(self, rd: Ready) -> None:
         """Send ``rd``'s messages: a leader's through its ``CommitLinger`` (commit-only
-        appends to caught-up followers wait a moment for the next append to carry them),
-        except when ``rd`` commits a membership change -- every member learns that at once."""
+        appends to caught-up followers wait a moment for the next append to carry them,
+        unless ``rd`` commits a membership change), unless ``commit_linger_s`` is 0."""
         raft = self.raw.raft
-        if raft.role == Role.LEADER:
-            hold = self.opts.commit_linger_s > 0 and \
-                not any(e.type == EntryType.CONF_CHANGE for e in rd.committed_entries)
-            self.commit_linger.send(rd.messages, raft, hold)
+        if raft.role == Role.LEADER and self.opts.commit_linger_s > 0:
+            self.commit_linger.send(rd.messages, raft, rd.committed_entries)
         else:
             self._send(rd.messages)
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node.commit_linger import CommitLinger
-from gateway.raft import Entry, Message
+from gateway.raft import Entry, EntryType, Message
 from gateway.raft.tracker import ProgressState
 from gateway.raft.types import MessageType as MT
+
+from .conftest import leader_of, node_configs, run, running, wait_for
 
 DELAY = 0.01
 LAST = 10
@@ -70,7 +74,7 @@ def test_the_next_append_carries_the_commit_and_the_held_one_is_not_sent() -> No
     assert (linger.held, linger.absorbed) == (2, 2)
 
 
-def test_probes_entries_and_other_messages_pass_at_once_in_order() -> None:
+def test_probes_entries_other_messages_and_membership_commits_pass_at_once_in_order() -> None:
     async def body() -> list[list[Message]]:
         sent: list[list[Message]] = []
         linger = CommitLinger(sent.append, DELAY)
@@ -79,7 +83,9 @@ def test_probes_entries_and_other_messages_pass_at_once_in_order() -> None:
         behind = Message(MT.APP, to=3, from_=1, term=3, index=LAST - 1, log_term=3, commit=9)
         vote = Message(MT.VOTE_RESP, to=2, from_=1, term=3)
         linger.send([probe, vote, behind], raft)
-        linger.send([_commit(2, 9), _commit(3, 9)], _raft(), hold=False)
+        membership = [Entry(index=LAST, term=3, type=EntryType.CONF_CHANGE)]
+        linger.send([_commit(2, 9), _commit(3, 9)], _raft(), membership)
+        assert len(sent) == 2  # at once, not at the flush
         await asyncio.sleep(DELAY * 5)
         return sent
 
@@ -109,12 +115,6 @@ def test_one_writer_sends_each_follower_one_append_per_write_and_loses_no_commit
     """In a cluster, sequential writes: every follower applies every write (the last one
     from a held commit-only append, flushed), receiving about one message per write instead
     of two (an append, then its commit) -- and two with ``commit_linger_ms = 0``."""
-    from dataclasses import replace
-
-    from gateway.client import AsyncGatewayClient, row_insert
-
-    from .conftest import leader_of, node_configs, run, running, wait_for
-
     cfgs = [replace(c, commit_linger_ms=linger_ms) for c in node_configs(tmp_path, 3)]
 
     async def go() -> None:
