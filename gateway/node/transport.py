@@ -3,14 +3,20 @@
 Each node keeps one long-lived stream to every other member: the framed TCP stream of
 ``gateway.node.peer_stream`` (mutual TLS when peer TLS is configured), or, to a node that
 answers its preface with other bytes (an older version), the gRPC ``Peer.Send`` stream, tried
-again on the framed stream every :data:`FALLBACK_SECONDS`. ``send`` only queues; a sender
-task per peer takes *everything* queued for that peer and writes it as one ``MessageBatch``,
-without waiting for earlier batches to be processed (pipelining: the socket's write buffer, or
-gRPC's flow control, is the only limit). Snapshot chunks travel as ``SNAP`` messages in the
-same stream; the core chunks them and acknowledges bytes, so a broken stream resumes where the
-receiver left off. Each batch names the sender's peer and API addresses: a node started with
-``--join`` learns the members' addresses from the first batches it receives, and followers can
-tell clients where the leader is.
+again on the framed stream every :data:`FALLBACK_SECONDS`. ``send`` never blocks: messages
+for a peer whose framed stream is up and idle (nothing queued, the socket's buffer below its
+high-water mark) are written to the socket at once, as one ``MessageBatch``; otherwise they
+are queued, and a sender task per peer takes *everything* queued for that peer and writes it
+as one batch, without waiting for earlier batches to be processed (pipelining: the socket's
+write buffer, or gRPC's flow control, is the only limit). Either way a peer's messages leave
+in the order they were sent. (Writing at once saves the sender task's wake-up -- a loop
+iteration and a task step per peer per Ready, on the path of every write: the leader's
+appends and the followers' answers; docs/benchmarks.md, Change 23.) Snapshot chunks travel
+as ``SNAP`` messages in the same stream (always through the sender task, which notes them for
+the loss report); the core chunks them and acknowledges bytes, so a broken stream resumes
+where the receiver left off. Each batch names the sender's peer and API addresses: a node
+started with ``--join`` learns the members' addresses from the first batches it receives, and
+followers can tell clients where the leader is.
 
 When a stream breaks or a peer is unreachable, queued messages are dropped (Raft retransmits),
 ``report_unreachable(peer)`` is stepped for the peer and ``report_snapshot(peer, failed)`` when
@@ -159,7 +165,7 @@ class _Connected(Exception):
 
 class _Peer:
     __slots__ = ("address", "channel", "event", "grpc_until", "id", "kind", "queue", "send",
-                 "task")
+                 "stream", "task")
 
     def __init__(self, node_id: int, address: str) -> None:
         self.id = node_id
@@ -171,6 +177,9 @@ class _Peer:
         self.task: asyncio.Task[None] | None = None
         self.grpc_until = 0.0  # loop time until which this peer is sent to over gRPC
         self.kind = ""  # the stream up now: "framed", "grpc" or "" (none)
+        #: The framed stream's transport and protocol while it is up (``send`` writes to it
+        #: directly when nothing is queued), else None.
+        self.stream: tuple[asyncio.Transport, _Dial] | None = None
 
 
 class PeerTransport:
@@ -238,16 +247,29 @@ class PeerTransport:
             asyncio.get_running_loop().create_task(ch.close())
 
     def send(self, msgs: list[Message]) -> None:
-        """Queue ``msgs`` for their destinations (never blocks)."""
+        """Send ``msgs`` to their destinations (never blocks): written at once to a peer whose
+        framed stream is up with nothing queued and its write buffer below the high-water
+        mark (and no snapshot chunk among them), else queued for the peer's sender task."""
+        fresh: list[_Peer] = []  # peers with nothing queued before this call
         for m in msgs:
             p = self._peers.get(m.to)
             if p is None:
                 continue
-            if len(p.queue) >= MAX_QUEUED:
-                p.queue.clear()
+            if not p.queue:
+                fresh.append(p)
+            elif len(p.queue) >= MAX_QUEUED:
+                p.queue.clear()  # its sender task was woken when the first was queued
                 self._report("unreachable", p.id)
             p.queue.append(m)
-            p.event.set()
+        for p in fresh:
+            stream = p.stream
+            if stream is None or stream[1].drained is not None or stream[1].lost is not None \
+                    or any(m.type == MessageType.SNAP for m in p.queue):
+                p.event.set()  # the sender task writes it (or the stream is not up)
+                continue
+            batch, p.queue = p.queue, []
+            for run in cut_batch(batch):
+                stream[0].write(encode_frame(BATCH_TAG, self._batch(run)))
 
     def channel(self, node_id: int) -> grpc.aio.Channel | None:
         """The channel to peer ``node_id`` (for forwarding), if it is a known peer."""
@@ -328,6 +350,7 @@ class PeerTransport:
             transport.write(PREFACE)
             await asyncio.wait_for(asyncio.shield(proto.answered), _CONNECT_TIMEOUT)
             p.kind = "framed"
+            p.stream = (transport, proto)  # type: ignore[assignment]
             while True:
                 if proto.lost is not None:
                     raise _Connected(proto.lost)
@@ -349,6 +372,7 @@ class PeerTransport:
             raise
         finally:
             p.kind = ""
+            p.stream = None
             transport.abort()
             if not proto.answered.done():
                 proto.answered.cancel()

@@ -159,6 +159,40 @@ def test_batches_travel_on_the_framed_stream_in_order(tmp_path):
     run(go())
 
 
+def test_an_idle_stream_is_written_in_the_send_call_and_a_busy_one_keeps_the_order(tmp_path):
+    """With the framed stream up and nothing queued, ``send`` writes the batch itself (no
+    sender-task step before it leaves); while the socket's buffer is above its high-water
+    mark, or with a snapshot chunk among the messages, messages queue behind what is queued
+    and still arrive in the order sent."""
+
+    async def go() -> None:
+        async with _linked(str(tmp_path)) as (a, b):
+            a.transport.send([_app(0)])
+            await _until(lambda: len(b.got) == 1)
+            written = a.transport.batches_sent
+            a.transport.send([_app(1), _app(2)])
+            assert a.transport.batches_sent == written + 1  # before any task ran
+            proto = a.transport._peers[2].stream[1]
+            proto.pause_writing()  # as the event loop does above the high-water mark
+            a.transport.send([_app(3)])
+            assert a.transport.batches_sent == written + 1  # queued for the sender task
+            await _until(lambda: a.transport.batches_sent == written + 2)  # it waits to drain
+            a.transport.send([_app(4)])
+            a.transport.send([_app(5)])
+            proto.resume_writing()
+            await _until(lambda: len(b.got) == 6)
+            assert a.transport.batches_sent == written + 3  # 4 and 5 taken together
+            chunk = SnapshotChunk(SnapshotMetadata(ConfState((1,)), 1, 1), 0, 3, b"abc")
+            a.transport.send([Message(MessageType.SNAP, to=2, from_=1, index=9, chunk=chunk),
+                              _app(6)])
+            assert a.transport.batches_sent == written + 3  # a chunk goes by the sender task
+            await _until(lambda: len(b.got) == 8)
+            assert [m.index for m in b.got] == [0, 1, 2, 3, 4, 5, 9, 6]
+            assert not a.reports
+
+    run(go())
+
+
 def test_grpc_clients_are_relayed_on_the_same_port(tmp_path):
     async def go() -> None:
         b = _Side(str(tmp_path), 2)
