@@ -696,18 +696,26 @@ class RaftDriver:
 
     def _save_inline(self, rd: Ready) -> bool:
         """Whether ``rd`` is persisted on the event loop's thread rather than the I/O thread:
-        on a node that does not lead, when ``rd`` installs no snapshot.
+        when ``rd`` installs no snapshot, on a node that does not lead, and on a leader while
+        at most one proposal waits to be applied (a lone writer's).
 
         The Raft loop waits for the write either way; the I/O thread only lets the rest of
-        the event loop run meanwhile. A leader needs that (its loop serves the API's calls
-        during its fsyncs); a follower's loop mostly runs this Raft loop, so the hand-over to
-        the thread and back (a queue, two thread wake-ups, a future chain) cost more than it
-        bought: measured in the 64-client unary cell, a follower's CPU per write fell by
-        ~20-30 % without it (docs/benchmarks.md, Change 11). The price: a follower's API calls
-        and peer reads wait for its fsync (typically 0.3-1.5 ms here) instead of running
-        beside it. Everything else the I/O thread runs (compaction, a snapshot's restore) is
+        the event loop run meanwhile. A leader with calls to serve needs that (its loop
+        accepts and answers the API's calls during its fsyncs); a follower's loop mostly runs
+        this Raft loop, so the hand-over to the thread and back (a queue, two thread
+        wake-ups, a future chain) cost more than it bought: measured in the 64-client unary
+        cell, a follower's CPU per write fell by ~20-30 % without it (docs/benchmarks.md,
+        Change 11). The same holds for a leader serving one writer at a time: its appends
+        left before the write (``_may_send_before_persisting``) and nothing else waits for
+        its loop, whose hand-over had put ~0.2 ms of CPU and two thread wake-ups on the
+        write's path (one-client p50 -5 to -11 %, docs/benchmarks.md, Change 23). The price:
+        the node's other API calls and peer reads wait for the fsync (typically 0.3-1.5 ms
+        here) instead of running beside it -- on a leader, only while one write at most is
+        in flight. Everything else the I/O thread runs (compaction, a snapshot's restore) is
         awaited by this same loop, so writes stay serialized with it."""
-        return self.raw.raft.role != Role.LEADER and rd.snapshot.is_empty()
+        if not rd.snapshot.is_empty():
+            return False
+        return self.raw.raft.role != Role.LEADER or len(self._waiting) <= 1
 
     def _may_send_before_persisting(self, rd: Ready) -> bool:
         """Whether ``rd.messages`` may leave before ``rd`` is persisted (Raft thesis 10.2.1:

@@ -1,8 +1,9 @@
-"""Where each node's Raft loop persists its Readies: a leader on its I/O thread (its event loop
-serves the API meanwhile), a follower on the loop's own thread (``RaftDriver._save_inline``);
-either way every replica ends with the same log and store, a follower that leads later moves
-its writes to the I/O thread, and a follower's failing write stops its Raft loop as a failing
-write on the I/O thread does.
+"""Where each node's Raft loop persists its Readies: a leader with several writes in flight on
+its I/O thread (its event loop serves the API meanwhile), a leader serving one write at a time
+and a follower on the loop's own thread (``RaftDriver._save_inline``); either way every replica
+ends with the same log and store, a follower that leads later moves its concurrent writes to
+the I/O thread, and a follower's failing write stops its Raft loop as a failing write on the
+I/O thread does.
 
 Three ``RaftDriver`` objects in one event loop, real storage and stores, messages handed from
 one driver to another in process. Nothing here asserts on time.
@@ -42,7 +43,7 @@ def test_leader_persists_on_its_io_thread_followers_on_the_loop_and_replicas_agr
             loop_thread = threading.current_thread().name
             for i, st in trio.storages.items():
                 assert st.threads, f"node {i} persisted no entries"
-                if trio.drivers[i] is lead:
+                if trio.drivers[i] is lead:  # 50 writes at once: on the I/O thread
                     assert all(t.startswith("raft-io-") for t in st.threads), st.threads
                 else:
                     assert set(st.threads) == {loop_thread}, st.threads
@@ -50,6 +51,31 @@ def test_leader_persists_on_its_io_thread_followers_on_the_loop_and_replicas_agr
             assert len(stores[0]) > 100 and stores[0] == stores[1] == stores[2]
             lasts = {st.last_index() for st in trio.storages.values()}
             assert len(lasts) == 1
+        finally:
+            await trio.close()
+
+    run(go())
+
+
+def test_a_leader_serving_one_write_at_a_time_persists_on_its_loop(tmp_path):
+    async def go() -> None:
+        trio = Trio(tmp_path)
+        lead = await trio.start()
+        try:
+            st = trio.storages[trio.id_of(lead)]
+            st.threads.clear()
+            for i in range(10):  # each write alone in flight
+                await trio.write(lead, i, 1)
+            assert len(st.threads) >= 10
+            assert set(st.threads) == {threading.current_thread().name}, st.threads
+            st.threads.clear()
+            await trio.write(lead, 10, 40)  # then many at once again
+            assert any(t.startswith("raft-io-") for t in st.threads), st.threads
+            last = lead.applied_index
+            await wait_for(lambda: all(d.applied_index >= last for d in trio.drivers.values()),
+                           what="every replica to apply the writes")
+            stores = [_contents(sm) for sm in trio.sms.values()]
+            assert len(stores[0]) > 50 and stores[0] == stores[1] == stores[2]
         finally:
             await trio.close()
 
