@@ -7,6 +7,7 @@ same objects are shared between the unstable log, storage and outgoing messages.
 
 from __future__ import annotations
 
+import operator
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -363,10 +364,13 @@ def entries_size(ents: list[Entry]) -> int:
     return sum(len(e.data) for e in ents)
 
 
+_data_of = operator.attrgetter("data")
+
+
 def limit_size(ents: list[Entry], max_size: int) -> list[Entry]:
     """The longest prefix of ``ents`` whose payload fits in ``max_size`` bytes; never empty if
     ``ents`` is not (one oversized entry still goes out alone)."""
-    if not ents:
+    if not ents or sum(map(len, map(_data_of, ents))) <= max_size:  # the usual: all fit
         return ents
     size = len(ents[0].data)
     for i in range(1, len(ents)):

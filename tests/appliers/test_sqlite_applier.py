@@ -407,13 +407,18 @@ def test_long_column_batches_leave_the_same_database_as_apply(tmp_path, multi, l
         bulk.close()
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 60)), max_size=25),
-                max_size=6))
+_RUN = st.builds(lambda s, first, n: [(s, t) for t in range(first, first + n)],
+                 st.integers(1, 3), st.integers(1, 60), st.integers(1, 25))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 60)),
+                                   max_size=25), _RUN), max_size=6))
 def test_applied_gtids_are_kept_as_ranges_whatever_the_order_of_the_batches(tmp_path_factory,
                                                                            batches):
-    """Batches of GTIDs in any order, with repeats and several origins, leave the set of all of
-    them, stored as disjoint, never adjacent ranges -- a few rows, not one per GTID."""
+    """Batches of GTIDs in any order, with repeats and several origins, or one origin's run of
+    consecutive trans ids (the usual batch, taken as one range at once), leave the set of all
+    of them, stored as disjoint, never adjacent ranges -- a few rows, not one per GTID."""
     applier = SqliteApplier(tmp_path_factory.mktemp("ranges") / "out.db")
     try:
         for batch in batches:
