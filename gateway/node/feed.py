@@ -28,7 +28,7 @@ from .epoch_seal import entry_epoch
 from .errors import NodeStoppedError
 from .storage import compacted_log
 from .validation import InvalidRequest
-from .wire import decode_entry, txn_head
+from .wire import decode_entry, feed_entries, txn_head
 
 if TYPE_CHECKING:
     from .driver import RaftDriver
@@ -90,26 +90,32 @@ class CommittedLogSource:
             ents = storage.entries(from_index, hi, _READ_BYTES)
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
-        out = []
         skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
-        for e in ents:
-            if e.type == EntryType.NORMAL and e.data:
-                if e.data[0] == _UNIT:
-                    try:
-                        unit = read_unit(storage, e)
-                    except CompactedError:
-                        raise EntriesCompactedError(e.index, storage.first_index()) from None
-                    if unit is not None and e.index not in skipped:
-                        unit = sm.unit_outcome(e.index) or unit  # as conflicts left it
-                        txns = tuple(transactions(unit.items))
-                        if txns:
-                            out.append(CommittedEntry(e.index, None, txns))
-                            continue
-                elif e.data[0] == _TXN and e.index not in skipped:
-                    out.append(transaction_entry(e.index, e.data))
-                    continue
-            out.append(CommittedEntry(e.index, None))
-        return out
+        if feed_entries is not None:  # _entry of each in C, but for replicated epochs
+            out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)
+            for k in todo:
+                out[k] = self._entry(storage, ents[k], skipped)
+            return out
+        return [self._entry(storage, e, skipped) for e in ents]
+
+    def _entry(self, storage: RaftLogStorage, e: Entry, skipped: set[int]) -> CommittedEntry:
+        """The appliers' entry of the committed log entry ``e`` (``skipped``: indexes the state
+        machine did not apply): a transaction (``transaction_entry``), a replicated epoch's
+        transactions as the conflict checks left them, or no transaction."""
+        if e.type == EntryType.NORMAL and e.data:
+            if e.data[0] == _UNIT:
+                try:
+                    unit = read_unit(storage, e)
+                except CompactedError:
+                    raise EntriesCompactedError(e.index, storage.first_index()) from None
+                if unit is not None and e.index not in skipped:
+                    unit = self._driver.sm.unit_outcome(e.index) or unit
+                    txns = tuple(transactions(unit.items))
+                    if txns:
+                        return CommittedEntry(e.index, None, txns)
+            elif e.data[0] == _TXN and e.index not in skipped:
+                return transaction_entry(e.index, e.data)
+        return CommittedEntry(e.index, None)
 
 
 def _probe_epoch(e: Entry) -> int | None:

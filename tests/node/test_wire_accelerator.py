@@ -430,3 +430,70 @@ def test_damaged_transaction_heads_read_alike_in_c_and_python(sid, tid, recs, da
     cut = data_st.draw(st.integers(0, len(data)))
     for blob in (bytes(data), bytes(data[:cut])):
         assert wire.txn_head(wire_py._HEAD_KEYS, blob) == wire_py.txn_head_py(blob)
+
+
+_FEED_KINDS = st.sampled_from(["whole", "whole", "second segment", "damaged", "unit", "marker",
+                               "empty", "membership"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_FEED_KINDS, st.booleans()), max_size=12), _RECORDS, st.data())
+def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
+    """``_wire.feed_entries`` (the appliers' read of the committed log) gives what
+    ``CommittedLogSource._entry`` gives: a whole transaction's entry with its head and bytes,
+    unparsed; an entry without a transaction for a membership change, an empty entry, another
+    type tag or a skipped index; and leaves replicated epochs and transactions not whole in
+    one segment (or damaged) to the caller, in order."""
+    from gateway.appliers.source import CommittedEntry
+    from gateway.core.messages import TypeTag
+    from gateway.node.feed import transaction_entry
+    from gateway.raft import Entry, EntryType
+    from gateway.v1 import transaction_pb2
+
+    def payload(kind: str, i: int) -> bytes:
+        if kind in ("empty", "membership"):
+            return b"" if kind == "empty" else b"\x08\x01"
+        if kind == "unit":
+            return bytes((TypeTag.REPLICATED_EPOCH,)) + os.urandom(i % 5)
+        if kind == "marker":
+            return bytes((TypeTag.EPOCH_MARKER,)) + os.urandom(i % 5)
+        txn = transaction_pb2.Transaction(
+            segment_id=2 if kind == "second segment" else 1, end_segment=True,
+            commit_timestamp_ns=10**18 + i, statements=[statement_pb2.Statement(
+                insert=statement_pb2.InsertStatement(records=recs))])
+        txn.gtid.server_id, txn.gtid.trans_id = 7, 100 + i
+        data = bytearray(bytes((TypeTag.TRANSACTION,)) + txn.SerializeToString())
+        if kind == "damaged":
+            j = data_st.draw(st.integers(1, len(data) - 1))
+            data[j] = data_st.draw(st.sampled_from([0x00, 0x38, 0x80, 0xFF]))
+        return bytes(data)
+
+    ents, skipped = [], set()
+    for i, (kind, skip) in enumerate(specs):
+        index = 40 + i
+        etype = EntryType.CONF_CHANGE if kind == "membership" else EntryType.NORMAL
+        ents.append(Entry(3, index, etype, payload(kind, i)))
+        if skip:
+            skipped.add(index)
+    out, todo = wire.feed_entries(wire_py._HEAD_KEYS, TypeTag.REPLICATED_EPOCH, ents, skipped,
+                                  CommittedEntry)
+    want_todo = []
+    for k, e in enumerate(ents):
+        tag = e.data[0] if e.type == EntryType.NORMAL and e.data else None
+        if tag == TypeTag.REPLICATED_EPOCH or (tag == TypeTag.TRANSACTION and e.index not in
+                                               skipped and wire_py.txn_head_py(e.data) is None):
+            want_todo.append(k)
+            assert out[k] is None
+        elif tag == TypeTag.TRANSACTION and e.index not in skipped:
+            spec = transaction_entry(e.index, e.data)
+            got = out[k]
+            assert (got.index, got.head, got.wire, got.replicated) == \
+                (spec.index, spec.head, spec.wire, spec.replicated) == \
+                (e.index, wire_py.txn_head_py(e.data), e.data[1:], ())
+            if specs[k][0] == "whole":
+                assert got == spec  # the message, parsed from the bytes on first use
+        else:
+            assert out[k] == CommittedEntry(e.index, None) and out[k].head is None
+    assert todo == want_todo
+    with pytest.raises(ValueError):
+        wire.feed_entries(b"\x01", TypeTag.REPLICATED_EPOCH, ents, skipped, CommittedEntry)
