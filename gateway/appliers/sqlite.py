@@ -582,11 +582,11 @@ def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:
     return batch.ranges()
 
 
-def _record_gtids(conn: sqlite3.Connection, gtids: Iterable[Gtid]) -> None:
+def _record_gtids(conn: sqlite3.Connection, gtids: list[Gtid]) -> None:
     """Merge ``gtids`` (any order, repeats allowed) into ``_gateway_applied_ranges``, inside the
     caller's transaction: each run of consecutive trans ids of one origin becomes one range,
     joined with the stored ranges it overlaps or touches."""
-    for server_id, first, last in _ranges(gtids if isinstance(gtids, list) else list(gtids)):
+    for server_id, first, last in _ranges(gtids):
         # The usual case, a log applied in order: one stored range holds first - 1 or first
         # and no other starts in (first, last + 1] -- it is the only one the batch's range
         # meets, and is extended (or already holds it). One statement.
@@ -623,8 +623,8 @@ def _convert_gtid_rows(conn: sqlite3.Connection) -> None:
                        "name = '_gateway_applied'").fetchone()
     if old is None:
         return
-    _record_gtids(conn, (Gtid(s, t) for s, t in conn.execute(
-        "SELECT server_id, trans_id FROM _gateway_applied ORDER BY server_id, trans_id")))
+    _record_gtids(conn, [Gtid(s, t) for s, t in conn.execute(
+        "SELECT server_id, trans_id FROM _gateway_applied ORDER BY server_id, trans_id")])
     conn.execute("DROP TABLE _gateway_applied")
 
 

@@ -359,18 +359,18 @@ class Ready:
     must_sync: bool = False
 
 
-def entries_size(ents: list[Entry]) -> int:
-    """Payload bytes of ``ents`` (the measure used for every size limit)."""
-    return sum(len(e.data) for e in ents)
-
-
 _data_of = operator.attrgetter("data")
+
+
+def entries_size(ents: list[Entry]) -> int:
+    """Payload bytes of ``ents`` (the measure used for every size limit), summed in C."""
+    return sum(map(len, map(_data_of, ents)))
 
 
 def limit_size(ents: list[Entry], max_size: int) -> list[Entry]:
     """The longest prefix of ``ents`` whose payload fits in ``max_size`` bytes; never empty if
     ``ents`` is not (one oversized entry still goes out alone)."""
-    if not ents or sum(map(len, map(_data_of, ents))) <= max_size:  # the usual: all fit
+    if not ents or entries_size(ents) <= max_size:  # the usual: all fit
         return ents
     size = len(ents[0].data)
     for i in range(1, len(ents)):
