@@ -117,6 +117,12 @@ class WritableFile(ABC):
     def write(self, data: bytes) -> None:
         """Append all of ``data`` at the end of the file (or raise ``OSError``)."""
 
+    def write_parts(self, parts: list[bytes]) -> None:
+        """Append the concatenation of ``parts`` (or raise ``OSError``), without building it
+        where the file allows: the OS file hands the list to ``writev``. A crash may leave any
+        prefix of the concatenation, as with :meth:`write`."""
+        self.write(b"".join(parts))
+
     @abstractmethod
     def sync(self) -> None:
         """Make every byte written so far (and the file's size) durable."""
@@ -334,6 +340,8 @@ def _load_fallocate() -> object | None:
 
 _fallocate = _load_fallocate()
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+#: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 
 
 class _OsWritable(WritableFile):
@@ -357,6 +365,25 @@ class _OsWritable(WritableFile):
             view = view[n:]
             self._size += n
         self._stats.count_write(len(data))
+
+    def write_parts(self, parts: list[bytes]) -> None:
+        fd = self._handle()
+        total = 0
+        views = [memoryview(p) for p in parts if p]
+        while views:
+            batch = views[:_IOV_MAX]
+            n = os.writev(fd, batch)
+            total += n
+            self._size += n
+            # Drop what was written; a short write resumes inside the part it stopped in.
+            k = 0
+            while k < len(batch) and n >= len(batch[k]):
+                n -= len(batch[k])
+                k += 1
+            views = views[k:]
+            if n:
+                views[0] = views[0][n:]
+        self._stats.count_write(total)
 
     def sync(self) -> None:
         _fdatasync(self._handle())

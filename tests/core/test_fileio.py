@@ -103,6 +103,50 @@ def any_fs(request, tmp_path):  # type: ignore[no-untyped-def]
     return fs, "/work"
 
 
+def test_write_parts_appends_the_concatenation_in_order(any_fs) -> None:  # type: ignore[no-untyped-def]
+    fs, d = any_fs
+    path = f"{d}/parts"
+    w = fs.create(path)
+    w.write(b"head:")
+    # More parts than one writev takes, empty ones among them, and one large part.
+    parts = [bytes([i % 251]) * (i % 7) for i in range(2500)] + [b"", b"x" * (3 << 20), b"end"]
+    w.write_parts(parts)
+    w.write_parts([])
+    assert w.size() == 5 + sum(map(len, parts))
+    w.sync()
+    w.close()
+    assert fs.read_all(path) == b"head:" + b"".join(parts)
+
+
+def test_os_write_parts_resumes_after_short_writes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    real = os.writev
+    calls = []
+
+    def short(fd, buffers):  # type: ignore[no-untyped-def]
+        calls.append(len(buffers))
+        # Write at most 1000 bytes per call: cuts land inside parts and between them.
+        out, room = [], 1000
+        for b in buffers:
+            if room <= 0:
+                break
+            out.append(bytes(b[:room]))
+            room -= len(out[-1])
+        return real(fd, out)
+
+    monkeypatch.setattr(os, "writev", short)
+    fs = OsFileSystem()
+    path = str(tmp_path / "short")
+    w = fs.create(path)
+    parts = [bytes([65 + i % 26]) * (300 + 37 * i) for i in range(40)]
+    w.write_parts(parts)
+    w.close()
+    assert len(calls) > 1
+    assert fs.read_all(path) == b"".join(parts)
+    assert fs.stats.bytes_written >= sum(map(len, parts))
+
+
 def test_create_truncates_and_write_atomic_replaces_whole(any_fs) -> None:  # type: ignore[no-untyped-def]
     fs, d = any_fs
     path = f"{d}/f"

@@ -8,7 +8,13 @@ from gateway.core import records
 from gateway.core.fileio import OsFileSystem
 from gateway.core.lsm.bloom import BloomBuilder, decode_bloom, key_hash
 from gateway.core.lsm.cache import BlockCache
-from gateway.core.lsm.format import decode_block, encode_block, encode_cell
+from gateway.core.lsm.format import (
+    decode_block,
+    encode_block,
+    encode_cell,
+    may_hold_tombstones,
+    tombstone_meta,
+)
 from gateway.core.lsm.sstable_reader import SSTableReader
 from gateway.core.lsm.sstable_writer import SSTableWriter
 
@@ -101,3 +107,20 @@ def test_a_large_table_is_synced_as_it_is_written_not_only_at_finish(tmp_path):
     assert synced[1 << 20] >= 5
     small, large = (tmp_path / f"t{1 << 20}.sst"), (tmp_path / f"t{1 << 40}.sst")
     assert small.read_bytes() == large.read_bytes()
+
+
+def test_a_run_without_short_cells_is_known_to_hold_no_tombstone():
+    """``may_hold_tombstones`` may say True for a live cell, never False for a tombstone."""
+    long_cell = encode_cell(b"v" * 40, 3, 2, 1)
+    cells = []
+    for meta in ((0, 0, 0), (7, 1, 99), (1 << 40, (1 << 32) - 1, 5)):
+        cells.append(encode_cell(None, *meta))
+        cells += [encode_cell(b"x" * n, *meta) for n in range(0, 60)]
+    for cell in cells:
+        run = [long_cell, cell, long_cell]
+        if tombstone_meta(cell) is not None:
+            assert may_hold_tombstones(run), cell
+        elif len(cell) > 21:
+            assert not may_hold_tombstones(run), cell
+    assert not may_hold_tombstones([])
+    assert not may_hold_tombstones([long_cell] * 5)

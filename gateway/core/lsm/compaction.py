@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gateway.core.fileio import FileSystem
-from gateway.core.lsm.format import tombstone_meta
+from gateway.core.lsm.format import may_hold_tombstones, tombstone_meta
 from gateway.core.lsm.manifest import NUM_LEVELS
 from gateway.core.lsm.merge import Block, merge_runs
 from gateway.core.lsm.sstable_reader import SSTableReader
@@ -163,6 +163,8 @@ def _drop_tombstones(keys: list[bytes], cells: list[bytes], floor: TombstoneFloo
     """Without the tombstones a merge may drop: ``floor = (default, {author: floor})``, those
     of deletes in epochs up to the floor of their author (a tombstone without metadata counts
     as epoch 0)."""
+    if not may_hold_tombstones(cells):
+        return keys, cells
     default, per_author = floor
     dead = []
     for i, cell in enumerate(cells):

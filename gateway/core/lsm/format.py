@@ -50,6 +50,7 @@ __all__ = [
     "encode_pairs",
     "entry_of",
     "find_cell",
+    "may_hold_tombstones",
     "prefix_end",
     "tombstone_meta",
     "value_of",
@@ -160,6 +161,14 @@ def tombstone_meta(cell: bytes) -> tuple[int, int] | None:
         _, epoch, author, _ = _META.unpack_from(cell)
         return epoch, author
     return 0, 0
+
+
+def may_hold_tombstones(cells: list[bytes]) -> bool:
+    """False when no cell of ``cells`` can be a tombstone, decided at C speed by length: a
+    tombstone's cell is its flags byte alone or the flags with the 20 metadata bytes (1 or
+    21 bytes), so a run whose shortest cell is longer holds none. True means some cell is
+    short enough to be one (check each with :func:`tombstone_meta`)."""
+    return bool(cells) and min(map(len, cells)) <= _META_SIZE
 
 
 def check_metadata(epoch: int, author: int, commit_ts: int) -> None:

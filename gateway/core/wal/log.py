@@ -410,14 +410,15 @@ class SegmentedWal:
             if seg.count > 0 and seg.end + est > self._opts.max_segment_bytes and entries:
                 self._rotate(nxt)
                 seg = self._segments[-1]
-            data, lengths, mlen = seg.encode(entries, marker)
-            if seg.end + len(data) > MAX_SEGMENT_OFFSET:
-                raise WalIndexError(f"append: a batch of {len(data)} bytes does not fit in a "
+            parts, lengths, mlen = seg.encode(entries, marker)
+            size = sum(lengths) + mlen
+            if seg.end + size > MAX_SEGMENT_OFFSET:
+                raise WalIndexError(f"append: a batch of {size} bytes does not fit in a "
                                     "segment (offsets are uint32)")
             writer = seg.writer
             assert writer is not None
             with self._io():
-                writer.write(data)
+                writer.write_parts(parts)
             with self._lock:
                 seg.publish(entries, lengths, mlen, marker)
                 self._marker = marker

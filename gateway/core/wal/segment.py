@@ -178,17 +178,22 @@ class Segment:
         self.runs = runs
 
     def encode(self, entries: Sequence[object], marker: Marker | None = None
-               ) -> tuple[bytes, list[int], int]:
+               ) -> tuple[list[bytes], list[int], int]:
         """Encode ``entries`` (objects with ``index``, ``term``, ``type``, ``data``) and, if
-        given, the ``marker`` closing their batch, as the bytes to append; also return each
-        entry record's length and the marker record's length (separators included)."""
+        given, the ``marker`` closing their batch, as the records to append in order (entry
+        records, then the marker's; not joined: the writer hands them to ``writev``, so a
+        batch of large entries is not copied once more); also return each entry record's
+        length and the marker record's length (separators included)."""
         gen = self.generation
         recs = [
             encode_record(encode_entry(e.index, e.term, int(e.type), e.data), gen)  # type: ignore[attr-defined]
             for e in entries
         ]
+        lengths = [len(r) for r in recs]
         mrec = encode_record(encode_marker(marker), gen) if marker is not None else b""
-        return b"".join(recs) + mrec, [len(r) for r in recs], len(mrec)
+        if mrec:
+            recs.append(mrec)
+        return recs, lengths, len(mrec)
 
     def publish(self, entries: Sequence[object], lengths: Sequence[int], marker_len: int = 0,
                 marker: Marker | None = None) -> None:
