@@ -39,38 +39,81 @@ parse_generation(PyObject *obj, uint32_t *gen)
 	return 0;
 }
 
+/*
+ * encode_record's scratch (header + prefix + payload, unstuffed), kept between calls up to
+ * SCRATCH_KEEP bytes: a fresh buffer per record of hundreds of KiB came from fresh pages each
+ * time (page faults and zeroing cost more than the copy). Only used with the GIL held and
+ * never across a call that could release it, so one buffer serves every thread.
+ */
+#define SCRATCH_KEEP ((size_t)8 << 20)
+static uint8_t *kept_scratch = NULL;
+static size_t kept_scratch_size = 0;
+
+static uint8_t *
+scratch_for(size_t need, uint8_t *stack_scratch, size_t stack_size)
+{
+	if (need <= stack_size)
+		return stack_scratch;
+	if (need > SCRATCH_KEEP)
+		return PyMem_Malloc(need);
+	if (need > kept_scratch_size) {
+		size_t size = need < ((size_t)64 << 10) ? ((size_t)64 << 10) : need;
+		uint8_t *grown = PyMem_Realloc(kept_scratch, size);
+		if (grown == NULL)
+			return NULL;
+		kept_scratch = grown;
+		kept_scratch_size = size;
+	}
+	return kept_scratch;
+}
+
+static void
+scratch_done(uint8_t *scratch, uint8_t *stack_scratch)
+{
+	if (scratch != stack_scratch && scratch != kept_scratch)
+		PyMem_Free(scratch);
+}
+
 static PyObject *
 py_encode_record(PyObject *self, PyObject *args)
 {
-	Py_buffer payload;
+	Py_buffer payload, prefix = { 0 };
 	PyObject *gen_obj = NULL;
 	uint32_t gen = 0;
 	uint8_t stack_scratch[512];
 	uint8_t *scratch;
 	PyObject *result;
 
-	if (!PyArg_ParseTuple(args, "y*|O", &payload, &gen_obj))
+	if (!PyArg_ParseTuple(args, "y*|Oy*", &payload, &gen_obj, &prefix))
 		return NULL;
 	if (gen_obj != NULL && parse_generation(gen_obj, &gen) < 0) {
 		PyBuffer_Release(&payload);
+		if (prefix.obj != NULL)
+			PyBuffer_Release(&prefix);
 		return NULL;
 	}
-	size_t n = (size_t)payload.len;
+	size_t np = prefix.obj != NULL ? (size_t)prefix.len : 0;
+	size_t n = np + (size_t)payload.len;
 	size_t rec = n + HEADER_SIZE;
-	scratch = rec <= sizeof(stack_scratch) ? stack_scratch : PyMem_Malloc(rec);
+	scratch = scratch_for(rec, stack_scratch, sizeof(stack_scratch));
 	if (scratch == NULL) {
 		PyBuffer_Release(&payload);
+		if (prefix.obj != NULL)
+			PyBuffer_Release(&prefix);
 		return PyErr_NoMemory();
 	}
 	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec) + 2));
 	if (result != NULL) {
-		size_t w = encode_one((uint8_t *)PyBytes_AS_STRING(result), scratch,
-		    payload.buf, n, gen);
+		if (np)
+			memcpy(scratch + HEADER_SIZE, prefix.buf, np);
+		memcpy(scratch + HEADER_SIZE + np, payload.buf, (size_t)payload.len);
+		size_t w = encode_in_place((uint8_t *)PyBytes_AS_STRING(result), scratch, n, gen);
 		_PyBytes_Resize(&result, (Py_ssize_t)w);
 	}
-	if (scratch != stack_scratch)
-		PyMem_Free(scratch);
+	scratch_done(scratch, stack_scratch);
 	PyBuffer_Release(&payload);
+	if (prefix.obj != NULL)
+		PyBuffer_Release(&prefix);
 	return result;
 }
 
@@ -312,7 +355,7 @@ py_crc32c_raw(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
-	{ "encode_record", py_encode_record, METH_VARARGS, "encode_record(payload, generation=0)" },
+	{ "encode_record", py_encode_record, METH_VARARGS, "encode_record(payload, generation=0, prefix=b'')" },
 	{ "encode_records", py_encode_records, METH_VARARGS, "encode_records(payloads, generation=0)" },
 	{ "decode_record", py_decode_record, METH_VARARGS, "decode_record(stuffed) -> (gen, payload) | None" },
 	{ "scan_batch", py_scan_batch, METH_VARARGS, "scan_batch(buf, start, stop, head, cls, max)" },

@@ -207,15 +207,18 @@ _accel = accel.load("gateway.core._recordstream")
 ACCELERATED = _accel is not None
 
 
-def encode_record(payload: bytes | bytearray | memoryview, generation: int = 0) -> bytes:
-    """Return the stuffed record for ``payload`` followed by the ``FE FD`` separator.
+def encode_record(payload: bytes | bytearray | memoryview, generation: int = 0,
+                  prefix: bytes = b"") -> bytes:
+    """Return the stuffed record for ``prefix + payload`` followed by the ``FE FD`` separator.
 
     These are exactly the bytes the reference writer appends for the same payload and
     generation. ``generation`` is an arbitrary 32-bit value stored in the record header.
+    ``prefix`` saves the caller a concatenation (and a copy of a large ``payload``) when the
+    record's payload is a small head followed by data it already holds.
     """
     if _accel is not None:
-        return _accel.encode_record(payload, generation)
-    return _encode_py(payload, generation)
+        return _accel.encode_record(payload, generation, prefix)
+    return _encode_py(prefix + bytes(payload) if prefix else payload, generation)
 
 
 def encode_records(payloads: list[bytes], generation: int = 0) -> bytes:

@@ -67,3 +67,14 @@ def test_wal_tags_are_in_the_storage_range_and_collide_with_no_registered_tag() 
         if tag.value in registered:
             # Registered since: it must be registered for the WAL record of the same name.
             assert registered[tag.value] in (tag.name, f"WAL_{tag.name}"), (tag, registered)
+
+
+def test_an_entry_payload_is_its_head_followed_by_its_data():
+    from gateway.core.wal.codec import decode_wal_entry, encode_entry, entry_head
+
+    for index, term, type_, data in [(1, 0, 0, b""), (2, 5, 1, b"x"), (1 << 40, 1 << 33, 2,
+                                                                        b"\xfe\xfd" * 999)]:
+        payload = entry_head(index, term, type_, len(data)) + data
+        assert payload == encode_entry(index, term, type_, data)
+        e = decode_wal_entry(payload)
+        assert (e.index, e.term, e.data) == (index, term, data)

@@ -48,6 +48,7 @@ __all__ = [
     "encode_entry",
     "encode_marker",
     "encode_message",
+    "entry_head",
 ]
 
 #: Version written in segment headers and footers; readers reject larger ones.
@@ -160,7 +161,14 @@ def encode_message(tag: WalTag, fields: list[tuple[int, int | bytes]]) -> bytes:
 
 
 def encode_entry(index: int, term: int, type_: int, data: bytes) -> bytes:
-    """The ``ENTRY`` payload for one entry (the hot path of ``append``)."""
+    """The ``ENTRY`` payload for one entry: :func:`entry_head` followed by ``data``."""
+    return entry_head(index, term, type_, len(data)) + data
+
+
+def entry_head(index: int, term: int, type_: int, data_len: int) -> bytes:
+    """The ``ENTRY`` payload of an entry whose data is ``data_len`` bytes, up to the data
+    itself (the hot path of ``append``: the data follows it in the same record without
+    being concatenated, see ``records.encode_record``'s ``prefix``)."""
     out = [b"\x20\x08", encode_uvarint(index)]  # tag 32, field 1 (index is never 0)
     if term:
         out.append(b"\x10")
@@ -168,10 +176,9 @@ def encode_entry(index: int, term: int, type_: int, data: bytes) -> bytes:
     if type_:
         out.append(b"\x18")
         out.append(encode_uvarint(type_))
-    if data:
+    if data_len:
         out.append(b"\x22")
-        out.append(encode_uvarint(len(data)))
-        out.append(data)
+        out.append(encode_uvarint(data_len))
     return b"".join(out)
 
 

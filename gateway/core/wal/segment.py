@@ -37,11 +37,11 @@ from gateway.core.wal.codec import (
     SegmentFooter,
     SegmentHeader,
     SegmentIndex,
-    encode_entry,
     encode_footer,
     encode_header,
     encode_index,
     encode_marker,
+    entry_head,
 )
 
 __all__ = ["MAX_SEGMENT_OFFSET", "SUFFIX", "Segment", "generation_of", "segment_name"]
@@ -186,7 +186,7 @@ class Segment:
         length and the marker record's length (separators included)."""
         gen = self.generation
         recs = [
-            encode_record(encode_entry(e.index, e.term, int(e.type), e.data), gen)  # type: ignore[attr-defined]
+            encode_record(e.data, gen, entry_head(e.index, e.term, int(e.type), len(e.data)))  # type: ignore[attr-defined]
             for e in entries
         ]
         lengths = [len(r) for r in recs]
