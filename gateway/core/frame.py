@@ -58,6 +58,7 @@ __all__ = [
     "decode_length",
     "encode_frame",
     "encode_length",
+    "frame_span",
 ]
 
 MAX_LENGTH = 2**31 - 1
@@ -145,6 +146,14 @@ def decode_frame(buf: Buffer, pos: int = 0, *, base_offset: int = 0) -> tuple[in
     (``base_offset + pos``). Raises ``TruncatedFrameError``, ``LengthOverflowError`` or
     ``ChecksumMismatchError``; never returns a message whose CRC did not match.
     """
+    tag, start, end, nxt = frame_span(buf, pos, base_offset=base_offset)
+    return tag, bytes(memoryview(buf)[start:end]), nxt
+
+
+def frame_span(buf: Buffer, pos: int = 0, *, base_offset: int = 0) -> tuple[int, int, int, int]:
+    """:func:`decode_frame` without copying the message out: ``(type_tag, start, end,
+    next_pos)`` with the message at ``buf[start:end]``, checked as ``decode_frame`` checks it
+    (same errors)."""
     where = base_offset + pos
     length, body = _decode_length(buf, pos, where)
     end = body + 1 + length
@@ -162,7 +171,7 @@ def decode_frame(buf: Buffer, pos: int = 0, *, base_offset: int = 0) -> tuple[in
             f"CRC-32 mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}",
             offset=where,
         )
-    return buf[body], bytes(view[body + 1 : end]), end + CRC_SIZE
+    return buf[body], body + 1, end, end + CRC_SIZE
 
 
 def _decode_length(buf: Buffer, pos: int, where: int) -> tuple[int, int]:

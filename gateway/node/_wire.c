@@ -939,22 +939,6 @@ static int varint_len(uint64_t v) {
     return n;
 }
 
-static int put_key_varint(Buf *b, unsigned char key, uint64_t v) {
-    if (buf_reserve(b, 11) < 0) return -1;
-    b->buf[b->len++] = (char)key;
-    b->len += put_varint((unsigned char *)b->buf + b->len, v);
-    return 0;
-}
-
-static int put_key_bytes(Buf *b, unsigned char key, const char *p, Py_ssize_t n) {
-    if (buf_reserve(b, 11 + n) < 0) return -1;
-    b->buf[b->len++] = (char)key;
-    b->len += put_varint((unsigned char *)b->buf + b->len, (uint64_t)n);
-    memcpy(b->buf + b->len, p, (size_t)n);
-    b->len += n;
-    return 0;
-}
-
 /* An int attribute of o as uint64 (max: the field's largest value); -1 with an error set. */
 static int attr_u64(PyObject *o, PyObject *name, uint64_t max, uint64_t *out) {
     PyObject *v = PyObject_GetAttr(o, name);
@@ -970,16 +954,39 @@ static int attr_u64(PyObject *o, PyObject *name, uint64_t max, uint64_t *out) {
     return 0;
 }
 
-/* One Message into m (its RaftMessage fields): 1 done, 0 not this fast path (a chunk, data
- * that is not bytes), -1 error. */
-static int encode_message(const unsigned char *k, PyObject *msg, Buf *m) {
-    static const int order1[] = {M_TYPE, M_TO, M_FROM, M_TERM, M_LOG_TERM, M_INDEX};
+/* A Message's fields read once (gather_message), so that its encoded size is known before
+ * it is written (message_size) and it is written straight into the final object
+ * (write_message): the batch -- or the whole transport frame -- is built in one allocation,
+ * each entry's data copied once. */
+typedef struct {
+    uint64_t term, index, type;
+    PyObject *data; /* bytes, owned */
+} EntryF;
+
+typedef struct {
+    uint64_t hdr[6], commit, hint, lease;
+    int reject;
+    PyObject *ctx; /* bytes, owned */
+    EntryF *ents;
+    Py_ssize_t n;
+} MsgF;
+
+static void msgf_clear(MsgF *f) {
+    for (Py_ssize_t i = 0; i < f->n; i++) Py_XDECREF(f->ents[i].data);
+    PyMem_Free(f->ents);
+    Py_XDECREF(f->ctx);
+    f->ents = NULL;
+    f->ctx = NULL;
+    f->n = 0;
+}
+
+/* Read one Message's fields into f (zeroed by the caller): 1 done, 0 not this fast path (a
+ * chunk, data or context that is not bytes), -1 error. f holds references until msgf_clear. */
+static int gather_message(PyObject *msg, MsgF *f) {
     PyObject *names1[] = {s_type, s_to, s_from_, s_term, s_log_term, s_index};
-    for (int i = 0; i < 6; i++) {
-        uint64_t v;
-        if (attr_u64(msg, names1[i], i == 0 ? 0xffffffffu : UINT64_MAX, &v) < 0) return -1;
-        if (v && put_key_varint(m, k[order1[i]], v) < 0) return -1;
-    }
+    for (int i = 0; i < 6; i++)
+        if (attr_u64(msg, names1[i], i == 0 ? 0xffffffffu : UINT64_MAX, &f->hdr[i]) < 0)
+            return -1;
     PyObject *chunk = PyObject_GetAttr(msg, s_chunk);
     if (!chunk) return -1;
     int has_chunk = chunk != Py_None;
@@ -988,83 +995,205 @@ static int encode_message(const unsigned char *k, PyObject *msg, Buf *m) {
     PyObject *entries = PyObject_GetAttr(msg, s_entries);
     if (!entries) return -1;
     if (!PyList_Check(entries)) { Py_DECREF(entries); return 0; }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+    Py_ssize_t n = PyList_GET_SIZE(entries);
+    if (n) {
+        f->ents = PyMem_Calloc((size_t)n, sizeof(EntryF));
+        if (!f->ents) { Py_DECREF(entries); PyErr_NoMemory(); return -1; }
+    }
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(entries); i++) {
         PyObject *e = PyList_GET_ITEM(entries, i);
-        uint64_t term, index, type;
-        if (attr_u64(e, s_term, UINT64_MAX, &term) < 0 ||
-            attr_u64(e, s_index, UINT64_MAX, &index) < 0 ||
-            attr_u64(e, s_type, 0xffffffffu, &type) < 0) { Py_DECREF(entries); return -1; }
+        EntryF *ef = &f->ents[i];
+        if (attr_u64(e, s_term, UINT64_MAX, &ef->term) < 0 ||
+            attr_u64(e, s_index, UINT64_MAX, &ef->index) < 0 ||
+            attr_u64(e, s_type, 0xffffffffu, &ef->type) < 0) { Py_DECREF(entries); return -1; }
         PyObject *data = PyObject_GetAttr(e, s_data);
         if (!data) { Py_DECREF(entries); return -1; }
-        if (!PyBytes_Check(data)) { Py_DECREF(data); Py_DECREF(entries); return 0; }
-        Py_ssize_t dn = PyBytes_GET_SIZE(data);
-        uint64_t size = (term ? 1 + varint_len(term) : 0) + (index ? 1 + varint_len(index) : 0)
-            + (type ? 1 + varint_len(type) : 0) + (dn ? 1 + varint_len((uint64_t)dn) + dn : 0);
-        int rc = put_key_varint(m, k[M_ENTRIES], size);
-        if (!rc && term) rc = put_key_varint(m, k[E_TERM], term);
-        if (!rc && index) rc = put_key_varint(m, k[E_INDEX], index);
-        if (!rc && type) rc = put_key_varint(m, k[E_TYPE], type);
-        if (!rc && dn) rc = put_key_bytes(m, k[E_DATA], PyBytes_AS_STRING(data), dn);
-        Py_DECREF(data);
-        if (rc < 0) { Py_DECREF(entries); return -1; }
+        ef->data = data;
+        f->n = i + 1;
+        if (!PyBytes_Check(data)) { Py_DECREF(entries); return 0; }
     }
     Py_DECREF(entries);
-    uint64_t v;
-    if (attr_u64(msg, s_commit, UINT64_MAX, &v) < 0) return -1;
-    if (v && put_key_varint(m, k[M_COMMIT], v) < 0) return -1;
+    if (attr_u64(msg, s_commit, UINT64_MAX, &f->commit) < 0) return -1;
     PyObject *rej = PyObject_GetAttr(msg, s_reject);
     if (!rej) return -1;
-    int truth = PyObject_IsTrue(rej);
+    f->reject = PyObject_IsTrue(rej);
     Py_DECREF(rej);
-    if (truth < 0) return -1;
-    if (truth && put_key_varint(m, k[M_REJECT], 1) < 0) return -1;
-    if (attr_u64(msg, s_reject_hint, UINT64_MAX, &v) < 0) return -1;
-    if (v && put_key_varint(m, k[M_REJECT_HINT], v) < 0) return -1;
+    if (f->reject < 0) return -1;
+    if (attr_u64(msg, s_reject_hint, UINT64_MAX, &f->hint) < 0) return -1;
     PyObject *ctx = PyObject_GetAttr(msg, s_context);
     if (!ctx) return -1;
-    if (!PyBytes_Check(ctx)) { Py_DECREF(ctx); return 0; }
-    int rc = PyBytes_GET_SIZE(ctx)
-        ? put_key_bytes(m, k[M_CONTEXT], PyBytes_AS_STRING(ctx), PyBytes_GET_SIZE(ctx)) : 0;
-    Py_DECREF(ctx);
-    if (rc < 0) return -1;
-    if (attr_u64(msg, s_lease, UINT64_MAX, &v) < 0) return -1;
-    if (v && put_key_varint(m, k[M_LEASE], v) < 0) return -1;
+    f->ctx = ctx;
+    if (!PyBytes_Check(ctx)) return 0;
+    if (attr_u64(msg, s_lease, UINT64_MAX, &f->lease) < 0) return -1;
     return 1;
 }
 
-/* encode_batch(keys, sender, from_api, from_peer, messages) -> bytes | None
- * (gateway.node.peer_codec.encode_batch_py, the specification): None when a message carries
- * a snapshot chunk or a field of an unexpected type, which the specification encodes. */
+static uint64_t key_varint_size(uint64_t v) { return v ? 1 + (uint64_t)varint_len(v) : 0; }
+
+static uint64_t entry_size(const EntryF *e) {
+    uint64_t dn = (uint64_t)PyBytes_GET_SIZE(e->data);
+    return key_varint_size(e->term) + key_varint_size(e->index) + key_varint_size(e->type)
+        + (dn ? 1 + (uint64_t)varint_len(dn) + dn : 0);
+}
+
+/* The size of the RaftMessage write_message writes for f. */
+static uint64_t message_size(const MsgF *f) {
+    uint64_t size = 0;
+    for (int i = 0; i < 6; i++) size += key_varint_size(f->hdr[i]);
+    for (Py_ssize_t i = 0; i < f->n; i++) {
+        uint64_t es = entry_size(&f->ents[i]);
+        size += 1 + (uint64_t)varint_len(es) + es;
+    }
+    size += key_varint_size(f->commit) + (f->reject ? 2 : 0) + key_varint_size(f->hint);
+    uint64_t cn = (uint64_t)PyBytes_GET_SIZE(f->ctx);
+    size += cn ? 1 + (uint64_t)varint_len(cn) + cn : 0;
+    return size + key_varint_size(f->lease);
+}
+
+static unsigned char *put_kv(unsigned char *o, unsigned char key, uint64_t v) {
+    if (!v) return o;
+    *o++ = key;
+    return o + put_varint(o, v);
+}
+
+static unsigned char *put_kb(unsigned char *o, unsigned char key, const char *p, uint64_t n) {
+    *o++ = key;
+    o += put_varint(o, n);
+    memcpy(o, p, (size_t)n);
+    return o + n;
+}
+
+/* Write f's RaftMessage fields at o (message_size(f) bytes); returns the end. */
+static unsigned char *write_message(const unsigned char *k, const MsgF *f, unsigned char *o) {
+    static const int order1[] = {M_TYPE, M_TO, M_FROM, M_TERM, M_LOG_TERM, M_INDEX};
+    for (int i = 0; i < 6; i++) o = put_kv(o, k[order1[i]], f->hdr[i]);
+    for (Py_ssize_t i = 0; i < f->n; i++) {
+        const EntryF *e = &f->ents[i];
+        *o++ = k[M_ENTRIES];
+        o += put_varint(o, entry_size(e));
+        o = put_kv(o, k[E_TERM], e->term);
+        o = put_kv(o, k[E_INDEX], e->index);
+        o = put_kv(o, k[E_TYPE], e->type);
+        Py_ssize_t dn = PyBytes_GET_SIZE(e->data);
+        if (dn) o = put_kb(o, k[E_DATA], PyBytes_AS_STRING(e->data), (uint64_t)dn);
+    }
+    o = put_kv(o, k[M_COMMIT], f->commit);
+    if (f->reject) o = put_kv(o, k[M_REJECT], 1);
+    o = put_kv(o, k[M_REJECT_HINT], f->hint);
+    Py_ssize_t cn = PyBytes_GET_SIZE(f->ctx);
+    if (cn) o = put_kb(o, k[M_CONTEXT], PyBytes_AS_STRING(f->ctx), (uint64_t)cn);
+    return put_kv(o, k[M_LEASE], f->lease);
+}
+
+/* The transport frame's length field (gateway.core.frame.encode_length) for n into o (up to
+ * 5 bytes); returns its size. */
+static int frame_length(unsigned char *o, uint64_t n) {
+    if (n >= 2 && n <= 255) { o[0] = (unsigned char)n; return 1; }
+    if (n <= 0xFFFF) {
+        o[0] = 0;
+        o[1] = (unsigned char)n;
+        o[2] = (unsigned char)(n >> 8);
+        return 3;
+    }
+    o[0] = 1;
+    for (int i = 0; i < 4; i++) o[1 + i] = (unsigned char)(n >> (8 * i));
+    return 5;
+}
+
+static PyObject *zlib_crc32 = NULL;
+
+/* encode_batch(keys, sender, from_api, from_peer, messages, frame_tag=-1) -> bytes | None
+ * (gateway.node.peer_codec.encode_batch_py, the specification): the MessageBatch's bytes, or
+ * with frame_tag 0..255 the transport frame holding them (gateway.core.frame.encode_frame:
+ * length, tag, batch, CRC-32), built in one allocation of the exact size. None when a
+ * message needs the general path (a snapshot chunk, data or context that is not bytes). */
 static PyObject *encode_batch(PyObject *self, PyObject *args) {
     const unsigned char *k;
     Py_ssize_t klen, api_n, peer_n;
     unsigned long long sender;
     const char *api, *peer;
     PyObject *msgs;
-    if (!PyArg_ParseTuple(args, "y#Ks#s#O!", &k, &klen, &sender, &api, &api_n, &peer, &peer_n,
-                          &PyList_Type, &msgs))
+    int tag = -1;
+    if (!PyArg_ParseTuple(args, "y#Ks#s#O!|i", &k, &klen, &sender, &api, &api_n, &peer,
+                          &peer_n, &PyList_Type, &msgs, &tag))
         return NULL;
     if (klen != PEER_KEYS) {
         PyErr_SetString(PyExc_ValueError, "encode_batch: expected 21 one-byte field keys");
         return NULL;
     }
-    Buf out = {NULL, 0, 0}, m = {NULL, 0, 0};
+    if (tag > 255) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch: frame tag outside 0..255");
+        return NULL;
+    }
+    Py_ssize_t nm = PyList_GET_SIZE(msgs);
+    MsgF *fs = PyMem_Calloc((size_t)(nm ? nm : 1), sizeof(MsgF));
+    uint64_t *sizes = PyMem_Calloc((size_t)(nm ? nm : 1), sizeof(uint64_t));
     PyObject *result = NULL;
-    if (buf_reserve(&out, 64) < 0) return NULL;
-    if (sender && put_key_varint(&out, k[B_FROM], sender) < 0) goto done;
-    if (api_n && put_key_bytes(&out, k[B_FROM_API], api, api_n) < 0) goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(msgs); i++) {
-        m.len = 0;
-        int rc = encode_message(k, PyList_GET_ITEM(msgs, i), &m);
+    Py_ssize_t gathered = 0;
+    if (!fs || !sizes) { PyErr_NoMemory(); goto done; }
+    uint64_t total = key_varint_size(sender)
+        + (api_n ? 1 + (uint64_t)varint_len((uint64_t)api_n) + (uint64_t)api_n : 0)
+        + (peer_n ? 1 + (uint64_t)varint_len((uint64_t)peer_n) + (uint64_t)peer_n : 0);
+    for (Py_ssize_t i = 0; i < nm; i++) {
+        if (i >= PyList_GET_SIZE(msgs)) { result = Py_NewRef(Py_None); goto done; }
+        gathered = i + 1;
+        int rc = gather_message(PyList_GET_ITEM(msgs, i), &fs[i]);
         if (rc < 0) goto done;
         if (rc == 0) { result = Py_NewRef(Py_None); goto done; }
-        if (put_key_bytes(&out, k[B_MESSAGES], m.buf ? m.buf : "", m.len) < 0) goto done;
+        sizes[i] = message_size(&fs[i]);
+        total += 1 + (uint64_t)varint_len(sizes[i]) + sizes[i];
     }
-    if (peer_n && put_key_bytes(&out, k[B_FROM_PEER], peer, peer_n) < 0) goto done;
-    result = PyBytes_FromStringAndSize(out.buf, out.len);
+    unsigned char head[6];
+    int hn = 0;
+    if (tag >= 0) {
+        if (total > 0x7FFFFFFFu) {
+            PyErr_SetString(PyExc_ValueError, "encode_batch: frame longer than the limit");
+            goto done;
+        }
+        hn = frame_length(head, total);
+        head[hn++] = (unsigned char)tag;
+    }
+    uint64_t size = (uint64_t)hn + total + (tag >= 0 ? 4 : 0);
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (!result) goto done;
+    unsigned char *base = (unsigned char *)PyBytes_AS_STRING(result), *o = base;
+    memcpy(o, head, (size_t)hn);
+    o += hn;
+    o = put_kv(o, k[B_FROM], sender);
+    if (api_n) o = put_kb(o, k[B_FROM_API], api, (uint64_t)api_n);
+    for (Py_ssize_t i = 0; i < nm; i++) {
+        *o++ = k[B_MESSAGES];
+        o += put_varint(o, sizes[i]);
+        o = write_message(k, &fs[i], o);
+    }
+    if (peer_n) o = put_kb(o, k[B_FROM_PEER], peer, (uint64_t)peer_n);
+    if ((uint64_t)(o - base) != (uint64_t)hn + total) {
+        Py_CLEAR(result);
+        PyErr_SetString(PyExc_SystemError, "encode_batch: size mismatch");
+        goto done;
+    }
+    if (tag >= 0) {
+        if (!zlib_crc32) {
+            PyObject *zlib = PyImport_ImportModule("zlib");
+            if (zlib) {
+                zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
+                Py_DECREF(zlib);
+            }
+            if (!zlib_crc32) { Py_CLEAR(result); goto done; }
+        }
+        PyObject *view = PyMemoryView_FromMemory((char *)base, (Py_ssize_t)(o - base),
+                                                 PyBUF_READ);
+        PyObject *crc = view ? PyObject_CallOneArg(zlib_crc32, view) : NULL;
+        Py_XDECREF(view);
+        unsigned long c = crc ? PyLong_AsUnsignedLong(crc) : 0;
+        Py_XDECREF(crc);
+        if (!crc || PyErr_Occurred()) { Py_CLEAR(result); goto done; }
+        for (int i = 0; i < 4; i++) o[i] = (unsigned char)(c >> (8 * i));
+    }
 done:
-    PyMem_Free(out.buf);
-    PyMem_Free(m.buf);
+    for (Py_ssize_t i = 0; i < gathered; i++) msgf_clear(&fs[i]);
+    PyMem_Free(fs);
+    PyMem_Free(sizes);
     return result;
 }
 
@@ -1252,7 +1381,8 @@ static PyMethodDef methods[] = {
      "feed_entries(keys, unit_tag, ents, skipped, entry_cls) -> (out, todo): the appliers' "
      "entries of committed log entries (gateway.node.feed)"},
     {"encode_batch", encode_batch, METH_VARARGS,
-     "encode_batch(keys, sender, from_api, from_peer, messages) -> bytes or None"},
+     "encode_batch(keys, sender, from_api, from_peer, messages, frame_tag=-1) -> bytes or "
+     "None (the transport frame holding the batch when frame_tag is given)"},
     {"decode_batch", decode_batch, METH_VARARGS,
      "decode_batch(keys, data, msg_cls, mtypes, entry_cls, etypes) -> (sender, from_api, "
      "from_peer, messages) or None"},

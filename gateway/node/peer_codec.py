@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.core import accel
+from gateway.core.frame import encode_frame
 from gateway.raft import (
     ConfState,
     Entry,
@@ -31,7 +32,8 @@ from gateway.v1 import peer_pb2
 from gateway.v1 import wire_tags as W
 
 __all__ = ["PeerBatch", "decode_batch", "decode_batch_py", "encode_batch", "encode_batch_py",
-           "from_message_batch", "from_proto", "to_proto"]
+           "encode_frame_batch", "encode_frame_batch_py", "from_message_batch", "from_proto",
+           "to_proto"]
 
 
 def to_proto(m: Message) -> peer_pb2.RaftMessage:
@@ -99,10 +101,12 @@ def from_message_batch(batch: peer_pb2.MessageBatch) -> PeerBatch:
                      [from_proto(m) for m in batch.messages])
 
 
-def decode_batch_py(data: bytes) -> PeerBatch:
+def decode_batch_py(data: bytes | memoryview) -> PeerBatch:
     """The serialized ``MessageBatch`` ``data`` read back; protobuf's ``DecodeError`` for bytes
-    that are not one, ``ValueError`` for a message type this version does not know."""
-    return from_message_batch(peer_pb2.MessageBatch.FromString(data))
+    that are not one, ``ValueError`` for a message type this version does not know. ``data``
+    may be a view of a receive buffer: nothing returned refers to it."""
+    raw = data if type(data) is bytes else bytes(data)
+    return from_message_batch(peer_pb2.MessageBatch.FromString(raw))
 
 
 _KEYS = b"".join((
@@ -125,7 +129,7 @@ def _encode_batch_c(sender: int, from_api: str, from_peer: str, messages: list[M
     return out if out is not None else encode_batch_py(sender, from_api, from_peer, messages)
 
 
-def _decode_batch_c(data: bytes) -> PeerBatch:
+def _decode_batch_c(data: bytes | memoryview) -> PeerBatch:
     got = _accel.decode_batch(_KEYS, data, Message, _MTYPES,  # type: ignore[union-attr]
                               Entry, _ETYPES)
     if got is None:
@@ -133,5 +137,25 @@ def _decode_batch_c(data: bytes) -> PeerBatch:
     return PeerBatch(*got)
 
 
+def encode_frame_batch_py(tag: int, sender: int, from_api: str, from_peer: str,
+                          messages: list[Message]) -> bytes:
+    """The transport frame (``gateway.core.frame.encode_frame``) under ``tag`` holding the
+    ``MessageBatch`` of :func:`encode_batch_py`: the specification of
+    :func:`encode_frame_batch`."""
+    return encode_frame(tag, encode_batch_py(sender, from_api, from_peer, messages))
+
+
+def _encode_frame_batch_c(tag: int, sender: int, from_api: str, from_peer: str,
+                          messages: list[Message]) -> bytes:
+    out = _accel.encode_batch(_KEYS, sender, from_api, from_peer,  # type: ignore[union-attr]
+                              messages, tag)
+    if out is not None:
+        return out
+    return encode_frame_batch_py(tag, sender, from_api, from_peer, messages)
+
+
 encode_batch = _encode_batch_c if _accel else encode_batch_py
 decode_batch = _decode_batch_c if _accel else decode_batch_py
+#: ``encode_frame(tag, encode_batch(...))`` built in one buffer in C: the batch's entries are
+#: copied once, straight into the frame (the framed peer stream's hot path on the leader).
+encode_frame_batch = _encode_frame_batch_c if _accel else encode_frame_batch_py

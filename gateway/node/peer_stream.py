@@ -34,7 +34,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from gateway.core.frame import MAX_LENGTH, FrameError, TruncatedFrameError, decode_frame
+from gateway.core.frame import MAX_LENGTH, FrameError, TruncatedFrameError, frame_span
 
 from .peer_codec import PeerBatch, decode_batch
 
@@ -172,39 +172,57 @@ class _Connection(asyncio.Protocol):
     # -- the Raft stream --------------------------------------------------------------------
 
     def _frames(self) -> None:
-        buf, pos, batches = self.buf, 0, []
+        """Deliver every whole frame in the buffer, in order, and drop their bytes.
+
+        Each batch is decoded straight from the buffer (a view of the frame's message, not a
+        copy of it) before the delivered bytes are cut off. A damaged frame delivers what came
+        before it and closes the connection; so does a batch that cannot be decoded, after
+        the batches before it."""
+        buf, pos, spans = self.buf, 0, []
+        damage: Exception | None = None
         try:
             while pos < len(buf):
                 try:
-                    tag, message, end = decode_frame(buf, pos)
+                    tag, start, end, nxt = frame_span(buf, pos)
                 except TruncatedFrameError:
                     if len(buf) - pos > MAX_FRAME + 16:
                         raise FrameError("frame longer than the limit", offset=pos) from None
                     break
                 if tag != BATCH_TAG:
                     raise FrameError(f"unknown frame tag {tag}", offset=pos)
-                if len(message) > MAX_FRAME:
-                    raise FrameError(f"frame of {len(message)} bytes over the limit",
+                if end - start > MAX_FRAME:
+                    raise FrameError(f"frame of {end - start} bytes over the limit",
                                      offset=pos)
-                batches.append(message)
-                pos = end
+                spans.append((start, end))
+                pos = nxt
         except FrameError as exc:
-            self._damaged(exc)  # what came before the damage is intact and delivered
-        else:
-            if pos:
-                del buf[:pos]
-        for message in batches:
-            try:
-                batch = decode_batch(message)
-            except ValueError as exc:  # e.g. a message type this version does not know
+            damage = exc  # what came before the damage is intact and delivered
+        batches: list[PeerBatch] = []
+        refused: tuple[str, Exception] | None = None
+        with memoryview(buf) as view:
+            for start, end in spans:
+                try:
+                    batches.append(decode_batch(view[start:end]))
+                except ValueError as exc:  # e.g. a message type this version does not know
+                    refused = ("refused", exc)
+                    break
+                except Exception as exc:  # protobuf's DecodeError
+                    refused = ("damaged", exc)
+                    break
+        if damage is None and refused is None and pos:
+            del buf[:pos]
+        for batch in batches:
+            self.listener.receive(batch)
+        if refused is not None:
+            kind, exc = refused
+            if kind == "refused":
                 log.warning("peer stream from %s: cannot take a batch (%s); closing the "
                             "connection", self.remote, exc)
                 self.transport.abort()
-                return
-            except Exception as exc:  # protobuf's DecodeError
+            else:
                 self._damaged(exc)
-                return
-            self.listener.receive(batch)
+        elif damage is not None:
+            self._damaged(damage)
 
     def _damaged(self, exc: Exception) -> None:
         log.warning("peer stream from %s: damaged frame (%s); closing the connection",

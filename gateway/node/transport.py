@@ -34,12 +34,18 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from gateway.core.frame import encode_frame
 from gateway.raft import Message, MessageType
 from gateway.v1 import peer_pb2, peer_pb2_grpc
 
 from .config import parse_address
-from .peer_codec import PeerBatch, encode_batch, from_message_batch, from_proto, to_proto
+from .peer_codec import (
+    PeerBatch,
+    encode_batch,
+    encode_frame_batch,
+    from_message_batch,
+    from_proto,
+    to_proto,
+)
 from .peer_stream import BATCH_TAG, PREFACE, preface_state, tune_socket
 
 __all__ = ["CHANNEL_OPTIONS", "MAX_BATCH_BYTES", "PeerServicer", "PeerTransport", "cut_batch",
@@ -269,7 +275,7 @@ class PeerTransport:
                 continue
             batch, p.queue = p.queue, []
             for run in cut_batch(batch):
-                stream[0].write(encode_frame(BATCH_TAG, self._batch(run)))
+                stream[0].write(self._frame(run))
 
     def channel(self, node_id: int) -> grpc.aio.Channel | None:
         """The channel to peer ``node_id`` (for forwarding), if it is a known peer."""
@@ -303,6 +309,13 @@ class PeerTransport:
         self.batches_sent += 1
         self.batched_messages += len(batch)
         return encode_batch(self.node_id, self.api_address, self.peer_address, batch)
+
+    def _frame(self, batch: list[Message]) -> bytes:
+        """``batch`` as the framed stream's frame: a ``MessageBatch`` from this node."""
+        self.batches_sent += 1
+        self.batched_messages += len(batch)
+        return encode_frame_batch(BATCH_TAG, self.node_id, self.api_address, self.peer_address,
+                                  batch)
 
     async def _sender(self, p: _Peer) -> None:
         backoff = _BACKOFF_MIN
@@ -362,7 +375,7 @@ class PeerTransport:
                 if not snapped:
                     snapped = any(m.type == MessageType.SNAP for m in batch)
                 for run in cut_batch(batch):
-                    transport.write(encode_frame(BATCH_TAG, self._batch(run)))
+                    transport.write(self._frame(run))
                 if proto.drained is not None:
                     await proto.drained
         except _Connected as exc:

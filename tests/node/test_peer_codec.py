@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.core.frame import decode_frame, encode_frame
 from gateway.node import peer_codec
+from gateway.node.peer_stream import BATCH_TAG
 from gateway.raft import (
     ConfState,
     Entry,
@@ -41,6 +43,36 @@ _MESSAGES = st.builds(
     st.none() | st.none() | _CHUNK, st.booleans(), _U64, st.binary(max_size=12), _U64)
 _BATCHES = st.tuples(_U64, st.text(max_size=12), st.text(max_size=12),
                      st.lists(_MESSAGES, max_size=4))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BATCHES, st.integers(0, 255))
+def test_framed_batches_written_in_c_are_the_frame_of_protobufs_bytes(batch, tag):
+    sender, api, peer, msgs = batch
+    want = encode_frame(tag, peer_codec.encode_batch_py(sender, api, peer, msgs))
+    got = wire.encode_batch(peer_codec._KEYS, sender, api, peer, msgs, tag)
+    if any(m.chunk is not None for m in msgs):
+        assert got is None
+    else:
+        assert got == want
+    assert peer_codec.encode_frame_batch(tag, sender, api, peer, msgs) == want
+    assert peer_codec.encode_frame_batch_py(tag, sender, api, peer, msgs) == want
+
+
+@pytest.mark.parametrize("sizes", [[], [0], [1], [100], [300], [70_000], [2_000, 90_000, 5]])
+def test_framed_batches_take_every_length_form(sizes):
+    """Frames of empty, one-byte-length, two-byte-length and four-byte-length batches: the C
+    frame equals ``encode_frame`` of the specification's batch and decodes back."""
+    msgs = [Message(MessageType.APP, 2, 1, 3, 2, 9,
+                    [Entry(3, 10 + i, EntryType.NORMAL, bytes([i % 256]) * n)
+                     for i, n in enumerate(sizes)], 8)] if sizes else []
+    for sender, api in ((0, ""), (1, "127.0.0.1:7070")):
+        want = encode_frame(BATCH_TAG, peer_codec.encode_batch_py(sender, api, "", msgs))
+        got = peer_codec.encode_frame_batch(BATCH_TAG, sender, api, "", msgs)
+        assert got == want
+        tag, message, end = decode_frame(got)
+        assert (tag, end) == (BATCH_TAG, len(got))
+        assert peer_codec.decode_batch(message) == peer_codec.PeerBatch(sender, api, "", msgs)
 
 
 @settings(max_examples=400, deadline=None)

@@ -333,6 +333,42 @@ def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, c
     assert sum("cannot take a batch" in w and "127.0.0.1:" in w for w in warnings) == 1
 
 
+def test_frames_cut_anywhere_are_delivered_once_and_a_bad_batch_after_good_ones_closes(
+        tmp_path):
+    """Batches are decoded from the receive buffer itself: frames arriving a few bytes at a
+    time are each delivered once, in order; good batches ahead of an undecodable one in the
+    same read are delivered, then the connection is closed."""
+
+    def frame(index: int) -> bytes:
+        batch = peer_pb2.MessageBatch(messages=[to_proto(_app(index))])
+        setattr(batch, "from", 1)
+        return encode_frame(BATCH_TAG, batch.SerializeToString())
+
+    async def go() -> None:
+        b = _Side(str(tmp_path), 2)
+        await b.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+            writer.write(PREFACE)
+            assert await reader.readexactly(len(PREFACE)) == PREFACE
+            stream = b"".join(frame(i) for i in range(1, 6))
+            for cut in range(0, len(stream), 7):
+                writer.write(stream[cut:cut + 7])
+                await writer.drain()
+                await asyncio.sleep(0)
+            await _until(lambda: len(b.got) == 5)
+            assert [m.index for m in b.got] == [1, 2, 3, 4, 5]
+            writer.write(frame(6) + frame(7) + encode_frame(BATCH_TAG, b"\xff\xff\xff")
+                         + frame(8))
+            assert await reader.read() == b""  # closed by the listener
+            writer.close()
+            assert [m.index for m in b.got] == [1, 2, 3, 4, 5, 6, 7]
+        finally:
+            await b.stop()
+
+    run(go())
+
+
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory):
     base = tmp_path_factory.mktemp("peer-ca")
