@@ -46,6 +46,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "FaultInjectingFileSystem",
@@ -342,6 +343,9 @@ _fallocate = _load_fallocate()
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 #: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
+#: ``write_parts`` hands parts to ``writev`` when they average at least this many bytes (a
+#: copy of large parts costs more than the iovecs; small ones are joined).
+_WRITEV_MIN_PART = 16 << 10
 
 
 class _OsWritable(WritableFile):
@@ -367,23 +371,29 @@ class _OsWritable(WritableFile):
         self._stats.count_write(len(data))
 
     def write_parts(self, parts: list[bytes]) -> None:
+        total = sum(map(len, parts))
+        if total < _WRITEV_MIN_PART * len(parts):
+            # Small parts on average (a batch of short records): one join and one write cost
+            # less than an iovec each.
+            self.write(b"".join(parts))
+            return
         fd = self._handle()
-        total = 0
-        views = [memoryview(p) for p in parts if p]
-        while views:
-            batch = views[:_IOV_MAX]
+        pending: list[Any] = parts
+        written = 0
+        while pending:
+            batch = pending[:_IOV_MAX]
             n = os.writev(fd, batch)
-            total += n
+            written += n
             self._size += n
             # Drop what was written; a short write resumes inside the part it stopped in.
             k = 0
             while k < len(batch) and n >= len(batch[k]):
                 n -= len(batch[k])
                 k += 1
-            views = views[k:]
+            pending = pending[k:]
             if n:
-                views[0] = views[0][n:]
-        self._stats.count_write(total)
+                pending[0] = memoryview(pending[0])[n:]
+        self._stats.count_write(written)
 
     def sync(self) -> None:
         _fdatasync(self._handle())

@@ -108,14 +108,16 @@ def test_write_parts_appends_the_concatenation_in_order(any_fs) -> None:  # type
     path = f"{d}/parts"
     w = fs.create(path)
     w.write(b"head:")
-    # More parts than one writev takes, empty ones among them, and one large part.
-    parts = [bytes([i % 251]) * (i % 7) for i in range(2500)] + [b"", b"x" * (3 << 20), b"end"]
-    w.write_parts(parts)
-    w.write_parts([])
-    assert w.size() == 5 + sum(map(len, parts))
+    # Many small parts (joined), more large parts than one writev takes (handed to writev
+    # where the OS file has it), empty ones among both.
+    small = [bytes([i % 251]) * (i % 7) for i in range(2500)] + [b"", b"x" * (3 << 20), b"end"]
+    large = [bytes([i % 251]) * (20_000 + i) for i in range(1100)] + [b""]
+    for parts in (small, large, []):
+        w.write_parts(parts)
+    assert w.size() == 5 + sum(map(len, small)) + sum(map(len, large))
     w.sync()
     w.close()
-    assert fs.read_all(path) == b"head:" + b"".join(parts)
+    assert fs.read_all(path) == b"head:" + b"".join(small) + b"".join(large)
 
 
 def test_os_write_parts_resumes_after_short_writes(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -126,8 +128,8 @@ def test_os_write_parts_resumes_after_short_writes(tmp_path, monkeypatch) -> Non
 
     def short(fd, buffers):  # type: ignore[no-untyped-def]
         calls.append(len(buffers))
-        # Write at most 1000 bytes per call: cuts land inside parts and between them.
-        out, room = [], 1000
+        # Write at most 50,000 bytes per call: cuts land inside parts and between them.
+        out, room = [], 50_000
         for b in buffers:
             if room <= 0:
                 break
@@ -139,7 +141,7 @@ def test_os_write_parts_resumes_after_short_writes(tmp_path, monkeypatch) -> Non
     fs = OsFileSystem()
     path = str(tmp_path / "short")
     w = fs.create(path)
-    parts = [bytes([65 + i % 26]) * (300 + 37 * i) for i in range(40)]
+    parts = [bytes([65 + i % 26]) * (17_000 + 3_001 * i) for i in range(40)]
     w.write_parts(parts)
     w.close()
     assert len(calls) > 1
