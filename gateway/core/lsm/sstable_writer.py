@@ -115,7 +115,7 @@ class SSTableWriter:
             self._unsynced = 0
 
     def _write_pending(self) -> None:
-        self._file.write(b"".join(self._pending))
+        self._file.write_parts(self._pending)
         self._offset += self._pending_bytes
         self._unsynced += self._pending_bytes
         self._pending = []
