@@ -198,29 +198,24 @@ class _Connection(asyncio.Protocol):
         except FrameError as exc:
             damage = exc  # what came before the damage is intact and delivered
         batches: list[PeerBatch] = []
-        refused: tuple[str, Exception] | None = None
+        refused: Exception | None = None  # the first batch that did not decode
         with memoryview(buf) as view:
             for start, end in spans:
                 try:
                     batches.append(decode_batch(view[start:end]))
-                except ValueError as exc:  # e.g. a message type this version does not know
-                    refused = ("refused", exc)
-                    break
-                except Exception as exc:  # protobuf's DecodeError
-                    refused = ("damaged", exc)
+                except Exception as exc:
+                    refused = exc
                     break
         if damage is None and refused is None and pos:
             del buf[:pos]
         for batch in batches:
             self.listener.receive(batch)
-        if refused is not None:
-            kind, exc = refused
-            if kind == "refused":
-                log.warning("peer stream from %s: cannot take a batch (%s); closing the "
-                            "connection", self.remote, exc)
-                self.transport.abort()
-            else:
-                self._damaged(exc)
+        if isinstance(refused, ValueError):  # e.g. a message type this version does not know
+            log.warning("peer stream from %s: cannot take a batch (%s); closing the "
+                        "connection", self.remote, refused)
+            self.transport.abort()
+        elif refused is not None:  # protobuf's DecodeError
+            self._damaged(refused)
         elif damage is not None:
             self._damaged(damage)
 

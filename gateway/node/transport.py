@@ -275,7 +275,7 @@ class PeerTransport:
                 continue
             batch, p.queue = p.queue, []
             for run in cut_batch(batch):
-                stream[0].write(self._frame(run))
+                stream[0].write(self._batch(run, framed=True))
 
     def channel(self, node_id: int) -> grpc.aio.Channel | None:
         """The channel to peer ``node_id`` (for forwarding), if it is a known peer."""
@@ -304,18 +304,15 @@ class PeerTransport:
         """``"framed"`` or ``"grpc"``: the stream to peer ``node_id`` now up, else ``""``."""
         return self.streams().get(node_id, "")
 
-    def _batch(self, batch: list[Message]) -> bytes:
-        """``batch`` as a serialized ``MessageBatch`` from this node."""
+    def _batch(self, batch: list[Message], *, framed: bool = False) -> bytes:
+        """``batch`` as a serialized ``MessageBatch`` from this node; ``framed``: inside the
+        framed stream's frame (built in one buffer, ``encode_frame_batch``)."""
         self.batches_sent += 1
         self.batched_messages += len(batch)
+        if framed:
+            return encode_frame_batch(BATCH_TAG, self.node_id, self.api_address,
+                                      self.peer_address, batch)
         return encode_batch(self.node_id, self.api_address, self.peer_address, batch)
-
-    def _frame(self, batch: list[Message]) -> bytes:
-        """``batch`` as the framed stream's frame: a ``MessageBatch`` from this node."""
-        self.batches_sent += 1
-        self.batched_messages += len(batch)
-        return encode_frame_batch(BATCH_TAG, self.node_id, self.api_address, self.peer_address,
-                                  batch)
 
     async def _sender(self, p: _Peer) -> None:
         backoff = _BACKOFF_MIN
@@ -375,7 +372,7 @@ class PeerTransport:
                 if not snapped:
                     snapped = any(m.type == MessageType.SNAP for m in batch)
                 for run in cut_batch(batch):
-                    transport.write(self._frame(run))
+                    transport.write(self._batch(run, framed=True))
                 if proto.drained is not None:
                     await proto.drained
         except _Connected as exc:
