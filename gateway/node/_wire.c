@@ -772,14 +772,6 @@ static PyObject *txn_head(PyObject *self, PyObject *args) {
 static PyObject *s_type, *s_to, *s_from_, *s_term, *s_log_term, *s_index, *s_entries,
     *s_commit, *s_chunk, *s_reject, *s_reject_hint, *s_context, *s_lease, *s_data;
 
-/* feed_entries(keys, unit_tag, ents, skipped, entry_cls) -> (out, todo): the appliers'
- * entries of the committed log entries ents (gateway.node.feed.CommittedLogSource._entry, the
- * specification), out[i] for ents[i]: entry_cls(index, None, (), wire, head) for a
- * transaction entry whole in one segment whose index is not in the set skipped (wire: the
- * payload after its type tag, head: as txn_head), entry_cls(index, None) for an entry holding
- * no transaction for the appliers (not NORMAL, empty, skipped, another type tag); None, with
- * i in todo, for the caller to build (a replicated epoch: type tag unit_tag; a transaction
- * that is not whole in one segment or not read this way; data that is not bytes). */
 /* Where entry_cls keeps its __slots__ "index", "_transaction", "replicated", "wire", "head"
  * (offsets into an instance), so feed_entries fills new instances as __init__ would without
  * calling it (~0.25 us less per entry than a call into the class); 0 when entry_cls is not
@@ -816,6 +808,14 @@ static PyObject *new_entry(PyObject *cls, const Py_ssize_t *off, PyObject *const
     return obj;
 }
 
+/* feed_entries(keys, unit_tag, ents, skipped, entry_cls) -> (out, todo): the appliers'
+ * entries of the committed log entries ents (gateway.node.feed.CommittedLogSource._entry, the
+ * specification), out[i] for ents[i]: entry_cls(index, None, (), wire, head) for a
+ * transaction entry whole in one segment whose index is not in the set skipped (wire: the
+ * payload after its type tag, head: as txn_head), entry_cls(index, None) for an entry holding
+ * no transaction for the appliers (not NORMAL, empty, skipped, another type tag); None, with
+ * i in todo, for the caller to build (a replicated epoch: type tag unit_tag; a transaction
+ * that is not whole in one segment or not read this way; data that is not bytes). */
 static PyObject *feed_entries(PyObject *self, PyObject *args) {
     const unsigned char *k;
     Py_ssize_t klen;
