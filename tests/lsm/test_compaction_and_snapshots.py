@@ -233,3 +233,24 @@ def test_merge_runs_newest_source_wins_and_order_is_total():
         (b"x", b"N"),
         (b"z", b"O"),
     ]
+
+
+def test_by_default_level0_is_merged_eight_tables_at_a_time(tmp_path):
+    """The default policy lets level 0 gather 8 tables (the bytes level 1 holds by default:
+    8 x 32 MiB memtables = 256 MiB) before one merge takes them all into level 1 -- half the
+    rewrites of level 1 per flushed byte of merging every 4 -- and reads see every key
+    throughout (docs/lsm.md, "Compaction")."""
+    small = {k: v for k, v in SMALL.items() if k != "l0_compaction_trigger"}
+    s = LSMStore(str(tmp_path / "db"), **{**small, "background": False})
+    try:
+        for t in range(8):
+            for i in range(50):
+                s.put(key(t * 50 + i), b"v%d" % t)
+            s.flush()
+            if t < 7:
+                assert s.stats()["levels"][:2] == [t + 1, 0]
+        assert s.stats()["levels"][0] == 0
+        assert s.stats()["levels"][1] >= 1
+        assert [s.get(key(i)) for i in range(0, 400, 50)] == [b"v%d" % t for t in range(8)]
+    finally:
+        s.close()

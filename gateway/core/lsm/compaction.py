@@ -66,8 +66,8 @@ class Compaction:
 class LeveledPolicy:
     """Sizes and triggers of the leveled policy; :meth:`pick` chooses the next compaction."""
 
-    l0_trigger: int = 4
-    base_level_bytes: int = 64 << 20
+    l0_trigger: int = 8
+    base_level_bytes: int = 256 << 20
     multiplier: int = 10
 
     def max_bytes(self, level: int) -> int:

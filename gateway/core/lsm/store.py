@@ -131,12 +131,13 @@ class LSMStore:
     Options: ``memtable_bytes`` (budget of the active memtable, approximate CPython bytes),
     ``cache_bytes`` (block cache: checked block payloads), ``block_bytes`` (data block target),
     ``target_file_bytes`` (compaction output size), ``base_level_bytes``,
-    ``level_multiplier`` and ``l0_compaction_trigger`` (leveled policy), ``l0_stop_trigger``
-    (writes wait while level 0 holds this many tables), ``max_immutable`` (frozen memtables
-    waiting for flush before writes wait), ``wal``/``wal_sync`` (own write-ahead log),
-    ``background`` (threads; ``False`` runs flush and compaction inline, deterministically,
-    for tests), ``paranoid_checks`` (verify every block of every table at open), ``fs`` (file
-    layer, for fault injection).
+    ``level_multiplier`` and ``l0_compaction_trigger`` (leveled policy; the defaults move as
+    many bytes per level-0 compaction as level 1 holds, RocksDB's proportions -- see
+    docs/lsm.md), ``l0_stop_trigger`` (writes wait while level 0 holds this many tables),
+    ``max_immutable`` (frozen memtables waiting for flush before writes wait),
+    ``wal``/``wal_sync`` (own write-ahead log), ``background`` (threads; ``False`` runs flush
+    and compaction inline, deterministically, for tests), ``paranoid_checks`` (verify every
+    block of every table at open), ``fs`` (file layer, for fault injection).
 
     Raises :class:`CorruptionError` if a table or the manifest is damaged (naming file and byte
     offset) and :class:`StoreLockedError` if another store has the directory open.
@@ -150,10 +151,10 @@ class LSMStore:
         cache_bytes: int = 64 << 20,
         block_bytes: int = 4096,
         target_file_bytes: int = 32 << 20,
-        base_level_bytes: int = 128 << 20,
+        base_level_bytes: int = 256 << 20,
         level_multiplier: int = 10,
-        l0_compaction_trigger: int = 4,
-        l0_stop_trigger: int = 12,
+        l0_compaction_trigger: int = 8,
+        l0_stop_trigger: int = 20,
         max_immutable: int = 2,
         wal: bool = False,
         wal_sync: bool = False,
