@@ -21,6 +21,7 @@ snapshot iterators valid while compaction runs.
 from __future__ import annotations
 
 import itertools
+import mmap
 import struct
 import sys
 from array import array
@@ -56,6 +57,10 @@ _PAYLOAD_OVERHEAD = 100
 # the block-at-a-time loop of ``chunks`` is its specification and the fallback.
 _accel = load("gateway.core.lsm._block")
 _decode_blocks = None if _accel is None else _accel.decode_blocks
+#: A compaction's read of a table gives the pages it has read back every this many bytes
+#: (``_all_chunks``).
+RELEASE_BYTES = 4 << 20
+_PAGE_MASK = ~(mmap.PAGESIZE - 1)
 
 
 class SSTableReader:
@@ -252,8 +257,17 @@ class SSTableReader:
     def _all_chunks(self, target: int) -> Iterator[Block]:
         """Every pair, in runs of at least ``target`` pairs (the last may be shorter) decoded
         in C, bypassing the cache: what a compaction reads. The blocks are checked as
-        :meth:`payload` checks them; the first that fails raises its ``CorruptionError``."""
+        :meth:`payload` checks them; the first that fails raises its ``CorruptionError``.
+
+        The pages read are given back to the kernel (``MADV_DONTNEED``) every
+        ``RELEASE_BYTES`` and at the end: they stay in the page cache, but leave this
+        process's resident set, which would otherwise hold every page of every input of a
+        merge until its tables close -- hundreds of MiB for a level-0 merge. The map is
+        read-only and file-backed, so a reader that touches such a page again (a ``get`` on
+        another thread) faults the same bytes back in; the decoded runs are copies."""
         assert _decode_blocks is not None
+        release = getattr(self._mm, "madvise", None)  # an in-memory MappedBytes has none
+        released = 0  # the map's bytes before this offset (page-aligned) were given back
         i, n = 0, self.nblocks
         while i < n:
             got = _decode_blocks(
@@ -263,6 +277,11 @@ class SSTableReader:
                 self.payload(got, fill_cache=False)  # raises the block's own error
                 raise CorruptionError(self.path, self._offsets[got], f"data block {got} is damaged")
             keys, cells, i = got
+            if release is not None:
+                read = (self._offsets[i] if i < n else len(self._mm)) & _PAGE_MASK
+                if read - released >= RELEASE_BYTES or (i >= n and read > released):
+                    release(mmap.MADV_DONTNEED, released, read - released)
+                    released = read
             yield keys, cells
 
     def verify_all(self) -> None:
