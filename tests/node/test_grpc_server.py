@@ -123,13 +123,17 @@ def test_calls_that_arrive_together_are_accepted_together() -> None:
     # with other work -- a CI run -- delays the calls' arrival and the poller thread's turn
     # for the GIL, which adds iterations to both; CI runs measured 26 and, once, 240 pooled
     # against 129 one at a time, where a quiet machine gives 6-12 against ~80. The bound
-    # stays under what one call per ~3 iterations would take.)
+    # stays under what one call per ~3 iterations would take. A CI run once measured every
+    # try slow for both -- (416, 2377), (109, 2102), (330, 2120), (735, 410), (302, 607):
+    # the loop spins while the calls are late -- so a try also passes when the pool took at
+    # least 5 times fewer iterations than one at a time, whatever both took: a pool that no
+    # longer accepts calls together takes as many.)
     tries = []
     for _ in range(5):
         pooled = _iterations_to_accept(aio_server, 16)
         one_at_a_time = _iterations_to_accept(lambda: aio_server(depth=1), 16)
         tries.append((pooled, one_at_a_time))
-        if pooled <= 48 and one_at_a_time >= 3 * pooled:
+        if one_at_a_time >= 3 * pooled and (pooled <= 48 or one_at_a_time >= 5 * pooled):
             break
     else:
         raise AssertionError(f"(pooled, one at a time) iterations in each try: {tries}")
