@@ -64,7 +64,8 @@ class Compaction:
 
 @dataclass
 class LeveledPolicy:
-    """Sizes and triggers of the leveled policy; :meth:`pick` chooses the next compaction."""
+    """Sizes and triggers of the leveled policy; :meth:`pick` chooses the next compaction.
+    The defaults are the store's (``LSMStore``'s options default to them)."""
 
     l0_trigger: int = 8
     base_level_bytes: int = 256 << 20
