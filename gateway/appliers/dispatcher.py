@@ -238,14 +238,20 @@ class Dispatcher:
                 if max_index is not None:
                     want = min(want, max_index - next_index + 1)
                 entries = self.source.read(next_index, want) if want > 0 else []
+                # Caught up as of this read, judged before the read is applied and the
+                # position saved: an entry appended while they run (a save's fsync can take
+                # longer than a trickle's gap) gathers in the linger with the ones after it
+                # instead of being read alone.
+                linger = (bool(entries) and follow and self.config.linger > 0
+                          and entries[-1].index >= self.source.last_index()
+                          and _holds_writes(entries))
                 if entries:
                     self._admit_all(entries, assembler)
                     next_index = entries[-1].index + 1
                 if self._window:
                     self._flush()
                 self._tick()
-                if entries and follow and self.config.linger \
-                        and next_index > self.source.last_index() and _holds_writes(entries):
+                if linger:
                     self._stop.wait(self.config.linger)  # caught up: let the next batch gather
                 elif not entries:
                     if not follow or (max_index is not None and next_index > max_index):

@@ -343,6 +343,38 @@ def test_after_catching_up_a_following_run_lingers_so_a_trickle_is_applied_toget
     assert done.wait(10)
 
 
+def test_an_entry_appended_while_the_position_is_saved_still_gathers_in_the_linger(tmp_path):
+    """Whether a run caught up is judged by its read: an entry appended after that read --
+    here while the position is saved, which a busy disk's fsync makes slow -- waits out the
+    linger with the ones after it instead of being read alone at once."""
+    source = MemorySource([])
+    applier = ModelApplier()
+    d = Dispatcher(applier, source, tmp_path,
+                   config=config(poll_interval=120.0, linger=5.0, threads=1))
+    saving = threading.Event()
+    save = d.positions.save
+
+    def slow_save(position):  # the saves made while entry 1 is the log's last are slow
+        if source.last_index() == 1:
+            saving.set()
+            threading.Event().wait(0.3)
+        save(position)
+
+    d.positions.save = slow_save
+    done = _follow(d)
+    source.append(txn(1, insert("t", [{"id": 1, "a": 1}]), commit_ts_ns=1))
+    d.notify()
+    assert saving.wait(10)  # the run read entry 1 and is saving
+    for t, gap in ((2, 0.1), (3, 0.5), (4, 0.05)):  # 2 during that save, 3 and 4 after it
+        threading.Event().wait(gap)
+        source.append(txn(t, insert("t", [{"id": t, "a": t}]), commit_ts_ns=t))
+        d.notify()
+    assert _applied_soon(d, 4)
+    assert applier.calls == 2
+    d.stop()
+    assert done.wait(10)
+
+
 def test_entries_without_transactions_do_not_make_a_following_run_linger(tmp_path):
     """The node's own entries (epoch markers, positions) give the applier nothing: reading
     them must not delay the next write by ``linger``."""
