@@ -814,6 +814,32 @@ def start_gateway(cluster: Any) -> tuple[str, list[int]]:
     return cluster.nodes[lead].api_address, pids
 
 
+#: What ``--only`` and ``--appliers`` may name.
+SYSTEMS = ("gateway", "echo", "pysyncobj", "etcd")
+APPLIER_CONFIGS = ("sqlite", "none")
+
+
+def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace, duration: float,
+                    only: set[str]) -> None:
+    """Refuse, before anything starts, arguments the run would otherwise fail on minutes in
+    or silently ignore (``p.error``: usage and the reason on stderr, exit status 2)."""
+    if not 0 < duration < float("inf"):
+        p.error(f"--duration must be a number of seconds > 0, not {args.duration:g}")
+    unknown = sorted(only - set(SYSTEMS))
+    if unknown:
+        p.error(f"--only: unknown {', '.join(map(repr, unknown))} "
+                f"(choose from {', '.join(SYSTEMS)})")
+    configs = args.appliers.split(",")
+    if any(c not in APPLIER_CONFIGS for c in configs) or len(set(configs)) != len(configs):
+        p.error(f"--appliers {args.appliers!r}: a comma-separated list of distinct "
+                f"{' / '.join(APPLIER_CONFIGS)}")
+    if args.etcd and "etcd" in only:
+        for name in ("etcd", "benchmark"):
+            if not os.access(Path(args.etcd) / name, os.X_OK):
+                p.error(f"--etcd {args.etcd}: no executable {name} there "
+                        "(docs/benchmarks.md: building etcd)")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--pysyncobj-node":
         a = sys.argv[2:]
@@ -825,7 +851,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=5.0, help="seconds per measured cell")
     p.add_argument("--quick", action="store_true", help="2 s cells, 10 B rows only")
-    p.add_argument("--only", default="gateway,echo,pysyncobj,etcd")
+    p.add_argument("--only", default=",".join(SYSTEMS),
+                   help="comma-separated systems to run (default: all; etcd needs --etcd)")
     p.add_argument("--etcd", metavar="DIR",
                    help="directory with etcd's etcd and benchmark binaries: run etcd beside")
     p.add_argument("--no-go", action="store_true",
@@ -838,6 +865,7 @@ def main() -> None:
     duration = 2.0 if args.quick else args.duration
     sizes = ["10 B"] if args.quick else list(SIZES)
     only = set(args.only.split(","))
+    check_arguments(p, args, duration, only)
 
     from tests.harness.cluster import PortAllocator, ProcessCluster
 

@@ -73,3 +73,25 @@ def test_the_steal_column_is_a_figure_compare_revisions_reads_lower_is_better():
 def test_the_steal_meter_reports_a_share_of_the_machine():
     got = bn.StealMeter().stop()
     assert got == "-" or 0 <= float(got) <= 100
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--duration", "0"], "--duration must be a number of seconds > 0, not 0"),
+    (["--duration", "nan"], "not nan"),
+    (["--only", "gateway,etdc"], "--only: unknown 'etdc'"),
+    (["--appliers", "sqlite,rabbit"], "--appliers 'sqlite,rabbit'"),
+    (["--appliers", "none,none"], "distinct"),
+    (["--etcd", "/nonexistent/etcd-build"], "no executable etcd there"),
+])
+def test_arguments_it_would_fail_on_later_are_refused_before_anything_starts(
+        argv, said, tmp_path):
+    """A bad argument ends the run at once with exit status 2 and the reason -- no cluster
+    started, no traceback (the Go load generator used to fail minutes in on --duration 0, and
+    an unknown --only name ran nothing and printed empty tables)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, str(_BENCH / "bench_node.py"), *argv],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
