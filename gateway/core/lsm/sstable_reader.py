@@ -26,7 +26,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gateway.core.accel import load
 from gateway.core.fileio import FileSystem, Mapped, local_fs
@@ -61,6 +61,33 @@ _decode_blocks = None if _accel is None else _accel.decode_blocks
 #: (``_all_chunks``).
 RELEASE_BYTES = 4 << 20
 _PAGE_MASK = ~(mmap.PAGESIZE - 1)
+
+
+class _PageRelease:
+    """Gives a table map's pages back to the kernel (``MADV_DONTNEED``) behind a whole-table
+    read, every ``RELEASE_BYTES`` and at the end: they stay in the page cache but leave the
+    process's resident set, which would otherwise hold every page of every input of a merge
+    until its tables close. The map is read-only and file-backed, so a reader that touches
+    such a page again faults the same bytes back in. An in-memory map (no ``madvise``) is
+    left alone."""
+
+    __slots__ = ("_offsets", "_release", "_released", "_size")
+
+    def __init__(self, mm: object, offsets: Sequence[int]) -> None:
+        self._release = getattr(mm, "madvise", None)
+        self._offsets = offsets
+        self._size = len(mm)  # type: ignore[arg-type]
+        self._released = 0  # the map's bytes before this offset (page-aligned) were given back
+
+    def read_to(self, i: int) -> None:
+        """Blocks before ``i`` were read and copied out (``i`` = the block count: all)."""
+        if self._release is None:
+            return
+        last = i >= len(self._offsets)
+        read = (self._size if last else self._offsets[i]) & _PAGE_MASK
+        if read - self._released >= RELEASE_BYTES or (last and read > self._released):
+            self._release(mmap.MADV_DONTNEED, self._released, read - self._released)
+            self._released = read
 
 
 class SSTableReader:
@@ -220,9 +247,11 @@ class SSTableReader:
         Consecutive blocks are concatenated into runs of about ``target`` pairs so that
         merging pays its per-run cost rarely.
         """
-        if not fill_cache and start is None and end is None and _decode_blocks is not None:
+        whole = not fill_cache and start is None and end is None  # a compaction's read
+        if whole and _decode_blocks is not None:
             yield from self._all_chunks(target)
             return
+        pages = _PageRelease(self._mm, self._offsets) if whole else None
         index_keys = self._index_keys
         i = 0 if start is None else bisect_left(index_keys, start)
         n = self.nblocks
@@ -247,10 +276,14 @@ class SSTableReader:
                 acc_c += cells[lo:hi]
             if last:
                 break
+            i += 1
             if len(acc_k) >= target:
+                if pages is not None:
+                    pages.read_to(i)
                 yield acc_k, acc_c
                 acc_k, acc_c = [], []
-            i += 1
+        if pages is not None:
+            pages.read_to(n)
         if acc_k:
             yield acc_k, acc_c
 
@@ -259,15 +292,11 @@ class SSTableReader:
         in C, bypassing the cache: what a compaction reads. The blocks are checked as
         :meth:`payload` checks them; the first that fails raises its ``CorruptionError``.
 
-        The pages read are given back to the kernel (``MADV_DONTNEED``) every
-        ``RELEASE_BYTES`` and at the end: they stay in the page cache, but leave this
-        process's resident set, which would otherwise hold every page of every input of a
-        merge until its tables close -- hundreds of MiB for a level-0 merge. The map is
-        read-only and file-backed, so a reader that touches such a page again (a ``get`` on
-        another thread) faults the same bytes back in; the decoded runs are copies."""
+        The pages read are given back as it goes (:class:`_PageRelease`; hundreds of MiB for
+        a level-0 merge otherwise); a ``get`` on another thread that touches them again
+        faults them back in, and the decoded runs are copies."""
         assert _decode_blocks is not None
-        release = getattr(self._mm, "madvise", None)  # an in-memory MappedBytes has none
-        released = 0  # the map's bytes before this offset (page-aligned) were given back
+        pages = _PageRelease(self._mm, self._offsets)
         i, n = 0, self.nblocks
         while i < n:
             got = _decode_blocks(
@@ -277,11 +306,7 @@ class SSTableReader:
                 self.payload(got, fill_cache=False)  # raises the block's own error
                 raise CorruptionError(self.path, self._offsets[got], f"data block {got} is damaged")
             keys, cells, i = got
-            if release is not None:
-                read = (self._offsets[i] if i < n else len(self._mm)) & _PAGE_MASK
-                if read - released >= RELEASE_BYTES or (i >= n and read > released):
-                    release(mmap.MADV_DONTNEED, released, read - released)
-                    released = read
+            pages.read_to(i)
             yield keys, cells
 
     def verify_all(self) -> None:
