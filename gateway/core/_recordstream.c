@@ -380,6 +380,8 @@ py_encode_entries(PyObject *self, PyObject *args)
 			goto fail;
 		}
 		Py_DECREF(data);
+		/* 2 tag bytes + index (<= 10) + term and type (1 + <= 10 each) + the data's
+		 * length (1 + <= 9: a Py_ssize_t is < 2^63) = 44 at most. */
 		uint8_t head[44];
 		size_t h = 0, dn = (size_t)view.len;
 		head[h++] = 0x20;
