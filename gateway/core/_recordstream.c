@@ -95,22 +95,24 @@ py_encode_record(PyObject *self, PyObject *args)
 	size_t np = prefix.obj != NULL ? (size_t)prefix.len : 0;
 	size_t n = np + (size_t)payload.len;
 	size_t rec = n + HEADER_SIZE;
-	scratch = scratch_for(rec, stack_scratch, sizeof(stack_scratch));
-	if (scratch == NULL) {
-		PyBuffer_Release(&payload);
-		if (prefix.obj != NULL)
-			PyBuffer_Release(&prefix);
-		return PyErr_NoMemory();
-	}
+	/* The output first: allocating may run a collection, hence Python code that could use
+	 * the shared scratch; nothing between scratch_for and scratch_done can. */
 	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec) + 2));
 	if (result != NULL) {
-		if (np)
-			memcpy(scratch + HEADER_SIZE, prefix.buf, np);
-		memcpy(scratch + HEADER_SIZE + np, payload.buf, (size_t)payload.len);
-		size_t w = encode_in_place((uint8_t *)PyBytes_AS_STRING(result), scratch, n, gen);
-		_PyBytes_Resize(&result, (Py_ssize_t)w);
+		scratch = scratch_for(rec, stack_scratch, sizeof(stack_scratch));
+		if (scratch == NULL) {
+			Py_CLEAR(result);
+			PyErr_NoMemory();
+		} else {
+			if (np)
+				memcpy(scratch + HEADER_SIZE, prefix.buf, np);
+			memcpy(scratch + HEADER_SIZE + np, payload.buf, (size_t)payload.len);
+			size_t w = encode_in_place((uint8_t *)PyBytes_AS_STRING(result), scratch, n,
+			    gen);
+			scratch_done(scratch, stack_scratch);
+			_PyBytes_Resize(&result, (Py_ssize_t)w);
+		}
 	}
-	scratch_done(scratch, stack_scratch);
 	PyBuffer_Release(&payload);
 	if (prefix.obj != NULL)
 		PyBuffer_Release(&prefix);
