@@ -217,7 +217,10 @@ class RetryRulesTest {
     clients.add(c);
     long start = System.nanoTime();
     GatewayException e = assertThrows(GatewayException.class, () -> c.write(row()));
-    assertEquals(Status.Code.UNAVAILABLE, e.code());
+    // The last attempt's UNAVAILABLE, or DEADLINE_EXCEEDED when the deadline fell inside an
+    // attempt (a loaded machine): either way the deadline ended the retries.
+    assertTrue(e.code() == Status.Code.UNAVAILABLE || e.code() == Status.Code.DEADLINE_EXCEEDED,
+        "code " + e.code());
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(2), "gave up too late");
     assertTrue(f.keys.size() >= 2, "no retry before the deadline");
   }
