@@ -326,8 +326,11 @@ def test_after_catching_up_a_following_run_lingers_so_a_trickle_is_applied_toget
     call each (a store commit per log append)."""
     source = MemorySource([])
     applier = ModelApplier()
+    # window=16: a read's transactions go to the applier as one unit -- one call -- however
+    # the worker thread is scheduled (with one-transaction windows a worker that wakes between
+    # them makes two calls of one read under load).
     d = Dispatcher(applier, source, tmp_path,
-                   config=config(poll_interval=120.0, linger=5.0, threads=1))
+                   config=config(poll_interval=120.0, linger=5.0, threads=1, window=16))
     done = _follow(d)
     source.append(txn(1, insert("t", [{"id": 1, "a": 1}]), commit_ts_ns=1))
     d.notify()
@@ -349,17 +352,25 @@ def test_an_entry_appended_while_the_position_is_saved_still_gathers_in_the_ling
     linger with the ones after it instead of being read alone at once."""
     source = MemorySource([])
     applier = ModelApplier()
-    d = Dispatcher(applier, source, tmp_path,
-                   config=config(poll_interval=120.0, linger=5.0, threads=1))
+    d = Dispatcher(applier, source, tmp_path,  # window=16: one call per read (test above)
+                   config=config(poll_interval=120.0, linger=5.0, threads=1, window=16))
     saving = threading.Event()
-    save = d.positions.save
+    read_entry_1 = threading.Event()
+    save, read = d.positions.save, source.read
 
-    def slow_save(position):  # the saves made while entry 1 is the log's last are slow
-        if source.last_index() == 1:
+    def noting_read(start, count):
+        got = read(start, count)
+        if got and got[-1].index == 1:
+            read_entry_1.set()
+        return got
+
+    def slow_save(position):  # the first save after the run read entry 1 alone is slow
+        if read_entry_1.is_set() and source.last_index() == 1 and not saving.is_set():
             saving.set()
-            threading.Event().wait(0.3)
+            threading.Event().wait(0.5)
         save(position)
 
+    source.read = noting_read
     d.positions.save = slow_save
     done = _follow(d)
     source.append(txn(1, insert("t", [{"id": 1, "a": 1}]), commit_ts_ns=1))
