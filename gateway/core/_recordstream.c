@@ -74,14 +74,42 @@ scratch_done(uint8_t *scratch, uint8_t *stack_scratch)
 		PyMem_Free(scratch);
 }
 
+/*
+ * A new bytes object holding the record of payload head[0..nh) + body[0..nb) (either part may
+ * be empty), generation gen; NULL with an error set. The output is allocated before the
+ * shared scratch is taken: allocating may run a collection, hence Python code that could use
+ * the scratch; nothing between scratch_for and scratch_done can.
+ */
+static PyObject *
+record_bytes(const void *head, size_t nh, const void *body, size_t nb, uint32_t gen)
+{
+	uint8_t stack_scratch[512];
+	size_t n = nh + nb, rec = n + HEADER_SIZE;
+	PyObject *result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec) + 2));
+	if (result == NULL)
+		return NULL;
+	uint8_t *scratch = scratch_for(rec, stack_scratch, sizeof(stack_scratch));
+	if (scratch == NULL) {
+		Py_DECREF(result);
+		return PyErr_NoMemory();
+	}
+	if (nh)
+		memcpy(scratch + HEADER_SIZE, head, nh);
+	if (nb)
+		memcpy(scratch + HEADER_SIZE + nh, body, nb);
+	size_t w = encode_in_place((uint8_t *)PyBytes_AS_STRING(result), scratch, n, gen);
+	scratch_done(scratch, stack_scratch);
+	if (_PyBytes_Resize(&result, (Py_ssize_t)w) < 0)
+		return NULL;
+	return result;
+}
+
 static PyObject *
 py_encode_record(PyObject *self, PyObject *args)
 {
 	Py_buffer payload, prefix = { 0 };
 	PyObject *gen_obj = NULL;
 	uint32_t gen = 0;
-	uint8_t stack_scratch[512];
-	uint8_t *scratch;
 	PyObject *result;
 
 	if (!PyArg_ParseTuple(args, "y*|Oy*", &payload, &gen_obj, &prefix))
@@ -92,27 +120,8 @@ py_encode_record(PyObject *self, PyObject *args)
 			PyBuffer_Release(&prefix);
 		return NULL;
 	}
-	size_t np = prefix.obj != NULL ? (size_t)prefix.len : 0;
-	size_t n = np + (size_t)payload.len;
-	size_t rec = n + HEADER_SIZE;
-	/* The output first: allocating may run a collection, hence Python code that could use
-	 * the shared scratch; nothing between scratch_for and scratch_done can. */
-	result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec) + 2));
-	if (result != NULL) {
-		scratch = scratch_for(rec, stack_scratch, sizeof(stack_scratch));
-		if (scratch == NULL) {
-			Py_CLEAR(result);
-			PyErr_NoMemory();
-		} else {
-			if (np)
-				memcpy(scratch + HEADER_SIZE, prefix.buf, np);
-			memcpy(scratch + HEADER_SIZE + np, payload.buf, (size_t)payload.len);
-			size_t w = encode_in_place((uint8_t *)PyBytes_AS_STRING(result), scratch, n,
-			    gen);
-			scratch_done(scratch, stack_scratch);
-			_PyBytes_Resize(&result, (Py_ssize_t)w);
-		}
-	}
+	result = record_bytes(prefix.obj != NULL ? prefix.buf : NULL,
+	    prefix.obj != NULL ? (size_t)prefix.len : 0, payload.buf, (size_t)payload.len, gen);
 	PyBuffer_Release(&payload);
 	if (prefix.obj != NULL)
 		PyBuffer_Release(&prefix);
@@ -353,7 +362,6 @@ py_encode_entries(PyObject *self, PyObject *args)
 {
 	PyObject *seq, *gen_obj = NULL, *fast, *recs = NULL, *lens = NULL;
 	uint32_t gen = 0;
-	uint8_t stack_scratch[512];
 
 	if (!PyArg_ParseTuple(args, "O|O", &seq, &gen_obj))
 		return NULL;
@@ -401,27 +409,12 @@ py_encode_entries(PyObject *self, PyObject *args)
 			head[h++] = 0x22;
 			h += put_uvarint(head + h, (uint64_t)dn);
 		}
-		size_t n = h + dn, rec_size = n + HEADER_SIZE, w = 0;
-		/* The output first: allocating may run a collection, hence Python code that could
-		 * use the shared scratch; nothing between scratch_for and scratch_done can. */
-		rec = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(stuffed_bound(rec_size) + 2));
-		if (rec != NULL) {
-			uint8_t *scratch = scratch_for(rec_size, stack_scratch, sizeof(stack_scratch));
-			if (scratch == NULL) {
-				Py_CLEAR(rec);
-				PyErr_NoMemory();
-			} else {
-				memcpy(scratch + HEADER_SIZE, head, h);
-				memcpy(scratch + HEADER_SIZE + h, view.buf, dn);
-				w = encode_in_place((uint8_t *)PyBytes_AS_STRING(rec), scratch, n, gen);
-				scratch_done(scratch, stack_scratch);
-			}
-		}
+		rec = record_bytes(head, h, view.buf, dn, gen);
 		PyBuffer_Release(&view);
-		if (rec == NULL || _PyBytes_Resize(&rec, (Py_ssize_t)w) < 0)
+		if (rec == NULL)
 			goto fail;
 		PyList_SET_ITEM(recs, i, rec);
-		PyObject *len = PyLong_FromSize_t(w);
+		PyObject *len = PyLong_FromSsize_t(PyBytes_GET_SIZE(rec));
 		if (len == NULL)
 			goto fail;
 		PyList_SET_ITEM(lens, i, len);
