@@ -834,10 +834,11 @@ def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace, durati
         p.error(f"--appliers {args.appliers!r}: a comma-separated list of distinct "
                 f"{' / '.join(APPLIER_CONFIGS)}")
     if args.etcd and "etcd" in only:
-        for name in ("etcd", "benchmark"):
-            if not os.access(Path(args.etcd) / name, os.X_OK):
-                p.error(f"--etcd {args.etcd}: no executable {name} there "
-                        "(docs/benchmarks.md: building etcd)")
+        from etcd_peer import missing_binaries
+
+        problem = missing_binaries(args.etcd)
+        if problem:
+            p.error(problem)
 
 
 def main() -> None:

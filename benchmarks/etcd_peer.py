@@ -80,17 +80,26 @@ def _summary(text: str) -> tuple[float, float, float]:
     return float(rate.group(1)), 1000 * float(p50.group(1)), 1000 * float(p99.group(1))
 
 
+def missing_binaries(directory: str) -> str | None:
+    """Why ``directory`` cannot serve as ``--etcd`` (an ``etcd`` or ``benchmark`` binary is not
+    there or not executable), or None."""
+    for name in ("etcd", "benchmark"):
+        if not os.access(Path(directory) / name, os.X_OK):
+            return (f"--etcd {directory}: no executable {name} there "
+                    "(docs/benchmarks.md: building etcd)")
+    return None
+
+
 def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int],
              result_type: Any, cpu_seconds: Any, peak_rss_kib: Any,
              steal_meter: Any = None) -> tuple[list[Any], list[int]]:
     """See the module docstring; ``ports``: six free ports (client, peer per member);
     ``steal_meter()``: starts measuring, giving an object whose ``stop() -> str`` is the share
     of CPU time stolen meanwhile; called around each run of the tool."""
+    problem = missing_binaries(directory)
+    if problem:
+        raise SystemExit(problem)
     etcd, tool = Path(directory) / "etcd", Path(directory) / "benchmark"
-    for b in (etcd, tool):
-        if not os.access(b, os.X_OK):
-            raise SystemExit(f"--etcd {directory}: no executable {b.name} there "
-                             "(docs/benchmarks.md: building etcd)")
     names = [f"m{i}" for i in range(1, 4)]
     clients = [f"http://127.0.0.1:{ports[i]}" for i in range(3)]
     peers = [f"http://127.0.0.1:{ports[3 + i]}" for i in range(3)]
