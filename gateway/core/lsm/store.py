@@ -27,6 +27,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
@@ -135,6 +136,10 @@ class LSMStore:
     many bytes per level-0 compaction as level 1 holds, RocksDB's proportions -- see
     docs/lsm.md), ``l0_stop_trigger`` (writes wait while level 0 holds this many tables),
     ``max_immutable`` (frozen memtables waiting for flush before writes wait),
+    ``busy_hold`` and ``busy_bytes_per_second`` (foreground first: while writes come in at
+    ``busy_bytes_per_second`` or more, a due compaction waits until its level's pressure
+    reaches ``busy_hold`` -- 12 level-0 tables with the defaults -- or the writes pause;
+    ``busy_hold=1.0`` compacts as soon as a level is due, LevelDB's rule; see docs/lsm.md),
     ``wal``/``wal_sync`` (own write-ahead log), ``background`` (threads; ``False`` runs flush
     and compaction inline, deterministically, for tests), ``paranoid_checks`` (verify every
     block of every table at open), ``fs`` (file layer, for fault injection).
@@ -156,6 +161,8 @@ class LSMStore:
         l0_compaction_trigger: int = LeveledPolicy.l0_trigger,
         l0_stop_trigger: int = 20,
         max_immutable: int = 2,
+        busy_hold: float = 1.5,
+        busy_bytes_per_second: int = 1 << 20,
         wal: bool = False,
         wal_sync: bool = False,
         background: bool = True,
@@ -164,6 +171,8 @@ class LSMStore:
     ) -> None:
         if memtable_bytes <= 0 or block_bytes <= 0 or target_file_bytes <= 0 or max_immutable < 1:
             raise InvalidArgumentError("sizes must be positive and max_immutable >= 1")
+        if not busy_hold >= 1.0 or busy_bytes_per_second < 0:  # ``not >=`` refuses NaN
+            raise InvalidArgumentError("busy_hold must be >= 1.0 and busy_bytes_per_second >= 0")
         self.path = os.fspath(path)
         self._fs: FileSystem = fs or local_fs()
         self._memtable_bytes = memtable_bytes
@@ -172,6 +181,12 @@ class LSMStore:
         self._l0_stop = max(l0_stop_trigger, l0_compaction_trigger + 1)
         self._max_immutable = max_immutable
         self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
+        self._busy_hold = busy_hold
+        self._busy_rate = busy_bytes_per_second
+        #: Memtable bytes of the memtables frozen so far (with the active one's: all written).
+        self._frozen_bytes = 0
+        #: ``compact()`` calls waiting: while any does, due compactions are not held.
+        self._compact_requests = 0
         #: ``(default, {author: floor})``: tombstones of deletes in epochs above the floor of
         #: their author are kept when compaction could drop them (conflict checks still need
         #: the delete's epoch and author); read by the compaction thread each time it merges.
@@ -487,6 +502,7 @@ class LSMStore:
             self._raise_unwritable()
         wal_number = self._new_wal() if self._wal_enabled else 0
         old = self._mem
+        self._frozen_bytes += old.approximate_bytes
         self._imm = (*self._imm, old)
         self._mem = Memtable(wal_number)
         if self._background:
@@ -654,16 +670,24 @@ class LSMStore:
             self._wait(lambda: all(m is not target for m in self._imm))
 
     def compact(self) -> None:
-        """Flush, then wait until no level needs compaction."""
+        """Flush, then wait until no level needs compaction (due compactions are not held for
+        writes going on meanwhile)."""
         self.flush()
         if not self._background:
             return
-        self._wait(
-            lambda: (
-                self._policy.pick(self._version, self._manifest.state.pointers) is None
-                and not self._busy
+        with self._bg_cond:
+            self._compact_requests += 1
+            self._bg_cond.notify_all()
+        try:
+            self._wait(
+                lambda: (
+                    self._policy.pick(self._version, self._manifest.state.pointers) is None
+                    and not self._busy
+                )
             )
-        )
+        finally:
+            with self._bg_cond:
+                self._compact_requests -= 1
 
     def _wait(self, done: Any) -> None:
         if not self._background:
@@ -751,14 +775,7 @@ class LSMStore:
     def _compaction_loop(self) -> None:
         while True:
             with self._bg_cond:
-                while (
-                    not self._closing
-                    and self._policy.pick(self._version, self._manifest.state.pointers) is None
-                ):
-                    self._busy = False
-                    self._bg_cond.notify_all()
-                    self._bg_cond.wait()
-                if self._closing:
+                if not self._await_compaction():
                     self._busy = False
                     return
                 self._busy = True
@@ -770,6 +787,44 @@ class LSMStore:
                 self._fail(e)
                 return
             self._kick()
+
+    #: Seconds over which the write rate is judged when a due compaction may be held.
+    _BUSY_WINDOW = 0.25
+
+    def _await_compaction(self) -> bool:
+        """Wait (holding ``_bg_cond``) until a compaction should start: True, or False when
+        the store is closing.
+
+        Foreground first: a level that is due (pressure >= 1) but below ``busy_hold`` waits
+        while the store takes writes at ``busy_bytes_per_second`` or more, measured over
+        windows of ``_BUSY_WINDOW`` seconds from memtable bytes -- under sustained writes it
+        starts at ``busy_hold`` (level 0: 12 tables, not 8), and a burst's merge moves into
+        the pause after it. A ``compact()`` caller, and the level reaching ``busy_hold``, end
+        the hold at once; the writers' own limit (``l0_stop_trigger``) is above it.
+        """
+        sample: tuple[float, int] | None = None  # (when, bytes written then) of this hold
+        while not self._closing:
+            scores = self._policy.scores(self._version)
+            top = max(scores)
+            if top < 1.0:
+                sample = None
+                self._busy = False
+                self._bg_cond.notify_all()
+                self._bg_cond.wait()
+                continue
+            if top >= self._busy_hold or self._compact_requests:
+                return True
+            now, written = time.monotonic(), self._frozen_bytes + self._mem.approximate_bytes
+            if sample is None:
+                sample = (now, written)
+            elif now - sample[0] >= self._BUSY_WINDOW:
+                if written - sample[1] <= self._busy_rate * (now - sample[0]):
+                    return True  # the writes paused
+                sample = (now, written)
+            self._busy = False
+            self._bg_cond.notify_all()
+            self._bg_cond.wait(max(0.01, self._BUSY_WINDOW - (now - sample[0])))
+        return False
 
     def _compact_pending(self) -> None:
         while self._compact_once():
