@@ -76,7 +76,9 @@ def test_a_due_level0_merge_waits_while_writes_come_in_and_runs_when_they_pause(
         _tables(store, 3)  # due (2) but below the hold (4)
         time.sleep(1.0)  # four windows of writes: held throughout
         assert _level0(store) == 3
+        assert store.stats()["compaction_held"] is True
     assert _until(lambda: _level0(store) == 0), "the merge did not run once writes paused"
+    assert _until(lambda: not store.stats()["compaction_held"])
     assert store.stats()["levels"][1] >= 1
     assert [store.get(key(t * 20)) for t in range(3)] == [b"v0", b"v1", b"v2"]
 
@@ -126,3 +128,15 @@ def test_a_store_written_slower_than_the_busy_rate_counts_as_idle(tmp_path):
 def test_a_hold_below_one_or_a_negative_rate_is_refused(tmp_path, bad):
     with pytest.raises(InvalidArgumentError, match="busy_"):
         LSMStore(str(tmp_path / "db"), **{**OPTS, **bad})
+
+
+def test_level0_at_the_writers_limit_is_merged_whatever_the_hold(tmp_path):
+    """A hold above ``l0_stop_trigger`` would leave writers waiting on a merge that waits for
+    them: at the writers' limit the merge runs."""
+    s = LSMStore(str(tmp_path / "db"), **{**OPTS, "busy_hold": 10.0, "l0_stop_trigger": 4})
+    try:
+        with _writing(s):
+            _tables(s, 4)
+            assert _until(lambda: _level0(s) == 0), "level 0 at the writers' limit was held"
+    finally:
+        s.close()

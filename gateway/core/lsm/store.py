@@ -339,7 +339,9 @@ class LSMStore:
         return self._manifest.state.applied_index
 
     def stats(self) -> dict[str, Any]:
-        """Counters for monitoring and tests: tables and bytes per level, cache, memtables."""
+        """Counters for monitoring and tests: tables and bytes per level, cache, memtables,
+        memtable bytes written since open (``written_bytes``) and whether a due compaction
+        is waiting for the writes to pause (``compaction_held``)."""
         v = self._version
         return {
             "levels": [len(lvl) for lvl in v.levels],
@@ -349,6 +351,8 @@ class LSMStore:
             "cache_bytes": self._cache.used_bytes,
             "applied_index": self._applied_index,
             "durable_applied_index": self.durable_applied_index,
+            "written_bytes": self._frozen_bytes + self._mem.approximate_bytes,
+            "compaction_held": self._held,
         }
 
     # --- writes -------------------------------------------------------------------------------
@@ -771,6 +775,7 @@ class LSMStore:
     # --- compaction ---------------------------------------------------------------------------
 
     _busy = False
+    _held = False  # a due compaction waits for the writes to pause (stats' compaction_held)
 
     def _compaction_loop(self) -> None:
         while True:
@@ -800,7 +805,7 @@ class LSMStore:
         windows of ``_BUSY_WINDOW`` seconds from memtable bytes -- under sustained writes it
         starts at ``busy_hold`` (level 0: 12 tables, not 8), and a burst's merge moves into
         the pause after it. A ``compact()`` caller, and the level reaching ``busy_hold``, end
-        the hold at once; the writers' own limit (``l0_stop_trigger``) is above it.
+        the hold at once, as does level 0 reaching ``l0_stop_trigger`` (writers wait there).
         """
         sample: tuple[float, int] | None = None  # (when, bytes written then) of this hold
         while not self._closing:
@@ -808,22 +813,26 @@ class LSMStore:
             top = max(scores)
             if top < 1.0:
                 sample = None
-                self._busy = False
+                self._busy = self._held = False
                 self._bg_cond.notify_all()
                 self._bg_cond.wait()
                 continue
-            if top >= self._busy_hold or self._compact_requests:
+            if (top >= self._busy_hold or self._compact_requests
+                    or len(self._version.level0) >= self._l0_stop):  # writers wait: never hold
+                self._held = False
                 return True
             now, written = time.monotonic(), self._frozen_bytes + self._mem.approximate_bytes
             if sample is None:
                 sample = (now, written)
             elif now - sample[0] >= self._BUSY_WINDOW:
                 if written - sample[1] <= self._busy_rate * (now - sample[0]):
+                    self._held = False
                     return True  # the writes paused
                 sample = (now, written)
-            self._busy = False
+            self._busy, self._held = False, True
             self._bg_cond.notify_all()
             self._bg_cond.wait(max(0.01, self._BUSY_WINDOW - (now - sample[0])))
+        self._held = False
         return False
 
     def _compact_pending(self) -> None:
