@@ -722,18 +722,22 @@ def quiesce(what: str, quiet: float = 0.1, window: float = 1.0, limit: float = 6
 
 
 async def settle(pids: list[int], quiet: float = 0.3, window: float = 0.5,
-                 limit: float = 20.0) -> float:
-    """Wait until the processes ``pids`` together use less than ``quiet`` of one CPU over a
-    ``window`` (their background work -- memtable flushes, compactions, appliers catching up
-    -- has ended), at most ``limit`` seconds; the seconds waited. Run after every cell, so a
-    cell's CPU per row includes the work it left behind and the next cell does not measure
-    it."""
+                 limit: float = 20.0, windows: int = 2) -> float:
+    """Wait until the processes ``pids`` together use less than ``quiet`` of one CPU in
+    ``windows`` consecutive windows of ``window`` seconds (their background work -- memtable
+    flushes, compactions, appliers catching up -- has ended), at most ``limit`` seconds; the
+    seconds waited. Run after every cell, so a cell's CPU per row includes the work it left
+    behind and the next cell does not measure it. Two windows, not one: the store holds a
+    due merge while writes come in and starts it 0.25-0.5 s after they stop (docs/lsm.md,
+    "Foreground first"), which a single quiet window right after the cell can miss."""
     t0 = time.perf_counter()
     last = sum(cpu_seconds(p) for p in pids)
+    calm = 0
     while time.perf_counter() - t0 < limit:
         await asyncio.sleep(window)
         now = sum(cpu_seconds(p) for p in pids)
-        if now - last < quiet * window:
+        calm = calm + 1 if now - last < quiet * window else 0
+        if calm >= windows:
             break
         last = now
     return time.perf_counter() - t0

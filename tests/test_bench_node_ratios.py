@@ -95,3 +95,22 @@ def test_arguments_it_would_fail_on_later_are_refused_before_anything_starts(
     assert done.returncode == 2
     assert said in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize(("windows", "readings_taken"), [(2, 5), (1, 2)])
+def test_settle_waits_out_work_that_starts_after_a_quiet_window(monkeypatch, windows,
+                                                                readings_taken):
+    """A merge the store held during the cell starts a moment after it: one quiet window
+    followed by a busy one does not end the wait; ``windows`` quiet ones in a row do."""
+    import asyncio
+
+    readings = iter([0.0, 0.0, 1.0, 1.0, 1.0, 1.0])  # start; quiet, busy, quiet, quiet
+    taken = []
+
+    def cpu(pid: int) -> float:
+        taken.append(pid)
+        return next(readings)
+
+    monkeypatch.setattr(bn, "cpu_seconds", cpu)
+    asyncio.run(bn.settle([7], window=0.001, limit=10, windows=windows))
+    assert len(taken) == readings_taken
