@@ -7,7 +7,7 @@ setup(
         Extension(
             "gateway.core._recordstream",
             ["gateway/core/_recordstream.c"],
-            depends=["gateway/core/_stuffing.h"],
+            depends=["gateway/core/_protowire.h", "gateway/core/_stuffing.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.records falls back to Python
         ),

@@ -1,5 +1,6 @@
-/* Protobuf wire-format reading shared by the C accelerators (gateway/core/_columns.c,
- * gateway/node/_wire.c). Header-only: every function is static inline. */
+/* Protobuf wire-format reading (and varint writing) shared by the C accelerators
+ * (gateway/core/_columns.c, gateway/core/_recordstream.c, gateway/node/_wire.c). Header-only:
+ * every function is static inline. */
 #ifndef GATEWAY_PROTOWIRE_H
 #define GATEWAY_PROTOWIRE_H
 
@@ -21,6 +22,17 @@ static inline int read_varint(const unsigned char *data, Py_ssize_t *p, Py_ssize
         if (shift > 63) return -1;
     }
     return -1;
+}
+
+/* v as a base-128 varint at out (room for 10 bytes); the bytes written. */
+static inline Py_ssize_t put_varint(unsigned char *out, uint64_t v) {
+    Py_ssize_t n = 0;
+    while (v >= 0x80) {
+        out[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    out[n++] = (unsigned char)v;
+    return n;
 }
 
 /* The little-endian 64-bit value at data[0..8) (a fixed64, sfixed64 or double field's bits);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_protowire.h"
 #include "_stuffing.h"
 
 /* ---------------------------------------------------------------- records */
@@ -343,18 +344,6 @@ entry_u64(PyObject *e, PyObject *name, uint64_t *out)
 	return 0;
 }
 
-static size_t
-put_uvarint(uint8_t *o, uint64_t v)
-{
-	size_t n = 0;
-	while (v >= 0x80) {
-		o[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	o[n++] = (uint8_t)v;
-	return n;
-}
-
 static PyObject *s_index, *s_term, *s_type, *s_data;
 
 static PyObject *
@@ -396,18 +385,18 @@ py_encode_entries(PyObject *self, PyObject *args)
 		size_t h = 0, dn = (size_t)view.len;
 		head[h++] = 0x20;
 		head[h++] = 0x08;
-		h += put_uvarint(head + h, index);
+		h += (size_t)put_varint(head + h, index);
 		if (term) {
 			head[h++] = 0x10;
-			h += put_uvarint(head + h, term);
+			h += (size_t)put_varint(head + h, term);
 		}
 		if (type) {
 			head[h++] = 0x18;
-			h += put_uvarint(head + h, type);
+			h += (size_t)put_varint(head + h, type);
 		}
 		if (dn) {
 			head[h++] = 0x22;
-			h += put_uvarint(head + h, (uint64_t)dn);
+			h += (size_t)put_varint(head + h, (uint64_t)dn);
 		}
 		rec = record_bytes(head, h, view.buf, dn, gen);
 		PyBuffer_Release(&view);

@@ -411,16 +411,6 @@ done:
     return result;
 }
 
-static Py_ssize_t put_varint(unsigned char *out, uint64_t v) {
-    Py_ssize_t n = 0;
-    while (v >= 0x80) {
-        out[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    out[n++] = (unsigned char)v;
-    return n;
-}
-
 /* The n Python ints o[i] as unsigned 64-bit numbers: 0, or -1 with OverflowError below 0 or
  * above 2**64-1 (never a wrap). */
 static int u64_args(PyObject **o, unsigned long long *v, int n) {
