@@ -65,10 +65,15 @@ def _tables(s: LSMStore, count: int, start: int = 0) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Any) -> Iterator[LSMStore]:
-    s = LSMStore(str(tmp_path / "db"), **OPTS)
-    yield s
-    s.close()
+def open_busy(open_store: Callable[..., LSMStore]) -> Callable[..., LSMStore]:
+    """Open a store with ``OPTS`` (background threads on) and the given options on top;
+    closed at teardown (conftest's ``open_store``)."""
+    return lambda **over: open_store(**{**OPTS, "background": True, **over})
+
+
+@pytest.fixture
+def store(open_busy: Callable[..., LSMStore]) -> LSMStore:
+    return open_busy()
 
 
 def test_a_due_level0_merge_waits_while_writes_come_in_and_runs_when_they_pause(store):
@@ -102,25 +107,19 @@ def test_compact_does_not_wait_for_the_writes_to_pause(store):
         assert _level0(store) < 2
 
 
-def test_without_the_hold_a_level_is_merged_as_soon_as_it_is_due(tmp_path):
-    s = LSMStore(str(tmp_path / "db"), **{**OPTS, "busy_hold": 1.0})
-    try:
-        with _writing(s):
-            _tables(s, 2)
-            assert _until(lambda: _level0(s) == 0), "a due merge waited with busy_hold=1.0"
-    finally:
-        s.close()
+def test_without_the_hold_a_level_is_merged_as_soon_as_it_is_due(open_busy):
+    s = open_busy(busy_hold=1.0)
+    with _writing(s):
+        _tables(s, 2)
+        assert _until(lambda: _level0(s) == 0), "a due merge waited with busy_hold=1.0"
 
 
-def test_a_store_written_slower_than_the_busy_rate_counts_as_idle(tmp_path):
+def test_a_store_written_slower_than_the_busy_rate_counts_as_idle(open_busy):
     """A trickle below ``busy_bytes_per_second`` does not hold the merge."""
-    s = LSMStore(str(tmp_path / "db"), **{**OPTS, "busy_bytes_per_second": 1 << 30})
-    try:
-        with _writing(s):
-            _tables(s, 3)
-            assert _until(lambda: _level0(s) < 2), "a trickle held the merge"
-    finally:
-        s.close()
+    s = open_busy(busy_bytes_per_second=1 << 30)
+    with _writing(s):
+        _tables(s, 3)
+        assert _until(lambda: _level0(s) < 2), "a trickle held the merge"
 
 
 @pytest.mark.parametrize("bad", [{"busy_hold": 0.5}, {"busy_hold": math.nan},
@@ -130,13 +129,10 @@ def test_a_hold_below_one_or_a_negative_rate_is_refused(tmp_path, bad):
         LSMStore(str(tmp_path / "db"), **{**OPTS, **bad})
 
 
-def test_level0_at_the_writers_limit_is_merged_whatever_the_hold(tmp_path):
+def test_level0_at_the_writers_limit_is_merged_whatever_the_hold(open_busy):
     """A hold above ``l0_stop_trigger`` would leave writers waiting on a merge that waits for
     them: at the writers' limit the merge runs."""
-    s = LSMStore(str(tmp_path / "db"), **{**OPTS, "busy_hold": 10.0, "l0_stop_trigger": 4})
-    try:
-        with _writing(s):
-            _tables(s, 4)
-            assert _until(lambda: _level0(s) == 0), "level 0 at the writers' limit was held"
-    finally:
-        s.close()
+    s = open_busy(busy_hold=10.0, l0_stop_trigger=4)
+    with _writing(s):
+        _tables(s, 4)
+        assert _until(lambda: _level0(s) == 0), "level 0 at the writers' limit was held"
