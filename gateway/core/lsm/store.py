@@ -351,7 +351,7 @@ class LSMStore:
             "cache_bytes": self._cache.used_bytes,
             "applied_index": self._applied_index,
             "durable_applied_index": self.durable_applied_index,
-            "written_bytes": self._frozen_bytes + self._mem.approximate_bytes,
+            "written_bytes": self._written_bytes(),
             "compaction_held": self._held,
         }
 
@@ -780,7 +780,9 @@ class LSMStore:
     def _compaction_loop(self) -> None:
         while True:
             with self._bg_cond:
-                if not self._await_compaction():
+                go = self._await_compaction()
+                self._held = False
+                if not go:
                     self._busy = False
                     return
                 self._busy = True
@@ -796,9 +798,13 @@ class LSMStore:
     #: Seconds over which the write rate is judged when a due compaction may be held.
     _BUSY_WINDOW = 0.25
 
+    def _written_bytes(self) -> int:
+        """Memtable bytes written since open (frozen memtables' and the active one's)."""
+        return self._frozen_bytes + self._mem.approximate_bytes
+
     def _await_compaction(self) -> bool:
         """Wait (holding ``_bg_cond``) until a compaction should start: True, or False when
-        the store is closing.
+        the store is closing; ``_held`` is True while a due one waits (the caller clears it).
 
         Foreground first: a level that is due (pressure >= 1) but below ``busy_hold`` waits
         while the store takes writes at ``busy_bytes_per_second`` or more, measured over
@@ -809,8 +815,7 @@ class LSMStore:
         """
         sample: tuple[float, int] | None = None  # (when, bytes written then) of this hold
         while not self._closing:
-            scores = self._policy.scores(self._version)
-            top = max(scores)
+            top = max(self._policy.scores(self._version))
             if top < 1.0:
                 sample = None
                 self._busy = self._held = False
@@ -819,20 +824,17 @@ class LSMStore:
                 continue
             if (top >= self._busy_hold or self._compact_requests
                     or len(self._version.level0) >= self._l0_stop):  # writers wait: never hold
-                self._held = False
                 return True
-            now, written = time.monotonic(), self._frozen_bytes + self._mem.approximate_bytes
+            now, written = time.monotonic(), self._written_bytes()
             if sample is None:
                 sample = (now, written)
             elif now - sample[0] >= self._BUSY_WINDOW:
                 if written - sample[1] <= self._busy_rate * (now - sample[0]):
-                    self._held = False
                     return True  # the writes paused
                 sample = (now, written)
             self._busy, self._held = False, True
             self._bg_cond.notify_all()
             self._bg_cond.wait(max(0.01, self._BUSY_WINDOW - (now - sample[0])))
-        self._held = False
         return False
 
     def _compact_pending(self) -> None:
