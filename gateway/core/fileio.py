@@ -28,6 +28,8 @@ Contracts shared by every implementation:
   handle; it keeps working after its file was removed (POSIX unlink semantics).
 - ``map`` is a stable view of the file as it is when mapped; callers map only files that no
   longer change (sealed segments, finished tables).
+- ``WritableFile.drop_cache`` only advises: it gives the OS page cache's copy of synced bytes
+  back (``POSIX_FADV_DONTNEED``) and never changes what a read returns.
 - ``punch_hole`` returns ``False`` when the platform or file system cannot free the range; the
   bytes are then left as they were (callers must not rely on them reading as zeros).
 """
@@ -76,6 +78,8 @@ class IoStats:
     bytes_written: int = 0
     syncs: int = 0
     dir_syncs: int = 0
+    cache_drops: int = 0
+    bytes_dropped: int = 0
     bytes_read_by_path: Counter[str] = field(default_factory=Counter)
     syncs_by_path: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -100,11 +104,16 @@ class IoStats:
         with self._lock:
             self.dir_syncs += 1
 
+    def count_drop(self, n: int) -> None:
+        with self._lock:
+            self.cache_drops += 1
+            self.bytes_dropped += n
+
     def reset(self) -> None:
         """Zero every counter."""
         with self._lock:
             self.reads = self.bytes_read = self.writes = self.bytes_written = 0
-            self.syncs = self.dir_syncs = 0
+            self.syncs = self.dir_syncs = self.cache_drops = self.bytes_dropped = 0
             self.bytes_read_by_path.clear()
             self.syncs_by_path.clear()
 
@@ -127,6 +136,18 @@ class WritableFile(ABC):
     @abstractmethod
     def sync(self) -> None:
         """Make every byte written so far (and the file's size) durable."""
+
+    @abstractmethod
+    def drop_cache(self, min_bytes: int = 0, *, whole: bool = False) -> None:
+        """Advise that the bytes made durable by the last ``sync`` will not be read soon:
+        the OS may give their page-cache pages back now (``POSIX_FADV_DONTNEED``) instead of
+        keeping them until memory runs short. Only bytes synced and not dropped yet count,
+        and nothing happens unless there are at least ``min_bytes`` of them. The page that
+        holds the synced end stays cached (the next append writes into it; dropping it would
+        make that write read it back from disk) unless ``whole``: the file is finished and
+        will not be appended to. Reads still return the same bytes (from disk if need be).
+        Where the platform cannot drop pages this only counts (``IoStats.cache_drops``,
+        ``bytes_dropped``)."""
 
     @abstractmethod
     def truncate(self, size: int) -> None:
@@ -341,6 +362,34 @@ def _load_fallocate() -> object | None:
 
 _fallocate = _load_fallocate()
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+_fadvise = getattr(os, "posix_fadvise", None)
+_PAGE = mmap.PAGESIZE
+
+
+class _DropRange:
+    """What `WritableFile.drop_cache` may drop: the synced bytes not dropped yet, cut at the
+    page that holds the synced end unless the file is finished."""
+
+    __slots__ = ("dropped", "synced")
+
+    def __init__(self) -> None:
+        self.synced = 0  # bytes made durable by the last sync
+        self.dropped = 0  # bytes before this offset were dropped already
+
+    def take(self, min_bytes: int, whole: bool) -> tuple[int, int] | None:
+        """The ``(offset, length)`` to drop now, marked dropped; None when there is nothing
+        or less than ``min_bytes``."""
+        end = self.synced if whole else self.synced - self.synced % _PAGE
+        if end <= self.dropped or end - self.dropped < min_bytes:
+            return None
+        span = (self.dropped, end - self.dropped)
+        self.dropped = end
+        return span
+
+    def truncate(self, size: int) -> None:
+        """The file was cut to ``size``: later bytes are new (not synced, not dropped)."""
+        self.synced = min(self.synced, size)
+        self.dropped = min(self.dropped, size - size % _PAGE)
 #: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
 #: ``write_parts`` hands parts to ``writev`` when they average at least this many bytes (a
@@ -355,6 +404,7 @@ class _OsWritable(WritableFile):
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
         self._fd: int | None = os.open(path, flags, 0o644)
         self._size = os.fstat(self._fd).st_size
+        self._drops = _DropRange()
 
     def _handle(self) -> int:
         if self._fd is None:
@@ -396,12 +446,25 @@ class _OsWritable(WritableFile):
         self._stats.count_write(written)
 
     def sync(self) -> None:
+        end = self._size  # every byte before it was written before the sync began
         _fdatasync(self._handle())
+        self._drops.synced = end
         self._stats.count_sync(self.path)
+
+    def drop_cache(self, min_bytes: int = 0, *, whole: bool = False) -> None:
+        span = self._drops.take(min_bytes, whole)
+        if span is None:
+            return
+        if _fadvise is not None:
+            # Advice only: a file system that refuses it keeps its pages.
+            with contextlib.suppress(OSError):
+                _fadvise(self._handle(), span[0], span[1], os.POSIX_FADV_DONTNEED)
+        self._stats.count_drop(span[1])
 
     def truncate(self, size: int) -> None:
         os.ftruncate(self._handle(), size)
         self._size = size
+        self._drops.truncate(size)
 
     def size(self) -> int:
         return self._size
@@ -578,6 +641,7 @@ class _MemWritable(WritableFile):
         self._fs = fs
         self._inode = inode
         self._closed = False
+        self._drops = _DropRange()
 
     def write(self, data: bytes) -> None:
         fs = self._fs
@@ -603,7 +667,13 @@ class _MemWritable(WritableFile):
             if fs.sync_error is not None:
                 raise fs.sync_error
             self._inode.durable = bytes(self._inode.data)
+            self._drops.synced = len(self._inode.data)
         fs.stats.count_sync(self.path)
+
+    def drop_cache(self, min_bytes: int = 0, *, whole: bool = False) -> None:
+        span = self._drops.take(min_bytes, whole)
+        if span is not None:  # nothing is cached in memory: counted, for tests
+            self._fs.stats.count_drop(span[1])
 
     def truncate(self, size: int) -> None:
         fs = self._fs
@@ -612,6 +682,7 @@ class _MemWritable(WritableFile):
             if fs._tick():
                 fs._die()
             del self._inode.data[size:]
+            self._drops.truncate(size)
 
     def size(self) -> int:
         return len(self._inode.data)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import os
+import sys
+
 import pytest
 
 from gateway.core.fileio import FaultInjectingFileSystem, OsFileSystem, SimulatedCrash
@@ -250,3 +255,100 @@ def test_storage_code_calls_no_fsync_or_replace_outside_the_file_layer() -> None
             ):
                 offenders.append(f"{path.relative_to(root.parent)}:{node.lineno}: os.{node.attr}")
     assert offenders == []
+
+
+# --- drop_cache: advice that gives synced pages back, never a change of content ---
+
+PAGE = mmap.PAGESIZE
+
+
+def test_drop_cache_takes_synced_whole_pages_once_and_the_tail_only_when_whole(any_fs) -> None:  # type: ignore[no-untyped-def]
+    fs, d = any_fs
+    path = f"{d}/log"
+    w = fs.create(path)
+    data = bytes(range(256)) * (10 * PAGE // 256) + b"t" * 100
+    w.write(data)
+    w.drop_cache()  # nothing synced yet: nothing to drop
+    assert fs.stats.cache_drops == 0
+    w.sync()
+    w.drop_cache(min_bytes=10 * PAGE + 1)  # below the threshold: kept
+    assert fs.stats.cache_drops == 0
+    w.drop_cache()  # the ten whole pages; the page holding the synced end stays
+    assert (fs.stats.cache_drops, fs.stats.bytes_dropped) == (1, 10 * PAGE)
+    w.drop_cache()  # dropped already
+    assert fs.stats.cache_drops == 1
+    more = b"m" * (2 * PAGE)
+    w.write(more)
+    w.drop_cache()  # written but not synced: nothing new
+    assert fs.stats.cache_drops == 1
+    w.sync()
+    w.drop_cache()  # pages 10 and 11 are whole now; page 12 holds the end
+    assert fs.stats.bytes_dropped == 12 * PAGE
+    w.drop_cache(whole=True)  # a finished file: its last, partial page too
+    assert fs.stats.bytes_dropped == len(data) + len(more)
+    w.close()
+    assert fs.read_all(path) == data + more
+
+
+def test_drop_cache_after_truncate_starts_again_at_the_cut(any_fs) -> None:  # type: ignore[no-untyped-def]
+    fs, d = any_fs
+    path = f"{d}/log"
+    w = fs.create(path)
+    w.write(b"a" * (8 * PAGE))
+    w.sync()
+    w.drop_cache()
+    assert fs.stats.bytes_dropped == 8 * PAGE
+    w.truncate(3 * PAGE + 10)  # a Raft conflict cuts the tail
+    w.write(b"b" * (4 * PAGE))
+    w.sync()
+    w.drop_cache()
+    # From page 3 (it held the cut, and the new bytes went into it) to the new end's page.
+    assert fs.stats.bytes_dropped == 8 * PAGE + 4 * PAGE
+    w.close()
+    assert fs.read_all(path) == b"a" * (3 * PAGE + 10) + b"b" * (4 * PAGE)
+
+
+def _resident_pages(path: str) -> list[bool]:
+    """Which pages of ``path`` are in the OS page cache (``mincore`` of a map that touches
+    none of them)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    pages = -(-size // PAGE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            assert libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
+            return [bool(b & 1) for b in vec]
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise") or sys.platform != "linux",
+                    reason="page-cache residency is read with Linux's mincore")
+def test_os_drop_cache_gives_the_synced_pages_back_to_the_os(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fs = OsFileSystem()
+    path = str(tmp_path / "seg")
+    w = fs.create(path)
+    data = os.urandom(64 * PAGE + 100)
+    w.write(data)
+    assert all(_resident_pages(path))  # just written: all cached
+    w.sync()
+    w.drop_cache()
+    resident = _resident_pages(path)
+    assert not any(resident[:64]) and resident[64]  # the end's page stays for the next append
+    w.write(b"x" * 10)  # appends into the kept page
+    w.sync()
+    w.drop_cache(whole=True)
+    assert not any(_resident_pages(path))
+    w.close()
+    assert fs.read_all(path) == data + b"x" * 10  # read back from disk, unchanged

@@ -995,3 +995,58 @@ def test_read_hard_state_without_opening() -> None:
     wal.truncate_suffix(18)  # the newest hard state is now (also) in the meta file
     assert read_hard_state(fs, DIR) == WalHardState(3, 1, 15)
     wal.close()
+
+
+# --- the page cache: a log is written once and read rarely ---
+
+
+def _drop_wal(fs: FaultInjectingFileSystem | OsFileSystem, directory: str, drop: int,
+              segment: int = 256 << 10) -> SegmentedWal:
+    return SegmentedWal(directory, fs=fs, options=WalOptions(
+        max_segment_bytes=segment, fsync=FsyncPolicy.ALWAYS, drop_cache_bytes=drop))
+
+
+def test_synced_log_pages_are_dropped_in_steps_and_a_sealed_segment_whole() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = _drop_wal(fs, DIR, 64 << 10)
+    for i in range(1, 401):  # ~400 KiB: the first segment seals, the second stays active
+        wal.append([entry(i, size=1000)])
+    sizes = {p: len(fs.raw(p)) for p in segment_paths(fs)}
+    sealed, active = sorted(sizes)[:-1], sorted(sizes)[-1]
+    assert len(sealed) == 1
+    # In steps of at least 64 KiB, not after each of the 400 fsyncs (plus the seal's).
+    assert 3 <= fs.stats.cache_drops <= sum(sizes.values()) // (64 << 10) + 1
+    dropped_active = fs.stats.bytes_dropped - sizes[sealed[0]]
+    # The sealed segment whole; of the active one at most its whole pages, at least all but
+    # the last step's worth.
+    assert sizes[active] - (64 << 10) - 4096 <= dropped_active <= sizes[active] // 4096 * 4096
+    assert [e.index for e in wal.entries(1, 401)] == list(range(1, 401))
+    wal.close()
+
+
+def test_a_log_told_to_keep_its_pages_cached_drops_nothing() -> None:
+    fs = FaultInjectingFileSystem()
+    wal = _drop_wal(fs, DIR, 0)
+    fill(wal, 1, 400, size=1000)
+    assert len(segment_paths(fs)) == 2 and fs.stats.cache_drops == 0
+    wal.close()
+    with pytest.raises(ValueError, match="drop_cache_bytes"):
+        _drop_wal(fs, "/other", -1)
+
+
+def test_entries_read_back_the_same_after_their_pages_were_dropped(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fs = OsFileSystem()
+    d = str(tmp_path / "wal")
+    wal = _drop_wal(fs, d, 4096)
+    fill(wal, 1, 600, size=1500)  # several sealed segments, all dropped from the cache
+    assert fs.stats.bytes_dropped > 600 * 1500 * 3 // 4
+    assert [e.data for e in wal.entries(1, 601)] == [entry(i, size=1500).data
+                                                     for i in range(1, 601)]
+    wal.close()
+    wal = _drop_wal(fs, d, 4096)  # and after a reopen (recovery reads them from disk)
+    assert wal.last_index() == 600
+    assert [e.data for e in wal.entries(1, 601)] == [entry(i, size=1500).data
+                                                     for i in range(1, 601)]
+    fill(wal, 601, 700, size=1500)
+    assert wal.entries(700, 701)[0].data == entry(700, size=1500).data
+    wal.close()

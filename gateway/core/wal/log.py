@@ -103,6 +103,15 @@ class WalOptions:
     """Free the compacted head of the first segment with ``punch_hole`` (where supported)."""
     meta_rewrite_bytes: int = 64 << 10
     """Size at which the meta file is rewritten with only its latest records."""
+    drop_cache_bytes: int = 1 << 20
+    """After an fsync, give the OS page cache's copy of the active segment's synced bytes
+    back once at least this many have gathered, and all of a segment when it is sealed
+    (`WritableFile.drop_cache`); 0 keeps them cached (the OS default). A log is written once
+    and read rarely: a node serves recent entries from its in-memory tail
+    (``gateway.node.storage``), so only a follower catching up from far behind, a subscriber
+    far behind or a restart read segments back, from disk. Dropped pages go straight back to
+    the next writes instead of growing the page cache by the whole log
+    (docs/formats/wal.md, "Page cache")."""
 
 
 class EntryLike(Protocol):
@@ -141,6 +150,8 @@ class SegmentedWal:
         self._opts = options if options is not None else WalOptions()
         if not 1024 <= self._opts.max_segment_bytes <= 1 << 31:
             raise ValueError("max_segment_bytes must be between 1 KiB and 2 GiB")
+        if self._opts.drop_cache_bytes < 0:
+            raise ValueError("drop_cache_bytes must be 0 (keep cached) or more")
         self._on_durable = on_durable
         self._append_lock = threading.Lock()
         self._sync_lock = threading.Lock()
@@ -689,6 +700,8 @@ class SegmentedWal:
             seal = old.seal_bytes()
             writer.write(seal)
             writer.sync()
+            if self._opts.drop_cache_bytes:
+                writer.drop_cache(whole=True)
             writer.close()
             with self._lock:
                 self._dirty.pop(id(writer), None)
@@ -723,6 +736,9 @@ class SegmentedWal:
                     f.sync()
                 if dir_dirty:
                     self._fs.sync_dir(self.directory)
+                if self._opts.drop_cache_bytes:
+                    for f in files:
+                        f.drop_cache(self._opts.drop_cache_bytes)
             with self._lock:
                 advanced = upto > self._durable
                 if advanced:
