@@ -114,10 +114,12 @@ def run_compaction(
     target_file_bytes: int,
     should_stop: Callable[[], bool] = lambda: False,
     tombstone_floor: TombstoneFloor = (1 << 64, {}),
+    drop_cache: bool = False,
 ) -> list[tuple[TableMeta, str]]:
     """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their metadata.
 
-    ``new_table()`` allocates a file number and path. Output tables are fsynced; the caller
+    ``new_table()`` allocates a file number and path; ``drop_cache`` is `SSTableWriter`'s.
+    Output tables are fsynced; the caller
     fsyncs the directory and installs the edit. On any exception the partial outputs are
     removed and the exception propagates (the inputs are untouched).
     """
@@ -135,7 +137,7 @@ def run_compaction(
                     continue
             if writer is None:
                 number, path = new_table()
-                writer = SSTableWriter(fs, path, number, block_bytes)
+                writer = SSTableWriter(fs, path, number, block_bytes, drop_cache=drop_cache)
             writer.add(keys, cells)
             if writer.file_bytes >= target_file_bytes:
                 outputs.append((writer.finish(), writer.path))

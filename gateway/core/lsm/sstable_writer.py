@@ -17,7 +17,9 @@ The file is written in chunks of ~1 MiB and synced after every ``sync_bytes`` wr
 (RocksDB's ``bytes_per_sync``): a compaction writing hundreds of megabytes then hands the disk
 a megabyte at a time instead of all of it at ``finish``, whose one large writeback held every
 other fsync on the disk -- the Raft log's, on which each write waits -- for 100 ms and more
-(docs/benchmarks.md, "Change 16").
+(docs/benchmarks.md, "Change 16"). With ``drop_cache`` each of those syncs also gives the
+synced pages back to the OS (`WritableFile.drop_cache`): the data blocks go, the last
+``sync_bytes`` or less (the index, bloom filter and footer that opening the table reads) stay.
 """
 
 from __future__ import annotations
@@ -66,12 +68,13 @@ class SSTableWriter:
     """Builds one table file through ``fs``; see the module docstring for the contract."""
 
     def __init__(self, fs: FileSystem, path: str, number: int, block_bytes: int = 4096,
-                 sync_bytes: int = SYNC_BYTES) -> None:
+                 sync_bytes: int = SYNC_BYTES, *, drop_cache: bool = False) -> None:
         self._file: WritableFile = fs.create(path)
         self.path = path
         self.number = number
         self._block_bytes = block_bytes
         self._sync_bytes = sync_bytes
+        self._drop_cache = drop_cache
         self._unsynced = 0
         self._pending: list[bytes] = [
             SEPARATOR,
@@ -113,6 +116,8 @@ class SSTableWriter:
         if self._unsynced >= self._sync_bytes:
             self._file.sync()
             self._unsynced = 0
+            if self._drop_cache:
+                self._file.drop_cache()
 
     def _write_pending(self) -> None:
         self._file.write_parts(self._pending)

@@ -140,6 +140,10 @@ class LSMStore:
     ``busy_bytes_per_second`` or more, a due compaction waits until its level's pressure
     reaches ``busy_hold`` -- 12 level-0 tables with the defaults -- or the writes pause;
     ``busy_hold=1.0`` compacts as soon as a level is due, LevelDB's rule; see docs/lsm.md),
+    ``drop_table_pages`` (flushes and compactions give the page cache's copy of the data
+    blocks they write back to the OS as they sync them, like RocksDB's direct I/O for flush
+    and compaction: reads fetch them from disk into the block cache; docs/lsm.md, "Page
+    cache"),
     ``wal``/``wal_sync`` (own write-ahead log), ``background`` (threads; ``False`` runs flush
     and compaction inline, deterministically, for tests), ``paranoid_checks`` (verify every
     block of every table at open), ``fs`` (file layer, for fault injection).
@@ -163,6 +167,7 @@ class LSMStore:
         max_immutable: int = 2,
         busy_hold: float = 1.5,
         busy_bytes_per_second: int = 1 << 20,
+        drop_table_pages: bool = True,
         wal: bool = False,
         wal_sync: bool = False,
         background: bool = True,
@@ -183,6 +188,7 @@ class LSMStore:
         self._policy = LeveledPolicy(l0_compaction_trigger, base_level_bytes, level_multiplier)
         self._busy_hold = busy_hold
         self._busy_rate = busy_bytes_per_second
+        self._drop_table_pages = drop_table_pages
         #: Memtable bytes of the memtables frozen so far (with the active one's: all written).
         self._frozen_bytes = 0
         #: ``compact()`` calls waiting: while any does, due compactions are not held.
@@ -741,7 +747,8 @@ class LSMStore:
         if keys:
             number = self._new_file_number()
             path = os.path.join(self.path, table_name(number))
-            writer = SSTableWriter(self._fs, path, number, self._block_bytes)
+            writer = SSTableWriter(self._fs, path, number, self._block_bytes,
+                                   drop_cache=self._drop_table_pages)
             try:
                 writer.add(keys, cells)
                 meta = writer.finish()
@@ -862,6 +869,7 @@ class LSMStore:
             target_file_bytes=self._target_file_bytes,
             should_stop=lambda: self._closing,
             tombstone_floor=self.tombstone_floor(),
+            drop_cache=self._drop_table_pages,
         )
         self._fs.sync_dir(self.path)
         readers = {
