@@ -364,6 +364,11 @@ _fallocate = _load_fallocate()
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 _fadvise = getattr(os, "posix_fadvise", None)
 _PAGE = mmap.PAGESIZE
+#: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
+#: ``write_parts`` hands parts to ``writev`` when they average at least this many bytes (a
+#: copy of large parts costs more than the iovecs; small ones are joined).
+_WRITEV_MIN_PART = 16 << 10
 
 
 class _DropRange:
@@ -390,11 +395,6 @@ class _DropRange:
         """The file was cut to ``size``: later bytes are new (not synced, not dropped)."""
         self.synced = min(self.synced, size)
         self.dropped = min(self.dropped, size - size % _PAGE)
-#: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024) if hasattr(os, "sysconf") else 16
-#: ``write_parts`` hands parts to ``writev`` when they average at least this many bytes (a
-#: copy of large parts costs more than the iovecs; small ones are joined).
-_WRITEV_MIN_PART = 16 << 10
 
 
 class _OsWritable(WritableFile):

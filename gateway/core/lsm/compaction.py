@@ -119,9 +119,9 @@ def run_compaction(
     """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their metadata.
 
     ``new_table()`` allocates a file number and path; ``drop_cache`` is `SSTableWriter`'s.
-    Output tables are fsynced; the caller
-    fsyncs the directory and installs the edit. On any exception the partial outputs are
-    removed and the exception propagates (the inputs are untouched).
+    Output tables are fsynced; the caller fsyncs the directory and installs the edit. On any
+    exception the partial outputs are removed and the exception propagates (the inputs are
+    untouched).
     """
     sources = [t.chunks(None, None, fill_cache=False) for t in c.inputs]  # level 0: newest first
     sources += [_chain(c.overlaps)]
