@@ -8,6 +8,7 @@ from gateway.core import records
 from gateway.core.fileio import OsFileSystem
 from gateway.core.lsm.bloom import BloomBuilder, decode_bloom, key_hash
 from gateway.core.lsm.cache import BlockCache
+from gateway.core.lsm.export import file_crc32c
 from gateway.core.lsm.format import (
     decode_block,
     encode_block,
@@ -107,6 +108,22 @@ def test_a_large_table_is_synced_as_it_is_written_not_only_at_finish(tmp_path):
     assert synced[1 << 20] >= 5
     small, large = (tmp_path / f"t{1 << 20}.sst"), (tmp_path / f"t{1 << 40}.sst")
     assert small.read_bytes() == large.read_bytes()
+
+
+def test_the_writer_knows_its_files_crc_without_reading_it_back(tmp_path):
+    """``file_crc`` is the CRC-32C of the finished file, the snapshot export's checksum,
+    whatever the chunks it was written in."""
+    keys = [b"k%06d" % i for i in range(3000)]
+    cells = [encode_cell(bytes([i % 251]) * (i % 1500)) for i in range(3000)]
+    for block_bytes in (256, 4096):
+        fs = OsFileSystem()
+        path = str(tmp_path / f"c{block_bytes}.sst")
+        w = SSTableWriter(fs, path, 9, block_bytes, sync_bytes=1 << 20)
+        w.add(keys[:1000], cells[:1000])
+        w.add(keys[1000:], cells[1000:])
+        w.finish()
+        assert fs.stats.bytes_read == 0
+        assert w.file_crc == file_crc32c(path)
 
 
 def test_a_run_without_short_cells_is_known_to_hold_no_tombstone():

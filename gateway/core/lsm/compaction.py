@@ -115,8 +115,9 @@ def run_compaction(
     should_stop: Callable[[], bool] = lambda: False,
     tombstone_floor: TombstoneFloor = (1 << 64, {}),
     drop_cache: bool = False,
-) -> list[tuple[TableMeta, str]]:
-    """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their metadata.
+) -> list[tuple[TableMeta, str, int]]:
+    """Merge ``c``'s tables into new files of about ``target_file_bytes``; return their
+    metadata, paths and whole-file CRC-32Cs (``SSTableWriter.file_crc``).
 
     ``new_table()`` allocates a file number and path; ``drop_cache`` is `SSTableWriter`'s.
     Output tables are fsynced; the caller fsyncs the directory and installs the edit. On any
@@ -125,7 +126,7 @@ def run_compaction(
     """
     sources = [t.chunks(None, None, fill_cache=False) for t in c.inputs]  # level 0: newest first
     sources += [_chain(c.overlaps)]
-    outputs: list[tuple[TableMeta, str]] = []
+    outputs: list[tuple[TableMeta, str, int]] = []
     writer: SSTableWriter | None = None
     try:
         for keys, cells in merge_runs(sources):
@@ -140,16 +141,16 @@ def run_compaction(
                 writer = SSTableWriter(fs, path, number, block_bytes, drop_cache=drop_cache)
             writer.add(keys, cells)
             if writer.file_bytes >= target_file_bytes:
-                outputs.append((writer.finish(), writer.path))
+                outputs.append((writer.finish(), writer.path, writer.file_crc))
                 writer = None
         if writer is not None:
-            outputs.append((writer.finish(), writer.path))
+            outputs.append((writer.finish(), writer.path, writer.file_crc))
             writer = None
     except BaseException:
         if writer is not None:
             writer.abandon()
-            outputs.append((TableMeta(writer.number, 0, 0, b"", b""), writer.path))
-        for _, path in outputs:
+            outputs.append((TableMeta(writer.number, 0, 0, b"", b""), writer.path, 0))
+        for _, path, _ in outputs:
             with contextlib.suppress(Exception):  # best effort; the next open removes orphans
                 fs.discard(path)
         raise

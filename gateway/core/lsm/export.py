@@ -4,8 +4,9 @@ Used for Raft InstallSnapshot. ``export_snapshot(store, dest)`` flushes the stor
 hard-links (or copies) every table of the current version into ``dest`` and writes
 ``SNAPSHOT``, a record stream of one header record (tag ``0xEC``: format, applied log index,
 file count) and one record per file (tag ``0xED``: name, level, size, CRC-32C of the whole
-file -- computed once per table and kept by number in ``LSMStore.table_crcs``, since tables
-never change -- entries, key range), all JSON. ``import_snapshot(src, dest)`` checks every
+file -- the store computes it as it writes a table (``SSTableWriter.file_crc``), and for a
+table it opened from disk once, kept by number in ``LSMStore.table_crcs``, since tables never
+change -- entries, key range), all JSON. ``import_snapshot(src, dest)`` checks every
 file against its size and checksum before it creates a store in ``dest`` whose manifest is
 built from the layout; a mismatch raises :class:`~.errors.CorruptionError` naming the file.
 """
@@ -94,7 +95,7 @@ def export_snapshot(store: LSMStore, dest: str, fs: FileSystem | None = None) ->
             name = table_name(table.number)
             target = os.path.join(dest, name)
             fs.link(table.path, target)
-            crc = crcs.get(table.number)
+            crc = table.file_crc if table.file_crc is not None else crcs.get(table.number)
             if crc is None:
                 crc = crcs[table.number] = file_crc32c(target, fs)
             records.append(

@@ -94,10 +94,14 @@ class SSTableReader:
     """An open, verified-at-open table. See the module docstring for contracts."""
 
     def __init__(
-        self, path: str, number: int, cache: BlockCache, *, fs: FileSystem | None = None
+        self, path: str, number: int, cache: BlockCache, *, fs: FileSystem | None = None,
+        file_crc: int | None = None,
     ) -> None:
         self.path = path
         self.number = number
+        #: CRC-32C of the whole file when the store wrote it (``SSTableWriter.file_crc``),
+        #: None for a table opened from disk.
+        self.file_crc = file_crc
         self._cache = cache
         self._id = next(_ids)
         self._blocks: dict[int, bytes] = {}  # block index -> checked payload (the cache's)

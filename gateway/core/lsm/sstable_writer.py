@@ -29,6 +29,8 @@ import sys
 from array import array
 from typing import NamedTuple
 
+import crc32c as _crc32c
+
 from gateway.core.accel import load
 from gateway.core.fileio import FileSystem, WritableFile
 from gateway.core.lsm.bloom import BloomBuilder
@@ -75,6 +77,10 @@ class SSTableWriter:
         self._block_bytes = block_bytes
         self._sync_bytes = sync_bytes
         self._drop_cache = drop_cache
+        #: CRC-32C (standard form) of every byte written so far: the whole file's once
+        #: finished, what a snapshot export records (``export.file_crc32c``) without reading
+        #: the file back.
+        self.file_crc = 0
         self._unsynced = 0
         self._pending: list[bytes] = [
             SEPARATOR,
@@ -120,6 +126,10 @@ class SSTableWriter:
                 self._file.drop_cache()
 
     def _write_pending(self) -> None:
+        crc = self.file_crc
+        for part in self._pending:
+            crc = _crc32c.crc32c(part, crc)
+        self.file_crc = crc
         self._file.write_parts(self._pending)
         self._offset += self._pending_bytes
         self._unsynced += self._pending_bytes

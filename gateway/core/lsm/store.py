@@ -211,8 +211,10 @@ class LSMStore:
         self._pins = 0
         self._deferred: list[str] = []
         self._readers: dict[int, SSTableReader] = {}
-        #: CRC-32C of whole table files by number, computed once by the first snapshot export
-        #: that includes the table (tables never change; exports run one at a time).
+        #: CRC-32C of whole table files by number, for tables opened from disk (those the store
+        #: writes carry theirs: ``SSTableReader.file_crc``), computed once by the first
+        #: snapshot export that includes the table (tables never change; exports run one at a
+        #: time).
         self.table_crcs: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
         self._wal: MemtableLogWriter | None = None
@@ -756,7 +758,8 @@ class LSMStore:
                 writer.abandon()
                 raise
             self._fs.sync_dir(self.path)
-            reader = SSTableReader(path, number, self._cache, fs=self._fs)
+            reader = SSTableReader(path, number, self._cache, fs=self._fs,
+                                   file_crc=writer.file_crc)
             edit.add.append((0, meta))
         self._install(edit, {reader.number: reader} if reader else {}, pop_imm=pop)
 
@@ -873,10 +876,11 @@ class LSMStore:
         )
         self._fs.sync_dir(self.path)
         readers = {
-            meta.number: SSTableReader(path, meta.number, self._cache, fs=self._fs)
-            for meta, path in outputs
+            meta.number: SSTableReader(path, meta.number, self._cache, fs=self._fs,
+                                       file_crc=crc)
+            for meta, path, crc in outputs
         }
-        edit = self._compaction_edit(c, [meta for meta, _ in outputs])
+        edit = self._compaction_edit(c, [meta for meta, _, _ in outputs])
         self._install(edit, readers)
         self._delete_obsolete(c.inputs + c.overlaps)
         return True
