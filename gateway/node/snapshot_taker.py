@@ -1,9 +1,9 @@
 """``SnapshotTaker``: the node's own snapshots, taken off the Raft loop.
 
 A snapshot of a ~50 MB store took about a second when its tables were packed into an archive
-file; now (flush the LSM store, link its tables, checksum the new ones, move the directory)
-it is mostly the flush, which can still wait behind a busy compaction. The Raft loop must not
-wait for that: a leader that stops ticking and heartbeating for a second is deposed by
+file; now (flush the LSM store, link its tables, checksum those it opened from disk, move the
+directory) it is mostly the flush, which can still wait behind a busy compaction. The Raft loop
+must not wait for that: a leader that stops ticking and heartbeating for a second is deposed by
 check-quorum. So the driver only *schedules* snapshots; the work runs in a job on the taker's
 own thread (not the driver's I/O thread, which must stay free for the WAL fsyncs of every
 Ready) while the loop keeps ticking, persisting, sending and applying::
