@@ -731,14 +731,14 @@ class SegmentedWal:
                 self._dirty.clear()
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
                 upto = self._last
+            drop = self._opts.drop_cache_bytes
             with self._io():
                 for f in files:
                     f.sync()
+                    if drop:
+                        f.drop_cache(drop)
                 if dir_dirty:
                     self._fs.sync_dir(self.directory)
-                if self._opts.drop_cache_bytes:
-                    for f in files:
-                        f.drop_cache(self._opts.drop_cache_bytes)
             with self._lock:
                 advanced = upto > self._durable
                 if advanced:
