@@ -79,6 +79,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="directory on the disk to test (default: a "
                     "temporary one)")
     args = ap.parse_args()
+    if args.mib < 1 or args.rounds < 1:
+        ap.error("--mib and --rounds must be at least 1")
     fs = OsFileSystem()
     with tempfile.TemporaryDirectory(dir=args.dir) as d:
         rows = []
