@@ -5,9 +5,10 @@
 
 What each node's ``applier-sqlite`` thread does per committed transaction, without the rest of
 the node: a source that, like the node's committed-log source, keeps the log's entries as bytes
-and reads each read batch of them as the node does (``PayloadSource``), the real ``Dispatcher``
-(read batches of 256, the columns path) and the built-in ``SqliteApplier`` on a temporary file
-(synchronous=NORMAL, WAL). Transactions insert ``--rows`` rows each into one table, values of
+and reads each read batch of them as the node does (``PayloadSource``: at most 4 MiB), the real
+``Dispatcher`` with the node's settings for it (``NODE_CONFIG``: read batches of 1,024, the
+columns path) and the built-in ``SqliteApplier`` on a temporary file (synchronous=NORMAL,
+WAL). Transactions insert ``--rows`` rows each into one table, values of
 ``--value-bytes`` (10 by default), as ``bench_node.py``'s cells do, under the node process's
 collector policy (``gateway.node.gc_policy``) where the tree has one. Prints CPU and wall time
 per transaction and per row, and the share of the CPU spent inside
@@ -55,6 +56,8 @@ try:  # the node's read of a batch of entries in one C loop (trees since stop 44
     from gateway.raft import Entry
 except ImportError:
     feed_entries = None
+#: The node's source stops a read at this many bytes of entries (at least one entry).
+READ_BYTES = 4 << 20
 try:  # the collector policy of the node's process (trees since stop 31)
     from gateway.node import gc_policy
 except ImportError:
@@ -77,6 +80,14 @@ class PayloadSource:
         return len(self._payloads)
 
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
+        payloads = self._payloads[from_index - 1:from_index - 1 + max_entries]
+        size, count = 0, 0
+        for data in payloads:  # the longest prefix within READ_BYTES, never empty
+            size += len(data)
+            if count and size > READ_BYTES:
+                break
+            count += 1
+        max_entries = count
         if feed_entries is not None:
             ents = self._entries[from_index - 1:from_index - 1 + max_entries]
             got, todo = feed_entries(_UNIT, ents, set(), CommittedEntry)
@@ -115,6 +126,9 @@ def rows_of(payloads: list[bytes]) -> list[tuple[str, str]]:
                 out.append((rec.key_values[0].string_value, rec.after_values[0].string_value))
     return out
 
+
+#: The dispatcher's settings for the node's embedded SQLite applier (``gateway.node.server``).
+NODE_CONFIG = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
 
 #: Rows per statement of the applier's multi-row inserts (``gateway.appliers.sqlite``), the
 #: largest first; the rest go one by one.
@@ -183,8 +197,7 @@ def main() -> None:
                 spent[0] += time.process_time() - t0
 
         applier.apply_columns = timed  # type: ignore[method-assign]
-        d = Dispatcher(applier, PayloadSource(data), Path(tmp) / "state",
-                       config=DispatcherConfig())
+        d = Dispatcher(applier, PayloadSource(data), Path(tmp) / "state", config=NODE_CONFIG)
         c0, w0 = time.process_time(), time.perf_counter()
         d.run()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
