@@ -3,28 +3,20 @@ refuses arguments that would make it divide by zero."""
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_applier_feed.py"
+from tests.harness.benchmarks import BENCHMARKS, load_benchmark
+
+_SCRIPT = BENCHMARKS / "bench_applier_feed.py"
 
 
 @pytest.fixture(scope="module")
 def bench():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(_SCRIPT.parent))
-    try:
-        loaded = importlib.util.spec_from_file_location("bench_applier_feed", _SCRIPT)
-        assert loaded is not None and loaded.loader is not None
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(_SCRIPT.parent))
-    return module
+    return load_benchmark("bench_applier_feed")
 
 
 def test_rows_of_reads_back_every_row_the_payloads_insert(bench):
@@ -34,7 +26,7 @@ def test_rows_of_reads_back_every_row_the_payloads_insert(bench):
     assert all(v == "xxxx" for _, v in rows)
 
 
-def test_sqlite_alone_writes_the_same_rows_in_the_given_transactions(bench, tmp_path):
+def test_sqlite_alone_writes_the_same_rows_with_the_applier_s_pages_and_journal(bench, tmp_path):
     rows = bench.rows_of(bench.payloads(60, 3, 10))  # 180 rows: 128 + 16 + 1-row statements
     path = tmp_path / "floor.db"
     spent = bench.sqlite_floor(rows, [150, 30], path)

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-_SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_cell_sequence.py"
+from tests.harness.benchmarks import BENCHMARKS, load_benchmark
+
+_SCRIPT = BENCHMARKS / "bench_cell_sequence.py"
 
 
 def _parse(spec: str):  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    sys.path.insert(0, str(_SCRIPT.parent))
-    try:
-        loaded = importlib.util.spec_from_file_location("bench_cell_sequence", _SCRIPT)
-        assert loaded is not None and loaded.loader is not None
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(_SCRIPT.parent))
-    return module.parse_cells(spec)
+    return load_benchmark("bench_cell_sequence").parse_cells(spec)
 
 
 def test_cells_are_kind_size_seconds_and_an_optional_repeat():
