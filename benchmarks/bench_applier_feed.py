@@ -6,7 +6,7 @@
 What each node's ``applier-sqlite`` thread does per committed transaction, without the rest of
 the node: a source that, like the node's committed-log source, keeps the log's entries as bytes
 and reads each read batch of them as the node does (``PayloadSource``: at most 4 MiB), the real
-``Dispatcher`` with the node's settings for it (``NODE_CONFIG``: read batches of 1,024, the
+``Dispatcher`` with the node's settings for it (``SQLITE_DISPATCH``: read batches of 1,024, the
 columns path) and the built-in ``SqliteApplier`` on a temporary file (synchronous=NORMAL,
 WAL). Transactions insert ``--rows`` rows each into one table, values of
 ``--value-bytes`` (10 by default), as ``bench_node.py``'s cells do, under the node process's
@@ -45,6 +45,9 @@ import bench_node as bn
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.source import CommittedEntry
 from gateway.appliers.sqlite import SqliteApplier
+from gateway.node.feed import _READ_BYTES  # where the node's source stops a read
+from gateway.raft import Entry
+from gateway.raft.types import limit_size
 from gateway.v1 import transaction_pb2
 
 try:  # the node's read of one transaction entry (trees since stop 31)
@@ -53,11 +56,12 @@ except ImportError:
     transaction_entry = None
 try:  # the node's read of a batch of entries in one C loop (trees since stop 44)
     from gateway.node.feed import _UNIT, feed_entries
-    from gateway.raft import Entry
 except ImportError:
     feed_entries = None
-#: The node's source stops a read at this many bytes of entries (at least one entry).
-READ_BYTES = 4 << 20
+try:  # the node's dispatcher settings for SQLite, named (trees since stop 50)
+    from gateway.node.server import SQLITE_DISPATCH
+except ImportError:  # what earlier trees' nodes wrote in place
+    SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64)
 try:  # the collector policy of the node's process (trees since stop 31)
     from gateway.node import gc_policy
 except ImportError:
@@ -72,29 +76,21 @@ class PayloadSource:
     entry, else parsed at each read."""
 
     def __init__(self, payloads: list[bytes]) -> None:
-        self._payloads = [b"\x01" + p for p in payloads]
-        self._entries = ([Entry(1, i + 1, data=d) for i, d in enumerate(self._payloads)]
-                         if feed_entries is not None else [])
+        self._entries = [Entry(1, i + 1, data=b"\x01" + p) for i, p in enumerate(payloads)]
 
     def last_index(self) -> int:
-        return len(self._payloads)
+        return len(self._entries)
 
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
-        payloads = self._payloads[from_index - 1:from_index - 1 + max_entries]
-        size, count = 0, 0
-        for data in payloads:  # the longest prefix within READ_BYTES, never empty
-            size += len(data)
-            if count and size > READ_BYTES:
-                break
-            count += 1
-        max_entries = count
+        # As the node's log storage reads: at most _READ_BYTES of entries, never none.
+        ents = limit_size(self._entries[from_index - 1:from_index - 1 + max_entries],
+                          _READ_BYTES)
         if feed_entries is not None:
-            ents = self._entries[from_index - 1:from_index - 1 + max_entries]
             got, todo = feed_entries(_UNIT, ents, set(), CommittedEntry)
             assert not todo  # transactions only: nothing left for the Python path
             return got
         out = []
-        for i, data in enumerate(self._payloads[from_index - 1:from_index - 1 + max_entries]):
+        for i, data in enumerate(e.data for e in ents):
             if transaction_entry is not None:
                 out.append(transaction_entry(from_index + i, data))
                 continue
@@ -126,9 +122,6 @@ def rows_of(payloads: list[bytes]) -> list[tuple[str, str]]:
                 out.append((rec.key_values[0].string_value, rec.after_values[0].string_value))
     return out
 
-
-#: The dispatcher's settings for the node's embedded SQLite applier (``gateway.node.server``).
-NODE_CONFIG = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
 
 #: Rows per statement of the applier's multi-row inserts (``gateway.appliers.sqlite``), the
 #: largest first; the rest go one by one.
@@ -197,7 +190,7 @@ def main() -> None:
                 spent[0] += time.process_time() - t0
 
         applier.apply_columns = timed  # type: ignore[method-assign]
-        d = Dispatcher(applier, PayloadSource(data), Path(tmp) / "state", config=NODE_CONFIG)
+        d = Dispatcher(applier, PayloadSource(data), Path(tmp) / "state", config=SQLITE_DISPATCH)
         c0, w0 = time.process_time(), time.perf_counter()
         d.run()
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0

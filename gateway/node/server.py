@@ -80,6 +80,15 @@ __all__ = ["GatewayNode", "NodeStartError"]
 log = logging.getLogger("gateway.node")
 #: How long a leader stopping gracefully waits for the marker sealing its open epoch.
 _SEAL_TIMEOUT_S = 1.0
+#: The dispatcher of the embedded SQLite applier. SQLite has one writer: worker threads only
+#: add contention (their batches serialize on SQLite's lock), and reducing a window of
+#: transactions as one unit makes one SQLite transaction of up to ``max_batch`` rows instead of
+#: one unit per log transaction. The dispatcher flushes a partial window after every read, so
+#: a lone write is not held back. Reads of up to 1,024 entries (4 MiB at most, the source's
+#: cap): under load each read is one SQLite transaction, and 10 B one-row transactions then
+#: cost SQLite half the bytes and the applier ~8 % less CPU than reads of 256 (1 KiB: -8 %
+#: bytes, -2 % CPU; docs/benchmarks.md, stop 50).
+SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
 
 _ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
          Role.PRE_CANDIDATE: "pre-candidate"}
@@ -534,17 +543,8 @@ class GatewayNode:
                 os.makedirs(os.path.join(cfg.data_dir, "sqlite"), exist_ok=True)
                 opts["path"] = os.path.join(cfg.data_dir, "sqlite", "gateway.db")
             applier = factories[name].build(opts)
-            # The embedded SQLite applier has one writer: worker threads only add contention
-            # (their batches serialize on SQLite's lock), and reducing a window of
-            # transactions as one unit makes one SQLite transaction of up to ``max_batch``
-            # rows instead of one unit per log transaction. The dispatcher flushes a partial
-            # window after every read, so a lone write is not held back. Reads of up to 1,024
-            # entries (4 MiB at most, the source's cap): under load each read is one SQLite
-            # transaction, and 10 B one-row transactions then cost SQLite half the bytes and
-            # the applier ~8 % less CPU than reads of 256 (1 KiB: -8 % bytes, -2 % CPU;
-            # docs/benchmarks.md, stop 50).
-            dcfg = (DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
-                    if name == "sqlite" else DispatcherConfig(poll_interval=0.05))
+            dcfg = (SQLITE_DISPATCH if name == "sqlite"
+                    else DispatcherConfig(poll_interval=0.05))
             hosted.add(name, applier, scope, dcfg)
         self.appliers = hosted
         hosted.start()
