@@ -3,26 +3,14 @@ figure, and its table carries every cell's steal share in a column compare_revis
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from tests.harness.benchmarks import BENCHMARKS, load_benchmark
 
-
-def _load(name: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bn = _load("bench_node")
-compare = _load("compare_revisions")
+bn = load_benchmark("bench_node")
+compare = load_benchmark("compare_revisions")
 
 
 def _etcd(mode: str, clients: int, rows_per_s: float, p50: float, p99: float,
@@ -90,7 +78,7 @@ def test_arguments_it_would_fail_on_later_are_refused_before_anything_starts(
     an unknown --only name ran nothing and printed empty tables)."""
     import subprocess
 
-    done = subprocess.run([sys.executable, str(_BENCH / "bench_node.py"), *argv],
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_node.py"), *argv],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2
     assert said in done.stderr

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from tests.harness.benchmarks import load_benchmark
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "compare_revisions.py"
-_spec = importlib.util.spec_from_file_location("compare_revisions", _PATH)
-assert _spec is not None and _spec.loader is not None
-compare = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(compare)
+compare = load_benchmark("compare_revisions")
 
 
 def test_table_rows_are_named_by_their_text_cells_and_case_column():
