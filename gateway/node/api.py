@@ -14,6 +14,10 @@ Semantics (details in docs/node.md, "API"):
   ``gateway-field``; nothing of a rejected write (or of a WriteBatch holding one) is applied.
   A request that does not parse is INVALID_ARGUMENT too (field ``request``, see
   ``api_handlers``); one over ``max_request_bytes`` is RESOURCE_EXHAUSTED.
+- A conditional write whose condition fails when it is applied: FAILED_PRECONDITION, message
+  ``conditions[i]: schema.table key (...): why``, trailing ``gateway-field``; in a
+  WriteBatch only that write is refused (``WriteBatchResponse.errors``), in a StreamWrite its
+  ack carries the code, message and field.
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from google.protobuf.message import Message as PbMessage
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
+from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 from .api_handlers import serialized
+from .conditions import check_conditions
 from .errors import (
     NodeError,
     NodeStoppedError,
     NotLeaderError,
+    PreconditionFailed,
     ProposalLostError,
     ReadTimeoutError,
     RequestTooLargeError,
@@ -98,6 +105,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                                                               ...]]:
         if isinstance(exc, InvalidRequest):
             return grpc.StatusCode.INVALID_ARGUMENT, (("gateway-field", exc.field),)
+        if isinstance(exc, PreconditionFailed):
+            return grpc.StatusCode.FAILED_PRECONDITION, (("gateway-field", exc.field),)
         if isinstance(exc, NotLeaderError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
@@ -178,7 +187,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
-                                                   wire=True)
+                                                   wire=True, conditions=req.conditions)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
@@ -195,6 +204,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
             try:
+                if w.conditions:
+                    check_conditions(w.conditions, schemas)
                 created = checker.check(raw, w.statements, schemas)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
@@ -204,15 +215,23 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
-                                 wire=True, unrecorded=w.idempotency_key in fresh)
+                                 wire=True, unrecorded=w.idempotency_key in fresh,
+                                 conditions=w.conditions)
                 for w, (created, raw) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
         # gather schedules a callback per future (~3 us each on the leader's loop).
         results: list[bytes] = []
+        errors: list[bytes] = []  # serialized WriteErrors: refused conditional writes
         try:
-            for f in futs:
-                results.append(serialized(await f))
+            for i, f in enumerate(futs):
+                try:
+                    results.append(serialized(await f))
+                except PreconditionFailed as exc:  # refused alone; the others are applied
+                    results.append(b"")
+                    errors.append(gateway_pb2.WriteError(
+                        index=i, code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+                        error=str(exc), field=exc.field).SerializeToString())
         except BaseException:
             for f in futs:
                 if not f.done():
@@ -222,7 +241,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             raise
         # The response's bytes from the results' (a WriteBatchResponse is its repeated
         # results field): no WriteResult message is parsed, copied or serialized again.
-        return frame_field(_RESULTS_KEY, results)
+        out = frame_field(_RESULTS_KEY, results)
+        return out + frame_field(_ERRORS_KEY, errors) if errors else out
 
     async def Write(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Write", request, context)
@@ -262,11 +282,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return ack_bytes(seq, serialized(fut.result()))
             if isinstance(exc, grpc.aio.AioRpcError):
                 code, msg = exc.code(), exc.details() or ""
+                meta = tuple(exc.trailing_metadata() or ())
             else:
-                code, _ = self._status_of(exc)
+                code, meta = self._status_of(exc)
                 msg = str(exc)
-            return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0],
-                                              error=msg).SerializeToString()
+            field = next((v for k, v in meta if k == "gateway-field"), "")
+            return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg,
+                                              field=field).SerializeToString()
 
         def ack_done(seq: int, futs: list[asyncio.Future[Any]], at: int) -> None:
             """Ack ``futs[at:]`` up to the first write not done (write ``i`` has sequence
@@ -284,7 +306,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
                                               time.time_ns(), raw=frame_request(req),
-                                              wire=True)
+                                              wire=True, conditions=req.conditions)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -304,7 +326,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return fut
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
-                                        wire=True, unrecorded=w.idempotency_key in fresh)
+                                        wire=True, unrecorded=w.idempotency_key in fresh,
+                                        conditions=w.conditions)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:

@@ -10,17 +10,20 @@
     │                         (safe to retry with the same idempotency key)
     ├── NodeStoppedError      the node is shutting down or was removed: UNAVAILABLE
     ├── ReadTimeoutError      no read index was confirmed in time: UNAVAILABLE
-    └── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
-                              RESOURCE_EXHAUSTED (the API server refuses larger requests
-                              itself, before reading them)
+    ├── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
+    │                         RESOURCE_EXHAUSTED (the API server refuses larger requests
+    │                         itself, before reading them)
+    └── PreconditionFailed    a conditional write's condition did not hold when it was
+                              applied (``conditions``): FAILED_PRECONDITION naming
+                              ``field`` (``conditions[i]``) in trailing metadata
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
     TimeoutError                             DEADLINE_EXCEEDED
 """
 
 from __future__ import annotations
 
-__all__ = ["NodeError", "NodeStoppedError", "NotLeaderError", "ProposalLostError",
-           "ReadTimeoutError", "RequestTooLargeError"]
+__all__ = ["NodeError", "NodeStoppedError", "NotLeaderError", "PreconditionFailed",
+           "ProposalLostError", "ReadTimeoutError", "RequestTooLargeError"]
 
 
 class NodeError(Exception):
@@ -50,3 +53,14 @@ class ReadTimeoutError(NodeError):
 
 class RequestTooLargeError(NodeError):
     """A request is larger than this node's ``max_request_bytes``."""
+
+
+class PreconditionFailed(NodeError):
+    """A conditional write was refused: the condition ``field`` (``conditions[i]``) did not
+    hold when the entry was applied; ``str()`` is ``field: reason`` (the reason names the
+    table, the key and what was found)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")

@@ -1,0 +1,342 @@
+"""Conditional writes (docs/node.md, "Conditional writes"): a write carries the row states it
+was computed from; every replica checks them when it applies the entry and refuses the whole
+transaction with FAILED_PRECONDITION naming the condition, its table and key."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import pytest
+
+from gateway.client import (
+    AsyncGatewayClient,
+    Condition,
+    GatewayError,
+    PreconditionFailed,
+    row_delete,
+    row_insert,
+    row_update,
+)
+from gateway.node import keys
+from gateway.node.channels import _record
+from gateway.node.conditions import conditions_field
+from gateway.node.errors import PreconditionFailed as NodePreconditionFailed
+from gateway.node.state_machine import StoreStateMachine
+from gateway.node.wire import encode_transaction, encode_transaction_wire, frame_statements
+from gateway.raft import Entry, EntryType
+from gateway.v1 import gateway_pb2, gtid_pb2, transaction_pb2
+
+from .conftest import leader_of, node_configs, run, running, wait_for
+
+T0 = 1_700_000_000 * 10**9
+
+
+def _entry(index: int, stmts: list, conditions: list | None = None, key: str = "") -> Entry:
+    """A transaction entry with trans id ``index`` (as the leader builds it)."""
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=1, trans_id=index), epoch=1 << 32 | 1, author=1,
+        start_timestamp_ns=T0 + index, commit_timestamp_ns=T0 + index, segment_id=1,
+        end_segment=True, statements=stmts, conditions=conditions or [])
+    return Entry(term=1, index=index, type=EntryType.NORMAL, data=encode_transaction(txn, key))
+
+
+def _acct(i: int, balance: int) -> list:
+    return [row_insert("bank.acct", {"id": i}, {"balance": balance})]
+
+
+def _balance(sm: StoreStateMachine, i: int) -> int | None:
+    from gateway.client import python_row
+    from gateway.v1 import value_pb2
+
+    row = sm.get_row("bank", "acct", [value_pb2.Value(int_value=i)])
+    return None if row is None else python_row(row)["balance"]
+
+
+# -- the state machine ---------------------------------------------------------------------
+
+
+def test_each_condition_kind_holds_or_refuses_the_whole_transaction(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "s"))
+    sm.apply([_entry(1, _acct(1, 100))])
+    new_row = _acct(2, 5)
+    both = [row_update("bank.acct", {"id": 1}, {"balance": 90}), *new_row]
+    cases = [  # (conditions, holds)
+        ([Condition.absent("bank.acct", 2)], True),
+        ([Condition.absent("bank.acct", 1)], False),
+        ([Condition.gtid("bank.acct", 1, (1, 1))], True),
+        ([Condition.gtid("bank.acct", 1, (1, 7))], False),
+        ([Condition.gtid("bank.acct", 9, (1, 1))], False),        # no such row
+        ([Condition.values("bank.acct", 1, {"balance": 100})], True),
+        ([Condition.values("bank.acct", 1, {"balance": 99})], False),
+        ([Condition.values("bank.acct", 1, {"id": 1, "note": None})], True),  # never written
+        ([Condition.values("bank.acct", 1, {"balance": None})], False),
+        ([Condition.absent("bank.acct", 2), Condition.absent("bank.acct", 1)], False),
+    ]
+    index = 1
+    for conds, holds in cases:
+        index += 1
+        sm2 = StoreStateMachine(str(tmp_path / f"c{index}"))
+        sm2.apply([_entry(1, _acct(1, 100))])
+        [out] = sm2.apply([_entry(index, both, conds)])
+        assert sm2.last_trans_id == index  # a refused transaction consumes its GTID too
+        if holds:
+            assert out.error is None and not sm2.skipped(index), conds
+            assert (_balance(sm2, 1), _balance(sm2, 2)) == (90, 5)
+        else:
+            assert isinstance(out.error, NodePreconditionFailed), conds
+            assert sm2.skipped(index)  # appliers, subscribers and channels pass it over
+            assert (_balance(sm2, 1), _balance(sm2, 2)) == (100, None)  # nothing applied
+        sm2.close()
+    sm.close()
+
+
+def test_a_refusal_names_the_condition_its_table_and_key_and_creates_no_table(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "s"))
+    sm.apply([_entry(1, _acct(1, 100))])
+    [out] = sm.apply([_entry(2, [row_insert("bank.log", {"id": 1}, {"x": 1})], [
+        Condition.values("bank.acct", 1, {"balance": 100}),
+        Condition.values("bank.acct", 1, {"balance": 50})])])
+    err = out.error
+    assert isinstance(err, NodePreconditionFailed)
+    assert err.field == "conditions[1]"
+    assert str(err) == ("conditions[1]: bank.acct key (1): expected balance = 50, "
+                        "found 100")
+    assert "bank.log" not in sm.schemas  # the refused write's new table is not created
+    [gone] = sm.apply([_entry(3, [row_delete("bank.acct", {"id": 1})],
+                              [Condition.gtid("bank.acct", 1, (1, 2))])])
+    assert str(gone.error) == ("conditions[0]: bank.acct key (1): expected the row last "
+                               "written by 1:2, but 1:1 wrote it last")
+    sm.close()
+
+
+def test_a_condition_sees_a_row_written_earlier_in_the_same_apply_batch(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "s"))
+    sm.apply([_entry(1, _acct(1, 100))])
+    outs = sm.apply([
+        _entry(2, [row_update("bank.acct", {"id": 1}, {"balance": 80})],
+               [Condition.values("bank.acct", 1, {"balance": 100})]),
+        # computed from the same read (balance 100): refused, the row changed at entry 2
+        _entry(3, [row_update("bank.acct", {"id": 1}, {"balance": 70})],
+               [Condition.values("bank.acct", 1, {"balance": 100})]),
+        # computed from entry 2's result: holds
+        _entry(4, [row_update("bank.acct", {"id": 1}, {"balance": 60})],
+               [Condition.gtid("bank.acct", 1, (1, 2))]),
+        _entry(5, _acct(7, 1), [Condition.absent("bank.acct", 7)]),
+        _entry(6, _acct(7, 2), [Condition.absent("bank.acct", 7)]),  # inserted at 5
+    ])
+    assert [o.error is None for o in outs] == [True, False, True, True, False]
+    assert (_balance(sm, 1), _balance(sm, 7)) == (60, 1)
+    sm.close()
+
+
+def test_a_retry_of_a_refused_write_gets_the_same_refusal_even_once_it_would_hold(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "s"))
+    sm.apply([_entry(1, _acct(1, 100))])
+    cond = [Condition.values("bank.acct", 1, {"balance": 90})]
+    upd = [row_update("bank.acct", {"id": 1}, {"balance": 0})]
+    [first] = sm.apply([_entry(2, upd, cond, key="k")])
+    assert isinstance(first.error, NodePreconditionFailed)
+    sm.apply([_entry(3, [row_update("bank.acct", {"id": 1}, {"balance": 90})])])
+    [retry] = sm.apply([_entry(4, upd, cond, key="k")])  # the condition holds now
+    assert str(retry.error) == str(first.error) and _balance(sm, 1) == 90
+    assert sm.skipped(4)
+    # the leader answers a retry without proposing it from the same record
+    res = sm.idempotent_result("k", T0 + 10)
+    assert res is not None and str(sm.refusal_at(res.log_index)) == str(first.error)
+    # in one batch: the refusal and its retry
+    outs = sm.apply([_entry(5, upd, [Condition.absent("bank.acct", 1)], key="k2"),
+                     _entry(6, upd, [Condition.absent("bank.acct", 1)], key="k2")])
+    assert [str(o.error) for o in outs] == [str(outs[0].error)] * 2
+    assert outs[0].error is not None and _balance(sm, 1) == 90
+    sm.close()
+
+
+def test_replaying_the_log_in_other_batches_decides_and_stores_the_same(tmp_path):
+    log = [_entry(1, _acct(1, 100))]
+    for i in range(2, 40):  # pairs of increments computed from one read: one of each fails
+        prev = 100 + (i - 2) // 2
+        log.append(_entry(i, [row_update("bank.acct", {"id": 1}, {"balance": prev + 1})],
+                          [Condition.values("bank.acct", 1, {"balance": prev})],
+                          key=f"k{i % 5}"))
+    outcomes = []
+    stores = []
+    for n, cut in enumerate(([len(log)], [1] * len(log), [3, 7, 1, 20, 8])):
+        sm = StoreStateMachine(str(tmp_path / f"r{n}"))
+        got, at = [], 0
+        for size in cut:
+            got += [str(o.error) if o.error else o.result.log_index
+                    for o in sm.apply(log[at:at + size])]
+            at += size
+        got += [str(o.error) if o.error else o.result.log_index for o in sm.apply(log[at:])]
+        sm.flush()
+        outcomes.append(got)
+        stores.append(sorted(sm.store.scan(b"", b"\xff")))
+        sm.close()
+    assert outcomes[0] == outcomes[1] == outcomes[2]
+    assert stores[0] == stores[1] == stores[2]
+    assert any(isinstance(o, str) for o in outcomes[0]) and any(
+        isinstance(o, int) for o in outcomes[0])
+
+
+def test_a_conditional_entry_is_the_serialized_transaction_and_plain_ones_unchanged():
+    stmts = _acct(1, 5)
+    conds = [Condition.absent("bank.acct", 1), Condition.gtid("bank.acct", 2, (1, 3))]
+    raw = frame_statements(stmts)
+    plain = encode_transaction_wire(1, 9, 4, 1, T0, T0 + 1, raw, "k")
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=1, trans_id=9), epoch=4, author=1, start_timestamp_ns=T0,
+        commit_timestamp_ns=T0 + 1, statements=stmts, segment_id=1, end_segment=True,
+        idempotency_key="k")
+    assert plain == encode_transaction(txn)
+    txn.conditions.extend(conds)
+    assert plain + conditions_field(conds) == encode_transaction(txn)
+
+
+def test_a_channel_strips_conditions_from_replicated_transactions():
+    txn = transaction_pb2.Transaction(statements=_acct(1, 5),
+                                      conditions=[Condition.absent("bank.acct", 1)])
+    rec = _record(gateway_pb2.ChangeEvent(log_index=3, transaction=txn))
+    assert not rec.item.transaction.conditions
+    assert list(rec.item.transaction.statements) == list(txn.statements)
+
+
+# -- through the API ---------------------------------------------------------------------------
+
+
+async def _increment(c: AsyncGatewayClient, times: int) -> int:
+    """Read-modify-write ``times`` increments of bank.acct 1, retrying refused ones."""
+    refused = 0
+    for _ in range(times):
+        while True:
+            resp = await c.read("bank.acct", 1)
+            row = resp.row
+            value = row.values[0].int_value
+            try:
+                await c.write([row_update("bank.acct", {"id": 1}, {"balance": value + 1})],
+                              conditions=[Condition.gtid("bank.acct", 1, row.gtid)])
+                break
+            except PreconditionFailed as exc:
+                assert exc.table == "bank.acct" and exc.key == [1]
+                refused += 1
+    return refused
+
+
+def test_two_clients_incrementing_one_row_lose_no_update(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            await leader_of(nodes)
+            async with AsyncGatewayClient(cfgs[0].api) as a, \
+                    AsyncGatewayClient(cfgs[1].api) as b:
+                await a.write(_acct(1, 0))
+                refused = await asyncio.gather(_increment(a, 25), _increment(b, 25))
+                got = await a.get("bank.acct", 1)
+                assert got == {"id": 1, "balance": 50}, (got, refused)
+
+    run(go(), timeout=120)
+
+
+def test_refusals_through_write_batch_stream_and_a_follower(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            async with AsyncGatewayClient(follower.config.api) as c:
+                await c.write(_acct(1, 100))
+                with pytest.raises(PreconditionFailed) as info:
+                    await c.write([row_update("bank.acct", {"id": 1}, {"balance": 1})],
+                                  conditions=[Condition.absent("bank.acct", 2),
+                                              Condition.values("bank.acct", 1, {"balance": 7})])
+                err = info.value
+                assert err.code == grpc.StatusCode.FAILED_PRECONDITION
+                assert (err.field, err.condition_index, err.table, err.key) == (
+                    "conditions[1]", 1, "bank.acct", [1])
+                assert "bank.acct key (1): expected balance = 7, found 100" in err.details
+                # a batch: only the refused write fails
+                with pytest.raises(PreconditionFailed) as info:
+                    await c.write_batch(
+                        [_acct(2, 1), _acct(3, 1), _acct(4, 1)],
+                        conditions=[[], [Condition.absent("bank.acct", 1)], []])
+                err = info.value
+                assert err.index == 1 and err.table == "bank.acct" and len(err.errors) == 1
+                assert err.results[1] is None
+                assert err.results[0].log_index and err.results[2].log_index
+                assert await c.get("bank.acct", 2) == {"id": 2, "balance": 1}
+                assert await c.get("bank.acct", 3) is None
+                assert await c.get("bank.acct", 4) == {"id": 4, "balance": 1}
+                # an invalid condition is refused before anything is proposed
+                with pytest.raises(GatewayError) as bad:
+                    await c.write(_acct(5, 1), conditions=[
+                        Condition.values("bank.acct", 1, {"nope": 1})])
+                assert bad.value.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert bad.value.field == "conditions[0].values.fields[0]"
+            async with AsyncGatewayClient(leader.config.api) as c, c.stream() as s:
+                ok = await s.send(_acct(6, 1), conditions=[Condition.absent("bank.acct", 6)])
+                no = await s.send(_acct(7, 1), conditions=[Condition.absent("bank.acct", 6)])
+                assert (await ok).log_index
+                with pytest.raises(PreconditionFailed) as info:
+                    await no
+                assert info.value.field == "conditions[0]" and info.value.key == [6]
+
+    run(go(), timeout=120)
+
+
+def test_a_refused_write_is_decided_alike_after_a_restart_replays_it(tmp_path):
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                await c.write(_acct(1, 100))
+                await c.write([row_update("bank.acct", {"id": 1}, {"balance": 90})],
+                              conditions=[Condition.values("bank.acct", 1, {"balance": 100})])
+                with pytest.raises(PreconditionFailed) as first:
+                    await c.write([row_update("bank.acct", {"id": 1}, {"balance": 80})],
+                                  conditions=[Condition.values("bank.acct", 1,
+                                                               {"balance": 100})],
+                                  idempotency_key="retry-me")
+            refused_at = node.sm.idempotent_result("retry-me", time.time_ns()).log_index
+            last = node.sm.last_trans_id
+            # crash-like stop: the store's memtable is lost, the log replays every entry
+            node.sm.store.abandon()
+            node.sm.close = lambda: None  # type: ignore[method-assign]
+            node.sm.flush = lambda: None  # type: ignore[method-assign]
+        async with running(cfg) as (node2,):
+            await leader_of([node2])
+            await wait_for(lambda: node2.sm.applied_index >= refused_at)
+            assert node2.sm.skipped(refused_at)
+            assert str(node2.sm.refusal_at(refused_at)) == f"{first.value.details}"
+            assert node2.sm.last_trans_id >= last
+            assert node2.sm.get_row("bank", "acct", [keys_value(1)]).values[0].int_value == 90
+            async with AsyncGatewayClient(cfg.api) as c:
+                with pytest.raises(PreconditionFailed) as again:
+                    await c.write([row_update("bank.acct", {"id": 1}, {"balance": 80})],
+                                  conditions=[Condition.values("bank.acct", 1,
+                                                               {"balance": 100})],
+                                  idempotency_key="retry-me")
+                assert again.value.details == first.value.details
+                r = await c.write([row_insert("bank.acct", {"id": 2}, {"balance": 0})])
+                assert r.gtid.trans_id == last + 1  # the refused write's GTID stays used
+
+    run(go(), timeout=120)
+
+
+def keys_value(i: int):  # type: ignore[no-untyped-def]
+    from gateway.v1 import value_pb2
+
+    return value_pb2.Value(int_value=i)
+
+
+def test_store_key_of_a_refusal_marker_is_the_entry_outcome(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "s"))
+    [out] = sm.apply([_entry(1, _acct(1, 1), [Condition.gtid("bank.acct", 1, (1, 1))])])
+    assert sm.store.get(keys.entry_outcome_key(1)) == \
+        b"refused: conditions[0]: bank.acct key (1): the row does not exist"
+    assert out.error is not None
+    sm.close()
