@@ -9,6 +9,14 @@ raising AssertionError with the cause).
 
 - :class:`HotKeys`: every cluster updates the same few rows of ``fault.hot`` (the rule's
   function judges them: conflicts on every epoch that meets a concurrent change).
+- :class:`Bank`: transfers between the accounts of ``fault.bank`` on every cluster, each a
+  conditional write of the two balances it read (so no transfer of one cluster is lost to
+  another of the same cluster); the total holds at every epoch of the PRIMARY's log and on
+  every cluster after heal.
+- :class:`ListAppend`: every cluster appends unique elements to a few lists (``fault.append``,
+  a conditional write of the list it read); after heal every acknowledged element is in its
+  list exactly once, the lists are equal everywhere, or the element's change is in
+  ``fault.append$EX`` with a cause.
 """
 
 from __future__ import annotations
@@ -19,8 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.client import GatewayClient, GatewayError, row_insert, row_update
-from gateway.v1 import statement_pb2
+from gateway.client import (
+    Condition,
+    GatewayClient,
+    GatewayError,
+    PreconditionFailed,
+    from_value,
+    row_insert,
+    row_update,
+)
+from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2
 from tests.harness.cluster import wait_until
 from tests.harness.clusters import MultiCluster
 from tests.harness.fingerprints import Image, store_image
@@ -33,6 +49,7 @@ class Outcomes:
 
     acked: list[tuple[int, int, object]] = field(default_factory=list)
     doubt: list[tuple[int, int, object]] = field(default_factory=list)
+    refused: int = 0  # conditional writes refused (FAILED_PRECONDITION): not applied
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -41,23 +58,31 @@ class Outcomes:
         for cid, *_ in self.acked:
             per[cid] = per.get(cid, 0) + 1
         return (f"acknowledged {len(self.acked)} {dict(sorted(per.items()))}, in doubt "
-                f"{len(self.doubt)}, client errors {len(self.errors)}"
+                f"{len(self.doubt)}, refused {self.refused}, client errors {len(self.errors)}"
                 + (f" (last: {self.errors[-1]})" if self.errors else ""))
 
 
+ACKED, REFUSED, DOUBT = "acked", "refused", "doubt"
+
+
 def write_until_done(client: GatewayClient, stmts: list[statement_pb2.Statement], key: str,
-                     stop: threading.Event, errors: list[str]) -> bool:
-    """Send one transaction until it is acknowledged (True) or ``stop`` is set while it still
-    fails (False: in doubt). The same idempotency key every time: applied at most once."""
+                     stop: threading.Event, errors: list[str],
+                     conditions: list[transaction_pb2.Condition] | None = None) -> str:
+    """Send one transaction until it is acknowledged (``ACKED``), refused by its conditions
+    (``REFUSED``: nothing applied) or ``stop`` is set while it still fails (``DOUBT``). The
+    same idempotency key every time: applied at most once, and a retry of a refused write is
+    refused again."""
     while True:
         try:
-            client.write(stmts, idempotency_key=key, timeout=20)
-            return True
+            client.write(stmts, idempotency_key=key, timeout=20, conditions=conditions or ())
+            return ACKED
+        except PreconditionFailed:
+            return REFUSED
         except GatewayError as e:
             if len(errors) < 10000:
                 errors.append(f"{e.code.name}: {e.details[:200]}")
             if stop.is_set():
-                return False
+                return DOUBT
             time.sleep(0.2)
 
 
@@ -69,8 +94,9 @@ class Workload:
     tables: tuple[str, ...] = ()
     key_columns: dict[str, list[str]] = {}
 
-    def __init__(self, mc: MultiCluster, seed: int) -> None:
+    def __init__(self, mc: MultiCluster, seed: int, clients: int = 2) -> None:
         self.mc = mc
+        self.clients = clients
         self.rng = random.Random(seed)
         self.out = Outcomes()
         self._stop = threading.Event()
@@ -82,21 +108,26 @@ class Workload:
     def step(self, cid: int, client: GatewayClient, seq: int, rng: random.Random) -> None:
         raise NotImplementedError
 
-    def _loop(self, cid: int, seed: float) -> None:
+    def _loop(self, cid: int, index: int, seed: float) -> None:
+        """Client ``index`` of cluster ``cid``: its operations' ``seq`` are ``index + 1``,
+        ``index + 1 + clients``, ... (unique in the cluster)."""
         rng = random.Random(seed)
-        seq = 0
+        seq = index + 1
         with self.mc.client(cid, timeout=20) as client:
             while not self._stop.is_set():
-                seq += 1
                 self.step(cid, client, seq, rng)
+                seq += self.clients
                 time.sleep(rng.choice((0.02, 0.05, 0.1, 0.2)))
 
     def start(self) -> None:
+        """``clients`` threads per cluster: two clients of one cluster race each other (a
+        read-modify-write without its conditions loses updates), as well as the clusters."""
         for cid in self.mc.topology.cids:
-            t = threading.Thread(target=self._loop, args=(cid, self.rng.random()),
-                                 name=f"{self.name}-c{cid}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            for index in range(self.clients):
+                t = threading.Thread(target=self._loop, args=(cid, index, self.rng.random()),
+                                     name=f"{self.name}-c{cid}-{index}", daemon=True)
+                t.start()
+                self._threads.append(t)
 
     def stop(self) -> None:
         self._stop.set()
@@ -106,12 +137,32 @@ class Workload:
                 raise AssertionError(f"{t.name} did not stop within 120 s")
 
     def write(self, cid: int, client: GatewayClient, seq: int, payload: object,
-              stmts: list[statement_pb2.Statement]) -> bool:
-        ok = write_until_done(client, stmts, f"{self.name}-{cid}-{seq}", self._stop,
-                              self.out.errors)
+              stmts: list[statement_pb2.Statement],
+              conditions: list[transaction_pb2.Condition] | None = None,
+              attempt: int = 0) -> str:
+        """One write with its outcome recorded (a refused one is only counted)."""
+        got = write_until_done(client, stmts, f"{self.name}-{cid}-{seq}-{attempt}", self._stop,
+                               self.out.errors, conditions)
         with self.out.lock:
-            (self.out.acked if ok else self.out.doubt).append((cid, seq, payload))
-        return ok
+            if got == ACKED:
+                self.out.acked.append((cid, seq, payload))
+            elif got == DOUBT:
+                self.out.doubt.append((cid, seq, payload))
+            else:
+                self.out.refused += 1
+        return got
+
+    def read(self, client: GatewayClient, table: str, key: int) -> gateway_pb2.Row | None:
+        """The row of ``table`` with ``key`` read linearizably on the client's cluster (None
+        when the read failed: the caller skips this operation)."""
+        try:
+            resp = client.read(table, key, timeout=10)
+        except GatewayError as e:
+            if len(self.out.errors) < 10000:
+                self.out.errors.append(f"read: {e.code.name}: {e.details[:200]}")
+            time.sleep(0.2)
+            return None
+        return resp.row if resp.found else None
 
     def check(self, images: dict[int, Image]) -> None:
         """The workload's invariants on the converged images (one per cluster)."""
@@ -164,4 +215,191 @@ class HotKeys(Workload):
                 f"no write of cluster {cid} was acknowledged ({self.out.summary()})")
 
 
-WORKLOADS: dict[str, Callable[[MultiCluster, int], Workload]] = {"hot": HotKeys}
+def _column(row: gateway_pb2.Row, name: str) -> object:
+    for f, v in zip(row.fields, row.values, strict=True):
+        if f.name == name:
+            return from_value(v)
+    return None
+
+
+class Bank(Workload):
+    """Accounts ``fault.bank`` rows ``0..accounts-1`` (``bal``, 100 each). A transfer reads two
+    balances and writes both, on condition that neither changed since (their GTIDs).
+
+    Checks: the total is ``100 * accounts`` on every cluster, and after every epoch of the
+    PRIMARY's log (its change stream replayed from the start: every transaction it applied,
+    local or replicated, conflicts' refreshes included)."""
+
+    name = "bank"
+    tables = ("fault.bank",)
+    key_columns = {"fault.bank": ["id"]}
+    TABLE = "fault.bank"
+
+    def __init__(self, mc: MultiCluster, seed: int, accounts: int = 6) -> None:
+        super().__init__(mc, seed)
+        self.accounts = accounts
+        self.total = 100 * accounts
+        self.epochs_checked = 0
+
+    def setup(self) -> None:
+        self.seed_rows([row_insert(self.TABLE, {"id": k}, {"bal": 100})
+                        for k in range(self.accounts)], self.TABLE, self.accounts)
+
+    def step(self, cid: int, client: GatewayClient, seq: int, rng: random.Random) -> None:
+        a, b = rng.sample(range(self.accounts), 2)
+        ra, rb = self.read(client, self.TABLE, a), self.read(client, self.TABLE, b)
+        if ra is None or rb is None:
+            return
+        amount = rng.randint(1, 5)
+        bal_a, bal_b = _column(ra, "bal"), _column(rb, "bal")
+        assert isinstance(bal_a, int) and isinstance(bal_b, int), (bal_a, bal_b)
+        self.write(cid, client, seq, (a, b, amount), [
+            row_update(self.TABLE, {"id": a}, {"bal": bal_a - amount}),
+            row_update(self.TABLE, {"id": b}, {"bal": bal_b + amount})],
+            [Condition.gtid(self.TABLE, a, ra.gtid), Condition.gtid(self.TABLE, b, rb.gtid)])
+
+    def check(self, images: dict[int, Image]) -> None:
+        for cid, image in images.items():
+            bal: dict[object, int] = {k: r.value("bal") for k, r in image[self.TABLE].items()}
+            assert len(bal) == self.accounts, f"cluster {cid} holds {len(bal)} accounts"
+            assert sum(bal.values()) == self.total, (
+                f"cluster {cid}: the accounts total {sum(bal.values())}, not {self.total}: "
+                f"{dict(sorted(bal.items()))}")
+        primary = self.mc.topology.primary
+        if primary is not None:
+            self.epochs_checked = check_total_by_epoch(self.mc, primary, self.TABLE,
+                                                       self.accounts, self.total)
+        assert self.out.acked, f"no transfer acknowledged: {self.out.summary()}"
+
+
+def check_total_by_epoch(mc: MultiCluster, cid: int, table: str, accounts: int,
+                         total: int) -> int:
+    """Replay cluster ``cid``'s change stream from its first entry up to what its leader has
+    applied; after every epoch (and at the end) the accounts of ``table`` must add up to
+    ``total``. Returns how many epochs were checked."""
+    lead = mc.leader(cid)
+    api = mc.clusters[cid].nodes[lead].api_address
+    schema, _, name = table.partition(".")
+    bal: dict[object, int] = {}
+    checked = 0
+    with GatewayClient(api, timeout=60) as c:
+        # a write of another table marks where to stop (the stream itself never ends)
+        target = c.write([row_insert("harness.sentinel", {"id": 1}, {"at": time.time_ns()})],
+                         timeout=60).log_index
+        events = c.subscribe(from_log_index=1, timeout=120)
+        epoch = None
+        try:
+            for ev in events:
+                if epoch is not None and ev.epoch != epoch and len(bal) == accounts:
+                    got = sum(bal.values())
+                    assert got == total, (
+                        f"cluster {cid}'s accounts total {got}, not {total}, after its epoch "
+                        f"{epoch} (log index < {ev.log_index}): {dict(sorted(bal.items()))}")
+                    checked += 1
+                epoch = ev.epoch
+                if ev.HasField("transaction"):
+                    _replay(ev.transaction, schema, name, bal)
+                if ev.log_index >= target:
+                    break
+        finally:
+            events.cancel()
+    assert len(bal) == accounts and sum(bal.values()) == total, (
+        f"cluster {cid}'s change stream ends with accounts {dict(sorted(bal.items()))}")
+    return checked + 1
+
+
+def _replay(txn: transaction_pb2.Transaction, schema: str, table: str,
+            bal: dict[object, int]) -> None:
+    """Apply ``txn``'s changes of ``schema.table`` to ``bal`` (key -> balance)."""
+    for st in txn.statements:
+        kind = st.WhichOneof("kind")
+        body = getattr(st, kind)
+        t = getattr(body, "table", None)
+        if t is None or (t.schema_name, t.table_name) != (schema, table):
+            assert kind != "sql", f"an SQL statement touched {schema}.{table}: cannot replay"
+            continue
+        if kind == "insert":
+            names = [f.name for f in body.fields]
+            for r in body.records:
+                key = from_value(r.key_values[0])
+                bal[key] = from_value(r.after_values[names.index("bal")])
+        elif kind == "update":
+            names = [f.name for f in body.set_fields]
+            for r in body.records:
+                if "bal" in names:
+                    key = from_value(r.key_values[0])
+                    bal[key] = from_value(r.after_values[names.index("bal")])
+        elif kind == "delete":
+            for r in body.records:
+                bal.pop(from_value(r.key_values[0]), None)
+
+
+class ListAppend(Workload):
+    """Lists ``fault.append`` rows ``0..keys-1`` (``v``: elements joined by ``,``). An append
+    reads the list and writes it with one more element (``c<cluster>.<seq>``), on condition
+    that the row did not change since (its GTID); refused, it reads again (a few times).
+
+    Checks, on every cluster: each list holds no element twice and only elements some client
+    appended; every acknowledged element is in its list, or the change that appended it is in
+    ``fault.append$EX`` (its ``v$NEW`` ends with the element) with a cause."""
+
+    name = "append"
+    tables = ("fault.append",)
+    key_columns = {"fault.append": ["id"]}
+    TABLE = "fault.append"
+
+    def __init__(self, mc: MultiCluster, seed: int, keys: int = 3) -> None:
+        super().__init__(mc, seed)
+        self.keys = keys
+
+    def setup(self) -> None:
+        self.seed_rows([row_insert(self.TABLE, {"id": k}, {"v": ""}) for k in range(self.keys)],
+                       self.TABLE, self.keys)
+
+    def step(self, cid: int, client: GatewayClient, seq: int, rng: random.Random) -> None:
+        k = rng.randrange(self.keys)
+        elem = f"c{cid}.{seq}"
+        for attempt in range(5):
+            row = self.read(client, self.TABLE, k)
+            if row is None:
+                continue
+            v = _column(row, "v") or ""
+            got = self.write(cid, client, seq, (k, elem),
+                             [row_update(self.TABLE, {"id": k},
+                                         {"v": f"{v},{elem}" if v else elem})],
+                             [Condition.gtid(self.TABLE, k, row.gtid)], attempt)
+            if got != REFUSED:
+                return
+
+    def check(self, images: dict[int, Image]) -> None:
+        written = {p[1] for _, _, p in self.out.acked + self.out.doubt}  # type: ignore[index]
+        for cid, image in images.items():
+            lists = {k[0]: (str(r.value("v") or "").split(",") if r.value("v") else [])
+                     for k, r in image[self.TABLE].items()}
+            assert len(lists) == self.keys, f"cluster {cid} holds {len(lists)} lists"
+            for k, items in lists.items():
+                twice = sorted({e for e in items if items.count(e) > 1})
+                assert not twice, f"cluster {cid}: list {k} holds {twice} more than once"
+                alien = sorted(set(items) - written)
+                assert not alien, f"cluster {cid}: list {k} holds {alien}, never appended"
+            recorded: dict[tuple[object, str], str] = {}
+            for r in image[f"{self.TABLE}$EX"].values():
+                new = str(r.value("v$NEW") or "")
+                if new:
+                    recorded[(r.value("id"), new.split(",")[-1])] = str(
+                        r.value("NDB$CFT_CAUSE") or "")
+            lost = []
+            for c, _seq, p in self.out.acked:
+                k, elem = p  # type: ignore[misc]
+                if elem in lists.get(k, []):
+                    continue
+                if recorded.get((k, elem)):
+                    continue
+                lost.append(f"{elem} (list {k}, cluster {c})")
+            assert not lost, (f"cluster {cid}: acknowledged appends neither in their list nor "
+                              f"recorded in {self.TABLE}$EX with a cause: {lost[:10]} "
+                              f"({len(lost)} in all)")
+
+
+WORKLOADS: dict[str, Callable[[MultiCluster, int], Workload]] = {
+    "hot": HotKeys, "bank": Bank, "append": ListAppend}
