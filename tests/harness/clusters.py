@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -61,6 +62,9 @@ class Topology:
     sizes: tuple[int, ...]
     roles: dict[int, str] = field(default_factory=dict)  # cid -> PRIMARY/SECONDARY/...
     rules: tuple[tuple[str, str], ...] = ()  # (table pattern, function)
+    #: set the roles through the API once the clusters are up instead of in the file (a
+    #: role the file names is imposed again at every start: a role flip needs this)
+    roles_by_api: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("pair", "ring"):
@@ -118,7 +122,12 @@ class MultiCluster:
         for cid, size in zip(topology.cids, topology.sizes, strict=True):
             self.clusters[cid] = ProcessCluster(
                 self.root / f"c{cid}", size, env={**NODE_ENV, "PYTHONPATH": path, **(env or {})},
-                start_timeout=START_TIMEOUT, program=(sys.executable, "-m", "gateway.cli"))
+                start_timeout=START_TIMEOUT, program=node_program())
+        #: the PRIMARY now, and the log index of its log from which it has been
+        #: (:meth:`flip_roles` changes both)
+        self.primary = topology.primary
+        self.primary_since = 0
+        self._roles_set = False
         self.sources: dict[tuple[int, int], list[str]] = {}
         for replica, source in topology.edges():
             self.sources[(replica, source)] = [
@@ -133,7 +142,7 @@ class MultiCluster:
     def _write_config(self, cid: int) -> Path:
         lines = ["epoch_ms = 100"]
         role = self.topology.roles.get(cid)
-        if role:
+        if role and not self.topology.roles_by_api:
             lines.append(f'conflict_role = "{role}"')
         for replica, source in self.topology.edges():
             if replica != cid:
@@ -174,7 +183,24 @@ class MultiCluster:
                 cl.wait_api(i, START_TIMEOUT)
         for cid in self.clusters:
             self.leader(cid)
+        if self.topology.roles_by_api and not self._roles_set:
+            for cid, role in sorted(self.topology.roles.items()):
+                self.admin(cid, "set_conflict_role", role)
+            self._roles_set = True
         return self
+
+    def flip_roles(self, new_primary: int) -> None:
+        """Make ``new_primary`` the PRIMARY and the old one a SECONDARY (the old one steps
+        down first: never two PRIMARY clusters at once). Needs ``roles_by_api``."""
+        if not self.topology.roles_by_api:
+            raise ValueError("a role flip needs roles_by_api (the file would impose its roles "
+                             "again at the next start)")
+        if self.primary is not None:
+            self.admin(self.primary, "set_conflict_role", "SECONDARY")
+        self.admin(new_primary, "set_conflict_role", "PRIMARY")
+        st = self.status(new_primary)
+        self.primary = new_primary
+        self.primary_since = st.applied_index if st is not None else 0
 
     def leader(self, cid: int, timeout: float = LEADER_TIMEOUT) -> int:
         """The leader every live node of cluster ``cid`` agrees on (waits for one)."""
@@ -313,6 +339,13 @@ class MultiCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def node_program() -> list[str]:
+    """What runs ``run ...`` in every node: ``GATEWAY_TEST_NODE_PROGRAM`` (shell words, as for
+    tests/cluster: e.g. a development build) or this checkout's ``gateway`` CLI."""
+    text = os.environ.get("GATEWAY_TEST_NODE_PROGRAM", "").strip()
+    return shlex.split(text) if text else [sys.executable, "-m", "gateway.cli"]
 
 
 def node_db(cl: ProcessCluster, i: int) -> Path:

@@ -12,8 +12,8 @@ Kinds:
 - ``kill-leader``: kill -9 the leader of a cluster, restart it after ``hold``;
 - ``kill-channel-node``: kill -9 the node of a source cluster a channel reads from now;
 - ``kill-primary-realigning``: pause the channel(s) into the PRIMARY, let the workloads write
-  on both sides, resume, wait until the primary counts a new conflict (it is realigning), then
-  kill -9 its leader at once;
+  on both sides, hold the primary's own clients, resume, wait until the primary counts a new
+  conflict (it is realigning), then kill -9 its leader at once;
 - ``pause-channel``: pause a channel of a cluster (``gateway channel pause``), resume it;
 - ``partition``: cut one cluster off from every other through the channel proxies, heal;
 - ``sigstop``: SIGSTOP a node of a cluster (its leader or another), SIGCONT it.
@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tests.harness.cluster import ClusterError, wait_until
 from tests.harness.clusters import MultiCluster, channel_name
+from tests.harness.workloads import Workload
 
 KINDS = ("kill-leader", "kill-channel-node", "kill-primary-realigning", "pause-channel",
          "partition", "sigstop")
@@ -66,8 +68,10 @@ def draw_schedule(seed: int, mc_topology_cids: list[int], primary: int | None,
 class Runner:
     """Runs a schedule; ``log`` gets one line per action with the time since the start."""
 
-    def __init__(self, mc: MultiCluster, log: list[str]) -> None:
+    def __init__(self, mc: MultiCluster, log: list[str],
+                 workloads: Sequence[Workload] = ()) -> None:
         self.mc = mc
+        self.workloads = list(workloads)
         self.log = log
         self.t0 = time.monotonic()
 
@@ -111,13 +115,18 @@ class Runner:
         self._kill_and_restart(source, node, f.hold)
 
     def _kill_primary_realigning(self, f: Fault) -> None:
-        primary = f.cluster
+        primary = self.mc.primary or f.cluster
         into = [s for r, s in self.mc.topology.edges() if r == primary]
         before = self._conflicts(primary)
         for s in into:
             self.note(f"pause channel {channel_name(s)} of cluster {primary}")
             self.mc.admin(primary, "channel_action", channel_name(s), "pause")
         time.sleep(1.0 + f.hold)  # both sides write the hot rows meanwhile
+        # the primary's own clients go quiet: the conflict transaction is then the newest
+        # thing in its log when it dies (issue 52 item 1 needs nothing more)
+        self.note(f"hold the clients of cluster {primary}")
+        for w in self.workloads:
+            w.hold([primary])
         for s in into:
             self.note(f"resume channel {channel_name(s)} of cluster {primary}")
             self.mc.admin(primary, "channel_action", channel_name(s), "resume")
@@ -129,7 +138,32 @@ class Runner:
         except ClusterError:
             self.note(f"cluster {primary} counted no new conflict in 60 s: killing anyway")
         lead = self.mc.leader(primary)
-        self._kill_and_restart(primary, lead, 0.5)
+        self._wait_sinks(primary, lead)
+        try:
+            self._kill_and_restart(primary, lead, 0.5)
+        finally:
+            self.note(f"release the clients of cluster {primary}")
+            for w in self.workloads:
+                w.release([primary])
+
+    def _wait_sinks(self, cid: int, node: int) -> None:
+        """Wait (a little) until ``node``'s appliers hold what it applied: the realignment is
+        then in its SQLite database too when it dies."""
+        st = self.mc.status(cid, node)
+        if st is None:
+            return
+        target = st.applied_index
+
+        def caught_up() -> bool:
+            now = self.mc.status(cid, node)
+            return now is not None and all(a.position >= target for a in now.appliers)
+
+        try:
+            wait_until(f"cluster {cid} node {node}'s appliers at index {target}", caught_up,
+                       10, 0.02)
+            self.note(f"cluster {cid} node {node}'s appliers hold index {target}")
+        except ClusterError:
+            self.note(f"cluster {cid} node {node}'s appliers not at index {target} in 10 s")
 
     def _conflicts(self, cid: int) -> int:
         st = self.mc.status(cid)

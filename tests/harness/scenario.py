@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness.cluster import ClusterError, wait_until
+from tests.harness.cluster import wait_until
 from tests.harness.clusters import MultiCluster, Topology, node_db
 from tests.harness.faults import Runner, describe_schedule, draw_schedule
 from tests.harness.fingerprints import (
@@ -182,6 +182,61 @@ def check_restart(mc: MultiCluster, workloads: Sequence[Workload],
             f"{fingerprint(before[cid])}\n{diff(after[cid], before[cid])}")
 
 
+def heal_and_check(mc: MultiCluster, workloads: Sequence[Workload], log: list[str]) -> None:
+    """Heal every fault, stop the workloads, run every check, restart every node and check
+    again."""
+    mc.heal()
+    time.sleep(1.0)
+    for w in workloads:
+        w.stop()
+    log += [f"{w.name}: {w.out.summary()}" for w in workloads]
+    images = check_converged(mc, workloads)
+    log += [f"{w.name}: {note}" for w in workloads for note in w.notes]
+    log += [f"cluster {c}: {fingerprint(im)}" for c, im in sorted(images.items())]
+    check_restart(mc, workloads, images)
+    log.append("every node restarted; same fingerprints")
+
+
+def start_workloads(mc: MultiCluster, names: Sequence[str], seed: int,
+                    log: list[str]) -> list[Workload]:
+    workloads = [WORKLOADS[name](mc, seed * 31 + i) for i, name in enumerate(names)]
+    for w in workloads:
+        w.setup()
+    log.append("workloads set up")
+    for w in workloads:
+        w.start()
+    return workloads
+
+
+def failure_report(e: BaseException, replay: str, schedule: str, log: list[str],
+                   mc: MultiCluster, workloads: Sequence[Workload]) -> str:
+    """What a failed cell prints: the cause, how to replay it, the schedule, what ran, every
+    cluster's state, every node's log tail."""
+    for w in workloads:
+        w._stop.set()
+    report = [
+        f"multi-cluster fault cell failed: {type(e).__name__}: {e}",
+        f"replay: {replay}",
+        "schedule:", schedule,
+        "run:", *[f"  {line}" for line in log],
+        *(f"{w.name}: {w.out.summary()}" for w in workloads),
+        "state:",
+    ]
+    try:
+        report.append(mc.describe())
+    except Exception as d:  # the report is a courtesy: never hide the cause
+        report.append(f"(state unavailable: {d!r})")
+    report.append(mc.log_tails(40))
+    report.append("traceback:\n" + "".join(traceback.format_exception(e))[-4000:])
+    return "\n".join(report)
+
+
+def replay_command(cell: Cell) -> str:
+    return (f"GATEWAY_FAULT_SEED={cell.seed} GATEWAY_FAULT_STEPS={cell.steps} python3 -m pytest "
+            f"tests/replication/test_fault_schedule.py -k replay  (topology {cell.topology}, "
+            f"workloads {list(cell.workloads)})")
+
+
 def run_cell(root: Path, cell: Cell, *,
              prepare: Callable[[MultiCluster], None] | None = None) -> list[str]:
     """Run ``cell`` under ``root``; returns the run's log. ``prepare`` runs once the clusters
@@ -195,43 +250,13 @@ def run_cell(root: Path, cell: Cell, *,
         log.append("clusters up")
         if prepare is not None:
             prepare(mc)
-        workloads = [WORKLOADS[name](mc, cell.seed * 31 + i)
-                     for i, name in enumerate(cell.workloads)]
-        for w in workloads:
-            w.setup()
-        log.append("workloads set up")
-        for w in workloads:
-            w.start()
+        workloads = start_workloads(mc, cell.workloads, cell.seed, log)
         time.sleep(1.0)
-        Runner(mc, log).run(schedule)
-        mc.heal()
-        time.sleep(1.0)
-        for w in workloads:
-            w.stop()
-        log += [f"{w.name}: {w.out.summary()}" for w in workloads]
-        images = check_converged(mc, workloads)
-        log += [f"cluster {c}: {fingerprint(im)}" for c, im in sorted(images.items())]
-        check_restart(mc, workloads, images)
-        log.append("every node restarted; same fingerprints")
+        Runner(mc, log, workloads).run(schedule)
+        heal_and_check(mc, workloads, log)
         return log
-    except (AssertionError, ClusterError, Exception) as e:
-        for w in workloads:
-            w._stop.set()
-        report = [
-            f"multi-cluster fault cell failed: {type(e).__name__}: {e}",
-            f"replay: GATEWAY_FAULT_SEED={cell.seed} (topology {cell.topology}, workloads "
-            f"{list(cell.workloads)}, {cell.steps} steps)",
-            "schedule:", describe_schedule(schedule),
-            "run:", *[f"  {line}" for line in log],
-            *(f"{w.name}: {w.out.summary()}" for w in workloads),
-            "state:",
-        ]
-        try:
-            report.append(mc.describe())
-        except Exception as d:  # the report is a courtesy: never hide the cause
-            report.append(f"(state unavailable: {d!r})")
-        report.append(mc.log_tails(40))
-        report.append("traceback:\n" + "".join(traceback.format_exception(e))[-4000:])
-        raise AssertionError("\n".join(report)) from None
+    except Exception as e:
+        raise AssertionError(failure_report(e, replay_command(cell), describe_schedule(schedule),
+                                            log, mc, workloads)) from None
     finally:
         mc.close()
