@@ -160,9 +160,11 @@ def counted_exceptions(status: gateway_pb2.StatusResponse) -> int:
 
 
 def exception_count(image: Image, cid: int) -> int:
-    """Exception rows in ``image`` recorded by cluster ``cid`` (their ``server_id``)."""
+    """Exception rows in ``image`` recorded by cluster ``cid``: key ``(server_id,
+    source_server_id, source_epoch, count)`` with ``server_id = cid`` (a row of another shape
+    is not one the product wrote)."""
     return sum(1 for table, rows in image.items() if table.endswith("$EX")
-               for key in rows if key and key[0] == cid)
+               for key in rows if len(key) == 4 and key[0] == cid)
 
 
 def exception_causes(image: Image) -> list[str]:
