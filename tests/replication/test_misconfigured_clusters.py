@@ -87,7 +87,7 @@ def channel_errors(mc: MultiCluster) -> list[str]:
 
 
 def wait_for_status(mc: MultiCluster, what: str, found: Callable[[], bool]) -> None:
-    wait_until(what, found, 60, 0.5, mc.describe)
+    wait_until(what, found, 30, 0.5, mc.describe)
 
 
 @pytest.mark.xfail(strict=False, reason="issue 52 items 8 and 9: a write into schema.table$EX "
