@@ -212,6 +212,17 @@ class MultiCluster:
                               lambda: only if cl.leader([only]) == only else None, timeout, 0.1)
         return cl.wait_for_majority_leader(timeout)
 
+    def check_running(self) -> None:
+        """Raise :class:`ClusterError` naming every node whose process has exited (between
+        faults every node runs: one that exited died on its own or was killed from outside),
+        with its exit code and log tail."""
+        dead = [(cid, i, self.clusters[cid].nodes[i].proc) for cid, i in self.nodes()]
+        dead = [(cid, i, p) for cid, i, p in dead if p is not None and p.poll() is not None]
+        if dead:
+            raise ClusterError("nodes exited: " + ", ".join(
+                f"cluster {cid} node {i} (exit code {p.returncode})" for cid, i, p in dead)
+                + "\n" + "\n".join(self.clusters[cid].log_tail(i, 15) for cid, i, _ in dead))
+
     def stop_all(self) -> dict[tuple[int, int], int]:
         """SIGTERM every node (clean shutdown); returns each node's exit code."""
         codes: dict[tuple[int, int], int] = {}

@@ -91,6 +91,7 @@ def converge(mc: MultiCluster, tables: list[str], timeout: float = CONVERGE_TIME
     last: dict[int, Image] = {}
 
     def quiet() -> bool:
+        mc.check_running()
         for cid in cids:
             st = mc.status(cid)
             if st is None or any(ch.state != "running" or ch.lag_epochs for ch in st.channels):
