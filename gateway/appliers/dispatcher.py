@@ -58,6 +58,7 @@ from gateway.v1 import transaction_pb2
 
 from .contract import Applier
 from .deadletter import DeadLetterLog
+from .durable import hold
 from .metrics import ApplierMetrics
 from .position import ApplierPosition, PositionStore
 from .progress import ProgressTracker, Unit
@@ -612,6 +613,7 @@ class Dispatcher:
             self._saved_units = tracker.units_recorded
         with self._save_lock:
             if seq > self._saved_seq:
+                hold(self.applier, position)  # the target's record first: never ahead of it
                 self.positions.save(position)
                 self._saved_seq = seq
                 self._last_save = time.monotonic()

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
 from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
     ApplierPosition,
@@ -64,6 +65,7 @@ from gateway.v1 import applier_pb2, gateway_pb2
 from .applier_rebuild import rebuild_from_store
 from .consistency import (
     InconsistentStateError,
+    check_applier_position,
     check_position_file,
     check_target_trans_id,
     last_logged_trans_id,
@@ -200,14 +202,17 @@ class NodeAppliers:
         # Each applier checks its saved position against the log before it starts: a position
         # past the log's end (lost entries) or a damaged position file falling back below the
         # log's start would make it skip entries it never applied (``check_position_file``).
+        # Then the position is the one its target durably holds, when the target can tell
+        # (``gateway.appliers.durable``): a target that lost commits the file claims (a lost
+        # or cut SQLite WAL, a wiped database) gets the entries after it again -- from the
+        # log, or rebuilt from the store when the log no longer holds them.
         try:
             position = check_position_file(a.positions, self._driver.storage)
-            if getattr(a.applier, "created", False) and position.log_index > 0:
-                raise InconsistentStateError(
-                    f"{a.positions.path}: applier {a.name!r} applied up to index "
-                    f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
-                    f"is new or empty (lost or wiped); remove the position file to apply the "
-                    f"log again from its start, or restore the target from a backup")
+            target = str(getattr(a.applier, "path", a.name))
+            position = reconcile(a.applier, a.positions, position, target)
+            check_applier_position(a.name, target, position.log_index,
+                                   last_index=self._driver.storage.last_index(),
+                                   wal_dir=self._driver.storage.wal.directory)
             last_applied = getattr(a.applier, "last_applied_trans_id", None)
             if callable(last_applied):
                 drv = self._driver

@@ -189,10 +189,65 @@ def test_applier_position_ahead_of_the_log_refuses_start(data_dir):
     assert str(positions.path) in msg and "applied up to index 10000" in msg
 
 
-def test_empty_sqlite_target_under_a_saved_position_refuses_start(data_dir):
+def _sqlite_rows(d: Path) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(d / "sqlite" / "gateway.db") as conn:
+        return sorted(conn.execute('SELECT * FROM "items"').fetchall())
+
+
+def _catch_up(data: Path) -> None:
+    """Run a node on ``data`` until its SQLite applier caught up with the log; it must never
+    report no lag while rows are missing from its database."""
+    cfg = dataclasses.replace(node_configs(data.parent, 1, appliers={"sqlite": {}})[0],
+                              data_dir=str(data))
+
+    async def body() -> None:
+        async with running(cfg) as (node,):
+            for _ in range(1000):
+                st = node.status()
+                a = st.appliers[0]
+                assert not a.error, a.error
+                if a.running and a.position >= st.applied_index and a.lag_entries == 0:
+                    return
+                await asyncio.sleep(0.02)
+            raise AssertionError("the applier did not catch up")
+
+    run(body(), timeout=60)
+
+
+def test_empty_sqlite_target_under_a_saved_position_is_rebuilt_with_a_warning(
+        data_dir, pristine, caplog):
     damage_file(data_dir / "sqlite" / "gateway.db", zero)
-    msg = refusal(data_dir)
-    assert "gateway.db is new or empty" in msg
+    with caplog.at_level(logging.WARNING):
+        _catch_up(data_dir)
+    assert any("gateway.db holds up to log index 0 but its position file" in r.getMessage()
+               for r in caplog.records)
+    assert _sqlite_rows(data_dir) == _sqlite_rows(pristine)
+    assert len(_sqlite_rows(data_dir)) == WRITES
+
+
+def test_a_sqlite_database_older_than_its_position_file_gets_the_rows_again(
+        data_dir, pristine, tmp_path, caplog):
+    """The position file ahead of the database (a database restored from an older copy):
+    the rows after the database's own held position come back, from the log."""
+    import sqlite3
+
+    db = data_dir / "sqlite" / "gateway.db"
+    with sqlite3.connect(db) as conn:  # the copy of before the last 10 writes
+        conn.execute("DELETE FROM items WHERE id >= ?", (WRITES - 10,))
+        (blob,) = conn.execute("SELECT position FROM _gateway_position").fetchone()
+        from gateway.v1 import applier_pb2
+        held = applier_pb2.ApplierPosition.FromString(blob)
+        first = PositionStore(data_dir / "appliers", "sqlite").load().log_index
+        held.log_index = first - 12
+        del held.applied[:]
+        conn.execute("UPDATE _gateway_position SET position = ?", (held.SerializeToString(),))
+    with caplog.at_level(logging.WARNING):
+        _catch_up(data_dir)
+    assert any(f"holds up to log index {first - 12} but its position file" in r.getMessage()
+               and f"says {first}" in r.getMessage() for r in caplog.records)
+    assert _sqlite_rows(data_dir) == _sqlite_rows(pristine)
 
 
 # -- item 2: every damaged file: documented recovery or one line naming it -------------------
