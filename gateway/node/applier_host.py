@@ -104,6 +104,8 @@ class HostedApplier:
     proposed: ApplierPosition | None = None
     proposed_at: float = 0.0
     runs: int = 0
+    #: the dead letters already on disk were added to ``metrics`` (once per process)
+    letters_counted: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -222,9 +224,12 @@ class NodeAppliers:
                     last_applied(server_id),
                     last_logged_trans_id(drv.storage, drv.sm.last_trans_id, server_id),
                     drv.storage.wal.directory)
-            torn = d.dead_letters.check()
-            if torn is not None:
-                log.warning("%s: ignored (an interrupted append)", torn)
+            found = d.dead_letters.recover_tail()
+            if found is not None:
+                log.warning("applier %s: dead-letter log: %s", a.name, found)
+            if not a.letters_counted:  # status counts the letters on disk, not this run's
+                a.metrics.add(dead_letters=d.dead_letters.count())
+                a.letters_counted = True
         except _REFUSALS as exc:
             a.error = exc
             log.error("applier %s not started: %s", a.name, exc)

@@ -231,22 +231,29 @@ def test_a_sqlite_database_older_than_its_position_file_gets_the_rows_again(
         data_dir, pristine, tmp_path, caplog):
     """The position file ahead of the database (a database restored from an older copy):
     the rows after the database's own held position come back, from the log."""
+    import json
     import sqlite3
 
+    from gateway.v1 import applier_pb2
+
+    # the last 10 writes came after the snapshot, so the log holds them after its index
+    snap = json.loads((data_dir / "raft" / "snapshots" / "CURRENT").read_text())["index"]
     db = data_dir / "sqlite" / "gateway.db"
     with sqlite3.connect(db) as conn:  # the copy of before the last 10 writes
         conn.execute("DELETE FROM items WHERE id >= ?", (WRITES - 10,))
         (blob,) = conn.execute("SELECT position FROM _gateway_position").fetchone()
-        from gateway.v1 import applier_pb2
         held = applier_pb2.ApplierPosition.FromString(blob)
-        first = PositionStore(data_dir / "appliers", "sqlite").load().log_index
-        held.log_index = first - 12
+        claimed = held.log_index
+        held.log_index = snap
         del held.applied[:]
         conn.execute("UPDATE _gateway_position SET position = ?", (held.SerializeToString(),))
+    assert PositionStore(data_dir / "appliers", "sqlite").load().log_index == claimed
     with caplog.at_level(logging.WARNING):
         _catch_up(data_dir)
-    assert any(f"holds up to log index {first - 12} but its position file" in r.getMessage()
-               and f"says {first}" in r.getMessage() for r in caplog.records)
+    assert any(f"holds up to log index {snap} but its position file" in r.getMessage()
+               and f"says {claimed}" in r.getMessage() for r in caplog.records)
+    assert not any("rebuilding its target from the store" in r.getMessage()
+                   for r in caplog.records)  # applied again from the log
     assert _sqlite_rows(data_dir) == _sqlite_rows(pristine)
 
 
@@ -413,3 +420,20 @@ def test_the_last_logged_trans_id_skips_entries_a_cut_wal_lost_under_a_snapshot(
 
     assert last_logged_trans_id(Storage(), 300, 1) == 300  # type: ignore[arg-type]
     assert last_logged_trans_id(Storage(), 7, 1) == 260  # type: ignore[arg-type]
+
+
+def test_the_dead_letter_count_in_status_is_what_the_log_holds_after_a_restart(data_dir):
+    """The pristine directory holds one dead letter (the second schema's table); a restarted
+    node reports it, where the count of the run that wrote it used to start again at 0."""
+    from gateway.appliers.deadletter import DeadLetterLog
+
+    on_disk = DeadLetterLog(data_dir / "appliers", "sqlite").count()
+    assert on_disk >= 1
+    cfg = dataclasses.replace(node_configs(data_dir.parent, 1, appliers={"sqlite": {}})[0],
+                              data_dir=str(data_dir))
+
+    async def body() -> int:
+        async with running(cfg) as (node,):
+            return node.status().appliers[0].dead_letters
+
+    assert run(body(), timeout=60) == on_disk
