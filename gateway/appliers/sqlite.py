@@ -69,12 +69,16 @@ from .contract import (
 )
 from .position import ApplierPosition, GtidSet
 
-__all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers"]
+__all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers",
+           "unsigned_blob", "unsigned_value"]
 
 FT = value_pb2.FieldType
+# UNSIGNED is declared "UNSIGNED BIG INT": INTEGER affinity like "INTEGER", but never an alias
+# of the rowid (only the exact name "INTEGER" is), which holds signed 64-bit integers only and
+# would refuse a key above 2**63 - 1 (see ``_db_value``).
 _AFFINITY = {
     FT.FIELD_TYPE_BOOLEAN: "INTEGER", FT.FIELD_TYPE_INTEGER: "INTEGER",
-    FT.FIELD_TYPE_UNSIGNED: "INTEGER", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
+    FT.FIELD_TYPE_UNSIGNED: "UNSIGNED BIG INT", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
     FT.FIELD_TYPE_DOUBLE: "REAL", FT.FIELD_TYPE_BLOB: "BLOB", FT.FIELD_TYPE_UUID: "BLOB",
 }
 _MAX_I64 = 2**63 - 1
@@ -105,12 +109,28 @@ def _q(name: str) -> str:
 
 
 def _db_value(value: Any) -> Any:
-    """A value SQLite can bind: Decimal as text, booleans as 0/1, huge unsigned as text."""
+    """A value SQLite can bind: Decimal as text, an integer above 2**63 - 1 (an UNSIGNED
+    value) as `unsigned_blob`, anything else as it is."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_I64:
-        return str(value)
+        return unsigned_blob(value)
     return value
+
+
+def unsigned_blob(value: int) -> bytes:
+    """The stored form of an UNSIGNED value above 2**63 - 1, which no SQLite INTEGER holds:
+    its 8 bytes big-endian, as a BLOB -- kept exactly in a column of any affinity (text that
+    looks like a number would become a rounded REAL in an INTEGER column), the same in a key
+    as in a value, and ordered right (SQLite sorts every INTEGER before every BLOB, and BLOBs
+    of one length by their bytes, so by value). Values up to 2**63 - 1 stay INTEGERs.
+    Read back with `unsigned_value`."""
+    return value.to_bytes(8, "big")
+
+
+def unsigned_value(stored: int | bytes) -> int:
+    """The UNSIGNED value of what a column holds (an INTEGER, or an `unsigned_blob`)."""
+    return int.from_bytes(stored, "big") if isinstance(stored, bytes) else stored
 
 
 def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
