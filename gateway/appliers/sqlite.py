@@ -53,6 +53,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
 from gateway.hookspecs import hookimpl
 from gateway.v1 import applier_pb2, value_pb2
@@ -575,12 +577,16 @@ class SqliteApplier(Applier):
         position 0 when none is (a new, emptied or wiped database, or one that lost the
         transactions that recorded it), ``None`` for a database from before held positions
         that holds applied transactions (it cannot tell)."""
-        row = self._conn().execute("SELECT position FROM _gateway_position WHERE applier = ?",
-                                   (self.name,)).fetchone()
-        if row is None:
-            return None if self._unheld else ApplierPosition()
-        msg = applier_pb2.ApplierPosition.FromString(row[0])
-        return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+        try:
+            row = self._conn().execute("SELECT position FROM _gateway_position WHERE "
+                                       "applier = ?", (self.name,)).fetchone()
+            if row is None:
+                return None if self._unheld else ApplierPosition()
+            msg = applier_pb2.ApplierPosition.FromString(row[0])
+            return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+        except (sqlite3.Error, DecodeError, ValueError, TypeError) as exc:
+            raise ApplyError(f"sqlite {self.path}: _gateway_position: cannot read the held "
+                             f"position: {exc}") from None
 
     # -- reading back --------------------------------------------------------------------------
 

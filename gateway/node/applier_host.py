@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
+from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.durable import reconcile
@@ -81,7 +81,7 @@ log = logging.getLogger("gateway.node.applier_host")
 
 _FLOOR_NONE = 1 << 62
 #: Errors of ``NodeAppliers._run``'s start-up checks: the applier is not started.
-_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError)
+_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError, ApplyError)
 
 
 @dataclass(eq=False)

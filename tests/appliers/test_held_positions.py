@@ -181,3 +181,37 @@ def test_a_dispatcher_restarted_over_a_database_that_lost_rows_applies_them_agai
     assert lost.rows("t") == want
     assert lost.held_position().log_index == 60
     lost.close()
+
+
+def test_gateway_apply_starts_from_what_the_database_holds(tmp_path):
+    """The offline ``gateway apply`` reconciles too: a database that lost rows its state
+    directory's position claims (here: an older copy) gets them again."""
+    from click.testing import CliRunner
+
+    from gateway.cli import logtool, main
+
+    log, db = tmp_path / "log", tmp_path / "out.db"
+    for t in range(1, 6):
+        logtool.append_transaction(log, txn(t, insert("t", [{"id": t, "a": t}])))
+    first = CliRunner().invoke(main, ["apply", str(log), "-o", f"path={db}"])
+    assert first.exit_code == 0, first.output
+    older = SqliteApplier(db)
+    older._conn().execute("DELETE FROM t WHERE id > 2")
+    older.hold_position(ApplierPosition(2))
+    older.close()
+    again = CliRunner().invoke(main, ["apply", str(log), "-o", f"path={db}"])
+    assert again.exit_code == 0, again.output
+    check = SqliteApplier(db)
+    assert [r["id"] for r in check.rows("t")] == [1, 2, 3, 4, 5]
+    check.close()
+
+
+def test_a_damaged_held_position_is_one_error_naming_the_table(tmp_path):
+    from gateway.appliers.contract import ApplyError
+
+    db = SqliteApplier(tmp_path / "out.db")
+    db.hold_position(ApplierPosition(4))
+    db._conn().execute("UPDATE _gateway_position SET position = x'ffff'")
+    with pytest.raises(ApplyError, match=r"out\.db: _gateway_position: cannot read"):
+        db.held_position()
+    db.close()
