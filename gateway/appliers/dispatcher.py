@@ -613,7 +613,10 @@ class Dispatcher:
             self._saved_units = tracker.units_recorded
         with self._save_lock:
             if seq > self._saved_seq:
-                hold(self.applier, position)  # the target's record first: never ahead of it
+                # the target's record first, so the file is never ahead of it
+                if not hold(self.applier, position):
+                    self._last_save = time.monotonic()  # busy target: next interval
+                    return
                 self.positions.save(position)
                 self._saved_seq = seq
                 self._last_save = time.monotonic()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .contract import is_transient, is_unavailable
 from .position import ApplierPosition, PositionStore
 
 if TYPE_CHECKING:
@@ -38,12 +39,23 @@ __all__ = ["covers", "held", "hold", "reconcile"]
 log = logging.getLogger("gateway.appliers.durable")
 
 
-def hold(applier: Applier, position: ApplierPosition) -> None:
+def hold(applier: Applier, position: ApplierPosition) -> bool:
     """Have ``applier``'s target record ``position`` durably, if it can (module docstring);
-    call before saving ``position`` to the position file."""
+    call before saving ``position`` to the position file, and save it only if this returns
+    True. False: the target is busy or unavailable for now (a transient error, logged): the
+    file keeps its older position and the caller tries again later. Other errors raise."""
     fn = getattr(applier, "hold_position", None)
-    if callable(fn):
+    if not callable(fn):
+        return True
+    try:
         fn(position)
+    except Exception as exc:
+        if not (is_transient(exc) or is_unavailable(exc)):
+            raise
+        log.warning("applier %s: cannot record position %d in its target yet (the position "
+                    "file keeps the older one): %s", applier.name, position.log_index, exc)
+        return False
+    return True
 
 
 def held(applier: Applier) -> ApplierPosition | None:

@@ -215,3 +215,19 @@ def test_a_damaged_held_position_is_one_error_naming_the_table(tmp_path):
     with pytest.raises(ApplyError, match=r"out\.db: _gateway_position: cannot read"):
         db.held_position()
     db.close()
+
+
+def test_a_busy_target_keeps_the_older_position_in_the_file(tmp_path):
+    """A database locked by another process when the position is to be saved: the file
+    keeps the older position (never ahead of the database) and the dispatcher goes on."""
+    from gateway.appliers.contract import TransientApplyError
+
+    class Busy(ModelApplier):
+        def hold_position(self, position: ApplierPosition) -> None:
+            raise TransientApplyError("sqlite out.db: database is locked")
+
+    txns = workload(4, n=20, with_sql=False)
+    applier = Busy()
+    Dispatcher(applier, MemorySource(txns), tmp_path, config=config()).run()
+    assert len(applier.store) > 0
+    assert PositionStore(tmp_path, "model").load().log_index == 0
