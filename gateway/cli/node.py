@@ -348,7 +348,9 @@ def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
                    + (f" via {ch.connected}" if ch.connected else "")
                    + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
                    f"({ch.lag_seconds:.3f}s)")
-        if ch.last_error:
+        if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
+            out.append(f"    {ch.last_error}")
+        elif ch.last_error:
             out.append(f"    last error: {ch.last_error}")
     return out
 

@@ -285,6 +285,9 @@ class StoreStateMachine:
         raw_role = self.store.get(keys.meta_key("role"))
         self.conflict_role = Role(raw_role.decode()) if raw_role else Role.NONE
         self._rules_cache: tuple[dict[str, ConflictRule], RuleSet] | None = None
+        #: Transactions each channel's epochs applied (with rows: not those quarantined or
+        #: rejected whole) since this process started; the runner shows its own share.
+        self.channel_txns: dict[str, int] = {}
         #: (rule, table) -> the table shape the rule was last found to fit (epoch_guards)
         self._shapes_checked: dict[tuple[object, str], TableSchema] = {}
         #: MySQL's conflict counters per channel (``m cc:<channel>:<name>``), durable;
@@ -703,6 +706,8 @@ class StoreStateMachine:
             ops.append((keys.meta_key(f"as:{sid}:{by}"),
                         _U64.pack(state.apply_status[(sid, by)]), 0, 0, 0))
         self.replication = state
+        self.channel_txns[unit.channel] = self.channel_txns.get(unit.channel, 0) + sum(
+            1 for t in txns if t.statements)
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
             epoch=unit.local_epoch, log_index=e.index))
 
