@@ -22,8 +22,10 @@ What applying an entry does (identically on every replica, from the entry's byte
   replication channel's runner on the leader; docs/replication.md): a segment that is not the
   last is staged (``m seg:<channel>:<n>``; segment 1 drops what an earlier, abandoned unit of
   the channel staged); the last one reassembles the unit and applies it all or nothing. It is
-  refused (``x<index>``, nothing applied) when ``ReplicationState.refusal`` says so or a
-  transaction fails the schema check. Otherwise every transaction's rows are written with its
+  refused (``x<index>``, nothing applied) when ``ReplicationState.refusal`` says so, a
+  conflict rule cannot run or its exceptions cannot be written (``epoch_guards``); a
+  transaction that fails the schema check is quarantined (``m qt:``), the rest applies.
+  Otherwise every transaction's rows are written with its
   origin GTID, author and commit timestamp and this cluster's ``local_epoch`` (the row's
   last change *here*, what conflict detection compares), without touching this cluster's
   GTID counter, clock or idempotency records; the origin watermarks (``m w:<origin>``) and
