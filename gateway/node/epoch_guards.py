@@ -50,8 +50,9 @@ def check_ruled_shapes(txns: Iterable[transaction_pb2.Transaction], rules: RuleS
                        schemas: Mapping[str, TableSchema],
                        checked: dict[tuple[object, str], TableSchema]) -> None:
     """Raise ``ConflictConfigError`` naming the table when the rule that judges one of the
-    tables ``txns`` change does not fit the table's known shape (a resolution column it
-    lacks, of a non-numeric type, or in its key). ``checked`` remembers the shape each
+    tables ``txns`` change does not fit the table's known shape (a resolution column of a
+    non-numeric type, or in its key; one the table has not had yet is left to the judgement,
+    which takes a change without it as a conflict). ``checked`` remembers the shape each
     (rule, table) pair was last found good with (a shape is replaced, never changed).
     Exceptions tables are not checked: a pattern such as ``shop.*`` matches them, and they
     hold ``col$OLD`` / ``col$NEW``, never ``col``."""
@@ -69,6 +70,10 @@ def check_ruled_shapes(txns: Iterable[transaction_pb2.Transaction], rules: RuleS
         if checked.get(seen) is shape:
             continue
         columns = {**dict(shape.key_fields), **shape.columns}
+        if rule.args[0] not in columns:
+            # not written yet: a change without it is judged a conflict (the functions err
+            # towards recording), and the column's type is checked once it is known
+            continue
         try:
             rules.check(rule, columns)
         except ConflictConfigError as exc:
