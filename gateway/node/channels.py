@@ -449,6 +449,10 @@ class NodeChannels:
                     st = await gateway_pb2_grpc.GatewayStub(ch).Status(
                         gateway_pb2.StatusRequest(), metadata=md, timeout=_PROBE_S)
             except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                      grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return (f"; but {addr} answers {exc.code().name}: {exc.details()}: the "
+                            f"channel will not run until it is accepted")
                 problems.append(f"{addr}: {exc.code().name}")
                 continue
             if st.cluster_id == me:
