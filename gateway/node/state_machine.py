@@ -652,7 +652,7 @@ class StoreStateMachine:
             pass
         elif self.conflict_rules and txns and fresh is None:
             try:
-                judged = self._judge(unit, txns, ops, overlay, pre)
+                judged = self._judge(unit, txns, ops, overlay, pre, schemas)
                 problem = None if not (judged.exceptions or judged.refresh) else \
                     "found conflicts but its leader reserved no GTID for them (rules set " \
                     "meanwhile): proposed again" if not unit.derived_trans_id else \
@@ -759,10 +759,13 @@ class StoreStateMachine:
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: list,
-               overlay: dict[bytes, bytes | None], pre: list[list | None]) -> UnitJudgement:
+               overlay: dict[bytes, bytes | None], pre: list[list | None],
+               schemas: Mapping[str, TableSchema] | None = None) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
         ``conflict_apply``) against the rows as they stand before it; raises
-        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here."""
+        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here.
+        ``schemas``: the tables' shapes with those the entry creates (default: recorded)."""
+        known_shapes = self.schemas if schemas is None else schemas
         rep = self.replication
         ctx = Context(self.cluster_id, self.conflict_role,
                       {p: rep.max_replicated_epoch(p) for p in rep.peers()})
@@ -783,7 +786,7 @@ class StoreStateMachine:
             return stored_of_row(raw, None, values)  # type: ignore[arg-type]
 
         def columns(schema: str, table: str) -> Mapping[str, int]:
-            known = self.schemas.get(f"{schema}.{table}")
+            known = known_shapes.get(f"{schema}.{table}")
             return known.columns if known is not None else {}
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
