@@ -100,8 +100,9 @@ def derived_problem(exceptions: list[statement_pb2.Statement],
                          for s in exceptions})
         return (f"cannot record this epoch's conflicts in {', '.join(tables)}: {exc}; the "
                 f"$EX suffix is reserved for the exceptions tables conflict detection writes "
-                f"-- the epoch is neither applied nor dropped, and the channel stops here "
-                f"until the table can take them")
+                f"-- the epoch is neither applied nor dropped: the channel stops here (a "
+                f"table's shape never changes: unset the table's conflict rule to apply it "
+                f"unjudged, or re-seed this cluster without that table)")
     return None
 
 
