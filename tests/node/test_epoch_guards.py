@@ -139,6 +139,12 @@ def test_conflicts_that_cannot_be_recorded_stop_the_channel_instead_of_being_dro
     assert n.rows("s.t") == {1: {"v": value_pb2.Value(string_value="mine")}}
     assert n.sm.replication.held(PEER) == 0
     assert not n.counters()
+    # the way out is the operator's: with the rule unset the epoch applies unjudged
+    n.sm.conflict_rules = {}
+    n.peer_epoch -= 1
+    n.peer_trans -= 1
+    assert n.epoch_of_peer([_upd("s.t", 1, {"v": "theirs"})]).error is None
+    assert n.rows("s.t") == {1: {"v": value_pb2.Value(string_value="theirs")}}
     n.sm.close()
 
 
