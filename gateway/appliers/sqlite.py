@@ -38,7 +38,9 @@ size (SQLite changes it only by a ``VACUUM``, which this applier never runs on i
 
 Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
 transactions of one applier take turns on a lock (SQLite has one writer at a time anyway), and
-a database busy or locked by another process is a ``TransientApplyError`` (retried).
+a database busy or locked by another process is a ``TransientApplyError`` (retried); a full
+disk (``SQLITE_FULL``, also from ``max_page_count``) is an ``OutOfSpaceError`` naming the
+database file (retried until space returns, never dead-lettered).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from .contract import (
     ApplierFactory,
     ApplyError,
     Capabilities,
+    OutOfSpaceError,
     TransientApplyError,
     UnsupportedOperationError,
 )
@@ -386,10 +389,14 @@ class SqliteApplier(Applier):
                 body(conn, created)
         except sqlite3.OperationalError as exc:
             text = str(exc)
+            if _full(exc):  # the disk (or max_page_count) is full: not the batch's fault
+                raise OutOfSpaceError(str(self.path)) from None
             if "locked" in text or "busy" in text:
                 raise TransientApplyError(f"sqlite {self.path}: {text}") from None
             raise ApplyError(f"sqlite {self.path}: {text}") from None
         except sqlite3.Error as exc:
+            if _full(exc):
+                raise OutOfSpaceError(str(self.path)) from None
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
 
     def _apply_batch(self, conn: sqlite3.Connection, batch: ColumnOps,
@@ -562,8 +569,16 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may have rolled the transaction back itself (SQLITE_FULL, SQLITE_IOERR): a
+        # ROLLBACK then fails with "no transaction is active", which would hide the cause.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
+
+
+def _full(exc: sqlite3.Error) -> bool:
+    """SQLite's ``SQLITE_FULL``: the disk, or the database's ``max_page_count``, is full."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
 
 
 def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:

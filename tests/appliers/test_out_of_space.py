@@ -1,0 +1,158 @@
+"""Out of space under an applier (issue 52, item 3): a full disk is "store unavailable,
+retrying" -- never a dead letter -- for the SQLite applier (SQLITE_FULL, driven here by
+SQLite's ``max_page_count``) and for any plugin raising ``ENOSPC``/``EDQUOT``; status shows
+``out of space: <path>`` while it waits."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import threading
+
+import pytest
+
+from gateway.appliers.contract import (
+    ApplyError,
+    OutOfSpaceError,
+    is_transient,
+    is_unavailable,
+    out_of_space,
+    unavailable_text,
+)
+from gateway.appliers.dispatcher import Dispatcher
+from gateway.appliers.source import MemorySource
+from gateway.appliers.sqlite import SqliteApplier
+from gateway.core.rowops import statement_ops
+from tests.appliers.fakes import ModelApplier
+from tests.appliers.test_dispatcher import FAST, config, sequential, workload
+from tests.reducer.model import insert, txn
+
+
+class CappedSqlite(SqliteApplier):
+    """The SQLite applier on a "disk" of ``cap`` pages (``PRAGMA max_page_count`` on every
+    connection): a full disk without root. After ``full_for`` failed attempts the cap is
+    lifted on every connection (space returns)."""
+
+    def __init__(self, *args, cap: int = 0, full_for: int = 1 << 30, **kw) -> None:
+        self.cap = cap
+        self.full_for = full_for
+        self.full_attempts = 0
+        self.seen: list[str] = []
+        self.metrics = None
+        super().__init__(*args, **kw)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = super()._connect()
+        if self.cap:
+            conn.execute(f"PRAGMA max_page_count={self.cap}")
+        return conn
+
+    def _apply_counted(self, fn, *args):
+        try:
+            return fn(*args)
+        except OutOfSpaceError:
+            self.full_attempts += 1
+            if self.metrics is not None:
+                self.seen.append(self.metrics.unavailable_error())
+            if self.full_attempts >= self.full_for:
+                self.cap = 0
+                for conn in list(self._connections):
+                    conn.execute("PRAGMA max_page_count=1073741823")
+            raise
+
+    def apply(self, ops):
+        return self._apply_counted(super().apply, ops)
+
+    def apply_columns(self, batches, gtids, ops=()):
+        return self._apply_counted(super().apply_columns, batches, gtids, ops)
+
+
+def _page_count(path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+def test_a_full_sqlite_database_raises_out_of_space_naming_the_file_not_a_rollback_error(
+        tmp_path):
+    path = tmp_path / "out.db"
+    SqliteApplier(path).close()
+    applier = CappedSqlite(path, cap=_page_count(path))
+    ops = statement_ops(txn(1, insert("t", [{"id": i, "b": "x" * 500} for i in range(200)])))
+    with pytest.raises(OutOfSpaceError) as caught:
+        applier.apply(ops)
+    assert str(caught.value) == f"out of space: {path}"
+    assert "rollback" not in str(caught.value)
+    applier.cap = 0
+    for conn in applier._connections:
+        conn.execute("PRAGMA max_page_count=1073741823")
+    applier.apply(ops)  # nothing of the failed transaction stayed behind; it applies whole
+    assert len(applier.rows("t")) == 200
+    applier.close()
+
+
+def test_a_full_sqlite_disk_is_retried_until_space_returns_and_nothing_is_dead_lettered(
+        tmp_path):
+    path = tmp_path / "out.db"
+    SqliteApplier(path).close()
+    applier = CappedSqlite(path, cap=_page_count(path), full_for=4 * FAST.max_attempts)
+    txns = workload(5, n=60, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path / "state",
+                   config=config(threads=2))
+    applier.metrics = d.metrics
+    d.run()
+    assert applier.full_attempts >= 4 * FAST.max_attempts  # past max_attempts: not a budget
+    assert d.metrics.dead_letters == 0 and d.dead_letters.letters() == []
+    assert f"out of space: {path}" in applier.seen
+    expected = {k[1][0]: v.get("a") for k, v in sequential(txns)[0].items()}
+    assert {r["id"]: r["a"] for r in applier.rows("t")} == expected
+    assert d.metrics.unavailable == 0 and d.metrics.unavailable_error() == ""
+    applier.close()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_plugin_raising_no_space_is_retried_with_status_naming_the_path(tmp_path, code):
+    """A plugin need not know the contract's class: an ``OSError`` with ENOSPC or EDQUOT
+    (raised directly or as the cause of its own error) is out of space too."""
+    full = threading.Event()
+    full.set()
+    seen: list[tuple[int, str]] = []
+
+    def disk(op, attempt):
+        if full.is_set():
+            seen.append((d.metrics.unavailable, d.metrics.unavailable_error()))
+            if attempt >= 3 * FAST.max_attempts:
+                full.clear()
+            cause = OSError(code, "No space left on device", "/mnt/sink/segment-7")
+            if attempt % 2:
+                raise cause
+            raise RuntimeError("sink write failed") from cause
+
+    applier = ModelApplier(fail=disk)
+    txns = workload(9, n=12, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=1))
+    d.run()
+    assert applier.store == sequential(txns)[0]
+    assert d.metrics.dead_letters == 0
+    assert (1, "out of space: /mnt/sink/segment-7") in seen
+
+
+def test_out_of_space_is_recognised_through_the_exception_chain():
+    assert out_of_space(OutOfSpaceError("a/b.db")) == "a/b.db"
+    assert out_of_space(OSError(errno.ENOSPC, "No space left on device", "/x")) == "/x"
+    assert out_of_space(OSError(errno.EDQUOT, "Disk quota exceeded")) == "Disk quota exceeded"
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device", "/y")
+        except OSError as exc:
+            raise ApplyError("wrapped") from exc
+    except ApplyError as wrapped:
+        assert out_of_space(wrapped) == "/y"
+        assert is_unavailable(wrapped) and is_transient(wrapped)
+        assert unavailable_text(wrapped) == "out of space: /y"
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = sqlite3.SQLITE_FULL
+    assert out_of_space(full) is not None
+    for other in (OSError(errno.EIO, "I/O error", "/z"), ApplyError("no such table: t"),
+                  ValueError("bad")):
+        assert out_of_space(other) is None
+        assert not is_unavailable(other)
