@@ -280,6 +280,12 @@ class FileSystem(ABC):
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` names a directory."""
 
+    @abstractmethod
+    def free_bytes(self, path: str) -> int:
+        """Bytes an unprivileged writer may still add on the file system holding ``path``
+        (``statvfs``: available blocks times the fragment size). One system call: cheap
+        enough for a periodic check, not meant for every write."""
+
     def discard(self, path: str) -> None:
         """`remove` ``path`` if it exists (no error when it does not)."""
         with contextlib.suppress(FileNotFoundError):
@@ -397,6 +403,18 @@ class _DropRange:
         self.dropped = min(self.dropped, size - size % _PAGE)
 
 
+@contextlib.contextmanager
+def _naming(path: str) -> Any:
+    """Give an ``OSError`` raised on a file descriptor (``write``, ``fdatasync``: no file
+    name) the file's ``path``, so that "no space" or "I/O error" says which file."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise type(exc)(exc.errno, exc.strerror, path) from exc
+        raise
+
+
 class _OsWritable(WritableFile):
     def __init__(self, path: str, stats: IoStats, truncate: bool = False) -> None:
         self.path = path
@@ -414,10 +432,11 @@ class _OsWritable(WritableFile):
     def write(self, data: bytes) -> None:
         fd = self._handle()
         view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-            self._size += n
+        with _naming(self.path):
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                self._size += n
         self._stats.count_write(len(data))
 
     def write_parts(self, parts: list[bytes]) -> None:
@@ -432,7 +451,8 @@ class _OsWritable(WritableFile):
         written = 0
         while pending:
             batch = pending[:_IOV_MAX]
-            n = os.writev(fd, batch)
+            with _naming(self.path):
+                n = os.writev(fd, batch)
             written += n
             self._size += n
             # Drop what was written; a short write resumes inside the part it stopped in.
@@ -447,7 +467,8 @@ class _OsWritable(WritableFile):
 
     def sync(self) -> None:
         end = self._size  # every byte before it was written before the sync began
-        _fdatasync(self._handle())
+        with _naming(self.path):
+            _fdatasync(self._handle())
         self._drops.synced = end
         self._stats.count_sync(self.path)
 
@@ -462,7 +483,8 @@ class _OsWritable(WritableFile):
         self._stats.count_drop(span[1])
 
     def truncate(self, size: int) -> None:
-        os.ftruncate(self._handle(), size)
+        with _naming(self.path):
+            os.ftruncate(self._handle(), size)
         self._size = size
         self._drops.truncate(size)
 
@@ -568,6 +590,10 @@ class OsFileSystem(FileSystem):
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    def free_bytes(self, path: str) -> int:
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+
     def open_writable(self, path: str) -> WritableFile:
         return _OsWritable(path, self.stats)
 
@@ -647,6 +673,7 @@ class _MemWritable(WritableFile):
         fs = self._fs
         with fs._lock:
             fs._check()
+            fs._room(self.path, len(data))
             if fs._tick():
                 # The crash lands inside this write: a prefix of it reaches the file.
                 cut = fs._rng.randrange(len(data) + 1) if data else 0
@@ -737,6 +764,10 @@ class FaultInjectingFileSystem(FileSystem):
     - ``sync_hook``: called with the path before every file ``sync`` (outside the lock), e.g.
       to block a sync and observe group commit.
     - ``sync_error``: an ``OSError`` raised by every file ``sync`` (an fsync failure).
+    - ``capacity``: the disk's size in bytes (``None``: unbounded). A write that would take
+      the files' total size past it raises ``OSError(ENOSPC)`` naming the file and lands
+      nothing; `free_bytes` reports what is left. Lower or raise it at any time (a disk
+      filling up, space returning).
 
     `crash_image` returns the file system a reboot would find (a machine crash: unsynced data
     and directory changes may be lost); `process_crash_image` what a restart finds when only
@@ -759,6 +790,7 @@ class FaultInjectingFileSystem(FileSystem):
         self.crashed = False
         self.sync_hook: Callable[[str], None] | None = None
         self.sync_error: OSError | None = None
+        self.capacity: int | None = None
 
     # crash machinery ---------------------------------------------------------------------
 
@@ -833,7 +865,22 @@ class FaultInjectingFileSystem(FileSystem):
                 image._durable_files[path] = new
         return image
 
+    def _used(self) -> int:
+        """Bytes held by every file (a hard-linked file once). Under ``_lock``."""
+        return sum(len(i.data) for i in {id(i): i for i in self._files.values()}.values())
+
+    def _room(self, path: str, n: int) -> None:
+        """Raise ``ENOSPC`` (naming ``path``) when ``n`` more bytes pass ``capacity``."""
+        if self.capacity is not None and n and self._used() + n > self.capacity:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
     # FileSystem --------------------------------------------------------------------------
+
+    def free_bytes(self, path: str) -> int:
+        with self._lock:
+            if self.capacity is None:
+                return 1 << 62
+            return max(0, self.capacity - self._used())
 
     def _mutate(self) -> None:
         self._check()
