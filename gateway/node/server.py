@@ -223,6 +223,11 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
         self.driver.compact_floor = self._applier_floor
+        #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
+        #: serves: Status and writes consult it.
+        self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
+                                  cfg.min_free_bytes, local_fs().free_bytes,
+                                  driver_proposer(self.driver.control), lambda: self.sm.alarms)
         self.driver.on_failure = self._on_driver_failure
         peers = dict(cfg.peer_map())
         for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
@@ -243,9 +248,6 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
-        self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
-                                  cfg.min_free_bytes, local_fs().free_bytes,
-                                  driver_proposer(self.driver.control), lambda: self.sm.alarms)
         self._tasks.append(asyncio.create_task(
             run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
