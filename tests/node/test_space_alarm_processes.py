@@ -58,6 +58,8 @@ def test_a_node_short_of_space_stops_writes_everywhere_until_disarmed(tmp_path: 
         listed = _cli("alarm", "list", "-t", target)
         assert listed.returncode == 0, listed.stderr
         assert listed.stdout.startswith("NOSPACE node 2: raft/wal: "), listed.stdout
+        shown = _cli("status", "-t", target)
+        assert "ALARM NOSPACE node 2: raft/wal has " in shown.stdout, shown.stdout
 
         disarmed = _cli("alarm", "disarm", "2", "-t", target)  # forwarded to the leader
         assert disarmed.returncode == 0, disarmed.stderr
