@@ -262,5 +262,5 @@ class PositionStore:
             except OSError as exc:
                 self._suspect = True
                 raise PositionStoreError(
-                    f"{self.path}: cannot write: {exc.strerror or exc}") from None
+                    f"{self.path}: cannot write: {exc.strerror or exc}") from exc  # errno kept
 

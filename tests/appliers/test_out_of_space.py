@@ -20,6 +20,7 @@ from gateway.appliers.contract import (
     unavailable_text,
 )
 from gateway.appliers.dispatcher import Dispatcher
+from gateway.appliers.position import PositionStoreError
 from gateway.appliers.source import MemorySource
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.core.rowops import statement_ops
@@ -156,3 +157,34 @@ def test_out_of_space_is_recognised_through_the_exception_chain():
                   ValueError("bad")):
         assert out_of_space(other) is None
         assert not is_unavailable(other)
+
+
+def test_a_full_disk_under_the_position_file_waits_instead_of_stopping_the_applier(tmp_path):
+    """The position file shares the data directory's disk: a save that finds it full is
+    retried with backoff (Status: ``out of space: <file>``), never an applier stopped for
+    good."""
+    applier = ModelApplier()
+    txns = workload(4, n=20, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path, config=config(threads=1))
+    real = d.positions.save
+    failures = {"left": 5}
+    seen: list[str] = []
+
+    def save(position):
+        if failures["left"]:
+            failures["left"] -= 1
+            seen.append(d.metrics.unavailable_error())
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device", str(d.positions.path))
+            except OSError as exc:
+                raise PositionStoreError(f"{d.positions.path}: cannot write: "
+                                         f"{exc.strerror}") from exc
+        real(position)
+
+    d.positions.save = save
+    position = d.run()
+    assert failures["left"] == 0 and position.log_index == len(txns)
+    assert d.positions.load().log_index == len(txns)
+    assert f"out of space: {d.positions.path}" in seen
+    assert d.metrics.unavailable_error() == ""
+    assert applier.store == sequential(txns)[0]
