@@ -34,6 +34,7 @@ from .contract import (
     UnsupportedOperationError,
     is_transient,
     is_unavailable,
+    out_of_space,
     unavailable_text,
 )
 from .metrics import ApplierMetrics
@@ -145,7 +146,21 @@ class BatchRunner:
         self.metrics.set_unavailable(text)
 
     def _bury(self, op: RowOp, error: BaseException, attempts: int) -> None:
-        self.dead_letter(op, error, attempts)
+        down = 0
+        while True:
+            try:
+                self.dead_letter(op, error, attempts)
+                break
+            except Exception as exc:  # the dead-letter log's disk is full: wait, as above
+                if out_of_space(exc) is None:
+                    raise
+                down += 1
+                self._unavailable(exc)
+                if self.stop.wait(self.policy.delay(down)):
+                    raise Stopped from None
+        if down:
+            self._down = False
+            self.metrics.set_unavailable("")
         self.metrics.add(dead_letters=1)
 
 

@@ -188,3 +188,37 @@ def test_a_full_disk_under_the_position_file_waits_instead_of_stopping_the_appli
     assert f"out of space: {d.positions.path}" in seen
     assert d.metrics.unavailable_error() == ""
     assert applier.store == sequential(txns)[0]
+
+
+def test_a_dead_letter_on_a_full_disk_waits_for_space_instead_of_stopping(tmp_path):
+    from gateway.appliers.deadletter import DeadLetterError
+
+    def poison(op, attempt):
+        if op.key == (2,):
+            raise ApplyError("never applies")
+
+    applier = ModelApplier(fail=poison)
+    d = Dispatcher(applier, MemorySource([txn(1, insert("t", [{"id": 1}, {"id": 2}])),
+                                          txn(2, insert("t", [{"id": 3}]))]),
+                   tmp_path, config=config(threads=1))
+    real = d.dead_letters.add
+    left = {"n": 3}
+    seen: list[str] = []
+
+    def add(*args, **kw):
+        if left["n"]:
+            left["n"] -= 1
+            seen.append(d.metrics.unavailable_error())
+            try:
+                raise OSError(errno.ENOSPC, "No space left on device", str(d.dead_letters.path))
+            except OSError as exc:
+                raise DeadLetterError(f"{d.dead_letters.path}: cannot write") from exc
+        return real(*args, **kw)
+
+    d.dead_letters.add = add
+    d.run()
+    (letter,) = d.dead_letters.letters()
+    assert letter.operation().key == (2,)
+    assert f"out of space: {d.dead_letters.path}" in seen
+    assert d.metrics.dead_letters == 1 and d.metrics.unavailable_error() == ""
+    assert set(applier.store) == {(("s", "t"), (1,)), (("s", "t"), (3,))}

@@ -161,3 +161,28 @@ def test_storage_failures_map_to_one_line_codes_with_paths_relative_to_the_data_
     assert str(outside) == "node 3: out of space: /elsewhere/db"
     assert client_error(ValueError("not storage"), data, 3) is None
     assert client_error(KeyError("x"), data, 3) is None
+
+
+def test_a_dead_letter_after_a_failed_fsync_never_leaves_damage_before_valid_letters():
+    """The failed append's bytes are lost on disk (the kernel dropped the pages it could not
+    write: modelled by overwriting them); the next letter rewrites the file with its valid
+    records, so the log still opens (no "damage followed by valid records")."""
+    from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog
+    from tests.reducer.model import insert, txn
+
+    fs = FaultInjectingFileSystem()
+    fs.makedirs("/state")
+    letters = DeadLetterLog("/state", "sqlite", fs=fs)
+    path = "/state/sqlite.deadletters"
+    letters.add(txn(1, insert("t", [{"id": 1}])), ValueError("bad 1"), attempts=1)
+    size = len(fs.raw(path))
+    fs.sync_error = OSError(errno.EIO, "Input/output error")
+    with pytest.raises(DeadLetterError, match="cannot write"):
+        letters.add(txn(2, insert("t", [{"id": 2}])), ValueError("bad 2"), attempts=1)
+    fs.sync_error = None
+    # the lost pages: the disk holds what its blocks held before (old bytes, not zeros)
+    fs.corrupt(path, size, b"\xab" * (len(fs.raw(path)) - size))
+    letters.add(txn(3, insert("t", [{"id": 3}])), ValueError("bad 3"), attempts=1)
+    reread = DeadLetterLog("/state", "sqlite", fs=fs)
+    assert reread.check() is None
+    assert [x.message.error for x in reread.letters()] == ["bad 1", "bad 3"]
