@@ -222,3 +222,56 @@ def test_a_dead_letter_on_a_full_disk_waits_for_space_instead_of_stopping(tmp_pa
     assert f"out of space: {d.dead_letters.path}" in seen
     assert d.metrics.dead_letters == 1 and d.metrics.unavailable_error() == ""
     assert set(applier.store) == {(("s", "t"), (1,)), (("s", "t"), (3,))}
+
+
+class _FailingCommit:
+    """A connection whose next COMMIT fails with SQLITE_IOERR_FSYNC (an fsync error)."""
+
+    def __init__(self, conn: sqlite3.Connection, owner: FsyncFailing) -> None:
+        self._conn = conn
+        self._owner = owner
+        self.closed = False
+
+    def execute(self, sql, *args):
+        if sql == "COMMIT" and self._owner.fail_commits:
+            self._owner.fail_commits -= 1
+            self._conn.execute("ROLLBACK")
+            exc = sqlite3.OperationalError("disk I/O error")
+            exc.sqlite_errorcode = sqlite3.SQLITE_IOERR_FSYNC
+            raise exc
+        return self._conn.execute(sql, *args)
+
+    def close(self):
+        self.closed = True
+        self._conn.close()
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+
+class FsyncFailing(SqliteApplier):
+    def __init__(self, *args, fail_commits: int = 0, **kw) -> None:
+        self.fail_commits = 0
+        self.opened: list[_FailingCommit] = []
+        super().__init__(*args, **kw)
+        self.fail_commits = fail_commits
+
+    def _connect(self):
+        conn = _FailingCommit(super()._connect(), self)
+        self.opened.append(conn)
+        return conn
+
+
+def test_an_sqlite_io_error_reopens_the_database_and_retries_never_dead_letters(tmp_path):
+    """SQLITE_IOERR (a failed fsync): the connection whose fsync failed is closed (never
+    fsynced again) and the batch is retried on a new one, as store unavailable."""
+    applier = FsyncFailing(tmp_path / "out.db", fail_commits=2 * FAST.max_attempts)
+    txns = workload(6, n=15, with_sql=False)
+    d = Dispatcher(applier, MemorySource(txns), tmp_path / "state", config=config(threads=1))
+    d.run()
+    assert d.metrics.dead_letters == 0
+    failed = [c for c in applier.opened if c.closed]
+    assert len(failed) >= 2 * FAST.max_attempts  # one closed connection per failed fsync
+    expected = {k[1][0]: v.get("a") for k, v in sequential(txns)[0].items()}
+    assert {r["id"]: r["a"] for r in applier.rows("t")} == expected
+    applier.close()
