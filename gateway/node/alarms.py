@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from google.protobuf.message import DecodeError
 
@@ -72,10 +72,11 @@ def disarm_entry(node_id: int) -> bytes:
     return _TAG + replication_pb2.AlarmCommand(disarm=node_id).SerializeToString()
 
 
-def load_alarms(scan_prefix: Callable[[bytes], object]) -> dict[int, replication_pb2.SpaceAlarm]:
+def load_alarms(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]]
+                ) -> dict[int, replication_pb2.SpaceAlarm]:
     """The raised alarms stored under ``m alarm:<node id>`` (``scan_prefix``: the store's)."""
     out: dict[int, replication_pb2.SpaceAlarm] = {}
-    for k, v in scan_prefix(ALARM_PREFIX):  # type: ignore[attr-defined]
+    for k, v in scan_prefix(ALARM_PREFIX):
         with contextlib.suppress(DecodeError, ValueError):
             out[int(k[len(ALARM_PREFIX):])] = replication_pb2.SpaceAlarm.FromString(v)
     return out
