@@ -403,16 +403,13 @@ class _DropRange:
         self.dropped = min(self.dropped, size - size % _PAGE)
 
 
-@contextlib.contextmanager
-def _naming(path: str) -> Any:
-    """Give an ``OSError`` raised on a file descriptor (``write``, ``fdatasync``: no file
-    name) the file's ``path``, so that "no space" or "I/O error" says which file."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is None and exc.errno is not None:
-            raise type(exc)(exc.errno, exc.strerror, path) from exc
-        raise
+def _named(exc: OSError, path: str) -> OSError:
+    """``exc`` raised on a file descriptor (``write``, ``fdatasync``: no file name) as the same
+    error naming ``path``, so that "no space" or "I/O error" says which file. (A ``try``
+    costs nothing until it raises: the write path stays as it was.)"""
+    if exc.filename is None and exc.errno is not None:
+        return type(exc)(exc.errno, exc.strerror, path)
+    return exc
 
 
 class _OsWritable(WritableFile):
@@ -432,11 +429,13 @@ class _OsWritable(WritableFile):
     def write(self, data: bytes) -> None:
         fd = self._handle()
         view = memoryview(data)
-        with _naming(self.path):
+        try:
             while view:
                 n = os.write(fd, view)
                 view = view[n:]
                 self._size += n
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._stats.count_write(len(data))
 
     def write_parts(self, parts: list[bytes]) -> None:
@@ -451,8 +450,10 @@ class _OsWritable(WritableFile):
         written = 0
         while pending:
             batch = pending[:_IOV_MAX]
-            with _naming(self.path):
+            try:
                 n = os.writev(fd, batch)
+            except OSError as exc:
+                raise _named(exc, self.path) from None
             written += n
             self._size += n
             # Drop what was written; a short write resumes inside the part it stopped in.
@@ -467,8 +468,10 @@ class _OsWritable(WritableFile):
 
     def sync(self) -> None:
         end = self._size  # every byte before it was written before the sync began
-        with _naming(self.path):
+        try:
             _fdatasync(self._handle())
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._drops.synced = end
         self._stats.count_sync(self.path)
 
@@ -483,8 +486,10 @@ class _OsWritable(WritableFile):
         self._stats.count_drop(span[1])
 
     def truncate(self, size: int) -> None:
-        with _naming(self.path):
+        try:
             os.ftruncate(self._handle(), size)
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._size = size
         self._drops.truncate(size)
 
