@@ -11,11 +11,12 @@ whole into a new file, the LSM's memtable log refuses further writes.
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 
 from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore, PositionStoreError
-from gateway.core.fileio import FaultInjectingFileSystem
+from gateway.core.fileio import FaultInjectingFileSystem, OsFileSystem
 from gateway.core.lsm.memtable_log import MemtableLogWriter
 from gateway.core.records import scan
 from gateway.core.wal import FsyncPolicy, SegmentedWal, WalFailedError, WalOptions
@@ -186,3 +187,19 @@ def test_a_dead_letter_after_a_failed_fsync_never_leaves_damage_before_valid_let
     reread = DeadLetterLog("/state", "sqlite", fs=fs)
     assert reread.check() is None
     assert [x.message.error for x in reread.letters()] == ["bad 1", "bad 3"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_the_os_file_layer_names_the_file_a_real_enospc_came_from():
+    """``/dev/full`` answers every write with ENOSPC: the real file layer's error names the
+    file (``os.write`` on a descriptor names none), so the client's line can too."""
+    fs = OsFileSystem()
+    f = fs.open_writable("/dev/full")
+    try:
+        with pytest.raises(OSError) as caught:
+            f.write(b"x" * 100)
+    finally:
+        f.close()
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == "/dev/full"
+    assert str(client_error(caught.value, "/dev", 4)) == "node 4: out of space: full"
+    assert fs.free_bytes("/") > 0
