@@ -49,6 +49,11 @@ def test_a_follower_short_of_space_stops_writes_on_every_node_and_reads_go_on(tm
                 assert code == grpc.StatusCode.RESOURCE_EXHAUSTED, details
                 assert f"NOSPACE alarm of node {low_id}" in details
                 assert "raft/wal" in details and str(tmp_path) not in details
+                async with AsyncGatewayClient(n.config.api) as c, c.stream(window=4) as s:
+                    fut = await s.send([row_insert("shop.items", {"id": 40}, {"v": "s"})])
+                    with pytest.raises(GatewayError) as ei:
+                        await fut
+                    assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
             async with AsyncGatewayClient(cfgs[0].api) as c:
                 assert await c.get("shop.items", 1) == {"id": 1, "v": "x"}
                 st = await c.status()
