@@ -32,7 +32,9 @@ What applying an entry does (identically on every replica, from the entry's byte
   apply-status rows (``m as:<server_id>:<applied_by>``) are raised;
 - a channel command (tag ``CHANNEL_COMMAND``) adds, replaces or removes a channel definition
   (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
-  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``);
+  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``); an alarm
+  command (``ALARM_COMMAND``) raises or clears a node's NOSPACE alarm (``m alarm:<node>``,
+  ``gateway.node.alarms``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -89,6 +91,7 @@ from gateway.v1 import (
 )
 
 from . import keys
+from .alarms import apply_alarm_command, load_alarms
 from .conflict_apply import (
     UnitJudgement,
     derived_transaction,
@@ -137,6 +140,7 @@ _POS = TypeTag.APPLIER_POSITION
 _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
 _CONFLICT = TypeTag.CONFLICT_COMMAND
+_ALARM = TypeTag.ALARM_COMMAND
 _MISSING = object()
 _NONE: frozenset[bytes] = frozenset()
 log = logging.getLogger(__name__)
@@ -304,6 +308,8 @@ class StoreStateMachine:
             self._staged.setdefault(unit.channel, []).append(unit)
         for units in self._staged.values():
             units.sort(key=lambda u: u.segment_id)
+        #: Raised NOSPACE alarms by node id (``alarms``; replaced, never mutated, by apply).
+        self.alarms = load_alarms(self.store.scan_prefix)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = _U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -460,6 +466,10 @@ class StoreStateMachine:
                         self._apply_channel(e.data, ops)
                     elif tag == _CONFLICT:
                         self._apply_conflict_command(e.data, ops)
+                    elif tag == _ALARM:
+                        alarms = apply_alarm_command(self.alarms, e.data, ops)
+                        if alarms is not None:
+                            self.alarms = alarms
                 continue
             done = self._apply_fast(e, p, ops, overlay)
             if done is None:
