@@ -11,8 +11,8 @@ exactly one entry kind:
   GTID (this cluster's id) of the transaction the state machine derives when it finds
   conflicts (exception rows and refreshes; ``StoreStateMachine._derive``). The transactions
   *inside* the unit keep their origin's GTIDs and consume none of this cluster's;
-- every other kind (epoch markers, apply status, channel and conflict commands, applier
-  positions, no-ops, configuration changes) consumes none.
+- every other kind (epoch markers, apply status, channel, conflict and alarm commands,
+  applier positions, no-ops, configuration changes) consumes none.
 
 A reserved trans id counts as consumed even when applying the entry writes nothing under it
 (no conflict found, or the unit refused): the leader never hands it out again, so a target
