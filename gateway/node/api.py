@@ -42,6 +42,7 @@ from .errors import (
     ReadTimeoutError,
     RequestTooLargeError,
 )
+from .storage import LogDamagedError
 from .validation import (
     InvalidRequest,
     check_idempotency_key,
@@ -104,6 +105,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, RequestTooLargeError):
             return grpc.StatusCode.RESOURCE_EXHAUSTED, ()
+        if isinstance(exc, LogDamagedError):  # the file and offset are in the message
+            return grpc.StatusCode.DATA_LOSS, ()
         if isinstance(exc, TimeoutError):
             return grpc.StatusCode.DEADLINE_EXCEEDED, ()
         return grpc.StatusCode.INTERNAL, ()
