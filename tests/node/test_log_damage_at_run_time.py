@@ -1,0 +1,123 @@
+"""A damaged entry in a sealed WAL segment met at run time (issue 52, item 4).
+
+Recovery trusts a sealed segment's footer and reads its records only when they are needed: by
+a follower that lags that far, by a subscriber or an applier reading that far back. The read
+must name the file and offset; the leader must not die (it sends the newest snapshot instead
+of the entries); subscribers and appliers get a data-loss error, never a silent gap."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pytest
+
+from gateway.core.wal import WalOptions
+from gateway.node.storage import LogDamagedError, RaftLogStorage
+from gateway.raft import CompactedError, Entry, HardState, MessageType, Ready
+from gateway.raft.config import Config
+from gateway.raft.core import Raft
+
+ENTRIES = 200
+
+
+def _storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RaftLogStorage:
+    """A log of ENTRIES entries over several sealed segments, none of them in the tail cache."""
+    small = dataclasses.replace(WalOptions(), max_segment_bytes=4096)
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        lambda **kw: dataclasses.replace(small, **kw))
+    storage = RaftLogStorage(str(tmp_path / "raft"), fsync=False, cache_entries=1)
+    storage.bootstrap((1, 2))
+    for lo in range(2, ENTRIES + 2, 10):  # a batch never spans segments: many batches
+        ents = [Entry(1, i, data=b"\0" + bytes([i % 251]) * 99) for i in range(lo, lo + 10)]
+        storage.save_ready(Ready(hard_state=HardState(1, 1, 1), entries=ents, must_sync=True))
+    return storage
+
+
+def _damage_second_segment(tmp_path: Path) -> Path:
+    segment = sorted((tmp_path / "raft" / "wal").glob("*.wal"))[1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 3] ^= 0x20
+    segment.write_bytes(bytes(data))
+    return segment
+
+
+def test_a_damaged_sealed_entry_reads_as_log_damage_naming_file_and_offset(
+        tmp_path, monkeypatch, caplog):
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        segment = _damage_second_segment(tmp_path)
+        told: list[int] = []
+        storage.on_damage = told.append
+        with caplog.at_level(logging.WARNING), pytest.raises(LogDamagedError) as err:
+            storage.entries(2, ENTRIES + 2, 1 << 30)
+        assert isinstance(err.value, CompactedError)  # the Raft core sends a snapshot
+        msg = str(err.value)
+        assert msg.startswith(f"raft/wal/{segment.name}: byte ") and "\n" not in msg, msg
+        assert told == [2]
+        with pytest.raises(LogDamagedError):
+            storage.entries(2, ENTRIES + 2, 1 << 30)
+        warnings = [r.getMessage() for r in caplog.records if "Raft log damaged" in r.getMessage()]
+        assert len(warnings) == 1 and segment.name in warnings[0]  # once per damaged place
+    finally:
+        storage.close()
+
+
+def test_a_leader_sends_a_snapshot_when_a_follower_needs_a_damaged_entry(tmp_path, monkeypatch):
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        _damage_second_segment(tmp_path)
+        raft = Raft(Config(id=1, storage=storage, applied=1))
+        raft.become_candidate()
+        raft.become_leader()
+        raft.msgs.clear()
+        pr = raft.trk.progress[2]
+        pr.recent_active = True
+        pr.next = 2  # far behind: every entry it needs is read from the WAL
+        raft._send_append(2)  # raised WalCorruptionError out of the core before
+        assert [m.type for m in raft.msgs] == [MessageType.SNAP]
+    finally:
+        storage.close()
+
+
+class _Driver:
+    """What the change feed and the appliers' source read of a driver: every entry applied."""
+
+    def __init__(self, storage: RaftLogStorage) -> None:
+        self.storage = storage
+        self.removed = False
+        self.sm = type("Sm", (), {"applied_index": ENTRIES + 1,
+                                  "skipped_between": staticmethod(lambda lo, hi: set())})()
+
+
+def test_subscribers_and_appliers_get_data_loss_naming_the_damaged_file(tmp_path, monkeypatch):
+    import asyncio
+
+    import grpc
+
+    from gateway.node.api import GatewayServicer
+    from gateway.node.feed import ChangeFeed, CommittedLogSource
+
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        segment = _damage_second_segment(tmp_path)
+        drv = _Driver(storage)
+
+        async def subscribe() -> None:
+            async for _ in ChangeFeed(drv).events(2):  # type: ignore[arg-type]
+                pass
+
+        # before: the feed took the damage for a compaction race and spun on it forever
+        with pytest.raises(LogDamagedError) as err:
+            asyncio.run(asyncio.wait_for(subscribe(), 10))
+        assert segment.name in str(err.value)
+        code, _ = GatewayServicer._status_of(None, err.value)  # type: ignore[arg-type]
+        assert code is grpc.StatusCode.DATA_LOSS
+        # before: the appliers' source read nothing, and the applier waited there silently
+        source = CommittedLogSource(drv)  # type: ignore[arg-type]
+        with pytest.raises(LogDamagedError):
+            for lo in range(2, ENTRIES + 2, 16):
+                source.read(lo, 16)
+    finally:
+        storage.close()
