@@ -128,6 +128,16 @@ def _remove_made(path: str, keep_dir: bool) -> None:
                     os.remove(child)
 
 
+def _paths_under(root: str) -> set[str]:
+    """Every file and directory under ``root``, relative to it."""
+    out: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        for name in (*dirnames, *filenames):
+            out.add(os.path.normpath(os.path.join(rel, name)))
+    return out
+
+
 #: The data directory's entry that holds the gRPC peer server's Unix socket while the node runs.
 PEER_SOCKET_DIR = "peer-socket"
 #: The longest path a Unix socket address holds on Linux (``sun_path`` is 108 bytes, NUL included).
@@ -165,13 +175,40 @@ class GatewayNode:
         cfg = self.config
         existed = os.path.isdir(cfg.data_dir)
         fresh = not existed or not os.listdir(cfg.data_dir)
+        found = _paths_under(cfg.data_dir) if existed and not fresh else set()
         try:
             await self._start()
         except BaseException:
             # every failure path of _start closed what it had opened before raising
             if fresh:
                 _remove_made(cfg.data_dir, keep_dir=existed)
+            else:
+                self._undo_start(found)
             raise
+
+    def _undo_start(self, found: set[str]) -> None:
+        """A refused start leaves the data directory as it found it (docs/node.md, "Damage
+        and recovery"): what the WAL's recovery changed (a torn tail cut, ...) is put back and
+        the files the start made are removed, so the next start -- or ``gateway log verify``,
+        or a backup -- sees the same damage. Only while nothing was told to another node
+        (before ``keep_recovery``); after that, only the lock files the start made."""
+        storage = getattr(self, "storage", None)
+        if storage is None:
+            return
+        undone = storage.recovery_pending()
+        for path in storage.undo_recovery():
+            log.info("refused start: put %s back as it was", path)
+        root = self.config.data_dir
+        made = _paths_under(root) - found
+        for rel in sorted(made, key=lambda p: p.count(os.sep), reverse=True):
+            if not undone and os.path.basename(rel) != "LOCK":
+                continue
+            path = os.path.join(root, rel)
+            with contextlib.suppress(OSError):
+                if os.path.isdir(path) and not os.path.islink(path):
+                    os.rmdir(path)  # only when emptied by the removals before it
+                else:
+                    os.remove(path)
 
     async def _start(self) -> None:
         cfg = self.config
@@ -257,6 +294,8 @@ class GatewayNode:
         except Exception:
             await self._close_storage()
             raise
+        # From here the node votes and acknowledges appends: what recovery changed stays.
+        self.storage.keep_recovery()
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)

@@ -50,6 +50,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from gateway.core.fileio import OsFileSystem
+from gateway.core.undo_fs import UndoableFileSystem
 from gateway.core.wal import (
     FsyncPolicy,
     RecoveryEvent,
@@ -139,16 +141,44 @@ class RaftLogStorage:
         #: entry (`LogDamagedError`); the node takes a snapshot past it.
         self.on_damage: Callable[[int], None] | None = None
         self._damage_logged: set[tuple[str, int]] = set()
-        self._wal = self._open_wal()
+        #: What opening the WAL changes (a torn tail cut, ...) is journaled until the node
+        #: accepts it (``keep_recovery``) or refuses to start (``undo_recovery``).
+        self._recovery_fs = UndoableFileSystem(OsFileSystem())
+        try:
+            self._wal = self._open_wal()
+        except BaseException:
+            self._recovery_fs.undo()  # damage found after a cut: leave the files as found
+            raise
         start = self._wal.first_index() - 1
         if start > self.snapshots.metadata.index and not self.snapshots.commit_pending(start):
+            self._wal.close()
+            self._recovery_fs.undo()
             raise RuntimeError(f"{self._wal_dir}: the log starts after {start} but no snapshot "
                                f"at {start} exists (newest: {self.snapshots.metadata.index})")
 
     def _open_wal(self) -> SegmentedWal:
         # NEVER: the driver fsyncs once per Ready itself (group commit).
-        return SegmentedWal(self._wal_dir, options=WalOptions(fsync=FsyncPolicy.NEVER),
+        return SegmentedWal(self._wal_dir, fs=self._recovery_fs,
+                            options=WalOptions(fsync=FsyncPolicy.NEVER),
                             on_recovery_event=_log_recovery_event)
+
+    # -- the start's changes ------------------------------------------------------------------
+
+    def keep_recovery(self) -> None:
+        """Accept what opening changed in the WAL (the node may start); must be called before
+        this storage persists anything the node says to others (a vote, an acknowledged
+        append): ``undo_recovery`` must never take such a write back."""
+        self._recovery_fs.keep()
+
+    def recovery_pending(self) -> bool:
+        """Whether what opening changed may still be undone (``keep_recovery`` not called)."""
+        return self._recovery_fs.journaling
+
+    def undo_recovery(self) -> list[str]:
+        """Put the WAL's files back as they were before this storage was opened (the node
+        refused to start: docs/node.md, "Damage and recovery"); call after ``close``. Returns
+        the files put back; nothing once ``keep_recovery`` was called."""
+        return self._recovery_fs.undo()
 
     # -- bootstrap ----------------------------------------------------------------------------
 
