@@ -128,13 +128,17 @@ def _remove_made(path: str, keep_dir: bool) -> None:
                     os.remove(child)
 
 
-def _paths_under(root: str) -> set[str]:
-    """Every file and directory under ``root``, relative to it."""
-    out: set[str] = set()
+def _paths_under(root: str) -> dict[str, int]:
+    """Every file (its size) and directory (-1) under ``root``, by path relative to it."""
+    out: dict[str, int] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
-        for name in (*dirnames, *filenames):
-            out.add(os.path.normpath(os.path.join(rel, name)))
+        for name in dirnames:
+            out[os.path.normpath(os.path.join(rel, name))] = -1
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                out[os.path.normpath(os.path.join(rel, name))] = \
+                    os.lstat(os.path.join(dirpath, name)).st_size
     return out
 
 
@@ -175,7 +179,7 @@ class GatewayNode:
         cfg = self.config
         existed = os.path.isdir(cfg.data_dir)
         fresh = not existed or not os.listdir(cfg.data_dir)
-        found = _paths_under(cfg.data_dir) if existed and not fresh else set()
+        found = _paths_under(cfg.data_dir) if existed and not fresh else {}
         try:
             await self._start()
         except BaseException:
@@ -186,12 +190,15 @@ class GatewayNode:
                 self._undo_start(found)
             raise
 
-    def _undo_start(self, found: set[str]) -> None:
+    def _undo_start(self, found: dict[str, int]) -> None:
         """A refused start leaves the data directory as it found it (docs/node.md, "Damage
         and recovery"): what the WAL's recovery changed (a torn tail cut, ...) is put back and
         the files the start made are removed, so the next start -- or ``gateway log verify``,
         or a backup -- sees the same damage. Only while nothing was told to another node
-        (before ``keep_recovery``); after that, only the lock files the start made."""
+        (before ``keep_recovery``); after that, only the files it made outside the Raft
+        log and the store (an applier's new database, SQLite's ``-wal``/``-shm``) and the
+        lock files, and the empty files there it wrote to (an applier that initialized an
+        empty database before refusing it)."""
         storage = getattr(self, "storage", None)
         if storage is None:
             return
@@ -199,10 +206,17 @@ class GatewayNode:
         for path in storage.undo_recovery():
             log.info("refused start: put %s back as it was", path)
         root = self.config.data_dir
-        made = _paths_under(root) - found
+        now = _paths_under(root)
+        for rel, size in now.items():
+            if found.get(rel) == 0 and size > 0 and rel.split(os.sep, 1)[0] not in \
+                    ("raft", "store"):
+                with contextlib.suppress(OSError):
+                    os.truncate(os.path.join(root, rel), 0)
+        made = set(now) - set(found)
         for rel in sorted(made, key=lambda p: p.count(os.sep), reverse=True):
-            if not undone and os.path.basename(rel) != "LOCK":
-                continue
+            if not undone and os.path.basename(rel) != "LOCK" and \
+                    rel.split(os.sep, 1)[0] in ("raft", "store"):
+                continue  # the node may have voted or applied: Raft state stays
             path = os.path.join(root, rel)
             with contextlib.suppress(OSError):
                 if os.path.isdir(path) and not os.path.islink(path):

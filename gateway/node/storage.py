@@ -153,8 +153,12 @@ class RaftLogStorage:
         if start > self.snapshots.metadata.index and not self.snapshots.commit_pending(start):
             self._wal.close()
             self._recovery_fs.undo()
-            raise RuntimeError(f"{self._wal_dir}: the log starts after {start} but no snapshot "
-                               f"at {start} exists (newest: {self.snapshots.metadata.index})")
+            current = os.path.join(self.snapshots.directory, "CURRENT")
+            newest = self.snapshots.metadata.index
+            says = "says so" if os.path.exists(current) else "missing"
+            raise RuntimeError(f"{self._wal_dir}: the log starts after index {start} but no "
+                               f"snapshot at index {start} exists (newest: {newest}, "
+                               f"{current} {says})")
 
     def _open_wal(self) -> SegmentedWal:
         # NEVER: the driver fsyncs once per Ready itself (group commit).
