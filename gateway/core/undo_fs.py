@@ -173,6 +173,12 @@ class UndoableFileSystem(FileSystem):
     def is_dir(self, path: str) -> bool:
         return self.base.is_dir(path)
 
+    def __getattr__(self, name: str) -> object:
+        # Attributes of the layer below (its I/O counters, ...) read through.
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
 
 class _JournaledWritable(WritableFile):
     """A file opened while journaling: its first change journals it."""
@@ -205,3 +211,7 @@ class _JournaledWritable(WritableFile):
 
     def close(self) -> None:
         self._inner.close()
+
+    def __getattr__(self, name: str) -> object:
+        # Anything else the file below offers (read-only helpers) answers as it does.
+        return getattr(self._inner, name)
