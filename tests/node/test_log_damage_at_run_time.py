@@ -121,3 +121,58 @@ def test_subscribers_and_appliers_get_data_loss_naming_the_damaged_file(tmp_path
                 source.read(lo, 16)
     finally:
         storage.close()
+
+
+def test_a_running_node_answers_data_loss_and_takes_a_snapshot_past_the_damage(
+        tmp_path, monkeypatch):
+    """A real node: a subscriber from the log's start meets the damaged sealed entry (the
+    tail cache is one entry, so reads go to the WAL): DATA_LOSS naming the segment relative
+    to the data directory, the node keeps serving, and a snapshot past the damage is taken
+    for followers that need those entries."""
+    import asyncio
+    import functools
+
+    import grpc
+
+    from gateway.cli.sql import sql_to_statements
+    from gateway.client import AsyncGatewayClient
+    from gateway.node import server
+    from gateway.v1 import gateway_pb2, gateway_pb2_grpc
+
+    from .conftest import leader_of, node_configs, run, running
+
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    cfg = node_configs(tmp_path, 1, snapshot_entries=1_000_000)[0]
+
+    async def body() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                for i in range(60):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 100}')", []))
+            segments = sorted((Path(cfg.data_dir) / "raft" / "wal").glob("*.wal"))
+            assert len(segments) >= 3
+            data = bytearray(segments[1].read_bytes())
+            data[len(data) // 2] ^= 0x20
+            segments[1].write_bytes(bytes(data))
+            assert node.storage.snapshots.metadata.index == 1
+            async with grpc.aio.insecure_channel(cfg.api) as channel:
+                stream = gateway_pb2_grpc.GatewayStub(channel).Subscribe(
+                    gateway_pb2.SubscribeRequest(from_log_index=2), timeout=20)
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    async for _ in stream:
+                        pass
+            assert err.value.code() is grpc.StatusCode.DATA_LOSS, err.value
+            assert f"raft/wal/{segments[1].name}: byte " in err.value.details()
+            for _ in range(500):
+                if node.storage.snapshots.metadata.index > 1:
+                    break
+                await asyncio.sleep(0.02)
+            assert node.storage.snapshots.metadata.index >= 60
+            assert node.failure is None and node.driver.is_leader
+
+    run(body(), timeout=120)
