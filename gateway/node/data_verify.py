@@ -3,10 +3,10 @@
 Checks everything a start reads, the way the start reads it, and changes nothing (the WAL is
 recovered on a temporary copy):
 
-- ``raft/wal``: ``meta`` present; the segments recovered by the WAL's own recovery (every
-  finding -- torn tail, torn batch, damaged seal -- is a problem: a start would cut it), every
-  entry read back (a sealed segment's records are otherwise trusted by their footer), the
-  hard state's commit index within the log;
+- ``raft/wal``: ``meta`` present (beside segments); the segments recovered by the WAL's own
+  recovery (every finding -- torn tail, torn batch, damaged seal -- is a problem: a start
+  would cut it), every entry read back (a sealed segment's records are otherwise trusted by
+  their footer), the hard state's commit index within the log;
 - ``raft/snapshots``: ``CURRENT`` readable and present when the log was compacted, the newest
   snapshot's manifest and every file it lists with its size *and CRC-32C*, the log starting
   at most one past the snapshot;
@@ -127,8 +127,6 @@ def _check_wal(root: str, report: DataDirReport, rel: _Rel) -> _Log:
     if not os.path.isdir(directory):
         report.problems.append("raft/wal: missing (the Raft log)")
         return out
-    if not os.path.isfile(os.path.join(directory, "meta")):
-        report.problems.append("raft/wal/meta: byte 0: missing (the log's start and hard state)")
     with tempfile.TemporaryDirectory(prefix="gateway-verify-") as tmp:
         copy = os.path.join(tmp, "wal")
         shutil.copytree(directory, copy)

@@ -144,7 +144,7 @@ MATRIX = [
     Row(C, META, empty,           R,  "byte",                       "cannot open the Raft log"),
     Row(C, META, flip(0.5),       R,  "byte",                       "raft/wal/meta"),
     Row(C, META, cut(20),         ST, "byte",                       "raft/wal/meta"),
-    Row(C, META, delete,          R,  "byte",                       "raft/wal/meta"),
+    Row(C, META, delete,          R,  "meta: byte 0: missing",      "meta: byte 0: missing"),
     Row(C, CUR, empty,            R,  "byte",                       "raft/snapshots/CURRENT"),
     Row(C, CUR, half,             R,  "byte",                       "raft/snapshots/CURRENT"),
     Row(C, CUR, garbage,          R,  "byte",                       "raft/snapshots/CURRENT"),
