@@ -67,6 +67,7 @@ from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
 from .peer_stream import PeerListener
+from .refused_start import paths_under, undo_refused_start
 from .security import (
     TokenAuthInterceptor,
     api_server_credentials,
@@ -128,20 +129,6 @@ def _remove_made(path: str, keep_dir: bool) -> None:
                     os.remove(child)
 
 
-def _paths_under(root: str) -> dict[str, int]:
-    """Every file (its size) and directory (-1) under ``root``, by path relative to it."""
-    out: dict[str, int] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        for name in dirnames:
-            out[os.path.normpath(os.path.join(rel, name))] = -1
-        for name in filenames:
-            with contextlib.suppress(OSError):
-                out[os.path.normpath(os.path.join(rel, name))] = \
-                    os.lstat(os.path.join(dirpath, name)).st_size
-    return out
-
-
 #: The data directory's entry that holds the gRPC peer server's Unix socket while the node runs.
 PEER_SOCKET_DIR = "peer-socket"
 #: The longest path a Unix socket address holds on Linux (``sun_path`` is 108 bytes, NUL included).
@@ -175,54 +162,22 @@ class GatewayNode:
     async def start(self) -> None:
         """Start the node; raises ``NodeStartError`` (or the applier configuration's error)
         naming what failed. A start that fails leaves no half-made data directory: what it
-        created in a directory that was missing or empty is removed again."""
+        created in a directory that was missing or empty is removed again, and an existing
+        directory is left as it was found (``refused_start``)."""
         cfg = self.config
         existed = os.path.isdir(cfg.data_dir)
         fresh = not existed or not os.listdir(cfg.data_dir)
-        found = _paths_under(cfg.data_dir) if existed and not fresh else {}
+        found = paths_under(cfg.data_dir) if existed and not fresh else {}
         try:
             await self._start()
         except BaseException:
             # every failure path of _start closed what it had opened before raising
+            storage = getattr(self, "storage", None)
             if fresh:
                 _remove_made(cfg.data_dir, keep_dir=existed)
-            else:
-                self._undo_start(found)
+            elif storage is not None:  # as found: the next start sees the same damage
+                undo_refused_start(cfg.data_dir, found, storage)
             raise
-
-    def _undo_start(self, found: dict[str, int]) -> None:
-        """A refused start leaves the data directory as it found it (docs/node.md, "Damage
-        and recovery"): what the WAL's recovery changed (a torn tail cut, ...) is put back and
-        the files the start made are removed, so the next start -- or ``gateway log verify``,
-        or a backup -- sees the same damage. Only while nothing was told to another node
-        (before ``keep_recovery``); after that, only the files it made outside the Raft
-        log and the store (an applier's new database, SQLite's ``-wal``/``-shm``) and the
-        lock files, and the empty files there it wrote to (an applier that initialized an
-        empty database before refusing it)."""
-        storage = getattr(self, "storage", None)
-        if storage is None:
-            return
-        undone = storage.recovery_pending()
-        for path in storage.undo_recovery():
-            log.info("refused start: put %s back as it was", path)
-        root = self.config.data_dir
-        now = _paths_under(root)
-        for rel, size in now.items():
-            if found.get(rel) == 0 and size > 0 and rel.split(os.sep, 1)[0] not in \
-                    ("raft", "store"):
-                with contextlib.suppress(OSError):
-                    os.truncate(os.path.join(root, rel), 0)
-        made = set(now) - set(found)
-        for rel in sorted(made, key=lambda p: p.count(os.sep), reverse=True):
-            if not undone and os.path.basename(rel) != "LOCK" and \
-                    rel.split(os.sep, 1)[0] in ("raft", "store"):
-                continue  # the node may have voted or applied: Raft state stays
-            path = os.path.join(root, rel)
-            with contextlib.suppress(OSError):
-                if os.path.isdir(path) and not os.path.islink(path):
-                    os.rmdir(path)  # only when emptied by the removals before it
-                else:
-                    os.remove(path)
 
     async def _start(self) -> None:
         cfg = self.config
@@ -537,6 +492,7 @@ class GatewayNode:
             if self._damage_snapshot is None and not self._stopped.is_set():
                 self._damage_snapshot = loop.create_task(self._snapshot_past_damage(),
                                                          name="snapshot-past-damage")
+                self._tasks.append(self._damage_snapshot)  # cancelled by stop
 
         loop.call_soon_threadsafe(take)
 
