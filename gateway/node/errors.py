@@ -13,6 +13,7 @@
     └── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
                               RESOURCE_EXHAUSTED (the API server refuses larger requests
                               itself, before reading them)
+    storage.LogDamagedError (NodeError)      DATA_LOSS naming the damaged WAL file and offset
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
     TimeoutError                             DEADLINE_EXCEEDED
 """
