@@ -7,16 +7,17 @@ say), the refusal must leave the data directory exactly as it found it: an opera
 step (a backup, ``gateway log verify``, a copy sent with a bug report) needs the damaged bytes,
 and a second start must refuse the same way (issue 52).
 
-So recovery runs over this layer, which journals the original bytes of a file before the
-first change made to it through the layer (a file that did not exist is journaled as absent,
-a directory made is remembered). ``undo`` writes the originals back and removes what was made;
-``keep`` accepts the changes and stops journaling (every later call goes straight to the
-layer below). Contracts:
+So recovery runs over this layer, which journals the original bytes of a file before a change
+made to it through the layer: the bytes a cut removes (files are only appended to and cut), or
+the whole file before it is removed, renamed over, recreated or punched (a file that did not
+exist is journaled as absent, a directory made is remembered). ``undo`` writes the originals
+back and removes what was made; ``keep`` accepts the changes and stops journaling (every later
+call goes straight to the layer below). Contracts:
 
 - only changes made through this layer are journaled; the caller closes every file it opened
   through it before ``undo``;
-- journaling a file reads it whole once: meant for the short window of a start, never kept on
-  for a running node (``keep`` ends it);
+- journaling holds the removed bytes in memory: meant for the short window of a start, never
+  kept on for a running node (``keep`` ends it);
 - ``undo`` is not atomic across files: a crash in the middle leaves some files restored; every
   journaled change was one recovery makes again at the next start.
 """
@@ -39,8 +40,11 @@ class UndoableFileSystem(FileSystem):
         self.base = base
         self._lock = threading.Lock()
         self._active = True
-        #: Original content by path (None: the path did not exist), in the order first changed.
-        self._saved: dict[str, bytes | None] = {}
+        #: By path, in the order first changed: None (the path did not exist), or
+        #: ``(offset, tail)``: the original is the file's bytes before ``offset`` (which no
+        #: change reached: files are appended to and cut, never rewritten in place) followed
+        #: by ``tail``. ``offset`` 0 holds the whole original.
+        self._saved: dict[str, tuple[int, bytes] | None] = {}
         self._made_dirs: list[str] = []
 
     @property
@@ -52,16 +56,46 @@ class UndoableFileSystem(FileSystem):
         """The paths changed through this layer since it was made (while journaling)."""
         return list(self._saved)
 
+    def _read(self, path: str, lo: int, hi: int) -> bytes:
+        if hi <= lo:
+            return b""
+        f = self.base.open_readable(path)
+        try:
+            return f.pread(lo, hi - lo)
+        finally:
+            f.close()
+
     def save(self, path: str) -> None:
-        """Journal ``path``'s current content unless it is journaled already (or journaling
-        ended)."""
+        """Journal all of ``path`` (before a change anywhere in it) unless it is journaled
+        whole already, or journaling ended."""
         if not self._active:
             return
         with self._lock:
-            if path in self._saved:
+            if path not in self._saved:
+                exists = self.base.exists(path) and not self.base.is_dir(path)
+                self._saved[path] = (0, self.base.read_all(path)) if exists else None
                 return
-            self._saved[path] = self.base.read_all(path) if self.base.exists(path) and \
-                not self.base.is_dir(path) else None
+            entry = self._saved[path]
+            if entry is not None and entry[0] > 0:
+                self._saved[path] = (0, self._read(path, 0, entry[0]) + entry[1])
+
+    def save_from(self, path: str, offset: int) -> None:
+        """Journal ``path`` from byte ``offset`` on (before it is cut to ``offset`` or
+        appended to at its end ``offset``): only the bytes a cut removes are read."""
+        if not self._active:
+            return
+        with self._lock:
+            if path not in self._saved:
+                if not self.base.exists(path):
+                    self._saved[path] = None
+                    return
+                size = self.base.size(path)
+                at = min(offset, size)
+                self._saved[path] = (at, self._read(path, at, size))
+                return
+            entry = self._saved[path]
+            if entry is not None and offset < entry[0]:
+                self._saved[path] = (offset, self._read(path, offset, entry[0]) + entry[1])
 
     def keep(self) -> None:
         """Accept every change and stop journaling."""
@@ -78,11 +112,19 @@ class UndoableFileSystem(FileSystem):
             saved, self._saved = self._saved, {}
             made, self._made_dirs = self._made_dirs, []
         dirs: set[str] = set()
-        for path, original in saved.items():
-            if original is None:
+        for path, entry in saved.items():
+            if entry is None:
                 self.base.discard(path)
+            elif entry[0] == 0:
+                self.base.write_atomic(path, entry[1])
             else:
-                self.base.write_atomic(path, original)
+                f = self.base.open_writable(path)
+                try:
+                    f.truncate(entry[0])
+                    f.write(entry[1])
+                    f.sync()
+                finally:
+                    f.close()
             dirs.add(os.path.dirname(path) or ".")
         for directory in reversed(made):
             try:
@@ -189,15 +231,15 @@ class _JournaledWritable(WritableFile):
         self._inner = inner
 
     def write(self, data: bytes) -> None:
-        self._fs.save(self._path)
+        self._fs.save_from(self._path, self._inner.size())  # an append
         self._inner.write(data)
 
     def write_parts(self, parts: list[bytes]) -> None:
-        self._fs.save(self._path)
+        self._fs.save_from(self._path, self._inner.size())
         self._inner.write_parts(parts)
 
     def truncate(self, size: int) -> None:
-        self._fs.save(self._path)
+        self._fs.save_from(self._path, size)
         self._inner.truncate(size)
 
     def sync(self) -> None:

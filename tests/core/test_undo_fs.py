@@ -64,3 +64,24 @@ def test_a_wal_recovery_cut_is_put_back(tmp_path: Path) -> None:
     assert tree(wal_dir) != before
     fs.undo()
     assert tree(wal_dir) == before
+
+
+def test_cuts_and_appends_in_any_order_are_undone(tmp_path: Path) -> None:
+    original = bytes(range(256)) * 40
+    for steps in (["cut:5000", "append", "cut:3000", "append"], ["append", "cut:100"],
+                  ["cut:9000", "remove"], ["append", "append", "cut:10240"]):
+        path = tmp_path / "f"
+        path.write_bytes(original)
+        fs = UndoableFileSystem(OsFileSystem())
+        w = fs.open_writable(str(path))
+        for step in steps:
+            if step == "append":
+                w.write(b"new bytes")
+            elif step == "remove":
+                w.close()
+                fs.remove(str(path))
+            else:
+                w.truncate(int(step.split(":")[1]))
+        w.close()
+        fs.undo()
+        assert path.read_bytes() == original, steps
