@@ -176,3 +176,48 @@ def test_a_running_node_answers_data_loss_and_takes_a_snapshot_past_the_damage(
             assert node.failure is None and node.driver.is_leader
 
     run(body(), timeout=120)
+
+
+def test_a_lagging_follower_catches_up_by_snapshot_past_a_leaders_damaged_entry(
+        tmp_path, monkeypatch):
+    """Three real nodes; one is stopped while the others commit entries over several WAL
+    segments; a sealed segment of the leader is damaged; the follower comes back. Before,
+    the leader's Raft loop died on the read (and the cluster with it); now it sends a
+    snapshot taken past the damage, the follower catches up, and the leader keeps leading."""
+    import functools
+
+    from gateway.cli.sql import sql_to_statements
+    from gateway.client import AsyncGatewayClient
+    from gateway.node import server
+
+    from .conftest import leader_of, node_configs, run, running, started, wait_for
+
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    cfgs = node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+
+    async def body() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            lagging = next(n for n in nodes if n is not leader)
+            await lagging.stop()
+            async with AsyncGatewayClient(leader.config.api) as c:
+                for i in range(60):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 100}')", []))
+            segments = sorted((Path(leader.config.data_dir) / "raft" / "wal").glob("*.wal"))
+            assert len(segments) >= 3
+            data = bytearray(segments[1].read_bytes())
+            data[len(data) // 2] ^= 0x20
+            segments[1].write_bytes(bytes(data))
+            back = await started(lagging.config)
+            nodes.append(back)
+            await wait_for(lambda: back.sm.applied_index >= leader.sm.applied_index, 60,
+                           "the lagging follower to catch up")
+            assert leader.failure is None and leader.driver.is_leader
+            assert leader.storage.snapshots.metadata.index > 1
+            assert len(list(back.sm.scan_rows("shop", "items", [], []))) == 60
+
+    run(body(), timeout=120)
