@@ -215,6 +215,9 @@ class UndoableFileSystem(FileSystem):
     def is_dir(self, path: str) -> bool:
         return self.base.is_dir(path)
 
+    def free_bytes(self, path: str) -> int:
+        return self.base.free_bytes(path)
+
     def __getattr__(self, name: str) -> object:
         # Attributes of the layer below (its I/O counters, ...) read through.
         if name == "base":

@@ -75,7 +75,7 @@ from gateway.raft import (
 )
 from gateway.raft.types import limit_size
 
-from .errors import NodeError
+from .errors import DataLossError
 from .snapshot_files import SnapshotFiles
 
 __all__ = ["BOOTSTRAP_INDEX", "LogDamagedError", "RaftLogStorage", "compacted_log"]
@@ -94,13 +94,13 @@ def compacted_log(first_index: int) -> bool:
 log = logging.getLogger("gateway.node.storage")
 
 
-class LogDamagedError(CompactedError, NodeError):
+class LogDamagedError(CompactedError, DataLossError):
     """A stored log entry no longer verifies; ``str()`` is one line naming the file
     (``file``, relative to the data directory), the byte ``offset`` and why.
 
     A ``CompactedError`` for the Raft core (which then sends a snapshot instead of the
-    entries: the entry is as unavailable as a compacted one) and a ``NodeError`` for the API,
-    which answers it with DATA_LOSS. Readers that treat a compacted read as "retry later"
+    entries: the entry is as unavailable as a compacted one) and a ``DataLossError`` for the
+    API, which answers it with DATA_LOSS. Readers that treat a compacted read as "retry later"
     must test for it first: it does not go away."""
 
     def __init__(self, file: str, offset: int, reason: str, lo: int) -> None:
