@@ -250,6 +250,8 @@ class NodeAppliers:
                                            first_index=gap.first_index,
                                            apply=dispatcher.apply_outside_log)
                     except Exception as exc:
+                        if self._stopping:  # the node stops mid-rebuild: redone next start
+                            return
                         a.error = exc
                         log.error("applier %s stopped: %s", a.name, exc)
                         return

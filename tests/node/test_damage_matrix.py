@@ -171,7 +171,8 @@ MATRIX = [
     Row(C, DEAD, flip(0.3),       R,  "byte",                       "appliers/sqlite.deadletters"),
     Row(C, DEAD, cut(20),         ST, "byte",                       "appliers/sqlite.deadletters"),
     Row(C, DB, half,              R,  "gateway.db",                 "sqlite/gateway.db"),
-    Row(C, DB, empty,             R,  "gateway.db is new or empty", "gateway.db: new or empty"),
+    # behind its position: rebuilt from the store (issue 52 item 2: the database is the truth)
+    Row(C, DB, empty,             ST, "holds up to log index 0",    "gateway.db: new or empty"),
     Row(S, SEALED, flip(0.5),     R,  "cannot read the Raft log",   "does not verify"),
     Row(S, SEALED, zero_page(0.5), R, "cannot read the Raft log",   "raft/wal/"),
     Row(S, WAL, delete,           R,  "are lost",                   "are lost"),
