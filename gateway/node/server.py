@@ -64,6 +64,7 @@ from .metrics import serve_metrics
 from .peer_stream import PeerListener
 from .security import (
     TokenAuthInterceptor,
+    Tokens,
     api_server_credentials,
     load_tokens,
     peer_channel_credentials,
@@ -147,6 +148,9 @@ class GatewayNode:
         self._closed = asyncio.Event()
         self._removal_stop: asyncio.Task[None] | None = None
         self._failure_stop: asyncio.Task[None] | None = None
+        #: The bearer tokens (``tokens_file``), checked by the API and on forwarded calls;
+        #: None: no tokens (every call allowed).
+        self.tokens: Tokens | None = None
         #: Why the node stopped itself, when it failed (None: running, or a clean stop).
         self.failure: str | None = None
 
@@ -281,6 +285,8 @@ class GatewayNode:
 
     async def _serve(self) -> None:
         cfg = self.config
+        # Loaded before either server starts: the peer port's Forward checks them too.
+        self.tokens = load_tokens(cfg.tokens_file) if cfg.tokens_file else None
         # One request-size limit: gRPC refuses a larger API request (RESOURCE_EXHAUSTED, the
         # limit in its message) before reading it. Options are merged by key: with a key
         # given twice gRPC keeps the first, which is how the peer channels' 64 MiB once
@@ -352,8 +358,8 @@ class GatewayNode:
                          grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
-        if cfg.tokens_file:
-            interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
+        if self.tokens is not None:
+            interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
         self.health = health.aio.HealthServicer()
