@@ -85,6 +85,9 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
 @click.option("--no-fsync", "fsync", flag_value=False, default=None,
               help="Do not fsync the Raft log (tests and benchmarks only).")
 @click.option("--tick-ms", type=int, default=None, help="Raft tick in ms (default 50).")
+@click.option("--insecure-peer", is_flag=True, default=None,
+              help="Serve the peer port without mutual TLS on a non-loopback --listen (a "
+                   "network you trust); without it such a node refuses to start.")
 @click.pass_context
 def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
                 options: tuple[str, ...], **flags: Any) -> None:

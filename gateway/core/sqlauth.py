@@ -152,6 +152,10 @@ def _reserved_access(table: str) -> str:
 _NO_TABLE = re.compile(r"no such table: (?:main\.)?(\S+)")
 _NO_COLUMN_NAMED = re.compile(r"table (\S+) has no column named (\S+)")
 _NO_COLUMN = re.compile(r"no such column: (\S+)")
+_TOO_FEW_COLUMNS = re.compile(r"table (\S+) has (\d+) columns but (\d+) values were supplied")
+_BLANK = re.compile(r"(?:\s|;|--[^\n]*|/\*.*?(?:\*/|$))*", re.DOTALL)
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*"
+                    r"|/\*.*?(?:\*/|$)|;", re.DOTALL)
 _MAX_ROUNDS = 64
 
 
@@ -174,7 +178,7 @@ def sql_problem(query: str, variables: Iterable[str],
             auth.reset()
             try:
                 conn.execute("EXPLAIN " + query, params).fetchall()
-                return None
+                return _one_statement(query)
             except (sqlite3.Warning, sqlite3.ProgrammingError) as exc:
                 if "one statement at a time" in str(exc):
                     return "more than one SQL statement (send each as a statement of its own)"
@@ -191,10 +195,27 @@ def sql_problem(query: str, variables: Iterable[str],
                     if "syntax error" in text or "incomplete input" in text or \
                             "unrecognized token" in text:
                         return f"not valid SQL ({text})"
-                    return None
-        return None
+                    return _one_statement(query)
+        return _one_statement(query)
     finally:
         conn.close()
+
+
+def _one_statement(query: str) -> str | None:
+    if _more_than_one(query):
+        return "more than one SQL statement (send each as a statement of its own)"
+    return None
+
+
+def _more_than_one(query: str) -> bool:
+    """Whether ``query`` holds something after its first ``;`` outside quotes and comments
+    (Python's ``execute`` refuses that: whitespace, comments and ``;`` are all that may
+    follow a statement). One linear scan. (A trigger's body holds ``;`` too: triggers are
+    refused anyway, and the authorizer's reason is given first.)"""
+    for m in _TOKEN.finditer(query):
+        if m.group(0) == ";":
+            return _BLANK.fullmatch(query, m.end()) is None
+    return False
 
 
 def _create_missing(conn: sqlite3.Connection, auth: SqlAuthorizer, error: str,
@@ -207,11 +228,15 @@ def _create_missing(conn: sqlite3.Connection, auth: SqlAuthorizer, error: str,
             auth.denied = _reserved_access(name)
             return False
         cols = known.get(name.casefold(), [])
-        body = ", ".join(_quote(c) for c in cols) if cols else "_gateway_placeholder"
+        body = ", ".join(_quote(c) for c in cols) if cols else "_gateway_c0"
         ddl = f"CREATE TABLE {_quote(name)} ({body})"
-        made.append(name)
+        if not cols:
+            made.append(name)  # its columns are guessed from the errors that follow
     elif (m := _NO_COLUMN_NAMED.search(error)) is not None:
         ddl = f"ALTER TABLE {_quote(m.group(1))} ADD COLUMN {_quote(m.group(2))}"
+    elif (m := _TOO_FEW_COLUMNS.search(error)) is not None and m.group(1) in made:
+        ddl = ";".join(f"ALTER TABLE {_quote(m.group(1))} ADD COLUMN _gateway_c{i}"
+                       for i in range(int(m.group(2)), int(m.group(3))))
     elif (m := _NO_COLUMN.search(error)) is not None and made:
         column = m.group(1).rpartition(".")[2]
         ddl = f"ALTER TABLE {_quote(made[-1])} ADD COLUMN {_quote(column)}"
@@ -219,7 +244,8 @@ def _create_missing(conn: sqlite3.Connection, auth: SqlAuthorizer, error: str,
         return False
     conn.set_authorizer(None)
     try:
-        conn.execute(ddl)
+        for one in ddl.split(";"):
+            conn.execute(one)
     except sqlite3.Error:
         return False
     finally:

@@ -23,6 +23,8 @@ from gateway.appliers.contract import SCOPES
 from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 
+from .exposure import peer_port_problem
+
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
            "parse_address", "parse_peers"]
 
@@ -106,6 +108,9 @@ class NodeConfig:
     max_request_bytes: int = 4 << 20
     metrics: str = ""
     tokens_file: str = ""
+    #: Serve the peer port without mutual TLS on a non-loopback address (a trusted network);
+    #: without it such a node refuses to start (``exposure.peer_port_problem``).
+    insecure_peer: bool = False
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
@@ -177,6 +182,9 @@ class NodeConfig:
             path = getattr(t, key)
             if path and not os.path.isfile(path):
                 raise ConfigError(f"tls.{key}: no such file: {path}")
+        reason = peer_port_problem(self)
+        if reason is not None:
+            raise ConfigError(reason)
         names: set[str] = set()
         for i, ch in enumerate(self.channels):
             where = f"channels[{i}]"
@@ -276,7 +284,7 @@ _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ti
              "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
-_BOOL_KEYS = {"join", "fsync"}
+_BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 
 

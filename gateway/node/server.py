@@ -57,7 +57,7 @@ from .conflicts import NodeConflicts
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
-from .exposure import exposure_warnings
+from .exposure import exposure_warnings, peer_port_mode, peer_port_problem
 from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
@@ -173,6 +173,9 @@ class GatewayNode:
 
     async def _start(self) -> None:
         cfg = self.config
+        reason = peer_port_problem(cfg)  # also for a config made without validate()
+        if reason is not None:
+            raise NodeStartError(reason)
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
@@ -263,6 +266,7 @@ class GatewayNode:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+        log.info("%s", peer_port_mode(cfg))
         for warning in exposure_warnings(cfg):
             log.warning("SECURITY: %s", warning)
 

@@ -23,7 +23,7 @@ from gateway.core.logrules import (
     table_name_problem,
     value_problem,
 )
-from gateway.core.reserved import reserved_write_problem
+from gateway.core.reserved import is_exceptions_table, reserved_write_problem
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.core.sqlauth import sql_problem
 from gateway.v1 import statement_pb2, value_pb2
@@ -277,6 +277,11 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                     raise InvalidRequest(f"{path}.{col_attr}[{i}].name",
                                          f"key column {cname!r} repeated among the value "
                                          f"columns (fields are the other columns written)")
+        if known is None and rows and is_exceptions_table(body.table.table_name):
+            # only the admin DELETE of handled rows gets here: it must not be what makes the
+            # table (its shape is the conflict machinery's to fix)
+            raise InvalidRequest(f"{path}.table.table_name",
+                                 f"{name} does not exist: no exceptions recorded to delete")
         if known is None:
             schema = TableSchema(tuple(keys), dict(keys + [c for c in cols
                                                            if c[0] not in key_names]))
