@@ -23,10 +23,10 @@ from gateway.appliers.contract import SCOPES
 from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 
-from .exposure import peer_port_problem
+from .addresses import is_loopback
 
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
-           "parse_address", "parse_peers"]
+           "parse_address", "parse_peers", "peer_port_problem"]
 
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
@@ -221,6 +221,20 @@ class NodeConfig:
             except ConflictConfigError as exc:
                 raise ConfigError(f"conflicts[{i}]: {exc}") from None
         return self
+
+
+def peer_port_problem(cfg: NodeConfig) -> str | None:
+    """Why the node must not start with its peer port as configured, or None: a peer port on
+    a non-loopback address needs mutual TLS (``tls.peer_*``), or ``insecure_peer`` set to say
+    that the network itself is trusted. The peer port carries Raft messages and snapshots,
+    which no token protects: whoever reaches it can rewrite the log. One line, naming the
+    key."""
+    if is_loopback(cfg.listen) or cfg.tls.peer_enabled or cfg.insecure_peer:
+        return None
+    return (f"listen: {cfg.listen} is reachable from other hosts and the peer port has no "
+            f"mutual TLS (anyone who reaches it could inject Raft messages and snapshots); "
+            f"set tls.peer_cert, tls.peer_key and tls.peer_ca, or insecure_peer = true "
+            f"(--insecure-peer, GATEWAY_INSECURE_PEER=true) on a network you trust")
 
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")

@@ -8,7 +8,7 @@ one line per risk; the node logs each as a warning when it starts (docs/node.md,
   administer the cluster;
 - the API on a non-loopback address with tokens but no TLS: tokens travel in clear text;
 - peers on a non-loopback address without mutual TLS (allowed only with ``insecure_peer``:
-  :func:`peer_port_problem`): anyone who reaches the port can inject Raft messages and
+  ``config.peer_port_problem``): anyone who reaches the port can inject Raft messages and
   snapshots;
 - ``/metrics`` on a non-loopback address: it has no authentication (this is often what is
   wanted, for Prometheus; it is said once so that it is a choice).
@@ -19,29 +19,14 @@ A host name is treated as non-loopback unless it is ``localhost``; an unspecifie
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING
+
+from .addresses import is_loopback
 
 if TYPE_CHECKING:
     from .config import NodeConfig
 
-__all__ = ["exposure_warnings", "is_loopback", "peer_port_mode", "peer_port_problem"]
-
-
-def _host(address: str) -> str:
-    host = address.rpartition(":")[0] if ":" in address else address
-    return host.strip("[]")
-
-
-def is_loopback(address: str) -> bool:
-    """True if ``HOST:PORT`` binds only a loopback interface."""
-    host = _host(address)
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name, or an empty host (all interfaces)
+__all__ = ["exposure_warnings", "is_loopback", "peer_port_mode"]
 
 
 def exposure_warnings(cfg: NodeConfig) -> list[str]:
@@ -67,20 +52,6 @@ def exposure_warnings(cfg: NodeConfig) -> list[str]:
     if cfg.metrics and not is_loopback(cfg.metrics):
         out.append(f"metrics {cfg.metrics} is reachable from other hosts (no authentication)")
     return out
-
-
-def peer_port_problem(cfg: NodeConfig) -> str | None:
-    """Why the node must not start with its peer port as configured, or None: a peer port on
-    a non-loopback address needs mutual TLS (``tls.peer_*``), or ``insecure_peer`` set to say
-    that the network itself is trusted. The peer port carries Raft messages and snapshots,
-    which no token protects: whoever reaches it can rewrite the log. One line, naming the
-    key."""
-    if is_loopback(cfg.listen) or cfg.tls.peer_enabled or cfg.insecure_peer:
-        return None
-    return (f"listen: {cfg.listen} is reachable from other hosts and the peer port has no "
-            f"mutual TLS (anyone who reaches it could inject Raft messages and snapshots); "
-            f"set tls.peer_cert, tls.peer_key and tls.peer_ca, or insecure_peer = true "
-            f"(--insecure-peer, GATEWAY_INSECURE_PEER=true) on a network you trust")
 
 
 def peer_port_mode(cfg: NodeConfig) -> str:

@@ -52,12 +52,18 @@ from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
 from .channels import NodeChannels
-from .config import ChannelConfig, NodeConfig, address_problem, parse_address
+from .config import (
+    ChannelConfig,
+    NodeConfig,
+    address_problem,
+    parse_address,
+    peer_port_problem,
+)
 from .conflicts import NodeConflicts
 from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
-from .exposure import exposure_warnings, peer_port_mode, peer_port_problem
+from .exposure import exposure_warnings, peer_port_mode
 from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
