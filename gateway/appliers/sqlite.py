@@ -479,7 +479,7 @@ class SqliteApplier(Applier):
         # The client's text runs under the authorizer (gateway.core.sqlauth); the applier's
         # own statements do not. A denied statement raises here: dead-lettered, with the
         # reason, on every replica alike.
-        auth = SqlAuthorizer()
+        auth = SqlAuthorizer(r[0] for r in conn.execute("SELECT name FROM _gateway_tables"))
         conn.set_authorizer(auth)
         try:
             conn.execute(op.sql.query, params)

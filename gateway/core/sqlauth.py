@@ -11,7 +11,8 @@ escape the database, forge the applier's bookkeeping or make replicas differ:
   its data and its GTIDs), ``ANALYZE``, virtual tables;
 - temporary objects (each of the applier's threads has its own connection: a temp table
   exists in one of them only) and triggers (a trigger fires on the applier's own row writes,
-  which run without this authorizer);
+  which run without this authorizer); creating, dropping or altering a table the log's row
+  statements write (the applier caches their columns);
 - any access to a ``_gateway_*`` or ``sqlite_*`` object, except SQLite's own accesses to
   ``sqlite_master`` that a ``CREATE``, ``DROP`` or ``ALTER`` makes; writes to the other
   reserved tables (``gateway.core.reserved``: ``$EX``, apply status);
@@ -74,6 +75,9 @@ _WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLIT
                      sqlite3.SQLITE_CREATE_VIEW, sqlite3.SQLITE_DROP_VIEW,
                      sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_INDEX,
                      sqlite3.SQLITE_DROP_INDEX})
+_ROW_TABLE_DDL = frozenset({sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_DROP_TABLE,
+                            sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_VIEW,
+                            sqlite3.SQLITE_DROP_VIEW})
 _TABLE_IN_ARG2 = frozenset({sqlite3.SQLITE_ALTER_TABLE, sqlite3.SQLITE_CREATE_INDEX,
                             sqlite3.SQLITE_DROP_INDEX})
 #: Actions that make SQLite read and write ``sqlite_master`` itself.
@@ -88,11 +92,16 @@ class SqlAuthorizer:
     statement at a time; ``denied`` is the reason of the first action it denied since
     :meth:`reset`, or ``""``."""
 
-    __slots__ = ("ddl", "denied")
+    __slots__ = ("ddl", "denied", "row_tables")
 
-    def __init__(self) -> None:
+    def __init__(self, row_tables: Iterable[str] = ()) -> None:
+        """``row_tables``: the tables the log's row statements write (names without schema),
+        which a SQL statement may not drop, alter or create: the applier keeps their columns
+        in memory, so a replica that restarted after such a change would differ from one
+        that did not."""
         self.denied = ""
         self.ddl = False
+        self.row_tables = frozenset(t.casefold() for t in row_tables)
 
     def reset(self) -> None:
         """Forget the previous statement (call before preparing the next one)."""
@@ -142,6 +151,9 @@ class SqlAuthorizer:
             reason = reserved_table_problem(table)
             if reason is not None:
                 return f"writing {table!r} is not allowed: {reason}"
+            if action in _ROW_TABLE_DDL and folded in self.row_tables:
+                return (f"table {table!r} is written by row statements: SQL may not "
+                        f"create, drop or alter it")
         return None
 
 
@@ -170,7 +182,7 @@ def sql_problem(query: str, variables: Iterable[str],
     known = {name.casefold(): list(cols) for name, cols in (tables or {}).items()}
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        auth = SqlAuthorizer()
+        auth = SqlAuthorizer(known)
         conn.set_authorizer(auth)
         made: list[str] = []  # tables created for this query, the newest last
         params = dict.fromkeys(variables)

@@ -119,6 +119,7 @@ def test_an_admin_may_delete_rows_of_an_exceptions_table_and_nothing_else():
     ("INSERT INTO notes VALUES (4, 'a'); INSERT INTO notes VALUES (5, 'b')",
      "more than one SQL statement"),
     ("DELETE FROM \"items$EX\"", "items$EX"),
+    ("DROP TABLE items", "written by row statements"),
 ])
 def test_sql_statements_every_replica_would_refuse_are_refused_at_the_api(tmp_path, query,
                                                                            refused):
