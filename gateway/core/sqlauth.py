@@ -6,9 +6,11 @@ A SQL event runs verbatim in every replica's SQLite, inside the applier's own tr
 :class:`SqlAuthorizer` (an ``sqlite3`` authorizer callback) denies what would let a client
 escape the database, forge the applier's bookkeeping or make replicas differ:
 
-- ``ATTACH``/``DETACH`` (files anywhere), ``PRAGMA`` (settings, ``writable_schema``),
-  ``BEGIN``/``COMMIT``/``ROLLBACK``/``SAVEPOINT`` (would end the applier's transaction between
-  its data and its GTIDs), ``ANALYZE``, virtual tables;
+- ``ATTACH``/``DETACH`` and ``VACUUM INTO`` (files anywhere; ``VACUUM`` has no authorizer
+  action: the applier's transaction refuses it, and :func:`sql_problem` too), ``PRAGMA``
+  (settings, ``writable_schema``), ``BEGIN``/``COMMIT``/``ROLLBACK``/``SAVEPOINT`` (would
+  end the applier's transaction between its data and its GTIDs), ``ANALYZE``, virtual
+  tables;
 - temporary objects (each of the applier's threads has its own connection: a temp table
   exists in one of them only) and triggers (a trigger fires on the applier's own row writes,
   which run without this authorizer); creating, dropping or altering a table the log's row
@@ -165,6 +167,7 @@ _NO_TABLE = re.compile(r"no such table: (?:main\.)?(\S+)")
 _NO_COLUMN_NAMED = re.compile(r"table (\S+) has no column named (\S+)")
 _NO_COLUMN = re.compile(r"no such column: (\S+)")
 _TOO_FEW_COLUMNS = re.compile(r"table (\S+) has (\d+) columns but (\d+) values were supplied")
+_LEADING_WORD = re.compile(r"(?:\s|--[^\n]*|/\*.*?\*/)*([A-Za-z]+)", re.DOTALL)
 _BLANK = re.compile(r"(?:\s|;|--[^\n]*|/\*.*?(?:\*/|$))*", re.DOTALL)
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|`[^`]*`|\[[^\]]*\]|--[^\n]*"
                     r"|/\*.*?(?:\*/|$)|;", re.DOTALL)
@@ -179,6 +182,11 @@ def sql_problem(query: str, variables: Iterable[str],
     made) seed the in-memory database; other tables the query names are created as they are
     found missing. A query whose names cannot be placed is not refused here (see the module
     docstring). The query is compiled, never run."""
+    first = _LEADING_WORD.match(query)
+    if first is not None and first.group(1).upper() == "VACUUM":
+        # no authorizer action: the applier's transaction refuses it (VACUUM INTO writes a
+        # file anywhere), so every replica would
+        return "VACUUM: not allowed in SQL statements"
     known = {name.casefold(): list(cols) for name, cols in (tables or {}).items()}
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
@@ -202,6 +210,8 @@ def sql_problem(query: str, variables: Iterable[str],
                 if not _create_missing(conn, auth, text, known, made):
                     if auth.denied:
                         return auth.denied
+                    if text.startswith(("no such function", "wrong number of arguments")):
+                        return text
                     if "unknown database" in text:
                         return f"{text} (a statement uses its one database)"
                     if "syntax error" in text or "incomplete input" in text or \

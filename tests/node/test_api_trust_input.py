@@ -120,6 +120,8 @@ def test_an_admin_may_delete_rows_of_an_exceptions_table_and_nothing_else():
      "more than one SQL statement"),
     ("DELETE FROM \"items$EX\"", "items$EX"),
     ("DROP TABLE items", "written by row statements"),
+    ("VACUUM INTO '{dir}/planted.db'", "VACUUM"),
+    ("INSERT INTO notes VALUES (6, no_such_function(1))", "no such function"),
 ])
 def test_sql_statements_every_replica_would_refuse_are_refused_at_the_api(tmp_path, query,
                                                                            refused):
