@@ -1317,6 +1317,9 @@ type StatusResponse struct {
 	Peers         []*PeerStatus          `protobuf:"bytes,16,rep,name=peers,proto3" json:"peers,omitempty"`
 	ConflictRules []*ConflictRule        `protobuf:"bytes,17,rep,name=conflict_rules,json=conflictRules,proto3" json:"conflict_rules,omitempty"` // most specific first (the order they match)
 	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
+	// NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+	// node's own when its disk is short of space but the alarm is not replicated yet.
+	Alarms        []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1475,6 +1478,13 @@ func (x *StatusResponse) GetConflictRole() string {
 		return x.ConflictRole
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetAlarms() []*SpaceAlarm {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
 }
 
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
@@ -1853,6 +1863,60 @@ func (x *ConflictsRequest) GetRole() string {
 	return ""
 }
 
+// AlarmRequest: clear the NOSPACE alarm of one node (or of all). An alarm whose node is
+// still short of space is raised again by that node at its next check.
+type AlarmRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disarm        uint64                 `protobuf:"varint,1,opt,name=disarm,proto3" json:"disarm,omitempty"`                        // the node id whose alarm to clear
+	DisarmAll     bool                   `protobuf:"varint,2,opt,name=disarm_all,json=disarmAll,proto3" json:"disarm_all,omitempty"` // clear every alarm
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmRequest) Reset() {
+	*x = AlarmRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmRequest) ProtoMessage() {}
+
+func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
+func (*AlarmRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AlarmRequest) GetDisarm() uint64 {
+	if x != nil {
+		return x.Disarm
+	}
+	return 0
+}
+
+func (x *AlarmRequest) GetDisarmAll() bool {
+	if x != nil {
+		return x.DisarmAll
+	}
+	return false
+}
+
 type AddNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1865,7 +1929,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1941,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +1954,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -1930,7 +1994,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2006,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2019,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -1974,7 +2038,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2050,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2063,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2017,7 +2081,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2093,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2106,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 type AdminResponse struct {
@@ -2055,7 +2119,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2131,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2144,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2201,7 +2265,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\x9e\x05\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xce\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2225,7 +2289,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
 	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
 	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
-	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x8a\x04\n" +
+	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
+	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\"\x8a\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2265,7 +2330,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x10ConflictsRequest\x12*\n" +
 	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
 	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\x87\x01\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"E\n" +
+	"\fAlarmRequest\x12\x16\n" +
+	"\x06disarm\x18\x01 \x01(\x04R\x06disarm\x12\x1d\n" +
+	"\n" +
+	"disarm_all\x18\x02 \x01(\bR\tdisarmAll\"\x87\x01\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1f\n" +
@@ -2283,7 +2352,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xdd\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\x9b\b\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2301,7 +2370,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
 	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
-	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponse\x12<\n" +
+	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2317,7 +2387,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2344,90 +2414,95 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*AddChannelRequest)(nil),     // 22: gateway.v1.AddChannelRequest
 	(*ChannelActionRequest)(nil),  // 23: gateway.v1.ChannelActionRequest
 	(*ConflictsRequest)(nil),      // 24: gateway.v1.ConflictsRequest
-	(*AddNodeRequest)(nil),        // 25: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 26: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 27: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 28: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 29: gateway.v1.AdminResponse
-	nil,                           // 30: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 31: gateway.v1.Statement
-	(*Gtid)(nil),                  // 32: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 33: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 34: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 35: gateway.v1.Value
-	(*Transaction)(nil),           // 36: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 37: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 38: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 39: gateway.v1.ConflictRule
-	(*ChannelDefinition)(nil),     // 40: gateway.v1.ChannelDefinition
+	(*AlarmRequest)(nil),          // 25: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),        // 26: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 27: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 28: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 29: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 30: gateway.v1.AdminResponse
+	nil,                           // 31: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 32: gateway.v1.Statement
+	(*Gtid)(nil),                  // 33: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 34: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 35: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 36: gateway.v1.Value
+	(*Transaction)(nil),           // 37: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 38: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 39: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 40: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),            // 41: gateway.v1.SpaceAlarm
+	(*ChannelDefinition)(nil),     // 42: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	31, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	32, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	32, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	33, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	33, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	34, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	35, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	34, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	35, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	32, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	35, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	34, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	35, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	36, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	35, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	36, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	33, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	36, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	35, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	35, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	36, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	36, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	32, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	33, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	36, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	37, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	38, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	37, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	38, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	39, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	39, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	30, // 30: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	40, // 31: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	39, // 32: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 33: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 34: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 35: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 36: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 37: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	14, // 38: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	16, // 39: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	25, // 40: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	26, // 41: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	27, // 42: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	28, // 43: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	22, // 44: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	23, // 45: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	24, // 46: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	2,  // 47: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 48: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 49: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 50: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 51: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	15, // 52: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	19, // 53: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	29, // 54: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	29, // 55: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	29, // 56: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	29, // 57: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	29, // 58: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	29, // 59: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	29, // 60: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	47, // [47:61] is the sub-list for method output_type
-	33, // [33:47] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	40, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	41, // 30: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	31, // 31: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	42, // 32: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	40, // 33: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 34: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 35: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	5,  // 36: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	9,  // 37: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	11, // 38: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	14, // 39: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	16, // 40: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	26, // 41: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	27, // 42: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	28, // 43: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	29, // 44: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	22, // 45: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	23, // 46: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	24, // 47: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	25, // 48: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	2,  // 49: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 50: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	7,  // 51: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	10, // 52: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	12, // 53: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	15, // 54: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	19, // 55: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	30, // 56: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	30, // 57: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	30, // 58: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	30, // 59: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	30, // 60: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	30, // 61: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	30, // 62: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	30, // 63: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	49, // [49:64] is the sub-list for method output_type
+	34, // [34:49] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2447,7 +2522,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
