@@ -196,39 +196,8 @@ def test_empty_sqlite_target_under_a_saved_position_refuses_start(data_dir):
 
 
 # -- item 2: every damaged file: documented recovery or one line naming it -------------------
-
-REFUSED = [
-    ("raft/wal/*.wal", garbage),
-    ("raft/wal/*.wal", half),
-    ("raft/wal/meta", zero),
-    ("raft/wal/meta", flip(0.5)),
-    ("raft/snapshots/CURRENT", zero),
-    ("raft/snapshots/CURRENT", half),
-    ("raft/snapshots/CURRENT", garbage),
-    ("raft/snapshots/*.snapdir/SNAPSHOT", zero),
-    ("raft/snapshots/*.snapdir/SNAPSHOT", half),
-    ("raft/snapshots/*.snapdir/SNAPSHOT", flip(0.5)),
-    ("raft/snapshots/*.snapdir/*.sst", zero),
-    ("raft/snapshots/*.snapdir/*.sst", half),
-    ("store/*.sst", zero),
-    ("store/*.sst", half),
-    ("store/MANIFEST", zero),
-    ("store/MANIFEST", flip(0.5)),
-    ("appliers/sqlite.position", zero),
-    ("appliers/sqlite.position", garbage),
-    ("appliers/sqlite.deadletters", flip(0.3)),
-]
-
-
-@pytest.mark.parametrize(("pattern", "how"), REFUSED,
-                         ids=[f"{p}-{h.__name__}" for p, h in REFUSED])
-def test_damaged_file_refuses_start_in_one_line_naming_it(data_dir, pattern, how):
-    path = one(data_dir, pattern)
-    damage_file(path, how)
-    msg = refusal(data_dir)
-    named = str(path) if path.name != "meta" or "meta" in msg else str(path.parent)
-    assert named in msg or str(path.parent) in msg, msg
-    assert "byte" in msg or "index" in msg, msg
+# The tables of damaged files that refuse the start and of torn tails that are recovered are
+# rows of the damage matrix (test_damage_matrix.py), with the same assertions.
 
 
 def test_damaged_sqlite_database_fails_the_start_in_one_line(data_dir):
@@ -238,24 +207,6 @@ def test_damaged_sqlite_database_fails_the_start_in_one_line(data_dir):
     with pytest.raises(ApplierConfigError) as err:
         start(data_dir)
     assert "gateway.db" in str(err.value) and "\n" not in str(err.value)
-
-
-RECOVERED = [
-    ("appliers/sqlite.position", lambda b: b[:-20]),  # torn tail: the previous position
-    ("appliers/sqlite.deadletters", lambda b: b[:-20]),  # torn tail: the append never acked
-    ("raft/wal/meta", lambda b: b[:-20]),  # torn tail of a meta save
-]
-
-
-@pytest.mark.parametrize(("pattern", "how"), RECOVERED,
-                         ids=[p for p, _ in RECOVERED])
-def test_torn_tail_is_recovered_and_logged(data_dir, caplog, pattern, how):
-    path = one(data_dir, pattern)
-    damage_file(path, how)
-    with caplog.at_level(logging.WARNING):
-        assert start(data_dir) == "started"
-    assert any(str(path) in r.getMessage() and "byte" in r.getMessage()
-               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 # -- the offline tools report the same damage ----------------------------------------------
