@@ -246,6 +246,10 @@ def _create_missing(conn: sqlite3.Connection, auth: SqlAuthorizer, error: str,
     ddl = None
     if (m := _NO_TABLE.search(error)) is not None:
         name = m.group(1)
+        if "." in name:  # another database's: there is none (ATTACH is refused)
+            auth.denied = (f"no such table: {name} (a statement has one database: no "
+                           f"schema-qualified names)")
+            return False
         if name.casefold().startswith(_RESERVED_PREFIXES):
             auth.denied = _reserved_access(name)
             return False
