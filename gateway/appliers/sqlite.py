@@ -11,6 +11,8 @@
   change of an existing row.
 - SQL operations run as they are, with their session variables bound as parameters: SQLite
   reads ``@name`` in a query as a named parameter, so values are never spliced into the text.
+  They run under ``gateway.core.sqlauth.SqlAuthorizer`` (no ATTACH, PRAGMA, bookkeeping
+  tables or non-deterministic functions): a denied one is an ``UnsupportedOperationError``.
   Each SQL operation's ``(gtid, statement)`` is recorded in ``_gateway_applied_sql`` in the same
   transaction, and one already recorded is skipped: each runs exactly once in this store.
 - Every batch is one SQLite transaction (``BEGIN IMMEDIATE``) that also records the batch's
@@ -60,6 +62,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
+from gateway.core.sqlauth import SqlAuthorizer
 from gateway.hookspecs import hookimpl
 from gateway.v1 import applier_pb2, value_pb2
 
@@ -532,7 +535,20 @@ class SqliteApplier(Applier):
                         "trans_id = ? AND statement = ?", ident).fetchone():
             return
         params = {v.name: _db_value(v.value) for v in op.sql.variables}
-        conn.execute(op.sql.query, params)
+        # The client's text runs under the authorizer (gateway.core.sqlauth); the applier's
+        # own statements do not. A denied statement raises here: dead-lettered, with the
+        # reason, on every replica alike.
+        auth = SqlAuthorizer(r[0] for r in conn.execute("SELECT name FROM _gateway_tables"))
+        conn.set_authorizer(auth)
+        try:
+            conn.execute(op.sql.query, params)
+        except sqlite3.DatabaseError:
+            if auth.denied:
+                raise UnsupportedOperationError(f"SQL statement {op.statement} of "
+                                                f"{op.gtid}: refused: {auth.denied}") from None
+            raise
+        finally:
+            conn.set_authorizer(None)
         conn.execute("INSERT INTO _gateway_applied_sql (server_id, trans_id, statement) "
                      "VALUES (?, ?, ?)", ident)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import sys
 from typing import Any
@@ -85,6 +86,9 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
 @click.option("--no-fsync", "fsync", flag_value=False, default=None,
               help="Do not fsync the Raft log (tests and benchmarks only).")
 @click.option("--tick-ms", type=int, default=None, help="Raft tick in ms (default 50).")
+@click.option("--insecure-peer", is_flag=True, default=None,
+              help="Serve the peer port without mutual TLS on a non-loopback --listen (a "
+                   "network you trust); without it such a node refuses to start.")
 @click.pass_context
 def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
                 options: tuple[str, ...], **flags: Any) -> None:
@@ -268,7 +272,37 @@ def _select(target: str, token: str | None, ca: str | None, timeout: float, quer
     click.echo(f"{len(table)} row{'s' if len(table) != 1 else ''}", err=True)
 
 
-@click.command("get")
+_NEGATIVE_NUMBER = re.compile(r"-(?:[0-9]|\.[0-9])[0-9.eE+-]*")
+
+
+class _NegativeArguments(click.Command):
+    """A command whose positional arguments may be negative numbers (``gateway get t -1``):
+    click would take ``-1`` for an option. Such a token that is not an option's value is
+    moved, in order with the other positional arguments, after a ``--``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag
+                  for name in (*p.opts, *p.secondary_opts)}
+        opts: list[str] = []
+        pos: list[str] = []
+        i = 0
+        while i < len(args):
+            tok = args[i]
+            if tok == "--":
+                pos += args[i + 1:]
+                break
+            if tok.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(tok):
+                opts.append(tok)
+                if tok in valued and i + 1 < len(args):
+                    opts.append(args[i + 1])
+                    i += 1
+            else:
+                pos.append(tok)
+            i += 1
+        return super().parse_args(ctx, [*opts, "--", *pos] if pos else opts)
+
+
+@click.command("get", cls=_NegativeArguments)
 @_target
 @_token
 @_ca

@@ -140,6 +140,9 @@ def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, 
         if name in out:
             raise SqlError(f"WHERE: column {name!r} is given twice")
         out[name] = _literal(p.expression, variables)
+        if out[name] is None:
+            raise SqlError(f"WHERE: key column {name!r} is NULL (a primary key is never NULL, "
+                           f"and = NULL matches no row)")
     return out
 
 
@@ -170,6 +173,10 @@ def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
             raise SqlError(f"{len(row)} values for {len(cols)} columns")
         rec = dict(zip(cols, row, strict=True))
         kv = {k: rec[k] for k in keys}
+        nulls = [k for k, v in kv.items() if v is None]
+        if nulls:
+            raise SqlError(f"INSERT row {len(stmt.insert.records) + 1 if stmt else 1}: key "
+                           f"column {nulls[0]!r} is NULL (a primary key is never NULL)")
         rest = {c: v for c, v in rec.items() if c not in keys}
         one = row_insert(table, kv, rest)
         if stmt is None:

@@ -46,6 +46,7 @@ from .errors import (
     RequestTooLargeError,
     StorageFailedError,
 )
+from .security import AuthError, authorize, bearer_metadata, token_permissions
 from .storage_errors import client_error
 from .validation import (
     InvalidRequest,
@@ -168,9 +169,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             raise NotLeaderError(leader)
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
+            # The caller's token goes along: the leader checks it as its API would.
             resp = await stub.Forward(peer_pb2.ForwardRequest(
                 method=method, request=request.SerializeToString()),
-                timeout=_deadline(context))
+                timeout=_deadline(context),
+                metadata=bearer_metadata(context.invocation_metadata()))
         except grpc.aio.AioRpcError as exc:
             context.set_trailing_metadata(tuple(exc.trailing_metadata() or ())
                                           or self.node.leader_metadata())
@@ -179,7 +182,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def forwarded(self, method: str, payload: bytes,
                         context: grpc.aio.ServicerContext) -> bytes:
-        """Run a request a follower forwarded (``Peer.Forward``); never forwards again."""
+        """Run a request a follower forwarded (``Peer.Forward``); never forwards again. The
+        call's ``authorization`` metadata (the original caller's, carried on by the follower)
+        is checked with this node's tokens exactly as its API checks ``method``."""
+        tokens = self.node.tokens
+        if tokens is not None:
+            try:
+                authorize(tokens, method, context.invocation_metadata())
+            except AuthError as exc:
+                await context.abort(exc.code, f"forwarded {method}: {exc}")
         entry = self._local.get(method)
         if entry is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"cannot forward {method}")
@@ -215,13 +226,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # WriteBatch.
         check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
 
+    def _admin(self, context: Any) -> bool:
+        """Whether the caller (of this call, or of the call a follower forwarded) holds the
+        ``admin`` permission: it may delete rows of ``$EX`` tables (``core.reserved``)."""
+        if self.node.tokens is None:
+            return True
+        return "admin" in token_permissions(self.node.tokens, context.invocation_metadata())
+
     async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
                            ) -> gateway_pb2.WriteResult | bytes:
         self._check_space()
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
-                                                   wire=True)
+                                                   wire=True, admin=self._admin(context))
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
@@ -235,11 +253,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # before proposing (replicas still validate every entry when applying it).
         schemas = drv.known_schemas()
         checker = drv.checker
+        admin = self._admin(context)
         checked: list[tuple[list[tuple[str, Any]], bytes]] = []
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
             try:
-                created = checker.check(raw, w.statements, schemas)
+                created = checker.check(raw, w.statements, schemas, admin=admin)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
             if created:
@@ -296,6 +315,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         outstanding = 0
         reading = True
         failure: list[Exception] = []
+        admin = self._admin(context)
+        forwarded_auth = bearer_metadata(context.invocation_metadata())
 
         def ack_of(seq: int, fut: asyncio.Future[Any]) -> bytes:
             if fut.cancelled():
@@ -329,13 +350,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
                                               time.time_ns(), raw=frame_request(req),
-                                              wire=True)
+                                              wire=True, admin=admin)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
                 raise NotLeaderError(leader)
             resp = await peer_pb2_grpc.PeerStub(channel).Forward(peer_pb2.ForwardRequest(
-                method="Write", request=req.SerializeToString()), timeout=_deadline(context))
+                method="Write", request=req.SerializeToString()), timeout=_deadline(context),
+                metadata=forwarded_auth)
             return resp.response  # the serialized WriteResult
 
         def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str]
@@ -350,7 +372,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return fut
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
-                                        wire=True, unrecorded=w.idempotency_key in fresh)
+                                        wire=True, unrecorded=w.idempotency_key in fresh,
+                                        admin=admin)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:

@@ -23,8 +23,10 @@ from gateway.appliers.contract import SCOPES
 from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 
+from .addresses import is_loopback
+
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
-           "parse_address", "parse_peers"]
+           "parse_address", "parse_peers", "peer_port_problem"]
 
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
@@ -111,6 +113,9 @@ class NodeConfig:
     space_check_ms: int = 1000
     metrics: str = ""
     tokens_file: str = ""
+    #: Serve the peer port without mutual TLS on a non-loopback address (a trusted network);
+    #: without it such a node refuses to start (``exposure.peer_port_problem``).
+    insecure_peer: bool = False
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
@@ -187,6 +192,9 @@ class NodeConfig:
             path = getattr(t, key)
             if path and not os.path.isfile(path):
                 raise ConfigError(f"tls.{key}: no such file: {path}")
+        reason = peer_port_problem(self)
+        if reason is not None:
+            raise ConfigError(reason)
         names: set[str] = set()
         for i, ch in enumerate(self.channels):
             where = f"channels[{i}]"
@@ -223,6 +231,20 @@ class NodeConfig:
             except ConflictConfigError as exc:
                 raise ConfigError(f"conflicts[{i}]: {exc}") from None
         return self
+
+
+def peer_port_problem(cfg: NodeConfig) -> str | None:
+    """Why the node must not start with its peer port as configured, or None: a peer port on
+    a non-loopback address needs mutual TLS (``tls.peer_*``), or ``insecure_peer`` set to say
+    that the network itself is trusted. The peer port carries Raft messages and snapshots,
+    which no token protects: whoever reaches it can rewrite the log. One line, naming the
+    key."""
+    if is_loopback(cfg.listen) or cfg.tls.peer_enabled or cfg.insecure_peer:
+        return None
+    return (f"listen: {cfg.listen} is reachable from other hosts and the peer port has no "
+            f"mutual TLS (anyone who reaches it could inject Raft messages and snapshots); "
+            f"set tls.peer_cert, tls.peer_key and tls.peer_ca, or insecure_peer = true "
+            f"(--insecure-peer, GATEWAY_INSECURE_PEER=true) on a network you trust")
 
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -287,7 +309,7 @@ _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ti
              "min_free_bytes", "space_check_ms"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
-_BOOL_KEYS = {"join", "fsync"}
+_BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 
 

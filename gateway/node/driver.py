@@ -128,6 +128,7 @@ class PendingWrite:
     created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
     raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
     wire: bool = False  # the future may resolve with the serialized WriteResult
+    admin: bool = False  # the caller holds the admin permission (validation.check_statements)
 
 
 @dataclass(slots=True)
@@ -347,8 +348,8 @@ class RaftDriver:
 
     def submit_write(self, statements: Any, idempotency_key: str = "",
                      start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
-                     raw: bytes | None = None, wire: bool = False, unrecorded: bool = False
-                     ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
+                     raw: bytes | None = None, wire: bool = False, unrecorded: bool = False,
+                     admin: bool = False) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
 
@@ -365,7 +366,8 @@ class RaftDriver:
         ``unrecorded``: the caller found, in this same step of the loop, that the store holds
         no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
         request's writes), so it is not looked up again. That lookup only answers retries of
-        applied writes without proposing them; applying the entry decides duplicates."""
+        applied writes without proposing them; applying the entry decides duplicates.
+        ``admin``: the caller holds the ``admin`` permission (it may delete ``$EX`` rows)."""
         fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
             asyncio.get_running_loop().create_future()
         if self._refused_now(fut):
@@ -382,7 +384,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw, wire))
+                                         fut, created, raw, wire, admin))
         self._wake.set()
         return fut
 
@@ -955,7 +957,8 @@ class RaftDriver:
                 stmts_raw = frame_statements(w.statements)
             if created is None:
                 try:
-                    created = checker.check(stmts_raw, w.statements, schemas)
+                    created = checker.check(stmts_raw, w.statements, schemas,
+                                            admin=w.admin)
                 except InvalidRequest as exc:
                     self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, exc)

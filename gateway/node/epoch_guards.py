@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gateway.conflict import ConflictConfigError, RuleSet
+from gateway.core.reserved import EXCEPTIONS_SUFFIX
 from gateway.v1 import replication_pb2, statement_pb2, transaction_pb2
 
 from . import keys
@@ -33,8 +34,9 @@ from .validation import InvalidRequest, TableSchema, check_statements
 __all__ = ["EXCEPTIONS_SUFFIX", "Quarantined", "check_ruled_shapes", "derived_problem",
            "emptied", "quarantine_op", "quarantine_prefix", "read_quarantined"]
 
-#: Tables named ``schema.table$EX`` are the exceptions tables conflict detection writes.
-EXCEPTIONS_SUFFIX = "$EX"
+# EXCEPTIONS_SUFFIX (re-exported): tables named ``schema.table$EX`` are the exceptions tables
+# conflict detection writes; gateway.core.reserved keeps the one definition, with the rule
+# that refuses clients' writes to them at the API.
 
 
 def _tables(txns: Iterable[transaction_pb2.Transaction]) -> Iterator[tuple[str, str]]:

@@ -54,7 +54,13 @@ from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
 from .channels import NodeChannels
-from .config import ChannelConfig, NodeConfig, address_problem, parse_address
+from .config import (
+    ChannelConfig,
+    NodeConfig,
+    address_problem,
+    parse_address,
+    peer_port_problem,
+)
 from .conflicts import NodeConflicts
 from .consistency import (
     RECOVER_HINT,
@@ -64,7 +70,7 @@ from .consistency import (
 )
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
-from .exposure import exposure_warnings
+from .exposure import exposure_warnings, peer_port_mode
 from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
@@ -72,6 +78,7 @@ from .peer_stream import PeerListener
 from .refused_start import paths_under, undo_refused_start
 from .security import (
     TokenAuthInterceptor,
+    Tokens,
     api_server_credentials,
     load_tokens,
     peer_channel_credentials,
@@ -156,6 +163,9 @@ class GatewayNode:
         self._closed = asyncio.Event()
         self._removal_stop: asyncio.Task[None] | None = None
         self._failure_stop: asyncio.Task[None] | None = None
+        #: The bearer tokens (``tokens_file``), checked by the API and on forwarded calls;
+        #: None: no tokens (every call allowed).
+        self.tokens: Tokens | None = None
         #: Why the node stopped itself, when it failed (None: running, or a clean stop).
         self.failure: str | None = None
         self._damage_snapshot: asyncio.Task[None] | None = None
@@ -184,6 +194,9 @@ class GatewayNode:
 
     async def _start(self) -> None:
         cfg = self.config
+        reason = peer_port_problem(cfg)  # also for a config made without validate()
+        if reason is not None:
+            raise NodeStartError(reason)
         self._loop = asyncio.get_running_loop()
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
@@ -296,6 +309,7 @@ class GatewayNode:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+        log.info("%s", peer_port_mode(cfg))
         for warning in exposure_warnings(cfg):
             log.warning("SECURITY: %s", warning)
 
@@ -318,6 +332,8 @@ class GatewayNode:
 
     async def _serve(self) -> None:
         cfg = self.config
+        # Loaded before either server starts: the peer port's Forward checks them too.
+        self.tokens = load_tokens(cfg.tokens_file) if cfg.tokens_file else None
         # One request-size limit: gRPC refuses a larger API request (RESOURCE_EXHAUSTED, the
         # limit in its message) before reading it. Options are merged by key: with a key
         # given twice gRPC keeps the first, which is how the peer channels' 64 MiB once
@@ -389,8 +405,8 @@ class GatewayNode:
                          grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
-        if cfg.tokens_file:
-            interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
+        if self.tokens is not None:
+            interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
         self.health = health.aio.HealthServicer()
