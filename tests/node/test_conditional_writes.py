@@ -340,3 +340,73 @@ def test_store_key_of_a_refusal_marker_is_the_entry_outcome(tmp_path):
         b"refused: conditions[0]: bank.acct key (1): the row does not exist"
     assert out.error is not None
     sm.close()
+
+
+# -- gateway sql -------------------------------------------------------------------------------
+
+
+def test_sql_update_where_on_non_key_columns_is_a_condition():
+    from gateway.cli.sql import SqlError, sql_to_statements, sql_to_write
+
+    keys_of = {"bank.acct": ["id"], "bank.pair": ["a", "b"]}.get
+    stmts, conds = sql_to_write("UPDATE bank.acct SET balance = 90 WHERE id = 1 AND "
+                                "balance = 100", key_of=keys_of)
+    assert [f.name for f in stmts[0].update.key_fields] == ["id"]
+    assert [v.int_value for v in stmts[0].update.records[0].key_values] == [1]
+    assert conds == [Condition.values("bank.acct", [1], {"balance": 100})]
+    stmts, conds = sql_to_write("DELETE FROM bank.pair WHERE b = 2 AND a = 1 AND x = 'y'",
+                                key_of=keys_of)
+    assert [v.int_value for v in stmts[0].delete.records[0].key_values] == [1, 2]
+    assert conds == [Condition.values("bank.pair", [1, 2], {"x": "y"})]
+    assert sql_to_write("UPDATE bank.acct SET a = 1 WHERE id = 1", key_of=keys_of)[1] == []
+    with pytest.raises(SqlError, match=r"every key column of bank\.pair \(a, b\): 'b' is missing"):
+        sql_to_write("UPDATE bank.pair SET x = 1 WHERE a = 1 AND x = 2", key_of=keys_of)
+    # without a known key every WHERE column is a key column, as before
+    assert len(sql_to_statements("UPDATE bank.acct SET a = 1 WHERE id = 1 AND balance = 2")[0]
+               .update.key_fields) == 2
+
+
+def test_gateway_sql_update_with_a_stale_where_is_refused(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gateway
+
+    from .conftest import free_ports
+
+    gw = [sys.executable, "-m", "gateway.cli"]
+    # the processes import this checkout's gateway, wherever they run
+    env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
+    api, peer = free_ports(2)
+    target = f"127.0.0.1:{api}"
+    proc = subprocess.Popen(
+        [*gw, "run", "--api", target, "--listen", f"127.0.0.1:{peer}", "--data-dir",
+         str(tmp_path / "data"), "--appliers", ""], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*gw, *args], capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    try:
+        deadline = time.monotonic() + 60
+        while cli("sql", "-t", target, "INSERT INTO bank.acct (id, balance) VALUES (1, 100)"
+                  ).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        ok = cli("sql", "-t", target,
+                 "UPDATE bank.acct SET balance = 90 WHERE id = 1 AND balance = 100")
+        assert ok.returncode == 0, ok.stderr
+        stale = cli("sql", "-t", target,
+                    "UPDATE bank.acct SET balance = 80 WHERE id = 1 AND balance = 100")
+        assert stale.returncode == 1
+        assert ("FAILED_PRECONDITION: conditions[0]: bank.acct key (1): expected balance = "
+                "100, found 90") in stale.stderr and "Traceback" not in stale.stderr
+        got = cli("get", "-t", target, "bank.acct", "1")
+        assert '"balance": 90' in got.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
