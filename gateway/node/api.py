@@ -187,7 +187,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
-                                                   wire=True, conditions=req.conditions)
+                                                   wire=True,
+                                                   conditions=req.conditions or None)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
@@ -200,24 +201,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # before proposing (replicas still validate every entry when applying it).
         schemas = drv.known_schemas()
         checker = drv.checker
-        checked: list[tuple[list[tuple[str, Any]], bytes]] = []
+        checked: list[tuple[list[tuple[str, Any]], bytes, Any]] = []
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
+            conds = w.conditions or None  # read once: a plain write pays one look
             try:
-                if w.conditions:
-                    check_conditions(w.conditions, schemas)
+                if conds is not None:
+                    check_conditions(conds, schemas)
                 created = checker.check(raw, w.statements, schemas)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
             if created:
                 schemas = {**schemas, **dict(created)}
-            checked.append((created, raw))
+            checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
                                  wire=True, unrecorded=w.idempotency_key in fresh,
-                                 conditions=w.conditions)
-                for w, (created, raw) in zip(req.writes, checked, strict=True)]
+                                 conditions=conds)
+                for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
         # gather schedules a callback per future (~3 us each on the leader's loop).
@@ -306,7 +308,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
                                               time.time_ns(), raw=frame_request(req),
-                                              wire=True, conditions=req.conditions)
+                                              wire=True, conditions=req.conditions or None)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -327,7 +329,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
                                         wire=True, unrecorded=w.idempotency_key in fresh,
-                                        conditions=w.conditions)
+                                        conditions=w.conditions or None)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:

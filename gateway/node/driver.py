@@ -367,7 +367,8 @@ class RaftDriver:
         no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
         request's writes), so it is not looked up again. That lookup only answers retries of
         applied writes without proposing them; applying the entry decides duplicates.
-        ``conditions``: the write's conditions (``gateway.node.conditions``), checked here
+        ``conditions``: the write's conditions (``gateway.node.conditions``; None or empty
+        for none -- callers pass None for a plain write, which keeps the plain path), checked here
         before proposing (``InvalidRequest``) and logged in the entry; every replica
         evaluates them when applying it (``PreconditionFailed``: refused, nothing applied).
         A write without them takes the plain path unchanged."""
@@ -391,7 +392,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw, wire, conditions or None))
+                                         fut, created, raw, wire, conditions))
         self._wake.set()
         return fut
 
