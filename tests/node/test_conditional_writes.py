@@ -311,6 +311,12 @@ def test_a_refused_write_is_decided_alike_after_a_restart_replays_it(tmp_path):
             await leader_of([node2])
             await wait_for(lambda: node2.sm.applied_index >= refused_at)
             assert node2.sm.skipped(refused_at)
+            # the appliers' and Subscribe's feed: no transaction at the refused entry
+            from gateway.node.feed import CommittedLogSource
+
+            fed = {e.index: e for e in CommittedLogSource(node2.driver).read(refused_at - 1, 2)}
+            assert fed[refused_at].transaction is None and not fed[refused_at].replicated
+            assert fed[refused_at - 1].transaction is not None  # the update that held
             assert str(node2.sm.refusal_at(refused_at)) == f"{first.value.details}"
             assert node2.sm.last_trans_id >= last
             assert node2.sm.get_row("bank", "acct", [keys_value(1)]).values[0].int_value == 90
