@@ -101,16 +101,29 @@ class DeadLetterLog:
         self._lock = threading.Lock()
         self._next_id: int | None = None
         self._log_limit = LogRateLimiter(burst=10, per_seconds=10.0)
+        # An append failed (its fsync may have lost the pages it could not write): the next
+        # one rewrites the file whole, with its valid records, instead of appending after a
+        # record the disk may not hold (which would read as damage before valid letters).
+        self._suspect = False
 
     # -- writing -------------------------------------------------------------------------------
 
     def _append(self, msg: applier_pb2.DeadLetter | applier_pb2.DeadLetterResolution) -> None:
         record = records.encode_record(messages.pack(msg))
+        path = str(self.path)
         try:
             self._fs.makedirs(str(self.path.parent))
-            self._fs.append_synced(str(self.path), record, boundary=SEPARATOR)
+            if self._suspect and self._fs.exists(path):
+                kept = [records.encode_record(r.payload)
+                        for r in records.scan(self._fs.read_all(path))]
+                self._fs.write_atomic(path, SEPARATOR + b"".join(kept) + record)
+            else:
+                self._fs.append_synced(path, record, boundary=SEPARATOR)
+            self._suspect = False
         except OSError as exc:
-            raise DeadLetterError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
+            self._suspect = True
+            raise DeadLetterError(f"{self.path}: cannot write: "
+                                  f"{exc.strerror or exc}") from exc  # errno kept
 
     def add(self, item: RowOp | transaction_pb2.Transaction, error: BaseException, *,
             attempts: int, log_index: int = 0) -> int:

@@ -38,7 +38,11 @@ size (SQLite changes it only by a ``VACUUM``, which this applier never runs on i
 
 Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
 transactions of one applier take turns on a lock (SQLite has one writer at a time anyway), and
-a database busy or locked by another process is a ``TransientApplyError`` (retried).
+a database busy or locked by another process is a ``TransientApplyError`` (retried); a full
+disk (``SQLITE_FULL``, also from ``max_page_count``) is an ``OutOfSpaceError`` naming the
+database file (retried until space returns, never dead-lettered); an I/O error
+(``SQLITE_IOERR``: a failed write or fsync) closes the connection and is a
+``StoreUnavailableError`` (retried on a new connection, never on the failed descriptors).
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ from .contract import (
     ApplierFactory,
     ApplyError,
     Capabilities,
+    OutOfSpaceError,
+    StoreUnavailableError,
     TransientApplyError,
     UnsupportedOperationError,
 )
@@ -319,6 +325,16 @@ class SqliteApplier(Applier):
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_ms)}")
         return conn
 
+    def _drop(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's ``conn`` after an I/O error; the next call opens a new one."""
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
@@ -386,10 +402,22 @@ class SqliteApplier(Applier):
                 body(conn, created)
         except sqlite3.OperationalError as exc:
             text = str(exc)
+            if _full(exc):  # the disk (or max_page_count) is full: not the batch's fault
+                raise OutOfSpaceError(str(self.path)) from None
+            if _io_error(exc):
+                # A write or fsync failed: never retried on the same file descriptors (the
+                # kernel may have dropped the pages it could not write). This connection is
+                # closed -- what it committed before is what SQLite recovers from the files
+                # -- and the batch is retried on a new one: the disk's fault, not the batch's.
+                self._drop(conn)
+                raise StoreUnavailableError(f"sqlite {self.path}: {text} (reopened; "
+                                            f"retrying)") from None
             if "locked" in text or "busy" in text:
                 raise TransientApplyError(f"sqlite {self.path}: {text}") from None
             raise ApplyError(f"sqlite {self.path}: {text}") from None
         except sqlite3.Error as exc:
+            if _full(exc):
+                raise OutOfSpaceError(str(self.path)) from None
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
 
     def _apply_batch(self, conn: sqlite3.Connection, batch: ColumnOps,
@@ -562,8 +590,21 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may have rolled the transaction back itself (SQLITE_FULL, SQLITE_IOERR): a
+        # ROLLBACK then fails with "no transaction is active", which would hide the cause.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
+
+
+def _io_error(exc: sqlite3.Error) -> bool:
+    """SQLite's ``SQLITE_IOERR`` (any extended code: a failed read, write or fsync)."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_IOERR
+
+
+def _full(exc: sqlite3.Error) -> bool:
+    """SQLite's ``SQLITE_FULL``: the disk, or the database's ``max_page_count``, is full."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
 
 
 def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:

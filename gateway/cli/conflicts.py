@@ -98,7 +98,17 @@ def _exception_rows(target: str, token: str | None, ca: str | None, table: str
         start = None
         while True:
             res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=_PAGE))
-            out += [python_row(row) for row in res.rows]
+            for row in res.rows:
+                got = python_row(row)
+                if [f.name for f in row.key_fields] != list(_KEY) \
+                        or any(k not in got for k in _HEAD):
+                    key = ", ".join(f"{f.name}={got.get(f.name)!r}" for f in row.key_fields)
+                    raise BadInput(
+                        f"{table}$EX: the row with key {key} was not written by conflict "
+                        f"detection (an exceptions row has the key {'/'.join(_KEY)} and the "
+                        f"columns {', '.join(_HEAD)}); the $EX suffix is reserved for "
+                        f"exceptions tables")
+                out.append(got)
             if not res.more or not res.rows:
                 return out
             # the next page starts after the last row: its key with count + 1 (the last key

@@ -333,6 +333,10 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                f"{st.leader_api}".rstrip())
     click.echo(f"log first {st.first_index} last {st.last_index} commit {st.commit_index} "
                f"applied {st.applied_index} last_trans_id {st.last_trans_id}")
+    for alarm in st.alarms:  # writes are refused while any is raised
+        click.echo(f"  ALARM NOSPACE node {alarm.node_id}: {alarm.path or '.'} has "
+                   f"{alarm.free_bytes} bytes free, min_free_bytes {alarm.min_free_bytes}: "
+                   f"writes refused (gateway alarm list)")
     for m in st.members:
         click.echo(f"  member {m.node_id} {m.role} peer {m.peer_address or '-'} api "
                    f"{m.api_address or '-'} match {m.match_index}")
@@ -361,7 +365,9 @@ def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
                    + (f" via {ch.connected}" if ch.connected else "")
                    + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
                    f"({ch.lag_seconds:.3f}s)")
-        if ch.last_error:
+        if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
+            out.append(f"    {ch.last_error}")
+        elif ch.last_error:
             out.append(f"    last error: {ch.last_error}")
     return out
 

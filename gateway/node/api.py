@@ -38,17 +38,22 @@ from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
+from .alarms import disarm
 from .api_handlers import serialized
 from .conditions import check_conditions
 from .errors import (
+    DataLossError,
     NodeError,
     NodeStoppedError,
+    NoSpaceError,
     NotLeaderError,
     PreconditionFailed,
     ProposalLostError,
     ReadTimeoutError,
     RequestTooLargeError,
+    StorageFailedError,
 )
+from .storage_errors import client_error
 from .validation import (
     InvalidRequest,
     check_idempotency_key,
@@ -66,6 +71,8 @@ MAX_DEADLINE = 60.0
 #: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
 SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
+#: The methods a NOSPACE alarm refuses (``alarms``).
+_WRITES = frozenset({"Write", "WriteBatch"})
 _NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
 FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
@@ -92,11 +99,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
             "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
             "Conflicts": (gateway_pb2.ConflictsRequest, self._conflicts_local),
+            "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
 
     async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+        exc = self._client_error(exc)
         code, meta = self._status_of(exc)
         context.set_trailing_metadata(meta)
         await context.abort(code, str(exc))
@@ -111,23 +120,54 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
-        if isinstance(exc, RequestTooLargeError):
+        if isinstance(exc, RequestTooLargeError | NoSpaceError):
             return grpc.StatusCode.RESOURCE_EXHAUSTED, ()
+        if isinstance(exc, DataLossError):
+            return grpc.StatusCode.DATA_LOSS, ()
+        if isinstance(exc, StorageFailedError):
+            return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, TimeoutError):
             return grpc.StatusCode.DEADLINE_EXCEEDED, ()
         return grpc.StatusCode.INTERNAL, ()
+
+    def _client_error(self, exc: BaseException) -> BaseException:
+        """``exc``, or the one-line `StorageError` a client gets for a storage failure (a
+        code, the node, the file relative to the data directory: ``storage_errors``)."""
+        if isinstance(exc, InvalidRequest | TimeoutError):
+            return exc
+        cfg = self.node.config
+        return client_error(exc, cfg.data_dir, cfg.node_id) or exc
+
+    def _check_space(self) -> None:
+        """Refuse a write while a NOSPACE alarm is raised (``alarms``): RESOURCE_EXHAUSTED
+        naming the node and its path, on every node of the cluster."""
+        space = getattr(self.node, "space", None)
+        refusal = space.refusal() if space is not None else None
+        if refusal is not None:
+            raise refusal
 
     async def _run(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Run ``method`` here if this node leads, else forward it to the leader."""
         drv = self.node.driver
         _, fn = self._local[method]
         try:
+            if method in _WRITES:
+                self._check_space()  # also before forwarding: this node's view suffices
             if drv.is_leader or method not in self._local:
                 async with asyncio.timeout(_deadline(context)):  # no extra task per call
                     return await fn(request, context)
             return await self._forward(method, request, context)
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def _abort_storage(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+        """End the call with a storage failure's code and line; re-raise anything else."""
+        mapped = self._client_error(exc)
+        if mapped is exc:
+            raise exc
+        await self._abort(context, mapped)
 
     async def _forward(self, method: str, request: Any,
                        context: grpc.aio.ServicerContext) -> Any:
@@ -171,6 +211,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
         return serialized(resp)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -184,6 +226,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
                            ) -> gateway_pb2.WriteResult | bytes:
+        self._check_space()
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
@@ -195,6 +238,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         """The serialized ``WriteBatchResponse`` of ``req``'s writes, all validated first."""
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
+        self._check_space()
         drv = self.node.driver
         # Validated here, all of them first (all or nothing), against the schemas the leader's
         # pending proposals create too; the driver does not validate these writes again
@@ -286,6 +330,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 code, msg = exc.code(), exc.details() or ""
                 meta = tuple(exc.trailing_metadata() or ())
             else:
+                exc = self._client_error(exc)
                 code, meta = self._status_of(exc)
                 msg = str(exc)
             field = next((v for k, v in meta if k == "gateway-field"), "")
@@ -321,8 +366,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                    ) -> asyncio.Future[Any]:
             drv = self.node.driver
             try:
+                self._check_space()
                 self._check_write(w)
-            except InvalidRequest as exc:
+            except (InvalidRequest, NoSpaceError) as exc:
                 fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 fut.set_exception(exc)
                 return fut
@@ -433,6 +479,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return resp
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     async def Scan(self, request, context):  # type: ignore[no-untyped-def]
         try:
@@ -460,6 +508,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return resp
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
         feed = self.node.change_feed
@@ -480,6 +530,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -515,6 +567,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: Any
                                ) -> gateway_pb2.AdminResponse:
         return await self.node.conflicts.change(req)
+
+    async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: Any
+                           ) -> gateway_pb2.AdminResponse:
+        return await disarm(self.node, req)
+
+    async def Alarm(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("Alarm", request, context)
 
     async def Conflicts(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Conflicts", request, context)

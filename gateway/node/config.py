@@ -104,6 +104,11 @@ class NodeConfig:
     #: size since it (0: ``snapshot_entries`` alone decides); docs/node.md, "Snapshots".
     snapshot_log_percent: int = 100
     max_request_bytes: int = 4 << 20
+    #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
+    #: cluster, when the file system of this node's log has less than this many bytes free
+    #: (0: never), checked every ``space_check_ms``.
+    min_free_bytes: int = 64 << 20
+    space_check_ms: int = 1000
     metrics: str = ""
     tokens_file: str = ""
     log_level: str = "info"
@@ -155,6 +160,11 @@ class NodeConfig:
         if not MIN_REQUEST_BYTES <= self.max_request_bytes <= MAX_REQUEST_BYTES:
             raise ConfigError(f"max_request_bytes: must be between {MIN_REQUEST_BYTES} and "
                               f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
+        if self.min_free_bytes < 0:
+            raise ConfigError(f"min_free_bytes: must be 0 (no alarm) or more, not "
+                              f"{self.min_free_bytes}")
+        if self.space_check_ms <= 0:
+            raise ConfigError(f"space_check_ms: must be positive, not {self.space_check_ms}")
         for name, opts in self.appliers.items():
             scope = opts.get("scope")
             if scope is not None and scope not in SCOPES:
@@ -273,7 +283,8 @@ def parse_peers(text: str) -> dict[int, str]:
 
 
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
-             "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes"}
+             "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes",
+             "min_free_bytes", "space_check_ms"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync"}

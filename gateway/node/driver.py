@@ -89,6 +89,7 @@ from .errors import (
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
+from .storage_errors import client_error
 from .validation import InvalidRequest, TableSchema
 from .wire import WireChecker, decode_entry, encode_transaction_wire, frame_statements
 
@@ -559,13 +560,21 @@ class RaftDriver:
             return
         exc = task.exception()
         assert exc is not None
-        log.critical("the Raft %s task failed; this node stops: %s: %s", task.get_name(),
-                     type(exc).__name__, exc, exc_info=exc)
+        storage = client_error(exc, self.sm.data_dir, self.opts.node_id)
+        if storage is not None:
+            # A disk that failed under the log or the store (a failed fsync is never retried:
+            # docs/node.md, "Disk full and fsync failure"): one line, no traceback; a restart
+            # recovers from what is durable.
+            log.critical("this node stops: %s", storage)
+        else:
+            log.critical("the Raft %s task failed; this node stops: %s: %s", task.get_name(),
+                         type(exc).__name__, exc, exc_info=exc)
         self.failure = exc
         self._stopped = True
         for t in self._tasks:
             t.cancel()
-        self._fail_all(NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})"))
+        self._fail_all(storage if storage is not None else
+                       NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})"))
         if self.on_failure is not None:
             self.on_failure(exc)
 

@@ -9,7 +9,7 @@
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Status). The tokens file is TOML::
+  TransferLeader, Snapshot, Alarm, Status). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -50,6 +50,7 @@ _NEEDS: dict[str, frozenset[str]] = {
     "StreamWrite": frozenset({"write"}),
     "AddNode": frozenset({"admin"}), "RemoveNode": frozenset({"admin"}),
     "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
+    "Alarm": frozenset({"admin"}),
 }
 
 

@@ -42,12 +42,14 @@ from gateway.conflict import (
     RuleSet,
     with_plugins,
 )
+from gateway.core.fileio import local_fs
 from gateway.core.lsm.errors import LSMError
 from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 
 from . import keys
+from .alarms import SpaceMonitor, driver_proposer, run_monitor
 from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
@@ -72,6 +74,7 @@ from .security import (
 from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
 from .storage import RaftLogStorage
+from .storage_errors import client_error
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
 from .validation import InvalidRequest
 
@@ -220,6 +223,11 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
         self.driver.compact_floor = self._applier_floor
+        #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
+        #: serves: Status and writes consult it.
+        self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
+                                  cfg.min_free_bytes, local_fs().free_bytes,
+                                  driver_proposer(self.driver.control), lambda: self.sm.alarms)
         self.driver.on_failure = self._on_driver_failure
         peers = dict(cfg.peer_map())
         for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
@@ -240,6 +248,8 @@ class GatewayNode:
             raise
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
+        self._tasks.append(asyncio.create_task(
+            run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
         self.channels.start()
@@ -447,7 +457,9 @@ class GatewayNode:
         (as its own task: this runs in the dying task's callback) and ``failure`` says why;
         ``gateway run`` then exits 1 with it, for a supervisor to restart the process,
         which recovers from its log."""
-        self.failure = f"the Raft loop failed: {type(exc).__name__}: {exc}"
+        storage = client_error(exc, self.config.data_dir, self.config.node_id)
+        self.failure = str(storage) if storage is not None else \
+            f"the Raft loop failed: {type(exc).__name__}: {exc}"
         if self._failure_stop is None:
             self._failure_stop = asyncio.get_running_loop().create_task(
                 self.stop(), name="stop-failed")
@@ -595,6 +607,7 @@ class GatewayNode:
         resp.peers.extend(self.channels.peers())
         resp.conflict_rules.extend(self.conflicts.rules())
         resp.conflict_role = self.conflicts.role()
+        resp.alarms.extend(self.space.alarms())
         return resp
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
