@@ -416,3 +416,46 @@ def test_gateway_sql_update_with_a_stale_where_is_refused(tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
+
+
+def test_the_sqlite_applier_gets_held_conditional_writes_and_not_refused_ones(tmp_path):
+    import sqlite3
+    from pathlib import Path
+
+    cfg = node_configs(tmp_path, 1, appliers={"sqlite": {}})[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                await c.write(_acct(1, 100), conditions=[Condition.absent("bank.acct", 1)])
+                with pytest.raises(PreconditionFailed):
+                    await c.write([row_update("bank.acct", {"id": 1}, {"balance": 5})],
+                                  conditions=[Condition.absent("bank.acct", 1)],
+                                  idempotency_key="refused")
+            refused_at = node.sm.idempotent_result("refused", time.time_ns()).log_index
+            path = Path(cfg.data_dir) / "sqlite" / "gateway.db"
+
+            def balance() -> int | None:
+                try:
+                    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                        got = db.execute("SELECT balance FROM acct WHERE id = 1"
+                                         ).fetchone()
+                        return got[0] if got else None
+                except sqlite3.Error:
+                    return None
+
+            def position() -> int:
+                return next(a.position for a in node.applier_status() if a.name == "sqlite")
+
+            await wait_for(lambda: position() >= refused_at, 20, "the applier past the refusal")
+            assert balance() == 100  # the refused update never reached SQLite
+            async with AsyncGatewayClient(cfg.api) as c:
+                last = await c.write([row_update("bank.acct", {"id": 1}, {"balance": 7})],
+                                     conditions=[Condition.values("bank.acct", 1,
+                                                                  {"balance": 100})])
+            await wait_for(lambda: balance() == 7, 20, "the held update in SQLite")
+            assert not any(s.dead_letters for s in node.applier_status())
+            assert last.gtid.trans_id == 3  # the refused write consumed trans id 2
+
+    run(go())
