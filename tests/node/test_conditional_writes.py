@@ -459,3 +459,19 @@ def test_the_sqlite_applier_gets_held_conditional_writes_and_not_refused_ones(tm
             assert last.gtid.trans_id == 3  # the refused write consumed trans id 2
 
     run(go())
+
+
+def test_log_dump_shows_a_conditional_writes_conditions():
+    from gateway.cli import logtool
+    from gateway.core.messages import TypeTag
+
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=1, trans_id=5), epoch=2, author=1, segment_id=1,
+        end_segment=True, statements=_acct(9, 1), conditions=[
+            Condition.absent("bank.acct", 9), Condition.gtid("bank.acct", 1, (1, 4)),
+            Condition.values("bank.acct", [1], {"balance": 100, "note": None})])
+    lines = logtool.render_text(logtool.LogEntry(offset=2, tag=TypeTag.TRANSACTION,
+                                                 message=txn))
+    assert lines[3:6] == ["# Condition: bank.acct key (9): absent",
+                          "# Condition: bank.acct key (1): gtid (1,4)",
+                          "# Condition: bank.acct key (1): balance = 100, note = NULL"]
