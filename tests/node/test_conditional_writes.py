@@ -239,6 +239,47 @@ def test_two_clients_incrementing_one_row_lose_no_update(tmp_path):
     run(go(), timeout=120)
 
 
+async def _transfers(c: AsyncGatewayClient, moves: list[tuple[int, int, int]]) -> None:
+    """Each ``(from, to, amount)`` as a read-modify-write of both accounts, conditioned on
+    the GTIDs read, retried when refused."""
+    for src, dst, amount in moves:
+        while True:
+            a = (await c.read("bank.acct", src)).row
+            b = (await c.read("bank.acct", dst)).row
+            debit = a.values[0].int_value - amount
+            credit = b.values[0].int_value + amount
+            try:
+                await c.write([
+                    row_update("bank.acct", {"id": src}, {"balance": debit}),
+                    row_update("bank.acct", {"id": dst}, {"balance": credit}),
+                ], conditions=[Condition.gtid("bank.acct", src, a.gtid),
+                               Condition.gtid("bank.acct", dst, b.gtid)])
+                break
+            except PreconditionFailed:
+                continue
+
+
+def test_concurrent_transfers_keep_the_total(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            await leader_of(nodes)
+            async with AsyncGatewayClient(cfgs[0].api) as a, \
+                    AsyncGatewayClient(cfgs[2].api) as b:
+                await a.write_batch([_acct(i, 200) for i in range(3)])
+                moves_a = [(i % 3, (i + 1) % 3, 7) for i in range(15)]
+                moves_b = [((i + 1) % 3, i % 3, 5) for i in range(15)]
+                await asyncio.gather(_transfers(a, moves_a), _transfers(b, moves_b))
+                got = [(await a.get("bank.acct", i))["balance"] for i in range(3)]
+                assert sum(got) == 600, got
+                # every transfer applied once: account 0 sent 7 five times and got 7 five
+                # times, got 5 five times and sent 5 five times, ...
+                assert got == [200, 200, 200], got
+
+    run(go(), timeout=120)
+
+
 def test_refusals_through_write_batch_stream_and_a_follower(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 
