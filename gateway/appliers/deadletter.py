@@ -194,6 +194,65 @@ class DeadLetterLog:
         list(self._messages())  # a valid record that does not decode raises
         return None
 
+    @property
+    def torn_path(self) -> Path:
+        """Where `recover_tail` keeps the bytes of a letter cut short: ``<log>.torn``."""
+        return self.path.with_name(self.path.name + ".torn")
+
+    def recover_tail(self) -> str | None:
+        """Check the file as :meth:`check` does (damage before valid letters raises) and deal
+        with a damaged tail so that the next append cannot turn it into damage before valid
+        letters, never dropping a letter silently. Returns one line saying what was found
+        and done (file and byte offset), or ``None`` when the file is intact or missing:
+
+        - the last letter intact but the separator after it cut short (the file ends with
+          the separator's first byte): the separator is completed; every letter is kept;
+        - the last record cut short: its bytes are appended to `torn_path` (fsynced, one
+          fragment after a separator each) and cut from the log; they count in :meth:`count`.
+        """
+        with self._lock:
+            found = self.check()
+            if found is None or not self._fs.exists(str(self.path)):
+                return found
+            data = self._fs.read_all(str(self.path))
+            if not data:
+                return found
+            report = records.verify(data)
+            if not report.torn_tail:
+                return found
+            last = report.damaged[-1]
+            try:
+                if data.endswith(SEPARATOR[:1]) and \
+                        not records.verify(data + SEPARATOR[1:]).damaged:
+                    self._fs.append_synced(str(self.path), SEPARATOR[1:])
+                    return (f"{self.path}: byte {len(data) - 1}: the separator after the last "
+                            f"dead letter was cut short; completed it (every letter kept)")
+                self._fs.append_synced(str(self.torn_path), data[last.start:last.end],
+                                       boundary=SEPARATOR)
+                self._fs.write_atomic(str(self.path), data[:last.start])
+            except OSError as exc:
+                raise DeadLetterError(
+                    f"{self.path}: cannot set aside its damaged tail: "
+                    f"{exc.strerror or exc}") from None
+            return (f"{self.path}: byte {last.start}: a dead letter cut short "
+                    f"({last.end - last.start} bytes) cannot be read; its bytes are kept in "
+                    f"{self.torn_path} (counted as a dead letter; not in `gateway deadletter "
+                    f"list`)")
+
+    def count(self) -> int:
+        """Dead letters on disk: every letter of the log, open or resolved (ids are never
+        reused), plus every unreadable fragment `recover_tail` kept in `torn_path`."""
+        with self._lock:
+            letters = sum(1 for m in self._messages() if isinstance(m, applier_pb2.DeadLetter))
+            try:
+                torn = self._fs.read_all(str(self.torn_path))
+            except FileNotFoundError:
+                torn = b""
+            except OSError as exc:
+                raise DeadLetterError(
+                    f"{self.torn_path}: cannot read: {exc.strerror or exc}") from None
+            return letters + sum(1 for part in torn.split(SEPARATOR) if part)
+
     # -- reading -------------------------------------------------------------------------------
 
     def _messages(self) -> Iterator[object]:

@@ -59,6 +59,7 @@ from gateway.v1 import transaction_pb2
 
 from .contract import Applier, out_of_space, unavailable_text
 from .deadletter import DeadLetterLog
+from .durable import hold
 from .metrics import ApplierMetrics
 from .position import ApplierPosition, PositionStore, PositionStoreError
 from .progress import ProgressTracker, Unit
@@ -615,6 +616,10 @@ class Dispatcher:
             self._saved_units = tracker.units_recorded
         with self._save_lock:
             if seq > self._saved_seq:
+                # the target's record first, so the file is never ahead of it
+                if not hold(self.applier, position):
+                    self._last_save = time.monotonic()  # busy target: next interval
+                    return
                 if not self._save_position(position):
                     return  # stopping while the disk is full: the older position stands
                 self._saved_seq = seq

@@ -122,7 +122,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, RequestTooLargeError | NoSpaceError):
             return grpc.StatusCode.RESOURCE_EXHAUSTED, ()
-        if isinstance(exc, DataLossError):
+        if isinstance(exc, DataLossError):  # LogDamagedError too: file and offset named
             return grpc.StatusCode.DATA_LOSS, ()
         if isinstance(exc, StorageFailedError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()

@@ -86,12 +86,13 @@ from .errors import (
     ProposalLostError,
     ReadTimeoutError,
 )
+from .gtid_use import consumed
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
 from .storage_errors import client_error
 from .validation import InvalidRequest, TableSchema
-from .wire import WireChecker, decode_entry, encode_transaction_wire, frame_statements
+from .wire import WireChecker, encode_transaction_wire, frame_statements
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
@@ -809,17 +810,13 @@ class RaftDriver:
         if lo < hi:
             lo = max(lo, r.raft_log.first_index())
             for e in r.raft_log.slice(lo, hi, NO_LIMIT):
-                if e.type != EntryType.NORMAL or not e.data:
+                if e.type != EntryType.NORMAL:
                     continue
-                if e.data[0] == messages.TypeTag.REPLICATED_EPOCH:
-                    seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
-                    trans = max(trans, seg.derived_trans_id)
-                    ts = max(ts, seg.derived_commit_ts)
-                    continue
-                txn, _ = decode_entry(e.data)
-                if txn is not None:
-                    trans = max(trans, txn.gtid.trans_id)
-                    ts = max(ts, txn.commit_timestamp_ns)
+                # the trans ids entries not yet applied consume (``gtid_use``: the same
+                # answer the start-up check reads the log with)
+                used = consumed(e.data)
+                trans = max(trans, used.trans_id)
+                ts = max(ts, used.commit_ts)
         st = _LeaderState(r.term, time.monotonic(), trans + 1, ts,
                           inherited_open=unsealed_epoch(r.raft_log, r.term))
         self._leader = st

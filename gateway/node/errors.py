@@ -20,6 +20,8 @@
         ├── NoSpaceError      a NOSPACE alarm is raised, or a disk is full:
         │                     RESOURCE_EXHAUSTED naming the node and the path
         ├── DataLossError     stored bytes are damaged: DATA_LOSS (file, byte offset)
+        │   └── storage.LogDamagedError  a log entry read back no longer verifies (also a
+        │                     CompactedError: the Raft core sends a snapshot instead)
         └── StorageFailedError  a write or fsync failed and the node stops: UNAVAILABLE
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
     TimeoutError                             DEADLINE_EXCEEDED

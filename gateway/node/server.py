@@ -43,7 +43,7 @@ from gateway.conflict import (
     with_plugins,
 )
 from gateway.core.fileio import local_fs
-from gateway.core.lsm.errors import LSMError
+from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
@@ -56,7 +56,12 @@ from .applier_host import NodeAppliers
 from .channels import NodeChannels
 from .config import ChannelConfig, NodeConfig, address_problem, parse_address
 from .conflicts import NodeConflicts
-from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
+from .consistency import (
+    RECOVER_HINT,
+    InconsistentStateError,
+    check_log_covers_state,
+    check_position_file,
+)
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
 from .exposure import exposure_warnings
@@ -64,6 +69,7 @@ from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
 from .peer_stream import PeerListener
+from .refused_start import paths_under, undo_refused_start
 from .security import (
     TokenAuthInterceptor,
     api_server_credentials,
@@ -73,7 +79,7 @@ from .security import (
 )
 from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
-from .storage import RaftLogStorage
+from .storage import LogDamagedError, RaftLogStorage
 from .storage_errors import client_error
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
 from .validation import InvalidRequest
@@ -152,26 +158,33 @@ class GatewayNode:
         self._failure_stop: asyncio.Task[None] | None = None
         #: Why the node stopped itself, when it failed (None: running, or a clean stop).
         self.failure: str | None = None
+        self._damage_snapshot: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the node; raises ``NodeStartError`` (or the applier configuration's error)
         naming what failed. A start that fails leaves no half-made data directory: what it
-        created in a directory that was missing or empty is removed again."""
+        created in a directory that was missing or empty is removed again, and an existing
+        directory is left as it was found (``refused_start``)."""
         cfg = self.config
         existed = os.path.isdir(cfg.data_dir)
         fresh = not existed or not os.listdir(cfg.data_dir)
+        found = paths_under(cfg.data_dir) if existed and not fresh else {}
         try:
             await self._start()
         except BaseException:
             # every failure path of _start closed what it had opened before raising
+            storage = getattr(self, "storage", None)
             if fresh:
                 _remove_made(cfg.data_dir, keep_dir=existed)
+            elif storage is not None:  # as found: the next start sees the same damage
+                undo_refused_start(cfg.data_dir, found, storage)
             raise
 
     async def _start(self) -> None:
         cfg = self.config
+        self._loop = asyncio.get_running_loop()
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
@@ -184,10 +197,18 @@ class GatewayNode:
             self.storage.bootstrap(tuple(cfg.peer_map()))
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
-            self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id)
+            self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
+                                        verify_tables=True)
         except Exception as exc:
             self.storage.close()
-            raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
+            hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
+            raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}{hint}") \
+                from None
+        if self.sm.store.manifest_rebuilt:
+            log.warning("%s: the store's MANIFEST was missing: started an empty store (the "
+                        "tables it named are unreachable without it) and rebuilt it from "
+                        "the newest snapshot (index %d) and the Raft log after it",
+                        self.sm.path, self.storage.snapshots.metadata.index)
         self.sm.load_functions = self._conflict_functions
         for i, rule in enumerate(cfg.conflicts):  # a plugin's function: load, check it now
             try:
@@ -222,6 +243,10 @@ class GatewayNode:
         except RuntimeError as exc:  # e.g. a log that cannot replay its configuration
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
+        except LogDamagedError as exc:  # an entry the replay reads no longer verifies
+            await self._close_storage()
+            raise NodeStartError(f"cannot read the Raft log: {exc}; {RECOVER_HINT}") from None
+        self.storage.on_damage = self._on_log_damage
         self.driver.compact_floor = self._applier_floor
         #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
         #: serves: Status and writes consult it.
@@ -246,6 +271,8 @@ class GatewayNode:
         except Exception:
             await self._close_storage()
             raise
+        # From here the node votes and acknowledges appends: what recovery changed stays.
+        self.storage.keep_recovery()
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
         self._tasks.append(asyncio.create_task(
@@ -463,6 +490,33 @@ class GatewayNode:
         if self._failure_stop is None:
             self._failure_stop = asyncio.get_running_loop().create_task(
                 self.stop(), name="stop-failed")
+
+    def _on_log_damage(self, lo: int) -> None:
+        """A read from ``lo`` met a damaged log entry (any thread). A follower that needs it
+        is sent the newest snapshot (``LogDamagedError`` is a compacted read for the Raft
+        core); when the damage is past that snapshot, take a newer one, so the follower is
+        not sent the same snapshot again and again."""
+        if lo <= self.storage.snapshots.metadata.index or self._damage_snapshot is not None:
+            return
+        loop = self._loop
+
+        def take() -> None:
+            if self._damage_snapshot is None and not self._stopped.is_set():
+                self._damage_snapshot = loop.create_task(self._snapshot_past_damage(),
+                                                         name="snapshot-past-damage")
+                self._tasks.append(self._damage_snapshot)  # cancelled by stop
+
+        loop.call_soon_threadsafe(take)
+
+    async def _snapshot_past_damage(self) -> None:
+        try:
+            index = await self.driver.snapshot_now()
+            log.warning("took a snapshot at index %d for followers that need entries of the "
+                        "damaged Raft log", index)
+        except Exception as exc:  # the next damaged read asks again
+            log.warning("cannot take a snapshot past the damaged Raft log: %s", exc)
+        finally:
+            self._damage_snapshot = None
 
     def _report(self, kind: str, peer: int) -> None:
         if kind == "unreachable":

@@ -220,11 +220,13 @@ class StoreStateMachine:
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
                  idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS,
-                 cluster_id: int = 0) -> None:
+                 cluster_id: int = 0, verify_tables: bool = False) -> None:
         """``idempotency_window_ns`` is part of the replicated rules: every replica of a
         cluster must use the same value (the node always uses the default). ``cluster_id``:
         this cluster's id (the GTID server_id of its own writes), needed to apply replicated
-        epochs."""
+        epochs. ``verify_tables``: check every block of every table on open (the store's
+        ``paranoid_checks``), so a damaged block refuses the open with its file and offset
+        instead of failing a read or a compaction later. A failed open closes the store."""
         self.cluster_id = cluster_id
         if idempotency_window_ns <= 0:
             raise ValueError("idempotency_window_ns must be positive")
@@ -238,12 +240,16 @@ class StoreStateMachine:
                 shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
             else:
                 self._install_staged(staged)
-        self.store = LSMStore(self.path, memtable_bytes)
+        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables)
         #: The conflict functions rules may name: the built-ins, and what ``load_functions``
         #: (set by the node: the plugins' functions) adds when a rule names another.
         self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
         self.load_functions: Callable[[], Mapping[str, FunctionSpec]] | None = None
-        self._load()
+        try:
+            self._load()
+        except BaseException:
+            self.store.close()  # a damaged block met by the load: release the directory
+            raise
 
     def _load(self) -> None:
         self.store.tombstone_floor = self._tombstone_floor
