@@ -234,17 +234,30 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
         gateway sql "SELECT * FROM shop.items WHERE id = 1"
         gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
     """
-    from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_statements
+    from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_write
 
     try:
         if is_select(text):
             _select(target, token, ca, timeout, parse_select(text), consistency)
             return
-        stmts = sql_to_statements(text, [k.strip() for k in key.split(",") if k.strip()])
     except SqlError as exc:
         raise BadInput(str(exc)) from None
     with _client(target, token, ca, timeout) as c:
-        res = _call(lambda: c.write(stmts))
+        known: dict[str, list[str] | None] = {}
+
+        def key_of(table: str) -> list[str] | None:
+            """The key columns of ``table`` as its rows carry them (None: no row yet)."""
+            if table not in known:
+                rows = _call(lambda: c.scan(table, limit=1)).rows
+                known[table] = [f.name for f in rows[0].key_fields] if rows else None
+            return known[table]
+
+        try:
+            stmts, conds = sql_to_write(text, [k.strip() for k in key.split(",") if k.strip()],
+                                        key_of)
+        except SqlError as exc:
+            raise BadInput(str(exc)) from None
+        res = _call(lambda: c.write(stmts, conditions=conds))
     click.echo(f"{res.gtid.server_id}:{res.gtid.trans_id}")
     click.echo(f"epoch {res.epoch} log_index {res.log_index} commit_ts {res.commit_timestamp_ns}"
                + (" (duplicate)" if res.duplicate else ""), err=True)

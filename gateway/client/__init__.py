@@ -42,7 +42,8 @@ from typing import Any, TypeVar
 
 import grpc
 
-from gateway.client.errors import GatewayError, error_of
+from gateway.client.conditions import Condition, serialize_conditions
+from gateway.client.errors import GatewayError, PreconditionFailed, error_of
 from gateway.client.prepared import (
     PreparedInsert,
     Statements,
@@ -51,13 +52,15 @@ from gateway.client.prepared import (
     serialize_statements,
 )
 from gateway.client.stream import WriteStream
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = [
     "AsyncGatewayClient",
     "ChangeEvents",
+    "Condition",
     "GatewayClient",
     "GatewayError",
+    "PreconditionFailed",
     "PreparedInsert",
     "Row",
     "WriteStream",
@@ -213,23 +216,53 @@ class _Base:
             self._current = (self._current + 1) % len(self.targets)
 
     @staticmethod
-    def _write_bytes(statements: Statements, key: str | None) -> bytes:
+    def _write_bytes(statements: Statements, key: str | None,
+                     conditions: Sequence[transaction_pb2.Condition] = ()) -> bytes:
         """The serialized ``WriteRequest`` of one write: ``statements`` a statement list or a
         prepared insert's bytes; ``key`` the idempotency key (``None``: a fresh ``uuid4``;
-        ``""``: none)."""
-        return keyed(serialize_statements(statements), uuid.uuid4().hex if key is None else key)
+        ``""``: none); ``conditions``: see :mod:`gateway.client.conditions`."""
+        body = keyed(serialize_statements(statements), uuid.uuid4().hex if key is None else key)
+        return body + serialize_conditions(conditions) if conditions else body
 
     @classmethod
-    def _batch_bytes(cls, writes: Iterable[Statements],
-                     keys: Sequence[str] | None) -> bytes:
+    def _batch_bytes(cls, writes: Iterable[Statements], keys: Sequence[str] | None,
+                     conditions: Sequence[Sequence[transaction_pb2.Condition]] | None = None
+                     ) -> tuple[bytes, list[Sequence[transaction_pb2.Condition]]]:
         """The serialized ``WriteBatchRequest`` of ``writes`` (``keys``: one per write, as
-        :meth:`_write_bytes` takes them; ``None``: a fresh one each)."""
+        :meth:`_write_bytes` takes them; ``None``: a fresh one each; ``conditions``: one
+        list per write, or None) and each write's conditions."""
         writes = list(writes)
         if keys is not None and len(keys) != len(writes):
             raise ValueError(f"{len(keys)} idempotency keys given for {len(writes)} writes")
-        reqs = [cls._write_bytes(w, None if keys is None else keys[i])
+        conds: list[Sequence[transaction_pb2.Condition]] = \
+            [()] * len(writes) if conditions is None else list(conditions)
+        if len(conds) != len(writes):
+            raise ValueError(f"{len(conds)} condition lists given for {len(writes)} writes")
+        reqs = [cls._write_bytes(w, None if keys is None else keys[i], conds[i])
                 for i, w in enumerate(writes)]
-        return repeated(b"\x0a", reqs)  # WriteBatchRequest.writes
+        return repeated(b"\x0a", reqs), conds  # WriteBatchRequest.writes
+
+    @staticmethod
+    def _batch_results(resp: gateway_pb2.WriteBatchResponse,
+                       conds: list[Sequence[transaction_pb2.Condition]]
+                       ) -> list[gateway_pb2.WriteResult]:
+        """The results of a ``WriteBatch``; raises :class:`PreconditionFailed` (the first
+        refused write's, with every result and refusal) when writes were refused."""
+        if not resp.errors:
+            return list(resp.results)
+        results: list[gateway_pb2.WriteResult | None] = list(resp.results)
+        errors = []
+        for e in resp.errors:
+            err = PreconditionFailed(e.error, e.field)
+            if e.index < len(conds):
+                err.resolve(conds[e.index])
+            err.index = e.index
+            if e.index < len(results):
+                results[e.index] = None
+            errors.append(err)
+        for err in errors:
+            err.results, err.errors = results, errors
+        raise errors[0]
 
 
 class _Bytes:
@@ -281,22 +314,33 @@ class GatewayClient(_Base):
                 backoff = min(backoff * 2, self.max_backoff)
 
     def write(self, statements: Statements, *,
-              idempotency_key: str | None = None, timeout: float | None = None
+              idempotency_key: str | None = None, timeout: float | None = None,
+              conditions: Sequence[transaction_pb2.Condition] = ()
               ) -> gateway_pb2.WriteResult:
-        """Write one transaction; returns its GTID, epoch, commit timestamp and log index."""
-        req = self._write_bytes(statements, idempotency_key)
-        return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
-                          timeout, raw=True)
+        """Write one transaction; returns its GTID, epoch, commit timestamp and log index.
+        ``conditions`` (:class:`Condition`): the write is applied only if they all hold
+        when it is applied, else :class:`PreconditionFailed` is raised (nothing applied)."""
+        req = self._write_bytes(statements, idempotency_key, conditions)
+        try:
+            return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
+                              timeout, raw=True)
+        except PreconditionFailed as exc:
+            raise exc.resolve(conditions) from None
 
     def write_batch(self, writes: Iterable[Statements], *,
                     idempotency_keys: Sequence[str] | None = None,
-                    timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
+                    timeout: float | None = None,
+                    conditions: Sequence[Sequence[transaction_pb2.Condition]] | None = None
+                    ) -> list[gateway_pb2.WriteResult]:
         """Write many transactions in one round trip, each with its own idempotency key
-        (``idempotency_keys``: one per write, ``""`` for none; fresh ones by default)."""
-        req = self._batch_bytes(writes, idempotency_keys)
+        (``idempotency_keys``: one per write, ``""`` for none; fresh ones by default) and
+        conditions (``conditions``: one list per write). A write whose conditions fail is
+        refused alone: the others are applied, and :class:`PreconditionFailed` is raised
+        with ``index``, ``results`` and ``errors`` saying which."""
+        req, conds = self._batch_bytes(writes, idempotency_keys, conditions)
         resp = self._call(lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata),
                           timeout, raw=True)
-        return list(resp.results)
+        return self._batch_results(resp, conds)
 
     def read(self, table: str, key: Any, consistency: str = "linearizable",
              timeout: float | None = None) -> gateway_pb2.ReadResponse:
@@ -460,20 +504,29 @@ class AsyncGatewayClient(_Base):
                 backoff = min(backoff * 2, self.max_backoff)
 
     async def write(self, statements: Statements, *,
-                    idempotency_key: str | None = None, timeout: float | None = None
+                    idempotency_key: str | None = None, timeout: float | None = None,
+                    conditions: Sequence[transaction_pb2.Condition] = ()
                     ) -> gateway_pb2.WriteResult:
-        req = self._write_bytes(statements, idempotency_key)
-        return await self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
-                                timeout, raw=True)
+        """As :meth:`GatewayClient.write`."""
+        req = self._write_bytes(statements, idempotency_key, conditions)
+        try:
+            return await self._call(
+                lambda s, t: s.Write(req, timeout=t, metadata=self._metadata), timeout,
+                raw=True)
+        except PreconditionFailed as exc:
+            raise exc.resolve(conditions) from None
 
     async def write_batch(self, writes: Iterable[Statements], *,
                           idempotency_keys: Sequence[str] | None = None,
-                          timeout: float | None = None) -> list[gateway_pb2.WriteResult]:
-        req = self._batch_bytes(writes, idempotency_keys)
+                          timeout: float | None = None,
+                          conditions: Sequence[Sequence[transaction_pb2.Condition]] | None = None
+                          ) -> list[gateway_pb2.WriteResult]:
+        """As :meth:`GatewayClient.write_batch`."""
+        req, conds = self._batch_bytes(writes, idempotency_keys, conditions)
         resp = await self._call(
             lambda s, t: s.WriteBatch(req, timeout=t, metadata=self._metadata), timeout,
             raw=True)
-        return list(resp.results)
+        return self._batch_results(resp, conds)
 
     def stream(self, *, window: int = 1024, max_per_request: int = 256,
                timeout: float | None = None) -> WriteStream:

@@ -33,13 +33,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
-from gateway.client.errors import GatewayError, error_of
+from gateway.client.conditions import serialize_conditions
+from gateway.client.errors import GatewayError, PreconditionFailed, error_of
 from gateway.client.prepared import Statements, keyed, repeated, serialize_statements, varint
-from gateway.v1 import gateway_pb2
+from gateway.v1 import gateway_pb2, transaction_pb2
 
 __all__ = ["WriteStream"]
 
@@ -68,11 +70,14 @@ class WriteStream:
         self._receiver = asyncio.create_task(self._receive_loop())
 
     async def send(self, statements: Statements, *,
-                   idempotency_key: str | None = None
+                   idempotency_key: str | None = None,
+                   conditions: Sequence[transaction_pb2.Condition] = ()
                    ) -> asyncio.Future[gateway_pb2.WriteResult]:
         """Queue one write (waiting while the window is full); returns its result's future.
         ``statements``: a statement list or a ``PreparedInsert``'s bytes;
-        ``idempotency_key``: ``None`` = a fresh one, ``""`` = none."""
+        ``idempotency_key``: ``None`` = a fresh one, ``""`` = none; ``conditions``: see
+        :mod:`gateway.client.conditions` (a refused write fails its future with
+        :class:`~gateway.client.errors.PreconditionFailed`)."""
         if self._failed is not None:
             raise self._failed
         if self._closing:
@@ -86,9 +91,12 @@ class WriteStream:
         self._seq += 1
         key = f"{self._key_prefix}{self._seq:x}" if idempotency_key is None else idempotency_key
         body = keyed(body, key)
+        if conditions:
+            body += serialize_conditions(conditions)
         fut: asyncio.Future[gateway_pb2.WriteResult] = (
             asyncio.get_running_loop().create_future())
         fut.idempotency_key = key  # type: ignore[attr-defined]
+        fut.conditions = conditions  # type: ignore[attr-defined]
         self._pending[self._seq] = fut
         self._queue.append(body)
         self._queued.set()
@@ -133,7 +141,8 @@ class WriteStream:
                     if ack.code == 0:
                         fut.set_result(ack.result)
                     else:
-                        fut.set_exception(_ack_error(ack.code, ack.error))
+                        fut.set_exception(_ack_error(ack.code, ack.error, ack.field,
+                                                     fut.conditions))  # type: ignore[attr-defined]
                 self._room.set()
             if self._pending:
                 self._fail(RuntimeError(f"the stream ended with {len(self._pending)} writes "
@@ -182,7 +191,11 @@ def _stream_request(seq: int, writes: list[bytes]) -> bytes:
     return b"\x08" + varint(seq) + repeated(b"\x12", writes)
 
 
-def _ack_error(code: int, details: str) -> GatewayError:
-    """The `GatewayError` of a failed ack (its numeric gRPC status code)."""
+def _ack_error(code: int, details: str, field: str = "",
+               conditions: Sequence[transaction_pb2.Condition] = ()) -> GatewayError:
+    """The `GatewayError` of a failed ack (its numeric gRPC status code; a refused
+    conditional write's is a `PreconditionFailed` naming the condition it sent)."""
     status = next((c for c in grpc.StatusCode if c.value[0] == code), grpc.StatusCode.UNKNOWN)
-    return GatewayError(status, details)
+    if status == grpc.StatusCode.FAILED_PRECONDITION:
+        return PreconditionFailed(details, field).resolve(conditions)
+    return GatewayError(status, details, field)

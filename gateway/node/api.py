@@ -14,6 +14,10 @@ Semantics (details in docs/node.md, "API"):
   ``gateway-field``; nothing of a rejected write (or of a WriteBatch holding one) is applied.
   A request that does not parse is INVALID_ARGUMENT too (field ``request``, see
   ``api_handlers``); one over ``max_request_bytes`` is RESOURCE_EXHAUSTED.
+- A conditional write whose condition fails when it is applied: FAILED_PRECONDITION, message
+  ``conditions[i]: schema.table key (...): why``, trailing ``gateway-field``; in a
+  WriteBatch only that write is refused (``WriteBatchResponse.errors``), in a StreamWrite its
+  ack carries the code, message and field.
 """
 
 from __future__ import annotations
@@ -31,16 +35,19 @@ from google.protobuf.message import Message as PbMessage
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
+from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 from .alarms import disarm
 from .api_handlers import serialized
+from .conditions import check_conditions
 from .errors import (
     DataLossError,
     NodeError,
     NodeStoppedError,
     NoSpaceError,
     NotLeaderError,
+    PreconditionFailed,
     ProposalLostError,
     ReadTimeoutError,
     RequestTooLargeError,
@@ -108,6 +115,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                                                               ...]]:
         if isinstance(exc, InvalidRequest):
             return grpc.StatusCode.INVALID_ARGUMENT, (("gateway-field", exc.field),)
+        if isinstance(exc, PreconditionFailed):
+            return grpc.StatusCode.FAILED_PRECONDITION, (("gateway-field", exc.field),)
         if isinstance(exc, NotLeaderError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
@@ -239,7 +248,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
-                                                   wire=True, admin=self._admin(context))
+                                                   wire=True, admin=self._admin(context),
+                                                   conditions=req.conditions or None)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
@@ -254,28 +264,39 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         schemas = drv.known_schemas()
         checker = drv.checker
         admin = self._admin(context)
-        checked: list[tuple[list[tuple[str, Any]], bytes]] = []
+        checked: list[tuple[list[tuple[str, Any]], bytes, Any]] = []
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
+            conds = w.conditions or None  # read once: a plain write pays one look
             try:
+                if conds is not None:
+                    check_conditions(conds, schemas)
                 created = checker.check(raw, w.statements, schemas, admin=admin)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
             if created:
                 schemas = {**schemas, **dict(created)}
-            checked.append((created, raw))
+            checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
-                                 wire=True, unrecorded=w.idempotency_key in fresh)
-                for w, (created, raw) in zip(req.writes, checked, strict=True)]
+                                 wire=True, unrecorded=w.idempotency_key in fresh,
+                                 conditions=conds)
+                for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
         # gather schedules a callback per future (~3 us each on the leader's loop).
         results: list[bytes] = []
+        errors: list[bytes] = []  # serialized WriteErrors: refused conditional writes
         try:
-            for f in futs:
-                results.append(serialized(await f))
+            for i, f in enumerate(futs):
+                try:
+                    results.append(serialized(await f))
+                except PreconditionFailed as exc:  # refused alone; the others are applied
+                    results.append(b"")
+                    errors.append(gateway_pb2.WriteError(
+                        index=i, code=grpc.StatusCode.FAILED_PRECONDITION.value[0],
+                        error=str(exc), field=exc.field).SerializeToString())
         except BaseException:
             for f in futs:
                 if not f.done():
@@ -285,7 +306,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             raise
         # The response's bytes from the results' (a WriteBatchResponse is its repeated
         # results field): no WriteResult message is parsed, copied or serialized again.
-        return frame_field(_RESULTS_KEY, results)
+        out = frame_field(_RESULTS_KEY, results)
+        return out + frame_field(_ERRORS_KEY, errors) if errors else out
 
     async def Write(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Write", request, context)
@@ -327,12 +349,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 return ack_bytes(seq, serialized(fut.result()))
             if isinstance(exc, grpc.aio.AioRpcError):
                 code, msg = exc.code(), exc.details() or ""
+                meta = tuple(exc.trailing_metadata() or ())
             else:
                 exc = self._client_error(exc)
-                code, _ = self._status_of(exc)
+                code, meta = self._status_of(exc)
                 msg = str(exc)
-            return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0],
-                                              error=msg).SerializeToString()
+            field = next((v for k, v in meta if k == "gateway-field"), "")
+            return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg,
+                                              field=field).SerializeToString()
 
         def ack_done(seq: int, futs: list[asyncio.Future[Any]], at: int) -> None:
             """Ack ``futs[at:]`` up to the first write not done (write ``i`` has sequence
@@ -350,7 +374,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
                                               time.time_ns(), raw=frame_request(req),
-                                              wire=True, admin=admin)
+                                              wire=True, admin=admin,
+                                              conditions=req.conditions or None)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -373,7 +398,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
                                         wire=True, unrecorded=w.idempotency_key in fresh,
-                                        admin=admin)
+                                        admin=admin, conditions=w.conditions or None)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:

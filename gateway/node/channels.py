@@ -310,6 +310,11 @@ def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
                             sealed_at_ns=ev.epoch_marker.sealed_at_ns)
     if ev.HasField("transaction"):
         item = replication_pb2.ReplicatedItem(transaction=ev.transaction)
+        if item.transaction.conditions:
+            # Conditions were decided where the write was made (it was applied there, or it
+            # would not be in the feed); this cluster never evaluates them again: conflicts
+            # between clusters are the conflict rules' job (docs/node.md).
+            item.transaction.ClearField("conditions")
     else:
         item = replication_pb2.ReplicatedItem(apply_status=ev.apply_status)
     return SourceRecord(ev.log_index, ev.epoch, item=item)

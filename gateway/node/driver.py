@@ -77,6 +77,7 @@ from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 from . import keys
 from .commit_linger import DEFAULT_DELAY as DEFAULT_LINGER
 from .commit_linger import CommitLinger
+from .conditions import check_conditions, conditions_field
 from .epoch_seal import unsealed_epoch
 from .errors import (
     NodeError,
@@ -129,6 +130,7 @@ class PendingWrite:
     raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
     wire: bool = False  # the future may resolve with the serialized WriteResult
     admin: bool = False  # the caller holds the admin permission (validation.check_statements)
+    conditions: Any = None  # repeated Condition of a conditional write (None: none)
 
 
 @dataclass(slots=True)
@@ -349,7 +351,8 @@ class RaftDriver:
     def submit_write(self, statements: Any, idempotency_key: str = "",
                      start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
                      raw: bytes | None = None, wire: bool = False, unrecorded: bool = False,
-                     admin: bool = False) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
+                     admin: bool = False, conditions: Any = None
+                     ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
 
@@ -367,7 +370,12 @@ class RaftDriver:
         no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
         request's writes), so it is not looked up again. That lookup only answers retries of
         applied writes without proposing them; applying the entry decides duplicates.
-        ``admin``: the caller holds the ``admin`` permission (it may delete ``$EX`` rows)."""
+        ``admin``: the caller holds the ``admin`` permission (it may delete ``$EX`` rows).
+        ``conditions``: the write's conditions (``gateway.node.conditions``; None or empty
+        for none -- callers pass None for a plain write, which keeps the plain path), checked here
+        before proposing (``InvalidRequest``) and logged in the entry; every replica
+        evaluates them when applying it (``PreconditionFailed``: refused, nothing applied).
+        A write without them takes the plain path unchanged."""
         fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
             asyncio.get_running_loop().create_future()
         if self._refused_now(fut):
@@ -376,6 +384,10 @@ class RaftDriver:
             done = None if unrecorded else \
                 self.sm.idempotent_result(idempotency_key, time.time_ns())
             if done is not None:
+                refused = self.sm.refusal_at(done.log_index)
+                if refused is not None:  # a retry of a refused conditional write
+                    fut.set_exception(refused)
+                    return fut
                 done.duplicate = True
                 fut.set_result(done)
                 return fut
@@ -384,7 +396,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw, wire, admin))
+                                         fut, created, raw, wire, admin, conditions))
         self._wake.set()
         return fut
 
@@ -955,10 +967,13 @@ class RaftDriver:
             stmts_raw = w.raw
             if stmts_raw is None:
                 stmts_raw = frame_statements(w.statements)
-            if created is None:
+            if created is None or w.conditions is not None:
                 try:
-                    created = checker.check(stmts_raw, w.statements, schemas,
-                                            admin=w.admin)
+                    if w.conditions is not None:
+                        check_conditions(w.conditions, schemas)
+                    if created is None:
+                        created = checker.check(stmts_raw, w.statements, schemas,
+                                                admin=w.admin)
                 except InvalidRequest as exc:
                     self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, exc)
@@ -972,9 +987,12 @@ class RaftDriver:
             now = time.time_ns()
             commit_ts = max(now, st.last_commit_ts + 1)
             st.last_commit_ts = commit_ts
-            datas.append(encode_transaction_wire(
+            data = encode_transaction_wire(
                 cluster, st.next_trans_id, st.open_epoch, cluster, min(w.start_ns, commit_ts),
-                commit_ts, stmts_raw, w.idempotency_key))
+                commit_ts, stmts_raw, w.idempotency_key)
+            if w.conditions is not None:  # field 11, after the entry's last field (10)
+                data += conditions_field(w.conditions)
+            datas.append(data)
             st.last_trans_in_epoch = st.next_trans_id
             st.next_trans_id += 1
             st.open_epoch_txns += 1

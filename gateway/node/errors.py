@@ -13,6 +13,9 @@
     ├── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
     │                         RESOURCE_EXHAUSTED (the API server refuses larger requests
     │                         itself, before reading them)
+    ├── PreconditionFailed    a conditional write's condition did not hold when it was
+    │                         applied (``conditions``): FAILED_PRECONDITION naming
+    │                         ``field`` (``conditions[i]``) in trailing metadata
     └── StorageError          the node's disk failed under a request (``storage_errors``);
         ├── NoSpaceError      a NOSPACE alarm is raised, or a disk is full:
         │                     RESOURCE_EXHAUSTED naming the node and the path
@@ -27,8 +30,8 @@
 from __future__ import annotations
 
 __all__ = ["DataLossError", "NoSpaceError", "NodeError", "NodeStoppedError", "NotLeaderError",
-           "ProposalLostError", "ReadTimeoutError", "RequestTooLargeError", "StorageError",
-           "StorageFailedError"]
+           "PreconditionFailed", "ProposalLostError", "ReadTimeoutError", "RequestTooLargeError",
+           "StorageError", "StorageFailedError"]
 
 
 class NodeError(Exception):
@@ -58,6 +61,17 @@ class ReadTimeoutError(NodeError):
 
 class RequestTooLargeError(NodeError):
     """A request is larger than this node's ``max_request_bytes``."""
+
+
+class PreconditionFailed(NodeError):
+    """A conditional write was refused: the condition ``field`` (``conditions[i]``) did not
+    hold when the entry was applied; ``str()`` is ``field: reason`` (the reason names the
+    table, the key and what was found)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
 
 
 class StorageError(NodeError):

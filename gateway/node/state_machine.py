@@ -9,6 +9,10 @@ What applying an entry does (identically on every replica, from the entry's byte
      returned with ``duplicate=True``;
   2. its statements are checked against the first-seen schemas (``validation``); a rejected
      entry is marked ``x<index>`` and nothing of it is applied;
+  2b. its conditions, if any (a conditional write), are checked against the rows as they
+     stand (``conditions.refusal``); a refused entry is marked ``x<index>`` (``refused: ...``),
+     nothing of it is applied, and its result is recorded under its idempotency key, so a
+     retry gets the same refusal (a duplicate of a refused entry is refused alike);
   3. otherwise every row is written (``r`` keys, value = serialized ``Row`` with the epoch,
      author, commit timestamp, GTID and log index; the store cell carries epoch, author and
      commit timestamp too), new schemas are recorded (``s``), and the result is recorded under
@@ -92,6 +96,7 @@ from gateway.v1 import (
 
 from . import keys
 from .alarms import apply_alarm_command, load_alarms
+from .conditions import refusal, refusal_marker, refusal_of_marker
 from .conflict_apply import (
     UnitJudgement,
     derived_transaction,
@@ -107,6 +112,7 @@ from .epoch_guards import (
     emptied,
     quarantine_op,
 )
+from .errors import PreconditionFailed
 from .snapshot_files import unpack_dir
 from .validation import (
     InvalidRequest,
@@ -160,7 +166,8 @@ class Applied:
     __slots__ = ("_result", "error", "index", "term", "wire")
 
     def __init__(self, index: int, term: int, result: gateway_pb2.WriteResult | None = None,
-                 error: InvalidRequest | None = None, wire: bytes | None = None) -> None:
+                 error: InvalidRequest | PreconditionFailed | None = None,
+                 wire: bytes | None = None) -> None:
         self.index = index
         self.term = term
         self._result = result
@@ -360,6 +367,15 @@ class StoreStateMachine:
             else set()
         out.update(known[bisect_left(known, max(lo, floor + 1)):bisect_left(known, hi)])
         return out
+
+    def refusal_at(self, index: int) -> PreconditionFailed | None:
+        """The refusal of entry ``index`` if it is a refused conditional write, else None."""
+        return refusal_of_marker(self.store.get(keys.entry_outcome_key(index)))
+
+    def _refusal_at(self, index: int, overlay: dict[bytes, bytes | None]
+                    ) -> PreconditionFailed | None:
+        """:meth:`refusal_at` as the running ``apply`` sees it (its own marks included)."""
+        return refusal_of_marker(self._get(keys.entry_outcome_key(index), overlay))
 
     def idempotent_result(self, key: str, now_ns: int) -> gateway_pb2.WriteResult | None:
         """The recorded result of the write with idempotency key ``key``, if one was applied
@@ -960,6 +976,9 @@ class StoreStateMachine:
             first = self._first_result(keys.idempotency_key(idem), overlay, commit_ts)
             if first is not None and first.log_index != index:
                 self._mark(ops, index, b"duplicate")
+                refused = self._refusal_at(first.log_index, overlay)
+                if refused is not None:  # a retry of a refused conditional write
+                    return Applied(index, e.term, error=refused)
                 first.duplicate = True
                 return Applied(index, e.term, result=first)
         ops += rows
@@ -1029,16 +1048,30 @@ class StoreStateMachine:
                                        txn.commit_timestamp_ns)
             if first is not None and first.log_index != e.index:
                 self._mark(ops, e.index, b"duplicate")
+                refused = self._refusal_at(first.log_index, overlay)
+                if refused is not None:  # a retry of a refused conditional write
+                    return Applied(e.index, e.term, error=refused)
                 first.duplicate = True
                 return Applied(e.index, e.term, result=first)
         try:
             created = check_statements(txn.statements, self.schemas, rows=False)
+            refused = refusal(txn.conditions, self.schemas,
+                              lambda k: self._get(k, overlay)) if txn.conditions else None
         except InvalidRequest as exc:
             self._mark(ops, e.index, f"rejected: {exc}".encode())
             return Applied(e.index, e.term, error=exc)
+        gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
+        if refused is not None:
+            marker = refusal_marker(refused)
+            self._mark(ops, e.index, marker)
+            overlay[keys.entry_outcome_key(e.index)] = marker  # seen by a retry in this batch
+            if idem:
+                self._record_result(idem, write_result(
+                    gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns, e.index),
+                    txn.commit_timestamp_ns, ops, overlay)
+            return Applied(e.index, e.term, error=refused)
         self._record_schemas(created, ops)
         meta = (txn.epoch, txn.author, txn.commit_timestamp_ns)
-        gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
         self._write_statements(txn, e.index, gtid, meta, ops, overlay)
         raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
                             e.index)

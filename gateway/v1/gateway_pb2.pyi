@@ -23,12 +23,14 @@ CONSISTENCY_LEASE: Consistency
 CONSISTENCY_STALE: Consistency
 
 class WriteRequest(_message.Message):
-    __slots__ = ("statements", "idempotency_key")
+    __slots__ = ("statements", "idempotency_key", "conditions")
     STATEMENTS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     statements: _containers.RepeatedCompositeFieldContainer[_statement_pb2.Statement]
     idempotency_key: str
-    def __init__(self, statements: _Optional[_Iterable[_Union[_statement_pb2.Statement, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    conditions: _containers.RepeatedCompositeFieldContainer[_transaction_pb2.Condition]
+    def __init__(self, statements: _Optional[_Iterable[_Union[_statement_pb2.Statement, _Mapping]]] = ..., idempotency_key: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[_transaction_pb2.Condition, _Mapping]]] = ...) -> None: ...
 
 class WriteResult(_message.Message):
     __slots__ = ("gtid", "epoch", "commit_timestamp_ns", "log_index", "duplicate")
@@ -51,10 +53,24 @@ class WriteBatchRequest(_message.Message):
     def __init__(self, writes: _Optional[_Iterable[_Union[WriteRequest, _Mapping]]] = ...) -> None: ...
 
 class WriteBatchResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "errors")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[WriteResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ...) -> None: ...
+    errors: _containers.RepeatedCompositeFieldContainer[WriteError]
+    def __init__(self, results: _Optional[_Iterable[_Union[WriteResult, _Mapping]]] = ..., errors: _Optional[_Iterable[_Union[WriteError, _Mapping]]] = ...) -> None: ...
+
+class WriteError(_message.Message):
+    __slots__ = ("index", "code", "error", "field")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    code: int
+    error: str
+    field: str
+    def __init__(self, index: _Optional[int] = ..., code: _Optional[int] = ..., error: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class StreamWriteRequest(_message.Message):
     __slots__ = ("seq", "writes")
@@ -65,16 +81,18 @@ class StreamWriteRequest(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., writes: _Optional[_Iterable[_Union[WriteRequest, _Mapping]]] = ...) -> None: ...
 
 class StreamWriteAck(_message.Message):
-    __slots__ = ("seq", "result", "code", "error")
+    __slots__ = ("seq", "result", "code", "error", "field")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
     seq: int
     result: WriteResult
     code: int
     error: str
-    def __init__(self, seq: _Optional[int] = ..., result: _Optional[_Union[WriteResult, _Mapping]] = ..., code: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    field: str
+    def __init__(self, seq: _Optional[int] = ..., result: _Optional[_Union[WriteResult, _Mapping]] = ..., code: _Optional[int] = ..., error: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class StreamWriteResponse(_message.Message):
     __slots__ = ("acks",)

@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from gateway.v1 import gtid_pb2 as gateway_dot_v1_dot_gtid__pb2
 from gateway.v1 import statement_pb2 as gateway_dot_v1_dot_statement__pb2
+from gateway.v1 import value_pb2 as gateway_dot_v1_dot_value__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/transaction.proto\x12\ngateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\"\x1a\n\x08Rollback\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\x9a\x02\n\x0bTransaction\x12\x1e\n\x04gtid\x18\x01 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x03 \x01(\r\x12\x1a\n\x12start_timestamp_ns\x18\x04 \x01(\x06\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\x05 \x01(\x06\x12)\n\nstatements\x18\x06 \x03(\x0b\x32\x15.gateway.v1.Statement\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12&\n\x08rollback\x18\t \x01(\x0b\x32\x14.gateway.v1.Rollback\x12\x17\n\x0fidempotency_key\x18\n \x01(\tBK\n\rio.gateway.v1B\x10TransactionProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/transaction.proto\x12\ngateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x16gateway/v1/value.proto\"\x1a\n\x08Rollback\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xc5\x02\n\x0bTransaction\x12\x1e\n\x04gtid\x18\x01 \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x03 \x01(\r\x12\x1a\n\x12start_timestamp_ns\x18\x04 \x01(\x06\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\x05 \x01(\x06\x12)\n\nstatements\x18\x06 \x03(\x0b\x32\x15.gateway.v1.Statement\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12&\n\x08rollback\x18\t \x01(\x0b\x32\x14.gateway.v1.Rollback\x12\x17\n\x0fidempotency_key\x18\n \x01(\t\x12)\n\nconditions\x18\x0b \x03(\x0b\x32\x15.gateway.v1.Condition\"\xa1\x01\n\tCondition\x12\r\n\x05table\x18\x01 \x01(\t\x12\x1e\n\x03key\x18\x02 \x03(\x0b\x32\x11.gateway.v1.Value\x12\x10\n\x06\x61\x62sent\x18\x03 \x01(\x08H\x00\x12 \n\x04gtid\x18\x04 \x01(\x0b\x32\x10.gateway.v1.GtidH\x00\x12\'\n\x06values\x18\x05 \x01(\x0b\x32\x15.gateway.v1.RowValuesH\x00\x42\x08\n\x06\x65xpect\">\n\tRowValues\x12\x0e\n\x06\x66ields\x18\x01 \x03(\t\x12!\n\x06values\x18\x02 \x03(\x0b\x32\x11.gateway.v1.ValueBK\n\rio.gateway.v1B\x10TransactionProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +35,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.transaction_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\020TransactionProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
-  _globals['_ROLLBACK']._serialized_start=95
-  _globals['_ROLLBACK']._serialized_end=121
-  _globals['_TRANSACTION']._serialized_start=124
-  _globals['_TRANSACTION']._serialized_end=406
+  _globals['_ROLLBACK']._serialized_start=119
+  _globals['_ROLLBACK']._serialized_end=145
+  _globals['_TRANSACTION']._serialized_start=148
+  _globals['_TRANSACTION']._serialized_end=473
+  _globals['_CONDITION']._serialized_start=476
+  _globals['_CONDITION']._serialized_end=637
+  _globals['_ROWVALUES']._serialized_start=639
+  _globals['_ROWVALUES']._serialized_end=701
 # @@protoc_insertion_point(module_scope)

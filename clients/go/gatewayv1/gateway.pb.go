@@ -86,8 +86,13 @@ type WriteRequest struct {
 	// Client-chosen key, at most 128 bytes; a second write with the same key (a retry) is not
 	// applied again and returns the first write's result with duplicate = true. Empty = none.
 	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+	// writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+	// condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+	// it is applied. A retry with the same idempotency key gets the same refusal.
+	Conditions    []*Condition `protobuf:"bytes,3,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteRequest) Reset() {
@@ -132,6 +137,13 @@ func (x *WriteRequest) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *WriteRequest) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
 }
 
 // WriteResult says where a committed and applied write landed.
@@ -256,8 +268,10 @@ func (x *WriteBatchRequest) GetWrites() []*WriteRequest {
 }
 
 type WriteBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*WriteResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per write, same order
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Results []*WriteResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per write, same order (empty for a refused write)
+	// The writes whose conditions failed (each refused alone; the other writes are applied).
+	Errors        []*WriteError `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +313,82 @@ func (x *WriteBatchResponse) GetResults() []*WriteResult {
 	return nil
 }
 
+func (x *WriteBatchResponse) GetErrors() []*WriteError {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+// WriteError: write `index` of a WriteBatch was refused.
+type WriteError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // position of the write in the request
+	Code          int32                  `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`   // gRPC status code (FAILED_PRECONDITION)
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`  // message naming the condition, its table and key
+	Field         string                 `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`  // the condition: "conditions[i]"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteError) Reset() {
+	*x = WriteError{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteError) ProtoMessage() {}
+
+func (x *WriteError) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteError.ProtoReflect.Descriptor instead.
+func (*WriteError) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WriteError) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *WriteError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *WriteError) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *WriteError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
 // StreamWrite messages. A request carries one or more writes; write i of a request has the
 // sequence number seq + i. Every write gets exactly one ack, in any order; the server packs
 // the acks that are ready into one response (high-rate producers pay per message, not per
@@ -313,7 +403,7 @@ type StreamWriteRequest struct {
 
 func (x *StreamWriteRequest) Reset() {
 	*x = StreamWriteRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[4]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +415,7 @@ func (x *StreamWriteRequest) String() string {
 func (*StreamWriteRequest) ProtoMessage() {}
 
 func (x *StreamWriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[4]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +428,7 @@ func (x *StreamWriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWriteRequest.ProtoReflect.Descriptor instead.
 func (*StreamWriteRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StreamWriteRequest) GetSeq() uint64 {
@@ -361,13 +451,14 @@ type StreamWriteAck struct {
 	Result        *WriteResult           `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"` // set on success
 	Code          int32                  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`    // gRPC status code; 0 on success
 	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`   // message for a non-zero code
+	Field         string                 `protobuf:"bytes,5,opt,name=field,proto3" json:"field,omitempty"`   // the request field the error names (e.g. "conditions[0]")
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamWriteAck) Reset() {
 	*x = StreamWriteAck{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[5]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +470,7 @@ func (x *StreamWriteAck) String() string {
 func (*StreamWriteAck) ProtoMessage() {}
 
 func (x *StreamWriteAck) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[5]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +483,7 @@ func (x *StreamWriteAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWriteAck.ProtoReflect.Descriptor instead.
 func (*StreamWriteAck) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamWriteAck) GetSeq() uint64 {
@@ -423,6 +514,13 @@ func (x *StreamWriteAck) GetError() string {
 	return ""
 }
 
+func (x *StreamWriteAck) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
 type StreamWriteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Acks          []*StreamWriteAck      `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"` // at least one
@@ -432,7 +530,7 @@ type StreamWriteResponse struct {
 
 func (x *StreamWriteResponse) Reset() {
 	*x = StreamWriteResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[6]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +542,7 @@ func (x *StreamWriteResponse) String() string {
 func (*StreamWriteResponse) ProtoMessage() {}
 
 func (x *StreamWriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[6]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +555,7 @@ func (x *StreamWriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamWriteResponse.ProtoReflect.Descriptor instead.
 func (*StreamWriteResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamWriteResponse) GetAcks() []*StreamWriteAck {
@@ -486,7 +584,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[7]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +596,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[7]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +609,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Row) GetTable() *TableMetadata {
@@ -595,7 +693,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[8]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +705,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[8]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +718,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadRequest) GetTable() string {
@@ -655,7 +753,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[9]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +765,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[9]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +778,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadResponse) GetFound() bool {
@@ -719,7 +817,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[10]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +829,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[10]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +842,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ScanRequest) GetTable() string {
@@ -793,7 +891,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +903,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +916,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScanResponse) GetRows() []*Row {
@@ -853,7 +951,7 @@ type EpochPosition struct {
 
 func (x *EpochPosition) Reset() {
 	*x = EpochPosition{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +963,7 @@ func (x *EpochPosition) String() string {
 func (*EpochPosition) ProtoMessage() {}
 
 func (x *EpochPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +976,7 @@ func (x *EpochPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochPosition.ProtoReflect.Descriptor instead.
 func (*EpochPosition) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EpochPosition) GetServerId() uint32 {
@@ -917,7 +1015,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1027,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1040,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubscribeRequest) GetFromLogIndex() uint64 {
@@ -999,7 +1097,7 @@ type ChangeEvent struct {
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1109,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1122,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ChangeEvent) GetLogIndex() uint64 {
@@ -1084,7 +1182,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1194,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1207,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 type Member struct {
@@ -1125,7 +1223,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1235,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1248,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Member) GetNodeId() uint64 {
@@ -1206,7 +1304,7 @@ type ApplierStatus struct {
 
 func (x *ApplierStatus) Reset() {
 	*x = ApplierStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1316,7 @@ func (x *ApplierStatus) String() string {
 func (*ApplierStatus) ProtoMessage() {}
 
 func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1329,7 @@ func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplierStatus.ProtoReflect.Descriptor instead.
 func (*ApplierStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplierStatus) GetName() string {
@@ -1326,7 +1424,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1436,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1449,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusResponse) GetNodeId() uint64 {
@@ -1515,7 +1613,7 @@ type ChannelStatus struct {
 
 func (x *ChannelStatus) Reset() {
 	*x = ChannelStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1625,7 @@ func (x *ChannelStatus) String() string {
 func (*ChannelStatus) ProtoMessage() {}
 
 func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1638,7 @@ func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStatus.ProtoReflect.Descriptor instead.
 func (*ChannelStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChannelStatus) GetName() string {
@@ -1646,7 +1744,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1756,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1769,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PeerStatus) GetClusterId() uint32 {
@@ -1707,7 +1805,7 @@ type AddChannelRequest struct {
 
 func (x *AddChannelRequest) Reset() {
 	*x = AddChannelRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1817,7 @@ func (x *AddChannelRequest) String() string {
 func (*AddChannelRequest) ProtoMessage() {}
 
 func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1830,7 @@ func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddChannelRequest) GetDefinition() *ChannelDefinition {
@@ -1760,7 +1858,7 @@ type ChannelActionRequest struct {
 
 func (x *ChannelActionRequest) Reset() {
 	*x = ChannelActionRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +1870,7 @@ func (x *ChannelActionRequest) String() string {
 func (*ChannelActionRequest) ProtoMessage() {}
 
 func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +1883,7 @@ func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelActionRequest.ProtoReflect.Descriptor instead.
 func (*ChannelActionRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ChannelActionRequest) GetName() string {
@@ -1814,7 +1912,7 @@ type ConflictsRequest struct {
 
 func (x *ConflictsRequest) Reset() {
 	*x = ConflictsRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1924,7 @@ func (x *ConflictsRequest) String() string {
 func (*ConflictsRequest) ProtoMessage() {}
 
 func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1937,7 @@ func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConflictsRequest) GetSet() *ConflictRule {
@@ -1875,7 +1973,7 @@ type AlarmRequest struct {
 
 func (x *AlarmRequest) Reset() {
 	*x = AlarmRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +1985,7 @@ func (x *AlarmRequest) String() string {
 func (*AlarmRequest) ProtoMessage() {}
 
 func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +1998,7 @@ func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
 func (*AlarmRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AlarmRequest) GetDisarm() uint64 {
@@ -1929,7 +2027,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2039,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2052,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -1994,7 +2092,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2104,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2117,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -2038,7 +2136,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2148,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2161,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2081,7 +2179,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2191,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2204,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 type AdminResponse struct {
@@ -2119,7 +2217,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2229,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2242,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2166,12 +2264,15 @@ var File_gateway_v1_gateway_proto protoreflect.FileDescriptor
 const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18gateway/v1/gateway.proto\x12\n" +
-	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"n\n" +
+	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"\xa5\x01\n" +
 	"\fWriteRequest\x125\n" +
 	"\n" +
 	"statements\x18\x01 \x03(\v2\x15.gateway.v1.StatementR\n" +
 	"statements\x12'\n" +
-	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\xb4\x01\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x125\n" +
+	"\n" +
+	"conditions\x18\x03 \x03(\v2\x15.gateway.v1.ConditionR\n" +
+	"conditions\"\xb4\x01\n" +
 	"\vWriteResult\x12$\n" +
 	"\x04gtid\x18\x01 \x01(\v2\x10.gateway.v1.GtidR\x04gtid\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12.\n" +
@@ -2179,17 +2280,25 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tlog_index\x18\x04 \x01(\x04R\blogIndex\x12\x1c\n" +
 	"\tduplicate\x18\x05 \x01(\bR\tduplicate\"E\n" +
 	"\x11WriteBatchRequest\x120\n" +
-	"\x06writes\x18\x01 \x03(\v2\x18.gateway.v1.WriteRequestR\x06writes\"G\n" +
+	"\x06writes\x18\x01 \x03(\v2\x18.gateway.v1.WriteRequestR\x06writes\"w\n" +
 	"\x12WriteBatchResponse\x121\n" +
-	"\aresults\x18\x01 \x03(\v2\x17.gateway.v1.WriteResultR\aresults\"X\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.gateway.v1.WriteResultR\aresults\x12.\n" +
+	"\x06errors\x18\x02 \x03(\v2\x16.gateway.v1.WriteErrorR\x06errors\"b\n" +
+	"\n" +
+	"WriteError\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x14\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\"X\n" +
 	"\x12StreamWriteRequest\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x120\n" +
-	"\x06writes\x18\x02 \x03(\v2\x18.gateway.v1.WriteRequestR\x06writes\"}\n" +
+	"\x06writes\x18\x02 \x03(\v2\x18.gateway.v1.WriteRequestR\x06writes\"\x93\x01\n" +
 	"\x0eStreamWriteAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12/\n" +
 	"\x06result\x18\x02 \x01(\v2\x17.gateway.v1.WriteResultR\x06result\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"E\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x14\n" +
+	"\x05field\x18\x05 \x01(\tR\x05field\"E\n" +
 	"\x13StreamWriteResponse\x12.\n" +
 	"\x04acks\x18\x01 \x03(\v2\x1a.gateway.v1.StreamWriteAckR\x04acks\"\xa1\x03\n" +
 	"\x03Row\x12/\n" +
@@ -2387,122 +2496,126 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
 	(*WriteResult)(nil),           // 2: gateway.v1.WriteResult
 	(*WriteBatchRequest)(nil),     // 3: gateway.v1.WriteBatchRequest
 	(*WriteBatchResponse)(nil),    // 4: gateway.v1.WriteBatchResponse
-	(*StreamWriteRequest)(nil),    // 5: gateway.v1.StreamWriteRequest
-	(*StreamWriteAck)(nil),        // 6: gateway.v1.StreamWriteAck
-	(*StreamWriteResponse)(nil),   // 7: gateway.v1.StreamWriteResponse
-	(*Row)(nil),                   // 8: gateway.v1.Row
-	(*ReadRequest)(nil),           // 9: gateway.v1.ReadRequest
-	(*ReadResponse)(nil),          // 10: gateway.v1.ReadResponse
-	(*ScanRequest)(nil),           // 11: gateway.v1.ScanRequest
-	(*ScanResponse)(nil),          // 12: gateway.v1.ScanResponse
-	(*EpochPosition)(nil),         // 13: gateway.v1.EpochPosition
-	(*SubscribeRequest)(nil),      // 14: gateway.v1.SubscribeRequest
-	(*ChangeEvent)(nil),           // 15: gateway.v1.ChangeEvent
-	(*StatusRequest)(nil),         // 16: gateway.v1.StatusRequest
-	(*Member)(nil),                // 17: gateway.v1.Member
-	(*ApplierStatus)(nil),         // 18: gateway.v1.ApplierStatus
-	(*StatusResponse)(nil),        // 19: gateway.v1.StatusResponse
-	(*ChannelStatus)(nil),         // 20: gateway.v1.ChannelStatus
-	(*PeerStatus)(nil),            // 21: gateway.v1.PeerStatus
-	(*AddChannelRequest)(nil),     // 22: gateway.v1.AddChannelRequest
-	(*ChannelActionRequest)(nil),  // 23: gateway.v1.ChannelActionRequest
-	(*ConflictsRequest)(nil),      // 24: gateway.v1.ConflictsRequest
-	(*AlarmRequest)(nil),          // 25: gateway.v1.AlarmRequest
-	(*AddNodeRequest)(nil),        // 26: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 27: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 28: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 29: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 30: gateway.v1.AdminResponse
-	nil,                           // 31: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 32: gateway.v1.Statement
-	(*Gtid)(nil),                  // 33: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 34: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 35: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 36: gateway.v1.Value
-	(*Transaction)(nil),           // 37: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 38: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 39: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 40: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),            // 41: gateway.v1.SpaceAlarm
-	(*ChannelDefinition)(nil),     // 42: gateway.v1.ChannelDefinition
+	(*WriteError)(nil),            // 5: gateway.v1.WriteError
+	(*StreamWriteRequest)(nil),    // 6: gateway.v1.StreamWriteRequest
+	(*StreamWriteAck)(nil),        // 7: gateway.v1.StreamWriteAck
+	(*StreamWriteResponse)(nil),   // 8: gateway.v1.StreamWriteResponse
+	(*Row)(nil),                   // 9: gateway.v1.Row
+	(*ReadRequest)(nil),           // 10: gateway.v1.ReadRequest
+	(*ReadResponse)(nil),          // 11: gateway.v1.ReadResponse
+	(*ScanRequest)(nil),           // 12: gateway.v1.ScanRequest
+	(*ScanResponse)(nil),          // 13: gateway.v1.ScanResponse
+	(*EpochPosition)(nil),         // 14: gateway.v1.EpochPosition
+	(*SubscribeRequest)(nil),      // 15: gateway.v1.SubscribeRequest
+	(*ChangeEvent)(nil),           // 16: gateway.v1.ChangeEvent
+	(*StatusRequest)(nil),         // 17: gateway.v1.StatusRequest
+	(*Member)(nil),                // 18: gateway.v1.Member
+	(*ApplierStatus)(nil),         // 19: gateway.v1.ApplierStatus
+	(*StatusResponse)(nil),        // 20: gateway.v1.StatusResponse
+	(*ChannelStatus)(nil),         // 21: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),            // 22: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),     // 23: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),  // 24: gateway.v1.ChannelActionRequest
+	(*ConflictsRequest)(nil),      // 25: gateway.v1.ConflictsRequest
+	(*AlarmRequest)(nil),          // 26: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),        // 27: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 28: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 29: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 30: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 31: gateway.v1.AdminResponse
+	nil,                           // 32: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 33: gateway.v1.Statement
+	(*Condition)(nil),             // 34: gateway.v1.Condition
+	(*Gtid)(nil),                  // 35: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 36: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 37: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 38: gateway.v1.Value
+	(*Transaction)(nil),           // 39: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 40: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 41: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 42: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),            // 43: gateway.v1.SpaceAlarm
+	(*ChannelDefinition)(nil),     // 44: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	32, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	33, // 1: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
-	1,  // 2: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
-	2,  // 3: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
-	1,  // 4: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
-	2,  // 5: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
-	6,  // 6: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	34, // 7: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	35, // 8: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	36, // 9: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	35, // 10: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	36, // 11: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	33, // 12: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	36, // 13: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
-	0,  // 14: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
-	8,  // 15: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	36, // 16: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	36, // 17: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
-	0,  // 18: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
-	8,  // 19: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	33, // 20: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
-	13, // 21: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	37, // 22: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	38, // 23: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	39, // 24: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
-	17, // 25: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
-	18, // 26: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	20, // 27: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	21, // 28: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	40, // 29: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	41, // 30: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	31, // 31: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	42, // 32: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	40, // 33: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 34: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 35: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	5,  // 36: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	9,  // 37: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	11, // 38: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	14, // 39: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	16, // 40: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	26, // 41: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	27, // 42: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	28, // 43: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	29, // 44: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	22, // 45: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	23, // 46: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	24, // 47: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	25, // 48: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	2,  // 49: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 50: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	7,  // 51: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	10, // 52: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	12, // 53: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	15, // 54: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	19, // 55: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	30, // 56: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	30, // 57: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	30, // 58: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	30, // 59: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	30, // 60: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	30, // 61: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	30, // 62: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	30, // 63: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	49, // [49:64] is the sub-list for method output_type
-	34, // [34:49] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	33, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	34, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	35, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
+	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
+	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
+	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
+	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
+	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
+	36, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	37, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	38, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	37, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	38, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	35, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	38, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
+	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
+	38, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	38, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
+	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
+	35, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
+	39, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	40, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	41, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
+	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
+	21, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	22, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	42, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	43, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	32, // 33: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	44, // 34: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	42, // 35: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 36: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 37: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 38: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 39: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 40: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 41: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 42: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	27, // 43: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	28, // 44: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	29, // 45: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	30, // 46: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	23, // 47: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	24, // 48: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	25, // 49: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	26, // 50: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	2,  // 51: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 52: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 53: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 54: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 55: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 56: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 57: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	31, // 58: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	31, // 59: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	31, // 60: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	31, // 61: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	31, // 62: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	31, // 63: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	31, // 64: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	31, // 65: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	51, // [51:66] is the sub-list for method output_type
+	36, // [36:51] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2522,7 +2635,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

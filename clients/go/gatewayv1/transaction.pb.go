@@ -91,8 +91,14 @@ type Transaction struct {
 	// identically: a transaction whose key already has a result recorded at another log index
 	// is not applied again (docs/node.md, "Idempotency"). Other writers leave it empty.
 	IdempotencyKey string `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+	// replica checks them against the rows as they stand when it applies the entry, before the
+	// statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+	// index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+	// other clusters (replicated epochs) never carry conditions.
+	Conditions    []*Condition `protobuf:"bytes,11,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Transaction) Reset() {
@@ -195,14 +201,191 @@ func (x *Transaction) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *Transaction) GetConditions() []*Condition {
+	if x != nil {
+		return x.Conditions
+	}
+	return nil
+}
+
+// Condition is one check of a conditional write on the row of `table` (`schema.table`) with
+// primary key `key` (values in key-field order): exactly one `expect` case is set.
+type Condition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Key   []*Value               `protobuf:"bytes,2,rep,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to Expect:
+	//
+	//	*Condition_Absent
+	//	*Condition_Gtid
+	//	*Condition_Values
+	Expect        isCondition_Expect `protobuf_oneof:"expect"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Condition) Reset() {
+	*x = Condition{}
+	mi := &file_gateway_v1_transaction_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Condition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Condition) ProtoMessage() {}
+
+func (x *Condition) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_transaction_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Condition.ProtoReflect.Descriptor instead.
+func (*Condition) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_transaction_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Condition) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *Condition) GetKey() []*Value {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Condition) GetExpect() isCondition_Expect {
+	if x != nil {
+		return x.Expect
+	}
+	return nil
+}
+
+func (x *Condition) GetAbsent() bool {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Absent); ok {
+			return x.Absent
+		}
+	}
+	return false
+}
+
+func (x *Condition) GetGtid() *Gtid {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Gtid); ok {
+			return x.Gtid
+		}
+	}
+	return nil
+}
+
+func (x *Condition) GetValues() *RowValues {
+	if x != nil {
+		if x, ok := x.Expect.(*Condition_Values); ok {
+			return x.Values
+		}
+	}
+	return nil
+}
+
+type isCondition_Expect interface {
+	isCondition_Expect()
+}
+
+type Condition_Absent struct {
+	Absent bool `protobuf:"varint,3,opt,name=absent,proto3,oneof"` // the row does not exist (must be true)
+}
+
+type Condition_Gtid struct {
+	Gtid *Gtid `protobuf:"bytes,4,opt,name=gtid,proto3,oneof"` // the row exists and was last written by this transaction
+}
+
+type Condition_Values struct {
+	Values *RowValues `protobuf:"bytes,5,opt,name=values,proto3,oneof"` // the row exists and these columns hold these values
+}
+
+func (*Condition_Absent) isCondition_Expect() {}
+
+func (*Condition_Gtid) isCondition_Expect() {}
+
+func (*Condition_Values) isCondition_Expect() {}
+
+// RowValues: columns (`fields`, by name) and the values they must hold (aligned with
+// `fields`); a null value matches a null (or never written) column.
+type RowValues struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fields        []string               `protobuf:"bytes,1,rep,name=fields,proto3" json:"fields,omitempty"`
+	Values        []*Value               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowValues) Reset() {
+	*x = RowValues{}
+	mi := &file_gateway_v1_transaction_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowValues) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowValues) ProtoMessage() {}
+
+func (x *RowValues) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_transaction_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowValues.ProtoReflect.Descriptor instead.
+func (*RowValues) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_transaction_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RowValues) GetFields() []string {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+func (x *RowValues) GetValues() []*Value {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 var File_gateway_v1_transaction_proto protoreflect.FileDescriptor
 
 const file_gateway_v1_transaction_proto_rawDesc = "" +
 	"\n" +
 	"\x1cgateway/v1/transaction.proto\x12\n" +
-	"gateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\"\"\n" +
+	"gateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x16gateway/v1/value.proto\"\"\n" +
 	"\bRollback\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x91\x03\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xc8\x03\n" +
 	"\vTransaction\x12$\n" +
 	"\x04gtid\x18\x01 \x01(\v2\x10.gateway.v1.GtidR\x04gtid\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x16\n" +
@@ -218,7 +401,20 @@ const file_gateway_v1_transaction_proto_rawDesc = "" +
 	"endSegment\x120\n" +
 	"\brollback\x18\t \x01(\v2\x14.gateway.v1.RollbackR\brollback\x12'\n" +
 	"\x0fidempotency_key\x18\n" +
-	" \x01(\tR\x0eidempotencyKeyBK\n" +
+	" \x01(\tR\x0eidempotencyKey\x125\n" +
+	"\n" +
+	"conditions\x18\v \x03(\v2\x15.gateway.v1.ConditionR\n" +
+	"conditions\"\xc3\x01\n" +
+	"\tCondition\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12#\n" +
+	"\x03key\x18\x02 \x03(\v2\x11.gateway.v1.ValueR\x03key\x12\x18\n" +
+	"\x06absent\x18\x03 \x01(\bH\x00R\x06absent\x12&\n" +
+	"\x04gtid\x18\x04 \x01(\v2\x10.gateway.v1.GtidH\x00R\x04gtid\x12/\n" +
+	"\x06values\x18\x05 \x01(\v2\x15.gateway.v1.RowValuesH\x00R\x06valuesB\b\n" +
+	"\x06expect\"N\n" +
+	"\tRowValues\x12\x16\n" +
+	"\x06fields\x18\x01 \x03(\tR\x06fields\x12)\n" +
+	"\x06values\x18\x02 \x03(\v2\x11.gateway.v1.ValueR\x06valuesBK\n" +
 	"\rio.gateway.v1B\x10TransactionProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -233,22 +429,30 @@ func file_gateway_v1_transaction_proto_rawDescGZIP() []byte {
 	return file_gateway_v1_transaction_proto_rawDescData
 }
 
-var file_gateway_v1_transaction_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_gateway_v1_transaction_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_gateway_v1_transaction_proto_goTypes = []any{
 	(*Rollback)(nil),    // 0: gateway.v1.Rollback
 	(*Transaction)(nil), // 1: gateway.v1.Transaction
-	(*Gtid)(nil),        // 2: gateway.v1.Gtid
-	(*Statement)(nil),   // 3: gateway.v1.Statement
+	(*Condition)(nil),   // 2: gateway.v1.Condition
+	(*RowValues)(nil),   // 3: gateway.v1.RowValues
+	(*Gtid)(nil),        // 4: gateway.v1.Gtid
+	(*Statement)(nil),   // 5: gateway.v1.Statement
+	(*Value)(nil),       // 6: gateway.v1.Value
 }
 var file_gateway_v1_transaction_proto_depIdxs = []int32{
-	2, // 0: gateway.v1.Transaction.gtid:type_name -> gateway.v1.Gtid
-	3, // 1: gateway.v1.Transaction.statements:type_name -> gateway.v1.Statement
+	4, // 0: gateway.v1.Transaction.gtid:type_name -> gateway.v1.Gtid
+	5, // 1: gateway.v1.Transaction.statements:type_name -> gateway.v1.Statement
 	0, // 2: gateway.v1.Transaction.rollback:type_name -> gateway.v1.Rollback
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2, // 3: gateway.v1.Transaction.conditions:type_name -> gateway.v1.Condition
+	6, // 4: gateway.v1.Condition.key:type_name -> gateway.v1.Value
+	4, // 5: gateway.v1.Condition.gtid:type_name -> gateway.v1.Gtid
+	3, // 6: gateway.v1.Condition.values:type_name -> gateway.v1.RowValues
+	6, // 7: gateway.v1.RowValues.values:type_name -> gateway.v1.Value
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_transaction_proto_init() }
@@ -258,13 +462,19 @@ func file_gateway_v1_transaction_proto_init() {
 	}
 	file_gateway_v1_gtid_proto_init()
 	file_gateway_v1_statement_proto_init()
+	file_gateway_v1_value_proto_init()
+	file_gateway_v1_transaction_proto_msgTypes[2].OneofWrappers = []any{
+		(*Condition_Absent)(nil),
+		(*Condition_Gtid)(nil),
+		(*Condition_Values)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_transaction_proto_rawDesc), len(file_gateway_v1_transaction_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -26,7 +26,7 @@ import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
 import { ChannelDefinition, ConflictRule, SpaceAlarm } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
-import { Transaction } from "./transaction";
+import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
 
 export const protobufPackage = "gateway.v1";
@@ -95,6 +95,13 @@ export interface WriteRequest {
    * applied again and returns the first write's result with duplicate = true. Empty = none.
    */
   idempotencyKey: string;
+  /**
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   */
+  conditions: Condition[];
 }
 
 /** WriteResult says where a committed and applied write landed. */
@@ -112,8 +119,22 @@ export interface WriteBatchRequest {
 }
 
 export interface WriteBatchResponse {
-  /** one per write, same order */
+  /** one per write, same order (empty for a refused write) */
   results: WriteResult[];
+  /** The writes whose conditions failed (each refused alone; the other writes are applied). */
+  errors: WriteError[];
+}
+
+/** WriteError: write `index` of a WriteBatch was refused. */
+export interface WriteError {
+  /** position of the write in the request */
+  index: number;
+  /** gRPC status code (FAILED_PRECONDITION) */
+  code: number;
+  /** message naming the condition, its table and key */
+  error: string;
+  /** the condition: "conditions[i]" */
+  field: string;
 }
 
 /**
@@ -139,6 +160,8 @@ export interface StreamWriteAck {
   code: number;
   /** message for a non-zero code */
   error: string;
+  /** the request field the error names (e.g. "conditions[0]") */
+  field: string;
 }
 
 export interface StreamWriteResponse {
@@ -423,7 +446,7 @@ export interface AdminResponse {
 }
 
 function createBaseWriteRequest(): WriteRequest {
-  return { statements: [], idempotencyKey: "" };
+  return { statements: [], idempotencyKey: "", conditions: [] };
 }
 
 export const WriteRequest: MessageFns<WriteRequest> = {
@@ -433,6 +456,9 @@ export const WriteRequest: MessageFns<WriteRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(18).string(message.idempotencyKey);
+    }
+    for (const v of message.conditions) {
+      Condition.encode(v!, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -466,6 +492,14 @@ export const WriteRequest: MessageFns<WriteRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.conditions.push(Condition.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -488,6 +522,9 @@ export const WriteRequest: MessageFns<WriteRequest> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      conditions: globalThis.Array.isArray(object?.conditions)
+        ? object.conditions.map((e: any) => Condition.fromJSON(e))
+        : [],
     };
   },
 
@@ -499,6 +536,9 @@ export const WriteRequest: MessageFns<WriteRequest> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.conditions?.length) {
+      obj.conditions = message.conditions.map((e) => Condition.toJSON(e));
+    }
     return obj;
   },
 
@@ -509,6 +549,7 @@ export const WriteRequest: MessageFns<WriteRequest> = {
     const message = createBaseWriteRequest();
     message.statements = object.statements?.map((e) => Statement.fromPartial(e)) || [];
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.conditions = object.conditions?.map((e) => Condition.fromPartial(e)) || [];
     return message;
   },
 };
@@ -735,13 +776,16 @@ export const WriteBatchRequest: MessageFns<WriteBatchRequest> = {
 };
 
 function createBaseWriteBatchResponse(): WriteBatchResponse {
-  return { results: [] };
+  return { results: [], errors: [] };
 }
 
 export const WriteBatchResponse: MessageFns<WriteBatchResponse> = {
   encode(message: WriteBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.results) {
       WriteResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.errors) {
+      WriteError.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -767,6 +811,14 @@ export const WriteBatchResponse: MessageFns<WriteBatchResponse> = {
             message.results.push(WriteResult.decode(reader, reader.uint32()));
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.errors.push(WriteError.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -782,6 +834,7 @@ export const WriteBatchResponse: MessageFns<WriteBatchResponse> = {
   fromJSON(object: any): WriteBatchResponse {
     return {
       results: globalThis.Array.isArray(object?.results) ? object.results.map((e: any) => WriteResult.fromJSON(e)) : [],
+      errors: globalThis.Array.isArray(object?.errors) ? object.errors.map((e: any) => WriteError.fromJSON(e)) : [],
     };
   },
 
@@ -789,6 +842,9 @@ export const WriteBatchResponse: MessageFns<WriteBatchResponse> = {
     const obj: any = {};
     if (message.results?.length) {
       obj.results = message.results.map((e) => WriteResult.toJSON(e));
+    }
+    if (message.errors?.length) {
+      obj.errors = message.errors.map((e) => WriteError.toJSON(e));
     }
     return obj;
   },
@@ -799,6 +855,124 @@ export const WriteBatchResponse: MessageFns<WriteBatchResponse> = {
   fromPartial<I extends Exact<DeepPartial<WriteBatchResponse>, I>>(object: I): WriteBatchResponse {
     const message = createBaseWriteBatchResponse();
     message.results = object.results?.map((e) => WriteResult.fromPartial(e)) || [];
+    message.errors = object.errors?.map((e) => WriteError.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseWriteError(): WriteError {
+  return { index: 0, code: 0, error: "", field: "" };
+}
+
+export const WriteError: MessageFns<WriteError> = {
+  encode(message: WriteError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint32(message.index);
+    }
+    if (message.code !== 0) {
+      writer.uint32(16).int32(message.code);
+    }
+    if (message.error !== "") {
+      writer.uint32(26).string(message.error);
+    }
+    if (message.field !== "") {
+      writer.uint32(34).string(message.field);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WriteError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWriteError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.field = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): WriteError {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      field: isSet(object.field) ? globalThis.String(object.field) : "",
+    };
+  },
+
+  toJSON(message: WriteError): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.field !== "") {
+      obj.field = message.field;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WriteError>, I>>(base?: I): WriteError {
+    return WriteError.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WriteError>, I>>(object: I): WriteError {
+    const message = createBaseWriteError();
+    message.index = object.index ?? 0;
+    message.code = object.code ?? 0;
+    message.error = object.error ?? "";
+    message.field = object.field ?? "";
     return message;
   },
 };
@@ -892,7 +1066,7 @@ export const StreamWriteRequest: MessageFns<StreamWriteRequest> = {
 };
 
 function createBaseStreamWriteAck(): StreamWriteAck {
-  return { seq: 0n, result: undefined, code: 0, error: "" };
+  return { seq: 0n, result: undefined, code: 0, error: "", field: "" };
 }
 
 export const StreamWriteAck: MessageFns<StreamWriteAck> = {
@@ -911,6 +1085,9 @@ export const StreamWriteAck: MessageFns<StreamWriteAck> = {
     }
     if (message.error !== "") {
       writer.uint32(34).string(message.error);
+    }
+    if (message.field !== "") {
+      writer.uint32(42).string(message.field);
     }
     return writer;
   },
@@ -960,6 +1137,14 @@ export const StreamWriteAck: MessageFns<StreamWriteAck> = {
             message.error = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.field = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -978,6 +1163,7 @@ export const StreamWriteAck: MessageFns<StreamWriteAck> = {
       result: isSet(object.result) ? WriteResult.fromJSON(object.result) : undefined,
       code: isSet(object.code) ? globalThis.Number(object.code) : 0,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      field: isSet(object.field) ? globalThis.String(object.field) : "",
     };
   },
 
@@ -995,6 +1181,9 @@ export const StreamWriteAck: MessageFns<StreamWriteAck> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.field !== "") {
+      obj.field = message.field;
+    }
     return obj;
   },
 
@@ -1009,6 +1198,7 @@ export const StreamWriteAck: MessageFns<StreamWriteAck> = {
       : undefined;
     message.code = object.code ?? 0;
     message.error = object.error ?? "";
+    message.field = object.field ?? "";
     return message;
   },
 };

@@ -8,6 +8,7 @@
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { Gtid } from "./gtid";
 import { Statement } from "./statement";
+import { Value } from "./value";
 
 export const protobufPackage = "gateway.v1";
 
@@ -58,6 +59,43 @@ export interface Transaction {
    * is not applied again (docs/node.md, "Idempotency"). Other writers leave it empty.
    */
   idempotencyKey: string;
+  /**
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   */
+  conditions: Condition[];
+}
+
+/**
+ * Condition is one check of a conditional write on the row of `table` (`schema.table`) with
+ * primary key `key` (values in key-field order): exactly one `expect` case is set.
+ */
+export interface Condition {
+  table: string;
+  key: Value[];
+  expect:
+    | //
+    /** the row does not exist (must be true) */
+    { $case: "absent"; value: boolean }
+    | //
+    /** the row exists and was last written by this transaction */
+    { $case: "gtid"; value: Gtid }
+    | //
+    /** the row exists and these columns hold these values */
+    { $case: "values"; value: RowValues }
+    | undefined;
+}
+
+/**
+ * RowValues: columns (`fields`, by name) and the values they must hold (aligned with
+ * `fields`); a null value matches a null (or never written) column.
+ */
+export interface RowValues {
+  fields: string[];
+  values: Value[];
 }
 
 function createBaseRollback(): Rollback {
@@ -139,6 +177,7 @@ function createBaseTransaction(): Transaction {
     endSegment: false,
     rollback: undefined,
     idempotencyKey: "",
+    conditions: [],
   };
 }
 
@@ -182,6 +221,9 @@ export const Transaction: MessageFns<Transaction> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(82).string(message.idempotencyKey);
+    }
+    for (const v of message.conditions) {
+      Condition.encode(v!, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -279,6 +321,14 @@ export const Transaction: MessageFns<Transaction> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.conditions.push(Condition.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -325,6 +375,9 @@ export const Transaction: MessageFns<Transaction> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      conditions: globalThis.Array.isArray(object?.conditions)
+        ? object.conditions.map((e: any) => Condition.fromJSON(e))
+        : [],
     };
   },
 
@@ -360,6 +413,9 @@ export const Transaction: MessageFns<Transaction> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.conditions?.length) {
+      obj.conditions = message.conditions.map((e) => Condition.toJSON(e));
+    }
     return obj;
   },
 
@@ -384,6 +440,246 @@ export const Transaction: MessageFns<Transaction> = {
       ? Rollback.fromPartial(object.rollback)
       : undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.conditions = object.conditions?.map((e) => Condition.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCondition(): Condition {
+  return { table: "", key: [], expect: undefined };
+}
+
+export const Condition: MessageFns<Condition> = {
+  encode(message: Condition, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    for (const v of message.key) {
+      Value.encode(v!, writer.uint32(18).fork()).join();
+    }
+    switch (message.expect?.$case) {
+      case "absent":
+        writer.uint32(24).bool(message.expect.value);
+        break;
+      case "gtid":
+        Gtid.encode(message.expect.value, writer.uint32(34).fork()).join();
+        break;
+      case "values":
+        RowValues.encode(message.expect.value, writer.uint32(42).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Condition {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCondition();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.key.push(Value.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.expect = { $case: "absent", value: reader.bool() };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.expect = { $case: "gtid", value: Gtid.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.expect = { $case: "values", value: RowValues.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Condition {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      key: globalThis.Array.isArray(object?.key) ? object.key.map((e: any) => Value.fromJSON(e)) : [],
+      expect: isSet(object.absent)
+        ? { $case: "absent", value: globalThis.Boolean(object.absent) }
+        : isSet(object.gtid)
+        ? { $case: "gtid", value: Gtid.fromJSON(object.gtid) }
+        : isSet(object.values)
+        ? { $case: "values", value: RowValues.fromJSON(object.values) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: Condition): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.key?.length) {
+      obj.key = message.key.map((e) => Value.toJSON(e));
+    }
+    if (message.expect?.$case === "absent") {
+      obj.absent = message.expect.value;
+    } else if (message.expect?.$case === "gtid") {
+      obj.gtid = Gtid.toJSON(message.expect.value);
+    } else if (message.expect?.$case === "values") {
+      obj.values = RowValues.toJSON(message.expect.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Condition>, I>>(base?: I): Condition {
+    return Condition.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Condition>, I>>(object: I): Condition {
+    const message = createBaseCondition();
+    message.table = object.table ?? "";
+    message.key = object.key?.map((e) => Value.fromPartial(e)) || [];
+    switch (object.expect?.$case) {
+      case "absent": {
+        if (object.expect?.value !== undefined && object.expect?.value !== null) {
+          message.expect = { $case: "absent", value: object.expect.value };
+        }
+        break;
+      }
+      case "gtid": {
+        if (object.expect?.value !== undefined && object.expect?.value !== null) {
+          message.expect = { $case: "gtid", value: Gtid.fromPartial(object.expect.value) };
+        }
+        break;
+      }
+      case "values": {
+        if (object.expect?.value !== undefined && object.expect?.value !== null) {
+          message.expect = { $case: "values", value: RowValues.fromPartial(object.expect.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseRowValues(): RowValues {
+  return { fields: [], values: [] };
+}
+
+export const RowValues: MessageFns<RowValues> = {
+  encode(message: RowValues, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.fields) {
+      writer.uint32(10).string(v!);
+    }
+    for (const v of message.values) {
+      Value.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RowValues {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRowValues();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fields.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.values.push(Value.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RowValues {
+    return {
+      fields: globalThis.Array.isArray(object?.fields) ? object.fields.map((e: any) => globalThis.String(e)) : [],
+      values: globalThis.Array.isArray(object?.values) ? object.values.map((e: any) => Value.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: RowValues): unknown {
+    const obj: any = {};
+    if (message.fields?.length) {
+      obj.fields = message.fields;
+    }
+    if (message.values?.length) {
+      obj.values = message.values.map((e) => Value.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RowValues>, I>>(base?: I): RowValues {
+    return RowValues.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RowValues>, I>>(object: I): RowValues {
+    const message = createBaseRowValues();
+    message.fields = object.fields?.map((e) => e) || [];
+    message.values = object.values?.map((e) => Value.fromPartial(e)) || [];
     return message;
   },
 };

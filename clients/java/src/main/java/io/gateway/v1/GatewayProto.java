@@ -47,6 +47,11 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_WriteBatchResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_WriteError_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_WriteError_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_gateway_v1_StreamWriteRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -194,129 +199,133 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "gateway/v1/epoch.proto\032\025gateway/v1/gtid." +
       "proto\032\034gateway/v1/replication.proto\032\032gat" +
       "eway/v1/statement.proto\032\034gateway/v1/tran" +
-      "saction.proto\032\026gateway/v1/value.proto\"R\n" +
+      "saction.proto\032\026gateway/v1/value.proto\"}\n" +
       "\014WriteRequest\022)\n\nstatements\030\001 \003(\0132\025.gate" +
       "way.v1.Statement\022\027\n\017idempotency_key\030\002 \001(" +
-      "\t\"\177\n\013WriteResult\022\036\n\004gtid\030\001 \001(\0132\020.gateway" +
-      ".v1.Gtid\022\r\n\005epoch\030\002 \001(\004\022\033\n\023commit_timest" +
-      "amp_ns\030\003 \001(\006\022\021\n\tlog_index\030\004 \001(\004\022\021\n\tdupli" +
-      "cate\030\005 \001(\010\"=\n\021WriteBatchRequest\022(\n\006write" +
-      "s\030\001 \003(\0132\030.gateway.v1.WriteRequest\">\n\022Wri" +
-      "teBatchResponse\022(\n\007results\030\001 \003(\0132\027.gatew" +
-      "ay.v1.WriteResult\"K\n\022StreamWriteRequest\022" +
-      "\013\n\003seq\030\001 \001(\004\022(\n\006writes\030\002 \003(\0132\030.gateway.v" +
-      "1.WriteRequest\"c\n\016StreamWriteAck\022\013\n\003seq\030" +
-      "\001 \001(\004\022\'\n\006result\030\002 \001(\0132\027.gateway.v1.Write" +
-      "Result\022\014\n\004code\030\003 \001(\005\022\r\n\005error\030\004 \001(\t\"?\n\023S" +
-      "treamWriteResponse\022(\n\004acks\030\001 \003(\0132\032.gatew" +
-      "ay.v1.StreamWriteAck\"\302\002\n\003Row\022(\n\005table\030\001 " +
-      "\001(\0132\031.gateway.v1.TableMetadata\022-\n\nkey_fi" +
-      "elds\030\002 \003(\0132\031.gateway.v1.FieldMetadata\022%\n" +
-      "\nkey_values\030\003 \003(\0132\021.gateway.v1.Value\022)\n\006" +
-      "fields\030\004 \003(\0132\031.gateway.v1.FieldMetadata\022" +
-      "!\n\006values\030\005 \003(\0132\021.gateway.v1.Value\022\r\n\005ep" +
-      "och\030\006 \001(\004\022\016\n\006author\030\007 \001(\r\022\036\n\004gtid\030\010 \001(\0132" +
-      "\020.gateway.v1.Gtid\022\033\n\023commit_timestamp_ns" +
-      "\030\t \001(\006\022\021\n\tlog_index\030\n \001(\004\"j\n\013ReadRequest" +
-      "\022\r\n\005table\030\001 \001(\t\022\036\n\003key\030\002 \003(\0132\021.gateway.v" +
-      "1.Value\022,\n\013consistency\030\003 \001(\0162\027.gateway.v" +
-      "1.Consistency\"R\n\014ReadResponse\022\r\n\005found\030\001" +
-      " \001(\010\022\034\n\003row\030\002 \001(\0132\017.gateway.v1.Row\022\025\n\rap" +
-      "plied_index\030\003 \001(\004\"\243\001\n\013ScanRequest\022\r\n\005tab" +
-      "le\030\001 \001(\t\022$\n\tstart_key\030\002 \003(\0132\021.gateway.v1" +
-      ".Value\022\"\n\007end_key\030\003 \003(\0132\021.gateway.v1.Val" +
-      "ue\022\r\n\005limit\030\004 \001(\r\022,\n\013consistency\030\005 \001(\0162\027" +
-      ".gateway.v1.Consistency\"R\n\014ScanResponse\022" +
-      "\035\n\004rows\030\001 \003(\0132\017.gateway.v1.Row\022\014\n\004more\030\002" +
-      " \001(\010\022\025\n\rapplied_index\030\003 \001(\004\"1\n\rEpochPosi" +
-      "tion\022\021\n\tserver_id\030\001 \001(\r\022\r\n\005epoch\030\002 \001(\004\"\255" +
-      "\001\n\020SubscribeRequest\022\026\n\016from_log_index\030\001 " +
-      "\001(\004\022$\n\nafter_gtid\030\002 \001(\0132\020.gateway.v1.Gti" +
-      "d\022.\n\013after_epoch\030\003 \001(\0132\031.gateway.v1.Epoc" +
-      "hPosition\022\026\n\016ignore_origins\030\004 \003(\r\022\023\n\013log" +
-      "_records\030\005 \001(\010\"\344\001\n\013ChangeEvent\022\021\n\tlog_in" +
-      "dex\030\001 \001(\004\022,\n\013transaction\030\002 \001(\0132\027.gateway" +
-      ".v1.Transaction\022-\n\014epoch_marker\030\003 \001(\0132\027." +
-      "gateway.v1.EpochMarker\022-\n\014apply_status\030\004" +
-      " \001(\0132\027.gateway.v1.ApplyStatus\022\r\n\005epoch\030\005" +
-      " \001(\004\022\021\n\tentry_end\030\006 \001(\010\022\024\n\014sealed_at_ns\030" +
-      "\007 \001(\006\"\017\n\rStatusRequest\"g\n\006Member\022\017\n\007node" +
-      "_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api_a" +
-      "ddress\030\003 \001(\t\022\014\n\004role\030\004 \001(\t\022\023\n\013match_inde" +
-      "x\030\005 \001(\004\"\273\001\n\rApplierStatus\022\014\n\004name\030\001 \001(\t\022" +
-      "\020\n\010position\030\002 \001(\004\022\023\n\013lag_entries\030\003 \001(\004\022\023" +
-      "\n\013lag_seconds\030\004 \001(\001\022\024\n\014dead_letters\030\005 \001(" +
-      "\004\022\r\n\005scope\030\006 \001(\t\022\017\n\007running\030\007 \001(\010\022\033\n\023rep" +
-      "licated_position\030\010 \001(\004\022\r\n\005error\030\t \001(\t\"\213\004" +
-      "\n\016StatusResponse\022\017\n\007node_id\030\001 \001(\004\022\022\n\nclu" +
-      "ster_id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014\n\004term\030\004 \001(" +
-      "\004\022\021\n\tleader_id\030\005 \001(\004\022\022\n\nleader_api\030\006 \001(\t" +
-      "\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rapplied_index\030" +
-      "\010 \001(\004\022\022\n\nlast_index\030\t \001(\004\022\023\n\013first_index" +
-      "\030\n \001(\004\022#\n\007members\030\013 \003(\0132\022.gateway.v1.Mem" +
-      "ber\022+\n\010appliers\030\014 \003(\0132\031.gateway.v1.Appli" +
-      "erStatus\022\025\n\rlast_trans_id\030\r \001(\004\022\r\n\005epoch" +
-      "\030\016 \001(\004\022+\n\010channels\030\017 \003(\0132\031.gateway.v1.Ch" +
-      "annelStatus\022%\n\005peers\030\020 \003(\0132\026.gateway.v1." +
-      "PeerStatus\0220\n\016conflict_rules\030\021 \003(\0132\030.gat" +
-      "eway.v1.ConflictRule\022\025\n\rconflict_role\030\022 " +
-      "\001(\t\022&\n\006alarms\030\023 \003(\0132\026.gateway.v1.SpaceAl" +
-      "arm\"\354\002\n\rChannelStatus\022\014\n\004name\030\001 \001(\t\022\017\n\007s" +
-      "ources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001(\r\022\r\n\005state" +
-      "\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\rapplied_epo" +
-      "ch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022\023\n\013lag_seco" +
-      "nds\030\010 \001(\001\022\022\n\nlast_error\030\t \001(\t\022\026\n\016epochs_" +
-      "applied\030\n \001(\004\022\034\n\024transactions_applied\030\013 " +
-      "\001(\004\022\016\n\006paused\030\014 \001(\010\022;\n\tconflicts\030\r \003(\0132(" +
-      ".gateway.v1.ChannelStatus.ConflictsEntry" +
-      "\0320\n\016ConflictsEntry\022\013\n\003key\030\001 \001(\t\022\r\n\005value" +
-      "\030\002 \001(\004:\0028\001\"R\n\nPeerStatus\022\022\n\ncluster_id\030\001" +
-      " \001(\r\022\034\n\024max_replicated_epoch\030\002 \001(\004\022\022\n\nhe" +
-      "ld_epoch\030\003 \001(\004\"W\n\021AddChannelRequest\0221\n\nd" +
-      "efinition\030\001 \001(\0132\035.gateway.v1.ChannelDefi" +
-      "nition\022\017\n\007replace\030\002 \001(\010\"4\n\024ChannelAction" +
-      "Request\022\014\n\004name\030\001 \001(\t\022\016\n\006action\030\002 \001(\t\"V\n" +
-      "\020ConflictsRequest\022%\n\003set\030\001 \001(\0132\030.gateway" +
-      ".v1.ConflictRule\022\r\n\005unset\030\002 \001(\t\022\014\n\004role\030" +
-      "\003 \001(\t\"2\n\014AlarmRequest\022\016\n\006disarm\030\001 \001(\004\022\022\n" +
-      "\ndisarm_all\030\002 \001(\010\"]\n\016AddNodeRequest\022\017\n\007n" +
-      "ode_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013ap" +
-      "i_address\030\003 \001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021Remo" +
-      "veNodeRequest\022\017\n\007node_id\030\001 \001(\004\"(\n\025Transf" +
-      "erLeaderRequest\022\017\n\007node_id\030\001 \001(\004\"\021\n\017Snap" +
-      "shotRequest\"3\n\rAdminResponse\022\017\n\007message\030" +
-      "\001 \001(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013Consistency\022" +
-      "\034\n\030CONSISTENCY_LINEARIZABLE\020\000\022\025\n\021CONSIST" +
-      "ENCY_LEASE\020\001\022\025\n\021CONSISTENCY_STALE\020\0022\233\010\n\007" +
-      "Gateway\022:\n\005Write\022\030.gateway.v1.WriteReque" +
-      "st\032\027.gateway.v1.WriteResult\022K\n\nWriteBatc" +
-      "h\022\035.gateway.v1.WriteBatchRequest\032\036.gatew" +
-      "ay.v1.WriteBatchResponse\022R\n\013StreamWrite\022" +
-      "\036.gateway.v1.StreamWriteRequest\032\037.gatewa" +
-      "y.v1.StreamWriteResponse(\0010\001\0229\n\004Read\022\027.g" +
-      "ateway.v1.ReadRequest\032\030.gateway.v1.ReadR" +
-      "esponse\0229\n\004Scan\022\027.gateway.v1.ScanRequest" +
-      "\032\030.gateway.v1.ScanResponse\022D\n\tSubscribe\022" +
-      "\034.gateway.v1.SubscribeRequest\032\027.gateway." +
-      "v1.ChangeEvent0\001\022?\n\006Status\022\031.gateway.v1." +
-      "StatusRequest\032\032.gateway.v1.StatusRespons" +
-      "e\022@\n\007AddNode\022\032.gateway.v1.AddNodeRequest" +
-      "\032\031.gateway.v1.AdminResponse\022F\n\nRemoveNod" +
-      "e\022\035.gateway.v1.RemoveNodeRequest\032\031.gatew" +
-      "ay.v1.AdminResponse\022N\n\016TransferLeader\022!." +
-      "gateway.v1.TransferLeaderRequest\032\031.gatew" +
-      "ay.v1.AdminResponse\022B\n\010Snapshot\022\033.gatewa" +
-      "y.v1.SnapshotRequest\032\031.gateway.v1.AdminR" +
-      "esponse\022F\n\nAddChannel\022\035.gateway.v1.AddCh" +
-      "annelRequest\032\031.gateway.v1.AdminResponse\022" +
-      "L\n\rChannelAction\022 .gateway.v1.ChannelAct" +
-      "ionRequest\032\031.gateway.v1.AdminResponse\022D\n" +
-      "\tConflicts\022\034.gateway.v1.ConflictsRequest" +
-      "\032\031.gateway.v1.AdminResponse\022<\n\005Alarm\022\030.g" +
-      "ateway.v1.AlarmRequest\032\031.gateway.v1.Admi" +
-      "nResponseBG\n\rio.gateway.v1B\014GatewayProto" +
-      "P\001Z&gateway/clients/go/gatewayv1;gateway" +
-      "v1b\006proto3"
+      "\t\022)\n\nconditions\030\003 \003(\0132\025.gateway.v1.Condi" +
+      "tion\"\177\n\013WriteResult\022\036\n\004gtid\030\001 \001(\0132\020.gate" +
+      "way.v1.Gtid\022\r\n\005epoch\030\002 \001(\004\022\033\n\023commit_tim" +
+      "estamp_ns\030\003 \001(\006\022\021\n\tlog_index\030\004 \001(\004\022\021\n\tdu" +
+      "plicate\030\005 \001(\010\"=\n\021WriteBatchRequest\022(\n\006wr" +
+      "ites\030\001 \003(\0132\030.gateway.v1.WriteRequest\"f\n\022" +
+      "WriteBatchResponse\022(\n\007results\030\001 \003(\0132\027.ga" +
+      "teway.v1.WriteResult\022&\n\006errors\030\002 \003(\0132\026.g" +
+      "ateway.v1.WriteError\"G\n\nWriteError\022\r\n\005in" +
+      "dex\030\001 \001(\r\022\014\n\004code\030\002 \001(\005\022\r\n\005error\030\003 \001(\t\022\r" +
+      "\n\005field\030\004 \001(\t\"K\n\022StreamWriteRequest\022\013\n\003s" +
+      "eq\030\001 \001(\004\022(\n\006writes\030\002 \003(\0132\030.gateway.v1.Wr" +
+      "iteRequest\"r\n\016StreamWriteAck\022\013\n\003seq\030\001 \001(" +
+      "\004\022\'\n\006result\030\002 \001(\0132\027.gateway.v1.WriteResu" +
+      "lt\022\014\n\004code\030\003 \001(\005\022\r\n\005error\030\004 \001(\t\022\r\n\005field" +
+      "\030\005 \001(\t\"?\n\023StreamWriteResponse\022(\n\004acks\030\001 " +
+      "\003(\0132\032.gateway.v1.StreamWriteAck\"\302\002\n\003Row\022" +
+      "(\n\005table\030\001 \001(\0132\031.gateway.v1.TableMetadat" +
+      "a\022-\n\nkey_fields\030\002 \003(\0132\031.gateway.v1.Field" +
+      "Metadata\022%\n\nkey_values\030\003 \003(\0132\021.gateway.v" +
+      "1.Value\022)\n\006fields\030\004 \003(\0132\031.gateway.v1.Fie" +
+      "ldMetadata\022!\n\006values\030\005 \003(\0132\021.gateway.v1." +
+      "Value\022\r\n\005epoch\030\006 \001(\004\022\016\n\006author\030\007 \001(\r\022\036\n\004" +
+      "gtid\030\010 \001(\0132\020.gateway.v1.Gtid\022\033\n\023commit_t" +
+      "imestamp_ns\030\t \001(\006\022\021\n\tlog_index\030\n \001(\004\"j\n\013" +
+      "ReadRequest\022\r\n\005table\030\001 \001(\t\022\036\n\003key\030\002 \003(\0132" +
+      "\021.gateway.v1.Value\022,\n\013consistency\030\003 \001(\0162" +
+      "\027.gateway.v1.Consistency\"R\n\014ReadResponse" +
+      "\022\r\n\005found\030\001 \001(\010\022\034\n\003row\030\002 \001(\0132\017.gateway.v" +
+      "1.Row\022\025\n\rapplied_index\030\003 \001(\004\"\243\001\n\013ScanReq" +
+      "uest\022\r\n\005table\030\001 \001(\t\022$\n\tstart_key\030\002 \003(\0132\021" +
+      ".gateway.v1.Value\022\"\n\007end_key\030\003 \003(\0132\021.gat" +
+      "eway.v1.Value\022\r\n\005limit\030\004 \001(\r\022,\n\013consiste" +
+      "ncy\030\005 \001(\0162\027.gateway.v1.Consistency\"R\n\014Sc" +
+      "anResponse\022\035\n\004rows\030\001 \003(\0132\017.gateway.v1.Ro" +
+      "w\022\014\n\004more\030\002 \001(\010\022\025\n\rapplied_index\030\003 \001(\004\"1" +
+      "\n\rEpochPosition\022\021\n\tserver_id\030\001 \001(\r\022\r\n\005ep" +
+      "och\030\002 \001(\004\"\255\001\n\020SubscribeRequest\022\026\n\016from_l" +
+      "og_index\030\001 \001(\004\022$\n\nafter_gtid\030\002 \001(\0132\020.gat" +
+      "eway.v1.Gtid\022.\n\013after_epoch\030\003 \001(\0132\031.gate" +
+      "way.v1.EpochPosition\022\026\n\016ignore_origins\030\004" +
+      " \003(\r\022\023\n\013log_records\030\005 \001(\010\"\344\001\n\013ChangeEven" +
+      "t\022\021\n\tlog_index\030\001 \001(\004\022,\n\013transaction\030\002 \001(" +
+      "\0132\027.gateway.v1.Transaction\022-\n\014epoch_mark" +
+      "er\030\003 \001(\0132\027.gateway.v1.EpochMarker\022-\n\014app" +
+      "ly_status\030\004 \001(\0132\027.gateway.v1.ApplyStatus" +
+      "\022\r\n\005epoch\030\005 \001(\004\022\021\n\tentry_end\030\006 \001(\010\022\024\n\014se" +
+      "aled_at_ns\030\007 \001(\006\"\017\n\rStatusRequest\"g\n\006Mem" +
+      "ber\022\017\n\007node_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001" +
+      "(\t\022\023\n\013api_address\030\003 \001(\t\022\014\n\004role\030\004 \001(\t\022\023\n" +
+      "\013match_index\030\005 \001(\004\"\273\001\n\rApplierStatus\022\014\n\004" +
+      "name\030\001 \001(\t\022\020\n\010position\030\002 \001(\004\022\023\n\013lag_entr" +
+      "ies\030\003 \001(\004\022\023\n\013lag_seconds\030\004 \001(\001\022\024\n\014dead_l" +
+      "etters\030\005 \001(\004\022\r\n\005scope\030\006 \001(\t\022\017\n\007running\030\007" +
+      " \001(\010\022\033\n\023replicated_position\030\010 \001(\004\022\r\n\005err" +
+      "or\030\t \001(\t\"\213\004\n\016StatusResponse\022\017\n\007node_id\030\001" +
+      " \001(\004\022\022\n\ncluster_id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014" +
+      "\n\004term\030\004 \001(\004\022\021\n\tleader_id\030\005 \001(\004\022\022\n\nleade" +
+      "r_api\030\006 \001(\t\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rapp" +
+      "lied_index\030\010 \001(\004\022\022\n\nlast_index\030\t \001(\004\022\023\n\013" +
+      "first_index\030\n \001(\004\022#\n\007members\030\013 \003(\0132\022.gat" +
+      "eway.v1.Member\022+\n\010appliers\030\014 \003(\0132\031.gatew" +
+      "ay.v1.ApplierStatus\022\025\n\rlast_trans_id\030\r \001" +
+      "(\004\022\r\n\005epoch\030\016 \001(\004\022+\n\010channels\030\017 \003(\0132\031.ga" +
+      "teway.v1.ChannelStatus\022%\n\005peers\030\020 \003(\0132\026." +
+      "gateway.v1.PeerStatus\0220\n\016conflict_rules\030" +
+      "\021 \003(\0132\030.gateway.v1.ConflictRule\022\025\n\rconfl" +
+      "ict_role\030\022 \001(\t\022&\n\006alarms\030\023 \003(\0132\026.gateway" +
+      ".v1.SpaceAlarm\"\354\002\n\rChannelStatus\022\014\n\004name" +
+      "\030\001 \001(\t\022\017\n\007sources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001" +
+      "(\r\022\r\n\005state\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\r" +
+      "applied_epoch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022" +
+      "\023\n\013lag_seconds\030\010 \001(\001\022\022\n\nlast_error\030\t \001(\t" +
+      "\022\026\n\016epochs_applied\030\n \001(\004\022\034\n\024transactions" +
+      "_applied\030\013 \001(\004\022\016\n\006paused\030\014 \001(\010\022;\n\tconfli" +
+      "cts\030\r \003(\0132(.gateway.v1.ChannelStatus.Con" +
+      "flictsEntry\0320\n\016ConflictsEntry\022\013\n\003key\030\001 \001" +
+      "(\t\022\r\n\005value\030\002 \001(\004:\0028\001\"R\n\nPeerStatus\022\022\n\nc" +
+      "luster_id\030\001 \001(\r\022\034\n\024max_replicated_epoch\030" +
+      "\002 \001(\004\022\022\n\nheld_epoch\030\003 \001(\004\"W\n\021AddChannelR" +
+      "equest\0221\n\ndefinition\030\001 \001(\0132\035.gateway.v1." +
+      "ChannelDefinition\022\017\n\007replace\030\002 \001(\010\"4\n\024Ch" +
+      "annelActionRequest\022\014\n\004name\030\001 \001(\t\022\016\n\006acti" +
+      "on\030\002 \001(\t\"V\n\020ConflictsRequest\022%\n\003set\030\001 \001(" +
+      "\0132\030.gateway.v1.ConflictRule\022\r\n\005unset\030\002 \001" +
+      "(\t\022\014\n\004role\030\003 \001(\t\"2\n\014AlarmRequest\022\016\n\006disa" +
+      "rm\030\001 \001(\004\022\022\n\ndisarm_all\030\002 \001(\010\"]\n\016AddNodeR" +
+      "equest\022\017\n\007node_id\030\001 \001(\004\022\024\n\014peer_address\030" +
+      "\002 \001(\t\022\023\n\013api_address\030\003 \001(\t\022\017\n\007learner\030\004 " +
+      "\001(\010\"$\n\021RemoveNodeRequest\022\017\n\007node_id\030\001 \001(" +
+      "\004\"(\n\025TransferLeaderRequest\022\017\n\007node_id\030\001 " +
+      "\001(\004\"\021\n\017SnapshotRequest\"3\n\rAdminResponse\022" +
+      "\017\n\007message\030\001 \001(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013C" +
+      "onsistency\022\034\n\030CONSISTENCY_LINEARIZABLE\020\000" +
+      "\022\025\n\021CONSISTENCY_LEASE\020\001\022\025\n\021CONSISTENCY_S" +
+      "TALE\020\0022\233\010\n\007Gateway\022:\n\005Write\022\030.gateway.v1" +
+      ".WriteRequest\032\027.gateway.v1.WriteResult\022K" +
+      "\n\nWriteBatch\022\035.gateway.v1.WriteBatchRequ" +
+      "est\032\036.gateway.v1.WriteBatchResponse\022R\n\013S" +
+      "treamWrite\022\036.gateway.v1.StreamWriteReque" +
+      "st\032\037.gateway.v1.StreamWriteResponse(\0010\001\022" +
+      "9\n\004Read\022\027.gateway.v1.ReadRequest\032\030.gatew" +
+      "ay.v1.ReadResponse\0229\n\004Scan\022\027.gateway.v1." +
+      "ScanRequest\032\030.gateway.v1.ScanResponse\022D\n" +
+      "\tSubscribe\022\034.gateway.v1.SubscribeRequest" +
+      "\032\027.gateway.v1.ChangeEvent0\001\022?\n\006Status\022\031." +
+      "gateway.v1.StatusRequest\032\032.gateway.v1.St" +
+      "atusResponse\022@\n\007AddNode\022\032.gateway.v1.Add" +
+      "NodeRequest\032\031.gateway.v1.AdminResponse\022F" +
+      "\n\nRemoveNode\022\035.gateway.v1.RemoveNodeRequ" +
+      "est\032\031.gateway.v1.AdminResponse\022N\n\016Transf" +
+      "erLeader\022!.gateway.v1.TransferLeaderRequ" +
+      "est\032\031.gateway.v1.AdminResponse\022B\n\010Snapsh" +
+      "ot\022\033.gateway.v1.SnapshotRequest\032\031.gatewa" +
+      "y.v1.AdminResponse\022F\n\nAddChannel\022\035.gatew" +
+      "ay.v1.AddChannelRequest\032\031.gateway.v1.Adm" +
+      "inResponse\022L\n\rChannelAction\022 .gateway.v1" +
+      ".ChannelActionRequest\032\031.gateway.v1.Admin" +
+      "Response\022D\n\tConflicts\022\034.gateway.v1.Confl" +
+      "ictsRequest\032\031.gateway.v1.AdminResponse\022<" +
+      "\n\005Alarm\022\030.gateway.v1.AlarmRequest\032\031.gate" +
+      "way.v1.AdminResponseBG\n\rio.gateway.v1B\014G" +
+      "atewayProtoP\001Z&gateway/clients/go/gatewa" +
+      "yv1;gatewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -333,7 +342,7 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_WriteRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_WriteRequest_descriptor,
-        new java.lang.String[] { "Statements", "IdempotencyKey", });
+        new java.lang.String[] { "Statements", "IdempotencyKey", "Conditions", });
     internal_static_gateway_v1_WriteResult_descriptor =
       getDescriptor().getMessageType(1);
     internal_static_gateway_v1_WriteResult_fieldAccessorTable = new
@@ -351,99 +360,105 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_WriteBatchResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_WriteBatchResponse_descriptor,
-        new java.lang.String[] { "Results", });
-    internal_static_gateway_v1_StreamWriteRequest_descriptor =
+        new java.lang.String[] { "Results", "Errors", });
+    internal_static_gateway_v1_WriteError_descriptor =
       getDescriptor().getMessageType(4);
+    internal_static_gateway_v1_WriteError_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_WriteError_descriptor,
+        new java.lang.String[] { "Index", "Code", "Error", "Field", });
+    internal_static_gateway_v1_StreamWriteRequest_descriptor =
+      getDescriptor().getMessageType(5);
     internal_static_gateway_v1_StreamWriteRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StreamWriteRequest_descriptor,
         new java.lang.String[] { "Seq", "Writes", });
     internal_static_gateway_v1_StreamWriteAck_descriptor =
-      getDescriptor().getMessageType(5);
+      getDescriptor().getMessageType(6);
     internal_static_gateway_v1_StreamWriteAck_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StreamWriteAck_descriptor,
-        new java.lang.String[] { "Seq", "Result", "Code", "Error", });
+        new java.lang.String[] { "Seq", "Result", "Code", "Error", "Field", });
     internal_static_gateway_v1_StreamWriteResponse_descriptor =
-      getDescriptor().getMessageType(6);
+      getDescriptor().getMessageType(7);
     internal_static_gateway_v1_StreamWriteResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StreamWriteResponse_descriptor,
         new java.lang.String[] { "Acks", });
     internal_static_gateway_v1_Row_descriptor =
-      getDescriptor().getMessageType(7);
+      getDescriptor().getMessageType(8);
     internal_static_gateway_v1_Row_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_Row_descriptor,
         new java.lang.String[] { "Table", "KeyFields", "KeyValues", "Fields", "Values", "Epoch", "Author", "Gtid", "CommitTimestampNs", "LogIndex", });
     internal_static_gateway_v1_ReadRequest_descriptor =
-      getDescriptor().getMessageType(8);
+      getDescriptor().getMessageType(9);
     internal_static_gateway_v1_ReadRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ReadRequest_descriptor,
         new java.lang.String[] { "Table", "Key", "Consistency", });
     internal_static_gateway_v1_ReadResponse_descriptor =
-      getDescriptor().getMessageType(9);
+      getDescriptor().getMessageType(10);
     internal_static_gateway_v1_ReadResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ReadResponse_descriptor,
         new java.lang.String[] { "Found", "Row", "AppliedIndex", });
     internal_static_gateway_v1_ScanRequest_descriptor =
-      getDescriptor().getMessageType(10);
+      getDescriptor().getMessageType(11);
     internal_static_gateway_v1_ScanRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ScanRequest_descriptor,
         new java.lang.String[] { "Table", "StartKey", "EndKey", "Limit", "Consistency", });
     internal_static_gateway_v1_ScanResponse_descriptor =
-      getDescriptor().getMessageType(11);
+      getDescriptor().getMessageType(12);
     internal_static_gateway_v1_ScanResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ScanResponse_descriptor,
         new java.lang.String[] { "Rows", "More", "AppliedIndex", });
     internal_static_gateway_v1_EpochPosition_descriptor =
-      getDescriptor().getMessageType(12);
+      getDescriptor().getMessageType(13);
     internal_static_gateway_v1_EpochPosition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_EpochPosition_descriptor,
         new java.lang.String[] { "ServerId", "Epoch", });
     internal_static_gateway_v1_SubscribeRequest_descriptor =
-      getDescriptor().getMessageType(13);
+      getDescriptor().getMessageType(14);
     internal_static_gateway_v1_SubscribeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_SubscribeRequest_descriptor,
         new java.lang.String[] { "FromLogIndex", "AfterGtid", "AfterEpoch", "IgnoreOrigins", "LogRecords", });
     internal_static_gateway_v1_ChangeEvent_descriptor =
-      getDescriptor().getMessageType(14);
+      getDescriptor().getMessageType(15);
     internal_static_gateway_v1_ChangeEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChangeEvent_descriptor,
         new java.lang.String[] { "LogIndex", "Transaction", "EpochMarker", "ApplyStatus", "Epoch", "EntryEnd", "SealedAtNs", });
     internal_static_gateway_v1_StatusRequest_descriptor =
-      getDescriptor().getMessageType(15);
+      getDescriptor().getMessageType(16);
     internal_static_gateway_v1_StatusRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StatusRequest_descriptor,
         new java.lang.String[] { });
     internal_static_gateway_v1_Member_descriptor =
-      getDescriptor().getMessageType(16);
+      getDescriptor().getMessageType(17);
     internal_static_gateway_v1_Member_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_Member_descriptor,
         new java.lang.String[] { "NodeId", "PeerAddress", "ApiAddress", "Role", "MatchIndex", });
     internal_static_gateway_v1_ApplierStatus_descriptor =
-      getDescriptor().getMessageType(17);
+      getDescriptor().getMessageType(18);
     internal_static_gateway_v1_ApplierStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ApplierStatus_descriptor,
         new java.lang.String[] { "Name", "Position", "LagEntries", "LagSeconds", "DeadLetters", "Scope", "Running", "ReplicatedPosition", "Error", });
     internal_static_gateway_v1_StatusResponse_descriptor =
-      getDescriptor().getMessageType(18);
+      getDescriptor().getMessageType(19);
     internal_static_gateway_v1_StatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StatusResponse_descriptor,
         new java.lang.String[] { "NodeId", "ClusterId", "Role", "Term", "LeaderId", "LeaderApi", "CommitIndex", "AppliedIndex", "LastIndex", "FirstIndex", "Members", "Appliers", "LastTransId", "Epoch", "Channels", "Peers", "ConflictRules", "ConflictRole", "Alarms", });
     internal_static_gateway_v1_ChannelStatus_descriptor =
-      getDescriptor().getMessageType(19);
+      getDescriptor().getMessageType(20);
     internal_static_gateway_v1_ChannelStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelStatus_descriptor,
@@ -455,61 +470,61 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
         internal_static_gateway_v1_ChannelStatus_ConflictsEntry_descriptor,
         new java.lang.String[] { "Key", "Value", });
     internal_static_gateway_v1_PeerStatus_descriptor =
-      getDescriptor().getMessageType(20);
+      getDescriptor().getMessageType(21);
     internal_static_gateway_v1_PeerStatus_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_PeerStatus_descriptor,
         new java.lang.String[] { "ClusterId", "MaxReplicatedEpoch", "HeldEpoch", });
     internal_static_gateway_v1_AddChannelRequest_descriptor =
-      getDescriptor().getMessageType(21);
+      getDescriptor().getMessageType(22);
     internal_static_gateway_v1_AddChannelRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AddChannelRequest_descriptor,
         new java.lang.String[] { "Definition", "Replace", });
     internal_static_gateway_v1_ChannelActionRequest_descriptor =
-      getDescriptor().getMessageType(22);
+      getDescriptor().getMessageType(23);
     internal_static_gateway_v1_ChannelActionRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ChannelActionRequest_descriptor,
         new java.lang.String[] { "Name", "Action", });
     internal_static_gateway_v1_ConflictsRequest_descriptor =
-      getDescriptor().getMessageType(23);
+      getDescriptor().getMessageType(24);
     internal_static_gateway_v1_ConflictsRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ConflictsRequest_descriptor,
         new java.lang.String[] { "Set", "Unset", "Role", });
     internal_static_gateway_v1_AlarmRequest_descriptor =
-      getDescriptor().getMessageType(24);
+      getDescriptor().getMessageType(25);
     internal_static_gateway_v1_AlarmRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AlarmRequest_descriptor,
         new java.lang.String[] { "Disarm", "DisarmAll", });
     internal_static_gateway_v1_AddNodeRequest_descriptor =
-      getDescriptor().getMessageType(25);
+      getDescriptor().getMessageType(26);
     internal_static_gateway_v1_AddNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AddNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", "PeerAddress", "ApiAddress", "Learner", });
     internal_static_gateway_v1_RemoveNodeRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_gateway_v1_RemoveNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_RemoveNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_TransferLeaderRequest_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(28);
     internal_static_gateway_v1_TransferLeaderRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_TransferLeaderRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_SnapshotRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(29);
     internal_static_gateway_v1_SnapshotRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_SnapshotRequest_descriptor,
         new java.lang.String[] { });
     internal_static_gateway_v1_AdminResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(30);
     internal_static_gateway_v1_AdminResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AdminResponse_descriptor,

@@ -29,6 +29,7 @@ private static final long serialVersionUID = 0L;
   }
   private StreamWriteAck() {
     error_ = "";
+    field_ = "";
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -161,6 +162,53 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int FIELD_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object field_ = "";
+  /**
+   * <pre>
+   * the request field the error names (e.g. "conditions[0]")
+   * </pre>
+   *
+   * <code>string field = 5;</code>
+   * @return The field.
+   */
+  @java.lang.Override
+  public java.lang.String getField() {
+    java.lang.Object ref = field_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      field_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * the request field the error names (e.g. "conditions[0]")
+   * </pre>
+   *
+   * <code>string field = 5;</code>
+   * @return The bytes for field.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getFieldBytes() {
+    java.lang.Object ref = field_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      field_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -187,6 +235,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 4, error_);
     }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(field_)) {
+      com.google.protobuf.GeneratedMessage.writeString(output, 5, field_);
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -205,6 +256,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(error_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(4, error_);
+    }
+    if (!com.google.protobuf.GeneratedMessage.isStringEmpty(field_)) {
+      size += com.google.protobuf.GeneratedMessage.computeStringSize(5, field_);
     }
     return size;
   }
@@ -241,6 +295,8 @@ private static final long serialVersionUID = 0L;
         != other.getCode()) return false;
     if (!getError()
         .equals(other.getError())) return false;
+    if (!getField()
+        .equals(other.getField())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -263,6 +319,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getCode();
     hash = (37 * hash) + ERROR_FIELD_NUMBER;
     hash = (53 * hash) + getError().hashCode();
+    hash = (37 * hash) + FIELD_FIELD_NUMBER;
+    hash = (53 * hash) + getField().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -408,6 +466,7 @@ private static final long serialVersionUID = 0L;
       }
       code_ = 0;
       error_ = "";
+      field_ = "";
       return this;
     }
 
@@ -457,6 +516,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.error_ = error_;
       }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.field_ = field_;
+      }
       result.bitField0_ |= to_bitField0_;
     }
 
@@ -484,6 +546,11 @@ private static final long serialVersionUID = 0L;
       if (!other.getError().isEmpty()) {
         error_ = other.error_;
         bitField0_ |= 0x00000008;
+        onChanged();
+      }
+      if (!other.getField().isEmpty()) {
+        field_ = other.field_;
+        bitField0_ |= 0x00000010;
         onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
@@ -534,6 +601,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 42: {
+              field_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -872,6 +944,98 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       error_ = value;
       bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object field_ = "";
+    /**
+     * <pre>
+     * the request field the error names (e.g. "conditions[0]")
+     * </pre>
+     *
+     * <code>string field = 5;</code>
+     * @return The field.
+     */
+    public java.lang.String getField() {
+      java.lang.Object ref = field_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        field_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * the request field the error names (e.g. "conditions[0]")
+     * </pre>
+     *
+     * <code>string field = 5;</code>
+     * @return The bytes for field.
+     */
+    public com.google.protobuf.ByteString
+        getFieldBytes() {
+      java.lang.Object ref = field_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        field_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * the request field the error names (e.g. "conditions[0]")
+     * </pre>
+     *
+     * <code>string field = 5;</code>
+     * @param value The field to set.
+     * @return This builder for chaining.
+     */
+    public Builder setField(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      field_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * the request field the error names (e.g. "conditions[0]")
+     * </pre>
+     *
+     * <code>string field = 5;</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearField() {
+      field_ = getDefaultInstance().getField();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * the request field the error names (e.g. "conditions[0]")
+     * </pre>
+     *
+     * <code>string field = 5;</code>
+     * @param value The bytes for field to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFieldBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      field_ = value;
+      bitField0_ |= 0x00000010;
       onChanged();
       return this;
     }

@@ -72,4 +72,24 @@ public interface StreamWriteAckOrBuilder extends
    */
   com.google.protobuf.ByteString
       getErrorBytes();
+
+  /**
+   * <pre>
+   * the request field the error names (e.g. "conditions[0]")
+   * </pre>
+   *
+   * <code>string field = 5;</code>
+   * @return The field.
+   */
+  java.lang.String getField();
+  /**
+   * <pre>
+   * the request field the error names (e.g. "conditions[0]")
+   * </pre>
+   *
+   * <code>string field = 5;</code>
+   * @return The bytes for field.
+   */
+  com.google.protobuf.ByteString
+      getFieldBytes();
 }

@@ -161,4 +161,68 @@ public interface TransactionOrBuilder extends
    */
   com.google.protobuf.ByteString
       getIdempotencyKeyBytes();
+
+  /**
+   * <pre>
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 11;</code>
+   */
+  java.util.List<io.gateway.v1.Condition> 
+      getConditionsList();
+  /**
+   * <pre>
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 11;</code>
+   */
+  io.gateway.v1.Condition getConditions(int index);
+  /**
+   * <pre>
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 11;</code>
+   */
+  int getConditionsCount();
+  /**
+   * <pre>
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 11;</code>
+   */
+  java.util.List<? extends io.gateway.v1.ConditionOrBuilder> 
+      getConditionsOrBuilderList();
+  /**
+   * <pre>
+   * The client's conditions (a conditional write, docs/node.md "Conditional writes"): every
+   * replica checks them against the rows as they stand when it applies the entry, before the
+   * statements; if one fails the whole transaction is refused -- it keeps its GTID and log
+   * index, changes no row, and reaches no applier, subscriber or channel. Transactions of
+   * other clusters (replicated epochs) never carry conditions.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 11;</code>
+   */
+  io.gateway.v1.ConditionOrBuilder getConditionsOrBuilder(
+      int index);
 }

@@ -36,6 +36,16 @@ public final class TransactionProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_Transaction_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_Condition_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_Condition_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_RowValues_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_RowValues_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -47,23 +57,31 @@ public final class TransactionProto extends com.google.protobuf.GeneratedFile {
     java.lang.String[] descriptorData = {
       "\n\034gateway/v1/transaction.proto\022\ngateway." +
       "v1\032\025gateway/v1/gtid.proto\032\032gateway/v1/st" +
-      "atement.proto\"\032\n\010Rollback\022\016\n\006reason\030\001 \001(" +
-      "\t\"\232\002\n\013Transaction\022\036\n\004gtid\030\001 \001(\0132\020.gatewa" +
-      "y.v1.Gtid\022\r\n\005epoch\030\002 \001(\004\022\016\n\006author\030\003 \001(\r" +
-      "\022\032\n\022start_timestamp_ns\030\004 \001(\006\022\033\n\023commit_t" +
-      "imestamp_ns\030\005 \001(\006\022)\n\nstatements\030\006 \003(\0132\025." +
-      "gateway.v1.Statement\022\022\n\nsegment_id\030\007 \001(\r" +
-      "\022\023\n\013end_segment\030\010 \001(\010\022&\n\010rollback\030\t \001(\0132" +
-      "\024.gateway.v1.Rollback\022\027\n\017idempotency_key" +
-      "\030\n \001(\tBK\n\rio.gateway.v1B\020TransactionProt" +
-      "oP\001Z&gateway/clients/go/gatewayv1;gatewa" +
-      "yv1b\006proto3"
+      "atement.proto\032\026gateway/v1/value.proto\"\032\n" +
+      "\010Rollback\022\016\n\006reason\030\001 \001(\t\"\305\002\n\013Transactio" +
+      "n\022\036\n\004gtid\030\001 \001(\0132\020.gateway.v1.Gtid\022\r\n\005epo" +
+      "ch\030\002 \001(\004\022\016\n\006author\030\003 \001(\r\022\032\n\022start_timest" +
+      "amp_ns\030\004 \001(\006\022\033\n\023commit_timestamp_ns\030\005 \001(" +
+      "\006\022)\n\nstatements\030\006 \003(\0132\025.gateway.v1.State" +
+      "ment\022\022\n\nsegment_id\030\007 \001(\r\022\023\n\013end_segment\030" +
+      "\010 \001(\010\022&\n\010rollback\030\t \001(\0132\024.gateway.v1.Rol" +
+      "lback\022\027\n\017idempotency_key\030\n \001(\t\022)\n\ncondit" +
+      "ions\030\013 \003(\0132\025.gateway.v1.Condition\"\241\001\n\tCo" +
+      "ndition\022\r\n\005table\030\001 \001(\t\022\036\n\003key\030\002 \003(\0132\021.ga" +
+      "teway.v1.Value\022\020\n\006absent\030\003 \001(\010H\000\022 \n\004gtid" +
+      "\030\004 \001(\0132\020.gateway.v1.GtidH\000\022\'\n\006values\030\005 \001" +
+      "(\0132\025.gateway.v1.RowValuesH\000B\010\n\006expect\">\n" +
+      "\tRowValues\022\016\n\006fields\030\001 \003(\t\022!\n\006values\030\002 \003" +
+      "(\0132\021.gateway.v1.ValueBK\n\rio.gateway.v1B\020" +
+      "TransactionProtoP\001Z&gateway/clients/go/g" +
+      "atewayv1;gatewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
         new com.google.protobuf.Descriptors.FileDescriptor[] {
           io.gateway.v1.GtidProto.getDescriptor(),
           io.gateway.v1.StatementProto.getDescriptor(),
+          io.gateway.v1.ValueProto.getDescriptor(),
         });
     internal_static_gateway_v1_Rollback_descriptor =
       getDescriptor().getMessageType(0);
@@ -76,10 +94,23 @@ public final class TransactionProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_Transaction_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_Transaction_descriptor,
-        new java.lang.String[] { "Gtid", "Epoch", "Author", "StartTimestampNs", "CommitTimestampNs", "Statements", "SegmentId", "EndSegment", "Rollback", "IdempotencyKey", });
+        new java.lang.String[] { "Gtid", "Epoch", "Author", "StartTimestampNs", "CommitTimestampNs", "Statements", "SegmentId", "EndSegment", "Rollback", "IdempotencyKey", "Conditions", });
+    internal_static_gateway_v1_Condition_descriptor =
+      getDescriptor().getMessageType(2);
+    internal_static_gateway_v1_Condition_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_Condition_descriptor,
+        new java.lang.String[] { "Table", "Key", "Absent", "Gtid", "Values", "Expect", });
+    internal_static_gateway_v1_RowValues_descriptor =
+      getDescriptor().getMessageType(3);
+    internal_static_gateway_v1_RowValues_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_RowValues_descriptor,
+        new java.lang.String[] { "Fields", "Values", });
     descriptor.resolveAllFeaturesImmutable();
     io.gateway.v1.GtidProto.getDescriptor();
     io.gateway.v1.StatementProto.getDescriptor();
+    io.gateway.v1.ValueProto.getDescriptor();
   }
 
   // @@protoc_insertion_point(outer_class_scope)

@@ -29,6 +29,7 @@ private static final long serialVersionUID = 0L;
   }
   private WriteBatchResponse() {
     results_ = java.util.Collections.emptyList();
+    errors_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -54,7 +55,7 @@ private static final long serialVersionUID = 0L;
   private java.util.List<io.gateway.v1.WriteResult> results_;
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -65,7 +66,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -77,7 +78,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -88,7 +89,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -99,7 +100,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -108,6 +109,67 @@ private static final long serialVersionUID = 0L;
   public io.gateway.v1.WriteResultOrBuilder getResultsOrBuilder(
       int index) {
     return results_.get(index);
+  }
+
+  public static final int ERRORS_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.WriteError> errors_;
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.WriteError> getErrorsList() {
+    return errors_;
+  }
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.WriteErrorOrBuilder> 
+      getErrorsOrBuilderList() {
+    return errors_;
+  }
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  @java.lang.Override
+  public int getErrorsCount() {
+    return errors_.size();
+  }
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.WriteError getErrors(int index) {
+    return errors_.get(index);
+  }
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.WriteErrorOrBuilder getErrorsOrBuilder(
+      int index) {
+    return errors_.get(index);
   }
 
   private byte memoizedIsInitialized = -1;
@@ -127,6 +189,9 @@ private static final long serialVersionUID = 0L;
     for (int i = 0; i < results_.size(); i++) {
       output.writeMessage(1, results_.get(i));
     }
+    for (int i = 0; i < errors_.size(); i++) {
+      output.writeMessage(2, errors_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -137,6 +202,15 @@ private static final long serialVersionUID = 0L;
           for (int i = 0; i < count; i++) {
             size += com.google.protobuf.CodedOutputStream
               .computeMessageSizeNoTag(results_.get(i));
+          }
+          size += 1 * count;
+        }
+
+        {
+          final int count = errors_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(errors_.get(i));
           }
           size += 1 * count;
         }
@@ -166,6 +240,8 @@ private static final long serialVersionUID = 0L;
 
     if (!getResultsList()
         .equals(other.getResultsList())) return false;
+    if (!getErrorsList()
+        .equals(other.getErrorsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -180,6 +256,10 @@ private static final long serialVersionUID = 0L;
     if (getResultsCount() > 0) {
       hash = (37 * hash) + RESULTS_FIELD_NUMBER;
       hash = (53 * hash) + getResultsList().hashCode();
+    }
+    if (getErrorsCount() > 0) {
+      hash = (37 * hash) + ERRORS_FIELD_NUMBER;
+      hash = (53 * hash) + getErrorsList().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -319,6 +399,13 @@ private static final long serialVersionUID = 0L;
         resultsBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x00000001);
+      if (errorsBuilder_ == null) {
+        errors_ = java.util.Collections.emptyList();
+      } else {
+        errors_ = null;
+        errorsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000002);
       return this;
     }
 
@@ -360,6 +447,15 @@ private static final long serialVersionUID = 0L;
         result.results_ = results_;
       } else {
         result.results_ = resultsBuilder_.build();
+      }
+      if (errorsBuilder_ == null) {
+        if (((bitField0_ & 0x00000002) != 0)) {
+          errors_ = java.util.Collections.unmodifiableList(errors_);
+          bitField0_ = (bitField0_ & ~0x00000002);
+        }
+        result.errors_ = errors_;
+      } else {
+        result.errors_ = errorsBuilder_.build();
       }
     }
 
@@ -405,6 +501,32 @@ private static final long serialVersionUID = 0L;
           }
         }
       }
+      if (errorsBuilder_ == null) {
+        if (!other.errors_.isEmpty()) {
+          if (errors_.isEmpty()) {
+            errors_ = other.errors_;
+            bitField0_ = (bitField0_ & ~0x00000002);
+          } else {
+            ensureErrorsIsMutable();
+            errors_.addAll(other.errors_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.errors_.isEmpty()) {
+          if (errorsBuilder_.isEmpty()) {
+            errorsBuilder_.dispose();
+            errorsBuilder_ = null;
+            errors_ = other.errors_;
+            bitField0_ = (bitField0_ & ~0x00000002);
+            errorsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetErrorsFieldBuilder() : null;
+          } else {
+            errorsBuilder_.addAllMessages(other.errors_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -444,6 +566,19 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 10
+            case 18: {
+              io.gateway.v1.WriteError m =
+                  input.readMessage(
+                      io.gateway.v1.WriteError.parser(),
+                      extensionRegistry);
+              if (errorsBuilder_ == null) {
+                ensureErrorsIsMutable();
+                errors_.add(m);
+              } else {
+                errorsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -475,7 +610,7 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -489,7 +624,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -503,7 +638,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -517,7 +652,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -538,7 +673,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -556,7 +691,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -576,7 +711,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -597,7 +732,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -615,7 +750,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -633,7 +768,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -652,7 +787,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -669,7 +804,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -686,7 +821,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -697,7 +832,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -711,7 +846,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -726,7 +861,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -737,7 +872,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -749,7 +884,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * one per write, same order
+     * one per write, same order (empty for a refused write)
      * </pre>
      *
      * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -771,6 +906,318 @@ private static final long serialVersionUID = 0L;
         results_ = null;
       }
       return resultsBuilder_;
+    }
+
+    private java.util.List<io.gateway.v1.WriteError> errors_ =
+      java.util.Collections.emptyList();
+    private void ensureErrorsIsMutable() {
+      if (!((bitField0_ & 0x00000002) != 0)) {
+        errors_ = new java.util.ArrayList<io.gateway.v1.WriteError>(errors_);
+        bitField0_ |= 0x00000002;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.WriteError, io.gateway.v1.WriteError.Builder, io.gateway.v1.WriteErrorOrBuilder> errorsBuilder_;
+
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public java.util.List<io.gateway.v1.WriteError> getErrorsList() {
+      if (errorsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(errors_);
+      } else {
+        return errorsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public int getErrorsCount() {
+      if (errorsBuilder_ == null) {
+        return errors_.size();
+      } else {
+        return errorsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public io.gateway.v1.WriteError getErrors(int index) {
+      if (errorsBuilder_ == null) {
+        return errors_.get(index);
+      } else {
+        return errorsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder setErrors(
+        int index, io.gateway.v1.WriteError value) {
+      if (errorsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureErrorsIsMutable();
+        errors_.set(index, value);
+        onChanged();
+      } else {
+        errorsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder setErrors(
+        int index, io.gateway.v1.WriteError.Builder builderForValue) {
+      if (errorsBuilder_ == null) {
+        ensureErrorsIsMutable();
+        errors_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        errorsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder addErrors(io.gateway.v1.WriteError value) {
+      if (errorsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureErrorsIsMutable();
+        errors_.add(value);
+        onChanged();
+      } else {
+        errorsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder addErrors(
+        int index, io.gateway.v1.WriteError value) {
+      if (errorsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureErrorsIsMutable();
+        errors_.add(index, value);
+        onChanged();
+      } else {
+        errorsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder addErrors(
+        io.gateway.v1.WriteError.Builder builderForValue) {
+      if (errorsBuilder_ == null) {
+        ensureErrorsIsMutable();
+        errors_.add(builderForValue.build());
+        onChanged();
+      } else {
+        errorsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder addErrors(
+        int index, io.gateway.v1.WriteError.Builder builderForValue) {
+      if (errorsBuilder_ == null) {
+        ensureErrorsIsMutable();
+        errors_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        errorsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder addAllErrors(
+        java.lang.Iterable<? extends io.gateway.v1.WriteError> values) {
+      if (errorsBuilder_ == null) {
+        ensureErrorsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, errors_);
+        onChanged();
+      } else {
+        errorsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder clearErrors() {
+      if (errorsBuilder_ == null) {
+        errors_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000002);
+        onChanged();
+      } else {
+        errorsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public Builder removeErrors(int index) {
+      if (errorsBuilder_ == null) {
+        ensureErrorsIsMutable();
+        errors_.remove(index);
+        onChanged();
+      } else {
+        errorsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public io.gateway.v1.WriteError.Builder getErrorsBuilder(
+        int index) {
+      return internalGetErrorsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public io.gateway.v1.WriteErrorOrBuilder getErrorsOrBuilder(
+        int index) {
+      if (errorsBuilder_ == null) {
+        return errors_.get(index);  } else {
+        return errorsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.WriteErrorOrBuilder> 
+         getErrorsOrBuilderList() {
+      if (errorsBuilder_ != null) {
+        return errorsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(errors_);
+      }
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public io.gateway.v1.WriteError.Builder addErrorsBuilder() {
+      return internalGetErrorsFieldBuilder().addBuilder(
+          io.gateway.v1.WriteError.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public io.gateway.v1.WriteError.Builder addErrorsBuilder(
+        int index) {
+      return internalGetErrorsFieldBuilder().addBuilder(
+          index, io.gateway.v1.WriteError.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * The writes whose conditions failed (each refused alone; the other writes are applied).
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+     */
+    public java.util.List<io.gateway.v1.WriteError.Builder> 
+         getErrorsBuilderList() {
+      return internalGetErrorsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.WriteError, io.gateway.v1.WriteError.Builder, io.gateway.v1.WriteErrorOrBuilder> 
+        internalGetErrorsFieldBuilder() {
+      if (errorsBuilder_ == null) {
+        errorsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.WriteError, io.gateway.v1.WriteError.Builder, io.gateway.v1.WriteErrorOrBuilder>(
+                errors_,
+                ((bitField0_ & 0x00000002) != 0),
+                getParentForChildren(),
+                isClean());
+        errors_ = null;
+      }
+      return errorsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.WriteBatchResponse)

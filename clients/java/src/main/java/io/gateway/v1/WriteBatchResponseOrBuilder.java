@@ -12,7 +12,7 @@ public interface WriteBatchResponseOrBuilder extends
 
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -21,7 +21,7 @@ public interface WriteBatchResponseOrBuilder extends
       getResultsList();
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -29,7 +29,7 @@ public interface WriteBatchResponseOrBuilder extends
   io.gateway.v1.WriteResult getResults(int index);
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -37,7 +37,7 @@ public interface WriteBatchResponseOrBuilder extends
   int getResultsCount();
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
@@ -46,11 +46,55 @@ public interface WriteBatchResponseOrBuilder extends
       getResultsOrBuilderList();
   /**
    * <pre>
-   * one per write, same order
+   * one per write, same order (empty for a refused write)
    * </pre>
    *
    * <code>repeated .gateway.v1.WriteResult results = 1;</code>
    */
   io.gateway.v1.WriteResultOrBuilder getResultsOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  java.util.List<io.gateway.v1.WriteError> 
+      getErrorsList();
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  io.gateway.v1.WriteError getErrors(int index);
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  int getErrorsCount();
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  java.util.List<? extends io.gateway.v1.WriteErrorOrBuilder> 
+      getErrorsOrBuilderList();
+  /**
+   * <pre>
+   * The writes whose conditions failed (each refused alone; the other writes are applied).
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.WriteError errors = 2;</code>
+   */
+  io.gateway.v1.WriteErrorOrBuilder getErrorsOrBuilder(
       int index);
 }

@@ -35,6 +35,7 @@ private static final long serialVersionUID = 0L;
   private WriteRequest() {
     statements_ = java.util.Collections.emptyList();
     idempotencyKey_ = "";
+    conditions_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -145,6 +146,82 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int CONDITIONS_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.Condition> conditions_;
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.Condition> getConditionsList() {
+    return conditions_;
+  }
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.ConditionOrBuilder> 
+      getConditionsOrBuilderList() {
+    return conditions_;
+  }
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  @java.lang.Override
+  public int getConditionsCount() {
+    return conditions_.size();
+  }
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.Condition getConditions(int index) {
+    return conditions_.get(index);
+  }
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.ConditionOrBuilder getConditionsOrBuilder(
+      int index) {
+    return conditions_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -165,6 +242,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 2, idempotencyKey_);
     }
+    for (int i = 0; i < conditions_.size(); i++) {
+      output.writeMessage(3, conditions_.get(i));
+    }
     getUnknownFields().writeTo(output);
   }
   private int computeSerializedSize_0() {
@@ -181,6 +261,15 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(idempotencyKey_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(2, idempotencyKey_);
     }
+
+        {
+          final int count = conditions_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(conditions_.get(i));
+          }
+          size += 1 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -209,6 +298,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getStatementsList())) return false;
     if (!getIdempotencyKey()
         .equals(other.getIdempotencyKey())) return false;
+    if (!getConditionsList()
+        .equals(other.getConditionsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -226,6 +317,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + IDEMPOTENCY_KEY_FIELD_NUMBER;
     hash = (53 * hash) + getIdempotencyKey().hashCode();
+    if (getConditionsCount() > 0) {
+      hash = (37 * hash) + CONDITIONS_FIELD_NUMBER;
+      hash = (53 * hash) + getConditionsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -370,6 +465,13 @@ private static final long serialVersionUID = 0L;
       }
       bitField0_ = (bitField0_ & ~0x00000001);
       idempotencyKey_ = "";
+      if (conditionsBuilder_ == null) {
+        conditions_ = java.util.Collections.emptyList();
+      } else {
+        conditions_ = null;
+        conditionsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000004);
       return this;
     }
 
@@ -411,6 +513,15 @@ private static final long serialVersionUID = 0L;
         result.statements_ = statements_;
       } else {
         result.statements_ = statementsBuilder_.build();
+      }
+      if (conditionsBuilder_ == null) {
+        if (((bitField0_ & 0x00000004) != 0)) {
+          conditions_ = java.util.Collections.unmodifiableList(conditions_);
+          bitField0_ = (bitField0_ & ~0x00000004);
+        }
+        result.conditions_ = conditions_;
+      } else {
+        result.conditions_ = conditionsBuilder_.build();
       }
     }
 
@@ -464,6 +575,32 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000002;
         onChanged();
       }
+      if (conditionsBuilder_ == null) {
+        if (!other.conditions_.isEmpty()) {
+          if (conditions_.isEmpty()) {
+            conditions_ = other.conditions_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+          } else {
+            ensureConditionsIsMutable();
+            conditions_.addAll(other.conditions_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.conditions_.isEmpty()) {
+          if (conditionsBuilder_.isEmpty()) {
+            conditionsBuilder_.dispose();
+            conditionsBuilder_ = null;
+            conditions_ = other.conditions_;
+            bitField0_ = (bitField0_ & ~0x00000004);
+            conditionsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetConditionsFieldBuilder() : null;
+          } else {
+            conditionsBuilder_.addAllMessages(other.conditions_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -508,6 +645,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              io.gateway.v1.Condition m =
+                  input.readMessage(
+                      io.gateway.v1.Condition.parser(),
+                      extensionRegistry);
+              if (conditionsBuilder_ == null) {
+                ensureConditionsIsMutable();
+                conditions_.add(m);
+              } else {
+                conditionsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -860,6 +1010,372 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00000002;
       onChanged();
       return this;
+    }
+
+    private java.util.List<io.gateway.v1.Condition> conditions_ =
+      java.util.Collections.emptyList();
+    private void ensureConditionsIsMutable() {
+      if (!((bitField0_ & 0x00000004) != 0)) {
+        conditions_ = new java.util.ArrayList<io.gateway.v1.Condition>(conditions_);
+        bitField0_ |= 0x00000004;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.Condition, io.gateway.v1.Condition.Builder, io.gateway.v1.ConditionOrBuilder> conditionsBuilder_;
+
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public java.util.List<io.gateway.v1.Condition> getConditionsList() {
+      if (conditionsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(conditions_);
+      } else {
+        return conditionsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public int getConditionsCount() {
+      if (conditionsBuilder_ == null) {
+        return conditions_.size();
+      } else {
+        return conditionsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public io.gateway.v1.Condition getConditions(int index) {
+      if (conditionsBuilder_ == null) {
+        return conditions_.get(index);
+      } else {
+        return conditionsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder setConditions(
+        int index, io.gateway.v1.Condition value) {
+      if (conditionsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConditionsIsMutable();
+        conditions_.set(index, value);
+        onChanged();
+      } else {
+        conditionsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder setConditions(
+        int index, io.gateway.v1.Condition.Builder builderForValue) {
+      if (conditionsBuilder_ == null) {
+        ensureConditionsIsMutable();
+        conditions_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        conditionsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder addConditions(io.gateway.v1.Condition value) {
+      if (conditionsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConditionsIsMutable();
+        conditions_.add(value);
+        onChanged();
+      } else {
+        conditionsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder addConditions(
+        int index, io.gateway.v1.Condition value) {
+      if (conditionsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureConditionsIsMutable();
+        conditions_.add(index, value);
+        onChanged();
+      } else {
+        conditionsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder addConditions(
+        io.gateway.v1.Condition.Builder builderForValue) {
+      if (conditionsBuilder_ == null) {
+        ensureConditionsIsMutable();
+        conditions_.add(builderForValue.build());
+        onChanged();
+      } else {
+        conditionsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder addConditions(
+        int index, io.gateway.v1.Condition.Builder builderForValue) {
+      if (conditionsBuilder_ == null) {
+        ensureConditionsIsMutable();
+        conditions_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        conditionsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder addAllConditions(
+        java.lang.Iterable<? extends io.gateway.v1.Condition> values) {
+      if (conditionsBuilder_ == null) {
+        ensureConditionsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, conditions_);
+        onChanged();
+      } else {
+        conditionsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder clearConditions() {
+      if (conditionsBuilder_ == null) {
+        conditions_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000004);
+        onChanged();
+      } else {
+        conditionsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public Builder removeConditions(int index) {
+      if (conditionsBuilder_ == null) {
+        ensureConditionsIsMutable();
+        conditions_.remove(index);
+        onChanged();
+      } else {
+        conditionsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public io.gateway.v1.Condition.Builder getConditionsBuilder(
+        int index) {
+      return internalGetConditionsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public io.gateway.v1.ConditionOrBuilder getConditionsOrBuilder(
+        int index) {
+      if (conditionsBuilder_ == null) {
+        return conditions_.get(index);  } else {
+        return conditionsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.ConditionOrBuilder> 
+         getConditionsOrBuilderList() {
+      if (conditionsBuilder_ != null) {
+        return conditionsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(conditions_);
+      }
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public io.gateway.v1.Condition.Builder addConditionsBuilder() {
+      return internalGetConditionsFieldBuilder().addBuilder(
+          io.gateway.v1.Condition.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public io.gateway.v1.Condition.Builder addConditionsBuilder(
+        int index) {
+      return internalGetConditionsFieldBuilder().addBuilder(
+          index, io.gateway.v1.Condition.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+     * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+     * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+     * it is applied. A retry with the same idempotency key gets the same refusal.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+     */
+    public java.util.List<io.gateway.v1.Condition.Builder> 
+         getConditionsBuilderList() {
+      return internalGetConditionsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.Condition, io.gateway.v1.Condition.Builder, io.gateway.v1.ConditionOrBuilder> 
+        internalGetConditionsFieldBuilder() {
+      if (conditionsBuilder_ == null) {
+        conditionsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.Condition, io.gateway.v1.Condition.Builder, io.gateway.v1.ConditionOrBuilder>(
+                conditions_,
+                ((bitField0_ & 0x00000004) != 0),
+                getParentForChildren(),
+                isClean());
+        conditions_ = null;
+      }
+      return conditionsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.WriteRequest)

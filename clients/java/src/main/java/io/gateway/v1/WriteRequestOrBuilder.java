@@ -55,4 +55,63 @@ public interface WriteRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getIdempotencyKeyBytes();
+
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  java.util.List<io.gateway.v1.Condition> 
+      getConditionsList();
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  io.gateway.v1.Condition getConditions(int index);
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  int getConditionsCount();
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  java.util.List<? extends io.gateway.v1.ConditionOrBuilder> 
+      getConditionsOrBuilderList();
+  /**
+   * <pre>
+   * Conditions the rows must meet when the write is applied (docs/node.md, "Conditional
+   * writes"): if one fails, the whole write is refused with FAILED_PRECONDITION naming the
+   * condition (`conditions[i]`, trailing `gateway-field`), its table and key, and nothing of
+   * it is applied. A retry with the same idempotency key gets the same refusal.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.Condition conditions = 3;</code>
+   */
+  io.gateway.v1.ConditionOrBuilder getConditionsOrBuilder(
+      int index);
 }
