@@ -28,7 +28,9 @@ Exceptions a plugin raises or catches::
     ├── ApplyError                     apply() failed for a batch (permanent unless below)
     │   ├── TransientApplyError        worth retrying: the dispatcher backs off and retries
     │   │   └── StoreUnavailableError  the store cannot be reached: retried until it returns,
-    │   │                              never dead-lettered (ConnectionError is taken alike)
+    │   │       │                      never dead-lettered (ConnectionError is taken alike)
+    │   │       └── OutOfSpaceError    the store's disk is full (OSError ENOSPC/EDQUOT and
+    │   │                              SQLite's SQLITE_FULL are taken alike)
     │   └── UnsupportedOperationError  this applier can never apply the operation: it is
     │                                  dead-lettered at once (also SQL without accepts_sql)
     ├── PositionStoreError             a position file cannot be read or written (one line
@@ -92,6 +94,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Capabilities": ("gateway.appliers.contract", "Capabilities"),
     "TransientApplyError": ("gateway.appliers.contract", "TransientApplyError"),
     "StoreUnavailableError": ("gateway.appliers.contract", "StoreUnavailableError"),
+    "OutOfSpaceError": ("gateway.appliers.contract", "OutOfSpaceError"),
     "UnsupportedOperationError": ("gateway.appliers.contract", "UnsupportedOperationError"),
     "is_transient": ("gateway.appliers.contract", "is_transient"),
     # an applier's own bookkeeping: positions and dead letters
@@ -136,6 +139,7 @@ __all__ = [
     "LengthOverflowError",
     "MalformedTransactionError",
     "OpKind",
+    "OutOfSpaceError",
     "PositionStore",
     "PositionStoreError",
     "RowOp",
@@ -185,6 +189,7 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         ApplierFactory,
         ApplyError,
         Capabilities,
+        OutOfSpaceError,
         StoreUnavailableError,
         TransientApplyError,
         UnsupportedOperationError,

@@ -13,6 +13,7 @@ Fixtures (session scope): ``rabbitmq_server`` / ``cassandra_server`` (handles wi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -28,6 +29,13 @@ from tests.integration.servers import (
 )
 
 S = TypeVar("S")
+
+#: The checkout under test. Node processes the tests start (``python -m gateway.cli`` in a
+#: temporary directory) must import this checkout's ``gateway``, not whichever copy pip
+#: installed in editable mode (another worktree's, or an older clone's).
+CHECKOUT = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(CHECKOUT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 
 
 def _started(start: Callable[[Path], S], name: str, data_dir: Path) -> S:

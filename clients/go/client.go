@@ -262,6 +262,15 @@ func WithIdempotencyKey(key string) WriteOption {
 	return func(r *pb.WriteRequest) { r.IdempotencyKey = key }
 }
 
+// WithConditions makes the write conditional (docs/node.md, "Conditional writes"): it is
+// applied only if every condition holds when the write is applied, else it is refused whole
+// with a *GatewayError of code FailedPrecondition whose Field names the condition
+// ("conditions[i]"; ConditionIndex gives i) and whose message names its table and key.
+// Build conditions with ConditionAbsent, ConditionGtid and ConditionValues.
+func WithConditions(conditions ...*pb.Condition) WriteOption {
+	return func(r *pb.WriteRequest) { r.Conditions = append(r.Conditions, conditions...) }
+}
+
 // Write commits one transaction and returns where it landed (GTID, epoch, commit timestamp,
 // log index; Duplicate when its idempotency key had been used).
 func (c *Client) Write(ctx context.Context, statements []*pb.Statement, opts ...WriteOption) (*pb.WriteResult, error) {
@@ -277,9 +286,24 @@ func (c *Client) Write(ctx context.Context, statements []*pb.Statement, opts ...
 // WriteBatch commits many transactions in one round trip, each with its own idempotency
 // key; the results are in the same order. One invalid write fails the whole batch.
 func (c *Client) WriteBatch(ctx context.Context, writes [][]*pb.Statement) ([]*pb.WriteResult, error) {
+	reqs := make([]*pb.WriteRequest, 0, len(writes))
+	for _, w := range writes {
+		reqs = append(reqs, &pb.WriteRequest{Statements: w})
+	}
+	return c.WriteBatchRequests(ctx, reqs)
+}
+
+// WriteBatchRequests is WriteBatch of whole write requests (statements, conditions, an
+// idempotency key: a fresh one where it is empty). A write whose conditions fail is refused
+// alone: the others are applied, every result is returned (nil where refused) and the error
+// is a *BatchError listing the refusals.
+func (c *Client) WriteBatchRequests(ctx context.Context, writes []*pb.WriteRequest) ([]*pb.WriteResult, error) {
 	req := &pb.WriteBatchRequest{}
 	for _, w := range writes {
-		req.Writes = append(req.Writes, &pb.WriteRequest{Statements: w, IdempotencyKey: NewIdempotencyKey()})
+		if w.IdempotencyKey == "" {
+			w.IdempotencyKey = NewIdempotencyKey()
+		}
+		req.Writes = append(req.Writes, w)
 	}
 	resp, err := call(ctx, c, func(ctx context.Context, s pb.GatewayClient, o ...grpc.CallOption) (*pb.WriteBatchResponse, error) {
 		return s.WriteBatch(ctx, req, o...)
@@ -287,7 +311,19 @@ func (c *Client) WriteBatch(ctx context.Context, writes [][]*pb.Statement) ([]*p
 	if err != nil {
 		return nil, err
 	}
-	return resp.GetResults(), nil
+	results := resp.GetResults()
+	if len(resp.GetErrors()) == 0 {
+		return results, nil
+	}
+	berr := &BatchError{Refused: map[int]*GatewayError{}}
+	for _, e := range resp.GetErrors() {
+		i := int(e.GetIndex())
+		berr.Refused[i] = &GatewayError{Code: codes.Code(e.GetCode()), Message: e.GetError(), Field: e.GetField()}
+		if i < len(results) {
+			results[i] = nil
+		}
+	}
+	return results, berr
 }
 
 // ReadOption configures Read and Get.

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -61,4 +64,47 @@ func toError(err error, trailer metadata.MD) *GatewayError {
 		out.LeaderAPI = v[0]
 	}
 	return out
+}
+
+// ConditionIndex is i when the error is a conditional write's refusal (FailedPrecondition,
+// Field "conditions[i]"), else -1.
+func (e *GatewayError) ConditionIndex() int {
+	if e.Code != codes.FailedPrecondition || !strings.HasPrefix(e.Field, "conditions[") || !strings.HasSuffix(e.Field, "]") {
+		return -1
+	}
+	i, err := strconv.Atoi(e.Field[len("conditions[") : len(e.Field)-1])
+	if err != nil {
+		return -1
+	}
+	return i
+}
+
+// IsPreconditionFailed reports whether err is (or wraps) a conditional write's refusal.
+func IsPreconditionFailed(err error) bool {
+	var gerr *GatewayError
+	if errors.As(err, &gerr) {
+		return gerr.Code == codes.FailedPrecondition
+	}
+	var berr *BatchError
+	return errors.As(err, &berr)
+}
+
+// BatchError is the error of a WriteBatchRequests some of whose writes were refused (their
+// conditions failed); the other writes were applied. Refused maps a write's position to its
+// refusal.
+type BatchError struct {
+	Refused map[int]*GatewayError
+}
+
+func (e *BatchError) Error() string {
+	idx := make([]int, 0, len(e.Refused))
+	for i := range e.Refused {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	parts := make([]string, 0, len(idx))
+	for _, i := range idx {
+		parts = append(parts, fmt.Sprintf("write %d: %s", i, e.Refused[i].Message))
+	}
+	return "gateway: writes refused: " + strings.Join(parts, "; ")
 }

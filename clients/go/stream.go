@@ -291,7 +291,7 @@ func (s *WriteStream) receiveLoop() {
 			if ack.GetCode() == 0 {
 				p.result = ack.GetResult()
 			} else {
-				p.err = &GatewayError{Code: codes.Code(ack.GetCode()), Message: ack.GetError()}
+				p.err = &GatewayError{Code: codes.Code(ack.GetCode()), Message: ack.GetError(), Field: ack.GetField()}
 			}
 			close(p.done)
 		}

@@ -214,3 +214,42 @@ func keyValues(key any) ([]*pb.Value, error) {
 	}
 	return out, nil
 }
+
+// ConditionAbsent is the condition "the row of table with this key does not exist" (key: one
+// value or a []any of the key columns' values, as Read takes it).
+func ConditionAbsent(table string, key any) (*pb.Condition, error) {
+	kv, err := keyValues(key)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Condition{Table: table, Key: kv, Expect: &pb.Condition_Absent{Absent: true}}, nil
+}
+
+// ConditionGtid is the condition "the row exists and the transaction gtid wrote it last"
+// (the Row.Gtid a Read returned).
+func ConditionGtid(table string, key any, gtid *pb.Gtid) (*pb.Condition, error) {
+	kv, err := keyValues(key)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Condition{Table: table, Key: kv, Expect: &pb.Condition_Gtid{Gtid: gtid}}, nil
+}
+
+// ConditionValues is the condition "the row exists and these columns hold these values" (a
+// nil value matches NULL).
+func ConditionValues(table string, key any, values ...Col) (*pb.Condition, error) {
+	kv, err := keyValues(key)
+	if err != nil {
+		return nil, err
+	}
+	rv := &pb.RowValues{}
+	for _, c := range values {
+		v, _, err := ToValue(c.Value)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
+		rv.Fields = append(rv.Fields, c.Name)
+		rv.Values = append(rv.Values, v)
+	}
+	return &pb.Condition{Table: table, Key: kv, Expect: &pb.Condition_Values{Values: rv}}, nil
+}

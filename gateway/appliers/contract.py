@@ -20,6 +20,10 @@ The applier promises:
   reached or cannot take writes at all -- not the batch's fault: the dispatcher retries it
   with backoff for as long as it lasts (never dead-lettering for it; the applier shows as
   failing on Status and metrics, its lag grows, and it catches up when the store returns);
+  Out of space is such a condition too: ``OutOfSpaceError``, or any error caused by an
+  ``OSError`` with ``ENOSPC``/``EDQUOT`` or by SQLite's ``SQLITE_FULL`` (`out_of_space`), is
+  retried the same way and shows as ``out of space: <path>`` -- a full disk is not the
+  batch's fault, and dead-lettering acknowledged rows for it loses them until a manual replay;
   ``TransientApplyError`` (or ``TimeoutError``) for other failures worth retrying,
   ``UnsupportedOperationError`` for an operation it can never apply, anything else for a
   permanent failure of the batch. The dispatcher retries transient failures with exponential
@@ -31,6 +35,7 @@ Exceptions::
     ApplyError                   an applier could not apply a batch
     ├── TransientApplyError      worth retrying (a batch that may succeed later)
     │   └── StoreUnavailableError  the store is unreachable: retried until it returns
+    │       └── OutOfSpaceError    the store's disk or quota is full (``path`` names it)
     └── UnsupportedOperationError  this applier never applies such an operation
     ApplierConfigError (ValueError)  bad options for an applier factory
 
@@ -44,6 +49,8 @@ every change once per node is the wrong default.
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,12 +66,15 @@ __all__ = [
     "ApplierFactory",
     "ApplyError",
     "Capabilities",
+    "OutOfSpaceError",
     "StoreUnavailableError",
     "TransientApplyError",
     "UnsupportedOperationError",
     "is_transient",
     "is_unavailable",
+    "out_of_space",
     "scope_of",
+    "unavailable_text",
 ]
 
 
@@ -89,6 +99,58 @@ class StoreUnavailableError(TransientApplyError):
     endpoint and the error."""
 
 
+class OutOfSpaceError(StoreUnavailableError):
+    """The store cannot take writes because its disk (or the user's quota) is full: retried
+    with backoff until space returns, never dead-lettered. ``path`` names the file or
+    directory that could not grow; ``str()`` is ``out of space: <path>``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"out of space: {path}")
+
+
+#: ``errno`` values that mean "no space": the device is full, or the user's quota is.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_SQLITE_FULL = 13  # SQLite's primary result code for "database or disk is full"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (cause, then context)."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def out_of_space(exc: BaseException) -> str | None:
+    """The path (or, when the error names none, the error's text) that ran out of space if
+    ``exc`` -- or an exception it was raised from -- is an `OutOfSpaceError`, an ``OSError``
+    with ``ENOSPC``/``EDQUOT``, or an ``sqlite3.Error`` with ``SQLITE_FULL``; None otherwise.
+    """
+    for e in _chain(exc):
+        if isinstance(e, OutOfSpaceError):
+            return e.path
+        if isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS:
+            return str(e.filename) if e.filename else (e.strerror or "no space left")
+        if isinstance(e, sqlite3.Error) and \
+                (getattr(e, "sqlite_errorcode", 0) or 0) & 0xFF == _SQLITE_FULL:
+            return getattr(e, "gateway_path", "") or str(e)
+    return None
+
+
+def unavailable_text(exc: BaseException) -> str:
+    """One line saying why the store is unavailable: ``out of space: <path>`` when it is
+    full, else the error's class and message."""
+    path = out_of_space(exc)
+    if path is not None:
+        return f"out of space: {path}"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
 class UnsupportedOperationError(ApplyError):
     """The applier can never apply this operation (e.g. SQL on a key-value store)."""
 
@@ -98,15 +160,18 @@ class ApplierConfigError(ValueError):
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True for errors the dispatcher retries: ``TransientApplyError``, ``ConnectionError``
-    and ``TimeoutError``."""
-    return isinstance(exc, TransientApplyError | ConnectionError | TimeoutError)
+    """True for errors the dispatcher retries: ``TransientApplyError``, ``ConnectionError``,
+    ``TimeoutError`` and out of space (`out_of_space`)."""
+    return isinstance(exc, TransientApplyError | ConnectionError | TimeoutError) or \
+        out_of_space(exc) is not None
 
 
 def is_unavailable(exc: BaseException) -> bool:
     """True for errors that mean the store is unavailable rather than the batch at fault:
-    ``StoreUnavailableError`` and ``ConnectionError`` (retried without a limit)."""
-    return isinstance(exc, StoreUnavailableError | ConnectionError)
+    ``StoreUnavailableError``, ``ConnectionError`` and out of space (`out_of_space`): retried
+    without a limit."""
+    return isinstance(exc, StoreUnavailableError | ConnectionError) or \
+        out_of_space(exc) is not None
 
 
 @dataclass(frozen=True, slots=True)

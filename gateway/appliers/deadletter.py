@@ -101,16 +101,29 @@ class DeadLetterLog:
         self._lock = threading.Lock()
         self._next_id: int | None = None
         self._log_limit = LogRateLimiter(burst=10, per_seconds=10.0)
+        # An append failed (its fsync may have lost the pages it could not write): the next
+        # one rewrites the file whole, with its valid records, instead of appending after a
+        # record the disk may not hold (which would read as damage before valid letters).
+        self._suspect = False
 
     # -- writing -------------------------------------------------------------------------------
 
     def _append(self, msg: applier_pb2.DeadLetter | applier_pb2.DeadLetterResolution) -> None:
         record = records.encode_record(messages.pack(msg))
+        path = str(self.path)
         try:
             self._fs.makedirs(str(self.path.parent))
-            self._fs.append_synced(str(self.path), record, boundary=SEPARATOR)
+            if self._suspect and self._fs.exists(path):
+                kept = [records.encode_record(r.payload)
+                        for r in records.scan(self._fs.read_all(path))]
+                self._fs.write_atomic(path, SEPARATOR + b"".join(kept) + record)
+            else:
+                self._fs.append_synced(path, record, boundary=SEPARATOR)
+            self._suspect = False
         except OSError as exc:
-            raise DeadLetterError(f"{self.path}: cannot write: {exc.strerror or exc}") from None
+            self._suspect = True
+            raise DeadLetterError(f"{self.path}: cannot write: "
+                                  f"{exc.strerror or exc}") from exc  # errno kept
 
     def add(self, item: RowOp | transaction_pb2.Transaction, error: BaseException, *,
             attempts: int, log_index: int = 0) -> int:
@@ -180,6 +193,65 @@ class DeadLetterLog:
             return f"{self.path}: byte {last.start}: torn tail of {last.end - last.start} bytes"
         list(self._messages())  # a valid record that does not decode raises
         return None
+
+    @property
+    def torn_path(self) -> Path:
+        """Where `recover_tail` keeps the bytes of a letter cut short: ``<log>.torn``."""
+        return self.path.with_name(self.path.name + ".torn")
+
+    def recover_tail(self) -> str | None:
+        """Check the file as :meth:`check` does (damage before valid letters raises) and deal
+        with a damaged tail so that the next append cannot turn it into damage before valid
+        letters, never dropping a letter silently. Returns one line saying what was found
+        and done (file and byte offset), or ``None`` when the file is intact or missing:
+
+        - the last letter intact but the separator after it cut short (the file ends with
+          the separator's first byte): the separator is completed; every letter is kept;
+        - the last record cut short: its bytes are appended to `torn_path` (fsynced, one
+          fragment after a separator each) and cut from the log; they count in :meth:`count`.
+        """
+        with self._lock:
+            found = self.check()
+            if found is None or not self._fs.exists(str(self.path)):
+                return found
+            data = self._fs.read_all(str(self.path))
+            if not data:
+                return found
+            report = records.verify(data)
+            if not report.torn_tail:
+                return found
+            last = report.damaged[-1]
+            try:
+                if data.endswith(SEPARATOR[:1]) and \
+                        not records.verify(data + SEPARATOR[1:]).damaged:
+                    self._fs.append_synced(str(self.path), SEPARATOR[1:])
+                    return (f"{self.path}: byte {len(data) - 1}: the separator after the last "
+                            f"dead letter was cut short; completed it (every letter kept)")
+                self._fs.append_synced(str(self.torn_path), data[last.start:last.end],
+                                       boundary=SEPARATOR)
+                self._fs.write_atomic(str(self.path), data[:last.start])
+            except OSError as exc:
+                raise DeadLetterError(
+                    f"{self.path}: cannot set aside its damaged tail: "
+                    f"{exc.strerror or exc}") from None
+            return (f"{self.path}: byte {last.start}: a dead letter cut short "
+                    f"({last.end - last.start} bytes) cannot be read; its bytes are kept in "
+                    f"{self.torn_path} (counted as a dead letter; not in `gateway deadletter "
+                    f"list`)")
+
+    def count(self) -> int:
+        """Dead letters on disk: every letter of the log, open or resolved (ids are never
+        reused), plus every unreadable fragment `recover_tail` kept in `torn_path`."""
+        with self._lock:
+            letters = sum(1 for m in self._messages() if isinstance(m, applier_pb2.DeadLetter))
+            try:
+                torn = self._fs.read_all(str(self.torn_path))
+            except FileNotFoundError:
+                torn = b""
+            except OSError as exc:
+                raise DeadLetterError(
+                    f"{self.torn_path}: cannot read: {exc.strerror or exc}") from None
+            return letters + sum(1 for part in torn.split(SEPARATOR) if part)
 
     # -- reading -------------------------------------------------------------------------------
 

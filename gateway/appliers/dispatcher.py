@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import threading
 import time
 import zlib
@@ -56,15 +57,18 @@ from gateway.core.reducer import reduce_ops as _reduce_ops
 from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
 from gateway.v1 import transaction_pb2
 
-from .contract import Applier
+from .contract import Applier, out_of_space, unavailable_text
 from .deadletter import DeadLetterLog
+from .durable import hold
 from .metrics import ApplierMetrics
-from .position import ApplierPosition, PositionStore
+from .position import ApplierPosition, PositionStore, PositionStoreError
 from .progress import ProgressTracker, Unit
 from .source import CommittedEntry, EntrySource
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
 __all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
+
+log = logging.getLogger("gateway.appliers")
 
 MetricsSink = Callable[[str, Mapping[str, float]], None]
 DeadLetterHook = Callable[[str, int, Any, BaseException], None]
@@ -612,11 +616,40 @@ class Dispatcher:
             self._saved_units = tracker.units_recorded
         with self._save_lock:
             if seq > self._saved_seq:
-                self.positions.save(position)
+                # the target's record first, so the file is never ahead of it
+                if not hold(self.applier, position):
+                    self._last_save = time.monotonic()  # busy target: next interval
+                    return
+                if not self._save_position(position):
+                    return  # stopping while the disk is full: the older position stands
                 self._saved_seq = seq
                 self._last_save = time.monotonic()
                 if self._on_position_saved is not None:
                     self._on_position_saved(position)
+
+    def _save_position(self, position: ApplierPosition) -> bool:
+        """Save ``position``; while its disk is full, wait with backoff (the applier cannot
+        record progress, so it does not make any: Status shows ``out of space: <file>``),
+        as for a full store. False when ``stop()`` ends the wait; other failures raise."""
+        attempt = 0
+        while True:
+            try:
+                self.positions.save(position)
+            except PositionStoreError as exc:
+                if out_of_space(exc) is None:
+                    raise
+                attempt += 1
+                if attempt == 1:
+                    log.warning("applier %s: cannot save its position, retrying until space "
+                                "returns: %s", self.applier.name, exc)
+                self.metrics.set_unavailable(unavailable_text(exc))
+                if self._stop.wait(self.config.retry.delay(attempt)):
+                    return False
+                continue
+            if attempt:
+                self.metrics.set_unavailable("")
+                log.warning("applier %s: its position is saved again", self.applier.name)
+            return True
 
     def _tick(self) -> None:
         now = time.monotonic()

@@ -197,6 +197,10 @@ class PositionStore:
         self._lock = threading.Lock()
         #: After ``load``: where the file is damaged (one line), or ``None`` if it is intact.
         self.damage: str | None = None
+        # A save failed (a write, or an fsync whose dirty pages the kernel may have dropped):
+        # the file may hold a hole where that record was, so the next save rewrites the whole
+        # file through a new one (``write_atomic``) instead of appending after the hole.
+        self._suspect = False
 
     def load(self) -> ApplierPosition:
         """The last saved position, or position 0 with no GTIDs if none was ever saved."""
@@ -237,7 +241,9 @@ class PositionStore:
         return ApplierPosition(last.log_index, applied)
 
     def save(self, position: ApplierPosition) -> None:
-        """Append ``position`` durably (fsync) and compact the file when it is large."""
+        """Append ``position`` durably (fsync) and compact the file when it is large. After a
+        failed save the next one rewrites the file whole (never an fsync retried on the file
+        whose write failed)."""
         msg = applier_pb2.ApplierPosition(
             applier=self.applier, log_index=position.log_index,
             applied=position.applied.to_proto(), saved_at_ns=time.time_ns())
@@ -247,12 +253,14 @@ class PositionStore:
                 fs, path = self._fs, str(self.path)
                 fs.makedirs(str(self.path.parent))
                 size = fs.size(path) if fs.exists(path) else 0
-                if size + len(record) > self.compact_bytes:
+                if self._suspect or size + len(record) > self.compact_bytes:
                     fs.write_atomic(path, SEPARATOR + record)
+                    self._suspect = False
                     return
                 # a torn tail (crash mid-append) must not swallow the new record
                 fs.append_synced(path, record, boundary=SEPARATOR)
             except OSError as exc:
+                self._suspect = True
                 raise PositionStoreError(
-                    f"{self.path}: cannot write: {exc.strerror or exc}") from None
+                    f"{self.path}: cannot write: {exc.strerror or exc}") from exc  # errno kept
 

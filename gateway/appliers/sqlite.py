@@ -11,6 +11,8 @@
   change of an existing row.
 - SQL operations run as they are, with their session variables bound as parameters: SQLite
   reads ``@name`` in a query as a named parameter, so values are never spliced into the text.
+  They run under ``gateway.core.sqlauth.SqlAuthorizer`` (no ATTACH, PRAGMA, bookkeeping
+  tables or non-deterministic functions): a denied one is an ``UnsupportedOperationError``.
   Each SQL operation's ``(gtid, statement)`` is recorded in ``_gateway_applied_sql`` in the same
   transaction, and one already recorded is skipped: each runs exactly once in this store.
 - Every batch is one SQLite transaction (``BEGIN IMMEDIATE``) that also records the batch's
@@ -38,7 +40,11 @@ size (SQLite changes it only by a ``VACUUM``, which this applier never runs on i
 
 Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
 transactions of one applier take turns on a lock (SQLite has one writer at a time anyway), and
-a database busy or locked by another process is a ``TransientApplyError`` (retried).
+a database busy or locked by another process is a ``TransientApplyError`` (retried); a full
+disk (``SQLITE_FULL``, also from ``max_page_count``) is an ``OutOfSpaceError`` naming the
+database file (retried until space returns, never dead-lettered); an I/O error
+(``SQLITE_IOERR``: a failed write or fsync) closes the connection and is a
+``StoreUnavailableError`` (retried on a new connection, never on the failed descriptors).
 """
 
 from __future__ import annotations
@@ -53,9 +59,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
+from gateway.core.sqlauth import SqlAuthorizer
 from gateway.hookspecs import hookimpl
-from gateway.v1 import value_pb2
+from gateway.v1 import applier_pb2, value_pb2
 
 from .contract import (
     SCOPE_NODE,
@@ -64,17 +73,23 @@ from .contract import (
     ApplierFactory,
     ApplyError,
     Capabilities,
+    OutOfSpaceError,
+    StoreUnavailableError,
     TransientApplyError,
     UnsupportedOperationError,
 )
-from .position import GtidSet
+from .position import ApplierPosition, GtidSet
 
-__all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers"]
+__all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers",
+           "unsigned_blob", "unsigned_value"]
 
 FT = value_pb2.FieldType
+# UNSIGNED is declared "UNSIGNED BIG INT": INTEGER affinity like "INTEGER", but never an alias
+# of the rowid (only the exact name "INTEGER" is), which holds signed 64-bit integers only and
+# would refuse a key above 2**63 - 1 (see ``_db_value``).
 _AFFINITY = {
     FT.FIELD_TYPE_BOOLEAN: "INTEGER", FT.FIELD_TYPE_INTEGER: "INTEGER",
-    FT.FIELD_TYPE_UNSIGNED: "INTEGER", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
+    FT.FIELD_TYPE_UNSIGNED: "UNSIGNED BIG INT", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
     FT.FIELD_TYPE_DOUBLE: "REAL", FT.FIELD_TYPE_BLOB: "BLOB", FT.FIELD_TYPE_UUID: "BLOB",
 }
 _MAX_I64 = 2**63 - 1
@@ -95,6 +110,8 @@ _SYSTEM_DDL = (
     "trans_id INTEGER NOT NULL, statement INTEGER NOT NULL, "
     "PRIMARY KEY (server_id, trans_id, statement)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS _gateway_tables (name TEXT PRIMARY KEY, schema TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS _gateway_position (applier TEXT PRIMARY KEY, "
+    "position BLOB NOT NULL)",
 )
 
 
@@ -103,12 +120,28 @@ def _q(name: str) -> str:
 
 
 def _db_value(value: Any) -> Any:
-    """A value SQLite can bind: Decimal as text, booleans as 0/1, huge unsigned as text."""
+    """A value SQLite can bind: Decimal as text, an integer above 2**63 - 1 (an UNSIGNED
+    value) as `unsigned_blob`, anything else as it is."""
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, int) and not isinstance(value, bool) and value > _MAX_I64:
-        return str(value)
+        return unsigned_blob(value)
     return value
+
+
+def unsigned_blob(value: int) -> bytes:
+    """The stored form of an UNSIGNED value above 2**63 - 1, which no SQLite INTEGER holds:
+    its 8 bytes big-endian, as a BLOB -- kept exactly in a column of any affinity (text that
+    looks like a number would become a rounded REAL in an INTEGER column), the same in a key
+    as in a value, and ordered right (SQLite sorts every INTEGER before every BLOB, and BLOBs
+    of one length by their bytes, so by value). Values up to 2**63 - 1 stay INTEGERs.
+    Read back with `unsigned_value`."""
+    return value.to_bytes(8, "big")
+
+
+def unsigned_value(stored: int | bytes) -> int:
+    """The UNSIGNED value of what a column holds (an INTEGER, or an `unsigned_blob`)."""
+    return int.from_bytes(stored, "big") if isinstance(stored, bytes) else stored
 
 
 def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
@@ -291,6 +324,7 @@ class SqliteApplier(Applier):
         # letting them collide in SQLite's busy handler, which sleeps in millisecond steps.
         self._write_lock = threading.Lock()
         self._columns: dict[TableRef, set[str]] = {}  # committed table -> column names
+        self._holder: sqlite3.Connection | None = None  # hold_position's, synchronous=FULL
         #: True when the database file was missing or empty at open: a new target, which
         #: holds nothing a saved applier position could claim was applied.
         self.created = not self.path.exists() or self.path.stat().st_size == 0
@@ -305,6 +339,12 @@ class SqliteApplier(Applier):
             if self.created:  # before anything is written: fixed from then on
                 conn.execute(f"PRAGMA page_size={int(page_size)}")
             conn.execute("PRAGMA journal_mode=WAL")
+            # A database from before held positions (applied rows, no _gateway_position)
+            # cannot tell what it holds: its position file is trusted, as it was then.
+            self._unheld = not _has_table(conn, "_gateway_position") and (
+                _has_table(conn, "_gateway_applied") or (
+                    _has_table(conn, "_gateway_applied_ranges") and conn.execute(
+                        "SELECT 1 FROM _gateway_applied_ranges LIMIT 1").fetchone() is not None))
             with _immediate(conn):
                 for ddl in _SYSTEM_DDL:
                     conn.execute(ddl)
@@ -318,6 +358,16 @@ class SqliteApplier(Applier):
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.execute(f"PRAGMA busy_timeout={int(self._busy_ms)}")
         return conn
+
+    def _drop(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's ``conn`` after an I/O error; the next call opens a new one."""
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -386,10 +436,22 @@ class SqliteApplier(Applier):
                 body(conn, created)
         except sqlite3.OperationalError as exc:
             text = str(exc)
+            if _full(exc):  # the disk (or max_page_count) is full: not the batch's fault
+                raise OutOfSpaceError(str(self.path)) from None
+            if _io_error(exc):
+                # A write or fsync failed: never retried on the same file descriptors (the
+                # kernel may have dropped the pages it could not write). This connection is
+                # closed -- what it committed before is what SQLite recovers from the files
+                # -- and the batch is retried on a new one: the disk's fault, not the batch's.
+                self._drop(conn)
+                raise StoreUnavailableError(f"sqlite {self.path}: {text} (reopened; "
+                                            f"retrying)") from None
             if "locked" in text or "busy" in text:
                 raise TransientApplyError(f"sqlite {self.path}: {text}") from None
             raise ApplyError(f"sqlite {self.path}: {text}") from None
         except sqlite3.Error as exc:
+            if _full(exc):
+                raise OutOfSpaceError(str(self.path)) from None
             raise ApplyError(f"sqlite {self.path}: {type(exc).__name__}: {exc}") from None
 
     def _apply_batch(self, conn: sqlite3.Connection, batch: ColumnOps,
@@ -473,7 +535,20 @@ class SqliteApplier(Applier):
                         "trans_id = ? AND statement = ?", ident).fetchone():
             return
         params = {v.name: _db_value(v.value) for v in op.sql.variables}
-        conn.execute(op.sql.query, params)
+        # The client's text runs under the authorizer (gateway.core.sqlauth); the applier's
+        # own statements do not. A denied statement raises here: dead-lettered, with the
+        # reason, on every replica alike.
+        auth = SqlAuthorizer(r[0] for r in conn.execute("SELECT name FROM _gateway_tables"))
+        conn.set_authorizer(auth)
+        try:
+            conn.execute(op.sql.query, params)
+        except sqlite3.DatabaseError:
+            if auth.denied:
+                raise UnsupportedOperationError(f"SQL statement {op.statement} of "
+                                                f"{op.gtid}: refused: {auth.denied}") from None
+            raise
+        finally:
+            conn.set_authorizer(None)
         conn.execute("INSERT INTO _gateway_applied_sql (server_id, trans_id, statement) "
                      "VALUES (?, ?, ?)", ident)
 
@@ -516,10 +591,50 @@ class SqliteApplier(Applier):
                 for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
                     conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
                 for table in ("_gateway_tables", "_gateway_applied_ranges",
-                              "_gateway_applied_sql"):
+                              "_gateway_applied_sql", "_gateway_position"):
                     conn.execute(f"DELETE FROM {table}")
             with self._lock:
                 self._columns.clear()
+
+    # -- the position this database holds (gateway.appliers.durable) ---------------------------
+
+    def hold_position(self, position: ApplierPosition) -> None:
+        """Record ``position`` in ``_gateway_position`` and make it durable together with every
+        transaction committed before: the row is committed on a connection with
+        ``synchronous=FULL``, whose commit syncs the WAL -- the frames of earlier commits
+        (made with the configured ``synchronous``, NORMAL by default: not synced) included.
+        The dispatcher calls it before it saves ``position`` to the position file."""
+        data = applier_pb2.ApplierPosition(
+            applier=self.name, log_index=position.log_index,
+            applied=position.applied.to_proto()).SerializeToString()
+        with self._write_lock:
+            if self._holder is None:
+                self._holder = self._connect()
+                self._holder.execute("PRAGMA synchronous=FULL")
+            try:
+                self._run_locked(self._holder, lambda conn, _created: conn.execute(
+                    "INSERT OR REPLACE INTO _gateway_position (applier, position) "
+                    "VALUES (?, ?)", (self.name, data)), {})
+            except StoreUnavailableError:  # an I/O error closed it (``_run_locked``)
+                self._holder = None
+                raise
+            self._unheld = False
+
+    def held_position(self) -> ApplierPosition | None:
+        """The position last recorded by :meth:`hold_position` and still in the database:
+        position 0 when none is (a new, emptied or wiped database, or one that lost the
+        transactions that recorded it), ``None`` for a database from before held positions
+        that holds applied transactions (it cannot tell)."""
+        try:
+            row = self._conn().execute("SELECT position FROM _gateway_position WHERE "
+                                       "applier = ?", (self.name,)).fetchone()
+            if row is None:
+                return None if self._unheld else ApplierPosition()
+            msg = applier_pb2.ApplierPosition.FromString(row[0])
+            return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+        except (sqlite3.Error, DecodeError, ValueError, TypeError) as exc:
+            raise ApplyError(f"sqlite {self.path}: _gateway_position: cannot read the held "
+                             f"position: {exc}") from None
 
     # -- reading back --------------------------------------------------------------------------
 
@@ -548,6 +663,10 @@ class SqliteApplier(Applier):
     def close(self) -> None:
         with self._lock:
             conns, self._connections = self._connections, []
+        with self._write_lock:
+            if self._holder is not None:
+                conns.append(self._holder)
+                self._holder = None
         for conn in conns:
             conn.close()
         self._local = threading.local()
@@ -562,8 +681,26 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may have rolled the transaction back itself (SQLITE_FULL, SQLITE_IOERR): a
+        # ROLLBACK then fails with "no transaction is active", which would hide the cause.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (name,)).fetchone() is not None
+
+
+def _io_error(exc: sqlite3.Error) -> bool:
+    """SQLite's ``SQLITE_IOERR`` (any extended code: a failed read, write or fsync)."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_IOERR
+
+
+def _full(exc: sqlite3.Error) -> bool:
+    """SQLite's ``SQLITE_FULL``: the disk, or the database's ``max_page_count``, is full."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
 
 
 def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:

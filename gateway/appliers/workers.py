@@ -3,7 +3,8 @@
 ``BatchRunner.run(ops)`` is the whole failure policy for a batch: try ``applier.apply``; while
 the store is unavailable (``contract.is_unavailable``) retry with backoff for as long as it
 lasts, marking the applier's metrics unavailable with the error (never a dead letter: the
-batch is not at fault); on another transient error (``contract.is_transient``) retry with
+batch is not at fault; a full disk is such a condition, shown as ``out of space:
+<path>``); on another transient error (``contract.is_transient``) retry with
 exponential backoff up to ``RetryPolicy.max_attempts``; if the batch still fails (or failed
 permanently) and holds more than one operation, run each operation alone the same way, so one
 poison operation cannot take its neighbours down; an operation that fails alone goes to the
@@ -28,7 +29,14 @@ from typing import Any
 
 from gateway.core.rowops import RowOp
 
-from .contract import Applier, UnsupportedOperationError, is_transient, is_unavailable
+from .contract import (
+    Applier,
+    UnsupportedOperationError,
+    is_transient,
+    is_unavailable,
+    out_of_space,
+    unavailable_text,
+)
 from .metrics import ApplierMetrics
 
 log = logging.getLogger("gateway.appliers")
@@ -130,7 +138,7 @@ class BatchRunner:
             return None, attempt
 
     def _unavailable(self, exc: BaseException) -> None:
-        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        text = unavailable_text(exc)  # "out of space: <path>" for a full disk
         if not self._down:
             log.warning("applier %s: the store is unavailable, retrying until it returns: %s",
                         self.applier.name, text)
@@ -138,7 +146,21 @@ class BatchRunner:
         self.metrics.set_unavailable(text)
 
     def _bury(self, op: RowOp, error: BaseException, attempts: int) -> None:
-        self.dead_letter(op, error, attempts)
+        down = 0
+        while True:
+            try:
+                self.dead_letter(op, error, attempts)
+                break
+            except Exception as exc:  # the dead-letter log's disk is full: wait, as above
+                if out_of_space(exc) is None:
+                    raise
+                down += 1
+                self._unavailable(exc)
+                if self.stop.wait(self.policy.delay(down)):
+                    raise Stopped from None
+        if down:
+            self._down = False
+            self.metrics.set_unavailable("")
         self.metrics.add(dead_letters=1)
 
 

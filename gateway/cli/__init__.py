@@ -14,6 +14,7 @@ from gateway import __version__
 from . import appliers as cli_appliers
 from . import node as cli_node
 from . import plugins as cli_plugins
+from .alarm import alarm
 from .channel import channel
 from .conflicts import conflicts
 from .log import log
@@ -30,6 +31,7 @@ main.add_command(log)
 main.add_command(store)
 main.add_command(channel)
 main.add_command(conflicts)
+main.add_command(alarm)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`

@@ -15,9 +15,10 @@ import click
 from google.protobuf import json_format
 
 from gateway import plugins
-from gateway.appliers.contract import Applier, ApplierConfigError, ApplierFactory
+from gateway.appliers.contract import Applier, ApplierConfigError, ApplierFactory, ApplyError
 from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog, Letter
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, DispatcherError
+from gateway.appliers.durable import reconcile
 from gateway.appliers.position import PositionStoreError
 from gateway.appliers.source import EntrySourceError, LogFileSource
 from gateway.appliers.workers import RetryPolicy
@@ -107,10 +108,13 @@ def apply_command(ctx: click.Context, logfile: str, applier_name: str,
                             publish_metrics=plugins.publish_metrics(pm),
                             on_dead_letter=plugins.dead_letter_notifier(pm))
     try:
+        # from what the target itself durably holds, when it can tell (appliers.durable)
+        reconcile(applier, dispatcher.positions, dispatcher.positions.load(),
+                  str(getattr(applier, "path", applier.name)))
         position = dispatcher.run(follow=follow, max_index=max_index)
     except EntrySourceError as exc:
         raise BadInput(str(exc)) from None
-    except (DispatcherError, PositionStoreError, DeadLetterError) as exc:
+    except (DispatcherError, PositionStoreError, DeadLetterError, ApplyError) as exc:
         raise _Failed(str(exc)) from None
     except KeyboardInterrupt:
         position = dispatcher.position

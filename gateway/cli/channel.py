@@ -63,11 +63,14 @@ def _action(action: str):  # type: ignore[no-untyped-def]
 
     run.__doc__ = {"remove": "Remove a channel (what it replicated stays).",
                    "pause": "Stop a channel's runner; its position is kept.",
-                   "resume": "Start a paused channel again from its position."}[action]
+                   "resume": "Start a paused channel again from its position.",
+                   "quarantine": "The replicated transactions a channel kept aside (a schema "
+                                 "clash with this cluster): GTID, source epoch, cause, then "
+                                 "the transaction."}[action]
     return channel.command(action)(run)
 
 
-for _a in ("remove", "pause", "resume"):
+for _a in ("remove", "pause", "resume", "quarantine"):
     _action(_a)
 
 

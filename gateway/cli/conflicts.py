@@ -98,7 +98,17 @@ def _exception_rows(target: str, token: str | None, ca: str | None, table: str
         start = None
         while True:
             res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=_PAGE))
-            out += [python_row(row) for row in res.rows]
+            for row in res.rows:
+                got = python_row(row)
+                if [f.name for f in row.key_fields] != list(_KEY) \
+                        or any(k not in got for k in _HEAD):
+                    key = ", ".join(f"{f.name}={got.get(f.name)!r}" for f in row.key_fields)
+                    raise BadInput(
+                        f"{table}$EX: the row with key {key} was not written by conflict "
+                        f"detection (an exceptions row has the key {'/'.join(_KEY)} and the "
+                        f"columns {', '.join(_HEAD)}); the $EX suffix is reserved for "
+                        f"exceptions tables")
+                out.append(got)
             if not res.more or not res.rows:
                 return out
             # the next page starts after the last row: its key with count + 1 (the last key
@@ -162,3 +172,36 @@ def conflicts_show(target: str, token: str | None, ca: str | None, table: str,
                 click.echo(f"{k}: {r[k + '$OLD']!r} here, {r[k + '$NEW']!r} in the change")
             return
     raise BadInput(f"no conflict {conflict} recorded for {table}")
+
+
+@conflicts.command("clear")
+@_target
+@_token
+@_ca
+@click.argument("table")
+@click.argument("conflicts_", nargs=-1, required=True, metavar="SERVER/SOURCE/EPOCH/COUNT...")
+def conflicts_clear(target: str, token: str | None, ca: str | None, table: str,
+                    conflicts_: tuple[str, ...]) -> None:
+    """Delete handled conflicts of TABLE (schema.table) from its exceptions table, each given
+    as `gateway conflicts list` prints it. Needs a token with the admin permission (and write):
+    only the gateway writes schema.table$EX, and an operator may only delete from it."""
+    from gateway.v1 import statement_pb2, value_pb2
+
+    if table.count(".") != 1 or table.endswith("$EX"):
+        raise BadInput(f"{table!r}: give the table as schema.table (its exceptions are in "
+                       f"schema.table$EX)")
+    keys = []
+    for text in conflicts_:
+        parts = text.split("/")
+        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+            raise BadInput(f"{text!r}: give SERVER/SOURCE/EPOCH/COUNT as list prints it")
+        keys.append([value_pb2.Value(uint_value=int(p)) for p in parts])
+    schema, name = table.split(".")
+    unsigned = value_pb2.FieldType.FIELD_TYPE_UNSIGNED
+    delete = statement_pb2.DeleteStatement(
+        table=statement_pb2.TableMetadata(schema_name=schema, table_name=f"{name}$EX"),
+        key_fields=[statement_pb2.FieldMetadata(name=k, type=unsigned) for k in _KEY],
+        records=[statement_pb2.DeleteRecord(key_values=k) for k in keys])
+    with _client(target, token, ca, 30.0) as c:
+        _call(lambda: c.write([statement_pb2.Statement(delete=delete)]))
+    click.echo(f"deleted {len(keys)} conflict(s) of {table} from {table}$EX")

@@ -183,6 +183,13 @@ def verify_command(path: str) -> None:
     Prints one line per file: record count, size and damaged byte ranges. Exit code 1 if any
     file has damage (including a torn tail). Never modifies a file.
 
+    A node's data directory (DATA: ``raft/`` and ``store/`` in it) is checked whole: the Raft
+    WAL (below) and its ``meta``, the snapshots (with every file's CRC-32C), the store's
+    ``MANIFEST`` and tables, the applier position and dead-letter files, the SQLite applier's
+    database against its position and ``_gateway_applied_ranges``, and that the log still
+    covers everything built from it. One ``damaged:`` line per problem, naming the file
+    relative to DATA and the byte offset or log index.
+
     A node's Raft WAL directory (DATA/raft/wal: a ``meta`` file and ``*.wal`` segments) is
     checked the way the node's start would recover it, on a copy: every finding (torn tail,
     torn batch, damaged seal, ...) and any damage recovery may not resolve is printed with its
@@ -190,6 +197,11 @@ def verify_command(path: str) -> None:
     is not damage.
     """
     target = Path(path)
+    from gateway.node.data_verify import is_data_dir
+
+    if target.is_dir() and is_data_dir(str(target)):
+        _verify_data_dir(target)
+        return
     if _is_raft_wal(target):
         if not _verify_raft_wal(target):
             raise _Damaged("")
@@ -207,6 +219,22 @@ def verify_command(path: str) -> None:
         damaged = int(not ok)
     if damaged:
         raise _Damaged("")
+
+
+def _verify_data_dir(target: Path) -> None:
+    """Check the node data directory ``target`` (``gateway.node.data_verify``); exit 1 with
+    one line per problem."""
+    from gateway.node.data_verify import verify_data_dir
+
+    report = verify_data_dir(str(target))
+    for line in report.summary:
+        click.echo(line)
+    for problem in report.problems:
+        click.echo(f"damaged: {problem}")
+    if not report.ok:
+        click.echo(f"{target}: {len(report.problems)} problems")
+        raise _Damaged("")
+    click.echo(f"{target}: node data directory, ok")
 
 
 def _is_raft_wal(target: Path) -> bool:

@@ -333,11 +333,29 @@ def _apply_status_line(status: epoch_pb2.ApplyStatus) -> str:
     )
 
 
+def _condition_line(c: transaction_pb2.Condition) -> str:
+    """``# Condition: s.t key (1): absent`` (``gtid (1,4)``, ``balance = 100``): one condition
+    of a conditional write (whether it held is decided when the entry is applied)."""
+    kind = c.WhichOneof("expect")
+    if kind == "absent":
+        what = "absent"
+    elif kind == "gtid":
+        what = f"gtid {format_gtid(c.gtid)}"
+    elif kind == "values":
+        what = ", ".join(f"{f} = {render_value(v)}"
+                         for f, v in zip(c.values.fields, c.values.values, strict=False))
+    else:
+        what = "no expectation"
+    key = ", ".join(render_value(v) for v in c.key)
+    return f"# Condition: {c.table} key ({key}): {what}"
+
+
 def render_text(entry: LogEntry) -> list[str]:
     """Render one log entry as the seed's binlog_reader does, one string per output line.
 
     A transaction opens with ``# Global Id: (S,T)`` and ``# Timestamp: <commit ns> (<ISO>)``,
-    then ``# Epoch: E, Author: A``, a ``# Segment`` line unless it is a single segment, the
+    then ``# Epoch: E, Author: A``, a ``# Segment`` line unless it is a single segment, one
+    ``# Condition:`` line per condition of a conditional write, the
     statements (session variables as ``set @name = value`` sorted by name, then the SQL; row
     changes as one SQL statement per record) and ``ROLLBACK`` if it carries a rollback.
     """
@@ -351,6 +369,7 @@ def render_text(entry: LogEntry) -> list[str]:
         if not (msg.segment_id == 1 and msg.end_segment):
             last = ", last" if msg.end_segment else ""
             lines.append(f"# Segment: {msg.segment_id}{last}")
+        lines.extend(_condition_line(c) for c in msg.conditions)
         for stmt in msg.statements:
             lines.extend(_render_statement(stmt))
         if msg.HasField("rollback"):

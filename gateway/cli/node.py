@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import sys
 from typing import Any
@@ -85,6 +86,9 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
 @click.option("--no-fsync", "fsync", flag_value=False, default=None,
               help="Do not fsync the Raft log (tests and benchmarks only).")
 @click.option("--tick-ms", type=int, default=None, help="Raft tick in ms (default 50).")
+@click.option("--insecure-peer", is_flag=True, default=None,
+              help="Serve the peer port without mutual TLS on a non-loopback --listen (a "
+                   "network you trust); without it such a node refuses to start.")
 @click.pass_context
 def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
                 options: tuple[str, ...], **flags: Any) -> None:
@@ -230,17 +234,30 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
         gateway sql "SELECT * FROM shop.items WHERE id = 1"
         gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
     """
-    from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_statements
+    from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_write
 
     try:
         if is_select(text):
             _select(target, token, ca, timeout, parse_select(text), consistency)
             return
-        stmts = sql_to_statements(text, [k.strip() for k in key.split(",") if k.strip()])
     except SqlError as exc:
         raise BadInput(str(exc)) from None
     with _client(target, token, ca, timeout) as c:
-        res = _call(lambda: c.write(stmts))
+        known: dict[str, list[str] | None] = {}
+
+        def key_of(table: str) -> list[str] | None:
+            """The key columns of ``table`` as its rows carry them (None: no row yet)."""
+            if table not in known:
+                rows = _call(lambda: c.scan(table, limit=1)).rows
+                known[table] = [f.name for f in rows[0].key_fields] if rows else None
+            return known[table]
+
+        try:
+            stmts, conds = sql_to_write(text, [k.strip() for k in key.split(",") if k.strip()],
+                                        key_of)
+        except SqlError as exc:
+            raise BadInput(str(exc)) from None
+        res = _call(lambda: c.write(stmts, conditions=conds))
     click.echo(f"{res.gtid.server_id}:{res.gtid.trans_id}")
     click.echo(f"epoch {res.epoch} log_index {res.log_index} commit_ts {res.commit_timestamp_ns}"
                + (" (duplicate)" if res.duplicate else ""), err=True)
@@ -268,7 +285,37 @@ def _select(target: str, token: str | None, ca: str | None, timeout: float, quer
     click.echo(f"{len(table)} row{'s' if len(table) != 1 else ''}", err=True)
 
 
-@click.command("get")
+_NEGATIVE_NUMBER = re.compile(r"-(?:[0-9]|\.[0-9])[0-9.eE+-]*")
+
+
+class _NegativeArguments(click.Command):
+    """A command whose positional arguments may be negative numbers (``gateway get t -1``):
+    click would take ``-1`` for an option. Such a token that is not an option's value is
+    moved, in order with the other positional arguments, after a ``--``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag
+                  for name in (*p.opts, *p.secondary_opts)}
+        opts: list[str] = []
+        pos: list[str] = []
+        i = 0
+        while i < len(args):
+            tok = args[i]
+            if tok == "--":
+                pos += args[i + 1:]
+                break
+            if tok.startswith("-") and not _NEGATIVE_NUMBER.fullmatch(tok):
+                opts.append(tok)
+                if tok in valued and i + 1 < len(args):
+                    opts.append(args[i + 1])
+                    i += 1
+            else:
+                pos.append(tok)
+            i += 1
+        return super().parse_args(ctx, [*opts, "--", *pos] if pos else opts)
+
+
+@click.command("get", cls=_NegativeArguments)
 @_target
 @_token
 @_ca
@@ -320,6 +367,10 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                f"{st.leader_api}".rstrip())
     click.echo(f"log first {st.first_index} last {st.last_index} commit {st.commit_index} "
                f"applied {st.applied_index} last_trans_id {st.last_trans_id}")
+    for alarm in st.alarms:  # writes are refused while any is raised
+        click.echo(f"  ALARM NOSPACE node {alarm.node_id}: {alarm.path or '.'} has "
+                   f"{alarm.free_bytes} bytes free, min_free_bytes {alarm.min_free_bytes}: "
+                   f"writes refused (gateway alarm list)")
     for m in st.members:
         click.echo(f"  member {m.node_id} {m.role} peer {m.peer_address or '-'} api "
                    f"{m.api_address or '-'} match {m.match_index}")
@@ -348,7 +399,9 @@ def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
                    + (f" via {ch.connected}" if ch.connected else "")
                    + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
                    f"({ch.lag_seconds:.3f}s)")
-        if ch.last_error:
+        if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
+            out.append(f"    {ch.last_error}")
+        elif ch.last_error:
             out.append(f"    last error: {ch.last_error}")
     return out
 

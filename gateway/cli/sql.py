@@ -6,6 +6,11 @@ Accepted, separated by ``;``:
 - ``INSERT INTO schema.table (col, ...) VALUES (...), (...)``;
 - ``UPDATE schema.table SET col = literal, ... WHERE key = literal [AND key2 = literal]``;
 - ``DELETE FROM schema.table WHERE key = literal [AND ...]``;
+- in both, ``AND col = literal`` terms on non-key columns (beside every key column) are
+  conditions of the write (``sql_to_write``; docs/node.md, "Conditional writes"): it is
+  applied only if the row exists and holds those values when the write is applied, else it
+  is refused whole (FAILED_PRECONDITION) -- an UPDATE never changes a row its WHERE does
+  not match;
 - ``SELECT * | col, ... FROM schema.table [WHERE ...] [LIMIT n]``, alone (`parse_select`):
   the WHERE is ``col = literal`` terms on a prefix of the primary key, optionally followed by
   one range on the next key column (``BETWEEN a AND b``, ``>``, ``>=``, ``<``, ``<=``), all
@@ -17,7 +22,8 @@ change, a repeated column, a 3-part name, an integer outside the signed 64-bit r
 non-finite number, functions, sub-queries, ...) raises :class:`SqlError` naming it.
 
 Primary key: the ``key`` columns given (``--key id``), else ``id`` if the INSERT names it,
-else the INSERT's first column; for UPDATE/DELETE the WHERE columns are the key. Column types
+else the INSERT's first column; for UPDATE/DELETE the table's key (``key_of``: the CLI asks the
+node), or the WHERE columns when it is not known (a table without rows). Column types
 come from the literals: integers INTEGER, decimals with a point DOUBLE, strings VARCHAR,
 TRUE/FALSE BOOLEAN, NULL a null VARCHAR. Anything else raises :class:`SqlError` (one line).
 """
@@ -26,17 +32,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
-from gateway.client import row_delete, row_insert, row_update
-from gateway.v1 import statement_pb2
+from gateway.client import Condition, row_delete, row_insert, row_update
+from gateway.v1 import statement_pb2, transaction_pb2
 
-__all__ = ["SelectQuery", "SqlError", "is_select", "parse_select", "sql_to_statements"]
+__all__ = ["SelectQuery", "SqlError", "is_select", "parse_select", "sql_to_statements",
+           "sql_to_write"]
 
 # sqlglot logs "contains unsupported syntax. Falling back to parsing as a 'Command'" for text
 # it cannot parse (REPLACE, ...); such statements are refused here in one line instead.
@@ -140,6 +147,9 @@ def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, 
         if name in out:
             raise SqlError(f"WHERE: column {name!r} is given twice")
         out[name] = _literal(p.expression, variables)
+        if out[name] is None:
+            raise SqlError(f"WHERE: key column {name!r} is NULL (a primary key is never NULL, "
+                           f"and = NULL matches no row)")
     return out
 
 
@@ -170,6 +180,10 @@ def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
             raise SqlError(f"{len(row)} values for {len(cols)} columns")
         rec = dict(zip(cols, row, strict=True))
         kv = {k: rec[k] for k in keys}
+        nulls = [k for k, v in kv.items() if v is None]
+        if nulls:
+            raise SqlError(f"INSERT row {len(stmt.insert.records) + 1 if stmt else 1}: key "
+                           f"column {nulls[0]!r} is NULL (a primary key is never NULL)")
         rest = {c: v for c, v in rec.items() if c not in keys}
         one = row_insert(table, kv, rest)
         if stmt is None:
@@ -189,11 +203,41 @@ def _parse(text: str) -> list[exp.Expression | None]:
         raise SqlError(f"cannot parse SQL: {first}") from None
 
 
+def _split_where(table: str, where: dict[str, Any], key_of: KeyOf | None,
+                 conditions: list[transaction_pb2.Condition]) -> dict[str, Any]:
+    """The key part of an UPDATE/DELETE's ``where``; its other columns become a values
+    condition on the row, appended to ``conditions``."""
+    keycols = key_of(table) if key_of is not None else None
+    if not keycols or set(where) == set(keycols):
+        return where
+    missing = [k for k in keycols if k not in where]
+    if missing:
+        raise SqlError(f"WHERE must give every key column of {table} "
+                       f"({', '.join(keycols)}): {missing[0]!r} is missing")
+    key = {k: where[k] for k in keycols}
+    rest = {c: v for c, v in where.items() if c not in key}
+    conditions.append(Condition.values(table, list(key.values()), rest))
+    return key
+
+
+KeyOf = Callable[[str], "Sequence[str] | None"]
+
+
 def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.Statement]:
-    """Statements of one transaction for ``text`` (see the module docstring)."""
+    """Statements of one transaction for ``text`` (see the module docstring); every WHERE
+    column is taken for a key column."""
+    return sql_to_write(text, key)[0]
+
+
+def sql_to_write(text: str, key: Sequence[str] = (), key_of: KeyOf | None = None
+                 ) -> tuple[list[statement_pb2.Statement], list[transaction_pb2.Condition]]:
+    """Statements and conditions of one transaction for ``text`` (see the module docstring).
+    ``key_of(table)``: the table's key columns in order, or None when unknown (then every
+    WHERE column is taken for a key column, as by :func:`sql_to_statements`)."""
     trees = _parse(text)
     variables: dict[str, Any] = {}
     out: list[statement_pb2.Statement] = []
+    conditions: list[transaction_pb2.Condition] = []
     for node in trees:
         if node is None:
             continue
@@ -218,17 +262,21 @@ def sql_to_statements(text: str, key: Sequence[str] = ()) -> list[statement_pb2.
                 if name in sets:
                     raise SqlError(f"UPDATE: column {name!r} is set twice")
                 sets[name] = _literal(eq.expression, variables)
-            out.append(row_update(_table(node.this), _where(node.args.get("where"), variables),
-                                  sets))
+            table = _table(node.this)
+            where = _split_where(table, _where(node.args.get("where"), variables), key_of,
+                                 conditions)
+            out.append(row_update(table, where, sets))
         elif isinstance(node, exp.Delete):
             _only(node, {"this", "where"}, "DELETE")
-            out.append(row_delete(_table(node.this), _where(node.args.get("where"), variables)))
+            table = _table(node.this)
+            out.append(row_delete(table, _split_where(
+                table, _where(node.args.get("where"), variables), key_of, conditions)))
         else:
             raise SqlError(f"unsupported statement: {node.sql()[:60]!r} (INSERT, UPDATE, "
                            f"DELETE and SET @var only)")
     if not out:
         raise SqlError("no INSERT, UPDATE or DELETE to run")
-    return out
+    return out, conditions
 
 
 

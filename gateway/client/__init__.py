@@ -429,6 +429,13 @@ class GatewayClient(_Base):
         """Set this cluster's conflict role: PRIMARY, SECONDARY, PASS or NONE."""
         return self._admin("Conflicts", gateway_pb2.ConflictsRequest(role=role), timeout)
 
+    def disarm_alarm(self, node_id: int = 0, *, all_nodes: bool = False,
+                     timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """Clear the NOSPACE alarm of ``node_id`` (or every alarm, ``all_nodes``); the
+        raised alarms are in ``status().alarms``. Needs the admin permission."""
+        return self._admin("Alarm", gateway_pb2.AlarmRequest(
+            disarm=node_id, disarm_all=all_nodes), timeout)
+
     def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)
@@ -571,6 +578,12 @@ class AsyncGatewayClient(_Base):
 
     async def snapshot(self, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
         return await self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
+
+    async def disarm_alarm(self, node_id: int = 0, *, all_nodes: bool = False,
+                           timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """Clear the NOSPACE alarm of ``node_id`` (or every alarm, ``all_nodes``)."""
+        return await self._admin("Alarm", gateway_pb2.AlarmRequest(
+            disarm=node_id, disarm_all=all_nodes), timeout)
 
     async def close(self) -> None:
         for ch, *_ in self._channels.values():

@@ -222,12 +222,15 @@ def _epoch(name: str) -> ConflictFunction:
             # delete-delete: gone here too. NDB$EPOCH2 takes it as agreement (nothing to do,
             # nothing to realign); NDB$EPOCH as MySQL does, a conflict answered by a refresh
             return _DELETE_DELETE if epoch2 else _DELETE_MISSING
+        if op is OpType.UPDATE_ROW and not stored.exists:
+            # MySQL: the update finds no row (error 626) before its interpreted epoch check
+            # runs, so an update of a row deleted here -- concurrently or not -- is
+            # ROW_DOES_NOT_EXIST, as for every other function
+            return Verdict(False, Cause.ROW_DOES_NOT_EXIST, refresh=True)
         if epoch_row_conflict(change, stored, ctx):
             return Verdict(False, Cause.DATA_IN_CONFLICT, refresh=True)
         if op is OpType.WRITE_ROW and stored.exists:
             return Verdict(False, Cause.ROW_ALREADY_EXISTS, refresh=True)
-        if op is OpType.UPDATE_ROW and not stored.exists:
-            return Verdict(False, Cause.ROW_DOES_NOT_EXIST, refresh=True)
         if op not in (OpType.WRITE_ROW, OpType.UPDATE_ROW, OpType.DELETE_ROW):
             raise ValueError(f"{name}: cannot judge a {op.name}")
         return APPLY

@@ -159,8 +159,8 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
         if any(out.rejected):
             c["trans_detect_iter_count"] += 1
             c["trans_conflict_commit_count"] += 1
-    elif any(o.function for t in out.outcomes for o in t):
-        c["last_stable_epoch"] = epoch  # judged, and no conflict
+    # last_stable_epoch is not this epoch's: MySQL sets it to the max replicated epoch once
+    # that reaches the last conflict epoch (the caller knows both: the state machine)
     return out
 
 

@@ -280,6 +280,12 @@ class FileSystem(ABC):
     def is_dir(self, path: str) -> bool:
         """Whether ``path`` names a directory."""
 
+    @abstractmethod
+    def free_bytes(self, path: str) -> int:
+        """Bytes an unprivileged writer may still add on the file system holding ``path``
+        (``statvfs``: available blocks times the fragment size). One system call: cheap
+        enough for a periodic check, not meant for every write."""
+
     def discard(self, path: str) -> None:
         """`remove` ``path`` if it exists (no error when it does not)."""
         with contextlib.suppress(FileNotFoundError):
@@ -397,6 +403,15 @@ class _DropRange:
         self.dropped = min(self.dropped, size - size % _PAGE)
 
 
+def _named(exc: OSError, path: str) -> OSError:
+    """``exc`` raised on a file descriptor (``write``, ``fdatasync``: no file name) as the same
+    error naming ``path``, so that "no space" or "I/O error" says which file. (A ``try``
+    costs nothing until it raises: the write path stays as it was.)"""
+    if exc.filename is None and exc.errno is not None:
+        return type(exc)(exc.errno, exc.strerror, path)
+    return exc
+
+
 class _OsWritable(WritableFile):
     def __init__(self, path: str, stats: IoStats, truncate: bool = False) -> None:
         self.path = path
@@ -414,10 +429,13 @@ class _OsWritable(WritableFile):
     def write(self, data: bytes) -> None:
         fd = self._handle()
         view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-            self._size += n
+        try:
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                self._size += n
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._stats.count_write(len(data))
 
     def write_parts(self, parts: list[bytes]) -> None:
@@ -432,7 +450,10 @@ class _OsWritable(WritableFile):
         written = 0
         while pending:
             batch = pending[:_IOV_MAX]
-            n = os.writev(fd, batch)
+            try:
+                n = os.writev(fd, batch)
+            except OSError as exc:
+                raise _named(exc, self.path) from None
             written += n
             self._size += n
             # Drop what was written; a short write resumes inside the part it stopped in.
@@ -447,7 +468,10 @@ class _OsWritable(WritableFile):
 
     def sync(self) -> None:
         end = self._size  # every byte before it was written before the sync began
-        _fdatasync(self._handle())
+        try:
+            _fdatasync(self._handle())
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._drops.synced = end
         self._stats.count_sync(self.path)
 
@@ -462,7 +486,10 @@ class _OsWritable(WritableFile):
         self._stats.count_drop(span[1])
 
     def truncate(self, size: int) -> None:
-        os.ftruncate(self._handle(), size)
+        try:
+            os.ftruncate(self._handle(), size)
+        except OSError as exc:
+            raise _named(exc, self.path) from None
         self._size = size
         self._drops.truncate(size)
 
@@ -568,6 +595,10 @@ class OsFileSystem(FileSystem):
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 
+    def free_bytes(self, path: str) -> int:
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+
     def open_writable(self, path: str) -> WritableFile:
         return _OsWritable(path, self.stats)
 
@@ -647,6 +678,7 @@ class _MemWritable(WritableFile):
         fs = self._fs
         with fs._lock:
             fs._check()
+            fs._room(self.path, len(data))
             if fs._tick():
                 # The crash lands inside this write: a prefix of it reaches the file.
                 cut = fs._rng.randrange(len(data) + 1) if data else 0
@@ -737,6 +769,10 @@ class FaultInjectingFileSystem(FileSystem):
     - ``sync_hook``: called with the path before every file ``sync`` (outside the lock), e.g.
       to block a sync and observe group commit.
     - ``sync_error``: an ``OSError`` raised by every file ``sync`` (an fsync failure).
+    - ``capacity``: the disk's size in bytes (``None``: unbounded). A write that would take
+      the files' total size past it raises ``OSError(ENOSPC)`` naming the file and lands
+      nothing; `free_bytes` reports what is left. Lower or raise it at any time (a disk
+      filling up, space returning).
 
     `crash_image` returns the file system a reboot would find (a machine crash: unsynced data
     and directory changes may be lost); `process_crash_image` what a restart finds when only
@@ -759,6 +795,7 @@ class FaultInjectingFileSystem(FileSystem):
         self.crashed = False
         self.sync_hook: Callable[[str], None] | None = None
         self.sync_error: OSError | None = None
+        self.capacity: int | None = None
 
     # crash machinery ---------------------------------------------------------------------
 
@@ -833,7 +870,22 @@ class FaultInjectingFileSystem(FileSystem):
                 image._durable_files[path] = new
         return image
 
+    def _used(self) -> int:
+        """Bytes held by every file (a hard-linked file once). Under ``_lock``."""
+        return sum(len(i.data) for i in {id(i): i for i in self._files.values()}.values())
+
+    def _room(self, path: str, n: int) -> None:
+        """Raise ``ENOSPC`` (naming ``path``) when ``n`` more bytes pass ``capacity``."""
+        if self.capacity is not None and n and self._used() + n > self.capacity:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
     # FileSystem --------------------------------------------------------------------------
+
+    def free_bytes(self, path: str) -> int:
+        with self._lock:
+            if self.capacity is None:
+                return 1 << 62
+            return max(0, self.capacity - self._used())
 
     def _mutate(self) -> None:
         self._check()

@@ -175,11 +175,39 @@ def json_problem(text: str) -> str | None:
     """JSON: exactly one RFC 8259 document (surrounding whitespace allowed)."""
     try:
         # Numbers are not converted (a valid 5000-digit integer must not fail int()).
-        json.loads(text, parse_constant=_no_constant, parse_int=len, parse_float=len)
+        doc = json.loads(text, parse_constant=_no_constant, parse_int=len, parse_float=len)
     except RecursionError:
         return "JSON text nested too deeply"
     except ValueError as exc:
         return f"invalid JSON text: {exc}"
+    if "\\u" in text:  # a surrogate can only come from a \u escape
+        code = _lone_surrogate(doc)
+        if code is not None:
+            return (f"invalid JSON text: a \\u escape makes a lone surrogate U+{code:04X}, "
+                    f"which is not a Unicode character (stores refuse it)")
+    return None
+
+
+def _lone_surrogate(doc: object) -> int | None:
+    """The first lone surrogate in a string (or key) of decoded JSON ``doc``, or None."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            texts: list[str] = [item]
+        elif isinstance(item, dict):
+            texts = list(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+            continue
+        else:
+            continue
+        for t in texts:
+            if not t.isascii():
+                for ch in t:
+                    if 0xD800 <= ord(ch) <= 0xDFFF:
+                        return ord(ch)
     return None
 
 

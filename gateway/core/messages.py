@@ -79,6 +79,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.ChannelCommand``: adds, replaces or removes a replication channel."""
     CONFLICT_COMMAND = 97
     """``gateway.v1.ConflictCommand``: sets or unsets a conflict rule, or the cluster's role."""
+    ALARM_COMMAND = 98
+    """``gateway.v1.AlarmCommand``: raises or clears a node's NOSPACE alarm."""
     APPLIER_POSITION = 112
     """``gateway.v1.ApplierPosition``: the durable position of one applier."""
     DEAD_LETTER = 113
@@ -96,6 +98,7 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.REPLICATED_EPOCH: replication_pb2.ReplicatedEpoch,
     TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.CONFLICT_COMMAND: replication_pb2.ConflictCommand,
+    TypeTag.ALARM_COMMAND: replication_pb2.AlarmCommand,
     TypeTag.WAL_ENTRY: wal_pb2.WalEntry,
     TypeTag.WAL_SEGMENT_HEADER: wal_pb2.WalSegmentHeader,
     TypeTag.WAL_SEGMENT_INDEX: wal_pb2.WalSegmentIndex,

@@ -38,17 +38,23 @@ from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
+from .alarms import disarm
 from .api_handlers import serialized
 from .conditions import check_conditions
 from .errors import (
+    DataLossError,
     NodeError,
     NodeStoppedError,
+    NoSpaceError,
     NotLeaderError,
     PreconditionFailed,
     ProposalLostError,
     ReadTimeoutError,
     RequestTooLargeError,
+    StorageFailedError,
 )
+from .security import AuthError, authorize, bearer_metadata, token_permissions
+from .storage_errors import client_error
 from .validation import (
     InvalidRequest,
     check_idempotency_key,
@@ -66,6 +72,8 @@ MAX_DEADLINE = 60.0
 #: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
 SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
+#: The methods a NOSPACE alarm refuses (``alarms``).
+_WRITES = frozenset({"Write", "WriteBatch"})
 _NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
 FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
@@ -92,11 +100,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
             "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
             "Conflicts": (gateway_pb2.ConflictsRequest, self._conflicts_local),
+            "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
 
     async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+        exc = self._client_error(exc)
         code, meta = self._status_of(exc)
         context.set_trailing_metadata(meta)
         await context.abort(code, str(exc))
@@ -111,23 +121,54 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, ProposalLostError | NodeStoppedError | ReadTimeoutError):
             return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
-        if isinstance(exc, RequestTooLargeError):
+        if isinstance(exc, RequestTooLargeError | NoSpaceError):
             return grpc.StatusCode.RESOURCE_EXHAUSTED, ()
+        if isinstance(exc, DataLossError):  # LogDamagedError too: file and offset named
+            return grpc.StatusCode.DATA_LOSS, ()
+        if isinstance(exc, StorageFailedError):
+            return grpc.StatusCode.UNAVAILABLE, self.node.leader_metadata()
         if isinstance(exc, TimeoutError):
             return grpc.StatusCode.DEADLINE_EXCEEDED, ()
         return grpc.StatusCode.INTERNAL, ()
+
+    def _client_error(self, exc: BaseException) -> BaseException:
+        """``exc``, or the one-line `StorageError` a client gets for a storage failure (a
+        code, the node, the file relative to the data directory: ``storage_errors``)."""
+        if isinstance(exc, InvalidRequest | TimeoutError):
+            return exc
+        cfg = self.node.config
+        return client_error(exc, cfg.data_dir, cfg.node_id) or exc
+
+    def _check_space(self) -> None:
+        """Refuse a write while a NOSPACE alarm is raised (``alarms``): RESOURCE_EXHAUSTED
+        naming the node and its path, on every node of the cluster."""
+        space = getattr(self.node, "space", None)
+        refusal = space.refusal() if space is not None else None
+        if refusal is not None:
+            raise refusal
 
     async def _run(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Run ``method`` here if this node leads, else forward it to the leader."""
         drv = self.node.driver
         _, fn = self._local[method]
         try:
+            if method in _WRITES:
+                self._check_space()  # also before forwarding: this node's view suffices
             if drv.is_leader or method not in self._local:
                 async with asyncio.timeout(_deadline(context)):  # no extra task per call
                     return await fn(request, context)
             return await self._forward(method, request, context)
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def _abort_storage(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+        """End the call with a storage failure's code and line; re-raise anything else."""
+        mapped = self._client_error(exc)
+        if mapped is exc:
+            raise exc
+        await self._abort(context, mapped)
 
     async def _forward(self, method: str, request: Any,
                        context: grpc.aio.ServicerContext) -> Any:
@@ -137,9 +178,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             raise NotLeaderError(leader)
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
+            # The caller's token goes along: the leader checks it as its API would.
             resp = await stub.Forward(peer_pb2.ForwardRequest(
                 method=method, request=request.SerializeToString()),
-                timeout=_deadline(context))
+                timeout=_deadline(context),
+                metadata=bearer_metadata(context.invocation_metadata()))
         except grpc.aio.AioRpcError as exc:
             context.set_trailing_metadata(tuple(exc.trailing_metadata() or ())
                                           or self.node.leader_metadata())
@@ -148,7 +191,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def forwarded(self, method: str, payload: bytes,
                         context: grpc.aio.ServicerContext) -> bytes:
-        """Run a request a follower forwarded (``Peer.Forward``); never forwards again."""
+        """Run a request a follower forwarded (``Peer.Forward``); never forwards again. The
+        call's ``authorization`` metadata (the original caller's, carried on by the follower)
+        is checked with this node's tokens exactly as its API checks ``method``."""
+        tokens = self.node.tokens
+        if tokens is not None:
+            try:
+                authorize(tokens, method, context.invocation_metadata())
+            except AuthError as exc:
+                await context.abort(exc.code, f"forwarded {method}: {exc}")
         entry = self._local.get(method)
         if entry is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"cannot forward {method}")
@@ -171,6 +222,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
         return serialized(resp)
 
     # -- writes ---------------------------------------------------------------------------------
@@ -182,42 +235,54 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # WriteBatch.
         check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
 
+    def _admin(self, context: Any) -> bool:
+        """Whether the caller (of this call, or of the call a follower forwarded) holds the
+        ``admin`` permission: it may delete rows of ``$EX`` tables (``core.reserved``)."""
+        if self.node.tokens is None:
+            return True
+        return "admin" in token_permissions(self.node.tokens, context.invocation_metadata())
+
     async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
                            ) -> gateway_pb2.WriteResult | bytes:
+        self._check_space()
         self._check_write(req)
         return await self.node.driver.submit_write(req.statements, req.idempotency_key,
                                                    time.time_ns(), raw=frame_request(req),
-                                                   wire=True, conditions=req.conditions)
+                                                   wire=True, admin=self._admin(context),
+                                                   conditions=req.conditions or None)
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
         """The serialized ``WriteBatchResponse`` of ``req``'s writes, all validated first."""
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
+        self._check_space()
         drv = self.node.driver
         # Validated here, all of them first (all or nothing), against the schemas the leader's
         # pending proposals create too; the driver does not validate these writes again
         # before proposing (replicas still validate every entry when applying it).
         schemas = drv.known_schemas()
         checker = drv.checker
-        checked: list[tuple[list[tuple[str, Any]], bytes]] = []
+        admin = self._admin(context)
+        checked: list[tuple[list[tuple[str, Any]], bytes, Any]] = []
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
             self._check_write(w, f"writes[{i}].")
+            conds = w.conditions or None  # read once: a plain write pays one look
             try:
-                if w.conditions:
-                    check_conditions(w.conditions, schemas)
-                created = checker.check(raw, w.statements, schemas)
+                if conds is not None:
+                    check_conditions(conds, schemas)
+                created = checker.check(raw, w.statements, schemas, admin=admin)
             except InvalidRequest as exc:
                 raise InvalidRequest(f"writes[{i}].{exc.field}", exc.reason) from None
             if created:
                 schemas = {**schemas, **dict(created)}
-            checked.append((created, raw))
+            checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
         futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
                                  wire=True, unrecorded=w.idempotency_key in fresh,
-                                 conditions=w.conditions)
-                for w, (created, raw) in zip(req.writes, checked, strict=True)]
+                                 conditions=conds)
+                for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
         # gather schedules a callback per future (~3 us each on the leader's loop).
@@ -272,6 +337,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         outstanding = 0
         reading = True
         failure: list[Exception] = []
+        admin = self._admin(context)
+        forwarded_auth = bearer_metadata(context.invocation_metadata())
 
         def ack_of(seq: int, fut: asyncio.Future[Any]) -> bytes:
             if fut.cancelled():
@@ -284,6 +351,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 code, msg = exc.code(), exc.details() or ""
                 meta = tuple(exc.trailing_metadata() or ())
             else:
+                exc = self._client_error(exc)
                 code, meta = self._status_of(exc)
                 msg = str(exc)
             field = next((v for k, v in meta if k == "gateway-field"), "")
@@ -306,28 +374,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:
                 return await drv.submit_write(req.statements, req.idempotency_key,
                                               time.time_ns(), raw=frame_request(req),
-                                              wire=True, conditions=req.conditions)
+                                              wire=True, admin=admin,
+                                              conditions=req.conditions or None)
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
                 raise NotLeaderError(leader)
             resp = await peer_pb2_grpc.PeerStub(channel).Forward(peer_pb2.ForwardRequest(
-                method="Write", request=req.SerializeToString()), timeout=_deadline(context))
+                method="Write", request=req.SerializeToString()), timeout=_deadline(context),
+                metadata=forwarded_auth)
             return resp.response  # the serialized WriteResult
 
         def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str]
                    ) -> asyncio.Future[Any]:
             drv = self.node.driver
             try:
+                self._check_space()
                 self._check_write(w)
-            except InvalidRequest as exc:
+            except (InvalidRequest, NoSpaceError) as exc:
                 fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:
                 return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
                                         wire=True, unrecorded=w.idempotency_key in fresh,
-                                        conditions=w.conditions)
+                                        admin=admin, conditions=w.conditions or None)
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:
@@ -431,6 +502,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return resp
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     async def Scan(self, request, context):  # type: ignore[no-untyped-def]
         try:
@@ -458,6 +531,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return resp
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
         feed = self.node.change_feed
@@ -478,6 +553,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
 
     # -- admin ----------------------------------------------------------------------------------
 
@@ -513,6 +590,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: Any
                                ) -> gateway_pb2.AdminResponse:
         return await self.node.conflicts.change(req)
+
+    async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: Any
+                           ) -> gateway_pb2.AdminResponse:
+        return await disarm(self.node, req)
+
+    async def Alarm(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("Alarm", request, context)
 
     async def Conflicts(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Conflicts", request, context)

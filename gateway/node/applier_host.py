@@ -47,9 +47,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier
+from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
     ApplierPosition,
@@ -64,6 +65,7 @@ from gateway.v1 import applier_pb2, gateway_pb2
 from .applier_rebuild import rebuild_from_store
 from .consistency import (
     InconsistentStateError,
+    check_applier_position,
     check_position_file,
     check_target_trans_id,
     last_logged_trans_id,
@@ -79,7 +81,7 @@ log = logging.getLogger("gateway.node.applier_host")
 
 _FLOOR_NONE = 1 << 62
 #: Errors of ``NodeAppliers._run``'s start-up checks: the applier is not started.
-_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError)
+_REFUSALS = (InconsistentStateError, PositionStoreError, DeadLetterError, ApplyError)
 
 
 @dataclass(eq=False)
@@ -102,6 +104,8 @@ class HostedApplier:
     proposed: ApplierPosition | None = None
     proposed_at: float = 0.0
     runs: int = 0
+    #: the dead letters already on disk were added to ``metrics`` (once per process)
+    letters_counted: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -200,14 +204,17 @@ class NodeAppliers:
         # Each applier checks its saved position against the log before it starts: a position
         # past the log's end (lost entries) or a damaged position file falling back below the
         # log's start would make it skip entries it never applied (``check_position_file``).
+        # Then the position is the one its target durably holds, when the target can tell
+        # (``gateway.appliers.durable``): a target that lost commits the file claims (a lost
+        # or cut SQLite WAL, a wiped database) gets the entries after it again -- from the
+        # log, or rebuilt from the store when the log no longer holds them.
         try:
             position = check_position_file(a.positions, self._driver.storage)
-            if getattr(a.applier, "created", False) and position.log_index > 0:
-                raise InconsistentStateError(
-                    f"{a.positions.path}: applier {a.name!r} applied up to index "
-                    f"{position.log_index} but its target {getattr(a.applier, 'path', '')} "
-                    f"is new or empty (lost or wiped); remove the position file to apply the "
-                    f"log again from its start, or restore the target from a backup")
+            target = str(getattr(a.applier, "path", a.name))
+            position = reconcile(a.applier, a.positions, position, target)
+            check_applier_position(a.name, target, position.log_index,
+                                   last_index=self._driver.storage.last_index(),
+                                   wal_dir=self._driver.storage.wal.directory)
             last_applied = getattr(a.applier, "last_applied_trans_id", None)
             if callable(last_applied):
                 drv = self._driver
@@ -217,9 +224,12 @@ class NodeAppliers:
                     last_applied(server_id),
                     last_logged_trans_id(drv.storage, drv.sm.last_trans_id, server_id),
                     drv.storage.wal.directory)
-            torn = d.dead_letters.check()
-            if torn is not None:
-                log.warning("%s: ignored (an interrupted append)", torn)
+            found = d.dead_letters.recover_tail()
+            if found is not None:
+                log.warning("applier %s: dead-letter log: %s", a.name, found)
+            if not a.letters_counted:  # status counts the letters on disk, not this run's
+                a.metrics.add(dead_letters=d.dead_letters.count())
+                a.letters_counted = True
         except _REFUSALS as exc:
             a.error = exc
             log.error("applier %s not started: %s", a.name, exc)
@@ -240,6 +250,8 @@ class NodeAppliers:
                                            first_index=gap.first_index,
                                            apply=dispatcher.apply_outside_log)
                     except Exception as exc:
+                        if self._stopping:  # the node stops mid-rebuild: redone next start
+                            return
                         a.error = exc
                         log.error("applier %s stopped: %s", a.name, exc)
                         return

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gateway.appliers.durable import hold
 from gateway.appliers.position import ApplierPosition, PositionStore
 from gateway.core.rowops import Column, Gtid, OpKind, RowOp, TableRef, python_value
 from gateway.v1 import gateway_pb2
@@ -119,6 +120,7 @@ def rebuild_from_store(applier: Applier, positions: PositionStore, store: LSMSto
         if pending:
             apply(pending)
             rows += len(pending)
+    hold(applier, ApplierPosition(index))
     positions.save(ApplierPosition(index))
     log.warning("applier %s: rebuilt from the store: %d rows, now at log index %d",
                 applier.name, rows, index)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import deque
@@ -42,11 +43,13 @@ import grpc
 
 from gateway.conflict.resolve import COUNTERS
 from gateway.core import messages
-from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord, transactions
+from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
 from gateway.replication.epochs import EpochOrderError
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, replication_pb2
 
+from .channel_roles import CHECK_S, check_roles
 from .config import CHANNEL_NAME, address_problem
+from .epoch_guards import quarantine_prefix, read_quarantined
 from .errors import NodeError
 from .validation import InvalidRequest
 
@@ -60,6 +63,8 @@ log = logging.getLogger("gateway.node.channels")
 #: Sealed source epochs proposed and not yet applied, per channel.
 WINDOW = 16
 _BACKOFF_MIN, _BACKOFF_MAX = 0.2, 5.0
+#: How long ``channel add`` waits for each source address to answer before adding anyway.
+_PROBE_S = 2.0
 
 
 def check_definition(d: replication_pb2.ChannelDefinition, cluster_id: int) -> None:
@@ -94,6 +99,7 @@ class ChannelState:
     epochs_applied: int = 0
     transactions_applied: int = 0
     source_epoch_seen: int = 0
+    warning: str = ""  # the roles of the two ends do not fit (channel_roles), or ""
 
 
 class ChannelRunner:
@@ -108,6 +114,8 @@ class ChannelRunner:
         self._pending: deque[tuple[SealedEpoch, asyncio.Future[Any]]] = deque()
         self._assembler: EpochAssembler | None = None
         self._call: Any = None  # the session's change stream
+        self._stopped_by: str = ""  # why the role watch ended the session
+        self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
 
     @property
     def name(self) -> str:
@@ -170,6 +178,7 @@ class ChannelRunner:
                 raise ChannelError(f"{target} answers as cluster {st.cluster_id}, but the "
                                    f"channel's source is cluster {d.source_id}")
             source = st.cluster_id
+            self._check_roles(target, st)
             if not d.source_id:
                 learned = replication_pb2.ChannelDefinition()
                 learned.CopyFrom(d)
@@ -184,6 +193,8 @@ class ChannelRunner:
             assembler = self._assembler = EpochAssembler(held)
             self.state.state = "running"  # last_error stays until an epoch applies
             self._call = call
+            self._stopped_by = ""
+            watch = asyncio.create_task(self._watch_roles(stub, md, target))
             try:
                 async for ev in call:
                     for sealed in assembler.add(_record(ev)):
@@ -195,10 +206,43 @@ class ChannelRunner:
                     raise  # the runner is being stopped
                 self._reap()  # _settled cancelled the stream: an epoch failed; raises it
             finally:
+                watch.cancel()
                 self._call = None
                 call.cancel()
                 self._assembler = None
+            if self._stopped_by:
+                raise ChannelError(self._stopped_by)
             raise ChannelError(f"{target}: the change stream ended")
+
+    def _check_roles(self, target: str, st: gateway_pb2.StatusResponse) -> None:
+        """Raise ``ChannelError`` when this cluster and the source (its ``Status``) are both
+        PRIMARY for epoch-function tables; keep the warning of a pair without a PRIMARY
+        (``channel_roles``)."""
+        sm = self.driver.sm
+        got = check_roles(self.driver.opts.cluster_id, sm.conflict_role,
+                          ((r.pattern, r.function) for r in sm.conflict_rules.values()),
+                          sm.conflict_functions, target, st)
+        self.state.warning = got.warning or ""
+        if got.problem is not None:
+            raise ChannelError(got.problem)
+
+    async def _watch_roles(self, stub: Any, md: Any, target: str) -> None:
+        """While the session runs, ask the source for its role again every ``CHECK_S``
+        seconds (either end's role may change) and end the session when the roles clash."""
+        while True:
+            await asyncio.sleep(CHECK_S)
+            try:
+                st = await stub.Status(gateway_pb2.StatusRequest(), metadata=md, timeout=5.0)
+                self._check_roles(target, st)
+            except ChannelError as exc:
+                self._stopped_by = str(exc)
+                if self._call is not None:
+                    self._call.cancel()
+                return
+            except grpc.aio.AioRpcError:
+                continue  # the stream reports a lost source itself
+            except Exception:  # a bug must not end the session silently: log, keep on
+                log.exception("channel %s: role check failed", self.name)
 
     async def _submit(self, source: int, sealed: SealedEpoch) -> None:
         self.state.source_epoch_seen = max(self.state.source_epoch_seen, sealed.epoch)
@@ -234,12 +278,15 @@ class ChannelRunner:
             fut = self._pending[0][1]
             if stop_at_failure and (fut.cancelled() or fut.exception() is not None):
                 return
-            sealed, fut = self._pending.popleft()
+            _, fut = self._pending.popleft()
             res = fut.result()  # raises what the driver raised
             if res is not None:
                 self.state.last_error = ""
                 self.state.epochs_applied += 1
-                self.state.transactions_applied += len(transactions(sealed.items))
+                # what the entries applied (the state machine counts them), not what was
+                # read: held transactions, quarantined or rejected ones are not counted
+                self.state.transactions_applied = (
+                    self.driver.sm.channel_txns.get(self.name, 0) - self._txns_base)
 
     def lag_epochs(self) -> int:
         """Sealed source epochs handed to the driver and not applied yet."""
@@ -385,15 +432,51 @@ class NodeChannels:
             if other.name != d.name and d.source_id and other.source_id == d.source_id:
                 raise InvalidRequest("source_id", f"channel {other.name!r} already replicates "
                                      f"from cluster {d.source_id}")
+        note = await self._probe(d)
         index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
-        return gateway_pb2.AdminResponse(message=f"channel {d.name} added", log_index=index)
+        return gateway_pb2.AdminResponse(message=f"channel {d.name} added{note}",
+                                         log_index=index)
+
+    async def _probe(self, d: replication_pb2.ChannelDefinition) -> str:
+        """Ask the source's addresses for their cluster id before the channel is added:
+        raise ``InvalidRequest`` when one answers as this cluster; return what the answer to
+        ``channel add`` adds to "channel NAME added": why the channel cannot run yet (no
+        address answered, or one answers as another cluster than the definition's
+        ``source_id``), "" when the first that answers is the source."""
+        me = self.driver.opts.cluster_id
+        md = (("authorization", f"Bearer {d.token}"),) if d.token else None
+        runner = ChannelRunner(self.driver, d)
+        problems = []
+        for addr in d.sources:
+            try:
+                async with runner._channel(addr) as ch:
+                    st = await gateway_pb2_grpc.GatewayStub(ch).Status(
+                        gateway_pb2.StatusRequest(), metadata=md, timeout=_PROBE_S)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                      grpc.StatusCode.DEADLINE_EXCEEDED):
+                    return (f"; but {addr} answers {exc.code().name}: {exc.details()}: the "
+                            f"channel will not run until it is accepted")
+                problems.append(f"{addr}: {exc.code().name}")
+                continue
+            if st.cluster_id == me:
+                raise InvalidRequest("sources", f"{addr} is a node of this cluster ({me}): a "
+                                     f"cluster cannot replicate from itself")
+            if d.source_id and st.cluster_id != d.source_id:  # the runner reports it
+                return (f"; but {addr} answers as cluster {st.cluster_id}, not as source_id "
+                        f"{d.source_id}: the channel will not run until they agree")
+            return ""
+        return (f"; its source is not reachable yet ({'; '.join(problems)}): the channel "
+                f"retries until it is (gateway channel status {d.name})")
 
     async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
         have = self.driver.sm.channels.get(name)
         if have is None:
             known = ", ".join(sorted(self.driver.sm.channels)) or "none"
             raise InvalidRequest("name", f"no channel {name!r} (channels: {known})")
+        if action == "quarantine":
+            return gateway_pb2.AdminResponse(message=self._quarantine_listing(name))
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
         if action == "remove":
@@ -402,10 +485,26 @@ class NodeChannels:
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
-            raise InvalidRequest("action", f"{action!r} is not remove, pause or resume")
+            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume or "
+                                 f"quarantine")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
+
+    def _quarantine_listing(self, name: str) -> str:
+        """The transactions channel ``name`` quarantined (``epoch_guards``), one block each:
+        GTID, source epoch, cause, then the transaction as JSON."""
+        from google.protobuf import json_format
+
+        got = read_quarantined(self.driver.sm.store.scan_prefix(quarantine_prefix(name)))
+        if not got:
+            return f"channel {name}: no quarantined transactions"
+        out = [f"channel {name}: {len(got)} quarantined transaction(s)"]
+        for q in got:
+            out.append(f"{q.gtid}\tcluster {q.source_id} epoch {q.source_epoch}\t{q.cause}")
+            out.append(json.dumps(json_format.MessageToDict(
+                q.transaction, preserving_proto_field_name=True), sort_keys=True))
+        return "\n".join(out)
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -443,12 +542,17 @@ class NodeChannels:
                 s = got[1].state
                 st.state = s.state
                 st.connected = s.connected
-                st.last_error = s.last_error
+                st.last_error = s.last_error or (f"warning: {s.warning}" if s.warning else "")
                 st.lag_epochs = got[1].lag_epochs()
                 oldest = got[1].oldest_pending_ns()
                 st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
                 st.transactions_applied = s.transactions_applied
+            held = st.conflicts.get("quarantined_trans_count", 0)
+            if held and not st.last_error:  # replicated state: shown on every node
+                st.last_error = (f"warning: {held} transaction(s) quarantined (a schema "
+                                 f"clash with this cluster): gateway channel quarantine "
+                                 f"{name}")
             out.append(st)
         return out
 

@@ -23,8 +23,10 @@ from gateway.appliers.contract import SCOPES
 from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 
+from .addresses import is_loopback
+
 __all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
-           "parse_address", "parse_peers"]
+           "parse_address", "parse_peers", "peer_port_problem"]
 
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
@@ -104,8 +106,16 @@ class NodeConfig:
     #: size since it (0: ``snapshot_entries`` alone decides); docs/node.md, "Snapshots".
     snapshot_log_percent: int = 100
     max_request_bytes: int = 4 << 20
+    #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
+    #: cluster, when the file system of this node's log has less than this many bytes free
+    #: (0: never), checked every ``space_check_ms``.
+    min_free_bytes: int = 64 << 20
+    space_check_ms: int = 1000
     metrics: str = ""
     tokens_file: str = ""
+    #: Serve the peer port without mutual TLS on a non-loopback address (a trusted network);
+    #: without it such a node refuses to start (``exposure.peer_port_problem``).
+    insecure_peer: bool = False
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
@@ -155,6 +165,11 @@ class NodeConfig:
         if not MIN_REQUEST_BYTES <= self.max_request_bytes <= MAX_REQUEST_BYTES:
             raise ConfigError(f"max_request_bytes: must be between {MIN_REQUEST_BYTES} and "
                               f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
+        if self.min_free_bytes < 0:
+            raise ConfigError(f"min_free_bytes: must be 0 (no alarm) or more, not "
+                              f"{self.min_free_bytes}")
+        if self.space_check_ms <= 0:
+            raise ConfigError(f"space_check_ms: must be positive, not {self.space_check_ms}")
         for name, opts in self.appliers.items():
             scope = opts.get("scope")
             if scope is not None and scope not in SCOPES:
@@ -177,6 +192,9 @@ class NodeConfig:
             path = getattr(t, key)
             if path and not os.path.isfile(path):
                 raise ConfigError(f"tls.{key}: no such file: {path}")
+        reason = peer_port_problem(self)
+        if reason is not None:
+            raise ConfigError(reason)
         names: set[str] = set()
         for i, ch in enumerate(self.channels):
             where = f"channels[{i}]"
@@ -213,6 +231,20 @@ class NodeConfig:
             except ConflictConfigError as exc:
                 raise ConfigError(f"conflicts[{i}]: {exc}") from None
         return self
+
+
+def peer_port_problem(cfg: NodeConfig) -> str | None:
+    """Why the node must not start with its peer port as configured, or None: a peer port on
+    a non-loopback address needs mutual TLS (``tls.peer_*``), or ``insecure_peer`` set to say
+    that the network itself is trusted. The peer port carries Raft messages and snapshots,
+    which no token protects: whoever reaches it can rewrite the log. One line, naming the
+    key."""
+    if is_loopback(cfg.listen) or cfg.tls.peer_enabled or cfg.insecure_peer:
+        return None
+    return (f"listen: {cfg.listen} is reachable from other hosts and the peer port has no "
+            f"mutual TLS (anyone who reaches it could inject Raft messages and snapshots); "
+            f"set tls.peer_cert, tls.peer_key and tls.peer_ca, or insecure_peer = true "
+            f"(--insecure-peer, GATEWAY_INSECURE_PEER=true) on a network you trust")
 
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -273,10 +305,11 @@ def parse_peers(text: str) -> dict[int, str]:
 
 
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
-             "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes"}
+             "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes",
+             "min_free_bytes", "space_check_ms"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
-_BOOL_KEYS = {"join", "fsync"}
+_BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from .gtid_use import consumed_trans_id
 from .storage import compacted_log
 
 if TYPE_CHECKING:
@@ -116,11 +117,12 @@ def check_position_file(positions: PositionStore, storage: RaftLogStorage) -> Ap
 def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_id: int) -> int:
     """The largest trans id of cluster ``server_id`` that the node's state can still reach: the
     store's durable counter (``durable_trans_id``: what the store kept, snapshot included) or
-    a transaction in the recovered log, whichever is larger. Reads the log backwards from its
-    end until it finds one of this cluster's transactions."""
+    the largest one an entry of the recovered log consumes, whichever is larger. Every entry
+    kind that consumes a trans id counts (``gtid_use.consumed``, what the leader hands trans
+    ids out by): transactions, and replicated epochs carrying the reserved id of this
+    cluster's derived conflict transaction. Reads the log backwards from its end until one
+    entry consumes a trans id (the leader hands them out in log order)."""
     from gateway.raft import EntryType
-
-    from .wire import decode_entry
 
     first, hi = storage.first_index(), _readable_end(storage) + 1
     while hi > first:
@@ -129,11 +131,11 @@ def last_logged_trans_id(storage: RaftLogStorage, durable_trans_id: int, server_
             if e.type != EntryType.NORMAL:
                 continue
             try:
-                txn, _ = decode_entry(e.data)
-            except Exception:  # not a transaction this check can read: keep looking
+                tid = consumed_trans_id(e.data, server_id)
+            except Exception:  # not an entry this check can read: keep looking
                 continue
-            if txn is not None and txn.gtid.server_id == server_id:
-                return max(durable_trans_id, txn.gtid.trans_id)
+            if tid:
+                return max(durable_trans_id, tid)
         hi = lo
     return durable_trans_id
 

@@ -86,11 +86,13 @@ from .errors import (
     ProposalLostError,
     ReadTimeoutError,
 )
+from .gtid_use import consumed
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
+from .storage_errors import client_error
 from .validation import InvalidRequest, TableSchema
-from .wire import WireChecker, decode_entry, encode_transaction_wire, frame_statements
+from .wire import WireChecker, encode_transaction_wire, frame_statements
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
@@ -127,6 +129,7 @@ class PendingWrite:
     created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
     raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
     wire: bool = False  # the future may resolve with the serialized WriteResult
+    admin: bool = False  # the caller holds the admin permission (validation.check_statements)
     conditions: Any = None  # repeated Condition of a conditional write (None: none)
 
 
@@ -348,7 +351,7 @@ class RaftDriver:
     def submit_write(self, statements: Any, idempotency_key: str = "",
                      start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
                      raw: bytes | None = None, wire: bool = False, unrecorded: bool = False,
-                     conditions: Any = None
+                     admin: bool = False, conditions: Any = None
                      ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
         """Queue a write; the future resolves once it is committed and applied (raising
         ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
@@ -367,7 +370,9 @@ class RaftDriver:
         no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
         request's writes), so it is not looked up again. That lookup only answers retries of
         applied writes without proposing them; applying the entry decides duplicates.
-        ``conditions``: the write's conditions (``gateway.node.conditions``), checked here
+        ``admin``: the caller holds the ``admin`` permission (it may delete ``$EX`` rows).
+        ``conditions``: the write's conditions (``gateway.node.conditions``; None or empty
+        for none -- callers pass None for a plain write, which keeps the plain path), checked here
         before proposing (``InvalidRequest``) and logged in the entry; every replica
         evaluates them when applying it (``PreconditionFailed``: refused, nothing applied).
         A write without them takes the plain path unchanged."""
@@ -391,7 +396,7 @@ class RaftDriver:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
         self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw, wire, conditions or None))
+                                         fut, created, raw, wire, admin, conditions))
         self._wake.set()
         return fut
 
@@ -558,13 +563,21 @@ class RaftDriver:
             return
         exc = task.exception()
         assert exc is not None
-        log.critical("the Raft %s task failed; this node stops: %s: %s", task.get_name(),
-                     type(exc).__name__, exc, exc_info=exc)
+        storage = client_error(exc, self.sm.data_dir, self.opts.node_id)
+        if storage is not None:
+            # A disk that failed under the log or the store (a failed fsync is never retried:
+            # docs/node.md, "Disk full and fsync failure"): one line, no traceback; a restart
+            # recovers from what is durable.
+            log.critical("this node stops: %s", storage)
+        else:
+            log.critical("the Raft %s task failed; this node stops: %s: %s", task.get_name(),
+                         type(exc).__name__, exc, exc_info=exc)
         self.failure = exc
         self._stopped = True
         for t in self._tasks:
             t.cancel()
-        self._fail_all(NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})"))
+        self._fail_all(storage if storage is not None else
+                       NodeStoppedError(f"the node failed ({type(exc).__name__}: {exc})"))
         if self.on_failure is not None:
             self.on_failure(exc)
 
@@ -799,17 +812,13 @@ class RaftDriver:
         if lo < hi:
             lo = max(lo, r.raft_log.first_index())
             for e in r.raft_log.slice(lo, hi, NO_LIMIT):
-                if e.type != EntryType.NORMAL or not e.data:
+                if e.type != EntryType.NORMAL:
                     continue
-                if e.data[0] == messages.TypeTag.REPLICATED_EPOCH:
-                    seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
-                    trans = max(trans, seg.derived_trans_id)
-                    ts = max(ts, seg.derived_commit_ts)
-                    continue
-                txn, _ = decode_entry(e.data)
-                if txn is not None:
-                    trans = max(trans, txn.gtid.trans_id)
-                    ts = max(ts, txn.commit_timestamp_ns)
+                # the trans ids entries not yet applied consume (``gtid_use``: the same
+                # answer the start-up check reads the log with)
+                used = consumed(e.data)
+                trans = max(trans, used.trans_id)
+                ts = max(ts, used.commit_ts)
         st = _LeaderState(r.term, time.monotonic(), trans + 1, ts,
                           inherited_open=unsealed_epoch(r.raft_log, r.term))
         self._leader = st
@@ -963,7 +972,8 @@ class RaftDriver:
                     if w.conditions is not None:
                         check_conditions(w.conditions, schemas)
                     if created is None:
-                        created = checker.check(stmts_raw, w.statements, schemas)
+                        created = checker.check(stmts_raw, w.statements, schemas,
+                                                admin=w.admin)
                 except InvalidRequest as exc:
                     self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, exc)

@@ -13,17 +13,25 @@
     ├── RequestTooLargeError  a forwarded request over this node's max_request_bytes:
     │                         RESOURCE_EXHAUSTED (the API server refuses larger requests
     │                         itself, before reading them)
-    └── PreconditionFailed    a conditional write's condition did not hold when it was
-                              applied (``conditions``): FAILED_PRECONDITION naming
-                              ``field`` (``conditions[i]``) in trailing metadata
+    ├── PreconditionFailed    a conditional write's condition did not hold when it was
+    │                         applied (``conditions``): FAILED_PRECONDITION naming
+    │                         ``field`` (``conditions[i]``) in trailing metadata
+    └── StorageError          the node's disk failed under a request (``storage_errors``);
+        ├── NoSpaceError      a NOSPACE alarm is raised, or a disk is full:
+        │                     RESOURCE_EXHAUSTED naming the node and the path
+        ├── DataLossError     stored bytes are damaged: DATA_LOSS (file, byte offset)
+        │   └── storage.LogDamagedError  a log entry read back no longer verifies (also a
+        │                     CompactedError: the Raft core sends a snapshot instead)
+        └── StorageFailedError  a write or fsync failed and the node stops: UNAVAILABLE
     validation.InvalidRequest (ValueError)   INVALID_ARGUMENT naming the field
     TimeoutError                             DEADLINE_EXCEEDED
 """
 
 from __future__ import annotations
 
-__all__ = ["NodeError", "NodeStoppedError", "NotLeaderError", "PreconditionFailed",
-           "ProposalLostError", "ReadTimeoutError", "RequestTooLargeError"]
+__all__ = ["DataLossError", "NoSpaceError", "NodeError", "NodeStoppedError", "NotLeaderError",
+           "PreconditionFailed", "ProposalLostError", "ReadTimeoutError", "RequestTooLargeError",
+           "StorageError", "StorageFailedError"]
 
 
 class NodeError(Exception):
@@ -64,3 +72,21 @@ class PreconditionFailed(NodeError):
         self.field = field
         self.reason = reason
         super().__init__(f"{field}: {reason}")
+
+
+class StorageError(NodeError):
+    """A storage failure as a client sees it: one line, files relative to the data
+    directory, no internal class names (``storage_errors.client_error`` builds them)."""
+
+
+class NoSpaceError(StorageError):
+    """Writes are refused: a node's disk is (nearly) full (the NOSPACE alarm, or ENOSPC)."""
+
+
+class DataLossError(StorageError):
+    """Stored data is damaged (a checksum failed); the message names the file and offset."""
+
+
+class StorageFailedError(StorageError):
+    """A write or fsync of the node's files failed; the node stops and recovers on restart."""
+

@@ -7,8 +7,9 @@ one line per risk; the node logs each as a warning when it starts (docs/node.md,
   (``tokens_file``): anyone who reaches the port can write and read every row, and
   administer the cluster;
 - the API on a non-loopback address with tokens but no TLS: tokens travel in clear text;
-- peers on a non-loopback address without mutual TLS: anyone who reaches the port can inject
-  Raft messages;
+- peers on a non-loopback address without mutual TLS (allowed only with ``insecure_peer``:
+  ``config.peer_port_problem``): anyone who reaches the port can inject Raft messages and
+  snapshots;
 - ``/metrics`` on a non-loopback address: it has no authentication (this is often what is
   wanted, for Prometheus; it is said once so that it is a choice).
 
@@ -18,29 +19,14 @@ A host name is treated as non-loopback unless it is ``localhost``; an unspecifie
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING
+
+from .addresses import is_loopback
 
 if TYPE_CHECKING:
     from .config import NodeConfig
 
-__all__ = ["exposure_warnings", "is_loopback"]
-
-
-def _host(address: str) -> str:
-    host = address.rpartition(":")[0] if ":" in address else address
-    return host.strip("[]")
-
-
-def is_loopback(address: str) -> bool:
-    """True if ``HOST:PORT`` binds only a loopback interface."""
-    host = _host(address)
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name, or an empty host (all interfaces)
+__all__ = ["exposure_warnings", "is_loopback", "peer_port_mode"]
 
 
 def exposure_warnings(cfg: NodeConfig) -> list[str]:
@@ -59,10 +45,19 @@ def exposure_warnings(cfg: NodeConfig) -> list[str]:
         elif not cfg.tokens_file:
             out.append(f"api {cfg.api} is reachable from other hosts with TLS but no tokens: "
                        f"any client can write and administer; set tokens_file")
-    if not is_loopback(cfg.listen) and not cfg.tls.peer_enabled and len(cfg.peer_map()) > 1:
-        out.append(f"peer port {cfg.listen} is reachable from other hosts without mutual TLS: "
-                   f"anyone who reaches it can inject Raft messages; set tls.peer_cert, "
-                   f"tls.peer_key and tls.peer_ca")
+    if not is_loopback(cfg.listen) and not cfg.tls.peer_enabled:
+        out.append(f"peer port {cfg.listen} is reachable from other hosts without mutual TLS "
+                   f"(insecure_peer): anyone who reaches it can inject Raft messages and "
+                   f"snapshots; set tls.peer_cert, tls.peer_key and tls.peer_ca")
     if cfg.metrics and not is_loopback(cfg.metrics):
         out.append(f"metrics {cfg.metrics} is reachable from other hosts (no authentication)")
     return out
+
+
+def peer_port_mode(cfg: NodeConfig) -> str:
+    """The one line a node logs at start about how its peer port is protected."""
+    if cfg.tls.peer_enabled:
+        return f"peer port {cfg.listen}: mutual TLS (peers need a certificate from tls.peer_ca)"
+    if is_loopback(cfg.listen):
+        return f"peer port {cfg.listen}: plaintext, loopback only"
+    return f"peer port {cfg.listen}: PLAINTEXT, reachable from other hosts (insecure_peer)"

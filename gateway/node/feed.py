@@ -26,7 +26,7 @@ from gateway.v1.transaction_pb2 import Transaction
 
 from .epoch_seal import entry_epoch
 from .errors import NodeStoppedError
-from .storage import compacted_log
+from .storage import LogDamagedError, compacted_log
 from .validation import InvalidRequest
 from .wire import decode_entry, feed_entries, txn_head
 
@@ -88,6 +88,8 @@ class CommittedLogSource:
             return [CommittedEntry(i, None) for i in range(from_index, min(hi, first))]
         try:
             ents = storage.entries(from_index, hi, _READ_BYTES)
+        except LogDamagedError:
+            raise  # does not go away: the applier stops with it
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
         skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
@@ -106,6 +108,8 @@ class CommittedLogSource:
             if e.data[0] == _UNIT:
                 try:
                     unit = read_unit(storage, e)
+                except LogDamagedError:
+                    raise
                 except CompactedError:
                     raise EntriesCompactedError(e.index, storage.first_index()) from None
                 if unit is not None and e.index not in skipped:
@@ -320,6 +324,8 @@ class ChangeFeed:
             if nxt < hi:
                 try:
                     batch = storage.entries(max(nxt, storage.first_index()), hi, _READ_BYTES)
+                except LogDamagedError:
+                    raise  # DATA_LOSS naming the file and offset, never a silent gap
                 except CompactedError:
                     batch = []
             # Compaction runs on the I/O thread: a read that raced it got nothing.
@@ -338,6 +344,8 @@ class ChangeFeed:
             for e in batch:
                 try:
                     evs = self._entry_events(e, ignore_origins, log_records, after_gtid)
+                except LogDamagedError:
+                    raise
                 except CompactedError:
                     raise InvalidRequest("from_log_index", f"the segments of the replicated "
                                          f"epoch ending at index {e.index} were compacted "

@@ -9,7 +9,7 @@
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Status). The tokens file is TOML::
+  TransferLeader, Snapshot, Alarm, Status). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -18,6 +18,10 @@
 
   Missing or unknown token: UNAUTHENTICATED; known token without the permission:
   PERMISSION_DENIED. Health checks and reflection need no token.
+- Forwarded calls: a follower forwards a write or an admin call to the leader over
+  ``Peer.Forward`` with the caller's ``authorization`` metadata, and the leader checks it with
+  :func:`authorize` exactly as its own API would (same method, same permissions): the peer
+  port is no way around the tokens.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ import grpc
 
 from .config import ConfigError, NodeConfig
 
-__all__ = ["PERMISSIONS", "TokenAuthInterceptor", "Tokens", "api_server_credentials",
-           "load_tokens", "make_test_ca", "peer_channel_credentials",
-           "peer_server_credentials", "peer_ssl_contexts"]
+__all__ = ["PERMISSIONS", "AuthError", "TokenAuthInterceptor", "Tokens",
+           "api_server_credentials", "authorize", "bearer_metadata", "load_tokens",
+           "make_test_ca", "peer_channel_credentials", "peer_server_credentials",
+           "peer_ssl_contexts", "token_permissions"]
 
 PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
@@ -50,6 +55,7 @@ _NEEDS: dict[str, frozenset[str]] = {
     "StreamWrite": frozenset({"write"}),
     "AddNode": frozenset({"admin"}), "RemoveNode": frozenset({"admin"}),
     "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
+    "Alarm": frozenset({"admin"}),
 }
 
 
@@ -167,6 +173,57 @@ def load_tokens(path: str) -> Tokens:
     return Tokens(out)
 
 
+class AuthError(Exception):
+    """A call refused by :func:`authorize`: ``code`` is UNAUTHENTICATED or PERMISSION_DENIED,
+    ``str()`` the one-line detail the caller sees."""
+
+    def __init__(self, code: grpc.StatusCode, detail: str) -> None:
+        self.code = code
+        super().__init__(detail)
+
+
+def bearer_metadata(metadata: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, str], ...]:
+    """The ``authorization`` entries of ``metadata`` (what a forwarded call carries on)."""
+    return tuple((k, v) for k, v in metadata or () if k == "authorization" and isinstance(v, str))
+
+
+def token_permissions(tokens: Tokens | None, metadata: Sequence[tuple[str, Any]] | None
+                      ) -> frozenset[str]:
+    """The permissions of the bearer token in ``metadata`` (none for a missing or unknown
+    token); every permission when ``tokens`` is None (a node without tokens checks none)."""
+    if tokens is None:
+        return frozenset(PERMISSIONS)
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+            found = tokens.lookup(value[7:].strip())
+            return found.permissions if found is not None else frozenset()
+    return frozenset()
+
+
+def authorize(tokens: Tokens, method: str, metadata: Sequence[tuple[str, Any]] | None
+              ) -> frozenset[str]:
+    """The permissions of the bearer token in ``metadata`` when it may call ``Gateway``
+    method ``method`` (its name alone, e.g. ``"Write"``; an unknown method needs ``admin``);
+    raises :class:`AuthError` otherwise. The one check of the API interceptor and of calls
+    forwarded over the peer port."""
+    needs = _NEEDS.get(method, frozenset({"admin"}))
+    token = ""
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+            token = value[7:].strip()
+    if not token:
+        raise AuthError(grpc.StatusCode.UNAUTHENTICATED,
+                        "missing bearer token (authorization: Bearer TOKEN)")
+    found = tokens.lookup(token)
+    if found is None:
+        raise AuthError(grpc.StatusCode.UNAUTHENTICATED, "unknown bearer token")
+    if not needs & found.permissions:
+        raise AuthError(grpc.StatusCode.PERMISSION_DENIED,
+                        f"token {found.name!r} lacks the {'/'.join(sorted(needs))} "
+                        f"permission for {method}")
+    return found.permissions
+
+
 def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler
           ) -> grpc.RpcMethodHandler:
     async def abort_unary(_request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -200,21 +257,11 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None or not method.startswith(_SERVICE):
             return handler
-        needs = _NEEDS.get(method[len(_SERVICE):], frozenset({"admin"}))
-        token = ""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
-                token = value[7:].strip()
-        if not token:
-            return _deny(grpc.StatusCode.UNAUTHENTICATED,
-                         "missing bearer token (authorization: Bearer TOKEN)", handler)
-        found = self._tokens.lookup(token)
-        if found is None:
-            return _deny(grpc.StatusCode.UNAUTHENTICATED, "unknown bearer token", handler)
-        if not needs & found.permissions:
-            return _deny(grpc.StatusCode.PERMISSION_DENIED,
-                         f"token {found.name!r} lacks the {'/'.join(sorted(needs))} "
-                         f"permission for {method[len(_SERVICE):]}", handler)
+        try:
+            authorize(self._tokens, method[len(_SERVICE):],
+                      handler_call_details.invocation_metadata)
+        except AuthError as exc:
+            return _deny(exc.code, str(exc), handler)
         return handler
 
 

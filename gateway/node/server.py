@@ -42,28 +42,43 @@ from gateway.conflict import (
     RuleSet,
     with_plugins,
 )
-from gateway.core.lsm.errors import LSMError
+from gateway.core.fileio import local_fs
+from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 
 from . import keys
+from .alarms import SpaceMonitor, driver_proposer, run_monitor
 from .api import GatewayServicer
 from .api_handlers import add_gateway_service
 from .applier_host import NodeAppliers
 from .channels import NodeChannels
-from .config import ChannelConfig, NodeConfig, address_problem, parse_address
+from .config import (
+    ChannelConfig,
+    NodeConfig,
+    address_problem,
+    parse_address,
+    peer_port_problem,
+)
 from .conflicts import NodeConflicts
-from .consistency import InconsistentStateError, check_log_covers_state, check_position_file
+from .consistency import (
+    RECOVER_HINT,
+    InconsistentStateError,
+    check_log_covers_state,
+    check_position_file,
+)
 from .driver import DriverOptions, RaftDriver
 from .errors import NotLeaderError
-from .exposure import exposure_warnings
+from .exposure import exposure_warnings, peer_port_mode
 from .feed import ChangeFeed
 from .grpc_server import aio_server
 from .metrics import serve_metrics
 from .peer_stream import PeerListener
+from .refused_start import paths_under, undo_refused_start
 from .security import (
     TokenAuthInterceptor,
+    Tokens,
     api_server_credentials,
     load_tokens,
     peer_channel_credentials,
@@ -71,7 +86,8 @@ from .security import (
 )
 from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from .state_machine import StoreStateMachine
-from .storage import RaftLogStorage
+from .storage import LogDamagedError, RaftLogStorage
+from .storage_errors import client_error
 from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
 from .validation import InvalidRequest
 
@@ -147,28 +163,41 @@ class GatewayNode:
         self._closed = asyncio.Event()
         self._removal_stop: asyncio.Task[None] | None = None
         self._failure_stop: asyncio.Task[None] | None = None
+        #: The bearer tokens (``tokens_file``), checked by the API and on forwarded calls;
+        #: None: no tokens (every call allowed).
+        self.tokens: Tokens | None = None
         #: Why the node stopped itself, when it failed (None: running, or a clean stop).
         self.failure: str | None = None
+        self._damage_snapshot: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the node; raises ``NodeStartError`` (or the applier configuration's error)
         naming what failed. A start that fails leaves no half-made data directory: what it
-        created in a directory that was missing or empty is removed again."""
+        created in a directory that was missing or empty is removed again, and an existing
+        directory is left as it was found (``refused_start``)."""
         cfg = self.config
         existed = os.path.isdir(cfg.data_dir)
         fresh = not existed or not os.listdir(cfg.data_dir)
+        found = paths_under(cfg.data_dir) if existed and not fresh else {}
         try:
             await self._start()
         except BaseException:
             # every failure path of _start closed what it had opened before raising
+            storage = getattr(self, "storage", None)
             if fresh:
                 _remove_made(cfg.data_dir, keep_dir=existed)
+            elif storage is not None:  # as found: the next start sees the same damage
+                undo_refused_start(cfg.data_dir, found, storage)
             raise
 
     async def _start(self) -> None:
         cfg = self.config
+        reason = peer_port_problem(cfg)  # also for a config made without validate()
+        if reason is not None:
+            raise NodeStartError(reason)
+        self._loop = asyncio.get_running_loop()
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
@@ -181,10 +210,18 @@ class GatewayNode:
             self.storage.bootstrap(tuple(cfg.peer_map()))
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
-            self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id)
+            self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
+                                        verify_tables=True)
         except Exception as exc:
             self.storage.close()
-            raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}") from None
+            hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
+            raise NodeStartError(f"{cfg.data_dir}: cannot open the store: {exc}{hint}") \
+                from None
+        if self.sm.store.manifest_rebuilt:
+            log.warning("%s: the store's MANIFEST was missing: started an empty store (the "
+                        "tables it named are unreachable without it) and rebuilt it from "
+                        "the newest snapshot (index %d) and the Raft log after it",
+                        self.sm.path, self.storage.snapshots.metadata.index)
         self.sm.load_functions = self._conflict_functions
         for i, rule in enumerate(cfg.conflicts):  # a plugin's function: load, check it now
             try:
@@ -219,7 +256,16 @@ class GatewayNode:
         except RuntimeError as exc:  # e.g. a log that cannot replay its configuration
             await self._close_storage()
             raise NodeStartError(str(exc)) from None
+        except LogDamagedError as exc:  # an entry the replay reads no longer verifies
+            await self._close_storage()
+            raise NodeStartError(f"cannot read the Raft log: {exc}; {RECOVER_HINT}") from None
+        self.storage.on_damage = self._on_log_damage
         self.driver.compact_floor = self._applier_floor
+        #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
+        #: serves: Status and writes consult it.
+        self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
+                                  cfg.min_free_bytes, local_fs().free_bytes,
+                                  driver_proposer(self.driver.control), lambda: self.sm.alarms)
         self.driver.on_failure = self._on_driver_failure
         peers = dict(cfg.peer_map())
         for k, v in self.sm.store.scan_prefix(keys.meta_key("peer:")):
@@ -238,8 +284,12 @@ class GatewayNode:
         except Exception:
             await self._close_storage()
             raise
+        # From here the node votes and acknowledges appends: what recovery changed stays.
+        self.storage.keep_recovery()
         self.driver.start()
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
+        self._tasks.append(asyncio.create_task(
+            run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
         self.channels.start()
@@ -259,6 +309,7 @@ class GatewayNode:
             serve_metrics(self, cfg.metrics)
         log.info("node %d serving: api %s, peers %s, data %s", cfg.node_id, cfg.api,
                  cfg.listen, cfg.data_dir)
+        log.info("%s", peer_port_mode(cfg))
         for warning in exposure_warnings(cfg):
             log.warning("SECURITY: %s", warning)
 
@@ -281,6 +332,8 @@ class GatewayNode:
 
     async def _serve(self) -> None:
         cfg = self.config
+        # Loaded before either server starts: the peer port's Forward checks them too.
+        self.tokens = load_tokens(cfg.tokens_file) if cfg.tokens_file else None
         # One request-size limit: gRPC refuses a larger API request (RESOURCE_EXHAUSTED, the
         # limit in its message) before reading it. Options are merged by key: with a key
         # given twice gRPC keeps the first, which is how the peer channels' 64 MiB once
@@ -352,8 +405,8 @@ class GatewayNode:
                          grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
-        if cfg.tokens_file:
-            interceptors.append(TokenAuthInterceptor(load_tokens(cfg.tokens_file)))
+        if self.tokens is not None:
+            interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
         self.health = health.aio.HealthServicer()
@@ -447,10 +500,39 @@ class GatewayNode:
         (as its own task: this runs in the dying task's callback) and ``failure`` says why;
         ``gateway run`` then exits 1 with it, for a supervisor to restart the process,
         which recovers from its log."""
-        self.failure = f"the Raft loop failed: {type(exc).__name__}: {exc}"
+        storage = client_error(exc, self.config.data_dir, self.config.node_id)
+        self.failure = str(storage) if storage is not None else \
+            f"the Raft loop failed: {type(exc).__name__}: {exc}"
         if self._failure_stop is None:
             self._failure_stop = asyncio.get_running_loop().create_task(
                 self.stop(), name="stop-failed")
+
+    def _on_log_damage(self, lo: int) -> None:
+        """A read from ``lo`` met a damaged log entry (any thread). A follower that needs it
+        is sent the newest snapshot (``LogDamagedError`` is a compacted read for the Raft
+        core); when the damage is past that snapshot, take a newer one, so the follower is
+        not sent the same snapshot again and again."""
+        if lo <= self.storage.snapshots.metadata.index or self._damage_snapshot is not None:
+            return
+        loop = self._loop
+
+        def take() -> None:
+            if self._damage_snapshot is None and not self._stopped.is_set():
+                self._damage_snapshot = loop.create_task(self._snapshot_past_damage(),
+                                                         name="snapshot-past-damage")
+                self._tasks.append(self._damage_snapshot)  # cancelled by stop
+
+        loop.call_soon_threadsafe(take)
+
+    async def _snapshot_past_damage(self) -> None:
+        try:
+            index = await self.driver.snapshot_now()
+            log.warning("took a snapshot at index %d for followers that need entries of the "
+                        "damaged Raft log", index)
+        except Exception as exc:  # the next damaged read asks again
+            log.warning("cannot take a snapshot past the damaged Raft log: %s", exc)
+        finally:
+            self._damage_snapshot = None
 
     def _report(self, kind: str, peer: int) -> None:
         if kind == "unreachable":
@@ -595,6 +677,7 @@ class GatewayNode:
         resp.peers.extend(self.channels.peers())
         resp.conflict_rules.extend(self.conflicts.rules())
         resp.conflict_role = self.conflicts.role()
+        resp.alarms.extend(self.space.alarms())
         return resp
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,

@@ -26,15 +26,19 @@ What applying an entry does (identically on every replica, from the entry's byte
   replication channel's runner on the leader; docs/replication.md): a segment that is not the
   last is staged (``m seg:<channel>:<n>``; segment 1 drops what an earlier, abandoned unit of
   the channel staged); the last one reassembles the unit and applies it all or nothing. It is
-  refused (``x<index>``, nothing applied) when ``ReplicationState.refusal`` says so or a
-  transaction fails the schema check. Otherwise every transaction's rows are written with its
+  refused (``x<index>``, nothing applied) when ``ReplicationState.refusal`` says so, a
+  conflict rule cannot run or its exceptions cannot be written (``epoch_guards``); a
+  transaction that fails the schema check is quarantined (``m qt:``), the rest applies.
+  Otherwise every transaction's rows are written with its
   origin GTID, author and commit timestamp and this cluster's ``local_epoch`` (the row's
   last change *here*, what conflict detection compares), without touching this cluster's
   GTID counter, clock or idempotency records; the origin watermarks (``m w:<origin>``) and
   apply-status rows (``m as:<server_id>:<applied_by>``) are raised;
 - a channel command (tag ``CHANNEL_COMMAND``) adds, replaces or removes a channel definition
   (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
-  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``);
+  (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``); an alarm
+  command (``ALARM_COMMAND``) raises or clears a node's NOSPACE alarm (``m alarm:<node>``,
+  ``gateway.node.alarms``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -91,6 +95,7 @@ from gateway.v1 import (
 )
 
 from . import keys
+from .alarms import apply_alarm_command, load_alarms
 from .conditions import refusal, refusal_marker, refusal_of_marker
 from .conflict_apply import (
     UnitJudgement,
@@ -100,6 +105,12 @@ from .conflict_apply import (
     refresh_statement,
     ruled_statements,
     stored_of_row,
+)
+from .epoch_guards import (
+    check_ruled_shapes,
+    derived_problem,
+    emptied,
+    quarantine_op,
 )
 from .errors import PreconditionFailed
 from .snapshot_files import unpack_dir
@@ -135,6 +146,7 @@ _POS = TypeTag.APPLIER_POSITION
 _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
 _CONFLICT = TypeTag.CONFLICT_COMMAND
+_ALARM = TypeTag.ALARM_COMMAND
 _MISSING = object()
 _NONE: frozenset[bytes] = frozenset()
 log = logging.getLogger(__name__)
@@ -208,11 +220,13 @@ class StoreStateMachine:
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
                  idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS,
-                 cluster_id: int = 0) -> None:
+                 cluster_id: int = 0, verify_tables: bool = False) -> None:
         """``idempotency_window_ns`` is part of the replicated rules: every replica of a
         cluster must use the same value (the node always uses the default). ``cluster_id``:
         this cluster's id (the GTID server_id of its own writes), needed to apply replicated
-        epochs."""
+        epochs. ``verify_tables``: check every block of every table on open (the store's
+        ``paranoid_checks``), so a damaged block refuses the open with its file and offset
+        instead of failing a read or a compaction later. A failed open closes the store."""
         self.cluster_id = cluster_id
         if idempotency_window_ns <= 0:
             raise ValueError("idempotency_window_ns must be positive")
@@ -226,12 +240,16 @@ class StoreStateMachine:
                 shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
             else:
                 self._install_staged(staged)
-        self.store = LSMStore(self.path, memtable_bytes)
+        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables)
         #: The conflict functions rules may name: the built-ins, and what ``load_functions``
         #: (set by the node: the plugins' functions) adds when a rule names another.
         self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
         self.load_functions: Callable[[], Mapping[str, FunctionSpec]] | None = None
-        self._load()
+        try:
+            self._load()
+        except BaseException:
+            self.store.close()  # a damaged block met by the load: release the directory
+            raise
 
     def _load(self) -> None:
         self.store.tombstone_floor = self._tombstone_floor
@@ -286,6 +304,11 @@ class StoreStateMachine:
         raw_role = self.store.get(keys.meta_key("role"))
         self.conflict_role = Role(raw_role.decode()) if raw_role else Role.NONE
         self._rules_cache: tuple[dict[str, ConflictRule], RuleSet] | None = None
+        #: Transactions each channel's epochs applied (with rows: not those quarantined or
+        #: rejected whole) since this process started; the runner shows its own share.
+        self.channel_txns: dict[str, int] = {}
+        #: (rule, table) -> the table shape the rule was last found to fit (epoch_guards)
+        self._shapes_checked: dict[tuple[object, str], TableSchema] = {}
         #: MySQL's conflict counters per channel (``m cc:<channel>:<name>``), durable;
         #: replaced, never mutated, by apply.
         self.conflict_counters: dict[str, dict[str, int]] = {}
@@ -298,6 +321,8 @@ class StoreStateMachine:
             self._staged.setdefault(unit.channel, []).append(unit)
         for units in self._staged.values():
             units.sort(key=lambda u: u.segment_id)
+        #: Raised NOSPACE alarms by node id (``alarms``; replaced, never mutated, by apply).
+        self.alarms = load_alarms(self.store.scan_prefix)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = _U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -463,6 +488,10 @@ class StoreStateMachine:
                         self._apply_channel(e.data, ops)
                     elif tag == _CONFLICT:
                         self._apply_conflict_command(e.data, ops)
+                    elif tag == _ALARM:
+                        alarms = apply_alarm_command(self.alarms, e.data, ops)
+                        if alarms is not None:
+                            self.alarms = alarms
                 continue
             done = self._apply_fast(e, p, ops, overlay)
             if done is None:
@@ -618,19 +647,26 @@ class StoreStateMachine:
         txns = transactions(unit.items)
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
-        for txn in txns:
+        quarantined: list[tuple[bytes, bytes, int, int, int]] = []
+        for t_no, txn in enumerate(txns):
             if not txn.statements:
                 continue  # rejected whole by conflicts upstream: its GTID travels, no rows
             try:
                 got = check_statements(txn.statements, schemas, rows=False)
             except InvalidRequest as exc:
+                # a schema clash with this cluster (the table first written with other
+                # columns here): kept aside with its cause, the rest of the epoch applies
                 g = txn.gtid
-                return self._refuse_unit(e, ops, f"transaction {g.server_id}:"
-                                         f"{g.trans_id}: {exc}", unit)
+                cause = f"transaction {g.server_id}:{g.trans_id}: {exc}"
+                log.warning("channel %s: epoch %d of cluster %d: %s: quarantined (gateway "
+                            "channel quarantine %s)", unit.channel, unit.source_epoch,
+                            unit.source_id, cause, unit.channel)
+                quarantined.append(quarantine_op(unit, txn, cause))
+                txns[t_no] = emptied(txn)
+                continue
             for name, schema in got:
                 schemas[name] = schema
             created += got
-        self._record_schemas(created, ops)
         judged = None
         # the stored rows of insert-only transactions, built from their wire bytes (C): their
         # keys serve the judgement, and they are written as they are unless it drops records
@@ -639,11 +675,22 @@ class StoreStateMachine:
                                                t.commit_timestamp_ns)) for t in txns]
         counters: dict[str, int] = {}
         fresh = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns else None
-        if fresh:  # judged rows, all applied as they came: a stable epoch
-            counters["last_stable_epoch"] = unit.local_epoch
+        if self.conflict_rules and txns:
+            try:
+                check_ruled_shapes(txns, self._ruleset(), schemas, self._shapes_checked)
+            except ConflictConfigError as exc:
+                return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
+        if fresh:  # judged rows, all applied as they came
+            pass
         elif self.conflict_rules and txns and fresh is None:
             try:
-                judged = self._judge(unit, txns, ops, overlay, pre)
+                judged = self._judge(unit, txns, ops, overlay, pre, schemas)
+                problem = None if not (judged.exceptions or judged.refresh) else \
+                    "found conflicts but its leader reserved no GTID for them (rules set " \
+                    "meanwhile): proposed again" if not unit.derived_trans_id else \
+                    derived_problem(judged.exceptions, schemas)
+                if problem is not None:  # never drop the exceptions and the refresh
+                    return self._refuse_unit(e, ops, problem, unit)
             except (ConflictConfigError, RoleNotSetError) as exc:
                 missing = self._missing_function(txns)
                 if missing is not None:  # another node may have it: stop, never diverge
@@ -657,6 +704,7 @@ class StoreStateMachine:
                                                              strict=True)]
             txns = judged.transactions
             counters = {k: v for k, v in judged.counters.items() if v}
+        self._record_schemas(created, ops)
         if unit.derived_trans_id:
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
@@ -673,16 +721,27 @@ class StoreStateMachine:
             self._write_statements(txn, e.index, gtid, meta, ops, overlay)
         if judged is not None and (judged.exceptions or judged.refresh or judged.dropped):
             self._derive(unit, judged, e.index, ops, overlay)
-        if counters:
-            self._count_conflicts(unit.channel, counters, ops)
+        elif quarantined:
+            self._record_outcome(unit, txns, None, e.index, ops)
+        if quarantined:
+            ops += quarantined
+            counters["quarantined_trans_count"] = len(quarantined)
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
+        if self.conflict_rules and "last_conflict_epoch" not in counters:
+            stable = self._stable_epoch(unit, state)
+            if stable:
+                counters["last_stable_epoch"] = stable
+        if counters:
+            self._count_conflicts(unit.channel, counters, ops)
         for o in origins:
             ops.append((keys.meta_key(f"w:{o}"), _U64.pack(state.watermarks[o]), 0, 0, 0))
         for sid, by in pairs:
             ops.append((keys.meta_key(f"as:{sid}:{by}"),
                         _U64.pack(state.apply_status[(sid, by)]), 0, 0, 0))
         self.replication = state
+        self.channel_txns[unit.channel] = self.channel_txns.get(unit.channel, 0) + sum(
+            1 for t in txns if t.statements)
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
             epoch=unit.local_epoch, log_index=e.index))
 
@@ -732,10 +791,13 @@ class StoreStateMachine:
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: list,
-               overlay: dict[bytes, bytes | None], pre: list[list | None]) -> UnitJudgement:
+               overlay: dict[bytes, bytes | None], pre: list[list | None],
+               schemas: Mapping[str, TableSchema] | None = None) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
         ``conflict_apply``) against the rows as they stand before it; raises
-        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here."""
+        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here.
+        ``schemas``: the tables' shapes with those the entry creates (default: recorded)."""
+        known_shapes = self.schemas if schemas is None else schemas
         rep = self.replication
         ctx = Context(self.cluster_id, self.conflict_role,
                       {p: rep.max_replicated_epoch(p) for p in rep.peers()})
@@ -756,7 +818,7 @@ class StoreStateMachine:
             return stored_of_row(raw, None, values)  # type: ignore[arg-type]
 
         def columns(schema: str, table: str) -> Mapping[str, int]:
-            known = self.schemas.get(f"{schema}.{table}")
+            known = known_shapes.get(f"{schema}.{table}")
             return known.columns if known is not None else {}
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
@@ -774,34 +836,48 @@ class StoreStateMachine:
         for k, table, kf, kv in judged.refresh:
             stmts.append(refresh_statement(table, kf, kv, self._get(k, overlay)))
         derived = None
-        if stmts and unit.derived_trans_id:
+        if stmts:  # checked by ``derived_problem`` before anything of the entry was written
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
                                           unit.derived_commit_ts, stmts)
-            try:
-                created = check_statements(derived.statements, self.schemas, rows=False)
-            except InvalidRequest as exc:  # e.g. an exceptions table of another shape
-                log.error("conflicts: cannot write the exceptions of log index %d: %s",
-                          index, exc)
-                created, derived = [], None
-            self._record_schemas(created, ops)
-        elif stmts:
-            log.error("conflicts: log index %d found conflicts but its leader reserved no "
-                      "GTID for them (rules set meanwhile): not recorded", index)
+            self._record_schemas(check_statements(derived.statements, self.schemas,
+                                                  rows=False), ops)
         if derived is not None:
             self._write_statements(derived, index, derived.gtid, (
                 unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
+        self._record_outcome(unit, judged.transactions, derived, index, ops)
+
+    @staticmethod
+    def _record_outcome(unit: replication_pb2.ReplicatedEpoch,
+                        accepted: list[transaction_pb2.Transaction],
+                        derived: transaction_pb2.Transaction | None, index: int,
+                        ops: list) -> None:
+        """Record what entry ``index`` finally holds (``m dx:<index>``): its transactions as
+        applied (``accepted``, in order), then this cluster's ``derived`` one."""
         outcome = replication_pb2.ReplicatedEpoch()
         outcome.CopyFrom(unit)
         del outcome.items[:]
-        accepted = iter(judged.transactions)
+        it_accepted = iter(accepted)
         for it in unit.items:
             if it.WhichOneof("item") == "transaction":
-                outcome.items.add(transaction=next(accepted))
+                outcome.items.add(transaction=next(it_accepted))
             else:
                 outcome.items.append(it)
         if derived is not None:
             outcome.items.add(transaction=derived)
         ops.append((keys.meta_key(f"dx:{index}"), outcome.SerializeToString(), 0, 0, 0))
+
+    def _stable_epoch(self, unit: replication_pb2.ReplicatedEpoch,
+                      state: ReplicationState) -> int:
+        """MySQL's ``last_stable_epoch`` after an epoch of ``unit``'s channel without a
+        conflict: the source's max replicated epoch once it reached the channel's last
+        conflict epoch (an epoch of this cluster that looped back with no conflict found or
+        corrected since it was logged), else 0 (not stable yet: unchanged)."""
+        mre = state.max_replicated_epoch(unit.source_id)
+        got = self.conflict_counters.get(unit.channel, {})
+        if mre and mre >= got.get("last_conflict_epoch", 0) \
+                and mre > got.get("last_stable_epoch", 0):
+            return mre
+        return 0
 
     def _count_conflicts(self, channel: str, got: dict[str, int], ops: list) -> None:
         """Add one epoch's conflict counters of ``channel`` to the durable ones

@@ -30,6 +30,14 @@ Contracts:
   damaged seal, ...) is logged as a warning naming the file and byte offset. Damage recovery
   may not resolve raises ``WalCorruptionError`` (file and offset); a damaged snapshot
   ``CURRENT`` raises ``SnapshotMetadataError`` (file and offset).
+- A stored entry that no longer verifies (a damaged sealed segment: recovery trusts a
+  sealed segment's footer and reads its records only when they are needed) raises
+  `LogDamagedError`, a ``CompactedError``: the Raft core, which sends a snapshot for a
+  compacted entry, sends a lagging follower a snapshot instead of dying, and ``on_damage``
+  (set by the node) is told the first index of the read so it can take a newer snapshot
+  when the damage is past the newest one. Other readers (the change feed, the appliers'
+  source) report it as data loss naming the file (relative to the data directory) and byte
+  offset. Each damaged place is logged once as a warning.
 - A tail of recent entries is kept in memory (at most ``cache_entries`` entries and
   ``cache_bytes`` bytes of entry data), so replication and apply rarely read the WAL files;
   older entries are read from the WAL.
@@ -40,12 +48,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
+from gateway.core.fileio import OsFileSystem
+from gateway.core.undo_fs import UndoableFileSystem
 from gateway.core.wal import (
     FsyncPolicy,
     RecoveryEvent,
     SegmentedWal,
     WalCompactedError,
+    WalCorruptionError,
     WalHardState,
     WalOptions,
     WalUnavailableError,
@@ -63,9 +75,10 @@ from gateway.raft import (
 )
 from gateway.raft.types import limit_size
 
+from .errors import DataLossError
 from .snapshot_files import SnapshotFiles
 
-__all__ = ["BOOTSTRAP_INDEX", "RaftLogStorage", "compacted_log"]
+__all__ = ["BOOTSTRAP_INDEX", "LogDamagedError", "RaftLogStorage", "compacted_log"]
 
 #: Every cluster's log starts with its bootstrap snapshot at index 1 (the initial membership;
 #: no transactions), so a log starting at 2 lost nothing to compaction.
@@ -79,6 +92,24 @@ def compacted_log(first_index: int) -> bool:
 
 
 log = logging.getLogger("gateway.node.storage")
+
+
+class LogDamagedError(CompactedError, DataLossError):
+    """A stored log entry no longer verifies; ``str()`` is one line naming the file
+    (``file``, relative to the data directory), the byte ``offset`` and why.
+
+    A ``CompactedError`` for the Raft core (which then sends a snapshot instead of the
+    entries: the entry is as unavailable as a compacted one) and a ``DataLossError`` for the
+    API, which answers it with DATA_LOSS. Readers that treat a compacted read as "retry later"
+    must test for it first: it does not go away."""
+
+    def __init__(self, file: str, offset: int, reason: str, lo: int) -> None:
+        self.file = file
+        self.offset = offset
+        self.reason = reason
+        #: The first index of the read that met the damage (the damaged entry is at or after).
+        self.lo = lo
+        super().__init__(f"{file}: byte {offset}: {reason} (the Raft log is damaged there)")
 
 
 def _log_recovery_event(event: RecoveryEvent) -> None:
@@ -106,16 +137,52 @@ class RaftLogStorage:
         #: Bytes of entry data appended since this storage was opened (what the snapshot
         #: taker weighs against the newest snapshot's size).
         self.appended_bytes = 0
-        self._wal = self._open_wal()
+        #: Called (on the reading thread) with the first index of a read that met a damaged
+        #: entry (`LogDamagedError`); the node takes a snapshot past it.
+        self.on_damage: Callable[[int], None] | None = None
+        self._damage_logged: set[tuple[str, int]] = set()
+        #: What opening the WAL changes (a torn tail cut, ...) is journaled until the node
+        #: accepts it (``keep_recovery``) or refuses to start (``undo_recovery``).
+        self._recovery_fs = UndoableFileSystem(OsFileSystem())
+        try:
+            self._wal = self._open_wal()
+        except BaseException:
+            self._recovery_fs.undo()  # damage found after a cut: leave the files as found
+            raise
         start = self._wal.first_index() - 1
         if start > self.snapshots.metadata.index and not self.snapshots.commit_pending(start):
-            raise RuntimeError(f"{self._wal_dir}: the log starts after {start} but no snapshot "
-                               f"at {start} exists (newest: {self.snapshots.metadata.index})")
+            self._wal.close()
+            self._recovery_fs.undo()
+            current = os.path.join(self.snapshots.directory, "CURRENT")
+            newest = self.snapshots.metadata.index
+            says = "says so" if os.path.exists(current) else "missing"
+            raise RuntimeError(f"{self._wal_dir}: the log starts after index {start} but no "
+                               f"snapshot at index {start} exists (newest: {newest}, "
+                               f"{current} {says})")
 
     def _open_wal(self) -> SegmentedWal:
         # NEVER: the driver fsyncs once per Ready itself (group commit).
-        return SegmentedWal(self._wal_dir, options=WalOptions(fsync=FsyncPolicy.NEVER),
+        return SegmentedWal(self._wal_dir, fs=self._recovery_fs,
+                            options=WalOptions(fsync=FsyncPolicy.NEVER),
                             on_recovery_event=_log_recovery_event)
+
+    # -- the start's changes ------------------------------------------------------------------
+
+    def keep_recovery(self) -> None:
+        """Accept what opening changed in the WAL (the node may start); must be called before
+        this storage persists anything the node says to others (a vote, an acknowledged
+        append): ``undo_recovery`` must never take such a write back."""
+        self._recovery_fs.keep()
+
+    def recovery_pending(self) -> bool:
+        """Whether what opening changed may still be undone (``keep_recovery`` not called)."""
+        return self._recovery_fs.journaling
+
+    def undo_recovery(self) -> list[str]:
+        """Put the WAL's files back as they were before this storage was opened (the node
+        refused to start: docs/node.md, "Damage and recovery"); call after ``close``. Returns
+        the files put back; nothing once ``keep_recovery`` was called."""
+        return self._recovery_fs.undo()
 
     # -- bootstrap ----------------------------------------------------------------------------
 
@@ -186,7 +253,24 @@ class RaftLogStorage:
             raise CompactedError(str(exc)) from None
         except WalUnavailableError as exc:
             raise UnavailableError(str(exc)) from None
+        except WalCorruptionError as exc:
+            raise self._damaged(exc, lo) from None
         return [Entry(e.term, e.index, EntryType(e.type), e.data) for e in got]
+
+    def _damaged(self, exc: WalCorruptionError, lo: int) -> LogDamagedError:
+        """The `LogDamagedError` of a read from ``lo`` that met ``exc``; logged once per
+        damaged place, and reported to ``on_damage``."""
+        data_dir = os.path.dirname(os.path.abspath(self.directory))
+        err = LogDamagedError(os.path.relpath(exc.path, data_dir), exc.offset, exc.reason, lo)
+        with self._lock:
+            first = (exc.path, exc.offset) not in self._damage_logged
+            self._damage_logged.add((exc.path, exc.offset))
+        if first:
+            log.warning("Raft log damaged: %s; a follower that needs these entries gets a "
+                        "snapshot, subscribers and appliers DATA_LOSS", err)
+        if self.on_damage is not None:
+            self.on_damage(lo)
+        return err
 
     def snapshot(self) -> Snapshot:
         return self.snapshots.load()

@@ -23,7 +23,9 @@ from gateway.core.logrules import (
     table_name_problem,
     value_problem,
 )
+from gateway.core.reserved import is_exceptions_table, reserved_write_problem
 from gateway.core.rowops import CASE_OF_TYPE
+from gateway.core.sqlauth import sql_problem
 from gateway.v1 import statement_pb2, value_pb2
 
 __all__ = ["InvalidRequest", "TableSchema", "check_key_values", "check_statements",
@@ -31,6 +33,10 @@ __all__ = ["InvalidRequest", "TableSchema", "check_key_values", "check_statement
 
 FT = value_pb2.FieldType
 MAX_IDEMPOTENCY_KEY = 128
+#: The most columns (key columns included) a table may have: SQLite's default limit
+#: (SQLITE_MAX_COLUMN), which the embedded applier cannot exceed -- a wider table would be
+#: acknowledged and then dead-lettered on every node.
+MAX_COLUMNS = 2000
 
 
 class InvalidRequest(ValueError):
@@ -101,10 +107,11 @@ def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[
 
 
 def _check_names(body: statement_pb2.InsertStatement | statement_pb2.UpdateStatement
-                 | statement_pb2.DeleteStatement, kind: str, path: str) -> None:
+                 | statement_pb2.DeleteStatement, kind: str, path: str, admin: bool) -> None:
     """The leader's name rules for one row statement (``logrules.name_problem``): a schema is
-    required, and column names are unique ignoring case (MySQL's rule: the stores appliers
-    write, SQLite among them, would refuse ``id`` beside ``ID``)."""
+    required, the table is not one the gateway writes (``gateway.core.reserved``: a DELETE
+    of ``$EX`` rows needs ``admin``), and column names are unique ignoring case (MySQL's
+    rule: the stores appliers write, SQLite among them, would refuse ``id`` beside ``ID``)."""
     t = body.table
     if not t.schema_name:
         raise InvalidRequest(f"{path}.table.schema_name",
@@ -114,6 +121,9 @@ def _check_names(body: statement_pb2.InsertStatement | statement_pb2.UpdateState
         reason = rule(name)
         if reason is not None:
             raise InvalidRequest(f"{path}.table.{attr}", reason)
+    reason = reserved_write_problem(t.table_name, kind, admin=admin)
+    if reason is not None:
+        raise InvalidRequest(f"{path}.table.table_name", reason)
     col_attr = _COLUMNS_ATTR[kind]
     seen = _names_unique_ignoring_case(body.key_fields, f"{path}.key_fields", {})
     # A delete's fields are its before image, which may list the key columns again.
@@ -138,9 +148,13 @@ def _names_unique_ignoring_case(fs: Sequence[statement_pb2.FieldMetadata], path:
     return seen
 
 
-def _check_sql(sql: statement_pb2.SqlStatement, path: str) -> None:
+def _check_sql(sql: statement_pb2.SqlStatement, path: str,
+               schemas: Mapping[str, TableSchema]) -> None:
     """The leader's rules for a statement-based event: text without NUL (no SQL store accepts
-    it), a valid default schema, and session variables with valid unique names and a value."""
+    it), a valid default schema, session variables with valid unique names and a value, and
+    a query every replica's SQLite authorizer accepts (``gateway.core.sqlauth``: no ATTACH,
+    PRAGMA, reserved tables or non-deterministic functions), so that nothing is acknowledged
+    that every replica refuses."""
     if "\0" in sql.query:
         raise InvalidRequest(f"{path}.query", "query contains NUL (U+0000)")
     if sql.default_schema:
@@ -161,6 +175,11 @@ def _check_sql(sql: statement_pb2.SqlStatement, path: str) -> None:
             var.value.double_value, False) if case == "double_value" else None
         if reason is not None:
             raise InvalidRequest(f"{path}.variables[{i}].value", reason)
+    # The tables the row statements made, as the SQLite applier names them (table alone).
+    tables = {name.rpartition(".")[2]: [*s.columns] for name, s in schemas.items()}
+    reason = sql_problem(sql.query, [v.name for v in sql.variables], tables)
+    if reason is not None:
+        raise InvalidRequest(f"{path}.query", f"refused: {reason}")
 
 
 def _rules(cols: Sequence[tuple[str, int]]) -> tuple[tuple[str | None, int | None], ...]:
@@ -196,8 +215,8 @@ def _values(vals: Sequence[value_pb2.Value], cols: Sequence[tuple[str, int]],
 
 
 def check_statements(statements: Sequence[statement_pb2.Statement],
-                     schemas: dict[str, TableSchema], *, rows: bool = True
-                     ) -> list[tuple[str, TableSchema]]:
+                     schemas: dict[str, TableSchema], *, rows: bool = True,
+                     admin: bool = False) -> list[tuple[str, TableSchema]]:
     """Check ``statements`` against ``schemas`` (qualified name -> schema). Returns the schemas
     the statements create or extend, in order (the caller records them once the write is
     accepted); raises ``InvalidRequest``. ``schemas`` itself is not modified.
@@ -206,7 +225,12 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
     only what depends on replicated state (the tables' first-seen schemas) and the
     per-statement shape is checked again -- not every record's values, nor the rules that
     depend on the entry alone (names, a key column among the value columns, SQL text and
-    variables). Both are deterministic, so every replica reaches the same verdict."""
+    variables). Both are deterministic, so every replica reaches the same verdict.
+
+    ``rows=True`` is also the check of a client's write at the API: tables the gateway writes
+    itself (``gateway.core.reserved``) and ``apply_status`` statements are refused there;
+    ``admin`` (the caller holds the ``admin`` permission) allows deleting rows of ``$EX``
+    tables."""
     if not statements:
         raise InvalidRequest("statements", "a write needs at least one statement")
     local = schemas  # copied on the first table created (most writes create none)
@@ -220,9 +244,12 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
             if not stmt.sql.query.strip():
                 raise InvalidRequest(f"{path}.sql.query", "empty query")
             if rows:
-                _check_sql(stmt.sql, f"{path}.sql")
+                _check_sql(stmt.sql, f"{path}.sql", local)
             continue
         if kind == "apply_status":
+            if rows:
+                raise InvalidRequest(f"{path}.apply_status", "apply-status rows are written by "
+                                     "the gateway's replication channels, not by clients")
             continue
         body = getattr(stmt, kind)
         path = f"{path}.{kind}"
@@ -235,7 +262,7 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         col_attr = _COLUMNS_ATTR[kind]
         cols = _fields(getattr(body, col_attr), f"{path}.{col_attr}")
         if rows:
-            _check_names(body, kind, path)
+            _check_names(body, kind, path, admin)
         if not body.records:
             raise InvalidRequest(f"{path}.records", "no records")
         known = local.get(name)
@@ -250,9 +277,18 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
                     raise InvalidRequest(f"{path}.{col_attr}[{i}].name",
                                          f"key column {cname!r} repeated among the value "
                                          f"columns (fields are the other columns written)")
+        if known is None and rows and is_exceptions_table(body.table.table_name):
+            # only the admin DELETE of handled rows gets here: it must not be what makes the
+            # table (its shape is the conflict machinery's to fix)
+            raise InvalidRequest(f"{path}.table.table_name",
+                                 f"{name} does not exist: no exceptions recorded to delete")
         if known is None:
             schema = TableSchema(tuple(keys), dict(keys + [c for c in cols
                                                            if c[0] not in key_names]))
+            if rows and len(schema.columns) > MAX_COLUMNS:
+                raise InvalidRequest(f"{path}.{col_attr}",
+                                     f"{name} would have {len(schema.columns)} columns: more "
+                                     f"than {MAX_COLUMNS}, the most a table may have")
             if local is schemas:
                 local = dict(schemas)
             local[name] = schema

@@ -750,13 +750,15 @@ class WireChecker:
         self._shapes: dict[bytes, tuple[str, TableSchema, bytes, bytes]] = {}
 
     def check(self, raw: bytes, statements: Sequence[statement_pb2.Statement],
-              schemas: dict[str, TableSchema]) -> list[tuple[str, TableSchema]]:
-        """``check_statements(statements, schemas)``; ``raw`` is
-        ``frame_statements(statements)``."""
+              schemas: dict[str, TableSchema], *, admin: bool = False
+              ) -> list[tuple[str, TableSchema]]:
+        """``check_statements(statements, schemas, admin=admin)``; ``raw`` is
+        ``frame_statements(statements)``. (Only inserts take the wire check, and what an
+        insert may write does not depend on ``admin``.)"""
         heads = self._fast(raw, schemas)
         if heads is not None:
             return []
-        created = check_statements(statements, schemas)
+        created = check_statements(statements, schemas, admin=admin)
         self._learn(raw, statements, schemas, created)
         return created
 

@@ -24,7 +24,7 @@ from .errors import (
     UnavailableError,
 )
 from .log import RaftLog
-from .quorum import VoteResult
+from .quorum import VoteResult, joint_vote_result
 from .read_only import ReadOnly
 from .rng import RandomSource
 from .snapshot_transfer import SnapshotReceiver, SnapshotSender
@@ -82,6 +82,12 @@ class Raft:
         self.role = Role.FOLLOWER
         self.is_learner = False
         self.removed = False
+        #: Set while a leader whose removal it applied still tells the new configuration
+        #: that the removal is committed (``_leaving``): the commit index that removed it.
+        self.leaving_index = 0
+        #: While leaving: per voter, the tick of the first heartbeat that carried a commit
+        #: index at or past ``leaving_index``.
+        self.leave_told_at: dict[int, int] = {}
         self.msgs: list[Message] = []
         self.read_states: list[ReadState] = []
         self.lead_transferee = NONE
@@ -210,7 +216,24 @@ class Raft:
     def _send_heartbeat(self, to: int, ctx: bytes) -> None:
         # Never tell a follower a commit index beyond what it is known to have.
         commit = min(self.trk.progress[to].match, self.raft_log.committed)
+        if self.leaving_index and commit >= self.leaving_index:
+            self.leave_told_at.setdefault(to, self.ticks)
         self.send(Message(MT.HEARTBEAT, to=to, commit=commit, context=ctx, lease=self.ticks))
+
+    def check_left(self) -> None:
+        """A leaving leader (``leaving_index``): once a quorum of the configuration has
+        acknowledged a heartbeat that told it the commit index of the removal, stop
+        participating -- they apply the configuration without us and can elect a leader.
+        Stopping at once instead leaves a follower that holds the removal uncommitted
+        unable to win any election: its applied configuration still needs our vote."""
+        told = self.leave_told_at
+        votes = {i: i in told and pr.lease_tick >= told[i]
+                 for i, pr in self.trk.progress.items() if not pr.is_learner}
+        if joint_vote_result(self.trk.config.voters, self.trk.config.voters_outgoing,
+                             votes) == VoteResult.WON:
+            self.removed = True
+            self.leaving_index = 0
+            self.become_follower(self.term, NONE)
 
     def bcast_append(self) -> None:
         for to in self.trk.ids:
@@ -681,7 +704,13 @@ class Raft:
         members = cfg.all_voters() | cfg.learners | cfg.learners_next
         if members and self.id not in members and self.raft_log.committed > 0:
             # A configuration without us was applied: stop participating (seed: "a node
-            # shuts down itself once it is no longer in the new cluster").
+            # shuts down itself once it is no longer in the new cluster") -- a leader only
+            # once the new configuration knows the removal is committed (``check_left``)
+            if self.role == Role.LEADER and cs.voters:
+                self.leaving_index = self.raft_log.committed
+                self.leave_told_at = {}
+                self.bcast_heartbeat()
+                return cs
             self.removed = True
             if self.role == Role.LEADER:
                 self.become_follower(self.term, NONE)

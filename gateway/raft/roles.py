@@ -35,16 +35,21 @@ def _step_leader(self: Raft, m: Message) -> None:
         self.bcast_heartbeat()
         return
     if t == MT.CHECK_QUORUM:
-        if not self.trk.quorum_active():
+        # a leaving leader keeps telling the others until they know (``check_left``)
+        if not self.trk.quorum_active() and not self.leaving_index:
             self.become_follower(self.term, NONE)
         for node, pr in self.trk.progress.items():
             if node != self.id:
                 pr.recent_active = False
         return
     if t == MT.PROP:
+        if self.leaving_index:
+            raise ProposalDroppedError("this leader is leaving the cluster (removed)")
         _leader_propose(self, m)
         return
     if t == MT.READ_INDEX:
+        if self.leaving_index:
+            return  # not in the configuration: no reads; the next leader serves them
         if self.trk.is_singleton():
             resp = self.response_to_read_index_req(m, self.raft_log.committed)
             if resp is not None:
@@ -68,6 +73,10 @@ def _step_leader(self: Raft, m: Message) -> None:
         pr.msg_app_flow_paused = False
         if m.lease > pr.lease_tick:
             pr.lease_tick = m.lease
+        if self.leaving_index:
+            self.check_left()
+            if self.removed:
+                return
         if pr.state == ProgressState.SNAPSHOT:
             if self.snap_sender.complete(m.from_):
                 # The follower holds the whole snapshot but its answer was lost: probe after

@@ -66,7 +66,10 @@ class GatewayCluster:
                     self.image, args, name=self.name(n), hostname=self.name(n), detach=True,
                     network=self._net.name, ports={API_PORT: ("127.0.0.1", None)},
                     environment={"GATEWAY_NODE_ID": str(n), "GATEWAY_PEERS": peers,
-                                 **self.env})
+                                 # the peer port on every interface of the test
+                                 # container, plaintext: said so
+                                 "GATEWAY_LISTEN": "0.0.0.0:7100",
+                                 "GATEWAY_INSECURE_PEER": "true", **self.env})
                 for extra in self.networks:
                     self._docker.networks.get(extra).connect(self._containers[n])
             for n in self._containers:

@@ -249,7 +249,7 @@ class ApplierStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,7 @@ class StatusResponse(_message.Message):
     PEERS_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_RULES_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_ROLE_FIELD_NUMBER: _ClassVar[int]
+    ALARMS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -286,7 +287,8 @@ class StatusResponse(_message.Message):
     peers: _containers.RepeatedCompositeFieldContainer[PeerStatus]
     conflict_rules: _containers.RepeatedCompositeFieldContainer[_replication_pb2.ConflictRule]
     conflict_role: str
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ...) -> None: ...
+    alarms: _containers.RepeatedCompositeFieldContainer[_replication_pb2.SpaceAlarm]
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
     __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts")
@@ -360,6 +362,14 @@ class ConflictsRequest(_message.Message):
     unset: str
     role: str
     def __init__(self, set: _Optional[_Union[_replication_pb2.ConflictRule, _Mapping]] = ..., unset: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
+
+class AlarmRequest(_message.Message):
+    __slots__ = ("disarm", "disarm_all")
+    DISARM_FIELD_NUMBER: _ClassVar[int]
+    DISARM_ALL_FIELD_NUMBER: _ClassVar[int]
+    disarm: int
+    disarm_all: bool
+    def __init__(self, disarm: _Optional[int] = ..., disarm_all: _Optional[bool] = ...) -> None: ...
 
 class AddNodeRequest(_message.Message):
     __slots__ = ("node_id", "peer_address", "api_address", "learner")

@@ -104,6 +104,11 @@ class GatewayStub:
                 request_serializer=gateway_dot_v1_dot_gateway__pb2.ConflictsRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
                 _registered_method=True)
+        self.Alarm = channel.unary_unary(
+                '/gateway.v1.Gateway/Alarm',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.AlarmRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -193,6 +198,12 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Alarm(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -264,6 +275,11 @@ def add_GatewayServicer_to_server(servicer, server):
             'Conflicts': grpc.unary_unary_rpc_method_handler(
                     servicer.Conflicts,
                     request_deserializer=gateway_dot_v1_dot_gateway__pb2.ConflictsRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
+            ),
+            'Alarm': grpc.unary_unary_rpc_method_handler(
+                    servicer.Alarm,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.AlarmRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
             ),
     }
@@ -644,6 +660,33 @@ class Gateway:
             target,
             '/gateway.v1.Gateway/Conflicts',
             gateway_dot_v1_dot_gateway__pb2.ConflictsRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Alarm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/Alarm',
+            gateway_dot_v1_dot_gateway__pb2.AlarmRequest.SerializeToString,
             gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
             options,
             channel_credentials,

@@ -85,3 +85,23 @@ class ConflictCommand(_message.Message):
     unset: str
     role: str
     def __init__(self, set: _Optional[_Union[ConflictRule, _Mapping]] = ..., unset: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
+
+class SpaceAlarm(_message.Message):
+    __slots__ = ("node_id", "path", "free_bytes", "min_free_bytes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MIN_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    path: str
+    free_bytes: int
+    min_free_bytes: int
+    def __init__(self, node_id: _Optional[int] = ..., path: _Optional[str] = ..., free_bytes: _Optional[int] = ..., min_free_bytes: _Optional[int] = ...) -> None: ...
+
+class AlarmCommand(_message.Message):
+    __slots__ = ("alarm", "disarm")
+    ALARM_FIELD_NUMBER: _ClassVar[int]
+    DISARM_FIELD_NUMBER: _ClassVar[int]
+    alarm: SpaceAlarm
+    disarm: int
+    def __init__(self, alarm: _Optional[_Union[SpaceAlarm, _Mapping]] = ..., disarm: _Optional[int] = ...) -> None: ...

@@ -468,3 +468,33 @@ def test_a_database_with_a_row_per_gtid_is_converted_to_ranges_when_opened(tmp_p
                                        "'_gateway_applied'").fetchone() is None
     finally:
         applier.close()
+
+
+@pytest.mark.parametrize(("query", "refused"), [
+    ("ATTACH DATABASE '{dir}/planted.db' AS p", "ATTACH"),
+    ("INSERT INTO _gateway_applied_ranges VALUES (7, 1, 99)", "_gateway_applied_ranges"),
+    ("PRAGMA user_version = 5", "PRAGMA"),
+    ("INSERT INTO whatever VALUES (random(), 'x')", "random()"),
+    ("INSERT INTO whatever VALUES (datetime('now'), 'x')", "datetime()"),
+    ("INSERT INTO whatever VALUES (CURRENT_TIMESTAMP, 'x')", "current_timestamp()"),
+    ("COMMIT", "transaction control"),
+    ("CREATE TRIGGER tr AFTER INSERT ON whatever BEGIN DELETE FROM whatever; END",
+     "triggers"),
+    ("DELETE FROM \"t$EX\"", "t$EX"),
+    ("DROP TABLE kept", "written by row statements"),
+    ("ALTER TABLE kept ADD COLUMN c", "written by row statements"),
+])
+def test_sql_statements_run_under_the_authorizer(db, tmp_path, query, refused):
+    db.apply(statement_ops(txn(1, sql("CREATE TABLE whatever (nick TEXT, name TEXT)"),
+                               insert("t$EX", [{"id": 1}]), insert("kept", [{"id": 2}]))))
+    before = db.applied_gtids()
+    with pytest.raises(UnsupportedOperationError, match="refused") as ei:
+        db.apply(statement_ops(txn(2, sql(query.format(dir=tmp_path)))))
+    assert refused in str(ei.value)
+    assert not (tmp_path / "planted.db").exists()
+    assert db.applied_gtids() == before
+    assert db.rows("whatever") == [] and db.rows("t$EX") == [{"id": 1}]
+    assert db.rows("kept") == [{"id": 2}]
+    # the applier's own statements still run (the authorizer is off again)
+    db.apply(statement_ops(txn(3, insert("t", [{"id": 1, "a": 1}]))))
+    assert db.rows("t") == [{"id": 1, "a": 1}]

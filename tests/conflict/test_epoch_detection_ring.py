@@ -108,6 +108,9 @@ def _run(seed: int) -> tuple[int, int, int]:
                     if truly:
                         concurrent += 1
                         assert o.verdict.in_conflict, (seed, w, row, ctx.max_replicated)
+                    if truly and o.verdict.cause is Cause.ROW_DOES_NOT_EXIST \
+                            and w.change.op is OpType.UPDATE_ROW:
+                        flagged += 1  # an update of a row deleted here (MySQL's cause)
                     if o.verdict.cause is Cause.DATA_IN_CONFLICT:
                         flagged += 1
                         if not truly:  # a false conflict: only inside the window -- the

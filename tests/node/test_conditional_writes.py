@@ -239,6 +239,47 @@ def test_two_clients_incrementing_one_row_lose_no_update(tmp_path):
     run(go(), timeout=120)
 
 
+async def _transfers(c: AsyncGatewayClient, moves: list[tuple[int, int, int]]) -> None:
+    """Each ``(from, to, amount)`` as a read-modify-write of both accounts, conditioned on
+    the GTIDs read, retried when refused."""
+    for src, dst, amount in moves:
+        while True:
+            a = (await c.read("bank.acct", src)).row
+            b = (await c.read("bank.acct", dst)).row
+            debit = a.values[0].int_value - amount
+            credit = b.values[0].int_value + amount
+            try:
+                await c.write([
+                    row_update("bank.acct", {"id": src}, {"balance": debit}),
+                    row_update("bank.acct", {"id": dst}, {"balance": credit}),
+                ], conditions=[Condition.gtid("bank.acct", src, a.gtid),
+                               Condition.gtid("bank.acct", dst, b.gtid)])
+                break
+            except PreconditionFailed:
+                continue
+
+
+def test_concurrent_transfers_keep_the_total(tmp_path):
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            await leader_of(nodes)
+            async with AsyncGatewayClient(cfgs[0].api) as a, \
+                    AsyncGatewayClient(cfgs[2].api) as b:
+                await a.write_batch([_acct(i, 200) for i in range(3)])
+                moves_a = [(i % 3, (i + 1) % 3, 7) for i in range(15)]
+                moves_b = [((i + 1) % 3, i % 3, 5) for i in range(15)]
+                await asyncio.gather(_transfers(a, moves_a), _transfers(b, moves_b))
+                got = [(await a.get("bank.acct", i))["balance"] for i in range(3)]
+                assert sum(got) == 600, got
+                # every transfer applied once: account 0 sent 7 five times and got 7 five
+                # times, got 5 five times and sent 5 five times, ...
+                assert got == [200, 200, 200], got
+
+    run(go(), timeout=120)
+
+
 def test_refusals_through_write_batch_stream_and_a_follower(tmp_path):
     cfgs = node_configs(tmp_path, 3)
 
@@ -311,6 +352,12 @@ def test_a_refused_write_is_decided_alike_after_a_restart_replays_it(tmp_path):
             await leader_of([node2])
             await wait_for(lambda: node2.sm.applied_index >= refused_at)
             assert node2.sm.skipped(refused_at)
+            # the appliers' and Subscribe's feed: no transaction at the refused entry
+            from gateway.node.feed import CommittedLogSource
+
+            fed = {e.index: e for e in CommittedLogSource(node2.driver).read(refused_at - 1, 2)}
+            assert fed[refused_at].transaction is None and not fed[refused_at].replicated
+            assert fed[refused_at - 1].transaction is not None  # the update that held
             assert str(node2.sm.refusal_at(refused_at)) == f"{first.value.details}"
             assert node2.sm.last_trans_id >= last
             assert node2.sm.get_row("bank", "acct", [keys_value(1)]).values[0].int_value == 90
@@ -340,3 +387,132 @@ def test_store_key_of_a_refusal_marker_is_the_entry_outcome(tmp_path):
         b"refused: conditions[0]: bank.acct key (1): the row does not exist"
     assert out.error is not None
     sm.close()
+
+
+# -- gateway sql -------------------------------------------------------------------------------
+
+
+def test_sql_update_where_on_non_key_columns_is_a_condition():
+    from gateway.cli.sql import SqlError, sql_to_statements, sql_to_write
+
+    keys_of = {"bank.acct": ["id"], "bank.pair": ["a", "b"]}.get
+    stmts, conds = sql_to_write("UPDATE bank.acct SET balance = 90 WHERE id = 1 AND "
+                                "balance = 100", key_of=keys_of)
+    assert [f.name for f in stmts[0].update.key_fields] == ["id"]
+    assert [v.int_value for v in stmts[0].update.records[0].key_values] == [1]
+    assert conds == [Condition.values("bank.acct", [1], {"balance": 100})]
+    stmts, conds = sql_to_write("DELETE FROM bank.pair WHERE b = 2 AND a = 1 AND x = 'y'",
+                                key_of=keys_of)
+    assert [v.int_value for v in stmts[0].delete.records[0].key_values] == [1, 2]
+    assert conds == [Condition.values("bank.pair", [1, 2], {"x": "y"})]
+    assert sql_to_write("UPDATE bank.acct SET a = 1 WHERE id = 1", key_of=keys_of)[1] == []
+    with pytest.raises(SqlError, match=r"every key column of bank\.pair \(a, b\): 'b' is missing"):
+        sql_to_write("UPDATE bank.pair SET x = 1 WHERE a = 1 AND x = 2", key_of=keys_of)
+    # without a known key every WHERE column is a key column, as before
+    assert len(sql_to_statements("UPDATE bank.acct SET a = 1 WHERE id = 1 AND balance = 2")[0]
+               .update.key_fields) == 2
+
+
+def test_gateway_sql_update_with_a_stale_where_is_refused(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gateway
+
+    from .conftest import free_ports
+
+    gw = [sys.executable, "-m", "gateway.cli"]
+    # the processes import this checkout's gateway, wherever they run
+    env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
+    api, peer = free_ports(2)
+    target = f"127.0.0.1:{api}"
+    proc = subprocess.Popen(
+        [*gw, "run", "--api", target, "--listen", f"127.0.0.1:{peer}", "--data-dir",
+         str(tmp_path / "data"), "--appliers", ""], stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*gw, *args], capture_output=True, text=True, timeout=60,
+                              env=env)
+
+    try:
+        deadline = time.monotonic() + 60
+        while cli("sql", "-t", target, "INSERT INTO bank.acct (id, balance) VALUES (1, 100)"
+                  ).returncode != 0:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.3)
+        ok = cli("sql", "-t", target,
+                 "UPDATE bank.acct SET balance = 90 WHERE id = 1 AND balance = 100")
+        assert ok.returncode == 0, ok.stderr
+        stale = cli("sql", "-t", target,
+                    "UPDATE bank.acct SET balance = 80 WHERE id = 1 AND balance = 100")
+        assert stale.returncode == 1
+        assert ("FAILED_PRECONDITION: conditions[0]: bank.acct key (1): expected balance = "
+                "100, found 90") in stale.stderr and "Traceback" not in stale.stderr
+        got = cli("get", "-t", target, "bank.acct", "1")
+        assert '"balance": 90' in got.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+
+
+def test_the_sqlite_applier_gets_held_conditional_writes_and_not_refused_ones(tmp_path):
+    import sqlite3
+    from pathlib import Path
+
+    cfg = node_configs(tmp_path, 1, appliers={"sqlite": {}})[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                await c.write(_acct(1, 100), conditions=[Condition.absent("bank.acct", 1)])
+                with pytest.raises(PreconditionFailed):
+                    await c.write([row_update("bank.acct", {"id": 1}, {"balance": 5})],
+                                  conditions=[Condition.absent("bank.acct", 1)],
+                                  idempotency_key="refused")
+            refused_at = node.sm.idempotent_result("refused", time.time_ns()).log_index
+            path = Path(cfg.data_dir) / "sqlite" / "gateway.db"
+
+            def balance() -> int | None:
+                try:
+                    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+                        got = db.execute("SELECT balance FROM acct WHERE id = 1"
+                                         ).fetchone()
+                        return got[0] if got else None
+                except sqlite3.Error:
+                    return None
+
+            def position() -> int:
+                return next(a.position for a in node.applier_status() if a.name == "sqlite")
+
+            await wait_for(lambda: position() >= refused_at, 20, "the applier past the refusal")
+            assert balance() == 100  # the refused update never reached SQLite
+            async with AsyncGatewayClient(cfg.api) as c:
+                last = await c.write([row_update("bank.acct", {"id": 1}, {"balance": 7})],
+                                     conditions=[Condition.values("bank.acct", 1,
+                                                                  {"balance": 100})])
+            await wait_for(lambda: balance() == 7, 20, "the held update in SQLite")
+            assert not any(s.dead_letters for s in node.applier_status())
+            assert last.gtid.trans_id == 3  # the refused write consumed trans id 2
+
+    run(go())
+
+
+def test_log_dump_shows_a_conditional_writes_conditions():
+    from gateway.cli import logtool
+    from gateway.core.messages import TypeTag
+
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=1, trans_id=5), epoch=2, author=1, segment_id=1,
+        end_segment=True, statements=_acct(9, 1), conditions=[
+            Condition.absent("bank.acct", 9), Condition.gtid("bank.acct", 1, (1, 4)),
+            Condition.values("bank.acct", [1], {"balance": 100, "note": None})])
+    lines = logtool.render_text(logtool.LogEntry(offset=2, tag=TypeTag.TRANSACTION,
+                                                 message=txn))
+    assert lines[3:6] == ["# Condition: bank.acct key (9): absent",
+                          "# Condition: bank.acct key (1): gtid (1,4)",
+                          "# Condition: bank.acct key (1): balance = 100, note = NULL"]

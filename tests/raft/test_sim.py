@@ -93,3 +93,16 @@ def test_single_node_cluster_runs_with_partition_faults(
     # crashed in ``_partition`` (an empty range to cut a one-member cluster in two)
     assert main(["--seed", "1", "--count", "4", "--nodes", "1", "--steps", "150",
                  "--faults", "partition,oneway"]) == 0
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_a_single_voter_replaced_by_churn_hands_over_before_it_stops(seed: int) -> None:
+    """Churn on one node replaces the only voter (joint configuration: add node 2, remove
+    node 1). Node 1 leads until it applies the removal; had it stopped at once, node 2 --
+    holding the removal but not knowing it committed -- would still need node 1's vote in
+    every election, for ever (these seeds failed liveness). The leaving leader stops only
+    once the new configuration acknowledged a heartbeat carrying the removal's commit."""
+    from gateway.raft.sim.cluster import ALL_FAULTS, SimConfig, run_seed
+
+    res = run_seed(SimConfig(seed, 1, 300, frozenset(ALL_FAULTS)))
+    assert res.ok, res.error

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.appliers.source import LogFileSource
+from gateway.appliers.sqlite import unsigned_blob
 from gateway.core.reducer import SegmentAssembler, reduce_ops
 from spark_applier.bulk import apply_log, read_log, reduce_log
 from spark_applier.convert import op_of_row
@@ -79,11 +80,11 @@ def test_sqlite_target_equals_the_sequential_apply_with_moves_and_sql(spark, tmp
 
 def _normal(v: Any) -> Any:
     """A Parquet value as the SQLite applier stores it (booleans 0/1, decimals as text,
-    unsigned values past 2**63 - 1 as SQLite's INTEGER affinity turns their text: REAL)."""
+    unsigned values past 2**63 - 1 as their 8-byte big-endian BLOB: ``unsigned_blob``)."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, Decimal):
-        return float(v) if v > 2**63 - 1 else int(v)
+        return unsigned_blob(int(v)) if v > 2**63 - 1 else int(v)
     if isinstance(v, bytearray):
         return bytes(v)
     return v

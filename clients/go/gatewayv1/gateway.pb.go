@@ -1415,6 +1415,9 @@ type StatusResponse struct {
 	Peers         []*PeerStatus          `protobuf:"bytes,16,rep,name=peers,proto3" json:"peers,omitempty"`
 	ConflictRules []*ConflictRule        `protobuf:"bytes,17,rep,name=conflict_rules,json=conflictRules,proto3" json:"conflict_rules,omitempty"` // most specific first (the order they match)
 	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
+	// NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+	// node's own when its disk is short of space but the alarm is not replicated yet.
+	Alarms        []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1573,6 +1576,13 @@ func (x *StatusResponse) GetConflictRole() string {
 		return x.ConflictRole
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetAlarms() []*SpaceAlarm {
+	if x != nil {
+		return x.Alarms
+	}
+	return nil
 }
 
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
@@ -1951,6 +1961,60 @@ func (x *ConflictsRequest) GetRole() string {
 	return ""
 }
 
+// AlarmRequest: clear the NOSPACE alarm of one node (or of all). An alarm whose node is
+// still short of space is raised again by that node at its next check.
+type AlarmRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disarm        uint64                 `protobuf:"varint,1,opt,name=disarm,proto3" json:"disarm,omitempty"`                        // the node id whose alarm to clear
+	DisarmAll     bool                   `protobuf:"varint,2,opt,name=disarm_all,json=disarmAll,proto3" json:"disarm_all,omitempty"` // clear every alarm
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmRequest) Reset() {
+	*x = AlarmRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmRequest) ProtoMessage() {}
+
+func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
+func (*AlarmRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AlarmRequest) GetDisarm() uint64 {
+	if x != nil {
+		return x.Disarm
+	}
+	return 0
+}
+
+func (x *AlarmRequest) GetDisarmAll() bool {
+	if x != nil {
+		return x.DisarmAll
+	}
+	return false
+}
+
 type AddNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1963,7 +2027,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2039,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2052,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -2028,7 +2092,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2104,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2117,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -2072,7 +2136,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2148,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2161,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2115,7 +2179,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2191,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2204,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 type AdminResponse struct {
@@ -2153,7 +2217,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2229,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2242,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2310,7 +2374,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\x9e\x05\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xce\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2334,7 +2398,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\bchannels\x18\x0f \x03(\v2\x19.gateway.v1.ChannelStatusR\bchannels\x12,\n" +
 	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
 	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
-	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\"\x8a\x04\n" +
+	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
+	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\"\x8a\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2374,7 +2439,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x10ConflictsRequest\x12*\n" +
 	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
 	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04role\"\x87\x01\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"E\n" +
+	"\fAlarmRequest\x12\x16\n" +
+	"\x06disarm\x18\x01 \x01(\x04R\x06disarm\x12\x1d\n" +
+	"\n" +
+	"disarm_all\x18\x02 \x01(\bR\tdisarmAll\"\x87\x01\n" +
 	"\x0eAddNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
 	"\fpeer_address\x18\x02 \x01(\tR\vpeerAddress\x12\x1f\n" +
@@ -2392,7 +2461,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\xdd\a\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\x9b\b\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2410,7 +2479,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
 	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
-	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponse\x12<\n" +
+	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2426,7 +2496,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2454,93 +2524,98 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*AddChannelRequest)(nil),     // 23: gateway.v1.AddChannelRequest
 	(*ChannelActionRequest)(nil),  // 24: gateway.v1.ChannelActionRequest
 	(*ConflictsRequest)(nil),      // 25: gateway.v1.ConflictsRequest
-	(*AddNodeRequest)(nil),        // 26: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 27: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 28: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 29: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 30: gateway.v1.AdminResponse
-	nil,                           // 31: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 32: gateway.v1.Statement
-	(*Condition)(nil),             // 33: gateway.v1.Condition
-	(*Gtid)(nil),                  // 34: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 35: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 36: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 37: gateway.v1.Value
-	(*Transaction)(nil),           // 38: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 39: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 40: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 41: gateway.v1.ConflictRule
-	(*ChannelDefinition)(nil),     // 42: gateway.v1.ChannelDefinition
+	(*AlarmRequest)(nil),          // 26: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),        // 27: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 28: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 29: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 30: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 31: gateway.v1.AdminResponse
+	nil,                           // 32: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 33: gateway.v1.Statement
+	(*Condition)(nil),             // 34: gateway.v1.Condition
+	(*Gtid)(nil),                  // 35: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 36: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 37: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 38: gateway.v1.Value
+	(*Transaction)(nil),           // 39: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 40: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 41: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 42: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),            // 43: gateway.v1.SpaceAlarm
+	(*ChannelDefinition)(nil),     // 44: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	32, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	33, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
-	34, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	33, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	34, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	35, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
 	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	35, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	36, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	37, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	36, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	37, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	34, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	37, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	36, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	37, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	38, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	37, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	38, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	35, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	38, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	37, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	37, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	38, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	38, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	34, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	35, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	38, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	39, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	40, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	39, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	40, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	41, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	21, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	22, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	41, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	31, // 32: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	42, // 33: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	41, // 34: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 35: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 36: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 37: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 38: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 39: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 40: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 41: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	26, // 42: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	27, // 43: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	28, // 44: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	29, // 45: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	23, // 46: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	24, // 47: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	25, // 48: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	2,  // 49: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 50: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 51: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 52: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 53: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 54: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 55: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	30, // 56: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	30, // 57: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	30, // 58: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	30, // 59: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	30, // 60: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	30, // 61: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	30, // 62: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	49, // [49:63] is the sub-list for method output_type
-	35, // [35:49] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	42, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	43, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	32, // 33: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	44, // 34: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	42, // 35: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 36: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 37: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 38: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 39: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 40: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 41: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 42: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	27, // 43: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	28, // 44: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	29, // 45: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	30, // 46: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	23, // 47: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	24, // 48: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	25, // 49: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	26, // 50: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	2,  // 51: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 52: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 53: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 54: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 55: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 56: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 57: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	31, // 58: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	31, // 59: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	31, // 60: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	31, // 61: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	31, // 62: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	31, // 63: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	31, // 64: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	31, // 65: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	51, // [51:66] is the sub-list for method output_type
+	36, // [36:51] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2560,7 +2635,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

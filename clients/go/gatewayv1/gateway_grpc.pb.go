@@ -35,6 +35,7 @@ const (
 	Gateway_AddChannel_FullMethodName     = "/gateway.v1.Gateway/AddChannel"
 	Gateway_ChannelAction_FullMethodName  = "/gateway.v1.Gateway/ChannelAction"
 	Gateway_Conflicts_FullMethodName      = "/gateway.v1.Gateway/Conflicts"
+	Gateway_Alarm_FullMethodName          = "/gateway.v1.Gateway/Alarm"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -55,6 +56,7 @@ type GatewayClient interface {
 	AddChannel(ctx context.Context, in *AddChannelRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	ChannelAction(ctx context.Context, in *ChannelActionRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	Conflicts(ctx context.Context, in *ConflictsRequest, opts ...grpc.CallOption) (*AdminResponse, error)
+	Alarm(ctx context.Context, in *AlarmRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 }
 
 type gatewayClient struct {
@@ -217,6 +219,16 @@ func (c *gatewayClient) Conflicts(ctx context.Context, in *ConflictsRequest, opt
 	return out, nil
 }
 
+func (c *gatewayClient) Alarm(ctx context.Context, in *AlarmRequest, opts ...grpc.CallOption) (*AdminResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdminResponse)
+	err := c.cc.Invoke(ctx, Gateway_Alarm_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -235,6 +247,7 @@ type GatewayServer interface {
 	AddChannel(context.Context, *AddChannelRequest) (*AdminResponse, error)
 	ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error)
 	Conflicts(context.Context, *ConflictsRequest) (*AdminResponse, error)
+	Alarm(context.Context, *AlarmRequest) (*AdminResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -286,6 +299,9 @@ func (UnimplementedGatewayServer) ChannelAction(context.Context, *ChannelActionR
 }
 func (UnimplementedGatewayServer) Conflicts(context.Context, *ConflictsRequest) (*AdminResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Conflicts not implemented")
+}
+func (UnimplementedGatewayServer) Alarm(context.Context, *AlarmRequest) (*AdminResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Alarm not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -542,6 +558,24 @@ func _Gateway_Conflicts_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_Alarm_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AlarmRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).Alarm(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_Alarm_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).Alarm(ctx, req.(*AlarmRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -596,6 +630,10 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Conflicts",
 			Handler:    _Gateway_Conflicts_Handler,
+		},
+		{
+			MethodName: "Alarm",
+			Handler:    _Gateway_Alarm_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

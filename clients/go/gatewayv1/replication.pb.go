@@ -505,6 +505,131 @@ func (x *ConflictCommand) GetRole() string {
 	return ""
 }
 
+// SpaceAlarm: a node's log directory has less free space than its min_free_bytes (the NOSPACE
+// alarm, docs/node.md "Disk full and fsync failure"). While any is raised, every node of the
+// cluster refuses writes with RESOURCE_EXHAUSTED naming the node and path.
+type SpaceAlarm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`                     // the node whose disk is short of space
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`                                        // the directory checked, relative to its data directory
+	FreeBytes     uint64                 `protobuf:"varint,3,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`            // free bytes when the alarm was raised
+	MinFreeBytes  uint64                 `protobuf:"varint,4,opt,name=min_free_bytes,json=minFreeBytes,proto3" json:"min_free_bytes,omitempty"` // the node's threshold
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpaceAlarm) Reset() {
+	*x = SpaceAlarm{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpaceAlarm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpaceAlarm) ProtoMessage() {}
+
+func (x *SpaceAlarm) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpaceAlarm.ProtoReflect.Descriptor instead.
+func (*SpaceAlarm) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SpaceAlarm) GetNodeId() uint64 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *SpaceAlarm) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SpaceAlarm) GetFreeBytes() uint64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
+func (x *SpaceAlarm) GetMinFreeBytes() uint64 {
+	if x != nil {
+		return x.MinFreeBytes
+	}
+	return 0
+}
+
+// AlarmCommand (entry type tag 98): raises or clears a SpaceAlarm, replicated state like the
+// channels. Exactly one of the fields is set.
+type AlarmCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Alarm         *SpaceAlarm            `protobuf:"bytes,1,opt,name=alarm,proto3" json:"alarm,omitempty"`    // raise (or refresh) the alarm of alarm.node_id
+	Disarm        uint64                 `protobuf:"varint,2,opt,name=disarm,proto3" json:"disarm,omitempty"` // clear the alarm of this node id
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlarmCommand) Reset() {
+	*x = AlarmCommand{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlarmCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlarmCommand) ProtoMessage() {}
+
+func (x *AlarmCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlarmCommand.ProtoReflect.Descriptor instead.
+func (*AlarmCommand) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AlarmCommand) GetAlarm() *SpaceAlarm {
+	if x != nil {
+		return x.Alarm
+	}
+	return nil
+}
+
+func (x *AlarmCommand) GetDisarm() uint64 {
+	if x != nil {
+		return x.Disarm
+	}
+	return 0
+}
+
 var File_gateway_v1_replication_proto protoreflect.FileDescriptor
 
 const file_gateway_v1_replication_proto_rawDesc = "" +
@@ -551,7 +676,17 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\x0fConflictCommand\x12*\n" +
 	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
 	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
-	"\x04role\x18\x03 \x01(\tR\x04roleBK\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"~\n" +
+	"\n" +
+	"SpaceAlarm\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x03 \x01(\x04R\tfreeBytes\x12$\n" +
+	"\x0emin_free_bytes\x18\x04 \x01(\x04R\fminFreeBytes\"T\n" +
+	"\fAlarmCommand\x12,\n" +
+	"\x05alarm\x18\x01 \x01(\v2\x16.gateway.v1.SpaceAlarmR\x05alarm\x12\x16\n" +
+	"\x06disarm\x18\x02 \x01(\x04R\x06disarmBK\n" +
 	"\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -566,7 +701,7 @@ func file_gateway_v1_replication_proto_rawDescGZIP() []byte {
 	return file_gateway_v1_replication_proto_rawDescData
 }
 
-var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_gateway_v1_replication_proto_goTypes = []any{
 	(*ReplicatedItem)(nil),    // 0: gateway.v1.ReplicatedItem
 	(*ReplicatedEpoch)(nil),   // 1: gateway.v1.ReplicatedEpoch
@@ -574,20 +709,23 @@ var file_gateway_v1_replication_proto_goTypes = []any{
 	(*ChannelCommand)(nil),    // 3: gateway.v1.ChannelCommand
 	(*ConflictRule)(nil),      // 4: gateway.v1.ConflictRule
 	(*ConflictCommand)(nil),   // 5: gateway.v1.ConflictCommand
-	(*Transaction)(nil),       // 6: gateway.v1.Transaction
-	(*ApplyStatus)(nil),       // 7: gateway.v1.ApplyStatus
+	(*SpaceAlarm)(nil),        // 6: gateway.v1.SpaceAlarm
+	(*AlarmCommand)(nil),      // 7: gateway.v1.AlarmCommand
+	(*Transaction)(nil),       // 8: gateway.v1.Transaction
+	(*ApplyStatus)(nil),       // 9: gateway.v1.ApplyStatus
 }
 var file_gateway_v1_replication_proto_depIdxs = []int32{
-	6, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
-	7, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
+	8, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
+	9, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
 	0, // 2: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
 	2, // 3: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
 	4, // 4: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	6, // 5: gateway.v1.AlarmCommand.alarm:type_name -> gateway.v1.SpaceAlarm
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_replication_proto_init() }
@@ -607,7 +745,7 @@ func file_gateway_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_replication_proto_rawDesc), len(file_gateway_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -25,7 +25,8 @@ import {
   type WriteResult,
 } from "./gen/gateway/v1/gateway";
 import type { Statement } from "./gen/gateway/v1/statement";
-import { GatewayError } from "./errors";
+import { GatewayError, WriteBatchError } from "./errors";
+import type { Condition } from "./gen/gateway/v1/transaction";
 import { type KeyInput, keyValues, type Row, rowOf } from "./values";
 
 export interface ClientOptions {
@@ -62,6 +63,8 @@ export interface ScanOptions extends ReadOptions {
 export interface WriteOptions {
   /** At most 128 bytes; a key used before returns the first write's result (duplicate). */
   idempotencyKey?: string;
+  /** Conditions the rows must meet when the write is applied (`condition.absent`, ...). */
+  conditions?: Condition[];
   timeoutMs?: number;
 }
 
@@ -181,13 +184,36 @@ export class GatewayClient {
 
   /** Writes one transaction; resolves with its GTID, epoch, commit timestamp and log index. */
   async write(statements: Statement[], opts: WriteOptions = {}): Promise<WriteResult> {
-    const req = { statements, idempotencyKey: opts.idempotencyKey ?? randomUUID() };
+    const req = { statements, idempotencyKey: opts.idempotencyKey ?? randomUUID(), conditions: opts.conditions ?? [] };
     return this.call((s) => s.write, req, opts.timeoutMs);
+  }
+
+  /**
+   * Writes whole write requests (statements, conditions, a key: a fresh one where empty) in one
+   * round trip; results in order. A write whose conditions fail is refused alone: the others are
+   * applied and the promise rejects with a WriteBatchError saying which were refused.
+   */
+  async writeBatchRequests(
+    writes: Array<{ statements: Statement[]; conditions?: Condition[]; idempotencyKey?: string }>,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<WriteResult[]> {
+    const req = {
+      writes: writes.map((w) => ({ statements: w.statements, conditions: w.conditions ?? [], idempotencyKey: w.idempotencyKey || randomUUID() })),
+    };
+    const resp = await this.call((s) => s.writeBatch, req, opts.timeoutMs);
+    if (resp.errors.length === 0) return resp.results;
+    const results: Array<WriteResult | undefined> = [...resp.results];
+    const refused = new Map<number, GatewayError>();
+    for (const e of resp.errors) {
+      refused.set(e.index, new GatewayError(e.code, e.error, e.field));
+      results[e.index] = undefined;
+    }
+    throw new WriteBatchError(results, refused);
   }
 
   /** Writes many transactions in one round trip, each with its own key; results in order. */
   async writeBatch(writes: Statement[][], opts: { timeoutMs?: number } = {}): Promise<WriteResult[]> {
-    const req = { writes: writes.map((statements) => ({ statements, idempotencyKey: randomUUID() })) };
+    const req = { writes: writes.map((statements) => ({ statements, idempotencyKey: randomUUID(), conditions: [] })) };
     return (await this.call((s) => s.writeBatch, req, opts.timeoutMs)).results;
   }
 

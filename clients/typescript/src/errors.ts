@@ -23,6 +23,12 @@ export class GatewayError extends Error {
     super(`${grpc.status[code] ?? code}: ${details}${field ? ` (field ${field})` : ""}`, options);
   }
 
+  /** i when a conditional write was refused by condition "conditions[i]", else -1. */
+  get conditionIndex(): number {
+    const m = this.code === grpc.status.FAILED_PRECONDITION ? /^conditions\[(\d+)\]$/.exec(this.field) : null;
+    return m ? Number(m[1]) : -1;
+  }
+
   get codeName(): string {
     return grpc.status[this.code] ?? String(this.code);
   }
@@ -43,5 +49,21 @@ export class GatewayError extends Error {
       });
     }
     return new GatewayError(grpc.status.UNKNOWN, String(e), "", "", { cause: e });
+  }
+}
+
+/**
+ * Some writes of a `writeBatchRequests` were refused (their conditions did not hold); the others
+ * were applied. `results` has every write's result (undefined where refused), `refused` each
+ * refusal by the write's position.
+ */
+export class WriteBatchError extends Error {
+  override readonly name = "WriteBatchError";
+
+  constructor(
+    readonly results: Array<unknown>,
+    readonly refused: Map<number, GatewayError>,
+  ) {
+    super(`writes refused: ${[...refused.entries()].map(([i, e]) => `write ${i}: ${e.details}`).join("; ")}`);
   }
 }

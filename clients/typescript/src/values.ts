@@ -11,6 +11,8 @@
 import { FieldType, NullValue, type Value } from "./gen/gateway/v1/value";
 import type { Row as StoredRow } from "./gen/gateway/v1/gateway";
 import type { FieldMetadata, Statement, TableMetadata } from "./gen/gateway/v1/statement";
+import type { Gtid } from "./gen/gateway/v1/gtid";
+import type { Condition } from "./gen/gateway/v1/transaction";
 
 /** A value with an explicit column type. */
 export class Typed {
@@ -185,3 +187,25 @@ export function remove(table: string, key: Columns): Statement {
 export function keyValues(key: KeyInput): Value[] {
   return (Array.isArray(key) ? key : [key]).map((k) => toValue(k).value);
 }
+
+/**
+ * Conditions of a conditional write (docs/node.md, "Conditional writes"): the write is applied
+ * only if every condition holds when it is applied, else it is refused whole with a
+ * GatewayError of code FAILED_PRECONDITION whose `field` names the condition ("conditions[i]",
+ * `conditionIndex` gives i) and whose details name its table and key.
+ */
+export const condition = {
+  /** The row of `table` with this key does not exist. */
+  absent(table: string, key: KeyInput): Condition {
+    return { table, key: keyValues(key), expect: { $case: "absent", value: true } };
+  },
+  /** The row exists and the transaction `gtid` wrote it last (a read's `row.gtid`). */
+  gtid(table: string, key: KeyInput, gtid: Gtid): Condition {
+    return { table, key: keyValues(key), expect: { $case: "gtid", value: gtid } };
+  },
+  /** The row exists and these columns hold these values (null matches NULL). */
+  values(table: string, key: KeyInput, values: Columns): Condition {
+    const f = fields(values);
+    return { table, key: keyValues(key), expect: { $case: "values", value: { fields: f.metas.map((m) => m.name), values: f.values } } };
+  },
+};

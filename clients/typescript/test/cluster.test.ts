@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, afterEach, before, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { type ClientOptions, GatewayClient, GatewayError, decimal, insert, rowOf } from "../src/index";
+import { type ClientOptions, GatewayClient, GatewayError, WriteBatchError, condition, decimal, insert, rowOf, update } from "../src/index";
 import type { ChangeEvent, WriteResult } from "../src/gen/gateway/v1/gateway";
 import { TestCluster } from "./testcluster";
 
@@ -212,4 +212,56 @@ test("subscribe resumes after its node dies", async () => {
   }
   assert.deepEqual(got, want);
   assert.ok(reconnects > 0, "the subscription never reconnected, yet its node was killed");
+});
+
+test("a conditional write refused names the row, and alone in a batch", async () => {
+  const c = writer();
+  const t = table("cond");
+  const first = await c.write([insert(t, { id: 1 }, { balance: 100 })], { conditions: [condition.absent(t, 1)] });
+  const upd = update(t, { id: 1 }, { balance: 90 });
+  await c.write([upd], { conditions: [condition.gtid(t, 1, first.gtid!), condition.values(t, 1, { balance: 100 })] });
+  await assert.rejects(c.write([upd], { conditions: [condition.absent(t, 2), condition.gtid(t, 1, first.gtid!)] }), (e: unknown) => {
+    assert.ok(e instanceof GatewayError);
+    assert.equal(e.code, grpc.status.FAILED_PRECONDITION);
+    assert.equal(e.conditionIndex, 1);
+    assert.ok(e.details.includes(`${t} key (1)`), e.details);
+    return true;
+  });
+  await assert.rejects(
+    c.writeBatchRequests([
+      { statements: [insert(t, { id: 2 }, { balance: 1 })] },
+      { statements: [insert(t, { id: 3 }, { balance: 1 })], conditions: [condition.absent(t, 1)] },
+      { statements: [insert(t, { id: 4 }, { balance: 1 })] },
+    ]),
+    (e: unknown) => {
+      assert.ok(e instanceof WriteBatchError);
+      assert.deepEqual([...e.refused.keys()], [1]);
+      assert.equal(e.refused.get(1)!.conditionIndex, 0);
+      assert.ok(e.results[0] !== undefined && e.results[1] === undefined && e.results[2] !== undefined);
+      return true;
+    },
+  );
+  assert.equal(await c.get(t, 3), undefined);
+  assert.deepEqual(await c.get(t, 4), { id: 4n, balance: 1n });
+});
+
+test("two clients incrementing one row with conditions lose no update", async () => {
+  const t = table("counter");
+  const a = client([cluster.apis[0]], cluster.info.tokens.writer);
+  const b = client([cluster.apis[1]], cluster.info.tokens.writer);
+  await a.write([insert(t, { id: 1 }, { n: 0 })]);
+  const run = async (c: GatewayClient) => {
+    for (let done = 0; done < 10; ) {
+      const r = await c.read(t, 1);
+      const n = r.row!.values[0].kind?.$case === "intValue" ? (r.row!.values[0].kind.value as bigint) : -1n;
+      try {
+        await c.write([update(t, { id: 1 }, { n: n + 1n })], { conditions: [condition.gtid(t, 1, r.row!.gtid!)] });
+        done++;
+      } catch (e) {
+        if (!(e instanceof GatewayError) || e.conditionIndex !== 0) throw e;
+      }
+    }
+  };
+  await Promise.all([run(a), run(b)]);
+  assert.deepEqual(await a.get(t, 1), { id: 1n, n: 20n });
 });

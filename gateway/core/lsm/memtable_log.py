@@ -13,7 +13,7 @@ range reaches the end of the file) and refuses anything else that fails its chec
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gateway.core.fileio import FileSystem, WritableFile, local_fs
 from gateway.core.lsm.errors import CorruptionError
@@ -33,18 +33,32 @@ class MemtableLogWriter:
         self.number = number
         self.sync = sync
         self._file: WritableFile = fs.create(path)
+        self._failed: BaseException | None = None
         self._file.write(SEPARATOR)
 
     def append(self, keys: list[bytes], cells: list[bytes], log_index: int) -> None:
         """Write one batch record; durable on return when ``sync`` (else in the kernel)."""
         payload = _HEAD.pack(TAG_WAL_BATCH, log_index) + encode_pairs(keys, cells)
-        self._file.write(encode_record(payload))
+        self._io(lambda: self._file.write(encode_record(payload)))
         if self.sync:
-            self._file.sync()
+            self._io(self._file.sync)
 
     def fsync(self) -> None:
         """Make every appended batch durable."""
-        self._file.sync()
+        self._io(self._file.sync)
+
+    def _io(self, op: Callable[[], None]) -> None:
+        """Run ``op``; after one failed write or fsync every later call raises: an fsync is
+        never retried on this file (the kernel may have dropped the pages it could not
+        write, and a second fsync would then report success for data that is gone)."""
+        if self._failed is not None:
+            raise OSError(f"{self.path}: an earlier write or fsync failed; the file is "
+                          f"not written again") from self._failed
+        try:
+            op()
+        except OSError as exc:
+            self._failed = exc
+            raise
 
     def close(self) -> None:
         """Close the file (no fsync)."""

@@ -24,6 +24,7 @@ lock; a write batch becomes visible atomically.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -70,6 +71,7 @@ from gateway.core.lsm.version import Version
 __all__ = ["LSMStore", "WriteBatch"]
 
 _FILE_RE = re.compile(r"^(\d{6,})\.(sst|wal)$")
+log = logging.getLogger("gateway.core.lsm")
 
 
 def _keep_no_tombstone() -> TombstoneFloor:
@@ -220,6 +222,9 @@ class LSMStore:
         self._wal: MemtableLogWriter | None = None
         self._imm: tuple[Memtable, ...] = ()
         self._dir_lock: FileLock | None = None
+        #: The directory held tables or logs but no ``MANIFEST``: the store was started empty
+        #: (logged as a warning); its owner must rebuild it.
+        self.manifest_rebuilt = False
         self._fs.makedirs(self.path)
         self._lock_dir()
         try:
@@ -252,6 +257,15 @@ class LSMStore:
             state, data, edits = read_manifest(manifest_path, fs)
             self._manifest = Manifest(fs, path, state, data, edits)
         else:
+            found = [n for n in fs.listdir(path) if n.endswith(".sst") and _FILE_RE.match(n)]
+            if found:
+                # Without the manifest nothing says which tables are live, in which level,
+                # or up to which log index they hold: the store starts empty (its owner
+                # rebuilds it: a node from its newest snapshot and log) and the files it
+                # cannot use are removed below as orphans. Never silently.
+                self.manifest_rebuilt = True
+                log.warning("%s: missing; started an empty store and removed the %d tables it "
+                            "cannot place (%s)", manifest_path, len(found), ", ".join(found))
             self._manifest = Manifest.create(fs, path, VersionState())
         state = self._manifest.state
         try:

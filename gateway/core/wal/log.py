@@ -61,7 +61,7 @@ from gateway.core.wal.errors import (
     WalIndexError,
     WalUnavailableError,
 )
-from gateway.core.wal.meta import MetaFile
+from gateway.core.wal.meta import META_NAME, MetaFile
 from gateway.core.wal.recovery import load_segment, segment_first_index
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
 from gateway.core.wal.segment import MAX_SEGMENT_OFFSET, Segment
@@ -180,6 +180,16 @@ class SegmentedWal:
         fs, directory = self._fs, self.directory
         report = self.recovery_report
         fs.makedirs(directory)
+        meta_path = os.path.join(directory, META_NAME)
+        if not fs.exists(meta_path):
+            # The meta file is made (and made durable) by the first open, before any segment:
+            # segments without it lost the log's start and hard state. A fresh meta file would
+            # silently make them a log starting at index 1 (its compacted head then "damage").
+            found = [n for n in fs.listdir(directory) if segment_first_index(n) is not None]
+            if found:
+                raise WalCorruptionError(
+                    meta_path, 0, f"missing, but {len(found)} segments are here (from "
+                    f"{found[0]}): the log's start and hard state are lost")
         self._meta = MetaFile(fs, directory, report, rewrite_bytes=self._opts.meta_rewrite_bytes)
         self._log_start = self._meta.log_start
         first = self._log_start.first_index

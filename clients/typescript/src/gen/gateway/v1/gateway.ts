@@ -24,7 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
-import { ChannelDefinition, ConflictRule } from "./replication";
+import { ChannelDefinition, ConflictRule, SpaceAlarm } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -326,6 +326,11 @@ export interface StatusResponse {
   conflictRules: ConflictRule[];
   /** PRIMARY | SECONDARY | PASS | NONE */
   conflictRole: string;
+  /**
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   */
+  alarms: SpaceAlarm[];
 }
 
 /**
@@ -401,6 +406,17 @@ export interface ConflictsRequest {
   unset: string;
   /** set this cluster's role */
   role: string;
+}
+
+/**
+ * AlarmRequest: clear the NOSPACE alarm of one node (or of all). An alarm whose node is
+ * still short of space is raised again by that node at its next check.
+ */
+export interface AlarmRequest {
+  /** the node id whose alarm to clear */
+  disarm: bigint;
+  /** clear every alarm */
+  disarmAll: boolean;
 }
 
 export interface AddNodeRequest {
@@ -2915,6 +2931,7 @@ function createBaseStatusResponse(): StatusResponse {
     peers: [],
     conflictRules: [],
     conflictRole: "",
+    alarms: [],
   };
 }
 
@@ -3000,6 +3017,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.conflictRole !== "") {
       writer.uint32(146).string(message.conflictRole);
+    }
+    for (const v of message.alarms) {
+      SpaceAlarm.encode(v!, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -3161,6 +3181,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.conflictRole = reader.string();
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.alarms.push(SpaceAlarm.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3241,6 +3269,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         : isSet(object.conflict_role)
         ? globalThis.String(object.conflict_role)
         : "",
+      alarms: globalThis.Array.isArray(object?.alarms)
+        ? object.alarms.map((e: any) => SpaceAlarm.fromJSON(e))
+        : [],
     };
   },
 
@@ -3300,6 +3331,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.conflictRole !== "") {
       obj.conflictRole = message.conflictRole;
     }
+    if (message.alarms?.length) {
+      obj.alarms = message.alarms.map((e) => SpaceAlarm.toJSON(e));
+    }
     return obj;
   },
 
@@ -3334,6 +3368,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.peers = object.peers?.map((e) => PeerStatus.fromPartial(e)) || [];
     message.conflictRules = object.conflictRules?.map((e) => ConflictRule.fromPartial(e)) || [];
     message.conflictRole = object.conflictRole ?? "";
+    message.alarms = object.alarms?.map((e) => SpaceAlarm.fromPartial(e)) || [];
     return message;
   },
 };
@@ -4171,6 +4206,98 @@ export const ConflictsRequest: MessageFns<ConflictsRequest> = {
   },
 };
 
+function createBaseAlarmRequest(): AlarmRequest {
+  return { disarm: 0n, disarmAll: false };
+}
+
+export const AlarmRequest: MessageFns<AlarmRequest> = {
+  encode(message: AlarmRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.disarm !== 0n) {
+      if (BigInt.asUintN(64, message.disarm) !== message.disarm) {
+        throw new globalThis.Error("value provided for field message.disarm of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.disarm);
+    }
+    if (message.disarmAll !== false) {
+      writer.uint32(16).bool(message.disarmAll);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AlarmRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAlarmRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.disarm = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.disarmAll = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AlarmRequest {
+    return {
+      disarm: isSet(object.disarm) ? BigInt(object.disarm) : 0n,
+      disarmAll: isSet(object.disarmAll)
+        ? globalThis.Boolean(object.disarmAll)
+        : isSet(object.disarm_all)
+        ? globalThis.Boolean(object.disarm_all)
+        : false,
+    };
+  },
+
+  toJSON(message: AlarmRequest): unknown {
+    const obj: any = {};
+    if (message.disarm !== 0n) {
+      obj.disarm = message.disarm.toString();
+    }
+    if (message.disarmAll !== false) {
+      obj.disarmAll = message.disarmAll;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AlarmRequest>, I>>(base?: I): AlarmRequest {
+    return AlarmRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AlarmRequest>, I>>(object: I): AlarmRequest {
+    const message = createBaseAlarmRequest();
+    message.disarm = (object.disarm !== undefined && object.disarm !== null) ? BigInt(object.disarm) : 0n;
+    message.disarmAll = object.disarmAll ?? false;
+    return message;
+  },
+};
+
 function createBaseAddNodeRequest(): AddNodeRequest {
   return { nodeId: 0n, peerAddress: "", apiAddress: "", learner: false };
 }
@@ -4716,6 +4843,15 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  alarm: {
+    path: "/gateway.v1.Gateway/Alarm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AlarmRequest): Buffer => Buffer.from(AlarmRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AlarmRequest => AlarmRequest.decode(value),
+    responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -4733,6 +4869,7 @@ export interface GatewayServer extends UntypedServiceImplementation {
   addChannel: handleUnaryCall<AddChannelRequest, AdminResponse>;
   channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
   conflicts: handleUnaryCall<ConflictsRequest, AdminResponse>;
+  alarm: handleUnaryCall<AlarmRequest, AdminResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -4915,6 +5052,21 @@ export interface GatewayClient extends Client {
   ): ClientUnaryCall;
   conflicts(
     request: ConflictsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  alarm(
+    request: AlarmRequest,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  alarm(
+    request: AlarmRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdminResponse) => void,
+  ): ClientUnaryCall;
+  alarm(
+    request: AlarmRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,

@@ -117,6 +117,35 @@ export interface ConflictCommand {
   role: string;
 }
 
+/**
+ * SpaceAlarm: a node's log directory has less free space than its min_free_bytes (the NOSPACE
+ * alarm, docs/node.md "Disk full and fsync failure"). While any is raised, every node of the
+ * cluster refuses writes with RESOURCE_EXHAUSTED naming the node and path.
+ */
+export interface SpaceAlarm {
+  /** the node whose disk is short of space */
+  nodeId: bigint;
+  /** the directory checked, relative to its data directory */
+  path: string;
+  /** free bytes when the alarm was raised */
+  freeBytes: bigint;
+  /** the node's threshold */
+  minFreeBytes: bigint;
+}
+
+/**
+ * AlarmCommand (entry type tag 98): raises or clears a SpaceAlarm, replicated state like the
+ * channels. Exactly one of the fields is set.
+ */
+export interface AlarmCommand {
+  /** raise (or refresh) the alarm of alarm.node_id */
+  alarm:
+    | SpaceAlarm
+    | undefined;
+  /** clear the alarm of this node id */
+  disarm: bigint;
+}
+
 function createBaseReplicatedItem(): ReplicatedItem {
   return { item: undefined };
 }
@@ -971,6 +1000,232 @@ export const ConflictCommand: MessageFns<ConflictCommand> = {
     message.set = (object.set !== undefined && object.set !== null) ? ConflictRule.fromPartial(object.set) : undefined;
     message.unset = object.unset ?? "";
     message.role = object.role ?? "";
+    return message;
+  },
+};
+
+function createBaseSpaceAlarm(): SpaceAlarm {
+  return { nodeId: 0n, path: "", freeBytes: 0n, minFreeBytes: 0n };
+}
+
+export const SpaceAlarm: MessageFns<SpaceAlarm> = {
+  encode(message: SpaceAlarm, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== 0n) {
+      if (BigInt.asUintN(64, message.nodeId) !== message.nodeId) {
+        throw new globalThis.Error("value provided for field message.nodeId of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.nodeId);
+    }
+    if (message.path !== "") {
+      writer.uint32(18).string(message.path);
+    }
+    if (message.freeBytes !== 0n) {
+      if (BigInt.asUintN(64, message.freeBytes) !== message.freeBytes) {
+        throw new globalThis.Error("value provided for field message.freeBytes of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.freeBytes);
+    }
+    if (message.minFreeBytes !== 0n) {
+      if (BigInt.asUintN(64, message.minFreeBytes) !== message.minFreeBytes) {
+        throw new globalThis.Error("value provided for field message.minFreeBytes of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.minFreeBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SpaceAlarm {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSpaceAlarm();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.nodeId = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.path = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.freeBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.minFreeBytes = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SpaceAlarm {
+    return {
+      nodeId: isSet(object.nodeId) ? BigInt(object.nodeId) : isSet(object.node_id) ? BigInt(object.node_id) : 0n,
+      path: isSet(object.path) ? globalThis.String(object.path) : "",
+      freeBytes: isSet(object.freeBytes)
+        ? BigInt(object.freeBytes)
+        : isSet(object.free_bytes)
+        ? BigInt(object.free_bytes)
+        : 0n,
+      minFreeBytes: isSet(object.minFreeBytes)
+        ? BigInt(object.minFreeBytes)
+        : isSet(object.min_free_bytes)
+        ? BigInt(object.min_free_bytes)
+        : 0n,
+    };
+  },
+
+  toJSON(message: SpaceAlarm): unknown {
+    const obj: any = {};
+    if (message.nodeId !== 0n) {
+      obj.nodeId = message.nodeId.toString();
+    }
+    if (message.path !== "") {
+      obj.path = message.path;
+    }
+    if (message.freeBytes !== 0n) {
+      obj.freeBytes = message.freeBytes.toString();
+    }
+    if (message.minFreeBytes !== 0n) {
+      obj.minFreeBytes = message.minFreeBytes.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SpaceAlarm>, I>>(base?: I): SpaceAlarm {
+    return SpaceAlarm.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SpaceAlarm>, I>>(object: I): SpaceAlarm {
+    const message = createBaseSpaceAlarm();
+    message.nodeId = (object.nodeId !== undefined && object.nodeId !== null) ? BigInt(object.nodeId) : 0n;
+    message.path = object.path ?? "";
+    message.freeBytes = (object.freeBytes !== undefined && object.freeBytes !== null) ? BigInt(object.freeBytes) : 0n;
+    message.minFreeBytes = (object.minFreeBytes !== undefined && object.minFreeBytes !== null)
+      ? BigInt(object.minFreeBytes)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseAlarmCommand(): AlarmCommand {
+  return { alarm: undefined, disarm: 0n };
+}
+
+export const AlarmCommand: MessageFns<AlarmCommand> = {
+  encode(message: AlarmCommand, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.alarm !== undefined) {
+      SpaceAlarm.encode(message.alarm, writer.uint32(10).fork()).join();
+    }
+    if (message.disarm !== 0n) {
+      if (BigInt.asUintN(64, message.disarm) !== message.disarm) {
+        throw new globalThis.Error("value provided for field message.disarm of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.disarm);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AlarmCommand {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAlarmCommand();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.alarm = SpaceAlarm.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.disarm = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AlarmCommand {
+    return {
+      alarm: isSet(object.alarm) ? SpaceAlarm.fromJSON(object.alarm) : undefined,
+      disarm: isSet(object.disarm) ? BigInt(object.disarm) : 0n,
+    };
+  },
+
+  toJSON(message: AlarmCommand): unknown {
+    const obj: any = {};
+    if (message.alarm !== undefined) {
+      obj.alarm = SpaceAlarm.toJSON(message.alarm);
+    }
+    if (message.disarm !== 0n) {
+      obj.disarm = message.disarm.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AlarmCommand>, I>>(base?: I): AlarmCommand {
+    return AlarmCommand.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AlarmCommand>, I>>(object: I): AlarmCommand {
+    const message = createBaseAlarmCommand();
+    message.alarm = (object.alarm !== undefined && object.alarm !== null)
+      ? SpaceAlarm.fromPartial(object.alarm)
+      : undefined;
+    message.disarm = (object.disarm !== undefined && object.disarm !== null) ? BigInt(object.disarm) : 0n;
     return message;
   },
 };

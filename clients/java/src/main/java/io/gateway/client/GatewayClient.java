@@ -1,5 +1,6 @@
 package io.gateway.client;
 
+import io.gateway.v1.Condition;
 import io.gateway.v1.Consistency;
 import io.gateway.v1.GatewayGrpc;
 import io.gateway.v1.ReadRequest;
@@ -10,6 +11,8 @@ import io.gateway.v1.Statement;
 import io.gateway.v1.StatusRequest;
 import io.gateway.v1.StatusResponse;
 import io.gateway.v1.WriteBatchRequest;
+import io.gateway.v1.WriteBatchResponse;
+import io.gateway.v1.WriteError;
 import io.gateway.v1.WriteRequest;
 import io.gateway.v1.WriteResult;
 import io.grpc.Channel;
@@ -257,6 +260,51 @@ public final class GatewayClient implements AutoCloseable {
     WriteRequest req = WriteRequest.newBuilder().addAllStatements(statements)
         .setIdempotencyKey(idempotencyKey).build();
     return call(s -> s.write(req));
+  }
+
+  /**
+   * Writes one transaction with a fresh idempotency key if {@code conditions} hold when it is
+   * applied (see {@link Conditions}); else throws a {@link GatewayException} with code
+   * FAILED_PRECONDITION naming the condition, and nothing of the write is applied.
+   */
+  public WriteResult write(List<Statement> statements, List<Condition> conditions) {
+    return write(statements, UUID.randomUUID().toString(), conditions);
+  }
+
+  /** {@link #write(List, List)} with this idempotency key. */
+  public WriteResult write(List<Statement> statements, String idempotencyKey,
+      List<Condition> conditions) {
+    WriteRequest req = WriteRequest.newBuilder().addAllStatements(statements)
+        .setIdempotencyKey(idempotencyKey).addAllConditions(conditions).build();
+    return call(s -> s.write(req));
+  }
+
+  /**
+   * Writes whole write requests (statements, conditions, a key: a fresh one where empty) in one
+   * round trip; results in order. A write whose conditions fail is refused alone: the others
+   * are applied and a {@link WriteBatchException} says which were refused.
+   */
+  public List<WriteResult> writeBatchRequests(List<WriteRequest> writes) {
+    WriteBatchRequest.Builder b = WriteBatchRequest.newBuilder();
+    for (WriteRequest w : writes) {
+      b.addWrites(w.getIdempotencyKey().isEmpty()
+          ? w.toBuilder().setIdempotencyKey(UUID.randomUUID().toString()).build() : w);
+    }
+    WriteBatchRequest req = b.build();
+    WriteBatchResponse resp = call(s -> s.writeBatch(req));
+    if (resp.getErrorsCount() == 0) {
+      return resp.getResultsList();
+    }
+    List<WriteResult> results = new ArrayList<>(resp.getResultsList());
+    Map<Integer, GatewayException> refused = new HashMap<>();
+    for (WriteError e : resp.getErrorsList()) {
+      refused.put(e.getIndex(), new GatewayException(Status.fromCodeValue(e.getCode()).getCode(),
+          e.getError(), e.getField(), "", null));
+      if (e.getIndex() < results.size()) {
+        results.set(e.getIndex(), null);
+      }
+    }
+    throw new WriteBatchException(results, refused);
   }
 
   /** Writes many transactions in one round trip, each with its own key; results in order. */

@@ -55,9 +55,26 @@ public final class GatewayException extends RuntimeException {
     return description;
   }
 
-  /** The offending request field (INVALID_ARGUMENT), or "". */
+  /** The offending request field (INVALID_ARGUMENT; a refused condition), or "". */
   public String field() {
     return field;
+  }
+
+  /** Whether a conditional write was refused (FAILED_PRECONDITION). */
+  public boolean isPreconditionFailed() {
+    return code == Status.Code.FAILED_PRECONDITION;
+  }
+
+  /** {@code i} of a refusal naming condition {@code conditions[i]}, else -1. */
+  public int conditionIndex() {
+    if (!isPreconditionFailed() || !field.startsWith("conditions[") || !field.endsWith("]")) {
+      return -1;
+    }
+    try {
+      return Integer.parseInt(field.substring("conditions[".length(), field.length() - 1));
+    } catch (NumberFormatException e) {
+      return -1;
+    }
   }
 
   /** The leader's API address the server named, or "". */

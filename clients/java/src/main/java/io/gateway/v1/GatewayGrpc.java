@@ -446,6 +446,37 @@ public final class GatewayGrpc {
     return getConflictsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<io.gateway.v1.AlarmRequest,
+      io.gateway.v1.AdminResponse> getAlarmMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "Alarm",
+      requestType = io.gateway.v1.AlarmRequest.class,
+      responseType = io.gateway.v1.AdminResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<io.gateway.v1.AlarmRequest,
+      io.gateway.v1.AdminResponse> getAlarmMethod() {
+    io.grpc.MethodDescriptor<io.gateway.v1.AlarmRequest, io.gateway.v1.AdminResponse> getAlarmMethod;
+    if ((getAlarmMethod = GatewayGrpc.getAlarmMethod) == null) {
+      synchronized (GatewayGrpc.class) {
+        if ((getAlarmMethod = GatewayGrpc.getAlarmMethod) == null) {
+          GatewayGrpc.getAlarmMethod = getAlarmMethod =
+              io.grpc.MethodDescriptor.<io.gateway.v1.AlarmRequest, io.gateway.v1.AdminResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "Alarm"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AlarmRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.gateway.v1.AdminResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new GatewayMethodDescriptorSupplier("Alarm"))
+              .build();
+        }
+      }
+    }
+    return getAlarmMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -606,6 +637,13 @@ public final class GatewayGrpc {
         io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getConflictsMethod(), responseObserver);
     }
+
+    /**
+     */
+    default void alarm(io.gateway.v1.AlarmRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getAlarmMethod(), responseObserver);
+    }
   }
 
   /**
@@ -746,6 +784,14 @@ public final class GatewayGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getConflictsMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     */
+    public void alarm(io.gateway.v1.AlarmRequest request,
+        io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getAlarmMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -865,6 +911,13 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
           getChannel(), getConflictsMethod(), getCallOptions(), request);
     }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse alarm(io.gateway.v1.AlarmRequest request) throws io.grpc.StatusException {
+      return io.grpc.stub.ClientCalls.blockingV2UnaryCall(
+          getChannel(), getAlarmMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -973,6 +1026,13 @@ public final class GatewayGrpc {
     public io.gateway.v1.AdminResponse conflicts(io.gateway.v1.ConflictsRequest request) {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getConflictsMethod(), getCallOptions(), request);
+    }
+
+    /**
+     */
+    public io.gateway.v1.AdminResponse alarm(io.gateway.v1.AlarmRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getAlarmMethod(), getCallOptions(), request);
     }
   }
 
@@ -1087,6 +1147,14 @@ public final class GatewayGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getConflictsMethod(), getCallOptions()), request);
     }
+
+    /**
+     */
+    public com.google.common.util.concurrent.ListenableFuture<io.gateway.v1.AdminResponse> alarm(
+        io.gateway.v1.AlarmRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getAlarmMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_WRITE = 0;
@@ -1102,7 +1170,8 @@ public final class GatewayGrpc {
   private static final int METHODID_ADD_CHANNEL = 10;
   private static final int METHODID_CHANNEL_ACTION = 11;
   private static final int METHODID_CONFLICTS = 12;
-  private static final int METHODID_STREAM_WRITE = 13;
+  private static final int METHODID_ALARM = 13;
+  private static final int METHODID_STREAM_WRITE = 14;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -1171,6 +1240,10 @@ public final class GatewayGrpc {
           break;
         case METHODID_CONFLICTS:
           serviceImpl.conflicts((io.gateway.v1.ConflictsRequest) request,
+              (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
+          break;
+        case METHODID_ALARM:
+          serviceImpl.alarm((io.gateway.v1.AlarmRequest) request,
               (io.grpc.stub.StreamObserver<io.gateway.v1.AdminResponse>) responseObserver);
           break;
         default:
@@ -1292,6 +1365,13 @@ public final class GatewayGrpc {
               io.gateway.v1.ConflictsRequest,
               io.gateway.v1.AdminResponse>(
                 service, METHODID_CONFLICTS)))
+        .addMethod(
+          getAlarmMethod(),
+          io.grpc.stub.ServerCalls.asyncUnaryCall(
+            new MethodHandlers<
+              io.gateway.v1.AlarmRequest,
+              io.gateway.v1.AdminResponse>(
+                service, METHODID_ALARM)))
         .build();
   }
 
@@ -1354,6 +1434,7 @@ public final class GatewayGrpc {
               .addMethod(getAddChannelMethod())
               .addMethod(getChannelActionMethod())
               .addMethod(getConflictsMethod())
+              .addMethod(getAlarmMethod())
               .build();
         }
       }

@@ -157,6 +157,11 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ConflictsRequest_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_AlarmRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_AlarmRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_gateway_v1_AddNodeRequest_descriptor;
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
@@ -252,7 +257,7 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "ies\030\003 \001(\004\022\023\n\013lag_seconds\030\004 \001(\001\022\024\n\014dead_l" +
       "etters\030\005 \001(\004\022\r\n\005scope\030\006 \001(\t\022\017\n\007running\030\007" +
       " \001(\010\022\033\n\023replicated_position\030\010 \001(\004\022\r\n\005err" +
-      "or\030\t \001(\t\"\343\003\n\016StatusResponse\022\017\n\007node_id\030\001" +
+      "or\030\t \001(\t\"\213\004\n\016StatusResponse\022\017\n\007node_id\030\001" +
       " \001(\004\022\022\n\ncluster_id\030\002 \001(\r\022\014\n\004role\030\003 \001(\t\022\014" +
       "\n\004term\030\004 \001(\004\022\021\n\tleader_id\030\005 \001(\004\022\022\n\nleade" +
       "r_api\030\006 \001(\t\022\024\n\014commit_index\030\007 \001(\004\022\025\n\rapp" +
@@ -264,7 +269,8 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "teway.v1.ChannelStatus\022%\n\005peers\030\020 \003(\0132\026." +
       "gateway.v1.PeerStatus\0220\n\016conflict_rules\030" +
       "\021 \003(\0132\030.gateway.v1.ConflictRule\022\025\n\rconfl" +
-      "ict_role\030\022 \001(\t\"\354\002\n\rChannelStatus\022\014\n\004name" +
+      "ict_role\030\022 \001(\t\022&\n\006alarms\030\023 \003(\0132\026.gateway" +
+      ".v1.SpaceAlarm\"\354\002\n\rChannelStatus\022\014\n\004name" +
       "\030\001 \001(\t\022\017\n\007sources\030\002 \003(\t\022\021\n\tsource_id\030\003 \001" +
       "(\r\022\r\n\005state\030\004 \001(\t\022\021\n\tconnected\030\005 \001(\t\022\025\n\r" +
       "applied_epoch\030\006 \001(\004\022\022\n\nlag_epochs\030\007 \001(\004\022" +
@@ -281,42 +287,45 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       "annelActionRequest\022\014\n\004name\030\001 \001(\t\022\016\n\006acti" +
       "on\030\002 \001(\t\"V\n\020ConflictsRequest\022%\n\003set\030\001 \001(" +
       "\0132\030.gateway.v1.ConflictRule\022\r\n\005unset\030\002 \001" +
-      "(\t\022\014\n\004role\030\003 \001(\t\"]\n\016AddNodeRequest\022\017\n\007no" +
-      "de_id\030\001 \001(\004\022\024\n\014peer_address\030\002 \001(\t\022\023\n\013api" +
-      "_address\030\003 \001(\t\022\017\n\007learner\030\004 \001(\010\"$\n\021Remov" +
-      "eNodeRequest\022\017\n\007node_id\030\001 \001(\004\"(\n\025Transfe" +
-      "rLeaderRequest\022\017\n\007node_id\030\001 \001(\004\"\021\n\017Snaps" +
-      "hotRequest\"3\n\rAdminResponse\022\017\n\007message\030\001" +
-      " \001(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013Consistency\022\034" +
-      "\n\030CONSISTENCY_LINEARIZABLE\020\000\022\025\n\021CONSISTE" +
-      "NCY_LEASE\020\001\022\025\n\021CONSISTENCY_STALE\020\0022\335\007\n\007G" +
-      "ateway\022:\n\005Write\022\030.gateway.v1.WriteReques" +
-      "t\032\027.gateway.v1.WriteResult\022K\n\nWriteBatch" +
-      "\022\035.gateway.v1.WriteBatchRequest\032\036.gatewa" +
-      "y.v1.WriteBatchResponse\022R\n\013StreamWrite\022\036" +
-      ".gateway.v1.StreamWriteRequest\032\037.gateway" +
-      ".v1.StreamWriteResponse(\0010\001\0229\n\004Read\022\027.ga" +
-      "teway.v1.ReadRequest\032\030.gateway.v1.ReadRe" +
-      "sponse\0229\n\004Scan\022\027.gateway.v1.ScanRequest\032" +
-      "\030.gateway.v1.ScanResponse\022D\n\tSubscribe\022\034" +
-      ".gateway.v1.SubscribeRequest\032\027.gateway.v" +
-      "1.ChangeEvent0\001\022?\n\006Status\022\031.gateway.v1.S" +
-      "tatusRequest\032\032.gateway.v1.StatusResponse" +
-      "\022@\n\007AddNode\022\032.gateway.v1.AddNodeRequest\032" +
-      "\031.gateway.v1.AdminResponse\022F\n\nRemoveNode" +
-      "\022\035.gateway.v1.RemoveNodeRequest\032\031.gatewa" +
-      "y.v1.AdminResponse\022N\n\016TransferLeader\022!.g" +
-      "ateway.v1.TransferLeaderRequest\032\031.gatewa" +
-      "y.v1.AdminResponse\022B\n\010Snapshot\022\033.gateway" +
-      ".v1.SnapshotRequest\032\031.gateway.v1.AdminRe" +
-      "sponse\022F\n\nAddChannel\022\035.gateway.v1.AddCha" +
-      "nnelRequest\032\031.gateway.v1.AdminResponse\022L" +
-      "\n\rChannelAction\022 .gateway.v1.ChannelActi" +
-      "onRequest\032\031.gateway.v1.AdminResponse\022D\n\t" +
-      "Conflicts\022\034.gateway.v1.ConflictsRequest\032" +
-      "\031.gateway.v1.AdminResponseBG\n\rio.gateway" +
-      ".v1B\014GatewayProtoP\001Z&gateway/clients/go/" +
-      "gatewayv1;gatewayv1b\006proto3"
+      "(\t\022\014\n\004role\030\003 \001(\t\"2\n\014AlarmRequest\022\016\n\006disa" +
+      "rm\030\001 \001(\004\022\022\n\ndisarm_all\030\002 \001(\010\"]\n\016AddNodeR" +
+      "equest\022\017\n\007node_id\030\001 \001(\004\022\024\n\014peer_address\030" +
+      "\002 \001(\t\022\023\n\013api_address\030\003 \001(\t\022\017\n\007learner\030\004 " +
+      "\001(\010\"$\n\021RemoveNodeRequest\022\017\n\007node_id\030\001 \001(" +
+      "\004\"(\n\025TransferLeaderRequest\022\017\n\007node_id\030\001 " +
+      "\001(\004\"\021\n\017SnapshotRequest\"3\n\rAdminResponse\022" +
+      "\017\n\007message\030\001 \001(\t\022\021\n\tlog_index\030\002 \001(\004*Y\n\013C" +
+      "onsistency\022\034\n\030CONSISTENCY_LINEARIZABLE\020\000" +
+      "\022\025\n\021CONSISTENCY_LEASE\020\001\022\025\n\021CONSISTENCY_S" +
+      "TALE\020\0022\233\010\n\007Gateway\022:\n\005Write\022\030.gateway.v1" +
+      ".WriteRequest\032\027.gateway.v1.WriteResult\022K" +
+      "\n\nWriteBatch\022\035.gateway.v1.WriteBatchRequ" +
+      "est\032\036.gateway.v1.WriteBatchResponse\022R\n\013S" +
+      "treamWrite\022\036.gateway.v1.StreamWriteReque" +
+      "st\032\037.gateway.v1.StreamWriteResponse(\0010\001\022" +
+      "9\n\004Read\022\027.gateway.v1.ReadRequest\032\030.gatew" +
+      "ay.v1.ReadResponse\0229\n\004Scan\022\027.gateway.v1." +
+      "ScanRequest\032\030.gateway.v1.ScanResponse\022D\n" +
+      "\tSubscribe\022\034.gateway.v1.SubscribeRequest" +
+      "\032\027.gateway.v1.ChangeEvent0\001\022?\n\006Status\022\031." +
+      "gateway.v1.StatusRequest\032\032.gateway.v1.St" +
+      "atusResponse\022@\n\007AddNode\022\032.gateway.v1.Add" +
+      "NodeRequest\032\031.gateway.v1.AdminResponse\022F" +
+      "\n\nRemoveNode\022\035.gateway.v1.RemoveNodeRequ" +
+      "est\032\031.gateway.v1.AdminResponse\022N\n\016Transf" +
+      "erLeader\022!.gateway.v1.TransferLeaderRequ" +
+      "est\032\031.gateway.v1.AdminResponse\022B\n\010Snapsh" +
+      "ot\022\033.gateway.v1.SnapshotRequest\032\031.gatewa" +
+      "y.v1.AdminResponse\022F\n\nAddChannel\022\035.gatew" +
+      "ay.v1.AddChannelRequest\032\031.gateway.v1.Adm" +
+      "inResponse\022L\n\rChannelAction\022 .gateway.v1" +
+      ".ChannelActionRequest\032\031.gateway.v1.Admin" +
+      "Response\022D\n\tConflicts\022\034.gateway.v1.Confl" +
+      "ictsRequest\032\031.gateway.v1.AdminResponse\022<" +
+      "\n\005Alarm\022\030.gateway.v1.AlarmRequest\032\031.gate" +
+      "way.v1.AdminResponseBG\n\rio.gateway.v1B\014G" +
+      "atewayProtoP\001Z&gateway/clients/go/gatewa" +
+      "yv1;gatewayv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -447,7 +456,7 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
     internal_static_gateway_v1_StatusResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_StatusResponse_descriptor,
-        new java.lang.String[] { "NodeId", "ClusterId", "Role", "Term", "LeaderId", "LeaderApi", "CommitIndex", "AppliedIndex", "LastIndex", "FirstIndex", "Members", "Appliers", "LastTransId", "Epoch", "Channels", "Peers", "ConflictRules", "ConflictRole", });
+        new java.lang.String[] { "NodeId", "ClusterId", "Role", "Term", "LeaderId", "LeaderApi", "CommitIndex", "AppliedIndex", "LastIndex", "FirstIndex", "Members", "Appliers", "LastTransId", "Epoch", "Channels", "Peers", "ConflictRules", "ConflictRole", "Alarms", });
     internal_static_gateway_v1_ChannelStatus_descriptor =
       getDescriptor().getMessageType(20);
     internal_static_gateway_v1_ChannelStatus_fieldAccessorTable = new
@@ -484,32 +493,38 @@ public final class GatewayProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ConflictsRequest_descriptor,
         new java.lang.String[] { "Set", "Unset", "Role", });
-    internal_static_gateway_v1_AddNodeRequest_descriptor =
+    internal_static_gateway_v1_AlarmRequest_descriptor =
       getDescriptor().getMessageType(25);
+    internal_static_gateway_v1_AlarmRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_AlarmRequest_descriptor,
+        new java.lang.String[] { "Disarm", "DisarmAll", });
+    internal_static_gateway_v1_AddNodeRequest_descriptor =
+      getDescriptor().getMessageType(26);
     internal_static_gateway_v1_AddNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AddNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", "PeerAddress", "ApiAddress", "Learner", });
     internal_static_gateway_v1_RemoveNodeRequest_descriptor =
-      getDescriptor().getMessageType(26);
+      getDescriptor().getMessageType(27);
     internal_static_gateway_v1_RemoveNodeRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_RemoveNodeRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_TransferLeaderRequest_descriptor =
-      getDescriptor().getMessageType(27);
+      getDescriptor().getMessageType(28);
     internal_static_gateway_v1_TransferLeaderRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_TransferLeaderRequest_descriptor,
         new java.lang.String[] { "NodeId", });
     internal_static_gateway_v1_SnapshotRequest_descriptor =
-      getDescriptor().getMessageType(28);
+      getDescriptor().getMessageType(29);
     internal_static_gateway_v1_SnapshotRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_SnapshotRequest_descriptor,
         new java.lang.String[] { });
     internal_static_gateway_v1_AdminResponse_descriptor =
-      getDescriptor().getMessageType(29);
+      getDescriptor().getMessageType(30);
     internal_static_gateway_v1_AdminResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_AdminResponse_descriptor,

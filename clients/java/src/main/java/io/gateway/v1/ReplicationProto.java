@@ -56,6 +56,16 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
   static final 
     com.google.protobuf.GeneratedMessage.FieldAccessorTable
       internal_static_gateway_v1_ConflictCommand_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_SpaceAlarm_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_SpaceAlarm_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_gateway_v1_AlarmCommand_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessage.FieldAccessorTable
+      internal_static_gateway_v1_AlarmCommand_fieldAccessorTable;
 
   public static com.google.protobuf.Descriptors.FileDescriptor
       getDescriptor() {
@@ -86,7 +96,11 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       "le\022\r\n\005table\030\001 \001(\t\022\020\n\010function\030\002 \001(\t\022\014\n\004a" +
       "rgs\030\003 \003(\t\"U\n\017ConflictCommand\022%\n\003set\030\001 \001(" +
       "\0132\030.gateway.v1.ConflictRule\022\r\n\005unset\030\002 \001" +
-      "(\t\022\014\n\004role\030\003 \001(\tBK\n\rio.gateway.v1B\020Repli" +
+      "(\t\022\014\n\004role\030\003 \001(\t\"W\n\nSpaceAlarm\022\017\n\007node_i" +
+      "d\030\001 \001(\004\022\014\n\004path\030\002 \001(\t\022\022\n\nfree_bytes\030\003 \001(" +
+      "\004\022\026\n\016min_free_bytes\030\004 \001(\004\"E\n\014AlarmComman" +
+      "d\022%\n\005alarm\030\001 \001(\0132\026.gateway.v1.SpaceAlarm" +
+      "\022\016\n\006disarm\030\002 \001(\004BK\n\rio.gateway.v1B\020Repli" +
       "cationProtoP\001Z&gateway/clients/go/gatewa" +
       "yv1;gatewayv1b\006proto3"
     };
@@ -132,6 +146,18 @@ public final class ReplicationProto extends com.google.protobuf.GeneratedFile {
       com.google.protobuf.GeneratedMessage.FieldAccessorTable(
         internal_static_gateway_v1_ConflictCommand_descriptor,
         new java.lang.String[] { "Set", "Unset", "Role", });
+    internal_static_gateway_v1_SpaceAlarm_descriptor =
+      getDescriptor().getMessageType(6);
+    internal_static_gateway_v1_SpaceAlarm_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_SpaceAlarm_descriptor,
+        new java.lang.String[] { "NodeId", "Path", "FreeBytes", "MinFreeBytes", });
+    internal_static_gateway_v1_AlarmCommand_descriptor =
+      getDescriptor().getMessageType(7);
+    internal_static_gateway_v1_AlarmCommand_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessage.FieldAccessorTable(
+        internal_static_gateway_v1_AlarmCommand_descriptor,
+        new java.lang.String[] { "Alarm", "Disarm", });
     descriptor.resolveAllFeaturesImmutable();
     io.gateway.v1.EpochProto.getDescriptor();
     io.gateway.v1.TransactionProto.getDescriptor();

@@ -36,6 +36,7 @@ private static final long serialVersionUID = 0L;
     peers_ = java.util.Collections.emptyList();
     conflictRules_ = java.util.Collections.emptyList();
     conflictRole_ = "";
+    alarms_ = java.util.Collections.emptyList();
   }
 
   public static final com.google.protobuf.Descriptors.Descriptor
@@ -524,6 +525,72 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int ALARMS_FIELD_NUMBER = 19;
+  @SuppressWarnings("serial")
+  private java.util.List<io.gateway.v1.SpaceAlarm> alarms_;
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.gateway.v1.SpaceAlarm> getAlarmsList() {
+    return alarms_;
+  }
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.gateway.v1.SpaceAlarmOrBuilder> 
+      getAlarmsOrBuilderList() {
+    return alarms_;
+  }
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  @java.lang.Override
+  public int getAlarmsCount() {
+    return alarms_.size();
+  }
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.SpaceAlarm getAlarms(int index) {
+    return alarms_.get(index);
+  }
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  @java.lang.Override
+  public io.gateway.v1.SpaceAlarmOrBuilder getAlarmsOrBuilder(
+      int index) {
+    return alarms_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -591,6 +658,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(conflictRole_)) {
       com.google.protobuf.GeneratedMessage.writeString(output, 18, conflictRole_);
+    }
+    for (int i = 0; i < alarms_.size(); i++) {
+      output.writeMessage(19, alarms_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -690,6 +760,15 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessage.isStringEmpty(conflictRole_)) {
       size += com.google.protobuf.GeneratedMessage.computeStringSize(18, conflictRole_);
     }
+
+        {
+          final int count = alarms_.size();
+          for (int i = 0; i < count; i++) {
+            size += com.google.protobuf.CodedOutputStream
+              .computeMessageSizeNoTag(alarms_.get(i));
+          }
+          size += 2 * count;
+        }
     return size;
   }
   @java.lang.Override
@@ -750,6 +829,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getConflictRulesList())) return false;
     if (!getConflictRole()
         .equals(other.getConflictRole())) return false;
+    if (!getAlarmsList()
+        .equals(other.getAlarmsList())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -816,6 +897,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + CONFLICT_ROLE_FIELD_NUMBER;
     hash = (53 * hash) + getConflictRole().hashCode();
+    if (getAlarmsCount() > 0) {
+      hash = (37 * hash) + ALARMS_FIELD_NUMBER;
+      hash = (53 * hash) + getAlarmsList().hashCode();
+    }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -995,6 +1080,13 @@ private static final long serialVersionUID = 0L;
       }
       bitField0_ = (bitField0_ & ~0x00010000);
       conflictRole_ = "";
+      if (alarmsBuilder_ == null) {
+        alarms_ = java.util.Collections.emptyList();
+      } else {
+        alarms_ = null;
+        alarmsBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00040000);
       return this;
     }
 
@@ -1072,6 +1164,15 @@ private static final long serialVersionUID = 0L;
         result.conflictRules_ = conflictRules_;
       } else {
         result.conflictRules_ = conflictRulesBuilder_.build();
+      }
+      if (alarmsBuilder_ == null) {
+        if (((bitField0_ & 0x00040000) != 0)) {
+          alarms_ = java.util.Collections.unmodifiableList(alarms_);
+          bitField0_ = (bitField0_ & ~0x00040000);
+        }
+        result.alarms_ = alarms_;
+      } else {
+        result.alarms_ = alarmsBuilder_.build();
       }
     }
 
@@ -1305,6 +1406,32 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00020000;
         onChanged();
       }
+      if (alarmsBuilder_ == null) {
+        if (!other.alarms_.isEmpty()) {
+          if (alarms_.isEmpty()) {
+            alarms_ = other.alarms_;
+            bitField0_ = (bitField0_ & ~0x00040000);
+          } else {
+            ensureAlarmsIsMutable();
+            alarms_.addAll(other.alarms_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.alarms_.isEmpty()) {
+          if (alarmsBuilder_.isEmpty()) {
+            alarmsBuilder_.dispose();
+            alarmsBuilder_ = null;
+            alarms_ = other.alarms_;
+            bitField0_ = (bitField0_ & ~0x00040000);
+            alarmsBuilder_ = 
+              com.google.protobuf.GeneratedMessage.alwaysUseFieldBuilders ?
+                 internalGetAlarmsFieldBuilder() : null;
+          } else {
+            alarmsBuilder_.addAllMessages(other.alarms_);
+          }
+        }
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -1461,6 +1588,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00020000;
               break;
             } // case 146
+            case 154: {
+              io.gateway.v1.SpaceAlarm m =
+                  input.readMessage(
+                      io.gateway.v1.SpaceAlarm.parser(),
+                      extensionRegistry);
+              if (alarmsBuilder_ == null) {
+                ensureAlarmsIsMutable();
+                alarms_.add(m);
+              } else {
+                alarmsBuilder_.addMessage(m);
+              }
+              break;
+            } // case 154
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -3324,6 +3464,336 @@ private static final long serialVersionUID = 0L;
       bitField0_ |= 0x00020000;
       onChanged();
       return this;
+    }
+
+    private java.util.List<io.gateway.v1.SpaceAlarm> alarms_ =
+      java.util.Collections.emptyList();
+    private void ensureAlarmsIsMutable() {
+      if (!((bitField0_ & 0x00040000) != 0)) {
+        alarms_ = new java.util.ArrayList<io.gateway.v1.SpaceAlarm>(alarms_);
+        bitField0_ |= 0x00040000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.SpaceAlarm, io.gateway.v1.SpaceAlarm.Builder, io.gateway.v1.SpaceAlarmOrBuilder> alarmsBuilder_;
+
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public java.util.List<io.gateway.v1.SpaceAlarm> getAlarmsList() {
+      if (alarmsBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(alarms_);
+      } else {
+        return alarmsBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public int getAlarmsCount() {
+      if (alarmsBuilder_ == null) {
+        return alarms_.size();
+      } else {
+        return alarmsBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public io.gateway.v1.SpaceAlarm getAlarms(int index) {
+      if (alarmsBuilder_ == null) {
+        return alarms_.get(index);
+      } else {
+        return alarmsBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder setAlarms(
+        int index, io.gateway.v1.SpaceAlarm value) {
+      if (alarmsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureAlarmsIsMutable();
+        alarms_.set(index, value);
+        onChanged();
+      } else {
+        alarmsBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder setAlarms(
+        int index, io.gateway.v1.SpaceAlarm.Builder builderForValue) {
+      if (alarmsBuilder_ == null) {
+        ensureAlarmsIsMutable();
+        alarms_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        alarmsBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder addAlarms(io.gateway.v1.SpaceAlarm value) {
+      if (alarmsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureAlarmsIsMutable();
+        alarms_.add(value);
+        onChanged();
+      } else {
+        alarmsBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder addAlarms(
+        int index, io.gateway.v1.SpaceAlarm value) {
+      if (alarmsBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureAlarmsIsMutable();
+        alarms_.add(index, value);
+        onChanged();
+      } else {
+        alarmsBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder addAlarms(
+        io.gateway.v1.SpaceAlarm.Builder builderForValue) {
+      if (alarmsBuilder_ == null) {
+        ensureAlarmsIsMutable();
+        alarms_.add(builderForValue.build());
+        onChanged();
+      } else {
+        alarmsBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder addAlarms(
+        int index, io.gateway.v1.SpaceAlarm.Builder builderForValue) {
+      if (alarmsBuilder_ == null) {
+        ensureAlarmsIsMutable();
+        alarms_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        alarmsBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder addAllAlarms(
+        java.lang.Iterable<? extends io.gateway.v1.SpaceAlarm> values) {
+      if (alarmsBuilder_ == null) {
+        ensureAlarmsIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, alarms_);
+        onChanged();
+      } else {
+        alarmsBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder clearAlarms() {
+      if (alarmsBuilder_ == null) {
+        alarms_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00040000);
+        onChanged();
+      } else {
+        alarmsBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public Builder removeAlarms(int index) {
+      if (alarmsBuilder_ == null) {
+        ensureAlarmsIsMutable();
+        alarms_.remove(index);
+        onChanged();
+      } else {
+        alarmsBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public io.gateway.v1.SpaceAlarm.Builder getAlarmsBuilder(
+        int index) {
+      return internalGetAlarmsFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public io.gateway.v1.SpaceAlarmOrBuilder getAlarmsOrBuilder(
+        int index) {
+      if (alarmsBuilder_ == null) {
+        return alarms_.get(index);  } else {
+        return alarmsBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public java.util.List<? extends io.gateway.v1.SpaceAlarmOrBuilder> 
+         getAlarmsOrBuilderList() {
+      if (alarmsBuilder_ != null) {
+        return alarmsBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(alarms_);
+      }
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public io.gateway.v1.SpaceAlarm.Builder addAlarmsBuilder() {
+      return internalGetAlarmsFieldBuilder().addBuilder(
+          io.gateway.v1.SpaceAlarm.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public io.gateway.v1.SpaceAlarm.Builder addAlarmsBuilder(
+        int index) {
+      return internalGetAlarmsFieldBuilder().addBuilder(
+          index, io.gateway.v1.SpaceAlarm.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+     * node's own when its disk is short of space but the alarm is not replicated yet.
+     * </pre>
+     *
+     * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+     */
+    public java.util.List<io.gateway.v1.SpaceAlarm.Builder> 
+         getAlarmsBuilderList() {
+      return internalGetAlarmsFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilder<
+        io.gateway.v1.SpaceAlarm, io.gateway.v1.SpaceAlarm.Builder, io.gateway.v1.SpaceAlarmOrBuilder> 
+        internalGetAlarmsFieldBuilder() {
+      if (alarmsBuilder_ == null) {
+        alarmsBuilder_ = new com.google.protobuf.RepeatedFieldBuilder<
+            io.gateway.v1.SpaceAlarm, io.gateway.v1.SpaceAlarm.Builder, io.gateway.v1.SpaceAlarmOrBuilder>(
+                alarms_,
+                ((bitField0_ & 0x00040000) != 0),
+                getParentForChildren(),
+                isClean());
+        alarms_ = null;
+      }
+      return alarmsBuilder_;
     }
 
     // @@protoc_insertion_point(builder_scope:gateway.v1.StatusResponse)

@@ -261,4 +261,53 @@ public interface StatusResponseOrBuilder extends
    */
   com.google.protobuf.ByteString
       getConflictRoleBytes();
+
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  java.util.List<io.gateway.v1.SpaceAlarm> 
+      getAlarmsList();
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  io.gateway.v1.SpaceAlarm getAlarms(int index);
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  int getAlarmsCount();
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  java.util.List<? extends io.gateway.v1.SpaceAlarmOrBuilder> 
+      getAlarmsOrBuilderList();
+  /**
+   * <pre>
+   * NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
+   * node's own when its disk is short of space but the alarm is not replicated yet.
+   * </pre>
+   *
+   * <code>repeated .gateway.v1.SpaceAlarm alarms = 19;</code>
+   */
+  io.gateway.v1.SpaceAlarmOrBuilder getAlarmsOrBuilder(
+      int index);
 }

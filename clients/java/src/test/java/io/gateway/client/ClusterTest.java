@@ -14,6 +14,7 @@ import io.gateway.v1.InsertStatement;
 import io.gateway.v1.ReadResponse;
 import io.gateway.v1.ScanResponse;
 import io.gateway.v1.Statement;
+import io.gateway.v1.WriteRequest;
 import io.gateway.v1.WriteResult;
 import io.grpc.Status;
 import java.math.BigDecimal;
@@ -290,6 +291,68 @@ class ClusterTest {
     }
     assertEquals(want, got);
     assertTrue(reconnects.get() > 0, "the subscription never reconnected, yet its node was killed");
+  }
+
+  @Test
+  void conditionRefusalNamesTheRowAndIsAloneInABatch() {
+    GatewayClient c = client("writer");
+    String t = table("cond");
+    WriteResult first = c.write(insert(t, 1, "balance", 100L),
+        List.of(Conditions.absent(t, 1L)));
+    Statement upd = Rows.update(t, Rows.cols("id", 1L), Rows.cols("balance", 90L));
+    c.write(List.of(upd), List.of(Conditions.gtid(t, 1L, first.getGtid()),
+        Conditions.values(t, 1L, Rows.cols("balance", 100L))));
+    GatewayException e = assertThrows(GatewayException.class, () -> c.write(List.of(upd),
+        List.of(Conditions.absent(t, 2L), Conditions.gtid(t, 1L, first.getGtid()))));
+    assertEquals(Status.Code.FAILED_PRECONDITION, e.code());
+    assertEquals(1, e.conditionIndex());
+    assertTrue(e.description().contains(t + " key (1)"), e.description());
+    WriteBatchException b = assertThrows(WriteBatchException.class, () -> c.writeBatchRequests(
+        List.of(WriteRequest.newBuilder().addAllStatements(insert(t, 2, "balance", 1L)).build(),
+            WriteRequest.newBuilder().addAllStatements(insert(t, 3, "balance", 1L))
+                .addConditions(Conditions.absent(t, 1L)).build(),
+            WriteRequest.newBuilder().addAllStatements(insert(t, 4, "balance", 1L)).build())));
+    assertEquals(List.of(1), List.copyOf(b.refused().keySet()));
+    assertEquals(0, b.refused().get(1).conditionIndex());
+    assertNotNull(b.results().get(0));
+    assertEquals(null, b.results().get(1));
+    assertTrue(c.get(t, 2L).isPresent() && c.get(t, 3L).isEmpty() && c.get(t, 4L).isPresent());
+  }
+
+  @Test
+  void conditionTwoClientsIncrementingLoseNoUpdate() throws Exception {
+    String t = table("counter");
+    GatewayClient a = client(List.of(cluster.apis.get(0)), cluster.tokens.get("writer"));
+    GatewayClient b = client(List.of(cluster.apis.get(1)), cluster.tokens.get("writer"));
+    a.write(insert(t, 1, "n", 0L));
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      List<Future<Object>> done = new ArrayList<>();
+      for (GatewayClient c : List.of(a, b)) {
+        done.add(pool.submit(() -> {
+          for (int i = 0; i < 10; ) {
+            ReadResponse r = c.read(t, 1L);
+            long n = r.getRow().getValues(0).getIntValue();
+            try {
+              c.write(List.of(Rows.update(t, Rows.cols("id", 1L), Rows.cols("n", n + 1))),
+                  List.of(Conditions.gtid(t, 1L, r.getRow().getGtid())));
+              i++;
+            } catch (GatewayException e) {
+              if (!e.isPreconditionFailed()) {
+                throw e;
+              }
+            }
+          }
+          return null;
+        }));
+      }
+      for (Future<Object> f : done) {
+        f.get(60, TimeUnit.SECONDS);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    assertEquals(20L, a.get(t, 1L).orElseThrow().get("n"));
   }
 
   private static void receive(BlockingQueue<Object> events, List<Long> got, int n) throws InterruptedException {

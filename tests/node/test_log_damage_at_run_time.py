@@ -1,0 +1,223 @@
+"""A damaged entry in a sealed WAL segment met at run time (issue 52, item 4).
+
+Recovery trusts a sealed segment's footer and reads its records only when they are needed: by
+a follower that lags that far, by a subscriber or an applier reading that far back. The read
+must name the file and offset; the leader must not die (it sends the newest snapshot instead
+of the entries); subscribers and appliers get a data-loss error, never a silent gap."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import pytest
+
+from gateway.core.wal import WalOptions
+from gateway.node.storage import LogDamagedError, RaftLogStorage
+from gateway.raft import CompactedError, Entry, HardState, MessageType, Ready
+from gateway.raft.config import Config
+from gateway.raft.core import Raft
+
+ENTRIES = 200
+
+
+def _storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RaftLogStorage:
+    """A log of ENTRIES entries over several sealed segments, none of them in the tail cache."""
+    small = dataclasses.replace(WalOptions(), max_segment_bytes=4096)
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        lambda **kw: dataclasses.replace(small, **kw))
+    storage = RaftLogStorage(str(tmp_path / "raft"), fsync=False, cache_entries=1)
+    storage.bootstrap((1, 2))
+    for lo in range(2, ENTRIES + 2, 10):  # a batch never spans segments: many batches
+        ents = [Entry(1, i, data=b"\0" + bytes([i % 251]) * 99) for i in range(lo, lo + 10)]
+        storage.save_ready(Ready(hard_state=HardState(1, 1, 1), entries=ents, must_sync=True))
+    return storage
+
+
+def _damage_second_segment(tmp_path: Path) -> Path:
+    segment = sorted((tmp_path / "raft" / "wal").glob("*.wal"))[1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 3] ^= 0x20
+    segment.write_bytes(bytes(data))
+    return segment
+
+
+def test_a_damaged_sealed_entry_reads_as_log_damage_naming_file_and_offset(
+        tmp_path, monkeypatch, caplog):
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        segment = _damage_second_segment(tmp_path)
+        told: list[int] = []
+        storage.on_damage = told.append
+        with caplog.at_level(logging.WARNING), pytest.raises(LogDamagedError) as err:
+            storage.entries(2, ENTRIES + 2, 1 << 30)
+        assert isinstance(err.value, CompactedError)  # the Raft core sends a snapshot
+        msg = str(err.value)
+        assert msg.startswith(f"raft/wal/{segment.name}: byte ") and "\n" not in msg, msg
+        assert told == [2]
+        with pytest.raises(LogDamagedError):
+            storage.entries(2, ENTRIES + 2, 1 << 30)
+        warnings = [r.getMessage() for r in caplog.records if "Raft log damaged" in r.getMessage()]
+        assert len(warnings) == 1 and segment.name in warnings[0]  # once per damaged place
+    finally:
+        storage.close()
+
+
+def test_a_leader_sends_a_snapshot_when_a_follower_needs_a_damaged_entry(tmp_path, monkeypatch):
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        _damage_second_segment(tmp_path)
+        raft = Raft(Config(id=1, storage=storage, applied=1))
+        raft.become_candidate()
+        raft.become_leader()
+        raft.msgs.clear()
+        pr = raft.trk.progress[2]
+        pr.recent_active = True
+        pr.next = 2  # far behind: every entry it needs is read from the WAL
+        raft._send_append(2)  # raised WalCorruptionError out of the core before
+        assert [m.type for m in raft.msgs] == [MessageType.SNAP]
+    finally:
+        storage.close()
+
+
+class _Driver:
+    """What the change feed and the appliers' source read of a driver: every entry applied."""
+
+    def __init__(self, storage: RaftLogStorage) -> None:
+        self.storage = storage
+        self.removed = False
+        self.sm = type("Sm", (), {"applied_index": ENTRIES + 1,
+                                  "skipped_between": staticmethod(lambda lo, hi: set())})()
+
+
+def test_subscribers_and_appliers_get_data_loss_naming_the_damaged_file(tmp_path, monkeypatch):
+    import asyncio
+
+    import grpc
+
+    from gateway.node.api import GatewayServicer
+    from gateway.node.feed import ChangeFeed, CommittedLogSource
+
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        segment = _damage_second_segment(tmp_path)
+        drv = _Driver(storage)
+
+        async def subscribe() -> None:
+            async for _ in ChangeFeed(drv).events(2):  # type: ignore[arg-type]
+                pass
+
+        # before: the feed took the damage for a compaction race and spun on it forever
+        with pytest.raises(LogDamagedError) as err:
+            asyncio.run(asyncio.wait_for(subscribe(), 10))
+        assert segment.name in str(err.value)
+        code, _ = GatewayServicer._status_of(None, err.value)  # type: ignore[arg-type]
+        assert code is grpc.StatusCode.DATA_LOSS
+        # before: the appliers' source read nothing, and the applier waited there silently
+        source = CommittedLogSource(drv)  # type: ignore[arg-type]
+        with pytest.raises(LogDamagedError):
+            for lo in range(2, ENTRIES + 2, 16):
+                source.read(lo, 16)
+    finally:
+        storage.close()
+
+
+def test_a_running_node_answers_data_loss_and_takes_a_snapshot_past_the_damage(
+        tmp_path, monkeypatch):
+    """A real node: a subscriber from the log's start meets the damaged sealed entry (the
+    tail cache is one entry, so reads go to the WAL): DATA_LOSS naming the segment relative
+    to the data directory, the node keeps serving, and a snapshot past the damage is taken
+    for followers that need those entries."""
+    import asyncio
+    import functools
+
+    import grpc
+
+    from gateway.cli.sql import sql_to_statements
+    from gateway.client import AsyncGatewayClient
+    from gateway.node import server
+    from gateway.v1 import gateway_pb2, gateway_pb2_grpc
+
+    from .conftest import leader_of, node_configs, run, running
+
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    cfg = node_configs(tmp_path, 1, snapshot_entries=1_000_000)[0]
+
+    async def body() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                for i in range(60):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 100}')", []))
+            segments = sorted((Path(cfg.data_dir) / "raft" / "wal").glob("*.wal"))
+            assert len(segments) >= 3
+            data = bytearray(segments[1].read_bytes())
+            data[len(data) // 2] ^= 0x20
+            segments[1].write_bytes(bytes(data))
+            assert node.storage.snapshots.metadata.index == 1
+            async with grpc.aio.insecure_channel(cfg.api) as channel:
+                stream = gateway_pb2_grpc.GatewayStub(channel).Subscribe(
+                    gateway_pb2.SubscribeRequest(from_log_index=2), timeout=20)
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    async for _ in stream:
+                        pass
+            assert err.value.code() is grpc.StatusCode.DATA_LOSS, err.value
+            assert f"raft/wal/{segments[1].name}: byte " in err.value.details()
+            for _ in range(500):
+                if node.storage.snapshots.metadata.index > 1:
+                    break
+                await asyncio.sleep(0.02)
+            assert node.storage.snapshots.metadata.index >= 60
+            assert node.failure is None and node.driver.is_leader
+
+    run(body(), timeout=120)
+
+
+def test_a_lagging_follower_catches_up_by_snapshot_past_a_leaders_damaged_entry(
+        tmp_path, monkeypatch):
+    """Three real nodes; one is stopped while the others commit entries over several WAL
+    segments; a sealed segment of the leader is damaged; the follower comes back. Before,
+    the leader's Raft loop died on the read (and the cluster with it); now it sends a
+    snapshot taken past the damage, the follower catches up, and the leader keeps leading."""
+    import functools
+
+    from gateway.cli.sql import sql_to_statements
+    from gateway.client import AsyncGatewayClient
+    from gateway.node import server
+
+    from .conftest import leader_of, node_configs, run, running, started, wait_for
+
+    monkeypatch.setattr("gateway.node.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    cfgs = node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+
+    async def body() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            lagging = next(n for n in nodes if n is not leader)
+            await lagging.stop()
+            async with AsyncGatewayClient(leader.config.api) as c:
+                for i in range(60):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 100}')", []))
+            segments = sorted((Path(leader.config.data_dir) / "raft" / "wal").glob("*.wal"))
+            assert len(segments) >= 3
+            data = bytearray(segments[1].read_bytes())
+            data[len(data) // 2] ^= 0x20
+            segments[1].write_bytes(bytes(data))
+            back = await started(lagging.config)
+            nodes.append(back)
+            await wait_for(lambda: back.sm.applied_index >= leader.sm.applied_index, 60,
+                           "the lagging follower to catch up")
+            assert leader.failure is None and leader.driver.is_leader
+            assert leader.storage.snapshots.metadata.index > 1
+            assert len(list(back.sm.scan_rows("shop", "items", [], []))) == 60
+
+    run(body(), timeout=120)
