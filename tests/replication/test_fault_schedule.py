@@ -5,7 +5,10 @@ cluster, node and sink agrees and every node restarts (tests/harness/scenario.py
 docs/testing.md "The fault harness across clusters").
 
 - ``test_a_seeded_fault_schedule_leaves_every_cluster_equal_and_restartable``: a few fixed
-  seeds on small topologies (part of the normal run).
+  seeds on small topologies (part of the normal run). Every one kills the PRIMARY right after
+  it realigned a conflict; before issue 52 item 1 was fixed each failed there (the restarted
+  node refused to start: "applier 'sqlite' applied transaction 1:N but the Raft log ... ends
+  at transaction 1:N-1").
 - ``test_soak``: ``GATEWAY_SOAK_SEEDS=N`` more seeds (``GATEWAY_SOAK_STEPS`` faults each,
   default 10) over every topology; skipped unless set.
 - ``test_replay``: ``GATEWAY_FAULT_SEED=S`` (and ``GATEWAY_FAULT_STEPS``) runs the cell a
@@ -52,15 +55,8 @@ def cell_for_seed(seed: int, steps: int) -> Cell:
     return Cell(seed, TOPOLOGIES[seed % len(TOPOLOGIES)], WORKLOADS, steps)
 
 
-#: Every fixed seed's schedule kills the PRIMARY once it has realigned a conflict: until the
-#: fix of issue 52 item 1 is merged (w52-recover) it cannot start again ("applier 'sqlite'
-#: applied transaction ... but the Raft log ends at ...").
-_ITEM_1 = pytest.mark.xfail(strict=False, reason="issue 52 item 1: a PRIMARY that realigned a "
-                            "conflict cannot restart after kill -9 (fix on w52-recover)")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=_ITEM_1) for s in CI_SEEDS])
+@pytest.mark.parametrize("seed", CI_SEEDS)
 def test_a_seeded_fault_schedule_leaves_every_cluster_equal_and_restartable(
         seed: int, tmp_path: Path) -> None:
     run_cell(tmp_path, cell_for_seed(seed, CI_STEPS))
