@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from gateway.client import (
@@ -308,36 +308,77 @@ def check_total_by_epoch(mc: MultiCluster, cid: int, table: str, accounts: int,
     """Replay cluster ``cid``'s change stream from its first entry up to what its leader has
     applied; after every epoch that ends past log index ``since`` (and at the end) the
     accounts of ``table`` must add up to ``total``. Returns how many epochs were checked."""
-    lead = mc.leader(cid)
-    api = mc.clusters[cid].nodes[lead].api_address
     schema, _, name = table.partition(".")
     bal: dict[object, int] = {}
     checked = 0
-    with GatewayClient(api, timeout=60) as c:
-        # a write of another table marks where to stop (the stream itself never ends)
-        target = c.write([row_insert("harness.sentinel", {"id": 1}, {"at": time.time_ns()})],
-                         timeout=60).log_index
-        events = c.subscribe(from_log_index=1, timeout=120)
-        epoch = None
-        try:
-            for ev in events:
-                if (epoch is not None and ev.epoch != epoch and len(bal) == accounts
-                        and ev.log_index > since):
-                    got = sum(bal.values())
-                    assert got == total, (
-                        f"cluster {cid}'s accounts total {got}, not {total}, after its epoch "
-                        f"{epoch} (log index < {ev.log_index}): {dict(sorted(bal.items()))}")
-                    checked += 1
-                epoch = ev.epoch
-                if ev.HasField("transaction"):
-                    _replay(ev.transaction, schema, name, bal)
-                if ev.log_index >= target:
-                    break
-        finally:
-            events.cancel()
+    epoch = None
+    for ev in change_stream(mc, cid):
+        if (epoch is not None and ev.epoch != epoch and len(bal) == accounts
+                and ev.log_index > since):
+            got = sum(bal.values())
+            assert got == total, (
+                f"cluster {cid}'s accounts total {got}, not {total}, after its epoch "
+                f"{epoch} (log index < {ev.log_index}): {dict(sorted(bal.items()))}")
+            checked += 1
+        epoch = ev.epoch
+        if ev.HasField("transaction"):
+            _replay(ev.transaction, schema, name, bal)
     assert len(bal) == accounts and sum(bal.values()) == total, (
         f"cluster {cid}'s change stream ends with accounts {dict(sorted(bal.items()))}")
     return checked + 1
+
+
+def change_stream(mc: MultiCluster, cid: int) -> Iterator[gateway_pb2.ChangeEvent]:
+    """Cluster ``cid``'s change stream (its leader's) from its first entry up to now: a write
+    of another table (``harness.sentinel``) marks where to stop, as the stream never ends."""
+    lead = mc.leader(cid)
+    with GatewayClient(mc.clusters[cid].nodes[lead].api_address, timeout=60) as c:
+        target = c.write([row_insert("harness.sentinel", {"id": 1}, {"at": time.time_ns()})],
+                         timeout=60).log_index
+        events = c.subscribe(from_log_index=1, timeout=120)
+        try:
+            for ev in events:
+                yield ev
+                if ev.log_index >= target:
+                    return
+        finally:
+            events.cancel()
+
+
+def trace_elements(mc: MultiCluster, cid: int, table: str, column: str,
+                   elements: set[str]) -> list[str]:
+    """Where each of ``elements`` came into and went out of a list (``column`` of ``table``,
+    joined by ``,``) in cluster ``cid``'s change stream: log index, GTID and author of each
+    transaction that did it -- what a failure of :class:`ListAppend` needs to be understood."""
+    schema, _, name = table.partition(".")
+    lists: dict[object, list[str]] = {}
+    out: list[str] = []
+    for ev in change_stream(mc, cid):
+        if not ev.HasField("transaction"):
+            continue
+        t = ev.transaction
+        for st in t.statements:
+            kind = st.WhichOneof("kind")
+            if kind not in ("insert", "update"):
+                continue
+            body = getattr(st, kind)
+            if (body.table.schema_name, body.table.table_name) != (schema, name):
+                continue
+            names = [f.name for f in (body.fields if kind == "insert" else body.set_fields)]
+            if column not in names:
+                continue
+            for r in body.records:
+                key = from_value(r.key_values[0])
+                new = str(from_value(r.after_values[names.index(column)]) or "").split(",")
+                old = lists.get(key, [])
+                for e in elements:
+                    if (e in new) != (e in old):
+                        out.append(f"cluster {cid} index {ev.log_index}: {e} "
+                                   f"{'in' if e in new else 'OUT'} (list {key}) by "
+                                   f"{t.gtid.server_id}:{t.gtid.trans_id} author {t.author}, "
+                                   f"list ends {new[-3:]}")
+                lists[key] = new
+    return out
 
 
 def _replay(txn: transaction_pb2.Transaction, schema: str, table: str,
@@ -421,6 +462,7 @@ class ListAppend(Workload):
                     recorded[(r.value("id"), new.split(",")[-1])] = str(
                         r.value("NDB$CFT_CAUSE") or "")
             lost = []
+            lost_elements: set[str] = set()
             for c, _seq, p in self.out.acked:
                 k, elem = p  # type: ignore[misc]
                 if elem in lists.get(k, []):
@@ -428,9 +470,31 @@ class ListAppend(Workload):
                 if recorded.get((k, elem)):
                     continue
                 lost.append(f"{elem} (list {k}, cluster {c})")
-            assert not lost, (f"cluster {cid}: acknowledged appends neither in their list nor "
-                              f"recorded in {self.TABLE}$EX with a cause: {lost[:10]} "
-                              f"({len(lost)} in all)")
+                lost_elements.add(elem)
+            if lost:
+                trace = self._trace(lost_elements, images)
+                raise AssertionError(
+                    f"cluster {cid}: acknowledged appends neither in their list nor recorded in "
+                    f"{self.TABLE}$EX with a cause: {lost[:10]} ({len(lost)} in all)\n"
+                    + "\n".join(trace))
+
+    def _trace(self, elements: set[str], images: dict[int, Image]) -> list[str]:
+        """Each lost element's way through every cluster's log and exceptions table."""
+        out = []
+        for cid in self.mc.topology.cids:
+            try:
+                out += trace_elements(self.mc, cid, self.TABLE, "v", elements)
+            except Exception as e:  # a courtesy for the report: never hide the failure
+                out.append(f"cluster {cid}: no trace ({e!r})")
+        ex = images[self.mc.topology.cids[0]][f"{self.TABLE}$EX"]
+        for key, r in sorted(ex.items(), key=repr):
+            new, old = str(r.value("v$NEW") or ""), str(r.value("v$OLD") or "")
+            hit = sorted(e for e in elements if e in new.split(",") or e in old.split(","))
+            if hit:
+                out.append(f"exception {key} {r.value('NDB$CFT_CAUSE')} orig "
+                           f"{r.value('NDB$ORIG_TRANSID')} holds {hit}: NEW ends "
+                           f"{new.split(',')[-3:]}, OLD ends {old.split(',')[-3:]}")
+        return out
 
 
 WORKLOADS: dict[str, Callable[[MultiCluster, int], Workload]] = {
