@@ -56,8 +56,8 @@ def cell_for_seed(seed: int, steps: int) -> Cell:
 
 
 #: A ring of a 3-node PRIMARY and two single nodes (1 -> 2 -> 3 -> 1) loses acknowledged
-#: appends of cluster 3 with no exception row, in most runs of this seed (1001 and 1013 too):
-#: cluster 3 appends (accepted by the PRIMARY), applies cluster 2's concurrent change of the
+#: appends of cluster 3 with no exception row, in most runs of this seed with 16 faults (1001
+#: and 1007 too): cluster 3 appends (accepted by the PRIMARY), applies cluster 2's concurrent change of the
 #: list over it, appends again on top; the PRIMARY rejects 2's change but accepts 3's second
 #: one (the row was last written by cluster 3 itself), whose list holds 2's rejected element
 #: and lacks 3's first one. Not an item of issue 52 yet: the lead decides.
@@ -68,7 +68,7 @@ _RING_MISS = pytest.mark.xfail(strict=False, reason="found by this harness: in a
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed,steps", [*((s, CI_STEPS) for s in CI_SEEDS),
-                                        pytest.param(1007, 10, marks=_RING_MISS)])
+                                        pytest.param(1013, 16, marks=_RING_MISS)])
 def test_a_seeded_fault_schedule_leaves_every_cluster_equal_and_restartable(
         seed: int, steps: int, tmp_path: Path) -> None:
     run_cell(tmp_path, cell_for_seed(seed, steps))
