@@ -522,7 +522,7 @@ class Dispatcher:
         between them flushes what is held, and each read batch's is flushed after it; if
         anything is held, it is applied first). It builds nothing per transaction: an
         ``AssembledTransaction`` and the window's bookkeeping per entry cost as much as
-        reading its rows in C (docs/benchmarks.md, stop 42)."""
+        reading its rows in C (docs/benchmarks.md, "Columns from the log's bytes")."""
         if bare:
             wires = [e.wire for e in run if e.head is not None]
             present: list[Gtid] = [g for g in gtids if g is not None]
