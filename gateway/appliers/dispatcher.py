@@ -266,7 +266,8 @@ class Dispatcher:
                     if self._wake.wait(self.config.poll_interval) and self.config.linger:
                         # Woken: read a moment later, not at once -- the node's event loop that
                         # applied the entry is still answering its writer, and this thread
-                        # would take the GIL from it (+0.7 ms on an idle node's write).
+                        # would take the GIL from it, lengthening an idle node's write
+                        # (docs/benchmarks.md, "Apply lag").
                         self._stop.wait(min(self.config.linger, _WAKE_DELAY))
                     self._wake.clear()
             self._wait_drained()
