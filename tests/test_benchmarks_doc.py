@@ -64,6 +64,22 @@ def test_every_citation_of_a_benchmarks_md_section_names_a_section_it_has():
     assert dangling == [], f"citations of sections docs/benchmarks.md does not have: {dangling}"
 
 
+def _slug(title: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as ``-``."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def test_every_link_into_benchmarks_md_lands_on_a_heading():
+    slugs = {_slug(t) for t in _headings()}
+    links = []
+    for path in [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]:
+        for anchor in re.findall(r"benchmarks\.md#([\w\-]+)", path.read_text()):
+            links.append((str(path.relative_to(ROOT)), anchor))
+    assert links, "docs/spark.md links into docs/benchmarks.md: the scan must see it"
+    assert [(f, a) for f, a in links if a not in slugs] == []
+
+
 def test_benchmarks_md_names_the_commit_that_holds_the_lab_notes():
     head = "\n".join(DOC.read_text().splitlines()[:10])
     assert re.search(r"`git show [0-9a-f]{7,40}:docs/benchmarks\.md`", head)
@@ -89,3 +105,5 @@ def test_a_cited_name_is_a_heading_or_the_heading_before_its_detail():
     assert _names_a_heading("Reads", titles)
     assert not _names_a_heading("Read", titles)
     assert not _names_a_heading("Change 20", titles)
+    assert _slug("Spark bulk applier: `benchmarks/bench_spark.py`") == (
+        "spark-bulk-applier-benchmarksbench_sparkpy")
