@@ -42,7 +42,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -214,9 +214,9 @@ class AsyncChangeEvents:
             ev = await self._call.read()
         except grpc.aio.AioRpcError as exc:
             raise error_of(exc) from None
-        if ev is grpc.aio.EOF:
+        if not isinstance(ev, gateway_pb2.ChangeEvent):  # grpc.aio.EOF: the stream ended
             raise StopAsyncIteration
-        return ev  # type: ignore[no-any-return]
+        return ev
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -584,8 +584,8 @@ class AsyncGatewayClient(_Base):
             self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch), _Bytes(ch))
         return self._channels[target][2 if raw else 1]
 
-    async def _call(self, fn: Callable[[Any, float], Any], timeout: float | None = None,
-                    raw: bool = False) -> Any:
+    async def _call(self, fn: Callable[[Any, float], Awaitable[T]],
+                    timeout: float | None = None, raw: bool = False) -> T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         backoff = 0.02
