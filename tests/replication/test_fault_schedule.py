@@ -57,10 +57,10 @@ def cell_for_seed(seed: int, steps: int) -> Cell:
 
 #: A ring of a 3-node PRIMARY and two single nodes (1 -> 2 -> 3 -> 1) loses acknowledged
 #: appends of cluster 3 with no exception row, in most runs of this seed with 16 faults (1001
-#: and 1007 too): cluster 3 appends (accepted by the PRIMARY), applies cluster 2's concurrent change of the
-#: list over it, appends again on top; the PRIMARY rejects 2's change but accepts 3's second
-#: one (the row was last written by cluster 3 itself), whose list holds 2's rejected element
-#: and lacks 3's first one. Not an item of issue 52 yet: the lead decides.
+#: and 1007 too): cluster 3 appends (accepted by the PRIMARY), applies cluster 2's concurrent
+#: change of the list over it, appends again on top; the PRIMARY rejects 2's change but
+#: accepts 3's second one (the row was last written by cluster 3 itself), whose list holds 2's
+#: rejected element and lacks 3's first one. Not an item of issue 52 yet: the lead decides.
 _RING_MISS = pytest.mark.xfail(strict=False, reason="found by this harness: in a ring the "
                                "PRIMARY accepts a secondary's change built on another "
                                "secondary's change it rejected in the same epoch")
