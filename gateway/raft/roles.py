@@ -38,9 +38,9 @@ def _step_leader(self: Raft, m: Message) -> None:
         # a leaving leader keeps telling the others until they know (``check_left``)
         if not self.trk.quorum_active() and not self.leaving_index:
             self.become_follower(self.term, NONE)
-        for node, pr in self.trk.progress.items():
+        for node, peer in self.trk.progress.items():
             if node != self.id:
-                pr.recent_active = False
+                peer.recent_active = False
         return
     if t == MT.PROP:
         if self.leaving_index:

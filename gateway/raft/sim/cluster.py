@@ -43,6 +43,7 @@ from .nemesis import (
     Nemesis,
     Pin,
     Scenario,
+    SimNode,
 )
 from .network import Network, NetworkFaults
 
@@ -206,7 +207,7 @@ class Simulation:
     def _start(self, node: _Node) -> None:
         node.storage = node.disk.recover()
         snap = node.storage.snapshot()
-        node.kv = KVStore.restore(snap.data) if not snap.is_empty() else KVStore()
+        node.kv = KVStore.restore(snap.data[:]) if not snap.is_empty() else KVStore()
         node.raw = RawNode(
             Config(
                 id=node.id,
@@ -244,9 +245,10 @@ class Simulation:
             self.rng.randrange(5, 40) if downtime is None else downtime
         )
 
-    def crash(self, node: _Node, downtime: int | None = None) -> None:
-        """Crash ``node`` now (unsynced writes are lost as in any crash); it restarts after
-        ``downtime`` ticks (random when None)."""
+    def crash(self, node: SimNode, downtime: int | None = None) -> None:
+        """Crash ``node`` (one of ``nodes``) now (unsynced writes are lost as in any crash); it
+        restarts after ``downtime`` ticks (random when None)."""
+        assert isinstance(node, _Node), "crash() takes one of this simulation's nodes"
         self._crash(node, downtime)
 
     def leader(self) -> _Node | None:
@@ -286,11 +288,12 @@ class Simulation:
         return [n for n in self.nodes.values() if n.alive]
 
     def _leader(self) -> _Node | None:
-        best = None
+        best, best_term = None, -1
         for n in self._live():
-            r = n.raw.raft  # type: ignore[union-attr]
-            if r.role == Role.LEADER and (best is None or r.term > best.raw.raft.term):
-                best = n
+            assert n.raw is not None  # a live node runs its RawNode
+            r = n.raw.raft
+            if r.role == Role.LEADER and r.term > best_term:
+                best, best_term = n, r.term
         return best
 
     def _process_ready(self, node: _Node) -> None:
@@ -345,7 +348,7 @@ class Simulation:
         raw = node.raw
         assert raw is not None
         if not rd.snapshot.is_empty():
-            node.kv = KVStore.restore(rd.snapshot.data)
+            node.kv = KVStore.restore(rd.snapshot.data[:])
         for e in rd.committed_entries:
             self.checker.on_apply(node.id, e)
             if e.type == EntryType.CONF_CHANGE:

@@ -38,7 +38,8 @@ the correct core every scenario must pass; each is aimed at a class of bugs:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from ..errors import ProposalDroppedError
 from ..rawnode import RawNode
@@ -73,26 +74,45 @@ class SimNode(Protocol):
     raw: RawNode | None
 
 
-class SimCluster(Protocol):
-    """What the nemesis may see and do of the simulation (``cluster.Simulation``)."""
+class SimSettings(Protocol):
+    """What the nemesis reads of the simulation's configuration (``cluster.SimConfig``)."""
 
-    cfg: Any
+    @property
+    def nodes(self) -> int: ...
+
+    @property
+    def faults(self) -> frozenset[str]: ...
+
+
+class SimCluster(Protocol):
+    """What the nemesis may see and do of the simulation (``cluster.Simulation``). The
+    collections are read-only views here (the nemesis never adds to them directly), which
+    lets the simulation keep its own node type behind ``SimNode``."""
+
     rng: SplitMix64
     net: Network
-    nodes: dict[int, Any]  # id -> SimNode
     ticks: int
     next_id: int
     pins: dict[int, Pin]
-    client_op: dict[int, Any]
     scenario: Scenario | None
 
-    def leader(self) -> Any: ...  # SimNode | None
+    @property
+    def cfg(self) -> SimSettings: ...
 
-    def live(self) -> list[Any]: ...  # list[SimNode]
+    @property
+    def nodes(self) -> Mapping[int, SimNode]: ...
 
-    def crash(self, node: Any, downtime: int | None = None) -> None: ...
+    @property
+    def client_op(self) -> Mapping[int, object]: ...
 
-    def add_node(self) -> Any: ...  # SimNode
+    def leader(self) -> SimNode | None: ...
+
+    def live(self) -> Sequence[SimNode]: ...
+
+    def crash(self, node: SimNode, downtime: int | None = None) -> None:
+        """Crash ``node``, one of ``nodes``' values."""
+
+    def add_node(self) -> SimNode: ...
 
     def draw_rate(self) -> int: ...
 
