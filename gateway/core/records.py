@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 import crc32c as _crc32c
 
@@ -113,14 +113,14 @@ class StreamReport(NamedTuple):
         return not self.damaged
 
 
-def _encode_py(payload: bytes, generation: int = 0) -> bytes:
+def _encode_py(payload: bytes | bytearray | memoryview, generation: int = 0) -> bytes:
     """Pure-Python :func:`encode_record`."""
     if not 0 <= generation <= _MAX_GENERATION:
         raise ValueError(f"generation {generation} does not fit in 32 bits")
-    payload = bytes(payload)
+    data = bytes(payload)
     gen = generation.to_bytes(4, "little")
-    crc = _crc(gen + payload, _AFTER_FILL) ^ 0xFFFFFFFF
-    return stuff(crc.to_bytes(4, "little") + gen + payload) + SEPARATOR
+    crc = _crc(gen + data, _AFTER_FILL) ^ 0xFFFFFFFF
+    return stuff(crc.to_bytes(4, "little") + gen + data) + SEPARATOR
 
 
 def _decode_py(stuffed: bytes) -> tuple[int, bytes] | None:
@@ -201,7 +201,23 @@ def _as_searchable(buf: Any) -> Any:
     return bytes(buf)
 
 
-_accel = accel.load("gateway.core._recordstream")
+class _RecordStreamC(Protocol):
+    """The functions of the C accelerator ``_recordstream.c`` (their Python specifications
+    are the ``_py`` functions of this module)."""
+
+    def encode_record(self, payload: bytes | bytearray | memoryview, generation: int,
+                      prefix: bytes, /) -> bytes: ...
+
+    def encode_records(self, payloads: list[bytes], generation: int, /) -> bytes: ...
+
+    def decode_record(self, stuffed: bytes | bytearray | memoryview, /
+                      ) -> tuple[int, bytes] | None: ...
+
+    def scan_batch(self, buf: Any, start: int, stop: int, head: int,
+                   record: type[Record], limit: int, /) -> tuple[list[Record], int]: ...
+
+
+_accel = cast("_RecordStreamC | None", accel.load("gateway.core._recordstream"))
 
 #: True when the C accelerator serves encode/scan.
 ACCELERATED = _accel is not None
@@ -263,7 +279,8 @@ def scan(buf: Any, start: int = 0, stop: int | None = None) -> Iterator[Record]:
 
 def _scan_accel(buf: Any, start: int, stop: int) -> Iterator[Record]:
     head = _first_nonzero_py(buf)
-    batch = _accel.scan_batch  # type: ignore[union-attr]
+    assert _accel is not None  # only called when it is
+    batch = _accel.scan_batch
     while True:
         records, resume = batch(buf, start, stop, head, Record, 4096)
         yield from records

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import roles
 from .confchange import enter_joint, leave_joint, restore, simple
 from .config import Config
 from .errors import (
@@ -25,7 +26,6 @@ from .errors import (
 )
 from .log import RaftLog
 from .quorum import VoteResult, joint_vote_result
-from . import roles
 from .read_only import ReadOnly
 from .rng import RandomSource
 from .snapshot_transfer import SnapshotReceiver, SnapshotSender

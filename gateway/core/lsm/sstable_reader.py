@@ -269,9 +269,10 @@ class SSTableReader:
                 lo = bisect_left(keys, start)
                 first = False
             hi = len(keys)
-            last = end is not None and keys[-1] >= end
-            if last:
-                hi = bisect_left(keys, end)  # type: ignore[arg-type]
+            last = False
+            if end is not None and keys[-1] >= end:
+                last = True
+                hi = bisect_left(keys, end)
             if lo == 0 and hi == len(keys):
                 acc_k += keys
                 acc_c += cells

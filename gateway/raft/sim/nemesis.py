@@ -37,8 +37,8 @@ the correct core every scenario must pass; each is aimed at a class of bugs:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import ProposalDroppedError
