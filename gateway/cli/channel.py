@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .node import BadInput, _ca, _call, _client, _target, _token, channel_lines, peer_lines
+from .node import _ca, _call, _client, _target, _token, channel_lines, peer_lines
+from .plugins import BadInput
 
 __all__ = ["channel"]
 

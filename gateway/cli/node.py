@@ -90,7 +90,7 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
               help="Serve the peer port without mutual TLS on a non-loopback --listen (a "
                    "network you trust); without it such a node refuses to start.")
 @click.pass_context
-def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
+def run_command(ctx: click.Context, /, config_path: str | None, run_plugins: str | None,
                 options: tuple[str, ...], **flags: Any) -> None:
     """Run a gateway node until SIGTERM/SIGINT.
 
