@@ -44,6 +44,7 @@ from .nemesis import (
     Pin,
     Scenario,
     SimNode,
+    raw_of,
 )
 from .network import Network, NetworkFaults
 
@@ -404,7 +405,7 @@ class Simulation:
                 # Resumed (a process pause, e.g. GC): the driver first delivers the ticks
                 # that elapsed meanwhile, as a real driver reading a monotonic clock does.
                 for _ in range(node.owed):
-                    node.raw.tick()  # type: ignore[union-attr]
+                    raw_of(node).tick()
                 node.owed = 0
                 node.paused_until = 0
             elif not node.alive and not node.removed and node.down_until <= self.ticks:
@@ -429,7 +430,7 @@ class Simulation:
                 if node.paused_until:
                     node.owed += 1
                 else:
-                    node.raw.tick()  # type: ignore[union-attr]
+                    raw_of(node).tick()
 
     def _check_stale_leaders(self) -> None:
         """Check-quorum's promise: a leader steps down within ``STALE_LEADER_TICKS`` of its
@@ -481,7 +482,7 @@ class Simulation:
             if node is None or not node.alive or node.paused_until:
                 continue
             try:
-                node.raw.step(m)  # type: ignore[union-attr]
+                raw_of(node).step(m)
             except (ProposalDroppedError, StepPeerNotFoundError):
                 continue  # a forwarded proposal refused, or a response from a removed node
         for node in list(self.nodes.values()):
@@ -561,7 +562,7 @@ class Simulation:
             if not live:
                 return
             if node is None or node not in live or rng.chance(0.2):
-                leaders = [n for n in live if n.raw.raft.role == Role.LEADER]  # type: ignore[union-attr]
+                leaders = [n for n in live if raw_of(n).raft.role == Role.LEADER]
                 node = rng.choice(leaders if leaders and rng.chance(0.3) else live)
                 self.client_node[c] = node.id
         self.client_seq[c] = seq
@@ -638,7 +639,7 @@ class Simulation:
         )
 
     def _members(self, lead: _Node) -> list[_Node]:
-        cfg = lead.raw.raft.trk.config  # type: ignore[union-attr]
+        cfg = raw_of(lead).raft.trk.config
         ids = cfg.all_voters() | cfg.learners | cfg.learners_next
         return [self.nodes[i] for i in sorted(ids) if i in self.nodes]
 
@@ -648,7 +649,7 @@ class Simulation:
         lead = self._leader()
         if lead is None:
             return False
-        r = lead.raw.raft  # type: ignore[union-attr]
+        r = raw_of(lead).raft
         if not r.committed_entry_in_current_term() or r.trk.config.joint():
             return False
         commit = r.raft_log.committed

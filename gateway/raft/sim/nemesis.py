@@ -119,6 +119,12 @@ class SimCluster(Protocol):
     def reset_rates(self) -> None: ...
 
 
+def raw_of(node: SimNode) -> RawNode:
+    """The running ``RawNode`` of ``node`` (a live one: crashed and removed nodes have none)."""
+    assert node.raw is not None, f"node {node.id} is not running"
+    return node.raw
+
+
 @dataclass(slots=True)
 class Pin:
     """A client bound to one node for the duration of a scenario.
@@ -205,7 +211,7 @@ class Scenario:
             if r.role == Role.FOLLOWER and r.election_elapsed >= r.election_timeout:
                 ready.append(n)
         if ready:
-            self.rng.choice(ready).raw.campaign()  # type: ignore[union-attr]
+            raw_of(self.rng.choice(ready)).campaign()
 
     def _isolate(self, ids: set[int]) -> None:
         """Cut ``ids`` off from every other node (both directions), keeping other blocks."""
@@ -240,7 +246,7 @@ class StaleLeader(Scenario):
             lead = self._stable_leader()
             # Start right after the leader's check-quorum: it will keep believing in itself
             # for almost two election timeouts.
-            if lead is not None and lead.raw.raft.election_elapsed <= 1:  # type: ignore[union-attr]
+            if lead is not None and raw_of(lead).raft.election_elapsed <= 1:
                 self._begin(lead)
             elif sim.ticks >= self.arm_until:
                 self.done = True
@@ -249,7 +255,7 @@ class StaleLeader(Scenario):
         self._hasten({self.old})
         if self.bridge and not self.bridged:
             new = sim.leader()
-            if new is not None and new.id != self.old and new.raw.raft.term > self.old_term:  # type: ignore[union-attr]
+            if new is not None and new.id != self.old and raw_of(new).raft.term > self.old_term:
                 # Reconnect the old leader with everybody except the new leader.
                 sim.net.heal()
                 sim.net.blocked.update({(self.old, new.id), (new.id, self.old)})
@@ -260,7 +266,7 @@ class StaleLeader(Scenario):
     def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
         self.old = lead.id
-        self.old_term = lead.raw.raft.term  # type: ignore[union-attr]
+        self.old_term = raw_of(lead).raft.term
         self.started = sim.ticks
         members = self._members()
         self._isolate({lead.id})
@@ -393,7 +399,7 @@ class Laggard(Scenario):
         if self.phase == "arm":
             lead = self._stable_leader()
             if lead is not None:
-                voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+                voters = sorted(raw_of(lead).raft.trk.config.voters - {lead.id})
                 if voters:
                     self.old, self.lag = lead.id, self.rng.choice(voters)
                     self._isolate({self.lag})
@@ -455,7 +461,7 @@ class LostAck(Scenario):
 
     def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
-        voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+        voters = sorted(raw_of(lead).raft.trk.config.voters - {lead.id})
         if not voters:
             self.done = True
             return
@@ -527,8 +533,8 @@ class Nemesis:
         if "transfer" in f and rng.chance(0.006):
             lead = sim.leader()
             if lead is not None:
-                voters = lead.raw.raft.trk.voter_ids()  # type: ignore[union-attr]
-                lead.raw.transfer_leader(rng.choice(voters))  # type: ignore[union-attr]
+                voters = raw_of(lead).raft.trk.voter_ids()
+                raw_of(lead).transfer_leader(rng.choice(voters))
         if "churn" in f and sim.ticks % 50 == 0:
             self._churn()
 
@@ -611,7 +617,7 @@ class Nemesis:
         lead = sim.leader()
         if lead is None:
             return
-        r = lead.raw.raft  # type: ignore[union-attr]
+        r = raw_of(lead).raft
         cfg = r.trk.config
         if cfg.joint() or r.pending_conf_index > r.raft_log.applied:
             return
@@ -628,10 +634,10 @@ class Nemesis:
                         ConfChangeSingle(ConfChangeType.REMOVE_NODE, victim),
                     )
                 )
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+                raw_of(lead).propose_conf_change(cc)
             elif sim.next_id <= 3 * sim.cfg.nodes:
                 new_id = sim.add_node().id
                 cc = ConfChange((ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, new_id),))
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+                raw_of(lead).propose_conf_change(cc)
         except ProposalDroppedError:
             pass
