@@ -21,8 +21,8 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable
-from typing import Any, Protocol, cast
+from collections.abc import Iterable, Sequence
+from typing import Protocol, cast
 
 import crc32c as _crc32c
 
@@ -49,8 +49,8 @@ class _BloomC(Protocol):
 
     def hashes(self, keys: list[bytes], masks: array[int], /) -> tuple[bytes, bytes]: ...
 
-    def maybe(self, words: array[int], h1s: Any, masks: Any, start: int, stop: int, /
-              ) -> list[int]: ...
+    def maybe(self, words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int,
+              stop: int, /) -> list[int]: ...
 
     def build(self, h1s: array[int], masks: array[int], nwords: int, /) -> bytes: ...
 
@@ -95,7 +95,7 @@ def _key_hashes_py(keys: list[bytes]) -> tuple[array[int], array[int]]:
             array("Q", [MASKS[h >> _SHIFT] for h in map(_zcrc, keys)]))
 
 
-def key_hashes(keys: list[bytes]) -> tuple[Any, Any]:
+def key_hashes(keys: list[bytes]) -> tuple[Sequence[int], Sequence[int]]:
     """``key_hash`` of every key of ``keys`` (a list of bytes), as sequences ``(h1s,
     masks)`` of uint32 and uint64 for ``maybe_present``; in C when the accelerator is
     built."""
@@ -105,14 +105,14 @@ def key_hashes(keys: list[bytes]) -> tuple[Any, Any]:
     return _key_hashes_py(keys)
 
 
-def _maybe_present_py(words: array[int], h1s: Any, masks: Any, start: int, stop: int
-                      ) -> list[int]:
+def _maybe_present_py(words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int,
+                      stop: int) -> list[int]:
     """The specification of ``maybe_present`` (and its fallback)."""
     n = len(words)
     return [i for i in range(start, stop) if (words[h1s[i] % n] & masks[i]) == masks[i]]
 
 
-def maybe_present(words: array[int], h1s: Any, masks: Any, start: int, stop: int
+def maybe_present(words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int, stop: int
                   ) -> list[int]:
     """The indices ``i`` in ``[start, stop)`` of keys (hashed by ``key_hashes``) that the
     filter ``words`` may hold: no false negatives, about 1% false positives. In C when the
@@ -122,7 +122,7 @@ def maybe_present(words: array[int], h1s: Any, masks: Any, start: int, stop: int
     return _maybe_present_py(words, h1s, masks, start, stop)
 
 
-def _build_words_py(h1s: Any, masks: Any, nwords: int) -> list[int]:
+def _build_words_py(h1s: Sequence[int], masks: Sequence[int], nwords: int) -> list[int]:
     """The filter's ``nwords`` words: ``words[h1 % nwords] |= mask`` for every key (the
     specification of the accelerator's ``build``)."""
     words = [0] * nwords
