@@ -53,7 +53,7 @@ def channel_add(target: str, token: str | None, ca: str | None, sources: str,
     click.echo(res.message)
 
 
-def _action(action: str):  # type: ignore[no-untyped-def]
+def _action(action: str) -> click.Command:
     @_target
     @_token
     @_ca
