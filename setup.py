@@ -14,7 +14,7 @@ setup(
         Extension(
             "gateway.core._columns",
             ["gateway/core/_columns.c"],
-            depends=["gateway/core/_protowire.h"],
+            depends=["gateway/core/_protowire.h", "gateway/v1/wire_tags.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.insert_columns reads in Python
         ),
@@ -34,13 +34,14 @@ setup(
         Extension(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
-            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h"],
+            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h", "gateway/v1/wire_tags.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state_machine uses Python
         ),
         Extension(
             "spark_applier._txndecode",
             ["spark_applier/_txndecode.c"],
+            depends=["gateway/core/_protowire.h", "gateway/v1/wire_tags.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, spark_applier.decode decodes in Python
         ),

@@ -52,6 +52,7 @@
 
 #include "../core/_buf.h"
 #include "../core/_protowire.h"
+#include "../v1/wire_tags.h"
 
 static int put_u64be(Buf *kb, unsigned char type, uint64_t v) {
     unsigned char out[9];
@@ -68,10 +69,12 @@ static int key_part(const unsigned char *data, Py_ssize_t s, Py_ssize_t e, Buf *
     Py_ssize_t p = s + 1;
     uint64_t v;
     const uint64_t bias = (uint64_t)1 << 63;
-    if (tag == 0x3A || tag == 0x32 || tag == 0x42) { /* string, decimal (text), bytes */
+    /* string, decimal (text), bytes */
+    if (tag == VALUE_STRING_VALUE_KEY || tag == VALUE_DECIMAL_VALUE_KEY
+        || tag == VALUE_BYTES_VALUE_KEY) {
         if (read_varint(data, &p, e, &v) < 0 || v != (uint64_t)(e - p)) return 0;
         if (buf_reserve(kb, 1 + 2 * (e - p) + 2) < 0) return -1;
-        kb->buf[kb->len++] = tag == 0x42 ? 0x07 : 0x06;
+        kb->buf[kb->len++] = tag == VALUE_BYTES_VALUE_KEY ? 0x07 : 0x06;
         for (Py_ssize_t i = p; i < e; i++) {
             kb->buf[kb->len++] = (char)data[i];
             if (data[i] == 0) kb->buf[kb->len++] = (char)0xff;
@@ -80,18 +83,20 @@ static int key_part(const unsigned char *data, Py_ssize_t s, Py_ssize_t e, Buf *
         kb->buf[kb->len++] = 0x01;
         return 1;
     }
-    if (tag == 0x18 || tag == 0x20 || tag == 0x10) { /* int (zigzag), uint, bool */
+    /* int (zigzag), uint, bool */
+    if (tag == VALUE_INT_VALUE_KEY || tag == VALUE_UINT_VALUE_KEY || tag == VALUE_BOOL_VALUE_KEY) {
         if (read_varint(data, &p, e, &v) < 0 || p != e) return 0;
-        if (tag == 0x18)
+        if (tag == VALUE_INT_VALUE_KEY)
             return put_u64be(kb, 0x03, ((v >> 1) ^ (uint64_t)(-(int64_t)(v & 1))) + bias) < 0
                        ? -1 : 1;
-        if (tag == 0x20) return put_u64be(kb, 0x04, v) < 0 ? -1 : 1;
+        if (tag == VALUE_UINT_VALUE_KEY) return put_u64be(kb, 0x04, v) < 0 ? -1 : 1;
         unsigned char out[2] = {0x02, v ? 1 : 0};
         return buf_put(kb, out, 2) < 0 ? -1 : 1;
     }
-    if ((tag == 0x29 || tag == 0x49) && p + 8 == e) { /* double, timestamp_ns (sfixed64) */
+    /* double, timestamp_ns (sfixed64) */
+    if ((tag == VALUE_DOUBLE_VALUE_KEY || tag == VALUE_TIMESTAMP_NS_KEY) && p + 8 == e) {
         uint64_t bits = read_fixed64(data + p);
-        if (tag == 0x49) return put_u64be(kb, 0x08, bits + bias) < 0 ? -1 : 1;
+        if (tag == VALUE_TIMESTAMP_NS_KEY) return put_u64be(kb, 0x08, bits + bias) < 0 ? -1 : 1;
         bits = (bits >> 63) ? ~bits : (bits | bias);
         return put_u64be(kb, 0x05, bits) < 0 ? -1 : 1;
     }
@@ -116,7 +121,7 @@ static PyObject *insert_rows(PyObject *self, PyObject *args) {
     if (!out) goto done;
     while (pos < end) {
         uint64_t ln;
-        if (d[pos] != 0x22) goto general;
+        if (d[pos] != INSERT_STATEMENT_RECORDS_KEY) goto general;
         Py_ssize_t p = pos + 1;
         if (read_varint(d, &p, end, &ln) < 0 || ln > (uint64_t)(end - p)) goto general;
         Py_ssize_t r_end = p + (Py_ssize_t)ln;
@@ -129,15 +134,15 @@ static PyObject *insert_rows(PyObject *self, PyObject *args) {
             if (read_varint(d, &f, r_end, &vl) < 0 || vl > (uint64_t)(r_end - f)) goto general;
             v_start = f;
             Py_ssize_t v_end = v_start + (Py_ssize_t)vl;
-            if (tag == 0x0A) {
+            if (tag == INSERT_RECORD_KEY_VALUES_KEY) {
                 int r = key_part(d, v_start, v_end, &kb);
                 if (r < 0) goto done;
                 if (r == 0) goto general;
-                unsigned char t = 0x1a;
+                unsigned char t = ROW_KEY_VALUES_KEY;
                 if (buf_put(&kv, &t, 1) < 0 || buf_put(&kv, d + p + 1, v_end - p - 1) < 0)
                     goto done;
-            } else if (tag == 0x12) {
-                unsigned char t = 0x2a;
+            } else if (tag == INSERT_RECORD_AFTER_VALUES_KEY) {
+                unsigned char t = ROW_VALUES_KEY;
                 if (buf_put(&vals, &t, 1) < 0 || buf_put(&vals, d + p + 1, v_end - p - 1) < 0)
                     goto done;
             } else {
@@ -208,8 +213,8 @@ static int single_field(const unsigned char *data, Py_ssize_t pos, Py_ssize_t en
 
 static unsigned char tag_of_code(unsigned char code) {
     switch (code) {
-    case CODE_UUID: return 0x42;
-    case CODE_DATE: case CODE_TIME: case CODE_DATETIME: return 0x3A;
+    case CODE_UUID: return VALUE_BYTES_VALUE_KEY;
+    case CODE_DATE: case CODE_TIME: case CODE_DATETIME: return VALUE_STRING_VALUE_KEY;
     default: return code;
     }
 }
@@ -248,7 +253,7 @@ static int valid_time(const unsigned char *s, Py_ssize_t n) {
  * code (gateway.node.validation._value_ok_py). */
 static int value_ok(const unsigned char *d, Py_ssize_t v, Py_ssize_t v_end, unsigned char code,
                     int key) {
-    if (code == 0x29) {
+    if (code == VALUE_DOUBLE_VALUE_KEY) {
         uint64_t bits = read_fixed64(d + v + 1);
         const uint64_t exp = (uint64_t)0x7FF << 52, mant = ((uint64_t)1 << 52) - 1;
         if ((bits & exp) == exp && (bits & mant)) return 0; /* NaN */
@@ -285,7 +290,8 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
     while (ok && pos < end) {
         uint64_t ln;
         Py_ssize_t r = pos + 1;
-        if (d[pos] != 0x22 || read_varint(d, &r, end, &ln) < 0 || ln > (uint64_t)(end - r)) {
+        if (d[pos] != INSERT_STATEMENT_RECORDS_KEY || read_varint(d, &r, end, &ln) < 0
+            || ln > (uint64_t)(end - r)) {
             ok = 0;
             break;
         }
@@ -302,16 +308,23 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
             unsigned char got = d[v];
             if (i < nk) {
                 code = kcodes[i];
-                if (tag != 0x0A || got != tag_of_code(code)) { ok = 0; break; }
+                if (tag != INSERT_RECORD_KEY_VALUES_KEY || got != tag_of_code(code)) {
+                    ok = 0;
+                    break;
+                }
             } else if (i < nk + nv) {
                 code = vcodes[i - nk];
-                if (tag != 0x12 || (got != tag_of_code(code) && got != 0x08)) { ok = 0; break; }
+                if (tag != INSERT_RECORD_AFTER_VALUES_KEY
+                    || (got != tag_of_code(code) && got != VALUE_NULL_VALUE_KEY)) {
+                    ok = 0;
+                    break;
+                }
             } else {
                 ok = 0;
                 break;
             }
             if (!single_field(d, v, v_end, got)) { ok = 0; break; }
-            if (got != 0x08 && !value_ok(d, v, v_end, code, i < nk)) { ok = 0; break; }
+            if (got != VALUE_NULL_VALUE_KEY && !value_ok(d, v, v_end, code, i < nk)) { ok = 0; break; }
             i++;
             r = v_end;
         }
@@ -341,29 +354,30 @@ static PyObject *parse_txn(PyObject *self, PyObject *arg) {
         switch (tag & 7) {
         case 0:
             if (read_varint(d, &pos, n, &v) < 0) goto general;
-            if (tag == 0x10) epoch = v;
-            else if (tag == 0x18) author = v;
-            else if (tag != 0x38 && tag != 0x40) goto general;
+            if (tag == TRANSACTION_EPOCH_KEY) epoch = v;
+            else if (tag == TRANSACTION_AUTHOR_KEY) author = v;
+            else if (tag != TRANSACTION_SEGMENT_ID_KEY && tag != TRANSACTION_END_SEGMENT_KEY)
+                goto general;
             break;
         case 2: {
             if (read_varint(d, &pos, n, &v) < 0 || v > (uint64_t)(n - pos)) goto general;
             Py_ssize_t end = pos + (Py_ssize_t)v;
-            if (tag == 0x32) {
+            if (tag == TRANSACTION_STATEMENTS_KEY) {
                 PyObject *span = Py_BuildValue("(nn)", pos, end);
                 if (!span) goto done;
                 int bad = PyList_Append(stmts, span);
                 Py_DECREF(span);
                 if (bad < 0) goto done;
-            } else if (tag == 0x0A) {
+            } else if (tag == TRANSACTION_GTID_KEY) {
                 Py_ssize_t p = pos;
                 while (p < end) {
                     unsigned char t = d[p++];
                     if (read_varint(d, &p, end, &v) < 0) goto general;
-                    if (t == 0x08) sid = v;
-                    else if (t == 0x10) tid = v;
+                    if (t == GTID_SERVER_ID_KEY) sid = v;
+                    else if (t == GTID_TRANS_ID_KEY) tid = v;
                     else goto general;
                 }
-            } else if (tag == 0x52) {
+            } else if (tag == TRANSACTION_IDEMPOTENCY_KEY_KEY) {
                 idem_start = pos;
                 idem_end = end;
             } else {
@@ -374,10 +388,10 @@ static PyObject *parse_txn(PyObject *self, PyObject *arg) {
         }
         case 1:
             if (n - pos < 8) goto general;
-            if (tag == 0x29) {
+            if (tag == TRANSACTION_COMMIT_TIMESTAMP_NS_KEY) {
                 commit_ts = 0;
                 for (int i = 7; i >= 0; i--) commit_ts = (commit_ts << 8) | d[pos + i];
-            } else if (tag != 0x21) {
+            } else if (tag != TRANSACTION_START_TIMESTAMP_NS_KEY) {
                 goto general;
             }
             pos += 8;
