@@ -5,7 +5,7 @@ The specification is protobuf (``encode_batch_py``, ``decode_batch_py``: ``trans
 / ``from_proto`` and the generated ``peer_pb2`` classes). Building a ``RaftMessage`` per message
 and a ``RaftEntry`` per entry cost the leader ~3.5 us per entry per follower and each follower
 ~2.6 us per entry to read back (a one-row write is one entry); the C twins in
-``gateway.node._wire`` (``encode_batch``, ``decode_batch``) write the same bytes and build the
+``gateway.node._peer_codec`` (``encode_batch``, ``decode_batch``) write the same bytes and build the
 same objects straight from the core's objects and the frame's bytes. They serve the common
 messages and hand anything else to the specification -- a snapshot chunk, an unknown field, a
 message type this version does not know, text that is not UTF-8, malformed bytes --, so the
@@ -119,7 +119,7 @@ _KEYS = b"".join((
     W.MESSAGE_BATCH_MESSAGES_KEY, W.MESSAGE_BATCH_FROM_PEER_KEY))
 _MTYPES = {int(t): t for t in MessageType}
 _ETYPES = (EntryType.NORMAL, EntryType.CONF_CHANGE)
-_accel = accel.load("gateway.node._wire")
+_accel = accel.load("gateway.node._peer_codec")
 
 
 def _encode_batch_c(sender: int, from_api: str, from_peer: str, messages: list[Message]
