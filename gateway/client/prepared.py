@@ -64,9 +64,8 @@ _PY_TYPES: dict[type, int] = {bool: FT.FIELD_TYPE_BOOLEAN, int: FT.FIELD_TYPE_IN
 _SMALL = [bytes((n,)) for n in range(128)] + [bytes((n & 0x7F | 0x80, n >> 7))
                                               for n in range(128, 16384)]
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+# after_values holding Value.null_value = NULL_VALUE (a oneof member: written even when 0)
 _NULL_FIELD = INSERT_RECORD_AFTER_VALUES_KEY + b"\x02" + VALUE_NULL_VALUE_KEY + b"\x00"
-#              after_values: Value.null_value = NULL_VALUE (a oneof
-#                                  member: written even when 0)
 _SEQUENCES = frozenset({tuple, list})  # what a row's key and values may be (not a dict: its
 #                                        keys would be taken for the values)
 _TRUE, _FALSE = VALUE_BOOL_VALUE_KEY + b"\x01", VALUE_BOOL_VALUE_KEY + b"\x00"
