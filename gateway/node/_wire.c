@@ -4,14 +4,16 @@
  *
  * insert_rows(data, pos, end, prefix, head, mid, tail, epoch, author, commit_ts)
  *
- * Walks the InsertRecord fields (tag 0x22) of one serialized InsertStatement from data[pos]
- * to data[end] and returns a list of store operations (key, row, epoch, author, commit_ts):
+ * Walks the InsertRecord fields (INSERT_STATEMENT_RECORDS_KEY) of one serialized
+ * InsertStatement from data[pos] to data[end] and returns a list of store operations (key, row,
+ * epoch, author, commit_ts):
  *
- *   key = prefix + key_part(v) for every key value v (field 1 of the record)
- *   row = head + (0x1a + len + v for every key value) + mid
- *              + (0x2a + len + v for every after value, field 2) + tail
+ *   key = prefix + key_part(v) for every key value v (INSERT_RECORD_KEY_VALUES)
+ *   row = head + (ROW_KEY_VALUES_KEY + len + v for every key value) + mid
+ *              + (ROW_VALUES_KEY + len + v for every after value) + tail
  *
- * exactly what gateway.node.state_machine._insert_rows_py builds (the specification). Returns
+ * exactly what gateway.node.wire.insert_rows_py builds (the specification). Field keys and
+ * numbers are the names of gateway/v1/wire_tags.h (generated from the .proto files). Returns
  * None when the bytes need the general path: another field in a record, a key value that is
  * null or not exactly one value field, a varint or length running past the record.
  * Never reads outside data[pos:end] (which must lie inside data).
