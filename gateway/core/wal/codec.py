@@ -85,7 +85,7 @@ class WalEntry(NamedTuple):
     """One Raft log entry as the WAL stores it. Attribute names match ``gateway.raft``'s
     ``Entry``, so either can be appended."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index: the name is the format's
     term: int
     type: int = 0
     data: bytes = b""
@@ -130,7 +130,7 @@ class SegmentHeader(NamedTuple):
 
 class SegmentIndex(NamedTuple):
     first_index: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the name is the format's
     bounds: bytes
     term_runs: bytes
     last_marker: bytes = b""
@@ -139,7 +139,7 @@ class SegmentIndex(NamedTuple):
 
 class SegmentFooter(NamedTuple):
     first_index: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the name is the format's
     index_offset: int
     index_end: int
     index_crc32c: int
