@@ -14,7 +14,7 @@ setup(
         Extension(
             "gateway.core._columns",
             ["gateway/core/_columns.c"],
-            depends=["gateway/core/_protowire.h"],
+            depends=["gateway/core/_protowire.h", "gateway/v1/wire_tags.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.insert_columns reads in Python
         ),
@@ -34,13 +34,29 @@ setup(
         Extension(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
-            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h"],
+            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h", "gateway/v1/wire_tags.h",
+                     "gateway/node/_txnhead.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state_machine uses Python
         ),
         Extension(
+            "gateway.node._feed",
+            ["gateway/node/_feed.c"],
+            depends=["gateway/core/_protowire.h", "gateway/node/_txnhead.h"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.node.feed builds entries in Python
+        ),
+        Extension(
+            "gateway.node._peer_codec",
+            ["gateway/node/_peer_codec.c"],
+            depends=["gateway/core/_protowire.h"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.node.peer_codec uses Python
+        ),
+        Extension(
             "spark_applier._txndecode",
             ["spark_applier/_txndecode.c"],
+            depends=["gateway/core/_protowire.h", "gateway/v1/wire_tags.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, spark_applier.decode decodes in Python
         ),

@@ -30,6 +30,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../gateway/core/_protowire.h"
+#include "../gateway/v1/wire_tags.h"
+
 #define FALLBACK (-1) /* add(): hand the transaction to the Python decoder */
 #define FILTERED (-2) /* add(): outside the GTID filter, nothing appended */
 
@@ -38,9 +41,15 @@
 #define FB 1    /* outside the fast path */
 #define NOMEM 2 /* PyErr_NoMemory() is set */
 
-/* Value cases = field numbers of gateway.v1.Value.kind; K_NONE: no case set. */
-enum { K_NONE = 0, K_NULL, K_BOOL, K_INT, K_UINT, K_DOUBLE, K_DECIMAL, K_STRING, K_BYTES,
-       K_TIMESTAMP, K_COUNT };
+/* Value cases = field numbers of gateway.v1.Value.kind; K_NONE: no case set. The arrays
+ * below are indexed by case, so the numbers must run 1..9 in this order. */
+enum { K_NONE = 0, K_NULL = VALUE_NULL_VALUE, K_BOOL = VALUE_BOOL_VALUE, K_INT = VALUE_INT_VALUE,
+       K_UINT = VALUE_UINT_VALUE, K_DOUBLE = VALUE_DOUBLE_VALUE, K_DECIMAL = VALUE_DECIMAL_VALUE,
+       K_STRING = VALUE_STRING_VALUE, K_BYTES = VALUE_BYTES_VALUE,
+       K_TIMESTAMP = VALUE_TIMESTAMP_NS, K_COUNT };
+_Static_assert(K_NULL == 1 && K_BOOL == 2 && K_INT == 3 && K_UINT == 4 && K_DOUBLE == 5 &&
+	       K_DECIMAL == 6 && K_STRING == 7 && K_BYTES == 8 && K_TIMESTAMP == 9,
+	       "gateway.v1.Value: case_of_type and slot_of_case assume fields 1..9 in order");
 
 /* FieldType -> the Value case a column of that type holds (gateway.core.rowops.CASE_OF_TYPE;
  * tests/spark/test_cdecode.py checks they agree). 0: invalid type. */
@@ -205,24 +214,16 @@ typedef struct {
 	const uint8_t *p, *end;
 } Rd;
 
-/* A varint of at most 10 bytes whose value fits 64 bits (FB otherwise). */
+/* A varint of at most 10 bytes whose value fits 64 bits (FB otherwise): read_varint of
+ * gateway/core/_protowire.h over the reader's window. */
 static inline int
 rd_varint(Rd *r, uint64_t *out)
 {
-	uint64_t v = 0;
-	for (int shift = 0; shift <= 63; shift += 7) {
-		if (r->p >= r->end)
-			return FB;
-		uint8_t b = *r->p++;
-		if (shift == 63 && b > 1)
-			return FB;
-		v |= (uint64_t)(b & 0x7F) << shift;
-		if (!(b & 0x80)) {
-			*out = v;
-			return OK;
-		}
-	}
-	return FB;
+	Py_ssize_t at = 0;
+	if (read_varint(r->p, &at, r->end - r->p, out) < 0)
+		return FB;
+	r->p += at;
+	return OK;
 }
 
 static inline int
@@ -230,11 +231,8 @@ rd_fixed64(Rd *r, uint64_t *out)
 {
 	if (r->end - r->p < 8)
 		return FB;
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | r->p[i];
+	*out = read_fixed64(r->p);
 	r->p += 8;
-	*out = v;
 	return OK;
 }
 
@@ -410,11 +408,11 @@ parse_field(const uint8_t *p, size_t n, Col *c, int check_type)
 		uint64_t x;
 		if (rd_tag(&r, &f, &wt) != OK)
 			return FB;
-		if (f == 1 && wt == 2 && !seen_name) {
+		if (f == FIELD_METADATA_NAME && wt == 2 && !seen_name) {
 			if (rd_string(&r, &c->name, &c->nlen) != OK)
 				return FB;
 			seen_name = 1;
-		} else if (f == 2 && wt == 0 && !seen_type) {
+		} else if (f == FIELD_METADATA_TYPE && wt == 0 && !seen_type) {
 			if (rd_varint(&r, &x) != OK)
 				return FB;
 			c->type = x <= MAX_TYPE ? (int)x : -1;
@@ -507,7 +505,23 @@ put_row(Decoder *d, const Meta *m, int32_t s_no, int32_t op_no, const uint8_t *o
 
 /* ---------------------------------------------------------------- statements */
 
-enum { S_INSERT = 1, S_UPDATE = 2, S_DELETE = 3 };
+enum { S_INSERT = STATEMENT_INSERT, S_UPDATE = STATEMENT_UPDATE, S_DELETE = STATEMENT_DELETE };
+_Static_assert(S_UPDATE == S_INSERT + 1 && S_DELETE == S_UPDATE + 1,
+	       "gateway.v1.Statement: do_statement takes the row kinds as one range");
+/* do_rows and do_record read the three row statements with one set of field numbers. */
+_Static_assert(UPDATE_STATEMENT_TABLE == INSERT_STATEMENT_TABLE &&
+	       DELETE_STATEMENT_TABLE == INSERT_STATEMENT_TABLE &&
+	       UPDATE_STATEMENT_KEY_FIELDS == INSERT_STATEMENT_KEY_FIELDS &&
+	       DELETE_STATEMENT_KEY_FIELDS == INSERT_STATEMENT_KEY_FIELDS &&
+	       UPDATE_STATEMENT_SET_FIELDS == INSERT_STATEMENT_FIELDS &&
+	       DELETE_STATEMENT_FIELDS == INSERT_STATEMENT_FIELDS &&
+	       UPDATE_STATEMENT_RECORDS == INSERT_STATEMENT_RECORDS &&
+	       DELETE_STATEMENT_RECORDS == INSERT_STATEMENT_RECORDS,
+	       "gateway.v1 Insert/Update/DeleteStatement: fields 1..4 no longer line up");
+_Static_assert(UPDATE_RECORD_KEY_VALUES == INSERT_RECORD_KEY_VALUES &&
+	       DELETE_RECORD_KEY_VALUES == INSERT_RECORD_KEY_VALUES &&
+	       UPDATE_RECORD_BEFORE_VALUES == DELETE_RECORD_BEFORE_VALUES,
+	       "gateway.v1 Insert/Update/DeleteRecord: key and before values no longer line up");
 
 /* One record of a row statement: key cells, value cells (INSERT after_values, UPDATE
  * after_values; DELETE none), counts checked as the Python decoder checks them. */
@@ -527,9 +541,10 @@ do_record(Decoder *d, int kind, const uint8_t *p, size_t n)
 			return FB;
 		if ((rc = parse_value(s, len, &v)) != OK)
 			return rc;
-		int after = (kind == S_INSERT && f == 2) || (kind == S_UPDATE && f == 3);
-		int before = kind != S_INSERT && f == 2;
-		if (f == 1) {
+		int after = (kind == S_INSERT && f == INSERT_RECORD_AFTER_VALUES) ||
+			    (kind == S_UPDATE && f == UPDATE_RECORD_AFTER_VALUES);
+		int before = kind != S_INSERT && f == UPDATE_RECORD_BEFORE_VALUES;
+		if (f == INSERT_RECORD_KEY_VALUES) {
 			if (ik >= d->keys.n)
 				return FB;
 			if ((rc = put_cell(d, L_KEY, &d->keys.v[ik++], &v)) != OK)
@@ -573,7 +588,7 @@ do_rows(Decoder *d, const Meta *m, int kind, const uint8_t *p, size_t n, int32_t
 		Col c;
 		if (rd_tag(&r, &f, &wt) != OK || wt != 2 || rd_bytes(&r, &s, &len) != OK)
 			return FB;
-		if (f == 1) {
+		if (f == INSERT_STATEMENT_TABLE) {
 			Rd t = {s, s + len};
 			int seen_s = 0, seen_t = 0;
 			if (seen_table)
@@ -584,11 +599,11 @@ do_rows(Decoder *d, const Meta *m, int kind, const uint8_t *p, size_t n, int32_t
 				int twt;
 				if (rd_tag(&t, &tf, &twt) != OK || twt != 2)
 					return FB;
-				if (tf == 1 && !seen_s) {
+				if (tf == TABLE_METADATA_SCHEMA_NAME && !seen_s) {
 					if (rd_string(&t, &schema, &slen) != OK)
 						return FB;
 					seen_s = 1;
-				} else if (tf == 2 && !seen_t) {
+				} else if (tf == TABLE_METADATA_TABLE_NAME && !seen_t) {
 					if (rd_string(&t, &table, &tlen) != OK)
 						return FB;
 					seen_t = 1;
@@ -596,13 +611,13 @@ do_rows(Decoder *d, const Meta *m, int kind, const uint8_t *p, size_t n, int32_t
 					return FB;
 				}
 			}
-		} else if (f == 2 || f == 3) {
+		} else if (f == INSERT_STATEMENT_KEY_FIELDS || f == INSERT_STATEMENT_FIELDS) {
 			/* key_fields; fields / set_fields (a DELETE's fields are not checked) */
-			if (parse_field(s, len, &c, f == 2 || kind != S_DELETE) != OK)
+			if (parse_field(s, len, &c, f == INSERT_STATEMENT_KEY_FIELDS || kind != S_DELETE) != OK)
 				return FB;
-			if (cols_push(f == 2 ? &d->keys : &d->vals, &c) != OK)
+			if (cols_push(f == INSERT_STATEMENT_KEY_FIELDS ? &d->keys : &d->vals, &c) != OK)
 				return NOMEM;
-		} else if (f != 4) {
+		} else if (f != INSERT_STATEMENT_RECORDS) {
 			return FB;
 		}
 	}
@@ -624,7 +639,7 @@ do_rows(Decoder *d, const Meta *m, int kind, const uint8_t *p, size_t n, int32_t
 		size_t len;
 		if (rd_tag(&r, &f, &wt) != OK || rd_bytes(&r, &s, &len) != OK)
 			return FB;
-		if (f != 4)
+		if (f != INSERT_STATEMENT_RECORDS)
 			continue;
 		if (*op_no == INT32_MAX)
 			return FB;
@@ -645,15 +660,18 @@ do_apply_status(Decoder *d, const Meta *m, const uint8_t *p, size_t n, int32_t s
 		int32_t *op_no)
 {
 	Rd r = {p, p + n};
-	uint64_t vals[4] = {0, 0, 0, 0};
+	uint64_t vals[4] = {0, 0, 0, 0}; /* by field number */
+	_Static_assert(APPLY_STATUS_SERVER_ID == 1 && APPLY_STATUS_EPOCH == 2 &&
+		       APPLY_STATUS_APPLIED_BY == 3, "gateway.v1.ApplyStatus: vals[] is by field");
 	int rc;
 	while (r.p < r.end) {
 		uint32_t f;
 		int wt;
 		uint64_t x;
-		if (rd_tag(&r, &f, &wt) != OK || f < 1 || f > 3 || wt != 0 || rd_varint(&r, &x) != OK)
+		if (rd_tag(&r, &f, &wt) != OK || f < APPLY_STATUS_SERVER_ID || f > APPLY_STATUS_APPLIED_BY ||
+		    wt != 0 || rd_varint(&r, &x) != OK)
 			return FB;
-		if (f != 2 && x > UINT32_MAX)
+		if (f != APPLY_STATUS_EPOCH && x > UINT32_MAX)
 			return FB; /* uint32 fields: upb truncates, we do not guess */
 		vals[f] = x; /* a repeated scalar: the last one wins, as in upb */
 	}
@@ -663,13 +681,13 @@ do_apply_status(Decoder *d, const Meta *m, const uint8_t *p, size_t n, int32_t s
 	if ((rc = put_row(d, m, s_no, (*op_no)++, OP_UPSERT, (const uint8_t *)"gateway", 7,
 			  (const uint8_t *)"apply_status", 12)) != OK)
 		return rc;
-	v.u = vals[1];
+	v.u = vals[APPLY_STATUS_SERVER_ID];
 	if ((rc = put_cell(d, L_KEY, &APPLY_SERVER, &v)) != OK)
 		return rc;
-	v.u = vals[2];
+	v.u = vals[APPLY_STATUS_EPOCH];
 	if ((rc = put_cell(d, L_VALUES, &APPLY_EPOCH, &v)) != OK)
 		return rc;
-	v.u = vals[3];
+	v.u = vals[APPLY_STATUS_APPLIED_BY];
 	if ((rc = put_cell(d, L_VALUES, &APPLY_BY, &v)) != OK)
 		return rc;
 	if ((rc = close_cells(d, L_KEY)) != OK || (rc = close_cells(d, L_VALUES)) != OK)
@@ -691,9 +709,9 @@ do_statement(Decoder *d, const Meta *m, const uint8_t *p, size_t n, int32_t s_no
 		return FB; /* no kind, or several: Python */
 	if (f >= S_INSERT && f <= S_DELETE)
 		return do_rows(d, m, (int)f, s, len, s_no, op_no);
-	if (f == 5)
+	if (f == STATEMENT_APPLY_STATUS)
 		return do_apply_status(d, m, s, len, s_no, op_no);
-	return FB; /* SQL (4) or unknown */
+	return FB; /* SQL or unknown */
 }
 
 /* ---------------------------------------------------------------- transactions */
@@ -714,7 +732,7 @@ parse_header(const uint8_t *p, size_t n, Meta *m)
 		if (rd_tag(&r, &f, &wt) != OK)
 			return FB;
 		switch (f) {
-		case 1: /* gtid */
+		case TRANSACTION_GTID:
 			if (wt != 2 || seen_gtid || rd_bytes(&r, &s, &len) != OK)
 				return FB;
 			seen_gtid = 1;
@@ -723,10 +741,11 @@ parse_header(const uint8_t *p, size_t n, Meta *m)
 				while (g.p < g.end) {
 					uint32_t gf;
 					int gwt;
-					if (rd_tag(&g, &gf, &gwt) != OK || gwt != 0 || gf < 1 || gf > 2 ||
+					if (rd_tag(&g, &gf, &gwt) != OK || gwt != 0 ||
+					    (gf != GTID_SERVER_ID && gf != GTID_TRANS_ID) ||
 					    rd_varint(&g, &x) != OK)
 						return FB;
-					if (gf == 1) {
+					if (gf == GTID_SERVER_ID) {
 						if (x > UINT32_MAX)
 							return FB;
 						m->server_id = x;
@@ -736,40 +755,40 @@ parse_header(const uint8_t *p, size_t n, Meta *m)
 				}
 			}
 			break;
-		case 2: /* epoch */
-		case 3: /* author */
-		case 7: /* segment_id */
-		case 8: /* end_segment */
+		case TRANSACTION_EPOCH:
+		case TRANSACTION_AUTHOR:
+		case TRANSACTION_SEGMENT_ID:
+		case TRANSACTION_END_SEGMENT:
 			if (wt != 0 || rd_varint(&r, &x) != OK)
 				return FB;
-			if ((f == 3 || f == 7) && x > UINT32_MAX)
+			if ((f == TRANSACTION_AUTHOR || f == TRANSACTION_SEGMENT_ID) && x > UINT32_MAX)
 				return FB;
-			if (f == 2)
+			if (f == TRANSACTION_EPOCH)
 				m->epoch = x;
-			else if (f == 3)
+			else if (f == TRANSACTION_AUTHOR)
 				m->author = x;
-			else if (f == 7)
+			else if (f == TRANSACTION_SEGMENT_ID)
 				m->segment_id = x;
 			else
 				m->end_segment = x != 0;
 			break;
-		case 4: /* start_timestamp_ns */
-		case 5: /* commit_timestamp_ns */
+		case TRANSACTION_START_TIMESTAMP_NS:
+		case TRANSACTION_COMMIT_TIMESTAMP_NS:
 			if (wt != 1 || rd_fixed64(&r, &x) != OK)
 				return FB;
-			if (f == 5)
+			if (f == TRANSACTION_COMMIT_TIMESTAMP_NS)
 				m->commit_ts = x;
 			break;
-		case 6: /* statements */
+		case TRANSACTION_STATEMENTS:
 			if (wt != 2 || rd_bytes(&r, &s, &len) != OK)
 				return FB;
 			statements++;
 			break;
-		case 10: /* idempotency_key */
+		case TRANSACTION_IDEMPOTENCY_KEY:
 			if (wt != 2 || rd_string(&r, &s, &len) != OK)
 				return FB;
 			break;
-		default: /* 9 rollback (skipped or a marker with rollback: Python), unknown */
+		default: /* rollback (skipped or a marker with rollback: Python), unknown */
 			return FB;
 		}
 	}
@@ -804,7 +823,8 @@ do_transaction(Decoder *d, const uint8_t *p, size_t n, Meta *m)
 			rc = rd_bytes(&r, &s, &len); /* pass 1 vetted the wire types */
 		if (rc != OK)
 			return FB;
-		if (f == 6 && (rc = do_statement(d, m, s, len, ++s_no, &op_no)) != OK)
+		if (f == TRANSACTION_STATEMENTS &&
+		    (rc = do_statement(d, m, s, len, ++s_no, &op_no)) != OK)
 			return rc;
 	}
 	if (m->segment_id != 1 || !m->end_segment) { /* the segment's marker row */

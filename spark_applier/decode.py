@@ -58,7 +58,7 @@ ACCELERATED = _cdecode is not None
 _BATCH_ROWS = 65536  # rows per batch once reading is under way
 _FIRST_BATCH_ROWS = 4096  # the first batches are smaller (the first rows arrive sooner); the
 # limit doubles per batch up to _BATCH_ROWS
-_ENTRY_TAG = b"\x20"
+_ENTRY_TAG = bytes((WalTag.ENTRY,))
 # header, index, footer, log start, hard-state markers: structure, not damage
 _WAL_STRUCTURE = frozenset(int(t) for t in WalTag if t is not WalTag.ENTRY)
 _TXN_TAG = 1

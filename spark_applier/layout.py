@@ -42,6 +42,8 @@ from gateway.formats import (
 )
 from gateway.v1 import transaction_pb2
 
+_ENTRY_TAG = bytes((WalTag.ENTRY,))  # the first byte of a WAL record holding an entry
+
 __all__ = [
     "GtidRange",
     "LogFile",
@@ -216,7 +218,8 @@ def entry_index_key(generation: int | None) -> Callable[[records.Record], int | 
     """Search key of WAL records: the entry index (None for other records)."""
 
     def key(rec: records.Record) -> int | None:
-        if rec.payload[:1] != b"\x20" or (generation is not None and rec.generation != generation):
+        if rec.payload[:1] != _ENTRY_TAG or (generation is not None
+                                             and rec.generation != generation):
             return None
         try:
             return decode_wal_entry(rec.payload).index
@@ -229,7 +232,7 @@ def entry_index_key(generation: int | None) -> Callable[[records.Record], int | 
 def _transaction_of(file: LogFile, rec: records.Record) -> transaction_pb2.Transaction | None:
     payload = rec.payload
     if file.kind == "wal":
-        if payload[:1] != b"\x20" or rec.generation != file.generation:
+        if payload[:1] != _ENTRY_TAG or rec.generation != file.generation:
             return None
         try:
             payload = decode_wal_entry(payload).data

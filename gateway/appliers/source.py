@@ -73,7 +73,7 @@ class CommittedEntry:
     through every applier).
 
     Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs more
-    per entry). ``gateway.node._wire.feed_entries`` fills new instances' five slots as
+    per entry). ``gateway.node._feed.feed_entries`` fills new instances' five slots as
     ``__init__`` would, without calling it: a slot added here must be added there too (its
     test compares both)."""
 

@@ -34,6 +34,23 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.v1 import statement_pb2, value_pb2
+from gateway.v1.wire_tags import (
+    INSERT_RECORD_AFTER_VALUES_KEY,
+    INSERT_RECORD_KEY_VALUES_KEY,
+    INSERT_STATEMENT_RECORDS_KEY,
+    STATEMENT_INSERT_KEY,
+    VALUE_BOOL_VALUE_KEY,
+    VALUE_BYTES_VALUE_KEY,
+    VALUE_DECIMAL_VALUE_KEY,
+    VALUE_DOUBLE_VALUE_KEY,
+    VALUE_INT_VALUE_KEY,
+    VALUE_NULL_VALUE_KEY,
+    VALUE_STRING_VALUE_KEY,
+    VALUE_TIMESTAMP_NS_KEY,
+    VALUE_UINT_VALUE_KEY,
+    WRITE_REQUEST_IDEMPOTENCY_KEY_KEY,
+    WRITE_REQUEST_STATEMENTS_KEY,
+)
 
 __all__ = ["PreparedInsert", "Statements", "delimited", "keyed", "repeated",
            "serialize_statements", "varint"]
@@ -48,10 +65,11 @@ _PY_TYPES: dict[type, int] = {bool: FT.FIELD_TYPE_BOOLEAN, int: FT.FIELD_TYPE_IN
 _SMALL = [bytes((n,)) for n in range(128)] + [bytes((n & 0x7F | 0x80, n >> 7))
                                               for n in range(128, 16384)]
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
-_NULL_FIELD = b"\x12\x02\x08\x00"  # after_values: Value.null_value = NULL_VALUE (a oneof
-#                                  member: written even when 0)
+# after_values holding Value.null_value = NULL_VALUE (a oneof member: written even when 0)
+_NULL_FIELD = INSERT_RECORD_AFTER_VALUES_KEY + b"\x02" + VALUE_NULL_VALUE_KEY + b"\x00"
 _SEQUENCES = frozenset({tuple, list})  # what a row's key and values may be (not a dict: its
 #                                        keys would be taken for the values)
+_TRUE, _FALSE = VALUE_BOOL_VALUE_KEY + b"\x01", VALUE_BOOL_VALUE_KEY + b"\x00"
 _DOUBLE = struct.Struct("<d").pack
 _SFIXED64 = struct.Struct("<q").pack
 
@@ -81,7 +99,7 @@ def repeated(tag: bytes, items: Iterable[bytes]) -> bytes:
 def keyed(write: bytes, key: str) -> bytes:
     """A serialized ``WriteRequest`` of ``write`` (its serialized ``statements``, as
     :meth:`PreparedInsert.encode` returns them) with idempotency key ``key`` (``""``: none)."""
-    return write + delimited(b"\x12", key.encode()) if key else write
+    return write + delimited(WRITE_REQUEST_IDEMPOTENCY_KEY_KEY, key.encode()) if key else write
 
 
 def serialize_statements(statements: Statements) -> bytes:
@@ -89,7 +107,7 @@ def serialize_statements(statements: Statements) -> bytes:
     ``PreparedInsert``'s bytes are that already and are returned as they are)."""
     if isinstance(statements, bytes):
         return statements
-    return repeated(b"\x0a", [st.SerializeToString() for st in statements])
+    return repeated(WRITE_REQUEST_STATEMENTS_KEY, [st.SerializeToString() for st in statements])
 
 
 def _int(v: Any) -> bytes:
@@ -97,7 +115,7 @@ def _int(v: Any) -> bytes:
         raise TypeError
     if not _INT64_MIN <= v <= _INT64_MAX:
         raise OverflowError
-    return b"\x18" + varint((v << 1) ^ (v >> 63))  # sint64: zigzag
+    return VALUE_INT_VALUE_KEY + varint((v << 1) ^ (v >> 63))  # sint64: zigzag
 
 
 def _uint(v: Any) -> bytes:
@@ -105,37 +123,37 @@ def _uint(v: Any) -> bytes:
         raise TypeError
     if not 0 <= v <= _UINT64_MAX:
         raise OverflowError
-    return b"\x20" + varint(v)
+    return VALUE_UINT_VALUE_KEY + varint(v)
 
 
 def _bool(v: Any) -> bytes:
     if not isinstance(v, bool):
         raise TypeError
-    return b"\x10\x01" if v else b"\x10\x00"
+    return _TRUE if v else _FALSE
 
 
 def _double(v: Any) -> bytes:
     if isinstance(v, bool) or not isinstance(v, float | int):
         raise TypeError
-    return b"\x29" + _DOUBLE(v)
+    return VALUE_DOUBLE_VALUE_KEY + _DOUBLE(v)
 
 
 def _string(v: Any) -> bytes:
     if type(v) is not str and not isinstance(v, str):
         raise TypeError
-    return delimited(b"\x3a", v.encode())
+    return delimited(VALUE_STRING_VALUE_KEY, v.encode())
 
 
 def _decimal(v: Any) -> bytes:
     if not isinstance(v, Decimal | str):
         raise TypeError
-    return delimited(b"\x32", str(v).encode())
+    return delimited(VALUE_DECIMAL_VALUE_KEY, str(v).encode())
 
 
 def _bytes(v: Any) -> bytes:
     if not isinstance(v, bytes | bytearray | memoryview):
         raise TypeError
-    return delimited(b"\x42", bytes(v))
+    return delimited(VALUE_BYTES_VALUE_KEY, bytes(v))
 
 
 def _timestamp(v: Any) -> bytes:
@@ -143,7 +161,7 @@ def _timestamp(v: Any) -> bytes:
         raise TypeError
     if not _INT64_MIN <= v <= _INT64_MAX:
         raise OverflowError
-    return b"\x49" + _SFIXED64(v)
+    return VALUE_TIMESTAMP_NS_KEY + _SFIXED64(v)
 
 
 _STRING = _string
@@ -162,7 +180,8 @@ def _field(wrapper: bytes, ftype: int) -> Any:
     ``key_values`` or ``after_values``), the ``Value``'s length and the ``Value``. Raises
     ``TypeError`` / ``OverflowError`` (``None`` included: NULL is the caller's case)."""
     if _ENCODERS[ftype] is _STRING:  # the common case, one concatenation for short text
-        short = [wrapper + bytes((n + 2,)) + b"\x3a" + bytes((n,)) for n in range(126)]
+        short = [wrapper + bytes((n + 2,)) + VALUE_STRING_VALUE_KEY + bytes((n,))
+                 for n in range(126)]
 
         def text(v: Any) -> bytes:
             if type(v) is not str and not isinstance(v, str):
@@ -171,7 +190,7 @@ def _field(wrapper: bytes, ftype: int) -> Any:
             n = len(b)
             if n < 126:
                 return short[n] + b
-            return delimited(wrapper, delimited(b"\x3a", b))
+            return delimited(wrapper, delimited(VALUE_STRING_VALUE_KEY, b))
         return text
     value = _ENCODERS[ftype]
 
@@ -198,7 +217,7 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
            "    if key.__class__ not in SEQ or values.__class__ not in SEQ: raise TypeError",
            f"    {', '.join(ks)}, = key",
            f"    {', '.join(vs)}, = values" if vs else "    if len(values): raise ValueError",
-           f"    r = {body}", "    return delimited(b'\\x22', r)"]
+           f"    r = {body}", f"    return delimited({INSERT_STATEMENT_RECORDS_KEY!r}, r)"]
     exec("\n".join(src), ns)  # generated from column numbers only, never from user text
     return ns["record"]
 
@@ -242,8 +261,9 @@ class PreparedInsert:
             fields=[statement_pb2.FieldMetadata(name=c, type=t)  # type: ignore[arg-type]
                     for c, t in value_types.items()])
         self._header = header.SerializeToString()
-        self._key_enc = tuple(_field(b"\x0a", t) for t in key_types.values())
-        self._val_enc = tuple(_field(b"\x12", t) for t in value_types.values())
+        self._key_enc = tuple(_field(INSERT_RECORD_KEY_VALUES_KEY, t) for t in key_types.values())
+        self._val_enc = tuple(_field(INSERT_RECORD_AFTER_VALUES_KEY, t)
+                              for t in value_types.values())
         self._rec = _record_function(self._key_enc, self._val_enc)
 
     def _record(self, key: Sequence[Any], values: Sequence[Any]) -> bytes:
@@ -291,7 +311,8 @@ class PreparedInsert:
 
     def _statement(self, records: bytes) -> bytes:
         """The write's ``statements`` field: one ``Statement.insert`` of ``records``."""
-        return delimited(b"\x0a", delimited(b"\x0a", self._header + records))
+        return delimited(WRITE_REQUEST_STATEMENTS_KEY,
+                         delimited(STATEMENT_INSERT_KEY, self._header + records))
 
     def __repr__(self) -> str:
         return (f"PreparedInsert({self.table!r}, key={list(self.key_columns)}, "

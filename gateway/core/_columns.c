@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "_protowire.h"
+#include "../v1/wire_tags.h"
 
 #define MAX_COLS 256
 
@@ -38,28 +39,30 @@ static PyObject *value(const unsigned char *d, Py_ssize_t s, Py_ssize_t e, int c
     uint64_t tag, v;
     if (read_varint(d, &p, e, &tag) < 0) return NULL;
     int field = (int)(tag >> 3), wire = (int)(tag & 7);
-    if (field == 1 && wire == 0) {
+    if (field == VALUE_NULL_VALUE && wire == 0) {
         if (read_varint(d, &p, e, &v) < 0 || p != e) return NULL;
         Py_RETURN_NONE;
     }
     if (field != code) return NULL;
     switch (field) {
-    case 2: case 3: case 4:
+    case VALUE_BOOL_VALUE: case VALUE_INT_VALUE: case VALUE_UINT_VALUE:
         if (wire != 0 || read_varint(d, &p, e, &v) < 0 || p != e) return NULL;
-        if (field == 2) return PyBool_FromLong(v != 0);
-        if (field == 3) return PyLong_FromLongLong((int64_t)((v >> 1) ^ (~(v & 1) + 1)));
+        if (field == VALUE_BOOL_VALUE) return PyBool_FromLong(v != 0);
+        if (field == VALUE_INT_VALUE)
+            return PyLong_FromLongLong((int64_t)((v >> 1) ^ (~(v & 1) + 1)));
         return PyLong_FromUnsignedLongLong(v);
-    case 5: case 9: {
+    case VALUE_DOUBLE_VALUE: case VALUE_TIMESTAMP_NS: {
         if (wire != 1 || e - p != 8) return NULL;
         uint64_t bits = read_fixed64(d + p);
-        if (field == 9) return PyLong_FromLongLong((int64_t)bits);
+        if (field == VALUE_TIMESTAMP_NS) return PyLong_FromLongLong((int64_t)bits);
         double x;
         memcpy(&x, &bits, 8);
         return PyFloat_FromDouble(x);
     }
-    case 7: case 8: {
+    case VALUE_STRING_VALUE: case VALUE_BYTES_VALUE: {
         if (wire != 2 || read_varint(d, &p, e, &v) < 0 || v != (uint64_t)(e - p)) return NULL;
-        if (field == 8) return PyBytes_FromStringAndSize((const char *)d + p, e - p);
+        if (field == VALUE_BYTES_VALUE)
+            return PyBytes_FromStringAndSize((const char *)d + p, e - p);
         PyObject *str = PyUnicode_DecodeUTF8((const char *)d + p, e - p, NULL);
         if (!str && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
         return str;
@@ -79,7 +82,7 @@ static Py_ssize_t fill_records(const unsigned char *d, Py_ssize_t p, Py_ssize_t 
     while (p < end) {
         uint64_t tag, ln;
         if (read_varint(d, &p, end, &tag) < 0) return -1;
-        if (tag != 0x22) {
+        if (tag != INSERT_STATEMENT_RECORDS_KEY) {
             if (skip_field(d, &p, end, tag) < 0) return -1;
             continue;
         }
@@ -87,10 +90,12 @@ static Py_ssize_t fill_records(const unsigned char *d, Py_ssize_t p, Py_ssize_t 
         Py_ssize_t r_end = p + (Py_ssize_t)ln, nkeys = 0, nvals = 0;
         while (p < r_end) {
             uint64_t t, vl;
-            if (read_varint(d, &p, r_end, &t) < 0 || (t != 0x0a && t != 0x12)) return -1;
+            if (read_varint(d, &p, r_end, &t) < 0
+                || (t != INSERT_RECORD_KEY_VALUES_KEY && t != INSERT_RECORD_AFTER_VALUES_KEY))
+                return -1;
             if (read_varint(d, &p, r_end, &vl) < 0 || vl > (uint64_t)(r_end - p)) return -1;
             Py_ssize_t slot;
-            if (t == 0x0a) {
+            if (t == INSERT_RECORD_KEY_VALUES_KEY) {
                 if (nkeys == nk) return -1;
                 slot = nkeys++;
             } else {
@@ -149,7 +154,7 @@ static PyObject *head_of(const unsigned char *d, Py_ssize_t s, Py_ssize_t e, int
             result = Py_NewRef(Py_None);
             goto done;
         }
-        if (tag != 0x22) {
+        if (tag != INSERT_STATEMENT_RECORDS_KEY) {
             memcpy(out + n, d + start, (size_t)(p - start));
             n += p - start;
         } else {
@@ -234,15 +239,16 @@ static PyObject *fill_txn(PyObject *self, PyObject *args) {
     /* Pass 1: every statement is an INSERT whose spec is known; nothing is appended yet. */
     while (p < end) {
         uint64_t tag, ln, t, bl;
-        if (read_varint(d, &p, end, &tag) < 0 || tag == 0x4a) goto general;  /* 0x4a: rollback */
-        if (tag != 0x32) {
+        if (read_varint(d, &p, end, &tag) < 0 || tag == TRANSACTION_ROLLBACK_KEY) goto general;
+        if (tag != TRANSACTION_STATEMENTS_KEY) {
             if (skip_field(d, &p, end, tag) < 0) goto general;
             continue;
         }
         if (read_varint(d, &p, end, &ln) < 0 || ln > (uint64_t)(end - p)) goto general;
         Py_ssize_t s_end = p + (Py_ssize_t)ln;
         /* a Statement of exactly one field, its insert (field 1) */
-        if (read_varint(d, &p, s_end, &t) < 0 || t != 0x0a || read_varint(d, &p, s_end, &bl) < 0
+        if (read_varint(d, &p, s_end, &t) < 0 || t != STATEMENT_INSERT_KEY
+                || read_varint(d, &p, s_end, &bl) < 0
                 || bl != (uint64_t)(s_end - p))
             goto general;
         Py_ssize_t b_start = p;

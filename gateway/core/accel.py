@@ -1,9 +1,10 @@
 """Loading the optional C accelerators.
 
 Each accelerator (``gateway.core._recordstream``, ``gateway.core._columns``,
-``gateway.core.lsm._bloom``, ``gateway.node._wire``, ``spark_applier._txndecode``) speeds up
-code whose pure-Python version is the specification and the fallback. ``load(name)`` returns
-the extension module, or None when it was not built (no compiler at install time) or
+``gateway.core.lsm._bloom``, ``gateway.node._wire``, ``gateway.node._peer_codec``,
+``spark_applier._txndecode``) speeds up code whose pure-Python version is the specification
+and the fallback (one C file per Python module it mirrors). ``load(name)`` returns the
+extension module, or None when it was not built (no compiler at install time) or
 ``GATEWAY_PURE_PYTHON`` is set (to run and test the Python code alone). Whether a missing
 accelerator fails a test run is the tests' business (``GATEWAY_REQUIRE_ACCEL=1``), not the
 importer's.

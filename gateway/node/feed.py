@@ -14,10 +14,12 @@ store's state (``applier_rebuild``) -- it never skips entries it did not apply.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 from gateway.appliers.source import CommittedEntry, EntriesCompactedError
+from gateway.core import accel
 from gateway.core.messages import TypeTag
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
@@ -28,7 +30,7 @@ from .epoch_seal import entry_epoch
 from .errors import NodeStoppedError
 from .storage import LogDamagedError, compacted_log
 from .validation import InvalidRequest
-from .wire import decode_entry, feed_entries, txn_head
+from .wire import _HEAD_KEYS, decode_entry, txn_head
 
 if TYPE_CHECKING:
     from .driver import RaftDriver
@@ -38,6 +40,11 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_accel = accel.load("gateway.node._feed")  # None: CommittedLogSource._entry serves
+#: ``_feed.feed_entries`` with the transaction's keys bound (``wire.txn_head``'s): ``(unit_tag,
+#: ents, skipped, entry_cls) -> (out, todo)``, the C loop of ``CommittedLogSource.read`` (its
+#: ``_entry`` is the specification); None without the C accelerator.
+feed_entries = functools.partial(_accel.feed_entries, _HEAD_KEYS) if _accel else None
 
 
 def transaction_entry(index: int, data: bytes) -> CommittedEntry:

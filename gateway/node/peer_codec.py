@@ -6,7 +6,7 @@ The specification is protobuf (``encode_batch_py``, ``decode_batch_py``: ``trans
 and a ``RaftEntry`` per entry cost the leader CPU per entry per follower, and each follower per
 entry to read back, on the path of every write (a one-row write is one entry; docs/benchmarks.md,
 "Request, result and peer bytes in C"); the C twins in
-``gateway.node._wire`` (``encode_batch``, ``decode_batch``) write the same bytes and build the
+``gateway.node._peer_codec`` (``encode_batch``, ``decode_batch``) write the same bytes and build the
 same objects straight from the core's objects and the frame's bytes. They serve the common
 messages and hand anything else to the specification -- a snapshot chunk, an unknown field, a
 message type this version does not know, text that is not UTF-8, malformed bytes --, so the
@@ -120,7 +120,7 @@ _KEYS = b"".join((
     W.MESSAGE_BATCH_MESSAGES_KEY, W.MESSAGE_BATCH_FROM_PEER_KEY))
 _MTYPES = {int(t): t for t in MessageType}
 _ETYPES = (EntryType.NORMAL, EntryType.CONF_CHANGE)
-_accel = accel.load("gateway.node._wire")
+_accel = accel.load("gateway.node._peer_codec")
 
 
 def _encode_batch_c(sender: int, from_api: str, from_peer: str, messages: list[Message]

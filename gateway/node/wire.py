@@ -35,7 +35,6 @@ __all__ = [
     "encode_transaction",
     "encode_transaction_wire",
     "encode_transaction_wire_py",
-    "feed_entries",
     "frame_batch",
     "frame_field",
     "frame_field_py",
@@ -848,10 +847,6 @@ _HEAD_KEYS = bytes((_TXN, _B_TXN_GTID, _B_GTID_SERVER_ID, _B_GTID_TRANS_ID, _B_T
                     _B_TXN_AUTHOR, _B_TXN_START_TS, _B_TXN_COMMIT_TS, _B_TXN_STATEMENTS,
                     _B_TXN_SEGMENT_ID, _B_TXN_END_SEGMENT, _B_TXN_IDEMPOTENCY_KEY))
 txn_head = functools.partial(_accel.txn_head, _HEAD_KEYS) if _accel else txn_head_py
-#: ``_wire.feed_entries`` with the transaction's keys bound: ``(unit_tag, ents, skipped,
-#: entry_cls) -> (out, todo)``, the C loop of ``gateway.node.feed.CommittedLogSource.read``
-#: (its ``_entry`` is the specification); None without the C accelerator.
-feed_entries = functools.partial(_accel.feed_entries, _HEAD_KEYS) if _accel else None
 #: The type tag and field keys ``_wire.encode_txn`` writes, in its order.
 _TXN_KEYS = b"".join((bytes((_TXN,)), _TXN_GTID, _GTID_SERVER_ID, _GTID_TRANS_ID, _TXN_EPOCH,
                       _TXN_AUTHOR, _TXN_START_TS, _TXN_COMMIT_TS, _TXN_SEGMENT_ID,

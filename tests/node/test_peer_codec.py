@@ -26,9 +26,9 @@ from gateway.raft import (
 from gateway.v1 import peer_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
-    from gateway.node import _wire as wire
+    from gateway.node import _peer_codec as wire
 else:
-    wire = pytest.importorskip("gateway.node._wire")
+    wire = pytest.importorskip("gateway.node._peer_codec")
 
 _U64 = st.integers(0, 2**64 - 1) | st.sampled_from([0, 1, 127, 128, 2**63])
 _ENTRIES = st.lists(st.builds(Entry, _U64, _U64, st.sampled_from(list(EntryType)),

@@ -16,9 +16,11 @@ from gateway.node import wire as wire_py
 from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
+    from gateway.node import _feed as feed
     from gateway.node import _wire as wire
 else:
     wire = pytest.importorskip("gateway.node._wire")
+    feed = pytest.importorskip("gateway.node._feed")
 
 _VALUES = st.one_of(
     st.builds(lambda v: value_pb2.Value(int_value=v), st.integers(-2**63, 2**63 - 1)),
@@ -439,7 +441,7 @@ _FEED_KINDS = st.sampled_from(["whole", "whole", "second segment", "damaged", "u
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(_FEED_KINDS, st.booleans()), max_size=12), _RECORDS, st.data())
 def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
-    """``_wire.feed_entries`` (the appliers' read of the committed log) gives what
+    """``_feed.feed_entries`` (the appliers' read of the committed log) gives what
     ``CommittedLogSource._entry`` gives: a whole transaction's entry with its head and bytes,
     unparsed; an entry without a transaction for a membership change, an empty entry, another
     type tag or a skipped index; and leaves replicated epochs and transactions not whole in
@@ -475,7 +477,7 @@ def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
         ents.append(Entry(3, index, etype, payload(kind, i)))
         if skip:
             skipped.add(index)
-    out, todo = wire.feed_entries(wire_py._HEAD_KEYS, TypeTag.REPLICATED_EPOCH, ents, skipped,
+    out, todo = feed.feed_entries(wire_py._HEAD_KEYS, TypeTag.REPLICATED_EPOCH, ents, skipped,
                                   CommittedEntry)
     want_todo = []
     for k, e in enumerate(ents):
@@ -496,4 +498,4 @@ def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
             assert out[k] == CommittedEntry(e.index, None) and out[k].head is None
     assert todo == want_todo
     with pytest.raises(ValueError):
-        wire.feed_entries(b"\x01", TypeTag.REPLICATED_EPOCH, ents, skipped, CommittedEntry)
+        feed.feed_entries(b"\x01", TypeTag.REPLICATED_EPOCH, ents, skipped, CommittedEntry)

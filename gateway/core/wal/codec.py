@@ -30,6 +30,12 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from gateway.core.varint import SMALL_VARINTS, encode_uvarint
+from gateway.v1.wire_tags import (
+    WAL_ENTRY_DATA_KEY,
+    WAL_ENTRY_INDEX_KEY,
+    WAL_ENTRY_TERM_KEY,
+    WAL_ENTRY_TYPE_KEY,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -165,19 +171,23 @@ def encode_entry(index: int, term: int, type_: int, data: bytes) -> bytes:
     return entry_head(index, term, type_, len(data)) + data
 
 
+#: The ENTRY tag byte and the key of WalEntry.index, which every entry payload opens with.
+_ENTRY_INDEX = bytes((WalTag.ENTRY,)) + WAL_ENTRY_INDEX_KEY
+
+
 def entry_head(index: int, term: int, type_: int, data_len: int) -> bytes:
     """The ``ENTRY`` payload of an entry whose data is ``data_len`` bytes, up to the data
     itself (the hot path of ``append``: the data follows it in the same record without
     being concatenated, see ``records.encode_record``'s ``prefix``)."""
-    out = [b"\x20\x08", encode_uvarint(index)]  # tag 32, field 1 (index is never 0)
+    out = [_ENTRY_INDEX, encode_uvarint(index)]  # the index is never 0: always written
     if term:
-        out.append(b"\x10")
+        out.append(WAL_ENTRY_TERM_KEY)
         out.append(encode_uvarint(term))
     if type_:
-        out.append(b"\x18")
+        out.append(WAL_ENTRY_TYPE_KEY)
         out.append(encode_uvarint(type_))
     if data_len:
-        out.append(b"\x22")
+        out.append(WAL_ENTRY_DATA_KEY)
         out.append(encode_uvarint(data_len))
     return b"".join(out)
 
