@@ -90,7 +90,9 @@ class LaunchError(RuntimeError):
 
 class PortAllocator:
     """Free loopback ports below the ephemeral range, each handed out at most once per
-    process (across every allocator)."""
+    process (across every allocator) until :meth:`release` gives it back: two nodes never
+    get one port (gRPC servers bind with ``SO_REUSEPORT``, so both binds would succeed), and
+    a long test suite does not run out of the few thousand ports below the range."""
 
     _lock = threading.Lock()
     _used: set[int] = set()
@@ -118,6 +120,11 @@ class PortAllocator:
                 self._used.add(port)
                 return port
         raise LaunchError(f"no free loopback port found in {self.low}..{self.high}")
+
+    def release(self, ports: Iterable[int]) -> None:
+        """Give back ports whose users are gone (their processes reaped)."""
+        with self._lock:
+            self._used.difference_update(ports)
 
 
 # ------------------------------------------------------------------------------------ spawning
@@ -530,6 +537,9 @@ class Launcher:
                     n.proc.kill()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     n.proc.wait(10)
+        self.ports.release(p for n in self.nodes.values()
+                           if n.proc is None or n.proc.returncode is not None
+                           for p in (n.peer_port, n.api_port))
         if self.net is not None:
             self.net.close()
         atexit.unregister(self.close)

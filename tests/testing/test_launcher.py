@@ -110,9 +110,17 @@ def test_ports_come_from_below_the_ephemeral_range_and_never_twice(tmp_path):
     try:
         ports = [p for la in launchers for n in la.nodes.values()
                  for p in (n.peer_port, n.api_port)]
-        ports += [PortAllocator().take() for _ in range(20)]
+        ports += [PortAllocator().take() for _ in range(20)]  # while the launchers hold theirs
     finally:
         for la in launchers:
             la.close()
     assert len(set(ports)) == len(ports)
     assert all(1024 < p < low for p in ports), (low, sorted(ports))
+
+
+def test_a_closed_launcher_gives_its_ports_back(tmp_path):
+    # the range below the ephemeral ports is small: a long suite must not exhaust it
+    allocator = PortAllocator()
+    pool = allocator.high - allocator.low + 1
+    for k in range(pool // 6 + 10):  # more nodes than the range has ports, over time
+        Launcher(tmp_path / str(k), 3, proxied=False).close()
