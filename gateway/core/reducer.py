@@ -258,8 +258,8 @@ class AssembledTransaction:
     transaction whole in one segment, when its source kept them (``CommittedEntry.wire``).
     :meth:`whole` builds one from an entry without parsing it: ``segments`` is then the
     entry's transaction, parsed on first use (the columns path reads ``wire`` only).
-    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs ~1
-    us more per transaction on the applier's hot path).
+    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs
+    more per transaction on the applier's hot path).
     """
 
     __slots__ = ("_entry", "_segments", "gtid", "indexes", "rolled_back", "wire")
