@@ -87,7 +87,7 @@ FT = value_pb2.FieldType
 # UNSIGNED is declared "UNSIGNED BIG INT": INTEGER affinity like "INTEGER", but never an alias
 # of the rowid (only the exact name "INTEGER" is), which holds signed 64-bit integers only and
 # would refuse a key above 2**63 - 1 (see ``_db_value``).
-_AFFINITY = {
+_AFFINITY: dict[int, str] = {
     FT.FIELD_TYPE_BOOLEAN: "INTEGER", FT.FIELD_TYPE_INTEGER: "INTEGER",
     FT.FIELD_TYPE_UNSIGNED: "UNSIGNED BIG INT", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
     FT.FIELD_TYPE_DOUBLE: "REAL", FT.FIELD_TYPE_BLOB: "BLOB", FT.FIELD_TYPE_UUID: "BLOB",
@@ -429,7 +429,7 @@ class SqliteApplier(Applier):
                 self._columns.setdefault(table, set()).update(cols)
 
     def _run_locked(self, conn: sqlite3.Connection,
-                    body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], None],
+                    body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], object],
                     created: dict[TableRef, set[str]]) -> None:
         try:
             with _immediate(conn):
@@ -703,7 +703,7 @@ def _full(exc: sqlite3.Error) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
 
 
-def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:
+def _ranges(gtids: Sequence[tuple[int, int]]) -> Iterable[tuple[int, int, int]]:
     """``(server_id, first, last)`` of every run of consecutive trans ids in ``gtids`` (any
     order, repeats allowed). The usual list -- one origin's trans ids in log order without a
     gap, a window of a log applied in order -- is checked as such and is one range without
@@ -719,7 +719,7 @@ def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:
     return batch.ranges()
 
 
-def _record_gtids(conn: sqlite3.Connection, gtids: list[Gtid]) -> None:
+def _record_gtids(conn: sqlite3.Connection, gtids: Sequence[tuple[int, int]]) -> None:
     """Merge ``gtids`` (any order, repeats allowed) into ``_gateway_applied_ranges``, inside the
     caller's transaction: each run of consecutive trans ids of one origin becomes one range,
     joined with the stored ranges it overlaps or touches."""

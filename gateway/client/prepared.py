@@ -29,7 +29,7 @@ of another type raises ``TypeError`` naming the column; what the node checks bey
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -147,7 +147,7 @@ def _timestamp(v: Any) -> bytes:
 
 
 _STRING = _string
-_ENCODERS = {
+_ENCODERS: dict[int, Callable[[Any], bytes]] = {
     FT.FIELD_TYPE_BOOLEAN: _bool, FT.FIELD_TYPE_INTEGER: _int, FT.FIELD_TYPE_UNSIGNED: _uint,
     FT.FIELD_TYPE_DOUBLE: _double, FT.FIELD_TYPE_DECIMAL: _decimal,
     FT.FIELD_TYPE_VARCHAR: _STRING, FT.FIELD_TYPE_DATE: _STRING, FT.FIELD_TYPE_TIME: _STRING,
