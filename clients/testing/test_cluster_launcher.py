@@ -1,11 +1,16 @@
-"""The shared test-cluster launcher (clients/testing/cluster.py) answers its commands."""
+"""The shared test-cluster launcher (clients/testing/cluster.py) answers its commands, and
+its nodes die with it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 LAUNCHER = Path(__file__).resolve().parent / "cluster.py"
@@ -42,3 +47,40 @@ def test_launcher_serves_a_node_answers_commands_and_cleans_up() -> None:
     assert not os.path.exists(info["dir"]), "the temporary directory was left behind"
     assert not os.path.exists(f"/proc/{restarted['pid']}") or \
         Path(f"/proc/{restarted['pid']}/stat").read_text().split()[2] == "Z"
+
+
+def test_the_nodes_die_when_the_launcher_is_sigkilled() -> None:
+    # no cleanup code runs in a SIGKILLed launcher: only the kernel can take the nodes down
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "--nodes", "2"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    pids: list[int] = []
+    info: dict = {}
+    try:
+        info = json.loads(proc.stdout.readline())
+        pids = [n["pid"] for n in info["nodes"]]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids), "nodes outlived the SIGKILLed launcher"
+    finally:
+        proc.kill()
+        proc.wait()
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        if proc.stdin is not None:
+            proc.stdin.close()
+        if info:
+            shutil.rmtree(info["dir"], ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

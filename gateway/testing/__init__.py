@@ -11,6 +11,10 @@ The same for clusters: ``GatewayCluster`` (containers on a private Docker networ
 ``LocalGatewayCluster`` (processes behind loopback proxies), with ``leader()``, ``kill(n)``,
 ``restart(n)``, ``partition(n)``, ``heal()``; ``cluster_for_tests()`` picks one.
 
+Every local process -- of ``LocalGateway``, ``LocalGatewayCluster``, the project's own fault
+harness and the client suites' cluster -- is started by ``Launcher`` (``gateway.testing.launcher``):
+ports below the kernel's ephemeral range, nodes that die with the launching process.
+
 ``gateway_for_tests()`` picks one (``GATEWAY_TEST_BACKEND``: ``auto`` -- the container when a
 Docker engine runs and the image exists, else the local process --, ``docker`` or ``local``).
 The pytest plugin (``gateway.testing.pytest_plugin``, registered as ``pytest11``) gives the
@@ -23,11 +27,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .launcher import Launcher, LaunchError
 from .local import LocalGateway
 from .local_cluster import LocalGatewayCluster
 
-__all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LocalGateway",
-           "LocalGatewayCluster", "cluster_for_tests", "docker_usable", "gateway_for_tests"]
+__all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LaunchError", "Launcher",
+           "LocalGateway", "LocalGatewayCluster", "cluster_for_tests", "docker_usable",
+           "gateway_for_tests"]
 
 #: The image ``GatewayContainer`` runs unless told (``GATEWAY_TEST_IMAGE`` overrides).
 DEFAULT_IMAGE = "gateway:dev"

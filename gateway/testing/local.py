@@ -4,30 +4,34 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.client import GatewayClient, GatewayError
+from gateway.client import GatewayClient
+
+from .launcher import Launcher
 
 __all__ = ["LocalGateway"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def node_args(plugins: Sequence[str], options: Mapping[str, str]) -> list[str]:
+    """The ``gateway run`` options of a test gateway: no fsync, then ``--plugins`` and one
+    ``-o KEY=VALUE`` per option."""
+    args = ["--no-fsync"]
+    if plugins:
+        args += ["--plugins", ",".join(plugins)]
+    for key, value in options.items():
+        args += ["-o", f"{key}={value}"]
+    return args
 
 
 class LocalGateway:
-    """``gateway run`` on free loopback ports with a temporary data directory (removed by
-    ``stop``). ``plugins`` / ``options`` (``{"cassandra.contact": "h:9042"}``) / ``env`` are
-    passed to ``gateway run`` as ``--plugins``, ``-o`` and the environment."""
+    """``gateway run`` on free loopback ports (below the ephemeral range) with a temporary
+    data directory (removed by ``stop``), started by :class:`~gateway.testing.launcher.Launcher`:
+    the process dies with the test process. ``plugins`` / ``options``
+    (``{"cassandra.contact": "h:9042"}``) / ``env`` are passed to ``gateway run`` as
+    ``--plugins``, ``-o`` and the environment; it runs in the caller's working directory."""
 
     def __init__(self, *, plugins: Sequence[str] = (), options: Mapping[str, str] | None = None,
                  env: Mapping[str, str] | None = None, start_timeout: float = 60.0) -> None:
@@ -36,41 +40,24 @@ class LocalGateway:
         self.env = dict(env or {})
         self.start_timeout = start_timeout
         self.api = ""
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._node: Launcher | None = None
         self._dir: str | None = None
 
     def start(self) -> LocalGateway:
-        self._dir = tempfile.mkdtemp(prefix="gateway-test-")
-        self.api = f"127.0.0.1:{_free_port()}"
-        cmd = [sys.executable, "-m", "gateway.cli", "run", "--api", self.api,
-               "--listen", f"127.0.0.1:{_free_port()}", "--data-dir",
-               os.path.join(self._dir, "data"), "--no-fsync"]
-        if self.plugins:
-            cmd += ["--plugins", ",".join(self.plugins)]
-        for key, value in self.options.items():
-            cmd += ["-o", f"{key}={value}"]
-        log = open(os.path.join(self._dir, "node.log"), "wb")  # noqa: SIM115
-        self._proc = subprocess.Popen(cmd, stdout=log, stderr=log,
-                                      env={**os.environ, **self.env})
-        log.close()
-        deadline = time.monotonic() + self.start_timeout
-        with GatewayClient(self.api, timeout=5) as c:
-            while True:
-                if self._proc.poll() is not None:
-                    tail = self.logs()[-2000:]
-                    self.stop()
-                    raise RuntimeError(f"gateway run exited with {self._proc.returncode}: {tail}")
-                try:
-                    if c.status(timeout=1).leader_id:
-                        return self
-                except GatewayError:
-                    pass
-                if time.monotonic() > deadline:
-                    tail = self.logs()[-2000:]
-                    self.stop()
-                    raise RuntimeError(f"gateway did not serve within {self.start_timeout}s: "
-                                       f"{tail}")
-                time.sleep(0.1)
+        """Start the node and wait until it serves as its own leader; on failure raise
+        ``RuntimeError`` with its output, leaving nothing running."""
+        try:
+            self._dir = tempfile.mkdtemp(prefix="gateway-test-")
+            self._node = Launcher(self._dir, 1, node_args=node_args(self.plugins, self.options),
+                                  env=self.env, proxied=False, start_timeout=self.start_timeout,
+                                  cwd=os.getcwd())
+            self.api = self._node.nodes[1].api_address
+            self._node.start(wait_leader=False)
+            self._node.wait_for_leader(timeout=self.start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def client(self, **kw: Any) -> GatewayClient:
         """A client of this gateway (close it, or use it in a ``with`` block)."""
@@ -78,23 +65,12 @@ class LocalGateway:
 
     def logs(self) -> str:
         """The node's output so far."""
-        if self._dir is None:
-            return ""
-        try:
-            with open(os.path.join(self._dir, "node.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return self._node.log_text(1) if self._node is not None and self._dir else ""
 
     def stop(self) -> None:
         """SIGTERM (SIGKILL after 20 s) and remove the data directory."""
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        if self._node is not None:
+            self._node.close(term_timeout=20)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None

@@ -12,24 +12,26 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.client import GatewayClient, GatewayError
+import grpc
 
-from .local import _free_port
+from gateway.client import GatewayClient
+
+from .launcher import Launcher
+from .local import node_args
 from .proxy import ProxyNetwork
 
 __all__ = ["LocalGatewayCluster"]
 
 
 class LocalGatewayCluster:
-    """See the module docstring. Nodes are numbered from 1."""
+    """See the module docstring. Nodes are numbered from 1; they run in the caller's working
+    directory, on ports and under the process guarantees of
+    :class:`~gateway.testing.launcher.Launcher`."""
 
     def __init__(self, size: int = 3, *, plugins: Sequence[str] = (),
                  options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
@@ -40,81 +42,36 @@ class LocalGatewayCluster:
         self.plugins, self.options, self.env = tuple(plugins), dict(options or {}), dict(env or {})
         self.start_timeout = start_timeout
         self._dir: str | None = None
-        self._net: ProxyNetwork | None = None
-        self._peer: dict[int, int] = {}
-        self._api: dict[int, str] = {}
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._nodes: Launcher | None = None
 
     def start(self) -> LocalGatewayCluster:
         try:
             self._dir = tempfile.mkdtemp(prefix="gateway-cluster-")
-            self._net = ProxyNetwork()
-            nodes = range(1, self.size + 1)
-            self._peer = {n: _free_port() for n in nodes}
-            self._api = {n: f"127.0.0.1:{_free_port()}" for n in nodes}
-            for n in nodes:
-                self._spawn(n)
-            for n in nodes:
-                self._wait_serving(n)
+            self._nodes = Launcher(self._dir, self.size,
+                                   node_args=node_args(self.plugins, self.options),
+                                   env=self.env, proxied=True, start_timeout=self.start_timeout,
+                                   cwd=os.getcwd())
+            self._nodes.start(wait_leader=False)
             self.leader(self.start_timeout)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _peers_of(self, n: int) -> str:
-        assert self._net is not None
-        out = []
-        for m in range(1, self.size + 1):
-            port = self._peer[m] if m == n else self._net.add_link(n, m, self._peer[m])
-            out.append(f"{m}=127.0.0.1:{port}")
-        return ",".join(out)
+    def _launched(self) -> Launcher:
+        if self._nodes is None:
+            raise RuntimeError("the cluster is not started")
+        return self._nodes
 
-    def _spawn(self, n: int) -> None:
-        assert self._dir is not None
-        cmd = [sys.executable, "-m", "gateway.cli", "run", "--node-id", str(n),
-               "--listen", f"127.0.0.1:{self._peer[n]}", "--api", self._api[n],
-               "--peers", self._peers_of(n), "--data-dir", os.path.join(self._dir, f"node-{n}"),
-               "--no-fsync"]
-        if self.plugins:
-            cmd += ["--plugins", ",".join(self.plugins)]
-        for key, value in self.options.items():
-            cmd += ["-o", f"{key}={value}"]
-        log = open(os.path.join(self._dir, f"node-{n}.log"), "ab")  # noqa: SIM115
-        self._procs[n] = subprocess.Popen(cmd, stdout=log, stderr=log,
-                                          env={**os.environ, **self.env})
-        log.close()
-
-    def _wait_serving(self, n: int) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        with GatewayClient(self._api[n], timeout=5) as c:
-            while True:
-                if self._procs[n].poll() is not None:
-                    raise RuntimeError(f"node {n} exited with {self._procs[n].returncode}: "
-                                       f"{self.logs(n)[-2000:]}")
-                try:
-                    c.status(timeout=1)
-                    return
-                except GatewayError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"node {n} did not serve: {self.logs(n)[-2000:]}")
-                time.sleep(0.1)
+    def _net(self) -> ProxyNetwork:
+        net = self._launched().net
+        assert net is not None  # proxied=True
+        return net
 
     def stop(self) -> None:
-        for p in self._procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in self._procs.values():
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self._procs.clear()
-        if self._net is not None:
-            self._net.close()
-            self._net = None
+        """SIGTERM every node (SIGKILL after 20 s), close the proxies, remove the directory."""
+        if self._nodes is not None:
+            self._nodes.close(term_timeout=20)
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -126,53 +83,43 @@ class LocalGatewayCluster:
         self.stop()
 
     def api(self, n: int) -> str:
-        return self._api[n]
+        return self._launched().nodes[n].api_address
 
     def apis(self) -> list[str]:
         """The APIs of the nodes whose process runs."""
-        return [self._api[n] for n, p in self._procs.items() if p.poll() is None]
+        return [node.api_address for node in self._launched().nodes.values() if node.running]
 
     def client(self, **kw: Any) -> GatewayClient:
         return GatewayClient(self.apis(), **kw)
 
     def leader(self, timeout: float = 30.0) -> int:
         """The running node that reports itself leader (waits up to ``timeout``)."""
+        nodes = self._launched()
         deadline = time.monotonic() + timeout
         while True:
-            for n, p in self._procs.items():
-                if p.poll() is not None:
+            for n, node in nodes.nodes.items():
+                if not node.running:
                     continue
                 try:
-                    with GatewayClient(self._api[n], timeout=2) as c:
-                        if c.status(timeout=2).role == "leader":
-                            return n
-                except GatewayError:
+                    if nodes.status(n, timeout=2).role == "leader":
+                        return n
+                except grpc.RpcError:
                     continue
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no leader within {timeout}s")
             time.sleep(0.2)
 
     def logs(self, n: int) -> str:
-        if self._dir is None:
-            return ""
-        try:
-            with open(os.path.join(self._dir, f"node-{n}.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return self._nodes.log_text(n) if self._nodes is not None and self._dir else ""
 
     def kill(self, n: int) -> None:
-        self._procs[n].kill()
-        self._procs[n].wait()
+        self._launched().kill(n)
 
     def restart(self, n: int) -> None:
-        self._spawn(n)
-        self._wait_serving(n)
+        self._launched().restart(n)
 
     def partition(self, n: int) -> None:
-        assert self._net is not None
-        self._net.isolate(n)
+        self._net().isolate(n)
 
     def heal(self) -> None:
-        assert self._net is not None
-        self._net.heal()
+        self._net().heal()

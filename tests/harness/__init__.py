@@ -1,7 +1,7 @@
 """Multi-process test harness: a fault-injecting TCP proxy network between peers
 (:mod:`gateway.testing.proxy`), a process-cluster manager for ``gateway run`` nodes
-(:mod:`tests.harness.cluster`) and a client workload that records histories for the
-linearizability checker (:mod:`tests.harness.workload`).
+(:mod:`tests.harness.cluster`, on :mod:`gateway.testing.launcher`) and a client workload that
+records histories for the linearizability checker (:mod:`tests.harness.workload`).
 
 Across clusters: several clusters with proxies on their channel links
 (:mod:`tests.harness.clusters`), a fault schedule drawn from a seed
