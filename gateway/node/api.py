@@ -62,6 +62,7 @@ from .validation import (
     split_table_name,
 )
 from .wire import ack_bytes, frame_batch, frame_field, frame_request
+from .write_proposal import WriteProposal
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -246,10 +247,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                            ) -> gateway_pb2.WriteResult | bytes:
         self._check_space()
         self._check_write(req)
-        return await self.node.driver.submit_write(req.statements, req.idempotency_key,
-                                                   time.time_ns(), raw=frame_request(req),
-                                                   wire=True, admin=self._admin(context),
-                                                   conditions=req.conditions or None)
+        return await self.node.driver.submit_write(WriteProposal(
+            req.statements, req.idempotency_key, time.time_ns(), raw=frame_request(req),
+            wire=True, admin=self._admin(context), conditions=req.conditions or None))
 
     async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
                                  ) -> bytes:
@@ -279,9 +279,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
-        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
-                                 wire=True, unrecorded=w.idempotency_key in fresh,
-                                 conditions=conds)
+        futs = [drv.submit_write(WriteProposal(
+                    w.statements, w.idempotency_key, now, created=created, raw=raw, wire=True,
+                    unrecorded=w.idempotency_key in fresh, conditions=conds))
                 for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
@@ -372,10 +372,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult | bytes:
             drv = self.node.driver
             if drv.is_leader:
-                return await drv.submit_write(req.statements, req.idempotency_key,
-                                              time.time_ns(), raw=frame_request(req),
-                                              wire=True, admin=admin,
-                                              conditions=req.conditions or None)
+                return await drv.submit_write(WriteProposal(
+                    req.statements, req.idempotency_key, time.time_ns(),
+                    raw=frame_request(req), wire=True, admin=admin,
+                    conditions=req.conditions or None))
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -396,9 +396,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:
-                return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
-                                        wire=True, unrecorded=w.idempotency_key in fresh,
-                                        admin=admin, conditions=w.conditions or None)
+                return drv.submit_write(WriteProposal(
+                    w.statements, w.idempotency_key, now, raw=raw, wire=True,
+                    unrecorded=w.idempotency_key in fresh, admin=admin,
+                    conditions=w.conditions or None))
             return asyncio.ensure_future(forward(w))
 
         async def reader() -> None:
