@@ -757,6 +757,7 @@ class RaftDriver:
         r = raw.raft
         st = self._leader
         if st is not None and st.term == r.term:
+            st.epoch_s = self.opts.epoch_s  # the options may be replaced (tests shorten epochs)
             return st
         pending: list[tuple[int, int]] = []
         lo, hi = self.sm.applied_index + 1, r.raft_log.last_index() + 1

@@ -81,6 +81,7 @@ class Sequencer:
 
     term: int
     since: float
+    #: The length of an epoch in seconds (the driver's setting, which it may change).
     epoch_s: float
     #: The trans id the next transaction gets.
     next_trans_id: int
