@@ -36,8 +36,9 @@ for tool in go node npm; do
     command -v "$tool" >/dev/null || { echo "scripts/test.sh: '$tool' is not installed" >&2; exit 1; }
 done
 
-# Generated protobuf code (Python, Go, Java, TypeScript) must match the .proto sources; the
-# pinned generators are fetched on first use (scripts/gen_clients.py).
+# Generated protobuf code (Python, Go, TypeScript) must match the .proto sources, and no
+# generated Java may be committed (Maven generates it at build time); the pinned generators
+# are fetched on first use (scripts/gen_clients.py).
 "$PY" scripts/gen_proto.py --check
 
 "$PY" -m ruff check --quiet .
