@@ -43,6 +43,10 @@ done
 
 "$PY" -m ruff check --quiet .
 
+# Types: mypy over gateway/ (strict but for the modules the [tool.mypy] overrides in
+# pyproject.toml name; the generated protobuf code is typed by its .pyi stubs).
+"$PY" -m mypy
+
 # The Go, Java and TypeScript clients against live local clusters, and the cross-language test
 # (clients/test.sh); GATEWAY_CLIENTS=0 skips them (a quick Python-only run).
 if [ "${GATEWAY_CLIENTS:-1}" != 0 ]; then

@@ -11,6 +11,15 @@ transaction of the epoch that touches a row a rejected transaction touched (it d
 it), and so on: the transactions come in their commit order, so one forward pass reaches the
 fixed point MySQL iterates to (``trans_detect_iter_count`` is 1 per epoch with conflicts).
 
+Under an epoch function, once a change of a row is rejected, a later change of that row in
+the epoch is rejected too (``DATA_IN_CONFLICT``) when it was made on top of the rejected
+one: when the epoch's ``source`` cluster made it (the epoch is the source's log in order, so
+the source had applied the rejected change), or when the rejected change's own origin made
+it (every origin's changes keep their order). The author rule alone misses that in a ring:
+cluster 3 forwards cluster 2's change of a row 3 wrote last, then changes the row again;
+3's second change has the row's author here and would be accepted over a row that never
+held 2's change.
+
 On a PRIMARY every rejected row is answered by one refresh of the row as it stands here
 after the epoch (``refresh``), which realigns the secondaries. Pure.
 """
@@ -82,16 +91,19 @@ def _after(stored: Stored, change: Change, op: OpType, epoch: int) -> Stored:
 
 
 def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
-                lookup: Callable[[RowId], Stored], ctx: Context, epoch: int) -> EpochJudgement:
+                lookup: Callable[[RowId], Stored], ctx: Context, epoch: int,
+                source: int = 0) -> EpochJudgement:
     """Judge one replicated epoch (see the module docstring). ``lookup``: the row as this
     cluster stores it before the epoch; ``epoch``: this cluster's epoch the epoch is applied
-    in (the rows' new epoch). Raises ``RoleNotSetError`` when an epoch function meets role
-    NONE."""
+    in (the rows' new epoch); ``source``: the cluster whose log the epoch is (0: unknown).
+    Raises ``RoleNotSetError`` when an epoch function meets role NONE."""
     out = EpochJudgement()
     # the rows accepted changes left, as (row before, change, operation): made a Stored
     # only when a later change of the epoch reads the row again
     overlay: dict[RowId, tuple[Stored, Change, OpType]] = {}
     tainted: set[RowId] = set()  # rows touched by rejected transactional transactions
+    # per row, the origins whose change of it an epoch function rejected in this epoch
+    refused: dict[RowId, set[int]] = {}
     judges: dict[tuple[str, str], tuple[FunctionSpec, Callable[..., Verdict]] | None] = {}
     primary = ctx.role is Role.PRIMARY
     counters = out.counters
@@ -126,6 +138,10 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             if verdict.cause is None and spec.transactional and rid in tainted:
                 verdict = Verdict(False, Cause.TRANS_IN_CONFLICT,
                                   refresh=verdict.refresh or primary)
+            elif (verdict.cause is None and spec.epoch and rid in refused
+                  and (rc.change.origin == source or rc.change.origin in refused[rid])):
+                verdict = Verdict(False, Cause.DATA_IN_CONFLICT,
+                                  refresh=verdict.refresh or primary)
             if verdict.cause is not None:
                 conflict = True
             elif verdict.apply:
@@ -133,11 +149,14 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             results.append((rc, rid, verdict, spec, stored))
         reject_all = transactional and conflict
         outcomes = []
-        for rc, _rid, verdict, spec, stored in results:
+        for rc, _rid, verdict, row_spec, stored in results:
             if reject_all and verdict.cause is None:
                 verdict = Verdict(False, Cause.TRANS_IN_CONFLICT, refresh=primary)
-            outcomes.append(RowOutcome(rc, verdict, spec.name if spec else "",
-                                       stored if spec else None))
+            outcomes.append(RowOutcome(rc, verdict, row_spec.name if row_spec else "",
+                                       stored if row_spec else None))
+        for rc, rid, verdict, row_spec, _stored in results:
+            if row_spec is not None and row_spec.epoch and verdict.cause is not None:
+                refused.setdefault(rid, set()).add(rc.change.origin)
         if reject_all:
             tainted.update(rid for _, rid, *_ in results)
         else:

@@ -187,14 +187,15 @@ def fresh_insert_keys(txns: list[transaction_pb2.Transaction], rules: RuleSet, r
 def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Context,
                lookup: Callable[[bytes, bool], Stored], local_epoch: int, source_epoch: int,
                row_keys: list[list[bytes] | None] | None = None,
-               columns: Callable[[str, str], Mapping[str, int]] | None = None
-               ) -> UnitJudgement:
+               columns: Callable[[str, str], Mapping[str, int]] | None = None,
+               source: int = 0) -> UnitJudgement:
     """Judge the transactions of one replicated epoch; see the module docstring.
     ``lookup(row key, values)``: the row here before the epoch, with its column values when
     ``values`` (its metadata always). ``row_keys``: per transaction, the row keys of its
     records in order when already computed (insert-only transactions), else None.
     ``columns(schema, table)``: the table's known column types, for the exception rows of
-    changes that do not name every column (a delete's stored values)."""
+    changes that do not name every column (a delete's stored values). ``source``: the
+    cluster the epoch comes from (``judge_epoch``)."""
     changes, where = _changes(txns, rules, row_keys)
     needs: dict[tuple[str, str], bool] = {}
 
@@ -207,7 +208,7 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
         return got
 
     j = judge_epoch(changes, rules, lambda rid: lookup(rid[2], values_for(rid[0], rid[1])),
-                    ctx, local_epoch)
+                    ctx, local_epoch, source)
     out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
         return out

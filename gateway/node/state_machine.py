@@ -823,7 +823,8 @@ class StoreStateMachine:
 
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
                           unit.source_epoch, [None if p is None else [r[0] for r in p]
-                                              for p in pre], columns)
+                                              for p in pre], columns,
+                          source=unit.source_id)
 
     def _derive(self, unit: replication_pb2.ReplicatedEpoch, judged: UnitJudgement,
                 index: int, ops: list, overlay: dict[bytes, bytes | None]) -> None:

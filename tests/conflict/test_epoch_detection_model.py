@@ -28,6 +28,7 @@ class Write:
     key: int
     change: Change
     seen_of_a: int  # B's writes: the newest epoch of A that B had applied when writing it
+    base: int = 0  # the write (its commit ts) whose row the writer changed; 0: none
 
 
 class Cluster:
@@ -39,6 +40,7 @@ class Cluster:
         self.sealed: list[tuple[int, list]] = []
         self.state = ReplicationState(cid)
         self.applied_of_peer = 0
+        self.versions: dict[int, int] = {}  # key -> commit ts of the write the row holds
 
     def write(self, rng: random.Random, key: int, ts: int) -> Write:
         row = self.rows.get(key, Stored.absent())
@@ -50,7 +52,8 @@ class Cluster:
                         {} if op is OpType.DELETE_ROW else {"v": ts})
         self.rows[key] = Stored(op is not OpType.DELETE_ROW, dict(change.after), self.epoch,
                                 self.cid, ts)
-        w = Write(key, change, self.applied_of_peer)
+        w = Write(key, change, self.applied_of_peer, self.versions.get(key, 0))
+        self.versions[key] = ts
         self.open.append(w)
         return w
 
@@ -81,6 +84,7 @@ def _run(seed: int) -> tuple[int, int, int]:
             for w in items:
                 if isinstance(w, Write):
                     c = w.change
+                    b.versions[w.key] = c.commit_ts_ns
                     b.rows[w.key] = Stored(c.op is not OpType.DELETE_ROW, dict(c.after),
                                            b.epoch, A, c.commit_ts_ns)
             b.applied_of_peer = e
@@ -99,10 +103,15 @@ def _run(seed: int) -> tuple[int, int, int]:
             j = judge_epoch([[RowChange("s", "t", w.key, w.change)] for w in writes], RULES,
                             lookup, ctx, a.epoch)
             rows = dict(a.rows)
+            refused: set[int] = set()  # B's writes A rejected in this epoch (commit ts)
             for w, outcome in zip(writes, j.outcomes, strict=True):
                 v = outcome[0].verdict
                 row = rows.get(w.key, Stored.absent())
-                truly = row.author == A and row.epoch > w.seen_of_a
+                # concurrent with A's row, or made on top of a change of B that A rejected
+                # in this epoch (so on a state A refused)
+                truly = (row.author == A and row.epoch > w.seen_of_a) or w.base in refused
+                if not v.apply:
+                    refused.add(w.change.commit_ts_ns)
                 if truly:
                     concurrent += 1
                     assert v.in_conflict, (seed, w, row, mre)  # never missed

@@ -28,6 +28,7 @@ class Write:
     key: int
     change: Change
     seen_of_a: int  # the newest epoch of A whose content the writer held when writing
+    base: int = 0  # the write whose row the writer changed (its wid; 0: none)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Node:
     sealed: list = field(default_factory=list)
     seen: set[int] = field(default_factory=set)  # write ids held
     seen_of_a: int = 0
+    versions: dict[int, int] = field(default_factory=dict)  # key -> wid of the row held
 
     def seal(self) -> None:
         self.sealed.append((self.epoch, self.open))
@@ -57,6 +59,7 @@ class Node:
         self.rows[w.key] = Stored(c.op is not OpType.DELETE_ROW, dict(c.after), self.epoch,
                                   w.origin, c.commit_ts_ns)
         self.seen.add(w.wid)
+        self.versions[w.key] = w.wid
         self.open.append(w)
 
 
@@ -79,7 +82,7 @@ def _run(seed: int) -> tuple[int, int, int]:
             wid += 1
             n.put(Write(wid, n.cid, key, Change(op, n.cid, n.epoch, ts,
                                                 {} if op is OpType.DELETE_ROW else {"v": ts}),
-                        n.epoch if n.cid == A else n.seen_of_a))
+                        n.epoch if n.cid == A else n.seen_of_a, n.versions.get(key, 0)))
         elif r < 0.5:
             nodes[rng.choice([A, B, C])].seal()
         else:  # a replica applies its source's next sealed epoch
@@ -97,20 +100,25 @@ def _run(seed: int) -> tuple[int, int, int]:
                 ctx = Context(A, Role.PRIMARY, {B: state.max_replicated_epoch(B),
                                                 C: state.max_replicated_epoch(C)})
                 rows = dict(dst.rows)
+                refused: set[int] = set()  # wids A rejected in this epoch
                 j = judge_epoch([[RowChange("s", "t", w.key, w.change)] for w in writes],
                                 RULES, lambda rid, _r=dst.rows: _r.get(rid[2],
                                                                         Stored.absent()),
-                                ctx, dst.epoch)
+                                ctx, dst.epoch, src)
                 for w, (o,) in zip(writes, j.outcomes, strict=True):
                     row = rows.get(w.key, Stored.absent())
                     truly = row.author != w.origin and row.epoch > w.seen_of_a and \
                         (row.epoch or row.author)
+                    # the epoch's source changed a row holding a change A refused in
+                    # this epoch (C forwarded B's change, then changed the row itself):
+                    # made on a state A refused, whoever wrote A's row last (across
+                    # epochs A's refresh of the refused row realigns: not modelled here)
+                    truly = truly or w.base in refused
                     if truly:
                         concurrent += 1
                         assert o.verdict.in_conflict, (seed, w, row, ctx.max_replicated)
-                    if truly and o.verdict.cause is Cause.ROW_DOES_NOT_EXIST \
-                            and w.change.op is OpType.UPDATE_ROW:
-                        flagged += 1  # an update of a row deleted here (MySQL's cause)
+                    if truly and o.verdict.cause not in (None, Cause.DATA_IN_CONFLICT):
+                        flagged += 1  # e.g. an update of a row deleted here (MySQL's cause)
                     if o.verdict.cause is Cause.DATA_IN_CONFLICT:
                         flagged += 1
                         if not truly:  # a false conflict: only inside the window -- the
@@ -125,6 +133,7 @@ def _run(seed: int) -> tuple[int, int, int]:
                         dst.open.append(w)  # forwarded on, like an accepted change
                     else:
                         dst.seen.add(w.wid)  # rejected: held (its GTID), not forwarded
+                        refused.add(w.wid)
                 dst.rows = rows
                 for st in statuses:  # reflections count only after the epoch is judged
                     state.raise_status(st.server_id, st.applied_by, st.epoch)

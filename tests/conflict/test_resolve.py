@@ -127,3 +127,33 @@ def test_judging_an_epoch_without_conflict_leaves_last_stable_epoch_to_the_calle
     rules = RuleSet([ConflictRule("s.t", "NDB$EPOCH")])
     j = judge_epoch([[rc(1)]], rules, rows(r1=STABLE), PRIMARY, 9)
     assert not +j.counters
+
+
+def test_a_change_the_source_made_over_a_rejected_one_is_rejected_too():
+    # A ring 1 -> 2 -> 3 -> 1, 1 PRIMARY: cluster 3 wrote row 1 last (accepted here), then
+    # forwarded cluster 2's change of it and changed it again itself, in one epoch. 3's
+    # second change was made on top of 2's, which is rejected: it must not be applied over
+    # a row that never held 2's change, though its author is the row's author here.
+    ctx = Context(me=1, role=Role.PRIMARY, max_replicated={2: 5, 3: 5})
+    by_3 = Stored(True, {"v": "a"}, epoch=8, author=3)
+
+    def change(origin: int, v: str) -> RowChange:
+        return RowChange("s", "t", 1, Change(U, origin, origin_epoch=3, commit_ts_ns=10,
+                                             after={"v": v}))
+
+    for fn in ("NDB$EPOCH", "NDB$EPOCH2", "NDB$EPOCH_TRANS", "NDB$EPOCH2_TRANS"):
+        rules = RuleSet([ConflictRule("s.*", fn)])
+        j = judge_epoch([[change(2, "b")], [change(3, "bc")]], rules, rows(r1=by_3), ctx, 9,
+                        source=3)
+        assert [o.verdict.apply for t in j.outcomes for o in t] == [False, False], fn
+        assert all(o.verdict.cause is not None for t in j.outcomes for o in t), fn
+        assert j.refresh == [("s", "t", 1)], fn
+    # the same epoch judged without its source: 3's change passes the author rule
+    j = judge_epoch([[change(2, "b")], [change(3, "bc")]],
+                    RuleSet([ConflictRule("s.*", "NDB$EPOCH")]), rows(r1=by_3), ctx, 9)
+    assert [o.verdict.apply for t in j.outcomes for o in t] == [False, True]
+    # a column function judges each change on its own values: the later change still wins
+    rules = RuleSet([ConflictRule("s.t", "NDB$MAX", ("ts",))])
+    j = judge_epoch([[rc(1, U, ts=3)], [rc(1, U, ts=9)]], rules,
+                    rows(r1=Stored(True, {"ts": 5}, epoch=8, author=3)), Context(me=1), 9)
+    assert causes(j) == [[Cause.DATA_IN_CONFLICT], [None]]
