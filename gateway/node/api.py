@@ -39,7 +39,7 @@ from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 from .alarms import disarm
-from .api_handlers import serialized
+from .api_handlers import KEEPS_BYTES, ReceivedRequest, serialized
 from .conditions import check_conditions
 from .errors import (
     DataLossError,
@@ -62,6 +62,7 @@ from .validation import (
     split_table_name,
 )
 from .wire import ack_bytes, frame_batch, frame_field, frame_request
+from .write_proposal import WriteProposal
 
 if TYPE_CHECKING:
     from .server import GatewayNode
@@ -179,8 +180,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         stub = peer_pb2_grpc.PeerStub(channel)
         try:
             # The caller's token goes along: the leader checks it as its API would.
-            resp = await stub.Forward(peer_pb2.ForwardRequest(
-                method=method, request=request.SerializeToString()),
+            # A write goes on as it was received (``ReceivedRequest``): not serialized again.
+            payload = request.data if type(request) is ReceivedRequest else \
+                request.SerializeToString()
+            resp = await stub.Forward(peer_pb2.ForwardRequest(method=method, request=payload),
                 timeout=_deadline(context),
                 metadata=bearer_metadata(context.invocation_metadata()))
         except grpc.aio.AioRpcError as exc:
@@ -219,6 +222,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             except DecodeError as exc:
                 raise InvalidRequest("request", f"not a valid {cls.DESCRIPTOR.full_name} "
                                      f"message ({exc})") from None
+            if method in KEEPS_BYTES:
+                request = ReceivedRequest(payload, request)
             resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
@@ -242,18 +247,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return True
         return "admin" in token_permissions(self.node.tokens, context.invocation_metadata())
 
-    async def _write_local(self, req: gateway_pb2.WriteRequest, context: Any
+    async def _write_local(self, received: ReceivedRequest, context: Any
                            ) -> gateway_pb2.WriteResult | bytes:
+        req = received.message
         self._check_space()
         self._check_write(req)
-        return await self.node.driver.submit_write(req.statements, req.idempotency_key,
-                                                   time.time_ns(), raw=frame_request(req),
-                                                   wire=True, admin=self._admin(context),
-                                                   conditions=req.conditions or None)
+        return await self.node.driver.submit_write(WriteProposal(
+            req.statements, req.idempotency_key, time.time_ns(),
+            raw=frame_request(req, received.data),
+            wire=True, admin=self._admin(context), conditions=req.conditions or None))
 
-    async def _write_batch_local(self, req: gateway_pb2.WriteBatchRequest, context: Any
-                                 ) -> bytes:
-        """The serialized ``WriteBatchResponse`` of ``req``'s writes, all validated first."""
+    async def _write_batch_local(self, received: ReceivedRequest, context: Any) -> bytes:
+        """The serialized ``WriteBatchResponse`` of the request's writes, all validated
+        first."""
+        req: gateway_pb2.WriteBatchRequest = received.message
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
         self._check_space()
@@ -265,7 +272,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         checker = drv.checker
         admin = self._admin(context)
         checked: list[tuple[list[tuple[str, Any]], bytes, Any]] = []
-        for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req), strict=True)):
+        for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req, received.data),
+                                                  strict=True)):
             self._check_write(w, f"writes[{i}].")
             conds = w.conditions or None  # read once: a plain write pays one look
             try:
@@ -279,9 +287,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
-        futs = [drv.submit_write(w.statements, w.idempotency_key, now, created=created, raw=raw,
-                                 wire=True, unrecorded=w.idempotency_key in fresh,
-                                 conditions=conds)
+        futs = [drv.submit_write(WriteProposal(
+                    w.statements, w.idempotency_key, now, created=created, raw=raw, wire=True,
+                    unrecorded=w.idempotency_key in fresh, conditions=conds))
                 for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
@@ -369,13 +377,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 futs[at].add_done_callback(lambda _f: ack_done(seq, futs, at))
             ready.set()
 
-        async def forward(req: gateway_pb2.WriteRequest) -> gateway_pb2.WriteResult | bytes:
+        async def forward(req: gateway_pb2.WriteRequest, raw: bytes
+                          ) -> gateway_pb2.WriteResult | bytes:
             drv = self.node.driver
             if drv.is_leader:
-                return await drv.submit_write(req.statements, req.idempotency_key,
-                                              time.time_ns(), raw=frame_request(req),
-                                              wire=True, admin=admin,
-                                              conditions=req.conditions or None)
+                return await drv.submit_write(WriteProposal(
+                    req.statements, req.idempotency_key, time.time_ns(),
+                    raw=raw, wire=True, admin=admin,
+                    conditions=req.conditions or None))
             leader = drv.leader_id
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
@@ -396,15 +405,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:
-                return drv.submit_write(w.statements, w.idempotency_key, now, raw=raw,
-                                        wire=True, unrecorded=w.idempotency_key in fresh,
-                                        admin=admin, conditions=w.conditions or None)
-            return asyncio.ensure_future(forward(w))
+                return drv.submit_write(WriteProposal(
+                    w.statements, w.idempotency_key, now, raw=raw, wire=True,
+                    unrecorded=w.idempotency_key in fresh, admin=admin,
+                    conditions=w.conditions or None))
+            return asyncio.ensure_future(forward(w, raw))
 
         async def reader() -> None:
             nonlocal outstanding, reading
             try:
-                async for req in request_iterator:
+                async for received in request_iterator:
+                    req = received.message
                     n = len(req.writes)
                     if not n:
                         raise InvalidRequest("writes", f"request with seq {req.seq} carries "
@@ -419,7 +430,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                                if w.idempotency_key]) if drv.is_leader else _NO_KEYS
                     futs: list[asyncio.Future[Any]] = []
                     try:
-                        for w, raw in zip(req.writes, frame_batch(req), strict=True):
+                        for w, raw in zip(req.writes, frame_batch(req, received.data),
+                                          strict=True):
                             futs.append(submit(w, now, raw, fresh))
                     finally:
                         outstanding += len(futs)  # counted once submitted: each gets its ack

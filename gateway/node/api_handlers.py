@@ -10,6 +10,14 @@ handler ends the call INVALID_ARGUMENT with the API's usual shape: message
 :class:`~gateway.node.validation.InvalidRequest` at such a message, so the servicer ends the
 stream the same way after acknowledging the writes it already took.
 
+The write methods (:data:`KEEPS_BYTES`) keep the bytes they were given: their deserializer
+returns a :class:`ReceivedRequest`, the bytes as received beside their parse, so that the
+statements' bytes go into the log entry sliced from what the client sent (``wire.frame_request``,
+``wire.frame_batch``) and a follower forwards the request as it came -- nothing is serialized
+again. The parse stays: it is the check that the bytes are a well-formed message (the entry
+holds only bytes that parse), and it gives validation the idempotency key, the conditions
+and, for a shape the wire check has not seen, the statements.
+
 A request larger than ``max_request_bytes`` never gets here: the API server's
 ``grpc.max_receive_message_length`` refuses it (RESOURCE_EXHAUSTED) before reading it.
 """
@@ -17,7 +25,7 @@ A request larger than ``max_request_bytes`` never gets here: the API server's
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import message_factory
@@ -27,11 +35,23 @@ from gateway.v1 import gateway_pb2
 
 from .validation import InvalidRequest
 
-__all__ = ["REQUEST_FIELD", "UndecodableRequest", "add_gateway_service", "serialized"]
+__all__ = ["KEEPS_BYTES", "REQUEST_FIELD", "ReceivedRequest", "UndecodableRequest",
+           "add_gateway_service", "serialized"]
 
 SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
 #: The field an undecodable request's error names (the request as a whole).
 REQUEST_FIELD = "request"
+#: The methods whose requests reach the servicer as a :class:`ReceivedRequest`.
+KEEPS_BYTES = frozenset({"Write", "WriteBatch", "StreamWrite"})
+
+
+class ReceivedRequest(NamedTuple):
+    """A request as received and as parsed (module docstring)."""
+
+    #: The serialized request exactly as gRPC (or ``Peer.Forward``) delivered it.
+    data: bytes
+    #: ``data`` parsed (a ``WriteRequest``, ``WriteBatchRequest`` or ``StreamWriteRequest``).
+    message: Any
 
 
 class UndecodableRequest:
@@ -43,7 +63,9 @@ class UndecodableRequest:
         self.reason = reason
 
 
-def _decoder(cls: Any) -> Callable[[bytes], Any]:
+def _decoder(cls: Any, keep: bool = False) -> Callable[[bytes], Any]:
+    """The request deserializer: the message (a :class:`ReceivedRequest` when ``keep``), or
+    an :class:`UndecodableRequest`."""
     parse = cls.FromString
     name = cls.DESCRIPTOR.full_name
 
@@ -53,7 +75,16 @@ def _decoder(cls: Any) -> Callable[[bytes], Any]:
         except DecodeError as exc:
             return UndecodableRequest(f"not a valid {name} message ({exc})")
 
-    return decode
+    if not keep:
+        return decode
+
+    def decode_kept(data: bytes) -> Any:
+        try:
+            return ReceivedRequest(data, parse(data))
+        except DecodeError as exc:
+            return UndecodableRequest(f"not a valid {name} message ({exc})")
+
+    return decode_kept
 
 
 def serialized(response: Any) -> bytes:
@@ -109,7 +140,8 @@ def add_gateway_service(servicer: Any, server: grpc.aio.Server) -> None:
     handlers = {}
     for m in SERVICE.methods:
         behaviour = getattr(servicer, m.name)
-        decode = _decoder(message_factory.GetMessageClass(m.input_type))
+        decode = _decoder(message_factory.GetMessageClass(m.input_type),
+                          keep=m.name in KEEPS_BYTES)
         encode = serialized
         if m.client_streaming and m.server_streaming:
             h = grpc.stream_stream_rpc_method_handler(_stream_stream(behaviour), decode, encode)

@@ -4,8 +4,8 @@ One task owns the ``RawNode``; nothing else calls it. Every input -- peer messag
 writes, read-index requests, membership changes -- is queued and fed in between Ready cycles::
 
     loop:
-        feed inputs: ticks due, peer messages, pending writes (one propose_batch: the leader
-                     assigns GTID, epoch, author and commit timestamp here, in log order)
+        feed inputs: ticks due, peer messages, pending writes (one propose_batch: the leader's
+                     ``Sequencer`` stamps GTID, epoch and commit timestamp, in log order)
         while has_ready:
             rd = ready()
             persist rd (hard state, snapshot, entries; one fsync if must_sync) in the I/O
@@ -24,13 +24,12 @@ Writes wait for their entry to be applied; an entry applied at their index with 
 means another leader overwrote it (``ProposalLostError``, safe to retry with the same
 idempotency key).
 
-GTIDs: ``server_id`` = cluster id, ``trans_id`` = 1 + the largest trans id in the leader's log
-(scanned when it becomes leader: its log holds every committed entry), then +1 per write.
-Epochs: ``term << 32 | n`` where ``n`` counts ``epoch_ms`` periods since this leader took
-over (from 1); when an epoch with transactions closes, an ``EpochMarker`` entry seals it, a
-leader stopping gracefully seals the one it leaves open (``seal_for_stop``), and a new leader
-seals the epoch an earlier one left open (``epoch_seal``).
-Commit timestamps: the leader's wall clock, forced strictly increasing along the log.
+GTIDs, epochs, commit timestamps, the schemas of pending proposals and their take-back when
+a proposal is refused are the leader's bookkeeping, kept by the pure ``sequencer.Sequencer``
+(its docstring states the rules); this loop reads the log back into one when this node
+becomes leader, passes it the time, and proposes what it decides: the ``EpochMarker`` sealing
+an epoch with transactions when it ends, the one a leader stopping gracefully leaves open
+(``seal_for_stop``), and the one an earlier leader left open (``epoch_seal``).
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.core import messages
@@ -87,12 +86,14 @@ from .errors import (
     ReadTimeoutError,
 )
 from .gtid_use import consumed
+from .sequencer import Seal, Sequencer
 from .snapshot_taker import SnapshotTaker
 from .state_machine import Applied, StoreStateMachine
 from .storage import RaftLogStorage
 from .storage_errors import client_error
 from .validation import InvalidRequest, TableSchema
 from .wire import WireChecker, encode_transaction_wire, frame_statements
+from .write_proposal import WriteProposal
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
@@ -120,17 +121,12 @@ class DriverOptions:
 
 @dataclass(slots=True)
 class PendingWrite:
-    """A write waiting to be proposed, then applied."""
+    """A write waiting to be proposed, then applied: the API's proposal, its start time
+    (the proposal's, or when it was submitted) and the future its caller awaits."""
 
-    statements: Any  # repeated Statement (a protobuf container or list)
-    idempotency_key: str
+    proposal: WriteProposal
     start_ns: int
     future: asyncio.Future[gateway_pb2.WriteResult]
-    created: list[tuple[str, TableSchema]] | None = None  # set: validated by the caller
-    raw: bytes | None = None  # the statements serialized (``frame_statements``), if known
-    wire: bool = False  # the future may resolve with the serialized WriteResult
-    admin: bool = False  # the caller holds the admin permission (validation.check_statements)
-    conditions: Any = None  # repeated Condition of a conditional write (None: none)
 
 
 @dataclass(slots=True)
@@ -155,35 +151,6 @@ class _Waiter:
     future: asyncio.Future[Any]
     idem: str = ""
     wire: bool = False  # resolve with the serialized WriteResult when the entry has it
-
-
-@dataclass(slots=True)
-class _LeaderState:
-    term: int
-    since: float
-    next_trans_id: int
-    last_commit_ts: int
-    open_epoch: int = 0
-    open_epoch_txns: int = 0
-    last_trans_in_epoch: int = 0
-    #: The epoch an earlier leader's records left without a marker and its last trans id
-    #: ((0, 0): none); sealed by the first cycle of this term (``epoch_seal``).
-    inherited_open: tuple[int, int] = (0, 0)
-    schemas: dict[str, TableSchema] = field(default_factory=dict)
-    #: Replication state as the next proposal sees it: the store's plus every replicated
-    #: epoch already in this leader's log (None: rebuild it when next needed).
-    view: ReplicationState | None = None
-
-    def reservations(self) -> tuple[int, int, int, int]:
-        """The GTID, commit-time and epoch counters, for :meth:`take_back` when a proposal
-        that used them is refused."""
-        return (self.next_trans_id, self.last_commit_ts, self.last_trans_in_epoch,
-                self.open_epoch_txns)
-
-    def take_back(self, saved: tuple[int, int, int, int]) -> None:
-        """Take back what was reserved since :meth:`reservations` gave ``saved``."""
-        (self.next_trans_id, self.last_commit_ts, self.last_trans_in_epoch,
-         self.open_epoch_txns) = saved
 
 
 @dataclass(slots=True)
@@ -251,7 +218,8 @@ class RaftDriver:
         # pending read-index requests by context and ignores a duplicate, so two nodes (or two
         # incarnations of one) must never send the same context.
         self._read_prefix = opts.node_id.to_bytes(8, "big") + os.urandom(8)
-        self._leader: _LeaderState | None = None
+        #: The leader's bookkeeping of this term (None: not leading, or not yet fed).
+        self._leader: Sequencer | None = None
         self._ticks_due = 0
         self._stopped = False
         # Stopping (``seal_for_stop``): no new writes, replicated epochs or entries; the
@@ -313,7 +281,7 @@ class RaftDriver:
         st = self._leader
         if st is None:
             return 0
-        return (st.term << 32) | (1 + int((time.monotonic() - st.since) / self.opts.epoch_s))
+        return st.epoch_at(time.monotonic())
 
     # -- inputs (event-loop thread) ---------------------------------------------------------------
 
@@ -344,44 +312,26 @@ class RaftDriver:
         """The tables' schemas as the next proposal sees them: the store's plus those this
         leader's proposals not yet applied create (a new mapping; the caller may keep it)."""
         st = self._leader
-        if st is not None and st.schemas:
-            return {**self.sm.schemas, **st.schemas}
+        if st is not None:
+            return st.known_schemas(self.sm.schemas)
         return dict(self.sm.schemas)
 
-    def submit_write(self, statements: Any, idempotency_key: str = "",
-                     start_ns: int = 0, *, created: list[tuple[str, TableSchema]] | None = None,
-                     raw: bytes | None = None, wire: bool = False, unrecorded: bool = False,
-                     admin: bool = False, conditions: Any = None
+    def submit_write(self, proposal: WriteProposal
                      ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
-        """Queue a write; the future resolves once it is committed and applied (raising
-        ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``).
-
-        ``created``: the caller already validated ``statements`` (``check_statements``
-        against :meth:`known_schemas`) and these are the schemas they create; the driver then
-        only records them instead of validating again. Every replica validates the entry again
-        when applying it, so a write that raced a schema change is still rejected everywhere.
-        ``raw``: ``frame_statements(statements)`` when the caller has it (the entry is built
-        from it; otherwise the driver serializes the statements once).
-        ``wire``: the future resolves with the serialized ``WriteResult`` (bytes) when the
-        applied entry has those bytes (every write applied by the fast path), else with the
-        message -- as it always does for a duplicate of an idempotency key -- so that a
-        response can carry the bytes without parsing them back into a message.
-        ``unrecorded``: the caller found, in this same step of the loop, that the store holds
-        no record for ``idempotency_key`` (``StoreStateMachine.unrecorded``, one probe for a
-        request's writes), so it is not looked up again. That lookup only answers retries of
-        applied writes without proposing them; applying the entry decides duplicates.
-        ``admin``: the caller holds the ``admin`` permission (it may delete ``$EX`` rows).
-        ``conditions``: the write's conditions (``gateway.node.conditions``; None or empty
-        for none -- callers pass None for a plain write, which keeps the plain path), checked here
-        before proposing (``InvalidRequest``) and logged in the entry; every replica
-        evaluates them when applying it (``PreconditionFailed``: refused, nothing applied).
-        A write without them takes the plain path unchanged."""
+        """Queue write ``proposal`` (its fields say what the caller already did:
+        ``WriteProposal``); the future resolves once it is committed and applied (raising
+        ``InvalidRequest``, ``NotLeaderError``, ``ProposalLostError``, ``NodeStoppedError``,
+        ``PreconditionFailed``), with the serialized ``WriteResult`` when ``proposal.wire``
+        and the applied entry has those bytes. A retry of an applied write's idempotency key
+        resolves at once with the first one's result marked ``duplicate``; one of a write
+        still in flight resolves as that one does."""
         fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
             asyncio.get_running_loop().create_future()
         if self._refused_now(fut):
             return fut
+        idempotency_key = proposal.idempotency_key
         if idempotency_key:
-            done = None if unrecorded else \
+            done = None if proposal.unrecorded else \
                 self.sm.idempotent_result(idempotency_key, time.time_ns())
             if done is not None:
                 refused = self.sm.refusal_at(done.log_index)
@@ -395,8 +345,7 @@ class RaftDriver:
             if other is not None:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
-        self._writes.append(PendingWrite(statements, idempotency_key, start_ns or time.time_ns(),
-                                         fut, created, raw, wire, admin, conditions))
+        self._writes.append(PendingWrite(proposal, proposal.start_ns or time.time_ns(), fut))
         self._wake.set()
         return fut
 
@@ -648,9 +597,7 @@ class RaftDriver:
             delay = last + tick - time.monotonic()
             st = self._leader
             if st is not None and self.is_leader:
-                epoch_s = self.opts.epoch_s
-                to_seal = epoch_s - (time.monotonic() - st.since) % epoch_s
-                delay = min(delay, to_seal + 0.0005)
+                delay = min(delay, st.to_epoch_end(time.monotonic()) + 0.0005)
             await asyncio.sleep(max(delay, 0.0))
             now = time.monotonic()
             n = int((now - last) / tick)
@@ -792,7 +739,7 @@ class RaftDriver:
             if self._writes:
                 writes, self._writes = self._writes, []
                 for w in writes:
-                    self._drop_idem(w.idempotency_key, w.future)
+                    self._drop_idem(w.proposal.idempotency_key, w.future)
                     _fail(w.future, NotLeaderError(raw.raft.lead))
             if self._units or self._entries:
                 futs = [u.future for u in self._units] + [f for _, f in self._entries]
@@ -802,29 +749,29 @@ class RaftDriver:
 
     # -- proposing ------------------------------------------------------------------------------
 
-    def _leader_state(self, raw: RawNode) -> _LeaderState:
+    def _leader_state(self, raw: RawNode) -> Sequencer:
+        """This term's sequencer; at a leader change, a new one from the log read back: the
+        trans ids and commit times consumed by the applied entries (the store's counters)
+        and by those not yet applied (``gtid_use``: the same answer the start-up check reads
+        the log with), and the epoch an earlier leader left unsealed (``epoch_seal``)."""
         r = raw.raft
         st = self._leader
         if st is not None and st.term == r.term:
+            st.epoch_s = self.opts.epoch_s  # the options may be replaced (tests shorten epochs)
             return st
-        trans, ts = self.sm.last_trans_id, self.sm.last_commit_ts
+        pending: list[tuple[int, int]] = []
         lo, hi = self.sm.applied_index + 1, r.raft_log.last_index() + 1
         if lo < hi:
             lo = max(lo, r.raft_log.first_index())
-            for e in r.raft_log.slice(lo, hi, NO_LIMIT):
-                if e.type != EntryType.NORMAL:
-                    continue
-                # the trans ids entries not yet applied consume (``gtid_use``: the same
-                # answer the start-up check reads the log with)
-                used = consumed(e.data)
-                trans = max(trans, used.trans_id)
-                ts = max(ts, used.commit_ts)
-        st = _LeaderState(r.term, time.monotonic(), trans + 1, ts,
-                          inherited_open=unsealed_epoch(r.raft_log, r.term))
+            pending = [consumed(e.data) for e in r.raft_log.slice(lo, hi, NO_LIMIT)
+                       if e.type == EntryType.NORMAL]
+        st = Sequencer.take_over(r.term, time.monotonic(), self.opts.epoch_s,
+                                 self.sm.last_trans_id, self.sm.last_commit_ts, pending,
+                                 unsealed_epoch(r.raft_log, r.term))
         self._leader = st
         return st
 
-    def _view(self, raw: RawNode, st: _LeaderState) -> ReplicationState:
+    def _view(self, raw: RawNode, st: Sequencer) -> ReplicationState:
         """The leader's replication view: the store's state plus the replicated epochs in
         the log after the applied index (applied as the state machine will)."""
         if st.view is not None:
@@ -874,15 +821,12 @@ class RaftDriver:
                     u.future.set_result(None)
                 continue
             has_txns = any(transactions(p.items) for p in parts)
-            reserved = st.reservations()
+            reserved = st.mark()
             if self.sm.conflict_rules and has_txns:
                 # the GTID of the transaction applying it may derive (conflicts found)
                 last = parts[-1]
-                last.derived_trans_id = st.next_trans_id
-                last.derived_commit_ts = max(time.time_ns(), st.last_commit_ts + 1)
-                st.next_trans_id += 1
-                st.last_commit_ts = last.derived_commit_ts
-                st.last_trans_in_epoch = last.derived_trans_id
+                last.derived_trans_id, last.derived_commit_ts = \
+                    st.reserve_derived(time.time_ns())
             try:
                 raw.propose_batch([messages.pack(p) for p in parts])
             except ProposalDroppedError:
@@ -891,36 +835,37 @@ class RaftDriver:
                 _fail(u.future, NotLeaderError(raw.raft.lead, "refused: leadership transfer "
                                                "in progress or no leader"))
                 continue
-            if has_txns:
-                st.open_epoch_txns += 1
+            st.unit_proposed(has_txns)
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, u.future)
 
     def _maybe_seal_epoch(self, raw: RawNode) -> None:
         st = self._leader_state(raw)
-        if st.inherited_open[0]:
+        inherited = st.inherited_seal()
+        if inherited is not None:
             # an earlier leader's last epoch: without its marker, a channel reading this
             # cluster would hold those transactions back until this leader writes something
-            if not self._propose_marker(raw, *st.inherited_open):
+            if not self._propose_marker(raw, inherited):
                 return  # the next cycle tries again (or, after the transfer, the next leader)
-            log.info("sealed epoch %d, left open by an earlier leader", st.inherited_open[0])
-            st.inherited_open = (0, 0)
-        epoch = self.epoch()
-        if epoch == st.open_epoch:
+            log.info("sealed epoch %d, left open by an earlier leader", inherited.epoch)
+            st.inherited_sealed()
+        now = time.monotonic()
+        if not st.epoch_ended(now):
             return
         if not self._close_open_epoch(raw, st):
             # what this cycle still proposes joins the epoch
             return
-        st.open_epoch = epoch
+        st.open_at(now)
 
-    def _close_open_epoch(self, raw: RawNode, st: _LeaderState) -> bool:
-        """Propose the marker of ``st.open_epoch`` if it has transactions. False when the
+    def _close_open_epoch(self, raw: RawNode, st: Sequencer) -> bool:
+        """Propose the marker of ``st``'s open epoch if it has transactions. False when the
         proposal was refused (a leadership transfer): the epoch stays open and the next cycle
         tries again -- if the transfer is abandoned and this leader writes nothing more, no
         later record would seal it."""
-        if st.open_epoch_txns and not self._propose_marker(raw, st.open_epoch,
-                                                           st.last_trans_in_epoch):
-            return False
-        st.open_epoch_txns = 0
+        seal = st.open_seal()
+        if seal is not None:
+            if not self._propose_marker(raw, seal):
+                return False
+            st.sealed()
         return True
 
     def _seal_open_epoch(self, raw: RawNode) -> None:
@@ -929,18 +874,19 @@ class RaftDriver:
         st = self._leader_state(raw)
         fut, self._seal_waiter = self._seal_waiter, None
         assert fut is not None
-        if not st.open_epoch_txns:
+        if st.open_seal() is None:
             _done(fut, True)  # sealed already (or nothing written this term)
         elif self._close_open_epoch(raw, st):
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(raw.raft.term, fut)
         else:
             self._seal_waiter = fut
 
-    def _propose_marker(self, raw: RawNode, epoch: int, last_trans_id: int) -> bool:
-        """Propose the ``EpochMarker`` sealing ``epoch``; False when the proposal is refused
-        (a leadership transfer in progress)."""
-        marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=epoch,
-                                       sealed_at_ns=time.time_ns(), last_trans_id=last_trans_id)
+    def _propose_marker(self, raw: RawNode, seal: Seal) -> bool:
+        """Propose the ``EpochMarker`` of ``seal``; False when the proposal is refused (a
+        leadership transfer in progress)."""
+        marker = epoch_pb2.EpochMarker(server_id=self.opts.cluster_id, epoch=seal.epoch,
+                                       sealed_at_ns=time.time_ns(),
+                                       last_trans_id=seal.last_trans_id)
         try:
             raw.propose(messages.pack(marker))
         except ProposalDroppedError:
@@ -958,44 +904,39 @@ class RaftDriver:
         cluster = self.opts.cluster_id
         schemas = self.sm.schemas
         if st.schemas:
-            schemas = {**schemas, **st.schemas}
+            schemas = st.known_schemas(schemas)
         checker = self.checker
-        reserved = st.reservations()
-        shadowed: dict[str, TableSchema | None] = {}  # st.schemas before this batch
+        reserved = st.mark()
         for w in writes:
-            created = w.created
-            stmts_raw = w.raw
+            p = w.proposal
+            created = p.created
+            conditions = p.conditions
+            stmts_raw = p.raw
             if stmts_raw is None:
-                stmts_raw = frame_statements(w.statements)
-            if created is None or w.conditions is not None:
+                stmts_raw = frame_statements(p.statements)
+            if created is None or conditions is not None:
                 try:
-                    if w.conditions is not None:
-                        check_conditions(w.conditions, schemas)
+                    if conditions is not None:
+                        check_conditions(conditions, schemas)
                     if created is None:
-                        created = checker.check(stmts_raw, w.statements, schemas,
-                                                admin=w.admin)
+                        created = checker.check(stmts_raw, p.statements, schemas,
+                                                admin=p.admin)
                 except InvalidRequest as exc:
-                    self._drop_idem(w.idempotency_key, w.future)
+                    self._drop_idem(p.idempotency_key, w.future)
                     _fail(w.future, exc)
                     continue
             for name, schema in created:
                 if schemas is self.sm.schemas:
                     schemas = dict(schemas)
                 schemas[name] = schema
-                shadowed.setdefault(name, st.schemas.get(name))
-                st.schemas[name] = schema
-            now = time.time_ns()
-            commit_ts = max(now, st.last_commit_ts + 1)
-            st.last_commit_ts = commit_ts
+                st.shadow(name, schema)
+            stamp = st.stamp(time.time_ns())
             data = encode_transaction_wire(
-                cluster, st.next_trans_id, st.open_epoch, cluster, min(w.start_ns, commit_ts),
-                commit_ts, stmts_raw, w.idempotency_key)
-            if w.conditions is not None:  # field 11, after the entry's last field (10)
-                data += conditions_field(w.conditions)
+                cluster, stamp.trans_id, stamp.epoch, cluster, min(w.start_ns, stamp.commit_ts),
+                stamp.commit_ts, stmts_raw, p.idempotency_key)
+            if conditions is not None:  # field 11, after the entry's last field (10)
+                data += conditions_field(conditions)
             datas.append(data)
-            st.last_trans_in_epoch = st.next_trans_id
-            st.next_trans_id += 1
-            st.open_epoch_txns += 1
             accepted.append(w)
         if not datas:
             return
@@ -1004,23 +945,19 @@ class RaftDriver:
             raw.propose_batch(datas)
         except ProposalDroppedError:
             for w in accepted:
-                self._drop_idem(w.idempotency_key, w.future)
+                self._drop_idem(w.proposal.idempotency_key, w.future)
                 _fail(w.future, NotLeaderError(raw.raft.lead, "write refused: leadership "
                                                "transfer in progress or no leader"))
-            # nothing was proposed: take back the reservations (not the whole leader state:
-            # a new one would count this term's epochs from 1 again)
+            # nothing was proposed: take back the reservations and the shadowed schemas
+            # (not the whole sequencer: a new one would count this term's epochs from 1)
             st.take_back(reserved)
-            for name, before in shadowed.items():
-                if before is None:
-                    del st.schemas[name]
-                else:
-                    st.schemas[name] = before
             return
         last = raw.raft.raft_log.last_index()
         term = raw.raft.term
         first = last - len(datas) + 1
         for i, w in enumerate(accepted):
-            self._waiting[first + i] = _Waiter(term, w.future, w.idempotency_key, w.wire)
+            p = w.proposal
+            self._waiting[first + i] = _Waiter(term, w.future, p.idempotency_key, p.wire)
 
     def _drop_idem(self, key: str, fut: asyncio.Future[Any]) -> None:
         if key and self._inflight_idem.get(key) is fut:

@@ -883,22 +883,25 @@ _frame_stream_writes = (functools.partial(_accel.frame_writes, _FRAME_STREAM_KEY
                         else functools.partial(frame_writes_py, writes_key=_B_STREAM_WRITES))
 
 
-def frame_request(req: gateway_pb2.WriteRequest) -> bytes:
-    """``frame_statements(req.statements)``, from one serialization of ``req``."""
+def frame_request(req: gateway_pb2.WriteRequest, data: bytes | None = None) -> bytes:
+    """``frame_statements(req.statements)``: the statements' bytes sliced out of ``data``,
+    the bytes ``req`` was parsed from when the caller kept them (then nothing is serialized:
+    the statements go into the entry as the client sent them), else out of one
+    serialization of ``req``."""
     try:
-        return frame_writes(req.SerializeToString(), False)[0]
+        return frame_writes(req.SerializeToString() if data is None else data, False)[0]
     except ValueError:  # a group among unknown fields: statement by statement
         return frame_statements(req.statements)
 
 
-def frame_batch(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequest
-                ) -> list[bytes]:
-    """``[frame_statements(w.statements) for w in req.writes]``, from one serialization of
-    ``req`` (a ``WriteBatch`` or a ``StreamWrite`` request)."""
+def frame_batch(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequest,
+                data: bytes | None = None) -> list[bytes]:
+    """``[frame_statements(w.statements) for w in req.writes]`` (a ``WriteBatch`` or a
+    ``StreamWrite`` request), sliced out of ``data`` as :func:`frame_request` does."""
     frame = _frame_stream_writes if type(req) is gateway_pb2.StreamWriteRequest \
         else frame_writes
     try:
-        return frame(req.SerializeToString(), True)
+        return frame(req.SerializeToString() if data is None else data, True)
     except ValueError:
         return [frame_statements(w.statements) for w in req.writes]
 _check_records = _accel.check_records if _accel else _check_records_py

@@ -13,6 +13,7 @@ from gateway.client import row_insert
 from gateway.node.driver import DriverOptions, RaftDriver
 from gateway.node.state_machine import StoreStateMachine
 from gateway.node.storage import RaftLogStorage
+from gateway.node.write_proposal import WriteProposal
 from gateway.raft import Message
 
 from .conftest import wait_for
@@ -73,8 +74,8 @@ class Trio:
                      if d.is_leader and i not in self.cut), None)
 
     async def write(self, lead: RaftDriver, first: int, n: int) -> None:
-        await asyncio.gather(*(lead.submit_write(
-            [row_insert("t.s", {"id": i}, {"v": f"value {i}"})]) for i in range(first, first + n)))
+        await asyncio.gather(*(lead.submit_write(WriteProposal(
+            [row_insert("t.s", {"id": i}, {"v": f"value {i}"})])) for i in range(first, first + n)))
 
     async def close(self) -> None:
         for d in self.drivers.values():

@@ -24,6 +24,7 @@ from gateway.node.driver import DriverOptions, RaftDriver
 from gateway.node.errors import NodeStoppedError
 from gateway.node.state_machine import StoreStateMachine
 from gateway.node.storage import RaftLogStorage
+from gateway.node.write_proposal import WriteProposal
 from gateway.raft import ConfState
 
 from .conftest import leader_of, node_configs, run, running, wait_for
@@ -91,8 +92,8 @@ class SingleNode:
         for _ in range(n):
             i = self.written
             self.written += 1
-            futs.append(self.driver.submit_write(
-                [row_insert("t.s", {"id": i % keys}, {"v": f"value {i}" + "x" * pad})]))
+            futs.append(self.driver.submit_write(WriteProposal(
+                [row_insert("t.s", {"id": i % keys}, {"v": f"value {i}" + "x" * pad})])))
         await asyncio.gather(*futs)
 
     async def cycles(self, n: int = 5) -> None:

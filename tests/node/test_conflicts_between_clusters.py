@@ -11,6 +11,7 @@ import dataclasses
 from gateway.client import AsyncGatewayClient, GatewayClient, row_insert, row_update
 from gateway.conflict import ConflictRule, parse_function
 from gateway.node.config import ChannelConfig
+from gateway.node.write_proposal import WriteProposal
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 
@@ -204,9 +205,9 @@ def test_bank_transfers_under_epoch_trans_keep_the_total_and_record_every_reject
         src, dst = rng.sample(range(accounts), 2)
         have = balances(node)
         amount = rng.randint(1, 5)
-        await node.driver.submit_write([
+        await node.driver.submit_write(WriteProposal([
             row_update("shop.acct", {"id": src}, {"bal": have[src] - amount}),
-            row_update("shop.acct", {"id": dst}, {"bal": have[dst] + amount})])
+            row_update("shop.acct", {"id": dst}, {"bal": have[dst] + amount})]))
 
     async def go():
         async with running(a, b) as (na, nb):

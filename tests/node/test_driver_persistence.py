@@ -19,6 +19,7 @@ import pytest
 from gateway.client import row_insert
 from gateway.node.errors import NodeStoppedError
 from gateway.node.state_machine import StoreStateMachine
+from gateway.node.write_proposal import WriteProposal
 
 from .conftest import run, wait_for
 from .drivers import Trio
@@ -123,7 +124,8 @@ def test_a_follower_whose_log_write_fails_stops_its_raft_loop(tmp_path):
             await wait_for(lambda: follower.failure is not None, what="the follower to fail")
             assert failures and "Input/output error" in str(follower.failure)
             with pytest.raises(NodeStoppedError):
-                await follower.submit_write([row_insert("t.s", {"id": 99}, {"v": "x"})])
+                await follower.submit_write(WriteProposal(
+                        [row_insert("t.s", {"id": 99}, {"v": "x"})]))
         finally:
             await trio.close()
 

@@ -21,6 +21,7 @@ from gateway.core.messages import TypeTag
 from gateway.node.epoch_seal import entry_epoch, unsealed_epoch
 from gateway.node.errors import NodeStoppedError, NotLeaderError
 from gateway.node.wire import decode_entry, encode_transaction_wire
+from gateway.node.write_proposal import WriteProposal
 from gateway.raft import NO_LIMIT, Entry, EntryType, MemoryStorage
 from gateway.raft.log import RaftLog
 from gateway.replication import EpochAssembler, SourceRecord
@@ -110,7 +111,7 @@ def test_a_new_leader_seals_the_epoch_its_predecessor_left_open(tmp_path):
             third = trio.leader()
             assert third is not None
             third_id = trio.id_of(third)
-            await third.submit_write([row_insert("t.s", {"id": 99}, {"v": "x"})])
+            await third.submit_write(WriteProposal([row_insert("t.s", {"id": 99}, {"v": "x"})]))
             recs = _records(trio, third_id)
             assert [k for k, _, _ in recs].count("marker") == 1
             assert recs[-1][0] == "txn" and recs[-1][1] > epoch
@@ -131,12 +132,14 @@ def test_a_leader_stopping_gracefully_seals_its_open_epoch_after_what_it_accepte
         try:
             lead_id = trio.id_of(lead)
             await trio.write(lead, 0, 3)
-            queued = [lead.submit_write([row_insert("t.s", {"id": i}, {"v": f"late {i}"})])
+            queued = [lead.submit_write(WriteProposal(
+                    [row_insert("t.s", {"id": i}, {"v": f"late {i}"})]))
                       for i in range(3, 8)]
             assert await lead.seal_for_stop(10.0)
             await asyncio.gather(*queued)  # accepted before the seal: all committed
             with pytest.raises(NodeStoppedError):
-                await lead.submit_write([row_insert("t.s", {"id": 9}, {"v": "too late"})])
+                await lead.submit_write(WriteProposal(
+                        [row_insert("t.s", {"id": 9}, {"v": "too late"})]))
             recs = _records(trio, lead_id)
             epoch = recs[0][1]
             assert [r[:2] for r in recs] == [("txn", epoch)] * 8 + [("marker", epoch)]
@@ -169,7 +172,8 @@ def test_a_leader_whose_proposals_were_dropped_keeps_its_epochs_increasing(tmp_p
             trio.cut.add(target)  # the transfer cannot complete; it is abandoned later
             lead.control(lambda raw: raw.transfer_leader(target))
             with pytest.raises(NotLeaderError):
-                await lead.submit_write([row_insert("t.s", {"id": 50}, {"v": "dropped"})])
+                await lead.submit_write(WriteProposal(
+                        [row_insert("t.s", {"id": 50}, {"v": "dropped"})]))
             await wait_for(lambda: not lead.raw.raft.lead_transferee, what="the transfer "
                            "abandoned")
             assert lead.is_leader

@@ -7,6 +7,7 @@ import asyncio
 
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
+from gateway.node.write_proposal import WriteProposal
 
 from .conftest import leader_of, node_configs, run, running
 
@@ -25,8 +26,8 @@ def test_read_waiting_for_the_tables_first_write_sees_it(tmp_path):
 
             async def read_index(lease: bool, timeout: float) -> int:
                 # The write completes (committed and applied) while the read waits.
-                await node.driver.submit_write(
-                    [row_insert("t.first", {"id": 1}, {"v": "a"})], "", 0)
+                await node.driver.submit_write(WriteProposal(
+                    [row_insert("t.first", {"id": 1}, {"v": "a"})], "", 0))
                 return await real(lease, timeout)
 
             node.driver.read_index = read_index  # type: ignore[method-assign]
