@@ -187,8 +187,7 @@ class EpochApply(TransactionApply):
         pre: list[Ops | None] = [
             self._replicated_rows(t, e.index, RowMeta(unit.local_epoch, t.author,
                                                       t.commit_timestamp_ns),
-                                  payloads[n] if payloads is not None and t is received[n]
-                                  else None)
+                                  _received(payloads, received, n, t))
             for n, t in enumerate(txns)]
         counters: dict[str, int] = {}
         fresh = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns else None
@@ -225,9 +224,11 @@ class EpochApply(TransactionApply):
         if unit.derived_trans_id:
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
-        for txn, built in zip(txns, pre, strict=True):
+        for n, (txn, built) in enumerate(zip(txns, pre, strict=True)):
             meta = RowMeta(unit.local_epoch, txn.author, txn.commit_timestamp_ns)
-            rows = built if built is not None else self._replicated_rows(txn, e.index, meta)
+            # again when not built: a table the epoch created is known now
+            rows = built if built is not None else self._replicated_rows(
+                txn, e.index, meta, _received(payloads, received, n, txn))
             if rows is not None:
                 ops += rows
                 for k, v, _, _, _ in rows:
@@ -461,6 +462,13 @@ def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:
             return None
         out += got
     return out if len(out) == count else None
+
+
+def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Transaction],
+              n: int, txn: transaction_pb2.Transaction) -> bytes | None:
+    """The received bytes of ``txn``, the epoch's transaction ``n``, unless the apply
+    replaced it (quarantined, or changed by the judgement) or the bytes could not be cut."""
+    return payloads[n] if payloads is not None and txn is received[n] else None
 
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
