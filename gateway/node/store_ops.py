@@ -2,9 +2,10 @@
 parts ``txn_apply``, ``epoch_apply``, ``command_apply``) and the wire codec (``wire``).
 
 They are NamedTuples, so a plain tuple of the same fields -- what the C accelerator
-``gateway.node._wire`` returns -- is the same value (equal, unpacked alike). Code on the apply
-fast path unpacks them once (``sid, tid, ... = parsed``) instead of reading attributes in its
-loops; everywhere else the names serve.
+``gateway.node._wire`` returns, and what the store's batch encoder requires (:class:`StoreOp`)
+-- is the same value (equal, unpacked alike). Code on the apply fast path unpacks them once
+(``sid, tid, ... = parsed``) instead of reading attributes in its loops; everywhere else the
+names serve.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ __all__ = ["InsertShape", "Ops", "ParsedTxn", "RowMeta", "StoreOp", "meta_op"]
 class StoreOp(NamedTuple):
     """One operation of a store batch (``LSMStore.write_batch``): ``value`` None deletes
     ``key``; ``epoch``, ``author`` and ``commit_ts`` are the cell's metadata (0 for the
-    node's own bookkeeping keys), what conflict detection reads without parsing the row."""
+    node's own bookkeeping keys), what conflict detection reads without parsing the row.
+
+    The fields of every operation the state machine collects, which are nevertheless plain
+    tuples (:data:`Ops`): the store encodes a batch in one C call only when every operation is
+    exactly a tuple (``format.encode_cells``), and takes its general Python loop otherwise.
+    Read them by unpacking (``for key, value, epoch, author, commit_ts in ops``)."""
 
     key: bytes
     value: bytes | None
@@ -29,14 +35,15 @@ class StoreOp(NamedTuple):
     commit_ts: int
 
 
-#: The operations one ``apply`` call collects, written as one atomic batch. Entries built in C
-#: (``wire.insert_rows``) are plain tuples with the fields of :class:`StoreOp`.
+#: The operations one ``apply`` call collects, written as one atomic batch: plain tuples with
+#: the fields of :class:`StoreOp`, whether built in Python or in C (``wire.insert_rows``).
 Ops = list[tuple[bytes, bytes | None, int, int, int]]
 
 
-def meta_op(key: bytes, value: bytes | None) -> StoreOp:
-    """A store operation on one of the node's bookkeeping keys (no row metadata)."""
-    return StoreOp(key, value, 0, 0, 0)
+def meta_op(key: bytes, value: bytes | None) -> tuple[bytes, bytes | None, int, int, int]:
+    """The store operation (a :class:`StoreOp`'s fields, as a plain tuple) on one of the
+    node's bookkeeping keys: no row metadata."""
+    return (key, value, 0, 0, 0)
 
 
 class RowMeta(NamedTuple):

@@ -15,11 +15,23 @@ from gateway.node.command_apply import (
 )
 from gateway.node.epoch_apply import StagedSegment, seg_key
 from gateway.node.keys import applier_position_key, meta_key
+from gateway.node.store_ops import StoreOp
 from gateway.v1 import applier_pb2, replication_pb2
 
 
 def _entry(tag: int, msg) -> bytes:  # type: ignore[no-untyped-def]
     return bytes((tag,)) + msg.SerializeToString()
+
+
+def test_store_operations_are_exact_tuples_for_the_batch_encoder():
+    """The store encodes a batch in one C call only when every operation is exactly a tuple:
+    a NamedTuple among them would send every apply to the general loop."""
+    ops: list = []
+    apply_position({}, _entry(TypeTag.APPLIER_POSITION,
+                              applier_pb2.ApplierPosition(applier="a", log_index=1)), ops)
+    apply_conflict_command(ConflictSettings({}, Role.NONE), _entry(
+        TypeTag.CONFLICT_COMMAND, replication_pb2.ConflictCommand(role="PRIMARY")), ops)
+    assert ops and all(type(op) is tuple for op in ops)
 
 
 def test_a_position_is_recorded_as_the_entry_carries_it():
@@ -82,4 +94,5 @@ def test_a_conflict_command_returns_new_settings():
     gone = apply_conflict_command(got, _entry(
         TypeTag.CONFLICT_COMMAND, replication_pb2.ConflictCommand(unset="s.t")), ops)
     assert gone is not None and gone.rules == {} and list(got.rules) == ["s.t"]
-    assert [op.key for op in ops] == [meta_key("role"), meta_key("cr:s.t"), meta_key("cr:s.t")]
+    assert [StoreOp(*op).key for op in ops] == [meta_key("role"), meta_key("cr:s.t"),
+                                                meta_key("cr:s.t")]

@@ -18,7 +18,16 @@ from gateway.node.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit, transactions
 from gateway.replication.epochs import SealedEpoch
-from gateway.v1 import epoch_pb2, gtid_pb2, replication_pb2, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import (
+    epoch_pb2,
+    gtid_pb2,
+    replication_pb2,
+    statement_pb2,
+    transaction_pb2,
+    value_pb2,
+)
+
+_STATUS = epoch_pb2.ApplyStatus(server_id=3, epoch=4)
 
 
 def _txn(tid: int, rows: int, table: str = "t") -> transaction_pb2.Transaction:
@@ -65,7 +74,7 @@ def test_payloads_are_the_transactions_a_parse_finds_serialized():
 def test_an_epoch_without_transactions_gives_no_payloads():
     unit = replication_pb2.ReplicatedEpoch(channel="c", source_id=2, source_epoch=5,
                                            items=[replication_pb2.ReplicatedItem(
-                                               apply_status=epoch_pb2.ApplyStatus(server_id=3, epoch=4))])
+                                               apply_status=_STATUS)])
     assert transaction_payloads(unit.SerializeToString()) == []
 
 
@@ -88,7 +97,7 @@ def test_an_item_holding_its_transaction_twice_is_left_to_the_parser():
 
 def test_an_item_with_a_transaction_beside_another_field_is_left_to_the_parser():
     data = _item_bytes(_field(0x0A, _txn(1, 1).SerializeToString())
-                       + _field(0x12, epoch_pb2.ApplyStatus(server_id=3, epoch=4).SerializeToString()))
+                       + _field(0x12, _STATUS.SerializeToString()))
     assert transaction_payloads(data) is None
 
 
