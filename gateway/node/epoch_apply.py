@@ -359,7 +359,7 @@ class EpochApply(TransactionApply):
             self._record_schemas(check_statements(derived.statements, self.schemas,
                                                   rows=False), ops)
         if derived is not None:
-            self._write_statements(derived, index, derived.gtid, (
+            self._write_statements(derived, index, derived.gtid, RowMeta(
                 unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
         self._record_outcome(unit, judged.transactions, derived, index, ops)
 

@@ -78,6 +78,8 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
     parse: the caller serializes the parsed messages then."""
     out: list[bytes] = []
     end = len(data)
+    view = memoryview(data)
+    join = b"".join
     try:
         while pos < end:
             key, pos = decode_uvarint(data, pos)
@@ -88,12 +90,18 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
             pos = start + ln
             if pos > end:
                 return None
+            # the usual item: its transaction and nothing else
+            if start < pos and data[start] == _ITEM_TRANSACTION:
+                t_len, t_start = decode_uvarint(data, start + 1)
+                if t_start + t_len == pos:
+                    out.append(join((_TAG, view[t_start:pos])))
+                    continue
             span = _item_transaction(data, start, pos)
             if span is None:
                 return None
             if span is not _NOT_A_TRANSACTION:
                 a, b = span
-                out.append(b"".join((_TAG, memoryview(data)[a:b])))
+                out.append(join((_TAG, view[a:b])))
     except (IndexError, ValueError):
         return None
     return out

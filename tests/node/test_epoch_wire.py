@@ -86,6 +86,12 @@ def _field(key: int, raw: bytes) -> bytes:
     return bytes((key,)) + encode_uvarint(len(raw)) + raw
 
 
+def test_an_empty_item_at_the_end_is_no_transaction():
+    """An item with no field set is neither a transaction nor an error."""
+    data = _item_bytes(_field(0x0A, _txn(1, 1).SerializeToString())) + _item_bytes(b"")
+    assert transaction_payloads(data) == [encode_transaction(_txn(1, 1))]
+
+
 def test_an_item_holding_its_transaction_twice_is_left_to_the_parser():
     """A parse merges the two (protobuf's rule for a repeated message field): cutting either
     would apply something else than what the parsed message holds."""
