@@ -182,12 +182,11 @@ class EpochApply(TransactionApply):
                 schemas[name] = schema
             created += got
         judged = None
+        local_epoch = unit.local_epoch  # the rows' epoch: their last change here
         # the stored rows of insert-only transactions, built from their wire bytes (C): their
         # keys serve the judgement, and they are written as they are unless it drops records
         pre: list[Ops | None] = [
-            self._replicated_rows(t, e.index, RowMeta(unit.local_epoch, t.author,
-                                                      t.commit_timestamp_ns),
-                                  _received(payloads, received, n, t))
+            self._replicated_rows(t, e.index, local_epoch, _received(payloads, received, n, t))
             for n, t in enumerate(txns)]
         counters: dict[str, int] = {}
         fresh = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns else None
@@ -225,10 +224,9 @@ class EpochApply(TransactionApply):
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
         for n, (txn, built) in enumerate(zip(txns, pre, strict=True)):
-            meta = RowMeta(unit.local_epoch, txn.author, txn.commit_timestamp_ns)
             # again when not built: a table the epoch created is known now
             rows = built if built is not None else self._replicated_rows(
-                txn, e.index, meta, _received(payloads, received, n, txn))
+                txn, e.index, local_epoch, _received(payloads, received, n, txn))
             if rows is not None:
                 ops += rows
                 for k, v, _, _, _ in rows:
@@ -236,7 +234,8 @@ class EpochApply(TransactionApply):
                 continue
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
-            self._write_statements(txn, e.index, gtid, meta, ops, overlay)
+            self._write_statements(txn, e.index, gtid, RowMeta(
+                local_epoch, txn.author, txn.commit_timestamp_ns), ops, overlay)
         if judged is not None and (judged.exceptions or judged.refresh or judged.dropped):
             self._derive(unit, judged, e.index, ops, overlay)
         elif quarantined:
@@ -434,10 +433,10 @@ class EpochApply(TransactionApply):
         self._mark(ops, e.index, f"rejected: {what}: {reason}".encode())
         return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
 
-    def _replicated_rows(self, txn: transaction_pb2.Transaction, index: int, meta: RowMeta,
-                         payload: bytes | None = None) -> Ops | None:
-        """``_wire_rows`` for a replicated (origin) transaction: its GTID, ``meta`` = (this
-        cluster's epoch, origin author, origin commit ts); None: the general path.
+    def _replicated_rows(self, txn: transaction_pb2.Transaction, index: int,
+                         local_epoch: int, payload: bytes | None = None) -> Ops | None:
+        """``_wire_rows`` for a replicated (origin) transaction: its GTID, author and commit
+        timestamp, and this cluster's ``local_epoch``; None: the general path.
         ``payload``: the transaction's entry payload as the entry carries it
         (``epoch_wire``); without it (a transaction the judgement changed, or an entry whose
         bytes could not be cut) the message is serialized."""
@@ -445,11 +444,11 @@ class EpochApply(TransactionApply):
         parsed = parse_txn(data)
         if parsed is None:
             return None
-        sid, tid, _, _, _, stmts, _ = parsed
+        sid, tid, _, author, commit_ts, stmts, _ = parsed
         if not stmts:
             return None
-        _, tail, _ = meta_parts(sid, tid, *meta, index)
-        return self._wire_rows(data, stmts, tail, *meta)
+        _, tail, _ = meta_parts(sid, tid, local_epoch, author, commit_ts, index)
+        return self._wire_rows(data, stmts, tail, local_epoch, author, commit_ts)
 
 
 def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:
