@@ -54,6 +54,7 @@ One ``apply`` call is one atomic store batch whose log index is the last entry's
 store's applied index never covers half a Ready. The store is not fsynced: the Raft log is its
 write-ahead log and a restart replays from ``durable_applied_index`` (replay is deterministic,
 so it rewrites the same bytes).
+
 The rules are split by what an entry applies: this module holds the store, what the node
 reads of it, the dispatch by entry type tag (``apply``) and snapshots; ``txn_apply`` applies
 client transactions (fast and general paths, idempotency, conditional writes),
