@@ -14,7 +14,7 @@ threads (``MainThread``: the event loop; ``applier``; ``lsm-flush``; ``lsm-compa
 (``/proc/<pid>/task/<tid>/io`` ``write_bytes``), both counted from the cell's start until the
 nodes are quiet again -- so a merge that comes due in a cell is charged to it. Thread names
 come from ``py-spy dump`` (without py-spy everything is ``other``). docs/benchmarks.md,
-Change 26, shows what it found. Timings are informative only.
+"Per thread and per cell", shows what it found. Timings are informative only.
 """
 
 from __future__ import annotations

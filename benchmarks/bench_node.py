@@ -30,11 +30,11 @@ Rows measured (closed loop, every client waits for its reply before the next req
   clients, linearizable (ReadIndex: a quorum round trip per read batch) and stale (the node's
   store as it is), sent to the leader;
 * etcd, with ``--etcd DIR`` (``etcd`` and ``benchmark`` binaries built from a release checkout,
-  docs/benchmarks.md): 3 members on loopback, its ``benchmark`` tool against the leader -- put
-  with 1, 64 and 1000 clients, txn-put of 100 puts per transaction, range of one existing key
-  with 64 clients, linearizable and serializable (``etcd_peer.py``). etcd runs twice, before
-  the gateway's cells and after everything else: its own rate moved by up to 2x between runs on
-  the same machine, so the ratios use the better of its two rounds for each figure (the higher
+  docs/benchmarks.md, "Building etcd"): 3 members on loopback, its ``benchmark`` tool against the
+  leader -- put with 1, 64 and 1000 clients, txn-put of 100 puts per transaction, range of one
+  existing key with 64 clients, linearizable and serializable (``etcd_peer.py``). etcd runs twice,
+  before the gateway's cells and after everything else: its own rate moved by up to 2x between runs
+  on the same machine, so the ratios use the better of its two rounds for each figure (the higher
   rows/s, the lower p50) -- the comparison least favourable to the gateway.
 
 Before each system (etcd's rounds, each gateway configuration, echo, PySyncObj) the file
@@ -80,7 +80,8 @@ BIG_CLIENTS = 8
 #: writes in flight on the stream cells: the Python and Go clients' default window (1024,
 #: sent as requests of at most their default 256 writes) -- etcd's put cell it is compared
 #: with has 1000 clients in flight. Until stop 41 the cells used 256 in flight with
-#: 256-write requests, a stop-and-wait stream (docs/benchmarks.md, Change 20).
+#: 256-write requests, a stop-and-wait stream (``git show 97dc67c:docs/benchmarks.md``,
+#: Change 20).
 STREAM_WINDOW = 1024
 STREAM_MAX_PER_REQUEST = 256
 PYSYNCOBJ_INFLIGHT = 1000

@@ -18,8 +18,8 @@ system CPU of the writing thread per MiB and the wall time, both ways, and their
 virtual machine whose balloon reports free memory to the host (``/sys/module/page_reporting``),
 a page-cache page the kernel takes from memory the host has reclaimed costs a host fault on
 first touch: there ``keep`` pays it for every MiB and ``drop`` mostly does not
-(docs/benchmarks.md, Change 28). On bare metal both should cost about the same. Timings are
-informative only.
+(docs/benchmarks.md, "Synced pages given back"). On bare metal both should cost about the
+same. Timings are informative only.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """etcd beside the gateway in ``bench_node.py``: a 3-member cluster on loopback and etcd's own
-``benchmark`` tool, from binaries built here (docs/benchmarks.md says how).
+``benchmark`` tool, from binaries built here (docs/benchmarks.md, "Building etcd").
 
 ``run_etcd(directory, duration, ports)`` starts the members (fsync on: etcd always syncs its
 WAL), waits until every member answers ``/health``, finds the leader, and runs
@@ -86,7 +86,7 @@ def missing_binaries(directory: str) -> str | None:
     for name in ("etcd", "benchmark"):
         if not os.access(Path(directory) / name, os.X_OK):
             return (f"--etcd {directory}: no executable {name} there "
-                    "(docs/benchmarks.md: building etcd)")
+                    "(docs/benchmarks.md: Building etcd)")
     return None
 
 

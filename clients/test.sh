@@ -4,7 +4,8 @@
 #
 # Each suite starts its own local 3-node cluster through clients/testing/cluster.py (Python:
 # the gateway package must be importable). Dependencies come through each toolchain's own
-# client into its default cache (Go modules: $(go env GOMODCACHE); Maven: ~/.m2; npm: ~/.npm),
+# client into its default cache (Go modules: $(go env GOMODCACHE); Maven: ~/.m2, protoc and
+# protoc-gen-grpc-java included, with which the build generates the Java stubs; npm: ~/.npm),
 # so a second run downloads nothing. Prints how long each step took.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,7 +25,7 @@ need() {  # need TOOL MIN_VERSION VERSION_COMMAND...
 }
 need go 1.21 sh -c "go env GOVERSION | sed 's/^go//'"  # go.mod asks for 1.26: go 1.21+ fetches that toolchain itself
 need java 17 sh -c "java -version 2>&1 | head -1 | sed -E 's/[^\"]*\"([0-9.]+).*/\1/'"
-need mvn 3.6 sh -c "mvn -B -v | grep 'Apache Maven'"
+need mvn 3.8 sh -c "mvn -B -v | grep 'Apache Maven'"  # protobuf-maven-plugin 3.x needs Maven 3.8
 need node 20 node --version
 
 timings=()

@@ -20,7 +20,12 @@ What a plugin needs:
   ``ApplierPosition``, ``GtidSet``, ``PositionStore`` (``PositionStoreError``) and
   ``DeadLetterLog``;
 - the transport frame (``length | tag | message | CRC``) for byte streams and queues:
-  ``encode_frame``, ``decode_frame`` and the message tags ``TypeTag``.
+  ``encode_frame``, ``decode_frame`` and the message tags ``TypeTag``;
+- conflict functions (``gateway_register_conflict_functions``): a ``ConflictFunction``
+  takes the replicated ``Change``, the ``Stored`` row and the ``Context`` (this cluster, its
+  ``Role``) and returns a ``Verdict`` (``APPLY``, or a rejection with a ``Cause``; ``OpType``
+  names operations); ``FunctionSpec`` registers one with a column, epoch-based or
+  transactional.
 
 Exceptions a plugin raises or catches::
 
@@ -113,9 +118,21 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "decode_frame": ("gateway.core.frame", "decode_frame"),
     "encode_frame": ("gateway.core.frame", "encode_frame"),
     "TypeTag": ("gateway.core.messages", "TypeTag"),
+    # conflict functions (the gateway_register_conflict_functions hook)
+    "APPLY": ("gateway.conflict.model", "APPLY"),
+    "Cause": ("gateway.conflict.model", "Cause"),
+    "Change": ("gateway.conflict.model", "Change"),
+    "Context": ("gateway.conflict.model", "Context"),
+    "OpType": ("gateway.conflict.model", "OpType"),
+    "Role": ("gateway.conflict.model", "Role"),
+    "Stored": ("gateway.conflict.model", "Stored"),
+    "Verdict": ("gateway.conflict.model", "Verdict"),
+    "ConflictFunction": ("gateway.conflict.functions", "ConflictFunction"),
+    "FunctionSpec": ("gateway.conflict.functions", "FunctionSpec"),
 }
 
 __all__ = [
+    "APPLY",
     "APPLY_STATUS_TABLE",
     "CASE_OF_TYPE",
     "SCOPES",
@@ -128,31 +145,40 @@ __all__ = [
     "ApplierPosition",
     "ApplyError",
     "Capabilities",
+    "Cause",
+    "Change",
     "ChecksumMismatchError",
     "Column",
     "ColumnOps",
+    "ConflictFunction",
+    "Context",
     "DeadLetterLog",
     "FieldType",
     "FrameError",
+    "FunctionSpec",
     "Gtid",
     "GtidSet",
     "LengthOverflowError",
     "MalformedTransactionError",
     "OpKind",
+    "OpType",
     "OutOfSpaceError",
     "PositionStore",
     "PositionStoreError",
+    "Role",
     "RowOp",
     "RowOperation",
     "SqlText",
     "SqliteApplier",
     "StoreUnavailableError",
+    "Stored",
     "TableRef",
     "TransientApplyError",
     "TruncatedFrameError",
     "TypeTag",
     "UnsupportedOperationError",
     "Variable",
+    "Verdict",
     "__version__",
     "decode_frame",
     "encode_frame",
@@ -203,6 +229,17 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         PositionStoreError,
     )
     from gateway.appliers.sqlite import SqliteApplier
+    from gateway.conflict.functions import ConflictFunction, FunctionSpec
+    from gateway.conflict.model import (
+        APPLY,
+        Cause,
+        Change,
+        Context,
+        OpType,
+        Role,
+        Stored,
+        Verdict,
+    )
     from gateway.core.frame import (
         ChecksumMismatchError,
         FrameError,

@@ -9,7 +9,7 @@ A plugin is a module (or object) with functions named after these hooks and deco
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -32,6 +32,7 @@ def gateway_register_appliers() -> Sequence[ApplierFactory]:
     Factory names must be unique across loaded plugins; ``gateway apply --applier NAME``
     and the node's configuration select one by name.
     """
+    raise NotImplementedError  # a specification: pluggy calls the plugins' implementations
 
 
 @hookspec
@@ -43,7 +44,7 @@ def gateway_register_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def gateway_register_conflict_functions() -> Mapping[str, Any]:
+def gateway_register_conflict_functions() -> Mapping[str, object]:
     """Return conflict functions by name, e.g. ``{"MY$FIRST_WINS": fn}`` (docs/conflicts.md).
 
     A value is a function ``fn(change, stored, ctx) -> Verdict`` with the built-ins' contract
@@ -56,7 +57,12 @@ def gateway_register_conflict_functions() -> Mapping[str, Any]:
     distinct from the built-ins. Loaded when a rule first names a function no built-in has;
     every node of the cluster must load the plugin (a node without it stops rather than judge
     differently).
+
+    The values are typed ``object`` here because this module may not import
+    ``gateway.conflict`` (tests/test_architecture.py); ``gateway.conflict.with_plugins``
+    checks each one.
     """
+    raise NotImplementedError  # a specification: pluggy calls the plugins' implementations
 
 
 @hookspec
@@ -70,7 +76,8 @@ def gateway_publish_metrics(source: str, metrics: Mapping[str, float]) -> None:
 
 
 @hookspec
-def gateway_dead_letter(applier: str, letter_id: int, item: Any, error: BaseException) -> None:
+def gateway_dead_letter(applier: str, letter_id: int, item: object, error: BaseException
+                        ) -> None:
     """Be told that ``applier`` sent ``item`` (a ``RowOp``, or a ``Transaction`` the reducer
     rejected) to its dead-letter log as letter ``letter_id`` after ``error``.
 

@@ -23,10 +23,10 @@ Errors (one line each)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
@@ -82,6 +82,8 @@ class InstalledPlugin:
     distribution: str
     version: str
 
+
+_T = TypeVar("_T")
 
 def installed_plugins() -> list[InstalledPlugin]:
     """Every plugin installed in this environment, by name."""
@@ -154,9 +156,9 @@ def hooks_of(pm: pluggy.PluginManager, name: str) -> list[str]:
     return sorted(caller.name for caller in pm.get_hookcallers(plugin) or [])
 
 
-def _merged(pm: pluggy.PluginManager, results: list[tuple[str, Any]], what: str
-            ) -> dict[str, tuple[str, Any]]:
-    out: dict[str, tuple[str, Any]] = {}
+def _merged(pm: pluggy.PluginManager, results: list[tuple[str, tuple[str, _T]]], what: str
+            ) -> dict[str, tuple[str, _T]]:
+    out: dict[str, tuple[str, _T]] = {}
     for plugin, (name, value) in results:
         if name in out:
             raise DuplicateNameError(f"{what} {name!r} is offered by plugins "
@@ -166,7 +168,8 @@ def _merged(pm: pluggy.PluginManager, results: list[tuple[str, Any]], what: str
 
 
 def _per_plugin(pm: pluggy.PluginManager, hook: str) -> list[tuple[str, Any]]:
-    """Call ``hook`` on each plugin separately, so results can be attributed."""
+    """Call ``hook`` on each plugin separately, so results can be attributed. The results are
+    what plugins returned, unchecked (``Any``: each caller checks its hook's contract)."""
     out = []
     for impl in getattr(pm.hook, hook).get_hookimpls():
         result = impl.function()
@@ -187,7 +190,7 @@ def applier_factories(pm: pluggy.PluginManager) -> dict[str, ApplierFactory]:
     return {n: f for n, (_, f) in _merged(pm, pairs, "applier").items()}
 
 
-def conflict_functions(pm: pluggy.PluginManager) -> dict[str, Any]:
+def conflict_functions(pm: pluggy.PluginManager) -> dict[str, object]:
     """Conflict functions of the loaded plugins by name; raises ``DuplicateNameError``."""
     pairs = [(plugin, item) for plugin, fns in
              _per_plugin(pm, "gateway_register_conflict_functions")
@@ -195,7 +198,7 @@ def conflict_functions(pm: pluggy.PluginManager) -> dict[str, Any]:
     return {n: f for n, (_, f) in _merged(pm, pairs, "conflict function").items()}
 
 
-def publish_metrics(pm: pluggy.PluginManager) -> Any:
+def publish_metrics(pm: pluggy.PluginManager) -> Callable[[str, Mapping[str, float]], None]:
     """A ``(source, metrics)`` callable that fans out to ``gateway_publish_metrics``."""
 
     def publish(source: str, metrics: Mapping[str, float]) -> None:
@@ -204,10 +207,11 @@ def publish_metrics(pm: pluggy.PluginManager) -> Any:
     return publish
 
 
-def dead_letter_notifier(pm: pluggy.PluginManager) -> Any:
+def dead_letter_notifier(pm: pluggy.PluginManager
+                         ) -> Callable[[str, int, object, BaseException], None]:
     """A callable that fans a new dead letter out to ``gateway_dead_letter``."""
 
-    def notify(applier: str, letter_id: int, item: Any, error: BaseException) -> None:
+    def notify(applier: str, letter_id: int, item: object, error: BaseException) -> None:
         pm.hook.gateway_dead_letter(applier=applier, letter_id=letter_id, item=item,
                                     error=error)
 

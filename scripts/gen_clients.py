@@ -7,25 +7,30 @@ found by following the ``import`` lines -- and nothing of the internal protocols
 ==========================  ========================================================================
 Go messages                 protoc-gen-go ``PROTOC_GEN_GO`` (= google.golang.org/protobuf in go.mod)
 Go services                 protoc-gen-go-grpc ``PROTOC_GEN_GO_GRPC``
-Java messages               protoc ``PROTOC_JAVA`` from Maven Central (= protobuf-java in pom.xml)
-Java services               protoc-gen-grpc-java ``PROTOC_GEN_GRPC_JAVA`` from Maven Central
 TypeScript                  ts-proto, the exact version in clients/typescript/package.json
+Java                        not here: Maven generates it at build time (clients/java/pom.xml)
 ==========================  ========================================================================
 
 Go and TypeScript run under the protoc of ``grpcio-tools`` (pinned in pyproject.toml, as for
-Python); the grpcio-tools protoc has no Java generator, so Java uses Maven Central's protoc
-build of the same protobuf release. Tools are fetched on first use with each ecosystem's own
-client (``go install``, ``mvn dependency:get``, ``npm ci``) into its default cache.
+Python); their tools are fetched on first use with each ecosystem's own client (``go install``,
+``npm ci``) into its default cache. Both commit their generated code, as their ecosystems do:
+a Go module is built from its repository by ``go get``, which runs no generator, and npm has
+no build-time protoc of its own (ts-proto runs under protoc, which here comes from Python).
+
+Java follows its own convention instead: ``io.gateway.v1`` is generated into ``target/`` by
+protobuf-maven-plugin with protoc and protoc-gen-grpc-java from Maven Central (versions
+pinned in the pom) and never committed. The ``java`` target here only checks that: no file is
+committed under ``io/gateway/v1`` (regenerating deletes any), and the pom's ``<includes>``
+name exactly the public API.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import stat
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +41,12 @@ API_PROTO = "gateway/v1/gateway.proto"
 
 PROTOC_GEN_GO = "v1.36.12"
 PROTOC_GEN_GO_GRPC = "v1.6.2"
-PROTOC_JAVA = "4.35.1"
-# 1.84.0 and later have no protoc-gen-grpc-java executables on Maven Central; the generated
-# stubs only use API that the newer grpc-java runtime in pom.xml keeps.
-PROTOC_GEN_GRPC_JAVA = "1.83.1"
 
 GO_DIR = ROOT / "clients" / "go"
 GO_MODULE = "gateway/clients/go"
 JAVA_DIR = ROOT / "clients" / "java"
+JAVA_SRC = JAVA_DIR / "src" / "main" / "java"
+JAVA_GENERATED = JAVA_SRC / "io" / "gateway" / "v1"  # Maven's, under target/; never committed
 TS_DIR = ROOT / "clients" / "typescript"
 # grpc-js service clients; 64-bit integers as bigint (lossless); oneofs as typed unions
 TS_OPTIONS = ("outputServices=grpc-js,forceLong=bigint,oneof=unions-value,esModuleInterop=true,"
@@ -158,40 +161,36 @@ def _generate_go(out: Path) -> None:
 
 # -- Java --------------------------------------------------------------------------------------
 
-
-def _maven_classifier() -> str:
-    system = {"Linux": "linux", "Darwin": "osx", "Windows": "windows"}.get(platform.system())
-    machine = platform.machine().lower()
-    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch_64",
-            "arm64": "aarch_64"}.get(machine)
-    if system is None or arch is None:
-        raise GenError(f"no protoc build on Maven Central for {platform.system()}/{machine}")
-    return f"{system}-{arch}"
+_POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
-def _maven_exe(group: str, artifact: str, version: str) -> Path:
-    classifier = _maven_classifier()
-    repo = Path(os.environ.get("MAVEN_REPO_LOCAL") or Path.home() / ".m2" / "repository")
-    exe = (repo / group.replace(".", "/") / artifact / version
-           / f"{artifact}-{version}-{classifier}.exe")
-    if not exe.is_file():
-        _run(["mvn", "-q", "-B", "dependency:get", "-Dtransitive=false",
-              f"-Dartifact={group}:{artifact}:{version}:exe:{classifier}"],
-             f"fetching {artifact} {version} from Maven Central")
-    if not os.access(exe, os.X_OK):
-        exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return exe
+def _pom_includes(pom: Path) -> list[str]:
+    """The ``<include>`` entries of protobuf-maven-plugin's configuration in ``pom``."""
+    try:
+        project = ET.parse(pom).getroot()
+    except ET.ParseError as exc:
+        raise GenError(f"{pom.relative_to(ROOT)}: not well-formed XML: {exc}") from None
+    for plugin in project.iterfind("m:build/m:plugins/m:plugin", _POM_NS):
+        if plugin.findtext("m:artifactId", "", _POM_NS) == "protobuf-maven-plugin":
+            return [(e.text or "").strip()
+                    for e in plugin.iterfind("m:configuration/m:includes/m:include", _POM_NS)]
+    raise GenError(f"{pom.relative_to(ROOT)}: no protobuf-maven-plugin in <build><plugins>")
 
 
-def _generate_java(out: Path) -> None:
+def _check_java(out: Path) -> None:
+    """Generate nothing (Maven does, at build time), after checking that the pom compiles
+    exactly the public API: a proto missing from ``<includes>`` would leave its classes out
+    of the build, an extra one would publish an internal protocol."""
+    del out  # no file is generated here: every committed one is then "no longer generated"
     pom = JAVA_DIR / "pom.xml"
-    _require_version(pom, r"<protobuf\.version>([^<]+)</protobuf\.version>", PROTOC_JAVA,
-                     "protobuf.version")
-    protoc = _maven_exe("com.google.protobuf", "protoc", PROTOC_JAVA)
-    plugin = _maven_exe("io.grpc", "protoc-gen-grpc-java", PROTOC_GEN_GRPC_JAVA)
-    _run([str(protoc), f"-I{PROTO_ROOT}", f"--plugin=protoc-gen-grpc-java={plugin}",
-          f"--java_out={out}", f"--grpc-java_out=@generated=omit:{out}", *api_protos()],
-         "Java (protoc)", cwd=ROOT)
+    listed, want = _pom_includes(pom), api_protos()
+    if sorted(listed) != want:
+        missing = sorted(set(want) - set(listed))
+        extra = sorted(set(listed) - set(want))
+        raise GenError(f"{pom.relative_to(ROOT)}: protobuf-maven-plugin <includes> must list "
+                       f"the public API (gateway.proto and its imports): "
+                       f"missing {', '.join(missing) or 'none'}; "
+                       f"not public {', '.join(extra) or 'none'}")
 
 
 # -- TypeScript --------------------------------------------------------------------------------
@@ -220,10 +219,10 @@ TARGETS = {
     "go": Target("go", GO_DIR, _generate_go,
                  lambda: [p.relative_to(GO_DIR) for p in _files_under(GO_DIR / "gatewayv1",
                                                                        [".pb.go"])]),
-    "java": Target("java", JAVA_DIR / "src" / "main" / "java", _generate_java,
-                   lambda: [p.relative_to(JAVA_DIR / "src" / "main" / "java")
-                            for p in _files_under(JAVA_DIR / "src/main/java/io/gateway/v1",
-                                                  [".java"])]),
+    # generated at build time by Maven: any file committed there is reported (--check) or
+    # deleted (regeneration) as no longer generated
+    "java": Target("java", JAVA_SRC, _check_java,
+                   lambda: [p.relative_to(JAVA_SRC) for p in _files_under(JAVA_GENERATED, [""])]),
     "typescript": Target("typescript", TS_DIR / "src" / "gen", _generate_ts,
                          lambda: [p.relative_to(TS_DIR / "src" / "gen")
                                   for p in _files_under(TS_DIR / "src" / "gen", [".ts"])]),

@@ -4,8 +4,10 @@
 Python: every ``.proto`` under ``proto/``, with package paths mirrored as directories
 (``proto/gateway/v1/log.proto`` is package ``gateway.v1``), so the generated modules land in
 the ``gateway`` package as ``gateway/v1/log_pb2.py`` and import each other correctly.
-Go, Java, TypeScript: the public API (``gateway.proto`` and its imports) into ``clients/go``,
-``clients/java`` and ``clients/typescript``, with pinned generators (``scripts/gen_clients.py``).
+Go, TypeScript: the public API (``gateway.proto`` and its imports) into ``clients/go`` and
+``clients/typescript``, with pinned generators (``scripts/gen_clients.py``). Java is generated
+by Maven at build time and never committed: ``java`` here checks that none is and that
+``clients/java/pom.xml`` compiles exactly the public API.
 
     python scripts/gen_proto.py                   # regenerate every language in place
     python scripts/gen_proto.py --check           # exit 1 if any committed code is stale

@@ -36,11 +36,16 @@ for tool in go node npm; do
     command -v "$tool" >/dev/null || { echo "scripts/test.sh: '$tool' is not installed" >&2; exit 1; }
 done
 
-# Generated protobuf code (Python, Go, Java, TypeScript) must match the .proto sources; the
-# pinned generators are fetched on first use (scripts/gen_clients.py).
+# Generated protobuf code (Python, Go, TypeScript) must match the .proto sources, and no
+# generated Java may be committed (Maven generates it at build time); the pinned generators
+# are fetched on first use (scripts/gen_clients.py).
 "$PY" scripts/gen_proto.py --check
 
 "$PY" -m ruff check --quiet .
+
+# Types: mypy over gateway/ (strict but for the modules the [tool.mypy] overrides in
+# pyproject.toml name; the generated protobuf code is typed by its .pyi stubs).
+"$PY" -m mypy
 
 # The Go, Java and TypeScript clients against live local clusters, and the cross-language test
 # (clients/test.sh); GATEWAY_CLIENTS=0 skips them (a quick Python-only run).

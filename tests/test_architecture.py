@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
                      "gateway.conflict", "gateway.replication", "gateway.appliers",
                      "gateway.hookspecs", "gateway.plugins", "gateway.v1"},
     "gateway.cli": {"*"},
-    "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.v1"},
+    "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.conflict",
+                "gateway.v1"},
 }
 
 

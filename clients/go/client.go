@@ -233,12 +233,16 @@ func call[Resp any](ctx context.Context, c *Client,
 			return resp, nil
 		}
 		gerr := toError(err, trailer)
-		if !retryable(gerr.Code) || ctx.Err() != nil || time.Now().Add(backoff).After(deadline) {
-			return zero, gerr
+		if !retryable(gerr.Code) || ctx.Err() != nil {
+			return zero, withContext(gerr, ctx)
+		}
+		if time.Now().Add(backoff).After(deadline) {
+			// The deadline ends the retries (the next attempt would start past it).
+			return zero, withCause(gerr, context.DeadlineExceeded)
 		}
 		c.moveOn(target, gerr.LeaderAPI)
 		if !sleep(ctx, backoff) {
-			return zero, gerr
+			return zero, withContext(gerr, ctx)
 		}
 		backoff = min(2*backoff, c.opts.maxBackoff)
 	}
@@ -430,7 +434,7 @@ func (c *Client) StatusOf(ctx context.Context, target string) (*pb.StatusRespons
 	var trailer metadata.MD
 	resp, err := stub.Status(ctx, &pb.StatusRequest{}, grpc.Trailer(&trailer))
 	if err != nil {
-		return nil, toError(err, trailer)
+		return nil, withContext(toError(err, trailer), ctx)
 	}
 	return resp, nil
 }

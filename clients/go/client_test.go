@@ -344,3 +344,74 @@ func TestValuesRoundTrip(t *testing.T) {
 		t.Fatal("an unsupported type was accepted")
 	}
 }
+
+// blockingWrite is a fake whose Write answers only when its context ends; started is
+// closed when the first attempt has reached the server.
+func blockingWrite() (*fakeGateway, chan struct{}) {
+	started := make(chan struct{})
+	var once sync.Once
+	return &fakeGateway{writeFn: func(ctx context.Context, _ int, _ *pb.WriteRequest) (*pb.WriteResult, error) {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}, started
+}
+
+func TestACallTheCallerCancelsUnwrapsToContextCanceled(t *testing.T) {
+	f, started := blockingWrite()
+	c := newFakeClient(t, []string{serve(t, f)}, gateway.WithAttemptTimeout(30*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	_, err := c.Write(ctx, row(t))
+	var gerr *gateway.GatewayError
+	if !errors.As(err, &gerr) || gerr.Code != codes.Canceled {
+		t.Fatalf("err = %v, want a Canceled GatewayError", err)
+	}
+	if !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("errors.Is(%v, context.Canceled) = false or DeadlineExceeded = true", err)
+	}
+}
+
+func TestACallPastTheCallersDeadlineUnwrapsToContextDeadlineExceeded(t *testing.T) {
+	f, _ := blockingWrite()
+	c := newFakeClient(t, []string{serve(t, f)}, gateway.WithAttemptTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Write(ctx, row(t))
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want one that is context.DeadlineExceeded", err)
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("status.Code(%v) = %v", err, status.Code(err))
+	}
+}
+
+func TestRetriesEndedByTheDeadlineUnwrapToContextDeadlineExceeded(t *testing.T) {
+	// Every attempt fails UNAVAILABLE: the error reported is the last attempt's, but it is
+	// the caller's deadline that ended the retries, and errors.Is says so.
+	f := &fakeGateway{writeFn: func(ctx context.Context, _ int, _ *pb.WriteRequest) (*pb.WriteResult, error) {
+		return nil, unavailable(ctx, "")
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Write(ctx, row(t))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want one that is context.DeadlineExceeded", err)
+	}
+}
+
+func TestARefusalIsNoContextError(t *testing.T) {
+	f := &fakeGateway{writeFn: func(ctx context.Context, _ int, _ *pb.WriteRequest) (*pb.WriteResult, error) {
+		return nil, status.Error(codes.InvalidArgument, "bad table")
+	}}
+	c := newFakeClient(t, []string{serve(t, f)})
+	_, err := c.Write(context.Background(), row(t))
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v unwraps to a context error", err)
+	}
+	var gerr *gateway.GatewayError
+	if !errors.As(err, &gerr) || gerr.Cause == nil || status.Code(gerr.Cause) != codes.InvalidArgument {
+		t.Fatalf("err = %v, want its gRPC status error as Cause", err)
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,12 +29,50 @@ const (
 //	var gerr *gateway.GatewayError
 //	if errors.As(err, &gerr) && gerr.Code == codes.InvalidArgument { ... gerr.Field ... }
 //
-// status.Code(err) also works: GatewayError implements GRPCStatus.
+// status.Code(err) also works: GatewayError implements GRPCStatus. It unwraps to its Cause,
+// and a Canceled or DeadlineExceeded one also to context.Canceled or
+// context.DeadlineExceeded, so errors.Is(err, context.Canceled) tells a call the caller
+// cancelled from a server's refusal.
 type GatewayError struct {
 	Code      codes.Code
 	Message   string
 	Field     string
 	LeaderAPI string
+	// Cause is the error this one reports: the gRPC status error of the call, joined with
+	// the caller's context error (context.Cause) when that context ended the call, or with
+	// context.DeadlineExceeded when the call's deadline ended its retries; nil for errors
+	// the client makes itself.
+	Cause error
+}
+
+// Unwrap gives errors.Is and errors.As the Cause and, for the codes Canceled and
+// DeadlineExceeded, context.Canceled and context.DeadlineExceeded.
+func (e *GatewayError) Unwrap() []error {
+	out := make([]error, 0, 2)
+	if e.Cause != nil {
+		out = append(out, e.Cause)
+	}
+	if e.Code == codes.Canceled && !errors.Is(e.Cause, context.Canceled) {
+		out = append(out, context.Canceled)
+	}
+	if e.Code == codes.DeadlineExceeded && !errors.Is(e.Cause, context.DeadlineExceeded) {
+		out = append(out, context.DeadlineExceeded)
+	}
+	return out
+}
+
+// withContext is gerr, its Cause joined with ctx's cause when ctx has ended (the caller
+// cancelled, or its deadline passed, while an attempt failed for another reason).
+func withContext(gerr *GatewayError, ctx context.Context) *GatewayError {
+	return withCause(gerr, context.Cause(ctx))
+}
+
+// withCause is gerr, its Cause joined with cause (unless nil or already there).
+func withCause(gerr *GatewayError, cause error) *GatewayError {
+	if cause != nil && !errors.Is(gerr, cause) {
+		gerr.Cause = errors.Join(gerr.Cause, cause)
+	}
+	return gerr
 }
 
 func (e *GatewayError) Error() string {
@@ -53,10 +92,10 @@ func toError(err error, trailer metadata.MD) *GatewayError {
 		return gerr
 	}
 	if errors.Is(err, io.EOF) {
-		return &GatewayError{Code: codes.Unavailable, Message: "the server ended the stream"}
+		return &GatewayError{Code: codes.Unavailable, Message: "the server ended the stream", Cause: err}
 	}
 	st := status.Convert(err)
-	out := &GatewayError{Code: st.Code(), Message: st.Message()}
+	out := &GatewayError{Code: st.Code(), Message: st.Message(), Cause: err}
 	if v := trailer.Get(TrailerField); len(v) > 0 {
 		out.Field = v[0]
 	}

@@ -154,7 +154,8 @@ class DeadLetterLog:
                         msg.error_type, msg.error + more)
         return msg.id
 
-    def resolve(self, letter_id: int, action: int, note: str = "") -> None:
+    def resolve(self, letter_id: int, action: applier_pb2.DeadLetterResolution.Action,
+                note: str = "") -> None:
         """Close open letter ``letter_id`` as ``REPLAYED`` or ``DISCARDED``; raises
         ``DeadLetterError`` if it is unknown or already closed."""
         with self._lock:
@@ -162,7 +163,7 @@ class DeadLetterLog:
             letter = letters.get(letter_id)
             if letter is None:
                 raise DeadLetterError(f"{self.path}: no dead letter {letter_id}")
-            if not letter.is_open:
+            if letter.resolution is not None:  # not open
                 raise DeadLetterError(f"{self.path}: dead letter {letter_id} is already "
                                       f"{Action.Name(letter.resolution.action).lower()}")
             self._append(applier_pb2.DeadLetterResolution(

@@ -266,7 +266,8 @@ class Dispatcher:
                     if self._wake.wait(self.config.poll_interval) and self.config.linger:
                         # Woken: read a moment later, not at once -- the node's event loop that
                         # applied the entry is still answering its writer, and this thread
-                        # would take the GIL from it (+0.7 ms on an idle node's write).
+                        # would take the GIL from it, lengthening an idle node's write
+                        # (docs/benchmarks.md, "Apply lag").
                         self._stop.wait(min(self.config.linger, _WAKE_DELAY))
                     self._wake.clear()
             self._wait_drained()
@@ -522,7 +523,7 @@ class Dispatcher:
         between them flushes what is held, and each read batch's is flushed after it; if
         anything is held, it is applied first). It builds nothing per transaction: an
         ``AssembledTransaction`` and the window's bookkeeping per entry cost as much as
-        reading its rows in C (docs/benchmarks.md, stop 42)."""
+        reading its rows in C (docs/benchmarks.md, "Columns from the log's bytes")."""
         if bare:
             wires = [e.wire for e in run if e.head is not None]
             present: list[Gtid] = [g for g in gtids if g is not None]

@@ -98,19 +98,20 @@ class GtidSet:
         starts[lo:hi] = [first]
         ends[lo:hi] = [last]
 
-    def update(self, gtids: Iterable[Gtid]) -> None:
-        """Add every GTID of ``gtids``: each run of consecutive trans ids of one origin (the
-        usual order of a log) as one range."""
-        run_sid = run_first = run_last = None
+    def update(self, gtids: Iterable[tuple[int, int]]) -> None:
+        """Add every GTID of ``gtids`` (``Gtid`` values or plain pairs): each run of
+        consecutive trans ids of one origin (the usual order of a log) as one range."""
+        run_sid: int | None = None
+        run_first = run_last = 0  # meaningful once run_sid is set
         for server_id, t in gtids:
-            if server_id == run_sid and t == run_last + 1:  # type: ignore[operator]
+            if server_id == run_sid and t == run_last + 1:
                 run_last = t
                 continue
             if run_sid is not None:
-                self.add_range(run_sid, run_first, run_last)  # type: ignore[arg-type]
+                self.add_range(run_sid, run_first, run_last)
             run_sid, run_first, run_last = server_id, t, t
         if run_sid is not None:
-            self.add_range(run_sid, run_first, run_last)  # type: ignore[arg-type]
+            self.add_range(run_sid, run_first, run_last)
 
     def holds_any(self, gtids: Sequence[Gtid]) -> bool:
         """Whether any of ``gtids`` is in the set (one range check when they all come from

@@ -87,7 +87,7 @@ class ProgressTracker:
         if not heap:
             # The common case: the entries right above the watermark, in order -- the
             # watermark moves over them at once, without the heap.
-            run = indexes if type(indexes) in (list, tuple) else list(indexes)
+            run = indexes if isinstance(indexes, list | tuple) else list(indexes)
             w = self.watermark
             if run and run[0] == w + 1 and run[-1] == w + len(run) and \
                     list(run) == list(range(w + 1, w + 1 + len(run))):

@@ -69,11 +69,11 @@ class CommittedEntry:
     whole in one segment -- ``segment_id`` 1, ``end_segment`` set, no rollback. Such an entry
     may be built with ``transaction=None``: the message is parsed from ``wire`` on first use,
     and an applier admits the entry, and its columns path applies it, from ``head`` and
-    ``wire`` alone (parsing each entry cost ~1 us, on the path every committed transaction
-    takes through every applier).
+    ``wire`` alone (parsing each entry is CPU on the path every committed transaction takes
+    through every applier).
 
-    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` cost ~1 us
-    more per entry). ``gateway.node._wire.feed_entries`` fills new instances' five slots as
+    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs more
+    per entry). ``gateway.node._wire.feed_entries`` fills new instances' five slots as
     ``__init__`` would, without calling it: a slot added here must be added there too (its
     test compares both)."""
 

@@ -33,9 +33,9 @@
   GTID bookkeeping as ``apply``, in one transaction per call.
 
 A new database file gets pages of ``page_size`` bytes (default 8192, SQLite's own 4096): with
-rows of a KiB, SQLite spends ~25 % less CPU per row on its statements and commits (fewer pages
-to split, write to the WAL and checkpoint; ~0.7 us less per row in a node); with rows of a few
-bytes it is the same (docs/benchmarks.md, Change 21). A database that exists keeps its page
+rows of a KiB, SQLite spends less CPU per row on its statements and commits (fewer pages to
+split, write to the WAL and checkpoint); with rows of a few bytes it is the same
+(docs/benchmarks.md, "8 KiB SQLite pages"). A database that exists keeps its page
 size (SQLite changes it only by a ``VACUUM``, which this applier never runs on its own).
 
 Threads: each worker thread has its own connection (WAL journal, ``busy_timeout``); writing
@@ -87,7 +87,7 @@ FT = value_pb2.FieldType
 # UNSIGNED is declared "UNSIGNED BIG INT": INTEGER affinity like "INTEGER", but never an alias
 # of the rowid (only the exact name "INTEGER" is), which holds signed 64-bit integers only and
 # would refuse a key above 2**63 - 1 (see ``_db_value``).
-_AFFINITY = {
+_AFFINITY: dict[int, str] = {
     FT.FIELD_TYPE_BOOLEAN: "INTEGER", FT.FIELD_TYPE_INTEGER: "INTEGER",
     FT.FIELD_TYPE_UNSIGNED: "UNSIGNED BIG INT", FT.FIELD_TYPE_TIMESTAMP: "INTEGER",
     FT.FIELD_TYPE_DOUBLE: "REAL", FT.FIELD_TYPE_BLOB: "BLOB", FT.FIELD_TYPE_UUID: "BLOB",
@@ -178,9 +178,9 @@ def _db_row(values: Sequence[Any]) -> list[Any]:
 # A run of INSERT/UPSERT (or DELETE) operations goes to SQLite as statements of many rows each
 # -- ``INSERT OR REPLACE ... VALUES (..), (..), ...``, ``DELETE ... WHERE key IN (..)`` -- of
 # these sizes, the largest first, then the rest by ``executemany`` of the one-row statement.
-# One statement of 128 rows costs a third less CPU per row than 128 steps of a one-row one
-# (fewer VDBE restarts, one GIL release instead of 128); two sizes keep the statement cache
-# small (docs/benchmarks.md, "Change 12").
+# One statement of 128 rows costs less CPU per row than 128 steps of a one-row one (fewer
+# VDBE restarts, one GIL release instead of 128); two sizes keep the statement cache
+# small (docs/benchmarks.md, "Statements of many rows").
 _MULTI_SIZES = (128, 16)
 
 
@@ -429,7 +429,7 @@ class SqliteApplier(Applier):
                 self._columns.setdefault(table, set()).update(cols)
 
     def _run_locked(self, conn: sqlite3.Connection,
-                    body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], None],
+                    body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]], object],
                     created: dict[TableRef, set[str]]) -> None:
         try:
             with _immediate(conn):
@@ -703,11 +703,11 @@ def _full(exc: sqlite3.Error) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
 
 
-def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:
+def _ranges(gtids: Sequence[tuple[int, int]]) -> Iterable[tuple[int, int, int]]:
     """``(server_id, first, last)`` of every run of consecutive trans ids in ``gtids`` (any
     order, repeats allowed). The usual list -- one origin's trans ids in log order without a
     gap, a window of a log applied in order -- is checked as such and is one range without
-    hashing and sorting every GTID (~0.3 us less per row)."""
+    hashing and sorting every GTID (docs/benchmarks.md, "Columns from the log's bytes")."""
     if gtids:
         server_id, first = gtids[0]
         last = gtids[-1][1]
@@ -719,7 +719,7 @@ def _ranges(gtids: list[Gtid]) -> Iterable[tuple[int, int, int]]:
     return batch.ranges()
 
 
-def _record_gtids(conn: sqlite3.Connection, gtids: list[Gtid]) -> None:
+def _record_gtids(conn: sqlite3.Connection, gtids: Sequence[tuple[int, int]]) -> None:
     """Merge ``gtids`` (any order, repeats allowed) into ``_gateway_applied_ranges``, inside the
     caller's transaction: each run of consecutive trans ids of one origin becomes one range,
     joined with the stored ranges it overlaps or touches."""

@@ -152,7 +152,7 @@ def _describe(letter: Letter) -> dict[str, Any]:
     msg = letter.message
     out: dict[str, Any] = {"id": msg.id, "log_index": msg.log_index, "attempts": msg.attempts,
                            "error_type": msg.error_type, "error": msg.error,
-                           "state": "open" if letter.is_open else
+                           "state": "open" if letter.resolution is None else
                            applier_pb2.DeadLetterResolution.Action.Name(
                                letter.resolution.action).lower()}
     op = letter.operation()
@@ -163,6 +163,7 @@ def _describe(letter: Letter) -> dict[str, Any]:
             out["query"] = op.sql.query
     else:
         txn = letter.transaction()
+        assert txn is not None  # a letter holds a row operation or a transaction
         out.update(gtid=f"({txn.gtid.server_id},{txn.gtid.trans_id})", kind="TRANSACTION")
     return out
 

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .node import BadInput, _ca, _call, _client, _target, _token, channel_lines, peer_lines
+from .node import _ca, _call, _client, _target, _token, channel_lines, peer_lines
+from .plugins import BadInput
 
 __all__ = ["channel"]
 
@@ -52,7 +53,7 @@ def channel_add(target: str, token: str | None, ca: str | None, sources: str,
     click.echo(res.message)
 
 
-def _action(action: str):  # type: ignore[no-untyped-def]
+def _action(action: str) -> click.Command:
     @_target
     @_token
     @_ca

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from .node import BadInput, _ca, _call, _client, _target, _token
+from .node import _ca, _call, _client, _target, _token
+from .plugins import BadInput
 
 __all__ = ["conflicts"]
 

@@ -12,11 +12,15 @@ import json
 import re
 import signal
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gateway.cli.plugins import BadInput, plugin_manager, plugin_names
+
+if TYPE_CHECKING:
+    from gateway.v1 import gateway_pb2
 
 __all__ = ["attach"]
 
@@ -90,7 +94,7 @@ _timeout = click.option("--timeout", type=float, default=30.0, show_default=True
               help="Serve the peer port without mutual TLS on a non-loopback --listen (a "
                    "network you trust); without it such a node refuses to start.")
 @click.pass_context
-def run_command(ctx: click.Context, config_path: str | None, run_plugins: str | None,
+def run_command(ctx: click.Context, /, config_path: str | None, run_plugins: str | None,
                 options: tuple[str, ...], **flags: Any) -> None:
     """Run a gateway node until SIGTERM/SIGINT.
 
@@ -390,7 +394,7 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
 
 
-def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
+def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
     """Text lines for ``ChannelStatus`` messages (also used by ``gateway status``)."""
     out = []
     for ch in chans:
@@ -406,7 +410,7 @@ def channel_lines(chans) -> list[str]:  # type: ignore[no-untyped-def]
     return out
 
 
-def peer_lines(peers) -> list[str]:  # type: ignore[no-untyped-def]
+def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:
     return [f"  peer cluster {p.cluster_id}: max replicated epoch {p.max_replicated_epoch}, "
             f"held epoch {p.held_epoch}" for p in peers]
 

@@ -77,20 +77,18 @@ def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
             return node.this
         text = node.this
         try:
-            value = int(text)
+            number = int(text)
         except ValueError:
-            value = None
-        if value is None:
             try:
-                number = float(text)
+                real = float(text)
             except ValueError:
                 raise SqlError(f"not a number: {text!r}") from None
-            if not math.isfinite(number):
-                raise SqlError(f"number out of range: {text}")
-            return number
-        if not _INT64[0] <= value <= _INT64[1]:
+            if not math.isfinite(real):
+                raise SqlError(f"number out of range: {text}") from None
+            return real
+        if not _INT64[0] <= number <= _INT64[1]:
             raise SqlError(f"integer out of the signed 64-bit range: {text}")
-        return value
+        return number
     if isinstance(node, exp.Parameter | exp.SessionParameter):
         name = node.name
         if name not in variables:
@@ -195,7 +193,7 @@ def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
     return stmt
 
 
-def _parse(text: str) -> list[exp.Expression | None]:
+def _parse(text: str) -> list[exp.Expr | None]:
     try:
         return sqlglot.parse(text, read="mysql")
     except sqlglot.errors.SqlglotError as exc:

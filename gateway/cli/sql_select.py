@@ -35,9 +35,10 @@ _TEXT = {FieldType.FIELD_TYPE_VARCHAR, FieldType.FIELD_TYPE_DATE, FieldType.FIEL
 _INTS = {FieldType.FIELD_TYPE_INTEGER, FieldType.FIELD_TYPE_UNSIGNED,
          FieldType.FIELD_TYPE_TIMESTAMP}
 #: The smallest key value of a type, as the text the API converts (for scan start keys).
-_MIN_TEXT = {FieldType.FIELD_TYPE_INTEGER: str(-(1 << 63)), FieldType.FIELD_TYPE_UNSIGNED: "0",
-             FieldType.FIELD_TYPE_TIMESTAMP: str(-(1 << 63)), FieldType.FIELD_TYPE_BOOLEAN:
-             "false", FieldType.FIELD_TYPE_VARCHAR: ""}
+_MIN_TEXT: dict[int, str] = {
+    FieldType.FIELD_TYPE_INTEGER: str(-(1 << 63)), FieldType.FIELD_TYPE_UNSIGNED: "0",
+    FieldType.FIELD_TYPE_TIMESTAMP: str(-(1 << 63)), FieldType.FIELD_TYPE_BOOLEAN: "false",
+    FieldType.FIELD_TYPE_VARCHAR: ""}
 
 
 def _typed(value: Any, ftype: int, column: str) -> Any:

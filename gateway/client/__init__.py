@@ -25,6 +25,11 @@ take bytes).
 Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
 
+``AsyncGatewayClient`` has every method of ``GatewayClient``, with the same parameters, as
+coroutines (``subscribe`` returns :class:`AsyncChangeEvents`, iterated with ``async for``);
+both build requests and read responses through the shared ``_Base`` helpers, so the two faces
+cannot drift (as httpx keeps ``Client`` and ``AsyncClient``).
+
 High-rate producers: ``AsyncGatewayClient.stream()`` keeps many writes in flight on one
 ``StreamWrite`` call (:mod:`gateway.client.stream`; failed writes are not retried there), and
 a :class:`~gateway.client.prepared.PreparedInsert` encodes rows of one table and column list
@@ -37,7 +42,7 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -55,6 +60,7 @@ from gateway.client.stream import WriteStream
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = [
+    "AsyncChangeEvents",
     "AsyncGatewayClient",
     "ChangeEvents",
     "Condition",
@@ -192,6 +198,30 @@ class ChangeEvents:
         self._call.cancel()
 
 
+class AsyncChangeEvents:
+    """The events of one ``Subscribe`` call of :class:`AsyncGatewayClient`: ``async for`` the
+    ``ChangeEvent`` messages; a failed stream raises :class:`GatewayError` like every other
+    call; ``cancel()`` ends it."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __aiter__(self) -> AsyncChangeEvents:
+        return self
+
+    async def __anext__(self) -> gateway_pb2.ChangeEvent:
+        try:
+            ev = await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise error_of(exc) from None
+        if not isinstance(ev, gateway_pb2.ChangeEvent):  # grpc.aio.EOF: the stream ended
+            raise StopAsyncIteration
+        return ev
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
 class _Base:
     def __init__(self, targets: str | Sequence[str], *, token: str = "",
                  root_certificates: bytes | None = None, timeout: float = 30.0,
@@ -214,6 +244,88 @@ class _Base:
             self._current = self.targets.index(leader_api)
         else:
             self._current = (self._current + 1) % len(self.targets)
+
+    # -- requests and responses, built and read once for both clients ---------------------
+
+    @staticmethod
+    def _read_request(table: str, key: Any, consistency: str) -> gateway_pb2.ReadRequest:
+        return gateway_pb2.ReadRequest(table=table, key=_key_values(key),
+                                       consistency=CONSISTENCY[consistency])
+
+    @staticmethod
+    def _found_row(resp: gateway_pb2.ReadResponse) -> Row | None:
+        return python_row(resp.row) if resp.found else None
+
+    @staticmethod
+    def _scan_request(table: str, start: Any, end: Any, limit: int, consistency: str
+                      ) -> gateway_pb2.ScanRequest:
+        return gateway_pb2.ScanRequest(
+            table=table, start_key=_key_values(start) if start is not None else [],
+            end_key=_key_values(end) if end is not None else [], limit=limit,
+            consistency=CONSISTENCY[consistency])
+
+    @staticmethod
+    def _subscribe_request(from_log_index: int, after_gtid: tuple[int, int] | None,
+                           after_epoch: tuple[int, int] | None, ignore_origins: Iterable[int],
+                           log_records: bool) -> gateway_pb2.SubscribeRequest:
+        req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index,
+                                           ignore_origins=list(ignore_origins),
+                                           log_records=log_records)
+        if after_gtid is not None:
+            req.after_gtid.server_id, req.after_gtid.trans_id = after_gtid
+        if after_epoch is not None:
+            req.after_epoch.server_id, req.after_epoch.epoch = after_epoch
+        return req
+
+    @staticmethod
+    def _add_channel_request(name: str, sources: Sequence[str], source_id: int, token: str,
+                             ca_pem: str, replace: bool) -> tuple[str, Any]:
+        from gateway.v1 import replication_pb2
+
+        d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
+                                              source_id=source_id, token=token, ca_pem=ca_pem)
+        return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace)
+
+    @staticmethod
+    def _channel_action_request(name: str, action: str) -> tuple[str, Any]:
+        return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action)
+
+    @staticmethod
+    def _conflicts_request(*, table: str = "", function: str = "", unset: str = "",
+                           role: str = "") -> tuple[str, Any]:
+        """``Conflicts``: set ``table``'s rule to ``function``, ``unset`` a pattern's rule,
+        or set the ``role`` (exactly one)."""
+        if table:
+            from gateway.v1 import replication_pb2
+
+            return "Conflicts", gateway_pb2.ConflictsRequest(
+                set=replication_pb2.ConflictRule(table=table, function=function))
+        if unset:
+            return "Conflicts", gateway_pb2.ConflictsRequest(unset=unset)
+        return "Conflicts", gateway_pb2.ConflictsRequest(role=role)
+
+    @staticmethod
+    def _alarm_request(node_id: int, all_nodes: bool) -> tuple[str, Any]:
+        return "Alarm", gateway_pb2.AlarmRequest(disarm=node_id, disarm_all=all_nodes)
+
+    @staticmethod
+    def _add_node_request(node_id: int, peer_address: str, api_address: str, learner: bool
+                          ) -> tuple[str, Any]:
+        return "AddNode", gateway_pb2.AddNodeRequest(
+            node_id=node_id, peer_address=peer_address, api_address=api_address,
+            learner=learner)
+
+    @staticmethod
+    def _remove_node_request(node_id: int) -> tuple[str, Any]:
+        return "RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id)
+
+    @staticmethod
+    def _transfer_leader_request(node_id: int) -> tuple[str, Any]:
+        return "TransferLeader", gateway_pb2.TransferLeaderRequest(node_id=node_id)
+
+    @staticmethod
+    def _snapshot_request() -> tuple[str, Any]:
+        return "Snapshot", gateway_pb2.SnapshotRequest()
 
     @staticmethod
     def _write_bytes(statements: Statements, key: str | None,
@@ -345,22 +457,21 @@ class GatewayClient(_Base):
     def read(self, table: str, key: Any, consistency: str = "linearizable",
              timeout: float | None = None) -> gateway_pb2.ReadResponse:
         """Read one row (``key``: a value or a list of key values)."""
-        req = gateway_pb2.ReadRequest(table=table, key=_key_values(key),
-                                      consistency=CONSISTENCY[consistency])
+        req = self._read_request(table, key, consistency)
         return self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata), timeout)
 
     def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
         """The row as a dict, or ``None``."""
-        resp = self.read(table, key, consistency)
-        return python_row(resp.row) if resp.found else None
+        return self._found_row(self.read(table, key, consistency))
 
     def scan(self, table: str, start: Any = None, end: Any = None, limit: int = 0,
-             consistency: str = "linearizable") -> gateway_pb2.ScanResponse:
-        req = gateway_pb2.ScanRequest(
-            table=table, start_key=_key_values(start) if start is not None else [],
-            end_key=_key_values(end) if end is not None else [], limit=limit,
-            consistency=CONSISTENCY[consistency])
-        return self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata))
+             consistency: str = "linearizable", timeout: float | None = None
+             ) -> gateway_pb2.ScanResponse:
+        """The rows of ``table`` with keys in ``[start, end)`` (``None``: unbounded; each a
+        value or a list of key values), at most ``limit`` (0: the node's page size)."""
+        req = self._scan_request(table, start, end, limit, consistency)
+        return self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata),
+                          timeout)
 
     def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
         """Status of the node currently targeted (no failover to another node)."""
@@ -383,13 +494,8 @@ class GatewayClient(_Base):
         these clusters; ``log_records``: also epoch markers and apply-status rows. A failed
         stream raises :class:`GatewayError` (e.g. INVALID_ARGUMENT ``from_log_index`` when
         the log was compacted past it: resync from a snapshot)."""
-        req = gateway_pb2.SubscribeRequest(from_log_index=from_log_index,
-                                           ignore_origins=list(ignore_origins),
-                                           log_records=log_records)
-        if after_gtid is not None:
-            req.after_gtid.server_id, req.after_gtid.trans_id = after_gtid
-        if after_epoch is not None:
-            req.after_epoch.server_id, req.after_epoch.epoch = after_epoch
+        req = self._subscribe_request(from_log_index, after_gtid, after_epoch, ignore_origins,
+                                      log_records)
         return ChangeEvents(self._stub().Subscribe(req, timeout=timeout,
                                                    metadata=self._metadata))
 
@@ -397,44 +503,35 @@ class GatewayClient(_Base):
                     token: str = "", ca_pem: str = "", replace: bool = False,
                     timeout: float = 30.0) -> gateway_pb2.AdminResponse:
         """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md)."""
-        from gateway.v1 import replication_pb2
-
-        d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
-                                              source_id=source_id, token=token, ca_pem=ca_pem)
-        return self._admin("AddChannel", gateway_pb2.AddChannelRequest(
-            definition=d, replace=replace), timeout)
+        return self._admin(*self._add_channel_request(name, sources, source_id, token, ca_pem,
+                                                      replace), timeout)
 
     def channel_action(self, name: str, action: str, timeout: float = 30.0
                        ) -> gateway_pb2.AdminResponse:
         """``remove``, ``pause`` or ``resume`` channel ``name``."""
-        return self._admin("ChannelAction", gateway_pb2.ChannelActionRequest(
-            name=name, action=action), timeout)
+        return self._admin(*self._channel_action_request(name, action), timeout)
 
     def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
                           ) -> gateway_pb2.AdminResponse:
         """Judge replicated changes of the tables matching ``table`` (``schema.table``, ``*``
         and ``?`` wildcards) with ``function`` (``"NDB$MAX(ts)"``, ``"NDB$EPOCH2"``, ``"LWW"``;
         docs/conflicts.md); replaces the pattern's rule."""
-        from gateway.v1 import replication_pb2
-
-        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(
-            set=replication_pb2.ConflictRule(table=table, function=function)), timeout)
+        return self._admin(*self._conflicts_request(table=table, function=function), timeout)
 
     def unset_conflict_rule(self, table: str, timeout: float = 30.0
                             ) -> gateway_pb2.AdminResponse:
         """Remove the conflict rule of the table pattern ``table``."""
-        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(unset=table), timeout)
+        return self._admin(*self._conflicts_request(unset=table), timeout)
 
     def set_conflict_role(self, role: str, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
         """Set this cluster's conflict role: PRIMARY, SECONDARY, PASS or NONE."""
-        return self._admin("Conflicts", gateway_pb2.ConflictsRequest(role=role), timeout)
+        return self._admin(*self._conflicts_request(role=role), timeout)
 
     def disarm_alarm(self, node_id: int = 0, *, all_nodes: bool = False,
                      timeout: float = 30.0) -> gateway_pb2.AdminResponse:
         """Clear the NOSPACE alarm of ``node_id`` (or every alarm, ``all_nodes``); the
         raised alarms are in ``status().alarms``. Needs the admin permission."""
-        return self._admin("Alarm", gateway_pb2.AlarmRequest(
-            disarm=node_id, disarm_all=all_nodes), timeout)
+        return self._admin(*self._alarm_request(node_id, all_nodes), timeout)
 
     def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
@@ -442,20 +539,21 @@ class GatewayClient(_Base):
 
     def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                  learner: bool = False, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
-        return self._admin("AddNode", gateway_pb2.AddNodeRequest(
-            node_id=node_id, peer_address=peer_address, api_address=api_address,
-            learner=learner), timeout)
+        """Add node ``node_id`` (a voter, or a ``learner``) to this cluster."""
+        return self._admin(*self._add_node_request(node_id, peer_address, api_address,
+                                                   learner), timeout)
 
     def remove_node(self, node_id: int, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
-        return self._admin("RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id),
-                           timeout)
+        """Remove node ``node_id`` from this cluster."""
+        return self._admin(*self._remove_node_request(node_id), timeout)
 
     def transfer_leader(self, node_id: int, timeout: float = 30.0) -> gateway_pb2.AdminResponse:
-        return self._admin("TransferLeader", gateway_pb2.TransferLeaderRequest(node_id=node_id),
-                           timeout)
+        """Make node ``node_id`` the leader."""
+        return self._admin(*self._transfer_leader_request(node_id), timeout)
 
     def snapshot(self, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
-        return self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
+        """Take a snapshot on the node now."""
+        return self._admin(*self._snapshot_request(), timeout)
 
     def close(self) -> None:
         for ch, *_ in self._channels.values():
@@ -486,8 +584,8 @@ class AsyncGatewayClient(_Base):
             self._channels[target] = (ch, gateway_pb2_grpc.GatewayStub(ch), _Bytes(ch))
         return self._channels[target][2 if raw else 1]
 
-    async def _call(self, fn: Callable[[Any, float], Any], timeout: float | None = None,
-                    raw: bool = False) -> Any:
+    async def _call(self, fn: Callable[[Any, float], Awaitable[T]],
+                    timeout: float | None = None, raw: bool = False) -> T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self.timeout)
         backoff = 0.02
@@ -538,16 +636,25 @@ class AsyncGatewayClient(_Base):
 
     async def read(self, table: str, key: Any, consistency: str = "linearizable",
                    timeout: float | None = None) -> gateway_pb2.ReadResponse:
-        req = gateway_pb2.ReadRequest(table=table, key=_key_values(key),
-                                      consistency=CONSISTENCY[consistency])
+        """As :meth:`GatewayClient.read`."""
+        req = self._read_request(table, key, consistency)
         return await self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata),
                                 timeout)
 
     async def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
-        resp = await self.read(table, key, consistency)
-        return python_row(resp.row) if resp.found else None
+        """As :meth:`GatewayClient.get`."""
+        return self._found_row(await self.read(table, key, consistency))
+
+    async def scan(self, table: str, start: Any = None, end: Any = None, limit: int = 0,
+                   consistency: str = "linearizable", timeout: float | None = None
+                   ) -> gateway_pb2.ScanResponse:
+        """As :meth:`GatewayClient.scan`."""
+        req = self._scan_request(table, start, end, limit, consistency)
+        return await self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata),
+                                timeout)
 
     async def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
+        """As :meth:`GatewayClient.status`."""
         try:
             return await self._stub().Status(gateway_pb2.StatusRequest(),
                                              timeout=timeout or self.attempt_timeout,
@@ -555,35 +662,76 @@ class AsyncGatewayClient(_Base):
         except grpc.aio.AioRpcError as exc:
             raise error_of(exc) from None
 
-    async def _admin(self, name: str, req: Any, timeout: float) -> gateway_pb2.AdminResponse:
+    def subscribe(self, from_log_index: int = 0, after_gtid: tuple[int, int] | None = None,
+                  timeout: float | None = None, *,
+                  after_epoch: tuple[int, int] | None = None,
+                  ignore_origins: Iterable[int] = (), log_records: bool = False
+                  ) -> AsyncChangeEvents:
+        """As :meth:`GatewayClient.subscribe`, iterated with ``async for``. Must be called in
+        a running event loop."""
+        req = self._subscribe_request(from_log_index, after_gtid, after_epoch, ignore_origins,
+                                      log_records)
+        return AsyncChangeEvents(self._stub().Subscribe(req, timeout=timeout,
+                                                        metadata=self._metadata))
+
+    async def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
+                          token: str = "", ca_pem: str = "", replace: bool = False,
+                          timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.add_channel`."""
+        return await self._admin(*self._add_channel_request(name, sources, source_id, token,
+                                                            ca_pem, replace), timeout)
+
+    async def channel_action(self, name: str, action: str, timeout: float = 30.0
+                             ) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.channel_action`."""
+        return await self._admin(*self._channel_action_request(name, action), timeout)
+
+    async def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
+                                ) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.set_conflict_rule`."""
+        return await self._admin(*self._conflicts_request(table=table, function=function),
+                                 timeout)
+
+    async def unset_conflict_rule(self, table: str, timeout: float = 30.0
+                                  ) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.unset_conflict_rule`."""
+        return await self._admin(*self._conflicts_request(unset=table), timeout)
+
+    async def set_conflict_role(self, role: str, timeout: float = 30.0
+                                ) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.set_conflict_role`."""
+        return await self._admin(*self._conflicts_request(role=role), timeout)
+
+    async def disarm_alarm(self, node_id: int = 0, *, all_nodes: bool = False,
+                           timeout: float = 30.0) -> gateway_pb2.AdminResponse:
+        """As :meth:`GatewayClient.disarm_alarm`."""
+        return await self._admin(*self._alarm_request(node_id, all_nodes), timeout)
+
+    async def _admin(self, name: str, req: Any, timeout: float | None
+                     ) -> gateway_pb2.AdminResponse:
         return await self._call(lambda s, t: getattr(s, name)(
-            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+            req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
 
     async def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                        learner: bool = False, timeout: float = 60.0
                        ) -> gateway_pb2.AdminResponse:
-        return await self._admin("AddNode", gateway_pb2.AddNodeRequest(
-            node_id=node_id, peer_address=peer_address, api_address=api_address,
-            learner=learner), timeout)
+        """As :meth:`GatewayClient.add_node`."""
+        return await self._admin(*self._add_node_request(node_id, peer_address, api_address,
+                                                         learner), timeout)
 
     async def remove_node(self, node_id: int, timeout: float = 30.0
                           ) -> gateway_pb2.AdminResponse:
-        return await self._admin("RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id),
-                                 timeout)
+        """As :meth:`GatewayClient.remove_node`."""
+        return await self._admin(*self._remove_node_request(node_id), timeout)
 
     async def transfer_leader(self, node_id: int, timeout: float = 30.0
                               ) -> gateway_pb2.AdminResponse:
-        return await self._admin("TransferLeader",
-                                 gateway_pb2.TransferLeaderRequest(node_id=node_id), timeout)
+        """As :meth:`GatewayClient.transfer_leader`."""
+        return await self._admin(*self._transfer_leader_request(node_id), timeout)
 
     async def snapshot(self, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
-        return await self._admin("Snapshot", gateway_pb2.SnapshotRequest(), timeout)
-
-    async def disarm_alarm(self, node_id: int = 0, *, all_nodes: bool = False,
-                           timeout: float = 30.0) -> gateway_pb2.AdminResponse:
-        """Clear the NOSPACE alarm of ``node_id`` (or every alarm, ``all_nodes``)."""
-        return await self._admin("Alarm", gateway_pb2.AlarmRequest(
-            disarm=node_id, disarm_all=all_nodes), timeout)
+        """As :meth:`GatewayClient.snapshot`."""
+        return await self._admin(*self._snapshot_request(), timeout)
 
     async def close(self) -> None:
         for ch, *_ in self._channels.values():

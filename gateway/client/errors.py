@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -17,12 +17,14 @@ __all__ = ["GatewayError", "PreconditionFailed", "error_of"]
 
 class GatewayError(Exception):
     """A call failed; ``code`` is the gRPC status code, ``field`` the request field a
-    validation error names (or "")."""
+    validation error names (or ""), ``leader_api`` where the leader is if the node said
+    (or "")."""
 
     def __init__(self, code: grpc.StatusCode, details: str, field: str = "") -> None:
         self.code = code
         self.details = details
         self.field = field
+        self.leader_api = ""
         super().__init__(f"{code.name}: {details}")
 
 
@@ -68,14 +70,17 @@ def error_of(exc: grpc.RpcError) -> GatewayError:
     node said)."""
     field = ""
     leader = ""
-    for k, v in (exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
+    # Plain (key, value) pairs at run time, whatever the stubs say of their type; the keys
+    # read here are text keys, whose values are str.
+    trailing = cast("Sequence[tuple[str, str]]", exc.trailing_metadata() or ())
+    for k, v in trailing:
         if k == "gateway-field":
             field = v
         elif k == "gateway-leader-api":
             leader = v
-    code = exc.code()  # type: ignore[attr-defined]
+    code = exc.code()
     err = PreconditionFailed(exc.details() or "", field) \
         if code == grpc.StatusCode.FAILED_PRECONDITION else \
         GatewayError(code, exc.details() or "", field)
-    err.leader_api = leader  # type: ignore[attr-defined]
+    err.leader_api = leader
     return err

@@ -9,9 +9,10 @@ the wire format.
     c.write(ins.encode_many([((2,), ("b", 1.0)), ((3,), ("c", None))]))
 
 ``row_insert`` builds protobuf message objects for every row (``Value``, ``InsertRecord``,
-``InsertStatement``, ``Statement``) and gRPC serializes them again: ~11 us of CPU per one-row
-write in Python. A prepared insert serializes the table and column metadata once and encodes
-each row's values as bytes (~1 us), which is what a high-rate producer pays per row.
+``InsertStatement``, ``Statement``) and gRPC serializes them again, a cost a high-rate
+producer pays per row. A prepared insert serializes the table and column metadata once and
+encodes each row's values as bytes, about a tenth of that CPU (docs/benchmarks.md, "The Python
+client encodes rows straight to bytes").
 
 Contract: ``encode`` returns the serialized ``statements`` field of one ``WriteRequest`` (one
 ``Statement`` holding one ``InsertStatement``), byte for byte what
@@ -28,7 +29,7 @@ of another type raises ``TypeError`` naming the column; what the node checks bey
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -146,7 +147,7 @@ def _timestamp(v: Any) -> bytes:
 
 
 _STRING = _string
-_ENCODERS = {
+_ENCODERS: dict[int, Callable[[Any], bytes]] = {
     FT.FIELD_TYPE_BOOLEAN: _bool, FT.FIELD_TYPE_INTEGER: _int, FT.FIELD_TYPE_UNSIGNED: _uint,
     FT.FIELD_TYPE_DOUBLE: _double, FT.FIELD_TYPE_DECIMAL: _decimal,
     FT.FIELD_TYPE_VARCHAR: _STRING, FT.FIELD_TYPE_DATE: _STRING, FT.FIELD_TYPE_TIME: _STRING,
@@ -183,8 +184,8 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
     """``record(key, values) -> bytes``: one ``InsertRecord`` field (tag 4) of the given
     column encoders (:func:`_field`), ``None`` in a value column being NULL. Generated for the
     column count, as ``dataclasses`` generates ``__init__``: unpacking checks the lengths
-    (``ValueError``) and the record is one expression -- a loop over the columns costs ~1.5 us
-    a row more in CPython 3.11, as much as the encoding itself."""
+    (``ValueError``) and the record is one expression -- a loop over the columns costs as much
+    again as the encoding itself in CPython 3.11."""
     ns: dict[str, Any] = {"delimited": delimited, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
     ks = [f"k{i}" for i in range(len(key_fields))]
     vs = [f"v{i}" for i in range(len(value_fields))]

@@ -14,8 +14,8 @@ the event loop allows (up to ``max_per_request`` each); the server packs acks th
 a producer pays gRPC's per-message cost per burst, not per write.
 
 A write is a statement list or the bytes of a
-:class:`~gateway.client.prepared.PreparedInsert` (``send(ins.encode(key, values))``: ~1 us of
-client CPU per row instead of ~11 for message objects). The stream encodes its requests itself
+:class:`~gateway.client.prepared.PreparedInsert` (``send(ins.encode(key, values))``: about a
+tenth of the client CPU per row that message objects cost). The stream encodes its requests itself
 (the call takes bytes), so a write's statements are serialized once.
 
 Failures: a write the server rejects fails its own future with :class:`GatewayError` (its

@@ -51,7 +51,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from gateway.v1 import value_pb2
 
@@ -111,7 +111,7 @@ def _greater(incoming: Any, stored: Any) -> bool:
 def _old_matches(change: Change, stored: Stored, col: str) -> bool:
     if col not in change.before or change.before[col] is None:
         return False
-    return stored.values.get(col) == change.before[col]
+    return bool(stored.values.get(col) == change.before[col])
 
 
 def _insert_plain(stored: Stored) -> Verdict:
@@ -311,7 +311,12 @@ def bind(name: str, args: Sequence[str], columns: Mapping[str, int] | None = Non
 _NAME = re.compile(r"[A-Z][A-Z0-9_$]*\Z")
 
 
-def with_plugins(found: Mapping[str, Any]) -> Mapping[str, FunctionSpec]:
+def _constant(fn: ConflictFunction) -> Callable[[str], ConflictFunction]:
+    """A ``FunctionSpec.make`` that ignores the column and hands out ``fn``."""
+    return lambda _col: fn
+
+
+def with_plugins(found: Mapping[str, object]) -> Mapping[str, FunctionSpec]:
     """The built-in functions plus those plugins register through
     ``gateway_register_conflict_functions`` (name -> function), as ``FunctionSpec`` values.
 
@@ -335,7 +340,9 @@ def with_plugins(found: Mapping[str, Any]) -> Mapping[str, FunctionSpec]:
                                           f"a FunctionSpec named {obj.name!r}")
             out[name] = obj
         elif callable(obj):
-            out[name] = FunctionSpec(name, False, False, False, lambda _col, _fn=obj: _fn)
+            # The contract's signature cannot be checked before the first call.
+            out[name] = FunctionSpec(name, False, False, False,
+                                     _constant(cast(ConflictFunction, obj)))
         else:
             raise ConflictConfigError(f"plugin conflict function {name}: {type(obj).__name__} "
                                       f"is neither a function nor a FunctionSpec")

@@ -133,11 +133,11 @@ def judge_epoch(transactions: Sequence[Sequence[RowChange]], rules: RuleSet,
             results.append((rc, rid, verdict, spec, stored))
         reject_all = transactional and conflict
         outcomes = []
-        for rc, _rid, verdict, spec, stored in results:
+        for rc, _rid, verdict, row_spec, stored in results:
             if reject_all and verdict.cause is None:
                 verdict = Verdict(False, Cause.TRANS_IN_CONFLICT, refresh=primary)
-            outcomes.append(RowOutcome(rc, verdict, spec.name if spec else "",
-                                       stored if spec else None))
+            outcomes.append(RowOutcome(rc, verdict, row_spec.name if row_spec else "",
+                                       stored if row_spec else None))
         if reject_all:
             tainted.update(rid for _, rid, *_ in results)
         else:

@@ -111,9 +111,10 @@ class RuleSet:
 
     def rule_for(self, schema: str, table: str) -> ConflictRule | None:
         """The rule that applies to ``schema.table``, or None (no conflict detection)."""
-        got = self._for.get((schema, table), False)
-        if got is not False:
-            return got  # type: ignore[return-value]
+        try:
+            return self._for[(schema, table)]
+        except KeyError:
+            pass
         name = f"{schema}.{table}"
         found = self._rules.get(name)
         if found is None:

@@ -48,7 +48,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "FaultInjectingFileSystem",
@@ -349,7 +349,7 @@ _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 
 
-def _load_fallocate() -> object | None:
+def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
     """Return libc's ``fallocate`` through ctypes, or ``None`` where there is none."""
     if not sys.platform.startswith("linux"):
         return None
@@ -361,7 +361,7 @@ def _load_fallocate() -> object | None:
         fn = getattr(libc, "fallocate64", None) or libc.fallocate
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
         fn.restype = ctypes.c_int
-        return fn
+        return cast("Callable[[int, int, int, int], int]", fn)  # what argtypes/restype say
     except (OSError, AttributeError):
         return None
 
@@ -639,7 +639,7 @@ class OsFileSystem(FileSystem):
             return False
         fd = os.open(path, os.O_WRONLY)
         try:
-            rc = _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)  # type: ignore[operator]
+            rc = _fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)
             if rc != 0:
                 import ctypes
 

@@ -29,7 +29,7 @@ their bytes and GTIDs -- the dispatcher's path for a run of such entries, which 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from google.protobuf.message import DecodeError
 
@@ -47,7 +47,20 @@ from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["WIRES_IN_C", "InsertWindow", "insert_columns", "insert_columns_of_wires"]
 
-_C = load("gateway.core._columns")
+
+
+class _ColumnsC(Protocol):
+    """The C reader ``_columns.c``: ``fill_txn`` adds the INSERT rows of one serialized
+    transaction (segment) to ``groups`` and gives their count, ``None`` when the bytes need
+    the row path, or ``(head, start, end)`` naming an INSERT whose spec is not cached yet
+    (its head and the byte range of its statement)."""
+
+    def fill_txn(self, data: bytes, specs: dict[Any, _Spec | None], groups: _Groups,
+                 seen: dict[TableRef, set[tuple[Any, ...]]], /
+                 ) -> int | tuple[bytes, int, int] | None: ...
+
+
+_C = cast("_ColumnsC | None", load("gateway.core._columns"))
 #: Whether ``insert_columns_of_wires`` reads the bytes in C (else it declines every window).
 WIRES_IN_C = _C is not None
 
@@ -99,7 +112,7 @@ def insert_columns_of_wires(wires: Sequence[bytes], gtids: Sequence[Gtid]
     specs = _SPECS
     for wire, gtid in zip(wires, gtids, strict=True):
         got = fill(wire, specs, groups, seen)
-        if type(got) is tuple:  # a statement's spec is not cached yet: learn it (rare)
+        if isinstance(got, tuple):  # a statement's spec is not cached yet: learn it (rare)
             got = _fill(wire, groups, seen)
         if got is None:
             return None
@@ -186,9 +199,10 @@ def _fill(data: bytes, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]
     learned from its bytes and the segment read again (at most once per statement of the
     segment, counted -- by parsing ``data`` -- only when something is to be learned; bytes
     that do not parse give ``None``)."""
-    got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+    assert _C is not None  # only called with the C reader
+    got = _C.fill_txn(data, _SPECS, groups, seen)
     learned, statements = 0, -1
-    while type(got) is tuple:
+    while isinstance(got, tuple):
         head, start, end = got
         if statements < 0:
             try:
@@ -198,7 +212,7 @@ def _fill(data: bytes, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]
         learned += 1
         if learned > statements or not _learn(head, data[start:end]):
             return None
-        got = _C.fill_txn(data, _SPECS, groups, seen)  # type: ignore[union-attr]
+        got = _C.fill_txn(data, _SPECS, groups, seen)
     return got
 
 

@@ -30,9 +30,10 @@ force it). Both are tested against each other.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 import crc32c as _crc32c
 
@@ -113,21 +114,23 @@ class StreamReport(NamedTuple):
         return not self.damaged
 
 
-def _encode_py(payload: bytes, generation: int = 0) -> bytes:
+def _encode_py(payload: bytes | bytearray | memoryview, generation: int = 0) -> bytes:
     """Pure-Python :func:`encode_record`."""
     if not 0 <= generation <= _MAX_GENERATION:
         raise ValueError(f"generation {generation} does not fit in 32 bits")
-    payload = bytes(payload)
+    data = bytes(payload)
     gen = generation.to_bytes(4, "little")
-    crc = _crc(gen + payload, _AFTER_FILL) ^ 0xFFFFFFFF
-    return stuff(crc.to_bytes(4, "little") + gen + payload) + SEPARATOR
+    crc = _crc(gen + data, _AFTER_FILL) ^ 0xFFFFFFFF
+    return stuff(crc.to_bytes(4, "little") + gen + data) + SEPARATOR
 
 
-def _decode_py(stuffed: bytes) -> tuple[int, bytes] | None:
+def _decode_py(stuffed: bytes | bytearray) -> tuple[int, bytes] | None:
     """Pure-Python :func:`decode_record`."""
     size = len(stuffed)
     if 9 <= size <= MAX_SHORT and stuffed[0] == size - 1:
-        body = stuffed[1:]  # one terminal run: the common case for short records
+        # one terminal run: the common case for short records (bytes() copies only a
+        # bytearray's slice: payloads are bytes whatever the buffer, as the C scanner's are)
+        body = bytes(stuffed[1:])
     else:
         try:
             body = unstuff(stuffed)
@@ -141,7 +144,23 @@ def _decode_py(stuffed: bytes) -> tuple[int, bytes] | None:
     return generation, body[HEADER_SIZE:]
 
 
-def _first_nonzero_py(buf: Any, start: int = 0) -> int:
+#: What the record functions read: any bytes-like object (a memory map included).
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+#: A buffer with ``find`` and slicing to bytes (what ``_as_searchable`` makes of a ``Buffer``).
+_Searchable = bytes | bytearray | mmap.mmap
+
+
+class _Ordered(Protocol):
+    """A search key: ordered against keys of its own type."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+    def __ge__(self, other: Any, /) -> bool: ...
+
+
+_K = TypeVar("_K", bound=_Ordered)
+
+def _first_nonzero_py(buf: _Searchable, start: int = 0) -> int:
     n = len(buf)
     pos = start
     block = 4096
@@ -153,7 +172,7 @@ def _first_nonzero_py(buf: Any, start: int = 0) -> int:
     return pos
 
 
-def _chunks_py(buf: Any, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
+def _chunks_py(buf: _Searchable, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
     """Yield ``(position, offset, end)`` of every chunk whose position is in ``[start, stop)``.
 
     A chunk is the bytes between a separator (or the first nonzero byte) and the next
@@ -185,7 +204,7 @@ def _chunks_py(buf: Any, start: int, stop: int) -> Iterator[tuple[int, int, int]
         data = nxt + 2
 
 
-def _scan_py(buf: Any, start: int, stop: int) -> Iterator[Record]:
+def _scan_py(buf: _Searchable, start: int, stop: int) -> Iterator[Record]:
     for position, offset, end in _chunks_py(buf, start, stop):
         if end - offset < 9:
             continue
@@ -194,14 +213,30 @@ def _scan_py(buf: Any, start: int, stop: int) -> Iterator[Record]:
             yield Record(offset, end, decoded[0], decoded[1], position)
 
 
-def _as_searchable(buf: Any) -> Any:
+def _as_searchable(buf: Buffer) -> _Searchable:
     """Return ``buf`` itself if it supports ``find`` and slicing to bytes, else a bytes copy."""
     if isinstance(buf, bytes | bytearray) or hasattr(buf, "find"):
-        return buf
+        return cast(_Searchable, buf)
     return bytes(buf)
 
 
-_accel = accel.load("gateway.core._recordstream")
+class _RecordStreamC(Protocol):
+    """The functions of the C accelerator ``_recordstream.c`` (their Python specifications
+    are the ``_py`` functions of this module)."""
+
+    def encode_record(self, payload: bytes | bytearray | memoryview, generation: int,
+                      prefix: bytes, /) -> bytes: ...
+
+    def encode_records(self, payloads: list[bytes], generation: int, /) -> bytes: ...
+
+    def decode_record(self, stuffed: bytes | bytearray | memoryview, /
+                      ) -> tuple[int, bytes] | None: ...
+
+    def scan_batch(self, buf: _Searchable, start: int, stop: int, head: int,
+                   record: type[Record], limit: int, /) -> tuple[list[Record], int]: ...
+
+
+_accel = cast("_RecordStreamC | None", accel.load("gateway.core._recordstream"))
 
 #: True when the C accelerator serves encode/scan.
 ACCELERATED = _accel is not None
@@ -238,12 +273,12 @@ def decode_record(stuffed: bytes | bytearray | memoryview) -> tuple[int, bytes] 
     return _decode_py(bytes(stuffed))
 
 
-def first_nonzero(buf: Any, start: int = 0) -> int:
+def first_nonzero(buf: Buffer, start: int = 0) -> int:
     """Position of the first nonzero byte at or after ``start`` (``len(buf)`` if none)."""
     return _first_nonzero_py(_as_searchable(buf), start)
 
 
-def scan(buf: Any, start: int = 0, stop: int | None = None) -> Iterator[Record]:
+def scan(buf: Buffer, start: int = 0, stop: int | None = None) -> Iterator[Record]:
     """Iterate the valid records of ``buf`` whose position lies in ``[start, stop)``.
 
     ``buf`` is any bytes-like object (``bytes``, ``bytearray``, ``mmap``, ``memoryview``).
@@ -261,9 +296,10 @@ def scan(buf: Any, start: int = 0, stop: int | None = None) -> Iterator[Record]:
     return _scan_py(buf, start, stop)
 
 
-def _scan_accel(buf: Any, start: int, stop: int) -> Iterator[Record]:
+def _scan_accel(buf: _Searchable, start: int, stop: int) -> Iterator[Record]:
     head = _first_nonzero_py(buf)
-    batch = _accel.scan_batch  # type: ignore[union-attr]
+    assert _accel is not None  # only called when it is
+    batch = _accel.scan_batch
     while True:
         records, resume = batch(buf, start, stop, head, Record, 4096)
         yield from records
@@ -272,7 +308,7 @@ def _scan_accel(buf: Any, start: int, stop: int) -> Iterator[Record]:
         start = resume
 
 
-def verify(buf: Any, start: int = 0, stop: int | None = None) -> StreamReport:
+def verify(buf: Buffer, start: int = 0, stop: int | None = None) -> StreamReport:
     """Check every chunk of ``buf`` and report valid records and damaged byte ranges.
 
     A chunk that is empty (two adjacent separators) or entirely zero bytes is not damage;
@@ -304,14 +340,14 @@ def verify(buf: Any, start: int = 0, stop: int | None = None) -> StreamReport:
 
 
 def search(
-    buf: Any,
-    target: Any,
-    key: Callable[[Record], Any],
+    buf: Buffer,
+    target: _K,
+    key: Callable[[Record], _K | None],
     *,
     k: int = 0,
     start: int = 0,
     stop: int | None = None,
-    interpolate: Callable[[Any], float] | None = None,
+    interpolate: Callable[[_K], float] | None = None,
 ) -> Record | None:
     """Return the first record (in stream order) whose ``key(record) >= target``, or ``None``.
 
@@ -339,7 +375,7 @@ def search(
             mid = lo + int((hi - lo) * frac)
         else:
             mid = (lo + hi) // 2
-        keys: list[Any] = []
+        keys: list[_K] = []
         last_end = mid
         for record in scan(buf, mid, stop):
             kv = key(record)

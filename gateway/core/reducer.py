@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.core.rowops import (
     Column,
@@ -212,7 +212,8 @@ def reduce_transaction(txn: transaction_pb2.Transaction, log_index: int = 0, *,
     return reduce_ops(statement_ops(txn, log_index), elide_insert_delete=elide_insert_delete)
 
 
-def reduce_window(transactions: Iterable[AssembledTransaction | tuple[int, Any]], *,
+def reduce_window(transactions: Iterable[AssembledTransaction
+                                        | tuple[int, transaction_pb2.Transaction]], *,
                   elide_insert_delete: bool = True) -> list[RowOp]:
     """Window mode: reduce consecutive committed transactions as one unit, for bulk apply.
 
@@ -250,6 +251,20 @@ class SegmentOrderError(MalformedTransactionError):
         return tuple(i for i, _ in self.segments)
 
 
+class WholeEntry(Protocol):
+    """What ``AssembledTransaction.whole`` reads of a committed entry whose transaction is
+    whole in it (``gateway.appliers.source.CommittedEntry``)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def wire(self) -> bytes | None: ...
+
+    @property
+    def transaction(self) -> transaction_pb2.Transaction | None: ...
+
+
 class AssembledTransaction:
     """A complete transaction: its segments in order and their log indexes.
 
@@ -258,8 +273,8 @@ class AssembledTransaction:
     transaction whole in one segment, when its source kept them (``CommittedEntry.wire``).
     :meth:`whole` builds one from an entry without parsing it: ``segments`` is then the
     entry's transaction, parsed on first use (the columns path reads ``wire`` only).
-    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs ~1
-    us more per transaction on the applier's hot path).
+    Read-only by contract (a plain slotted class: a frozen dataclass's ``__init__`` costs
+    more per transaction on the applier's hot path).
     """
 
     __slots__ = ("_entry", "_segments", "gtid", "indexes", "rolled_back", "wire")
@@ -267,7 +282,7 @@ class AssembledTransaction:
     def __init__(self, gtid: Gtid, indexes: tuple[int, ...],
                  segments: tuple[transaction_pb2.Transaction, ...] | None,
                  rolled_back: bool = False, wire: bytes | None = None, *,
-                 entry: Any = None) -> None:
+                 entry: WholeEntry | None = None) -> None:
         """``segments`` None: the one segment is ``entry``'s transaction, read when first
         asked for (:meth:`whole`)."""
         self.gtid = gtid
@@ -278,7 +293,7 @@ class AssembledTransaction:
         self._entry = entry
 
     @classmethod
-    def whole(cls, gtid: Gtid, entry: Any) -> AssembledTransaction:
+    def whole(cls, gtid: Gtid, entry: WholeEntry) -> AssembledTransaction:
         """The transaction of ``entry`` (a ``CommittedEntry`` with a ``head``: whole in one
         segment, not rolled back), its message left unparsed until ``segments`` is read."""
         return cls(gtid, (entry.index,), None, False, entry.wire, entry=entry)
@@ -287,7 +302,10 @@ class AssembledTransaction:
     def segments(self) -> tuple[transaction_pb2.Transaction, ...]:
         segs = self._segments
         if segs is None:
-            segs = self._segments = (self._entry.transaction,)
+            assert self._entry is not None  # segments None: the one segment is the entry's
+            txn = self._entry.transaction
+            assert txn is not None  # whole() takes entries that hold a transaction
+            segs = self._segments = (txn,)
         return segs
 
     def __eq__(self, other: object) -> bool:
@@ -369,12 +387,14 @@ class SegmentAssembler:
         return AssembledTransaction(gtid, tuple(i for i, _ in parts),
                                     tuple(t for _, t in parts), txn.HasField("rollback"))
 
-    def add_whole(self, gtid: Gtid, entry: Any) -> AssembledTransaction | None:
+    def add_whole(self, gtid: Gtid, entry: WholeEntry) -> AssembledTransaction | None:
         """``add`` of ``entry``, a ``CommittedEntry`` whose ``head`` says it holds a whole
         transaction: without parsing it, unless segments of ``gtid`` are buffered (then
         ``add`` decides, as for any entry)."""
         if gtid in self._open:
-            return self.add(entry.index, entry.transaction, gtid, entry.wire)
+            txn = entry.transaction
+            assert txn is not None  # an entry with a head holds a transaction
+            return self.add(entry.index, txn, gtid, entry.wire)
         return AssembledTransaction.whole(gtid, entry)
 
     def pending_indexes(self) -> list[int]:

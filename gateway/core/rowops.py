@@ -270,7 +270,7 @@ def _columns(fields: Sequence[statement_pb2.FieldMetadata]) -> tuple[Column, ...
 
 
 def _values(columns: tuple[Column, ...], values: Sequence[value_pb2.Value], part: str,
-            r_no: int = 0, cases: list[str | None] | None = None) -> tuple:
+            r_no: int = 0, cases: list[str | None] | None = None) -> tuple[Any, ...]:
     """The Python values of ``values`` for ``columns`` (checked as ``python_value`` does).
     ``cases``: ``_fast_cases(columns)``, for the fast path (a value in its column's case,
     bound as it is). Errors name the values as ``record <r_no> <part>`` (just ``part`` when

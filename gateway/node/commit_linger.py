@@ -1,11 +1,11 @@
 """A leader's commit-index updates, held briefly so that the next append carries them.
 
 When a leader's commit index moves on its followers' acknowledgements, the Raft core (etcd's
-``bcastAppend`` after ``maybeCommit``) sends every follower an append without entries whose
-only news is the new commit index. With one write in flight that doubles the messages per
-write: each follower receives it, persists its hard state, answers, and the leader steps two
-more answers -- measured with one client, ~30 % of a follower's CPU per write and ~13 % of the
-leader's, on a machine where the three nodes share two cores (docs/benchmarks.md, Change 22).
+``bcastAppend`` after ``maybeCommit``) sends every follower an append without entries whose only
+news is the new commit index. With one write in flight that doubles the messages per write: each
+follower receives it, persists its hard state, answers, and the leader steps two more answers --
+measured with one client, a large share of a follower's CPU per write and a smaller one of the
+leader's, on a machine where the three nodes share two cores (docs/benchmarks.md, "Commit linger").
 
 ``CommitLinger`` sits between the driver and the transport on a leader. It holds an append
 that carries no entries to a follower in ``REPLICATE`` state that has been sent every entry
@@ -36,7 +36,7 @@ from gateway.raft.types import MessageType
 __all__ = ["DEFAULT_DELAY", "CommitLinger"]
 
 #: Longer than a client's turn-around between one write's answer and its next write on one
-#: machine (~1 ms), short beside what a reader of a follower notices.
+#: machine, short beside what a reader of a follower notices.
 DEFAULT_DELAY = 0.005
 
 _APP, _HEARTBEAT = MessageType.APP, MessageType.HEARTBEAT

@@ -1,14 +1,12 @@
 """The node process's garbage-collector policy, set once the node has started.
 
-A node allocates a handful of container objects per transaction (futures, messages, entries,
-the applier's batches) that live for the milliseconds a write takes to commit and apply, on
-top of the tens of thousands that live as long as the process (modules, plugins, the gRPC
-server, the store's indexes). CPython's defaults (a young-generation collection every 700
-net allocations, a full one whenever the old generation grew by a quarter) made the
-collector trace all of those again and again: ~7.5 us of CPU per one-row transaction on
-the leader and ~5 us on each follower in the ``WriteBatch`` cell, one collection of the
-whole heap every few seconds taking ~40 ms of the event loop (``docs/benchmarks.md``,
-Change 10).
+A node allocates a handful of container objects per transaction (futures, messages, entries, the
+applier's batches) that live for the milliseconds a write takes to commit and apply, on top of the
+tens of thousands that live as long as the process (modules, plugins, the gRPC server, the store's
+indexes). CPython's defaults (a young-generation collection every 700 net allocations, a full one
+whenever the old generation grew by a quarter) made the collector trace all of those again and
+again: CPU on every one-row transaction on every node, and every few seconds a collection of the
+whole heap that held the event loop (``docs/benchmarks.md``, "The collector").
 
 :func:`settle` collects once, moves every object alive at that point into the permanent
 generation (``gc.freeze``: never traced again, still freed by reference counting when its

@@ -1,14 +1,15 @@
 """The node's ``grpc.aio`` servers, accepting each registered method's calls several at a time.
 
-Why: ``grpc.aio``'s server (grpcio 1.85) keeps *one* call requested from gRPC's core per
-registered method. Its serving task awaits that request, then starts the call's task and
-requests the next -- about five event-loop iterations from one accepted call to the next
-request (the completion's callback, the request task's end, ``asyncio.wait``'s callback, the
-serving task's resume, the new request task's first step). Calls of one method are thus
-accepted one at a time, and how fast depends on how long the loop's iterations are. A node's
-loop also runs Raft, the peer streams and the state machine, so its iterations are long: 64
-clients calling ``Write`` were accepted at ~1,000 calls/s while only ~6 of them were in the
-servicer at a time and the rest waited in gRPC's core (docs/benchmarks.md, "Change 20").
+Why: ``grpc.aio``'s server (grpcio 1.85) keeps *one* call requested from gRPC's core per registered
+method. Its serving task awaits that request, then starts the call's task and requests the next --
+about five event-loop iterations from one accepted call to the next request (the completion's
+callback, the request task's end, ``asyncio.wait``'s callback, the serving task's resume, the new
+request task's first step). Calls of one method are thus accepted one at a time, and how fast
+depends on how long the loop's iterations are. A node's loop also runs Raft, the peer streams and
+the state machine, so its iterations are long: 64 clients calling ``Write`` were accepted at a
+fraction of the rate the node could serve, with a handful of them in the servicer at a time and the
+rest waiting in gRPC's core (docs/benchmarks.md, "The gRPC servers accept each method's calls 32 at
+a time").
 
 What: :func:`aio_server` returns a ``grpc.aio.Server`` whose core server keeps
 :data:`ACCEPT_DEPTH` calls requested per registered method and starts each accepted call
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 __all__ = ["ACCEPT_DEPTH", "accepts_in_pools", "aio_server", "pooled_accept_unavailable"]
 
 #: Calls kept requested per registered method. 8 already accepted 64 clients' unary calls as
-#: fast as the node served them (4: 10 % fewer); 32 leaves room for bursts. Each is a small
+#: fast as the node served them (4 accepted fewer); 32 leaves room for bursts. Each is a small
 #: record in core and one idle task.
 ACCEPT_DEPTH = 32
 

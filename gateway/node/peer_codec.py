@@ -3,8 +3,9 @@
 
 The specification is protobuf (``encode_batch_py``, ``decode_batch_py``: ``transport.to_proto``
 / ``from_proto`` and the generated ``peer_pb2`` classes). Building a ``RaftMessage`` per message
-and a ``RaftEntry`` per entry cost the leader ~3.5 us per entry per follower and each follower
-~2.6 us per entry to read back (a one-row write is one entry); the C twins in
+and a ``RaftEntry`` per entry cost the leader CPU per entry per follower, and each follower per
+entry to read back, on the path of every write (a one-row write is one entry; docs/benchmarks.md,
+"Request, result and peer bytes in C"); the C twins in
 ``gateway.node._wire`` (``encode_batch``, ``decode_batch``) write the same bytes and build the
 same objects straight from the core's objects and the frame's bytes. They serve the common
 messages and hand anything else to the specification -- a snapshot chunk, an unknown field, a

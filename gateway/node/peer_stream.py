@@ -1,8 +1,9 @@
 """The peer port: Raft messages as a framed TCP stream, everything else relayed to gRPC.
 
 etcd's members do not talk gRPC to each other (rafthttp streams), and neither do ours: a
-grpc.aio stream message costs ~250 us of CPU (sender + receiver) on this project's machines,
-a frame on a plain asyncio socket ~30 us (``benchmarks/bench_grpc_stream.py``).
+grpc.aio stream message costs about ten times the CPU of a frame on a plain asyncio socket
+(``benchmarks/bench_grpc_stream.py``; docs/benchmarks.md, "Peer transport: a framed TCP
+stream, not grpc.aio").
 
 **The Raft stream.** The dialing node writes :data:`PREFACE`, the listener answers it with the
 same :data:`PREFACE` (so the dialer knows it is understood: a node of an older version, whose

@@ -102,8 +102,8 @@ _SEAL_TIMEOUT_S = 1.0
 #: one unit per log transaction. The dispatcher flushes a partial window after every read, so
 #: a lone write is not held back. Reads of up to 1,024 entries (4 MiB at most, the source's
 #: cap): under load each read is one SQLite transaction, and 10 B one-row transactions then
-#: cost SQLite half the bytes and the applier ~8 % less CPU than reads of 256 (1 KiB: -8 %
-#: bytes, -2 % CPU; docs/benchmarks.md, stop 50).
+#: cost SQLite fewer bytes and the applier less CPU than reads of 256 (docs/benchmarks.md,
+#: "Reads of 1,024 entries").
 SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
 
 _ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",

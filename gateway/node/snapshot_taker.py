@@ -1,12 +1,13 @@
 """``SnapshotTaker``: the node's own snapshots, taken off the Raft loop.
 
-A snapshot of a ~50 MB store took about a second when its tables were packed into an archive
-file; now (flush the LSM store, link its tables, checksum those it opened from disk, move the
-directory) it is mostly the flush, which can still wait behind a busy compaction. The Raft loop
-must not wait for that: a leader that stops ticking and heartbeating for a second is deposed by
-check-quorum. So the driver only *schedules* snapshots; the work runs in a job on the taker's
-own thread (not the driver's I/O thread, which must stay free for the WAL fsyncs of every
-Ready) while the loop keeps ticking, persisting, sending and applying::
+A snapshot of a store of some tens of MB took long enough to depose a leader when its tables were
+packed into an archive file (docs/benchmarks.md, "A node's own snapshot is its export's directory of
+links"); now (flush the LSM store, link its tables, checksum those it opened from disk, move the
+directory) it is mostly the flush, which can still wait behind a busy compaction. The Raft loop must
+not wait for that: a leader that stops ticking and heartbeating for a second is deposed by
+check-quorum. So the driver only *schedules* snapshots; the work runs in a job on the taker's own
+thread (not the driver's I/O thread, which must stay free for the WAL fsyncs of every Ready) while
+the loop keeps ticking, persisting, sending and applying::
 
     job:  export (snapshot thread): flush the store, link its tables -> (index i, directory)
           describe (event loop):    term = storage.term(i), conf = ConfHistory.at(i)
@@ -40,8 +41,8 @@ Contracts:
 - **When.** Besides requests, a snapshot is due once ``every`` entries were applied since the
   newest one *and* the log has grown, since that one was started, by at least
   ``log_percent`` % of its archive's size (0: by entries alone). Snapshots used to copy the
-  whole store, so taken every ``every`` entries alone their cost grew with the store (5-6 us
-  of system time per 1 KiB row on every node in ``bench_threads.py --cell go-stream``);
+  whole store, so taken every ``every`` entries alone their cost grew with the store (system
+  time on every row of every node in ``bench_threads.py --cell go-stream``);
   weighed against the log, at most ~2 bytes copied per byte of log at 100 %. They copy
   nothing now, but each still forces a flush of a memtable that is not full (smaller
   level-0 tables, more compaction), which the weighing keeps rare, at the price of a log on

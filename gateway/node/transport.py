@@ -11,7 +11,8 @@ as one batch, without waiting for earlier batches to be processed (pipelining: t
 write buffer, or gRPC's flow control, is the only limit). Either way a peer's messages leave
 in the order they were sent. (Writing at once saves the sender task's wake-up -- a loop
 iteration and a task step per peer per Ready, on the path of every write: the leader's
-appends and the followers' answers; docs/benchmarks.md, Change 23.) Snapshot chunks travel
+appends and the followers' answers; docs/benchmarks.md, "Peer messages written in the
+`send` call".) Snapshot chunks travel
 as ``SNAP`` messages in the same stream (always through the sender task, which notes them for
 the loss report); the core chunks them and acknowledges bytes, so a broken stream resumes
 where the receiver left off. Each batch names the sender's peer and API addresses: a node

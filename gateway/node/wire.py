@@ -588,7 +588,8 @@ def _frame_write_py(data: bytes, pos: int, end: int) -> bytes:
 def frame_writes_py(data: bytes, batch: bool, writes_key: int = _B_BATCH_WRITES) -> list[bytes]:
     """The statements of serialized writes framed as :func:`frame_statements` frames them,
     from one serialization of the whole request instead of one per statement (materializing
-    each statement of a parsed request costs ~3 us more per write on the leader): ``data`` is
+    and serializing each statement of a parsed request is CPU on the leader for every write):
+    ``data`` is
     a serialized ``WriteBatchRequest`` (``batch``; one element per ``writes`` field, in order;
     ``writes_key`` is that field's one-byte key, ``StreamWriteRequest``'s for a stream's
     request) or ``WriteRequest`` (one element). ValueError on bytes that are not a
@@ -816,9 +817,9 @@ class WireChecker:
         A cached shape whose schema object is no longer the table's in ``schemas`` is
         replaced: two proposals that created the same table concurrently give two equal
         schema objects, and the leader keeps the later one -- a shape kept with the earlier
-        would send every later write of that shape to the full check (it did: the leader's
-        loop at ~2.3x the CPU per row for whole runs, depending on which request came
-        first)."""
+        would send every later write of that shape to the full check (it did, for the
+        leader's whole term, depending on which request came first: docs/benchmarks.md,
+        "The leader's wire check keeps its fast path")."""
         try:
             heads = self._heads(raw)
         except IndexError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import roles
 from .confchange import enter_joint, leave_joint, restore, simple
 from .config import Config
 from .errors import (
@@ -28,7 +29,7 @@ from .quorum import VoteResult, joint_vote_result
 from .read_only import ReadOnly
 from .rng import RandomSource
 from .snapshot_transfer import SnapshotReceiver, SnapshotSender
-from .tracker import ProgressState, ProgressTracker, TrackerConfig
+from .tracker import Progress, ProgressState, ProgressTracker, TrackerConfig
 from .types import (
     NONE,
     ConfChange,
@@ -585,14 +586,12 @@ class Raft:
             self.send(Message(resp, to=m.from_, term=self.term, reject=True))
 
     # The role-specific step functions live in roles.py to keep this module small.
-    from .roles import (
-        _handle_append_entries,
-        _handle_heartbeat,
-        _handle_snapshot_chunk,
-        _step_candidate,
-        _step_follower,
-        _step_leader,
-    )
+    _handle_append_entries = roles._handle_append_entries
+    _handle_heartbeat = roles._handle_heartbeat
+    _handle_snapshot_chunk = roles._handle_snapshot_chunk
+    _step_candidate = roles._step_candidate
+    _step_follower = roles._step_follower
+    _step_leader = roles._step_leader
 
     # -- leadership transfer ----------------------------------------------------------------
 
@@ -685,7 +684,7 @@ class Raft:
         apply would stop every replica at that index."""
         self._changed_config(cc)
 
-    def _changed_config(self, cc: ConfChange) -> tuple[TrackerConfig, dict]:
+    def _changed_config(self, cc: ConfChange) -> tuple[TrackerConfig, dict[int, Progress]]:
         cfg, prs = self.trk.config, self.trk.progress
         last = self.raft_log.last_index()
         nf = self.trk.new_inflights
@@ -696,7 +695,7 @@ class Raft:
             return enter_joint(cfg, prs, auto_leave, cc.changes, last, nf)
         return simple(cfg, prs, cc.changes, last, nf)
 
-    def _switch_to_config(self, cfg: TrackerConfig, prs: dict) -> ConfState:
+    def _switch_to_config(self, cfg: TrackerConfig, prs: dict[int, Progress]) -> ConfState:
         self.trk.set(cfg, prs)
         cs = cfg.conf_state()
         pr = prs.get(self.id)

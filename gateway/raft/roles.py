@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .errors import CorruptStateError, ProposalDroppedError
 from .quorum import VoteResult, joint_vote_result
-from .tracker import ProgressState
+from .tracker import Progress, ProgressState
 from .types import (
     NONE,
     Entry,
@@ -38,9 +38,9 @@ def _step_leader(self: Raft, m: Message) -> None:
         # a leaving leader keeps telling the others until they know (``check_left``)
         if not self.trk.quorum_active() and not self.leaving_index:
             self.become_follower(self.term, NONE)
-        for node, pr in self.trk.progress.items():
+        for node, peer in self.trk.progress.items():
             if node != self.id:
-                pr.recent_active = False
+                peer.recent_active = False
         return
     if t == MT.PROP:
         if self.leaving_index:
@@ -159,7 +159,7 @@ def _leader_propose(self: Raft, m: Message) -> None:
     self.bcast_append()
 
 
-def _leader_app_resp(self: Raft, m: Message, pr) -> None:  # type: ignore[no-untyped-def]
+def _leader_app_resp(self: Raft, m: Message, pr: Progress) -> None:
     pr.recent_active = True
     log = self.raft_log
     if m.reject:
@@ -199,7 +199,7 @@ def _leader_app_resp(self: Raft, m: Message, pr) -> None:  # type: ignore[no-unt
         self.send_timeout_now(m.from_)
 
 
-def _leader_transfer(self: Raft, m: Message, pr) -> None:  # type: ignore[no-untyped-def]
+def _leader_transfer(self: Raft, m: Message, pr: Progress) -> None:
     if pr.is_learner:
         return
     transferee = m.from_

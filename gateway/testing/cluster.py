@@ -142,7 +142,8 @@ class GatewayCluster:
             time.sleep(0.2)
 
     def logs(self, n: int) -> str:
-        return self._containers[n].logs().decode(errors="replace")
+        out: bytes = self._containers[n].logs()
+        return out.decode(errors="replace")
 
     # -- faults ---------------------------------------------------------------------------------
 

@@ -211,3 +211,12 @@ def test_reference_reader_recovers_the_same_records(reference_vectors: dict[str,
                 for r in scan(buf, rng["start"], rng["stop"])
             ]
             assert mine == rng["records"], (case["damage"], rng["start"], rng["stop"])
+
+
+def test_scan_of_a_bytearray_gives_bytes_payloads() -> None:
+    # Record.payload is bytes whatever the buffer, in the Python specification as in C: a
+    # short record's payload was once a bytearray slice when the buffer was a bytearray.
+    buf = bytearray(encode_record(b"short") + encode_record(b"x" * 300))
+    payloads = [r.payload for r in scan(buf)]
+    assert payloads == [b"short", b"x" * 300]
+    assert [type(p) for p in payloads] == [bytes, bytes]

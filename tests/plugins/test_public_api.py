@@ -82,3 +82,23 @@ def test_every_public_name_is_documented_in_docs_plugins_md():
     documented = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)", text))
     missing = [n for n in [*gateway.__all__, *gateway.formats.__all__] if n not in documented]
     assert not missing, f"public names missing from docs/plugins.md: {missing}"
+
+
+def test_the_conflict_function_types_are_public_and_are_the_internal_ones():
+    import gateway.conflict as internal
+    from gateway.conflict.functions import ConflictFunction
+
+    names = ["APPLY", "Cause", "Change", "ConflictFunction", "Context", "FunctionSpec",
+             "OpType", "Role", "Stored", "Verdict"]
+    assert set(names) <= set(gateway.__all__)
+    for name in names:
+        expected = ConflictFunction if name == "ConflictFunction" else getattr(internal, name)
+        assert getattr(gateway, name) is expected, name
+
+
+def test_docs_tell_conflict_plugins_to_import_from_the_package_root():
+    text = DOCS.read_text()
+    section = text[text.index("### `gateway_register_conflict_functions"):]
+    section = section[:section.index("\n### ")]
+    assert "gateway.conflict" not in section
+    assert "from gateway import" in section

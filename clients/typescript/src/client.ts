@@ -9,7 +9,8 @@
 // - on UNAVAILABLE the client moves to the node named by the `gateway-leader-api` trailer, or
 //   to the next target;
 // - other errors reject at once with a GatewayError (code, details, field);
-// - subscribe() resumes a broken stream after the last delivered log index.
+// - subscribe() resumes a broken stream after the last delivered log index;
+// - stream() keeps many writes in flight on one StreamWrite call (./stream.ts).
 
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -28,6 +29,7 @@ import type { Statement } from "./gen/gateway/v1/statement";
 import { GatewayError, WriteBatchError } from "./errors";
 import type { Condition } from "./gen/gateway/v1/transaction";
 import { type KeyInput, keyValues, type Row, rowOf } from "./values";
+import { type StreamOptions, WriteStream } from "./stream";
 
 export interface ClientOptions {
   /** Sent as "authorization: Bearer <token>" on every call. */
@@ -312,6 +314,18 @@ export class GatewayClient {
       await sleep(jitter(backoff), undefined, { signal });
       backoff = Math.min(2 * backoff, this.maxBackoffMs);
     }
+  }
+
+  /**
+   * A WriteStream on one StreamWrite call to the current target (a follower forwards each write
+   * to the leader); see ./stream.ts. Writes on a stream are not retried: each keeps its
+   * idempotency key to be sent again.
+   */
+  stream(opts: StreamOptions = {}): WriteStream {
+    const target = this.targetList[this.current];
+    const callOpts: Partial<grpc.CallOptions> = opts.deadlineMs === undefined ? {} : { deadline: new Date(Date.now() + opts.deadlineMs) };
+    const call = this.stub(target).streamWrite(this.metadata(), callOpts);
+    return new WriteStream(call, opts, (err) => this.moveOn(target, err.leaderApi));
   }
 
   /** Closes every channel; calls in progress fail. */

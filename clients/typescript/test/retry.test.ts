@@ -7,6 +7,8 @@ import { GatewayClient, GatewayError, fromValue, insert, toValue, decimal } from
 import {
   type ChangeEvent,
   GatewayService,
+  type StreamWriteRequest,
+  type StreamWriteResponse,
   type SubscribeRequest,
   type WriteRequest,
   type WriteResult,
@@ -18,6 +20,8 @@ class Fake {
   keys: string[] = [];
   auth: string[] = [];
   subscribes: SubscribeRequest[] = [];
+  /** Serves StreamWrite when set (UNIMPLEMENTED otherwise). */
+  streamWrite?: (call: grpc.ServerDuplexStream<StreamWriteRequest, StreamWriteResponse>) => void;
   constructor(readonly behaviour: Behaviour) {}
 }
 
@@ -65,7 +69,8 @@ async function serve(fake: Fake): Promise<string> {
       // later calls stay open
     },
     writeBatch: unimplemented,
-    streamWrite: (call: grpc.ServerDuplexStream<unknown, unknown>) => call.destroy(fail(grpc.status.UNIMPLEMENTED, "fake")),
+    streamWrite: (call: grpc.ServerDuplexStream<StreamWriteRequest, StreamWriteResponse>) =>
+      fake.streamWrite ? fake.streamWrite(call) : call.destroy(fail(grpc.status.UNIMPLEMENTED, "fake")),
     read: unimplemented,
     scan: unimplemented,
     status: unimplemented,
@@ -203,4 +208,35 @@ test("values round-trip", () => {
   assert.equal(fromValue(toValue(new Date(1714564800123)).value), 1714564800123000000n);
   assert.throws(() => toValue({} as never), TypeError);
   assert.throws(() => toValue(2 ** 60), /bigint/);
+});
+
+test("stream: acks in any order settle the writes with their sequence numbers", async () => {
+  // The fake holds every write until it has four, then acks them in reverse order in one
+  // response, refusing the third; write seq gets logIndex 100 + seq.
+  const fake = new Fake(ok);
+  const seqs: bigint[] = [];
+  fake.streamWrite = (call) => {
+    call.on("data", (req: StreamWriteRequest) => {
+      req.writes.forEach((_w, i) => seqs.push(req.seq + BigInt(i)));
+      if (seqs.length < 4) return;
+      call.write({
+        acks: [...seqs].reverse().map((seq) =>
+          seq === 3n
+            ? { seq, result: undefined, code: grpc.status.FAILED_PRECONDITION, error: "row exists", field: "conditions[0]" }
+            : { seq, result: { gtid: { serverId: 1, transId: seq }, epoch: 1n, commitTimestampNs: 0n, logIndex: 100n + seq, duplicate: false }, code: 0, error: "", field: "" },
+        ),
+      });
+    });
+    call.on("end", () => call.end());
+  };
+  const c = client([await serve(fake)]);
+  const s = c.stream({ window: 8, maxPerRequest: 2 });
+  const sent = [];
+  for (let i = 0; i < 4; i++) sent.push(await s.send(row()));
+  await s.close();
+  assert.deepEqual(seqs, [1n, 2n, 3n, 4n], "writes numbered from 1, in order, across requests");
+  assert.equal((await sent[0].result).logIndex, 101n);
+  assert.equal((await sent[1].result).logIndex, 102n);
+  await assert.rejects(sent[2].result, (e: unknown) => e instanceof GatewayError && e.conditionIndex === 0);
+  assert.equal((await sent[3].result).logIndex, 104n);
 });

@@ -21,8 +21,8 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Protocol, cast
 
 import crc32c as _crc32c
 
@@ -40,7 +40,23 @@ _crc = _crc32c.crc32c
 _zcrc = zlib.crc32
 _HEAD = struct.Struct("<BBBI")
 _LITTLE = sys.byteorder == "little"
-_accel = accel.load("gateway.core.lsm._bloom")  # None: the Python loop serves
+
+
+class _BloomC(Protocol):
+    """The functions of the C accelerator ``_bloom.c`` (their Python specifications are the
+    ``_py`` functions of this module). ``hashes`` gives the native-order bytes of the uint32
+    word selectors and the uint64 masks."""
+
+    def hashes(self, keys: list[bytes], masks: array[int], /) -> tuple[bytes, bytes]: ...
+
+    def maybe(self, words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int,
+              stop: int, /) -> list[int]: ...
+
+    def build(self, h1s: array[int], masks: array[int], nwords: int, /) -> bytes: ...
+
+
+# None: the Python loop serves
+_accel = cast("_BloomC | None", accel.load("gateway.core.lsm._bloom"))
 
 
 def _build_masks() -> list[int]:
@@ -73,13 +89,13 @@ def key_hash(key: bytes) -> tuple[int, int]:
     return _crc(key), MASKS[_zcrc(key) >> _SHIFT]
 
 
-def _key_hashes_py(keys: list[bytes]) -> tuple[array, array]:
+def _key_hashes_py(keys: list[bytes]) -> tuple[array[int], array[int]]:
     """The specification of ``key_hashes`` (and its fallback)."""
     return (array("I", map(_crc, keys)),
             array("Q", [MASKS[h >> _SHIFT] for h in map(_zcrc, keys)]))
 
 
-def key_hashes(keys: list[bytes]) -> tuple[Any, Any]:
+def key_hashes(keys: list[bytes]) -> tuple[Sequence[int], Sequence[int]]:
     """``key_hash`` of every key of ``keys`` (a list of bytes), as sequences ``(h1s,
     masks)`` of uint32 and uint64 for ``maybe_present``; in C when the accelerator is
     built."""
@@ -89,14 +105,14 @@ def key_hashes(keys: list[bytes]) -> tuple[Any, Any]:
     return _key_hashes_py(keys)
 
 
-def _maybe_present_py(words: array, h1s: Any, masks: Any, start: int, stop: int
-                      ) -> list[int]:
+def _maybe_present_py(words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int,
+                      stop: int) -> list[int]:
     """The specification of ``maybe_present`` (and its fallback)."""
     n = len(words)
     return [i for i in range(start, stop) if (words[h1s[i] % n] & masks[i]) == masks[i]]
 
 
-def maybe_present(words: array, h1s: Any, masks: Any, start: int, stop: int
+def maybe_present(words: array[int], h1s: Sequence[int], masks: Sequence[int], start: int, stop: int
                   ) -> list[int]:
     """The indices ``i`` in ``[start, stop)`` of keys (hashed by ``key_hashes``) that the
     filter ``words`` may hold: no false negatives, about 1% false positives. In C when the
@@ -106,7 +122,7 @@ def maybe_present(words: array, h1s: Any, masks: Any, start: int, stop: int
     return _maybe_present_py(words, h1s, masks, start, stop)
 
 
-def _build_words_py(h1s: Any, masks: Any, nwords: int) -> list[int]:
+def _build_words_py(h1s: Sequence[int], masks: Sequence[int], nwords: int) -> list[int]:
     """The filter's ``nwords`` words: ``words[h1 % nwords] |= mask`` for every key (the
     specification of the accelerator's ``build``)."""
     words = [0] * nwords
@@ -132,9 +148,9 @@ class BloomBuilder:
             self._h1.frombytes(h1s)
             self._m.frombytes(masks)
         else:
-            h1s, masks = _key_hashes_py(keys)
-            self._h1.extend(h1s)
-            self._m.extend(masks)
+            h1_arr, mask_arr = _key_hashes_py(keys)
+            self._h1.extend(h1_arr)
+            self._m.extend(mask_arr)
 
     def __len__(self) -> int:
         return len(self._h1)
@@ -152,7 +168,7 @@ class BloomBuilder:
         return head + arr.tobytes()
 
 
-def decode_bloom(payload: bytes) -> array:
+def decode_bloom(payload: bytes) -> array[int]:
     """Return the filter words of a bloom record payload; ``ValueError`` if malformed."""
     tag, version, k, nwords = _HEAD.unpack_from(payload)
     if tag != TAG_BLOOM or version != 1 or k != K:

@@ -73,7 +73,7 @@ class LeveledPolicy:
 
     def max_bytes(self, level: int) -> int:
         """Size limit of ``level`` (>= 1)."""
-        return self.base_level_bytes * self.multiplier ** (level - 1)
+        return self.base_level_bytes * int(self.multiplier ** (level - 1))
 
     def scores(self, version: Version) -> list[float]:
         """Pressure per level (>= 1.0 means compaction is due); the last level never is."""

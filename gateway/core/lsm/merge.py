@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["Block", "merge_runs"]
 
@@ -26,7 +27,7 @@ Block = tuple[list[bytes], list[bytes]]
 def merge_runs(sources: list[Iterator[Block]]) -> Iterator[Block]:
     """Merge ``sources`` (newest first) into one sorted stream of runs; see module contract."""
     # buffers[i] = [keys, cells, pos] for source i, or None when exhausted.
-    buffers: list[list | None] = []
+    buffers: list[list[Any] | None] = []
     for src in sources:
         buffers.append(_refill(src))
     live = [i for i, b in enumerate(buffers) if b is not None]
@@ -66,7 +67,7 @@ def merge_runs(sources: list[Iterator[Block]]) -> Iterator[Block]:
         yield out, list(map(merged.__getitem__, out))
 
 
-def _refill(src: Iterator[Block]) -> list | None:
+def _refill(src: Iterator[Block]) -> list[Any] | None:
     for keys, cells in src:
         if keys:
             return [keys, cells, 0]

@@ -26,7 +26,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Sized
 
 from gateway.core.accel import load
 from gateway.core.fileio import FileSystem, Mapped, local_fs
@@ -73,10 +73,10 @@ class _PageRelease:
 
     __slots__ = ("_offsets", "_release", "_released", "_size")
 
-    def __init__(self, mm: object, offsets: Sequence[int]) -> None:
+    def __init__(self, mm: Sized, offsets: Sequence[int]) -> None:
         self._release = getattr(mm, "madvise", None)
         self._offsets = offsets
-        self._size = len(mm)  # type: ignore[arg-type]
+        self._size = len(mm)
         self._released = 0  # the map's bytes before this offset (page-aligned) were given back
 
     def read_to(self, i: int) -> None:
@@ -269,9 +269,10 @@ class SSTableReader:
                 lo = bisect_left(keys, start)
                 first = False
             hi = len(keys)
-            last = end is not None and keys[-1] >= end
-            if last:
-                hi = bisect_left(keys, end)  # type: ignore[arg-type]
+            last = False
+            if end is not None and keys[-1] >= end:
+                last = True
+                hi = bisect_left(keys, end)
             if lo == 0 and hi == len(keys):
                 acc_k += keys
                 acc_c += cells

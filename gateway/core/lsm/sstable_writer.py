@@ -16,8 +16,8 @@ the file, so a crash mid-write leaves only an orphan that the next open deletes.
 The file is written in chunks of ~1 MiB and synced after every ``sync_bytes`` written
 (RocksDB's ``bytes_per_sync``): a compaction writing hundreds of megabytes then hands the disk
 a megabyte at a time instead of all of it at ``finish``, whose one large writeback held every
-other fsync on the disk -- the Raft log's, on which each write waits -- for 100 ms and more
-(docs/benchmarks.md, "Change 16"). With ``drop_cache`` each of those syncs also gives the
+other fsync on the disk -- the Raft log's, on which each write waits -- for as long as it took
+(docs/benchmarks.md, "Flush and compaction"). With ``drop_cache`` each of those syncs also gives the
 synced pages back to the OS (`WritableFile.drop_cache`): the data blocks go, the last
 ``sync_bytes`` or less (the index, bloom filter and footer that opening the table reads) stay.
 """

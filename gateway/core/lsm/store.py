@@ -90,7 +90,7 @@ def wal_name(number: int) -> str:
     return f"{number:06d}.wal"
 
 
-class _ClosedDict(dict):  # type: ignore[type-arg]
+class _ClosedDict(dict[bytes, bytes]):
     """Stands in for the memtable of a closed store so the lock-free read path fails cleanly."""
 
     def get(self, *args: Any) -> Any:

@@ -79,7 +79,7 @@ class WalEntry(NamedTuple):
     """One Raft log entry as the WAL stores it. Attribute names match ``gateway.raft``'s
     ``Entry``, so either can be appended."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index: the name is the format's
     term: int
     type: int = 0
     data: bytes = b""
@@ -124,7 +124,7 @@ class SegmentHeader(NamedTuple):
 
 class SegmentIndex(NamedTuple):
     first_index: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the name is the format's
     bounds: bytes
     term_runs: bytes
     last_marker: bytes = b""
@@ -133,7 +133,7 @@ class SegmentIndex(NamedTuple):
 
 class SegmentFooter(NamedTuple):
     first_index: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count: the name is the format's
     index_offset: int
     index_end: int
     index_crc32c: int

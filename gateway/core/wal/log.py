@@ -64,7 +64,7 @@ from gateway.core.wal.errors import (
 from gateway.core.wal.meta import META_NAME, MetaFile
 from gateway.core.wal.recovery import load_segment, segment_first_index
 from gateway.core.wal.report import RecoveryEvent, RecoveryEventKind, RecoveryReport
-from gateway.core.wal.segment import MAX_SEGMENT_OFFSET, Segment
+from gateway.core.wal.segment import MAX_SEGMENT_OFFSET, LogEntry, Segment
 
 __all__ = ["EntryLike", "FsyncPolicy", "SegmentedWal", "WalOptions"]
 
@@ -114,17 +114,21 @@ class WalOptions:
     (docs/formats/wal.md, "Page cache")."""
 
 
-class EntryLike(Protocol):
-    """What ``append`` accepts: `WalEntry` or ``gateway.raft``'s entry type."""
+#: What ``append`` accepts: `WalEntry` or ``gateway.raft``'s entry type (``Segment`` writes
+#: them, so the Protocol lives there).
+EntryLike = LogEntry
 
-    @property
-    def index(self) -> int: ...
+
+class HardStateLike(Protocol):
+    """What ``append_batch``, ``save_hard_state`` and ``reset`` read of a hard state:
+    ``gateway.raft``'s ``HardState`` or a `WalHardState`."""
+
     @property
     def term(self) -> int: ...
     @property
-    def type(self) -> int: ...
+    def vote(self) -> int: ...
     @property
-    def data(self) -> bytes: ...
+    def commit(self) -> int: ...
 
 
 class SegmentedWal:
@@ -406,7 +410,7 @@ class SegmentedWal:
             return self._last
         return self.append_batch(entries, None)
 
-    def append_batch(self, entries: Sequence[EntryLike], hard_state: Any | None = None, *,
+    def append_batch(self, entries: Sequence[EntryLike], hard_state: HardStateLike | None = None, *,
                      sync: bool | None = None) -> int:
         """Append ``entries`` (possibly none) and ``hard_state`` (any object with ``term``,
         ``vote``, ``commit``; ``None`` keeps the current one) as **one atomic batch**: the
@@ -563,14 +567,14 @@ class SegmentedWal:
         if doomed:
             self._fs.sync_dir(self.directory)
 
-    def save_hard_state(self, hs: Any, *, sync: bool = True) -> None:
+    def save_hard_state(self, hs: HardStateLike, *, sync: bool = True) -> None:
         """Save Raft's hard state (any object with ``term``, ``vote``, ``commit``) as a batch
         without entries (one marker). With ``sync`` (the default) it is durable when this
         returns, so messages that depend on it may be sent; ``sync=False`` suits
         commit-index-only updates."""
         self.append_batch((), hs, sync=sync)
 
-    def reset(self, first_index: int, prev_term: int, hard_state: Any) -> None:
+    def reset(self, first_index: int, prev_term: int, hard_state: HardStateLike) -> None:
         """Replace the whole log by an empty one starting at ``first_index`` (the entry before
         it has term ``prev_term``: a snapshot's index and term) and save ``hard_state``,
         atomically and durably: one meta-file write (log start + hard state) is the commit

@@ -193,7 +193,7 @@ def _load_by_scan(
     index_at: int | None = None
     footer_seen = False
     any_record = False
-    markers: list[tuple[int, object]] = []
+    markers: list[tuple[int, Marker]] = []
     for rec in scan(buf):
         if rec.generation != gen:
             continue  # a foreign record: damage, caught by the contiguity check below
@@ -286,9 +286,9 @@ def _load_by_scan(
     else:
         bounds.append(index_at if index_at is not None else pos)
     seg.set_entries(base, bounds, terms)
-    seg.scan_markers = markers  # type: ignore[assignment]
+    seg.scan_markers = markers
     if markers:
-        seg.last_marker = markers[-1][1]  # type: ignore[assignment]
+        seg.last_marker = markers[-1][1]
     end_of_entries = seg.end
 
     if not is_last:

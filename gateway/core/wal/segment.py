@@ -27,6 +27,7 @@ import os
 import sys
 from array import array
 from collections.abc import Sequence
+from typing import Protocol
 
 import crc32c
 
@@ -66,6 +67,23 @@ def generation_of(first_index: int) -> int:
 #: The C loop of `Segment.encode` (the same records as the comprehension it replaces, which
 #: stays the specification): None without the accelerator or under ``GATEWAY_PURE_PYTHON``.
 _encode_entries = getattr(load("gateway.core._recordstream"), "encode_entries", None)
+
+
+class LogEntry(Protocol):
+    """What a segment reads of an entry it writes: ``gateway.raft.Entry`` and ``WalEntry``
+    both offer it."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def term(self) -> int: ...
+
+    @property
+    def type(self) -> int: ...
+
+    @property
+    def data(self) -> bytes: ...
 
 
 class Segment:
@@ -183,7 +201,7 @@ class Segment:
                     runs.append((base + k, t))
         self.runs = runs
 
-    def encode(self, entries: Sequence[object], marker: Marker | None = None
+    def encode(self, entries: Sequence[LogEntry], marker: Marker | None = None
                ) -> tuple[list[bytes], list[int], int]:
         """Encode ``entries`` (objects with ``index``, ``term``, ``type``, ``data``) and, if
         given, the ``marker`` closing their batch, as the records to append in order (entry
@@ -195,7 +213,7 @@ class Segment:
             recs, lengths = _encode_entries(entries, gen)
         else:
             recs = [
-                encode_record(e.data, gen, entry_head(e.index, e.term, int(e.type), len(e.data)))  # type: ignore[attr-defined]
+                encode_record(e.data, gen, entry_head(e.index, e.term, int(e.type), len(e.data)))
                 for e in entries
             ]
             lengths = [len(r) for r in recs]
@@ -204,7 +222,7 @@ class Segment:
             recs.append(mrec)
         return recs, lengths, len(mrec)
 
-    def publish(self, entries: Sequence[object], lengths: Sequence[int], marker_len: int = 0,
+    def publish(self, entries: Sequence[LogEntry], lengths: Sequence[int], marker_len: int = 0,
                 marker: Marker | None = None) -> None:
         """Record that ``entries`` and their marker were written after the current end
         (lengths as returned by `encode`). Called only after the write completed."""
@@ -213,10 +231,10 @@ class Segment:
         for e, n in zip(entries, lengths, strict=True):
             pos += n
             bounds.append(pos)
-            t = e.term  # type: ignore[attr-defined]
+            t = e.term
             terms.append(t)
             if not runs or runs[-1][1] != t:
-                runs.append((e.index, t))  # type: ignore[attr-defined]
+                runs.append((e.index, t))
         if marker_len:
             bounds[-1] = pos + marker_len
         if marker is not None:

@@ -43,6 +43,8 @@ from .nemesis import (
     Nemesis,
     Pin,
     Scenario,
+    SimNode,
+    raw_of,
 )
 from .network import Network, NetworkFaults
 
@@ -206,7 +208,7 @@ class Simulation:
     def _start(self, node: _Node) -> None:
         node.storage = node.disk.recover()
         snap = node.storage.snapshot()
-        node.kv = KVStore.restore(snap.data) if not snap.is_empty() else KVStore()
+        node.kv = KVStore.restore(snap.data[:]) if not snap.is_empty() else KVStore()
         node.raw = RawNode(
             Config(
                 id=node.id,
@@ -244,9 +246,10 @@ class Simulation:
             self.rng.randrange(5, 40) if downtime is None else downtime
         )
 
-    def crash(self, node: _Node, downtime: int | None = None) -> None:
-        """Crash ``node`` now (unsynced writes are lost as in any crash); it restarts after
-        ``downtime`` ticks (random when None)."""
+    def crash(self, node: SimNode, downtime: int | None = None) -> None:
+        """Crash ``node`` (one of ``nodes``) now (unsynced writes are lost as in any crash); it
+        restarts after ``downtime`` ticks (random when None)."""
+        assert isinstance(node, _Node), "crash() takes one of this simulation's nodes"
         self._crash(node, downtime)
 
     def leader(self) -> _Node | None:
@@ -286,11 +289,12 @@ class Simulation:
         return [n for n in self.nodes.values() if n.alive]
 
     def _leader(self) -> _Node | None:
-        best = None
+        best, best_term = None, -1
         for n in self._live():
-            r = n.raw.raft  # type: ignore[union-attr]
-            if r.role == Role.LEADER and (best is None or r.term > best.raw.raft.term):
-                best = n
+            assert n.raw is not None  # a live node runs its RawNode
+            r = n.raw.raft
+            if r.role == Role.LEADER and r.term > best_term:
+                best, best_term = n, r.term
         return best
 
     def _process_ready(self, node: _Node) -> None:
@@ -345,7 +349,7 @@ class Simulation:
         raw = node.raw
         assert raw is not None
         if not rd.snapshot.is_empty():
-            node.kv = KVStore.restore(rd.snapshot.data)
+            node.kv = KVStore.restore(rd.snapshot.data[:])
         for e in rd.committed_entries:
             self.checker.on_apply(node.id, e)
             if e.type == EntryType.CONF_CHANGE:
@@ -401,7 +405,7 @@ class Simulation:
                 # Resumed (a process pause, e.g. GC): the driver first delivers the ticks
                 # that elapsed meanwhile, as a real driver reading a monotonic clock does.
                 for _ in range(node.owed):
-                    node.raw.tick()  # type: ignore[union-attr]
+                    raw_of(node).tick()
                 node.owed = 0
                 node.paused_until = 0
             elif not node.alive and not node.removed and node.down_until <= self.ticks:
@@ -426,7 +430,7 @@ class Simulation:
                 if node.paused_until:
                     node.owed += 1
                 else:
-                    node.raw.tick()  # type: ignore[union-attr]
+                    raw_of(node).tick()
 
     def _check_stale_leaders(self) -> None:
         """Check-quorum's promise: a leader steps down within ``STALE_LEADER_TICKS`` of its
@@ -478,7 +482,7 @@ class Simulation:
             if node is None or not node.alive or node.paused_until:
                 continue
             try:
-                node.raw.step(m)  # type: ignore[union-attr]
+                raw_of(node).step(m)
             except (ProposalDroppedError, StepPeerNotFoundError):
                 continue  # a forwarded proposal refused, or a response from a removed node
         for node in list(self.nodes.values()):
@@ -558,7 +562,7 @@ class Simulation:
             if not live:
                 return
             if node is None or node not in live or rng.chance(0.2):
-                leaders = [n for n in live if n.raw.raft.role == Role.LEADER]  # type: ignore[union-attr]
+                leaders = [n for n in live if raw_of(n).raft.role == Role.LEADER]
                 node = rng.choice(leaders if leaders and rng.chance(0.3) else live)
                 self.client_node[c] = node.id
         self.client_seq[c] = seq
@@ -635,7 +639,7 @@ class Simulation:
         )
 
     def _members(self, lead: _Node) -> list[_Node]:
-        cfg = lead.raw.raft.trk.config  # type: ignore[union-attr]
+        cfg = raw_of(lead).raft.trk.config
         ids = cfg.all_voters() | cfg.learners | cfg.learners_next
         return [self.nodes[i] for i in sorted(ids) if i in self.nodes]
 
@@ -645,7 +649,7 @@ class Simulation:
         lead = self._leader()
         if lead is None:
             return False
-        r = lead.raw.raft  # type: ignore[union-attr]
+        r = raw_of(lead).raft
         if not r.committed_entry_in_current_term() or r.trk.config.joint():
             return False
         commit = r.raft_log.committed

@@ -19,6 +19,7 @@ orders are unsafe, and the simulator found a counterexample for each:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from ..errors import CorruptStateError
 from ..rng import SplitMix64
@@ -68,7 +69,7 @@ class SimDisk:
     def _apply(self, op: tuple[str, object]) -> None:
         kind, val = op
         if kind == "ready":
-            hs, snap, ents = val  # type: ignore[misc]
+            hs, snap, ents = cast("tuple[HardState | None, Snapshot | None, list[Entry]]", val)
             if snap is not None and not snap.is_empty():
                 self._apply(("snap", snap))
             if ents:
@@ -76,22 +77,22 @@ class SimDisk:
             if hs is not None:
                 self._apply(("hs", hs))
         elif kind == "hs":
-            self.hard_state = val  # type: ignore[assignment]
+            self.hard_state = cast(HardState, val)
         elif kind == "snap":
-            snap: Snapshot = val  # type: ignore[assignment]
-            if snap.metadata.index > self.snapshot.metadata.index:
-                self.snapshot = snap
+            new_snap = cast(Snapshot, val)
+            if new_snap.metadata.index > self.snapshot.metadata.index:
+                self.snapshot = new_snap
                 self.entries = []
         else:
-            ents: list[Entry] = val  # type: ignore[assignment]
-            if not ents:
+            new_ents = cast("list[Entry]", val)
+            if not new_ents:
                 return
-            first = ents[0].index
+            first = new_ents[0].index
             snap_index = self.snapshot.metadata.index
             # keep entries before the first new one (contiguous after the snapshot)
             keep = max(0, first - snap_index - 1)
             del self.entries[keep:]
-            self.entries.extend(e for e in ents if e.index > snap_index)
+            self.entries.extend(e for e in new_ents if e.index > snap_index)
 
     def recover(self) -> MemoryStorage:
         """The storage a restarted node finds. Raises ``CorruptStateError`` if the durable

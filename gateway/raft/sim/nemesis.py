@@ -37,8 +37,9 @@ the correct core every scenario must pass; each is aimed at a class of bugs:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import ProposalDroppedError
 from ..rawnode import RawNode
@@ -73,30 +74,55 @@ class SimNode(Protocol):
     raw: RawNode | None
 
 
-class SimCluster(Protocol):
-    """What the nemesis may see and do of the simulation (``cluster.Simulation``)."""
+class SimSettings(Protocol):
+    """What the nemesis reads of the simulation's configuration (``cluster.SimConfig``)."""
 
-    cfg: Any
+    @property
+    def nodes(self) -> int: ...
+
+    @property
+    def faults(self) -> frozenset[str]: ...
+
+
+class SimCluster(Protocol):
+    """What the nemesis may see and do of the simulation (``cluster.Simulation``). The
+    collections are read-only views here (the nemesis never adds to them directly), which
+    lets the simulation keep its own node type behind ``SimNode``."""
+
     rng: SplitMix64
     net: Network
-    nodes: dict[int, Any]  # id -> SimNode
     ticks: int
     next_id: int
     pins: dict[int, Pin]
-    client_op: dict[int, Any]
     scenario: Scenario | None
 
-    def leader(self) -> Any: ...  # SimNode | None
+    @property
+    def cfg(self) -> SimSettings: ...
 
-    def live(self) -> list[Any]: ...  # list[SimNode]
+    @property
+    def nodes(self) -> Mapping[int, SimNode]: ...
 
-    def crash(self, node: Any, downtime: int | None = None) -> None: ...
+    @property
+    def client_op(self) -> Mapping[int, object]: ...
 
-    def add_node(self) -> Any: ...  # SimNode
+    def leader(self) -> SimNode | None: ...
+
+    def live(self) -> Sequence[SimNode]: ...
+
+    def crash(self, node: SimNode, downtime: int | None = None) -> None:
+        """Crash ``node``, one of ``nodes``' values."""
+
+    def add_node(self) -> SimNode: ...
 
     def draw_rate(self) -> int: ...
 
     def reset_rates(self) -> None: ...
+
+
+def raw_of(node: SimNode) -> RawNode:
+    """The running ``RawNode`` of ``node`` (a live one: crashed and removed nodes have none)."""
+    assert node.raw is not None, f"node {node.id} is not running"
+    return node.raw
 
 
 @dataclass(slots=True)
@@ -185,7 +211,7 @@ class Scenario:
             if r.role == Role.FOLLOWER and r.election_elapsed >= r.election_timeout:
                 ready.append(n)
         if ready:
-            self.rng.choice(ready).raw.campaign()  # type: ignore[union-attr]
+            raw_of(self.rng.choice(ready)).campaign()
 
     def _isolate(self, ids: set[int]) -> None:
         """Cut ``ids`` off from every other node (both directions), keeping other blocks."""
@@ -220,7 +246,7 @@ class StaleLeader(Scenario):
             lead = self._stable_leader()
             # Start right after the leader's check-quorum: it will keep believing in itself
             # for almost two election timeouts.
-            if lead is not None and lead.raw.raft.election_elapsed <= 1:  # type: ignore[union-attr]
+            if lead is not None and raw_of(lead).raft.election_elapsed <= 1:
                 self._begin(lead)
             elif sim.ticks >= self.arm_until:
                 self.done = True
@@ -229,7 +255,7 @@ class StaleLeader(Scenario):
         self._hasten({self.old})
         if self.bridge and not self.bridged:
             new = sim.leader()
-            if new is not None and new.id != self.old and new.raw.raft.term > self.old_term:  # type: ignore[union-attr]
+            if new is not None and new.id != self.old and raw_of(new).raft.term > self.old_term:
                 # Reconnect the old leader with everybody except the new leader.
                 sim.net.heal()
                 sim.net.blocked.update({(self.old, new.id), (new.id, self.old)})
@@ -240,7 +266,7 @@ class StaleLeader(Scenario):
     def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
         self.old = lead.id
-        self.old_term = lead.raw.raft.term  # type: ignore[union-attr]
+        self.old_term = raw_of(lead).raft.term
         self.started = sim.ticks
         members = self._members()
         self._isolate({lead.id})
@@ -373,7 +399,7 @@ class Laggard(Scenario):
         if self.phase == "arm":
             lead = self._stable_leader()
             if lead is not None:
-                voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+                voters = sorted(raw_of(lead).raft.trk.config.voters - {lead.id})
                 if voters:
                     self.old, self.lag = lead.id, self.rng.choice(voters)
                     self._isolate({self.lag})
@@ -435,7 +461,7 @@ class LostAck(Scenario):
 
     def _begin(self, lead: SimNode) -> None:
         sim, rng = self.sim, self.rng
-        voters = sorted(lead.raw.raft.trk.config.voters - {lead.id})  # type: ignore[union-attr]
+        voters = sorted(raw_of(lead).raft.trk.config.voters - {lead.id})
         if not voters:
             self.done = True
             return
@@ -507,8 +533,8 @@ class Nemesis:
         if "transfer" in f and rng.chance(0.006):
             lead = sim.leader()
             if lead is not None:
-                voters = lead.raw.raft.trk.voter_ids()  # type: ignore[union-attr]
-                lead.raw.transfer_leader(rng.choice(voters))  # type: ignore[union-attr]
+                voters = raw_of(lead).raft.trk.voter_ids()
+                raw_of(lead).transfer_leader(rng.choice(voters))
         if "churn" in f and sim.ticks % 50 == 0:
             self._churn()
 
@@ -591,7 +617,7 @@ class Nemesis:
         lead = sim.leader()
         if lead is None:
             return
-        r = lead.raw.raft  # type: ignore[union-attr]
+        r = raw_of(lead).raft
         cfg = r.trk.config
         if cfg.joint() or r.pending_conf_index > r.raft_log.applied:
             return
@@ -608,10 +634,10 @@ class Nemesis:
                         ConfChangeSingle(ConfChangeType.REMOVE_NODE, victim),
                     )
                 )
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+                raw_of(lead).propose_conf_change(cc)
             elif sim.next_id <= 3 * sim.cfg.nodes:
                 new_id = sim.add_node().id
                 cc = ConfChange((ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, new_id),))
-                lead.raw.propose_conf_change(cc)  # type: ignore[union-attr]
+                raw_of(lead).propose_conf_change(cc)
         except ProposalDroppedError:
             pass

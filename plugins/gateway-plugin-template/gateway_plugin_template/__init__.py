@@ -1,4 +1,5 @@
-"""A template Gateway plugin: a JSON-lines applier, a CLI command and a metrics listener.
+"""A template Gateway plugin: a JSON-lines applier, a CLI command, a metrics listener and a
+conflict function.
 
 Everything here uses only the public API a third-party plugin has.
 """
@@ -14,16 +15,24 @@ from typing import Any
 import click
 
 from gateway import (
+    APPLY,
     SCOPE_NODE,
     Applier,
     ApplierConfigError,
     ApplierFactory,
     Capabilities,
+    Cause,
+    Change,
+    ConflictFunction,
+    Context,
+    OpType,
     RowOp,
+    Stored,
+    Verdict,
     hookimpl,
 )
 
-__all__ = ["LAST_METRICS", "JsonLinesApplier"]
+__all__ = ["LAST_METRICS", "JsonLinesApplier", "first_wins"]
 
 #: The last metrics snapshot received per source (applier name).
 LAST_METRICS: dict[str, dict[str, float]] = {}
@@ -96,3 +105,19 @@ def gateway_register_commands(cli: click.Group) -> None:
 @hookimpl
 def gateway_publish_metrics(source: str, metrics: Mapping[str, float]) -> None:
     LAST_METRICS[source] = dict(metrics)
+
+
+def first_wins(change: Change, stored: Stored, ctx: Context) -> Verdict:
+    """``TEMPLATE$FIRST_WINS``: a replicated insert over a row this cluster already holds is
+    rejected (recorded in the exceptions table), every other change applied. Pure and
+    deterministic, as every conflict function must be: each node judges alone."""
+    if change.op is OpType.WRITE_ROW and stored.exists:
+        return Verdict(False, Cause.ROW_ALREADY_EXISTS)
+    return APPLY
+
+
+@hookimpl
+def gateway_register_conflict_functions() -> Mapping[str, ConflictFunction]:
+    # A row function without argument; one taking a column (``NAME(col)``), an epoch-based
+    # or a transactional one registers a ``gateway.FunctionSpec`` instead (docs/plugins.md).
+    return {"TEMPLATE$FIRST_WINS": first_wins}

@@ -7,7 +7,7 @@ import json
 import gateway_plugin_template
 from click.testing import CliRunner
 
-from gateway import plugins
+from gateway import APPLY, Cause, Change, Context, OpType, Stored, plugins
 from gateway.cli import logtool, main
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
@@ -39,7 +39,7 @@ def test_the_installed_template_is_listed_with_its_hooks():
     (row,) = [r for r in json.loads(result.output) if r["name"] == "template"]
     assert row["distribution"] == "gateway-plugin-template" and row["loaded"]
     assert row["hooks"] == ["gateway_publish_metrics", "gateway_register_appliers",
-                            "gateway_register_commands"]
+                            "gateway_register_commands", "gateway_register_conflict_functions"]
 
 
 def test_the_template_adds_a_command_only_when_loaded():
@@ -67,3 +67,13 @@ def test_the_jsonl_applier_is_node_scoped():
     # a file on each node's own disk: every node of a cluster appends to its own copy
     [factory] = gateway_plugin_template.gateway_register_appliers()
     assert factory.scope == "node"
+
+
+def test_the_template_conflict_function_is_registered_and_rejects_an_insert_over_a_row():
+    fn = plugins.conflict_functions(plugins.load_plugins(["template"]))["TEMPLATE$FIRST_WINS"]
+    insert = Change(OpType.WRITE_ROW, origin=2, origin_epoch=1, after={"v": 1})
+    verdict = fn(insert, Stored(True, {"v": 0}), Context(1))
+    assert not verdict.apply and verdict.cause is Cause.ROW_ALREADY_EXISTS
+    assert fn(insert, Stored.absent(), Context(1)) is APPLY
+    assert fn(Change(OpType.UPDATE_ROW, origin=2, after={"v": 2}), Stored(True), Context(1)) \
+        is APPLY

@@ -53,7 +53,8 @@ import java.util.function.Function;
  *   <li>on UNAVAILABLE the client moves to the node the {@code gateway-leader-api} trailer
  *       names, or to the next target;
  *   <li>other errors throw {@link GatewayException} at once (code, description, field);
- *   <li>{@link #subscribe} resumes a broken stream after the last delivered log index.
+ *   <li>{@link #subscribe} resumes a broken stream after the last delivered log index;
+ *   <li>{@link #stream} keeps many writes in flight on one {@code StreamWrite} call.
  * </ul>
  *
  * <pre>{@code
@@ -384,6 +385,24 @@ public final class GatewayClient implements AutoCloseable {
   /** As {@link #subscribe(Position)}, calling {@code onReconnect} before each reconnection. */
   public Subscription subscribe(Position from, BiConsumer<String, GatewayException> onReconnect) {
     return new Subscription(this, from, onReconnect);
+  }
+
+  /**
+   * A {@link WriteStream} on one {@code StreamWrite} call to the current target (a follower
+   * forwards each write to the leader): up to 1024 writes unacknowledged, up to 256 per
+   * request, no deadline. Writes on a stream are not retried (see {@link WriteStream}).
+   */
+  public WriteStream stream() {
+    return stream(1024, 256, null);
+  }
+
+  /**
+   * As {@link #stream()}: {@code window} writes at most unacknowledged ({@link WriteStream#send}
+   * waits while that many are), at most {@code maxPerRequest} writes per request, and the whole
+   * call's {@code deadline} ({@code null}: none).
+   */
+  public WriteStream stream(int window, int maxPerRequest, Duration deadline) {
+    return new WriteStream(this, currentTarget(), window, maxPerRequest, deadline);
   }
 
   /** Closes every channel; calls in progress fail. */

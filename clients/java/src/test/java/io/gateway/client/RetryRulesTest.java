@@ -10,6 +10,9 @@ import io.gateway.v1.ChangeEvent;
 import io.gateway.v1.GatewayGrpc;
 import io.gateway.v1.Gtid;
 import io.gateway.v1.Statement;
+import io.gateway.v1.StreamWriteAck;
+import io.gateway.v1.StreamWriteRequest;
+import io.gateway.v1.StreamWriteResponse;
 import io.gateway.v1.SubscribeRequest;
 import io.gateway.v1.WriteRequest;
 import io.gateway.v1.WriteResult;
@@ -30,6 +33,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Function;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -51,8 +55,16 @@ class RetryRulesTest {
     final WriteBehaviour behaviour;
     final AtomicInteger subscribeCalls = new AtomicInteger();
 
+    /** Serves StreamWrite when set (UNIMPLEMENTED otherwise). */
+    Function<StreamObserver<StreamWriteResponse>, StreamObserver<StreamWriteRequest>> streamWrite;
+
     Fake(WriteBehaviour behaviour) {
       this.behaviour = behaviour;
+    }
+
+    @Override
+    public StreamObserver<StreamWriteRequest> streamWrite(StreamObserver<StreamWriteResponse> out) {
+      return streamWrite != null ? streamWrite.apply(out) : super.streamWrite(out);
     }
 
     @Override
@@ -262,5 +274,59 @@ class RetryRulesTest {
     }
     assertEquals(null, Rows.fromValue(Rows.toValue(null).value()));
     assertThrows(IllegalArgumentException.class, () -> Rows.toValue(new Object()));
+  }
+
+  @Test
+  void streamAcksInAnyOrderSettleTheWritesWithTheirSequenceNumbers() throws Exception {
+    // The fake holds every write until it has four, then acks them in reverse order in one
+    // response, refusing the third; write seq gets log index 100 + seq.
+    Fake fake = new Fake((n, req, out) -> out.onError(Status.UNIMPLEMENTED.asRuntimeException()));
+    List<Long> seqs = java.util.Collections.synchronizedList(new ArrayList<>());
+    fake.streamWrite = out -> new StreamObserver<>() {
+      @Override
+      public void onNext(StreamWriteRequest req) {
+        for (int i = 0; i < req.getWritesCount(); i++) {
+          seqs.add(req.getSeq() + i);
+        }
+        if (seqs.size() < 4) {
+          return;
+        }
+        StreamWriteResponse.Builder resp = StreamWriteResponse.newBuilder();
+        for (int i = seqs.size() - 1; i >= 0; i--) {
+          long seq = seqs.get(i);
+          StreamWriteAck.Builder ack = StreamWriteAck.newBuilder().setSeq(seq);
+          if (seq == 3) {
+            ack.setCode(Status.Code.FAILED_PRECONDITION.value()).setError("row exists")
+                .setField("conditions[0]");
+          } else {
+            ack.setResult(WriteResult.newBuilder().setLogIndex(100 + seq));
+          }
+          resp.addAcks(ack);
+        }
+        out.onNext(resp.build());
+      }
+
+      @Override
+      public void onError(Throwable t) {}
+
+      @Override
+      public void onCompleted() {
+        out.onCompleted();
+      }
+    };
+    GatewayClient c = GatewayClient.builder().targets(serve(fake)).build();
+    clients.add(c);
+    List<WriteStream.PendingWrite> sent = new ArrayList<>();
+    try (WriteStream s = c.stream(8, 2, Duration.ofSeconds(30))) {
+      for (int i = 0; i < 4; i++) {
+        sent.add(s.send(row()));
+      }
+    }
+    assertEquals(List.of(1L, 2L, 3L, 4L), seqs, "writes numbered from 1, in order, across requests");
+    assertEquals(101, sent.get(0).join().getLogIndex());
+    assertEquals(102, sent.get(1).join().getLogIndex());
+    GatewayException refused = assertThrows(GatewayException.class, () -> sent.get(2).join());
+    assertEquals(0, refused.conditionIndex());
+    assertEquals(104, sent.get(3).join().getLogIndex());
   }
 }
