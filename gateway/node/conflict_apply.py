@@ -26,7 +26,13 @@ from typing import Any
 
 from gateway.conflict import Change, ConflictRule, Context, OpType, Role, RuleSet, Stored
 from gateway.conflict.functions import BUILTIN, ConflictConfigError, bind
-from gateway.conflict.resolve import RowChange, RowOutcome, exception_row, judge_epoch
+from gateway.conflict.resolve import (
+    RowChange,
+    RowId,
+    RowOutcome,
+    exception_row,
+    judge_epoch,
+)
 from gateway.core.rowops import python_value, value_message
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
@@ -83,9 +89,11 @@ def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None,
     if raw is None:
         if meta is None:
             return Stored.absent()
-        return Stored(False, {}, meta[0], meta[1], meta[2])
+        epoch, author, commit_ts = meta
+        return Stored(False, {}, epoch, author, commit_ts)
     if not values and meta is not None:
-        return Stored(True, {}, meta[0], meta[1], meta[2])
+        epoch, author, commit_ts = meta
+        return Stored(True, {}, epoch, author, commit_ts)
     row = gateway_pb2.Row.FromString(raw)
     return Stored(True, _values(row.fields, row.values) if values else {}, row.epoch,
                   row.author, row.commit_timestamp_ns)
@@ -207,8 +215,12 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
             got = needs[(schema, table)] = spec is None or spec.column
         return got
 
-    j = judge_epoch(changes, rules, lambda rid: lookup(rid[2], values_for(rid[0], rid[1])),
-                    ctx, local_epoch, source)
+    def lookup_row(rid: RowId) -> Stored:
+        schema, table, key = rid
+        assert isinstance(key, bytes)  # the store row key ``_changes`` gives every change
+        return lookup(key, values_for(schema, table))
+
+    j = judge_epoch(changes, rules, lookup_row, ctx, local_epoch, source)
     out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
         return out

@@ -25,6 +25,7 @@ from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
 from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
 from gateway.v1 import wire_tags as W
 
+from .store_ops import InsertShape, ParsedTxn
 from .validation import TableSchema, check_statements, qualified_name
 
 __all__ = [
@@ -321,15 +322,18 @@ def _txn_walk(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int
     return sid, tid, epoch, author, commit_ts, stmts, idem, segment, end_segment
 
 
-def parse_txn_py(data: bytes
-                  ) -> tuple[int, int, int, int, int, list[tuple[int, int]], str] | None:
+def parse_txn_py(data: bytes) -> ParsedTxn | None:
     """The parts of a transaction entry payload (``data[0]`` is the type tag) the fast apply
     path needs, read from the wire bytes without building messages: ``(server id, trans id,
     epoch, author, commit ts, statement spans, idempotency key)``; None for anything unusual
     (unknown fields, a rollback, a multi-byte tag, trailing garbage), which takes the general
-    path. The specification of ``gateway.node._wire.parse_txn``."""
+    path. The specification of ``gateway.node._wire.parse_txn`` (which returns the plain
+    tuple of the same fields)."""
     got = _txn_walk(data)
-    return None if got is None else got[:7]
+    if got is None:
+        return None
+    sid, tid, epoch, author, commit_ts, stmts, idem, _, _ = got
+    return ParsedTxn(sid, tid, epoch, author, commit_ts, stmts, idem)
 
 
 def txn_head_py(data: bytes) -> tuple[int, int, int] | None:
@@ -343,9 +347,12 @@ def txn_head_py(data: bytes) -> tuple[int, int, int] | None:
     if not data or data[0] != _TXN:
         return None
     got = _txn_walk(data)
-    if got is None or got[7] != 1 or not got[8]:
+    if got is None:
         return None
-    return got[0], got[1], got[4]
+    sid, tid, _, _, commit_ts, _, _, segment, end_segment = got
+    if segment != 1 or not end_segment:
+        return None
+    return sid, tid, commit_ts
 
 def gtid_bytes(sid: int, tid: int) -> bytes:
     """``Gtid(server_id=sid, trans_id=tid).SerializeToString()``."""
@@ -747,7 +754,7 @@ class WireChecker:
     def __init__(self, limit: int = 1024) -> None:
         self._limit = limit
         # header bytes -> (qualified name, schema object, key codes, value codes)
-        self._shapes: dict[bytes, tuple[str, TableSchema, bytes, bytes]] = {}
+        self._shapes: dict[bytes, InsertShape] = {}
 
     def check(self, raw: bytes, statements: Sequence[statement_pb2.Statement],
               schemas: dict[str, TableSchema], *, admin: bool = False
@@ -775,9 +782,11 @@ class WireChecker:
             if end > n:
                 return None
             span = insert_header_span(raw, s, end)
-            if span is None or span[1] == end:
-                return None  # not an insert of this shape, or no records
+            if span is None:
+                return None  # not an insert of this shape
             b, p = span
+            if p == end:
+                return None  # no records
             out.append((raw[b:p], p, end))
             pos = end
         return out if out else None
@@ -790,9 +799,11 @@ class WireChecker:
             shapes = self._shapes
             for hdr, pos, end in heads:
                 shape = shapes.get(hdr)
-                if shape is None or schemas.get(shape[0]) is not shape[1]:
+                if shape is None:
                     return None
-                if not _check_records(raw, pos, end, shape[2], shape[3]):
+                name, schema, ktags, vtags = shape
+                if schemas.get(name) is not schema \
+                        or not _check_records(raw, pos, end, ktags, vtags):
                     return None
             return heads
         except IndexError:
@@ -817,7 +828,7 @@ class WireChecker:
         made = {name for name, _ in created}
         for (hdr, _, _), stmt in zip(heads, statements, strict=True):
             cached = self._shapes.get(hdr)
-            if cached is not None and schemas.get(cached[0]) is cached[1]:
+            if cached is not None and schemas.get(cached.table) is cached.schema:
                 continue
             body = stmt.insert
             name = qualified_name(body.table)
@@ -830,7 +841,7 @@ class WireChecker:
                 continue  # a type whose values need the full check
             if len(self._shapes) >= self._limit:
                 self._shapes.clear()
-            self._shapes[hdr] = (name, schema, ktags, vtags)
+            self._shapes[hdr] = InsertShape(name, schema, ktags, vtags)
 
 
 #: The field keys ``_wire.meta_parts`` writes, in its order.

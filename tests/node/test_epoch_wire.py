@@ -1,0 +1,148 @@
+"""A replicated epoch's transactions reach the apply fast path as the bytes the entry carries
+them in (``gateway.node.epoch_wire``), not as a new serialization of the parsed message; the
+bytes cut are exactly the transactions a parse finds, and anything a parse would merge is
+left to the parser."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gateway.core import messages
+from gateway.core.varint import encode_uvarint
+from gateway.node import epoch_apply
+from gateway.node.epoch_wire import transaction_payloads
+from gateway.node.state_machine import StoreStateMachine
+from gateway.node.wire import encode_transaction
+from gateway.raft import Entry, EntryType
+from gateway.replication import ReplicationState, build_unit, transactions
+from gateway.replication.epochs import SealedEpoch
+from gateway.v1 import (
+    epoch_pb2,
+    gtid_pb2,
+    replication_pb2,
+    statement_pb2,
+    transaction_pb2,
+    value_pb2,
+)
+
+_STATUS = epoch_pb2.ApplyStatus(server_id=3, epoch=4)
+
+
+def _txn(tid: int, rows: int, table: str = "t") -> transaction_pb2.Transaction:
+    return transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=2, trans_id=tid), epoch=(1 << 32) | tid, author=2,
+        commit_timestamp_ns=1000 + tid, segment_id=1, end_segment=True,
+        statements=[statement_pb2.Statement(insert=statement_pb2.InsertStatement(
+            table=statement_pb2.TableMetadata(schema_name="s", table_name=table),
+            key_fields=[statement_pb2.FieldMetadata(name="id", type=3)],
+            fields=[statement_pb2.FieldMetadata(name="v", type=12)],
+            records=[statement_pb2.InsertRecord(
+                key_values=[value_pb2.Value(int_value=tid * 100 + r)],
+                after_values=[value_pb2.Value(string_value=f"r{tid}.{r}")])
+                for r in range(rows)]))])
+
+
+def _epochs(n: int, seed: int, max_bytes: int = 4 << 20) -> list[Entry]:
+    """Entries of ``n`` epochs of cluster 2 (some split into segments when ``max_bytes`` is
+    small), with an apply-status item now and then."""
+    rng = random.Random(seed)
+    view = ReplicationState(1)
+    out: list[Entry] = []
+    tid = 0
+    for e in range(1, n + 1):
+        items = []
+        for _ in range(rng.randint(1, 5)):
+            tid += 1
+            items.append(replication_pb2.ReplicatedItem(
+                transaction=_txn(tid, rng.randint(1, 4), rng.choice(["t", "u"]))))
+        sealed = SealedEpoch((1 << 32) | e, items, last_log_index=e)
+        for part in build_unit(view, "c", 2, sealed, (3 << 32) | e, max_bytes=max_bytes):
+            out.append(Entry(term=1, index=len(out) + 2, type=EntryType.NORMAL,
+                             data=messages.pack(part)))
+    return out
+
+
+def test_payloads_are_the_transactions_a_parse_finds_serialized():
+    for entry in _epochs(40, seed=3):
+        unit = replication_pb2.ReplicatedEpoch.FromString(entry.data[1:])
+        assert transaction_payloads(entry.data, 1) == [
+            encode_transaction(t) for t in transactions(unit.items)]
+
+
+def test_an_epoch_without_transactions_gives_no_payloads():
+    unit = replication_pb2.ReplicatedEpoch(channel="c", source_id=2, source_epoch=5,
+                                           items=[replication_pb2.ReplicatedItem(
+                                               apply_status=_STATUS)])
+    assert transaction_payloads(unit.SerializeToString()) == []
+
+
+def _item_bytes(body: bytes) -> bytes:
+    return b"\x32" + encode_uvarint(len(body)) + body
+
+
+def _field(key: int, raw: bytes) -> bytes:
+    return bytes((key,)) + encode_uvarint(len(raw)) + raw
+
+
+def test_an_empty_item_at_the_end_is_no_transaction():
+    """An item with no field set is neither a transaction nor an error."""
+    data = _item_bytes(_field(0x0A, _txn(1, 1).SerializeToString())) + _item_bytes(b"")
+    assert transaction_payloads(data) == [encode_transaction(_txn(1, 1))]
+
+
+def test_an_item_holding_its_transaction_twice_is_left_to_the_parser():
+    """A parse merges the two (protobuf's rule for a repeated message field): cutting either
+    would apply something else than what the parsed message holds."""
+    a, b = _txn(1, 1).SerializeToString(), _txn(2, 1).SerializeToString()
+    data = _item_bytes(_field(0x0A, a) + _field(0x0A, b))
+    assert len(transactions(replication_pb2.ReplicatedEpoch.FromString(data).items)) == 1
+    assert transaction_payloads(data) is None
+
+
+def test_an_item_with_a_transaction_beside_another_field_is_left_to_the_parser():
+    data = _item_bytes(_field(0x0A, _txn(1, 1).SerializeToString())
+                       + _field(0x12, _STATUS.SerializeToString()))
+    assert transaction_payloads(data) is None
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 20])
+def test_truncated_epoch_bytes_are_left_to_the_parser(cut):
+    data = replication_pb2.ReplicatedEpoch(
+        channel="c", items=[replication_pb2.ReplicatedItem(transaction=_txn(1, 3))]
+    ).SerializeToString()
+    assert transaction_payloads(data[:-cut]) is None
+
+
+def _apply_all(path, entries: list[Entry]) -> tuple[list, list]:
+    sm = StoreStateMachine(str(path), cluster_id=1)
+    outcomes = []
+    try:
+        for i in range(0, len(entries), 3):
+            for a in sm.apply(entries[i:i + 3]):
+                outcomes.append((a.index, a.error and str(a.error)))
+        return outcomes, list(sm.store.scan_prefix(b""))
+    finally:
+        sm.close()
+
+
+def test_replicated_epochs_are_applied_without_serializing_their_transactions(
+        tmp_path, monkeypatch):
+    """With the entry's bytes at hand, no transaction of an epoch (one entry or several
+    segments; tables created by the epoch itself included) is serialized again; the store
+    ends byte-equal to applying from serialized messages."""
+    entries = _epochs(30, seed=9, max_bytes=250)
+    assert any(not replication_pb2.ReplicatedEpoch.FromString(e.data[1:]).end_segment
+               for e in entries)  # some epochs came in segments
+    with monkeypatch.context() as m:
+        m.setattr(epoch_apply, "transaction_payloads", lambda data, pos=0: None)
+        serialized = _apply_all(tmp_path / "serialized", entries)
+
+    def no_serializing(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("a replicated transaction was serialized again")
+
+    monkeypatch.setattr(epoch_apply, "encode_transaction", no_serializing)
+    received = _apply_all(tmp_path / "received", entries)
+    assert not any(err for _, err in received[0])
+    assert received == serialized
