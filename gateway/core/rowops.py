@@ -38,8 +38,9 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypedDict
 
+from gateway.core.sql_value import SqlValue
 from gateway.v1 import applier_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = [
@@ -104,7 +105,7 @@ class Variable:
 
     name: str
     type: int
-    value: Any
+    value: SqlValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,20 +155,20 @@ class RowOp:
     kind: OpKind
     table: TableRef
     key_columns: tuple[Column, ...]
-    key: tuple[Any, ...]
+    key: tuple[SqlValue, ...]
     columns: tuple[Column, ...] = ()
-    values: tuple[Any, ...] = ()
+    values: tuple[SqlValue, ...] = ()
     gtid: Gtid = _NO_GTID
     log_index: int = 0
     epoch: int = 0
     author: int = 0
     commit_ts_ns: int = 0
-    new_key: tuple[Any, ...] | None = None
+    new_key: tuple[SqlValue, ...] | None = None
     sql: SqlText | None = None
     statement: int = 0
 
     @property
-    def row_id(self) -> tuple[TableRef, tuple[Any, ...]]:
+    def row_id(self) -> tuple[TableRef, tuple[SqlValue, ...]]:
         """The row this operation addresses: ``(table, key)``."""
         return (self.table, self.key)
 
@@ -177,7 +178,7 @@ class RowOp:
         before everything after them (SQL and MOVE)."""
         return self.kind is OpKind.SQL or self.kind is OpKind.MOVE
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> dict[str, SqlValue]:
         """The key and non-key columns as one ``{name: value}`` dict."""
         out = {c.name: v for c, v in zip(self.key_columns, self.key, strict=True)}
         out.update((c.name, v) for c, v in zip(self.columns, self.values, strict=True))
@@ -215,7 +216,7 @@ TYPE_OF_CASE: dict[str, int] = {
 }
 
 
-def python_value(value: value_pb2.Value, field_type: int | None = None) -> Any:
+def python_value(value: value_pb2.Value, field_type: int | None = None) -> SqlValue:
     """Return the Python value of ``value``.
 
     With ``field_type`` (a column's declared type), the case must be null or the case that
@@ -233,16 +234,17 @@ def python_value(value: value_pb2.Value, field_type: int | None = None) -> Any:
             raise ValueError(f"invalid field type {field_type}")
         if case != expected:
             raise ValueError(f"{case} in a {FT.Name(field_type)} column (expected {expected})")
-    raw = getattr(value, case)
     if case == "decimal_value":
+        text = value.decimal_value
         try:
-            return Decimal(raw)
+            return Decimal(text)
         except InvalidOperation:
-            raise ValueError(f"decimal_value {raw!r} is not a number") from None
+            raise ValueError(f"decimal_value {text!r} is not a number") from None
+    raw: SqlValue = getattr(value, case)
     return raw
 
 
-def value_message(field_type: int, value: Any) -> value_pb2.Value:
+def value_message(field_type: int, value: SqlValue) -> value_pb2.Value:
     """Return the ``Value`` holding ``value`` in the case ``field_type`` uses (null for None)."""
     if value is None:
         return value_pb2.Value(null_value=value_pb2.NULL_VALUE)
@@ -251,7 +253,9 @@ def value_message(field_type: int, value: Any) -> value_pb2.Value:
         raise ValueError(f"invalid field type {field_type}")
     if case == "decimal_value":
         value = str(value)
-    return value_pb2.Value(**{case: value})
+    msg = value_pb2.Value()
+    setattr(msg, case, value)  # the case is data (CASE_OF_TYPE), so no keyword is spelled out
+    return msg
 
 
 def _variable(var: statement_pb2.SessionVariable) -> Variable:
@@ -270,7 +274,7 @@ def _columns(fields: Sequence[statement_pb2.FieldMetadata]) -> tuple[Column, ...
 
 
 def _values(columns: tuple[Column, ...], values: Sequence[value_pb2.Value], part: str,
-            r_no: int = 0, cases: list[str | None] | None = None) -> tuple[Any, ...]:
+            r_no: int = 0, cases: list[str | None] | None = None) -> tuple[SqlValue, ...]:
     """The Python values of ``values`` for ``columns`` (checked as ``python_value`` does).
     ``cases``: ``_fast_cases(columns)``, for the fast path (a value in its column's case,
     bound as it is). Errors name the values as ``record <r_no> <part>`` (just ``part`` when
@@ -316,6 +320,17 @@ def _check_columns(key_cols: tuple[Column, ...], cols: tuple[Column, ...]) -> No
             raise ValueError(f"field {col.name!r} has invalid type {col.type}")
 
 
+class _OpMeta(TypedDict):
+    """The transaction fields every operation of one statement carries (``RowOp`` keywords)."""
+
+    gtid: Gtid
+    log_index: int
+    epoch: int
+    author: int
+    commit_ts_ns: int
+    statement: int
+
+
 def statement_ops(txn: transaction_pb2.Transaction, log_index: int = 0) -> list[RowOp]:
     """Return the transaction's statements as operations, one per record, in log order.
 
@@ -326,7 +341,8 @@ def statement_ops(txn: transaction_pb2.Transaction, log_index: int = 0) -> list[
     ``log_index`` and the transaction's gtid, epoch, author and commit timestamp. Raises
     ``MalformedTransactionError`` naming the statement and record that break the log model.
     """
-    meta = {
+    meta: _OpMeta = {
+        "statement": 0,
         "gtid": Gtid(txn.gtid.server_id, txn.gtid.trans_id),
         "log_index": log_index,
         "epoch": txn.epoch,
@@ -345,7 +361,7 @@ def statement_ops(txn: transaction_pb2.Transaction, log_index: int = 0) -> list[
     return ops
 
 
-def _ops_of_statement(stmt: statement_pb2.Statement, meta: dict[str, Any]) -> Iterator[RowOp]:
+def _ops_of_statement(stmt: statement_pb2.Statement, meta: _OpMeta) -> Iterator[RowOp]:
     kind = stmt.WhichOneof("kind")
     if kind is None:
         raise ValueError("statement has no kind set")
@@ -386,7 +402,7 @@ def _ops_of_statement(stmt: statement_pb2.Statement, meta: dict[str, Any]) -> It
 
 
 def _update_ops(body: statement_pb2.UpdateStatement, table: TableRef,
-                key_cols: tuple[Column, ...], meta: dict[str, Any]) -> Iterator[RowOp]:
+                key_cols: tuple[Column, ...], meta: _OpMeta) -> Iterator[RowOp]:
     cols = _columns(body.set_fields)
     _check_columns(key_cols, cols)
     key_pos = {c.name: i for i, c in enumerate(key_cols)}
@@ -399,7 +415,7 @@ def _update_ops(body: statement_pb2.UpdateStatement, table: TableRef,
                              f"{len(cols)} set_fields")
         new_key = list(key)
         rest_cols: list[Column] = []
-        rest_vals: list[Any] = []
+        rest_vals: list[SqlValue] = []
         for col, val in zip(cols, vals, strict=True):
             if col.name in key_pos:
                 new_key[key_pos[col.name]] = val
@@ -496,8 +512,8 @@ class ColumnOps:
     kind: OpKind
     key_columns: tuple[Column, ...]
     columns: tuple[Column, ...]
-    key: Sequence[Sequence[Any]]
-    values: Sequence[Sequence[Any]]
+    key: Sequence[Sequence[SqlValue]]
+    values: Sequence[Sequence[SqlValue]]
 
     def __len__(self) -> int:
         return len(self.key[0]) if self.key else 0
