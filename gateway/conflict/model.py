@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from gateway.core.sql_value import SqlValue
 
 __all__ = ["Cause", "Change", "Context", "OpType", "Role", "Stored", "Verdict"]
 
@@ -56,8 +57,8 @@ class Change:
     origin: int
     origin_epoch: int = 0
     commit_ts_ns: int = 0
-    after: Mapping[str, Any] = field(default_factory=dict)
-    before: Mapping[str, Any] = field(default_factory=dict)
+    after: Mapping[str, SqlValue] = field(default_factory=dict)
+    before: Mapping[str, SqlValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ class Stored:
     it; all 0 when nothing is known (never written, or the tombstone was collected)."""
 
     exists: bool
-    values: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, SqlValue] = field(default_factory=dict)
     epoch: int = 0
     author: int = 0
     commit_ts_ns: int = 0

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from gateway.core.sql_value import SqlValue
 
 from .functions import FunctionSpec, bind
 from .model import Cause, Change, Context, OpType, Role, Stored, Verdict
@@ -222,8 +223,8 @@ def _count(c: Counter[str], outcomes: list[RowOutcome], rejected: bool) -> None:
 
 
 def exception_row(outcome: RowOutcome, me: int, source_epoch: int, count: int,
-                  key_columns: Sequence[str], old: Mapping[str, Any] | None,
-                  orig_transid: str) -> dict[str, Any]:
+                  key_columns: Sequence[str], old: Mapping[str, SqlValue] | None,
+                  orig_transid: str) -> dict[str, SqlValue]:
     """The row of ``schema.table$EX`` recording a rejected change, in MySQL's layout: the
     key ``(server_id, source_server_id, source_epoch, count)``, then ``NDB$OP_TYPE``,
     ``NDB$CFT_CAUSE``, ``NDB$ORIG_TRANSID`` (the origin GTID ``S:T``), the row's key columns,
@@ -233,7 +234,7 @@ def exception_row(outcome: RowOutcome, me: int, source_epoch: int, count: int,
     cause = outcome.verdict.cause
     if cause is None:
         raise ValueError("an applied change has no exception row")
-    row: dict[str, Any] = {
+    row: dict[str, SqlValue] = {
         "server_id": me, "source_server_id": ch.origin, "source_epoch": source_epoch,
         "count": count, "NDB$OP_TYPE": ch.op.name, "NDB$CFT_CAUSE": cause.name,
         "NDB$ORIG_TRANSID": orig_transid,

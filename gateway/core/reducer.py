@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.core.rowops import (
     Column,
@@ -51,6 +51,7 @@ from gateway.core.rowops import (
     TableRef,
     statement_ops,
 )
+from gateway.core.sql_value import SqlValue
 from gateway.v1 import transaction_pb2
 
 __all__ = [
@@ -63,7 +64,7 @@ __all__ = [
     "reduce_window",
 ]
 
-RowId = tuple[TableRef, tuple[Any, ...]]
+RowId = tuple[TableRef, tuple[SqlValue, ...]]
 _NOTHING = None  # marker kind: the row was created and deleted inside the unit
 
 
@@ -74,10 +75,10 @@ class _Net:
     kind: OpKind | None  # None = nothing (inserted then deleted)
     # None while the row saw one operation (``last``, which then is the net effect as it
     # is: the common case costs no column map and no new operation)
-    cols: dict[str, tuple[Column, Any]] | None
+    cols: dict[str, tuple[Column, SqlValue]] | None
     last: RowOp
 
-    def columns(self) -> dict[str, tuple[Column, Any]]:
+    def columns(self) -> dict[str, tuple[Column, SqlValue]]:
         """The row's net columns (built from ``last`` on first use)."""
         cols = self.cols
         if cols is None:
@@ -186,7 +187,7 @@ class RowReducer:
         return out
 
 
-def _colmap(op: RowOp) -> dict[str, tuple[Column, Any]]:
+def _colmap(op: RowOp) -> dict[str, tuple[Column, SqlValue]]:
     return {c.name: (c, v) for c, v in zip(op.columns, op.values, strict=True)}
 
 
