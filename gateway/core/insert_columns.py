@@ -28,8 +28,8 @@ their bytes and GTIDs -- the dispatcher's path for a run of such entries, which 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Hashable, Sequence
+from typing import Protocol, cast
 
 from google.protobuf.message import DecodeError
 
@@ -43,6 +43,7 @@ from gateway.core.rowops import (
     OpKind,
     TableRef,
 )
+from gateway.core.sql_value import SqlValue
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["WIRES_IN_C", "InsertWindow", "insert_columns", "insert_columns_of_wires"]
@@ -55,8 +56,8 @@ class _ColumnsC(Protocol):
     the row path, or ``(head, start, end)`` naming an INSERT whose spec is not cached yet
     (its head and the byte range of its statement)."""
 
-    def fill_txn(self, data: bytes, specs: dict[Any, _Spec | None], groups: _Groups,
-                 seen: dict[TableRef, set[tuple[Any, ...]]], /
+    def fill_txn(self, data: bytes, specs: dict[_SpecKey, _Spec | None], groups: _Groups,
+                 seen: _Seen, /
                  ) -> int | tuple[bytes, int, int] | None: ...
 
 
@@ -79,7 +80,7 @@ class InsertWindow:
 def insert_columns(window: Sequence[AssembledTransaction]) -> InsertWindow | None:
     """The window as columns, or ``None`` when the row path must take it (module docstring)."""
     groups: _Groups = {}
-    seen: dict[TableRef, set[tuple[Any, ...]]] = {}
+    seen: _Seen = {}
     gtids: list[Gtid] = []
     rows = 0
     for txn in window:
@@ -105,7 +106,7 @@ def insert_columns_of_wires(wires: Sequence[bytes], gtids: Sequence[Gtid]
     if _C is None:
         return None
     groups: _Groups = {}
-    seen: dict[TableRef, set[tuple[Any, ...]]] = {}
+    seen: _Seen = {}
     inserted: list[Gtid] = []
     rows = 0
     fill = _C.fill_txn
@@ -138,13 +139,20 @@ _Spec = tuple[TableRef, tuple[Column, ...], tuple[Column, ...], tuple[str, ...],
 # A window's rows so far: group key (a spec's key) -> (spec, key columns, value columns), one
 # list of values per column. Two keys may name the same table and columns (two encodings of the
 # same fields): two batches then, which is fine, as ``seen`` is kept per table.
-_Groups = dict[Any, tuple[_Spec, list[list[Any]], list[list[Any]]]]
-_SPECS: dict[Any, _Spec | None] = {}
+# The keys of the rows added so far, per table (a key twice sends the window to the row path).
+_Seen = dict[TableRef, set[tuple[SqlValue, ...]]]
+_Groups = dict[Hashable, tuple[_Spec, list[list[SqlValue]], list[list[SqlValue]]]]
+# An INSERT's table and fields as read from its message: (schema, table, key fields, fields),
+# each field as (name, FieldType number).
+_Signature = tuple[str, str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+# A spec's cache key: the signature (Python) or the statement's serialized head (C).
+_SpecKey = _Signature | bytes
+_SPECS: dict[_SpecKey, _Spec | None] = {}
 _SPEC_LIMIT = 4096
 _VALUE_FIELDS = {f.name: f.number for f in value_pb2.Value.DESCRIPTOR.fields}
 
 
-def _spec(signature: tuple[Any, ...]) -> _Spec | None:
+def _spec(signature: _Signature) -> _Spec | None:
     schema, name, key_fields, fields = signature
     if not name or not key_fields:
         return None
@@ -160,14 +168,14 @@ def _spec(signature: tuple[Any, ...]) -> _Spec | None:
             tuple(_VALUE_FIELDS[c] for c in cases))
 
 
-def _signature(body: Any) -> tuple[Any, ...]:
+def _signature(body: statement_pb2.InsertStatement) -> _Signature:
     table_msg = body.table
     return (table_msg.schema_name, table_msg.table_name,
             tuple([(f.name, f.type) for f in body.key_fields]),
             tuple([(f.name, f.type) for f in body.fields]))
 
 
-def _lookup(cache_key: Any, body: Any) -> _Spec | None:
+def _lookup(cache_key: _SpecKey, body: statement_pb2.InsertStatement) -> _Spec | None:
     try:
         return _SPECS[cache_key]
     except KeyError:
@@ -178,7 +186,7 @@ def _lookup(cache_key: Any, body: Any) -> _Spec | None:
 
 
 def _add_transaction_c(txn: AssembledTransaction, groups: _Groups,
-                       seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+                       seen: _Seen) -> int | None:
     """``_add_transaction_py`` through the C reader, from the transaction's wire bytes (kept
     by the source -- then the message is not touched, maybe never parsed --, else each
     segment serialized here): the same rows and the same refusals."""
@@ -193,7 +201,7 @@ def _add_transaction_c(txn: AssembledTransaction, groups: _Groups,
     return rows
 
 
-def _fill(data: bytes, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
+def _fill(data: bytes, groups: _Groups, seen: _Seen
           ) -> int | None:
     """One serialized segment through ``fill_txn``; an INSERT whose spec is not cached is
     learned from its bytes and the segment read again (at most once per statement of the
@@ -228,7 +236,7 @@ def _learn(head: bytes, body_bytes: bytes) -> bool:
 
 
 def _add_transaction_py(txn: AssembledTransaction, groups: _Groups,
-                        seen: dict[TableRef, set[tuple[Any, ...]]]) -> int | None:
+                        seen: _Seen) -> int | None:
     """Append the rows of every INSERT of ``txn`` to their groups; the number of rows, or
     ``None`` when the row path must take the window (a statement that is not an INSERT...)."""
     rows = 0
@@ -243,7 +251,7 @@ def _add_transaction_py(txn: AssembledTransaction, groups: _Groups,
     return rows
 
 
-def _add_insert_py(body: Any, groups: _Groups, seen: dict[TableRef, set[tuple[Any, ...]]]
+def _add_insert_py(body: statement_pb2.InsertStatement, groups: _Groups, seen: _Seen
                    ) -> int | None:
     """Append the records of one INSERT to their group; the number of rows, or ``None``."""
     records = body.records
