@@ -33,7 +33,7 @@ from __future__ import annotations
 import mmap
 import struct
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, Protocol, TypeVar, cast
+from typing import NamedTuple, Protocol, Self, TypeVar, cast
 
 import crc32c as _crc32c
 
@@ -153,9 +153,9 @@ _Searchable = bytes | bytearray | mmap.mmap
 class _Ordered(Protocol):
     """A search key: ordered against keys of its own type."""
 
-    def __lt__(self, other: Any, /) -> bool: ...
+    def __lt__(self, other: Self, /) -> bool: ...
 
-    def __ge__(self, other: Any, /) -> bool: ...
+    def __ge__(self, other: Self, /) -> bool: ...
 
 
 _K = TypeVar("_K", bound=_Ordered)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
 
 __all__ = ["BlockCache"]
 
@@ -27,11 +26,11 @@ class BlockCache:
         self.used_bytes = 0
         self.hits = 0
         self.misses = 0
-        self._order: OrderedDict[tuple[int, int], tuple[dict[int, Any], int]] = OrderedDict()
+        self._order: OrderedDict[tuple[int, int], tuple[dict[int, bytes], int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def insert(
-        self, owner: dict[int, Any], owner_id: int, index: int, block: Any, size: int
+        self, owner: dict[int, bytes], owner_id: int, index: int, block: bytes, size: int
     ) -> None:
         """Cache ``block`` as ``owner[index]``, evicting the oldest blocks over budget."""
         if size > self.capacity_bytes:

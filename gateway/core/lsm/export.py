@@ -49,7 +49,7 @@ def file_crc32c(path: str, fs: FileSystem | None = None) -> int:
     return crc
 
 
-def _record(tag: int, body: dict[str, Any]) -> bytes:
+def _record(tag: int, body: dict[str, object]) -> bytes:
     return encode_record(
         bytes([tag]) + json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
     )

@@ -21,7 +21,7 @@ import struct
 import sys
 from array import array
 from bisect import bisect_left
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from gateway.core.accel import load
 
@@ -263,7 +263,7 @@ def _find_cell_py(payload: bytes, key: bytes) -> bytes | None:
     return cells[i] if i < len(keys) and keys[i] == key else None
 
 
-def encode_cells_py(ops: Any) -> dict[bytes, bytes] | None:
+def encode_cells_py(ops: object) -> dict[bytes, bytes] | None:
     """The cells of the write ops ``ops`` -- a list of tuples ``(key, value, epoch, author,
     commit_ts)``, ``value=None`` a delete -- keyed by key, a later op of a key replacing an
     earlier one (``encode_cell`` of each); None when ``ops`` is not a list or an op is

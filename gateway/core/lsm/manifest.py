@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 from gateway.core.fileio import FileSystem, local_fs
 from gateway.core.lsm.errors import CorruptionError
@@ -42,7 +41,7 @@ class Edit:
 
     def to_payload(self) -> bytes:
         """The record payload: tag byte + compact JSON."""
-        body: dict[str, Any] = {}
+        body: dict[str, object] = {}
         if self.next_file is not None:
             body["next_file"] = self.next_file
         if self.applied_index is not None:

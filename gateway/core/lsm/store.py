@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from gateway.core.fileio import FileLock, FileSystem, local_fs
 from gateway.core.lsm.cache import BlockCache
@@ -93,14 +93,14 @@ def wal_name(number: int) -> str:
 class _ClosedDict(dict[bytes, bytes]):
     """Stands in for the memtable of a closed store so the lock-free read path fails cleanly."""
 
-    def get(self, *args: Any) -> Any:
+    def get(self, *args: object) -> NoReturn:
         raise StoreClosedError("the store is closed")
 
 
 _PLAIN = encode_cell(b"")  # the header of a cell without metadata
 
 
-def _key(key: Any) -> bytes:
+def _key(key: object) -> bytes:
     if type(key) is bytes:
         return key
     if isinstance(key, bytearray | memoryview):
@@ -715,7 +715,7 @@ class LSMStore:
             with self._bg_cond:
                 self._compact_requests -= 1
 
-    def _wait(self, done: Any) -> None:
+    def _wait(self, done: Callable[[], bool]) -> None:
         if not self._background:
             return
         with self._bg_cond:
