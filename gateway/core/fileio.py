@@ -48,7 +48,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 __all__ = [
     "FaultInjectingFileSystem",
@@ -446,7 +446,8 @@ class _OsWritable(WritableFile):
             self.write(b"".join(parts))
             return
         fd = self._handle()
-        pending: list[Any] = parts
+        # What is left to write: a short write leaves a memoryview of a part at its head.
+        pending = cast("list[bytes | memoryview]", parts)
         written = 0
         while pending:
             batch = pending[:_IOV_MAX]

@@ -40,9 +40,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
-from gateway.core.fileio import FileSystem, OsFileSystem, WritableFile
+from gateway.core.fileio import FileSystem, OsFileSystem, ReadableFile, WritableFile
 from gateway.core.records import SEPARATOR, decode_record
 from gateway.core.wal.codec import (
     LogStart,
@@ -785,7 +785,7 @@ class SegmentedWal:
 
     def _plan_read(
         self, lo: int, hi: int, max_bytes: int | None
-    ) -> tuple[list[tuple[Segment, Any, int, int, list[int]]], int]:
+    ) -> tuple[list[tuple[Segment, ReadableFile, int, int, list[int]]], int]:
         with self._lock:
             first = self._log_start.first_index
             if lo < first:
@@ -819,7 +819,7 @@ class SegmentedWal:
             return plan, self._epoch
 
     def _read_plan(
-        self, plan: list[tuple[Segment, Any, int, int, list[int]]], max_bytes: int | None
+        self, plan: list[tuple[Segment, ReadableFile, int, int, list[int]]], max_bytes: int | None
     ) -> list[WalEntry]:
         out: list[WalEntry] = []
         total = 0
