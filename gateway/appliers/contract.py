@@ -52,10 +52,11 @@ from __future__ import annotations
 import errno
 import sqlite3
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from gateway.core.rowops import OpKind, RowOp
+from gateway.core.rowops import ColumnOps, OpKind, RowOp
 
 __all__ = [
     "SCOPES",
@@ -66,6 +67,7 @@ __all__ = [
     "ApplierFactory",
     "ApplyError",
     "Capabilities",
+    "ColumnsApplier",
     "OutOfSpaceError",
     "StoreUnavailableError",
     "TransientApplyError",
@@ -217,6 +219,14 @@ class Applier(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Release connections and files. Called once, after the last ``apply``."""
+
+
+class ColumnsApplier(Protocol):
+    """An applier whose ``capabilities.columns`` is true: it also takes windows of plain
+    inserts as columns (see ``SqliteApplier.apply_columns``)."""
+
+    def apply_columns(self, batches: Iterable[ColumnOps],
+                      gtids: Iterable[tuple[int, int]], ops: Sequence[RowOp] = ()) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from gateway.core.insert_columns import (
     WIRES_IN_C,
@@ -57,7 +57,7 @@ from gateway.core.reducer import reduce_ops as _reduce_ops
 from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
 from gateway.v1 import transaction_pb2
 
-from .contract import Applier, out_of_space, unavailable_text
+from .contract import Applier, ColumnsApplier, out_of_space, unavailable_text
 from .deadletter import DeadLetterLog
 from .durable import hold
 from .metrics import ApplierMetrics
@@ -71,7 +71,8 @@ __all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
 log = logging.getLogger("gateway.appliers")
 
 MetricsSink = Callable[[str, Mapping[str, float]], None]
-DeadLetterHook = Callable[[str, int, Any, BaseException], None]
+#: ``(applier name, dead letter number, what was refused: a transaction or an operation, why)``
+DeadLetterHook = Callable[[str, int, transaction_pb2.Transaction | RowOp, BaseException], None]
 PositionHook = Callable[[ApplierPosition], None]
 #: ``Gtid((server_id, trans_id))`` without the named tuple's Python ``__new__`` (hot path).
 _gtid = functools.partial(tuple.__new__, Gtid)
@@ -524,13 +525,15 @@ class Dispatcher:
         anything is held, it is applied first). It builds nothing per transaction: an
         ``AssembledTransaction`` and the window's bookkeeping per entry cost as much as
         reading its rows in C (docs/benchmarks.md, "Columns from the log's bytes")."""
+        # An entry with a ``head`` has its ``wire`` and a transaction (a gtid): the casts say
+        # what the run's contract guarantees (once per run, not per entry).
         if bare:
-            wires = [e.wire for e in run if e.head is not None]
+            wires = cast("list[bytes]", [e.wire for e in run if e.head is not None])
             present: list[Gtid] = [g for g in gtids if g is not None]
         else:
-            wires = [e.wire for e in run]
-            present = gtids  # type: ignore[assignment]
-        window = insert_columns_of_wires(wires, present)  # type: ignore[arg-type]
+            wires = cast("list[bytes]", [e.wire for e in run])
+            present = cast("list[Gtid]", gtids)
+        window = insert_columns_of_wires(wires, present)
         if window is None:
             return False
         self._flush()  # what was held before the run goes first
@@ -543,7 +546,8 @@ class Dispatcher:
         (nothing applied: its store transaction rolled back)."""
         self._wait_drained()  # earlier operations of these rows first
         try:
-            self.applier.apply_columns(window.batches, window.gtids)  # type: ignore[attr-defined]
+            # ``capabilities.columns`` promised the method (checked before any window is made)
+            cast(ColumnsApplier, self.applier).apply_columns(window.batches, window.gtids)
         except Exception:
             return False
         tracker = self._tracker

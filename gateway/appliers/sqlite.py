@@ -57,11 +57,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
+from gateway.core.sql_value import SqlValue
 from gateway.core.sqlauth import SqlAuthorizer
 from gateway.hookspecs import hookimpl
 from gateway.v1 import applier_pb2, value_pb2
@@ -119,7 +119,7 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _db_value(value: Any) -> Any:
+def _db_value(value: SqlValue) -> SqlValue:
     """A value SQLite can bind: Decimal as text, an integer above 2**63 - 1 (an UNSIGNED
     value) as `unsigned_blob`, anything else as it is."""
     if isinstance(value, Decimal):
@@ -144,7 +144,7 @@ def unsigned_value(stored: int | bytes) -> int:
     return int.from_bytes(stored, "big") if isinstance(stored, bytes) else stored
 
 
-def _db_column(values: Sequence[Any], field_type: int) -> Sequence[Any]:
+def _db_column(values: Sequence[SqlValue], field_type: int) -> Sequence[SqlValue]:
     """``_db_value`` of every value of a column of ``field_type``."""
     if field_type in _BOUND_AS_IS:
         return values
@@ -171,7 +171,7 @@ def _runs(ops: Sequence[RowOp]) -> Iterable[Sequence[RowOp]]:
         yield run
 
 
-def _db_row(values: Sequence[Any]) -> list[Any]:
+def _db_row(values: Sequence[SqlValue]) -> list[SqlValue]:
     return [_db_value(v) for v in values]
 
 
@@ -225,7 +225,7 @@ def _insert(table: str, cols: tuple[Column, ...], rows: int) -> str:
 
 def _execute_rows(conn: sqlite3.Connection, kind: OpKind, table: str,
                   key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
-                  rows: Sequence[Sequence[Any]]) -> None:
+                  rows: Sequence[Sequence[SqlValue]]) -> None:
     """``conn.executemany(sql, rows)`` -- ``sql`` the one-row statement ``_statement(kind,
     ...)``, every row its parameters -- with the same effect on the database, in as few
     statements as ``_multi_plan`` makes of the rows. UPDATE runs row by row (one statement
@@ -238,13 +238,13 @@ def _execute_rows(conn: sqlite3.Connection, kind: OpKind, table: str,
 
 def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
                      key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
-                     params: Sequence[Sequence[Any]]) -> None:
+                     params: Sequence[Sequence[SqlValue]]) -> None:
     """``_execute_rows`` of the rows ``zip(*params)``: ``params`` holds each parameter of
     ``sql`` as a column, all of one length."""
     width = len(params)
-    buffer: list[Any] = []
+    buffer: list[SqlValue] = []
 
-    def flat(first: int, size: int) -> list[Any]:
+    def flat(first: int, size: int) -> list[SqlValue]:
         if len(buffer) != size * width:
             buffer[:] = [None] * (size * width)
         for j, col in enumerate(params):
@@ -258,8 +258,8 @@ def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
 
 def _execute(conn: sqlite3.Connection, kind: OpKind, table: str,
              key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
-             count: int, width: int, flat: Callable[[int, int], Sequence[Any]],
-             rows: Callable[[int, int], Iterable[Sequence[Any]]]) -> None:
+             count: int, width: int, flat: Callable[[int, int], Sequence[SqlValue]],
+             rows: Callable[[int, int], Iterable[Sequence[SqlValue]]]) -> None:
     """Apply ``count`` rows of ``width`` parameters each: ``rows(start, end)`` gives rows
     ``start`` to ``end`` (excluded) as parameter sequences of ``sql``, ``flat(first, size)``
     the parameters of ``size`` rows from ``first`` one row after the other."""
@@ -487,7 +487,7 @@ class SqliteApplier(Applier):
         as_is = all(c.type in _BOUND_AS_IS for c in first.key_columns + first.columns)
         kind = first.kind
         if kind is OpKind.DELETE:
-            rows: Sequence[Sequence[Any]] = (
+            rows: Sequence[Sequence[SqlValue]] = (
                 [op.key for op in run] if as_is else [_db_row(op.key) for op in run])
         elif kind is OpKind.UPDATE:
             rows = ([op.values + op.key for op in run] if as_is
@@ -654,7 +654,7 @@ class SqliteApplier(Applier):
             out.add_range(server_id, first, last)
         return out
 
-    def rows(self, table: str) -> list[dict[str, Any]]:
+    def rows(self, table: str) -> list[dict[str, SqlValue]]:
         """Every row of ``table`` as a dict, in primary-key order (for tests and tools)."""
         cur = self._conn().execute(f"SELECT * FROM {_q(table)} ORDER BY 1")
         names = [d[0] for d in cur.description]

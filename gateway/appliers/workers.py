@@ -19,13 +19,14 @@ reports finished operations through a callback.
 
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
 from gateway.core.rowops import RowOp
 
@@ -38,6 +39,7 @@ from .contract import (
     unavailable_text,
 )
 from .metrics import ApplierMetrics
+from .progress import Unit
 
 log = logging.getLogger("gateway.appliers")
 
@@ -164,10 +166,16 @@ class BatchRunner:
         self.metrics.add(dead_letters=1)
 
 
-STOP: Any = object()
+class _Sentinel(enum.Enum):
+    STOP = "stop"
+
+
+STOP: Final = _Sentinel.STOP
 """Queue sentinel: the worker finishes what it holds and exits."""
 
-Done = Callable[[list[tuple[list[RowOp], Any]]], None]
+#: What a worker queues: one unit's operations for its partition, and the unit.
+WorkItem = tuple[list[RowOp], Unit]
+Done = Callable[[list[WorkItem]], None]
 
 
 class PartitionWorker(threading.Thread):
@@ -185,7 +193,7 @@ class PartitionWorker(threading.Thread):
         super().__init__(name=f"gateway-apply-{runner.applier.name}-{number}", daemon=True)
         self.runner = runner
         self.max_batch = max_batch
-        self.queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self.queue: queue.Queue[WorkItem | _Sentinel] = queue.Queue(maxsize=queue_size)
         self.on_done = on_done
         self.on_failure = on_failure
         self.failure: BaseException | None = None
@@ -225,7 +233,7 @@ class PartitionWorker(threading.Thread):
             if stop_after:
                 return
 
-    def put(self, item: Any, stop: threading.Event) -> None:
+    def put(self, item: WorkItem | _Sentinel, stop: threading.Event) -> None:
         """Queue ``item``, blocking while the queue is full; raises ``Stopped`` if ``stop``
         is set while waiting."""
         while True:
