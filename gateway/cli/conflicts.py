@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import click
 
@@ -87,14 +88,14 @@ _PAGE = 1000  # rows per Scan
 
 
 def _exception_rows(target: str, token: str | None, ca: str | None, table: str
-                    ) -> list[dict[str, object]]:
+                    ) -> list[Mapping[str, object]]:
     from gateway.client import python_row
     from gateway.v1 import value_pb2
 
     if table.count(".") != 1 or table.endswith("$EX"):
         raise BadInput(f"{table!r}: give the table as schema.table (its exceptions are in "
                        f"schema.table$EX)")
-    out: list[dict[str, object]] = []
+    out: list[Mapping[str, object]] = []
     with _client(target, token, ca, 30.0) as c:
         start = None
         while True:

@@ -46,6 +46,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from gateway.client.conditions import Condition, serialize_conditions
 from gateway.client.errors import GatewayError, PreconditionFailed, error_of
@@ -79,7 +80,10 @@ __all__ = [
 
 FT = value_pb2.FieldType
 T = TypeVar("T")
-Row = dict[str, Any]
+#: A column value as a row read from the node holds it (``from_value``): NULL is None, a
+#: DECIMAL its text, a TIMESTAMP its nanoseconds.
+FieldValue = bool | int | float | str | bytes | None
+Row = dict[str, FieldValue]
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
@@ -89,7 +93,7 @@ CONSISTENCY = {"linearizable": gateway_pb2.CONSISTENCY_LINEARIZABLE,
 # -- values -----------------------------------------------------------------------------------
 
 
-def to_value(v: Any) -> tuple[value_pb2.Value, int]:
+def to_value(v: object) -> tuple[value_pb2.Value, value_pb2.FieldType]:
     """``(Value, FieldType)`` of a Python value (None -> null, typed VARCHAR). A ``Value``
     message is taken as it is (type UNSPECIFIED: usable as a key value, which the node types
     by the table's key columns)."""
@@ -114,11 +118,12 @@ def to_value(v: Any) -> tuple[value_pb2.Value, int]:
     raise TypeError(f"unsupported value type {type(v).__name__}")
 
 
-def from_value(v: value_pb2.Value) -> Any:
+def from_value(v: value_pb2.Value) -> FieldValue:
     case = v.WhichOneof("kind")
     if case is None or case == "null_value":
         return None
-    return getattr(v, case)
+    value: FieldValue = getattr(v, case)
+    return value
 
 
 def _table(name: str) -> statement_pb2.TableMetadata:
@@ -128,17 +133,17 @@ def _table(name: str) -> statement_pb2.TableMetadata:
     return statement_pb2.TableMetadata(schema_name=schema, table_name=table)
 
 
-def _fields(cols: Mapping[str, Any]) -> tuple[list[statement_pb2.FieldMetadata],
+def _fields(cols: Mapping[str, object]) -> tuple[list[statement_pb2.FieldMetadata],
                                               list[value_pb2.Value]]:
     metas, vals = [], []
     for name, v in cols.items():
         val, ftype = to_value(v)
-        metas.append(statement_pb2.FieldMetadata(name=name, type=ftype))  # type: ignore[arg-type]
+        metas.append(statement_pb2.FieldMetadata(name=name, type=ftype))
         vals.append(val)
     return metas, vals
 
 
-def row_insert(table: str, key: Mapping[str, Any], values: Mapping[str, Any] | None = None
+def row_insert(table: str, key: Mapping[str, object], values: Mapping[str, object] | None = None
                ) -> statement_pb2.Statement:
     """An INSERT of one row: ``key`` = primary-key columns, ``values`` = the others (types
     inferred from the Python values)."""
@@ -149,7 +154,7 @@ def row_insert(table: str, key: Mapping[str, Any], values: Mapping[str, Any] | N
         records=[statement_pb2.InsertRecord(key_values=kv, after_values=v)]))
 
 
-def row_update(table: str, key: Mapping[str, Any], values: Mapping[str, Any]
+def row_update(table: str, key: Mapping[str, object], values: Mapping[str, object]
                ) -> statement_pb2.Statement:
     """An UPDATE of one row's ``values`` (the row found by ``key``)."""
     kf, kv = _fields(key)
@@ -159,7 +164,7 @@ def row_update(table: str, key: Mapping[str, Any], values: Mapping[str, Any]
         records=[statement_pb2.UpdateRecord(key_values=kv, after_values=v)]))
 
 
-def row_delete(table: str, key: Mapping[str, Any]) -> statement_pb2.Statement:
+def row_delete(table: str, key: Mapping[str, object]) -> statement_pb2.Statement:
     """A DELETE of one row by ``key``."""
     kf, kv = _fields(key)
     return statement_pb2.Statement(delete=statement_pb2.DeleteStatement(
@@ -173,7 +178,7 @@ def python_row(row: gateway_pb2.Row) -> Row:
     return out
 
 
-def _key_values(key: Any) -> list[value_pb2.Value]:
+def _key_values(key: object) -> list[value_pb2.Value]:
     items = key if isinstance(key, list | tuple) else [key]
     return [to_value(k)[0] for k in items]
 
@@ -248,7 +253,7 @@ class _Base:
     # -- requests and responses, built and read once for both clients ---------------------
 
     @staticmethod
-    def _read_request(table: str, key: Any, consistency: str) -> gateway_pb2.ReadRequest:
+    def _read_request(table: str, key: object, consistency: str) -> gateway_pb2.ReadRequest:
         return gateway_pb2.ReadRequest(table=table, key=_key_values(key),
                                        consistency=CONSISTENCY[consistency])
 
@@ -257,7 +262,7 @@ class _Base:
         return python_row(resp.row) if resp.found else None
 
     @staticmethod
-    def _scan_request(table: str, start: Any, end: Any, limit: int, consistency: str
+    def _scan_request(table: str, start: object, end: object, limit: int, consistency: str
                       ) -> gateway_pb2.ScanRequest:
         return gateway_pb2.ScanRequest(
             table=table, start_key=_key_values(start) if start is not None else [],
@@ -279,7 +284,7 @@ class _Base:
 
     @staticmethod
     def _add_channel_request(name: str, sources: Sequence[str], source_id: int, token: str,
-                             ca_pem: str, replace: bool) -> tuple[str, Any]:
+                             ca_pem: str, replace: bool) -> tuple[str, Message]:
         from gateway.v1 import replication_pb2
 
         d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
@@ -287,12 +292,12 @@ class _Base:
         return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace)
 
     @staticmethod
-    def _channel_action_request(name: str, action: str) -> tuple[str, Any]:
+    def _channel_action_request(name: str, action: str) -> tuple[str, Message]:
         return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action)
 
     @staticmethod
     def _conflicts_request(*, table: str = "", function: str = "", unset: str = "",
-                           role: str = "") -> tuple[str, Any]:
+                           role: str = "") -> tuple[str, Message]:
         """``Conflicts``: set ``table``'s rule to ``function``, ``unset`` a pattern's rule,
         or set the ``role`` (exactly one)."""
         if table:
@@ -305,26 +310,26 @@ class _Base:
         return "Conflicts", gateway_pb2.ConflictsRequest(role=role)
 
     @staticmethod
-    def _alarm_request(node_id: int, all_nodes: bool) -> tuple[str, Any]:
+    def _alarm_request(node_id: int, all_nodes: bool) -> tuple[str, Message]:
         return "Alarm", gateway_pb2.AlarmRequest(disarm=node_id, disarm_all=all_nodes)
 
     @staticmethod
     def _add_node_request(node_id: int, peer_address: str, api_address: str, learner: bool
-                          ) -> tuple[str, Any]:
+                          ) -> tuple[str, Message]:
         return "AddNode", gateway_pb2.AddNodeRequest(
             node_id=node_id, peer_address=peer_address, api_address=api_address,
             learner=learner)
 
     @staticmethod
-    def _remove_node_request(node_id: int) -> tuple[str, Any]:
+    def _remove_node_request(node_id: int) -> tuple[str, Message]:
         return "RemoveNode", gateway_pb2.RemoveNodeRequest(node_id=node_id)
 
     @staticmethod
-    def _transfer_leader_request(node_id: int) -> tuple[str, Any]:
+    def _transfer_leader_request(node_id: int) -> tuple[str, Message]:
         return "TransferLeader", gateway_pb2.TransferLeaderRequest(node_id=node_id)
 
     @staticmethod
-    def _snapshot_request() -> tuple[str, Any]:
+    def _snapshot_request() -> tuple[str, Message]:
         return "Snapshot", gateway_pb2.SnapshotRequest()
 
     @staticmethod
@@ -454,17 +459,17 @@ class GatewayClient(_Base):
                           timeout, raw=True)
         return self._batch_results(resp, conds)
 
-    def read(self, table: str, key: Any, consistency: str = "linearizable",
+    def read(self, table: str, key: object, consistency: str = "linearizable",
              timeout: float | None = None) -> gateway_pb2.ReadResponse:
         """Read one row (``key``: a value or a list of key values)."""
         req = self._read_request(table, key, consistency)
         return self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata), timeout)
 
-    def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
+    def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """The row as a dict, or ``None``."""
         return self._found_row(self.read(table, key, consistency))
 
-    def scan(self, table: str, start: Any = None, end: Any = None, limit: int = 0,
+    def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
              consistency: str = "linearizable", timeout: float | None = None
              ) -> gateway_pb2.ScanResponse:
         """The rows of ``table`` with keys in ``[start, end)`` (``None``: unbounded; each a
@@ -533,7 +538,7 @@ class GatewayClient(_Base):
         raised alarms are in ``status().alarms``. Needs the admin permission."""
         return self._admin(*self._alarm_request(node_id, all_nodes), timeout)
 
-    def _admin(self, name: str, req: Any, timeout: float | None) -> gateway_pb2.AdminResponse:
+    def _admin(self, name: str, req: Message, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)
 
@@ -634,18 +639,18 @@ class AsyncGatewayClient(_Base):
         call = self._stub(raw=True).StreamWrite(timeout=timeout, metadata=self._metadata)
         return WriteStream(call, window=window, max_per_request=max_per_request)
 
-    async def read(self, table: str, key: Any, consistency: str = "linearizable",
+    async def read(self, table: str, key: object, consistency: str = "linearizable",
                    timeout: float | None = None) -> gateway_pb2.ReadResponse:
         """As :meth:`GatewayClient.read`."""
         req = self._read_request(table, key, consistency)
         return await self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata),
                                 timeout)
 
-    async def get(self, table: str, key: Any, consistency: str = "linearizable") -> Row | None:
+    async def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """As :meth:`GatewayClient.get`."""
         return self._found_row(await self.read(table, key, consistency))
 
-    async def scan(self, table: str, start: Any = None, end: Any = None, limit: int = 0,
+    async def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
                    consistency: str = "linearizable", timeout: float | None = None
                    ) -> gateway_pb2.ScanResponse:
         """As :meth:`GatewayClient.scan`."""
@@ -707,7 +712,7 @@ class AsyncGatewayClient(_Base):
         """As :meth:`GatewayClient.disarm_alarm`."""
         return await self._admin(*self._alarm_request(node_id, all_nodes), timeout)
 
-    async def _admin(self, name: str, req: Any, timeout: float | None
+    async def _admin(self, name: str, req: Message, timeout: float | None
                      ) -> gateway_pb2.AdminResponse:
         return await self._call(lambda s, t: getattr(s, name)(
             req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
