@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import cast
 
 from gateway.v1 import statement_pb2, value_pb2
 from gateway.v1.wire_tags import (
@@ -110,7 +110,7 @@ def serialize_statements(statements: Statements) -> bytes:
     return repeated(WRITE_REQUEST_STATEMENTS_KEY, [st.SerializeToString() for st in statements])
 
 
-def _int(v: Any) -> bytes:
+def _int(v: object) -> bytes:
     if type(v) is not int and (isinstance(v, bool) or not isinstance(v, int)):
         raise TypeError
     if not _INT64_MIN <= v <= _INT64_MAX:
@@ -118,7 +118,7 @@ def _int(v: Any) -> bytes:
     return VALUE_INT_VALUE_KEY + varint((v << 1) ^ (v >> 63))  # sint64: zigzag
 
 
-def _uint(v: Any) -> bytes:
+def _uint(v: object) -> bytes:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError
     if not 0 <= v <= _UINT64_MAX:
@@ -126,37 +126,37 @@ def _uint(v: Any) -> bytes:
     return VALUE_UINT_VALUE_KEY + varint(v)
 
 
-def _bool(v: Any) -> bytes:
+def _bool(v: object) -> bytes:
     if not isinstance(v, bool):
         raise TypeError
     return _TRUE if v else _FALSE
 
 
-def _double(v: Any) -> bytes:
+def _double(v: object) -> bytes:
     if isinstance(v, bool) or not isinstance(v, float | int):
         raise TypeError
     return VALUE_DOUBLE_VALUE_KEY + _DOUBLE(v)
 
 
-def _string(v: Any) -> bytes:
+def _string(v: object) -> bytes:
     if type(v) is not str and not isinstance(v, str):
         raise TypeError
     return delimited(VALUE_STRING_VALUE_KEY, v.encode())
 
 
-def _decimal(v: Any) -> bytes:
+def _decimal(v: object) -> bytes:
     if not isinstance(v, Decimal | str):
         raise TypeError
     return delimited(VALUE_DECIMAL_VALUE_KEY, str(v).encode())
 
 
-def _bytes(v: Any) -> bytes:
+def _bytes(v: object) -> bytes:
     if not isinstance(v, bytes | bytearray | memoryview):
         raise TypeError
     return delimited(VALUE_BYTES_VALUE_KEY, bytes(v))
 
 
-def _timestamp(v: Any) -> bytes:
+def _timestamp(v: object) -> bytes:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError
     if not _INT64_MIN <= v <= _INT64_MAX:
@@ -164,8 +164,12 @@ def _timestamp(v: Any) -> bytes:
     return VALUE_TIMESTAMP_NS_KEY + _SFIXED64(v)
 
 
+#: Encodes one column value as a ``Value`` (raising ``TypeError`` / ``OverflowError``).
+_Encoder = Callable[[object], bytes]
+#: ``record(key, values)``: one ``InsertRecord`` field (``_record_function``).
+_Record = Callable[[Sequence[object], Sequence[object]], bytes]
 _STRING = _string
-_ENCODERS: dict[int, Callable[[Any], bytes]] = {
+_ENCODERS: dict[int, _Encoder] = {
     FT.FIELD_TYPE_BOOLEAN: _bool, FT.FIELD_TYPE_INTEGER: _int, FT.FIELD_TYPE_UNSIGNED: _uint,
     FT.FIELD_TYPE_DOUBLE: _double, FT.FIELD_TYPE_DECIMAL: _decimal,
     FT.FIELD_TYPE_VARCHAR: _STRING, FT.FIELD_TYPE_DATE: _STRING, FT.FIELD_TYPE_TIME: _STRING,
@@ -175,7 +179,7 @@ _ENCODERS: dict[int, Callable[[Any], bytes]] = {
 }
 
 
-def _field(wrapper: bytes, ftype: int) -> Any:
+def _field(wrapper: bytes, ftype: int) -> _Encoder:
     """The encoder of one column's whole ``InsertRecord`` field: ``wrapper`` (the tag of
     ``key_values`` or ``after_values``), the ``Value``'s length and the ``Value``. Raises
     ``TypeError`` / ``OverflowError`` (``None`` included: NULL is the caller's case)."""
@@ -183,7 +187,7 @@ def _field(wrapper: bytes, ftype: int) -> Any:
         short = [wrapper + bytes((n + 2,)) + VALUE_STRING_VALUE_KEY + bytes((n,))
                  for n in range(126)]
 
-        def text(v: Any) -> bytes:
+        def text(v: object) -> bytes:
             if type(v) is not str and not isinstance(v, str):
                 raise TypeError
             b = v.encode()
@@ -194,18 +198,19 @@ def _field(wrapper: bytes, ftype: int) -> Any:
         return text
     value = _ENCODERS[ftype]
 
-    def other(v: Any) -> bytes:
+    def other(v: object) -> bytes:
         return delimited(wrapper, value(v))
     return other
 
 
-def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> Any:
+def _record_function(key_fields: Sequence[_Encoder], value_fields: Sequence[_Encoder]
+                     ) -> _Record:
     """``record(key, values) -> bytes``: one ``InsertRecord`` field (tag 4) of the given
     column encoders (:func:`_field`), ``None`` in a value column being NULL. Generated for the
     column count, as ``dataclasses`` generates ``__init__``: unpacking checks the lengths
     (``ValueError``) and the record is one expression -- a loop over the columns costs as much
     again as the encoding itself in CPython 3.11."""
-    ns: dict[str, Any] = {"delimited": delimited, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
+    ns: dict[str, object] = {"delimited": delimited, "NULL": _NULL_FIELD, "SEQ": _SEQUENCES}
     ks = [f"k{i}" for i in range(len(key_fields))]
     vs = [f"v{i}" for i in range(len(value_fields))]
     ns.update((f"e{k}", f) for k, f in zip(ks, key_fields, strict=True))
@@ -219,10 +224,10 @@ def _record_function(key_fields: Sequence[Any], value_fields: Sequence[Any]) -> 
            f"    {', '.join(vs)}, = values" if vs else "    if len(values): raise ValueError",
            f"    r = {body}", f"    return delimited({INSERT_STATEMENT_RECORDS_KEY!r}, r)"]
     exec("\n".join(src), ns)  # generated from column numbers only, never from user text
-    return ns["record"]
+    return cast(_Record, ns["record"])
 
 
-def _field_type(column: str, declared: Any) -> int:
+def _field_type(column: str, declared: object) -> int:
     if isinstance(declared, type):
         if declared not in _PY_TYPES:
             raise TypeError(f"column {column!r}: no column type for Python type "
@@ -243,8 +248,8 @@ class PreparedInsert:
     __slots__ = ("_header", "_key_enc", "_rec", "_val_enc", "key_columns", "table",
                  "value_columns")
 
-    def __init__(self, table: str, key: Mapping[str, Any],
-                 values: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, table: str, key: Mapping[str, object],
+                 values: Mapping[str, object] | None = None) -> None:
         values = values or {}
         if not key:
             raise ValueError("a prepared insert needs at least one key column")
@@ -266,14 +271,14 @@ class PreparedInsert:
                               for t in value_types.values())
         self._rec = _record_function(self._key_enc, self._val_enc)
 
-    def _record(self, key: Sequence[Any], values: Sequence[Any]) -> bytes:
+    def _record(self, key: Sequence[object], values: Sequence[object]) -> bytes:
         """One ``InsertRecord`` field (tag 4) of the statement."""
         try:
-            return self._rec(key, values)  # type: ignore[no-any-return]
+            return self._rec(key, values)
         except (TypeError, OverflowError, ValueError):
             raise self._refusal(key, values) from None
 
-    def _refusal(self, key: Sequence[Any], values: Sequence[Any]) -> Exception:
+    def _refusal(self, key: Sequence[object], values: Sequence[object]) -> Exception:
         """Why ``key``, ``values`` cannot be encoded, naming the column (the slow path)."""
         for what, given in (("key", key), ("values", values)):
             if given.__class__ not in _SEQUENCES:
@@ -298,11 +303,11 @@ class PreparedInsert:
                 return _bad(self.table, col, v, exc)
         return ValueError(f"{self.table}: the row cannot be encoded")  # not reached
 
-    def encode(self, key: Sequence[Any], values: Sequence[Any] = ()) -> bytes:
+    def encode(self, key: Sequence[object], values: Sequence[object] = ()) -> bytes:
         """One write inserting one row: ``key`` and ``values`` in the prepared column order."""
         return self._statement(self._record(key, values))
 
-    def encode_many(self, rows: Iterable[tuple[Sequence[Any], Sequence[Any]]]) -> bytes:
+    def encode_many(self, rows: Iterable[tuple[Sequence[object], Sequence[object]]]) -> bytes:
         """One write inserting every ``(key, values)`` row (one statement, one transaction)."""
         records = b"".join([self._record(k, v) for k, v in rows])
         if not records:
@@ -319,7 +324,7 @@ class PreparedInsert:
                 f"values={list(self.value_columns)})")
 
 
-def _bad(table: str, column: str, value: Any, exc: BaseException) -> TypeError:
+def _bad(table: str, column: str, value: object, exc: BaseException) -> TypeError:
     what = ("out of range" if isinstance(exc, OverflowError) else
             f"not encodable ({exc})" if isinstance(exc, ValueError) else "of the wrong type")
     return TypeError(f"{table}: column {column!r}: {value!r:.80} ({type(value).__name__}) is "
