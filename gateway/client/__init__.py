@@ -58,6 +58,7 @@ from gateway.client.prepared import (
     serialize_statements,
 )
 from gateway.client.stream import WriteStream
+from gateway.client.values import FieldValue
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "AsyncGatewayClient",
     "ChangeEvents",
     "Condition",
+    "FieldValue",
     "GatewayClient",
     "GatewayError",
     "PreconditionFailed",
@@ -80,9 +82,6 @@ __all__ = [
 
 FT = value_pb2.FieldType
 T = TypeVar("T")
-#: A column value as a row read from the node holds it (``from_value``): NULL is None, a
-#: DECIMAL its text, a TIMESTAMP its nanoseconds.
-FieldValue = bool | int | float | str | bytes | None
 Row = dict[str, FieldValue]
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})

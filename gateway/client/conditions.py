@@ -25,7 +25,6 @@ as it is).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from gateway.client.errors import PreconditionFailed
 from gateway.v1 import gtid_pb2, transaction_pb2, value_pb2
@@ -33,13 +32,13 @@ from gateway.v1 import gtid_pb2, transaction_pb2, value_pb2
 __all__ = ["Condition", "PreconditionFailed", "serialize_conditions"]
 
 
-def _value(v: Any) -> value_pb2.Value:
+def _value(v: object) -> value_pb2.Value:
     from gateway.client import to_value  # the client's one conversion of Python values
 
     return to_value(v)[0]
 
 
-def _key(key: Any) -> list[value_pb2.Value]:
+def _key(key: object) -> list[value_pb2.Value]:
     """Key values: one value, a list or tuple of them, or a mapping of key columns (its
     values in order)."""
     if isinstance(key, Mapping):
@@ -53,12 +52,12 @@ class Condition:
     ``conditions=`` takes)."""
 
     @staticmethod
-    def absent(table: str, key: Any) -> transaction_pb2.Condition:
+    def absent(table: str, key: object) -> transaction_pb2.Condition:
         """The row of ``table`` (``schema.table``) with primary key ``key`` does not exist."""
         return transaction_pb2.Condition(table=table, key=_key(key), absent=True)
 
     @staticmethod
-    def gtid(table: str, key: Any, gtid: gtid_pb2.Gtid | tuple[int, int]
+    def gtid(table: str, key: object, gtid: gtid_pb2.Gtid | tuple[int, int]
              ) -> transaction_pb2.Condition:
         """The row exists and was last written by transaction ``gtid`` (a ``Gtid``, e.g.
         ``read(...).row.gtid``, or ``(server_id, trans_id)``)."""
@@ -67,7 +66,7 @@ class Condition:
         return transaction_pb2.Condition(table=table, key=_key(key), gtid=gtid)
 
     @staticmethod
-    def values(table: str, key: Any, values: Mapping[str, Any]) -> transaction_pb2.Condition:
+    def values(table: str, key: object, values: Mapping[str, object]) -> transaction_pb2.Condition:
         """The row exists and each column of ``values`` holds its value (``None``: NULL)."""
         return transaction_pb2.Condition(table=table, key=_key(key), values=transaction_pb2.
                                          RowValues(fields=list(values),

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import grpc
 
-from gateway.v1 import gateway_pb2, transaction_pb2
+from gateway.client.values import FieldValue
+from gateway.v1 import gateway_pb2, transaction_pb2, value_pb2
 
 __all__ = ["GatewayError", "PreconditionFailed", "error_of"]
 
@@ -45,7 +46,7 @@ class PreconditionFailed(GatewayError):
                 self.condition_index = int(field[len("conditions["):-1])
         self.condition: transaction_pb2.Condition | None = None
         self.table = ""
-        self.key: list[Any] = []
+        self.key: list[FieldValue] = []
         self.index: int | None = None
         self.results: list[gateway_pb2.WriteResult | None] = []
         self.errors: list[PreconditionFailed] = []
@@ -60,9 +61,10 @@ class PreconditionFailed(GatewayError):
         return self
 
 
-def _python(v: Any) -> Any:
+def _python(v: value_pb2.Value) -> FieldValue:
     case = v.WhichOneof("kind")
-    return None if case is None or case == "null_value" else getattr(v, case)
+    value: FieldValue = None if case is None or case == "null_value" else getattr(v, case)
+    return value
 
 
 def error_of(exc: grpc.RpcError) -> GatewayError:
