@@ -34,13 +34,16 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
 
 from gateway.client import Condition, row_delete, row_insert, row_update
 from gateway.v1 import statement_pb2, transaction_pb2
+
+if TYPE_CHECKING:
+    from gateway.core.sql_value import SqlValue
 
 __all__ = ["SelectQuery", "SqlError", "is_select", "parse_select", "sql_to_statements",
            "sql_to_write"]
@@ -56,7 +59,7 @@ class SqlError(ValueError):
     """The SQL text is not in the supported subset; ``str()`` is one line."""
 
 
-def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
+def _literal(node: exp.Expression, variables: dict[str, SqlValue]) -> SqlValue:
     if isinstance(node, exp.Null):
         return None
     if isinstance(node, exp.Boolean):
@@ -74,7 +77,8 @@ def _literal(node: exp.Expression, variables: dict[str, Any]) -> Any:
         return -v
     if isinstance(node, exp.Literal):
         if node.is_string:
-            return node.this
+            string: str = node.this
+            return string
         text = node.this
         try:
             number = int(text)
@@ -132,11 +136,11 @@ def _distinct(names: list[str], what: str) -> None:
         seen.add(n)
 
 
-def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, Any]:
+def _where(node: exp.Expression | None, variables: dict[str, SqlValue]) -> dict[str, SqlValue]:
     if node is None:
         raise SqlError("UPDATE/DELETE need WHERE key = value (no multi-row changes)")
     cond = node.this if isinstance(node, exp.Where) else node
-    out: dict[str, Any] = {}
+    out: dict[str, SqlValue] = {}
     parts = list(cond.flatten()) if isinstance(cond, exp.And) else [cond]
     for p in parts:
         if not isinstance(p, exp.EQ) or not isinstance(p.this, exp.Column):
@@ -151,7 +155,7 @@ def _where(node: exp.Expression | None, variables: dict[str, Any]) -> dict[str, 
     return out
 
 
-def _insert(node: exp.Insert, variables: dict[str, Any], key: Sequence[str]
+def _insert(node: exp.Insert, variables: dict[str, SqlValue], key: Sequence[str]
             ) -> statement_pb2.Statement:
     _only(node, {"this", "expression", "into"}, "INSERT")
     schema = node.this
@@ -201,8 +205,8 @@ def _parse(text: str) -> list[exp.Expr | None]:
         raise SqlError(f"cannot parse SQL: {first}") from None
 
 
-def _split_where(table: str, where: dict[str, Any], key_of: KeyOf | None,
-                 conditions: list[transaction_pb2.Condition]) -> dict[str, Any]:
+def _split_where(table: str, where: dict[str, SqlValue], key_of: KeyOf | None,
+                 conditions: list[transaction_pb2.Condition]) -> dict[str, SqlValue]:
     """The key part of an UPDATE/DELETE's ``where``; its other columns become a values
     condition on the row, appended to ``conditions``."""
     keycols = key_of(table) if key_of is not None else None
@@ -233,7 +237,7 @@ def sql_to_write(text: str, key: Sequence[str] = (), key_of: KeyOf | None = None
     ``key_of(table)``: the table's key columns in order, or None when unknown (then every
     WHERE column is taken for a key column, as by :func:`sql_to_statements`)."""
     trees = _parse(text)
-    variables: dict[str, Any] = {}
+    variables: dict[str, SqlValue] = {}
     out: list[statement_pb2.Statement] = []
     conditions: list[transaction_pb2.Condition] = []
     for node in trees:
@@ -289,10 +293,10 @@ class SelectQuery:
 
     table: str
     columns: list[str] | None
-    equal: dict[str, Any] = field(default_factory=dict)
+    equal: dict[str, SqlValue] = field(default_factory=dict)
     range_column: str | None = None
-    lower: tuple[Any, bool] | None = None
-    upper: tuple[Any, bool] | None = None
+    lower: tuple[SqlValue, bool] | None = None
+    upper: tuple[SqlValue, bool] | None = None
     limit: int | None = None
 
 
@@ -302,7 +306,7 @@ def is_select(text: str) -> bool:
     return bool(trees) and isinstance(trees[0], exp.Select)
 
 
-def _bound(query: SelectQuery, column: str, which: str, value: Any, inclusive: bool) -> None:
+def _bound(query: SelectQuery, column: str, which: str, value: SqlValue, inclusive: bool) -> None:
     if query.range_column not in (None, column):
         raise SqlError(f"WHERE: ranges on two columns ({query.range_column!r}, {column!r}) "
                        f"are not supported")

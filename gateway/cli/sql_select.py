@@ -17,15 +17,18 @@ becomes a full-table filter by accident.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.core.rowops import python_value
 from gateway.v1 import gateway_pb2
 from gateway.v1.value_pb2 import FieldType
 
 from .sql import SelectQuery, SqlError
+
+if TYPE_CHECKING:
+    from gateway.client import GatewayClient
 
 __all__ = ["run_select"]
 
@@ -73,7 +76,7 @@ def _key_of(row: gateway_pb2.Row) -> tuple[Any, ...]:
                                                           strict=True))
 
 
-def _plan(query: SelectQuery, fields: list[tuple[str, int]]) -> tuple[list[Any], int]:
+def _plan(query: SelectQuery, fields: Sequence[tuple[str, int]]) -> tuple[list[Any], int]:
     """``(typed = values in key order, number of them)``; checks the WHERE against the key."""
     names = [n for n, _ in fields]
     prefix = names[:len(query.equal)]
@@ -93,7 +96,7 @@ def _plan(query: SelectQuery, fields: list[tuple[str, int]]) -> tuple[list[Any],
     return typed, len(prefix)
 
 
-def run_select(client: Any, query: SelectQuery, consistency: str = "linearizable"
+def run_select(client: GatewayClient, query: SelectQuery, consistency: str = "linearizable"
                ) -> tuple[list[str], list[gateway_pb2.Row]]:
     """``(column names, rows)`` answering ``query`` with ``client`` (a ``GatewayClient``)."""
     if query.limit == 0:
@@ -119,7 +122,8 @@ def run_select(client: Any, query: SelectQuery, consistency: str = "linearizable
     return names, rows
 
 
-def _scan(client: Any, query: SelectQuery, fields: list[tuple[str, int]], typed: list[Any],
+def _scan(client: GatewayClient, query: SelectQuery, fields: Sequence[tuple[str, int]],
+          typed: list[Any],
           consistency: str) -> Iterator[gateway_pb2.Row]:
     lower = upper = None
     if query.range_column is not None:
