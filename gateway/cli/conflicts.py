@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 
@@ -99,7 +100,7 @@ def _exception_rows(target: str, token: str | None, ca: str | None, table: str
     with _client(target, token, ca, 30.0) as c:
         start = None
         while True:
-            res = _call(lambda s=start: c.scan(f"{table}$EX", start=s, limit=_PAGE))
+            res = _call(functools.partial(c.scan, f"{table}$EX", start=start, limit=_PAGE))
             for row in res.rows:
                 got = python_row(row)
                 if [f.name for f in row.key_fields] != list(_KEY) \

@@ -12,15 +12,22 @@ import json
 import re
 import signal
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from gateway.cli.plugins import BadInput, plugin_manager, plugin_names
 
 if TYPE_CHECKING:
+    import pluggy
+
+    from gateway.cli.sql import SelectQuery
+    from gateway.client import GatewayClient
+    from gateway.node.config import NodeConfig
     from gateway.v1 import gateway_pb2
+
+T = TypeVar("T")
 
 __all__ = ["attach"]
 
@@ -29,7 +36,8 @@ class _Failed(click.ClickException):
     exit_code = 1
 
 
-def _client(target: str, token: str | None, ca: str | None, timeout: float) -> Any:
+def _client(target: str, token: str | None, ca: str | None, timeout: float
+            ) -> GatewayClient:
     from gateway.client import GatewayClient
 
     root = None
@@ -42,7 +50,7 @@ def _client(target: str, token: str | None, ca: str | None, timeout: float) -> A
     return GatewayClient(target, token=token or "", root_certificates=root, timeout=timeout)
 
 
-def _call(fn: Any) -> Any:
+def _call(fn: Callable[[], T]) -> T:
     from gateway.client import GatewayError
 
     try:
@@ -137,8 +145,8 @@ class _StartFailed(Exception):
     pass
 
 
-def _choose_appliers(ctx: click.Context, cfg: Any, run_plugins: str | None,
-                     options: tuple[str, ...]) -> tuple[Any, Any]:
+def _choose_appliers(ctx: click.Context, cfg: NodeConfig, run_plugins: str | None,
+                     options: tuple[str, ...]) -> tuple[NodeConfig, pluggy.PluginManager]:
     """The plugin manager and the config with the appliers ``gateway run`` runs and their
     options (see ``run_command``'s help); bad input is a ``BadInput`` naming it."""
     import dataclasses
@@ -186,7 +194,7 @@ def _choose_appliers(ctx: click.Context, cfg: Any, run_plugins: str | None,
     return cfg, pm
 
 
-async def _serve(cfg: Any, pm: Any) -> None:
+async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     from gateway.appliers.contract import ApplierConfigError
     from gateway.node import gc_policy
     from gateway.node.config import ConfigError
@@ -267,7 +275,7 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
                + (" (duplicate)" if res.duplicate else ""), err=True)
 
 
-def _select(target: str, token: str | None, ca: str | None, timeout: float, query: Any,
+def _select(target: str, token: str | None, ca: str | None, timeout: float, query: SelectQuery,
             consistency: str) -> None:
     """Print the rows answering ``query`` as an aligned table (count on stderr)."""
     from gateway.cli.sql_select import run_select
