@@ -24,7 +24,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -391,7 +390,7 @@ def render_text(entry: LogEntry) -> list[str]:
 # --- rendering: JSON ------------------------------------------------------------------------
 
 
-def render_json(entry: LogEntry) -> dict[str, Any]:
+def render_json(entry: LogEntry) -> dict[str, object]:
     """Render one log entry as a JSON-ready dict.
 
     ``{"offset": N, "type": "transaction", "transaction": {...}}``: the message under its

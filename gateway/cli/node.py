@@ -349,8 +349,8 @@ def get_command(target: str, token: str | None, ca: str | None, timeout: float,
         resp = _call(lambda: c.read(table, list(key), consistency))
     if not resp.found:
         raise _Failed(f"{table} {' '.join(key)}: no such row")
-    doc: dict[str, Any] = python_row(resp.row)
-    doc = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in doc.items()}
+    doc: dict[str, object] = {k: (v.hex() if isinstance(v, bytes) else v)
+                              for k, v in python_row(resp.row).items()}
     if meta:
         r = resp.row
         doc = {"row": doc, "epoch": r.epoch, "author": r.author,
