@@ -437,10 +437,10 @@ class Launcher:
         return [i for i, n in sorted(self.nodes.items()) if n.running and not n.paused]
 
     def statuses(self, among: Iterable[int] | None = None,
-                 timeout: float = 1.0) -> dict[int, Any]:
+                 timeout: float = 1.0) -> dict[int, gateway_pb2.StatusResponse | grpc.RpcError]:
         """Status of each node in ``among`` (default: live ones); the ``grpc.RpcError`` for a
         node that did not answer."""
-        out: dict[int, Any] = {}
+        out: dict[int, gateway_pb2.StatusResponse | grpc.RpcError] = {}
         for i in among if among is not None else self.live():
             try:
                 out[i] = self.status(i, timeout=timeout)
@@ -453,11 +453,12 @@ class Launcher:
         reports role ``leader`` and all others name it with the same term."""
         nodes = list(among) if among is not None else self.live()
         sts = self.statuses(nodes)
-        leaders = [i for i, s in sts.items() if not isinstance(s, Exception) and s.role == "leader"]
+        leaders = [(i, s) for i, s in sts.items()
+                   if not isinstance(s, Exception) and s.role == "leader"]
         if len(leaders) != 1:
             return None
-        lead = leaders[0]
-        term = sts[lead].term
+        lead, lead_status = leaders[0]
+        term = lead_status.term
         for s in sts.values():
             if isinstance(s, Exception) or s.leader_id != lead or s.term != term:
                 return None
