@@ -19,7 +19,7 @@ import click
 import pluggy
 
 from gateway import plugins
-from gateway.appliers.contract import ApplierConfigError, scope_of
+from gateway.appliers.contract import ApplierConfigError, ApplierFactory, scope_of
 from gateway.plugins import PluginError
 
 __all__ = ["BadInput", "attach", "plugin_manager", "plugin_names"]
@@ -80,7 +80,7 @@ def _load(ctx: click.Context, _param: click.Parameter, value: str | None) -> Non
     setattr(group, _ADDED_ATTR, sorted(set(group.commands) - before))
 
 
-def _scope(factory: Any) -> str:
+def _scope(factory: ApplierFactory) -> str:
     try:
         return scope_of(factory)
     except ApplierConfigError:

@@ -64,7 +64,7 @@ def _typed(value: Any, ftype: int, column: str) -> Any:
                    f"({FieldType.Name(ftype)})")
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     """A key value as the text the API converts to the column's type."""
     if isinstance(value, bool):
         return "true" if value else "false"
