@@ -37,21 +37,21 @@ setup(
             depends=["gateway/core/_buf.h", "gateway/core/_protowire.h", "gateway/v1/wire_tags.h",
                      "gateway/node/_txnhead.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
-            optional=True,  # without a compiler, gateway.node.state_machine uses Python
+            optional=True,  # without a compiler, gateway.node.state.state_machine uses Python
         ),
         Extension(
             "gateway.node._feed",
             ["gateway/node/_feed.c"],
             depends=["gateway/core/_protowire.h", "gateway/node/_txnhead.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
-            optional=True,  # without a compiler, gateway.node.feed builds entries in Python
+            optional=True,  # without a compiler, node.appliers.feed builds entries in Python
         ),
         Extension(
             "gateway.node._peer_codec",
             ["gateway/node/_peer_codec.c"],
             depends=["gateway/core/_protowire.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
-            optional=True,  # without a compiler, gateway.node.peer_codec uses Python
+            optional=True,  # without a compiler, gateway.node.peers.peer_codec uses Python
         ),
         Extension(
             "spark_applier._txndecode",

@@ -10,7 +10,7 @@ and reads each read batch of them as the node does (``PayloadSource``: at most 4
 columns path) and the built-in ``SqliteApplier`` on a temporary file (synchronous=NORMAL,
 WAL). Transactions insert ``--rows`` rows each into one table, values of
 ``--value-bytes`` (10 by default), as ``bench_node.py``'s cells do, under the node process's
-collector policy (``gateway.node.gc_policy``) where the tree has one. Prints CPU and wall time
+collector policy (``gateway.node.loop.gc_policy``) where the tree has one. Prints CPU and wall time
 per transaction and per row, and the share of the CPU spent inside
 ``SqliteApplier.apply_columns`` (SQLite and its Python around it). ``bench_threads.py`` gives
 the same thread's CPU inside a loaded node (about twice this: two cores shared by three nodes).
@@ -45,17 +45,17 @@ import bench_node as bn
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.source import CommittedEntry
 from gateway.appliers.sqlite import SqliteApplier
-from gateway.node.feed import _READ_BYTES  # where the node's source stops a read
+from gateway.node.appliers.feed import _READ_BYTES  # where the node's source stops a read
 from gateway.raft import Entry
 from gateway.raft.types import limit_size
 from gateway.v1 import transaction_pb2
 
 try:  # the node's read of one transaction entry (trees since stop 31)
-    from gateway.node.feed import transaction_entry
+    from gateway.node.appliers.feed import transaction_entry
 except ImportError:
     transaction_entry = None
 try:  # the node's read of a batch of entries in one C loop (trees since stop 44)
-    from gateway.node.feed import _UNIT, feed_entries
+    from gateway.node.appliers.feed import _UNIT, feed_entries
 except ImportError:
     feed_entries = None
 try:  # the node's dispatcher settings for SQLite, named (trees since stop 50)
@@ -63,7 +63,7 @@ try:  # the node's dispatcher settings for SQLite, named (trees since stop 50)
 except ImportError:  # what earlier trees' nodes wrote in place
     SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64)
 try:  # the collector policy of the node's process (trees since stop 31)
-    from gateway.node import gc_policy
+    from gateway.node.loop import gc_policy
 except ImportError:
     gc_policy = None
 _TAKES_WIRE = "wire" in inspect.signature(CommittedEntry).parameters
@@ -72,8 +72,8 @@ _TAKES_WIRE = "wire" in inspect.signature(CommittedEntry).parameters
 class PayloadSource:
     """Entries kept as the log keeps them (type tag + serialized transaction), read as the
     node's source reads them: a read batch of log ``Entry`` objects through the C
-    ``feed_entries`` where the tree has it, else ``gateway.node.feed.transaction_entry`` per
-    entry, else parsed at each read."""
+    ``feed_entries`` where the tree has it, else
+    ``gateway.node.appliers.feed.transaction_entry`` per entry, else parsed at each read."""
 
     def __init__(self, payloads: list[bytes]) -> None:
         self._entries = [Entry(1, i + 1, data=b"\x01" + p) for i, p in enumerate(payloads)]

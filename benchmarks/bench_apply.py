@@ -18,8 +18,8 @@ import tempfile
 import time
 
 from gateway.core import messages
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit
 from gateway.replication.epochs import SealedEpoch

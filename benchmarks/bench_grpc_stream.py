@@ -1,7 +1,7 @@
 """The cost of one peer stream message, the unit the node's peer transport pays per batch:
 grpc.aio (what the transport used until stop 27, and still uses towards older nodes) beside a
 framed TCP stream (asyncio, the 2008 transport frame of ``gateway.core.frame``: what
-``gateway.node.peer_stream`` now speaks), each plain and with mutual TLS, in the same run.
+``gateway.node.peers.peer_stream`` now speaks), each plain and with mutual TLS, in the same run.
 
     python benchmarks/bench_grpc_stream.py [--messages 20000]
 
@@ -12,7 +12,7 @@ client-streaming call, ``await call.write`` per message; TCP: ``encode_frame`` +
 ``data_received`` chunks (CRC checked) -- and waits until the receiver has them all. Prints
 messages/s, the CPU microseconds per message of the sender (this process) and of the receiver
 (from ``/proc``), and each transport's CPU per message against grpc.aio's with the same TLS
-setting. TLS uses a throw-away CA (``gateway.node.security.make_test_ca``), client
+setting. TLS uses a throw-away CA (``gateway.node.api.security.make_test_ca``), client
 certificates required, as a node's peer TLS does.
 """
 
@@ -164,7 +164,7 @@ def main() -> None:
     n = p.parse_args().messages
     import socket
 
-    from gateway.node.security import make_test_ca
+    from gateway.node.api.security import make_test_ca
 
     print("| transport | message | msgs/s | sender CPU us/msg | receiver CPU us/msg "
           "| CPU per message / grpc.aio's |")

@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gateway.core.lsm import LSMStore, export_snapshot
-from gateway.node.snapshot_files import SnapshotFiles, unpack_dir
+from gateway.node.storage.snapshot_files import SnapshotFiles, unpack_dir
 from gateway.raft import ConfState, Snapshot, SnapshotMetadata
 from gateway.raft.snapshot_transfer import SnapshotReceiver, SnapshotSender
 

@@ -92,7 +92,7 @@ def _varint(n: int) -> bytes:
 def _write_wire_tags(descriptor_set: Path, dest: Path) -> None:
     """``gateway/v1/wire_tags.py``: for every field of every ``gateway.v1`` message, its number
     (``MESSAGE_FIELD``) and its serialized key (``MESSAGE_FIELD_KEY``: field << 3 | wire
-    type, as a varint). The hand-written wire paths (``gateway/node/wire.py``) use these names
+    type, as a varint). The hand-written wire paths (``gateway/node/state/wire.py``) use these names
     instead of raw tag literals, and ``--check`` keeps them in step with the .proto files."""
     from google.protobuf import descriptor_pb2
 

@@ -8,6 +8,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: What any part of the node may import from outside ``gateway/node/``.
+_NODE_OUTSIDE = {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
+                 "gateway.conflict", "gateway.replication", "gateway.appliers",
+                 "gateway.hookspecs", "gateway.plugins", "gateway.v1"}
+
+#: The sub-packages of ``gateway/node/`` (docs/architecture.md, "The node's rooms").
+NODE_ROOMS = tuple(f"gateway.node.{room}" for room in (
+    "base", "storage", "state", "loop", "peers", "replication", "appliers", "api"))
+
+#: Lines a module of ``gateway/node/`` may have without saying at its top why it is larger.
+NODE_MODULE_LINES = 600
+
 #: package -> the gateway packages it may import (besides itself).
 ALLOWED: dict[str, set[str]] = {
     "gateway.v1": set(),
@@ -23,9 +35,24 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.client": {"gateway.v1"},
     "gateway.testing": {"gateway.client", "gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
-    "gateway.node": {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
-                     "gateway.conflict", "gateway.replication", "gateway.appliers",
-                     "gateway.hookspecs", "gateway.plugins", "gateway.v1"},
+    # The node: its rooms (sub-packages, layered bottom up) and the top, ``gateway.node``
+    # (``server``, the composition root that starts every room together).
+    "gateway.node.base": _NODE_OUTSIDE,
+    "gateway.node.storage": _NODE_OUTSIDE | {"gateway.node.base"},
+    "gateway.node.state": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage"},
+    "gateway.node.loop": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage",
+                                          "gateway.node.state"},
+    "gateway.node.peers": _NODE_OUTSIDE | {"gateway.node.base"},
+    "gateway.node.replication": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.state",
+                                                 "gateway.node.loop"},
+    "gateway.node.appliers": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage",
+                                              "gateway.node.state", "gateway.node.loop"},
+    # ``gateway.node``: the API servicer and the metrics exporter take the node they serve,
+    # for types only (TYPE_ONLY_BACK_REFERENCES below).
+    "gateway.node.api": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage",
+                                         "gateway.node.state", "gateway.node.loop",
+                                         "gateway.node"},
+    "gateway.node": _NODE_OUTSIDE | set(NODE_ROOMS),
     "gateway.cli": {"*"},
     "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.conflict",
                 "gateway.v1"},
@@ -36,6 +63,8 @@ def _unit(module: str) -> str:
     """The package of ``module`` in the table above."""
     parts = module.split(".")
     if len(parts) >= 3 and parts[1] == "core" and parts[2] in ("wal", "lsm"):
+        return ".".join(parts[:3])
+    if len(parts) >= 3 and ".".join(parts[:3]) in NODE_ROOMS:
         return ".".join(parts[:3])
     if len(parts) >= 2:
         return ".".join(parts[:2])
@@ -96,8 +125,8 @@ def test_the_map_in_the_docs_names_every_package():
 #: Nothing else may close a cycle, at runtime or in types.
 TYPE_ONLY_BACK_REFERENCES = {
     ("gateway.raft.roles", "gateway.raft.core"),
-    ("gateway.node.api", "gateway.node.server"),
-    ("gateway.node.metrics", "gateway.node.server"),
+    ("gateway.node.api.api", "gateway.node.server"),
+    ("gateway.node.api.metrics", "gateway.node.server"),
 }
 
 
@@ -110,10 +139,11 @@ def _type_checking_lines(path: Path) -> set[int]:
     return lines
 
 
-def test_no_module_import_cycles():
-    """No two modules of ``gateway/`` import each other, directly or through others. Imports
-    under TYPE_CHECKING count too, except the listed back references. Package ``__init__``
-    re-exports are left out (a package may re-export its own modules)."""
+def _import_graph(unit=lambda module: module) -> dict[str, set[str]]:
+    """``unit(module)`` -> the units it imports: the modules of ``gateway/`` (or what ``unit``
+    groups them into), imports under TYPE_CHECKING included except the listed back
+    references. Package ``__init__`` re-exports are left out (a package may re-export its own
+    modules)."""
     modules = {}
     for path in sorted((ROOT / "gateway").rglob("*.py")):
         if path.name == "__init__.py":
@@ -122,14 +152,18 @@ def test_no_module_import_cycles():
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         typing_only = _type_checking_lines(path)
-        deps = set()
+        deps = graph.setdefault(unit(module), set())
         for line, target in _targets(path, module):
             if target not in modules or target == module:
                 continue
             if line in typing_only and (module, target) in TYPE_ONLY_BACK_REFERENCES:
                 continue
-            deps.add(target)
-        graph[module] = deps
+            if unit(target) != unit(module):
+                deps.add(unit(target))
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
     cycles = []
     state: dict[str, int] = {}  # 1 = on the stack, 2 = done
     stack: list[str] = []
@@ -137,7 +171,7 @@ def test_no_module_import_cycles():
     def visit(m: str) -> None:
         state[m] = 1
         stack.append(m)
-        for d in sorted(graph[m]):
+        for d in sorted(graph.get(m, ())):
             if state.get(d) == 1:
                 cycles.append(" -> ".join([*stack[stack.index(d):], d]))
             elif d not in state:
@@ -148,4 +182,48 @@ def test_no_module_import_cycles():
     for m in sorted(graph):
         if m not in state:
             visit(m)
+    return cycles
+
+
+def test_no_module_import_cycles():
+    """No two modules of ``gateway/`` import each other, directly or through others. Imports
+    under TYPE_CHECKING count too, except the listed back references."""
+    cycles = _cycles(_import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_node_rooms_import_each_other_without_cycles():
+    """The sub-packages of ``gateway/node/`` (and its top, ``server``) form layers: no room
+    imports, directly or through others, a room that imports it. Only the listed type-only
+    back references (the API servicer and the metrics exporter take the node) are left out."""
+    graph = _import_graph(lambda m: _unit(m) if m.startswith("gateway.node") else "outside")
+    graph = {m: deps - {"outside"} for m, deps in graph.items() if m != "outside"}
+    assert set(NODE_ROOMS) <= set(graph), sorted(set(NODE_ROOMS) - set(graph))
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles between the node's rooms:\n" + "\n".join(cycles)
+
+
+def test_every_node_module_sits_in_a_room():
+    """Only the top (``__init__``, ``server``) lives directly in ``gateway/node/``; every other
+    module is in the sub-package named for its subsystem."""
+    flat = sorted(p.name for p in (ROOT / "gateway" / "node").glob("*.py"))
+    assert flat == ["__init__.py", "server.py"], flat
+    rooms = sorted(p.name for p in (ROOT / "gateway" / "node").iterdir()
+                   if (p / "__init__.py").exists())
+    assert sorted(f"gateway.node.{r}" for r in rooms) == sorted(NODE_ROOMS)
+
+
+def test_no_node_module_is_large_without_a_reason_at_its_top():
+    """A module of ``gateway/node/`` above NODE_MODULE_LINES lines says why in its module
+    docstring, on a line starting ``Size:`` (what keeps it together, what would split it)."""
+    bad = []
+    for path in sorted((ROOT / "gateway" / "node").rglob("*.py")):
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines <= NODE_MODULE_LINES:
+            continue
+        doc = ast.get_docstring(ast.parse(text, str(path))) or ""
+        if not any(line.startswith("Size:") for line in doc.splitlines()):
+            bad.append(f"{path.relative_to(ROOT)}: {lines} lines, no 'Size:' line in its "
+                       "docstring")
+    assert not bad, "\n".join(bad)

@@ -66,7 +66,7 @@ class Cluster(Launcher):
 
     def _secure(self, root: Path) -> dict[str, str]:
         """A throw-away CA and the tokens file; the environment that makes nodes use them."""
-        from gateway.node.security import make_test_ca
+        from gateway.node.api.security import make_test_ca
 
         tls = root / "tls"
         tls.mkdir(parents=True)

@@ -20,7 +20,7 @@ from the position the target holds. When the file claims more (the target lost c
 lost or cut ``gateway.db-wal``, a database restored from an older copy, a wiped file) one
 warning names both positions and says that the entries after the held one are applied again
 from the log -- or the target is rebuilt from the store when the log no longer holds them
-(``gateway.node.applier_rebuild``). Applying again is safe: appliers are idempotent.
+(``gateway.node.appliers.applier_rebuild``). Applying again is safe: appliers are idempotent.
 """
 
 from __future__ import annotations

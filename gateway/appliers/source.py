@@ -43,7 +43,7 @@ class EntriesCompactedError(EntrySourceError):
     """Entries ``from_index .. first_index - 1`` are no longer in the source's log (it starts
     at ``first_index``: the node installed a snapshot or compacted past them). Their effect
     exists only as the state the snapshot holds, so an applier that still needs them must be
-    rebuilt from that state (``gateway.node.applier_rebuild``), never fed placeholders."""
+    rebuilt from that state (``gateway.node.appliers.applier_rebuild``), never fed placeholders."""
 
     def __init__(self, from_index: int, first_index: int) -> None:
         self.from_index = from_index

@@ -583,7 +583,7 @@ class SqliteApplier(Applier):
     def reset_target(self) -> None:
         """Empty the database: drop every table this applier created and forget what it
         applied, in one transaction. The node calls it before rebuilding the target from its
-        store (``gateway.node.applier_rebuild``) when the log no longer holds the entries
+        store (``gateway.node.appliers.applier_rebuild``) when the log no longer holds the entries
         after the applier's position; the database is this applier's alone."""
         with self._write_lock:
             conn = self._conn()

@@ -197,7 +197,7 @@ def verify_command(path: str) -> None:
     is not damage.
     """
     target = Path(path)
-    from gateway.node.data_verify import is_data_dir
+    from gateway.node.state.data_verify import is_data_dir
 
     if target.is_dir() and is_data_dir(str(target)):
         _verify_data_dir(target)
@@ -222,9 +222,9 @@ def verify_command(path: str) -> None:
 
 
 def _verify_data_dir(target: Path) -> None:
-    """Check the node data directory ``target`` (``gateway.node.data_verify``); exit 1 with
+    """Check the node data directory ``target`` (``gateway.node.state.data_verify``); exit 1 with
     one line per problem."""
-    from gateway.node.data_verify import verify_data_dir
+    from gateway.node.state.data_verify import verify_data_dir
 
     report = verify_data_dir(str(target))
     for line in report.summary:

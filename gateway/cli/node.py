@@ -124,8 +124,8 @@ def run_command(ctx: click.Context, /, config_path: str | None, run_plugins: str
     GATEWAY_RABBIT_URL, [appliers.NAME]). A store that is down does not stop the node: its
     applier retries until it returns (status says FAILING with the error).
     """
-    from gateway.node.config import ConfigError, load_config
-    from gateway.node.metrics import configure_logging
+    from gateway.node.api.metrics import configure_logging
+    from gateway.node.base.config import ConfigError, load_config
 
     if flags.get("appliers") is not None and flags["appliers"] == "":
         flags["appliers"] = {}
@@ -153,7 +153,7 @@ def _choose_appliers(ctx: click.Context, cfg: NodeConfig, run_plugins: str | Non
     import os
 
     from gateway import plugins
-    from gateway.node.config import ConfigError
+    from gateway.node.base.config import ConfigError
 
     names = plugin_names(ctx)
     pm = None
@@ -196,8 +196,8 @@ def _choose_appliers(ctx: click.Context, cfg: NodeConfig, run_plugins: str | Non
 
 async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     from gateway.appliers.contract import ApplierConfigError
-    from gateway.node import gc_policy
-    from gateway.node.config import ConfigError
+    from gateway.node.base.config import ConfigError
+    from gateway.node.loop import gc_policy
     from gateway.node.server import GatewayNode, NodeStartError
     from gateway.plugins import PluginError
 
@@ -206,7 +206,7 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
         await node.start()
     except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
         raise _StartFailed(str(exc)) from None
-    gc_policy.settle()  # start-up's objects are never traced again (gateway.node.gc_policy)
+    gc_policy.settle()  # start-up's objects are never traced again (gateway.node.loop.gc_policy)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -494,7 +494,7 @@ def certs() -> None:
               help="Certificate to issue (repeatable; default node and client).")
 def make_test_ca_command(directory: str, hosts: tuple[str, ...], names: tuple[str, ...]) -> None:
     """Create a throw-away CA and certificates in DIRECTORY (tests, local clusters)."""
-    from gateway.node.security import make_test_ca
+    from gateway.node.api.security import make_test_ca
 
     paths = make_test_ca(directory, hosts or ("localhost", "127.0.0.1"),
                          names or ("node", "client"))

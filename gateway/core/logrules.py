@@ -1,5 +1,5 @@
 """The log model's rules for names and typed values (docs/log-model.md, "Names" and "Values"):
-the one definition the leader's validation (``gateway.node.validation``), the read API and
+the one definition the leader's validation (``gateway.node.base.validation``), the read API and
 the C fast path (``gateway.node._wire.check_records``, whose specification is
 ``validation._check_records_py``) follow.
 

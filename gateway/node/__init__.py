@@ -1,27 +1,28 @@
 """The gateway node: the asyncio shell that runs the Raft core over the WAL, the LSM store and
 the appliers, and serves the public gRPC API. See docs/node.md.
 
-Modules, one job each: ``config`` (configuration), ``storage`` (Raft storage over the WAL),
-``snapshots`` (snapshot files and archives), ``keys`` (store key encoding), ``validation``
-(request checks), ``state_machine`` (applying entries to the store), ``driver`` (the Ready
-loop), ``transport`` (peer gRPC streams), ``api`` (the public service), ``feed`` (appliers'
-entry source and Subscribe), ``security`` (TLS, tokens, test CA), ``metrics`` (Prometheus,
-logs), ``sql`` (``gateway sql``), ``server`` (``GatewayNode``: everything started together).
-Errors are in ``errors`` (tree there) and ``validation.InvalidRequest``.
+Rooms, one subsystem each (sub-packages, layered bottom up; docs/architecture.md, "The node's
+rooms"): ``base`` (errors, configuration, request checks), ``storage`` (Raft storage over the
+WAL, snapshot files), ``state`` (the state machine and what it applies, store keys, the wire
+paths), ``loop`` (the Ready loop: driver, sequencer), ``peers`` (peer gRPC streams),
+``replication`` (channels, conflict rules), ``appliers`` (appliers' entry source and
+Subscribe, the applier host), ``api`` (the public service, TLS and tokens, metrics). Here:
+``server`` (``GatewayNode``: everything started together). Errors are in ``base.errors`` (tree
+there) and ``base.validation.InvalidRequest``.
 """
 
 from __future__ import annotations
 
-from gateway.node.config import ConfigError, NodeConfig, TlsConfig, load_config
-from gateway.node.errors import (
+from gateway.node.base.config import ConfigError, NodeConfig, TlsConfig, load_config
+from gateway.node.base.errors import (
     NodeError,
     NodeStoppedError,
     NotLeaderError,
     ProposalLostError,
     ReadTimeoutError,
 )
+from gateway.node.base.validation import InvalidRequest
 from gateway.node.server import GatewayNode, NodeStartError
-from gateway.node.validation import InvalidRequest
 
 __all__ = [
     "ConfigError",

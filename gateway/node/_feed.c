@@ -1,10 +1,10 @@
-/* Optional C accelerator for the appliers' read of the committed log (gateway.node.feed;
+/* Optional C accelerator for the appliers' read of the committed log (gateway.node.appliers.feed;
  * split out of _wire.c so each C file mirrors one Python module).
  *
  * feed_entries(keys, unit_tag, ents, skipped, entry_cls): the appliers' CommittedEntry
  * objects of a read of the committed log, whole transactions with their admission header
- * (_txnhead.h, as gateway.node.wire.txn_head) and their bytes
- * (gateway.node.feed.CommittedLogSource._entry is the specification).
+ * (_txnhead.h, as gateway.node.state.wire.txn_head) and their bytes
+ * (gateway.node.appliers.feed.CommittedLogSource._entry is the specification).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -55,7 +55,7 @@ static PyObject *new_entry(PyObject *cls, const Py_ssize_t *off, PyObject *const
 }
 
 /* feed_entries(keys, unit_tag, ents, skipped, entry_cls) -> (out, todo): the appliers'
- * entries of the committed log entries ents (gateway.node.feed.CommittedLogSource._entry, the
+ * entries of the committed log entries ents (gateway.node.appliers.feed.CommittedLogSource._entry, the
  * specification), out[i] for ents[i]: entry_cls(index, None, (), wire, head) for a
  * transaction entry whole in one segment whose index is not in the set skipped (wire: the
  * payload after its type tag, head: as txn_head), entry_cls(index, None) for an entry holding
@@ -171,7 +171,7 @@ done:
 static PyMethodDef methods[] = {
     {"feed_entries", feed_entries, METH_VARARGS,
      "feed_entries(keys, unit_tag, ents, skipped, entry_cls) -> (out, todo): the appliers' "
-     "entries of committed log entries (gateway.node.feed)"},
+     "entries of committed log entries (gateway.node.appliers.feed)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-/* Optional C accelerator for the peer stream's codec (gateway.node.peer_codec, the
+/* Optional C accelerator for the peer stream's codec (gateway.node.peers.peer_codec, the
  * specification; split out of _wire.c so each C file mirrors one Python module).
  *
  * encode_batch / decode_batch: the peer stream's MessageBatch written from and read into the
@@ -195,7 +195,7 @@ static int frame_length(unsigned char *o, uint64_t n) {
 static PyObject *zlib_crc32 = NULL;
 
 /* encode_batch(keys, sender, from_api, from_peer, messages, frame_tag=-1) -> bytes | None
- * (gateway.node.peer_codec.encode_batch_py, the specification): the MessageBatch's bytes, or
+ * (gateway.node.peers.peer_codec.encode_batch_py, the specification): the MessageBatch's bytes, or
  * with frame_tag 0..255 the transport frame holding them (gateway.core.frame.encode_frame:
  * length, tag, batch, CRC-32), built in one allocation of the exact size. None when a
  * message needs the general path (a snapshot chunk, data or context that is not bytes). */
@@ -396,7 +396,7 @@ fail:
 
 /* decode_batch(keys, data, msg_cls, mtypes, entry_cls, etypes)
  *   -> (sender, from_api, from_peer, [Message]) | None
- * (gateway.node.peer_codec.decode_batch_py, the specification): None when the bytes need
+ * (gateway.node.peers.peer_codec.decode_batch_py, the specification): None when the bytes need
  * the general path -- a snapshot chunk, an unknown field, a message type not in `mtypes`,
  * text that is not UTF-8, anything malformed -- which then gives the result or the error. */
 static PyObject *decode_batch(PyObject *self, PyObject *args) {

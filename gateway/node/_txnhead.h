@@ -1,5 +1,5 @@
 /* The admission header of a transaction entry payload, shared by txn_head (_wire.c, for
- * gateway.node.wire) and feed_entries (_feed.c, for gateway.node.feed). Header-only: every
+ * gateway.node.state.wire) and feed_entries (_feed.c, for gateway.node.appliers.feed). Header-only: every
  * function is static inline. */
 #ifndef GATEWAY_TXNHEAD_H
 #define GATEWAY_TXNHEAD_H

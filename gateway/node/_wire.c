@@ -1,4 +1,4 @@
-/* Optional C accelerator for the node's wire paths (gateway.node.wire, the specification of
+/* Optional C accelerator for the node's wire paths (gateway.node.state.wire, the specification of
  * every function here; the peer codec and the appliers' feed have their own C files,
  * _peer_codec.c and _feed.c, as they have their own Python modules).
  *
@@ -12,36 +12,36 @@
  *   row = head + (ROW_KEY_VALUES_KEY + len + v for every key value) + mid
  *              + (ROW_VALUES_KEY + len + v for every after value) + tail
  *
- * exactly what gateway.node.wire.insert_rows_py builds (the specification). Field keys and
+ * exactly what gateway.node.state.wire.insert_rows_py builds (the specification). Field keys and
  * numbers are the names of gateway/v1/wire_tags.h (generated from the .proto files). Returns
  * None when the bytes need the general path: another field in a record, a key value that is
  * null or not exactly one value field, a varint or length running past the record.
  * Never reads outside data[pos:end] (which must lie inside data).
  *
  * parse_txn(data): the header fields of a transaction entry payload
- * (gateway.node.state_machine._parse_txn_py).
+ * (gateway.node.state.state_machine._parse_txn_py).
  *
  * meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result): one
- * transaction's serialized Gtid, Row fields 6-10 and WriteResult (gateway.node.wire.meta_parts,
+ * transaction's serialized Gtid, Row fields 6-10 and WriteResult (gateway.node.state.wire.meta_parts,
  * the specification); keys holds the 11 one-byte field keys in the order of _META_KEYS there.
  *
  * encode_txn(keys, sid, tid, epoch, author, start_ns, commit_ns, statements, idem) and
  * frame(key, parts): the leader's transaction entry payload and the framing of its serialized
- * statements (gateway.node.wire.encode_transaction_wire_py, frame_statements_py).
+ * statements (gateway.node.state.wire.encode_transaction_wire_py, frame_statements_py).
  *
  * frame_writes(keys, data, batch): the statements of every write of a serialized
  * WriteBatchRequest (or of one WriteRequest) framed as a transaction's statements field
- * (gateway.node.wire.frame_writes_py).
+ * (gateway.node.state.wire.frame_writes_py).
  *
  * txn_head(keys, data): the admission header of a transaction entry whole in one segment
- * (gateway.node.wire.txn_head_py; _txnhead.h, shared with _feed.c).
+ * (gateway.node.state.wire.txn_head_py; _txnhead.h, shared with _feed.c).
  *
  * header_span(keys, data, start, end): the walk of an insert statement's header shared by the
- * leader's wire check and the apply fast path (gateway.node.wire.insert_header_span_py).
+ * leader's wire check and the apply fast path (gateway.node.state.wire.insert_header_span_py).
  *
  * check_records(raw, pos, end, kcodes, vcodes) -> bool: the leader's per-record check of an
  * insert statement of a known shape -- each value's case and, for DOUBLE, UUID, DATE, TIME
- * and DATETIME columns, its type's rule (gateway.node.validation._check_records_py).
+ * and DATETIME columns, its type's rule (gateway.node.base.validation._check_records_py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -61,7 +61,7 @@ static int put_u64be(Buf *kb, unsigned char type, uint64_t v) {
 }
 
 /* The store-key encoding of the serialized Value data[s:e] into kb, for exactly one non-null
- * value field (gateway.node.state_machine._key_part): 1 done, 0 general path, -1 error set. */
+ * value field (gateway.node.state.state_machine._key_part): 1 done, 0 general path, -1 error set. */
 static int key_part(const unsigned char *data, Py_ssize_t s, Py_ssize_t e, Buf *kb) {
     if (e <= s) return 0;
     unsigned char tag = data[s];
@@ -204,7 +204,7 @@ static int single_field(const unsigned char *data, Py_ssize_t pos, Py_ssize_t en
     }
 }
 
-/* Column codes of check_records beyond plain tag bytes (gateway.node.validation.CODE_*). */
+/* Column codes of check_records beyond plain tag bytes (gateway.node.base.validation.CODE_*). */
 #define CODE_UUID 0x81
 #define CODE_DATE 0x82
 #define CODE_TIME 0x83
@@ -249,7 +249,7 @@ static int valid_time(const unsigned char *s, Py_ssize_t n) {
 }
 
 /* Whether the one value field data[v:v_end], whose tag matches code, satisfies the rule of
- * code (gateway.node.validation._value_ok_py). */
+ * code (gateway.node.base.validation._value_ok_py). */
 static int value_ok(const unsigned char *d, Py_ssize_t v, Py_ssize_t v_end, unsigned char code,
                     int key) {
     if (code == VALUE_DOUBLE_VALUE_KEY) {
@@ -271,7 +271,7 @@ static int value_ok(const unsigned char *d, Py_ssize_t v, Py_ssize_t v_end, unsi
 }
 
 /* check_records(raw, pos, end, kcodes, vcodes) -> bool: see
- * gateway.node.validation._check_records_py (the specification). */
+ * gateway.node.base.validation._check_records_py (the specification). */
 static PyObject *check_records(PyObject *self, PyObject *args) {
     Py_buffer raw, kt, vt;
     Py_ssize_t pos, end;
@@ -337,7 +337,7 @@ static PyObject *check_records(PyObject *self, PyObject *args) {
 }
 
 /* parse_txn(data) -> (sid, tid, epoch, author, commit_ts, [(start, end), ...], idem) | None:
- * see gateway.node.state_machine._parse_txn_py (the specification). */
+ * see gateway.node.state.state_machine._parse_txn_py (the specification). */
 static PyObject *parse_txn(PyObject *self, PyObject *arg) {
     Py_buffer buf;
     if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) return NULL;
@@ -483,7 +483,7 @@ static PyObject *meta_parts(PyObject *self, PyObject *args) {
 }
 
 /* encode_txn(keys, sid, tid, epoch, author, start_ns, commit_ns, statements, idem) -> bytes:
- * a transaction entry payload, exactly gateway.node.wire.encode_transaction_wire_py's bytes
+ * a transaction entry payload, exactly gateway.node.state.wire.encode_transaction_wire_py's bytes
  * (the specification). `keys` holds the type tag then the 10 one-byte field keys in the order
  * of _TXN_KEYS there; `statements` is already framed as field 6; `idem` is UTF-8 bytes. */
 static PyObject *encode_txn(PyObject *self, PyObject *args) {
@@ -537,7 +537,7 @@ done:
 }
 
 /* frame(key, parts) -> bytes: key + varint(len(p)) + p for every bytes p of the list `parts`,
- * concatenated (gateway.node.wire.frame_statements_py's framing). */
+ * concatenated (gateway.node.state.wire.frame_statements_py's framing). */
 static PyObject *frame(PyObject *self, PyObject *args) {
     const unsigned char *k;
     Py_ssize_t klen;
@@ -597,7 +597,7 @@ bad:
     return NULL;
 }
 
-/* frame_writes(keys, data, batch) -> list of bytes (gateway.node.wire.frame_writes_py, the
+/* frame_writes(keys, data, batch) -> list of bytes (gateway.node.state.wire.frame_writes_py, the
  * specification). `keys`: the one-byte keys of WriteBatchRequest.writes,
  * WriteRequest.statements and Transaction.statements, in that order. */
 static PyObject *frame_writes(PyObject *self, PyObject *args) {
@@ -646,7 +646,7 @@ done:
 }
 
 /* header_span(keys, data, start, end) -> (body, first_record) | None: the walk of an insert
- * statement's header, as gateway.node.wire.insert_header_span_py (the specification; a varint
+ * statement's header, as gateway.node.state.wire.insert_header_span_py (the specification; a varint
  * cut off by `end` or by the data is None here, where the specification raises IndexError,
  * which its callers take as None; so is an `end` past the data). `keys` holds the one-byte keys of Statement.insert and of
  * InsertStatement's table, key_fields, fields and records, in that order. */
@@ -683,7 +683,7 @@ done:
 }
 
 /* txn_head(keys, data) -> (sid, tid, commit_ts) | None: the admission header of a transaction
- * entry payload whole in one segment (gateway.node.wire.txn_head_py, the specification).
+ * entry payload whole in one segment (gateway.node.state.wire.txn_head_py, the specification).
  * keys: the type tag, then the one-byte keys of Transaction.gtid, Gtid.server_id,
  * Gtid.trans_id, Transaction.epoch, author, start_timestamp_ns, commit_timestamp_ns,
  * statements, segment_id, end_segment, idempotency_key. */

@@ -12,6 +12,13 @@ removal), start the appliers (``NodeAppliers``: node-scoped dispatchers now, clu
 ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
+
+Size: ~750 lines because ``GatewayNode`` is the composition root: the start-up order, the
+stop order and the reactions that cross rooms (log damage, driver failure, membership,
+health) must read in one place. Next to leave: the admin operations (``add_node``,
+``remove_node``, ``transfer_leader``, ``status``: an ``admin`` module in ``api/`` taking the
+node) and the start-up checks of the data directory (``_check_consistency``,
+``_make_peer_dir``: beside ``storage/refused_start``).
 """
 
 from __future__ import annotations
@@ -45,38 +52,12 @@ from gateway.conflict import (
 from gateway.core.fileio import local_fs
 from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
-from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
-
-from . import keys
-from .alarms import SpaceMonitor, driver_proposer, run_monitor
-from .api import GatewayServicer
-from .api_handlers import add_gateway_service
-from .applier_host import NodeAppliers
-from .channels import NodeChannels
-from .config import (
-    ChannelConfig,
-    NodeConfig,
-    address_problem,
-    parse_address,
-    peer_port_problem,
-)
-from .conflicts import NodeConflicts
-from .consistency import (
-    RECOVER_HINT,
-    InconsistentStateError,
-    check_log_covers_state,
-    check_position_file,
-)
-from .driver import DriverOptions, RaftDriver
-from .errors import NotLeaderError
-from .exposure import exposure_warnings, peer_port_mode
-from .feed import ChangeFeed
-from .grpc_server import aio_server
-from .metrics import serve_metrics
-from .peer_stream import PeerListener
-from .refused_start import paths_under, undo_refused_start
-from .security import (
+from gateway.node.api.api import GatewayServicer
+from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.exposure import exposure_warnings, peer_port_mode
+from gateway.node.api.grpc_server import aio_server
+from gateway.node.api.metrics import serve_metrics
+from gateway.node.api.security import (
     TokenAuthInterceptor,
     Tokens,
     api_server_credentials,
@@ -84,12 +65,37 @@ from .security import (
     peer_channel_credentials,
     peer_ssl_contexts,
 )
-from .snapshot_files import SnapshotArchiveError, SnapshotMetadataError
-from .state_machine import StoreStateMachine
-from .storage import LogDamagedError, RaftLogStorage
-from .storage_errors import client_error
-from .transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
-from .validation import InvalidRequest
+from gateway.node.appliers.applier_host import NodeAppliers
+from gateway.node.appliers.feed import ChangeFeed
+from gateway.node.base.config import (
+    ChannelConfig,
+    NodeConfig,
+    address_problem,
+    parse_address,
+    peer_port_problem,
+)
+from gateway.node.base.errors import NotLeaderError
+from gateway.node.base.validation import InvalidRequest
+from gateway.node.loop.driver import DriverOptions, RaftDriver
+from gateway.node.peers.peer_stream import PeerListener
+from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+from gateway.node.replication.channels import NodeChannels
+from gateway.node.replication.conflicts import NodeConflicts
+from gateway.node.state import keys
+from gateway.node.state.alarms import SpaceMonitor, driver_proposer, run_monitor
+from gateway.node.state.consistency import (
+    RECOVER_HINT,
+    InconsistentStateError,
+    check_log_covers_state,
+    check_position_file,
+)
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.storage.refused_start import paths_under, undo_refused_start
+from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMetadataError
+from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
+from gateway.node.storage.storage_errors import client_error
+from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
+from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 
 __all__ = ["GatewayNode", "NodeStartError"]
 
@@ -315,7 +321,7 @@ class GatewayNode:
 
     def _check_consistency(self) -> None:
         """Refuse to start when the store, a replicated applier position or the hard state's
-        commit index is ahead of the recovered log (``gateway.node.consistency``)."""
+        commit index is ahead of the recovered log (``gateway.node.state.consistency``)."""
         storage = self.storage
         check_log_covers_state(
             storage.wal.directory, last_index=storage.last_index(),

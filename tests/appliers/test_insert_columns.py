@@ -241,14 +241,14 @@ def test_the_dispatcher_leaves_the_same_sqlite_store_with_the_columns_path_on_or
 
 class _LogSource:
     """The node's source as the dispatcher sees it: entries read from the log's payloads by
-    ``gateway.node.feed.transaction_entry`` (whole transactions with a head, unparsed)."""
+    ``gateway.node.appliers.feed.transaction_entry`` (whole transactions with a head, unparsed)."""
 
     def __init__(self, txns) -> None:
         """``txns``: transactions, or None for an entry holding none (an epoch marker)."""
         self.payloads = [None if t is None else b"\x01" + t.SerializeToString() for t in txns]
 
     def read(self, from_index: int, max_entries: int) -> list:
-        from gateway.node.feed import transaction_entry
+        from gateway.node.appliers.feed import transaction_entry
 
         start = max(from_index, 1) - 1
         return [CommittedEntry(start + 1 + i, None) if p is None

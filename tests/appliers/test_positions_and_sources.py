@@ -216,7 +216,7 @@ def test_memory_source_reads_ranges():
 
 def test_an_entry_read_with_its_head_parses_its_transaction_only_when_asked():
     from gateway.appliers.source import CommittedEntry
-    from gateway.node.feed import transaction_entry
+    from gateway.node.appliers.feed import transaction_entry
     from gateway.v1 import transaction_pb2
 
     txn = transaction_pb2.Transaction(commit_timestamp_ns=77, segment_id=1, end_segment=True)
@@ -240,7 +240,7 @@ def test_an_entry_read_with_its_head_parses_its_transaction_only_when_asked():
 
 def test_a_whole_transaction_of_an_open_gtid_is_refused_as_add_refuses_it():
     from gateway.core.reducer import SegmentAssembler, SegmentOrderError
-    from gateway.node.feed import transaction_entry
+    from gateway.node.appliers.feed import transaction_entry
     from gateway.v1 import transaction_pb2
 
     first = transaction_pb2.Transaction(segment_id=1, end_segment=False)

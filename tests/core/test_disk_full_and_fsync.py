@@ -21,8 +21,8 @@ from gateway.core.lsm.memtable_log import MemtableLogWriter
 from gateway.core.records import scan
 from gateway.core.wal import FsyncPolicy, SegmentedWal, WalFailedError, WalOptions
 from gateway.core.wal.codec import WalEntry
-from gateway.node.errors import DataLossError, NoSpaceError, StorageFailedError
-from gateway.node.storage_errors import client_error
+from gateway.node.base.errors import DataLossError, NoSpaceError, StorageFailedError
+from gateway.node.storage.storage_errors import client_error
 
 DATA = "/data"
 WAL = f"{DATA}/raft/wal"

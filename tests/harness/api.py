@@ -45,8 +45,8 @@ DEFINITE_WRITE_FAILURES = frozenset(
     }
 )
 
-#: UNAVAILABLE details the node documents as "not ordered" (gateway/node/errors.py): a node that
-#: is not the leader and knows none to forward to, and a proposal overwritten by another
+#: UNAVAILABLE details the node documents as "not ordered" (gateway/node/base/errors.py): a
+#: node that is not the leader and knows none to forward to, and a proposal overwritten by another
 #: leader's entry. A write failing with these is recorded as a definite failure, so a node that
 #: says so and applies the write anyway is caught by the checker.
 NOT_APPLIED_DETAILS = ("not the leader", "no leader elected yet", "was replaced by another leader")

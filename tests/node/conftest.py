@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from gateway.node import GatewayNode, NodeConfig
-from gateway.node.config import TlsConfig
+from gateway.node.base.config import TlsConfig
 
 from .snapshot_stores import open_store
 

@@ -10,10 +10,10 @@ import threading
 from typing import Any
 
 from gateway.client import row_insert
-from gateway.node.driver import DriverOptions, RaftDriver
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.storage import RaftLogStorage
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.loop.driver import DriverOptions, RaftDriver
+from gateway.node.loop.write_proposal import WriteProposal
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.storage.storage import RaftLogStorage
 from gateway.raft import Message
 
 from .conftest import wait_for

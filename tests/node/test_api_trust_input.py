@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert
-from gateway.node.validation import InvalidRequest, TableSchema, check_statements
+from gateway.node.base.validation import InvalidRequest, TableSchema, check_statements
 from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, value_pb2
 
 from .conftest import leader_of, node_configs, run, running

@@ -13,10 +13,10 @@ from gateway.appliers.contract import ApplierConfigError, ApplierFactory, scope_
 from gateway.appliers.sqlite import SQLITE_FACTORY
 from gateway.cli import logtool
 from gateway.core import messages
-from gateway.node import keys
-from gateway.node.config import ConfigError, load_config
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import decode_entry, encode_transaction
+from gateway.node.base.config import ConfigError, load_config
+from gateway.node.state import keys
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import decode_entry, encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import applier_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 

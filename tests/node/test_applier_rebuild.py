@@ -17,7 +17,7 @@ from gateway.appliers.position import PositionStore
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.core.lsm import LSMStore
 from gateway.node import GatewayNode
-from gateway.node.applier_rebuild import ApplierBehindLogError, rebuild_from_store
+from gateway.node.appliers.applier_rebuild import ApplierBehindLogError, rebuild_from_store
 
 from .conftest import free_ports, leader_of, node_configs, run, running, started, wait_for
 

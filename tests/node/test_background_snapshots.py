@@ -20,11 +20,11 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
-from gateway.node.driver import DriverOptions, RaftDriver
-from gateway.node.errors import NodeStoppedError
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.storage import RaftLogStorage
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.base.errors import NodeStoppedError
+from gateway.node.loop.driver import DriverOptions, RaftDriver
+from gateway.node.loop.write_proposal import WriteProposal
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.storage.storage import RaftLogStorage
 from gateway.raft import ConfState
 
 from .conftest import leader_of, node_configs, run, running, wait_for

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from gateway.cli import main
 from gateway.client import AsyncGatewayClient, GatewayClient, GatewayError, row_insert
 from gateway.conflict import ConflictRule
-from gateway.node.config import ChannelConfig
+from gateway.node.base.config import ChannelConfig
 
 from .conftest import free_ports, leader_of, node_configs, run, running, wait_for
 

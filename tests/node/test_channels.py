@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 
 from gateway.client import AsyncGatewayClient, row_insert
-from gateway.node.config import ChannelConfig
+from gateway.node.base.config import ChannelConfig
 
 from .conftest import leader_of, node_configs, run, running, started, wait_for
 
@@ -242,8 +242,8 @@ def test_a_source_with_tls_and_tokens_needs_the_channels_read_token_and_ca(tmp_p
     """The channel presents its token and checks the source's certificate against its CA; a
     wrong token or a missing CA is an error on the channel's status, retried, and the
     corrected channel replicates."""
-    from gateway.node.config import TlsConfig
-    from gateway.node.security import make_test_ca
+    from gateway.node.api.security import make_test_ca
+    from gateway.node.base.config import TlsConfig
 
     ca = make_test_ca(str(tmp_path / "ca"))
     tokens = tmp_path / "tokens.toml"
@@ -428,7 +428,7 @@ def test_channel_and_peer_metrics(tmp_path):
     max replicated epoch, as the Status RPC does."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gateway.node.metrics import NodeCollector
+    from gateway.node.api.metrics import NodeCollector
 
     a, b = _cluster(tmp_path, "a", 1)[0], _cluster(tmp_path, "b", 2)[0]
     a = dataclasses.replace(a, channels=(ChannelConfig("fromB", (b.api,)),))

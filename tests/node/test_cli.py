@@ -13,7 +13,7 @@ import time
 import pytest
 
 from gateway.cli.sql import SqlError, sql_to_statements
-from gateway.node.config import ConfigError, load_config
+from gateway.node.base.config import ConfigError, load_config
 
 from .conftest import free_ports
 

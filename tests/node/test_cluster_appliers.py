@@ -21,7 +21,7 @@ from gateway.client import AsyncGatewayClient, row_insert
 from gateway.core.messages import TypeTag
 from gateway.core.rowops import RowOp
 from gateway.node import GatewayNode, NodeConfig
-from gateway.node.feed import CommittedLogSource
+from gateway.node.appliers.feed import CommittedLogSource
 from gateway.raft import NO_LIMIT
 from gateway.v1 import gateway_pb2
 from gateway.v1.transaction_pb2 import Transaction

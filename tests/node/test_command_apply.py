@@ -1,4 +1,4 @@
-"""The command entries (``gateway.node.command_apply``) as values in, values out: each returns
+"""The command entries (``gateway.node.state.command_apply``) as values in, values out: each returns
 what the state machine holds after the entry -- a new mapping, the old one left as it was,
 so a reader on another thread sees a whole one -- with the store operations appended, or
 None, changing nothing, for an entry that does not parse or names nothing."""
@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from gateway.conflict import Role
 from gateway.core.messages import TypeTag
-from gateway.node.command_apply import (
+from gateway.node.state.command_apply import (
     ConflictSettings,
     apply_channel_command,
     apply_conflict_command,
     apply_position,
 )
-from gateway.node.epoch_apply import StagedSegment, seg_key
-from gateway.node.keys import applier_position_key, meta_key
-from gateway.node.store_ops import StoreOp
+from gateway.node.state.epoch_apply import StagedSegment, seg_key
+from gateway.node.state.keys import applier_position_key, meta_key
+from gateway.node.state.store_ops import StoreOp
 from gateway.v1 import applier_pb2, replication_pb2
 
 

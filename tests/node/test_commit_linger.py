@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.client import AsyncGatewayClient, row_insert
-from gateway.node.commit_linger import CommitLinger
+from gateway.node.loop.commit_linger import CommitLinger
 from gateway.raft import Entry, EntryType, Message
 from gateway.raft.tracker import ProgressState
 from gateway.raft.types import MessageType as MT

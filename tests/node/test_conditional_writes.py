@@ -19,12 +19,12 @@ from gateway.client import (
     row_insert,
     row_update,
 )
-from gateway.node import keys
-from gateway.node.channels import _record
-from gateway.node.conditions import conditions_field
-from gateway.node.errors import PreconditionFailed as NodePreconditionFailed
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction, encode_transaction_wire, frame_statements
+from gateway.node.base.errors import PreconditionFailed as NodePreconditionFailed
+from gateway.node.replication.channels import _record
+from gateway.node.state import keys
+from gateway.node.state.conditions import conditions_field
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction, encode_transaction_wire, frame_statements
 from gateway.raft import Entry, EntryType
 from gateway.v1 import gateway_pb2, gtid_pb2, transaction_pb2
 
@@ -353,7 +353,7 @@ def test_a_refused_write_is_decided_alike_after_a_restart_replays_it(tmp_path):
             await wait_for(lambda: node2.sm.applied_index >= refused_at)
             assert node2.sm.skipped(refused_at)
             # the appliers' and Subscribe's feed: no transaction at the refused entry
-            from gateway.node.feed import CommittedLogSource
+            from gateway.node.appliers.feed import CommittedLogSource
 
             fed = {e.index: e for e in CommittedLogSource(node2.driver).read(refused_at - 1, 2)}
             assert fed[refused_at].transaction is None and not fed[refused_at].replicated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.node.config import ConfigError, NodeConfig, address_problem, parse_address
+from gateway.node.base.config import ConfigError, NodeConfig, address_problem, parse_address
 
 
 @pytest.mark.parametrize("text", ["127.0.0.1:7100", "localhost:1", "node-1.example.com:65535",

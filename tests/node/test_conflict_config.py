@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from gateway.cli import main
 from gateway.client import AsyncGatewayClient, GatewayClient, GatewayError, row_insert
 from gateway.conflict import ConflictRule
-from gateway.node.config import ConfigError
+from gateway.node.base.config import ConfigError
 
 from .conftest import leader_of, node_configs, run, running, started, wait_for
 
@@ -134,7 +134,7 @@ def test_the_configuration_file_sets_role_and_rules_and_wins_for_what_it_names(t
      "conflicts[0] (file).column: unknown key"),
 ])
 def test_bad_conflict_configuration_is_a_clear_error(tmp_path, text, message):
-    from gateway.node.config import load_config
+    from gateway.node.base.config import load_config
 
     path = tmp_path / "node.toml"
     path.write_text(f'data_dir = "{tmp_path}/d"\n' + text)

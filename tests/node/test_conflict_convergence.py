@@ -25,8 +25,8 @@ from gateway.appliers.sqlite import SqliteApplier
 from gateway.conflict import ConflictRule, Role
 from gateway.core import messages
 from gateway.core.reducer import reduce_transaction
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.replication import EpochAssembler, ReplicationState, SourceRecord, build_unit
 from gateway.replication import transactions as unit_transactions

@@ -16,7 +16,7 @@ from gateway.client import GatewayClient, GatewayError
 from gateway.conflict import ConflictRule, with_plugins
 from gateway.core import messages
 from gateway.node.server import GatewayNode, NodeStartError
-from gateway.node.state_machine import ConflictFunctionMissingError, StoreStateMachine
+from gateway.node.state.state_machine import ConflictFunctionMissingError, StoreStateMachine
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit
 from gateway.replication.epochs import SealedEpoch

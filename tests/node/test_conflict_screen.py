@@ -12,7 +12,7 @@ import pytest
 from gateway.conflict import Role
 from gateway.conflict.rules import ConflictRule
 from gateway.core import messages
-from gateway.node.state_machine import StoreStateMachine
+from gateway.node.state.state_machine import StoreStateMachine
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit
 from gateway.replication.epochs import SealedEpoch

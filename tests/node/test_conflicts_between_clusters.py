@@ -10,8 +10,8 @@ import dataclasses
 
 from gateway.client import AsyncGatewayClient, GatewayClient, row_insert, row_update
 from gateway.conflict import ConflictRule, parse_function
-from gateway.node.config import ChannelConfig
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.base.config import ChannelConfig
+from gateway.node.loop.write_proposal import WriteProposal
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 

@@ -40,8 +40,8 @@ from gateway.core import records
 from gateway.core.lsm.format import TAG_BLOCK
 from gateway.core.wal import WalOptions
 from gateway.node import GatewayNode
-from gateway.node.consistency import RECOVER_HINT
 from gateway.node.server import NodeStartError
+from gateway.node.state.consistency import RECOVER_HINT
 
 from .conftest import leader_of, node_configs, run, running
 from .test_damage_recovery import _cli, pristine, wait_applied  # noqa: F401 (fixture)
@@ -191,7 +191,7 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("sealed")
     cfg = node_configs(base, 1, appliers={"sqlite": {}}, snapshot_entries=1_000_000)[0]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("gateway.node.storage.WalOptions",
+        mp.setattr("gateway.node.storage.storage.WalOptions",
                    functools.partial(WalOptions, max_segment_bytes=16384))
 
         async def body() -> None:

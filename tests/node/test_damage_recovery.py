@@ -347,8 +347,8 @@ def test_the_last_logged_trans_id_skips_entries_a_cut_wal_lost_under_a_snapshot(
     """A WAL that lost its tail below the newest snapshot: the log's last index is the
     snapshot's, but the entries after the WAL's end are only in the snapshot (so in the
     store's counter). The scan reads what the WAL holds instead of failing the start."""
-    from gateway.node.consistency import last_logged_trans_id
-    from gateway.node.wire import encode_transaction
+    from gateway.node.state.consistency import last_logged_trans_id
+    from gateway.node.state.wire import encode_transaction
     from gateway.raft import Entry, EntryType
     from gateway.raft.errors import UnavailableError
     from gateway.v1 import gtid_pb2, transaction_pb2

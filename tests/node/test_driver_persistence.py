@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from gateway.client import row_insert
-from gateway.node.errors import NodeStoppedError
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.base.errors import NodeStoppedError
+from gateway.node.loop.write_proposal import WriteProposal
+from gateway.node.state.state_machine import StoreStateMachine
 
 from .conftest import run, wait_for
 from .drivers import Trio

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from gateway.conflict import ConflictRule, Role
 from gateway.core import messages
-from gateway.node.epoch_guards import quarantine_prefix, read_quarantined
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit
 from gateway.replication.epochs import SealedEpoch

@@ -18,10 +18,10 @@ import pytest
 from gateway.client import row_insert
 from gateway.core import messages
 from gateway.core.messages import TypeTag
-from gateway.node.epoch_seal import entry_epoch, unsealed_epoch
-from gateway.node.errors import NodeStoppedError, NotLeaderError
-from gateway.node.wire import decode_entry, encode_transaction_wire
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.base.errors import NodeStoppedError, NotLeaderError
+from gateway.node.loop.epoch_seal import entry_epoch, unsealed_epoch
+from gateway.node.loop.write_proposal import WriteProposal
+from gateway.node.state.wire import decode_entry, encode_transaction_wire
 from gateway.raft import NO_LIMIT, Entry, EntryType, MemoryStorage
 from gateway.raft.log import RaftLog
 from gateway.replication import EpochAssembler, SourceRecord

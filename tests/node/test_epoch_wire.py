@@ -1,5 +1,5 @@
 """A replicated epoch's transactions reach the apply fast path as the bytes the entry carries
-them in (``gateway.node.epoch_wire``), not as a new serialization of the parsed message; the
+them in (``gateway.node.state.epoch_wire``), not as a new serialization of the parsed message; the
 bytes cut are exactly the transactions a parse finds, and anything a parse would merge is
 left to the parser."""
 
@@ -11,10 +11,10 @@ import pytest
 
 from gateway.core import messages
 from gateway.core.varint import encode_uvarint
-from gateway.node import epoch_apply
-from gateway.node.epoch_wire import transaction_payloads
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state import epoch_apply
+from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit, transactions
 from gateway.replication.epochs import SealedEpoch

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from gateway.node.config import TlsConfig
-from gateway.node.exposure import exposure_warnings, is_loopback
+from gateway.node.api.exposure import exposure_warnings, is_loopback
+from gateway.node.base.config import TlsConfig
 
 from .conftest import node_configs, run, running
 

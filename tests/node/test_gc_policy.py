@@ -1,4 +1,4 @@
-"""The node process's collector policy (gateway.node.gc_policy): start-up objects frozen, the
+"""The node process's collector policy (gateway.node.loop.gc_policy): start-up objects frozen, the
 young threshold raised, and garbage cycles still collected without an explicit collect.
 
 Each case runs in a fresh interpreter: the policy changes process-wide state."""
@@ -24,13 +24,13 @@ def _run(body: str) -> dict:
 def test_settle_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
     got = _run("""
         import gc, json
-        from gateway.node import gc_policy
+        from gateway.node.loop import gc_policy
         keep = [[i] for i in range(5000)]
         gc_policy.settle()
         print(json.dumps({"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold(),
                           "young": gc.get_count()[0]}))
     """)
-    from gateway.node import gc_policy
+    from gateway.node.loop import gc_policy
     assert got["frozen"] >= 5000
     assert tuple(got["threshold"]) == (gc_policy.YOUNG_THRESHOLD, *gc_policy.OLDER_THRESHOLDS)
     assert got["young"] < 100
@@ -39,7 +39,7 @@ def test_settle_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
 def test_cycles_made_after_settle_are_still_collected_by_allocation_alone() -> None:
     got = _run("""
         import gc, json, weakref
-        from gateway.node import gc_policy
+        from gateway.node.loop import gc_policy
         gc_policy.settle()
         class Node:
             pass
@@ -62,7 +62,7 @@ def test_cycles_made_after_settle_are_still_collected_by_allocation_alone() -> N
 def test_objects_frozen_at_start_are_still_freed_when_their_count_drops() -> None:
     got = _run("""
         import gc, json, weakref
-        from gateway.node import gc_policy
+        from gateway.node.loop import gc_policy
         class Box:
             pass
         box = Box()

@@ -1,5 +1,5 @@
 """The node's gRPC servers accept each registered method's calls several at a time
-(gateway/node/grpc_server.py) and otherwise behave as ``grpc.aio.server``'s."""
+(gateway/node/api/grpc_server.py) and otherwise behave as ``grpc.aio.server``'s."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import pytest
 
-from gateway.node.grpc_server import (
+from gateway.node.api.grpc_server import (
     ACCEPT_DEPTH,
     accepts_in_pools,
     aio_server,

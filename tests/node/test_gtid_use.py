@@ -1,5 +1,5 @@
-"""Which trans id each kind of log entry consumes (``gateway.node.gtid_use``), and the start-up
-check that reads the log with it (``consistency.last_logged_trans_id``): one case per entry
+"""Which trans id each kind of log entry consumes (``gateway.node.state.gtid_use``), and the
+start-up check that reads the log with it (``consistency.last_logged_trans_id``): one case per entry
 kind, each checked against what the state machine records when it applies the entry."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 from gateway.conflict import ConflictRule, Role
 from gateway.core import messages
 from gateway.core.messages import TypeTag
-from gateway.node.consistency import last_logged_trans_id
-from gateway.node.gtid_use import consumed, consumed_trans_id, entry_trans_id
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state.consistency import last_logged_trans_id
+from gateway.node.state.gtid_use import consumed, consumed_trans_id, entry_trans_id
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import (
     applier_pb2,

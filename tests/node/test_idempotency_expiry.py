@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from gateway.node import keys, state_machine
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import encode_transaction
+from gateway.node.state import keys, state_machine
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 

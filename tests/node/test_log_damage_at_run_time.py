@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.wal import WalOptions
-from gateway.node.storage import LogDamagedError, RaftLogStorage
+from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.raft import CompactedError, Entry, HardState, MessageType, Ready
 from gateway.raft.config import Config
 from gateway.raft.core import Raft
@@ -25,7 +25,7 @@ ENTRIES = 200
 def _storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RaftLogStorage:
     """A log of ENTRIES entries over several sealed segments, none of them in the tail cache."""
     small = dataclasses.replace(WalOptions(), max_segment_bytes=4096)
-    monkeypatch.setattr("gateway.node.storage.WalOptions",
+    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
                         lambda **kw: dataclasses.replace(small, **kw))
     storage = RaftLogStorage(str(tmp_path / "raft"), fsync=False, cache_entries=1)
     storage.bootstrap((1, 2))
@@ -96,8 +96,8 @@ def test_subscribers_and_appliers_get_data_loss_naming_the_damaged_file(tmp_path
 
     import grpc
 
-    from gateway.node.api import GatewayServicer
-    from gateway.node.feed import ChangeFeed, CommittedLogSource
+    from gateway.node.api.api import GatewayServicer
+    from gateway.node.appliers.feed import ChangeFeed, CommittedLogSource
 
     storage = _storage(tmp_path, monkeypatch)
     try:
@@ -141,7 +141,7 @@ def test_a_running_node_answers_data_loss_and_takes_a_snapshot_past_the_damage(
 
     from .conftest import leader_of, node_configs, run, running
 
-    monkeypatch.setattr("gateway.node.storage.WalOptions",
+    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
                         functools.partial(WalOptions, max_segment_bytes=4096))
     monkeypatch.setattr(server, "RaftLogStorage",
                         functools.partial(RaftLogStorage, cache_entries=1))
@@ -192,7 +192,7 @@ def test_a_lagging_follower_catches_up_by_snapshot_past_a_leaders_damaged_entry(
 
     from .conftest import leader_of, node_configs, run, running, started, wait_for
 
-    monkeypatch.setattr("gateway.node.storage.WalOptions",
+    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
                         functools.partial(WalOptions, max_segment_bytes=4096))
     monkeypatch.setattr(server, "RaftLogStorage",
                         functools.partial(RaftLogStorage, cache_entries=1))

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from gateway.node.storage import RaftLogStorage
+from gateway.node.storage.storage import RaftLogStorage
 from gateway.raft import CompactedError, Entry, HardState, Ready
 
 

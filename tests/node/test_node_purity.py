@@ -11,7 +11,7 @@ import gateway.node
 
 FORBIDDEN = {"asyncio", "grpc", "socket", "time", "os", "threading", "random", "subprocess",
              "selectors", "multiprocessing", "datetime", "concurrent", "logging"}
-PURE = ["sequencer.py", "write_proposal.py"]
+PURE = ["loop/sequencer.py", "loop/write_proposal.py"]
 PACKAGE = Path(gateway.node.__file__).parent
 
 

@@ -1,4 +1,4 @@
-"""The peer stream's MessageBatch bytes (gateway.node.peer_codec): the C writer gives
+"""The peer stream's MessageBatch bytes (gateway.node.peers.peer_codec): the C writer gives
 protobuf's bytes, the C reader gives what protobuf's parse and ``from_proto`` give -- or hands
 the bytes to them (a chunk, an unknown field or type, bad text, damage) -- and a batch read
 back is the batch written."""
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core.frame import decode_frame, encode_frame
-from gateway.node import peer_codec
-from gateway.node.peer_stream import BATCH_TAG
+from gateway.node.peers import peer_codec
+from gateway.node.peers.peer_stream import BATCH_TAG
 from gateway.raft import (
     ConfState,
     Entry,

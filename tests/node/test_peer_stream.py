@@ -17,21 +17,21 @@ from hypothesis import strategies as st
 
 from gateway.client import AsyncGatewayClient, GatewayClient, row_insert
 from gateway.core.frame import encode_frame
-from gateway.node.peer_stream import BATCH_TAG, PREFACE, PeerListener
-from gateway.node.security import (
+from gateway.node.api.security import (
     make_test_ca,
     peer_channel_credentials,
     peer_server_credentials,
     peer_ssl_contexts,
 )
-from gateway.node.server import PEER_SOCKET_DIR, GatewayNode, NodeStartError
-from gateway.node.transport import (
+from gateway.node.peers.peer_stream import BATCH_TAG, PREFACE, PeerListener
+from gateway.node.peers.transport import (
     CHANNEL_OPTIONS,
     PeerServicer,
     PeerTransport,
     cut_batch,
     to_proto,
 )
+from gateway.node.server import PEER_SOCKET_DIR, GatewayNode, NodeStartError
 from gateway.raft import (
     ConfState,
     Entry,
@@ -109,7 +109,7 @@ async def _until(cond, timeout: float = 10.0) -> None:  # type: ignore[no-untype
 def _scrape(node, prefix: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gateway.node.metrics import NodeCollector
+    from gateway.node.api.metrics import NodeCollector
 
     reg = CollectorRegistry()
     reg.register(NodeCollector(node))
@@ -220,7 +220,7 @@ def test_grpc_clients_are_relayed_on_the_same_port(tmp_path):
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "mutual-tls"])
 def test_a_peer_that_speaks_only_grpc_gets_the_grpc_stream(tmp_path, caplog, ca, tls):
-    caplog.set_level(logging.INFO, "gateway.node.transport")
+    caplog.set_level(logging.INFO, "gateway.node.peers.transport")
     cfg = node_configs(tmp_path, 1, tls=_tls(ca[0]) if tls else None)[0]
     creds = (peer_server_credentials(cfg), peer_channel_credentials(cfg)) if tls else None
     contexts = peer_ssl_contexts(cfg) if tls else None
@@ -274,7 +274,7 @@ def test_a_peer_port_closing_unanswered_is_a_broken_link_not_an_old_peer(tmp_pat
 
 
 def test_a_damaged_frame_closes_the_stream_and_the_sender_reconnects(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, "gateway.node.transport")
+    caplog.set_level(logging.WARNING, "gateway.node.peers.transport")
 
     async def go() -> None:
         b = _Side(str(tmp_path), 2)

@@ -12,8 +12,8 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_insert
 from gateway.node import GatewayNode, NodeConfig
-from gateway.node.config import ConfigError, TlsConfig, load_config
-from gateway.node.security import make_test_ca
+from gateway.node.api.security import make_test_ca
+from gateway.node.base.config import ConfigError, TlsConfig, load_config
 from gateway.node.server import NodeStartError
 from gateway.v1 import gateway_pb2, peer_pb2, peer_pb2_grpc
 

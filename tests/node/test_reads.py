@@ -7,7 +7,7 @@ import asyncio
 
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
-from gateway.node.write_proposal import WriteProposal
+from gateway.node.loop.write_proposal import WriteProposal
 
 from .conftest import leader_of, node_configs, run, running
 

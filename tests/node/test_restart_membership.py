@@ -24,9 +24,9 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.node import GatewayNode
-from gateway.node.driver import DriverOptions, RaftDriver
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.storage import RaftLogStorage
+from gateway.node.loop.driver import DriverOptions, RaftDriver
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.storage.storage import RaftLogStorage
 from gateway.raft import (
     ConfChange,
     ConfChangeSingle,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from gateway.node.state_machine import StoreStateMachine
-from gateway.node.wire import write_result
+from gateway.node.state.state_machine import StoreStateMachine
+from gateway.node.state.wire import write_result
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, value_pb2
 
 
@@ -72,7 +72,7 @@ def test_fast_apply_writes_what_the_general_path_writes(tmp_path):
     """Entries made of inserts take the wire-bytes fast path; applying the same entries with
     it disabled (every entry through the protobuf path) must write the same store batches
     and give the same outcomes."""
-    from gateway.node.wire import encode_transaction
+    from gateway.node.state.wire import encode_transaction
     from gateway.raft import Entry, EntryType
     from gateway.v1 import transaction_pb2
 
@@ -144,7 +144,7 @@ def test_fast_apply_writes_what_the_general_path_writes(tmp_path):
 
 
 def test_meta_parts_match_row_tail_and_write_result():
-    from gateway.node.wire import gtid_bytes, meta_parts, row_tail
+    from gateway.node.state.wire import gtid_bytes, meta_parts, row_tail
 
     rng = random.Random(4)
     for _ in range(3000):
@@ -167,7 +167,7 @@ def test_replicated_epochs_write_what_the_general_path_writes(tmp_path):
     same. Updates, deletes and a new table in the same epochs take the general path, reading
     rows the fast path wrote earlier in the entry."""
     from gateway.core import messages
-    from gateway.node.keys import table_prefix
+    from gateway.node.state.keys import table_prefix
     from gateway.raft import Entry, EntryType
     from gateway.replication import ReplicationState, build_unit
     from gateway.replication.epochs import SealedEpoch

@@ -26,7 +26,7 @@ from gateway.cli import main
 from gateway.cli.node import _choose_appliers
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.core.rowops import RowOp
-from gateway.node.config import load_config
+from gateway.node.base.config import load_config
 from gateway.node.server import GatewayNode, NodeStartError
 
 from .conftest import leader_of, node_configs, run, running, wait_for

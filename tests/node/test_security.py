@@ -9,8 +9,8 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_insert
 from gateway.node import NodeConfig
-from gateway.node.config import ConfigError, TlsConfig
-from gateway.node.security import make_test_ca
+from gateway.node.api.security import make_test_ca
+from gateway.node.base.config import ConfigError, TlsConfig
 
 from .conftest import leader_of, node_configs, run, running
 

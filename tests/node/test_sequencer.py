@@ -1,12 +1,12 @@
-"""The leader's bookkeeping (``gateway.node.sequencer``): one named test per rule, with time
+"""The leader's bookkeeping (``gateway.node.loop.sequencer``): one named test per rule, with time
 passed in -- no node, no event loop, no clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.node.sequencer import Seal, Sequencer, Stamp
-from gateway.node.validation import TableSchema
+from gateway.node.base.validation import TableSchema
+from gateway.node.loop.sequencer import Seal, Sequencer, Stamp
 
 TERM = 3
 EPOCH_S = 0.125  # binary fractions: epoch boundaries fall exactly

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from gateway.core.fileio import local_fs
-from gateway.node import snapshot_files
-from gateway.node.snapshot_files import archive_chunks, check_archive, pack_dir, unpack_dir
+from gateway.node.storage import snapshot_files
+from gateway.node.storage.snapshot_files import archive_chunks, check_archive, pack_dir, unpack_dir
 
 
 def _files(directory, spec: dict[str, bytes]) -> None:

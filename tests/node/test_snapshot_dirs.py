@@ -12,7 +12,7 @@ import pytest
 
 from gateway.core.lsm import LSMStore, export_snapshot, import_snapshot
 from gateway.core.lsm import export as export_module
-from gateway.node.snapshot_files import (
+from gateway.node.storage.snapshot_files import (
     SnapshotArchiveError,
     SnapshotFiles,
     pack_dir,

@@ -15,8 +15,8 @@ import random
 import pytest
 
 from gateway.core.lsm import LSMStore, export_snapshot
-from gateway.node import snapshot_files
-from gateway.node.snapshot_files import (
+from gateway.node.storage import snapshot_files
+from gateway.node.storage.snapshot_files import (
     ArchiveReader,
     SnapshotFiles,
     SpooledArchive,

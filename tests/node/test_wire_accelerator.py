@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.node import keys
-from gateway.node import wire as wire_py
+from gateway.node.state import keys
+from gateway.node.state import wire as wire_py
 from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
@@ -120,7 +120,7 @@ def test_record_checks_agree_on_valid_and_corrupted_records(recs, data_st):
        _RECORDS, st.data())
 def test_transaction_headers_parse_the_same(sid, tid, epoch, author, ts, rollback, idem, recs,
                                             data_st):
-    from gateway.node.wire import encode_transaction
+    from gateway.node.state.wire import encode_transaction
     from gateway.v1 import gtid_pb2, transaction_pb2
 
     stmt = statement_pb2.Statement(insert=statement_pb2.InsertStatement(records=recs))
@@ -448,7 +448,7 @@ def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
     one segment (or damaged) to the caller, in order."""
     from gateway.appliers.source import CommittedEntry
     from gateway.core.messages import TypeTag
-    from gateway.node.feed import transaction_entry
+    from gateway.node.appliers.feed import transaction_entry
     from gateway.raft import Entry, EntryType
     from gateway.v1 import transaction_pb2
 

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from gateway.client import row_insert, row_update
-from gateway.node.validation import InvalidRequest, check_statements
-from gateway.node.wire import (
+from gateway.node.base.validation import InvalidRequest, check_statements
+from gateway.node.state.wire import (
     WireChecker,
     encode_transaction,
     encode_transaction_wire,
@@ -181,8 +181,7 @@ def test_a_shape_learned_against_a_replaced_schema_object_is_learned_again(monke
     """Two requests that create the same table concurrently give two equal schema objects;
     the leader keeps the later. The shape learned with the earlier one must not send every
     later write of that shape to the full check for good."""
-    from gateway.node import wire
-
+    from gateway.node.state import wire
     full = []
     real = wire.check_statements
 

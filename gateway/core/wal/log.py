@@ -108,7 +108,7 @@ class WalOptions:
     back once at least this many have gathered, and all of a segment when it is sealed
     (`WritableFile.drop_cache`); 0 keeps them cached (the OS default). A log is written once
     and read rarely: a node serves recent entries from its in-memory tail
-    (``gateway.node.storage``), so only a follower catching up from far behind, a subscriber
+    (``gateway.node.storage.storage``), so only a follower catching up from far behind, a subscriber
     far behind or a restart read segments back, from disk. Dropped pages go straight back to
     the next writes instead of growing the page cache by the whole log
     (docs/formats/wal.md, "Page cache")."""

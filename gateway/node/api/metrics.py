@@ -1,0 +1,206 @@
+"""Prometheus metrics and structured logs of a node.
+
+Metrics are read from the node when scraped (a custom collector), so the write path pays
+nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:PORT`` is set:
+
+==================================  ======  ===========================================
+``gateway_raft_term``               gauge   current term
+``gateway_raft_is_leader``          gauge   1 on the leader
+``gateway_raft_leader_id``          gauge   known leader (0 = none)
+``gateway_raft_commit_index``       gauge   commit index
+``gateway_raft_applied_index``      gauge   store applied index
+``gateway_raft_last_index``         gauge   last log index
+``gateway_gtid_last_trans_id``      gauge   last applied GTID trans id
+``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
+``gateway_applier_position``        gauge   per applier durable watermark
+``gateway_applier_dead_letters``    gauge   per applier dead letters so far
+``gateway_applier_unavailable``     gauge   per applier: 1 while it runs but its store is
+                                            unreachable (it retries until the store returns)
+``gateway_applier_running``         gauge   1 if the applier runs on this node (labels
+                                            ``applier``, ``scope``: a cluster-scoped one
+                                            runs on the leader only)
+``gateway_applier_replicated_position``  gauge  per cluster-scoped applier: the position
+                                            recorded in the Raft log
+``gateway_channel_applied_epoch``   gauge   per channel (label ``channel``): newest source
+                                            epoch this cluster holds whole
+``gateway_channel_lag_epochs``      gauge   per channel: sealed source epochs read, not
+                                            yet applied (on the leader)
+``gateway_channel_lag_seconds``     gauge   per channel: age of the oldest source
+                                            transaction read, not yet applied
+``gateway_channel_up``              gauge   per channel: 1 while its runner streams from
+                                            the source (on the leader)
+``gateway_channel_transactions``    counter per channel: origin transactions applied by
+                                            this node's runner
+``gateway_max_replicated_epoch``    gauge   per peer cluster (label ``peer``): newest
+                                            epoch of this cluster the peer applied
+==================================  ======  ===========================================
+
+Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
+``exc`` for exceptions) with ``log_format = "json"`` (the default), plain text otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import start_http_server
+from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.node.base.config import parse_address
+
+if TYPE_CHECKING:
+    from gateway.node.server import GatewayNode
+
+__all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics"]
+
+
+class NodeCollector(Collector):
+    """Reads a node's state at scrape time."""
+
+    def __init__(self, node: GatewayNode) -> None:
+        self._node = node
+
+    def collect(self) -> Iterator[Metric]:
+        n = self._node
+        r = n.driver.raw.raft
+        for name, doc, value in (
+            ("gateway_raft_term", "current Raft term", r.term),
+            ("gateway_raft_is_leader", "1 if this node leads", int(n.driver.is_leader)),
+            ("gateway_raft_leader_id", "known leader id (0 = none)", r.lead),
+            ("gateway_raft_commit_index", "commit index", r.raft_log.committed),
+            ("gateway_raft_applied_index", "store applied index", n.sm.applied_index),
+            ("gateway_raft_last_index", "last log index", r.raft_log.last_index()),
+            ("gateway_gtid_last_trans_id", "last applied GTID trans id", n.sm.last_trans_id),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        lag = GaugeMetricFamily("gateway_applier_lag_entries", "entries not yet applied",
+                                labels=["applier"])
+        pos = GaugeMetricFamily("gateway_applier_position", "applier watermark",
+                                labels=["applier"])
+        dead = GaugeMetricFamily("gateway_applier_dead_letters", "dead letters",
+                                 labels=["applier"])
+        running = GaugeMetricFamily("gateway_applier_running",
+                                    "1 if the applier runs on this node",
+                                    labels=["applier", "scope"])
+        replicated = GaugeMetricFamily("gateway_applier_replicated_position",
+                                       "position of a cluster-scoped applier in the Raft log",
+                                       labels=["applier"])
+        down = GaugeMetricFamily("gateway_applier_unavailable",
+                                 "1 while the applier runs here but cannot reach its store "
+                                 "(it retries; Status says why)", labels=["applier"])
+        for a in n.applier_status():
+            down.add_metric([a.name], int(a.running and bool(a.error)))
+            lag.add_metric([a.name], a.lag_entries)
+            pos.add_metric([a.name], a.position)
+            dead.add_metric([a.name], a.dead_letters)
+            running.add_metric([a.name, a.scope], int(a.running))
+            if a.scope == "cluster":
+                replicated.add_metric([a.name], a.replicated_position)
+        yield lag
+        yield pos
+        yield dead
+        yield running
+        yield replicated
+        yield down
+        streams = GaugeMetricFamily("gateway_peer_stream_up",
+                                    "1 while the stream to the peer is up, by kind (framed "
+                                    "TCP, or gRPC to an older node)", labels=["peer", "kind"])
+        for peer, kind in sorted(n.transport.streams().items()):
+            for k in ("framed", "grpc"):
+                streams.add_metric([str(peer), k], int(kind == k))
+        yield streams
+        yield from _channel_metrics(n)
+        c = n.driver.counters
+        for name, doc, value in (
+            ("gateway_raft_ready", "Ready cycles run", c.readies),
+            ("gateway_raft_synced_ready", "Ready cycles persisted to the WAL", c.synced_readies),
+            ("gateway_raft_entries_persisted", "log entries persisted", c.entries_persisted),
+            ("gateway_raft_entries_applied", "committed entries applied", c.entries_applied),
+            ("gateway_raft_messages_sent", "Raft messages handed to the transport",
+             c.messages_sent),
+            ("gateway_raft_messages_received", "Raft messages received from peers",
+             c.messages_received),
+            ("gateway_writes_proposed", "writes proposed by this node as leader",
+             c.writes_proposed),
+            ("gateway_peer_batches_sent", "peer stream writes (batches of Raft messages)",
+             n.transport.batches_sent),
+        ):
+            yield CounterMetricFamily(name, doc, value=value)
+
+
+def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
+    families = {
+        "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
+                                     "newest source epoch held whole", labels=["channel"]),
+        "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
+                                   "source epochs read, not yet applied", labels=["channel"]),
+        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
+                                   "age of the oldest source transaction not yet applied",
+                                   labels=["channel"]),
+        "up": GaugeMetricFamily("gateway_channel_up", "1 while the runner streams",
+                                labels=["channel"]),
+        "txns": CounterMetricFamily("gateway_channel_transactions",
+                                    "origin transactions applied by this node's runner",
+                                    labels=["channel"]),
+    }
+    for ch in n.channels.status():
+        families["applied"].add_metric([ch.name], ch.applied_epoch)
+        families["lag_e"].add_metric([ch.name], ch.lag_epochs)
+        families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+        families["up"].add_metric([ch.name], int(ch.state == "running"))
+        families["txns"].add_metric([ch.name], ch.transactions_applied)
+    yield from families.values()
+    conflicts = GaugeMetricFamily("gateway_conflict", "conflict handling counters (MySQL's "
+                                  "names) of what a channel brought in",
+                                  labels=["channel", "counter"])
+    for ch in n.channels.status():
+        for name, value in sorted(ch.conflicts.items()):
+            conflicts.add_metric([ch.name, name], value)
+    yield conflicts
+    peers = GaugeMetricFamily("gateway_max_replicated_epoch",
+                              "newest epoch of this cluster the peer applied", labels=["peer"])
+    for p in n.channels.peers():
+        peers.add_metric([str(p.cluster_id)], p.max_replicated_epoch)
+    yield peers
+
+
+def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
+    """Register the node's collector and serve ``/metrics`` on ``address`` (a thread)."""
+    host, port = parse_address(address, "metrics")
+    collector = NodeCollector(node)
+    REGISTRY.register(collector)
+    start_http_server(port, addr=host)
+    return collector
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+               + f".{int(record.msecs):03d}Z",
+               "level": record.levelname.lower(), "logger": record.name,
+               "msg": record.getMessage()}
+        node = getattr(record, "node_id", None)
+        if node is not None:
+            doc["node"] = node
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def configure_logging(level: str, fmt: str) -> None:
+    """Send the ``gateway`` loggers to stderr in ``fmt`` (json | text) at ``level``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else
+                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("gateway")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False

@@ -1,0 +1,362 @@
+"""Committed transactions out of a node: the appliers' ``EntrySource`` and the Subscribe feed.
+
+Both read the Raft log (tail cache or WAL) up to the store's applied index, so an applier or
+a subscriber never sees an entry the store does not reflect yet. Entries the state machine
+did not apply (idempotent duplicates, rejected writes: the ``x`` keys) and entries without a
+transaction (no-ops, epoch markers, membership changes) are ``Entry(index, None)`` for the
+appliers and are not sent to subscribers.
+
+A node that installed a snapshot (or compacted its log) has no log before it: reading entries
+behind the log's start raises ``EntriesCompactedError``, and the applier is rebuilt from the
+store's state (``applier_rebuild``) -- it never skips entries it did not apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from gateway.appliers.source import CommittedEntry, EntriesCompactedError
+from gateway.core import accel
+from gateway.core.messages import TypeTag
+from gateway.node.base.errors import NodeStoppedError
+from gateway.node.base.validation import InvalidRequest
+from gateway.node.loop.epoch_seal import entry_epoch
+from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
+from gateway.node.storage.storage import LogDamagedError, compacted_log
+from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
+from gateway.replication import join_segments, transactions
+from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
+from gateway.v1.transaction_pb2 import Transaction
+
+if TYPE_CHECKING:
+    from gateway.node.loop.driver import RaftDriver
+    from gateway.node.storage.storage import RaftLogStorage
+
+__all__ = ["ChangeFeed", "CommittedLogSource"]
+
+_READ_BYTES = 4 << 20
+_TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_accel = accel.load("gateway.node._feed")  # None: CommittedLogSource._entry serves
+#: ``_feed.feed_entries`` with the transaction's keys bound (``wire.txn_head``'s): ``(unit_tag,
+#: ents, skipped, entry_cls) -> (out, todo)``, the C loop of ``CommittedLogSource.read`` (its
+#: ``_entry`` is the specification); None without the C accelerator.
+feed_entries = functools.partial(_accel.feed_entries, _HEAD_KEYS) if _accel else None
+
+
+def transaction_entry(index: int, data: bytes) -> CommittedEntry:
+    """The ``CommittedEntry`` of the transaction entry payload ``data`` (type tag first) at
+    ``index``: with its head and bytes and the message left unparsed when it holds a whole
+    transaction in one segment (``wire.txn_head``), else parsed now."""
+    wire = data[1:]
+    head = txn_head(data)
+    # (positional arguments: keywords cost more per entry, on every applier's path)
+    if head is not None:
+        return CommittedEntry(index, None, (), wire, head)
+    return CommittedEntry(index, Transaction.FromString(wire), (), wire)
+
+
+def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEpoch | None:
+    """The whole replicated epoch completed by entry ``e`` (its segments are the entries
+    right before it: one leader proposed them together), or None when ``e`` is a staged
+    segment. Raises ``CompactedError`` when earlier segments are gone."""
+    seg = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+    if not seg.end_segment:
+        return None
+    if seg.segment_id <= 1:
+        return seg
+    prev = storage.entries(e.index - seg.segment_id + 1, e.index, NO_LIMIT)
+    return join_segments([*(replication_pb2.ReplicatedEpoch.FromString(p.data[1:])
+                            for p in prev), seg])
+
+
+class CommittedLogSource:
+    """``gateway.appliers.EntrySource`` over a node's committed and applied log (thread-safe)."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self._driver = driver
+
+    def last_index(self) -> int:
+        return self._driver.sm.applied_index
+
+    def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
+        storage, sm = self._driver.storage, self._driver.sm
+        from_index = max(from_index, 1)
+        hi = min(sm.applied_index + 1, from_index + max_entries)
+        if from_index >= hi:
+            return []
+        first = storage.first_index()
+        if from_index < first:
+            if compacted_log(first):
+                raise EntriesCompactedError(from_index, first)
+            return [CommittedEntry(i, None) for i in range(from_index, min(hi, first))]
+        try:
+            ents = storage.entries(from_index, hi, _READ_BYTES)
+        except LogDamagedError:
+            raise  # does not go away: the applier stops with it
+        except CompactedError:
+            return []  # compacted meanwhile: the next read sees the new first index
+        skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
+        if feed_entries is not None:  # _entry of each in C, but for replicated epochs
+            out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)
+            for k in todo:
+                out[k] = self._entry(storage, ents[k], skipped)
+            return out
+        return [self._entry(storage, e, skipped) for e in ents]
+
+    def _entry(self, storage: RaftLogStorage, e: Entry, skipped: set[int]) -> CommittedEntry:
+        """The appliers' entry of the committed log entry ``e`` (``skipped``: indexes the state
+        machine did not apply): a transaction (``transaction_entry``), a replicated epoch's
+        transactions as the conflict checks left them, or no transaction."""
+        if e.type == EntryType.NORMAL and e.data:
+            if e.data[0] == _UNIT:
+                try:
+                    unit = read_unit(storage, e)
+                except LogDamagedError:
+                    raise
+                except CompactedError:
+                    raise EntriesCompactedError(e.index, storage.first_index()) from None
+                if unit is not None and e.index not in skipped:
+                    unit = self._driver.sm.unit_outcome(e.index) or unit
+                    txns = tuple(transactions(unit.items))
+                    if txns:
+                        return CommittedEntry(e.index, None, txns)
+            elif e.data[0] == _TXN and e.index not in skipped:
+                return transaction_entry(e.index, e.data)
+        return CommittedEntry(e.index, None)
+
+
+def _probe_epoch(e: Entry) -> int | None:
+    got = entry_epoch(e)
+    return got or None
+
+
+class ChangeFeed:
+    """Async change streams (``Subscribe``) over the committed log."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self._driver = driver
+
+    async def start_index(self, req: gateway_pb2.SubscribeRequest) -> int:
+        """The first log index to send for ``req``; raises ``InvalidRequest`` when the
+        position is no longer in the log (or not reached yet)."""
+        storage = self._driver.storage
+        first = storage.first_index()
+        if req.HasField("after_epoch") and req.after_epoch.server_id:
+            return self._after_epoch(req.after_epoch.server_id, req.after_epoch.epoch)
+        if req.HasField("after_gtid") and req.after_gtid.trans_id:
+            return self._after_gtid(req.after_gtid.server_id, req.after_gtid.trans_id)
+        start = req.from_log_index or first
+        if start < first and not compacted_log(first):
+            start = first  # only the bootstrap snapshot is before it: no transactions
+        if start < first:
+            raise InvalidRequest("from_log_index", f"log index {start} was compacted; the "
+                                 f"log starts at {first} (resync from a snapshot)")
+        return start
+
+    def _probe_at_or_after(self, index: int, limit: int, probe: Callable[[Entry], int | None]
+                           ) -> tuple[int, int] | None:
+        """(index, value) of the first entry at or after ``index`` for which ``probe`` gives
+        a value."""
+        storage = self._driver.storage
+        while index <= limit:
+            for e in storage.entries(index, min(limit + 1, index + 64), NO_LIMIT):
+                got = probe(e)
+                if got is not None:
+                    return e.index, got
+            index += 64
+        return None
+
+    def _search(self, probe: Callable[[Entry], int | None], target: int
+                ) -> tuple[int, tuple[int, int] | None]:
+        """Binary search over the applied log for the first entry whose ``probe`` value
+        (non-decreasing along the log) is greater than ``target``. Returns (that index, or
+        applied + 1 when none; the first probed entry of the log, or None when none)."""
+        drv = self._driver
+        lo, hi = drv.storage.first_index(), drv.sm.applied_index
+        found = self._probe_at_or_after(lo, hi, probe)
+        if found is None:
+            return hi + 1, None
+        answer = hi + 1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            got = self._probe_at_or_after(mid, hi, probe)
+            if got is None or got[1] > target:
+                answer = got[0] if got is not None else answer
+                hi = mid - 1
+            else:
+                lo = got[0] + 1
+        return answer, found
+
+    def _compacted(self) -> bool:
+        return self._driver.storage.first_index() > 2
+
+    def _after_gtid(self, server_id: int, trans_id: int) -> int:
+        """Binary search: each origin's trans ids increase along the log."""
+        me = self._driver.opts.cluster_id
+
+        def probe(e: Entry) -> int | None:
+            if e.type != EntryType.NORMAL or not e.data:
+                return None
+            if e.data[0] == _TXN:
+                if server_id != me:
+                    return None
+                txn, _ = decode_entry(e.data)
+                return txn.gtid.trans_id if txn is not None else None
+            if e.data[0] == _UNIT and server_id != me:
+                unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+                got = [t.gtid.trans_id for t in transactions(unit.items)
+                       if t.gtid.server_id == server_id]
+                return got[-1] if got else None
+            return None
+
+        answer, found = self._search(probe, trans_id)
+        if found is not None and found[1] > trans_id + 1 and self._compacted():
+            raise InvalidRequest("after_gtid", f"transaction {server_id}:{trans_id} is before "
+                                 f"the log's start (compacted); resync from a snapshot")
+        if found is None and server_id != me and \
+                self._driver.sm.replication.watermarks.get(server_id, 0) < trans_id:
+            raise InvalidRequest("after_gtid", f"this cluster holds no transaction "
+                                 f"{server_id}:{trans_id}")
+        return answer
+
+    def _after_epoch(self, server_id: int, epoch: int) -> int:
+        drv = self._driver
+        me = drv.opts.cluster_id
+        if server_id == me:
+            answer, found = self._search(_probe_epoch, epoch)
+            if self._compacted() and (found is None or found[1] > epoch):
+                raise InvalidRequest("after_epoch", f"epoch {epoch} of cluster {me} is before "
+                                     f"the log's start (compacted; the log starts at index "
+                                     f"{drv.storage.first_index()}); resync from a snapshot")
+            return answer
+
+        def probe(e: Entry) -> int | None:
+            if e.type != EntryType.NORMAL or not e.data or e.data[0] != _UNIT:
+                return None
+            unit = replication_pb2.ReplicatedEpoch.FromString(e.data[1:])
+            got = [it.apply_status.epoch for it in unit.items
+                   if it.WhichOneof("item") == "apply_status"
+                   and it.apply_status.server_id == server_id
+                   and it.apply_status.applied_by == me]
+            return got[-1] if got else None
+
+        held = drv.sm.replication.held(server_id)
+        if epoch == 0:
+            if self._compacted():
+                first = drv.storage.first_index()
+                raise InvalidRequest("after_epoch", f"the log starts at index {first} "
+                                     f"(compacted): transactions of cluster {server_id} "
+                                     f"before it may be missing; resync from a snapshot, or "
+                                     f"subscribe from_log_index {first} to start there")
+            return drv.storage.first_index()  # from the start, like no position at all
+        if held < epoch:
+            raise InvalidRequest("after_epoch", f"this cluster holds epochs of cluster "
+                                 f"{server_id} up to {held}, not {epoch}")
+        answer, found = self._search(probe, epoch - 1)  # the entry completing >= epoch
+        if found is None or (found[1] > epoch and self._compacted()):
+            raise InvalidRequest("after_epoch", f"the entry completing epoch {epoch} of "
+                                 f"cluster {server_id} is before the log's start "
+                                 f"(compacted); resync from a snapshot")
+        return answer + 1
+
+    def _not_compacted(self, index: int) -> None:
+        first = self._driver.storage.first_index()
+        if index < first and compacted_log(first):
+            raise InvalidRequest("from_log_index", f"log index {index} was compacted while "
+                                 f"streaming; the log starts at {first} (resync from a "
+                                 f"snapshot)")
+
+    def _entry_events(self, e: Entry, ignore: frozenset[int], records: bool,
+                      after: tuple[int, int] | None = None) -> list[gateway_pb2.ChangeEvent]:
+        """The events of one applied entry (see the module docstring)."""
+        storage, sm = self._driver.storage, self._driver.sm
+        if e.type != EntryType.NORMAL or not e.data:
+            return []
+        tag = e.data[0]
+        out: list[gateway_pb2.ChangeEvent] = []
+        if tag == _TXN:
+            txn, _ = decode_entry(e.data)
+            if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
+                return []
+            out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
+                                               epoch=txn.epoch))
+        elif tag == _MARKER:
+            if not records:
+                return []
+            m = epoch_pb2.EpochMarker.FromString(e.data[1:])
+            out.append(gateway_pb2.ChangeEvent(log_index=e.index, epoch_marker=m,
+                                               epoch=m.epoch, sealed_at_ns=m.sealed_at_ns))
+        elif tag == _UNIT:
+            unit = read_unit(storage, e)
+            if unit is None or sm.skipped(e.index):
+                return []
+            unit = sm.unit_outcome(e.index) or unit  # as the conflict rules left it
+            for it in unit.items:
+                if it.WhichOneof("item") == "transaction":
+                    g = it.transaction.gtid
+                    if g.server_id in ignore or (after is not None and g.server_id == after[0]
+                                                 and g.trans_id <= after[1]):
+                        continue
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
+                        sealed_at_ns=unit.sealed_at_ns))
+                elif records:
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, apply_status=it.apply_status,
+                        epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        if out:
+            out[-1].entry_end = True
+        return out
+
+    async def events(self, start: int, *, ignore_origins: frozenset[int] = frozenset(),
+                     log_records: bool = False, after_gtid: tuple[int, int] | None = None
+                     ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+        """Change events from log index ``start`` on, forever (until cancelled);
+        ``after_gtid = (origin, trans_id)``: leave out that origin's transactions up to it
+        (a replicated entry holds several: resuming inside one). Raises
+        ``InvalidRequest`` (``from_log_index``) when the log was compacted past the next
+        entry to send -- the subscriber fell behind a snapshot and must resync, as when it
+        subscribes at such a position -- rather than skip the compacted transactions."""
+        drv = self._driver
+        storage = drv.storage
+        nxt = start
+        while True:
+            self._not_compacted(nxt)
+            hi = min(drv.sm.applied_index + 1, nxt + 512)
+            batch: list[Entry] = []
+            if nxt < hi:
+                try:
+                    batch = storage.entries(max(nxt, storage.first_index()), hi, _READ_BYTES)
+                except LogDamagedError:
+                    raise  # DATA_LOSS naming the file and offset, never a silent gap
+                except CompactedError:
+                    batch = []
+            # Compaction runs on the I/O thread: a read that raced it got nothing.
+            self._not_compacted(nxt)
+            if not batch:
+                if nxt < hi:
+                    nxt = max(nxt, storage.first_index())  # the bootstrap snapshot (index 1)
+                    await asyncio.sleep(0)
+                    continue
+                if drv.removed:
+                    raise NodeStoppedError("this node was removed from the cluster")
+                async with drv.applied_changed:
+                    await drv.applied_changed.wait_for(
+                        lambda n=nxt: drv.sm.applied_index >= n or drv.removed)
+                continue
+            for e in batch:
+                try:
+                    evs = self._entry_events(e, ignore_origins, log_records, after_gtid)
+                except LogDamagedError:
+                    raise
+                except CompactedError:
+                    raise InvalidRequest("from_log_index", f"the segments of the replicated "
+                                         f"epoch ending at index {e.index} were compacted "
+                                         f"while streaming (resync from a snapshot)") from None
+                for ev in evs:
+                    yield ev
+                nxt = e.index + 1
+            await asyncio.sleep(0)

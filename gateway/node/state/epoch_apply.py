@@ -1,0 +1,480 @@
+"""Replicated epochs applied to the store: the part of ``StoreStateMachine`` (see
+``state_machine`` for the rules every replica follows) that applies ``REPLICATED_EPOCH``
+entries (docs/replication.md).
+
+One entry, or several segments of one (staged under ``m seg:<channel>:<n>`` until the last
+arrives), is applied all or nothing:
+
+1. staging: a segment that is not the last is kept; the last reassembles the epoch
+   (``join_segments``), or refuses it when segments are missing;
+2. guards: ``ReplicationState.refusal`` (an epoch out of order or already applied), the
+   schema check (a clashing transaction is quarantined, ``m qt:``, the rest applies), the
+   conflict rules' shapes (``epoch_guards``);
+3. judging: with conflict rules set, the epoch's changes are judged against the rows as they
+   stand (``conflict_apply``), unless all are inserts of fresh keys;
+4. derivation: exceptions and refreshes become this cluster's derived transaction, under the
+   GTID and commit time the leader reserved in the entry; what the entry finally holds is
+   recorded (``m dx:<index>``);
+5. counters: MySQL's conflict counters per channel (``m cc:``), origin watermarks
+   (``m w:``) and apply-status rows (``m as:``).
+
+Rows are written through ``txn_apply``'s paths with this cluster's local epoch and the
+origin's author and commit timestamp; insert-only transactions take the fast path from the
+bytes the entry carries them in (``epoch_wire``), not from a serialization of the parsed
+message.
+
+``EpochApply`` is a base of ``StoreStateMachine``, not used alone: the attributes annotated
+below are the state machine's, set by its ``_load``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from gateway.conflict import (
+    ConflictConfigError,
+    ConflictRule,
+    Context,
+    FunctionSpec,
+    Role,
+    RoleNotSetError,
+    RuleSet,
+    Stored,
+)
+from gateway.node.base.validation import InvalidRequest, TableSchema, check_statements
+from gateway.node.state import keys
+from gateway.node.state.conflict_apply import (
+    UnitJudgement,
+    derived_transaction,
+    fresh_insert_keys,
+    judge_unit,
+    refresh_statement,
+    ruled_statements,
+    stored_of_row,
+)
+from gateway.node.state.epoch_guards import (
+    check_ruled_shapes,
+    derived_problem,
+    emptied,
+    quarantine_op,
+)
+from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.store_ops import Ops, RowMeta, meta_op
+from gateway.node.state.txn_apply import Applied, TransactionApply
+from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
+from gateway.raft import Entry
+from gateway.replication import ReplicationState, join_segments, transactions
+from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, transaction_pb2
+
+__all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "seg_key"]
+
+#: Durable counters and watermarks: big-endian unsigned 64-bit.
+U64 = struct.Struct(">Q")
+_MISSING = object()
+#: The counters that hold an epoch (the newest wins), not a count.
+_LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
+log = logging.getLogger("gateway.node.state.state_machine")
+
+
+def seg_key(channel: str, segment_id: int) -> bytes:
+    """Where a staged segment of a replicated epoch of ``channel`` is kept."""
+    return keys.meta_key(f"seg:{channel}:{segment_id}")
+
+
+class StagedSegment(NamedTuple):
+    """A segment of a replicated epoch waiting for the last one: the parsed ``segment`` and
+    the ``data`` it was received as (the ``ReplicatedEpoch`` bytes, without the type tag)."""
+
+    segment: replication_pb2.ReplicatedEpoch
+    data: bytes
+
+
+class ConflictFunctionMissingError(RuntimeError):
+    """A replicated epoch meets a conflict rule whose function this node lacks (a plugin it
+    did not load). Applying it here without the function could make this node differ from
+    the others, so ``apply`` raises and the node stops with this message."""
+
+
+class EpochApply(TransactionApply):
+    """Applies replicated-epoch entries (see the module docstring)."""
+
+    cluster_id: int
+    replication: ReplicationState
+    conflict_rules: dict[str, ConflictRule]
+    conflict_role: Role
+    conflict_functions: Mapping[str, FunctionSpec]
+    load_functions: Callable[[], Mapping[str, FunctionSpec]] | None
+    conflict_counters: dict[str, dict[str, int]]
+    channel_txns: dict[str, int]
+    _staged: dict[str, list[StagedSegment]]
+    _shapes_checked: dict[tuple[object, str], TableSchema]
+    _rules_for: dict[str, ConflictRule] | None
+    _rules: RuleSet | None
+
+    def _stage(self, e: Entry, ops: Ops) -> list[StagedSegment] | Applied | None:
+        """Stage the segment entry ``e`` (None: more segments to come), or return the whole
+        epoch's segments in order when it is the last one, or the entry's refusal (it does
+        not parse, or segments are missing)."""
+        data = e.data[1:]
+        try:
+            seg = replication_pb2.ReplicatedEpoch.FromString(data)
+        except DecodeError as exc:
+            self._mark(ops, e.index, b"rejected: replicated epoch does not parse")
+            return Applied(e.index, e.term, error=InvalidRequest("entry", str(exc)))
+        staged = self._staged.get(seg.channel, [])
+        if seg.segment_id <= 1 and staged:
+            for old in staged:  # an earlier unit of this channel was abandoned mid-way
+                ops.append(meta_op(seg_key(seg.channel, old.segment.segment_id), None))
+            staged = []
+        if not seg.end_segment:
+            if staged and (staged[-1].segment.segment_id + 1 != seg.segment_id
+                           or staged[-1].segment.source_epoch != seg.source_epoch):
+                staged = []
+            self._staged[seg.channel] = [*staged, StagedSegment(seg, data)]
+            ops.append(meta_op(seg_key(seg.channel, seg.segment_id), data))
+            return None
+        self._staged.pop(seg.channel, None)
+        for old in staged:
+            ops.append(meta_op(seg_key(seg.channel, old.segment.segment_id), None))
+        if staged or seg.segment_id > 1:
+            expect = list(range(1, seg.segment_id))
+            if [u.segment.segment_id for u in staged] != expect or any(
+                    u.segment.source_epoch != seg.source_epoch for u in staged):
+                return self._refuse_unit(e, ops, "segments of the replicated epoch "
+                                         "are missing", seg)
+        return [*staged, StagedSegment(seg, data)]
+
+    def _apply_unit(self, e: Entry, ops: Ops, overlay: dict[bytes, bytes | None]
+                    ) -> Applied | None:
+        """Apply a replicated-epoch entry (see the module docstring); None for a staged
+        segment."""
+        segments = self._stage(e, ops)
+        if not isinstance(segments, list):
+            return segments
+        unit = join_segments([s.segment for s in segments])
+        reason = self.replication.refusal(unit)
+        if reason is not None:
+            return self._refuse_unit(e, ops, reason, unit)
+        txns = transactions(unit.items)
+        payloads = _payloads(segments, len(txns))
+        received = list(txns)  # the transactions ``payloads`` holds the bytes of
+        schemas = dict(self.schemas)
+        created: list[tuple[str, TableSchema]] = []
+        quarantined: Ops = []
+        for t_no, txn in enumerate(txns):
+            if not txn.statements:
+                continue  # rejected whole by conflicts upstream: its GTID travels, no rows
+            try:
+                got = check_statements(txn.statements, schemas, rows=False)
+            except InvalidRequest as exc:
+                # a schema clash with this cluster (the table first written with other
+                # columns here): kept aside with its cause, the rest of the epoch applies
+                g = txn.gtid
+                cause = f"transaction {g.server_id}:{g.trans_id}: {exc}"
+                log.warning("channel %s: epoch %d of cluster %d: %s: quarantined (gateway "
+                            "channel quarantine %s)", unit.channel, unit.source_epoch,
+                            unit.source_id, cause, unit.channel)
+                quarantined.append(quarantine_op(unit, txn, cause))
+                txns[t_no] = emptied(txn)
+                continue
+            for name, schema in got:
+                schemas[name] = schema
+            created += got
+        judged = None
+        local_epoch = unit.local_epoch  # the rows' epoch: their last change here
+        # the stored rows of insert-only transactions, built from their wire bytes (C): their
+        # keys serve the judgement, and they are written as they are unless it drops records
+        pre: list[Ops | None] = [
+            self._replicated_rows(t, e.index, local_epoch, _received(payloads, received, n, t))
+            for n, t in enumerate(txns)]
+        counters: dict[str, int] = {}
+        fresh = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns else None
+        if self.conflict_rules and txns:
+            try:
+                check_ruled_shapes(txns, self._ruleset(), schemas, self._shapes_checked)
+            except ConflictConfigError as exc:
+                return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
+        if fresh:  # judged rows, all applied as they came
+            pass
+        elif self.conflict_rules and txns and fresh is None:
+            try:
+                judged = self._judge(unit, txns, ops, overlay, pre, schemas)
+                problem = None if not (judged.exceptions or judged.refresh) else \
+                    "found conflicts but its leader reserved no GTID for them (rules set " \
+                    "meanwhile): proposed again" if not unit.derived_trans_id else \
+                    derived_problem(judged.exceptions, schemas)
+                if problem is not None:  # never drop the exceptions and the refresh
+                    return self._refuse_unit(e, ops, problem, unit)
+            except (ConflictConfigError, RoleNotSetError) as exc:
+                missing = self._missing_function(txns)
+                if missing is not None:  # another node may have it: stop, never diverge
+                    raise ConflictFunctionMissingError(
+                        f"log index {e.index}: a conflict rule names the function {missing}, "
+                        f"which no loaded plugin registers on this node; load the plugin "
+                        f"that provides it (on every node of the cluster) and restart, or "
+                        f"unset the rule (gateway conflicts unset)") from None
+                return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
+            pre = [p if t is o else None for p, t, o in zip(pre, judged.transactions, txns,
+                                                             strict=True)]
+            txns = judged.transactions
+            counters = {k: v for k, v in judged.counters.items() if v}
+        self._record_schemas(created, ops)
+        if unit.derived_trans_id:
+            self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
+            self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
+        for n, (txn, built) in enumerate(zip(txns, pre, strict=True)):
+            # again when not built: a table the epoch created is known now
+            rows = built if built is not None else self._replicated_rows(
+                txn, e.index, local_epoch, _received(payloads, received, n, txn))
+            if rows is not None:
+                ops += rows
+                for k, v, _, _, _ in rows:
+                    overlay[k] = v
+                continue
+            g = txn.gtid
+            gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
+            self._write_statements(txn, e.index, gtid, RowMeta(
+                local_epoch, txn.author, txn.commit_timestamp_ns), ops, overlay)
+        if judged is not None and (judged.exceptions or judged.refresh or judged.dropped):
+            self._derive(unit, judged, e.index, ops, overlay)
+        elif quarantined:
+            self._record_outcome(unit, txns, None, e.index, ops)
+        if quarantined:
+            ops += quarantined
+            counters["quarantined_trans_count"] = len(quarantined)
+        state = self.replication.copy()
+        origins, pairs = state.apply(unit)
+        if self.conflict_rules and "last_conflict_epoch" not in counters:
+            stable = self._stable_epoch(unit, state)
+            if stable:
+                counters["last_stable_epoch"] = stable
+        if counters:
+            self._count_conflicts(unit.channel, counters, ops)
+        for o in origins:
+            ops.append(meta_op(keys.meta_key(f"w:{o}"), U64.pack(state.watermarks[o])))
+        for sid, by in pairs:
+            ops.append(meta_op(keys.meta_key(f"as:{sid}:{by}"),
+                               U64.pack(state.apply_status[(sid, by)])))
+        self.replication = state
+        self.channel_txns[unit.channel] = self.channel_txns.get(unit.channel, 0) + sum(
+            1 for t in txns if t.statements)
+        return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
+            epoch=unit.local_epoch, log_index=e.index))
+
+    def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
+        """The conflict functions known here; when ``need`` is not one of them, the plugins'
+        are loaded first (once; ``load_functions`` may raise, naming what failed)."""
+        if need is not None and need not in self.conflict_functions \
+                and self.load_functions is not None:
+            self.conflict_functions = self.load_functions()
+            self.load_functions = None
+        return self.conflict_functions
+
+    def _ruleset(self) -> RuleSet:
+        rules = self.conflict_rules
+        if self._rules is None or self._rules_for is not rules:
+            for r in rules.values():
+                self.functions(r.function)
+            self._rules = RuleSet(rules.values(), self.conflict_functions, checked=False)
+            self._rules_for = rules
+        return self._rules
+
+    def _missing_function(self, txns: list[transaction_pb2.Transaction]) -> str | None:
+        """The function of a rule judging one of ``txns``' tables that this node does not
+        have (a plugin it did not load), or None."""
+        rules = self._ruleset()
+        for txn in txns:
+            for _, rule in ruled_statements(txn, rules):
+                if rule.function not in rules.functions:
+                    return rule.function
+        return None
+
+    def _all_fresh(self, txns: list[transaction_pb2.Transaction], pre: list[Ops | None],
+                   overlay: dict[bytes, bytes | None]) -> list[bytes] | None:
+        """The keys of the epoch's judged transactions when its judged changes are all
+        inserts of keys this cluster holds nothing for (see ``fresh_insert_keys``; empty:
+        nothing to judge): every rule applies them, so the epoch is applied as it came
+        without judging it row by row -- the same outcome, at the cost of one batched
+        existence check. None: the epoch must be judged."""
+        got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role,
+                                _row_keys(pre))
+        if got is None:
+            return None
+        if (len(set(got)) == len(got) and overlay.keys().isdisjoint(got)
+                and not self.store.holds_any(got)):
+            return got
+        return None
+
+    def _judge(self, unit: replication_pb2.ReplicatedEpoch,
+               txns: list[transaction_pb2.Transaction], ops: Ops,
+               overlay: dict[bytes, bytes | None], pre: list[Ops | None],
+               schemas: Mapping[str, TableSchema] | None = None) -> UnitJudgement:
+        """Judge a replicated epoch's transactions with the conflict rules (see
+        ``conflict_apply``) against the rows as they stand before it; raises
+        ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here.
+        ``schemas``: the tables' shapes with those the entry creates (default: recorded)."""
+        known_shapes = self.schemas if schemas is None else schemas
+        rep = self.replication
+        ctx = Context(self.cluster_id, self.conflict_role,
+                      {p: rep.max_replicated_epoch(p) for p in rep.peers()})
+        deleted: dict[bytes, tuple[int, int, int]] | None = None
+
+        def lookup(k: bytes, values: bool) -> Stored:
+            nonlocal deleted
+            raw = overlay.get(k, _MISSING)
+            if raw is _MISSING:
+                v = self.store.get_version(k)
+                if v is None:
+                    return Stored.absent()
+                return stored_of_row(v.value, (v.epoch, v.author, v.commit_ts), values)
+            if raw is None:  # deleted by an earlier entry of this batch: its metadata
+                if deleted is None:
+                    deleted = {k: (ep, au, ts) for k, v, ep, au, ts in ops if v is None}
+                return stored_of_row(None, deleted.get(k))
+            return stored_of_row(raw, None, values)  # type: ignore[arg-type]
+
+        def columns(schema: str, table: str) -> Mapping[str, int]:
+            known = known_shapes.get(f"{schema}.{table}")
+            return known.columns if known is not None else {}
+
+        return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
+                          unit.source_epoch, _row_keys(pre), columns,
+                          source=unit.source_id)
+
+    def _derive(self, unit: replication_pb2.ReplicatedEpoch, judged: UnitJudgement,
+                index: int, ops: Ops, overlay: dict[bytes, bytes | None]) -> None:
+        """Write this cluster's derived transaction for a judged epoch (exception rows, and
+        refreshes of the rows as they now stand), count the conflicts, and record what the
+        entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
+        one) for the change feed and the appliers."""
+        me = self.cluster_id
+        stmts = list(judged.exceptions)
+        for k, table, kf, kv in judged.refresh:
+            stmts.append(refresh_statement(table, kf, kv, self._get(k, overlay)))
+        derived = None
+        if stmts:  # checked by ``derived_problem`` before anything of the entry was written
+            derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
+                                          unit.derived_commit_ts, stmts)
+            self._record_schemas(check_statements(derived.statements, self.schemas,
+                                                  rows=False), ops)
+        if derived is not None:
+            self._write_statements(derived, index, derived.gtid, RowMeta(
+                unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
+        self._record_outcome(unit, judged.transactions, derived, index, ops)
+
+    @staticmethod
+    def _record_outcome(unit: replication_pb2.ReplicatedEpoch,
+                        accepted: list[transaction_pb2.Transaction],
+                        derived: transaction_pb2.Transaction | None, index: int,
+                        ops: Ops) -> None:
+        """Record what entry ``index`` finally holds (``m dx:<index>``): its transactions as
+        applied (``accepted``, in order), then this cluster's ``derived`` one."""
+        outcome = replication_pb2.ReplicatedEpoch()
+        outcome.CopyFrom(unit)
+        del outcome.items[:]
+        it_accepted = iter(accepted)
+        for it in unit.items:
+            if it.WhichOneof("item") == "transaction":
+                outcome.items.add(transaction=next(it_accepted))
+            else:
+                outcome.items.append(it)
+        if derived is not None:
+            outcome.items.add(transaction=derived)
+        ops.append(meta_op(keys.meta_key(f"dx:{index}"), outcome.SerializeToString()))
+
+    def _stable_epoch(self, unit: replication_pb2.ReplicatedEpoch,
+                      state: ReplicationState) -> int:
+        """MySQL's ``last_stable_epoch`` after an epoch of ``unit``'s channel without a
+        conflict: the source's max replicated epoch once it reached the channel's last
+        conflict epoch (an epoch of this cluster that looped back with no conflict found or
+        corrected since it was logged), else 0 (not stable yet: unchanged)."""
+        mre = state.max_replicated_epoch(unit.source_id)
+        got = self.conflict_counters.get(unit.channel, {})
+        if mre and mre >= got.get("last_conflict_epoch", 0) \
+                and mre > got.get("last_stable_epoch", 0):
+            return mre
+        return 0
+
+    def _count_conflicts(self, channel: str, got: dict[str, int], ops: Ops) -> None:
+        """Add one epoch's conflict counters of ``channel`` to the durable ones
+        (``m cc:<channel>:<name>``); ``last_conflict_epoch`` and ``last_stable_epoch`` keep
+        the newest epoch, the others add up (``conflict_fn_epoch`` is a count)."""
+        counters = dict(self.conflict_counters.get(channel, {}))
+        for name, n in got.items():
+            counters[name] = max(counters.get(name, 0), n) if name in _LAST_EPOCHS \
+                else counters.get(name, 0) + n
+            ops.append(meta_op(keys.meta_key(f"cc:{channel}:{name}"),
+                               U64.pack(counters[name])))
+        self.conflict_counters = {**self.conflict_counters, channel: counters}
+
+    def unit_outcome(self, index: int) -> replication_pb2.ReplicatedEpoch | None:
+        """What the replicated epoch applied at log ``index`` finally holds when conflict
+        rules changed it (accepted transactions, then this cluster's derived one); None
+        when it was applied as it came."""
+        raw = self.store.get(keys.meta_key(f"dx:{index}"))
+        return None if raw is None else replication_pb2.ReplicatedEpoch.FromString(raw)
+
+    def forget_outcomes(self, through: int) -> int:
+        """Delete what ``unit_outcome`` records for entries at log index ``through`` or
+        below (``m dx:<index>``), once the log no longer holds them (its compaction): no
+        reader can ask for those entries any more. A local clean-up, not replicated (every
+        node compacts its own log); returns how many were deleted."""
+        prefix = keys.meta_key("dx:")
+        gone = [k for k, _ in self.store.scan_prefix(prefix)
+                if int(k[len(prefix):]) <= through]
+        if gone:
+            self.store.write_batch([(k, None) for k in gone])
+        return len(gone)
+
+    def _refuse_unit(self, e: Entry, ops: Ops, reason: str,
+                     unit: replication_pb2.ReplicatedEpoch) -> Applied:
+        what = f"epoch {unit.source_epoch} of cluster {unit.source_id} (channel " \
+               f"{unit.channel!r})"
+        self._mark(ops, e.index, f"rejected: {what}: {reason}".encode())
+        return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
+
+    def _replicated_rows(self, txn: transaction_pb2.Transaction, index: int,
+                         local_epoch: int, payload: bytes | None = None) -> Ops | None:
+        """``_wire_rows`` for a replicated (origin) transaction: its GTID, author and commit
+        timestamp, and this cluster's ``local_epoch``; None: the general path.
+        ``payload``: the transaction's entry payload as the entry carries it
+        (``epoch_wire``); without it (a transaction the judgement changed, or an entry whose
+        bytes could not be cut) the message is serialized."""
+        data = payload if payload is not None else encode_transaction(txn)
+        parsed = parse_txn(data)
+        if parsed is None:
+            return None
+        sid, tid, _, author, commit_ts, stmts, _ = parsed
+        if not stmts:
+            return None
+        _, tail, _ = meta_parts(sid, tid, local_epoch, author, commit_ts, index)
+        return self._wire_rows(data, stmts, tail, local_epoch, author, commit_ts)
+
+
+def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:
+    """The entry payloads of the ``count`` transactions of an epoch's ``segments``, cut from
+    the bytes they were received as; None when they cannot be (``transaction_payloads``)."""
+    out: list[bytes] = []
+    for s in segments:
+        got = transaction_payloads(s.data)
+        if got is None:
+            return None
+        out += got
+    return out if len(out) == count else None
+
+
+def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Transaction],
+              n: int, txn: transaction_pb2.Transaction) -> bytes | None:
+    """The received bytes of ``txn``, the epoch's transaction ``n``, unless the apply
+    replaced it (quarantined, or changed by the judgement) or the bytes could not be cut."""
+    return payloads[n] if payloads is not None and txn is received[n] else None
+
+
+def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
+    """The row keys of the store operations built for each transaction (None: not built)."""
+    return [None if p is None else [k for k, _, _, _, _ in p] for p in pre]
