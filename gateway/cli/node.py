@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from gateway.cli.sql import SelectQuery
     from gateway.client import GatewayClient
-    from gateway.node.config import NodeConfig
+    from gateway.node.base.config import NodeConfig
     from gateway.v1 import gateway_pb2
 
 T = TypeVar("T")
