@@ -46,7 +46,6 @@ NODE_ENV = {
 
 #: The checkout these tests belong to: its ``gateway`` runs in the nodes (an installed copy
 #: elsewhere must not).
-REPO = Path(__file__).resolve().parents[2]
 
 #: Readiness waits (not assertions on speed: the machine is shared and slow at times).
 START_TIMEOUT = 90.0
@@ -118,10 +117,9 @@ class MultiCluster:
         self.topology = topology
         self.chan_net = ProxyNetwork(seed=seed)
         self.clusters: dict[int, ProcessCluster] = {}
-        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         for cid, size in zip(topology.cids, topology.sizes, strict=True):
             self.clusters[cid] = ProcessCluster(
-                self.root / f"c{cid}", size, env={**NODE_ENV, "PYTHONPATH": path, **(env or {})},
+                self.root / f"c{cid}", size, env={**NODE_ENV, **(env or {})},
                 start_timeout=START_TIMEOUT, program=node_program())
         #: the PRIMARY now, and the log index of its log from which it has been
         #: (:meth:`flip_roles` changes both)

@@ -418,15 +418,11 @@ def test_gateway_sql_update_with_a_stale_where_is_refused(tmp_path):
     import signal
     import subprocess
     import sys
-    from pathlib import Path
-
-    import gateway
 
     from .conftest import free_ports
 
     gw = [sys.executable, "-m", "gateway.cli"]
-    # the processes import this checkout's gateway, wherever they run
-    env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
+    env = dict(os.environ)  # PYTHONPATH names this checkout (tests/conftest.py)
     api, peer = free_ports(2)
     target = f"127.0.0.1:{api}"
     proc = subprocess.Popen(

@@ -19,9 +19,7 @@ from tests.harness.api import LINEARIZABLE
 from tests.harness.cluster import ProcessCluster, wait_until
 
 HUGE = str(1 << 60)  # bytes: more than any disk has free
-#: The processes import this checkout's ``gateway``, whatever the working directory.
-ENV = {**FAST_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-       "GATEWAY_SPACE_CHECK_MS": "100"}
+ENV = {**FAST_ENV, "GATEWAY_SPACE_CHECK_MS": "100"}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -21,13 +21,11 @@ import pytest
 from gateway.client import GatewayClient, GatewayError, row_insert
 from tests.node.conftest import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
 ROWS = 2100
 
 
 def _spawn(data: Path, peer: str, api: str, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = dict(os.environ)  # PYTHONPATH names this checkout (tests/conftest.py)
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "run", "--node-id", "1", "--listen", peer,

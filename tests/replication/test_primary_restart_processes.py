@@ -19,8 +19,6 @@ from pathlib import Path
 from gateway.client import GatewayClient, GatewayError, row_insert, row_update
 from tests.node.conftest import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 class _Node:
     """One single-node cluster ``gateway run`` process with conflict rules and a channel."""
@@ -42,8 +40,7 @@ class _Node:
             f'conflict_role = "{self.role}"\n'
             f'[[conflicts]]\ntable = "shop.*"\nfunction = "NDB$EPOCH"\n'
             f'[[channels]]\nname = "peer"\nsources = ["{self.source}"]\n')
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        env = dict(os.environ)  # PYTHONPATH names this checkout (tests/conftest.py)
         log = open(self.root / f"c{self.cluster_id}.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg)],
