@@ -1,0 +1,88 @@
+from gateway.v1 import gateway_pb2 as _gateway_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ChannelHello(_message.Message):
+    __slots__ = ("protocol_version", "features", "reader_cluster_id", "channel", "after_epoch", "ignore_origins", "acked_epoch", "seed")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    READER_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_ORIGINS_FIELD_NUMBER: _ClassVar[int]
+    ACKED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    features: _containers.RepeatedScalarFieldContainer[str]
+    reader_cluster_id: int
+    channel: str
+    after_epoch: _gateway_pb2.EpochPosition
+    ignore_origins: _containers.RepeatedScalarFieldContainer[int]
+    acked_epoch: int
+    seed: SeedRequest
+    def __init__(self, protocol_version: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., reader_cluster_id: _Optional[int] = ..., channel: _Optional[str] = ..., after_epoch: _Optional[_Union[_gateway_pb2.EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., acked_epoch: _Optional[int] = ..., seed: _Optional[_Union[SeedRequest, _Mapping]] = ...) -> None: ...
+
+class SeedRequest(_message.Message):
+    __slots__ = ("seed_id", "after_key")
+    SEED_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    seed_id: int
+    after_key: bytes
+    def __init__(self, seed_id: _Optional[int] = ..., after_key: _Optional[bytes] = ...) -> None: ...
+
+class ChannelAck(_message.Message):
+    __slots__ = ("acked_epoch", "source_log_index")
+    ACKED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    acked_epoch: int
+    source_log_index: int
+    def __init__(self, acked_epoch: _Optional[int] = ..., source_log_index: _Optional[int] = ...) -> None: ...
+
+class ChannelUp(_message.Message):
+    __slots__ = ("hello", "ack")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    hello: ChannelHello
+    ack: ChannelAck
+    def __init__(self, hello: _Optional[_Union[ChannelHello, _Mapping]] = ..., ack: _Optional[_Union[ChannelAck, _Mapping]] = ...) -> None: ...
+
+class ChannelWelcome(_message.Message):
+    __slots__ = ("protocol_version", "features", "source_cluster_id", "retained_first_index", "retained_first_epoch")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    RETAINED_FIRST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: int
+    features: _containers.RepeatedScalarFieldContainer[str]
+    source_cluster_id: int
+    retained_first_index: int
+    retained_first_epoch: int
+    def __init__(self, protocol_version: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., source_cluster_id: _Optional[int] = ..., retained_first_index: _Optional[int] = ..., retained_first_epoch: _Optional[int] = ...) -> None: ...
+
+class SourceProgress(_message.Message):
+    __slots__ = ("epoch", "sealed_at_ns", "log_index", "sent_at_ns")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    sealed_at_ns: int
+    log_index: int
+    sent_at_ns: int
+    def __init__(self, epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ..., log_index: _Optional[int] = ..., sent_at_ns: _Optional[int] = ...) -> None: ...
+
+class ChannelDown(_message.Message):
+    __slots__ = ("welcome", "event", "progress")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    welcome: ChannelWelcome
+    event: _gateway_pb2.ChangeEvent
+    progress: SourceProgress
+    def __init__(self, welcome: _Optional[_Union[ChannelWelcome, _Mapping]] = ..., event: _Optional[_Union[_gateway_pb2.ChangeEvent, _Mapping]] = ..., progress: _Optional[_Union[SourceProgress, _Mapping]] = ...) -> None: ...
