@@ -65,6 +65,7 @@ from gateway.node.api.security import (
     peer_channel_credentials,
     peer_ssl_contexts,
 )
+from gateway.node.api.seed_stream import SeedOnlySource
 from gateway.node.appliers.applier_host import NodeAppliers
 from gateway.node.appliers.feed import ChangeFeed
 from gateway.node.base.config import (
@@ -95,7 +96,7 @@ from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMe
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
 
 __all__ = ["GatewayNode", "NodeStartError"]
 
@@ -415,6 +416,7 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        channel_pb2_grpc.add_ChannelSourceServicer_to_server(SeedOnlySource(self.driver), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(

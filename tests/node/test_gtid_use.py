@@ -16,6 +16,7 @@ from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import (
     applier_pb2,
+    channel_pb2,
     epoch_pb2,
     gtid_pb2,
     replication_pb2,
@@ -80,6 +81,9 @@ SAMPLES: dict[TypeTag, tuple[bytes, int]] = {
         definition=replication_pb2.ChannelDefinition(name="x", sources=["h:1"]))), 0),
     TypeTag.CONFLICT_COMMAND: (bytes([TypeTag.CONFLICT_COMMAND]), 0),
     TypeTag.ALARM_COMMAND: (bytes([TypeTag.ALARM_COMMAND]), 0),
+    TypeTag.SEED_PIN: (messages.pack(channel_pb2.SeedPin(seed_id=5)), 0),
+    TypeTag.SEED_INSTALL: (messages.pack(channel_pb2.SeedInstall(
+        channel="x", source_id=2, request=True)), 0),
     TypeTag.APPLIER_POSITION: (messages.pack(applier_pb2.ApplierPosition(
         applier="sqlite", log_index=3)), 0),
     TypeTag.DEAD_LETTER: (bytes([TypeTag.DEAD_LETTER]), 0),

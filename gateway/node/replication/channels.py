@@ -46,7 +46,9 @@ from gateway.core import messages
 from gateway.node.base.config import CHANNEL_NAME, address_problem
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication import seed_admin
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
+from gateway.node.replication.seed_reader import SeedError, SeedReader, seed_line
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
 from gateway.replication.epochs import EpochOrderError
@@ -115,6 +117,7 @@ class ChannelRunner:
         self._call: Any = None  # the session's change stream
         self._stopped_by: str = ""  # why the role watch ended the session
         self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
+        self.seed: SeedReader | None = None  # while the channel's seed state asks for one
 
     @property
     def name(self) -> str:
@@ -128,7 +131,7 @@ class ChannelRunner:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (ChannelError, NodeError, InvalidRequest, EpochOrderError) as exc:
+            except (ChannelError, NodeError, InvalidRequest, EpochOrderError, SeedError) as exc:
                 self._failed(str(exc))
             except grpc.aio.AioRpcError as exc:
                 self._failed(f"{self.state.connected or 'source'}: "
@@ -185,6 +188,11 @@ class ChannelRunner:
                 await drv.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
+            if self.name in drv.sm.seeds:  # seed_reader: a snapshot first
+                if self.seed is None:
+                    self.seed = SeedReader(drv, self.name, source)
+                self.state.state = "seeding"
+                await self.seed.run(ch, md, len(d.sources))
             held = drv.replication_view().held(source)
             call = stub.Subscribe(gateway_pb2.SubscribeRequest(
                 after_epoch=gateway_pb2.EpochPosition(server_id=source, epoch=held),
@@ -420,9 +428,13 @@ class NodeChannels:
 
     # -- admin ----------------------------------------------------------------------------------
 
-    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool
-                  ) -> gateway_pb2.AdminResponse:
+    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool,
+                  seed: bool = False, merge: bool = False) -> gateway_pb2.AdminResponse:
+        """Add channel ``d``; with ``seed``, seeded from a snapshot of the source first
+        (``seed_admin``: refused on a cluster holding rows unless ``merge``)."""
         check_definition(d, self.driver.opts.cluster_id)
+        if merge and not seed:
+            raise InvalidRequest("merge", "--merge goes with --seed")
         have = self.driver.sm.channels.get(d.name)
         if have is not None and not replace:
             raise InvalidRequest("name", f"channel {d.name!r} exists (replace it with "
@@ -431,9 +443,15 @@ class NodeChannels:
             if other.name != d.name and d.source_id and other.source_id == d.source_id:
                 raise InvalidRequest("source_id", f"channel {other.name!r} already replicates "
                                      f"from cluster {d.source_id}")
+        if seed:
+            seed_admin.check_seedable(self.driver, d.name, merge)
         note = await self._probe(d)
+        if seed:  # before the definition: its runner finds the seed state when it starts
+            await seed_admin.request_seed(self.driver, d.name, d.source_id, merge)
         index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
+        if seed:
+            return seed_admin.seed_response(d.name, note, index)
         return gateway_pb2.AdminResponse(message=f"channel {d.name} added{note}",
                                          log_index=index)
 
@@ -469,13 +487,20 @@ class NodeChannels:
         return (f"; its source is not reachable yet ({'; '.join(problems)}): the channel "
                 f"retries until it is (gateway channel status {d.name})")
 
-    async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
+    async def action(self, name: str, action: str, confirm: bool = False
+                     ) -> gateway_pb2.AdminResponse:
         have = self.driver.sm.channels.get(name)
         if have is None:
             known = ", ".join(sorted(self.driver.sm.channels)) or "none"
             raise InvalidRequest("name", f"no channel {name!r} (channels: {known})")
         if action == "quarantine":
             return gateway_pb2.AdminResponse(message=self._quarantine_listing(name))
+        if action == "resync":
+            text, index = await seed_admin.resync_report(self.driver, name, have.source_id,
+                                                         confirm)
+            if index and name in self._runners:
+                await self._stop(name)  # the next runner seeds before it streams
+            return gateway_pb2.AdminResponse(message=text, log_index=index)
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
         if action == "remove":
@@ -484,8 +509,8 @@ class NodeChannels:
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
-            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume or "
-                                 f"quarantine")
+            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume, "
+                                 f"quarantine or resync")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
@@ -547,6 +572,10 @@ class NodeChannels:
                 st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
                 st.transactions_applied = s.transactions_applied
+                if got[1].seed is not None and name in sm.seeds:
+                    st.seed = got[1].seed.progress.line()
+            if name in sm.seeds and not st.seed:
+                st.seed = seed_line(sm.seeds[name])
             held = st.conflicts.get("quarantined_trans_count", 0)
             if held and not st.last_error:  # replicated state: shown on every node
                 st.last_error = (f"warning: {held} transaction(s) quarantined (a schema "

@@ -364,6 +364,8 @@ export interface ChannelStatus {
    * durable, the same on every node.
    */
   conflicts: { [key: string]: bigint };
+  /** a seed in progress (docs/replication.md): its id, the */
+  seed: string;
 }
 
 export interface ChannelStatus_ConflictsEntry {
@@ -387,13 +389,19 @@ export interface PeerStatus {
 export interface AddChannelRequest {
   definition: ChannelDefinition | undefined;
   replace: boolean;
+  /** seed this cluster from a snapshot of the source first */
+  seed: boolean;
+  /** (refused when it holds rows, unless merge) */
+  merge: boolean;
 }
 
 /** ChannelActionRequest: remove, pause or resume channel `name`. */
 export interface ChannelActionRequest {
   name: string;
-  /** remove | pause | resume */
+  /** remove | pause | resume | quarantine | resync */
   action: string;
+  /** resync: do it (without: report what it would change) */
+  confirm: boolean;
 }
 
 /** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
@@ -3388,6 +3396,7 @@ function createBaseChannelStatus(): ChannelStatus {
     transactionsApplied: 0n,
     paused: false,
     conflicts: {},
+    seed: "",
   };
 }
 
@@ -3444,6 +3453,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
       ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
     });
+    if (message.seed !== "") {
+      writer.uint32(114).string(message.seed);
+    }
     return writer;
   },
 
@@ -3567,6 +3579,14 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             }
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3635,6 +3655,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
           {},
         )
         : {},
+      seed: isSet(object.seed) ? globalThis.String(object.seed) : "",
     };
   },
 
@@ -3685,6 +3706,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         });
       }
     }
+    if (message.seed !== "") {
+      obj.seed = message.seed;
+    }
     return obj;
   },
 
@@ -3720,6 +3744,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       },
       {},
     );
+    message.seed = object.seed ?? "";
     return message;
   },
 };
@@ -3934,7 +3959,7 @@ export const PeerStatus: MessageFns<PeerStatus> = {
 };
 
 function createBaseAddChannelRequest(): AddChannelRequest {
-  return { definition: undefined, replace: false };
+  return { definition: undefined, replace: false, seed: false, merge: false };
 }
 
 export const AddChannelRequest: MessageFns<AddChannelRequest> = {
@@ -3944,6 +3969,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       writer.uint32(16).bool(message.replace);
+    }
+    if (message.seed !== false) {
+      writer.uint32(24).bool(message.seed);
+    }
+    if (message.merge !== false) {
+      writer.uint32(32).bool(message.merge);
     }
     return writer;
   },
@@ -3977,6 +4008,22 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
             message.replace = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.seed = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.merge = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3993,6 +4040,8 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     return {
       definition: isSet(object.definition) ? ChannelDefinition.fromJSON(object.definition) : undefined,
       replace: isSet(object.replace) ? globalThis.Boolean(object.replace) : false,
+      seed: isSet(object.seed) ? globalThis.Boolean(object.seed) : false,
+      merge: isSet(object.merge) ? globalThis.Boolean(object.merge) : false,
     };
   },
 
@@ -4003,6 +4052,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       obj.replace = message.replace;
+    }
+    if (message.seed !== false) {
+      obj.seed = message.seed;
+    }
+    if (message.merge !== false) {
+      obj.merge = message.merge;
     }
     return obj;
   },
@@ -4016,12 +4071,14 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
       ? ChannelDefinition.fromPartial(object.definition)
       : undefined;
     message.replace = object.replace ?? false;
+    message.seed = object.seed ?? false;
+    message.merge = object.merge ?? false;
     return message;
   },
 };
 
 function createBaseChannelActionRequest(): ChannelActionRequest {
-  return { name: "", action: "" };
+  return { name: "", action: "", confirm: false };
 }
 
 export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
@@ -4031,6 +4088,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     }
     if (message.action !== "") {
       writer.uint32(18).string(message.action);
+    }
+    if (message.confirm !== false) {
+      writer.uint32(24).bool(message.confirm);
     }
     return writer;
   },
@@ -4064,6 +4124,14 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
             message.action = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.confirm = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4080,6 +4148,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       action: isSet(object.action) ? globalThis.String(object.action) : "",
+      confirm: isSet(object.confirm) ? globalThis.Boolean(object.confirm) : false,
     };
   },
 
@@ -4091,6 +4160,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     if (message.action !== "") {
       obj.action = message.action;
     }
+    if (message.confirm !== false) {
+      obj.confirm = message.confirm;
+    }
     return obj;
   },
 
@@ -4101,6 +4173,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     const message = createBaseChannelActionRequest();
     message.name = object.name ?? "";
     message.action = object.action ?? "";
+    message.confirm = object.confirm ?? false;
     return message;
   },
 };
