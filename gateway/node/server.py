@@ -65,7 +65,6 @@ from gateway.node.api.security import (
     peer_channel_credentials,
     peer_ssl_contexts,
 )
-from gateway.node.api.seed_stream import SeedOnlySource
 from gateway.node.appliers.applier_host import NodeAppliers
 from gateway.node.appliers.feed import ChangeFeed
 from gateway.node.base.config import (
@@ -82,6 +81,7 @@ from gateway.node.peers.peer_stream import PeerListener
 from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
 from gateway.node.replication.channels import NodeChannels
 from gateway.node.replication.conflicts import NodeConflicts
+from gateway.node.replication.seed_stream import SeedOnlySource
 from gateway.node.state import keys
 from gateway.node.state.alarms import SpaceMonitor, driver_proposer, run_monitor
 from gateway.node.state.consistency import (

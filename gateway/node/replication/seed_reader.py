@@ -23,6 +23,7 @@ and the channel's status shows it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
 
 __all__ = ["SeedError", "SeedProgress", "SeedReader", "seed_line"]
+
+log = logging.getLogger("gateway.node.replication.seed_reader")
 
 
 def seed_line(state: channel_pb2.SeedInstall) -> str:
@@ -96,6 +99,9 @@ class SeedReader:
             req.seed_id = state.begin.seed_id
             req.after_key = state.chunk.last_key
         p.seed_id = req.seed_id
+        if req.seed_id:
+            log.info("channel %s: seed %d resumes after chunk %d", self.name, req.seed_id,
+                     p.chunks)
         call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(metadata=md)
         try:
             await call.write(channel_pb2.ChannelUp(hello=channel_pb2.ChannelHello(
@@ -112,6 +118,12 @@ class SeedReader:
                     await self._chunk(down.seed_chunk)
                 elif kind == "seed_end":
                     await self._end(down.seed_end)
+                    # installed: the source may release its pin now
+                    await call.write(channel_pb2.ChannelUp(ack=channel_pb2.ChannelAck(
+                        acked_epoch=down.seed_end.epoch)))
+                    await call.done_writing()
+                    while await call.read() is not grpc.aio.EOF:
+                        pass
                     return
                 # a welcome, progress: nothing to install
         except grpc.aio.AioRpcError as exc:
@@ -171,3 +183,7 @@ class SeedReader:
         self.driver.replication_changed()
         if self.name in self.driver.sm.seeds:
             raise SeedError(f"the end of seed {end.seed_id} was not installed")
+        p = self.progress
+        log.info("channel %s: seed %d installed at source epoch %d: %d chunk(s), %d received "
+                 "by this leader, %d restart(s)", self.name, end.seed_id, end.epoch,
+                 end.chunks, p.chunks_received, p.restarts)

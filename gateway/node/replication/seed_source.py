@@ -15,8 +15,11 @@ cluster").
    included, each with its epoch, author and commit time -- read on a worker thread from the
    pin, so writes never wait for the seed, then ``SeedEnd``: the apply-status table and the
    watermarks at ``E`` (this cluster's own: its last trans id at ``E``).
-3. After the end, the pin is released (``SEED_PIN`` with ``release``) when this node leads;
-   elsewhere its lease lets it go.
+3. The pin is released (``release_seed``: ``SEED_PIN`` with ``release`` when this node
+   leads, else here only; the other nodes' leases let theirs go) once the reader acknowledges
+   the seed's epoch after installing the end -- not when the end is sent: the stream runs
+   ahead of what the reader installed, and a reader restarted before the end resumes from
+   the pin.
 
 ``read_chunk`` and ``seed_end`` are the pure part (a snapshot in, messages out).
 """
@@ -24,6 +27,7 @@ cluster").
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -39,12 +43,13 @@ from gateway.v1 import channel_pb2, epoch_pb2
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
 
-__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "SeedUnavailable", "read_chunk", "seed_end",
-           "serve_seed"]
+__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "SeedUnavailable", "read_chunk", "release_seed",
+           "seed_end", "serve_seed"]
 
 #: A chunk ends after this many keys or bytes, whichever comes first (one Raft entry on the
-#: replica each: well below the entry size limit).
-CHUNK_ROWS = 2000
+#: replica each: well below the entry size limit). ``GATEWAY_SEED_CHUNK_ROWS`` sets the keys
+#: (tests use small chunks to stop a seed in the middle).
+CHUNK_ROWS = int(os.environ.get("GATEWAY_SEED_CHUNK_ROWS", "") or 2000)
 CHUNK_BYTES = 1 << 20
 #: The key range a seed copies: rows (``r``) and first-seen schemas (``s``).
 SEED_LO, SEED_HI = b"r", b"t"
@@ -146,11 +151,16 @@ async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cl
         yield channel_pb2.ChannelDown(seed_chunk=chunk)
     end = await asyncio.to_thread(seed_end, snap, seed_id, pin.epoch, me, n)
     yield channel_pb2.ChannelDown(seed_end=end)
+
+
+async def release_seed(driver: RaftDriver, seed_id: int) -> None:
+    """Release the pin of ``seed_id``: on every node through the log when this node leads,
+    else on this node (the others' leases end theirs)."""
     if driver.is_leader:
         try:
             await driver.submit_entry(messages.pack(channel_pb2.SeedPin(seed_id=seed_id,
                                                                         release=True)))
+            return
         except NodeError:
-            sm.seed_pins.release(seed_id)
-    else:
-        sm.seed_pins.release(seed_id)
+            pass
+    driver.sm.seed_pins.release(seed_id)

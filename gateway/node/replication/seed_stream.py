@@ -1,7 +1,8 @@
 """The seed branch of ``gateway.v1.ChannelSource.Stream``: a hello carrying a
 ``SeedRequest`` is answered with the seed (``SeedStart``, chunks, ``SeedEnd``:
-``gateway.node.replication.seed_source.serve_seed``), then the call ends; the reader's
-next session streams after the seed's epoch.
+``gateway.node.replication.seed_source.serve_seed``); the reader, once it installed the
+end, acknowledges the seed's epoch (``ChannelAck``), the pin is released and the call ends;
+the reader's next session streams after the seed's epoch.
 
 ``seed_downs`` maps the refusals to gRPC codes (no pin here, not the leader for a new seed:
 FAILED_PRECONDITION and UNAVAILABLE, one line each) for whatever serves the stream.
@@ -16,7 +17,7 @@ import grpc
 
 from gateway.core.lsm.errors import StoreClosedError
 from gateway.node.base.errors import NodeError
-from gateway.node.replication.seed_source import SeedUnavailable, serve_seed
+from gateway.node.replication.seed_source import SeedUnavailable, release_seed, serve_seed
 from gateway.v1 import channel_pb2, channel_pb2_grpc
 
 if TYPE_CHECKING:
@@ -61,5 +62,14 @@ class SeedOnlySource(channel_pb2_grpc.ChannelSourceServicer):
         if first is None or not first.hello.HasField("seed"):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                 "hello.seed: this source serves seeds only on this stream")
+        end = None
         async for down in seed_downs(self.driver, first.hello, context):
+            if down.HasField("seed_end"):
+                end = down.seed_end
             yield down
+        if end is None:
+            return
+        async for up in request_iterator:
+            if up.HasField("ack") and up.ack.acked_epoch >= end.epoch:
+                await release_seed(self.driver, end.seed_id)
+                return
