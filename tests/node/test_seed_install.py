@@ -184,3 +184,24 @@ def test_a_merge_keeps_rows_written_here_that_the_source_has_not_applied(tmp_pat
     assert row(sm, 1).author == 2
     src.close()
     sm.close()
+
+
+def test_a_write_made_here_during_a_seed_is_neither_overwritten_nor_removed(tmp_path):
+    src = source(tmp_path)
+    sm = StoreStateMachine(str(tmp_path / "dst"), cluster_id=2)
+    apply(sm, step(request=True), step(begin=begin()))
+    cs = chunks(src)
+    apply(sm, step(chunk=cs[0], local_epoch=LOCAL))
+    # a client writes row 0 (already seeded) here while the seed runs
+    apply(sm, txn(1, LOCAL, _update(0, "written here"), sid=2))
+    # the seed restarts under a new id: the removal keeps the row written here
+    apply(sm, step(begin=channel_pb2.SeedStart(seed_id=6, epoch=E1, source_id=1)))
+    assert row(sm, 0).values[0].string_value == "written here"
+    # and the new attempt's chunk does not overwrite it
+    c = chunks(src)[0]
+    c.seed_id = 6
+    apply(sm, step(chunk=c, local_epoch=LOCAL))
+    assert row(sm, 0).values[0].string_value == "written here"
+    assert row(sm, 1).values[0].string_value == "v1"
+    src.close()
+    sm.close()

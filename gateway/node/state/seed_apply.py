@@ -16,10 +16,11 @@ entry is one step, applied on every node from its bytes alone:
   above the last installed): a replayed or stale chunk changes nothing. Rows are written
   with the source's value bytes (origin author, GTID, commit time) but this cluster's epoch
   of the entry (``local_epoch``) and its log index, as a row applied by the channel at that
-  point would carry; retained tombstones likewise; first-seen schemas as they are. In a
-  merge (``resync``), a row written here that the source has not applied (author this
-  cluster, epoch above the source's max replicated epoch) is kept: it reaches the source by
-  the reverse channel and is judged there; the seed never drops it;
+  point would carry; retained tombstones likewise; first-seen schemas as they are. A row
+  written here that the source has not applied (author this cluster, epoch above the
+  source's max replicated epoch) is kept -- in a merge (``resync``), and in a new cluster
+  that took writes during its seed: it reaches the source by the reverse channel and is
+  judged there; the seed never drops it (nor does a restart's removal);
 - ``end``: after the last chunk, records the source's apply status and watermarks at ``E``
   as if this cluster had replicated from the start -- apply-status rows kept as they are,
   ``held(X)`` raised to what the source held of ``X``, the channel's position ``(S, E,
@@ -76,10 +77,12 @@ def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
                        replication: ReplicationState, data: bytes, index: int, ops: Ops,
                        get_version: Callable[[bytes], RowVersion | None],
                        scan_keys: Callable[[bytes, bytes], Iterator[bytes]],
-                       ) -> SeedApplied | None:
+                       own_writes: bool = False) -> SeedApplied | None:
     """Apply one ``SEED_INSTALL`` entry (type tag first) at log index ``index``; see the
     module docstring. ``get_version`` reads the store (merges), ``scan_keys(lo, hi)`` lists
-    its keys in a range (restarts). None when the entry changes nothing."""
+    its keys in a range (restarts); ``own_writes``: this cluster has written transactions
+    of its own (its rows are looked up before a seeded key replaces them). None when the
+    entry changes nothing."""
     try:
         cmd = channel_pb2.SeedInstall.FromString(data[1:])
     except DecodeError:
@@ -105,7 +108,10 @@ def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
         if have.begin.seed_id == cmd.begin.seed_id:
             return None  # replayed
         if have.begin.seed_id and have.chunk.chunk_no and not have.merge:
-            _remove_installed(have.chunk.last_key, scan_keys, ops)
+            _remove_installed(have.chunk.last_key, scan_keys, ops,
+                              _unapplied_here(get_version, replication.self_id,
+                                              replication.max_replicated_epoch(
+                                                  have.source_id)))
         state = channel_pb2.SeedInstall()
         state.CopyFrom(have)
         state.source_id = cmd.source_id or have.source_id
@@ -118,11 +124,12 @@ def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
                 or c.chunk_no != have.chunk.chunk_no + 1:
             return None  # a replay of an installed chunk, or one of another attempt
         schemas: dict[str, bytes] = {}
-        mre = replication.max_replicated_epoch(have.source_id) if have.merge else 0
+        guard = _unapplied_here(get_version, replication.self_id,
+                                replication.max_replicated_epoch(have.source_id)) \
+            if have.merge or own_writes else None
         n = 0
         for r in c.rows:
-            if _install_row(r, cmd.local_epoch, index, ops, schemas, have.merge,
-                            replication.self_id, mre, get_version):
+            if _install_row(r, cmd.local_epoch, index, ops, schemas, guard):
                 n += 1
         state = channel_pb2.SeedInstall()
         state.CopyFrom(have)
@@ -172,12 +179,21 @@ def _put(out: dict[str, channel_pb2.SeedInstall], state: channel_pb2.SeedInstall
     return SeedApplied(out, None, {}, 0)
 
 
+def _unapplied_here(get_version: Callable[[bytes], RowVersion | None], me: int, mre: int
+                    ) -> Callable[[bytes], bool]:
+    """Whether the stored version of a key was written here (``me``) in an epoch the source
+    has not applied (above ``mre``, its max replicated epoch)."""
+    def unapplied(key: bytes) -> bool:
+        v = get_version(key)
+        return v is not None and v.author == me and v.epoch > mre
+    return unapplied
+
+
 def _install_row(r: channel_pb2.SeedRow, local_epoch: int, index: int, ops: Ops,
-                 schemas: dict[str, bytes], merge: bool, me: int, mre: int,
-                 get_version: Callable[[bytes], RowVersion | None]) -> bool:
+                 schemas: dict[str, bytes], keep: Callable[[bytes], bool] | None) -> bool:
     """Append the store operation of seeded key ``r``; False when it is not written (a key
-    outside rows and schemas, a value that does not parse, or -- merging -- a row written
-    here that the source has not applied)."""
+    outside rows and schemas, a value that does not parse, or a row ``keep`` says was
+    written here and not applied by the source)."""
     key = r.key
     if not key or key[0] not in (_ROW, _SCHEMA):
         return False
@@ -187,10 +203,8 @@ def _install_row(r: channel_pb2.SeedRow, local_epoch: int, index: int, ops: Ops,
         ops.append(meta_op(key, r.value))
         schemas[key[1:].decode(errors="replace")] = r.value
         return True
-    if merge:
-        mine = get_version(key)
-        if mine is not None and mine.author == me and mine.epoch > mre:
-            return False
+    if keep is not None and keep(key):
+        return False
     if r.tombstone:
         ops.append((key, None, local_epoch, r.author, r.commit_ts))
         return True
@@ -205,9 +219,11 @@ def _install_row(r: channel_pb2.SeedRow, local_epoch: int, index: int, ops: Ops,
 
 
 def _remove_installed(last_key: bytes, scan_keys: Callable[[bytes, bytes], Iterator[bytes]],
-                      ops: Ops) -> None:
+                      ops: Ops, keep: Callable[[bytes], bool]) -> None:
     """Delete the row keys an abandoned attempt installed (every row key up to and
-    including ``last_key``; schemas stay: a table's first-seen schema never changes)."""
+    including ``last_key`` but those ``keep`` says were written here; schemas stay: a
+    table's first-seen schema never changes)."""
     hi = b"s" if not last_key or last_key[0] != _ROW else last_key + b"\x00"
     for k in scan_keys(b"r", hi):
-        ops.append(meta_op(k, None))
+        if not keep(k):
+            ops.append(meta_op(k, None))

@@ -411,7 +411,7 @@ class StoreStateMachine(EpochApply):
             return (k for k, _ in store.scan(lo, hi))
 
         got = apply_seed_install(self.seeds, self.replication, e.data, e.index, ops,
-                                 store.get_version, scan_keys)
+                                 store.get_version, scan_keys, self.last_trans_id > 0)
         if got is None:
             return
         self.seeds = got.seeds
