@@ -1,9 +1,10 @@
-"""Seeding as real processes: cluster A (one node) takes writes throughout; an empty 3-node
-cluster B is added with ``channel add --seed`` and its leader is killed -9 in the middle of
-the seed; then an empty cluster C is seeded from B. Afterwards B and C hold A's rows with
-their metadata (values, origin author and GTID, commit time), the new leader of B resumed
-after the last chunk installed (it received only the chunks after it), and A's writes made
-during and after the seed arrived by the channel."""
+"""Seeding as real processes: 3-node cluster A takes writes throughout; an empty 3-node
+cluster B is added with ``channel add --seed``, and B's leader, then A's leader, are killed -9
+in the middle of the seed; then an empty cluster C is seeded from B. Afterwards B and C hold
+A's rows with their metadata (values, origin author and GTID, commit time), the seed was
+never begun again (B's new leader resumed after the last chunk installed and received only
+the chunks after it; after A's leader died another node of A served the rest from its pin),
+and A's writes made during and after the seed arrived by the channel."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import os
 import re
 import threading
 import time
+import uuid
 from pathlib import Path
 
-from gateway.client import GatewayClient, GatewayError, row_insert
+from gateway.client import GatewayError, row_insert
 from tests.replication.test_channel_processes import ProcCluster
 
+_BEGINS = re.compile(r"seed (\d+) begins at source epoch")
 _RESUMED = re.compile(r"seed (\d+) resumes after chunk (\d+)")
 _DONE = re.compile(r"seed (\d+) installed at source epoch \d+: (\d+) chunk\(s\), (\d+) "
                    r"received by this leader, (\d+) restart")
@@ -66,13 +69,27 @@ def _writer(a: SeedCluster, acked: list[int], stop: threading.Event) -> None:
     key = 100_000
     with a.client() as c:
         while not stop.is_set():
-            try:
-                c.write([row_insert("s.t", {"id": key}, {"v": f"w{key}"})], timeout=5)
-                acked.append(key)
-                key += 1
-            except GatewayError:
-                time.sleep(0.05)
+            idem = str(uuid.uuid4())
+            while not stop.is_set():
+                try:
+                    c.write([row_insert("s.t", {"id": key}, {"v": f"w{key}"})],
+                            idempotency_key=idem, timeout=5)
+                    acked.append(key)
+                    break
+                except GatewayError:
+                    time.sleep(0.05)  # retried with the same key: applied at most once
+            key += 1
             time.sleep(0.005)
+
+
+def _wait_chunks(b: SeedCluster, at_least: int) -> int:
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        m = re.search(r"(\d+) chunk\(s\) installed", b.seed_line())
+        if m and int(m.group(1)) >= at_least:
+            return int(m.group(1))
+        time.sleep(0.02)
+    raise AssertionError(f"the seed did not reach {at_least} chunks: {b.seed_line()!r}")
 
 
 def _same(want: dict, got: dict) -> list[int]:
@@ -103,37 +120,36 @@ def _wait_equal(a: SeedCluster, others: list[tuple[SeedCluster, int]], timeout: 
 
 
 def test_a_new_cluster_seeded_under_writes_through_a_leader_kill_equals_its_source(tmp_path):
-    os.environ["GATEWAY_SEED_CHUNK_ROWS"] = "25"  # many chunks: the kill lands in the middle
-    a = SeedCluster(tmp_path, 1, n=1)
+    os.environ["GATEWAY_SEED_CHUNK_ROWS"] = "8"  # many chunks: the kills land in the middle
+    a = SeedCluster(tmp_path, 1, n=3)
     b = SeedCluster(tmp_path, 2, n=3)
     c = SeedCluster(tmp_path, 3, n=1)
     stop = threading.Event()
     acked: list[int] = []
     try:
-        a.spawn(1)
+        for i in range(1, 4):
+            a.spawn(i)
         a.leader()
         with a.client() as cl:
-            for start in range(0, 3000, 300):
+            for start in range(0, 20_000, 1000):
                 cl.write([row_insert("s.t", {"id": k}, {"v": f"v{k}"})
-                          for k in range(start, start + 300)])
+                          for k in range(start, start + 1000)])
         writer = threading.Thread(target=_writer, args=(a, acked, stop), daemon=True)
         writer.start()
         for i in range(1, 4):
             b.spawn(i)
         lead = b.leader()
         with b.client(lead) as cl:
-            msg = cl.add_channel("fromA", [a.api[1]], seed=True).message
+            msg = cl.add_channel("fromA", list(a.api.values()), seed=True).message
         assert "seeds this cluster" in msg
-        # kill -9 B's leader once some chunks are installed
-        end = time.monotonic() + 60
-        before = 0
-        while time.monotonic() < end:
-            m = re.search(r"(\d+) chunk\(s\) installed", b.seed_line())
-            if m and int(m.group(1)) >= 20:
-                before = int(m.group(1))
-                break
-            time.sleep(0.05)
-        assert before, f"the seed did not progress: {b.seed_line()!r}"
+        # kill -9 A's leader (which serves the seed) once some chunks are installed, then B's
+        _wait_chunks(b, 100)
+        a_lead = a.leader()
+        a.kill(a_lead)
+        a.leader()
+        a.spawn(a_lead)
+        before = _wait_chunks(b, 0)
+        before = _wait_chunks(b, before + 100)
         b.kill(lead)
         b.leader()
         b.spawn(lead)  # back as a follower
@@ -145,9 +161,11 @@ def test_a_new_cluster_seeded_under_writes_through_a_leader_kill_equals_its_sour
         assert len(done) == 1, done
         seed_id, total, received, restarts = done[0]
         assert restarts == 0
-        assert resumed and resumed[-1][0] == seed_id and resumed[-1][1] >= before
-        # the new leader received only the chunks after the last one installed
-        assert received == total - resumed[-1][1]
+        assert [int(s) for s in _BEGINS.findall(text)] == [seed_id]  # never begun again
+        assert resumed and all(s == seed_id for s, _ in resumed)
+        assert resumed[0][1] >= before
+        # the last session received only the chunks after the last one installed
+        assert received <= total - resumed[-1][1]
         # B, seeded, is a source at once: C seeded from B equals A too
         c.spawn(1)
         c.leader()
@@ -159,7 +177,7 @@ def test_a_new_cluster_seeded_under_writes_through_a_leader_kill_equals_its_sour
         _wait_equal(a, [(b, i) for i in range(1, 4)] + [(c, 1)], timeout=60)
         rows = a.rows(1, "s.t")
         assert all(k in rows for k in acked)
-        assert len(rows) >= 3000 + len(acked)
+        assert len(rows) >= 20_000 + len(acked)
         with b.client() as cl:
             peers = {p.cluster_id: p for p in cl.status(timeout=5).peers}
         assert peers[1].held_epoch > 0

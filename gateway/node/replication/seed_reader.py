@@ -154,6 +154,8 @@ class SeedReader:
         if state is None:
             raise SeedError("the seed was cancelled")
         if state.begin.seed_id != start.seed_id:
+            log.info("channel %s: seed %d begins at source epoch %d", self.name,
+                     start.seed_id, start.epoch)
             await self._propose(channel_pb2.SeedInstall(begin=start))
         p.chunks = self.driver.sm.seeds[self.name].chunk.chunk_no
 
