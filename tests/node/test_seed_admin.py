@@ -1,0 +1,98 @@
+"""The operator's seed commands, in process: ``channel add --seed`` refuses a cluster that
+holds rows unless told to merge, and ``channel resync`` reports first, then brings back a
+replica whose position its source compacted away, keeping what was written locally."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gateway.client import AsyncGatewayClient, GatewayError, row_insert
+
+from .conftest import leader_of, node_configs, run, running, wait_for
+
+
+def _rows(node) -> dict:
+    return {r.key_values[0].int_value: (r.values[0].string_value, r.author, r.gtid.server_id,
+                                        r.gtid.trans_id, r.commit_timestamp_ns)
+            for r in node.sm.scan_rows("shop", "items", [], [])}
+
+
+async def _write(cfg, keys, text: str) -> None:
+    async with AsyncGatewayClient(cfg.api) as c:
+        await c.write([row_insert("shop.items", {"id": k}, {"v": f"{text}{k}"}) for k in keys])
+
+
+def test_channel_add_seed_refuses_a_cluster_holding_rows_unless_merge(tmp_path):
+    a = node_configs(tmp_path / "a", 1, cluster_id=1)[0]
+    b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, range(5), "a")
+            await _write(b, [100], "b")
+            async with AsyncGatewayClient(b.api) as c:
+                with pytest.raises(GatewayError, match="this cluster holds rows: a seed of "
+                                   "channel 'fromA' would overwrite them"):
+                    await c.add_channel("fromA", [a.api], seed=True)
+                assert "fromA" not in nb.sm.channels and "fromA" not in nb.sm.seeds
+                got = await c.add_channel("fromA", [a.api], seed=True, merge=True)
+            assert "seeds this cluster from a snapshot" in got.message
+            await wait_for(lambda: "fromA" not in nb.sm.seeds and len(_rows(nb)) == 6, 20,
+                           "the merged seed")
+            rows = _rows(nb)
+            assert rows[100][1] == 2  # the row written here is kept
+            assert {k: v for k, v in rows.items() if k != 100} == _rows(na)
+
+    run(go(), 60)
+
+
+def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_path):
+    a = dataclasses.replace(node_configs(tmp_path / "a", 1, cluster_id=1)[0],
+                            snapshot_entries=10, snapshot_log_percent=0)
+    b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
+
+    async def go():
+        async with running(a, b) as (na, nb):
+            await leader_of([na])
+            await leader_of([nb])
+            await _write(a, range(3), "a")
+            async with AsyncGatewayClient(b.api) as c:
+                await c.add_channel("fromA", [a.api])
+                await wait_for(lambda: len(_rows(nb)) == 3, 20, "replicated")
+                await c.channel_action("fromA", "pause")
+                # A moves on and compacts its log past B's position
+                for i in range(40):
+                    await _write(a, [10 + i], "a")
+                await wait_for(lambda: na.driver.last_snapshot_index > 30, 20, "A compacts")
+                await _write(b, [500], "b")  # written here while behind: must survive
+                await c.channel_action("fromA", "resume")
+                await wait_for(lambda: "compacted" in _status(nb), 20, "B reports the gap")
+                dry = await c.channel_action("fromA", "resync")
+                assert "dry run" in dry.message and "--yes" in dry.message
+                assert "1 row(s) written here in epochs the source has not applied" \
+                    in dry.message
+                assert "fromA" not in nb.sm.seeds  # nothing done
+                done = await c.channel_action("fromA", "resync", confirm=True)
+                assert "resync started" in done.message
+            await wait_for(lambda: "fromA" not in nb.sm.seeds and len(_rows(nb)) == 44, 30,
+                           "the resync")
+            await _write(a, [99], "after")
+            await wait_for(lambda: 99 in _rows(nb), 20, "streaming after the resync")
+            rows = _rows(nb)
+            assert rows.pop(500)[1] == 2
+            assert rows == _rows(na)
+            st = nb.channels.status()[0]
+            assert st.state == "running" and not st.seed
+
+    run(go(), 90)
+
+
+def _status(node) -> str:
+    st = node.channels.status()
+    return st[0].last_error if st else ""
+
+
