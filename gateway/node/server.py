@@ -308,6 +308,7 @@ class GatewayNode:
         self._tasks.append(asyncio.create_task(self.slots.run(), name="slots"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
+        self.channels.slots = self.slots
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
         self.channels.prepare = self.conflicts.propose_configured
@@ -652,6 +653,12 @@ class GatewayNode:
     def _applier_floor(self) -> int:
         return self.appliers.floor() if self.appliers is not None else 1 << 62
 
+    def retention(self) -> tuple[gateway_pb2.LogRetention, list[gateway_pb2.SlotStatus]]:
+        """This node's retained log span, what holds it, and the slots (``slots``)."""
+        return self.slots.retention_status(
+            self._applier_floor(),
+            self.storage.snapshots.metadata.index - self.config.snapshot_entries // 2)
+
     def _log_floor(self) -> int:
         """How far the log may be compacted for its readers: the slowest applier's durable
         position and the slots of other clusters' channels (``slots``)."""
@@ -701,9 +708,7 @@ class GatewayNode:
         resp.conflict_rules.extend(self.conflicts.rules())
         resp.conflict_role = self.conflicts.role()
         resp.alarms.extend(self.space.alarms())
-        retention, slots = self.slots.retention_status(
-            self._applier_floor(),
-            self.storage.snapshots.metadata.index - self.config.snapshot_entries // 2)
+        retention, slots = self.retention()
         resp.retention.CopyFrom(retention)
         resp.slots.extend(slots)
         return resp

@@ -83,8 +83,8 @@ class ChannelSource:
         """The session of the reader whose first message is ``first`` (None: the reader
         sent nothing); raises ``InvalidRequest`` or ``PreconditionFailed``."""
         if first is None or first.WhichOneof("msg") != "hello":
-            got = "nothing" if first is None else f"a {first.WhichOneof('msg') or 'empty'} " \
-                "message"
+            got = "nothing" if first is None else \
+                f"an {first.WhichOneof('msg') or 'empty'} message"
             raise InvalidRequest("hello", f"the first message of a channel stream must be a "
                                  f"hello (ChannelUp.hello), not {got}")
         h = first.hello

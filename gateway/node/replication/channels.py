@@ -63,6 +63,7 @@ from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc, replication_p
 
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
+    from gateway.node.replication.slots import SlotKeeper
 
 __all__ = ["ChannelRunner", "NodeChannels", "check_definition"]
 
@@ -347,6 +348,9 @@ class NodeChannels:
         #: conflict rules: no epoch is applied without them); a ``NodeError`` from it keeps
         #: the runners stopped until it succeeds.
         self.prepare: Callable[[], Awaitable[None]] | None = None
+        #: The slots of other clusters' channels reading this log (``drop-slot``; set by
+        #: the node).
+        self.slots: SlotKeeper | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="channels")
@@ -483,6 +487,14 @@ class NodeChannels:
                 f"retries until it is (gateway channel status {d.name})")
 
     async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
+        if action == "drop-slot":  # a slot of another cluster's channel reading this log
+            if self.slots is None:
+                raise InvalidRequest("action", "this node keeps no slots")
+            index = await self.driver.submit_entry(self.slots.drop_command(name))
+            return gateway_pb2.AdminResponse(
+                message=f"slot {name} dropped: the log it held goes at the next compaction "
+                        f"(a reader still connected creates it again with its next ack)",
+                log_index=index)
         have = self.driver.sm.channels.get(name)
         if have is None:
             known = ", ".join(sorted(self.driver.sm.channels)) or "none"
@@ -497,8 +509,8 @@ class NodeChannels:
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
-            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume or "
-                                 f"quarantine")
+            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume, "
+                                 f"quarantine or drop-slot")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
