@@ -182,3 +182,37 @@ def test_a_slot_never_moves_back_and_a_lost_one_is_only_reset():
     assert apply_slot_command(reset, _cmd(drop=[_s()]), ops) == {}
     assert ops[0][1] is None  # the key deleted
     assert apply_slot_command({}, b"\x63\xff\xff", []) is None  # does not parse: nothing
+
+
+def test_slots_are_replicated_and_hold_the_log_after_a_leader_change(tmp_path):
+    """Every node of the source holds the slot (it is in the log); after the leader stops,
+    the new leader keeps its log for the paused channel and the channel resumes from it."""
+    srcs = node_configs(tmp_path / "a", 3, cluster_id=1, snapshot_entries=10)
+    b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
+    b = dataclasses.replace(b, channels=(ChannelConfig("fromA", tuple(c.api for c in srcs)),))
+
+    async def go():
+        async with running(*srcs, b) as nodes:
+            nb = nodes[3]
+            old = await leader_of(nodes[:3])
+            await leader_of([nb])
+            await _write(srcs[0], range(5))
+            await wait_for(lambda: _rows(nb) == set(range(5)), 30, "replicated")
+            held = nb.sm.replication.held(1)
+            await wait_for(lambda: all((s := _slot(n)) is not None and s.acked_epoch >= held
+                                       for n in nodes[:3]), 15, "the slot on every node")
+            await _action(b, "fromA", "pause")
+            await wait_for(lambda: nb.status().channels[0].state == "paused", 10, "paused")
+            pos = _slot(old).log_index
+            await old.stop()
+            rest = [n for n in nodes[:3] if n is not old]
+            new = await leader_of(rest, 30)
+            cfg = next(c for c in srcs if c.node_id == new.config.node_id)
+            await _write(cfg, range(5, 45))
+            for n in rest:
+                await n.driver.snapshot_now()
+                assert n.driver.storage.first_index() <= pos
+            await _action(b, "fromA", "resume")
+            await wait_for(lambda: _rows(nb) == set(range(45)), 40, "every row replicated")
+
+    run(go(), 180)
