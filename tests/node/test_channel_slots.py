@@ -38,6 +38,16 @@ async def _action(cfg, name: str, action: str) -> str:
     return await asyncio.to_thread(go)
 
 
+def _cli(cfg, *args: str) -> str:
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    res = CliRunner().invoke(main, ["channel", *args, "--target", cfg.api])
+    assert res.exit_code == 0, res.output
+    return res.stdout  # (plugin warnings of this machine go to stderr)
+
+
 def _slot(node):
     return node.sm.slots.get((2, "fromA"))
 
@@ -99,6 +109,9 @@ def test_past_the_retention_bound_the_slot_is_lost_and_the_channel_says_resync(t
             assert "retention.max_entries (20)" in _slot(na).lost_reason
             lines = na.status().slots
             assert lines[0].slot.lost and lines[0].held_entries == 0
+            out = await asyncio.to_thread(_cli, a, "slots")
+            assert out.splitlines()[0].startswith("slot 2/fromA\tacked epoch ")
+            assert "LOST: it held" in out and "retention bounds: max_entries 20" in out
             await _action(b, "fromA", "resume")
             await wait_for(lambda: nb.status().channels[0].state == "behind", 20,
                            "the channel reports it is behind")
@@ -119,7 +132,7 @@ def test_drop_slot_releases_the_log(tmp_path):
             await _write(a, range(5, 40))
             await na.driver.snapshot_now()
             assert na.driver.storage.first_index() <= pos
-            msg = await _action(a, "2/fromA", "drop-slot")
+            msg = await asyncio.to_thread(_cli, a, "drop-slot", "2/fromA")
             assert msg.startswith("slot 2/fromA dropped")
             assert _slot(na) is None
             await _write(a, range(40, 60))
