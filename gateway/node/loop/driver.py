@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from gateway.core import messages
 from gateway.node.base.errors import (
@@ -75,6 +75,7 @@ from gateway.node.state.conditions import check_conditions, conditions_field
 from gateway.node.state.gtid_use import consumed
 from gateway.node.state.state_machine import Applied, StoreStateMachine
 from gateway.node.state.wire import WireChecker, encode_transaction_wire, frame_statements
+from gateway.node.storage.snapshot_files import ArchiveReader
 from gateway.node.storage.storage import RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.raft import (
@@ -986,7 +987,9 @@ class RaftDriver:
         raw = self.raw
         if not rd.snapshot.is_empty():
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._io, self.sm.restore, rd.snapshot.data)
+            # (a received image: bytes, or the ``ArchiveReader`` of the storage's spool)
+            image = cast("bytes | ArchiveReader", rd.snapshot.data)
+            await loop.run_in_executor(self._io, self.sm.restore, image)
             self.sm.mark_applied(rd.snapshot.metadata.index)
             self.snapshots.installed(rd.snapshot.metadata)
             self._leader = None

@@ -69,7 +69,6 @@ import os
 import shutil
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import cast
 
 from gateway.conflict import BUILTIN, ConflictRule, FunctionSpec, Role, RuleSet
 from gateway.conflict.rules import rule_from_proto
@@ -98,7 +97,7 @@ from gateway.node.state.store_ops import Ops, ParsedTxn, meta_op
 from gateway.node.state.txn_apply import Applied
 from gateway.node.state.wire import decode_entry, parse_txn
 from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
-from gateway.raft import Entry, EntryType, SnapshotData
+from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
 from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2, value_pb2
 
@@ -400,16 +399,15 @@ class StoreStateMachine(EpochApply):
         state = getattr(self, "replication", None)
         return (0, {}) if state is None else state.tombstone_floor()
 
-    def restore(self, data: bytes | SnapshotData) -> int:
-        """Replace the store by the snapshot archive ``data`` (a ``Snapshot``'s image, as this
-        node's storage and the Raft core's spool give it: bytes or an ``ArchiveReader``);
-        return its applied index."""
+    def restore(self, data: bytes | ArchiveReader) -> int:
+        """Replace the store by the snapshot archive ``data`` (its bytes, or a reader over the
+        snapshot's files); return its applied index."""
         tmp = os.path.join(self.data_dir, "snapshot-in")
         staged = self.path + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(staged, ignore_errors=True)
         try:
-            if unpack_dir(cast("bytes | ArchiveReader", data), tmp) == 0:
+            if unpack_dir(data, tmp) == 0:
                 LSMStore(staged, self._memtable_bytes).close()  # the empty store
             else:
                 import_snapshot(tmp, staged)
