@@ -229,3 +229,25 @@ def test_slots_are_replicated_and_hold_the_log_after_a_leader_change(tmp_path):
             await wait_for(lambda: _rows(nb) == set(range(45)), 40, "every row replicated")
 
     run(go(), 180)
+
+
+def test_the_bytes_and_age_bounds_let_compaction_pass_a_slot_too(tmp_path):
+    """``max_bytes`` counts the log files' bytes from the slot's position; ``max_age_s`` the
+    age of the oldest entry it holds (the keeper's clock moved two hours on here)."""
+    import time
+
+    for bound, want in ((RetentionConfig(max_bytes=2000), "retention.max_bytes (2000)"),
+                        (RetentionConfig(max_age_s=3600), "retention.max_age_s (3600 s)")):
+        a, b = _pair(tmp_path / want[10:18], retention=bound)
+
+        async def go(a=a, b=b, want=want):
+            async with running(a, b) as (na, nb):
+                pos = await _replicated_then_paused(a, b, na, nb)
+                await _write(a, range(5, 45))
+                na.slots._clock = lambda: time.time_ns() + 7200 * 10**9
+                await na.driver.snapshot_now()
+                assert na.driver.storage.first_index() > pos
+                await wait_for(lambda: _slot(na).lost, 10, "the slot marked lost")
+                assert want in _slot(na).lost_reason
+
+        run(go(), 120)

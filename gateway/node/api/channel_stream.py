@@ -19,13 +19,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
-from gateway.v1 import channel_pb2, channel_pb2_grpc
+from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2
 
 if TYPE_CHECKING:
     from gateway.node.api.api import GatewayServicer
@@ -59,7 +59,9 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
             await self._gateway._abort(context, exc)
             return
         yield channel_pb2.ChannelDown(welcome=session.welcome)
-        queue: asyncio.Queue[Any] = asyncio.Queue(_QUEUE)
+        #: events, the exception that ended the feed, or _END (the reader closed its side)
+        queue: asyncio.Queue[gateway_pb2.ChangeEvent | Exception | object] = \
+            asyncio.Queue(_QUEUE)
 
         async def produce() -> None:
             try:
@@ -83,7 +85,7 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
             last = 0.0
             while True:
                 wait = last + PROGRESS_S - time.monotonic()
-                item: Any = None
+                item: gateway_pb2.ChangeEvent | Exception | object | None = None
                 if wait > 0:
                     with contextlib.suppress(TimeoutError):
                         item = await asyncio.wait_for(queue.get(), wait)
@@ -94,7 +96,7 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
                     if isinstance(item, NodeError | InvalidRequest):
                         await self._gateway._abort(context, item)
                     await self._gateway._abort_storage(context, item)
-                if item is not None:
+                if isinstance(item, gateway_pb2.ChangeEvent):
                     yield channel_pb2.ChannelDown(event=item)
                 if time.monotonic() - last >= PROGRESS_S:
                     last = time.monotonic()

@@ -330,6 +330,9 @@ _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 _RETENTION_KEYS = {f.name for f in fields(RetentionConfig)}
 
 
+# Any (value in, value out): a raw TOML, environment or flag value, checked and converted
+# here to the type of the NodeConfig field ``key`` names -- a different type per key, which
+# ``_apply`` hands to ``dataclasses.replace`` by name.
 def _coerce(key: str, value: Any, source: str) -> Any:
     where = f"{key} ({source})"
     if key in _INT_KEYS:
@@ -380,8 +383,8 @@ _CHANNEL_KEYS = {"name", "sources", "source_id", "token", "ca"}
 _CONFLICT_KEYS = {"table", "function"}
 
 
-def _tables(value: Any, source: str, name: str, known: set[str]
-            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _tables(value: object, source: str, name: str, known: set[str]
+            ) -> Iterator[tuple[str, Mapping[str, object]]]:
     """``(where, table)`` for each ``[[name]]`` table of ``value``, checked to be tables with
     only the ``known`` keys."""
     if not isinstance(value, list):
@@ -397,7 +400,7 @@ def _tables(value: Any, source: str, name: str, known: set[str]
         yield where, t
 
 
-def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+def _channels(value: object, source: str) -> tuple[ChannelConfig, ...]:
     out = []
     for where, t in _tables(value, source, "channels", _CHANNEL_KEYS):
         sources = t.get("sources", [])
@@ -416,10 +419,10 @@ def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
     return tuple(out)
 
 
-def _retention(current: RetentionConfig, value: Any, source: str) -> RetentionConfig:
+def _retention(current: RetentionConfig, value: object, source: str) -> RetentionConfig:
     if not isinstance(value, Mapping):
         raise ConfigError(f"retention ({source}): expected a table")
-    changes = {}
+    changes: dict[str, int] = {}
     for k, v in value.items():
         if k not in _RETENTION_KEYS:
             raise ConfigError(f"retention.{k} ({source}): unknown key (known: "
@@ -430,7 +433,7 @@ def _retention(current: RetentionConfig, value: Any, source: str) -> RetentionCo
     return replace(current, **changes)
 
 
-def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
+def _conflicts(value: object, source: str) -> tuple[ConflictRule, ...]:
     out = []
     for where, t in _tables(value, source, "conflicts", _CONFLICT_KEYS):
         table, text = t.get("table"), t.get("function")
@@ -445,8 +448,8 @@ def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
     return tuple(out)
 
 
-def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfig:
-    changes: dict[str, Any] = {}
+def _apply(cfg: NodeConfig, values: Mapping[str, object], source: str) -> NodeConfig:
+    changes: dict[str, Any] = {}  # Any: ``_coerce``'s
     tls_changes: dict[str, str] = {}
     for key, value in values.items():
         if value is None:
@@ -471,8 +474,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfi
     return replace(cfg, **changes)
 
 
-def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _env_values(env: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     keys = _INT_KEYS | _STR_KEYS | _BOOL_KEYS | {"peers", "appliers"}
     for key in keys:
         name = f"GATEWAY_{key.upper()}"
@@ -485,7 +488,7 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | None = None, flags: Mapping[str, Any] | None = None,
+def load_config(path: str | None = None, flags: Mapping[str, object] | None = None,
                 env: Mapping[str, str] | None = None) -> NodeConfig:
     """Build the config from the TOML file at ``path`` (optional), the environment (``env``,
     default ``os.environ``; ``GATEWAY_PLUGINS`` is the root ``--plugins`` option's and is not

@@ -17,13 +17,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import grpc
 
 from gateway.node.replication.channel_source import FEATURES, PROTOCOL_VERSION
 from gateway.replication import SealedEpoch
-from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2
+from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 
 __all__ = ["ChannelReader", "ChannelSession", "ReaderError"]
 
@@ -58,7 +58,10 @@ class ChannelReader:
     def __init__(self, session: ChannelSession, state: _State) -> None:
         self.s = session
         self._state = state
-        self._call: Any = None
+        #: the session's call: the channel stream, or Subscribe's (an older source)
+        self._call: (grpc.aio.StreamStreamCall[channel_pb2.ChannelUp, channel_pb2.ChannelDown]
+                     | grpc.aio.UnaryStreamCall[gateway_pb2.SubscribeRequest,
+                                                gateway_pb2.ChangeEvent] | None) = None
         self._ups: asyncio.Queue[channel_pb2.ChannelUp | None] | None = None
         self._acked = session.held
 
@@ -70,7 +73,8 @@ class ChannelReader:
             after_epoch=gateway_pb2.EpochPosition(server_id=s.source, epoch=s.held),
             ignore_origins=[s.me], acked_epoch=s.held)
 
-    async def events(self, ch: grpc.aio.Channel, stub: Any, md: Any
+    async def events(self, ch: grpc.aio.Channel, stub: gateway_pb2_grpc.GatewayStub,
+                     md: tuple[tuple[str, str], ...] | None
                      ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
         """The source's change events after the session's position (``stub``: the source's
         ``Gateway`` stub on ``ch``, for the Subscribe fallback)."""
@@ -81,11 +85,12 @@ class ChannelReader:
             while (msg := await ups.get()) is not None:
                 yield msg
 
-        self._call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(up(), metadata=md)
+        call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(up(), metadata=md)
+        self._call = call
         self._ups = ups
         welcomed = False
         try:
-            async for down in self._call:
+            async for down in call:
                 kind = down.WhichOneof("msg")
                 if not welcomed:
                     if kind != "welcome":
@@ -107,11 +112,12 @@ class ChannelReader:
             return
         self._ups = None
         self._state.protocol_version = 0
-        self._call = stub.Subscribe(gateway_pb2.SubscribeRequest(
+        sub = stub.Subscribe(gateway_pb2.SubscribeRequest(
             after_epoch=gateway_pb2.EpochPosition(server_id=self.s.source, epoch=self.s.held),
             ignore_origins=[self.s.me], log_records=True), metadata=md)
+        self._call = sub
         self._state.state = "running"
-        async for ev in self._call:
+        async for ev in sub:
             yield ev
 
     def ack(self, held: int, sealed: SealedEpoch) -> None:
