@@ -88,6 +88,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.ConflictCommand``: sets or unsets a conflict rule, or the cluster's role."""
     ALARM_COMMAND = 98
     """``gateway.v1.AlarmCommand``: raises or clears a node's NOSPACE alarm."""
+    SLOT_COMMAND = 99
+    """``gateway.v1.SlotCommand``: advances, marks lost or drops channel slots of readers."""
     SEED_PIN = 100
     """``gateway.v1.SeedPin``: a source pins (or releases) a snapshot for a seed."""
     SEED_INSTALL = 101
@@ -110,6 +112,7 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.CONFLICT_COMMAND: replication_pb2.ConflictCommand,
     TypeTag.ALARM_COMMAND: replication_pb2.AlarmCommand,
+    TypeTag.SLOT_COMMAND: replication_pb2.SlotCommand,
     TypeTag.SEED_PIN: channel_pb2.SeedPin,
     TypeTag.SEED_INSTALL: channel_pb2.SeedInstall,
     TypeTag.WAL_ENTRY: wal_pb2.WalEntry,

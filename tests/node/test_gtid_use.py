@@ -81,6 +81,8 @@ SAMPLES: dict[TypeTag, tuple[bytes, int]] = {
         definition=replication_pb2.ChannelDefinition(name="x", sources=["h:1"]))), 0),
     TypeTag.CONFLICT_COMMAND: (bytes([TypeTag.CONFLICT_COMMAND]), 0),
     TypeTag.ALARM_COMMAND: (bytes([TypeTag.ALARM_COMMAND]), 0),
+    TypeTag.SLOT_COMMAND: (messages.pack(replication_pb2.SlotCommand(advance=[
+        replication_pb2.ChannelSlot(reader_cluster_id=2, channel="c", acked_epoch=_E1)])), 0),
     TypeTag.SEED_PIN: (messages.pack(channel_pb2.SeedPin(seed_id=5)), 0),
     TypeTag.SEED_INSTALL: (messages.pack(channel_pb2.SeedInstall(
         channel="x", source_id=2, request=True)), 0),

@@ -6,10 +6,11 @@ cluster").
 
 1. ``seed_id`` 0 begins a seed: the leader proposes a ``SEED_PIN`` entry under a new id, and
    every node of this cluster pins its store at the next epoch boundary ``E``
-   (``gateway.node.state.seed_pins``); a follower refuses (the reader tries the next
-   address). Another ``seed_id`` resumes that seed on any node that holds its pin, after
-   ``after_key``; a node that holds none refuses with ``SeedUnavailable`` naming it, and the
-   reader, finding no node that does, begins again under a new id.
+   (``gateway.node.state.seed_pins``); a follower refuses (``NotLeaderError``: the reader
+   tries the next address). Another ``seed_id`` resumes that seed on any node that holds its
+   pin, after ``after_key``; a node that holds none refuses (``PreconditionFailed``, "seed N
+   is not pinned on this node"), and the reader, finding no node that does, begins again
+   under a new id.
 2. ``SeedStart`` (the id, ``E``, the log index of the boundary), then ``SeedChunk``s of the
    pinned snapshot in key order -- every row and first-seen schema, retained tombstones
    included, each with its epoch, author and commit time -- read on a worker thread from the
@@ -34,8 +35,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from gateway.core import messages
+from gateway.core.lsm.errors import StoreClosedError
 from gateway.core.lsm.read_snapshot import ReadSnapshot
-from gateway.node.base.errors import NodeError
+from gateway.node.base.errors import NodeError, NotLeaderError, PreconditionFailed
 from gateway.node.state import keys
 from gateway.node.state.epoch_apply import U64
 from gateway.v1 import channel_pb2, epoch_pb2
@@ -43,8 +45,8 @@ from gateway.v1 import channel_pb2, epoch_pb2
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
 
-__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "SeedUnavailable", "read_chunk", "release_seed",
-           "seed_end", "serve_seed"]
+__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "read_chunk", "release_seed", "seed_end",
+           "serve_seed"]
 
 #: A chunk ends after this many keys or bytes, whichever comes first (one Raft entry on the
 #: replica each: well below the entry size limit). ``GATEWAY_SEED_CHUNK_ROWS`` sets the keys
@@ -55,11 +57,6 @@ CHUNK_BYTES = 1 << 20
 SEED_LO, SEED_HI = b"r", b"t"
 #: How long a new seed waits for the next epoch boundary of this cluster.
 _PIN_WAIT_S = 30.0
-
-
-class SeedUnavailable(NodeError):
-    """This node cannot serve the seed asked for (not the leader for a new one, no pin for
-    a resumed one); ``str()`` names why, in one line."""
 
 
 def read_chunk(snap: ReadSnapshot, seed_id: int, after_key: bytes, chunk_no: int,
@@ -114,27 +111,28 @@ def seed_end(snap: ReadSnapshot, seed_id: int, epoch: int, source_id: int, chunk
 async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cluster_id: int,
                      channel: str) -> AsyncIterator[channel_pb2.ChannelDown]:
     """The seed part of a channel session; see the module docstring. Raises
-    ``SeedUnavailable`` (and what ``submit_entry`` raises) before anything is sent when
-    this node cannot serve it."""
+    ``NotLeaderError``, ``PreconditionFailed`` (and what ``submit_entry`` raises) when this
+    node cannot serve it."""
     sm = driver.sm
     me = driver.opts.cluster_id
     seed_id = req.seed_id
     if not seed_id:
         if not driver.is_leader:
-            raise SeedUnavailable(f"a seed begins on the source's leader (node "
-                                  f"{driver.leader_id or 'unknown'}), not here")
+            raise NotLeaderError(driver.leader_id, f"a seed begins on the source's leader "
+                                 f"(node {driver.leader_id or 'unknown'}), not here")
         seed_id = secrets.randbits(62) + 1
         await driver.submit_entry(messages.pack(channel_pb2.SeedPin(
             seed_id=seed_id, reader_cluster_id=reader_cluster_id, channel=channel)))
     pin = sm.seed_pins.get(seed_id)
     if pin is None:
-        raise SeedUnavailable(f"seed {seed_id} is not pinned on this node (released, expired "
-                              f"or lost with a restart): begin a new seed")
+        raise PreconditionFailed("hello.seed", f"seed {seed_id} is not pinned on this node "
+                                 f"(released, expired or lost with a restart): begin a new "
+                                 f"seed")
     deadline = time.monotonic() + _PIN_WAIT_S
     while pin.snapshot is None:
         if time.monotonic() > deadline:
-            raise SeedUnavailable(f"seed {seed_id}: no epoch boundary within {_PIN_WAIT_S:g} "
-                                  f"s")
+            raise PreconditionFailed("hello.seed", f"seed {seed_id}: no epoch boundary "
+                                     f"within {_PIN_WAIT_S:g} s")
         await asyncio.sleep(0.02)
     snap = pin.snapshot
     yield channel_pb2.ChannelDown(seed_start=channel_pb2.SeedStart(
@@ -142,7 +140,11 @@ async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cl
     after = req.after_key
     n = 0
     while True:
-        chunk = await asyncio.to_thread(read_chunk, snap, seed_id, after, n + 1)
+        try:
+            chunk = await asyncio.to_thread(read_chunk, snap, seed_id, after, n + 1)
+        except StoreClosedError as exc:  # released (or expired) under the read
+            raise PreconditionFailed("hello.seed", f"seed {seed_id} is not pinned on this "
+                                     f"node any more ({exc}): begin a new seed") from None
         sm.seed_pins.get(seed_id)  # keeps the lease
         if chunk is None:
             break

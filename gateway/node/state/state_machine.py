@@ -38,7 +38,9 @@ What applying an entry does (identically on every replica, from the entry's byte
   (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
   (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``); an alarm
   command (``ALARM_COMMAND``) raises or clears a node's NOSPACE alarm (``m alarm:<node>``,
-  ``gateway.node.state.alarms``);
+  ``gateway.node.state.alarms``); a slot command (``SLOT_COMMAND``) advances, marks lost or
+  drops the slots of the channels reading this cluster's log (``m slot:<reader>/<channel>``,
+  ``gateway.node.state.slot_apply``);
 - a seed step (tag ``SEED_INSTALL``, ``seed_apply``) installs part of a snapshot of a
   channel's source; a seed pin (``SEED_PIN``, ``seed_pins``) arms a read snapshot of the store
   at the next epoch boundary for a seed this cluster serves: an ``apply`` that meets the
@@ -75,7 +77,7 @@ import os
 import shutil
 import struct
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -104,10 +106,11 @@ from gateway.node.state.epoch_apply import (
 )
 from gateway.node.state.seed_apply import apply_seed_install, load_seeds
 from gateway.node.state.seed_pins import SeedPins
+from gateway.node.state.slot_apply import SlotId, apply_slot_command, load_slots
 from gateway.node.state.store_ops import Ops, ParsedTxn, meta_op
 from gateway.node.state.txn_apply import Applied
 from gateway.node.state.wire import decode_entry, parse_txn
-from gateway.node.storage.snapshot_files import unpack_dir
+from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
 from gateway.v1 import (
@@ -117,6 +120,7 @@ from gateway.v1 import (
     gateway_pb2,
     replication_pb2,
     statement_pb2,
+    value_pb2,
 )
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
@@ -134,6 +138,7 @@ _MARKER = TypeTag.EPOCH_MARKER
 _PIN = TypeTag.SEED_PIN
 _SEED = TypeTag.SEED_INSTALL
 _SEAL = struct.Struct("<QB")  # m seal: last sealed epoch, whether a record followed it
+_SLOT = TypeTag.SLOT_COMMAND
 _NONE: frozenset[bytes] = frozenset()
 
 
@@ -255,6 +260,12 @@ class StoreStateMachine(EpochApply):
             units.sort(key=lambda u: u.segment.segment_id)
         #: Raised NOSPACE alarms by node id (``alarms``; replaced, never mutated, by apply).
         self.alarms = load_alarms(self.store.scan_prefix)
+        #: (epoch, sealed_at_ns) of the newest epoch marker applied since the store was
+        #: opened ((0, 0): none yet); what a channel source reports as its progress.
+        self.newest_sealed: tuple[int, int] = (0, 0)
+        #: Slots of the channels reading this log (``slot_apply``; replaced, never mutated).
+        self.slots: dict[SlotId, replication_pb2.ChannelSlot] = load_slots(
+            self.store.scan_prefix)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -282,13 +293,14 @@ class StoreStateMachine(EpochApply):
     def durable_applied_index(self) -> int:
         return self.store.durable_applied_index
 
-    def get_row(self, schema: str, table: str, key_values: list) -> gateway_pb2.Row | None:
+    def get_row(self, schema: str, table: str, key_values: Sequence[value_pb2.Value]
+                ) -> gateway_pb2.Row | None:
         """The stored row of ``schema.table`` with primary key ``key_values``, or ``None``."""
         raw = self.store.get(keys.row_key(schema, table, key_values))
         return None if raw is None else gateway_pb2.Row.FromString(raw)
 
-    def scan_rows(self, schema: str, table: str, start: list, end: list
-                  ) -> Iterator[gateway_pb2.Row]:
+    def scan_rows(self, schema: str, table: str, start: Sequence[value_pb2.Value],
+                  end: Sequence[value_pb2.Value]) -> Iterator[gateway_pb2.Row]:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
@@ -384,6 +396,7 @@ class StoreStateMachine(EpochApply):
             marker = epoch_pb2.EpochMarker.FromString(e.data[1:])
         except DecodeError:
             return
+        self.newest_sealed = (marker.epoch, marker.sealed_at_ns)
         if marker.epoch >= self.sealed_epoch:
             self.sealed_epoch, self.epoch_open = marker.epoch, False
             self._seal_dirty = True
@@ -425,8 +438,7 @@ class StoreStateMachine(EpochApply):
             self.schemas = schemas
 
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
-        """Apply a command entry (``command_apply``, ``alarms``); an entry of another tag
-        (an epoch marker) changes nothing."""
+        """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``)."""
         if tag == _POS:
             pos = apply_position(self.applier_positions, data, ops)
             if pos is not None:  # item by item: other threads read the mapping
@@ -444,6 +456,10 @@ class StoreStateMachine(EpochApply):
             alarms = apply_alarm_command(self.alarms, data, ops)
             if alarms is not None:
                 self.alarms = alarms
+        elif tag == _SLOT:
+            slots = apply_slot_command(self.slots, data, ops)
+            if slots is not None:
+                self.slots = slots
 
     def _parse_batch(self, entries: list[Entry]) -> list[ParsedTxn | None]:
         """``parse_txn`` of every transaction entry of an ``apply`` batch (None for the others
@@ -505,8 +521,9 @@ class StoreStateMachine(EpochApply):
         state = getattr(self, "replication", None)
         return (0, {}) if state is None else state.tombstone_floor()
 
-    def restore(self, data: bytes) -> int:
-        """Replace the store by the snapshot archive ``data``; return its applied index."""
+    def restore(self, data: bytes | ArchiveReader) -> int:
+        """Replace the store by the snapshot archive ``data`` (its bytes, or a reader over the
+        snapshot's files); return its applied index."""
         tmp = os.path.join(self.data_dir, "snapshot-in")
         staged = self.path + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
