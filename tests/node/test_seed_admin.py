@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from gateway.client import AsyncGatewayClient, GatewayError, row_insert
+from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert, row_update
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 
@@ -64,7 +64,11 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
                 await c.add_channel("fromA", [a.api])
                 await wait_for(lambda: len(_rows(nb)) == 3, 20, "replicated")
                 await c.channel_action("fromA", "pause")
-                # A moves on and compacts its log past B's position
+                # A moves on (a new value of row 0, row 1 deleted, 40 new rows) and compacts
+                # its log past B's position
+                async with AsyncGatewayClient(a.api) as ca:
+                    await ca.write([row_update("shop.items", {"id": 0}, {"v": "new"})])
+                    await ca.write([row_delete("shop.items", {"id": 1})])
                 for i in range(40):
                     await _write(a, [10 + i], "a")
                 await wait_for(lambda: na.driver.last_snapshot_index > 30, 20, "A compacts")
@@ -75,10 +79,12 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
                 assert "dry run" in dry.message and "--yes" in dry.message
                 assert "1 row(s) written here in epochs the source has not applied" \
                     in dry.message
+                assert "1 row(s) differ, 40 missing here, 1 deleted there and held here, 1 " \
+                    "the same" in dry.message
                 assert "fromA" not in nb.sm.seeds  # nothing done
                 done = await c.channel_action("fromA", "resync", confirm=True)
                 assert "resync started" in done.message
-            await wait_for(lambda: "fromA" not in nb.sm.seeds and len(_rows(nb)) == 44, 30,
+            await wait_for(lambda: "fromA" not in nb.sm.seeds and len(_rows(nb)) == 43, 30,
                            "the resync")
             await _write(a, [99], "after")
             await wait_for(lambda: 99 in _rows(nb), 20, "streaming after the resync")

@@ -528,8 +528,8 @@ class NodeChannels:
         if action == "quarantine":
             return gateway_pb2.AdminResponse(message=self._quarantine_listing(name))
         if action == "resync":
-            text, index = await seed_admin.resync_report(self.driver, name, have.source_id,
-                                                         confirm)
+            text, index = await seed_admin.resync_report(
+                self.driver, have, confirm, ChannelRunner(self.driver, have)._channel)
             if index and name in self._runners:
                 await self._stop(name)  # the next runner seeds before it streams
             return gateway_pb2.AdminResponse(message=text, log_index=index)

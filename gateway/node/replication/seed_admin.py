@@ -13,12 +13,16 @@ says so; ``resync`` always merges, and first reports what it would do unless con
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
+
+import grpc
 
 from gateway.core import messages
 from gateway.core.lsm import LSMStore
 from gateway.node.base.validation import InvalidRequest
-from gateway.v1 import channel_pb2, gateway_pb2
+from gateway.node.replication.seed_compare import compare_with_source
+from gateway.v1 import channel_pb2, gateway_pb2, replication_pb2
 
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
@@ -70,10 +74,14 @@ def local_rows(store: LSMStore, me: int, max_replicated_epoch: int) -> LocalRows
     return LocalRows(rows, here, unapplied)
 
 
-async def resync_report(driver: RaftDriver, name: str, source_id: int, confirm: bool
+async def resync_report(driver: RaftDriver, d: replication_pb2.ChannelDefinition,
+                        confirm: bool, channel: Callable[[str], grpc.aio.Channel]
                         ) -> tuple[str, int]:
-    """``channel resync``: without ``confirm``, what the resync of channel ``name`` would do
-    (the report, log index 0); with it, propose the seed request and say so."""
+    """``channel resync``: without ``confirm``, what the resync of channel ``d`` would do
+    (the report, log index 0): this cluster's rows, and how the source's snapshot differs
+    from them (``seed_compare``, over ``channel(address)``); with it, propose the seed
+    request and say so."""
+    name, source_id = d.name, d.source_id
     sm = driver.sm
     me = driver.opts.cluster_id
     mre = sm.replication.max_replicated_epoch(source_id) if source_id else 0
@@ -86,8 +94,13 @@ async def resync_report(driver: RaftDriver, name: str, source_id: int, confirm: 
             f"(above {mre}) are kept, not overwritten: they reach the source by its channel "
             f"from this cluster, where its conflict rules judge them")
     if not confirm:
-        return (f"channel {name} resync (dry run): {what}; run again with --yes to resync",
-                0)
+        try:
+            diff = (await compare_with_source(driver, d, channel)).line()
+        except grpc.aio.AioRpcError as exc:
+            diff = (f"the source's rows could not be compared ({exc.code().name}: "
+                    f"{exc.details()})")
+        return (f"channel {name} resync (dry run): {what}; {diff}; run again with --yes to "
+                f"resync", 0)
     index = await request_seed(driver, name, source_id, merge=True)
     return f"channel {name}: resync started: {what} (gateway channel status {name})", index
 
