@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert, row_update
+from gateway.node.base.config import RetentionConfig
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 
@@ -52,7 +53,8 @@ def test_channel_add_seed_refuses_a_cluster_holding_rows_unless_merge(tmp_path):
 
 def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_path):
     a = dataclasses.replace(node_configs(tmp_path / "a", 1, cluster_id=1)[0],
-                            snapshot_entries=10, snapshot_log_percent=0)
+                            snapshot_entries=10, snapshot_log_percent=0,
+                            retention=RetentionConfig(max_entries=10))
     b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
 
     async def go():
@@ -62,7 +64,8 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
             await _write(a, range(3), "a")
             async with AsyncGatewayClient(b.api) as c:
                 await c.add_channel("fromA", [a.api])
-                await wait_for(lambda: len(_rows(nb)) == 3, 20, "replicated")
+                await wait_for(lambda: len(_rows(nb)) == 3 and (2, "fromA") in na.sm.slots,
+                               20, "replicated, B's slot at A")
                 await c.channel_action("fromA", "pause")
                 # A moves on (a new value of row 0, row 1 deleted, 40 new rows) and compacts
                 # its log past B's position
@@ -75,6 +78,8 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
                 await _write(b, [500], "b")  # written here while behind: must survive
                 await c.channel_action("fromA", "resume")
                 await wait_for(lambda: "compacted" in _status(nb), 20, "B reports the gap")
+                await wait_for(lambda: na.sm.slots[(2, "fromA")].lost, 10,
+                               "B's slot lost: past A's retention bound")
                 dry = await c.channel_action("fromA", "resync")
                 assert "dry run" in dry.message and "--yes" in dry.message
                 assert "1 row(s) written here in epochs the source has not applied" \
@@ -91,6 +96,8 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
             rows = _rows(nb)
             assert rows.pop(500)[1] == 2
             assert rows == _rows(na)
+            # the seed reset B's slot at A: no longer lost, it holds A's log for B again
+            await wait_for(lambda: not na.sm.slots[(2, "fromA")].lost, 10, "slot reset")
             st = nb.channels.status()[0]
             assert st.state == "running" and not st.seed
 

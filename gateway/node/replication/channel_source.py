@@ -121,6 +121,12 @@ class ChannelSource:
         h = self._hello(first)
         yield channel_pb2.ChannelDown(welcome=self.welcome(h))
         async for down in serve_seed(self.driver, h.seed, h.reader_cluster_id, h.channel):
+            if down.HasField("seed_start") and down.seed_start.seed_id != h.seed.seed_id:
+                # a new seed: the reader's slot starts at its epoch, so the log the stream
+                # after the seed reads is held while the seed runs (a lost slot included)
+                start = down.seed_start
+                self.slots.reset((h.reader_cluster_id, h.channel), start.epoch,
+                                 start.source_log_index)
             yield down
 
     async def seed_acked(self, end: channel_pb2.SeedEnd, ack: channel_pb2.ChannelAck) -> bool:
