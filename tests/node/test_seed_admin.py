@@ -4,6 +4,7 @@ replica whose position its source compacted away, keeping what was written local
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -109,3 +110,31 @@ def _status(node) -> str:
     return st[0].last_error if st else ""
 
 
+
+
+def test_other_channels_wait_for_a_seed_and_go_on_when_its_channel_is_removed(tmp_path):
+    b = node_configs(tmp_path / "b", 1, cluster_id=2)[0]
+    c = node_configs(tmp_path / "c", 1, cluster_id=3)[0]
+    dead = node_configs(tmp_path / "dead", 1, cluster_id=9)[0]  # never started
+
+    async def go():
+        async with running(b, c) as (nb, nc):
+            await leader_of([nb])
+            await leader_of([nc])
+            await _write(c, [1], "c")
+            async with AsyncGatewayClient(b.api) as cl:
+                await cl.add_channel("fromC", [c.api])
+                await wait_for(lambda: 1 in _rows(nb), 20, "C's row")
+                # a seed from a source that never answers: it stays pending
+                await cl.add_channel("fromX", [dead.api], source_id=9, seed=True, merge=True)
+                await wait_for(lambda: "waiting for the seed of channel fromX" in next(
+                    s.last_error for s in nb.channels.status() if s.name == "fromC"), 20,
+                    "fromC waits")
+                await _write(c, [2], "c")
+                await asyncio.sleep(1.0)
+                assert 2 not in _rows(nb)  # not applied while the seed is pending
+                await cl.channel_action("fromX", "remove")
+                assert "fromX" not in nb.sm.seeds
+            await wait_for(lambda: 2 in _rows(nb), 20, "fromC goes on")
+
+    run(go(), 60)

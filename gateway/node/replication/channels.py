@@ -208,6 +208,9 @@ class ChannelRunner:
                 await drv.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
+            other = next((n for n in drv.sm.seeds if n != self.name), None)
+            if other is not None:  # its rows would race the snapshot being installed
+                raise ChannelError(f"waiting for the seed of channel {other} to end")
             if self.name in drv.sm.seeds:  # seed_reader: a snapshot first
                 if self.seed is None:
                     self.seed = SeedReader(drv, self.name, source)
@@ -472,6 +475,7 @@ class NodeChannels:
         note = await self._probe(d)
         if seed:  # before the definition: its runner finds the seed state when it starts
             await seed_admin.request_seed(self.driver, d.name, d.source_id, merge)
+            await self._stop_all()  # the other channels wait for the seed (they restart)
         index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
         if seed:
@@ -530,12 +534,13 @@ class NodeChannels:
         if action == "resync":
             text, index = await seed_admin.resync_report(
                 self.driver, have, confirm, ChannelRunner(self.driver, have)._channel)
-            if index and name in self._runners:
-                await self._stop(name)  # the next runner seeds before it streams
+            if index:  # the next runners: this one seeds, the others wait for it
+                await self._stop_all()
             return gateway_pb2.AdminResponse(message=text, log_index=index)
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
         if action == "remove":
+            await seed_admin.cancel_seed(self.driver, name)
             cmd = replication_pb2.ChannelCommand(definition=d, remove=True)
         elif action in ("pause", "resume"):
             d.paused = action == "pause"

@@ -27,7 +27,8 @@ from gateway.v1 import channel_pb2, gateway_pb2, replication_pb2
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
 
-__all__ = ["LocalRows", "check_seedable", "local_rows", "request_seed", "resync_report"]
+__all__ = ["LocalRows", "cancel_seed", "check_seedable", "local_rows", "request_seed",
+           "resync_report", "seed_response"]
 
 _ROWS_LO, _ROWS_HI = b"r", b"s"
 
@@ -48,6 +49,14 @@ async def request_seed(driver: RaftDriver, name: str, source_id: int, merge: boo
     index: int = await driver.submit_entry(messages.pack(channel_pb2.SeedInstall(
         channel=name, source_id=source_id, request=True, merge=merge)))
     return index
+
+
+async def cancel_seed(driver: RaftDriver, name: str) -> None:
+    """Forget the seed state of channel ``name`` (its removal), if it has one: the other
+    channels stop waiting for it."""
+    if name in driver.sm.seeds:
+        await driver.submit_entry(messages.pack(channel_pb2.SeedInstall(channel=name,
+                                                                        cancel=True)))
 
 
 class LocalRows(NamedTuple):

@@ -402,6 +402,7 @@ class StoreStateMachine(EpochApply):
             self._seal_dirty = True
         if self.seed_pins.armed():
             self._pin_now(ops, e.index)
+        self.seed_pins.expire()  # the leases of pins nobody reads (a node that never served)
 
     def _apply_pin(self, e: Entry, ops: Ops) -> None:
         try:
