@@ -129,6 +129,8 @@ def _apply(sm: StoreStateMachine, *payloads: bytes) -> None:
     pytest.param([SAMPLES[TypeTag.EPOCH_MARKER][0]], id="epoch-marker"),
     pytest.param([SAMPLES[TypeTag.APPLIER_POSITION][0]], id="applier-position"),
     pytest.param([SAMPLES[TypeTag.CHANNEL_COMMAND][0]], id="channel-command"),
+    pytest.param([SAMPLES[TypeTag.SEED_PIN][0]], id="seed-pin"),
+    pytest.param([SAMPLES[TypeTag.SEED_INSTALL][0]], id="seed-install"),
     pytest.param([b""], id="no-op"),
 ])
 def test_the_state_machine_records_the_trans_id_each_entry_consumes(tmp_path, payloads):

@@ -8,7 +8,9 @@ import asyncio
 import dataclasses
 
 import pytest
+from click.testing import CliRunner
 
+from gateway.cli import main
 from gateway.client import AsyncGatewayClient, GatewayError, row_delete, row_insert, row_update
 from gateway.node.base.config import RetentionConfig
 
@@ -36,9 +38,13 @@ def test_channel_add_seed_refuses_a_cluster_holding_rows_unless_merge(tmp_path):
             await leader_of([nb])
             await _write(a, range(5), "a")
             await _write(b, [100], "b")
+            res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                "channel", "add", "fromA", "--from", a.api, "--seed", "--target", b.api]))
+            assert res.exit_code == 2, res.output
+            assert "this cluster holds rows: a seed of channel 'fromA' would overwrite them " \
+                "(add --merge" in res.output and "Traceback" not in res.output
             async with AsyncGatewayClient(b.api) as c:
-                with pytest.raises(GatewayError, match="this cluster holds rows: a seed of "
-                                   "channel 'fromA' would overwrite them"):
+                with pytest.raises(GatewayError, match="this cluster holds rows"):
                     await c.add_channel("fromA", [a.api], seed=True)
                 assert "fromA" not in nb.sm.channels and "fromA" not in nb.sm.seeds
                 got = await c.add_channel("fromA", [a.api], seed=True, merge=True)
@@ -68,6 +74,8 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
                 await wait_for(lambda: len(_rows(nb)) == 3 and (2, "fromA") in na.sm.slots,
                                20, "replicated, B's slot at A")
                 await c.channel_action("fromA", "pause")
+                await wait_for(lambda: nb.channels.status()[0].state == "paused", 10,
+                               "the runner stopped")
                 # A moves on (a new value of row 0, row 1 deleted, 40 new rows) and compacts
                 # its log past B's position
                 async with AsyncGatewayClient(a.api) as ca:
@@ -81,12 +89,14 @@ def test_resync_reports_then_brings_back_a_replica_behind_its_sources_log(tmp_pa
                 await wait_for(lambda: "compacted" in _status(nb), 20, "B reports the gap")
                 await wait_for(lambda: na.sm.slots[(2, "fromA")].lost, 10,
                                "B's slot lost: past A's retention bound")
-                dry = await c.channel_action("fromA", "resync")
-                assert "dry run" in dry.message and "--yes" in dry.message
-                assert "1 row(s) written here in epochs the source has not applied" \
-                    in dry.message
+                res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
+                    "channel", "resync", "fromA", "--target", b.api]))
+                assert res.exit_code == 0, res.output
+                dry = res.output
+                assert "dry run" in dry and "--yes" in dry
+                assert "1 row(s) written here in epochs the source has not applied" in dry
                 assert "1 row(s) differ, 40 missing here, 1 deleted there and held here, 1 " \
-                    "the same" in dry.message
+                    "the same" in dry
                 assert "fromA" not in nb.sm.seeds  # nothing done
                 done = await c.channel_action("fromA", "resync", confirm=True)
                 assert "resync started" in done.message
