@@ -205,3 +205,46 @@ def test_a_write_made_here_during_a_seed_is_neither_overwritten_nor_removed(tmp_
     assert row(sm, 1).values[0].string_value == "v1"
     src.close()
     sm.close()
+
+
+def test_conflict_detection_after_a_seed_judges_as_if_the_rows_had_come_by_the_channel(tmp_path):
+    """NDB$EPOCH on the seeded PRIMARY: a change from the source to a row it wrote itself is
+    not a conflict (the row kept its author); a change from the source to a row a third
+    cluster wrote is one until the source has applied an epoch of this cluster after the
+    seed (the row carries this cluster's epoch of its install, as a row the channel applied
+    would)."""
+    from gateway.conflict import ConflictRule, Role
+    from gateway.v1 import gtid_pb2, transaction_pb2
+
+    src = source(tmp_path)
+    sm = StoreStateMachine(str(tmp_path / "dst"), cluster_id=2)
+    sm.conflict_rules = {"s.t": ConflictRule("s.t", "NDB$EPOCH")}
+    sm.conflict_role = Role.PRIMARY
+    apply(sm, step(request=True), step(begin=begin()))
+    install(sm, src, chunks(src))
+
+    def change(tid: int, *stmts) -> bytes:
+        t = transaction_pb2.Transaction(
+            gtid=gtid_pb2.Gtid(server_id=1, trans_id=tid), epoch=E2, author=1,
+            start_timestamp_ns=9000 + tid, commit_timestamp_ns=9000 + tid, segment_id=1,
+            end_segment=True, statements=list(stmts))
+        return messages.pack(replication_pb2.ReplicatedEpoch(
+            channel="fromA", source_id=1, source_epoch=E2 + tid, local_epoch=LOCAL + 1,
+            items=[replication_pb2.ReplicatedItem(transaction=t)], segment_id=1,
+            end_segment=True, derived_trans_id=50 + tid, derived_commit_ts=9500 + tid))
+
+    apply(sm, change(3, _update(0, "A again")))
+    assert row(sm, 0).values[0].string_value == "A again"
+    assert sm.conflict_counters.get("fromA", {}).get("conflict_fn_epoch", 0) == 0
+    apply(sm, change(4, _update(100, "A over 3")))
+    assert row(sm, 100).values[0].string_value == "from 3"  # rejected: a conflict
+    assert sm.conflict_counters["fromA"]["conflict_fn_epoch"] == 1
+    # once cluster 1 reflects this cluster's epoch of the row's last change here (the
+    # primary's refresh of the conflict), a change from it is no conflict
+    refreshed = sm.store.get_version(_key(100))
+    assert refreshed.author == 2 and refreshed.epoch == LOCAL + 1
+    sm.replication.apply_status[(2, 1)] = refreshed.epoch
+    apply(sm, change(5, _update(100, "A over 3, later")))
+    assert row(sm, 100).values[0].string_value == "A over 3, later"
+    src.close()
+    sm.close()
