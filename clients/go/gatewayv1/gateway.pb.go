@@ -1765,8 +1765,8 @@ type ChannelStatus struct {
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Sources  []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
 	SourceId uint32                 `protobuf:"varint,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"` // configured or learned source cluster id (0: not yet known)
-	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | running | paused | error | stopped (not the
-	// leader: the channel runs on the leader)
+	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | seeding | running | paused | error | behind
+	// | stopped (not the leader: the channel runs on the leader)
 	Connected    string  `protobuf:"bytes,5,opt,name=connected,proto3" json:"connected,omitempty"`                            // HOST:PORT of the source node it reads from
 	AppliedEpoch uint64  `protobuf:"varint,6,opt,name=applied_epoch,json=appliedEpoch,proto3" json:"applied_epoch,omitempty"` // newest source epoch this cluster holds whole
 	LagEpochs    uint64  `protobuf:"varint,7,opt,name=lag_epochs,json=lagEpochs,proto3" json:"lag_epochs,omitempty"`          // sealed source epochs seen but not yet applied

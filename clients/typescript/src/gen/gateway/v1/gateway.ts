@@ -375,9 +375,9 @@ export interface ChannelStatus {
   sources: string[];
   /** configured or learned source cluster id (0: not yet known) */
   sourceId: number;
-  /** connecting | running | paused | error | stopped (not the */
+  /** connecting | seeding | running | paused | error | behind */
   state: string;
-  /** leader: the channel runs on the leader) */
+  /** | stopped (not the leader: the channel runs on the leader) */
   connected: string;
   /** newest source epoch this cluster holds whole */
   appliedEpoch: bigint;
