@@ -4,7 +4,10 @@ read from it resume exactly after a key."""
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.core import messages
+from gateway.core.lsm.errors import StoreClosedError
 from gateway.node.replication.seed_source import read_chunk, seed_end
 from gateway.node.state import keys
 from gateway.node.state.state_machine import StoreStateMachine
@@ -175,4 +178,22 @@ def test_a_released_pin_is_gone_and_a_restore_drops_the_pins(tmp_path):
     assert sm.seed_pins.get(6) is not None
     sm.seed_pins.expire(now=1e18)
     assert sm.seed_pins.get(6) is None
+    sm.close()
+
+
+def test_a_new_pin_of_the_same_reader_releases_its_earlier_one(tmp_path):
+    sm = StoreStateMachine(str(tmp_path / "a"), cluster_id=1)
+    apply(sm, txn(1, E1, _insert(1, "a")), marker(E1, 1))
+
+    def pin_of(seed_id: int, reader: int, channel: str) -> bytes:
+        return messages.pack(channel_pb2.SeedPin(seed_id=seed_id, reader_cluster_id=reader,
+                                                 channel=channel))
+
+    apply(sm, pin_of(5, 2, "fromA"), pin_of(6, 3, "fromA"))
+    first = sm.seed_pins.get(5).snapshot
+    apply(sm, pin_of(7, 2, "fromA"))
+    assert sm.seed_pins.get(5) is None and sm.seed_pins.get(6) is not None
+    assert sm.seed_pins.get(7) is not None
+    with pytest.raises(StoreClosedError, match="the snapshot is closed"):
+        read_chunk(first, 5, b"", 1)
     sm.close()

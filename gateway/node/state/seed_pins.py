@@ -9,7 +9,9 @@ already at the end of that epoch). The boundary is a position in the log, so eve
 takes its pin of the same state, and any node can serve the rest of a seed when the one
 serving it dies.
 
-A pin is dropped by a ``SEED_PIN`` entry with ``release`` set, when the state machine's
+A pin is dropped by a ``SEED_PIN`` entry with ``release`` set, by a new pin of the same
+reader's channel (a reader seeds one snapshot at a time: a read token cannot pile up pins),
+when the state machine's
 store is replaced (a snapshot restore: the pinned view would read a closed store), or after
 ``LEASE_S`` without a read (a seed that was abandoned, or a node that never served it). A
 reader that finds no pin on any source node starts the seed again under a new id.
@@ -39,6 +41,7 @@ class Pin:
 
     seed_id: int
     armed_at: int
+    owner: tuple[int, str] = (0, "")  # the reader's cluster id and channel
     snapshot: ReadSnapshot | None = None
     epoch: int = 0
     log_index: int = 0
@@ -53,11 +56,20 @@ class SeedPins:
         self._pins: dict[int, Pin] = {}
         self._lock = threading.Lock()
 
-    def arm(self, seed_id: int, index: int) -> None:
-        """Arm a pin for ``seed_id`` (a replay of the same entry changes nothing)."""
+    def arm(self, seed_id: int, index: int, owner: tuple[int, str] = (0, "")) -> None:
+        """Arm a pin for ``seed_id`` of reader ``owner`` (cluster id, channel), releasing the
+        owner's other pins (a replay of the same entry changes nothing)."""
         self.expire()
         with self._lock:
-            self._pins.setdefault(seed_id, Pin(seed_id, index))
+            if seed_id in self._pins:
+                return
+            gone = [p for p in self._pins.values() if owner != (0, "") and p.owner == owner]
+            for p in gone:
+                del self._pins[p.seed_id]
+            self._pins[seed_id] = Pin(seed_id, index, owner)
+        for p in gone:
+            if p.snapshot is not None:
+                p.snapshot.close()
 
     def armed(self) -> bool:
         """Whether a pin waits for the next epoch boundary."""

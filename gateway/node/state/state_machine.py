@@ -414,7 +414,7 @@ class StoreStateMachine(EpochApply):
         if pin.release:
             self.seed_pins.release(pin.seed_id)
             return
-        self.seed_pins.arm(pin.seed_id, e.index)
+        self.seed_pins.arm(pin.seed_id, e.index, (pin.reader_cluster_id, pin.channel))
         if not self.epoch_open:  # already at the end of the last sealed epoch
             self._pin_now(ops, e.index)
 
