@@ -164,3 +164,34 @@ def test_the_stream_needs_the_read_permission_as_subscribe(tmp_path):
             assert got[0].welcome.protocol_version == 1
 
     run(go(), 60)
+
+
+def test_a_follower_without_the_position_sends_the_reader_to_the_leader_not_to_resync():
+    """Only the cluster's slot decides "behind": a follower whose log starts later (it
+    installed a snapshot) while the slot holds the position on the leader answers
+    UNAVAILABLE naming the leader; without a slot, the same position is behind the log."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from gateway.node.base.errors import NotLeaderError, PreconditionFailed
+    from gateway.node.base.validation import InvalidRequest
+    from gateway.node.replication.channel_source import ChannelSource
+    from gateway.v1 import replication_pb2
+
+    async def compacted(_req):
+        raise InvalidRequest("after_epoch", "epoch 5 of cluster 1 is before the log's start "
+                             "(compacted; the log starts at index 90)")
+
+    slot = replication_pb2.ChannelSlot(reader_cluster_id=2, channel="fromA", log_index=40)
+    sm = SimpleNamespace(slots={(2, "fromA"): slot})
+    drv = SimpleNamespace(opts=SimpleNamespace(cluster_id=1, node_id=3), sm=sm,
+                          is_leader=False, leader_id=1)
+    source = ChannelSource(drv, SimpleNamespace(note=lambda *a: None), compacted)
+    hello = _hello(after_epoch=gateway_pb2.EpochPosition(server_id=1, epoch=5))
+    with pytest.raises(NotLeaderError, match="slot 2/fromA keeps it on the leader"):
+        asyncio.run(source.open(hello))
+    sm.slots = {}
+    with pytest.raises(PreconditionFailed, match="behind the source's log: resync "
+                       r"\(gateway channel resync fromA, on cluster 2\)"):
+        asyncio.run(source.open(hello))

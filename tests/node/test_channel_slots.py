@@ -112,6 +112,12 @@ def test_past_the_retention_bound_the_slot_is_lost_and_the_channel_says_resync(t
             out = await asyncio.to_thread(_cli, a, "slots")
             assert out.splitlines()[0].startswith("slot 2/fromA\tacked epoch ")
             assert "LOST: it held" in out and "retention bounds: max_entries 20" in out
+            from click.testing import CliRunner
+
+            from gateway.cli import main
+
+            res = await asyncio.to_thread(CliRunner().invoke, main, ["status", "--target", a.api])
+            assert "  slot 2/fromA acked epoch " in res.stdout and ", LOST: it held" in res.stdout
             await _action(b, "fromA", "resume")
             await wait_for(lambda: nb.status().channels[0].state == "behind", 20,
                            "the channel reports it is behind")

@@ -94,7 +94,9 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
             while True:
                 wait = last + PROGRESS_S - time.monotonic()
                 item: gateway_pb2.ChangeEvent | Exception | object | None = None
-                if wait > 0:
+                if not queue.empty():  # busy: no timer (a task) per event
+                    item = queue.get_nowait()
+                elif wait > 0:
                     with contextlib.suppress(TimeoutError):
                         item = await asyncio.wait_for(queue.get(), wait)
                 if item is _END:

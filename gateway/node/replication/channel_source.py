@@ -12,7 +12,9 @@ stream serves from -- or raises naming what this source cannot serve, ``InvalidR
 - a reader without its identity (cluster id, channel name), or naming this cluster: refused;
 - a position this source's log no longer holds (compacted), or a slot marked lost:
   FAILED_PRECONDITION, "... behind the source's log: resync (gateway channel resync NAME on
-  cluster N) ...". The stream never starts from the middle of what the reader misses.
+  cluster N) ...". The stream never starts from the middle of what the reader misses. (On a
+  follower that installed a snapshot while the reader's slot still holds the position on
+  the leader: UNAVAILABLE naming the leader, and the reader tries its next address.)
 
 On a welcome, the reader's slot is created or refreshed with the hello's ``acked_epoch``
 (``SlotKeeper.note``). The gRPC plumbing (the stream, the events, progress and acks) is
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.node.base.config import CHANNEL_NAME
-from gateway.node.base.errors import PreconditionFailed
+from gateway.node.base.errors import NotLeaderError, PreconditionFailed
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.replication.seed_source import release_seed, serve_seed
 from gateway.node.replication.slots import SlotKeeper
@@ -153,6 +155,14 @@ class ChannelSource:
             start = await self._start_index(req)
         except InvalidRequest as exc:
             if "compacted" in str(exc):
+                drv = self.driver
+                if slot is not None and not drv.is_leader:
+                    # A follower that installed a snapshot starts its log later than the
+                    # cluster keeps it for this slot: another node (the leader) serves it.
+                    raise NotLeaderError(drv.leader_id, f"node {drv.opts.node_id} no longer "
+                                         f"holds this position (it installed a snapshot); "
+                                         f"slot {slot_name(sid)} keeps it on the leader "
+                                         f"(node {drv.leader_id})") from None
                 raise behind_message(sid, exc.reason) from None
             raise InvalidRequest(f"hello.{exc.field}", exc.reason) from None
         self.slots.note(sid, h.acked_epoch)

@@ -8,8 +8,9 @@ durably and the log index a resume after it reads first. The keeper of every nod
 - takes the positions readers acknowledge on the streams this node serves (``note``: the
   hello's ``acked_epoch``, then each ``ChannelAck``) and proposes them, the newest of each
   slot only, in one ``SlotCommand`` entry every ``FLUSH_S`` seconds at most -- from any
-  role (a follower's proposal is forwarded to the leader by Raft); a lost proposal is made
-  good by the next ack or the next hello, and applying never moves a slot back;
+  role (a follower's proposal is forwarded to the leader by Raft); a position is proposed
+  again until the slot shows it (a proposal lost without a leader), and applying never
+  moves a slot back;
 - bounds this node's log compaction (``floor``): the log is kept from the oldest slot's
   position on, except for a slot that would keep more than a ``[retention]`` bound (entries,
   bytes of log files, or age of its oldest entry), which no longer holds anything back;
@@ -101,18 +102,20 @@ class SlotKeeper:
                 log.exception("slots: round failed")
 
     def flush(self) -> None:
-        """Propose the pending positions that move a slot forward, in one entry."""
-        pending, self._pending = self._pending, {}
+        """Propose the pending positions that move a slot forward, in one entry. A position
+        stays pending until the slot shows it applied: a proposal dropped on the way (no
+        leader) is made again at the next round, also when the reader acks nothing more."""
         slots = self.driver.sm.slots
         now = self._clock()
         out = []
-        for sid, (epoch, hint) in sorted(pending.items()):
+        for sid, (epoch, hint) in sorted(self._pending.items()):
             index = self.position_index(epoch, hint)
-            if index is None:
-                continue  # the log no longer holds it: the hello refused or will refuse it
             have = slots.get(sid)
-            if have is not None and (have.lost or (have.acked_epoch, have.log_index)
-                                     >= (epoch, index)):
+            if index is None or (have is not None and (
+                    have.lost or (have.acked_epoch, have.log_index) >= (epoch, index))):
+                # applied, overtaken, or no longer in the log (the hello refused it)
+                if self._pending.get(sid) == (epoch, hint):
+                    del self._pending[sid]
                 continue
             out.append(replication_pb2.ChannelSlot(
                 reader_cluster_id=sid[0], channel=sid[1], acked_epoch=epoch,
@@ -124,8 +127,11 @@ class SlotKeeper:
         """Propose ``lost`` for the slots whose position this node's log was compacted past
         (the leader's log: compaction passed them only past a bound)."""
         first = self.driver.storage.first_index()
+        slots = self.driver.sm.slots
+        for sid in [k for k in self._over if k not in slots or slots[k].lost]:
+            del self._over[sid]  # its reason recorded (or the slot dropped)
         lost = []
-        for sid, s in sorted(self.driver.sm.slots.items()):
+        for sid, s in sorted(slots.items()):
             if s.lost or s.log_index >= first:
                 continue
             reason = self._over.get(sid) or f"the log was compacted up to index {first - 1}"
@@ -222,9 +228,10 @@ class SlotKeeper:
         oldest position of the slots within the bounds (a slot past one is remembered, for
         its ``lost`` reason, and holds nothing)."""
         out = _NEVER
+        first = self.driver.storage.first_index()
         for sid, s in self.driver.sm.slots.items():
-            if s.lost:
-                continue
+            if s.lost or s.log_index < first:
+                continue  # passed already (its reason kept until it is marked lost)
             why = self.over_bound(s)
             if why:
                 self._over[sid] = why
