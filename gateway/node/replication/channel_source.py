@@ -123,9 +123,10 @@ class ChannelSource:
         h = self._hello(first)
         yield channel_pb2.ChannelDown(welcome=self.welcome(h))
         async for down in serve_seed(self.driver, h.seed, h.reader_cluster_id, h.channel):
-            if down.HasField("seed_start") and down.seed_start.seed_id != h.seed.seed_id:
-                # a new seed: the reader's slot starts at its epoch, so the log the stream
-                # after the seed reads is held while the seed runs (a lost slot included)
+            if down.HasField("seed_start"):
+                # the reader's slot starts at the seed's epoch, so the log the stream after
+                # the seed reads is held while the seed runs (a lost slot included; again on
+                # a resume, in case the first proposal was dropped)
                 start = down.seed_start
                 self.slots.reset((h.reader_cluster_id, h.channel), start.epoch,
                                  start.source_log_index)
