@@ -418,6 +418,8 @@ def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
                    + (f" via {ch.connected}" if ch.connected else "")
                    + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
                    f"({ch.lag_seconds:.3f}s)")
+        if ch.seed:
+            out.append(f"    {ch.seed}")
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
             out.append(f"    {ch.last_error}")
         elif ch.last_error:

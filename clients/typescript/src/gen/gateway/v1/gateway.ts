@@ -375,9 +375,9 @@ export interface ChannelStatus {
   sources: string[];
   /** configured or learned source cluster id (0: not yet known) */
   sourceId: number;
-  /** connecting | running | paused | error | stopped (not the */
+  /** connecting | seeding | running | paused | error | behind */
   state: string;
-  /** leader: the channel runs on the leader) */
+  /** | stopped (not the leader: the channel runs on the leader) */
   connected: string;
   /** newest source epoch this cluster holds whole */
   appliedEpoch: bigint;
@@ -397,6 +397,8 @@ export interface ChannelStatus {
    * durable, the same on every node.
    */
   conflicts: { [key: string]: bigint };
+  /** a seed in progress (docs/replication.md): its id, the */
+  seed: string;
 }
 
 export interface ChannelStatus_ConflictsEntry {
@@ -420,13 +422,22 @@ export interface PeerStatus {
 export interface AddChannelRequest {
   definition: ChannelDefinition | undefined;
   replace: boolean;
+  /** seed this cluster from a snapshot of the source first */
+  seed: boolean;
+  /** (refused when it holds rows, unless merge) */
+  merge: boolean;
 }
 
 /** ChannelActionRequest: remove, pause or resume channel `name`. */
 export interface ChannelActionRequest {
   name: string;
-  /** remove | pause | resume | quarantine | drop-slot (name: */
+  /** remove | pause | resume | quarantine | resync | drop-slot */
   action: string;
+  /**
+   * (drop-slot's name: READER_CLUSTER/CHANNEL, a slot of this
+   * cluster's log)
+   */
+  confirm: boolean;
 }
 
 /** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
@@ -3788,6 +3799,7 @@ function createBaseChannelStatus(): ChannelStatus {
     transactionsApplied: 0n,
     paused: false,
     conflicts: {},
+    seed: "",
   };
 }
 
@@ -3844,6 +3856,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
       ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
     });
+    if (message.seed !== "") {
+      writer.uint32(114).string(message.seed);
+    }
     return writer;
   },
 
@@ -3967,6 +3982,14 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             }
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4035,6 +4058,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
           {},
         )
         : {},
+      seed: isSet(object.seed) ? globalThis.String(object.seed) : "",
     };
   },
 
@@ -4085,6 +4109,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         });
       }
     }
+    if (message.seed !== "") {
+      obj.seed = message.seed;
+    }
     return obj;
   },
 
@@ -4120,6 +4147,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       },
       {},
     );
+    message.seed = object.seed ?? "";
     return message;
   },
 };
@@ -4334,7 +4362,7 @@ export const PeerStatus: MessageFns<PeerStatus> = {
 };
 
 function createBaseAddChannelRequest(): AddChannelRequest {
-  return { definition: undefined, replace: false };
+  return { definition: undefined, replace: false, seed: false, merge: false };
 }
 
 export const AddChannelRequest: MessageFns<AddChannelRequest> = {
@@ -4344,6 +4372,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       writer.uint32(16).bool(message.replace);
+    }
+    if (message.seed !== false) {
+      writer.uint32(24).bool(message.seed);
+    }
+    if (message.merge !== false) {
+      writer.uint32(32).bool(message.merge);
     }
     return writer;
   },
@@ -4377,6 +4411,22 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
             message.replace = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.seed = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.merge = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4393,6 +4443,8 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     return {
       definition: isSet(object.definition) ? ChannelDefinition.fromJSON(object.definition) : undefined,
       replace: isSet(object.replace) ? globalThis.Boolean(object.replace) : false,
+      seed: isSet(object.seed) ? globalThis.Boolean(object.seed) : false,
+      merge: isSet(object.merge) ? globalThis.Boolean(object.merge) : false,
     };
   },
 
@@ -4403,6 +4455,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       obj.replace = message.replace;
+    }
+    if (message.seed !== false) {
+      obj.seed = message.seed;
+    }
+    if (message.merge !== false) {
+      obj.merge = message.merge;
     }
     return obj;
   },
@@ -4416,12 +4474,14 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
       ? ChannelDefinition.fromPartial(object.definition)
       : undefined;
     message.replace = object.replace ?? false;
+    message.seed = object.seed ?? false;
+    message.merge = object.merge ?? false;
     return message;
   },
 };
 
 function createBaseChannelActionRequest(): ChannelActionRequest {
-  return { name: "", action: "" };
+  return { name: "", action: "", confirm: false };
 }
 
 export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
@@ -4431,6 +4491,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     }
     if (message.action !== "") {
       writer.uint32(18).string(message.action);
+    }
+    if (message.confirm !== false) {
+      writer.uint32(24).bool(message.confirm);
     }
     return writer;
   },
@@ -4464,6 +4527,14 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
             message.action = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.confirm = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4480,6 +4551,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       action: isSet(object.action) ? globalThis.String(object.action) : "",
+      confirm: isSet(object.confirm) ? globalThis.Boolean(object.confirm) : false,
     };
   },
 
@@ -4491,6 +4563,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     if (message.action !== "") {
       obj.action = message.action;
     }
+    if (message.confirm !== false) {
+      obj.confirm = message.confirm;
+    }
     return obj;
   },
 
@@ -4501,6 +4576,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     const message = createBaseChannelActionRequest();
     message.name = object.name ?? "";
     message.action = object.action ?? "";
+    message.confirm = object.confirm ?? false;
     return message;
   },
 };
