@@ -11,11 +11,13 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from gateway.appliers.contract import Applier, ApplierFactory, Capabilities
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.durable import reconcile
 from gateway.appliers.position import PositionStore
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.client import AsyncGatewayClient, row_delete, row_insert, row_update
+from gateway.core.rowops import OpKind, RowOp
 from gateway.node import GatewayNode
 from gateway.node.appliers import backfill as backfill_mod
 from gateway.node.appliers.applier_rebuild import stored_row_ops
@@ -24,6 +26,7 @@ from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state import keys
 
 from .conftest import node_configs, run, running, wait_for
+from .test_cluster_appliers import plugins_of
 
 CHUNK = 100
 
@@ -185,5 +188,70 @@ def test_a_backfill_killed_mid_way_resumes_after_its_last_chunk_and_ends_equal(t
             rows = _sqlite_rows(db)
             assert len(rows) == n - 60 + 1
             assert rows == _store_rows(node)
+
+    run(go(), 120)
+
+
+class _ModelApplier(Applier):
+    """A shared external store (cluster scope, no ``reset_target``, no ``columns``): the
+    generic row path, on several threads."""
+
+    def __init__(self) -> None:
+        self.name = "model"
+        self.capabilities = Capabilities(max_batch=50)
+        self.lock = threading.Lock()
+        self.rows: dict = {}
+        self.backfilled: list[int] = []  # the snapshot index of every backfill row
+        self.threads: set[str] = set()
+
+    def apply(self, ops) -> None:
+        with self.lock:
+            self.threads.add(threading.current_thread().name)
+            for op in ops:
+                assert isinstance(op, RowOp) and op.kind is not OpKind.MOVE
+                if op.backfill:
+                    assert op.kind is OpKind.UPSERT
+                    self.backfilled.append(op.backfill)
+                row = dict(zip((c.name for c in op.columns), op.values, strict=True))
+                if op.kind in (OpKind.INSERT, OpKind.UPSERT):
+                    self.rows[op.key[0]] = row["v"]
+                elif op.kind is OpKind.UPDATE and op.key[0] in self.rows:
+                    self.rows[op.key[0]] = row.get("v", self.rows[op.key[0]])
+                elif op.kind is OpKind.DELETE:
+                    self.rows.pop(op.key[0], None)
+
+
+def test_a_cluster_scoped_sink_gets_the_backfill_through_the_generic_path(
+        tmp_path, monkeypatch):
+    n = 2000
+    monkeypatch.setattr(backfill_mod, "CHUNK_ROWS", CHUNK)
+    model = _ModelApplier()
+    factory = ApplierFactory("model", lambda _opts: model, "a model of an external store", {},
+                             scope="cluster")
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        async with running(cfg), AsyncGatewayClient(cfg.api) as c:
+            await _fill(c, n)
+        async with running(replace(cfg, appliers={"model": {}}),
+                           plugins=plugins_of(factory)) as nodes:
+            node = nodes[0]
+            async with AsyncGatewayClient(cfg.api) as c:
+                for k in range(30):
+                    await c.write([row_update("t.j", {"id": 60 * k}, {"v": f"u{k}"}),
+                                   row_delete("t.j", {"id": 60 * k + 1})])
+                    await c.write([row_insert("t.j", {"id": n + k}, {"v": "new"})])
+            await wait_for(lambda: (a := node.status().appliers[0]).backfill_state == "done"
+                           and a.position >= node.sm.applied_index, 60,
+                           what="the backfill to finish and the applier to catch up")
+            st = node.status().appliers[0]
+            assert not st.error and st.backfill_rows == len(model.backfilled)
+            assert set(model.backfilled) == {st.backfill_index}
+            assert len(model.threads) > 1  # the dispatcher's worker count, not one thread
+            assert sorted(model.rows.items()) == _store_rows(node)
+            # the progress is replicated with the position (a new leader resumes from it)
+            await wait_for(lambda: node.sm.applier_positions.get("model") is not None
+                           and node.sm.applier_positions["model"].backfill.done, 15,
+                           what="the finished backfill to be replicated")
 
     run(go(), 120)
