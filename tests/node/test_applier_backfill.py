@@ -21,9 +21,10 @@ from gateway.core.rowops import OpKind, RowOp
 from gateway.node import GatewayNode
 from gateway.node.appliers import backfill as backfill_mod
 from gateway.node.appliers.applier_rebuild import stored_row_ops
-from gateway.node.appliers.backfill import run_backfill
+from gateway.node.appliers.backfill import run_backfill, stored_columns
 from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state import keys
+from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, value_pb2
 
 from .conftest import node_configs, run, running, wait_for
 from .test_cluster_appliers import plugins_of
@@ -60,8 +61,8 @@ def test_a_sqlite_sink_added_to_a_running_node_backfills_then_follows_under_writ
     deliver = backfill_mod._Delivery.__call__
     calls = [0]
 
-    def gated(self, ops):
-        deliver(self, ops)
+    def gated(self, chunk, index):
+        deliver(self, chunk, index)
         calls[0] += 1
         if calls[0] == 2:
             paused.set()
@@ -255,3 +256,45 @@ def test_a_cluster_scoped_sink_gets_the_backfill_through_the_generic_path(
                            what="the finished backfill to be replicated")
 
     run(go(), 120)
+
+
+def _row(table: str, key: int, fields: dict) -> tuple[bytes, bytes]:
+    """A stored row ``(key, serialized Row)``: ``fields`` maps a name to (type, Value)."""
+    ft = value_pb2.FieldType
+    row = gateway_pb2.Row(
+        table=statement_pb2.TableMetadata(schema_name="s", table_name=table),
+        key_fields=[statement_pb2.FieldMetadata(name="id", type=ft.FIELD_TYPE_INTEGER)],
+        key_values=[value_pb2.Value(int_value=key)],
+        fields=[statement_pb2.FieldMetadata(name=n, type=t) for n, (t, _) in fields.items()],
+        values=[v for _, v in fields.values()],
+        gtid=gtid_pb2.Gtid(server_id=2, trans_id=key + 10), log_index=key + 20)
+    return keys.row_key("s", table, [value_pb2.Value(int_value=key)]), row.SerializeToString()
+
+
+def test_stored_columns_give_the_rows_stored_row_ops_gives():
+    ft = value_pb2.FieldType
+    null = value_pb2.Value(null_value=value_pb2.NULL_VALUE)
+    chunk = [
+        _row("a", 1, {"d": (ft.FIELD_TYPE_DECIMAL, value_pb2.Value(decimal_value="1.50")),
+                      "b": (ft.FIELD_TYPE_BLOB, value_pb2.Value(bytes_value=b"\x00"))}),
+        _row("a", 2, {"d": (ft.FIELD_TYPE_DECIMAL, null),
+                      "b": (ft.FIELD_TYPE_BLOB, value_pb2.Value(bytes_value=b""))}),
+        _row("a", 3, {"d": (ft.FIELD_TYPE_DECIMAL, value_pb2.Value(decimal_value="7"))}),
+        _row("b", 4, {"u": (ft.FIELD_TYPE_UNSIGNED, value_pb2.Value(uint_value=2**64 - 1))}),
+        _row("b", 5, {"u": (ft.FIELD_TYPE_UNSIGNED, value_pb2.Value(uint_value=0))}),
+    ]
+    batches, gtids = stored_columns(chunk)
+    ops = list(stored_row_ops(iter(chunk)))
+    got = [(b.table, b.kind, b.key_columns, b.columns, tuple(k[r] for k in b.key),
+            tuple(v[r] for v in b.values)) for b in batches for r in range(len(b))]
+    assert got == [(o.table, o.kind, o.key_columns, o.columns, o.key, o.values) for o in ops]
+    assert [len(b) for b in batches] == [2, 1, 2]  # a run per table and set of columns
+    assert gtids == [tuple(o.gtid) for o in ops]
+    bad = _row("a", 6, {"d": (ft.FIELD_TYPE_DECIMAL, value_pb2.Value(int_value=3))})
+    for decode in (stored_columns, lambda c: list(stored_row_ops(iter(c)))):
+        try:
+            decode([bad])
+        except ValueError as exc:
+            assert "int_value" in str(exc)
+        else:
+            raise AssertionError("a value its column cannot hold was accepted")

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from itertools import groupby, islice
+from itertools import islice
 from typing import TYPE_CHECKING, cast
 
 from gateway.appliers.dispatcher import partition_of
@@ -49,8 +49,18 @@ from gateway.appliers.durable import hold
 from gateway.appliers.position import ApplierPosition, BackfillProgress, PositionStore
 from gateway.appliers.workers import Stopped
 from gateway.core.lsm.format import prefix_end
-from gateway.core.rowops import ColumnOps, OpKind, RowOp
+from gateway.core.rowops import (
+    CASE_OF_TYPE,
+    Column,
+    ColumnOps,
+    OpKind,
+    RowOp,
+    SqlValue,
+    TableRef,
+    python_value,
+)
 from gateway.node.appliers.applier_rebuild import stored_row_ops
+from gateway.v1 import gateway_pb2
 
 if TYPE_CHECKING:
     from gateway.appliers.contract import Applier, ColumnsApplier
@@ -84,6 +94,46 @@ def _chunks(view_rows: Iterator[tuple[bytes, bytes]], size: int
         yield chunk
 
 
+def stored_columns(chunk: Sequence[tuple[bytes, bytes]]
+                   ) -> tuple[list[ColumnOps], list[tuple[int, int]]]:
+    """The stored rows ``chunk`` as ``UPSERT`` ``ColumnOps`` -- one per run of rows of one
+    table with the same columns -- and each row's GTID: the rows ``stored_row_ops`` gives,
+    without an operation object per row (the columns path of an applier that has one). Raises
+    ``ValueError`` for a stored value its column cannot hold, as ``stored_row_ops`` does."""
+    batches: list[ColumnOps] = []
+    gtids: list[tuple[int, int]] = []
+    prev: gateway_pb2.Row | None = None
+    key_lists: list[list[SqlValue]] = []
+    val_lists: list[list[SqlValue]] = []
+    key_spec: list[tuple[int, str]] = []
+    val_spec: list[tuple[int, str]] = []
+    for _key, data in chunk:
+        row = gateway_pb2.Row.FromString(data)
+        if prev is None or row.table != prev.table or row.key_fields != prev.key_fields \
+                or row.fields != prev.fields:
+            key_cols = tuple(Column(f.name, f.type) for f in row.key_fields)
+            cols = tuple(Column(f.name, f.type) for f in row.fields)
+            key_lists, val_lists = [[] for _ in key_cols], [[] for _ in cols]
+            key_spec = [(c.type, CASE_OF_TYPE.get(c.type, "")) for c in key_cols]
+            val_spec = [(c.type, CASE_OF_TYPE.get(c.type, "")) for c in cols]
+            batches.append(ColumnOps(TableRef(row.table.schema_name, row.table.table_name),
+                                     OpKind.UPSERT, key_cols, cols, key_lists, val_lists))
+            prev = row
+        for out, spec, values in ((key_lists, key_spec, row.key_values),
+                                  (val_lists, val_spec, row.values)):
+            if len(values) != len(spec):
+                raise ValueError(f"stored row of {row.table.schema_name}.{row.table.table_name}"
+                                 f": {len(values)} values for {len(spec)} columns")
+            for column, (ftype, case), v in zip(out, spec, values, strict=True):
+                got = v.WhichOneof("kind")
+                # the usual value directly; null, decimals and what is refused as
+                # ``python_value`` decides
+                column.append(getattr(v, case) if got == case and case != "decimal_value"
+                              else python_value(v, ftype))
+        gtids.append((row.gtid.server_id, row.gtid.trans_id))
+    return batches, gtids
+
+
 class _Delivery:
     """Delivers one chunk of ``UPSERT`` operations of distinct rows (module docstring, 2)."""
 
@@ -100,9 +150,11 @@ class _Delivery:
         if self.pool is not None:
             self.pool.shutdown(wait=True)
 
-    def __call__(self, ops: Sequence[RowOp]) -> None:
-        if self.columns and self._columns(ops):
+    def __call__(self, chunk: Sequence[tuple[bytes, bytes]], index: int) -> None:
+        """Deliver the stored rows ``chunk`` (``(key, serialized Row)``) read at ``index``."""
+        if self.columns and self._columns(chunk):
             return
+        ops = list(stored_row_ops(iter(chunk), backfill=index))
         parts: list[list[RowOp]] = [[] for _ in range(self.threads)]
         for op in ops:
             parts[partition_of(op, self.threads)].append(op)
@@ -116,20 +168,13 @@ class _Delivery:
         for f in [self.pool.submit(run, b) for b in batches]:
             f.result()  # raises what the runner raised (Stopped, a failure it cannot handle)
 
-    def _columns(self, ops: Sequence[RowOp]) -> bool:
-        """One ``apply_columns`` call for the chunk; False (nothing applied: its store
-        transaction rolled back) when it raised -- the row path then retries and
-        dead-letters row by row, as the dispatcher's columns windows do."""
-        batches = []
-        for (table, key_cols, cols), group in groupby(
-                ops, key=lambda o: (o.table, o.key_columns, o.columns)):
-            rows = list(group)
-            batches.append(ColumnOps(
-                table, OpKind.UPSERT, key_cols, cols,
-                [list(v) for v in zip(*(r.key for r in rows), strict=True)],
-                [list(v) for v in zip(*(r.values for r in rows), strict=True)]))
+    def _columns(self, chunk: Sequence[tuple[bytes, bytes]]) -> bool:
+        """One ``apply_columns`` call for the chunk (``stored_columns``); False (nothing
+        applied: its store transaction rolled back) when it raised -- the row path then
+        retries and dead-letters row by row, as the dispatcher's columns windows do."""
+        batches, gtids = stored_columns(chunk)
         try:
-            cast("ColumnsApplier", self.applier).apply_columns(batches, [o.gtid for o in ops])
+            cast("ColumnsApplier", self.applier).apply_columns(batches, gtids)
         except Exception as exc:
             log.warning("applier %s: backfill chunk through apply_columns failed (%s: %s); "
                         "applying it row by row", self.applier.name, type(exc).__name__, exc)
@@ -203,7 +248,7 @@ def _backfill(applier: Applier, dispatcher: Dispatcher, positions: PositionStore
         for chunk in _chunks(view.scan(start, prefix_end(_ROWS)), chunk_rows):
             if dispatcher.stopped:
                 return None
-            delivery(list(stored_row_ops(iter(chunk), backfill=index)))
+            delivery(chunk, index)
             progress = replace(progress, last_key=chunk[-1][0],
                                rows=progress.rows + len(chunk))
             _save(dispatcher, positions, ApplierPosition(base, backfill=progress), on_saved)
