@@ -194,7 +194,8 @@ class BackfillProgress:
     ``rows`` 0). ``done``: every row was, the applier follows the log. ``replay_until``: the
     largest snapshot index a part of the rows was read at (a restart re-takes the snapshot);
     the log up to it is applied without insert-delete elision. ``rows``: rows delivered over
-    all runs; ``resumes``: restarts that continued it after ``last_key``."""
+    all runs; ``resumes``: restarts that continued it after ``last_key``. ``tables``: the
+    tables' key prefixes in the order they are read, when not key order (empty)."""
 
     snapshot_index: int
     last_key: bytes = b""
@@ -202,6 +203,7 @@ class BackfillProgress:
     done: bool = False
     replay_until: int = 0
     resumes: int = 0
+    tables: tuple[bytes, ...] = ()
 
 
 @dataclass(slots=True)
@@ -226,7 +228,7 @@ def position_message(applier: str, position: ApplierPosition, saved_at_ns: int =
     if b is not None:
         msg.backfill.CopyFrom(applier_pb2.ApplierBackfill(
             snapshot_index=b.snapshot_index, last_key=b.last_key, rows=b.rows, done=b.done,
-            replay_until=b.replay_until, resumes=b.resumes))
+            replay_until=b.replay_until, resumes=b.resumes, tables=b.tables))
     return msg
 
 
@@ -236,7 +238,7 @@ def position_of(msg: applier_pb2.ApplierPosition) -> ApplierPosition:
     if msg.HasField("backfill"):
         b = msg.backfill
         backfill = BackfillProgress(b.snapshot_index, b.last_key, b.rows, b.done,
-                                    b.replay_until, b.resumes)
+                                    b.replay_until, b.resumes, tuple(b.tables))
     return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied), backfill)
 
 

@@ -92,20 +92,22 @@ class ApplierPosition(_message.Message):
     def __init__(self, applier: _Optional[str] = ..., log_index: _Optional[int] = ..., applied: _Optional[_Iterable[_Union[OriginGtids, _Mapping]]] = ..., saved_at_ns: _Optional[int] = ..., backfill: _Optional[_Union[ApplierBackfill, _Mapping]] = ...) -> None: ...
 
 class ApplierBackfill(_message.Message):
-    __slots__ = ("snapshot_index", "last_key", "rows", "done", "replay_until", "resumes")
+    __slots__ = ("snapshot_index", "last_key", "rows", "done", "replay_until", "resumes", "tables")
     SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
     LAST_KEY_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     REPLAY_UNTIL_FIELD_NUMBER: _ClassVar[int]
     RESUMES_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
     snapshot_index: int
     last_key: bytes
     rows: int
     done: bool
     replay_until: int
     resumes: int
-    def __init__(self, snapshot_index: _Optional[int] = ..., last_key: _Optional[bytes] = ..., rows: _Optional[int] = ..., done: _Optional[bool] = ..., replay_until: _Optional[int] = ..., resumes: _Optional[int] = ...) -> None: ...
+    tables: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, snapshot_index: _Optional[int] = ..., last_key: _Optional[bytes] = ..., rows: _Optional[int] = ..., done: _Optional[bool] = ..., replay_until: _Optional[int] = ..., resumes: _Optional[int] = ..., tables: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
     __slots__ = ("id", "applier", "operation", "transaction", "attempts", "error_type", "error", "failed_at_ns", "log_index")

@@ -14,14 +14,14 @@ from pathlib import Path
 from gateway.appliers.contract import Applier, ApplierFactory, Capabilities
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.durable import reconcile
-from gateway.appliers.position import PositionStore
+from gateway.appliers.position import BackfillProgress, PositionStore
 from gateway.appliers.sqlite import SqliteApplier
 from gateway.client import AsyncGatewayClient, row_delete, row_insert, row_update
 from gateway.core.rowops import OpKind, RowOp
 from gateway.node import GatewayNode
 from gateway.node.appliers import backfill as backfill_mod
 from gateway.node.appliers.applier_rebuild import stored_row_ops
-from gateway.node.appliers.backfill import run_backfill, stored_columns
+from gateway.node.appliers.backfill import _rows, run_backfill, stored_columns, table_order
 from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, value_pb2
@@ -298,3 +298,35 @@ def test_stored_columns_give_the_rows_stored_row_ops_gives():
             assert "int_value" in str(exc)
         else:
             raise AssertionError("a value its column cannot hold was accepted")
+
+
+def test_tables_of_one_name_are_read_in_the_order_the_log_created_them_and_resumed_so(
+        tmp_path):
+    """The SQLite applier keeps the first table of a name and refuses the others: key order
+    (schema ``a`` before ``b``) would keep the wrong one. The order is saved in the progress
+    and a resumed backfill continues in it from the table of its last key."""
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,), AsyncGatewayClient(cfg.api) as c:
+            for table in ("b.items", "a.items", "c.t"):  # the log creates b.items first
+                await c.write([row_insert(table, {"id": i}, {"v": table}) for i in range(30)])
+            prefix = {t: keys.table_prefix(*t.split(".")) for t in ("a.items", "b.items", "c.t")}
+            with node.sm.store.snapshot() as view:
+                order = table_order(view)
+                assert order == (prefix["b.items"], prefix["a.items"], prefix["c.t"])
+                last = [k for k, _ in view.scan_prefix(prefix["a.items"])][19]
+                rest = [k for k, _ in _rows(view, BackfillProgress(1, last, tables=order))]
+                assert rest == [k for t in ("a.items", "c.t")
+                                for k, _ in view.scan_prefix(prefix[t])][20:]
+                fresh = [k for k, _ in _rows(view, BackfillProgress(1, tables=order))]
+                assert fresh == [k for p in order for k, _ in view.scan_prefix(p)]
+            await c.write([row_insert("d.t", {"id": 1}, {"v": "x"})])
+            await c.write([row_insert("d.items", {"id": 1}, {"v": "x"})])
+            with node.sm.store.snapshot() as view:  # tables made after the list: at its end
+                last = [k for k, _ in view.scan_prefix(prefix["c.t"])][-1]
+                rest = [k for k, _ in _rows(view, BackfillProgress(1, last, tables=order))]
+                assert len(rest) == 2 and rest[0].startswith(keys.table_prefix("d", "items"))
+                assert rest[1].startswith(keys.table_prefix("d", "t"))
+
+    run(go(), 60)

@@ -215,9 +215,13 @@ class NodeAppliers:
         # or cut SQLite WAL, a wiped database) gets the entries after it again -- from the
         # log, or rebuilt from the store when the log no longer holds them.
         try:
-            position = check_position_file(a.positions, self._driver.storage)
+            claimed = check_position_file(a.positions, self._driver.storage)
             target = str(getattr(a.applier, "path", a.name))
-            position = reconcile(a.applier, a.positions, position, target)
+            position = reconcile(a.applier, a.positions, claimed, target)
+            # A new applier (or one whose backfill is not done) is backfilled from the store
+            # (``backfill``); a target that lost what its position file claims is not new: it
+            # gets the entries again from the log, or is rebuilt (``applier_rebuild``).
+            new = needs_backfill(claimed) and needs_backfill(position)
             check_applier_position(a.name, target, position.log_index,
                                    last_index=self._driver.storage.last_index(),
                                    wal_dir=self._driver.storage.wal.directory)
@@ -265,7 +269,7 @@ class NodeAppliers:
 
         def body() -> None:
             dispatcher = d
-            if needs_backfill(position) and not backfill():
+            if new and not backfill():
                 return
             while True:
                 try:

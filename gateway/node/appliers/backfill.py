@@ -60,12 +60,14 @@ from gateway.core.rowops import (
     python_value,
 )
 from gateway.node.appliers.applier_rebuild import stored_row_ops
+from gateway.node.state import keys
 from gateway.v1 import gateway_pb2
 
 if TYPE_CHECKING:
     from gateway.appliers.contract import Applier, ColumnsApplier
     from gateway.appliers.dispatcher import Dispatcher
     from gateway.core.lsm import LSMStore
+    from gateway.core.lsm.read_snapshot import ReadSnapshot
 
 __all__ = ["CHUNK_ROWS", "needs_backfill", "run_backfill"]
 
@@ -92,6 +94,66 @@ def _chunks(view_rows: Iterator[tuple[bytes, bytes]], size: int
             ) -> Iterator[list[tuple[bytes, bytes]]]:
     while chunk := list(islice(view_rows, size)):
         yield chunk
+
+
+def _table_prefixes(view: ReadSnapshot) -> list[tuple[bytes, str, str]]:
+    """``(key prefix, schema, table)`` of every table holding rows in ``view``, in key order:
+    one short scan per table (its first row names it, the next starts past its prefix)."""
+    out = []
+    start: bytes | None = _ROWS
+    end = prefix_end(_ROWS)
+    while start is not None:
+        first = next(iter(view.scan(start, end)), None)
+        if first is None:
+            break
+        row = gateway_pb2.Row.FromString(first[1])
+        schema, table = row.table.schema_name, row.table.table_name
+        prefix = keys.table_prefix(schema, table)
+        out.append((prefix, schema, table))
+        start = prefix_end(prefix)
+    return out
+
+
+def table_order(view: ReadSnapshot) -> tuple[bytes, ...]:
+    """The tables' key prefixes in the order a backfill reads them when that is not key
+    order, else ``()``: tables of one name in several schemas take their key-order places
+    oldest first -- by their oldest live row's log index, the order the log created them
+    (as ``applier_rebuild`` does: the SQLite applier keeps the first table of a name and
+    refuses the others, so a backfill must meet them in the order the log did)."""
+    tables = _table_prefixes(view)
+    by_name: dict[str, list[int]] = {}
+    for i, (_prefix, _schema, table) in enumerate(tables):
+        by_name.setdefault(table, []).append(i)
+    clashes = [slots for slots in by_name.values() if len(slots) > 1]
+    if not clashes:
+        return ()
+    order = [prefix for prefix, _, _ in tables]
+    for slots in clashes:
+        oldest = {i: min((gateway_pb2.Row.FromString(v).log_index
+                          for _k, v in view.scan_prefix(tables[i][0])), default=0)
+                  for i in slots}
+        for slot, i in zip(slots, sorted(slots, key=lambda j: (oldest[j], j)), strict=True):
+            order[slot] = tables[i][0]
+    return tuple(order)
+
+
+def _rows(view: ReadSnapshot, progress: BackfillProgress) -> Iterator[tuple[bytes, bytes]]:
+    """The rows still to deliver: after ``last_key`` in key order, or, with ``tables``,
+    table by table in that order from the table holding ``last_key`` (then any table the
+    view holds that the list does not: created after it was made, in key order)."""
+    after = _next_key(progress.last_key) if progress.last_key else _ROWS
+    if not progress.tables:
+        yield from view.scan(after, prefix_end(_ROWS))
+        return
+    listed = set(progress.tables)
+    order = [*progress.tables,
+             *(p for p, _, _ in _table_prefixes(view) if p not in listed)]
+    at = next((i for i, p in enumerate(order)
+               if progress.last_key and progress.last_key.startswith(p)), 0)
+    for i in range(at, len(order)):
+        prefix = order[i]
+        yield from view.scan(after if i == at and progress.last_key else prefix,
+                             prefix_end(prefix))
 
 
 def stored_columns(chunk: Sequence[tuple[bytes, bytes]]
@@ -228,7 +290,7 @@ def _backfill(applier: Applier, dispatcher: Dispatcher, positions: PositionStore
         index = view.applied_index
         progress = position.backfill
         if progress is None:
-            progress = BackfillProgress(index)
+            progress = BackfillProgress(index, tables=table_order(view))
             log.info("applier %s: new: backfilling it from the store at log index %d, "
                      "then following the log from index %d", applier.name, index,
                      index + 1)
@@ -244,8 +306,7 @@ def _backfill(applier: Applier, dispatcher: Dispatcher, positions: PositionStore
         _save(dispatcher, positions, ApplierPosition(base, backfill=progress), on_saved)
         if on_progress is not None:
             on_progress(progress)
-        start = _next_key(progress.last_key) if progress.last_key else _ROWS
-        for chunk in _chunks(view.scan(start, prefix_end(_ROWS)), chunk_rows):
+        for chunk in _chunks(_rows(view, progress), chunk_rows):
             if dispatcher.stopped:
                 return None
             delivery(chunk, index)
