@@ -11,11 +11,14 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from click.testing import CliRunner
+
 from gateway.appliers.contract import Applier, ApplierFactory, Capabilities
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.durable import reconcile
 from gateway.appliers.position import BackfillProgress, PositionStore
 from gateway.appliers.sqlite import SqliteApplier
+from gateway.cli import main as cli_main
 from gateway.client import AsyncGatewayClient, row_delete, row_insert, row_update
 from gateway.core.rowops import OpKind, RowOp
 from gateway.node import GatewayNode
@@ -82,6 +85,11 @@ def test_a_sqlite_sink_added_to_a_running_node_backfills_then_follows_under_writ
             st = node.status().appliers[0]
             assert (st.backfill_state, st.backfill_rows) == ("running", CHUNK)
             assert st.backfill_index >= filled_at and st.backfill_last_key
+            shown = await asyncio.to_thread(CliRunner().invoke, cli_main,
+                                            ["status", "--target", cfg.api])
+            assert shown.exit_code == 0, shown.output
+            assert (f"backfill from the store at log index {st.backfill_index}: {CHUNK} rows "
+                    f"delivered, last key {st.backfill_last_key}") in shown.output
             async with AsyncGatewayClient(cfg.api) as c:
                 for k in range(40):
                     low, high = 7 * k, n - 1 - 7 * k  # delivered already / not yet
