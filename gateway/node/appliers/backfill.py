@@ -55,10 +55,10 @@ from gateway.core.rowops import (
     ColumnOps,
     OpKind,
     RowOp,
-    SqlValue,
     TableRef,
     python_value,
 )
+from gateway.core.sql_value import SqlValue
 from gateway.node.appliers.applier_rebuild import stored_row_ops
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2
