@@ -26,6 +26,7 @@ from gateway.node.appliers import backfill as backfill_mod
 from gateway.node.appliers.applier_rebuild import stored_row_ops
 from gateway.node.appliers.backfill import _rows, run_backfill, stored_columns, table_order
 from gateway.node.appliers.feed import CommittedLogSource
+from gateway.node.base.config import ConfigError
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, value_pb2
 
@@ -338,3 +339,17 @@ def test_tables_of_one_name_are_read_in_the_order_the_log_created_them_and_resum
                 assert rest[1].startswith(keys.table_prefix("d", "t"))
 
     run(go(), 60)
+
+
+def test_a_bad_backfill_chunk_size_is_a_config_error_naming_the_key(tmp_path):
+    for bad in ("0", "-3", "many"):
+        try:
+            node_configs(tmp_path, 1, appliers={"sqlite": {"backfill_chunk_rows": bad}})
+        except ConfigError as exc:
+            assert str(exc).startswith("appliers.sqlite.backfill_chunk_rows: must be a "
+                                       "positive integer") and repr(bad) in str(exc)
+        else:
+            raise AssertionError(f"backfill_chunk_rows={bad!r} was accepted")
+    (cfg,) = node_configs(tmp_path, 1, appliers={"sqlite": {"backfill_chunk_rows": "64"}})
+    assert cfg.backfill_chunk_rows("sqlite") == 64
+    assert cfg.applier_settings("sqlite") == (None, {})  # not an option of the factory

@@ -110,6 +110,8 @@ class HostedApplier:
     letters_counted: bool = False
     #: a backfill from the store in progress or done (``backfill``), as last saved
     backfill: BackfillProgress | None = None
+    #: rows per chunk of its backfill (None: ``NodeAppliers.backfill_chunk_rows``)
+    chunk_rows: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -149,11 +151,14 @@ class NodeAppliers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
 
-    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig) -> None:
-        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`."""
+    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig, *,
+            backfill_chunk_rows: int | None = None) -> None:
+        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`.
+        ``backfill_chunk_rows``: rows per chunk of its backfill (``backfill``; None: the
+        node's default)."""
         self.appliers.append(HostedApplier(
             name, scope, applier, config, PositionStore(self._state_dir, applier.name),
-            ApplierMetrics(applier.name)))
+            ApplierMetrics(applier.name), chunk_rows=backfill_chunk_rows))
 
     @property
     def cluster_scoped(self) -> list[HostedApplier]:
@@ -256,7 +261,8 @@ class NodeAppliers:
             saved = None if term is None else (lambda pos: self._position_saved(a, term, pos))
             try:
                 done = run_backfill(a.applier, d, a.positions, self._driver.sm.store, position,
-                                    chunk_rows=self.backfill_chunk_rows, on_progress=progress,
+                                    chunk_rows=a.chunk_rows or self.backfill_chunk_rows,
+                                    on_progress=progress,
                                     on_saved=saved)
             except Exception as exc:
                 if self._stopping:
