@@ -54,6 +54,7 @@ from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.node.api.api import GatewayServicer
 from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.metrics import serve_metrics
@@ -79,8 +80,10 @@ from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.driver import DriverOptions, RaftDriver
 from gateway.node.peers.peer_stream import PeerListener
 from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+from gateway.node.replication.channel_source import ChannelSource
 from gateway.node.replication.channels import NodeChannels
 from gateway.node.replication.conflicts import NodeConflicts
+from gateway.node.replication.slots import SlotKeeper
 from gateway.node.state import keys
 from gateway.node.state.alarms import SpaceMonitor, driver_proposer, run_monitor
 from gateway.node.state.consistency import (
@@ -95,7 +98,7 @@ from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMe
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
 
 __all__ = ["GatewayNode", "NodeStartError"]
 
@@ -266,7 +269,7 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(f"cannot read the Raft log: {exc}; {RECOVER_HINT}") from None
         self.storage.on_damage = self._on_log_damage
-        self.driver.compact_floor = self._applier_floor
+        self.driver.compact_floor = self._log_floor
         #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
         #: serves: Status and writes consult it.
         self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
@@ -284,6 +287,12 @@ class GatewayNode:
         for nid, addr in peers.items():
             self.transport.set_peer(nid, addr)
         self.change_feed = ChangeFeed(self.driver)
+        #: The slots of other clusters' channels reading this log, and the source side of
+        #: the channel protocol (docs/replication.md, "Channel protocol").
+        self.slots = SlotKeeper(self.driver, cfg.retention, self.change_feed.resume_index,
+                                driver_proposer(self.driver.control))
+        self.channel_source = ChannelSource(self.driver, self.slots,
+                                            self.change_feed.start_index)
         self.servicer = GatewayServicer(self)
         try:
             await self._serve()
@@ -296,8 +305,10 @@ class GatewayNode:
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
         self._tasks.append(asyncio.create_task(
             run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
+        self._tasks.append(asyncio.create_task(self.slots.run(), name="slots"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
+        self.channels.slots = self.slots
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
         self.channels.prepare = self.conflicts.propose_configured
@@ -415,11 +426,13 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        channel_pb2_grpc.add_ChannelSourceServicer_to_server(
+            ChannelSourceServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")
@@ -641,6 +654,17 @@ class GatewayNode:
     def _applier_floor(self) -> int:
         return self.appliers.floor() if self.appliers is not None else 1 << 62
 
+    def retention(self) -> tuple[gateway_pb2.LogRetention, list[gateway_pb2.SlotStatus]]:
+        """This node's retained log span, what holds it, and the slots (``slots``)."""
+        return self.slots.retention_status(
+            self._applier_floor(),
+            self.storage.snapshots.metadata.index - self.config.snapshot_entries // 2)
+
+    def _log_floor(self) -> int:
+        """How far the log may be compacted for its readers: the slowest applier's durable
+        position and the slots of other clusters' channels (``slots``)."""
+        return min(self._applier_floor(), self.slots.floor())
+
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
         return self.appliers.status() if self.appliers is not None else []
 
@@ -685,6 +709,9 @@ class GatewayNode:
         resp.conflict_rules.extend(self.conflicts.rules())
         resp.conflict_role = self.conflicts.role()
         resp.alarms.extend(self.space.alarms())
+        retention, slots = self.retention()
+        resp.retention.CopyFrom(retention)
+        resp.slots.extend(slots)
         return resp
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,

@@ -552,21 +552,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await self._abort_storage(context, exc)
 
     async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
-        feed = self.node.change_feed
         try:
-            given = [name for name, on in (
-                ("from_log_index", bool(request.from_log_index)),
-                ("after_gtid", bool(request.after_gtid.trans_id)),
-                ("after_epoch", bool(request.after_epoch.server_id))) if on]
-            if len(given) > 1:
-                raise InvalidRequest(given[1], f"set at most one of from_log_index, "
-                                     f"after_gtid and after_epoch (got {', '.join(given)})")
-            start = await feed.start_index(request)
-            after = (request.after_gtid.server_id, request.after_gtid.trans_id) \
-                if request.after_gtid.trans_id else None
-            async for event in feed.events(start, ignore_origins=frozenset(
-                    request.ignore_origins), log_records=request.log_records,
-                    after_gtid=after):
+            async for event in self.node.change_feed.subscribe(request):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
