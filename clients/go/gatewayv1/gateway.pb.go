@@ -1298,8 +1298,18 @@ type ApplierStatus struct {
 	Running            bool    `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`                                                 // a dispatcher runs on this node (cluster scope: the leader)
 	ReplicatedPosition uint64  `protobuf:"varint,8,opt,name=replicated_position,json=replicatedPosition,proto3" json:"replicated_position,omitempty"` // cluster scope: the position recorded in the Raft log
 	Error              string  `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`                                                      // why the applier stopped on this node (one line); empty
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// while it runs or has not been started here
+	// A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+	// applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+	// rows delivered (all runs), how many times it resumed after a restart, and the store key
+	// of the last row delivered (hex).
+	BackfillState   string `protobuf:"bytes,10,opt,name=backfill_state,json=backfillState,proto3" json:"backfill_state,omitempty"`
+	BackfillIndex   uint64 `protobuf:"varint,11,opt,name=backfill_index,json=backfillIndex,proto3" json:"backfill_index,omitempty"`
+	BackfillRows    uint64 `protobuf:"varint,12,opt,name=backfill_rows,json=backfillRows,proto3" json:"backfill_rows,omitempty"`
+	BackfillResumes uint32 `protobuf:"varint,13,opt,name=backfill_resumes,json=backfillResumes,proto3" json:"backfill_resumes,omitempty"`
+	BackfillLastKey string `protobuf:"bytes,14,opt,name=backfill_last_key,json=backfillLastKey,proto3" json:"backfill_last_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ApplierStatus) Reset() {
@@ -1391,6 +1401,41 @@ func (x *ApplierStatus) GetReplicatedPosition() uint64 {
 func (x *ApplierStatus) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *ApplierStatus) GetBackfillState() string {
+	if x != nil {
+		return x.BackfillState
+	}
+	return ""
+}
+
+func (x *ApplierStatus) GetBackfillIndex() uint64 {
+	if x != nil {
+		return x.BackfillIndex
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillRows() uint64 {
+	if x != nil {
+		return x.BackfillRows
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillResumes() uint32 {
+	if x != nil {
+		return x.BackfillResumes
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillLastKey() string {
+	if x != nil {
+		return x.BackfillLastKey
 	}
 	return ""
 }
@@ -2570,7 +2615,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"apiAddress\x12\x12\n" +
 	"\x04role\x18\x04 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x05 \x01(\x04R\n" +
-	"matchIndex\"\x9b\x02\n" +
+	"matchIndex\"\xe5\x03\n" +
 	"\rApplierStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1f\n" +
@@ -2582,7 +2627,13 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xb4\x06\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12%\n" +
+	"\x0ebackfill_state\x18\n" +
+	" \x01(\tR\rbackfillState\x12%\n" +
+	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
+	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
+	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xb4\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +

@@ -302,6 +302,18 @@ export interface ApplierStatus {
   replicatedPosition: bigint;
   /** why the applier stopped on this node (one line); empty */
   error: string;
+  /**
+   * while it runs or has not been started here
+   * A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+   * applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+   * rows delivered (all runs), how many times it resumed after a restart, and the store key
+   * of the last row delivered (hex).
+   */
+  backfillState: string;
+  backfillIndex: bigint;
+  backfillRows: bigint;
+  backfillResumes: number;
+  backfillLastKey: string;
 }
 
 export interface StatusResponse {
@@ -2725,6 +2737,11 @@ function createBaseApplierStatus(): ApplierStatus {
     running: false,
     replicatedPosition: 0n,
     error: "",
+    backfillState: "",
+    backfillIndex: 0n,
+    backfillRows: 0n,
+    backfillResumes: 0,
+    backfillLastKey: "",
   };
 }
 
@@ -2768,6 +2785,27 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     }
     if (message.error !== "") {
       writer.uint32(74).string(message.error);
+    }
+    if (message.backfillState !== "") {
+      writer.uint32(82).string(message.backfillState);
+    }
+    if (message.backfillIndex !== 0n) {
+      if (BigInt.asUintN(64, message.backfillIndex) !== message.backfillIndex) {
+        throw new globalThis.Error("value provided for field message.backfillIndex of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.backfillIndex);
+    }
+    if (message.backfillRows !== 0n) {
+      if (BigInt.asUintN(64, message.backfillRows) !== message.backfillRows) {
+        throw new globalThis.Error("value provided for field message.backfillRows of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.backfillRows);
+    }
+    if (message.backfillResumes !== 0) {
+      writer.uint32(104).uint32(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      writer.uint32(114).string(message.backfillLastKey);
     }
     return writer;
   },
@@ -2857,6 +2895,46 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
             message.error = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.backfillState = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.backfillIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.backfillRows = reader.uint64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.backfillResumes = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.backfillLastKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2896,6 +2974,31 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         ? BigInt(object.replicated_position)
         : 0n,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      backfillState: isSet(object.backfillState)
+        ? globalThis.String(object.backfillState)
+        : isSet(object.backfill_state)
+        ? globalThis.String(object.backfill_state)
+        : "",
+      backfillIndex: isSet(object.backfillIndex)
+        ? BigInt(object.backfillIndex)
+        : isSet(object.backfill_index)
+        ? BigInt(object.backfill_index)
+        : 0n,
+      backfillRows: isSet(object.backfillRows)
+        ? BigInt(object.backfillRows)
+        : isSet(object.backfill_rows)
+        ? BigInt(object.backfill_rows)
+        : 0n,
+      backfillResumes: isSet(object.backfillResumes)
+        ? globalThis.Number(object.backfillResumes)
+        : isSet(object.backfill_resumes)
+        ? globalThis.Number(object.backfill_resumes)
+        : 0,
+      backfillLastKey: isSet(object.backfillLastKey)
+        ? globalThis.String(object.backfillLastKey)
+        : isSet(object.backfill_last_key)
+        ? globalThis.String(object.backfill_last_key)
+        : "",
     };
   },
 
@@ -2928,6 +3031,21 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.backfillState !== "") {
+      obj.backfillState = message.backfillState;
+    }
+    if (message.backfillIndex !== 0n) {
+      obj.backfillIndex = message.backfillIndex.toString();
+    }
+    if (message.backfillRows !== 0n) {
+      obj.backfillRows = message.backfillRows.toString();
+    }
+    if (message.backfillResumes !== 0) {
+      obj.backfillResumes = Math.round(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      obj.backfillLastKey = message.backfillLastKey;
+    }
     return obj;
   },
 
@@ -2951,6 +3069,15 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
       ? BigInt(object.replicatedPosition)
       : 0n;
     message.error = object.error ?? "";
+    message.backfillState = object.backfillState ?? "";
+    message.backfillIndex = (object.backfillIndex !== undefined && object.backfillIndex !== null)
+      ? BigInt(object.backfillIndex)
+      : 0n;
+    message.backfillRows = (object.backfillRows !== undefined && object.backfillRows !== null)
+      ? BigInt(object.backfillRows)
+      : 0n;
+    message.backfillResumes = object.backfillResumes ?? 0;
+    message.backfillLastKey = object.backfillLastKey ?? "";
     return message;
   },
 };
