@@ -333,7 +333,7 @@ class LogRetention(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., first_epoch: _Optional[int] = ..., held_by: _Optional[str] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_age_s: _Optional[int] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
-    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed")
+    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed", "source_epoch", "source_sealed_at_ns", "last_heard_ns", "replicated_time_ns", "since_last_heard", "leader_id")
     class ConflictsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +355,12 @@ class ChannelStatus(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_NS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_LAST_HEARD_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     sources: _containers.RepeatedScalarFieldContainer[str]
     source_id: int
@@ -369,7 +375,13 @@ class ChannelStatus(_message.Message):
     paused: bool
     conflicts: _containers.ScalarMap[str, int]
     seed: str
-    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ...) -> None: ...
+    source_epoch: int
+    source_sealed_at_ns: int
+    last_heard_ns: int
+    replicated_time_ns: int
+    since_last_heard: bool
+    leader_id: int
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ..., source_epoch: _Optional[int] = ..., source_sealed_at_ns: _Optional[int] = ..., last_heard_ns: _Optional[int] = ..., replicated_time_ns: _Optional[int] = ..., since_last_heard: _Optional[bool] = ..., leader_id: _Optional[int] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("cluster_id", "max_replicated_epoch", "held_epoch")
