@@ -1465,8 +1465,13 @@ type StatusResponse struct {
 	Alarms []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	// The slots of the channels of other clusters reading this cluster's log, and what of this
 	// node's log is kept and why (docs/replication.md, "Log retention for channels").
-	Slots         []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
-	Retention     *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
+	Slots     []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
+	Retention *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
+	// The newest epoch marker this node applied since it started and its seal time (the
+	// cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+	// cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+	SealedEpoch   uint64 `protobuf:"varint,22,opt,name=sealed_epoch,json=sealedEpoch,proto3" json:"sealed_epoch,omitempty"`
+	SealedAtNs    int64  `protobuf:"varint,23,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1646,6 +1651,20 @@ func (x *StatusResponse) GetRetention() *LogRetention {
 		return x.Retention
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetSealedEpoch() uint64 {
+	if x != nil {
+		return x.SealedEpoch
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSealedAtNs() int64 {
+	if x != nil {
+		return x.SealedAtNs
+	}
+	return 0
 }
 
 // SlotStatus: one reader's slot (ChannelSlot) as this node sees it.
@@ -2690,7 +2709,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
 	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
 	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
-	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xb4\x06\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xf9\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2717,7 +2736,10 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
 	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\x12,\n" +
 	"\x05slots\x18\x14 \x03(\v2\x16.gateway.v1.SlotStatusR\x05slots\x126\n" +
-	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\"\x98\x01\n" +
+	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\x12!\n" +
+	"\fsealed_epoch\x18\x16 \x01(\x04R\vsealedEpoch\x12 \n" +
+	"\fsealed_at_ns\x18\x17 \x01(\x03R\n" +
+	"sealedAtNs\"\x98\x01\n" +
 	"\n" +
 	"SlotStatus\x12+\n" +
 	"\x04slot\x18\x01 \x01(\v2\x17.gateway.v1.ChannelSlotR\x04slot\x12!\n" +

@@ -348,7 +348,16 @@ export interface StatusResponse {
    * node's log is kept and why (docs/replication.md, "Log retention for channels").
    */
   slots: SlotStatus[];
-  retention: LogRetention | undefined;
+  retention:
+    | LogRetention
+    | undefined;
+  /**
+   * The newest epoch marker this node applied since it started and its seal time (the
+   * cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+   * cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+   */
+  sealedEpoch: bigint;
+  sealedAtNs: bigint;
 }
 
 /** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
@@ -3130,6 +3139,8 @@ function createBaseStatusResponse(): StatusResponse {
     alarms: [],
     slots: [],
     retention: undefined,
+    sealedEpoch: 0n,
+    sealedAtNs: 0n,
   };
 }
 
@@ -3224,6 +3235,18 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.retention !== undefined) {
       LogRetention.encode(message.retention, writer.uint32(170).fork()).join();
+    }
+    if (message.sealedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.sealedEpoch) !== message.sealedEpoch) {
+        throw new globalThis.Error("value provided for field message.sealedEpoch of type uint64 too large");
+      }
+      writer.uint32(176).uint64(message.sealedEpoch);
+    }
+    if (message.sealedAtNs !== 0n) {
+      if (BigInt.asIntN(64, message.sealedAtNs) !== message.sealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sealedAtNs of type int64 too large");
+      }
+      writer.uint32(184).int64(message.sealedAtNs);
     }
     return writer;
   },
@@ -3409,6 +3432,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.retention = LogRetention.decode(reader, reader.uint32());
             continue;
           }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.sealedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.sealedAtNs = reader.int64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3496,6 +3535,16 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         ? object.slots.map((e: any) => SlotStatus.fromJSON(e))
         : [],
       retention: isSet(object.retention) ? LogRetention.fromJSON(object.retention) : undefined,
+      sealedEpoch: isSet(object.sealedEpoch)
+        ? BigInt(object.sealedEpoch)
+        : isSet(object.sealed_epoch)
+        ? BigInt(object.sealed_epoch)
+        : 0n,
+      sealedAtNs: isSet(object.sealedAtNs)
+        ? BigInt(object.sealedAtNs)
+        : isSet(object.sealed_at_ns)
+        ? BigInt(object.sealed_at_ns)
+        : 0n,
     };
   },
 
@@ -3564,6 +3613,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.retention !== undefined) {
       obj.retention = LogRetention.toJSON(message.retention);
     }
+    if (message.sealedEpoch !== 0n) {
+      obj.sealedEpoch = message.sealedEpoch.toString();
+    }
+    if (message.sealedAtNs !== 0n) {
+      obj.sealedAtNs = message.sealedAtNs.toString();
+    }
     return obj;
   },
 
@@ -3603,6 +3658,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? LogRetention.fromPartial(object.retention)
       : undefined;
+    message.sealedEpoch = (object.sealedEpoch !== undefined && object.sealedEpoch !== null)
+      ? BigInt(object.sealedEpoch)
+      : 0n;
+    message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
+      ? BigInt(object.sealedAtNs)
+      : 0n;
     return message;
   },
 };
