@@ -114,6 +114,24 @@ class DispatcherConfig:
             raise ValueError(f"linger must be >= 0, not {self.linger}")
 
 
+#: Entries read past the watermark to find the oldest transaction not applied (for
+#: ``lag_seconds``) when the next ones hold none (epoch markers, configuration).
+_LAG_PROBE = 64
+
+
+def _first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
+    """Commit time of the first transaction ``entries`` hold: a local one (its head or
+    message) or the first of a replicated epoch's; None when they hold none."""
+    for e in entries:
+        if e.head is not None:
+            return e.head[2]
+        if e.replicated:
+            return e.replicated[0].commit_timestamp_ns
+        if e.transaction is not None:
+            return e.transaction.commit_timestamp_ns
+    return None
+
+
 def _holds_writes(entries: Sequence[CommittedEntry]) -> bool:
     """Some entry is a transaction or a replicated epoch: ``linger`` is worth it only after
     a read that gave the applier something (the node's own entries -- epoch markers every
@@ -690,9 +708,7 @@ class Dispatcher:
             queued = self._queued
         lag_s = 0.0
         if watermark < last and oldest is None:  # not read yet: ask the source
-            head = self.source.read(watermark + 1, 1)
-            if head and head[0].transaction is not None:
-                oldest = head[0].transaction.commit_timestamp_ns
+            oldest = _first_commit_ns(self.source.read(watermark + 1, _LAG_PROBE))
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,
