@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc, replication_p
 
 __all__ = ["POLL_S", "STALE_S", "LagFigures", "SourceWatch", "merge_leader_channels",
            "poll_paused"]
+
+log = logging.getLogger("gateway.node.replication.channels")
 
 #: Not heard from the source for this long: its figures are marked as estimates. Three of
 #: the source's progress intervals (``channel_stream.PROGRESS_S``), so one late message does
@@ -172,6 +175,8 @@ async def poll_paused(watch: SourceWatch, d: replication_pb2.ChannelDefinition,
                     watch.sealed(st.sealed_epoch, st.sealed_at_ns)
                     await asyncio.sleep(POLL_S)
         except grpc.aio.AioRpcError:
-            pass
+            pass  # not heard: the figures age (since_last_heard)
+        except Exception as exc:  # e.g. bad TLS material: the runner reports it on resume
+            log.debug("channel %s: polling %s: %s", d.name, target, exc)
         n += 1
         await asyncio.sleep(POLL_S)

@@ -34,7 +34,7 @@ epoch is applied unless all of it is, and the position commits with the data, so
 ending anywhere neither loses nor repeats an origin transaction. A channel whose seed state
 asks for a seed installs it first (``seed_reader``; the commands: ``seed_admin``).
 
-Size: ~630 lines because the runner and the channels' admin and status sit together; next
+Size: ~680 lines because the runner and the channels' admin and status sit together; next
 to split off are the admin commands (``NodeChannels.add``/``action``/``status``) into a
 ``channel_admin`` module beside ``seed_admin``.
 """
@@ -442,6 +442,8 @@ class NodeChannels:
             if now is None or not _same_source(now, runner.definition):
                 await self._stop(name)
         self._reconcile_polls({n: d for n, d in self.driver.sm.channels.items() if d.paused})
+        for name in [n for n in self._watch if n not in self.driver.sm.channels]:
+            del self._watch[name]  # removed: a channel added again starts knowing nothing
         for name, d in want.items():
             if name not in self._runners:
                 watch = self._watch.setdefault(name, SourceWatch())
