@@ -106,17 +106,23 @@ class SourceWatch:
         if len(self._heard) > _KEEP:
             del self._heard[1]
 
+    def prune(self, applied: int) -> None:
+        """Forget the seal times of epochs up to ``applied`` (held now). Called on the event
+        loop only, as ``heard`` and ``progress`` are."""
+        drop = bisect.bisect_right(self._heard, (applied, 1 << 64))
+        if drop:
+            del self._heard[:drop]
+
     def figures(self, applied: int, live: bool, now_ns: int | None = None) -> LagFigures:
         """The lag of a replica holding the source's epochs up to ``applied``; ``live``: the
         channel is hearing the source now (running, or paused and polled), else its figures
         are estimates whatever the last message's age."""
         now = time.time_ns() if now_ns is None else now_ns
-        drop = bisect.bisect_right(self._heard, (applied, 1 << 64))
-        if drop:
-            del self._heard[:drop]
+        heard = list(self._heard)  # read-only here: the metrics thread reads too
+        first = bisect.bisect_right(heard, (applied, 1 << 64))
         lag_epochs = max(0, self.source_epoch - applied)
-        if self._heard:
-            lag_ns = now - (self._heard[0][1] + (self._offset or 0))
+        if first < len(heard):
+            lag_ns = now - (heard[first][1] + (self._offset or 0))
         elif self.last_heard_ns:
             lag_ns = now - self.last_heard_ns
         else:
