@@ -66,7 +66,8 @@ from .progress import ProgressTracker, Unit
 from .source import CommittedEntry, EntrySource
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
-__all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
+__all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
+           "partition_of"]
 
 log = logging.getLogger("gateway.appliers")
 
@@ -116,10 +117,10 @@ class DispatcherConfig:
 
 #: Entries read past the watermark to find the oldest transaction not applied (for
 #: ``lag_seconds``) when the next ones hold none (epoch markers, configuration).
-_LAG_PROBE = 64
+LAG_PROBE = 64
 
 
-def _first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
+def first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
     """Commit time of the first transaction ``entries`` hold: a local one (its head or
     message) or the first of a replicated epoch's; None when they hold none."""
     for e in entries:
@@ -708,7 +709,7 @@ class Dispatcher:
             queued = self._queued
         lag_s = 0.0
         if watermark < last and oldest is None:  # not read yet: ask the source
-            oldest = _first_commit_ns(self.source.read(watermark + 1, _LAG_PROBE))
+            oldest = first_commit_ns(self.source.read(watermark + 1, LAG_PROBE))
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,
