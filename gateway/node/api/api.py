@@ -70,7 +70,7 @@ from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 if TYPE_CHECKING:
-    from gateway.node.server import GatewayNode
+    from gateway.node.api.served_node import ServedNode
 
 __all__ = ["MAX_DEADLINE", "GatewayServicer"]
 
@@ -93,9 +93,10 @@ def _deadline(context: grpc.aio.ServicerContext | None) -> float:
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
-    """Implements ``Gateway`` over a :class:`~gateway.node.server.GatewayNode`."""
+    """Implements ``Gateway`` over the node it serves (a :class:`ServedNode`: the
+    ``GatewayNode``)."""
 
-    def __init__(self, node: GatewayNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self.node = node
         self._local: dict[str, tuple[type[PbMessage], Callable[[Any, Any], Awaitable[Any]]]] = {
             "Write": (gateway_pb2.WriteRequest, self._write_local),
