@@ -13,12 +13,11 @@ ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 
-Size: ~750 lines because ``GatewayNode`` is the composition root: the start-up order, the
+Size: ~670 lines because ``GatewayNode`` is the composition root: the start-up order, the
 stop order and the reactions that cross rooms (log damage, driver failure, membership,
-health) must read in one place. Next to leave: the admin operations (``add_node``,
-``remove_node``, ``transfer_leader``, ``status``: an ``admin`` module in ``api/`` taking the
-node) and the start-up checks of the data directory (``_check_consistency``,
-``_make_peer_dir``: beside ``storage/refused_start``).
+health) must read in one place. The admin operations live in ``api/admin``; next to leave:
+the start-up checks of the data directory (``_check_consistency``, ``_make_peer_dir``:
+beside ``storage/refused_start``).
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ from gateway.conflict import (
 from gateway.core.fileio import local_fs
 from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
+from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
 from gateway.node.api.api_handlers import add_gateway_service
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
@@ -70,12 +70,9 @@ from gateway.node.appliers.feed import ChangeFeed
 from gateway.node.base.config import (
     ChannelConfig,
     NodeConfig,
-    address_problem,
     parse_address,
     peer_port_problem,
 )
-from gateway.node.base.errors import NotLeaderError
-from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.driver import DriverOptions, RaftDriver
 from gateway.node.peers.peer_stream import PeerListener
 from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
@@ -94,7 +91,6 @@ from gateway.node.storage.refused_start import paths_under, undo_refused_start
 from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMetadataError
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
-from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
 from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 
 __all__ = ["GatewayNode", "NodeStartError"]
@@ -111,9 +107,6 @@ _SEAL_TIMEOUT_S = 1.0
 #: cost SQLite fewer bytes and the applier less CPU than reads of 256 (docs/benchmarks.md,
 #: "Reads of 1,024 entries").
 SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
-
-_ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
-         Role.PRE_CANDIDATE: "pre-candidate"}
 
 
 class NodeStartError(Exception):
@@ -657,105 +650,18 @@ class GatewayNode:
         return (("gateway-leader-id", str(lead)), ("gateway-leader-api", api))
 
     def status(self) -> gateway_pb2.StatusResponse:
-        drv = self.driver
-        r = drv.raw.raft
-        cfg = r.trk.config
-        resp = gateway_pb2.StatusResponse(
-            node_id=self.config.node_id, cluster_id=self.config.cluster_id,
-            role="removed" if drv.removed else _ROLE.get(r.role, str(r.role)), term=r.term,
-            leader_id=r.lead, commit_index=r.raft_log.committed,
-            applied_index=self.sm.applied_index, last_index=r.raft_log.last_index(),
-            first_index=self.storage.first_index(), last_trans_id=self.sm.last_trans_id,
-            epoch=drv.epoch())
-        resp.leader_api = dict(self.leader_metadata()).get("gateway-leader-api", "")
-        prs = r.trk.progress if r.role == Role.LEADER else {}
-        for nid in sorted(cfg.all_voters() | cfg.learners | cfg.learners_next):
-            role = "learner" if nid in cfg.learners or nid in cfg.learners_next else "voter"
-            api = self.config.api if nid == self.config.node_id else \
-                self.transport.api_of.get(nid, "")
-            peer = self.config.listen if nid == self.config.node_id else \
-                self.transport.address_of.get(nid, "")
-            pr = prs.get(nid)
-            resp.members.add(node_id=nid, peer_address=peer, api_address=api, role=role,
-                             match_index=pr.match if pr is not None else 0)
-        resp.appliers.extend(self.applier_status())
-        resp.channels.extend(self.channels.status())
-        resp.peers.extend(self.channels.peers())
-        resp.conflict_rules.extend(self.conflicts.rules())
-        resp.conflict_role = self.conflicts.role()
-        resp.alarms.extend(self.space.alarms())
-        return resp
+        """``Gateway.Status`` (``api.admin``)."""
+        return admin.status(self)
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
                        timeout: float) -> gateway_pb2.AdminResponse:
-        """Add ``node_id`` as a learner, wait until it caught up, then promote it. Everything
-        is checked before anything is proposed (``InvalidRequest``): a node id from 1 to
-        2^64-1, ``peer`` (and ``api`` when given) ``HOST:PORT`` with a port from 1 to 65535,
-        and ``peer`` not the address of another member."""
-        drv = self.driver
-        cfg = drv.raw.raft.trk.config
-        if not 0 < node_id < 1 << 64:
-            raise InvalidRequest("node_id", "must be a positive integer")
-        for field, address in (("peer_address", peer), ("api_address", api)):
-            if not address and field == "api_address":
-                continue
-            reason = address_problem(address) if address else "missing HOST:PORT"
-            if reason is not None:
-                raise InvalidRequest(field, f"{address!r}: {reason}")
-        members = cfg.all_voters() | cfg.learners | cfg.learners_next
-        for other in sorted(members - {node_id}):
-            known = self.config.listen if other == self.config.node_id else \
-                self.transport.address_of.get(other)
-            if known == peer:
-                raise InvalidRequest("peer_address",
-                                     f"{peer} is the peer address of member {other}")
-        ctx = json.dumps({"peer": peer, "api": api}).encode()
-        if node_id in cfg.voters:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} is already a voter")
-        index = 0
-        if node_id not in cfg.learners:
-            index = await drv.propose_conf_change(ConfChange(
-                (ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, node_id),), context=ctx))
-        if learner:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} added as a learner",
-                                             log_index=index)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            r = drv.raw.raft
-            if r.role != Role.LEADER:
-                raise NotLeaderError(r.lead, "leadership changed while the node caught up")
-            pr = r.trk.progress.get(node_id)
-            if pr is not None and pr.match >= r.raft_log.committed:
-                break
-            if loop.time() > deadline:
-                raise TimeoutError(f"node {node_id} did not catch up in time; it stays a "
-                                   f"learner (retry AddNode to promote it)")
-            await asyncio.sleep(0.05)
-        index = await drv.propose_conf_change(ConfChange(
-            (ConfChangeSingle(ConfChangeType.ADD_NODE, node_id),), context=ctx))
-        return gateway_pb2.AdminResponse(message=f"node {node_id} added as a voter",
-                                         log_index=index)
+        """``Gateway.AddNode`` (``api.admin``)."""
+        return await admin.add_node(self, node_id, peer, api, learner=learner, timeout=timeout)
 
     async def remove_node(self, node_id: int) -> gateway_pb2.AdminResponse:
-        cfg = self.driver.raw.raft.trk.config
-        if node_id not in cfg.all_voters() | cfg.learners:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} is not a member")
-        index = await self.driver.propose_conf_change(ConfChange(
-            (ConfChangeSingle(ConfChangeType.REMOVE_NODE, node_id),)))
-        return gateway_pb2.AdminResponse(message=f"node {node_id} removed", log_index=index)
+        """``Gateway.RemoveNode`` (``api.admin``)."""
+        return await admin.remove_node(self, node_id)
 
     async def transfer_leader(self, node_id: int, timeout: float) -> gateway_pb2.AdminResponse:
-        drv = self.driver
-        if node_id == drv.leader_id:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} already leads")
-        if node_id not in drv.raw.raft.trk.config.voters:
-            raise InvalidRequest("node_id", f"node {node_id} is not a voter")
-        drv.control(lambda raw: raw.transfer_leader(node_id))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(timeout, 10 * self.election_timeout_s())
-        while drv.leader_id != node_id:
-            if loop.time() > deadline:
-                raise TimeoutError(f"leadership did not move to node {node_id} in time")
-            await asyncio.sleep(0.02)
-        return gateway_pb2.AdminResponse(message=f"node {node_id} leads now")
+        """``Gateway.TransferLeader`` (``api.admin``)."""
+        return await admin.transfer_leader(self, node_id, timeout)

@@ -39,6 +39,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
 from gateway.core.rowops import CASE_OF_TYPE
+from gateway.node.api import admin
 from gateway.node.api.api_handlers import KEEPS_BYTES, ReceivedRequest, serialized
 from gateway.node.api.security import AuthError, authorize, bearer_metadata, token_permissions
 from gateway.node.base.errors import (
@@ -577,25 +578,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     # -- admin ----------------------------------------------------------------------------------
 
     async def Status(self, request, context):  # type: ignore[no-untyped-def]
-        return self.node.status()
+        return admin.status(self.node)
 
     async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: Any
                               ) -> gateway_pb2.AdminResponse:
-        # GatewayNode.add_node checks the id and the addresses before proposing anything.
-        return await self.node.add_node(req.node_id, req.peer_address, req.api_address,
-                                        learner=req.learner, timeout=_deadline(context))
+        # admin.add_node checks the id and the addresses before proposing anything.
+        return await admin.add_node(self.node, req.node_id, req.peer_address, req.api_address,
+                                    learner=req.learner, timeout=_deadline(context))
 
     async def _remove_node_local(self, req: gateway_pb2.RemoveNodeRequest, context: Any
                                  ) -> gateway_pb2.AdminResponse:
         if req.node_id <= 0:
             raise InvalidRequest("node_id", "must be a positive integer")
-        return await self.node.remove_node(req.node_id)
+        return await admin.remove_node(self.node, req.node_id)
 
     async def _transfer_local(self, req: gateway_pb2.TransferLeaderRequest, context: Any
                               ) -> gateway_pb2.AdminResponse:
         if req.node_id <= 0:
             raise InvalidRequest("node_id", "must be a positive integer")
-        return await self.node.transfer_leader(req.node_id, _deadline(context))
+        return await admin.transfer_leader(self.node, req.node_id, _deadline(context))
 
     async def _add_channel_local(self, req: gateway_pb2.AddChannelRequest, context: Any
                                  ) -> gateway_pb2.AdminResponse:

@@ -55,20 +55,3 @@ class ServedNode(Protocol):
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
         """The status of every applier this node hosts."""
         ...
-
-    def status(self) -> gateway_pb2.StatusResponse:
-        """The answer to ``Gateway.Status``."""
-        ...
-
-    async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
-                       timeout: float) -> gateway_pb2.AdminResponse:
-        """``Gateway.AddNode``."""
-        ...
-
-    async def remove_node(self, node_id: int) -> gateway_pb2.AdminResponse:
-        """``Gateway.RemoveNode``."""
-        ...
-
-    async def transfer_leader(self, node_id: int, timeout: float) -> gateway_pb2.AdminResponse:
-        """``Gateway.TransferLeader``."""
-        ...
