@@ -31,7 +31,7 @@ import shutil
 import ssl
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -88,10 +88,17 @@ from gateway.node.state.consistency import (
 )
 from gateway.node.state.state_machine import StoreStateMachine
 from gateway.node.storage.refused_start import paths_under, undo_refused_start
-from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMetadataError
+from gateway.node.storage.snapshot_files import (
+    ArchiveReader,
+    SnapshotArchiveError,
+    SnapshotMetadataError,
+)
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
+
+if TYPE_CHECKING:
+    import pluggy
 
 __all__ = ["GatewayNode", "NodeStartError"]
 
@@ -147,7 +154,8 @@ _SUN_PATH_MAX = 107
 class GatewayNode:
     """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
 
-    def __init__(self, config: NodeConfig, plugin_manager: Any = None) -> None:
+    def __init__(self, config: NodeConfig,
+                 plugin_manager: pluggy.PluginManager | None = None) -> None:
         self.config = config
         self._pm = plugin_manager
         self.appliers: NodeAppliers | None = None
@@ -232,7 +240,10 @@ class GatewayNode:
         snap = self.storage.snapshots.metadata
         try:
             if snap.index and self.sm.durable_applied_index < snap.index:
-                self.sm.restore(self.storage.snapshot().data)
+                image = self.storage.snapshot().data
+                # the snapshot files hand out a reader over them (bytes when bootstrapped)
+                assert isinstance(image, bytes | ArchiveReader)
+                self.sm.restore(image)
                 self.sm.mark_applied(snap.index)
             self._check_consistency()
         except (InconsistentStateError, PositionStoreError, SnapshotArchiveError, LSMError,
@@ -400,7 +411,7 @@ class GatewayNode:
                                  f"socket in {tempfile.gettempdir()} (set TMPDIR): "
                                  f"{exc.strerror or exc}") from None
 
-    async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any],
+    async def _serve_api(self, peer: grpc.aio.Server, opts: Mapping[str, object],
                          grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
@@ -427,7 +438,8 @@ class GatewayNode:
             self._servers.append(s)
 
     @staticmethod
-    def _bind(server: grpc.aio.Server, address: str, creds: Any, key: str) -> int:
+    def _bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None,
+              key: str) -> int:
         try:
             port = (server.add_secure_port(address, creds) if creds is not None
                     else server.add_insecure_port(address))
@@ -583,7 +595,7 @@ class GatewayNode:
 
     # -- appliers -------------------------------------------------------------------------------
 
-    def _plugins(self) -> Any:
+    def _plugins(self) -> pluggy.PluginManager:
         """The plugin manager: the one given, else the configured plugins, loaded once (with
         none configured, every installed plugin that loads; a warning for each that does not)."""
         if self._pm is None:

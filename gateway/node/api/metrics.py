@@ -135,7 +135,7 @@ class NodeCollector(Collector):
 
 
 def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
-    families = {
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
         "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
                                      "newest source epoch held whole", labels=["channel"]),
         "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",

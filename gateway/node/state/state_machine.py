@@ -96,7 +96,7 @@ from gateway.node.state.epoch_apply import (
 from gateway.node.state.store_ops import Ops, ParsedTxn, meta_op
 from gateway.node.state.txn_apply import Applied
 from gateway.node.state.wire import decode_entry, parse_txn
-from gateway.node.storage.snapshot_files import unpack_dir
+from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
 from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2
@@ -398,8 +398,9 @@ class StoreStateMachine(EpochApply):
         state = getattr(self, "replication", None)
         return (0, {}) if state is None else state.tombstone_floor()
 
-    def restore(self, data: bytes) -> int:
-        """Replace the store by the snapshot archive ``data``; return its applied index."""
+    def restore(self, data: bytes | ArchiveReader) -> int:
+        """Replace the store by the snapshot archive ``data`` (its bytes, or a reader over the
+        snapshot's files); return its applied index."""
         tmp = os.path.join(self.data_dir, "snapshot-in")
         staged = self.path + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
