@@ -19,8 +19,11 @@ Semantics (details in docs/node.md, "API"):
   WriteBatch only that write is refused (``WriteBatchResponse.errors``), in a StreamWrite its
   ack carries the code, message and field.
 
-Size: ~660 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
-forwarding and error mapping they share; ``StreamWrite`` alone is ~140 of them. Next to
+Reads run in ``reads``, the admin operations in ``admin``; this module keeps the dispatch,
+the forwarding, the error mapping and the writes.
+
+Size: ~610 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+forwarding and error mapping they share; ``StreamWrite`` alone is ~150 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
 forward to the node.
@@ -31,15 +34,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence, Set
+from collections.abc import AsyncIterator, Awaitable, Callable, Set
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
-from gateway.core.rowops import CASE_OF_TYPE
-from gateway.node.api import admin
+from gateway.node.api import admin, reads
 from gateway.node.api.api_handlers import (
     KEEPS_BYTES,
     ReceivedRequest,
@@ -64,8 +66,6 @@ from gateway.node.base.errors import (
 from gateway.node.base.validation import (
     InvalidRequest,
     check_idempotency_key,
-    check_key_values,
-    split_table_name,
 )
 from gateway.node.loop.write_proposal import WriteProposal
 from gateway.node.state.alarms import disarm
@@ -78,7 +78,6 @@ from gateway.v1 import (
     peer_pb2,
     peer_pb2_grpc,
     transaction_pb2,
-    value_pb2,
 )
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
@@ -93,14 +92,10 @@ if TYPE_CHECKING:
 __all__ = ["MAX_DEADLINE", "GatewayServicer"]
 
 MAX_DEADLINE = 60.0
-#: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
-SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
 #: The methods a NOSPACE alarm refuses (``alarms``).
 _WRITES = frozenset({"Write", "WriteBatch"})
 _NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
-FT = value_pb2.FieldType
-_C = gateway_pb2.Consistency
 #: A method run where the node leads (``GatewayServicer._local``). Its request is the message
 #: class paired with it in that table, which a type per key cannot say: typed ``Any``.
 _LocalBehaviour: TypeAlias = Callable[[Any, CallContext], Awaitable[Response]]
@@ -499,54 +494,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def _read_point(self, consistency: int, context: CallContext) -> None:
-        if consistency == _C.CONSISTENCY_STALE:
-            return
-        if consistency not in (_C.CONSISTENCY_LINEARIZABLE, _C.CONSISTENCY_LEASE):
-            raise InvalidRequest("consistency", f"unknown consistency {consistency}")
-        timeout = min(_deadline(context), max(1.0, self.node.election_timeout_s() * 2))
-        await self.node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
-
-    @staticmethod
-    def _coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str
-                    ) -> list[value_pb2.Value]:
-        """``values`` as the key of a table of ``schema``: a text value of a non-text key
-        column is converted to the column's type (``gateway get shop.items 1``); then every
-        value must be valid for its key column, exactly as in a write."""
-        if len(values) != len(schema.key_fields):
-            raise InvalidRequest(path, f"missing key: {len(values)} values for "
-                                       f"{len(schema.key_fields)} key fields")
-        out = []
-        for i, (v, (name, ftype)) in enumerate(zip(values, schema.key_fields, strict=True)):
-            if v.WhichOneof("kind") == "string_value" and \
-                    CASE_OF_TYPE.get(ftype) != "string_value":
-                out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
-            else:
-                out.append(v)
-        check_key_values(out, schema.key_fields, path)
-        return out
-
     async def Read(self, request: gateway_pb2.ReadRequest, context: CallContext
                    ) -> gateway_pb2.ReadResponse:
         try:
-            schema, table = split_table_name(request.table)
-            if not request.key:
-                raise InvalidRequest("key", "missing key")
-            await self._read_point(request.consistency, context)
-            # The table's shape is looked up only now: a read that waited for the apply of the
-            # table's first write must see the schema that write created. An unknown table
-            # has no rows (its key cannot be checked: its types are unknown).
-            shape = self.node.sm.schemas.get(f"{schema}.{table}")
-            if shape is None:
-                return gateway_pb2.ReadResponse(found=False,
-                                                applied_index=self.node.sm.applied_index)
-            key = self._coerce_key(request.key, shape, "key")
-            row = self.node.sm.get_row(schema, table, key)
-            resp = gateway_pb2.ReadResponse(found=row is not None,
-                                            applied_index=self.node.sm.applied_index)
-            if row is not None:
-                resp.row.CopyFrom(row)
-            return resp
+            return await reads.read(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:
@@ -555,28 +506,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Scan(self, request: gateway_pb2.ScanRequest, context: CallContext
                    ) -> gateway_pb2.ScanResponse:
         try:
-            schema, table = split_table_name(request.table)
-            limit = request.limit or 1000
-            if limit > 10000:
-                raise InvalidRequest("limit", "at most 10000")
-            await self._read_point(request.consistency, context)
-            shape = self.node.sm.schemas.get(f"{schema}.{table}")  # after the read point
-            resp = gateway_pb2.ScanResponse(applied_index=self.node.sm.applied_index)
-            if shape is None:
-                return resp
-            start = self._coerce_key(request.start_key, shape, "start_key") \
-                if request.start_key else []
-            end = self._coerce_key(request.end_key, shape, "end_key") if request.end_key else []
-            size = 0
-            for row in self.node.sm.scan_rows(schema, table, start, end):
-                # Stop before a response clients cannot receive (gRPC's default receive
-                # limit): ``more`` tells the caller to continue after the last row.
-                size += row.ByteSize() + 6
-                if len(resp.rows) == limit or (resp.rows and size > SCAN_RESPONSE_BYTES):
-                    resp.more = True
-                    break
-                resp.rows.append(row)
-            return resp
+            return await reads.scan(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:
@@ -680,27 +610,3 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await self._abort(context, exc)
         return gateway_pb2.AdminResponse(message=f"snapshot at index {index}", log_index=index)
 
-
-def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:
-    """A key value given as text (``gateway get shop.items 1``) in the column's type."""
-    try:
-        if ftype == FT.FIELD_TYPE_INTEGER:
-            return value_pb2.Value(int_value=int(text))
-        if ftype == FT.FIELD_TYPE_UNSIGNED:
-            return value_pb2.Value(uint_value=int(text))
-        if ftype == FT.FIELD_TYPE_TIMESTAMP:
-            return value_pb2.Value(timestamp_ns=int(text))
-        if ftype == FT.FIELD_TYPE_DOUBLE:
-            return value_pb2.Value(double_value=float(text))
-        if ftype == FT.FIELD_TYPE_BOOLEAN:
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(text)
-            return value_pb2.Value(bool_value=text.lower() in ("true", "1"))
-        if ftype == FT.FIELD_TYPE_DECIMAL:
-            return value_pb2.Value(decimal_value=text)
-        if ftype in (FT.FIELD_TYPE_BLOB, FT.FIELD_TYPE_UUID):
-            return value_pb2.Value(bytes_value=bytes.fromhex(text))
-        return value_pb2.Value(string_value=text)
-    except ValueError:
-        raise InvalidRequest(path, f"wrong type: {text!r} is not a {FT.Name(ftype)} "
-                                   f"(key column {name!r})") from None
