@@ -13,11 +13,12 @@ ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 
-Size: ~670 lines because ``GatewayNode`` is the composition root: the start-up order, the
+Size: ~640 lines because ``GatewayNode`` is the composition root: the start-up order, the
 stop order and the reactions that cross rooms (log damage, driver failure, membership,
-health) must read in one place. The admin operations live in ``api/admin``; next to leave:
-the start-up checks of the data directory (``_check_consistency``, ``_make_peer_dir``:
-beside ``storage/refused_start``).
+health) must read in one place. The admin operations live in ``api/admin``, the peer socket's
+directory in ``storage/peer_socket_dir``; next to leave: the start-up check of the store and
+the appliers' positions against the log (``_check_consistency``, beside
+``state/consistency``) and the appliers' construction (``_start_appliers``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,12 @@ from gateway.node.state.consistency import (
     check_position_file,
 )
 from gateway.node.state.state_machine import StoreStateMachine
-from gateway.node.storage.refused_start import paths_under, undo_refused_start
+from gateway.node.storage.peer_socket_dir import (
+    PEER_SOCKET_DIR,
+    PeerSocketDirError,
+    make_peer_dir,
+)
+from gateway.node.storage.refused_start import paths_under, remove_made, undo_refused_start
 from gateway.node.storage.snapshot_files import (
     ArchiveReader,
     SnapshotArchiveError,
@@ -100,7 +106,7 @@ from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = ["GatewayNode", "NodeStartError"]
+__all__ = ["PEER_SOCKET_DIR", "GatewayNode", "NodeStartError"]
 
 log = logging.getLogger("gateway.node")
 #: How long a leader stopping gracefully waits for the marker sealing its open epoch.
@@ -127,28 +133,6 @@ def _channel_definition(c: ChannelConfig) -> replication_pb2.ChannelDefinition:
             ca = f.read()
     return replication_pb2.ChannelDefinition(name=c.name, sources=list(c.sources),
                                              source_id=c.source_id, token=c.token, ca_pem=ca)
-
-
-def _remove_made(path: str, keep_dir: bool) -> None:
-    """Remove what a failed start made in the data directory ``path``: its contents, and
-    the directory itself unless it existed before (``keep_dir``: e.g. a mounted volume)."""
-    if not keep_dir:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    with contextlib.suppress(OSError):
-        for name in os.listdir(path):
-            child = os.path.join(path, name)
-            if os.path.isdir(child) and not os.path.islink(child):
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.remove(child)
-
-
-#: The data directory's entry that holds the gRPC peer server's Unix socket while the node runs.
-PEER_SOCKET_DIR = "peer-socket"
-#: The longest path a Unix socket address holds on Linux (``sun_path`` is 108 bytes, NUL included).
-_SUN_PATH_MAX = 107
 
 
 class GatewayNode:
@@ -194,7 +178,7 @@ class GatewayNode:
             # every failure path of _start closed what it had opened before raising
             storage = getattr(self, "storage", None)
             if fresh:
-                _remove_made(cfg.data_dir, keep_dir=existed)
+                remove_made(cfg.data_dir, keep_dir=existed)
             elif storage is not None:  # as found: the next start sees the same damage
                 undo_refused_start(cfg.data_dir, found, storage)
             raise
@@ -382,34 +366,12 @@ class GatewayNode:
             raise
 
     def _make_peer_dir(self, *, in_data_dir: bool) -> str:
-        """Make the private (0700) directory of the gRPC peer server's Unix socket.
-
-        ``<data dir>/peer-socket`` when ``in_data_dir`` and the socket's path fits a Unix
-        socket address: one a crash left behind is replaced (the store's ``LOCK``, held by
-        now, makes this process the data directory's only user), so a killed node leaves
-        nothing elsewhere. Otherwise (a deep data directory, one where the directory cannot be
-        made, or -- the caller's retry -- one whose file system refused the socket) a new
-        directory in TMPDIR. Removed at stop either way. Raises ``NodeStartError`` when
-        neither can be made."""
-        own = os.path.join(os.path.abspath(self.config.data_dir), PEER_SOCKET_DIR)
-        if in_data_dir and len(os.fsencode(os.path.join(own, "grpc.sock"))) <= _SUN_PATH_MAX:
-            try:
-                if os.path.lexists(own):
-                    if os.path.isdir(own) and not os.path.islink(own):
-                        shutil.rmtree(own)
-                    else:
-                        os.remove(own)
-                os.mkdir(own, 0o700)
-                return own
-            except OSError as exc:
-                log.warning("cannot make %s for the gRPC peer socket (%s); using %s", own,
-                            exc.strerror or exc, tempfile.gettempdir())
+        """``peer_socket_dir.make_peer_dir`` for this node; ``NodeStartError`` when the
+        directory cannot be made."""
         try:
-            return tempfile.mkdtemp(prefix="gateway-peer-")
-        except OSError as exc:
-            raise NodeStartError(f"listen: cannot make the private directory of the gRPC peer "
-                                 f"socket in {tempfile.gettempdir()} (set TMPDIR): "
-                                 f"{exc.strerror or exc}") from None
+            return make_peer_dir(self.config.data_dir, in_data_dir=in_data_dir)
+        except PeerSocketDirError as exc:
+            raise NodeStartError(str(exc)) from None
 
     async def _serve_api(self, peer: grpc.aio.Server, opts: Mapping[str, object],
                          grpc_path: str) -> None:
