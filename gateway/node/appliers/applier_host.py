@@ -45,11 +45,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
-from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.dispatcher import DeadLetterHook, Dispatcher, DispatcherConfig
 from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
@@ -127,7 +127,7 @@ class NodeAppliers:
 
     def __init__(self, driver: RaftDriver, state_dir: str, *,
                  publish_metrics: Callable[[str, Mapping[str, float]], None] | None = None,
-                 on_dead_letter: Callable[[str, int, Any, BaseException], None] | None = None,
+                 on_dead_letter: DeadLetterHook | None = None,
                  propose_interval: float = 1.0, propose_entries: int = 1000) -> None:
         self._driver = driver
         self._state_dir = state_dir
@@ -392,7 +392,7 @@ class NodeAppliers:
         return floor
 
     @staticmethod
-    def _error(a: Any, running: bool) -> str:
+    def _error(a: HostedApplier, running: bool) -> str:
         """Status's one line: why the applier stopped here, or -- while it runs -- that its
         store is unavailable and it retries (the endpoint and the error)."""
         if running:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.appliers.durable import hold
 from gateway.appliers.position import ApplierPosition, PositionStore
@@ -33,7 +33,7 @@ from gateway.v1 import gateway_pb2
 
 if TYPE_CHECKING:
     from gateway.appliers.contract import Applier
-    from gateway.core.lsm import LSMStore
+    from gateway.core.lsm import LSMStore, ReadSnapshot
 
 __all__ = ["ApplierBehindLogError", "can_rebuild", "rebuild_from_store", "stored_row_ops"]
 
@@ -47,9 +47,15 @@ class ApplierBehindLogError(Exception):
     ``str()`` is one line naming the applier, the gap and what to do."""
 
 
+def _reset_of(applier: Applier) -> Callable[[], None] | None:
+    """``applier.reset_target`` (an optional method of the contract), or None."""
+    reset = getattr(applier, "reset_target", None)
+    return reset if callable(reset) else None
+
+
 def can_rebuild(applier: Applier) -> bool:
     """True if ``applier`` offers ``reset_target()`` (it owns its target alone)."""
-    return callable(getattr(applier, "reset_target", None))
+    return _reset_of(applier) is not None
 
 
 def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
@@ -68,7 +74,7 @@ def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
             epoch=row.epoch, author=row.author, commit_ts_ns=row.commit_timestamp_ns)
 
 
-def _rows_in_table_order(view: Any) -> Iterator[RowOp]:
+def _rows_in_table_order(view: ReadSnapshot) -> Iterator[RowOp]:
     """Every stored row of ``view`` as an ``UPSERT``, table by table in the order the tables'
     oldest live rows were written (the log order as far as the store still shows it), so a
     target whose tables interact (the SQLite applier refuses a second schema's table of the
@@ -100,14 +106,15 @@ def rebuild_from_store(applier: Applier, positions: PositionStore, store: LSMSto
     does (retries, dead letters for operations that fail for good). Raises
     `ApplierBehindLogError` if the applier cannot rebuild, and whatever ``apply`` raises (the
     position is then unchanged, so the rebuild is retried)."""
-    if not can_rebuild(applier):
+    reset_target = _reset_of(applier)
+    if reset_target is None:
         raise behind_log_error(applier.name, position, first_index)
     with store.snapshot() as view:
         index = view.applied_index
         log.warning("applier %s: at log index %d but the log starts at %d; rebuilding its "
                     "target from the store at index %d", applier.name, position, first_index,
                     index)
-        applier.reset_target()  # type: ignore[attr-defined]
+        reset_target()
         rows = 0
         pending: list[RowOp] = []
         for op in _rows_in_table_order(view):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from gateway.appliers.source import CommittedEntry, EntriesCompactedError
 from gateway.core import accel
@@ -39,7 +39,20 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
-_accel = accel.load("gateway.node._feed")  # None: CommittedLogSource._entry serves
+
+
+class _FeedC(Protocol):
+    """The C accelerator ``_feed.c``: ``feed_entries(keys, unit_tag, ents, skipped,
+    entry_cls) -> (out, todo)``, ``out`` holding None at the positions ``todo`` lists (for the
+    caller to build)."""
+
+    def feed_entries(self, keys: bytes, unit_tag: int, ents: list[Entry], skipped: set[int],
+                     entry_cls: type[CommittedEntry], /
+                     ) -> tuple[list[CommittedEntry | None], list[int]]: ...
+
+
+# None: CommittedLogSource._entry serves
+_accel = cast("_FeedC | None", accel.load("gateway.node._feed"))
 #: ``_feed.feed_entries`` with the transaction's keys bound (``wire.txn_head``'s): ``(unit_tag,
 #: ents, skipped, entry_cls) -> (out, todo)``, the C loop of ``CommittedLogSource.read`` (its
 #: ``_entry`` is the specification); None without the C accelerator.
@@ -103,7 +116,7 @@ class CommittedLogSource:
             out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)
             for k in todo:
                 out[k] = self._entry(storage, ents[k], skipped)
-            return out
+            return cast("list[CommittedEntry]", out)  # every None filled in above
         return [self._entry(storage, e, skipped) for e in ents]
 
     def _entry(self, storage: RaftLogStorage, e: Entry, skipped: set[int]) -> CommittedEntry:
@@ -343,9 +356,11 @@ class ChangeFeed:
                     continue
                 if drv.removed:
                     raise NodeStoppedError("this node was removed from the cluster")
+                def caught_up(n: int = nxt) -> bool:
+                    return drv.sm.applied_index >= n or drv.removed
+
                 async with drv.applied_changed:
-                    await drv.applied_changed.wait_for(
-                        lambda n=nxt: drv.sm.applied_index >= n or drv.removed)
+                    await drv.applied_changed.wait_for(caught_up)
                 continue
             for e in batch:
                 try:

@@ -312,6 +312,9 @@ _BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
 
 
+# Any (value in, value out): a raw TOML, environment or flag value, checked and converted
+# here to the type of the NodeConfig field ``key`` names -- a different type per key, which
+# ``_apply`` hands to ``dataclasses.replace`` by name.
 def _coerce(key: str, value: Any, source: str) -> Any:
     where = f"{key} ({source})"
     if key in _INT_KEYS:
@@ -362,8 +365,8 @@ _CHANNEL_KEYS = {"name", "sources", "source_id", "token", "ca"}
 _CONFLICT_KEYS = {"table", "function"}
 
 
-def _tables(value: Any, source: str, name: str, known: set[str]
-            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _tables(value: object, source: str, name: str, known: set[str]
+            ) -> Iterator[tuple[str, Mapping[str, object]]]:
     """``(where, table)`` for each ``[[name]]`` table of ``value``, checked to be tables with
     only the ``known`` keys."""
     if not isinstance(value, list):
@@ -379,7 +382,7 @@ def _tables(value: Any, source: str, name: str, known: set[str]
         yield where, t
 
 
-def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+def _channels(value: object, source: str) -> tuple[ChannelConfig, ...]:
     out = []
     for where, t in _tables(value, source, "channels", _CHANNEL_KEYS):
         sources = t.get("sources", [])
@@ -398,7 +401,7 @@ def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
     return tuple(out)
 
 
-def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
+def _conflicts(value: object, source: str) -> tuple[ConflictRule, ...]:
     out = []
     for where, t in _tables(value, source, "conflicts", _CONFLICT_KEYS):
         table, text = t.get("table"), t.get("function")
@@ -413,8 +416,8 @@ def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
     return tuple(out)
 
 
-def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfig:
-    changes: dict[str, Any] = {}
+def _apply(cfg: NodeConfig, values: Mapping[str, object], source: str) -> NodeConfig:
+    changes: dict[str, Any] = {}  # Any: ``_coerce``'s
     tls_changes: dict[str, str] = {}
     for key, value in values.items():
         if value is None:
@@ -437,8 +440,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfi
     return replace(cfg, **changes)
 
 
-def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _env_values(env: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     keys = _INT_KEYS | _STR_KEYS | _BOOL_KEYS | {"peers", "appliers"}
     for key in keys:
         name = f"GATEWAY_{key.upper()}"
@@ -451,7 +454,7 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | None = None, flags: Mapping[str, Any] | None = None,
+def load_config(path: str | None = None, flags: Mapping[str, object] | None = None,
                 env: Mapping[str, str] | None = None) -> NodeConfig:
     """Build the config from the TOML file at ``path`` (optional), the environment (``env``,
     default ``os.environ``; ``GATEWAY_PLUGINS`` is the root ``--plugins`` option's and is not

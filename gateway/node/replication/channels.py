@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -110,9 +110,12 @@ class ChannelRunner:
         self.definition = definition
         self.state = ChannelState()
         self._next_source = 0
-        self._pending: deque[tuple[SealedEpoch, asyncio.Future[Any]]] = deque()
+        self._pending: deque[tuple[SealedEpoch,
+                                   asyncio.Future[gateway_pb2.WriteResult | None]]] = deque()
         self._assembler: EpochAssembler | None = None
-        self._call: Any = None  # the session's change stream
+        # the session's change stream
+        self._call: grpc.aio.UnaryStreamCall[gateway_pb2.SubscribeRequest,
+                                             gateway_pb2.ChangeEvent] | None = None
         self._stopped_by: str = ""  # why the role watch ended the session
         self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
 
@@ -225,7 +228,8 @@ class ChannelRunner:
         if got.problem is not None:
             raise ChannelError(got.problem)
 
-    async def _watch_roles(self, stub: Any, md: Any, target: str) -> None:
+    async def _watch_roles(self, stub: gateway_pb2_grpc.GatewayStub,
+                           md: tuple[tuple[str, str], ...] | None, target: str) -> None:
         """While the session runs, ask the source for its role again every ``CHECK_S``
         seconds (either end's role may change) and end the session when the roles clash."""
         while True:
@@ -253,7 +257,7 @@ class ChannelRunner:
         fut.add_done_callback(self._settled)
         self._pending.append((sealed, fut))
 
-    def _settled(self, fut: asyncio.Future[Any]) -> None:
+    def _settled(self, fut: asyncio.Future[gateway_pb2.WriteResult | None]) -> None:
         """An epoch's outcome, as soon as it is known: applied ones are counted now (the
         status is current), and a failed one (e.g. refused here) ends the session now, not
         at the source's next event -- an idle source may send none for long."""

@@ -64,6 +64,7 @@ from gateway.node.state.epoch_guards import (
     quarantine_op,
 )
 from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, RowMeta, meta_op
 from gateway.node.state.txn_apply import Applied, TransactionApply
 from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
@@ -75,7 +76,6 @@ __all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment",
 
 #: Durable counters and watermarks: big-endian unsigned 64-bit.
 U64 = struct.Struct(">Q")
-_MISSING = object()
 #: The counters that hold an epoch (the newest wins), not a count.
 _LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
 log = logging.getLogger("gateway.node.state.state_machine")
@@ -336,7 +336,7 @@ class EpochApply(TransactionApply):
                 if deleted is None:
                     deleted = {k: (ep, au, ts) for k, v, ep, au, ts in ops if v is None}
                 return stored_of_row(None, deleted.get(k))
-            return stored_of_row(raw, None, values)  # type: ignore[arg-type]
+            return stored_of_row(raw, None, values)
 
         def columns(schema: str, table: str) -> Mapping[str, int]:
             known = known_shapes.get(f"{schema}.{table}")

@@ -68,7 +68,7 @@ from __future__ import annotations
 import os
 import shutil
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from gateway.conflict import BUILTIN, ConflictRule, FunctionSpec, Role, RuleSet
 from gateway.conflict.rules import rule_from_proto
@@ -99,7 +99,7 @@ from gateway.node.state.wire import decode_entry, parse_txn
 from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
-from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2
+from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2, value_pb2
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
@@ -246,13 +246,14 @@ class StoreStateMachine(EpochApply):
     def durable_applied_index(self) -> int:
         return self.store.durable_applied_index
 
-    def get_row(self, schema: str, table: str, key_values: list) -> gateway_pb2.Row | None:
+    def get_row(self, schema: str, table: str, key_values: Sequence[value_pb2.Value]
+                ) -> gateway_pb2.Row | None:
         """The stored row of ``schema.table`` with primary key ``key_values``, or ``None``."""
         raw = self.store.get(keys.row_key(schema, table, key_values))
         return None if raw is None else gateway_pb2.Row.FromString(raw)
 
-    def scan_rows(self, schema: str, table: str, start: list, end: list
-                  ) -> Iterator[gateway_pb2.Row]:
+    def scan_rows(self, schema: str, table: str, start: Sequence[value_pb2.Value],
+                  end: Sequence[value_pb2.Value]) -> Iterator[gateway_pb2.Row]:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
