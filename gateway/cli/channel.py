@@ -6,6 +6,8 @@ import json
 
 import click
 
+from gateway.v1 import gateway_pb2
+
 from .node import _ca, _call, _client, _target, _token, channel_lines, peer_lines
 from .plugins import BadInput
 
@@ -121,4 +123,60 @@ def channel_status(target: str, token: str | None, ca: str | None, fmt: str,
     for line in channel_lines(chans):
         click.echo(line)
     for line in peer_lines(st.peers):
+        click.echo(line)
+
+
+@channel.command("drop-slot")
+@_target
+@_token
+@_ca
+@click.argument("name", metavar="CLUSTER/CHANNEL")
+def channel_drop_slot(target: str, token: str | None, ca: str | None, name: str) -> None:
+    """Drop the slot of another cluster's channel reading THIS cluster's log (admin): the
+    log it holds is compacted at the next snapshot; its reader, if it ever returns behind
+    the log, must resync."""
+    with _client(target, token, ca, 30.0) as c:
+        click.echo(_call(lambda: c.channel_action(name, "drop-slot")).message)
+
+
+def slot_lines(st: gateway_pb2.StatusResponse) -> list[str]:
+    """``gateway channel slots``: one line per slot of this cluster's log, then the log's
+    retained span and what holds it (a ``StatusResponse``)."""
+    import datetime
+
+    out = []
+    for s in st.slots:
+        sl = s.slot
+        at = datetime.datetime.fromtimestamp(sl.acked_at_ns / 1e9, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ") if sl.acked_at_ns else "-"
+        line = (f"slot {sl.reader_cluster_id}/{sl.channel}\tacked epoch {sl.acked_epoch} "
+                f"(log index {sl.log_index}) at {at}\tholds {s.held_entries} entries "
+                f"({s.held_bytes} bytes)")
+        if s.holds_log:
+            line += "\tholds the log's start"
+        if sl.lost:
+            line += f"\tLOST: {sl.lost_reason} (the reader must resync)"
+        out.append(line)
+    if not out:
+        out.append("no slots (no channel of another cluster reads this log)")
+    r = st.retention
+    bounds = ", ".join(f"{k} {v}" for k, v in (("max_entries", r.max_entries),
+                                              ("max_bytes", r.max_bytes),
+                                              ("max_age_s", r.max_age_s)) if v) or "none"
+    out.append(f"log from index {r.first_index} (epoch {r.first_epoch}), next compaction "
+               f"held by {r.held_by or '-'}; retention bounds: {bounds}")
+    return out
+
+
+@channel.command("slots")
+@_target
+@_token
+@_ca
+def channel_slots(target: str, token: str | None, ca: str | None) -> None:
+    """The slots of other clusters' channels reading THIS cluster's log: reader, acked
+    position, when, the log it holds, lost or not; then the retained span and what holds
+    it."""
+    with _client(target, token, ca, 10.0) as c:
+        st = _call(lambda: c.status())
+    for line in slot_lines(st):
         click.echo(line)

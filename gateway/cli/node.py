@@ -397,6 +397,13 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):
         click.echo(line)
+    for sl in st.slots:  # other clusters' channels reading this log (channel slots)
+        click.echo(f"  slot {sl.slot.reader_cluster_id}/{sl.slot.channel} acked epoch "
+                   f"{sl.slot.acked_epoch}, holds {sl.held_entries} entries"
+                   + (f", LOST: {sl.slot.lost_reason}" if sl.slot.lost else ""))
+    if st.slots:
+        click.echo(f"  log from index {st.retention.first_index}, next compaction held by "
+                   f"{st.retention.held_by or '-'}")
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):
         click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")

@@ -81,6 +81,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.ConflictCommand``: sets or unsets a conflict rule, or the cluster's role."""
     ALARM_COMMAND = 98
     """``gateway.v1.AlarmCommand``: raises or clears a node's NOSPACE alarm."""
+    SLOT_COMMAND = 99
+    """``gateway.v1.SlotCommand``: advances, marks lost or drops channel slots of readers."""
     APPLIER_POSITION = 112
     """``gateway.v1.ApplierPosition``: the durable position of one applier."""
     DEAD_LETTER = 113
@@ -99,6 +101,7 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.CONFLICT_COMMAND: replication_pb2.ConflictCommand,
     TypeTag.ALARM_COMMAND: replication_pb2.AlarmCommand,
+    TypeTag.SLOT_COMMAND: replication_pb2.SlotCommand,
     TypeTag.WAL_ENTRY: wal_pb2.WalEntry,
     TypeTag.WAL_SEGMENT_HEADER: wal_pb2.WalSegmentHeader,
     TypeTag.WAL_SEGMENT_INDEX: wal_pb2.WalSegmentIndex,

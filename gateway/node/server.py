@@ -13,7 +13,7 @@ ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 
-Size: ~640 lines because ``GatewayNode`` is the composition root: the start-up order, the
+Size: ~660 lines because ``GatewayNode`` is the composition root: the start-up order, the
 stop order and the reactions that cross rooms (log damage, driver failure, membership,
 health) must read in one place. The admin operations live in ``api/admin``, the peer socket's
 directory in ``storage/peer_socket_dir``; next to leave: the start-up check of the store and
@@ -55,6 +55,7 @@ from gateway.core.wal import WalError
 from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
 from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.metrics import serve_metrics
@@ -77,8 +78,10 @@ from gateway.node.base.config import (
 from gateway.node.loop.driver import DriverOptions, RaftDriver
 from gateway.node.peers.peer_stream import PeerListener
 from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+from gateway.node.replication.channel_source import ChannelSource
 from gateway.node.replication.channels import NodeChannels
 from gateway.node.replication.conflicts import NodeConflicts
+from gateway.node.replication.slots import SlotKeeper
 from gateway.node.state import keys
 from gateway.node.state.alarms import SpaceMonitor, driver_proposer, run_monitor
 from gateway.node.state.consistency import (
@@ -101,7 +104,7 @@ from gateway.node.storage.snapshot_files import (
 )
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
-from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
 
 if TYPE_CHECKING:
     import pluggy
@@ -254,7 +257,7 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(f"cannot read the Raft log: {exc}; {RECOVER_HINT}") from None
         self.storage.on_damage = self._on_log_damage
-        self.driver.compact_floor = self._applier_floor
+        self.driver.compact_floor = self._log_floor
         #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
         #: serves: Status and writes consult it.
         self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
@@ -272,6 +275,12 @@ class GatewayNode:
         for nid, addr in peers.items():
             self.transport.set_peer(nid, addr)
         self.change_feed = ChangeFeed(self.driver)
+        #: The slots of other clusters' channels reading this log, and the source side of
+        #: the channel protocol (docs/replication.md, "Channel protocol").
+        self.slots = SlotKeeper(self.driver, cfg.retention, self.change_feed.resume_index,
+                                driver_proposer(self.driver.control))
+        self.channel_source = ChannelSource(self.driver, self.slots,
+                                            self.change_feed.start_index)
         self.servicer = GatewayServicer(self)
         try:
             await self._serve()
@@ -284,8 +293,10 @@ class GatewayNode:
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
         self._tasks.append(asyncio.create_task(
             run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
+        self._tasks.append(asyncio.create_task(self.slots.run(), name="slots"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
+        self.channels.slots = self.slots
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
         self.channels.prepare = self.conflicts.propose_configured
@@ -381,11 +392,13 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        channel_pb2_grpc.add_ChannelSourceServicer_to_server(
+            ChannelSourceServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")
@@ -606,6 +619,17 @@ class GatewayNode:
 
     def _applier_floor(self) -> int:
         return self.appliers.floor() if self.appliers is not None else 1 << 62
+
+    def retention(self) -> tuple[gateway_pb2.LogRetention, list[gateway_pb2.SlotStatus]]:
+        """This node's retained log span, what holds it, and the slots (``slots``)."""
+        return self.slots.retention_status(
+            self._applier_floor(),
+            self.storage.snapshots.metadata.index - self.config.snapshot_entries // 2)
+
+    def _log_floor(self) -> int:
+        """How far the log may be compacted for its readers: the slowest applier's durable
+        position and the slots of other clusters' channels (``slots``)."""
+        return min(self._applier_floor(), self.slots.floor())
 
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
         return self.appliers.status() if self.appliers is not None else []

@@ -249,7 +249,7 @@ class ApplierStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +269,8 @@ class StatusResponse(_message.Message):
     CONFLICT_RULES_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_ROLE_FIELD_NUMBER: _ClassVar[int]
     ALARMS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -288,7 +290,37 @@ class StatusResponse(_message.Message):
     conflict_rules: _containers.RepeatedCompositeFieldContainer[_replication_pb2.ConflictRule]
     conflict_role: str
     alarms: _containers.RepeatedCompositeFieldContainer[_replication_pb2.SpaceAlarm]
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ...) -> None: ...
+    slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
+    retention: LogRetention
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ...) -> None: ...
+
+class SlotStatus(_message.Message):
+    __slots__ = ("slot", "held_entries", "held_bytes", "holds_log")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    HELD_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_LOG_FIELD_NUMBER: _ClassVar[int]
+    slot: _replication_pb2.ChannelSlot
+    held_entries: int
+    held_bytes: int
+    holds_log: bool
+    def __init__(self, slot: _Optional[_Union[_replication_pb2.ChannelSlot, _Mapping]] = ..., held_entries: _Optional[int] = ..., held_bytes: _Optional[int] = ..., holds_log: _Optional[bool] = ...) -> None: ...
+
+class LogRetention(_message.Message):
+    __slots__ = ("first_index", "first_epoch", "held_by", "max_entries", "max_bytes", "max_age_s")
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FIRST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    first_index: int
+    first_epoch: int
+    held_by: str
+    max_entries: int
+    max_bytes: int
+    max_age_s: int
+    def __init__(self, first_index: _Optional[int] = ..., first_epoch: _Optional[int] = ..., held_by: _Optional[str] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_age_s: _Optional[int] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
     __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts")

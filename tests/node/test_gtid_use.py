@@ -80,6 +80,8 @@ SAMPLES: dict[TypeTag, tuple[bytes, int]] = {
         definition=replication_pb2.ChannelDefinition(name="x", sources=["h:1"]))), 0),
     TypeTag.CONFLICT_COMMAND: (bytes([TypeTag.CONFLICT_COMMAND]), 0),
     TypeTag.ALARM_COMMAND: (bytes([TypeTag.ALARM_COMMAND]), 0),
+    TypeTag.SLOT_COMMAND: (messages.pack(replication_pb2.SlotCommand(advance=[
+        replication_pb2.ChannelSlot(reader_cluster_id=2, channel="c", acked_epoch=_E1)])), 0),
     TypeTag.APPLIER_POSITION: (messages.pack(applier_pb2.ApplierPosition(
         applier="sqlite", log_index=3)), 0),
     TypeTag.DEAD_LETTER: (bytes([TypeTag.DEAD_LETTER]), 0),

@@ -1417,7 +1417,11 @@ type StatusResponse struct {
 	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
 	// NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
 	// node's own when its disk is short of space but the alarm is not replicated yet.
-	Alarms        []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	Alarms []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// The slots of the channels of other clusters reading this cluster's log, and what of this
+	// node's log is kept and why (docs/replication.md, "Log retention for channels").
+	Slots         []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
+	Retention     *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1585,6 +1589,175 @@ func (x *StatusResponse) GetAlarms() []*SpaceAlarm {
 	return nil
 }
 
+func (x *StatusResponse) GetSlots() []*SlotStatus {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetRetention() *LogRetention {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+// SlotStatus: one reader's slot (ChannelSlot) as this node sees it.
+type SlotStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          *ChannelSlot           `protobuf:"bytes,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	HeldEntries   uint64                 `protobuf:"varint,2,opt,name=held_entries,json=heldEntries,proto3" json:"held_entries,omitempty"` // entries of this node's log kept from the slot's position on
+	HeldBytes     uint64                 `protobuf:"varint,3,opt,name=held_bytes,json=heldBytes,proto3" json:"held_bytes,omitempty"`       // their bytes in the log files
+	HoldsLog      bool                   `protobuf:"varint,4,opt,name=holds_log,json=holdsLog,proto3" json:"holds_log,omitempty"`          // the slot is what keeps the log's first entry
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotStatus) Reset() {
+	*x = SlotStatus{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotStatus) ProtoMessage() {}
+
+func (x *SlotStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotStatus.ProtoReflect.Descriptor instead.
+func (*SlotStatus) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SlotStatus) GetSlot() *ChannelSlot {
+	if x != nil {
+		return x.Slot
+	}
+	return nil
+}
+
+func (x *SlotStatus) GetHeldEntries() uint64 {
+	if x != nil {
+		return x.HeldEntries
+	}
+	return 0
+}
+
+func (x *SlotStatus) GetHeldBytes() uint64 {
+	if x != nil {
+		return x.HeldBytes
+	}
+	return 0
+}
+
+func (x *SlotStatus) GetHoldsLog() bool {
+	if x != nil {
+		return x.HoldsLog
+	}
+	return false
+}
+
+// LogRetention: this node's log start, what holds it, and the bound on what a slot may hold.
+type LogRetention struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	FirstIndex uint64                 `protobuf:"varint,1,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"` // the oldest log index still held
+	FirstEpoch uint64                 `protobuf:"varint,2,opt,name=first_epoch,json=firstEpoch,proto3" json:"first_epoch,omitempty"` // the oldest epoch of this cluster a reader can resume after
+	HeldBy     string                 `protobuf:"bytes,3,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`              // "slot CLUSTER/CHANNEL", "applier NAME", "snapshot" (the
+	// newest snapshot's margin) or "" (nothing compacted yet)
+	MaxEntries    uint64 `protobuf:"varint,4,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"` // [retention] bounds of this node (0: no bound)
+	MaxBytes      uint64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxAgeS       uint64 `protobuf:"varint,6,opt,name=max_age_s,json=maxAgeS,proto3" json:"max_age_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogRetention) Reset() {
+	*x = LogRetention{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRetention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRetention) ProtoMessage() {}
+
+func (x *LogRetention) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRetention.ProtoReflect.Descriptor instead.
+func (*LogRetention) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LogRetention) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *LogRetention) GetFirstEpoch() uint64 {
+	if x != nil {
+		return x.FirstEpoch
+	}
+	return 0
+}
+
+func (x *LogRetention) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
+func (x *LogRetention) GetMaxEntries() uint64 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *LogRetention) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *LogRetention) GetMaxAgeS() uint64 {
+	if x != nil {
+		return x.MaxAgeS
+	}
+	return 0
+}
+
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
 // live fields -- connected, lag, last_error -- are the leader's, forwarded as known).
 type ChannelStatus struct {
@@ -1613,7 +1786,7 @@ type ChannelStatus struct {
 
 func (x *ChannelStatus) Reset() {
 	*x = ChannelStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1798,7 @@ func (x *ChannelStatus) String() string {
 func (*ChannelStatus) ProtoMessage() {}
 
 func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1811,7 @@ func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStatus.ProtoReflect.Descriptor instead.
 func (*ChannelStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChannelStatus) GetName() string {
@@ -1744,7 +1917,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1929,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1942,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PeerStatus) GetClusterId() uint32 {
@@ -1805,7 +1978,7 @@ type AddChannelRequest struct {
 
 func (x *AddChannelRequest) Reset() {
 	*x = AddChannelRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1990,7 @@ func (x *AddChannelRequest) String() string {
 func (*AddChannelRequest) ProtoMessage() {}
 
 func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2003,7 @@ func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddChannelRequest) GetDefinition() *ChannelDefinition {
@@ -1851,14 +2024,14 @@ func (x *AddChannelRequest) GetReplace() bool {
 type ChannelActionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume | quarantine | drop-slot (name:
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelActionRequest) Reset() {
 	*x = ChannelActionRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2043,7 @@ func (x *ChannelActionRequest) String() string {
 func (*ChannelActionRequest) ProtoMessage() {}
 
 func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2056,7 @@ func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelActionRequest.ProtoReflect.Descriptor instead.
 func (*ChannelActionRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChannelActionRequest) GetName() string {
@@ -1912,7 +2085,7 @@ type ConflictsRequest struct {
 
 func (x *ConflictsRequest) Reset() {
 	*x = ConflictsRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2097,7 @@ func (x *ConflictsRequest) String() string {
 func (*ConflictsRequest) ProtoMessage() {}
 
 func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2110,7 @@ func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConflictsRequest) GetSet() *ConflictRule {
@@ -1973,7 +2146,7 @@ type AlarmRequest struct {
 
 func (x *AlarmRequest) Reset() {
 	*x = AlarmRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2158,7 @@ func (x *AlarmRequest) String() string {
 func (*AlarmRequest) ProtoMessage() {}
 
 func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2171,7 @@ func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
 func (*AlarmRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AlarmRequest) GetDisarm() uint64 {
@@ -2027,7 +2200,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2212,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2225,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -2092,7 +2265,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2277,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2290,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -2136,7 +2309,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2321,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2334,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2179,7 +2352,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2364,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2377,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 type AdminResponse struct {
@@ -2217,7 +2390,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2402,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2415,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2374,7 +2547,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xce\x05\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xb4\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2399,7 +2572,26 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
 	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
 	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
-	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\"\x8a\x04\n" +
+	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\x12,\n" +
+	"\x05slots\x18\x14 \x03(\v2\x16.gateway.v1.SlotStatusR\x05slots\x126\n" +
+	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\"\x98\x01\n" +
+	"\n" +
+	"SlotStatus\x12+\n" +
+	"\x04slot\x18\x01 \x01(\v2\x17.gateway.v1.ChannelSlotR\x04slot\x12!\n" +
+	"\fheld_entries\x18\x02 \x01(\x04R\vheldEntries\x12\x1d\n" +
+	"\n" +
+	"held_bytes\x18\x03 \x01(\x04R\theldBytes\x12\x1b\n" +
+	"\tholds_log\x18\x04 \x01(\bR\bholdsLog\"\xc3\x01\n" +
+	"\fLogRetention\x12\x1f\n" +
+	"\vfirst_index\x18\x01 \x01(\x04R\n" +
+	"firstIndex\x12\x1f\n" +
+	"\vfirst_epoch\x18\x02 \x01(\x04R\n" +
+	"firstEpoch\x12\x17\n" +
+	"\aheld_by\x18\x03 \x01(\tR\x06heldBy\x12\x1f\n" +
+	"\vmax_entries\x18\x04 \x01(\x04R\n" +
+	"maxEntries\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x04R\bmaxBytes\x12\x1a\n" +
+	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x8a\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2496,7 +2688,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),              // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
@@ -2519,103 +2711,109 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*Member)(nil),                // 18: gateway.v1.Member
 	(*ApplierStatus)(nil),         // 19: gateway.v1.ApplierStatus
 	(*StatusResponse)(nil),        // 20: gateway.v1.StatusResponse
-	(*ChannelStatus)(nil),         // 21: gateway.v1.ChannelStatus
-	(*PeerStatus)(nil),            // 22: gateway.v1.PeerStatus
-	(*AddChannelRequest)(nil),     // 23: gateway.v1.AddChannelRequest
-	(*ChannelActionRequest)(nil),  // 24: gateway.v1.ChannelActionRequest
-	(*ConflictsRequest)(nil),      // 25: gateway.v1.ConflictsRequest
-	(*AlarmRequest)(nil),          // 26: gateway.v1.AlarmRequest
-	(*AddNodeRequest)(nil),        // 27: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 28: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 29: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 30: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 31: gateway.v1.AdminResponse
-	nil,                           // 32: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 33: gateway.v1.Statement
-	(*Condition)(nil),             // 34: gateway.v1.Condition
-	(*Gtid)(nil),                  // 35: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 36: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 37: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 38: gateway.v1.Value
-	(*Transaction)(nil),           // 39: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 40: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 41: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 42: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),            // 43: gateway.v1.SpaceAlarm
-	(*ChannelDefinition)(nil),     // 44: gateway.v1.ChannelDefinition
+	(*SlotStatus)(nil),            // 21: gateway.v1.SlotStatus
+	(*LogRetention)(nil),          // 22: gateway.v1.LogRetention
+	(*ChannelStatus)(nil),         // 23: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),            // 24: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),     // 25: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),  // 26: gateway.v1.ChannelActionRequest
+	(*ConflictsRequest)(nil),      // 27: gateway.v1.ConflictsRequest
+	(*AlarmRequest)(nil),          // 28: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),        // 29: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),     // 30: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil), // 31: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),       // 32: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),         // 33: gateway.v1.AdminResponse
+	nil,                           // 34: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),             // 35: gateway.v1.Statement
+	(*Condition)(nil),             // 36: gateway.v1.Condition
+	(*Gtid)(nil),                  // 37: gateway.v1.Gtid
+	(*TableMetadata)(nil),         // 38: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),         // 39: gateway.v1.FieldMetadata
+	(*Value)(nil),                 // 40: gateway.v1.Value
+	(*Transaction)(nil),           // 41: gateway.v1.Transaction
+	(*EpochMarker)(nil),           // 42: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),           // 43: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),          // 44: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),            // 45: gateway.v1.SpaceAlarm
+	(*ChannelSlot)(nil),           // 46: gateway.v1.ChannelSlot
+	(*ChannelDefinition)(nil),     // 47: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	33, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	34, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
-	35, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	35, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	36, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	37, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
 	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	36, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	37, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	38, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	37, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	38, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	35, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	38, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	38, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	39, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	40, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	39, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	40, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	37, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	40, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	38, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	38, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	40, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	40, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	35, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	37, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	39, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	40, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	41, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	41, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	42, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	43, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	21, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	22, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	42, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	43, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	32, // 33: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	44, // 34: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	42, // 35: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 36: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 37: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 38: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 39: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 40: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 41: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 42: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	27, // 43: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	28, // 44: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	29, // 45: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	30, // 46: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	23, // 47: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	24, // 48: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	25, // 49: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	26, // 50: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	2,  // 51: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 52: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 53: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 54: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 55: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 56: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 57: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	31, // 58: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	31, // 59: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	31, // 60: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	31, // 61: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	31, // 62: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	31, // 63: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	31, // 64: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	31, // 65: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	51, // [51:66] is the sub-list for method output_type
-	36, // [36:51] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	24, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	44, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	45, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	21, // 33: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
+	22, // 34: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
+	46, // 35: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	34, // 36: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	47, // 37: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	44, // 38: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	1,  // 39: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 40: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 41: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 42: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 43: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 44: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 45: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	29, // 46: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	30, // 47: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	31, // 48: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	32, // 49: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	25, // 50: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	26, // 51: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	27, // 52: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	28, // 53: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	2,  // 54: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 55: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 56: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 57: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 58: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 59: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 60: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	33, // 61: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	33, // 62: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	33, // 63: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	33, // 64: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	33, // 65: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	33, // 66: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	33, // 67: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	33, // 68: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	54, // [54:69] is the sub-list for method output_type
+	39, // [39:54] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2635,7 +2833,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,9 @@ def status(node: ServedNode) -> gateway_pb2.StatusResponse:
     resp.conflict_rules.extend(node.conflicts.rules())
     resp.conflict_role = node.conflicts.role()
     resp.alarms.extend(node.space.alarms())
+    retention, slots = node.retention()
+    resp.retention.CopyFrom(retention)
+    resp.slots.extend(slots)
     return resp
 
 

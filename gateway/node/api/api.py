@@ -22,7 +22,7 @@ Semantics (details in docs/node.md, "API"):
 Reads run in ``reads``, the admin operations in ``admin``; this module keeps the dispatch,
 the forwarding, the error mapping and the writes.
 
-Size: ~610 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+Size: ~600 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
 forwarding and error mapping they share; ``StreamWrite`` alone is ~150 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
@@ -514,21 +514,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def Subscribe(self, request: gateway_pb2.SubscribeRequest, context: CallContext
                         ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
-        feed = self.node.change_feed
         try:
-            given = [name for name, on in (
-                ("from_log_index", bool(request.from_log_index)),
-                ("after_gtid", bool(request.after_gtid.trans_id)),
-                ("after_epoch", bool(request.after_epoch.server_id))) if on]
-            if len(given) > 1:
-                raise InvalidRequest(given[1], f"set at most one of from_log_index, "
-                                     f"after_gtid and after_epoch (got {', '.join(given)})")
-            start = await feed.start_index(request)
-            after = (request.after_gtid.server_id, request.after_gtid.trans_id) \
-                if request.after_gtid.trans_id else None
-            async for event in feed.events(start, ignore_origins=frozenset(
-                    request.ignore_origins), log_records=request.log_records,
-                    after_gtid=after):
+            async for event in self.node.change_feed.subscribe(request):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)

@@ -33,6 +33,17 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
                                             this node's runner
 ``gateway_max_replicated_epoch``    gauge   per peer cluster (label ``peer``): newest
                                             epoch of this cluster the peer applied
+``gateway_log_retained_first_index``  gauge  the oldest log index this node holds (label
+                                            ``held_by``: what holds the next compaction
+                                            back: ``slot CLUSTER/CHANNEL``, ``applier``,
+                                            ``snapshot``)
+``gateway_log_retained_first_epoch``  gauge  the oldest epoch a reader can resume after
+``gateway_channel_slot_acked_epoch``  gauge  per slot of another cluster's channel reading
+                                            this log (labels ``reader``, ``channel``)
+``gateway_channel_slot_held_entries``  gauge  per slot: log entries kept from its position
+``gateway_channel_slot_held_bytes``   gauge  per slot: their bytes in the log files
+``gateway_channel_slot_lost``       gauge   per slot: 1 once the log was compacted past it
+                                            (its reader must resync)
 ==================================  ======  ===========================================
 
 Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
@@ -163,11 +174,38 @@ def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
         for name, value in sorted(ch.conflicts.items()):
             conflicts.add_metric([ch.name, name], value)
     yield conflicts
+    yield from _retention_metrics(n)
     peers = GaugeMetricFamily("gateway_max_replicated_epoch",
                               "newest epoch of this cluster the peer applied", labels=["peer"])
     for p in n.channels.peers():
         peers.add_metric([str(p.cluster_id)], p.max_replicated_epoch)
     yield peers
+
+
+def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
+    """The retained log span, what holds it, and the slots of readers of this log."""
+    ret, slots = n.retention()
+    first = GaugeMetricFamily("gateway_log_retained_first_index", "oldest log index held",
+                              labels=["held_by"])
+    first.add_metric([ret.held_by], ret.first_index)
+    yield first
+    yield GaugeMetricFamily("gateway_log_retained_first_epoch",
+                            "oldest epoch a reader can resume after", value=ret.first_epoch)
+    labels = ["reader", "channel"]
+    fams = [GaugeMetricFamily("gateway_channel_slot_acked_epoch",
+                              "newest epoch of this cluster the reader holds", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_held_entries",
+                              "log entries kept from the slot's position", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_held_bytes",
+                              "bytes of log kept from the slot's position", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_lost",
+                              "1 once the log was compacted past the slot", labels=labels)]
+    for st in slots:
+        key = [str(st.slot.reader_cluster_id), st.slot.channel]
+        for fam, value in zip(fams, (st.slot.acked_epoch, st.held_entries, st.held_bytes,
+                                     int(st.slot.lost)), strict=True):
+            fam.add_metric(key, value)
+    yield from fams
 
 
 def serve_metrics(node: ServedNode, address: str) -> NodeCollector:

@@ -9,7 +9,8 @@
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Alarm, Status). The tokens file is TOML::
+  TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel protocol,
+  needs what Subscribe needs). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -52,6 +53,8 @@ _Resp = TypeVar("_Resp")
 
 PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
+#: The channel protocol's service: its methods are named ``ChannelSource.METHOD`` here.
+_CHANNEL_SERVICE = "/gateway.v1.ChannelSource/"
 _NEEDS: dict[str, frozenset[str]] = {
     "Read": frozenset({"read"}), "Scan": frozenset({"read"}), "Subscribe": frozenset({"read"}),
     "Status": frozenset({"read", "admin"}),
@@ -61,6 +64,8 @@ _NEEDS: dict[str, frozenset[str]] = {
     "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
     "Alarm": frozenset({"admin"}),
 }
+#: A channel session reads what Subscribe reads: the same permission.
+_NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
 
 
 def _read(path: str) -> bytes:
@@ -247,7 +252,8 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway`` methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway`` and ``gateway.v1.ChannelSource``
+    methods (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -259,11 +265,16 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     ) -> grpc.RpcMethodHandler[_Req, _Resp] | None:
         method = handler_call_details.method
         handler = await continuation(handler_call_details)
-        if handler is None or not method.startswith(_SERVICE):
+        if handler is None:
+            return handler
+        if method.startswith(_SERVICE):
+            name = method[len(_SERVICE):]
+        elif method.startswith(_CHANNEL_SERVICE):
+            name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        else:
             return handler
         try:
-            authorize(self._tokens, method[len(_SERVICE):],
-                      handler_call_details.invocation_metadata)
+            authorize(self._tokens, name, handler_call_details.invocation_metadata)
         except AuthError as exc:
             return _deny(exc.code, str(exc), handler)
         return handler

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gateway.node.base.config import NodeConfig
     from gateway.node.loop.driver import RaftDriver
     from gateway.node.peers.transport import PeerTransport
+    from gateway.node.replication.channel_source import ChannelSource
     from gateway.node.replication.channels import NodeChannels
     from gateway.node.replication.conflicts import NodeConflicts
     from gateway.node.state.alarms import SpaceMonitor
@@ -39,6 +40,8 @@ class ServedNode(Protocol):
     change_feed: ChangeFeed
     channels: NodeChannels
     conflicts: NodeConflicts
+    #: The source side of the channel protocol (``ChannelSource.Stream``).
+    channel_source: ChannelSource
     #: The NOSPACE alarm's check of this node's log disk (``state.alarms``).
     space: SpaceMonitor
     #: The bearer tokens; None: every call is allowed.
@@ -54,4 +57,8 @@ class ServedNode(Protocol):
 
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
         """The status of every applier this node hosts."""
+        ...
+
+    def retention(self) -> tuple[gateway_pb2.LogRetention, list[gateway_pb2.SlotStatus]]:
+        """This node's retained log span, what holds it, and the slots of its readers."""
         ...

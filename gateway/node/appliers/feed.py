@@ -152,6 +152,32 @@ class ChangeFeed:
     def __init__(self, driver: RaftDriver) -> None:
         self._driver = driver
 
+    async def subscribe(self, req: gateway_pb2.SubscribeRequest, start: int | None = None
+                        ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+        """The events of ``Subscribe(req)`` (and of a channel stream, which serves the same):
+        the request checked (at most one start position), the start index found (or
+        ``start``, already found for ``req``), then ``events`` forever. Raises
+        ``InvalidRequest`` naming the field."""
+        given = [name for name, on in (
+            ("from_log_index", bool(req.from_log_index)),
+            ("after_gtid", bool(req.after_gtid.trans_id)),
+            ("after_epoch", bool(req.after_epoch.server_id))) if on]
+        if len(given) > 1:
+            raise InvalidRequest(given[1], f"set at most one of from_log_index, "
+                                 f"after_gtid and after_epoch (got {', '.join(given)})")
+        if start is None:
+            start = await self.start_index(req)
+        after = (req.after_gtid.server_id, req.after_gtid.trans_id) \
+            if req.after_gtid.trans_id else None
+        async for event in self.events(start, ignore_origins=frozenset(req.ignore_origins),
+                                       log_records=req.log_records, after_gtid=after):
+            yield event
+
+    def resume_index(self, epoch: int) -> int:
+        """The first index a reader holding this cluster's epochs up to ``epoch`` reads
+        (``after_epoch`` of this cluster); raises ``InvalidRequest`` when compacted."""
+        return self._after_epoch(self._driver.opts.cluster_id, epoch)
+
     async def start_index(self, req: gateway_pb2.SubscribeRequest) -> int:
         """The first log index to send for ``req``; raises ``InvalidRequest`` when the
         position is no longer in the log (or not reached yet)."""

@@ -24,8 +24,8 @@ from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 from gateway.node.base.addresses import is_loopback
 
-__all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
-           "parse_address", "parse_peers", "peer_port_problem"]
+__all__ = ["ConfigError", "NodeConfig", "RetentionConfig", "TlsConfig", "address_problem",
+           "load_config", "parse_address", "parse_peers", "peer_port_problem"]
 
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
@@ -60,6 +60,18 @@ class TlsConfig:
     @property
     def peer_enabled(self) -> bool:
         return bool(self.peer_cert or self.peer_key or self.peer_ca)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """``[retention]``: how much of its log a node keeps for the channels of other clusters
+    reading it (their slots; docs/replication.md, "Log retention for channels"). A slot that
+    would keep more than any bound (0: that bound is off) no longer holds compaction back;
+    once the log is compacted past it, it is lost and its reader must resync."""
+
+    max_entries: int = 0
+    max_bytes: int = 1 << 30
+    max_age_s: int = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +130,7 @@ class NodeConfig:
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     channels: tuple[ChannelConfig, ...] = ()
     #: This cluster's conflict role (PRIMARY, SECONDARY, PASS, NONE; "" = leave the
     #: replicated one as it is) and ``[[conflicts]]`` rules (docs/conflicts.md).
@@ -212,6 +225,10 @@ class NodeConfig:
                                   f"(1 to 2^32-1, not this cluster's {self.cluster_id})")
             if ch.ca and not os.path.isfile(ch.ca):
                 raise ConfigError(f"{where}.ca: no such file: {ch.ca}")
+        for key in ("max_entries", "max_bytes", "max_age_s"):
+            if getattr(self.retention, key) < 0:
+                raise ConfigError(f"retention.{key}: must be 0 (no bound) or more, not "
+                                  f"{getattr(self.retention, key)}")
         if self.tokens_file and not os.path.isfile(self.tokens_file):
             raise ConfigError(f"tokens_file: no such file: {self.tokens_file}")
         if self.conflict_role and self.conflict_role not in {r.value for r in Role}:
@@ -310,6 +327,7 @@ _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
+_RETENTION_KEYS = {f.name for f in fields(RetentionConfig)}
 
 
 # Any (value in, value out): a raw TOML, environment or flag value, checked and converted
@@ -401,6 +419,20 @@ def _channels(value: object, source: str) -> tuple[ChannelConfig, ...]:
     return tuple(out)
 
 
+def _retention(current: RetentionConfig, value: object, source: str) -> RetentionConfig:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"retention ({source}): expected a table")
+    changes: dict[str, int] = {}
+    for k, v in value.items():
+        if k not in _RETENTION_KEYS:
+            raise ConfigError(f"retention.{k} ({source}): unknown key (known: "
+                              f"{', '.join(sorted(_RETENTION_KEYS))})")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"retention.{k} ({source}): expected an integer, not {v!r}")
+        changes[k] = v
+    return replace(current, **changes)
+
+
 def _conflicts(value: object, source: str) -> tuple[ConflictRule, ...]:
     out = []
     for where, t in _tables(value, source, "conflicts", _CONFLICT_KEYS):
@@ -429,6 +461,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, object], source: str) -> NodeCo
                 if tk not in _TLS_KEYS:
                     raise ConfigError(f"tls.{tk} ({source}): unknown configuration key")
                 tls_changes[tk] = str(tv)
+        elif key == "retention":
+            changes["retention"] = _retention(cfg.retention, value, source)
         elif key.startswith("tls_") and key[4:] in _TLS_KEYS:
             tls_changes[key[4:]] = str(value)
         else:

@@ -12,17 +12,24 @@ A runner's session with the source:
    a read token when the definition has them, and check the source's cluster id (``Status``):
    learn it on first contact (proposed into the definition, so it is pinned from then on),
    refuse a source answering with another id, or with this cluster's own;
-2. ``Subscribe(after_epoch = (source, held), ignore_origins = [this cluster], log_records)``
-   where ``held`` is the newest epoch of the source this cluster holds whole (its apply-status
-   table, as the leader's next proposal sees it -- so a new leader, a reconnect or a failover
-   to another source resumes exactly where the log says);
+2. open a channel protocol session (``ChannelSource.Stream``, docs/replication.md "Channel
+   protocol"): a hello with this cluster's id, the channel's name and
+   ``after_epoch = (source, held)``, ``ignore_origins = [this cluster]``, where ``held`` is
+   the newest epoch of the source this cluster holds whole (its apply-status table, as the
+   leader's next proposal sees it -- so a new leader, a reconnect or a failover to another
+   source resumes exactly where the log says); the source answers with a welcome, then
+   streams Subscribe's events (``log_records``) and its progress; each time an epoch applies
+   here, ``held`` is acknowledged upstream (``ChannelAck``: the source's slot for this
+   channel keeps its log from there). A source that does not serve the protocol (an older
+   node: UNIMPLEMENTED) is read with ``Subscribe`` as before;
 3. assemble the stream into sealed source epochs (``EpochAssembler``) and hand each one to
    the driver (``submit_unit``), which builds the entry against its view of the replication
    state and proposes it; up to ``WINDOW`` epochs are in flight.
 
 Any error (unreachable source, wrong cluster id, a position the source compacted, a refused
 entry, a lost leadership) ends the session; the runner records it (``last_error``, state
-``error``) and starts a new session after a backoff (0.2 s doubling to 5 s). Nothing of an
+``error``, or ``behind`` when the source no longer holds the channel's position) and starts
+a new session after a backoff (0.2 s doubling to 5 s). Nothing of an
 epoch is applied unless all of it is, and the position commits with the data, so a session
 ending anywhere neither loses nor repeats an origin transaction.
 """
@@ -46,14 +53,17 @@ from gateway.core import messages
 from gateway.node.base.config import CHANNEL_NAME, address_problem
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication.channel_reader import ChannelReader, ChannelSession, ReaderError
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
+from gateway.node.replication.channel_source import BEHIND
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
 from gateway.replication.epochs import EpochOrderError
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc, replication_pb2
 
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
+    from gateway.node.replication.slots import SlotKeeper
 
 __all__ = ["ChannelRunner", "NodeChannels", "check_definition"]
 
@@ -99,6 +109,8 @@ class ChannelState:
     transactions_applied: int = 0
     source_epoch_seen: int = 0
     warning: str = ""  # the roles of the two ends do not fit (channel_roles), or ""
+    protocol_version: int = 0  # of the session (0: Subscribe, a source without the protocol)
+    source_progress: channel_pb2.SourceProgress | None = None  # the newest the source sent
 
 
 class ChannelRunner:
@@ -113,9 +125,7 @@ class ChannelRunner:
         self._pending: deque[tuple[SealedEpoch,
                                    asyncio.Future[gateway_pb2.WriteResult | None]]] = deque()
         self._assembler: EpochAssembler | None = None
-        # the session's change stream
-        self._call: grpc.aio.UnaryStreamCall[gateway_pb2.SubscribeRequest,
-                                             gateway_pb2.ChangeEvent] | None = None
+        self._reader: ChannelReader | None = None  # the session's stream
         self._stopped_by: str = ""  # why the role watch ended the session
         self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
 
@@ -131,7 +141,8 @@ class ChannelRunner:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (ChannelError, NodeError, InvalidRequest, EpochOrderError) as exc:
+            except (ChannelError, ReaderError, NodeError, InvalidRequest, EpochOrderError
+                    ) as exc:
                 self._failed(str(exc))
             except grpc.aio.AioRpcError as exc:
                 self._failed(f"{self.state.connected or 'source'}: "
@@ -151,7 +162,8 @@ class ChannelRunner:
     def _failed(self, message: str) -> None:
         if message != self.state.last_error:
             log.warning("channel %s: %s", self.name, message)
-        self.state.state = "error"
+        # a source that no longer holds this channel's position: only a resync helps
+        self.state.state = "behind" if BEHIND in message else "error"
         self.state.last_error = message
 
     def _channel(self, target: str) -> grpc.aio.Channel:
@@ -189,16 +201,13 @@ class ChannelRunner:
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
             held = drv.replication_view().held(source)
-            call = stub.Subscribe(gateway_pb2.SubscribeRequest(
-                after_epoch=gateway_pb2.EpochPosition(server_id=source, epoch=held),
-                ignore_origins=[me], log_records=True), metadata=md)
             assembler = self._assembler = EpochAssembler(held)
-            self.state.state = "running"  # last_error stays until an epoch applies
-            self._call = call
             self._stopped_by = ""
             watch = asyncio.create_task(self._watch_roles(stub, md, target))
             try:
-                async for ev in call:
+                reader = self._reader = ChannelReader(
+                    ChannelSession(me, self.name, source, held, target), self.state)
+                async for ev in reader.events(ch, stub, md):
                     for sealed in assembler.add(_record(ev)):
                         await self._submit(source, sealed)
                     self._reap()
@@ -209,8 +218,8 @@ class ChannelRunner:
                 self._reap()  # _settled cancelled the stream: an epoch failed; raises it
             finally:
                 watch.cancel()
-                self._call = None
-                call.cancel()
+                reader.close()
+                self._reader = None
                 self._assembler = None
             if self._stopped_by:
                 raise ChannelError(self._stopped_by)
@@ -239,8 +248,8 @@ class ChannelRunner:
                 self._check_roles(target, st)
             except ChannelError as exc:
                 self._stopped_by = str(exc)
-                if self._call is not None:
-                    self._call.cancel()
+                if self._reader is not None:
+                    self._reader.close()
                 return
             except grpc.aio.AioRpcError:
                 continue  # the stream reports a lost source itself
@@ -264,8 +273,8 @@ class ChannelRunner:
         if fut.cancelled():
             return
         if fut.exception() is not None:
-            if self._call is not None:
-                self._call.cancel()
+            if self._reader is not None:
+                self._reader.close()
             return
         self._reap(stop_at_failure=True)
 
@@ -281,9 +290,12 @@ class ChannelRunner:
             fut = self._pending[0][1]
             if stop_at_failure and (fut.cancelled() or fut.exception() is not None):
                 return
-            _, fut = self._pending.popleft()
+            sealed, fut = self._pending.popleft()
             res = fut.result()  # raises what the driver raised
             if res is not None:
+                if self._reader is not None:
+                    self._reader.ack(self.driver.sm.replication.held(self._reader.s.source),
+                                     sealed)
                 self.state.last_error = ""
                 self.state.epochs_applied += 1
                 # what the entries applied (the state machine counts them), not what was
@@ -338,6 +350,9 @@ class NodeChannels:
         #: conflict rules: no epoch is applied without them); a ``NodeError`` from it keeps
         #: the runners stopped until it succeeds.
         self.prepare: Callable[[], Awaitable[None]] | None = None
+        #: The slots of other clusters' channels reading this log (``drop-slot``; set by
+        #: the node).
+        self.slots: SlotKeeper | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="channels")
@@ -474,6 +489,14 @@ class NodeChannels:
                 f"retries until it is (gateway channel status {d.name})")
 
     async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
+        if action == "drop-slot":  # a slot of another cluster's channel reading this log
+            if self.slots is None:
+                raise InvalidRequest("action", "this node keeps no slots")
+            index = await self.driver.submit_entry(self.slots.drop_command(name))
+            return gateway_pb2.AdminResponse(
+                message=f"slot {name} dropped: the log it held goes at the next compaction "
+                        f"(a reader still connected creates it again with its next ack)",
+                log_index=index)
         have = self.driver.sm.channels.get(name)
         if have is None:
             known = ", ".join(sorted(self.driver.sm.channels)) or "none"
@@ -488,8 +511,8 @@ class NodeChannels:
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
-            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume or "
-                                 f"quarantine")
+            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume, "
+                                 f"quarantine or drop-slot")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)

@@ -38,7 +38,9 @@ What applying an entry does (identically on every replica, from the entry's byte
   (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
   (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``); an alarm
   command (``ALARM_COMMAND``) raises or clears a node's NOSPACE alarm (``m alarm:<node>``,
-  ``gateway.node.state.alarms``);
+  ``gateway.node.state.alarms``); a slot command (``SLOT_COMMAND``) advances, marks lost or
+  drops the slots of the channels reading this cluster's log (``m slot:<reader>/<channel>``,
+  ``gateway.node.state.slot_apply``);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -70,6 +72,8 @@ import shutil
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from google.protobuf.message import DecodeError
+
 from gateway.conflict import BUILTIN, ConflictRule, FunctionSpec, Role, RuleSet
 from gateway.conflict.rules import rule_from_proto
 from gateway.core.fileio import local_fs
@@ -93,13 +97,21 @@ from gateway.node.state.epoch_apply import (
     EpochApply,
     StagedSegment,
 )
+from gateway.node.state.slot_apply import SlotId, apply_slot_command, load_slots
 from gateway.node.state.store_ops import Ops, ParsedTxn, meta_op
 from gateway.node.state.txn_apply import Applied
 from gateway.node.state.wire import decode_entry, parse_txn
 from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
-from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2, value_pb2
+from gateway.v1 import (
+    applier_pb2,
+    epoch_pb2,
+    gateway_pb2,
+    replication_pb2,
+    statement_pb2,
+    value_pb2,
+)
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
@@ -112,6 +124,8 @@ _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
 _CONFLICT = TypeTag.CONFLICT_COMMAND
 _ALARM = TypeTag.ALARM_COMMAND
+_SLOT = TypeTag.SLOT_COMMAND
+_MARKER = TypeTag.EPOCH_MARKER
 _NONE: frozenset[bytes] = frozenset()
 
 
@@ -231,6 +245,12 @@ class StoreStateMachine(EpochApply):
             units.sort(key=lambda u: u.segment.segment_id)
         #: Raised NOSPACE alarms by node id (``alarms``; replaced, never mutated, by apply).
         self.alarms = load_alarms(self.store.scan_prefix)
+        #: (epoch, sealed_at_ns) of the newest epoch marker applied since the store was
+        #: opened ((0, 0): none yet); what a channel source reports as its progress.
+        self.newest_sealed: tuple[int, int] = (0, 0)
+        #: Slots of the channels reading this log (``slot_apply``; replaced, never mutated).
+        self.slots: dict[SlotId, replication_pb2.ChannelSlot] = load_slots(
+            self.store.scan_prefix)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
@@ -319,8 +339,8 @@ class StoreStateMachine(EpochApply):
         return out
 
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
-        """Apply a command entry (``command_apply``, ``alarms``); an entry of another tag
-        (an epoch marker) changes nothing."""
+        """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``); an epoch
+        marker only sets ``newest_sealed``."""
         if tag == _POS:
             pos = apply_position(self.applier_positions, data, ops)
             if pos is not None:  # item by item: other threads read the mapping
@@ -338,6 +358,16 @@ class StoreStateMachine(EpochApply):
             alarms = apply_alarm_command(self.alarms, data, ops)
             if alarms is not None:
                 self.alarms = alarms
+        elif tag == _MARKER:
+            try:
+                m = epoch_pb2.EpochMarker.FromString(data[1:])
+            except DecodeError:
+                return
+            self.newest_sealed = (m.epoch, m.sealed_at_ns)
+        elif tag == _SLOT:
+            slots = apply_slot_command(self.slots, data, ops)
+            if slots is not None:
+                self.slots = slots
 
     def _parse_batch(self, entries: list[Entry]) -> list[ParsedTxn | None]:
         """``parse_txn`` of every transaction entry of an ``apply`` batch (None for the others

@@ -224,6 +224,10 @@ class RaftLogStorage:
     def last_index(self) -> int:
         return max(self._wal.last_index(), self.snapshots.metadata.index)
 
+    def log_bytes_from(self, index: int) -> int:
+        """Bytes the log files hold for entries ``index`` and later (``SegmentedWal``)."""
+        return self._wal.bytes_from(index)
+
     def term(self, i: int) -> int:
         meta = self.snapshots.metadata
         if i == meta.index:

@@ -24,7 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
-import { ChannelDefinition, ConflictRule, SpaceAlarm } from "./replication";
+import { ChannelDefinition, ChannelSlot, ConflictRule, SpaceAlarm } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -331,6 +331,39 @@ export interface StatusResponse {
    * node's own when its disk is short of space but the alarm is not replicated yet.
    */
   alarms: SpaceAlarm[];
+  /**
+   * The slots of the channels of other clusters reading this cluster's log, and what of this
+   * node's log is kept and why (docs/replication.md, "Log retention for channels").
+   */
+  slots: SlotStatus[];
+  retention: LogRetention | undefined;
+}
+
+/** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
+export interface SlotStatus {
+  slot:
+    | ChannelSlot
+    | undefined;
+  /** entries of this node's log kept from the slot's position on */
+  heldEntries: bigint;
+  /** their bytes in the log files */
+  heldBytes: bigint;
+  /** the slot is what keeps the log's first entry */
+  holdsLog: boolean;
+}
+
+/** LogRetention: this node's log start, what holds it, and the bound on what a slot may hold. */
+export interface LogRetention {
+  /** the oldest log index still held */
+  firstIndex: bigint;
+  /** the oldest epoch of this cluster a reader can resume after */
+  firstEpoch: bigint;
+  /** "slot CLUSTER/CHANNEL", "applier NAME", "snapshot" (the */
+  heldBy: string;
+  /** newest snapshot's margin) or "" (nothing compacted yet) */
+  maxEntries: bigint;
+  maxBytes: bigint;
+  maxAgeS: bigint;
 }
 
 /**
@@ -392,7 +425,7 @@ export interface AddChannelRequest {
 /** ChannelActionRequest: remove, pause or resume channel `name`. */
 export interface ChannelActionRequest {
   name: string;
-  /** remove | pause | resume */
+  /** remove | pause | resume | quarantine | drop-slot (name: */
   action: string;
 }
 
@@ -2932,6 +2965,8 @@ function createBaseStatusResponse(): StatusResponse {
     conflictRules: [],
     conflictRole: "",
     alarms: [],
+    slots: [],
+    retention: undefined,
   };
 }
 
@@ -3020,6 +3055,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.alarms) {
       SpaceAlarm.encode(v!, writer.uint32(154).fork()).join();
+    }
+    for (const v of message.slots) {
+      SlotStatus.encode(v!, writer.uint32(162).fork()).join();
+    }
+    if (message.retention !== undefined) {
+      LogRetention.encode(message.retention, writer.uint32(170).fork()).join();
     }
     return writer;
   },
@@ -3189,6 +3230,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.alarms.push(SpaceAlarm.decode(reader, reader.uint32()));
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.slots.push(SlotStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.retention = LogRetention.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3272,6 +3329,10 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       alarms: globalThis.Array.isArray(object?.alarms)
         ? object.alarms.map((e: any) => SpaceAlarm.fromJSON(e))
         : [],
+      slots: globalThis.Array.isArray(object?.slots)
+        ? object.slots.map((e: any) => SlotStatus.fromJSON(e))
+        : [],
+      retention: isSet(object.retention) ? LogRetention.fromJSON(object.retention) : undefined,
     };
   },
 
@@ -3334,6 +3395,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.alarms?.length) {
       obj.alarms = message.alarms.map((e) => SpaceAlarm.toJSON(e));
     }
+    if (message.slots?.length) {
+      obj.slots = message.slots.map((e) => SlotStatus.toJSON(e));
+    }
+    if (message.retention !== undefined) {
+      obj.retention = LogRetention.toJSON(message.retention);
+    }
     return obj;
   },
 
@@ -3369,6 +3436,339 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.conflictRules = object.conflictRules?.map((e) => ConflictRule.fromPartial(e)) || [];
     message.conflictRole = object.conflictRole ?? "";
     message.alarms = object.alarms?.map((e) => SpaceAlarm.fromPartial(e)) || [];
+    message.slots = object.slots?.map((e) => SlotStatus.fromPartial(e)) || [];
+    message.retention = (object.retention !== undefined && object.retention !== null)
+      ? LogRetention.fromPartial(object.retention)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSlotStatus(): SlotStatus {
+  return { slot: undefined, heldEntries: 0n, heldBytes: 0n, holdsLog: false };
+}
+
+export const SlotStatus: MessageFns<SlotStatus> = {
+  encode(message: SlotStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.slot !== undefined) {
+      ChannelSlot.encode(message.slot, writer.uint32(10).fork()).join();
+    }
+    if (message.heldEntries !== 0n) {
+      if (BigInt.asUintN(64, message.heldEntries) !== message.heldEntries) {
+        throw new globalThis.Error("value provided for field message.heldEntries of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.heldEntries);
+    }
+    if (message.heldBytes !== 0n) {
+      if (BigInt.asUintN(64, message.heldBytes) !== message.heldBytes) {
+        throw new globalThis.Error("value provided for field message.heldBytes of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.heldBytes);
+    }
+    if (message.holdsLog !== false) {
+      writer.uint32(32).bool(message.holdsLog);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.slot = ChannelSlot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.heldEntries = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.heldBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.holdsLog = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotStatus {
+    return {
+      slot: isSet(object.slot) ? ChannelSlot.fromJSON(object.slot) : undefined,
+      heldEntries: isSet(object.heldEntries)
+        ? BigInt(object.heldEntries)
+        : isSet(object.held_entries)
+        ? BigInt(object.held_entries)
+        : 0n,
+      heldBytes: isSet(object.heldBytes)
+        ? BigInt(object.heldBytes)
+        : isSet(object.held_bytes)
+        ? BigInt(object.held_bytes)
+        : 0n,
+      holdsLog: isSet(object.holdsLog)
+        ? globalThis.Boolean(object.holdsLog)
+        : isSet(object.holds_log)
+        ? globalThis.Boolean(object.holds_log)
+        : false,
+    };
+  },
+
+  toJSON(message: SlotStatus): unknown {
+    const obj: any = {};
+    if (message.slot !== undefined) {
+      obj.slot = ChannelSlot.toJSON(message.slot);
+    }
+    if (message.heldEntries !== 0n) {
+      obj.heldEntries = message.heldEntries.toString();
+    }
+    if (message.heldBytes !== 0n) {
+      obj.heldBytes = message.heldBytes.toString();
+    }
+    if (message.holdsLog !== false) {
+      obj.holdsLog = message.holdsLog;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotStatus>, I>>(base?: I): SlotStatus {
+    return SlotStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotStatus>, I>>(object: I): SlotStatus {
+    const message = createBaseSlotStatus();
+    message.slot = (object.slot !== undefined && object.slot !== null)
+      ? ChannelSlot.fromPartial(object.slot)
+      : undefined;
+    message.heldEntries = (object.heldEntries !== undefined && object.heldEntries !== null)
+      ? BigInt(object.heldEntries)
+      : 0n;
+    message.heldBytes = (object.heldBytes !== undefined && object.heldBytes !== null) ? BigInt(object.heldBytes) : 0n;
+    message.holdsLog = object.holdsLog ?? false;
+    return message;
+  },
+};
+
+function createBaseLogRetention(): LogRetention {
+  return { firstIndex: 0n, firstEpoch: 0n, heldBy: "", maxEntries: 0n, maxBytes: 0n, maxAgeS: 0n };
+}
+
+export const LogRetention: MessageFns<LogRetention> = {
+  encode(message: LogRetention, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.firstIndex !== 0n) {
+      if (BigInt.asUintN(64, message.firstIndex) !== message.firstIndex) {
+        throw new globalThis.Error("value provided for field message.firstIndex of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.firstIndex);
+    }
+    if (message.firstEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.firstEpoch) !== message.firstEpoch) {
+        throw new globalThis.Error("value provided for field message.firstEpoch of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.firstEpoch);
+    }
+    if (message.heldBy !== "") {
+      writer.uint32(26).string(message.heldBy);
+    }
+    if (message.maxEntries !== 0n) {
+      if (BigInt.asUintN(64, message.maxEntries) !== message.maxEntries) {
+        throw new globalThis.Error("value provided for field message.maxEntries of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.maxEntries);
+    }
+    if (message.maxBytes !== 0n) {
+      if (BigInt.asUintN(64, message.maxBytes) !== message.maxBytes) {
+        throw new globalThis.Error("value provided for field message.maxBytes of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.maxBytes);
+    }
+    if (message.maxAgeS !== 0n) {
+      if (BigInt.asUintN(64, message.maxAgeS) !== message.maxAgeS) {
+        throw new globalThis.Error("value provided for field message.maxAgeS of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.maxAgeS);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LogRetention {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLogRetention();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.firstIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.firstEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.heldBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxEntries = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxAgeS = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LogRetention {
+    return {
+      firstIndex: isSet(object.firstIndex)
+        ? BigInt(object.firstIndex)
+        : isSet(object.first_index)
+        ? BigInt(object.first_index)
+        : 0n,
+      firstEpoch: isSet(object.firstEpoch)
+        ? BigInt(object.firstEpoch)
+        : isSet(object.first_epoch)
+        ? BigInt(object.first_epoch)
+        : 0n,
+      heldBy: isSet(object.heldBy)
+        ? globalThis.String(object.heldBy)
+        : isSet(object.held_by)
+        ? globalThis.String(object.held_by)
+        : "",
+      maxEntries: isSet(object.maxEntries)
+        ? BigInt(object.maxEntries)
+        : isSet(object.max_entries)
+        ? BigInt(object.max_entries)
+        : 0n,
+      maxBytes: isSet(object.maxBytes)
+        ? BigInt(object.maxBytes)
+        : isSet(object.max_bytes)
+        ? BigInt(object.max_bytes)
+        : 0n,
+      maxAgeS: isSet(object.maxAgeS) ? BigInt(object.maxAgeS) : isSet(object.max_age_s) ? BigInt(object.max_age_s) : 0n,
+    };
+  },
+
+  toJSON(message: LogRetention): unknown {
+    const obj: any = {};
+    if (message.firstIndex !== 0n) {
+      obj.firstIndex = message.firstIndex.toString();
+    }
+    if (message.firstEpoch !== 0n) {
+      obj.firstEpoch = message.firstEpoch.toString();
+    }
+    if (message.heldBy !== "") {
+      obj.heldBy = message.heldBy;
+    }
+    if (message.maxEntries !== 0n) {
+      obj.maxEntries = message.maxEntries.toString();
+    }
+    if (message.maxBytes !== 0n) {
+      obj.maxBytes = message.maxBytes.toString();
+    }
+    if (message.maxAgeS !== 0n) {
+      obj.maxAgeS = message.maxAgeS.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LogRetention>, I>>(base?: I): LogRetention {
+    return LogRetention.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LogRetention>, I>>(object: I): LogRetention {
+    const message = createBaseLogRetention();
+    message.firstIndex = (object.firstIndex !== undefined && object.firstIndex !== null)
+      ? BigInt(object.firstIndex)
+      : 0n;
+    message.firstEpoch = (object.firstEpoch !== undefined && object.firstEpoch !== null)
+      ? BigInt(object.firstEpoch)
+      : 0n;
+    message.heldBy = object.heldBy ?? "";
+    message.maxEntries = (object.maxEntries !== undefined && object.maxEntries !== null)
+      ? BigInt(object.maxEntries)
+      : 0n;
+    message.maxBytes = (object.maxBytes !== undefined && object.maxBytes !== null) ? BigInt(object.maxBytes) : 0n;
+    message.maxAgeS = (object.maxAgeS !== undefined && object.maxAgeS !== null) ? BigInt(object.maxAgeS) : 0n;
     return message;
   },
 };
