@@ -190,6 +190,7 @@ class Dispatcher:
         self._snapshot_seq = 0
         self._saved_units = 0
         self._last_save = 0.0
+        self._no_elide = 0  # log entries up to it are reduced without insert-delete elision
         self._runner = BatchRunner(applier, self.config.retry, self.metrics,
                                    self._dead_letter_op, self._stop)
 
@@ -217,6 +218,12 @@ class Dispatcher:
             self._drained.notify_all()
 
     @property
+    def stopped(self) -> bool:
+        """``stop()`` was called (and no ``run`` began since): work outside ``run`` -- a
+        backfill -- ends at its next chunk."""
+        return self._stop.is_set()
+
+    @property
     def position(self) -> ApplierPosition:
         """The position reached so far (what the next save writes)."""
         if self._tracker is None:
@@ -228,6 +235,8 @@ class Dispatcher:
         """Apply entries from the durable position; return the saved final position."""
         self._stop.clear()
         self._tracker = tracker = ProgressTracker(self.positions.load())
+        backfill = tracker.backfill
+        self._no_elide = backfill.replay_until if backfill is not None else 0
         self.metrics.set(watermark=tracker.watermark)
         assembler = SegmentAssembler()
         self._workers = [
@@ -466,8 +475,12 @@ class Dispatcher:
         if not window:
             return
         ops = [op for _, t_ops in window for op in t_ops]
-        reduced = (_reduce_ops(ops, elide_insert_delete=self.config.elide_insert_delete)
-                   if self.config.reduce else ops)
+        # Up to a resumed backfill's ``replay_until`` some rows already hold later changes
+        # than the window's first (read from a newer snapshot): an insert-delete pair elided
+        # to nothing would leave such a row behind; a DELETE removes it (docs/appliers.md,
+        # "Backfilling a new applier").
+        elide = self.config.elide_insert_delete and window[0][0].indexes[0] > self._no_elide
+        reduced = _reduce_ops(ops, elide_insert_delete=elide) if self.config.reduce else ops
         self.metrics.add(transactions=len(window), ops_in=len(ops), ops_out=len(reduced))
         barrier = any(op.is_barrier for op in reduced)
         rows = {op.row_id for op in reduced if not op.is_barrier}

@@ -36,10 +36,16 @@ def channel() -> None:
 @click.option("--source-id", type=int, default=0,
               help="The source's cluster id (default: learned on first contact, then pinned).")
 @click.option("--replace", is_flag=True, help="Replace a channel of the same name.")
+@click.option("--seed", is_flag=True,
+              help="Seed this (empty) cluster from a snapshot of the source first, then "
+                   "stream from the snapshot's epoch.")
+@click.option("--merge", is_flag=True,
+              help="With --seed, on a cluster that holds rows: the snapshot overwrites "
+                   "them, except rows written here that the source has not applied.")
 @click.argument("name")
 def channel_add(target: str, token: str | None, ca: str | None, sources: str,
                 source_token: str, source_ca: str | None, source_id: int, replace: bool,
-                name: str) -> None:
+                seed: bool, merge: bool, name: str) -> None:
     """Make this cluster a replica of the cluster at --from (its leader runs the channel)."""
     pem = ""
     if source_ca:
@@ -51,7 +57,8 @@ def channel_add(target: str, token: str | None, ca: str | None, sources: str,
     addrs = [a.strip() for a in sources.split(",") if a.strip()]
     with _client(target, token, ca, 30.0) as c:
         res = _call(lambda: c.add_channel(name, addrs, source_id=source_id, token=source_token,
-                                          ca_pem=pem, replace=replace))
+                                          ca_pem=pem, replace=replace, seed=seed,
+                                          merge=merge))
     click.echo(res.message)
 
 
@@ -75,6 +82,21 @@ def _action(action: str) -> click.Command:
 
 for _a in ("remove", "pause", "resume", "quarantine"):
     _action(_a)
+
+
+@channel.command("resync")
+@_target
+@_token
+@_ca
+@click.option("--yes", is_flag=True, help="Do it (without: report what it would change).")
+@click.argument("name")
+def channel_resync(target: str, token: str | None, ca: str | None, yes: bool,
+                   name: str) -> None:
+    """Bring a channel that fell behind its source's log back from a snapshot of the
+    source: reports what it would overwrite and keep first; --yes does it."""
+    with _client(target, token, ca, 120.0) as c:
+        click.echo(_call(lambda: c.channel_action(name, "resync", timeout=120.0,
+                                                  confirm=yes)).message)
 
 
 @channel.command("list")

@@ -393,6 +393,13 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             where += f", replicated {a.replicated_position}]" if a.scope == "cluster" else "]"
         click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
                    f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
+        if a.backfill_state == "running":
+            click.echo(f"    backfill from the store at log index {a.backfill_index}: "
+                       f"{a.backfill_rows} rows delivered, last key {a.backfill_last_key or '-'}"
+                       + (f", resumed {a.backfill_resumes}x" if a.backfill_resumes else ""))
+        elif a.backfill_state == "done":
+            click.echo(f"    backfilled {a.backfill_rows} rows from the store at log index "
+                       f"{a.backfill_index}")
         if a.error:  # running: its store is unavailable and it retries
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):
@@ -418,6 +425,8 @@ def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
                    + (f" via {ch.connected}" if ch.connected else "")
                    + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
                    f"({ch.lag_seconds:.3f}s)")
+        if ch.seed:
+            out.append(f"    {ch.seed}")
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
             out.append(f"    {ch.last_error}")
         elif ch.last_error:

@@ -283,16 +283,20 @@ class _Base:
 
     @staticmethod
     def _add_channel_request(name: str, sources: Sequence[str], source_id: int, token: str,
-                             ca_pem: str, replace: bool) -> tuple[str, Message]:
+                             ca_pem: str, replace: bool, seed: bool = False,
+                             merge: bool = False) -> tuple[str, Message]:
         from gateway.v1 import replication_pb2
 
         d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
                                               source_id=source_id, token=token, ca_pem=ca_pem)
-        return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace)
+        return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace,
+                                                           seed=seed, merge=merge)
 
     @staticmethod
-    def _channel_action_request(name: str, action: str) -> tuple[str, Message]:
-        return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action)
+    def _channel_action_request(name: str, action: str, confirm: bool = False
+                                ) -> tuple[str, Message]:
+        return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action,
+                                                                 confirm=confirm)
 
     @staticmethod
     def _conflicts_request(*, table: str = "", function: str = "", unset: str = "",
@@ -505,15 +509,18 @@ class GatewayClient(_Base):
 
     def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
                     token: str = "", ca_pem: str = "", replace: bool = False,
+                    seed: bool = False, merge: bool = False,
                     timeout: float = 30.0) -> gateway_pb2.AdminResponse:
-        """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md)."""
+        """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md);
+        ``seed``: from a snapshot of the source first (``merge``: into a cluster with rows)."""
         return self._admin(*self._add_channel_request(name, sources, source_id, token, ca_pem,
-                                                      replace), timeout)
+                                                      replace, seed, merge), timeout)
 
-    def channel_action(self, name: str, action: str, timeout: float = 30.0
-                       ) -> gateway_pb2.AdminResponse:
-        """``remove``, ``pause`` or ``resume`` channel ``name``."""
-        return self._admin(*self._channel_action_request(name, action), timeout)
+    def channel_action(self, name: str, action: str, timeout: float = 30.0,
+                       confirm: bool = False) -> gateway_pb2.AdminResponse:
+        """``remove``, ``pause``, ``resume``, ``quarantine`` or ``resync`` channel ``name``
+        (``resync`` reports what it would change unless ``confirm``)."""
+        return self._admin(*self._channel_action_request(name, action, confirm), timeout)
 
     def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
                           ) -> gateway_pb2.AdminResponse:
@@ -680,15 +687,18 @@ class AsyncGatewayClient(_Base):
 
     async def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
                           token: str = "", ca_pem: str = "", replace: bool = False,
+                          seed: bool = False, merge: bool = False,
                           timeout: float = 30.0) -> gateway_pb2.AdminResponse:
         """As :meth:`GatewayClient.add_channel`."""
         return await self._admin(*self._add_channel_request(name, sources, source_id, token,
-                                                            ca_pem, replace), timeout)
+                                                            ca_pem, replace, seed, merge),
+                                 timeout)
 
-    async def channel_action(self, name: str, action: str, timeout: float = 30.0
-                             ) -> gateway_pb2.AdminResponse:
+    async def channel_action(self, name: str, action: str, timeout: float = 30.0,
+                             confirm: bool = False) -> gateway_pb2.AdminResponse:
         """As :meth:`GatewayClient.channel_action`."""
-        return await self._admin(*self._channel_action_request(name, action), timeout)
+        return await self._admin(*self._channel_action_request(name, action, confirm),
+                                 timeout)
 
     async def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
                                 ) -> gateway_pb2.AdminResponse:

@@ -613,7 +613,8 @@ class GatewayNode:
             applier = factories[name].build(opts)
             dcfg = (SQLITE_DISPATCH if name == "sqlite"
                     else DispatcherConfig(poll_interval=0.05))
-            hosted.add(name, applier, scope, dcfg)
+            hosted.add(name, applier, scope, dcfg,
+                       backfill_chunk_rows=cfg.backfill_chunk_rows(name))
         self.appliers = hosted
         hosted.start()
 

@@ -227,7 +227,7 @@ class Member(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[str] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class ApplierStatus(_message.Message):
-    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error")
+    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error", "backfill_state", "backfill_index", "backfill_rows", "backfill_resumes", "backfill_last_key")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,11 @@ class ApplierStatus(_message.Message):
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     REPLICATED_POSITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_STATE_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_ROWS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_RESUMES_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_LAST_KEY_FIELD_NUMBER: _ClassVar[int]
     name: str
     position: int
     lag_entries: int
@@ -246,7 +251,12 @@ class ApplierStatus(_message.Message):
     running: bool
     replicated_position: int
     error: str
-    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    backfill_state: str
+    backfill_index: int
+    backfill_rows: int
+    backfill_resumes: int
+    backfill_last_key: str
+    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention")
@@ -323,7 +333,7 @@ class LogRetention(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., first_epoch: _Optional[int] = ..., held_by: _Optional[str] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_age_s: _Optional[int] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
-    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts")
+    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed")
     class ConflictsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -344,6 +354,7 @@ class ChannelStatus(_message.Message):
     TRANSACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     name: str
     sources: _containers.RepeatedScalarFieldContainer[str]
     source_id: int
@@ -357,7 +368,8 @@ class ChannelStatus(_message.Message):
     transactions_applied: int
     paused: bool
     conflicts: _containers.ScalarMap[str, int]
-    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    seed: str
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("cluster_id", "max_replicated_epoch", "held_epoch")
@@ -370,20 +382,26 @@ class PeerStatus(_message.Message):
     def __init__(self, cluster_id: _Optional[int] = ..., max_replicated_epoch: _Optional[int] = ..., held_epoch: _Optional[int] = ...) -> None: ...
 
 class AddChannelRequest(_message.Message):
-    __slots__ = ("definition", "replace")
+    __slots__ = ("definition", "replace", "seed", "merge")
     DEFINITION_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MERGE_FIELD_NUMBER: _ClassVar[int]
     definition: _replication_pb2.ChannelDefinition
     replace: bool
-    def __init__(self, definition: _Optional[_Union[_replication_pb2.ChannelDefinition, _Mapping]] = ..., replace: _Optional[bool] = ...) -> None: ...
+    seed: bool
+    merge: bool
+    def __init__(self, definition: _Optional[_Union[_replication_pb2.ChannelDefinition, _Mapping]] = ..., replace: _Optional[bool] = ..., seed: _Optional[bool] = ..., merge: _Optional[bool] = ...) -> None: ...
 
 class ChannelActionRequest(_message.Message):
-    __slots__ = ("name", "action")
+    __slots__ = ("name", "action", "confirm")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
     name: str
     action: str
-    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+    confirm: bool
+    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ..., confirm: _Optional[bool] = ...) -> None: ...
 
 class ConflictsRequest(_message.Message):
     __slots__ = ("set", "unset", "role")

@@ -1298,8 +1298,18 @@ type ApplierStatus struct {
 	Running            bool    `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`                                                 // a dispatcher runs on this node (cluster scope: the leader)
 	ReplicatedPosition uint64  `protobuf:"varint,8,opt,name=replicated_position,json=replicatedPosition,proto3" json:"replicated_position,omitempty"` // cluster scope: the position recorded in the Raft log
 	Error              string  `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`                                                      // why the applier stopped on this node (one line); empty
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// while it runs or has not been started here
+	// A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+	// applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+	// rows delivered (all runs), how many times it resumed after a restart, and the store key
+	// of the last row delivered (hex).
+	BackfillState   string `protobuf:"bytes,10,opt,name=backfill_state,json=backfillState,proto3" json:"backfill_state,omitempty"`
+	BackfillIndex   uint64 `protobuf:"varint,11,opt,name=backfill_index,json=backfillIndex,proto3" json:"backfill_index,omitempty"`
+	BackfillRows    uint64 `protobuf:"varint,12,opt,name=backfill_rows,json=backfillRows,proto3" json:"backfill_rows,omitempty"`
+	BackfillResumes uint32 `protobuf:"varint,13,opt,name=backfill_resumes,json=backfillResumes,proto3" json:"backfill_resumes,omitempty"`
+	BackfillLastKey string `protobuf:"bytes,14,opt,name=backfill_last_key,json=backfillLastKey,proto3" json:"backfill_last_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ApplierStatus) Reset() {
@@ -1391,6 +1401,41 @@ func (x *ApplierStatus) GetReplicatedPosition() uint64 {
 func (x *ApplierStatus) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *ApplierStatus) GetBackfillState() string {
+	if x != nil {
+		return x.BackfillState
+	}
+	return ""
+}
+
+func (x *ApplierStatus) GetBackfillIndex() uint64 {
+	if x != nil {
+		return x.BackfillIndex
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillRows() uint64 {
+	if x != nil {
+		return x.BackfillRows
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillResumes() uint32 {
+	if x != nil {
+		return x.BackfillResumes
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillLastKey() string {
+	if x != nil {
+		return x.BackfillLastKey
 	}
 	return ""
 }
@@ -1765,8 +1810,8 @@ type ChannelStatus struct {
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Sources  []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
 	SourceId uint32                 `protobuf:"varint,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"` // configured or learned source cluster id (0: not yet known)
-	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | running | paused | error | stopped (not the
-	// leader: the channel runs on the leader)
+	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | seeding | running | paused | error | behind
+	// | stopped (not the leader: the channel runs on the leader)
 	Connected    string  `protobuf:"bytes,5,opt,name=connected,proto3" json:"connected,omitempty"`                            // HOST:PORT of the source node it reads from
 	AppliedEpoch uint64  `protobuf:"varint,6,opt,name=applied_epoch,json=appliedEpoch,proto3" json:"applied_epoch,omitempty"` // newest source epoch this cluster holds whole
 	LagEpochs    uint64  `protobuf:"varint,7,opt,name=lag_epochs,json=lagEpochs,proto3" json:"lag_epochs,omitempty"`          // sealed source epochs seen but not yet applied
@@ -1780,6 +1825,7 @@ type ChannelStatus struct {
 	// (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
 	// durable, the same on every node.
 	Conflicts     map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Seed          string            `protobuf:"bytes,14,opt,name=seed,proto3" json:"seed,omitempty"` // a seed in progress (docs/replication.md): its id, the
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1905,6 +1951,13 @@ func (x *ChannelStatus) GetConflicts() map[string]uint64 {
 	return nil
 }
 
+func (x *ChannelStatus) GetSeed() string {
+	if x != nil {
+		return x.Seed
+	}
+	return ""
+}
+
 // PeerStatus: what this cluster knows another cluster applied of this cluster's log.
 type PeerStatus struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -1969,9 +2022,12 @@ func (x *PeerStatus) GetHeldEpoch() uint64 {
 // AddChannelRequest: make this cluster a replica of another (replaces a channel of the same
 // name when replace is set).
 type AddChannelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Definition    *ChannelDefinition     `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
-	Replace       bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Definition *ChannelDefinition     `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Replace    bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	Seed       bool                   `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"` // seed this cluster from a snapshot of the source first
+	// (refused when it holds rows, unless merge)
+	Merge         bool `protobuf:"varint,4,opt,name=merge,proto3" json:"merge,omitempty"` // with seed: the cluster holds rows; the snapshot's win
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2020,11 +2076,28 @@ func (x *AddChannelRequest) GetReplace() bool {
 	return false
 }
 
+func (x *AddChannelRequest) GetSeed() bool {
+	if x != nil {
+		return x.Seed
+	}
+	return false
+}
+
+func (x *AddChannelRequest) GetMerge() bool {
+	if x != nil {
+		return x.Merge
+	}
+	return false
+}
+
 // ChannelActionRequest: remove, pause or resume channel `name`.
 type ChannelActionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume | quarantine | drop-slot (name:
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Action string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume | quarantine | resync | drop-slot
+	// (drop-slot's name: READER_CLUSTER/CHANNEL, a slot of this
+	// cluster's log)
+	Confirm       bool `protobuf:"varint,3,opt,name=confirm,proto3" json:"confirm,omitempty"` // resync: do it (without: report what it would change)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2071,6 +2144,13 @@ func (x *ChannelActionRequest) GetAction() string {
 		return x.Action
 	}
 	return ""
+}
+
+func (x *ChannelActionRequest) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
 }
 
 // ConflictsRequest: change this cluster's conflict configuration (one of the fields).
@@ -2535,7 +2615,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"apiAddress\x12\x12\n" +
 	"\x04role\x18\x04 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x05 \x01(\x04R\n" +
-	"matchIndex\"\x9b\x02\n" +
+	"matchIndex\"\xe5\x03\n" +
 	"\rApplierStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1f\n" +
@@ -2547,7 +2627,13 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xb4\x06\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12%\n" +
+	"\x0ebackfill_state\x18\n" +
+	" \x01(\tR\rbackfillState\x12%\n" +
+	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
+	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
+	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xb4\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2591,7 +2677,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vmax_entries\x18\x04 \x01(\x04R\n" +
 	"maxEntries\x12\x1b\n" +
 	"\tmax_bytes\x18\x05 \x01(\x04R\bmaxBytes\x12\x1a\n" +
-	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x8a\x04\n" +
+	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x9e\x04\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2609,7 +2695,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	" \x01(\x04R\repochsApplied\x121\n" +
 	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12F\n" +
-	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x1a<\n" +
+	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x12\x12\n" +
+	"\x04seed\x18\x0e \x01(\tR\x04seed\x1a<\n" +
 	"\x0eConflictsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"|\n" +
@@ -2619,15 +2706,18 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\rR\tclusterId\x120\n" +
 	"\x14max_replicated_epoch\x18\x02 \x01(\x04R\x12maxReplicatedEpoch\x12\x1d\n" +
 	"\n" +
-	"held_epoch\x18\x03 \x01(\x04R\theldEpoch\"l\n" +
+	"held_epoch\x18\x03 \x01(\x04R\theldEpoch\"\x96\x01\n" +
 	"\x11AddChannelRequest\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.gateway.v1.ChannelDefinitionR\n" +
 	"definition\x12\x18\n" +
-	"\areplace\x18\x02 \x01(\bR\areplace\"B\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\x12\x12\n" +
+	"\x04seed\x18\x03 \x01(\bR\x04seed\x12\x14\n" +
+	"\x05merge\x18\x04 \x01(\bR\x05merge\"\\\n" +
 	"\x14ChannelActionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06action\x18\x02 \x01(\tR\x06action\"h\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x18\n" +
+	"\aconfirm\x18\x03 \x01(\bR\aconfirm\"h\n" +
 	"\x10ConflictsRequest\x12*\n" +
 	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
 	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +

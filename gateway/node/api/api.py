@@ -548,12 +548,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _add_channel_local(self, req: gateway_pb2.AddChannelRequest, context: CallContext
                                  ) -> gateway_pb2.AdminResponse:
-        return await self.node.channels.add(req.definition, req.replace)
+        return await self.node.channels.add(req.definition, req.replace, seed=req.seed,
+                                            merge=req.merge)
 
     async def _channel_action_local(self, req: gateway_pb2.ChannelActionRequest,
                                     context: CallContext
                                     ) -> gateway_pb2.AdminResponse:
-        return await self.node.channels.action(req.name, req.action)
+        return await self.node.channels.action(req.name, req.action, confirm=req.confirm)
 
     async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: CallContext
                                ) -> gateway_pb2.AdminResponse:

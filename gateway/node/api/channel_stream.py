@@ -11,6 +11,10 @@ the call with its code and one-line message. After the welcome the call carries,
 
 and up, the reader's ``ChannelAck``s, handed to the node's slot keeper. The call needs the
 read permission, as Subscribe (``security``).
+
+A hello asking for a seed (``ChannelHello.seed``) gets the seed instead (``_seed``: the
+welcome, ``SeedStart``, the chunks, ``SeedEnd``); the call then waits for the reader's ack of
+the seed's epoch, which releases the source's pins, and ends.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
         ups = request_iterator.__aiter__()
         try:
             first = await anext(ups, None)
+            if first is not None and first.hello.HasField("seed"):
+                async for down in self._seed(first, ups, context):
+                    yield down
+                return
             session = await source.open(first)
         except (NodeError, InvalidRequest) as exc:
             await self._gateway._abort(context, exc)
@@ -107,3 +115,25 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+
+    async def _seed(self, first: channel_pb2.ChannelUp,
+                    ups: AsyncIterator[channel_pb2.ChannelUp],
+                    context: CallContext) -> AsyncIterator[channel_pb2.ChannelDown]:
+        """The seed session of hello ``first`` (``ChannelSource.seed``), then the wait for
+        the reader's ack of its end (``ChannelSource.seed_acked``)."""
+        source = self.node.channel_source
+        end = None
+        try:
+            async for down in source.seed(first):
+                if down.HasField("seed_end"):
+                    end = down.seed_end
+                yield down
+            if end is None:
+                return
+            async for up in ups:
+                if up.WhichOneof("msg") == "ack" and await source.seed_acked(end, up.ack):
+                    return
+        except (NodeError, InvalidRequest) as exc:
+            await self._gateway._abort(context, exc)
+        except Exception as exc:
+            await self._gateway._abort_storage(context, exc)

@@ -105,7 +105,12 @@ class NodeCollector(Collector):
         down = GaugeMetricFamily("gateway_applier_unavailable",
                                  "1 while the applier runs here but cannot reach its store "
                                  "(it retries; Status says why)", labels=["applier"])
+        backfill = GaugeMetricFamily("gateway_applier_backfill_rows",
+                                     "rows a new applier's backfill from the store delivered "
+                                     "so far (docs/appliers.md)", labels=["applier", "state"])
         for a in n.applier_status():
+            if a.backfill_state:
+                backfill.add_metric([a.name, a.backfill_state], a.backfill_rows)
             down.add_metric([a.name], int(a.running and bool(a.error)))
             lag.add_metric([a.name], a.lag_entries)
             pos.add_metric([a.name], a.position)
@@ -119,6 +124,7 @@ class NodeCollector(Collector):
         yield running
         yield replicated
         yield down
+        yield backfill
         streams = GaugeMetricFamily("gateway_peer_stream_up",
                                     "1 while the stream to the peer is up, by kind (framed "
                                     "TCP, or gRPC to an older node)", labels=["peer", "kind"])

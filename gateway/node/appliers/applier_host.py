@@ -54,13 +54,16 @@ from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
     ApplierPosition,
-    GtidSet,
+    BackfillProgress,
     PositionStore,
     PositionStoreError,
+    position_message,
+    position_of,
 )
 from gateway.appliers.source import EntriesCompactedError
 from gateway.core import messages
 from gateway.node.appliers.applier_rebuild import rebuild_from_store
+from gateway.node.appliers.backfill import needs_backfill, run_backfill
 from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state.consistency import (
     InconsistentStateError,
@@ -105,6 +108,10 @@ class HostedApplier:
     runs: int = 0
     #: the dead letters already on disk were added to ``metrics`` (once per process)
     letters_counted: bool = False
+    #: a backfill from the store in progress or done (``backfill``), as last saved
+    backfill: BackfillProgress | None = None
+    #: rows per chunk of its backfill (None: ``NodeAppliers.backfill_chunk_rows``)
+    chunk_rows: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -117,7 +124,7 @@ def replicated_position(msg: applier_pb2.ApplierPosition | None) -> ApplierPosit
     if msg is None:
         return ApplierPosition()
     try:
-        return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+        return position_of(msg)
     except ValueError:
         return ApplierPosition(msg.log_index)
 
@@ -128,13 +135,15 @@ class NodeAppliers:
     def __init__(self, driver: RaftDriver, state_dir: str, *,
                  publish_metrics: Callable[[str, Mapping[str, float]], None] | None = None,
                  on_dead_letter: DeadLetterHook | None = None,
-                 propose_interval: float = 1.0, propose_entries: int = 1000) -> None:
+                 propose_interval: float = 1.0, propose_entries: int = 1000,
+                 backfill_chunk_rows: int | None = None) -> None:
         self._driver = driver
         self._state_dir = state_dir
         self._publish = publish_metrics
         self._on_dead_letter = on_dead_letter
         self.propose_interval = propose_interval
         self.propose_entries = propose_entries
+        self.backfill_chunk_rows = backfill_chunk_rows
         self._source = CommittedLogSource(driver)
         self.appliers: list[HostedApplier] = []
         self._wake = asyncio.Event()
@@ -142,11 +151,14 @@ class NodeAppliers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
 
-    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig) -> None:
-        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`."""
+    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig, *,
+            backfill_chunk_rows: int | None = None) -> None:
+        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`.
+        ``backfill_chunk_rows``: rows per chunk of its backfill (``backfill``; None: the
+        node's default)."""
         self.appliers.append(HostedApplier(
             name, scope, applier, config, PositionStore(self._state_dir, applier.name),
-            ApplierMetrics(applier.name)))
+            ApplierMetrics(applier.name), chunk_rows=backfill_chunk_rows))
 
     @property
     def cluster_scoped(self) -> list[HostedApplier]:
@@ -208,9 +220,13 @@ class NodeAppliers:
         # or cut SQLite WAL, a wiped database) gets the entries after it again -- from the
         # log, or rebuilt from the store when the log no longer holds them.
         try:
-            position = check_position_file(a.positions, self._driver.storage)
+            claimed = check_position_file(a.positions, self._driver.storage)
             target = str(getattr(a.applier, "path", a.name))
-            position = reconcile(a.applier, a.positions, position, target)
+            position = reconcile(a.applier, a.positions, claimed, target)
+            # A new applier (or one whose backfill is not done) is backfilled from the store
+            # (``backfill``); a target that lost what its position file claims is not new: it
+            # gets the entries again from the log, or is rebuilt (``applier_rebuild``).
+            new = needs_backfill(claimed) and needs_backfill(position)
             check_applier_position(a.name, target, position.log_index,
                                    last_index=self._driver.storage.last_index(),
                                    wal_dir=self._driver.storage.wal.directory)
@@ -234,8 +250,33 @@ class NodeAppliers:
             log.error("applier %s not started: %s", a.name, exc)
             return
 
+        a.backfill = position.backfill
+        term = a.term if a.scope == SCOPE_CLUSTER else None
+
+        def backfill() -> bool:
+            """A new applier's backfill (``backfill``); False: stop here (stopped, or failed:
+            the error is in status, the progress saved for the next start)."""
+            def progress(p: BackfillProgress) -> None:
+                a.backfill = p
+            saved = None if term is None else (lambda pos: self._position_saved(a, term, pos))
+            try:
+                done = run_backfill(a.applier, d, a.positions, self._driver.sm.store, position,
+                                    chunk_rows=a.chunk_rows or self.backfill_chunk_rows,
+                                    on_progress=progress,
+                                    on_saved=saved)
+            except Exception as exc:
+                if self._stopping:
+                    return False
+                a.error = exc
+                log.error("applier %s stopped during its backfill (resumed at the next "
+                          "start): %s", a.name, exc)
+                return False
+            return done is not None and not self._stopping
+
         def body() -> None:
             dispatcher = d
+            if new and not backfill():
+                return
             while True:
                 try:
                     dispatcher.run(follow=True)
@@ -254,7 +295,6 @@ class NodeAppliers:
                         a.error = exc
                         log.error("applier %s stopped: %s", a.name, exc)
                         return
-                    term = a.term if a.scope == SCOPE_CLUSTER else None
                     if self._stopping or (term is not None and self._leading_term() != term):
                         return
                     dispatcher = self._dispatcher(a, term)
@@ -354,14 +394,12 @@ class NodeAppliers:
             if last is not None:
                 if pos.log_index < last.log_index:
                     return
-                moved = pos.applied != last.applied or \
+                moved = pos.applied != last.applied or pos.backfill != last.backfill or \
                     pos.log_index - last.log_index >= self.propose_entries
                 if not moved or now - a.proposed_at < self.propose_interval:
                     return
             a.proposed, a.proposed_at = pos, now
-        data = messages.pack(applier_pb2.ApplierPosition(
-            applier=a.name, log_index=pos.log_index, applied=pos.applied.to_proto(),
-            saved_at_ns=time.time_ns()))
+        data = messages.pack(position_message(a.name, pos, time.time_ns()))
         loop = self._loop
         if loop is None:
             return
@@ -414,9 +452,17 @@ class NodeAppliers:
             else:
                 position = replicated
                 lag_entries, lag_s = max(0, applied - replicated), 0.0
-            out.append(gateway_pb2.ApplierStatus(
+            st = gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,
-                replicated_position=replicated, error=self._error(a, running)))
+                replicated_position=replicated, error=self._error(a, running))
+            b = a.backfill
+            if b is None and msg is not None and msg.HasField("backfill"):
+                b = replicated_position(msg).backfill  # cluster scope, run elsewhere
+            if b is not None:
+                st.backfill_state = "done" if b.done else "running"
+                st.backfill_index, st.backfill_rows = b.snapshot_index, b.rows
+                st.backfill_resumes, st.backfill_last_key = b.resumes, b.last_key.hex()
+            out.append(st)
         return out
 

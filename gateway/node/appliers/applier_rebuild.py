@@ -58,9 +58,11 @@ def can_rebuild(applier: Applier) -> bool:
     return _reset_of(applier) is not None
 
 
-def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
+def stored_row_ops(rows: Iterator[tuple[bytes, bytes]], *, backfill: int = 0
+                   ) -> Iterator[RowOp]:
     """``UPSERT`` operations for the stored rows ``(key, serialized gateway.v1.Row)``, each
-    carrying the row's metadata as the operation of its last change would."""
+    carrying the row's metadata as the operation of its last change would (and ``backfill``:
+    the snapshot index of a backfill, ``RowOp.backfill``)."""
     for _key, data in rows:
         row = gateway_pb2.Row.FromString(data)
         key_cols = tuple(Column(f.name, f.type) for f in row.key_fields)
@@ -71,7 +73,8 @@ def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
                                                           strict=True)),
             cols, tuple(python_value(v, c.type) for v, c in zip(row.values, cols, strict=True)),
             gtid=Gtid(row.gtid.server_id, row.gtid.trans_id), log_index=row.log_index,
-            epoch=row.epoch, author=row.author, commit_ts_ns=row.commit_timestamp_ns)
+            epoch=row.epoch, author=row.author, commit_ts_ns=row.commit_timestamp_ns,
+            backfill=backfill)
 
 
 def _rows_in_table_order(view: ReadSnapshot) -> Iterator[RowOp]:

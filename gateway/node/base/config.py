@@ -143,9 +143,18 @@ class NodeConfig:
 
     def applier_settings(self, name: str) -> tuple[str | None, dict[str, str]]:
         """``(scope override or None, the applier's own options)`` of applier ``name``: the
-        key ``scope`` of ``[appliers.NAME]`` is the node's, not passed to the factory."""
+        keys ``scope`` and ``backfill_chunk_rows`` of ``[appliers.NAME]`` are the node's
+        (``backfill_chunk_rows``: see :meth:`backfill_chunk_rows`), not passed to the
+        factory."""
         opts = dict(self.appliers.get(name, {}))
+        opts.pop("backfill_chunk_rows", None)
         return opts.pop("scope", None), opts
+
+    def backfill_chunk_rows(self, name: str) -> int | None:
+        """``[appliers.NAME] backfill_chunk_rows``: rows per chunk of a new applier's
+        backfill from the store (docs/appliers.md); None: the default."""
+        chunk = self.appliers.get(name, {}).get("backfill_chunk_rows")
+        return int(str(chunk)) if chunk is not None else None
 
     def validate(self) -> NodeConfig:
         """Return ``self`` or raise ``ConfigError`` naming the first bad key."""
@@ -187,6 +196,11 @@ class NodeConfig:
             if scope is not None and scope not in SCOPES:
                 raise ConfigError(f"appliers.{name}.scope: must be one of "
                                   f"{' or '.join(SCOPES)}, not {scope!r}")
+            chunk = opts.get("backfill_chunk_rows")
+            if chunk is not None and not (str(chunk).isdigit() and int(str(chunk)) > 0):
+                raise ConfigError(f"appliers.{name}.backfill_chunk_rows: must be a positive "
+                                  f"integer (rows per chunk of a new applier's backfill), "
+                                  f"not {chunk!r}")
         if self.log_format not in ("json", "text"):
             raise ConfigError("log_format: must be json or text")
         t = self.tls

@@ -407,6 +407,13 @@ class RaftDriver:
             return st.view.copy()
         return self.sm.replication.copy()
 
+    def replication_changed(self) -> None:
+        """The replicated state changed by another entry than a replicated epoch (a seed's
+        end, ``seed_apply``): the leader's view is rebuilt from the store before the next
+        proposal."""
+        if self._leader is not None:
+            self._leader.view = None
+
     async def read_index(self, lease: bool, timeout: float) -> int:
         """A linearizable read point: returns once this node applied up to the index the
         leader confirmed. Raises ``ReadTimeoutError`` or ``NotLeaderError``.

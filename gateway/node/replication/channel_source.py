@@ -20,19 +20,20 @@ On a welcome, the reader's slot is created or refreshed with the hello's ``acked
 (``SlotKeeper.note``). The gRPC plumbing (the stream, the events, progress and acks) is
 ``gateway.node.api.channel_stream``; this module decides only what the handshake says, so
 features that extend it (seeding: ``ChannelHello.seed``, field range 10-19) add their branch
-here.
+here: a hello with ``seed`` is answered by ``seed`` (``seed_source``) instead of ``open``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.node.base.config import CHANNEL_NAME
 from gateway.node.base.errors import NotLeaderError, PreconditionFailed
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication.seed_source import release_seed, serve_seed
 from gateway.node.replication.slots import SlotKeeper
 from gateway.node.state.slot_apply import SlotId, slot_name
 from gateway.v1 import channel_pb2, gateway_pb2
@@ -46,7 +47,7 @@ __all__ = ["BEHIND", "FEATURES", "PROTOCOL_VERSION", "ChannelSource", "Session",
 #: The newest version of the channel protocol this node speaks (versions 1 to it).
 PROTOCOL_VERSION = 1
 #: What this source supports of what a reader may ask for.
-FEATURES = ("slot", "progress")
+FEATURES = ("slot", "progress", "seed")
 #: What every refusal of a reader behind the log says (the reader's status shows it).
 BEHIND = "behind the source's log: resync"
 
@@ -81,9 +82,10 @@ class ChannelSource:
         self.slots = slots
         self._start_index = start_index
 
-    async def open(self, first: channel_pb2.ChannelUp | None) -> Session:
-        """The session of the reader whose first message is ``first`` (None: the reader
-        sent nothing); raises ``InvalidRequest`` or ``PreconditionFailed``."""
+    def _hello(self, first: channel_pb2.ChannelUp | None) -> channel_pb2.ChannelHello:
+        """The hello of a reader's first message ``first``, checked: raises
+        ``InvalidRequest`` when it is none, speaks no version this source speaks or lacks
+        the reader's identity."""
         if first is None or first.WhichOneof("msg") != "hello":
             got = "nothing" if first is None else \
                 f"an {first.WhichOneof('msg') or 'empty'} message"
@@ -101,8 +103,47 @@ class ChannelSource:
         if h.reader_cluster_id == me:
             raise InvalidRequest("hello.reader_cluster_id", f"{me} is this cluster: a cluster "
                                  f"cannot replicate from itself")
-        if h.HasField("seed"):
-            raise PreconditionFailed("hello.seed", "this source cannot seed a replica")
+        return h
+
+    def welcome(self, h: channel_pb2.ChannelHello) -> channel_pb2.ChannelWelcome:
+        """The welcome answering hello ``h``."""
+        first_index = self.driver.storage.first_index()
+        return channel_pb2.ChannelWelcome(
+            protocol_version=min(h.protocol_version, PROTOCOL_VERSION),
+            features=[f for f in h.features if f in FEATURES],
+            source_cluster_id=self.driver.opts.cluster_id, retained_first_index=first_index,
+            retained_first_epoch=self.slots.first_epoch(first_index))
+
+    async def seed(self, first: channel_pb2.ChannelUp | None
+                   ) -> AsyncIterator[channel_pb2.ChannelDown]:
+        """A session whose hello asks for a seed (``ChannelHello.seed``): the welcome, then
+        the seed (``seed_source.serve_seed``: start, chunks, end). Raises ``InvalidRequest``
+        (the hello), ``NotLeaderError`` (a new seed begins on the leader) or
+        ``PreconditionFailed`` (no pin of a resumed seed here)."""
+        h = self._hello(first)
+        yield channel_pb2.ChannelDown(welcome=self.welcome(h))
+        async for down in serve_seed(self.driver, h.seed, h.reader_cluster_id, h.channel):
+            if down.HasField("seed_start"):
+                # the reader's slot starts at the seed's epoch, so the log the stream after
+                # the seed reads is held while the seed runs (a lost slot included; again on
+                # a resume, in case the first proposal was dropped)
+                start = down.seed_start
+                self.slots.reset((h.reader_cluster_id, h.channel), start.epoch,
+                                 start.source_log_index)
+            yield down
+
+    async def seed_acked(self, end: channel_pb2.SeedEnd, ack: channel_pb2.ChannelAck) -> bool:
+        """The reader acknowledged ``ack`` after the seed's ``end``: when it holds the seed's
+        epoch (it installed the end), release the pin; whether it did."""
+        if ack.acked_epoch < end.epoch:
+            return False
+        await release_seed(self.driver, end.seed_id)
+        return True
+
+    async def open(self, first: channel_pb2.ChannelUp | None) -> Session:
+        """The session of the reader whose first message is ``first`` (None: the reader
+        sent nothing); raises ``InvalidRequest`` or ``PreconditionFailed``."""
+        h = self._hello(first)
         sid = (h.reader_cluster_id, h.channel)
         slot = self.driver.sm.slots.get(sid)
         if slot is not None and slot.lost:
@@ -126,14 +167,7 @@ class ChannelSource:
                 raise behind_message(sid, exc.reason) from None
             raise InvalidRequest(f"hello.{exc.field}", exc.reason) from None
         self.slots.note(sid, h.acked_epoch)
-        storage = self.driver.storage
-        first_index = storage.first_index()
-        welcome = channel_pb2.ChannelWelcome(
-            protocol_version=min(h.protocol_version, PROTOCOL_VERSION),
-            features=[f for f in h.features if f in FEATURES], source_cluster_id=me,
-            retained_first_index=first_index,
-            retained_first_epoch=self.slots.first_epoch(first_index))
-        return Session(welcome, req, start, sid)
+        return Session(self.welcome(h), req, start, sid)
 
     def failed_while_streaming(self, session: Session, exc: Exception) -> Exception:
         """What ends a session whose feed raised ``exc``: the behind-the-log refusal when the

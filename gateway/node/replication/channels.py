@@ -31,7 +31,12 @@ entry, a lost leadership) ends the session; the runner records it (``last_error`
 ``error``, or ``behind`` when the source no longer holds the channel's position) and starts
 a new session after a backoff (0.2 s doubling to 5 s). Nothing of an
 epoch is applied unless all of it is, and the position commits with the data, so a session
-ending anywhere neither loses nor repeats an origin transaction.
+ending anywhere neither loses nor repeats an origin transaction. A channel whose seed state
+asks for a seed installs it first (``seed_reader``; the commands: ``seed_admin``).
+
+Size: ~630 lines because the runner and the channels' admin and status sit together; next
+to split off are the admin commands (``NodeChannels.add``/``action``/``status``) into a
+``channel_admin`` module beside ``seed_admin``.
 """
 
 from __future__ import annotations
@@ -53,9 +58,11 @@ from gateway.core import messages
 from gateway.node.base.config import CHANNEL_NAME, address_problem
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication import seed_admin
 from gateway.node.replication.channel_reader import ChannelReader, ChannelSession, ReaderError
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
 from gateway.node.replication.channel_source import BEHIND
+from gateway.node.replication.seed_reader import SeedError, SeedReader, seed_line
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
 from gateway.replication.epochs import EpochOrderError
@@ -128,6 +135,7 @@ class ChannelRunner:
         self._reader: ChannelReader | None = None  # the session's stream
         self._stopped_by: str = ""  # why the role watch ended the session
         self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
+        self.seed: SeedReader | None = None  # while the channel's seed state asks for one
 
     @property
     def name(self) -> str:
@@ -141,8 +149,8 @@ class ChannelRunner:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (ChannelError, ReaderError, NodeError, InvalidRequest, EpochOrderError
-                    ) as exc:
+            except (ChannelError, ReaderError, NodeError, InvalidRequest, EpochOrderError,
+                    SeedError) as exc:
                 self._failed(str(exc))
             except grpc.aio.AioRpcError as exc:
                 self._failed(f"{self.state.connected or 'source'}: "
@@ -200,6 +208,14 @@ class ChannelRunner:
                 await drv.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
+            other = next((n for n in drv.sm.seeds if n != self.name), None)
+            if other is not None:  # its rows would race the snapshot being installed
+                raise ChannelError(f"waiting for the seed of channel {other} to end")
+            if self.name in drv.sm.seeds:  # seed_reader: a snapshot first
+                if self.seed is None:
+                    self.seed = SeedReader(drv, self.name, source)
+                self.state.state = "seeding"
+                await self.seed.run(ch, md, len(d.sources))
             held = drv.replication_view().held(source)
             assembler = self._assembler = EpochAssembler(held)
             self._stopped_by = ""
@@ -439,9 +455,13 @@ class NodeChannels:
 
     # -- admin ----------------------------------------------------------------------------------
 
-    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool
-                  ) -> gateway_pb2.AdminResponse:
+    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool,
+                  seed: bool = False, merge: bool = False) -> gateway_pb2.AdminResponse:
+        """Add channel ``d``; with ``seed``, seeded from a snapshot of the source first
+        (``seed_admin``: refused on a cluster holding rows unless ``merge``)."""
         check_definition(d, self.driver.opts.cluster_id)
+        if merge and not seed:
+            raise InvalidRequest("merge", "--merge goes with --seed")
         have = self.driver.sm.channels.get(d.name)
         if have is not None and not replace:
             raise InvalidRequest("name", f"channel {d.name!r} exists (replace it with "
@@ -450,9 +470,16 @@ class NodeChannels:
             if other.name != d.name and d.source_id and other.source_id == d.source_id:
                 raise InvalidRequest("source_id", f"channel {other.name!r} already replicates "
                                      f"from cluster {d.source_id}")
+        if seed:
+            seed_admin.check_seedable(self.driver, d.name, merge)
         note = await self._probe(d)
+        if seed:  # before the definition: its runner finds the seed state when it starts
+            await seed_admin.request_seed(self.driver, d.name, d.source_id, merge)
+            await self._stop_all()  # the other channels wait for the seed (they restart)
         index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
+        if seed:
+            return seed_admin.seed_response(d.name, note, index)
         return gateway_pb2.AdminResponse(message=f"channel {d.name} added{note}",
                                          log_index=index)
 
@@ -488,7 +515,8 @@ class NodeChannels:
         return (f"; its source is not reachable yet ({'; '.join(problems)}): the channel "
                 f"retries until it is (gateway channel status {d.name})")
 
-    async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
+    async def action(self, name: str, action: str, confirm: bool = False
+                     ) -> gateway_pb2.AdminResponse:
         if action == "drop-slot":  # a slot of another cluster's channel reading this log
             if self.slots is None:
                 raise InvalidRequest("action", "this node keeps no slots")
@@ -503,16 +531,23 @@ class NodeChannels:
             raise InvalidRequest("name", f"no channel {name!r} (channels: {known})")
         if action == "quarantine":
             return gateway_pb2.AdminResponse(message=self._quarantine_listing(name))
+        if action == "resync":
+            text, index = await seed_admin.resync_report(
+                self.driver, have, confirm, ChannelRunner(self.driver, have)._channel)
+            if index:  # the next runners: this one seeds, the others wait for it
+                await self._stop_all()
+            return gateway_pb2.AdminResponse(message=text, log_index=index)
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
         if action == "remove":
+            await seed_admin.cancel_seed(self.driver, name)
             cmd = replication_pb2.ChannelCommand(definition=d, remove=True)
         elif action in ("pause", "resume"):
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
             raise InvalidRequest("action", f"{action!r} is not remove, pause, resume, "
-                                 f"quarantine or drop-slot")
+                                 f"quarantine, resync or drop-slot")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
@@ -574,6 +609,10 @@ class NodeChannels:
                 st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
                 st.transactions_applied = s.transactions_applied
+                if got[1].seed is not None and name in sm.seeds:
+                    st.seed = got[1].seed.progress.line()
+            if name in sm.seeds and not st.seed:
+                st.seed = seed_line(sm.seeds[name])
             held = st.conflicts.get("quarantined_trans_count", 0)
             if held and not st.last_error:  # replicated state: shown on every node
                 st.last_error = (f"warning: {held} transaction(s) quarantined (a schema "

@@ -78,6 +78,17 @@ class SlotKeeper:
         if have is None or acked_epoch >= have[0]:
             self._pending[sid] = (acked_epoch, index_hint)
 
+    def reset(self, sid: SlotId, acked_epoch: int, log_index: int) -> None:
+        """Reader ``sid`` starts over at this cluster's epoch ``acked_epoch`` (log index
+        ``log_index``): a seed pinned there (``seed_source``). Its slot is created or
+        replaced whole, lost or not, so the log is held for the stream that follows the
+        seed."""
+        self._pending.pop(sid, None)
+        self._propose(messages.pack(replication_pb2.SlotCommand(reset=[
+            replication_pb2.ChannelSlot(reader_cluster_id=sid[0], channel=sid[1],
+                                        acked_epoch=acked_epoch, log_index=log_index,
+                                        acked_at_ns=self._clock())])))
+
     async def run(self) -> None:
         """Flush and (on the leader) mark lost slots every ``FLUSH_S`` seconds, until
         cancelled (the node's stop)."""

@@ -302,6 +302,18 @@ export interface ApplierStatus {
   replicatedPosition: bigint;
   /** why the applier stopped on this node (one line); empty */
   error: string;
+  /**
+   * while it runs or has not been started here
+   * A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+   * applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+   * rows delivered (all runs), how many times it resumed after a restart, and the store key
+   * of the last row delivered (hex).
+   */
+  backfillState: string;
+  backfillIndex: bigint;
+  backfillRows: bigint;
+  backfillResumes: number;
+  backfillLastKey: string;
 }
 
 export interface StatusResponse {
@@ -375,9 +387,9 @@ export interface ChannelStatus {
   sources: string[];
   /** configured or learned source cluster id (0: not yet known) */
   sourceId: number;
-  /** connecting | running | paused | error | stopped (not the */
+  /** connecting | seeding | running | paused | error | behind */
   state: string;
-  /** leader: the channel runs on the leader) */
+  /** | stopped (not the leader: the channel runs on the leader) */
   connected: string;
   /** newest source epoch this cluster holds whole */
   appliedEpoch: bigint;
@@ -397,6 +409,8 @@ export interface ChannelStatus {
    * durable, the same on every node.
    */
   conflicts: { [key: string]: bigint };
+  /** a seed in progress (docs/replication.md): its id, the */
+  seed: string;
 }
 
 export interface ChannelStatus_ConflictsEntry {
@@ -420,13 +434,22 @@ export interface PeerStatus {
 export interface AddChannelRequest {
   definition: ChannelDefinition | undefined;
   replace: boolean;
+  /** seed this cluster from a snapshot of the source first */
+  seed: boolean;
+  /** (refused when it holds rows, unless merge) */
+  merge: boolean;
 }
 
 /** ChannelActionRequest: remove, pause or resume channel `name`. */
 export interface ChannelActionRequest {
   name: string;
-  /** remove | pause | resume | quarantine | drop-slot (name: */
+  /** remove | pause | resume | quarantine | resync | drop-slot */
   action: string;
+  /**
+   * (drop-slot's name: READER_CLUSTER/CHANNEL, a slot of this
+   * cluster's log)
+   */
+  confirm: boolean;
 }
 
 /** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
@@ -2714,6 +2737,11 @@ function createBaseApplierStatus(): ApplierStatus {
     running: false,
     replicatedPosition: 0n,
     error: "",
+    backfillState: "",
+    backfillIndex: 0n,
+    backfillRows: 0n,
+    backfillResumes: 0,
+    backfillLastKey: "",
   };
 }
 
@@ -2757,6 +2785,27 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     }
     if (message.error !== "") {
       writer.uint32(74).string(message.error);
+    }
+    if (message.backfillState !== "") {
+      writer.uint32(82).string(message.backfillState);
+    }
+    if (message.backfillIndex !== 0n) {
+      if (BigInt.asUintN(64, message.backfillIndex) !== message.backfillIndex) {
+        throw new globalThis.Error("value provided for field message.backfillIndex of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.backfillIndex);
+    }
+    if (message.backfillRows !== 0n) {
+      if (BigInt.asUintN(64, message.backfillRows) !== message.backfillRows) {
+        throw new globalThis.Error("value provided for field message.backfillRows of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.backfillRows);
+    }
+    if (message.backfillResumes !== 0) {
+      writer.uint32(104).uint32(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      writer.uint32(114).string(message.backfillLastKey);
     }
     return writer;
   },
@@ -2846,6 +2895,46 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
             message.error = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.backfillState = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.backfillIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.backfillRows = reader.uint64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.backfillResumes = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.backfillLastKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2885,6 +2974,31 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         ? BigInt(object.replicated_position)
         : 0n,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      backfillState: isSet(object.backfillState)
+        ? globalThis.String(object.backfillState)
+        : isSet(object.backfill_state)
+        ? globalThis.String(object.backfill_state)
+        : "",
+      backfillIndex: isSet(object.backfillIndex)
+        ? BigInt(object.backfillIndex)
+        : isSet(object.backfill_index)
+        ? BigInt(object.backfill_index)
+        : 0n,
+      backfillRows: isSet(object.backfillRows)
+        ? BigInt(object.backfillRows)
+        : isSet(object.backfill_rows)
+        ? BigInt(object.backfill_rows)
+        : 0n,
+      backfillResumes: isSet(object.backfillResumes)
+        ? globalThis.Number(object.backfillResumes)
+        : isSet(object.backfill_resumes)
+        ? globalThis.Number(object.backfill_resumes)
+        : 0,
+      backfillLastKey: isSet(object.backfillLastKey)
+        ? globalThis.String(object.backfillLastKey)
+        : isSet(object.backfill_last_key)
+        ? globalThis.String(object.backfill_last_key)
+        : "",
     };
   },
 
@@ -2917,6 +3031,21 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.backfillState !== "") {
+      obj.backfillState = message.backfillState;
+    }
+    if (message.backfillIndex !== 0n) {
+      obj.backfillIndex = message.backfillIndex.toString();
+    }
+    if (message.backfillRows !== 0n) {
+      obj.backfillRows = message.backfillRows.toString();
+    }
+    if (message.backfillResumes !== 0) {
+      obj.backfillResumes = Math.round(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      obj.backfillLastKey = message.backfillLastKey;
+    }
     return obj;
   },
 
@@ -2940,6 +3069,15 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
       ? BigInt(object.replicatedPosition)
       : 0n;
     message.error = object.error ?? "";
+    message.backfillState = object.backfillState ?? "";
+    message.backfillIndex = (object.backfillIndex !== undefined && object.backfillIndex !== null)
+      ? BigInt(object.backfillIndex)
+      : 0n;
+    message.backfillRows = (object.backfillRows !== undefined && object.backfillRows !== null)
+      ? BigInt(object.backfillRows)
+      : 0n;
+    message.backfillResumes = object.backfillResumes ?? 0;
+    message.backfillLastKey = object.backfillLastKey ?? "";
     return message;
   },
 };
@@ -3788,6 +3926,7 @@ function createBaseChannelStatus(): ChannelStatus {
     transactionsApplied: 0n,
     paused: false,
     conflicts: {},
+    seed: "",
   };
 }
 
@@ -3844,6 +3983,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
       ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
     });
+    if (message.seed !== "") {
+      writer.uint32(114).string(message.seed);
+    }
     return writer;
   },
 
@@ -3967,6 +4109,14 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             }
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4035,6 +4185,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
           {},
         )
         : {},
+      seed: isSet(object.seed) ? globalThis.String(object.seed) : "",
     };
   },
 
@@ -4085,6 +4236,9 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         });
       }
     }
+    if (message.seed !== "") {
+      obj.seed = message.seed;
+    }
     return obj;
   },
 
@@ -4120,6 +4274,7 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       },
       {},
     );
+    message.seed = object.seed ?? "";
     return message;
   },
 };
@@ -4334,7 +4489,7 @@ export const PeerStatus: MessageFns<PeerStatus> = {
 };
 
 function createBaseAddChannelRequest(): AddChannelRequest {
-  return { definition: undefined, replace: false };
+  return { definition: undefined, replace: false, seed: false, merge: false };
 }
 
 export const AddChannelRequest: MessageFns<AddChannelRequest> = {
@@ -4344,6 +4499,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       writer.uint32(16).bool(message.replace);
+    }
+    if (message.seed !== false) {
+      writer.uint32(24).bool(message.seed);
+    }
+    if (message.merge !== false) {
+      writer.uint32(32).bool(message.merge);
     }
     return writer;
   },
@@ -4377,6 +4538,22 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
             message.replace = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.seed = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.merge = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4393,6 +4570,8 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     return {
       definition: isSet(object.definition) ? ChannelDefinition.fromJSON(object.definition) : undefined,
       replace: isSet(object.replace) ? globalThis.Boolean(object.replace) : false,
+      seed: isSet(object.seed) ? globalThis.Boolean(object.seed) : false,
+      merge: isSet(object.merge) ? globalThis.Boolean(object.merge) : false,
     };
   },
 
@@ -4403,6 +4582,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       obj.replace = message.replace;
+    }
+    if (message.seed !== false) {
+      obj.seed = message.seed;
+    }
+    if (message.merge !== false) {
+      obj.merge = message.merge;
     }
     return obj;
   },
@@ -4416,12 +4601,14 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
       ? ChannelDefinition.fromPartial(object.definition)
       : undefined;
     message.replace = object.replace ?? false;
+    message.seed = object.seed ?? false;
+    message.merge = object.merge ?? false;
     return message;
   },
 };
 
 function createBaseChannelActionRequest(): ChannelActionRequest {
-  return { name: "", action: "" };
+  return { name: "", action: "", confirm: false };
 }
 
 export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
@@ -4431,6 +4618,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     }
     if (message.action !== "") {
       writer.uint32(18).string(message.action);
+    }
+    if (message.confirm !== false) {
+      writer.uint32(24).bool(message.confirm);
     }
     return writer;
   },
@@ -4464,6 +4654,14 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
             message.action = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.confirm = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4480,6 +4678,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       action: isSet(object.action) ? globalThis.String(object.action) : "",
+      confirm: isSet(object.confirm) ? globalThis.Boolean(object.confirm) : false,
     };
   },
 
@@ -4491,6 +4690,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     if (message.action !== "") {
       obj.action = message.action;
     }
+    if (message.confirm !== false) {
+      obj.confirm = message.confirm;
+    }
     return obj;
   },
 
@@ -4501,6 +4703,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     const message = createBaseChannelActionRequest();
     message.name = object.name ?? "";
     message.action = object.action ?? "";
+    message.confirm = object.confirm ?? false;
     return message;
   },
 };
