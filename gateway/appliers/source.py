@@ -58,7 +58,7 @@ class StoreInstalledError(EntriesCompactedError):
     ``end``): the rows that seed installed came through entries that are not transactions,
     so an applier that followed the log up to here lacks them and must be brought to the
     store's state at or after ``index`` -- rebuilt, or backfilled -- before it follows the log
-    after that (docs/replication.md, "Appliers on a seeded cluster")."""
+    after that (docs/replication.md, "Appliers on the seeded cluster")."""
 
     def __init__(self, index: int) -> None:
         EntrySourceError.__init__(

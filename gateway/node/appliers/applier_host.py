@@ -286,7 +286,7 @@ class NodeAppliers:
                     # A seed or a resync ended here: its rows are in the store, not in the
                     # log. Rebuild a target the applier owns (exact: the rows the resync
                     # deleted go too), else backfill it from the store (docs/replication.md,
-                    # "Appliers on a seeded cluster"); then follow the log after that.
+                    # "Appliers on the seeded cluster"); then follow the log after that.
                     if not can_rebuild(a.applier):
                         dispatcher = self._dispatcher(a, term)
                         a.dispatcher = dispatcher
