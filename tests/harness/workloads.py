@@ -93,6 +93,8 @@ class Workload:
     name = "workload"
     tables: tuple[str, ...] = ()
     key_columns: dict[str, list[str]] = {}
+    #: the pause after each operation of a client, drawn from these (seconds)
+    pauses: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
 
     def __init__(self, mc: MultiCluster, seed: int, clients: int = 2) -> None:
         self.mc = mc
@@ -132,7 +134,9 @@ class Workload:
                     with self._busy_lock:
                         self._busy[cid] -= 1
                 seq += self.clients
-                time.sleep(rng.choice((0.02, 0.05, 0.1, 0.2)))
+                pause = rng.choice(self.pauses)
+                if pause:
+                    time.sleep(pause)
 
     def start(self) -> None:
         """``clients`` threads per cluster: two clients of one cluster race each other (a
@@ -338,18 +342,20 @@ def check_total_by_epoch(mc: MultiCluster, cid: int, table: str, accounts: int,
 
 class Inserts(Workload):
     """Rows ``fault.fill``: ``rows`` of them written on cluster 1 at setup (what a seed copies
-    in many chunks), then every client inserts new ones (key ``cid * 10**7 + seq``, one
-    transaction each: no two writes touch one key, so no conflict).
+    in many chunks), then every client inserts new ones without a pause (key
+    ``cid * 10**7 + seq``, one transaction each: no two writes touch one key, so no
+    conflict).
 
     Check: every cluster holds every acknowledged row with its value and only rows some
     client wrote."""
 
     name = "inserts"
+    pauses = (0.0,)  # as fast as the clients go: the volume of the run
     tables = ("fault.fill",)
     key_columns = {"fault.fill": ["id"]}
     TABLE = "fault.fill"
 
-    def __init__(self, mc: MultiCluster, seed: int, rows: int = 4000, clients: int = 2
+    def __init__(self, mc: MultiCluster, seed: int, rows: int = 4000, clients: int = 4
                  ) -> None:
         super().__init__(mc, seed, clients)
         self.rows = rows
