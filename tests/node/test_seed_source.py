@@ -4,11 +4,14 @@ read from it resume exactly after a key."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gateway.core import messages
 from gateway.core.lsm.errors import StoreClosedError
-from gateway.node.replication.seed_source import read_chunk, seed_end
+from gateway.node.replication import seed_source
+from gateway.node.replication.seed_source import ChunkCursor, read_chunk, seed_end
 from gateway.node.state import keys
 from gateway.node.state.state_machine import StoreStateMachine
 from gateway.node.state.wire import encode_transaction
@@ -167,6 +170,46 @@ def test_chunks_resume_after_a_key_and_carry_tombstones_with_metadata(tmp_path):
     assert keys.schema_key("s.t") in rows  # the first-seen schema goes along
     end = seed_end(sm.seed_pins.get(5).snapshot, 5, E1, 1, len(whole))
     assert [(w.origin, w.trans_id) for w in end.watermarks] == [(1, 2)]
+    sm.close()
+
+
+def test_the_served_chunks_come_from_one_cursor_a_slice_at_a_time_between_other_work(
+        tmp_path, monkeypatch):
+    """What the stream serves: the chunks ``read_chunk`` gives from each last key (rows,
+    tombstones, schema), each read a slice at a time on the loop, which runs other work
+    between the slices of one chunk."""
+    monkeypatch.setattr(seed_source, "CHUNK_ROWS", 4)
+    monkeypatch.setattr(seed_source, "SLICE_ROWS", 2)
+    sm = StoreStateMachine(str(tmp_path / "a"), cluster_id=1)
+    apply(sm, txn(1, E1, *[_insert(k, f"v{k}") for k in range(10)]))
+    apply(sm, txn(2, E1, _delete(4)), marker(E1, 2), pin(5))
+    snap = sm.seed_pins.get(5).snapshot
+    expected = read_all(sm, 5, max_rows=4)
+
+    async def serve() -> tuple[list[channel_pb2.SeedChunk], list[int]]:
+        ticks = 0
+        seen: list[int] = []  # other work done by the time each chunk was read
+
+        async def other() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(other())
+        await asyncio.sleep(0)
+        cursor, out = ChunkCursor(snap), []
+        while (c := await seed_source._next_chunk(cursor, 5, len(out) + 1)) is not None:
+            out.append(c)
+            seen.append(ticks)
+        task.cancel()
+        return out, seen
+
+    got, seen = asyncio.run(serve())
+    assert [c.SerializeToString() for c in got] == [c.SerializeToString() for c in expected]
+    assert [len(c.rows) for c in got] == [4, 4, 3]  # 9 rows, a tombstone, a schema
+    # two slices per full chunk: the other task ran at least once inside each
+    assert all(b - a >= 2 for a, b in zip([0, *seen], seen, strict=False))
     sm.close()
 
 

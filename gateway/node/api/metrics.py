@@ -66,7 +66,7 @@ from prometheus_client.registry import Collector
 from gateway.node.base.config import parse_address
 
 if TYPE_CHECKING:
-    from gateway.node.server import GatewayNode
+    from gateway.node.api.served_node import ServedNode
 
 __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics"]
 
@@ -74,7 +74,7 @@ __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics
 class NodeCollector(Collector):
     """Reads a node's state at scrape time."""
 
-    def __init__(self, node: GatewayNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self._node = node
 
     def collect(self) -> Iterator[Metric]:
@@ -151,8 +151,8 @@ class NodeCollector(Collector):
             yield CounterMetricFamily(name, doc, value=value)
 
 
-def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
-    families = {
+def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
         "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
                                      "newest source epoch held whole", labels=["channel"]),
         "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
@@ -188,7 +188,7 @@ def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
     yield peers
 
 
-def _retention_metrics(n: GatewayNode) -> Iterator[Metric]:
+def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
     """The retained log span, what holds it, and the slots of readers of this log."""
     ret, slots = n.retention()
     first = GaugeMetricFamily("gateway_log_retained_first_index", "oldest log index held",
@@ -214,7 +214,7 @@ def _retention_metrics(n: GatewayNode) -> Iterator[Metric]:
     yield from fams
 
 
-def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
+def serve_metrics(node: ServedNode, address: str) -> NodeCollector:
     """Register the node's collector and serve ``/metrics`` on ``address`` (a thread)."""
     host, port = parse_address(address, "metrics")
     collector = NodeCollector(node)

@@ -13,9 +13,10 @@ cluster").
    under a new id.
 2. ``SeedStart`` (the id, ``E``, the log index of the boundary), then ``SeedChunk``s of the
    pinned snapshot in key order -- every row and first-seen schema, retained tombstones
-   included, each with its epoch, author and commit time -- read on a worker thread from the
-   pin, so writes never wait for the seed, then ``SeedEnd``: the apply-status table and the
-   watermarks at ``E`` (this cluster's own: its last trans id at ``E``).
+   included, each with its epoch, author and commit time -- read from the pin on the event
+   loop a slice at a time (``_next_chunk``), so writes never wait for a whole chunk, then
+   ``SeedEnd``: the apply-status table and the watermarks at ``E`` (this cluster's own: its
+   last trans id at ``E``).
 3. The pin is released (``release_seed``: ``SEED_PIN`` with ``release`` when this node
    leads, else here only; the other nodes' leases let theirs go) once the reader acknowledges
    the seed's epoch after installing the end -- not when the end is sent: the stream runs
@@ -45,7 +46,7 @@ from gateway.v1 import channel_pb2, epoch_pb2
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
 
-__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "read_chunk", "release_seed", "seed_end",
+__all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "ChunkCursor", "read_chunk", "release_seed", "seed_end",
            "serve_seed"]
 
 #: A chunk ends after this many keys or bytes, whichever comes first (one Raft entry on the
@@ -53,10 +54,49 @@ __all__ = ["CHUNK_BYTES", "CHUNK_ROWS", "read_chunk", "release_seed", "seed_end"
 #: (tests use small chunks to stop a seed in the middle).
 CHUNK_ROWS = int(os.environ.get("GATEWAY_SEED_CHUNK_ROWS", "") or 2000)
 CHUNK_BYTES = 1 << 20
+#: A chunk is read on the event loop this many keys at a time (``_next_chunk``).
+SLICE_ROWS = 128
 #: The key range a seed copies: rows (``r``) and first-seen schemas (``s``).
 SEED_LO, SEED_HI = b"r", b"t"
 #: How long a new seed waits for the next epoch boundary of this cluster.
 _PIN_WAIT_S = 30.0
+
+
+class ChunkCursor:
+    """The keys of ``snap`` after ``after_key`` (empty: from the first key), read by one scan
+    from first to last chunk: a chunk continues where the previous one stopped, without a
+    new seek."""
+
+    def __init__(self, snap: ReadSnapshot, after_key: bytes = b"") -> None:
+        start = after_key + b"\x00" if after_key else SEED_LO
+        self._it = snap.scan_versions(start, SEED_HI)
+        self.done = False
+
+    def fill(self, chunk: channel_pb2.SeedChunk, max_rows: int, max_bytes: int,
+             size: int = 0) -> int:
+        """Add keys to ``chunk`` until it holds ``max_rows`` keys or its rows' bytes, ``size``
+        counted before, reach ``max_bytes``, or no key is left (``done``); returns the bytes
+        its rows count now."""
+        rows = chunk.rows
+        if len(rows) >= max_rows or size >= max_bytes:
+            return size
+        for key, v in self._it:
+            value = v.value
+            if value is None:
+                rows.add(key=key, epoch=v.epoch, author=v.author, commit_ts=v.commit_ts,
+                         tombstone=True)
+                size += len(key) + 24
+            else:
+                rows.add(key=key, epoch=v.epoch, author=v.author, commit_ts=v.commit_ts,
+                         value=value)
+                size += len(key) + len(value) + 24
+            if len(rows) >= max_rows or size >= max_bytes:
+                chunk.last_key = key
+                return size
+        self.done = True
+        if rows:
+            chunk.last_key = rows[-1].key
+        return size
 
 
 def read_chunk(snap: ReadSnapshot, seed_id: int, after_key: bytes, chunk_no: int,
@@ -64,24 +104,9 @@ def read_chunk(snap: ReadSnapshot, seed_id: int, after_key: bytes, chunk_no: int
                ) -> channel_pb2.SeedChunk | None:
     """The next chunk of ``snap`` after ``after_key`` (empty: from the first key), or None
     when no key is left."""
-    start = after_key + b"\x00" if after_key else SEED_LO
-    rows = []
-    size = 0
-    last = b""
-    for key, v in snap.scan_versions(start, SEED_HI):
-        r = channel_pb2.SeedRow(key=key, epoch=v.epoch, author=v.author, commit_ts=v.commit_ts)
-        if v.value is None:
-            r.tombstone = True
-        else:
-            r.value = v.value
-        rows.append(r)
-        last = key
-        size += len(key) + len(v.value or b"") + 24
-        if len(rows) >= max_rows or size >= max_bytes:
-            break
-    if not rows:
-        return None
-    return channel_pb2.SeedChunk(seed_id=seed_id, rows=rows, last_key=last, chunk_no=chunk_no)
+    chunk = channel_pb2.SeedChunk(seed_id=seed_id, chunk_no=chunk_no)
+    ChunkCursor(snap, after_key).fill(chunk, max_rows, max_bytes)
+    return chunk if chunk.rows else None
 
 
 def seed_end(snap: ReadSnapshot, seed_id: int, epoch: int, source_id: int, chunks: int
@@ -106,6 +131,22 @@ def seed_end(snap: ReadSnapshot, seed_id: int, epoch: int, source_id: int, chunk
     if own:
         end.watermarks.append(channel_pb2.SeedWatermark(origin=source_id, trans_id=own))
     return end
+
+
+async def _next_chunk(cursor: ChunkCursor, seed_id: int, chunk_no: int
+                      ) -> channel_pb2.SeedChunk | None:
+    """The cursor's next chunk, read on the event loop ``SLICE_ROWS`` keys at a time with
+    the loop's other work run between slices. Not on a worker thread: a thread reading rows
+    holds the GIL for its switch interval at a time, and the loop -- which gives the GIL up
+    at every socket or fsync call of the writes it serves -- waits that long to take it back
+    at each of them. Small slices: every step of a write waits for at most one slice."""
+    chunk = channel_pb2.SeedChunk(seed_id=seed_id, chunk_no=chunk_no)
+    size = 0
+    while not cursor.done and len(chunk.rows) < CHUNK_ROWS and size < CHUNK_BYTES:
+        size = cursor.fill(chunk, min(CHUNK_ROWS, len(chunk.rows) + SLICE_ROWS), CHUNK_BYTES,
+                           size)
+        await asyncio.sleep(0)
+    return chunk if chunk.rows else None
 
 
 async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cluster_id: int,
@@ -137,11 +178,11 @@ async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cl
     snap = pin.snapshot
     yield channel_pb2.ChannelDown(seed_start=channel_pb2.SeedStart(
         seed_id=seed_id, epoch=pin.epoch, source_log_index=pin.log_index, source_id=me))
-    after = req.after_key
+    cursor = ChunkCursor(snap, req.after_key)
     n = 0
     while True:
         try:
-            chunk = await asyncio.to_thread(read_chunk, snap, seed_id, after, n + 1)
+            chunk = await _next_chunk(cursor, seed_id, n + 1)
         except StoreClosedError as exc:  # released (or expired) under the read
             raise PreconditionFailed("hello.seed", f"seed {seed_id} is not pinned on this "
                                      f"node any more ({exc}): begin a new seed") from None
@@ -149,7 +190,6 @@ async def serve_seed(driver: RaftDriver, req: channel_pb2.SeedRequest, reader_cl
         if chunk is None:
             break
         n += 1
-        after = chunk.last_key
         yield channel_pb2.ChannelDown(seed_chunk=chunk)
     end = await asyncio.to_thread(seed_end, snap, seed_id, pin.epoch, me, n)
     yield channel_pb2.ChannelDown(seed_end=end)
