@@ -27,7 +27,6 @@ makes resuming after an interrupted run safe.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -208,13 +207,13 @@ class DeltaTarget:
                              ) from None
         self._delta = DeltaTable
         self.spark = spark
-        self.root = os.path.abspath(root)
+        self.root = table_uri(root)  # a URI every executor resolves alike (Delta's own log)
         self.name = "delta"
 
     def write_unit(self, rows: DataFrame) -> int:
         count = 0
         for (schema, table), (keys, values) in table_columns(rows).items():
-            path = os.path.join(self.root, f"table={schema}.{table}")
+            path = f"{self.root}/table={schema}.{table}"
             ops = _typed_ops(rows, schema, table, keys, values)
             count += ops.count()
             cols = [n for n, _ in keys] + [n for n, _ in values] + [f"_{m}" for m in _META]
