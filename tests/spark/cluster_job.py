@@ -3,7 +3,8 @@
 ``cluster_job.py WAL SNAPSHOT OUT`` (paths as given, relative ones included) reads the WAL
 with ``gateway_wal`` and the snapshot with ``gateway_store`` and writes the rows to ``OUT/wal_rows``
 and ``OUT/store_rows`` (Parquet, written by the executors), then bulk-applies the WAL to
-``sqlite:OUT/tasks.db`` (written by the tasks) and ``parquet:OUT/parquet``.
+``sqlite:OUT/tasks.db`` (written by the tasks) and ``parquet:OUT/parquet``, and runs the
+micro-batch runner (80 entries a batch) into ``sqlite:OUT/runner.db`` until it is caught up.
 ``OUT/done.json`` records the positions reached; the test compares everything with local
 mode and the sequential apply.
 """
@@ -18,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from spark_applier.bulk import apply_log, read_log
 from spark_applier.datasource import register
+from spark_applier.runner import MicroBatchRunner
 from spark_applier.store_source import latest_versions
 from spark_applier.writers import ParquetTarget, SqliteTarget
 
@@ -36,6 +38,12 @@ def main(wal: str, snapshot: str, out: str) -> None:
             report = apply_log(spark, wal, target, os.path.join(out, f"state-{name}"),
                                partition_bytes=4096)
             done[name] = [report.end.log_index, report.problems]
+        runner = MicroBatchRunner(spark, wal, SqliteTarget(os.path.join(out, "runner.db")),
+                                  os.path.join(out, "state-runner"), max_entries=80)
+        ends: list[int] = []
+        while (batch := runner.run_once()) is not None:  # until caught up
+            ends.append(batch.end.log_index)
+        done["runner"] = ends
         with open(os.path.join(out, "done.json"), "w") as f:
             json.dump(done, f)
     finally:

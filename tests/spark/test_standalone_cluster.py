@@ -84,6 +84,8 @@ def test_spark_submit_job_on_the_standalone_cluster_equals_local_mode_and_the_di
     assert done["tasks"] == [len(txns), 0] and done["parquet"] == [len(txns), 0]
     assert sqlite_state(tmp_path / "out" / "tasks.db") == want
     assert parquet_state(spark, tmp_path / "out" / "parquet") == want
+    assert len(done["runner"]) >= 2 and done["runner"][-1] == len(txns)
+    assert sqlite_state(tmp_path / "out" / "runner.db") == want
 
 
 def test_cli_applies_a_relative_source_on_the_standalone_cluster(spark, spark_cluster,
