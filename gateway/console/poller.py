@@ -103,10 +103,14 @@ class Poller:
         return self
 
     def stop(self) -> None:
+        """Stop polling in the background; what was polled stays readable, and
+        :meth:`poll_once` still works (it opens its connections again)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=STATUS_TIMEOUT * 4)
-        for c in self._clients.values():
+            self._thread = None
+        clients, self._clients = self._clients, {}
+        for c in clients.values():
             c.close()
 
     def _run(self) -> None:

@@ -122,7 +122,7 @@ function chart(title, points, unit) {
   const pts = points.filter(p => p[1] !== null && Number.isFinite(p[1]));
   if (pts.length === 0) { svg.append(el("text", { x: L, y: H / 2 }, "no samples yet")); return svg; }
   const t0 = pts[0][0], t1 = Math.max(pts[pts.length - 1][0], t0 + 1);
-  const vmax = Math.max(...pts.map(p => p[1]), 1e-9);
+  const vmax = Math.max(...pts.map(p => p[1]), 1);
   const x = t => L + (W - L - 8) * (t - t0) / (t1 - t0);
   const y = val => H - B - (H - B - T) * val / vmax;
   svg.append(el("line", { class: "axis", x1: L, y1: H - B, x2: W - 8, y2: H - B }),
