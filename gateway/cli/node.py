@@ -8,10 +8,12 @@ configuration (one line on stderr, never a traceback).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -419,12 +421,20 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
 def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
     """Text lines for ``ChannelStatus`` messages (also used by ``gateway status``)."""
     out = []
+    now = time.time_ns()
     for ch in chans:
+        lag = (f" lag {ch.lag_epochs} epochs ({ch.lag_seconds:.3f}s)"
+               if not ch.state.startswith("on the leader") else "")
+        if lag and ch.since_last_heard:  # grown from what was known then: may be more
+            lag += (f" since last heard {(now - ch.last_heard_ns) / 1e9:.1f}s ago"
+                    if ch.last_heard_ns else " (source never heard from)")
         out.append(f"  channel {ch.name} from {','.join(ch.sources)} (cluster "
                    f"{ch.source_id or '?'}) {ch.state}"
                    + (f" via {ch.connected}" if ch.connected else "")
-                   + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
-                   f"({ch.lag_seconds:.3f}s)")
+                   + f" applied epoch {ch.applied_epoch}{lag}"
+                   + (f" (from leader {ch.leader_id})" if ch.leader_id else ""))
+        out.append("    replicated time " + (_utc(ch.replicated_time_ns)
+                                             if ch.replicated_time_ns else "none yet"))
         if ch.seed:
             out.append(f"    {ch.seed}")
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
@@ -432,6 +442,12 @@ def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
         elif ch.last_error:
             out.append(f"    last error: {ch.last_error}")
     return out
+
+
+def _utc(ns: int) -> str:
+    """``ns`` (Unix nanoseconds) as an ISO 8601 UTC time to the millisecond."""
+    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:

@@ -691,7 +691,8 @@ class GatewayNode:
             leader_id=r.lead, commit_index=r.raft_log.committed,
             applied_index=self.sm.applied_index, last_index=r.raft_log.last_index(),
             first_index=self.storage.first_index(), last_trans_id=self.sm.last_trans_id,
-            epoch=drv.epoch())
+            epoch=drv.epoch(), sealed_epoch=self.sm.newest_sealed[0],
+            sealed_at_ns=self.sm.newest_sealed[1])
         resp.leader_api = dict(self.leader_metadata()).get("gateway-leader-api", "")
         prs = r.trk.progress if r.role == Role.LEADER else {}
         for nid in sorted(cfg.all_voters() | cfg.learners | cfg.learners_next):

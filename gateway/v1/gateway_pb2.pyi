@@ -259,7 +259,7 @@ class ApplierStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention", "sealed_epoch", "sealed_at_ns")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +281,8 @@ class StatusResponse(_message.Message):
     ALARMS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     RETENTION_FIELD_NUMBER: _ClassVar[int]
+    SEALED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -302,7 +304,9 @@ class StatusResponse(_message.Message):
     alarms: _containers.RepeatedCompositeFieldContainer[_replication_pb2.SpaceAlarm]
     slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
     retention: LogRetention
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ...) -> None: ...
+    sealed_epoch: int
+    sealed_at_ns: int
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ..., sealed_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "held_entries", "held_bytes", "holds_log")
@@ -333,7 +337,7 @@ class LogRetention(_message.Message):
     def __init__(self, first_index: _Optional[int] = ..., first_epoch: _Optional[int] = ..., held_by: _Optional[str] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_age_s: _Optional[int] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
-    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed")
+    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed", "source_epoch", "source_sealed_at_ns", "last_heard_ns", "replicated_time_ns", "since_last_heard", "leader_id")
     class ConflictsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -355,6 +359,12 @@ class ChannelStatus(_message.Message):
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_NS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_LAST_HEARD_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     sources: _containers.RepeatedScalarFieldContainer[str]
     source_id: int
@@ -369,7 +379,13 @@ class ChannelStatus(_message.Message):
     paused: bool
     conflicts: _containers.ScalarMap[str, int]
     seed: str
-    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ...) -> None: ...
+    source_epoch: int
+    source_sealed_at_ns: int
+    last_heard_ns: int
+    replicated_time_ns: int
+    since_last_heard: bool
+    leader_id: int
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ..., source_epoch: _Optional[int] = ..., source_sealed_at_ns: _Optional[int] = ..., last_heard_ns: _Optional[int] = ..., replicated_time_ns: _Optional[int] = ..., since_last_heard: _Optional[bool] = ..., leader_id: _Optional[int] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("cluster_id", "max_replicated_epoch", "held_epoch")

@@ -1465,8 +1465,13 @@ type StatusResponse struct {
 	Alarms []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
 	// The slots of the channels of other clusters reading this cluster's log, and what of this
 	// node's log is kept and why (docs/replication.md, "Log retention for channels").
-	Slots         []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
-	Retention     *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
+	Slots     []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
+	Retention *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
+	// The newest epoch marker this node applied since it started and its seal time (the
+	// cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+	// cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+	SealedEpoch   uint64 `protobuf:"varint,22,opt,name=sealed_epoch,json=sealedEpoch,proto3" json:"sealed_epoch,omitempty"`
+	SealedAtNs    int64  `protobuf:"varint,23,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1648,6 +1653,20 @@ func (x *StatusResponse) GetRetention() *LogRetention {
 	return nil
 }
 
+func (x *StatusResponse) GetSealedEpoch() uint64 {
+	if x != nil {
+		return x.SealedEpoch
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSealedAtNs() int64 {
+	if x != nil {
+		return x.SealedAtNs
+	}
+	return 0
+}
+
 // SlotStatus: one reader's slot (ChannelSlot) as this node sees it.
 type SlotStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1811,7 +1830,8 @@ type ChannelStatus struct {
 	Sources  []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
 	SourceId uint32                 `protobuf:"varint,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"` // configured or learned source cluster id (0: not yet known)
 	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | seeding | running | paused | error | behind
-	// | stopped (not the leader: the channel runs on the leader)
+	// | stopped (removed or not started); a follower reports
+	// the leader's state (leader_id) or "on the leader N"
 	Connected    string  `protobuf:"bytes,5,opt,name=connected,proto3" json:"connected,omitempty"`                            // HOST:PORT of the source node it reads from
 	AppliedEpoch uint64  `protobuf:"varint,6,opt,name=applied_epoch,json=appliedEpoch,proto3" json:"applied_epoch,omitempty"` // newest source epoch this cluster holds whole
 	LagEpochs    uint64  `protobuf:"varint,7,opt,name=lag_epochs,json=lagEpochs,proto3" json:"lag_epochs,omitempty"`          // sealed source epochs seen but not yet applied
@@ -1824,10 +1844,24 @@ type ChannelStatus struct {
 	// Conflict handling of what this channel brought in, with MySQL's counter names
 	// (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
 	// durable, the same on every node.
-	Conflicts     map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	Seed          string            `protobuf:"bytes,14,opt,name=seed,proto3" json:"seed,omitempty"` // a seed in progress (docs/replication.md): its id, the
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Conflicts map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Seed      string            `protobuf:"bytes,14,opt,name=seed,proto3" json:"seed,omitempty"` // a seed in progress (docs/replication.md): its id, the
+	// source epoch, chunks installed; "" when none
+	// What the source last said of itself (its SourceProgress and events on the stream) and
+	// when (docs/replication.md, "Channel lag"). lag_epochs/lag_seconds above are computed
+	// from these against applied_epoch, so they keep growing while the channel is paused, in
+	// error or disconnected (then since_last_heard is set: lag_seconds = now - last_heard +
+	// the lag at that time).
+	SourceEpoch      uint64 `protobuf:"varint,15,opt,name=source_epoch,json=sourceEpoch,proto3" json:"source_epoch,omitempty"`                    // the source's newest sealed epoch heard of (0: none yet)
+	SourceSealedAtNs int64  `protobuf:"varint,16,opt,name=source_sealed_at_ns,json=sourceSealedAtNs,proto3" json:"source_sealed_at_ns,omitempty"` // its seal time (source clock, Unix ns)
+	LastHeardNs      int64  `protobuf:"varint,17,opt,name=last_heard_ns,json=lastHeardNs,proto3" json:"last_heard_ns,omitempty"`                  // when this node last heard from the source (Unix ns)
+	// The source commit time up to which this cluster holds everything: the sealed_at_ns of
+	// the applied epoch as the replica's log records it (durable, the same on every node).
+	ReplicatedTimeNs int64  `protobuf:"varint,18,opt,name=replicated_time_ns,json=replicatedTimeNs,proto3" json:"replicated_time_ns,omitempty"`
+	SinceLastHeard   bool   `protobuf:"varint,19,opt,name=since_last_heard,json=sinceLastHeard,proto3" json:"since_last_heard,omitempty"` // lag is an estimate grown from last_heard_ns
+	LeaderId         uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`                     // a follower's answer: the leader the live fields came from
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ChannelStatus) Reset() {
@@ -1956,6 +1990,48 @@ func (x *ChannelStatus) GetSeed() string {
 		return x.Seed
 	}
 	return ""
+}
+
+func (x *ChannelStatus) GetSourceEpoch() uint64 {
+	if x != nil {
+		return x.SourceEpoch
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetSourceSealedAtNs() int64 {
+	if x != nil {
+		return x.SourceSealedAtNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetLastHeardNs() int64 {
+	if x != nil {
+		return x.LastHeardNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetReplicatedTimeNs() int64 {
+	if x != nil {
+		return x.ReplicatedTimeNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetSinceLastHeard() bool {
+	if x != nil {
+		return x.SinceLastHeard
+	}
+	return false
+}
+
+func (x *ChannelStatus) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
 }
 
 // PeerStatus: what this cluster knows another cluster applied of this cluster's log.
@@ -2633,7 +2709,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
 	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
 	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
-	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xb4\x06\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xf9\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2660,7 +2736,10 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
 	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\x12,\n" +
 	"\x05slots\x18\x14 \x03(\v2\x16.gateway.v1.SlotStatusR\x05slots\x126\n" +
-	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\"\x98\x01\n" +
+	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\x12!\n" +
+	"\fsealed_epoch\x18\x16 \x01(\x04R\vsealedEpoch\x12 \n" +
+	"\fsealed_at_ns\x18\x17 \x01(\x03R\n" +
+	"sealedAtNs\"\x98\x01\n" +
 	"\n" +
 	"SlotStatus\x12+\n" +
 	"\x04slot\x18\x01 \x01(\v2\x17.gateway.v1.ChannelSlotR\x04slot\x12!\n" +
@@ -2677,7 +2756,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vmax_entries\x18\x04 \x01(\x04R\n" +
 	"maxEntries\x12\x1b\n" +
 	"\tmax_bytes\x18\x05 \x01(\x04R\bmaxBytes\x12\x1a\n" +
-	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x9e\x04\n" +
+	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x89\x06\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2696,7 +2775,13 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12F\n" +
 	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x12\x12\n" +
-	"\x04seed\x18\x0e \x01(\tR\x04seed\x1a<\n" +
+	"\x04seed\x18\x0e \x01(\tR\x04seed\x12!\n" +
+	"\fsource_epoch\x18\x0f \x01(\x04R\vsourceEpoch\x12-\n" +
+	"\x13source_sealed_at_ns\x18\x10 \x01(\x03R\x10sourceSealedAtNs\x12\"\n" +
+	"\rlast_heard_ns\x18\x11 \x01(\x03R\vlastHeardNs\x12,\n" +
+	"\x12replicated_time_ns\x18\x12 \x01(\x03R\x10replicatedTimeNs\x12(\n" +
+	"\x10since_last_heard\x18\x13 \x01(\bR\x0esinceLastHeard\x12\x1b\n" +
+	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x1a<\n" +
 	"\x0eConflictsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"|\n" +

@@ -80,6 +80,8 @@ SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
 #: The methods a NOSPACE alarm refuses (``alarms``).
 _WRITES = frozenset({"Write", "WriteBatch"})
+#: How long a follower's Status waits for the leader's channel figures.
+_LEADER_STATUS_S = 1.0
 _NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
 FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
@@ -106,6 +108,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
             "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
             "Conflicts": (gateway_pb2.ConflictsRequest, self._conflicts_local),
+            # only as asked by a follower (``_leader_status``): Status itself runs anywhere
+            "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
         }
 
@@ -563,7 +567,36 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     # -- admin ----------------------------------------------------------------------------------
 
     async def Status(self, request, context):  # type: ignore[no-untyped-def]
+        resp = self.node.status()
+        drv = self.node.driver
+        if resp.channels and not drv.is_leader and drv.leader_id:
+            lead = await self._leader_status(context)
+            if lead is not None:  # else the channels say "on the leader N"
+                self.node.channels.take_leader(list(resp.channels), list(lead.channels),
+                                               lead.node_id)
+        return resp
+
+    async def _status_local(self, request: gateway_pb2.StatusRequest, context: Any
+                            ) -> gateway_pb2.StatusResponse:
         return self.node.status()
+
+    async def _leader_status(self, context: grpc.aio.ServicerContext
+                             ) -> gateway_pb2.StatusResponse | None:
+        """The leader's ``Status`` (for its channels' live fields), asked over the peer
+        channel with the caller's token and a short timeout; None when it does not answer
+        in time: a follower's status must not hang on a leader that is gone."""
+        leader = self.node.driver.leader_id
+        channel = self.node.transport.channel(leader) if leader else None
+        if channel is None:
+            return None
+        try:
+            got = await peer_pb2_grpc.PeerStub(channel).Forward(
+                peer_pb2.ForwardRequest(method="Status", request=b""),
+                timeout=_LEADER_STATUS_S,
+                metadata=bearer_metadata(context.invocation_metadata()))
+            return gateway_pb2.StatusResponse.FromString(got.response)
+        except (grpc.aio.AioRpcError, DecodeError):
+            return None
 
     async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: Any
                               ) -> gateway_pb2.AdminResponse:

@@ -12,6 +12,8 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
 ``gateway_raft_last_index``         gauge   last log index
 ``gateway_gtid_last_trans_id``      gauge   last applied GTID trans id
 ``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
+``gateway_applier_lag_seconds``     gauge   per applier: age of the oldest committed entry
+                                            not applied (0 when caught up)
 ``gateway_applier_position``        gauge   per applier durable watermark
 ``gateway_applier_dead_letters``    gauge   per applier dead letters so far
 ``gateway_applier_unavailable``     gauge   per applier: 1 while it runs but its store is
@@ -23,10 +25,18 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
                                             recorded in the Raft log
 ``gateway_channel_applied_epoch``   gauge   per channel (label ``channel``): newest source
                                             epoch this cluster holds whole
-``gateway_channel_lag_epochs``      gauge   per channel: sealed source epochs read, not
-                                            yet applied (on the leader)
-``gateway_channel_lag_seconds``     gauge   per channel: age of the oldest source
-                                            transaction read, not yet applied
+``gateway_channel_lag_epochs``      gauge   per channel: the source's newest sealed epoch
+                                            - the applied one (a count; on the leader only)
+``gateway_channel_lag_seconds``     gauge   per channel: now - seal time of the oldest
+                                            source epoch not applied; grows while paused,
+                                            in error or disconnected (on the leader only)
+``gateway_channel_lag_since_last_heard``  gauge  per channel: 1 when the lag is grown from
+                                            the last time the source was heard from
+``gateway_channel_last_heard_age_seconds``  gauge  per channel: since the source was last
+                                            heard from (on the leader only)
+``gateway_channel_replicated_time_seconds``  gauge  per channel: the source commit time
+                                            (Unix s) up to which this cluster holds all
+                                            (durable, every node)
 ``gateway_channel_up``              gauge   per channel: 1 while its runner streams from
                                             the source (on the leader)
 ``gateway_channel_transactions``    counter per channel: origin transactions applied by
@@ -92,6 +102,9 @@ class NodeCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=value)
         lag = GaugeMetricFamily("gateway_applier_lag_entries", "entries not yet applied",
                                 labels=["applier"])
+        lag_s = GaugeMetricFamily("gateway_applier_lag_seconds",
+                                  "age of the oldest committed entry not yet applied by the "
+                                  "applier (0 when caught up)", labels=["applier"])
         pos = GaugeMetricFamily("gateway_applier_position", "applier watermark",
                                 labels=["applier"])
         dead = GaugeMetricFamily("gateway_applier_dead_letters", "dead letters",
@@ -113,12 +126,14 @@ class NodeCollector(Collector):
                 backfill.add_metric([a.name, a.backfill_state], a.backfill_rows)
             down.add_metric([a.name], int(a.running and bool(a.error)))
             lag.add_metric([a.name], a.lag_entries)
+            lag_s.add_metric([a.name], a.lag_seconds)
             pos.add_metric([a.name], a.position)
             dead.add_metric([a.name], a.dead_letters)
             running.add_metric([a.name, a.scope], int(a.running))
             if a.scope == "cluster":
                 replicated.add_metric([a.name], a.replicated_position)
         yield lag
+        yield lag_s
         yield pos
         yield dead
         yield running
@@ -156,20 +171,41 @@ def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
         "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
                                      "newest source epoch held whole", labels=["channel"]),
         "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
-                                   "source epochs read, not yet applied", labels=["channel"]),
-        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
-                                   "age of the oldest source transaction not yet applied",
+                                   "source epochs sealed, not yet applied here (a count)",
                                    labels=["channel"]),
+        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
+                                   "now - seal time of the oldest source epoch not applied "
+                                   "here, growing while the source is not heard from",
+                                   labels=["channel"]),
+        "heard": GaugeMetricFamily("gateway_channel_last_heard_age_seconds",
+                                   "seconds since the source was last heard from",
+                                   labels=["channel"]),
+        "stale": GaugeMetricFamily("gateway_channel_lag_since_last_heard",
+                                   "1 when the lag is grown from the last time the source "
+                                   "was heard from (paused, error, disconnected)",
+                                   labels=["channel"]),
+        "rtime": GaugeMetricFamily("gateway_channel_replicated_time_seconds",
+                                   "source commit time (Unix seconds) up to which this "
+                                   "cluster holds everything", labels=["channel"]),
         "up": GaugeMetricFamily("gateway_channel_up", "1 while the runner streams",
                                 labels=["channel"]),
         "txns": CounterMetricFamily("gateway_channel_transactions",
                                     "origin transactions applied by this node's runner",
                                     labels=["channel"]),
     }
+    now = time.time_ns()
+    leads = n.driver.is_leader
     for ch in n.channels.status():
         families["applied"].add_metric([ch.name], ch.applied_epoch)
-        families["lag_e"].add_metric([ch.name], ch.lag_epochs)
-        families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+        if ch.replicated_time_ns:
+            families["rtime"].add_metric([ch.name], ch.replicated_time_ns / 1e9)
+        if leads:  # the live figures are the leader's: a follower exports none, not a 0
+            families["lag_e"].add_metric([ch.name], ch.lag_epochs)
+            families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+            families["stale"].add_metric([ch.name], int(ch.since_last_heard))
+            if ch.last_heard_ns:
+                families["heard"].add_metric([ch.name], max(0.0, (now - ch.last_heard_ns)
+                                                             / 1e9))
         families["up"].add_metric([ch.name], int(ch.state == "running"))
         families["txns"].add_metric([ch.name], ch.transactions_applied)
     yield from families.values()

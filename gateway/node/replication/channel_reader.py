@@ -5,7 +5,8 @@
 features this node uses, the reader's identity -- this cluster's id and the channel's name --
 its position ``after_epoch = (source, held)``, ``ignore_origins = [this cluster]`` and
 ``acked_epoch = held``), checks that the first answer is a welcome, and yields the source's
-change events; ``SourceProgress`` messages are kept on the channel's state. ``ack`` sends a
+change events; ``SourceProgress`` messages are kept on the channel's state, and every
+message is noted on its ``SourceWatch`` (``channel_lag``). ``ack`` sends a
 ``ChannelAck`` when the source epoch this cluster holds durably advanced. A source that does
 not serve the protocol (an older node: UNIMPLEMENTED before any answer) is read with
 ``Subscribe`` as before, without acks.
@@ -21,6 +22,7 @@ from typing import Protocol
 
 import grpc
 
+from gateway.node.replication.channel_lag import SourceWatch
 from gateway.node.replication.channel_source import FEATURES, PROTOCOL_VERSION
 from gateway.replication import SealedEpoch
 from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2, gateway_pb2_grpc
@@ -34,6 +36,7 @@ class _State(Protocol):
     state: str
     protocol_version: int
     source_progress: channel_pb2.SourceProgress | None
+    watch: SourceWatch
 
 
 class ReaderError(Exception):
@@ -91,6 +94,7 @@ class ChannelReader:
         welcomed = False
         try:
             async for down in call:
+                self._state.watch.heard()
                 kind = down.WhichOneof("msg")
                 if not welcomed:
                     if kind != "welcome":
@@ -103,6 +107,7 @@ class ChannelReader:
                     yield down.event
                 elif kind == "progress":
                     self._state.source_progress = down.progress
+                    self._state.watch.progress(down.progress)
         except grpc.aio.AioRpcError as exc:
             if welcomed or exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
@@ -118,6 +123,7 @@ class ChannelReader:
         self._call = sub
         self._state.state = "running"
         async for ev in sub:
+            self._state.watch.heard()
             yield ev
 
     def ack(self, held: int, sealed: SealedEpoch) -> None:

@@ -48,7 +48,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import grpc
@@ -59,6 +59,7 @@ from gateway.node.base.config import CHANNEL_NAME, address_problem
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.replication import seed_admin
+from gateway.node.replication.channel_lag import SourceWatch, merge_leader_channels, poll_paused
 from gateway.node.replication.channel_reader import ChannelReader, ChannelSession, ReaderError
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
 from gateway.node.replication.channel_source import BEHIND
@@ -118,16 +119,18 @@ class ChannelState:
     warning: str = ""  # the roles of the two ends do not fit (channel_roles), or ""
     protocol_version: int = 0  # of the session (0: Subscribe, a source without the protocol)
     source_progress: channel_pb2.SourceProgress | None = None  # the newest the source sent
+    #: what the channel heard of its source (``channel_lag``): outlives the runner
+    watch: SourceWatch = field(default_factory=SourceWatch)
 
 
 class ChannelRunner:
     """Runs channel ``definition`` on the leader until cancelled; see the module docstring."""
 
-    def __init__(self, driver: RaftDriver, definition: replication_pb2.ChannelDefinition
-                 ) -> None:
+    def __init__(self, driver: RaftDriver, definition: replication_pb2.ChannelDefinition,
+                 watch: SourceWatch | None = None) -> None:
         self.driver = driver
         self.definition = definition
-        self.state = ChannelState()
+        self.state = ChannelState(watch=watch or SourceWatch())
         self._next_source = 0
         self._pending: deque[tuple[SealedEpoch,
                                    asyncio.Future[gateway_pb2.WriteResult | None]]] = deque()
@@ -274,6 +277,7 @@ class ChannelRunner:
 
     async def _submit(self, source: int, sealed: SealedEpoch) -> None:
         self.state.source_epoch_seen = max(self.state.source_epoch_seen, sealed.epoch)
+        self.state.watch.sealed(sealed.epoch, sealed.sealed_at_ns)
         if not sealed.items:
             return
         while len(self._pending) >= WINDOW:
@@ -319,20 +323,16 @@ class ChannelRunner:
                 self.state.transactions_applied = (
                     self.driver.sm.channel_txns.get(self.name, 0) - self._txns_base)
 
-    def lag_epochs(self) -> int:
-        """Sealed source epochs handed to the driver and not applied yet."""
-        return sum(1 for _, fut in self._pending if not fut.done())
-
-    def oldest_pending_ns(self) -> int:
-        """Commit time of the oldest source transaction read but not applied yet (0: none)."""
-        for sealed, fut in self._pending:
-            if sealed.oldest_commit_ns and not fut.done():
-                return sealed.oldest_commit_ns
-        opened = self._assembler.open_epoch if self._assembler is not None else None
-        return opened.oldest_commit_ns if opened is not None else 0
-
     def status(self) -> ChannelState:
         return self.state
+
+    def applied(self, held: int) -> int:
+        """The source epoch this cluster is caught up to, given it holds up to ``held``:
+        also the sealed epochs read that carried nothing for it (only its own transactions,
+        filtered at the source), once nothing before them waits."""
+        if self.state.state != "running" or self._pending:
+            return held
+        return max(held, self.state.source_epoch_seen)
 
 
 def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
@@ -362,6 +362,11 @@ class NodeChannels:
                                        asyncio.Task[None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._config_proposed_term = -1
+        #: What each channel heard of its source (``channel_lag``), kept across its runners
+        #: and pauses while this node leads.
+        self._watch: dict[str, SourceWatch] = {}
+        #: Paused channels asking their source how far it is (``poll_paused``).
+        self._polls: dict[str, asyncio.Task[None]] = {}
         #: Run once per term on the leader before anything else (the configuration file's
         #: conflict rules: no epoch is applied without them); a ``NodeError`` from it keeps
         #: the runners stopped until it succeeds.
@@ -383,6 +388,19 @@ class NodeChannels:
     async def _stop_all(self) -> None:
         for name in list(self._runners):
             await self._stop(name)
+        self._reconcile_polls({})
+
+    def _reconcile_polls(self, paused: dict[str, replication_pb2.ChannelDefinition]) -> None:
+        """Poll the sources of the ``paused`` channels; stop polling any other."""
+        for name in list(self._polls):
+            if name not in paused or self._polls[name].done():
+                self._polls.pop(name).cancel()
+        for name, d in paused.items():
+            if name not in self._polls and d.sources:
+                opener = ChannelRunner(self.driver, d)._channel
+                self._polls[name] = asyncio.create_task(
+                    poll_paused(self._watch.setdefault(name, SourceWatch()), d, opener),
+                    name=f"channel-poll-{name}")
 
     async def _stop(self, name: str) -> None:
         _, _, task = self._runners.pop(name)
@@ -423,9 +441,11 @@ class NodeChannels:
             now = want.get(name)
             if now is None or not _same_source(now, runner.definition):
                 await self._stop(name)
+        self._reconcile_polls({n: d for n, d in self.driver.sm.channels.items() if d.paused})
         for name, d in want.items():
             if name not in self._runners:
-                runner = ChannelRunner(self.driver, d)
+                watch = self._watch.setdefault(name, SourceWatch())
+                runner = ChannelRunner(self.driver, d, watch)
                 task = asyncio.create_task(runner.run(), name=f"channel-{name}")
                 self._runners[name] = (d, runner, task)
 
@@ -584,19 +604,38 @@ class NodeChannels:
         return out
 
     def status(self) -> list[gateway_pb2.ChannelStatus]:
+        """Every channel: the replicated fields on any node, the live ones (state, lag from
+        the source's progress: ``channel_lag``) on the leader; a follower says "on the
+        leader N" (its API asks the leader for them: ``merge_leader_channels``)."""
         sm = self.driver.sm
-        now = time.time_ns()
+        leads = self.driver.is_leader and not self.driver.removed
         out = []
         for name in sorted(sm.channels):
             d = sm.channels[name]
+            held = sm.replication.held(d.source_id) if d.source_id else 0
             st = gateway_pb2.ChannelStatus(name=name, sources=list(d.sources),
                                            source_id=d.source_id, paused=d.paused,
-                                           applied_epoch=sm.replication.held(d.source_id)
-                                           if d.source_id else 0,
+                                           applied_epoch=held,
+                                           replicated_time_ns=sm.replicated_time.get(
+                                               d.source_id, 0) if d.source_id else 0,
                                            conflicts=self._conflict_counters(name, d))
             got = self._runners.get(name)
+            if leads:
+                applied = got[1].applied(held) if got is not None else held
+                live = (got is not None and got[1].state.state == "running") or (
+                    d.paused and name in self._polls)
+                lag = self._watch.setdefault(name, SourceWatch()).figures(applied, live)
+                st.source_epoch = lag.source_epoch
+                st.source_sealed_at_ns = lag.source_sealed_at_ns
+                st.last_heard_ns = lag.last_heard_ns
+                st.lag_epochs = lag.lag_epochs
+                st.lag_seconds = lag.lag_seconds
+                st.since_last_heard = lag.since_last_heard
             if d.paused and got is None:
                 st.state = "paused"
+            elif not leads:
+                lead = self.driver.leader_id
+                st.state = f"on the leader {lead}" if lead else "on the leader (none now)"
             elif got is None:
                 st.state = "stopped"
             else:
@@ -604,9 +643,6 @@ class NodeChannels:
                 st.state = s.state
                 st.connected = s.connected
                 st.last_error = s.last_error or (f"warning: {s.warning}" if s.warning else "")
-                st.lag_epochs = got[1].lag_epochs()
-                oldest = got[1].oldest_pending_ns()
-                st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
                 st.transactions_applied = s.transactions_applied
                 if got[1].seed is not None and name in sm.seeds:
@@ -620,6 +656,9 @@ class NodeChannels:
                                  f"{name}")
             out.append(st)
         return out
+
+    #: A follower's API gives its statuses the leader's live fields (``channel_lag``).
+    take_leader = staticmethod(merge_leader_channels)
 
     def peers(self) -> list[gateway_pb2.PeerStatus]:
         rep = self.driver.sm.replication

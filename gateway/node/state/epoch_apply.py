@@ -16,7 +16,8 @@ arrives), is applied all or nothing:
    GTID and commit time the leader reserved in the entry; what the entry finally holds is
    recorded (``m dx:<index>``);
 5. counters: MySQL's conflict counters per channel (``m cc:``), origin watermarks
-   (``m w:``) and apply-status rows (``m as:``).
+   (``m w:``), apply-status rows (``m as:``) and the source's seal time of the epoch
+   (``m rt:<source>``: the replicated time a channel reports).
 
 Rows are written through ``txn_apply``'s paths with this cluster's local epoch and the
 origin's author and commit timestamp; insert-only transactions take the fast path from the
@@ -111,6 +112,7 @@ class EpochApply(TransactionApply):
     load_functions: Callable[[], Mapping[str, FunctionSpec]] | None
     conflict_counters: dict[str, dict[str, int]]
     channel_txns: dict[str, int]
+    replicated_time: dict[int, int]
     _staged: dict[str, list[StagedSegment]]
     _shapes_checked: dict[tuple[object, str], TableSchema]
     _rules_for: dict[str, ConflictRule] | None
@@ -261,6 +263,11 @@ class EpochApply(TransactionApply):
             ops.append(meta_op(keys.meta_key(f"as:{sid}:{by}"),
                                U64.pack(state.apply_status[(sid, by)])))
         self.replication = state
+        if unit.sealed_at_ns > self.replicated_time.get(unit.source_id, 0):
+            # the source commit time up to which this cluster holds everything (channel lag)
+            self.replicated_time = {**self.replicated_time, unit.source_id: unit.sealed_at_ns}
+            ops.append(meta_op(keys.meta_key(f"rt:{unit.source_id}"),
+                               U64.pack(unit.sealed_at_ns)))
         self.channel_txns[unit.channel] = self.channel_txns.get(unit.channel, 0) + sum(
             1 for t in txns if t.statements)
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(

@@ -226,6 +226,11 @@ class StoreStateMachine(EpochApply):
         for k, v in self.store.scan_prefix(keys.meta_key("as:")):
             sid, by = k[len(keys.meta_key("as:")):].split(b":")
             self.replication.apply_status[(int(sid), int(by))] = U64.unpack(v)[0]
+        #: Per source cluster, the seal time (source clock, Unix ns) of the newest of its
+        #: epochs applied here (``m rt:<source>``; replaced, never mutated, by apply).
+        self.replicated_time: dict[int, int] = {
+            int(k[len(keys.meta_key("rt:")):]): U64.unpack(v)[0]
+            for k, v in self.store.scan_prefix(keys.meta_key("rt:"))}
         #: Channel definitions by name (replaced, never mutated, by apply).
         self.channels: dict[str, replication_pb2.ChannelDefinition] = {}
         for k, v in self.store.scan_prefix(keys.meta_key("ch:")):

@@ -348,7 +348,16 @@ export interface StatusResponse {
    * node's log is kept and why (docs/replication.md, "Log retention for channels").
    */
   slots: SlotStatus[];
-  retention: LogRetention | undefined;
+  retention:
+    | LogRetention
+    | undefined;
+  /**
+   * The newest epoch marker this node applied since it started and its seal time (the
+   * cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+   * cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+   */
+  sealedEpoch: bigint;
+  sealedAtNs: bigint;
 }
 
 /** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
@@ -389,7 +398,10 @@ export interface ChannelStatus {
   sourceId: number;
   /** connecting | seeding | running | paused | error | behind */
   state: string;
-  /** | stopped (not the leader: the channel runs on the leader) */
+  /**
+   * | stopped (removed or not started); a follower reports
+   * the leader's state (leader_id) or "on the leader N"
+   */
   connected: string;
   /** newest source epoch this cluster holds whole */
   appliedEpoch: bigint;
@@ -411,6 +423,28 @@ export interface ChannelStatus {
   conflicts: { [key: string]: bigint };
   /** a seed in progress (docs/replication.md): its id, the */
   seed: string;
+  /**
+   * source epoch, chunks installed; "" when none
+   * What the source last said of itself (its SourceProgress and events on the stream) and
+   * when (docs/replication.md, "Channel lag"). lag_epochs/lag_seconds above are computed
+   * from these against applied_epoch, so they keep growing while the channel is paused, in
+   * error or disconnected (then since_last_heard is set: lag_seconds = now - last_heard +
+   * the lag at that time).
+   */
+  sourceEpoch: bigint;
+  /** its seal time (source clock, Unix ns) */
+  sourceSealedAtNs: bigint;
+  /** when this node last heard from the source (Unix ns) */
+  lastHeardNs: bigint;
+  /**
+   * The source commit time up to which this cluster holds everything: the sealed_at_ns of
+   * the applied epoch as the replica's log records it (durable, the same on every node).
+   */
+  replicatedTimeNs: bigint;
+  /** lag is an estimate grown from last_heard_ns */
+  sinceLastHeard: boolean;
+  /** a follower's answer: the leader the live fields came from */
+  leaderId: bigint;
 }
 
 export interface ChannelStatus_ConflictsEntry {
@@ -3105,6 +3139,8 @@ function createBaseStatusResponse(): StatusResponse {
     alarms: [],
     slots: [],
     retention: undefined,
+    sealedEpoch: 0n,
+    sealedAtNs: 0n,
   };
 }
 
@@ -3199,6 +3235,18 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.retention !== undefined) {
       LogRetention.encode(message.retention, writer.uint32(170).fork()).join();
+    }
+    if (message.sealedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.sealedEpoch) !== message.sealedEpoch) {
+        throw new globalThis.Error("value provided for field message.sealedEpoch of type uint64 too large");
+      }
+      writer.uint32(176).uint64(message.sealedEpoch);
+    }
+    if (message.sealedAtNs !== 0n) {
+      if (BigInt.asIntN(64, message.sealedAtNs) !== message.sealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sealedAtNs of type int64 too large");
+      }
+      writer.uint32(184).int64(message.sealedAtNs);
     }
     return writer;
   },
@@ -3384,6 +3432,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.retention = LogRetention.decode(reader, reader.uint32());
             continue;
           }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.sealedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.sealedAtNs = reader.int64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3471,6 +3535,16 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         ? object.slots.map((e: any) => SlotStatus.fromJSON(e))
         : [],
       retention: isSet(object.retention) ? LogRetention.fromJSON(object.retention) : undefined,
+      sealedEpoch: isSet(object.sealedEpoch)
+        ? BigInt(object.sealedEpoch)
+        : isSet(object.sealed_epoch)
+        ? BigInt(object.sealed_epoch)
+        : 0n,
+      sealedAtNs: isSet(object.sealedAtNs)
+        ? BigInt(object.sealedAtNs)
+        : isSet(object.sealed_at_ns)
+        ? BigInt(object.sealed_at_ns)
+        : 0n,
     };
   },
 
@@ -3539,6 +3613,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.retention !== undefined) {
       obj.retention = LogRetention.toJSON(message.retention);
     }
+    if (message.sealedEpoch !== 0n) {
+      obj.sealedEpoch = message.sealedEpoch.toString();
+    }
+    if (message.sealedAtNs !== 0n) {
+      obj.sealedAtNs = message.sealedAtNs.toString();
+    }
     return obj;
   },
 
@@ -3578,6 +3658,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.retention = (object.retention !== undefined && object.retention !== null)
       ? LogRetention.fromPartial(object.retention)
       : undefined;
+    message.sealedEpoch = (object.sealedEpoch !== undefined && object.sealedEpoch !== null)
+      ? BigInt(object.sealedEpoch)
+      : 0n;
+    message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
+      ? BigInt(object.sealedAtNs)
+      : 0n;
     return message;
   },
 };
@@ -3927,6 +4013,12 @@ function createBaseChannelStatus(): ChannelStatus {
     paused: false,
     conflicts: {},
     seed: "",
+    sourceEpoch: 0n,
+    sourceSealedAtNs: 0n,
+    lastHeardNs: 0n,
+    replicatedTimeNs: 0n,
+    sinceLastHeard: false,
+    leaderId: 0n,
   };
 }
 
@@ -3985,6 +4077,39 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     });
     if (message.seed !== "") {
       writer.uint32(114).string(message.seed);
+    }
+    if (message.sourceEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.sourceEpoch) !== message.sourceEpoch) {
+        throw new globalThis.Error("value provided for field message.sourceEpoch of type uint64 too large");
+      }
+      writer.uint32(120).uint64(message.sourceEpoch);
+    }
+    if (message.sourceSealedAtNs !== 0n) {
+      if (BigInt.asIntN(64, message.sourceSealedAtNs) !== message.sourceSealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sourceSealedAtNs of type int64 too large");
+      }
+      writer.uint32(128).int64(message.sourceSealedAtNs);
+    }
+    if (message.lastHeardNs !== 0n) {
+      if (BigInt.asIntN(64, message.lastHeardNs) !== message.lastHeardNs) {
+        throw new globalThis.Error("value provided for field message.lastHeardNs of type int64 too large");
+      }
+      writer.uint32(136).int64(message.lastHeardNs);
+    }
+    if (message.replicatedTimeNs !== 0n) {
+      if (BigInt.asIntN(64, message.replicatedTimeNs) !== message.replicatedTimeNs) {
+        throw new globalThis.Error("value provided for field message.replicatedTimeNs of type int64 too large");
+      }
+      writer.uint32(144).int64(message.replicatedTimeNs);
+    }
+    if (message.sinceLastHeard !== false) {
+      writer.uint32(152).bool(message.sinceLastHeard);
+    }
+    if (message.leaderId !== 0n) {
+      if (BigInt.asUintN(64, message.leaderId) !== message.leaderId) {
+        throw new globalThis.Error("value provided for field message.leaderId of type uint64 too large");
+      }
+      writer.uint32(160).uint64(message.leaderId);
     }
     return writer;
   },
@@ -4117,6 +4242,54 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             message.seed = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.sourceEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.sourceSealedAtNs = reader.int64() as bigint;
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.lastHeardNs = reader.int64() as bigint;
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.replicatedTimeNs = reader.int64() as bigint;
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.sinceLastHeard = reader.bool();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.leaderId = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4186,6 +4359,36 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         )
         : {},
       seed: isSet(object.seed) ? globalThis.String(object.seed) : "",
+      sourceEpoch: isSet(object.sourceEpoch)
+        ? BigInt(object.sourceEpoch)
+        : isSet(object.source_epoch)
+        ? BigInt(object.source_epoch)
+        : 0n,
+      sourceSealedAtNs: isSet(object.sourceSealedAtNs)
+        ? BigInt(object.sourceSealedAtNs)
+        : isSet(object.source_sealed_at_ns)
+        ? BigInt(object.source_sealed_at_ns)
+        : 0n,
+      lastHeardNs: isSet(object.lastHeardNs)
+        ? BigInt(object.lastHeardNs)
+        : isSet(object.last_heard_ns)
+        ? BigInt(object.last_heard_ns)
+        : 0n,
+      replicatedTimeNs: isSet(object.replicatedTimeNs)
+        ? BigInt(object.replicatedTimeNs)
+        : isSet(object.replicated_time_ns)
+        ? BigInt(object.replicated_time_ns)
+        : 0n,
+      sinceLastHeard: isSet(object.sinceLastHeard)
+        ? globalThis.Boolean(object.sinceLastHeard)
+        : isSet(object.since_last_heard)
+        ? globalThis.Boolean(object.since_last_heard)
+        : false,
+      leaderId: isSet(object.leaderId)
+        ? BigInt(object.leaderId)
+        : isSet(object.leader_id)
+        ? BigInt(object.leader_id)
+        : 0n,
     };
   },
 
@@ -4239,6 +4442,24 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     if (message.seed !== "") {
       obj.seed = message.seed;
     }
+    if (message.sourceEpoch !== 0n) {
+      obj.sourceEpoch = message.sourceEpoch.toString();
+    }
+    if (message.sourceSealedAtNs !== 0n) {
+      obj.sourceSealedAtNs = message.sourceSealedAtNs.toString();
+    }
+    if (message.lastHeardNs !== 0n) {
+      obj.lastHeardNs = message.lastHeardNs.toString();
+    }
+    if (message.replicatedTimeNs !== 0n) {
+      obj.replicatedTimeNs = message.replicatedTimeNs.toString();
+    }
+    if (message.sinceLastHeard !== false) {
+      obj.sinceLastHeard = message.sinceLastHeard;
+    }
+    if (message.leaderId !== 0n) {
+      obj.leaderId = message.leaderId.toString();
+    }
     return obj;
   },
 
@@ -4275,6 +4496,20 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       {},
     );
     message.seed = object.seed ?? "";
+    message.sourceEpoch = (object.sourceEpoch !== undefined && object.sourceEpoch !== null)
+      ? BigInt(object.sourceEpoch)
+      : 0n;
+    message.sourceSealedAtNs = (object.sourceSealedAtNs !== undefined && object.sourceSealedAtNs !== null)
+      ? BigInt(object.sourceSealedAtNs)
+      : 0n;
+    message.lastHeardNs = (object.lastHeardNs !== undefined && object.lastHeardNs !== null)
+      ? BigInt(object.lastHeardNs)
+      : 0n;
+    message.replicatedTimeNs = (object.replicatedTimeNs !== undefined && object.replicatedTimeNs !== null)
+      ? BigInt(object.replicatedTimeNs)
+      : 0n;
+    message.sinceLastHeard = object.sinceLastHeard ?? false;
+    message.leaderId = (object.leaderId !== undefined && object.leaderId !== null) ? BigInt(object.leaderId) : 0n;
     return message;
   },
 };
