@@ -404,7 +404,8 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                        f"{a.backfill_index}")
         if a.error:  # running: its store is unavailable and it retries
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
-    for line in channel_lines(st.channels) + peer_lines(st.peers):
+    for line in channel_lines(st.channels) + shared_source_lines(st.channels) \
+            + peer_lines(st.peers):
         click.echo(line)
     for sl in st.slots:  # other clusters' channels reading this log (channel slots)
         click.echo(f"  slot {sl.slot.reader_cluster_id}/{sl.slot.channel} acked epoch "
@@ -437,6 +438,7 @@ def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
                                              if ch.replicated_time_ns else "none yet"))
         if ch.seed:
             out.append(f"    {ch.seed}")
+        out.extend(conflict_lines(ch))
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
             out.append(f"    {ch.last_error}")
         elif ch.last_error:
@@ -448,6 +450,26 @@ def _utc(ns: int) -> str:
     """``ns`` (Unix nanoseconds) as an ISO 8601 UTC time to the millisecond."""
     t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def conflict_lines(ch: gateway_pb2.ChannelStatus) -> list[str]:
+    """The channel's conflict counters that are not 0 (``conflicts: none`` when the cluster
+    has rules and nothing was counted; nothing without rules)."""
+    if not ch.conflicts:
+        return []
+    counted = [f"{k} {v}" for k, v in sorted(ch.conflicts.items()) if v]
+    return [f"    conflicts: {', '.join(counted) or 'none'}"]
+
+
+def shared_source_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
+    """A warning per source cluster that more than one channel replicates from."""
+    by_source: dict[int, list[str]] = {}
+    for ch in chans:
+        if ch.source_id:
+            by_source.setdefault(ch.source_id, []).append(ch.name)
+    return [f"  warning: channels {', '.join(sorted(names))} all replicate from cluster "
+            f"{sid}: each applies the source's transactions (remove all but one)"
+            for sid, names in sorted(by_source.items()) if len(names) > 1]
 
 
 def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:

@@ -111,6 +111,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             # only as asked by a follower (``_leader_status``): Status itself runs anywhere
             "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
+            "ConflictsReplay": (gateway_pb2.ConflictsReplayRequest, self._replay_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -632,6 +633,47 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: Any
                            ) -> gateway_pb2.AdminResponse:
         return await disarm(self.node, req)
+
+    async def _replay_local(self, req: gateway_pb2.ConflictsReplayRequest, context: Any
+                            ) -> gateway_pb2.ConflictsReplayResponse:
+        self._check_space()
+        return await self.node.conflicts.replay(req, admin=self._admin(context))
+
+    async def ConflictsReplay(self, request, context):  # type: ignore[no-untyped-def]
+        return await self._run("ConflictsReplay", request, context)
+
+    async def _here(self, context: grpc.aio.ServicerContext, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (a coroutine function) on this node, errors as ``_run`` gives them."""
+        try:
+            async with asyncio.timeout(_deadline(context)):
+                return await fn()
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def ConflictsList(self, request, context):  # type: ignore[no-untyped-def]
+        async def fn() -> gateway_pb2.ConflictsListResponse:
+            # on the loop, as Scan reads the store: the store is the loop's
+            return self.node.conflicts.list_rows(request)
+        return await self._here(context, fn)
+
+    async def DeadLetters(self, request, context):  # type: ignore[no-untyped-def]
+        async def fn() -> gateway_pb2.DeadLettersResponse:
+            hosted = self.node.appliers
+            if hosted is None:  # no appliers configured: nothing to list
+                return gateway_pb2.DeadLettersResponse()
+            return await hosted.dead_letters(request)
+        return await self._here(context, fn)
+
+    async def DeadLetterAction(self, request, context):  # type: ignore[no-untyped-def]
+        async def fn() -> gateway_pb2.DeadLetterActionResponse:
+            hosted = self.node.appliers
+            if hosted is None:
+                raise InvalidRequest("applier", f"no applier {request.applier!r} on this "
+                                     f"node (appliers: none)")
+            return await hosted.dead_letter_action(request)
+        return await self._here(context, fn)
 
     async def Alarm(self, request, context):  # type: ignore[no-untyped-def]
         return await self._run("Alarm", request, context)
