@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from gateway.client import GatewayClient, GatewayError
 from gateway.v1 import gateway_pb2
 
+#: Dead letters listed per cluster on the appliers view (the counts are whole).
+DEAD_LETTERS_SHOWN = 50
 #: How long one Status call may take before the node counts as unreachable this round.
 STATUS_TIMEOUT = 3.0
 
@@ -50,6 +52,9 @@ class ClusterView:
     reached: str = ""             # the address that answered
     polled_at: float = 0.0
     error: str = ""               # "" after a round that reached it
+    #: the open dead letters of the node that answered (its first page) and why not
+    dead_letters: gateway_pb2.DeadLettersResponse | None = None
+    dead_letters_error: str = ""
 
 
 @dataclass
@@ -123,7 +128,8 @@ class Poller:
         with self._lock:
             return Snapshot(
                 clusters={cid: ClusterView(v.cluster_id, list(v.addresses), v.status,
-                                           v.reached, v.polled_at, v.error)
+                                           v.reached, v.polled_at, v.error, v.dead_letters,
+                                           v.dead_letters_error)
                           for cid, v in self._clusters.items()},
                 histories={k: list(d) for k, d in self._histories.items()},
                 unreachable=dict(self._unreachable), interval=self.interval)
@@ -185,6 +191,8 @@ class Poller:
         for cid, addrs in todo:
             st, reached, err = self._leader_status(addrs)
             self._record(cid, st, reached, err, now)
+            if st is not None:
+                self._dead_letters(cid, reached)
         for addr in self._unplaced():
             st, reached, err = self._leader_status([addr])
             if st is None:
@@ -201,6 +209,18 @@ class Poller:
                     view.addresses.append(addr)
             self._record(st.cluster_id, st, reached, "", now)
         self.rounds += 1
+
+    def _dead_letters(self, cid: int, address: str) -> None:
+        """The open dead letters of the node at ``address`` (its first page)."""
+        try:
+            dl = self._client(address).dead_letters(limit=DEAD_LETTERS_SHOWN,
+                                                    timeout=STATUS_TIMEOUT)
+            err = ""
+        except GatewayError as exc:
+            dl, err = None, f"{address}: {exc.code.name}: {exc.details}"
+        with self._lock:
+            view = self._clusters[cid]
+            view.dead_letters, view.dead_letters_error = dl, err
 
     def _unplaced(self) -> list[str]:
         with self._lock:

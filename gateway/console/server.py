@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 
-from gateway.client import GatewayClient, GatewayError
+from gateway.client import GatewayClient, GatewayError, python_row
 
 from . import exceptions, views
 from .poller import Poller
@@ -37,6 +37,8 @@ _WILDCARD = {"0.0.0.0", "::", ""}
 #: A conflicts overview older than this is read again (the rows can be many).
 _COUNTS_TTL = 2.0
 _MAX_BODY = 1 << 20
+#: Exception rows read for one table view (filtered on the console's side).
+_MAX_ROWS = 100_000
 
 
 class ApiError(Exception):
@@ -94,10 +96,34 @@ class Console:
         return {"clusters": out}
 
     def _tables(self, cid: int) -> list[dict[str, Any]]:
+        """Counts per table and cause of cluster ``cid``: every table with conflicts (the
+        node's ``ConflictsList``), plus the configured ones at 0; a node without that RPC
+        has the configured and rule-named tables' ``$EX`` rows scanned instead."""
         with self._counts_lock:
             hit = self._counts.get(cid)
             if hit is not None and time.monotonic() - hit[0] < _COUNTS_TTL:
                 return hit[1]
+        try:
+            with self.client(cid) as c:
+                res = c.conflicts_list("", counts_only=True)
+            by_table: dict[str, dict[str, Any]] = {
+                t: {"table": t, "total": 0, "causes": {}, "error": ""}
+                for t in self.conflict_tables}
+            for n in res.counts:
+                doc = by_table.setdefault(n.table, {"table": n.table, "total": 0,
+                                                    "causes": {}, "error": ""})
+                doc["total"] += n.count
+                doc["causes"][n.cause] = n.count
+            tables = [by_table[t] for t in sorted(by_table)]
+        except GatewayError as exc:
+            if exc.code.name != "UNIMPLEMENTED":
+                return [{"table": "*", "total": 0, "causes": {}, "error": _message(exc)}]
+            tables = self._scanned_tables(cid)
+        with self._counts_lock:
+            self._counts[cid] = (time.monotonic(), tables)
+        return tables
+
+    def _scanned_tables(self, cid: int) -> list[dict[str, Any]]:
         tables = []
         for table in self.tables_of(cid):
             doc: dict[str, Any] = {"table": table, "total": 0, "causes": {}, "error": ""}
@@ -108,9 +134,30 @@ class Console:
             except (GatewayError, exceptions.ExceptionsError) as exc:
                 doc["error"] = _message(exc)
             tables.append(doc)
-        with self._counts_lock:
-            self._counts[cid] = (time.monotonic(), tables)
         return tables
+
+    def _rows(self, cid: int, table: str) -> list[dict[str, Any]]:
+        """Every exceptions row of ``table`` on ``cid`` (``ConflictsList`` page by page; the
+        ``$EX`` table scanned on a node without it)."""
+        out: list[dict[str, Any]] = []
+        with self.client(cid) as c:
+            token = ""
+            try:
+                while True:
+                    res = c.conflicts_list(table, limit=exceptions.PAGE, page_token=token)
+                    for r in res.rows:
+                        if r.table != table:
+                            continue
+                        doc = exceptions.shape(table, python_row(r.row))
+                        doc["replayed"] = r.replayed
+                        out.append(doc)
+                    token = res.next_page_token
+                    if not token or len(out) >= _MAX_ROWS:
+                        return out
+            except GatewayError as exc:
+                if exc.code.name != "UNIMPLEMENTED":
+                    raise
+                return exceptions.read_rows(c, table)
 
     def conflict_rows(self, cid: int, table: str, query: dict[str, list[str]]
                       ) -> dict[str, Any]:
@@ -122,11 +169,39 @@ class Console:
             raise ApiError(HTTPStatus.BAD_REQUEST, "limit: give a whole number") from None
         if not 0 < limit <= 10000:
             raise ApiError(HTTPStatus.BAD_REQUEST, "limit: between 1 and 10000")
-        with self.client(cid) as c:
-            rows = exceptions.read_rows(c, table)
+        rows = self._rows(cid, table)
         hits = [r for r in rows if exceptions.matches(r, cause, key)]
         return {"cluster_id": cid, "table": table, "total": len(rows), "matched": len(hits),
                 "causes": exceptions.counts(rows), "rows": hits[:limit]}
+
+    def node_client(self, cid: int, node: str, admin: bool = False) -> GatewayClient:
+        """A client of one node of ``cid`` (``node``: its id; "" = the one the poller
+        reached, the leader when there is one): dead letters are kept per node."""
+        v = self.poller.snapshot().clusters.get(cid)
+        if v is None or v.status is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, f"no cluster {cid} known")
+        addr = v.reached
+        if node:
+            found = [m.api_address for m in v.status.members if str(m.node_id) == node]
+            if not found or not found[0]:
+                raise ApiError(HTTPStatus.NOT_FOUND, f"no node {node} with an API address "
+                               f"in cluster {cid}")
+            addr = found[0]
+        return self.client_factory([addr], self.admin_token if admin else self.token)
+
+    def dead_letters(self, cid: int, query: dict[str, list[str]]) -> dict[str, Any]:
+        applier = query.get("applier", [""])[0]
+        try:
+            after = int(query.get("after_id", ["0"])[0])
+            limit = int(query.get("limit", ["100"])[0])
+        except ValueError:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "after_id, limit: whole numbers") from None
+        with self.node_client(cid, query.get("node", [""])[0]) as c:
+            res = c.dead_letters(applier, include_closed=bool(query.get("closed")),
+                                 after_id=after, limit=limit)
+        return {"cluster_id": cid, "counts": [views.as_json(n) for n in res.counts],
+                "letters": [views.dead_letter(d) for d in res.letters],
+                "next_after_id": str(res.next_after_id)}
 
     # ------------------------------------------------------------------ actions
 
@@ -149,6 +224,32 @@ class Console:
             with self._counts_lock:
                 self._counts.pop(cid, None)
             return {"ok": True, "message": f"deleted {n} exception row(s) of {parts[2]}"}
+        if len(parts) == 4 and parts[0] == "conflicts" and parts[3] == "replay":
+            cid = _cluster_id(parts[1])
+            ids = body.get("ids")
+            if not isinstance(ids, list) or not ids:
+                raise ApiError(HTTPStatus.BAD_REQUEST, "ids: a list of SERVER/SOURCE/EPOCH/COUNT")
+            exceptions.parse_ids(ids)
+            with self.client(cid, admin=True) as c:
+                res = c.conflicts_replay(exceptions.check_table(parts[2]),
+                                         [str(i) for i in ids])
+            with self._counts_lock:
+                self._counts.pop(cid, None)
+            return {"ok": True, "message": f"replayed {res.applied}, skipped {res.skipped}",
+                    "outcomes": [views.as_json(o) for o in res.outcomes]}
+        if len(parts) == 4 and parts[0] == "deadletters" and parts[3] in ("replay", "discard"):
+            cid = _cluster_id(parts[1])
+            ids = body.get("ids")
+            if not isinstance(ids, list) or not ids or not all(
+                    isinstance(i, (int, str)) and str(i).isdigit() for i in ids):
+                raise ApiError(HTTPStatus.BAD_REQUEST, "ids: a list of dead letter ids")
+            with self.node_client(cid, str(body.get("node", "")), admin=True) as c:
+                out = c.dead_letter_action(parts[2], parts[3], [int(i) for i in ids],
+                                           note=str(body.get("note", "")))
+            outcomes = [views.as_json(o) for o in out.outcomes]
+            done = sum(o.outcome in ("replayed", "discarded") for o in out.outcomes)
+            return {"ok": True, "message": f"{parts[3]}: {done} of {len(ids)} letter(s) done",
+                    "outcomes": outcomes}
         raise ApiError(HTTPStatus.NOT_FOUND, f"no action /api/v1/{'/'.join(parts)}")
 
 
@@ -235,6 +336,8 @@ def _handler(console: Console, allowed_hosts: set[str] | None
                     raise ApiError(HTTPStatus.NOT_FOUND,
                                    f"no channel {parts[2]!r} on cluster {parts[1]}")
                 return doc
+            if len(parts) == 2 and parts[0] == "deadletters":
+                return console.dead_letters(_cluster_id(parts[1]), query)
             if len(parts) == 3 and parts[0] == "conflicts":
                 return console.conflict_rows(_cluster_id(parts[1]),
                                              exceptions.check_table(parts[2]), query)

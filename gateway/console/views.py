@@ -14,6 +14,8 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from gateway.v1 import gateway_pb2
+
 from .poller import ClusterView, Sample, Snapshot
 
 JSON = dict[str, Any]
@@ -105,7 +107,18 @@ def appliers(snap: Snapshot) -> JSON:
     out = []
     for cid, v in sorted(snap.clusters.items()):
         st = v.status
+        dl = v.dead_letters
         out.append({"cluster_id": cid, "node_id": str(st.node_id) if st else "",
-                    "error": v.error,
-                    "appliers": [as_json(a) for a in st.appliers] if st else []})
+                    "node_api": v.reached, "error": v.error,
+                    "appliers": [as_json(a) for a in st.appliers] if st else [],
+                    "dead_letter_counts": [as_json(c) for c in dl.counts] if dl else [],
+                    "dead_letters": [dead_letter(d) for d in dl.letters] if dl else [],
+                    "dead_letters_error": v.dead_letters_error})
     return {"clusters": out}
+
+
+def dead_letter(d: gateway_pb2.DeadLetterInfo) -> JSON:
+    """One dead letter without its stored bytes (``letter``): the page shows the rest."""
+    doc = as_json(d)
+    doc.pop("letter", None)
+    return doc

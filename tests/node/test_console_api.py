@@ -190,4 +190,30 @@ def test_console_actions_need_admin_csrf_same_origin_and_confirm(tmp_path):
                 _, doc = await asyncio.to_thread(_get, con.url + "/api/v1/conflicts")
                 assert doc["clusters"][0]["tables"][0]["total"] == 1
 
+                # replay the other one: B's rejected change written again on A, once
+                _, rows = await asyncio.to_thread(
+                    _get, con.url + "/api/v1/conflicts/1/shop.items")
+                (left,) = rows["rows"]
+                replay = con.url + "/api/v1/conflicts/1/shop.items/replay"
+                code, err = await asyncio.to_thread(_post, replay, {"ids": [left["id"]]}, ok)
+                assert code == 400
+                code, res = await asyncio.to_thread(
+                    _post, replay, {"ids": [left["id"]], "confirm": True}, ok)
+                assert code == 200, res
+                assert [o["outcome"] for o in res["outcomes"]] == ["applied"], res
+                key = left["key"]["id"]
+                await wait_for(lambda: _rows(na)[(key,)] == left["new"]["v"], 10,
+                               "the replayed change applied on A")
+                code, res = await asyncio.to_thread(
+                    _post, replay, {"ids": [left["id"]], "confirm": True}, ok)
+                assert code == 200 and res["outcomes"][0]["outcome"] != "applied", res
+
+                # dead letters: the leader's, listed (none here) through the node RPC
+                code, dl = await asyncio.to_thread(_get, con.url + "/api/v1/deadletters/1")
+                assert code == 200 and dl["letters"] == [], dl
+                code, err = await asyncio.to_thread(
+                    _post, con.url + "/api/v1/deadletters/1/sqlite/replay", {"confirm": True},
+                    ok)
+                assert code == 400 and "ids" in err["error"]
+
     run(go(), 120)

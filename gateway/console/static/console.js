@@ -49,7 +49,7 @@ function secs(v) { return Number(v).toFixed(3); }
 
 function when(ns) {
   if (ns === null || ns === undefined || ns === "" || ns === "0") return "-";
-  return new Date(Number(BigInt(ns) / 1000000n)).toISOString().replace(".000Z", "Z");
+  return new Date(Number(BigInt(ns) / 1000000n)).toISOString();  // as gateway status
 }
 
 function cell(field, value, cls) {
@@ -70,8 +70,10 @@ function channelRow(ch, withActions) {
     cell("direction", ch.direction),
     cell("state", ch.state, "state-" + ch.state),
     cell("applied_epoch", ch.applied_epoch, "num"),
+    cell("source_epoch", ch.source_epoch === undefined ? "-" : ch.source_epoch, "num"),
     cell("lag_epochs", ch.lag_epochs, "num"),
     cell("lag_seconds", secs(ch.lag_seconds), "num"),
+    cell("since_last_heard", ch.since_last_heard ? "source silent: estimate" : ""),
     cell("replicated_time", when(rt)),
     cell("transactions_applied", ch.transactions_applied, "num"),
     cell("last_error", ch.last_error || ""));
@@ -89,7 +91,8 @@ function channelRow(ch, withActions) {
 }
 
 const CHANNEL_HEAD = ["cluster", "channel", "source -> replica", "state", "applied epoch",
-                      "lag epochs", "lag s", "replicated time", "transactions applied",
+                      "source's newest epoch",
+                      "lag epochs", "lag s", "", "replicated time", "transactions applied",
                       "last error"];
 
 function renderTopology(topo) {
@@ -170,6 +173,10 @@ async function renderChannels(topo) {
 
 // ---------------------------------------------------------------- appliers
 
+function selected(box) {
+  return [...box.querySelectorAll("input[type=checkbox]:checked")].map(i => i.value);
+}
+
 async function renderAppliers() {
   const doc = await api("appliers");
   const v = document.getElementById("view-appliers");
@@ -182,6 +189,31 @@ async function renderAppliers() {
         cell("position", a.position, "num"), cell("lag_entries", a.lag_entries, "num"),
         cell("lag_seconds", secs(a.lag_seconds), "num"),
         cell("dead_letters", a.dead_letters, "num"), cell("error", a.error || "")))));
+    if (c.dead_letters_error) parts.push(el("p", { class: "error" }, c.dead_letters_error));
+    if (!c.dead_letters.length) continue;
+    const box = el("div", { "data-dead-letters": c.cluster_id },
+      el("h3", {}, `open dead letters on node ${c.node_id} (${c.node_api})`),
+      table([state.session.admin ? "" : null, "applier", "id", "gtid", "kind", "table", "key",
+             "error", "attempts"].filter(h => h !== null),
+        c.dead_letters.map(d => el("tr", { "data-cluster": c.cluster_id, "data-letter": d.id },
+          state.session.admin ? el("td", {}, el("input", { type: "checkbox", value: d.id,
+                                                           "data-applier": d.applier })) : null,
+          cell("applier", d.applier), cell("id", d.id), cell("gtid", d.gtid), cell("kind", d.kind),
+          cell("table", d.table), cell("key", d.key), cell("error", d.error),
+          cell("attempts", d.attempts, "num")))));
+    if (state.session.admin) {
+      for (const action of ["replay", "discard"]) {
+        box.append(el("button", { "data-action": action, on: { click: () => {
+          const picked = [...box.querySelectorAll("input[type=checkbox]:checked")];
+          const appliers = [...new Set(picked.map(i => i.dataset.applier))];
+          if (appliers.length !== 1) { showError("select letters of one applier first"); return; }
+          act(`deadletters/${c.cluster_id}/${encodeURIComponent(appliers[0])}/${action}`,
+              { ids: picked.map(i => i.value), node: c.node_id },
+              `${action} ${picked.length} dead letter(s) of ${appliers[0]} on node ${c.node_id} of cluster ${c.cluster_id}?`);
+        } } }, `${action} selected`));
+      }
+    }
+    parts.push(box);
   }
   v.replaceChildren(...parts);
 }
@@ -235,19 +267,23 @@ async function conflictRows(q) {
                   `${doc.matched} of ${doc.total} rows match`));
     const fmt = o => el("pre", {}, Object.entries(o).map(([k, v2]) => `${k}=${JSON.stringify(v2)}`).join("\n"));
     box.append(table([state.session.admin ? "" : null, "id", "op", "cause", "key", "old (here)",
-                      "new (rejected)"].filter(h => h !== null),
+                      "new (rejected)", "replayed"].filter(h => h !== null),
       doc.rows.map(r => el("tr", { "data-id": r.id },
         state.session.admin ? el("td", {}, el("input", { type: "checkbox", value: r.id })) : null,
         cell("id", r.id), cell("op", r.op), cell("cause", r.cause),
         el("td", { "data-field": "key" }, fmt(r.key)), el("td", {}, fmt(r.old)),
-        el("td", {}, fmt(r.new))))));
+        el("td", {}, fmt(r.new)), cell("replayed", r.replayed || "")))));
     if (state.session.admin) {
-      box.append(el("button", { "data-action": "delete", on: { click: () => {
-        const ids = [...box.querySelectorAll("input[type=checkbox]:checked")].map(i => i.value);
-        if (!ids.length) { showError("select the handled rows to delete first"); return; }
-        act(`conflicts/${q.cid}/${encodeURIComponent(q.table)}/delete`, { ids },
-            `delete ${ids.length} handled exception row(s) of ${q.table} on cluster ${q.cid}?`);
-      } } }, "delete selected (handled) rows"));
+      const what = { replay: "write again (each only if its row is unchanged since)",
+                     delete: "delete (handled)" };
+      for (const action of ["replay", "delete"]) {
+        box.append(el("button", { "data-action": action, on: { click: () => {
+          const ids = selected(box);
+          if (!ids.length) { showError(`select the rows to ${action} first`); return; }
+          act(`conflicts/${q.cid}/${encodeURIComponent(q.table)}/${action}`, { ids },
+              `${what[action]}: ${ids.length} exception row(s) of ${q.table} on cluster ${q.cid}?`);
+        } } }, `${action} selected rows`));
+      }
     }
   } catch (e) { box.append(el("p", { class: "error" }, e.message)); }
   return box;
