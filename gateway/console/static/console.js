@@ -2,7 +2,8 @@
 // figure is the API's value as the API gives it (64-bit integers are strings there).
 "use strict";
 
-const state = { session: { admin: false, csrf: "", interval: 2 }, view: "topology",
+const state = { session: { admin: false, csrf: "", interval: 2 }, sessionReady: null,
+                view: "topology",
                 channel: null, conflict: null, timer: null };
 
 function el(tag, attrs, ...children) {
@@ -297,7 +298,7 @@ async function refresh() {
   for (const s of document.querySelectorAll("section.view")) s.hidden = s.id !== "view-" + state.view;
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === state.view);
   try {
-    const topo = await api("topology");
+    const [topo] = await Promise.all([api("topology"), state.sessionReady]);
     if (state.view === "topology") renderTopology(topo);
     else if (state.view === "channels") await renderChannels(topo);
     else if (state.view === "appliers") await renderAppliers();
@@ -305,16 +306,18 @@ async function refresh() {
     document.getElementById("updated").textContent =
       "as of " + new Date(topo.taken_at * 1000).toISOString().slice(11, 19) + " UTC";
     document.body.dataset.loaded = state.view;
+    if (!window.consoleFirstRender) window.consoleFirstRender = performance.now();
     document.body.dataset.takenAt = String(topo.taken_at);
     showError("");
   } catch (e) { showError(e.message); }
   state.timer = setTimeout(refresh, state.session.interval * 1000);
 }
 
-async function main() {
-  try { state.session = await api("session"); } catch (e) { showError(e.message); }
-  document.getElementById("mode").textContent = state.session.admin
-    ? "admin actions enabled (each asks to confirm)" : "read-only";
+function main() {
+  // the session (admin or not) and the first topology are fetched at once
+  state.sessionReady = api("session").then(s => { state.session = s; }, e => showError(e.message))
+    .then(() => { document.getElementById("mode").textContent = state.session.admin
+      ? "admin actions enabled (each asks to confirm)" : "read-only"; });
   window.addEventListener("hashchange", refresh);
   refresh();
 }
