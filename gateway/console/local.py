@@ -45,6 +45,7 @@ class LocalConsole:
         self.server.shutdown()
         self.server.server_close()
         self.poller.stop()
+        self.console.close()
 
     def __enter__(self) -> LocalConsole:
         return self.start()

@@ -63,6 +63,8 @@ class Console:
         self.csrf = secrets.token_urlsafe(24)
         self._counts: dict[int, tuple[float, list[dict[str, Any]]]] = {}
         self._counts_lock = threading.Lock()
+        self._clients: dict[tuple[tuple[str, ...], str], GatewayClient] = {}
+        self._clients_lock = threading.Lock()
 
     @property
     def admin(self) -> bool:
@@ -74,7 +76,7 @@ class Console:
         addrs = self.poller.addresses(cluster_id)
         if not addrs:
             raise ApiError(HTTPStatus.NOT_FOUND, f"no cluster {cluster_id} known")
-        return self.client_factory(addrs, self.admin_token if admin else self.token)
+        return self._cached(addrs, self.admin_token if admin else self.token)
 
     def tables_of(self, cluster_id: int) -> list[str]:
         """The tables whose exceptions the console counts on ``cluster_id``: the configured
@@ -104,8 +106,8 @@ class Console:
             if hit is not None and time.monotonic() - hit[0] < _COUNTS_TTL:
                 return hit[1]
         try:
-            with self.client(cid) as c:
-                res = c.conflicts_list("", counts_only=True)
+            c = self.client(cid)
+            res = c.conflicts_list("", counts_only=True)
             by_table: dict[str, dict[str, Any]] = {
                 t: {"table": t, "total": 0, "causes": {}, "error": ""}
                 for t in self.conflict_tables}
@@ -128,8 +130,8 @@ class Console:
         for table in self.tables_of(cid):
             doc: dict[str, Any] = {"table": table, "total": 0, "causes": {}, "error": ""}
             try:
-                with self.client(cid) as c:
-                    rows = exceptions.read_rows(c, table)
+                c = self.client(cid)
+                rows = exceptions.read_rows(c, table)
                 doc.update(total=len(rows), causes=exceptions.counts(rows))
             except (GatewayError, exceptions.ExceptionsError) as exc:
                 doc["error"] = _message(exc)
@@ -140,24 +142,24 @@ class Console:
         """Every exceptions row of ``table`` on ``cid`` (``ConflictsList`` page by page; the
         ``$EX`` table scanned on a node without it)."""
         out: list[dict[str, Any]] = []
-        with self.client(cid) as c:
-            token = ""
-            try:
-                while True:
-                    res = c.conflicts_list(table, limit=exceptions.PAGE, page_token=token)
-                    for r in res.rows:
-                        if r.table != table:
-                            continue
-                        doc = exceptions.shape(table, python_row(r.row))
-                        doc["replayed"] = r.replayed
-                        out.append(doc)
-                    token = res.next_page_token
-                    if not token or len(out) >= _MAX_ROWS:
-                        return out
-            except GatewayError as exc:
-                if exc.code.name != "UNIMPLEMENTED":
-                    raise
-                return exceptions.read_rows(c, table)
+        c = self.client(cid)
+        token = ""
+        try:
+            while True:
+                res = c.conflicts_list(table, limit=exceptions.PAGE, page_token=token)
+                for r in res.rows:
+                    if r.table != table:
+                        continue
+                    doc = exceptions.shape(table, python_row(r.row))
+                    doc["replayed"] = r.replayed
+                    out.append(doc)
+                token = res.next_page_token
+                if not token or len(out) >= _MAX_ROWS:
+                    return out
+        except GatewayError as exc:
+            if exc.code.name != "UNIMPLEMENTED":
+                raise
+            return exceptions.read_rows(c, table)
 
     def conflict_rows(self, cid: int, table: str, query: dict[str, list[str]]
                       ) -> dict[str, Any]:
@@ -187,7 +189,23 @@ class Console:
                 raise ApiError(HTTPStatus.NOT_FOUND, f"no node {node} with an API address "
                                f"in cluster {cid}")
             addr = found[0]
-        return self.client_factory([addr], self.admin_token if admin else self.token)
+        return self._cached([addr], self.admin_token if admin else self.token)
+
+    def _cached(self, addrs: Sequence[str], token: str) -> GatewayClient:
+        """One client per (addresses, token), kept: a new gRPC channel per request would cost
+        more than the request (clients are shared by the handler threads)."""
+        key = (tuple(addrs), token)
+        with self._clients_lock:
+            c = self._clients.get(key)
+            if c is None:
+                c = self._clients[key] = self.client_factory(addrs, token)
+            return c
+
+    def close(self) -> None:
+        with self._clients_lock:
+            clients, self._clients = self._clients, {}
+        for c in clients.values():
+            c.close()
 
     def dead_letters(self, cid: int, query: dict[str, list[str]]) -> dict[str, Any]:
         applier = query.get("applier", [""])[0]
@@ -196,9 +214,9 @@ class Console:
             limit = int(query.get("limit", ["100"])[0])
         except ValueError:
             raise ApiError(HTTPStatus.BAD_REQUEST, "after_id, limit: whole numbers") from None
-        with self.node_client(cid, query.get("node", [""])[0]) as c:
-            res = c.dead_letters(applier, include_closed=bool(query.get("closed")),
-                                 after_id=after, limit=limit)
+        c = self.node_client(cid, query.get("node", [""])[0])
+        res = c.dead_letters(applier, include_closed=bool(query.get("closed")),
+                             after_id=after, limit=limit)
         return {"cluster_id": cid, "counts": [views.as_json(n) for n in res.counts],
                 "letters": [views.dead_letter(d) for d in res.letters],
                 "next_after_id": str(res.next_after_id)}
@@ -211,16 +229,16 @@ class Console:
                            'confirm: an action needs "confirm": true in its JSON body')
         if len(parts) == 4 and parts[0] == "channels" and parts[3] in ("pause", "resume"):
             cid = _cluster_id(parts[1])
-            with self.client(cid, admin=True) as c:
-                msg = c.channel_action(parts[2], parts[3]).message
+            c = self.client(cid, admin=True)
+            msg = c.channel_action(parts[2], parts[3]).message
             return {"ok": True, "message": msg}
         if len(parts) == 4 and parts[0] == "conflicts" and parts[3] == "delete":
             cid = _cluster_id(parts[1])
             ids = body.get("ids")
             if not isinstance(ids, list):
                 raise ApiError(HTTPStatus.BAD_REQUEST, "ids: a list of SERVER/SOURCE/EPOCH/COUNT")
-            with self.client(cid, admin=True) as c:
-                n = exceptions.delete_rows(c, parts[2], ids)
+            c = self.client(cid, admin=True)
+            n = exceptions.delete_rows(c, parts[2], ids)
             with self._counts_lock:
                 self._counts.pop(cid, None)
             return {"ok": True, "message": f"deleted {n} exception row(s) of {parts[2]}"}
@@ -230,9 +248,9 @@ class Console:
             if not isinstance(ids, list) or not ids:
                 raise ApiError(HTTPStatus.BAD_REQUEST, "ids: a list of SERVER/SOURCE/EPOCH/COUNT")
             exceptions.parse_ids(ids)
-            with self.client(cid, admin=True) as c:
-                res = c.conflicts_replay(exceptions.check_table(parts[2]),
-                                         [str(i) for i in ids])
+            c = self.client(cid, admin=True)
+            res = c.conflicts_replay(exceptions.check_table(parts[2]),
+                                     [str(i) for i in ids])
             with self._counts_lock:
                 self._counts.pop(cid, None)
             return {"ok": True, "message": f"replayed {res.applied}, skipped {res.skipped}",
@@ -243,9 +261,9 @@ class Console:
             if not isinstance(ids, list) or not ids or not all(
                     isinstance(i, (int, str)) and str(i).isdigit() for i in ids):
                 raise ApiError(HTTPStatus.BAD_REQUEST, "ids: a list of dead letter ids")
-            with self.node_client(cid, str(body.get("node", "")), admin=True) as c:
-                out = c.dead_letter_action(parts[2], parts[3], [int(i) for i in ids],
-                                           note=str(body.get("note", "")))
+            c = self.node_client(cid, str(body.get("node", "")), admin=True)
+            out = c.dead_letter_action(parts[2], parts[3], [int(i) for i in ids],
+                                       note=str(body.get("note", "")))
             outcomes = [views.as_json(o) for o in out.outcomes]
             done = sum(o.outcome in ("replayed", "discarded") for o in out.outcomes)
             return {"ok": True, "message": f"{parts[3]}: {done} of {len(ids)} letter(s) done",
