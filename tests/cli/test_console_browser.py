@@ -2,11 +2,13 @@
 through Selenium) for three clusters replicating in a ring both ways: clusters 1 (three
 nodes), 2 and 3 (one node each); the harness's ring gives the channels 3->1, 1->2, 2->3 and
 the test adds 2->1, 3->2, 1->3, so six channels, one each way between every two clusters.
-The console is given one address and finds the others through the channels. With writes
+The console is given one address, a follower's of cluster 1, and finds the leader and the
+other clusters through the channels. With writes
 stopped and the figures settled, every cluster, node and channel is on the page, and each
 figure equals the JSON API's and ``gateway status --format json``'s on that cluster's
 leader. A screenshot of each view is saved under the test's tmp dir (and into
-``GATEWAY_SCREENSHOTS`` when set).
+``GATEWAY_SCREENSHOTS`` when set). Read-only, the page has no action buttons; a console
+with an admin token shows them, and a pause asks for confirmation, then is done.
 
 Skipped only when Chromium or its driver is missing and ``GATEWAY_REQUIRE_CHROMIUM`` is not
 set (scripts/test.sh installs them and sets it)."""
@@ -148,7 +150,10 @@ def test_the_page_shows_every_cluster_and_channel_with_the_apis_and_clis_figures
         shots.append(Path(os.environ["GATEWAY_SCREENSHOTS"]))
     for d in shots:
         d.mkdir(parents=True, exist_ok=True)
-    con = LocalConsole([ring.apis(1)[0]], conflict_tables=["shop.items"], interval=0.5)
+    # one address, a follower's: the console follows it to the leader, then the channels
+    follower = next(a for i, a in enumerate(ring.apis(1), 1)
+                    if (st := ring.status(1, i)) is not None and st.role == "follower")
+    con = LocalConsole([follower], conflict_tables=["shop.items"], interval=0.5)
     try:
         con.start()
         wait_until("the console found the three clusters' leaders",
@@ -241,8 +246,38 @@ def test_the_page_shows_every_cluster_and_channel_with_the_apis_and_clis_figures
         assert shown == {f"{c['cluster_id']}/shop.items": str(c["tables"][0]["total"])
                          for c in doc["clusters"]}
         for d in shots:
-            assert sorted(p.name for p in d.glob("console-*.png")) == sorted(
-                f"console-{v}.png" for v in VIEWS)
+            assert {f"console-{v}.png" for v in VIEWS} <= {p.name for p in d.glob("*.png")}
+        # with an admin token the page offers the actions; a pause asks, then happens
+        with LocalConsole([follower], admin_token="admin", interval=0.5) as admin:
+            wait_until("the admin console found the clusters", lambda: len(
+                admin.poller.snapshot().clusters) == 3, 60, 0.2)
+            driver.get(admin.url + "/#topology")
+            button = "tr[data-cluster='1'][data-channel='from2'] button[data-action=pause]"
+            wait_until("the pause button", lambda: driver.execute_script(
+                f"return document.querySelector(\"{button}\") !== null"), 30, 0.1)
+            driver.execute_script(f"document.querySelector(\"{button}\").click()")
+            confirm = driver.switch_to.alert
+            assert "pause channel from2 of cluster 1?" in confirm.text
+            confirm.accept()
+            wait_until("the result shown", lambda: _alert_text(driver), 30, 0.1)
+            wait_until("gateway status shows from2 paused", lambda: any(
+                ch["name"] == "from2" and ch["state"] == "paused"
+                for ch in _cli_status(leaders[1])["channels"]), 30, 0.2)
+            for d in shots:
+                driver.save_screenshot(str(d / "console-topology-admin.png"))
     finally:
         driver.quit()
         con.close()
+
+
+def _alert_text(driver) -> str | None:
+    """Accept an open alert and return its text (None when none is open)."""
+    from selenium.common.exceptions import NoAlertPresentException
+
+    try:
+        alert = driver.switch_to.alert
+        text = alert.text
+        alert.accept()
+        return text
+    except NoAlertPresentException:
+        return None
