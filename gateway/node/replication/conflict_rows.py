@@ -119,9 +119,12 @@ def _rows(sm: StoreStateMachine, table: str,
     for row in sm.scan_rows(schema, name + _SUFFIX, lo, []):
         kv = row.key_values
         if [f.name for f in row.key_fields] != list(EX_KEY):
-            raise InvalidRequest("pattern", f"{table}{_SUFFIX}: a row was not written by "
-                                 f"conflict detection (its key is not {'/'.join(EX_KEY)}); "
-                                 f"the $EX suffix is reserved for exceptions tables")
+            key = ", ".join(f"{f.name}={getattr(v, v.WhichOneof('kind') or 'null_value')!r}"
+                            for f, v in zip(row.key_fields, kv, strict=False))
+            raise InvalidRequest("pattern", f"{table}{_SUFFIX}: the row with key {key} was not "
+                                 f"written by conflict detection (an exceptions row has the "
+                                 f"key {'/'.join(EX_KEY)}); the $EX suffix is reserved for "
+                                 f"exceptions tables")
         yield _Ex(table, (kv[0].uint_value, kv[1].uint_value, kv[2].uint_value,
                           kv[3].uint_value), row)
 
