@@ -19,7 +19,7 @@ Semantics (details in docs/node.md, "API"):
   WriteBatch only that write is refused (``WriteBatchResponse.errors``), in a StreamWrite its
   ack carries the code, message and field.
 
-Size: ~660 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+Size: ~700 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
 forwarding and error mapping they share; ``StreamWrite`` alone is ~140 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
