@@ -72,7 +72,7 @@ from gateway.node.api.epoch_metrics import EpochGauges
 from gateway.node.base.config import parse_address
 
 if TYPE_CHECKING:
-    from gateway.node.server import GatewayNode
+    from gateway.node.api.served_node import ServedNode
 
 __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics"]
 
@@ -80,7 +80,7 @@ __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics
 class NodeCollector(Collector):
     """Reads a node's state at scrape time."""
 
-    def __init__(self, node: GatewayNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self._node = node
 
     def collect(self) -> Iterator[Metric]:
@@ -157,8 +157,8 @@ class NodeCollector(Collector):
             yield CounterMetricFamily(name, doc, value=value)
 
 
-def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
-    families = {
+def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
         "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
                                      "newest source epoch held whole", labels=["channel"]),
         "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
@@ -207,7 +207,7 @@ def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
     yield from peers_exact
 
 
-def _retention_metrics(n: GatewayNode) -> Iterator[Metric]:
+def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
     """The retained log span, what holds it, and the slots of readers of this log."""
     ret, slots = n.retention()
     first = GaugeMetricFamily("gateway_log_retained_first_index", "oldest log index held",
@@ -241,7 +241,7 @@ def _retention_metrics(n: GatewayNode) -> Iterator[Metric]:
     yield from acked_exact
 
 
-def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
+def serve_metrics(node: ServedNode, address: str) -> NodeCollector:
     """Register the node's collector and serve ``/metrics`` on ``address`` (a thread)."""
     host, port = parse_address(address, "metrics")
     collector = NodeCollector(node)
