@@ -110,6 +110,12 @@ def test_a_thousand_conflicts_list_per_table_survive_a_restart_and_replay_once(t
             assert held[(0,)] == "later"  # reported, not overwritten
             assert {k: held[k] for k in held if k != (0,)} == {
                 (k,): f"B{k}" for k in range(1, few)}
+            marks = await asyncio.to_thread(lambda: ca.conflicts_list("shop.other"))
+            assert sorted(r.replayed.split(" ")[0] for r in marks.rows) == \
+                ["applied"] * 9 + ["changed-since"]
+            listed = await asyncio.to_thread(_cli, "conflicts", "list", "--target", a.api,
+                                             "shop.other")
+            assert listed.output.count("\treplayed: applied ") == 9, listed.output
             async with AsyncGatewayClient(a.api, timeout=30) as ac:
                 second = await ac.conflicts_replay("shop.other", ids)
             assert second.applied == 0 and second.skipped == few
