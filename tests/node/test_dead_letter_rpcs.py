@@ -71,6 +71,15 @@ def test_dead_letters_are_listed_replayed_once_fixed_and_discarded_over_rpc(tmp_
             except GatewayError as exc:
                 assert "admin" in str(exc)
 
+            # conflicts: a read token lists them, only an admin may replay
+            listed = await asyncio.to_thread(lambda: reader.conflicts_list())
+            assert list(listed.counts) == [] and list(listed.rows) == []
+            try:
+                await asyncio.to_thread(lambda: reader.conflicts_replay("shop.items", ["1/2/3/4"]))
+                raise AssertionError("a read token replayed a conflict")
+            except GatewayError as exc:
+                assert "admin" in str(exc)
+
             # still failing: the letter stays open
             out = await asyncio.to_thread(_cli, "deadletter", "replay", "1", "--target",
                                           cfg.api, "--token", "a")
