@@ -217,13 +217,15 @@ class ChannelRunner:
                     self.seed = SeedReader(drv, self.name, source)
                 self.state.state = "seeding"
                 await self.seed.run(ch, md, len(d.sources))
-            held = drv.replication_view().held(source)
+            view = drv.replication_view()
+            held = view.held(source)
             assembler = self._assembler = EpochAssembler(held)
             self._stopped_by = ""
             watch = asyncio.create_task(self._watch_roles(stub, md, target))
             try:
                 reader = self._reader = ChannelReader(
-                    ChannelSession(me, self.name, source, held, target), self.state)
+                    ChannelSession(me, self.name, source, held, target,
+                                   dict(view.watermarks)), self.state)
                 async for ev in reader.events(ch, stub, md):
                     for sealed in assembler.add(_record(ev)):
                         await self._submit(source, sealed)
