@@ -85,10 +85,10 @@ def act(log: DeadLetterLog, action: str, ids: Sequence[int], *, every: bool = Fa
         applier: Applier | None = None, note: str = ""
         ) -> list[gateway_pb2.DeadLetterOutcome]:
     """Replay (through ``applier``) or discard the letters ``ids`` (or every open one), in
-    id order; one outcome per letter: replayed | discarded | still-failing | not-open |
-    unknown. Raises ``ValueError`` for an unknown action or nothing chosen, and
-    ``DeadLetterError`` when the log cannot be read or written. Blocking (file I/O and the
-    applier's own): call it off the event loop."""
+    id order; one outcome per letter: replayed | discarded | still-failing. Raises
+    ``ValueError`` for an unknown action, nothing chosen, or a letter that is unknown or
+    not open (before acting on any), and ``DeadLetterError`` when the log cannot be read or
+    written. Blocking (file I/O and the applier's own): call it off the event loop."""
     if action not in ("replay", "discard"):
         raise ValueError(f"action {action!r}: give replay or discard")
     if not ids and not every:
@@ -98,19 +98,16 @@ def act(log: DeadLetterLog, action: str, ids: Sequence[int], *, every: bool = Fa
     letters = {x.id: x for x in log.letters(include_closed=True)}
     wanted = sorted(x.id for x in letters.values() if x.is_open) if every \
         else list(dict.fromkeys(ids))
+    for i in wanted:  # every id checked before any is acted on
+        if i not in letters:
+            raise ValueError(f"dead letter {i} is unknown (applier {log.applier})")
+        if not letters[i].is_open:
+            raise ValueError(f"dead letter {i} is not open (applier {log.applier})")
     out: list[gateway_pb2.DeadLetterOutcome] = []
     for i in wanted:
         o = gateway_pb2.DeadLetterOutcome(id=i)
         out.append(o)  # a plain list: o itself, filled below
-        letter = letters.get(i)
-        if letter is None:
-            o.outcome, o.detail = "unknown", f"no dead letter {i} of applier {log.applier}"
-            continue
-        if not letter.is_open:
-            assert letter.resolution is not None
-            o.outcome = "not-open"
-            o.detail = f"already {Action.Name(letter.resolution.action).lower()}"
-            continue
+        letter = letters[i]
         if action == "discard":
             log.resolve(i, applier_pb2.DeadLetterResolution.DISCARDED, note)
             o.outcome = "discarded"

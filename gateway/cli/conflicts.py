@@ -149,7 +149,8 @@ def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str, lim
                    page_token: str, table: str) -> None:
     """The recorded conflicts of the tables matching TABLE (schema.table; * and ? wildcards;
     every table when left out): the counts per table and cause, then one line per rejected
-    change -- table, SERVER/SOURCE/EPOCH/COUNT, operation, cause, origin GTID, row key."""
+    change -- table, SERVER/SOURCE/EPOCH/COUNT, operation, cause, origin GTID, row key, and
+    what `conflicts replay` did with it (while the node keeps its record)."""
     with _client(target, token, ca, 30.0) as c:
         res = _call(lambda: c.conflicts_list(table, limit=limit or 1, page_token=page_token,
                                              counts_only=limit == 0))
@@ -160,7 +161,8 @@ def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str, lim
         click.echo(json.dumps({
             "counts": [{"table": n.table, "cause": n.cause, "count": n.count}
                        for n in res.counts],
-            "rows": [{"table": r.table, "id": r.id, **python_row(r.row)} for r in rows],
+            "rows": [{"table": r.table, "id": r.id, "replayed": r.replayed,
+                      **python_row(r.row)} for r in rows],
             "next_page_token": res.next_page_token if limit else ""},
             indent=2, default=str))
         return
@@ -175,7 +177,7 @@ def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str, lim
         click.echo("")
     for r in rows:
         click.echo(f"{r.table}\t{r.id}\t{r.op_type}\t{r.cause}\t{r.orig_transid}\t"
-                   f"{_row_key(r.row)}")
+                   f"{_row_key(r.row)}" + (f"\treplayed: {r.replayed}" if r.replayed else ""))
     if limit and res.next_page_token:
         click.echo(f"more: --page-token '{res.next_page_token}'")
 

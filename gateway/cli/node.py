@@ -404,8 +404,7 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
                        f"{a.backfill_index}")
         if a.error:  # running: its store is unavailable and it retries
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
-    for line in channel_lines(st.channels) + shared_source_lines(st.channels) \
-            + peer_lines(st.peers):
+    for line in channel_lines(st.channels) + peer_lines(st.peers):
         click.echo(line)
     for sl in st.slots:  # other clusters' channels reading this log (channel slots)
         click.echo(f"  slot {sl.slot.reader_cluster_id}/{sl.slot.channel} acked epoch "
@@ -459,17 +458,6 @@ def conflict_lines(ch: gateway_pb2.ChannelStatus) -> list[str]:
         return []
     counted = [f"{k} {v}" for k, v in sorted(ch.conflicts.items()) if v]
     return [f"    conflicts: {', '.join(counted) or 'none'}"]
-
-
-def shared_source_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
-    """A warning per source cluster that more than one channel replicates from."""
-    by_source: dict[int, list[str]] = {}
-    for ch in chans:
-        if ch.source_id:
-            by_source.setdefault(ch.source_id, []).append(ch.name)
-    return [f"  warning: channels {', '.join(sorted(names))} all replicate from cluster "
-            f"{sid}: each applies the source's transactions (remove all but one)"
-            for sid, names in sorted(by_source.items()) if len(names) > 1]
 
 
 def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:

@@ -768,6 +768,46 @@ class AsyncGatewayClient(_Base):
         return await self._call(lambda s, t: getattr(s, name)(
             req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
 
+    async def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+        """As :meth:`GatewayClient._here`: the node targeted, no failover."""
+        try:
+            return await getattr(self._stub(), name)(
+                req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise error_of(exc) from None
+
+    async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
+                             counts_only: bool = False, timeout: float | None = None
+                             ) -> gateway_pb2.ConflictsListResponse:
+        """As :meth:`GatewayClient.conflicts_list`."""
+        return await self._here("ConflictsList", gateway_pb2.ConflictsListRequest(
+            pattern=pattern, limit=limit, page_token=page_token, counts_only=counts_only),
+            timeout)
+
+    async def conflicts_replay(self, table: str, ids: Sequence[str] = (), *, cause: str = "",
+                               dry_run: bool = False, timeout: float = 60.0
+                               ) -> gateway_pb2.ConflictsReplayResponse:
+        """As :meth:`GatewayClient.conflicts_replay`."""
+        req = gateway_pb2.ConflictsReplayRequest(table=table, ids=list(ids), cause=cause,
+                                                 dry_run=dry_run)
+        return await self._call(lambda s, t: s.ConflictsReplay(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def dead_letters(self, applier: str = "", *, include_closed: bool = False,
+                           after_id: int = 0, limit: int = 0, timeout: float | None = None
+                           ) -> gateway_pb2.DeadLettersResponse:
+        """As :meth:`GatewayClient.dead_letters`."""
+        return await self._here("DeadLetters", gateway_pb2.DeadLettersRequest(
+            applier=applier, include_closed=include_closed, after_id=after_id, limit=limit),
+            timeout)
+
+    async def dead_letter_action(self, applier: str, action: str, ids: Sequence[int] = (), *,
+                                 every: bool = False, note: str = "", timeout: float = 60.0
+                                 ) -> gateway_pb2.DeadLetterActionResponse:
+        """As :meth:`GatewayClient.dead_letter_action`."""
+        return await self._here("DeadLetterAction", gateway_pb2.DeadLetterActionRequest(
+            applier=applier, action=action, ids=list(ids), all=every, note=note), timeout)
+
     async def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                        learner: bool = False, timeout: float = 60.0
                        ) -> gateway_pb2.AdminResponse:

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ChannelHello(_message.Message):
-    __slots__ = ("protocol_version", "features", "reader_cluster_id", "channel", "after_epoch", "ignore_origins", "acked_epoch", "seed")
+    __slots__ = ("protocol_version", "features", "reader_cluster_id", "channel", "after_epoch", "ignore_origins", "acked_epoch", "seed", "holds")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     READER_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class ChannelHello(_message.Message):
     IGNORE_ORIGINS_FIELD_NUMBER: _ClassVar[int]
     ACKED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     features: _containers.RepeatedScalarFieldContainer[str]
     reader_cluster_id: int
@@ -26,7 +27,8 @@ class ChannelHello(_message.Message):
     ignore_origins: _containers.RepeatedScalarFieldContainer[int]
     acked_epoch: int
     seed: SeedRequest
-    def __init__(self, protocol_version: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., reader_cluster_id: _Optional[int] = ..., channel: _Optional[str] = ..., after_epoch: _Optional[_Union[_gateway_pb2.EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., acked_epoch: _Optional[int] = ..., seed: _Optional[_Union[SeedRequest, _Mapping]] = ...) -> None: ...
+    holds: _containers.RepeatedCompositeFieldContainer[SeedWatermark]
+    def __init__(self, protocol_version: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., reader_cluster_id: _Optional[int] = ..., channel: _Optional[str] = ..., after_epoch: _Optional[_Union[_gateway_pb2.EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., acked_epoch: _Optional[int] = ..., seed: _Optional[_Union[SeedRequest, _Mapping]] = ..., holds: _Optional[_Iterable[_Union[SeedWatermark, _Mapping]]] = ...) -> None: ...
 
 class SeedRequest(_message.Message):
     __slots__ = ("seed_id", "after_key")

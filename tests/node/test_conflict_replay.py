@@ -85,6 +85,12 @@ def test_a_thousand_conflicts_list_per_table_survive_a_restart_and_replay_once(t
                                  f"shop.other\tDATA_IN_CONFLICT\t{few}",
                                  f"{many + few} conflict(s) in 2 table(s)"]
             assert len([x for x in lines if x.startswith("shop.items\t1/")]) == 3
+            bad = await asyncio.to_thread(_cli, "conflicts", "list", "--target", a.api, "shop")
+            assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+            assert "give a table as schema.table" in bad.output, bad.output
+            bad = await asyncio.to_thread(_cli, "conflicts", "replay", "--target", a.api,
+                                          "shop.other", "1/2/3")
+            assert bad.exit_code == 2 and "ids[0]" in bad.output, bad.output
             status = await asyncio.to_thread(_cli, "status", "--target", a.api)
             assert f"conflict_fn_epoch {many + few}" in status.output, status.output
 
@@ -104,8 +110,14 @@ def test_a_thousand_conflicts_list_per_table_survive_a_restart_and_replay_once(t
             assert held[(0,)] == "later"  # reported, not overwritten
             assert {k: held[k] for k in held if k != (0,)} == {
                 (k,): f"B{k}" for k in range(1, few)}
-            second = await asyncio.to_thread(
-                lambda: ca.conflicts_replay("shop.other", ids))
+            marks = await asyncio.to_thread(lambda: ca.conflicts_list("shop.other"))
+            assert sorted(r.replayed.split(" ")[0] for r in marks.rows) == \
+                ["applied"] * 9 + ["changed-since"]
+            listed = await asyncio.to_thread(_cli, "conflicts", "list", "--target", a.api,
+                                             "shop.other")
+            assert listed.output.count("\treplayed: applied ") == 9, listed.output
+            async with AsyncGatewayClient(a.api, timeout=30) as ac:
+                second = await ac.conflicts_replay("shop.other", ids)
             assert second.applied == 0 and second.skipped == few
             assert sorted(o.outcome for o in second.outcomes) == \
                 ["already-applied"] * 9 + ["changed-since"]

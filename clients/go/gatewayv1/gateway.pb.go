@@ -3495,10 +3495,11 @@ func (x *DeadLetterActionRequest) GetNote() string {
 
 // DeadLetterOutcome: one letter after the action.
 type DeadLetterOutcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // replayed | discarded | still-failing | not-open | unknown
-	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // replayed | discarded | still-failing (an unknown or
+	// closed id refuses the request: INVALID_ARGUMENT, ids)
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

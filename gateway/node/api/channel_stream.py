@@ -25,8 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-import grpc
-
+from gateway.node.api.call_context import CallContext
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
 from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2
@@ -52,8 +51,7 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
         self.node = gateway.node
 
     async def Stream(self, request_iterator: AsyncIterator[channel_pb2.ChannelUp],
-                     context: grpc.aio.ServicerContext
-                     ) -> AsyncIterator[channel_pb2.ChannelDown]:
+                     context: CallContext) -> AsyncIterator[channel_pb2.ChannelDown]:
         source = self.node.channel_source
         ups = request_iterator.__aiter__()
         try:
@@ -120,8 +118,7 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
 
     async def _seed(self, first: channel_pb2.ChannelUp,
                     ups: AsyncIterator[channel_pb2.ChannelUp],
-                    context: grpc.aio.ServicerContext
-                    ) -> AsyncIterator[channel_pb2.ChannelDown]:
+                    context: CallContext) -> AsyncIterator[channel_pb2.ChannelDown]:
         """The seed session of hello ``first`` (``ChannelSource.seed``), then the wait for
         the reader's ack of its end (``ChannelSource.seed_acked``)."""
         source = self.node.channel_source

@@ -34,18 +34,22 @@ import ipaddress
 import os
 import ssl
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NoReturn, TypeVar
 
 import grpc
 
+from gateway.node.api.call_context import CallContext, Metadatum
 from gateway.node.base.config import ConfigError, NodeConfig
 
 __all__ = ["PERMISSIONS", "AuthError", "TokenAuthInterceptor", "Tokens",
            "api_server_credentials", "authorize", "bearer_metadata", "load_tokens",
            "make_test_ca", "peer_channel_credentials", "peer_server_credentials",
            "peer_ssl_contexts", "token_permissions"]
+
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
 
 PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
@@ -189,12 +193,12 @@ class AuthError(Exception):
         super().__init__(detail)
 
 
-def bearer_metadata(metadata: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, str], ...]:
+def bearer_metadata(metadata: Iterable[Metadatum] | None) -> tuple[tuple[str, str], ...]:
     """The ``authorization`` entries of ``metadata`` (what a forwarded call carries on)."""
     return tuple((k, v) for k, v in metadata or () if k == "authorization" and isinstance(v, str))
 
 
-def token_permissions(tokens: Tokens | None, metadata: Sequence[tuple[str, Any]] | None
+def token_permissions(tokens: Tokens | None, metadata: Iterable[Metadatum] | None
                       ) -> frozenset[str]:
     """The permissions of the bearer token in ``metadata`` (none for a missing or unknown
     token); every permission when ``tokens`` is None (a node without tokens checks none)."""
@@ -207,7 +211,7 @@ def token_permissions(tokens: Tokens | None, metadata: Sequence[tuple[str, Any]]
     return frozenset()
 
 
-def authorize(tokens: Tokens, method: str, metadata: Sequence[tuple[str, Any]] | None
+def authorize(tokens: Tokens, method: str, metadata: Iterable[Metadatum] | None
               ) -> frozenset[str]:
     """The permissions of the bearer token in ``metadata`` when it may call ``Gateway``
     method ``method`` (its name alone, e.g. ``"Write"``; an unknown method needs ``admin``);
@@ -231,12 +235,12 @@ def authorize(tokens: Tokens, method: str, metadata: Sequence[tuple[str, Any]] |
     return found.permissions
 
 
-def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler
-          ) -> grpc.RpcMethodHandler:
-    async def abort_unary(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Req, _Resp]
+          ) -> grpc.RpcMethodHandler[_Req, _Resp]:
+    async def abort_unary(_request: object, context: CallContext) -> NoReturn:
         await context.abort(code, detail)
 
-    async def abort_stream(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def abort_stream(_request: object, context: CallContext) -> AsyncIterator[NoReturn]:
         await context.abort(code, detail)
         yield  # pragma: no cover - makes this an async generator
 
@@ -258,9 +262,9 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails],
-                                     Awaitable[grpc.RpcMethodHandler]],
+                                     Awaitable[grpc.RpcMethodHandler[_Req, _Resp] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[_Req, _Resp] | None:
         method = handler_call_details.method
         handler = await continuation(handler_call_details)
         if handler is None:

@@ -60,9 +60,9 @@ from gateway.appliers.position import (
     position_message,
     position_of,
 )
-from gateway.appliers.source import EntriesCompactedError
+from gateway.appliers.source import EntriesCompactedError, StoreInstalledError
 from gateway.core import messages
-from gateway.node.appliers.applier_rebuild import rebuild_from_store
+from gateway.node.appliers.applier_rebuild import can_rebuild, rebuild_from_store
 from gateway.node.appliers.backfill import needs_backfill, run_backfill
 from gateway.node.appliers.dead_letters import dead_letter_action, list_dead_letters
 from gateway.node.appliers.feed import CommittedLogSource
@@ -264,9 +264,10 @@ class NodeAppliers:
         a.backfill = position.backfill
         term = a.term if a.scope == SCOPE_CLUSTER else None
 
-        def backfill() -> bool:
-            """A new applier's backfill (``backfill``); False: stop here (stopped, or failed:
-            the error is in status, the progress saved for the next start)."""
+        def backfill(d: Dispatcher = d, position: ApplierPosition = position) -> bool:
+            """A new applier's backfill (``backfill``), or one after a seed ended; False:
+            stop here (stopped, or failed: the error is in status, the progress saved for the
+            next start)."""
             def progress(p: BackfillProgress) -> None:
                 a.backfill = p
             saved = None if term is None else (lambda pos: self._position_saved(a, term, pos))
@@ -292,6 +293,36 @@ class NodeAppliers:
                 try:
                     dispatcher.run(follow=True)
                     return
+                except StoreInstalledError as seeded:
+                    # A seed or a resync ended here: its rows are in the store, not in the
+                    # log. Rebuild a target the applier owns (exact: the rows the resync
+                    # deleted go too), else backfill it from the store (docs/replication.md,
+                    # "Appliers on the seeded cluster"); then follow the log after that.
+                    if not can_rebuild(a.applier):
+                        dispatcher = self._dispatcher(a, term)
+                        a.dispatcher = dispatcher
+                        log.info("applier %s: a seed ended at log index %d: backfilling it "
+                                 "from the store", a.name, seeded.from_index)
+                        if not backfill(dispatcher, ApplierPosition(seeded.from_index - 1)):
+                            return
+                        continue
+                    try:
+                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
+                                           position=seeded.from_index - 1,
+                                           first_index=seeded.first_index,
+                                           apply=dispatcher.apply_outside_log,
+                                           why=f"a seed ended at log index "
+                                               f"{seeded.from_index}")
+                    except Exception as exc:
+                        if self._stopping:
+                            return
+                        a.error = exc
+                        log.error("applier %s stopped: %s", a.name, exc)
+                        return
+                    if self._stopping or (term is not None and self._leading_term() != term):
+                        return
+                    dispatcher = self._dispatcher(a, term)
+                    a.dispatcher = dispatcher
                 except EntriesCompactedError as gap:
                     # The log starts after the applier's position: rebuild its target from
                     # the store (or stop with the gap in its status), never skip entries.

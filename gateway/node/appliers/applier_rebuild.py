@@ -103,20 +103,22 @@ def behind_log_error(name: str, position: int, first_index: int) -> ApplierBehin
 
 def rebuild_from_store(applier: Applier, positions: PositionStore, store: LSMStore, *,
                        position: int, first_index: int,
-                       apply: Callable[[Sequence[RowOp]], None], batch: int = 500) -> int:
+                       apply: Callable[[Sequence[RowOp]], None], batch: int = 500,
+                       why: str = "") -> int:
     """Rebuild ``applier``'s target from ``store`` (module docstring) and save its position;
     return the store index it now reflects. ``apply`` applies a batch the way the dispatcher
     does (retries, dead letters for operations that fail for good). Raises
     `ApplierBehindLogError` if the applier cannot rebuild, and whatever ``apply`` raises (the
-    position is then unchanged, so the rebuild is retried)."""
+    position is then unchanged, so the rebuild is retried). ``why``: the cause for the log
+    when it is not a compacted log (a seed's end)."""
     reset_target = _reset_of(applier)
     if reset_target is None:
         raise behind_log_error(applier.name, position, first_index)
     with store.snapshot() as view:
         index = view.applied_index
-        log.warning("applier %s: at log index %d but the log starts at %d; rebuilding its "
-                    "target from the store at index %d", applier.name, position, first_index,
-                    index)
+        cause = why or f"the log starts at {first_index}"
+        log.warning("applier %s: at log index %d but %s; rebuilding its target from the "
+                    "store at index %d", applier.name, position, cause, index)
         reset_target()
         rows = 0
         pending: list[RowOp] = []

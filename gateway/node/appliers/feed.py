@@ -8,7 +8,11 @@ appliers and are not sent to subscribers.
 
 A node that installed a snapshot (or compacted its log) has no log before it: reading entries
 behind the log's start raises ``EntriesCompactedError``, and the applier is rebuilt from the
-store's state (``applier_rebuild``) -- it never skips entries it did not apply.
+store's state (``applier_rebuild``) -- it never skips entries it did not apply. The end of a
+seed or a resync (a ``SEED_INSTALL`` entry with ``end``) is read the same way: the rows the
+seed installed are in the store only, so a read stops before that entry, and a read from it
+raises ``StoreInstalledError`` (the applier is rebuilt or backfilled from the store at or
+after it).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
-from gateway.appliers.source import CommittedEntry, EntriesCompactedError
+from google.protobuf.message import DecodeError
+
+from gateway.appliers.source import CommittedEntry, EntriesCompactedError, StoreInstalledError
 from gateway.core import accel
 from gateway.core.messages import TypeTag
 from gateway.node.base.errors import NodeStoppedError
@@ -28,7 +34,7 @@ from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
-from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
+from gateway.v1 import channel_pb2, epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
 if TYPE_CHECKING:
@@ -39,6 +45,19 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_SEED = TypeTag.SEED_INSTALL
+
+
+def _seed_end(e: Entry) -> bool:
+    """True if ``e`` is a ``SEED_INSTALL`` entry with ``end`` (a seed's or resync's last step;
+    one that changed nothing -- a stale replay -- too: a rebuild it causes is redundant, never
+    wrong)."""
+    if e.type != EntryType.NORMAL or not e.data or e.data[0] != _SEED:
+        return False
+    try:
+        return channel_pb2.SeedInstall.FromString(e.data[1:]).HasField("end")
+    except DecodeError:
+        return False  # the state machine refused it too: nothing was installed
 
 
 class _FeedC(Protocol):
@@ -111,6 +130,11 @@ class CommittedLogSource:
             raise  # does not go away: the applier stops with it
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
+        ends = [k for k, e in enumerate(ents) if e.data and e.data[0] == _SEED and _seed_end(e)]
+        if ends:  # the entries before a seed's end, then the end alone raises
+            if ends[0] == 0:
+                raise StoreInstalledError(ents[0].index)
+            ents = ents[:ends[0]]
         skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
         if feed_entries is not None:  # _entry of each in C, but for replicated epochs
             out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)

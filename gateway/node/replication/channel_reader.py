@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
@@ -52,6 +52,9 @@ class ChannelSession:
     source: int
     held: int
     target: str  # the source node's HOST:PORT, for messages
+    #: this cluster's watermark per origin (``ChannelHello.holds``: a seeded source checks
+    #: that the reader lacks nothing its seed brought before its log)
+    holds: dict[int, int] = field(default_factory=dict)
 
 
 class ChannelReader:
@@ -74,7 +77,9 @@ class ChannelReader:
             protocol_version=PROTOCOL_VERSION, features=list(FEATURES),
             reader_cluster_id=s.me, channel=s.channel,
             after_epoch=gateway_pb2.EpochPosition(server_id=s.source, epoch=s.held),
-            ignore_origins=[s.me], acked_epoch=s.held)
+            ignore_origins=[s.me], acked_epoch=s.held,
+            holds=[channel_pb2.SeedWatermark(origin=o, trans_id=t)
+                   for o, t in sorted(s.holds.items())])
 
     async def events(self, ch: grpc.aio.Channel, stub: gateway_pb2_grpc.GatewayStub,
                      md: tuple[tuple[str, str], ...] | None

@@ -35,6 +35,7 @@ from gateway.node.base.errors import NotLeaderError, PreconditionFailed
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.replication.seed_source import release_seed, serve_seed
 from gateway.node.replication.slots import SlotKeeper
+from gateway.node.state.seed_apply import seed_coverage
 from gateway.node.state.slot_apply import SlotId, slot_name
 from gateway.v1 import channel_pb2, gateway_pb2
 
@@ -166,8 +167,29 @@ class ChannelSource:
                                          f"(node {drv.leader_id})") from None
                 raise behind_message(sid, exc.reason) from None
             raise InvalidRequest(f"hello.{exc.field}", exc.reason) from None
+        self._check_seed_coverage(h, sid)
         self.slots.note(sid, h.acked_epoch)
         return Session(self.welcome(h), req, start, sid)
+
+    def _check_seed_coverage(self, h: channel_pb2.ChannelHello, sid: SlotId) -> None:
+        """Refuse (behind: seed or resync) a reader that lacks transactions a seed or resync
+        of this cluster brought (``hello.holds`` below the watermark a seed raised an origin
+        to): those are in the store, never in the log, so no stream from any position
+        would bring them (docs/replication.md, "Growing a pair into a ring")."""
+        sm = self.driver.sm
+        at, cover = seed_coverage(sm.store.get, sm.store.scan_prefix)
+        if not at:
+            return
+        holds = {w.origin: w.trans_id for w in h.holds}
+        lacks = sorted((o, t, holds.get(o, 0)) for o, t in cover.items()
+                       if o != h.reader_cluster_id and holds.get(o, 0) < t)
+        if lacks:
+            what = ", ".join(f"origin {o} up to trans id {t} (the reader holds up to {got})"
+                             for o, t, got in lacks[:4])
+            raise behind_message(sid, f"cluster {self.driver.opts.cluster_id} was seeded (last "
+                                      f"seed end at log index {at}): its transactions of "
+                                      f"{what} are in its store, not in its log; seed this "
+                                      f"channel (gateway channel add --seed) or resync it")
 
     def failed_while_streaming(self, session: Session, exc: Exception) -> Exception:
         """What ends a session whose feed raised ``exc``: the behind-the-log refusal when the

@@ -23,7 +23,8 @@ row here when judged, ``c$NEW`` the rejected change's values) is one write of th
 - Its idempotency key ``conflict-replay:schema.table:S/SRC/EPOCH/COUNT``: a second run is
   answered with the first one's result (``already-applied``); after the key expired, a row
   that already holds what the replay would write is reported ``already-applied`` without
-  writing.
+  writing. The key's record is also the exception's mark: ``ConflictsList`` shows what the
+  replay did (``ConflictRow.replayed``) while the node keeps it (its idempotency window).
 
 Rows are replayed grouped by row key, each key's exceptions in id order (the order they were
 recorded), one write at a time.
@@ -119,17 +120,37 @@ def _rows(sm: StoreStateMachine, table: str,
     for row in sm.scan_rows(schema, name + _SUFFIX, lo, []):
         kv = row.key_values
         if [f.name for f in row.key_fields] != list(EX_KEY):
-            raise InvalidRequest("pattern", f"{table}{_SUFFIX}: a row was not written by "
-                                 f"conflict detection (its key is not {'/'.join(EX_KEY)}); "
-                                 f"the $EX suffix is reserved for exceptions tables")
+            key = ", ".join(f"{f.name}={getattr(v, v.WhichOneof('kind') or 'null_value')!r}"
+                            for f, v in zip(row.key_fields, kv, strict=False))
+            raise InvalidRequest("pattern", f"{table}{_SUFFIX}: the row with key {key} was not "
+                                 f"written by conflict detection (an exceptions row has the "
+                                 f"key {'/'.join(EX_KEY)}); the $EX suffix is reserved for "
+                                 f"exceptions tables")
         yield _Ex(table, (kv[0].uint_value, kv[1].uint_value, kv[2].uint_value,
                           kv[3].uint_value), row)
 
 
-def _conflict_row(ex: _Ex) -> gateway_pb2.ConflictRow:
+def replay_key(ex_table: str, ident: str) -> str:
+    """The idempotency key of the replay of exception ``ident`` of ``ex_table``."""
+    return f"conflict-replay:{ex_table}:{ident}"
+
+
+def replayed(sm: StoreStateMachine, table: str, ident: str, now_ns: int) -> str:
+    """What a replay of the exception did, as long as its idempotency key is kept (the
+    node's idempotency window): ``applied S:T at log index I``, ``changed-since at log index
+    I``, or "" (not replayed, or longer ago)."""
+    res = sm.idempotent_result(replay_key(table, ident), now_ns)
+    if res is None:
+        return ""
+    if sm.refusal_at(res.log_index) is not None:
+        return f"changed-since at log index {res.log_index}"
+    return f"applied {res.gtid.server_id}:{res.gtid.trans_id} at log index {res.log_index}"
+
+
+def _conflict_row(sm: StoreStateMachine, ex: _Ex, now_ns: int) -> gateway_pb2.ConflictRow:
     return gateway_pb2.ConflictRow(table=ex.table, id=ex.id, op_type=ex.text(_OP),
                                    cause=ex.text(_CAUSE), orig_transid=ex.text(_ORIG),
-                                   row=ex.row)
+                                   row=ex.row, replayed=replayed(sm, ex.table, ex.id, now_ns))
 
 
 def list_conflicts(sm: StoreStateMachine, req: gateway_pb2.ConflictsListRequest
@@ -147,6 +168,7 @@ def list_conflicts(sm: StoreStateMachine, req: gateway_pb2.ConflictsListRequest
             raise InvalidRequest("page_token", f"{req.page_token!r}: not a page token")
         after = (table, parse_id(ident, "page_token"))
     out = gateway_pb2.ConflictsListResponse(applied_index=sm.store.applied_index)
+    now = time.time_ns()
     for table in exception_tables(sm, req.pattern):
         counts: dict[str, int] = {}
         for ex in _rows(sm, table):
@@ -155,7 +177,7 @@ def list_conflicts(sm: StoreStateMachine, req: gateway_pb2.ConflictsListRequest
             if req.counts_only or (after is not None and (table, ex.ident) <= after):
                 continue
             if len(out.rows) < limit:
-                out.rows.append(_conflict_row(ex))
+                out.rows.append(_conflict_row(sm, ex, now))
             elif not out.next_page_token:
                 last = out.rows[-1]
                 out.next_page_token = f"{last.table}@{last.id}"
@@ -296,7 +318,7 @@ async def replay_conflicts(driver: RaftDriver, req: gateway_pb2.ConflictsReplayR
             if req.dry_run:
                 o.outcome = "would-apply"
                 continue
-            proposal = WriteProposal([stmt], f"conflict-replay:{ex.table}:{ex.id}",
+            proposal = WriteProposal([stmt], replay_key(ex.table, ex.id),
                                      time.time_ns(), admin=admin, conditions=[cond])
             try:
                 res = await driver.submit_write(proposal)

@@ -42,11 +42,31 @@ from gateway.node.state.store_ops import Ops, meta_op
 from gateway.replication import ReplicationState
 from gateway.v1 import channel_pb2, gateway_pb2
 
-__all__ = ["SEED_PREFIX", "SeedApplied", "apply_seed_install", "load_seeds", "seed_key"]
+__all__ = ["SEED_AT", "SEED_COVER", "SEED_PREFIX", "SeedApplied", "apply_seed_install",
+           "load_seeds", "seed_coverage", "seed_key"]
 
 #: Prefix of the channels' seed states (``m seed:<channel>``).
 SEED_PREFIX = keys.meta_key("seed:")
 _ROW, _SCHEMA = ord("r"), ord("s")
+
+
+#: The log index of the last seed end applied here (``m seed-at``), and per origin the
+#: watermark the last seed that raised it raised it to (``m seed-cover:<origin>``): some
+#: transactions up to those reached the store through a seed, never through the log.
+SEED_AT = keys.meta_key("seed-at")
+SEED_COVER = keys.meta_key("seed-cover:")
+
+
+def seed_coverage(get: Callable[[bytes], bytes | None],
+                  scan: Callable[[bytes], Iterator[tuple[bytes, bytes]]]
+                  ) -> tuple[int, dict[int, int]]:
+    """``(index, {origin: trans id})`` of the last seed (or resync) end this cluster applied
+    (``get``/``scan``: the store's ``get`` and ``scan_prefix``); ``(0, {})`` when none."""
+    raw = get(SEED_AT)
+    if raw is None:
+        return 0, {}
+    cover = {int(k[len(SEED_COVER):]): U64.unpack(v)[0] for k, v in scan(SEED_COVER)}
+    return U64.unpack(raw)[0], cover
 
 
 def seed_key(channel: str) -> bytes:
@@ -163,6 +183,12 @@ def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
             pairs.add((source, rep.self_id))
         for o in origins:
             ops.append(meta_op(keys.meta_key(f"w:{o}"), U64.pack(rep.watermarks[o])))
+        # the transactions this raised the watermarks over are in the store, never in the
+        # log: a channel reading this cluster must hold them already (``seed_coverage``;
+        # the new watermark is the max of every seed's so far)
+        for o in origins:
+            ops.append(meta_op(SEED_COVER + str(o).encode(), U64.pack(rep.watermarks[o])))
+        ops.append(meta_op(SEED_AT, U64.pack(index)))
         for sid, by in sorted(pairs):
             ops.append(meta_op(keys.meta_key(f"as:{sid}:{by}"),
                                U64.pack(rep.apply_status[(sid, by)])))

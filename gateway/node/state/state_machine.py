@@ -149,6 +149,16 @@ def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
     return TableSchema(key_fields, cols)
 
 
+def _has_txns(data: bytes) -> bool:
+    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
+    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
+    try:
+        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
+    except DecodeError:
+        return True
+    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
+
+
 class StoreStateMachine(EpochApply):
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
@@ -349,7 +359,9 @@ class StoreStateMachine(EpochApply):
             if e.type != EntryType.NORMAL or not data:
                 continue  # a leader no-op, a configuration change: only the index moves
             tag = data[0]
-            if tag in (_TXN, _UNIT) and not self.epoch_open:
+            if not self.epoch_open and (tag == _TXN or (tag == _UNIT and _has_txns(data))):
+                # a unit without transactions (reflections only) gets no marker from the
+                # leader (``Sequencer.unit_proposed``): it must not hold a seed pin back
                 self.epoch_open = self._seal_dirty = True
             if tag == _TXN:  # txn_apply
                 done = self._apply_fast(e, p, ops, overlay)

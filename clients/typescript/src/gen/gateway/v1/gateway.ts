@@ -689,8 +689,9 @@ export interface DeadLetterActionRequest {
 /** DeadLetterOutcome: one letter after the action. */
 export interface DeadLetterOutcome {
   id: bigint;
-  /** replayed | discarded | still-failing | not-open | unknown */
+  /** replayed | discarded | still-failing (an unknown or */
   outcome: string;
+  /** closed id refuses the request: INVALID_ARGUMENT, ids) */
   detail: string;
 }
 
