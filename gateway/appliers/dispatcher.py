@@ -66,7 +66,8 @@ from .progress import ProgressTracker, Unit
 from .source import CommittedEntry, EntrySource
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
-__all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
+__all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
+           "partition_of"]
 
 log = logging.getLogger("gateway.appliers")
 
@@ -112,6 +113,24 @@ class DispatcherConfig:
                 raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
         if self.linger < 0:
             raise ValueError(f"linger must be >= 0, not {self.linger}")
+
+
+#: Entries read past the watermark to find the oldest transaction not applied (for
+#: ``lag_seconds``) when the next ones hold none (epoch markers, configuration).
+LAG_PROBE = 64
+
+
+def first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
+    """Commit time of the first transaction ``entries`` hold: a local one (its head or
+    message) or the first of a replicated epoch's; None when they hold none."""
+    for e in entries:
+        if e.head is not None:
+            return e.head[2]
+        if e.replicated:
+            return e.replicated[0].commit_timestamp_ns
+        if e.transaction is not None:
+            return e.transaction.commit_timestamp_ns
+    return None
 
 
 def _holds_writes(entries: Sequence[CommittedEntry]) -> bool:
@@ -690,9 +709,7 @@ class Dispatcher:
             queued = self._queued
         lag_s = 0.0
         if watermark < last and oldest is None:  # not read yet: ask the source
-            head = self.source.read(watermark + 1, 1)
-            if head and head[0].transaction is not None:
-                oldest = head[0].transaction.commit_timestamp_ns
+            oldest = first_commit_ns(self.source.read(watermark + 1, LAG_PROBE))
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,

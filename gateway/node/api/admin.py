@@ -36,7 +36,8 @@ def status(node: ServedNode) -> gateway_pb2.StatusResponse:
         leader_id=r.lead, commit_index=r.raft_log.committed,
         applied_index=node.sm.applied_index, last_index=r.raft_log.last_index(),
         first_index=node.storage.first_index(), last_trans_id=node.sm.last_trans_id,
-        epoch=drv.epoch())
+        epoch=drv.epoch(), sealed_epoch=node.sm.newest_sealed[0],
+        sealed_at_ns=node.sm.newest_sealed[1])
     resp.leader_api = dict(node.leader_metadata()).get("gateway-leader-api", "")
     prs = r.trk.progress if r.role == Role.LEADER else {}
     for nid in sorted(cfg.all_voters() | cfg.learners | cfg.learners_next):

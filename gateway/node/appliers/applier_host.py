@@ -49,7 +49,13 @@ from typing import TYPE_CHECKING
 
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
-from gateway.appliers.dispatcher import DeadLetterHook, Dispatcher, DispatcherConfig
+from gateway.appliers.dispatcher import (
+    LAG_PROBE,
+    DeadLetterHook,
+    Dispatcher,
+    DispatcherConfig,
+    first_commit_ns,
+)
 from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
@@ -480,6 +486,15 @@ class NodeAppliers:
             return f"store unavailable, retrying: {down}" if down else ""
         return "" if a.error is None else " ".join(str(a.error).split())
 
+    def _lag_seconds(self, position: int) -> float:
+        """Age of the oldest transaction of this node's log after ``position`` (by its
+        commit time; 0 when none is found near it, or the log no longer holds it)."""
+        try:
+            oldest = first_commit_ns(self._source.read(position + 1, LAG_PROBE))
+        except EntriesCompactedError:  # the log no longer holds it: no figure
+            return 0.0
+        return max(0.0, time.time() - oldest / 1e9) if oldest else 0.0
+
     def status(self) -> list[gateway_pb2.ApplierStatus]:
         out = []
         applied = self._driver.sm.applied_index
@@ -494,6 +509,8 @@ class NodeAppliers:
             else:
                 position = replicated
                 lag_entries, lag_s = max(0, applied - replicated), 0.0
+            if lag_entries and not running:  # stopped or elsewhere: grows from the log
+                lag_s = self._lag_seconds(position)
             st = gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc, replication_p
 
 __all__ = ["POLL_S", "STALE_S", "LagFigures", "SourceWatch", "merge_leader_channels",
            "poll_paused"]
+
+log = logging.getLogger("gateway.node.replication.channels")
 
 #: Not heard from the source for this long: its figures are marked as estimates. Three of
 #: the source's progress intervals (``channel_stream.PROGRESS_S``), so one late message does
@@ -103,17 +106,23 @@ class SourceWatch:
         if len(self._heard) > _KEEP:
             del self._heard[1]
 
+    def prune(self, applied: int) -> None:
+        """Forget the seal times of epochs up to ``applied`` (held now). Called on the event
+        loop only, as ``heard`` and ``progress`` are."""
+        drop = bisect.bisect_right(self._heard, (applied, 1 << 64))
+        if drop:
+            del self._heard[:drop]
+
     def figures(self, applied: int, live: bool, now_ns: int | None = None) -> LagFigures:
         """The lag of a replica holding the source's epochs up to ``applied``; ``live``: the
         channel is hearing the source now (running, or paused and polled), else its figures
         are estimates whatever the last message's age."""
         now = time.time_ns() if now_ns is None else now_ns
-        drop = bisect.bisect_right(self._heard, (applied, 1 << 64))
-        if drop:
-            del self._heard[:drop]
+        heard = list(self._heard)  # read-only here: the metrics thread reads too
+        first = bisect.bisect_right(heard, (applied, 1 << 64))
         lag_epochs = max(0, self.source_epoch - applied)
-        if self._heard:
-            lag_ns = now - (self._heard[0][1] + (self._offset or 0))
+        if first < len(heard):
+            lag_ns = now - (heard[first][1] + (self._offset or 0))
         elif self.last_heard_ns:
             lag_ns = now - self.last_heard_ns
         else:
@@ -172,6 +181,8 @@ async def poll_paused(watch: SourceWatch, d: replication_pb2.ChannelDefinition,
                     watch.sealed(st.sealed_epoch, st.sealed_at_ns)
                     await asyncio.sleep(POLL_S)
         except grpc.aio.AioRpcError:
-            pass
+            pass  # not heard: the figures age (since_last_heard)
+        except Exception as exc:  # e.g. bad TLS material: the runner reports it on resume
+            log.debug("channel %s: polling %s: %s", d.name, target, exc)
         n += 1
         await asyncio.sleep(POLL_S)

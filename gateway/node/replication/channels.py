@@ -34,7 +34,7 @@ epoch is applied unless all of it is, and the position commits with the data, so
 ending anywhere neither loses nor repeats an origin transaction. A channel whose seed state
 asks for a seed installs it first (``seed_reader``; the commands: ``seed_admin``).
 
-Size: ~630 lines because the runner and the channels' admin and status sit together; next
+Size: ~680 lines because the runner and the channels' admin and status sit together; next
 to split off are the admin commands (``NodeChannels.add``/``action``/``status``) into a
 ``channel_admin`` module beside ``seed_admin``.
 """
@@ -445,6 +445,11 @@ class NodeChannels:
             if now is None or not _same_source(now, runner.definition):
                 await self._stop(name)
         self._reconcile_polls({n: d for n, d in self.driver.sm.channels.items() if d.paused})
+        for name in [n for n in self._watch if n not in self.driver.sm.channels]:
+            del self._watch[name]  # removed: a channel added again starts knowing nothing
+        for name, watch in self._watch.items():
+            d = self.driver.sm.channels[name]
+            watch.prune(self.driver.sm.replication.held(d.source_id) if d.source_id else 0)
         for name, d in want.items():
             if name not in self._runners:
                 watch = self._watch.setdefault(name, SourceWatch())
@@ -627,7 +632,8 @@ class NodeChannels:
                 applied = got[1].applied(held) if got is not None else held
                 live = (got is not None and got[1].state.state == "running") or (
                     d.paused and name in self._polls)
-                lag = self._watch.setdefault(name, SourceWatch()).figures(applied, live)
+                # no insert here: the metrics thread calls this too
+                lag = (self._watch.get(name) or SourceWatch()).figures(applied, live)
                 st.source_epoch = lag.source_epoch
                 st.source_sealed_at_ns = lag.source_sealed_at_ns
                 st.last_heard_ns = lag.last_heard_ns
