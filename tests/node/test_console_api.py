@@ -217,3 +217,82 @@ def test_console_actions_need_admin_csrf_same_origin_and_confirm(tmp_path):
                 assert code == 400 and "ids" in err["error"]
 
     run(go(), 120)
+
+
+_TOKENS = ('[[token]]\nname = "reader"\ntoken = "r"\npermissions = ["read"]\n'
+           '[[token]]\nname = "ops"\ntoken = "a"\npermissions = ["read", "write", "admin"]\n')
+
+
+def test_console_lists_dead_letters_and_replays_and_discards_them_with_the_admin_token(
+        tmp_path):
+    """A SQLite target refuses two rows: the console (read token) lists both letters on the
+    appliers view; with the admin token one is replayed once the target is fixed and the
+    other discarded, through the node's DeadLetterAction."""
+    import dataclasses
+    import sqlite3
+    from pathlib import Path
+
+    from .conftest import node_configs
+
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(_TOKENS)
+    cfg = dataclasses.replace(node_configs(tmp_path, 1, appliers={"sqlite": {}})[0],
+                              tokens_file=str(tokens))
+    db = Path(cfg.data_dir) / "sqlite" / "gateway.db"
+
+    def held() -> set[int]:
+        with sqlite3.connect(db) as c:
+            try:
+                return {r[0] for r in c.execute("SELECT id FROM items")}
+            except sqlite3.OperationalError:
+                return set()
+
+    async def go():
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api, token="a") as c:
+                await c.write([row_insert("shop.items", {"id": 1}, {"v": "a"})])
+                await wait_for(lambda: db.exists() and held() == {1}, 30, "row 1 applied")
+                with sqlite3.connect(db) as con:
+                    con.execute("CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.id "
+                                "IN (98, 99) BEGIN SELECT RAISE(ABORT, 'refused by test'); END")
+                for k in (98, 99, 2):
+                    await c.write([row_insert("shop.items", {"id": k}, {"v": "x"})])
+            await wait_for(lambda: node.status().appliers[0].dead_letters == 2
+                           and 2 in held(), 60, "two dead letters")
+            with LocalConsole([cfg.api], token="r", admin_token="a", interval=0.2) as con:
+                await wait_for(lambda: (v := con.poller.snapshot().clusters.get(1)) is not None
+                               and v.dead_letters is not None
+                               and len(v.dead_letters.letters) == 2, 20, "letters polled")
+                _, doc = await asyncio.to_thread(_get, con.url + "/api/v1/appliers")
+                (cl,) = doc["clusters"]
+                assert [(d["applier"], d["id"], d["state"], d["table"])
+                        for d in cl["dead_letters"]] == [("sqlite", "1", "open", "shop.items"),
+                                                         ("sqlite", "2", "open", "shop.items")]
+                assert "refused by test" in cl["dead_letters"][0]["error"]
+                assert "letter" not in cl["dead_letters"][0]
+                assert cl["dead_letter_counts"] == [{"applier": "sqlite", "open": "2",
+                                                     "total": "2"}]
+                code, listed = await asyncio.to_thread(_get, con.url + "/api/v1/deadletters/1")
+                assert code == 200 and [d["id"] for d in listed["letters"]] == ["1", "2"]
+
+                _, sess = await asyncio.to_thread(_get, con.url + "/api/v1/session")
+                ok = {"X-CSRF-Token": sess["csrf"]}
+                with sqlite3.connect(db) as sq:
+                    sq.execute("DROP TRIGGER refuse")
+                code, res = await asyncio.to_thread(
+                    _post, con.url + "/api/v1/deadletters/1/sqlite/replay",
+                    {"ids": [1], "confirm": True}, ok)
+                assert code == 200, res
+                assert [o["outcome"] for o in res["outcomes"]] == ["replayed"]
+                assert 98 in held() and 99 not in held()
+                code, res = await asyncio.to_thread(
+                    _post, con.url + "/api/v1/deadletters/1/sqlite/discard",
+                    {"ids": ["2"], "confirm": True, "note": "not wanted"}, ok)
+                assert code == 200 and [o["outcome"] for o in res["outcomes"]] == ["discarded"]
+                assert 99 not in held()
+                await wait_for(lambda: con.poller.snapshot().clusters[1].dead_letters is not None
+                               and not con.poller.snapshot().clusters[1].dead_letters.letters,
+                               20, "no open letters left")
+
+    run(go(), 120)
