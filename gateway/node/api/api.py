@@ -22,7 +22,7 @@ Semantics (details in docs/node.md, "API"):
 Reads run in ``reads``, the admin operations in ``admin``; this module keeps the dispatch,
 the forwarding, the error mapping and the writes.
 
-Size: ~600 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+Size: ~630 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
 forwarding and error mapping they share; ``StreamWrite`` alone is ~150 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
@@ -41,7 +41,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
-from gateway.node.api import admin, reads
+from gateway.node.api import admin, operator, reads
 from gateway.node.api.api_handlers import (
     KEEPS_BYTES,
     ReceivedRequest,
@@ -132,6 +132,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             # only as asked by a follower (``_leader_status``): Status itself runs anywhere
             "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
+            "ConflictsReplay": (gateway_pb2.ConflictsReplayRequest, self._replay_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -595,6 +596,37 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: CallContext
                            ) -> gateway_pb2.AdminResponse:
         return await disarm(self.node, req)
+
+    async def _replay_local(self, req: gateway_pb2.ConflictsReplayRequest, context: CallContext
+                            ) -> gateway_pb2.ConflictsReplayResponse:
+        self._check_space()
+        return await self.node.conflicts.replay(req, admin=self._admin(context))
+
+    async def ConflictsReplay(self, request: gateway_pb2.ConflictsReplayRequest,
+                              context: CallContext) -> Response:
+        return await self._run("ConflictsReplay", request, context)
+
+    async def _here(self, context: CallContext, work: Awaitable[Response]) -> Response:
+        """Await ``work`` on this node (never forwarded), errors as ``_run`` maps them."""
+        try:
+            async with asyncio.timeout(_deadline(context)):
+                return await work
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def ConflictsList(self, request: gateway_pb2.ConflictsListRequest,
+                            context: CallContext) -> Response:
+        return await self._here(context, operator.conflicts_list(self.node, request))
+
+    async def DeadLetters(self, request: gateway_pb2.DeadLettersRequest,
+                          context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letters(self.node, request))
+
+    async def DeadLetterAction(self, request: gateway_pb2.DeadLetterActionRequest,
+                               context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letter_action(self.node, request))
 
     async def Alarm(self, request: gateway_pb2.AlarmRequest, context: CallContext) -> Response:
         return await self._run("Alarm", request, context)
