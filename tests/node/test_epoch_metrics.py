@@ -30,7 +30,7 @@ def _scrape() -> dict[str, str]:
     slot = gateway_pb2.SlotStatus(slot={"reader_cluster_id": 2, "channel": "fromA",
                                         "acked_epoch": BIG + 6})
     node = SimpleNamespace(
-        driver=SimpleNamespace(is_leader=True),  # the lag gauges are the leader's (w55-lag)
+        driver=SimpleNamespace(is_leader=True),  # the live channel figures are the leader's
         channels=SimpleNamespace(status=lambda: [ch], peers=lambda: [peer]),
         retention=lambda: (gateway_pb2.LogRetention(first_index=1, first_epoch=BIG + 8),
                            [slot]))
