@@ -1,8 +1,10 @@
-"""The leader's event-loop CPU per written row, in one process: a figure the machine's load
-barely moves, for comparing trees (``compare_revisions.py``) on a shared machine.
+"""The leader's event-loop CPU per written row, in one process, for comparing trees
+(``compare_revisions.py``) where the cluster's figures are too noisy.
 
     python benchmarks/bench_write_path.py [--rows 20000] [--repeat 3] [--no-gc]
     python benchmarks/bench_write_path.py --parts
+    valgrind --tool=callgrind --separate-threads=yes \
+        python3 benchmarks/bench_write_path.py --rows 4992 --repeat 1 --cells StreamWrite
 
 Default: starts one single-node ``GatewayNode`` in this process (fsync off, no applier) and
 drives its API handlers directly -- no gRPC, no client process: ``StreamWrite`` with requests
@@ -11,9 +13,11 @@ writes from 4 callers (``bench_node.py``'s rows: ``put_request``, 10 B values). 
 built before the clock starts. It prints the CPU time of this thread (the event loop: API,
 driver, Raft, state machine, LSM memtable) per acknowledged row, best and median of
 ``--repeat``, and the garbage collector's collections. The batching is fixed by the script, so
-the figure depends on the code, not on how busy the machine is (cache and frequency effects
-remain: read the A/A spread). ``--no-gc`` turns the collector off once the node runs. The tree
-is the working directory: ``compare_revisions.py`` can run this file against trees that do not
+the figure does not move with the cluster's batching; a busy machine still moves it (caches,
+frequency: read the A/A spread). ``--no-gc`` turns the collector off once the node runs;
+``--cells`` runs one cell: under valgrind, the event-loop thread's instructions at two
+``--rows``, differenced, are its instructions per row, which load does not move. The tree is
+the working directory: ``compare_revisions.py`` can run this file against trees that do not
 have it (the handlers before issue 53 took parsed messages; both are driven).
 
 ``--parts``: the per-write pieces issues 52-53 added to the leader's write path, each timed
@@ -121,12 +125,14 @@ async def _batch(sv: Any, rows: _Rows, n: int) -> tuple[float, int]:
     return time.thread_time() - t0, done
 
 
-async def run_node(n: int, repeat: int, no_gc: bool) -> None:
+async def run_node(n: int, repeat: int, no_gc: bool, only: str = "") -> None:
     from gateway.node import GatewayNode
     from tests.node.conftest import node_configs
 
     logging.disable(logging.WARNING)
     cells = {"StreamWrite w1024": _stream, "WriteBatch x200": _batch}
+    if only:
+        cells = {k: v for k, v in cells.items() if k.split()[0] in only.split(",")}
     got: dict[str, list[float]] = {name: [] for name in cells}
     rows = _Rows()
     with tempfile.TemporaryDirectory(prefix="bench-write-path-") as tmp:
@@ -272,11 +278,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-gc", action="store_true", help="garbage collector off while measuring")
     ap.add_argument("--parts", action="store_true", help="time each per-write piece alone")
+    ap.add_argument("--cells", default="", help="StreamWrite and/or WriteBatch (default both)")
     args = ap.parse_args()
     if args.parts:
         run_parts()
     else:
-        asyncio.run(run_node(args.rows, args.repeat, args.no_gc))
+        asyncio.run(run_node(args.rows, args.repeat, args.no_gc, args.cells))
 
 
 if __name__ == "__main__":
