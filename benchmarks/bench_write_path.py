@@ -12,7 +12,8 @@ of 64 one-row writes and at most 1024 rows unacknowledged, then ``WriteBatch`` o
 writes from 4 callers (``bench_node.py``'s rows: ``put_request``, 10 B values). The requests are
 built before the clock starts. It prints the CPU time of this thread (the event loop: API,
 driver, Raft, state machine, LSM memtable) per acknowledged row, best and median of
-``--repeat``, and the garbage collector's collections. The batching is fixed by the script, so
+``--repeat``, and the garbage collector's collections (under ``gateway run``'s policy,
+``gc_policy.settle``). The batching is fixed by the script, so
 the figure does not move with the cluster's batching; a busy machine still moves it (caches,
 frequency: read the A/A spread). ``--no-gc`` turns the collector off once the node runs;
 ``--cells`` runs one cell: under valgrind, the event-loop thread's instructions at two
@@ -125,6 +126,17 @@ async def _batch(sv: Any, rows: _Rows, n: int) -> tuple[float, int]:
     return time.thread_time() - t0, done
 
 
+def _settle_gc() -> None:
+    """The node process's collector policy (``gc_policy.settle``), in trees that have it."""
+    for name in ("gateway.node.loop.gc_policy", "gateway.node.gc_policy"):
+        try:
+            module = __import__(name, fromlist=["settle"])
+        except ImportError:
+            continue
+        module.settle()
+        return
+
+
 async def run_node(n: int, repeat: int, no_gc: bool, only: str = "") -> None:
     from gateway.node import GatewayNode
     from tests.node.conftest import node_configs
@@ -142,6 +154,7 @@ async def run_node(n: int, repeat: int, no_gc: bool, only: str = "") -> None:
             while not node.driver.is_leader:
                 await asyncio.sleep(0.02)
             sv = node.servicer
+            _settle_gc()  # as `gateway run` does once its node started
             for fn in cells.values():  # warm-up: the table's shape learned, caches filled
                 await fn(sv, rows, 4096)
             if no_gc:
