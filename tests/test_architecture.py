@@ -47,11 +47,12 @@ ALLOWED: dict[str, set[str]] = {
                                                  "gateway.node.loop"},
     "gateway.node.appliers": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage",
                                               "gateway.node.state", "gateway.node.loop"},
-    # ``gateway.node``: the API servicer and the metrics exporter take the node they serve,
-    # for types only (TYPE_ONLY_BACK_REFERENCES below).
+    # The API room takes the node it serves as a Protocol (``api.served_node``), naming the
+    # rooms below it for types; it never imports ``gateway.node`` (the composition root).
     "gateway.node.api": _NODE_OUTSIDE | {"gateway.node.base", "gateway.node.storage",
                                          "gateway.node.state", "gateway.node.loop",
-                                         "gateway.node"},
+                                         "gateway.node.peers", "gateway.node.replication",
+                                         "gateway.node.appliers"},
     "gateway.node": _NODE_OUTSIDE | set(NODE_ROOMS),
     "gateway.cli": {"*"},
     "gateway": {"gateway.hookspecs", "gateway.core", "gateway.appliers", "gateway.conflict",
@@ -121,12 +122,10 @@ def test_the_map_in_the_docs_names_every_package():
 
 #: Type-only back references (``if TYPE_CHECKING:``) that close a cycle, each a deliberate
 #: "callee knows its caller's type" link: the Raft role step functions take the ``Raft`` they
-#: run in (etcd's layout), the API servicer and the metrics exporter take the node they serve.
-#: Nothing else may close a cycle, at runtime or in types.
+#: run in (etcd's layout). Nothing else may close a cycle, at runtime or in types (the node's
+#: API takes the node it serves as a Protocol, ``api.served_node``).
 TYPE_ONLY_BACK_REFERENCES = {
     ("gateway.raft.roles", "gateway.raft.core"),
-    ("gateway.node.api.api", "gateway.node.server"),
-    ("gateway.node.api.metrics", "gateway.node.server"),
 }
 
 
@@ -192,10 +191,26 @@ def test_no_module_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+def test_no_import_cycle_among_node_modules_even_for_types():
+    """No module of ``gateway/node/`` imports, directly or through other modules of the node,
+    a module that imports it: module-level imports, imports inside functions and imports under
+    TYPE_CHECKING all count, with no exception (the API takes the node it serves as a
+    Protocol instead of importing ``server``)."""
+    graph = _import_graph()
+    node = {m: {d for d in deps if d.startswith("gateway.node")}
+            for m, deps in graph.items() if m.startswith("gateway.node")}
+    for module in node:
+        path = ROOT / (module.replace(".", "/") + ".py")
+        typing_only = _type_checking_lines(path)
+        node[module] |= {t for line, t in _targets(path, module)
+                         if line in typing_only and t in node and t != module}
+    cycles = _cycles(node)
+    assert not cycles, "import cycles among gateway/node/ modules:\n" + "\n".join(cycles)
+
+
 def test_the_node_rooms_import_each_other_without_cycles():
     """The sub-packages of ``gateway/node/`` (and its top, ``server``) form layers: no room
-    imports, directly or through others, a room that imports it. Only the listed type-only
-    back references (the API servicer and the metrics exporter take the node) are left out."""
+    imports, directly or through others, a room that imports it, not even for types."""
     graph = _import_graph(lambda m: _unit(m) if m.startswith("gateway.node") else "outside")
     graph = {m: deps - {"outside"} for m, deps in graph.items() if m != "outside"}
     assert set(NODE_ROOMS) <= set(graph), sorted(set(NODE_ROOMS) - set(graph))

@@ -66,7 +66,8 @@ from .progress import ProgressTracker, Unit
 from .source import CommittedEntry, EntrySource
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
-__all__ = ["Dispatcher", "DispatcherConfig", "DispatcherError", "partition_of"]
+__all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
+           "partition_of"]
 
 log = logging.getLogger("gateway.appliers")
 
@@ -112,6 +113,24 @@ class DispatcherConfig:
                 raise ValueError(f"{name} must be >= 1, not {getattr(self, name)}")
         if self.linger < 0:
             raise ValueError(f"linger must be >= 0, not {self.linger}")
+
+
+#: Entries read past the watermark to find the oldest transaction not applied (for
+#: ``lag_seconds``) when the next ones hold none (epoch markers, configuration).
+LAG_PROBE = 64
+
+
+def first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
+    """Commit time of the first transaction ``entries`` hold: a local one (its head or
+    message) or the first of a replicated epoch's; None when they hold none."""
+    for e in entries:
+        if e.head is not None:
+            return e.head[2]
+        if e.replicated:
+            return e.replicated[0].commit_timestamp_ns
+        if e.transaction is not None:
+            return e.transaction.commit_timestamp_ns
+    return None
 
 
 def _holds_writes(entries: Sequence[CommittedEntry]) -> bool:
@@ -190,6 +209,7 @@ class Dispatcher:
         self._snapshot_seq = 0
         self._saved_units = 0
         self._last_save = 0.0
+        self._no_elide = 0  # log entries up to it are reduced without insert-delete elision
         self._runner = BatchRunner(applier, self.config.retry, self.metrics,
                                    self._dead_letter_op, self._stop)
 
@@ -217,6 +237,12 @@ class Dispatcher:
             self._drained.notify_all()
 
     @property
+    def stopped(self) -> bool:
+        """``stop()`` was called (and no ``run`` began since): work outside ``run`` -- a
+        backfill -- ends at its next chunk."""
+        return self._stop.is_set()
+
+    @property
     def position(self) -> ApplierPosition:
         """The position reached so far (what the next save writes)."""
         if self._tracker is None:
@@ -228,6 +254,8 @@ class Dispatcher:
         """Apply entries from the durable position; return the saved final position."""
         self._stop.clear()
         self._tracker = tracker = ProgressTracker(self.positions.load())
+        backfill = tracker.backfill
+        self._no_elide = backfill.replay_until if backfill is not None else 0
         self.metrics.set(watermark=tracker.watermark)
         assembler = SegmentAssembler()
         self._workers = [
@@ -466,8 +494,12 @@ class Dispatcher:
         if not window:
             return
         ops = [op for _, t_ops in window for op in t_ops]
-        reduced = (_reduce_ops(ops, elide_insert_delete=self.config.elide_insert_delete)
-                   if self.config.reduce else ops)
+        # Up to a resumed backfill's ``replay_until`` some rows already hold later changes
+        # than the window's first (read from a newer snapshot): an insert-delete pair elided
+        # to nothing would leave such a row behind; a DELETE removes it (docs/appliers.md,
+        # "Backfilling a new applier").
+        elide = self.config.elide_insert_delete and window[0][0].indexes[0] > self._no_elide
+        reduced = _reduce_ops(ops, elide_insert_delete=elide) if self.config.reduce else ops
         self.metrics.add(transactions=len(window), ops_in=len(ops), ops_out=len(reduced))
         barrier = any(op.is_barrier for op in reduced)
         rows = {op.row_id for op in reduced if not op.is_barrier}
@@ -677,9 +709,7 @@ class Dispatcher:
             queued = self._queued
         lag_s = 0.0
         if watermark < last and oldest is None:  # not read yet: ask the source
-            head = self.source.read(watermark + 1, 1)
-            if head and head[0].transaction is not None:
-                oldest = head[0].transaction.commit_timestamp_ns
+            oldest = first_commit_ns(self.source.read(watermark + 1, LAG_PROBE))
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,

@@ -32,7 +32,15 @@ from gateway.core.rowops import Gtid
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import applier_pb2
 
-__all__ = ["ApplierPosition", "GtidSet", "PositionStore", "PositionStoreError"]
+__all__ = [
+    "ApplierPosition",
+    "BackfillProgress",
+    "GtidSet",
+    "PositionStore",
+    "PositionStoreError",
+    "position_message",
+    "position_of",
+]
 
 
 class PositionStoreError(Exception):
@@ -178,12 +186,60 @@ class GtidSet:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class BackfillProgress:
+    """A new applier's backfill from the store (``gateway.node.appliers.backfill``): rows
+    are delivered in store key order from a snapshot at log index ``snapshot_index``; every
+    row whose key is ``<= last_key`` has been delivered (none when ``last_key`` is empty and
+    ``rows`` 0). ``done``: every row was, the applier follows the log. ``replay_until``: the
+    largest snapshot index a part of the rows was read at (a restart re-takes the snapshot);
+    the log up to it is applied without insert-delete elision. ``rows``: rows delivered over
+    all runs; ``resumes``: restarts that continued it after ``last_key``. ``tables``: the
+    tables' key prefixes in the order they are read, when not key order (empty)."""
+
+    snapshot_index: int
+    last_key: bytes = b""
+    rows: int = 0
+    done: bool = False
+    replay_until: int = 0
+    resumes: int = 0
+    tables: tuple[bytes, ...] = ()
+
+
 @dataclass(slots=True)
 class ApplierPosition:
-    """Where an applier is: see the module docstring."""
+    """Where an applier is: see the module docstring. ``backfill``: set while a backfill is
+    in progress (``log_index`` is then its snapshot index, the first log entry it will follow
+    is the next; entries up to it are in the store's rows, not applied one by one) and while
+    the log up to ``backfill.replay_until`` is applied after it."""
 
     log_index: int = 0
     applied: GtidSet = field(default_factory=GtidSet)
+    backfill: BackfillProgress | None = None
+
+
+def position_message(applier: str, position: ApplierPosition, saved_at_ns: int = 0
+                     ) -> applier_pb2.ApplierPosition:
+    """The ``gateway.v1.ApplierPosition`` record of ``position``."""
+    msg = applier_pb2.ApplierPosition(
+        applier=applier, log_index=position.log_index, applied=position.applied.to_proto(),
+        saved_at_ns=saved_at_ns)
+    b = position.backfill
+    if b is not None:
+        msg.backfill.CopyFrom(applier_pb2.ApplierBackfill(
+            snapshot_index=b.snapshot_index, last_key=b.last_key, rows=b.rows, done=b.done,
+            replay_until=b.replay_until, resumes=b.resumes, tables=b.tables))
+    return msg
+
+
+def position_of(msg: applier_pb2.ApplierPosition) -> ApplierPosition:
+    """The ``ApplierPosition`` of a record; ``ValueError`` if its GTID ranges are invalid."""
+    backfill = None
+    if msg.HasField("backfill"):
+        b = msg.backfill
+        backfill = BackfillProgress(b.snapshot_index, b.last_key, b.rows, b.done,
+                                    b.replay_until, b.resumes, tuple(b.tables))
+    return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied), backfill)
 
 
 class PositionStore:
@@ -236,18 +292,15 @@ class PositionStore:
                                           f"{len(data)} bytes")
             return ApplierPosition()
         try:
-            applied = GtidSet.from_proto(last.applied)
+            return position_of(last)
         except ValueError as exc:
             raise PositionStoreError(f"{self.path}: {exc}") from None
-        return ApplierPosition(last.log_index, applied)
 
     def save(self, position: ApplierPosition) -> None:
         """Append ``position`` durably (fsync) and compact the file when it is large. After a
         failed save the next one rewrites the file whole (never an fsync retried on the file
         whose write failed)."""
-        msg = applier_pb2.ApplierPosition(
-            applier=self.applier, log_index=position.log_index,
-            applied=position.applied.to_proto(), saved_at_ns=time.time_ns())
+        msg = position_message(self.applier, position, time.time_ns())
         record = records.encode_record(messages.pack(msg))
         with self._lock:
             try:

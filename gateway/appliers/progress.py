@@ -50,6 +50,7 @@ class ProgressTracker:
     def __init__(self, position: ApplierPosition) -> None:
         self.watermark = position.log_index
         self.applied = position.applied.copy()
+        self.backfill = position.backfill  # carried on unchanged (a finished backfill's record)
         self._done_heap: list[int] = []
         self._commit_ts: dict[int, int] = {}  # registered, not yet under the watermark
         self._last_registered = position.log_index
@@ -115,7 +116,7 @@ class ProgressTracker:
 
     def position(self) -> ApplierPosition:
         """A snapshot of the durable position to save."""
-        return ApplierPosition(self.watermark, self.applied.copy())
+        return ApplierPosition(self.watermark, self.applied.copy(), self.backfill)
 
     # -- units ---------------------------------------------------------------------------------
 

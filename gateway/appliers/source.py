@@ -32,6 +32,7 @@ __all__ = [
     "EntrySourceError",
     "LogFileSource",
     "MemorySource",
+    "StoreInstalledError",
 ]
 
 
@@ -50,6 +51,21 @@ class EntriesCompactedError(EntrySourceError):
         self.first_index = first_index
         super().__init__(f"log entries {from_index}..{first_index - 1} were compacted (the "
                          f"log starts at index {first_index})")
+
+
+class StoreInstalledError(EntriesCompactedError):
+    """Entry ``index`` ended a seed or a resync of this cluster (``SEED_INSTALL`` with its
+    ``end``): the rows that seed installed came through entries that are not transactions,
+    so an applier that followed the log up to here lacks them and must be brought to the
+    store's state at or after ``index`` -- rebuilt, or backfilled -- before it follows the log
+    after that (docs/replication.md, "Appliers on the seeded cluster")."""
+
+    def __init__(self, index: int) -> None:
+        EntrySourceError.__init__(
+            self, f"log entry {index} ended a seed: the rows it installed are in the store, "
+                  f"not in the log")
+        self.from_index = index
+        self.first_index = index + 1
 
 
 class CommittedEntry:

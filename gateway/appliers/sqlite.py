@@ -78,7 +78,7 @@ from .contract import (
     TransientApplyError,
     UnsupportedOperationError,
 )
-from .position import ApplierPosition, GtidSet
+from .position import ApplierPosition, GtidSet, position_message, position_of
 
 __all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers",
            "unsigned_blob", "unsigned_value"]
@@ -604,9 +604,7 @@ class SqliteApplier(Applier):
         ``synchronous=FULL``, whose commit syncs the WAL -- the frames of earlier commits
         (made with the configured ``synchronous``, NORMAL by default: not synced) included.
         The dispatcher calls it before it saves ``position`` to the position file."""
-        data = applier_pb2.ApplierPosition(
-            applier=self.name, log_index=position.log_index,
-            applied=position.applied.to_proto()).SerializeToString()
+        data = position_message(self.name, position).SerializeToString()
         with self._write_lock:
             if self._holder is None:
                 self._holder = self._connect()
@@ -630,8 +628,7 @@ class SqliteApplier(Applier):
                                        "applier = ?", (self.name,)).fetchone()
             if row is None:
                 return None if self._unheld else ApplierPosition()
-            msg = applier_pb2.ApplierPosition.FromString(row[0])
-            return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+            return position_of(applier_pb2.ApplierPosition.FromString(row[0]))
         except (sqlite3.Error, DecodeError, ValueError, TypeError) as exc:
             raise ApplyError(f"sqlite {self.path}: _gateway_position: cannot read the held "
                              f"position: {exc}") from None

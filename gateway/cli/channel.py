@@ -6,6 +6,8 @@ import json
 
 import click
 
+from gateway.v1 import gateway_pb2
+
 from .node import _ca, _call, _client, _target, _token, channel_lines, peer_lines
 from .plugins import BadInput
 
@@ -34,10 +36,16 @@ def channel() -> None:
 @click.option("--source-id", type=int, default=0,
               help="The source's cluster id (default: learned on first contact, then pinned).")
 @click.option("--replace", is_flag=True, help="Replace a channel of the same name.")
+@click.option("--seed", is_flag=True,
+              help="Seed this (empty) cluster from a snapshot of the source first, then "
+                   "stream from the snapshot's epoch.")
+@click.option("--merge", is_flag=True,
+              help="With --seed, on a cluster that holds rows: the snapshot overwrites "
+                   "them, except rows written here that the source has not applied.")
 @click.argument("name")
 def channel_add(target: str, token: str | None, ca: str | None, sources: str,
                 source_token: str, source_ca: str | None, source_id: int, replace: bool,
-                name: str) -> None:
+                seed: bool, merge: bool, name: str) -> None:
     """Make this cluster a replica of the cluster at --from (its leader runs the channel)."""
     pem = ""
     if source_ca:
@@ -49,7 +57,8 @@ def channel_add(target: str, token: str | None, ca: str | None, sources: str,
     addrs = [a.strip() for a in sources.split(",") if a.strip()]
     with _client(target, token, ca, 30.0) as c:
         res = _call(lambda: c.add_channel(name, addrs, source_id=source_id, token=source_token,
-                                          ca_pem=pem, replace=replace))
+                                          ca_pem=pem, replace=replace, seed=seed,
+                                          merge=merge))
     click.echo(res.message)
 
 
@@ -73,6 +82,21 @@ def _action(action: str) -> click.Command:
 
 for _a in ("remove", "pause", "resume", "quarantine"):
     _action(_a)
+
+
+@channel.command("resync")
+@_target
+@_token
+@_ca
+@click.option("--yes", is_flag=True, help="Do it (without: report what it would change).")
+@click.argument("name")
+def channel_resync(target: str, token: str | None, ca: str | None, yes: bool,
+                   name: str) -> None:
+    """Bring a channel that fell behind its source's log back from a snapshot of the
+    source: reports what it would overwrite and keep first; --yes does it."""
+    with _client(target, token, ca, 120.0) as c:
+        click.echo(_call(lambda: c.channel_action(name, "resync", timeout=120.0,
+                                                  confirm=yes)).message)
 
 
 @channel.command("list")
@@ -121,4 +145,60 @@ def channel_status(target: str, token: str | None, ca: str | None, fmt: str,
     for line in channel_lines(chans):
         click.echo(line)
     for line in peer_lines(st.peers):
+        click.echo(line)
+
+
+@channel.command("drop-slot")
+@_target
+@_token
+@_ca
+@click.argument("name", metavar="CLUSTER/CHANNEL")
+def channel_drop_slot(target: str, token: str | None, ca: str | None, name: str) -> None:
+    """Drop the slot of another cluster's channel reading THIS cluster's log (admin): the
+    log it holds is compacted at the next snapshot; its reader, if it ever returns behind
+    the log, must resync."""
+    with _client(target, token, ca, 30.0) as c:
+        click.echo(_call(lambda: c.channel_action(name, "drop-slot")).message)
+
+
+def slot_lines(st: gateway_pb2.StatusResponse) -> list[str]:
+    """``gateway channel slots``: one line per slot of this cluster's log, then the log's
+    retained span and what holds it (a ``StatusResponse``)."""
+    import datetime
+
+    out = []
+    for s in st.slots:
+        sl = s.slot
+        at = datetime.datetime.fromtimestamp(sl.acked_at_ns / 1e9, datetime.UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ") if sl.acked_at_ns else "-"
+        line = (f"slot {sl.reader_cluster_id}/{sl.channel}\tacked epoch {sl.acked_epoch} "
+                f"(log index {sl.log_index}) at {at}\tholds {s.held_entries} entries "
+                f"({s.held_bytes} bytes)")
+        if s.holds_log:
+            line += "\tholds the log's start"
+        if sl.lost:
+            line += f"\tLOST: {sl.lost_reason} (the reader must resync)"
+        out.append(line)
+    if not out:
+        out.append("no slots (no channel of another cluster reads this log)")
+    r = st.retention
+    bounds = ", ".join(f"{k} {v}" for k, v in (("max_entries", r.max_entries),
+                                              ("max_bytes", r.max_bytes),
+                                              ("max_age_s", r.max_age_s)) if v) or "none"
+    out.append(f"log from index {r.first_index} (epoch {r.first_epoch}), next compaction "
+               f"held by {r.held_by or '-'}; retention bounds: {bounds}")
+    return out
+
+
+@channel.command("slots")
+@_target
+@_token
+@_ca
+def channel_slots(target: str, token: str | None, ca: str | None) -> None:
+    """The slots of other clusters' channels reading THIS cluster's log: reader, acked
+    position, when, the log it holds, lost or not; then the retained span and what holds
+    it."""
+    with _client(target, token, ca, 10.0) as c:
+        st = _call(lambda: c.status())
+    for line in slot_lines(st):
         click.echo(line)

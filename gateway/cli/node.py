@@ -8,10 +8,12 @@ configuration (one line on stderr, never a traceback).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -393,10 +395,24 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
             where += f", replicated {a.replicated_position}]" if a.scope == "cluster" else "]"
         click.echo(f"  applier {a.name} position {a.position} lag {a.lag_entries} entries "
                    f"({a.lag_seconds:.3f}s) dead letters {a.dead_letters}{where}")
+        if a.backfill_state == "running":
+            click.echo(f"    backfill from the store at log index {a.backfill_index}: "
+                       f"{a.backfill_rows} rows delivered, last key {a.backfill_last_key or '-'}"
+                       + (f", resumed {a.backfill_resumes}x" if a.backfill_resumes else ""))
+        elif a.backfill_state == "done":
+            click.echo(f"    backfilled {a.backfill_rows} rows from the store at log index "
+                       f"{a.backfill_index}")
         if a.error:  # running: its store is unavailable and it retries
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):
         click.echo(line)
+    for sl in st.slots:  # other clusters' channels reading this log (channel slots)
+        click.echo(f"  slot {sl.slot.reader_cluster_id}/{sl.slot.channel} acked epoch "
+                   f"{sl.slot.acked_epoch}, holds {sl.held_entries} entries"
+                   + (f", LOST: {sl.slot.lost_reason}" if sl.slot.lost else ""))
+    if st.slots:
+        click.echo(f"  log from index {st.retention.first_index}, next compaction held by "
+                   f"{st.retention.held_by or '-'}")
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):
         click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
@@ -405,17 +421,43 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
 def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
     """Text lines for ``ChannelStatus`` messages (also used by ``gateway status``)."""
     out = []
+    now = time.time_ns()
     for ch in chans:
+        lag = (f" lag {ch.lag_epochs} epochs ({ch.lag_seconds:.3f}s)"
+               if not ch.state.startswith("on the leader") else "")
+        if lag and ch.since_last_heard:  # grown from what was known then: may be more
+            lag += (f" since last heard {(now - ch.last_heard_ns) / 1e9:.1f}s ago"
+                    if ch.last_heard_ns else " (source never heard from)")
         out.append(f"  channel {ch.name} from {','.join(ch.sources)} (cluster "
                    f"{ch.source_id or '?'}) {ch.state}"
                    + (f" via {ch.connected}" if ch.connected else "")
-                   + f" applied epoch {ch.applied_epoch} lag {ch.lag_epochs} epochs "
-                   f"({ch.lag_seconds:.3f}s)")
+                   + f" applied epoch {ch.applied_epoch}{lag}"
+                   + (f" (from leader {ch.leader_id})" if ch.leader_id else ""))
+        out.append("    replicated time " + (_utc(ch.replicated_time_ns)
+                                             if ch.replicated_time_ns else "none yet"))
+        if ch.seed:
+            out.append(f"    {ch.seed}")
+        out.extend(conflict_lines(ch))
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
             out.append(f"    {ch.last_error}")
         elif ch.last_error:
             out.append(f"    last error: {ch.last_error}")
     return out
+
+
+def _utc(ns: int) -> str:
+    """``ns`` (Unix nanoseconds) as an ISO 8601 UTC time to the millisecond."""
+    t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def conflict_lines(ch: gateway_pb2.ChannelStatus) -> list[str]:
+    """The channel's conflict counters that are not 0 (``conflicts: none`` when the cluster
+    has rules and nothing was counted; nothing without rules)."""
+    if not ch.conflicts:
+        return []
+    counted = [f"{k} {v}" for k, v in sorted(ch.conflicts.items()) if v]
+    return [f"    conflicts: {', '.join(counted) or 'none'}"]
 
 
 def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:

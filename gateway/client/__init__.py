@@ -283,16 +283,20 @@ class _Base:
 
     @staticmethod
     def _add_channel_request(name: str, sources: Sequence[str], source_id: int, token: str,
-                             ca_pem: str, replace: bool) -> tuple[str, Message]:
+                             ca_pem: str, replace: bool, seed: bool = False,
+                             merge: bool = False) -> tuple[str, Message]:
         from gateway.v1 import replication_pb2
 
         d = replication_pb2.ChannelDefinition(name=name, sources=list(sources),
                                               source_id=source_id, token=token, ca_pem=ca_pem)
-        return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace)
+        return "AddChannel", gateway_pb2.AddChannelRequest(definition=d, replace=replace,
+                                                           seed=seed, merge=merge)
 
     @staticmethod
-    def _channel_action_request(name: str, action: str) -> tuple[str, Message]:
-        return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action)
+    def _channel_action_request(name: str, action: str, confirm: bool = False
+                                ) -> tuple[str, Message]:
+        return "ChannelAction", gateway_pb2.ChannelActionRequest(name=name, action=action,
+                                                                 confirm=confirm)
 
     @staticmethod
     def _conflicts_request(*, table: str = "", function: str = "", unset: str = "",
@@ -505,15 +509,18 @@ class GatewayClient(_Base):
 
     def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
                     token: str = "", ca_pem: str = "", replace: bool = False,
+                    seed: bool = False, merge: bool = False,
                     timeout: float = 30.0) -> gateway_pb2.AdminResponse:
-        """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md)."""
+        """Make this cluster a replica of the cluster at ``sources`` (docs/replication.md);
+        ``seed``: from a snapshot of the source first (``merge``: into a cluster with rows)."""
         return self._admin(*self._add_channel_request(name, sources, source_id, token, ca_pem,
-                                                      replace), timeout)
+                                                      replace, seed, merge), timeout)
 
-    def channel_action(self, name: str, action: str, timeout: float = 30.0
-                       ) -> gateway_pb2.AdminResponse:
-        """``remove``, ``pause`` or ``resume`` channel ``name``."""
-        return self._admin(*self._channel_action_request(name, action), timeout)
+    def channel_action(self, name: str, action: str, timeout: float = 30.0,
+                       confirm: bool = False) -> gateway_pb2.AdminResponse:
+        """``remove``, ``pause``, ``resume``, ``quarantine`` or ``resync`` channel ``name``
+        (``resync`` reports what it would change unless ``confirm``)."""
+        return self._admin(*self._channel_action_request(name, action, confirm), timeout)
 
     def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
                           ) -> gateway_pb2.AdminResponse:
@@ -540,6 +547,48 @@ class GatewayClient(_Base):
     def _admin(self, name: str, req: Message, timeout: float | None) -> gateway_pb2.AdminResponse:
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)
+
+    def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+        """Call ``name`` on the node targeted (no failover: what it answers is its own)."""
+        try:
+            return getattr(self._stub(), name)(req, timeout=timeout or self.attempt_timeout,
+                                               metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
+                       counts_only: bool = False, timeout: float | None = None
+                       ) -> gateway_pb2.ConflictsListResponse:
+        """The recorded conflicts of the tables matching ``pattern`` ("" = all): counts per
+        table and cause, then a page of exception rows (docs/conflicts.md). Read."""
+        return self._here("ConflictsList", gateway_pb2.ConflictsListRequest(
+            pattern=pattern, limit=limit, page_token=page_token, counts_only=counts_only),
+            timeout)
+
+    def conflicts_replay(self, table: str, ids: Sequence[str] = (), *, cause: str = "",
+                         dry_run: bool = False, timeout: float = 60.0
+                         ) -> gateway_pb2.ConflictsReplayResponse:
+        """Write rejected changes again, each conditional on its row being unchanged since
+        the conflict (docs/conflicts.md). Admin."""
+        req = gateway_pb2.ConflictsReplayRequest(table=table, ids=list(ids), cause=cause,
+                                                 dry_run=dry_run)
+        return self._call(lambda s, t: s.ConflictsReplay(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    def dead_letters(self, applier: str = "", *, include_closed: bool = False,
+                     after_id: int = 0, limit: int = 0, timeout: float | None = None
+                     ) -> gateway_pb2.DeadLettersResponse:
+        """This node's dead letters (one applier's page, or every applier's first). Read."""
+        return self._here("DeadLetters", gateway_pb2.DeadLettersRequest(
+            applier=applier, include_closed=include_closed, after_id=after_id, limit=limit),
+            timeout)
+
+    def dead_letter_action(self, applier: str, action: str, ids: Sequence[int] = (), *,
+                           every: bool = False, note: str = "", timeout: float = 60.0
+                           ) -> gateway_pb2.DeadLetterActionResponse:
+        """Replay (through the applier) or discard dead letters of this node. Admin."""
+        return self._here("DeadLetterAction", gateway_pb2.DeadLetterActionRequest(
+            applier=applier, action=action, ids=list(ids), all=every, note=note), timeout)
 
     def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                  learner: bool = False, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
@@ -680,15 +729,18 @@ class AsyncGatewayClient(_Base):
 
     async def add_channel(self, name: str, sources: Sequence[str], *, source_id: int = 0,
                           token: str = "", ca_pem: str = "", replace: bool = False,
+                          seed: bool = False, merge: bool = False,
                           timeout: float = 30.0) -> gateway_pb2.AdminResponse:
         """As :meth:`GatewayClient.add_channel`."""
         return await self._admin(*self._add_channel_request(name, sources, source_id, token,
-                                                            ca_pem, replace), timeout)
+                                                            ca_pem, replace, seed, merge),
+                                 timeout)
 
-    async def channel_action(self, name: str, action: str, timeout: float = 30.0
-                             ) -> gateway_pb2.AdminResponse:
+    async def channel_action(self, name: str, action: str, timeout: float = 30.0,
+                             confirm: bool = False) -> gateway_pb2.AdminResponse:
         """As :meth:`GatewayClient.channel_action`."""
-        return await self._admin(*self._channel_action_request(name, action), timeout)
+        return await self._admin(*self._channel_action_request(name, action, confirm),
+                                 timeout)
 
     async def set_conflict_rule(self, table: str, function: str, timeout: float = 30.0
                                 ) -> gateway_pb2.AdminResponse:
@@ -715,6 +767,46 @@ class AsyncGatewayClient(_Base):
                      ) -> gateway_pb2.AdminResponse:
         return await self._call(lambda s, t: getattr(s, name)(
             req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
+
+    async def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+        """As :meth:`GatewayClient._here`: the node targeted, no failover."""
+        try:
+            return await getattr(self._stub(), name)(
+                req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise error_of(exc) from None
+
+    async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
+                             counts_only: bool = False, timeout: float | None = None
+                             ) -> gateway_pb2.ConflictsListResponse:
+        """As :meth:`GatewayClient.conflicts_list`."""
+        return await self._here("ConflictsList", gateway_pb2.ConflictsListRequest(
+            pattern=pattern, limit=limit, page_token=page_token, counts_only=counts_only),
+            timeout)
+
+    async def conflicts_replay(self, table: str, ids: Sequence[str] = (), *, cause: str = "",
+                               dry_run: bool = False, timeout: float = 60.0
+                               ) -> gateway_pb2.ConflictsReplayResponse:
+        """As :meth:`GatewayClient.conflicts_replay`."""
+        req = gateway_pb2.ConflictsReplayRequest(table=table, ids=list(ids), cause=cause,
+                                                 dry_run=dry_run)
+        return await self._call(lambda s, t: s.ConflictsReplay(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def dead_letters(self, applier: str = "", *, include_closed: bool = False,
+                           after_id: int = 0, limit: int = 0, timeout: float | None = None
+                           ) -> gateway_pb2.DeadLettersResponse:
+        """As :meth:`GatewayClient.dead_letters`."""
+        return await self._here("DeadLetters", gateway_pb2.DeadLettersRequest(
+            applier=applier, include_closed=include_closed, after_id=after_id, limit=limit),
+            timeout)
+
+    async def dead_letter_action(self, applier: str, action: str, ids: Sequence[int] = (), *,
+                                 every: bool = False, note: str = "", timeout: float = 60.0
+                                 ) -> gateway_pb2.DeadLetterActionResponse:
+        """As :meth:`GatewayClient.dead_letter_action`."""
+        return await self._here("DeadLetterAction", gateway_pb2.DeadLetterActionRequest(
+            applier=applier, action=action, ids=list(ids), all=every, note=note), timeout)
 
     async def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                        learner: bool = False, timeout: float = 60.0

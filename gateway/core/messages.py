@@ -37,7 +37,14 @@ from enum import IntEnum
 
 from google.protobuf.message import DecodeError, Message
 
-from gateway.v1 import applier_pb2, epoch_pb2, replication_pb2, transaction_pb2, wal_pb2
+from gateway.v1 import (
+    applier_pb2,
+    channel_pb2,
+    epoch_pb2,
+    replication_pb2,
+    transaction_pb2,
+    wal_pb2,
+)
 
 __all__ = [
     "EmptyPayloadError",
@@ -81,6 +88,12 @@ class TypeTag(IntEnum):
     """``gateway.v1.ConflictCommand``: sets or unsets a conflict rule, or the cluster's role."""
     ALARM_COMMAND = 98
     """``gateway.v1.AlarmCommand``: raises or clears a node's NOSPACE alarm."""
+    SLOT_COMMAND = 99
+    """``gateway.v1.SlotCommand``: advances, marks lost or drops channel slots of readers."""
+    SEED_PIN = 100
+    """``gateway.v1.SeedPin``: a source pins (or releases) a snapshot for a seed."""
+    SEED_INSTALL = 101
+    """``gateway.v1.SeedInstall``: one step of installing a seed on a replica."""
     APPLIER_POSITION = 112
     """``gateway.v1.ApplierPosition``: the durable position of one applier."""
     DEAD_LETTER = 113
@@ -99,6 +112,9 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.CONFLICT_COMMAND: replication_pb2.ConflictCommand,
     TypeTag.ALARM_COMMAND: replication_pb2.AlarmCommand,
+    TypeTag.SLOT_COMMAND: replication_pb2.SlotCommand,
+    TypeTag.SEED_PIN: channel_pb2.SeedPin,
+    TypeTag.SEED_INSTALL: channel_pb2.SeedInstall,
     TypeTag.WAL_ENTRY: wal_pb2.WalEntry,
     TypeTag.WAL_SEGMENT_HEADER: wal_pb2.WalSegmentHeader,
     TypeTag.WAL_SEGMENT_INDEX: wal_pb2.WalSegmentIndex,

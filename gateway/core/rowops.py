@@ -150,6 +150,8 @@ class RowOp:
     ``table`` and ``key``). ``statement`` is the 1-based number of the statement (within its
     transaction, across segments) the operation, or its last folded change, came from: with
     ``gtid`` it identifies a SQL operation exactly, so stores can execute each one once.
+    ``backfill`` is nonzero for a row delivered by a new applier's backfill (an UPSERT of the
+    stored row, read from a store snapshot at that log index), 0 for a change from the log.
     """
 
     kind: OpKind
@@ -166,6 +168,7 @@ class RowOp:
     new_key: tuple[SqlValue, ...] | None = None
     sql: SqlText | None = None
     statement: int = 0
+    backfill: int = 0
 
     @property
     def row_id(self) -> tuple[TableRef, tuple[SqlValue, ...]]:
@@ -452,6 +455,7 @@ def op_to_proto(op: RowOp) -> applier_pb2.RowOperation:
         author=op.author,
         commit_timestamp_ns=op.commit_ts_ns,
         statement=op.statement,
+        backfill_index=op.backfill,
     )
     if op.new_key is not None:
         msg.new_key_values.extend(
@@ -493,6 +497,7 @@ def op_from_proto(msg: applier_pb2.RowOperation) -> RowOp:
             _values(key_cols, msg.new_key_values, "new key") if kind is OpKind.MOVE else None,
             sql,
             msg.statement,
+            msg.backfill_index,
         )
     except ValueError as exc:
         raise MalformedTransactionError(f"row operation: {exc}") from None

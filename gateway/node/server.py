@@ -13,12 +13,12 @@ ones whenever this node leads). ``stop`` reverses it: API first (new calls get
 UNAVAILABLE), appliers (positions saved), the Raft loop, transport, then the store is flushed
 and the WAL closed, so a restart replays nothing.
 
-Size: ~750 lines because ``GatewayNode`` is the composition root: the start-up order, the
+Size: ~660 lines because ``GatewayNode`` is the composition root: the start-up order, the
 stop order and the reactions that cross rooms (log damage, driver failure, membership,
-health) must read in one place. Next to leave: the admin operations (``add_node``,
-``remove_node``, ``transfer_leader``, ``status``: an ``admin`` module in ``api/`` taking the
-node) and the start-up checks of the data directory (``_check_consistency``,
-``_make_peer_dir``: beside ``storage/refused_start``).
+health) must read in one place. The admin operations live in ``api/admin``, the peer socket's
+directory in ``storage/peer_socket_dir``; next to leave: the start-up check of the store and
+the appliers' positions against the log (``_check_consistency``, beside
+``state/consistency``) and the appliers' construction (``_start_appliers``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import shutil
 import ssl
 import tempfile
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -52,8 +52,10 @@ from gateway.conflict import (
 from gateway.core.fileio import local_fs
 from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
+from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
 from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.metrics import serve_metrics
@@ -70,17 +72,16 @@ from gateway.node.appliers.feed import ChangeFeed
 from gateway.node.base.config import (
     ChannelConfig,
     NodeConfig,
-    address_problem,
     parse_address,
     peer_port_problem,
 )
-from gateway.node.base.errors import NotLeaderError
-from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.driver import DriverOptions, RaftDriver
 from gateway.node.peers.peer_stream import PeerListener
 from gateway.node.peers.transport import CHANNEL_OPTIONS, PeerServicer, PeerTransport
+from gateway.node.replication.channel_source import ChannelSource
 from gateway.node.replication.channels import NodeChannels
 from gateway.node.replication.conflicts import NodeConflicts
+from gateway.node.replication.slots import SlotKeeper
 from gateway.node.state import keys
 from gateway.node.state.alarms import SpaceMonitor, driver_proposer, run_monitor
 from gateway.node.state.consistency import (
@@ -90,14 +91,25 @@ from gateway.node.state.consistency import (
     check_position_file,
 )
 from gateway.node.state.state_machine import StoreStateMachine
-from gateway.node.storage.refused_start import paths_under, undo_refused_start
-from gateway.node.storage.snapshot_files import SnapshotArchiveError, SnapshotMetadataError
+from gateway.node.storage.peer_socket_dir import (
+    PEER_SOCKET_DIR,
+    PeerSocketDirError,
+    make_peer_dir,
+)
+from gateway.node.storage.refused_start import paths_under, remove_made, undo_refused_start
+from gateway.node.storage.snapshot_files import (
+    ArchiveReader,
+    SnapshotArchiveError,
+    SnapshotMetadataError,
+)
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
-from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
 
-__all__ = ["GatewayNode", "NodeStartError"]
+if TYPE_CHECKING:
+    import pluggy
+
+__all__ = ["PEER_SOCKET_DIR", "GatewayNode", "NodeStartError"]
 
 log = logging.getLogger("gateway.node")
 #: How long a leader stopping gracefully waits for the marker sealing its open epoch.
@@ -111,9 +123,6 @@ _SEAL_TIMEOUT_S = 1.0
 #: cost SQLite fewer bytes and the applier less CPU than reads of 256 (docs/benchmarks.md,
 #: "Reads of 1,024 entries").
 SQLITE_DISPATCH = DispatcherConfig(poll_interval=0.05, threads=1, window=64, read_batch=1024)
-
-_ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
-         Role.PRE_CANDIDATE: "pre-candidate"}
 
 
 class NodeStartError(Exception):
@@ -129,32 +138,11 @@ def _channel_definition(c: ChannelConfig) -> replication_pb2.ChannelDefinition:
                                              source_id=c.source_id, token=c.token, ca_pem=ca)
 
 
-def _remove_made(path: str, keep_dir: bool) -> None:
-    """Remove what a failed start made in the data directory ``path``: its contents, and
-    the directory itself unless it existed before (``keep_dir``: e.g. a mounted volume)."""
-    if not keep_dir:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    with contextlib.suppress(OSError):
-        for name in os.listdir(path):
-            child = os.path.join(path, name)
-            if os.path.isdir(child) and not os.path.islink(child):
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.remove(child)
-
-
-#: The data directory's entry that holds the gRPC peer server's Unix socket while the node runs.
-PEER_SOCKET_DIR = "peer-socket"
-#: The longest path a Unix socket address holds on Linux (``sun_path`` is 108 bytes, NUL included).
-_SUN_PATH_MAX = 107
-
-
 class GatewayNode:
     """See the module docstring. Use ``await start()`` / ``await stop()`` in one event loop."""
 
-    def __init__(self, config: NodeConfig, plugin_manager: Any = None) -> None:
+    def __init__(self, config: NodeConfig,
+                 plugin_manager: pluggy.PluginManager | None = None) -> None:
         self.config = config
         self._pm = plugin_manager
         self.appliers: NodeAppliers | None = None
@@ -193,7 +181,7 @@ class GatewayNode:
             # every failure path of _start closed what it had opened before raising
             storage = getattr(self, "storage", None)
             if fresh:
-                _remove_made(cfg.data_dir, keep_dir=existed)
+                remove_made(cfg.data_dir, keep_dir=existed)
             elif storage is not None:  # as found: the next start sees the same damage
                 undo_refused_start(cfg.data_dir, found, storage)
             raise
@@ -239,7 +227,10 @@ class GatewayNode:
         snap = self.storage.snapshots.metadata
         try:
             if snap.index and self.sm.durable_applied_index < snap.index:
-                self.sm.restore(self.storage.snapshot().data)
+                image = self.storage.snapshot().data
+                # the snapshot files hand out a reader over them (bytes when bootstrapped)
+                assert isinstance(image, bytes | ArchiveReader)
+                self.sm.restore(image)
                 self.sm.mark_applied(snap.index)
             self._check_consistency()
         except (InconsistentStateError, PositionStoreError, SnapshotArchiveError, LSMError,
@@ -266,7 +257,7 @@ class GatewayNode:
             await self._close_storage()
             raise NodeStartError(f"cannot read the Raft log: {exc}; {RECOVER_HINT}") from None
         self.storage.on_damage = self._on_log_damage
-        self.driver.compact_floor = self._applier_floor
+        self.driver.compact_floor = self._log_floor
         #: The NOSPACE alarm's check of this node's log disk (``alarms``), before the API
         #: serves: Status and writes consult it.
         self.space = SpaceMonitor(cfg.node_id, cfg.data_dir, self.storage.wal.directory,
@@ -284,6 +275,12 @@ class GatewayNode:
         for nid, addr in peers.items():
             self.transport.set_peer(nid, addr)
         self.change_feed = ChangeFeed(self.driver)
+        #: The slots of other clusters' channels reading this log, and the source side of
+        #: the channel protocol (docs/replication.md, "Channel protocol").
+        self.slots = SlotKeeper(self.driver, cfg.retention, self.change_feed.resume_index,
+                                driver_proposer(self.driver.control))
+        self.channel_source = ChannelSource(self.driver, self.slots,
+                                            self.change_feed.start_index)
         self.servicer = GatewayServicer(self)
         try:
             await self._serve()
@@ -296,8 +293,10 @@ class GatewayNode:
         self._tasks.append(asyncio.create_task(self._health_loop(), name="health"))
         self._tasks.append(asyncio.create_task(
             run_monitor(self.space, cfg.space_check_ms / 1000), name="space"))
+        self._tasks.append(asyncio.create_task(self.slots.run(), name="slots"))
         self.channels = NodeChannels(self.driver, tuple(_channel_definition(c)
                                                         for c in cfg.channels))
+        self.channels.slots = self.slots
         self.channels.start()
         self.conflicts = NodeConflicts(self.driver, cfg.conflict_role, cfg.conflicts)
         self.channels.prepare = self.conflicts.propose_configured
@@ -378,36 +377,14 @@ class GatewayNode:
             raise
 
     def _make_peer_dir(self, *, in_data_dir: bool) -> str:
-        """Make the private (0700) directory of the gRPC peer server's Unix socket.
-
-        ``<data dir>/peer-socket`` when ``in_data_dir`` and the socket's path fits a Unix
-        socket address: one a crash left behind is replaced (the store's ``LOCK``, held by
-        now, makes this process the data directory's only user), so a killed node leaves
-        nothing elsewhere. Otherwise (a deep data directory, one where the directory cannot be
-        made, or -- the caller's retry -- one whose file system refused the socket) a new
-        directory in TMPDIR. Removed at stop either way. Raises ``NodeStartError`` when
-        neither can be made."""
-        own = os.path.join(os.path.abspath(self.config.data_dir), PEER_SOCKET_DIR)
-        if in_data_dir and len(os.fsencode(os.path.join(own, "grpc.sock"))) <= _SUN_PATH_MAX:
-            try:
-                if os.path.lexists(own):
-                    if os.path.isdir(own) and not os.path.islink(own):
-                        shutil.rmtree(own)
-                    else:
-                        os.remove(own)
-                os.mkdir(own, 0o700)
-                return own
-            except OSError as exc:
-                log.warning("cannot make %s for the gRPC peer socket (%s); using %s", own,
-                            exc.strerror or exc, tempfile.gettempdir())
+        """``peer_socket_dir.make_peer_dir`` for this node; ``NodeStartError`` when the
+        directory cannot be made."""
         try:
-            return tempfile.mkdtemp(prefix="gateway-peer-")
-        except OSError as exc:
-            raise NodeStartError(f"listen: cannot make the private directory of the gRPC peer "
-                                 f"socket in {tempfile.gettempdir()} (set TMPDIR): "
-                                 f"{exc.strerror or exc}") from None
+            return make_peer_dir(self.config.data_dir, in_data_dir=in_data_dir)
+        except PeerSocketDirError as exc:
+            raise NodeStartError(str(exc)) from None
 
-    async def _serve_api(self, peer: grpc.aio.Server, opts: dict[str, Any],
+    async def _serve_api(self, peer: grpc.aio.Server, opts: Mapping[str, object],
                          grpc_path: str) -> None:
         cfg = self.config
         interceptors = []
@@ -415,11 +392,13 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        channel_pb2_grpc.add_ChannelSourceServicer_to_server(
+            ChannelSourceServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")
@@ -434,7 +413,8 @@ class GatewayNode:
             self._servers.append(s)
 
     @staticmethod
-    def _bind(server: grpc.aio.Server, address: str, creds: Any, key: str) -> int:
+    def _bind(server: grpc.aio.Server, address: str, creds: grpc.ServerCredentials | None,
+              key: str) -> int:
         try:
             port = (server.add_secure_port(address, creds) if creds is not None
                     else server.add_insecure_port(address))
@@ -590,7 +570,7 @@ class GatewayNode:
 
     # -- appliers -------------------------------------------------------------------------------
 
-    def _plugins(self) -> Any:
+    def _plugins(self) -> pluggy.PluginManager:
         """The plugin manager: the one given, else the configured plugins, loaded once (with
         none configured, every installed plugin that loads; a warning for each that does not)."""
         if self._pm is None:
@@ -633,12 +613,24 @@ class GatewayNode:
             applier = factories[name].build(opts)
             dcfg = (SQLITE_DISPATCH if name == "sqlite"
                     else DispatcherConfig(poll_interval=0.05))
-            hosted.add(name, applier, scope, dcfg)
+            hosted.add(name, applier, scope, dcfg,
+                       backfill_chunk_rows=cfg.backfill_chunk_rows(name))
         self.appliers = hosted
         hosted.start()
 
     def _applier_floor(self) -> int:
         return self.appliers.floor() if self.appliers is not None else 1 << 62
+
+    def retention(self) -> tuple[gateway_pb2.LogRetention, list[gateway_pb2.SlotStatus]]:
+        """This node's retained log span, what holds it, and the slots (``slots``)."""
+        return self.slots.retention_status(
+            self._applier_floor(),
+            self.storage.snapshots.metadata.index - self.config.snapshot_entries // 2)
+
+    def _log_floor(self) -> int:
+        """How far the log may be compacted for its readers: the slowest applier's durable
+        position and the slots of other clusters' channels (``slots``)."""
+        return min(self._applier_floor(), self.slots.floor())
 
     def applier_status(self) -> list[gateway_pb2.ApplierStatus]:
         return self.appliers.status() if self.appliers is not None else []
@@ -657,105 +649,18 @@ class GatewayNode:
         return (("gateway-leader-id", str(lead)), ("gateway-leader-api", api))
 
     def status(self) -> gateway_pb2.StatusResponse:
-        drv = self.driver
-        r = drv.raw.raft
-        cfg = r.trk.config
-        resp = gateway_pb2.StatusResponse(
-            node_id=self.config.node_id, cluster_id=self.config.cluster_id,
-            role="removed" if drv.removed else _ROLE.get(r.role, str(r.role)), term=r.term,
-            leader_id=r.lead, commit_index=r.raft_log.committed,
-            applied_index=self.sm.applied_index, last_index=r.raft_log.last_index(),
-            first_index=self.storage.first_index(), last_trans_id=self.sm.last_trans_id,
-            epoch=drv.epoch())
-        resp.leader_api = dict(self.leader_metadata()).get("gateway-leader-api", "")
-        prs = r.trk.progress if r.role == Role.LEADER else {}
-        for nid in sorted(cfg.all_voters() | cfg.learners | cfg.learners_next):
-            role = "learner" if nid in cfg.learners or nid in cfg.learners_next else "voter"
-            api = self.config.api if nid == self.config.node_id else \
-                self.transport.api_of.get(nid, "")
-            peer = self.config.listen if nid == self.config.node_id else \
-                self.transport.address_of.get(nid, "")
-            pr = prs.get(nid)
-            resp.members.add(node_id=nid, peer_address=peer, api_address=api, role=role,
-                             match_index=pr.match if pr is not None else 0)
-        resp.appliers.extend(self.applier_status())
-        resp.channels.extend(self.channels.status())
-        resp.peers.extend(self.channels.peers())
-        resp.conflict_rules.extend(self.conflicts.rules())
-        resp.conflict_role = self.conflicts.role()
-        resp.alarms.extend(self.space.alarms())
-        return resp
+        """``Gateway.Status`` (``api.admin``)."""
+        return admin.status(self)
 
     async def add_node(self, node_id: int, peer: str, api: str, *, learner: bool,
                        timeout: float) -> gateway_pb2.AdminResponse:
-        """Add ``node_id`` as a learner, wait until it caught up, then promote it. Everything
-        is checked before anything is proposed (``InvalidRequest``): a node id from 1 to
-        2^64-1, ``peer`` (and ``api`` when given) ``HOST:PORT`` with a port from 1 to 65535,
-        and ``peer`` not the address of another member."""
-        drv = self.driver
-        cfg = drv.raw.raft.trk.config
-        if not 0 < node_id < 1 << 64:
-            raise InvalidRequest("node_id", "must be a positive integer")
-        for field, address in (("peer_address", peer), ("api_address", api)):
-            if not address and field == "api_address":
-                continue
-            reason = address_problem(address) if address else "missing HOST:PORT"
-            if reason is not None:
-                raise InvalidRequest(field, f"{address!r}: {reason}")
-        members = cfg.all_voters() | cfg.learners | cfg.learners_next
-        for other in sorted(members - {node_id}):
-            known = self.config.listen if other == self.config.node_id else \
-                self.transport.address_of.get(other)
-            if known == peer:
-                raise InvalidRequest("peer_address",
-                                     f"{peer} is the peer address of member {other}")
-        ctx = json.dumps({"peer": peer, "api": api}).encode()
-        if node_id in cfg.voters:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} is already a voter")
-        index = 0
-        if node_id not in cfg.learners:
-            index = await drv.propose_conf_change(ConfChange(
-                (ConfChangeSingle(ConfChangeType.ADD_LEARNER_NODE, node_id),), context=ctx))
-        if learner:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} added as a learner",
-                                             log_index=index)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            r = drv.raw.raft
-            if r.role != Role.LEADER:
-                raise NotLeaderError(r.lead, "leadership changed while the node caught up")
-            pr = r.trk.progress.get(node_id)
-            if pr is not None and pr.match >= r.raft_log.committed:
-                break
-            if loop.time() > deadline:
-                raise TimeoutError(f"node {node_id} did not catch up in time; it stays a "
-                                   f"learner (retry AddNode to promote it)")
-            await asyncio.sleep(0.05)
-        index = await drv.propose_conf_change(ConfChange(
-            (ConfChangeSingle(ConfChangeType.ADD_NODE, node_id),), context=ctx))
-        return gateway_pb2.AdminResponse(message=f"node {node_id} added as a voter",
-                                         log_index=index)
+        """``Gateway.AddNode`` (``api.admin``)."""
+        return await admin.add_node(self, node_id, peer, api, learner=learner, timeout=timeout)
 
     async def remove_node(self, node_id: int) -> gateway_pb2.AdminResponse:
-        cfg = self.driver.raw.raft.trk.config
-        if node_id not in cfg.all_voters() | cfg.learners:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} is not a member")
-        index = await self.driver.propose_conf_change(ConfChange(
-            (ConfChangeSingle(ConfChangeType.REMOVE_NODE, node_id),)))
-        return gateway_pb2.AdminResponse(message=f"node {node_id} removed", log_index=index)
+        """``Gateway.RemoveNode`` (``api.admin``)."""
+        return await admin.remove_node(self, node_id)
 
     async def transfer_leader(self, node_id: int, timeout: float) -> gateway_pb2.AdminResponse:
-        drv = self.driver
-        if node_id == drv.leader_id:
-            return gateway_pb2.AdminResponse(message=f"node {node_id} already leads")
-        if node_id not in drv.raw.raft.trk.config.voters:
-            raise InvalidRequest("node_id", f"node {node_id} is not a voter")
-        drv.control(lambda raw: raw.transfer_leader(node_id))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(timeout, 10 * self.election_timeout_s())
-        while drv.leader_id != node_id:
-            if loop.time() > deadline:
-                raise TimeoutError(f"leadership did not move to node {node_id} in time")
-            await asyncio.sleep(0.02)
-        return gateway_pb2.AdminResponse(message=f"node {node_id} leads now")
+        """``Gateway.TransferLeader`` (``api.admin``)."""
+        return await admin.transfer_leader(self, node_id, timeout)

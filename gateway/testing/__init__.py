@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .launcher import Launcher, LaunchError
 from .local import LocalGateway
 from .local_cluster import LocalGatewayCluster
+
+if TYPE_CHECKING:  # imported when first used (``__getattr__``): testcontainers, docker
+    from .cluster import GatewayCluster
+    from .container import GatewayContainer
 
 __all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LaunchError", "Launcher",
            "LocalGateway", "LocalGatewayCluster", "cluster_for_tests", "docker_usable",
@@ -39,7 +43,7 @@ __all__ = ["DEFAULT_IMAGE", "GatewayCluster", "GatewayContainer", "LaunchError",
 DEFAULT_IMAGE = "gateway:dev"
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type:
     if name == "GatewayContainer":  # testcontainers is imported only when used
         from .container import GatewayContainer
 
@@ -68,7 +72,8 @@ def docker_usable(image: str | None = None) -> str | None:
 
 
 def gateway_for_tests(*, plugins: Sequence[str] = (), options: Mapping[str, str] | None = None,
-                      env: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
+                      env: Mapping[str, str] | None = None, backend: str | None = None
+                      ) -> LocalGateway | GatewayContainer:
     """A not yet started gateway on the chosen backend (see the module docstring)."""
     if _use_docker(backend):
         from .container import GatewayContainer
@@ -88,7 +93,8 @@ def _use_docker(backend: str | None) -> bool:
 
 def cluster_for_tests(size: int = 3, *, plugins: Sequence[str] = (),
                       options: Mapping[str, str] | None = None,
-                      env: Mapping[str, str] | None = None, backend: str | None = None) -> Any:
+                      env: Mapping[str, str] | None = None, backend: str | None = None
+                      ) -> LocalGatewayCluster | GatewayCluster:
     """A not yet started cluster on the chosen backend (as ``gateway_for_tests``)."""
     if _use_docker(backend):
         from .cluster import GatewayCluster

@@ -8,6 +8,7 @@ from typing import Any
 __all__ = ["wait_healthy"]
 
 
+# Any: a docker-py container (the package has no type information)
 def wait_healthy(container: Any, timeout: float, what: str) -> None:
     """Return once Docker reports the docker-py ``container`` healthy (its image's
     HEALTHCHECK passed). Raises ``RuntimeError`` naming ``what``, the container's state and the

@@ -43,6 +43,7 @@ class GatewayCluster:
         self.networks, self.start_timeout = tuple(networks), start_timeout
         self._docker = docker.from_env()
         self._id = uuid.uuid4().hex[:8]
+        # Any: docker-py's network and containers (the package has no type information)
         self._net: Any = None
         self._containers: dict[int, Any] = {}
         self._partitioned: set[int] = set()
@@ -119,6 +120,7 @@ class GatewayCluster:
                 continue
         return out
 
+    # Any: ``GatewayClient``'s keyword options, passed through as it takes them
     def client(self, **kw: Any) -> GatewayClient:
         """A client of every reachable node (writes to any node reach the leader)."""
         return GatewayClient(self.apis(), **kw)

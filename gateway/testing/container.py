@@ -33,6 +33,7 @@ class GatewayContainer(DockerContainer):
     def __init__(self, image: str = "gateway:dev", *, plugins: Sequence[str] = (),
                  options: Mapping[str, str] | None = None, env: Mapping[str, str] | None = None,
                  start_timeout: float = 90.0, **kw: Any) -> None:
+        # (Any: ``DockerContainer``'s keyword options, passed through as it takes them)
         super().__init__(image, **kw)
         self.with_exposed_ports(API_PORT)
         args: list[str] = []
@@ -61,6 +62,7 @@ class GatewayContainer(DockerContainer):
         """``HOST:PORT`` of the API as the test process reaches it."""
         return f"{self.get_container_host_ip()}:{self.get_exposed_port(API_PORT)}"
 
+    # Any: ``GatewayClient``'s keyword options, passed through as it takes them
     def client(self, **kw: Any) -> GatewayClient:
         """A client of this gateway (close it, or use it in a ``with`` block)."""
         return GatewayClient(self.api, **kw)

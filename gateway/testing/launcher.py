@@ -130,6 +130,8 @@ class PortAllocator:
 # ------------------------------------------------------------------------------------ spawning
 
 _spawner_lock = threading.Lock()
+# Any: jobs of every result type share the spawner's queue, each with the future of its own
+# result (``_on_long_lived_thread`` pairs them).
 _spawner: tuple[int, queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]] | None = None
 
 

@@ -59,6 +59,7 @@ class LocalGateway:
             raise
         return self
 
+    # Any: ``GatewayClient``'s keyword options, passed through as it takes them
     def client(self, **kw: Any) -> GatewayClient:
         """A client of this gateway (close it, or use it in a ``with`` block)."""
         return GatewayClient(self.api, **kw)

@@ -89,6 +89,7 @@ class LocalGatewayCluster:
         """The APIs of the nodes whose process runs."""
         return [node.api_address for node in self._launched().nodes.values() if node.running]
 
+    # Any: ``GatewayClient``'s keyword options, passed through as it takes them
     def client(self, **kw: Any) -> GatewayClient:
         return GatewayClient(self.apis(), **kw)
 

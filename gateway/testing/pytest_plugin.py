@@ -16,11 +16,17 @@ removed after the test.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from . import cluster_for_tests, gateway_for_tests
+
+if TYPE_CHECKING:
+    from .cluster import GatewayCluster
+    from .container import GatewayContainer
+    from .local import LocalGateway
+    from .local_cluster import LocalGatewayCluster
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,7 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def gateway(request: pytest.FixtureRequest) -> Iterator[Any]:
+def gateway(request: pytest.FixtureRequest) -> Iterator[LocalGateway | GatewayContainer]:
     mark = request.node.get_closest_marker("gateway")
     kw = dict(mark.kwargs) if mark is not None else {}
     g = gateway_for_tests(**kw)
@@ -43,7 +49,8 @@ def gateway(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
-def gateway_cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+def gateway_cluster(request: pytest.FixtureRequest
+                    ) -> Iterator[LocalGatewayCluster | GatewayCluster]:
     mark = request.node.get_closest_marker("gateway_cluster")
     kw = dict(mark.kwargs) if mark is not None else {}
     cluster = cluster_for_tests(**kw)

@@ -28,7 +28,7 @@ from gateway.v1 import transaction_pb2 as gateway_dot_v1_dot_transaction__pb2
 from gateway.v1 import value_pb2 as gateway_dot_v1_dot_value__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/applier.proto\x12\ngateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"\xbe\x04\n\x0cRowOperation\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.gateway.v1.RowOperation.Kind\x12(\n\x05table\x18\x02 \x01(\x0b\x32\x19.gateway.v1.TableMetadata\x12-\n\nkey_fields\x18\x03 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12%\n\nkey_values\x18\x04 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x06\x66ields\x18\x05 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12!\n\x06values\x18\x06 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x0enew_key_values\x18\x07 \x03(\x0b\x32\x11.gateway.v1.Value\x12%\n\x03sql\x18\x08 \x01(\x0b\x32\x18.gateway.v1.SqlStatement\x12\x1e\n\x04gtid\x18\t \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\x11\n\tlog_index\x18\n \x01(\x04\x12\r\n\x05\x65poch\x18\x0b \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x0c \x01(\r\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\r \x01(\x06\x12\x11\n\tstatement\x18\x0e \x01(\r\"_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\n\n\x06INSERT\x10\x01\x12\n\n\x06UPDATE\x10\x02\x12\n\n\x06\x44\x45LETE\x10\x03\x12\n\n\x06UPSERT\x10\x04\x12\x07\n\x03SQL\x10\x05\x12\x08\n\x04MOVE\x10\x06\"+\n\x0cTransIdRange\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\x0c\n\x04last\x18\x02 \x01(\x04\"J\n\x0bOriginGtids\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12(\n\x06ranges\x18\x02 \x03(\x0b\x32\x18.gateway.v1.TransIdRange\"t\n\x0f\x41pplierPosition\x12\x0f\n\x07\x61pplier\x18\x01 \x01(\t\x12\x11\n\tlog_index\x18\x02 \x01(\x04\x12(\n\x07\x61pplied\x18\x03 \x03(\x0b\x32\x17.gateway.v1.OriginGtids\x12\x13\n\x0bsaved_at_ns\x18\x04 \x01(\x06\"\xee\x01\n\nDeadLetter\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61pplier\x18\x02 \x01(\t\x12-\n\toperation\x18\x03 \x01(\x0b\x32\x18.gateway.v1.RowOperationH\x00\x12.\n\x0btransaction\x18\x04 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\r\x12\x12\n\nerror_type\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0c\x66\x61iled_at_ns\x18\x08 \x01(\x06\x12\x11\n\tlog_index\x18\t \x01(\x04\x42\x06\n\x04item\"\xc0\x01\n\x14\x44\x65\x61\x64LetterResolution\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x37\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\'.gateway.v1.DeadLetterResolution.Action\x12\x16\n\x0eresolved_at_ns\x18\x03 \x01(\x06\x12\x0c\n\x04note\x18\x04 \x01(\t\"=\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0c\n\x08REPLAYED\x10\x01\x12\r\n\tDISCARDED\x10\x02\x42G\n\rio.gateway.v1B\x0c\x41pplierProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/applier.proto\x12\ngateway.v1\x1a\x15gateway/v1/gtid.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"\xd6\x04\n\x0cRowOperation\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.gateway.v1.RowOperation.Kind\x12(\n\x05table\x18\x02 \x01(\x0b\x32\x19.gateway.v1.TableMetadata\x12-\n\nkey_fields\x18\x03 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12%\n\nkey_values\x18\x04 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x06\x66ields\x18\x05 \x03(\x0b\x32\x19.gateway.v1.FieldMetadata\x12!\n\x06values\x18\x06 \x03(\x0b\x32\x11.gateway.v1.Value\x12)\n\x0enew_key_values\x18\x07 \x03(\x0b\x32\x11.gateway.v1.Value\x12%\n\x03sql\x18\x08 \x01(\x0b\x32\x18.gateway.v1.SqlStatement\x12\x1e\n\x04gtid\x18\t \x01(\x0b\x32\x10.gateway.v1.Gtid\x12\x11\n\tlog_index\x18\n \x01(\x04\x12\r\n\x05\x65poch\x18\x0b \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x0c \x01(\r\x12\x1b\n\x13\x63ommit_timestamp_ns\x18\r \x01(\x06\x12\x11\n\tstatement\x18\x0e \x01(\r\x12\x16\n\x0e\x62\x61\x63kfill_index\x18\x0f \x01(\x04\"_\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\n\n\x06INSERT\x10\x01\x12\n\n\x06UPDATE\x10\x02\x12\n\n\x06\x44\x45LETE\x10\x03\x12\n\n\x06UPSERT\x10\x04\x12\x07\n\x03SQL\x10\x05\x12\x08\n\x04MOVE\x10\x06\"+\n\x0cTransIdRange\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\x0c\n\x04last\x18\x02 \x01(\x04\"J\n\x0bOriginGtids\x12\x11\n\tserver_id\x18\x01 \x01(\r\x12(\n\x06ranges\x18\x02 \x03(\x0b\x32\x18.gateway.v1.TransIdRange\"\xa3\x01\n\x0f\x41pplierPosition\x12\x0f\n\x07\x61pplier\x18\x01 \x01(\t\x12\x11\n\tlog_index\x18\x02 \x01(\x04\x12(\n\x07\x61pplied\x18\x03 \x03(\x0b\x32\x17.gateway.v1.OriginGtids\x12\x13\n\x0bsaved_at_ns\x18\x04 \x01(\x06\x12-\n\x08\x62\x61\x63kfill\x18\x05 \x01(\x0b\x32\x1b.gateway.v1.ApplierBackfill\"\x8e\x01\n\x0f\x41pplierBackfill\x12\x16\n\x0esnapshot_index\x18\x01 \x01(\x04\x12\x10\n\x08last_key\x18\x02 \x01(\x0c\x12\x0c\n\x04rows\x18\x03 \x01(\x04\x12\x0c\n\x04\x64one\x18\x04 \x01(\x08\x12\x14\n\x0creplay_until\x18\x05 \x01(\x04\x12\x0f\n\x07resumes\x18\x06 \x01(\r\x12\x0e\n\x06tables\x18\x07 \x03(\x0c\"\xee\x01\n\nDeadLetter\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0f\n\x07\x61pplier\x18\x02 \x01(\t\x12-\n\toperation\x18\x03 \x01(\x0b\x32\x18.gateway.v1.RowOperationH\x00\x12.\n\x0btransaction\x18\x04 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\r\x12\x12\n\nerror_type\x18\x06 \x01(\t\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0c\x66\x61iled_at_ns\x18\x08 \x01(\x06\x12\x11\n\tlog_index\x18\t \x01(\x04\x42\x06\n\x04item\"\xc0\x01\n\x14\x44\x65\x61\x64LetterResolution\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x37\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\'.gateway.v1.DeadLetterResolution.Action\x12\x16\n\x0eresolved_at_ns\x18\x03 \x01(\x06\x12\x0c\n\x04note\x18\x04 \x01(\t\"=\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0c\n\x08REPLAYED\x10\x01\x12\r\n\tDISCARDED\x10\x02\x42G\n\rio.gateway.v1B\x0c\x41pplierProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,19 +37,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\014ApplierProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
   _globals['_ROWOPERATION']._serialized_start=146
-  _globals['_ROWOPERATION']._serialized_end=720
-  _globals['_ROWOPERATION_KIND']._serialized_start=625
-  _globals['_ROWOPERATION_KIND']._serialized_end=720
-  _globals['_TRANSIDRANGE']._serialized_start=722
-  _globals['_TRANSIDRANGE']._serialized_end=765
-  _globals['_ORIGINGTIDS']._serialized_start=767
-  _globals['_ORIGINGTIDS']._serialized_end=841
-  _globals['_APPLIERPOSITION']._serialized_start=843
-  _globals['_APPLIERPOSITION']._serialized_end=959
-  _globals['_DEADLETTER']._serialized_start=962
-  _globals['_DEADLETTER']._serialized_end=1200
-  _globals['_DEADLETTERRESOLUTION']._serialized_start=1203
-  _globals['_DEADLETTERRESOLUTION']._serialized_end=1395
-  _globals['_DEADLETTERRESOLUTION_ACTION']._serialized_start=1334
-  _globals['_DEADLETTERRESOLUTION_ACTION']._serialized_end=1395
+  _globals['_ROWOPERATION']._serialized_end=744
+  _globals['_ROWOPERATION_KIND']._serialized_start=649
+  _globals['_ROWOPERATION_KIND']._serialized_end=744
+  _globals['_TRANSIDRANGE']._serialized_start=746
+  _globals['_TRANSIDRANGE']._serialized_end=789
+  _globals['_ORIGINGTIDS']._serialized_start=791
+  _globals['_ORIGINGTIDS']._serialized_end=865
+  _globals['_APPLIERPOSITION']._serialized_start=868
+  _globals['_APPLIERPOSITION']._serialized_end=1031
+  _globals['_APPLIERBACKFILL']._serialized_start=1034
+  _globals['_APPLIERBACKFILL']._serialized_end=1176
+  _globals['_DEADLETTER']._serialized_start=1179
+  _globals['_DEADLETTER']._serialized_end=1417
+  _globals['_DEADLETTERRESOLUTION']._serialized_start=1420
+  _globals['_DEADLETTERRESOLUTION']._serialized_end=1612
+  _globals['_DEADLETTERRESOLUTION_ACTION']._serialized_start=1551
+  _globals['_DEADLETTERRESOLUTION_ACTION']._serialized_end=1612
 # @@protoc_insertion_point(module_scope)

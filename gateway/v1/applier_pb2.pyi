@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RowOperation(_message.Message):
-    __slots__ = ("kind", "table", "key_fields", "key_values", "fields", "values", "new_key_values", "sql", "gtid", "log_index", "epoch", "author", "commit_timestamp_ns", "statement")
+    __slots__ = ("kind", "table", "key_fields", "key_values", "fields", "values", "new_key_values", "sql", "gtid", "log_index", "epoch", "author", "commit_timestamp_ns", "statement", "backfill_index")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[RowOperation.Kind]
@@ -43,6 +43,7 @@ class RowOperation(_message.Message):
     AUTHOR_FIELD_NUMBER: _ClassVar[int]
     COMMIT_TIMESTAMP_NS_FIELD_NUMBER: _ClassVar[int]
     STATEMENT_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_INDEX_FIELD_NUMBER: _ClassVar[int]
     kind: RowOperation.Kind
     table: _statement_pb2.TableMetadata
     key_fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
@@ -57,7 +58,8 @@ class RowOperation(_message.Message):
     author: int
     commit_timestamp_ns: int
     statement: int
-    def __init__(self, kind: _Optional[_Union[RowOperation.Kind, str]] = ..., table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., new_key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., sql: _Optional[_Union[_statement_pb2.SqlStatement, _Mapping]] = ..., gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., log_index: _Optional[int] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., statement: _Optional[int] = ...) -> None: ...
+    backfill_index: int
+    def __init__(self, kind: _Optional[_Union[RowOperation.Kind, str]] = ..., table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., new_key_values: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., sql: _Optional[_Union[_statement_pb2.SqlStatement, _Mapping]] = ..., gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., log_index: _Optional[int] = ..., epoch: _Optional[int] = ..., author: _Optional[int] = ..., commit_timestamp_ns: _Optional[int] = ..., statement: _Optional[int] = ..., backfill_index: _Optional[int] = ...) -> None: ...
 
 class TransIdRange(_message.Message):
     __slots__ = ("first", "last")
@@ -76,16 +78,36 @@ class OriginGtids(_message.Message):
     def __init__(self, server_id: _Optional[int] = ..., ranges: _Optional[_Iterable[_Union[TransIdRange, _Mapping]]] = ...) -> None: ...
 
 class ApplierPosition(_message.Message):
-    __slots__ = ("applier", "log_index", "applied", "saved_at_ns")
+    __slots__ = ("applier", "log_index", "applied", "saved_at_ns", "backfill")
     APPLIER_FIELD_NUMBER: _ClassVar[int]
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     SAVED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
     applier: str
     log_index: int
     applied: _containers.RepeatedCompositeFieldContainer[OriginGtids]
     saved_at_ns: int
-    def __init__(self, applier: _Optional[str] = ..., log_index: _Optional[int] = ..., applied: _Optional[_Iterable[_Union[OriginGtids, _Mapping]]] = ..., saved_at_ns: _Optional[int] = ...) -> None: ...
+    backfill: ApplierBackfill
+    def __init__(self, applier: _Optional[str] = ..., log_index: _Optional[int] = ..., applied: _Optional[_Iterable[_Union[OriginGtids, _Mapping]]] = ..., saved_at_ns: _Optional[int] = ..., backfill: _Optional[_Union[ApplierBackfill, _Mapping]] = ...) -> None: ...
+
+class ApplierBackfill(_message.Message):
+    __slots__ = ("snapshot_index", "last_key", "rows", "done", "replay_until", "resumes", "tables")
+    SNAPSHOT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_KEY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    RESUMES_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
+    snapshot_index: int
+    last_key: bytes
+    rows: int
+    done: bool
+    replay_until: int
+    resumes: int
+    tables: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, snapshot_index: _Optional[int] = ..., last_key: _Optional[bytes] = ..., rows: _Optional[int] = ..., done: _Optional[bool] = ..., replay_until: _Optional[int] = ..., resumes: _Optional[int] = ..., tables: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class DeadLetter(_message.Message):
     __slots__ = ("id", "applier", "operation", "transaction", "attempts", "error_type", "error", "failed_at_ns", "log_index")

@@ -227,7 +227,7 @@ class Member(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[str] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class ApplierStatus(_message.Message):
-    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error")
+    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error", "backfill_state", "backfill_index", "backfill_rows", "backfill_resumes", "backfill_last_key")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,11 @@ class ApplierStatus(_message.Message):
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     REPLICATED_POSITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_STATE_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_INDEX_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_ROWS_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_RESUMES_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_LAST_KEY_FIELD_NUMBER: _ClassVar[int]
     name: str
     position: int
     lag_entries: int
@@ -246,10 +251,15 @@ class ApplierStatus(_message.Message):
     running: bool
     replicated_position: int
     error: str
-    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    backfill_state: str
+    backfill_index: int
+    backfill_rows: int
+    backfill_resumes: int
+    backfill_last_key: str
+    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention", "sealed_epoch", "sealed_at_ns")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +279,10 @@ class StatusResponse(_message.Message):
     CONFLICT_RULES_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_ROLE_FIELD_NUMBER: _ClassVar[int]
     ALARMS_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_FIELD_NUMBER: _ClassVar[int]
+    SEALED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -288,10 +302,42 @@ class StatusResponse(_message.Message):
     conflict_rules: _containers.RepeatedCompositeFieldContainer[_replication_pb2.ConflictRule]
     conflict_role: str
     alarms: _containers.RepeatedCompositeFieldContainer[_replication_pb2.SpaceAlarm]
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ...) -> None: ...
+    slots: _containers.RepeatedCompositeFieldContainer[SlotStatus]
+    retention: LogRetention
+    sealed_epoch: int
+    sealed_at_ns: int
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ..., sealed_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
+
+class SlotStatus(_message.Message):
+    __slots__ = ("slot", "held_entries", "held_bytes", "holds_log")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    HELD_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HOLDS_LOG_FIELD_NUMBER: _ClassVar[int]
+    slot: _replication_pb2.ChannelSlot
+    held_entries: int
+    held_bytes: int
+    holds_log: bool
+    def __init__(self, slot: _Optional[_Union[_replication_pb2.ChannelSlot, _Mapping]] = ..., held_entries: _Optional[int] = ..., held_bytes: _Optional[int] = ..., holds_log: _Optional[bool] = ...) -> None: ...
+
+class LogRetention(_message.Message):
+    __slots__ = ("first_index", "first_epoch", "held_by", "max_entries", "max_bytes", "max_age_s")
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    FIRST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    first_index: int
+    first_epoch: int
+    held_by: str
+    max_entries: int
+    max_bytes: int
+    max_age_s: int
+    def __init__(self, first_index: _Optional[int] = ..., first_epoch: _Optional[int] = ..., held_by: _Optional[str] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., max_age_s: _Optional[int] = ...) -> None: ...
 
 class ChannelStatus(_message.Message):
-    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts")
+    __slots__ = ("name", "sources", "source_id", "state", "connected", "applied_epoch", "lag_epochs", "lag_seconds", "last_error", "epochs_applied", "transactions_applied", "paused", "conflicts", "seed", "source_epoch", "source_sealed_at_ns", "last_heard_ns", "replicated_time_ns", "since_last_heard", "leader_id")
     class ConflictsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +358,13 @@ class ChannelStatus(_message.Message):
     TRANSACTIONS_APPLIED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     CONFLICTS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LAST_HEARD_NS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATED_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_LAST_HEARD_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     name: str
     sources: _containers.RepeatedScalarFieldContainer[str]
     source_id: int
@@ -325,7 +378,14 @@ class ChannelStatus(_message.Message):
     transactions_applied: int
     paused: bool
     conflicts: _containers.ScalarMap[str, int]
-    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    seed: str
+    source_epoch: int
+    source_sealed_at_ns: int
+    last_heard_ns: int
+    replicated_time_ns: int
+    since_last_heard: bool
+    leader_id: int
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., source_id: _Optional[int] = ..., state: _Optional[str] = ..., connected: _Optional[str] = ..., applied_epoch: _Optional[int] = ..., lag_epochs: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., last_error: _Optional[str] = ..., epochs_applied: _Optional[int] = ..., transactions_applied: _Optional[int] = ..., paused: _Optional[bool] = ..., conflicts: _Optional[_Mapping[str, int]] = ..., seed: _Optional[str] = ..., source_epoch: _Optional[int] = ..., source_sealed_at_ns: _Optional[int] = ..., last_heard_ns: _Optional[int] = ..., replicated_time_ns: _Optional[int] = ..., since_last_heard: _Optional[bool] = ..., leader_id: _Optional[int] = ...) -> None: ...
 
 class PeerStatus(_message.Message):
     __slots__ = ("cluster_id", "max_replicated_epoch", "held_epoch")
@@ -338,20 +398,26 @@ class PeerStatus(_message.Message):
     def __init__(self, cluster_id: _Optional[int] = ..., max_replicated_epoch: _Optional[int] = ..., held_epoch: _Optional[int] = ...) -> None: ...
 
 class AddChannelRequest(_message.Message):
-    __slots__ = ("definition", "replace")
+    __slots__ = ("definition", "replace", "seed", "merge")
     DEFINITION_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MERGE_FIELD_NUMBER: _ClassVar[int]
     definition: _replication_pb2.ChannelDefinition
     replace: bool
-    def __init__(self, definition: _Optional[_Union[_replication_pb2.ChannelDefinition, _Mapping]] = ..., replace: _Optional[bool] = ...) -> None: ...
+    seed: bool
+    merge: bool
+    def __init__(self, definition: _Optional[_Union[_replication_pb2.ChannelDefinition, _Mapping]] = ..., replace: _Optional[bool] = ..., seed: _Optional[bool] = ..., merge: _Optional[bool] = ...) -> None: ...
 
 class ChannelActionRequest(_message.Message):
-    __slots__ = ("name", "action")
+    __slots__ = ("name", "action", "confirm")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
     name: str
     action: str
-    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+    confirm: bool
+    def __init__(self, name: _Optional[str] = ..., action: _Optional[str] = ..., confirm: _Optional[bool] = ...) -> None: ...
 
 class ConflictsRequest(_message.Message):
     __slots__ = ("set", "unset", "role")
@@ -406,3 +472,181 @@ class AdminResponse(_message.Message):
     message: str
     log_index: int
     def __init__(self, message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
+
+class ConflictsListRequest(_message.Message):
+    __slots__ = ("pattern", "limit", "page_token", "counts_only")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    limit: int
+    page_token: str
+    counts_only: bool
+    def __init__(self, pattern: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., counts_only: _Optional[bool] = ...) -> None: ...
+
+class ConflictCount(_message.Message):
+    __slots__ = ("table", "cause", "count")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    cause: str
+    count: int
+    def __init__(self, table: _Optional[str] = ..., cause: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ConflictRow(_message.Message):
+    __slots__ = ("table", "id", "op_type", "cause", "orig_transid", "row", "replayed")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    ORIG_TRANSID_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    id: str
+    op_type: str
+    cause: str
+    orig_transid: str
+    row: Row
+    replayed: str
+    def __init__(self, table: _Optional[str] = ..., id: _Optional[str] = ..., op_type: _Optional[str] = ..., cause: _Optional[str] = ..., orig_transid: _Optional[str] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., replayed: _Optional[str] = ...) -> None: ...
+
+class ConflictsListResponse(_message.Message):
+    __slots__ = ("counts", "rows", "next_page_token", "applied_index")
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedCompositeFieldContainer[ConflictCount]
+    rows: _containers.RepeatedCompositeFieldContainer[ConflictRow]
+    next_page_token: str
+    applied_index: int
+    def __init__(self, counts: _Optional[_Iterable[_Union[ConflictCount, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[ConflictRow, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class ConflictsReplayRequest(_message.Message):
+    __slots__ = ("table", "ids", "cause", "dry_run")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    cause: str
+    dry_run: bool
+    def __init__(self, table: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., cause: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ConflictReplayOutcome(_message.Message):
+    __slots__ = ("table", "id", "outcome", "detail")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    id: str
+    outcome: str
+    detail: str
+    def __init__(self, table: _Optional[str] = ..., id: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ConflictsReplayResponse(_message.Message):
+    __slots__ = ("outcomes", "applied", "skipped")
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[ConflictReplayOutcome]
+    applied: int
+    skipped: int
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[ConflictReplayOutcome, _Mapping]]] = ..., applied: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
+
+class DeadLettersRequest(_message.Message):
+    __slots__ = ("applier", "include_closed", "after_id", "limit")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    include_closed: bool
+    after_id: int
+    limit: int
+    def __init__(self, applier: _Optional[str] = ..., include_closed: _Optional[bool] = ..., after_id: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class DeadLetterInfo(_message.Message):
+    __slots__ = ("applier", "id", "state", "log_index", "gtid", "kind", "table", "key", "error_type", "error", "attempts", "failed_at_ns", "letter")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    GTID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LETTER_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    id: int
+    state: str
+    log_index: int
+    gtid: str
+    kind: str
+    table: str
+    key: str
+    error_type: str
+    error: str
+    attempts: int
+    failed_at_ns: int
+    letter: bytes
+    def __init__(self, applier: _Optional[str] = ..., id: _Optional[int] = ..., state: _Optional[str] = ..., log_index: _Optional[int] = ..., gtid: _Optional[str] = ..., kind: _Optional[str] = ..., table: _Optional[str] = ..., key: _Optional[str] = ..., error_type: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., failed_at_ns: _Optional[int] = ..., letter: _Optional[bytes] = ...) -> None: ...
+
+class DeadLetterCount(_message.Message):
+    __slots__ = ("applier", "open", "total")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    open: int
+    total: int
+    def __init__(self, applier: _Optional[str] = ..., open: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class DeadLettersResponse(_message.Message):
+    __slots__ = ("letters", "counts", "next_after_id")
+    LETTERS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    letters: _containers.RepeatedCompositeFieldContainer[DeadLetterInfo]
+    counts: _containers.RepeatedCompositeFieldContainer[DeadLetterCount]
+    next_after_id: int
+    def __init__(self, letters: _Optional[_Iterable[_Union[DeadLetterInfo, _Mapping]]] = ..., counts: _Optional[_Iterable[_Union[DeadLetterCount, _Mapping]]] = ..., next_after_id: _Optional[int] = ...) -> None: ...
+
+class DeadLetterActionRequest(_message.Message):
+    __slots__ = ("applier", "action", "ids", "all", "note")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    action: str
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    all: bool
+    note: str
+    def __init__(self, applier: _Optional[str] = ..., action: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class DeadLetterOutcome(_message.Message):
+    __slots__ = ("id", "outcome", "detail")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    outcome: str
+    detail: str
+    def __init__(self, id: _Optional[int] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class DeadLetterActionResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[DeadLetterOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[DeadLetterOutcome, _Mapping]]] = ...) -> None: ...

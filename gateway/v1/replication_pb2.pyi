@@ -105,3 +105,33 @@ class AlarmCommand(_message.Message):
     alarm: SpaceAlarm
     disarm: int
     def __init__(self, alarm: _Optional[_Union[SpaceAlarm, _Mapping]] = ..., disarm: _Optional[int] = ...) -> None: ...
+
+class ChannelSlot(_message.Message):
+    __slots__ = ("reader_cluster_id", "channel", "acked_epoch", "log_index", "acked_at_ns", "lost", "lost_reason")
+    READER_CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ACKED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    ACKED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    LOST_REASON_FIELD_NUMBER: _ClassVar[int]
+    reader_cluster_id: int
+    channel: str
+    acked_epoch: int
+    log_index: int
+    acked_at_ns: int
+    lost: bool
+    lost_reason: str
+    def __init__(self, reader_cluster_id: _Optional[int] = ..., channel: _Optional[str] = ..., acked_epoch: _Optional[int] = ..., log_index: _Optional[int] = ..., acked_at_ns: _Optional[int] = ..., lost: _Optional[bool] = ..., lost_reason: _Optional[str] = ...) -> None: ...
+
+class SlotCommand(_message.Message):
+    __slots__ = ("advance", "lost", "drop", "reset")
+    ADVANCE_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    DROP_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    advance: _containers.RepeatedCompositeFieldContainer[ChannelSlot]
+    lost: _containers.RepeatedCompositeFieldContainer[ChannelSlot]
+    drop: _containers.RepeatedCompositeFieldContainer[ChannelSlot]
+    reset: _containers.RepeatedCompositeFieldContainer[ChannelSlot]
+    def __init__(self, advance: _Optional[_Iterable[_Union[ChannelSlot, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[ChannelSlot, _Mapping]]] = ..., drop: _Optional[_Iterable[_Union[ChannelSlot, _Mapping]]] = ..., reset: _Optional[_Iterable[_Union[ChannelSlot, _Mapping]]] = ...) -> None: ...

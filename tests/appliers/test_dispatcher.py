@@ -422,6 +422,18 @@ def test_lag_counts_committed_entries_not_yet_applied(tmp_path):
     assert d.metrics.lag_seconds > 0  # commit timestamps of the workload are in 1970
 
 
+def test_lag_seconds_counts_from_the_first_transaction_behind_entries_without_one(tmp_path):
+    """Entries that hold no transaction (epoch markers, configuration) before the next
+    transaction must not make a lagging applier read 0 seconds."""
+    first = txn(1, insert("t", [{"id": 1, "a": 1}]))
+    later = txn(2, insert("t", [{"id": 2, "a": 1}]), commit_ts_ns=5)
+    source = MemorySource([first, None, None, later])
+    d = Dispatcher(ModelApplier(), source, tmp_path, config=config())
+    d.run(max_index=1)
+    assert d.metrics.lag_entries == 3 and d.metrics.watermark == 1
+    assert d.metrics.lag_seconds > 0  # entry 4's commit time is in 1970
+
+
 def test_a_non_idempotent_applier_gets_its_position_saved_after_every_transaction(tmp_path):
     txns = [txn(n, insert("t", [{"id": n}])) for n in range(1, 6)]
     applier = ModelApplier(capabilities=Capabilities(idempotent=False, max_batch=1))

@@ -491,6 +491,23 @@ def test_compact_prefix_deletes_whole_segments_and_keeps_the_boundary_term() -> 
     wal.close()
 
 
+def test_bytes_from_counts_the_records_of_the_entries_held_from_an_index() -> None:
+    """What a channel slot at ``index`` holds of the log files (docs/replication.md): the
+    records from ``index`` to the end, across segments, after compaction too."""
+    fs = FaultInjectingFileSystem()
+    wal = make_wal(fs)
+    for i in range(1, 61):
+        wal.append([entry(i, term=1 + i // 20)])
+    total = wal.bytes_from(1)
+    per = [wal.bytes_from(i) - wal.bytes_from(i + 1) for i in range(1, 61)]
+    assert all(p > 0 for p in per) and sum(per) == total
+    assert wal.bytes_from(61) == 0 and wal.bytes_from(60) == per[-1]
+    wal.compact(30)
+    assert wal.bytes_from(31) == sum(per[30:])
+    assert wal.bytes_from(5) == wal.bytes_from(31)  # nothing held below the first index
+    wal.close()
+
+
 def test_compact_punches_a_hole_at_the_head_of_the_first_segment() -> None:
     fs = FaultInjectingFileSystem()
     wal = make_wal(fs, segment=64 * 1024)

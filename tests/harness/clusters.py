@@ -22,6 +22,7 @@ import contextlib
 import os
 import shlex
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from gateway.client import GatewayClient, GatewayError
 from gateway.testing.proxy import ProxyNetwork
 from gateway.v1 import gateway_pb2
 from tests.harness.cluster import LOOPBACK, ClusterError, ProcessCluster, wait_until
+from tests.harness.fingerprints import counted_exceptions_of
 
 #: Node settings: short Raft timings, epochs every 100 ms (in the file), fsync on (the crash
 #: faults need it), the SQLite applier only (the default configuration; other installed
@@ -117,9 +119,10 @@ class MultiCluster:
         self.topology = topology
         self.chan_net = ProxyNetwork(seed=seed)
         self.clusters: dict[int, ProcessCluster] = {}
+        self.env = {**NODE_ENV, **(env or {})}
         for cid, size in zip(topology.cids, topology.sizes, strict=True):
             self.clusters[cid] = ProcessCluster(
-                self.root / f"c{cid}", size, env={**NODE_ENV, **(env or {})},
+                self.root / f"c{cid}", size, env=self.env,
                 start_timeout=START_TIMEOUT, program=node_program())
         #: the PRIMARY now, and the log index of its log from which it has been
         #: (:meth:`flip_roles` changes both)
@@ -127,6 +130,8 @@ class MultiCluster:
         self.primary_since = 0
         self._roles_set = False
         self.sources: dict[tuple[int, int], list[str]] = {}
+        #: per cluster, the exception rows its removed channels counted (remove_channel)
+        self.retired_exceptions: dict[int, int] = {}
         for replica, source in topology.edges():
             self.sources[(replica, source)] = [
                 f"{LOOPBACK}:"
@@ -137,15 +142,18 @@ class MultiCluster:
 
     # ------------------------------------------------------------------ layout
 
-    def _write_config(self, cid: int) -> Path:
+    def _write_config(self, cid: int, file_sources: list[int] | None = None) -> Path:
+        """Cluster ``cid``'s file: its role, one ``[[channels]]`` per source (the topology's,
+        or ``file_sources``: channels added at run time are left out of the file, which would
+        impose them again at every start), the rules."""
         lines = ["epoch_ms = 100"]
         role = self.topology.roles.get(cid)
         if role and not self.topology.roles_by_api:
             lines.append(f'conflict_role = "{role}"')
-        for replica, source in self.topology.edges():
-            if replica != cid:
-                continue
-            srcs = ", ".join(f'"{s}"' for s in self.sources[(replica, source)])
+        if file_sources is None:
+            file_sources = [s for r, s in self.topology.edges() if r == cid]
+        for source in file_sources:
+            srcs = ", ".join(f'"{s}"' for s in self.sources[(cid, source)])
             lines += ["[[channels]]", f'name = "{channel_name(source)}"', f"sources = [{srcs}]",
                       f"source_id = {source}"]
         for pattern, function in self.topology.rules:
@@ -233,6 +241,89 @@ class MultiCluster:
     def start_all(self) -> None:
         """Start every node that is down and wait until every cluster has a leader."""
         self.start()
+
+    # ------------------------------------------------------------------ growing
+    # A deployment that grows at run time (a pair into a ring of 3): a cluster started empty
+    # with no channel in its file, channels added and re-pointed through the API. The files
+    # then name no channel (a file's channel is imposed again at every start); the
+    # replicated state keeps them across restarts.
+
+    def add_cluster(self, cid: int, size: int, role: str | None = None) -> ProcessCluster:
+        """Start a new empty cluster ``cid`` of ``size`` nodes (``role``: its conflict role)
+        and wait for its leader. It is not in :attr:`topology` until :meth:`set_topology`."""
+        if cid in self.clusters:
+            raise ValueError(f"cluster {cid} exists already")
+        cl = self.clusters[cid] = ProcessCluster(
+            self.root / f"c{cid}", size, env=self.env,
+            start_timeout=START_TIMEOUT, program=node_program())
+        roles = dict(self.topology.roles)
+        if role is not None:
+            roles[cid] = role
+        self.topology = Topology(self.topology.kind, self.topology.sizes, roles,
+                                 self.topology.rules, self.topology.roles_by_api)
+        cl.node_args += ["--cluster-id", str(cid), "--config",
+                         str(self._write_config(cid, file_sources=[]))]
+        for i in cl.nodes:
+            cl.spawn(i)
+        for i in cl.nodes:
+            cl.wait_api(i, START_TIMEOUT)
+        self.leader(cid)
+        return cl
+
+    def link(self, replica: int, source: int) -> list[str]:
+        """Channel proxies from cluster ``replica`` to every node of ``source`` (made once);
+        the addresses a channel of ``replica`` reading ``source`` is given."""
+        if (replica, source) not in self.sources:
+            self.sources[(replica, source)] = [
+                f"{LOOPBACK}:"
+                f"{self.chan_net.add_link(_replica_tag(replica), _node_tag(source, j), n.api_port)}"
+                for j, n in sorted(self.clusters[source].nodes.items())]
+        return self.sources[(replica, source)]
+
+    def add_channel(self, replica: int, source: int, *, seed: bool = False) -> str:
+        """``gateway channel add from<source> --from <proxies> --source-id <source>
+        [--seed]`` on cluster ``replica`` (through its client); returns the answer."""
+        sources = self.link(replica, source)
+        with self.client(replica, timeout=60) as c:
+            return c.add_channel(channel_name(source), sources, source_id=source, seed=seed,
+                                 timeout=60).message
+
+    def remove_channel(self, replica: int, source: int) -> None:
+        """``gateway channel pause`` then ``remove from<source>`` on cluster ``replica``. The
+        status shows no counters of a removed channel while the exception rows it recorded
+        stay: what the channel counted once paused (stable for 2 s: nothing in flight) is
+        kept in :attr:`retired_exceptions` for the checks. Its proxies stay (no channel reads
+        through them)."""
+        name = channel_name(source)
+        self.admin(replica, "channel_action", name, "pause")
+
+        def counted() -> int:
+            st = self.status(replica)
+            assert st is not None, f"cluster {replica} answers no Status"
+            return sum(counted_exceptions_of(ch) for ch in st.channels if ch.name == name)
+
+        seen: list[tuple[float, int]] = []
+
+        def stable() -> int | None:
+            now, got = time.monotonic(), counted()
+            if not seen or seen[-1][1] != got:
+                seen.append((now, got))
+            return got if now - seen[-1][0] >= 2.0 else None
+
+        got = wait_until(f"cluster {replica}'s paused channel {name} settling", stable, 60, 0.2)
+        self.admin(replica, "channel_action", name, "remove")
+        self.retired_exceptions[replica] = self.retired_exceptions.get(replica, 0) + got
+        self.sources.pop((replica, source), None)
+
+    def set_topology(self, topology: Topology) -> None:
+        """The deployment is now ``topology`` (its clusters all running, its channels added
+        through the API): every cluster's file is written again naming no channel."""
+        if sorted(topology.cids) != sorted(self.clusters):
+            raise ValueError(f"topology {topology} does not name clusters "
+                             f"{sorted(self.clusters)}")
+        self.topology = topology
+        for cid in self.clusters:
+            self._write_config(cid, file_sources=[])
 
     # ------------------------------------------------------------------ channel faults
 

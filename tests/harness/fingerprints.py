@@ -159,10 +159,15 @@ ROW_COUNTERS = ("conflict_fn_epoch", "conflict_fn_epoch2", "conflict_fn_max", "c
                 "conflict_fn_lww", "conflict_fn_other")
 
 
+def counted_exceptions_of(channel: gateway_pb2.ChannelStatus) -> int:
+    """How many exception rows one channel's counters say it recorded."""
+    return (channel.conflicts.get("trans_row_reject_count", 0)
+            + sum(channel.conflicts.get(c, 0) for c in ROW_COUNTERS))
+
+
 def counted_exceptions(status: gateway_pb2.StatusResponse) -> int:
     """How many exception rows this cluster's channels' counters say it recorded."""
-    return sum(ch.conflicts.get("trans_row_reject_count", 0)
-               + sum(ch.conflicts.get(c, 0) for c in ROW_COUNTERS) for ch in status.channels)
+    return sum(counted_exceptions_of(ch) for ch in status.channels)
 
 
 def exception_count(image: Image, cid: int) -> int:

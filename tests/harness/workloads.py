@@ -93,6 +93,8 @@ class Workload:
     name = "workload"
     tables: tuple[str, ...] = ()
     key_columns: dict[str, list[str]] = {}
+    #: the pause after each operation of a client, drawn from these (seconds)
+    pauses: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2)
 
     def __init__(self, mc: MultiCluster, seed: int, clients: int = 2) -> None:
         self.mc = mc
@@ -132,7 +134,9 @@ class Workload:
                     with self._busy_lock:
                         self._busy[cid] -= 1
                 seq += self.clients
-                time.sleep(rng.choice((0.02, 0.05, 0.1, 0.2)))
+                pause = rng.choice(self.pauses)
+                if pause:
+                    time.sleep(pause)
 
     def start(self) -> None:
         """``clients`` threads per cluster: two clients of one cluster race each other (a
@@ -143,6 +147,14 @@ class Workload:
                                      name=f"{self.name}-c{cid}-{index}", daemon=True)
                 t.start()
                 self._threads.append(t)
+
+    def add_clients(self, cid: int) -> None:
+        """Start ``clients`` threads on cluster ``cid`` too (a cluster added at run time)."""
+        for index in range(self.clients):
+            t = threading.Thread(target=self._loop, args=(cid, index, self.rng.random()),
+                                 name=f"{self.name}-c{cid}-{index}", daemon=True)
+            t.start()
+            self._threads.append(t)
 
     def hold(self, cids: list[int] | None = None) -> None:
         """Let no client of the clusters ``cids`` (default: all) start another operation until
@@ -328,6 +340,68 @@ def check_total_by_epoch(mc: MultiCluster, cid: int, table: str, accounts: int,
     return checked + 1
 
 
+class Inserts(Workload):
+    """Rows ``fault.fill``: ``rows`` of them written on cluster 1 at setup (what a seed copies
+    in many chunks), then every client inserts new ones without a pause (key
+    ``cid * 10**7 + seq``, one transaction each: no two writes touch one key, so no
+    conflict).
+
+    Check: every cluster holds every acknowledged row with its value and only rows some
+    client wrote."""
+
+    name = "inserts"
+    pauses = (0.0,)  # as fast as the clients go: the volume of the run
+    tables = ("fault.fill",)
+    key_columns = {"fault.fill": ["id"]}
+    TABLE = "fault.fill"
+
+    def __init__(self, mc: MultiCluster, seed: int, rows: int = 4000, clients: int = 4
+                 ) -> None:
+        super().__init__(mc, seed, clients)
+        self.rows = rows
+
+    def setup(self) -> None:
+        self.seed_rows([row_insert(self.TABLE, {"id": k}, {"v": f"init{k}"})
+                        for k in range(self.rows)], self.TABLE, self.rows)
+
+    def step(self, cid: int, client: GatewayClient, seq: int, rng: random.Random) -> None:
+        key = cid * 10**7 + seq
+        self.write(cid, client, seq, (key, f"c{cid}.{seq}"),
+                   [row_insert(self.TABLE, {"id": key}, {"v": f"c{cid}.{seq}"})])
+
+    def check(self, images: dict[int, Image]) -> None:
+        acked = {p[0]: p[1] for _, _, p in self.out.acked}  # type: ignore[index]
+        maybe = {p[0]: p[1] for _, _, p in self.out.doubt}  # type: ignore[index]
+        for cid, image in images.items():
+            rows = {k[0]: r.value("v") for k, r in image[self.TABLE].items()}
+            missing = sorted(k for k, v in acked.items() if rows.get(k) != v)
+            assert not missing, (
+                f"cluster {cid}: {len(missing)} acknowledged insert(s) missing or different: "
+                f"{[(k, acked[k], rows.get(k)) for k in missing[:10]]}")
+            alien = sorted(k for k, v in rows.items() if k >= self.rows
+                           and acked.get(k, maybe.get(k)) != v)
+            assert not alien, f"cluster {cid} holds rows no client wrote: {alien[:10]}"
+        self.notes.append(f"{len(acked)} acknowledged inserts on every cluster")
+
+
+def check_each_origin_once(mc: MultiCluster, cid: int) -> int:
+    """Cluster ``cid``'s change stream holds each origin transaction (origin GTID) at most
+    once, and each origin's in increasing order; returns how many it holds."""
+    last: dict[int, int] = {}
+    seen = 0
+    for ev in change_stream(mc, cid):
+        if not ev.HasField("transaction") or ev.transaction.gtid.server_id == 0:
+            continue
+        g = ev.transaction.gtid
+        prev = last.get(g.server_id, 0)
+        assert g.trans_id > prev, (
+            f"cluster {cid}'s log holds origin transaction {g.server_id}:{g.trans_id} after "
+            f"{g.server_id}:{prev} (index {ev.log_index}): applied twice or out of order")
+        last[g.server_id] = g.trans_id
+        seen += 1
+    return seen
+
+
 def change_stream(mc: MultiCluster, cid: int) -> Iterator[gateway_pb2.ChangeEvent]:
     """Cluster ``cid``'s change stream (its leader's) from its first entry up to now: a write
     of another table (``harness.sentinel``) marks where to stop, as the stream never ends."""
@@ -498,4 +572,4 @@ class ListAppend(Workload):
 
 
 WORKLOADS: dict[str, Callable[[MultiCluster, int], Workload]] = {
-    "hot": HotKeys, "bank": Bank, "append": ListAppend}
+    "hot": HotKeys, "bank": Bank, "append": ListAppend, "inserts": Inserts}

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -23,15 +23,19 @@ from click.testing import CliRunner
 
 from gateway.appliers import Dispatcher, DispatcherConfig, MemorySource, RetryPolicy
 from gateway.cli import logtool, main
+from gateway.client import AsyncGatewayClient, row_update
 from gateway.core.rowops import RowOp
+from tests.integration.backfill_node import fill, plugins_with, stored_rows
 from tests.integration.servers import RabbitMQServer, require_module
 from tests.integration.workloads import Workload, reference, without_nulls
+from tests.node.conftest import node_configs, running, wait_for
 from tests.reducer.model import Store, apply_op
 
 require_module("aio_pika", "aio-pika")
 require_module("gateway_rabbit", "-e plugins/gateway-rabbit")
 
 import aio_pika  # noqa: E402
+import gateway_rabbit  # noqa: E402
 from gateway_rabbit import (  # noqa: E402
     RabbitApplier,
     UnroutableMessageError,
@@ -250,3 +254,45 @@ def test_gateway_apply_publishes_a_log_through_the_rabbit_applier(route, tmp_pat
     assert result.exit_code == 0, result.output
     assert "rabbit: applied" in result.output
     assert without_nulls(consume(route).store) == without_nulls(reference(txns))
+
+
+def test_a_rabbit_sink_added_to_a_node_publishes_its_rows_marked_as_backfill_then_changes(
+        route, tmp_path):
+    """Issue 54 item 4: a new applier on a node holding rows gets them as UPSERT messages
+    headed ``x-gateway-backfill: true`` with the snapshot index, then the log's changes after
+    that index without the header; a consumer's view equals the store."""
+    n = 500
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> tuple[int, dict]:
+        async with running(cfg):
+            await fill(cfg.api, "shop.items", n)
+        sink = replace(cfg, appliers={"rabbit": {"url": route.url, "exchange": route.exchange}})
+        async with running(sink, plugins=plugins_with(gateway_rabbit, "rabbit")) as nodes:
+            node = nodes[0]
+
+            def caught_up() -> bool:
+                a = node.status().appliers[0]
+                return a.backfill_state == "done" and a.position >= node.sm.applied_index
+
+            await wait_for(caught_up, 60, "the backfill to finish")
+            index = node.status().appliers[0].backfill_index
+            async with AsyncGatewayClient(cfg.api) as c:
+                await c.write([row_update("shop.items", {"id": 3}, {"v": "changed"})])
+            await wait_for(caught_up, 60, "the change to be published")
+            assert not node.status().appliers[0].error
+            return index, stored_rows(node)
+
+    index, rows = asyncio.run(asyncio.wait_for(go(), 120))
+    view = consume(route)
+    assert view.order_violations == 0
+    snapshot = [m for m in view.messages if m.headers.get("x-gateway-backfill") == "true"]
+    changes = [m for m in view.messages if "x-gateway-backfill" not in m.headers]
+    assert len(snapshot) == n
+    assert {m.headers["x-gateway-snapshot-index"] for m in snapshot} == {index}
+    assert {m.routing_key for m in snapshot} == {"shop.items.upsert"}
+    assert all(decode_body(m.body).backfill == index for m in snapshot)
+    (change,) = changes
+    assert change.routing_key == "shop.items.update" and decode_body(change.body).log_index > index
+    model = {(t.schema, t.name, key[0]): row for (t, key), row in view.store.items()}
+    assert model == rows

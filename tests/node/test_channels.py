@@ -402,7 +402,9 @@ def test_a_source_compacted_past_the_channels_position_is_an_error_not_a_gap(tmp
                                        for ch in nb.status().channels), 15,
                            "the compacted position reported")
             ch = nb.status().channels[0]
-            assert ch.state == "error" and "resync" in ch.last_error
+            assert ch.state == "behind"
+            assert "behind the source's log: resync" in ch.last_error
+            assert "gateway channel resync fromA" in ch.last_error
             assert _rows(nb) == {}
             # the same for a subscriber asking for another origin's epochs from the start
             from gateway.client import GatewayError

@@ -279,3 +279,31 @@ def test_a_caught_up_applier_takes_each_write_without_waiting_for_its_poll(tmp_p
                                f"write {i} in SQLite")
 
     run(go())
+
+
+def test_a_follower_shows_a_cluster_applier_s_lag_in_seconds_from_its_log(tmp_path):
+    """Not running on a follower, a cluster-scoped applier's lag in seconds is the age of the
+    first transaction after its replicated position in the follower's log: above 0 while
+    transactions wait, 0 once only entries without one (positions, markers) follow."""
+    store = SharedStore()
+    cfgs = configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs, plugins=plugins_of(shared_factory(store, "cluster"))) as nodes:
+            lead = await leader_of(nodes)
+            follower = next(n for n in nodes if n is not lead)
+            seen = []
+            async with AsyncGatewayClient(lead.config.api) as c:
+                for k in range(300):
+                    await c.write([row_insert("t.x", {"id": k}, {"v": "x"})])
+                    st = status_of(follower, "shared")
+                    if not st.running and st.lag_entries and st.lag_seconds > 0:
+                        seen.append(st)
+                        break
+            assert seen, "a follower never showed the applier's lag in seconds"
+            await wait_for(lambda: status_of(follower, "shared").lag_seconds == 0
+                           and status_of(follower, "shared").position
+                           >= status_of(lead, "shared").position > 0, 30,
+                           "caught up: 0 seconds")
+
+    run(go(), 120)

@@ -16,6 +16,7 @@ from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
 from gateway.v1 import (
     applier_pb2,
+    channel_pb2,
     epoch_pb2,
     gtid_pb2,
     replication_pb2,
@@ -80,6 +81,11 @@ SAMPLES: dict[TypeTag, tuple[bytes, int]] = {
         definition=replication_pb2.ChannelDefinition(name="x", sources=["h:1"]))), 0),
     TypeTag.CONFLICT_COMMAND: (bytes([TypeTag.CONFLICT_COMMAND]), 0),
     TypeTag.ALARM_COMMAND: (bytes([TypeTag.ALARM_COMMAND]), 0),
+    TypeTag.SLOT_COMMAND: (messages.pack(replication_pb2.SlotCommand(advance=[
+        replication_pb2.ChannelSlot(reader_cluster_id=2, channel="c", acked_epoch=_E1)])), 0),
+    TypeTag.SEED_PIN: (messages.pack(channel_pb2.SeedPin(seed_id=5)), 0),
+    TypeTag.SEED_INSTALL: (messages.pack(channel_pb2.SeedInstall(
+        channel="x", source_id=2, request=True)), 0),
     TypeTag.APPLIER_POSITION: (messages.pack(applier_pb2.ApplierPosition(
         applier="sqlite", log_index=3)), 0),
     TypeTag.DEAD_LETTER: (bytes([TypeTag.DEAD_LETTER]), 0),
@@ -123,6 +129,8 @@ def _apply(sm: StoreStateMachine, *payloads: bytes) -> None:
     pytest.param([SAMPLES[TypeTag.EPOCH_MARKER][0]], id="epoch-marker"),
     pytest.param([SAMPLES[TypeTag.APPLIER_POSITION][0]], id="applier-position"),
     pytest.param([SAMPLES[TypeTag.CHANNEL_COMMAND][0]], id="channel-command"),
+    pytest.param([SAMPLES[TypeTag.SEED_PIN][0]], id="seed-pin"),
+    pytest.param([SAMPLES[TypeTag.SEED_INSTALL][0]], id="seed-install"),
     pytest.param([b""], id="no-op"),
 ])
 def test_the_state_machine_records_the_trans_id_each_entry_consumes(tmp_path, payloads):

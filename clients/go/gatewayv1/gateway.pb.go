@@ -1298,8 +1298,18 @@ type ApplierStatus struct {
 	Running            bool    `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`                                                 // a dispatcher runs on this node (cluster scope: the leader)
 	ReplicatedPosition uint64  `protobuf:"varint,8,opt,name=replicated_position,json=replicatedPosition,proto3" json:"replicated_position,omitempty"` // cluster scope: the position recorded in the Raft log
 	Error              string  `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`                                                      // why the applier stopped on this node (one line); empty
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// while it runs or has not been started here
+	// A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+	// applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+	// rows delivered (all runs), how many times it resumed after a restart, and the store key
+	// of the last row delivered (hex).
+	BackfillState   string `protobuf:"bytes,10,opt,name=backfill_state,json=backfillState,proto3" json:"backfill_state,omitempty"`
+	BackfillIndex   uint64 `protobuf:"varint,11,opt,name=backfill_index,json=backfillIndex,proto3" json:"backfill_index,omitempty"`
+	BackfillRows    uint64 `protobuf:"varint,12,opt,name=backfill_rows,json=backfillRows,proto3" json:"backfill_rows,omitempty"`
+	BackfillResumes uint32 `protobuf:"varint,13,opt,name=backfill_resumes,json=backfillResumes,proto3" json:"backfill_resumes,omitempty"`
+	BackfillLastKey string `protobuf:"bytes,14,opt,name=backfill_last_key,json=backfillLastKey,proto3" json:"backfill_last_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ApplierStatus) Reset() {
@@ -1395,6 +1405,41 @@ func (x *ApplierStatus) GetError() string {
 	return ""
 }
 
+func (x *ApplierStatus) GetBackfillState() string {
+	if x != nil {
+		return x.BackfillState
+	}
+	return ""
+}
+
+func (x *ApplierStatus) GetBackfillIndex() uint64 {
+	if x != nil {
+		return x.BackfillIndex
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillRows() uint64 {
+	if x != nil {
+		return x.BackfillRows
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillResumes() uint32 {
+	if x != nil {
+		return x.BackfillResumes
+	}
+	return 0
+}
+
+func (x *ApplierStatus) GetBackfillLastKey() string {
+	if x != nil {
+		return x.BackfillLastKey
+	}
+	return ""
+}
+
 type StatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        uint64                 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1417,7 +1462,16 @@ type StatusResponse struct {
 	ConflictRole  string                 `protobuf:"bytes,18,opt,name=conflict_role,json=conflictRole,proto3" json:"conflict_role,omitempty"`    // PRIMARY | SECONDARY | PASS | NONE
 	// NOSPACE alarms raised in this cluster (writes are refused while any is raised), and this
 	// node's own when its disk is short of space but the alarm is not replicated yet.
-	Alarms        []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	Alarms []*SpaceAlarm `protobuf:"bytes,19,rep,name=alarms,proto3" json:"alarms,omitempty"`
+	// The slots of the channels of other clusters reading this cluster's log, and what of this
+	// node's log is kept and why (docs/replication.md, "Log retention for channels").
+	Slots     []*SlotStatus `protobuf:"bytes,20,rep,name=slots,proto3" json:"slots,omitempty"`
+	Retention *LogRetention `protobuf:"bytes,21,opt,name=retention,proto3" json:"retention,omitempty"`
+	// The newest epoch marker this node applied since it started and its seal time (the
+	// cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+	// cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+	SealedEpoch   uint64 `protobuf:"varint,22,opt,name=sealed_epoch,json=sealedEpoch,proto3" json:"sealed_epoch,omitempty"`
+	SealedAtNs    int64  `protobuf:"varint,23,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1585,6 +1639,189 @@ func (x *StatusResponse) GetAlarms() []*SpaceAlarm {
 	return nil
 }
 
+func (x *StatusResponse) GetSlots() []*SlotStatus {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetRetention() *LogRetention {
+	if x != nil {
+		return x.Retention
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetSealedEpoch() uint64 {
+	if x != nil {
+		return x.SealedEpoch
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSealedAtNs() int64 {
+	if x != nil {
+		return x.SealedAtNs
+	}
+	return 0
+}
+
+// SlotStatus: one reader's slot (ChannelSlot) as this node sees it.
+type SlotStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          *ChannelSlot           `protobuf:"bytes,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	HeldEntries   uint64                 `protobuf:"varint,2,opt,name=held_entries,json=heldEntries,proto3" json:"held_entries,omitempty"` // entries of this node's log kept from the slot's position on
+	HeldBytes     uint64                 `protobuf:"varint,3,opt,name=held_bytes,json=heldBytes,proto3" json:"held_bytes,omitempty"`       // their bytes in the log files
+	HoldsLog      bool                   `protobuf:"varint,4,opt,name=holds_log,json=holdsLog,proto3" json:"holds_log,omitempty"`          // the slot is what keeps the log's first entry
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotStatus) Reset() {
+	*x = SlotStatus{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotStatus) ProtoMessage() {}
+
+func (x *SlotStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotStatus.ProtoReflect.Descriptor instead.
+func (*SlotStatus) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SlotStatus) GetSlot() *ChannelSlot {
+	if x != nil {
+		return x.Slot
+	}
+	return nil
+}
+
+func (x *SlotStatus) GetHeldEntries() uint64 {
+	if x != nil {
+		return x.HeldEntries
+	}
+	return 0
+}
+
+func (x *SlotStatus) GetHeldBytes() uint64 {
+	if x != nil {
+		return x.HeldBytes
+	}
+	return 0
+}
+
+func (x *SlotStatus) GetHoldsLog() bool {
+	if x != nil {
+		return x.HoldsLog
+	}
+	return false
+}
+
+// LogRetention: this node's log start, what holds it, and the bound on what a slot may hold.
+type LogRetention struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	FirstIndex uint64                 `protobuf:"varint,1,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"` // the oldest log index still held
+	FirstEpoch uint64                 `protobuf:"varint,2,opt,name=first_epoch,json=firstEpoch,proto3" json:"first_epoch,omitempty"` // the oldest epoch of this cluster a reader can resume after
+	HeldBy     string                 `protobuf:"bytes,3,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`              // "slot CLUSTER/CHANNEL", "applier NAME", "snapshot" (the
+	// newest snapshot's margin) or "" (nothing compacted yet)
+	MaxEntries    uint64 `protobuf:"varint,4,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"` // [retention] bounds of this node (0: no bound)
+	MaxBytes      uint64 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxAgeS       uint64 `protobuf:"varint,6,opt,name=max_age_s,json=maxAgeS,proto3" json:"max_age_s,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogRetention) Reset() {
+	*x = LogRetention{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRetention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRetention) ProtoMessage() {}
+
+func (x *LogRetention) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRetention.ProtoReflect.Descriptor instead.
+func (*LogRetention) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LogRetention) GetFirstIndex() uint64 {
+	if x != nil {
+		return x.FirstIndex
+	}
+	return 0
+}
+
+func (x *LogRetention) GetFirstEpoch() uint64 {
+	if x != nil {
+		return x.FirstEpoch
+	}
+	return 0
+}
+
+func (x *LogRetention) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
+func (x *LogRetention) GetMaxEntries() uint64 {
+	if x != nil {
+		return x.MaxEntries
+	}
+	return 0
+}
+
+func (x *LogRetention) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *LogRetention) GetMaxAgeS() uint64 {
+	if x != nil {
+		return x.MaxAgeS
+	}
+	return 0
+}
+
 // ChannelStatus: one replication channel of this cluster (Status on any node; the runner's
 // live fields -- connected, lag, last_error -- are the leader's, forwarded as known).
 type ChannelStatus struct {
@@ -1592,8 +1829,9 @@ type ChannelStatus struct {
 	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Sources  []string               `protobuf:"bytes,2,rep,name=sources,proto3" json:"sources,omitempty"`
 	SourceId uint32                 `protobuf:"varint,3,opt,name=source_id,json=sourceId,proto3" json:"source_id,omitempty"` // configured or learned source cluster id (0: not yet known)
-	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | running | paused | error | stopped (not the
-	// leader: the channel runs on the leader)
+	State    string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                        // connecting | seeding | running | paused | error | behind
+	// | stopped (removed or not started); a follower reports
+	// the leader's state (leader_id) or "on the leader N"
 	Connected    string  `protobuf:"bytes,5,opt,name=connected,proto3" json:"connected,omitempty"`                            // HOST:PORT of the source node it reads from
 	AppliedEpoch uint64  `protobuf:"varint,6,opt,name=applied_epoch,json=appliedEpoch,proto3" json:"applied_epoch,omitempty"` // newest source epoch this cluster holds whole
 	LagEpochs    uint64  `protobuf:"varint,7,opt,name=lag_epochs,json=lagEpochs,proto3" json:"lag_epochs,omitempty"`          // sealed source epochs seen but not yet applied
@@ -1606,14 +1844,29 @@ type ChannelStatus struct {
 	// Conflict handling of what this channel brought in, with MySQL's counter names
 	// (conflict_fn_epoch, trans_reject_count, refresh_op_count, last_conflict_epoch, ...);
 	// durable, the same on every node.
-	Conflicts     map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Conflicts map[string]uint64 `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Seed      string            `protobuf:"bytes,14,opt,name=seed,proto3" json:"seed,omitempty"` // a seed in progress (docs/replication.md): its id, the
+	// source epoch, chunks installed; "" when none
+	// What the source last said of itself (its SourceProgress and events on the stream) and
+	// when (docs/replication.md, "Channel lag"). lag_epochs/lag_seconds above are computed
+	// from these against applied_epoch, so they keep growing while the channel is paused, in
+	// error or disconnected (then since_last_heard is set: lag_seconds = now - last_heard +
+	// the lag at that time).
+	SourceEpoch      uint64 `protobuf:"varint,15,opt,name=source_epoch,json=sourceEpoch,proto3" json:"source_epoch,omitempty"`                    // the source's newest sealed epoch heard of (0: none yet)
+	SourceSealedAtNs int64  `protobuf:"varint,16,opt,name=source_sealed_at_ns,json=sourceSealedAtNs,proto3" json:"source_sealed_at_ns,omitempty"` // its seal time (source clock, Unix ns)
+	LastHeardNs      int64  `protobuf:"varint,17,opt,name=last_heard_ns,json=lastHeardNs,proto3" json:"last_heard_ns,omitempty"`                  // when this node last heard from the source (Unix ns)
+	// The source commit time up to which this cluster holds everything: the sealed_at_ns of
+	// the applied epoch as the replica's log records it (durable, the same on every node).
+	ReplicatedTimeNs int64  `protobuf:"varint,18,opt,name=replicated_time_ns,json=replicatedTimeNs,proto3" json:"replicated_time_ns,omitempty"`
+	SinceLastHeard   bool   `protobuf:"varint,19,opt,name=since_last_heard,json=sinceLastHeard,proto3" json:"since_last_heard,omitempty"` // lag is an estimate grown from last_heard_ns
+	LeaderId         uint64 `protobuf:"varint,20,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`                     // a follower's answer: the leader the live fields came from
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ChannelStatus) Reset() {
 	*x = ChannelStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1878,7 @@ func (x *ChannelStatus) String() string {
 func (*ChannelStatus) ProtoMessage() {}
 
 func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1891,7 @@ func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStatus.ProtoReflect.Descriptor instead.
 func (*ChannelStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ChannelStatus) GetName() string {
@@ -1732,6 +1985,55 @@ func (x *ChannelStatus) GetConflicts() map[string]uint64 {
 	return nil
 }
 
+func (x *ChannelStatus) GetSeed() string {
+	if x != nil {
+		return x.Seed
+	}
+	return ""
+}
+
+func (x *ChannelStatus) GetSourceEpoch() uint64 {
+	if x != nil {
+		return x.SourceEpoch
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetSourceSealedAtNs() int64 {
+	if x != nil {
+		return x.SourceSealedAtNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetLastHeardNs() int64 {
+	if x != nil {
+		return x.LastHeardNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetReplicatedTimeNs() int64 {
+	if x != nil {
+		return x.ReplicatedTimeNs
+	}
+	return 0
+}
+
+func (x *ChannelStatus) GetSinceLastHeard() bool {
+	if x != nil {
+		return x.SinceLastHeard
+	}
+	return false
+}
+
+func (x *ChannelStatus) GetLeaderId() uint64 {
+	if x != nil {
+		return x.LeaderId
+	}
+	return 0
+}
+
 // PeerStatus: what this cluster knows another cluster applied of this cluster's log.
 type PeerStatus struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -1744,7 +2046,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +2058,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +2071,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PeerStatus) GetClusterId() uint32 {
@@ -1796,16 +2098,19 @@ func (x *PeerStatus) GetHeldEpoch() uint64 {
 // AddChannelRequest: make this cluster a replica of another (replaces a channel of the same
 // name when replace is set).
 type AddChannelRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Definition    *ChannelDefinition     `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
-	Replace       bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Definition *ChannelDefinition     `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	Replace    bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	Seed       bool                   `protobuf:"varint,3,opt,name=seed,proto3" json:"seed,omitempty"` // seed this cluster from a snapshot of the source first
+	// (refused when it holds rows, unless merge)
+	Merge         bool `protobuf:"varint,4,opt,name=merge,proto3" json:"merge,omitempty"` // with seed: the cluster holds rows; the snapshot's win
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AddChannelRequest) Reset() {
 	*x = AddChannelRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +2122,7 @@ func (x *AddChannelRequest) String() string {
 func (*AddChannelRequest) ProtoMessage() {}
 
 func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2135,7 @@ func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddChannelRequest) GetDefinition() *ChannelDefinition {
@@ -1847,18 +2152,35 @@ func (x *AddChannelRequest) GetReplace() bool {
 	return false
 }
 
+func (x *AddChannelRequest) GetSeed() bool {
+	if x != nil {
+		return x.Seed
+	}
+	return false
+}
+
+func (x *AddChannelRequest) GetMerge() bool {
+	if x != nil {
+		return x.Merge
+	}
+	return false
+}
+
 // ChannelActionRequest: remove, pause or resume channel `name`.
 type ChannelActionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Action string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // remove | pause | resume | quarantine | resync | drop-slot
+	// (drop-slot's name: READER_CLUSTER/CHANNEL, a slot of this
+	// cluster's log)
+	Confirm       bool `protobuf:"varint,3,opt,name=confirm,proto3" json:"confirm,omitempty"` // resync: do it (without: report what it would change)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelActionRequest) Reset() {
 	*x = ChannelActionRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2192,7 @@ func (x *ChannelActionRequest) String() string {
 func (*ChannelActionRequest) ProtoMessage() {}
 
 func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2205,7 @@ func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelActionRequest.ProtoReflect.Descriptor instead.
 func (*ChannelActionRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ChannelActionRequest) GetName() string {
@@ -1900,6 +2222,13 @@ func (x *ChannelActionRequest) GetAction() string {
 	return ""
 }
 
+func (x *ChannelActionRequest) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
+}
+
 // ConflictsRequest: change this cluster's conflict configuration (one of the fields).
 type ConflictsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1912,7 +2241,7 @@ type ConflictsRequest struct {
 
 func (x *ConflictsRequest) Reset() {
 	*x = ConflictsRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2253,7 @@ func (x *ConflictsRequest) String() string {
 func (*ConflictsRequest) ProtoMessage() {}
 
 func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2266,7 @@ func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConflictsRequest) GetSet() *ConflictRule {
@@ -1973,7 +2302,7 @@ type AlarmRequest struct {
 
 func (x *AlarmRequest) Reset() {
 	*x = AlarmRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2314,7 @@ func (x *AlarmRequest) String() string {
 func (*AlarmRequest) ProtoMessage() {}
 
 func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2327,7 @@ func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
 func (*AlarmRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AlarmRequest) GetDisarm() uint64 {
@@ -2027,7 +2356,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2368,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2381,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -2092,7 +2421,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2433,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2446,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -2136,7 +2465,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2477,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2490,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2179,7 +2508,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2520,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2533,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 type AdminResponse struct {
@@ -2217,7 +2546,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2558,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2571,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2257,6 +2586,1017 @@ func (x *AdminResponse) GetLogIndex() uint64 {
 		return x.LogIndex
 	}
 	return 0
+}
+
+// ConflictsListRequest: the recorded conflicts (exceptions tables, docs/conflicts.md) of the
+// tables matching `pattern` (schema.table; * and ? wildcards; "" = every table): counts per
+// table and cause, then a page of rows.
+type ConflictsListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                             // rows in this page (0 = 100; at most 10000; counts are whole)
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`     // next_page_token of the previous page ("" = from the start)
+	CountsOnly    bool                   `protobuf:"varint,4,opt,name=counts_only,json=countsOnly,proto3" json:"counts_only,omitempty"` // no rows
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsListRequest) Reset() {
+	*x = ConflictsListRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsListRequest) ProtoMessage() {}
+
+func (x *ConflictsListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsListRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsListRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ConflictsListRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *ConflictsListRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ConflictsListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ConflictsListRequest) GetCountsOnly() bool {
+	if x != nil {
+		return x.CountsOnly
+	}
+	return false
+}
+
+// ConflictCount: conflicts recorded for one table with one cause (NDB$CFT_CAUSE).
+type ConflictCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // schema.table (its exceptions are in schema.table$EX)
+	Cause string                 `protobuf:"bytes,2,opt,name=cause,proto3" json:"cause,omitempty"` // ROW_DOES_NOT_EXIST | ROW_ALREADY_EXISTS | DATA_IN_CONFLICT
+	// | TRANS_IN_CONFLICT
+	Count         uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictCount) Reset() {
+	*x = ConflictCount{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictCount) ProtoMessage() {}
+
+func (x *ConflictCount) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictCount.ProtoReflect.Descriptor instead.
+func (*ConflictCount) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ConflictCount) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictCount) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictCount) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// ConflictRow: one exception row.
+type ConflictRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`                                // schema.table (the row is in schema.table$EX)
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`                                      // SERVER/SOURCE/EPOCH/COUNT, the exception row's key
+	OpType        string                 `protobuf:"bytes,3,opt,name=op_type,json=opType,proto3" json:"op_type,omitempty"`                // NDB$OP_TYPE: WRITE_ROW | UPDATE_ROW | DELETE_ROW
+	Cause         string                 `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`                                // NDB$CFT_CAUSE
+	OrigTransid   string                 `protobuf:"bytes,5,opt,name=orig_transid,json=origTransid,proto3" json:"orig_transid,omitempty"` // NDB$ORIG_TRANSID: the origin GTID S:T
+	Row           *Row                   `protobuf:"bytes,6,opt,name=row,proto3" json:"row,omitempty"`                                    // the whole exception row (key columns, col$OLD, col$NEW)
+	Replayed      string                 `protobuf:"bytes,7,opt,name=replayed,proto3" json:"replayed,omitempty"`                          // "" or what `ConflictsReplay` did with it (GTID S:T applied)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictRow) Reset() {
+	*x = ConflictRow{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictRow) ProtoMessage() {}
+
+func (x *ConflictRow) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictRow.ProtoReflect.Descriptor instead.
+func (*ConflictRow) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ConflictRow) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetOpType() string {
+	if x != nil {
+		return x.OpType
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetOrigTransid() string {
+	if x != nil {
+		return x.OrigTransid
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetRow() *Row {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *ConflictRow) GetReplayed() string {
+	if x != nil {
+		return x.Replayed
+	}
+	return ""
+}
+
+type ConflictsListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Counts        []*ConflictCount       `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`                                      // per table and cause, in table then cause order
+	Rows          []*ConflictRow         `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`                                          // in table, then id order
+	NextPageToken string                 `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // "" when this page is the last
+	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsListResponse) Reset() {
+	*x = ConflictsListResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsListResponse) ProtoMessage() {}
+
+func (x *ConflictsListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsListResponse.ProtoReflect.Descriptor instead.
+func (*ConflictsListResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ConflictsListResponse) GetCounts() []*ConflictCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *ConflictsListResponse) GetRows() []*ConflictRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *ConflictsListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ConflictsListResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+// ConflictsReplayRequest: write again the changes that conflicts rejected, as new writes of
+// this cluster in per-key order, each conditional on the row being as the conflict found it
+// (docs/conflicts.md, "Replaying rejected changes"). Admin permission.
+type ConflictsReplayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // schema.table, or a pattern with ids empty
+	Ids   []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`     // SERVER/SOURCE/EPOCH/COUNT of table's rows; empty = every
+	// row matching table and cause
+	Cause         string `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`                  // only rows with this cause ("" = any)
+	DryRun        bool   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // report what would be written, write nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsReplayRequest) Reset() {
+	*x = ConflictsReplayRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsReplayRequest) ProtoMessage() {}
+
+func (x *ConflictsReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsReplayRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsReplayRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ConflictsReplayRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictsReplayRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ConflictsReplayRequest) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictsReplayRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// ConflictReplayOutcome: what became of one exception row.
+type ConflictReplayOutcome struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Table   string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Id      string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"` // applied | already-applied | changed-since | not-found
+	// | would-apply (dry run)
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"` // one line: the GTID written, or what changed since
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictReplayOutcome) Reset() {
+	*x = ConflictReplayOutcome{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictReplayOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictReplayOutcome) ProtoMessage() {}
+
+func (x *ConflictReplayOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictReplayOutcome.ProtoReflect.Descriptor instead.
+func (*ConflictReplayOutcome) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ConflictReplayOutcome) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ConflictsReplayResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Outcomes      []*ConflictReplayOutcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"` // in the order they were written
+	Applied       uint64                   `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	Skipped       uint64                   `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsReplayResponse) Reset() {
+	*x = ConflictsReplayResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsReplayResponse) ProtoMessage() {}
+
+func (x *ConflictsReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsReplayResponse.ProtoReflect.Descriptor instead.
+func (*ConflictsReplayResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ConflictsReplayResponse) GetOutcomes() []*ConflictReplayOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *ConflictsReplayResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *ConflictsReplayResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+// DeadLettersRequest: the dead letters of this node's appliers (docs/appliers.md). Read.
+type DeadLettersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`                                   // "" = every applier of this node
+	IncludeClosed bool                   `protobuf:"varint,2,opt,name=include_closed,json=includeClosed,proto3" json:"include_closed,omitempty"` // also replayed and discarded ones
+	AfterId       uint64                 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`                   // page: letters with a greater id (with one applier)
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                      // 0 = 100; at most 10000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLettersRequest) Reset() {
+	*x = DeadLettersRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLettersRequest) ProtoMessage() {}
+
+func (x *DeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*DeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeadLettersRequest) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLettersRequest) GetIncludeClosed() bool {
+	if x != nil {
+		return x.IncludeClosed
+	}
+	return false
+}
+
+func (x *DeadLettersRequest) GetAfterId() uint64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+func (x *DeadLettersRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// DeadLetterInfo: one dead letter, described.
+type DeadLetterInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"` // open | replayed | discarded
+	LogIndex      uint64                 `protobuf:"varint,4,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	Gtid          string                 `protobuf:"bytes,5,opt,name=gtid,proto3" json:"gtid,omitempty"` // S:T
+	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"` // INSERT | UPDATE | DELETE | SQL | TRANSACTION ...
+	Table         string                 `protobuf:"bytes,7,opt,name=table,proto3" json:"table,omitempty"`
+	Key           string                 `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
+	ErrorType     string                 `protobuf:"bytes,9,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	Error         string                 `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	FailedAtNs    uint64                 `protobuf:"fixed64,12,opt,name=failed_at_ns,json=failedAtNs,proto3" json:"failed_at_ns,omitempty"`
+	Letter        []byte                 `protobuf:"bytes,13,opt,name=letter,proto3" json:"letter,omitempty"` // the stored DeadLetter message (applier.proto), serialized
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterInfo) Reset() {
+	*x = DeadLetterInfo{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterInfo) ProtoMessage() {}
+
+func (x *DeadLetterInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterInfo.ProtoReflect.Descriptor instead.
+func (*DeadLetterInfo) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeadLetterInfo) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetGtid() string {
+	if x != nil {
+		return x.Gtid
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetErrorType() string {
+	if x != nil {
+		return x.ErrorType
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetFailedAtNs() uint64 {
+	if x != nil {
+		return x.FailedAtNs
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetLetter() []byte {
+	if x != nil {
+		return x.Letter
+	}
+	return nil
+}
+
+// DeadLetterCount: letters of one applier on this node.
+type DeadLetterCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Open          uint64                 `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // every letter ever added (ids are never reused)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterCount) Reset() {
+	*x = DeadLetterCount{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterCount) ProtoMessage() {}
+
+func (x *DeadLetterCount) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterCount.ProtoReflect.Descriptor instead.
+func (*DeadLetterCount) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DeadLetterCount) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterCount) GetOpen() uint64 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
+func (x *DeadLetterCount) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type DeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Letters       []*DeadLetterInfo      `protobuf:"bytes,1,rep,name=letters,proto3" json:"letters,omitempty"`
+	Counts        []*DeadLetterCount     `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	NextAfterId   uint64                 `protobuf:"varint,3,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"` // 0 when this page is the last
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLettersResponse) Reset() {
+	*x = DeadLettersResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLettersResponse) ProtoMessage() {}
+
+func (x *DeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*DeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeadLettersResponse) GetLetters() []*DeadLetterInfo {
+	if x != nil {
+		return x.Letters
+	}
+	return nil
+}
+
+func (x *DeadLettersResponse) GetCounts() []*DeadLetterCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *DeadLettersResponse) GetNextAfterId() uint64 {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return 0
+}
+
+// DeadLetterActionRequest: replay (deliver again through the applier) or discard open dead
+// letters of one applier of this node. Admin permission.
+type DeadLetterActionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // replay | discard
+	Ids           []uint64               `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	All           bool                   `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"`  // every open letter of the applier
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"` // discard: why (kept in the log)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterActionRequest) Reset() {
+	*x = DeadLetterActionRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterActionRequest) ProtoMessage() {}
+
+func (x *DeadLetterActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterActionRequest.ProtoReflect.Descriptor instead.
+func (*DeadLetterActionRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeadLetterActionRequest) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterActionRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DeadLetterActionRequest) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DeadLetterActionRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *DeadLetterActionRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// DeadLetterOutcome: one letter after the action.
+type DeadLetterOutcome struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // replayed | discarded | still-failing (an unknown or
+	// closed id refuses the request: INVALID_ARGUMENT, ids)
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterOutcome) Reset() {
+	*x = DeadLetterOutcome{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterOutcome) ProtoMessage() {}
+
+func (x *DeadLetterOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterOutcome.ProtoReflect.Descriptor instead.
+func (*DeadLetterOutcome) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DeadLetterOutcome) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeadLetterOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *DeadLetterOutcome) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type DeadLetterActionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcomes      []*DeadLetterOutcome   `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterActionResponse) Reset() {
+	*x = DeadLetterActionResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterActionResponse) ProtoMessage() {}
+
+func (x *DeadLetterActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterActionResponse.ProtoReflect.Descriptor instead.
+func (*DeadLetterActionResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeadLetterActionResponse) GetOutcomes() []*DeadLetterOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
 }
 
 var File_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -2362,7 +3702,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"apiAddress\x12\x12\n" +
 	"\x04role\x18\x04 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x05 \x01(\x04R\n" +
-	"matchIndex\"\x9b\x02\n" +
+	"matchIndex\"\xe5\x03\n" +
 	"\rApplierStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1f\n" +
@@ -2374,7 +3714,13 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05scope\x18\x06 \x01(\tR\x05scope\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12/\n" +
 	"\x13replicated_position\x18\b \x01(\x04R\x12replicatedPosition\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xce\x05\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12%\n" +
+	"\x0ebackfill_state\x18\n" +
+	" \x01(\tR\rbackfillState\x12%\n" +
+	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
+	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
+	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xf9\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2399,7 +3745,29 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05peers\x18\x10 \x03(\v2\x16.gateway.v1.PeerStatusR\x05peers\x12?\n" +
 	"\x0econflict_rules\x18\x11 \x03(\v2\x18.gateway.v1.ConflictRuleR\rconflictRules\x12#\n" +
 	"\rconflict_role\x18\x12 \x01(\tR\fconflictRole\x12.\n" +
-	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\"\x8a\x04\n" +
+	"\x06alarms\x18\x13 \x03(\v2\x16.gateway.v1.SpaceAlarmR\x06alarms\x12,\n" +
+	"\x05slots\x18\x14 \x03(\v2\x16.gateway.v1.SlotStatusR\x05slots\x126\n" +
+	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\x12!\n" +
+	"\fsealed_epoch\x18\x16 \x01(\x04R\vsealedEpoch\x12 \n" +
+	"\fsealed_at_ns\x18\x17 \x01(\x03R\n" +
+	"sealedAtNs\"\x98\x01\n" +
+	"\n" +
+	"SlotStatus\x12+\n" +
+	"\x04slot\x18\x01 \x01(\v2\x17.gateway.v1.ChannelSlotR\x04slot\x12!\n" +
+	"\fheld_entries\x18\x02 \x01(\x04R\vheldEntries\x12\x1d\n" +
+	"\n" +
+	"held_bytes\x18\x03 \x01(\x04R\theldBytes\x12\x1b\n" +
+	"\tholds_log\x18\x04 \x01(\bR\bholdsLog\"\xc3\x01\n" +
+	"\fLogRetention\x12\x1f\n" +
+	"\vfirst_index\x18\x01 \x01(\x04R\n" +
+	"firstIndex\x12\x1f\n" +
+	"\vfirst_epoch\x18\x02 \x01(\x04R\n" +
+	"firstEpoch\x12\x17\n" +
+	"\aheld_by\x18\x03 \x01(\tR\x06heldBy\x12\x1f\n" +
+	"\vmax_entries\x18\x04 \x01(\x04R\n" +
+	"maxEntries\x12\x1b\n" +
+	"\tmax_bytes\x18\x05 \x01(\x04R\bmaxBytes\x12\x1a\n" +
+	"\tmax_age_s\x18\x06 \x01(\x04R\amaxAgeS\"\x89\x06\n" +
 	"\rChannelStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asources\x18\x02 \x03(\tR\asources\x12\x1b\n" +
@@ -2417,7 +3785,14 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	" \x01(\x04R\repochsApplied\x121\n" +
 	"\x14transactions_applied\x18\v \x01(\x04R\x13transactionsApplied\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12F\n" +
-	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x1a<\n" +
+	"\tconflicts\x18\r \x03(\v2(.gateway.v1.ChannelStatus.ConflictsEntryR\tconflicts\x12\x12\n" +
+	"\x04seed\x18\x0e \x01(\tR\x04seed\x12!\n" +
+	"\fsource_epoch\x18\x0f \x01(\x04R\vsourceEpoch\x12-\n" +
+	"\x13source_sealed_at_ns\x18\x10 \x01(\x03R\x10sourceSealedAtNs\x12\"\n" +
+	"\rlast_heard_ns\x18\x11 \x01(\x03R\vlastHeardNs\x12,\n" +
+	"\x12replicated_time_ns\x18\x12 \x01(\x03R\x10replicatedTimeNs\x12(\n" +
+	"\x10since_last_heard\x18\x13 \x01(\bR\x0esinceLastHeard\x12\x1b\n" +
+	"\tleader_id\x18\x14 \x01(\x04R\bleaderId\x1a<\n" +
 	"\x0eConflictsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"|\n" +
@@ -2427,15 +3802,18 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\rR\tclusterId\x120\n" +
 	"\x14max_replicated_epoch\x18\x02 \x01(\x04R\x12maxReplicatedEpoch\x12\x1d\n" +
 	"\n" +
-	"held_epoch\x18\x03 \x01(\x04R\theldEpoch\"l\n" +
+	"held_epoch\x18\x03 \x01(\x04R\theldEpoch\"\x96\x01\n" +
 	"\x11AddChannelRequest\x12=\n" +
 	"\n" +
 	"definition\x18\x01 \x01(\v2\x1d.gateway.v1.ChannelDefinitionR\n" +
 	"definition\x12\x18\n" +
-	"\areplace\x18\x02 \x01(\bR\areplace\"B\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\x12\x12\n" +
+	"\x04seed\x18\x03 \x01(\bR\x04seed\x12\x14\n" +
+	"\x05merge\x18\x04 \x01(\bR\x05merge\"\\\n" +
 	"\x14ChannelActionRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
-	"\x06action\x18\x02 \x01(\tR\x06action\"h\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x18\n" +
+	"\aconfirm\x18\x03 \x01(\bR\aconfirm\"h\n" +
 	"\x10ConflictsRequest\x12*\n" +
 	"\x03set\x18\x01 \x01(\v2\x18.gateway.v1.ConflictRuleR\x03set\x12\x14\n" +
 	"\x05unset\x18\x02 \x01(\tR\x05unset\x12\x12\n" +
@@ -2457,11 +3835,92 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"F\n" +
 	"\rAdminResponse\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex*Y\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\x86\x01\n" +
+	"\x14ConflictsListRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1f\n" +
+	"\vcounts_only\x18\x04 \x01(\bR\n" +
+	"countsOnly\"Q\n" +
+	"\rConflictCount\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
+	"\x05cause\x18\x02 \x01(\tR\x05cause\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\xc4\x01\n" +
+	"\vConflictRow\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x17\n" +
+	"\aop_type\x18\x03 \x01(\tR\x06opType\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\x12!\n" +
+	"\forig_transid\x18\x05 \x01(\tR\vorigTransid\x12!\n" +
+	"\x03row\x18\x06 \x01(\v2\x0f.gateway.v1.RowR\x03row\x12\x1a\n" +
+	"\breplayed\x18\a \x01(\tR\breplayed\"\xc4\x01\n" +
+	"\x15ConflictsListResponse\x121\n" +
+	"\x06counts\x18\x01 \x03(\v2\x19.gateway.v1.ConflictCountR\x06counts\x12+\n" +
+	"\x04rows\x18\x02 \x03(\v2\x17.gateway.v1.ConflictRowR\x04rows\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"o\n" +
+	"\x16ConflictsReplayRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x14\n" +
+	"\x05cause\x18\x03 \x01(\tR\x05cause\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"o\n" +
+	"\x15ConflictReplayOutcome\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"\x8c\x01\n" +
+	"\x17ConflictsReplayResponse\x12=\n" +
+	"\boutcomes\x18\x01 \x03(\v2!.gateway.v1.ConflictReplayOutcomeR\boutcomes\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\x04R\askipped\"\x86\x01\n" +
+	"\x12DeadLettersRequest\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12%\n" +
+	"\x0einclude_closed\x18\x02 \x01(\bR\rincludeClosed\x12\x19\n" +
+	"\bafter_id\x18\x03 \x01(\x04R\aafterId\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xc8\x02\n" +
+	"\x0eDeadLetterInfo\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1b\n" +
+	"\tlog_index\x18\x04 \x01(\x04R\blogIndex\x12\x12\n" +
+	"\x04gtid\x18\x05 \x01(\tR\x04gtid\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05table\x18\a \x01(\tR\x05table\x12\x10\n" +
+	"\x03key\x18\b \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"error_type\x18\t \x01(\tR\terrorType\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1a\n" +
+	"\battempts\x18\v \x01(\rR\battempts\x12 \n" +
+	"\ffailed_at_ns\x18\f \x01(\x06R\n" +
+	"failedAtNs\x12\x16\n" +
+	"\x06letter\x18\r \x01(\fR\x06letter\"U\n" +
+	"\x0fDeadLetterCount\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x04R\x04open\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x04R\x05total\"\xa4\x01\n" +
+	"\x13DeadLettersResponse\x124\n" +
+	"\aletters\x18\x01 \x03(\v2\x1a.gateway.v1.DeadLetterInfoR\aletters\x123\n" +
+	"\x06counts\x18\x02 \x03(\v2\x1b.gateway.v1.DeadLetterCountR\x06counts\x12\"\n" +
+	"\rnext_after_id\x18\x03 \x01(\x04R\vnextAfterId\"\x83\x01\n" +
+	"\x17DeadLetterActionRequest\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\x04R\x03ids\x12\x10\n" +
+	"\x03all\x18\x04 \x01(\bR\x03all\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"U\n" +
+	"\x11DeadLetterOutcome\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"U\n" +
+	"\x18DeadLetterActionResponse\x129\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1d.gateway.v1.DeadLetterOutcomeR\boutcomes*Y\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x9b\b\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xfc\n" +
+	"\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2480,7 +3939,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
 	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
 	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponse\x12<\n" +
-	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponse\x12T\n" +
+	"\rConflictsList\x12 .gateway.v1.ConflictsListRequest\x1a!.gateway.v1.ConflictsListResponse\x12Z\n" +
+	"\x0fConflictsReplay\x12\".gateway.v1.ConflictsReplayRequest\x1a#.gateway.v1.ConflictsReplayResponse\x12N\n" +
+	"\vDeadLetters\x12\x1e.gateway.v1.DeadLettersRequest\x1a\x1f.gateway.v1.DeadLettersResponse\x12]\n" +
+	"\x10DeadLetterAction\x12#.gateway.v1.DeadLetterActionRequest\x1a$.gateway.v1.DeadLetterActionResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2496,126 +3959,161 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_gateway_v1_gateway_proto_goTypes = []any{
-	(Consistency)(0),              // 0: gateway.v1.Consistency
-	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
-	(*WriteResult)(nil),           // 2: gateway.v1.WriteResult
-	(*WriteBatchRequest)(nil),     // 3: gateway.v1.WriteBatchRequest
-	(*WriteBatchResponse)(nil),    // 4: gateway.v1.WriteBatchResponse
-	(*WriteError)(nil),            // 5: gateway.v1.WriteError
-	(*StreamWriteRequest)(nil),    // 6: gateway.v1.StreamWriteRequest
-	(*StreamWriteAck)(nil),        // 7: gateway.v1.StreamWriteAck
-	(*StreamWriteResponse)(nil),   // 8: gateway.v1.StreamWriteResponse
-	(*Row)(nil),                   // 9: gateway.v1.Row
-	(*ReadRequest)(nil),           // 10: gateway.v1.ReadRequest
-	(*ReadResponse)(nil),          // 11: gateway.v1.ReadResponse
-	(*ScanRequest)(nil),           // 12: gateway.v1.ScanRequest
-	(*ScanResponse)(nil),          // 13: gateway.v1.ScanResponse
-	(*EpochPosition)(nil),         // 14: gateway.v1.EpochPosition
-	(*SubscribeRequest)(nil),      // 15: gateway.v1.SubscribeRequest
-	(*ChangeEvent)(nil),           // 16: gateway.v1.ChangeEvent
-	(*StatusRequest)(nil),         // 17: gateway.v1.StatusRequest
-	(*Member)(nil),                // 18: gateway.v1.Member
-	(*ApplierStatus)(nil),         // 19: gateway.v1.ApplierStatus
-	(*StatusResponse)(nil),        // 20: gateway.v1.StatusResponse
-	(*ChannelStatus)(nil),         // 21: gateway.v1.ChannelStatus
-	(*PeerStatus)(nil),            // 22: gateway.v1.PeerStatus
-	(*AddChannelRequest)(nil),     // 23: gateway.v1.AddChannelRequest
-	(*ChannelActionRequest)(nil),  // 24: gateway.v1.ChannelActionRequest
-	(*ConflictsRequest)(nil),      // 25: gateway.v1.ConflictsRequest
-	(*AlarmRequest)(nil),          // 26: gateway.v1.AlarmRequest
-	(*AddNodeRequest)(nil),        // 27: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 28: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 29: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 30: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 31: gateway.v1.AdminResponse
-	nil,                           // 32: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 33: gateway.v1.Statement
-	(*Condition)(nil),             // 34: gateway.v1.Condition
-	(*Gtid)(nil),                  // 35: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 36: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 37: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 38: gateway.v1.Value
-	(*Transaction)(nil),           // 39: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 40: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 41: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 42: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),            // 43: gateway.v1.SpaceAlarm
-	(*ChannelDefinition)(nil),     // 44: gateway.v1.ChannelDefinition
+	(Consistency)(0),                 // 0: gateway.v1.Consistency
+	(*WriteRequest)(nil),             // 1: gateway.v1.WriteRequest
+	(*WriteResult)(nil),              // 2: gateway.v1.WriteResult
+	(*WriteBatchRequest)(nil),        // 3: gateway.v1.WriteBatchRequest
+	(*WriteBatchResponse)(nil),       // 4: gateway.v1.WriteBatchResponse
+	(*WriteError)(nil),               // 5: gateway.v1.WriteError
+	(*StreamWriteRequest)(nil),       // 6: gateway.v1.StreamWriteRequest
+	(*StreamWriteAck)(nil),           // 7: gateway.v1.StreamWriteAck
+	(*StreamWriteResponse)(nil),      // 8: gateway.v1.StreamWriteResponse
+	(*Row)(nil),                      // 9: gateway.v1.Row
+	(*ReadRequest)(nil),              // 10: gateway.v1.ReadRequest
+	(*ReadResponse)(nil),             // 11: gateway.v1.ReadResponse
+	(*ScanRequest)(nil),              // 12: gateway.v1.ScanRequest
+	(*ScanResponse)(nil),             // 13: gateway.v1.ScanResponse
+	(*EpochPosition)(nil),            // 14: gateway.v1.EpochPosition
+	(*SubscribeRequest)(nil),         // 15: gateway.v1.SubscribeRequest
+	(*ChangeEvent)(nil),              // 16: gateway.v1.ChangeEvent
+	(*StatusRequest)(nil),            // 17: gateway.v1.StatusRequest
+	(*Member)(nil),                   // 18: gateway.v1.Member
+	(*ApplierStatus)(nil),            // 19: gateway.v1.ApplierStatus
+	(*StatusResponse)(nil),           // 20: gateway.v1.StatusResponse
+	(*SlotStatus)(nil),               // 21: gateway.v1.SlotStatus
+	(*LogRetention)(nil),             // 22: gateway.v1.LogRetention
+	(*ChannelStatus)(nil),            // 23: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),               // 24: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),        // 25: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),     // 26: gateway.v1.ChannelActionRequest
+	(*ConflictsRequest)(nil),         // 27: gateway.v1.ConflictsRequest
+	(*AlarmRequest)(nil),             // 28: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),           // 29: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),        // 30: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil),    // 31: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),          // 32: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),            // 33: gateway.v1.AdminResponse
+	(*ConflictsListRequest)(nil),     // 34: gateway.v1.ConflictsListRequest
+	(*ConflictCount)(nil),            // 35: gateway.v1.ConflictCount
+	(*ConflictRow)(nil),              // 36: gateway.v1.ConflictRow
+	(*ConflictsListResponse)(nil),    // 37: gateway.v1.ConflictsListResponse
+	(*ConflictsReplayRequest)(nil),   // 38: gateway.v1.ConflictsReplayRequest
+	(*ConflictReplayOutcome)(nil),    // 39: gateway.v1.ConflictReplayOutcome
+	(*ConflictsReplayResponse)(nil),  // 40: gateway.v1.ConflictsReplayResponse
+	(*DeadLettersRequest)(nil),       // 41: gateway.v1.DeadLettersRequest
+	(*DeadLetterInfo)(nil),           // 42: gateway.v1.DeadLetterInfo
+	(*DeadLetterCount)(nil),          // 43: gateway.v1.DeadLetterCount
+	(*DeadLettersResponse)(nil),      // 44: gateway.v1.DeadLettersResponse
+	(*DeadLetterActionRequest)(nil),  // 45: gateway.v1.DeadLetterActionRequest
+	(*DeadLetterOutcome)(nil),        // 46: gateway.v1.DeadLetterOutcome
+	(*DeadLetterActionResponse)(nil), // 47: gateway.v1.DeadLetterActionResponse
+	nil,                              // 48: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),                // 49: gateway.v1.Statement
+	(*Condition)(nil),                // 50: gateway.v1.Condition
+	(*Gtid)(nil),                     // 51: gateway.v1.Gtid
+	(*TableMetadata)(nil),            // 52: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),            // 53: gateway.v1.FieldMetadata
+	(*Value)(nil),                    // 54: gateway.v1.Value
+	(*Transaction)(nil),              // 55: gateway.v1.Transaction
+	(*EpochMarker)(nil),              // 56: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),              // 57: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),             // 58: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),               // 59: gateway.v1.SpaceAlarm
+	(*ChannelSlot)(nil),              // 60: gateway.v1.ChannelSlot
+	(*ChannelDefinition)(nil),        // 61: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	33, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	34, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
-	35, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	49, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	50, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	51, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
 	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	36, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	37, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	38, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	37, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	38, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	35, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	38, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	52, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	53, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	54, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	53, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	54, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	51, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	54, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	38, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	38, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	54, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	54, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	35, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	51, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	39, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	40, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	41, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	55, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	56, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	57, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	21, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	22, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	42, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	43, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	32, // 33: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	44, // 34: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	42, // 35: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 36: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 37: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 38: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 39: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 40: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 41: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 42: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	27, // 43: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	28, // 44: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	29, // 45: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	30, // 46: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	23, // 47: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	24, // 48: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	25, // 49: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	26, // 50: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	2,  // 51: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 52: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 53: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 54: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 55: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 56: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 57: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	31, // 58: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	31, // 59: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	31, // 60: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	31, // 61: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	31, // 62: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	31, // 63: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	31, // 64: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	31, // 65: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	51, // [51:66] is the sub-list for method output_type
-	36, // [36:51] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	23, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	24, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	58, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	59, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	21, // 33: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
+	22, // 34: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
+	60, // 35: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	48, // 36: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	61, // 37: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	58, // 38: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	9,  // 39: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
+	35, // 40: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
+	36, // 41: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
+	39, // 42: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
+	42, // 43: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
+	43, // 44: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
+	46, // 45: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
+	1,  // 46: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 47: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 48: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 49: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 50: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 51: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 52: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	29, // 53: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	30, // 54: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	31, // 55: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	32, // 56: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	25, // 57: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	26, // 58: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	27, // 59: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	28, // 60: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	34, // 61: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
+	38, // 62: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
+	41, // 63: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
+	45, // 64: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
+	2,  // 65: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 66: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 67: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 68: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 69: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 70: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 71: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	33, // 72: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	33, // 73: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	33, // 74: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	33, // 75: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	33, // 76: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	33, // 77: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	33, // 78: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	33, // 79: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	37, // 80: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
+	40, // 81: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
+	44, // 82: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
+	47, // 83: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
+	65, // [65:84] is the sub-list for method output_type
+	46, // [46:65] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -2635,7 +4133,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

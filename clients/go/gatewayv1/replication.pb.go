@@ -630,6 +630,172 @@ func (x *AlarmCommand) GetDisarm() uint64 {
 	return 0
 }
 
+// ChannelSlot: what a source cluster keeps for one reader of its log -- a channel of another
+// cluster (PostgreSQL's replication slot). The source keeps its log from log_index on (up to
+// its retention bound) so the reader can resume after acked_epoch (docs/replication.md, "Log
+// retention for channels").
+type ChannelSlot struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ReaderClusterId uint32                 `protobuf:"varint,1,opt,name=reader_cluster_id,json=readerClusterId,proto3" json:"reader_cluster_id,omitempty"` // the replica cluster
+	Channel         string                 `protobuf:"bytes,2,opt,name=channel,proto3" json:"channel,omitempty"`                                           // the channel's name in the replica
+	AckedEpoch      uint64                 `protobuf:"varint,3,opt,name=acked_epoch,json=ackedEpoch,proto3" json:"acked_epoch,omitempty"`                  // newest epoch of this cluster the reader holds durably
+	LogIndex        uint64                 `protobuf:"varint,4,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`                        // the log is kept from this index on (the entry a resume
+	// after acked_epoch reads first: its marker); 0 = all of it
+	AckedAtNs     uint64 `protobuf:"fixed64,5,opt,name=acked_at_ns,json=ackedAtNs,proto3" json:"acked_at_ns,omitempty"` // when the position last advanced (the proposer's clock)
+	Lost          bool   `protobuf:"varint,6,opt,name=lost,proto3" json:"lost,omitempty"`                               // the log was compacted past it: the reader must resync
+	LostReason    string `protobuf:"bytes,7,opt,name=lost_reason,json=lostReason,proto3" json:"lost_reason,omitempty"`  // why (the bound that let compaction pass it)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelSlot) Reset() {
+	*x = ChannelSlot{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelSlot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelSlot) ProtoMessage() {}
+
+func (x *ChannelSlot) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelSlot.ProtoReflect.Descriptor instead.
+func (*ChannelSlot) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ChannelSlot) GetReaderClusterId() uint32 {
+	if x != nil {
+		return x.ReaderClusterId
+	}
+	return 0
+}
+
+func (x *ChannelSlot) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ChannelSlot) GetAckedEpoch() uint64 {
+	if x != nil {
+		return x.AckedEpoch
+	}
+	return 0
+}
+
+func (x *ChannelSlot) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *ChannelSlot) GetAckedAtNs() uint64 {
+	if x != nil {
+		return x.AckedAtNs
+	}
+	return 0
+}
+
+func (x *ChannelSlot) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *ChannelSlot) GetLostReason() string {
+	if x != nil {
+		return x.LostReason
+	}
+	return ""
+}
+
+// SlotCommand (a log entry): slot positions advanced, slots marked lost, or dropped.
+type SlotCommand struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Advance       []*ChannelSlot         `protobuf:"bytes,1,rep,name=advance,proto3" json:"advance,omitempty"` // create, or move forward (never back; not a lost one)
+	Lost          []*ChannelSlot         `protobuf:"bytes,2,rep,name=lost,proto3" json:"lost,omitempty"`       // mark lost (identity and lost_reason)
+	Drop          []*ChannelSlot         `protobuf:"bytes,3,rep,name=drop,proto3" json:"drop,omitempty"`       // remove (identity only)
+	Reset_        []*ChannelSlot         `protobuf:"bytes,4,rep,name=reset,proto3" json:"reset,omitempty"`     // create or replace whole, lost or not (a resync)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotCommand) Reset() {
+	*x = SlotCommand{}
+	mi := &file_gateway_v1_replication_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotCommand) ProtoMessage() {}
+
+func (x *SlotCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_replication_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotCommand.ProtoReflect.Descriptor instead.
+func (*SlotCommand) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_replication_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SlotCommand) GetAdvance() []*ChannelSlot {
+	if x != nil {
+		return x.Advance
+	}
+	return nil
+}
+
+func (x *SlotCommand) GetLost() []*ChannelSlot {
+	if x != nil {
+		return x.Lost
+	}
+	return nil
+}
+
+func (x *SlotCommand) GetDrop() []*ChannelSlot {
+	if x != nil {
+		return x.Drop
+	}
+	return nil
+}
+
+func (x *SlotCommand) GetReset_() []*ChannelSlot {
+	if x != nil {
+		return x.Reset_
+	}
+	return nil
+}
+
 var File_gateway_v1_replication_proto protoreflect.FileDescriptor
 
 const file_gateway_v1_replication_proto_rawDesc = "" +
@@ -686,7 +852,22 @@ const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\x0emin_free_bytes\x18\x04 \x01(\x04R\fminFreeBytes\"T\n" +
 	"\fAlarmCommand\x12,\n" +
 	"\x05alarm\x18\x01 \x01(\v2\x16.gateway.v1.SpaceAlarmR\x05alarm\x12\x16\n" +
-	"\x06disarm\x18\x02 \x01(\x04R\x06disarmBK\n" +
+	"\x06disarm\x18\x02 \x01(\x04R\x06disarm\"\xe6\x01\n" +
+	"\vChannelSlot\x12*\n" +
+	"\x11reader_cluster_id\x18\x01 \x01(\rR\x0freaderClusterId\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\tR\achannel\x12\x1f\n" +
+	"\vacked_epoch\x18\x03 \x01(\x04R\n" +
+	"ackedEpoch\x12\x1b\n" +
+	"\tlog_index\x18\x04 \x01(\x04R\blogIndex\x12\x1e\n" +
+	"\vacked_at_ns\x18\x05 \x01(\x06R\tackedAtNs\x12\x12\n" +
+	"\x04lost\x18\x06 \x01(\bR\x04lost\x12\x1f\n" +
+	"\vlost_reason\x18\a \x01(\tR\n" +
+	"lostReason\"\xc9\x01\n" +
+	"\vSlotCommand\x121\n" +
+	"\aadvance\x18\x01 \x03(\v2\x17.gateway.v1.ChannelSlotR\aadvance\x12+\n" +
+	"\x04lost\x18\x02 \x03(\v2\x17.gateway.v1.ChannelSlotR\x04lost\x12+\n" +
+	"\x04drop\x18\x03 \x03(\v2\x17.gateway.v1.ChannelSlotR\x04drop\x12-\n" +
+	"\x05reset\x18\x04 \x03(\v2\x17.gateway.v1.ChannelSlotR\x05resetBK\n" +
 	"\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -701,7 +882,7 @@ func file_gateway_v1_replication_proto_rawDescGZIP() []byte {
 	return file_gateway_v1_replication_proto_rawDescData
 }
 
-var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_gateway_v1_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_gateway_v1_replication_proto_goTypes = []any{
 	(*ReplicatedItem)(nil),    // 0: gateway.v1.ReplicatedItem
 	(*ReplicatedEpoch)(nil),   // 1: gateway.v1.ReplicatedEpoch
@@ -711,21 +892,27 @@ var file_gateway_v1_replication_proto_goTypes = []any{
 	(*ConflictCommand)(nil),   // 5: gateway.v1.ConflictCommand
 	(*SpaceAlarm)(nil),        // 6: gateway.v1.SpaceAlarm
 	(*AlarmCommand)(nil),      // 7: gateway.v1.AlarmCommand
-	(*Transaction)(nil),       // 8: gateway.v1.Transaction
-	(*ApplyStatus)(nil),       // 9: gateway.v1.ApplyStatus
+	(*ChannelSlot)(nil),       // 8: gateway.v1.ChannelSlot
+	(*SlotCommand)(nil),       // 9: gateway.v1.SlotCommand
+	(*Transaction)(nil),       // 10: gateway.v1.Transaction
+	(*ApplyStatus)(nil),       // 11: gateway.v1.ApplyStatus
 }
 var file_gateway_v1_replication_proto_depIdxs = []int32{
-	8, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
-	9, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
-	0, // 2: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
-	2, // 3: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
-	4, // 4: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
-	6, // 5: gateway.v1.AlarmCommand.alarm:type_name -> gateway.v1.SpaceAlarm
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	10, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
+	11, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
+	0,  // 2: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
+	2,  // 3: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
+	4,  // 4: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
+	6,  // 5: gateway.v1.AlarmCommand.alarm:type_name -> gateway.v1.SpaceAlarm
+	8,  // 6: gateway.v1.SlotCommand.advance:type_name -> gateway.v1.ChannelSlot
+	8,  // 7: gateway.v1.SlotCommand.lost:type_name -> gateway.v1.ChannelSlot
+	8,  // 8: gateway.v1.SlotCommand.drop:type_name -> gateway.v1.ChannelSlot
+	8,  // 9: gateway.v1.SlotCommand.reset:type_name -> gateway.v1.ChannelSlot
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_replication_proto_init() }
@@ -745,7 +932,7 @@ func file_gateway_v1_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_replication_proto_rawDesc), len(file_gateway_v1_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -138,6 +138,16 @@ class ReadSnapshot:
                 if entry is not None:
                     yield key, entry
 
+    def scan_versions(
+        self, start: bytes | None = None, end: bytes | None = None
+    ) -> Iterator[tuple[bytes, RowVersion]]:
+        """``(key, RowVersion)`` of every key with ``start <= key < end``, retained tombstones
+        included (``value`` None, with the delete's metadata), in key order: what a copy of
+        the store that must judge later changes as this one would needs."""
+        for keys, cells in self._runs(start, end):
+            for key, cell in zip(keys, cells, strict=True):
+                yield key, version_of(cell)
+
     def _scan_owned(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         """:meth:`scan` that closes this snapshot when the iteration ends."""
         return self._scan(start, end, owned=True)

@@ -359,6 +359,21 @@ class SegmentedWal:
         """Index of the last entry appended (not necessarily durable)."""
         return self._last
 
+    def bytes_from(self, index: int) -> int:
+        """Bytes of the records of entries ``index`` to the last one in the segment files (0
+        when none is held at or after ``index``; the whole log below its first index)."""
+        with self._lock:
+            segs = self._segments
+            if not segs or index > self._last:
+                return 0
+            k = max(self._position_of(max(index, segs[0].base)), 0)
+            seg = segs[k]
+            lo = max(index, seg.base)
+            total = seg.end - seg.bounds[lo - seg.base] if lo <= seg.last_index else 0
+            for later in segs[k + 1:]:
+                total += later.end - later.bounds[0]
+            return total
+
     def durable_index(self) -> int:
         """Highest index known to be on disk (see the module docstring)."""
         return self._durable

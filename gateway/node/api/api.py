@@ -19,8 +19,11 @@ Semantics (details in docs/node.md, "API"):
   WriteBatch only that write is refused (``WriteBatchResponse.errors``), in a StreamWrite its
   ack carries the code, message and field.
 
-Size: ~660 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
-forwarding and error mapping they share; ``StreamWrite`` alone is ~140 of them. Next to
+Reads run in ``reads``, the admin operations in ``admin``; this module keeps the dispatch,
+the forwarding, the error mapping and the writes.
+
+Size: ~630 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+forwarding and error mapping they share; ``StreamWrite`` alone is ~150 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
 forward to the node.
@@ -32,14 +35,21 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Set
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 import grpc
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
-from gateway.core.rowops import CASE_OF_TYPE
-from gateway.node.api.api_handlers import KEEPS_BYTES, ReceivedRequest, serialized
+from gateway.node.api import admin, operator, reads
+from gateway.node.api.api_handlers import (
+    KEEPS_BYTES,
+    ReceivedRequest,
+    Request,
+    Response,
+    serialized,
+)
+from gateway.node.api.call_context import CallContext
 from gateway.node.api.security import AuthError, authorize, bearer_metadata, token_permissions
 from gateway.node.base.errors import (
     DataLossError,
@@ -56,36 +66,48 @@ from gateway.node.base.errors import (
 from gateway.node.base.validation import (
     InvalidRequest,
     check_idempotency_key,
-    check_key_values,
-    split_table_name,
 )
 from gateway.node.loop.write_proposal import WriteProposal
 from gateway.node.state.alarms import disarm
 from gateway.node.state.conditions import check_conditions
 from gateway.node.state.wire import ack_bytes, frame_batch, frame_field, frame_request
 from gateway.node.storage.storage_errors import client_error
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, peer_pb2, peer_pb2_grpc, value_pb2
+from gateway.v1 import (
+    gateway_pb2,
+    gateway_pb2_grpc,
+    peer_pb2,
+    peer_pb2_grpc,
+    transaction_pb2,
+)
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_ERRORS_KEY as _ERRORS_KEY
 from gateway.v1.wire_tags import WRITE_BATCH_RESPONSE_RESULTS_KEY as _RESULTS_KEY
 
 if TYPE_CHECKING:
-    from gateway.node.server import GatewayNode
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+    from gateway.node.api.served_node import ServedNode
+    from gateway.node.base.validation import TableSchema
 
 __all__ = ["MAX_DEADLINE", "GatewayServicer"]
 
 MAX_DEADLINE = 60.0
-#: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
-SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 _MAX_SEQ = (1 << 64) - 1
 #: The methods a NOSPACE alarm refuses (``alarms``).
 _WRITES = frozenset({"Write", "WriteBatch"})
+#: How long a follower's Status waits for the leader's channel figures.
+_LEADER_STATUS_S = 1.0
 _NO_KEYS: frozenset[str] = frozenset()  # no idempotency keys probed (a follower forwards)
-FT = value_pb2.FieldType
-_C = gateway_pb2.Consistency
+#: A method run where the node leads (``GatewayServicer._local``). Its request is the message
+#: class paired with it in that table, which a type per key cannot say: typed ``Any``.
+_LocalBehaviour: TypeAlias = Callable[[Any, CallContext], Awaitable[Response]]
+#: What a write is answered with: its ``WriteResult``, or that message's bytes.
+_WriteAnswer: TypeAlias = gateway_pb2.WriteResult | bytes
+#: A write's conditions as its request holds them (None: a plain write).
+_Conditions: TypeAlias = "RepeatedCompositeFieldContainer[transaction_pb2.Condition] | None"
 
 
-def _deadline(context: grpc.aio.ServicerContext | None) -> float:
+def _deadline(context: CallContext | None) -> float:
     if context is None:
         return MAX_DEADLINE
     left = context.time_remaining()
@@ -93,11 +115,12 @@ def _deadline(context: grpc.aio.ServicerContext | None) -> float:
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
-    """Implements ``Gateway`` over a :class:`~gateway.node.server.GatewayNode`."""
+    """Implements ``Gateway`` over the node it serves (a :class:`ServedNode`: the
+    ``GatewayNode``)."""
 
-    def __init__(self, node: GatewayNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self.node = node
-        self._local: dict[str, tuple[type[PbMessage], Callable[[Any, Any], Awaitable[Any]]]] = {
+        self._local: dict[str, tuple[type[PbMessage], _LocalBehaviour]] = {
             "Write": (gateway_pb2.WriteRequest, self._write_local),
             "WriteBatch": (gateway_pb2.WriteBatchRequest, self._write_batch_local),
             "AddNode": (gateway_pb2.AddNodeRequest, self._add_node_local),
@@ -106,12 +129,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "AddChannel": (gateway_pb2.AddChannelRequest, self._add_channel_local),
             "ChannelAction": (gateway_pb2.ChannelActionRequest, self._channel_action_local),
             "Conflicts": (gateway_pb2.ConflictsRequest, self._conflicts_local),
+            # only as asked by a follower (``_leader_status``): Status itself runs anywhere
+            "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
+            "ConflictsReplay": (gateway_pb2.ConflictsReplayRequest, self._replay_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
 
-    async def _abort(self, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
+    async def _abort(self, context: CallContext, exc: BaseException) -> NoReturn:
         exc = self._client_error(exc)
         code, meta = self._status_of(exc)
         context.set_trailing_metadata(meta)
@@ -158,7 +184,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         space = getattr(self.node, "space", None)
         return space is None or space.refusal() is None
 
-    async def _run(self, method: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _run(self, method: str, request: Request, context: CallContext) -> Response:
         """Run ``method`` here if this node leads, else forward it to the leader."""
         drv = self.node.driver
         _, fn = self._local[method]
@@ -174,15 +200,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except Exception as exc:
             await self._abort_storage(context, exc)
 
-    async def _abort_storage(self, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    async def _abort_storage(self, context: CallContext, exc: Exception) -> NoReturn:
         """End the call with a storage failure's code and line; re-raise anything else."""
         mapped = self._client_error(exc)
         if mapped is exc:
             raise exc
         await self._abort(context, mapped)
 
-    async def _forward(self, method: str, request: Any,
-                       context: grpc.aio.ServicerContext) -> Any:
+    async def _forward(self, method: str, request: Request, context: CallContext) -> bytes:
         leader = self.node.driver.leader_id
         channel = self.node.transport.channel(leader) if leader else None
         if channel is None:
@@ -191,9 +216,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         try:
             # The caller's token goes along: the leader checks it as its API would.
             # A write goes on as it was received (``ReceivedRequest``): not serialized again.
-            payload = request.data if type(request) is ReceivedRequest else \
+            payload = request.data if isinstance(request, ReceivedRequest) else \
                 request.SerializeToString()
-            resp = await stub.Forward(peer_pb2.ForwardRequest(method=method, request=payload),
+            resp: peer_pb2.ForwardResponse = await stub.Forward(
+                peer_pb2.ForwardRequest(method=method, request=payload),
                 timeout=_deadline(context),
                 metadata=bearer_metadata(context.invocation_metadata()))
         except grpc.aio.AioRpcError as exc:
@@ -202,8 +228,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(exc.code(), exc.details() or "forwarding to the leader failed")
         return resp.response  # already serialized: handed on as it is (api_handlers)
 
-    async def forwarded(self, method: str, payload: bytes,
-                        context: grpc.aio.ServicerContext) -> bytes:
+    async def forwarded(self, method: str, payload: bytes, context: CallContext) -> bytes:
         """Run a request a follower forwarded (``Peer.Forward``); never forwards again. The
         call's ``authorization`` metadata (the original caller's, carried on by the follower)
         is checked with this node's tokens exactly as its API checks ``method``."""
@@ -216,7 +241,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         entry = self._local.get(method)
         if entry is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"cannot forward {method}")
-        cls, fn = entry  # type: ignore[misc]
+        cls, fn = entry
         try:
             if not self.node.driver.is_leader:
                 raise NotLeaderError(self.node.driver.leader_id)
@@ -228,12 +253,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                            f"max_request_bytes ({limit}) of node "
                                            f"{self.node.config.node_id}")
             try:
-                request = cls.FromString(payload)
+                message = cls.FromString(payload)
             except DecodeError as exc:
                 raise InvalidRequest("request", f"not a valid {cls.DESCRIPTOR.full_name} "
                                      f"message ({exc})") from None
-            if method in KEEPS_BYTES:
-                request = ReceivedRequest(payload, request)
+            request: Request = ReceivedRequest(payload, message) if method in KEEPS_BYTES \
+                else message
             resp = await asyncio.wait_for(fn(request, context), _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
@@ -250,15 +275,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # WriteBatch.
         check_idempotency_key(req.idempotency_key, f"{path}idempotency_key")
 
-    def _admin(self, context: Any) -> bool:
+    def _admin(self, context: CallContext) -> bool:
         """Whether the caller (of this call, or of the call a follower forwarded) holds the
         ``admin`` permission: it may delete rows of ``$EX`` tables (``core.reserved``)."""
         if self.node.tokens is None:
             return True
         return "admin" in token_permissions(self.node.tokens, context.invocation_metadata())
 
-    async def _write_local(self, received: ReceivedRequest, context: Any
-                           ) -> gateway_pb2.WriteResult | bytes:
+    async def _write_local(self, received: ReceivedRequest[gateway_pb2.WriteRequest],
+                           context: CallContext) -> _WriteAnswer:
         req = received.message
         self._check_space()
         self._check_write(req)
@@ -267,10 +292,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             raw=frame_request(req, received.data),
             wire=True, admin=self._admin(context), conditions=req.conditions or None))
 
-    async def _write_batch_local(self, received: ReceivedRequest, context: Any) -> bytes:
+    async def _write_batch_local(self, received: ReceivedRequest[gateway_pb2.WriteBatchRequest],
+                                 context: CallContext) -> bytes:
         """The serialized ``WriteBatchResponse`` of the request's writes, all validated
         first."""
-        req: gateway_pb2.WriteBatchRequest = received.message
+        req = received.message
         if not req.writes:
             raise InvalidRequest("writes", "no writes")
         self._check_space()
@@ -281,7 +307,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         schemas = drv.known_schemas()
         checker = drv.checker
         admin = self._admin(context)
-        checked: list[tuple[list[tuple[str, Any]], bytes, Any]] = []
+        checked: list[tuple[list[tuple[str, TableSchema]], bytes, _Conditions]] = []
         for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req, received.data),
                                                   strict=True)):
             self._check_write(w, f"writes[{i}].")
@@ -329,14 +355,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         out = frame_field(_RESULTS_KEY, results)
         return out + frame_field(_ERRORS_KEY, errors) if errors else out
 
-    async def Write(self, request, context):  # type: ignore[no-untyped-def]
+    async def Write(self, request: ReceivedRequest[gateway_pb2.WriteRequest],
+                    context: CallContext) -> Response:
         return await self._run("Write", request, context)
 
-    async def WriteBatch(self, request, context):  # type: ignore[no-untyped-def]
+    async def WriteBatch(self, request: ReceivedRequest[gateway_pb2.WriteBatchRequest],
+                         context: CallContext) -> Response:
         return await self._run("WriteBatch", request, context)
 
-    async def StreamWrite(self, request_iterator, context  # type: ignore[no-untyped-def]
-                          ) -> AsyncIterator[gateway_pb2.StreamWriteResponse]:
+    async def StreamWrite(
+            self, request_iterator: AsyncIterator[ReceivedRequest[gateway_pb2.StreamWriteRequest]],
+            context: CallContext) -> AsyncIterator[bytes]:
         """Pipelined writes: every write of every request is submitted as it arrives (on the
         leader: its future itself, no task per write; on a follower: forwarded one by one)
         and acknowledged once; a request's acks are made in its order, as soon as a write
@@ -360,7 +389,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         admin = self._admin(context)
         forwarded_auth = bearer_metadata(context.invocation_metadata())
 
-        def ack_of(seq: int, fut: asyncio.Future[Any]) -> bytes:
+        def ack_of(seq: int, fut: asyncio.Future[_WriteAnswer]) -> bytes:
             if fut.cancelled():
                 return gateway_pb2.StreamWriteAck(
                     seq=seq, code=grpc.StatusCode.CANCELLED.value[0],
@@ -378,7 +407,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return gateway_pb2.StreamWriteAck(seq=seq, code=code.value[0], error=msg,
                                               field=field).SerializeToString()
 
-        def ack_done(seq: int, futs: list[asyncio.Future[Any]], at: int) -> None:
+        def ack_done(seq: int, futs: list[asyncio.Future[_WriteAnswer]], at: int) -> None:
             """Ack ``futs[at:]`` up to the first write not done (write ``i`` has sequence
             number ``seq + i``); wait for that one with a callback doing the same."""
             n = len(futs)
@@ -389,8 +418,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 futs[at].add_done_callback(lambda _f: ack_done(seq, futs, at))
             ready.set()
 
-        async def forward(req: gateway_pb2.WriteRequest, raw: bytes
-                          ) -> gateway_pb2.WriteResult | bytes:
+        async def forward(req: gateway_pb2.WriteRequest, raw: bytes) -> _WriteAnswer:
             drv = self.node.driver
             if drv.is_leader:
                 return await drv.submit_write(WriteProposal(
@@ -401,20 +429,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             channel = self.node.transport.channel(leader) if leader else None
             if channel is None:
                 raise NotLeaderError(leader)
-            resp = await peer_pb2_grpc.PeerStub(channel).Forward(peer_pb2.ForwardRequest(
-                method="Write", request=req.SerializeToString()), timeout=_deadline(context),
-                metadata=forwarded_auth)
+            resp: peer_pb2.ForwardResponse = await peer_pb2_grpc.PeerStub(channel).Forward(
+                peer_pb2.ForwardRequest(method="Write", request=req.SerializeToString()),
+                timeout=_deadline(context), metadata=forwarded_auth)
             return resp.response  # the serialized WriteResult
 
         def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str],
-                   space_ok: bool) -> asyncio.Future[Any]:
+                   space_ok: bool) -> asyncio.Future[_WriteAnswer]:
             drv = self.node.driver
             try:
                 if not space_ok:  # the request's writes are refused one by one
                     self._check_space()
                 self._check_write(w)
             except (InvalidRequest, NoSpaceError) as exc:
-                fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                fut: asyncio.Future[_WriteAnswer] = asyncio.get_running_loop().create_future()
                 fut.set_exception(exc)
                 return fut
             if drv.is_leader:  # WriteProposal's fields by position, as in WriteBatch
@@ -443,7 +471,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # The alarm is looked at once per request: no write of it can await, so
                     # none can see the alarm change.
                     space_ok = self._space_ok()
-                    futs: list[asyncio.Future[Any]] = []
+                    futs: list[asyncio.Future[_WriteAnswer]] = []
                     try:
                         for w, raw in zip(req.writes, frame_batch(req, received.data),
                                           strict=True):
@@ -481,102 +509,28 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def _read_point(self, consistency: int, context: grpc.aio.ServicerContext) -> None:
-        if consistency == _C.CONSISTENCY_STALE:
-            return
-        if consistency not in (_C.CONSISTENCY_LINEARIZABLE, _C.CONSISTENCY_LEASE):
-            raise InvalidRequest("consistency", f"unknown consistency {consistency}")
-        timeout = min(_deadline(context), max(1.0, self.node.election_timeout_s() * 2))
-        await self.node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
-
-    @staticmethod
-    def _coerce_key(values: Any, schema: Any, path: str) -> list[value_pb2.Value]:
-        """``values`` as the key of a table of ``schema``: a text value of a non-text key
-        column is converted to the column's type (``gateway get shop.items 1``); then every
-        value must be valid for its key column, exactly as in a write."""
-        if len(values) != len(schema.key_fields):
-            raise InvalidRequest(path, f"missing key: {len(values)} values for "
-                                       f"{len(schema.key_fields)} key fields")
-        out = []
-        for i, (v, (name, ftype)) in enumerate(zip(values, schema.key_fields, strict=True)):
-            if v.WhichOneof("kind") == "string_value" and \
-                    CASE_OF_TYPE.get(ftype) != "string_value":
-                out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
-            else:
-                out.append(v)
-        check_key_values(out, schema.key_fields, path)
-        return out
-
-    async def Read(self, request, context):  # type: ignore[no-untyped-def]
+    async def Read(self, request: gateway_pb2.ReadRequest, context: CallContext
+                   ) -> gateway_pb2.ReadResponse:
         try:
-            schema, table = split_table_name(request.table)
-            if not request.key:
-                raise InvalidRequest("key", "missing key")
-            await self._read_point(request.consistency, context)
-            # The table's shape is looked up only now: a read that waited for the apply of the
-            # table's first write must see the schema that write created. An unknown table
-            # has no rows (its key cannot be checked: its types are unknown).
-            shape = self.node.sm.schemas.get(f"{schema}.{table}")
-            if shape is None:
-                return gateway_pb2.ReadResponse(found=False,
-                                                applied_index=self.node.sm.applied_index)
-            key = self._coerce_key(request.key, shape, "key")
-            row = self.node.sm.get_row(schema, table, key)
-            resp = gateway_pb2.ReadResponse(found=row is not None,
-                                            applied_index=self.node.sm.applied_index)
-            if row is not None:
-                resp.row.CopyFrom(row)
-            return resp
+            return await reads.read(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:
             await self._abort_storage(context, exc)
 
-    async def Scan(self, request, context):  # type: ignore[no-untyped-def]
+    async def Scan(self, request: gateway_pb2.ScanRequest, context: CallContext
+                   ) -> gateway_pb2.ScanResponse:
         try:
-            schema, table = split_table_name(request.table)
-            limit = request.limit or 1000
-            if limit > 10000:
-                raise InvalidRequest("limit", "at most 10000")
-            await self._read_point(request.consistency, context)
-            shape = self.node.sm.schemas.get(f"{schema}.{table}")  # after the read point
-            resp = gateway_pb2.ScanResponse(applied_index=self.node.sm.applied_index)
-            if shape is None:
-                return resp
-            start = self._coerce_key(request.start_key, shape, "start_key") \
-                if request.start_key else []
-            end = self._coerce_key(request.end_key, shape, "end_key") if request.end_key else []
-            size = 0
-            for row in self.node.sm.scan_rows(schema, table, start, end):
-                # Stop before a response clients cannot receive (gRPC's default receive
-                # limit): ``more`` tells the caller to continue after the last row.
-                size += row.ByteSize() + 6
-                if len(resp.rows) == limit or (resp.rows and size > SCAN_RESPONSE_BYTES):
-                    resp.more = True
-                    break
-                resp.rows.append(row)
-            return resp
+            return await reads.scan(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:
             await self._abort_storage(context, exc)
 
-    async def Subscribe(self, request, context):  # type: ignore[no-untyped-def]
-        feed = self.node.change_feed
+    async def Subscribe(self, request: gateway_pb2.SubscribeRequest, context: CallContext
+                        ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
         try:
-            given = [name for name, on in (
-                ("from_log_index", bool(request.from_log_index)),
-                ("after_gtid", bool(request.after_gtid.trans_id)),
-                ("after_epoch", bool(request.after_epoch.server_id))) if on]
-            if len(given) > 1:
-                raise InvalidRequest(given[1], f"set at most one of from_log_index, "
-                                     f"after_gtid and after_epoch (got {', '.join(given)})")
-            start = await feed.start_index(request)
-            after = (request.after_gtid.server_id, request.after_gtid.trans_id) \
-                if request.after_gtid.trans_id else None
-            async for event in feed.events(start, ignore_origins=frozenset(
-                    request.ignore_origins), log_records=request.log_records,
-                    after_gtid=after):
+            async for event in self.node.change_feed.subscribe(request):
                 yield event
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
@@ -585,92 +539,136 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     # -- admin ----------------------------------------------------------------------------------
 
-    async def Status(self, request, context):  # type: ignore[no-untyped-def]
-        return self.node.status()
+    async def Status(self, request: gateway_pb2.StatusRequest, context: CallContext
+                     ) -> gateway_pb2.StatusResponse:
+        resp = admin.status(self.node)
+        drv = self.node.driver
+        if resp.channels and not drv.is_leader and drv.leader_id:
+            lead = await self._leader_status(context)
+            if lead is not None:  # else the channels say "on the leader N"
+                self.node.channels.take_leader(list(resp.channels), list(lead.channels),
+                                               lead.node_id)
+        return resp
 
-    async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: Any
+    async def _status_local(self, request: gateway_pb2.StatusRequest, context: CallContext
+                            ) -> gateway_pb2.StatusResponse:
+        return admin.status(self.node)
+
+    async def _leader_status(self, context: CallContext) -> gateway_pb2.StatusResponse | None:
+        """The leader's ``Status`` (for its channels' live fields), asked over the peer
+        channel with the caller's token and a short timeout; None when it does not answer
+        in time: a follower's status must not hang on a leader that is gone."""
+        leader = self.node.driver.leader_id
+        channel = self.node.transport.channel(leader) if leader else None
+        if channel is None:
+            return None
+        try:
+            got = await peer_pb2_grpc.PeerStub(channel).Forward(
+                peer_pb2.ForwardRequest(method="Status", request=b""),
+                timeout=_LEADER_STATUS_S,
+                metadata=bearer_metadata(context.invocation_metadata()))
+            return gateway_pb2.StatusResponse.FromString(got.response)
+        except (grpc.aio.AioRpcError, DecodeError):
+            return None
+
+    async def _add_node_local(self, req: gateway_pb2.AddNodeRequest, context: CallContext
                               ) -> gateway_pb2.AdminResponse:
-        # GatewayNode.add_node checks the id and the addresses before proposing anything.
-        return await self.node.add_node(req.node_id, req.peer_address, req.api_address,
-                                        learner=req.learner, timeout=_deadline(context))
+        # admin.add_node checks the id and the addresses before proposing anything.
+        return await admin.add_node(self.node, req.node_id, req.peer_address, req.api_address,
+                                    learner=req.learner, timeout=_deadline(context))
 
-    async def _remove_node_local(self, req: gateway_pb2.RemoveNodeRequest, context: Any
+    async def _remove_node_local(self, req: gateway_pb2.RemoveNodeRequest, context: CallContext
                                  ) -> gateway_pb2.AdminResponse:
         if req.node_id <= 0:
             raise InvalidRequest("node_id", "must be a positive integer")
-        return await self.node.remove_node(req.node_id)
+        return await admin.remove_node(self.node, req.node_id)
 
-    async def _transfer_local(self, req: gateway_pb2.TransferLeaderRequest, context: Any
+    async def _transfer_local(self, req: gateway_pb2.TransferLeaderRequest, context: CallContext
                               ) -> gateway_pb2.AdminResponse:
         if req.node_id <= 0:
             raise InvalidRequest("node_id", "must be a positive integer")
-        return await self.node.transfer_leader(req.node_id, _deadline(context))
+        return await admin.transfer_leader(self.node, req.node_id, _deadline(context))
 
-    async def _add_channel_local(self, req: gateway_pb2.AddChannelRequest, context: Any
+    async def _add_channel_local(self, req: gateway_pb2.AddChannelRequest, context: CallContext
                                  ) -> gateway_pb2.AdminResponse:
-        return await self.node.channels.add(req.definition, req.replace)
+        return await self.node.channels.add(req.definition, req.replace, seed=req.seed,
+                                            merge=req.merge)
 
-    async def _channel_action_local(self, req: gateway_pb2.ChannelActionRequest, context: Any
+    async def _channel_action_local(self, req: gateway_pb2.ChannelActionRequest,
+                                    context: CallContext
                                     ) -> gateway_pb2.AdminResponse:
-        return await self.node.channels.action(req.name, req.action)
+        return await self.node.channels.action(req.name, req.action, confirm=req.confirm)
 
-    async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: Any
+    async def _conflicts_local(self, req: gateway_pb2.ConflictsRequest, context: CallContext
                                ) -> gateway_pb2.AdminResponse:
         return await self.node.conflicts.change(req)
 
-    async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: Any
+    async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: CallContext
                            ) -> gateway_pb2.AdminResponse:
         return await disarm(self.node, req)
 
-    async def Alarm(self, request, context):  # type: ignore[no-untyped-def]
+    async def _replay_local(self, req: gateway_pb2.ConflictsReplayRequest, context: CallContext
+                            ) -> gateway_pb2.ConflictsReplayResponse:
+        self._check_space()
+        return await self.node.conflicts.replay(req, admin=self._admin(context))
+
+    async def ConflictsReplay(self, request: gateway_pb2.ConflictsReplayRequest,
+                              context: CallContext) -> Response:
+        return await self._run("ConflictsReplay", request, context)
+
+    async def _here(self, context: CallContext, work: Awaitable[Response]) -> Response:
+        """Await ``work`` on this node (never forwarded), errors as ``_run`` maps them."""
+        try:
+            async with asyncio.timeout(_deadline(context)):
+                return await work
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def ConflictsList(self, request: gateway_pb2.ConflictsListRequest,
+                            context: CallContext) -> Response:
+        return await self._here(context, operator.conflicts_list(self.node, request))
+
+    async def DeadLetters(self, request: gateway_pb2.DeadLettersRequest,
+                          context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letters(self.node, request))
+
+    async def DeadLetterAction(self, request: gateway_pb2.DeadLetterActionRequest,
+                               context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letter_action(self.node, request))
+
+    async def Alarm(self, request: gateway_pb2.AlarmRequest, context: CallContext) -> Response:
         return await self._run("Alarm", request, context)
 
-    async def Conflicts(self, request, context):  # type: ignore[no-untyped-def]
+    async def Conflicts(self, request: gateway_pb2.ConflictsRequest, context: CallContext
+                        ) -> Response:
         return await self._run("Conflicts", request, context)
 
-    async def AddChannel(self, request, context):  # type: ignore[no-untyped-def]
+    async def AddChannel(self, request: gateway_pb2.AddChannelRequest, context: CallContext
+                         ) -> Response:
         return await self._run("AddChannel", request, context)
 
-    async def ChannelAction(self, request, context):  # type: ignore[no-untyped-def]
+    async def ChannelAction(self, request: gateway_pb2.ChannelActionRequest, context: CallContext
+                            ) -> Response:
         return await self._run("ChannelAction", request, context)
 
-    async def AddNode(self, request, context):  # type: ignore[no-untyped-def]
+    async def AddNode(self, request: gateway_pb2.AddNodeRequest, context: CallContext) -> Response:
         return await self._run("AddNode", request, context)
 
-    async def RemoveNode(self, request, context):  # type: ignore[no-untyped-def]
+    async def RemoveNode(self, request: gateway_pb2.RemoveNodeRequest, context: CallContext
+                         ) -> Response:
         return await self._run("RemoveNode", request, context)
 
-    async def TransferLeader(self, request, context):  # type: ignore[no-untyped-def]
+    async def TransferLeader(self, request: gateway_pb2.TransferLeaderRequest, context: CallContext
+                             ) -> Response:
         return await self._run("TransferLeader", request, context)
 
-    async def Snapshot(self, request, context):  # type: ignore[no-untyped-def]
+    async def Snapshot(self, request: gateway_pb2.SnapshotRequest, context: CallContext
+                       ) -> gateway_pb2.AdminResponse:
         try:
             index = await asyncio.wait_for(self.node.driver.snapshot_now(), _deadline(context))
         except (NodeError, TimeoutError) as exc:
             await self._abort(context, exc)
         return gateway_pb2.AdminResponse(message=f"snapshot at index {index}", log_index=index)
 
-
-def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:
-    """A key value given as text (``gateway get shop.items 1``) in the column's type."""
-    try:
-        if ftype == FT.FIELD_TYPE_INTEGER:
-            return value_pb2.Value(int_value=int(text))
-        if ftype == FT.FIELD_TYPE_UNSIGNED:
-            return value_pb2.Value(uint_value=int(text))
-        if ftype == FT.FIELD_TYPE_TIMESTAMP:
-            return value_pb2.Value(timestamp_ns=int(text))
-        if ftype == FT.FIELD_TYPE_DOUBLE:
-            return value_pb2.Value(double_value=float(text))
-        if ftype == FT.FIELD_TYPE_BOOLEAN:
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(text)
-            return value_pb2.Value(bool_value=text.lower() in ("true", "1"))
-        if ftype == FT.FIELD_TYPE_DECIMAL:
-            return value_pb2.Value(decimal_value=text)
-        if ftype in (FT.FIELD_TYPE_BLOB, FT.FIELD_TYPE_UUID):
-            return value_pb2.Value(bytes_value=bytes.fromhex(text))
-        return value_pb2.Value(string_value=text)
-    except ValueError:
-        raise InvalidRequest(path, f"wrong type: {text!r} is not a {FT.Name(ftype)} "
-                                   f"(key column {name!r})") from None

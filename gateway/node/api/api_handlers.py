@@ -24,13 +24,15 @@ A request larger than ``max_request_bytes`` never gets here: the API server's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any, NamedTuple
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Generic, NamedTuple, NoReturn, TypeAlias, TypeVar, final
 
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as PbMessage
 
+from gateway.node.api.call_context import CallContext
 from gateway.node.base.validation import InvalidRequest
 from gateway.v1 import gateway_pb2
 
@@ -43,16 +45,21 @@ REQUEST_FIELD = "request"
 #: The methods whose requests reach the servicer as a :class:`ReceivedRequest`.
 KEEPS_BYTES = frozenset({"Write", "WriteBatch", "StreamWrite"})
 
+_M = TypeVar("_M", bound=PbMessage, covariant=True)  # a ReceivedRequest is read-only
+#: What a behaviour returns: its response message, or the response already serialized.
+Response: TypeAlias = PbMessage | bytes
 
-class ReceivedRequest(NamedTuple):
+
+class ReceivedRequest(NamedTuple, Generic[_M]):
     """A request as received and as parsed (module docstring)."""
 
     #: The serialized request exactly as gRPC (or ``Peer.Forward``) delivered it.
     data: bytes
     #: ``data`` parsed (a ``WriteRequest``, ``WriteBatchRequest`` or ``StreamWriteRequest``).
-    message: Any
+    message: _M
 
 
+@final  # so that ``type(request) is UndecodableRequest`` narrows both ways
 class UndecodableRequest:
     """Stands for a request message that did not parse; ``reason`` says why."""
 
@@ -62,13 +69,25 @@ class UndecodableRequest:
         self.reason = reason
 
 
-def _decoder(cls: Any, keep: bool = False) -> Callable[[bytes], Any]:
+#: A request as a behaviour gets it: the message, or (``KEEPS_BYTES``) its bytes beside it.
+Request: TypeAlias = PbMessage | ReceivedRequest[PbMessage]
+#: What a request deserializer returns (``_decoder``).
+Decoded: TypeAlias = Request | UndecodableRequest
+#: The servicer's methods, by kind. They are looked up by name (``add_gateway_service``), so
+#: each method's own request type is not checked against these.
+UnaryBehaviour: TypeAlias = Callable[[Request, CallContext], Awaitable[Response]]
+StreamBehaviour: TypeAlias = Callable[[Request, CallContext], AsyncIterator[Response]]
+StreamStreamBehaviour: TypeAlias = Callable[[AsyncIterator[Request], CallContext],
+                                            AsyncIterator[Response]]
+
+
+def _decoder(cls: type[PbMessage], keep: bool = False) -> Callable[[bytes], Decoded]:
     """The request deserializer: the message (a :class:`ReceivedRequest` when ``keep``), or
     an :class:`UndecodableRequest`."""
     parse = cls.FromString
     name = cls.DESCRIPTOR.full_name
 
-    def decode(data: bytes) -> Any:
+    def decode(data: bytes) -> Decoded:
         try:
             return parse(data)
         except DecodeError as exc:
@@ -77,7 +96,7 @@ def _decoder(cls: Any, keep: bool = False) -> Callable[[bytes], Any]:
     if not keep:
         return decode
 
-    def decode_kept(data: bytes) -> Any:
+    def decode_kept(data: bytes) -> Decoded:
         try:
             return ReceivedRequest(data, parse(data))
         except DecodeError as exc:
@@ -86,20 +105,21 @@ def _decoder(cls: Any, keep: bool = False) -> Callable[[bytes], Any]:
     return decode_kept
 
 
-def serialized(response: Any) -> bytes:
+def serialized(response: Response) -> bytes:
     """``response``'s bytes: a behaviour may return its response message, or the message
     already serialized (a forwarded call's answer, a write batch's results framed from their
     bytes), which is sent as it is."""
-    return response if type(response) is bytes else response.SerializeToString()
+    return response if isinstance(response, bytes) else response.SerializeToString()
 
 
-async def _reject(context: grpc.aio.ServicerContext, request: UndecodableRequest) -> None:
+async def _reject(context: CallContext, request: UndecodableRequest) -> NoReturn:
     context.set_trailing_metadata((("gateway-field", REQUEST_FIELD),))
     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{REQUEST_FIELD}: {request.reason}")
 
 
-def _unary_unary(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-    async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
+def _unary_unary(behaviour: UnaryBehaviour
+                 ) -> Callable[[Decoded, CallContext], Awaitable[Response]]:
+    async def handle(request: Decoded, context: CallContext) -> Response:
         if type(request) is UndecodableRequest:
             await _reject(context, request)
         return await behaviour(request, context)
@@ -107,8 +127,9 @@ def _unary_unary(behaviour: Callable[..., Any]) -> Callable[..., Any]:
     return handle
 
 
-def _unary_stream(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-    async def handle(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+def _unary_stream(behaviour: StreamBehaviour
+                  ) -> Callable[[Decoded, CallContext], AsyncIterator[Response]]:
+    async def handle(request: Decoded, context: CallContext) -> AsyncIterator[Response]:
         if type(request) is UndecodableRequest:
             await _reject(context, request)
         async for response in behaviour(request, context):
@@ -117,26 +138,27 @@ def _unary_stream(behaviour: Callable[..., Any]) -> Callable[..., Any]:
     return handle
 
 
-async def _decoded(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+async def _decoded(requests: AsyncIterator[Decoded]) -> AsyncIterator[Request]:
     async for request in requests:
         if type(request) is UndecodableRequest:
             raise InvalidRequest(REQUEST_FIELD, request.reason)
         yield request
 
 
-def _stream_stream(behaviour: Callable[..., Any]) -> Callable[..., Any]:
-    async def handle(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-                     ) -> AsyncIterator[Any]:
+def _stream_stream(behaviour: StreamStreamBehaviour
+                   ) -> Callable[[AsyncIterator[Decoded], CallContext], AsyncIterator[Response]]:
+    async def handle(requests: AsyncIterator[Decoded], context: CallContext
+                     ) -> AsyncIterator[Response]:
         async for response in behaviour(_decoded(requests), context):
             yield response
 
     return handle
 
 
-def add_gateway_service(servicer: Any, server: grpc.aio.Server) -> None:
+def add_gateway_service(servicer: object, server: grpc.aio.Server) -> None:
     """Serve ``gateway.v1.Gateway`` from ``servicer`` (one coroutine method per RPC, named as
     in the proto) on ``server``, with the handlers of the module docstring."""
-    handlers = {}
+    handlers: dict[str, grpc.RpcMethodHandler[Decoded, Response]] = {}
     for m in SERVICE.methods:
         behaviour = getattr(servicer, m.name)
         decode = _decoder(message_factory.GetMessageClass(m.input_type),

@@ -27,11 +27,12 @@ gRPC where the pooled accept is not in use.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
 
 import grpc
 
@@ -44,12 +45,18 @@ __all__ = ["ACCEPT_DEPTH", "accepts_in_pools", "aio_server", "pooled_accept_unav
 #: record in core and one idle task.
 ACCEPT_DEPTH = 32
 
+#: A gRPC channel argument: its value is an int or a string by key (gRPC's
+#: ``ChannelArgumentType`` types it ``Any`` too).
+ChannelOption = tuple[str, Any]
+#: gRPC's per-call ``RPCState`` (cygrpc, Cython, has no type information).
+RpcState = Any
+
 _HANDLE_RPC_ARGS = ("method_name", "method_resolver", "interceptors", "rpc_state", "loop",
                     "concurrency_exceeded")
 _SCHEDULE_ARGS = ("rpc_coro", "rpc_state", "loop", "method_name")
 
 
-def _arg_names(fn: Any) -> tuple[str, ...]:
+def _arg_names(fn: object) -> tuple[str, ...]:
     code = getattr(fn, "__code__", None)
     return tuple(code.co_varnames[:code.co_argcount]) if code is not None else ()
 
@@ -95,39 +102,48 @@ if not _UNAVAILABLE:
     from grpc._cython import cygrpc
     from grpc.aio import _server as _aio_server
 
-    class _PooledAioServer(cygrpc.AioServer):  # type: ignore[misc,name-defined]
+    # cygrpc is Cython with no type information: its AioServer is Any to mypy.
+    class _PooledAioServer(cygrpc.AioServer):  # type: ignore[misc]
         """gRPC's ``AioServer`` with :data:`ACCEPT_DEPTH` calls requested per registered
         method (module docstring). Its serving task gets, for each registered method, a
         future that only ends when the server stops; the pool accepts the method's calls."""
 
-        def __init__(self, loop: Any, interceptors: tuple[Any, ...],
-                     options: tuple[Any, ...], depth: int) -> None:
+        def __init__(self, loop: asyncio.AbstractEventLoop,
+                     interceptors: tuple[grpc.aio.ServerInterceptor, ...],
+                     options: tuple[ChannelOption, ...], depth: int) -> None:
             # set before gRPC's __init__, which adds the (empty) generic handlers through
             # the method below
             self._p_loop = loop
             self._p_interceptors = interceptors
             self._p_depth = depth
-            self._p_generic: list[Any] = []
-            self._p_registered: dict[str, Any] = {}
-            self._p_resolver: Any = None
-            self._p_pooled: dict[bytes, Any] = {}  # method -> its serving task's placeholder
-            self._p_tasks: set[Any] = set()
+            self._p_generic: list[grpc.GenericRpcHandler] = []
+            # (each method's handler has its own message types: gRPC's own Any, Any)
+            self._p_registered: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+            self._p_resolver: object = None  # a cygrpc._MethodResolver once a call came
+            # method -> its serving task's placeholder
+            self._p_pooled: dict[bytes, asyncio.Future[RpcState]] = {}
+            self._p_tasks: set[asyncio.Task[None]] = set()
             super().__init__(loop, None, (), interceptors, options, None)
 
-        def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        def add_generic_rpc_handlers(self, handlers: Iterable[grpc.GenericRpcHandler]
+                                     ) -> None:
             handlers = list(handlers)
             self._p_generic.extend(handlers)
             super().add_generic_rpc_handlers(handlers)
 
-        def add_registered_method_handlers(self, handlers: dict[str, Any]) -> None:
+        def add_registered_method_handlers(
+                self, handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]) -> None:
             if not self.is_running():  # gRPC ignores (and logs) additions once running
                 self._p_registered.update(handlers)
             super().add_registered_method_handlers(handlers)
 
-        def _make_request_call_future(self, method_bytes: bytes | None) -> Any:
+        def _make_request_call_future(self, method_bytes: bytes | None
+                                      ) -> asyncio.Future[RpcState]:
             if method_bytes is None or method_bytes in self._p_pooled:
-                return super()._make_request_call_future(method_bytes)
-            placeholder = self._p_loop.create_future()
+                theirs: asyncio.Future[RpcState] = super()._make_request_call_future(
+                    method_bytes)
+                return theirs
+            placeholder: asyncio.Future[RpcState] = self._p_loop.create_future()
             self._p_pooled[method_bytes] = placeholder
             name = method_bytes.decode()
             for _ in range(self._p_depth):
@@ -138,7 +154,8 @@ if not _UNAVAILABLE:
             task = self._p_loop.create_task(self._request_registered_call(method_bytes))
             task.add_done_callback(functools.partial(self._accepted, method_bytes, name))
 
-        def _accepted(self, method_bytes: bytes, name: str, task: Any) -> None:
+        def _accepted(self, method_bytes: bytes, name: str, task: asyncio.Task[RpcState]
+                      ) -> None:
             """A request of ``name`` ended: start its call, and request another in its place
             -- also when starting the call failed, so that the method never runs out of
             requests while the server runs."""
@@ -164,7 +181,7 @@ if not _UNAVAILABLE:
                 else:
                     self._stopping(method_bytes)
 
-        def _start(self, name: str, rpc_state: Any) -> None:
+        def _start(self, name: str, rpc_state: RpcState) -> None:
             """Run the accepted call as gRPC's serving task would."""
             if self._p_resolver is None:
                 self._p_resolver = cygrpc._MethodResolver(self._p_generic,
@@ -187,19 +204,20 @@ if not _UNAVAILABLE:
         def pooled_methods(self) -> list[str]:
             return sorted(m.decode() for m in self._p_pooled)
 
-    class _PooledServer(_aio_server.Server):  # type: ignore[misc]
+    class _PooledServer(_aio_server.Server):
         """``grpc.aio.Server`` over :class:`_PooledAioServer` (the public class's
         ``__init__``, which builds gRPC's own ``AioServer``, is not called)."""
 
-        def __init__(self, interceptors: Sequence[Any], options: Sequence[Any],
-                     depth: int) -> None:
+        def __init__(self, interceptors: Sequence[grpc.aio.ServerInterceptor],
+                     options: Sequence[ChannelOption], depth: int) -> None:
             self._loop = cygrpc.get_working_loop()
             self._server = _PooledAioServer(
                 self._loop, tuple(interceptors),
                 _aio_server._augment_channel_arguments(options, None), depth)
 
 
-def aio_server(*, options: Sequence[Any] = (), interceptors: Sequence[Any] = (),
+def aio_server(*, options: Sequence[ChannelOption] = (),
+               interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
                depth: int = ACCEPT_DEPTH) -> grpc.aio.Server:
     """A ``grpc.aio.Server`` as ``grpc.aio.server(options=..., interceptors=...)`` makes,
     accepting each registered method's calls ``depth`` at a time when the installed gRPC
@@ -212,7 +230,9 @@ def aio_server(*, options: Sequence[Any] = (), interceptors: Sequence[Any] = (),
         raise ValueError(f"interceptors must be grpc.aio.ServerInterceptor, not {invalid!r}")
     if depth > 1 and not _UNAVAILABLE:
         try:
-            return _PooledServer(interceptors, options, depth)
+            # A grpc.aio.Server at runtime (grpc.aio._server.Server is what grpc.aio exports
+            # under that name); the partial stubs declare their own class for it.
+            return cast(grpc.aio.Server, _PooledServer(interceptors, options, depth))
         except TypeError as exc:  # gRPC's AioServer took other arguments
             reason = f"AioServer(...) refused its arguments ({exc})"
     else:

@@ -12,6 +12,8 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
 ``gateway_raft_last_index``         gauge   last log index
 ``gateway_gtid_last_trans_id``      gauge   last applied GTID trans id
 ``gateway_applier_lag_entries``     gauge   per applier (label ``applier``)
+``gateway_applier_lag_seconds``     gauge   per applier: age of the oldest committed entry
+                                            not applied (0 when caught up)
 ``gateway_applier_position``        gauge   per applier durable watermark
 ``gateway_applier_dead_letters``    gauge   per applier dead letters so far
 ``gateway_applier_unavailable``     gauge   per applier: 1 while it runs but its store is
@@ -23,17 +25,41 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
                                             recorded in the Raft log
 ``gateway_channel_applied_epoch``   gauge   per channel (label ``channel``): newest source
                                             epoch this cluster holds whole
-``gateway_channel_lag_epochs``      gauge   per channel: sealed source epochs read, not
-                                            yet applied (on the leader)
-``gateway_channel_lag_seconds``     gauge   per channel: age of the oldest source
-                                            transaction read, not yet applied
+``gateway_channel_lag_epochs``      gauge   per channel: the source's newest sealed epoch
+                                            - the applied one (a count; on the leader only)
+``gateway_channel_lag_seconds``     gauge   per channel: now - seal time of the oldest
+                                            source epoch not applied; grows while paused,
+                                            in error or disconnected (on the leader only)
+``gateway_channel_lag_since_last_heard``  gauge  per channel: 1 when the lag is grown from
+                                            the last time the source was heard from
+``gateway_channel_last_heard_age_seconds``  gauge  per channel: since the source was last
+                                            heard from (on the leader only)
+``gateway_channel_replicated_time_seconds``  gauge  per channel: the source commit time
+                                            (Unix s) up to which this cluster holds all
+                                            (durable, every node)
 ``gateway_channel_up``              gauge   per channel: 1 while its runner streams from
                                             the source (on the leader)
 ``gateway_channel_transactions``    counter per channel: origin transactions applied by
                                             this node's runner
 ``gateway_max_replicated_epoch``    gauge   per peer cluster (label ``peer``): newest
                                             epoch of this cluster the peer applied
+``gateway_log_retained_first_index``  gauge  the oldest log index this node holds (label
+                                            ``held_by``: what holds the next compaction
+                                            back: ``slot CLUSTER/CHANNEL``, ``applier``,
+                                            ``snapshot``)
+``gateway_log_retained_first_epoch``  gauge  the oldest epoch a reader can resume after
+``gateway_channel_slot_acked_epoch``  gauge  per slot of another cluster's channel reading
+                                            this log (labels ``reader``, ``channel``)
+``gateway_channel_slot_held_entries``  gauge  per slot: log entries kept from its position
+``gateway_channel_slot_held_bytes``   gauge  per slot: their bytes in the log files
+``gateway_channel_slot_lost``       gauge   per slot: 1 once the log was compacted past it
+                                            (its reader must resync)
 ==================================  ======  ===========================================
+
+Every ``..._epoch`` gauge above (and ``gateway_conflict``'s ``last_conflict_epoch`` /
+``last_stable_epoch`` counters, as ``gateway_conflict_epoch{channel, counter}``) is a float and
+loses precision above 2^53: each also comes exactly as ``<name>_hi`` / ``<name>_lo``, its
+upper and lower 32 bits (``epoch_metrics``).
 
 Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
 ``exc`` for exceptions) with ``log_format = "json"`` (the default), plain text otherwise.
@@ -52,10 +78,11 @@ from prometheus_client import start_http_server
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway.node.api.epoch_metrics import EpochGauges
 from gateway.node.base.config import parse_address
 
 if TYPE_CHECKING:
-    from gateway.node.server import GatewayNode
+    from gateway.node.api.served_node import ServedNode
 
 __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics"]
 
@@ -63,7 +90,7 @@ __all__ = ["JsonFormatter", "NodeCollector", "configure_logging", "serve_metrics
 class NodeCollector(Collector):
     """Reads a node's state at scrape time."""
 
-    def __init__(self, node: GatewayNode) -> None:
+    def __init__(self, node: ServedNode) -> None:
         self._node = node
 
     def collect(self) -> Iterator[Metric]:
@@ -81,6 +108,9 @@ class NodeCollector(Collector):
             yield GaugeMetricFamily(name, doc, value=value)
         lag = GaugeMetricFamily("gateway_applier_lag_entries", "entries not yet applied",
                                 labels=["applier"])
+        lag_s = GaugeMetricFamily("gateway_applier_lag_seconds",
+                                  "age of the oldest committed entry not yet applied by the "
+                                  "applier (0 when caught up)", labels=["applier"])
         pos = GaugeMetricFamily("gateway_applier_position", "applier watermark",
                                 labels=["applier"])
         dead = GaugeMetricFamily("gateway_applier_dead_letters", "dead letters",
@@ -94,20 +124,28 @@ class NodeCollector(Collector):
         down = GaugeMetricFamily("gateway_applier_unavailable",
                                  "1 while the applier runs here but cannot reach its store "
                                  "(it retries; Status says why)", labels=["applier"])
+        backfill = GaugeMetricFamily("gateway_applier_backfill_rows",
+                                     "rows a new applier's backfill from the store delivered "
+                                     "so far (docs/appliers.md)", labels=["applier", "state"])
         for a in n.applier_status():
+            if a.backfill_state:
+                backfill.add_metric([a.name, a.backfill_state], a.backfill_rows)
             down.add_metric([a.name], int(a.running and bool(a.error)))
             lag.add_metric([a.name], a.lag_entries)
+            lag_s.add_metric([a.name], a.lag_seconds)
             pos.add_metric([a.name], a.position)
             dead.add_metric([a.name], a.dead_letters)
             running.add_metric([a.name, a.scope], int(a.running))
             if a.scope == "cluster":
                 replicated.add_metric([a.name], a.replicated_position)
         yield lag
+        yield lag_s
         yield pos
         yield dead
         yield running
         yield replicated
         yield down
+        yield backfill
         streams = GaugeMetricFamily("gateway_peer_stream_up",
                                     "1 while the stream to the peer is up, by kind (framed "
                                     "TCP, or gRPC to an older node)", labels=["peer", "kind"])
@@ -134,43 +172,112 @@ class NodeCollector(Collector):
             yield CounterMetricFamily(name, doc, value=value)
 
 
-def _channel_metrics(n: GatewayNode) -> Iterator[Metric]:
-    families = {
+def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
+    families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
         "applied": GaugeMetricFamily("gateway_channel_applied_epoch",
                                      "newest source epoch held whole", labels=["channel"]),
         "lag_e": GaugeMetricFamily("gateway_channel_lag_epochs",
-                                   "source epochs read, not yet applied", labels=["channel"]),
-        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
-                                   "age of the oldest source transaction not yet applied",
+                                   "source epochs sealed, not yet applied here (a count)",
                                    labels=["channel"]),
+        "lag_s": GaugeMetricFamily("gateway_channel_lag_seconds",
+                                   "now - seal time of the oldest source epoch not applied "
+                                   "here, growing while the source is not heard from",
+                                   labels=["channel"]),
+        "heard": GaugeMetricFamily("gateway_channel_last_heard_age_seconds",
+                                   "seconds since the source was last heard from",
+                                   labels=["channel"]),
+        "stale": GaugeMetricFamily("gateway_channel_lag_since_last_heard",
+                                   "1 when the lag is grown from the last time the source "
+                                   "was heard from (paused, error, disconnected)",
+                                   labels=["channel"]),
+        "rtime": GaugeMetricFamily("gateway_channel_replicated_time_seconds",
+                                   "source commit time (Unix seconds) up to which this "
+                                   "cluster holds everything", labels=["channel"]),
         "up": GaugeMetricFamily("gateway_channel_up", "1 while the runner streams",
                                 labels=["channel"]),
         "txns": CounterMetricFamily("gateway_channel_transactions",
                                     "origin transactions applied by this node's runner",
                                     labels=["channel"]),
     }
+    now = time.time_ns()
+    leads = n.driver.is_leader
+    applied_exact = EpochGauges("gateway_channel_applied_epoch", "newest source epoch held "
+                                "whole", ["channel"])
     for ch in n.channels.status():
+        applied_exact.add([ch.name], ch.applied_epoch)
         families["applied"].add_metric([ch.name], ch.applied_epoch)
-        families["lag_e"].add_metric([ch.name], ch.lag_epochs)
-        families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+        if ch.replicated_time_ns:
+            families["rtime"].add_metric([ch.name], ch.replicated_time_ns / 1e9)
+        if leads:  # the live figures are the leader's: a follower exports none, not a 0
+            families["lag_e"].add_metric([ch.name], ch.lag_epochs)
+            families["lag_s"].add_metric([ch.name], ch.lag_seconds)
+            families["stale"].add_metric([ch.name], int(ch.since_last_heard))
+            if ch.last_heard_ns:
+                families["heard"].add_metric([ch.name], max(0.0, (now - ch.last_heard_ns)
+                                                             / 1e9))
         families["up"].add_metric([ch.name], int(ch.state == "running"))
         families["txns"].add_metric([ch.name], ch.transactions_applied)
     yield from families.values()
+    yield from applied_exact
     conflicts = GaugeMetricFamily("gateway_conflict", "conflict handling counters (MySQL's "
                                   "names) of what a channel brought in",
                                   labels=["channel", "counter"])
+    conflict_epochs = EpochGauges("gateway_conflict_epoch", "the conflict counters that are "
+                                  "epochs", ["channel", "counter"])
     for ch in n.channels.status():
         for name, value in sorted(ch.conflicts.items()):
             conflicts.add_metric([ch.name, name], value)
+            if name.endswith("_epoch"):
+                conflict_epochs.add([ch.name, name], value)
     yield conflicts
+    yield from conflict_epochs
+    yield from _retention_metrics(n)
     peers = GaugeMetricFamily("gateway_max_replicated_epoch",
                               "newest epoch of this cluster the peer applied", labels=["peer"])
+    peers_exact = EpochGauges("gateway_max_replicated_epoch", "newest epoch of this cluster "
+                              "the peer applied", ["peer"])
     for p in n.channels.peers():
         peers.add_metric([str(p.cluster_id)], p.max_replicated_epoch)
+        peers_exact.add([str(p.cluster_id)], p.max_replicated_epoch)
     yield peers
+    yield from peers_exact
 
 
-def serve_metrics(node: GatewayNode, address: str) -> NodeCollector:
+def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
+    """The retained log span, what holds it, and the slots of readers of this log."""
+    ret, slots = n.retention()
+    first = GaugeMetricFamily("gateway_log_retained_first_index", "oldest log index held",
+                              labels=["held_by"])
+    first.add_metric([ret.held_by], ret.first_index)
+    yield first
+    yield GaugeMetricFamily("gateway_log_retained_first_epoch",
+                            "oldest epoch a reader can resume after", value=ret.first_epoch)
+    first_exact = EpochGauges("gateway_log_retained_first_epoch",
+                              "oldest epoch a reader can resume after")
+    first_exact.add([], ret.first_epoch)
+    yield from first_exact
+    labels = ["reader", "channel"]
+    fams = [GaugeMetricFamily("gateway_channel_slot_acked_epoch",
+                              "newest epoch of this cluster the reader holds", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_held_entries",
+                              "log entries kept from the slot's position", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_held_bytes",
+                              "bytes of log kept from the slot's position", labels=labels),
+            GaugeMetricFamily("gateway_channel_slot_lost",
+                              "1 once the log was compacted past the slot", labels=labels)]
+    acked_exact = EpochGauges("gateway_channel_slot_acked_epoch", "newest epoch of this "
+                              "cluster the reader holds", labels)
+    for st in slots:
+        key = [str(st.slot.reader_cluster_id), st.slot.channel]
+        acked_exact.add(key, st.slot.acked_epoch)
+        for fam, value in zip(fams, (st.slot.acked_epoch, st.held_entries, st.held_bytes,
+                                     int(st.slot.lost)), strict=True):
+            fam.add_metric(key, value)
+    yield from fams
+    yield from acked_exact
+
+
+def serve_metrics(node: ServedNode, address: str) -> NodeCollector:
     """Register the node's collector and serve ``/metrics`` on ``address`` (a thread)."""
     host, port = parse_address(address, "metrics")
     collector = NodeCollector(node)

@@ -9,7 +9,8 @@
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Alarm, Status). The tokens file is TOML::
+  TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel protocol,
+  needs what Subscribe needs). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -33,12 +34,13 @@ import ipaddress
 import os
 import ssl
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NoReturn, TypeVar
 
 import grpc
 
+from gateway.node.api.call_context import CallContext, Metadatum
 from gateway.node.base.config import ConfigError, NodeConfig
 
 __all__ = ["PERMISSIONS", "AuthError", "TokenAuthInterceptor", "Tokens",
@@ -46,8 +48,13 @@ __all__ = ["PERMISSIONS", "AuthError", "TokenAuthInterceptor", "Tokens",
            "make_test_ca", "peer_channel_credentials", "peer_server_credentials",
            "peer_ssl_contexts", "token_permissions"]
 
+_Req = TypeVar("_Req")
+_Resp = TypeVar("_Resp")
+
 PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
+#: The channel protocol's service: its methods are named ``ChannelSource.METHOD`` here.
+_CHANNEL_SERVICE = "/gateway.v1.ChannelSource/"
 _NEEDS: dict[str, frozenset[str]] = {
     "Read": frozenset({"read"}), "Scan": frozenset({"read"}), "Subscribe": frozenset({"read"}),
     "Status": frozenset({"read", "admin"}),
@@ -56,7 +63,11 @@ _NEEDS: dict[str, frozenset[str]] = {
     "AddNode": frozenset({"admin"}), "RemoveNode": frozenset({"admin"}),
     "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
     "Alarm": frozenset({"admin"}),
+    "ConflictsList": frozenset({"read"}), "DeadLetters": frozenset({"read"}),
+    "ConflictsReplay": frozenset({"admin"}), "DeadLetterAction": frozenset({"admin"}),
 }
+#: A channel session reads what Subscribe reads: the same permission.
+_NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
 
 
 def _read(path: str) -> bytes:
@@ -182,12 +193,12 @@ class AuthError(Exception):
         super().__init__(detail)
 
 
-def bearer_metadata(metadata: Sequence[tuple[str, Any]] | None) -> tuple[tuple[str, str], ...]:
+def bearer_metadata(metadata: Iterable[Metadatum] | None) -> tuple[tuple[str, str], ...]:
     """The ``authorization`` entries of ``metadata`` (what a forwarded call carries on)."""
     return tuple((k, v) for k, v in metadata or () if k == "authorization" and isinstance(v, str))
 
 
-def token_permissions(tokens: Tokens | None, metadata: Sequence[tuple[str, Any]] | None
+def token_permissions(tokens: Tokens | None, metadata: Iterable[Metadatum] | None
                       ) -> frozenset[str]:
     """The permissions of the bearer token in ``metadata`` (none for a missing or unknown
     token); every permission when ``tokens`` is None (a node without tokens checks none)."""
@@ -200,7 +211,7 @@ def token_permissions(tokens: Tokens | None, metadata: Sequence[tuple[str, Any]]
     return frozenset()
 
 
-def authorize(tokens: Tokens, method: str, metadata: Sequence[tuple[str, Any]] | None
+def authorize(tokens: Tokens, method: str, metadata: Iterable[Metadatum] | None
               ) -> frozenset[str]:
     """The permissions of the bearer token in ``metadata`` when it may call ``Gateway``
     method ``method`` (its name alone, e.g. ``"Write"``; an unknown method needs ``admin``);
@@ -224,12 +235,12 @@ def authorize(tokens: Tokens, method: str, metadata: Sequence[tuple[str, Any]] |
     return found.permissions
 
 
-def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler
-          ) -> grpc.RpcMethodHandler:
-    async def abort_unary(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Req, _Resp]
+          ) -> grpc.RpcMethodHandler[_Req, _Resp]:
+    async def abort_unary(_request: object, context: CallContext) -> NoReturn:
         await context.abort(code, detail)
 
-    async def abort_stream(_request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def abort_stream(_request: object, context: CallContext) -> AsyncIterator[NoReturn]:
         await context.abort(code, detail)
         yield  # pragma: no cover - makes this an async generator
 
@@ -243,23 +254,29 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway`` methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway`` and ``gateway.v1.ChannelSource``
+    methods (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
 
     async def intercept_service(
         self, continuation: Callable[[grpc.HandlerCallDetails],
-                                     Awaitable[grpc.RpcMethodHandler]],
+                                     Awaitable[grpc.RpcMethodHandler[_Req, _Resp] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[_Req, _Resp] | None:
         method = handler_call_details.method
         handler = await continuation(handler_call_details)
-        if handler is None or not method.startswith(_SERVICE):
+        if handler is None:
+            return handler
+        if method.startswith(_SERVICE):
+            name = method[len(_SERVICE):]
+        elif method.startswith(_CHANNEL_SERVICE):
+            name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        else:
             return handler
         try:
-            authorize(self._tokens, method[len(_SERVICE):],
-                      handler_call_details.invocation_metadata)
+            authorize(self._tokens, name, handler_call_details.invocation_metadata)
         except AuthError as exc:
             return _deny(exc.code, str(exc), handler)
         return handler

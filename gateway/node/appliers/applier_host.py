@@ -45,22 +45,32 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
-from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.dispatcher import (
+    LAG_PROBE,
+    DeadLetterHook,
+    Dispatcher,
+    DispatcherConfig,
+    first_commit_ns,
+)
 from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
 from gateway.appliers.position import (
     ApplierPosition,
-    GtidSet,
+    BackfillProgress,
     PositionStore,
     PositionStoreError,
+    position_message,
+    position_of,
 )
-from gateway.appliers.source import EntriesCompactedError
+from gateway.appliers.source import EntriesCompactedError, StoreInstalledError
 from gateway.core import messages
-from gateway.node.appliers.applier_rebuild import rebuild_from_store
+from gateway.node.appliers.applier_rebuild import can_rebuild, rebuild_from_store
+from gateway.node.appliers.backfill import needs_backfill, run_backfill
+from gateway.node.appliers.dead_letters import dead_letter_action, list_dead_letters
 from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state.consistency import (
     InconsistentStateError,
@@ -105,6 +115,10 @@ class HostedApplier:
     runs: int = 0
     #: the dead letters already on disk were added to ``metrics`` (once per process)
     letters_counted: bool = False
+    #: a backfill from the store in progress or done (``backfill``), as last saved
+    backfill: BackfillProgress | None = None
+    #: rows per chunk of its backfill (None: ``NodeAppliers.backfill_chunk_rows``)
+    chunk_rows: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -117,7 +131,7 @@ def replicated_position(msg: applier_pb2.ApplierPosition | None) -> ApplierPosit
     if msg is None:
         return ApplierPosition()
     try:
-        return ApplierPosition(msg.log_index, GtidSet.from_proto(msg.applied))
+        return position_of(msg)
     except ValueError:
         return ApplierPosition(msg.log_index)
 
@@ -127,14 +141,16 @@ class NodeAppliers:
 
     def __init__(self, driver: RaftDriver, state_dir: str, *,
                  publish_metrics: Callable[[str, Mapping[str, float]], None] | None = None,
-                 on_dead_letter: Callable[[str, int, Any, BaseException], None] | None = None,
-                 propose_interval: float = 1.0, propose_entries: int = 1000) -> None:
+                 on_dead_letter: DeadLetterHook | None = None,
+                 propose_interval: float = 1.0, propose_entries: int = 1000,
+                 backfill_chunk_rows: int | None = None) -> None:
         self._driver = driver
         self._state_dir = state_dir
         self._publish = publish_metrics
         self._on_dead_letter = on_dead_letter
         self.propose_interval = propose_interval
         self.propose_entries = propose_entries
+        self.backfill_chunk_rows = backfill_chunk_rows
         self._source = CommittedLogSource(driver)
         self.appliers: list[HostedApplier] = []
         self._wake = asyncio.Event()
@@ -142,11 +158,24 @@ class NodeAppliers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
 
-    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig) -> None:
-        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`."""
+    def add(self, name: str, applier: Applier, scope: str, config: DispatcherConfig, *,
+            backfill_chunk_rows: int | None = None) -> None:
+        """Host ``applier`` (built by its factory) with ``scope``; before :meth:`start`.
+        ``backfill_chunk_rows``: rows per chunk of its backfill (``backfill``; None: the
+        node's default)."""
         self.appliers.append(HostedApplier(
             name, scope, applier, config, PositionStore(self._state_dir, applier.name),
-            ApplierMetrics(applier.name)))
+            ApplierMetrics(applier.name), chunk_rows=backfill_chunk_rows))
+
+    async def dead_letters(self, req: gateway_pb2.DeadLettersRequest
+                           ) -> gateway_pb2.DeadLettersResponse:
+        """This node's dead letters (``dead_letters``)."""
+        return await list_dead_letters(self._state_dir, self.appliers, req)
+
+    async def dead_letter_action(self, req: gateway_pb2.DeadLetterActionRequest
+                                 ) -> gateway_pb2.DeadLetterActionResponse:
+        """Replay or discard dead letters of one applier of this node (``dead_letters``)."""
+        return await dead_letter_action(self._state_dir, self.appliers, req)
 
     @property
     def cluster_scoped(self) -> list[HostedApplier]:
@@ -208,9 +237,13 @@ class NodeAppliers:
         # or cut SQLite WAL, a wiped database) gets the entries after it again -- from the
         # log, or rebuilt from the store when the log no longer holds them.
         try:
-            position = check_position_file(a.positions, self._driver.storage)
+            claimed = check_position_file(a.positions, self._driver.storage)
             target = str(getattr(a.applier, "path", a.name))
-            position = reconcile(a.applier, a.positions, position, target)
+            position = reconcile(a.applier, a.positions, claimed, target)
+            # A new applier (or one whose backfill is not done) is backfilled from the store
+            # (``backfill``); a target that lost what its position file claims is not new: it
+            # gets the entries again from the log, or is rebuilt (``applier_rebuild``).
+            new = needs_backfill(claimed) and needs_backfill(position)
             check_applier_position(a.name, target, position.log_index,
                                    last_index=self._driver.storage.last_index(),
                                    wal_dir=self._driver.storage.wal.directory)
@@ -234,12 +267,68 @@ class NodeAppliers:
             log.error("applier %s not started: %s", a.name, exc)
             return
 
+        a.backfill = position.backfill
+        term = a.term if a.scope == SCOPE_CLUSTER else None
+
+        def backfill(d: Dispatcher = d, position: ApplierPosition = position) -> bool:
+            """A new applier's backfill (``backfill``), or one after a seed ended; False:
+            stop here (stopped, or failed: the error is in status, the progress saved for the
+            next start)."""
+            def progress(p: BackfillProgress) -> None:
+                a.backfill = p
+            saved = None if term is None else (lambda pos: self._position_saved(a, term, pos))
+            try:
+                done = run_backfill(a.applier, d, a.positions, self._driver.sm.store, position,
+                                    chunk_rows=a.chunk_rows or self.backfill_chunk_rows,
+                                    on_progress=progress,
+                                    on_saved=saved)
+            except Exception as exc:
+                if self._stopping:
+                    return False
+                a.error = exc
+                log.error("applier %s stopped during its backfill (resumed at the next "
+                          "start): %s", a.name, exc)
+                return False
+            return done is not None and not self._stopping
+
         def body() -> None:
             dispatcher = d
+            if new and not backfill():
+                return
             while True:
                 try:
                     dispatcher.run(follow=True)
                     return
+                except StoreInstalledError as seeded:
+                    # A seed or a resync ended here: its rows are in the store, not in the
+                    # log. Rebuild a target the applier owns (exact: the rows the resync
+                    # deleted go too), else backfill it from the store (docs/replication.md,
+                    # "Appliers on the seeded cluster"); then follow the log after that.
+                    if not can_rebuild(a.applier):
+                        dispatcher = self._dispatcher(a, term)
+                        a.dispatcher = dispatcher
+                        log.info("applier %s: a seed ended at log index %d: backfilling it "
+                                 "from the store", a.name, seeded.from_index)
+                        if not backfill(dispatcher, ApplierPosition(seeded.from_index - 1)):
+                            return
+                        continue
+                    try:
+                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
+                                           position=seeded.from_index - 1,
+                                           first_index=seeded.first_index,
+                                           apply=dispatcher.apply_outside_log,
+                                           why=f"a seed ended at log index "
+                                               f"{seeded.from_index}")
+                    except Exception as exc:
+                        if self._stopping:
+                            return
+                        a.error = exc
+                        log.error("applier %s stopped: %s", a.name, exc)
+                        return
+                    if self._stopping or (term is not None and self._leading_term() != term):
+                        return
+                    dispatcher = self._dispatcher(a, term)
+                    a.dispatcher = dispatcher
                 except EntriesCompactedError as gap:
                     # The log starts after the applier's position: rebuild its target from
                     # the store (or stop with the gap in its status), never skip entries.
@@ -254,7 +343,6 @@ class NodeAppliers:
                         a.error = exc
                         log.error("applier %s stopped: %s", a.name, exc)
                         return
-                    term = a.term if a.scope == SCOPE_CLUSTER else None
                     if self._stopping or (term is not None and self._leading_term() != term):
                         return
                     dispatcher = self._dispatcher(a, term)
@@ -354,14 +442,12 @@ class NodeAppliers:
             if last is not None:
                 if pos.log_index < last.log_index:
                     return
-                moved = pos.applied != last.applied or \
+                moved = pos.applied != last.applied or pos.backfill != last.backfill or \
                     pos.log_index - last.log_index >= self.propose_entries
                 if not moved or now - a.proposed_at < self.propose_interval:
                     return
             a.proposed, a.proposed_at = pos, now
-        data = messages.pack(applier_pb2.ApplierPosition(
-            applier=a.name, log_index=pos.log_index, applied=pos.applied.to_proto(),
-            saved_at_ns=time.time_ns()))
+        data = messages.pack(position_message(a.name, pos, time.time_ns()))
         loop = self._loop
         if loop is None:
             return
@@ -392,13 +478,22 @@ class NodeAppliers:
         return floor
 
     @staticmethod
-    def _error(a: Any, running: bool) -> str:
+    def _error(a: HostedApplier, running: bool) -> str:
         """Status's one line: why the applier stopped here, or -- while it runs -- that its
         store is unavailable and it retries (the endpoint and the error)."""
         if running:
             down = a.metrics.unavailable_error()
             return f"store unavailable, retrying: {down}" if down else ""
         return "" if a.error is None else " ".join(str(a.error).split())
+
+    def _lag_seconds(self, position: int) -> float:
+        """Age of the oldest transaction of this node's log after ``position`` (by its
+        commit time; 0 when none is found near it, or the log no longer holds it)."""
+        try:
+            oldest = first_commit_ns(self._source.read(position + 1, LAG_PROBE))
+        except EntriesCompactedError:  # the log no longer holds it: no figure
+            return 0.0
+        return max(0.0, time.time() - oldest / 1e9) if oldest else 0.0
 
     def status(self) -> list[gateway_pb2.ApplierStatus]:
         out = []
@@ -414,9 +509,19 @@ class NodeAppliers:
             else:
                 position = replicated
                 lag_entries, lag_s = max(0, applied - replicated), 0.0
-            out.append(gateway_pb2.ApplierStatus(
+            if lag_entries and not running:  # stopped or elsewhere: grows from the log
+                lag_s = self._lag_seconds(position)
+            st = gateway_pb2.ApplierStatus(
                 name=a.name, position=position, lag_entries=lag_entries, lag_seconds=lag_s,
                 dead_letters=int(m.get("dead_letters", 0)), scope=a.scope, running=running,
-                replicated_position=replicated, error=self._error(a, running)))
+                replicated_position=replicated, error=self._error(a, running))
+            b = a.backfill
+            if b is None and msg is not None and msg.HasField("backfill"):
+                b = replicated_position(msg).backfill  # cluster scope, run elsewhere
+            if b is not None:
+                st.backfill_state = "done" if b.done else "running"
+                st.backfill_index, st.backfill_rows = b.snapshot_index, b.rows
+                st.backfill_resumes, st.backfill_last_key = b.resumes, b.last_key.hex()
+            out.append(st)
         return out
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.appliers.durable import hold
 from gateway.appliers.position import ApplierPosition, PositionStore
@@ -33,7 +33,7 @@ from gateway.v1 import gateway_pb2
 
 if TYPE_CHECKING:
     from gateway.appliers.contract import Applier
-    from gateway.core.lsm import LSMStore
+    from gateway.core.lsm import LSMStore, ReadSnapshot
 
 __all__ = ["ApplierBehindLogError", "can_rebuild", "rebuild_from_store", "stored_row_ops"]
 
@@ -47,14 +47,22 @@ class ApplierBehindLogError(Exception):
     ``str()`` is one line naming the applier, the gap and what to do."""
 
 
+def _reset_of(applier: Applier) -> Callable[[], None] | None:
+    """``applier.reset_target`` (an optional method of the contract), or None."""
+    reset = getattr(applier, "reset_target", None)
+    return reset if callable(reset) else None
+
+
 def can_rebuild(applier: Applier) -> bool:
     """True if ``applier`` offers ``reset_target()`` (it owns its target alone)."""
-    return callable(getattr(applier, "reset_target", None))
+    return _reset_of(applier) is not None
 
 
-def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
+def stored_row_ops(rows: Iterator[tuple[bytes, bytes]], *, backfill: int = 0
+                   ) -> Iterator[RowOp]:
     """``UPSERT`` operations for the stored rows ``(key, serialized gateway.v1.Row)``, each
-    carrying the row's metadata as the operation of its last change would."""
+    carrying the row's metadata as the operation of its last change would (and ``backfill``:
+    the snapshot index of a backfill, ``RowOp.backfill``)."""
     for _key, data in rows:
         row = gateway_pb2.Row.FromString(data)
         key_cols = tuple(Column(f.name, f.type) for f in row.key_fields)
@@ -65,10 +73,11 @@ def stored_row_ops(rows: Iterator[tuple[bytes, bytes]]) -> Iterator[RowOp]:
                                                           strict=True)),
             cols, tuple(python_value(v, c.type) for v, c in zip(row.values, cols, strict=True)),
             gtid=Gtid(row.gtid.server_id, row.gtid.trans_id), log_index=row.log_index,
-            epoch=row.epoch, author=row.author, commit_ts_ns=row.commit_timestamp_ns)
+            epoch=row.epoch, author=row.author, commit_ts_ns=row.commit_timestamp_ns,
+            backfill=backfill)
 
 
-def _rows_in_table_order(view: Any) -> Iterator[RowOp]:
+def _rows_in_table_order(view: ReadSnapshot) -> Iterator[RowOp]:
     """Every stored row of ``view`` as an ``UPSERT``, table by table in the order the tables'
     oldest live rows were written (the log order as far as the store still shows it), so a
     target whose tables interact (the SQLite applier refuses a second schema's table of the
@@ -94,20 +103,23 @@ def behind_log_error(name: str, position: int, first_index: int) -> ApplierBehin
 
 def rebuild_from_store(applier: Applier, positions: PositionStore, store: LSMStore, *,
                        position: int, first_index: int,
-                       apply: Callable[[Sequence[RowOp]], None], batch: int = 500) -> int:
+                       apply: Callable[[Sequence[RowOp]], None], batch: int = 500,
+                       why: str = "") -> int:
     """Rebuild ``applier``'s target from ``store`` (module docstring) and save its position;
     return the store index it now reflects. ``apply`` applies a batch the way the dispatcher
     does (retries, dead letters for operations that fail for good). Raises
     `ApplierBehindLogError` if the applier cannot rebuild, and whatever ``apply`` raises (the
-    position is then unchanged, so the rebuild is retried)."""
-    if not can_rebuild(applier):
+    position is then unchanged, so the rebuild is retried). ``why``: the cause for the log
+    when it is not a compacted log (a seed's end)."""
+    reset_target = _reset_of(applier)
+    if reset_target is None:
         raise behind_log_error(applier.name, position, first_index)
     with store.snapshot() as view:
         index = view.applied_index
-        log.warning("applier %s: at log index %d but the log starts at %d; rebuilding its "
-                    "target from the store at index %d", applier.name, position, first_index,
-                    index)
-        applier.reset_target()  # type: ignore[attr-defined]
+        cause = why or f"the log starts at {first_index}"
+        log.warning("applier %s: at log index %d but %s; rebuilding its target from the "
+                    "store at index %d", applier.name, position, cause, index)
+        reset_target()
         rows = 0
         pending: list[RowOp] = []
         for op in _rows_in_table_order(view):

@@ -8,7 +8,11 @@ appliers and are not sent to subscribers.
 
 A node that installed a snapshot (or compacted its log) has no log before it: reading entries
 behind the log's start raises ``EntriesCompactedError``, and the applier is rebuilt from the
-store's state (``applier_rebuild``) -- it never skips entries it did not apply.
+store's state (``applier_rebuild``) -- it never skips entries it did not apply. The end of a
+seed or a resync (a ``SEED_INSTALL`` entry with ``end``) is read the same way: the rows the
+seed installed are in the store only, so a read stops before that entry, and a read from it
+raises ``StoreInstalledError`` (the applier is rebuilt or backfilled from the store at or
+after it).
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
-from gateway.appliers.source import CommittedEntry, EntriesCompactedError
+from google.protobuf.message import DecodeError
+
+from gateway.appliers.source import CommittedEntry, EntriesCompactedError, StoreInstalledError
 from gateway.core import accel
 from gateway.core.messages import TypeTag
 from gateway.node.base.errors import NodeStoppedError
@@ -28,7 +34,7 @@ from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
-from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
+from gateway.v1 import channel_pb2, epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
 if TYPE_CHECKING:
@@ -39,7 +45,33 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
-_accel = accel.load("gateway.node._feed")  # None: CommittedLogSource._entry serves
+_SEED = TypeTag.SEED_INSTALL
+
+
+def _seed_end(e: Entry) -> bool:
+    """True if ``e`` is a ``SEED_INSTALL`` entry with ``end`` (a seed's or resync's last step;
+    one that changed nothing -- a stale replay -- too: a rebuild it causes is redundant, never
+    wrong)."""
+    if e.type != EntryType.NORMAL or not e.data or e.data[0] != _SEED:
+        return False
+    try:
+        return channel_pb2.SeedInstall.FromString(e.data[1:]).HasField("end")
+    except DecodeError:
+        return False  # the state machine refused it too: nothing was installed
+
+
+class _FeedC(Protocol):
+    """The C accelerator ``_feed.c``: ``feed_entries(keys, unit_tag, ents, skipped,
+    entry_cls) -> (out, todo)``, ``out`` holding None at the positions ``todo`` lists (for the
+    caller to build)."""
+
+    def feed_entries(self, keys: bytes, unit_tag: int, ents: list[Entry], skipped: set[int],
+                     entry_cls: type[CommittedEntry], /
+                     ) -> tuple[list[CommittedEntry | None], list[int]]: ...
+
+
+# None: CommittedLogSource._entry serves
+_accel = cast("_FeedC | None", accel.load("gateway.node._feed"))
 #: ``_feed.feed_entries`` with the transaction's keys bound (``wire.txn_head``'s): ``(unit_tag,
 #: ents, skipped, entry_cls) -> (out, todo)``, the C loop of ``CommittedLogSource.read`` (its
 #: ``_entry`` is the specification); None without the C accelerator.
@@ -98,12 +130,17 @@ class CommittedLogSource:
             raise  # does not go away: the applier stops with it
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
+        ends = [k for k, e in enumerate(ents) if e.data and e.data[0] == _SEED and _seed_end(e)]
+        if ends:  # the entries before a seed's end, then the end alone raises
+            if ends[0] == 0:
+                raise StoreInstalledError(ents[0].index)
+            ents = ents[:ends[0]]
         skipped = sm.skipped_between(ents[0].index, ents[-1].index + 1) if ents else set()
         if feed_entries is not None:  # _entry of each in C, but for replicated epochs
             out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)
             for k in todo:
                 out[k] = self._entry(storage, ents[k], skipped)
-            return out
+            return cast("list[CommittedEntry]", out)  # every None filled in above
         return [self._entry(storage, e, skipped) for e in ents]
 
     def _entry(self, storage: RaftLogStorage, e: Entry, skipped: set[int]) -> CommittedEntry:
@@ -138,6 +175,32 @@ class ChangeFeed:
 
     def __init__(self, driver: RaftDriver) -> None:
         self._driver = driver
+
+    async def subscribe(self, req: gateway_pb2.SubscribeRequest, start: int | None = None
+                        ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+        """The events of ``Subscribe(req)`` (and of a channel stream, which serves the same):
+        the request checked (at most one start position), the start index found (or
+        ``start``, already found for ``req``), then ``events`` forever. Raises
+        ``InvalidRequest`` naming the field."""
+        given = [name for name, on in (
+            ("from_log_index", bool(req.from_log_index)),
+            ("after_gtid", bool(req.after_gtid.trans_id)),
+            ("after_epoch", bool(req.after_epoch.server_id))) if on]
+        if len(given) > 1:
+            raise InvalidRequest(given[1], f"set at most one of from_log_index, "
+                                 f"after_gtid and after_epoch (got {', '.join(given)})")
+        if start is None:
+            start = await self.start_index(req)
+        after = (req.after_gtid.server_id, req.after_gtid.trans_id) \
+            if req.after_gtid.trans_id else None
+        async for event in self.events(start, ignore_origins=frozenset(req.ignore_origins),
+                                       log_records=req.log_records, after_gtid=after):
+            yield event
+
+    def resume_index(self, epoch: int) -> int:
+        """The first index a reader holding this cluster's epochs up to ``epoch`` reads
+        (``after_epoch`` of this cluster); raises ``InvalidRequest`` when compacted."""
+        return self._after_epoch(self._driver.opts.cluster_id, epoch)
 
     async def start_index(self, req: gateway_pb2.SubscribeRequest) -> int:
         """The first log index to send for ``req``; raises ``InvalidRequest`` when the
@@ -343,9 +406,11 @@ class ChangeFeed:
                     continue
                 if drv.removed:
                     raise NodeStoppedError("this node was removed from the cluster")
+                def caught_up(n: int = nxt) -> bool:
+                    return drv.sm.applied_index >= n or drv.removed
+
                 async with drv.applied_changed:
-                    await drv.applied_changed.wait_for(
-                        lambda n=nxt: drv.sm.applied_index >= n or drv.removed)
+                    await drv.applied_changed.wait_for(caught_up)
                 continue
             for e in batch:
                 try:

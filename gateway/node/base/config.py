@@ -24,8 +24,8 @@ from gateway.conflict import BUILTIN, ConflictConfigError, ConflictRule, Role
 from gateway.conflict.rules import RuleSet, parse_function
 from gateway.node.base.addresses import is_loopback
 
-__all__ = ["ConfigError", "NodeConfig", "TlsConfig", "address_problem", "load_config",
-           "parse_address", "parse_peers", "peer_port_problem"]
+__all__ = ["ConfigError", "NodeConfig", "RetentionConfig", "TlsConfig", "address_problem",
+           "load_config", "parse_address", "parse_peers", "peer_port_problem"]
 
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
@@ -60,6 +60,18 @@ class TlsConfig:
     @property
     def peer_enabled(self) -> bool:
         return bool(self.peer_cert or self.peer_key or self.peer_ca)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """``[retention]``: how much of its log a node keeps for the channels of other clusters
+    reading it (their slots; docs/replication.md, "Log retention for channels"). A slot that
+    would keep more than any bound (0: that bound is off) no longer holds compaction back;
+    once the log is compacted past it, it is lost and its reader must resync."""
+
+    max_entries: int = 0
+    max_bytes: int = 1 << 30
+    max_age_s: int = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +130,7 @@ class NodeConfig:
     log_level: str = "info"
     log_format: str = "json"
     tls: TlsConfig = field(default_factory=TlsConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     channels: tuple[ChannelConfig, ...] = ()
     #: This cluster's conflict role (PRIMARY, SECONDARY, PASS, NONE; "" = leave the
     #: replicated one as it is) and ``[[conflicts]]`` rules (docs/conflicts.md).
@@ -130,9 +143,18 @@ class NodeConfig:
 
     def applier_settings(self, name: str) -> tuple[str | None, dict[str, str]]:
         """``(scope override or None, the applier's own options)`` of applier ``name``: the
-        key ``scope`` of ``[appliers.NAME]`` is the node's, not passed to the factory."""
+        keys ``scope`` and ``backfill_chunk_rows`` of ``[appliers.NAME]`` are the node's
+        (``backfill_chunk_rows``: see :meth:`backfill_chunk_rows`), not passed to the
+        factory."""
         opts = dict(self.appliers.get(name, {}))
+        opts.pop("backfill_chunk_rows", None)
         return opts.pop("scope", None), opts
+
+    def backfill_chunk_rows(self, name: str) -> int | None:
+        """``[appliers.NAME] backfill_chunk_rows``: rows per chunk of a new applier's
+        backfill from the store (docs/appliers.md); None: the default."""
+        chunk = self.appliers.get(name, {}).get("backfill_chunk_rows")
+        return int(str(chunk)) if chunk is not None else None
 
     def validate(self) -> NodeConfig:
         """Return ``self`` or raise ``ConfigError`` naming the first bad key."""
@@ -174,6 +196,11 @@ class NodeConfig:
             if scope is not None and scope not in SCOPES:
                 raise ConfigError(f"appliers.{name}.scope: must be one of "
                                   f"{' or '.join(SCOPES)}, not {scope!r}")
+            chunk = opts.get("backfill_chunk_rows")
+            if chunk is not None and not (str(chunk).isdigit() and int(str(chunk)) > 0):
+                raise ConfigError(f"appliers.{name}.backfill_chunk_rows: must be a positive "
+                                  f"integer (rows per chunk of a new applier's backfill), "
+                                  f"not {chunk!r}")
         if self.log_format not in ("json", "text"):
             raise ConfigError("log_format: must be json or text")
         t = self.tls
@@ -212,6 +239,10 @@ class NodeConfig:
                                   f"(1 to 2^32-1, not this cluster's {self.cluster_id})")
             if ch.ca and not os.path.isfile(ch.ca):
                 raise ConfigError(f"{where}.ca: no such file: {ch.ca}")
+        for key in ("max_entries", "max_bytes", "max_age_s"):
+            if getattr(self.retention, key) < 0:
+                raise ConfigError(f"retention.{key}: must be 0 (no bound) or more, not "
+                                  f"{getattr(self.retention, key)}")
         if self.tokens_file and not os.path.isfile(self.tokens_file):
             raise ConfigError(f"tokens_file: no such file: {self.tokens_file}")
         if self.conflict_role and self.conflict_role not in {r.value for r in Role}:
@@ -310,8 +341,12 @@ _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync", "insecure_peer"}
 _TLS_KEYS = {f.name for f in fields(TlsConfig)}
+_RETENTION_KEYS = {f.name for f in fields(RetentionConfig)}
 
 
+# Any (value in, value out): a raw TOML, environment or flag value, checked and converted
+# here to the type of the NodeConfig field ``key`` names -- a different type per key, which
+# ``_apply`` hands to ``dataclasses.replace`` by name.
 def _coerce(key: str, value: Any, source: str) -> Any:
     where = f"{key} ({source})"
     if key in _INT_KEYS:
@@ -362,8 +397,8 @@ _CHANNEL_KEYS = {"name", "sources", "source_id", "token", "ca"}
 _CONFLICT_KEYS = {"table", "function"}
 
 
-def _tables(value: Any, source: str, name: str, known: set[str]
-            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def _tables(value: object, source: str, name: str, known: set[str]
+            ) -> Iterator[tuple[str, Mapping[str, object]]]:
     """``(where, table)`` for each ``[[name]]`` table of ``value``, checked to be tables with
     only the ``known`` keys."""
     if not isinstance(value, list):
@@ -379,7 +414,7 @@ def _tables(value: Any, source: str, name: str, known: set[str]
         yield where, t
 
 
-def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
+def _channels(value: object, source: str) -> tuple[ChannelConfig, ...]:
     out = []
     for where, t in _tables(value, source, "channels", _CHANNEL_KEYS):
         sources = t.get("sources", [])
@@ -398,7 +433,21 @@ def _channels(value: Any, source: str) -> tuple[ChannelConfig, ...]:
     return tuple(out)
 
 
-def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
+def _retention(current: RetentionConfig, value: object, source: str) -> RetentionConfig:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"retention ({source}): expected a table")
+    changes: dict[str, int] = {}
+    for k, v in value.items():
+        if k not in _RETENTION_KEYS:
+            raise ConfigError(f"retention.{k} ({source}): unknown key (known: "
+                              f"{', '.join(sorted(_RETENTION_KEYS))})")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"retention.{k} ({source}): expected an integer, not {v!r}")
+        changes[k] = v
+    return replace(current, **changes)
+
+
+def _conflicts(value: object, source: str) -> tuple[ConflictRule, ...]:
     out = []
     for where, t in _tables(value, source, "conflicts", _CONFLICT_KEYS):
         table, text = t.get("table"), t.get("function")
@@ -413,8 +462,8 @@ def _conflicts(value: Any, source: str) -> tuple[ConflictRule, ...]:
     return tuple(out)
 
 
-def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfig:
-    changes: dict[str, Any] = {}
+def _apply(cfg: NodeConfig, values: Mapping[str, object], source: str) -> NodeConfig:
+    changes: dict[str, Any] = {}  # Any: ``_coerce``'s
     tls_changes: dict[str, str] = {}
     for key, value in values.items():
         if value is None:
@@ -426,6 +475,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfi
                 if tk not in _TLS_KEYS:
                     raise ConfigError(f"tls.{tk} ({source}): unknown configuration key")
                 tls_changes[tk] = str(tv)
+        elif key == "retention":
+            changes["retention"] = _retention(cfg.retention, value, source)
         elif key.startswith("tls_") and key[4:] in _TLS_KEYS:
             tls_changes[key[4:]] = str(value)
         else:
@@ -437,8 +488,8 @@ def _apply(cfg: NodeConfig, values: Mapping[str, Any], source: str) -> NodeConfi
     return replace(cfg, **changes)
 
 
-def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _env_values(env: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     keys = _INT_KEYS | _STR_KEYS | _BOOL_KEYS | {"peers", "appliers"}
     for key in keys:
         name = f"GATEWAY_{key.upper()}"
@@ -451,7 +502,7 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: str | None = None, flags: Mapping[str, Any] | None = None,
+def load_config(path: str | None = None, flags: Mapping[str, object] | None = None,
                 env: Mapping[str, str] | None = None) -> NodeConfig:
     """Build the config from the TOML file at ``path`` (optional), the environment (``env``,
     default ``os.environ``; ``GATEWAY_PLUGINS`` is the root ``--plugins`` option's and is not

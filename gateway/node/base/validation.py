@@ -90,7 +90,7 @@ _CHECKED_TYPES = frozenset({FT.FIELD_TYPE_DOUBLE, FT.FIELD_TYPE_UUID, *TEXT_RULE
 
 
 def _fields(fs: Sequence[statement_pb2.FieldMetadata], path: str) -> list[tuple[str, int]]:
-    out = [(f.name, f.type) for f in fs]
+    out: list[tuple[str, int]] = [(f.name, f.type) for f in fs]
     names = {n for n, _ in out}
     if len(names) == len(out) and "" not in names and all(t in _VALID_TYPES for _, t in out):
         return out  # the common case, checked without building paths

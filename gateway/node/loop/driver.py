@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from gateway.core import messages
 from gateway.node.base.errors import (
@@ -75,6 +75,7 @@ from gateway.node.state.conditions import check_conditions, conditions_field
 from gateway.node.state.gtid_use import consumed
 from gateway.node.state.state_machine import Applied, StoreStateMachine
 from gateway.node.state.wire import WireChecker, encode_transaction_wire, frame_statements
+from gateway.node.storage.snapshot_files import ArchiveReader
 from gateway.node.storage.storage import RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.raft import (
@@ -105,6 +106,8 @@ from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 __all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
 
+_T = TypeVar("_T")
+
 log = logging.getLogger("gateway.node.loop.driver")
 
 #: Bytes of log entries read at a time when replaying configuration changes at start-up.
@@ -134,7 +137,7 @@ class PendingWrite:
 
     proposal: WriteProposal
     start_ns: int
-    future: asyncio.Future[gateway_pb2.WriteResult]
+    future: asyncio.Future[gateway_pb2.WriteResult | bytes]
 
 
 @dataclass(slots=True)
@@ -156,6 +159,9 @@ class RaftCounters:
 @dataclass(slots=True)
 class _Waiter:
     term: int
+    # Any: the futures of writes, replicated epochs, entries, membership changes and the stop
+    # seal (``_resolve`` sets the result each expects: its WriteResult, the bytes of one, the
+    # log index); Future is invariant, so no one type holds them all.
     future: asyncio.Future[Any]
     idem: str = ""
     wire: bool = False  # resolve with the serialized WriteResult when the entry has it
@@ -211,7 +217,7 @@ class RaftDriver:
         self._inbox: list[Message] = []
         self._writes: list[PendingWrite] = []
         self._units: list[_PendingUnit] = []
-        self._entries: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self._entries: list[tuple[bytes, asyncio.Future[int]]] = []
         self._control: list[Callable[[RawNode], None]] = []
         self._reads: dict[bytes, asyncio.Future[int]] = {}
         self._read_waits: list[tuple[int, asyncio.Future[int]]] = []
@@ -220,7 +226,7 @@ class RaftDriver:
         self._read_queue: list[tuple[asyncio.Future[int], float]] = []
         self._read_task: asyncio.Task[None] | None = None
         self._waiting: dict[int, _Waiter] = {}
-        self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult]] = {}
+        self._inflight_idem: dict[str, asyncio.Future[gateway_pb2.WriteResult | bytes]] = {}
         self._read_ctx = itertools.count(1)
         # Read contexts are unique across the cluster and across restarts: the leader keys
         # pending read-index requests by context and ignores a duplicate, so two nodes (or two
@@ -233,7 +239,8 @@ class RaftDriver:
         # Stopping (``seal_for_stop``): no new writes, replicated epochs or entries; the
         # future resolves once the marker sealing the open epoch is applied.
         self._closing = False
-        self._seal_waiter: asyncio.Future[Any] | None = None
+        # (resolves with False, True, or the applied marker's log index: ``seal_for_stop``)
+        self._seal_waiter: asyncio.Future[int] | None = None
         self.removed = False
         self.applied_changed = asyncio.Condition()
         self.compact_floor: Callable[[], int] = lambda: 1 << 62
@@ -357,7 +364,7 @@ class RaftDriver:
         self._wake.set()
         return fut
 
-    def _refused_now(self, fut: asyncio.Future[Any]) -> bool:
+    def _refused_now(self, fut: asyncio.Future[_T]) -> bool:
         """Fail ``fut`` at once when this node cannot propose (stopping, not the leader)."""
         if self._stopped or self._closing:
             fut.set_exception(NodeStoppedError("the node is stopping"))
@@ -383,11 +390,11 @@ class RaftDriver:
             self._wake.set()
         return fut
 
-    def submit_entry(self, data: bytes) -> asyncio.Future[Any]:
+    def submit_entry(self, data: bytes) -> asyncio.Future[int]:
         """Propose one entry with payload ``data`` (e.g. a channel command); the future
         resolves with its log index once applied (``NotLeaderError``, ``ProposalLostError``,
         ``NodeStoppedError`` otherwise)."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if not self._refused_now(fut):
             self._entries.append((data, fut))
             self._wake.set()
@@ -399,6 +406,13 @@ class RaftDriver:
         if st is not None and st.view is not None:
             return st.view.copy()
         return self.sm.replication.copy()
+
+    def replication_changed(self) -> None:
+        """The replicated state changed by another entry than a replicated epoch (a seed's
+        end, ``seed_apply``): the leader's view is rebuilt from the store before the next
+        proposal."""
+        if self._leader is not None:
+            self._leader.view = None
 
     async def read_index(self, lease: bool, timeout: float) -> int:
         """A linearizable read point: returns once this node applied up to the index the
@@ -465,7 +479,7 @@ class RaftDriver:
         """Propose a membership change; returns its log index once applied. Raises
         ``InvalidRequest`` (field ``node_id``) for a change that cannot apply."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut: asyncio.Future[int] = loop.create_future()
 
         def go(raw: RawNode) -> None:
             if raw.raft.role != Role.LEADER:
@@ -550,7 +564,7 @@ class RaftDriver:
         self._closing = True
         if self._stopped or not self.is_leader:
             return False
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._seal_waiter = fut
         self._wake.set()
         try:
@@ -750,9 +764,11 @@ class RaftDriver:
                     self._drop_idem(w.proposal.idempotency_key, w.future)
                     _fail(w.future, NotLeaderError(raw.raft.lead))
             if self._units or self._entries:
-                futs = [u.future for u in self._units] + [f for _, f in self._entries]
+                units, entries = self._units, self._entries
                 self._units, self._entries = [], []
-                for f in futs:
+                for u in units:
+                    _fail(u.future, NotLeaderError(raw.raft.lead))
+                for _, f in entries:
                     _fail(f, NotLeaderError(raw.raft.lead))
 
     # -- proposing ------------------------------------------------------------------------------
@@ -967,7 +983,8 @@ class RaftDriver:
             p = w.proposal
             self._waiting[first + i] = _Waiter(term, w.future, p.idempotency_key, p.wire)
 
-    def _drop_idem(self, key: str, fut: asyncio.Future[Any]) -> None:
+    def _drop_idem(self, key: str, fut: asyncio.Future[gateway_pb2.WriteResult | bytes]
+                   ) -> None:
         if key and self._inflight_idem.get(key) is fut:
             del self._inflight_idem[key]
 
@@ -977,7 +994,9 @@ class RaftDriver:
         raw = self.raw
         if not rd.snapshot.is_empty():
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._io, self.sm.restore, rd.snapshot.data)
+            # (a received image: bytes, or the ``ArchiveReader`` of the storage's spool)
+            image = cast("bytes | ArchiveReader", rd.snapshot.data)
+            await loop.run_in_executor(self._io, self.sm.restore, image)
             self.sm.mark_applied(rd.snapshot.metadata.index)
             self.snapshots.installed(rd.snapshot.metadata)
             self._leader = None
@@ -1147,28 +1166,30 @@ class RaftDriver:
         return await fut
 
 
-def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+def _fail(fut: asyncio.Future[_T], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
 
 
-def _done(fut: asyncio.Future[Any], result: Any) -> None:
+def _done(fut: asyncio.Future[_T], result: _T) -> None:
     if not fut.done():
         fut.set_result(result)
 
 
 def _duplicate_of(other: asyncio.Future[gateway_pb2.WriteResult | bytes]
-                  ) -> asyncio.Future[gateway_pb2.WriteResult]:
-    """A future resolving like ``other`` but marked as a duplicate."""
-    fut: asyncio.Future[gateway_pb2.WriteResult] = asyncio.get_running_loop().create_future()
+                  ) -> asyncio.Future[gateway_pb2.WriteResult | bytes]:
+    """A future resolving like ``other`` but marked as a duplicate (with the message, never
+    its bytes)."""
+    fut: asyncio.Future[gateway_pb2.WriteResult | bytes] = \
+        asyncio.get_running_loop().create_future()
 
-    def copy(src: asyncio.Future[gateway_pb2.WriteResult]) -> None:
+    def copy(src: asyncio.Future[gateway_pb2.WriteResult | bytes]) -> None:
         if fut.done():
             return
         if src.cancelled():
             fut.cancel()
-        elif src.exception() is not None:
-            fut.set_exception(src.exception())  # type: ignore[arg-type]
+        elif (exc := src.exception()) is not None:
+            fut.set_exception(exc)
         else:
             got = src.result()
             if isinstance(got, bytes):  # the first write's caller asked for the bytes

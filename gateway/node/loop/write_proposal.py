@@ -7,10 +7,12 @@ named fields of one value, instead of as flag parameters of ``RaftDriver.submit_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from gateway.node.base.validation import TableSchema
+    from gateway.v1 import statement_pb2, transaction_pb2
 
 __all__ = ["WriteProposal"]
 
@@ -19,7 +21,7 @@ class WriteProposal(NamedTuple):
     """A client write to propose (immutable; built by ``api.py`` or a test)."""
 
     #: The write's statements: a repeated ``Statement`` (a protobuf container or a list).
-    statements: Any
+    statements: Sequence[statement_pb2.Statement]
     #: The client's idempotency key ('' for none): a retry of an applied write with the same
     #: key is answered with the first one's result, marked ``duplicate``.
     idempotency_key: str = ""
@@ -51,4 +53,4 @@ class WriteProposal(NamedTuple):
     #: None for a plain write, which keeps the plain path. Checked before proposing
     #: (``InvalidRequest``) and logged in the entry; every replica evaluates them when applying it
     #: (``PreconditionFailed``: refused, nothing applied).
-    conditions: Any = None
+    conditions: Sequence[transaction_pb2.Condition] | None = None

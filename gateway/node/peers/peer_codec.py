@@ -17,6 +17,7 @@ extension) leaves only the specification.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from gateway.core import accel
 from gateway.core.frame import encode_frame
@@ -120,19 +121,33 @@ _KEYS = b"".join((
     W.MESSAGE_BATCH_MESSAGES_KEY, W.MESSAGE_BATCH_FROM_PEER_KEY))
 _MTYPES = {int(t): t for t in MessageType}
 _ETYPES = (EntryType.NORMAL, EntryType.CONF_CHANGE)
-_accel = accel.load("gateway.node._peer_codec")
+
+
+class _PeerCodecC(Protocol):
+    """The C accelerator ``_peer_codec.c``; None from either: the specification serves."""
+
+    def encode_batch(self, keys: bytes, sender: int, from_api: str, from_peer: str,
+                     messages: list[Message], tag: int = ..., /) -> bytes | None: ...
+
+    def decode_batch(self, keys: bytes, data: bytes | memoryview, message_cls: type[Message],
+                     mtypes: dict[int, MessageType], entry_cls: type[Entry],
+                     etypes: tuple[EntryType, EntryType], /
+                     ) -> tuple[int, str, str, list[Message]] | None: ...
+
+
+_accel = cast("_PeerCodecC | None", accel.load("gateway.node._peer_codec"))
 
 
 def _encode_batch_c(sender: int, from_api: str, from_peer: str, messages: list[Message]
                     ) -> bytes:
-    out = _accel.encode_batch(_KEYS, sender, from_api, from_peer,  # type: ignore[union-attr]
-                              messages)
+    assert _accel is not None  # only installed when it is
+    out = _accel.encode_batch(_KEYS, sender, from_api, from_peer, messages)
     return out if out is not None else encode_batch_py(sender, from_api, from_peer, messages)
 
 
 def _decode_batch_c(data: bytes | memoryview) -> PeerBatch:
-    got = _accel.decode_batch(_KEYS, data, Message, _MTYPES,  # type: ignore[union-attr]
-                              Entry, _ETYPES)
+    assert _accel is not None  # only installed when it is
+    got = _accel.decode_batch(_KEYS, data, Message, _MTYPES, Entry, _ETYPES)
     if got is None:
         return decode_batch_py(data)
     return PeerBatch(*got)
@@ -148,8 +163,8 @@ def encode_frame_batch_py(tag: int, sender: int, from_api: str, from_peer: str,
 
 def _encode_frame_batch_c(tag: int, sender: int, from_api: str, from_peer: str,
                           messages: list[Message]) -> bytes:
-    out = _accel.encode_batch(_KEYS, sender, from_api, from_peer,  # type: ignore[union-attr]
-                              messages, tag)
+    assert _accel is not None  # only installed when it is
+    out = _accel.encode_batch(_KEYS, sender, from_api, from_peer, messages, tag)
     if out is not None:
         return out
     return encode_frame_batch_py(tag, sender, from_api, from_peer, messages)

@@ -34,6 +34,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
+from typing import cast
 
 from gateway.core.frame import MAX_LENGTH, FrameError, TruncatedFrameError, frame_span
 from gateway.node.peers.peer_codec import PeerBatch, decode_batch
@@ -85,7 +86,7 @@ class _Relay(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
 
     def data_received(self, data: bytes) -> None:
         self.front.transport.write(data)
@@ -114,14 +115,15 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, listener: PeerListener) -> None:
         self.listener = listener
-        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        # (set by ``connection_made``, which asyncio calls before any other method)
+        self.transport: asyncio.Transport
         self.buf = bytearray()
         self.mode = ""  # "" undecided, "raft", "relay"
         self.relay: _Relay | None = None
         self.remote = "?"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
         self.listener.connections.add(self)
         peer = transport.get_extra_info("peername")
         if peer:
@@ -235,19 +237,19 @@ class _Connection(asyncio.Protocol):
     async def _connect_relay(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            _, relay = await loop.create_unix_connection(lambda: _Relay(self),
-                                                         self.listener.grpc_path)
+            relayed, relay = await loop.create_unix_connection(lambda: _Relay(self),
+                                                               self.listener.grpc_path)
         except OSError as exc:
             log.warning("peer port: cannot reach the gRPC peer server for %s: %s",
                         self.remote, exc)
             self.transport.abort()
             return
         if self.transport.is_closing():
-            relay.transport.close()  # type: ignore[union-attr]
+            relayed.close()
             return
         self.relay = relay
         if self.buf:
-            relay.transport.write(bytes(self.buf))  # type: ignore[union-attr]
+            relayed.write(bytes(self.buf))
             self.buf = bytearray()
         self.transport.resume_reading()
 
@@ -296,15 +298,16 @@ class PeerListener:
         listen."""
         host = host.strip("[]")
         loop = asyncio.get_running_loop()
-        tls = {"ssl": self.tls, "ssl_handshake_timeout": 10.0} if self.tls is not None else {}
+        handshake = 10.0 if self.tls is not None else None  # (None: no TLS, no handshake)
         sock = _dual_stack(port) if host in ("", "::") else None
         if sock is not None:
             self._server = await loop.create_server(lambda: _Connection(self), sock=sock,
-                                                    **tls)  # type: ignore[arg-type]
+                                                    ssl=self.tls,
+                                                    ssl_handshake_timeout=handshake)
         else:
             self._server = await loop.create_server(
                 lambda: _Connection(self), host if host not in ("", "::") else "0.0.0.0", port,
-                reuse_address=True, **tls)  # type: ignore[arg-type]
+                reuse_address=True, ssl=self.tls, ssl_handshake_timeout=handshake)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def close(self) -> None:

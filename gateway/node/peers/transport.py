@@ -31,7 +31,8 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
 import grpc
 
@@ -131,9 +132,9 @@ class _Dial(asyncio.Protocol):
         self.drained: asyncio.Future[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's
         tune_socket(transport)
-        transport.set_write_buffer_limits(high=_HIGH_WATER)  # type: ignore[attr-defined]
+        self.transport.set_write_buffer_limits(high=_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
         if self.answered.done():  # nothing is expected after the preface
@@ -179,7 +180,8 @@ class _Peer:
         self.queue: list[Message] = []
         self.event = asyncio.Event()
         self.channel: grpc.aio.Channel | None = None
-        self.send: grpc.aio.StreamUnaryMultiCallable | None = None  # Peer.Send, bytes in
+        # Peer.Send, bytes in
+        self.send: grpc.aio.StreamUnaryMultiCallable[bytes, peer_pb2.SendAck] | None = None
         self.task: asyncio.Task[None] | None = None
         self.grpc_until = 0.0  # loop time until which this peer is sent to over gRPC
         self.kind = ""  # the stream up now: "framed", "grpc" or "" (none)
@@ -360,7 +362,7 @@ class PeerTransport:
             transport.write(PREFACE)
             await asyncio.wait_for(asyncio.shield(proto.answered), _CONNECT_TIMEOUT)
             p.kind = "framed"
-            p.stream = (transport, proto)  # type: ignore[assignment]
+            p.stream = (transport, proto)
             while True:
                 if proto.lost is not None:
                     raise _Connected(proto.lost)
@@ -438,7 +440,9 @@ class PeerTransport:
         self._peers.clear()
 
 
-ForwardHandler = Callable[[str, bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
+ForwardContext = grpc.aio.ServicerContext[peer_pb2.ForwardRequest, peer_pb2.ForwardResponse]
+#: ``forward(method, request bytes, context)``: the serialized response of a forwarded call.
+ForwardHandler = Callable[[str, bytes, ForwardContext], Awaitable[bytes]]
 
 
 class PeerServicer(peer_pb2_grpc.PeerServicer):
@@ -450,11 +454,14 @@ class PeerServicer(peer_pb2_grpc.PeerServicer):
         self._transport = transport
         self._forward = forward
 
-    async def Send(self, request_iterator, context):  # type: ignore[no-untyped-def]
+    async def Send(self, request_iterator: AsyncIterator[peer_pb2.MessageBatch],
+                   context: grpc.aio.ServicerContext[peer_pb2.MessageBatch, peer_pb2.SendAck]
+                   ) -> peer_pb2.SendAck:
         async for batch in request_iterator:
             self._transport.received(from_message_batch(batch))
         return peer_pb2.SendAck()
 
-    async def Forward(self, request, context):  # type: ignore[no-untyped-def]
+    async def Forward(self, request: peer_pb2.ForwardRequest, context: ForwardContext
+                      ) -> peer_pb2.ForwardResponse:
         return peer_pb2.ForwardResponse(
             response=await self._forward(request.method, request.request, context))

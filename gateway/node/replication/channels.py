@@ -12,19 +12,31 @@ A runner's session with the source:
    a read token when the definition has them, and check the source's cluster id (``Status``):
    learn it on first contact (proposed into the definition, so it is pinned from then on),
    refuse a source answering with another id, or with this cluster's own;
-2. ``Subscribe(after_epoch = (source, held), ignore_origins = [this cluster], log_records)``
-   where ``held`` is the newest epoch of the source this cluster holds whole (its apply-status
-   table, as the leader's next proposal sees it -- so a new leader, a reconnect or a failover
-   to another source resumes exactly where the log says);
+2. open a channel protocol session (``ChannelSource.Stream``, docs/replication.md "Channel
+   protocol"): a hello with this cluster's id, the channel's name and
+   ``after_epoch = (source, held)``, ``ignore_origins = [this cluster]``, where ``held`` is
+   the newest epoch of the source this cluster holds whole (its apply-status table, as the
+   leader's next proposal sees it -- so a new leader, a reconnect or a failover to another
+   source resumes exactly where the log says); the source answers with a welcome, then
+   streams Subscribe's events (``log_records``) and its progress; each time an epoch applies
+   here, ``held`` is acknowledged upstream (``ChannelAck``: the source's slot for this
+   channel keeps its log from there). A source that does not serve the protocol (an older
+   node: UNIMPLEMENTED) is read with ``Subscribe`` as before;
 3. assemble the stream into sealed source epochs (``EpochAssembler``) and hand each one to
    the driver (``submit_unit``), which builds the entry against its view of the replication
    state and proposes it; up to ``WINDOW`` epochs are in flight.
 
 Any error (unreachable source, wrong cluster id, a position the source compacted, a refused
 entry, a lost leadership) ends the session; the runner records it (``last_error``, state
-``error``) and starts a new session after a backoff (0.2 s doubling to 5 s). Nothing of an
+``error``, or ``behind`` when the source no longer holds the channel's position) and starts
+a new session after a backoff (0.2 s doubling to 5 s). Nothing of an
 epoch is applied unless all of it is, and the position commits with the data, so a session
-ending anywhere neither loses nor repeats an origin transaction.
+ending anywhere neither loses nor repeats an origin transaction. A channel whose seed state
+asks for a seed installs it first (``seed_reader``; the commands: ``seed_admin``).
+
+Size: ~680 lines because the runner and the channels' admin and status sit together; next
+to split off are the admin commands (``NodeChannels.add``/``action``/``status``) into a
+``channel_admin`` module beside ``seed_admin``.
 """
 
 from __future__ import annotations
@@ -36,8 +48,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -46,14 +58,21 @@ from gateway.core import messages
 from gateway.node.base.config import CHANNEL_NAME, address_problem
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication import seed_admin
+from gateway.node.replication.channel_lag import SourceWatch, merge_leader_channels, poll_paused
+from gateway.node.replication.channel_reader import ChannelReader, ChannelSession, ReaderError
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
+from gateway.node.replication.channel_source import BEHIND
+from gateway.node.replication.channel_sources import shared_source_note, shared_source_warning
+from gateway.node.replication.seed_reader import SeedError, SeedReader, seed_line
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
 from gateway.replication.epochs import EpochOrderError
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, replication_pb2
+from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc, replication_pb2
 
 if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
+    from gateway.node.replication.slots import SlotKeeper
 
 __all__ = ["ChannelRunner", "NodeChannels", "check_definition"]
 
@@ -99,22 +118,28 @@ class ChannelState:
     transactions_applied: int = 0
     source_epoch_seen: int = 0
     warning: str = ""  # the roles of the two ends do not fit (channel_roles), or ""
+    protocol_version: int = 0  # of the session (0: Subscribe, a source without the protocol)
+    source_progress: channel_pb2.SourceProgress | None = None  # the newest the source sent
+    #: what the channel heard of its source (``channel_lag``): outlives the runner
+    watch: SourceWatch = field(default_factory=SourceWatch)
 
 
 class ChannelRunner:
     """Runs channel ``definition`` on the leader until cancelled; see the module docstring."""
 
-    def __init__(self, driver: RaftDriver, definition: replication_pb2.ChannelDefinition
-                 ) -> None:
+    def __init__(self, driver: RaftDriver, definition: replication_pb2.ChannelDefinition,
+                 watch: SourceWatch | None = None) -> None:
         self.driver = driver
         self.definition = definition
-        self.state = ChannelState()
+        self.state = ChannelState(watch=watch or SourceWatch())
         self._next_source = 0
-        self._pending: deque[tuple[SealedEpoch, asyncio.Future[Any]]] = deque()
+        self._pending: deque[tuple[SealedEpoch,
+                                   asyncio.Future[gateway_pb2.WriteResult | None]]] = deque()
         self._assembler: EpochAssembler | None = None
-        self._call: Any = None  # the session's change stream
+        self._reader: ChannelReader | None = None  # the session's stream
         self._stopped_by: str = ""  # why the role watch ended the session
         self._txns_base = driver.sm.channel_txns.get(definition.name, 0)
+        self.seed: SeedReader | None = None  # while the channel's seed state asks for one
 
     @property
     def name(self) -> str:
@@ -128,7 +153,8 @@ class ChannelRunner:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (ChannelError, NodeError, InvalidRequest, EpochOrderError) as exc:
+            except (ChannelError, ReaderError, NodeError, InvalidRequest, EpochOrderError,
+                    SeedError) as exc:
                 self._failed(str(exc))
             except grpc.aio.AioRpcError as exc:
                 self._failed(f"{self.state.connected or 'source'}: "
@@ -148,7 +174,8 @@ class ChannelRunner:
     def _failed(self, message: str) -> None:
         if message != self.state.last_error:
             log.warning("channel %s: %s", self.name, message)
-        self.state.state = "error"
+        # a source that no longer holds this channel's position: only a resync helps
+        self.state.state = "behind" if BEHIND in message else "error"
         self.state.last_error = message
 
     def _channel(self, target: str) -> grpc.aio.Channel:
@@ -185,17 +212,24 @@ class ChannelRunner:
                 await drv.submit_entry(messages.pack(
                     replication_pb2.ChannelCommand(definition=learned)))
                 self.definition = d = learned
-            held = drv.replication_view().held(source)
-            call = stub.Subscribe(gateway_pb2.SubscribeRequest(
-                after_epoch=gateway_pb2.EpochPosition(server_id=source, epoch=held),
-                ignore_origins=[me], log_records=True), metadata=md)
+            other = next((n for n in drv.sm.seeds if n != self.name), None)
+            if other is not None:  # its rows would race the snapshot being installed
+                raise ChannelError(f"waiting for the seed of channel {other} to end")
+            if self.name in drv.sm.seeds:  # seed_reader: a snapshot first
+                if self.seed is None:
+                    self.seed = SeedReader(drv, self.name, source)
+                self.state.state = "seeding"
+                await self.seed.run(ch, md, len(d.sources))
+            view = drv.replication_view()
+            held = view.held(source)
             assembler = self._assembler = EpochAssembler(held)
-            self.state.state = "running"  # last_error stays until an epoch applies
-            self._call = call
             self._stopped_by = ""
             watch = asyncio.create_task(self._watch_roles(stub, md, target))
             try:
-                async for ev in call:
+                reader = self._reader = ChannelReader(
+                    ChannelSession(me, self.name, source, held, target,
+                                   dict(view.watermarks)), self.state)
+                async for ev in reader.events(ch, stub, md):
                     for sealed in assembler.add(_record(ev)):
                         await self._submit(source, sealed)
                     self._reap()
@@ -206,8 +240,8 @@ class ChannelRunner:
                 self._reap()  # _settled cancelled the stream: an epoch failed; raises it
             finally:
                 watch.cancel()
-                self._call = None
-                call.cancel()
+                reader.close()
+                self._reader = None
                 self._assembler = None
             if self._stopped_by:
                 raise ChannelError(self._stopped_by)
@@ -225,7 +259,8 @@ class ChannelRunner:
         if got.problem is not None:
             raise ChannelError(got.problem)
 
-    async def _watch_roles(self, stub: Any, md: Any, target: str) -> None:
+    async def _watch_roles(self, stub: gateway_pb2_grpc.GatewayStub,
+                           md: tuple[tuple[str, str], ...] | None, target: str) -> None:
         """While the session runs, ask the source for its role again every ``CHECK_S``
         seconds (either end's role may change) and end the session when the roles clash."""
         while True:
@@ -235,8 +270,8 @@ class ChannelRunner:
                 self._check_roles(target, st)
             except ChannelError as exc:
                 self._stopped_by = str(exc)
-                if self._call is not None:
-                    self._call.cancel()
+                if self._reader is not None:
+                    self._reader.close()
                 return
             except grpc.aio.AioRpcError:
                 continue  # the stream reports a lost source itself
@@ -245,6 +280,7 @@ class ChannelRunner:
 
     async def _submit(self, source: int, sealed: SealedEpoch) -> None:
         self.state.source_epoch_seen = max(self.state.source_epoch_seen, sealed.epoch)
+        self.state.watch.sealed(sealed.epoch, sealed.sealed_at_ns)
         if not sealed.items:
             return
         while len(self._pending) >= WINDOW:
@@ -253,15 +289,15 @@ class ChannelRunner:
         fut.add_done_callback(self._settled)
         self._pending.append((sealed, fut))
 
-    def _settled(self, fut: asyncio.Future[Any]) -> None:
+    def _settled(self, fut: asyncio.Future[gateway_pb2.WriteResult | None]) -> None:
         """An epoch's outcome, as soon as it is known: applied ones are counted now (the
         status is current), and a failed one (e.g. refused here) ends the session now, not
         at the source's next event -- an idle source may send none for long."""
         if fut.cancelled():
             return
         if fut.exception() is not None:
-            if self._call is not None:
-                self._call.cancel()
+            if self._reader is not None:
+                self._reader.close()
             return
         self._reap(stop_at_failure=True)
 
@@ -277,9 +313,12 @@ class ChannelRunner:
             fut = self._pending[0][1]
             if stop_at_failure and (fut.cancelled() or fut.exception() is not None):
                 return
-            _, fut = self._pending.popleft()
+            sealed, fut = self._pending.popleft()
             res = fut.result()  # raises what the driver raised
             if res is not None:
+                if self._reader is not None:
+                    self._reader.ack(self.driver.sm.replication.held(self._reader.s.source),
+                                     sealed)
                 self.state.last_error = ""
                 self.state.epochs_applied += 1
                 # what the entries applied (the state machine counts them), not what was
@@ -287,20 +326,16 @@ class ChannelRunner:
                 self.state.transactions_applied = (
                     self.driver.sm.channel_txns.get(self.name, 0) - self._txns_base)
 
-    def lag_epochs(self) -> int:
-        """Sealed source epochs handed to the driver and not applied yet."""
-        return sum(1 for _, fut in self._pending if not fut.done())
-
-    def oldest_pending_ns(self) -> int:
-        """Commit time of the oldest source transaction read but not applied yet (0: none)."""
-        for sealed, fut in self._pending:
-            if sealed.oldest_commit_ns and not fut.done():
-                return sealed.oldest_commit_ns
-        opened = self._assembler.open_epoch if self._assembler is not None else None
-        return opened.oldest_commit_ns if opened is not None else 0
-
     def status(self) -> ChannelState:
         return self.state
+
+    def applied(self, held: int) -> int:
+        """The source epoch this cluster is caught up to, given it holds up to ``held``:
+        also the sealed epochs read that carried nothing for it (only its own transactions,
+        filtered at the source), once nothing before them waits."""
+        if self.state.state != "running" or self._pending:
+            return held
+        return max(held, self.state.source_epoch_seen)
 
 
 def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
@@ -330,10 +365,18 @@ class NodeChannels:
                                        asyncio.Task[None]]] = {}
         self._task: asyncio.Task[None] | None = None
         self._config_proposed_term = -1
+        #: What each channel heard of its source (``channel_lag``), kept across its runners
+        #: and pauses while this node leads.
+        self._watch: dict[str, SourceWatch] = {}
+        #: Paused channels asking their source how far it is (``poll_paused``).
+        self._polls: dict[str, asyncio.Task[None]] = {}
         #: Run once per term on the leader before anything else (the configuration file's
         #: conflict rules: no epoch is applied without them); a ``NodeError`` from it keeps
         #: the runners stopped until it succeeds.
         self.prepare: Callable[[], Awaitable[None]] | None = None
+        #: The slots of other clusters' channels reading this log (``drop-slot``; set by
+        #: the node).
+        self.slots: SlotKeeper | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="channels")
@@ -348,6 +391,19 @@ class NodeChannels:
     async def _stop_all(self) -> None:
         for name in list(self._runners):
             await self._stop(name)
+        self._reconcile_polls({})
+
+    def _reconcile_polls(self, paused: dict[str, replication_pb2.ChannelDefinition]) -> None:
+        """Poll the sources of the ``paused`` channels; stop polling any other."""
+        for name in list(self._polls):
+            if name not in paused or self._polls[name].done():
+                self._polls.pop(name).cancel()
+        for name, d in paused.items():
+            if name not in self._polls and d.sources:
+                opener = ChannelRunner(self.driver, d)._channel
+                self._polls[name] = asyncio.create_task(
+                    poll_paused(self._watch.setdefault(name, SourceWatch()), d, opener),
+                    name=f"channel-poll-{name}")
 
     async def _stop(self, name: str) -> None:
         _, _, task = self._runners.pop(name)
@@ -388,9 +444,16 @@ class NodeChannels:
             now = want.get(name)
             if now is None or not _same_source(now, runner.definition):
                 await self._stop(name)
+        self._reconcile_polls({n: d for n, d in self.driver.sm.channels.items() if d.paused})
+        for name in [n for n in self._watch if n not in self.driver.sm.channels]:
+            del self._watch[name]  # removed: a channel added again starts knowing nothing
+        for name, watch in self._watch.items():
+            d = self.driver.sm.channels[name]
+            watch.prune(self.driver.sm.replication.held(d.source_id) if d.source_id else 0)
         for name, d in want.items():
             if name not in self._runners:
-                runner = ChannelRunner(self.driver, d)
+                watch = self._watch.setdefault(name, SourceWatch())
+                runner = ChannelRunner(self.driver, d, watch)
                 task = asyncio.create_task(runner.run(), name=f"channel-{name}")
                 self._runners[name] = (d, runner, task)
 
@@ -420,9 +483,13 @@ class NodeChannels:
 
     # -- admin ----------------------------------------------------------------------------------
 
-    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool
-                  ) -> gateway_pb2.AdminResponse:
+    async def add(self, d: replication_pb2.ChannelDefinition, replace: bool,
+                  seed: bool = False, merge: bool = False) -> gateway_pb2.AdminResponse:
+        """Add channel ``d``; with ``seed``, seeded from a snapshot of the source first
+        (``seed_admin``: refused on a cluster holding rows unless ``merge``)."""
         check_definition(d, self.driver.opts.cluster_id)
+        if merge and not seed:
+            raise InvalidRequest("merge", "--merge goes with --seed")
         have = self.driver.sm.channels.get(d.name)
         if have is not None and not replace:
             raise InvalidRequest("name", f"channel {d.name!r} exists (replace it with "
@@ -431,9 +498,16 @@ class NodeChannels:
             if other.name != d.name and d.source_id and other.source_id == d.source_id:
                 raise InvalidRequest("source_id", f"channel {other.name!r} already replicates "
                                      f"from cluster {d.source_id}")
+        if seed:
+            seed_admin.check_seedable(self.driver, d.name, merge)
         note = await self._probe(d)
+        if seed:  # before the definition: its runner finds the seed state when it starts
+            await seed_admin.request_seed(self.driver, d.name, d.source_id, merge)
+            await self._stop_all()  # the other channels wait for the seed (they restart)
         index = await self.driver.submit_entry(messages.pack(
             replication_pb2.ChannelCommand(definition=d)))
+        if seed:
+            return seed_admin.seed_response(d.name, note, index)
         return gateway_pb2.AdminResponse(message=f"channel {d.name} added{note}",
                                          log_index=index)
 
@@ -465,27 +539,43 @@ class NodeChannels:
             if d.source_id and st.cluster_id != d.source_id:  # the runner reports it
                 return (f"; but {addr} answers as cluster {st.cluster_id}, not as source_id "
                         f"{d.source_id}: the channel will not run until they agree")
-            return ""
+            return shared_source_note(self.driver.sm.channels, d.name, st.cluster_id)
         return (f"; its source is not reachable yet ({'; '.join(problems)}): the channel "
                 f"retries until it is (gateway channel status {d.name})")
 
-    async def action(self, name: str, action: str) -> gateway_pb2.AdminResponse:
+    async def action(self, name: str, action: str, confirm: bool = False
+                     ) -> gateway_pb2.AdminResponse:
+        if action == "drop-slot":  # a slot of another cluster's channel reading this log
+            if self.slots is None:
+                raise InvalidRequest("action", "this node keeps no slots")
+            index = await self.driver.submit_entry(self.slots.drop_command(name))
+            return gateway_pb2.AdminResponse(
+                message=f"slot {name} dropped: the log it held goes at the next compaction "
+                        f"(a reader still connected creates it again with its next ack)",
+                log_index=index)
         have = self.driver.sm.channels.get(name)
         if have is None:
             known = ", ".join(sorted(self.driver.sm.channels)) or "none"
             raise InvalidRequest("name", f"no channel {name!r} (channels: {known})")
         if action == "quarantine":
             return gateway_pb2.AdminResponse(message=self._quarantine_listing(name))
+        if action == "resync":
+            text, index = await seed_admin.resync_report(
+                self.driver, have, confirm, ChannelRunner(self.driver, have)._channel)
+            if index:  # the next runners: this one seeds, the others wait for it
+                await self._stop_all()
+            return gateway_pb2.AdminResponse(message=text, log_index=index)
         d = replication_pb2.ChannelDefinition()
         d.CopyFrom(have)
         if action == "remove":
+            await seed_admin.cancel_seed(self.driver, name)
             cmd = replication_pb2.ChannelCommand(definition=d, remove=True)
         elif action in ("pause", "resume"):
             d.paused = action == "pause"
             cmd = replication_pb2.ChannelCommand(definition=d)
         else:
-            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume or "
-                                 f"quarantine")
+            raise InvalidRequest("action", f"{action!r} is not remove, pause, resume, "
+                                 f"quarantine, resync or drop-slot")
         index = await self.driver.submit_entry(messages.pack(cmd))
         done = {"remove": "removed", "pause": "paused", "resume": "resumed"}[action]
         return gateway_pb2.AdminResponse(message=f"channel {name} {done}", log_index=index)
@@ -522,19 +612,39 @@ class NodeChannels:
         return out
 
     def status(self) -> list[gateway_pb2.ChannelStatus]:
+        """Every channel: the replicated fields on any node, the live ones (state, lag from
+        the source's progress: ``channel_lag``) on the leader; a follower says "on the
+        leader N" (its API asks the leader for them: ``merge_leader_channels``)."""
         sm = self.driver.sm
-        now = time.time_ns()
+        leads = self.driver.is_leader and not self.driver.removed
         out = []
         for name in sorted(sm.channels):
             d = sm.channels[name]
+            held = sm.replication.held(d.source_id) if d.source_id else 0
             st = gateway_pb2.ChannelStatus(name=name, sources=list(d.sources),
                                            source_id=d.source_id, paused=d.paused,
-                                           applied_epoch=sm.replication.held(d.source_id)
-                                           if d.source_id else 0,
+                                           applied_epoch=held,
+                                           replicated_time_ns=sm.replicated_time.get(
+                                               d.source_id, 0) if d.source_id else 0,
                                            conflicts=self._conflict_counters(name, d))
             got = self._runners.get(name)
+            if leads:
+                applied = got[1].applied(held) if got is not None else held
+                live = (got is not None and got[1].state.state == "running") or (
+                    d.paused and name in self._polls)
+                # no insert here: the metrics thread calls this too
+                lag = (self._watch.get(name) or SourceWatch()).figures(applied, live)
+                st.source_epoch = lag.source_epoch
+                st.source_sealed_at_ns = lag.source_sealed_at_ns
+                st.last_heard_ns = lag.last_heard_ns
+                st.lag_epochs = lag.lag_epochs
+                st.lag_seconds = lag.lag_seconds
+                st.since_last_heard = lag.since_last_heard
             if d.paused and got is None:
                 st.state = "paused"
+            elif not leads:
+                lead = self.driver.leader_id
+                st.state = f"on the leader {lead}" if lead else "on the leader (none now)"
             elif got is None:
                 st.state = "stopped"
             else:
@@ -542,18 +652,24 @@ class NodeChannels:
                 st.state = s.state
                 st.connected = s.connected
                 st.last_error = s.last_error or (f"warning: {s.warning}" if s.warning else "")
-                st.lag_epochs = got[1].lag_epochs()
-                oldest = got[1].oldest_pending_ns()
-                st.lag_seconds = max(0.0, (now - oldest) / 1e9) if oldest else 0.0
                 st.epochs_applied = s.epochs_applied
                 st.transactions_applied = s.transactions_applied
+                if got[1].seed is not None and name in sm.seeds:
+                    st.seed = got[1].seed.progress.line()
+            if name in sm.seeds and not st.seed:
+                st.seed = seed_line(sm.seeds[name])
             held = st.conflicts.get("quarantined_trans_count", 0)
             if held and not st.last_error:  # replicated state: shown on every node
                 st.last_error = (f"warning: {held} transaction(s) quarantined (a schema "
                                  f"clash with this cluster): gateway channel quarantine "
                                  f"{name}")
+            if not st.last_error:
+                st.last_error = shared_source_warning(sm.channels, name, d.source_id)
             out.append(st)
         return out
+
+    #: A follower's API gives its statuses the leader's live fields (``channel_lag``).
+    take_leader = staticmethod(merge_leader_channels)
 
     def peers(self) -> list[gateway_pb2.PeerStatus]:
         rep = self.driver.sm.replication

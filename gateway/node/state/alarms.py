@@ -27,7 +27,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Protocol
 
 from google.protobuf.message import DecodeError
 
@@ -35,6 +36,7 @@ from gateway.core.messages import TypeTag
 from gateway.node.base.errors import NoSpaceError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.state import keys
+from gateway.node.state.store_ops import Ops
 from gateway.raft import ProposalDroppedError, RawNode
 from gateway.v1 import gateway_pb2, replication_pb2
 
@@ -81,7 +83,7 @@ def load_alarms(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]]
     return out
 
 
-def apply_alarm_command(alarms: Alarms, data: bytes, ops: list
+def apply_alarm_command(alarms: Alarms, data: bytes, ops: Ops
                         ) -> dict[int, replication_pb2.SpaceAlarm] | None:
     """Apply an ``AlarmCommand`` entry (``data`` with its tag byte): the new alarm mapping
     (a new dict; the caller replaces its own) with the store writes appended to ``ops``, or
@@ -200,11 +202,31 @@ async def run_monitor(monitor: SpaceMonitor, interval_s: float) -> None:
         await asyncio.sleep(interval_s)
 
 
-async def disarm(node: object, req: gateway_pb2.AlarmRequest) -> gateway_pb2.AdminResponse:
+class _AlarmState(Protocol):
+    @property
+    def alarms(self) -> Alarms: ...
+
+
+class _EntryProposer(Protocol):
+    def submit_entry(self, data: bytes, /) -> Awaitable[int]: ...
+
+
+class AlarmNode(Protocol):
+    """What ``disarm`` needs of the node (``GatewayNode``): its state machine's raised alarms
+    and its driver's ``submit_entry``."""
+
+    @property
+    def sm(self) -> _AlarmState: ...
+
+    @property
+    def driver(self) -> _EntryProposer: ...
+
+
+async def disarm(node: AlarmNode, req: gateway_pb2.AlarmRequest) -> gateway_pb2.AdminResponse:
     """Clear the alarm ``req`` names (``disarm``: a node id; ``disarm_all``) through the log,
     on the leader (the API's ``Alarm``, admin permission); returns once applied. A node id
     with no alarm raised is INVALID_ARGUMENT naming the raised ones."""
-    sm, driver = node.sm, node.driver  # type: ignore[attr-defined]
+    sm, driver = node.sm, node.driver
     raised = sorted(sm.alarms)
     if req.disarm_all == bool(req.disarm):
         raise InvalidRequest("disarm", "name one node id, or set disarm_all")

@@ -75,7 +75,7 @@ def _case_problem(v: value_pb2.Value, ftype: int) -> str | None:
     if got is None:
         return "value has no case set"
     if got != want:
-        return f"{got} for a {value_pb2.FieldType.Name(ftype)} column (expected {want})"  # type: ignore[arg-type]
+        return f"{got} for a {value_pb2.FieldType.Name(ftype)} column (expected {want})"
     return value_problem(v, ftype, key=False)
 
 
@@ -196,11 +196,11 @@ def refusal(conditions: Sequence[transaction_pb2.Condition],
             return PreconditionFailed(p, f"{_where(c)}: the row does not exist")
         row = gateway_pb2.Row.FromString(raw)
         if kind == "gtid":
-            want, got = c.gtid, row.gtid
-            if (want.server_id, want.trans_id) != (got.server_id, got.trans_id):
+            expected, last = c.gtid, row.gtid
+            if (expected.server_id, expected.trans_id) != (last.server_id, last.trans_id):
                 return PreconditionFailed(p, f"{_where(c)}: expected the row last written by "
-                                          f"{want.server_id}:{want.trans_id}, but "
-                                          f"{got.server_id}:{got.trans_id} wrote it last")
+                                          f"{expected.server_id}:{expected.trans_id}, but "
+                                          f"{last.server_id}:{last.trans_id} wrote it last")
             continue
         if kind != "values":  # no expectation: the leader refuses these; never true here
             return PreconditionFailed(p, f"{_where(c)}: no expectation")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from gateway.conflict import Change, ConflictRule, Context, OpType, Role, RuleSet, Stored
 from gateway.conflict.functions import BUILTIN, ConflictConfigError, bind
@@ -34,6 +34,7 @@ from gateway.conflict.resolve import (
     judge_epoch,
 )
 from gateway.core.rowops import python_value, value_message
+from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
@@ -57,9 +58,9 @@ class _Where:
     stmt: int
     rec: int
     table: statement_pb2.TableMetadata
-    key_fields: Any
-    key_values: Any
-    types: dict[str, int]
+    key_fields: Sequence[statement_pb2.FieldMetadata]
+    key_values: Sequence[value_pb2.Value]
+    types: dict[str, FT]
 
 
 @dataclass
@@ -68,14 +69,16 @@ class UnitJudgement:
 
     transactions: list[transaction_pb2.Transaction]
     exceptions: list[statement_pb2.Statement] = field(default_factory=list)
-    refresh: list[tuple[bytes, statement_pb2.TableMetadata, Any, Any]] = field(
+    refresh: list[tuple[bytes, statement_pb2.TableMetadata,
+                        Sequence[statement_pb2.FieldMetadata], Sequence[value_pb2.Value]]] = field(
         default_factory=list)  # (row key, table, key fields, key values)
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
     dropped: bool = False  # some record of ``transactions`` was left out
 
 
-def _values(fields: Any, values: Any) -> dict[str, Any]:
+def _values(fields: Iterable[statement_pb2.FieldMetadata], values: Iterable[value_pb2.Value]
+            ) -> dict[str, SqlValue]:
     return {f.name: python_value(v) for f, v in zip(fields, values, strict=False)}
 
 
@@ -108,7 +111,8 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
     for t_no, txn in enumerate(txns):
         rows: list[RowChange] = []
         origin = txn.gtid.server_id
-        known = iter(row_keys[t_no]) if row_keys and row_keys[t_no] is not None else None
+        precomputed = row_keys[t_no] if row_keys else None
+        known = iter(precomputed) if precomputed is not None else None
         for s_no, stmt in enumerate(txn.statements):
             kind = stmt.WhichOneof("kind")
             if kind not in ("insert", "update", "delete"):
@@ -235,7 +239,8 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
                 count += 1
                 if o.stored is not None and o.stored.exists and not o.stored.values:
                     # judged on metadata only: the row's values for the exception row
-                    o = dataclasses.replace(o, stored=lookup(o.row.key, True))
+                    # (every change's key is its store row key: see ``_changes``)
+                    o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
                 known = columns(w.table.schema_name, w.table.table_name) if columns else {}
                 out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
                                                  txns[w.txn], known))
@@ -246,9 +251,10 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
     for outcomes in j.outcomes:
         for o in outcomes:
             if o.verdict.refresh and o.row.key not in seen:
-                seen.add(o.row.key)
+                key = cast(bytes, o.row.key)  # the store row key ``_changes`` gives every change
+                seen.add(key)
                 w = where[id(o.row)]
-                out.refresh.append((o.row.key, w.table, w.key_fields, w.key_values))
+                out.refresh.append((key, w.table, w.key_fields, w.key_values))
     return out
 
 
@@ -289,7 +295,8 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
     g = txn.gtid
     row = exception_row(o, me, source_epoch, count, key_names, old, f"{g.server_id}:"
                         f"{g.trans_id}")
-    types = {**columns, **w.types}
+    # (the table's column types are FieldType numbers, held as int by ``TableSchema``)
+    types = cast("dict[str, FT]", {**columns, **w.types})
     fields = list(_EX_HEAD)
     values = [value_message(_S, row["NDB$OP_TYPE"]), value_message(_S, row["NDB$CFT_CAUSE"]),
               value_message(_S, row["NDB$ORIG_TRANSID"])]
@@ -322,8 +329,10 @@ def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> Row
     return dataclasses.replace(o, row=dataclasses.replace(o.row, change=change))
 
 
-def refresh_statement(table: statement_pb2.TableMetadata, key_fields: Any, key_values: Any,
-                      raw: bytes | None) -> statement_pb2.Statement:
+def refresh_statement(table: statement_pb2.TableMetadata,
+                      key_fields: Sequence[statement_pb2.FieldMetadata],
+                      key_values: Sequence[value_pb2.Value], raw: bytes | None
+                      ) -> statement_pb2.Statement:
     """The refresh of one row: an insert of the row as stored here (``raw``), or a delete of
     its key when it is absent."""
     if raw is None:

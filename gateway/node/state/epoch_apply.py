@@ -16,7 +16,8 @@ arrives), is applied all or nothing:
    GTID and commit time the leader reserved in the entry; what the entry finally holds is
    recorded (``m dx:<index>``);
 5. counters: MySQL's conflict counters per channel (``m cc:``), origin watermarks
-   (``m w:``) and apply-status rows (``m as:``).
+   (``m w:``), apply-status rows (``m as:``) and the source's seal time of the epoch
+   (``m rt:<source>``: the replicated time a channel reports).
 
 Rows are written through ``txn_apply``'s paths with this cluster's local epoch and the
 origin's author and commit timestamp; insert-only transactions take the fast path from the
@@ -64,6 +65,7 @@ from gateway.node.state.epoch_guards import (
     quarantine_op,
 )
 from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, RowMeta, meta_op
 from gateway.node.state.txn_apply import Applied, TransactionApply
 from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
@@ -75,7 +77,6 @@ __all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment",
 
 #: Durable counters and watermarks: big-endian unsigned 64-bit.
 U64 = struct.Struct(">Q")
-_MISSING = object()
 #: The counters that hold an epoch (the newest wins), not a count.
 _LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
 log = logging.getLogger("gateway.node.state.state_machine")
@@ -111,6 +112,7 @@ class EpochApply(TransactionApply):
     load_functions: Callable[[], Mapping[str, FunctionSpec]] | None
     conflict_counters: dict[str, dict[str, int]]
     channel_txns: dict[str, int]
+    replicated_time: dict[int, int]
     _staged: dict[str, list[StagedSegment]]
     _shapes_checked: dict[tuple[object, str], TableSchema]
     _rules_for: dict[str, ConflictRule] | None
@@ -261,6 +263,11 @@ class EpochApply(TransactionApply):
             ops.append(meta_op(keys.meta_key(f"as:{sid}:{by}"),
                                U64.pack(state.apply_status[(sid, by)])))
         self.replication = state
+        if unit.sealed_at_ns > self.replicated_time.get(unit.source_id, 0):
+            # the source commit time up to which this cluster holds everything (channel lag)
+            self.replicated_time = {**self.replicated_time, unit.source_id: unit.sealed_at_ns}
+            ops.append(meta_op(keys.meta_key(f"rt:{unit.source_id}"),
+                               U64.pack(unit.sealed_at_ns)))
         self.channel_txns[unit.channel] = self.channel_txns.get(unit.channel, 0) + sum(
             1 for t in txns if t.statements)
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
@@ -336,7 +343,7 @@ class EpochApply(TransactionApply):
                 if deleted is None:
                     deleted = {k: (ep, au, ts) for k, v, ep, au, ts in ops if v is None}
                 return stored_of_row(None, deleted.get(k))
-            return stored_of_row(raw, None, values)  # type: ignore[arg-type]
+            return stored_of_row(raw, None, values)
 
         def columns(schema: str, table: str) -> Mapping[str, int]:
             known = known_shapes.get(f"{schema}.{table}")

@@ -11,7 +11,7 @@ exactly one entry kind:
   GTID (this cluster's id) of the transaction the state machine derives when it finds
   conflicts (exception rows and refreshes; ``StoreStateMachine._derive``). The transactions
   *inside* the unit keep their origin's GTIDs and consume none of this cluster's;
-- every other kind (epoch markers, apply status, channel, conflict and alarm commands,
+- every other kind (epoch markers, apply status, channel, conflict, alarm and slot commands,
   applier positions, no-ops, configuration changes) consumes none.
 
 A reserved trans id counts as consumed even when applying the entry writes nothing under it

@@ -38,7 +38,14 @@ What applying an entry does (identically on every replica, from the entry's byte
   (``m ch:<name>``); a conflict command (``CONFLICT_COMMAND``) sets or unsets a conflict rule
   (``m cr:<table pattern>``) or sets this cluster's conflict role (``m role``); an alarm
   command (``ALARM_COMMAND``) raises or clears a node's NOSPACE alarm (``m alarm:<node>``,
-  ``gateway.node.state.alarms``);
+  ``gateway.node.state.alarms``); a slot command (``SLOT_COMMAND``) advances, marks lost or
+  drops the slots of the channels reading this cluster's log (``m slot:<reader>/<channel>``,
+  ``gateway.node.state.slot_apply``);
+- a seed step (tag ``SEED_INSTALL``, ``seed_apply``) installs part of a snapshot of a
+  channel's source; a seed pin (``SEED_PIN``, ``seed_pins``) arms a read snapshot of the store
+  at the next epoch boundary for a seed this cluster serves: an ``apply`` that meets the
+  boundary writes the entries up to it as one batch, takes the snapshot, and goes on with a
+  second batch (``m seal`` records the last sealed epoch and whether a record followed it);
 - any other entry (leader no-op, epoch marker, configuration change) only advances the
   applied index.
 
@@ -65,10 +72,14 @@ client transactions (fast and general paths, idempotency, conditional writes),
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import struct
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from google.protobuf.message import DecodeError
 
 from gateway.conflict import BUILTIN, ConflictRule, FunctionSpec, Role, RuleSet
 from gateway.conflict.rules import rule_from_proto
@@ -93,13 +104,24 @@ from gateway.node.state.epoch_apply import (
     EpochApply,
     StagedSegment,
 )
+from gateway.node.state.seed_apply import apply_seed_install, load_seeds
+from gateway.node.state.seed_pins import SeedPins
+from gateway.node.state.slot_apply import SlotId, apply_slot_command, load_slots
 from gateway.node.state.store_ops import Ops, ParsedTxn, meta_op
 from gateway.node.state.txn_apply import Applied
 from gateway.node.state.wire import decode_entry, parse_txn
-from gateway.node.storage.snapshot_files import unpack_dir
+from gateway.node.storage.snapshot_files import ArchiveReader, unpack_dir
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState
-from gateway.v1 import applier_pb2, gateway_pb2, replication_pb2, statement_pb2
+from gateway.v1 import (
+    applier_pb2,
+    channel_pb2,
+    epoch_pb2,
+    gateway_pb2,
+    replication_pb2,
+    statement_pb2,
+    value_pb2,
+)
 
 __all__ = ["Applied", "ConflictFunctionMissingError", "StoreStateMachine"]
 
@@ -112,6 +134,11 @@ _UNIT = TypeTag.REPLICATED_EPOCH
 _CHANNEL = TypeTag.CHANNEL_COMMAND
 _CONFLICT = TypeTag.CONFLICT_COMMAND
 _ALARM = TypeTag.ALARM_COMMAND
+_MARKER = TypeTag.EPOCH_MARKER
+_PIN = TypeTag.SEED_PIN
+_SEED = TypeTag.SEED_INSTALL
+_SEAL = struct.Struct("<QB")  # m seal: last sealed epoch, whether a record followed it
+_SLOT = TypeTag.SLOT_COMMAND
 _NONE: frozenset[bytes] = frozenset()
 
 
@@ -120,6 +147,16 @@ def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
     cols = dict(key_fields)
     cols.update((f.name, f.type) for f in row.fields)
     return TableSchema(key_fields, cols)
+
+
+def _has_txns(data: bytes) -> bool:
+    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
+    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
+    try:
+        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
+    except DecodeError:
+        return True
+    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
 
 
 class StoreStateMachine(EpochApply):
@@ -152,6 +189,8 @@ class StoreStateMachine(EpochApply):
         #: (set by the node: the plugins' functions) adds when a rule names another.
         self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
         self.load_functions: Callable[[], Mapping[str, FunctionSpec]] | None = None
+        #: Read snapshots pinned for the seeds this cluster serves (``seed_pins``).
+        self.seed_pins = SeedPins()
         try:
             self._load()
         except BaseException:
@@ -197,6 +236,11 @@ class StoreStateMachine(EpochApply):
         for k, v in self.store.scan_prefix(keys.meta_key("as:")):
             sid, by = k[len(keys.meta_key("as:")):].split(b":")
             self.replication.apply_status[(int(sid), int(by))] = U64.unpack(v)[0]
+        #: Per source cluster, the seal time (source clock, Unix ns) of the newest of its
+        #: epochs applied here (``m rt:<source>``; replaced, never mutated, by apply).
+        self.replicated_time: dict[int, int] = {
+            int(k[len(keys.meta_key("rt:")):]): U64.unpack(v)[0]
+            for k, v in self.store.scan_prefix(keys.meta_key("rt:"))}
         #: Channel definitions by name (replaced, never mutated, by apply).
         self.channels: dict[str, replication_pb2.ChannelDefinition] = {}
         for k, v in self.store.scan_prefix(keys.meta_key("ch:")):
@@ -231,10 +275,28 @@ class StoreStateMachine(EpochApply):
             units.sort(key=lambda u: u.segment.segment_id)
         #: Raised NOSPACE alarms by node id (``alarms``; replaced, never mutated, by apply).
         self.alarms = load_alarms(self.store.scan_prefix)
+        #: (epoch, sealed_at_ns) of the newest epoch marker applied since the store was
+        #: opened ((0, 0): none yet); what a channel source reports as its progress.
+        self.newest_sealed: tuple[int, int] = (0, 0)
+        #: Slots of the channels reading this log (``slot_apply``; replaced, never mutated).
+        self.slots: dict[SlotId, replication_pb2.ChannelSlot] = load_slots(
+            self.store.scan_prefix)
         raw = self.store.get(keys.meta_key("last_trans_id"))
         self.last_trans_id = U64.unpack(raw)[0] if raw else 0
         raw = self.store.get(keys.meta_key("last_commit_ts"))
         self.last_commit_ts = U64.unpack(raw)[0] if raw else 0
+        #: The seed states of channels (``seed_apply``; replaced, never mutated, by apply).
+        self.seeds: dict[str, channel_pb2.SeedInstall] = load_seeds(self.store.scan_prefix)
+        #: The newest epoch sealed in the log, and whether an epoch-bearing record follows
+        #: its marker (a store written before ``m seal`` existed counts as open, so a seed
+        #: pin waits for the next marker there).
+        raw = self.store.get(keys.meta_key("seal"))
+        if raw:
+            sealed, opened = _SEAL.unpack(raw)
+        else:
+            sealed, opened = 0, int(self.store.applied_index > 0)
+        self.sealed_epoch, self.epoch_open = sealed, bool(opened)
+        self._seal_dirty = not raw
 
     # -- observation ----------------------------------------------------------------------------
 
@@ -246,13 +308,14 @@ class StoreStateMachine(EpochApply):
     def durable_applied_index(self) -> int:
         return self.store.durable_applied_index
 
-    def get_row(self, schema: str, table: str, key_values: list) -> gateway_pb2.Row | None:
+    def get_row(self, schema: str, table: str, key_values: Sequence[value_pb2.Value]
+                ) -> gateway_pb2.Row | None:
         """The stored row of ``schema.table`` with primary key ``key_values``, or ``None``."""
         raw = self.store.get(keys.row_key(schema, table, key_values))
         return None if raw is None else gateway_pb2.Row.FromString(raw)
 
-    def scan_rows(self, schema: str, table: str, start: list, end: list
-                  ) -> Iterator[gateway_pb2.Row]:
+    def scan_rows(self, schema: str, table: str, start: Sequence[value_pb2.Value],
+                  end: Sequence[value_pb2.Value]) -> Iterator[gateway_pb2.Row]:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
@@ -296,6 +359,10 @@ class StoreStateMachine(EpochApply):
             if e.type != EntryType.NORMAL or not data:
                 continue  # a leader no-op, a configuration change: only the index moves
             tag = data[0]
+            if not self.epoch_open and (tag == _TXN or (tag == _UNIT and _has_txns(data))):
+                # a unit without transactions (reflections only) gets no marker from the
+                # leader (``Sequencer.unit_proposed``): it must not hold a seed pin back
+                self.epoch_open = self._seal_dirty = True
             if tag == _TXN:  # txn_apply
                 done = self._apply_fast(e, p, ops, overlay)
                 if done is None:
@@ -307,19 +374,89 @@ class StoreStateMachine(EpochApply):
                 unit_done = self._apply_unit(e, ops, overlay)
                 if unit_done is not None:
                     out.append(unit_done)
+            elif tag == _MARKER:
+                self._apply_marker(e, ops)
+            elif tag == _PIN:
+                self._apply_pin(e, ops)
+            elif tag == _SEED:
+                self._apply_seed(e, ops)
             else:
                 self._apply_command(tag, data, ops)
         self._expire(ops, overlay)
-        ops.append(meta_op(keys.meta_key("last_trans_id"), U64.pack(self.last_trans_id)))
-        ops.append(meta_op(keys.meta_key("last_commit_ts"), U64.pack(self.last_commit_ts)))
-        if self._marked:
-            self._remember_skips(self._marked)
-        self.store.write_batch(ops, log_index=entries[-1].index)
+        self._write(ops, entries[-1].index)
         return out
 
+    def _write(self, ops: Ops, index: int) -> None:
+        """Write ``ops`` with the bookkeeping every batch ends with, as applied up to
+        ``index``."""
+        ops.append(meta_op(keys.meta_key("last_trans_id"), U64.pack(self.last_trans_id)))
+        ops.append(meta_op(keys.meta_key("last_commit_ts"), U64.pack(self.last_commit_ts)))
+        if self._seal_dirty:
+            ops.append(meta_op(keys.meta_key("seal"),
+                               _SEAL.pack(self.sealed_epoch, int(self.epoch_open))))
+            self._seal_dirty = False
+        if self._marked:
+            self._remember_skips(self._marked)
+            self._marked = []
+        self.store.write_batch(ops, log_index=index)
+
+    def _pin_now(self, ops: Ops, index: int) -> None:
+        """Write what this ``apply`` collected up to entry ``index`` (an epoch boundary) and
+        give the armed seed pins a snapshot of it; ``ops`` is emptied for the rest."""
+        self._write(ops, index)
+        ops.clear()
+        for _ in range(self.seed_pins.waiting()):
+            self.seed_pins.take(self.store.snapshot(), self.sealed_epoch, index)
+
+    def _apply_marker(self, e: Entry, ops: Ops) -> None:
+        try:
+            marker = epoch_pb2.EpochMarker.FromString(e.data[1:])
+        except DecodeError:
+            return
+        self.newest_sealed = (marker.epoch, marker.sealed_at_ns)
+        if marker.epoch >= self.sealed_epoch:
+            self.sealed_epoch, self.epoch_open = marker.epoch, False
+            self._seal_dirty = True
+        if self.seed_pins.armed():
+            self._pin_now(ops, e.index)
+        self.seed_pins.expire()  # the leases of pins nobody reads (a node that never served)
+
+    def _apply_pin(self, e: Entry, ops: Ops) -> None:
+        try:
+            pin = channel_pb2.SeedPin.FromString(e.data[1:])
+        except DecodeError:
+            return
+        if not pin.seed_id:
+            return
+        if pin.release:
+            self.seed_pins.release(pin.seed_id)
+            return
+        self.seed_pins.arm(pin.seed_id, e.index, (pin.reader_cluster_id, pin.channel))
+        if not self.epoch_open:  # already at the end of the last sealed epoch
+            self._pin_now(ops, e.index)
+
+    def _apply_seed(self, e: Entry, ops: Ops) -> None:
+        store = self.store
+
+        def scan_keys(lo: bytes, hi: bytes) -> Iterator[bytes]:
+            return (k for k, _ in store.scan(lo, hi))
+
+        got = apply_seed_install(self.seeds, self.replication, e.data, e.index, ops,
+                                 store.get_version, scan_keys, self.last_trans_id > 0)
+        if got is None:
+            return
+        self.seeds = got.seeds
+        if got.replication is not None:
+            self.replication = got.replication
+        if got.schemas:
+            schemas = dict(self.schemas)
+            for name, raw in got.schemas.items():
+                with contextlib.suppress(DecodeError):
+                    schemas[name] = _schema_from_row(gateway_pb2.Row.FromString(raw))
+            self.schemas = schemas
+
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
-        """Apply a command entry (``command_apply``, ``alarms``); an entry of another tag
-        (an epoch marker) changes nothing."""
+        """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``)."""
         if tag == _POS:
             pos = apply_position(self.applier_positions, data, ops)
             if pos is not None:  # item by item: other threads read the mapping
@@ -337,6 +474,10 @@ class StoreStateMachine(EpochApply):
             alarms = apply_alarm_command(self.alarms, data, ops)
             if alarms is not None:
                 self.alarms = alarms
+        elif tag == _SLOT:
+            slots = apply_slot_command(self.slots, data, ops)
+            if slots is not None:
+                self.slots = slots
 
     def _parse_batch(self, entries: list[Entry]) -> list[ParsedTxn | None]:
         """``parse_txn`` of every transaction entry of an ``apply`` batch (None for the others
@@ -398,8 +539,9 @@ class StoreStateMachine(EpochApply):
         state = getattr(self, "replication", None)
         return (0, {}) if state is None else state.tombstone_floor()
 
-    def restore(self, data: bytes) -> int:
-        """Replace the store by the snapshot archive ``data``; return its applied index."""
+    def restore(self, data: bytes | ArchiveReader) -> int:
+        """Replace the store by the snapshot archive ``data`` (its bytes, or a reader over the
+        snapshot's files); return its applied index."""
         tmp = os.path.join(self.data_dir, "snapshot-in")
         staged = self.path + ".new"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -411,6 +553,7 @@ class StoreStateMachine(EpochApply):
                 import_snapshot(tmp, staged)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        self.seed_pins.close_all()  # they read the store being replaced
         self.store.close()
         shutil.rmtree(self.path)
         self._install_staged(staged)
@@ -428,6 +571,7 @@ class StoreStateMachine(EpochApply):
         self.store.flush()
 
     def close(self) -> None:
+        self.seed_pins.close_all()
         self.store.close()
 
 

@@ -10,12 +10,25 @@ names serve.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+import enum
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from gateway.node.base.validation import TableSchema
 
-__all__ = ["InsertShape", "Ops", "ParsedTxn", "RowMeta", "StoreOp", "meta_op"]
+__all__ = ["MISSING", "InsertShape", "Missing", "Ops", "ParsedTxn", "RowMeta", "StoreOp",
+           "meta_op"]
+
+
+class Missing(enum.Enum):
+    """The type of :data:`MISSING`."""
+
+    MISSING = 0
+
+
+#: The default of ``overlay.get(key, MISSING)``: a key this ``apply`` has not written (an
+#: overlay's None is a deletion). An enum member, so that ``is MISSING`` narrows the type.
+MISSING: Final = Missing.MISSING
 
 
 class StoreOp(NamedTuple):

@@ -24,6 +24,7 @@ annotated below are the state machine's, set by its ``_load``.
 from __future__ import annotations
 
 import struct
+from typing import cast
 
 from gateway.core.lsm import LSMStore
 from gateway.core.lsm.format import prefix_end
@@ -36,6 +37,7 @@ from gateway.node.base.validation import (
 )
 from gateway.node.state import keys
 from gateway.node.state.conditions import refusal, refusal_marker, refusal_of_marker
+from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, ParsedTxn, RowMeta, meta_op
 from gateway.node.state.wire import (
     insert_header_span,
@@ -51,9 +53,10 @@ from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 __all__ = ["Applied", "TransactionApply", "schema_to_row"]
 
-_J_END = prefix_end(keys.IDEMPOTENCY_EXPIRY_PREFIX)  # past every expiry index key
+# past every expiry index key (the prefix is not all 0xff: there is such a key)
+_J_END = cast(bytes, prefix_end(keys.IDEMPOTENCY_EXPIRY_PREFIX))
 _EXPIRY_GRAIN_NS = 10**9
-_MISSING = object()
+
 
 
 class Applied:
@@ -90,11 +93,11 @@ def schema_to_row(name: str, schema: TableSchema) -> bytes:
     row = gateway_pb2.Row(table=statement_pb2.TableMetadata(schema_name=schema_name,
                                                             table_name=table))
     for n, t in schema.key_fields:
-        row.key_fields.add(name=n, type=t)  # type: ignore[arg-type]
+        row.key_fields.add(name=n, type=t)
     key_names = {n for n, _ in schema.key_fields}
     for n, t in schema.columns.items():
         if n not in key_names:
-            row.fields.add(name=n, type=t)  # type: ignore[arg-type]
+            row.fields.add(name=n, type=t)
     return row.SerializeToString()
 
 
@@ -307,7 +310,7 @@ class TransactionApply:
         got = overlay.get(key, _MISSING)
         if got is _MISSING:
             return self.store.get(key)
-        return got  # type: ignore[return-value]
+        return got
 
     def _apply_txn(self, e: Entry, txn: transaction_pb2.Transaction, idem: str,
                    ops: Ops, overlay: dict[bytes, bytes | None]) -> Applied:
@@ -377,7 +380,7 @@ class TransactionApply:
                                commit_timestamp_ns=commit_ts, log_index=index)
 
     def _insert(self, body: statement_pb2.InsertStatement, index: int, gtid: gtid_pb2.Gtid,
-                meta: RowMeta, ops: Ops, overlay: dict) -> None:
+                meta: RowMeta, ops: Ops, overlay: dict[bytes, bytes | None]) -> None:
         t = body.table
         schema, table = t.schema_name, t.table_name
         # Fast path: the stored Row's bytes assembled from serialized parts in field order --
@@ -415,7 +418,7 @@ class TransactionApply:
             ops.append((k, v, *meta))
 
     def _update(self, body: statement_pb2.UpdateStatement, index: int, gtid: gtid_pb2.Gtid,
-                meta: RowMeta, ops: Ops, overlay: dict) -> None:
+                meta: RowMeta, ops: Ops, overlay: dict[bytes, bytes | None]) -> None:
         t = body.table
         for rec in body.records:
             k = keys.row_key(t.schema_name, t.table_name, rec.key_values)
@@ -424,13 +427,13 @@ class TransactionApply:
                 continue  # UPDATE of a missing row leaves it missing
             row = gateway_pb2.Row.FromString(raw)
             pos = {f.name: i for i, f in enumerate(row.fields)}
-            for f, v in zip(body.set_fields, rec.after_values, strict=True):
+            for f, value in zip(body.set_fields, rec.after_values, strict=True):
                 i = pos.get(f.name)
                 if i is None:
                     row.fields.add(name=f.name, type=f.type)
-                    row.values.add().CopyFrom(v)
+                    row.values.add().CopyFrom(value)
                 else:
-                    row.values[i].CopyFrom(v)
+                    row.values[i].CopyFrom(value)
             row.epoch, row.author, row.commit_timestamp_ns = meta
             row.gtid.CopyFrom(gtid)
             row.log_index = index

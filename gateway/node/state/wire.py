@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.core import accel
 from gateway.core.logrules import date_problem, datetime_problem, time_problem
@@ -664,7 +664,7 @@ _TAG_OF_CODE = {CODE_UUID: _V_BYTES, CODE_DATE: _V_STRING, CODE_TIME: _V_STRING,
                 CODE_DATETIME: _V_STRING}
 _TEXT_RULE_OF_CODE = {CODE_DATE: date_problem, CODE_TIME: time_problem,
                       CODE_DATETIME: datetime_problem}
-_CODE_OF_TYPE = {FT.FIELD_TYPE_UUID: CODE_UUID, FT.FIELD_TYPE_DATE: CODE_DATE,
+_CODE_OF_TYPE: dict[int, int] = {FT.FIELD_TYPE_UUID: CODE_UUID, FT.FIELD_TYPE_DATE: CODE_DATE,
                  FT.FIELD_TYPE_TIME: CODE_TIME, FT.FIELD_TYPE_DATETIME: CODE_DATETIME,
                  FT.FIELD_TYPE_DECIMAL: 0, FT.FIELD_TYPE_JSON: 0}
 _NAN_EXPONENT, _MANTISSA, _NEG_ZERO = 0x7FF << 52, (1 << 52) - 1, 1 << 63
@@ -798,7 +798,8 @@ class WireChecker:
             pos = end
         return out if out else None
 
-    def _fast(self, raw: bytes, schemas: dict[str, TableSchema]) -> list | None:
+    def _fast(self, raw: bytes, schemas: dict[str, TableSchema]
+              ) -> list[tuple[bytes, int, int]] | None:
         try:
             heads = self._heads(raw)
             if heads is None:
@@ -856,36 +857,44 @@ _META_KEYS = b"".join((_GTID_SERVER_ID, _GTID_TRANS_ID, _ROW_EPOCH, _ROW_AUTHOR,
                        _ROW_COMMIT_TS, _ROW_LOG_INDEX, _RES_GTID, _RES_EPOCH, _RES_COMMIT_TS,
                        _RES_LOG_INDEX))
 _accel = accel.load("gateway.node._wire")  # None: the Python specifications serve
-meta_parts = (functools.partial(_accel.meta_parts, _META_KEYS) if _accel
-              else meta_parts_py)
-insert_rows = _accel.insert_rows if _accel else insert_rows_py
-parse_txn = _accel.parse_txn if _accel else parse_txn_py
+# Each public name below is the C function when built, else its Python specification; it is
+# typed as the specification, which the differential tests hold the C function to.
+meta_parts: Callable[[int, int, int, int, int, int], tuple[bytes, bytes, bytes]] = (
+    functools.partial(_accel.meta_parts, _META_KEYS) if _accel else meta_parts_py)
+insert_rows: Callable[[bytes, int, int, bytes, bytes, bytes, bytes, int, int, int],
+                      list[tuple[bytes, bytes, int, int, int]] | None] = (
+    _accel.insert_rows if _accel else insert_rows_py)
+parse_txn: Callable[[bytes], ParsedTxn | None] = _accel.parse_txn if _accel else parse_txn_py
 #: The type tag and field keys ``_wire.txn_head`` reads, in its order.
 _HEAD_KEYS = bytes((_TXN, _B_TXN_GTID, _B_GTID_SERVER_ID, _B_GTID_TRANS_ID, _B_TXN_EPOCH,
                     _B_TXN_AUTHOR, _B_TXN_START_TS, _B_TXN_COMMIT_TS, _B_TXN_STATEMENTS,
                     _B_TXN_SEGMENT_ID, _B_TXN_END_SEGMENT, _B_TXN_IDEMPOTENCY_KEY))
-txn_head = functools.partial(_accel.txn_head, _HEAD_KEYS) if _accel else txn_head_py
+txn_head: Callable[[bytes], tuple[int, int, int] | None] = (
+    functools.partial(_accel.txn_head, _HEAD_KEYS) if _accel else txn_head_py)
 #: The type tag and field keys ``_wire.encode_txn`` writes, in its order.
 _TXN_KEYS = b"".join((bytes((_TXN,)), _TXN_GTID, _GTID_SERVER_ID, _GTID_TRANS_ID, _TXN_EPOCH,
                       _TXN_AUTHOR, _TXN_START_TS, _TXN_COMMIT_TS, _TXN_SEGMENT_ID,
                       _TXN_END_SEGMENT, _TXN_IDEMPOTENCY_KEY))
 
 
-def _encode_transaction_wire_c(server_id: int, trans_id: int, epoch: int, author: int,
-                               start_ns: int, commit_ns: int, statements: bytes,
-                               idempotency_key: str = "") -> bytes:
-    return _accel.encode_txn(_TXN_KEYS, server_id, trans_id, epoch,  # type: ignore[union-attr]
-                             author, start_ns, commit_ns, statements,
-                             idempotency_key.encode())
+if _accel is not None:
+    _encode_txn: Callable[..., bytes] = _accel.encode_txn
 
+    def _encode_transaction_wire_c(server_id: int, trans_id: int, epoch: int, author: int,
+                                   start_ns: int, commit_ns: int, statements: bytes,
+                                   idempotency_key: str = "") -> bytes:
+        return _encode_txn(_TXN_KEYS, server_id, trans_id, epoch, author, start_ns,
+                           commit_ns, statements, idempotency_key.encode())
 
-encode_transaction_wire = _encode_transaction_wire_c if _accel else encode_transaction_wire_py
+    encode_transaction_wire = _encode_transaction_wire_c
+else:
+    encode_transaction_wire = encode_transaction_wire_py
 #: The field keys ``_wire.header_span`` reads, in its order.
 _HEADER_KEYS = bytes((_B_STMT_INSERT, _B_INS_TABLE, _B_INS_KEY_FIELDS, _B_INS_FIELDS,
                       _B_INS_RECORDS))
-insert_header_span = (functools.partial(_accel.header_span, _HEADER_KEYS) if _accel
-                      else insert_header_span_py)
-frame_field = _accel.frame if _accel else frame_field_py
+insert_header_span: Callable[[bytes, int, int], tuple[int, int] | None] = (
+    functools.partial(_accel.header_span, _HEADER_KEYS) if _accel else insert_header_span_py)
+frame_field: Callable[[bytes, list[bytes]], bytes] = _accel.frame if _accel else frame_field_py
 
 
 def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
@@ -893,12 +902,13 @@ def frame_statements(statements: Sequence[statement_pb2.Statement]) -> bytes:
     return frame_field(_TXN_STATEMENTS, [s.SerializeToString() for s in statements])
 #: The field keys ``_wire.frame_writes`` reads and writes, in its order.
 _FRAME_WRITES_KEYS = bytes((_B_BATCH_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
-frame_writes = (functools.partial(_accel.frame_writes, _FRAME_WRITES_KEYS) if _accel
-                else frame_writes_py)
+frame_writes: Callable[[bytes, bool], list[bytes]] = (
+    functools.partial(_accel.frame_writes, _FRAME_WRITES_KEYS) if _accel else frame_writes_py)
 _B_STREAM_WRITES = _byte(W.STREAM_WRITE_REQUEST_WRITES_KEY)
 _FRAME_STREAM_KEYS = bytes((_B_STREAM_WRITES, _B_WRITE_STATEMENTS, _B_TXN_STATEMENTS))
-_frame_stream_writes = (functools.partial(_accel.frame_writes, _FRAME_STREAM_KEYS) if _accel
-                        else functools.partial(frame_writes_py, writes_key=_B_STREAM_WRITES))
+_frame_stream_writes: Callable[[bytes, bool], list[bytes]] = (
+    functools.partial(_accel.frame_writes, _FRAME_STREAM_KEYS) if _accel
+    else functools.partial(frame_writes_py, writes_key=_B_STREAM_WRITES))
 
 
 def frame_request(req: gateway_pb2.WriteRequest, data: bytes | None = None) -> bytes:
@@ -922,4 +932,5 @@ def frame_batch(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequ
         return frame(req.SerializeToString() if data is None else data, True)
     except ValueError:
         return [frame_statements(w.statements) for w in req.writes]
-_check_records = _accel.check_records if _accel else _check_records_py
+_check_records: Callable[[bytes, int, int, bytes, bytes], bool] = (
+    _accel.check_records if _accel else _check_records_py)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gateway.node.storage.storage import RaftLogStorage
 
-__all__ = ["paths_under", "undo_refused_start"]
+__all__ = ["paths_under", "remove_made", "undo_refused_start"]
 
 log = logging.getLogger("gateway.node.server")
 
@@ -71,3 +72,19 @@ def undo_refused_start(root: str, found: dict[str, int], storage: RaftLogStorage
 
 def _top(rel: str) -> str:
     return rel.split(os.sep, 1)[0]
+
+
+def remove_made(path: str, keep_dir: bool) -> None:
+    """Remove what a failed start made in the data directory ``path``: its contents, and
+    the directory itself unless it existed before (``keep_dir``: e.g. a mounted volume)."""
+    if not keep_dir:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path):
+            child = os.path.join(path, name)
+            if os.path.isdir(child) and not os.path.islink(child):
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(child)

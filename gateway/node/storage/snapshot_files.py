@@ -43,6 +43,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
+from typing import Literal, TypedDict
 
 from gateway.core.fileio import FileSystem, WritableFile, local_fs
 from gateway.core.lsm.errors import CorruptionError, InvalidArgumentError
@@ -313,6 +314,8 @@ def unpack_dir(data: bytes | ArchiveReader, directory: str,
         out = fs.create(os.path.join(directory, name))
         try:
             for at in range(pos, pos + size, _CHUNK):
+                # (a memoryview slice: ``WritableFile.write`` says bytes, and every file
+                # system's takes any bytes-like object)
                 out.write(view[at : min(at + _CHUNK, pos + size)])  # type: ignore[arg-type]
             out.sync()
         finally:
@@ -373,15 +376,26 @@ def check_snapshot_dir(directory: str) -> None:
                                    f"size ({type(exc).__name__}: {exc})") from None
 
 
-def _conf_to_json(cs: ConfState) -> dict[str, object]:
+class _ConfJson(TypedDict, total=False):
+    """A ``ConfState`` in a snapshot's metadata file (a key left out: empty, false)."""
+
+    voters: list[int]
+    learners: list[int]
+    voters_outgoing: list[int]
+    learners_next: list[int]
+    auto_leave: bool
+
+
+def _conf_to_json(cs: ConfState) -> _ConfJson:
     return {"voters": list(cs.voters), "learners": list(cs.learners),
             "voters_outgoing": list(cs.voters_outgoing),
             "learners_next": list(cs.learners_next), "auto_leave": cs.auto_leave}
 
 
-def _conf_from_json(d: dict[str, object]) -> ConfState:
-    def ids(key: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in d.get(key, ()))  # type: ignore[attr-defined]
+def _conf_from_json(d: _ConfJson) -> ConfState:
+    def ids(key: Literal["voters", "learners", "voters_outgoing", "learners_next"]
+            ) -> tuple[int, ...]:
+        return tuple(int(x) for x in d.get(key, ()))
 
     return ConfState(ids("voters"), ids("learners"), ids("voters_outgoing"),
                      ids("learners_next"), bool(d.get("auto_leave", False)))

@@ -50,6 +50,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import cast
 
 from gateway.core.fileio import OsFileSystem
 from gateway.core.undo_fs import UndoableFileSystem
@@ -64,7 +65,7 @@ from gateway.core.wal import (
     WalUnavailableError,
 )
 from gateway.node.base.errors import DataLossError
-from gateway.node.storage.snapshot_files import SnapshotFiles
+from gateway.node.storage.snapshot_files import ArchiveReader, SnapshotFiles
 from gateway.raft import (
     CompactedError,
     ConfState,
@@ -223,6 +224,10 @@ class RaftLogStorage:
     def last_index(self) -> int:
         return max(self._wal.last_index(), self.snapshots.metadata.index)
 
+    def log_bytes_from(self, index: int) -> int:
+        """Bytes the log files hold for entries ``index`` and later (``SegmentedWal``)."""
+        return self._wal.bytes_from(index)
+
     def term(self, i: int) -> int:
         meta = self.snapshots.metadata
         if i == meta.index:
@@ -347,7 +352,8 @@ class RaftLogStorage:
         it is finished on open (the WAL's first index is past ``CURRENT``: the staged snapshot
         is committed), and a crash inside (2) is finished by the WAL's recovery."""
         with self._snap_lock:
-            self.snapshots.stage(snap.metadata, snap.data)
+            # (a received image: bytes, or the ``ArchiveReader`` of this storage's spool)
+            self.snapshots.stage(snap.metadata, cast("bytes | ArchiveReader", snap.data))
             self._reset_wal(snap.metadata.index, snap.metadata.term,
                             hs if hs is not None else self._wal.hard_state())
             self.snapshots.commit(snap.metadata)

@@ -115,7 +115,19 @@ def _header_int(value: int) -> int | str:
 
 def headers(op: RowOp) -> dict[str, int | str]:
     """The AMQP headers: GTID (as ``"server_id:trans_id"`` and as numbers), epoch, author,
-    commit timestamp (ns), log index and statement number."""
+    commit timestamp (ns), log index and statement number; for a row of a new applier's
+    backfill from the store (``op.backfill``: an UPSERT of the stored row, not a change) also
+    ``x-gateway-backfill: "true"`` and ``x-gateway-snapshot-index``, the log index of the
+    store snapshot it was read from (the row's own ``x-gateway-log-index`` is that of its
+    last change)."""
+    out = _headers(op)
+    if op.backfill:
+        out["x-gateway-backfill"] = "true"
+        out["x-gateway-snapshot-index"] = _header_int(op.backfill)
+    return out
+
+
+def _headers(op: RowOp) -> dict[str, int | str]:
     return {
         "x-gateway-gtid": f"{op.gtid.server_id}:{op.gtid.trans_id}",
         "x-gateway-server-id": _header_int(op.gtid.server_id),
@@ -172,14 +184,15 @@ def op_json(op: RowOp) -> dict[str, Any]:
     """The JSON object of ``op``: ``kind``, ``schema``, ``table``, ``key`` and ``columns``
     (lists of ``{name, type, value}``; BLOB and UUID values base64, DECIMAL as a string),
     ``new_key`` (MOVE) or ``sql`` (SQL) or null, and the metadata ``gtid`` (``[server_id,
-    trans_id]``), ``log_index``, ``epoch``, ``author``, ``commit_ts_ns``, ``statement``."""
+    trans_id]``), ``log_index``, ``epoch``, ``author``, ``commit_ts_ns``, ``statement`` --
+    and ``backfill`` (the snapshot index of a backfill row) for a backfill row only."""
     sql = None
     if op.sql is not None:
         sql = {"query": op.sql.query, "default_schema": op.sql.default_schema,
                "session_id": op.sql.session_id,
                "variables": [{"name": v.name, "type": FT.Name(v.type).removeprefix("FIELD_TYPE_"),
                               "value": _json_value(v.value)} for v in op.sql.variables]}
-    return {
+    obj = {
         "kind": op.kind.name, "schema": op.table.schema, "table": op.table.name,
         "key": _columns(op.key_columns, op.key), "columns": _columns(op.columns, op.values),
         "new_key": (_columns(op.key_columns, op.new_key) if op.new_key is not None else None),
@@ -187,6 +200,9 @@ def op_json(op: RowOp) -> dict[str, Any]:
         "epoch": op.epoch, "author": op.author, "commit_ts_ns": op.commit_ts_ns,
         "statement": op.statement,
     }
+    if op.backfill:
+        obj["backfill"] = op.backfill
+    return obj
 
 
 def _parse_columns(items: list[dict[str, Any]]) -> tuple[tuple[Column, ...], tuple[Any, ...]]:
@@ -210,7 +226,8 @@ def op_from_json(obj: dict[str, Any]) -> RowOp:
             sql = SqlText(s["query"], variables, s["default_schema"], s["session_id"])
         return RowOp(OpKind[obj["kind"]], TableRef(obj["schema"], obj["table"]), key_cols, key,
                      cols, values, Gtid(*obj["gtid"]), obj["log_index"], obj["epoch"],
-                     obj["author"], obj["commit_ts_ns"], new_key, sql, obj["statement"])
+                     obj["author"], obj["commit_ts_ns"], new_key, sql, obj["statement"],
+                     obj.get("backfill", 0))
     except (KeyError, TypeError, ValueError) as exc:
         raise MessageFormatError(f"JSON body is not a row operation: {exc!r}") from None
 

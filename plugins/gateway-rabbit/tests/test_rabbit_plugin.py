@@ -106,6 +106,21 @@ def test_headers_carry_the_transaction_metadata():
     assert h["x-gateway-statement"] == 2
 
 
+def test_backfill_rows_are_marked_in_headers_and_bodies_changes_are_not():
+    row = _op(OpKind.UPSERT, backfill=120)
+    for fmt in ("frame", "json"):
+        m = encode(row, fmt)
+        assert m.headers["x-gateway-backfill"] == "true"
+        assert m.headers["x-gateway-snapshot-index"] == 120
+        assert m.headers["x-gateway-log-index"] == 9  # the row's last change
+        assert decode_body(m.body, m.content_type).backfill == 120
+    change = encode(_op(OpKind.UPSERT))
+    assert "x-gateway-backfill" not in change.headers
+    assert "x-gateway-snapshot-index" not in change.headers
+    assert decode_body(change.body).backfill == 0
+    assert change.message_id != encode(row).message_id
+
+
 def test_message_ids_are_deterministic_and_differ_between_operations():
     assert message_id(_op()) == message_id(_op()) == encode(_op(), "json").message_id
     assert message_id(_op()).startswith("3-41-2-")

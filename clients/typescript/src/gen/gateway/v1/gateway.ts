@@ -24,7 +24,7 @@ import {
 } from "@grpc/grpc-js";
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
-import { ChannelDefinition, ConflictRule, SpaceAlarm } from "./replication";
+import { ChannelDefinition, ChannelSlot, ConflictRule, SpaceAlarm } from "./replication";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -302,6 +302,18 @@ export interface ApplierStatus {
   replicatedPosition: bigint;
   /** why the applier stopped on this node (one line); empty */
   error: string;
+  /**
+   * while it runs or has not been started here
+   * A new applier's backfill from the store (docs/appliers.md, "Backfilling a new
+   * applier"): "" (none), "running", "done"; the snapshot index it follows the log after,
+   * rows delivered (all runs), how many times it resumed after a restart, and the store key
+   * of the last row delivered (hex).
+   */
+  backfillState: string;
+  backfillIndex: bigint;
+  backfillRows: bigint;
+  backfillResumes: number;
+  backfillLastKey: string;
 }
 
 export interface StatusResponse {
@@ -331,6 +343,48 @@ export interface StatusResponse {
    * node's own when its disk is short of space but the alarm is not replicated yet.
    */
   alarms: SpaceAlarm[];
+  /**
+   * The slots of the channels of other clusters reading this cluster's log, and what of this
+   * node's log is kept and why (docs/replication.md, "Log retention for channels").
+   */
+  slots: SlotStatus[];
+  retention:
+    | LogRetention
+    | undefined;
+  /**
+   * The newest epoch marker this node applied since it started and its seal time (the
+   * cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
+   * cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
+   */
+  sealedEpoch: bigint;
+  sealedAtNs: bigint;
+}
+
+/** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
+export interface SlotStatus {
+  slot:
+    | ChannelSlot
+    | undefined;
+  /** entries of this node's log kept from the slot's position on */
+  heldEntries: bigint;
+  /** their bytes in the log files */
+  heldBytes: bigint;
+  /** the slot is what keeps the log's first entry */
+  holdsLog: boolean;
+}
+
+/** LogRetention: this node's log start, what holds it, and the bound on what a slot may hold. */
+export interface LogRetention {
+  /** the oldest log index still held */
+  firstIndex: bigint;
+  /** the oldest epoch of this cluster a reader can resume after */
+  firstEpoch: bigint;
+  /** "slot CLUSTER/CHANNEL", "applier NAME", "snapshot" (the */
+  heldBy: string;
+  /** newest snapshot's margin) or "" (nothing compacted yet) */
+  maxEntries: bigint;
+  maxBytes: bigint;
+  maxAgeS: bigint;
 }
 
 /**
@@ -342,9 +396,12 @@ export interface ChannelStatus {
   sources: string[];
   /** configured or learned source cluster id (0: not yet known) */
   sourceId: number;
-  /** connecting | running | paused | error | stopped (not the */
+  /** connecting | seeding | running | paused | error | behind */
   state: string;
-  /** leader: the channel runs on the leader) */
+  /**
+   * | stopped (removed or not started); a follower reports
+   * the leader's state (leader_id) or "on the leader N"
+   */
   connected: string;
   /** newest source epoch this cluster holds whole */
   appliedEpoch: bigint;
@@ -364,6 +421,30 @@ export interface ChannelStatus {
    * durable, the same on every node.
    */
   conflicts: { [key: string]: bigint };
+  /** a seed in progress (docs/replication.md): its id, the */
+  seed: string;
+  /**
+   * source epoch, chunks installed; "" when none
+   * What the source last said of itself (its SourceProgress and events on the stream) and
+   * when (docs/replication.md, "Channel lag"). lag_epochs/lag_seconds above are computed
+   * from these against applied_epoch, so they keep growing while the channel is paused, in
+   * error or disconnected (then since_last_heard is set: lag_seconds = now - last_heard +
+   * the lag at that time).
+   */
+  sourceEpoch: bigint;
+  /** its seal time (source clock, Unix ns) */
+  sourceSealedAtNs: bigint;
+  /** when this node last heard from the source (Unix ns) */
+  lastHeardNs: bigint;
+  /**
+   * The source commit time up to which this cluster holds everything: the sealed_at_ns of
+   * the applied epoch as the replica's log records it (durable, the same on every node).
+   */
+  replicatedTimeNs: bigint;
+  /** lag is an estimate grown from last_heard_ns */
+  sinceLastHeard: boolean;
+  /** a follower's answer: the leader the live fields came from */
+  leaderId: bigint;
 }
 
 export interface ChannelStatus_ConflictsEntry {
@@ -387,13 +468,22 @@ export interface PeerStatus {
 export interface AddChannelRequest {
   definition: ChannelDefinition | undefined;
   replace: boolean;
+  /** seed this cluster from a snapshot of the source first */
+  seed: boolean;
+  /** (refused when it holds rows, unless merge) */
+  merge: boolean;
 }
 
 /** ChannelActionRequest: remove, pause or resume channel `name`. */
 export interface ChannelActionRequest {
   name: string;
-  /** remove | pause | resume */
+  /** remove | pause | resume | quarantine | resync | drop-slot */
   action: string;
+  /**
+   * (drop-slot's name: READER_CLUSTER/CHANNEL, a slot of this
+   * cluster's log)
+   */
+  confirm: boolean;
 }
 
 /** ConflictsRequest: change this cluster's conflict configuration (one of the fields). */
@@ -443,6 +533,170 @@ export interface SnapshotRequest {
 export interface AdminResponse {
   message: string;
   logIndex: bigint;
+}
+
+/**
+ * ConflictsListRequest: the recorded conflicts (exceptions tables, docs/conflicts.md) of the
+ * tables matching `pattern` (schema.table; * and ? wildcards; "" = every table): counts per
+ * table and cause, then a page of rows.
+ */
+export interface ConflictsListRequest {
+  pattern: string;
+  /** rows in this page (0 = 100; at most 10000; counts are whole) */
+  limit: number;
+  /** next_page_token of the previous page ("" = from the start) */
+  pageToken: string;
+  /** no rows */
+  countsOnly: boolean;
+}
+
+/** ConflictCount: conflicts recorded for one table with one cause (NDB$CFT_CAUSE). */
+export interface ConflictCount {
+  /** schema.table (its exceptions are in schema.table$EX) */
+  table: string;
+  /** ROW_DOES_NOT_EXIST | ROW_ALREADY_EXISTS | DATA_IN_CONFLICT */
+  cause: string;
+  /** | TRANS_IN_CONFLICT */
+  count: bigint;
+}
+
+/** ConflictRow: one exception row. */
+export interface ConflictRow {
+  /** schema.table (the row is in schema.table$EX) */
+  table: string;
+  /** SERVER/SOURCE/EPOCH/COUNT, the exception row's key */
+  id: string;
+  /** NDB$OP_TYPE: WRITE_ROW | UPDATE_ROW | DELETE_ROW */
+  opType: string;
+  /** NDB$CFT_CAUSE */
+  cause: string;
+  /** NDB$ORIG_TRANSID: the origin GTID S:T */
+  origTransid: string;
+  /** the whole exception row (key columns, col$OLD, col$NEW) */
+  row:
+    | Row
+    | undefined;
+  /** "" or what `ConflictsReplay` did with it (GTID S:T applied) */
+  replayed: string;
+}
+
+export interface ConflictsListResponse {
+  /** per table and cause, in table then cause order */
+  counts: ConflictCount[];
+  /** in table, then id order */
+  rows: ConflictRow[];
+  /** "" when this page is the last */
+  nextPageToken: string;
+  appliedIndex: bigint;
+}
+
+/**
+ * ConflictsReplayRequest: write again the changes that conflicts rejected, as new writes of
+ * this cluster in per-key order, each conditional on the row being as the conflict found it
+ * (docs/conflicts.md, "Replaying rejected changes"). Admin permission.
+ */
+export interface ConflictsReplayRequest {
+  /** schema.table, or a pattern with ids empty */
+  table: string;
+  /** SERVER/SOURCE/EPOCH/COUNT of table's rows; empty = every */
+  ids: string[];
+  /** row matching table and cause */
+  cause: string;
+  /** report what would be written, write nothing */
+  dryRun: boolean;
+}
+
+/** ConflictReplayOutcome: what became of one exception row. */
+export interface ConflictReplayOutcome {
+  table: string;
+  id: string;
+  /** applied | already-applied | changed-since | not-found */
+  outcome: string;
+  /** | would-apply (dry run) */
+  detail: string;
+}
+
+export interface ConflictsReplayResponse {
+  /** in the order they were written */
+  outcomes: ConflictReplayOutcome[];
+  applied: bigint;
+  skipped: bigint;
+}
+
+/** DeadLettersRequest: the dead letters of this node's appliers (docs/appliers.md). Read. */
+export interface DeadLettersRequest {
+  /** "" = every applier of this node */
+  applier: string;
+  /** also replayed and discarded ones */
+  includeClosed: boolean;
+  /** page: letters with a greater id (with one applier) */
+  afterId: bigint;
+  /** 0 = 100; at most 10000 */
+  limit: number;
+}
+
+/** DeadLetterInfo: one dead letter, described. */
+export interface DeadLetterInfo {
+  applier: string;
+  id: bigint;
+  /** open | replayed | discarded */
+  state: string;
+  logIndex: bigint;
+  /** S:T */
+  gtid: string;
+  /** INSERT | UPDATE | DELETE | SQL | TRANSACTION ... */
+  kind: string;
+  table: string;
+  key: string;
+  errorType: string;
+  error: string;
+  attempts: number;
+  failedAtNs: bigint;
+  /** the stored DeadLetter message (applier.proto), serialized */
+  letter: Buffer;
+}
+
+/** DeadLetterCount: letters of one applier on this node. */
+export interface DeadLetterCount {
+  applier: string;
+  open: bigint;
+  /** every letter ever added (ids are never reused) */
+  total: bigint;
+}
+
+export interface DeadLettersResponse {
+  letters: DeadLetterInfo[];
+  counts: DeadLetterCount[];
+  /** 0 when this page is the last */
+  nextAfterId: bigint;
+}
+
+/**
+ * DeadLetterActionRequest: replay (deliver again through the applier) or discard open dead
+ * letters of one applier of this node. Admin permission.
+ */
+export interface DeadLetterActionRequest {
+  applier: string;
+  /** replay | discard */
+  action: string;
+  ids: bigint[];
+  /** every open letter of the applier */
+  all: boolean;
+  /** discard: why (kept in the log) */
+  note: string;
+}
+
+/** DeadLetterOutcome: one letter after the action. */
+export interface DeadLetterOutcome {
+  id: bigint;
+  /** replayed | discarded | still-failing (an unknown or */
+  outcome: string;
+  /** closed id refuses the request: INVALID_ARGUMENT, ids) */
+  detail: string;
+}
+
+export interface DeadLetterActionResponse {
+  outcomes: DeadLetterOutcome[];
 }
 
 function createBaseWriteRequest(): WriteRequest {
@@ -2681,6 +2935,11 @@ function createBaseApplierStatus(): ApplierStatus {
     running: false,
     replicatedPosition: 0n,
     error: "",
+    backfillState: "",
+    backfillIndex: 0n,
+    backfillRows: 0n,
+    backfillResumes: 0,
+    backfillLastKey: "",
   };
 }
 
@@ -2724,6 +2983,27 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     }
     if (message.error !== "") {
       writer.uint32(74).string(message.error);
+    }
+    if (message.backfillState !== "") {
+      writer.uint32(82).string(message.backfillState);
+    }
+    if (message.backfillIndex !== 0n) {
+      if (BigInt.asUintN(64, message.backfillIndex) !== message.backfillIndex) {
+        throw new globalThis.Error("value provided for field message.backfillIndex of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.backfillIndex);
+    }
+    if (message.backfillRows !== 0n) {
+      if (BigInt.asUintN(64, message.backfillRows) !== message.backfillRows) {
+        throw new globalThis.Error("value provided for field message.backfillRows of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.backfillRows);
+    }
+    if (message.backfillResumes !== 0) {
+      writer.uint32(104).uint32(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      writer.uint32(114).string(message.backfillLastKey);
     }
     return writer;
   },
@@ -2813,6 +3093,46 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
             message.error = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.backfillState = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.backfillIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.backfillRows = reader.uint64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.backfillResumes = reader.uint32();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.backfillLastKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2852,6 +3172,31 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         ? BigInt(object.replicated_position)
         : 0n,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      backfillState: isSet(object.backfillState)
+        ? globalThis.String(object.backfillState)
+        : isSet(object.backfill_state)
+        ? globalThis.String(object.backfill_state)
+        : "",
+      backfillIndex: isSet(object.backfillIndex)
+        ? BigInt(object.backfillIndex)
+        : isSet(object.backfill_index)
+        ? BigInt(object.backfill_index)
+        : 0n,
+      backfillRows: isSet(object.backfillRows)
+        ? BigInt(object.backfillRows)
+        : isSet(object.backfill_rows)
+        ? BigInt(object.backfill_rows)
+        : 0n,
+      backfillResumes: isSet(object.backfillResumes)
+        ? globalThis.Number(object.backfillResumes)
+        : isSet(object.backfill_resumes)
+        ? globalThis.Number(object.backfill_resumes)
+        : 0,
+      backfillLastKey: isSet(object.backfillLastKey)
+        ? globalThis.String(object.backfillLastKey)
+        : isSet(object.backfill_last_key)
+        ? globalThis.String(object.backfill_last_key)
+        : "",
     };
   },
 
@@ -2884,6 +3229,21 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.backfillState !== "") {
+      obj.backfillState = message.backfillState;
+    }
+    if (message.backfillIndex !== 0n) {
+      obj.backfillIndex = message.backfillIndex.toString();
+    }
+    if (message.backfillRows !== 0n) {
+      obj.backfillRows = message.backfillRows.toString();
+    }
+    if (message.backfillResumes !== 0) {
+      obj.backfillResumes = Math.round(message.backfillResumes);
+    }
+    if (message.backfillLastKey !== "") {
+      obj.backfillLastKey = message.backfillLastKey;
+    }
     return obj;
   },
 
@@ -2907,6 +3267,15 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
       ? BigInt(object.replicatedPosition)
       : 0n;
     message.error = object.error ?? "";
+    message.backfillState = object.backfillState ?? "";
+    message.backfillIndex = (object.backfillIndex !== undefined && object.backfillIndex !== null)
+      ? BigInt(object.backfillIndex)
+      : 0n;
+    message.backfillRows = (object.backfillRows !== undefined && object.backfillRows !== null)
+      ? BigInt(object.backfillRows)
+      : 0n;
+    message.backfillResumes = object.backfillResumes ?? 0;
+    message.backfillLastKey = object.backfillLastKey ?? "";
     return message;
   },
 };
@@ -2932,6 +3301,10 @@ function createBaseStatusResponse(): StatusResponse {
     conflictRules: [],
     conflictRole: "",
     alarms: [],
+    slots: [],
+    retention: undefined,
+    sealedEpoch: 0n,
+    sealedAtNs: 0n,
   };
 }
 
@@ -3020,6 +3393,24 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.alarms) {
       SpaceAlarm.encode(v!, writer.uint32(154).fork()).join();
+    }
+    for (const v of message.slots) {
+      SlotStatus.encode(v!, writer.uint32(162).fork()).join();
+    }
+    if (message.retention !== undefined) {
+      LogRetention.encode(message.retention, writer.uint32(170).fork()).join();
+    }
+    if (message.sealedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.sealedEpoch) !== message.sealedEpoch) {
+        throw new globalThis.Error("value provided for field message.sealedEpoch of type uint64 too large");
+      }
+      writer.uint32(176).uint64(message.sealedEpoch);
+    }
+    if (message.sealedAtNs !== 0n) {
+      if (BigInt.asIntN(64, message.sealedAtNs) !== message.sealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sealedAtNs of type int64 too large");
+      }
+      writer.uint32(184).int64(message.sealedAtNs);
     }
     return writer;
   },
@@ -3189,6 +3580,38 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.alarms.push(SpaceAlarm.decode(reader, reader.uint32()));
             continue;
           }
+          case 20: {
+            if (tag !== 162) {
+              break;
+            }
+
+            message.slots.push(SlotStatus.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.retention = LogRetention.decode(reader, reader.uint32());
+            continue;
+          }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.sealedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 23: {
+            if (tag !== 184) {
+              break;
+            }
+
+            message.sealedAtNs = reader.int64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3272,6 +3695,20 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       alarms: globalThis.Array.isArray(object?.alarms)
         ? object.alarms.map((e: any) => SpaceAlarm.fromJSON(e))
         : [],
+      slots: globalThis.Array.isArray(object?.slots)
+        ? object.slots.map((e: any) => SlotStatus.fromJSON(e))
+        : [],
+      retention: isSet(object.retention) ? LogRetention.fromJSON(object.retention) : undefined,
+      sealedEpoch: isSet(object.sealedEpoch)
+        ? BigInt(object.sealedEpoch)
+        : isSet(object.sealed_epoch)
+        ? BigInt(object.sealed_epoch)
+        : 0n,
+      sealedAtNs: isSet(object.sealedAtNs)
+        ? BigInt(object.sealedAtNs)
+        : isSet(object.sealed_at_ns)
+        ? BigInt(object.sealed_at_ns)
+        : 0n,
     };
   },
 
@@ -3334,6 +3771,18 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.alarms?.length) {
       obj.alarms = message.alarms.map((e) => SpaceAlarm.toJSON(e));
     }
+    if (message.slots?.length) {
+      obj.slots = message.slots.map((e) => SlotStatus.toJSON(e));
+    }
+    if (message.retention !== undefined) {
+      obj.retention = LogRetention.toJSON(message.retention);
+    }
+    if (message.sealedEpoch !== 0n) {
+      obj.sealedEpoch = message.sealedEpoch.toString();
+    }
+    if (message.sealedAtNs !== 0n) {
+      obj.sealedAtNs = message.sealedAtNs.toString();
+    }
     return obj;
   },
 
@@ -3369,6 +3818,345 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.conflictRules = object.conflictRules?.map((e) => ConflictRule.fromPartial(e)) || [];
     message.conflictRole = object.conflictRole ?? "";
     message.alarms = object.alarms?.map((e) => SpaceAlarm.fromPartial(e)) || [];
+    message.slots = object.slots?.map((e) => SlotStatus.fromPartial(e)) || [];
+    message.retention = (object.retention !== undefined && object.retention !== null)
+      ? LogRetention.fromPartial(object.retention)
+      : undefined;
+    message.sealedEpoch = (object.sealedEpoch !== undefined && object.sealedEpoch !== null)
+      ? BigInt(object.sealedEpoch)
+      : 0n;
+    message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
+      ? BigInt(object.sealedAtNs)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseSlotStatus(): SlotStatus {
+  return { slot: undefined, heldEntries: 0n, heldBytes: 0n, holdsLog: false };
+}
+
+export const SlotStatus: MessageFns<SlotStatus> = {
+  encode(message: SlotStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.slot !== undefined) {
+      ChannelSlot.encode(message.slot, writer.uint32(10).fork()).join();
+    }
+    if (message.heldEntries !== 0n) {
+      if (BigInt.asUintN(64, message.heldEntries) !== message.heldEntries) {
+        throw new globalThis.Error("value provided for field message.heldEntries of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.heldEntries);
+    }
+    if (message.heldBytes !== 0n) {
+      if (BigInt.asUintN(64, message.heldBytes) !== message.heldBytes) {
+        throw new globalThis.Error("value provided for field message.heldBytes of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.heldBytes);
+    }
+    if (message.holdsLog !== false) {
+      writer.uint32(32).bool(message.holdsLog);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.slot = ChannelSlot.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.heldEntries = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.heldBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.holdsLog = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotStatus {
+    return {
+      slot: isSet(object.slot) ? ChannelSlot.fromJSON(object.slot) : undefined,
+      heldEntries: isSet(object.heldEntries)
+        ? BigInt(object.heldEntries)
+        : isSet(object.held_entries)
+        ? BigInt(object.held_entries)
+        : 0n,
+      heldBytes: isSet(object.heldBytes)
+        ? BigInt(object.heldBytes)
+        : isSet(object.held_bytes)
+        ? BigInt(object.held_bytes)
+        : 0n,
+      holdsLog: isSet(object.holdsLog)
+        ? globalThis.Boolean(object.holdsLog)
+        : isSet(object.holds_log)
+        ? globalThis.Boolean(object.holds_log)
+        : false,
+    };
+  },
+
+  toJSON(message: SlotStatus): unknown {
+    const obj: any = {};
+    if (message.slot !== undefined) {
+      obj.slot = ChannelSlot.toJSON(message.slot);
+    }
+    if (message.heldEntries !== 0n) {
+      obj.heldEntries = message.heldEntries.toString();
+    }
+    if (message.heldBytes !== 0n) {
+      obj.heldBytes = message.heldBytes.toString();
+    }
+    if (message.holdsLog !== false) {
+      obj.holdsLog = message.holdsLog;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotStatus>, I>>(base?: I): SlotStatus {
+    return SlotStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotStatus>, I>>(object: I): SlotStatus {
+    const message = createBaseSlotStatus();
+    message.slot = (object.slot !== undefined && object.slot !== null)
+      ? ChannelSlot.fromPartial(object.slot)
+      : undefined;
+    message.heldEntries = (object.heldEntries !== undefined && object.heldEntries !== null)
+      ? BigInt(object.heldEntries)
+      : 0n;
+    message.heldBytes = (object.heldBytes !== undefined && object.heldBytes !== null) ? BigInt(object.heldBytes) : 0n;
+    message.holdsLog = object.holdsLog ?? false;
+    return message;
+  },
+};
+
+function createBaseLogRetention(): LogRetention {
+  return { firstIndex: 0n, firstEpoch: 0n, heldBy: "", maxEntries: 0n, maxBytes: 0n, maxAgeS: 0n };
+}
+
+export const LogRetention: MessageFns<LogRetention> = {
+  encode(message: LogRetention, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.firstIndex !== 0n) {
+      if (BigInt.asUintN(64, message.firstIndex) !== message.firstIndex) {
+        throw new globalThis.Error("value provided for field message.firstIndex of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.firstIndex);
+    }
+    if (message.firstEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.firstEpoch) !== message.firstEpoch) {
+        throw new globalThis.Error("value provided for field message.firstEpoch of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.firstEpoch);
+    }
+    if (message.heldBy !== "") {
+      writer.uint32(26).string(message.heldBy);
+    }
+    if (message.maxEntries !== 0n) {
+      if (BigInt.asUintN(64, message.maxEntries) !== message.maxEntries) {
+        throw new globalThis.Error("value provided for field message.maxEntries of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.maxEntries);
+    }
+    if (message.maxBytes !== 0n) {
+      if (BigInt.asUintN(64, message.maxBytes) !== message.maxBytes) {
+        throw new globalThis.Error("value provided for field message.maxBytes of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.maxBytes);
+    }
+    if (message.maxAgeS !== 0n) {
+      if (BigInt.asUintN(64, message.maxAgeS) !== message.maxAgeS) {
+        throw new globalThis.Error("value provided for field message.maxAgeS of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.maxAgeS);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LogRetention {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLogRetention();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.firstIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.firstEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.heldBy = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxEntries = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxAgeS = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LogRetention {
+    return {
+      firstIndex: isSet(object.firstIndex)
+        ? BigInt(object.firstIndex)
+        : isSet(object.first_index)
+        ? BigInt(object.first_index)
+        : 0n,
+      firstEpoch: isSet(object.firstEpoch)
+        ? BigInt(object.firstEpoch)
+        : isSet(object.first_epoch)
+        ? BigInt(object.first_epoch)
+        : 0n,
+      heldBy: isSet(object.heldBy)
+        ? globalThis.String(object.heldBy)
+        : isSet(object.held_by)
+        ? globalThis.String(object.held_by)
+        : "",
+      maxEntries: isSet(object.maxEntries)
+        ? BigInt(object.maxEntries)
+        : isSet(object.max_entries)
+        ? BigInt(object.max_entries)
+        : 0n,
+      maxBytes: isSet(object.maxBytes)
+        ? BigInt(object.maxBytes)
+        : isSet(object.max_bytes)
+        ? BigInt(object.max_bytes)
+        : 0n,
+      maxAgeS: isSet(object.maxAgeS) ? BigInt(object.maxAgeS) : isSet(object.max_age_s) ? BigInt(object.max_age_s) : 0n,
+    };
+  },
+
+  toJSON(message: LogRetention): unknown {
+    const obj: any = {};
+    if (message.firstIndex !== 0n) {
+      obj.firstIndex = message.firstIndex.toString();
+    }
+    if (message.firstEpoch !== 0n) {
+      obj.firstEpoch = message.firstEpoch.toString();
+    }
+    if (message.heldBy !== "") {
+      obj.heldBy = message.heldBy;
+    }
+    if (message.maxEntries !== 0n) {
+      obj.maxEntries = message.maxEntries.toString();
+    }
+    if (message.maxBytes !== 0n) {
+      obj.maxBytes = message.maxBytes.toString();
+    }
+    if (message.maxAgeS !== 0n) {
+      obj.maxAgeS = message.maxAgeS.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LogRetention>, I>>(base?: I): LogRetention {
+    return LogRetention.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LogRetention>, I>>(object: I): LogRetention {
+    const message = createBaseLogRetention();
+    message.firstIndex = (object.firstIndex !== undefined && object.firstIndex !== null)
+      ? BigInt(object.firstIndex)
+      : 0n;
+    message.firstEpoch = (object.firstEpoch !== undefined && object.firstEpoch !== null)
+      ? BigInt(object.firstEpoch)
+      : 0n;
+    message.heldBy = object.heldBy ?? "";
+    message.maxEntries = (object.maxEntries !== undefined && object.maxEntries !== null)
+      ? BigInt(object.maxEntries)
+      : 0n;
+    message.maxBytes = (object.maxBytes !== undefined && object.maxBytes !== null) ? BigInt(object.maxBytes) : 0n;
+    message.maxAgeS = (object.maxAgeS !== undefined && object.maxAgeS !== null) ? BigInt(object.maxAgeS) : 0n;
     return message;
   },
 };
@@ -3388,6 +4176,13 @@ function createBaseChannelStatus(): ChannelStatus {
     transactionsApplied: 0n,
     paused: false,
     conflicts: {},
+    seed: "",
+    sourceEpoch: 0n,
+    sourceSealedAtNs: 0n,
+    lastHeardNs: 0n,
+    replicatedTimeNs: 0n,
+    sinceLastHeard: false,
+    leaderId: 0n,
   };
 }
 
@@ -3444,6 +4239,42 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
     globalThis.Object.entries(message.conflicts).forEach(([key, value]: [string, bigint]) => {
       ChannelStatus_ConflictsEntry.encode({ key: key as any, value }, writer.uint32(106).fork()).join();
     });
+    if (message.seed !== "") {
+      writer.uint32(114).string(message.seed);
+    }
+    if (message.sourceEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.sourceEpoch) !== message.sourceEpoch) {
+        throw new globalThis.Error("value provided for field message.sourceEpoch of type uint64 too large");
+      }
+      writer.uint32(120).uint64(message.sourceEpoch);
+    }
+    if (message.sourceSealedAtNs !== 0n) {
+      if (BigInt.asIntN(64, message.sourceSealedAtNs) !== message.sourceSealedAtNs) {
+        throw new globalThis.Error("value provided for field message.sourceSealedAtNs of type int64 too large");
+      }
+      writer.uint32(128).int64(message.sourceSealedAtNs);
+    }
+    if (message.lastHeardNs !== 0n) {
+      if (BigInt.asIntN(64, message.lastHeardNs) !== message.lastHeardNs) {
+        throw new globalThis.Error("value provided for field message.lastHeardNs of type int64 too large");
+      }
+      writer.uint32(136).int64(message.lastHeardNs);
+    }
+    if (message.replicatedTimeNs !== 0n) {
+      if (BigInt.asIntN(64, message.replicatedTimeNs) !== message.replicatedTimeNs) {
+        throw new globalThis.Error("value provided for field message.replicatedTimeNs of type int64 too large");
+      }
+      writer.uint32(144).int64(message.replicatedTimeNs);
+    }
+    if (message.sinceLastHeard !== false) {
+      writer.uint32(152).bool(message.sinceLastHeard);
+    }
+    if (message.leaderId !== 0n) {
+      if (BigInt.asUintN(64, message.leaderId) !== message.leaderId) {
+        throw new globalThis.Error("value provided for field message.leaderId of type uint64 too large");
+      }
+      writer.uint32(160).uint64(message.leaderId);
+    }
     return writer;
   },
 
@@ -3567,6 +4398,62 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
             }
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.seed = reader.string();
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.sourceEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.sourceSealedAtNs = reader.int64() as bigint;
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.lastHeardNs = reader.int64() as bigint;
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.replicatedTimeNs = reader.int64() as bigint;
+            continue;
+          }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.sinceLastHeard = reader.bool();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.leaderId = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3635,6 +4522,37 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
           {},
         )
         : {},
+      seed: isSet(object.seed) ? globalThis.String(object.seed) : "",
+      sourceEpoch: isSet(object.sourceEpoch)
+        ? BigInt(object.sourceEpoch)
+        : isSet(object.source_epoch)
+        ? BigInt(object.source_epoch)
+        : 0n,
+      sourceSealedAtNs: isSet(object.sourceSealedAtNs)
+        ? BigInt(object.sourceSealedAtNs)
+        : isSet(object.source_sealed_at_ns)
+        ? BigInt(object.source_sealed_at_ns)
+        : 0n,
+      lastHeardNs: isSet(object.lastHeardNs)
+        ? BigInt(object.lastHeardNs)
+        : isSet(object.last_heard_ns)
+        ? BigInt(object.last_heard_ns)
+        : 0n,
+      replicatedTimeNs: isSet(object.replicatedTimeNs)
+        ? BigInt(object.replicatedTimeNs)
+        : isSet(object.replicated_time_ns)
+        ? BigInt(object.replicated_time_ns)
+        : 0n,
+      sinceLastHeard: isSet(object.sinceLastHeard)
+        ? globalThis.Boolean(object.sinceLastHeard)
+        : isSet(object.since_last_heard)
+        ? globalThis.Boolean(object.since_last_heard)
+        : false,
+      leaderId: isSet(object.leaderId)
+        ? BigInt(object.leaderId)
+        : isSet(object.leader_id)
+        ? BigInt(object.leader_id)
+        : 0n,
     };
   },
 
@@ -3685,6 +4603,27 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
         });
       }
     }
+    if (message.seed !== "") {
+      obj.seed = message.seed;
+    }
+    if (message.sourceEpoch !== 0n) {
+      obj.sourceEpoch = message.sourceEpoch.toString();
+    }
+    if (message.sourceSealedAtNs !== 0n) {
+      obj.sourceSealedAtNs = message.sourceSealedAtNs.toString();
+    }
+    if (message.lastHeardNs !== 0n) {
+      obj.lastHeardNs = message.lastHeardNs.toString();
+    }
+    if (message.replicatedTimeNs !== 0n) {
+      obj.replicatedTimeNs = message.replicatedTimeNs.toString();
+    }
+    if (message.sinceLastHeard !== false) {
+      obj.sinceLastHeard = message.sinceLastHeard;
+    }
+    if (message.leaderId !== 0n) {
+      obj.leaderId = message.leaderId.toString();
+    }
     return obj;
   },
 
@@ -3720,6 +4659,21 @@ export const ChannelStatus: MessageFns<ChannelStatus> = {
       },
       {},
     );
+    message.seed = object.seed ?? "";
+    message.sourceEpoch = (object.sourceEpoch !== undefined && object.sourceEpoch !== null)
+      ? BigInt(object.sourceEpoch)
+      : 0n;
+    message.sourceSealedAtNs = (object.sourceSealedAtNs !== undefined && object.sourceSealedAtNs !== null)
+      ? BigInt(object.sourceSealedAtNs)
+      : 0n;
+    message.lastHeardNs = (object.lastHeardNs !== undefined && object.lastHeardNs !== null)
+      ? BigInt(object.lastHeardNs)
+      : 0n;
+    message.replicatedTimeNs = (object.replicatedTimeNs !== undefined && object.replicatedTimeNs !== null)
+      ? BigInt(object.replicatedTimeNs)
+      : 0n;
+    message.sinceLastHeard = object.sinceLastHeard ?? false;
+    message.leaderId = (object.leaderId !== undefined && object.leaderId !== null) ? BigInt(object.leaderId) : 0n;
     return message;
   },
 };
@@ -3934,7 +4888,7 @@ export const PeerStatus: MessageFns<PeerStatus> = {
 };
 
 function createBaseAddChannelRequest(): AddChannelRequest {
-  return { definition: undefined, replace: false };
+  return { definition: undefined, replace: false, seed: false, merge: false };
 }
 
 export const AddChannelRequest: MessageFns<AddChannelRequest> = {
@@ -3944,6 +4898,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       writer.uint32(16).bool(message.replace);
+    }
+    if (message.seed !== false) {
+      writer.uint32(24).bool(message.seed);
+    }
+    if (message.merge !== false) {
+      writer.uint32(32).bool(message.merge);
     }
     return writer;
   },
@@ -3977,6 +4937,22 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
             message.replace = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.seed = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.merge = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3993,6 +4969,8 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     return {
       definition: isSet(object.definition) ? ChannelDefinition.fromJSON(object.definition) : undefined,
       replace: isSet(object.replace) ? globalThis.Boolean(object.replace) : false,
+      seed: isSet(object.seed) ? globalThis.Boolean(object.seed) : false,
+      merge: isSet(object.merge) ? globalThis.Boolean(object.merge) : false,
     };
   },
 
@@ -4003,6 +4981,12 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
     }
     if (message.replace !== false) {
       obj.replace = message.replace;
+    }
+    if (message.seed !== false) {
+      obj.seed = message.seed;
+    }
+    if (message.merge !== false) {
+      obj.merge = message.merge;
     }
     return obj;
   },
@@ -4016,12 +5000,14 @@ export const AddChannelRequest: MessageFns<AddChannelRequest> = {
       ? ChannelDefinition.fromPartial(object.definition)
       : undefined;
     message.replace = object.replace ?? false;
+    message.seed = object.seed ?? false;
+    message.merge = object.merge ?? false;
     return message;
   },
 };
 
 function createBaseChannelActionRequest(): ChannelActionRequest {
-  return { name: "", action: "" };
+  return { name: "", action: "", confirm: false };
 }
 
 export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
@@ -4031,6 +5017,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     }
     if (message.action !== "") {
       writer.uint32(18).string(message.action);
+    }
+    if (message.confirm !== false) {
+      writer.uint32(24).bool(message.confirm);
     }
     return writer;
   },
@@ -4064,6 +5053,14 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
             message.action = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.confirm = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4080,6 +5077,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       action: isSet(object.action) ? globalThis.String(object.action) : "",
+      confirm: isSet(object.confirm) ? globalThis.Boolean(object.confirm) : false,
     };
   },
 
@@ -4091,6 +5089,9 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     if (message.action !== "") {
       obj.action = message.action;
     }
+    if (message.confirm !== false) {
+      obj.confirm = message.confirm;
+    }
     return obj;
   },
 
@@ -4101,6 +5102,7 @@ export const ChannelActionRequest: MessageFns<ChannelActionRequest> = {
     const message = createBaseChannelActionRequest();
     message.name = object.name ?? "";
     message.action = object.action ?? "";
+    message.confirm = object.confirm ?? false;
     return message;
   },
 };
@@ -4714,6 +5716,1853 @@ export const AdminResponse: MessageFns<AdminResponse> = {
   },
 };
 
+function createBaseConflictsListRequest(): ConflictsListRequest {
+  return { pattern: "", limit: 0, pageToken: "", countsOnly: false };
+}
+
+export const ConflictsListRequest: MessageFns<ConflictsListRequest> = {
+  encode(message: ConflictsListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pattern !== "") {
+      writer.uint32(10).string(message.pattern);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    if (message.countsOnly !== false) {
+      writer.uint32(32).bool(message.countsOnly);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pattern = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.countsOnly = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsListRequest {
+    return {
+      pattern: isSet(object.pattern) ? globalThis.String(object.pattern) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      countsOnly: isSet(object.countsOnly)
+        ? globalThis.Boolean(object.countsOnly)
+        : isSet(object.counts_only)
+        ? globalThis.Boolean(object.counts_only)
+        : false,
+    };
+  },
+
+  toJSON(message: ConflictsListRequest): unknown {
+    const obj: any = {};
+    if (message.pattern !== "") {
+      obj.pattern = message.pattern;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.countsOnly !== false) {
+      obj.countsOnly = message.countsOnly;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsListRequest>, I>>(base?: I): ConflictsListRequest {
+    return ConflictsListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsListRequest>, I>>(object: I): ConflictsListRequest {
+    const message = createBaseConflictsListRequest();
+    message.pattern = object.pattern ?? "";
+    message.limit = object.limit ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    message.countsOnly = object.countsOnly ?? false;
+    return message;
+  },
+};
+
+function createBaseConflictCount(): ConflictCount {
+  return { table: "", cause: "", count: 0n };
+}
+
+export const ConflictCount: MessageFns<ConflictCount> = {
+  encode(message: ConflictCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.cause !== "") {
+      writer.uint32(18).string(message.cause);
+    }
+    if (message.count !== 0n) {
+      if (BigInt.asUintN(64, message.count) !== message.count) {
+        throw new globalThis.Error("value provided for field message.count of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.count = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictCount {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      count: isSet(object.count) ? BigInt(object.count) : 0n,
+    };
+  },
+
+  toJSON(message: ConflictCount): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.count !== 0n) {
+      obj.count = message.count.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictCount>, I>>(base?: I): ConflictCount {
+    return ConflictCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictCount>, I>>(object: I): ConflictCount {
+    const message = createBaseConflictCount();
+    message.table = object.table ?? "";
+    message.cause = object.cause ?? "";
+    message.count = (object.count !== undefined && object.count !== null) ? BigInt(object.count) : 0n;
+    return message;
+  },
+};
+
+function createBaseConflictRow(): ConflictRow {
+  return { table: "", id: "", opType: "", cause: "", origTransid: "", row: undefined, replayed: "" };
+}
+
+export const ConflictRow: MessageFns<ConflictRow> = {
+  encode(message: ConflictRow, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.opType !== "") {
+      writer.uint32(26).string(message.opType);
+    }
+    if (message.cause !== "") {
+      writer.uint32(34).string(message.cause);
+    }
+    if (message.origTransid !== "") {
+      writer.uint32(42).string(message.origTransid);
+    }
+    if (message.row !== undefined) {
+      Row.encode(message.row, writer.uint32(50).fork()).join();
+    }
+    if (message.replayed !== "") {
+      writer.uint32(58).string(message.replayed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictRow {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictRow();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.opType = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.origTransid = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.row = Row.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.replayed = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictRow {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      opType: isSet(object.opType)
+        ? globalThis.String(object.opType)
+        : isSet(object.op_type)
+        ? globalThis.String(object.op_type)
+        : "",
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      origTransid: isSet(object.origTransid)
+        ? globalThis.String(object.origTransid)
+        : isSet(object.orig_transid)
+        ? globalThis.String(object.orig_transid)
+        : "",
+      row: isSet(object.row) ? Row.fromJSON(object.row) : undefined,
+      replayed: isSet(object.replayed) ? globalThis.String(object.replayed) : "",
+    };
+  },
+
+  toJSON(message: ConflictRow): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.opType !== "") {
+      obj.opType = message.opType;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.origTransid !== "") {
+      obj.origTransid = message.origTransid;
+    }
+    if (message.row !== undefined) {
+      obj.row = Row.toJSON(message.row);
+    }
+    if (message.replayed !== "") {
+      obj.replayed = message.replayed;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictRow>, I>>(base?: I): ConflictRow {
+    return ConflictRow.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictRow>, I>>(object: I): ConflictRow {
+    const message = createBaseConflictRow();
+    message.table = object.table ?? "";
+    message.id = object.id ?? "";
+    message.opType = object.opType ?? "";
+    message.cause = object.cause ?? "";
+    message.origTransid = object.origTransid ?? "";
+    message.row = (object.row !== undefined && object.row !== null) ? Row.fromPartial(object.row) : undefined;
+    message.replayed = object.replayed ?? "";
+    return message;
+  },
+};
+
+function createBaseConflictsListResponse(): ConflictsListResponse {
+  return { counts: [], rows: [], nextPageToken: "", appliedIndex: 0n };
+}
+
+export const ConflictsListResponse: MessageFns<ConflictsListResponse> = {
+  encode(message: ConflictsListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.counts) {
+      ConflictCount.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.rows) {
+      ConflictRow.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(26).string(message.nextPageToken);
+    }
+    if (message.appliedIndex !== 0n) {
+      if (BigInt.asUintN(64, message.appliedIndex) !== message.appliedIndex) {
+        throw new globalThis.Error("value provided for field message.appliedIndex of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.appliedIndex);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.counts.push(ConflictCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rows.push(ConflictRow.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.appliedIndex = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsListResponse {
+    return {
+      counts: globalThis.Array.isArray(object?.counts) ? object.counts.map((e: any) => ConflictCount.fromJSON(e)) : [],
+      rows: globalThis.Array.isArray(object?.rows) ? object.rows.map((e: any) => ConflictRow.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+      appliedIndex: isSet(object.appliedIndex)
+        ? BigInt(object.appliedIndex)
+        : isSet(object.applied_index)
+        ? BigInt(object.applied_index)
+        : 0n,
+    };
+  },
+
+  toJSON(message: ConflictsListResponse): unknown {
+    const obj: any = {};
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => ConflictCount.toJSON(e));
+    }
+    if (message.rows?.length) {
+      obj.rows = message.rows.map((e) => ConflictRow.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    if (message.appliedIndex !== 0n) {
+      obj.appliedIndex = message.appliedIndex.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsListResponse>, I>>(base?: I): ConflictsListResponse {
+    return ConflictsListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsListResponse>, I>>(object: I): ConflictsListResponse {
+    const message = createBaseConflictsListResponse();
+    message.counts = object.counts?.map((e) => ConflictCount.fromPartial(e)) || [];
+    message.rows = object.rows?.map((e) => ConflictRow.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    message.appliedIndex = (object.appliedIndex !== undefined && object.appliedIndex !== null)
+      ? BigInt(object.appliedIndex)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseConflictsReplayRequest(): ConflictsReplayRequest {
+  return { table: "", ids: [], cause: "", dryRun: false };
+}
+
+export const ConflictsReplayRequest: MessageFns<ConflictsReplayRequest> = {
+  encode(message: ConflictsReplayRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    for (const v of message.ids) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.cause !== "") {
+      writer.uint32(26).string(message.cause);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(32).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsReplayRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsReplayRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ids.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsReplayRequest {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.String(e)) : [],
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ConflictsReplayRequest): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsReplayRequest>, I>>(base?: I): ConflictsReplayRequest {
+    return ConflictsReplayRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsReplayRequest>, I>>(object: I): ConflictsReplayRequest {
+    const message = createBaseConflictsReplayRequest();
+    message.table = object.table ?? "";
+    message.ids = object.ids?.map((e) => e) || [];
+    message.cause = object.cause ?? "";
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseConflictReplayOutcome(): ConflictReplayOutcome {
+  return { table: "", id: "", outcome: "", detail: "" };
+}
+
+export const ConflictReplayOutcome: MessageFns<ConflictReplayOutcome> = {
+  encode(message: ConflictReplayOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(26).string(message.outcome);
+    }
+    if (message.detail !== "") {
+      writer.uint32(34).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictReplayOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictReplayOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictReplayOutcome {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: ConflictReplayOutcome): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictReplayOutcome>, I>>(base?: I): ConflictReplayOutcome {
+    return ConflictReplayOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictReplayOutcome>, I>>(object: I): ConflictReplayOutcome {
+    const message = createBaseConflictReplayOutcome();
+    message.table = object.table ?? "";
+    message.id = object.id ?? "";
+    message.outcome = object.outcome ?? "";
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseConflictsReplayResponse(): ConflictsReplayResponse {
+  return { outcomes: [], applied: 0n, skipped: 0n };
+}
+
+export const ConflictsReplayResponse: MessageFns<ConflictsReplayResponse> = {
+  encode(message: ConflictsReplayResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.outcomes) {
+      ConflictReplayOutcome.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.applied !== 0n) {
+      if (BigInt.asUintN(64, message.applied) !== message.applied) {
+        throw new globalThis.Error("value provided for field message.applied of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.applied);
+    }
+    if (message.skipped !== 0n) {
+      if (BigInt.asUintN(64, message.skipped) !== message.skipped) {
+        throw new globalThis.Error("value provided for field message.skipped of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.skipped);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsReplayResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsReplayResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.outcomes.push(ConflictReplayOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.applied = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.skipped = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsReplayResponse {
+    return {
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => ConflictReplayOutcome.fromJSON(e))
+        : [],
+      applied: isSet(object.applied) ? BigInt(object.applied) : 0n,
+      skipped: isSet(object.skipped) ? BigInt(object.skipped) : 0n,
+    };
+  },
+
+  toJSON(message: ConflictsReplayResponse): unknown {
+    const obj: any = {};
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => ConflictReplayOutcome.toJSON(e));
+    }
+    if (message.applied !== 0n) {
+      obj.applied = message.applied.toString();
+    }
+    if (message.skipped !== 0n) {
+      obj.skipped = message.skipped.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsReplayResponse>, I>>(base?: I): ConflictsReplayResponse {
+    return ConflictsReplayResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsReplayResponse>, I>>(object: I): ConflictsReplayResponse {
+    const message = createBaseConflictsReplayResponse();
+    message.outcomes = object.outcomes?.map((e) => ConflictReplayOutcome.fromPartial(e)) || [];
+    message.applied = (object.applied !== undefined && object.applied !== null) ? BigInt(object.applied) : 0n;
+    message.skipped = (object.skipped !== undefined && object.skipped !== null) ? BigInt(object.skipped) : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLettersRequest(): DeadLettersRequest {
+  return { applier: "", includeClosed: false, afterId: 0n, limit: 0 };
+}
+
+export const DeadLettersRequest: MessageFns<DeadLettersRequest> = {
+  encode(message: DeadLettersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.includeClosed !== false) {
+      writer.uint32(16).bool(message.includeClosed);
+    }
+    if (message.afterId !== 0n) {
+      if (BigInt.asUintN(64, message.afterId) !== message.afterId) {
+        throw new globalThis.Error("value provided for field message.afterId of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.afterId);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLettersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLettersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.includeClosed = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.afterId = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLettersRequest {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      includeClosed: isSet(object.includeClosed)
+        ? globalThis.Boolean(object.includeClosed)
+        : isSet(object.include_closed)
+        ? globalThis.Boolean(object.include_closed)
+        : false,
+      afterId: isSet(object.afterId) ? BigInt(object.afterId) : isSet(object.after_id) ? BigInt(object.after_id) : 0n,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: DeadLettersRequest): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.includeClosed !== false) {
+      obj.includeClosed = message.includeClosed;
+    }
+    if (message.afterId !== 0n) {
+      obj.afterId = message.afterId.toString();
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLettersRequest>, I>>(base?: I): DeadLettersRequest {
+    return DeadLettersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLettersRequest>, I>>(object: I): DeadLettersRequest {
+    const message = createBaseDeadLettersRequest();
+    message.applier = object.applier ?? "";
+    message.includeClosed = object.includeClosed ?? false;
+    message.afterId = (object.afterId !== undefined && object.afterId !== null) ? BigInt(object.afterId) : 0n;
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseDeadLetterInfo(): DeadLetterInfo {
+  return {
+    applier: "",
+    id: 0n,
+    state: "",
+    logIndex: 0n,
+    gtid: "",
+    kind: "",
+    table: "",
+    key: "",
+    errorType: "",
+    error: "",
+    attempts: 0,
+    failedAtNs: 0n,
+    letter: Buffer.alloc(0),
+  };
+}
+
+export const DeadLetterInfo: MessageFns<DeadLetterInfo> = {
+  encode(message: DeadLetterInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.id !== 0n) {
+      if (BigInt.asUintN(64, message.id) !== message.id) {
+        throw new globalThis.Error("value provided for field message.id of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.id);
+    }
+    if (message.state !== "") {
+      writer.uint32(26).string(message.state);
+    }
+    if (message.logIndex !== 0n) {
+      if (BigInt.asUintN(64, message.logIndex) !== message.logIndex) {
+        throw new globalThis.Error("value provided for field message.logIndex of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.logIndex);
+    }
+    if (message.gtid !== "") {
+      writer.uint32(42).string(message.gtid);
+    }
+    if (message.kind !== "") {
+      writer.uint32(50).string(message.kind);
+    }
+    if (message.table !== "") {
+      writer.uint32(58).string(message.table);
+    }
+    if (message.key !== "") {
+      writer.uint32(66).string(message.key);
+    }
+    if (message.errorType !== "") {
+      writer.uint32(74).string(message.errorType);
+    }
+    if (message.error !== "") {
+      writer.uint32(82).string(message.error);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(88).uint32(message.attempts);
+    }
+    if (message.failedAtNs !== 0n) {
+      if (BigInt.asUintN(64, message.failedAtNs) !== message.failedAtNs) {
+        throw new globalThis.Error("value provided for field message.failedAtNs of type fixed64 too large");
+      }
+      writer.uint32(97).fixed64(message.failedAtNs);
+    }
+    if (message.letter.length !== 0) {
+      writer.uint32(106).bytes(message.letter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.id = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.logIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.gtid = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.errorType = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 97) {
+              break;
+            }
+
+            message.failedAtNs = reader.fixed64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.letter = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterInfo {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      id: isSet(object.id) ? BigInt(object.id) : 0n,
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      logIndex: isSet(object.logIndex)
+        ? BigInt(object.logIndex)
+        : isSet(object.log_index)
+        ? BigInt(object.log_index)
+        : 0n,
+      gtid: isSet(object.gtid) ? globalThis.String(object.gtid) : "",
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      errorType: isSet(object.errorType)
+        ? globalThis.String(object.errorType)
+        : isSet(object.error_type)
+        ? globalThis.String(object.error_type)
+        : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+      failedAtNs: isSet(object.failedAtNs)
+        ? BigInt(object.failedAtNs)
+        : isSet(object.failed_at_ns)
+        ? BigInt(object.failed_at_ns)
+        : 0n,
+      letter: isSet(object.letter) ? Buffer.from(bytesFromBase64(object.letter)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: DeadLetterInfo): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.id !== 0n) {
+      obj.id = message.id.toString();
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.logIndex !== 0n) {
+      obj.logIndex = message.logIndex.toString();
+    }
+    if (message.gtid !== "") {
+      obj.gtid = message.gtid;
+    }
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.errorType !== "") {
+      obj.errorType = message.errorType;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    if (message.failedAtNs !== 0n) {
+      obj.failedAtNs = message.failedAtNs.toString();
+    }
+    if (message.letter.length !== 0) {
+      obj.letter = base64FromBytes(message.letter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterInfo>, I>>(base?: I): DeadLetterInfo {
+    return DeadLetterInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterInfo>, I>>(object: I): DeadLetterInfo {
+    const message = createBaseDeadLetterInfo();
+    message.applier = object.applier ?? "";
+    message.id = (object.id !== undefined && object.id !== null) ? BigInt(object.id) : 0n;
+    message.state = object.state ?? "";
+    message.logIndex = (object.logIndex !== undefined && object.logIndex !== null) ? BigInt(object.logIndex) : 0n;
+    message.gtid = object.gtid ?? "";
+    message.kind = object.kind ?? "";
+    message.table = object.table ?? "";
+    message.key = object.key ?? "";
+    message.errorType = object.errorType ?? "";
+    message.error = object.error ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.failedAtNs = (object.failedAtNs !== undefined && object.failedAtNs !== null)
+      ? BigInt(object.failedAtNs)
+      : 0n;
+    message.letter = object.letter ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseDeadLetterCount(): DeadLetterCount {
+  return { applier: "", open: 0n, total: 0n };
+}
+
+export const DeadLetterCount: MessageFns<DeadLetterCount> = {
+  encode(message: DeadLetterCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.open !== 0n) {
+      if (BigInt.asUintN(64, message.open) !== message.open) {
+        throw new globalThis.Error("value provided for field message.open of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.open);
+    }
+    if (message.total !== 0n) {
+      if (BigInt.asUintN(64, message.total) !== message.total) {
+        throw new globalThis.Error("value provided for field message.total of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.total);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.open = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterCount {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      open: isSet(object.open) ? BigInt(object.open) : 0n,
+      total: isSet(object.total) ? BigInt(object.total) : 0n,
+    };
+  },
+
+  toJSON(message: DeadLetterCount): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.open !== 0n) {
+      obj.open = message.open.toString();
+    }
+    if (message.total !== 0n) {
+      obj.total = message.total.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterCount>, I>>(base?: I): DeadLetterCount {
+    return DeadLetterCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterCount>, I>>(object: I): DeadLetterCount {
+    const message = createBaseDeadLetterCount();
+    message.applier = object.applier ?? "";
+    message.open = (object.open !== undefined && object.open !== null) ? BigInt(object.open) : 0n;
+    message.total = (object.total !== undefined && object.total !== null) ? BigInt(object.total) : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLettersResponse(): DeadLettersResponse {
+  return { letters: [], counts: [], nextAfterId: 0n };
+}
+
+export const DeadLettersResponse: MessageFns<DeadLettersResponse> = {
+  encode(message: DeadLettersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.letters) {
+      DeadLetterInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.counts) {
+      DeadLetterCount.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.nextAfterId !== 0n) {
+      if (BigInt.asUintN(64, message.nextAfterId) !== message.nextAfterId) {
+        throw new globalThis.Error("value provided for field message.nextAfterId of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.nextAfterId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLettersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLettersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.letters.push(DeadLetterInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.counts.push(DeadLetterCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.nextAfterId = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLettersResponse {
+    return {
+      letters: globalThis.Array.isArray(object?.letters)
+        ? object.letters.map((e: any) => DeadLetterInfo.fromJSON(e))
+        : [],
+      counts: globalThis.Array.isArray(object?.counts)
+        ? object.counts.map((e: any) => DeadLetterCount.fromJSON(e))
+        : [],
+      nextAfterId: isSet(object.nextAfterId)
+        ? BigInt(object.nextAfterId)
+        : isSet(object.next_after_id)
+        ? BigInt(object.next_after_id)
+        : 0n,
+    };
+  },
+
+  toJSON(message: DeadLettersResponse): unknown {
+    const obj: any = {};
+    if (message.letters?.length) {
+      obj.letters = message.letters.map((e) => DeadLetterInfo.toJSON(e));
+    }
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => DeadLetterCount.toJSON(e));
+    }
+    if (message.nextAfterId !== 0n) {
+      obj.nextAfterId = message.nextAfterId.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLettersResponse>, I>>(base?: I): DeadLettersResponse {
+    return DeadLettersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLettersResponse>, I>>(object: I): DeadLettersResponse {
+    const message = createBaseDeadLettersResponse();
+    message.letters = object.letters?.map((e) => DeadLetterInfo.fromPartial(e)) || [];
+    message.counts = object.counts?.map((e) => DeadLetterCount.fromPartial(e)) || [];
+    message.nextAfterId = (object.nextAfterId !== undefined && object.nextAfterId !== null)
+      ? BigInt(object.nextAfterId)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLetterActionRequest(): DeadLetterActionRequest {
+  return { applier: "", action: "", ids: [], all: false, note: "" };
+}
+
+export const DeadLetterActionRequest: MessageFns<DeadLetterActionRequest> = {
+  encode(message: DeadLetterActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    if (message.ids.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.ids) {
+        if (BigInt.asUintN(64, v) !== v) {
+          throw new globalThis.Error("a value provided in array field ids of type uint64 is too large");
+        }
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.all !== false) {
+      writer.uint32(32).bool(message.all);
+    }
+    if (message.note !== "") {
+      writer.uint32(42).string(message.note);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.ids.push(reader.uint64() as bigint);
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.ids.push(reader.uint64() as bigint);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.all = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterActionRequest {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => BigInt(e)) : [],
+      all: isSet(object.all) ? globalThis.Boolean(object.all) : false,
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
+    };
+  },
+
+  toJSON(message: DeadLetterActionRequest): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids.map((e) => e.toString());
+    }
+    if (message.all !== false) {
+      obj.all = message.all;
+    }
+    if (message.note !== "") {
+      obj.note = message.note;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterActionRequest>, I>>(base?: I): DeadLetterActionRequest {
+    return DeadLetterActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterActionRequest>, I>>(object: I): DeadLetterActionRequest {
+    const message = createBaseDeadLetterActionRequest();
+    message.applier = object.applier ?? "";
+    message.action = object.action ?? "";
+    message.ids = object.ids?.map((e) => BigInt(e)) || [];
+    message.all = object.all ?? false;
+    message.note = object.note ?? "";
+    return message;
+  },
+};
+
+function createBaseDeadLetterOutcome(): DeadLetterOutcome {
+  return { id: 0n, outcome: "", detail: "" };
+}
+
+export const DeadLetterOutcome: MessageFns<DeadLetterOutcome> = {
+  encode(message: DeadLetterOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0n) {
+      if (BigInt.asUintN(64, message.id) !== message.id) {
+        throw new globalThis.Error("value provided for field message.id of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.id);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(18).string(message.outcome);
+    }
+    if (message.detail !== "") {
+      writer.uint32(26).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterOutcome {
+    return {
+      id: isSet(object.id) ? BigInt(object.id) : 0n,
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: DeadLetterOutcome): unknown {
+    const obj: any = {};
+    if (message.id !== 0n) {
+      obj.id = message.id.toString();
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterOutcome>, I>>(base?: I): DeadLetterOutcome {
+    return DeadLetterOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterOutcome>, I>>(object: I): DeadLetterOutcome {
+    const message = createBaseDeadLetterOutcome();
+    message.id = (object.id !== undefined && object.id !== null) ? BigInt(object.id) : 0n;
+    message.outcome = object.outcome ?? "";
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseDeadLetterActionResponse(): DeadLetterActionResponse {
+  return { outcomes: [] };
+}
+
+export const DeadLetterActionResponse: MessageFns<DeadLetterActionResponse> = {
+  encode(message: DeadLetterActionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.outcomes) {
+      DeadLetterOutcome.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterActionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterActionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.outcomes.push(DeadLetterOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterActionResponse {
+    return {
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => DeadLetterOutcome.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: DeadLetterActionResponse): unknown {
+    const obj: any = {};
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => DeadLetterOutcome.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterActionResponse>, I>>(base?: I): DeadLetterActionResponse {
+    return DeadLetterActionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterActionResponse>, I>>(object: I): DeadLetterActionResponse {
+    const message = createBaseDeadLetterActionResponse();
+    message.outcomes = object.outcomes?.map((e) => DeadLetterOutcome.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type GatewayService = typeof GatewayService;
 export const GatewayService = {
   write: {
@@ -4852,6 +7701,47 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  conflictsList: {
+    path: "/gateway.v1.Gateway/ConflictsList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsListRequest): Buffer => Buffer.from(ConflictsListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsListRequest => ConflictsListRequest.decode(value),
+    responseSerialize: (value: ConflictsListResponse): Buffer =>
+      Buffer.from(ConflictsListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConflictsListResponse => ConflictsListResponse.decode(value),
+  },
+  conflictsReplay: {
+    path: "/gateway.v1.Gateway/ConflictsReplay" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsReplayRequest): Buffer =>
+      Buffer.from(ConflictsReplayRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsReplayRequest => ConflictsReplayRequest.decode(value),
+    responseSerialize: (value: ConflictsReplayResponse): Buffer =>
+      Buffer.from(ConflictsReplayResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConflictsReplayResponse => ConflictsReplayResponse.decode(value),
+  },
+  deadLetters: {
+    path: "/gateway.v1.Gateway/DeadLetters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLettersRequest): Buffer => Buffer.from(DeadLettersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLettersRequest => DeadLettersRequest.decode(value),
+    responseSerialize: (value: DeadLettersResponse): Buffer => Buffer.from(DeadLettersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeadLettersResponse => DeadLettersResponse.decode(value),
+  },
+  deadLetterAction: {
+    path: "/gateway.v1.Gateway/DeadLetterAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLetterActionRequest): Buffer =>
+      Buffer.from(DeadLetterActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLetterActionRequest => DeadLetterActionRequest.decode(value),
+    responseSerialize: (value: DeadLetterActionResponse): Buffer =>
+      Buffer.from(DeadLetterActionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeadLetterActionResponse => DeadLetterActionResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -4870,6 +7760,10 @@ export interface GatewayServer extends UntypedServiceImplementation {
   channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
   conflicts: handleUnaryCall<ConflictsRequest, AdminResponse>;
   alarm: handleUnaryCall<AlarmRequest, AdminResponse>;
+  conflictsList: handleUnaryCall<ConflictsListRequest, ConflictsListResponse>;
+  conflictsReplay: handleUnaryCall<ConflictsReplayRequest, ConflictsReplayResponse>;
+  deadLetters: handleUnaryCall<DeadLettersRequest, DeadLettersResponse>;
+  deadLetterAction: handleUnaryCall<DeadLetterActionRequest, DeadLetterActionResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -5071,6 +7965,66 @@ export interface GatewayClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,
   ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const GatewayClient = makeGenericClientConstructor(GatewayService, "gateway.v1.Gateway") as unknown as {
@@ -5078,6 +8032,14 @@ export const GatewayClient = makeGenericClientConstructor(GatewayService, "gatew
   service: typeof GatewayService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;

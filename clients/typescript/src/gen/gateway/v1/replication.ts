@@ -146,6 +146,41 @@ export interface AlarmCommand {
   disarm: bigint;
 }
 
+/**
+ * ChannelSlot: what a source cluster keeps for one reader of its log -- a channel of another
+ * cluster (PostgreSQL's replication slot). The source keeps its log from log_index on (up to
+ * its retention bound) so the reader can resume after acked_epoch (docs/replication.md, "Log
+ * retention for channels").
+ */
+export interface ChannelSlot {
+  /** the replica cluster */
+  readerClusterId: number;
+  /** the channel's name in the replica */
+  channel: string;
+  /** newest epoch of this cluster the reader holds durably */
+  ackedEpoch: bigint;
+  /** the log is kept from this index on (the entry a resume */
+  logIndex: bigint;
+  /** after acked_epoch reads first: its marker); 0 = all of it */
+  ackedAtNs: bigint;
+  /** the log was compacted past it: the reader must resync */
+  lost: boolean;
+  /** why (the bound that let compaction pass it) */
+  lostReason: string;
+}
+
+/** SlotCommand (a log entry): slot positions advanced, slots marked lost, or dropped. */
+export interface SlotCommand {
+  /** create, or move forward (never back; not a lost one) */
+  advance: ChannelSlot[];
+  /** mark lost (identity and lost_reason) */
+  lost: ChannelSlot[];
+  /** remove (identity only) */
+  drop: ChannelSlot[];
+  /** create or replace whole, lost or not (a resync) */
+  reset: ChannelSlot[];
+}
+
 function createBaseReplicatedItem(): ReplicatedItem {
   return { item: undefined };
 }
@@ -1226,6 +1261,319 @@ export const AlarmCommand: MessageFns<AlarmCommand> = {
       ? SpaceAlarm.fromPartial(object.alarm)
       : undefined;
     message.disarm = (object.disarm !== undefined && object.disarm !== null) ? BigInt(object.disarm) : 0n;
+    return message;
+  },
+};
+
+function createBaseChannelSlot(): ChannelSlot {
+  return { readerClusterId: 0, channel: "", ackedEpoch: 0n, logIndex: 0n, ackedAtNs: 0n, lost: false, lostReason: "" };
+}
+
+export const ChannelSlot: MessageFns<ChannelSlot> = {
+  encode(message: ChannelSlot, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.readerClusterId !== 0) {
+      writer.uint32(8).uint32(message.readerClusterId);
+    }
+    if (message.channel !== "") {
+      writer.uint32(18).string(message.channel);
+    }
+    if (message.ackedEpoch !== 0n) {
+      if (BigInt.asUintN(64, message.ackedEpoch) !== message.ackedEpoch) {
+        throw new globalThis.Error("value provided for field message.ackedEpoch of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.ackedEpoch);
+    }
+    if (message.logIndex !== 0n) {
+      if (BigInt.asUintN(64, message.logIndex) !== message.logIndex) {
+        throw new globalThis.Error("value provided for field message.logIndex of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.logIndex);
+    }
+    if (message.ackedAtNs !== 0n) {
+      if (BigInt.asUintN(64, message.ackedAtNs) !== message.ackedAtNs) {
+        throw new globalThis.Error("value provided for field message.ackedAtNs of type fixed64 too large");
+      }
+      writer.uint32(41).fixed64(message.ackedAtNs);
+    }
+    if (message.lost !== false) {
+      writer.uint32(48).bool(message.lost);
+    }
+    if (message.lostReason !== "") {
+      writer.uint32(58).string(message.lostReason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChannelSlot {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChannelSlot();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.readerClusterId = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.channel = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ackedEpoch = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.logIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.ackedAtNs = reader.fixed64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lost = reader.bool();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lostReason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChannelSlot {
+    return {
+      readerClusterId: isSet(object.readerClusterId)
+        ? globalThis.Number(object.readerClusterId)
+        : isSet(object.reader_cluster_id)
+        ? globalThis.Number(object.reader_cluster_id)
+        : 0,
+      channel: isSet(object.channel) ? globalThis.String(object.channel) : "",
+      ackedEpoch: isSet(object.ackedEpoch)
+        ? BigInt(object.ackedEpoch)
+        : isSet(object.acked_epoch)
+        ? BigInt(object.acked_epoch)
+        : 0n,
+      logIndex: isSet(object.logIndex)
+        ? BigInt(object.logIndex)
+        : isSet(object.log_index)
+        ? BigInt(object.log_index)
+        : 0n,
+      ackedAtNs: isSet(object.ackedAtNs)
+        ? BigInt(object.ackedAtNs)
+        : isSet(object.acked_at_ns)
+        ? BigInt(object.acked_at_ns)
+        : 0n,
+      lost: isSet(object.lost) ? globalThis.Boolean(object.lost) : false,
+      lostReason: isSet(object.lostReason)
+        ? globalThis.String(object.lostReason)
+        : isSet(object.lost_reason)
+        ? globalThis.String(object.lost_reason)
+        : "",
+    };
+  },
+
+  toJSON(message: ChannelSlot): unknown {
+    const obj: any = {};
+    if (message.readerClusterId !== 0) {
+      obj.readerClusterId = Math.round(message.readerClusterId);
+    }
+    if (message.channel !== "") {
+      obj.channel = message.channel;
+    }
+    if (message.ackedEpoch !== 0n) {
+      obj.ackedEpoch = message.ackedEpoch.toString();
+    }
+    if (message.logIndex !== 0n) {
+      obj.logIndex = message.logIndex.toString();
+    }
+    if (message.ackedAtNs !== 0n) {
+      obj.ackedAtNs = message.ackedAtNs.toString();
+    }
+    if (message.lost !== false) {
+      obj.lost = message.lost;
+    }
+    if (message.lostReason !== "") {
+      obj.lostReason = message.lostReason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChannelSlot>, I>>(base?: I): ChannelSlot {
+    return ChannelSlot.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChannelSlot>, I>>(object: I): ChannelSlot {
+    const message = createBaseChannelSlot();
+    message.readerClusterId = object.readerClusterId ?? 0;
+    message.channel = object.channel ?? "";
+    message.ackedEpoch = (object.ackedEpoch !== undefined && object.ackedEpoch !== null)
+      ? BigInt(object.ackedEpoch)
+      : 0n;
+    message.logIndex = (object.logIndex !== undefined && object.logIndex !== null) ? BigInt(object.logIndex) : 0n;
+    message.ackedAtNs = (object.ackedAtNs !== undefined && object.ackedAtNs !== null) ? BigInt(object.ackedAtNs) : 0n;
+    message.lost = object.lost ?? false;
+    message.lostReason = object.lostReason ?? "";
+    return message;
+  },
+};
+
+function createBaseSlotCommand(): SlotCommand {
+  return { advance: [], lost: [], drop: [], reset: [] };
+}
+
+export const SlotCommand: MessageFns<SlotCommand> = {
+  encode(message: SlotCommand, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.advance) {
+      ChannelSlot.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.lost) {
+      ChannelSlot.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.drop) {
+      ChannelSlot.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.reset) {
+      ChannelSlot.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SlotCommand {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSlotCommand();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.advance.push(ChannelSlot.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.lost.push(ChannelSlot.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.drop.push(ChannelSlot.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reset.push(ChannelSlot.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SlotCommand {
+    return {
+      advance: globalThis.Array.isArray(object?.advance) ? object.advance.map((e: any) => ChannelSlot.fromJSON(e)) : [],
+      lost: globalThis.Array.isArray(object?.lost) ? object.lost.map((e: any) => ChannelSlot.fromJSON(e)) : [],
+      drop: globalThis.Array.isArray(object?.drop) ? object.drop.map((e: any) => ChannelSlot.fromJSON(e)) : [],
+      reset: globalThis.Array.isArray(object?.reset) ? object.reset.map((e: any) => ChannelSlot.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: SlotCommand): unknown {
+    const obj: any = {};
+    if (message.advance?.length) {
+      obj.advance = message.advance.map((e) => ChannelSlot.toJSON(e));
+    }
+    if (message.lost?.length) {
+      obj.lost = message.lost.map((e) => ChannelSlot.toJSON(e));
+    }
+    if (message.drop?.length) {
+      obj.drop = message.drop.map((e) => ChannelSlot.toJSON(e));
+    }
+    if (message.reset?.length) {
+      obj.reset = message.reset.map((e) => ChannelSlot.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SlotCommand>, I>>(base?: I): SlotCommand {
+    return SlotCommand.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SlotCommand>, I>>(object: I): SlotCommand {
+    const message = createBaseSlotCommand();
+    message.advance = object.advance?.map((e) => ChannelSlot.fromPartial(e)) || [];
+    message.lost = object.lost?.map((e) => ChannelSlot.fromPartial(e)) || [];
+    message.drop = object.drop?.map((e) => ChannelSlot.fromPartial(e)) || [];
+    message.reset = object.reset?.map((e) => ChannelSlot.fromPartial(e)) || [];
     return message;
   },
 };
