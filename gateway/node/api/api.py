@@ -179,6 +179,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if refusal is not None:
             raise refusal
 
+    def _space_ok(self) -> bool:
+        """Whether no NOSPACE alarm refuses writes now (``_check_space`` would pass)."""
+        space = getattr(self.node, "space", None)
+        return space is None or space.refusal() is None
+
     async def _run(self, method: str, request: Request, context: CallContext) -> Response:
         """Run ``method`` here if this node leads, else forward it to the leader."""
         drv = self.node.driver
@@ -318,9 +323,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
+        # WriteProposal's fields by position (statements, idempotency_key, start_ns, created,
+        # raw, wire, unrecorded, admin, conditions): keywords cost a parse per write.
         futs = [drv.submit_write(WriteProposal(
-                    w.statements, w.idempotency_key, now, created=created, raw=raw, wire=True,
-                    unrecorded=w.idempotency_key in fresh, conditions=conds))
+                    w.statements, w.idempotency_key, now, created, raw, True,
+                    w.idempotency_key in fresh, False, conds))
                 for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
@@ -427,21 +434,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 timeout=_deadline(context), metadata=forwarded_auth)
             return resp.response  # the serialized WriteResult
 
-        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str]
-                   ) -> asyncio.Future[_WriteAnswer]:
+        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str],
+                   space_ok: bool) -> asyncio.Future[_WriteAnswer]:
             drv = self.node.driver
             try:
-                self._check_space()
+                if not space_ok:  # the request's writes are refused one by one
+                    self._check_space()
                 self._check_write(w)
             except (InvalidRequest, NoSpaceError) as exc:
                 fut: asyncio.Future[_WriteAnswer] = asyncio.get_running_loop().create_future()
                 fut.set_exception(exc)
                 return fut
-            if drv.is_leader:
+            if drv.is_leader:  # WriteProposal's fields by position, as in WriteBatch
                 return drv.submit_write(WriteProposal(
-                    w.statements, w.idempotency_key, now, raw=raw, wire=True,
-                    unrecorded=w.idempotency_key in fresh, admin=admin,
-                    conditions=w.conditions or None))
+                    w.statements, w.idempotency_key, now, None, raw, True,
+                    w.idempotency_key in fresh, admin, w.conditions or None))
             return asyncio.ensure_future(forward(w, raw))
 
         async def reader() -> None:
@@ -461,11 +468,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # One probe of the store for the request's keys (the leader's).
                     fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes
                                                if w.idempotency_key]) if drv.is_leader else _NO_KEYS
+                    # The alarm is looked at once per request: no write of it can await, so
+                    # none can see the alarm change.
+                    space_ok = self._space_ok()
                     futs: list[asyncio.Future[_WriteAnswer]] = []
                     try:
                         for w, raw in zip(req.writes, frame_batch(req, received.data),
                                           strict=True):
-                            futs.append(submit(w, now, raw, fresh))
+                            futs.append(submit(w, now, raw, fresh, space_ok))
                     finally:
                         outstanding += len(futs)  # counted once submitted: each gets its ack
                         if futs:
