@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.plugins": {"gateway.appliers", "gateway.hookspecs"},
     "gateway.client": {"gateway.v1"},
     "gateway.testing": {"gateway.client", "gateway.v1"},
+    "gateway.console": {"gateway.client", "gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
     # The node: its rooms (sub-packages, layered bottom up) and the top, ``gateway.node``
     # (``server``, the composition root that starts every room together).
