@@ -17,6 +17,14 @@ if [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || ! command -v java >/dev/nul
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
         openjdk-17-jre-headless maven
 fi
+# Headless Chromium and its driver for the console's browser test (tests/cli/
+# test_console_browser.py, through Selenium): required here, so it fails instead of skipping.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        chromium chromium-driver
+fi
+export GATEWAY_REQUIRE_CHROMIUM=1
 bash deploy/local/rabbitmq.sh install
 bash deploy/local/cassandra/cassandra.sh install
 

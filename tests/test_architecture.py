@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.plugins": {"gateway.appliers", "gateway.hookspecs"},
     "gateway.client": {"gateway.v1"},
     "gateway.testing": {"gateway.client", "gateway.v1"},
+    "gateway.console": {"gateway.client", "gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
     # The public shape of the file layer for plugin packages (gateway.core.fileio).
     "gateway.fileio": {"gateway.core"},

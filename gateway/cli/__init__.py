@@ -17,6 +17,7 @@ from . import plugins as cli_plugins
 from .alarm import alarm
 from .channel import channel
 from .conflicts import conflicts
+from .console import console
 from .log import log
 from .store import store
 
@@ -32,6 +33,7 @@ main.add_command(store)
 main.add_command(channel)
 main.add_command(conflicts)
 main.add_command(alarm)
+main.add_command(console)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`

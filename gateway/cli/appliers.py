@@ -16,17 +16,16 @@ from google.protobuf import json_format
 
 from gateway import plugins
 from gateway.appliers.contract import Applier, ApplierConfigError, ApplierFactory, ApplyError
-from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog, Letter
+from gateway.appliers.deadletter import DeadLetterError, DeadLetterLog
+from gateway.appliers.deadletter_ops import act, list_page
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, DispatcherError
 from gateway.appliers.durable import reconcile
 from gateway.appliers.position import PositionStoreError
 from gateway.appliers.source import EntrySourceError, LogFileSource
 from gateway.appliers.workers import RetryPolicy
 from gateway.cli.plugins import BadInput, plugin_manager
-from gateway.core.reducer import reduce_ops
-from gateway.core.rowops import RowOp, statement_ops
 from gateway.plugins import PluginError
-from gateway.v1 import applier_pb2
+from gateway.v1 import applier_pb2, gateway_pb2
 
 __all__ = ["apply_command", "deadletter"]
 
@@ -135,11 +134,17 @@ def apply_command(ctx: click.Context, logfile: str, applier_name: str,
 
 @click.group("deadletter")
 def deadletter() -> None:
-    """List, replay or discard an applier's dead letters."""
+    """List, replay or discard an applier's dead letters: on a running node (its
+    DeadLetters / DeadLetterAction RPCs, --target), or offline on a state directory
+    (--state-dir: the same code, on the files)."""
 
 
-_state_opt = click.option("--state-dir", type=click.Path(file_okay=False), required=True,
-                          help="The state directory `gateway apply` used.")
+_state_opt = click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+                          help="Offline: the state directory (`gateway apply`'s, or a "
+                               "stopped node's DATA/appliers) instead of a node's RPCs.")
+_dl_applier_opt = click.option("--applier", "applier_name", default=None,
+                               help="Applier [default: list: every applier of the node; "
+                                    "otherwise sqlite].")
 
 
 def _log(state_dir: str, applier: str) -> DeadLetterLog:
@@ -148,112 +153,136 @@ def _log(state_dir: str, applier: str) -> DeadLetterLog:
     return DeadLetterLog(state_dir, applier)
 
 
-def _describe(letter: Letter) -> dict[str, Any]:
-    msg = letter.message
-    out: dict[str, Any] = {"id": msg.id, "log_index": msg.log_index, "attempts": msg.attempts,
-                           "error_type": msg.error_type, "error": msg.error,
-                           "state": "open" if letter.resolution is None else
-                           applier_pb2.DeadLetterResolution.Action.Name(
-                               letter.resolution.action).lower()}
-    op = letter.operation()
-    if op is not None:
-        out.update(gtid=str(op.gtid), kind=op.kind.name, table=str(op.table),
-                   key=[repr(v) for v in op.key])
-        if op.sql is not None:
-            out["query"] = op.sql.query
-    else:
-        txn = letter.transaction()
-        assert txn is not None  # a letter holds a row operation or a transaction
-        out.update(gtid=f"({txn.gtid.server_id},{txn.gtid.trans_id})", kind="TRANSACTION")
-    return out
+def _remote() -> Any:
+    """The CLI's client helpers (imported late: ``gateway.cli.node`` imports gRPC)."""
+    from gateway.cli import node
+
+    return node
+
+
+def _letter_line(d: gateway_pb2.DeadLetterInfo) -> str:
+    what = d.key if d.kind == "SQL" else f"{d.table} {d.key}".strip()
+    return (f"#{d.id} [{d.state}] {d.applier} index {d.log_index} gtid {d.gtid} {d.kind} "
+            f"{what}: {d.error_type}: {d.error} (after {d.attempts} attempts)")
 
 
 @deadletter.command("list")
 @_state_opt
-@_applier_opt
+@_dl_applier_opt
 @click.option("--all", "include_closed", is_flag=True, help="Include replayed and discarded.")
+@click.option("--limit", type=click.IntRange(1, 10000), default=100, show_default=True,
+              help="Letters per applier in this page.")
+@click.option("--after", "after_id", type=click.IntRange(0), default=0,
+              help="Continue after this letter id (list prints it; one applier).")
 @click.option("--format", "fmt", type=click.Choice(["text", "jsonl"]), default="text",
               show_default=True)
-def list_command(state_dir: str, applier_name: str, include_closed: bool, fmt: str) -> None:
-    """List open dead letters (all with --all)."""
-    try:
-        letters = _log(state_dir, applier_name).letters(include_closed=include_closed)
-    except DeadLetterError as exc:
-        raise BadInput(str(exc)) from None
-    for letter in letters:
-        d = _describe(letter)
+@click.option("--target", "-t", default="127.0.0.1:7070", show_default=True,
+              envvar="GATEWAY_TARGET", help="API address of the node (HOST:PORT).")
+@click.option("--token", envvar="GATEWAY_TOKEN", default=None, help="Bearer token.")
+@click.option("--ca", envvar="GATEWAY_CA", default=None, type=click.Path(dir_okay=False),
+              help="CA certificate for a TLS API.")
+def list_command(state_dir: str | None, applier_name: str | None, include_closed: bool,
+                 limit: int, after_id: int, fmt: str, target: str, token: str | None,
+                 ca: str | None) -> None:
+    """List open dead letters (all with --all), oldest first, a page per applier."""
+    if state_dir is not None:
+        try:
+            letters, count, more = list_page(_log(state_dir, applier_name or "sqlite"),
+                                             include_closed=include_closed,
+                                             after_id=after_id, limit=limit)
+        except DeadLetterError as exc:
+            raise BadInput(str(exc)) from None
+        counts = [count]
+    else:
+        node = _remote()
+        with node._client(target, token, ca, 30.0) as c:
+            res = node._call(lambda: c.dead_letters(
+                applier_name or "", include_closed=include_closed, after_id=after_id,
+                limit=limit))
+        letters, counts, more = list(res.letters), list(res.counts), res.next_after_id
+    for d in letters:
         if fmt == "jsonl":
-            d["message"] = json_format.MessageToDict(letter.message,
-                                                     preserving_proto_field_name=True)
-            click.echo(json.dumps(d, sort_keys=True))
+            out = json_format.MessageToDict(d, preserving_proto_field_name=True)
+            out["id"] = d.id
+            out["message"] = json_format.MessageToDict(
+                applier_pb2.DeadLetter.FromString(d.letter), preserving_proto_field_name=True)
+            del out["letter"]
+            click.echo(json.dumps(out, sort_keys=True))
             continue
-        what = d.get("query") or f"{d.get('table', '')} {', '.join(d.get('key', []))}".strip()
-        click.echo(f"#{d['id']} [{d['state']}] index {d['log_index']} gtid {d['gtid']} "
-                   f"{d['kind']} {what}: {d['error_type']}: {d['error']} "
-                   f"(after {d['attempts']} attempts)")
+        click.echo(_letter_line(d))
     if fmt == "text":
-        click.echo(f"{len(letters)} dead letter(s)", err=True)
+        for n in counts:
+            click.echo(f"{n.applier}: {n.open} open dead letter(s) of {n.total}", err=True)
+        if more:
+            click.echo(f"more: --after {more}", err=True)
 
 
-def _select(log: DeadLetterLog, ids: tuple[int, ...], every: bool) -> list[Letter]:
+def _act(action: str, ids: tuple[int, ...], every: bool, state_dir: str | None,
+         applier_name: str | None, note: str, target: str, token: str | None, ca: str | None,
+         build: Any = None) -> list[gateway_pb2.DeadLetterOutcome]:
     if not ids and not every:
         raise BadInput("name dead letter ids or pass --all")
-    try:
-        open_letters = {x.id: x for x in log.letters()}
-        if every:
-            return list(open_letters.values())
-        chosen = []
-        for i in ids:
-            if i not in open_letters:
-                state = "not open" if any(x.id == i for x in log.letters(include_closed=True)) \
-                    else "unknown"
-                raise BadInput(f"dead letter {i} is {state}")
-            chosen.append(open_letters[i])
-        return chosen
-    except DeadLetterError as exc:
-        raise BadInput(str(exc)) from None
+    name = applier_name or "sqlite"
+    if state_dir is not None:
+        log = _log(state_dir, name)
+        applier = build(name) if action == "replay" else None
+        try:
+            return act(log, action, ids, every=every, applier=applier, note=note)
+        except (ValueError, DeadLetterError) as exc:
+            raise BadInput(str(exc)) from None
+        finally:
+            if applier is not None:
+                applier.close()
+    node = _remote()
+    with node._client(target, token, ca, 120.0) as c:
+        res = node._call(lambda: c.dead_letter_action(name, action, ids, every=every,
+                                                      note=note, timeout=120.0))
+    return list(res.outcomes)
 
 
-def _ops_of(letter: Letter) -> list[RowOp]:
-    op = letter.operation()
-    if op is not None:
-        return [op]
-    txn = letter.transaction()
-    assert txn is not None
-    return reduce_ops(statement_ops(txn, letter.message.log_index))
+_remote_opts = [
+    click.option("--target", "-t", default="127.0.0.1:7070", show_default=True,
+                 envvar="GATEWAY_TARGET", help="API address of the node (HOST:PORT)."),
+    click.option("--token", envvar="GATEWAY_TOKEN", default=None,
+                 help="Bearer token (admin)."),
+    click.option("--ca", envvar="GATEWAY_CA", default=None, type=click.Path(dir_okay=False),
+                 help="CA certificate for a TLS API."),
+]
+
+
+def _with_remote(fn: Any) -> Any:
+    for opt in reversed(_remote_opts):
+        fn = opt(fn)
+    return fn
 
 
 @deadletter.command("replay")
 @click.argument("ids", nargs=-1, type=click.IntRange(1))
 @click.option("--all", "every", is_flag=True, help="Replay every open dead letter.")
 @_state_opt
-@_applier_opt
+@_dl_applier_opt
 @_option_opt
+@_with_remote
 @click.pass_context
-def replay_command(ctx: click.Context, ids: tuple[int, ...], every: bool, state_dir: str,
-                   applier_name: str, option_pairs: tuple[str, ...]) -> None:
-    """Apply dead letters again, in id order; those that succeed are closed as replayed.
+def replay_command(ctx: click.Context, ids: tuple[int, ...], every: bool,
+                   state_dir: str | None, applier_name: str | None,
+                   option_pairs: tuple[str, ...], target: str, token: str | None,
+                   ca: str | None) -> None:
+    """Deliver dead letters through the applier again, in id order; those that succeed are
+    closed as replayed. On a node: through the applier it runs (admin permission); offline
+    (--state-dir): through one built from -o options.
 
     A replayed operation is applied now, after everything applied since it failed.
     """
-    log = _log(state_dir, applier_name)
-    letters = _select(log, ids, every)
-    applier = _build(ctx, applier_name, option_pairs)
+    outcomes = _act("replay", ids, every, state_dir, applier_name, "", target, token, ca,
+                    build=lambda name: _build(ctx, name, option_pairs))
     failed = 0
-    try:
-        for letter in letters:
-            try:
-                ops = _ops_of(letter)
-                for op in ops:
-                    applier.apply([op])
-            except Exception as exc:  # any failure keeps the letter open
-                failed += 1
-                click.echo(f"#{letter.id}: still failing: {type(exc).__name__}: {exc}", err=True)
-                continue
-            log.resolve(letter.id, applier_pb2.DeadLetterResolution.REPLAYED)
-            click.echo(f"#{letter.id}: replayed")
-    finally:
-        applier.close()
+    for o in outcomes:
+        if o.outcome == "still-failing":
+            failed += 1
+            click.echo(f"#{o.id}: still failing: {o.detail}", err=True)
+        else:
+            click.echo(f"#{o.id}: {o.outcome}")
     if failed:
         raise _Failed(f"{failed} dead letter(s) still failing")
 
@@ -263,17 +292,15 @@ def replay_command(ctx: click.Context, ids: tuple[int, ...], every: bool, state_
 @click.option("--all", "every", is_flag=True, help="Discard every open dead letter.")
 @click.option("--note", default="", help="Why (kept in the log).")
 @_state_opt
-@_applier_opt
-def discard_command(ids: tuple[int, ...], every: bool, note: str, state_dir: str,
-                    applier_name: str) -> None:
-    """Close dead letters without applying them (the record stays in the log)."""
-    log = _log(state_dir, applier_name)
-    for letter in _select(log, ids, every):
-        try:
-            log.resolve(letter.id, applier_pb2.DeadLetterResolution.DISCARDED, note)
-        except DeadLetterError as exc:
-            raise BadInput(str(exc)) from None
-        click.echo(f"#{letter.id}: discarded")
+@_dl_applier_opt
+@_with_remote
+def discard_command(ids: tuple[int, ...], every: bool, note: str, state_dir: str | None,
+                    applier_name: str | None, target: str, token: str | None,
+                    ca: str | None) -> None:
+    """Close dead letters without applying them (the record stays in the log). On a node:
+    admin permission."""
+    for o in _act("discard", ids, every, state_dir, applier_name, note, target, token, ca):
+        click.echo(f"#{o.id}: {o.outcome}")
 
 
 def attach(main: click.Group) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 import click
 
+from gateway.v1 import gateway_pb2
+
 from .node import _ca, _call, _client, _target, _token
 from .plugins import BadInput
 
@@ -124,28 +126,98 @@ _KEY = ("server_id", "source_server_id", "source_epoch", "count")
 _HEAD = ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")
 
 
+def _row_key(row: gateway_pb2.Row) -> str:
+    """The base table's key columns of an exception row, as ``name=value, ...``."""
+    from gateway.client import python_row
+
+    got = python_row(row)
+    return ", ".join(f"{k}={got[k]!s}" for k in got if k not in _KEY and k not in _HEAD
+                     and not k.endswith(("$OLD", "$NEW")))
+
+
 @conflicts.command("list")
 @_target
 @_token
 @_ca
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
-@click.argument("table")
-def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str,
-                   table: str) -> None:
-    """The recorded conflicts of TABLE (schema.table): one line per rejected change --
-    where it came from, its operation, cause, origin GTID and row key."""
-    rows = _exception_rows(target, token, ca, table)
+@click.option("--limit", type=click.IntRange(0, 10000), default=100, show_default=True,
+              help="Rows to print (0: only the counts).")
+@click.option("--page-token", default="", help="Continue after a page (list prints it).")
+@click.argument("table", required=False, default="")
+def conflicts_list(target: str, token: str | None, ca: str | None, fmt: str, limit: int,
+                   page_token: str, table: str) -> None:
+    """The recorded conflicts of the tables matching TABLE (schema.table; * and ? wildcards;
+    every table when left out): the counts per table and cause, then one line per rejected
+    change -- table, SERVER/SOURCE/EPOCH/COUNT, operation, cause, origin GTID, row key, and
+    what `conflicts replay` did with it (while the node keeps its record)."""
+    with _client(target, token, ca, 30.0) as c:
+        res = _call(lambda: c.conflicts_list(table, limit=limit or 1, page_token=page_token,
+                                             counts_only=limit == 0))
+    rows = list(res.rows)[:limit] if limit else []
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2, default=str))
+        from gateway.client import python_row
+
+        click.echo(json.dumps({
+            "counts": [{"table": n.table, "cause": n.cause, "count": n.count}
+                       for n in res.counts],
+            "rows": [{"table": r.table, "id": r.id, "replayed": r.replayed,
+                      **python_row(r.row)} for r in rows],
+            "next_page_token": res.next_page_token if limit else ""},
+            indent=2, default=str))
         return
-    if not rows:
-        click.echo(f"no conflicts recorded for {table}")
+    if not res.counts:
+        click.echo(f"no conflicts recorded{f' for {table}' if table else ''}")
+        return
+    total = sum(n.count for n in res.counts)
+    for n in res.counts:
+        click.echo(f"{n.table}\t{n.cause}\t{n.count}")
+    click.echo(f"{total} conflict(s) in {len({n.table for n in res.counts})} table(s)")
+    if rows:
+        click.echo("")
     for r in rows:
-        key = ", ".join(f"{k}={r[k]}" for k in r if k not in _KEY and k not in _HEAD
-                        and not k.endswith(("$OLD", "$NEW")))
-        click.echo(f"{r['server_id']}/{r['source_server_id']}/{r['source_epoch']}/{r['count']}"
-                   f"\t{r['NDB$OP_TYPE']}\t{r['NDB$CFT_CAUSE']}\t{r['NDB$ORIG_TRANSID']}\t{key}")
+        click.echo(f"{r.table}\t{r.id}\t{r.op_type}\t{r.cause}\t{r.orig_transid}\t"
+                   f"{_row_key(r.row)}" + (f"\treplayed: {r.replayed}" if r.replayed else ""))
+    if limit and res.next_page_token:
+        click.echo(f"more: --page-token '{res.next_page_token}'")
+
+
+@conflicts.command("replay")
+@_target
+@_token
+@_ca
+@click.option("--all", "every", is_flag=True,
+              help="Every recorded conflict of the tables TABLE matches (with --cause: of "
+                   "that cause).")
+@click.option("--cause", default="", help="Only conflicts with this cause.")
+@click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.argument("table")
+@click.argument("ids", nargs=-1, metavar="[SERVER/SOURCE/EPOCH/COUNT...]")
+def conflicts_replay(target: str, token: str | None, ca: str | None, every: bool, cause: str,
+                     dry_run: bool, fmt: str, table: str, ids: tuple[str, ...]) -> None:
+    """Write rejected changes of TABLE again as new writes of this cluster, in per-key
+    order, each only if its row is still as the conflict found it: a row changed since is
+    reported (changed-since), never overwritten, and a second run writes nothing
+    (already-applied). Needs a token with the admin permission."""
+    if not ids and not every:
+        raise BadInput("name the conflicts (SERVER/SOURCE/EPOCH/COUNT as list prints them) "
+                       "or pass --all")
+    if ids and every:
+        raise BadInput("give conflict ids or --all, not both")
+    with _client(target, token, ca, 120.0) as c:
+        res = _call(lambda: c.conflicts_replay(table, ids, cause=cause, dry_run=dry_run,
+                                               timeout=120.0))
+    if fmt == "json":
+        click.echo(json.dumps({"applied": res.applied, "skipped": res.skipped, "outcomes": [
+            {"table": o.table, "id": o.id, "outcome": o.outcome, "detail": o.detail}
+            for o in res.outcomes]}, indent=2))
+        return
+    for o in res.outcomes:
+        click.echo(f"{o.table}\t{o.id}\t{o.outcome}" + (f"\t{o.detail}" if o.detail else ""))
+    click.echo(f"{res.applied} applied, {res.skipped} not applied"
+               + (" (dry run)" if dry_run else ""))
 
 
 @conflicts.command("show")

@@ -437,6 +437,7 @@ def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:
                                              if ch.replicated_time_ns else "none yet"))
         if ch.seed:
             out.append(f"    {ch.seed}")
+        out.extend(conflict_lines(ch))
         if ch.last_error.startswith("warning: "):  # the channel runs; something to fix
             out.append(f"    {ch.last_error}")
         elif ch.last_error:
@@ -448,6 +449,15 @@ def _utc(ns: int) -> str:
     """``ns`` (Unix nanoseconds) as an ISO 8601 UTC time to the millisecond."""
     t = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.UTC)
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def conflict_lines(ch: gateway_pb2.ChannelStatus) -> list[str]:
+    """The channel's conflict counters that are not 0 (``conflicts: none`` when the cluster
+    has rules and nothing was counted; nothing without rules)."""
+    if not ch.conflicts:
+        return []
+    counted = [f"{k} {v}" for k, v in sorted(ch.conflicts.items()) if v]
+    return [f"    conflicts: {', '.join(counted) or 'none'}"]
 
 
 def peer_lines(peers: Iterable[gateway_pb2.PeerStatus]) -> list[str]:

@@ -548,6 +548,48 @@ class GatewayClient(_Base):
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)
 
+    def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+        """Call ``name`` on the node targeted (no failover: what it answers is its own)."""
+        try:
+            return getattr(self._stub(), name)(req, timeout=timeout or self.attempt_timeout,
+                                               metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
+                       counts_only: bool = False, timeout: float | None = None
+                       ) -> gateway_pb2.ConflictsListResponse:
+        """The recorded conflicts of the tables matching ``pattern`` ("" = all): counts per
+        table and cause, then a page of exception rows (docs/conflicts.md). Read."""
+        return self._here("ConflictsList", gateway_pb2.ConflictsListRequest(
+            pattern=pattern, limit=limit, page_token=page_token, counts_only=counts_only),
+            timeout)
+
+    def conflicts_replay(self, table: str, ids: Sequence[str] = (), *, cause: str = "",
+                         dry_run: bool = False, timeout: float = 60.0
+                         ) -> gateway_pb2.ConflictsReplayResponse:
+        """Write rejected changes again, each conditional on its row being unchanged since
+        the conflict (docs/conflicts.md). Admin."""
+        req = gateway_pb2.ConflictsReplayRequest(table=table, ids=list(ids), cause=cause,
+                                                 dry_run=dry_run)
+        return self._call(lambda s, t: s.ConflictsReplay(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    def dead_letters(self, applier: str = "", *, include_closed: bool = False,
+                     after_id: int = 0, limit: int = 0, timeout: float | None = None
+                     ) -> gateway_pb2.DeadLettersResponse:
+        """This node's dead letters (one applier's page, or every applier's first). Read."""
+        return self._here("DeadLetters", gateway_pb2.DeadLettersRequest(
+            applier=applier, include_closed=include_closed, after_id=after_id, limit=limit),
+            timeout)
+
+    def dead_letter_action(self, applier: str, action: str, ids: Sequence[int] = (), *,
+                           every: bool = False, note: str = "", timeout: float = 60.0
+                           ) -> gateway_pb2.DeadLetterActionResponse:
+        """Replay (through the applier) or discard dead letters of this node. Admin."""
+        return self._here("DeadLetterAction", gateway_pb2.DeadLetterActionRequest(
+            applier=applier, action=action, ids=list(ids), all=every, note=note), timeout)
+
     def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                  learner: bool = False, timeout: float = 60.0) -> gateway_pb2.AdminResponse:
         """Add node ``node_id`` (a voter, or a ``learner``) to this cluster."""
@@ -725,6 +767,46 @@ class AsyncGatewayClient(_Base):
                      ) -> gateway_pb2.AdminResponse:
         return await self._call(lambda s, t: getattr(s, name)(
             req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
+
+    async def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+        """As :meth:`GatewayClient._here`: the node targeted, no failover."""
+        try:
+            return await getattr(self._stub(), name)(
+                req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise error_of(exc) from None
+
+    async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
+                             counts_only: bool = False, timeout: float | None = None
+                             ) -> gateway_pb2.ConflictsListResponse:
+        """As :meth:`GatewayClient.conflicts_list`."""
+        return await self._here("ConflictsList", gateway_pb2.ConflictsListRequest(
+            pattern=pattern, limit=limit, page_token=page_token, counts_only=counts_only),
+            timeout)
+
+    async def conflicts_replay(self, table: str, ids: Sequence[str] = (), *, cause: str = "",
+                               dry_run: bool = False, timeout: float = 60.0
+                               ) -> gateway_pb2.ConflictsReplayResponse:
+        """As :meth:`GatewayClient.conflicts_replay`."""
+        req = gateway_pb2.ConflictsReplayRequest(table=table, ids=list(ids), cause=cause,
+                                                 dry_run=dry_run)
+        return await self._call(lambda s, t: s.ConflictsReplay(
+            req, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def dead_letters(self, applier: str = "", *, include_closed: bool = False,
+                           after_id: int = 0, limit: int = 0, timeout: float | None = None
+                           ) -> gateway_pb2.DeadLettersResponse:
+        """As :meth:`GatewayClient.dead_letters`."""
+        return await self._here("DeadLetters", gateway_pb2.DeadLettersRequest(
+            applier=applier, include_closed=include_closed, after_id=after_id, limit=limit),
+            timeout)
+
+    async def dead_letter_action(self, applier: str, action: str, ids: Sequence[int] = (), *,
+                                 every: bool = False, note: str = "", timeout: float = 60.0
+                                 ) -> gateway_pb2.DeadLetterActionResponse:
+        """As :meth:`GatewayClient.dead_letter_action`."""
+        return await self._here("DeadLetterAction", gateway_pb2.DeadLetterActionRequest(
+            applier=applier, action=action, ids=list(ids), all=every, note=note), timeout)
 
     async def add_node(self, node_id: int, peer_address: str, api_address: str = "", *,
                        learner: bool = False, timeout: float = 60.0

@@ -472,3 +472,181 @@ class AdminResponse(_message.Message):
     message: str
     log_index: int
     def __init__(self, message: _Optional[str] = ..., log_index: _Optional[int] = ...) -> None: ...
+
+class ConflictsListRequest(_message.Message):
+    __slots__ = ("pattern", "limit", "page_token", "counts_only")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    limit: int
+    page_token: str
+    counts_only: bool
+    def __init__(self, pattern: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ..., counts_only: _Optional[bool] = ...) -> None: ...
+
+class ConflictCount(_message.Message):
+    __slots__ = ("table", "cause", "count")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    cause: str
+    count: int
+    def __init__(self, table: _Optional[str] = ..., cause: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class ConflictRow(_message.Message):
+    __slots__ = ("table", "id", "op_type", "cause", "orig_transid", "row", "replayed")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    ORIG_TRANSID_FIELD_NUMBER: _ClassVar[int]
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    id: str
+    op_type: str
+    cause: str
+    orig_transid: str
+    row: Row
+    replayed: str
+    def __init__(self, table: _Optional[str] = ..., id: _Optional[str] = ..., op_type: _Optional[str] = ..., cause: _Optional[str] = ..., orig_transid: _Optional[str] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., replayed: _Optional[str] = ...) -> None: ...
+
+class ConflictsListResponse(_message.Message):
+    __slots__ = ("counts", "rows", "next_page_token", "applied_index")
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    counts: _containers.RepeatedCompositeFieldContainer[ConflictCount]
+    rows: _containers.RepeatedCompositeFieldContainer[ConflictRow]
+    next_page_token: str
+    applied_index: int
+    def __init__(self, counts: _Optional[_Iterable[_Union[ConflictCount, _Mapping]]] = ..., rows: _Optional[_Iterable[_Union[ConflictRow, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., applied_index: _Optional[int] = ...) -> None: ...
+
+class ConflictsReplayRequest(_message.Message):
+    __slots__ = ("table", "ids", "cause", "dry_run")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    cause: str
+    dry_run: bool
+    def __init__(self, table: _Optional[str] = ..., ids: _Optional[_Iterable[str]] = ..., cause: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ConflictReplayOutcome(_message.Message):
+    __slots__ = ("table", "id", "outcome", "detail")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    id: str
+    outcome: str
+    detail: str
+    def __init__(self, table: _Optional[str] = ..., id: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ConflictsReplayResponse(_message.Message):
+    __slots__ = ("outcomes", "applied", "skipped")
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[ConflictReplayOutcome]
+    applied: int
+    skipped: int
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[ConflictReplayOutcome, _Mapping]]] = ..., applied: _Optional[int] = ..., skipped: _Optional[int] = ...) -> None: ...
+
+class DeadLettersRequest(_message.Message):
+    __slots__ = ("applier", "include_closed", "after_id", "limit")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    include_closed: bool
+    after_id: int
+    limit: int
+    def __init__(self, applier: _Optional[str] = ..., include_closed: _Optional[bool] = ..., after_id: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class DeadLetterInfo(_message.Message):
+    __slots__ = ("applier", "id", "state", "log_index", "gtid", "kind", "table", "key", "error_type", "error", "attempts", "failed_at_ns", "letter")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    GTID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    LETTER_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    id: int
+    state: str
+    log_index: int
+    gtid: str
+    kind: str
+    table: str
+    key: str
+    error_type: str
+    error: str
+    attempts: int
+    failed_at_ns: int
+    letter: bytes
+    def __init__(self, applier: _Optional[str] = ..., id: _Optional[int] = ..., state: _Optional[str] = ..., log_index: _Optional[int] = ..., gtid: _Optional[str] = ..., kind: _Optional[str] = ..., table: _Optional[str] = ..., key: _Optional[str] = ..., error_type: _Optional[str] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., failed_at_ns: _Optional[int] = ..., letter: _Optional[bytes] = ...) -> None: ...
+
+class DeadLetterCount(_message.Message):
+    __slots__ = ("applier", "open", "total")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    open: int
+    total: int
+    def __init__(self, applier: _Optional[str] = ..., open: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
+
+class DeadLettersResponse(_message.Message):
+    __slots__ = ("letters", "counts", "next_after_id")
+    LETTERS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    letters: _containers.RepeatedCompositeFieldContainer[DeadLetterInfo]
+    counts: _containers.RepeatedCompositeFieldContainer[DeadLetterCount]
+    next_after_id: int
+    def __init__(self, letters: _Optional[_Iterable[_Union[DeadLetterInfo, _Mapping]]] = ..., counts: _Optional[_Iterable[_Union[DeadLetterCount, _Mapping]]] = ..., next_after_id: _Optional[int] = ...) -> None: ...
+
+class DeadLetterActionRequest(_message.Message):
+    __slots__ = ("applier", "action", "ids", "all", "note")
+    APPLIER_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    applier: str
+    action: str
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    all: bool
+    note: str
+    def __init__(self, applier: _Optional[str] = ..., action: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., all: _Optional[bool] = ..., note: _Optional[str] = ...) -> None: ...
+
+class DeadLetterOutcome(_message.Message):
+    __slots__ = ("id", "outcome", "detail")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    outcome: str
+    detail: str
+    def __init__(self, id: _Optional[int] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class DeadLetterActionResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[DeadLetterOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[DeadLetterOutcome, _Mapping]]] = ...) -> None: ...

@@ -109,6 +109,26 @@ class GatewayStub:
                 request_serializer=gateway_dot_v1_dot_gateway__pb2.AlarmRequest.SerializeToString,
                 response_deserializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
                 _registered_method=True)
+        self.ConflictsList = channel.unary_unary(
+                '/gateway.v1.Gateway/ConflictsList',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.ConflictsListRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.ConflictsListResponse.FromString,
+                _registered_method=True)
+        self.ConflictsReplay = channel.unary_unary(
+                '/gateway.v1.Gateway/ConflictsReplay',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.ConflictsReplayRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.ConflictsReplayResponse.FromString,
+                _registered_method=True)
+        self.DeadLetters = channel.unary_unary(
+                '/gateway.v1.Gateway/DeadLetters',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.DeadLettersRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.DeadLettersResponse.FromString,
+                _registered_method=True)
+        self.DeadLetterAction = channel.unary_unary(
+                '/gateway.v1.Gateway/DeadLetterAction',
+                request_serializer=gateway_dot_v1_dot_gateway__pb2.DeadLetterActionRequest.SerializeToString,
+                response_deserializer=gateway_dot_v1_dot_gateway__pb2.DeadLetterActionResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -204,6 +224,30 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConflictsList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConflictsReplay(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeadLetters(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeadLetterAction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +325,26 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.Alarm,
                     request_deserializer=gateway_dot_v1_dot_gateway__pb2.AlarmRequest.FromString,
                     response_serializer=gateway_dot_v1_dot_gateway__pb2.AdminResponse.SerializeToString,
+            ),
+            'ConflictsList': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConflictsList,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.ConflictsListRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.ConflictsListResponse.SerializeToString,
+            ),
+            'ConflictsReplay': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConflictsReplay,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.ConflictsReplayRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.ConflictsReplayResponse.SerializeToString,
+            ),
+            'DeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeadLetters,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.DeadLettersRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.DeadLettersResponse.SerializeToString,
+            ),
+            'DeadLetterAction': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeadLetterAction,
+                    request_deserializer=gateway_dot_v1_dot_gateway__pb2.DeadLetterActionRequest.FromString,
+                    response_serializer=gateway_dot_v1_dot_gateway__pb2.DeadLetterActionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -688,6 +752,114 @@ class Gateway:
             '/gateway.v1.Gateway/Alarm',
             gateway_dot_v1_dot_gateway__pb2.AlarmRequest.SerializeToString,
             gateway_dot_v1_dot_gateway__pb2.AdminResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConflictsList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/ConflictsList',
+            gateway_dot_v1_dot_gateway__pb2.ConflictsListRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.ConflictsListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConflictsReplay(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/ConflictsReplay',
+            gateway_dot_v1_dot_gateway__pb2.ConflictsReplayRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.ConflictsReplayResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/DeadLetters',
+            gateway_dot_v1_dot_gateway__pb2.DeadLettersRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.DeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeadLetterAction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gateway.v1.Gateway/DeadLetterAction',
+            gateway_dot_v1_dot_gateway__pb2.DeadLetterActionRequest.SerializeToString,
+            gateway_dot_v1_dot_gateway__pb2.DeadLetterActionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -63,7 +63,7 @@ def test_dead_letters_are_listed_replayed_and_discarded(tmp_path):
     listed = _run("deadletter", "list", "--state-dir", state, "--format", "jsonl")
     letters = [json.loads(line) for line in listed.output.splitlines()]
     assert [(x["id"], x["gtid"], x["kind"], x["state"]) for x in letters] == [
-        (1, "(1,1)", "SQL", "open"), (2, "(1,2)", "SQL", "open")]
+        (1, "1:1", "SQL", "open"), (2, "1:2", "SQL", "open")]
     assert "no such table: later" in letters[0]["error"]
 
     sqlite3.connect(db).execute("CREATE TABLE later (v TEXT)")

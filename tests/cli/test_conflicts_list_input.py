@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from types import SimpleNamespace
 
+import grpc
 from click.testing import CliRunner
 
 from gateway.cli import main
+from gateway.client import GatewayError
+from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication.conflict_rows import list_conflicts
 from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
 
 
@@ -20,6 +25,17 @@ class _FakeClient:
     def scan(self, table: str, start=None, limit: int = 0) -> gateway_pb2.ScanResponse:
         assert table == "shop.items$EX"
         return gateway_pb2.ScanResponse(rows=self.rows, more=False)
+
+    def conflicts_list(self, pattern: str = "", **kw) -> gateway_pb2.ConflictsListResponse:
+        """The node's handler over a store holding ``rows``, its refusal as the RPC's."""
+        sm = SimpleNamespace(schemas={"shop.items$EX": None},
+                             scan_rows=lambda *_a: iter(self.rows),
+                             store=SimpleNamespace(applied_index=1))
+        try:
+            return list_conflicts(sm, gateway_pb2.ConflictsListRequest(pattern=pattern, **kw))
+        except InvalidRequest as exc:
+            raise GatewayError(grpc.StatusCode.INVALID_ARGUMENT, exc.reason,
+                               exc.field) from None
 
 
 def _foreign_row() -> gateway_pb2.Row:

@@ -88,8 +88,11 @@ def test_epoch_conflicts_are_recorded_and_the_primary_realigns_the_secondary(tmp
             res = await asyncio.to_thread(lambda: CliRunner().invoke(main, [
                 "conflicts", "list", "--target", a.api, "shop.items"]))
             assert res.exit_code == 0, res.output
-            (line,) = res.output.splitlines()
-            ident, op, cause, orig, key = line.split("\t")
+            counts, total, blank, line = res.output.splitlines()
+            assert counts == "shop.items\tDATA_IN_CONFLICT\t1" and not blank
+            assert total == "1 conflict(s) in 1 table(s)"
+            table, ident, op, cause, orig, key = line.split("\t")
+            assert table == "shop.items"
             assert ident.startswith("1/2/") and ident.endswith("/1")
             assert (op, cause, key) == ("UPDATE_ROW", "DATA_IN_CONFLICT", "id=1")
             assert orig.startswith("2:")

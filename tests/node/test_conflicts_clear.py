@@ -55,7 +55,7 @@ def test_an_admin_clears_a_handled_conflict_and_a_writer_cannot(tmp_path):
 
             res = await asyncio.to_thread(cli, "conflicts", "list", "--target", a.api,
                                           "--token", "a", "shop.items")
-            ident = res.output.split("\t")[0]
+            ident = res.output.strip().splitlines()[-1].split("\t")[1]
             res = await asyncio.to_thread(cli, "conflicts", "clear", "--target", a.api,
                                           "--token", "w", "shop.items", ident)
             assert res.exit_code == 2 and "needs the admin permission" in res.output, \

@@ -2588,6 +2588,1017 @@ func (x *AdminResponse) GetLogIndex() uint64 {
 	return 0
 }
 
+// ConflictsListRequest: the recorded conflicts (exceptions tables, docs/conflicts.md) of the
+// tables matching `pattern` (schema.table; * and ? wildcards; "" = every table): counts per
+// table and cause, then a page of rows.
+type ConflictsListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pattern       string                 `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                             // rows in this page (0 = 100; at most 10000; counts are whole)
+	PageToken     string                 `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`     // next_page_token of the previous page ("" = from the start)
+	CountsOnly    bool                   `protobuf:"varint,4,opt,name=counts_only,json=countsOnly,proto3" json:"counts_only,omitempty"` // no rows
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsListRequest) Reset() {
+	*x = ConflictsListRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsListRequest) ProtoMessage() {}
+
+func (x *ConflictsListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsListRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsListRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ConflictsListRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *ConflictsListRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ConflictsListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ConflictsListRequest) GetCountsOnly() bool {
+	if x != nil {
+		return x.CountsOnly
+	}
+	return false
+}
+
+// ConflictCount: conflicts recorded for one table with one cause (NDB$CFT_CAUSE).
+type ConflictCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // schema.table (its exceptions are in schema.table$EX)
+	Cause string                 `protobuf:"bytes,2,opt,name=cause,proto3" json:"cause,omitempty"` // ROW_DOES_NOT_EXIST | ROW_ALREADY_EXISTS | DATA_IN_CONFLICT
+	// | TRANS_IN_CONFLICT
+	Count         uint64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictCount) Reset() {
+	*x = ConflictCount{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictCount) ProtoMessage() {}
+
+func (x *ConflictCount) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictCount.ProtoReflect.Descriptor instead.
+func (*ConflictCount) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ConflictCount) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictCount) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictCount) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// ConflictRow: one exception row.
+type ConflictRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`                                // schema.table (the row is in schema.table$EX)
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`                                      // SERVER/SOURCE/EPOCH/COUNT, the exception row's key
+	OpType        string                 `protobuf:"bytes,3,opt,name=op_type,json=opType,proto3" json:"op_type,omitempty"`                // NDB$OP_TYPE: WRITE_ROW | UPDATE_ROW | DELETE_ROW
+	Cause         string                 `protobuf:"bytes,4,opt,name=cause,proto3" json:"cause,omitempty"`                                // NDB$CFT_CAUSE
+	OrigTransid   string                 `protobuf:"bytes,5,opt,name=orig_transid,json=origTransid,proto3" json:"orig_transid,omitempty"` // NDB$ORIG_TRANSID: the origin GTID S:T
+	Row           *Row                   `protobuf:"bytes,6,opt,name=row,proto3" json:"row,omitempty"`                                    // the whole exception row (key columns, col$OLD, col$NEW)
+	Replayed      string                 `protobuf:"bytes,7,opt,name=replayed,proto3" json:"replayed,omitempty"`                          // "" or what `ConflictsReplay` did with it (GTID S:T applied)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictRow) Reset() {
+	*x = ConflictRow{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictRow) ProtoMessage() {}
+
+func (x *ConflictRow) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictRow.ProtoReflect.Descriptor instead.
+func (*ConflictRow) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ConflictRow) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetOpType() string {
+	if x != nil {
+		return x.OpType
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetOrigTransid() string {
+	if x != nil {
+		return x.OrigTransid
+	}
+	return ""
+}
+
+func (x *ConflictRow) GetRow() *Row {
+	if x != nil {
+		return x.Row
+	}
+	return nil
+}
+
+func (x *ConflictRow) GetReplayed() string {
+	if x != nil {
+		return x.Replayed
+	}
+	return ""
+}
+
+type ConflictsListResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Counts        []*ConflictCount       `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`                                      // per table and cause, in table then cause order
+	Rows          []*ConflictRow         `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`                                          // in table, then id order
+	NextPageToken string                 `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // "" when this page is the last
+	AppliedIndex  uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsListResponse) Reset() {
+	*x = ConflictsListResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsListResponse) ProtoMessage() {}
+
+func (x *ConflictsListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsListResponse.ProtoReflect.Descriptor instead.
+func (*ConflictsListResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ConflictsListResponse) GetCounts() []*ConflictCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *ConflictsListResponse) GetRows() []*ConflictRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *ConflictsListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ConflictsListResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+// ConflictsReplayRequest: write again the changes that conflicts rejected, as new writes of
+// this cluster in per-key order, each conditional on the row being as the conflict found it
+// (docs/conflicts.md, "Replaying rejected changes"). Admin permission.
+type ConflictsReplayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"` // schema.table, or a pattern with ids empty
+	Ids   []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`     // SERVER/SOURCE/EPOCH/COUNT of table's rows; empty = every
+	// row matching table and cause
+	Cause         string `protobuf:"bytes,3,opt,name=cause,proto3" json:"cause,omitempty"`                  // only rows with this cause ("" = any)
+	DryRun        bool   `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // report what would be written, write nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsReplayRequest) Reset() {
+	*x = ConflictsReplayRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsReplayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsReplayRequest) ProtoMessage() {}
+
+func (x *ConflictsReplayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsReplayRequest.ProtoReflect.Descriptor instead.
+func (*ConflictsReplayRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ConflictsReplayRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictsReplayRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ConflictsReplayRequest) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *ConflictsReplayRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// ConflictReplayOutcome: what became of one exception row.
+type ConflictReplayOutcome struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Table   string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Id      string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"` // applied | already-applied | changed-since | not-found
+	// | would-apply (dry run)
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"` // one line: the GTID written, or what changed since
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictReplayOutcome) Reset() {
+	*x = ConflictReplayOutcome{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictReplayOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictReplayOutcome) ProtoMessage() {}
+
+func (x *ConflictReplayOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictReplayOutcome.ProtoReflect.Descriptor instead.
+func (*ConflictReplayOutcome) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ConflictReplayOutcome) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ConflictReplayOutcome) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type ConflictsReplayResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Outcomes      []*ConflictReplayOutcome `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"` // in the order they were written
+	Applied       uint64                   `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
+	Skipped       uint64                   `protobuf:"varint,3,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConflictsReplayResponse) Reset() {
+	*x = ConflictsReplayResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConflictsReplayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConflictsReplayResponse) ProtoMessage() {}
+
+func (x *ConflictsReplayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConflictsReplayResponse.ProtoReflect.Descriptor instead.
+func (*ConflictsReplayResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ConflictsReplayResponse) GetOutcomes() []*ConflictReplayOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *ConflictsReplayResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *ConflictsReplayResponse) GetSkipped() uint64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+// DeadLettersRequest: the dead letters of this node's appliers (docs/appliers.md). Read.
+type DeadLettersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`                                   // "" = every applier of this node
+	IncludeClosed bool                   `protobuf:"varint,2,opt,name=include_closed,json=includeClosed,proto3" json:"include_closed,omitempty"` // also replayed and discarded ones
+	AfterId       uint64                 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`                   // page: letters with a greater id (with one applier)
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                      // 0 = 100; at most 10000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLettersRequest) Reset() {
+	*x = DeadLettersRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLettersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLettersRequest) ProtoMessage() {}
+
+func (x *DeadLettersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLettersRequest.ProtoReflect.Descriptor instead.
+func (*DeadLettersRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *DeadLettersRequest) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLettersRequest) GetIncludeClosed() bool {
+	if x != nil {
+		return x.IncludeClosed
+	}
+	return false
+}
+
+func (x *DeadLettersRequest) GetAfterId() uint64 {
+	if x != nil {
+		return x.AfterId
+	}
+	return 0
+}
+
+func (x *DeadLettersRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// DeadLetterInfo: one dead letter, described.
+type DeadLetterInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Id            uint64                 `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"` // open | replayed | discarded
+	LogIndex      uint64                 `protobuf:"varint,4,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	Gtid          string                 `protobuf:"bytes,5,opt,name=gtid,proto3" json:"gtid,omitempty"` // S:T
+	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"` // INSERT | UPDATE | DELETE | SQL | TRANSACTION ...
+	Table         string                 `protobuf:"bytes,7,opt,name=table,proto3" json:"table,omitempty"`
+	Key           string                 `protobuf:"bytes,8,opt,name=key,proto3" json:"key,omitempty"`
+	ErrorType     string                 `protobuf:"bytes,9,opt,name=error_type,json=errorType,proto3" json:"error_type,omitempty"`
+	Error         string                 `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,11,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	FailedAtNs    uint64                 `protobuf:"fixed64,12,opt,name=failed_at_ns,json=failedAtNs,proto3" json:"failed_at_ns,omitempty"`
+	Letter        []byte                 `protobuf:"bytes,13,opt,name=letter,proto3" json:"letter,omitempty"` // the stored DeadLetter message (applier.proto), serialized
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterInfo) Reset() {
+	*x = DeadLetterInfo{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterInfo) ProtoMessage() {}
+
+func (x *DeadLetterInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterInfo.ProtoReflect.Descriptor instead.
+func (*DeadLetterInfo) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeadLetterInfo) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetLogIndex() uint64 {
+	if x != nil {
+		return x.LogIndex
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetGtid() string {
+	if x != nil {
+		return x.Gtid
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetErrorType() string {
+	if x != nil {
+		return x.ErrorType
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeadLetterInfo) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetFailedAtNs() uint64 {
+	if x != nil {
+		return x.FailedAtNs
+	}
+	return 0
+}
+
+func (x *DeadLetterInfo) GetLetter() []byte {
+	if x != nil {
+		return x.Letter
+	}
+	return nil
+}
+
+// DeadLetterCount: letters of one applier on this node.
+type DeadLetterCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Open          uint64                 `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`
+	Total         uint64                 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"` // every letter ever added (ids are never reused)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterCount) Reset() {
+	*x = DeadLetterCount{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterCount) ProtoMessage() {}
+
+func (x *DeadLetterCount) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterCount.ProtoReflect.Descriptor instead.
+func (*DeadLetterCount) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DeadLetterCount) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterCount) GetOpen() uint64 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
+func (x *DeadLetterCount) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type DeadLettersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Letters       []*DeadLetterInfo      `protobuf:"bytes,1,rep,name=letters,proto3" json:"letters,omitempty"`
+	Counts        []*DeadLetterCount     `protobuf:"bytes,2,rep,name=counts,proto3" json:"counts,omitempty"`
+	NextAfterId   uint64                 `protobuf:"varint,3,opt,name=next_after_id,json=nextAfterId,proto3" json:"next_after_id,omitempty"` // 0 when this page is the last
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLettersResponse) Reset() {
+	*x = DeadLettersResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLettersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLettersResponse) ProtoMessage() {}
+
+func (x *DeadLettersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLettersResponse.ProtoReflect.Descriptor instead.
+func (*DeadLettersResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeadLettersResponse) GetLetters() []*DeadLetterInfo {
+	if x != nil {
+		return x.Letters
+	}
+	return nil
+}
+
+func (x *DeadLettersResponse) GetCounts() []*DeadLetterCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *DeadLettersResponse) GetNextAfterId() uint64 {
+	if x != nil {
+		return x.NextAfterId
+	}
+	return 0
+}
+
+// DeadLetterActionRequest: replay (deliver again through the applier) or discard open dead
+// letters of one applier of this node. Admin permission.
+type DeadLetterActionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applier       string                 `protobuf:"bytes,1,opt,name=applier,proto3" json:"applier,omitempty"`
+	Action        string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"` // replay | discard
+	Ids           []uint64               `protobuf:"varint,3,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	All           bool                   `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"`  // every open letter of the applier
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"` // discard: why (kept in the log)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterActionRequest) Reset() {
+	*x = DeadLetterActionRequest{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterActionRequest) ProtoMessage() {}
+
+func (x *DeadLetterActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterActionRequest.ProtoReflect.Descriptor instead.
+func (*DeadLetterActionRequest) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeadLetterActionRequest) GetApplier() string {
+	if x != nil {
+		return x.Applier
+	}
+	return ""
+}
+
+func (x *DeadLetterActionRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DeadLetterActionRequest) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DeadLetterActionRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *DeadLetterActionRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// DeadLetterOutcome: one letter after the action.
+type DeadLetterOutcome struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"` // replayed | discarded | still-failing (an unknown or
+	// closed id refuses the request: INVALID_ARGUMENT, ids)
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterOutcome) Reset() {
+	*x = DeadLetterOutcome{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterOutcome) ProtoMessage() {}
+
+func (x *DeadLetterOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterOutcome.ProtoReflect.Descriptor instead.
+func (*DeadLetterOutcome) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DeadLetterOutcome) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DeadLetterOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *DeadLetterOutcome) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type DeadLetterActionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcomes      []*DeadLetterOutcome   `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterActionResponse) Reset() {
+	*x = DeadLetterActionResponse{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterActionResponse) ProtoMessage() {}
+
+func (x *DeadLetterActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterActionResponse.ProtoReflect.Descriptor instead.
+func (*DeadLetterActionResponse) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeadLetterActionResponse) GetOutcomes() []*DeadLetterOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
 var File_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_gateway_v1_gateway_proto_rawDesc = "" +
@@ -2824,11 +3835,92 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0fSnapshotRequest\"F\n" +
 	"\rAdminResponse\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x1b\n" +
-	"\tlog_index\x18\x02 \x01(\x04R\blogIndex*Y\n" +
+	"\tlog_index\x18\x02 \x01(\x04R\blogIndex\"\x86\x01\n" +
+	"\x14ConflictsListRequest\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x1f\n" +
+	"\vcounts_only\x18\x04 \x01(\bR\n" +
+	"countsOnly\"Q\n" +
+	"\rConflictCount\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
+	"\x05cause\x18\x02 \x01(\tR\x05cause\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\xc4\x01\n" +
+	"\vConflictRow\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x17\n" +
+	"\aop_type\x18\x03 \x01(\tR\x06opType\x12\x14\n" +
+	"\x05cause\x18\x04 \x01(\tR\x05cause\x12!\n" +
+	"\forig_transid\x18\x05 \x01(\tR\vorigTransid\x12!\n" +
+	"\x03row\x18\x06 \x01(\v2\x0f.gateway.v1.RowR\x03row\x12\x1a\n" +
+	"\breplayed\x18\a \x01(\tR\breplayed\"\xc4\x01\n" +
+	"\x15ConflictsListResponse\x121\n" +
+	"\x06counts\x18\x01 \x03(\v2\x19.gateway.v1.ConflictCountR\x06counts\x12+\n" +
+	"\x04rows\x18\x02 \x03(\v2\x17.gateway.v1.ConflictRowR\x04rows\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\"o\n" +
+	"\x16ConflictsReplayRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x14\n" +
+	"\x05cause\x18\x03 \x01(\tR\x05cause\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"o\n" +
+	"\x15ConflictReplayOutcome\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"\x8c\x01\n" +
+	"\x17ConflictsReplayResponse\x12=\n" +
+	"\boutcomes\x18\x01 \x03(\v2!.gateway.v1.ConflictReplayOutcomeR\boutcomes\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\x12\x18\n" +
+	"\askipped\x18\x03 \x01(\x04R\askipped\"\x86\x01\n" +
+	"\x12DeadLettersRequest\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12%\n" +
+	"\x0einclude_closed\x18\x02 \x01(\bR\rincludeClosed\x12\x19\n" +
+	"\bafter_id\x18\x03 \x01(\x04R\aafterId\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"\xc8\x02\n" +
+	"\x0eDeadLetterInfo\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x1b\n" +
+	"\tlog_index\x18\x04 \x01(\x04R\blogIndex\x12\x12\n" +
+	"\x04gtid\x18\x05 \x01(\tR\x04gtid\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05table\x18\a \x01(\tR\x05table\x12\x10\n" +
+	"\x03key\x18\b \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"error_type\x18\t \x01(\tR\terrorType\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\x12\x1a\n" +
+	"\battempts\x18\v \x01(\rR\battempts\x12 \n" +
+	"\ffailed_at_ns\x18\f \x01(\x06R\n" +
+	"failedAtNs\x12\x16\n" +
+	"\x06letter\x18\r \x01(\fR\x06letter\"U\n" +
+	"\x0fDeadLetterCount\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x04R\x04open\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x04R\x05total\"\xa4\x01\n" +
+	"\x13DeadLettersResponse\x124\n" +
+	"\aletters\x18\x01 \x03(\v2\x1a.gateway.v1.DeadLetterInfoR\aletters\x123\n" +
+	"\x06counts\x18\x02 \x03(\v2\x1b.gateway.v1.DeadLetterCountR\x06counts\x12\"\n" +
+	"\rnext_after_id\x18\x03 \x01(\x04R\vnextAfterId\"\x83\x01\n" +
+	"\x17DeadLetterActionRequest\x12\x18\n" +
+	"\aapplier\x18\x01 \x01(\tR\aapplier\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\x04R\x03ids\x12\x10\n" +
+	"\x03all\x18\x04 \x01(\bR\x03all\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"U\n" +
+	"\x11DeadLetterOutcome\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"U\n" +
+	"\x18DeadLetterActionResponse\x129\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x1d.gateway.v1.DeadLetterOutcomeR\boutcomes*Y\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_LEASE\x10\x01\x12\x15\n" +
-	"\x11CONSISTENCY_STALE\x10\x022\x9b\b\n" +
+	"\x11CONSISTENCY_STALE\x10\x022\xfc\n" +
+	"\n" +
 	"\aGateway\x12:\n" +
 	"\x05Write\x12\x18.gateway.v1.WriteRequest\x1a\x17.gateway.v1.WriteResult\x12K\n" +
 	"\n" +
@@ -2847,7 +3939,11 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"AddChannel\x12\x1d.gateway.v1.AddChannelRequest\x1a\x19.gateway.v1.AdminResponse\x12L\n" +
 	"\rChannelAction\x12 .gateway.v1.ChannelActionRequest\x1a\x19.gateway.v1.AdminResponse\x12D\n" +
 	"\tConflicts\x12\x1c.gateway.v1.ConflictsRequest\x1a\x19.gateway.v1.AdminResponse\x12<\n" +
-	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponseBG\n" +
+	"\x05Alarm\x12\x18.gateway.v1.AlarmRequest\x1a\x19.gateway.v1.AdminResponse\x12T\n" +
+	"\rConflictsList\x12 .gateway.v1.ConflictsListRequest\x1a!.gateway.v1.ConflictsListResponse\x12Z\n" +
+	"\x0fConflictsReplay\x12\".gateway.v1.ConflictsReplayRequest\x1a#.gateway.v1.ConflictsReplayResponse\x12N\n" +
+	"\vDeadLetters\x12\x1e.gateway.v1.DeadLettersRequest\x1a\x1f.gateway.v1.DeadLettersResponse\x12]\n" +
+	"\x10DeadLetterAction\x12#.gateway.v1.DeadLetterActionRequest\x1a$.gateway.v1.DeadLetterActionResponseBG\n" +
 	"\rio.gateway.v1B\fGatewayProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3"
 
 var (
@@ -2863,132 +3959,161 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_gateway_v1_gateway_proto_goTypes = []any{
-	(Consistency)(0),              // 0: gateway.v1.Consistency
-	(*WriteRequest)(nil),          // 1: gateway.v1.WriteRequest
-	(*WriteResult)(nil),           // 2: gateway.v1.WriteResult
-	(*WriteBatchRequest)(nil),     // 3: gateway.v1.WriteBatchRequest
-	(*WriteBatchResponse)(nil),    // 4: gateway.v1.WriteBatchResponse
-	(*WriteError)(nil),            // 5: gateway.v1.WriteError
-	(*StreamWriteRequest)(nil),    // 6: gateway.v1.StreamWriteRequest
-	(*StreamWriteAck)(nil),        // 7: gateway.v1.StreamWriteAck
-	(*StreamWriteResponse)(nil),   // 8: gateway.v1.StreamWriteResponse
-	(*Row)(nil),                   // 9: gateway.v1.Row
-	(*ReadRequest)(nil),           // 10: gateway.v1.ReadRequest
-	(*ReadResponse)(nil),          // 11: gateway.v1.ReadResponse
-	(*ScanRequest)(nil),           // 12: gateway.v1.ScanRequest
-	(*ScanResponse)(nil),          // 13: gateway.v1.ScanResponse
-	(*EpochPosition)(nil),         // 14: gateway.v1.EpochPosition
-	(*SubscribeRequest)(nil),      // 15: gateway.v1.SubscribeRequest
-	(*ChangeEvent)(nil),           // 16: gateway.v1.ChangeEvent
-	(*StatusRequest)(nil),         // 17: gateway.v1.StatusRequest
-	(*Member)(nil),                // 18: gateway.v1.Member
-	(*ApplierStatus)(nil),         // 19: gateway.v1.ApplierStatus
-	(*StatusResponse)(nil),        // 20: gateway.v1.StatusResponse
-	(*SlotStatus)(nil),            // 21: gateway.v1.SlotStatus
-	(*LogRetention)(nil),          // 22: gateway.v1.LogRetention
-	(*ChannelStatus)(nil),         // 23: gateway.v1.ChannelStatus
-	(*PeerStatus)(nil),            // 24: gateway.v1.PeerStatus
-	(*AddChannelRequest)(nil),     // 25: gateway.v1.AddChannelRequest
-	(*ChannelActionRequest)(nil),  // 26: gateway.v1.ChannelActionRequest
-	(*ConflictsRequest)(nil),      // 27: gateway.v1.ConflictsRequest
-	(*AlarmRequest)(nil),          // 28: gateway.v1.AlarmRequest
-	(*AddNodeRequest)(nil),        // 29: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),     // 30: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil), // 31: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),       // 32: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),         // 33: gateway.v1.AdminResponse
-	nil,                           // 34: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),             // 35: gateway.v1.Statement
-	(*Condition)(nil),             // 36: gateway.v1.Condition
-	(*Gtid)(nil),                  // 37: gateway.v1.Gtid
-	(*TableMetadata)(nil),         // 38: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),         // 39: gateway.v1.FieldMetadata
-	(*Value)(nil),                 // 40: gateway.v1.Value
-	(*Transaction)(nil),           // 41: gateway.v1.Transaction
-	(*EpochMarker)(nil),           // 42: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),           // 43: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),          // 44: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),            // 45: gateway.v1.SpaceAlarm
-	(*ChannelSlot)(nil),           // 46: gateway.v1.ChannelSlot
-	(*ChannelDefinition)(nil),     // 47: gateway.v1.ChannelDefinition
+	(Consistency)(0),                 // 0: gateway.v1.Consistency
+	(*WriteRequest)(nil),             // 1: gateway.v1.WriteRequest
+	(*WriteResult)(nil),              // 2: gateway.v1.WriteResult
+	(*WriteBatchRequest)(nil),        // 3: gateway.v1.WriteBatchRequest
+	(*WriteBatchResponse)(nil),       // 4: gateway.v1.WriteBatchResponse
+	(*WriteError)(nil),               // 5: gateway.v1.WriteError
+	(*StreamWriteRequest)(nil),       // 6: gateway.v1.StreamWriteRequest
+	(*StreamWriteAck)(nil),           // 7: gateway.v1.StreamWriteAck
+	(*StreamWriteResponse)(nil),      // 8: gateway.v1.StreamWriteResponse
+	(*Row)(nil),                      // 9: gateway.v1.Row
+	(*ReadRequest)(nil),              // 10: gateway.v1.ReadRequest
+	(*ReadResponse)(nil),             // 11: gateway.v1.ReadResponse
+	(*ScanRequest)(nil),              // 12: gateway.v1.ScanRequest
+	(*ScanResponse)(nil),             // 13: gateway.v1.ScanResponse
+	(*EpochPosition)(nil),            // 14: gateway.v1.EpochPosition
+	(*SubscribeRequest)(nil),         // 15: gateway.v1.SubscribeRequest
+	(*ChangeEvent)(nil),              // 16: gateway.v1.ChangeEvent
+	(*StatusRequest)(nil),            // 17: gateway.v1.StatusRequest
+	(*Member)(nil),                   // 18: gateway.v1.Member
+	(*ApplierStatus)(nil),            // 19: gateway.v1.ApplierStatus
+	(*StatusResponse)(nil),           // 20: gateway.v1.StatusResponse
+	(*SlotStatus)(nil),               // 21: gateway.v1.SlotStatus
+	(*LogRetention)(nil),             // 22: gateway.v1.LogRetention
+	(*ChannelStatus)(nil),            // 23: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),               // 24: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),        // 25: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),     // 26: gateway.v1.ChannelActionRequest
+	(*ConflictsRequest)(nil),         // 27: gateway.v1.ConflictsRequest
+	(*AlarmRequest)(nil),             // 28: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),           // 29: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),        // 30: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil),    // 31: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),          // 32: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),            // 33: gateway.v1.AdminResponse
+	(*ConflictsListRequest)(nil),     // 34: gateway.v1.ConflictsListRequest
+	(*ConflictCount)(nil),            // 35: gateway.v1.ConflictCount
+	(*ConflictRow)(nil),              // 36: gateway.v1.ConflictRow
+	(*ConflictsListResponse)(nil),    // 37: gateway.v1.ConflictsListResponse
+	(*ConflictsReplayRequest)(nil),   // 38: gateway.v1.ConflictsReplayRequest
+	(*ConflictReplayOutcome)(nil),    // 39: gateway.v1.ConflictReplayOutcome
+	(*ConflictsReplayResponse)(nil),  // 40: gateway.v1.ConflictsReplayResponse
+	(*DeadLettersRequest)(nil),       // 41: gateway.v1.DeadLettersRequest
+	(*DeadLetterInfo)(nil),           // 42: gateway.v1.DeadLetterInfo
+	(*DeadLetterCount)(nil),          // 43: gateway.v1.DeadLetterCount
+	(*DeadLettersResponse)(nil),      // 44: gateway.v1.DeadLettersResponse
+	(*DeadLetterActionRequest)(nil),  // 45: gateway.v1.DeadLetterActionRequest
+	(*DeadLetterOutcome)(nil),        // 46: gateway.v1.DeadLetterOutcome
+	(*DeadLetterActionResponse)(nil), // 47: gateway.v1.DeadLetterActionResponse
+	nil,                              // 48: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),                // 49: gateway.v1.Statement
+	(*Condition)(nil),                // 50: gateway.v1.Condition
+	(*Gtid)(nil),                     // 51: gateway.v1.Gtid
+	(*TableMetadata)(nil),            // 52: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),            // 53: gateway.v1.FieldMetadata
+	(*Value)(nil),                    // 54: gateway.v1.Value
+	(*Transaction)(nil),              // 55: gateway.v1.Transaction
+	(*EpochMarker)(nil),              // 56: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),              // 57: gateway.v1.ApplyStatus
+	(*ConflictRule)(nil),             // 58: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),               // 59: gateway.v1.SpaceAlarm
+	(*ChannelSlot)(nil),              // 60: gateway.v1.ChannelSlot
+	(*ChannelDefinition)(nil),        // 61: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	35, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	36, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
-	37, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	49, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	50, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	51, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
 	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	38, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	39, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	40, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	39, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	40, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	37, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	40, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	52, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	53, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	54, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	53, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	54, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	51, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	54, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	40, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	40, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	54, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	54, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	37, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	51, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
 	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	41, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	42, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	43, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	55, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	56, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	57, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
 	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
 	23, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
 	24, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	44, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	45, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	58, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	59, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
 	21, // 33: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
 	22, // 34: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
-	46, // 35: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
-	34, // 36: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	47, // 37: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	44, // 38: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	1,  // 39: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 40: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 41: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 42: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 43: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 44: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 45: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	29, // 46: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	30, // 47: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	31, // 48: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	32, // 49: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	25, // 50: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	26, // 51: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	27, // 52: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	28, // 53: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	2,  // 54: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 55: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 56: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 57: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 58: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 59: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 60: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	33, // 61: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	33, // 62: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	33, // 63: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	33, // 64: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	33, // 65: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	33, // 66: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	33, // 67: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	33, // 68: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	54, // [54:69] is the sub-list for method output_type
-	39, // [39:54] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	60, // 35: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	48, // 36: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	61, // 37: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	58, // 38: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	9,  // 39: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
+	35, // 40: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
+	36, // 41: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
+	39, // 42: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
+	42, // 43: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
+	43, // 44: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
+	46, // 45: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
+	1,  // 46: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 47: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 48: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 49: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 50: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 51: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 52: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	29, // 53: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	30, // 54: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	31, // 55: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	32, // 56: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	25, // 57: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	26, // 58: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	27, // 59: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	28, // 60: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	34, // 61: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
+	38, // 62: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
+	41, // 63: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
+	45, // 64: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
+	2,  // 65: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 66: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 67: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 68: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 69: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 70: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 71: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	33, // 72: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	33, // 73: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	33, // 74: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	33, // 75: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	33, // 76: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	33, // 77: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	33, // 78: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	33, // 79: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	37, // 80: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
+	40, // 81: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
+	44, // 82: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
+	47, // 83: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
+	65, // [65:84] is the sub-list for method output_type
+	46, // [46:65] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -3008,7 +4133,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,21 +21,25 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Gateway_Write_FullMethodName          = "/gateway.v1.Gateway/Write"
-	Gateway_WriteBatch_FullMethodName     = "/gateway.v1.Gateway/WriteBatch"
-	Gateway_StreamWrite_FullMethodName    = "/gateway.v1.Gateway/StreamWrite"
-	Gateway_Read_FullMethodName           = "/gateway.v1.Gateway/Read"
-	Gateway_Scan_FullMethodName           = "/gateway.v1.Gateway/Scan"
-	Gateway_Subscribe_FullMethodName      = "/gateway.v1.Gateway/Subscribe"
-	Gateway_Status_FullMethodName         = "/gateway.v1.Gateway/Status"
-	Gateway_AddNode_FullMethodName        = "/gateway.v1.Gateway/AddNode"
-	Gateway_RemoveNode_FullMethodName     = "/gateway.v1.Gateway/RemoveNode"
-	Gateway_TransferLeader_FullMethodName = "/gateway.v1.Gateway/TransferLeader"
-	Gateway_Snapshot_FullMethodName       = "/gateway.v1.Gateway/Snapshot"
-	Gateway_AddChannel_FullMethodName     = "/gateway.v1.Gateway/AddChannel"
-	Gateway_ChannelAction_FullMethodName  = "/gateway.v1.Gateway/ChannelAction"
-	Gateway_Conflicts_FullMethodName      = "/gateway.v1.Gateway/Conflicts"
-	Gateway_Alarm_FullMethodName          = "/gateway.v1.Gateway/Alarm"
+	Gateway_Write_FullMethodName            = "/gateway.v1.Gateway/Write"
+	Gateway_WriteBatch_FullMethodName       = "/gateway.v1.Gateway/WriteBatch"
+	Gateway_StreamWrite_FullMethodName      = "/gateway.v1.Gateway/StreamWrite"
+	Gateway_Read_FullMethodName             = "/gateway.v1.Gateway/Read"
+	Gateway_Scan_FullMethodName             = "/gateway.v1.Gateway/Scan"
+	Gateway_Subscribe_FullMethodName        = "/gateway.v1.Gateway/Subscribe"
+	Gateway_Status_FullMethodName           = "/gateway.v1.Gateway/Status"
+	Gateway_AddNode_FullMethodName          = "/gateway.v1.Gateway/AddNode"
+	Gateway_RemoveNode_FullMethodName       = "/gateway.v1.Gateway/RemoveNode"
+	Gateway_TransferLeader_FullMethodName   = "/gateway.v1.Gateway/TransferLeader"
+	Gateway_Snapshot_FullMethodName         = "/gateway.v1.Gateway/Snapshot"
+	Gateway_AddChannel_FullMethodName       = "/gateway.v1.Gateway/AddChannel"
+	Gateway_ChannelAction_FullMethodName    = "/gateway.v1.Gateway/ChannelAction"
+	Gateway_Conflicts_FullMethodName        = "/gateway.v1.Gateway/Conflicts"
+	Gateway_Alarm_FullMethodName            = "/gateway.v1.Gateway/Alarm"
+	Gateway_ConflictsList_FullMethodName    = "/gateway.v1.Gateway/ConflictsList"
+	Gateway_ConflictsReplay_FullMethodName  = "/gateway.v1.Gateway/ConflictsReplay"
+	Gateway_DeadLetters_FullMethodName      = "/gateway.v1.Gateway/DeadLetters"
+	Gateway_DeadLetterAction_FullMethodName = "/gateway.v1.Gateway/DeadLetterAction"
 )
 
 // GatewayClient is the client API for Gateway service.
@@ -57,6 +61,10 @@ type GatewayClient interface {
 	ChannelAction(ctx context.Context, in *ChannelActionRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	Conflicts(ctx context.Context, in *ConflictsRequest, opts ...grpc.CallOption) (*AdminResponse, error)
 	Alarm(ctx context.Context, in *AlarmRequest, opts ...grpc.CallOption) (*AdminResponse, error)
+	ConflictsList(ctx context.Context, in *ConflictsListRequest, opts ...grpc.CallOption) (*ConflictsListResponse, error)
+	ConflictsReplay(ctx context.Context, in *ConflictsReplayRequest, opts ...grpc.CallOption) (*ConflictsReplayResponse, error)
+	DeadLetters(ctx context.Context, in *DeadLettersRequest, opts ...grpc.CallOption) (*DeadLettersResponse, error)
+	DeadLetterAction(ctx context.Context, in *DeadLetterActionRequest, opts ...grpc.CallOption) (*DeadLetterActionResponse, error)
 }
 
 type gatewayClient struct {
@@ -229,6 +237,46 @@ func (c *gatewayClient) Alarm(ctx context.Context, in *AlarmRequest, opts ...grp
 	return out, nil
 }
 
+func (c *gatewayClient) ConflictsList(ctx context.Context, in *ConflictsListRequest, opts ...grpc.CallOption) (*ConflictsListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConflictsListResponse)
+	err := c.cc.Invoke(ctx, Gateway_ConflictsList_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) ConflictsReplay(ctx context.Context, in *ConflictsReplayRequest, opts ...grpc.CallOption) (*ConflictsReplayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConflictsReplayResponse)
+	err := c.cc.Invoke(ctx, Gateway_ConflictsReplay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) DeadLetters(ctx context.Context, in *DeadLettersRequest, opts ...grpc.CallOption) (*DeadLettersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeadLettersResponse)
+	err := c.cc.Invoke(ctx, Gateway_DeadLetters_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *gatewayClient) DeadLetterAction(ctx context.Context, in *DeadLetterActionRequest, opts ...grpc.CallOption) (*DeadLetterActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeadLetterActionResponse)
+	err := c.cc.Invoke(ctx, Gateway_DeadLetterAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // GatewayServer is the server API for Gateway service.
 // All implementations must embed UnimplementedGatewayServer
 // for forward compatibility.
@@ -248,6 +296,10 @@ type GatewayServer interface {
 	ChannelAction(context.Context, *ChannelActionRequest) (*AdminResponse, error)
 	Conflicts(context.Context, *ConflictsRequest) (*AdminResponse, error)
 	Alarm(context.Context, *AlarmRequest) (*AdminResponse, error)
+	ConflictsList(context.Context, *ConflictsListRequest) (*ConflictsListResponse, error)
+	ConflictsReplay(context.Context, *ConflictsReplayRequest) (*ConflictsReplayResponse, error)
+	DeadLetters(context.Context, *DeadLettersRequest) (*DeadLettersResponse, error)
+	DeadLetterAction(context.Context, *DeadLetterActionRequest) (*DeadLetterActionResponse, error)
 	mustEmbedUnimplementedGatewayServer()
 }
 
@@ -302,6 +354,18 @@ func (UnimplementedGatewayServer) Conflicts(context.Context, *ConflictsRequest) 
 }
 func (UnimplementedGatewayServer) Alarm(context.Context, *AlarmRequest) (*AdminResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Alarm not implemented")
+}
+func (UnimplementedGatewayServer) ConflictsList(context.Context, *ConflictsListRequest) (*ConflictsListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConflictsList not implemented")
+}
+func (UnimplementedGatewayServer) ConflictsReplay(context.Context, *ConflictsReplayRequest) (*ConflictsReplayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConflictsReplay not implemented")
+}
+func (UnimplementedGatewayServer) DeadLetters(context.Context, *DeadLettersRequest) (*DeadLettersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeadLetters not implemented")
+}
+func (UnimplementedGatewayServer) DeadLetterAction(context.Context, *DeadLetterActionRequest) (*DeadLetterActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeadLetterAction not implemented")
 }
 func (UnimplementedGatewayServer) mustEmbedUnimplementedGatewayServer() {}
 func (UnimplementedGatewayServer) testEmbeddedByValue()                 {}
@@ -576,6 +640,78 @@ func _Gateway_Alarm_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Gateway_ConflictsList_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConflictsListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ConflictsList(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ConflictsList_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ConflictsList(ctx, req.(*ConflictsListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_ConflictsReplay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConflictsReplayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).ConflictsReplay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_ConflictsReplay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).ConflictsReplay(ctx, req.(*ConflictsReplayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_DeadLetters_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeadLettersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).DeadLetters(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_DeadLetters_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).DeadLetters(ctx, req.(*DeadLettersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Gateway_DeadLetterAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeadLetterActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(GatewayServer).DeadLetterAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Gateway_DeadLetterAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(GatewayServer).DeadLetterAction(ctx, req.(*DeadLetterActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Gateway_ServiceDesc is the grpc.ServiceDesc for Gateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -634,6 +770,22 @@ var Gateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Alarm",
 			Handler:    _Gateway_Alarm_Handler,
+		},
+		{
+			MethodName: "ConflictsList",
+			Handler:    _Gateway_ConflictsList_Handler,
+		},
+		{
+			MethodName: "ConflictsReplay",
+			Handler:    _Gateway_ConflictsReplay_Handler,
+		},
+		{
+			MethodName: "DeadLetters",
+			Handler:    _Gateway_DeadLetters_Handler,
+		},
+		{
+			MethodName: "DeadLetterAction",
+			Handler:    _Gateway_DeadLetterAction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

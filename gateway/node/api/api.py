@@ -22,7 +22,7 @@ Semantics (details in docs/node.md, "API"):
 Reads run in ``reads``, the admin operations in ``admin``; this module keeps the dispatch,
 the forwarding, the error mapping and the writes.
 
-Size: ~600 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
+Size: ~630 lines because the servicer holds every method of ``gateway.v1.Gateway`` and the
 forwarding and error mapping they share; ``StreamWrite`` alone is ~150 of them. Next to
 split off: ``StreamWrite``'s window and acknowledgement loop (a ``stream_write`` module
 beside ``api_handlers``), then the admin and channel methods (``_*_local``), which only
@@ -41,7 +41,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as PbMessage
 
-from gateway.node.api import admin, reads
+from gateway.node.api import admin, operator, reads
 from gateway.node.api.api_handlers import (
     KEEPS_BYTES,
     ReceivedRequest,
@@ -132,6 +132,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             # only as asked by a follower (``_leader_status``): Status itself runs anywhere
             "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
+            "ConflictsReplay": (gateway_pb2.ConflictsReplayRequest, self._replay_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -177,6 +178,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         refusal = space.refusal() if space is not None else None
         if refusal is not None:
             raise refusal
+
+    def _space_ok(self) -> bool:
+        """Whether no NOSPACE alarm refuses writes now (``_check_space`` would pass)."""
+        space = getattr(self.node, "space", None)
+        return space is None or space.refusal() is None
 
     async def _run(self, method: str, request: Request, context: CallContext) -> Response:
         """Run ``method`` here if this node leads, else forward it to the leader."""
@@ -317,9 +323,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
+        # WriteProposal's fields by position (statements, idempotency_key, start_ns, created,
+        # raw, wire, unrecorded, admin, conditions): keywords cost a parse per write.
         futs = [drv.submit_write(WriteProposal(
-                    w.statements, w.idempotency_key, now, created=created, raw=raw, wire=True,
-                    unrecorded=w.idempotency_key in fresh, conditions=conds))
+                    w.statements, w.idempotency_key, now, created, raw, True,
+                    w.idempotency_key in fresh, False, conds))
                 for w, (created, raw, conds) in zip(req.writes, checked, strict=True)]
         # Awaited in order, not gathered: the writes resolve in log order, so most are done
         # by the time their turn comes and awaiting a done future does not suspend -- where
@@ -426,21 +434,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 timeout=_deadline(context), metadata=forwarded_auth)
             return resp.response  # the serialized WriteResult
 
-        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str]
-                   ) -> asyncio.Future[_WriteAnswer]:
+        def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str],
+                   space_ok: bool) -> asyncio.Future[_WriteAnswer]:
             drv = self.node.driver
             try:
-                self._check_space()
+                if not space_ok:  # the request's writes are refused one by one
+                    self._check_space()
                 self._check_write(w)
             except (InvalidRequest, NoSpaceError) as exc:
                 fut: asyncio.Future[_WriteAnswer] = asyncio.get_running_loop().create_future()
                 fut.set_exception(exc)
                 return fut
-            if drv.is_leader:
+            if drv.is_leader:  # WriteProposal's fields by position, as in WriteBatch
                 return drv.submit_write(WriteProposal(
-                    w.statements, w.idempotency_key, now, raw=raw, wire=True,
-                    unrecorded=w.idempotency_key in fresh, admin=admin,
-                    conditions=w.conditions or None))
+                    w.statements, w.idempotency_key, now, None, raw, True,
+                    w.idempotency_key in fresh, admin, w.conditions or None))
             return asyncio.ensure_future(forward(w, raw))
 
         async def reader() -> None:
@@ -460,11 +468,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # One probe of the store for the request's keys (the leader's).
                     fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes
                                                if w.idempotency_key]) if drv.is_leader else _NO_KEYS
+                    # The alarm is looked at once per request: no write of it can await, so
+                    # none can see the alarm change.
+                    space_ok = self._space_ok()
                     futs: list[asyncio.Future[_WriteAnswer]] = []
                     try:
                         for w, raw in zip(req.writes, frame_batch(req, received.data),
                                           strict=True):
-                            futs.append(submit(w, now, raw, fresh))
+                            futs.append(submit(w, now, raw, fresh, space_ok))
                     finally:
                         outstanding += len(futs)  # counted once submitted: each gets its ack
                         if futs:
@@ -595,6 +606,37 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _alarm_local(self, req: gateway_pb2.AlarmRequest, context: CallContext
                            ) -> gateway_pb2.AdminResponse:
         return await disarm(self.node, req)
+
+    async def _replay_local(self, req: gateway_pb2.ConflictsReplayRequest, context: CallContext
+                            ) -> gateway_pb2.ConflictsReplayResponse:
+        self._check_space()
+        return await self.node.conflicts.replay(req, admin=self._admin(context))
+
+    async def ConflictsReplay(self, request: gateway_pb2.ConflictsReplayRequest,
+                              context: CallContext) -> Response:
+        return await self._run("ConflictsReplay", request, context)
+
+    async def _here(self, context: CallContext, work: Awaitable[Response]) -> Response:
+        """Await ``work`` on this node (never forwarded), errors as ``_run`` maps them."""
+        try:
+            async with asyncio.timeout(_deadline(context)):
+                return await work
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def ConflictsList(self, request: gateway_pb2.ConflictsListRequest,
+                            context: CallContext) -> Response:
+        return await self._here(context, operator.conflicts_list(self.node, request))
+
+    async def DeadLetters(self, request: gateway_pb2.DeadLettersRequest,
+                          context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letters(self.node, request))
+
+    async def DeadLetterAction(self, request: gateway_pb2.DeadLetterActionRequest,
+                               context: CallContext) -> Response:
+        return await self._here(context, operator.dead_letter_action(self.node, request))
 
     async def Alarm(self, request: gateway_pb2.AlarmRequest, context: CallContext) -> Response:
         return await self._run("Alarm", request, context)

@@ -56,6 +56,11 @@ nothing for them. Served at ``http://METRICS/metrics`` when ``--metrics HOST:POR
                                             (its reader must resync)
 ==================================  ======  ===========================================
 
+Every ``..._epoch`` gauge above (and ``gateway_conflict``'s ``last_conflict_epoch`` /
+``last_stable_epoch`` counters, as ``gateway_conflict_epoch{channel, counter}``) is a float and
+loses precision above 2^53: each also comes exactly as ``<name>_hi`` / ``<name>_lo``, its
+upper and lower 32 bits (``epoch_metrics``).
+
 Logs: one JSON object per line on stderr (``ts``, ``level``, ``logger``, ``msg``, plus
 ``exc`` for exceptions) with ``log_format = "json"`` (the default), plain text otherwise.
 """
@@ -73,6 +78,7 @@ from prometheus_client import start_http_server
 from prometheus_client.core import REGISTRY, CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gateway.node.api.epoch_metrics import EpochGauges
 from gateway.node.base.config import parse_address
 
 if TYPE_CHECKING:
@@ -195,7 +201,10 @@ def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
     }
     now = time.time_ns()
     leads = n.driver.is_leader
+    applied_exact = EpochGauges("gateway_channel_applied_epoch", "newest source epoch held "
+                                "whole", ["channel"])
     for ch in n.channels.status():
+        applied_exact.add([ch.name], ch.applied_epoch)
         families["applied"].add_metric([ch.name], ch.applied_epoch)
         if ch.replicated_time_ns:
             families["rtime"].add_metric([ch.name], ch.replicated_time_ns / 1e9)
@@ -209,19 +218,29 @@ def _channel_metrics(n: ServedNode) -> Iterator[Metric]:
         families["up"].add_metric([ch.name], int(ch.state == "running"))
         families["txns"].add_metric([ch.name], ch.transactions_applied)
     yield from families.values()
+    yield from applied_exact
     conflicts = GaugeMetricFamily("gateway_conflict", "conflict handling counters (MySQL's "
                                   "names) of what a channel brought in",
                                   labels=["channel", "counter"])
+    conflict_epochs = EpochGauges("gateway_conflict_epoch", "the conflict counters that are "
+                                  "epochs", ["channel", "counter"])
     for ch in n.channels.status():
         for name, value in sorted(ch.conflicts.items()):
             conflicts.add_metric([ch.name, name], value)
+            if name.endswith("_epoch"):
+                conflict_epochs.add([ch.name, name], value)
     yield conflicts
+    yield from conflict_epochs
     yield from _retention_metrics(n)
     peers = GaugeMetricFamily("gateway_max_replicated_epoch",
                               "newest epoch of this cluster the peer applied", labels=["peer"])
+    peers_exact = EpochGauges("gateway_max_replicated_epoch", "newest epoch of this cluster "
+                              "the peer applied", ["peer"])
     for p in n.channels.peers():
         peers.add_metric([str(p.cluster_id)], p.max_replicated_epoch)
+        peers_exact.add([str(p.cluster_id)], p.max_replicated_epoch)
     yield peers
+    yield from peers_exact
 
 
 def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
@@ -233,6 +252,10 @@ def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
     yield first
     yield GaugeMetricFamily("gateway_log_retained_first_epoch",
                             "oldest epoch a reader can resume after", value=ret.first_epoch)
+    first_exact = EpochGauges("gateway_log_retained_first_epoch",
+                              "oldest epoch a reader can resume after")
+    first_exact.add([], ret.first_epoch)
+    yield from first_exact
     labels = ["reader", "channel"]
     fams = [GaugeMetricFamily("gateway_channel_slot_acked_epoch",
                               "newest epoch of this cluster the reader holds", labels=labels),
@@ -242,12 +265,16 @@ def _retention_metrics(n: ServedNode) -> Iterator[Metric]:
                               "bytes of log kept from the slot's position", labels=labels),
             GaugeMetricFamily("gateway_channel_slot_lost",
                               "1 once the log was compacted past the slot", labels=labels)]
+    acked_exact = EpochGauges("gateway_channel_slot_acked_epoch", "newest epoch of this "
+                              "cluster the reader holds", labels)
     for st in slots:
         key = [str(st.slot.reader_cluster_id), st.slot.channel]
+        acked_exact.add(key, st.slot.acked_epoch)
         for fam, value in zip(fams, (st.slot.acked_epoch, st.held_entries, st.held_bytes,
                                      int(st.slot.lost)), strict=True):
             fam.add_metric(key, value)
     yield from fams
+    yield from acked_exact
 
 
 def serve_metrics(node: ServedNode, address: str) -> NodeCollector:

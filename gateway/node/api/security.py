@@ -63,6 +63,8 @@ _NEEDS: dict[str, frozenset[str]] = {
     "AddNode": frozenset({"admin"}), "RemoveNode": frozenset({"admin"}),
     "TransferLeader": frozenset({"admin"}), "Snapshot": frozenset({"admin"}),
     "Alarm": frozenset({"admin"}),
+    "ConflictsList": frozenset({"read"}), "DeadLetters": frozenset({"read"}),
+    "ConflictsReplay": frozenset({"admin"}), "DeadLetterAction": frozenset({"admin"}),
 }
 #: A channel session reads what Subscribe reads: the same permission.
 _NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from gateway.node.api.security import Tokens
+    from gateway.node.appliers.applier_host import NodeAppliers
     from gateway.node.appliers.feed import ChangeFeed
     from gateway.node.base.config import NodeConfig
     from gateway.node.loop.driver import RaftDriver
@@ -40,6 +41,8 @@ class ServedNode(Protocol):
     change_feed: ChangeFeed
     channels: NodeChannels
     conflicts: NodeConflicts
+    #: The appliers this node hosts (None: none configured); their dead letters.
+    appliers: NodeAppliers | None
     #: The source side of the channel protocol (``ChannelSource.Stream``).
     channel_source: ChannelSource
     #: The NOSPACE alarm's check of this node's log disk (``state.alarms``).

@@ -70,6 +70,7 @@ from gateway.appliers.source import EntriesCompactedError, StoreInstalledError
 from gateway.core import messages
 from gateway.node.appliers.applier_rebuild import can_rebuild, rebuild_from_store
 from gateway.node.appliers.backfill import needs_backfill, run_backfill
+from gateway.node.appliers.dead_letters import dead_letter_action, list_dead_letters
 from gateway.node.appliers.feed import CommittedLogSource
 from gateway.node.state.consistency import (
     InconsistentStateError,
@@ -165,6 +166,16 @@ class NodeAppliers:
         self.appliers.append(HostedApplier(
             name, scope, applier, config, PositionStore(self._state_dir, applier.name),
             ApplierMetrics(applier.name), chunk_rows=backfill_chunk_rows))
+
+    async def dead_letters(self, req: gateway_pb2.DeadLettersRequest
+                           ) -> gateway_pb2.DeadLettersResponse:
+        """This node's dead letters (``dead_letters``)."""
+        return await list_dead_letters(self._state_dir, self.appliers, req)
+
+    async def dead_letter_action(self, req: gateway_pb2.DeadLetterActionRequest
+                                 ) -> gateway_pb2.DeadLetterActionResponse:
+        """Replay or discard dead letters of one applier of this node (``dead_letters``)."""
+        return await dead_letter_action(self._state_dir, self.appliers, req)
 
     @property
     def cluster_scoped(self) -> list[HostedApplier]:

@@ -59,6 +59,8 @@ class Seal(NamedTuple):
 
 
 _NO_SEAL = Seal(0, 0)
+#: ``tuple.__new__``: builds a NamedTuple from a tuple of its fields, as its ``__new__`` does.
+_new_tuple = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -181,7 +183,10 @@ class Sequencer:
         self.next_trans_id = trans + 1
         self.last_trans_in_epoch = trans
         self.open_epoch_txns += 1
-        return Stamp(trans, self.open_epoch, self._commit_ts(now_ns))
+        # _commit_ts inlined, and the Stamp made without its generated __new__: once per write
+        ts = now_ns if now_ns > self.last_commit_ts else self.last_commit_ts + 1
+        self.last_commit_ts = ts
+        return _new_tuple(Stamp, (trans, self.open_epoch, ts))
 
     def reserve_derived(self, now_ns: int) -> tuple[int, int]:
         """Reserve ``(derived_trans_id, derived_commit_ts)`` for the transaction a replicated

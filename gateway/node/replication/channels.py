@@ -63,6 +63,7 @@ from gateway.node.replication.channel_lag import SourceWatch, merge_leader_chann
 from gateway.node.replication.channel_reader import ChannelReader, ChannelSession, ReaderError
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
 from gateway.node.replication.channel_source import BEHIND
+from gateway.node.replication.channel_sources import shared_source_note, shared_source_warning
 from gateway.node.replication.seed_reader import SeedError, SeedReader, seed_line
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
@@ -538,7 +539,7 @@ class NodeChannels:
             if d.source_id and st.cluster_id != d.source_id:  # the runner reports it
                 return (f"; but {addr} answers as cluster {st.cluster_id}, not as source_id "
                         f"{d.source_id}: the channel will not run until they agree")
-            return ""
+            return shared_source_note(self.driver.sm.channels, d.name, st.cluster_id)
         return (f"; its source is not reachable yet ({'; '.join(problems)}): the channel "
                 f"retries until it is (gateway channel status {d.name})")
 
@@ -662,6 +663,8 @@ class NodeChannels:
                 st.last_error = (f"warning: {held} transaction(s) quarantined (a schema "
                                  f"clash with this cluster): gateway channel quarantine "
                                  f"{name}")
+            if not st.last_error:
+                st.last_error = shared_source_warning(sm.channels, name, d.source_id)
             out.append(st)
         return out
 

@@ -26,6 +26,7 @@ from gateway.conflict import (
 from gateway.conflict.rules import RuleSet, parse_function, rule_from_proto, rule_to_proto
 from gateway.core import messages
 from gateway.node.base.validation import InvalidRequest
+from gateway.node.replication.conflict_rows import list_conflicts, replay_conflicts
 from gateway.v1 import gateway_pb2, replication_pb2
 
 if TYPE_CHECKING:
@@ -139,6 +140,18 @@ class NodeConflicts:
                 cmds.append(replication_pb2.ConflictCommand(set=rule_to_proto(rule)))
         for cmd in cmds:
             await self.driver.submit_entry(messages.pack(cmd))
+
+    # -- recorded conflicts (``conflict_rows``) ------------------------------------------------
+
+    def list_rows(self, req: gateway_pb2.ConflictsListRequest) -> gateway_pb2.ConflictsListResponse:
+        """Counts per table and cause, then a page of exception rows, from this node's
+        store (on the event loop)."""
+        return list_conflicts(self.driver.sm, req)
+
+    async def replay(self, req: gateway_pb2.ConflictsReplayRequest, *, admin: bool = True
+                     ) -> gateway_pb2.ConflictsReplayResponse:
+        """Write the chosen rejected changes again, conditionally (on the leader)."""
+        return await replay_conflicts(self.driver, req, admin=admin)
 
     # -- status ---------------------------------------------------------------------------------
 

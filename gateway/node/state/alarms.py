@@ -109,6 +109,8 @@ def apply_alarm_command(alarms: Alarms, data: bytes, ops: Ops
 def refusal(replicated: Alarms, local: replication_pb2.SpaceAlarm | None
             ) -> NoSpaceError | None:
     """The error a write gets while an alarm is raised (this node's own first), else None."""
+    if local is None and not replicated:
+        return None  # every write asks: no alarm raised costs one test
     alarm = local if local is not None else next(
         (replicated[n] for n in sorted(replicated)), None)
     return None if alarm is None else NoSpaceError(alarm_message(alarm))

@@ -535,6 +535,170 @@ export interface AdminResponse {
   logIndex: bigint;
 }
 
+/**
+ * ConflictsListRequest: the recorded conflicts (exceptions tables, docs/conflicts.md) of the
+ * tables matching `pattern` (schema.table; * and ? wildcards; "" = every table): counts per
+ * table and cause, then a page of rows.
+ */
+export interface ConflictsListRequest {
+  pattern: string;
+  /** rows in this page (0 = 100; at most 10000; counts are whole) */
+  limit: number;
+  /** next_page_token of the previous page ("" = from the start) */
+  pageToken: string;
+  /** no rows */
+  countsOnly: boolean;
+}
+
+/** ConflictCount: conflicts recorded for one table with one cause (NDB$CFT_CAUSE). */
+export interface ConflictCount {
+  /** schema.table (its exceptions are in schema.table$EX) */
+  table: string;
+  /** ROW_DOES_NOT_EXIST | ROW_ALREADY_EXISTS | DATA_IN_CONFLICT */
+  cause: string;
+  /** | TRANS_IN_CONFLICT */
+  count: bigint;
+}
+
+/** ConflictRow: one exception row. */
+export interface ConflictRow {
+  /** schema.table (the row is in schema.table$EX) */
+  table: string;
+  /** SERVER/SOURCE/EPOCH/COUNT, the exception row's key */
+  id: string;
+  /** NDB$OP_TYPE: WRITE_ROW | UPDATE_ROW | DELETE_ROW */
+  opType: string;
+  /** NDB$CFT_CAUSE */
+  cause: string;
+  /** NDB$ORIG_TRANSID: the origin GTID S:T */
+  origTransid: string;
+  /** the whole exception row (key columns, col$OLD, col$NEW) */
+  row:
+    | Row
+    | undefined;
+  /** "" or what `ConflictsReplay` did with it (GTID S:T applied) */
+  replayed: string;
+}
+
+export interface ConflictsListResponse {
+  /** per table and cause, in table then cause order */
+  counts: ConflictCount[];
+  /** in table, then id order */
+  rows: ConflictRow[];
+  /** "" when this page is the last */
+  nextPageToken: string;
+  appliedIndex: bigint;
+}
+
+/**
+ * ConflictsReplayRequest: write again the changes that conflicts rejected, as new writes of
+ * this cluster in per-key order, each conditional on the row being as the conflict found it
+ * (docs/conflicts.md, "Replaying rejected changes"). Admin permission.
+ */
+export interface ConflictsReplayRequest {
+  /** schema.table, or a pattern with ids empty */
+  table: string;
+  /** SERVER/SOURCE/EPOCH/COUNT of table's rows; empty = every */
+  ids: string[];
+  /** row matching table and cause */
+  cause: string;
+  /** report what would be written, write nothing */
+  dryRun: boolean;
+}
+
+/** ConflictReplayOutcome: what became of one exception row. */
+export interface ConflictReplayOutcome {
+  table: string;
+  id: string;
+  /** applied | already-applied | changed-since | not-found */
+  outcome: string;
+  /** | would-apply (dry run) */
+  detail: string;
+}
+
+export interface ConflictsReplayResponse {
+  /** in the order they were written */
+  outcomes: ConflictReplayOutcome[];
+  applied: bigint;
+  skipped: bigint;
+}
+
+/** DeadLettersRequest: the dead letters of this node's appliers (docs/appliers.md). Read. */
+export interface DeadLettersRequest {
+  /** "" = every applier of this node */
+  applier: string;
+  /** also replayed and discarded ones */
+  includeClosed: boolean;
+  /** page: letters with a greater id (with one applier) */
+  afterId: bigint;
+  /** 0 = 100; at most 10000 */
+  limit: number;
+}
+
+/** DeadLetterInfo: one dead letter, described. */
+export interface DeadLetterInfo {
+  applier: string;
+  id: bigint;
+  /** open | replayed | discarded */
+  state: string;
+  logIndex: bigint;
+  /** S:T */
+  gtid: string;
+  /** INSERT | UPDATE | DELETE | SQL | TRANSACTION ... */
+  kind: string;
+  table: string;
+  key: string;
+  errorType: string;
+  error: string;
+  attempts: number;
+  failedAtNs: bigint;
+  /** the stored DeadLetter message (applier.proto), serialized */
+  letter: Buffer;
+}
+
+/** DeadLetterCount: letters of one applier on this node. */
+export interface DeadLetterCount {
+  applier: string;
+  open: bigint;
+  /** every letter ever added (ids are never reused) */
+  total: bigint;
+}
+
+export interface DeadLettersResponse {
+  letters: DeadLetterInfo[];
+  counts: DeadLetterCount[];
+  /** 0 when this page is the last */
+  nextAfterId: bigint;
+}
+
+/**
+ * DeadLetterActionRequest: replay (deliver again through the applier) or discard open dead
+ * letters of one applier of this node. Admin permission.
+ */
+export interface DeadLetterActionRequest {
+  applier: string;
+  /** replay | discard */
+  action: string;
+  ids: bigint[];
+  /** every open letter of the applier */
+  all: boolean;
+  /** discard: why (kept in the log) */
+  note: string;
+}
+
+/** DeadLetterOutcome: one letter after the action. */
+export interface DeadLetterOutcome {
+  id: bigint;
+  /** replayed | discarded | still-failing (an unknown or */
+  outcome: string;
+  /** closed id refuses the request: INVALID_ARGUMENT, ids) */
+  detail: string;
+}
+
+export interface DeadLetterActionResponse {
+  outcomes: DeadLetterOutcome[];
+}
+
 function createBaseWriteRequest(): WriteRequest {
   return { statements: [], idempotencyKey: "", conditions: [] };
 }
@@ -5552,6 +5716,1853 @@ export const AdminResponse: MessageFns<AdminResponse> = {
   },
 };
 
+function createBaseConflictsListRequest(): ConflictsListRequest {
+  return { pattern: "", limit: 0, pageToken: "", countsOnly: false };
+}
+
+export const ConflictsListRequest: MessageFns<ConflictsListRequest> = {
+  encode(message: ConflictsListRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pattern !== "") {
+      writer.uint32(10).string(message.pattern);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    if (message.countsOnly !== false) {
+      writer.uint32(32).bool(message.countsOnly);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsListRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsListRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pattern = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.countsOnly = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsListRequest {
+    return {
+      pattern: isSet(object.pattern) ? globalThis.String(object.pattern) : "",
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      countsOnly: isSet(object.countsOnly)
+        ? globalThis.Boolean(object.countsOnly)
+        : isSet(object.counts_only)
+        ? globalThis.Boolean(object.counts_only)
+        : false,
+    };
+  },
+
+  toJSON(message: ConflictsListRequest): unknown {
+    const obj: any = {};
+    if (message.pattern !== "") {
+      obj.pattern = message.pattern;
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.countsOnly !== false) {
+      obj.countsOnly = message.countsOnly;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsListRequest>, I>>(base?: I): ConflictsListRequest {
+    return ConflictsListRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsListRequest>, I>>(object: I): ConflictsListRequest {
+    const message = createBaseConflictsListRequest();
+    message.pattern = object.pattern ?? "";
+    message.limit = object.limit ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    message.countsOnly = object.countsOnly ?? false;
+    return message;
+  },
+};
+
+function createBaseConflictCount(): ConflictCount {
+  return { table: "", cause: "", count: 0n };
+}
+
+export const ConflictCount: MessageFns<ConflictCount> = {
+  encode(message: ConflictCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.cause !== "") {
+      writer.uint32(18).string(message.cause);
+    }
+    if (message.count !== 0n) {
+      if (BigInt.asUintN(64, message.count) !== message.count) {
+        throw new globalThis.Error("value provided for field message.count of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.count = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictCount {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      count: isSet(object.count) ? BigInt(object.count) : 0n,
+    };
+  },
+
+  toJSON(message: ConflictCount): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.count !== 0n) {
+      obj.count = message.count.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictCount>, I>>(base?: I): ConflictCount {
+    return ConflictCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictCount>, I>>(object: I): ConflictCount {
+    const message = createBaseConflictCount();
+    message.table = object.table ?? "";
+    message.cause = object.cause ?? "";
+    message.count = (object.count !== undefined && object.count !== null) ? BigInt(object.count) : 0n;
+    return message;
+  },
+};
+
+function createBaseConflictRow(): ConflictRow {
+  return { table: "", id: "", opType: "", cause: "", origTransid: "", row: undefined, replayed: "" };
+}
+
+export const ConflictRow: MessageFns<ConflictRow> = {
+  encode(message: ConflictRow, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.opType !== "") {
+      writer.uint32(26).string(message.opType);
+    }
+    if (message.cause !== "") {
+      writer.uint32(34).string(message.cause);
+    }
+    if (message.origTransid !== "") {
+      writer.uint32(42).string(message.origTransid);
+    }
+    if (message.row !== undefined) {
+      Row.encode(message.row, writer.uint32(50).fork()).join();
+    }
+    if (message.replayed !== "") {
+      writer.uint32(58).string(message.replayed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictRow {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictRow();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.opType = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.origTransid = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.row = Row.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.replayed = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictRow {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      opType: isSet(object.opType)
+        ? globalThis.String(object.opType)
+        : isSet(object.op_type)
+        ? globalThis.String(object.op_type)
+        : "",
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      origTransid: isSet(object.origTransid)
+        ? globalThis.String(object.origTransid)
+        : isSet(object.orig_transid)
+        ? globalThis.String(object.orig_transid)
+        : "",
+      row: isSet(object.row) ? Row.fromJSON(object.row) : undefined,
+      replayed: isSet(object.replayed) ? globalThis.String(object.replayed) : "",
+    };
+  },
+
+  toJSON(message: ConflictRow): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.opType !== "") {
+      obj.opType = message.opType;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.origTransid !== "") {
+      obj.origTransid = message.origTransid;
+    }
+    if (message.row !== undefined) {
+      obj.row = Row.toJSON(message.row);
+    }
+    if (message.replayed !== "") {
+      obj.replayed = message.replayed;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictRow>, I>>(base?: I): ConflictRow {
+    return ConflictRow.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictRow>, I>>(object: I): ConflictRow {
+    const message = createBaseConflictRow();
+    message.table = object.table ?? "";
+    message.id = object.id ?? "";
+    message.opType = object.opType ?? "";
+    message.cause = object.cause ?? "";
+    message.origTransid = object.origTransid ?? "";
+    message.row = (object.row !== undefined && object.row !== null) ? Row.fromPartial(object.row) : undefined;
+    message.replayed = object.replayed ?? "";
+    return message;
+  },
+};
+
+function createBaseConflictsListResponse(): ConflictsListResponse {
+  return { counts: [], rows: [], nextPageToken: "", appliedIndex: 0n };
+}
+
+export const ConflictsListResponse: MessageFns<ConflictsListResponse> = {
+  encode(message: ConflictsListResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.counts) {
+      ConflictCount.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.rows) {
+      ConflictRow.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(26).string(message.nextPageToken);
+    }
+    if (message.appliedIndex !== 0n) {
+      if (BigInt.asUintN(64, message.appliedIndex) !== message.appliedIndex) {
+        throw new globalThis.Error("value provided for field message.appliedIndex of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.appliedIndex);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsListResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsListResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.counts.push(ConflictCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.rows.push(ConflictRow.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.appliedIndex = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsListResponse {
+    return {
+      counts: globalThis.Array.isArray(object?.counts) ? object.counts.map((e: any) => ConflictCount.fromJSON(e)) : [],
+      rows: globalThis.Array.isArray(object?.rows) ? object.rows.map((e: any) => ConflictRow.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+      appliedIndex: isSet(object.appliedIndex)
+        ? BigInt(object.appliedIndex)
+        : isSet(object.applied_index)
+        ? BigInt(object.applied_index)
+        : 0n,
+    };
+  },
+
+  toJSON(message: ConflictsListResponse): unknown {
+    const obj: any = {};
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => ConflictCount.toJSON(e));
+    }
+    if (message.rows?.length) {
+      obj.rows = message.rows.map((e) => ConflictRow.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    if (message.appliedIndex !== 0n) {
+      obj.appliedIndex = message.appliedIndex.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsListResponse>, I>>(base?: I): ConflictsListResponse {
+    return ConflictsListResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsListResponse>, I>>(object: I): ConflictsListResponse {
+    const message = createBaseConflictsListResponse();
+    message.counts = object.counts?.map((e) => ConflictCount.fromPartial(e)) || [];
+    message.rows = object.rows?.map((e) => ConflictRow.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    message.appliedIndex = (object.appliedIndex !== undefined && object.appliedIndex !== null)
+      ? BigInt(object.appliedIndex)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseConflictsReplayRequest(): ConflictsReplayRequest {
+  return { table: "", ids: [], cause: "", dryRun: false };
+}
+
+export const ConflictsReplayRequest: MessageFns<ConflictsReplayRequest> = {
+  encode(message: ConflictsReplayRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    for (const v of message.ids) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.cause !== "") {
+      writer.uint32(26).string(message.cause);
+    }
+    if (message.dryRun !== false) {
+      writer.uint32(32).bool(message.dryRun);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsReplayRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsReplayRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ids.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.cause = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.dryRun = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsReplayRequest {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.String(e)) : [],
+      cause: isSet(object.cause) ? globalThis.String(object.cause) : "",
+      dryRun: isSet(object.dryRun)
+        ? globalThis.Boolean(object.dryRun)
+        : isSet(object.dry_run)
+        ? globalThis.Boolean(object.dry_run)
+        : false,
+    };
+  },
+
+  toJSON(message: ConflictsReplayRequest): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids;
+    }
+    if (message.cause !== "") {
+      obj.cause = message.cause;
+    }
+    if (message.dryRun !== false) {
+      obj.dryRun = message.dryRun;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsReplayRequest>, I>>(base?: I): ConflictsReplayRequest {
+    return ConflictsReplayRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsReplayRequest>, I>>(object: I): ConflictsReplayRequest {
+    const message = createBaseConflictsReplayRequest();
+    message.table = object.table ?? "";
+    message.ids = object.ids?.map((e) => e) || [];
+    message.cause = object.cause ?? "";
+    message.dryRun = object.dryRun ?? false;
+    return message;
+  },
+};
+
+function createBaseConflictReplayOutcome(): ConflictReplayOutcome {
+  return { table: "", id: "", outcome: "", detail: "" };
+}
+
+export const ConflictReplayOutcome: MessageFns<ConflictReplayOutcome> = {
+  encode(message: ConflictReplayOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(26).string(message.outcome);
+    }
+    if (message.detail !== "") {
+      writer.uint32(34).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictReplayOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictReplayOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictReplayOutcome {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: ConflictReplayOutcome): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictReplayOutcome>, I>>(base?: I): ConflictReplayOutcome {
+    return ConflictReplayOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictReplayOutcome>, I>>(object: I): ConflictReplayOutcome {
+    const message = createBaseConflictReplayOutcome();
+    message.table = object.table ?? "";
+    message.id = object.id ?? "";
+    message.outcome = object.outcome ?? "";
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseConflictsReplayResponse(): ConflictsReplayResponse {
+  return { outcomes: [], applied: 0n, skipped: 0n };
+}
+
+export const ConflictsReplayResponse: MessageFns<ConflictsReplayResponse> = {
+  encode(message: ConflictsReplayResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.outcomes) {
+      ConflictReplayOutcome.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.applied !== 0n) {
+      if (BigInt.asUintN(64, message.applied) !== message.applied) {
+        throw new globalThis.Error("value provided for field message.applied of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.applied);
+    }
+    if (message.skipped !== 0n) {
+      if (BigInt.asUintN(64, message.skipped) !== message.skipped) {
+        throw new globalThis.Error("value provided for field message.skipped of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.skipped);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConflictsReplayResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConflictsReplayResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.outcomes.push(ConflictReplayOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.applied = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.skipped = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ConflictsReplayResponse {
+    return {
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => ConflictReplayOutcome.fromJSON(e))
+        : [],
+      applied: isSet(object.applied) ? BigInt(object.applied) : 0n,
+      skipped: isSet(object.skipped) ? BigInt(object.skipped) : 0n,
+    };
+  },
+
+  toJSON(message: ConflictsReplayResponse): unknown {
+    const obj: any = {};
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => ConflictReplayOutcome.toJSON(e));
+    }
+    if (message.applied !== 0n) {
+      obj.applied = message.applied.toString();
+    }
+    if (message.skipped !== 0n) {
+      obj.skipped = message.skipped.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ConflictsReplayResponse>, I>>(base?: I): ConflictsReplayResponse {
+    return ConflictsReplayResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConflictsReplayResponse>, I>>(object: I): ConflictsReplayResponse {
+    const message = createBaseConflictsReplayResponse();
+    message.outcomes = object.outcomes?.map((e) => ConflictReplayOutcome.fromPartial(e)) || [];
+    message.applied = (object.applied !== undefined && object.applied !== null) ? BigInt(object.applied) : 0n;
+    message.skipped = (object.skipped !== undefined && object.skipped !== null) ? BigInt(object.skipped) : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLettersRequest(): DeadLettersRequest {
+  return { applier: "", includeClosed: false, afterId: 0n, limit: 0 };
+}
+
+export const DeadLettersRequest: MessageFns<DeadLettersRequest> = {
+  encode(message: DeadLettersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.includeClosed !== false) {
+      writer.uint32(16).bool(message.includeClosed);
+    }
+    if (message.afterId !== 0n) {
+      if (BigInt.asUintN(64, message.afterId) !== message.afterId) {
+        throw new globalThis.Error("value provided for field message.afterId of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.afterId);
+    }
+    if (message.limit !== 0) {
+      writer.uint32(32).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLettersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLettersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.includeClosed = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.afterId = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.limit = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLettersRequest {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      includeClosed: isSet(object.includeClosed)
+        ? globalThis.Boolean(object.includeClosed)
+        : isSet(object.include_closed)
+        ? globalThis.Boolean(object.include_closed)
+        : false,
+      afterId: isSet(object.afterId) ? BigInt(object.afterId) : isSet(object.after_id) ? BigInt(object.after_id) : 0n,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: DeadLettersRequest): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.includeClosed !== false) {
+      obj.includeClosed = message.includeClosed;
+    }
+    if (message.afterId !== 0n) {
+      obj.afterId = message.afterId.toString();
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLettersRequest>, I>>(base?: I): DeadLettersRequest {
+    return DeadLettersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLettersRequest>, I>>(object: I): DeadLettersRequest {
+    const message = createBaseDeadLettersRequest();
+    message.applier = object.applier ?? "";
+    message.includeClosed = object.includeClosed ?? false;
+    message.afterId = (object.afterId !== undefined && object.afterId !== null) ? BigInt(object.afterId) : 0n;
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
+function createBaseDeadLetterInfo(): DeadLetterInfo {
+  return {
+    applier: "",
+    id: 0n,
+    state: "",
+    logIndex: 0n,
+    gtid: "",
+    kind: "",
+    table: "",
+    key: "",
+    errorType: "",
+    error: "",
+    attempts: 0,
+    failedAtNs: 0n,
+    letter: Buffer.alloc(0),
+  };
+}
+
+export const DeadLetterInfo: MessageFns<DeadLetterInfo> = {
+  encode(message: DeadLetterInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.id !== 0n) {
+      if (BigInt.asUintN(64, message.id) !== message.id) {
+        throw new globalThis.Error("value provided for field message.id of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.id);
+    }
+    if (message.state !== "") {
+      writer.uint32(26).string(message.state);
+    }
+    if (message.logIndex !== 0n) {
+      if (BigInt.asUintN(64, message.logIndex) !== message.logIndex) {
+        throw new globalThis.Error("value provided for field message.logIndex of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.logIndex);
+    }
+    if (message.gtid !== "") {
+      writer.uint32(42).string(message.gtid);
+    }
+    if (message.kind !== "") {
+      writer.uint32(50).string(message.kind);
+    }
+    if (message.table !== "") {
+      writer.uint32(58).string(message.table);
+    }
+    if (message.key !== "") {
+      writer.uint32(66).string(message.key);
+    }
+    if (message.errorType !== "") {
+      writer.uint32(74).string(message.errorType);
+    }
+    if (message.error !== "") {
+      writer.uint32(82).string(message.error);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(88).uint32(message.attempts);
+    }
+    if (message.failedAtNs !== 0n) {
+      if (BigInt.asUintN(64, message.failedAtNs) !== message.failedAtNs) {
+        throw new globalThis.Error("value provided for field message.failedAtNs of type fixed64 too large");
+      }
+      writer.uint32(97).fixed64(message.failedAtNs);
+    }
+    if (message.letter.length !== 0) {
+      writer.uint32(106).bytes(message.letter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.id = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.logIndex = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.gtid = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.errorType = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 12: {
+            if (tag !== 97) {
+              break;
+            }
+
+            message.failedAtNs = reader.fixed64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.letter = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterInfo {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      id: isSet(object.id) ? BigInt(object.id) : 0n,
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      logIndex: isSet(object.logIndex)
+        ? BigInt(object.logIndex)
+        : isSet(object.log_index)
+        ? BigInt(object.log_index)
+        : 0n,
+      gtid: isSet(object.gtid) ? globalThis.String(object.gtid) : "",
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      errorType: isSet(object.errorType)
+        ? globalThis.String(object.errorType)
+        : isSet(object.error_type)
+        ? globalThis.String(object.error_type)
+        : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+      attempts: isSet(object.attempts) ? globalThis.Number(object.attempts) : 0,
+      failedAtNs: isSet(object.failedAtNs)
+        ? BigInt(object.failedAtNs)
+        : isSet(object.failed_at_ns)
+        ? BigInt(object.failed_at_ns)
+        : 0n,
+      letter: isSet(object.letter) ? Buffer.from(bytesFromBase64(object.letter)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: DeadLetterInfo): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.id !== 0n) {
+      obj.id = message.id.toString();
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.logIndex !== 0n) {
+      obj.logIndex = message.logIndex.toString();
+    }
+    if (message.gtid !== "") {
+      obj.gtid = message.gtid;
+    }
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.errorType !== "") {
+      obj.errorType = message.errorType;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    if (message.attempts !== 0) {
+      obj.attempts = Math.round(message.attempts);
+    }
+    if (message.failedAtNs !== 0n) {
+      obj.failedAtNs = message.failedAtNs.toString();
+    }
+    if (message.letter.length !== 0) {
+      obj.letter = base64FromBytes(message.letter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterInfo>, I>>(base?: I): DeadLetterInfo {
+    return DeadLetterInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterInfo>, I>>(object: I): DeadLetterInfo {
+    const message = createBaseDeadLetterInfo();
+    message.applier = object.applier ?? "";
+    message.id = (object.id !== undefined && object.id !== null) ? BigInt(object.id) : 0n;
+    message.state = object.state ?? "";
+    message.logIndex = (object.logIndex !== undefined && object.logIndex !== null) ? BigInt(object.logIndex) : 0n;
+    message.gtid = object.gtid ?? "";
+    message.kind = object.kind ?? "";
+    message.table = object.table ?? "";
+    message.key = object.key ?? "";
+    message.errorType = object.errorType ?? "";
+    message.error = object.error ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.failedAtNs = (object.failedAtNs !== undefined && object.failedAtNs !== null)
+      ? BigInt(object.failedAtNs)
+      : 0n;
+    message.letter = object.letter ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseDeadLetterCount(): DeadLetterCount {
+  return { applier: "", open: 0n, total: 0n };
+}
+
+export const DeadLetterCount: MessageFns<DeadLetterCount> = {
+  encode(message: DeadLetterCount, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.open !== 0n) {
+      if (BigInt.asUintN(64, message.open) !== message.open) {
+        throw new globalThis.Error("value provided for field message.open of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.open);
+    }
+    if (message.total !== 0n) {
+      if (BigInt.asUintN(64, message.total) !== message.total) {
+        throw new globalThis.Error("value provided for field message.total of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.total);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterCount {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterCount();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.open = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.total = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterCount {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      open: isSet(object.open) ? BigInt(object.open) : 0n,
+      total: isSet(object.total) ? BigInt(object.total) : 0n,
+    };
+  },
+
+  toJSON(message: DeadLetterCount): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.open !== 0n) {
+      obj.open = message.open.toString();
+    }
+    if (message.total !== 0n) {
+      obj.total = message.total.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterCount>, I>>(base?: I): DeadLetterCount {
+    return DeadLetterCount.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterCount>, I>>(object: I): DeadLetterCount {
+    const message = createBaseDeadLetterCount();
+    message.applier = object.applier ?? "";
+    message.open = (object.open !== undefined && object.open !== null) ? BigInt(object.open) : 0n;
+    message.total = (object.total !== undefined && object.total !== null) ? BigInt(object.total) : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLettersResponse(): DeadLettersResponse {
+  return { letters: [], counts: [], nextAfterId: 0n };
+}
+
+export const DeadLettersResponse: MessageFns<DeadLettersResponse> = {
+  encode(message: DeadLettersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.letters) {
+      DeadLetterInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.counts) {
+      DeadLetterCount.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.nextAfterId !== 0n) {
+      if (BigInt.asUintN(64, message.nextAfterId) !== message.nextAfterId) {
+        throw new globalThis.Error("value provided for field message.nextAfterId of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.nextAfterId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLettersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLettersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.letters.push(DeadLetterInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.counts.push(DeadLetterCount.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.nextAfterId = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLettersResponse {
+    return {
+      letters: globalThis.Array.isArray(object?.letters)
+        ? object.letters.map((e: any) => DeadLetterInfo.fromJSON(e))
+        : [],
+      counts: globalThis.Array.isArray(object?.counts)
+        ? object.counts.map((e: any) => DeadLetterCount.fromJSON(e))
+        : [],
+      nextAfterId: isSet(object.nextAfterId)
+        ? BigInt(object.nextAfterId)
+        : isSet(object.next_after_id)
+        ? BigInt(object.next_after_id)
+        : 0n,
+    };
+  },
+
+  toJSON(message: DeadLettersResponse): unknown {
+    const obj: any = {};
+    if (message.letters?.length) {
+      obj.letters = message.letters.map((e) => DeadLetterInfo.toJSON(e));
+    }
+    if (message.counts?.length) {
+      obj.counts = message.counts.map((e) => DeadLetterCount.toJSON(e));
+    }
+    if (message.nextAfterId !== 0n) {
+      obj.nextAfterId = message.nextAfterId.toString();
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLettersResponse>, I>>(base?: I): DeadLettersResponse {
+    return DeadLettersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLettersResponse>, I>>(object: I): DeadLettersResponse {
+    const message = createBaseDeadLettersResponse();
+    message.letters = object.letters?.map((e) => DeadLetterInfo.fromPartial(e)) || [];
+    message.counts = object.counts?.map((e) => DeadLetterCount.fromPartial(e)) || [];
+    message.nextAfterId = (object.nextAfterId !== undefined && object.nextAfterId !== null)
+      ? BigInt(object.nextAfterId)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLetterActionRequest(): DeadLetterActionRequest {
+  return { applier: "", action: "", ids: [], all: false, note: "" };
+}
+
+export const DeadLetterActionRequest: MessageFns<DeadLetterActionRequest> = {
+  encode(message: DeadLetterActionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applier !== "") {
+      writer.uint32(10).string(message.applier);
+    }
+    if (message.action !== "") {
+      writer.uint32(18).string(message.action);
+    }
+    if (message.ids.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.ids) {
+        if (BigInt.asUintN(64, v) !== v) {
+          throw new globalThis.Error("a value provided in array field ids of type uint64 is too large");
+        }
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.all !== false) {
+      writer.uint32(32).bool(message.all);
+    }
+    if (message.note !== "") {
+      writer.uint32(42).string(message.note);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterActionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterActionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applier = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.action = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.ids.push(reader.uint64() as bigint);
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.ids.push(reader.uint64() as bigint);
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.all = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.note = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterActionRequest {
+    return {
+      applier: isSet(object.applier) ? globalThis.String(object.applier) : "",
+      action: isSet(object.action) ? globalThis.String(object.action) : "",
+      ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => BigInt(e)) : [],
+      all: isSet(object.all) ? globalThis.Boolean(object.all) : false,
+      note: isSet(object.note) ? globalThis.String(object.note) : "",
+    };
+  },
+
+  toJSON(message: DeadLetterActionRequest): unknown {
+    const obj: any = {};
+    if (message.applier !== "") {
+      obj.applier = message.applier;
+    }
+    if (message.action !== "") {
+      obj.action = message.action;
+    }
+    if (message.ids?.length) {
+      obj.ids = message.ids.map((e) => e.toString());
+    }
+    if (message.all !== false) {
+      obj.all = message.all;
+    }
+    if (message.note !== "") {
+      obj.note = message.note;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterActionRequest>, I>>(base?: I): DeadLetterActionRequest {
+    return DeadLetterActionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterActionRequest>, I>>(object: I): DeadLetterActionRequest {
+    const message = createBaseDeadLetterActionRequest();
+    message.applier = object.applier ?? "";
+    message.action = object.action ?? "";
+    message.ids = object.ids?.map((e) => BigInt(e)) || [];
+    message.all = object.all ?? false;
+    message.note = object.note ?? "";
+    return message;
+  },
+};
+
+function createBaseDeadLetterOutcome(): DeadLetterOutcome {
+  return { id: 0n, outcome: "", detail: "" };
+}
+
+export const DeadLetterOutcome: MessageFns<DeadLetterOutcome> = {
+  encode(message: DeadLetterOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== 0n) {
+      if (BigInt.asUintN(64, message.id) !== message.id) {
+        throw new globalThis.Error("value provided for field message.id of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.id);
+    }
+    if (message.outcome !== "") {
+      writer.uint32(18).string(message.outcome);
+    }
+    if (message.detail !== "") {
+      writer.uint32(26).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.id = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.outcome = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterOutcome {
+    return {
+      id: isSet(object.id) ? BigInt(object.id) : 0n,
+      outcome: isSet(object.outcome) ? globalThis.String(object.outcome) : "",
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: DeadLetterOutcome): unknown {
+    const obj: any = {};
+    if (message.id !== 0n) {
+      obj.id = message.id.toString();
+    }
+    if (message.outcome !== "") {
+      obj.outcome = message.outcome;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterOutcome>, I>>(base?: I): DeadLetterOutcome {
+    return DeadLetterOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterOutcome>, I>>(object: I): DeadLetterOutcome {
+    const message = createBaseDeadLetterOutcome();
+    message.id = (object.id !== undefined && object.id !== null) ? BigInt(object.id) : 0n;
+    message.outcome = object.outcome ?? "";
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseDeadLetterActionResponse(): DeadLetterActionResponse {
+  return { outcomes: [] };
+}
+
+export const DeadLetterActionResponse: MessageFns<DeadLetterActionResponse> = {
+  encode(message: DeadLetterActionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.outcomes) {
+      DeadLetterOutcome.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterActionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterActionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.outcomes.push(DeadLetterOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeadLetterActionResponse {
+    return {
+      outcomes: globalThis.Array.isArray(object?.outcomes)
+        ? object.outcomes.map((e: any) => DeadLetterOutcome.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: DeadLetterActionResponse): unknown {
+    const obj: any = {};
+    if (message.outcomes?.length) {
+      obj.outcomes = message.outcomes.map((e) => DeadLetterOutcome.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterActionResponse>, I>>(base?: I): DeadLetterActionResponse {
+    return DeadLetterActionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterActionResponse>, I>>(object: I): DeadLetterActionResponse {
+    const message = createBaseDeadLetterActionResponse();
+    message.outcomes = object.outcomes?.map((e) => DeadLetterOutcome.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 export type GatewayService = typeof GatewayService;
 export const GatewayService = {
   write: {
@@ -5690,6 +7701,47 @@ export const GatewayService = {
     responseSerialize: (value: AdminResponse): Buffer => Buffer.from(AdminResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdminResponse => AdminResponse.decode(value),
   },
+  conflictsList: {
+    path: "/gateway.v1.Gateway/ConflictsList" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsListRequest): Buffer => Buffer.from(ConflictsListRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsListRequest => ConflictsListRequest.decode(value),
+    responseSerialize: (value: ConflictsListResponse): Buffer =>
+      Buffer.from(ConflictsListResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConflictsListResponse => ConflictsListResponse.decode(value),
+  },
+  conflictsReplay: {
+    path: "/gateway.v1.Gateway/ConflictsReplay" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConflictsReplayRequest): Buffer =>
+      Buffer.from(ConflictsReplayRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConflictsReplayRequest => ConflictsReplayRequest.decode(value),
+    responseSerialize: (value: ConflictsReplayResponse): Buffer =>
+      Buffer.from(ConflictsReplayResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConflictsReplayResponse => ConflictsReplayResponse.decode(value),
+  },
+  deadLetters: {
+    path: "/gateway.v1.Gateway/DeadLetters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLettersRequest): Buffer => Buffer.from(DeadLettersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLettersRequest => DeadLettersRequest.decode(value),
+    responseSerialize: (value: DeadLettersResponse): Buffer => Buffer.from(DeadLettersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeadLettersResponse => DeadLettersResponse.decode(value),
+  },
+  deadLetterAction: {
+    path: "/gateway.v1.Gateway/DeadLetterAction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLetterActionRequest): Buffer =>
+      Buffer.from(DeadLetterActionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLetterActionRequest => DeadLetterActionRequest.decode(value),
+    responseSerialize: (value: DeadLetterActionResponse): Buffer =>
+      Buffer.from(DeadLetterActionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeadLetterActionResponse => DeadLetterActionResponse.decode(value),
+  },
 } as const;
 
 export interface GatewayServer extends UntypedServiceImplementation {
@@ -5708,6 +7760,10 @@ export interface GatewayServer extends UntypedServiceImplementation {
   channelAction: handleUnaryCall<ChannelActionRequest, AdminResponse>;
   conflicts: handleUnaryCall<ConflictsRequest, AdminResponse>;
   alarm: handleUnaryCall<AlarmRequest, AdminResponse>;
+  conflictsList: handleUnaryCall<ConflictsListRequest, ConflictsListResponse>;
+  conflictsReplay: handleUnaryCall<ConflictsReplayRequest, ConflictsReplayResponse>;
+  deadLetters: handleUnaryCall<DeadLettersRequest, DeadLettersResponse>;
+  deadLetterAction: handleUnaryCall<DeadLetterActionRequest, DeadLetterActionResponse>;
 }
 
 export interface GatewayClient extends Client {
@@ -5909,6 +7965,66 @@ export interface GatewayClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdminResponse) => void,
   ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsList(
+    request: ConflictsListRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConflictsListResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  conflictsReplay(
+    request: ConflictsReplayRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConflictsReplayResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetters(
+    request: DeadLettersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
+  deadLetterAction(
+    request: DeadLetterActionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeadLetterActionResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const GatewayClient = makeGenericClientConstructor(GatewayService, "gateway.v1.Gateway") as unknown as {
@@ -5916,6 +8032,14 @@ export const GatewayClient = makeGenericClientConstructor(GatewayService, "gatew
   service: typeof GatewayService;
   serviceName: string;
 };
+
+function bytesFromBase64(b64: string): Uint8Array {
+  return Uint8Array.from(globalThis.Buffer.from(b64, "base64"));
+}
+
+function base64FromBytes(arr: Uint8Array): string {
+  return globalThis.Buffer.from(arr).toString("base64");
+}
 
 function floatToJson(value: number | null | undefined): number | string | null | undefined {
   return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
