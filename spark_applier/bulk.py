@@ -39,7 +39,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from gateway import ApplierPosition, DeadLetterLog, Gtid, GtidSet, RowOp, UnsupportedOperationError
-from gateway.appliers.cassandra_mapping import write_timestamp
+from gateway.cassandra_mapping import write_timestamp
 
 from .convert import op_of_row
 from .datasource import damage_summary, register
@@ -138,7 +138,7 @@ def _fold() -> Column:
 
 
 def write_ts(commit_index: int, statement: int, sub: int = 0) -> int:
-    """The Cassandra write timestamp of a change (``gateway.appliers.cassandra_mapping``, the
+    """The Cassandra write timestamp of a change (``gateway.cassandra_mapping``, the
     clock the streaming plugin uses too): commit index, statement (continued across
     segments), then ``sub`` (earlier writes of the row by the same statement)."""
     return write_timestamp(commit_index, statement, sub)

@@ -4,7 +4,7 @@ The Spark Cassandra Connector has no Spark 4 build, so each task of ``write_unit
 driver session (``mapInArrow``) and writes its partition's operations with prepared statements
 and ``execute_concurrent``.
 
-Tables, types and write timestamps are those of ``gateway.appliers.cassandra_mapping``, the
+Tables, types and write timestamps are those of ``gateway.cassandra_mapping``, the
 mapping the streaming ``gateway-cassandra`` plugin uses: schema ``s`` -> keyspace ``s`` (tables
 without a schema -> the target's keyspace), table ``t`` -> ``t``, column types by the log's
 type tag names, created on the driver from the operations' metadata and widened with ``ALTER
@@ -34,7 +34,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from gateway import ApplyError, OpKind, RowOp, TableRef, UnsupportedOperationError
-from gateway.appliers.cassandra_mapping import (
+from gateway.cassandra_mapping import (
     RowClock,
     TableMapping,
     cql_type,

@@ -38,6 +38,9 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
     # The public shape of the file layer for plugin packages (gateway.core.fileio).
     "gateway.fileio": {"gateway.core"},
+    # The one Cassandra mapping (names, types, write clock) of the streaming plugin and the
+    # Spark target: public to both, like gateway.fileio.
+    "gateway.cassandra_mapping": {"gateway.appliers", "gateway.core", "gateway.v1"},
     # The node: its rooms (sub-packages, layered bottom up) and the top, ``gateway.node``
     # (``server``, the composition root that starts every room together).
     "gateway.node.base": _NODE_OUTSIDE,

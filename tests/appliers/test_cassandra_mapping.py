@@ -1,4 +1,4 @@
-"""The shared Cassandra mapping (``gateway.appliers.cassandra_mapping``): names, types by tag
+"""The shared Cassandra mapping (``gateway.cassandra_mapping``): names, types by tag
 name, and the write-timestamp clock with its bit budget. Pure: no driver, no server."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
+import gateway.cassandra_mapping as cm
 from gateway import FieldType, UnsupportedOperationError
-from gateway.appliers import cassandra_mapping as cm
 from gateway.core.rowops import Column, OpKind, RowOp, TableRef
 
 

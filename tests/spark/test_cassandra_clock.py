@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.appliers.cassandra_mapping import write_timestamp
 from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
 from gateway.appliers.source import LogFileSource
+from gateway.cassandra_mapping import write_timestamp
 from spark_applier.bulk import read_log, reduce_log
 from spark_applier.convert import op_of_row
 from tests.appliers.fakes import ModelApplier

@@ -5,7 +5,7 @@ bulk apply writes a log up to an index; the ``gateway-cassandra`` applier then s
 log from an earlier index (re-applying entries Spark already wrote, then newer ones): the tables
 must equal the sequential reference, with no second copy of any table, and stale replays from
 either path must change nothing (both derive ``USING TIMESTAMP`` from the log position through
-``gateway.appliers.cassandra_mapping``).
+``gateway.cassandra_mapping``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure: names, types and strings in, CQL strings out. The mapping itself -- keyspace/table names,
 column types by the log's type tag names, identifier quoting, value binding -- is
-``gateway.appliers.cassandra_mapping``, shared with the Spark bulk apply's Cassandra target so
+``gateway.cassandra_mapping``, shared with the Spark bulk apply's Cassandra target so
 that both write the same tables (README.md has the table). This module adds what only the
 streaming applier needs: the ``clustering`` option and the statement text.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import gateway.cassandra_mapping as shared
 from gateway import (
     ApplierConfigError,
     Column,
@@ -26,8 +27,7 @@ from gateway import (
     TableRef,
     UnsupportedOperationError,
 )
-from gateway.appliers import cassandra_mapping as shared
-from gateway.appliers.cassandra_mapping import TableMapping, quote
+from gateway.cassandra_mapping import TableMapping, quote
 
 __all__ = [
     "CQL_TYPES",
