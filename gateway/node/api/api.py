@@ -323,8 +323,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
-        # WriteProposal's fields by position (statements, idempotency_key, start_ns, created,
-        # raw, wire, unrecorded, admin, conditions): keywords cost a parse per write.
+        # WriteProposal's fields by position (write_proposal.FIELDS: statements,
+        # idempotency_key, start_ns, created, raw, wire, unrecorded, admin, conditions):
+        # keywords cost a parse per write. test_write_path_work pins the order.
         futs = [drv.submit_write(WriteProposal(
                     w.statements, w.idempotency_key, now, created, raw, True,
                     w.idempotency_key in fresh, False, conds))
