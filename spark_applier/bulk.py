@@ -39,6 +39,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from gateway import ApplierPosition, DeadLetterLog, Gtid, GtidSet, RowOp, UnsupportedOperationError
+from gateway.appliers.cassandra_mapping import write_timestamp
 
 from .convert import op_of_row
 from .datasource import damage_summary, register
@@ -134,10 +135,11 @@ def _fold() -> Column:
                        ELSE x.m END))""")
 
 
-def write_ts(commit_index: int, segment_id: int, op_no: int) -> int:
-    """A number that orders changes as the log does (for stores that resolve writes by
-    timestamp): commit index, then segment (< 1024), then operation number (< 16384)."""
-    return (commit_index << 24) + (segment_id << 14) + op_no
+def write_ts(commit_index: int, statement: int, sub: int = 0) -> int:
+    """The Cassandra write timestamp of a change (``gateway.appliers.cassandra_mapping``, the
+    clock the streaming plugin uses too): commit index, statement (continued across
+    segments), then ``sub`` (earlier writes of the row by the same statement)."""
+    return write_timestamp(commit_index, statement, sub)
 
 
 def _by_ord(a: Column, b: Column) -> Column:
@@ -151,7 +153,7 @@ def reduce_log(df: DataFrame) -> Reduced:
     barrier_rows = (ops.filter(F.col("op").isin(*_BARRIER_OPS))
                     .orderBy("commit_index", "segment_id", "op_no").collect())
     barriers = [op_of_row(r.asDict(recursive=True)) for r in barrier_rows]
-    barrier_ts = [write_ts(r.commit_index, r.segment_id, r.op_no) for r in barrier_rows]
+    barrier_ts = [write_ts(r.commit_index, r.statement) for r in barrier_rows]
     if barrier_rows:
         marks = F.array(*[F.struct(F.lit(r.commit_index).cast("bigint").alias("commit_index"),
                                    F.lit(r.segment_id).cast("int").alias("segment_id"),
@@ -172,8 +174,10 @@ def reduce_log(df: DataFrame) -> Reduced:
     rows = grouped.select(
         "unit", F.col("r.kind").alias("op"), "schema", "table", "key",
         F.map_values("r.cols").alias("values"), *[F.col(f"last.{c}").alias(c) for c in _META],
-        (F.col("last.ord.commit_index") * (1 << 24) + F.col("last.ord.segment_id") * (1 << 14)
-         + F.col("last.ord.op_no")).alias("write_ts"))
+        # ``sub`` of the shared clock: the statement's earlier changes of this row
+        (F.size(F.filter("h", lambda x: (x["log_index"] == F.col("last.log_index"))
+                         & (x["statement"] == F.col("last.statement")))) - 1)
+        .alias("write_sub"))
     pending = status.filter("c_index IS NULL").agg(F.min("first_index")).first()[0]
     rejected = [f"({r.server_id},{r.trans_id}): segments "
                 f"{r.n_segments} of {r.c_last}, last at index {r.c_index}"

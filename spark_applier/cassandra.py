@@ -2,58 +2,58 @@
 
 The Spark Cassandra Connector has no Spark 4 build, so each task of ``write_unit`` opens its own
 driver session (``mapInArrow``) and writes its partition's operations with prepared statements
-and ``execute_concurrent``. Tables are ``<keyspace>.<schema>_<table>`` (quoted identifiers),
-created on the driver from the operations' metadata and widened with ``ALTER TABLE ADD``; the
-key columns form the partition key. Column types: BOOLEAN boolean, INTEGER/TIMESTAMP bigint,
-UNSIGNED varint, DOUBLE double, DECIMAL decimal, BLOB blob, UUID uuid, the rest text.
+and ``execute_concurrent``.
 
-Every write carries ``USING TIMESTAMP`` = ``bulk.write_ts`` of the change it applies (commit
-index, segment, operation number: changes inside one transaction are ordered too). Cassandra
-keeps the cell with the highest timestamp, so a replayed or late write of an older change never
-wins over a newer one, and repeating a unit is idempotent.
+Tables, types and write timestamps are those of ``gateway.appliers.cassandra_mapping``, the
+mapping the streaming ``gateway-cassandra`` plugin uses: schema ``s`` -> keyspace ``s`` (tables
+without a schema -> the target's keyspace), table ``t`` -> ``t``, column types by the log's
+type tag names, created on the driver from the operations' metadata and widened with ``ALTER
+TABLE ADD``; every key column is in the partition key (the plugin's default). A Spark backfill
+and the streaming applier therefore write the same rows, and a keyspace holding tables of the
+old Spark mapping (``<keyspace>.<schema>_<table>``) is refused with one line (docs/spark.md).
+
+Every write carries ``USING TIMESTAMP`` = ``write_timestamp(commit index, statement, sub)`` of
+the change it applies (for a reduced row, its last change), deletes included. Cassandra keeps
+the cell with the highest timestamp, so a replayed or late write of an older change -- from
+this target or from the streaming plugin -- never wins over a newer one, and repeating a unit
+is idempotent.
 
 - INSERT/UPSERT write every column of the table, absent ones as null (the row then holds
   exactly the operation's columns);
 - UPDATE first reads whether the row exists (an update of a missing row must not create it);
-- DELETE deletes the row; MOVE reads the row and rewrites it under the new key (driver side);
+- DELETE deletes the row; MOVE reads the row and rewrites it under the new key (driver side,
+  in log order, with the plugin's ``RowClock`` for key-shifting statements);
 - SQL statements are not supported: they are dead-lettered.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame
 
-from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
+from gateway import ApplyError, OpKind, RowOp, TableRef, UnsupportedOperationError
+from gateway.appliers.cassandra_mapping import (
+    RowClock,
+    TableMapping,
+    cql_type,
+    cql_value,
+    legacy_spark_table,
+    quote,
+    write_timestamp,
+)
 
 from .convert import op_of_row
 from .writers import table_columns
 
 __all__ = ["CassandraTarget"]
 
-_CQL_TYPES = {1: "boolean", 2: "bigint", 3: "varint", 4: "double", 5: "decimal", 7: "blob",
-              11: "bigint", 12: "uuid"}
-
-
-def _cql_type(field_type: int) -> str:
-    return _CQL_TYPES.get(field_type, "text")
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _table(schema: str, table: str) -> str:
-    return f"{schema}_{table}" if schema else table
+_q = quote
 
 
 def _bind(field_type: int, value: Any) -> Any:
-    if field_type == 12 and value is not None:
-        return uuid.UUID(bytes=value)
-    return value
+    return cql_value(field_type, value)
 
 
 class _Writer:
@@ -75,8 +75,11 @@ class _Writer:
             st = self._prepared[ident] = self.session.prepare(cql)
         return st
 
+    def table(self, ref: TableRef) -> str:
+        return TableMapping.of(ref, self.ks).qualified
+
     def statements(self, op: RowOp, ts: int) -> list[tuple[Any, tuple]]:
-        t = f"{_q(self.ks)}.{_q(_table(op.table.schema, op.table.name))}"
+        t = self.table(op.table)
         where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
         key = tuple(_bind(c.type, v) for c, v in zip(op.key_columns, op.key, strict=True))
         if op.kind is OpKind.DELETE:
@@ -107,7 +110,8 @@ class _Writer:
 
 
 class CassandraTarget:
-    """Writes reduced units to Cassandra at ``contact`` (host, port) in ``keyspace``."""
+    """Writes reduced units to Cassandra at ``contact`` (host, port); ``keyspace`` holds the
+    tables without a schema (the plugin's ``default_keyspace``)."""
 
     def __init__(self, contact: tuple[str, int], keyspace: str, *,
                  replication_factor: int = 1) -> None:
@@ -120,28 +124,48 @@ class CassandraTarget:
         self.keyspace = keyspace
         self.replication_factor = replication_factor
         self.name = "cassandra"
+        self.clock = RowClock()
+
+    def _refuse_legacy(self, session: Any, ref: TableRef) -> None:
+        """``ApplyError`` (one line) when the old Spark mapping's table of ``ref`` exists."""
+        legacy = legacy_spark_table(self.keyspace, ref)
+        if legacy is None or session.execute(
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s "
+                "AND table_name = %s", legacy).one() is None:
+            return
+        m = TableMapping.of(ref, self.keyspace)
+        raise ApplyError(
+            f"cassandra: {legacy[0]}.{legacy[1]} holds table {ref} in the old Spark mapping; "
+            f"the shared mapping writes {m.keyspace}.{m.table} with other timestamps: drop "
+            f"{legacy[0]}.{legacy[1]} and re-apply from the start (docs/spark.md, 'The "
+            f"Cassandra mapping')")
 
     def _ensure_tables(self, tables: dict[tuple[str, str], tuple[list, list]]
                        ) -> dict[tuple[str, str], list[str]]:
         w = _Writer(self.contact, self.keyspace, {})
         try:
             s = w.session
-            s.execute(f"CREATE KEYSPACE IF NOT EXISTS {_q(self.keyspace)} WITH replication = "
-                      f"{{'class': 'SimpleStrategy', 'replication_factor': "
-                      f"{self.replication_factor}}}")
+            for schema, table in tables:  # every check before the first write
+                self._refuse_legacy(s, TableRef(schema, table))
             out = {}
             for (schema, table), (keys, values) in tables.items():
-                name = _table(schema, table)
-                t = f"{_q(self.keyspace)}.{_q(name)}"
-                defs = ", ".join(f"{_q(n)} {_cql_type(ft)}" for n, ft in keys + values)
-                s.execute(f"CREATE TABLE IF NOT EXISTS {t} ({defs}, PRIMARY KEY (("
+                ref = TableRef(schema, table)
+                m = TableMapping.of(ref, self.keyspace)
+                s.execute(f"CREATE KEYSPACE IF NOT EXISTS {_q(m.keyspace)} WITH replication = "
+                          f"{{'class': 'SimpleStrategy', 'replication_factor': "
+                          f"{self.replication_factor}}}")
+                where = f"table {ref}: column"
+                defs = ", ".join(f"{_q(n)} {cql_type(ft, f'{where} {n!r}')}"
+                                 for n, ft in keys + values)
+                s.execute(f"CREATE TABLE IF NOT EXISTS {m.qualified} ({defs}, PRIMARY KEY (("
                           + ", ".join(_q(n) for n, _ in keys) + ")))")
                 present = {r.column_name: r for r in s.execute(
                     "SELECT column_name, kind FROM system_schema.columns WHERE "
-                    "keyspace_name = %s AND table_name = %s", (self.keyspace, name))}
+                    "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))}
                 for n, ft in values:
                     if n not in present:
-                        s.execute(f"ALTER TABLE {t} ADD {_q(n)} {_cql_type(ft)}")
+                        s.execute(f"ALTER TABLE {m.qualified} ADD {_q(n)} "
+                                  f"{cql_type(ft, f'{where} {n!r}')}")
                 key_names = {n for n, _ in keys}
                 out[(schema, table)] = sorted(
                     {n for n, _ in values} | {c for c, r in present.items()
@@ -164,7 +188,8 @@ class CassandraTarget:
             try:
                 for batch in batches:
                     todo = [s for r in batch.to_pylist()
-                            for s in w.statements(op_of_row(r), r["write_ts"])]
+                            for s in w.statements(op_of_row(r), write_timestamp(
+                                r["log_index"], r["statement"], r["write_sub"]))]
                     for ok, res in execute_concurrent(w.session, todo, concurrency=64,
                                                       raise_on_first_error=False):
                         if not ok:
@@ -177,26 +202,37 @@ class CassandraTarget:
         return sum(r.n for r in rows.mapInArrow(write, "n bigint").collect())
 
     def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
+        """Apply a MOVE at the shared clock's timestamps (``write_ts`` is not used: the
+        ``sub`` of a key-shifting statement needs the rows' ``RowClock``)."""
         if op.kind is OpKind.SQL:
             raise UnsupportedOperationError("the cassandra target cannot execute SQL")
         w = _Writer(self.contact, self.keyspace, {})
         try:
-            t = f"{_q(self.keyspace)}.{_q(_table(op.table.schema, op.table.name))}"
+            t = w.table(op.table)
             where = " AND ".join(f"{_q(c.name)} = %s" for c in op.key_columns)
             key = tuple(_bind(c.type, v) for c, v in zip(op.key_columns, op.key, strict=True))
+            new_key = tuple(_bind(c.type, v)
+                            for c, v in zip(op.key_columns, op.new_key or (), strict=True))
             row = w.session.execute(f"SELECT * FROM {t} WHERE {where}", key).one()
+            old_sub = self.clock.sub(op.row_id, op)
+            new_sub = self.clock.sub((op.table, op.new_key), op)
             if row is None:
                 return
             data = dict(row._asdict())
             data.update({c.name: _bind(c.type, v)
                          for c, v in zip(op.columns, op.values, strict=True)})
-            data.update({c.name: _bind(c.type, v)
-                         for c, v in zip(op.key_columns, op.new_key or (), strict=True)})
+            data.update({c.name: v for c, v in zip(op.key_columns, new_key, strict=True)})
             names = list(data)
+            # the new key: cleared (phase 0), then written (phase 1), as the plugin does
             w.session.execute(f"DELETE FROM {t} USING TIMESTAMP %s WHERE {where}",
-                              (write_ts, *key))
+                              (write_timestamp(op.log_index, op.statement, new_sub, 0),
+                               *new_key))
             w.session.execute(f"INSERT INTO {t} (" + ", ".join(_q(n) for n in names)
                               + ") VALUES (" + ", ".join(["%s"] * len(names))
-                              + ") USING TIMESTAMP %s", (*data.values(), write_ts))
+                              + ") USING TIMESTAMP %s",
+                              (*data.values(), write_timestamp(op.log_index, op.statement,
+                                                               new_sub)))
+            w.session.execute(f"DELETE FROM {t} USING TIMESTAMP %s WHERE {where}",
+                              (write_timestamp(op.log_index, op.statement, old_sub), *key))
         finally:
             w.close()

@@ -15,7 +15,7 @@ import pytest
 
 from gateway.appliers.sqlite import unsigned_blob
 from spark_applier.bulk import apply_log
-from tests.spark.workload import random_log, reference_state, write_log_file
+from tests.spark.workload import in_schema, random_log, reference_state, write_log_file
 
 pytest.importorskip("cassandra", reason="cassandra-driver is not installed")
 
@@ -41,9 +41,10 @@ def test_cassandra_target_equals_the_sequential_apply(spark, cassandra_contact,
     from spark_applier.cassandra import CassandraTarget
 
     txns = random_log(44, 120, moves=True)
+    keyspace = f"gw_spark_{uuid.uuid4().hex[:8]}"
+    in_schema(txns, keyspace)  # the shared mapping: schema -> keyspace, table -> table
     log = write_log_file(tmp_path / "log.bin", txns)
     want = reference_state(log, tmp_path / "ref.db")
-    keyspace = f"gw_spark_{uuid.uuid4().hex[:8]}"
     target = CassandraTarget(cassandra_contact, keyspace)
     state = str(tmp_path / "state")
     apply_log(spark, str(log), target, state, index_to=50)
@@ -54,7 +55,7 @@ def test_cassandra_target_equals_the_sequential_apply(spark, cassandra_contact,
         session = cluster.connect()
         for table, rows in want.items():
             got = [{k: _normal(v) for k, v in r._asdict().items() if v is not None}
-                   for r in session.execute(f'SELECT * FROM {keyspace}."shop_{table}"')]
+                   for r in session.execute(f'SELECT * FROM {keyspace}."{table}"')]
             want_rows = [{k: float(v) if k == "price" else v for k, v in r.items()}
                          for r in rows]
             assert sorted(got, key=repr) == sorted(want_rows, key=repr), table

@@ -132,6 +132,15 @@ def random_log(seed: int, transactions: int = 60, *, moves: bool = False, sql: b
     return out
 
 
+def in_schema(txns: list[transaction_pb2.Transaction], schema: str) -> None:
+    """Move every row statement of ``txns`` to ``schema`` (e.g. a keyspace of one test)."""
+    for t in txns:
+        for st in t.statements:
+            kind = st.WhichOneof("kind")
+            if kind in ("insert", "update", "delete"):
+                getattr(st, kind).table.schema_name = schema
+
+
 def _fields(cols: list[tuple[str, int]]) -> list[Any]:
     from gateway.v1 import statement_pb2
 

@@ -1,22 +1,14 @@
 """How Gateway tables map onto Cassandra, and the CQL text of every statement the applier runs.
 
-Pure: names, types and strings in, CQL strings out.
+Pure: names, types and strings in, CQL strings out. The mapping itself -- keyspace/table names,
+column types by the log's type tag names, identifier quoting, value binding -- is
+``gateway.appliers.cassandra_mapping``, shared with the Spark bulk apply's Cassandra target so
+that both write the same tables (README.md has the table). This module adds what only the
+streaming applier needs: the ``clustering`` option and the statement text.
 
-Mapping (README.md has the table):
-
-- schema ``s`` -> keyspace ``s`` (an empty schema -> the ``default_keyspace`` option); table
-  ``t`` -> table ``t``. Cassandra keyspace and table names are ``[A-Za-z0-9_]{1,48}``; other
-  names are refused with ``UnsupportedOperationError`` (the operation is dead-lettered, not
-  renamed behind anyone's back) -- save one documented rename: a Gateway exceptions table
-  ``t$EX`` (docs/conflicts.md) is the Cassandra table ``t__ex``. Every identifier is
-  double-quoted, so case is kept (column names such as ``NDB$OP_TYPE`` or ``v$OLD`` too);
 - the primary key -> ``PRIMARY KEY ((partition...), clustering...)``: by default every key
   column is in the partition key (one row per partition); the ``clustering`` option names key
   columns that become clustering columns instead, in order;
-- column types from ``gateway.FieldType`` (``CQL_TYPES``): BOOLEAN boolean, INTEGER bigint,
-  UNSIGNED varint (uint64 does not fit bigint), DOUBLE double, DECIMAL decimal, VARCHAR / DATE /
-  TIME / DATETIME / JSON text (the log carries them as text), BLOB blob, TIMESTAMP bigint (ns
-  since the epoch; CQL ``timestamp`` has ms only), UUID uuid.
 
 Statements carry ``USING TIMESTAMP ?`` as their last bind marker; see ``gateway_cassandra.clock``
 for the value.
@@ -24,10 +16,7 @@ for the value.
 
 from __future__ import annotations
 
-import re
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from gateway import (
@@ -37,6 +26,8 @@ from gateway import (
     TableRef,
     UnsupportedOperationError,
 )
+from gateway.appliers import cassandra_mapping as shared
+from gateway.appliers.cassandra_mapping import TableMapping, quote
 
 __all__ = [
     "CQL_TYPES",
@@ -56,64 +47,12 @@ __all__ = [
     "update_row",
 ]
 
-FT = FieldType
-CQL_TYPES: dict[int, str] = {
-    FT.FIELD_TYPE_BOOLEAN: "boolean",
-    FT.FIELD_TYPE_INTEGER: "bigint",
-    FT.FIELD_TYPE_UNSIGNED: "varint",
-    FT.FIELD_TYPE_DOUBLE: "double",
-    FT.FIELD_TYPE_DECIMAL: "decimal",
-    FT.FIELD_TYPE_VARCHAR: "text",
-    FT.FIELD_TYPE_BLOB: "blob",
-    FT.FIELD_TYPE_DATE: "text",
-    FT.FIELD_TYPE_TIME: "text",
-    FT.FIELD_TYPE_DATETIME: "text",
-    FT.FIELD_TYPE_TIMESTAMP: "bigint",
-    FT.FIELD_TYPE_UUID: "uuid",
-    FT.FIELD_TYPE_JSON: "text",
-}
+#: ``CQL_TYPE_BY_NAME`` keyed by tag number, for callers holding ``FieldType`` values.
+CQL_TYPES: dict[int, str] = {FieldType.Value(name): cql
+                             for name, cql in shared.CQL_TYPE_BY_NAME.items()}
 
 #: The apply-status table (in the ``status_keyspace``): origin server_id -> last applied GTID.
 STATUS_TABLE = "gateway_apply_status"
-
-_NAME = re.compile(r"[A-Za-z0-9_]{1,48}")
-
-
-def quote(name: str) -> str:
-    """``name`` as a double-quoted CQL identifier (case kept, ``"`` doubled)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _checked(name: str, what: str, table: TableRef) -> str:
-    if not _NAME.fullmatch(name):
-        raise UnsupportedOperationError(
-            f"table {table}: {what} name {name!r} is not a Cassandra name ([A-Za-z0-9_], at "
-            f"most 48 characters)")
-    return name
-
-
-@dataclass(frozen=True, slots=True)
-class TableMapping:
-    """Where one Gateway table lives: ``keyspace``, ``table`` (unquoted) and which key
-    columns are clustering columns."""
-
-    keyspace: str
-    table: str
-    clustering: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, ref: TableRef, default_keyspace: str,
-           clustering: Mapping[str, Sequence[str]]) -> TableMapping:
-        """The mapping of ``ref``; ``clustering`` maps ``"schema.table"`` to column names.
-        Raises ``UnsupportedOperationError`` for names Cassandra cannot hold."""
-        keyspace = _checked(ref.schema or default_keyspace, "keyspace", ref)
-        name = ref.name[:-3] + "__ex" if ref.name.endswith("$EX") else ref.name
-        table = _checked(name, "table", ref)
-        return cls(keyspace, table, tuple(clustering.get(f"{ref.schema}.{ref.name}", ())))
-
-    @property
-    def qualified(self) -> str:
-        return f"{quote(self.keyspace)}.{quote(self.table)}"
 
 
 def parse_clustering(text: str) -> dict[str, tuple[str, ...]]:
@@ -136,12 +75,7 @@ def create_keyspace(keyspace: str, replication_factor: int) -> str:
 
 
 def _cql_type(col: Column, table: TableRef) -> str:
-    try:
-        return CQL_TYPES[col.type]
-    except KeyError:
-        raise UnsupportedOperationError(
-            f"table {table}: column {col.name!r} has field type {col.type}, which has no "
-            f"Cassandra type") from None
+    return shared.column_type(col, table)
 
 
 def create_table(mapping: TableMapping, ref: TableRef, key_columns: Sequence[Column],
@@ -211,13 +145,6 @@ def status_insert(keyspace: str) -> str:
 
 
 def cql_value(col: Column, value: Any) -> Any:
-    """``value`` as the driver binds it for ``col``'s CQL type (UUID bytes -> ``uuid.UUID``;
-    everything else as it is). Raises ``UnsupportedOperationError`` for a UUID that is not
-    16 bytes."""
-    if value is None or col.type != FT.FIELD_TYPE_UUID:
-        return value
-    try:
-        return uuid.UUID(bytes=bytes(value))
-    except ValueError:
-        raise UnsupportedOperationError(
-            f"column {col.name!r}: UUID value of {len(value)} bytes (expected 16)") from None
+    """``value`` as the driver binds it for ``col``'s CQL type (see
+    ``cassandra_mapping.cql_value``)."""
+    return shared.cql_value(col.type, value, col.name)
