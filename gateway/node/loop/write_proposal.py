@@ -16,13 +16,13 @@ The hot API sites pass the fields by position, in :data:`FIELDS`' order
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gateway.node.base.validation import TableSchema
-    from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2
+    from gateway.node.loop.write_future import WriteFuture
+    from gateway.v1 import statement_pb2, transaction_pb2
 
 __all__ = ["FIELDS", "WriteProposal"]
 
@@ -85,7 +85,7 @@ class WriteProposal:
     unrecorded: bool
     admin: bool
     conditions: Sequence[transaction_pb2.Condition] | None
-    future: asyncio.Future[gateway_pb2.WriteResult | bytes] | None
+    future: WriteFuture | None
 
     def __init__(self, statements: Sequence[statement_pb2.Statement], idempotency_key: str = "",
                  start_ns: int = 0, created: list[tuple[str, TableSchema]] | None = None,
