@@ -71,12 +71,14 @@ class Reduced:
 
 def read_log(spark: SparkSession, path: str, **options: Any) -> DataFrame:
     """``spark.read.format("gateway_wal").load(path)`` with ``options`` (registers it)."""
+    from .layout import resolve_path
+
     register(spark)
     reader = spark.read.format("gateway_wal")
     for k, v in options.items():
         if v is not None:
             reader = reader.option(k, str(v))
-    return reader.load(path)
+    return reader.load(resolve_path(path))  # absolute on the driver: tasks run elsewhere
 
 
 def _assemble(df: DataFrame) -> tuple[DataFrame, DataFrame]:

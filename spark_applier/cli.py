@@ -8,6 +8,7 @@ pyspark missing), one line on stderr, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import click
@@ -93,7 +94,10 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
     """
     from gateway import ApplyError, PositionStoreError
 
-    state = state_dir or f"{source.rstrip('/')}.spark-state"
+    # Absolute on the driver: executors run in their own working directories (a standalone
+    # worker's work/app-*/N) and resolve a relative path against those.
+    source = os.path.abspath(source)
+    state = os.path.abspath(state_dir or f"{source.rstrip('/')}.spark-state")
     spark, owned = _session(master, "4")
     try:
         from .bulk import apply_log

@@ -75,9 +75,11 @@ class _Options:
 
     def __init__(self, options: Any) -> None:
         opts = {k.lower(): v for k, v in dict(options).items()}
-        self.path = opts.get("path")
-        if not self.path:
+        path = opts.get("path")
+        if not path:
             raise ValueError("gateway_wal: no path given (spark.read.format(...).load(PATH))")
+        # Resolved where the read is planned (the driver): tasks run in other directories.
+        self.path = layout.resolve_path(path)
         given = opts.get("partition_bytes")
         self.partition_bytes: int | None = (
             _int(opts, "partition_bytes", 0) if given not in (None, "") else None)

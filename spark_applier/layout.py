@@ -55,6 +55,7 @@ __all__ = [
     "open_buffer",
     "parse_gtid_range",
     "plan_ranges",
+    "resolve_path",
 ]
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.wal$")
@@ -130,6 +131,19 @@ def parse_gtid_range(text: str) -> GtidRange:
     if last < first:
         raise ValueError(f"invalid GTID range {text!r}: last {last} < first {first}")
     return GtidRange(server, first, last)
+
+
+def resolve_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as every executor must see it: absolute, resolved on the host that calls this
+    (the driver), since tasks run in other working directories (a standalone worker's
+    ``work/app-*/N``) or on other machines. A ``file:`` URI becomes its local path; other URIs
+    are returned unchanged."""
+    text = os.fspath(path)
+    if text.startswith("file:"):
+        text = re.sub(r"^file:(//(localhost)?)?", "", text)
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        return text
+    return os.path.abspath(text)
 
 
 def discover(path: str | os.PathLike[str], *, committed_only: bool = True) -> LogLayout:

@@ -46,7 +46,7 @@ from gateway.formats import (
 )
 
 from .decode import RangeReport, write_report
-from .layout import open_buffer
+from .layout import open_buffer, resolve_path
 
 __all__ = ["STORE_SCHEMA", "GatewayStoreDataSource", "latest_versions"]
 
@@ -143,9 +143,11 @@ class GatewayStoreReader(DataSourceReader):
     """One partition per ``partition_bytes`` of every live table."""
 
     def __init__(self, options: dict[str, Any]) -> None:
-        self.path = options.get("path")
-        if not self.path:
+        path = options.get("path")
+        if not path:
             raise ValueError("gateway_store: no path given")
+        # Resolved where the read is planned (the driver): tasks run in other directories.
+        self.path = resolve_path(path)
         self.partition_bytes = int(options.get("partition_bytes", 32 << 20))
         self.report_dir = options.get("report_dir") or None
 

@@ -9,9 +9,12 @@ makes resuming after an interrupted run safe.
 - ``ParquetTarget(root)``: one dataset directory per table, ``root/table=<schema>.<table>/``,
   holding the table's current rows with typed columns (``schema.typed_value``) and the
   metadata columns ``_server_id, _trans_id, _log_index, _epoch, _author, _commit_ts_ns``. A
-  unit is merged into the current rows with a full outer join by key and the result replaces
-  the directory (write to a staging directory, then rename; a crash between the renames is
-  finished at the next start). MOVE is applied the same way; SQL is not supported.
+  unit is merged into the current rows with a full outer join by key and the result is
+  published as the table's next version (``commit``: new data directory, then a commit file,
+  through Hadoop's FileSystem API -- no rename, so HDFS, object stores and ``file://`` shared
+  by the workers all work; a crash at any step is rolled back or finished by the next run).
+  Readers follow the commit log: ``ParquetTarget.read_table`` or ``commit.TableCommits``.
+  MOVE is applied the same way; SQL is not supported.
 - ``SqliteTarget(path)`` (``spark_applier.sqlite_target``, re-exported here): the built-in
   ``SqliteApplier`` fed column by column (``SqliteApplier.apply_columns``: ``executemany``
   with the statements and conversions of its per-operation path), from the driver in one
@@ -24,15 +27,14 @@ makes resuming after an interrupted run safe.
 
 from __future__ import annotations
 
-import os
-import shutil
-import uuid
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
 
+from .commit import TableCommits, table_uri
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -93,49 +95,41 @@ def _q(name: str) -> str:
 
 
 class ParquetTarget:
-    """Parquet datasets partitioned by table; see the module docstring."""
+    """Parquet datasets per table, versioned through ``commit.TableCommits``; see the module
+    docstring. ``root`` is a local path or a Hadoop URI (``file://``, ``hdfs://``...);
+    ``fault(step)`` is the commit protocol's test hook."""
 
-    def __init__(self, spark: SparkSession, root: str) -> None:
+    def __init__(self, spark: SparkSession, root: str, *,
+                 fault: Callable[[str], None] | None = None) -> None:
         self.spark = spark
-        self.root = os.path.abspath(root)
+        self.root = table_uri(root)
         self.name = "parquet"
-        os.makedirs(self.root, exist_ok=True)
+        self.fault = fault
 
-    def table_dir(self, schema: str, table: str) -> str:
-        return os.path.join(self.root, f"table={schema}.{table}")
+    def commits(self, schema: str, table: str) -> TableCommits:
+        """The commit log of one table (readers: ``.current()[1]`` is its data)."""
+        return TableCommits(self.spark, f"{self.root}/table={schema}.{table}", fault=self.fault)
 
-    def _recover(self, path: str) -> None:
-        """Finish a replacement a crash interrupted: ``path.old`` holds the previous rows and
-        ``path.new`` the complete new ones when it has ``_SUCCESS``."""
-        old, new = f"{path}.old", f"{path}.new"
-        if not os.path.exists(path):
-            if os.path.exists(os.path.join(new, "_SUCCESS")):
-                os.rename(new, path)
-            elif os.path.exists(old):
-                os.rename(old, path)
-        shutil.rmtree(old, ignore_errors=True)
-        shutil.rmtree(new, ignore_errors=True)
+    def read_table(self, schema: str, table: str) -> DataFrame | None:
+        """The table's current rows, or None if it was never written."""
+        data = self.commits(schema, table).current()[1]
+        return None if data is None else self.spark.read.parquet(data)
 
     def write_unit(self, rows: DataFrame) -> int:
         count = 0
         for (schema, table), (keys, values) in table_columns(rows).items():
-            path = self.table_dir(schema, table)
-            self._recover(path)
+            commits = self.commits(schema, table)
+            commits.recover()
             ops = _typed_ops(rows, schema, table, keys, values)
             count += ops.count()
-            merged = self._merge(path, ops, keys, values)
-            new = f"{path}.new.{uuid.uuid4().hex}"
-            merged.write.mode("overwrite").parquet(new)
-            if os.path.exists(path):
-                os.rename(path, f"{path}.old")
-            os.rename(new, path)
-            shutil.rmtree(f"{path}.old", ignore_errors=True)
+            merged = self._merge(commits.current()[1], ops, keys, values)
+            commits.publish(lambda uri, m=merged: m.write.mode("errorifexists").parquet(uri))
         return count
 
-    def _merge(self, path: str, ops: DataFrame, keys: list, values: list) -> DataFrame:
+    def _merge(self, path: str | None, ops: DataFrame, keys: list, values: list) -> DataFrame:
         names = [n for n, _ in values]
         meta = [f"_{m}" for m in _META]
-        if not os.path.exists(path):
+        if path is None:
             return ops.filter(F.col("op").isin("INSERT", "UPSERT")).select(
                 *[F.col(n) for n, _ in keys],
                 *[F.when(F.col(f"__has_{n}"), F.col(n)).otherwise(
@@ -173,9 +167,10 @@ class ParquetTarget:
     def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         if op.kind is OpKind.SQL:
             raise UnsupportedOperationError("the parquet target cannot execute SQL statements")
-        path = self.table_dir(op.table.schema, op.table.name)
-        self._recover(path)
-        if not os.path.exists(path):
+        commits = self.commits(op.table.schema, op.table.name)
+        commits.recover()
+        path = commits.current()[1]
+        if path is None:
             return
         old = self.spark.read.parquet(path)
         key_names = [c.name for c in op.key_columns]
@@ -197,11 +192,7 @@ class ParquetTarget:
             (F.lit(sets[c]).cast(t) if c in sets else F.col(_q(c))).alias(c)
             for c, t in old.dtypes])
         merged = old.filter(~match & ~target).unionByName(moved)
-        new = f"{path}.new.{uuid.uuid4().hex}"
-        merged.write.mode("overwrite").parquet(new)
-        os.rename(path, f"{path}.old")
-        os.rename(new, path)
-        shutil.rmtree(f"{path}.old", ignore_errors=True)
+        commits.publish(lambda uri: merged.write.mode("errorifexists").parquet(uri))
 
 
 class DeltaTarget:
@@ -216,13 +207,13 @@ class DeltaTarget:
                              ) from None
         self._delta = DeltaTable
         self.spark = spark
-        self.root = os.path.abspath(root)
+        self.root = table_uri(root)  # a URI every executor resolves alike (Delta's own log)
         self.name = "delta"
 
     def write_unit(self, rows: DataFrame) -> int:
         count = 0
         for (schema, table), (keys, values) in table_columns(rows).items():
-            path = os.path.join(self.root, f"table={schema}.{table}")
+            path = f"{self.root}/table={schema}.{table}"
             ops = _typed_ops(rows, schema, table, keys, values)
             count += ops.count()
             cols = [n for n, _ in keys] + [n for n, _ in values] + [f"_{m}" for m in _META]

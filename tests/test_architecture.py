@@ -36,6 +36,8 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.testing": {"gateway.client", "gateway.v1"},
     "gateway.console": {"gateway.client", "gateway.v1"},
     "gateway.formats": {"gateway.core", "gateway.core.wal", "gateway.core.lsm"},
+    # The public shape of the file layer for plugin packages (gateway.core.fileio).
+    "gateway.fileio": {"gateway.core"},
     # The node: its rooms (sub-packages, layered bottom up) and the top, ``gateway.node``
     # (``server``, the composition root that starts every room together).
     "gateway.node.base": _NODE_OUTSIDE,

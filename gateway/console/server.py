@@ -1,7 +1,8 @@
 """The console's HTTP server: the page, its JSON API and the admin actions.
 
 Contract (docs/console.md): every ``GET /api/v1/...`` answers JSON from the poller's newest
-round (conflict rows are read from the cluster on request); errors are JSON
+round (conflict rows are read from the cluster on request, at most once per
+``rows_cache.RowsCache``'s fresh period, and say when they were read); errors are JSON
 ``{"error": "..."}`` with 400 (bad input), 403 (not allowed), 404 (unknown path or object)
 or 502 (the cluster refused or could not be reached). An action is a ``POST`` that needs all
 of: an admin token given to the console (else 403, and the page shows no buttons), the
@@ -29,6 +30,7 @@ from gateway.client import GatewayClient, GatewayError, python_row
 
 from . import exceptions, views
 from .poller import Poller
+from .rows_cache import RowsCache
 
 _STATIC = {"index.html": "text/html; charset=utf-8",
            "console.js": "text/javascript; charset=utf-8",
@@ -65,6 +67,7 @@ class Console:
         self._counts_lock = threading.Lock()
         self._clients: dict[tuple[tuple[str, ...], str], GatewayClient] = {}
         self._clients_lock = threading.Lock()
+        self.rows_cache = RowsCache(self._rows)
 
     @property
     def admin(self) -> bool:
@@ -171,10 +174,12 @@ class Console:
             raise ApiError(HTTPStatus.BAD_REQUEST, "limit: give a whole number") from None
         if not 0 < limit <= 10000:
             raise ApiError(HTTPStatus.BAD_REQUEST, "limit: between 1 and 10000")
-        rows = self._rows(cid, table)
+        rows, read_ns = self.rows_cache.get(cid, table)
         hits = [r for r in rows if exceptions.matches(r, cause, key)]
         return {"cluster_id": cid, "table": table, "total": len(rows), "matched": len(hits),
-                "causes": exceptions.counts(rows), "rows": hits[:limit]}
+                "causes": exceptions.counts(rows), "rows": hits[:limit],
+                "read_at_ns": str(read_ns),
+                "age_seconds": round(max(0, time.time_ns() - read_ns) / 1e9, 3)}
 
     def node_client(self, cid: int, node: str, admin: bool = False) -> GatewayClient:
         """A client of one node of ``cid`` (``node``: its id; "" = the one the poller
@@ -241,6 +246,7 @@ class Console:
             n = exceptions.delete_rows(c, parts[2], ids)
             with self._counts_lock:
                 self._counts.pop(cid, None)
+            self.rows_cache.drop(cid, parts[2])
             return {"ok": True, "message": f"deleted {n} exception row(s) of {parts[2]}"}
         if len(parts) == 4 and parts[0] == "conflicts" and parts[3] == "replay":
             cid = _cluster_id(parts[1])
@@ -253,6 +259,7 @@ class Console:
                                      [str(i) for i in ids])
             with self._counts_lock:
                 self._counts.pop(cid, None)
+            self.rows_cache.drop(cid, parts[2])
             return {"ok": True, "message": f"replayed {res.applied}, skipped {res.skipped}",
                     "outcomes": [views.as_json(o) for o in res.outcomes]}
         if len(parts) == 4 and parts[0] == "deadletters" and parts[3] in ("replay", "discard"):

@@ -28,6 +28,36 @@ async def _write(cfg, stmts) -> None:
         await c.write(stmts)
 
 
+async def make_conflicts(a, b, na, nb, many: int = 1000, few: int = 10) -> None:
+    """``many`` conflicting updates of shop.items and ``few`` of shop.other, recorded on A
+    (the PRIMARY): both channels paused, each side updates every row in one transaction,
+    then both resume (tests/cli/test_console_browser_conflicts.py uses it too)."""
+    await _write(a, [row_insert("shop.items", {"id": k}, {"v": f"base{k}"})
+                     for k in range(many)])
+    await _write(a, [row_insert("shop.other", {"id": k}, {"v": f"base{k}"})
+                     for k in range(few)])
+    await wait_for(lambda: len(_rows(nb)) == many and len(_rows(nb, "other")) == few,
+                   60, "B has the base rows")
+    newest = max(r.epoch for t in ("items", "other")
+                 for r in na.sm.scan_rows("shop", t, [], []))
+    await wait_for(lambda: na.sm.replication.max_replicated_epoch(2) >= newest, 30,
+                   "A knows B applied them")
+    ca, cb = GatewayClient(a.api, timeout=20), GatewayClient(b.api, timeout=20)
+    await asyncio.to_thread(lambda: ca.channel_action("fromB", "pause"))
+    await asyncio.to_thread(lambda: cb.channel_action("fromA", "pause"))
+    await wait_for(lambda: na.status().channels[0].state == "paused"
+                   and nb.status().channels[0].state == "paused", 10, "paused")
+    for cfg, who in ((a, "A"), (b, "B")):
+        await _write(cfg, [row_update("shop.items", {"id": k}, {"v": f"{who}{k}"})
+                           for k in range(many)])
+        await _write(cfg, [row_update("shop.other", {"id": k}, {"v": f"{who}{k}"})
+                           for k in range(few)])
+    await asyncio.to_thread(lambda: ca.channel_action("fromB", "resume"))
+    await asyncio.to_thread(lambda: cb.channel_action("fromA", "resume"))
+    await wait_for(lambda: _count(na, "items") == many and _count(na, "other") == few,
+                   90, "the conflicts recorded")
+
+
 def test_a_thousand_conflicts_list_per_table_survive_a_restart_and_replay_once(tmp_path):
     a, b = _pair(tmp_path, "NDB$EPOCH")
     many, few = 1000, 10
@@ -37,30 +67,7 @@ def test_a_thousand_conflicts_list_per_table_survive_a_restart_and_replay_once(t
         async with running(a, b) as (na, nb):
             await leader_of([na])
             await leader_of([nb])
-            await _write(a, [row_insert("shop.items", {"id": k}, {"v": f"base{k}"})
-                             for k in range(many)])
-            await _write(a, [row_insert("shop.other", {"id": k}, {"v": f"base{k}"})
-                             for k in range(few)])
-            await wait_for(lambda: len(_rows(nb)) == many and len(_rows(nb, "other")) == few,
-                           60, "B has the base rows")
-            newest = max(r.epoch for t in ("items", "other")
-                         for r in na.sm.scan_rows("shop", t, [], []))
-            await wait_for(lambda: na.sm.replication.max_replicated_epoch(2) >= newest, 30,
-                           "A knows B applied them")
-            ca, cb = GatewayClient(a.api, timeout=20), GatewayClient(b.api, timeout=20)
-            await asyncio.to_thread(lambda: ca.channel_action("fromB", "pause"))
-            await asyncio.to_thread(lambda: cb.channel_action("fromA", "pause"))
-            await wait_for(lambda: na.status().channels[0].state == "paused"
-                           and nb.status().channels[0].state == "paused", 10, "paused")
-            for cfg, who in ((a, "A"), (b, "B")):
-                await _write(cfg, [row_update("shop.items", {"id": k}, {"v": f"{who}{k}"})
-                                   for k in range(many)])
-                await _write(cfg, [row_update("shop.other", {"id": k}, {"v": f"{who}{k}"})
-                                   for k in range(few)])
-            await asyncio.to_thread(lambda: ca.channel_action("fromB", "resume"))
-            await asyncio.to_thread(lambda: cb.channel_action("fromA", "resume"))
-            await wait_for(lambda: _count(na, "items") == many and _count(na, "other") == few,
-                           90, "the conflicts recorded")
+            await make_conflicts(a, b, na, nb, many, few)
 
     async def after_restart():
         async with running(a, b) as (na, _nb):

@@ -31,3 +31,19 @@ def spark() -> Iterator[SparkSession]:
     register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A standalone Spark master and two workers (``tests/spark/standalone.py``), started once
+    per session; a failure to start fails the tests that use it (never skips them)."""
+    from tests.spark.standalone import start_cluster
+
+    try:
+        cluster = start_cluster(tmp_path_factory.mktemp("spark-cluster"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

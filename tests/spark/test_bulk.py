@@ -90,15 +90,17 @@ def _normal(v: Any) -> Any:
     return v
 
 
-def parquet_state(spark, root: Path) -> dict[str, list[dict[str, Any]]]:
+def parquet_state(spark, root: Path | str) -> dict[str, list[dict[str, Any]]]:
+    """Every table's current rows under ``root`` (a path or URI), following its commit log."""
     out = {}
+    target = ParquetTarget(spark, str(root))
     for (schema, table) in TABLES:
-        path = root / f"table={schema}.{table}"
-        if not path.exists():
+        df = target.read_table(schema, table)
+        if df is None:
             continue
         rows = [{k: _normal(v) for k, v in r.asDict().items()
                  if v is not None and not k.startswith("_")}
-                for r in spark.read.parquet(str(path)).collect()]
+                for r in df.collect()]
         out[table] = sorted(rows, key=repr)
     return out
 

@@ -30,7 +30,7 @@ def test_cli_applies_a_log_to_parquet_and_resumes(spark, tmp_path: Path) -> None
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "position 25 -> 40" in result.output
-    assert (tmp_path / "out" / "table=shop.orders").is_dir()
+    assert (tmp_path / "out" / "table=shop.orders" / "_commits").is_dir()
     assert spark.range(1).count() == 1  # the shared session is still alive
 
 

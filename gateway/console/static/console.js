@@ -265,7 +265,9 @@ async function conflictRows(q) {
   try {
     const doc = await api(`conflicts/${q.cid}/${encodeURIComponent(q.table)}?${params}`);
     box.append(el("p", { class: "muted", "data-field": "matched" },
-                  `${doc.matched} of ${doc.total} rows match`));
+                  `${doc.matched} of ${doc.total} rows match`),
+               el("p", { class: "muted", "data-field": "rows_age" },
+                  `rows as read ${doc.age_seconds.toFixed(1)} s ago (read again at most every 2 s)`));
     const fmt = o => el("pre", {}, Object.entries(o).map(([k, v2]) => `${k}=${JSON.stringify(v2)}`).join("\n"));
     box.append(table([state.session.admin ? "" : null, "id", "op", "cause", "key", "old (here)",
                       "new (rejected)", "replayed"].filter(h => h !== null),

@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PROGRESS_S", "ChannelSourceServicer"]
 
-#: A SourceProgress at least this often (seconds), idle or busy.
-PROGRESS_S = 1.0
+#: A SourceProgress at least this often (seconds), idle or busy. An idle source's lag, as
+#: the reader computes it, is the age of the newest progress message: half a second keeps
+#: it under one second with room for a late scheduler.
+PROGRESS_S = 0.5
 #: Events read ahead of the call (the producer waits when the reader is slower).
 _QUEUE = 1024
 _END = object()

@@ -42,9 +42,9 @@ __all__ = ["POLL_S", "STALE_S", "LagFigures", "SourceWatch", "merge_leader_chann
 
 log = logging.getLogger("gateway.node.replication.channels")
 
-#: Not heard from the source for this long: its figures are marked as estimates. Three of
-#: the source's progress intervals (``channel_stream.PROGRESS_S``), so one late message does
-#: not flip it.
+#: Not heard from the source for this long: its figures are marked as estimates. Several of
+#: the source's progress intervals (``channel_stream.PROGRESS_S``), so a late message or two
+#: do not flip it.
 STALE_S = 3.0
 #: Epochs heard of and not applied, kept with their seal times (the oldest matters; beyond
 #: this the ones after the oldest are thinned, which only makes a later figure coarser).

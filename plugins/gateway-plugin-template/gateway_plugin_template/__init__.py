@@ -7,7 +7,6 @@ Everything here uses only the public API a third-party plugin has.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,6 +30,7 @@ from gateway import (
     Verdict,
     hookimpl,
 )
+from gateway.fileio import FileSystem, append_synced
 
 __all__ = ["LAST_METRICS", "JsonLinesApplier", "first_wins"]
 
@@ -50,12 +50,14 @@ class JsonLinesApplier(Applier):
     """Appends each operation as one JSON object per line to ``path`` (fsynced per batch).
 
     Idempotent it is not -- a replay appends again -- so it says so, and applies a batch with
-    one write (all or nothing up to a torn last line).
+    one write (all or nothing up to a torn last line). It writes through the product's file
+    layer (``gateway.fileio``), as a plugin should: ``fs`` lets tests crash it.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fs: FileSystem | None = None) -> None:
         self.name = "jsonl"
         self.path = path
+        self.fs = fs
         self.capabilities = Capabilities(accepts_sql=True, idempotent=False, max_batch=256)
         self._lock = threading.Lock()
 
@@ -70,10 +72,8 @@ class JsonLinesApplier(Applier):
                 "epoch": op.epoch, "author": op.author, "commit_ts_ns": op.commit_ts_ns,
             }, sort_keys=True))
         data = ("\n".join(lines) + "\n").encode()
-        with self._lock, open(self.path, "ab") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        with self._lock:
+            append_synced(self.path, data, fs=self.fs)
 
 
 def _create(options: Mapping[str, str]) -> JsonLinesApplier:

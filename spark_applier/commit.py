@@ -1,0 +1,130 @@
+"""The commit protocol of a Parquet table directory, through Hadoop's ``FileSystem`` API.
+
+A table directory (``ROOT/table=<schema>.<table>``, a local path or any Hadoop URI:
+``file://``, ``hdfs://``, ``s3a://``...) holds versions of the table's rows and a commit log::
+
+    _data/<version>-<uuid>/part-*.parquet, _SUCCESS     one complete version per directory
+    _commits/<version:020d>.json                         {"version": N, "data": "<dir name>"}
+
+The current version is the highest-numbered commit file that parses and names a data
+directory holding ``_SUCCESS``; readers follow it (``TableCommits.current``), never list
+``_data``. A new version is published in three steps, none of which renames anything:
+
+1. write the rows to a fresh ``_data/<N+1>-<uuid>`` (Spark's own job commit, ``_SUCCESS``);
+2. create ``_commits/<N+1>.json`` (exclusive create: one writer wins);
+3. delete the versions before ``N+1`` (their commits, then their data).
+
+A crash after step 1 leaves a data directory no commit names: ``recover`` (run before every
+write) deletes it -- the unit is rolled back and redone, since the applied position is saved
+only after the unit. A torn commit file does not parse and is deleted the same way. A crash
+after step 2 is finished by ``recover`` (step 3). All of this works where renames are
+copies (object stores) because only whole new files are created and old ones deleted.
+
+Everything goes through the JVM's ``org.apache.hadoop.fs`` (``spark._jvm``) with the session's
+Hadoop configuration, so the driver needs no local view of the storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["TableCommits", "table_uri"]
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+def table_uri(root: str) -> str:
+    """``root`` as a URI every executor resolves alike: a local path becomes an absolute
+    ``file:`` URI (resolved on the driver), a URI is kept."""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", root):
+        return root.rstrip("/")
+    return "file://" + os.path.abspath(root)
+
+
+class TableCommits:
+    """The versions of one table directory ``uri``; ``fault(step)`` (tests) is called after
+    each step of ``publish``: ``"data"``, ``"commit"``, ``"cleanup"``."""
+
+    def __init__(self, spark: Any, uri: str, *,
+                 fault: Callable[[str], None] | None = None) -> None:
+        jvm = spark._jvm
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        self._IOUtils = jvm.org.apache.commons.io.IOUtils
+        self.uri = uri.rstrip("/")
+        self.fs = self._Path(self.uri).getFileSystem(spark._jsc.hadoopConfiguration())
+        self.fault = fault
+
+    def _p(self, *parts: str) -> Any:
+        return self._Path("/".join([self.uri, *parts]))
+
+    def _names(self, sub: str) -> list[str]:
+        d = self._p(sub)
+        if not self.fs.exists(d):
+            return []
+        return [s.getPath().getName() for s in self.fs.listStatus(d)]
+
+    def _read_commit(self, name: str) -> dict[str, Any] | None:
+        """The commit file's content, or None if torn, unreadable or naming no complete data."""
+        try:
+            stream = self.fs.open(self._p("_commits", name))
+            try:
+                raw = bytes(self._IOUtils.toByteArray(stream))
+            finally:
+                stream.close()
+            doc = json.loads(raw.decode())
+            data = str(doc["data"])
+            if int(doc["version"]) != int(name[:20]) or "/" in data:
+                return None
+        except (ValueError, KeyError, TypeError):
+            return None
+        if not self.fs.exists(self._p("_data", data, "_SUCCESS")):
+            return None
+        return {"version": int(doc["version"]), "data": data}
+
+    def current(self) -> tuple[int, str | None]:
+        """``(version, URI of its data)``; ``(0, None)`` for a table never written."""
+        for name in sorted((n for n in self._names("_commits") if _COMMIT.match(n)),
+                           reverse=True):
+            doc = self._read_commit(name)
+            if doc is not None:
+                return doc["version"], f"{self.uri}/_data/{doc['data']}"
+        return 0, None
+
+    def recover(self) -> None:
+        """Finish or roll back an interrupted ``publish``: keep only the current version."""
+        version, data = self.current()
+        keep = data.rsplit("/", 1)[1] if data else None
+        for name in self._names("_commits"):
+            if name != f"{version:020d}.json":
+                self.fs.delete(self._p("_commits", name), False)
+        for name in self._names("_data"):
+            if name != keep:
+                self.fs.delete(self._p("_data", name), True)
+
+    def publish(self, write: Callable[[str], None]) -> int:
+        """Publish a new version whose rows ``write(uri)`` writes (a DataFrame writer into a
+        new directory); return its number. ``recover`` must have run since the last crash."""
+        version, _ = self.current()
+        new = version + 1
+        data = f"{new}-{uuid.uuid4().hex}"
+        write(f"{self.uri}/_data/{data}")
+        self._step("data")
+        out = self.fs.create(self._p("_commits", f"{new:020d}.json"), False)
+        try:
+            out.write(bytearray(json.dumps({"version": new, "data": data}).encode()))
+            out.hsync()
+        finally:
+            out.close()
+        self._step("commit")
+        self.recover()
+        self._step("cleanup")
+        return new
+
+    def _step(self, name: str) -> None:
+        if self.fault is not None:
+            self.fault(name)
