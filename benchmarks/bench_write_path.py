@@ -184,7 +184,6 @@ def run_parts() -> None:
     """Each per-write piece beside what 97dc67c did instead (ns per write)."""
     from dataclasses import dataclass
 
-    from gateway.node.loop.driver import PendingWrite
     from gateway.node.loop.sequencer import Sequencer
     from gateway.node.loop.write_proposal import WriteProposal
     from gateway.node.state.alarms import SpaceMonitor
@@ -234,8 +233,11 @@ def run_parts() -> None:
                    unrecorded: bool = False) -> Any:
         return OldPending(statements, idempotency_key, start_ns or 1, fut, created, raw, wire)
 
-    def new_submit(p: WriteProposal) -> Any:
-        return PendingWrite(p, p.start_ns or 1, fut)
+    def new_submit(p: WriteProposal) -> Any:  # the proposal is the queued write
+        p.future = fut
+        if not p.start_ns:
+            p.start_ns = 1
+        return p
 
     class Leader:  # 97dc67c's leader state, stamped inline in _propose_writes
         last_commit_ts = next_trans_id = open_epoch = last_trans_in_epoch = 0

@@ -31,7 +31,8 @@
  *
  * frame_writes(keys, data, batch): the statements of every write of a serialized
  * WriteBatchRequest (or of one WriteRequest) framed as a transaction's statements field
- * (gateway.node.state.wire.frame_writes_py).
+ * (gateway.node.state.wire.frame_writes_py); frame_writes_flagged(keys, data, batch) also
+ * names the writes that carry conditions (frame_writes_flagged_py).
  *
  * txn_head(keys, data): the admission header of a transaction entry whole in one segment
  * (gateway.node.state.wire.txn_head_py; _txnhead.h, shared with _feed.c).
@@ -571,9 +572,10 @@ static PyObject *frame(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* One serialized WriteRequest d[p:end] framed: every statements field retagged `out`. */
+/* One serialized WriteRequest d[p:end] framed: every statements field retagged `out`; *has
+ * set to 1 when it holds a field with key `cond` (-1: none looked for). */
 static PyObject *frame_write(const unsigned char *d, Py_ssize_t p, Py_ssize_t end,
-                             unsigned char stmts, unsigned char out) {
+                             unsigned char stmts, unsigned char out, int cond, int *has) {
     Buf b = {NULL, 0, 0};
     if (buf_reserve(&b, end - p + 1) < 0) return NULL;
     while (p < end) {
@@ -585,6 +587,8 @@ static PyObject *frame_write(const unsigned char *d, Py_ssize_t p, Py_ssize_t en
             b.buf[b.len++] = (char)out;
             memcpy(b.buf + b.len, d + p, (size_t)(after - p));
             b.len += after - p;
+        } else if (cond >= 0 && tag == (uint64_t)cond) {
+            *has = 1;
         }
         p = after;
     }
@@ -597,52 +601,85 @@ bad:
     return NULL;
 }
 
-/* frame_writes(keys, data, batch) -> list of bytes (gateway.node.state.wire.frame_writes_py, the
- * specification). `keys`: the one-byte keys of WriteBatchRequest.writes,
- * WriteRequest.statements and Transaction.statements, in that order. */
-static PyObject *frame_writes(PyObject *self, PyObject *args) {
+/* Appends write `i`'s frame to `out`, and `i` to `flagged` when it holds a conditions field
+ * (flagged NULL: not looked for). -1 on error. */
+static int add_write(PyObject *out, PyObject *flagged, Py_ssize_t i, const unsigned char *d,
+                     Py_ssize_t p, Py_ssize_t end, const unsigned char *k) {
+    int has = 0;
+    PyObject *one = frame_write(d, p, end, k[1], k[2], flagged ? k[3] : -1, &has);
+    if (!one) return -1;
+    int rc = PyList_Append(out, one);
+    Py_DECREF(one);
+    if (rc < 0) return -1;
+    if (has) {
+        PyObject *at = PyLong_FromSsize_t(i);
+        if (!at) return -1;
+        rc = PyList_Append(flagged, at);
+        Py_DECREF(at);
+    }
+    return rc;
+}
+
+/* frame_writes and frame_writes_flagged: `flag` says whether keys[3] (WriteRequest.conditions)
+ * is looked for; then the result is (frames, indices of the writes holding it). */
+static PyObject *frame_writes_impl(PyObject *args, int flag) {
     const unsigned char *k;
     Py_buffer data;
     Py_ssize_t klen;
     int batch;
     if (!PyArg_ParseTuple(args, "y#y*p", &k, &klen, &data, &batch)) return NULL;
-    PyObject *out = NULL;
-    if (klen != 3) {
-        PyErr_SetString(PyExc_ValueError, "frame_writes: expected 3 one-byte field keys");
+    PyObject *out = NULL, *flagged = NULL, *result = NULL;
+    if (klen != (flag ? 4 : 3)) {
+        PyErr_Format(PyExc_ValueError, "frame_writes: expected %d one-byte field keys",
+                     flag ? 4 : 3);
         goto done;
     }
     const unsigned char *d = data.buf;
     Py_ssize_t n = data.len;
     out = PyList_New(0);
     if (!out) goto done;
+    if (flag && !(flagged = PyList_New(0))) goto done;
     if (!batch) {
-        PyObject *one = frame_write(d, 0, n, k[1], k[2]);
-        if (!one || PyList_Append(out, one) < 0) { Py_XDECREF(one); Py_CLEAR(out); goto done; }
-        Py_DECREF(one);
-        goto done;
-    }
-    Py_ssize_t p = 0;
-    while (p < n) {
-        uint64_t tag, ln;
-        if (read_varint(d, &p, n, &tag) < 0) goto bad;
-        Py_ssize_t after = p;
-        if (skip_field(d, &after, n, tag) < 0) goto bad;
-        if (tag == k[0]) {
-            Py_ssize_t body = p;
-            if (read_varint(d, &body, after, &ln) < 0) goto bad;
-            PyObject *one = frame_write(d, body, after, k[1], k[2]);
-            if (!one || PyList_Append(out, one) < 0) { Py_XDECREF(one); Py_CLEAR(out); goto done; }
-            Py_DECREF(one);
+        if (add_write(out, flagged, 0, d, 0, n, k) < 0) goto done;
+    } else {
+        Py_ssize_t p = 0, i = 0;
+        while (p < n) {
+            uint64_t tag, ln;
+            if (read_varint(d, &p, n, &tag) < 0) goto bad;
+            Py_ssize_t after = p;
+            if (skip_field(d, &after, n, tag) < 0) goto bad;
+            if (tag == k[0]) {
+                Py_ssize_t body = p;
+                if (read_varint(d, &body, after, &ln) < 0) goto bad;
+                if (add_write(out, flagged, i++, d, body, after, k) < 0) goto done;
+            }
+            p = after;
         }
-        p = after;
     }
+    result = flag ? PyTuple_Pack(2, out, flagged) : Py_NewRef(out);
     goto done;
 bad:
-    Py_CLEAR(out);
     PyErr_SetString(PyExc_ValueError, "frame_writes: not a well-formed WriteBatchRequest");
 done:
+    Py_XDECREF(out);
+    Py_XDECREF(flagged);
     PyBuffer_Release(&data);
-    return out;
+    return result;
+}
+
+/* frame_writes(keys, data, batch) -> list of bytes (gateway.node.state.wire.frame_writes_py, the
+ * specification). `keys`: the one-byte keys of WriteBatchRequest.writes,
+ * WriteRequest.statements and Transaction.statements, in that order. */
+static PyObject *frame_writes(PyObject *self, PyObject *args) {
+    return frame_writes_impl(args, 0);
+}
+
+/* frame_writes_flagged(keys, data, batch) -> (list of bytes, list of int)
+ * (gateway.node.state.wire.frame_writes_flagged_py, the specification): frame_writes with a
+ * fourth key, WriteRequest.conditions; the second list holds the indices of the writes with
+ * such a field. */
+static PyObject *frame_writes_flagged(PyObject *self, PyObject *args) {
+    return frame_writes_impl(args, 1);
 }
 
 /* header_span(keys, data, start, end) -> (body, first_record) | None: the walk of an insert
@@ -717,6 +754,8 @@ static PyMethodDef methods[] = {
      "txn_head(keys, data) -> (sid, tid, commit_ts) of a whole transaction entry, or None"},
     {"frame_writes", frame_writes, METH_VARARGS,
      "frame_writes(keys, data, batch) -> the statements of each write, framed"},
+    {"frame_writes_flagged", frame_writes_flagged, METH_VARARGS,
+     "frame_writes_flagged(keys, data, batch) -> (frames, indices of writes with conditions)"},
     {"header_span", header_span, METH_VARARGS,
      "header_span(keys, data, start, end) -> (body, first_record) or None"},
     {"parse_txn", parse_txn, METH_O,

@@ -73,6 +73,19 @@ def test_stamps_hand_out_consecutive_trans_ids_in_the_open_epoch() -> None:
                    Stamp(12, s.open_epoch, NOW + 2)]
 
 
+def test_a_batch_stamp_reserves_what_as_many_single_stamps_at_that_time_would() -> None:
+    for last_ts, now in ((NOW, NOW + 100), (NOW + 100, NOW)):  # clock ahead, clock behind
+        one, batch = _seq(trans=9, ts=last_ts), _seq(trans=9, ts=last_ts)
+        singles = [one.stamp(now) for _ in range(4)]
+        first = batch.stamp_batch(4, now)
+        assert [Stamp(first.trans_id + i, first.epoch, first.commit_ts + i)
+                for i in range(4)] == singles
+        assert (batch.next_trans_id, batch.last_commit_ts, batch.last_trans_in_epoch,
+                batch.open_epoch_txns) == (one.next_trans_id, one.last_commit_ts,
+                                           one.last_trans_in_epoch, one.open_epoch_txns)
+        assert batch.stamp(now) == one.stamp(now)  # and what follows continues alike
+
+
 def test_commit_times_increase_strictly_when_the_clock_stands_still_or_goes_back() -> None:
     s = _seq(ts=NOW)
     assert [s.stamp(t).commit_ts for t in (NOW, NOW - 50, NOW + 10)] == [NOW + 1, NOW + 2,

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.node.state import keys
 from gateway.node.state import wire as wire_py
-from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
+from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.node import _feed as feed
@@ -365,6 +365,58 @@ def test_damaged_write_requests_frame_alike_in_c_and_python(writes, batch, data_
     for blob in (bytes(data), bytes(data[:cut]), bytes(data) + b"\x80" * 11 + b"\x01"):
         c, py = _frame_both(blob, batch)
         assert c == py
+
+
+_CONDITION = transaction_pb2.Condition(table="s.t", key=[value_pb2.Value(int_value=1)],
+                                       absent=True)
+#: A write's conditions field as it may come: none, one, two, an empty Condition, or field 3
+#: with another wire type (an unknown field to the parser: no condition).
+_CONDS = st.sampled_from([b"", b"\x1a" + bytes([_CONDITION.ByteSize()])
+                          + _CONDITION.SerializeToString(), b"\x1a\x00\x1a\x00", b"\x1a\x00",
+                          b"\x18\x01"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WRITES, st.lists(_CONDS, min_size=5, max_size=5), st.booleans())
+def test_the_framer_names_exactly_the_writes_whose_parsed_conditions_are_not_empty(
+        writes, conds, stream):
+    base = _batch(writes)
+    req = (gateway_pb2.StreamWriteRequest if stream else gateway_pb2.WriteBatchRequest)()
+    for w, c in zip(base.writes, conds, strict=False):
+        req.writes.append(gateway_pb2.WriteRequest.FromString(w.SerializeToString() + c))
+    data = req.SerializeToString()
+    want = ([wire_py.frame_statements_py(w.statements) for w in req.writes],
+            [i for i, w in enumerate(req.writes) if w.conditions])
+    keys = wire_py._FRAME_STREAM_FLAGGED_KEYS if stream else wire_py._FRAME_WRITES_FLAGGED_KEYS
+    writes_key = wire_py._B_STREAM_WRITES if stream else wire_py._B_BATCH_WRITES
+    assert wire.frame_writes_flagged(keys, data, True) == want
+    assert wire_py.frame_writes_flagged_py(data, True, writes_key) == want
+    assert wire_py.frame_batch_flagged(req, data) == (want[0], set(want[1]))
+    for i, w in enumerate(req.writes):
+        one = w.SerializeToString()
+        flagged = [0] if i in want[1] else []
+        assert wire.frame_writes_flagged(keys, one, False) == ([want[0][i]], flagged)
+        assert wire_py.frame_writes_flagged_py(one, False) == ([want[0][i]], flagged)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_WRITES, st.data())
+def test_damaged_write_requests_frame_and_flag_alike_in_c_and_python(writes, data_st):
+    data = bytearray(_batch(writes).SerializeToString())
+    for _ in range(data_st.draw(st.integers(1, 3))):
+        if not data:
+            break
+        i = data_st.draw(st.integers(0, len(data) - 1))
+        data[i] = data_st.draw(st.sampled_from([0x00, 0x0A, 0x1A, 0x80, 0xFF, 0x7F]))
+    for blob in (bytes(data), bytes(data) + b"\x80" * 11 + b"\x01"):
+        got = []
+        for f, args in ((wire.frame_writes_flagged, (wire_py._FRAME_WRITES_FLAGGED_KEYS, blob)),
+                        (wire_py.frame_writes_flagged_py, (blob,))):
+            try:
+                got.append(f(*args, True))
+            except ValueError:
+                got.append("ValueError")
+        assert got[0] == got[1]
 
 
 def test_frame_writes_refuses_wrong_keys():

@@ -13,12 +13,17 @@ import pytest
 
 from gateway.node import GatewayNode
 from gateway.node.loop.sequencer import Sequencer, Stamp
-from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
+from gateway.node.loop.write_proposal import WriteProposal
+from gateway.node.state.wire import frame_statements
+from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
 
 from .conftest import node_configs
 
 FT = value_pb2.FieldType
 V = value_pb2.Value
+
+
+_LOOPS: dict[int, asyncio.AbstractEventLoop] = {}  # each node's loop, by id
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +40,7 @@ def single(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayNode]:
             await asyncio.sleep(0.02)
 
     asyncio.run_coroutine_threadsafe(start(), loop).result(30)
+    _LOOPS[id(node)] = loop
     try:
         yield node
     finally:
@@ -90,3 +96,84 @@ def test_a_stamp_is_a_named_stamp_of_the_sequencer_counters():
     assert type(first) is Stamp
     assert first == Stamp(trans_id=10, epoch=seq.open_epoch, commit_ts=101)
     assert (second.trans_id, second.commit_ts) == (11, 102)
+
+
+def _spied(node: GatewayNode) -> list[WriteProposal]:
+    """The proposals the API hands the driver from now on (recorded, then submitted)."""
+    drv = node.driver
+    submit = drv.submit_write
+    got: list[WriteProposal] = []
+
+    def spy(p: WriteProposal):  # type: ignore[no-untyped-def]
+        got.append(p)
+        return submit(p)
+
+    drv.submit_write = spy  # type: ignore[method-assign]
+    return got
+
+
+def _conditional(key: int, idem: str) -> gateway_pb2.WriteRequest:
+    w = _write(key)
+    w.idempotency_key = idem
+    w.conditions.append(transaction_pb2.Condition(table="t.work", key=[V(int_value=key)],
+                                                  absent=True))
+    return w
+
+
+def _assert_fields(p: WriteProposal, w: gateway_pb2.WriteRequest, *, created: bool,
+                   unrecorded: bool, admin: bool) -> None:
+    """Every field of ``p`` holds what the API knows of write ``w``: the hot sites pass the
+    fields by position, so one out of ``FIELDS``' order lands in another's name."""
+    assert list(p.statements) == list(w.statements)
+    assert p.idempotency_key == w.idempotency_key
+    assert type(p.start_ns) is int and p.start_ns > 10 ** 18
+    assert (type(p.created) is list) if created else p.created is None
+    assert p.raw == frame_statements(w.statements)
+    assert p.wire is True
+    assert p.unrecorded is unrecorded
+    assert p.admin is admin
+    if w.conditions:
+        assert p.conditions is not None and list(p.conditions) == list(w.conditions)
+    else:
+        assert p.conditions is None
+
+
+def test_write_batch_hands_the_driver_each_writes_fields_under_their_names(single):
+    got = _spied(single)
+    try:
+        ws = [_conditional(1001, "wp-batch"), _write(1002)]
+        with grpc.insecure_channel(single.config.api) as ch:
+            resp = ch.unary_unary(
+                "/gateway.v1.Gateway/WriteBatch",
+                request_serializer=gateway_pb2.WriteBatchRequest.SerializeToString,
+                response_deserializer=gateway_pb2.WriteBatchResponse.FromString)(
+                gateway_pb2.WriteBatchRequest(writes=ws), timeout=20)
+    finally:
+        del single.driver.submit_write
+    assert len(resp.results) == 2 and not resp.errors
+    assert len(got) == 2
+    _assert_fields(got[0], ws[0], created=True, unrecorded=True, admin=False)
+    _assert_fields(got[1], ws[1], created=True, unrecorded=False, admin=False)
+
+
+def test_stream_write_hands_the_driver_each_writes_fields_under_their_names(single):
+    got = _spied(single)
+    try:
+        ws = [_conditional(2001, "wp-stream"), _write(2002)]
+        acks = _stream(single, gateway_pb2.StreamWriteRequest(seq=1, writes=ws))
+    finally:
+        del single.driver.submit_write
+    assert [a.code for a in acks] == [0, 0], [a.error for a in acks]
+    assert len(got) == 2
+    _assert_fields(got[0], ws[0], created=False, unrecorded=True, admin=True)
+    _assert_fields(got[1], ws[1], created=False, unrecorded=False, admin=True)
+
+
+def test_a_proposal_submitted_twice_is_queued_as_two_writes(single):
+    async def twice() -> list[object]:
+        p = WriteProposal([_write(3001).statements[0]], "", 0)
+        return list(await asyncio.gather(single.driver.submit_write(p),
+                                         single.driver.submit_write(p)))
+
+    results = asyncio.run_coroutine_threadsafe(twice(), _LOOPS[id(single)]).result(20)
+    assert len(results) == 2 and results[0] != results[1]

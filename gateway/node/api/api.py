@@ -70,7 +70,7 @@ from gateway.node.base.validation import (
 from gateway.node.loop.write_proposal import WriteProposal
 from gateway.node.state.alarms import disarm
 from gateway.node.state.conditions import check_conditions
-from gateway.node.state.wire import ack_bytes, frame_batch, frame_field, frame_request
+from gateway.node.state.wire import ack_bytes, frame_batch_flagged, frame_field, frame_request
 from gateway.node.storage.storage_errors import client_error
 from gateway.v1 import (
     gateway_pb2,
@@ -308,10 +308,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         checker = drv.checker
         admin = self._admin(context)
         checked: list[tuple[list[tuple[str, TableSchema]], bytes, _Conditions]] = []
-        for i, (w, raw) in enumerate(zip(req.writes, frame_batch(req, received.data),
-                                                  strict=True)):
+        # The framer names the writes with conditions: a plain write's field is never read.
+        frames, conditional = frame_batch_flagged(req, received.data)
+        for i, (w, raw) in enumerate(zip(req.writes, frames, strict=True)):
             self._check_write(w, f"writes[{i}].")
-            conds = w.conditions or None  # read once: a plain write pays one look
+            conds = w.conditions if conditional and i in conditional else None
             try:
                 if conds is not None:
                     check_conditions(conds, schemas)
@@ -323,8 +324,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             checked.append((created, raw, conds))
         now = time.time_ns()
         fresh = drv.sm.unrecorded([w.idempotency_key for w in req.writes if w.idempotency_key])
-        # WriteProposal's fields by position (statements, idempotency_key, start_ns, created,
-        # raw, wire, unrecorded, admin, conditions): keywords cost a parse per write.
+        # WriteProposal's fields by position (write_proposal.FIELDS: statements,
+        # idempotency_key, start_ns, created, raw, wire, unrecorded, admin, conditions):
+        # keywords cost a parse per write. test_write_path_work pins the order.
         futs = [drv.submit_write(WriteProposal(
                     w.statements, w.idempotency_key, now, created, raw, True,
                     w.idempotency_key in fresh, False, conds))
@@ -435,7 +437,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return resp.response  # the serialized WriteResult
 
         def submit(w: gateway_pb2.WriteRequest, now: int, raw: bytes, fresh: Set[str],
-                   space_ok: bool) -> asyncio.Future[_WriteAnswer]:
+                   space_ok: bool, conds: _Conditions) -> asyncio.Future[_WriteAnswer]:
             drv = self.node.driver
             try:
                 if not space_ok:  # the request's writes are refused one by one
@@ -448,7 +450,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if drv.is_leader:  # WriteProposal's fields by position, as in WriteBatch
                 return drv.submit_write(WriteProposal(
                     w.statements, w.idempotency_key, now, None, raw, True,
-                    w.idempotency_key in fresh, admin, w.conditions or None))
+                    w.idempotency_key in fresh, admin, conds))
             return asyncio.ensure_future(forward(w, raw))
 
         async def reader() -> None:
@@ -472,10 +474,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     # none can see the alarm change.
                     space_ok = self._space_ok()
                     futs: list[asyncio.Future[_WriteAnswer]] = []
+                    # The framer names the writes with conditions: a plain write's field is
+                    # never read.
+                    frames, conditional = frame_batch_flagged(req, received.data)
                     try:
-                        for w, raw in zip(req.writes, frame_batch(req, received.data),
-                                          strict=True):
-                            futs.append(submit(w, now, raw, fresh, space_ok))
+                        if not conditional:
+                            for w, raw in zip(req.writes, frames, strict=True):
+                                futs.append(submit(w, now, raw, fresh, space_ok, None))
+                        else:
+                            for i, (w, raw) in enumerate(zip(req.writes, frames, strict=True)):
+                                futs.append(submit(w, now, raw, fresh, space_ok,
+                                                   w.conditions if i in conditional else None))
                     finally:
                         outstanding += len(futs)  # counted once submitted: each gets its ack
                         if futs:

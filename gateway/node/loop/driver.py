@@ -104,7 +104,7 @@ from gateway.replication import (
 )
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
-__all__ = ["DriverOptions", "PendingWrite", "RaftCounters", "RaftDriver"]
+__all__ = ["DriverOptions", "RaftCounters", "RaftDriver"]
 
 _T = TypeVar("_T")
 
@@ -128,16 +128,6 @@ class DriverOptions:
     max_batch: int = 4096
     snapshot_log_percent: int = 100
     commit_linger_s: float = DEFAULT_LINGER
-
-
-@dataclass(slots=True)
-class PendingWrite:
-    """A write waiting to be proposed, then applied: the API's proposal, its start time
-    (the proposal's, or when it was submitted) and the future its caller awaits."""
-
-    proposal: WriteProposal
-    start_ns: int
-    future: asyncio.Future[gateway_pb2.WriteResult | bytes]
 
 
 @dataclass(slots=True)
@@ -215,7 +205,7 @@ class RaftDriver:
         self._io = ThreadPoolExecutor(1, thread_name_prefix=f"raft-io-{opts.node_id}")
         self._wake = asyncio.Event()
         self._inbox: list[Message] = []
-        self._writes: list[PendingWrite] = []
+        self._writes: list[WriteProposal] = []  # each with its future set
         self._units: list[_PendingUnit] = []
         self._entries: list[tuple[bytes, asyncio.Future[int]]] = []
         self._control: list[Callable[[RawNode], None]] = []
@@ -360,7 +350,12 @@ class RaftDriver:
             if other is not None:
                 return _duplicate_of(other)
             self._inflight_idem[idempotency_key] = fut
-        self._writes.append(PendingWrite(proposal, proposal.start_ns or time.time_ns(), fut))
+        if proposal.future is not None:  # queued before: this submission is another write
+            proposal = proposal.copy()
+        proposal.future = fut
+        if not proposal.start_ns:
+            proposal.start_ns = time.time_ns()
+        self._writes.append(proposal)
         self._wake.set()
         return fut
 
@@ -592,6 +587,7 @@ class RaftDriver:
     def _fail_all(self, err: BaseException) -> None:
         """Fail every write, entry, replicated epoch and read waiting on this driver."""
         for w in self._writes:
+            assert w.future is not None  # set when queued
             _fail(w.future, err)
         for u in self._units:
             _fail(u.future, err)
@@ -761,7 +757,8 @@ class RaftDriver:
             if self._writes:
                 writes, self._writes = self._writes, []
                 for w in writes:
-                    self._drop_idem(w.proposal.idempotency_key, w.future)
+                    assert w.future is not None  # set when queued
+                    self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, NotLeaderError(raw.raft.lead))
             if self._units or self._entries:
                 units, entries = self._units, self._entries
@@ -923,30 +920,28 @@ class RaftDriver:
             self.opts.max_batch :]
         if self._writes:
             self._wake.set()
-        accepted: list[PendingWrite] = []
-        datas: list[bytes] = []
-        cluster = self.opts.cluster_id
+        accepted: list[WriteProposal] = []
+        raws: list[bytes] = []  # their statements' bytes
         schemas = self.sm.schemas
         if st.schemas:
             schemas = st.known_schemas(schemas)
         checker = self.checker
         reserved = st.mark()
-        for w in writes:
-            p = w.proposal
-            created = p.created
-            conditions = p.conditions
-            stmts_raw = p.raw
+        for w in writes:  # validated (where the API did not) and framed, in order
+            created = w.created
+            conditions = w.conditions
+            stmts_raw = w.raw
             if stmts_raw is None:
-                stmts_raw = frame_statements(p.statements)
+                stmts_raw = frame_statements(w.statements)
             if created is None or conditions is not None:
                 try:
                     if conditions is not None:
                         check_conditions(conditions, schemas)
                     if created is None:
-                        created = checker.check(stmts_raw, p.statements, schemas,
-                                                admin=p.admin)
+                        created = checker.check(stmts_raw, w.statements, schemas, admin=w.admin)
                 except InvalidRequest as exc:
-                    self._drop_idem(p.idempotency_key, w.future)
+                    assert w.future is not None  # set when queued
+                    self._drop_idem(w.idempotency_key, w.future)
                     _fail(w.future, exc)
                     continue
             for name, schema in created:
@@ -954,22 +949,31 @@ class RaftDriver:
                     schemas = dict(schemas)
                 schemas[name] = schema
                 st.shadow(name, schema)
-            stamp = st.stamp(time.time_ns())
-            data = encode_transaction_wire(
-                cluster, stamp.trans_id, stamp.epoch, cluster, min(w.start_ns, stamp.commit_ts),
-                stamp.commit_ts, stmts_raw, p.idempotency_key)
-            if conditions is not None:  # field 11, after the entry's last field (10)
-                data += conditions_field(conditions)
-            datas.append(data)
             accepted.append(w)
-        if not datas:
+            raws.append(stmts_raw)
+        if not accepted:
             return
+        # The accepted writes are stamped together (consecutive trans ids and commit
+        # timestamps, one epoch): one call of the sequencer per batch, not one per write.
+        stamp = st.stamp_batch(len(accepted), time.time_ns())
+        trans, epoch, ts = stamp.trans_id, stamp.epoch, stamp.commit_ts
+        cluster = self.opts.cluster_id
+        datas: list[bytes] = []
+        for w, stmts_raw in zip(accepted, raws, strict=True):
+            data = encode_transaction_wire(cluster, trans, epoch, cluster, min(w.start_ns, ts),
+                                           ts, stmts_raw, w.idempotency_key)
+            if w.conditions is not None:  # field 11, after the entry's last field (10)
+                data += conditions_field(w.conditions)
+            datas.append(data)
+            trans += 1
+            ts += 1
         self.counters.writes_proposed += len(datas)
         try:
             raw.propose_batch(datas)
         except ProposalDroppedError:
             for w in accepted:
-                self._drop_idem(w.proposal.idempotency_key, w.future)
+                assert w.future is not None
+                self._drop_idem(w.idempotency_key, w.future)
                 _fail(w.future, NotLeaderError(raw.raft.lead, "write refused: leadership "
                                                "transfer in progress or no leader"))
             # nothing was proposed: take back the reservations and the shadowed schemas
@@ -980,8 +984,8 @@ class RaftDriver:
         term = raw.raft.term
         first = last - len(datas) + 1
         for i, w in enumerate(accepted):
-            p = w.proposal
-            self._waiting[first + i] = _Waiter(term, w.future, p.idempotency_key, p.wire)
+            assert w.future is not None
+            self._waiting[first + i] = _Waiter(term, w.future, w.idempotency_key, w.wire)
 
     def _drop_idem(self, key: str, fut: asyncio.Future[gateway_pb2.WriteResult | bytes]
                    ) -> None:

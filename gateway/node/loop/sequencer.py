@@ -188,6 +188,20 @@ class Sequencer:
         self.last_commit_ts = ts
         return _new_tuple(Stamp, (trans, self.open_epoch, ts))
 
+    def stamp_batch(self, n: int, now_ns: int) -> Stamp:
+        """Reserve the stamps of ``n`` transactions proposed together at wall-clock time
+        ``now_ns`` (``n >= 1``), as ``n`` calls of :meth:`stamp` with that time would: the
+        first one's :class:`Stamp` is returned; the ``i``-th (from 0) has trans id
+        ``trans_id + i``, the same epoch and commit timestamp ``commit_ts + i``. One call per
+        batch of writes, not one per write."""
+        trans = self.next_trans_id
+        self.next_trans_id = trans + n
+        self.last_trans_in_epoch = trans + n - 1
+        self.open_epoch_txns += n
+        ts = now_ns if now_ns > self.last_commit_ts else self.last_commit_ts + 1
+        self.last_commit_ts = ts + n - 1
+        return _new_tuple(Stamp, (trans, self.open_epoch, ts))
+
     def reserve_derived(self, now_ns: int) -> tuple[int, int]:
         """Reserve ``(derived_trans_id, derived_commit_ts)`` for the transaction a replicated
         epoch's conflicts may derive (consumed whether or not it derives one: ``gtid_use``).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 
 from gateway.core import accel
 from gateway.core.logrules import date_problem, datetime_problem, time_problem
@@ -44,12 +44,15 @@ __all__ = [
     "encode_transaction_wire",
     "encode_transaction_wire_py",
     "frame_batch",
+    "frame_batch_flagged",
     "frame_field",
     "frame_field_py",
     "frame_request",
     "frame_statements",
     "frame_statements_py",
     "frame_writes",
+    "frame_writes_flagged",
+    "frame_writes_flagged_py",
     "frame_writes_py",
     "gtid_bytes",
     "insert_header_span",
@@ -121,6 +124,7 @@ _B_TXN_IDEMPOTENCY_KEY = _byte(_TXN_IDEMPOTENCY_KEY)
 _B_GTID_SERVER_ID, _B_GTID_TRANS_ID = _byte(_GTID_SERVER_ID), _byte(_GTID_TRANS_ID)
 _B_BATCH_WRITES = _byte(W.WRITE_BATCH_REQUEST_WRITES_KEY)
 _B_WRITE_STATEMENTS = _byte(W.WRITE_REQUEST_STATEMENTS_KEY)
+_B_WRITE_CONDITIONS = _byte(W.WRITE_REQUEST_CONDITIONS_KEY)
 
 _TXN = TypeTag.TRANSACTION
 
@@ -577,17 +581,23 @@ def _skip_field(data: bytes, pos: int, tag: int, end: int) -> int:
     return pos
 
 
-def _frame_write_py(data: bytes, pos: int, end: int) -> bytes:
+def _frame_write_py(data: bytes, pos: int, end: int, flags: list[bool] | None = None) -> bytes:
     """:func:`frame_statements` of the serialized ``WriteRequest`` ``data[pos:end]``: each of
     its ``statements`` fields (1) retagged as the transaction's field 6, in order; its other
-    fields (the idempotency key, unknown fields) left out."""
+    fields (the idempotency key, unknown fields) left out. With ``flags``, appends whether it
+    holds a ``conditions`` field."""
     parts = []
+    has = False
     while pos < end:
         tag, pos = _varint64(data, pos, end)
         after = _skip_field(data, pos, tag, end)
         if tag == _B_WRITE_STATEMENTS:
             parts.append(_TXN_STATEMENTS + data[pos:after])
+        elif tag == _B_WRITE_CONDITIONS:
+            has = True
         pos = after
+    if flags is not None:
+        flags.append(has)
     return b"".join(parts)
 
 
@@ -601,9 +611,25 @@ def frame_writes_py(data: bytes, batch: bool, writes_key: int = _B_BATCH_WRITES)
     request) or ``WriteRequest`` (one element). ValueError on bytes that are not a
     well-formed message (a group, a truncated field, a varint past 64 bits): callers frame
     such writes statement by statement. The specification of ``gateway.node._wire.frame_writes``."""
+    return _frame_writes_py(data, batch, writes_key, None)
+
+
+def frame_writes_flagged_py(data: bytes, batch: bool, writes_key: int = _B_BATCH_WRITES
+                            ) -> tuple[list[bytes], list[int]]:
+    """:func:`frame_writes_py`, and the indices of the writes holding a ``conditions`` field
+    (``WriteRequest`` field 3), found in the same walk: a parsed write's ``conditions`` is
+    non-empty exactly then, so the caller reads that field only for those writes. The
+    specification of ``gateway.node._wire.frame_writes_flagged``."""
+    flags: list[bool] = []
+    frames = _frame_writes_py(data, batch, writes_key, flags)
+    return frames, [i for i, has in enumerate(flags) if has]
+
+
+def _frame_writes_py(data: bytes, batch: bool, writes_key: int, flags: list[bool] | None
+                     ) -> list[bytes]:
     n = len(data)
     if not batch:
-        return [_frame_write_py(data, 0, n)]
+        return [_frame_write_py(data, 0, n, flags)]
     out = []
     pos = 0
     while pos < n:
@@ -611,7 +637,7 @@ def frame_writes_py(data: bytes, batch: bool, writes_key: int = _B_BATCH_WRITES)
         after = _skip_field(data, pos, tag, n)
         if tag == writes_key:
             _, body = _varint64(data, pos, after)
-            out.append(_frame_write_py(data, body, after))
+            out.append(_frame_write_py(data, body, after, flags))
         pos = after
     return out
 
@@ -932,5 +958,31 @@ def frame_batch(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequ
         return frame(req.SerializeToString() if data is None else data, True)
     except ValueError:
         return [frame_statements(w.statements) for w in req.writes]
+
+
+_NONE_FLAGGED: frozenset[int] = frozenset()
+_FRAME_WRITES_FLAGGED_KEYS = _FRAME_WRITES_KEYS + bytes((_B_WRITE_CONDITIONS,))
+_FRAME_STREAM_FLAGGED_KEYS = _FRAME_STREAM_KEYS + bytes((_B_WRITE_CONDITIONS,))
+frame_writes_flagged: Callable[[bytes, bool], tuple[list[bytes], list[int]]] = (
+    functools.partial(_accel.frame_writes_flagged, _FRAME_WRITES_FLAGGED_KEYS) if _accel
+    else frame_writes_flagged_py)
+_frame_stream_writes_flagged: Callable[[bytes, bool], tuple[list[bytes], list[int]]] = (
+    functools.partial(_accel.frame_writes_flagged, _FRAME_STREAM_FLAGGED_KEYS) if _accel
+    else functools.partial(frame_writes_flagged_py, writes_key=_B_STREAM_WRITES))
+
+
+def frame_batch_flagged(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamWriteRequest,
+                        data: bytes | None = None) -> tuple[list[bytes], Set[int]]:
+    """:func:`frame_batch`, and the indices of the writes whose ``conditions`` is not empty,
+    from the same walk of the bytes: a plain write's parsed ``conditions`` field need never be
+    read (reading a repeated field of a parsed message builds its container)."""
+    frame = _frame_stream_writes_flagged if type(req) is gateway_pb2.StreamWriteRequest \
+        else frame_writes_flagged
+    try:
+        frames, flagged = frame(req.SerializeToString() if data is None else data, True)
+    except ValueError:
+        frames = [frame_statements(w.statements) for w in req.writes]
+        flagged = [i for i, w in enumerate(req.writes) if w.conditions]
+    return frames, (set(flagged) if flagged else _NONE_FLAGGED)
 _check_records: Callable[[bytes, int, int, bytes, bytes], bool] = (
     _accel.check_records if _accel else _check_records_py)
