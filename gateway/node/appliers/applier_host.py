@@ -291,6 +291,27 @@ class NodeAppliers:
                 return False
             return done is not None and not self._stopping
 
+        def rebuild(dispatcher: Dispatcher, from_index: int, first_index: int,
+                    why: str = "") -> Dispatcher | None:
+            """Rebuild the target from the store as of ``from_index - 1`` and return the
+            dispatcher that follows the log after it; None: stop here (the node stops -- the
+            rebuild is redone at the next start --, the rebuild failed -- the error is in
+            status --, or this node no longer leads the term the applier ran in)."""
+            try:
+                rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
+                                   position=from_index - 1, first_index=first_index,
+                                   apply=dispatcher.apply_outside_log, why=why)
+            except Exception as exc:
+                if self._stopping:
+                    return None
+                a.error = exc
+                log.error("applier %s stopped: %s", a.name, exc)
+                return None
+            if self._stopping or (term is not None and self._leading_term() != term):
+                return None
+            a.dispatcher = self._dispatcher(a, term)
+            return a.dispatcher
+
         def body() -> None:
             dispatcher = d
             if new and not backfill():
@@ -312,41 +333,18 @@ class NodeAppliers:
                         if not backfill(dispatcher, ApplierPosition(seeded.from_index - 1)):
                             return
                         continue
-                    try:
-                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
-                                           position=seeded.from_index - 1,
-                                           first_index=seeded.first_index,
-                                           apply=dispatcher.apply_outside_log,
-                                           why=f"a seed ended at log index "
-                                               f"{seeded.from_index}")
-                    except Exception as exc:
-                        if self._stopping:
-                            return
-                        a.error = exc
-                        log.error("applier %s stopped: %s", a.name, exc)
+                    rebuilt = rebuild(dispatcher, seeded.from_index, seeded.first_index,
+                                      f"a seed ended at log index {seeded.from_index}")
+                    if rebuilt is None:
                         return
-                    if self._stopping or (term is not None and self._leading_term() != term):
-                        return
-                    dispatcher = self._dispatcher(a, term)
-                    a.dispatcher = dispatcher
+                    dispatcher = rebuilt
                 except EntriesCompactedError as gap:
                     # The log starts after the applier's position: rebuild its target from
                     # the store (or stop with the gap in its status), never skip entries.
-                    try:
-                        rebuild_from_store(a.applier, a.positions, self._driver.sm.store,
-                                           position=gap.from_index - 1,
-                                           first_index=gap.first_index,
-                                           apply=dispatcher.apply_outside_log)
-                    except Exception as exc:
-                        if self._stopping:  # the node stops mid-rebuild: redone next start
-                            return
-                        a.error = exc
-                        log.error("applier %s stopped: %s", a.name, exc)
+                    rebuilt = rebuild(dispatcher, gap.from_index, gap.first_index)
+                    if rebuilt is None:
                         return
-                    if self._stopping or (term is not None and self._leading_term() != term):
-                        return
-                    dispatcher = self._dispatcher(a, term)
-                    a.dispatcher = dispatcher
+                    dispatcher = rebuilt
                 except Exception as exc:  # reported in status and logs
                     a.error = exc
                     log.error("applier %s stopped: %s", a.name, exc)
