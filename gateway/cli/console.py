@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from .node import _ca
+from .node import _ca, read_ca
 from .plugins import BadInput
 
 __all__ = ["console"]
@@ -46,13 +46,7 @@ def console(targets: tuple[str, ...], listen: str, token: str | None,
         raise BadInput(f"--listen {listen!r}: expected HOST:PORT")
     if interval <= 0:
         raise BadInput(f"--interval {interval}: must be positive")
-    root = None
-    if ca:
-        try:
-            with open(ca, "rb") as f:
-                root = f.read()
-        except OSError as exc:
-            raise BadInput(f"--ca: cannot read {ca}: {exc.strerror}") from None
+    root = read_ca(ca)
     try:
         app = LocalConsole(list(targets), token=token or "", admin_token=admin_token or "",
                            root_certificates=root, conflict_tables=conflict_tables,

@@ -38,18 +38,24 @@ class _Failed(click.ClickException):
     exit_code = 1
 
 
+def read_ca(ca: str | None) -> bytes | None:
+    """The PEM bytes of the ``--ca`` file (None without one); `BadInput` naming the file when
+    it cannot be read."""
+    if not ca:
+        return None
+    try:
+        with open(ca, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise BadInput(f"--ca: cannot read {ca}: {exc.strerror}") from None
+
+
 def _client(target: str, token: str | None, ca: str | None, timeout: float
             ) -> GatewayClient:
     from gateway.client import GatewayClient
 
-    root = None
-    if ca:
-        try:
-            with open(ca, "rb") as f:
-                root = f.read()
-        except OSError as exc:
-            raise BadInput(f"--ca: cannot read {ca}: {exc.strerror}") from None
-    return GatewayClient(target, token=token or "", root_certificates=root, timeout=timeout)
+    return GatewayClient(target, token=token or "", root_certificates=read_ca(ca),
+                         timeout=timeout)
 
 
 def _call(fn: Callable[[], T]) -> T:
