@@ -8,6 +8,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import grpc
 from click.testing import CliRunner
 
 from gateway.cli import main
@@ -70,6 +71,19 @@ def test_dead_letters_are_listed_replayed_once_fixed_and_discarded_over_rpc(tmp_
                 raise AssertionError("a read token discarded a dead letter")
             except GatewayError as exc:
                 assert "admin" in str(exc)
+
+            # without a token, none of the four operator RPCs answers (nothing acted on)
+            anonymous = GatewayClient(cfg.api, timeout=30)
+            for call in (lambda: anonymous.dead_letters(),
+                         lambda: anonymous.dead_letter_action("sqlite", "discard", [2]),
+                         lambda: anonymous.conflicts_list(),
+                         lambda: anonymous.conflicts_replay("shop.items", ["1/2/3/4"])):
+                try:
+                    await asyncio.to_thread(call)
+                    raise AssertionError("an operator RPC answered a call without a token")
+                except GatewayError as exc:
+                    assert exc.code == grpc.StatusCode.UNAUTHENTICATED, exc
+            assert node.status().appliers[0].dead_letters == 2
 
             # conflicts: a read token lists them, only an admin may replay
             listed = await asyncio.to_thread(lambda: reader.conflicts_list())
