@@ -16,12 +16,16 @@ class SchemaChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCHEMA_CHANGE_KIND_DROP_COLUMN: _ClassVar[SchemaChangeKind]
     SCHEMA_CHANGE_KIND_RENAME_COLUMN: _ClassVar[SchemaChangeKind]
     SCHEMA_CHANGE_KIND_DROP_TABLE: _ClassVar[SchemaChangeKind]
+    SCHEMA_CHANGE_KIND_CHANGE_TYPE: _ClassVar[SchemaChangeKind]
+    SCHEMA_CHANGE_KIND_CHANGE_PRIMARY_KEY: _ClassVar[SchemaChangeKind]
 SCHEMA_CHANGE_KIND_UNSPECIFIED: SchemaChangeKind
 SCHEMA_CHANGE_KIND_CREATE: SchemaChangeKind
 SCHEMA_CHANGE_KIND_ADD_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_DROP_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_RENAME_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_DROP_TABLE: SchemaChangeKind
+SCHEMA_CHANGE_KIND_CHANGE_TYPE: SchemaChangeKind
+SCHEMA_CHANGE_KIND_CHANGE_PRIMARY_KEY: SchemaChangeKind
 
 class ColumnDef(_message.Message):
     __slots__ = ("name", "type", "default_value", "not_null")
