@@ -83,7 +83,8 @@ def test_create_then_alter_rewrites_rows_and_checks_writes_against_each_version(
     _create(sm)
     assert sm.tables[T].version == 1
     _apply(sm, _txn(_insert(1, name="a")))
-    _apply(sm, _change(sm, plan_add_column, Column("c", "INTEGER", 0)), _txn(_insert(2, name="b", c=5)))
+    _apply(sm, _change(sm, plan_add_column, Column("c", "INTEGER", 0)),
+           _txn(_insert(2, name="b", c=5)))
     assert _row(sm, 1) == {"id": 1, "name": "a", "c": 0}
     assert _row(sm, 2) == {"id": 2, "name": "b", "c": 5}
     _apply(sm, _change(sm, plan_rename_column, "name", "title"))

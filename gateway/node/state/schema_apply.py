@@ -44,6 +44,7 @@ from gateway.schema.codec import (
     definition_from_proto,
     definition_to_proto,
     encode_event,
+    event_from_proto,
     event_id,
     field_type,
     type_name,
@@ -52,7 +53,8 @@ from gateway.schema.model import Column, SchemaError, SchemaEvent, TableDef
 from gateway.v1 import gateway_pb2, schema_pb2, value_pb2
 
 __all__ = ["HistoryItem", "SchemaApplied", "TableState", "apply_schema_entry", "definition_of",
-           "implicit_event", "load_definitions", "read_history", "table_schema_of"]
+           "implicit_event", "install_histories", "load_definitions", "read_history",
+           "schema_history_of", "table_schema_of"]
 
 _U64 = struct.Struct(">Q")
 _DEF = "sd:"
@@ -147,6 +149,41 @@ def read_history(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]], 
     """The applied events of ``table``, oldest first."""
     return [HistoryItem(_U64.unpack(v[:8])[0], decode_event(v[8:]))
             for _k, v in scan_prefix(history_prefix(table))]
+
+
+def schema_history_of(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]]
+                      ) -> list[schema_pb2.SchemaEvent]:
+    """Every table's applied events, per table oldest first (what a seed carries)."""
+    return [schema_pb2.SchemaEvent.FromString(v[9:])  # log index (8), then the type tag
+            for _k, v in scan_prefix(keys.meta_key(_HIST))]
+
+
+def install_histories(events: Iterable[schema_pb2.SchemaEvent], index: int, ops: Ops,
+                      scan_keys: Callable[[bytes, bytes], Iterator[bytes]]
+                      ) -> dict[str, TableState]:
+    """Install a seed's schema histories (``schema_history_of`` of the source) at log
+    ``index``: each table's history here is replaced by the source's and its definition is
+    the source's newest. Returns the tables' new states; an event that does not decode is
+    skipped (the table then keeps the state its events before it give)."""
+    by_table: dict[str, list[SchemaEvent]] = {}
+    for msg in events:
+        try:
+            e = event_from_proto(msg)
+        except (SchemaError, ValueError):
+            continue
+        by_table.setdefault(e.table, []).append(e)
+    out: dict[str, TableState] = {}
+    for table, evs in by_table.items():
+        prefix = history_prefix(table)
+        for k in scan_keys(prefix, prefix_end(prefix) or b""):
+            ops.append(meta_op(k, None))
+        after: TableDef | None = None
+        for e in evs:
+            after = e.definition
+            record_event(e, after, index, ops)
+        last = evs[-1]
+        out[table] = TableState(after, last.version, event_id(last))
+    return out
 
 
 def record_event(e: SchemaEvent, after: TableDef | None, index: int, ops: Ops) -> None:

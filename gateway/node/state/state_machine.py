@@ -461,6 +461,10 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
                 with contextlib.suppress(DecodeError):
                     schemas[name] = _schema_from_row(gateway_pb2.Row.FromString(raw))
             self.schemas = schemas
+        if got.tables is not None or got.schemas:  # definitions of the seeded shapes
+            self.tables = {**load_definitions(lambda _p: (), self.schemas), **self.tables,
+                           **(got.tables or {})}
+            self._heads.clear()
 
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
         """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``)."""
