@@ -431,6 +431,9 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):
         click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
+    for t in st.tables:  # schema versions (gateway schema show|history)
+        click.echo(f"  table {t.table} version {t.version}"
+                   + (" (dropped)" if t.dropped else " (implicit)" if t.implicit else ""))
 
 
 def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:

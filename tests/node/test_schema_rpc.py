@@ -109,6 +109,13 @@ def test_ddl_through_sql_and_rpc_is_replicated_checked_refused_and_kept(tmp_path
                 except GatewayError as exc:
                     assert exc.code == code, exc
             assert leader.sm.tables["shop.items"].version == 4
+            # Status shows each table's version
+            st = await asyncio.to_thread(lambda: reader.status())
+            assert [(t.table, t.version, t.implicit) for t in st.tables] == [
+                ("shop.items", 4, False), ("shop.logs", 1, True)]
+            out = await asyncio.to_thread(_cli, "status", "--target", api, "--token", "r")
+            assert "  table shop.items version 4" in _lines(out), out.output
+            assert "  table shop.logs version 1 (implicit)" in _lines(out), out.output
         # after a restart of the whole cluster: the same definitions and versions
         async with running(*cfgs) as nodes:
             await leader_of(nodes)

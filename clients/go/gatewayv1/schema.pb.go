@@ -349,6 +349,75 @@ func (x *SchemaEvent) GetParent() []byte {
 	return nil
 }
 
+// TableVersion: one table's schema version as Status shows it.
+type TableVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Dropped       bool                   `protobuf:"varint,3,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Implicit      bool                   `protobuf:"varint,4,opt,name=implicit,proto3" json:"implicit,omitempty"` // defined by its first write, never by CREATE TABLE or ALTER TABLE
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TableVersion) Reset() {
+	*x = TableVersion{}
+	mi := &file_gateway_v1_schema_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableVersion) ProtoMessage() {}
+
+func (x *TableVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_schema_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableVersion.ProtoReflect.Descriptor instead.
+func (*TableVersion) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TableVersion) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *TableVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *TableVersion) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
+}
+
+func (x *TableVersion) GetImplicit() bool {
+	if x != nil {
+		return x.Implicit
+	}
+	return false
+}
+
 // SchemaChangeRequest asks for one change; exactly one of the fields after `table` is used,
 // chosen by `kind`. `base_version`, when not 0, refuses the change unless the table is at
 // that version (optimistic concurrency for tools).
@@ -368,7 +437,7 @@ type SchemaChangeRequest struct {
 
 func (x *SchemaChangeRequest) Reset() {
 	*x = SchemaChangeRequest{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[3]
+	mi := &file_gateway_v1_schema_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +449,7 @@ func (x *SchemaChangeRequest) String() string {
 func (*SchemaChangeRequest) ProtoMessage() {}
 
 func (x *SchemaChangeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[3]
+	mi := &file_gateway_v1_schema_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +462,7 @@ func (x *SchemaChangeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaChangeRequest.ProtoReflect.Descriptor instead.
 func (*SchemaChangeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{3}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SchemaChangeRequest) GetTable() string {
@@ -463,7 +532,7 @@ type SchemaChangeResponse struct {
 
 func (x *SchemaChangeResponse) Reset() {
 	*x = SchemaChangeResponse{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[4]
+	mi := &file_gateway_v1_schema_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +544,7 @@ func (x *SchemaChangeResponse) String() string {
 func (*SchemaChangeResponse) ProtoMessage() {}
 
 func (x *SchemaChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[4]
+	mi := &file_gateway_v1_schema_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +557,7 @@ func (x *SchemaChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaChangeResponse.ProtoReflect.Descriptor instead.
 func (*SchemaChangeResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{4}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SchemaChangeResponse) GetDefinition() *TableDefinition {
@@ -521,7 +590,7 @@ type ShowTableRequest struct {
 
 func (x *ShowTableRequest) Reset() {
 	*x = ShowTableRequest{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[5]
+	mi := &file_gateway_v1_schema_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +602,7 @@ func (x *ShowTableRequest) String() string {
 func (*ShowTableRequest) ProtoMessage() {}
 
 func (x *ShowTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[5]
+	mi := &file_gateway_v1_schema_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +615,7 @@ func (x *ShowTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowTableRequest.ProtoReflect.Descriptor instead.
 func (*ShowTableRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{5}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShowTableRequest) GetTable() string {
@@ -566,7 +635,7 @@ type ShowTableResponse struct {
 
 func (x *ShowTableResponse) Reset() {
 	*x = ShowTableResponse{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[6]
+	mi := &file_gateway_v1_schema_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +647,7 @@ func (x *ShowTableResponse) String() string {
 func (*ShowTableResponse) ProtoMessage() {}
 
 func (x *ShowTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[6]
+	mi := &file_gateway_v1_schema_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +660,7 @@ func (x *ShowTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShowTableResponse.ProtoReflect.Descriptor instead.
 func (*ShowTableResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{6}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ShowTableResponse) GetDefinition() *TableDefinition {
@@ -617,7 +686,7 @@ type SchemaHistoryRequest struct {
 
 func (x *SchemaHistoryRequest) Reset() {
 	*x = SchemaHistoryRequest{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[7]
+	mi := &file_gateway_v1_schema_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +698,7 @@ func (x *SchemaHistoryRequest) String() string {
 func (*SchemaHistoryRequest) ProtoMessage() {}
 
 func (x *SchemaHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[7]
+	mi := &file_gateway_v1_schema_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +711,7 @@ func (x *SchemaHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaHistoryRequest.ProtoReflect.Descriptor instead.
 func (*SchemaHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{7}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SchemaHistoryRequest) GetTable() string {
@@ -662,7 +731,7 @@ type SchemaHistoryResponse struct {
 
 func (x *SchemaHistoryResponse) Reset() {
 	*x = SchemaHistoryResponse{}
-	mi := &file_gateway_v1_schema_proto_msgTypes[8]
+	mi := &file_gateway_v1_schema_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +743,7 @@ func (x *SchemaHistoryResponse) String() string {
 func (*SchemaHistoryResponse) ProtoMessage() {}
 
 func (x *SchemaHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_schema_proto_msgTypes[8]
+	mi := &file_gateway_v1_schema_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +756,7 @@ func (x *SchemaHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaHistoryResponse.ProtoReflect.Descriptor instead.
 func (*SchemaHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{8}
+	return file_gateway_v1_schema_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SchemaHistoryResponse) GetEvents() []*SchemaEvent {
@@ -734,7 +803,12 @@ const file_gateway_v1_schema_proto_rawDesc = "" +
 	"\x06origin\x18\b \x01(\tR\x06origin\x12\x1a\n" +
 	"\bimplicit\x18\t \x01(\bR\bimplicit\x12\x16\n" +
 	"\x06parent\x18\n" +
-	" \x01(\fR\x06parent\"\xb7\x02\n" +
+	" \x01(\fR\x06parent\"t\n" +
+	"\fTableVersion\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\adropped\x18\x03 \x01(\bR\adropped\x12\x1a\n" +
+	"\bimplicit\x18\x04 \x01(\bR\bimplicit\"\xb7\x02\n" +
 	"\x13SchemaChangeRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x120\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1c.gateway.v1.SchemaChangeKindR\x04kind\x12/\n" +
@@ -791,24 +865,25 @@ func file_gateway_v1_schema_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_schema_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_schema_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_gateway_v1_schema_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_gateway_v1_schema_proto_goTypes = []any{
 	(SchemaChangeKind)(0),         // 0: gateway.v1.SchemaChangeKind
 	(*ColumnDef)(nil),             // 1: gateway.v1.ColumnDef
 	(*TableDefinition)(nil),       // 2: gateway.v1.TableDefinition
 	(*SchemaEvent)(nil),           // 3: gateway.v1.SchemaEvent
-	(*SchemaChangeRequest)(nil),   // 4: gateway.v1.SchemaChangeRequest
-	(*SchemaChangeResponse)(nil),  // 5: gateway.v1.SchemaChangeResponse
-	(*ShowTableRequest)(nil),      // 6: gateway.v1.ShowTableRequest
-	(*ShowTableResponse)(nil),     // 7: gateway.v1.ShowTableResponse
-	(*SchemaHistoryRequest)(nil),  // 8: gateway.v1.SchemaHistoryRequest
-	(*SchemaHistoryResponse)(nil), // 9: gateway.v1.SchemaHistoryResponse
-	(FieldType)(0),                // 10: gateway.v1.FieldType
-	(*Value)(nil),                 // 11: gateway.v1.Value
+	(*TableVersion)(nil),          // 4: gateway.v1.TableVersion
+	(*SchemaChangeRequest)(nil),   // 5: gateway.v1.SchemaChangeRequest
+	(*SchemaChangeResponse)(nil),  // 6: gateway.v1.SchemaChangeResponse
+	(*ShowTableRequest)(nil),      // 7: gateway.v1.ShowTableRequest
+	(*ShowTableResponse)(nil),     // 8: gateway.v1.ShowTableResponse
+	(*SchemaHistoryRequest)(nil),  // 9: gateway.v1.SchemaHistoryRequest
+	(*SchemaHistoryResponse)(nil), // 10: gateway.v1.SchemaHistoryResponse
+	(FieldType)(0),                // 11: gateway.v1.FieldType
+	(*Value)(nil),                 // 12: gateway.v1.Value
 }
 var file_gateway_v1_schema_proto_depIdxs = []int32{
-	10, // 0: gateway.v1.ColumnDef.type:type_name -> gateway.v1.FieldType
-	11, // 1: gateway.v1.ColumnDef.default_value:type_name -> gateway.v1.Value
+	11, // 0: gateway.v1.ColumnDef.type:type_name -> gateway.v1.FieldType
+	12, // 1: gateway.v1.ColumnDef.default_value:type_name -> gateway.v1.Value
 	1,  // 2: gateway.v1.TableDefinition.columns:type_name -> gateway.v1.ColumnDef
 	0,  // 3: gateway.v1.SchemaEvent.kind:type_name -> gateway.v1.SchemaChangeKind
 	1,  // 4: gateway.v1.SchemaEvent.column:type_name -> gateway.v1.ColumnDef
@@ -820,12 +895,12 @@ var file_gateway_v1_schema_proto_depIdxs = []int32{
 	2,  // 10: gateway.v1.ShowTableResponse.definition:type_name -> gateway.v1.TableDefinition
 	3,  // 11: gateway.v1.SchemaHistoryResponse.events:type_name -> gateway.v1.SchemaEvent
 	3,  // 12: gateway.v1.SchemaHistoryResponse.lost:type_name -> gateway.v1.SchemaEvent
-	4,  // 13: gateway.v1.Schema.ChangeSchema:input_type -> gateway.v1.SchemaChangeRequest
-	6,  // 14: gateway.v1.Schema.ShowTable:input_type -> gateway.v1.ShowTableRequest
-	8,  // 15: gateway.v1.Schema.SchemaHistory:input_type -> gateway.v1.SchemaHistoryRequest
-	5,  // 16: gateway.v1.Schema.ChangeSchema:output_type -> gateway.v1.SchemaChangeResponse
-	7,  // 17: gateway.v1.Schema.ShowTable:output_type -> gateway.v1.ShowTableResponse
-	9,  // 18: gateway.v1.Schema.SchemaHistory:output_type -> gateway.v1.SchemaHistoryResponse
+	5,  // 13: gateway.v1.Schema.ChangeSchema:input_type -> gateway.v1.SchemaChangeRequest
+	7,  // 14: gateway.v1.Schema.ShowTable:input_type -> gateway.v1.ShowTableRequest
+	9,  // 15: gateway.v1.Schema.SchemaHistory:input_type -> gateway.v1.SchemaHistoryRequest
+	6,  // 16: gateway.v1.Schema.ChangeSchema:output_type -> gateway.v1.SchemaChangeResponse
+	8,  // 17: gateway.v1.Schema.ShowTable:output_type -> gateway.v1.ShowTableResponse
+	10, // 18: gateway.v1.Schema.SchemaHistory:output_type -> gateway.v1.SchemaHistoryResponse
 	16, // [16:19] is the sub-list for method output_type
 	13, // [13:16] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
@@ -845,7 +920,7 @@ func file_gateway_v1_schema_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_schema_proto_rawDesc), len(file_gateway_v1_schema_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

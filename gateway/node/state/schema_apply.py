@@ -64,11 +64,12 @@ _HIST = "sh:"
 @dataclass(frozen=True)
 class TableState:
     """A table's definition (None when dropped), version and newest event's id (``head``:
-    the parent of its next change)."""
+    the parent of its next change); ``implicit``: its newest event is a first write's shape."""
 
     definition: TableDef | None
     version: int
     head: bytes
+    implicit: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,14 +134,15 @@ def load_definitions(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]
         name = k[len(prefix):].decode()
         msg = schema_pb2.TableDefinition.FromString(v)
         d = definition_from_proto(msg) if msg.columns else None
-        head = b""
-        for _hk, hv in scan_prefix(history_prefix(name)):
-            head = event_id(decode_event(hv[8:]))  # the newest is the last in key order
-        out[name] = TableState(d, msg.version, head)
+        head, implicit = b"", False
+        for _hk, hv in scan_prefix(history_prefix(name)):  # the newest is the last
+            e = decode_event(hv[8:])
+            head, implicit = event_id(e), e.implicit
+        out[name] = TableState(d, msg.version, head, implicit)
     for name, schema in schemas.items():
         if name not in out:
             e = implicit_event(name, schema, "")
-            out[name] = TableState(e.definition, 1, b"")
+            out[name] = TableState(e.definition, 1, b"", True)
     return out
 
 
@@ -182,7 +184,7 @@ def install_histories(events: Iterable[schema_pb2.SchemaEvent], index: int, ops:
             after = e.definition
             record_event(e, after, index, ops)
         last = evs[-1]
-        out[table] = TableState(after, last.version, event_id(last))
+        out[table] = TableState(after, last.version, event_id(last), last.implicit)
     return out
 
 
@@ -223,7 +225,7 @@ def apply_schema_entry(tables: Mapping[str, TableState], schemas: Mapping[str, T
     _rewrite_rows(e, after, ops, scan)
     record_event(e, after, index, ops)
     new_tables = dict(tables)
-    new_tables[e.table] = TableState(after, e.version, event_id(e))
+    new_tables[e.table] = TableState(after, e.version, event_id(e), e.implicit)
     new_schemas = dict(schemas)
     if after is None:
         new_schemas.pop(e.table, None)

@@ -316,7 +316,7 @@ class TransactionApply:
             e = implicit_event(name, schema, origin, have.version if have is not None else 0)
             record_event(e, e.definition, index, ops)
             self.tables = {**self.tables, name: TableState(e.definition, e.version,
-                                                           event_id(e))}
+                                                           event_id(e), True)}
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)

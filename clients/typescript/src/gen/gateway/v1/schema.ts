@@ -156,6 +156,15 @@ export interface SchemaEvent {
   parent: Buffer;
 }
 
+/** TableVersion: one table's schema version as Status shows it. */
+export interface TableVersion {
+  table: string;
+  version: bigint;
+  dropped: boolean;
+  /** defined by its first write, never by CREATE TABLE or ALTER TABLE */
+  implicit: boolean;
+}
+
 /**
  * SchemaChangeRequest asks for one change; exactly one of the fields after `table` is used,
  * chosen by `kind`. `base_version`, when not 0, refuses the change unless the table is at
@@ -694,6 +703,126 @@ export const SchemaEvent: MessageFns<SchemaEvent> = {
     message.origin = object.origin ?? "";
     message.implicit = object.implicit ?? false;
     message.parent = object.parent ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseTableVersion(): TableVersion {
+  return { table: "", version: 0n, dropped: false, implicit: false };
+}
+
+export const TableVersion: MessageFns<TableVersion> = {
+  encode(message: TableVersion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== "") {
+      writer.uint32(10).string(message.table);
+    }
+    if (message.version !== 0n) {
+      if (BigInt.asUintN(64, message.version) !== message.version) {
+        throw new globalThis.Error("value provided for field message.version of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.version);
+    }
+    if (message.dropped !== false) {
+      writer.uint32(24).bool(message.dropped);
+    }
+    if (message.implicit !== false) {
+      writer.uint32(32).bool(message.implicit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TableVersion {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTableVersion();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.version = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.dropped = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.implicit = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TableVersion {
+    return {
+      table: isSet(object.table) ? globalThis.String(object.table) : "",
+      version: isSet(object.version) ? BigInt(object.version) : 0n,
+      dropped: isSet(object.dropped) ? globalThis.Boolean(object.dropped) : false,
+      implicit: isSet(object.implicit) ? globalThis.Boolean(object.implicit) : false,
+    };
+  },
+
+  toJSON(message: TableVersion): unknown {
+    const obj: any = {};
+    if (message.table !== "") {
+      obj.table = message.table;
+    }
+    if (message.version !== 0n) {
+      obj.version = message.version.toString();
+    }
+    if (message.dropped !== false) {
+      obj.dropped = message.dropped;
+    }
+    if (message.implicit !== false) {
+      obj.implicit = message.implicit;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TableVersion>, I>>(base?: I): TableVersion {
+    return TableVersion.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TableVersion>, I>>(object: I): TableVersion {
+    const message = createBaseTableVersion();
+    message.table = object.table ?? "";
+    message.version = (object.version !== undefined && object.version !== null) ? BigInt(object.version) : 0n;
+    message.dropped = object.dropped ?? false;
+    message.implicit = object.implicit ?? false;
     return message;
   },
 };
