@@ -62,6 +62,13 @@ def test_ddl_through_sql_and_rpc_is_replicated_checked_refused_and_kept(tmp_path
             except GatewayError as exc:
                 assert exc.code == grpc.StatusCode.INVALID_ARGUMENT
                 assert "shop.items has no column 'color'" in exc.details, exc.details
+            try:  # a declared NOT NULL column
+                await asyncio.to_thread(lambda: c.write(
+                    [row_insert("shop.items", {"id": 2}, {"name": None})]))
+                raise AssertionError("a NULL in a NOT NULL column was accepted")
+            except GatewayError as exc:
+                assert exc.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert "shop.items.name is NOT NULL" in exc.details, exc.details
             # changes that cannot be applied everywhere: FAILED_PRECONDITION with the reason
             for text, why in (("ALTER TABLE shop.items DROP COLUMN id",
                                "cannot drop a primary-key column"),

@@ -103,7 +103,9 @@ def history_prefix(table: str) -> bytes:
 def table_schema_of(d: TableDef) -> TableSchema:
     """The first-seen shape ``validation`` checks writes against, of definition ``d``."""
     types = {c.name: field_type(c.type) for c in d.columns}
-    return TableSchema(tuple((k, types[k]) for k in d.primary_key), types)
+    return TableSchema(tuple((k, types[k]) for k in d.primary_key), types,
+                       frozenset(c.name for c in d.columns
+                                 if not c.nullable and c.name not in d.primary_key))
 
 
 def definition_of(name: str, schema: TableSchema, version: int = 1) -> TableDef:
