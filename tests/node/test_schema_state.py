@@ -153,5 +153,7 @@ def test_drop_table_deletes_its_rows_and_a_new_first_write_continues_the_version
     _apply(sm, _txn(_insert(1, name="a")), _change(sm, plan_drop_table))
     assert sm.get_row("app", "items", [value_pb2.Value(int_value=1)]) is None
     assert T not in sm.schemas and sm.tables[T].definition is None
+    dropped = sm.tables[T].head
     _apply(sm, _txn(_insert(2, c=1)))
     assert sm.tables[T].version == 3 and sm.schemas[T].columns["c"] == FT.FIELD_TYPE_INTEGER
+    assert read_history(sm.store.scan_prefix, T)[-1].event.parent == dropped

@@ -118,11 +118,13 @@ def definition_of(name: str, schema: TableSchema, version: int = 1) -> TableDef:
     return TableDef(name, version, tuple(cols), tuple(n for n, _ in schema.key_fields))
 
 
-def implicit_event(name: str, schema: TableSchema, origin: str, last_version: int = 0
-                   ) -> SchemaEvent:
-    """The implicit ``create`` of a table first written without a definition."""
+def implicit_event(name: str, schema: TableSchema, origin: str, last_version: int = 0,
+                   parent: bytes = b"") -> SchemaEvent:
+    """The implicit ``create`` of a table first written without a definition (``parent``:
+    the table's ``drop_table`` when it had been defined before)."""
     d = definition_of(name, schema, last_version + 1)
-    return SchemaEvent(name, d.version, "create", definition=d, origin=origin, implicit=True)
+    return SchemaEvent(name, d.version, "create", definition=d, origin=origin, implicit=True,
+                       parent=parent)
 
 
 def load_definitions(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]],

@@ -313,7 +313,8 @@ class TransactionApply:
             self.schemas[name] = schema
             ops.append(meta_op(keys.schema_key(name), schema_to_row(name, schema)))
             have = self.tables.get(name)
-            e = implicit_event(name, schema, origin, have.version if have is not None else 0)
+            e = implicit_event(name, schema, origin, *((have.version, have.head)
+                                                       if have is not None else (0, b"")))
             record_event(e, e.definition, index, ops)
             self.tables = {**self.tables, name: TableState(e.definition, e.version,
                                                            event_id(e), True)}
