@@ -133,12 +133,13 @@ def test_an_added_column_reaches_the_replica_and_old_version_writes_get_its_defa
 def test_a_write_to_a_renamed_columns_old_name_lands_in_the_new_one(tmp_path) -> None:
     a, b = _pair(tmp_path)
     _create(a, b)
+    a.write(_insert(1, name="before"))  # sent in the same epoch as the rename after it
     a.change(plan_rename_column, "name", "title")
     b.write(_insert(11, name="written-as-name"))  # concurrent with the rename
     a.receive(b)
     b.receive(a)
     assert a.names() == b.names() == ("id", "title")
-    assert a.rows() == b.rows() == {11: {"title": "written-as-name"}}
+    assert a.rows() == b.rows() == {1: {"title": "before"}, 11: {"title": "written-as-name"}}
     assert not any(c.sm.conflict_counters.get("from1", {}).get("quarantined_trans_count")
                    for c in (a, b))
 

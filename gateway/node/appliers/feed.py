@@ -46,6 +46,10 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_SCHEMA = TypeTag.SCHEMA_EVENT
+_SCHEMA_BYTE = bytes([_SCHEMA])
+#: How far back a resumed reader looks for schema events of the epoch it resumes in.
+_SCHEMA_BACK = 256
 _SEED = TypeTag.SEED_INSTALL
 
 
@@ -254,6 +258,27 @@ class ChangeFeed:
                 lo = got[0] + 1
         return answer, found
 
+    def _back_to_schema(self, index: int) -> int:
+        """``index``, or the first of the entries without an epoch just before it when one
+        of them is a schema event: a SCHEMA_EVENT entry carries no epoch (it belongs to the
+        epoch of the next record, see ``events``), so a reader resuming after the epoch
+        before it must read it again."""
+        storage = self._driver.storage
+        lo = max(storage.first_index(), index - _SCHEMA_BACK)
+        if lo >= index:
+            return index
+        try:
+            back = storage.entries(lo, index, NO_LIMIT)
+        except CompactedError:
+            return index
+        start = index
+        for e in reversed(back):
+            if entry_epoch(e):
+                break
+            if e.type == EntryType.NORMAL and e.data[:1] == _SCHEMA_BYTE:
+                start = e.index
+        return start
+
     def _compacted(self) -> bool:
         return self._driver.storage.first_index() > 2
 
@@ -295,7 +320,7 @@ class ChangeFeed:
                 raise InvalidRequest("after_epoch", f"epoch {epoch} of cluster {me} is before "
                                      f"the log's start (compacted; the log starts at index "
                                      f"{drv.storage.first_index()}); resync from a snapshot")
-            return answer
+            return self._back_to_schema(answer)
 
         def probe(e: Entry) -> int | None:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _UNIT:
@@ -379,7 +404,8 @@ class ChangeFeed:
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, apply_status=it.apply_status,
                         epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
-        out = _schema_epoch(out, 0)
+        if tag != _SCHEMA:  # a SCHEMA_EVENT entry's events take the next record's epoch
+            out = _schema_epoch(out, 0)
         if out:
             out[-1].entry_end = True
         return out
@@ -396,6 +422,9 @@ class ChangeFeed:
         drv = self._driver
         storage = drv.storage
         nxt = start
+        #: the events of SCHEMA_EVENT entries until the next record gives their epoch (the
+        #: leader seals the epoch the entry was proposed in: a marker follows)
+        held: list[gateway_pb2.ChangeEvent] = []
         while True:
             self._not_compacted(nxt)
             hi = min(drv.sm.applied_index + 1, nxt + 512)
@@ -431,6 +460,13 @@ class ChangeFeed:
                     raise InvalidRequest("from_log_index", f"the segments of the replicated "
                                          f"epoch ending at index {e.index} were compacted "
                                          f"while streaming (resync from a snapshot)") from None
+                if held and evs:  # a schema entry's events join the next record's epoch
+                    for h in held:
+                        h.epoch = evs[0].epoch
+                    evs, held = held + evs, []
+                if evs and not evs[0].epoch:
+                    held += evs
+                    evs = []
                 for ev in evs:
                     yield ev
                 nxt = e.index + 1

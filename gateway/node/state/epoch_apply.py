@@ -78,7 +78,7 @@ from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
 from gateway.raft import Entry
 from gateway.replication import ReplicationState, join_segments, transactions
 from gateway.schema.codec import event_from_proto
-from gateway.schema.model import SchemaError
+from gateway.schema.model import SchemaError, SchemaEvent
 from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, transaction_pb2
 
 __all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "seg_key"]
@@ -171,14 +171,15 @@ class EpochApply(TransactionApply):
         reason = self.replication.refusal(unit)
         if reason is not None:
             return self._refuse_unit(e, ops, reason, unit)
-        schema_lost = self._apply_schema_items(unit, e.index, ops, overlay)
+        schema_lost, pending = self._apply_schema_items(unit, e.index, ops, overlay)
         txns = transactions(unit.items)
         payloads = _payloads(segments, len(txns))
         received = list(txns)  # the transactions ``payloads`` holds the bytes of
         store = self.store
         for t_no, txn in enumerate(txns):  # written under another version of a table
             fitted = upcast_transaction(txn, self.tables,
-                                        lambda name: renames_of(store.scan_prefix, name))
+                                        lambda name: renames_of(store.scan_prefix, name,
+                                                                pending))
             if fitted is not None:
                 txns[t_no] = fitted
         schemas = dict(self.schemas)
@@ -292,15 +293,17 @@ class EpochApply(TransactionApply):
             epoch=unit.local_epoch, log_index=e.index))
 
     def _apply_schema_items(self, unit: replication_pb2.ReplicatedEpoch, index: int,
-                            ops: Ops, overlay: dict[bytes, bytes | None]) -> int:
+                            ops: Ops, overlay: dict[bytes, bytes | None]
+                            ) -> tuple[int, list[SchemaEvent]]:
         """Apply the schema events ``unit`` carries (``schema_replica``) before its
         transactions; returns how many events lost here (the channel's
-        ``schema_lost_count``). The batch so far is written first, so the rows they rewrite
-        are read from the store; the rewritten rows join ``overlay``."""
+        ``schema_lost_count``) and the events applied (in ``ops``, not in the store yet).
+        The batch so far is written first, so the rows they rewrite are read from the store;
+        the rewritten rows join ``overlay``."""
         items = [it.schema_event for it in unit.items
                  if it.WhichOneof("item") == "schema_event"]
         if not items:
-            return 0
+            return 0, []
         if ops:
             self._write(ops, index - 1)
             ops.clear()
@@ -328,7 +331,7 @@ class EpochApply(TransactionApply):
                         lost.event.origin or "?", lost.cause)
         for k, v, _, _, _ in ops:
             overlay[k] = v
-        return len(out.lost)
+        return len(out.lost), out.applied
 
     def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
         """The conflict functions known here; when ``need`` is not one of them, the plugins'

@@ -179,10 +179,13 @@ def apply_replicated_event(tables: Mapping[str, TableState],
     _set_state(e.table, target, head, cur_tables, cur_schemas, ops, shape_row, out)
 
 
-def renames_of(scan_prefix: ScanPrefix, table: str) -> list[tuple[str, str]]:
-    """The renames of ``table``'s applied history, oldest first."""
-    return [(h.event.old_name, h.event.new_name) for h in read_history(scan_prefix, table)
-            if h.event.kind == "rename_column"]
+def renames_of(scan_prefix: ScanPrefix, table: str, pending: list[SchemaEvent] | None = None
+               ) -> list[tuple[str, str]]:
+    """The renames of ``table``'s applied history, oldest first; ``pending``: the events
+    applied by the running entry (not in the store yet)."""
+    chain = _with_pending([h.event for h in read_history(scan_prefix, table)], table,
+                          pending or [])
+    return [(e.old_name, e.new_name) for e in chain if e.kind == "rename_column"]
 
 
 def encode_def_dropped(head: SchemaEvent) -> bytes:

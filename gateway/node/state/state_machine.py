@@ -368,7 +368,8 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
             if e.type != EntryType.NORMAL or not data:
                 continue  # a leader no-op, a configuration change: only the index moves
             tag = data[0]
-            if not self.epoch_open and (tag == _TXN or (tag == _UNIT and _has_txns(data))):
+            if not self.epoch_open and (tag in (_TXN, _SCHEMA)
+                                        or (tag == _UNIT and _has_txns(data))):
                 # a unit without transactions (reflections only) gets no marker from the
                 # leader (``Sequencer.unit_proposed``): it must not hold a seed pin back
                 self.epoch_open = self._seal_dirty = True
