@@ -333,6 +333,11 @@ class RaftLogStorage:
             if max(drop, fits):
                 self._drop_cached(max(drop, fits))
 
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of entry data in the in-memory tail (at most ``cache_bytes``)."""
+        return self._cached_bytes
+
     def _drop_cached(self, n: int) -> None:
         """Forget the ``n`` oldest cached entries (under ``_lock``)."""
         self._cached_bytes -= sum(len(e.data) for e in self._cache[:n])
