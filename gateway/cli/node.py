@@ -223,6 +223,7 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     from gateway.appliers.contract import ApplierConfigError
     from gateway.node.base.config import ConfigError
     from gateway.node.loop import gc_policy
+    from gateway.node.loop.malloc_trim import MallocTrimmer
     from gateway.node.server import GatewayNode, NodeStartError
     from gateway.plugins import PluginError
 
@@ -232,6 +233,8 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
         raise _StartFailed(str(exc)) from None
     gc_policy.settle()  # start-up's objects are never traced again (gateway.node.loop.gc_policy)
+    trimmer = MallocTrimmer(cfg.malloc_trim_ms / 1000)  # freed memory back to the OS
+    trimmer.start()
     _report_memory(node)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -247,6 +250,7 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     for w in pending:
         w.cancel()
     await node.stop()
+    trimmer.stop()
     if node.failure:
         raise _StartFailed(f"node {cfg.node_id} stopped: {node.failure}")
 

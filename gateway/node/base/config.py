@@ -127,6 +127,9 @@ class NodeConfig:
     max_immutable_memtables: int = 2
     block_cache_bytes: int = 32 << 20
     log_cache_bytes: int = 32 << 20
+    #: How often ``gateway run`` gives the memory glibc's allocator keeps after ``free`` back
+    #: to the OS (``gateway.node.loop.malloc_trim``; 0: never).
+    malloc_trim_ms: int = 1000
     #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
     #: cluster, when the file system of this node's log has less than this many bytes free
     #: (0: never), checked every ``space_check_ms``.
@@ -197,7 +200,8 @@ class NodeConfig:
             raise ConfigError(f"max_request_bytes: must be between {MIN_REQUEST_BYTES} and "
                               f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
         for key, low in (("memtable_bytes", MIN_MEMTABLE_BYTES), ("block_cache_bytes", 0),
-                         ("log_cache_bytes", 0), ("max_immutable_memtables", 1)):
+                         ("log_cache_bytes", 0), ("max_immutable_memtables", 1),
+                         ("malloc_trim_ms", 0)):
             if getattr(self, key) < low:
                 raise ConfigError(f"{key}: must be at least {low}, not {getattr(self, key)}")
         if self.min_free_bytes < 0:
@@ -351,7 +355,7 @@ def parse_peers(text: str) -> dict[int, str]:
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
              "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes",
              "min_free_bytes", "space_check_ms", "memtable_bytes", "max_immutable_memtables",
-             "block_cache_bytes", "log_cache_bytes"}
+             "block_cache_bytes", "log_cache_bytes", "malloc_trim_ms"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync", "insecure_peer"}
