@@ -18,10 +18,13 @@ totals and its own accounting of the memtables, the block cache and the Raft log
 tail. Printed: each cell's rows/s (``bench_node``'s table: the write figures of every
 configuration in the same run, so a smaller bound that costs speed shows), each node's peak
 RSS (``VmHWM``, leader first) beside etcd's members' and the ratio of the largest to etcd's
-largest, and for each node the breakdown at its peak line -- ``start`` (the resident set once
-serving, before any load: interpreter, imports, gRPC), ``code``, ``tables`` (mapped table
-files, reclaimable), the components, ``malloc free`` (freed, kept by the allocator) and the
-rest -- and the largest each component reached. ``--trace N`` also traces Python allocations
+largest, and for each node the breakdown at its peak line -- ``code``, ``tables`` (mapped table
+files, reclaimable), ``files``, the components, ``start (rest)`` (the rest of the resident set
+once serving, before any load: the interpreter's objects, imports, gRPC) and ``other`` (what is
+left: requests and entries in flight, the applier's SQLite, gRPC's buffers, and memory the
+allocator keeps after ``free``) -- the largest each component reached, and glibc's totals
+(``used``; ``free``: kept in free chunks, resident until the node's trimmer gives the pages
+back, ``malloc_trim_ms``, though the count stays). ``--trace N`` also traces Python allocations
 in the nodes (slow: rows/s are then not comparable) and prints the N modules holding the most
 at the peak.
 """
@@ -43,6 +46,10 @@ if str(HERE) not in sys.path:
 import bench_node as bn  # noqa: E402
 
 MiB = 1 << 20
+#: Report keys that count events rather than bytes (``log_file_reads``: reads of entries
+#: older than the log's in-memory tail, answered from its files -- what a smaller
+#: ``log_cache_bytes`` costs).
+COUNTS = "_reads"
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
@@ -71,17 +78,19 @@ def breakdown(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """The peak line's figures split by component (MiB), the start's resident set and the
     largest each component reached."""
     first, peak = lines[0], max(lines, key=lambda ln: ln["rss"])
-    comp = peak["components"]
+    comp = {k: v for k, v in peak["components"].items() if not k.endswith(COUNTS)}
     maps = peak["maps"]
-    free = peak["malloc"].get("free", 0)
-    parts = {"code": maps["code"], "tables": maps["tables"], "files": maps["files"], **comp,
-             "malloc free": free}
+    parts = {"code": maps["code"], "tables": maps["tables"], "files": maps["files"], **comp}
     start_rest = first["rss"] - first["maps"]["code"] - first["maps"]["tables"] \
-        - first["maps"]["files"] - sum(first["components"].values())
+        - first["maps"]["files"] - sum(v for k, v in first["components"].items()
+                                       if not k.endswith(COUNTS))
     parts["start (rest)"] = max(start_rest, 0)
     parts["other"] = peak["rss"] - sum(parts.values())
     largest = {k: max(ln["components"][k] for ln in lines) for k in comp}
+    counts = {k: v - first["components"][k] for k, v in lines[-1]["components"].items()
+              if k.endswith(COUNTS)}
     return {"rss": peak["rss"], "hwm": lines[-1]["hwm"], "start": first["rss"],
+            "counts": counts,
             "parts": parts, "largest": largest, "threads": peak["threads"],
             "malloc": peak["malloc"], "gc": peak["gc"], "top": next(
                 (ln["top"] for ln in reversed(lines) if "top" in ln and ln["rss"] <= peak["rss"]),
@@ -106,7 +115,8 @@ def print_breakdown(system: str, pids: list[int], report_dir: Path, node_ids: li
               f"{b['rss'] / MiB:.0f} MiB = {parts} (MiB); start {b['start'] / MiB:.0f}; "
               f"largest: {largest}; threads {b['threads']}; malloc "
               + ", ".join(f"{k} {v / MiB:.0f}" for k, v in b["malloc"].items())
-              + f"; gc {b['gc']}", flush=True)
+              + f"; gc {b['gc']}; during the run: "
+              + ", ".join(f"{k} {v}" for k, v in b["counts"].items()), flush=True)
         if b["top"]:
             print("  traced Python allocations at the peak (MiB): " + ", ".join(
                 f"{name} {size / MiB:.1f}" for name, size in b["top"]), flush=True)

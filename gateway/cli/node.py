@@ -214,7 +214,8 @@ def _report_memory(node: GatewayNode) -> None:
         st = node.sm.store.stats()
         return {"memtable": st["memtable_bytes"], "immutable_memtables": st["immutable_bytes"],
                 "block_cache": st["cache_bytes"],
-                "raft_entry_cache": node.storage.cached_bytes}
+                "raft_entry_cache": node.storage.cached_bytes,
+                "log_file_reads": node.storage.file_reads}
 
     memory_report.start(node.config.node_id, components, node.sm.path)
 
