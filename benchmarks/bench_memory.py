@@ -133,7 +133,7 @@ def run_cluster(system: str, env: dict[str, str], sizes: list[str], duration: fl
         env = {**env, "GATEWAY_MEMORY_REPORT": str(report)}
         if trace:
             env["GATEWAY_MEMORY_TRACE"] = str(trace)
-        cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=env)
+        cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=env, start_timeout=60)
         try:
             address, pids = bn.start_gateway(cluster)
             by_pid = {n.proc.pid: i for i, n in cluster.nodes.items() if n.proc}
@@ -200,7 +200,11 @@ def main() -> None:
     loadgen = None if args.no_go else bn.build_loadgen(build.name)
     for system, env in configs:
         bn.quiesce(system)
-        got, mem = run_cluster(system, env, sizes, duration, loadgen, args.trace)
+        try:
+            got, mem = run_cluster(system, env, sizes, duration, loadgen, args.trace)
+        except Exception as exc:  # a cluster that did not start: the others still count
+            print(f"{system}: {type(exc).__name__}: {exc}", flush=True)
+            continue
         results += got
         peaks[system] = mem
     print()
