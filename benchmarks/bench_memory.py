@@ -92,7 +92,8 @@ def breakdown(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return {"rss": peak["rss"], "hwm": lines[-1]["hwm"], "start": first["rss"],
             "counts": counts,
             "parts": parts, "largest": largest, "threads": peak["threads"],
-            "malloc": peak["malloc"], "gc": peak["gc"], "top": next(
+            "malloc": peak["malloc"], "gc": peak["gc"], "traced": peak.get("traced"),
+            "top": next(
                 (ln["top"] for ln in reversed(lines) if "top" in ln and ln["rss"] <= peak["rss"]),
                 None)}
 
@@ -118,7 +119,8 @@ def print_breakdown(system: str, pids: list[int], report_dir: Path, node_ids: li
               + f"; gc {b['gc']}; during the run: "
               + ", ".join(f"{k} {v}" for k, v in b["counts"].items()), flush=True)
         if b["top"]:
-            print("  traced Python allocations at the peak (MiB): " + ", ".join(
+            print(f"  traced Python allocations at the peak: {(b['traced'] or 0) / MiB:.0f} "
+                  "MiB, by module (MiB): " + ", ".join(
                 f"{name} {size / MiB:.1f}" for name, size in b["top"]), flush=True)
     return peaks
 
@@ -131,8 +133,9 @@ def run_cluster(system: str, env: dict[str, str], sizes: list[str], duration: fl
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         report = Path(tmp) / "memory"
         env = {**env, "GATEWAY_MEMORY_REPORT": str(report)}
-        if trace:
-            env["GATEWAY_MEMORY_TRACE"] = str(trace)
+        if trace:  # tracing slows the nodes' loops: a longer election timeout (3 s) keeps
+            # a leader through the cells
+            env.update({"GATEWAY_MEMORY_TRACE": str(trace), "GATEWAY_ELECTION_TICKS": "60"})
         cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=env, start_timeout=60)
         try:
             address, pids = bn.start_gateway(cluster)
