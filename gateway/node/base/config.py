@@ -128,8 +128,9 @@ class NodeConfig:
     block_cache_bytes: int = 32 << 20
     log_cache_bytes: int = 32 << 20
     #: How often ``gateway run`` gives the memory glibc's allocator keeps after ``free`` back
-    #: to the OS (``gateway.node.loop.malloc_trim``; 0: never).
-    malloc_trim_ms: int = 1000
+    #: to the OS (``gateway.node.loop.malloc_trim``; 0: never, the default until a run on an
+    #: idle machine shows it costs no write throughput: docs/benchmarks.md, "Memory per node").
+    malloc_trim_ms: int = 0
     #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
     #: cluster, when the file system of this node's log has less than this many bytes free
     #: (0: never), checked every ``space_check_ms``.
