@@ -9,6 +9,7 @@
 //	goload -mode gw-scan -target ... -clients 16 -limit 1000
 //	goload -mode etcd-fill -target 127.0.0.1:2379 -keys 1000 -size 10
 //	goload -mode etcd-txn -target 127.0.0.1:2379 -clients 16 -batch 100 -consistency s
+//	goload -mode echo -target 127.0.0.1:7000 -clients 64
 //
 // Keys: gateway rows k = "r-%06d" of table bench.kv (value column v), etcd keys the same
 // strings; -keys of them are written by the fill modes and read by the others (client c's
@@ -115,6 +116,8 @@ func main() {
 		call = gwCall(*mode, *target, *conns, *keys, *batch, *limit, level)
 	case "etcd-txn":
 		call = etcdTxn(*target, *conns, *keys, *batch, *consistency == "s")
+	case "echo":
+		call = echo(*target, *conns, value)
 	default:
 		fail(fmt.Sprintf("unknown -mode %q", *mode))
 	}
@@ -191,7 +194,9 @@ func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consist
 		stubs[i] = pb.NewGatewayClient(conn)
 		reads[i] = pb.NewReadsClient(conn)
 	}
-	key := func(i int) []*pb.Value { return []*pb.Value{{Kind: &pb.Value_StringValue{StringValue: keyOf(i % keys)}}} }
+	key := func(i int) []*pb.Value {
+		return []*pb.Value{{Kind: &pb.Value_StringValue{StringValue: keyOf(i % keys)}}}
+	}
 	return func(c, seq int) (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -226,6 +231,24 @@ func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consist
 			}
 			return len(resp.GetRows()), err
 		}
+	}
+}
+
+// echo calls /bench.Echo/Echo (a server returning the request's bytes) with the serialized
+// WriteRequest of one row: the cost of one unary gRPC call to a server model
+// (benchmarks/bench_server_models.py).
+func echo(target string, conns int, value string) func(c, seq int) (int, error) {
+	cs := dial(target, conns)
+	stmt, err := gateway.Insert("bench.kv", []gateway.Col{gateway.C("k", "echo")}, gateway.C("v", value))
+	if err != nil {
+		fail(err.Error())
+	}
+	req := &pb.WriteRequest{Statements: []*pb.Statement{stmt}}
+	return func(c, seq int) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var resp pb.WriteRequest
+		return 1, cs[c%len(cs)].Invoke(ctx, "/bench.Echo/Echo", req, &resp)
 	}
 }
 
