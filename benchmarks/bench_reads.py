@@ -99,6 +99,7 @@ def measured(system: str, cell: str, size: str, clients: int, got: dict[str, obj
                p50_ms=float(got["p50_ms"]), p99_ms=float(got["p99_ms"]))  # type: ignore[arg-type]
     r.steal = steal.stop()
     if r.all_rows:
+        r.client_cpu = f"{1e6 * float(got['cpu_seconds']) / r.all_rows:.1f}"  # type: ignore[arg-type]
         r.cpu = "/".join(f"{1e6 * (cpu_seconds(p) - b) / r.all_rows:.0f}"
                          for p, b in zip(pids, before, strict=True))
     return r

@@ -38,6 +38,23 @@ FT = value_pb2.FieldType
 _C = gateway_pb2.Consistency
 
 
+#: ``split_table_name`` of the table names reads named lately (only valid ones): a read
+#: checks its table's name once, not per call. Emptied when it reaches ``_TABLES_KEPT``.
+_TABLES: dict[str, tuple[str, str]] = {}
+_TABLES_KEPT = 1024
+
+
+def _table(text: str, path: str = "table") -> tuple[str, str]:
+    """``split_table_name(text, path)``, remembered for valid names."""
+    got = _TABLES.get(text)
+    if got is None:
+        got = split_table_name(text, path)
+        if len(_TABLES) >= _TABLES_KEPT:
+            _TABLES.clear()
+        _TABLES[text] = got
+    return got
+
+
 async def read_point(node: ServedNode, consistency: int, deadline: float) -> None:
     """Wait until this node may serve a read of ``consistency`` (STALE: at once;
     LINEARIZABLE: a read index the leader confirmed with a quorum; LEASE: under the
@@ -73,7 +90,7 @@ async def read(node: ServedNode, request: gateway_pb2.ReadRequest, deadline: flo
                ) -> bytes:
     """``Gateway.Read``: the serialized ``ReadResponse`` with the row of ``request.key``
     (module docstring)."""
-    schema, table = split_table_name(request.table)
+    schema, table = _table(request.table)
     if not request.key:
         raise InvalidRequest("key", "missing key")
     await read_point(node, request.consistency, deadline)
@@ -100,13 +117,13 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
     default: tuple[str, str] | None = None
     for i, rk in enumerate(request.keys):
         if rk.table:
-            names.append(split_table_name(rk.table, f"keys[{i}].table"))
+            names.append(_table(rk.table, f"keys[{i}].table"))
         else:
             if default is None:
                 if not request.table:
                     raise InvalidRequest(f"keys[{i}].table", "missing table name (schema.table): "
                                          "neither the key nor the request names one")
-                default = split_table_name(request.table)
+                default = _table(request.table)
             names.append(default)
         if not rk.key:
             raise InvalidRequest(f"keys[{i}].key", "missing key")
@@ -129,7 +146,7 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
                ) -> bytes:
     """``Gateway.Scan``: the serialized ``ScanResponse`` with the rows from ``start_key`` up
     to ``end_key`` (module docstring)."""
-    schema, table = split_table_name(request.table)
+    schema, table = _table(request.table)
     limit = request.limit or 1000
     if limit > 10000:
         raise InvalidRequest("limit", "at most 10000")
