@@ -160,8 +160,9 @@ def run_etcd_reads(directory: str, exe: str, sizes: list[str], duration: float,
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--etcd", metavar="DIR", required=True,
-                   help="directory with etcd's etcd and benchmark binaries")
+    p.add_argument("--etcd", metavar="DIR",
+                   help="directory with etcd's etcd and benchmark binaries (without: the "
+                        "gateway's cells alone)")
     p.add_argument("--duration", type=float, default=3.0)
     p.add_argument("--sizes", default="10B,1KiB")
     p.add_argument("--appliers", default="sqlite", choices=("sqlite", "none"))
@@ -177,12 +178,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-reads-go-") as build:
         exe = build_goload(build)
         rounds: list[list[Result]] = []
-        quiesce("etcd, round 1")
-        rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
-                                     [ports.take() for _ in range(6)], 1))
+        if args.etcd:
+            quiesce("etcd, round 1")
+            rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
+                                         [ports.take() for _ in range(6)], 1))
         quiesce("gateway")
         gw = run_gateway(exe, sizes, args.duration, args.appliers)
-        for r in range(2, args.rounds + 1):
+        for r in range(2, args.rounds + 1 if args.etcd else 0):
             quiesce(f"etcd, round {r}")
             rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
                                          [ports.take() for _ in range(6)], r))
