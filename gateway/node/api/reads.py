@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING
 
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.node.api import read_wire
-from gateway.node.base.validation import InvalidRequest, check_key_values, split_table_name
+from gateway.node.base.validation import (
+    InvalidRequest,
+    check_key_values,
+    key_rules,
+    split_table_name,
+)
 from gateway.v1 import gateway_pb2, reads_pb2, value_pb2
 
 if TYPE_CHECKING:
@@ -35,6 +40,8 @@ SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
 #: The most keys one ReadBatch may name (Scan's largest limit).
 MAX_BATCH_KEYS = 10000
 FT = value_pb2.FieldType
+#: A table's key rules (``validation.key_rules``).
+KeyRules = tuple[tuple[str | None, int | None], ...]
 _C = gateway_pb2.Consistency
 
 
@@ -67,11 +74,12 @@ async def read_point(node: ServedNode, consistency: int, deadline: float) -> Non
     await node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
 
 
-def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str
-               ) -> list[value_pb2.Value]:
+def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str,
+               rules: KeyRules | None = None) -> list[value_pb2.Value]:
     """``values`` as the key of a table of ``schema``: a text value of a non-text key
     column is converted to the column's type (``gateway get shop.items 1``); then every
-    value must be valid for its key column, exactly as in a write."""
+    value must be valid for its key column, exactly as in a write (``rules``: the key's
+    ``key_rules``, for a caller checking many keys of one table)."""
     if len(values) != len(schema.key_fields):
         raise InvalidRequest(path, f"missing key: {len(values)} values for "
                                    f"{len(schema.key_fields)} key fields")
@@ -82,7 +90,7 @@ def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str
             out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
         else:
             out.append(v)
-    check_key_values(out, schema.key_fields, path)
+    check_key_values(out, schema.key_fields, path, rules)
     return out
 
 
@@ -132,13 +140,19 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
     schemas = sm.schemas
     # Keys are checked and looked up after the read point (as ``read``): the shapes are the
     # ones the read point's applies created. No await from here on: every row comes from
-    # one applied index.
+    # one applied index. Each table's shape and key rules are looked up once.
+    tables: dict[tuple[str, str], tuple[TableSchema, KeyRules] | None] = {}
     looked: list[tuple[str, str, list[value_pb2.Value]] | None] = []
-    for i, ((schema, table), rk) in enumerate(zip(names, request.keys, strict=True)):
-        shape = schemas.get(f"{schema}.{table}")
-        looked.append(None if shape is None else
-                      (schema, table, coerce_key(rk.key, shape, f"keys[{i}].key")))
-    rows = [None if k is None else sm.row_bytes(*k) for k in looked]
+    for i, (name, rk) in enumerate(zip(names, request.keys, strict=True)):
+        if name in tables:
+            known = tables[name]
+        else:
+            shape = schemas.get(f"{name[0]}.{name[1]}")
+            known = tables[name] = None if shape is None else (shape, key_rules(
+                shape.key_fields))
+        looked.append(None if known is None else
+                      (*name, coerce_key(rk.key, known[0], f"keys[{i}].key", known[1])))
+    rows = sm.rows_bytes(looked)
     return read_wire.read_batch_response(rows, sm.applied_index, SCAN_RESPONSE_BYTES)
 
 

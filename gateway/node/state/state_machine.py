@@ -320,6 +320,24 @@ class StoreStateMachine(EpochApply):
         ``Row`` (what the store holds: a read answers with it unparsed), or ``None``."""
         return self.store.get(keys.row_key(schema, table, key_values))
 
+    def rows_bytes(self, wanted: Sequence[tuple[str, str, Sequence[value_pb2.Value]] | None]
+                   ) -> list[bytes | None]:
+        """:meth:`row_bytes` of every ``(schema, table, key_values)`` (None: no row wanted,
+        None answered), in order; each table's key prefix made once."""
+        get = self.store.get
+        prefixes: dict[tuple[str, str], bytes] = {}
+        out: list[bytes | None] = []
+        for w in wanted:
+            if w is None:
+                out.append(None)
+                continue
+            schema, table, key_values = w
+            prefix = prefixes.get((schema, table))
+            if prefix is None:
+                prefix = prefixes[(schema, table)] = keys.table_prefix(schema, table)
+            out.append(get(prefix + keys.encode_key(key_values)))
+        return out
+
     def scan_rows(self, schema: str, table: str, start: Sequence[value_pb2.Value],
                   end: Sequence[value_pb2.Value]) -> Iterator[gateway_pb2.Row]:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
