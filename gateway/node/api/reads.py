@@ -26,6 +26,7 @@ from gateway.node.base.validation import (
     key_rules,
     split_table_name,
 )
+from gateway.node.state import row_reads
 from gateway.v1 import gateway_pb2, reads_pb2, value_pb2
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ async def read(node: ServedNode, request: gateway_pb2.ReadRequest, deadline: flo
     if shape is None:
         return read_wire.read_response(None, sm.applied_index)
     key = coerce_key(request.key, shape, "key")
-    return read_wire.read_response(sm.row_bytes(schema, table, key), sm.applied_index)
+    return read_wire.read_response(row_reads.row_bytes(sm.store, schema, table, key),
+                                    sm.applied_index)
 
 
 async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, deadline: float
@@ -152,7 +154,7 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
                 shape.key_fields))
         looked.append(None if known is None else
                       (*name, coerce_key(rk.key, known[0], f"keys[{i}].key", known[1])))
-    rows = sm.rows_bytes(looked)
+    rows = row_reads.rows_bytes(sm.store, looked)
     return read_wire.read_batch_response(rows, sm.applied_index, SCAN_RESPONSE_BYTES)
 
 
@@ -175,7 +177,7 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
     rows: list[bytes] = []
     size = 0
     more = False
-    for raw in sm.scan_row_bytes(schema, table, start, end):
+    for raw in row_reads.scan_row_bytes(sm.store, schema, table, start, end):
         # Stop before a response clients cannot receive (gRPC's default receive
         # limit): ``more`` tells the caller to continue after the last row.
         size += len(raw) + 6

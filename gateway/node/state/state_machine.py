@@ -311,47 +311,17 @@ class StoreStateMachine(EpochApply):
     def get_row(self, schema: str, table: str, key_values: Sequence[value_pb2.Value]
                 ) -> gateway_pb2.Row | None:
         """The stored row of ``schema.table`` with primary key ``key_values``, or ``None``."""
-        raw = self.row_bytes(schema, table, key_values)
+        raw = self.store.get(keys.row_key(schema, table, key_values))
         return None if raw is None else gateway_pb2.Row.FromString(raw)
-
-    def row_bytes(self, schema: str, table: str, key_values: Sequence[value_pb2.Value]
-                  ) -> bytes | None:
-        """The stored row of ``schema.table`` with primary key ``key_values`` as a serialized
-        ``Row`` (what the store holds: a read answers with it unparsed), or ``None``."""
-        return self.store.get(keys.row_key(schema, table, key_values))
-
-    def rows_bytes(self, wanted: Sequence[tuple[str, str, Sequence[value_pb2.Value]] | None]
-                   ) -> list[bytes | None]:
-        """:meth:`row_bytes` of every ``(schema, table, key_values)`` (None: no row wanted,
-        None answered), in order; each table's key prefix made once."""
-        get = self.store.get
-        prefixes: dict[tuple[str, str], bytes] = {}
-        out: list[bytes | None] = []
-        for w in wanted:
-            if w is None:
-                out.append(None)
-                continue
-            schema, table, key_values = w
-            prefix = prefixes.get((schema, table))
-            if prefix is None:
-                prefix = prefixes[(schema, table)] = keys.table_prefix(schema, table)
-            out.append(get(prefix + keys.encode_key(key_values)))
-        return out
 
     def scan_rows(self, schema: str, table: str, start: Sequence[value_pb2.Value],
                   end: Sequence[value_pb2.Value]) -> Iterator[gateway_pb2.Row]:
         """Rows of one table with ``start <= key < end`` (empty lists are open ends)."""
-        for v in self.scan_row_bytes(schema, table, start, end):
-            yield gateway_pb2.Row.FromString(v)
-
-    def scan_row_bytes(self, schema: str, table: str, start: Sequence[value_pb2.Value],
-                       end: Sequence[value_pb2.Value]) -> Iterator[bytes]:
-        """:meth:`scan_rows` as serialized ``Row`` messages, as the store holds them."""
         prefix = keys.table_prefix(schema, table)
         lo = prefix + keys.encode_key(start)
         hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
         for _, v in self.store.scan(lo, hi):
-            yield v
+            yield gateway_pb2.Row.FromString(v)
 
     def skipped(self, index: int) -> bool:
         """Whether entry ``index`` was deliberately not applied (duplicate or rejected)."""
