@@ -38,8 +38,8 @@ from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["UnitJudgement", "fresh_insert_keys", "judge_unit", "ruled_statements",
-           "stored_of_row"]
+__all__ = ["UnitJudgement", "Where", "fresh_insert_keys", "judge_unit", "ruled_statements",
+           "stored_of_row", "unit_of_outcomes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -51,7 +51,7 @@ _EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
 
 
 @dataclass
-class _Where:
+class Where:
     """Where a row change came from: its statement and record, and its key as logged."""
 
     txn: int
@@ -103,11 +103,11 @@ def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None,
 
 def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
              row_keys: list[list[bytes] | None] | None = None
-             ) -> tuple[list[list[RowChange]], dict[int, _Where]]:
+             ) -> tuple[list[list[RowChange]], dict[int, Where]]:
     """The row changes a rule judges (rows of tables without one are applied as they come
     and left out here); values only for the column functions, which compare them."""
     out: list[list[RowChange]] = []
-    where: dict[int, _Where] = {}
+    where: dict[int, Where] = {}
     for t_no, txn in enumerate(txns):
         rows: list[RowChange] = []
         origin = txn.gtid.server_id
@@ -144,7 +144,7 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
                     keys.row_key(t.schema_name, t.table_name, rec.key_values)
                 rc = RowChange(t.schema_name, t.table_name, key, Change(
                     op, origin, txn.epoch, txn.commit_timestamp_ns, after, before))
-                where[id(rc)] = _Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
+                where[id(rc)] = Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
                                        types)
                 rows.append(rc)
         out.append(rows)
@@ -224,37 +224,47 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
         return lookup(key, values_for(schema, table))
 
     j = judge_epoch(changes, rules, lookup_row, ctx, local_epoch, source)
-    out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
-        return out
+        return UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
+    return unit_of_outcomes(txns, [(o, where[id(o.row)]) for t in j.outcomes for o in t
+                                   if not o.verdict.apply or o.verdict.refresh],
+                            j.counters, j.in_conflict, ctx.me, lookup, source_epoch, columns)
+
+
+def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
+                     outcomes: list[tuple[RowOutcome, Where]], counters: Counter[str],
+                     in_conflict: bool, me: int, lookup: Callable[[bytes, bool], Stored],
+                     source_epoch: int,
+                     columns: Callable[[str, str], Mapping[str, int]] | None
+                     ) -> UnitJudgement:
+    """The ``UnitJudgement`` of an epoch judged with ``outcomes``: the row outcomes that are
+    not applied or call for a refresh, in the epoch's order, each with where its change came
+    from (see ``judge_unit``, whose tail this is; ``epoch_judge`` shares it)."""
+    out = UnitJudgement(list(txns), counters=counters, in_conflict=in_conflict)
     dropped: dict[int, set[tuple[int, int]]] = {}
     count = 0
-    for outcomes in j.outcomes:
-        for o in outcomes:
-            if o.verdict.apply:
-                continue
-            w = where[id(o.row)]
-            dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
-            if o.verdict.cause is not None:
-                count += 1
-                if o.stored is not None and o.stored.exists and not o.stored.values:
-                    # judged on metadata only: the row's values for the exception row
-                    # (every change's key is its store row key: see ``_changes``)
-                    o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
-                known = columns(w.table.schema_name, w.table.table_name) if columns else {}
-                out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
-                                                 txns[w.txn], known))
+    for o, w in outcomes:
+        if o.verdict.apply:
+            continue
+        dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
+        if o.verdict.cause is not None:
+            count += 1
+            if o.stored is not None and o.stored.exists and not o.stored.values:
+                # judged on metadata only: the row's values for the exception row
+                # (every change's key is its store row key: see ``_changes``)
+                o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
+            known = columns(w.table.schema_name, w.table.table_name) if columns else {}
+            out.exceptions.append(_exception(o, w, me, source_epoch, count,
+                                             txns[w.txn], known))
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
         out.dropped = True
     seen: set[bytes] = set()
-    for outcomes in j.outcomes:
-        for o in outcomes:
-            if o.verdict.refresh and o.row.key not in seen:
-                key = cast(bytes, o.row.key)  # the store row key ``_changes`` gives every change
-                seen.add(key)
-                w = where[id(o.row)]
-                out.refresh.append((key, w.table, w.key_fields, w.key_values))
+    for o, w in outcomes:
+        if o.verdict.refresh and o.row.key not in seen:
+            key = cast(bytes, o.row.key)  # the store row key ``_changes`` gives every change
+            seen.add(key)
+            out.refresh.append((key, w.table, w.key_fields, w.key_values))
     return out
 
 
@@ -283,7 +293,7 @@ def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
     return out
 
 
-def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
+def _exception(o: RowOutcome, w: Where, me: int, source_epoch: int, count: int,
                txn: transaction_pb2.Transaction, columns: Mapping[str, int]
                ) -> statement_pb2.Statement:
     """The insert of ``o``'s row into ``schema.table$EX``; a column's type is the
