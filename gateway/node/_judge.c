@@ -7,7 +7,7 @@
  * tests/node/test_epoch_judge_accelerator.py checks both give the same verdicts.
  *
  * epoch_verdicts(keys, codes, origins, ends, mre, source, primary, local_epoch, overlay,
- *                lookup, cell) -> (verdicts: bytes, delete_deletes: int)
+ *                lookup, cell) -> (verdicts: bytes, delete_deletes: int, first: int)
  *
  *   keys[i]      the store row key of ruled row change i (bytes), in the epoch's order;
  *   codes[i]     its operation (1 insert, 2 update, 3 delete) | 4 when its function is
@@ -24,7 +24,9 @@
  *
  * verdicts[i]: bit 0 apply, bits 1-3 cause (0 none, 1 ROW_DOES_NOT_EXIST, 2
  * ROW_ALREADY_EXISTS, 3 DATA_IN_CONFLICT), bit 4 refresh, bit 5 applied as an update (an
- * insert over an existing row), bit 6 delete-delete, bit 7 the row existed when judged.
+ * insert over an existing row), bit 6 delete-delete, bit 7 the row existed when judged;
+ * delete_deletes: how many delete-deletes were met (a later DATA_IN_CONFLICT of the same
+ * change clears its bit 6, not this count), the first of them at row first (-1: none).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -158,6 +160,7 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
     PyObject *pending = PyList_New(0); /* this transaction's rejections: (key, origin) */
     Row *rows = PyMem_Malloc(sizeof(Row) * (n ? n : 1));
     long long dd = 0;
+    Py_ssize_t first_dd = -1;
     if (!out || !accepted || !refused || !pending || !rows) goto fail;
     unsigned char *v = (unsigned char *)PyBytes_AS_STRING(out);
     Py_ssize_t nrows = 0, i = 0, n_ends = PyList_GET_SIZE(ends);
@@ -187,7 +190,7 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
             }
             int vd = verdict(op, epoch2, origin, origin_obj, &st, primary, mre);
             if (vd < 0) goto fail;
-            if (vd & V_DD) dd++;
+            if (vd & V_DD && !dd++) first_dd = i;
             if (!(vd & 0x0e)) { /* no cause: made on top of a rejected change? */
                 PyObject *who = PyDict_GetItemWithError(refused, key);
                 if (!who && PyErr_Occurred()) goto fail;
@@ -252,7 +255,7 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
     Py_DECREF(accepted);
     Py_DECREF(refused);
     Py_DECREF(pending);
-    PyObject *res = Py_BuildValue("(NL)", out, dd);
+    PyObject *res = Py_BuildValue("(NLn)", out, dd, first_dd);
     return res;
 fail:
     PyMem_Free(rows);

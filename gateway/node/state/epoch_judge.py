@@ -23,22 +23,31 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping
-from types import ModuleType
+from typing import Protocol, cast
 
 from gateway.conflict import Cause, Change, Context, OpType, Role, RuleSet, Stored, Verdict
 from gateway.conflict.functions import BUILTIN
 from gateway.conflict.resolve import RowChange, RowOutcome
+from gateway.core import accel
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes
 from gateway.v1 import transaction_pb2
 
-_judge: ModuleType | None
-try:
-    from gateway.node import _judge
-except ImportError:  # no compiler at install: every epoch takes ``judge_unit``
-    _judge = None
-
 __all__ = ["judge_unit_fast"]
+
+
+class _JudgeC(Protocol):
+    """The C accelerator ``_judge.c`` (its header comment states the contract)."""
+
+    def epoch_verdicts(self, keys: list[bytes], codes: bytes, origins: list[int],
+                       ends: list[int], mre: dict[int, int], source: int, primary: bool,
+                       local_epoch: int, overlay: Mapping[bytes, object],
+                       lookup: Callable[[bytes], tuple[bool, int, int]],
+                       cell: Callable[[bytes], bytes | None], /) -> tuple[bytes, int, int]: ...
+
+
+#: None without a compiler at install (or GATEWAY_PURE_PYTHON): every epoch takes judge_unit
+_judge = cast("_JudgeC | None", accel.load("gateway.node._judge"))
 
 #: The functions the C pass judges, with the flag its row code carries for them.
 _FUNCTIONS = {"NDB$EPOCH": 0, "NDB$EPOCH2": 4}
@@ -112,20 +121,27 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         st = lookup(k, False)
         return st.exists, st.epoch, st.author
 
-    verdicts, dd = _judge.epoch_verdicts(
+    verdicts, dd, first_dd = _judge.epoch_verdicts(
         rkeys, bytes(codes), origins, ends, dict(ctx.max_replicated), source,
         ctx.role is Role.PRIMARY, local_epoch, overlay, meta, cell)
-    counters: Counter[str] = Counter(refresh_op_count=0)
-    if dd:
-        counters["epoch_delete_delete_count"] = dd
     flags = verdicts.translate(_NOT_APPLIED)
     i = flags.find(1)
     if i < 0:
+        counters: Counter[str] = Counter(epoch_delete_delete_count=dd) if dd else Counter()
+        counters["refresh_op_count"] = 0
         return UnitJudgement(list(txns), counters=counters)
     firsts = [s[0] for s in spots]
     outcomes: list[tuple[RowOutcome, Where]] = []
     refresh: set[bytes] = set()
     in_conflict = False
+    # when ``judge_epoch`` first counts each counter, which is the order they are written
+    # in: a delete-delete as its row is judged (after the rows before it: (row, 1)), a
+    # function's conflicts once the first transaction with one ends (before the row at its
+    # end: (end, 0))
+    order: dict[str, tuple[int, int, int]] = {}
+    if dd:
+        order["epoch_delete_delete_count"] = (first_dd, 1, 0)
+    fn_counts: Counter[str] = Counter()
     while i >= 0:
         first, t_no, s_no, kind, function = spots[bisect_right(firsts, i) - 1]
         txn = txns[t_no]
@@ -138,7 +154,10 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         verdict = _verdict(v)
         if verdict.cause is not None:
             in_conflict = True
-            counters[_FN_COUNTER[function]] += 1
+            name = _FN_COUNTER[function]
+            if name not in order:
+                order[name] = (ends[bisect_right(ends, i)], 0, i)
+            fn_counts[name] += 1
         if verdict.refresh:
             refresh.add(rkeys[i])
         t = body.table
@@ -150,6 +169,8 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
                          Where(t_no, s_no, i - first, t, body.key_fields, rec.key_values,
                                types)))
         i = flags.find(1, i + 1)
+    counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
+                        for name in sorted(order, key=order.__getitem__)})
     counters["refresh_op_count"] = len(refresh)
     if in_conflict:
         counters["last_conflict_epoch"] = local_epoch
