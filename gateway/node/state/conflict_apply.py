@@ -38,8 +38,8 @@ from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["UnitJudgement", "Where", "fresh_insert_keys", "judge_unit", "ruled_statements",
-           "stored_of_row", "unit_of_outcomes"]
+__all__ = ["UnitJudgement", "Where", "append_merged", "fresh_insert_keys", "judge_unit",
+           "ruled_statements", "stored_of_row", "unit_of_outcomes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -254,8 +254,8 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
                 # (every change's key is its store row key: see ``_changes``)
                 o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
             known = columns(w.table.schema_name, w.table.table_name) if columns else {}
-            out.exceptions.append(_exception(o, w, me, source_epoch, count,
-                                             txns[w.txn], known))
+            append_merged(out.exceptions, _exception(o, w, me, source_epoch, count,
+                                                     txns[w.txn], known))
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
         out.dropped = True
@@ -337,6 +337,22 @@ def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> Row
     rec = body.records[r_no]
     change = dataclasses.replace(o.row.change, after=_values(fields, rec.after_values))
     return dataclasses.replace(o, row=dataclasses.replace(o.row, change=change))
+
+
+def append_merged(stmts: list[statement_pb2.Statement],
+                  stmt: statement_pb2.Statement) -> None:
+    """Append ``stmt`` (an insert or a delete) to ``stmts``, as more records of the last
+    statement when that one is of the same kind, table, key fields and fields: the same
+    rows written in the same order, with one statement's cost (validation, the write path)
+    for a run of exception or refresh rows instead of one per row."""
+    kind = stmt.WhichOneof("kind")
+    if stmts and kind in ("insert", "delete") and stmts[-1].WhichOneof("kind") == kind:
+        last, body = getattr(stmts[-1], kind), getattr(stmt, kind)
+        if (last.table == body.table and last.key_fields == body.key_fields
+                and (kind == "delete" or last.fields == body.fields)):
+            last.records.extend(body.records)
+            return
+    stmts.append(stmt)
 
 
 def refresh_statement(table: statement_pb2.TableMetadata,

@@ -51,6 +51,7 @@ from gateway.node.base.validation import InvalidRequest, TableSchema, check_stat
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import (
     UnitJudgement,
+    append_merged,
     derived_transaction,
     fresh_insert_keys,
     judge_unit,
@@ -371,7 +372,7 @@ class EpochApply(TransactionApply):
         me = self.cluster_id
         stmts = list(judged.exceptions)
         for k, table, kf, kv in judged.refresh:
-            stmts.append(refresh_statement(table, kf, kv, self._get(k, overlay)))
+            append_merged(stmts, refresh_statement(table, kf, kv, self._get(k, overlay)))
         derived = None
         if stmts:  # checked by ``derived_problem`` before anything of the entry was written
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,

@@ -29,9 +29,13 @@ from gateway.conflict import Cause, Change, Context, OpType, Role, RuleSet, Stor
 from gateway.conflict.functions import BUILTIN
 from gateway.conflict.resolve import RowChange, RowOutcome
 from gateway.core import accel
+from gateway.core.rowops import python_value
+from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes
-from gateway.v1 import transaction_pb2
+from gateway.v1 import transaction_pb2, value_pb2
+
+FT = value_pb2.FieldType
 
 __all__ = ["judge_unit_fast"]
 
@@ -142,32 +146,45 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     if dd:
         order["epoch_delete_delete_count"] = (first_dd, 1, 0)
     fn_counts: Counter[str] = Counter()
+    verdict_of: dict[int, Verdict] = {}
+    types_of: dict[tuple[int, int], dict[str, int]] = {}
     while i >= 0:
         first, t_no, s_no, kind, function = spots[bisect_right(firsts, i) - 1]
         txn = txns[t_no]
         body = getattr(txn.statements[s_no], kind)
         rec = body.records[i - first]
-        types = {f.name: f.type for f in body.key_fields}
-        types.update((f.name, f.type) for f in
-                     (body.set_fields if kind == "update" else body.fields))
+        fields = body.set_fields if kind == "update" else body.fields
+        types = types_of.get((t_no, s_no))
+        if types is None:
+            types = types_of[(t_no, s_no)] = {f.name: f.type for f in body.key_fields}
+            types.update((f.name, f.type) for f in fields)
         v = verdicts[i]
-        verdict = _verdict(v)
+        verdict = verdict_of.get(v)
+        if verdict is None:
+            verdict = verdict_of[v] = _verdict(v)
+        stored = Stored(bool(v & 128))
+        after: dict[str, SqlValue] = {}
         if verdict.cause is not None:
             in_conflict = True
             name = _FN_COUNTER[function]
             if name not in order:
                 order[name] = (ends[bisect_right(ends, i)], 0, i)
             fn_counts[name] += 1
+            # what the exception row shows: the row before the epoch and the change's
+            # values (``judge_unit`` reads them the same way, after judging without them)
+            if stored.exists:
+                stored = lookup(rkeys[i], True)
+            if kind != "delete":
+                after = {f.name: python_value(x)
+                         for f, x in zip(fields, rec.after_values, strict=False)}
         if verdict.refresh:
             refresh.add(rkeys[i])
         t = body.table
         row = RowChange(t.schema_name, t.table_name, rkeys[i], Change(
-            _OPS[kind][0], txn.gtid.server_id, txn.epoch, txn.commit_timestamp_ns))
-        # the exception row needs the row's existence only (its values are read again)
-        stored = Stored(bool(v & 128))
+            _OPS[kind][0], txn.gtid.server_id, txn.epoch, txn.commit_timestamp_ns, after))
         outcomes.append((RowOutcome(row, verdict, function, stored),
                          Where(t_no, s_no, i - first, t, body.key_fields, rec.key_values,
-                               types)))
+                               cast("dict[str, FT]", types))))
         i = flags.find(1, i + 1)
     counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
                         for name in sorted(order, key=order.__getitem__)})
