@@ -243,6 +243,7 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
     out = UnitJudgement(list(txns), counters=counters, in_conflict=in_conflict)
     dropped: dict[int, set[tuple[int, int]]] = {}
     count = 0
+    last: object = None
     for o, w in outcomes:
         if o.verdict.apply:
             continue
@@ -254,8 +255,8 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
                 # (every change's key is its store row key: see ``_changes``)
                 o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
             known = columns(w.table.schema_name, w.table.table_name) if columns else {}
-            append_merged(out.exceptions, _exception(o, w, me, source_epoch, count,
-                                                     txns[w.txn], known))
+            last = _exception(o, w, me, source_epoch, count, txns[w.txn], known,
+                              out.exceptions, last)
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
         out.dropped = True
@@ -294,10 +295,13 @@ def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
 
 
 def _exception(o: RowOutcome, w: Where, me: int, source_epoch: int, count: int,
-               txn: transaction_pb2.Transaction, columns: Mapping[str, int]
-               ) -> statement_pb2.Statement:
-    """The insert of ``o``'s row into ``schema.table$EX``; a column's type is the
-    change's, else the table's (``columns``)."""
+               txn: transaction_pb2.Transaction, columns: Mapping[str, int],
+               into: list[statement_pb2.Statement], last: object) -> object:
+    """Add the insert of ``o``'s row into ``schema.table$EX`` to ``into``; a column's type
+    is the change's, else the table's (``columns``). The row joins the last statement of
+    ``into`` when ``last``, what the previous call returned, is the same table and columns
+    (``append_merged``'s rule, decided without building a statement first); returns what
+    the next call takes as ``last``."""
     key_names = [f.name for f in w.key_fields]
     old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
     if not o.row.change.after and o.row.change.op is not OpType.DELETE_ROW:
@@ -307,25 +311,28 @@ def _exception(o: RowOutcome, w: Where, me: int, source_epoch: int, count: int,
                         f"{g.trans_id}")
     # (the table's column types are FieldType numbers, held as int by ``TableSchema``)
     types = cast("dict[str, FT]", {**columns, **w.types})
-    fields = list(_EX_HEAD)
+    cols = [(kf.name, kf.type) for kf in w.key_fields]
     values = [value_message(_S, row["NDB$OP_TYPE"]), value_message(_S, row["NDB$CFT_CAUSE"]),
               value_message(_S, row["NDB$ORIG_TRANSID"])]
-    for kf, kv in zip(w.key_fields, w.key_values, strict=True):
-        fields.append(statement_pb2.FieldMetadata(name=kf.name, type=kf.type))
-        values.append(kv)
+    values += w.key_values
     for name in sorted(k for k in row if k.endswith(("$OLD", "$NEW"))):
-        col = name[:-4]
-        ftype = types.get(col, _S)
-        fields.append(statement_pb2.FieldMetadata(name=name, type=ftype))
+        ftype = types.get(name[:-4], _S)
+        cols.append((name, ftype))
         values.append(value_message(ftype, row[name]))
+    key_values = [value_message(_U, row[n]) for n in
+                  ("server_id", "source_server_id", "source_epoch", "count")]
+    shape = (w.table.schema_name, w.table.table_name, cols)
+    if into and shape == last:
+        into[-1].insert.records.add(key_values=key_values, after_values=values)
+        return last
     ins = statement_pb2.InsertStatement(
         table=statement_pb2.TableMetadata(schema_name=w.table.schema_name,
                                           table_name=f"{w.table.table_name}$EX"),
-        key_fields=_EX_KEY, fields=fields)
-    ins.records.add(key_values=[value_message(_U, row[n]) for n in
-                                ("server_id", "source_server_id", "source_epoch", "count")],
-                    after_values=values)
-    return statement_pb2.Statement(insert=ins)
+        key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(
+            name=n, type=t) for n, t in cols)])
+    ins.records.add(key_values=key_values, after_values=values)
+    into.append(statement_pb2.Statement(insert=ins))
+    return shape
 
 
 def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> RowOutcome:
