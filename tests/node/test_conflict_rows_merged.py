@@ -7,7 +7,12 @@ from __future__ import annotations
 from gateway.conflict import Context, Role, RuleSet, Stored
 from gateway.conflict.functions import BUILTIN
 from gateway.conflict.rules import ConflictRule
-from gateway.node.state.conflict_apply import append_merged, judge_unit, refresh_statement
+from gateway.node.state.conflict_apply import (
+    add_refresh,
+    append_merged,
+    judge_unit,
+    refresh_statement,
+)
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 _INT = value_pb2.FIELD_TYPE_INTEGER
@@ -48,8 +53,11 @@ def test_refreshes_merge_by_kind_and_columns_in_order():
         key_values=[value_pb2.Value(int_value=1)], values=[value_pb2.Value(int_value=5)])
     kv = [value_pb2.Value(int_value=1)]
     stmts: list[statement_pb2.Statement] = []
+    direct: list[statement_pb2.Statement] = []
     for raw in (row.SerializeToString(), row.SerializeToString(), None, None,
                 row.SerializeToString()):
         append_merged(stmts, refresh_statement(_T, _KF, kv, raw))
+        add_refresh(direct, _T, _KF, kv, raw)
     assert [(s.WhichOneof("kind"), len(getattr(s, s.WhichOneof("kind")).records))
             for s in stmts] == [("insert", 2), ("delete", 2), ("insert", 1)]
+    assert direct == stmts

@@ -38,8 +38,8 @@ from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["UnitJudgement", "Where", "append_merged", "fresh_insert_keys", "judge_unit",
-           "ruled_statements", "stored_of_row", "unit_of_outcomes"]
+__all__ = ["UnitJudgement", "Where", "add_refresh", "append_merged", "fresh_insert_keys",
+           "judge_unit", "ruled_statements", "stored_of_row", "unit_of_outcomes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -379,11 +379,37 @@ def refresh_statement(table: statement_pb2.TableMetadata,
     return statement_pb2.Statement(insert=ins)
 
 
+def add_refresh(stmts: list[statement_pb2.Statement], table: statement_pb2.TableMetadata,
+                key_fields: Sequence[statement_pb2.FieldMetadata],
+                key_values: Sequence[value_pb2.Value], raw: bytes | None) -> None:
+    """``append_merged(stmts, refresh_statement(table, key_fields, key_values, raw))``, the
+    record added to the last statement directly when it joins it (no statement built)."""
+    last = stmts[-1] if stmts else None
+    if raw is None:
+        if (last is not None and last.WhichOneof("kind") == "delete"
+                and last.delete.table == table and last.delete.key_fields == key_fields):
+            last.delete.records.add(key_values=key_values)
+            return
+        stmts.append(refresh_statement(table, key_fields, key_values, None))
+        return
+    row = gateway_pb2.Row.FromString(raw)
+    if (last is not None and last.WhichOneof("kind") == "insert" and last.insert.table == table
+            and last.insert.key_fields == row.key_fields and last.insert.fields == row.fields):
+        last.insert.records.add(key_values=row.key_values, after_values=row.values)
+        return
+    ins = statement_pb2.InsertStatement(table=table, key_fields=row.key_fields,
+                                        fields=row.fields)
+    ins.records.add(key_values=row.key_values, after_values=row.values)
+    stmts.append(statement_pb2.Statement(insert=ins))
+
+
 def derived_transaction(me: int, trans_id: int, epoch: int, commit_ts: int,
                         statements: list[statement_pb2.Statement]
                         ) -> transaction_pb2.Transaction:
     """This cluster's transaction of exceptions and refreshes for one replicated epoch."""
-    return transaction_pb2.Transaction(
+    out = transaction_pb2.Transaction(
         gtid=gtid_pb2.Gtid(server_id=me, trans_id=trans_id), epoch=epoch, author=me,
         start_timestamp_ns=commit_ts, commit_timestamp_ns=commit_ts, segment_id=1,
-        end_segment=True, statements=statements)
+        end_segment=True)
+    out.statements.extend(statements)
+    return out

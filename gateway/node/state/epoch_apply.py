@@ -51,11 +51,10 @@ from gateway.node.base.validation import InvalidRequest, TableSchema, check_stat
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import (
     UnitJudgement,
-    append_merged,
+    add_refresh,
     derived_transaction,
     fresh_insert_keys,
     judge_unit,
-    refresh_statement,
     ruled_statements,
     stored_of_row,
 )
@@ -372,7 +371,7 @@ class EpochApply(TransactionApply):
         me = self.cluster_id
         stmts = list(judged.exceptions)
         for k, table, kf, kv in judged.refresh:
-            append_merged(stmts, refresh_statement(table, kf, kv, self._get(k, overlay)))
+            add_refresh(stmts, table, kf, kv, self._get(k, overlay))
         derived = None
         if stmts:  # checked by ``derived_problem`` before anything of the entry was written
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
