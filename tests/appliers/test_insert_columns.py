@@ -401,8 +401,8 @@ def test_a_replicated_epochs_inserts_go_in_one_columns_window(tmp_path):
         calls: list[int] = []
         if name == "columns":
             apply_columns = applier.apply_columns
-            applier.apply_columns = lambda b, g, *a, _f=apply_columns: (  # type: ignore
-                calls.append(len(g)), _f(b, g, *a))[1]
+            applier.apply_columns = lambda b, g, *a, _f=apply_columns, _c=calls: (  # type: ignore
+                _c.append(len(g)), _f(b, g, *a))[1]
         else:
             applier.capabilities = dataclasses.replace(applier.capabilities, columns=False)
         d = Dispatcher(applier, _EpochSource(epochs), tmp_path / f"{name}.state",
