@@ -154,3 +154,38 @@ def test_memory_report_writes_what_the_node_holds(tmp_path):
     assert line["rss"] > 0 and line["hwm"] >= line["rss"]
     assert sum(line["maps"].values()) > 0 and line["maps"]["code"] > 0
     assert memory_report.start(7, dict, "", {}) is None  # off without the variable
+
+
+def test_gateway_run_reports_its_memory(tmp_path):
+    # The process ``bench_memory.py`` measures: ``gateway run`` writes the report with the
+    # node's own accounting (also with ``malloc_trim_ms`` set: the trimmer runs beside it).
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .conftest import free_ports
+
+    api, peer = free_ports(2)
+    env = {**os.environ, memory_report.ENV_DIR: str(tmp_path / "mem"),
+           memory_report.ENV_INTERVAL: "100", "GATEWAY_MALLOC_TRIM_MS": "100",
+           "GATEWAY_LOG_CACHE_BYTES": str(1 << 20)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "run", "--api", f"127.0.0.1:{api}", "--listen",
+         f"127.0.0.1:{peer}", "--data-dir", str(tmp_path / "data"), "--appliers", ""],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    path = tmp_path / "mem" / "node-1.jsonl"
+    try:
+        for _ in range(600):
+            if path.exists() and path.read_text().count("\n") >= 2:
+                break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            threading.Event().wait(0.1)
+        line = json.loads(path.read_text().splitlines()[-1])
+        assert set(line["components"]) == {"memtable", "immutable_memtables", "block_cache",
+                                           "raft_entry_cache", "log_file_reads"}
+        assert line["rss"] > 0 and line["maps"]["code"] > 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
