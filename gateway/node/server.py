@@ -195,7 +195,8 @@ class GatewayNode:
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
-            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
+            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync,
+                                          cache_bytes=cfg.log_cache_bytes)
         except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
                 OSError) as exc:
             # Damage the WAL's recovery may not resolve names its file and byte offset.
@@ -205,7 +206,9 @@ class GatewayNode:
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
             self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
-                                        verify_tables=True)
+                                        verify_tables=True, memtable_bytes=cfg.memtable_bytes,
+                                        max_immutable=cfg.max_immutable_memtables,
+                                        cache_bytes=cfg.block_cache_bytes)
         except Exception as exc:
             self.storage.close()
             hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
