@@ -82,7 +82,8 @@ from gateway.schema.codec import event_from_proto
 from gateway.schema.model import SchemaError, SchemaEvent
 from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, transaction_pb2
 
-__all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "seg_key"]
+__all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "has_txns",
+           "seg_key"]
 
 #: Durable counters and watermarks: big-endian unsigned 64-bit.
 U64 = struct.Struct(">Q")
@@ -530,6 +531,16 @@ class EpochApply(TransactionApply):
             return None
         _, tail, _ = meta_parts(sid, tid, local_epoch, author, commit_ts, index)
         return self._wire_rows(data, stmts, tail, local_epoch, author, commit_ts)
+
+
+def has_txns(data: bytes) -> bool:
+    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
+    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
+    try:
+        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
+    except DecodeError:
+        return True
+    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
 
 
 def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:

@@ -55,7 +55,7 @@ from gateway.v1 import gateway_pb2, schema_pb2, value_pb2
 __all__ = ["HistoryItem", "SchemaApplied", "TableState", "apply_schema_entry", "definition_of",
            "events_by_index",
            "implicit_event", "install_histories", "load_definitions", "read_history",
-           "rewrite_rows",
+           "rewrite_rows", "schema_from_row",
            "schema_history_of", "table_schema_of"]
 
 _U64 = struct.Struct(">Q")
@@ -108,6 +108,14 @@ def table_schema_of(d: TableDef) -> TableSchema:
     return TableSchema(tuple((k, types[k]) for k in d.primary_key), types,
                        frozenset(c.name for c in d.columns
                                  if not c.nullable and c.name not in d.primary_key))
+
+
+def schema_from_row(row: gateway_pb2.Row) -> TableSchema:
+    """The first-seen shape stored as ``row`` (``txn_apply.schema_to_row``)."""
+    key_fields = tuple((f.name, f.type) for f in row.key_fields)
+    cols = dict(key_fields)
+    cols.update((f.name, f.type) for f in row.fields)
+    return TableSchema(key_fields, cols)
 
 
 def definition_of(name: str, schema: TableSchema, version: int = 1) -> TableDef:

@@ -103,8 +103,14 @@ from gateway.node.state.epoch_apply import (
     ConflictFunctionMissingError,
     EpochApply,
     StagedSegment,
+    has_txns,
 )
-from gateway.node.state.schema_apply import events_by_index, load_definitions, table_schema_of
+from gateway.node.state.schema_apply import (
+    events_by_index,
+    load_definitions,
+    schema_from_row,
+    table_schema_of,
+)
 from gateway.node.state.schema_entry import SchemaEntryApply
 from gateway.node.state.seed_apply import apply_seed_install, load_seeds
 from gateway.node.state.seed_pins import SeedPins
@@ -143,23 +149,6 @@ _SEAL = struct.Struct("<QB")  # m seal: last sealed epoch, whether a record foll
 _SLOT = TypeTag.SLOT_COMMAND
 _SCHEMA = TypeTag.SCHEMA_EVENT
 _NONE: frozenset[bytes] = frozenset()
-
-
-def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
-    key_fields = tuple((f.name, f.type) for f in row.key_fields)
-    cols = dict(key_fields)
-    cols.update((f.name, f.type) for f in row.fields)
-    return TableSchema(key_fields, cols)
-
-
-def _has_txns(data: bytes) -> bool:
-    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
-    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
-    try:
-        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
-    except DecodeError:
-        return True
-    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
 
 
 class StoreStateMachine(SchemaEntryApply, EpochApply):
@@ -227,7 +216,7 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
-            self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
+            self.schemas[k[1:].decode()] = schema_from_row(gateway_pb2.Row.FromString(v))
         #: Table definitions and versions (``schema_apply``; replaced, never mutated).
         self.tables = load_definitions(self.store.scan_prefix, self.schemas)
         self.schema_at = events_by_index(self.store.scan_prefix, self.tables)
@@ -374,7 +363,7 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
                 continue  # a leader no-op, a configuration change: only the index moves
             tag = data[0]
             if not self.epoch_open and (tag in (_TXN, _SCHEMA)
-                                        or (tag == _UNIT and _has_txns(data))):
+                                        or (tag == _UNIT and has_txns(data))):
                 # a unit without transactions (reflections only) gets no marker from the
                 # leader (``Sequencer.unit_proposed``): it must not hold a seed pin back
                 self.epoch_open = self._seal_dirty = True
@@ -469,7 +458,7 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
             schemas = dict(self.schemas)
             for name, raw in got.schemas.items():
                 with contextlib.suppress(DecodeError):
-                    schemas[name] = _schema_from_row(gateway_pb2.Row.FromString(raw))
+                    schemas[name] = schema_from_row(gateway_pb2.Row.FromString(raw))
             self.schemas = schemas
         if got.tables is not None or got.schemas:  # definitions of the seeded shapes
             self.tables = {**load_definitions(lambda _p: (), self.schemas), **self.tables,
