@@ -34,7 +34,8 @@ from pyspark.sql import functions as F
 
 from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
 
-from .commit import TableCommits, table_uri
+from .commit import NEEDS_JVM, TableCommits, table_uri
+from .connect import refuse_connect
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -101,6 +102,8 @@ class ParquetTarget:
 
     def __init__(self, spark: SparkSession, root: str, *,
                  fault: Callable[[str], None] | None = None) -> None:
+        # refused before any work, not at the first commit
+        refuse_connect(spark, "the parquet target", NEEDS_JVM)
         self.spark = spark
         self.root = table_uri(root)
         self.name = "parquet"
@@ -200,6 +203,11 @@ class DeltaTarget:
     updated with ``MERGE``; needs ``delta-spark`` and a session configured for it."""
 
     def __init__(self, spark: SparkSession, root: str) -> None:
+        from .delta_support import delta_mismatch
+
+        mismatch = delta_mismatch()
+        if mismatch is not None:  # refused before any work: a wrong Delta jar fails mid-job
+            raise ApplyError(mismatch)
         try:
             from delta.tables import DeltaTable
         except ImportError:
