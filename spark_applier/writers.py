@@ -22,7 +22,11 @@ makes resuming after an interrupted run safe.
 - ``spark_applier.cassandra.CassandraTarget(contact, keyspace)``: cassandra-driver in each
   task (the Spark Cassandra Connector has no Spark 4 build); every write carries ``USING
   TIMESTAMP`` = its log index, so replays can never let an older change win.
-- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark``).
+- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark`` built
+  for the installed Spark: ``delta_support.delta_mismatch`` refuses it otherwise -- on Spark 4.3
+  always, no Delta release supports it).
+- Through Spark Connect, ``ParquetTarget`` is refused (``connect.refuse_connect``): its commit
+  protocol needs the driver's JVM.
 """
 
 from __future__ import annotations

@@ -32,8 +32,10 @@ def main(url: str, wal: str, snapshot: str, out: str) -> None:
     try:
         register(spark)
         done: dict[str, object] = {"connect": is_connect(spark)}
+        # DataFrame load()/save() paths are resolved by the server, in its own working
+        # directory: a client passes absolute ones (read_log and the targets resolve theirs)
+        out = os.path.abspath(out)
         read_log(spark, wal, partition_bytes=4096).write.parquet(os.path.join(out, "wal_rows"))
-        # load() paths are resolved where the read is planned: on the server, so absolute
         store = (spark.read.format("gateway_store").option("partition_bytes", 1024)
                  .load(os.path.abspath(snapshot)))
         latest_versions(store).write.parquet(os.path.join(out, "store_rows"))
