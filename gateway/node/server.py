@@ -54,7 +54,7 @@ from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
-from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.api_handlers import add_gateway_service, add_reads_service
 from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
@@ -195,7 +195,8 @@ class GatewayNode:
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
-            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
+            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync,
+                                          cache_bytes=cfg.log_cache_bytes)
         except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
                 OSError) as exc:
             # Damage the WAL's recovery may not resolve names its file and byte offset.
@@ -205,7 +206,9 @@ class GatewayNode:
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
             self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
-                                        verify_tables=True)
+                                        verify_tables=True, memtable_bytes=cfg.memtable_bytes,
+                                        max_immutable=cfg.max_immutable_memtables,
+                                        cache_bytes=cfg.block_cache_bytes)
         except Exception as exc:
             self.storage.close()
             hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
@@ -392,13 +395,15 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        add_reads_service(self.servicer, api)
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.Reads", "gateway.v1.ChannelSource", health.SERVICE_NAME,
+             reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")

@@ -163,14 +163,17 @@ class StoreStateMachine(EpochApply):
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
+                 max_immutable: int = 2, cache_bytes: int = 32 << 20,
                  idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS,
                  cluster_id: int = 0, verify_tables: bool = False) -> None:
         """``idempotency_window_ns`` is part of the replicated rules: every replica of a
         cluster must use the same value (the node always uses the default). ``cluster_id``:
         this cluster's id (the GTID server_id of its own writes), needed to apply replicated
-        epochs. ``verify_tables``: check every block of every table on open (the store's
-        ``paranoid_checks``), so a damaged block refuses the open with its file and offset
-        instead of failing a read or a compaction later. A failed open closes the store."""
+        epochs. ``memtable_bytes``, ``max_immutable``, ``cache_bytes``: the store's memory
+        bounds (``LSMStore``; docs/node.md, "Memory"). ``verify_tables``: check every block of
+        every table on open (the store's ``paranoid_checks``), so a damaged block refuses the
+        open with its file and offset instead of failing a read or a compaction later. A
+        failed open closes the store."""
         self.cluster_id = cluster_id
         if idempotency_window_ns <= 0:
             raise ValueError("idempotency_window_ns must be positive")
@@ -178,13 +181,15 @@ class StoreStateMachine(EpochApply):
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, "store")
         self._memtable_bytes = memtable_bytes
+        self._max_immutable, self._cache_bytes = max_immutable, cache_bytes
         staged = self.path + ".new"
         if os.path.isdir(staged):
             if os.path.isdir(self.path):
                 shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
             else:
                 self._install_staged(staged)
-        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables)
+        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables,
+                              max_immutable=max_immutable, cache_bytes=cache_bytes)
         #: The conflict functions rules may name: the built-ins, and what ``load_functions``
         #: (set by the node: the plugins' functions) adds when a rule names another.
         self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
@@ -557,7 +562,8 @@ class StoreStateMachine(EpochApply):
         self.store.close()
         shutil.rmtree(self.path)
         self._install_staged(staged)
-        self.store = LSMStore(self.path, self._memtable_bytes)
+        self.store = LSMStore(self.path, self._memtable_bytes, max_immutable=self._max_immutable,
+                              cache_bytes=self._cache_bytes)
         self._load()
         return self.store.applied_index
 
