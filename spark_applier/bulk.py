@@ -29,6 +29,8 @@ idempotent, so a run interrupted anywhere is repeated safely from the saved posi
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -38,7 +40,15 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from gateway import ApplierPosition, DeadLetterLog, Gtid, GtidSet, RowOp, UnsupportedOperationError
+from gateway import (
+    ApplierPosition,
+    ApplyError,
+    DeadLetterLog,
+    Gtid,
+    GtidSet,
+    RowOp,
+    UnsupportedOperationError,
+)
 from gateway.cassandra_mapping import write_timestamp
 
 from .convert import op_of_row
@@ -234,6 +244,8 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
                       index_from=start.log_index + 1, index_to=index_to, report_dir=report_dir)
         df = _skip_applied(df, start.applied).persist()
         last = df.agg(F.max("log_index")).first()[0]  # also materialises the cache: one read
+        if last is not None:
+            _require_reports(report_dir)
         reduced = reduce_log(df)
         report = ApplyReport(target.name, start, start, rejected=reduced.rejected)
         dead = DeadLetterLog(state_dir, target.name)
@@ -259,6 +271,18 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
         return report
     finally:
         shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def _require_reports(report_dir: str) -> None:
+    """``ApplyError`` unless the read's range reports reached ``report_dir``. Rows were read,
+    so every partition wrote one -- if none is here, they went to a directory of the same name
+    on other machines (a remote Spark Connect server's, an executor's own disk), and damage
+    would go unreported: the run stops before writing anything."""
+    if not glob.glob(os.path.join(report_dir, "*.json")):
+        raise ApplyError(
+            f"no range report of the read reached {report_dir}: the executors (with Spark "
+            f"Connect, the server's Python workers) must share this host's temporary "
+            f"directory; set TMPDIR to a path they share (docs/spark.md, 'Spark Connect')")
 
 
 def _end_position(df: DataFrame, start: ApplierPosition, last: int | None,

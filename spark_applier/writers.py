@@ -22,7 +22,11 @@ makes resuming after an interrupted run safe.
 - ``spark_applier.cassandra.CassandraTarget(contact, keyspace)``: cassandra-driver in each
   task (the Spark Cassandra Connector has no Spark 4 build); every write carries ``USING
   TIMESTAMP`` = its log index, so replays can never let an older change win.
-- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark``).
+- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark`` built
+  for the installed Spark: ``delta_support.delta_mismatch`` refuses it otherwise -- on Spark 4.3
+  always, no Delta release supports it).
+- Through Spark Connect, ``ParquetTarget`` is refused (``connect.refuse_connect``): its commit
+  protocol needs the driver's JVM.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from pyspark.sql import functions as F
 
 from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
 
-from .commit import TableCommits, table_uri
+from .commit import NEEDS_JVM, TableCommits, table_uri
+from .connect import refuse_connect
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -101,6 +106,8 @@ class ParquetTarget:
 
     def __init__(self, spark: SparkSession, root: str, *,
                  fault: Callable[[str], None] | None = None) -> None:
+        # refused before any work, not at the first commit
+        refuse_connect(spark, "the parquet target", NEEDS_JVM)
         self.spark = spark
         self.root = table_uri(root)
         self.name = "parquet"
@@ -200,6 +207,11 @@ class DeltaTarget:
     updated with ``MERGE``; needs ``delta-spark`` and a session configured for it."""
 
     def __init__(self, spark: SparkSession, root: str) -> None:
+        from .delta_support import delta_mismatch
+
+        mismatch = delta_mismatch()
+        if mismatch is not None:  # refused before any work: a wrong Delta jar fails mid-job
+            raise ApplyError(mismatch)
         try:
             from delta.tables import DeltaTable
         except ImportError:
