@@ -862,6 +862,37 @@ class AsyncGatewayClient(_Base):
         except grpc.aio.AioRpcError as exc:
             raise error_of(exc) from None
 
+    def _schema_stub(self) -> schema_pb2_grpc.SchemaStub:
+        """A ``Schema`` stub on the current target's channel."""
+        self._stub()  # the channel of the current target exists
+        return schema_pb2_grpc.SchemaStub(self._channels[self.targets[self._current]][0])
+
+    async def change_schema(self, request: schema_pb2.SchemaChangeRequest, *,
+                            timeout: float = 60.0) -> schema_pb2.SchemaChangeResponse:
+        """As :meth:`GatewayClient.change_schema`."""
+        return await self._call(lambda s, t: self._schema_stub().ChangeSchema(
+            request, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def show_table(self, table: str, *, timeout: float | None = None
+                         ) -> schema_pb2.ShowTableResponse:
+        """As :meth:`GatewayClient.show_table`."""
+        try:
+            return await self._schema_stub().ShowTable(
+                schema_pb2.ShowTableRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    async def schema_history(self, table: str, *, timeout: float | None = None
+                             ) -> schema_pb2.SchemaHistoryResponse:
+        """As :meth:`GatewayClient.schema_history`."""
+        try:
+            return await self._schema_stub().SchemaHistory(
+                schema_pb2.SchemaHistoryRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
     async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
                              counts_only: bool = False, timeout: float | None = None
                              ) -> gateway_pb2.ConflictsListResponse:

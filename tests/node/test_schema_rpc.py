@@ -12,8 +12,9 @@ import grpc
 from click.testing import CliRunner
 
 from gateway.cli import main
-from gateway.client import GatewayClient, GatewayError, row_insert
+from gateway.client import AsyncGatewayClient, GatewayClient, GatewayError, row_insert
 from gateway.v1 import schema_pb2
+from gateway.v1.value_pb2 import FieldType
 
 from .conftest import leader_of, node_configs, run, running, wait_for
 
@@ -147,3 +148,27 @@ def _int(v: int):  # type: ignore[no-untyped-def]
     from gateway.v1 import value_pb2
 
     return value_pb2.Value(int_value=v)
+
+
+def test_the_async_client_changes_shows_and_lists_a_tables_schema(tmp_path) -> None:
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api, timeout=30) as c:
+                made = await c.change_schema(schema_pb2.SchemaChangeRequest(
+                    table="shop.carts", kind=schema_pb2.SCHEMA_CHANGE_KIND_CREATE,
+                    columns=[schema_pb2.ColumnDef(name="id", type=FieldType.FIELD_TYPE_INTEGER)],
+                    primary_key=["id"]))
+                assert made.version == 1
+                added = await c.change_schema(schema_pb2.SchemaChangeRequest(
+                    table="shop.carts", kind=schema_pb2.SCHEMA_CHANGE_KIND_ADD_COLUMN,
+                    column=schema_pb2.ColumnDef(name="n", type=FieldType.FIELD_TYPE_INTEGER)))
+                assert added.version == 2
+                shown = await c.show_table("shop.carts")
+                assert [x.name for x in shown.definition.columns] == ["id", "n"]
+                history = await c.schema_history("shop.carts")
+                assert [e.version for e in history.events] == [1, 2]
+
+    run(go(), 60)
