@@ -65,8 +65,11 @@ def schema_show(target: str, token: str | None, ca: str | None, table: str) -> N
 @_ca
 @click.argument("table")
 def schema_history(target: str, token: str | None, ca: str | None, table: str) -> None:
-    """Print TABLE's schema events, oldest first, one per line."""
+    """Print TABLE's schema events, oldest first, one per line; then the concurrent changes
+    that lost to the winner rule on this cluster, each with its cause."""
     with _client(target, token, ca, 30.0) as c:
         got = _call(lambda: c.schema_history(table))
     for msg in got.events:
         click.echo(describe_event(event_from_proto(msg)))
+    for msg, cause in zip(got.lost, got.lost_causes, strict=True):
+        click.echo(f"lost: {describe_event(event_from_proto(msg))}: {cause}")

@@ -138,9 +138,11 @@ class SchemaHistoryRequest(_message.Message):
     def __init__(self, table: _Optional[str] = ...) -> None: ...
 
 class SchemaHistoryResponse(_message.Message):
-    __slots__ = ("events", "lost")
+    __slots__ = ("events", "lost", "lost_causes")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LOST_FIELD_NUMBER: _ClassVar[int]
+    LOST_CAUSES_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[SchemaEvent]
     lost: _containers.RepeatedCompositeFieldContainer[SchemaEvent]
-    def __init__(self, events: _Optional[_Iterable[_Union[SchemaEvent, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[SchemaEvent, _Mapping]]] = ...) -> None: ...
+    lost_causes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, events: _Optional[_Iterable[_Union[SchemaEvent, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[SchemaEvent, _Mapping]]] = ..., lost_causes: _Optional[_Iterable[str]] = ...) -> None: ...

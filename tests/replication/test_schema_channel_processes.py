@@ -190,6 +190,9 @@ def test_column_changes_reach_the_other_cluster_and_old_version_writes_are_upcas
             with mc.client(cid) as c:
                 h = c.schema_history(T)
             assert [e.origin for e in h.events][-1] == "1"
+            # the loser is listed with its cause on both clusters
+            assert [e.origin for e in h.lost] == ["2"], h
+            assert len(h.lost_causes) == 1 and h.lost_causes[0], h
 
         # an undeclared table first written with two shapes while cut off
         mc.partition(1)

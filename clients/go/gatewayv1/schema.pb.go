@@ -723,8 +723,9 @@ func (x *SchemaHistoryRequest) GetTable() string {
 
 type SchemaHistoryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*SchemaEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"` // applied, oldest first
-	Lost          []*SchemaEvent         `protobuf:"bytes,2,rep,name=lost,proto3" json:"lost,omitempty"`     // concurrent changes that lost to the winner rule
+	Events        []*SchemaEvent         `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`                           // applied, oldest first
+	Lost          []*SchemaEvent         `protobuf:"bytes,2,rep,name=lost,proto3" json:"lost,omitempty"`                               // concurrent changes that lost to the winner rule
+	LostCauses    []string               `protobuf:"bytes,3,rep,name=lost_causes,json=lostCauses,proto3" json:"lost_causes,omitempty"` // why each of `lost` lost (names the winner), by position
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +770,13 @@ func (x *SchemaHistoryResponse) GetEvents() []*SchemaEvent {
 func (x *SchemaHistoryResponse) GetLost() []*SchemaEvent {
 	if x != nil {
 		return x.Lost
+	}
+	return nil
+}
+
+func (x *SchemaHistoryResponse) GetLostCauses() []string {
+	if x != nil {
+		return x.LostCauses
 	}
 	return nil
 }
@@ -833,10 +841,12 @@ const file_gateway_v1_schema_proto_rawDesc = "" +
 	"definition\x12\x18\n" +
 	"\adropped\x18\x02 \x01(\bR\adropped\",\n" +
 	"\x14SchemaHistoryRequest\x12\x14\n" +
-	"\x05table\x18\x01 \x01(\tR\x05table\"u\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\"\x96\x01\n" +
 	"\x15SchemaHistoryResponse\x12/\n" +
 	"\x06events\x18\x01 \x03(\v2\x17.gateway.v1.SchemaEventR\x06events\x12+\n" +
-	"\x04lost\x18\x02 \x03(\v2\x17.gateway.v1.SchemaEventR\x04lost*\xb4\x02\n" +
+	"\x04lost\x18\x02 \x03(\v2\x17.gateway.v1.SchemaEventR\x04lost\x12\x1f\n" +
+	"\vlost_causes\x18\x03 \x03(\tR\n" +
+	"lostCauses*\xb4\x02\n" +
 	"\x10SchemaChangeKind\x12\"\n" +
 	"\x1eSCHEMA_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19SCHEMA_CHANGE_KIND_CREATE\x10\x01\x12!\n" +

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from gateway.node.api.schema_change import CHANGE_SCHEMA
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.state.schema_apply import read_history
+from gateway.node.state.schema_replica import read_lost
 from gateway.schema.codec import definition_to_proto, event_to_proto
 from gateway.v1 import schema_pb2, schema_pb2_grpc
 
@@ -55,8 +56,11 @@ class SchemaServicer(schema_pb2_grpc.SchemaServicer):
     async def SchemaHistory(self, request: schema_pb2.SchemaHistoryRequest,
                             context: CallContext) -> schema_pb2.SchemaHistoryResponse:
         items = read_history(self.node.sm.store.scan_prefix, request.table)
-        if not items and request.table not in self.node.sm.tables:
+        lost = read_lost(self.node.sm.store.scan_prefix, request.table)
+        if not items and not lost and request.table not in self.node.sm.tables:
             await self._gateway._abort(context, InvalidRequest(
                 "table", f"no table {request.table!r} (no CREATE TABLE, no write)"))
         return schema_pb2.SchemaHistoryResponse(
-            events=[event_to_proto(h.event) for h in items])
+            events=[event_to_proto(h.event) for h in items],
+            lost=[event_to_proto(x.event) for x in lost],
+            lost_causes=[x.cause for x in lost])

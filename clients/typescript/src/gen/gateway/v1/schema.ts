@@ -215,6 +215,8 @@ export interface SchemaHistoryResponse {
   events: SchemaEvent[];
   /** concurrent changes that lost to the winner rule */
   lost: SchemaEvent[];
+  /** why each of `lost` lost (names the winner), by position */
+  lostCauses: string[];
 }
 
 function createBaseColumnDef(): ColumnDef {
@@ -1375,7 +1377,7 @@ export const SchemaHistoryRequest: MessageFns<SchemaHistoryRequest> = {
 };
 
 function createBaseSchemaHistoryResponse(): SchemaHistoryResponse {
-  return { events: [], lost: [] };
+  return { events: [], lost: [], lostCauses: [] };
 }
 
 export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
@@ -1385,6 +1387,9 @@ export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
     }
     for (const v of message.lost) {
       SchemaEvent.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.lostCauses) {
+      writer.uint32(26).string(v!);
     }
     return writer;
   },
@@ -1418,6 +1423,14 @@ export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
             message.lost.push(SchemaEvent.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.lostCauses.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1434,6 +1447,11 @@ export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
     return {
       events: globalThis.Array.isArray(object?.events) ? object.events.map((e: any) => SchemaEvent.fromJSON(e)) : [],
       lost: globalThis.Array.isArray(object?.lost) ? object.lost.map((e: any) => SchemaEvent.fromJSON(e)) : [],
+      lostCauses: globalThis.Array.isArray(object?.lostCauses)
+        ? object.lostCauses.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.lost_causes)
+        ? object.lost_causes.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1445,6 +1463,9 @@ export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
     if (message.lost?.length) {
       obj.lost = message.lost.map((e) => SchemaEvent.toJSON(e));
     }
+    if (message.lostCauses?.length) {
+      obj.lostCauses = message.lostCauses;
+    }
     return obj;
   },
 
@@ -1455,6 +1476,7 @@ export const SchemaHistoryResponse: MessageFns<SchemaHistoryResponse> = {
     const message = createBaseSchemaHistoryResponse();
     message.events = object.events?.map((e) => SchemaEvent.fromPartial(e)) || [];
     message.lost = object.lost?.map((e) => SchemaEvent.fromPartial(e)) || [];
+    message.lostCauses = object.lostCauses?.map((e) => e) || [];
     return message;
   },
 };
