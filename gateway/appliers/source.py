@@ -18,12 +18,15 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError
 from gateway.core.stuffing import SEPARATOR
 from gateway.v1 import transaction_pb2
+
+if TYPE_CHECKING:
+    from gateway.schema.model import SchemaEvent
 
 __all__ = [
     "CommittedEntry",
@@ -32,6 +35,7 @@ __all__ = [
     "EntrySourceError",
     "LogFileSource",
     "MemorySource",
+    "SchemaEntry",
     "StoreInstalledError",
 ]
 
@@ -129,6 +133,26 @@ class CommittedEntry:
                 f"replicated={self.replicated!r}, wire={self.wire!r}, head={self.head!r})")
 
 
+class SchemaEntry(CommittedEntry):
+    """A committed log entry holding a schema event (``schema``): no transaction. The
+    dispatcher hands ``schema`` to the applier after every earlier entry and before any later
+    one (``gateway.appliers.contract``, "Schema changes")."""
+
+    __slots__ = ("schema",)
+
+    def __init__(self, index: int, schema: SchemaEvent) -> None:
+        super().__init__(index, None)
+        self.schema = schema
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SchemaEntry):
+            return NotImplemented if not isinstance(other, CommittedEntry) else False
+        return (self.index, self.schema) == (other.index, other.schema)
+
+    def __repr__(self) -> str:
+        return f"SchemaEntry(index={self.index!r}, schema={self.schema!r})"
+
+
 class EntrySource(Protocol):
     """Committed log entries, indexed from 1 without gaps."""
 
@@ -143,13 +167,15 @@ class EntrySource(Protocol):
 
 
 class MemorySource:
-    """Transactions in a list; entry ``i`` is ``items[i - 1]``. ``append`` is thread-safe."""
+    """Transactions in a list; entry ``i`` is ``items[i - 1]``; an item that is a schema event
+    is a ``SchemaEntry``. ``append`` is thread-safe."""
 
-    def __init__(self, items: Sequence[transaction_pb2.Transaction | None] = ()) -> None:
+    def __init__(self, items: Sequence[transaction_pb2.Transaction | SchemaEvent | None] = ()
+                 ) -> None:
         self._items = list(items)
         self._lock = threading.Lock()
 
-    def append(self, item: transaction_pb2.Transaction | None) -> int:
+    def append(self, item: transaction_pb2.Transaction | SchemaEvent | None) -> int:
         """Add one entry; return its index."""
         with self._lock:
             self._items.append(item)
@@ -159,11 +185,18 @@ class MemorySource:
         with self._lock:
             start = max(from_index, 1) - 1
             chunk = self._items[start : start + max_entries]
-        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [_entry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         with self._lock:
             return len(self._items)
+
+
+def _entry(index: int, item: transaction_pb2.Transaction | SchemaEvent | None
+           ) -> CommittedEntry:
+    if item is None or isinstance(item, transaction_pb2.Transaction):
+        return CommittedEntry(index, item)
+    return SchemaEntry(index, item)
 
 
 class LogFileSource:
