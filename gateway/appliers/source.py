@@ -5,7 +5,8 @@ over its Raft WAL (committed entries only). Two implementations live here:
 
 - ``LogFileSource``: a standalone log file (``gateway log write``), a record stream of tagged
   messages. An entry's index is the record's ordinal, from 1; records that are not
-  transactions (epoch markers, ...) are entries too, with ``transaction=None``. The file may
+  transactions (epoch markers, ...) are entries too, with ``transaction=None``; a schema
+  event (``SCHEMA_EVENT``) is a ``SchemaEntry``. The file may
   grow while it is read (only whole records followed by their separator are read). A damaged
   range or an undecodable record stops reading with ``EntrySourceError``: skipping it would
   shift every later index and corrupt positions.
@@ -18,15 +19,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError
 from gateway.core.stuffing import SEPARATOR
-from gateway.v1 import transaction_pb2
-
-if TYPE_CHECKING:
-    from gateway.schema.model import SchemaEvent
+from gateway.schema.codec import event_from_proto
+from gateway.schema.model import SchemaError, SchemaEvent
+from gateway.v1 import schema_pb2, transaction_pb2
 
 __all__ = [
     "CommittedEntry",
@@ -204,7 +204,7 @@ class LogFileSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._entries: list[transaction_pb2.Transaction | None] = []
+        self._entries: list[transaction_pb2.Transaction | SchemaEvent | None] = []
         self._consumed = 0  # file offset up to which records were parsed (a separator)
         if not self.path.is_file():
             raise EntrySourceError(f"{self.path}: no such log file")
@@ -231,10 +231,13 @@ class LogFileSource:
                     f"{self._consumed + rec.offset} (run `gateway log verify`)")
             try:
                 msg = messages.unpack(rec.payload, base_offset=self._consumed + rec.offset)
-            except MessageDecodeError as exc:
-                raise EntrySourceError(f"{self.path}: record {len(self._entries) + 1}: "
-                                       f"{exc}") from None
-            self._entries.append(msg if isinstance(msg, transaction_pb2.Transaction) else None)
+                item = (msg if isinstance(msg, transaction_pb2.Transaction)
+                        else event_from_proto(msg) if isinstance(msg, schema_pb2.SchemaEvent)
+                        else None)
+            except (MessageDecodeError, SchemaError) as exc:
+                raise EntrySourceError(f"{self.path}: record {len(self._entries) + 1} at "
+                                       f"offset {self._consumed + rec.offset}: {exc}") from None
+            self._entries.append(item)
             expected = rec.end + len(SEPARATOR)
         if expected < len(chunk):
             raise EntrySourceError(
@@ -247,7 +250,7 @@ class LogFileSource:
             self._refresh()
         start = max(from_index, 1) - 1
         chunk = self._entries[start : start + max_entries]
-        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [_entry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         self._refresh()
