@@ -110,6 +110,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "SchemaEvent": ("gateway.schema.model", "SchemaEvent"),
     "TableDef": ("gateway.schema.model", "TableDef"),
     "SchemaColumn": ("gateway.schema.model", "Column"),
+    "encode_schema_event": ("gateway.schema.codec", "encode_event"),
+    "decode_schema_event": ("gateway.schema.codec", "decode_event"),
     # an applier's own bookkeeping: positions and dead letters
     "ApplierPosition": ("gateway.appliers.position", "ApplierPosition"),
     "GtidSet": ("gateway.appliers.position", "GtidSet"),
@@ -196,7 +198,9 @@ __all__ = [
     "Verdict",
     "__version__",
     "decode_frame",
+    "decode_schema_event",
     "encode_frame",
+    "encode_schema_event",
     "hookimpl",
     "is_transient",
     "op_from_proto",
@@ -285,6 +289,8 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         op_to_proto,
         python_value,
     )
+    from gateway.schema.codec import decode_event as decode_schema_event
+    from gateway.schema.codec import encode_event as encode_schema_event
     from gateway.schema.model import Column as SchemaColumn
     from gateway.schema.model import SchemaEvent, TableDef
     from gateway.v1.applier_pb2 import RowOperation

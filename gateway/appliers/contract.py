@@ -64,6 +64,11 @@ applier's ``schema_policy`` (``apply`` by default, ``ignore`` or ``stop``; the o
 - ``stop``: the applier stops at the event (``SchemaStopError`` naming table, version and
   change: the applier's status), its position right before it; a restart stops there again
   until the policy is changed.
+
+An applier that keeps per-table versions (the RabbitMQ applier's header) may also define
+``start_schema(versions: Mapping[str, int])``: at the start of a run the dispatcher hands it
+each table's version as of its position, when the entry source can tell
+(``EntrySource.schema_versions``).
 """
 
 from __future__ import annotations

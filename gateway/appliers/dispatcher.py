@@ -275,6 +275,11 @@ class Dispatcher:
         backfill = tracker.backfill
         self._no_elide = backfill.replay_until if backfill is not None else 0
         self.metrics.set(watermark=tracker.watermark)
+        start_schema = getattr(self.applier, "start_schema", None)
+        versions = getattr(self.source, "schema_versions", None)
+        if start_schema is not None and versions is not None:
+            # the schema events before the position are not read again (contract.py)
+            start_schema(versions(tracker.watermark))
         assembler = SegmentAssembler()
         self._workers = [
             PartitionWorker(n, self._runner, self.applier.capabilities.max_batch,

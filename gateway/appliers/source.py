@@ -153,8 +153,23 @@ class SchemaEntry(CommittedEntry):
         return f"SchemaEntry(index={self.index!r}, schema={self.schema!r})"
 
 
+def versions_upto(items: Sequence[object], upto: int) -> dict[str, int]:
+    """Each table's schema version after the first ``upto`` items (schema events among
+    them), for ``schema_versions``."""
+    out: dict[str, int] = {}
+    for item in items[:max(upto, 0)]:
+        if isinstance(item, SchemaEvent):
+            out[item.table] = item.version
+    return out
+
+
 class EntrySource(Protocol):
-    """Committed log entries, indexed from 1 without gaps."""
+    """Committed log entries, indexed from 1 without gaps.
+
+    A source may also offer ``schema_versions(index) -> dict[str, int]``: each table's schema
+    version as of entry ``index`` (its last schema event at or before it), which the
+    dispatcher hands to an applier with ``start_schema`` when a run begins -- the events
+    before its position are not read again."""
 
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         """Entries ``from_index, from_index + 1, ...``: at most ``max_entries``, fewer (maybe
@@ -190,6 +205,11 @@ class MemorySource:
     def last_index(self) -> int:
         with self._lock:
             return len(self._items)
+
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of entry ``index``."""
+        with self._lock:
+            return versions_upto(self._items, index)
 
 
 def _entry(index: int, item: transaction_pb2.Transaction | SchemaEvent | None
@@ -255,3 +275,7 @@ class LogFileSource:
     def last_index(self) -> int:
         self._refresh()
         return len(self._entries)
+
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of entry ``index``."""
+        return versions_upto(self._entries, index)
