@@ -45,29 +45,29 @@ def _fields(names: list[str]) -> list[statement_pb2.FieldMetadata]:
     return [statement_pb2.FieldMetadata(name=n, type=TYPES[n]) for n in names]
 
 
-def _meta() -> statement_pb2.TableMetadata:
-    return statement_pb2.TableMetadata(schema_name="s", table_name="items")
+def _meta(schema: str) -> statement_pb2.TableMetadata:
+    return statement_pb2.TableMetadata(schema_name=schema, table_name="items")
 
 
-def insert(*rows: dict[str, Any]) -> statement_pb2.Statement:
+def insert(*rows: dict[str, Any], schema: str = "s") -> statement_pb2.Statement:
     """INSERT rows of the same columns (``id`` the key)."""
     cols = [c for c in rows[0] if c != "id"]
-    st = statement_pb2.InsertStatement(table=_meta(), key_fields=_fields(["id"]),
+    st = statement_pb2.InsertStatement(table=_meta(schema), key_fields=_fields(["id"]),
                                        fields=_fields(cols))
     for r in rows:
         st.records.add(key_values=[_val(r["id"])], after_values=[_val(r[c]) for c in cols])
     return statement_pb2.Statement(insert=st)
 
 
-def update(key: int, **values: Any) -> statement_pb2.Statement:
-    st = statement_pb2.UpdateStatement(table=_meta(), key_fields=_fields(["id"]),
+def update(key: int, schema: str = "s", **values: Any) -> statement_pb2.Statement:
+    st = statement_pb2.UpdateStatement(table=_meta(schema), key_fields=_fields(["id"]),
                                        set_fields=_fields(list(values)))
     st.records.add(key_values=[_val(key)], after_values=[_val(v) for v in values.values()])
     return statement_pb2.Statement(update=st)
 
 
-def delete(key: int) -> statement_pb2.Statement:
-    st = statement_pb2.DeleteStatement(table=_meta(), key_fields=_fields(["id"]))
+def delete(key: int, schema: str = "s") -> statement_pb2.Statement:
+    st = statement_pb2.DeleteStatement(table=_meta(schema), key_fields=_fields(["id"]))
     st.records.add(key_values=[_val(key)])
     return statement_pb2.Statement(delete=st)
 
@@ -79,8 +79,9 @@ def txn(trans_id: int, *statements: statement_pb2.Statement) -> transaction_pb2.
         statements=list(statements), segment_id=1, end_segment=True)
 
 
-def events() -> list[SchemaEvent]:
+def events(schema: str = "s") -> list[SchemaEvent]:
     """CREATE, ADD COLUMN c, RENAME a -> qty, DROP COLUMN b, each on the one before."""
+    table = f"{schema}.items"
     out: list[SchemaEvent] = []
     current: TableDef | None = None
 
@@ -89,35 +90,42 @@ def events() -> list[SchemaEvent]:
         current = apply_event(current, e)
         out.append(e)
 
-    step(plan_create(None, TABLE, [Column("id", "INTEGER"), Column("a", "INTEGER"),
+    step(plan_create(None, table, [Column("id", "INTEGER"), Column("a", "INTEGER"),
                                    Column("b", "VARCHAR")], ["id"], origin="A"))
-    step(plan_add_column(current, TABLE, Column("c", "INTEGER", 0), origin="A"))
-    step(plan_rename_column(current, TABLE, "a", "qty", origin="A"))
-    step(plan_drop_column(current, TABLE, "b", origin="A"))
+    step(plan_add_column(current, table, Column("c", "INTEGER", 0), origin="A"))
+    step(plan_rename_column(current, table, "a", "qty", origin="A"))
+    step(plan_drop_column(current, table, "b", origin="A"))
     return out
 
 
-def schema_log() -> list[transaction_pb2.Transaction | SchemaEvent]:
-    """The log, in order (module docstring)."""
-    create, add_c, rename, drop_b = events()
+def schema_log(schema: str = "s") -> list[transaction_pb2.Transaction | SchemaEvent]:
+    """The log, in order (module docstring); the table is ``<schema>.items``."""
+    create, add_c, rename, drop_b = events(schema)
+
+    def ins(*rows: dict[str, Any]) -> statement_pb2.Statement:
+        return insert(*rows, schema=schema)
+
+    def upd(key: int, **values: Any) -> statement_pb2.Statement:
+        return update(key, schema, **values)
+
     return [
         create,
-        txn(1, insert({"id": 1, "a": 10, "b": "one"}, {"id": 2, "a": 20, "b": "two"},
-                      {"id": 3, "a": 30, "b": "three"})),
-        txn(2, update(2, a=21)),
+        txn(1, ins({"id": 1, "a": 10, "b": "one"}, {"id": 2, "a": 20, "b": "two"},
+                   {"id": 3, "a": 30, "b": "three"})),
+        txn(2, upd(2, a=21)),
         add_c,
-        txn(3, insert({"id": 4, "a": 40, "b": "four"})),            # the old version: no c
-        txn(4, insert({"id": 5, "a": 50, "b": "five", "c": 7})),    # the new one
-        txn(5, update(1, c=9)),
+        txn(3, ins({"id": 4, "a": 40, "b": "four"})),            # the old version: no c
+        txn(4, ins({"id": 5, "a": 50, "b": "five", "c": 7})),    # the new one
+        txn(5, upd(1, c=9)),
         rename,
-        txn(6, insert({"id": 6, "qty": 60, "b": "six", "c": 6})),
-        txn(7, insert({"id": 7, "a": 70, "b": "seven"})),           # under the old name
-        txn(8, update(2, qty=22)),
+        txn(6, ins({"id": 6, "qty": 60, "b": "six", "c": 6})),
+        txn(7, ins({"id": 7, "a": 70, "b": "seven"})),           # under the old name
+        txn(8, upd(2, qty=22)),
         drop_b,
-        txn(9, insert({"id": 8, "qty": 80, "c": 8})),
-        txn(10, insert({"id": 9, "qty": 90, "b": "nine", "c": 9})),  # still naming b
-        txn(11, delete(3)),
-        txn(12, update(4, qty=41)),
+        txn(9, ins({"id": 8, "qty": 80, "c": 8})),
+        txn(10, ins({"id": 9, "qty": 90, "b": "nine", "c": 9})),  # still naming b
+        txn(11, delete(3, schema)),
+        txn(12, upd(4, qty=41)),
     ]
 
 
