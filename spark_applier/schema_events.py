@@ -11,10 +11,11 @@ one ``apply_log`` as before. So a target sees each event after every transaction
 before it and before any committed after it, as the streaming dispatcher hands them over.
 
 A target without ``apply_schema`` passes events by (its rows keep their own shape), as does one
-whose ``schema_policy`` is ``ignore``; with ``stop``, or when its ``apply_schema`` raises, the
-run stops with ``SchemaStopError`` (one line naming the table, version and change), its
-position saved right before the event: a schema event is not a row to dead-letter, and the
-rows after it would not fit a table that did not change.
+whose ``schema_policy`` is ``ignore``; ``UnsupportedOperationError`` from ``apply_schema`` (a
+change the target cannot make) is logged as one warning line and passed by, as the streaming
+dispatcher does; with ``stop``, or when ``apply_schema`` fails otherwise, the run stops with
+``SchemaStopError`` (one line naming the table, version and change), its position saved right
+before the event: a schema event is not a row to dead-letter.
 
 A WAL directory holds every proposed event, including one its state machine refused (a
 losing concurrent change): the bulk apply of a WAL applies what the WAL holds, as it does for
@@ -23,6 +24,7 @@ transactions; apply a node's log through the node's appliers where that matters.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,6 +44,8 @@ from .layout import ReadRange, discover, open_buffer, plan_ranges, resolve_path
 from .position import SparkPositionStore
 
 __all__ = ["apply_with_schema", "scan_range", "schema_events"]
+
+log = logging.getLogger("spark_applier.schema_events")
 
 _ENTRY_TAG = bytes((WalTag.ENTRY,))
 _SCHEMA_TAG = bytes((TypeTag.SCHEMA_EVENT,))
@@ -122,13 +126,15 @@ def apply_with_schema(spark: SparkSession, source: str, target: Any, state_dir: 
             raise SchemaStopError(f"target {target.name}: schema change at log index {index}, "
                                   f"table {event.table} version {event.version} "
                                   f"({event.kind}): stopped by schema_policy 'stop'")
+        where = (f"target {target.name}: schema change at log index {index}, table "
+                 f"{event.table} version {event.version} ({event.kind})")
         if method is not None and getattr(target, "schema_policy", "apply") == "apply":
             try:
                 method(event)
-            except (UnsupportedOperationError, ValueError, OSError) as exc:
-                raise SchemaStopError(f"target {target.name}: schema change at log index "
-                                      f"{index}, table {event.table} version {event.version} "
-                                      f"({event.kind}): not applied: {exc}") from None
+            except UnsupportedOperationError as exc:
+                log.warning("%s: not applied: %s", where, exc)
+            except (ValueError, OSError) as exc:
+                raise SchemaStopError(f"{where}: not applied: {exc}") from None
         positions.save(ApplierPosition(index, report.end.applied))
     else:
         reports.append(apply(spark, source, target, state_dir, index_to=index_to, **options))
