@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 API_PROTO = "gateway/v1/gateway.proto"
+#: The public API's other services (each its own file, docs/schema.md for Schema).
+API_SERVICES = ("gateway/v1/schema.proto",)
 
 PROTOC_GEN_GO = "v1.36.12"
 PROTOC_GEN_GO_GRPC = "v1.6.2"
@@ -75,9 +77,10 @@ class Target:
 
 
 def api_protos() -> list[str]:
-    """``gateway.proto`` and everything it imports, transitively (paths under proto/)."""
+    """``gateway.proto``, the other public services and everything they import, transitively
+    (paths under proto/)."""
     seen: set[str] = set()
-    todo = [API_PROTO]
+    todo = [API_PROTO, *API_SERVICES]
     while todo:
         name = todo.pop()
         if name in seen:

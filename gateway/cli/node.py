@@ -253,10 +253,19 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
         gateway sql "INSERT INTO shop.items (id, name) VALUES (1, 'a')"
         gateway sql "SELECT * FROM shop.items WHERE id = 1"
         gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
+        gateway sql "ALTER TABLE shop.items ADD COLUMN c INT DEFAULT 0"
     """
     from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_write
+    from gateway.cli.sql_ddl import is_ddl, parse_ddl
 
     try:
+        if is_ddl(text):  # CREATE/ALTER/DROP TABLE: a schema change (docs/schema.md)
+            req = parse_ddl(text)
+            with _client(target, token, ca, timeout) as c:
+                got = _call(lambda: c.change_schema(req, timeout=timeout))
+            click.echo(f"{req.table} version {got.version}")
+            click.echo(f"log_index {got.log_index}", err=True)
+            return
         if is_select(text):
             _select(target, token, ca, timeout, parse_select(text), consistency)
             return
@@ -422,6 +431,9 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):
         click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
+    for t in st.tables:  # schema versions (gateway schema show|history)
+        click.echo(f"  table {t.table} version {t.version}"
+                   + (" (dropped)" if t.dropped else " (implicit)" if t.implicit else ""))
 
 
 def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:

@@ -59,7 +59,15 @@ from gateway.client.prepared import (
 )
 from gateway.client.stream import WriteStream
 from gateway.client.values import FieldValue
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import (
+    gateway_pb2,
+    gateway_pb2_grpc,
+    schema_pb2,
+    schema_pb2_grpc,
+    statement_pb2,
+    transaction_pb2,
+    value_pb2,
+)
 
 __all__ = [
     "AsyncChangeEvents",
@@ -553,6 +561,40 @@ class GatewayClient(_Base):
         try:
             return getattr(self._stub(), name)(req, timeout=timeout or self.attempt_timeout,
                                                metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    def _schema_stub(self) -> schema_pb2_grpc.SchemaStub:
+        """A ``Schema`` stub on the current target's channel."""
+        self._stub()  # the channel of the current target exists
+        return schema_pb2_grpc.SchemaStub(self._channels[self.targets[self._current]][0])
+
+    def change_schema(self, request: schema_pb2.SchemaChangeRequest, *,
+                      timeout: float = 60.0) -> schema_pb2.SchemaChangeResponse:
+        """Commit one table-definition change (CREATE TABLE, ADD/DROP/RENAME COLUMN, DROP
+        TABLE; docs/schema.md) and return the definition after it. Admin.
+        INVALID_ARGUMENT for a malformed change, FAILED_PRECONDITION (with the reason) for
+        one that cannot be applied everywhere."""
+        return self._call(lambda s, t: self._schema_stub().ChangeSchema(
+            request, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    def show_table(self, table: str, *, timeout: float | None = None
+                   ) -> schema_pb2.ShowTableResponse:
+        """The definition and version of ``table`` on the node targeted. Read."""
+        try:
+            return self._schema_stub().ShowTable(schema_pb2.ShowTableRequest(table=table),
+                                                 timeout=timeout or self.attempt_timeout,
+                                                 metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    def schema_history(self, table: str, *, timeout: float | None = None
+                       ) -> schema_pb2.SchemaHistoryResponse:
+        """The applied schema events of ``table``, oldest first, on the node targeted. Read."""
+        try:
+            return self._schema_stub().SchemaHistory(
+                schema_pb2.SchemaHistoryRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise error_of(exc) from None
 

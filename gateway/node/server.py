@@ -59,6 +59,7 @@ from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.metrics import serve_metrics
+from gateway.node.api.schema_service import SchemaServicer
 from gateway.node.api.security import (
     TokenAuthInterceptor,
     Tokens,
@@ -104,7 +105,13 @@ from gateway.node.storage.snapshot_files import (
 )
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
-from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import (
+    channel_pb2_grpc,
+    gateway_pb2,
+    peer_pb2_grpc,
+    replication_pb2,
+    schema_pb2_grpc,
+)
 
 if TYPE_CHECKING:
     import pluggy
@@ -394,11 +401,13 @@ class GatewayNode:
         add_gateway_service(self.servicer, api)
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
+        schema_pb2_grpc.add_SchemaServicer_to_server(SchemaServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.ChannelSource", "gateway.v1.Schema", health.SERVICE_NAME,
+             reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from gateway.v1 import value_pb2 as gateway_dot_v1_dot_value__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gateway/v1/schema.proto\x12\ngateway.v1\x1a\x16gateway/v1/value.proto\"z\n\tColumnDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04type\x18\x02 \x01(\x0e\x32\x15.gateway.v1.FieldType\x12(\n\rdefault_value\x18\x03 \x01(\x0b\x32\x11.gateway.v1.Value\x12\x10\n\x08not_null\x18\x04 \x01(\x08\"n\n\x0fTableDefinition\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12&\n\x07\x63olumns\x18\x03 \x03(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x13\n\x0bprimary_key\x18\x04 \x03(\t\"\x87\x02\n\x0bSchemaEvent\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12*\n\x04kind\x18\x03 \x01(\x0e\x32\x1c.gateway.v1.SchemaChangeKind\x12%\n\x06\x63olumn\x18\x04 \x01(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x10\n\x08old_name\x18\x05 \x01(\t\x12\x10\n\x08new_name\x18\x06 \x01(\t\x12/\n\ndefinition\x18\x07 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0e\n\x06origin\x18\x08 \x01(\t\x12\x10\n\x08implicit\x18\t \x01(\x08\x12\x0e\n\x06parent\x18\n \x01(\x0c\"\xee\x01\n\x13SchemaChangeRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.gateway.v1.SchemaChangeKind\x12&\n\x07\x63olumns\x18\x03 \x03(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x13\n\x0bprimary_key\x18\x04 \x03(\t\x12%\n\x06\x63olumn\x18\x05 \x01(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x10\n\x08old_name\x18\x06 \x01(\t\x12\x10\n\x08new_name\x18\x07 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x08 \x01(\x04\"k\n\x14SchemaChangeResponse\x12/\n\ndefinition\x18\x01 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x11\n\tlog_index\x18\x03 \x01(\x04\"!\n\x10ShowTableRequest\x12\r\n\x05table\x18\x01 \x01(\t\"U\n\x11ShowTableResponse\x12/\n\ndefinition\x18\x01 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0f\n\x07\x64ropped\x18\x02 \x01(\x08\"%\n\x14SchemaHistoryRequest\x12\r\n\x05table\x18\x01 \x01(\t\"g\n\x15SchemaHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.gateway.v1.SchemaEvent\x12%\n\x04lost\x18\x02 \x03(\x0b\x32\x17.gateway.v1.SchemaEvent*\xe5\x01\n\x10SchemaChangeKind\x12\"\n\x1eSCHEMA_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1d\n\x19SCHEMA_CHANGE_KIND_CREATE\x10\x01\x12!\n\x1dSCHEMA_CHANGE_KIND_ADD_COLUMN\x10\x02\x12\"\n\x1eSCHEMA_CHANGE_KIND_DROP_COLUMN\x10\x03\x12$\n SCHEMA_CHANGE_KIND_RENAME_COLUMN\x10\x04\x12!\n\x1dSCHEMA_CHANGE_KIND_DROP_TABLE\x10\x05\x32\xfb\x01\n\x06Schema\x12Q\n\x0c\x43hangeSchema\x12\x1f.gateway.v1.SchemaChangeRequest\x1a .gateway.v1.SchemaChangeResponse\x12H\n\tShowTable\x12\x1c.gateway.v1.ShowTableRequest\x1a\x1d.gateway.v1.ShowTableResponse\x12T\n\rSchemaHistory\x12 .gateway.v1.SchemaHistoryRequest\x1a!.gateway.v1.SchemaHistoryResponseBF\n\rio.gateway.v1B\x0bSchemaProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17gateway/v1/schema.proto\x12\ngateway.v1\x1a\x16gateway/v1/value.proto\"z\n\tColumnDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04type\x18\x02 \x01(\x0e\x32\x15.gateway.v1.FieldType\x12(\n\rdefault_value\x18\x03 \x01(\x0b\x32\x11.gateway.v1.Value\x12\x10\n\x08not_null\x18\x04 \x01(\x08\"n\n\x0fTableDefinition\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12&\n\x07\x63olumns\x18\x03 \x03(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x13\n\x0bprimary_key\x18\x04 \x03(\t\"\x87\x02\n\x0bSchemaEvent\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12*\n\x04kind\x18\x03 \x01(\x0e\x32\x1c.gateway.v1.SchemaChangeKind\x12%\n\x06\x63olumn\x18\x04 \x01(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x10\n\x08old_name\x18\x05 \x01(\t\x12\x10\n\x08new_name\x18\x06 \x01(\t\x12/\n\ndefinition\x18\x07 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0e\n\x06origin\x18\x08 \x01(\t\x12\x10\n\x08implicit\x18\t \x01(\x08\x12\x0e\n\x06parent\x18\n \x01(\x0c\"Q\n\x0cTableVersion\x12\r\n\x05table\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0f\n\x07\x64ropped\x18\x03 \x01(\x08\x12\x10\n\x08implicit\x18\x04 \x01(\x08\"\xee\x01\n\x13SchemaChangeRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.gateway.v1.SchemaChangeKind\x12&\n\x07\x63olumns\x18\x03 \x03(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x13\n\x0bprimary_key\x18\x04 \x03(\t\x12%\n\x06\x63olumn\x18\x05 \x01(\x0b\x32\x15.gateway.v1.ColumnDef\x12\x10\n\x08old_name\x18\x06 \x01(\t\x12\x10\n\x08new_name\x18\x07 \x01(\t\x12\x14\n\x0c\x62\x61se_version\x18\x08 \x01(\x04\"k\n\x14SchemaChangeResponse\x12/\n\ndefinition\x18\x01 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x11\n\tlog_index\x18\x03 \x01(\x04\"!\n\x10ShowTableRequest\x12\r\n\x05table\x18\x01 \x01(\t\"U\n\x11ShowTableResponse\x12/\n\ndefinition\x18\x01 \x01(\x0b\x32\x1b.gateway.v1.TableDefinition\x12\x0f\n\x07\x64ropped\x18\x02 \x01(\x08\"%\n\x14SchemaHistoryRequest\x12\r\n\x05table\x18\x01 \x01(\t\"g\n\x15SchemaHistoryResponse\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.gateway.v1.SchemaEvent\x12%\n\x04lost\x18\x02 \x03(\x0b\x32\x17.gateway.v1.SchemaEvent*\xb4\x02\n\x10SchemaChangeKind\x12\"\n\x1eSCHEMA_CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x1d\n\x19SCHEMA_CHANGE_KIND_CREATE\x10\x01\x12!\n\x1dSCHEMA_CHANGE_KIND_ADD_COLUMN\x10\x02\x12\"\n\x1eSCHEMA_CHANGE_KIND_DROP_COLUMN\x10\x03\x12$\n SCHEMA_CHANGE_KIND_RENAME_COLUMN\x10\x04\x12!\n\x1dSCHEMA_CHANGE_KIND_DROP_TABLE\x10\x05\x12\"\n\x1eSCHEMA_CHANGE_KIND_CHANGE_TYPE\x10\x06\x12)\n%SCHEMA_CHANGE_KIND_CHANGE_PRIMARY_KEY\x10\x07\x32\xfb\x01\n\x06Schema\x12Q\n\x0c\x43hangeSchema\x12\x1f.gateway.v1.SchemaChangeRequest\x1a .gateway.v1.SchemaChangeResponse\x12H\n\tShowTable\x12\x1c.gateway.v1.ShowTableRequest\x1a\x1d.gateway.v1.ShowTableResponse\x12T\n\rSchemaHistory\x12 .gateway.v1.SchemaHistoryRequest\x1a!.gateway.v1.SchemaHistoryResponseBF\n\rio.gateway.v1B\x0bSchemaProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,26 +33,28 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.schema_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\013SchemaProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
-  _globals['_SCHEMACHANGEKIND']._serialized_start=1182
-  _globals['_SCHEMACHANGEKIND']._serialized_end=1411
+  _globals['_SCHEMACHANGEKIND']._serialized_start=1265
+  _globals['_SCHEMACHANGEKIND']._serialized_end=1573
   _globals['_COLUMNDEF']._serialized_start=63
   _globals['_COLUMNDEF']._serialized_end=185
   _globals['_TABLEDEFINITION']._serialized_start=187
   _globals['_TABLEDEFINITION']._serialized_end=297
   _globals['_SCHEMAEVENT']._serialized_start=300
   _globals['_SCHEMAEVENT']._serialized_end=563
-  _globals['_SCHEMACHANGEREQUEST']._serialized_start=566
-  _globals['_SCHEMACHANGEREQUEST']._serialized_end=804
-  _globals['_SCHEMACHANGERESPONSE']._serialized_start=806
-  _globals['_SCHEMACHANGERESPONSE']._serialized_end=913
-  _globals['_SHOWTABLEREQUEST']._serialized_start=915
-  _globals['_SHOWTABLEREQUEST']._serialized_end=948
-  _globals['_SHOWTABLERESPONSE']._serialized_start=950
-  _globals['_SHOWTABLERESPONSE']._serialized_end=1035
-  _globals['_SCHEMAHISTORYREQUEST']._serialized_start=1037
-  _globals['_SCHEMAHISTORYREQUEST']._serialized_end=1074
-  _globals['_SCHEMAHISTORYRESPONSE']._serialized_start=1076
-  _globals['_SCHEMAHISTORYRESPONSE']._serialized_end=1179
-  _globals['_SCHEMA']._serialized_start=1414
-  _globals['_SCHEMA']._serialized_end=1665
+  _globals['_TABLEVERSION']._serialized_start=565
+  _globals['_TABLEVERSION']._serialized_end=646
+  _globals['_SCHEMACHANGEREQUEST']._serialized_start=649
+  _globals['_SCHEMACHANGEREQUEST']._serialized_end=887
+  _globals['_SCHEMACHANGERESPONSE']._serialized_start=889
+  _globals['_SCHEMACHANGERESPONSE']._serialized_end=996
+  _globals['_SHOWTABLEREQUEST']._serialized_start=998
+  _globals['_SHOWTABLEREQUEST']._serialized_end=1031
+  _globals['_SHOWTABLERESPONSE']._serialized_start=1033
+  _globals['_SHOWTABLERESPONSE']._serialized_end=1118
+  _globals['_SCHEMAHISTORYREQUEST']._serialized_start=1120
+  _globals['_SCHEMAHISTORYREQUEST']._serialized_end=1157
+  _globals['_SCHEMAHISTORYRESPONSE']._serialized_start=1159
+  _globals['_SCHEMAHISTORYRESPONSE']._serialized_end=1262
+  _globals['_SCHEMA']._serialized_start=1576
+  _globals['_SCHEMA']._serialized_end=1827
 # @@protoc_insertion_point(module_scope)

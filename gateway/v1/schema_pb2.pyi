@@ -16,12 +16,16 @@ class SchemaChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCHEMA_CHANGE_KIND_DROP_COLUMN: _ClassVar[SchemaChangeKind]
     SCHEMA_CHANGE_KIND_RENAME_COLUMN: _ClassVar[SchemaChangeKind]
     SCHEMA_CHANGE_KIND_DROP_TABLE: _ClassVar[SchemaChangeKind]
+    SCHEMA_CHANGE_KIND_CHANGE_TYPE: _ClassVar[SchemaChangeKind]
+    SCHEMA_CHANGE_KIND_CHANGE_PRIMARY_KEY: _ClassVar[SchemaChangeKind]
 SCHEMA_CHANGE_KIND_UNSPECIFIED: SchemaChangeKind
 SCHEMA_CHANGE_KIND_CREATE: SchemaChangeKind
 SCHEMA_CHANGE_KIND_ADD_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_DROP_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_RENAME_COLUMN: SchemaChangeKind
 SCHEMA_CHANGE_KIND_DROP_TABLE: SchemaChangeKind
+SCHEMA_CHANGE_KIND_CHANGE_TYPE: SchemaChangeKind
+SCHEMA_CHANGE_KIND_CHANGE_PRIMARY_KEY: SchemaChangeKind
 
 class ColumnDef(_message.Message):
     __slots__ = ("name", "type", "default_value", "not_null")
@@ -70,6 +74,18 @@ class SchemaEvent(_message.Message):
     implicit: bool
     parent: bytes
     def __init__(self, table: _Optional[str] = ..., version: _Optional[int] = ..., kind: _Optional[_Union[SchemaChangeKind, str]] = ..., column: _Optional[_Union[ColumnDef, _Mapping]] = ..., old_name: _Optional[str] = ..., new_name: _Optional[str] = ..., definition: _Optional[_Union[TableDefinition, _Mapping]] = ..., origin: _Optional[str] = ..., implicit: _Optional[bool] = ..., parent: _Optional[bytes] = ...) -> None: ...
+
+class TableVersion(_message.Message):
+    __slots__ = ("table", "version", "dropped", "implicit")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    IMPLICIT_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    version: int
+    dropped: bool
+    implicit: bool
+    def __init__(self, table: _Optional[str] = ..., version: _Optional[int] = ..., dropped: _Optional[bool] = ..., implicit: _Optional[bool] = ...) -> None: ...
 
 class SchemaChangeRequest(_message.Message):
     __slots__ = ("table", "kind", "columns", "primary_key", "column", "old_name", "new_name", "base_version")

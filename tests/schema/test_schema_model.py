@@ -150,3 +150,14 @@ def test_an_explicit_create_wins_over_a_first_writes_shape() -> None:
                            implicit=True)
     explicit = plan_create(None, T, (ID, Column("v", "INTEGER")), ("id",), origin="B")
     assert winner(implicit, explicit) == explicit
+
+
+def test_log_dump_renders_a_schema_event_as_one_line() -> None:
+    from gateway.cli.logtool import LogEntry, render_text
+    from gateway.schema.codec import event_to_proto
+
+    _, d1 = _created()
+    e = plan_add_column(d1, T, Column("c", "INTEGER", 0), origin="1")
+    got = render_text(LogEntry(offset=9, tag=TypeTag.SCHEMA_EVENT, message=event_to_proto(e)))
+    assert got == ["# Schema: app.items version 2\tadd column c INTEGER DEFAULT 0\tfrom "
+                   "cluster 1"]

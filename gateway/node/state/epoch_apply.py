@@ -225,7 +225,7 @@ class EpochApply(TransactionApply):
                                                              strict=True)]
             txns = judged.transactions
             counters = {k: v for k, v in judged.counters.items() if v}
-        self._record_schemas(created, ops)
+        self._record_schemas(created, ops, e.index, str(unit.source_id))
         if unit.derived_trans_id:
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
@@ -368,7 +368,7 @@ class EpochApply(TransactionApply):
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
                                           unit.derived_commit_ts, stmts)
             self._record_schemas(check_statements(derived.statements, self.schemas,
-                                                  rows=False), ops)
+                                                  rows=False), ops, index, str(me))
         if derived is not None:
             self._write_statements(derived, index, derived.gtid, RowMeta(
                 unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)

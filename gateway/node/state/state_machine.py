@@ -104,6 +104,8 @@ from gateway.node.state.epoch_apply import (
     EpochApply,
     StagedSegment,
 )
+from gateway.node.state.schema_apply import load_definitions, table_schema_of
+from gateway.node.state.schema_entry import SchemaEntryApply
 from gateway.node.state.seed_apply import apply_seed_install, load_seeds
 from gateway.node.state.seed_pins import SeedPins
 from gateway.node.state.slot_apply import SlotId, apply_slot_command, load_slots
@@ -139,6 +141,7 @@ _PIN = TypeTag.SEED_PIN
 _SEED = TypeTag.SEED_INSTALL
 _SEAL = struct.Struct("<QB")  # m seal: last sealed epoch, whether a record followed it
 _SLOT = TypeTag.SLOT_COMMAND
+_SCHEMA = TypeTag.SCHEMA_EVENT
 _NONE: frozenset[bytes] = frozenset()
 
 
@@ -159,7 +162,7 @@ def _has_txns(data: bytes) -> bool:
     return any(it.WhichOneof("item") == "transaction" for it in unit.items)
 
 
-class StoreStateMachine(EpochApply):
+class StoreStateMachine(SchemaEntryApply, EpochApply):
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
@@ -220,6 +223,11 @@ class StoreStateMachine(EpochApply):
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
             self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
+        #: Table definitions and versions (``schema_apply``; replaced, never mutated).
+        self.tables = load_definitions(self.store.scan_prefix, self.schemas)
+        for name, st in self.tables.items():  # what the stored shapes do not say (NOT NULL)
+            if st.definition is not None and name in self.schemas:
+                self.schemas[name] = table_schema_of(st.definition)
         #: Replicated positions of cluster-scoped appliers by name (read by other threads: the
         #: mapping is only ever updated item by item).
         self.applier_positions: dict[str, applier_pb2.ApplierPosition] = {}
@@ -380,6 +388,8 @@ class StoreStateMachine(EpochApply):
                 self._apply_pin(e, ops)
             elif tag == _SEED:
                 self._apply_seed(e, ops)
+            elif tag == _SCHEMA:
+                self._apply_schema(e, ops, overlay)
             else:
                 self._apply_command(tag, data, ops)
         self._expire(ops, overlay)
@@ -454,6 +464,10 @@ class StoreStateMachine(EpochApply):
                 with contextlib.suppress(DecodeError):
                     schemas[name] = _schema_from_row(gateway_pb2.Row.FromString(raw))
             self.schemas = schemas
+        if got.tables is not None or got.schemas:  # definitions of the seeded shapes
+            self.tables = {**load_definitions(lambda _p: (), self.schemas), **self.tables,
+                           **(got.tables or {})}
+            self._heads.clear()
 
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
         """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``)."""

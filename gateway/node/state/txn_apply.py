@@ -37,6 +37,7 @@ from gateway.node.base.validation import (
 )
 from gateway.node.state import keys
 from gateway.node.state.conditions import refusal, refusal_marker, refusal_of_marker
+from gateway.node.state.schema_apply import TableState, implicit_event, record_event
 from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, ParsedTxn, RowMeta, meta_op
 from gateway.node.state.wire import (
@@ -49,6 +50,7 @@ from gateway.node.state.wire import (
     write_result,
 )
 from gateway.raft import Entry
+from gateway.schema.codec import event_id
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 __all__ = ["Applied", "TransactionApply", "schema_to_row"]
@@ -106,6 +108,8 @@ class TransactionApply:
 
     store: LSMStore
     schemas: dict[str, TableSchema]
+    #: The tables' definitions and versions (``schema_apply``; replaced, never mutated).
+    tables: dict[str, TableState]
     window_ns: int
     last_trans_id: int
     last_commit_ts: int
@@ -300,11 +304,20 @@ class TransactionApply:
             return None
         return rows
 
-    def _record_schemas(self, created: list[tuple[str, TableSchema]], ops: Ops) -> None:
-        """Keep the first-seen schemas ``check_statements`` created, in memory and stored."""
+    def _record_schemas(self, created: list[tuple[str, TableSchema]], ops: Ops,
+                        index: int = 0, origin: str = "") -> None:
+        """Keep the first-seen schemas ``check_statements`` created, in memory and stored,
+        each with its implicit definition (``schema_apply.implicit_event``: the first write's
+        shape is the undeclared table's version, made by ``origin`` at log ``index``)."""
         for name, schema in created:
             self.schemas[name] = schema
             ops.append(meta_op(keys.schema_key(name), schema_to_row(name, schema)))
+            have = self.tables.get(name)
+            e = implicit_event(name, schema, origin, *((have.version, have.head)
+                                                       if have is not None else (0, b"")))
+            record_event(e, e.definition, index, ops)
+            self.tables = {**self.tables, name: TableState(e.definition, e.version,
+                                                           event_id(e), True)}
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)
@@ -344,7 +357,7 @@ class TransactionApply:
                     gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns, e.index),
                     txn.commit_timestamp_ns, ops, overlay)
             return Applied(e.index, e.term, error=refused)
-        self._record_schemas(created, ops)
+        self._record_schemas(created, ops, e.index, str(g.server_id))
         meta = RowMeta(txn.epoch, txn.author, txn.commit_timestamp_ns)
         self._write_statements(txn, e.index, gtid, meta, ops, overlay)
         raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,

@@ -25,6 +25,7 @@ import {
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
 import { ChannelDefinition, ChannelSlot, ConflictRule, SpaceAlarm } from "./replication";
+import { TableVersion } from "./schema";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -358,6 +359,8 @@ export interface StatusResponse {
    */
   sealedEpoch: bigint;
   sealedAtNs: bigint;
+  /** Every table's schema version on this node (docs/schema.md), by name. */
+  tables: TableVersion[];
 }
 
 /** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
@@ -3305,6 +3308,7 @@ function createBaseStatusResponse(): StatusResponse {
     retention: undefined,
     sealedEpoch: 0n,
     sealedAtNs: 0n,
+    tables: [],
   };
 }
 
@@ -3411,6 +3415,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.sealedAtNs of type int64 too large");
       }
       writer.uint32(184).int64(message.sealedAtNs);
+    }
+    for (const v of message.tables) {
+      TableVersion.encode(v!, writer.uint32(194).fork()).join();
     }
     return writer;
   },
@@ -3612,6 +3619,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.sealedAtNs = reader.int64() as bigint;
             continue;
           }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.tables.push(TableVersion.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3709,6 +3724,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         : isSet(object.sealed_at_ns)
         ? BigInt(object.sealed_at_ns)
         : 0n,
+      tables: globalThis.Array.isArray(object?.tables)
+        ? object.tables.map((e: any) => TableVersion.fromJSON(e))
+        : [],
     };
   },
 
@@ -3783,6 +3801,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.sealedAtNs !== 0n) {
       obj.sealedAtNs = message.sealedAtNs.toString();
     }
+    if (message.tables?.length) {
+      obj.tables = message.tables.map((e) => TableVersion.toJSON(e));
+    }
     return obj;
   },
 
@@ -3828,6 +3849,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
       ? BigInt(object.sealedAtNs)
       : 0n;
+    message.tables = object.tables?.map((e) => TableVersion.fromPartial(e)) || [];
     return message;
   },
 };
