@@ -65,3 +65,24 @@ def test_an_undecodable_schema_event_stops_the_read_naming_the_entry():
     ents = [Entry(1, 1, data=bytes((TypeTag.SCHEMA_EVENT,)) + b"\xff\xff")]
     with pytest.raises(EntrySourceError, match="log entry 1: schema event: "):
         CommittedLogSource(_Driver(ents, set())).read(1, 10)
+
+
+def test_the_node_source_tells_each_tables_version_as_of_an_index_from_the_store_history():
+    from gateway.node.state.schema_apply import history_prefix
+
+    create, add_c, rename, drop_b = events()
+    applied_at = {1: create, 4: add_c, 8: rename, 12: drop_b}
+    stored = sorted((history_prefix(e.table) + e.version.to_bytes(8, "big"),
+                     i.to_bytes(8, "big") + encode_event(e)) for i, e in applied_at.items())
+
+    class _Store:
+        def scan_prefix(self, prefix: bytes):
+            return [(k, v) for k, v in stored if k.startswith(prefix)]
+
+    driver = _Driver([], set())
+    driver.sm.store = _Store()
+    source = CommittedLogSource(driver)
+    assert source.schema_versions(0) == {}
+    assert source.schema_versions(7) == {"s.items": 2}
+    assert source.schema_versions(8) == {"s.items": 3}
+    assert source.schema_versions(100) == {"s.items": 4}

@@ -38,6 +38,7 @@ from gateway.core.messages import TypeTag
 from gateway.node.base.errors import NodeStoppedError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.epoch_seal import entry_epoch
+from gateway.node.state import keys
 from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
@@ -58,6 +59,8 @@ _SEED = TypeTag.SEED_INSTALL
 _SCHEMA = TypeTag.SCHEMA_EVENT
 #: Type tags ``read`` looks at after the C loop: a seed's end, a schema event.
 _SPECIAL = frozenset({int(_SEED), int(_SCHEMA)})
+#: Where the state machine keeps each table's schema history (``schema_apply``, "sh:").
+_HISTORY = keys.meta_key("sh:")
 
 
 def _seed_end(e: Entry) -> bool:
@@ -124,6 +127,19 @@ class CommittedLogSource:
 
     def last_index(self) -> int:
         return self._driver.sm.applied_index
+
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of log entry ``index``: the newest event of its
+        history in the store (``gateway.node.state.schema_apply``: each stored with the log
+        index that applied it) at or before ``index`` -- implicit ones included, so a table
+        first written without ``CREATE TABLE`` is at version 1 once written. Read at the
+        start of an applier's run (``Dispatcher``, ``start_schema``)."""
+        out: dict[str, int] = {}
+        for _k, v in self._driver.sm.store.scan_prefix(_HISTORY):
+            if int.from_bytes(v[:8], "big") <= index:
+                event = decode_event(v[8:])
+                out[event.table] = max(out.get(event.table, 0), event.version)
+        return out
 
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         storage, sm = self._driver.storage, self._driver.sm
