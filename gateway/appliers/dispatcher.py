@@ -444,14 +444,20 @@ class Dispatcher:
     def _admit_schema(self, entry: SchemaEntry) -> None:
         """Deliver a schema event after everything before it and before anything after it
         (module docstring); its entry is done once the applier has taken it."""
+        self._deliver_schema(entry)
+        self._finish([entry.index])
+
+    def _deliver_schema(self, entry: SchemaEntry) -> None:
+        """Hand ``entry``'s schema events over once everything before them is applied; a
+        stop (or a failed change) ends the run with the entry not done."""
         self._flush()
         self._wait_drained()
         try:
-            self.schema.deliver(entry.index, entry.schema)
+            for event in entry.events:
+                self.schema.deliver(entry.index, event)
         except SchemaStopError as exc:
             self._fail(exc)
             raise Stopped from None
-        self._finish([entry.index])
 
     def _admit_replicated(self, entry: CommittedEntry) -> None:
         """An entry holding several whole transactions (a replicated epoch): one unit, so the
@@ -463,6 +469,8 @@ class Dispatcher:
         with self._lock:
             tracker.register(entry.index, first)
         self.metrics.add(entries_read=1)
+        if type(entry) is SchemaEntry:  # its schema events first (docs/schema.md)
+            self._deliver_schema(entry)
         self._flush()
         for txn in entry.replicated:
             gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)

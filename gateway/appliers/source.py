@@ -134,23 +134,29 @@ class CommittedEntry:
 
 
 class SchemaEntry(CommittedEntry):
-    """A committed log entry holding a schema event (``schema``): no transaction. The
-    dispatcher hands ``schema`` to the applier after every earlier entry and before any later
-    one (``gateway.appliers.contract``, "Schema changes")."""
+    """A committed log entry that applied schema events (``events``, in order; ``schema`` is
+    the first): a ``SCHEMA_EVENT`` entry, or a replicated epoch whose schema events came on a
+    channel before its transactions (``replicated``). The dispatcher hands the events to the
+    applier after every earlier entry, then the entry's transactions, before any later entry
+    (``gateway.appliers.contract``, "Schema changes")."""
 
-    __slots__ = ("schema",)
+    __slots__ = ("events", "schema")
 
-    def __init__(self, index: int, schema: SchemaEvent) -> None:
-        super().__init__(index, None)
-        self.schema = schema
+    def __init__(self, index: int, schema: SchemaEvent | tuple[SchemaEvent, ...],
+                 replicated: tuple[transaction_pb2.Transaction, ...] = ()) -> None:
+        super().__init__(index, None, replicated)
+        self.events = schema if isinstance(schema, tuple) else (schema,)
+        self.schema = self.events[0]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SchemaEntry):
             return NotImplemented if not isinstance(other, CommittedEntry) else False
-        return (self.index, self.schema) == (other.index, other.schema)
+        return (self.index, self.events, self.replicated) == \
+            (other.index, other.events, other.replicated)
 
     def __repr__(self) -> str:
-        return f"SchemaEntry(index={self.index!r}, schema={self.schema!r})"
+        return (f"SchemaEntry(index={self.index!r}, events={self.events!r}, "
+                f"replicated={self.replicated!r})")
 
 
 def versions_upto(items: Sequence[object], upto: int) -> dict[str, int]:

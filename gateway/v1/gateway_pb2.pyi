@@ -192,7 +192,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, from_log_index: _Optional[int] = ..., after_gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., after_epoch: _Optional[_Union[EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., log_records: _Optional[bool] = ...) -> None: ...
 
 class ChangeEvent(_message.Message):
-    __slots__ = ("log_index", "transaction", "epoch_marker", "apply_status", "epoch", "entry_end", "sealed_at_ns")
+    __slots__ = ("log_index", "transaction", "epoch_marker", "apply_status", "epoch", "entry_end", "sealed_at_ns", "schema_event")
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_MARKER_FIELD_NUMBER: _ClassVar[int]
@@ -200,6 +200,7 @@ class ChangeEvent(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ENTRY_END_FIELD_NUMBER: _ClassVar[int]
     SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_EVENT_FIELD_NUMBER: _ClassVar[int]
     log_index: int
     transaction: _transaction_pb2.Transaction
     epoch_marker: _epoch_pb2.EpochMarker
@@ -207,7 +208,8 @@ class ChangeEvent(_message.Message):
     epoch: int
     entry_end: bool
     sealed_at_ns: int
-    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., epoch_marker: _Optional[_Union[_epoch_pb2.EpochMarker, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., epoch: _Optional[int] = ..., entry_end: _Optional[bool] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
+    schema_event: _schema_pb2.SchemaEvent
+    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., epoch_marker: _Optional[_Union[_epoch_pb2.EpochMarker, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., epoch: _Optional[int] = ..., entry_end: _Optional[bool] = ..., sealed_at_ns: _Optional[int] = ..., schema_event: _Optional[_Union[_schema_pb2.SchemaEvent, _Mapping]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

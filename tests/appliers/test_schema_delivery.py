@@ -223,3 +223,35 @@ def test_the_schema_policy_is_every_appliers_option_checked_by_the_factory():
     with pytest.raises(ApplierConfigError, match="schema_policy must be one of apply, "
                                                  "ignore, stop, not 'never'"):
         factory.build({"schema_policy": "never"})
+
+
+def test_a_replicated_epochs_schema_events_come_before_its_transactions(tmp_path):
+    from gateway.appliers.source import CommittedEntry, SchemaEntry
+    from tests.reducer.model import insert, txn
+
+    class Source:
+        def __init__(self, entries):
+            self.entries = entries
+
+        def read(self, from_index, max_entries):
+            return [e for e in self.entries if e.index >= from_index][:max_entries]
+
+        def last_index(self):
+            return self.entries[-1].index
+
+    entries = [CommittedEntry(1, txn(1, insert("t", [{"id": 1, "a": 1}]))),
+               SchemaEntry(2, (event(1), event(2, "d")),
+                           (txn(7, insert("t", [{"id": 2, "a": 2}]), server_id=9),)),
+               CommittedEntry(3, txn(2, insert("t", [{"id": 3, "a": 3}])))]
+    applier = SchemaModel()
+    d = Dispatcher(applier, Source(entries), tmp_path, config=config(threads=4))
+    assert d.run().log_index == 3
+    assert applier.order[:3] == [("op", 1), ("schema", 1), ("schema", 2)]
+    assert sorted(applier.order[3:]) == [("op", 2), ("op", 3)]  # other rows: any order
+    # stopped at it: the entry is not done, its transactions not applied
+    stopper = SchemaModel()
+    stopper.schema_policy = "stop"
+    d = Dispatcher(stopper, Source(entries), tmp_path / "stop", config=config(threads=4))
+    with pytest.raises(DispatcherError, match="log index 2"):
+        d.run()
+    assert d.positions.load().log_index == 1 and stopper.order == [("op", 1)]

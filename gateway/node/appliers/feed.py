@@ -43,7 +43,7 @@ from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
-from gateway.schema.codec import decode_event
+from gateway.schema.codec import decode_event, event_to_proto
 from gateway.v1 import channel_pb2, epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
@@ -190,6 +190,14 @@ class CommittedLogSource:
                 if unit is not None and e.index not in skipped:
                     unit = self._driver.sm.unit_outcome(e.index) or unit
                     txns = tuple(transactions(unit.items))
+                    # the schema events the channel brought and this cluster applied, before
+                    # the transactions (first writes' implicit ones are not: rows make those)
+                    applied = tuple(ev for ev, _ in self._driver.sm.schema_at.get(e.index, ())
+                                    if not ev.implicit)
+                    if applied:
+                        if txns:
+                            return SchemaEntry(e.index, applied, txns)
+                        return SchemaEntry(e.index, applied)
                     if txns:
                         return CommittedEntry(e.index, None, txns)
             elif e.data[0] == _TXN and e.index not in skipped:
@@ -378,10 +386,18 @@ class ChangeFeed:
             return []
         tag = e.data[0]
         out: list[gateway_pb2.ChangeEvent] = []
+        schema = sm.schema_at.get(e.index) if records else None
+        if schema and not sm.skipped(e.index):
+            # the schema events the entry applied, before its records (docs/schema.md)
+            ignored = {str(o) for o in ignore}
+            for ev, ep in schema:
+                if ev.origin not in ignored:
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, schema_event=event_to_proto(ev), epoch=ep))
         if tag == _TXN:
             txn, _ = decode_entry(e.data)
             if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
-                return []
+                return _schema_epoch(out, 0)
             out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
                                                epoch=txn.epoch))
         elif tag == _MARKER:
@@ -404,10 +420,11 @@ class ChangeFeed:
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
                         sealed_at_ns=unit.sealed_at_ns))
-                elif records:
+                elif records and it.WhichOneof("item") == "apply_status":
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, apply_status=it.apply_status,
                         epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        out = _schema_epoch(out, 0)
         if out:
             out[-1].entry_end = True
         return out
@@ -463,3 +480,18 @@ class ChangeFeed:
                     yield ev
                 nxt = e.index + 1
             await asyncio.sleep(0)
+
+
+def _schema_epoch(out: list[gateway_pb2.ChangeEvent], fallback: int
+                  ) -> list[gateway_pb2.ChangeEvent]:
+    """``out`` with each schema event in the epoch of the entry's first record after it (a
+    transaction's, a replicated entry's), or ``fallback``; one left in no epoch is left out
+    (its entry sends nothing this reader takes)."""
+    epoch = fallback
+    for ev in reversed(out):
+        if ev.HasField("schema_event"):
+            if not ev.epoch:
+                ev.epoch = epoch
+        else:
+            epoch = ev.epoch
+    return [ev for ev in out if ev.epoch]

@@ -53,7 +53,9 @@ from gateway.schema.model import Column, SchemaError, SchemaEvent, TableDef
 from gateway.v1 import gateway_pb2, schema_pb2, value_pb2
 
 __all__ = ["HistoryItem", "SchemaApplied", "TableState", "apply_schema_entry", "definition_of",
+           "events_by_index",
            "implicit_event", "install_histories", "load_definitions", "read_history",
+           "rewrite_rows",
            "schema_history_of", "table_schema_of"]
 
 _U64 = struct.Struct(">Q")
@@ -157,6 +159,17 @@ def read_history(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]], 
             for _k, v in scan_prefix(history_prefix(table))]
 
 
+def events_by_index(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]],
+                    tables: Iterable[str]) -> dict[int, list[tuple[SchemaEvent, int]]]:
+    """The applied events of ``tables`` by the log index that applied them, each with epoch 0
+    (the entry's own): what the change feed sends before an entry's records."""
+    out: dict[int, list[tuple[SchemaEvent, int]]] = {}
+    for name in tables:
+        for h in read_history(scan_prefix, name):
+            out.setdefault(h.index, []).append((h.event, 0))
+    return out
+
+
 def schema_history_of(scan_prefix: Callable[[bytes], Iterable[tuple[bytes, bytes]]]
                       ) -> list[schema_pb2.SchemaEvent]:
     """Every table's applied events, per table oldest first (what a seed carries)."""
@@ -226,7 +239,7 @@ def apply_schema_entry(tables: Mapping[str, TableState], schemas: Mapping[str, T
         return SchemaApplied(refused=f"{e.table}: the change was made on another version "
                                      f"(concurrent change): the table is at version {last}",
                              table=e.table)
-    _rewrite_rows(e, after, ops, scan)
+    rewrite_rows(e, after, ops, scan)
     record_event(e, after, index, ops)
     new_tables = dict(tables)
     new_tables[e.table] = TableState(after, e.version, event_id(e), e.implicit)
@@ -241,7 +254,7 @@ def apply_schema_entry(tables: Mapping[str, TableState], schemas: Mapping[str, T
     return SchemaApplied(new_tables, new_schemas)
 
 
-def _rewrite_rows(e: SchemaEvent, after: TableDef | None, ops: Ops,
+def rewrite_rows(e: SchemaEvent, after: TableDef | None, ops: Ops,
                   scan: Callable[[bytes, bytes | None], Iterator[tuple[bytes, bytes]]]
                   ) -> None:
     """The store operations that put the table's rows into the shape after ``e``."""

@@ -11,6 +11,7 @@ from gateway.node.state.schema_apply import apply_schema_entry
 from gateway.node.state.store_ops import Ops
 from gateway.node.state.txn_apply import TransactionApply, schema_to_row
 from gateway.raft import Entry
+from gateway.schema.codec import decode_event
 
 __all__ = ["SchemaEntryApply"]
 
@@ -19,6 +20,7 @@ class SchemaEntryApply(TransactionApply):
     """Applies schema events for ``StoreStateMachine`` (which provides ``_write``)."""
 
     _write: Callable[[Ops, int], None]
+    sealed_epoch: int
 
     def _apply_schema(self, e: Entry, ops: Ops, overlay: dict[bytes, bytes | None]) -> None:
         """Apply a schema event (``schema_apply``). The batch so far is written first, so the
@@ -38,6 +40,7 @@ class SchemaEntryApply(TransactionApply):
             assert got.tables is not None and got.schemas is not None
             self.tables, self.schemas = got.tables, got.schemas
             self._heads.clear()  # insert heads checked against the shapes before
+            self._note_schema(e.index, decode_event(e.data), self.sealed_epoch + 1)
         self._write(ops, e.index)
         ops.clear()
         overlay.clear()

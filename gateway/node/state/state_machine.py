@@ -104,7 +104,7 @@ from gateway.node.state.epoch_apply import (
     EpochApply,
     StagedSegment,
 )
-from gateway.node.state.schema_apply import load_definitions, table_schema_of
+from gateway.node.state.schema_apply import events_by_index, load_definitions, table_schema_of
 from gateway.node.state.schema_entry import SchemaEntryApply
 from gateway.node.state.seed_apply import apply_seed_install, load_seeds
 from gateway.node.state.seed_pins import SeedPins
@@ -225,6 +225,7 @@ class StoreStateMachine(SchemaEntryApply, EpochApply):
             self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
         #: Table definitions and versions (``schema_apply``; replaced, never mutated).
         self.tables = load_definitions(self.store.scan_prefix, self.schemas)
+        self.schema_at = events_by_index(self.store.scan_prefix, self.tables)
         for name, st in self.tables.items():  # what the stored shapes do not say (NOT NULL)
             if st.definition is not None and name in self.schemas:
                 self.schemas[name] = table_schema_of(st.definition)

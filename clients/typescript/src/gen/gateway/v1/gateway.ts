@@ -25,7 +25,7 @@ import {
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
 import { ChannelDefinition, ChannelSlot, ConflictRule, SpaceAlarm } from "./replication";
-import { TableVersion } from "./schema";
+import { SchemaEvent, TableVersion } from "./schema";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -271,6 +271,12 @@ export interface ChangeEvent {
   entryEnd: boolean;
   /** a replicated entry: when its source sealed the epoch */
   sealedAtNs: bigint;
+  /**
+   * 30-39: schema (issue 57). A table's schema event applied by the entry (a SCHEMA_EVENT
+   * entry, a first write's implicit shape, or one a replicated entry brought), sent before
+   * the entry's other records, with the origin's version (docs/schema.md).
+   */
+  schemaEvent: SchemaEvent | undefined;
 }
 
 export interface StatusRequest {
@@ -2521,6 +2527,7 @@ function createBaseChangeEvent(): ChangeEvent {
     epoch: 0n,
     entryEnd: false,
     sealedAtNs: 0n,
+    schemaEvent: undefined,
   };
 }
 
@@ -2555,6 +2562,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
         throw new globalThis.Error("value provided for field message.sealedAtNs of type fixed64 too large");
       }
       writer.uint32(57).fixed64(message.sealedAtNs);
+    }
+    if (message.schemaEvent !== undefined) {
+      SchemaEvent.encode(message.schemaEvent, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -2628,6 +2638,14 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
             message.sealedAtNs = reader.fixed64() as bigint;
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.schemaEvent = SchemaEvent.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2669,6 +2687,11 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
         : isSet(object.sealed_at_ns)
         ? BigInt(object.sealed_at_ns)
         : 0n,
+      schemaEvent: isSet(object.schemaEvent)
+        ? SchemaEvent.fromJSON(object.schemaEvent)
+        : isSet(object.schema_event)
+        ? SchemaEvent.fromJSON(object.schema_event)
+        : undefined,
     };
   },
 
@@ -2695,6 +2718,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     if (message.sealedAtNs !== 0n) {
       obj.sealedAtNs = message.sealedAtNs.toString();
     }
+    if (message.schemaEvent !== undefined) {
+      obj.schemaEvent = SchemaEvent.toJSON(message.schemaEvent);
+    }
     return obj;
   },
 
@@ -2718,6 +2744,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
       ? BigInt(object.sealedAtNs)
       : 0n;
+    message.schemaEvent = (object.schemaEvent !== undefined && object.schemaEvent !== null)
+      ? SchemaEvent.fromPartial(object.schemaEvent)
+      : undefined;
     return message;
   },
 };
