@@ -211,6 +211,7 @@ class ApplyReport:
     dead_letters: int = 0
     rejected: list[str] = field(default_factory=list)
     damage: dict[str, Any] = field(default_factory=dict)
+    pending_from: int | None = None  # first index of a transaction missing segments
 
     @property
     def problems(self) -> int:
@@ -231,11 +232,20 @@ def _skip_applied(df: DataFrame, applied: GtidSet) -> DataFrame:
 
 def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
               partition_bytes: int | None = None, index_to: int | None = None,
-              on_unit: Callable[[int], None] | None = None) -> ApplyReport:
+              on_unit: Callable[[int], None] | None = None,
+              schema: bool = True) -> ApplyReport:
     """Apply the log at ``source`` to ``target`` from its durable position; see the module
     docstring. ``index_to`` stops at that index. ``on_unit(u)`` is called after unit ``u``
     is written (tests use it to interrupt a run). Raises what the target raises; the
-    position is then left where it was."""
+    position is then left where it was. Schema events cut the run (``schema_events``:
+    each applied between the rows before and after it); ``schema=False`` is one stretch
+    without them."""
+    if schema:
+        from .schema_events import apply_with_schema
+
+        return apply_with_schema(spark, source, target, state_dir, apply_log,
+                                 partition_bytes=partition_bytes, index_to=index_to,
+                                 on_unit=on_unit, schema=False)
     positions = SparkPositionStore(state_dir, target.name)
     start = positions.load()
     report_dir = tempfile.mkdtemp(prefix="gateway-spark-report-")
@@ -265,6 +275,7 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
                     report.dead_letters += 1
         report.damage = damage_summary(report_dir)
         report.end = _end_position(df, start, last, reduced.pending_from)
+        report.pending_from = reduced.pending_from
         positions.save(report.end)
         rows.unpersist()
         df.unpersist()

@@ -614,7 +614,8 @@ class GatewayNode:
         factories = plugins.applier_factories(pm)
         hosted = NodeAppliers(self.driver, os.path.join(cfg.data_dir, "appliers"),
                               publish_metrics=plugins.publish_metrics(pm),
-                              on_dead_letter=plugins.dead_letter_notifier(pm))
+                              on_dead_letter=plugins.dead_letter_notifier(pm),
+                              on_schema_event=plugins.schema_notifier(pm))
         for name in cfg.appliers:
             if name not in factories:
                 raise NodeStartError(
