@@ -10,7 +10,8 @@
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
   TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel protocol,
-  needs what Subscribe needs). The tokens file is TOML::
+  needs what Subscribe needs, and so do ``LogRead.Layout`` and ``LogRead.ReadRange``, the
+  byte-range reads of the WAL). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -68,6 +69,9 @@ _NEEDS: dict[str, frozenset[str]] = {
 }
 #: A channel session reads what Subscribe reads: the same permission.
 _NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
+#: The byte-range reads of the WAL (``api.log_read``): the log Subscribe streams, as bytes.
+_LOG_READ_SERVICE = "/gateway.v1.LogRead/"
+_NEEDS["LogRead.Layout"] = _NEEDS["LogRead.ReadRange"] = _NEEDS["Subscribe"]
 
 
 def _read(path: str) -> bytes:
@@ -254,8 +258,8 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway`` and ``gateway.v1.ChannelSource``
-    methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.ChannelSource`` and
+    ``gateway.v1.LogRead`` methods (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -273,6 +277,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             name = method[len(_SERVICE):]
         elif method.startswith(_CHANNEL_SERVICE):
             name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        elif method.startswith(_LOG_READ_SERVICE):
+            name = "LogRead." + method[len(_LOG_READ_SERVICE):]
         else:
             return handler
         try:
