@@ -87,9 +87,7 @@ class _Options:
         self.path = layout.resolve_path(path)
         self.remote: remote.RemoteSource | None = None
         if remote.is_remote(self.path):
-            self.remote = remote.RemoteSource.parse(
-                self.path, opts.get("token") or os.environ.get("GATEWAY_TOKEN", ""),
-                _read_ca(opts.get("ca") or os.environ.get("GATEWAY_CA")))
+            self.remote = remote.source_of(self.path, opts)
         given = opts.get("partition_bytes")
         self.partition_bytes: int | None = (
             _int(opts, "partition_bytes", 0) if given not in (None, "") else None)
@@ -138,18 +136,6 @@ def _int(opts: dict[str, Any], name: str, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise ValueError(f"gateway_wal: option {name} must be an integer, not {value!r}") from None
-
-
-def _read_ca(path: str | None) -> bytes | None:
-    """The PEM bytes of the ``ca`` option's file, read on the driver (None without one)."""
-    if not path:
-        return None
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise ValueError(f"gateway_wal: option ca: cannot read {path}: "
-                         f"{exc.strerror or exc}") from None
 
 
 def _read(options: _Options, rr: ReadRange) -> Iterator[Any]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import itertools
 import mmap
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -33,7 +34,7 @@ from gateway.formats import SEPARATOR
 from .layout import GtidRange, LogFile, LogLayout, ReadRange
 
 __all__ = ["SCHEME", "RemoteLayout", "RemoteLogError", "RemoteSource", "fetch_layout",
-           "is_remote", "plan_ranges", "read_window"]
+           "is_remote", "last_index", "plan_ranges", "read_ca", "read_window", "source_of"]
 
 SCHEME = "gateway://"
 _ADDRESS = re.compile(r"^gateway://([^/\s]+):(\d{1,5})/?$")
@@ -126,6 +127,31 @@ class _Client:
                 raise RemoteLogError(f"{self.source.uri}: cannot reach the node for {what} "
                                      f"(UNAVAILABLE: {details})") from None
             raise RemoteLogError(f"{self.source.uri}: {what}: {name}: {details}") from None
+
+
+def read_ca(path: str | None) -> bytes | None:
+    """The PEM bytes of a CA certificate file, read where the job is planned (the driver);
+    None without one; ``ValueError`` naming the file when it cannot be read."""
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"ca: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def source_of(uri: str, options: Mapping[str, Any]) -> RemoteSource:
+    """The source ``uri`` with the ``token`` and ``ca`` (a file path) of ``options``, by
+    default ``$GATEWAY_TOKEN`` and ``$GATEWAY_CA`` (as the other ``gateway`` commands)."""
+    opts = {str(k).lower(): v for k, v in options.items()}
+    return RemoteSource.parse(uri, str(opts.get("token") or os.environ.get("GATEWAY_TOKEN", "")),
+                              read_ca(opts.get("ca") or os.environ.get("GATEWAY_CA")))
+
+
+def last_index(source: RemoteSource) -> int:
+    """The node's commit index (0 when it has none yet): what a reader would see now."""
+    return fetch_layout(source).commit or 0
 
 
 def fetch_layout(source: RemoteSource, *, committed_only: bool = True, index_from: int = 1,
