@@ -108,7 +108,8 @@ def test_executors_blind_to_the_data_dir_fail_by_path_and_read_gateway_like_loca
     out = s.base / "shared" / "job"
     _run([os.path.join(SPARK_HOME, "bin", "spark-submit"), "--master", s.cluster.url,
           "--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false",
-          "--conf", "spark.sql.shuffle.partitions=2", str(HERE / "remote_job.py"),
+          "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.task.maxFailures=1",
+          str(HERE / "remote_job.py"),
           str(s.wal), s.uri, "r", str(out)], cwd=tmp_path)
     done = json.loads((out / "done.json").read_text())
     assert done["path"] == "failed", done  # the executors cannot see the WAL's files
