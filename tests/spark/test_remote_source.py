@@ -127,14 +127,14 @@ def test_an_unreachable_node_or_a_wrong_token_is_one_line_naming_it(spark, serve
              (uri, [], f"{uri}: Layout: UNAUTHENTICATED: missing bearer token"),
              (uri, ["--token", "w"], "lacks the read permission"))
     for source, extra, line in cases:
-        result = CliRunner(mix_stderr=False).invoke(main, [
+        result = CliRunner().invoke(main, [
             "spark", "apply", "--source", source, *extra, "--target",
             f"parquet:{tmp_path / 'out'}", "--state-dir", str(tmp_path / "state")])
         assert result.exit_code == 1, (source, extra, result.output)
         err = result.stderr.strip()
         assert len(err.splitlines()) == 1 and line in err, err
         assert "Traceback" not in result.output + err
-    result = CliRunner(mix_stderr=False).invoke(main, [
+    result = CliRunner().invoke(main, [
         "spark", "apply", "--source", uri, "--target", f"parquet:{tmp_path / 'out'}"])
     assert result.exit_code == 2 and "--state-dir is required" in result.stderr
 
