@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: What any part of the node may import from outside ``gateway/node/``.
 _NODE_OUTSIDE = {"gateway.core", "gateway.core.wal", "gateway.core.lsm", "gateway.raft",
-                 "gateway.conflict", "gateway.replication", "gateway.appliers",
+                 "gateway.conflict", "gateway.schema", "gateway.replication", "gateway.appliers",
                  "gateway.hookspecs", "gateway.plugins", "gateway.v1"}
 
 #: The sub-packages of ``gateway/node/`` (docs/architecture.md, "The node's rooms").
@@ -28,9 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "gateway.core.lsm": {"gateway.core", "gateway.v1"},
     "gateway.raft": set(),
     "gateway.conflict": {"gateway.core", "gateway.v1"},
+    # Table definitions as versioned events (issue 57): pure like gateway.conflict.
+    "gateway.schema": {"gateway.core", "gateway.v1"},
     "gateway.replication": {"gateway.v1"},
-    "gateway.appliers": {"gateway.core", "gateway.hookspecs", "gateway.v1"},
-    "gateway.hookspecs": {"gateway.appliers"},
+    "gateway.appliers": {"gateway.core", "gateway.hookspecs", "gateway.schema", "gateway.v1"},
+    "gateway.hookspecs": {"gateway.appliers", "gateway.schema"},
     "gateway.plugins": {"gateway.appliers", "gateway.hookspecs"},
     "gateway.client": {"gateway.v1"},
     "gateway.testing": {"gateway.client", "gateway.v1"},

@@ -54,12 +54,13 @@ from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
-from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.api_handlers import add_gateway_service, add_reads_service
 from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.log_read import LogReadServicer
 from gateway.node.api.metrics import serve_metrics
+from gateway.node.api.schema_service import SchemaServicer
 from gateway.node.api.security import (
     TokenAuthInterceptor,
     Tokens,
@@ -111,6 +112,7 @@ from gateway.v1 import (
     log_read_pb2_grpc,
     peer_pb2_grpc,
     replication_pb2,
+    schema_pb2_grpc,
 )
 
 if TYPE_CHECKING:
@@ -202,7 +204,8 @@ class GatewayNode:
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
-            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
+            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync,
+                                          cache_bytes=cfg.log_cache_bytes)
         except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
                 OSError) as exc:
             # Damage the WAL's recovery may not resolve names its file and byte offset.
@@ -212,7 +215,9 @@ class GatewayNode:
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
             self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
-                                        verify_tables=True)
+                                        verify_tables=True, memtable_bytes=cfg.memtable_bytes,
+                                        max_immutable=cfg.max_immutable_memtables,
+                                        cache_bytes=cfg.block_cache_bytes)
         except Exception as exc:
             self.storage.close()
             hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
@@ -399,8 +404,10 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        add_reads_service(self.servicer, api)
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
+        schema_pb2_grpc.add_SchemaServicer_to_server(SchemaServicer(self.servicer), api)
         # Byte-range reads of the WAL for Spark executors on other machines (docs/spark.md)
         self.log_read = LogReadServicer(self.storage.wal.directory)
         log_read_pb2_grpc.add_LogReadServicer_to_server(self.log_read, api)
@@ -408,7 +415,8 @@ class GatewayNode:
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             "gateway.v1.ChannelSource", "gateway.v1.LogRead", health.SERVICE_NAME,
+             "gateway.v1.Reads", "gateway.v1.ChannelSource", "gateway.v1.Schema",
+             "gateway.v1.LogRead", health.SERVICE_NAME,
              reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)

@@ -370,6 +370,7 @@ class LSMStore:
             "level_bytes": [v.level_bytes(i) for i in range(len(v.levels))],
             "memtable_bytes": self._mem.approximate_bytes,
             "immutable_memtables": len(self._imm),
+            "immutable_bytes": sum(m.approximate_bytes for m in self._imm),
             "cache_bytes": self._cache.used_bytes,
             "applied_index": self._applied_index,
             "durable_applied_index": self.durable_applied_index,
@@ -548,6 +549,12 @@ class LSMStore:
                     return cell
             return self._version.get(key)
         return cell
+
+    def cell(self, key: bytes) -> bytes | None:
+        """The newest cell of ``key`` (bytes) as the store keeps it -- flags byte, metadata,
+        value: ``format.version_of`` reads it --, or None when the store holds nothing for
+        it. For readers that parse the metadata themselves (``node._judge``)."""
+        return self._cell(key)
 
     def holds_any(self, keys: list[bytes]) -> bool:
         """True when the store holds anything -- a row or a retained tombstone -- for some

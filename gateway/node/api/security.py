@@ -8,10 +8,10 @@
   cannot connect, so it cannot join.
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
-  Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel protocol,
-  needs what Subscribe needs, and so do ``LogRead.Layout`` and ``LogRead.ReadRange``, the
-  byte-range reads of the WAL). The tokens file is TOML::
+  Status, ``Reads.ReadBatch``; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode,
+  RemoveNode, TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel
+  protocol, needs what Subscribe needs, and so do ``LogRead.Layout`` and
+  ``LogRead.ReadRange``, the byte-range reads of the WAL). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -56,6 +56,8 @@ PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
 #: The channel protocol's service: its methods are named ``ChannelSource.METHOD`` here.
 _CHANNEL_SERVICE = "/gateway.v1.ChannelSource/"
+#: Reads of many rows: its methods are named ``Reads.METHOD`` here.
+_READS_SERVICE = "/gateway.v1.Reads/"
 _NEEDS: dict[str, frozenset[str]] = {
     "Read": frozenset({"read"}), "Scan": frozenset({"read"}), "Subscribe": frozenset({"read"}),
     "Status": frozenset({"read", "admin"}),
@@ -69,6 +71,12 @@ _NEEDS: dict[str, frozenset[str]] = {
 }
 #: A channel session reads what Subscribe reads: the same permission.
 _NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
+#: The schema service (``schema_service``): its methods are named ``Schema.METHOD`` here.
+_SCHEMA_SERVICE = "/gateway.v1.Schema/"
+_NEEDS["Schema.ChangeSchema"] = frozenset({"admin"})
+_NEEDS["Schema.ShowTable"] = _NEEDS["Schema.SchemaHistory"] = frozenset({"read", "admin"})
+#: A read of many rows needs what a read of one needs.
+_NEEDS["Reads.ReadBatch"] = _NEEDS["Read"]
 #: The byte-range reads of the WAL (``api.log_read``): the log Subscribe streams, as bytes.
 _LOG_READ_SERVICE = "/gateway.v1.LogRead/"
 _NEEDS["LogRead.Layout"] = _NEEDS["LogRead.ReadRange"] = _NEEDS["Subscribe"]
@@ -258,8 +266,9 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.ChannelSource`` and
-    ``gateway.v1.LogRead`` methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.Reads``,
+    ``gateway.v1.ChannelSource``, ``gateway.v1.Schema`` and ``gateway.v1.LogRead`` methods
+    (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -277,6 +286,10 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             name = method[len(_SERVICE):]
         elif method.startswith(_CHANNEL_SERVICE):
             name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        elif method.startswith(_SCHEMA_SERVICE):
+            name = "Schema." + method[len(_SCHEMA_SERVICE):]
+        elif method.startswith(_READS_SERVICE):
+            name = "Reads." + method[len(_READS_SERVICE):]
         elif method.startswith(_LOG_READ_SERVICE):
             name = "LogRead." + method[len(_LOG_READ_SERVICE):]
         else:

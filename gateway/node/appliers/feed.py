@@ -34,6 +34,7 @@ from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
+from gateway.schema.codec import event_to_proto
 from gateway.v1 import channel_pb2, epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
@@ -45,6 +46,10 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_SCHEMA = TypeTag.SCHEMA_EVENT
+_SCHEMA_BYTE = bytes([_SCHEMA])
+#: How far back a resumed reader looks for schema events of the epoch it resumes in.
+_SCHEMA_BACK = 256
 _SEED = TypeTag.SEED_INSTALL
 
 
@@ -253,6 +258,27 @@ class ChangeFeed:
                 lo = got[0] + 1
         return answer, found
 
+    def _back_to_schema(self, index: int) -> int:
+        """``index``, or the first of the entries without an epoch just before it when one
+        of them is a schema event: a SCHEMA_EVENT entry carries no epoch (it belongs to the
+        epoch of the next record, see ``events``), so a reader resuming after the epoch
+        before it must read it again."""
+        storage = self._driver.storage
+        lo = max(storage.first_index(), index - _SCHEMA_BACK)
+        if lo >= index:
+            return index
+        try:
+            back = storage.entries(lo, index, NO_LIMIT)
+        except CompactedError:
+            return index
+        start = index
+        for e in reversed(back):
+            if entry_epoch(e):
+                break
+            if e.type == EntryType.NORMAL and e.data[:1] == _SCHEMA_BYTE:
+                start = e.index
+        return start
+
     def _compacted(self) -> bool:
         return self._driver.storage.first_index() > 2
 
@@ -294,7 +320,7 @@ class ChangeFeed:
                 raise InvalidRequest("after_epoch", f"epoch {epoch} of cluster {me} is before "
                                      f"the log's start (compacted; the log starts at index "
                                      f"{drv.storage.first_index()}); resync from a snapshot")
-            return answer
+            return self._back_to_schema(answer)
 
         def probe(e: Entry) -> int | None:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _UNIT:
@@ -340,10 +366,18 @@ class ChangeFeed:
             return []
         tag = e.data[0]
         out: list[gateway_pb2.ChangeEvent] = []
+        schema = sm.schema_at.get(e.index) if records else None
+        if schema and not sm.skipped(e.index):
+            # the schema events the entry applied, before its records (docs/schema.md)
+            ignored = {str(o) for o in ignore}
+            for ev, ep in schema:
+                if ev.origin not in ignored:
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, schema_event=event_to_proto(ev), epoch=ep))
         if tag == _TXN:
             txn, _ = decode_entry(e.data)
             if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
-                return []
+                return _schema_epoch(out, 0)
             out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
                                                epoch=txn.epoch))
         elif tag == _MARKER:
@@ -366,10 +400,12 @@ class ChangeFeed:
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
                         sealed_at_ns=unit.sealed_at_ns))
-                elif records:
+                elif records and it.WhichOneof("item") == "apply_status":
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, apply_status=it.apply_status,
                         epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        if tag != _SCHEMA:  # a SCHEMA_EVENT entry's events take the next record's epoch
+            out = _schema_epoch(out, 0)
         if out:
             out[-1].entry_end = True
         return out
@@ -386,6 +422,9 @@ class ChangeFeed:
         drv = self._driver
         storage = drv.storage
         nxt = start
+        #: the events of SCHEMA_EVENT entries until the next record gives their epoch (the
+        #: leader seals the epoch the entry was proposed in: a marker follows)
+        held: list[gateway_pb2.ChangeEvent] = []
         while True:
             self._not_compacted(nxt)
             hi = min(drv.sm.applied_index + 1, nxt + 512)
@@ -421,7 +460,29 @@ class ChangeFeed:
                     raise InvalidRequest("from_log_index", f"the segments of the replicated "
                                          f"epoch ending at index {e.index} were compacted "
                                          f"while streaming (resync from a snapshot)") from None
+                if held and evs:  # a schema entry's events join the next record's epoch
+                    for h in held:
+                        h.epoch = evs[0].epoch
+                    evs, held = held + evs, []
+                if evs and not evs[0].epoch:
+                    held += evs
+                    evs = []
                 for ev in evs:
                     yield ev
                 nxt = e.index + 1
             await asyncio.sleep(0)
+
+
+def _schema_epoch(out: list[gateway_pb2.ChangeEvent], fallback: int
+                  ) -> list[gateway_pb2.ChangeEvent]:
+    """``out`` with each schema event in the epoch of the entry's first record after it (a
+    transaction's, a replicated entry's), or ``fallback``; one left in no epoch is left out
+    (its entry sends nothing this reader takes)."""
+    epoch = fallback
+    for ev in reversed(out):
+        if ev.HasField("schema_event"):
+            if not ev.epoch:
+                ev.epoch = epoch
+        else:
+            epoch = ev.epoch
+    return [ev for ev in out if ev.epoch]

@@ -54,11 +54,14 @@ class TableSchema:
 
     key_fields: tuple[tuple[str, int], ...]
     columns: Mapping[str, int]
+    #: Value columns a table definition declares NOT NULL (docs/schema.md): a write may not
+    #: set them to NULL.
+    not_null: frozenset[str] = frozenset()
 
     def merged(self, fields: Sequence[tuple[str, int]]) -> TableSchema:
         cols = dict(self.columns)
         cols.update(fields)
-        return TableSchema(self.key_fields, cols)
+        return TableSchema(self.key_fields, cols, self.not_null)
 
 
 def qualified_name(table: statement_pb2.TableMetadata) -> str:
@@ -314,23 +317,37 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         if not rows:
             continue
         key_rules, col_rules = _rules(keys), _rules(cols)
+        required = [(i, c) for i, (c, _) in enumerate(cols) if c in known.not_null] \
+            if known is not None and known.not_null and kind != "delete" else []
         for r_no, rec in enumerate(body.records):
             rpath = f"{path}.records[{r_no}]"
             _values(rec.key_values, keys, key_rules, f"{rpath}.key_values", key=True)
             if kind != "delete":
                 _values(rec.after_values, cols, col_rules, f"{rpath}.after_values", key=False)
+                for i, cname in required:
+                    if rec.after_values[i].WhichOneof("kind") == "null_value":
+                        raise InvalidRequest(f"{rpath}.after_values[{i}]",
+                                             f"{name}.{cname} is NOT NULL")
             if kind != "insert" and rec.before_values:
                 _values(rec.before_values, cols, col_rules, f"{rpath}.before_values",
                         key=False)
     return created
 
 
+def key_rules(key_fields: Sequence[tuple[str, int]]) -> tuple[tuple[str | None, int | None], ...]:
+    """The rules :func:`check_key_values` checks a key of ``key_fields`` with (for a caller
+    checking many keys of one table: computed once)."""
+    return _rules(key_fields)
+
+
 def check_key_values(values: Sequence[value_pb2.Value], key_fields: Sequence[tuple[str, int]],
-                     path: str) -> None:
+                     path: str,
+                     rules: tuple[tuple[str | None, int | None], ...] | None = None) -> None:
     """Check a key given to a read (``Read.key``, ``Scan.start_key``) against the table's key
-    fields with the rules of a write's key values; raises ``InvalidRequest`` naming
+    fields with the rules of a write's key values (``rules``: :func:`key_rules` of
+    ``key_fields``, computed here when not given); raises ``InvalidRequest`` naming
     ``path[i]``."""
-    _values(values, key_fields, _rules(key_fields), path, key=True)
+    _values(values, key_fields, _rules(key_fields) if rules is None else rules, path, key=True)
 
 
 def check_idempotency_key(key: str, path: str = "idempotency_key") -> None:

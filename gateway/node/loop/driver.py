@@ -106,6 +106,8 @@ from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 __all__ = ["DriverOptions", "RaftCounters", "RaftDriver"]
 
+_SCHEMA_TAG = bytes([messages.TypeTag.SCHEMA_EVENT])
+
 _T = TypeVar("_T")
 
 log = logging.getLogger("gateway.node.loop.driver")
@@ -428,7 +430,10 @@ class RaftDriver:
             self._read_task = asyncio.get_running_loop().create_task(
                 self._run_read_rounds(), name="read-index-rounds")
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            # A timeout cancels this read's own future only (the rounds skip a done one):
+            # no shield and no wait_for task around it.
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise ReadTimeoutError(f"no read index confirmed within {timeout:.1f}s") from None
 
@@ -831,6 +836,8 @@ class RaftDriver:
                                           "progress or no leader"))
                 continue
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, fut)
+            if data[:1] == _SCHEMA_TAG:  # a schema event is a record of the open epoch: the
+                st.unit_proposed(True)   # epoch gets a marker, so channels send it on
         if not units:
             return
         view = self._view(raw, st)
