@@ -33,7 +33,7 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,10 +233,12 @@ def _skip_applied(df: DataFrame, applied: GtidSet) -> DataFrame:
 def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
               partition_bytes: int | None = None, index_to: int | None = None,
               on_unit: Callable[[int], None] | None = None,
-              schema: bool = True) -> ApplyReport:
+              schema: bool = True,
+              read_options: Mapping[str, str] | None = None) -> ApplyReport:
     """Apply the log at ``source`` to ``target`` from its durable position; see the module
     docstring. ``index_to`` stops at that index. ``on_unit(u)`` is called after unit ``u``
-    is written (tests use it to interrupt a run). Raises what the target raises; the
+    is written (tests use it to interrupt a run). ``read_options`` go to ``gateway_wal``
+    (``token``, ``ca`` of a ``gateway://`` source). Raises what the target raises; the
     position is then left where it was. Schema events cut the run (``schema_events``:
     each applied between the rows before and after it); ``schema=False`` is one stretch
     without them."""
@@ -245,13 +247,14 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
 
         return apply_with_schema(spark, source, target, state_dir, apply_log,
                                  partition_bytes=partition_bytes, index_to=index_to,
-                                 on_unit=on_unit, schema=False)
+                                 on_unit=on_unit, schema=False, read_options=read_options)
     positions = SparkPositionStore(state_dir, target.name)
     start = positions.load()
     report_dir = tempfile.mkdtemp(prefix="gateway-spark-report-")
     try:
         df = read_log(spark, source, partition_bytes=partition_bytes,
-                      index_from=start.log_index + 1, index_to=index_to, report_dir=report_dir)
+                      index_from=start.log_index + 1, index_to=index_to, report_dir=report_dir,
+                      **dict(read_options or {}))
         df = _skip_applied(df, start.applied).persist()
         last = df.agg(F.max("log_index")).first()[0]  # also materialises the cache: one read
         if last is not None:

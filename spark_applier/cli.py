@@ -84,12 +84,20 @@ def _echo_report(report: Any) -> None:
 
 
 @spark_group.command("apply")
-@click.option("--source", required=True, type=click.Path(exists=True),
-              help="A WAL directory or a standalone log file.")
+@click.option("--source", required=True,
+              help="A WAL directory, a standalone log file, or a running node's log: "
+                   "gateway://HOST:PORT (its API address; executors then read it over the "
+                   "network, not from its files).")
+@click.option("--token", envvar="GATEWAY_TOKEN", default=None,
+              help="With a gateway:// source: a bearer token with the read permission (also "
+                   "GATEWAY_TOKEN).")
+@click.option("--ca", envvar="GATEWAY_CA", default=None, type=click.Path(dir_okay=False),
+              help="With a gateway:// source: the CA certificate of the node's TLS API.")
 @click.option("--target", "target_spec", required=True,
               help="parquet:DIR, sqlite:FILE, delta:DIR or cassandra://HOST:PORT/KEYSPACE")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Where the applied position is kept. [default: SOURCE.spark-state]")
+              help="Where the applied position is kept. [default: SOURCE.spark-state; "
+                   "required with a gateway:// source]")
 @click.option("--master", default=None,
               help="Spark master URL (local[N], spark://HOST:PORT, yarn, k8s://...). "
                    "[default: local[2]]")
@@ -106,9 +114,10 @@ def _echo_report(report: Any) -> None:
               help="With --follow: apply at least every N seconds when entries wait.")
 @click.option("--max-entries", type=click.IntRange(1), default=100_000, show_default=True,
               help="With --follow: apply as soon as M entries wait (and at most M per batch).")
-def apply_command(source: str, target_spec: str, state_dir: str | None, master: str | None,
-                  remote: str | None, partition_bytes: int | None, index_to: int | None,
-                  follow: bool, interval: float, max_entries: int) -> None:
+def apply_command(source: str, token: str | None, ca: str | None, target_spec: str,
+                  state_dir: str | None, master: str | None, remote: str | None,
+                  partition_bytes: int | None, index_to: int | None, follow: bool,
+                  interval: float, max_entries: int) -> None:
     """Reduce the log to the final state of every row and write it to a target.
 
     Resumes from the durable position in the state directory. Example:
@@ -117,9 +126,25 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
     """
     from gateway import ApplyError, PositionStoreError
 
-    # Absolute on the driver: executors run in their own working directories (a standalone
-    # worker's work/app-*/N) and resolve a relative path against those.
-    source = os.path.abspath(source)
+    from .remote import RemoteLogError, RemoteSource, is_remote, read_ca
+
+    read_options: dict[str, str] = {}
+    if is_remote(source):
+        try:
+            RemoteSource.parse(source, token or "", read_ca(ca))
+        except ValueError as exc:
+            raise _BadInput(f"--source: {exc}" if str(exc).startswith("gateway")
+                            else f"--{exc}") from None
+        if not state_dir:
+            raise _BadInput("--state-dir is required with a gateway:// source (where the "
+                            "applied position is kept)")
+        read_options = {k: v for k, v in (("token", token), ("ca", ca)) if v}
+    elif not os.path.exists(source):
+        raise _BadInput(f"--source: {source}: no such file or directory")
+    else:
+        # Absolute on the driver: executors run in their own working directories (a
+        # standalone worker's work/app-*/N) and resolve a relative path against those.
+        source = os.path.abspath(source)
     state = os.path.abspath(state_dir or f"{source.rstrip('/')}.spark-state")
     if master is not None and remote is not None:
         raise _BadInput("--master and --remote exclude each other: --remote runs the job on "
@@ -140,7 +165,8 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
             if follow:
                 runner = MicroBatchRunner(spark, source, target, state, interval=interval,
                                           max_entries=max_entries,
-                                          partition_bytes=partition_bytes)
+                                          partition_bytes=partition_bytes,
+                                          read_options=read_options)
 
                 def seen(report: Any) -> None:
                     nonlocal problems
@@ -151,15 +177,35 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
                     runner.run(on_batch=seen)
             else:
                 report = apply_log(spark, source, target, state,
-                                   partition_bytes=partition_bytes, index_to=index_to)
+                                   partition_bytes=partition_bytes, index_to=index_to,
+                                   read_options=read_options)
                 _echo_report(report)
                 problems = report.problems
+        except RemoteLogError as exc:
+            raise _Problems(str(exc)) from None
         except (LogLayoutError, ValueError) as exc:
             raise _BadInput(str(exc).splitlines()[0]) from None
         except (ApplyError, PositionStoreError, OSError) as exc:
             raise _Problems(f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:
+            # A task's RemoteLogError reaches the driver inside Spark's job failure (a Python
+            # worker traceback in a Java exception): print its one line, not the traceback.
+            line = remote_error_line(exc)
+            if line is None:
+                raise
+            raise _Problems(line) from None
         if problems:
             raise _Problems(f"{problems} problem(s) found; see above")
     finally:
         if owned:
             spark.stop()
+
+
+def remote_error_line(exc: BaseException) -> str | None:
+    """The ``RemoteLogError`` line inside a failed Spark job's error ``exc``, or None."""
+    marker = "RemoteLogError: "
+    text = str(exc)
+    at = text.rfind(marker)
+    if at < 0:
+        return None
+    return text[at + len(marker):].splitlines()[0].strip()

@@ -10,13 +10,18 @@
           .option("gtids", "1:20-80")               # origin 1, trans ids 20..80, optional
           .option("report_dir", "/tmp/report")      # where damage reports go, optional
           .load("/var/lib/gateway/wal"))            # a WAL directory or a log file
+    # or a running node's log over its LogRead RPC (executors need no access to its files):
+    df = (spark.read.format("gateway_wal").option("token", "s3cret").option("ca", "ca.pem")
+          .load("gateway://10.0.0.5:7070"))
 
 Options: ``partition_bytes`` (default: the bytes to read over ``min_partitions``, between 4 MiB
 and 128 MiB -- ``auto_partition_bytes``), ``min_partitions`` (default twice the CPU count of
 the planning host), ``index_from``/``index_to``, ``gtids``
 (``SERVER:FIRST-LAST``), ``committed_only`` (default true: WAL entries up to the commit index
 in ``meta``), ``report_dir`` (each partition writes a JSON ``RangeReport`` there; read them
-with ``damage_summary``). Rows: ``spark_applier.schema``.
+with ``damage_summary``), and for a ``gateway://HOST:PORT`` source ``token`` (a bearer token
+with the ``read`` permission; default ``$GATEWAY_TOKEN``) and ``ca`` (the CA certificate of a
+TLS API, read on the driver and shipped to the tasks as bytes). Rows: ``spark_applier.schema``.
 
 Streaming (``spark.readStream.format("gateway_wal")``): offsets are
 ``{"segment": S, "byte": B}`` -- everything before byte ``B`` of segment ``S`` (a WAL segment's
@@ -44,7 +49,7 @@ from pyspark.sql.datasource import (
 
 from gateway.formats import SEPARATOR
 
-from . import layout
+from . import layout, remote
 from .decode import RangeReport, read_range, write_report
 from .layout import LogLayout, ReadRange
 from .schema import SCHEMA_DDL
@@ -80,6 +85,9 @@ class _Options:
             raise ValueError("gateway_wal: no path given (spark.read.format(...).load(PATH))")
         # Resolved where the read is planned (the driver): tasks run in other directories.
         self.path = layout.resolve_path(path)
+        self.remote: remote.RemoteSource | None = None
+        if remote.is_remote(self.path):
+            self.remote = remote.source_of(self.path, opts)
         given = opts.get("partition_bytes")
         self.partition_bytes: int | None = (
             _int(opts, "partition_bytes", 0) if given not in (None, "") else None)
@@ -92,8 +100,26 @@ class _Options:
         self.committed_only = str(opts.get("committed_only", "true")).lower() != "false"
         self.report_dir = opts.get("report_dir") or None
 
-    def layout(self) -> LogLayout:
+    def layout(self, *, narrowed: bool = True) -> LogLayout:
+        """The layout of the source; a node's is narrowed to the index options by the node
+        when ``narrowed``."""
+        if self.remote is not None:
+            return remote.fetch_layout(
+                self.remote, committed_only=self.committed_only,
+                index_from=self.index_from if narrowed else 1,
+                index_to=self.index_to if narrowed else None)
         return layout.discover(self.path, committed_only=self.committed_only)
+
+    def plan(self, lay: LogLayout, partition_bytes: int, *, filtered: bool = True,
+             bounds: dict[int, tuple[int, int]] | None = None) -> list[ReadRange]:
+        """``layout.plan_ranges`` (or ``remote.plan_ranges`` for a node's layout) with the
+        index and GTID options when ``filtered``."""
+        kw: dict[str, Any] = dict(index_from=self.index_from, index_to=self.index_to,
+                                  gtids=self.gtids) if filtered else {}
+        if isinstance(lay, remote.RemoteLayout):
+            return remote.plan_ranges(lay, partition_bytes=partition_bytes, bounds=bounds,
+                                      **kw)
+        return layout.plan_ranges(lay, partition_bytes=partition_bytes, bounds=bounds, **kw)
 
     def split_bytes(self, total: int) -> int:
         """``partition_bytes`` if given, else ``auto_partition_bytes(total, ...)``."""
@@ -114,7 +140,8 @@ def _int(opts: dict[str, Any], name: str, default: int) -> int:
 
 def _read(options: _Options, rr: ReadRange) -> Iterator[Any]:
     report = RangeReport(rr.file.path, rr.start, rr.stop)
-    yield from read_range(rr, report)
+    buffer = remote.read_window(options.remote, rr) if options.remote is not None else None
+    yield from read_range(rr, report, buffer=buffer)
     if options.report_dir:
         write_report(options.report_dir, report)
 
@@ -128,10 +155,7 @@ class GatewayWalReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         o = self.options
         lay = o.layout()
-        ranges = layout.plan_ranges(lay, partition_bytes=o.split_bytes(
-                                        sum(f.size for f in lay.files)),
-                                    index_from=o.index_from, index_to=o.index_to,
-                                    gtids=o.gtids)
+        ranges = o.plan(lay, o.split_bytes(sum(f.size for f in lay.files)))
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]  # type: ignore[arg-type]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -152,14 +176,16 @@ class GatewayWalStreamReader(DataSourceStreamReader):
         return {"segment": files[0].segment, "byte": 0}
 
     def latestOffset(self) -> dict[str, int]:
-        lay = self.options.layout()
+        lay = self.options.layout(narrowed=False)
         if lay.commit is not None:
-            committed = layout.plan_ranges(lay, partition_bytes=1 << 62)
+            committed = self.options.plan(lay, 1 << 62, filtered=False)
             if not committed:
                 return {"segment": lay.files[0].segment, "byte": 0}
             last = committed[-1]
             return {"segment": last.file.segment, "byte": last.stop}
         newest = lay.files[-1]
+        if isinstance(lay, remote.RemoteLayout):
+            return {"segment": newest.segment, "byte": lay.last_separator}
         buf = layout.open_buffer(newest.path)
         try:
             end = buf.rfind(SEPARATOR) if len(buf) else 0
@@ -179,9 +205,7 @@ class GatewayWalStreamReader(DataSourceStreamReader):
             bounds[f.segment] = (lo, hi)
         o = self.options
         total = sum(hi - lo for lo, hi in bounds.values())
-        ranges = layout.plan_ranges(lay, partition_bytes=o.split_bytes(total),
-                                    index_from=o.index_from, index_to=o.index_to,
-                                    gtids=o.gtids, bounds=bounds)
+        ranges = o.plan(lay, o.split_bytes(total), bounds=bounds)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

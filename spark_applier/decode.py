@@ -549,11 +549,14 @@ def _py(v: Any) -> Any:
     return (case, getattr(v, case)) if case and case != "null_value" else None
 
 
-def read_range(rr: ReadRange, report: RangeReport | None = None) -> Iterator[pa.RecordBatch]:
-    """Yield the rows of ``rr`` as record batches, filling ``report`` as it goes."""
+def read_range(rr: ReadRange, report: RangeReport | None = None, *,
+               buffer: Any = None) -> Iterator[pa.RecordBatch]:
+    """Yield the rows of ``rr`` as record batches, filling ``report`` as it goes. ``buffer``
+    (closed here when done) holds the file's bytes at their offsets instead of the file at
+    ``rr.file.path`` -- at least the range and its resync slack (``remote.read_window``)."""
     f = rr.file
     report = report if report is not None else RangeReport(f.path, rr.start, rr.stop)
-    buf = open_buffer(f.path)
+    buf = open_buffer(f.path) if buffer is None else buffer
     try:
         yield from _read(buf, rr, report)
     finally:

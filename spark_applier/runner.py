@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["MicroBatchRunner"]
@@ -19,12 +19,14 @@ class MicroBatchRunner:
 
     def __init__(self, spark: Any, source: str, target: Any, state_dir: str, *,
                  interval: float = 10.0, max_entries: int = 100_000,
-                 partition_bytes: int | None = None, poll: float = 0.5) -> None:
+                 partition_bytes: int | None = None, poll: float = 0.5,
+                 read_options: Mapping[str, str] | None = None) -> None:
         if interval <= 0 or max_entries < 1:
             raise ValueError("interval must be > 0 and max_entries >= 1")
         self.spark, self.source, self.target, self.state_dir = spark, source, target, state_dir
         self.interval, self.max_entries, self.poll = interval, max_entries, poll
         self.partition_bytes = partition_bytes
+        self.read_options = dict(read_options or {})
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -33,10 +35,13 @@ class MicroBatchRunner:
 
     def waiting(self) -> tuple[int, int]:
         """``(applied position, last committed index)`` now."""
+        from . import remote
         from .layout import discover, last_index
         from .position import SparkPositionStore
 
         applied = SparkPositionStore(self.state_dir, self.target.name).load().log_index
+        if remote.is_remote(self.source):
+            return applied, remote.last_index(remote.source_of(self.source, self.read_options))
         return applied, last_index(discover(self.source))
 
     def run_once(self) -> Any:
@@ -48,7 +53,8 @@ class MicroBatchRunner:
             return None
         return apply_log(self.spark, self.source, self.target, self.state_dir,
                          partition_bytes=self.partition_bytes,
-                         index_to=min(last, applied + self.max_entries))
+                         index_to=min(last, applied + self.max_entries),
+                         read_options=self.read_options)
 
     def run(self, *, on_batch: Callable[[Any], None] | None = None,
             max_batches: int | None = None) -> int:

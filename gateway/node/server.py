@@ -58,6 +58,7 @@ from gateway.node.api.api_handlers import add_gateway_service, add_reads_service
 from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
+from gateway.node.api.log_read import LogReadServicer
 from gateway.node.api.metrics import serve_metrics
 from gateway.node.api.schema_service import SchemaServicer
 from gateway.node.api.security import (
@@ -108,6 +109,7 @@ from gateway.node.storage.storage_errors import client_error
 from gateway.v1 import (
     channel_pb2_grpc,
     gateway_pb2,
+    log_read_pb2_grpc,
     peer_pb2_grpc,
     replication_pb2,
     schema_pb2_grpc,
@@ -406,12 +408,15 @@ class GatewayNode:
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
         schema_pb2_grpc.add_SchemaServicer_to_server(SchemaServicer(self.servicer), api)
+        # Byte-range reads of the WAL for Spark executors on other machines (docs/spark.md)
+        self.log_read = LogReadServicer(self.storage.wal.directory)
+        log_read_pb2_grpc.add_LogReadServicer_to_server(self.log_read, api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
              "gateway.v1.Reads", "gateway.v1.ChannelSource", "gateway.v1.Schema",
-             health.SERVICE_NAME,
+             "gateway.v1.LogRead", health.SERVICE_NAME,
              reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
@@ -461,6 +466,8 @@ class GatewayNode:
                      self.config.node_id)
         if api_stopped is not None:
             await api_stopped
+        if getattr(self, "log_read", None) is not None:
+            self.log_read.close()
         if self.appliers is not None:
             await self.appliers.stop()
         await self.driver.stop()

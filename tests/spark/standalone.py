@@ -8,6 +8,10 @@ group so ``StandaloneCluster.stop()`` ends it and everything it started (executo
 workers). Drivers are run as subprocesses (``gateway spark apply --master``, ``spark-submit``):
 one test process can hold only one SparkContext, and the session-wide local one is in use.
 
+``hidden`` directories are invisible to the workers and their executors: each worker JVM runs
+in its own mount namespace (``unshare --mount``, root only) with an empty tmpfs over each of
+them -- how a test shows that executors need no access to a node's data directory.
+
 Executors import ``gateway`` and ``spark_applier`` from the checkout under test: the workers get
 its ``PYTHONPATH`` (``tests/conftest.py`` puts the checkout first) and ``PYSPARK_PYTHON``.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -86,18 +91,25 @@ class StandaloneCluster:
                          for p in sorted(self.work.glob("*.log")))
 
 
-def start_cluster(work: Path, workers: int = 2, timeout: float = 120.0) -> StandaloneCluster:
-    """Start a master and ``workers`` workers (1 core, 1 GiB each); ``RuntimeError`` with the
-    JVMs' logs if the master does not list them all ALIVE within ``timeout`` seconds."""
+def start_cluster(work: Path, workers: int = 2, timeout: float = 120.0,
+                  hidden: tuple[Path, ...] = ()) -> StandaloneCluster:
+    """Start a master and ``workers`` workers (1 core, 1 GiB each), the workers unable to see
+    the ``hidden`` directories (module docstring); ``RuntimeError`` with the JVMs' logs if the
+    master does not list them all ALIVE within ``timeout`` seconds."""
     work.mkdir(parents=True, exist_ok=True)
     env = cluster_env()
     spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
     port, ui = _free_port(), _free_port()
     cluster = StandaloneCluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui}", work)
 
-    def launch(name: str, args: list[str]) -> None:
+    def launch(name: str, args: list[str], hide: tuple[Path, ...] = ()) -> None:
         log = (work / f"{name}.log").open("wb")
-        cluster.procs.append(subprocess.Popen([spark_class, *args], env=env, cwd=work,
+        cmd = [spark_class, *args]
+        if hide:
+            mounts = " && ".join(f"mount -t tmpfs none {shlex.quote(str(d))}" for d in hide)
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   f"{mounts} && exec {shlex.join(cmd)}"]
+        cluster.procs.append(subprocess.Popen(cmd, env=env, cwd=work,
                                               stdout=log, stderr=subprocess.STDOUT,
                                               start_new_session=True))
 
@@ -110,7 +122,7 @@ def start_cluster(work: Path, workers: int = 2, timeout: float = 120.0) -> Stand
             launch(f"worker{i}", ["org.apache.spark.deploy.worker.Worker", cluster.url,
                                   "--cores", "1", "--memory", "1g", "--host", "127.0.0.1",
                                   "--port", str(_free_port()), "--webui-port", str(_free_port()),
-                                  "--work-dir", str(wdir)])
+                                  "--work-dir", str(wdir)], hidden)
         deadline = time.monotonic() + timeout
         while cluster.alive_workers() < workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p in cluster.procs):

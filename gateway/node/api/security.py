@@ -10,7 +10,8 @@
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
   Status, ``Reads.ReadBatch``; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode,
   RemoveNode, TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel
-  protocol, needs what Subscribe needs). The tokens file is TOML::
+  protocol, needs what Subscribe needs, and so do ``LogRead.Layout`` and
+  ``LogRead.ReadRange``, the byte-range reads of the WAL). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -76,6 +77,9 @@ _NEEDS["Schema.ChangeSchema"] = frozenset({"admin"})
 _NEEDS["Schema.ShowTable"] = _NEEDS["Schema.SchemaHistory"] = frozenset({"read", "admin"})
 #: A read of many rows needs what a read of one needs.
 _NEEDS["Reads.ReadBatch"] = _NEEDS["Read"]
+#: The byte-range reads of the WAL (``api.log_read``): the log Subscribe streams, as bytes.
+_LOG_READ_SERVICE = "/gateway.v1.LogRead/"
+_NEEDS["LogRead.Layout"] = _NEEDS["LogRead.ReadRange"] = _NEEDS["Subscribe"]
 
 
 def _read(path: str) -> bytes:
@@ -263,7 +267,8 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.Reads``,
-    ``gateway.v1.ChannelSource`` and ``gateway.v1.Schema`` methods (others pass)."""
+    ``gateway.v1.ChannelSource``, ``gateway.v1.Schema`` and ``gateway.v1.LogRead`` methods
+    (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -285,6 +290,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             name = "Schema." + method[len(_SCHEMA_SERVICE):]
         elif method.startswith(_READS_SERVICE):
             name = "Reads." + method[len(_READS_SERVICE):]
+        elif method.startswith(_LOG_READ_SERVICE):
+            name = "LogRead." + method[len(_LOG_READ_SERVICE):]
         else:
             return handler
         try:
