@@ -86,9 +86,13 @@ def make_log(path: Path, ops: int, seed: int = 1) -> int:
 def session(cores: int) -> Any:
     from pyspark.sql import SparkSession
 
+    from spark_applier.daemon import SESSION_CONF
     from spark_applier.datasource import register
 
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench-spark")
+    builder = SparkSession.builder
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    spark = (builder.master(f"local[{cores}]").appName("bench-spark")
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", str(2 * cores))
              .config("spark.driver.memory", "2g").getOrCreate())
