@@ -47,6 +47,12 @@ setup(
             optional=True,  # without a compiler, node.appliers.feed builds entries in Python
         ),
         Extension(
+            "gateway.node._judge",
+            ["gateway/node/_judge.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, node.state.epoch_judge judges in Python
+        ),
+        Extension(
             "gateway.node._peer_codec",
             ["gateway/node/_peer_codec.c"],
             depends=["gateway/core/_protowire.h"],

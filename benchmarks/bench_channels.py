@@ -17,11 +17,18 @@ no applier on either cluster), so the cost of the embedded applier shows beside 
 
     python benchmarks/bench_channels.py [--duration 5] [--shapes 1,3] [--appliers sqlite,none]
                                         [--load 0.5] [--conflicts none,NDB$EPOCH2] [--repeat 3]
+                                        [--conflicting 0.5]
 
 With ``--conflicts``, each shape also runs with the replica PRIMARY judging every row it
 applies under each function, and prints the replica's CPU per replicated row beside the run
 without rules (``--repeat`` runs interleaved, medians compared: single runs vary by +-20 %
 with compaction timing).
+
+With ``--conflicting F``, before the measured phases the replica itself writes the first
+``F`` of the keys of every 500-row transaction the source will write: under an epoch
+function on the PRIMARY replica, that fraction of every epoch's rows is then in conflict
+(rejected, recorded in ``bench.rows$EX`` and refreshed); the replica's handled rows are the
+source's rows it applied plus the exception rows it wrote.
 """
 
 from __future__ import annotations
@@ -123,8 +130,10 @@ def _txn(base: int) -> list[statement_pb2.Statement]:
 class ReplicaWatch:
     """Counts origin rows arriving on the replica's Subscribe stream and their lag."""
 
-    def __init__(self, api: list[str], source_id: int) -> None:
+    def __init__(self, api: list[str], source_id: int, replica_id: int = 2) -> None:
         self.rows = 0
+        self.exceptions = 0
+        self._replica = replica_id
         self.lags: list[float] = []
         self.first_ns = 0
         self._source = source_id
@@ -138,6 +147,12 @@ class ReplicaWatch:
         try:
             for ev in stream:
                 t = ev.transaction
+                if t.gtid.server_id == self._replica:  # rows rejected as in conflict
+                    n = sum(len(s.insert.records) for s in t.statements
+                            if s.insert.table.table_name.endswith("$EX"))
+                    self.exceptions += n
+                    self.rows += n
+                    continue
                 if t.gtid.server_id != self._source:
                     continue
                 now = time.time_ns()
@@ -185,6 +200,34 @@ async def _drive(api: list[str], seconds: float, rate: float | None, key0: int,
     return nxt[0] - key0
 
 
+async def _prewrite(api: list[str], bases: range, fraction: float, clients: int = 8) -> None:
+    """Write into the replica, as its own rows, the first ``fraction`` of the keys of each
+    500-row block starting at ``bases`` (several blocks per transaction)."""
+    per = max(1, int(ROWS * fraction))
+    todo = list(bases)
+    group = 4
+
+    def txn(blocks: list[int]) -> list[statement_pb2.Statement]:
+        ins = statement_pb2.InsertStatement(
+            table=statement_pb2.TableMetadata(schema_name="bench", table_name="rows"),
+            key_fields=[statement_pb2.FieldMetadata(name="id",
+                                                    type=value_pb2.FIELD_TYPE_INTEGER)],
+            fields=[statement_pb2.FieldMetadata(name="v", type=value_pb2.FIELD_TYPE_VARCHAR)])
+        for b in blocks:
+            for k in range(b, b + per):
+                ins.records.add(key_values=[value_pb2.Value(int_value=k)],
+                                after_values=[value_pb2.Value(string_value="replica")])
+        return [statement_pb2.Statement(insert=ins)]
+
+    async def one() -> None:
+        async with AsyncGatewayClient(api, timeout=60) as c:
+            while todo:
+                blocks = [todo.pop() for _ in range(min(group, len(todo)))]
+                await c.write(txn(blocks))
+
+    await asyncio.gather(*(one() for _ in range(clients)))
+
+
 def _pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] if xs else float("nan")
@@ -201,7 +244,7 @@ def _cpu_seconds(procs: list[subprocess.Popen]) -> float:
 
 
 def run_shape(n: int, seconds: float, appliers: str, load: float,
-              conflicts: str = "none") -> dict[str, float]:
+              conflicts: str = "none", conflicting: float = 0.0) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix=f"bench-channels-{n}-"))
     src = Cluster(root, 1, n, None, appliers, conflicts)
     rep = Cluster(root, 2, n, list(src.api.values()), appliers, conflicts)
@@ -213,7 +256,14 @@ def run_shape(n: int, seconds: float, appliers: str, load: float,
         end = time.monotonic() + 60
         while watch.rows < warm and time.monotonic() < end:
             time.sleep(0.05)
+        if conflicting:  # the replica's own rows under the keys the source will write
+            expect = int(warm * seconds * 2)  # the warm-up ran 1 s flat out
+            asyncio.run(_prewrite(list(rep.api.values()), range(0, expect, ROWS), conflicting))
+            asyncio.run(_prewrite(list(rep.api.values()),
+                                  range(2 * 10**9, 2 * 10**9 + int(expect * load), ROWS),
+                                  conflicting))
         base_rows = watch.rows
+        base_ex = watch.exceptions
         watch.lags.clear()
         cpu0 = _cpu_seconds(rep.procs)
         t0 = time.monotonic()
@@ -224,6 +274,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float,
             time.sleep(0.01)
         t_rep = time.monotonic() - t0
         cpu_row_us = (_cpu_seconds(rep.procs) - cpu0) * 1e6 / max(1, watch.rows - base_rows)
+        in_conflict = (watch.exceptions - base_ex) / max(1, watch.rows - base_rows)
         src_rate = total / t_src
         ch_rate = (watch.rows - base_rows) / t_rep
         watch.lags.clear()
@@ -233,7 +284,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float,
         watch.close()
         return {"source": src_rate, "channel": ch_rate, "ratio": ch_rate / src_rate,
                 "p50": _pct(lags, 50), "p99": _pct(lags, 99), "n": len(lags),
-                "cpu_row_us": cpu_row_us}
+                "cpu_row_us": cpu_row_us, "in_conflict": in_conflict}
     finally:
         rep.close()
         src.close()
@@ -250,24 +301,29 @@ def main() -> None:
     p.add_argument("--conflicts", default="none",
                    help="conflict functions to run, comma separated (none: no rule; e.g. "
                         "none,NDB$EPOCH2: the replica PRIMARY judging every row)")
+    p.add_argument("--conflicting", type=float, default=0.0,
+                   help="fraction of each source transaction's keys the replica writes first "
+                        "(in conflict under an epoch function on the PRIMARY replica)")
     p.add_argument("--repeat", type=int, default=1,
                    help="runs of every configuration, interleaved; CPU/row medians printed")
     args = p.parse_args()
     avg = os.getloadavg()
     print(f"load average before: {avg[0]:.2f} {avg[1]:.2f} {avg[2]:.2f}; epoch {EPOCH_MS} ms")
     pct = f"{args.load:.0%}"
-    print("| clusters | appliers | conflicts | source rows/s (500-row txns) | channel rows/s | "
-          f"channel/source | lag p50 at {pct} load | lag p99 | p99 target | replica CPU/row |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| clusters | appliers | conflicts | rows in conflict | source rows/s (500-row txns) | "
+          f"channel rows/s | channel/source | lag p50 at {pct} load | lag p99 | p99 target | "
+          "replica CPU/row |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     summary: list[str] = []
     for n in (int(x) for x in args.shapes.split(",")):
         for appliers in args.appliers.split(","):
             cpu: dict[str, list[float]] = {}
             for _ in range(args.repeat):  # interleaved, so drift hits every function alike
                 for fn in args.conflicts.split(","):
-                    r = run_shape(n, args.duration, appliers, args.load, fn)
+                    r = run_shape(n, args.duration, appliers, args.load, fn, args.conflicting)
                     cpu.setdefault(fn, []).append(r["cpu_row_us"])
-                    print(f"| 2 x {n} node(s) | {appliers} | {fn} | {r['source']:,.0f} | "
+                    print(f"| 2 x {n} node(s) | {appliers} | {fn} | {r['in_conflict']:.0%} | "
+                          f"{r['source']:,.0f} | "
                           f"{r['channel']:,.0f} | {r['ratio']:.2f} | {r['p50']:.0f} ms | "
                           f"{r['p99']:.0f} ms | <= {EPOCH_MS + 150} ms | "
                           f"{r['cpu_row_us']:.1f} us |", flush=True)

@@ -15,6 +15,7 @@ that it lasts about ``duration`` seconds.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +92,33 @@ def missing_binaries(directory: str) -> str | None:
     return None
 
 
-def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int],
-             result_type: Any, cpu_seconds: Any, peak_rss_kib: Any,
-             steal_meter: Any = None) -> tuple[list[Any], list[int]]:
-    """See the module docstring; ``ports``: six free ports (client, peer per member);
-    ``steal_meter()``: starts measuring, giving an object whose ``stop() -> str`` is the share
-    of CPU time stolen meanwhile; called around each run of the tool."""
+def run_tool(tool: Path, endpoint: str, clients: int, conns: int, total: int,
+             what: list[str]) -> tuple[float, float, float]:
+    """Run etcd's ``benchmark`` tool (``what``: its command and arguments) against
+    ``endpoint``; (requests/s, p50 ms, p99 ms) from its summary."""
+    run = subprocess.run(
+        [str(tool), f"--endpoints={endpoint.removeprefix('http://')}", f"--conns={conns}",
+         f"--clients={clients}", f"--total={total}", *what],
+        capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        raise RuntimeError(f"etcd benchmark {' '.join(what)} failed: {run.stderr[-500:]}")
+    return _summary(run.stdout)
+
+
+@contextlib.contextmanager
+def started_etcd(directory: str, ports: list[int]
+                 ) -> Iterator[tuple[list[str], int, list[subprocess.Popen]]]:
+    """A 3-member etcd cluster on loopback (``ports``: six free ports, client then peer per
+    member), healthy: yields (the members' client URLs, the leader's position in them, the
+    processes with the leader's first); stops the members on the way out."""
     problem = missing_binaries(directory)
     if problem:
         raise SystemExit(problem)
-    etcd, tool = Path(directory) / "etcd", Path(directory) / "benchmark"
+    etcd = Path(directory) / "etcd"
     names = [f"m{i}" for i in range(1, 4)]
     clients = [f"http://127.0.0.1:{ports[i]}" for i in range(3)]
     peers = [f"http://127.0.0.1:{ports[3 + i]}" for i in range(3)]
     cluster = ",".join(f"{n}={p}" for n, p in zip(names, peers, strict=True))
-    results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="bench-etcd-") as tmp:
         procs = [subprocess.Popen(
             [str(etcd), "--name", n, "--data-dir", f"{tmp}/{n}",
@@ -118,41 +132,7 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
         try:
             _wait_healthy(clients, procs)
             lead = _leader(clients)
-            order = [procs[lead]] + [p for i, p in enumerate(procs) if i != lead]
-            for size in sizes:
-                value = base64.b64encode(b"x" * VALUE_SIZES[size]).decode()
-                _get(f"{clients[lead]}/v3/kv/put", json.dumps(
-                    {"key": base64.b64encode(RANGE_KEY.encode()).decode(),
-                     "value": value}).encode())
-                for mode, n_clients, conns, rate, extra in RUNS:
-                    ops_per = 100 if mode.startswith("txn") else 1
-                    if mode.startswith("range"):
-                        what = ["range", RANGE_KEY, *extra]
-                    else:
-                        what = [mode.split()[0], "--key-size=16",
-                                f"--val-size={VALUE_SIZES[size]}", *extra]
-                    total = max(200, int(rate * duration * (0.5 if size == "1 KiB" else 1)))
-                    before = [cpu_seconds(p.pid) for p in order]
-                    meter = steal_meter() if steal_meter is not None else None
-                    run = subprocess.run(
-                        [str(tool), f"--endpoints={clients[lead].removeprefix('http://')}",
-                         f"--conns={conns}", f"--clients={n_clients}", f"--total={total}",
-                         *what],
-                        capture_output=True, text=True, timeout=600)
-                    if run.returncode != 0:
-                        raise RuntimeError(f"etcd benchmark {mode} failed: {run.stderr[-500:]}")
-                    req_s, p50, p99 = _summary(run.stdout)
-                    r = result_type("etcd", mode, size, n_clients)
-                    if meter is not None:
-                        r.steal = meter.stop()
-                    r.seconds = total / req_s
-                    r.rows = r.all_rows = total * ops_per
-                    r.ops = total
-                    r.p50_ms, r.p99_ms = p50, p99
-                    r.cpu = "/".join(f"{1e6 * (cpu_seconds(p.pid) - b) / r.rows:.0f}"
-                                     for p, b in zip(order, before, strict=True))
-                    results.append(r)
-            rss = [peak_rss_kib(p.pid) for p in order]
+            yield clients, lead, [procs[lead]] + [p for i, p in enumerate(procs) if i != lead]
         finally:
             for p in procs:
                 p.terminate()
@@ -161,4 +141,45 @@ def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int]
                     p.wait(10)
                 except subprocess.TimeoutExpired:
                     p.kill()
+
+
+def run_etcd(directory: str, sizes: list[str], duration: float, ports: list[int],
+             result_type: Any, cpu_seconds: Any, peak_rss_kib: Any,
+             steal_meter: Any = None) -> tuple[list[Any], list[int]]:
+    """See the module docstring; ``ports``: six free ports (client, peer per member);
+    ``steal_meter()``: starts measuring, giving an object whose ``stop() -> str`` is the share
+    of CPU time stolen meanwhile; called around each run of the tool."""
+    problem = missing_binaries(directory)
+    if problem:
+        raise SystemExit(problem)
+    tool = Path(directory) / "benchmark"
+    results: list[Any] = []
+    with started_etcd(directory, ports) as (clients, lead, order):
+        for size in sizes:
+            value = base64.b64encode(b"x" * VALUE_SIZES[size]).decode()
+            _get(f"{clients[lead]}/v3/kv/put", json.dumps(
+                {"key": base64.b64encode(RANGE_KEY.encode()).decode(),
+                 "value": value}).encode())
+            for mode, n_clients, conns, rate, extra in RUNS:
+                ops_per = 100 if mode.startswith("txn") else 1
+                if mode.startswith("range"):
+                    what = ["range", RANGE_KEY, *extra]
+                else:
+                    what = [mode.split()[0], "--key-size=16",
+                            f"--val-size={VALUE_SIZES[size]}", *extra]
+                total = max(200, int(rate * duration * (0.5 if size == "1 KiB" else 1)))
+                before = [cpu_seconds(p.pid) for p in order]
+                meter = steal_meter() if steal_meter is not None else None
+                req_s, p50, p99 = run_tool(tool, clients[lead], n_clients, conns, total, what)
+                r = result_type("etcd", mode, size, n_clients)
+                if meter is not None:
+                    r.steal = meter.stop()
+                r.seconds = total / req_s
+                r.rows = r.all_rows = total * ops_per
+                r.ops = total
+                r.p50_ms, r.p99_ms = p50, p99
+                r.cpu = "/".join(f"{1e6 * (cpu_seconds(p.pid) - b) / r.rows:.0f}"
+                                 for p, b in zip(order, before, strict=True))
+                results.append(r)
+        rss = [peak_rss_kib(p.pid) for p in order]
     return results, rss

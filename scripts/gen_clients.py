@@ -1,6 +1,7 @@
 """Code generation for the Go, Java and TypeScript clients (used by ``scripts/gen_proto.py``).
 
-Each client gets the public API -- ``gateway/v1/gateway.proto`` and the files it imports,
+Each client gets the public API -- ``gateway/v1/gateway.proto``, ``gateway/v1/reads.proto`` and
+the files they import,
 found by following the ``import`` lines -- and nothing of the internal protocols (``peer``,
 ``wal``, ``applier``). Every generator is pinned so that generation is reproducible:
 
@@ -38,6 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 API_PROTO = "gateway/v1/gateway.proto"
+#: The public API's other roots: services of their own beside ``Gateway`` (each with its imports).
+API_ROOTS = (API_PROTO, "gateway/v1/reads.proto")
 
 PROTOC_GEN_GO = "v1.36.12"
 PROTOC_GEN_GO_GRPC = "v1.6.2"
@@ -75,9 +78,10 @@ class Target:
 
 
 def api_protos() -> list[str]:
-    """``gateway.proto`` and everything it imports, transitively (paths under proto/)."""
+    """``gateway.proto``, the other :data:`API_ROOTS` and everything they import, transitively
+    (paths under proto/)."""
     seen: set[str] = set()
-    todo = [API_PROTO]
+    todo = list(API_ROOTS)
     while todo:
         name = todo.pop()
         if name in seen:

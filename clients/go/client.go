@@ -164,7 +164,14 @@ func (c *Client) stub(target string) (string, pb.GatewayClient, error) {
 		}
 		c.conns[target] = cc
 	}
-	return target, pb.NewGatewayClient(cc), nil
+	return target, stubs{pb.NewGatewayClient(cc), pb.NewReadsClient(cc)}, nil
+}
+
+// stubs are a connection's Gateway stub and the stubs of the public API's other services
+// (Reads), one value passed as the Gateway stub.
+type stubs struct {
+	pb.GatewayClient
+	pb.ReadsClient
 }
 
 // moveOn picks the next target after a failure on failed: the leader the server named, or
@@ -400,6 +407,28 @@ func (c *Client) Get(ctx context.Context, table string, key any, opts ...ReadOpt
 		return nil, false, err
 	}
 	return RowOf(resp.GetRow()), true, nil
+}
+
+// ReadBatch reads the rows of many keys of table in one call (Reads.ReadBatch): one result
+// per key in order, all read at one applied index after one read point. Each key is a value
+// or a []any of key values, as in Read; WithConsistency applies.
+func (c *Client) ReadBatch(ctx context.Context, table string, keys []any, opts ...ReadOption) (*pb.ReadBatchResponse, error) {
+	req := &pb.ReadBatchRequest{Table: table, Keys: make([]*pb.ReadKey, len(keys))}
+	for i, k := range keys {
+		kv, err := keyValues(k)
+		if err != nil {
+			return nil, err
+		}
+		req.Keys[i] = &pb.ReadKey{Key: kv}
+	}
+	one := &pb.ReadRequest{} // the options set a ReadRequest's consistency
+	for _, o := range opts {
+		o.applyRead(one)
+	}
+	req.Consistency = one.Consistency
+	return call(ctx, c, func(ctx context.Context, s pb.GatewayClient, o ...grpc.CallOption) (*pb.ReadBatchResponse, error) {
+		return s.(pb.ReadsClient).ReadBatch(ctx, req, o...)
+	})
 }
 
 // Scan reads rows of table in key order (StartKey <= key < EndKey); More is set when the

@@ -112,6 +112,31 @@ func TestWriteThenReadReturnsTheRow(t *testing.T) {
 	}
 }
 
+func TestReadBatchReturnsEveryKeysRowInOrder(t *testing.T) {
+	c := liveClient(t, cluster.APIs(), "writer")
+	ctx := context.Background()
+	tbl := table("readbatch")
+	for _, id := range []int64{1, 2} {
+		if _, err := c.Write(ctx, mustInsert(t, tbl, id, gateway.C("name", fmt.Sprint("n", id)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, level := range []pb.Consistency{pb.Consistency_CONSISTENCY_LINEARIZABLE, pb.Consistency_CONSISTENCY_STALE} {
+		resp, err := c.ReadBatch(ctx, tbl, []any{int64(2), int64(9), int64(1)}, gateway.WithConsistency(level))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.GetResults()
+		if level == pb.Consistency_CONSISTENCY_STALE { // a follower may not have applied them yet
+			continue
+		}
+		if len(got) != 3 || !got[0].GetFound() || got[1].GetFound() || !got[2].GetFound() ||
+			gateway.RowOf(got[0].GetRow())["name"] != "n2" || gateway.RowOf(got[2].GetRow())["name"] != "n1" {
+			t.Fatalf("read batch: %v", got)
+		}
+	}
+}
+
 func TestWriteBatchResultsInOrderAndScanInKeyOrder(t *testing.T) {
 	c := liveClient(t, cluster.APIs(), "writer")
 	ctx := context.Background()

@@ -421,6 +421,7 @@ class Dispatcher:
             tracker.register(entry.index, first)
         self.metrics.add(entries_read=1)
         self._flush()
+        fresh: list[AssembledTransaction] = []
         for txn in entry.replicated:
             gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
             with self._lock:
@@ -428,7 +429,11 @@ class Dispatcher:
             if seen:
                 self.metrics.add(skipped=1)
                 continue
-            done = AssembledTransaction(gtid, (entry.index,), (txn,))
+            fresh.append(AssembledTransaction(gtid, (entry.index,), (txn,)))
+        if fresh and self._columns and self._replicated_columns(fresh):
+            return
+        for done in fresh:
+            txn = done.segments[0]
             try:
                 ops = done.ops()
             except MalformedTransactionError as exc:
@@ -439,6 +444,17 @@ class Dispatcher:
             self._flush()
         else:
             self._finish([entry.index])
+
+    def _replicated_columns(self, fresh: list[AssembledTransaction]) -> bool:
+        """Apply a replicated entry's transactions ``fresh`` (none applied before) as one
+        columns window, as a run of local transactions is (``_flush_columns``: the same
+        unit, with the entry's index for each); False, with nothing applied, when the row
+        path must take them (not plain inserts, or ``apply_columns`` raised)."""
+        window = insert_columns(fresh)
+        if window is None:
+            return False
+        return self._apply_window(window, [i for t in fresh for i in t.indexes],
+                                  [t.gtid for t in fresh])
 
     def _reject(self, segments: Sequence[tuple[int, transaction_pb2.Transaction]],
                 error: BaseException) -> None:

@@ -59,7 +59,14 @@ from gateway.client.prepared import (
 )
 from gateway.client.stream import WriteStream
 from gateway.client.values import FieldValue
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import (
+    gateway_pb2,
+    gateway_pb2_grpc,
+    reads_pb2,
+    statement_pb2,
+    transaction_pb2,
+    value_pb2,
+)
 
 __all__ = [
     "AsyncChangeEvents",
@@ -261,6 +268,17 @@ class _Base:
         return python_row(resp.row) if resp.found else None
 
     @staticmethod
+    def _read_batch_request(table: str, keys: Iterable[object], consistency: str
+                            ) -> reads_pb2.ReadBatchRequest:
+        return reads_pb2.ReadBatchRequest(
+            table=table, keys=[reads_pb2.ReadKey(key=_key_values(k)) for k in keys],
+            consistency=CONSISTENCY[consistency])
+
+    @staticmethod
+    def _found_rows(resp: reads_pb2.ReadBatchResponse) -> list[Row | None]:
+        return [python_row(r.row) if r.found else None for r in resp.results]
+
+    @staticmethod
     def _scan_request(table: str, start: object, end: object, limit: int, consistency: str
                       ) -> gateway_pb2.ScanRequest:
         return gateway_pb2.ScanRequest(
@@ -386,9 +404,14 @@ class _Base:
 
 
 class _Bytes:
-    """A channel's write methods taking serialized requests (the client encodes them once)."""
+    """A channel's write methods taking serialized requests (the client encodes them once),
+    and ``Reads.ReadBatch`` (a service of its own, on the same channel)."""
 
     def __init__(self, channel: Any) -> None:
+        self.ReadBatch = channel.unary_unary(
+            "/gateway.v1.Reads/ReadBatch",
+            request_serializer=reads_pb2.ReadBatchRequest.SerializeToString,
+            response_deserializer=reads_pb2.ReadBatchResponse.FromString)
         self.Write = channel.unary_unary(
             "/gateway.v1.Gateway/Write", request_serializer=None,
             response_deserializer=gateway_pb2.WriteResult.FromString)
@@ -471,6 +494,19 @@ class GatewayClient(_Base):
     def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """The row as a dict, or ``None``."""
         return self._found_row(self.read(table, key, consistency))
+
+    def read_batch(self, table: str, keys: Iterable[object], consistency: str = "linearizable",
+                   timeout: float | None = None) -> reads_pb2.ReadBatchResponse:
+        """Read the rows of many keys of ``table`` in one call (``Reads.ReadBatch``): one
+        result per key in order, all read at one applied index after one read point."""
+        req = self._read_batch_request(table, keys, consistency)
+        return self._call(lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata),
+                          timeout, raw=True)
+
+    def get_many(self, table: str, keys: Iterable[object], consistency: str = "linearizable"
+                 ) -> list[Row | None]:
+        """:meth:`read_batch`'s rows as dicts (``None`` for a key with no row), in order."""
+        return self._found_rows(self.read_batch(table, keys, consistency))
 
     def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
              consistency: str = "linearizable", timeout: float | None = None
@@ -697,6 +733,20 @@ class AsyncGatewayClient(_Base):
     async def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """As :meth:`GatewayClient.get`."""
         return self._found_row(await self.read(table, key, consistency))
+
+    async def read_batch(self, table: str, keys: Iterable[object],
+                         consistency: str = "linearizable", timeout: float | None = None
+                         ) -> reads_pb2.ReadBatchResponse:
+        """As :meth:`GatewayClient.read_batch`."""
+        req = self._read_batch_request(table, keys, consistency)
+        return await self._call(
+            lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata), timeout,
+            raw=True)
+
+    async def get_many(self, table: str, keys: Iterable[object],
+                       consistency: str = "linearizable") -> list[Row | None]:
+        """As :meth:`GatewayClient.get_many`."""
+        return self._found_rows(await self.read_batch(table, keys, consistency))
 
     async def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
                    consistency: str = "linearizable", timeout: float | None = None

@@ -54,7 +54,7 @@ from gateway.core.lsm.errors import CorruptionError, LSMError
 from gateway.core.wal import WalError
 from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
-from gateway.node.api.api_handlers import add_gateway_service
+from gateway.node.api.api_handlers import add_gateway_service, add_reads_service
 from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
@@ -392,13 +392,15 @@ class GatewayNode:
             interceptors.append(TokenAuthInterceptor(self.tokens))
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
+        add_reads_service(self.servicer, api)
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             "gateway.v1.ChannelSource", health.SERVICE_NAME, reflection.SERVICE_NAME), api)
+             "gateway.v1.Reads", "gateway.v1.ChannelSource", health.SERVICE_NAME,
+             reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
         host, port = parse_address(cfg.listen, "listen")

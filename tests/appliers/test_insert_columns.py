@@ -369,3 +369,51 @@ def test_one_row_transactions_of_a_read_batch_go_in_one_columns_window(tmp_path,
     if WIRES_IN_C or source == "parsed":
         assert calls == ([57, 43] if bare else [64, 36]) and built == []
         assert d.metrics.snapshot()["column_windows"] == 2
+
+
+class _EpochSource:
+    """Replicated epochs as the node's feed gives them: one entry holding several whole
+    transactions of another cluster (``CommittedEntry.replicated``)."""
+
+    def __init__(self, epochs: list[list]) -> None:
+        self.epochs = epochs
+
+    def read(self, from_index: int, max_entries: int) -> list:
+        start = max(from_index, 1) - 1
+        return [CommittedEntry(start + 1 + i, None, tuple(e))
+                for i, e in enumerate(self.epochs[start:start + max_entries])]
+
+    def last_index(self) -> int:
+        return len(self.epochs)
+
+
+def test_a_replicated_epochs_inserts_go_in_one_columns_window(tmp_path):
+    """A replicated epoch's insert-only transactions take the columns path as a run of local
+    ones does (one ``apply_columns`` call per epoch), and one the columns path cannot take
+    (an update) the row path: the same store, applied GTIDs and position as the row path
+    alone (an applier without ``apply_columns``)."""
+    epochs = [[txn(10 * e + t, insert("t", [{"id": 10 * e + t, "a": e}]), server_id=2,
+                   commit_ts_ns=10 * e + t) for t in range(3)] for e in range(4)]
+    epochs[2].append(txn(99, update("t", ["a"], [(1, [7])]), server_id=2))
+    got = {}
+    for name in ("columns", "rows"):
+        applier = SqliteApplier(tmp_path / f"{name}.db")
+        calls: list[int] = []
+        if name == "columns":
+            apply_columns = applier.apply_columns
+            applier.apply_columns = lambda b, g, *a, _f=apply_columns, _c=calls: (  # type: ignore
+                _c.append(len(g)), _f(b, g, *a))[1]
+        else:
+            applier.capabilities = dataclasses.replace(applier.capabilities, columns=False)
+        d = Dispatcher(applier, _EpochSource(epochs), tmp_path / f"{name}.state",
+                       config=DispatcherConfig(threads=2, read_batch=8, save_interval=0.0))
+        try:
+            pos = d.run()
+            got[name] = (dump(tmp_path / f"{name}.db"), list(applier.applied_gtids().ranges()),
+                         pos.log_index)
+        finally:
+            applier.close()
+        if name == "columns":
+            assert calls == [3, 3, 3]  # the epoch with an update went by rows
+    assert got["columns"] == got["rows"]
+    assert got["rows"][2] == 4 and dict(got["rows"][0]["t"])[1] == 7

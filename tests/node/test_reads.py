@@ -90,3 +90,36 @@ def test_concurrent_linearizable_reads_share_read_index_rounds(tmp_path):
             assert len(rounds) <= 5 * 40 // 8, len(rounds)
 
     run(go(), 60)
+
+
+def test_a_linearizable_read_past_its_timeout_fails_alone(tmp_path):
+    """A read whose read-index round does not confirm in time raises ``ReadTimeoutError``
+    (its own future cancelled, nothing else): the round still ends for the reads that wait
+    with it, and the next read is served."""
+    from gateway.node.base.errors import ReadTimeoutError
+
+    cfgs = node_configs(tmp_path, 3)
+
+    async def go() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            driver = leader.driver
+            real_round = driver._read_round
+
+            async def slow(lease: bool, timeout: float) -> int:
+                await asyncio.sleep(0.5)
+                return await real_round(lease, timeout)
+
+            driver._read_round = slow  # type: ignore[method-assign]
+            impatient = asyncio.ensure_future(driver.read_index(False, 0.1))
+            patient = asyncio.ensure_future(driver.read_index(False, 5))
+            try:
+                await impatient
+                raise AssertionError("the impatient read did not time out")
+            except ReadTimeoutError:
+                pass
+            assert await patient >= 1
+            driver._read_round = real_round  # type: ignore[method-assign]
+            assert await driver.read_index(False, 5) >= 1
+
+    run(go(), 60)

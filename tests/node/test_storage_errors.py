@@ -13,7 +13,7 @@ import pytest
 
 from gateway.client import AsyncGatewayClient, row_insert
 from gateway.core.lsm.errors import CorruptionError
-from gateway.v1 import gateway_pb2, gateway_pb2_grpc, value_pb2
+from gateway.v1 import gateway_pb2, gateway_pb2_grpc, reads_pb2, reads_pb2_grpc, value_pb2
 
 from .conftest import leader_of, node_configs, run, running
 
@@ -38,16 +38,21 @@ def test_a_read_over_failing_storage_gets_a_code_and_one_line(tmp_path, failure,
                 def broken(*args):  # type: ignore[no-untyped-def]
                     raise failure(cfg.data_dir)
 
-                node.sm.get_row = broken
-                node.sm.scan_rows = broken
+                # fail where the failure comes from: the store under every read path
+                node.sm.store.get = broken
+                node.sm.store.scan = broken
             # the raw stub: no client retries (an UNAVAILABLE one would be retried)
             async with grpc.aio.insecure_channel(cfg.api) as ch:
                 stub = gateway_pb2_grpc.GatewayStub(ch)
+                reads_stub = reads_pb2_grpc.ReadsStub(ch)
                 key = [value_pb2.Value(int_value=1)]
                 for call in (lambda: stub.Read(gateway_pb2.ReadRequest(table="t.items",
                                                                        key=key), timeout=10),
                              lambda: stub.Scan(gateway_pb2.ScanRequest(table="t.items"),
-                                               timeout=10)):
+                                               timeout=10),
+                             lambda: reads_stub.ReadBatch(reads_pb2.ReadBatchRequest(
+                                 keys=[reads_pb2.ReadKey(table="t.items", key=key)]),
+                                 timeout=10)):
                     with pytest.raises(grpc.aio.AioRpcError) as raw:
                         await call()
                     assert raw.value.code() == code

@@ -25,6 +25,7 @@ import {
   SubscribeRequest,
   type WriteResult,
 } from "./gen/gateway/v1/gateway";
+import { type ReadBatchResponse, ReadsClient as ReadsStub } from "./gen/gateway/v1/reads";
 import type { Statement } from "./gen/gateway/v1/statement";
 import { GatewayError, WriteBatchError } from "./errors";
 import type { Condition } from "./gen/gateway/v1/transaction";
@@ -102,6 +103,7 @@ export class GatewayClient {
   private readonly targetList: string[];
   private current = 0;
   private readonly stubs = new Map<string, GatewayStub>();
+  private readonly readsStubs = new Map<string, ReadsStub>();
   private readonly credentials: grpc.ChannelCredentials;
   private readonly timeoutMs: number;
   private readonly attemptTimeoutMs: number;
@@ -139,6 +141,17 @@ export class GatewayClient {
     return stub;
   }
 
+  /** The Reads service's stub of `target`, on the Gateway stub's channel. */
+  private readsStub(target: string): ReadsStub {
+    const gateway = this.stub(target);
+    let stub = this.readsStubs.get(target);
+    if (stub === undefined) {
+      stub = new ReadsStub(target, this.credentials, { channelOverride: gateway.getChannel() });
+      this.readsStubs.set(target, stub);
+    }
+    return stub;
+  }
+
   private metadata(): grpc.Metadata {
     const md = new grpc.Metadata();
     if (this.options.token) {
@@ -162,11 +175,16 @@ export class GatewayClient {
 
   /** One unary call with the retry rules of the module comment. */
   private async call<Req, Resp>(pick: (s: GatewayStub) => Unary<Req, Resp>, req: Req, timeoutMs?: number): Promise<Resp> {
+    return this.callOn((t) => this.stub(t), pick, req, timeoutMs);
+  }
+
+  /** `call` on the stub `stubOf` gives for the target (another service of the same channel). */
+  private async callOn<S, Req, Resp>(stubOf: (target: string) => S, pick: (s: S) => Unary<Req, Resp>, req: Req, timeoutMs?: number): Promise<Resp> {
     const deadline = Date.now() + (timeoutMs ?? this.timeoutMs);
     let backoff = FIRST_BACKOFF_MS;
     for (;;) {
       const target = this.targetList[this.current];
-      const stub = this.stub(target);
+      const stub = stubOf(target);
       const attemptDeadline = new Date(Math.min(Date.now() + this.attemptTimeoutMs, Math.max(deadline, Date.now() + 10)));
       try {
         return await new Promise<Resp>((resolve, reject) => {
@@ -229,6 +247,21 @@ export class GatewayClient {
   async get(table: string, key: KeyInput, opts: ReadOptions = {}): Promise<Row | undefined> {
     const resp = await this.read(table, key, opts);
     return resp.found && resp.row ? rowOf(resp.row) : undefined;
+  }
+
+  /**
+   * The rows of many keys of `table` in one call (Reads.ReadBatch): one result per key in order,
+   * all read at one applied index after one read point. Each key is a value or the key values.
+   */
+  async readBatch(table: string, keys: KeyInput[], opts: ReadOptions = {}): Promise<ReadBatchResponse> {
+    const req = { table, keys: keys.map((k) => ({ table: "", key: keyValues(k) })), consistency: CONSISTENCY[opts.consistency ?? "linearizable"] };
+    return this.callOn((t) => this.readsStub(t), (s) => s.readBatch, req, opts.timeoutMs);
+  }
+
+  /** readBatch's rows as column name -> value (undefined for a key with no row), in order. */
+  async getMany(table: string, keys: KeyInput[], opts: ReadOptions = {}): Promise<Array<Row | undefined>> {
+    const resp = await this.readBatch(table, keys, opts);
+    return resp.results.map((r) => (r.found && r.row ? rowOf(r.row) : undefined));
   }
 
   /** Rows with start <= key < end in key order; `more` when the limit stopped the scan. */
@@ -335,6 +368,7 @@ export class GatewayClient {
       stub.close();
     }
     this.stubs.clear();
+    this.readsStubs.clear(); // on the Gateway stubs' channels, closed above
   }
 }
 

@@ -63,6 +63,16 @@ test("a write then a read returns the row", async () => {
   assert.equal(await c.get(t, 2), undefined);
 });
 
+test("readBatch returns every key's row in order", async () => {
+  const c = writer();
+  const t = table("readbatch");
+  await c.writeBatch([[insert(t, { id: 1 }, { name: "a" })], [insert(t, { id: 2 }, { name: "b" })]]);
+  assert.deepEqual(await c.getMany(t, [2, 9, 1]), [{ id: 2n, name: "b" }, undefined, { id: 1n, name: "a" }]);
+  const resp = await c.readBatch(t, [1], { consistency: "lease" });
+  assert.equal(resp.results.length, 1);
+  assert.ok(resp.appliedIndex > 0n);
+});
+
 test("writeBatch results are in order and scan is in key order", async () => {
   const c = writer();
   const t = table("batch");

@@ -549,6 +549,12 @@ class LSMStore:
             return self._version.get(key)
         return cell
 
+    def cell(self, key: bytes) -> bytes | None:
+        """The newest cell of ``key`` (bytes) as the store keeps it -- flags byte, metadata,
+        value: ``format.version_of`` reads it --, or None when the store holds nothing for
+        it. For readers that parse the metadata themselves (``node._judge``)."""
+        return self._cell(key)
+
     def holds_any(self, keys: list[bytes]) -> bool:
         """True when the store holds anything -- a row or a retained tombstone -- for some
         key of ``keys`` (bytes): ``get_version(k) is not None`` for any ``k``, answered for

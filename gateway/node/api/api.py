@@ -77,6 +77,7 @@ from gateway.v1 import (
     gateway_pb2_grpc,
     peer_pb2,
     peer_pb2_grpc,
+    reads_pb2,
     transaction_pb2,
 )
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
@@ -518,8 +519,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    async def Read(self, request: gateway_pb2.ReadRequest, context: CallContext
-                   ) -> gateway_pb2.ReadResponse:
+    async def Read(self, request: gateway_pb2.ReadRequest, context: CallContext) -> bytes:
         try:
             return await reads.read(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
@@ -527,10 +527,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except Exception as exc:
             await self._abort_storage(context, exc)
 
-    async def Scan(self, request: gateway_pb2.ScanRequest, context: CallContext
-                   ) -> gateway_pb2.ScanResponse:
+    async def Scan(self, request: gateway_pb2.ScanRequest, context: CallContext) -> bytes:
         try:
             return await reads.scan(self.node, request, _deadline(context))
+        except (NodeError, InvalidRequest, TimeoutError) as exc:
+            await self._abort(context, exc)
+        except Exception as exc:
+            await self._abort_storage(context, exc)
+
+    async def ReadBatch(self, request: reads_pb2.ReadBatchRequest, context: CallContext
+                        ) -> bytes:
+        """``gateway.v1.Reads.ReadBatch`` (served beside ``Gateway``: ``ReadsServicer``)."""
+        try:
+            return await reads.read_batch(self.node, request, _deadline(context))
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:

@@ -25,7 +25,7 @@ A request larger than ``max_request_bytes`` never gets here: the API server's
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Generic, NamedTuple, NoReturn, TypeAlias, TypeVar, final
+from typing import Any, Generic, NamedTuple, NoReturn, TypeAlias, TypeVar, final
 
 import grpc
 from google.protobuf import message_factory
@@ -34,12 +34,14 @@ from google.protobuf.message import Message as PbMessage
 
 from gateway.node.api.call_context import CallContext
 from gateway.node.base.validation import InvalidRequest
-from gateway.v1 import gateway_pb2
+from gateway.v1 import gateway_pb2, reads_pb2
 
-__all__ = ["KEEPS_BYTES", "REQUEST_FIELD", "ReceivedRequest", "UndecodableRequest",
-           "add_gateway_service", "serialized"]
+__all__ = ["KEEPS_BYTES", "READS_SERVICE", "REQUEST_FIELD", "ReceivedRequest",
+           "UndecodableRequest", "add_gateway_service", "add_reads_service", "serialized"]
 
 SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"]
+#: ``gateway.v1.Reads`` (reads of many rows), served with the same handlers.
+READS_SERVICE = reads_pb2.DESCRIPTOR.services_by_name["Reads"]
 #: The field an undecodable request's error names (the request as a whole).
 REQUEST_FIELD = "request"
 #: The methods whose requests reach the servicer as a :class:`ReceivedRequest`.
@@ -158,8 +160,19 @@ def _stream_stream(behaviour: StreamStreamBehaviour
 def add_gateway_service(servicer: object, server: grpc.aio.Server) -> None:
     """Serve ``gateway.v1.Gateway`` from ``servicer`` (one coroutine method per RPC, named as
     in the proto) on ``server``, with the handlers of the module docstring."""
+    _add_service(SERVICE, servicer, server)
+
+
+def add_reads_service(servicer: object, server: grpc.aio.Server) -> None:
+    """Serve ``gateway.v1.Reads`` from ``servicer`` (the Gateway servicer: one coroutine
+    method per RPC, named as in the proto) on ``server``, as :func:`add_gateway_service`."""
+    _add_service(READS_SERVICE, servicer, server)
+
+
+def _add_service(service: Any, servicer: object, server: grpc.aio.Server) -> None:
+    """``service`` (a protobuf ``ServiceDescriptor``) from ``servicer`` on ``server``."""
     handlers: dict[str, grpc.RpcMethodHandler[Decoded, Response]] = {}
-    for m in SERVICE.methods:
+    for m in service.methods:
         behaviour = getattr(servicer, m.name)
         decode = _decoder(message_factory.GetMessageClass(m.input_type),
                           keep=m.name in KEEPS_BYTES)
@@ -171,8 +184,8 @@ def add_gateway_service(servicer: object, server: grpc.aio.Server) -> None:
         elif not m.client_streaming:
             h = grpc.unary_unary_rpc_method_handler(_unary_unary(behaviour), decode, encode)
         else:  # no client-streaming-only RPC exists; one added later must be wired here
-            raise TypeError(f"Gateway.{m.name}: client-streaming handlers are not built")
+            raise TypeError(f"{service.name}.{m.name}: client-streaming handlers are not built")
         handlers[m.name] = h
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),))
-    server.add_registered_method_handlers(SERVICE.full_name, handlers)
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),))
+    server.add_registered_method_handlers(service.full_name, handlers)

@@ -1,11 +1,16 @@
-"""The API's reads: ``Read`` (one row by key) and ``Scan`` (rows in key order), each at the
-read point of the consistency asked for (docs/node.md, "API").
+"""The API's reads: ``Read`` (one row by key), ``Reads.ReadBatch`` (many rows by key) and
+``Scan`` (rows in key order), each at the read point of the consistency asked for
+(docs/node.md, "API").
 
 A key value given as text for a non-text key column is converted to the column's type
 (``gateway get shop.items 1``); then every key value must be valid for its key column exactly
 as in a write. A table never written has no rows. A scan stops before a response clients
-cannot receive (:data:`SCAN_RESPONSE_BYTES`) and says ``more``. Errors are raised
+cannot receive (:data:`SCAN_RESPONSE_BYTES`) and says ``more``; a read batch whose rows would
+not fit in such a response fails naming the key where it overflowed. Errors are raised
 (``InvalidRequest``, the node's errors); the servicer maps them to the call's status.
+
+The responses are built as bytes around the rows as the store holds them (a serialized
+``Row``): a row is never parsed and serialized again on its way out (``read_wire``).
 """
 
 from __future__ import annotations
@@ -14,19 +19,48 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.core.rowops import CASE_OF_TYPE
-from gateway.node.base.validation import InvalidRequest, check_key_values, split_table_name
-from gateway.v1 import gateway_pb2, value_pb2
+from gateway.node.api import read_wire
+from gateway.node.base.validation import (
+    InvalidRequest,
+    check_key_values,
+    key_rules,
+    split_table_name,
+)
+from gateway.node.state import row_reads
+from gateway.v1 import gateway_pb2, reads_pb2, value_pb2
 
 if TYPE_CHECKING:
     from gateway.node.api.served_node import ServedNode
     from gateway.node.base.validation import TableSchema
 
-__all__ = ["SCAN_RESPONSE_BYTES", "coerce_key", "read", "read_point", "scan"]
+__all__ = ["MAX_BATCH_KEYS", "SCAN_RESPONSE_BYTES", "coerce_key", "read", "read_batch",
+           "read_point", "scan"]
 
 #: The largest Scan response: below gRPC's default 4 MiB receive limit of clients.
 SCAN_RESPONSE_BYTES = (4 << 20) - (64 << 10)
+#: The most keys one ReadBatch may name (Scan's largest limit).
+MAX_BATCH_KEYS = 10000
 FT = value_pb2.FieldType
+#: A table's key rules (``validation.key_rules``).
+KeyRules = tuple[tuple[str | None, int | None], ...]
 _C = gateway_pb2.Consistency
+
+
+#: ``split_table_name`` of the table names reads named lately (only valid ones): a read
+#: checks its table's name once, not per call. Emptied when it reaches ``_TABLES_KEPT``.
+_TABLES: dict[str, tuple[str, str]] = {}
+_TABLES_KEPT = 1024
+
+
+def _table(text: str, path: str = "table") -> tuple[str, str]:
+    """``split_table_name(text, path)``, remembered for valid names."""
+    got = _TABLES.get(text)
+    if got is None:
+        got = split_table_name(text, path)
+        if len(_TABLES) >= _TABLES_KEPT:
+            _TABLES.clear()
+        _TABLES[text] = got
+    return got
 
 
 async def read_point(node: ServedNode, consistency: int, deadline: float) -> None:
@@ -41,11 +75,12 @@ async def read_point(node: ServedNode, consistency: int, deadline: float) -> Non
     await node.driver.read_index(consistency == _C.CONSISTENCY_LEASE, timeout)
 
 
-def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str
-               ) -> list[value_pb2.Value]:
+def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str,
+               rules: KeyRules | None = None) -> list[value_pb2.Value]:
     """``values`` as the key of a table of ``schema``: a text value of a non-text key
     column is converted to the column's type (``gateway get shop.items 1``); then every
-    value must be valid for its key column, exactly as in a write."""
+    value must be valid for its key column, exactly as in a write (``rules``: the key's
+    ``key_rules``, for a caller checking many keys of one table)."""
     if len(values) != len(schema.key_fields):
         raise InvalidRequest(path, f"missing key: {len(values)} values for "
                                    f"{len(schema.key_fields)} key fields")
@@ -56,58 +91,101 @@ def coerce_key(values: Sequence[value_pb2.Value], schema: TableSchema, path: str
             out.append(_parse_typed(v.string_value, ftype, f"{path}[{i}]", name))
         else:
             out.append(v)
-    check_key_values(out, schema.key_fields, path)
+    check_key_values(out, schema.key_fields, path, rules)
     return out
 
 
 async def read(node: ServedNode, request: gateway_pb2.ReadRequest, deadline: float
-               ) -> gateway_pb2.ReadResponse:
-    """``Gateway.Read``: the row of ``request.key`` (module docstring)."""
-    schema, table = split_table_name(request.table)
+               ) -> bytes:
+    """``Gateway.Read``: the serialized ``ReadResponse`` with the row of ``request.key``
+    (module docstring)."""
+    schema, table = _table(request.table)
     if not request.key:
         raise InvalidRequest("key", "missing key")
     await read_point(node, request.consistency, deadline)
     # The table's shape is looked up only now: a read that waited for the apply of the
     # table's first write must see the schema that write created. An unknown table
     # has no rows (its key cannot be checked: its types are unknown).
-    shape = node.sm.schemas.get(f"{schema}.{table}")
+    sm = node.sm
+    shape = sm.schemas.get(f"{schema}.{table}")
     if shape is None:
-        return gateway_pb2.ReadResponse(found=False,
-                                        applied_index=node.sm.applied_index)
+        return read_wire.read_response(None, sm.applied_index)
     key = coerce_key(request.key, shape, "key")
-    row = node.sm.get_row(schema, table, key)
-    resp = gateway_pb2.ReadResponse(found=row is not None,
-                                    applied_index=node.sm.applied_index)
-    if row is not None:
-        resp.row.CopyFrom(row)
-    return resp
+    return read_wire.read_response(row_reads.row_bytes(sm.store, schema, table, key),
+                                    sm.applied_index)
+
+
+async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, deadline: float
+                     ) -> bytes:
+    """``Reads.ReadBatch``: the serialized ``ReadBatchResponse`` with the row of every key, in
+    the request's order, all read at one applied index after one read point. Every key is
+    checked before any row is read; a bad one fails the call naming ``keys[i]...``."""
+    n = len(request.keys)
+    if n > MAX_BATCH_KEYS:
+        raise InvalidRequest("keys", f"{n} keys: at most {MAX_BATCH_KEYS}")
+    names: list[tuple[str, str]] = []
+    default: tuple[str, str] | None = None
+    for i, rk in enumerate(request.keys):
+        if rk.table:
+            names.append(_table(rk.table, f"keys[{i}].table"))
+        else:
+            if default is None:
+                if not request.table:
+                    raise InvalidRequest(f"keys[{i}].table", "missing table name (schema.table): "
+                                         "neither the key nor the request names one")
+                default = _table(request.table)
+            names.append(default)
+        if not rk.key:
+            raise InvalidRequest(f"keys[{i}].key", "missing key")
+    await read_point(node, request.consistency, deadline)
+    sm = node.sm
+    schemas = sm.schemas
+    # Keys are checked and looked up after the read point (as ``read``): the shapes are the
+    # ones the read point's applies created. No await from here on: every row comes from
+    # one applied index. Each table's shape and key rules are looked up once.
+    tables: dict[tuple[str, str], tuple[TableSchema, KeyRules] | None] = {}
+    looked: list[tuple[str, str, list[value_pb2.Value]] | None] = []
+    for i, (name, rk) in enumerate(zip(names, request.keys, strict=True)):
+        if name in tables:
+            known = tables[name]
+        else:
+            shape = schemas.get(f"{name[0]}.{name[1]}")
+            known = tables[name] = None if shape is None else (shape, key_rules(
+                shape.key_fields))
+        looked.append(None if known is None else
+                      (*name, coerce_key(rk.key, known[0], f"keys[{i}].key", known[1])))
+    rows = row_reads.rows_bytes(sm.store, looked)
+    return read_wire.read_batch_response(rows, sm.applied_index, SCAN_RESPONSE_BYTES)
 
 
 async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: float
-               ) -> gateway_pb2.ScanResponse:
-    """``Gateway.Scan``: the rows from ``start_key`` up to ``end_key`` (module docstring)."""
-    schema, table = split_table_name(request.table)
+               ) -> bytes:
+    """``Gateway.Scan``: the serialized ``ScanResponse`` with the rows from ``start_key`` up
+    to ``end_key`` (module docstring)."""
+    schema, table = _table(request.table)
     limit = request.limit or 1000
     if limit > 10000:
         raise InvalidRequest("limit", "at most 10000")
     await read_point(node, request.consistency, deadline)
-    shape = node.sm.schemas.get(f"{schema}.{table}")  # after the read point
-    resp = gateway_pb2.ScanResponse(applied_index=node.sm.applied_index)
+    sm = node.sm
+    shape = sm.schemas.get(f"{schema}.{table}")  # after the read point
     if shape is None:
-        return resp
+        return read_wire.scan_response([], False, sm.applied_index)
     start = coerce_key(request.start_key, shape, "start_key") \
         if request.start_key else []
     end = coerce_key(request.end_key, shape, "end_key") if request.end_key else []
+    rows: list[bytes] = []
     size = 0
-    for row in node.sm.scan_rows(schema, table, start, end):
+    more = False
+    for raw in row_reads.scan_row_bytes(sm.store, schema, table, start, end):
         # Stop before a response clients cannot receive (gRPC's default receive
         # limit): ``more`` tells the caller to continue after the last row.
-        size += row.ByteSize() + 6
-        if len(resp.rows) == limit or (resp.rows and size > SCAN_RESPONSE_BYTES):
-            resp.more = True
+        size += len(raw) + 6
+        if len(rows) == limit or (rows and size > SCAN_RESPONSE_BYTES):
+            more = True
             break
-        resp.rows.append(row)
-    return resp
+        rows.append(raw)
+    return read_wire.scan_response(rows, more, sm.applied_index)
 
 
 def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:

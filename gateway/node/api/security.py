@@ -8,9 +8,9 @@
   cannot connect, so it cannot join.
 - Tokens: with ``tokens_file`` set, every public call needs ``authorization: Bearer TOKEN``
   metadata for a token holding the method's permission (``read``: Read, Scan, Subscribe,
-  Status; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode, RemoveNode,
-  TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel protocol,
-  needs what Subscribe needs). The tokens file is TOML::
+  Status, ``Reads.ReadBatch``; ``write``: Write, WriteBatch, StreamWrite; ``admin``: AddNode,
+  RemoveNode, TransferLeader, Snapshot, Alarm, Status; ``ChannelSource.Stream``, the channel
+  protocol, needs what Subscribe needs). The tokens file is TOML::
 
       [[token]]
       name = "app"            # for logs
@@ -55,6 +55,8 @@ PERMISSIONS = ("read", "write", "admin")
 _SERVICE = "/gateway.v1.Gateway/"
 #: The channel protocol's service: its methods are named ``ChannelSource.METHOD`` here.
 _CHANNEL_SERVICE = "/gateway.v1.ChannelSource/"
+#: Reads of many rows: its methods are named ``Reads.METHOD`` here.
+_READS_SERVICE = "/gateway.v1.Reads/"
 _NEEDS: dict[str, frozenset[str]] = {
     "Read": frozenset({"read"}), "Scan": frozenset({"read"}), "Subscribe": frozenset({"read"}),
     "Status": frozenset({"read", "admin"}),
@@ -68,6 +70,8 @@ _NEEDS: dict[str, frozenset[str]] = {
 }
 #: A channel session reads what Subscribe reads: the same permission.
 _NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
+#: A read of many rows needs what a read of one needs.
+_NEEDS["Reads.ReadBatch"] = _NEEDS["Read"]
 
 
 def _read(path: str) -> bytes:
@@ -254,8 +258,8 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway`` and ``gateway.v1.ChannelSource``
-    methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.Reads`` and
+    ``gateway.v1.ChannelSource`` methods (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -273,6 +277,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             name = method[len(_SERVICE):]
         elif method.startswith(_CHANNEL_SERVICE):
             name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        elif method.startswith(_READS_SERVICE):
+            name = "Reads." + method[len(_READS_SERVICE):]
         else:
             return handler
         try:

@@ -325,12 +325,20 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
     return created
 
 
+def key_rules(key_fields: Sequence[tuple[str, int]]) -> tuple[tuple[str | None, int | None], ...]:
+    """The rules :func:`check_key_values` checks a key of ``key_fields`` with (for a caller
+    checking many keys of one table: computed once)."""
+    return _rules(key_fields)
+
+
 def check_key_values(values: Sequence[value_pb2.Value], key_fields: Sequence[tuple[str, int]],
-                     path: str) -> None:
+                     path: str,
+                     rules: tuple[tuple[str | None, int | None], ...] | None = None) -> None:
     """Check a key given to a read (``Read.key``, ``Scan.start_key``) against the table's key
-    fields with the rules of a write's key values; raises ``InvalidRequest`` naming
+    fields with the rules of a write's key values (``rules``: :func:`key_rules` of
+    ``key_fields``, computed here when not given); raises ``InvalidRequest`` naming
     ``path[i]``."""
-    _values(values, key_fields, _rules(key_fields), path, key=True)
+    _values(values, key_fields, _rules(key_fields) if rules is None else rules, path, key=True)
 
 
 def check_idempotency_key(key: str, path: str = "idempotency_key") -> None:

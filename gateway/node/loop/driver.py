@@ -428,7 +428,10 @@ class RaftDriver:
             self._read_task = asyncio.get_running_loop().create_task(
                 self._run_read_rounds(), name="read-index-rounds")
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            # A timeout cancels this read's own future only (the rounds skip a done one):
+            # no shield and no wait_for task around it.
+            async with asyncio.timeout(timeout):
+                return await fut
         except TimeoutError:
             raise ReadTimeoutError(f"no read index confirmed within {timeout:.1f}s") from None
 

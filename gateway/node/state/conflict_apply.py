@@ -38,8 +38,8 @@ from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["UnitJudgement", "fresh_insert_keys", "judge_unit", "ruled_statements",
-           "stored_of_row"]
+__all__ = ["UnitJudgement", "Where", "add_refresh", "append_merged", "fresh_insert_keys",
+           "judge_unit", "ruled_statements", "stored_of_row", "unit_of_outcomes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -51,7 +51,7 @@ _EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
 
 
 @dataclass
-class _Where:
+class Where:
     """Where a row change came from: its statement and record, and its key as logged."""
 
     txn: int
@@ -103,11 +103,11 @@ def stored_of_row(raw: bytes | None, meta: tuple[int, int, int] | None,
 
 def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
              row_keys: list[list[bytes] | None] | None = None
-             ) -> tuple[list[list[RowChange]], dict[int, _Where]]:
+             ) -> tuple[list[list[RowChange]], dict[int, Where]]:
     """The row changes a rule judges (rows of tables without one are applied as they come
     and left out here); values only for the column functions, which compare them."""
     out: list[list[RowChange]] = []
-    where: dict[int, _Where] = {}
+    where: dict[int, Where] = {}
     for t_no, txn in enumerate(txns):
         rows: list[RowChange] = []
         origin = txn.gtid.server_id
@@ -144,7 +144,7 @@ def _changes(txns: list[transaction_pb2.Transaction], rules: RuleSet,
                     keys.row_key(t.schema_name, t.table_name, rec.key_values)
                 rc = RowChange(t.schema_name, t.table_name, key, Change(
                     op, origin, txn.epoch, txn.commit_timestamp_ns, after, before))
-                where[id(rc)] = _Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
+                where[id(rc)] = Where(t_no, s_no, r_no, t, body.key_fields, rec.key_values,
                                        types)
                 rows.append(rc)
         out.append(rows)
@@ -224,37 +224,48 @@ def judge_unit(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Con
         return lookup(key, values_for(schema, table))
 
     j = judge_epoch(changes, rules, lookup_row, ctx, local_epoch, source)
-    out = UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
     if not j.in_conflict and not any(not o.verdict.apply for t in j.outcomes for o in t):
-        return out
+        return UnitJudgement(list(txns), counters=j.counters, in_conflict=j.in_conflict)
+    return unit_of_outcomes(txns, [(o, where[id(o.row)]) for t in j.outcomes for o in t
+                                   if not o.verdict.apply or o.verdict.refresh],
+                            j.counters, j.in_conflict, ctx.me, lookup, source_epoch, columns)
+
+
+def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
+                     outcomes: list[tuple[RowOutcome, Where]], counters: Counter[str],
+                     in_conflict: bool, me: int, lookup: Callable[[bytes, bool], Stored],
+                     source_epoch: int,
+                     columns: Callable[[str, str], Mapping[str, int]] | None
+                     ) -> UnitJudgement:
+    """The ``UnitJudgement`` of an epoch judged with ``outcomes``: the row outcomes that are
+    not applied or call for a refresh, in the epoch's order, each with where its change came
+    from (see ``judge_unit``, whose tail this is; ``epoch_judge`` shares it)."""
+    out = UnitJudgement(list(txns), counters=counters, in_conflict=in_conflict)
     dropped: dict[int, set[tuple[int, int]]] = {}
     count = 0
-    for outcomes in j.outcomes:
-        for o in outcomes:
-            if o.verdict.apply:
-                continue
-            w = where[id(o.row)]
-            dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
-            if o.verdict.cause is not None:
-                count += 1
-                if o.stored is not None and o.stored.exists and not o.stored.values:
-                    # judged on metadata only: the row's values for the exception row
-                    # (every change's key is its store row key: see ``_changes``)
-                    o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
-                known = columns(w.table.schema_name, w.table.table_name) if columns else {}
-                out.exceptions.append(_exception(o, w, ctx.me, source_epoch, count,
-                                                 txns[w.txn], known))
+    last: object = None
+    for o, w in outcomes:
+        if o.verdict.apply:
+            continue
+        dropped.setdefault(w.txn, set()).add((w.stmt, w.rec))
+        if o.verdict.cause is not None:
+            count += 1
+            if o.stored is not None and o.stored.exists and not o.stored.values:
+                # judged on metadata only: the row's values for the exception row
+                # (every change's key is its store row key: see ``_changes``)
+                o = dataclasses.replace(o, stored=lookup(cast(bytes, o.row.key), True))
+            known = columns(w.table.schema_name, w.table.table_name) if columns else {}
+            last = _exception(o, w, me, source_epoch, count, txns[w.txn], known,
+                              out.exceptions, last)
     for t_no, gone in dropped.items():
         out.transactions[t_no] = _without(txns[t_no], gone)
         out.dropped = True
     seen: set[bytes] = set()
-    for outcomes in j.outcomes:
-        for o in outcomes:
-            if o.verdict.refresh and o.row.key not in seen:
-                key = cast(bytes, o.row.key)  # the store row key ``_changes`` gives every change
-                seen.add(key)
-                w = where[id(o.row)]
-                out.refresh.append((key, w.table, w.key_fields, w.key_values))
+    for o, w in outcomes:
+        if o.verdict.refresh and o.row.key not in seen:
+            key = cast(bytes, o.row.key)  # the store row key ``_changes`` gives every change
+            seen.add(key)
+            out.refresh.append((key, w.table, w.key_fields, w.key_values))
     return out
 
 
@@ -283,11 +294,14 @@ def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
     return out
 
 
-def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
-               txn: transaction_pb2.Transaction, columns: Mapping[str, int]
-               ) -> statement_pb2.Statement:
-    """The insert of ``o``'s row into ``schema.table$EX``; a column's type is the
-    change's, else the table's (``columns``)."""
+def _exception(o: RowOutcome, w: Where, me: int, source_epoch: int, count: int,
+               txn: transaction_pb2.Transaction, columns: Mapping[str, int],
+               into: list[statement_pb2.Statement], last: object) -> object:
+    """Add the insert of ``o``'s row into ``schema.table$EX`` to ``into``; a column's type
+    is the change's, else the table's (``columns``). The row joins the last statement of
+    ``into`` when ``last``, what the previous call returned, is the same table and columns
+    (``append_merged``'s rule, decided without building a statement first); returns what
+    the next call takes as ``last``."""
     key_names = [f.name for f in w.key_fields]
     old = dict(o.stored.values) if o.stored is not None and o.stored.exists else None
     if not o.row.change.after and o.row.change.op is not OpType.DELETE_ROW:
@@ -297,25 +311,28 @@ def _exception(o: RowOutcome, w: _Where, me: int, source_epoch: int, count: int,
                         f"{g.trans_id}")
     # (the table's column types are FieldType numbers, held as int by ``TableSchema``)
     types = cast("dict[str, FT]", {**columns, **w.types})
-    fields = list(_EX_HEAD)
+    cols = [(kf.name, kf.type) for kf in w.key_fields]
     values = [value_message(_S, row["NDB$OP_TYPE"]), value_message(_S, row["NDB$CFT_CAUSE"]),
               value_message(_S, row["NDB$ORIG_TRANSID"])]
-    for kf, kv in zip(w.key_fields, w.key_values, strict=True):
-        fields.append(statement_pb2.FieldMetadata(name=kf.name, type=kf.type))
-        values.append(kv)
+    values += w.key_values
     for name in sorted(k for k in row if k.endswith(("$OLD", "$NEW"))):
-        col = name[:-4]
-        ftype = types.get(col, _S)
-        fields.append(statement_pb2.FieldMetadata(name=name, type=ftype))
+        ftype = types.get(name[:-4], _S)
+        cols.append((name, ftype))
         values.append(value_message(ftype, row[name]))
+    key_values = [value_message(_U, row[n]) for n in
+                  ("server_id", "source_server_id", "source_epoch", "count")]
+    shape = (w.table.schema_name, w.table.table_name, cols)
+    if into and shape == last:
+        into[-1].insert.records.add(key_values=key_values, after_values=values)
+        return last
     ins = statement_pb2.InsertStatement(
         table=statement_pb2.TableMetadata(schema_name=w.table.schema_name,
                                           table_name=f"{w.table.table_name}$EX"),
-        key_fields=_EX_KEY, fields=fields)
-    ins.records.add(key_values=[value_message(_U, row[n]) for n in
-                                ("server_id", "source_server_id", "source_epoch", "count")],
-                    after_values=values)
-    return statement_pb2.Statement(insert=ins)
+        key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(
+            name=n, type=t) for n, t in cols)])
+    ins.records.add(key_values=key_values, after_values=values)
+    into.append(statement_pb2.Statement(insert=ins))
+    return shape
 
 
 def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> RowOutcome:
@@ -327,6 +344,22 @@ def _with_values(o: RowOutcome, stmt: statement_pb2.Statement, r_no: int) -> Row
     rec = body.records[r_no]
     change = dataclasses.replace(o.row.change, after=_values(fields, rec.after_values))
     return dataclasses.replace(o, row=dataclasses.replace(o.row, change=change))
+
+
+def append_merged(stmts: list[statement_pb2.Statement],
+                  stmt: statement_pb2.Statement) -> None:
+    """Append ``stmt`` (an insert or a delete) to ``stmts``, as more records of the last
+    statement when that one is of the same kind, table, key fields and fields: the same
+    rows written in the same order, with one statement's cost (validation, the write path)
+    for a run of exception or refresh rows instead of one per row."""
+    kind = stmt.WhichOneof("kind")
+    if stmts and kind in ("insert", "delete") and stmts[-1].WhichOneof("kind") == kind:
+        last, body = getattr(stmts[-1], kind), getattr(stmt, kind)
+        if (last.table == body.table and last.key_fields == body.key_fields
+                and (kind == "delete" or last.fields == body.fields)):
+            last.records.extend(body.records)
+            return
+    stmts.append(stmt)
 
 
 def refresh_statement(table: statement_pb2.TableMetadata,
@@ -346,11 +379,37 @@ def refresh_statement(table: statement_pb2.TableMetadata,
     return statement_pb2.Statement(insert=ins)
 
 
+def add_refresh(stmts: list[statement_pb2.Statement], table: statement_pb2.TableMetadata,
+                key_fields: Sequence[statement_pb2.FieldMetadata],
+                key_values: Sequence[value_pb2.Value], raw: bytes | None) -> None:
+    """``append_merged(stmts, refresh_statement(table, key_fields, key_values, raw))``, the
+    record added to the last statement directly when it joins it (no statement built)."""
+    last = stmts[-1] if stmts else None
+    if raw is None:
+        if (last is not None and last.WhichOneof("kind") == "delete"
+                and last.delete.table == table and last.delete.key_fields == key_fields):
+            last.delete.records.add(key_values=key_values)
+            return
+        stmts.append(refresh_statement(table, key_fields, key_values, None))
+        return
+    row = gateway_pb2.Row.FromString(raw)
+    if (last is not None and last.WhichOneof("kind") == "insert" and last.insert.table == table
+            and last.insert.key_fields == row.key_fields and last.insert.fields == row.fields):
+        last.insert.records.add(key_values=row.key_values, after_values=row.values)
+        return
+    ins = statement_pb2.InsertStatement(table=table, key_fields=row.key_fields,
+                                        fields=row.fields)
+    ins.records.add(key_values=row.key_values, after_values=row.values)
+    stmts.append(statement_pb2.Statement(insert=ins))
+
+
 def derived_transaction(me: int, trans_id: int, epoch: int, commit_ts: int,
                         statements: list[statement_pb2.Statement]
                         ) -> transaction_pb2.Transaction:
     """This cluster's transaction of exceptions and refreshes for one replicated epoch."""
-    return transaction_pb2.Transaction(
+    out = transaction_pb2.Transaction(
         gtid=gtid_pb2.Gtid(server_id=me, trans_id=trans_id), epoch=epoch, author=me,
         start_timestamp_ns=commit_ts, commit_timestamp_ns=commit_ts, segment_id=1,
-        end_segment=True, statements=statements)
+        end_segment=True)
+    out.statements.extend(statements)
+    return out

@@ -78,7 +78,7 @@ def _value(v: value_pb2.Value) -> bytes:
 
 def encode_key(values: Sequence[value_pb2.Value]) -> bytes:
     """The order-preserving encoding of a primary key (a tuple of values)."""
-    return b"".join(_value(v) for v in values)
+    return b"".join([_value(v) for v in values])  # a list: joined without a generator
 
 
 def table_prefix(schema: str, table: str) -> bytes:

@@ -3,6 +3,9 @@ package io.gateway.client;
 import io.gateway.v1.Condition;
 import io.gateway.v1.Consistency;
 import io.gateway.v1.GatewayGrpc;
+import io.gateway.v1.ReadBatchRequest;
+import io.gateway.v1.ReadBatchResponse;
+import io.gateway.v1.ReadKey;
 import io.gateway.v1.ReadRequest;
 import io.gateway.v1.ReadResponse;
 import io.gateway.v1.ScanRequest;
@@ -14,6 +17,7 @@ import io.gateway.v1.WriteBatchRequest;
 import io.gateway.v1.WriteBatchResponse;
 import io.gateway.v1.WriteError;
 import io.gateway.v1.WriteRequest;
+import io.gateway.v1.ReadsGrpc;
 import io.gateway.v1.WriteResult;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
@@ -25,6 +29,7 @@ import io.grpc.Metadata;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.grpc.TlsChannelCredentials;
+import io.grpc.stub.AbstractStub;
 import io.grpc.stub.MetadataUtils;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
@@ -225,12 +230,17 @@ public final class GatewayClient implements AutoCloseable {
 
   /** One unary call with the retry rules of the class comment. */
   private <T> T call(Function<GatewayGrpc.GatewayBlockingStub, T> rpc) {
+    return callOn(GatewayGrpc::newBlockingStub, rpc);
+  }
+
+  /** {@link #call} on the stub {@code newStub} makes of the target's channel (another service). */
+  private <S extends AbstractStub<S>, T> T callOn(Function<Channel, S> newStub, Function<S, T> rpc) {
     long deadline = System.nanoTime() + timeout.toNanos();
     long backoff = FIRST_BACKOFF_NANOS;
     while (true) {
       String target = currentTarget();
       long left = Math.max(TimeUnit.MILLISECONDS.toNanos(10), deadline - System.nanoTime());
-      GatewayGrpc.GatewayBlockingStub stub = GatewayGrpc.newBlockingStub(channel(target))
+      S stub = newStub.apply(channel(target))
           .withDeadlineAfter(Math.min(attemptTimeout.toNanos(), left), TimeUnit.NANOSECONDS);
       try {
         return rpc.apply(stub);
@@ -338,6 +348,31 @@ public final class GatewayClient implements AutoCloseable {
   public Optional<Map<String, Object>> get(String table, Object key, Consistency consistency) {
     ReadResponse r = read(table, key, consistency);
     return r.getFound() ? Optional.of(Rows.rowOf(r.getRow())) : Optional.empty();
+  }
+
+  /**
+   * The rows of many keys of a table in one call (Reads.ReadBatch): one result per key in order,
+   * all read at one applied index after one read point; each key is a value or a List of key
+   * values.
+   */
+  public ReadBatchResponse readBatch(String table, List<?> keys, Consistency consistency) {
+    ReadBatchRequest.Builder b = ReadBatchRequest.newBuilder().setTable(table)
+        .setConsistency(consistency);
+    for (Object key : keys) {
+      b.addKeys(ReadKey.newBuilder().addAllKey(Rows.keyValues(key)));
+    }
+    ReadBatchRequest req = b.build();
+    return callOn(ReadsGrpc::newBlockingStub, s -> s.readBatch(req));
+  }
+
+  /** {@link #readBatch}'s rows as column name to value (empty for a key with no row). */
+  public List<Optional<Map<String, Object>>> getMany(String table, List<?> keys,
+      Consistency consistency) {
+    List<Optional<Map<String, Object>>> out = new ArrayList<>();
+    for (var r : readBatch(table, keys, consistency).getResultsList()) {
+      out.add(r.getFound() ? Optional.of(Rows.rowOf(r.getRow())) : Optional.empty());
+    }
+    return out;
   }
 
   /** All rows of a table in key order, up to the server's default limit (1000). */

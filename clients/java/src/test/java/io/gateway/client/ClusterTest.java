@@ -120,6 +120,19 @@ class ClusterTest {
   }
 
   @Test
+  void readBatchReturnsEveryKeysRowInOrder() {
+    GatewayClient c = client("writer");
+    String t = table("readbatch");
+    c.writeBatch(List.of(insert(t, 1, "v", "a"), insert(t, 2, "v", "b")));
+    List<Optional<Map<String, Object>>> rows =
+        c.getMany(t, List.of(2L, 9L, 1L), Consistency.CONSISTENCY_LINEARIZABLE);
+    assertEquals(3, rows.size());
+    assertEquals("b", rows.get(0).orElseThrow().get("v"));
+    assertEquals(Optional.empty(), rows.get(1));
+    assertEquals("a", rows.get(2).orElseThrow().get("v"));
+  }
+
+  @Test
   void writeBatchResultsInOrderAndScanInKeyOrder() {
     GatewayClient c = client("writer");
     String t = table("batch");

@@ -1,0 +1,195 @@
+"""Judging a replicated epoch in C when every rule that judges it is a row epoch function.
+
+``judge_unit`` (``conflict_apply``) is the specification: it builds a ``RowChange`` per
+judged row and runs ``gateway.conflict.judge_epoch``, which calls the rule's function per
+row. For ``NDB$EPOCH`` and ``NDB$EPOCH2`` (the row variants: a conflict rejects its row
+alone) on a PRIMARY, SECONDARY or PASS, a verdict depends only on the change's operation and
+origin, the row's existence, epoch and author here, this cluster's max replicated epochs, and
+what the epoch's earlier changes of the row did; ``gateway.node._judge.epoch_verdicts``
+computes those verdicts in one C pass over the rows' keys, reading the rows' metadata from
+the store's cells. Only the rows it does not apply are then made into ``RowOutcome`` values,
+and the rest of the judgement (exception rows, refreshes, dropped records) is
+``unit_of_outcomes``, shared with ``judge_unit``.
+
+``judge_unit_fast`` returns None whenever it cannot decide exactly as ``judge_unit`` would --
+another function (column functions, ``LWW``, the ``_TRANS`` variants, plugins), a rule with
+arguments (``judge_unit`` raises for it), role NONE (raises too), or no C accelerator -- and
+the caller judges with ``judge_unit``. ``tests/node/test_epoch_judge_accelerator.py`` checks
+both give the same judgement on random epochs.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Protocol, cast
+
+from gateway.conflict import Cause, Change, Context, OpType, Role, RuleSet, Stored, Verdict
+from gateway.conflict.functions import BUILTIN
+from gateway.conflict.resolve import RowChange, RowOutcome
+from gateway.core import accel
+from gateway.core.rowops import python_value
+from gateway.core.sql_value import SqlValue
+from gateway.node.state import keys
+from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes
+from gateway.v1 import transaction_pb2, value_pb2
+
+FT = value_pb2.FieldType
+
+__all__ = ["judge_unit_fast"]
+
+
+class _JudgeC(Protocol):
+    """The C accelerator ``_judge.c`` (its header comment states the contract)."""
+
+    def epoch_verdicts(self, keys: list[bytes], codes: bytes, origins: list[int],
+                       ends: list[int], mre: dict[int, int], source: int, primary: bool,
+                       local_epoch: int, overlay: Mapping[bytes, object],
+                       lookup: Callable[[bytes], tuple[bool, int, int]],
+                       cell: Callable[[bytes], bytes | None], /) -> tuple[bytes, int, int]: ...
+
+
+#: None without a compiler at install (or GATEWAY_PURE_PYTHON): every epoch takes judge_unit
+_judge = cast("_JudgeC | None", accel.load("gateway.node._judge"))
+
+#: The functions the C pass judges, with the flag its row code carries for them.
+_FUNCTIONS = {"NDB$EPOCH": 0, "NDB$EPOCH2": 4}
+_FN_COUNTER = {"NDB$EPOCH": "conflict_fn_epoch", "NDB$EPOCH2": "conflict_fn_epoch2"}
+_OPS = {"insert": (OpType.WRITE_ROW, 1), "update": (OpType.UPDATE_ROW, 2),
+        "delete": (OpType.DELETE_ROW, 3)}
+_CAUSES = (None, Cause.ROW_DOES_NOT_EXIST, Cause.ROW_ALREADY_EXISTS, Cause.DATA_IN_CONFLICT)
+#: verdict byte -> 1 when the row is not applied (``bytes.translate`` finds them at C speed)
+_NOT_APPLIED = bytes(0 if v & 1 else 1 for v in range(256))
+
+
+def _verdict(v: int) -> Verdict:
+    """The ``Verdict`` a verdict byte of ``epoch_verdicts`` stands for."""
+    return Verdict(bool(v & 1), _CAUSES[(v >> 1) & 7],
+                   OpType.UPDATE_ROW if v & 32 else None, bool(v & 16), bool(v & 64))
+
+
+def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx: Context,
+                    lookup: Callable[[bytes, bool], Stored],
+                    cell: Callable[[bytes], bytes | None], overlay: Mapping[bytes, object],
+                    local_epoch: int, source_epoch: int,
+                    row_keys: list[list[bytes] | None] | None = None,
+                    columns: Callable[[str, str], Mapping[str, int]] | None = None,
+                    source: int = 0) -> UnitJudgement | None:
+    """``judge_unit``'s judgement of the epoch (same arguments; ``lookup`` is only called for
+    keys in ``overlay``, the rows earlier entries of the batch wrote, and for the values of
+    rejected rows), made in C; None when it must be made by ``judge_unit`` (see the module
+    docstring). ``cell(key)``: the store's cell of ``key`` (the LSM cell format), or None."""
+    if _judge is None or ctx.role is Role.NONE:
+        return None
+    row_key = keys.row_key
+    rkeys: list[bytes] = []
+    codes = bytearray()
+    origins: list[int] = []
+    ends: list[int] = []
+    # per ruled statement: (its first row, transaction, statement, kind, function)
+    spots: list[tuple[int, int, int, str, str]] = []
+    for t_no, txn in enumerate(txns):
+        origin = txn.gtid.server_id
+        known = row_keys[t_no] if row_keys else None
+        pos = 0
+        for s_no, stmt in enumerate(txn.statements):
+            kind = stmt.WhichOneof("kind")
+            if kind not in _OPS:
+                continue
+            body = getattr(stmt, kind)
+            n = len(body.records)
+            t = body.table
+            rule = rules.rule_for(t.schema_name, t.table_name)
+            if rule is None:
+                pos += n
+                continue
+            flag = _FUNCTIONS.get(rule.function)
+            if (flag is None or rule.args
+                    or rules.functions.get(rule.function) is not BUILTIN[rule.function]):
+                return None
+            spots.append((len(rkeys), t_no, s_no, kind, rule.function))
+            if known is not None:
+                rkeys += known[pos:pos + n]
+            else:
+                s, tb = t.schema_name, t.table_name
+                rkeys += [row_key(s, tb, r.key_values) for r in body.records]
+            pos += n
+            codes += bytes((_OPS[kind][1] | flag,)) * n
+            origins += [origin] * n
+        ends.append(len(rkeys))
+    if not rkeys:
+        return UnitJudgement(list(txns), counters=Counter(refresh_op_count=0))
+
+    def meta(k: bytes) -> tuple[bool, int, int]:
+        st = lookup(k, False)
+        return st.exists, st.epoch, st.author
+
+    verdicts, dd, first_dd = _judge.epoch_verdicts(
+        rkeys, bytes(codes), origins, ends, dict(ctx.max_replicated), source,
+        ctx.role is Role.PRIMARY, local_epoch, overlay, meta, cell)
+    flags = verdicts.translate(_NOT_APPLIED)
+    i = flags.find(1)
+    if i < 0:
+        counters: Counter[str] = Counter(epoch_delete_delete_count=dd) if dd else Counter()
+        counters["refresh_op_count"] = 0
+        return UnitJudgement(list(txns), counters=counters)
+    firsts = [s[0] for s in spots]
+    outcomes: list[tuple[RowOutcome, Where]] = []
+    refresh: set[bytes] = set()
+    in_conflict = False
+    # when ``judge_epoch`` first counts each counter, which is the order they are written
+    # in: a delete-delete as its row is judged (after the rows before it: (row, 1)), a
+    # function's conflicts once the first transaction with one ends (before the row at its
+    # end: (end, 0))
+    order: dict[str, tuple[int, int, int]] = {}
+    if dd:
+        order["epoch_delete_delete_count"] = (first_dd, 1, 0)
+    fn_counts: Counter[str] = Counter()
+    verdict_of: dict[int, Verdict] = {}
+    types_of: dict[tuple[int, int], dict[str, int]] = {}
+    while i >= 0:
+        first, t_no, s_no, kind, function = spots[bisect_right(firsts, i) - 1]
+        txn = txns[t_no]
+        body = getattr(txn.statements[s_no], kind)
+        rec = body.records[i - first]
+        fields = body.set_fields if kind == "update" else body.fields
+        types = types_of.get((t_no, s_no))
+        if types is None:
+            types = types_of[(t_no, s_no)] = {f.name: f.type for f in body.key_fields}
+            types.update((f.name, f.type) for f in fields)
+        v = verdicts[i]
+        verdict = verdict_of.get(v)
+        if verdict is None:
+            verdict = verdict_of[v] = _verdict(v)
+        stored = Stored(bool(v & 128))
+        after: dict[str, SqlValue] = {}
+        if verdict.cause is not None:
+            in_conflict = True
+            name = _FN_COUNTER[function]
+            if name not in order:
+                order[name] = (ends[bisect_right(ends, i)], 0, i)
+            fn_counts[name] += 1
+            # what the exception row shows: the row before the epoch and the change's
+            # values (``judge_unit`` reads them the same way, after judging without them)
+            if stored.exists:
+                stored = lookup(rkeys[i], True)
+            if kind != "delete":
+                after = {f.name: python_value(x)
+                         for f, x in zip(fields, rec.after_values, strict=False)}
+        if verdict.refresh:
+            refresh.add(rkeys[i])
+        t = body.table
+        row = RowChange(t.schema_name, t.table_name, rkeys[i], Change(
+            _OPS[kind][0], txn.gtid.server_id, txn.epoch, txn.commit_timestamp_ns, after))
+        outcomes.append((RowOutcome(row, verdict, function, stored),
+                         Where(t_no, s_no, i - first, t, body.key_fields, rec.key_values,
+                               cast("dict[str, FT]", types))))
+        i = flags.find(1, i + 1)
+    counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
+                        for name in sorted(order, key=order.__getitem__)})
+    counters["refresh_op_count"] = len(refresh)
+    if in_conflict:
+        counters["last_conflict_epoch"] = local_epoch
+    return unit_of_outcomes(txns, outcomes, counters, in_conflict, ctx.me, lookup,
+                            source_epoch, columns)

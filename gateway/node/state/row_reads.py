@@ -1,0 +1,59 @@
+"""Rows read as the store holds them: a stored row is a serialized ``gateway.v1.Row``, and a
+read answers with those bytes unparsed (``gateway.node.api.read_wire``).
+
+``StoreStateMachine.get_row`` / ``scan_rows`` are the same reads parsed into messages; these
+read the state machine's store directly (the store of a ``StoreStateMachine``: ``sm.store``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from gateway.core.lsm.format import prefix_end
+from gateway.node.state import keys
+from gateway.v1 import value_pb2
+
+if TYPE_CHECKING:
+    from gateway.core.lsm import LSMStore
+
+__all__ = ["row_bytes", "rows_bytes", "scan_row_bytes"]
+
+
+def row_bytes(store: LSMStore, schema: str, table: str,
+              key_values: Sequence[value_pb2.Value]) -> bytes | None:
+    """The stored row of ``schema.table`` with primary key ``key_values`` as a serialized
+    ``Row``, or ``None``."""
+    return store.get(keys.row_key(schema, table, key_values))
+
+
+def rows_bytes(store: LSMStore,
+               wanted: Sequence[tuple[str, str, Sequence[value_pb2.Value]] | None]
+               ) -> list[bytes | None]:
+    """:func:`row_bytes` of every ``(schema, table, key_values)`` (None: no row wanted, None
+    answered), in order; each table's key prefix made once."""
+    get = store.get
+    prefixes: dict[tuple[str, str], bytes] = {}
+    out: list[bytes | None] = []
+    for w in wanted:
+        if w is None:
+            out.append(None)
+            continue
+        schema, table, key_values = w
+        prefix = prefixes.get((schema, table))
+        if prefix is None:
+            prefix = prefixes[(schema, table)] = keys.table_prefix(schema, table)
+        out.append(get(prefix + keys.encode_key(key_values)))
+    return out
+
+
+def scan_row_bytes(store: LSMStore, schema: str, table: str,
+                   start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value]
+                   ) -> Iterator[bytes]:
+    """The stored rows of one table with ``start <= key < end`` (empty lists are open ends)
+    in key order, as serialized ``Row`` messages."""
+    prefix = keys.table_prefix(schema, table)
+    lo = prefix + keys.encode_key(start)
+    hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
+    for _, v in store.scan(lo, hi):
+        yield v
