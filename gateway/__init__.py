@@ -102,6 +102,16 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "OutOfSpaceError": ("gateway.appliers.contract", "OutOfSpaceError"),
     "UnsupportedOperationError": ("gateway.appliers.contract", "UnsupportedOperationError"),
     "is_transient": ("gateway.appliers.contract", "is_transient"),
+    # schema events (apply_schema, schema_policy, the gateway_schema_event hook)
+    "SCHEMA_APPLY": ("gateway.appliers.contract", "SCHEMA_APPLY"),
+    "SCHEMA_IGNORE": ("gateway.appliers.contract", "SCHEMA_IGNORE"),
+    "SCHEMA_STOP": ("gateway.appliers.contract", "SCHEMA_STOP"),
+    "SchemaStopError": ("gateway.appliers.contract", "SchemaStopError"),
+    "SchemaEvent": ("gateway.schema.model", "SchemaEvent"),
+    "TableDef": ("gateway.schema.model", "TableDef"),
+    "SchemaColumn": ("gateway.schema.model", "Column"),
+    "encode_schema_event": ("gateway.schema.codec", "encode_event"),
+    "decode_schema_event": ("gateway.schema.codec", "decode_event"),
     # an applier's own bookkeeping: positions and dead letters
     "ApplierPosition": ("gateway.appliers.position", "ApplierPosition"),
     "GtidSet": ("gateway.appliers.position", "GtidSet"),
@@ -135,6 +145,9 @@ __all__ = [
     "APPLY",
     "APPLY_STATUS_TABLE",
     "CASE_OF_TYPE",
+    "SCHEMA_APPLY",
+    "SCHEMA_IGNORE",
+    "SCHEMA_STOP",
     "SCOPES",
     "SCOPE_CLUSTER",
     "SCOPE_NODE",
@@ -168,10 +181,14 @@ __all__ = [
     "Role",
     "RowOp",
     "RowOperation",
+    "SchemaColumn",
+    "SchemaEvent",
+    "SchemaStopError",
     "SqlText",
     "SqliteApplier",
     "StoreUnavailableError",
     "Stored",
+    "TableDef",
     "TableRef",
     "TransientApplyError",
     "TruncatedFrameError",
@@ -181,7 +198,9 @@ __all__ = [
     "Verdict",
     "__version__",
     "decode_frame",
+    "decode_schema_event",
     "encode_frame",
+    "encode_schema_event",
     "hookimpl",
     "is_transient",
     "op_from_proto",
@@ -207,6 +226,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # static analysers see the names without loading them at run time
     from gateway.appliers.contract import (
+        SCHEMA_APPLY,
+        SCHEMA_IGNORE,
+        SCHEMA_STOP,
         SCOPE_CLUSTER,
         SCOPE_NODE,
         SCOPES,
@@ -216,6 +238,7 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         ApplyError,
         Capabilities,
         OutOfSpaceError,
+        SchemaStopError,
         StoreUnavailableError,
         TransientApplyError,
         UnsupportedOperationError,
@@ -266,5 +289,9 @@ if TYPE_CHECKING:  # static analysers see the names without loading them at run 
         op_to_proto,
         python_value,
     )
+    from gateway.schema.codec import decode_event as decode_schema_event
+    from gateway.schema.codec import encode_event as encode_schema_event
+    from gateway.schema.model import Column as SchemaColumn
+    from gateway.schema.model import SchemaEvent, TableDef
     from gateway.v1.applier_pb2 import RowOperation
     from gateway.v1.value_pb2 import FieldType

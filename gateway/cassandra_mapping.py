@@ -37,6 +37,15 @@ applies, deletes included::
 - ``phase`` is 0 for the row tombstone that clears a row before an UPSERT writes exactly its
   columns, 1 for every other write.
 
+**Schema events** (issue 57, docs/schema.md): ``create_table_cql`` is the one ``CREATE TABLE``
+of a table (from the operations' columns or from a definition) and ``schema_change_cql`` the
+CQL of one ``SchemaEvent``: CREATE from the definition (a table that exists gets the columns
+it lacks), ``ALTER TABLE ADD``, ``ALTER TABLE DROP``, ``ALTER TABLE RENAME`` of a primary-key
+column, ``DROP TABLE``. What CQL cannot do is said in one line each: a column default (CQL
+has none: rows written before the change read null, not the default) is a ``note`` of a
+change otherwise made; a rename of a regular column (CQL renames only primary-key columns)
+raises ``UnsupportedOperationError`` and changes nothing.
+
 ``log_index`` may reach ``MAX_LOG_INDEX`` (2**38 - 1, 2.7e11 entries) before the timestamp
 leaves the signed 64-bit range; 65,535 statements per transaction and 255 writes of a row per
 statement are ordered exactly (beyond, they share the last value). The values are far below
@@ -56,6 +65,8 @@ from typing import Any
 
 from gateway.appliers.contract import UnsupportedOperationError
 from gateway.core.rowops import Column, RowOp, TableRef
+from gateway.schema.model import Column as SchemaColumn
+from gateway.schema.model import SchemaEvent
 from gateway.v1.value_pb2 import FieldType
 
 __all__ = [
@@ -65,12 +76,15 @@ __all__ = [
     "STATEMENT_BITS",
     "SUB_BITS",
     "RowClock",
+    "SchemaCql",
     "TableMapping",
     "column_type",
     "cql_type",
     "cql_value",
+    "create_table_cql",
     "legacy_spark_table",
     "quote",
+    "schema_change_cql",
     "write_timestamp",
 ]
 
@@ -216,3 +230,101 @@ class RowClock:
 def column_type(col: Column, table: TableRef) -> str:
     """``cql_type`` of ``col`` of ``table``, naming both in the error."""
     return cql_type(col.type, f"table {table}: column {col.name!r}")
+
+
+def _schema_type(col: SchemaColumn, table: str) -> str:
+    """The CQL type of a definition's column (its type is a ``FieldType`` name without
+    prefix, ``"INTEGER"``)."""
+    where = f"table {table}: column {col.name!r}"
+    try:
+        tag = FieldType.Value("FIELD_TYPE_" + col.type)
+    except ValueError:
+        raise UnsupportedOperationError(f"{where}: field type {col.type} has no Cassandra "
+                                        f"type") from None
+    return cql_type(tag, where)
+
+
+def create_table_cql(mapping: TableMapping, table: str, columns: Sequence[tuple[str, str]],
+                     key: Sequence[str]) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` of ``columns`` (``(name, CQL type)``, key columns among
+    them) with primary key ``key``: every key column in the partition key but those the
+    mapping's ``clustering`` names, which are clustering columns in that order. Raises
+    ``UnsupportedOperationError`` when ``clustering`` names a non-key column or leaves no
+    partition key column."""
+    unknown = [c for c in mapping.clustering if c not in key]
+    if unknown:
+        raise UnsupportedOperationError(
+            f"table {table}: clustering column {unknown[0]!r} is not a key column")
+    partition = [n for n in key if n not in mapping.clustering]
+    if not partition:
+        raise UnsupportedOperationError(
+            f"table {table}: every key column is a clustering column; none is left for the "
+            f"partition key")
+    defs = [f"{quote(n)} {t}" for n, t in columns]
+    pk = "(" + ", ".join(quote(n) for n in partition) + ")"
+    if mapping.clustering:
+        pk += ", " + ", ".join(quote(n) for n in mapping.clustering)
+    return (f"CREATE TABLE IF NOT EXISTS {mapping.qualified} ({', '.join(defs)}, "
+            f"PRIMARY KEY ({pk}))")
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaCql:
+    """The CQL of one schema event: ``statements`` to run in order, and ``notes``, one line
+    each, on what CQL made differently (a default it cannot hold)."""
+
+    statements: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _default_note(table: str, col: SchemaColumn) -> str:
+    return (f"table {table}: column {col.name!r} has default {col.default!r} but CQL has no "
+            f"column defaults: rows written before it read null")
+
+
+def schema_change_cql(mapping: TableMapping, event: SchemaEvent,
+                      existing: frozenset[str] | None, key: Sequence[str] = ()) -> SchemaCql:
+    """The CQL making ``event`` in ``mapping``'s table, which has the columns ``existing``
+    (None: no such table) and primary-key columns ``key``; idempotent: what is made already
+    is left out. Raises ``UnsupportedOperationError`` for what CQL cannot do at all (a
+    rename of a regular column) or a type without a CQL type."""
+    t = event.table
+    kind = event.kind
+    if kind == "drop_table":
+        return SchemaCql((f"DROP TABLE IF EXISTS {mapping.qualified}",))
+    d = event.definition
+    if existing is None or kind == "create":
+        if d is None:
+            raise UnsupportedOperationError(f"{kind} of table {t} without its definition")
+        keys = set(d.primary_key)
+        notes = tuple(_default_note(t, c) for c in d.columns
+                      if c.default is not None and c.name not in keys)
+        if existing is None:
+            cols = [(c.name, _schema_type(c, t)) for c in d.columns]
+            return SchemaCql((create_table_cql(mapping, t, cols, d.primary_key),), notes)
+        return SchemaCql(tuple(
+            f"ALTER TABLE {mapping.qualified} ADD {quote(c.name)} {_schema_type(c, t)}"
+            for c in d.columns if c.name not in existing), notes)
+    col = event.column
+    if kind == "add_column" and col is not None:
+        if col.name in existing:
+            return SchemaCql()
+        notes = (_default_note(t, col),) if col.default is not None else ()
+        return SchemaCql((f"ALTER TABLE {mapping.qualified} ADD {quote(col.name)} "
+                          f"{_schema_type(col, t)}",), notes)
+    if kind == "drop_column" and col is not None:
+        if col.name not in existing:
+            return SchemaCql()
+        return SchemaCql((f"ALTER TABLE {mapping.qualified} DROP {quote(col.name)}",))
+    if kind == "rename_column":
+        old, new = event.old_name, event.new_name
+        if old not in existing:
+            return SchemaCql()  # renamed already
+        if old not in key:
+            raise UnsupportedOperationError(
+                f"table {t}: CQL renames only primary-key columns: column {old!r} keeps its "
+                f"name in {mapping.keyspace}.{mapping.table}, and rows naming {new!r} get a "
+                f"new column")
+        return SchemaCql((f"ALTER TABLE {mapping.qualified} RENAME {quote(old)} TO "
+                          f"{quote(new)}",))
+    raise UnsupportedOperationError(f"unknown schema change {kind!r} of table {t}")

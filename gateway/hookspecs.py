@@ -83,3 +83,21 @@ def gateway_dead_letter(applier: str, letter_id: int, item: object, error: BaseE
 
     For alerting; called from a worker thread; must not raise.
     """
+
+
+@hookspec
+def gateway_schema_event(applier: str, event: object, outcome: str) -> None:
+    """Be told that ``applier`` reached schema event ``event`` (a
+    ``gateway.schema.SchemaEvent``: table, version, kind, the column or names it changes and
+    the whole definition after it) in log order -- after every earlier transaction was
+    applied by it, before any later one -- and what became of it: ``outcome`` is
+    ``applied`` (its ``apply_schema`` made the change), ``ignored`` (its ``schema_policy`` is
+    ``ignore``, or it has no ``apply_schema``) or ``unsupported`` (the store cannot make
+    that change: reported, passed by). An applier whose policy is ``stop`` stops before the
+    event: no call.
+
+    For a third-party applier that keeps its own catalog, a schema registry or alerting.
+    Called from the dispatcher's thread while the applier waits; must return quickly and
+    must not raise. ``event`` is typed ``object`` because this module may not import
+    ``gateway.schema`` (tests/test_architecture.py).
+    """

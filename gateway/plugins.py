@@ -50,6 +50,7 @@ __all__ = [
     "missing_applier",
     "parse_plugin_names",
     "publish_metrics",
+    "schema_notifier",
 ]
 
 ENTRY_POINT_GROUP = "gateway"
@@ -214,5 +215,15 @@ def dead_letter_notifier(pm: pluggy.PluginManager
     def notify(applier: str, letter_id: int, item: object, error: BaseException) -> None:
         pm.hook.gateway_dead_letter(applier=applier, letter_id=letter_id, item=item,
                                     error=error)
+
+    return notify
+
+
+def schema_notifier(pm: pluggy.PluginManager) -> Callable[[str, object, str], None]:
+    """A callable that fans a schema event an applier reached out to
+    ``gateway_schema_event``."""
+
+    def notify(applier: str, event: object, outcome: str) -> None:
+        pm.hook.gateway_schema_event(applier=applier, event=event, outcome=outcome)
 
     return notify

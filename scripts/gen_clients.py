@@ -39,8 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
 API_PROTO = "gateway/v1/gateway.proto"
-#: The public API's other roots: services of their own beside ``Gateway`` (each with its imports).
-API_ROOTS = (API_PROTO, "gateway/v1/reads.proto")
+#: The public API's other roots: services of their own beside ``Gateway`` (each with its imports;
+#: docs/schema.md for Schema).
+API_ROOTS = (API_PROTO, "gateway/v1/reads.proto", "gateway/v1/schema.proto")
 
 PROTOC_GEN_GO = "v1.36.12"
 PROTOC_GEN_GO_GRPC = "v1.6.2"

@@ -29,6 +29,8 @@ idempotent, so a run interrupted anywhere is repeated safely from the saved posi
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -38,7 +40,15 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from gateway import ApplierPosition, DeadLetterLog, Gtid, GtidSet, RowOp, UnsupportedOperationError
+from gateway import (
+    ApplierPosition,
+    ApplyError,
+    DeadLetterLog,
+    Gtid,
+    GtidSet,
+    RowOp,
+    UnsupportedOperationError,
+)
 from gateway.cassandra_mapping import write_timestamp
 
 from .convert import op_of_row
@@ -201,6 +211,7 @@ class ApplyReport:
     dead_letters: int = 0
     rejected: list[str] = field(default_factory=list)
     damage: dict[str, Any] = field(default_factory=dict)
+    pending_from: int | None = None  # first index of a transaction missing segments
 
     @property
     def problems(self) -> int:
@@ -221,11 +232,20 @@ def _skip_applied(df: DataFrame, applied: GtidSet) -> DataFrame:
 
 def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
               partition_bytes: int | None = None, index_to: int | None = None,
-              on_unit: Callable[[int], None] | None = None) -> ApplyReport:
+              on_unit: Callable[[int], None] | None = None,
+              schema: bool = True) -> ApplyReport:
     """Apply the log at ``source`` to ``target`` from its durable position; see the module
     docstring. ``index_to`` stops at that index. ``on_unit(u)`` is called after unit ``u``
     is written (tests use it to interrupt a run). Raises what the target raises; the
-    position is then left where it was."""
+    position is then left where it was. Schema events cut the run (``schema_events``:
+    each applied between the rows before and after it); ``schema=False`` is one stretch
+    without them."""
+    if schema:
+        from .schema_events import apply_with_schema
+
+        return apply_with_schema(spark, source, target, state_dir, apply_log,
+                                 partition_bytes=partition_bytes, index_to=index_to,
+                                 on_unit=on_unit, schema=False)
     positions = SparkPositionStore(state_dir, target.name)
     start = positions.load()
     report_dir = tempfile.mkdtemp(prefix="gateway-spark-report-")
@@ -234,6 +254,8 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
                       index_from=start.log_index + 1, index_to=index_to, report_dir=report_dir)
         df = _skip_applied(df, start.applied).persist()
         last = df.agg(F.max("log_index")).first()[0]  # also materialises the cache: one read
+        if last is not None:
+            _require_reports(report_dir)
         reduced = reduce_log(df)
         report = ApplyReport(target.name, start, start, rejected=reduced.rejected)
         dead = DeadLetterLog(state_dir, target.name)
@@ -253,12 +275,25 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
                     report.dead_letters += 1
         report.damage = damage_summary(report_dir)
         report.end = _end_position(df, start, last, reduced.pending_from)
+        report.pending_from = reduced.pending_from
         positions.save(report.end)
         rows.unpersist()
         df.unpersist()
         return report
     finally:
         shutil.rmtree(report_dir, ignore_errors=True)
+
+
+def _require_reports(report_dir: str) -> None:
+    """``ApplyError`` unless the read's range reports reached ``report_dir``. Rows were read,
+    so every partition wrote one -- if none is here, they went to a directory of the same name
+    on other machines (a remote Spark Connect server's, an executor's own disk), and damage
+    would go unreported: the run stops before writing anything."""
+    if not glob.glob(os.path.join(report_dir, "*.json")):
+        raise ApplyError(
+            f"no range report of the read reached {report_dir}: the executors (with Spark "
+            f"Connect, the server's Python workers) must share this host's temporary "
+            f"directory; set TMPDIR to a path they share (docs/spark.md, 'Spark Connect')")
 
 
 def _end_position(df: DataFrame, start: ApplierPosition, last: int | None,

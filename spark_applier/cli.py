@@ -29,12 +29,16 @@ def spark_group() -> None:
     """Bulk apply and read logs with Spark (PySpark, local mode by default)."""
 
 
-def _session(master: str, cores: str) -> tuple[Any, bool]:
-    """The Spark session to use and whether this command created it (and must stop it)."""
+def _session(master: str | None, remote: str | None, cores: str) -> tuple[Any, bool]:
+    """The Spark session to use and whether this command created it (and must stop it):
+    a Spark Connect client of ``remote`` (``sc://HOST:PORT``), else a session on ``master``
+    (``local[2]`` when neither is given)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise _BadInput("pyspark is not installed (pip install 'gateway[spark]')") from None
+    if remote is not None:
+        return _remote_session(SparkSession, remote), True
     active = SparkSession.getActiveSession()
     if active is not None:  # called from a program that already runs Spark: use its session
         return active, False
@@ -45,11 +49,25 @@ def _session(master: str, cores: str) -> tuple[Any, bool]:
                .config("spark.sql.shuffle.partitions", cores))
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
-    if master:
-        builder = builder.master(master)
-    spark = builder.getOrCreate()
+    spark = builder.master(master or "local[2]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
+
+
+def _remote_session(session_class: Any, remote: str) -> Any:
+    """A Spark Connect session of ``remote``; ``_BadInput`` (one line) if it cannot be made.
+    The server's own configuration (master, shuffle partitions) applies."""
+    if not remote.startswith("sc://"):
+        raise _BadInput(f"--remote {remote!r}: expected a Spark Connect URL sc://HOST:PORT")
+    try:
+        spark = session_class.builder.remote(remote).getOrCreate()
+        spark.range(1).collect()  # connect now: a wrong address is one line here
+    except Exception as exc:  # pyspark and grpc raise many types (a missing client
+        # dependency, a session of another kind in this process): the user gets the first line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _BadInput(f"--remote {remote}: cannot use the Spark Connect server: "
+                        f"{first}") from None
+    return spark
 
 
 def _echo_report(report: Any) -> None:
@@ -76,7 +94,12 @@ def _echo_report(report: Any) -> None:
               help="parquet:DIR, sqlite:FILE, delta:DIR or cassandra://HOST:PORT/KEYSPACE")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Where the applied position is kept. [default: SOURCE.spark-state]")
-@click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+@click.option("--master", default=None,
+              help="Spark master URL (local[N], spark://HOST:PORT, yarn, k8s://...). "
+                   "[default: local[2]]")
+@click.option("--remote", default=None,
+              help="Run through a Spark Connect server, sc://HOST:PORT, instead of a driver of "
+                   "its own (not with --master; the parquet: target needs --master).")
 @click.option("--partition-bytes", type=click.IntRange(64), default=None,
               help="Bytes of log per input partition. [default: the log over twice the CPU "
                    "count, 4-128 MiB]")
@@ -87,9 +110,9 @@ def _echo_report(report: Any) -> None:
               help="With --follow: apply at least every N seconds when entries wait.")
 @click.option("--max-entries", type=click.IntRange(1), default=100_000, show_default=True,
               help="With --follow: apply as soon as M entries wait (and at most M per batch).")
-def apply_command(source: str, target_spec: str, state_dir: str | None, master: str,
-                  partition_bytes: int | None, index_to: int | None, follow: bool,
-                  interval: float, max_entries: int) -> None:
+def apply_command(source: str, target_spec: str, state_dir: str | None, master: str | None,
+                  remote: str | None, partition_bytes: int | None, index_to: int | None,
+                  follow: bool, interval: float, max_entries: int) -> None:
     """Reduce the log to the final state of every row and write it to a target.
 
     Resumes from the durable position in the state directory. Example:
@@ -102,7 +125,10 @@ def apply_command(source: str, target_spec: str, state_dir: str | None, master: 
     # worker's work/app-*/N) and resolve a relative path against those.
     source = os.path.abspath(source)
     state = os.path.abspath(state_dir or f"{source.rstrip('/')}.spark-state")
-    spark, owned = _session(master, "4")
+    if master is not None and remote is not None:
+        raise _BadInput("--master and --remote exclude each other: --remote runs the job on "
+                        "the Spark Connect server's own master")
+    spark, owned = _session(master, remote, "4")
     try:
         from .bulk import apply_log
         from .layout import LogLayoutError

@@ -21,7 +21,8 @@ after step 2 is finished by ``recover`` (step 3). All of this works where rename
 copies (object stores) because only whole new files are created and old ones deleted.
 
 Everything goes through the JVM's ``org.apache.hadoop.fs`` (``spark._jvm``) with the session's
-Hadoop configuration, so the driver needs no local view of the storage.
+Hadoop configuration, so the driver needs no local view of the storage. A Spark Connect client
+has no driver JVM: ``TableCommits`` refuses such a session (``connect.ConnectUnsupported``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .connect import refuse_connect
+
 __all__ = ["TableCommits", "table_uri"]
 
+NEEDS_JVM = "commits each version through Hadoop's FileSystem in the driver's JVM (spark._jvm)"
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
@@ -52,6 +56,7 @@ class TableCommits:
 
     def __init__(self, spark: Any, uri: str, *,
                  fault: Callable[[str], None] | None = None) -> None:
+        refuse_connect(spark, "the parquet target", NEEDS_JVM)
         jvm = spark._jvm
         self._Path = jvm.org.apache.hadoop.fs.Path
         self._IOUtils = jvm.org.apache.commons.io.IOUtils

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from gateway import Column, OpKind, RowOp, TableRef
+from gateway import Column, OpKind, RowOp, SchemaEvent, TableRef
 
 from .convert import column_values, op_of_row
 
@@ -193,5 +193,15 @@ class SqliteTarget:
         applier = self._applier()
         try:
             applier.apply([op])
+        finally:
+            applier.close()
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """A schema event, between the units before and after it (``schema_events``): the
+        applier's own ``apply_schema`` -- the same DDL, version record and fitting of older
+        rows as the streaming SQLite applier."""
+        applier = self._applier()
+        try:
+            applier.apply_schema(event)
         finally:
             applier.close()

@@ -22,7 +22,24 @@ makes resuming after an interrupted run safe.
 - ``spark_applier.cassandra.CassandraTarget(contact, keyspace)``: cassandra-driver in each
   task (the Spark Cassandra Connector has no Spark 4 build); every write carries ``USING
   TIMESTAMP`` = its log index, so replays can never let an older change win.
-- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark``).
+- ``DeltaTarget(root)``: ``MERGE`` into one Delta table per table (needs ``delta-spark`` built
+  for the installed Spark: ``delta_support.delta_mismatch`` refuses it otherwise -- on Spark 4.3
+  always, no Delta release supports it).
+- Through Spark Connect, ``ParquetTarget`` is refused (``connect.refuse_connect``): its commit
+  protocol needs the driver's JVM.
+
+Schema events (``apply_schema``, called by ``schema_events.apply_with_schema`` between the
+units before and after the event): the Parquet target publishes a new version of the table's
+dataset -- ADD COLUMN adds the column with its default in every row (a column a unit names
+first is still merged in, null in the older rows), DROP COLUMN leaves it out, RENAME COLUMN
+renames it, DROP TABLE publishes an empty version (the rows are gone; earlier versions are
+not kept, as after any unit); CREATE needs nothing (the dataset is made by its first rows).
+The Delta target adds a column (``ALTER TABLE ADD COLUMNS``; existing rows read null: Delta
+has no defaults for existing rows here) and reports DROP and RENAME as not supported (they need
+Delta's column mapping mode). Neither upcasts rows: a row written under an older version that
+arrives after the change is merged as it is named (an old column name adds that column back);
+the SQLite target, which fits such rows to the table, or the ``gateway_store`` source, whose
+rows the node has rewritten, give the upcast tables.
 """
 
 from __future__ import annotations
@@ -32,9 +49,17 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from gateway import ApplyError, OpKind, RowOp, UnsupportedOperationError
+from gateway import (
+    ApplyError,
+    FieldType,
+    OpKind,
+    RowOp,
+    SchemaEvent,
+    UnsupportedOperationError,
+)
 
-from .commit import TableCommits, table_uri
+from .commit import NEEDS_JVM, TableCommits, table_uri
+from .connect import refuse_connect
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -101,6 +126,8 @@ class ParquetTarget:
 
     def __init__(self, spark: SparkSession, root: str, *,
                  fault: Callable[[str], None] | None = None) -> None:
+        # refused before any work, not at the first commit
+        refuse_connect(spark, "the parquet target", NEEDS_JVM)
         self.spark = spark
         self.root = table_uri(root)
         self.name = "parquet"
@@ -194,12 +221,50 @@ class ParquetTarget:
         merged = old.filter(~match & ~target).unionByName(moved)
         commits.publish(lambda uri: merged.write.mode("errorifexists").parquet(uri))
 
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """Publish the table's dataset after the schema change (module docstring)."""
+        commits = self.commits(*_split(event.table))
+        commits.recover()
+        path = commits.current()[1]
+        if path is None:
+            return  # no rows yet: the first unit makes the dataset
+        evolved = _evolved(self.spark.read.parquet(path), event)
+        if evolved is not None:
+            commits.publish(lambda uri: evolved.write.mode("errorifexists").parquet(uri))
+
+
+def _split(table: str) -> tuple[str, str]:
+    schema, dot, name = table.partition(".")
+    return (schema, name) if dot else ("", table)
+
+
+def _evolved(old: DataFrame, event: SchemaEvent) -> DataFrame | None:
+    """``old`` after the schema change ``event``, or None when it holds the change already
+    (a replay) or needs none."""
+    col = event.column
+    if event.kind == "add_column" and col is not None and col.name not in old.columns:
+        spark_type = spark_type_of(FieldType.Value("FIELD_TYPE_" + col.type))
+        return old.withColumn(col.name, F.lit(col.default).cast(spark_type))
+    if event.kind == "drop_column" and col is not None and col.name in old.columns:
+        return old.drop(col.name)
+    if (event.kind == "rename_column" and event.old_name in old.columns
+            and event.new_name not in old.columns):
+        return old.withColumnRenamed(event.old_name, event.new_name)
+    if event.kind == "drop_table":
+        return old.limit(0) if old.limit(1).count() else None
+    return None
+
 
 class DeltaTarget:
     """One Delta Lake table per table under ``root`` (``root/table=<schema>.<table>``),
     updated with ``MERGE``; needs ``delta-spark`` and a session configured for it."""
 
     def __init__(self, spark: SparkSession, root: str) -> None:
+        from .delta_support import delta_mismatch
+
+        mismatch = delta_mismatch()
+        if mismatch is not None:  # refused before any work: a wrong Delta jar fails mid-job
+            raise ApplyError(mismatch)
         try:
             from delta.tables import DeltaTable
         except ImportError:
@@ -239,4 +304,23 @@ class DeltaTarget:
     def apply_barrier(self, op: RowOp, write_ts: int = 0) -> None:
         raise UnsupportedOperationError(f"the delta target cannot apply {op.kind.name} "
                                         f"barriers")
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """ADD COLUMN as ``ALTER TABLE ADD COLUMNS``; DROP and RENAME are not supported
+        (module docstring); CREATE and DROP TABLE need nothing here."""
+        schema, table = _split(event.table)
+        path = f"{self.root}/table={schema}.{table}"
+        if not self._delta.isDeltaTable(self.spark, path):
+            return
+        col = event.column
+        if event.kind == "add_column" and col is not None:
+            if col.name in self.spark.read.format("delta").load(path).columns:
+                return
+            spark_type = spark_type_of(FieldType.Value("FIELD_TYPE_" + col.type))
+            self.spark.sql(f"ALTER TABLE delta.{_q(path)} ADD COLUMNS ({_q(col.name)} "
+                           f"{spark_type})")
+        elif event.kind in ("drop_column", "rename_column"):
+            raise UnsupportedOperationError(
+                f"the delta target cannot {event.kind.replace('_', ' ')} of {event.table} "
+                f"(Delta needs column mapping mode for it)")
 

@@ -45,6 +45,30 @@ SQLite file); a ``cluster``-scoped one writes one shared external store and runs
 leader, from a position replicated through the Raft log (docs/node.md, "Appliers in a
 cluster"). A factory that says nothing is ``cluster``-scoped: for an external store, applying
 every change once per node is the wrong default.
+
+Schema changes (issue 57): the log also carries schema events (``gateway.schema.SchemaEvent``:
+a table created, a column added, dropped or renamed, a table dropped). The dispatcher hands
+each one to an applier in log order -- after every earlier transaction was applied by that
+applier, before any later one -- through the optional ``apply_schema(event)``, under the
+applier's ``schema_policy`` (``apply`` by default, ``ignore`` or ``stop``; the option
+``schema_policy`` of every applier, read by ``ApplierFactory.build``):
+
+- ``apply``: ``apply_schema(event)`` is called (an applier without the method passes the
+  event by: its rows keep their own shape, as before schema events existed); it returns when
+  the change is durable in the store, and must be idempotent (a replay after a crash hands
+  the event over again). It raises like ``apply``: ``StoreUnavailableError`` and transient
+  errors are retried; ``UnsupportedOperationError`` means the store cannot make this change
+  (a CQL rename of a regular column): reported as one warning line and passed by; anything
+  else stops the applier (``SchemaStopError``) without moving its position past the event.
+- ``ignore``: the event is passed by; rows keep arriving in the new shape.
+- ``stop``: the applier stops at the event (``SchemaStopError`` naming table, version and
+  change: the applier's status), its position right before it; a restart stops there again
+  until the policy is changed.
+
+An applier that keeps per-table versions (the RabbitMQ applier's header) may also define
+``start_schema(versions: Mapping[str, int])``: at the start of a run the dispatcher hands it
+each table's version as of its position, when the entry source can tell
+(``EntrySource.schema_versions``).
 """
 
 from __future__ import annotations
@@ -59,6 +83,11 @@ from typing import Protocol
 from gateway.core.rowops import ColumnOps, OpKind, RowOp
 
 __all__ = [
+    "SCHEMA_APPLY",
+    "SCHEMA_IGNORE",
+    "SCHEMA_POLICIES",
+    "SCHEMA_POLICY_OPTION",
+    "SCHEMA_STOP",
     "SCOPES",
     "SCOPE_CLUSTER",
     "SCOPE_NODE",
@@ -69,6 +98,7 @@ __all__ = [
     "Capabilities",
     "ColumnsApplier",
     "OutOfSpaceError",
+    "SchemaStopError",
     "StoreUnavailableError",
     "TransientApplyError",
     "UnsupportedOperationError",
@@ -85,6 +115,17 @@ SCOPE_NODE = "node"
 SCOPE_CLUSTER = "cluster"
 """One shared target: only the leader applies; the position is replicated in the Raft log."""
 SCOPES = (SCOPE_NODE, SCOPE_CLUSTER)
+
+SCHEMA_APPLY = "apply"
+"""Schema events go to the applier's ``apply_schema`` (the default)."""
+SCHEMA_IGNORE = "ignore"
+"""Schema events are passed by; the applier only sees rows."""
+SCHEMA_STOP = "stop"
+"""The applier stops at a schema event, its position right before it."""
+SCHEMA_POLICIES = (SCHEMA_APPLY, SCHEMA_IGNORE, SCHEMA_STOP)
+#: The option of every applier (``-o schema_policy=stop``, ``[appliers.NAME] schema_policy``)
+#: that ``ApplierFactory.build`` takes for itself: never passed to ``create``.
+SCHEMA_POLICY_OPTION = "schema_policy"
 
 
 class ApplyError(Exception):
@@ -157,6 +198,11 @@ class UnsupportedOperationError(ApplyError):
     """The applier can never apply this operation (e.g. SQL on a key-value store)."""
 
 
+class SchemaStopError(ApplyError):
+    """An applier stopped at a schema event: its policy is ``stop``, or ``apply_schema``
+    failed for good. ``str()`` is one line naming the applier, table, version and change."""
+
+
 class ApplierConfigError(ValueError):
     """Options given to an applier factory are missing or invalid; ``str()`` is one line."""
 
@@ -212,6 +258,11 @@ class Applier(ABC):
 
     name: str = "applier"
     capabilities: Capabilities = Capabilities()
+    #: What the dispatcher does with schema events (``SCHEMA_POLICIES``; module docstring).
+    #: Set by ``ApplierFactory.build`` from the option ``schema_policy``. An applier may also
+    #: define ``apply_schema(event: gateway.schema.SchemaEvent) -> None`` (optional, found
+    #: by name like ``reset_target``).
+    schema_policy: str = SCHEMA_APPLY
 
     @abstractmethod
     def apply(self, ops: Sequence[RowOp]) -> None:
@@ -252,14 +303,24 @@ class ApplierFactory:
                              f"{', '.join(SCOPES)}, not {self.scope!r}")
 
     def build(self, options: Mapping[str, str] | None = None) -> Applier:
-        """``create`` after checking that every option name is one the factory documents."""
+        """``create`` after checking that every option name is one the factory documents.
+
+        ``schema_policy`` (``SCHEMA_POLICIES``) is every applier's option: taken here, never
+        passed to ``create``, and set on the applier it built."""
         options = dict(options or {})
+        policy = str(options.pop(SCHEMA_POLICY_OPTION, SCHEMA_APPLY)).strip().lower()
+        if policy not in SCHEMA_POLICIES:
+            raise ApplierConfigError(
+                f"applier {self.name!r}: {SCHEMA_POLICY_OPTION} must be one of "
+                f"{', '.join(SCHEMA_POLICIES)}, not {policy!r}")
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            known = ", ".join(sorted(self.options)) or "none"
+            known = ", ".join(sorted([*self.options, SCHEMA_POLICY_OPTION]))
             raise ApplierConfigError(
                 f"applier {self.name!r}: unknown option {unknown[0]!r} (known: {known})")
-        return self.create(options)
+        applier = self.create(options)
+        applier.schema_policy = policy
+        return applier
 
 
 def scope_of(factory: object, override: str | None = None) -> str:

@@ -26,6 +26,13 @@ For one applier, ``Dispatcher.run`` loops:
    (CutHead) and applied-GTID set are saved every ``save_interval`` seconds, after every
    unit (a window, or one columns call) for non-idempotent appliers, and when the run ends.
 
+A schema event (a ``SchemaEntry``) is a barrier of its own: what is held is flushed, every
+queued operation is waited for, then ``SchemaDelivery`` hands it to the applier under its
+``schema_policy`` on this thread, and only then is its entry done and the next entry admitted
+-- so the applier sees it after every earlier transaction and before any later one. A ``stop``
+(or a failed change) ends the run with ``DispatcherError``, the entry not done: the saved
+position is right before it.
+
 A restart after a crash replays from the saved position; see ``progress`` for why that never
 skips or reorders a row's changes. ``run`` returns when the log is exhausted (or at
 ``max_index``), or, with ``follow``, when ``stop()`` is called. An applier or dead-letter log
@@ -57,13 +64,20 @@ from gateway.core.reducer import reduce_ops as _reduce_ops
 from gateway.core.rowops import Gtid, MalformedTransactionError, RowOp
 from gateway.v1 import transaction_pb2
 
-from .contract import Applier, ColumnsApplier, out_of_space, unavailable_text
+from .contract import (
+    Applier,
+    ColumnsApplier,
+    SchemaStopError,
+    out_of_space,
+    unavailable_text,
+)
 from .deadletter import DeadLetterLog
 from .durable import hold
 from .metrics import ApplierMetrics
 from .position import ApplierPosition, PositionStore, PositionStoreError
 from .progress import ProgressTracker, Unit
-from .source import CommittedEntry, EntrySource
+from .schema_delivery import SchemaDelivery, SchemaHook
+from .source import CommittedEntry, EntrySource, SchemaEntry
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
 __all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
@@ -175,12 +189,14 @@ class Dispatcher:
                  publish_metrics: MetricsSink | None = None,
                  on_dead_letter: DeadLetterHook | None = None,
                  on_position_saved: PositionHook | None = None,
-                 metrics: ApplierMetrics | None = None) -> None:
+                 metrics: ApplierMetrics | None = None,
+                 on_schema_event: SchemaHook | None = None) -> None:
         """``on_position_saved(position)`` is called after every durable save of the
         position, on the thread that saved it (the node replicates cluster-scoped appliers'
         positions from it); it must return quickly and not raise. ``metrics``: counters to
         continue (a node that runs an applier in several dispatchers one after the other);
-        new ones by default."""
+        new ones by default. ``on_schema_event(applier, event, outcome)``: told every schema
+        event passed, in log order (the ``gateway_schema_event`` hook)."""
         self.applier = applier
         self.source = source
         self.config = config or DispatcherConfig()
@@ -212,6 +228,8 @@ class Dispatcher:
         self._no_elide = 0  # log entries up to it are reduced without insert-delete elision
         self._runner = BatchRunner(applier, self.config.retry, self.metrics,
                                    self._dead_letter_op, self._stop)
+        self.schema = SchemaDelivery(applier, self.config.retry, self.metrics, self._stop,
+                                     on_schema_event)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -257,6 +275,11 @@ class Dispatcher:
         backfill = tracker.backfill
         self._no_elide = backfill.replay_until if backfill is not None else 0
         self.metrics.set(watermark=tracker.watermark)
+        start_schema = getattr(self.applier, "start_schema", None)
+        versions = getattr(self.source, "schema_versions", None)
+        if start_schema is not None and versions is not None:
+            # the schema events before the position are not read again (contract.py)
+            start_schema(versions(tracker.watermark))
         assembler = SegmentAssembler()
         self._workers = [
             PartitionWorker(n, self._runner, self.applier.capabilities.max_batch,
@@ -304,6 +327,8 @@ class Dispatcher:
             pass
         finally:
             self._shutdown()
+        if isinstance(self._failure, SchemaStopError):  # names the applier already
+            raise DispatcherError(str(self._failure))
         if self._failure is not None:
             raise DispatcherError(f"applier {self.applier.name!r}: "
                                   f"{type(self._failure).__name__}: {self._failure}")
@@ -342,6 +367,7 @@ class Dispatcher:
         stamps: list[int] = []
         whole = 0  # entries with a head: whole transactions, not rolled back
         bare = 0  # entries holding no transaction (epoch markers, no-ops, positions...)
+        schemas = 0  # schema events among the bare ones
         for entry in run:
             head = entry.head  # the source read these without parsing the transaction
             if head is not None:
@@ -354,6 +380,8 @@ class Dispatcher:
                 gtids.append(None)
                 stamps.append(0)
                 bare += 1
+                if type(entry) is SchemaEntry:
+                    schemas += 1
             else:
                 gtids.append(Gtid(txn.gtid.server_id, txn.gtid.trans_id))
                 stamps.append(txn.commit_timestamp_ns)
@@ -367,7 +395,7 @@ class Dispatcher:
                 skipped = len(present) - (len(gtids) - gtids.count(None))
         self.metrics.add(entries_read=len(run), skipped=skipped)
         if (whole and whole + bare == len(run) and not skipped and self._columns
-                and WIRES_IN_C and not len(assembler)
+                and not schemas and WIRES_IN_C and not len(assembler)
                 and self._apply_whole_run(run, gtids, bare)):
             return
         finished: list[int] = []
@@ -375,7 +403,10 @@ class Dispatcher:
         try:
             for entry, gtid in zip(run, gtids, strict=True):
                 if gtid is None:
-                    finished.append(entry.index)
+                    if schemas and type(entry) is SchemaEntry:
+                        self._admit_schema(entry)
+                    else:
+                        finished.append(entry.index)
                     continue
                 try:
                     if entry.head is not None:
@@ -410,6 +441,24 @@ class Dispatcher:
             if finished:
                 self._finish(finished)
 
+    def _admit_schema(self, entry: SchemaEntry) -> None:
+        """Deliver a schema event after everything before it and before anything after it
+        (module docstring); its entry is done once the applier has taken it."""
+        self._deliver_schema(entry)
+        self._finish([entry.index])
+
+    def _deliver_schema(self, entry: SchemaEntry) -> None:
+        """Hand ``entry``'s schema events over once everything before them is applied; a
+        stop (or a failed change) ends the run with the entry not done."""
+        self._flush()
+        self._wait_drained()
+        try:
+            for event in entry.events:
+                self.schema.deliver(entry.index, event)
+        except SchemaStopError as exc:
+            self._fail(exc)
+            raise Stopped from None
+
     def _admit_replicated(self, entry: CommittedEntry) -> None:
         """An entry holding several whole transactions (a replicated epoch): one unit, so the
         entry counts as done only when all of them are applied (a window in progress is
@@ -420,6 +469,8 @@ class Dispatcher:
         with self._lock:
             tracker.register(entry.index, first)
         self.metrics.add(entries_read=1)
+        if type(entry) is SchemaEntry:  # its schema events first (docs/schema.md)
+            self._deliver_schema(entry)
         self._flush()
         fresh: list[AssembledTransaction] = []
         for txn in entry.replicated:

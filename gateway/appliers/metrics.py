@@ -3,9 +3,9 @@
 Counters only grow: ``entries_read``, ``transactions`` (complete transactions reduced),
 ``rolled_back``, ``skipped`` (already applied per the GTID set), ``ops_in`` (operations before
 reduction), ``ops_out`` (after), ``applied_ops``, ``batches``, ``retries``, ``dead_letters``,
-``barriers``, ``column_windows``. Gauges: ``lag_entries`` (committed entries not yet under
-the watermark), ``lag_seconds`` (age of the oldest such entry by its commit timestamp; 0 when
-caught up),
+``barriers``, ``column_windows``, ``schema_events``, ``schema_unsupported``. Gauges:
+``lag_entries`` (committed entries not yet under the watermark), ``lag_seconds`` (age of
+the oldest such entry by its commit timestamp; 0 when caught up),
 ``watermark`` and ``queued_ops``. ``snapshot()`` is what the ``gateway_publish_metrics`` hook
 receives.
 """
@@ -35,6 +35,8 @@ class ApplierMetrics:
     dead_letters: int = 0
     barriers: int = 0
     column_windows: int = 0  # windows applied column by column (gateway.core.insert_columns)
+    schema_events: int = 0  # schema events passed (applied, ignored or not supported)
+    schema_unsupported: int = 0  # schema events the store could not make (schema_delivery)
     lag_entries: int = 0
     lag_seconds: float = 0.0
     watermark: int = 0

@@ -5,7 +5,8 @@ over its Raft WAL (committed entries only). Two implementations live here:
 
 - ``LogFileSource``: a standalone log file (``gateway log write``), a record stream of tagged
   messages. An entry's index is the record's ordinal, from 1; records that are not
-  transactions (epoch markers, ...) are entries too, with ``transaction=None``. The file may
+  transactions (epoch markers, ...) are entries too, with ``transaction=None``; a schema
+  event (``SCHEMA_EVENT``) is a ``SchemaEntry``. The file may
   grow while it is read (only whole records followed by their separator are read). A damaged
   range or an undecodable record stops reading with ``EntrySourceError``: skipping it would
   shift every later index and corrupt positions.
@@ -23,7 +24,9 @@ from typing import Protocol
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError
 from gateway.core.stuffing import SEPARATOR
-from gateway.v1 import transaction_pb2
+from gateway.schema.codec import event_from_proto
+from gateway.schema.model import SchemaError, SchemaEvent
+from gateway.v1 import schema_pb2, transaction_pb2
 
 __all__ = [
     "CommittedEntry",
@@ -32,6 +35,7 @@ __all__ = [
     "EntrySourceError",
     "LogFileSource",
     "MemorySource",
+    "SchemaEntry",
     "StoreInstalledError",
 ]
 
@@ -129,8 +133,49 @@ class CommittedEntry:
                 f"replicated={self.replicated!r}, wire={self.wire!r}, head={self.head!r})")
 
 
+class SchemaEntry(CommittedEntry):
+    """A committed log entry that applied schema events (``events``, in order; ``schema`` is
+    the first): a ``SCHEMA_EVENT`` entry, or a replicated epoch whose schema events came on a
+    channel before its transactions (``replicated``). The dispatcher hands the events to the
+    applier after every earlier entry, then the entry's transactions, before any later entry
+    (``gateway.appliers.contract``, "Schema changes")."""
+
+    __slots__ = ("events", "schema")
+
+    def __init__(self, index: int, schema: SchemaEvent | tuple[SchemaEvent, ...],
+                 replicated: tuple[transaction_pb2.Transaction, ...] = ()) -> None:
+        super().__init__(index, None, replicated)
+        self.events = schema if isinstance(schema, tuple) else (schema,)
+        self.schema = self.events[0]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SchemaEntry):
+            return NotImplemented if not isinstance(other, CommittedEntry) else False
+        return (self.index, self.events, self.replicated) == \
+            (other.index, other.events, other.replicated)
+
+    def __repr__(self) -> str:
+        return (f"SchemaEntry(index={self.index!r}, events={self.events!r}, "
+                f"replicated={self.replicated!r})")
+
+
+def versions_upto(items: Sequence[object], upto: int) -> dict[str, int]:
+    """Each table's schema version after the first ``upto`` items (schema events among
+    them), for ``schema_versions``."""
+    out: dict[str, int] = {}
+    for item in items[:max(upto, 0)]:
+        if isinstance(item, SchemaEvent):
+            out[item.table] = item.version
+    return out
+
+
 class EntrySource(Protocol):
-    """Committed log entries, indexed from 1 without gaps."""
+    """Committed log entries, indexed from 1 without gaps.
+
+    A source may also offer ``schema_versions(index) -> dict[str, int]``: each table's schema
+    version as of entry ``index`` (its last schema event at or before it), which the
+    dispatcher hands to an applier with ``start_schema`` when a run begins -- the events
+    before its position are not read again."""
 
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         """Entries ``from_index, from_index + 1, ...``: at most ``max_entries``, fewer (maybe
@@ -143,13 +188,15 @@ class EntrySource(Protocol):
 
 
 class MemorySource:
-    """Transactions in a list; entry ``i`` is ``items[i - 1]``. ``append`` is thread-safe."""
+    """Transactions in a list; entry ``i`` is ``items[i - 1]``; an item that is a schema event
+    is a ``SchemaEntry``. ``append`` is thread-safe."""
 
-    def __init__(self, items: Sequence[transaction_pb2.Transaction | None] = ()) -> None:
+    def __init__(self, items: Sequence[transaction_pb2.Transaction | SchemaEvent | None] = ()
+                 ) -> None:
         self._items = list(items)
         self._lock = threading.Lock()
 
-    def append(self, item: transaction_pb2.Transaction | None) -> int:
+    def append(self, item: transaction_pb2.Transaction | SchemaEvent | None) -> int:
         """Add one entry; return its index."""
         with self._lock:
             self._items.append(item)
@@ -159,11 +206,23 @@ class MemorySource:
         with self._lock:
             start = max(from_index, 1) - 1
             chunk = self._items[start : start + max_entries]
-        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [_entry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         with self._lock:
             return len(self._items)
+
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of entry ``index``."""
+        with self._lock:
+            return versions_upto(self._items, index)
+
+
+def _entry(index: int, item: transaction_pb2.Transaction | SchemaEvent | None
+           ) -> CommittedEntry:
+    if item is None or isinstance(item, transaction_pb2.Transaction):
+        return CommittedEntry(index, item)
+    return SchemaEntry(index, item)
 
 
 class LogFileSource:
@@ -171,7 +230,7 @@ class LogFileSource:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._entries: list[transaction_pb2.Transaction | None] = []
+        self._entries: list[transaction_pb2.Transaction | SchemaEvent | None] = []
         self._consumed = 0  # file offset up to which records were parsed (a separator)
         if not self.path.is_file():
             raise EntrySourceError(f"{self.path}: no such log file")
@@ -198,10 +257,13 @@ class LogFileSource:
                     f"{self._consumed + rec.offset} (run `gateway log verify`)")
             try:
                 msg = messages.unpack(rec.payload, base_offset=self._consumed + rec.offset)
-            except MessageDecodeError as exc:
-                raise EntrySourceError(f"{self.path}: record {len(self._entries) + 1}: "
-                                       f"{exc}") from None
-            self._entries.append(msg if isinstance(msg, transaction_pb2.Transaction) else None)
+                item = (msg if isinstance(msg, transaction_pb2.Transaction)
+                        else event_from_proto(msg) if isinstance(msg, schema_pb2.SchemaEvent)
+                        else None)
+            except (MessageDecodeError, SchemaError) as exc:
+                raise EntrySourceError(f"{self.path}: record {len(self._entries) + 1} at "
+                                       f"offset {self._consumed + rec.offset}: {exc}") from None
+            self._entries.append(item)
             expected = rec.end + len(SEPARATOR)
         if expected < len(chunk):
             raise EntrySourceError(
@@ -214,8 +276,12 @@ class LogFileSource:
             self._refresh()
         start = max(from_index, 1) - 1
         chunk = self._entries[start : start + max_entries]
-        return [CommittedEntry(start + 1 + i, t) for i, t in enumerate(chunk)]
+        return [_entry(start + 1 + i, t) for i, t in enumerate(chunk)]
 
     def last_index(self) -> int:
         self._refresh()
         return len(self._entries)
+
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of entry ``index``."""
+        return versions_upto(self._entries, index)

@@ -27,6 +27,11 @@
   (``INSERT OR REPLACE ... VALUES (...), (...)``, ``DELETE ... WHERE key IN (...)``), within
   SQLite's limit of parameters per statement. SQLite inserts a statement's rows in order,
   so the database ends as one statement per row leaves it; UPDATE runs row by row.
+- Schema events (``apply_schema``): the table is created, altered or dropped as the event
+  says, with its version recorded in ``_gateway_schema`` in the same transaction
+  (``gateway.appliers.sqlite_schema``: idempotent on replay); rows of a declared table are
+  fitted to its current columns (renamed names followed, dropped columns left out). Tables
+  without schema events are created and widened by their rows, as above.
 - ``apply_columns`` is the bulk entry point (the Spark bulk apply): reduced operations given
   column by column (``ColumnOps``: one table, one kind, the same columns in every row) run
   through ``executemany`` with the same statements, value conversions, table creation and
@@ -50,6 +55,7 @@ database file (retried until space returns, never dead-lettered); an I/O error
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import sqlite3
@@ -64,6 +70,7 @@ from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
 from gateway.core.sql_value import SqlValue
 from gateway.core.sqlauth import SqlAuthorizer
 from gateway.hookspecs import hookimpl
+from gateway.schema.model import SchemaEvent
 from gateway.v1 import applier_pb2, value_pb2
 
 from .contract import (
@@ -79,6 +86,7 @@ from .contract import (
     UnsupportedOperationError,
 )
 from .position import ApplierPosition, GtidSet, position_message, position_of
+from .sqlite_schema import SCHEMA_DDL, Declared, change, declared_tables, table_ref
 
 __all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers",
            "unsigned_blob", "unsigned_value"]
@@ -112,6 +120,7 @@ _SYSTEM_DDL = (
     "CREATE TABLE IF NOT EXISTS _gateway_tables (name TEXT PRIMARY KEY, schema TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS _gateway_position (applier TEXT PRIMARY KEY, "
     "position BLOB NOT NULL)",
+    SCHEMA_DDL,
 )
 
 
@@ -349,6 +358,9 @@ class SqliteApplier(Applier):
                 for ddl in _SYSTEM_DDL:
                     conn.execute(ddl)
                 _convert_gtid_rows(conn)
+            #: Tables with a schema version, by name (replaced whole, never changed in place:
+            #: read without a lock by the workers).
+            self._declared: dict[str, Declared] = declared_tables(conn)
         finally:
             conn.close()
 
@@ -381,6 +393,9 @@ class SqliteApplier(Applier):
     # -- applying ------------------------------------------------------------------------------
 
     def apply(self, ops: Sequence[RowOp]) -> None:
+        if self._declared:
+            ops = self._fit_ops(ops)
+
         def body(conn: sqlite3.Connection, created: dict[TableRef, set[str]]) -> None:
             for run in _runs(ops):
                 if len(run) == 1:
@@ -402,6 +417,9 @@ class SqliteApplier(Applier):
         the reduced operations of one bulk unit. Each row ends as ``apply`` of its ``RowOp``
         leaves it: same statements, conversions and table creation."""
         count = 0
+        if self._declared:
+            batches = [self._fit_batch(b) for b in batches]
+            ops = self._fit_ops(ops)
 
         def body(conn: sqlite3.Connection, created: dict[TableRef, set[str]]) -> None:
             nonlocal count
@@ -415,6 +433,61 @@ class SqliteApplier(Applier):
 
         self._transaction(body)
         return count
+
+    # -- schema events (gateway.appliers.sqlite_schema) -----------------------------------------
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """Make the schema change ``event`` in the database, with its version, in one
+        transaction; a change at or below the table's recorded version does nothing (a
+        replay). Raises ``UnsupportedOperationError`` for what this SQLite cannot do."""
+        ref = table_ref(event.table)
+        def body(conn: sqlite3.Connection, _created: dict[TableRef, set[str]]) -> None:
+            change(conn, event, _affinity)
+
+        self._transaction(body)
+        conn = self._conn()
+        declared = declared_tables(conn)
+        with self._lock:
+            self._columns.pop(ref, None)  # re-read: columns may be gone or renamed
+            self._declared = declared
+
+    def _fit_ops(self, ops: Sequence[RowOp]) -> Sequence[RowOp]:
+        """``ops`` with the rows of declared tables fitted to their current columns
+        (``Declared.fit``); the same sequence when nothing needs it."""
+        declared = self._declared
+        out: list[RowOp] | None = None
+        for n, op in enumerate(ops):
+            d = declared.get(op.table.name)
+            if d is None or op.kind is OpKind.SQL:
+                continue
+            cols = d.fit(op.columns)
+            keys = d.fit(op.key_columns)
+            if cols is None and keys is None:
+                continue
+            if out is None:
+                out = list(ops[:n])
+                out.extend(ops[n:])
+            new = op
+            if cols is not None:
+                new = dataclasses.replace(new, columns=cols[0],
+                                          values=tuple(op.values[i] for i in cols[1]))
+            if keys is not None and len(keys[0]) == len(op.key_columns):
+                new = dataclasses.replace(new, key_columns=keys[0])
+            out[n] = new
+        return ops if out is None else out
+
+    def _fit_batch(self, batch: ColumnOps) -> ColumnOps:
+        d = self._declared.get(batch.table.name)
+        if d is None:
+            return batch
+        cols = d.fit(batch.columns)
+        keys = d.fit(batch.key_columns)
+        if cols is not None:
+            batch = dataclasses.replace(batch, columns=cols[0],
+                                        values=[batch.values[i] for i in cols[1]])
+        if keys is not None and len(keys[0]) == len(batch.key_columns):
+            batch = dataclasses.replace(batch, key_columns=keys[0])
+        return batch
 
     def _transaction(self, body: Callable[[sqlite3.Connection, dict[TableRef, set[str]]],
                                           None]) -> None:
@@ -591,10 +664,11 @@ class SqliteApplier(Applier):
                 for (name,) in conn.execute("SELECT name FROM _gateway_tables").fetchall():
                     conn.execute(f"DROP TABLE IF EXISTS {_q(name)}")
                 for table in ("_gateway_tables", "_gateway_applied_ranges",
-                              "_gateway_applied_sql", "_gateway_position"):
+                              "_gateway_applied_sql", "_gateway_position", "_gateway_schema"):
                     conn.execute(f"DELETE FROM {table}")
             with self._lock:
                 self._columns.clear()
+                self._declared = {}
 
     # -- the position this database holds (gateway.appliers.durable) ---------------------------
 
@@ -762,8 +836,13 @@ def _convert_gtid_rows(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE _gateway_applied")
 
 
+def _affinity(field_type: int) -> str:
+    """The declared type of a column of ``field_type`` (module docstring)."""
+    return _AFFINITY.get(field_type, "TEXT")
+
+
 def _column_ddl(col: Column) -> str:
-    return f"{_q(col.name)} {_AFFINITY.get(col.type, 'TEXT')}"
+    return f"{_q(col.name)} {_affinity(col.type)}"
 
 
 def _create(options: Mapping[str, str]) -> SqliteApplier:

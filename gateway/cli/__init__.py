@@ -19,6 +19,7 @@ from .channel import channel
 from .conflicts import conflicts
 from .console import console
 from .log import log
+from .schema import schema
 from .store import store
 
 
@@ -34,6 +35,7 @@ main.add_command(channel)
 main.add_command(conflicts)
 main.add_command(alarm)
 main.add_command(console)
+main.add_command(schema)
 cli_plugins.attach(main)  # --plugins A,B, `gateway plugins`, plugin subcommands
 cli_appliers.attach(main)  # `gateway apply`, `gateway deadletter`
 cli_node.attach(main)  # `gateway run`, `sql`, `get`, `status`, `cluster`, `certs`

@@ -105,7 +105,8 @@ def apply_command(ctx: click.Context, logfile: str, applier_name: str,
                               retry=RetryPolicy(max_attempts=max_attempts))
     dispatcher = Dispatcher(applier, source, state_dir or f"{logfile}.state", config=config,
                             publish_metrics=plugins.publish_metrics(pm),
-                            on_dead_letter=plugins.dead_letter_notifier(pm))
+                            on_dead_letter=plugins.dead_letter_notifier(pm),
+                            on_schema_event=plugins.schema_notifier(pm))
     try:
         # from what the target itself durably holds, when it can tell (appliers.durable)
         reconcile(applier, dispatcher.positions, dispatcher.positions.load(),

@@ -32,7 +32,15 @@ from gateway.core import messages, records
 from gateway.core.fileio import local_fs
 from gateway.core.messages import MessageDecodeError, TypeTag
 from gateway.core.stuffing import SEPARATOR
-from gateway.v1 import applier_pb2, epoch_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
+from gateway.v1 import (
+    applier_pb2,
+    epoch_pb2,
+    gtid_pb2,
+    schema_pb2,
+    statement_pb2,
+    transaction_pb2,
+    value_pb2,
+)
 
 __all__ = [
     "LogEntry",
@@ -384,6 +392,15 @@ def render_text(entry: LogEntry) -> list[str]:
         return [_apply_status_line(msg)]
     if isinstance(msg, applier_pb2.ApplierPosition):
         return [f"# Applier position: {msg.applier} at log index {msg.log_index}"]
+    if isinstance(msg, schema_pb2.SchemaEvent):  # docs/schema.md
+        from gateway.cli.schema import describe_event
+        from gateway.schema.codec import event_from_proto
+        from gateway.schema.model import SchemaError
+
+        try:
+            return [f"# Schema: {msg.table} {describe_event(event_from_proto(msg))}"]
+        except SchemaError as exc:
+            return [f"# Schema: {msg.table}: damaged event ({exc}) at offset {entry.offset}"]
     return [f"# {entry.tag.name} at offset {entry.offset}"]
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gateway.cli.sql import SelectQuery
     from gateway.client import GatewayClient
     from gateway.node.base.config import NodeConfig
+    from gateway.node.server import GatewayNode
     from gateway.v1 import gateway_pb2
 
 T = TypeVar("T")
@@ -134,7 +135,9 @@ def run_command(ctx: click.Context, /, config_path: str | None, run_plugins: str
     """
     from gateway.node.api.metrics import configure_logging
     from gateway.node.base.config import ConfigError, load_config
+    from gateway.node.loop import memory_report
 
+    memory_report.maybe_trace()  # GATEWAY_MEMORY_TRACE: from here on (benchmarks only)
     if flags.get("appliers") is not None and flags["appliers"] == "":
         flags["appliers"] = {}
     try:
@@ -202,10 +205,26 @@ def _choose_appliers(ctx: click.Context, cfg: NodeConfig, run_plugins: str | Non
     return cfg, pm
 
 
+def _report_memory(node: GatewayNode) -> None:
+    """``GATEWAY_MEMORY_REPORT``: start the node's memory report (gateway.node.loop.
+    memory_report; benchmarks/bench_memory.py reads it)."""
+    from gateway.node.loop import memory_report
+
+    def components() -> dict[str, int]:
+        st = node.sm.store.stats()
+        return {"memtable": st["memtable_bytes"], "immutable_memtables": st["immutable_bytes"],
+                "block_cache": st["cache_bytes"],
+                "raft_entry_cache": node.storage.cached_bytes,
+                "log_file_reads": node.storage.file_reads}
+
+    memory_report.start(node.config.node_id, components, node.sm.path)
+
+
 async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     from gateway.appliers.contract import ApplierConfigError
     from gateway.node.base.config import ConfigError
     from gateway.node.loop import gc_policy
+    from gateway.node.loop.malloc_trim import MallocTrimmer
     from gateway.node.server import GatewayNode, NodeStartError
     from gateway.plugins import PluginError
 
@@ -215,6 +234,9 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
         raise _StartFailed(str(exc)) from None
     gc_policy.settle()  # start-up's objects are never traced again (gateway.node.loop.gc_policy)
+    trimmer = MallocTrimmer(cfg.malloc_trim_ms / 1000)  # freed memory back to the OS
+    trimmer.start()
+    _report_memory(node)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -229,6 +251,7 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     for w in pending:
         w.cancel()
     await node.stop()
+    trimmer.stop()
     if node.failure:
         raise _StartFailed(f"node {cfg.node_id} stopped: {node.failure}")
 
@@ -253,10 +276,19 @@ def sql_command(target: str, token: str | None, ca: str | None, timeout: float, 
         gateway sql "INSERT INTO shop.items (id, name) VALUES (1, 'a')"
         gateway sql "SELECT * FROM shop.items WHERE id = 1"
         gateway sql "SELECT id, name FROM shop.items WHERE id BETWEEN 1 AND 10 LIMIT 5"
+        gateway sql "ALTER TABLE shop.items ADD COLUMN c INT DEFAULT 0"
     """
     from gateway.cli.sql import SqlError, is_select, parse_select, sql_to_write
+    from gateway.cli.sql_ddl import is_ddl, parse_ddl
 
     try:
+        if is_ddl(text):  # CREATE/ALTER/DROP TABLE: a schema change (docs/schema.md)
+            req = parse_ddl(text)
+            with _client(target, token, ca, timeout) as c:
+                got = _call(lambda: c.change_schema(req, timeout=timeout))
+            click.echo(f"{req.table} version {got.version}")
+            click.echo(f"log_index {got.log_index}", err=True)
+            return
         if is_select(text):
             _select(target, token, ca, timeout, parse_select(text), consistency)
             return
@@ -422,6 +454,9 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
     if st.conflict_rules or st.conflict_role not in ("", "NONE"):
         click.echo(f"  conflicts role {st.conflict_role or 'NONE'}, "
                    f"{len(st.conflict_rules)} rule(s) (gateway conflicts rules)")
+    for t in st.tables:  # schema versions (gateway schema show|history)
+        click.echo(f"  table {t.table} version {t.version}"
+                   + (" (dropped)" if t.dropped else " (implicit)" if t.implicit else ""))
 
 
 def channel_lines(chans: Iterable[gateway_pb2.ChannelStatus]) -> list[str]:

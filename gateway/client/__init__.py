@@ -63,6 +63,8 @@ from gateway.v1 import (
     gateway_pb2,
     gateway_pb2_grpc,
     reads_pb2,
+    schema_pb2,
+    schema_pb2_grpc,
     statement_pb2,
     transaction_pb2,
     value_pb2,
@@ -592,6 +594,40 @@ class GatewayClient(_Base):
         except grpc.RpcError as exc:
             raise error_of(exc) from None
 
+    def _schema_stub(self) -> schema_pb2_grpc.SchemaStub:
+        """A ``Schema`` stub on the current target's channel."""
+        self._stub()  # the channel of the current target exists
+        return schema_pb2_grpc.SchemaStub(self._channels[self.targets[self._current]][0])
+
+    def change_schema(self, request: schema_pb2.SchemaChangeRequest, *,
+                      timeout: float = 60.0) -> schema_pb2.SchemaChangeResponse:
+        """Commit one table-definition change (CREATE TABLE, ADD/DROP/RENAME COLUMN, DROP
+        TABLE; docs/schema.md) and return the definition after it. Admin.
+        INVALID_ARGUMENT for a malformed change, FAILED_PRECONDITION (with the reason) for
+        one that cannot be applied everywhere."""
+        return self._call(lambda s, t: self._schema_stub().ChangeSchema(
+            request, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    def show_table(self, table: str, *, timeout: float | None = None
+                   ) -> schema_pb2.ShowTableResponse:
+        """The definition and version of ``table`` on the node targeted. Read."""
+        try:
+            return self._schema_stub().ShowTable(schema_pb2.ShowTableRequest(table=table),
+                                                 timeout=timeout or self.attempt_timeout,
+                                                 metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    def schema_history(self, table: str, *, timeout: float | None = None
+                       ) -> schema_pb2.SchemaHistoryResponse:
+        """The applied schema events of ``table``, oldest first, on the node targeted. Read."""
+        try:
+            return self._schema_stub().SchemaHistory(
+                schema_pb2.SchemaHistoryRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
     def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
                        counts_only: bool = False, timeout: float | None = None
                        ) -> gateway_pb2.ConflictsListResponse:
@@ -824,6 +860,37 @@ class AsyncGatewayClient(_Base):
             return await getattr(self._stub(), name)(
                 req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
+            raise error_of(exc) from None
+
+    def _schema_stub(self) -> schema_pb2_grpc.SchemaStub:
+        """A ``Schema`` stub on the current target's channel."""
+        self._stub()  # the channel of the current target exists
+        return schema_pb2_grpc.SchemaStub(self._channels[self.targets[self._current]][0])
+
+    async def change_schema(self, request: schema_pb2.SchemaChangeRequest, *,
+                            timeout: float = 60.0) -> schema_pb2.SchemaChangeResponse:
+        """As :meth:`GatewayClient.change_schema`."""
+        return await self._call(lambda s, t: self._schema_stub().ChangeSchema(
+            request, timeout=max(t, timeout), metadata=self._metadata), timeout)
+
+    async def show_table(self, table: str, *, timeout: float | None = None
+                         ) -> schema_pb2.ShowTableResponse:
+        """As :meth:`GatewayClient.show_table`."""
+        try:
+            return await self._schema_stub().ShowTable(
+                schema_pb2.ShowTableRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_of(exc) from None
+
+    async def schema_history(self, table: str, *, timeout: float | None = None
+                             ) -> schema_pb2.SchemaHistoryResponse:
+        """As :meth:`GatewayClient.schema_history`."""
+        try:
+            return await self._schema_stub().SchemaHistory(
+                schema_pb2.SchemaHistoryRequest(table=table),
+                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
             raise error_of(exc) from None
 
     async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",

@@ -51,7 +51,8 @@ def _cluster(v: ClusterView) -> JSON:
                     "term": str(st.term), "epoch": str(st.epoch),
                     "commit_index": str(st.commit_index), "conflict_role":
                     st.conflict_role or "NONE",
-                    "alarms": [as_json(a) for a in st.alarms]})
+                    "alarms": [as_json(a) for a in st.alarms],
+                    "tables": [as_json(t) for t in st.tables]})
         if st.role != "leader":
             doc["error"] = doc["error"] or (
                 f"no leader answered: figures are node {st.node_id}'s ({st.role}); the "

@@ -42,6 +42,7 @@ from gateway.v1 import (
     channel_pb2,
     epoch_pb2,
     replication_pb2,
+    schema_pb2,
     transaction_pb2,
     wal_pb2,
 )
@@ -70,6 +71,8 @@ class TypeTag(IntEnum):
     """``gateway.v1.ApplyStatus``: a standalone reflected apply-status row."""
     REPLICATED_EPOCH = 4
     """``gateway.v1.ReplicatedEpoch``: a sealed epoch of another cluster applied here."""
+    SCHEMA_EVENT = 5
+    """``gateway.v1.SchemaEvent``: one versioned change of a table's definition (issue 57)."""
     WAL_ENTRY = 32
     """``gateway.v1.WalEntry``: one Raft log entry in a WAL segment."""
     WAL_SEGMENT_HEADER = 33
@@ -109,6 +112,7 @@ _CLASSES: dict[TypeTag, type[Message]] = {
     TypeTag.EPOCH_MARKER: epoch_pb2.EpochMarker,
     TypeTag.APPLY_STATUS: epoch_pb2.ApplyStatus,
     TypeTag.REPLICATED_EPOCH: replication_pb2.ReplicatedEpoch,
+    TypeTag.SCHEMA_EVENT: schema_pb2.SchemaEvent,
     TypeTag.CHANNEL_COMMAND: replication_pb2.ChannelCommand,
     TypeTag.CONFLICT_COMMAND: replication_pb2.ConflictCommand,
     TypeTag.ALARM_COMMAND: replication_pb2.AlarmCommand,

@@ -59,6 +59,7 @@ from gateway.node.api.channel_stream import ChannelSourceServicer
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.metrics import serve_metrics
+from gateway.node.api.schema_service import SchemaServicer
 from gateway.node.api.security import (
     TokenAuthInterceptor,
     Tokens,
@@ -104,7 +105,13 @@ from gateway.node.storage.snapshot_files import (
 )
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
-from gateway.v1 import channel_pb2_grpc, gateway_pb2, peer_pb2_grpc, replication_pb2
+from gateway.v1 import (
+    channel_pb2_grpc,
+    gateway_pb2,
+    peer_pb2_grpc,
+    replication_pb2,
+    schema_pb2_grpc,
+)
 
 if TYPE_CHECKING:
     import pluggy
@@ -195,7 +202,8 @@ class GatewayNode:
         os.makedirs(cfg.data_dir, exist_ok=True)
         raft_dir = os.path.join(cfg.data_dir, "raft")
         try:
-            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync)
+            self.storage = RaftLogStorage(raft_dir, fsync=cfg.fsync,
+                                          cache_bytes=cfg.log_cache_bytes)
         except (WalError, SnapshotMetadataError, SnapshotArchiveError, RuntimeError,
                 OSError) as exc:
             # Damage the WAL's recovery may not resolve names its file and byte offset.
@@ -205,7 +213,9 @@ class GatewayNode:
             log.info("bootstrapped a new cluster with members %s", sorted(cfg.peer_map()))
         try:
             self.sm = StoreStateMachine(cfg.data_dir, cluster_id=cfg.cluster_id,
-                                        verify_tables=True)
+                                        verify_tables=True, memtable_bytes=cfg.memtable_bytes,
+                                        max_immutable=cfg.max_immutable_memtables,
+                                        cache_bytes=cfg.block_cache_bytes)
         except Exception as exc:
             self.storage.close()
             hint = f"; {RECOVER_HINT}" if isinstance(exc, CorruptionError) else ""
@@ -395,11 +405,13 @@ class GatewayNode:
         add_reads_service(self.servicer, api)
         channel_pb2_grpc.add_ChannelSourceServicer_to_server(
             ChannelSourceServicer(self.servicer), api)
+        schema_pb2_grpc.add_SchemaServicer_to_server(SchemaServicer(self.servicer), api)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, api)
         reflection.enable_server_reflection(
             (gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name,
-             "gateway.v1.Reads", "gateway.v1.ChannelSource", health.SERVICE_NAME,
+             "gateway.v1.Reads", "gateway.v1.ChannelSource", "gateway.v1.Schema",
+             health.SERVICE_NAME,
              reflection.SERVICE_NAME), api)
         self.api_port = self._bind(api, cfg.api, api_server_credentials(cfg), "api")
         listener = PeerListener(self.transport.received, grpc_path, self._peer_ssl)
@@ -602,7 +614,8 @@ class GatewayNode:
         factories = plugins.applier_factories(pm)
         hosted = NodeAppliers(self.driver, os.path.join(cfg.data_dir, "appliers"),
                               publish_metrics=plugins.publish_metrics(pm),
-                              on_dead_letter=plugins.dead_letter_notifier(pm))
+                              on_dead_letter=plugins.dead_letter_notifier(pm),
+                              on_schema_event=plugins.schema_notifier(pm))
         for name in cfg.appliers:
             if name not in factories:
                 raise NodeStartError(

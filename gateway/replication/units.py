@@ -66,6 +66,12 @@ def unit_items(state: ReplicationState, source_id: int, sealed: SealedEpoch
             trial.watermarks[g.server_id] = g.trans_id
             out.append(item)
             txns += 1
+        elif kind == "schema_event":
+            # a schema event (docs/schema.md): every cluster but its origin takes it (one
+            # already known is a no-op there), and it makes the epoch worth writing
+            if item.schema_event.origin != str(me):
+                out.append(item)
+                txns += 1
         elif kind == "apply_status":
             r = item.apply_status
             if r.applied_by == me:

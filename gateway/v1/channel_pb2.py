@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from gateway.v1 import epoch_pb2 as gateway_dot_v1_dot_epoch__pb2
 from gateway.v1 import gateway_pb2 as gateway_dot_v1_dot_gateway__pb2
+from gateway.v1 import schema_pb2 as gateway_dot_v1_dot_schema__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/channel.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x18gateway/v1/gateway.proto\"\x94\x02\n\x0c\x43hannelHello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x66\x65\x61tures\x18\x02 \x03(\t\x12\x19\n\x11reader_cluster_id\x18\x03 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\x12.\n\x0b\x61\x66ter_epoch\x18\x05 \x01(\x0b\x32\x19.gateway.v1.EpochPosition\x12\x16\n\x0eignore_origins\x18\x06 \x03(\r\x12\x13\n\x0b\x61\x63ked_epoch\x18\x07 \x01(\x04\x12%\n\x04seed\x18\n \x01(\x0b\x32\x17.gateway.v1.SeedRequest\x12(\n\x05holds\x18\x0b \x03(\x0b\x32\x19.gateway.v1.SeedWatermark\"1\n\x0bSeedRequest\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\x11\n\tafter_key\x18\x02 \x01(\x0c\";\n\nChannelAck\x12\x13\n\x0b\x61\x63ked_epoch\x18\x01 \x01(\x04\x12\x18\n\x10source_log_index\x18\x02 \x01(\x04\"d\n\tChannelUp\x12)\n\x05hello\x18\x01 \x01(\x0b\x32\x18.gateway.v1.ChannelHelloH\x00\x12%\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x16.gateway.v1.ChannelAckH\x00\x42\x05\n\x03msg\"\x93\x01\n\x0e\x43hannelWelcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x66\x65\x61tures\x18\x02 \x03(\t\x12\x19\n\x11source_cluster_id\x18\x03 \x01(\r\x12\x1c\n\x14retained_first_index\x18\x04 \x01(\x04\x12\x1c\n\x14retained_first_epoch\x18\x05 \x01(\x04\"\\\n\x0eSourceProgress\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x02 \x01(\x06\x12\x11\n\tlog_index\x18\x03 \x01(\x04\x12\x12\n\nsent_at_ns\x18\x04 \x01(\x06\"\xa0\x02\n\x0b\x43hannelDown\x12-\n\x07welcome\x18\x01 \x01(\x0b\x32\x1a.gateway.v1.ChannelWelcomeH\x00\x12(\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ChangeEventH\x00\x12.\n\x08progress\x18\x03 \x01(\x0b\x32\x1a.gateway.v1.SourceProgressH\x00\x12+\n\nseed_start\x18\n \x01(\x0b\x32\x15.gateway.v1.SeedStartH\x00\x12+\n\nseed_chunk\x18\x0b \x01(\x0b\x32\x15.gateway.v1.SeedChunkH\x00\x12\'\n\x08seed_end\x18\x0c \x01(\x0b\x32\x13.gateway.v1.SeedEndH\x00\x42\x05\n\x03msg\"X\n\tSeedStart\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x18\n\x10source_log_index\x18\x03 \x01(\x04\x12\x11\n\tsource_id\x18\x04 \x01(\r\"j\n\x07SeedRow\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x11\n\ttombstone\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x05 \x01(\r\x12\x11\n\tcommit_ts\x18\x06 \x01(\x06\"c\n\tSeedChunk\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12!\n\x04rows\x18\x02 \x03(\x0b\x32\x13.gateway.v1.SeedRow\x12\x10\n\x08last_key\x18\x03 \x01(\x0c\x12\x10\n\x08\x63hunk_no\x18\x04 \x01(\x04\"\x97\x01\n\x07SeedEnd\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12-\n\x0c\x61pply_status\x18\x03 \x03(\x0b\x32\x17.gateway.v1.ApplyStatus\x12-\n\nwatermarks\x18\x04 \x03(\x0b\x32\x19.gateway.v1.SeedWatermark\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\x04\"1\n\rSeedWatermark\x12\x0e\n\x06origin\x18\x01 \x01(\r\x12\x10\n\x08trans_id\x18\x02 \x01(\x04\"W\n\x07SeedPin\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\x0f\n\x07release\x18\x02 \x01(\x08\x12\x19\n\x11reader_cluster_id\x18\x03 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"\xe4\x01\n\x0bSeedInstall\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x13\n\x0blocal_epoch\x18\x03 \x01(\x04\x12$\n\x05\x62\x65gin\x18\x04 \x01(\x0b\x32\x15.gateway.v1.SeedStart\x12$\n\x05\x63hunk\x18\x05 \x01(\x0b\x32\x15.gateway.v1.SeedChunk\x12 \n\x03\x65nd\x18\x06 \x01(\x0b\x32\x13.gateway.v1.SeedEnd\x12\x0f\n\x07request\x18\x07 \x01(\x08\x12\r\n\x05merge\x18\x08 \x01(\x08\x12\x0e\n\x06\x63\x61ncel\x18\t \x01(\x08\x32M\n\rChannelSource\x12<\n\x06Stream\x12\x15.gateway.v1.ChannelUp\x1a\x17.gateway.v1.ChannelDown(\x01\x30\x01\x42G\n\rio.gateway.v1B\x0c\x43hannelProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18gateway/v1/channel.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x18gateway/v1/gateway.proto\x1a\x17gateway/v1/schema.proto\"\x94\x02\n\x0c\x43hannelHello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x66\x65\x61tures\x18\x02 \x03(\t\x12\x19\n\x11reader_cluster_id\x18\x03 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\x12.\n\x0b\x61\x66ter_epoch\x18\x05 \x01(\x0b\x32\x19.gateway.v1.EpochPosition\x12\x16\n\x0eignore_origins\x18\x06 \x03(\r\x12\x13\n\x0b\x61\x63ked_epoch\x18\x07 \x01(\x04\x12%\n\x04seed\x18\n \x01(\x0b\x32\x17.gateway.v1.SeedRequest\x12(\n\x05holds\x18\x0b \x03(\x0b\x32\x19.gateway.v1.SeedWatermark\"1\n\x0bSeedRequest\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\x11\n\tafter_key\x18\x02 \x01(\x0c\";\n\nChannelAck\x12\x13\n\x0b\x61\x63ked_epoch\x18\x01 \x01(\x04\x12\x18\n\x10source_log_index\x18\x02 \x01(\x04\"d\n\tChannelUp\x12)\n\x05hello\x18\x01 \x01(\x0b\x32\x18.gateway.v1.ChannelHelloH\x00\x12%\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x16.gateway.v1.ChannelAckH\x00\x42\x05\n\x03msg\"\x93\x01\n\x0e\x43hannelWelcome\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x10\n\x08\x66\x65\x61tures\x18\x02 \x03(\t\x12\x19\n\x11source_cluster_id\x18\x03 \x01(\r\x12\x1c\n\x14retained_first_index\x18\x04 \x01(\x04\x12\x1c\n\x14retained_first_epoch\x18\x05 \x01(\x04\"\\\n\x0eSourceProgress\x12\r\n\x05\x65poch\x18\x01 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x02 \x01(\x06\x12\x11\n\tlog_index\x18\x03 \x01(\x04\x12\x12\n\nsent_at_ns\x18\x04 \x01(\x06\"\xa0\x02\n\x0b\x43hannelDown\x12-\n\x07welcome\x18\x01 \x01(\x0b\x32\x1a.gateway.v1.ChannelWelcomeH\x00\x12(\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ChangeEventH\x00\x12.\n\x08progress\x18\x03 \x01(\x0b\x32\x1a.gateway.v1.SourceProgressH\x00\x12+\n\nseed_start\x18\n \x01(\x0b\x32\x15.gateway.v1.SeedStartH\x00\x12+\n\nseed_chunk\x18\x0b \x01(\x0b\x32\x15.gateway.v1.SeedChunkH\x00\x12\'\n\x08seed_end\x18\x0c \x01(\x0b\x32\x13.gateway.v1.SeedEndH\x00\x42\x05\n\x03msg\"X\n\tSeedStart\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x18\n\x10source_log_index\x18\x03 \x01(\x04\x12\x11\n\tsource_id\x18\x04 \x01(\r\"j\n\x07SeedRow\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\x11\n\ttombstone\x18\x03 \x01(\x08\x12\r\n\x05\x65poch\x18\x04 \x01(\x04\x12\x0e\n\x06\x61uthor\x18\x05 \x01(\r\x12\x11\n\tcommit_ts\x18\x06 \x01(\x06\"c\n\tSeedChunk\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12!\n\x04rows\x18\x02 \x03(\x0b\x32\x13.gateway.v1.SeedRow\x12\x10\n\x08last_key\x18\x03 \x01(\x0c\x12\x10\n\x08\x63hunk_no\x18\x04 \x01(\x04\"\xc8\x01\n\x07SeedEnd\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12-\n\x0c\x61pply_status\x18\x03 \x03(\x0b\x32\x17.gateway.v1.ApplyStatus\x12-\n\nwatermarks\x18\x04 \x03(\x0b\x32\x19.gateway.v1.SeedWatermark\x12\x0e\n\x06\x63hunks\x18\x05 \x01(\x04\x12/\n\x0eschema_history\x18\x1e \x03(\x0b\x32\x17.gateway.v1.SchemaEvent\"1\n\rSeedWatermark\x12\x0e\n\x06origin\x18\x01 \x01(\r\x12\x10\n\x08trans_id\x18\x02 \x01(\x04\"W\n\x07SeedPin\x12\x0f\n\x07seed_id\x18\x01 \x01(\x04\x12\x0f\n\x07release\x18\x02 \x01(\x08\x12\x19\n\x11reader_cluster_id\x18\x03 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\"\xe4\x01\n\x0bSeedInstall\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x13\n\x0blocal_epoch\x18\x03 \x01(\x04\x12$\n\x05\x62\x65gin\x18\x04 \x01(\x0b\x32\x15.gateway.v1.SeedStart\x12$\n\x05\x63hunk\x18\x05 \x01(\x0b\x32\x15.gateway.v1.SeedChunk\x12 \n\x03\x65nd\x18\x06 \x01(\x0b\x32\x13.gateway.v1.SeedEnd\x12\x0f\n\x07request\x18\x07 \x01(\x08\x12\r\n\x05merge\x18\x08 \x01(\x08\x12\x0e\n\x06\x63\x61ncel\x18\t \x01(\x08\x32M\n\rChannelSource\x12<\n\x06Stream\x12\x15.gateway.v1.ChannelUp\x1a\x17.gateway.v1.ChannelDown(\x01\x30\x01\x42G\n\rio.gateway.v1B\x0c\x43hannelProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,34 +35,34 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.channel_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\014ChannelProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
-  _globals['_CHANNELHELLO']._serialized_start=91
-  _globals['_CHANNELHELLO']._serialized_end=367
-  _globals['_SEEDREQUEST']._serialized_start=369
-  _globals['_SEEDREQUEST']._serialized_end=418
-  _globals['_CHANNELACK']._serialized_start=420
-  _globals['_CHANNELACK']._serialized_end=479
-  _globals['_CHANNELUP']._serialized_start=481
-  _globals['_CHANNELUP']._serialized_end=581
-  _globals['_CHANNELWELCOME']._serialized_start=584
-  _globals['_CHANNELWELCOME']._serialized_end=731
-  _globals['_SOURCEPROGRESS']._serialized_start=733
-  _globals['_SOURCEPROGRESS']._serialized_end=825
-  _globals['_CHANNELDOWN']._serialized_start=828
-  _globals['_CHANNELDOWN']._serialized_end=1116
-  _globals['_SEEDSTART']._serialized_start=1118
-  _globals['_SEEDSTART']._serialized_end=1206
-  _globals['_SEEDROW']._serialized_start=1208
-  _globals['_SEEDROW']._serialized_end=1314
-  _globals['_SEEDCHUNK']._serialized_start=1316
-  _globals['_SEEDCHUNK']._serialized_end=1415
-  _globals['_SEEDEND']._serialized_start=1418
-  _globals['_SEEDEND']._serialized_end=1569
-  _globals['_SEEDWATERMARK']._serialized_start=1571
-  _globals['_SEEDWATERMARK']._serialized_end=1620
-  _globals['_SEEDPIN']._serialized_start=1622
-  _globals['_SEEDPIN']._serialized_end=1709
-  _globals['_SEEDINSTALL']._serialized_start=1712
-  _globals['_SEEDINSTALL']._serialized_end=1940
-  _globals['_CHANNELSOURCE']._serialized_start=1942
-  _globals['_CHANNELSOURCE']._serialized_end=2019
+  _globals['_CHANNELHELLO']._serialized_start=116
+  _globals['_CHANNELHELLO']._serialized_end=392
+  _globals['_SEEDREQUEST']._serialized_start=394
+  _globals['_SEEDREQUEST']._serialized_end=443
+  _globals['_CHANNELACK']._serialized_start=445
+  _globals['_CHANNELACK']._serialized_end=504
+  _globals['_CHANNELUP']._serialized_start=506
+  _globals['_CHANNELUP']._serialized_end=606
+  _globals['_CHANNELWELCOME']._serialized_start=609
+  _globals['_CHANNELWELCOME']._serialized_end=756
+  _globals['_SOURCEPROGRESS']._serialized_start=758
+  _globals['_SOURCEPROGRESS']._serialized_end=850
+  _globals['_CHANNELDOWN']._serialized_start=853
+  _globals['_CHANNELDOWN']._serialized_end=1141
+  _globals['_SEEDSTART']._serialized_start=1143
+  _globals['_SEEDSTART']._serialized_end=1231
+  _globals['_SEEDROW']._serialized_start=1233
+  _globals['_SEEDROW']._serialized_end=1339
+  _globals['_SEEDCHUNK']._serialized_start=1341
+  _globals['_SEEDCHUNK']._serialized_end=1440
+  _globals['_SEEDEND']._serialized_start=1443
+  _globals['_SEEDEND']._serialized_end=1643
+  _globals['_SEEDWATERMARK']._serialized_start=1645
+  _globals['_SEEDWATERMARK']._serialized_end=1694
+  _globals['_SEEDPIN']._serialized_start=1696
+  _globals['_SEEDPIN']._serialized_end=1783
+  _globals['_SEEDINSTALL']._serialized_start=1786
+  _globals['_SEEDINSTALL']._serialized_end=2014
+  _globals['_CHANNELSOURCE']._serialized_start=2016
+  _globals['_CHANNELSOURCE']._serialized_end=2093
 # @@protoc_insertion_point(module_scope)

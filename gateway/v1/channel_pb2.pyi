@@ -1,5 +1,6 @@
 from gateway.v1 import epoch_pb2 as _epoch_pb2
 from gateway.v1 import gateway_pb2 as _gateway_pb2
+from gateway.v1 import schema_pb2 as _schema_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -137,18 +138,20 @@ class SeedChunk(_message.Message):
     def __init__(self, seed_id: _Optional[int] = ..., rows: _Optional[_Iterable[_Union[SeedRow, _Mapping]]] = ..., last_key: _Optional[bytes] = ..., chunk_no: _Optional[int] = ...) -> None: ...
 
 class SeedEnd(_message.Message):
-    __slots__ = ("seed_id", "epoch", "apply_status", "watermarks", "chunks")
+    __slots__ = ("seed_id", "epoch", "apply_status", "watermarks", "chunks", "schema_history")
     SEED_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     APPLY_STATUS_FIELD_NUMBER: _ClassVar[int]
     WATERMARKS_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_HISTORY_FIELD_NUMBER: _ClassVar[int]
     seed_id: int
     epoch: int
     apply_status: _containers.RepeatedCompositeFieldContainer[_epoch_pb2.ApplyStatus]
     watermarks: _containers.RepeatedCompositeFieldContainer[SeedWatermark]
     chunks: int
-    def __init__(self, seed_id: _Optional[int] = ..., epoch: _Optional[int] = ..., apply_status: _Optional[_Iterable[_Union[_epoch_pb2.ApplyStatus, _Mapping]]] = ..., watermarks: _Optional[_Iterable[_Union[SeedWatermark, _Mapping]]] = ..., chunks: _Optional[int] = ...) -> None: ...
+    schema_history: _containers.RepeatedCompositeFieldContainer[_schema_pb2.SchemaEvent]
+    def __init__(self, seed_id: _Optional[int] = ..., epoch: _Optional[int] = ..., apply_status: _Optional[_Iterable[_Union[_epoch_pb2.ApplyStatus, _Mapping]]] = ..., watermarks: _Optional[_Iterable[_Union[SeedWatermark, _Mapping]]] = ..., chunks: _Optional[int] = ..., schema_history: _Optional[_Iterable[_Union[_schema_pb2.SchemaEvent, _Mapping]]] = ...) -> None: ...
 
 class SeedWatermark(_message.Message):
     __slots__ = ("origin", "trans_id")

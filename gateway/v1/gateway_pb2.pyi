@@ -1,6 +1,7 @@
 from gateway.v1 import epoch_pb2 as _epoch_pb2
 from gateway.v1 import gtid_pb2 as _gtid_pb2
 from gateway.v1 import replication_pb2 as _replication_pb2
+from gateway.v1 import schema_pb2 as _schema_pb2
 from gateway.v1 import statement_pb2 as _statement_pb2
 from gateway.v1 import transaction_pb2 as _transaction_pb2
 from gateway.v1 import value_pb2 as _value_pb2
@@ -191,7 +192,7 @@ class SubscribeRequest(_message.Message):
     def __init__(self, from_log_index: _Optional[int] = ..., after_gtid: _Optional[_Union[_gtid_pb2.Gtid, _Mapping]] = ..., after_epoch: _Optional[_Union[EpochPosition, _Mapping]] = ..., ignore_origins: _Optional[_Iterable[int]] = ..., log_records: _Optional[bool] = ...) -> None: ...
 
 class ChangeEvent(_message.Message):
-    __slots__ = ("log_index", "transaction", "epoch_marker", "apply_status", "epoch", "entry_end", "sealed_at_ns")
+    __slots__ = ("log_index", "transaction", "epoch_marker", "apply_status", "epoch", "entry_end", "sealed_at_ns", "schema_event")
     LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     EPOCH_MARKER_FIELD_NUMBER: _ClassVar[int]
@@ -199,6 +200,7 @@ class ChangeEvent(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ENTRY_END_FIELD_NUMBER: _ClassVar[int]
     SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_EVENT_FIELD_NUMBER: _ClassVar[int]
     log_index: int
     transaction: _transaction_pb2.Transaction
     epoch_marker: _epoch_pb2.EpochMarker
@@ -206,7 +208,8 @@ class ChangeEvent(_message.Message):
     epoch: int
     entry_end: bool
     sealed_at_ns: int
-    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., epoch_marker: _Optional[_Union[_epoch_pb2.EpochMarker, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., epoch: _Optional[int] = ..., entry_end: _Optional[bool] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
+    schema_event: _schema_pb2.SchemaEvent
+    def __init__(self, log_index: _Optional[int] = ..., transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., epoch_marker: _Optional[_Union[_epoch_pb2.EpochMarker, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., epoch: _Optional[int] = ..., entry_end: _Optional[bool] = ..., sealed_at_ns: _Optional[int] = ..., schema_event: _Optional[_Union[_schema_pb2.SchemaEvent, _Mapping]] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()
@@ -259,7 +262,7 @@ class ApplierStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention", "sealed_epoch", "sealed_at_ns")
+    __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention", "sealed_epoch", "sealed_at_ns", "tables")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +286,7 @@ class StatusResponse(_message.Message):
     RETENTION_FIELD_NUMBER: _ClassVar[int]
     SEALED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEALED_AT_NS_FIELD_NUMBER: _ClassVar[int]
+    TABLES_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     cluster_id: int
     role: str
@@ -306,7 +310,8 @@ class StatusResponse(_message.Message):
     retention: LogRetention
     sealed_epoch: int
     sealed_at_ns: int
-    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ..., sealed_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ...) -> None: ...
+    tables: _containers.RepeatedCompositeFieldContainer[_schema_pb2.TableVersion]
+    def __init__(self, node_id: _Optional[int] = ..., cluster_id: _Optional[int] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., leader_id: _Optional[int] = ..., leader_api: _Optional[str] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., last_index: _Optional[int] = ..., first_index: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., appliers: _Optional[_Iterable[_Union[ApplierStatus, _Mapping]]] = ..., last_trans_id: _Optional[int] = ..., epoch: _Optional[int] = ..., channels: _Optional[_Iterable[_Union[ChannelStatus, _Mapping]]] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., conflict_rules: _Optional[_Iterable[_Union[_replication_pb2.ConflictRule, _Mapping]]] = ..., conflict_role: _Optional[str] = ..., alarms: _Optional[_Iterable[_Union[_replication_pb2.SpaceAlarm, _Mapping]]] = ..., slots: _Optional[_Iterable[_Union[SlotStatus, _Mapping]]] = ..., retention: _Optional[_Union[LogRetention, _Mapping]] = ..., sealed_epoch: _Optional[int] = ..., sealed_at_ns: _Optional[int] = ..., tables: _Optional[_Iterable[_Union[_schema_pb2.TableVersion, _Mapping]]] = ...) -> None: ...
 
 class SlotStatus(_message.Message):
     __slots__ = ("slot", "held_entries", "held_bytes", "holds_log")

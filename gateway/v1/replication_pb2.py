@@ -23,10 +23,11 @@ _sym_db = _symbol_database.Default()
 
 
 from gateway.v1 import epoch_pb2 as gateway_dot_v1_dot_epoch__pb2
+from gateway.v1 import schema_pb2 as gateway_dot_v1_dot_schema__pb2
 from gateway.v1 import transaction_pb2 as gateway_dot_v1_dot_transaction__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/replication.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x1cgateway/v1/transaction.proto\"y\n\x0eReplicatedItem\x12.\n\x0btransaction\x18\x01 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12/\n\x0c\x61pply_status\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ApplyStatusH\x00\x42\x06\n\x04item\"\x99\x02\n\x0fReplicatedEpoch\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x14\n\x0csource_epoch\x18\x03 \x01(\x04\x12\x13\n\x0blocal_epoch\x18\x04 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x05 \x01(\x06\x12)\n\x05items\x18\x06 \x03(\x0b\x32\x1a.gateway.v1.ReplicatedItem\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12\x18\n\x10source_log_index\x18\t \x01(\x04\x12\x18\n\x10\x64\x65rived_trans_id\x18\n \x01(\x04\x12\x19\n\x11\x64\x65rived_commit_ts\x18\x0b \x01(\x06\"t\n\x11\x43hannelDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07sources\x18\x02 \x03(\t\x12\x11\n\tsource_id\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0e\n\x06\x63\x61_pem\x18\x05 \x01(\t\x12\x0e\n\x06paused\x18\x06 \x01(\x08\"S\n\x0e\x43hannelCommand\x12\x31\n\ndefinition\x18\x01 \x01(\x0b\x32\x1d.gateway.v1.ChannelDefinition\x12\x0e\n\x06remove\x18\x02 \x01(\x08\"=\n\x0c\x43onflictRule\x12\r\n\x05table\x18\x01 \x01(\t\x12\x10\n\x08\x66unction\x18\x02 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x03 \x03(\t\"U\n\x0f\x43onflictCommand\x12%\n\x03set\x18\x01 \x01(\x0b\x32\x18.gateway.v1.ConflictRule\x12\r\n\x05unset\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\"W\n\nSpaceAlarm\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x12\n\nfree_bytes\x18\x03 \x01(\x04\x12\x16\n\x0emin_free_bytes\x18\x04 \x01(\x04\"E\n\x0c\x41larmCommand\x12%\n\x05\x61larm\x18\x01 \x01(\x0b\x32\x16.gateway.v1.SpaceAlarm\x12\x0e\n\x06\x64isarm\x18\x02 \x01(\x04\"\x99\x01\n\x0b\x43hannelSlot\x12\x19\n\x11reader_cluster_id\x18\x01 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x13\n\x0b\x61\x63ked_epoch\x18\x03 \x01(\x04\x12\x11\n\tlog_index\x18\x04 \x01(\x04\x12\x13\n\x0b\x61\x63ked_at_ns\x18\x05 \x01(\x06\x12\x0c\n\x04lost\x18\x06 \x01(\x08\x12\x13\n\x0blost_reason\x18\x07 \x01(\t\"\xad\x01\n\x0bSlotCommand\x12(\n\x07\x61\x64vance\x18\x01 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12%\n\x04lost\x18\x02 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12%\n\x04\x64rop\x18\x03 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12&\n\x05reset\x18\x04 \x03(\x0b\x32\x17.gateway.v1.ChannelSlotBK\n\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgateway/v1/replication.proto\x12\ngateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x17gateway/v1/schema.proto\x1a\x1cgateway/v1/transaction.proto\"\xaa\x01\n\x0eReplicatedItem\x12.\n\x0btransaction\x18\x01 \x01(\x0b\x32\x17.gateway.v1.TransactionH\x00\x12/\n\x0c\x61pply_status\x18\x02 \x01(\x0b\x32\x17.gateway.v1.ApplyStatusH\x00\x12/\n\x0cschema_event\x18\x1e \x01(\x0b\x32\x17.gateway.v1.SchemaEventH\x00\x42\x06\n\x04item\"\x99\x02\n\x0fReplicatedEpoch\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x11\n\tsource_id\x18\x02 \x01(\r\x12\x14\n\x0csource_epoch\x18\x03 \x01(\x04\x12\x13\n\x0blocal_epoch\x18\x04 \x01(\x04\x12\x14\n\x0csealed_at_ns\x18\x05 \x01(\x06\x12)\n\x05items\x18\x06 \x03(\x0b\x32\x1a.gateway.v1.ReplicatedItem\x12\x12\n\nsegment_id\x18\x07 \x01(\r\x12\x13\n\x0b\x65nd_segment\x18\x08 \x01(\x08\x12\x18\n\x10source_log_index\x18\t \x01(\x04\x12\x18\n\x10\x64\x65rived_trans_id\x18\n \x01(\x04\x12\x19\n\x11\x64\x65rived_commit_ts\x18\x0b \x01(\x06\"t\n\x11\x43hannelDefinition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07sources\x18\x02 \x03(\t\x12\x11\n\tsource_id\x18\x03 \x01(\r\x12\r\n\x05token\x18\x04 \x01(\t\x12\x0e\n\x06\x63\x61_pem\x18\x05 \x01(\t\x12\x0e\n\x06paused\x18\x06 \x01(\x08\"S\n\x0e\x43hannelCommand\x12\x31\n\ndefinition\x18\x01 \x01(\x0b\x32\x1d.gateway.v1.ChannelDefinition\x12\x0e\n\x06remove\x18\x02 \x01(\x08\"=\n\x0c\x43onflictRule\x12\r\n\x05table\x18\x01 \x01(\t\x12\x10\n\x08\x66unction\x18\x02 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x03 \x03(\t\"U\n\x0f\x43onflictCommand\x12%\n\x03set\x18\x01 \x01(\x0b\x32\x18.gateway.v1.ConflictRule\x12\r\n\x05unset\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\"W\n\nSpaceAlarm\x12\x0f\n\x07node_id\x18\x01 \x01(\x04\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x12\n\nfree_bytes\x18\x03 \x01(\x04\x12\x16\n\x0emin_free_bytes\x18\x04 \x01(\x04\"E\n\x0c\x41larmCommand\x12%\n\x05\x61larm\x18\x01 \x01(\x0b\x32\x16.gateway.v1.SpaceAlarm\x12\x0e\n\x06\x64isarm\x18\x02 \x01(\x04\"\x99\x01\n\x0b\x43hannelSlot\x12\x19\n\x11reader_cluster_id\x18\x01 \x01(\r\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x13\n\x0b\x61\x63ked_epoch\x18\x03 \x01(\x04\x12\x11\n\tlog_index\x18\x04 \x01(\x04\x12\x13\n\x0b\x61\x63ked_at_ns\x18\x05 \x01(\x06\x12\x0c\n\x04lost\x18\x06 \x01(\x08\x12\x13\n\x0blost_reason\x18\x07 \x01(\t\"\xad\x01\n\x0bSlotCommand\x12(\n\x07\x61\x64vance\x18\x01 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12%\n\x04lost\x18\x02 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12%\n\x04\x64rop\x18\x03 \x03(\x0b\x32\x17.gateway.v1.ChannelSlot\x12&\n\x05reset\x18\x04 \x03(\x0b\x32\x17.gateway.v1.ChannelSlotBK\n\rio.gateway.v1B\x10ReplicationProtoP\x01Z&gateway/clients/go/gatewayv1;gatewayv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,24 +35,24 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gateway.v1.replication_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\rio.gateway.v1B\020ReplicationProtoP\001Z&gateway/clients/go/gatewayv1;gatewayv1'
-  _globals['_REPLICATEDITEM']._serialized_start=98
-  _globals['_REPLICATEDITEM']._serialized_end=219
-  _globals['_REPLICATEDEPOCH']._serialized_start=222
-  _globals['_REPLICATEDEPOCH']._serialized_end=503
-  _globals['_CHANNELDEFINITION']._serialized_start=505
-  _globals['_CHANNELDEFINITION']._serialized_end=621
-  _globals['_CHANNELCOMMAND']._serialized_start=623
-  _globals['_CHANNELCOMMAND']._serialized_end=706
-  _globals['_CONFLICTRULE']._serialized_start=708
-  _globals['_CONFLICTRULE']._serialized_end=769
-  _globals['_CONFLICTCOMMAND']._serialized_start=771
-  _globals['_CONFLICTCOMMAND']._serialized_end=856
-  _globals['_SPACEALARM']._serialized_start=858
-  _globals['_SPACEALARM']._serialized_end=945
-  _globals['_ALARMCOMMAND']._serialized_start=947
-  _globals['_ALARMCOMMAND']._serialized_end=1016
-  _globals['_CHANNELSLOT']._serialized_start=1019
-  _globals['_CHANNELSLOT']._serialized_end=1172
-  _globals['_SLOTCOMMAND']._serialized_start=1175
-  _globals['_SLOTCOMMAND']._serialized_end=1348
+  _globals['_REPLICATEDITEM']._serialized_start=124
+  _globals['_REPLICATEDITEM']._serialized_end=294
+  _globals['_REPLICATEDEPOCH']._serialized_start=297
+  _globals['_REPLICATEDEPOCH']._serialized_end=578
+  _globals['_CHANNELDEFINITION']._serialized_start=580
+  _globals['_CHANNELDEFINITION']._serialized_end=696
+  _globals['_CHANNELCOMMAND']._serialized_start=698
+  _globals['_CHANNELCOMMAND']._serialized_end=781
+  _globals['_CONFLICTRULE']._serialized_start=783
+  _globals['_CONFLICTRULE']._serialized_end=844
+  _globals['_CONFLICTCOMMAND']._serialized_start=846
+  _globals['_CONFLICTCOMMAND']._serialized_end=931
+  _globals['_SPACEALARM']._serialized_start=933
+  _globals['_SPACEALARM']._serialized_end=1020
+  _globals['_ALARMCOMMAND']._serialized_start=1022
+  _globals['_ALARMCOMMAND']._serialized_end=1091
+  _globals['_CHANNELSLOT']._serialized_start=1094
+  _globals['_CHANNELSLOT']._serialized_end=1247
+  _globals['_SLOTCOMMAND']._serialized_start=1250
+  _globals['_SLOTCOMMAND']._serialized_end=1423
 # @@protoc_insertion_point(module_scope)

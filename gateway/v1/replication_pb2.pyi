@@ -1,4 +1,5 @@
 from gateway.v1 import epoch_pb2 as _epoch_pb2
+from gateway.v1 import schema_pb2 as _schema_pb2
 from gateway.v1 import transaction_pb2 as _transaction_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -9,12 +10,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReplicatedItem(_message.Message):
-    __slots__ = ("transaction", "apply_status")
+    __slots__ = ("transaction", "apply_status", "schema_event")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     APPLY_STATUS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_EVENT_FIELD_NUMBER: _ClassVar[int]
     transaction: _transaction_pb2.Transaction
     apply_status: _epoch_pb2.ApplyStatus
-    def __init__(self, transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ...) -> None: ...
+    schema_event: _schema_pb2.SchemaEvent
+    def __init__(self, transaction: _Optional[_Union[_transaction_pb2.Transaction, _Mapping]] = ..., apply_status: _Optional[_Union[_epoch_pb2.ApplyStatus, _Mapping]] = ..., schema_event: _Optional[_Union[_schema_pb2.SchemaEvent, _Mapping]] = ...) -> None: ...
 
 class ReplicatedEpoch(_message.Message):
     __slots__ = ("channel", "source_id", "source_epoch", "local_epoch", "sealed_at_ns", "items", "segment_id", "end_segment", "source_log_index", "derived_trans_id", "derived_commit_ts")

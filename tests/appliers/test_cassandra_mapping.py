@@ -82,3 +82,50 @@ def test_the_row_clock_orders_a_key_shifting_statements_writes_of_one_row():
     assert clock.sub((t, (3,)), m23) == 1  # then written by the second: after it
     assert clock.sub((t, (3,)), m23) == 1  # a retry keeps its place
     assert cm.write_timestamp(9, 1, 0) < cm.write_timestamp(9, 1, 1, 0)
+
+
+# --- schema events (issue 57) ----------------------------------------------------------------
+
+
+def test_schema_events_become_cql_through_the_shared_mapping_idempotently():
+    import pytest as _pytest
+
+    from gateway.appliers.contract import UnsupportedOperationError
+    from gateway.cassandra_mapping import TableMapping, schema_change_cql
+    from tests.appliers.schema_log import events
+
+    m = TableMapping("s", "items")
+    create, add_c, rename, drop_b = events()
+    got = schema_change_cql(m, create, None)
+    assert got.statements == ('CREATE TABLE IF NOT EXISTS "s"."items" ("id" bigint, '
+                              '"a" bigint, "b" text, PRIMARY KEY (("id")))',)
+    assert schema_change_cql(m, create, frozenset({"id", "a", "b"}), ("id",)).statements == ()
+    got = schema_change_cql(m, add_c, frozenset({"id", "a", "b"}), ("id",))
+    assert got.statements == ('ALTER TABLE "s"."items" ADD "c" bigint',)
+    assert got.notes == ("table s.items: column 'c' has default 0 but CQL has no column "
+                         "defaults: rows written before it read null",)
+    assert schema_change_cql(m, add_c, frozenset({"id", "a", "b", "c"}), ("id",)) == \
+        type(got)()  # replayed: nothing to do
+    with _pytest.raises(UnsupportedOperationError, match="CQL renames only primary-key "
+                                                         "columns: column 'a' keeps its name"):
+        schema_change_cql(m, rename, frozenset({"id", "a", "b", "c"}), ("id",))
+    assert schema_change_cql(m, drop_b, frozenset({"id", "a", "b", "c"}), ("id",)
+                             ).statements == ('ALTER TABLE "s"."items" DROP "b"',)
+    assert schema_change_cql(m, drop_b, frozenset({"id", "a", "c"}), ("id",)).statements == ()
+
+
+def test_a_key_column_rename_is_cql_and_clustering_is_kept_from_a_definition():
+    from gateway.cassandra_mapping import TableMapping, schema_change_cql
+    from gateway.schema.apply import plan_create, plan_rename_column
+    from gateway.schema.model import Column as SchemaColumn
+
+    create = plan_create(None, "s.ev", [SchemaColumn("region", "VARCHAR"),
+                                        SchemaColumn("seq", "INTEGER"),
+                                        SchemaColumn("v", "DOUBLE")], ["region", "seq"])
+    m = TableMapping("s", "ev", ("seq",))
+    assert schema_change_cql(m, create, None).statements == (
+        'CREATE TABLE IF NOT EXISTS "s"."ev" ("region" text, "seq" bigint, "v" double, '
+        'PRIMARY KEY (("region"), "seq"))',)
+    rename = plan_rename_column(create.definition, "s.ev", "seq", "n")
+    assert schema_change_cql(m, rename, frozenset({"region", "seq", "v"}), ("region", "seq")
+                             ).statements == ('ALTER TABLE "s"."ev" RENAME "seq" TO "n"',)

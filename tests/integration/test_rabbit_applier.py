@@ -296,3 +296,40 @@ def test_a_rabbit_sink_added_to_a_node_publishes_its_rows_marked_as_backfill_the
     assert change.routing_key == "shop.items.update" and decode_body(change.body).log_index > index
     model = {(t.schema, t.name, key[0]): row for (t, key), row in view.store.items()}
     assert model == rows
+
+
+def test_schema_events_reach_the_exchange_in_log_order_and_rows_carry_their_version(
+        route, tmp_path):
+    """Issue 57: the log of tests/appliers/schema_log.py through the rabbit applier to a real
+    broker: the four schema events are messages of their own (``s.items.schema``), each
+    after the rows before it and before the rows after it, and every row message's
+    ``x-gateway-schema-version`` is its table's version then."""
+    from gateway_rabbit import decode_schema_body
+
+    from tests.appliers.schema_log import events, schema_log
+
+    applier = _applier(route.url, route.exchange, max_batch="4")
+    try:
+        dispatcher = Dispatcher(applier, MemorySource(schema_log()), tmp_path,
+                                config=DispatcherConfig(threads=4, retry=PATIENT))
+        dispatcher.run()
+    finally:
+        applier.close()
+    received = asyncio.run(_drain(route.url, route.queue, 2.0))
+    assert dispatcher.metrics.dead_letters == 0
+    schema = [m for m in received if m.routing_key == "s.items.schema"]
+    assert [decode_schema_body(m.body, m.content_type) for m in schema] == events()
+    at = {item.version: i for i, item in enumerate(schema_log(), 1)
+          if not hasattr(item, "gtid")}  # version -> log index of its event
+    version = 0
+    for m in received:
+        if m in schema:
+            version = m.headers["x-gateway-schema-version"]
+            assert m.delivery_mode == aio_pika.DeliveryMode.PERSISTENT
+            continue
+        op = decode_body(m.body, m.content_type)
+        assert m.headers["x-gateway-schema-version"] == version, op
+        # published after the event of its version and before the next one
+        assert at[version] < op.log_index < at.get(version + 1, 1 << 30), (version, op)
+    assert version == 4
+    assert len(received) - len(schema) == dispatcher.metrics.applied_ops

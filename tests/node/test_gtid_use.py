@@ -71,6 +71,7 @@ SAMPLES: dict[TypeTag, tuple[bytes, int]] = {
     TypeTag.APPLY_STATUS: (messages.pack(epoch_pb2.ApplyStatus(
         server_id=2, epoch=3, applied_by=1)), 0),
     TypeTag.REPLICATED_EPOCH: (_unit(9, _txn(2, 40, _insert(2, "b"))), 9),
+    TypeTag.SCHEMA_EVENT: (bytes([TypeTag.SCHEMA_EVENT]), 0),
     TypeTag.WAL_ENTRY: (bytes([TypeTag.WAL_ENTRY]), 0),
     TypeTag.WAL_SEGMENT_HEADER: (bytes([TypeTag.WAL_SEGMENT_HEADER]), 0),
     TypeTag.WAL_SEGMENT_INDEX: (bytes([TypeTag.WAL_SEGMENT_INDEX]), 0),

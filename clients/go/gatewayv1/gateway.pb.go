@@ -1083,14 +1083,18 @@ func (x *SubscribeRequest) GetLogRecords() bool {
 // marker or an apply-status row. Resume with from_log_index = log_index + 1 after an event
 // with entry_end set (a replicated entry holds several records).
 type ChangeEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	LogIndex      uint64                 `protobuf:"varint,1,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
-	Transaction   *Transaction           `protobuf:"bytes,2,opt,name=transaction,proto3" json:"transaction,omitempty"`
-	EpochMarker   *EpochMarker           `protobuf:"bytes,3,opt,name=epoch_marker,json=epochMarker,proto3" json:"epoch_marker,omitempty"`
-	ApplyStatus   *ApplyStatus           `protobuf:"bytes,4,opt,name=apply_status,json=applyStatus,proto3" json:"apply_status,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`                                // this cluster's epoch of the entry holding the record
-	EntryEnd      bool                   `protobuf:"varint,6,opt,name=entry_end,json=entryEnd,proto3" json:"entry_end,omitempty"`          // the last record of its log entry
-	SealedAtNs    uint64                 `protobuf:"fixed64,7,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"` // a replicated entry: when its source sealed the epoch
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	LogIndex    uint64                 `protobuf:"varint,1,opt,name=log_index,json=logIndex,proto3" json:"log_index,omitempty"`
+	Transaction *Transaction           `protobuf:"bytes,2,opt,name=transaction,proto3" json:"transaction,omitempty"`
+	EpochMarker *EpochMarker           `protobuf:"bytes,3,opt,name=epoch_marker,json=epochMarker,proto3" json:"epoch_marker,omitempty"`
+	ApplyStatus *ApplyStatus           `protobuf:"bytes,4,opt,name=apply_status,json=applyStatus,proto3" json:"apply_status,omitempty"`
+	Epoch       uint64                 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`                                // this cluster's epoch of the entry holding the record
+	EntryEnd    bool                   `protobuf:"varint,6,opt,name=entry_end,json=entryEnd,proto3" json:"entry_end,omitempty"`          // the last record of its log entry
+	SealedAtNs  uint64                 `protobuf:"fixed64,7,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"` // a replicated entry: when its source sealed the epoch
+	// 30-39: schema (issue 57). A table's schema event applied by the entry (a SCHEMA_EVENT
+	// entry, a first write's implicit shape, or one a replicated entry brought), sent before
+	// the entry's other records, with the origin's version (docs/schema.md).
+	SchemaEvent   *SchemaEvent `protobuf:"bytes,30,opt,name=schema_event,json=schemaEvent,proto3" json:"schema_event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1172,6 +1176,13 @@ func (x *ChangeEvent) GetSealedAtNs() uint64 {
 		return x.SealedAtNs
 	}
 	return 0
+}
+
+func (x *ChangeEvent) GetSchemaEvent() *SchemaEvent {
+	if x != nil {
+		return x.SchemaEvent
+	}
+	return nil
 }
 
 type StatusRequest struct {
@@ -1470,8 +1481,10 @@ type StatusResponse struct {
 	// The newest epoch marker this node applied since it started and its seal time (the
 	// cluster leader's clock, Unix ns); 0 when none yet. What a paused channel reading this
 	// cluster polls to know how far behind it is (docs/replication.md, "Channel lag").
-	SealedEpoch   uint64 `protobuf:"varint,22,opt,name=sealed_epoch,json=sealedEpoch,proto3" json:"sealed_epoch,omitempty"`
-	SealedAtNs    int64  `protobuf:"varint,23,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"`
+	SealedEpoch uint64 `protobuf:"varint,22,opt,name=sealed_epoch,json=sealedEpoch,proto3" json:"sealed_epoch,omitempty"`
+	SealedAtNs  int64  `protobuf:"varint,23,opt,name=sealed_at_ns,json=sealedAtNs,proto3" json:"sealed_at_ns,omitempty"`
+	// Every table's schema version on this node (docs/schema.md), by name.
+	Tables        []*TableVersion `protobuf:"bytes,24,rep,name=tables,proto3" json:"tables,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,6 +1678,13 @@ func (x *StatusResponse) GetSealedAtNs() int64 {
 		return x.SealedAtNs
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetTables() []*TableVersion {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
 }
 
 // SlotStatus: one reader's slot (ChannelSlot) as this node sees it.
@@ -3604,7 +3624,7 @@ var File_gateway_v1_gateway_proto protoreflect.FileDescriptor
 const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x18gateway/v1/gateway.proto\x12\n" +
-	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"\xa5\x01\n" +
+	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x15gateway/v1/gtid.proto\x1a\x1cgateway/v1/replication.proto\x1a\x17gateway/v1/schema.proto\x1a\x1agateway/v1/statement.proto\x1a\x1cgateway/v1/transaction.proto\x1a\x16gateway/v1/value.proto\"\xa5\x01\n" +
 	"\fWriteRequest\x125\n" +
 	"\n" +
 	"statements\x18\x01 \x03(\v2\x15.gateway.v1.StatementR\n" +
@@ -3684,7 +3704,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"afterEpoch\x12%\n" +
 	"\x0eignore_origins\x18\x04 \x03(\rR\rignoreOrigins\x12\x1f\n" +
 	"\vlog_records\x18\x05 \x01(\bR\n" +
-	"logRecords\"\xb2\x02\n" +
+	"logRecords\"\xee\x02\n" +
 	"\vChangeEvent\x12\x1b\n" +
 	"\tlog_index\x18\x01 \x01(\x04R\blogIndex\x129\n" +
 	"\vtransaction\x18\x02 \x01(\v2\x17.gateway.v1.TransactionR\vtransaction\x12:\n" +
@@ -3693,7 +3713,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\tentry_end\x18\x06 \x01(\bR\bentryEnd\x12 \n" +
 	"\fsealed_at_ns\x18\a \x01(\x06R\n" +
-	"sealedAtNs\"\x0f\n" +
+	"sealedAtNs\x12:\n" +
+	"\fschema_event\x18\x1e \x01(\v2\x17.gateway.v1.SchemaEventR\vschemaEvent\"\x0f\n" +
 	"\rStatusRequest\"\x9a\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12!\n" +
@@ -3720,7 +3741,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
 	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
 	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
-	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xf9\x06\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xab\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -3750,7 +3771,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tretention\x18\x15 \x01(\v2\x18.gateway.v1.LogRetentionR\tretention\x12!\n" +
 	"\fsealed_epoch\x18\x16 \x01(\x04R\vsealedEpoch\x12 \n" +
 	"\fsealed_at_ns\x18\x17 \x01(\x03R\n" +
-	"sealedAtNs\"\x98\x01\n" +
+	"sealedAtNs\x120\n" +
+	"\x06tables\x18\x18 \x03(\v2\x18.gateway.v1.TableVersionR\x06tables\"\x98\x01\n" +
 	"\n" +
 	"SlotStatus\x12+\n" +
 	"\x04slot\x18\x01 \x01(\v2\x17.gateway.v1.ChannelSlotR\x04slot\x12!\n" +
@@ -4019,10 +4041,12 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*Transaction)(nil),              // 55: gateway.v1.Transaction
 	(*EpochMarker)(nil),              // 56: gateway.v1.EpochMarker
 	(*ApplyStatus)(nil),              // 57: gateway.v1.ApplyStatus
-	(*ConflictRule)(nil),             // 58: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),               // 59: gateway.v1.SpaceAlarm
-	(*ChannelSlot)(nil),              // 60: gateway.v1.ChannelSlot
-	(*ChannelDefinition)(nil),        // 61: gateway.v1.ChannelDefinition
+	(*SchemaEvent)(nil),              // 58: gateway.v1.SchemaEvent
+	(*ConflictRule)(nil),             // 59: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),               // 60: gateway.v1.SpaceAlarm
+	(*TableVersion)(nil),             // 61: gateway.v1.TableVersion
+	(*ChannelSlot)(nil),              // 62: gateway.v1.ChannelSlot
+	(*ChannelDefinition)(nil),        // 63: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
 	49, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
@@ -4052,68 +4076,70 @@ var file_gateway_v1_gateway_proto_depIdxs = []int32{
 	55, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
 	56, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
 	57, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
-	18, // 27: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
-	19, // 28: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	23, // 29: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	24, // 30: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	58, // 31: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	59, // 32: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	21, // 33: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
-	22, // 34: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
-	60, // 35: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
-	48, // 36: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	61, // 37: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	58, // 38: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	9,  // 39: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
-	35, // 40: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
-	36, // 41: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
-	39, // 42: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
-	42, // 43: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
-	43, // 44: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
-	46, // 45: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
-	1,  // 46: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 47: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 48: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 49: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 50: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 51: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 52: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	29, // 53: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	30, // 54: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	31, // 55: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	32, // 56: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	25, // 57: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	26, // 58: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	27, // 59: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	28, // 60: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	34, // 61: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
-	38, // 62: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
-	41, // 63: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
-	45, // 64: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
-	2,  // 65: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 66: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 67: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 68: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 69: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 70: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 71: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	33, // 72: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	33, // 73: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	33, // 74: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	33, // 75: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	33, // 76: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	33, // 77: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	33, // 78: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	33, // 79: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	37, // 80: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
-	40, // 81: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
-	44, // 82: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
-	47, // 83: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
-	65, // [65:84] is the sub-list for method output_type
-	46, // [46:65] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	58, // 27: gateway.v1.ChangeEvent.schema_event:type_name -> gateway.v1.SchemaEvent
+	18, // 28: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
+	19, // 29: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
+	23, // 30: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	24, // 31: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	59, // 32: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	60, // 33: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	21, // 34: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
+	22, // 35: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
+	61, // 36: gateway.v1.StatusResponse.tables:type_name -> gateway.v1.TableVersion
+	62, // 37: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	48, // 38: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	63, // 39: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	59, // 40: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	9,  // 41: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
+	35, // 42: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
+	36, // 43: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
+	39, // 44: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
+	42, // 45: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
+	43, // 46: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
+	46, // 47: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
+	1,  // 48: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 49: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 50: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 51: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 52: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 53: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 54: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	29, // 55: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	30, // 56: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	31, // 57: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	32, // 58: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	25, // 59: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	26, // 60: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	27, // 61: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	28, // 62: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	34, // 63: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
+	38, // 64: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
+	41, // 65: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
+	45, // 66: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
+	2,  // 67: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 68: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 69: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 70: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 71: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 72: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 73: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	33, // 74: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	33, // 75: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	33, // 76: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	33, // 77: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	33, // 78: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	33, // 79: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	33, // 80: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	33, // 81: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	37, // 82: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
+	40, // 83: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
+	44, // 84: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
+	47, // 85: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
+	67, // [67:86] is the sub-list for method output_type
+	48, // [48:67] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -4124,6 +4150,7 @@ func file_gateway_v1_gateway_proto_init() {
 	file_gateway_v1_epoch_proto_init()
 	file_gateway_v1_gtid_proto_init()
 	file_gateway_v1_replication_proto_init()
+	file_gateway_v1_schema_proto_init()
 	file_gateway_v1_statement_proto_init()
 	file_gateway_v1_transaction_proto_init()
 	file_gateway_v1_value_proto_init()

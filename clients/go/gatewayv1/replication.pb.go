@@ -32,6 +32,7 @@ type ReplicatedItem struct {
 	//
 	//	*ReplicatedItem_Transaction
 	//	*ReplicatedItem_ApplyStatus
+	//	*ReplicatedItem_SchemaEvent
 	Item          isReplicatedItem_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -92,6 +93,15 @@ func (x *ReplicatedItem) GetApplyStatus() *ApplyStatus {
 	return nil
 }
 
+func (x *ReplicatedItem) GetSchemaEvent() *SchemaEvent {
+	if x != nil {
+		if x, ok := x.Item.(*ReplicatedItem_SchemaEvent); ok {
+			return x.SchemaEvent
+		}
+	}
+	return nil
+}
+
 type isReplicatedItem_Item interface {
 	isReplicatedItem_Item()
 }
@@ -104,9 +114,16 @@ type ReplicatedItem_ApplyStatus struct {
 	ApplyStatus *ApplyStatus `protobuf:"bytes,2,opt,name=apply_status,json=applyStatus,proto3,oneof"`
 }
 
+type ReplicatedItem_SchemaEvent struct {
+	// 30-39: schema (issue 57): a schema event of the source's log, in its log order.
+	SchemaEvent *SchemaEvent `protobuf:"bytes,30,opt,name=schema_event,json=schemaEvent,proto3,oneof"`
+}
+
 func (*ReplicatedItem_Transaction) isReplicatedItem_Item() {}
 
 func (*ReplicatedItem_ApplyStatus) isReplicatedItem_Item() {}
+
+func (*ReplicatedItem_SchemaEvent) isReplicatedItem_Item() {}
 
 // ReplicatedEpoch is one sealed epoch of a source cluster as applied in this cluster: one log
 // entry (or, when large, several: only the entry with end_segment applies, all or nothing).
@@ -801,10 +818,11 @@ var File_gateway_v1_replication_proto protoreflect.FileDescriptor
 const file_gateway_v1_replication_proto_rawDesc = "" +
 	"\n" +
 	"\x1cgateway/v1/replication.proto\x12\n" +
-	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x1cgateway/v1/transaction.proto\"\x93\x01\n" +
+	"gateway.v1\x1a\x16gateway/v1/epoch.proto\x1a\x17gateway/v1/schema.proto\x1a\x1cgateway/v1/transaction.proto\"\xd1\x01\n" +
 	"\x0eReplicatedItem\x12;\n" +
 	"\vtransaction\x18\x01 \x01(\v2\x17.gateway.v1.TransactionH\x00R\vtransaction\x12<\n" +
-	"\fapply_status\x18\x02 \x01(\v2\x17.gateway.v1.ApplyStatusH\x00R\vapplyStatusB\x06\n" +
+	"\fapply_status\x18\x02 \x01(\v2\x17.gateway.v1.ApplyStatusH\x00R\vapplyStatus\x12<\n" +
+	"\fschema_event\x18\x1e \x01(\v2\x17.gateway.v1.SchemaEventH\x00R\vschemaEventB\x06\n" +
 	"\x04item\"\xa0\x03\n" +
 	"\x0fReplicatedEpoch\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12\x1b\n" +
@@ -896,23 +914,25 @@ var file_gateway_v1_replication_proto_goTypes = []any{
 	(*SlotCommand)(nil),       // 9: gateway.v1.SlotCommand
 	(*Transaction)(nil),       // 10: gateway.v1.Transaction
 	(*ApplyStatus)(nil),       // 11: gateway.v1.ApplyStatus
+	(*SchemaEvent)(nil),       // 12: gateway.v1.SchemaEvent
 }
 var file_gateway_v1_replication_proto_depIdxs = []int32{
 	10, // 0: gateway.v1.ReplicatedItem.transaction:type_name -> gateway.v1.Transaction
 	11, // 1: gateway.v1.ReplicatedItem.apply_status:type_name -> gateway.v1.ApplyStatus
-	0,  // 2: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
-	2,  // 3: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
-	4,  // 4: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
-	6,  // 5: gateway.v1.AlarmCommand.alarm:type_name -> gateway.v1.SpaceAlarm
-	8,  // 6: gateway.v1.SlotCommand.advance:type_name -> gateway.v1.ChannelSlot
-	8,  // 7: gateway.v1.SlotCommand.lost:type_name -> gateway.v1.ChannelSlot
-	8,  // 8: gateway.v1.SlotCommand.drop:type_name -> gateway.v1.ChannelSlot
-	8,  // 9: gateway.v1.SlotCommand.reset:type_name -> gateway.v1.ChannelSlot
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 2: gateway.v1.ReplicatedItem.schema_event:type_name -> gateway.v1.SchemaEvent
+	0,  // 3: gateway.v1.ReplicatedEpoch.items:type_name -> gateway.v1.ReplicatedItem
+	2,  // 4: gateway.v1.ChannelCommand.definition:type_name -> gateway.v1.ChannelDefinition
+	4,  // 5: gateway.v1.ConflictCommand.set:type_name -> gateway.v1.ConflictRule
+	6,  // 6: gateway.v1.AlarmCommand.alarm:type_name -> gateway.v1.SpaceAlarm
+	8,  // 7: gateway.v1.SlotCommand.advance:type_name -> gateway.v1.ChannelSlot
+	8,  // 8: gateway.v1.SlotCommand.lost:type_name -> gateway.v1.ChannelSlot
+	8,  // 9: gateway.v1.SlotCommand.drop:type_name -> gateway.v1.ChannelSlot
+	8,  // 10: gateway.v1.SlotCommand.reset:type_name -> gateway.v1.ChannelSlot
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_replication_proto_init() }
@@ -921,10 +941,12 @@ func file_gateway_v1_replication_proto_init() {
 		return
 	}
 	file_gateway_v1_epoch_proto_init()
+	file_gateway_v1_schema_proto_init()
 	file_gateway_v1_transaction_proto_init()
 	file_gateway_v1_replication_proto_msgTypes[0].OneofWrappers = []any{
 		(*ReplicatedItem_Transaction)(nil),
 		(*ReplicatedItem_ApplyStatus)(nil),
+		(*ReplicatedItem_SchemaEvent)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

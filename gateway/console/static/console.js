@@ -106,7 +106,11 @@ function renderTopology(topo) {
        ` · conflicts role ${c.conflict_role || "-"}`),
     c.error ? el("div", { class: "error" }, c.error) : null,
     table(["node", "role", "api"], c.nodes.map(n => el("tr", { "data-node": n.node_id },
-      cell("node_id", n.node_id), cell("role", n.role), cell("api_address", n.api_address))))));
+      cell("node_id", n.node_id), cell("role", n.role), cell("api_address", n.api_address)))),
+    (c.tables || []).length ? table(["table", "schema version"], c.tables.map(t =>
+      el("tr", { "data-table": t.table }, cell("table", t.table),
+         cell("version", `${t.version}` + (t.dropped ? " (dropped)" : t.implicit ? " (implicit)" : "")))))
+      : null));
   const unreachable = topo.unreachable.map(u => el("div", { class: "error" },
     `unreachable ${u.address}: ${u.error}`));
   v.replaceChildren(el("h2", {}, `Clusters (${topo.clusters.length})`),

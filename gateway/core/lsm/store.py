@@ -370,6 +370,7 @@ class LSMStore:
             "level_bytes": [v.level_bytes(i) for i in range(len(v.levels))],
             "memtable_bytes": self._mem.approximate_bytes,
             "immutable_memtables": len(self._imm),
+            "immutable_bytes": sum(m.approximate_bytes for m in self._imm),
             "cache_bytes": self._cache.used_bytes,
             "applied_index": self._applied_index,
             "durable_applied_index": self.durable_applied_index,

@@ -7,21 +7,31 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from gateway.node.base.config import address_problem
 from gateway.node.base.errors import NotLeaderError
 from gateway.node.base.validation import InvalidRequest
 from gateway.raft import ConfChange, ConfChangeSingle, ConfChangeType, Role
-from gateway.v1 import gateway_pb2
+from gateway.v1 import gateway_pb2, schema_pb2
 
 if TYPE_CHECKING:
     from gateway.node.api.served_node import ServedNode
+    from gateway.node.state.schema_apply import TableState
 
-__all__ = ["add_node", "remove_node", "status", "transfer_leader"]
+__all__ = ["add_node", "remove_node", "status", "table_versions", "transfer_leader"]
 
 _ROLE = {Role.LEADER: "leader", Role.FOLLOWER: "follower", Role.CANDIDATE: "candidate",
          Role.PRE_CANDIDATE: "pre-candidate"}
+
+
+def table_versions(tables: Mapping[str, TableState]) -> list[schema_pb2.TableVersion]:
+    """Each table's schema version (``schema_apply``), by name; ``implicit`` when no change
+    but its first write defined it."""
+    return [schema_pb2.TableVersion(table=name, version=st.version,
+                                    dropped=st.definition is None, implicit=st.implicit)
+            for name, st in sorted(tables.items())]
 
 
 def status(node: ServedNode) -> gateway_pb2.StatusResponse:
@@ -58,6 +68,7 @@ def status(node: ServedNode) -> gateway_pb2.StatusResponse:
     retention, slots = node.retention()
     resp.retention.CopyFrom(retention)
     resp.slots.extend(slots)
+    resp.tables.extend(table_versions(node.sm.tables))
     return resp
 
 

@@ -50,6 +50,7 @@ from gateway.node.api.api_handlers import (
     serialized,
 )
 from gateway.node.api.call_context import CallContext
+from gateway.node.api.schema_change import CHANGE_SCHEMA, change_schema
 from gateway.node.api.security import AuthError, authorize, bearer_metadata, token_permissions
 from gateway.node.base.errors import (
     DataLossError,
@@ -78,6 +79,7 @@ from gateway.v1 import (
     peer_pb2,
     peer_pb2_grpc,
     reads_pb2,
+    schema_pb2,
     transaction_pb2,
 )
 from gateway.v1.wire_tags import STREAM_WRITE_RESPONSE_ACKS_KEY as _ACKS_KEY
@@ -134,6 +136,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             "Status": (gateway_pb2.StatusRequest, self._status_local),
             "Alarm": (gateway_pb2.AlarmRequest, self._alarm_local),
             "ConflictsReplay": (gateway_pb2.ConflictsReplayRequest, self._replay_local),
+            CHANGE_SCHEMA: (schema_pb2.SchemaChangeRequest, self._change_schema_local),
         }
 
     # -- errors and forwarding ------------------------------------------------------------------
@@ -629,6 +632,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                             ) -> gateway_pb2.ConflictsReplayResponse:
         self._check_space()
         return await self.node.conflicts.replay(req, admin=self._admin(context))
+
+    async def _change_schema_local(self, req: schema_pb2.SchemaChangeRequest,
+                                   context: CallContext) -> Response:
+        return await change_schema(self.node, req)  # schema_change (Schema.ChangeSchema)
 
     async def ConflictsReplay(self, request: gateway_pb2.ConflictsReplayRequest,
                               context: CallContext) -> Response:

@@ -70,6 +70,10 @@ _NEEDS: dict[str, frozenset[str]] = {
 }
 #: A channel session reads what Subscribe reads: the same permission.
 _NEEDS["ChannelSource.Stream"] = _NEEDS["Subscribe"]
+#: The schema service (``schema_service``): its methods are named ``Schema.METHOD`` here.
+_SCHEMA_SERVICE = "/gateway.v1.Schema/"
+_NEEDS["Schema.ChangeSchema"] = frozenset({"admin"})
+_NEEDS["Schema.ShowTable"] = _NEEDS["Schema.SchemaHistory"] = frozenset({"read", "admin"})
 #: A read of many rows needs what a read of one needs.
 _NEEDS["Reads.ReadBatch"] = _NEEDS["Read"]
 
@@ -258,8 +262,8 @@ def _deny(code: grpc.StatusCode, detail: str, handler: grpc.RpcMethodHandler[_Re
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
-    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.Reads`` and
-    ``gateway.v1.ChannelSource`` methods (others pass)."""
+    """Checks bearer tokens on ``gateway.v1.Gateway``, ``gateway.v1.Reads``,
+    ``gateway.v1.ChannelSource`` and ``gateway.v1.Schema`` methods (others pass)."""
 
     def __init__(self, tokens: Tokens) -> None:
         self._tokens = tokens
@@ -277,6 +281,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             name = method[len(_SERVICE):]
         elif method.startswith(_CHANNEL_SERVICE):
             name = "ChannelSource." + method[len(_CHANNEL_SERVICE):]
+        elif method.startswith(_SCHEMA_SERVICE):
+            name = "Schema." + method[len(_SCHEMA_SERVICE):]
         elif method.startswith(_READS_SERVICE):
             name = "Reads." + method[len(_READS_SERVICE):]
         else:

@@ -66,6 +66,7 @@ from gateway.appliers.position import (
     position_message,
     position_of,
 )
+from gateway.appliers.schema_delivery import SchemaHook
 from gateway.appliers.source import EntriesCompactedError, StoreInstalledError
 from gateway.core import messages
 from gateway.node.appliers.applier_rebuild import can_rebuild, rebuild_from_store
@@ -143,11 +144,13 @@ class NodeAppliers:
                  publish_metrics: Callable[[str, Mapping[str, float]], None] | None = None,
                  on_dead_letter: DeadLetterHook | None = None,
                  propose_interval: float = 1.0, propose_entries: int = 1000,
-                 backfill_chunk_rows: int | None = None) -> None:
+                 backfill_chunk_rows: int | None = None,
+                 on_schema_event: SchemaHook | None = None) -> None:
         self._driver = driver
         self._state_dir = state_dir
         self._publish = publish_metrics
         self._on_dead_letter = on_dead_letter
+        self._on_schema_event = on_schema_event
         self.propose_interval = propose_interval
         self.propose_entries = propose_entries
         self.backfill_chunk_rows = backfill_chunk_rows
@@ -226,7 +229,8 @@ class NodeAppliers:
         hook = None if term is None else (lambda pos: self._position_saved(a, term, pos))
         return Dispatcher(a.applier, self._source, self._state_dir, config=a.config,
                           publish_metrics=self._publish, on_dead_letter=self._on_dead_letter,
-                          on_position_saved=hook, metrics=a.metrics)
+                          on_position_saved=hook, metrics=a.metrics,
+                          on_schema_event=self._on_schema_event)
 
     def _run(self, a: HostedApplier, d: Dispatcher) -> None:
         # Each applier checks its saved position against the log before it starts: a position

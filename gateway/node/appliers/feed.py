@@ -4,7 +4,9 @@ Both read the Raft log (tail cache or WAL) up to the store's applied index, so a
 a subscriber never sees an entry the store does not reflect yet. Entries the state machine
 did not apply (idempotent duplicates, rejected writes: the ``x`` keys) and entries without a
 transaction (no-ops, epoch markers, membership changes) are ``Entry(index, None)`` for the
-appliers and are not sent to subscribers.
+appliers and are not sent to subscribers. A schema event the state machine applied (type tag
+``SCHEMA_EVENT``) is a ``SchemaEntry`` for the appliers (a refused one is skipped like a
+refused write).
 
 A node that installed a snapshot (or compacted its log) has no log before it: reading entries
 behind the log's start raises ``EntriesCompactedError``, and the applier is rebuilt from the
@@ -24,16 +26,24 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 from google.protobuf.message import DecodeError
 
-from gateway.appliers.source import CommittedEntry, EntriesCompactedError, StoreInstalledError
+from gateway.appliers.source import (
+    CommittedEntry,
+    EntriesCompactedError,
+    EntrySourceError,
+    SchemaEntry,
+    StoreInstalledError,
+)
 from gateway.core import accel
 from gateway.core.messages import TypeTag
 from gateway.node.base.errors import NodeStoppedError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.epoch_seal import entry_epoch
+from gateway.node.state import keys
 from gateway.node.state.wire import _HEAD_KEYS, decode_entry, txn_head
 from gateway.node.storage.storage import LogDamagedError, compacted_log
 from gateway.raft import NO_LIMIT, CompactedError, Entry, EntryType
 from gateway.replication import join_segments, transactions
+from gateway.schema.codec import decode_event, event_to_proto
 from gateway.v1 import channel_pb2, epoch_pb2, gateway_pb2, replication_pb2
 from gateway.v1.transaction_pb2 import Transaction
 
@@ -45,7 +55,16 @@ __all__ = ["ChangeFeed", "CommittedLogSource"]
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
+_SCHEMA = TypeTag.SCHEMA_EVENT
+_SCHEMA_BYTE = bytes([_SCHEMA])
+#: How far back a resumed reader looks for schema events of the epoch it resumes in.
+_SCHEMA_BACK = 256
 _SEED = TypeTag.SEED_INSTALL
+_SCHEMA = TypeTag.SCHEMA_EVENT
+#: Type tags ``read`` looks at after the C loop: a seed's end, a schema event.
+_SPECIAL = frozenset({int(_SEED), int(_SCHEMA)})
+#: Where the state machine keeps each table's schema history (``schema_apply``, "sh:").
+_HISTORY = keys.meta_key("sh:")
 
 
 def _seed_end(e: Entry) -> bool:
@@ -113,6 +132,19 @@ class CommittedLogSource:
     def last_index(self) -> int:
         return self._driver.sm.applied_index
 
+    def schema_versions(self, index: int) -> dict[str, int]:
+        """Each table's schema version as of log entry ``index``: the newest event of its
+        history in the store (``gateway.node.state.schema_apply``: each stored with the log
+        index that applied it) at or before ``index`` -- implicit ones included, so a table
+        first written without ``CREATE TABLE`` is at version 1 once written. Read at the
+        start of an applier's run (``Dispatcher``, ``start_schema``)."""
+        out: dict[str, int] = {}
+        for _k, v in self._driver.sm.store.scan_prefix(_HISTORY):
+            if int.from_bytes(v[:8], "big") <= index:
+                event = decode_event(v[8:])
+                out[event.table] = max(out.get(event.table, 0), event.version)
+        return out
+
     def read(self, from_index: int, max_entries: int) -> list[CommittedEntry]:
         storage, sm = self._driver.storage, self._driver.sm
         from_index = max(from_index, 1)
@@ -130,7 +162,8 @@ class CommittedLogSource:
             raise  # does not go away: the applier stops with it
         except CompactedError:
             return []  # compacted meanwhile: the next read sees the new first index
-        ends = [k for k, e in enumerate(ents) if e.data and e.data[0] == _SEED and _seed_end(e)]
+        special = [k for k, e in enumerate(ents) if e.data and e.data[0] in _SPECIAL]
+        ends = [k for k in special if ents[k].data[0] == _SEED and _seed_end(ents[k])]
         if ends:  # the entries before a seed's end, then the end alone raises
             if ends[0] == 0:
                 raise StoreInstalledError(ents[0].index)
@@ -140,6 +173,9 @@ class CommittedLogSource:
             out, todo = feed_entries(_UNIT, ents, skipped, CommittedEntry)
             for k in todo:
                 out[k] = self._entry(storage, ents[k], skipped)
+            for k in special:  # the C loop made schema events bare entries
+                if k < len(ents) and ents[k].data[0] == _SCHEMA:
+                    out[k] = self._entry(storage, ents[k], skipped)
             return cast("list[CommittedEntry]", out)  # every None filled in above
         return [self._entry(storage, e, skipped) for e in ents]
 
@@ -158,10 +194,24 @@ class CommittedLogSource:
                 if unit is not None and e.index not in skipped:
                     unit = self._driver.sm.unit_outcome(e.index) or unit
                     txns = tuple(transactions(unit.items))
+                    # the schema events the channel brought and this cluster applied, before
+                    # the transactions (first writes' implicit ones are not: rows make those)
+                    applied = tuple(ev for ev, _ in self._driver.sm.schema_at.get(e.index, ())
+                                    if not ev.implicit)
+                    if applied:
+                        if txns:
+                            return SchemaEntry(e.index, applied, txns)
+                        return SchemaEntry(e.index, applied)
                     if txns:
                         return CommittedEntry(e.index, None, txns)
             elif e.data[0] == _TXN and e.index not in skipped:
                 return transaction_entry(e.index, e.data)
+            elif e.data[0] == _SCHEMA and e.index not in skipped:
+                try:
+                    return SchemaEntry(e.index, decode_event(e.data))
+                except ValueError as exc:  # the state machine applied it: the log is damaged
+                    raise EntrySourceError(f"log entry {e.index}: schema event: "
+                                           f"{exc}") from None
         return CommittedEntry(e.index, None)
 
 
@@ -253,6 +303,27 @@ class ChangeFeed:
                 lo = got[0] + 1
         return answer, found
 
+    def _back_to_schema(self, index: int) -> int:
+        """``index``, or the first of the entries without an epoch just before it when one
+        of them is a schema event: a SCHEMA_EVENT entry carries no epoch (it belongs to the
+        epoch of the next record, see ``events``), so a reader resuming after the epoch
+        before it must read it again."""
+        storage = self._driver.storage
+        lo = max(storage.first_index(), index - _SCHEMA_BACK)
+        if lo >= index:
+            return index
+        try:
+            back = storage.entries(lo, index, NO_LIMIT)
+        except CompactedError:
+            return index
+        start = index
+        for e in reversed(back):
+            if entry_epoch(e):
+                break
+            if e.type == EntryType.NORMAL and e.data[:1] == _SCHEMA_BYTE:
+                start = e.index
+        return start
+
     def _compacted(self) -> bool:
         return self._driver.storage.first_index() > 2
 
@@ -294,7 +365,7 @@ class ChangeFeed:
                 raise InvalidRequest("after_epoch", f"epoch {epoch} of cluster {me} is before "
                                      f"the log's start (compacted; the log starts at index "
                                      f"{drv.storage.first_index()}); resync from a snapshot")
-            return answer
+            return self._back_to_schema(answer)
 
         def probe(e: Entry) -> int | None:
             if e.type != EntryType.NORMAL or not e.data or e.data[0] != _UNIT:
@@ -340,10 +411,18 @@ class ChangeFeed:
             return []
         tag = e.data[0]
         out: list[gateway_pb2.ChangeEvent] = []
+        schema = sm.schema_at.get(e.index) if records else None
+        if schema and not sm.skipped(e.index):
+            # the schema events the entry applied, before its records (docs/schema.md)
+            ignored = {str(o) for o in ignore}
+            for ev, ep in schema:
+                if ev.origin not in ignored:
+                    out.append(gateway_pb2.ChangeEvent(
+                        log_index=e.index, schema_event=event_to_proto(ev), epoch=ep))
         if tag == _TXN:
             txn, _ = decode_entry(e.data)
             if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
-                return []
+                return _schema_epoch(out, 0)
             out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
                                                epoch=txn.epoch))
         elif tag == _MARKER:
@@ -366,10 +445,12 @@ class ChangeFeed:
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
                         sealed_at_ns=unit.sealed_at_ns))
-                elif records:
+                elif records and it.WhichOneof("item") == "apply_status":
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, apply_status=it.apply_status,
                         epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        if tag != _SCHEMA:  # a SCHEMA_EVENT entry's events take the next record's epoch
+            out = _schema_epoch(out, 0)
         if out:
             out[-1].entry_end = True
         return out
@@ -386,6 +467,9 @@ class ChangeFeed:
         drv = self._driver
         storage = drv.storage
         nxt = start
+        #: the events of SCHEMA_EVENT entries until the next record gives their epoch (the
+        #: leader seals the epoch the entry was proposed in: a marker follows)
+        held: list[gateway_pb2.ChangeEvent] = []
         while True:
             self._not_compacted(nxt)
             hi = min(drv.sm.applied_index + 1, nxt + 512)
@@ -421,7 +505,29 @@ class ChangeFeed:
                     raise InvalidRequest("from_log_index", f"the segments of the replicated "
                                          f"epoch ending at index {e.index} were compacted "
                                          f"while streaming (resync from a snapshot)") from None
+                if held and evs:  # a schema entry's events join the next record's epoch
+                    for h in held:
+                        h.epoch = evs[0].epoch
+                    evs, held = held + evs, []
+                if evs and not evs[0].epoch:
+                    held += evs
+                    evs = []
                 for ev in evs:
                     yield ev
                 nxt = e.index + 1
             await asyncio.sleep(0)
+
+
+def _schema_epoch(out: list[gateway_pb2.ChangeEvent], fallback: int
+                  ) -> list[gateway_pb2.ChangeEvent]:
+    """``out`` with each schema event in the epoch of the entry's first record after it (a
+    transaction's, a replicated entry's), or ``fallback``; one left in no epoch is left out
+    (its entry sends nothing this reader takes)."""
+    epoch = fallback
+    for ev in reversed(out):
+        if ev.HasField("schema_event"):
+            if not ev.epoch:
+                ev.epoch = epoch
+        else:
+            epoch = ev.epoch
+    return [ev for ev in out if ev.epoch]

@@ -30,6 +30,8 @@ __all__ = ["ConfigError", "NodeConfig", "RetentionConfig", "TlsConfig", "address
 #: Bounds of ``max_request_bytes``: a forwarded request and the log entry made of it must fit
 #: in the peer channels' 64 MiB messages with room to spare.
 MIN_REQUEST_BYTES, MAX_REQUEST_BYTES = 1 << 10, 32 << 20
+#: The smallest ``memtable_bytes``: below it every few writes would freeze a memtable.
+MIN_MEMTABLE_BYTES = 1 << 20
 
 
 #: A replication channel's name (``[[channels]]``, ``gateway channel add``).
@@ -117,6 +119,18 @@ class NodeConfig:
     #: size since it (0: ``snapshot_entries`` alone decides); docs/node.md, "Snapshots".
     snapshot_log_percent: int = 100
     max_request_bytes: int = 4 << 20
+    #: Memory bounds (docs/node.md, "Memory"): the store's active memtable (bytes of CPython
+    #: memory, approximate; up to ``1 + max_immutable_memtables`` of them are held while
+    #: flushes run), the store's block cache and the Raft log's in-memory tail of recent
+    #: entries (the entries' data bytes; older entries are read from the log files).
+    memtable_bytes: int = 32 << 20
+    max_immutable_memtables: int = 2
+    block_cache_bytes: int = 32 << 20
+    log_cache_bytes: int = 32 << 20
+    #: How often ``gateway run`` gives the memory glibc's allocator keeps after ``free`` back
+    #: to the OS (``gateway.node.loop.malloc_trim``; 0: never, the default until a run on an
+    #: idle machine shows it costs no write throughput: docs/benchmarks.md, "Memory per node").
+    malloc_trim_ms: int = 0
     #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
     #: cluster, when the file system of this node's log has less than this many bytes free
     #: (0: never), checked every ``space_check_ms``.
@@ -186,6 +200,11 @@ class NodeConfig:
         if not MIN_REQUEST_BYTES <= self.max_request_bytes <= MAX_REQUEST_BYTES:
             raise ConfigError(f"max_request_bytes: must be between {MIN_REQUEST_BYTES} and "
                               f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
+        for key, low in (("memtable_bytes", MIN_MEMTABLE_BYTES), ("block_cache_bytes", 0),
+                         ("log_cache_bytes", 0), ("max_immutable_memtables", 1),
+                         ("malloc_trim_ms", 0)):
+            if getattr(self, key) < low:
+                raise ConfigError(f"{key}: must be at least {low}, not {getattr(self, key)}")
         if self.min_free_bytes < 0:
             raise ConfigError(f"min_free_bytes: must be 0 (no alarm) or more, not "
                               f"{self.min_free_bytes}")
@@ -336,7 +355,8 @@ def parse_peers(text: str) -> dict[int, str]:
 
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
              "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes",
-             "min_free_bytes", "space_check_ms"}
+             "min_free_bytes", "space_check_ms", "memtable_bytes", "max_immutable_memtables",
+             "block_cache_bytes", "log_cache_bytes", "malloc_trim_ms"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync", "insecure_peer"}

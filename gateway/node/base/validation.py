@@ -54,11 +54,14 @@ class TableSchema:
 
     key_fields: tuple[tuple[str, int], ...]
     columns: Mapping[str, int]
+    #: Value columns a table definition declares NOT NULL (docs/schema.md): a write may not
+    #: set them to NULL.
+    not_null: frozenset[str] = frozenset()
 
     def merged(self, fields: Sequence[tuple[str, int]]) -> TableSchema:
         cols = dict(self.columns)
         cols.update(fields)
-        return TableSchema(self.key_fields, cols)
+        return TableSchema(self.key_fields, cols, self.not_null)
 
 
 def qualified_name(table: statement_pb2.TableMetadata) -> str:
@@ -314,11 +317,17 @@ def check_statements(statements: Sequence[statement_pb2.Statement],
         if not rows:
             continue
         key_rules, col_rules = _rules(keys), _rules(cols)
+        required = [(i, c) for i, (c, _) in enumerate(cols) if c in known.not_null] \
+            if known is not None and known.not_null and kind != "delete" else []
         for r_no, rec in enumerate(body.records):
             rpath = f"{path}.records[{r_no}]"
             _values(rec.key_values, keys, key_rules, f"{rpath}.key_values", key=True)
             if kind != "delete":
                 _values(rec.after_values, cols, col_rules, f"{rpath}.after_values", key=False)
+                for i, cname in required:
+                    if rec.after_values[i].WhichOneof("kind") == "null_value":
+                        raise InvalidRequest(f"{rpath}.after_values[{i}]",
+                                             f"{name}.{cname} is NOT NULL")
             if kind != "insert" and rec.before_values:
                 _values(rec.before_values, cols, col_rules, f"{rpath}.before_values",
                         key=False)

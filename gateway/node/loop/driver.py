@@ -106,6 +106,8 @@ from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
 __all__ = ["DriverOptions", "RaftCounters", "RaftDriver"]
 
+_SCHEMA_TAG = bytes([messages.TypeTag.SCHEMA_EVENT])
+
 _T = TypeVar("_T")
 
 log = logging.getLogger("gateway.node.loop.driver")
@@ -834,6 +836,8 @@ class RaftDriver:
                                           "progress or no leader"))
                 continue
             self._waiting[raw.raft.raft_log.last_index()] = _Waiter(term, fut)
+            if data[:1] == _SCHEMA_TAG:  # a schema event is a record of the open epoch: the
+                st.unit_proposed(True)   # epoch gets a marker, so channels send it on
         if not units:
             return
         view = self._view(raw, st)

@@ -349,6 +349,8 @@ def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
             # would not be in the feed); this cluster never evaluates them again: conflicts
             # between clusters are the conflict rules' job (docs/node.md).
             item.transaction.ClearField("conditions")
+    elif ev.HasField("schema_event"):
+        item = replication_pb2.ReplicatedItem(schema_event=ev.schema_event)
     else:
         item = replication_pb2.ReplicatedItem(apply_status=ev.apply_status)
     return SourceRecord(ev.log_index, ev.epoch, item=item)

@@ -41,6 +41,7 @@ from gateway.core.lsm.read_snapshot import ReadSnapshot
 from gateway.node.base.errors import NodeError, NotLeaderError, PreconditionFailed
 from gateway.node.state import keys
 from gateway.node.state.epoch_apply import U64
+from gateway.node.state.schema_apply import schema_history_of
 from gateway.v1 import channel_pb2, epoch_pb2
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def seed_end(snap: ReadSnapshot, seed_id: int, epoch: int, source_id: int, chunk
              ) -> channel_pb2.SeedEnd:
     """The replication state of ``snap`` (this cluster ``source_id`` at its epoch
     ``epoch``): its apply-status table and watermarks, its own last trans id as the
-    watermark of ``source_id``."""
+    watermark of ``source_id``, and every table's schema history (``schema_apply``)."""
     end = channel_pb2.SeedEnd(seed_id=seed_id, epoch=epoch, chunks=chunks)
     prefix = keys.meta_key("as:")
     for k, v in snap.scan_prefix(prefix):
@@ -126,6 +127,7 @@ def seed_end(snap: ReadSnapshot, seed_id: int, epoch: int, source_id: int, chunk
         if origin != source_id:
             end.watermarks.append(channel_pb2.SeedWatermark(origin=origin,
                                                             trans_id=U64.unpack(v)[0]))
+    end.schema_history.extend(schema_history_of(snap.scan_prefix))
     raw = snap.get(keys.meta_key("last_trans_id"))
     own = U64.unpack(raw)[0] if raw else 0
     if own:

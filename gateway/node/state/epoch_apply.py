@@ -66,15 +66,24 @@ from gateway.node.state.epoch_guards import (
 )
 from gateway.node.state.epoch_judge import judge_unit_fast
 from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.schema_replica import (
+    ReplicaSchema,
+    apply_replicated_event,
+    renames_of,
+    upcast_transaction,
+)
 from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, RowMeta, meta_op
-from gateway.node.state.txn_apply import Applied, TransactionApply
+from gateway.node.state.txn_apply import Applied, TransactionApply, schema_to_row
 from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
 from gateway.raft import Entry
 from gateway.replication import ReplicationState, join_segments, transactions
+from gateway.schema.codec import event_from_proto
+from gateway.schema.model import SchemaError, SchemaEvent
 from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, transaction_pb2
 
-__all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "seg_key"]
+__all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "has_txns",
+           "seg_key"]
 
 #: Durable counters and watermarks: big-endian unsigned 64-bit.
 U64 = struct.Struct(">Q")
@@ -118,6 +127,7 @@ class EpochApply(TransactionApply):
     _shapes_checked: dict[tuple[object, str], TableSchema]
     _rules_for: dict[str, ConflictRule] | None
     _rules: RuleSet | None
+    _write: Callable[[Ops, int], None]
     #: judge epochs under the row epoch functions in C (``epoch_judge``); the tests turn it
     #: off to compare with ``judge_unit``, the specification
     judge_in_c: bool = True
@@ -166,9 +176,17 @@ class EpochApply(TransactionApply):
         reason = self.replication.refusal(unit)
         if reason is not None:
             return self._refuse_unit(e, ops, reason, unit)
+        schema_lost, pending = self._apply_schema_items(unit, e.index, ops, overlay)
         txns = transactions(unit.items)
         payloads = _payloads(segments, len(txns))
         received = list(txns)  # the transactions ``payloads`` holds the bytes of
+        store = self.store
+        for t_no, txn in enumerate(txns):  # written under another version of a table
+            fitted = upcast_transaction(txn, self.tables,
+                                        lambda name: renames_of(store.scan_prefix, name,
+                                                                pending))
+            if fitted is not None:
+                txns[t_no] = fitted
         schemas = dict(self.schemas)
         created: list[tuple[str, TableSchema]] = []
         quarantined: Ops = []
@@ -229,7 +247,7 @@ class EpochApply(TransactionApply):
                                                              strict=True)]
             txns = judged.transactions
             counters = {k: v for k, v in judged.counters.items() if v}
-        self._record_schemas(created, ops)
+        self._record_schemas(created, ops, e.index, str(unit.source_id))
         if unit.derived_trans_id:
             self.last_trans_id = max(self.last_trans_id, unit.derived_trans_id)
             self.last_commit_ts = max(self.last_commit_ts, unit.derived_commit_ts)
@@ -253,6 +271,8 @@ class EpochApply(TransactionApply):
         if quarantined:
             ops += quarantined
             counters["quarantined_trans_count"] = len(quarantined)
+        if schema_lost:
+            counters["schema_lost_count"] = schema_lost
         state = self.replication.copy()
         origins, pairs = state.apply(unit)
         if self.conflict_rules and "last_conflict_epoch" not in counters:
@@ -276,6 +296,47 @@ class EpochApply(TransactionApply):
             1 for t in txns if t.statements)
         return Applied(e.index, e.term, result=gateway_pb2.WriteResult(
             epoch=unit.local_epoch, log_index=e.index))
+
+    def _apply_schema_items(self, unit: replication_pb2.ReplicatedEpoch, index: int,
+                            ops: Ops, overlay: dict[bytes, bytes | None]
+                            ) -> tuple[int, list[SchemaEvent]]:
+        """Apply the schema events ``unit`` carries (``schema_replica``) before its
+        transactions; returns how many events lost here (the channel's
+        ``schema_lost_count``) and the events applied (in ``ops``, not in the store yet).
+        The batch so far is written first, so the rows they rewrite are read from the store;
+        the rewritten rows join ``overlay``."""
+        items = [it.schema_event for it in unit.items
+                 if it.WhichOneof("item") == "schema_event"]
+        if not items:
+            return 0, []
+        if ops:
+            self._write(ops, index - 1)
+            ops.clear()
+        overlay.clear()
+        store = self.store
+        out = ReplicaSchema()
+        for msg in items:
+            try:
+                ev = event_from_proto(msg)
+            except (SchemaError, ValueError) as exc:
+                log.warning("channel %s: a schema event of cluster %d does not decode: %s",
+                            unit.channel, unit.source_id, exc)
+                continue
+            apply_replicated_event(self.tables, self.schemas, ev, index, ops,
+                                   lambda lo, hi: store.scan(lo, hi), store.scan_prefix,
+                                   schema_to_row, out)
+        if out.tables is not None and out.schemas is not None:
+            self.tables, self.schemas = out.tables, out.schemas
+            self._heads.clear()  # insert heads checked against the shapes before
+        for ev in out.applied:
+            self._note_schema(index, ev, unit.local_epoch)
+        for lost in out.lost:
+            log.warning("channel %s: schema change of %s version %d from cluster %s lost: "
+                        "%s", unit.channel, lost.event.table, lost.event.version,
+                        lost.event.origin or "?", lost.cause)
+        for k, v, _, _, _ in ops:
+            overlay[k] = v
+        return len(out.lost), out.applied
 
     def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
         """The conflict functions known here; when ``need`` is not one of them, the plugins'
@@ -377,7 +438,7 @@ class EpochApply(TransactionApply):
             derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
                                           unit.derived_commit_ts, stmts)
             self._record_schemas(check_statements(derived.statements, self.schemas,
-                                                  rows=False), ops)
+                                                  rows=False), ops, index, str(me))
         if derived is not None:
             self._write_statements(derived, index, derived.gtid, RowMeta(
                 unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
@@ -470,6 +531,16 @@ class EpochApply(TransactionApply):
             return None
         _, tail, _ = meta_parts(sid, tid, local_epoch, author, commit_ts, index)
         return self._wire_rows(data, stmts, tail, local_epoch, author, commit_ts)
+
+
+def has_txns(data: bytes) -> bool:
+    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
+    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
+    try:
+        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
+    except DecodeError:
+        return True
+    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
 
 
 def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:

@@ -24,7 +24,9 @@ entry is one step, applied on every node from its bytes alone:
 - ``end``: after the last chunk, records the source's apply status and watermarks at ``E``
   as if this cluster had replicated from the start -- apply-status rows kept as they are,
   ``held(X)`` raised to what the source held of ``X``, the channel's position ``(S, E,
-  self)`` -- and clears the seed state: the channel then streams after ``E``;
+  self)`` -- and the source's table definitions, versions and schema histories at ``E``
+  (``schema_apply.install_histories``; docs/schema.md), and clears the seed state: the
+  channel then streams after ``E``;
 - ``cancel``: clears the seed state.
 """
 
@@ -38,6 +40,7 @@ from google.protobuf.message import DecodeError
 from gateway.core.lsm.format import RowVersion
 from gateway.node.state import keys
 from gateway.node.state.epoch_apply import U64
+from gateway.node.state.schema_apply import TableState, install_histories
 from gateway.node.state.store_ops import Ops, meta_op
 from gateway.replication import ReplicationState
 from gateway.v1 import channel_pb2, gateway_pb2
@@ -91,6 +94,8 @@ class SeedApplied(NamedTuple):
     replication: ReplicationState | None
     schemas: dict[str, bytes]
     rows: int  # keys written
+    #: the tables' definitions the end installed (``schema_apply.install_histories``)
+    tables: dict[str, TableState] | None = None
 
 
 def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
@@ -194,7 +199,8 @@ def apply_seed_install(seeds: Mapping[str, channel_pb2.SeedInstall],
                                U64.pack(rep.apply_status[(sid, by)])))
         del out[name]
         ops.append(meta_op(seed_key(name), None))
-        return SeedApplied(out, rep, {}, 0)
+        tables = install_histories(end.schema_history, index, ops, scan_keys)
+        return SeedApplied(out, rep, {}, 0, tables)
     return None
 
 

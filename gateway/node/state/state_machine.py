@@ -103,7 +103,15 @@ from gateway.node.state.epoch_apply import (
     ConflictFunctionMissingError,
     EpochApply,
     StagedSegment,
+    has_txns,
 )
+from gateway.node.state.schema_apply import (
+    events_by_index,
+    load_definitions,
+    schema_from_row,
+    table_schema_of,
+)
+from gateway.node.state.schema_entry import SchemaEntryApply
 from gateway.node.state.seed_apply import apply_seed_install, load_seeds
 from gateway.node.state.seed_pins import SeedPins
 from gateway.node.state.slot_apply import SlotId, apply_slot_command, load_slots
@@ -139,38 +147,25 @@ _PIN = TypeTag.SEED_PIN
 _SEED = TypeTag.SEED_INSTALL
 _SEAL = struct.Struct("<QB")  # m seal: last sealed epoch, whether a record followed it
 _SLOT = TypeTag.SLOT_COMMAND
+_SCHEMA = TypeTag.SCHEMA_EVENT
 _NONE: frozenset[bytes] = frozenset()
 
 
-def _schema_from_row(row: gateway_pb2.Row) -> TableSchema:
-    key_fields = tuple((f.name, f.type) for f in row.key_fields)
-    cols = dict(key_fields)
-    cols.update((f.name, f.type) for f in row.fields)
-    return TableSchema(key_fields, cols)
-
-
-def _has_txns(data: bytes) -> bool:
-    """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
-    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
-    try:
-        unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
-    except DecodeError:
-        return True
-    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
-
-
-class StoreStateMachine(EpochApply):
+class StoreStateMachine(SchemaEntryApply, EpochApply):
     """The LSM store of a node (``DATA/store``) and the rules for applying entries to it."""
 
     def __init__(self, data_dir: str, *, memtable_bytes: int = 32 << 20,
+                 max_immutable: int = 2, cache_bytes: int = 32 << 20,
                  idempotency_window_ns: int = IDEMPOTENCY_WINDOW_NS,
                  cluster_id: int = 0, verify_tables: bool = False) -> None:
         """``idempotency_window_ns`` is part of the replicated rules: every replica of a
         cluster must use the same value (the node always uses the default). ``cluster_id``:
         this cluster's id (the GTID server_id of its own writes), needed to apply replicated
-        epochs. ``verify_tables``: check every block of every table on open (the store's
-        ``paranoid_checks``), so a damaged block refuses the open with its file and offset
-        instead of failing a read or a compaction later. A failed open closes the store."""
+        epochs. ``memtable_bytes``, ``max_immutable``, ``cache_bytes``: the store's memory
+        bounds (``LSMStore``; docs/node.md, "Memory"). ``verify_tables``: check every block of
+        every table on open (the store's ``paranoid_checks``), so a damaged block refuses the
+        open with its file and offset instead of failing a read or a compaction later. A
+        failed open closes the store."""
         self.cluster_id = cluster_id
         if idempotency_window_ns <= 0:
             raise ValueError("idempotency_window_ns must be positive")
@@ -178,13 +173,15 @@ class StoreStateMachine(EpochApply):
         self.data_dir = data_dir
         self.path = os.path.join(data_dir, "store")
         self._memtable_bytes = memtable_bytes
+        self._max_immutable, self._cache_bytes = max_immutable, cache_bytes
         staged = self.path + ".new"
         if os.path.isdir(staged):
             if os.path.isdir(self.path):
                 shutil.rmtree(staged)  # an interrupted restore; the snapshot is re-imported
             else:
                 self._install_staged(staged)
-        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables)
+        self.store = LSMStore(self.path, memtable_bytes, paranoid_checks=verify_tables,
+                              max_immutable=max_immutable, cache_bytes=cache_bytes)
         #: The conflict functions rules may name: the built-ins, and what ``load_functions``
         #: (set by the node: the plugins' functions) adds when a rule names another.
         self.conflict_functions: Mapping[str, FunctionSpec] = BUILTIN
@@ -219,7 +216,13 @@ class StoreStateMachine(EpochApply):
         self._heads: dict[bytes, tuple[bytes, bytes, bytes]] = {}
         self.schemas: dict[str, TableSchema] = {}
         for k, v in self.store.scan_prefix(b"s"):
-            self.schemas[k[1:].decode()] = _schema_from_row(gateway_pb2.Row.FromString(v))
+            self.schemas[k[1:].decode()] = schema_from_row(gateway_pb2.Row.FromString(v))
+        #: Table definitions and versions (``schema_apply``; replaced, never mutated).
+        self.tables = load_definitions(self.store.scan_prefix, self.schemas)
+        self.schema_at = events_by_index(self.store.scan_prefix, self.tables)
+        for name, st in self.tables.items():  # what the stored shapes do not say (NOT NULL)
+            if st.definition is not None and name in self.schemas:
+                self.schemas[name] = table_schema_of(st.definition)
         #: Replicated positions of cluster-scoped appliers by name (read by other threads: the
         #: mapping is only ever updated item by item).
         self.applier_positions: dict[str, applier_pb2.ApplierPosition] = {}
@@ -359,7 +362,8 @@ class StoreStateMachine(EpochApply):
             if e.type != EntryType.NORMAL or not data:
                 continue  # a leader no-op, a configuration change: only the index moves
             tag = data[0]
-            if not self.epoch_open and (tag == _TXN or (tag == _UNIT and _has_txns(data))):
+            if not self.epoch_open and (tag in (_TXN, _SCHEMA)
+                                        or (tag == _UNIT and has_txns(data))):
                 # a unit without transactions (reflections only) gets no marker from the
                 # leader (``Sequencer.unit_proposed``): it must not hold a seed pin back
                 self.epoch_open = self._seal_dirty = True
@@ -380,6 +384,8 @@ class StoreStateMachine(EpochApply):
                 self._apply_pin(e, ops)
             elif tag == _SEED:
                 self._apply_seed(e, ops)
+            elif tag == _SCHEMA:
+                self._apply_schema(e, ops, overlay)
             else:
                 self._apply_command(tag, data, ops)
         self._expire(ops, overlay)
@@ -452,8 +458,12 @@ class StoreStateMachine(EpochApply):
             schemas = dict(self.schemas)
             for name, raw in got.schemas.items():
                 with contextlib.suppress(DecodeError):
-                    schemas[name] = _schema_from_row(gateway_pb2.Row.FromString(raw))
+                    schemas[name] = schema_from_row(gateway_pb2.Row.FromString(raw))
             self.schemas = schemas
+        if got.tables is not None or got.schemas:  # definitions of the seeded shapes
+            self.tables = {**load_definitions(lambda _p: (), self.schemas), **self.tables,
+                           **(got.tables or {})}
+            self._heads.clear()
 
     def _apply_command(self, tag: int, data: bytes, ops: Ops) -> None:
         """Apply a command entry (``command_apply``, ``alarms``, ``slot_apply``)."""
@@ -557,7 +567,8 @@ class StoreStateMachine(EpochApply):
         self.store.close()
         shutil.rmtree(self.path)
         self._install_staged(staged)
-        self.store = LSMStore(self.path, self._memtable_bytes)
+        self.store = LSMStore(self.path, self._memtable_bytes, max_immutable=self._max_immutable,
+                              cache_bytes=self._cache_bytes)
         self._load()
         return self.store.applied_index
 

@@ -37,6 +37,8 @@ from gateway.node.base.validation import (
 )
 from gateway.node.state import keys
 from gateway.node.state.conditions import refusal, refusal_marker, refusal_of_marker
+from gateway.node.state.schema_apply import TableState, implicit_event, record_event
+from gateway.node.state.schema_replica import upcast_transaction
 from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.node.state.store_ops import Ops, ParsedTxn, RowMeta, meta_op
 from gateway.node.state.wire import (
@@ -49,6 +51,8 @@ from gateway.node.state.wire import (
     write_result,
 )
 from gateway.raft import Entry
+from gateway.schema.codec import event_id
+from gateway.schema.model import SchemaEvent
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2
 
 __all__ = ["Applied", "TransactionApply", "schema_to_row"]
@@ -101,11 +105,17 @@ def schema_to_row(name: str, schema: TableSchema) -> bytes:
     return row.SerializeToString()
 
 
+def _no_renames(_table: str) -> list[tuple[str, str]]:
+    return []  # a local write names the current columns (checked at apply)
+
+
 class TransactionApply:
     """Applies client transaction entries (see the module docstring)."""
 
     store: LSMStore
     schemas: dict[str, TableSchema]
+    #: The tables' definitions and versions (``schema_apply``; replaced, never mutated).
+    tables: dict[str, TableState]
     window_ns: int
     last_trans_id: int
     last_commit_ts: int
@@ -115,6 +125,13 @@ class TransactionApply:
     _oldest_expiry: int | None
     _heads: dict[bytes, tuple[bytes, bytes, bytes]]
     _marked: list[int]
+    #: The schema events each log index applied, with the epoch they belong to (0: the
+    #: entry's own), for the change feed: a channel sends them before the entry's records.
+    schema_at: dict[int, list[tuple[SchemaEvent, int]]]
+
+    def _note_schema(self, index: int, event: SchemaEvent, epoch: int = 0) -> None:
+        """Remember that log ``index`` applied ``event`` (``schema_at``)."""
+        self.schema_at.setdefault(index, []).append((event, epoch))
 
     def idempotent_result(self, key: str, now_ns: int) -> gateway_pb2.WriteResult | None:
         """The recorded result of the write with idempotency key ``key``, if one was applied
@@ -218,8 +235,9 @@ class TransactionApply:
         body.records.add()  # the statement has records (the schema check needs one)
         stmt = statement_pb2.Statement(insert=body)
         name = qualified_name(body.table)
-        if name not in self.schemas:
-            return None
+        known = self.schemas.get(name)
+        if known is None or len(body.key_fields) + len(body.fields) < len(known.columns):
+            return None  # a column not named takes its default: the general path
         try:
             if check_statements([stmt], self.schemas, rows=False):
                 return None
@@ -300,11 +318,21 @@ class TransactionApply:
             return None
         return rows
 
-    def _record_schemas(self, created: list[tuple[str, TableSchema]], ops: Ops) -> None:
-        """Keep the first-seen schemas ``check_statements`` created, in memory and stored."""
+    def _record_schemas(self, created: list[tuple[str, TableSchema]], ops: Ops,
+                        index: int = 0, origin: str = "") -> None:
+        """Keep the first-seen schemas ``check_statements`` created, in memory and stored,
+        each with its implicit definition (``schema_apply.implicit_event``: the first write's
+        shape is the undeclared table's version, made by ``origin`` at log ``index``)."""
         for name, schema in created:
             self.schemas[name] = schema
             ops.append(meta_op(keys.schema_key(name), schema_to_row(name, schema)))
+            have = self.tables.get(name)
+            e = implicit_event(name, schema, origin, *((have.version, have.head)
+                                                       if have is not None else (0, b"")))
+            record_event(e, e.definition, index, ops)
+            self._note_schema(index, e)
+            self.tables = {**self.tables, name: TableState(e.definition, e.version,
+                                                           event_id(e), True)}
 
     def _get(self, key: bytes, overlay: dict[bytes, bytes | None]) -> bytes | None:
         got = overlay.get(key, _MISSING)
@@ -344,9 +372,12 @@ class TransactionApply:
                     gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns, e.index),
                     txn.commit_timestamp_ns, ops, overlay)
             return Applied(e.index, e.term, error=refused)
-        self._record_schemas(created, ops)
+        self._record_schemas(created, ops, e.index, str(g.server_id))
         meta = RowMeta(txn.epoch, txn.author, txn.commit_timestamp_ns)
-        self._write_statements(txn, e.index, gtid, meta, ops, overlay)
+        # an insert stores every column of the definition (one it does not name takes its
+        # default), as a replica stores it (``schema_replica.upcast_transaction``)
+        full = upcast_transaction(txn, self.tables, _no_renames)
+        self._write_statements(full or txn, e.index, gtid, meta, ops, overlay)
         raw = write_result(gtid.SerializeToString(), txn.epoch, txn.commit_timestamp_ns,
                             e.index)
         if idem:

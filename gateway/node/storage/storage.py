@@ -138,6 +138,8 @@ class RaftLogStorage:
         #: Bytes of entry data appended since this storage was opened (what the snapshot
         #: taker weighs against the newest snapshot's size).
         self.appended_bytes = 0
+        #: Reads of entries older than the in-memory tail (answered from the log files).
+        self.file_reads = 0
         #: Called (on the reading thread) with the first index of a read that met a damaged
         #: entry (`LogDamagedError`); the node takes a snapshot past it.
         self.on_damage: Callable[[int], None] | None = None
@@ -260,6 +262,7 @@ class RaftLogStorage:
             raise UnavailableError(str(exc)) from None
         except WalCorruptionError as exc:
             raise self._damaged(exc, lo) from None
+        self.file_reads += 1
         return [Entry(e.term, e.index, EntryType(e.type), e.data) for e in got]
 
     def _damaged(self, exc: WalCorruptionError, lo: int) -> LogDamagedError:
@@ -332,6 +335,11 @@ class RaftLogStorage:
                 fits += 1
             if max(drop, fits):
                 self._drop_cached(max(drop, fits))
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes of entry data in the in-memory tail (at most ``cache_bytes``)."""
+        return self._cached_bytes
 
     def _drop_cached(self, n: int) -> None:
         """Forget the ``n`` oldest cached entries (under ``_lock``)."""

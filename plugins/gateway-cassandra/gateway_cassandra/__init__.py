@@ -19,8 +19,8 @@ Exceptions::
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from cassandra import ConsistencyLevel
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from gateway import (
     SCOPE_CLUSTER,
@@ -29,15 +29,30 @@ from gateway import (
     hookimpl,
 )
 
-from .applier import (
-    CassandraApplier,
-    CassandraSettings,
-    CassandraUnavailableError,
-    CqlRejectedError,
-    classify,
-)
 from .clock import MAX_LOG_INDEX, RowClock, write_timestamp
 from .schema import CQL_TYPES, STATUS_TABLE, TableMapping, parse_clustering
+
+if TYPE_CHECKING:
+    from .applier import (
+        CassandraApplier,
+        CassandraSettings,
+        CassandraUnavailableError,
+        CqlRejectedError,
+        classify,
+    )
+
+#: Names of ``applier`` (which imports the Cassandra driver) exported here, imported on first
+#: use: every ``gateway run`` loads the installed plugins, and a node that runs no cassandra
+#: applier should not hold the driver (and numpy, which it imports) in memory
+#: (docs/benchmarks.md, "Memory per node").
+_LAZY = frozenset({"CassandraApplier", "CassandraSettings", "CassandraUnavailableError",
+                   "CqlRejectedError", "classify"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(".applier", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "CASSANDRA_FACTORY",
@@ -130,6 +145,10 @@ def parse_options(options: Mapping[str, str]) -> CassandraSettings:
     """``CassandraSettings`` from ``-o`` options; raises ``ApplierConfigError`` (one line)."""
     hosts, port = _contacts(options.get("contact") or DEFAULT_CONTACT,
                             _int(options, "port", 9042))
+    from cassandra import ConsistencyLevel
+
+    from .applier import CassandraSettings
+
     consistency = (options.get("consistency") or "LOCAL_QUORUM").upper()
     if consistency not in ConsistencyLevel.name_to_value:
         raise _fail(f"unknown consistency {consistency!r}")
@@ -152,6 +171,8 @@ def parse_options(options: Mapping[str, str]) -> CassandraSettings:
 
 
 def _create(options: Mapping[str, str]) -> CassandraApplier:
+    from .applier import CassandraApplier
+
     return CassandraApplier(parse_options(options))
 
 

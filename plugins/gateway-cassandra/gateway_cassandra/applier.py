@@ -25,6 +25,16 @@ Tables are created on first sight when ``create`` is on (``CREATE KEYSPACE/TABLE
 EXISTS``, ``ALTER TABLE ADD`` for a new column), else a missing table or column is an
 ``UnsupportedOperationError``. Prepared statements are cached per table, kind and column set.
 
+Schema events (``apply_schema``, issue 57): the CQL of ``gateway.cassandra_mapping.
+schema_change_cql`` -- CREATE from the definition, ``ALTER TABLE ADD``/``DROP``, ``RENAME`` of a
+primary-key column, ``DROP TABLE`` -- run in log order between the rows (the dispatcher's
+order), idempotently (the table's columns are read first). What CQL cannot do is said in one
+warning line: a column default (existing rows read null) with the change made; a rename of a
+regular column raises ``UnsupportedOperationError`` -- the dispatcher reports it and passes it
+by under ``schema_policy = apply``, or stops under ``stop``. After a ``DROP COLUMN`` the rows of
+older versions still naming the column are written without it (never re-adding it).
+``create=false`` makes no schema change (``UnsupportedOperationError``).
+
 Apply status: for each origin ``server_id`` in a batch, the operation latest in the log writes
 ``(server_id, trans_id, log_index, statement, epoch, commit_ts_ns)`` to
 ``<status_keyspace>.gateway_apply_status`` in the same round, with that operation's write
@@ -39,6 +49,8 @@ message in the letter).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -56,6 +68,7 @@ from cassandra.policies import (
 )
 from cassandra.query import BatchStatement, BatchType, PreparedStatement
 
+import gateway.cassandra_mapping as shared
 from gateway import (
     Applier,
     ApplyError,
@@ -64,6 +77,7 @@ from gateway import (
     FieldType,
     OpKind,
     RowOp,
+    SchemaEvent,
     StoreUnavailableError,
     TableRef,
     TransientApplyError,
@@ -76,6 +90,8 @@ from .schema import TableMapping
 
 __all__ = ["CassandraApplier", "CassandraSettings", "CassandraUnavailableError",
            "CqlRejectedError"]
+
+log = logging.getLogger("gateway.appliers.cassandra")
 
 
 class CassandraUnavailableError(StoreUnavailableError):
@@ -150,6 +166,8 @@ class CassandraApplier(Applier):
         self._tables: dict[TableRef, _Table] = {}
         self._prepared: dict[tuple[Any, ...], PreparedStatement] = {}
         self._status_ready = False
+        #: Columns dropped by schema events, per table: left out of older versions' rows.
+        self._dropped: dict[TableRef, frozenset[str]] = {}
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -235,6 +253,52 @@ class CassandraApplier(Applier):
         info = _Table(mapping, tuple(c.name for c in meta.partition_key), set(meta.columns))
         self._tables[op.table] = info
         return info
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """Make the schema change ``event`` in Cassandra (module docstring); raises
+        ``UnsupportedOperationError`` for what CQL cannot do."""
+        schema_name, dot, table = event.table.partition(".")
+        ref = TableRef(schema_name, table) if dot else TableRef("", event.table)
+        s = self.settings
+        if not s.create:
+            raise UnsupportedOperationError(
+                f"table {event.table}: create=false: the applier changes no table")
+        mapping = TableMapping.of(ref, s.default_keyspace, s.clustering)
+        with self._ddl_lock:
+            meta = self._table_metadata(mapping, refresh=True)
+            existing = None if meta is None else frozenset(meta.columns)
+            key = () if meta is None else tuple(c.name for c in meta.primary_key)
+            cql = shared.schema_change_cql(mapping, event, existing, key)
+            if meta is None and event.kind != "drop_table":
+                self._execute(schema.create_keyspace(mapping.keyspace, s.replication_factor))
+            for statement in cql.statements:
+                self._execute(statement)
+            for note in cql.notes:
+                log.warning("applier %s: schema change %s version %d (%s): %s", self.name,
+                            event.table, event.version, event.kind, note)
+            self._tables.pop(ref, None)
+            self._prepared = {k: v for k, v in self._prepared.items()
+                              if len(k) < 2 or k[1] != ref}
+            dropped = set(self._dropped.get(ref, ()))
+            if event.kind == "drop_column" and event.column is not None:
+                dropped.add(event.column.name)
+            elif event.kind == "add_column" and event.column is not None:
+                dropped.discard(event.column.name)
+            elif event.kind in ("create", "drop_table"):
+                dropped.clear()
+            self._dropped = {**self._dropped, ref: frozenset(dropped)}
+            if cql.statements and event.kind != "drop_table":
+                self._table_metadata(mapping, refresh=True)
+
+    def _without_dropped(self, op: RowOp) -> RowOp:
+        """``op`` without the columns a schema event dropped from its table."""
+        gone = self._dropped.get(op.table)
+        if not gone or not any(c.name in gone for c in op.columns):
+            return op
+        keep = [(c, v) for c, v in zip(op.columns, op.values, strict=True)
+                if c.name not in gone]
+        return dataclasses.replace(op, columns=tuple(c for c, _ in keep),
+                                   values=tuple(v for _, v in keep))
 
     def _table_metadata(self, mapping: TableMapping, *, refresh: bool = False) -> Any:
         self.session()
@@ -354,6 +418,8 @@ class CassandraApplier(Applier):
             if op.kind is OpKind.MOVE:  # the dispatcher sends a MOVE alone; be safe anyway
                 self.apply([op])
                 continue
+            if self._dropped:
+                op = self._without_dropped(op)
             info = self.table(op)
             items = self._row_items(info, op)
             if items:

@@ -25,7 +25,6 @@ from gateway import (
     Column,
     FieldType,
     TableRef,
-    UnsupportedOperationError,
 )
 from gateway.cassandra_mapping import TableMapping, quote
 
@@ -83,22 +82,9 @@ def create_table(mapping: TableMapping, ref: TableRef, key_columns: Sequence[Col
     """``CREATE TABLE IF NOT EXISTS`` with the key and the given columns. Raises
     ``UnsupportedOperationError`` when the clustering option names a non-key column or
     leaves no partition key column."""
-    key_names = [c.name for c in key_columns]
-    unknown = [c for c in mapping.clustering if c not in key_names]
-    if unknown:
-        raise UnsupportedOperationError(
-            f"table {ref}: clustering column {unknown[0]!r} is not a key column")
-    partition = [n for n in key_names if n not in mapping.clustering]
-    if not partition:
-        raise UnsupportedOperationError(
-            f"table {ref}: every key column is a clustering column; none is left for the "
-            f"partition key")
-    defs = [f"{quote(c.name)} {_cql_type(c, ref)}" for c in (*key_columns, *columns)]
-    pk = "(" + ", ".join(quote(n) for n in partition) + ")"
-    if mapping.clustering:
-        pk += ", " + ", ".join(quote(n) for n in mapping.clustering)
-    return (f"CREATE TABLE IF NOT EXISTS {mapping.qualified} ({', '.join(defs)}, "
-            f"PRIMARY KEY ({pk}))")
+    return shared.create_table_cql(
+        mapping, str(ref), [(c.name, _cql_type(c, ref)) for c in (*key_columns, *columns)],
+        [c.name for c in key_columns])
 
 
 def add_column(mapping: TableMapping, ref: TableRef, col: Column) -> str:

@@ -161,3 +161,21 @@ def test_the_cassandra_applier_is_cluster_scoped():
 def test_an_exceptions_table_maps_to_a_cassandra_name():
     m = TableMapping.of(TableRef("shop", "orders$EX"), "gateway", {})
     assert (m.keyspace, m.table) == ("shop", "orders__ex")
+
+
+def test_loading_the_plugin_leaves_the_driver_unloaded():
+    # ``gateway run`` loads every installed plugin: a node without a cassandra applier must not
+    # hold the driver (and numpy) in memory. This checkout's package, in a fresh interpreter.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parents[1]
+    code = ("import sys, gateway_cassandra as g; g.gateway_register_appliers(); "
+            "assert 'cassandra' not in sys.modules, 'driver imported'; "
+            "assert g.CassandraApplier.__name__ == 'CassandraApplier'; "
+            "assert 'cassandra' in sys.modules")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(here), *filter(None, [os.environ.get("PYTHONPATH", "")])])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)

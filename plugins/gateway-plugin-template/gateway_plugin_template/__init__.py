@@ -1,5 +1,5 @@
-"""A template Gateway plugin: a JSON-lines applier, a CLI command, a metrics listener and a
-conflict function.
+"""A template Gateway plugin: a JSON-lines applier (with schema changes), a CLI command, a
+metrics listener, a schema-event listener and a conflict function.
 
 Everything here uses only the public API a third-party plugin has.
 """
@@ -26,16 +26,19 @@ from gateway import (
     Context,
     OpType,
     RowOp,
+    SchemaEvent,
     Stored,
     Verdict,
     hookimpl,
 )
 from gateway.fileio import FileSystem, append_synced
 
-__all__ = ["LAST_METRICS", "JsonLinesApplier", "first_wins"]
+__all__ = ["LAST_METRICS", "SCHEMA_EVENTS", "JsonLinesApplier", "first_wins"]
 
 #: The last metrics snapshot received per source (applier name).
 LAST_METRICS: dict[str, dict[str, float]] = {}
+#: ``(applier, table, version, kind, outcome)`` of every schema event an applier reached.
+SCHEMA_EVENTS: list[tuple[str, str, int, str, str]] = []
 
 
 def _plain(value: Any) -> Any:
@@ -75,6 +78,23 @@ class JsonLinesApplier(Applier):
         with self._lock:
             append_synced(self.path, data, fs=self.fs)
 
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """A schema change (``schema_policy = "apply"``, the default) as one line of its own,
+        ``{"kind": "SCHEMA", ...}`` with the table's whole new definition, between the
+        operations before it and those after it (the dispatcher's order). Lines carry no
+        schema of their own, so nothing else changes; a store with tables would alter one
+        here, and should be idempotent: a replay after a crash hands the event over again."""
+        d = event.definition
+        line = json.dumps({
+            "kind": "SCHEMA", "table": event.table, "version": event.version,
+            "change": event.kind, "column": event.column.name if event.column else None,
+            "old_name": event.old_name or None, "new_name": event.new_name or None,
+            "columns": [[c.name, c.type] for c in d.columns] if d is not None else None,
+            "primary_key": list(d.primary_key) if d is not None else None,
+        }, sort_keys=True)
+        with self._lock:
+            append_synced(self.path, (line + "\n").encode(), fs=self.fs)
+
 
 def _create(options: Mapping[str, str]) -> JsonLinesApplier:
     if not options.get("path"):
@@ -105,6 +125,13 @@ def gateway_register_commands(cli: click.Group) -> None:
 @hookimpl
 def gateway_publish_metrics(source: str, metrics: Mapping[str, float]) -> None:
     LAST_METRICS[source] = dict(metrics)
+
+
+@hookimpl
+def gateway_schema_event(applier: str, event: SchemaEvent, outcome: str) -> None:
+    # Every applier's schema events, in log order, with what became of them ("applied",
+    # "ignored", "unsupported"): a plugin could feed a schema registry or page someone here.
+    SCHEMA_EVENTS.append((applier, event.table, event.version, event.kind, outcome))
 
 
 def first_wins(change: Change, stored: Stored, ctx: Context) -> Verdict:

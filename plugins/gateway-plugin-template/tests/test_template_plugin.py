@@ -39,7 +39,8 @@ def test_the_installed_template_is_listed_with_its_hooks():
     (row,) = [r for r in json.loads(result.output) if r["name"] == "template"]
     assert row["distribution"] == "gateway-plugin-template" and row["loaded"]
     assert row["hooks"] == ["gateway_publish_metrics", "gateway_register_appliers",
-                            "gateway_register_commands", "gateway_register_conflict_functions"]
+                            "gateway_register_commands", "gateway_register_conflict_functions",
+                            "gateway_schema_event"]
 
 
 def test_the_template_adds_a_command_only_when_loaded():
@@ -106,3 +107,45 @@ def test_the_template_applier_writes_through_the_product_file_layer(tmp_path):
         applier.apply(ops)
     after = fs.crash_image()
     assert (read_file("/out.jsonl", fs=after) or b"").startswith(first)  # synced: kept
+
+
+def test_the_jsonl_applier_writes_a_schema_change_between_the_operations_around_it(tmp_path):
+    from gateway_plugin_template import SCHEMA_EVENTS
+
+    from gateway import SchemaColumn, SchemaEvent, TableDef
+    from gateway.appliers.dispatcher import Dispatcher
+    from gateway.appliers.source import MemorySource
+
+    def txn(trans_id: int, key: int) -> transaction_pb2.Transaction:
+        ins = statement_pb2.InsertStatement(
+            table=statement_pb2.TableMetadata(schema_name="s", table_name="t"),
+            key_fields=[statement_pb2.FieldMetadata(name="id", type=FT.FIELD_TYPE_INTEGER)])
+        ins.records.add(key_values=[value_pb2.Value(int_value=key)])
+        return transaction_pb2.Transaction(
+            gtid=gtid_pb2.Gtid(server_id=3, trans_id=trans_id), segment_id=1,
+            end_segment=True, statements=[statement_pb2.Statement(insert=ins)])
+
+    col = SchemaColumn("c", "INTEGER", 0)
+    add = SchemaEvent("s.t", 2, "add_column", column=col, definition=TableDef(
+        "s.t", 2, (SchemaColumn("id", "INTEGER"), col), ("id",)))
+    pm = plugins.load_plugins(["template"])
+    SCHEMA_EVENTS.clear()
+    [factory] = gateway_plugin_template.gateway_register_appliers()
+    applier = factory.build({"path": str(tmp_path / "ops.jsonl")})
+    d = Dispatcher(applier, MemorySource([txn(1, 1), add, txn(2, 2)]), tmp_path / "state",
+                   on_schema_event=plugins.schema_notifier(pm))
+    d.run()
+    lines = [json.loads(x) for x in (tmp_path / "ops.jsonl").read_text().splitlines()]
+    assert [(x["kind"], x.get("log_index")) for x in lines] == [
+        ("INSERT", 1), ("SCHEMA", None), ("INSERT", 3)]
+    assert lines[1] == {"kind": "SCHEMA", "table": "s.t", "version": 2, "change": "add_column",
+                        "column": "c", "old_name": None, "new_name": None,
+                        "columns": [["id", "INTEGER"], ["c", "INTEGER"]], "primary_key": ["id"]}
+    assert SCHEMA_EVENTS == [("jsonl", "s.t", 2, "add_column", "applied")]
+    # with schema_policy=ignore the applier is not handed it, and the hook hears so
+    SCHEMA_EVENTS.clear()
+    quiet = factory.build({"path": str(tmp_path / "quiet.jsonl"), "schema_policy": "ignore"})
+    Dispatcher(quiet, MemorySource([txn(1, 1), add]), tmp_path / "state2",
+               on_schema_event=plugins.schema_notifier(pm)).run()
+    assert "SCHEMA" not in (tmp_path / "quiet.jsonl").read_text()
+    assert SCHEMA_EVENTS == [("jsonl", "s.t", 2, "add_column", "ignored")]

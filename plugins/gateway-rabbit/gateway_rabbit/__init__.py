@@ -34,11 +34,15 @@ from .message import (
     MessageFormatError,
     OutgoingMessage,
     decode_body,
+    decode_schema_body,
     encode,
+    encode_schema,
     message_id,
     op_from_json,
     op_json,
     routing_key,
+    schema_json,
+    schema_routing_key,
 )
 from .publisher import (
     RabbitApplier,
@@ -61,12 +65,16 @@ __all__ = [
     "RabbitUnavailableError",
     "UnroutableMessageError",
     "decode_body",
+    "decode_schema_body",
     "encode",
+    "encode_schema",
     "message_id",
     "op_from_json",
     "op_json",
     "parse_options",
     "routing_key",
+    "schema_json",
+    "schema_routing_key",
 ]
 
 #: Where the applier looks for the broker unless told (a local server, the default user).

@@ -17,6 +17,18 @@ Body, by format:
   ``application/x-gateway-frame``; ``decode_body`` turns it back into the ``RowOp``.
 - ``json``: one UTF-8 JSON object (``op_json``), content type ``application/json``.
 
+Schema (issue 57): a row message's headers carry ``x-gateway-schema-version``, the version of
+its table's definition when the row was applied (1 for a table without a schema change: a
+table first written without ``CREATE TABLE`` has the implicit version 1); a SQL operation has
+no table and no such header. A schema event is a message of its own (``encode_schema``):
+routing key ``schema.table.schema`` (so ``shop.orders.*`` receives a table's rows and its
+changes, ``*.*.schema`` every change), body the transport frame of the log's
+``gateway.v1.SchemaEvent`` (type tag 5, ``TypeTag.SCHEMA_EVENT``) or, in ``json`` format, the
+object of ``schema_json``; headers ``x-gateway-schema-version`` (the version after the
+change), ``x-gateway-schema-change`` (``create``, ``add_column``, ``drop_column``,
+``rename_column``, ``drop_table``) and ``x-gateway-schema-origin``; message id
+``schema-<schema.table>-<version>-<digest>``. ``decode_schema_body`` reads one back.
+
 Message id: ``<server_id>-<trans_id>-<statement>-<digest>``, where ``digest`` is 16 hex digits
 of BLAKE2b over the serialized ``RowOperation`` (table, key, kind, values, GTID, log index). It
 depends only on the operation, so a re-published operation (a retry, a replay after a restart)
@@ -40,12 +52,17 @@ from gateway import (
     OpKind,
     RowOp,
     RowOperation,
+    SchemaColumn,
+    SchemaEvent,
     SqlText,
+    TableDef,
     TableRef,
     TypeTag,
     Variable,
     decode_frame,
+    decode_schema_event,
     encode_frame,
+    encode_schema_event,
     op_from_proto,
     op_to_proto,
 )
@@ -56,11 +73,15 @@ __all__ = [
     "MessageFormatError",
     "OutgoingMessage",
     "decode_body",
+    "decode_schema_body",
     "encode",
+    "encode_schema",
     "message_id",
     "op_from_json",
     "op_json",
     "routing_key",
+    "schema_json",
+    "schema_routing_key",
 ]
 
 FT = FieldType
@@ -84,6 +105,7 @@ class OutgoingMessage:
     headers: dict[str, int | str]
     content_type: str
     commit_ts_ns: int
+    message_type: str = "gateway.v1.RowOperation"  # the AMQP ``type`` property
 
 
 def _word(name: str) -> str:
@@ -140,9 +162,11 @@ def _headers(op: RowOp) -> dict[str, int | str]:
     }
 
 
-def encode(op: RowOp, fmt: str = "frame") -> OutgoingMessage:
+def encode(op: RowOp, fmt: str = "frame", schema_version: int | None = None
+           ) -> OutgoingMessage:
     """The message for ``op`` in format ``fmt`` (``frame`` or ``json``); ``ValueError`` for
-    another format."""
+    another format. ``schema_version``: the header ``x-gateway-schema-version`` (left out
+    when None)."""
     if fmt not in CONTENT_TYPES:
         raise ValueError(f"unknown message format {fmt!r} (expected frame or json)")
     serialized = _serialized(op)
@@ -150,8 +174,106 @@ def encode(op: RowOp, fmt: str = "frame") -> OutgoingMessage:
         body = encode_frame(TypeTag.ROW_OPERATION, serialized)
     else:
         body = json.dumps(op_json(op), separators=(",", ":"), sort_keys=True).encode()
-    return OutgoingMessage(routing_key(op), body, message_id(op, serialized), headers(op),
+    head = headers(op)
+    if schema_version is not None:
+        head["x-gateway-schema-version"] = _header_int(schema_version)
+    return OutgoingMessage(routing_key(op), body, message_id(op, serialized), head,
                            CONTENT_TYPES[fmt], op.commit_ts_ns)
+
+
+# --- schema events --------------------------------------------------------------------------
+
+
+def _split(table: str) -> tuple[str, str]:
+    schema, dot, name = table.partition(".")
+    return (schema, name) if dot else ("", table)
+
+
+def schema_routing_key(event: SchemaEvent) -> str:
+    """``schema.table.schema`` for a change of table ``schema.table``."""
+    schema, name = _split(event.table)
+    return f"{_word(schema)}.{_word(name)}.schema"
+
+
+def _schema_column(c: SchemaColumn) -> dict[str, Any]:
+    return {"name": c.name, "type": c.type, "default": _json_value(c.default),
+            "nullable": c.nullable}
+
+
+def schema_json(event: SchemaEvent) -> dict[str, Any]:
+    """The JSON object of a schema event: ``kind`` ``"SCHEMA"``, ``change`` (the event's
+    kind), ``schema``, ``table``, ``version``, ``column`` (``{name, type, default,
+    nullable}`` or null), ``old_name``, ``new_name``, ``definition`` (``{columns,
+    primary_key}`` after the change, null after ``drop_table``), ``origin``, ``implicit``."""
+    schema, name = _split(event.table)
+    d = event.definition
+    return {
+        "kind": "SCHEMA", "change": event.kind, "schema": schema, "table": name,
+        "version": event.version,
+        "column": _schema_column(event.column) if event.column is not None else None,
+        "old_name": event.old_name, "new_name": event.new_name,
+        "definition": None if d is None else {
+            "columns": [_schema_column(c) for c in d.columns],
+            "primary_key": list(d.primary_key)},
+        "origin": event.origin, "implicit": event.implicit,
+    }
+
+
+def encode_schema(event: SchemaEvent, fmt: str = "frame", now_ns: int = 0
+                  ) -> OutgoingMessage:
+    """The message of a schema event (module docstring); ``now_ns`` its AMQP timestamp."""
+    if fmt not in CONTENT_TYPES:
+        raise ValueError(f"unknown message format {fmt!r} (expected frame or json)")
+    serialized = encode_schema_event(event)[1:]  # after its type tag
+    if fmt == "frame":
+        body = encode_frame(TypeTag.SCHEMA_EVENT, serialized)
+    else:
+        body = json.dumps(schema_json(event), separators=(",", ":"), sort_keys=True).encode()
+    digest = hashlib.blake2b(serialized, digest_size=8).hexdigest()
+    head: dict[str, int | str] = {
+        "x-gateway-schema-version": _header_int(event.version),
+        "x-gateway-schema-change": event.kind,
+        "x-gateway-schema-origin": event.origin,
+    }
+    return OutgoingMessage(schema_routing_key(event), body,
+                           f"schema-{event.table}-{event.version}-{digest}", head,
+                           CONTENT_TYPES[fmt], now_ns, "gateway.v1.SchemaEvent")
+
+
+def _column_of(obj: dict[str, Any]) -> SchemaColumn:
+    return SchemaColumn(obj["name"], obj["type"], obj["default"], obj["nullable"])
+
+
+def decode_schema_body(body: bytes, content_type: str | None = None) -> SchemaEvent:
+    """The ``SchemaEvent`` of a schema message's body (either format, as ``decode_body``).
+    Raises ``MessageFormatError``. A JSON body's BLOB default comes back as its base64
+    text: read the frame format where that matters."""
+    if content_type == CONTENT_TYPES["json"] or (content_type is None and body[:1] == b"{"):
+        try:
+            obj = json.loads(body)
+            table = f"{obj['schema']}.{obj['table']}" if obj["schema"] else obj["table"]
+            d = obj["definition"]
+            return SchemaEvent(
+                table, obj["version"], obj["change"],
+                column=_column_of(obj["column"]) if obj["column"] is not None else None,
+                old_name=obj["old_name"], new_name=obj["new_name"],
+                definition=None if d is None else TableDef(
+                    table, obj["version"], tuple(_column_of(c) for c in d["columns"]),
+                    tuple(d["primary_key"])),
+                origin=obj["origin"], implicit=obj["implicit"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MessageFormatError(f"JSON body is not a schema event: {exc!r}") from None
+    try:
+        tag, message, end = decode_frame(body)
+    except ValueError as exc:
+        raise MessageFormatError(f"frame body: {exc}") from None
+    if end != len(body) or tag != TypeTag.SCHEMA_EVENT:
+        raise MessageFormatError(f"frame body: type tag {tag}, expected "
+                                 f"{int(TypeTag.SCHEMA_EVENT)} (SchemaEvent)")
+    try:
+        return decode_schema_event(bytes((tag,)) + bytes(message))
+    except Exception as exc:  # DecodeError or a SchemaError naming the field
+        raise MessageFormatError(f"frame body: {exc}") from None
 
 
 # --- JSON form ------------------------------------------------------------------------------

@@ -29,6 +29,13 @@ Errors (all ``gateway.appliers.contract.ApplyError``)::
     └── UnroutableMessageError          mandatory message returned: no queue is bound for its
                                         routing key (transient: a binding may be added)
 
+Schema events (``apply_schema``, under the applier's ``schema_policy``): each is published as
+a message of its own (``gateway_rabbit.message.encode_schema``) after every row before it was
+confirmed and before any row after it (the dispatcher's order), and the table's version it
+brings goes into the ``x-gateway-schema-version`` header of that table's later rows. The
+versions at a start come from the dispatcher (``start_schema``: the versions as of the
+applier's position); a table with none is at version 1.
+
 While the broker is down the robust connection reconnects every ``reconnect_interval``
 seconds in the background; ``apply`` waits up to ``reconnect_timeout`` for it before raising,
 so a broker restart costs a pause, not dead letters.
@@ -41,7 +48,8 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -54,12 +62,14 @@ from aio_pika.connection import make_url
 from gateway import (
     Applier,
     Capabilities,
+    OpKind,
     RowOp,
+    SchemaEvent,
     StoreUnavailableError,
     TransientApplyError,
 )
 
-from .message import OutgoingMessage, encode
+from .message import OutgoingMessage, encode, encode_schema
 
 __all__ = [
     "RabbitApplier",
@@ -130,6 +140,9 @@ class RabbitApplier(Applier):
         self._exchange: AbstractExchange | None = None
         self._connect_lock: asyncio.Lock | None = None
         self._closed = False
+        #: Each table's schema version ("schema.table" -> version); replaced whole, never
+        #: changed in place: read by the workers without a lock.
+        self._versions: dict[str, int] = {}
         self._thread.start()
 
     # -- the loop thread -------------------------------------------------------------------------
@@ -156,9 +169,25 @@ class RabbitApplier(Applier):
         """Publish ``ops`` and return when the broker confirmed every one; raise otherwise."""
         if not ops:
             return
-        messages = [encode(op, self.settings.format) for op in ops]
+        versions, fmt = self._versions, self.settings.format
+        messages = [encode(op, fmt, None if op.kind is OpKind.SQL
+                           else versions.get(f"{op.table.schema}.{op.table.name}", 1))
+                    for op in ops]
         s = self.settings
         self._submit(self._publish(messages), s.reconnect_timeout + s.confirm_timeout + 10)
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """Publish ``event`` as its own message and return when the broker confirmed it; the
+        table's later rows carry its version. A replay publishes it again with the same
+        message id."""
+        s = self.settings
+        message = encode_schema(event, s.format, time.time_ns())
+        self._submit(self._publish([message]), s.reconnect_timeout + s.confirm_timeout + 10)
+        self._versions = {**self._versions, event.table: event.version}
+
+    def start_schema(self, versions: Mapping[str, int]) -> None:
+        """The tables' schema versions as of the position the dispatcher starts from."""
+        self._versions = dict(versions)
 
     async def _ready_exchange(self) -> AbstractExchange:
         """The exchange on a live channel: connect on first use, wait out a reconnection."""
@@ -258,7 +287,7 @@ def _amqp_message(m: OutgoingMessage) -> aio_pika.Message:
         m.body, headers=m.headers, content_type=m.content_type,  # type: ignore[arg-type]
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT, message_id=m.message_id,
         timestamp=datetime.fromtimestamp(m.commit_ts_ns / 1e9, UTC),
-        type="gateway.v1.RowOperation", app_id="gateway")
+        type=m.message_type, app_id="gateway")
 
 
 def _publish_error(message: OutgoingMessage, exc: BaseException, exchange: str) -> Exception:

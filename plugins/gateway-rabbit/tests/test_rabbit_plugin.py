@@ -181,3 +181,101 @@ def test_failed_connection_attempts_write_nothing_to_stderr():
 def test_the_rabbit_applier_is_cluster_scoped():
     # one shared exchange: in a gateway cluster only the leader publishes each change
     assert gateway_rabbit.RABBIT_FACTORY.scope == "cluster"
+
+
+# --- schema events (issue 57) ----------------------------------------------------------------
+
+
+def _published(tmp_path, items, state="state"):
+    """Run ``items`` through a RabbitApplier whose broker is a list: the messages it
+    published, in the order their rounds were confirmed."""
+    from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+    from gateway.appliers.source import MemorySource
+
+    sent: list = []
+    applier = gateway_rabbit.RABBIT_FACTORY.build({"url": "amqp://h", "format": "json"})
+
+    async def publish(messages):
+        sent.extend(messages)
+
+    applier._publish = publish
+    try:
+        Dispatcher(applier, MemorySource(items), tmp_path / state,
+                   config=DispatcherConfig(threads=1, save_interval=0.0)).run()
+    finally:
+        applier.close()
+    return sent
+
+
+def test_schema_events_are_messages_of_their_own_and_rows_carry_their_tables_version(
+        tmp_path):
+    from gateway_rabbit import decode_schema_body
+
+    from tests.appliers.schema_log import events, schema_log
+
+    sent = _published(tmp_path, schema_log())
+    schema = [m for m in sent if m.routing_key.endswith(".schema")]
+    assert [m.routing_key for m in schema] == ["s.items.schema"] * 4
+    assert [decode_schema_body(m.body, m.content_type) for m in schema] == events()
+    assert [(m.headers["x-gateway-schema-version"], m.headers["x-gateway-schema-change"])
+            for m in schema] == [(1, "create"), (2, "add_column"), (3, "rename_column"),
+                                 (4, "drop_column")]
+    # every row message carries the version its table had when it was published
+    version = 0
+    for m in sent:
+        if m in schema:
+            version = m.headers["x-gateway-schema-version"]
+        else:
+            assert m.headers["x-gateway-schema-version"] == version, m.routing_key
+    assert version == 4 and len(sent) > len(schema)
+
+
+def test_a_restart_carries_on_with_the_versions_as_of_its_position(tmp_path):
+    from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+    from gateway.appliers.source import MemorySource
+    from tests.appliers.schema_log import schema_log
+
+    items = schema_log()
+    sent: list = []
+    applier = gateway_rabbit.RABBIT_FACTORY.build({"url": "amqp://h"})
+
+    async def publish(messages):
+        sent.extend(messages)
+
+    applier._publish = publish
+    try:
+        Dispatcher(applier, MemorySource(items), tmp_path, config=DispatcherConfig(
+            threads=1, save_interval=0.0)).run(max_index=9)  # up to the rename's rows
+        sent.clear()
+        restarted = gateway_rabbit.RABBIT_FACTORY.build({"url": "amqp://h"})
+        restarted._publish = publish
+        Dispatcher(restarted, MemorySource(items), tmp_path, config=DispatcherConfig(
+            threads=1, save_interval=0.0)).run()
+        restarted.close()
+    finally:
+        applier.close()
+    first = sent[0]
+    assert not first.routing_key.endswith(".schema")
+    assert first.headers["x-gateway-schema-version"] == 3  # CREATE, ADD and RENAME before
+
+
+def test_schema_messages_round_trip_in_both_formats_with_a_stable_id():
+    from gateway_rabbit import decode_schema_body, encode_schema, schema_json
+
+    from tests.appliers.schema_log import events
+
+    for e in events():
+        for fmt in ("frame", "json"):
+            m = encode_schema(e, fmt, 5)
+            assert decode_schema_body(m.body, m.content_type) == e
+            assert m.message_id == encode_schema(e, fmt, 6).message_id
+            assert m.message_id.startswith(f"schema-s.items-{e.version}-")
+    assert schema_json(events()[1])["column"] == {"name": "c", "type": "INTEGER",
+                                                  "default": 0, "nullable": True}
+    with pytest.raises(gateway_rabbit.MessageFormatError, match="expected 5"):
+        decode_schema_body(encode(_op()).body)
+
+
+def test_a_row_message_without_a_schema_version_has_no_such_header():
+    assert "x-gateway-schema-version" not in encode(_op()).headers
+    assert encode(_op(), schema_version=3).headers["x-gateway-schema-version"] == 3

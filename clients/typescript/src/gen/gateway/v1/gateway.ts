@@ -25,6 +25,7 @@ import {
 import { ApplyStatus, EpochMarker } from "./epoch";
 import { Gtid } from "./gtid";
 import { ChannelDefinition, ChannelSlot, ConflictRule, SpaceAlarm } from "./replication";
+import { SchemaEvent, TableVersion } from "./schema";
 import { FieldMetadata, Statement, TableMetadata } from "./statement";
 import { Condition, Transaction } from "./transaction";
 import { Value } from "./value";
@@ -270,6 +271,12 @@ export interface ChangeEvent {
   entryEnd: boolean;
   /** a replicated entry: when its source sealed the epoch */
   sealedAtNs: bigint;
+  /**
+   * 30-39: schema (issue 57). A table's schema event applied by the entry (a SCHEMA_EVENT
+   * entry, a first write's implicit shape, or one a replicated entry brought), sent before
+   * the entry's other records, with the origin's version (docs/schema.md).
+   */
+  schemaEvent: SchemaEvent | undefined;
 }
 
 export interface StatusRequest {
@@ -358,6 +365,8 @@ export interface StatusResponse {
    */
   sealedEpoch: bigint;
   sealedAtNs: bigint;
+  /** Every table's schema version on this node (docs/schema.md), by name. */
+  tables: TableVersion[];
 }
 
 /** SlotStatus: one reader's slot (ChannelSlot) as this node sees it. */
@@ -2518,6 +2527,7 @@ function createBaseChangeEvent(): ChangeEvent {
     epoch: 0n,
     entryEnd: false,
     sealedAtNs: 0n,
+    schemaEvent: undefined,
   };
 }
 
@@ -2552,6 +2562,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
         throw new globalThis.Error("value provided for field message.sealedAtNs of type fixed64 too large");
       }
       writer.uint32(57).fixed64(message.sealedAtNs);
+    }
+    if (message.schemaEvent !== undefined) {
+      SchemaEvent.encode(message.schemaEvent, writer.uint32(242).fork()).join();
     }
     return writer;
   },
@@ -2625,6 +2638,14 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
             message.sealedAtNs = reader.fixed64() as bigint;
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.schemaEvent = SchemaEvent.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2666,6 +2687,11 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
         : isSet(object.sealed_at_ns)
         ? BigInt(object.sealed_at_ns)
         : 0n,
+      schemaEvent: isSet(object.schemaEvent)
+        ? SchemaEvent.fromJSON(object.schemaEvent)
+        : isSet(object.schema_event)
+        ? SchemaEvent.fromJSON(object.schema_event)
+        : undefined,
     };
   },
 
@@ -2692,6 +2718,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     if (message.sealedAtNs !== 0n) {
       obj.sealedAtNs = message.sealedAtNs.toString();
     }
+    if (message.schemaEvent !== undefined) {
+      obj.schemaEvent = SchemaEvent.toJSON(message.schemaEvent);
+    }
     return obj;
   },
 
@@ -2715,6 +2744,9 @@ export const ChangeEvent: MessageFns<ChangeEvent> = {
     message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
       ? BigInt(object.sealedAtNs)
       : 0n;
+    message.schemaEvent = (object.schemaEvent !== undefined && object.schemaEvent !== null)
+      ? SchemaEvent.fromPartial(object.schemaEvent)
+      : undefined;
     return message;
   },
 };
@@ -3305,6 +3337,7 @@ function createBaseStatusResponse(): StatusResponse {
     retention: undefined,
     sealedEpoch: 0n,
     sealedAtNs: 0n,
+    tables: [],
   };
 }
 
@@ -3411,6 +3444,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.sealedAtNs of type int64 too large");
       }
       writer.uint32(184).int64(message.sealedAtNs);
+    }
+    for (const v of message.tables) {
+      TableVersion.encode(v!, writer.uint32(194).fork()).join();
     }
     return writer;
   },
@@ -3612,6 +3648,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.sealedAtNs = reader.int64() as bigint;
             continue;
           }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.tables.push(TableVersion.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3709,6 +3753,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         : isSet(object.sealed_at_ns)
         ? BigInt(object.sealed_at_ns)
         : 0n,
+      tables: globalThis.Array.isArray(object?.tables)
+        ? object.tables.map((e: any) => TableVersion.fromJSON(e))
+        : [],
     };
   },
 
@@ -3783,6 +3830,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     if (message.sealedAtNs !== 0n) {
       obj.sealedAtNs = message.sealedAtNs.toString();
     }
+    if (message.tables?.length) {
+      obj.tables = message.tables.map((e) => TableVersion.toJSON(e));
+    }
     return obj;
   },
 
@@ -3828,6 +3878,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.sealedAtNs = (object.sealedAtNs !== undefined && object.sealedAtNs !== null)
       ? BigInt(object.sealedAtNs)
       : 0n;
+    message.tables = object.tables?.map((e) => TableVersion.fromPartial(e)) || [];
     return message;
   },
 };

@@ -7,6 +7,7 @@
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 import { ApplyStatus } from "./epoch";
+import { SchemaEvent } from "./schema";
 import { Transaction } from "./transaction";
 
 export const protobufPackage = "gateway.v1";
@@ -23,7 +24,9 @@ export const protobufFileName = "gateway/v1/replication.proto";
  * a transaction (with its origin GTID, epoch, author and timestamps) or an apply-status row.
  */
 export interface ReplicatedItem {
-  item: { $case: "transaction"; value: Transaction } | { $case: "applyStatus"; value: ApplyStatus } | undefined;
+  item: { $case: "transaction"; value: Transaction } | { $case: "applyStatus"; value: ApplyStatus } | //
+  /** 30-39: schema (issue 57): a schema event of the source's log, in its log order. */
+  { $case: "schemaEvent"; value: SchemaEvent } | undefined;
 }
 
 /**
@@ -194,6 +197,9 @@ export const ReplicatedItem: MessageFns<ReplicatedItem> = {
       case "applyStatus":
         ApplyStatus.encode(message.item.value, writer.uint32(18).fork()).join();
         break;
+      case "schemaEvent":
+        SchemaEvent.encode(message.item.value, writer.uint32(242).fork()).join();
+        break;
     }
     return writer;
   },
@@ -227,6 +233,14 @@ export const ReplicatedItem: MessageFns<ReplicatedItem> = {
             message.item = { $case: "applyStatus", value: ApplyStatus.decode(reader, reader.uint32()) };
             continue;
           }
+          case 30: {
+            if (tag !== 242) {
+              break;
+            }
+
+            message.item = { $case: "schemaEvent", value: SchemaEvent.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -247,6 +261,10 @@ export const ReplicatedItem: MessageFns<ReplicatedItem> = {
         ? { $case: "applyStatus", value: ApplyStatus.fromJSON(object.applyStatus) }
         : isSet(object.apply_status)
         ? { $case: "applyStatus", value: ApplyStatus.fromJSON(object.apply_status) }
+        : isSet(object.schemaEvent)
+        ? { $case: "schemaEvent", value: SchemaEvent.fromJSON(object.schemaEvent) }
+        : isSet(object.schema_event)
+        ? { $case: "schemaEvent", value: SchemaEvent.fromJSON(object.schema_event) }
         : undefined,
     };
   },
@@ -257,6 +275,8 @@ export const ReplicatedItem: MessageFns<ReplicatedItem> = {
       obj.transaction = Transaction.toJSON(message.item.value);
     } else if (message.item?.$case === "applyStatus") {
       obj.applyStatus = ApplyStatus.toJSON(message.item.value);
+    } else if (message.item?.$case === "schemaEvent") {
+      obj.schemaEvent = SchemaEvent.toJSON(message.item.value);
     }
     return obj;
   },
@@ -276,6 +296,12 @@ export const ReplicatedItem: MessageFns<ReplicatedItem> = {
       case "applyStatus": {
         if (object.item?.value !== undefined && object.item?.value !== null) {
           message.item = { $case: "applyStatus", value: ApplyStatus.fromPartial(object.item.value) };
+        }
+        break;
+      }
+      case "schemaEvent": {
+        if (object.item?.value !== undefined && object.item?.value !== null) {
+          message.item = { $case: "schemaEvent", value: SchemaEvent.fromPartial(object.item.value) };
         }
         break;
       }

@@ -1,0 +1,116 @@
+"""Issue 57: the Spark bulk apply of a log that spans schema changes gives the same tables as
+the streaming SQLite applier (CREATE, writes, ADD COLUMN, writes under the old and the new
+version, RENAME, DROP COLUMN; the log of tests/appliers/schema_log.py, written with the
+schema codec), and Parquet datasets evolve their schema."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+from gateway.appliers.source import LogFileSource
+from gateway.appliers.sqlite import SqliteApplier
+from spark_applier.bulk import apply_log
+from spark_applier.schema_events import schema_events
+from spark_applier.sqlite_target import SqliteTarget
+from tests.appliers.schema_log import FINAL, events, schema_log, write_log
+
+
+def _tables(path: Path) -> dict[str, list[tuple]]:
+    """Every user table of a SQLite file: its columns (name, declared type, default) and
+    rows, in key order."""
+    conn = sqlite3.connect(path)
+    try:
+        out = {}
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                    "name NOT LIKE '\\_gateway\\_%' ESCAPE '\\' ORDER BY 1"):
+            cols = [tuple(r[1:5]) for r in conn.execute(f'PRAGMA table_info("{name}")')]
+            rows = conn.execute(f'SELECT * FROM "{name}" ORDER BY 1').fetchall()
+            out[name] = [tuple(cols), *rows]
+        return out
+    finally:
+        conn.close()
+
+
+def _streamed(log: Path, db: Path) -> None:
+    applier = SqliteApplier(db)
+    try:
+        Dispatcher(applier, LogFileSource(log), db.parent / "stream-state",
+                   config=DispatcherConfig(threads=4, save_interval=0.0)).run()
+    finally:
+        applier.close()
+
+
+def test_schema_events_are_found_in_log_order_across_partitions(spark, tmp_path):
+    write_log(tmp_path / "log.bin", schema_log())
+    got = schema_events(spark, str(tmp_path / "log.bin"), partition_bytes=128)
+    assert [i for i, _ in got] == [1, 4, 8, 12]
+    assert [e for _, e in got] == events()
+    assert [i for i, _ in schema_events(spark, str(tmp_path / "log.bin"), index_from=5,
+                                        index_to=11, partition_bytes=128)] == [8]
+
+
+@pytest.mark.parametrize("partition_bytes", [None, 256])
+def test_the_bulk_apply_of_a_log_spanning_schema_changes_equals_the_streaming_applier(
+        spark, tmp_path, partition_bytes):
+    log = tmp_path / "log.bin"
+    write_log(log, schema_log())
+    _streamed(log, tmp_path / "stream.db")
+    report = apply_log(spark, str(log), SqliteTarget(str(tmp_path / "bulk.db")),
+                       str(tmp_path / "state"), partition_bytes=partition_bytes)
+    assert report.problems == 0 and report.end.log_index == len(schema_log())
+    bulk, streamed = _tables(tmp_path / "bulk.db"), _tables(tmp_path / "stream.db")
+    assert bulk == streamed
+    assert [dict(zip(("id", "qty", "c"), r, strict=True)) for r in bulk["items"][1:]] == FINAL
+
+
+def test_a_bulk_run_stopped_between_schema_changes_resumes_to_the_same_tables(spark, tmp_path):
+    log = tmp_path / "log.bin"
+    write_log(log, schema_log())
+    _streamed(log, tmp_path / "stream.db")
+    target, state = SqliteTarget(str(tmp_path / "bulk.db")), str(tmp_path / "state")
+    first = apply_log(spark, str(log), target, state, index_to=9)  # after the rename's rows
+    assert first.end.log_index == 9
+    cols = [c[0] for c in _tables(tmp_path / "bulk.db")["items"][0]]
+    assert cols == ["id", "qty", "b", "c"]
+    apply_log(spark, str(log), target, state)
+    assert _tables(tmp_path / "bulk.db") == _tables(tmp_path / "stream.db")
+
+
+def test_a_target_with_policy_stop_stops_before_the_event_with_its_position_saved(spark,
+                                                                                  tmp_path):
+    from gateway import SchemaStopError
+    from spark_applier.position import SparkPositionStore
+
+    log = tmp_path / "log.bin"
+    write_log(log, schema_log())
+    target = SqliteTarget(str(tmp_path / "bulk.db"))
+    target.schema_policy = "stop"
+    with pytest.raises(SchemaStopError, match=r"log index 1, table s.items version 1 "
+                                              r"\(create\): stopped by schema_policy 'stop'"):
+        apply_log(spark, str(log), target, str(tmp_path / "state"))
+    assert SparkPositionStore(str(tmp_path / "state"), "sqlite").load().log_index == 0
+
+
+def test_parquet_datasets_evolve_with_add_rename_and_drop_column(spark, tmp_path):
+    from spark_applier.writers import ParquetTarget
+
+    # the log as a node whose writes were all made under the current version holds it: the
+    # Parquet target merges rows as they are named (docs/spark.md, "Schema changes")
+    current = [item for item in schema_log()
+               if getattr(getattr(item, "gtid", None), "trans_id", 0) not in (3, 7, 10)]
+    log = tmp_path / "log.bin"
+    write_log(log, current)
+    _streamed(log, tmp_path / "stream.db")
+    target = ParquetTarget(spark, str(tmp_path / "tables"))
+    report = apply_log(spark, str(log), target, str(tmp_path / "state"))
+    assert report.problems == 0
+    df = target.read_table("s", "items")
+    assert sorted(c for c in df.columns if not c.startswith("_")) == ["c", "id", "qty"]
+    got = sorted(tuple(r) for r in df.select("id", "qty", "c").collect())
+    streamed = _tables(tmp_path / "stream.db")["items"][1:]
+    assert got == sorted(streamed) == [(1, 10, 9), (2, 22, 0), (5, 50, 7), (6, 60, 6),
+                                       (8, 80, 8)]
