@@ -13,12 +13,23 @@ of transactions, read by byte ranges like WAL segments) of ``--ops`` row operati
    built-in SQLite applier), with ``local[1]`` and ``local[2]``. Every SQLite result is
    checked against the dispatcher's (same final tables).
 
+3. the time to the first row (``limit(1).collect()``) of each source: the session's first
+   query, then ``--first-runs`` more (p50, p99);
+4. with ``--standalone``, all of it again on a standalone cluster of 2 workers x 1 core that
+   the benchmark starts itself (``tests/spark/standalone.py``), and its ratios to ``local[2]``;
+   ``--master spark://...`` adds any other master whose workers see this machine's files.
+
+Every session is built with ``spark_applier.daemon.SESSION_CONF``. Bulk apply rows give the
+seconds spent in the target's ``write_unit`` (collecting and writing the reduced rows); the
+rest is reading, caching and reducing the log.
+
 Workload: transactions of 7 inserts of new rows and 3 updates of earlier rows (one table,
 4 columns), i.e. 10 logged operations per transaction.
 
     python benchmarks/bench_spark.py              # 1M operations
     python benchmarks/bench_spark.py --ops 100000 # quicker
     python benchmarks/bench_spark.py --partition-mb 8   # instead of the source's default split
+    python benchmarks/bench_spark.py --ops 500000 --standalone   # the issue's figures
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import os
 import random
 import shutil
 import sqlite3
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -83,18 +95,52 @@ def make_log(path: Path, ops: int, seed: int = 1) -> int:
     return n
 
 
-def session(cores: int) -> Any:
+def session(master: str, cores: int) -> Any:
     from pyspark.sql import SparkSession
 
+    from spark_applier.daemon import SESSION_CONF
     from spark_applier.datasource import register
 
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench-spark")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", str(2 * cores))
-             .config("spark.driver.memory", "2g").getOrCreate())
+    builder = SparkSession.builder
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    builder = (builder.master(master).appName("bench-spark")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", str(2 * cores))
+               .config("spark.driver.memory", "2g"))
+    if master.startswith("spark://"):
+        builder = builder.config("spark.executor.memory", "768m")
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+class TimedTarget:
+    """A target whose ``write_unit`` calls are timed (the rest of ``apply_log`` is reading,
+    caching and reducing the log)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target, self.name, self.write_secs = target, target.name, 0.0
+
+    def write_unit(self, rows: Any) -> int:
+        t = time.perf_counter()
+        try:
+            return int(self.target.write_unit(rows))
+        finally:
+            self.write_secs += time.perf_counter() - t
+
+    def apply_barrier(self, op: Any, write_ts: int = 0) -> None:
+        self.target.apply_barrier(op, write_ts)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, linear between the nearest ranks."""
+    xs = sorted(values)
+    at = q * (len(xs) - 1)
+    lo = int(at)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (at - lo)
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -117,12 +163,37 @@ def main() -> None:
     parser.add_argument("--partition-mb", type=int, default=None,
                         help="partition_bytes of the source [default: its own default]")
     parser.add_argument("--repeat", type=int, default=2, help="runs per read (best is kept)")
+    parser.add_argument("--first-runs", type=int, default=20,
+                        help="first-row queries per source and master (p50/p99)")
+    parser.add_argument("--standalone", action="store_true",
+                        help="also run on a standalone cluster of 2 workers x 1 core started "
+                             "here (tests/spark/standalone.py)")
+    parser.add_argument("--master", default=None,
+                        help="also run on this master (e.g. spark://host:7077; its workers "
+                             "must see this machine's temporary directory)")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated masters to run instead of local[1],local[2]")
     args = parser.parse_args()
+    masters = args.only.split(",") if args.only else ["local[1]", "local[2]"]
+    if args.master:
+        masters.append(args.master)
     work = Path(tempfile.mkdtemp(prefix="bench-spark-"))
+    cluster = None
     try:
+        if args.standalone:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.spark.standalone import cluster_env, start_cluster
+
+            os.environ.update({k: v for k, v in cluster_env().items()
+                               if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                                        "SPARK_LOCAL_IP")})
+            cluster = start_cluster(work / "cluster")
+            masters.append(cluster.url)
         run(work, args.ops, args.partition_mb << 20 if args.partition_mb else None,
-            args.repeat)
+            args.repeat, masters, args.first_runs)
     finally:
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -145,15 +216,34 @@ def in_process(path: Path, partition_bytes: int | None) -> tuple[float, int, int
     return time.perf_counter() - t, rows, len(ranges)
 
 
-def run(work: Path, ops: int, partition_bytes: int | None, repeat: int = 2) -> None:
+def cores_of(master: str) -> int:
+    """Task slots of ``master``: N of ``local[N]``, 2 for a cluster (2 workers x 1 core)."""
+    if master.startswith("local[") and master[6:-1].isdigit():
+        return int(master[6:-1])
+    return 2
+
+
+def label(master: str) -> str:
+    return "standalone 2x1" if master.startswith("spark://") else master
+
+
+def first_rows(load: Any, runs: int) -> tuple[float, list[float]]:
+    """Seconds to the first row of the session's first query, and of ``runs`` more."""
+    cold, _ = timed(lambda: load().limit(1).collect())
+    return cold, [timed(lambda: load().limit(1).collect())[0] for _ in range(runs)]
+
+
+def run(work: Path, ops: int, partition_bytes: int | None, repeat: int = 2,
+        masters: list[str] | None = None, first_runs: int = 20) -> None:
     from spark_applier.bulk import apply_log
     from spark_applier.writers import ParquetTarget, SqliteTarget
 
+    masters = masters or ["local[1]", "local[2]"]
     wal = work / "log.bin"
     secs, entries = timed(lambda: make_log(wal, ops))
     size = wal.stat().st_size
     print(f"log: {entries} entries, {entries * 10} operations, {size / 1e6:.1f} MB "
-          f"(generated in {secs:.1f} s)", flush=True)
+          f"(generated in {secs:.1f} s); load {load_average()}", flush=True)
     src = LogFileSource(wal)
     ref_db = work / "dispatcher.db"
     applier = SqliteApplier(ref_db)
@@ -170,43 +260,78 @@ def run(work: Path, ops: int, partition_bytes: int | None, repeat: int = 2) -> N
     results.append(("bulk apply", "dispatcher x4 threads -> sqlite", d_secs, ops_n / d_secs,
                     "1.00x"))
     parquet_dir = work / "rows.parquet"
-    for cores in (1, 2):
-        spark = session(cores)
-        reader = spark.read.format("gateway_wal")
-        if partition_bytes:
-            reader = reader.option("partition_bytes", partition_bytes)
-        if not parquet_dir.exists():
-            reader.load(str(wal)).write.parquet(str(parquet_dir))
-        first_src, _ = timed(lambda r=reader: r.load(str(wal)).limit(1).collect())
-        first_pq, _ = timed(lambda s=spark: s.read.parquet(str(parquet_dir)).limit(1).collect())
-        src_secs = best(lambda r=reader: r.load(str(wal)).write.format("noop")
+    spark = session("local[2]", 2)  # the Parquet copy, so that every session below starts cold
+    spark.read.format("gateway_wal").load(str(wal)).write.parquet(str(parquet_dir))
+    spark.stop()
+    reads: dict[str, float] = {}
+    applies: dict[tuple[str, str], float] = {}
+    latency: list[str] = []
+    for master in masters:
+        cores, name = cores_of(master), label(master)
+        spark = session(master, cores)
+
+        def reader(s: Any = spark) -> Any:
+            r = s.read.format("gateway_wal")
+            return r.option("partition_bytes", partition_bytes) if partition_bytes else r
+
+        cold_src, warm_src = first_rows(lambda r=reader: r().load(str(wal)), first_runs)
+        cold_pq, warm_pq = first_rows(lambda s=spark: s.read.parquet(str(parquet_dir)),
+                                      first_runs)
+        for what, cold, warm in (("gateway_wal", cold_src, warm_src),
+                                 ("parquet", cold_pq, warm_pq)):
+            latency.append(f"| {name} | {what} | {cold:.2f} | {percentile(warm, 0.5):.2f} | "
+                           f"{percentile(warm, 0.99):.2f} | "
+                           f"{percentile([cold, *warm], 0.99):.2f} |")
+        src_secs = best(lambda r=reader: r().load(str(wal)).write.format("noop")
                         .mode("overwrite").save(), repeat)
         pq_secs = best(lambda s=spark: s.read.parquet(str(parquet_dir)).write
                        .format("noop").mode("overwrite").save(), repeat)
-        results.append(("read", f"parquet local[{cores}]", pq_secs, ops_n / pq_secs, "1.00x"))
-        results.append(("read", f"gateway_wal local[{cores}]", src_secs, ops_n / src_secs,
+        reads[master] = src_secs
+        results.append(("read", f"parquet {name}", pq_secs, ops_n / pq_secs, "1.00x"))
+        results.append(("read", f"gateway_wal {name}", src_secs, ops_n / src_secs,
                         f"{pq_secs / src_secs:.2f}x of parquet"))
-        results.append(("first row", f"parquet local[{cores}]", first_pq, 0.0, ""))
-        results.append(("first row", f"gateway_wal local[{cores}]", first_src, 0.0, ""))
-        db = work / f"bulk{cores}.db"
-        b_secs, rep = timed(lambda s=spark, c=cores, d=db: apply_log(
-            s, str(wal), SqliteTarget(str(d)), str(work / f"state-sqlite{c}"),
-            partition_bytes=partition_bytes))
+        tag = name.replace(" ", "-").replace("[", "").replace("]", "")
+        db = work / f"bulk-{tag}.db"
+        sq = TimedTarget(SqliteTarget(str(db)))
+        b_secs, rep = timed(lambda s=spark, t=sq, c=tag: apply_log(
+            s, str(wal), t, str(work / f"state-sqlite-{c}"), partition_bytes=partition_bytes))
         assert table_rows(db) == reference, "bulk apply differs from the dispatcher"
-        results.append(("bulk apply", f"spark local[{cores}] -> sqlite ({rep.ops_written} rows)",
-                        b_secs, ops_n / b_secs, f"{d_secs / b_secs:.2f}x"))
-        p_secs, rep = timed(lambda s=spark, c=cores: apply_log(
-            s, str(wal), ParquetTarget(s, str(work / f"out{c}")),
-            str(work / f"state-parquet{c}"), partition_bytes=partition_bytes))
-        results.append(("bulk apply", f"spark local[{cores}] -> parquet", p_secs,
-                        ops_n / p_secs, f"{d_secs / p_secs:.2f}x"))
+        applies[(master, "sqlite")] = b_secs
+        results.append(("bulk apply", f"spark {name} -> sqlite ({rep.ops_written} rows; "
+                        f"writes {sq.write_secs:.1f} s)", b_secs, ops_n / b_secs,
+                        f"{d_secs / b_secs:.2f}x"))
+        pt = TimedTarget(ParquetTarget(spark, str(work / f"out-{tag}")))
+        p_secs, rep = timed(lambda s=spark, t=pt, c=tag: apply_log(
+            s, str(wal), t, str(work / f"state-parquet-{c}"), partition_bytes=partition_bytes))
+        applies[(master, "parquet")] = p_secs
+        results.append(("bulk apply", f"spark {name} -> parquet (writes {pt.write_secs:.1f} s)",
+                        p_secs, ops_n / p_secs, f"{d_secs / p_secs:.2f}x"))
         spark.stop()
+        print(f"{name} done; load {load_average()}", *results[-6:], *latency[-2:], sep="\n",
+              flush=True)
     results.append(("read", "gateway_wal partition function, 1 process, no Spark", ip_secs,
                      ip_rows / ip_secs, ""))
+    print(f"\nload after: {load_average()}")
     print("\n| measure | variant | seconds | ops/s | ratio |\n|---|---|---|---|---|")
     for what, variant, secs, rate, ratio in results:
         rate_s = f"{rate:,.0f}" if rate else ""
         print(f"| {what} | {variant} | {secs:.2f} | {rate_s} | {ratio} |")
+    print(f"\nFirst row (limit(1).collect()), seconds: the session's first query, then "
+          f"{first_runs} more\n\n| master | source | first query | p50 | p99 | p99 with the "
+          f"first |\n|---|---|---|---|---|---|")
+    print("\n".join(latency))
+    clusters = [m for m in masters if m.startswith("spark://")]
+    if clusters and "local[2]" in masters:
+        m = clusters[0]
+        print(f"\nstandalone 2x1 / local[2] (seconds): read {reads[m] / reads['local[2]']:.2f}x, "
+              f"apply -> sqlite {applies[(m, 'sqlite')] / applies[('local[2]', 'sqlite')]:.2f}x, "
+              f"apply -> parquet "
+              f"{applies[(m, 'parquet')] / applies[('local[2]', 'parquet')]:.2f}x")
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 if __name__ == "__main__":

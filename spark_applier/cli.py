@@ -42,9 +42,13 @@ def _session(master: str | None, remote: str | None, cores: str) -> tuple[Any, b
     active = SparkSession.getActiveSession()
     if active is not None:  # called from a program that already runs Spark: use its session
         return active, False
+    from .daemon import SESSION_CONF
+
     builder = (SparkSession.builder.appName("gateway-spark-apply")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", cores))
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
     spark = builder.master(master or "local[2]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True

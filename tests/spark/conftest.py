@@ -9,6 +9,7 @@ import pytest
 try:
     from pyspark.sql import SparkSession
 
+    from spark_applier.daemon import MODULE as DAEMON
     from spark_applier.datasource import register
 except ImportError:  # the spark extra is not installed: nothing here can run
     collect_ignore_glob = ["test_*.py"]
@@ -26,6 +27,7 @@ def spark() -> Iterator[SparkSession]:
                .config("spark.driver.memory", "1g")
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.python.worker.reuse", "true")
+               .config("spark.python.daemon.module", DAEMON)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)
