@@ -247,7 +247,8 @@ def test_the_page_shows_every_cluster_and_channel_with_the_apis_and_clis_figures
         for d in shots:
             driver.save_screenshot(str(d / "console-conflicts.png"))
         doc = _api(con.url + "/api/v1/conflicts")
-        shown = driver.execute_script(_READ_ROWS, "tr[data-table]", "table", "count")
+        shown = driver.execute_script(_READ_ROWS, "#view-conflicts tr[data-table]", "table",
+                                      "count")
         assert shown == {f"{c['cluster_id']}/shop.items": str(c["tables"][0]["total"])
                          for c in doc["clusters"]}
         for d in shots:
