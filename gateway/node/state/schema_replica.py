@@ -157,6 +157,15 @@ def apply_replicated_event(tables: Mapping[str, TableState],
         out.applied.append(e)
         _set_state(e.table, after, e, cur_tables, cur_schemas, ops, shape_row, out)
         return
+    clash = _key_clash(have.definition if have is not None else None, hist.definition())
+    if clash:
+        # Rows stored here are keyed by the current key's type: a winner with another key
+        # type cannot read them, so no cluster switches to it; the other side's rows are
+        # quarantined there (``channel quarantine``), as a transaction of either shape is.
+        cause = f"{clash}: cannot be reconciled, the other cluster's rows are quarantined"
+        _record_lost(e, cause, ops)
+        out.lost.append(LostEvent(e, cause))
+        return
     # the chain switched branch: undo the applied events past the fork, apply the winners
     fork = 0
     while fork < min(len(old_ids), len(new_ids)) and old_ids[fork] == new_ids[fork]:
@@ -177,6 +186,21 @@ def apply_replicated_event(tables: Mapping[str, TableState],
     if target is None:
         ops.append(meta_op(definition_key(e.table), encode_def_dropped(head)))
     _set_state(e.table, target, head, cur_tables, cur_schemas, ops, shape_row, out)
+
+
+def _key_clash(have: TableDef | None, winner: TableDef | None) -> str:
+    """Why the primary key of ``winner`` cannot take the rows keyed by ``have``'s ("" when
+    it can: same key columns of the same types, or either side has no definition)."""
+    if have is None or winner is None:
+        return ""
+    def key(d: TableDef) -> list[tuple[str, str]]:
+        types = {c.name: c.type for c in d.columns}
+        return [(k, types.get(k, "")) for k in d.primary_key]
+    mine, theirs = key(have), key(winner)
+    if [t for _, t in mine] == [t for _, t in theirs]:
+        return ""
+    return (f"primary key ({', '.join(f'{n} {t}' for n, t in theirs)}) against this "
+            f"cluster's ({', '.join(f'{n} {t}' for n, t in mine)})")
 
 
 def renames_of(scan_prefix: ScanPrefix, table: str, pending: list[SchemaEvent] | None = None
