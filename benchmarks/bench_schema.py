@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sqlite3
 import statistics
 import sys
@@ -75,18 +76,18 @@ class SchemaMessages:
             ch = await conn.channel()
             await ch.set_qos(prefetch_count=1000)
             q = await ch.declare_queue(self.queue, durable=True)
-            async with q.iterator() as it:
-                while not self.stop.is_set():
-                    try:
-                        m = await asyncio.wait_for(it.__anext__(), 0.5)
-                    except TimeoutError:
-                        continue
-                    if m.routing_key == f"{self.table}.schema":
-                        self.seen[int(m.headers["x-gateway-schema-version"])] = time.monotonic()
-                    await m.ack()
+            while not self.stop.is_set():
+                m = await q.get(fail=False)
+                if m is None:
+                    await asyncio.sleep(0.005)
+                    continue
+                if m.routing_key == f"{self.table}.schema":
+                    self.seen[int(m.headers["x-gateway-schema-version"])] = time.monotonic()
+                await m.ack()
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on a kill
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--changes", type=int, default=10)
     ap.add_argument("--writers", type=int, default=2)
@@ -128,7 +129,7 @@ def main() -> None:
                 try:
                     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
                         cols = {r[1] for r in conn.execute(
-                            f'PRAGMA table_info("{table}")')}
+                            "PRAGMA table_info(items)")}
                 except sqlite3.Error:
                     return False
                 return (col in cols) == adding
