@@ -147,6 +147,8 @@ def change(conn: sqlite3.Connection, event: SchemaEvent, affinity: Callable[[int
     row = conn.execute("SELECT version, renames FROM _gateway_schema WHERE name = ?",
                        (name,)).fetchone()
     if row is not None and row[0] >= event.version:
+        if row[0] == event.version and event.definition is not None:
+            return _replace_branch(conn, name, event, affinity)
         return False
     owner = conn.execute("SELECT schema FROM _gateway_tables WHERE name = ?",
                          (name,)).fetchone()
@@ -198,6 +200,32 @@ def change(conn: sqlite3.Connection, event: SchemaEvent, affinity: Callable[[int
     conn.execute("INSERT OR REPLACE INTO _gateway_schema (name, schema, version, renames) "
                  "VALUES (?, ?, ?, ?)", (name, ref.schema, event.version,
                                          json.dumps(renames, sort_keys=True)))
+    return True
+
+
+def _replace_branch(conn: sqlite3.Connection, name: str, event: SchemaEvent,
+                    affinity: Callable[[int], str]) -> bool:
+    """An event at the recorded version: a replay (the table already as its definition:
+    False), or the winner of concurrent changes made on that version replacing the losing
+    one this database applied (docs/schema.md, "Across clusters"): every column the winner
+    lacks or types otherwise is dropped, then its missing columns are added with their
+    defaults -- as the node reverts its rows and reads the loser's values as the default."""
+    d = event.definition
+    assert d is not None
+    have = {r[1]: str(r[2]).upper() for r in conn.execute(f"PRAGMA table_info({_q(name)})")}
+    want = {c.name: affinity(field_type(c.type)).upper() for c in d.columns}
+    if not have or have == want:
+        return False
+    for col, decl in have.items():
+        if col not in d.primary_key and want.get(col) != decl:
+            if sqlite3.sqlite_version_info < DROP_COLUMN_VERSION:
+                raise UnsupportedOperationError(
+                    f"SQLite {sqlite3.sqlite_version} cannot drop a column (3.35 and later "
+                    f"can): column {col!r} of {event.table} of a losing change is kept")
+            conn.execute(f"ALTER TABLE {_q(name)} DROP COLUMN {_q(col)}")
+    for c in d.columns:
+        if c.name not in have or (c.name not in d.primary_key and have[c.name] != want[c.name]):
+            conn.execute(f"ALTER TABLE {_q(name)} ADD COLUMN {_column_ddl(c, affinity)}")
     return True
 
 

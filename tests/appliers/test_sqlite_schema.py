@@ -160,3 +160,26 @@ def test_the_default_column_value_reads_back_for_old_rows_and_is_typed(tmp_path)
                       definition=create.definition)
     db.apply_schema(add)
     assert db.rows("items") == [{"id": 1, "a": 1, "b": "x", "note": "it's"}]
+
+
+def test_the_winner_of_concurrent_adds_replaces_the_losing_column_applied_here(tmp_path):
+    """Two clusters added ``d`` on the same version with different types; this cluster's
+    applier applied its own (the loser), then the node switched to the winner and handed it
+    over at the same version (docs/schema.md, "Across clusters"): the table takes the
+    winner's column, every row reading its default, as the node's rows do."""
+    from gateway.schema.apply import apply_event, plan_add_column
+
+    db = SqliteApplier(tmp_path / "out.db")
+    create = events()[0]
+    base = apply_event(None, create)
+    mine = plan_add_column(base, TABLE, Column("d", "VARCHAR", "x"), origin="2")
+    winner = plan_add_column(base, TABLE, Column("d", "INTEGER", 1), origin="1")
+    db.apply_schema(create)
+    run(db, [txn(1, insert({"id": 1, "a": 1, "b": "p"}))], tmp_path / "s1")
+    db.apply_schema(mine)
+    assert db.rows("items")[0]["d"] == "x"
+    db.apply_schema(winner)
+    assert columns(db)["d"] == ("INTEGER", "1")
+    assert db.rows("items") == [{"id": 1, "a": 1, "b": "p", "d": 1}]
+    db.apply_schema(winner)  # replayed: nothing more
+    assert db.rows("items") == [{"id": 1, "a": 1, "b": "p", "d": 1}]
