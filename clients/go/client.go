@@ -164,14 +164,15 @@ func (c *Client) stub(target string) (string, pb.GatewayClient, error) {
 		}
 		c.conns[target] = cc
 	}
-	return target, stubs{pb.NewGatewayClient(cc), pb.NewReadsClient(cc)}, nil
+	return target, stubs{pb.NewGatewayClient(cc), pb.NewReadsClient(cc), pb.NewSchemaClient(cc)}, nil
 }
 
 // stubs are a connection's Gateway stub and the stubs of the public API's other services
-// (Reads), one value passed as the Gateway stub.
+// (Reads, Schema), one value passed as the Gateway stub.
 type stubs struct {
 	pb.GatewayClient
 	pb.ReadsClient
+	pb.SchemaClient
 }
 
 // moveOn picks the next target after a failure on failed: the leader the server named, or

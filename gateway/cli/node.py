@@ -440,6 +440,10 @@ def status_command(target: str, token: str | None, ca: str | None, fmt: str) -> 
         elif a.backfill_state == "done":
             click.echo(f"    backfilled {a.backfill_rows} rows from the store at log index "
                        f"{a.backfill_index}")
+        if a.schema:  # its schema position: each table's version as of its position
+            click.echo("    schema " + ", ".join(
+                f"{t.table} v{t.version}" + (" (dropped)" if t.dropped else "")
+                for t in a.schema))
         if a.error:  # running: its store is unavailable and it retries
             click.echo(f"    {'FAILING' if a.running else 'STOPPED'}: {a.error}")
     for line in channel_lines(st.channels) + peer_lines(st.peers):

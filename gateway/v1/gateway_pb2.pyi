@@ -230,7 +230,7 @@ class Member(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., peer_address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[str] = ..., match_index: _Optional[int] = ...) -> None: ...
 
 class ApplierStatus(_message.Message):
-    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error", "backfill_state", "backfill_index", "backfill_rows", "backfill_resumes", "backfill_last_key")
+    __slots__ = ("name", "position", "lag_entries", "lag_seconds", "dead_letters", "scope", "running", "replicated_position", "error", "backfill_state", "backfill_index", "backfill_rows", "backfill_resumes", "backfill_last_key", "schema")
     NAME_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     LAG_ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +245,7 @@ class ApplierStatus(_message.Message):
     BACKFILL_ROWS_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_RESUMES_FIELD_NUMBER: _ClassVar[int]
     BACKFILL_LAST_KEY_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     name: str
     position: int
     lag_entries: int
@@ -259,7 +260,8 @@ class ApplierStatus(_message.Message):
     backfill_rows: int
     backfill_resumes: int
     backfill_last_key: str
-    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ...) -> None: ...
+    schema: _containers.RepeatedCompositeFieldContainer[_schema_pb2.TableVersion]
+    def __init__(self, name: _Optional[str] = ..., position: _Optional[int] = ..., lag_entries: _Optional[int] = ..., lag_seconds: _Optional[float] = ..., dead_letters: _Optional[int] = ..., scope: _Optional[str] = ..., running: _Optional[bool] = ..., replicated_position: _Optional[int] = ..., error: _Optional[str] = ..., backfill_state: _Optional[str] = ..., backfill_index: _Optional[int] = ..., backfill_rows: _Optional[int] = ..., backfill_resumes: _Optional[int] = ..., backfill_last_key: _Optional[str] = ..., schema: _Optional[_Iterable[_Union[_schema_pb2.TableVersion, _Mapping]]] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("node_id", "cluster_id", "role", "term", "leader_id", "leader_api", "commit_index", "applied_index", "last_index", "first_index", "members", "appliers", "last_trans_id", "epoch", "channels", "peers", "conflict_rules", "conflict_role", "alarms", "slots", "retention", "sealed_epoch", "sealed_at_ns", "tables")

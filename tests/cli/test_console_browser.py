@@ -234,6 +234,11 @@ def test_the_page_shows_every_cluster_and_channel_with_the_apis_and_clis_figures
                                       "dead_letters")
         assert shown == {f"{cid}/{a['name']}": str(a["dead_letters"])
                          for cid, st in cli.items() for a in st["appliers"]}
+        # each applier's schema position: its tables' versions as of its position
+        shown = driver.execute_script(_READ_ROWS, "tr[data-applier]", "applier", "schema")
+        assert shown == {f"{cid}/{a['name']}": ", ".join(
+            f"{t['table']} v{t['version']}" + (" (dropped)" if t.get("dropped") else "")
+            for t in a.get("schema", [])) for cid, st in cli.items() for a in st["appliers"]}
         assert not driver.find_elements("css selector", "button[data-action]")  # read-only
 
         driver.get(con.url + "/#conflicts")
@@ -242,7 +247,8 @@ def test_the_page_shows_every_cluster_and_channel_with_the_apis_and_clis_figures
         for d in shots:
             driver.save_screenshot(str(d / "console-conflicts.png"))
         doc = _api(con.url + "/api/v1/conflicts")
-        shown = driver.execute_script(_READ_ROWS, "tr[data-table]", "table", "count")
+        shown = driver.execute_script(_READ_ROWS, "#view-conflicts tr[data-table]", "table",
+                                      "count")
         assert shown == {f"{c['cluster_id']}/shop.items": str(c["tables"][0]["total"])
                          for c in doc["clusters"]}
         for d in shots:

@@ -1319,8 +1319,12 @@ type ApplierStatus struct {
 	BackfillRows    uint64 `protobuf:"varint,12,opt,name=backfill_rows,json=backfillRows,proto3" json:"backfill_rows,omitempty"`
 	BackfillResumes uint32 `protobuf:"varint,13,opt,name=backfill_resumes,json=backfillResumes,proto3" json:"backfill_resumes,omitempty"`
 	BackfillLastKey string `protobuf:"bytes,14,opt,name=backfill_last_key,json=backfillLastKey,proto3" json:"backfill_last_key,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The applier's schema position (docs/schema.md): each table's version as of `position`,
+	// the last schema event at or before it (a `stop` applier halted before a change shows the
+	// version before it while StatusResponse.tables shows the node's newer one).
+	Schema        []*TableVersion `protobuf:"bytes,15,rep,name=schema,proto3" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplierStatus) Reset() {
@@ -1449,6 +1453,13 @@ func (x *ApplierStatus) GetBackfillLastKey() string {
 		return x.BackfillLastKey
 	}
 	return ""
+}
+
+func (x *ApplierStatus) GetSchema() []*TableVersion {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
 }
 
 type StatusResponse struct {
@@ -3723,7 +3734,7 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"apiAddress\x12\x12\n" +
 	"\x04role\x18\x04 \x01(\tR\x04role\x12\x1f\n" +
 	"\vmatch_index\x18\x05 \x01(\x04R\n" +
-	"matchIndex\"\xe5\x03\n" +
+	"matchIndex\"\x97\x04\n" +
 	"\rApplierStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1f\n" +
@@ -3741,7 +3752,8 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x0ebackfill_index\x18\v \x01(\x04R\rbackfillIndex\x12#\n" +
 	"\rbackfill_rows\x18\f \x01(\x04R\fbackfillRows\x12)\n" +
 	"\x10backfill_resumes\x18\r \x01(\rR\x0fbackfillResumes\x12*\n" +
-	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\"\xab\a\n" +
+	"\x11backfill_last_key\x18\x0e \x01(\tR\x0fbackfillLastKey\x120\n" +
+	"\x06schema\x18\x0f \x03(\v2\x18.gateway.v1.TableVersionR\x06schema\"\xab\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -4042,9 +4054,9 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*EpochMarker)(nil),              // 56: gateway.v1.EpochMarker
 	(*ApplyStatus)(nil),              // 57: gateway.v1.ApplyStatus
 	(*SchemaEvent)(nil),              // 58: gateway.v1.SchemaEvent
-	(*ConflictRule)(nil),             // 59: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),               // 60: gateway.v1.SpaceAlarm
-	(*TableVersion)(nil),             // 61: gateway.v1.TableVersion
+	(*TableVersion)(nil),             // 59: gateway.v1.TableVersion
+	(*ConflictRule)(nil),             // 60: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),               // 61: gateway.v1.SpaceAlarm
 	(*ChannelSlot)(nil),              // 62: gateway.v1.ChannelSlot
 	(*ChannelDefinition)(nil),        // 63: gateway.v1.ChannelDefinition
 }
@@ -4077,69 +4089,70 @@ var file_gateway_v1_gateway_proto_depIdxs = []int32{
 	56, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
 	57, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
 	58, // 27: gateway.v1.ChangeEvent.schema_event:type_name -> gateway.v1.SchemaEvent
-	18, // 28: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
-	19, // 29: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	23, // 30: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	24, // 31: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	59, // 32: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	60, // 33: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	21, // 34: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
-	22, // 35: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
-	61, // 36: gateway.v1.StatusResponse.tables:type_name -> gateway.v1.TableVersion
-	62, // 37: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
-	48, // 38: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	63, // 39: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	59, // 40: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	9,  // 41: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
-	35, // 42: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
-	36, // 43: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
-	39, // 44: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
-	42, // 45: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
-	43, // 46: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
-	46, // 47: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
-	1,  // 48: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 49: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 50: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 51: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 52: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 53: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 54: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	29, // 55: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	30, // 56: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	31, // 57: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	32, // 58: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	25, // 59: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	26, // 60: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	27, // 61: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	28, // 62: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	34, // 63: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
-	38, // 64: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
-	41, // 65: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
-	45, // 66: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
-	2,  // 67: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 68: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 69: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 70: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 71: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 72: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 73: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	33, // 74: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	33, // 75: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	33, // 76: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	33, // 77: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	33, // 78: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	33, // 79: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	33, // 80: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	33, // 81: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	37, // 82: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
-	40, // 83: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
-	44, // 84: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
-	47, // 85: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
-	67, // [67:86] is the sub-list for method output_type
-	48, // [48:67] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	59, // 28: gateway.v1.ApplierStatus.schema:type_name -> gateway.v1.TableVersion
+	18, // 29: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
+	19, // 30: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
+	23, // 31: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	24, // 32: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	60, // 33: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	61, // 34: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	21, // 35: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
+	22, // 36: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
+	59, // 37: gateway.v1.StatusResponse.tables:type_name -> gateway.v1.TableVersion
+	62, // 38: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	48, // 39: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	63, // 40: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	60, // 41: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	9,  // 42: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
+	35, // 43: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
+	36, // 44: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
+	39, // 45: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
+	42, // 46: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
+	43, // 47: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
+	46, // 48: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
+	1,  // 49: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 50: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 51: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 52: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 53: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	15, // 54: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	17, // 55: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	29, // 56: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	30, // 57: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	31, // 58: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	32, // 59: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	25, // 60: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	26, // 61: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	27, // 62: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	28, // 63: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	34, // 64: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
+	38, // 65: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
+	41, // 66: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
+	45, // 67: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
+	2,  // 68: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 69: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 70: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 71: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	13, // 72: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	16, // 73: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	20, // 74: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	33, // 75: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	33, // 76: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	33, // 77: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	33, // 78: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	33, // 79: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	33, // 80: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	33, // 81: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	33, // 82: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	37, // 83: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
+	40, // 84: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
+	44, // 85: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
+	47, // 86: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
+	68, // [68:87] is the sub-list for method output_type
+	49, // [49:68] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }

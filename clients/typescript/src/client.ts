@@ -26,11 +26,34 @@ import {
   type WriteResult,
 } from "./gen/gateway/v1/gateway";
 import { type ReadBatchResponse, ReadsClient as ReadsStub } from "./gen/gateway/v1/reads";
+import {
+  type ColumnDef,
+  SchemaChangeKind,
+  type SchemaChangeRequest,
+  type SchemaChangeResponse,
+  SchemaClient as SchemaStub,
+  type SchemaHistoryResponse,
+  type ShowTableResponse,
+} from "./gen/gateway/v1/schema";
+import type { FieldType } from "./gen/gateway/v1/value";
 import type { Statement } from "./gen/gateway/v1/statement";
 import { GatewayError, WriteBatchError } from "./errors";
 import type { Condition } from "./gen/gateway/v1/transaction";
-import { type KeyInput, keyValues, type Row, rowOf } from "./values";
+import { type ColumnValue, type KeyInput, keyValues, type Row, rowOf, toValue } from "./values";
 import { type StreamOptions, WriteStream } from "./stream";
+
+/** A column for createTable and addColumn: name, type, default (NULL when absent), NOT NULL. */
+export interface ColumnSpec {
+  name: string;
+  type: FieldType;
+  default?: ColumnValue;
+  notNull?: boolean;
+}
+
+function columnDef(c: ColumnSpec): ColumnDef {
+  const defaultValue = c.default === undefined || c.default === null ? undefined : toValue(c.default).value;
+  return { name: c.name, type: c.type, defaultValue, notNull: c.notNull ?? false };
+}
 
 export interface ClientOptions {
   /** Sent as "authorization: Bearer <token>" on every call. */
@@ -104,6 +127,7 @@ export class GatewayClient {
   private current = 0;
   private readonly stubs = new Map<string, GatewayStub>();
   private readonly readsStubs = new Map<string, ReadsStub>();
+  private readonly schemaStubs = new Map<string, SchemaStub>();
   private readonly credentials: grpc.ChannelCredentials;
   private readonly timeoutMs: number;
   private readonly attemptTimeoutMs: number;
@@ -148,6 +172,17 @@ export class GatewayClient {
     if (stub === undefined) {
       stub = new ReadsStub(target, this.credentials, { channelOverride: gateway.getChannel() });
       this.readsStubs.set(target, stub);
+    }
+    return stub;
+  }
+
+  /** The Schema service's stub of `target`, on the Gateway stub's channel. */
+  private schemaStub(target: string): SchemaStub {
+    const gateway = this.stub(target);
+    let stub = this.schemaStubs.get(target);
+    if (stub === undefined) {
+      stub = new SchemaStub(target, this.credentials, { channelOverride: gateway.getChannel() });
+      this.schemaStubs.set(target, stub);
     }
     return stub;
   }
@@ -274,6 +309,55 @@ export class GatewayClient {
       consistency: CONSISTENCY[opts.consistency ?? "linearizable"],
     };
     return this.call((s) => s.scan, req, opts.timeoutMs);
+  }
+
+  /**
+   * Commits one table-definition change (Schema.ChangeSchema, admin token; docs/schema.md) and
+   * resolves with the definition after it, its version and the event's log index. Rejects with a
+   * GatewayError: INVALID_ARGUMENT for a malformed change (`field` names the request field),
+   * FAILED_PRECONDITION with the reason for one that cannot be applied everywhere (a type or
+   * primary-key change, a `baseVersion` that is not the table's). createTable, addColumn,
+   * dropColumn, renameColumn and dropTable build the request.
+   */
+  async changeSchema(req: Partial<SchemaChangeRequest> & { table: string; kind: SchemaChangeKind }, opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    const full: SchemaChangeRequest = { columns: [], primaryKey: [], column: undefined, oldName: "", newName: "", baseVersion: 0n, ...req };
+    return this.callOn((t) => this.schemaStub(t), (s) => s.changeSchema, full, opts.timeoutMs);
+  }
+
+  /** CREATE TABLE: `columns` key columns first, `primaryKey` their names; version 1. */
+  async createTable(table: string, primaryKey: string[], columns: ColumnSpec[], opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    return this.changeSchema({ table, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_CREATE, primaryKey, columns: columns.map(columnDef) }, opts);
+  }
+
+  /** ALTER TABLE ... ADD COLUMN, with its default (rows written before get it). */
+  async addColumn(table: string, column: ColumnSpec, opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    return this.changeSchema({ table, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_ADD_COLUMN, column: columnDef(column) }, opts);
+  }
+
+  /** ALTER TABLE ... DROP COLUMN `name`. */
+  async dropColumn(table: string, name: string, opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    const column = { name, type: 0 as FieldType, defaultValue: undefined, notNull: false };
+    return this.changeSchema({ table, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_DROP_COLUMN, column }, opts);
+  }
+
+  /** ALTER TABLE ... RENAME COLUMN `oldName` TO `newName`. */
+  async renameColumn(table: string, oldName: string, newName: string, opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    return this.changeSchema({ table, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_RENAME_COLUMN, oldName, newName }, opts);
+  }
+
+  /** DROP TABLE (its history keeps its last version). */
+  async dropTable(table: string, opts: { timeoutMs?: number } = {}): Promise<SchemaChangeResponse> {
+    return this.changeSchema({ table, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_DROP_TABLE }, opts);
+  }
+
+  /** The definition and version of `table` on the node that answers (read token; a follower may lag). */
+  async showTable(table: string, opts: { timeoutMs?: number } = {}): Promise<ShowTableResponse> {
+    return this.callOn((t) => this.schemaStub(t), (s) => s.showTable, { table }, opts.timeoutMs);
+  }
+
+  /** The applied schema events of `table`, oldest first, and the changes that lost with their causes. */
+  async schemaHistory(table: string, opts: { timeoutMs?: number } = {}): Promise<SchemaHistoryResponse> {
+    return this.callOn((t) => this.schemaStub(t), (s) => s.schemaHistory, { table }, opts.timeoutMs);
   }
 
   /** Status of the node currently targeted (one attempt, no failover). */

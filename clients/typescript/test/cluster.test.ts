@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, afterEach, before, test } from "node:test";
 import * as grpc from "@grpc/grpc-js";
-import { type ClientOptions, GatewayClient, GatewayError, WriteBatchError, condition, decimal, insert, rowOf, update } from "../src/index";
+import { type ClientOptions, FieldType, GatewayClient, GatewayError, SchemaChangeKind, WriteBatchError, condition, decimal, insert, rowOf, update } from "../src/index";
 import type { ChangeEvent, WriteResult } from "../src/gen/gateway/v1/gateway";
 import { TestCluster } from "./testcluster";
 
@@ -274,4 +274,43 @@ test("two clients incrementing one row with conditions lose no update", async ()
   };
   await Promise.all([run(a), run(b)]);
   assert.deepEqual(await a.get(t, 1), { id: 1n, n: 20n });
+});
+
+test("schema calls create, alter, show and refuse", async () => {
+  const admin = client(cluster.apis, cluster.info.tokens.admin);
+  const t = table("schema");
+  const created = await admin.createTable(t, ["id"], [
+    { name: "id", type: FieldType.FIELD_TYPE_INTEGER, notNull: true },
+    { name: "name", type: FieldType.FIELD_TYPE_VARCHAR },
+  ]);
+  assert.equal(created.version, 1n);
+  const added = await admin.addColumn(t, { name: "c", type: FieldType.FIELD_TYPE_INTEGER, default: 0n });
+  assert.equal(added.version, 2n);
+  assert.equal(added.definition!.columns.length, 3);
+  await admin.renameColumn(t, "name", "title");
+  // A type change cannot be applied everywhere: refused before it commits.
+  await assert.rejects(
+    admin.changeSchema({ table: t, kind: SchemaChangeKind.SCHEMA_CHANGE_KIND_CHANGE_TYPE, column: { name: "c", type: FieldType.FIELD_TYPE_VARCHAR, defaultValue: undefined, notNull: false } }),
+    (e: unknown) => e instanceof GatewayError && e.code === grpc.status.FAILED_PRECONDITION,
+  );
+  await assert.rejects(
+    admin.addColumn(t, { name: "", type: FieldType.FIELD_TYPE_INTEGER }),
+    (e: unknown) => e instanceof GatewayError && e.code === grpc.status.INVALID_ARGUMENT,
+  );
+  // Without the admin token the change is refused.
+  const w = writer();
+  await assert.rejects(w.dropColumn(t, "c"), (e: unknown) => e instanceof GatewayError && e.code === grpc.status.PERMISSION_DENIED);
+  // The node that answers may be a follower that has not applied the last change yet.
+  let shown = await w.showTable(t);
+  for (let i = 0; i < 200 && shown.definition?.version !== 3n; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    shown = await w.showTable(t);
+  }
+  assert.deepEqual(shown.definition!.columns.map((c) => c.name), ["id", "title", "c"]);
+  const history = await w.schemaHistory(t);
+  assert.deepEqual(
+    history.events.map((e) => e.kind),
+    [SchemaChangeKind.SCHEMA_CHANGE_KIND_CREATE, SchemaChangeKind.SCHEMA_CHANGE_KIND_ADD_COLUMN, SchemaChangeKind.SCHEMA_CHANGE_KIND_RENAME_COLUMN],
+  );
+  await admin.dropTable(t);
 });

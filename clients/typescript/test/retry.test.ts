@@ -64,7 +64,7 @@ async function serve(fake: Fake): Promise<string> {
       const n = fake.subscribes.length;
       fake.subscribes.push(call.request);
       const start = call.request.fromLogIndex;
-      for (let i = start; i < start + 3n; i++) call.write({ logIndex: i, transaction: undefined, epochMarker: undefined, applyStatus: undefined, epoch: 0n, entryEnd: true, sealedAtNs: 0n });
+      for (let i = start; i < start + 3n; i++) call.write({ logIndex: i, transaction: undefined, epochMarker: undefined, applyStatus: undefined, schemaEvent: undefined, epoch: 0n, entryEnd: true, sealedAtNs: 0n });
       if (n === 0) call.emit("error", fail(grpc.status.UNAVAILABLE, "node stopping")); // grpc-js: ends the call with this status
       // later calls stay open
     },

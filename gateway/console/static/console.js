@@ -189,11 +189,14 @@ async function renderAppliers() {
   for (const c of doc.clusters) {
     parts.push(el("h3", {}, `cluster ${c.cluster_id}`), c.error ? el("p", { class: "error" }, c.error) : null,
       table(["applier", "scope", "running", "position", "lag entries", "lag s", "dead letters",
-             "error"], c.appliers.map(a => el("tr", { "data-cluster": c.cluster_id, "data-applier": a.name },
+             "schema", "error"], c.appliers.map(a => el("tr", { "data-cluster": c.cluster_id, "data-applier": a.name },
         cell("name", a.name), cell("scope", a.scope), cell("running", a.running ? "yes" : "no"),
         cell("position", a.position, "num"), cell("lag_entries", a.lag_entries, "num"),
         cell("lag_seconds", secs(a.lag_seconds), "num"),
-        cell("dead_letters", a.dead_letters, "num"), cell("error", a.error || "")))));
+        cell("dead_letters", a.dead_letters, "num"),
+        // each table's version as of the applier's position (the node's: the Tables view)
+        cell("schema", (a.schema || []).map(t => `${t.table} v${t.version}${t.dropped ? " (dropped)" : ""}`).join(", ")),
+        cell("error", a.error || "")))));
     if (c.dead_letters_error) parts.push(el("p", { class: "error" }, c.dead_letters_error));
     if (!c.dead_letters.length) continue;
     const box = el("div", { "data-dead-letters": c.cluster_id },

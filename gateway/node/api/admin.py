@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from gateway.node.api.applier_schema import fill_applier_schema
 from gateway.node.base.config import address_problem
 from gateway.node.base.errors import NotLeaderError
 from gateway.node.base.validation import InvalidRequest
@@ -60,6 +61,7 @@ def status(node: ServedNode) -> gateway_pb2.StatusResponse:
         resp.members.add(node_id=nid, peer_address=peer, api_address=api, role=role,
                          match_index=pr.match if pr is not None else 0)
     resp.appliers.extend(node.applier_status())
+    fill_applier_schema(resp.appliers, node.sm.store.scan_prefix, node.sm.tables)
     resp.channels.extend(node.channels.status())
     resp.peers.extend(node.channels.peers())
     resp.conflict_rules.extend(node.conflicts.rules())

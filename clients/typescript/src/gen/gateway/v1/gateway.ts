@@ -321,6 +321,12 @@ export interface ApplierStatus {
   backfillRows: bigint;
   backfillResumes: number;
   backfillLastKey: string;
+  /**
+   * The applier's schema position (docs/schema.md): each table's version as of `position`,
+   * the last schema event at or before it (a `stop` applier halted before a change shows the
+   * version before it while StatusResponse.tables shows the node's newer one).
+   */
+  schema: TableVersion[];
 }
 
 export interface StatusResponse {
@@ -2972,6 +2978,7 @@ function createBaseApplierStatus(): ApplierStatus {
     backfillRows: 0n,
     backfillResumes: 0,
     backfillLastKey: "",
+    schema: [],
   };
 }
 
@@ -3036,6 +3043,9 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     }
     if (message.backfillLastKey !== "") {
       writer.uint32(114).string(message.backfillLastKey);
+    }
+    for (const v of message.schema) {
+      TableVersion.encode(v!, writer.uint32(122).fork()).join();
     }
     return writer;
   },
@@ -3165,6 +3175,14 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
             message.backfillLastKey = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.schema.push(TableVersion.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3229,6 +3247,9 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
         : isSet(object.backfill_last_key)
         ? globalThis.String(object.backfill_last_key)
         : "",
+      schema: globalThis.Array.isArray(object?.schema)
+        ? object.schema.map((e: any) => TableVersion.fromJSON(e))
+        : [],
     };
   },
 
@@ -3276,6 +3297,9 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
     if (message.backfillLastKey !== "") {
       obj.backfillLastKey = message.backfillLastKey;
     }
+    if (message.schema?.length) {
+      obj.schema = message.schema.map((e) => TableVersion.toJSON(e));
+    }
     return obj;
   },
 
@@ -3308,6 +3332,7 @@ export const ApplierStatus: MessageFns<ApplierStatus> = {
       : 0n;
     message.backfillResumes = object.backfillResumes ?? 0;
     message.backfillLastKey = object.backfillLastKey ?? "";
+    message.schema = object.schema?.map((e) => TableVersion.fromPartial(e)) || [];
     return message;
   },
 };

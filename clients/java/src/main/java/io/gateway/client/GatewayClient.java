@@ -18,6 +18,16 @@ import io.gateway.v1.WriteBatchResponse;
 import io.gateway.v1.WriteError;
 import io.gateway.v1.WriteRequest;
 import io.gateway.v1.ReadsGrpc;
+import io.gateway.v1.ColumnDef;
+import io.gateway.v1.FieldType;
+import io.gateway.v1.SchemaChangeKind;
+import io.gateway.v1.SchemaChangeRequest;
+import io.gateway.v1.SchemaChangeResponse;
+import io.gateway.v1.SchemaGrpc;
+import io.gateway.v1.SchemaHistoryRequest;
+import io.gateway.v1.SchemaHistoryResponse;
+import io.gateway.v1.ShowTableRequest;
+import io.gateway.v1.ShowTableResponse;
 import io.gateway.v1.WriteResult;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
@@ -373,6 +383,79 @@ public final class GatewayClient implements AutoCloseable {
       out.add(r.getFound() ? Optional.of(Rows.rowOf(r.getRow())) : Optional.empty());
     }
     return out;
+  }
+
+  // -- schema (docs/schema.md) ------------------------------------------------------------------
+
+  /**
+   * Commits one table-definition change (Schema.ChangeSchema, admin token) and returns the
+   * definition after it, its version and the event's log index. Throws a {@link
+   * GatewayException}: INVALID_ARGUMENT for a malformed change ({@code field()} names the request
+   * field), FAILED_PRECONDITION with the reason for one that cannot be applied everywhere (a type
+   * or primary-key change, a {@code base_version} that is not the table's). {@link #createTable},
+   * {@link #addColumn}, {@link #dropColumn}, {@link #renameColumn} and {@link #dropTable} build
+   * the request.
+   */
+  public SchemaChangeResponse changeSchema(SchemaChangeRequest req) {
+    return callOn(SchemaGrpc::newBlockingStub, s -> s.changeSchema(req));
+  }
+
+  /**
+   * A column for {@link #createTable} and {@link #addColumn}: its default is encoded as {@link
+   * Rows#toValue} does ({@code null}: NULL).
+   */
+  public static ColumnDef column(String name, FieldType type, Object defaultValue, boolean notNull) {
+    ColumnDef.Builder b = ColumnDef.newBuilder().setName(name).setType(type).setNotNull(notNull);
+    if (defaultValue != null) {
+      b.setDefaultValue(Rows.toValue(defaultValue).value());
+    }
+    return b.build();
+  }
+
+  /** CREATE TABLE: {@code columns} key columns first, {@code primaryKey} their names; version 1. */
+  public SchemaChangeResponse createTable(String table, List<String> primaryKey,
+      List<ColumnDef> columns) {
+    return changeSchema(SchemaChangeRequest.newBuilder().setTable(table)
+        .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_CREATE).addAllPrimaryKey(primaryKey)
+        .addAllColumns(columns).build());
+  }
+
+  /** ALTER TABLE ... ADD COLUMN, with its default (rows written before get it). */
+  public SchemaChangeResponse addColumn(String table, ColumnDef column) {
+    return changeSchema(SchemaChangeRequest.newBuilder().setTable(table)
+        .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_ADD_COLUMN).setColumn(column).build());
+  }
+
+  /** ALTER TABLE ... DROP COLUMN {@code name}. */
+  public SchemaChangeResponse dropColumn(String table, String name) {
+    return changeSchema(SchemaChangeRequest.newBuilder().setTable(table)
+        .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_DROP_COLUMN)
+        .setColumn(ColumnDef.newBuilder().setName(name)).build());
+  }
+
+  /** ALTER TABLE ... RENAME COLUMN {@code oldName} TO {@code newName}. */
+  public SchemaChangeResponse renameColumn(String table, String oldName, String newName) {
+    return changeSchema(SchemaChangeRequest.newBuilder().setTable(table)
+        .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_RENAME_COLUMN).setOldName(oldName)
+        .setNewName(newName).build());
+  }
+
+  /** DROP TABLE (its history keeps its last version). */
+  public SchemaChangeResponse dropTable(String table) {
+    return changeSchema(SchemaChangeRequest.newBuilder().setTable(table)
+        .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_DROP_TABLE).build());
+  }
+
+  /** The definition and version of a table on the node that answers (read token; may lag). */
+  public ShowTableResponse showTable(String table) {
+    ShowTableRequest req = ShowTableRequest.newBuilder().setTable(table).build();
+    return callOn(SchemaGrpc::newBlockingStub, s -> s.showTable(req));
+  }
+
+  /** A table's applied schema events, oldest first, and the changes that lost with their causes. */
+  public SchemaHistoryResponse schemaHistory(String table) {
+    SchemaHistoryRequest req = SchemaHistoryRequest.newBuilder().setTable(table).build();
+    return callOn(SchemaGrpc::newBlockingStub, s -> s.schemaHistory(req));
   }
 
   /** All rows of a table in key order, up to the server's default limit (1000). */

@@ -9,7 +9,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 import io.gateway.v1.ChangeEvent;
+import io.gateway.v1.ColumnDef;
 import io.gateway.v1.Consistency;
+import io.gateway.v1.FieldType;
+import io.gateway.v1.SchemaChangeKind;
+import io.gateway.v1.SchemaChangeRequest;
+import io.gateway.v1.SchemaEvent;
+import io.gateway.v1.SchemaChangeResponse;
+import io.gateway.v1.ShowTableResponse;
 import io.gateway.v1.InsertStatement;
 import io.gateway.v1.ReadResponse;
 import io.gateway.v1.ScanResponse;
@@ -130,6 +137,53 @@ class ClusterTest {
     assertEquals("b", rows.get(0).orElseThrow().get("v"));
     assertEquals(Optional.empty(), rows.get(1));
     assertEquals("a", rows.get(2).orElseThrow().get("v"));
+  }
+
+  @Test
+  void schemaCallsCreateAlterShowAndRefuse() throws InterruptedException {
+    GatewayClient admin = client("admin");
+    String t = table("schema");
+    SchemaChangeResponse created = admin.createTable(t, List.of("id"), List.of(
+        GatewayClient.column("id", FieldType.FIELD_TYPE_INTEGER, null, true),
+        GatewayClient.column("name", FieldType.FIELD_TYPE_VARCHAR, null, false)));
+    assertEquals(1, created.getVersion());
+    SchemaChangeResponse added =
+        admin.addColumn(t, GatewayClient.column("c", FieldType.FIELD_TYPE_INTEGER, 0L, false));
+    assertEquals(2, added.getVersion());
+    assertEquals(3, added.getDefinition().getColumnsCount());
+    admin.renameColumn(t, "name", "title");
+    // A type change cannot be applied everywhere: refused before it commits.
+    GatewayException typeChange = assertThrows(GatewayException.class, () -> admin.changeSchema(
+        SchemaChangeRequest.newBuilder().setTable(t)
+            .setKind(SchemaChangeKind.SCHEMA_CHANGE_KIND_CHANGE_TYPE)
+            .setColumn(ColumnDef.newBuilder().setName("c")
+                .setType(FieldType.FIELD_TYPE_VARCHAR)).build()));
+    assertEquals(Status.Code.FAILED_PRECONDITION, typeChange.code());
+    GatewayException unnamed = assertThrows(GatewayException.class, () -> admin.addColumn(t,
+        GatewayClient.column("", FieldType.FIELD_TYPE_INTEGER, null, false)));
+    assertEquals(Status.Code.INVALID_ARGUMENT, unnamed.code());
+    // Without the admin token the change is refused.
+    GatewayClient writer = client("writer");
+    GatewayException denied =
+        assertThrows(GatewayException.class, () -> writer.dropColumn(t, "c"));
+    assertEquals(Status.Code.PERMISSION_DENIED, denied.code());
+    // The node that answers may be a follower that has not applied the last change yet.
+    ShowTableResponse shown = writer.showTable(t);
+    for (int i = 0; i < 200 && shown.getDefinition().getVersion() != 3; i++) {
+      Thread.sleep(100);
+      shown = writer.showTable(t);
+    }
+    List<String> names = new ArrayList<>();
+    shown.getDefinition().getColumnsList().forEach(col -> names.add(col.getName()));
+    assertEquals(List.of("id", "title", "c"), names);
+    List<SchemaChangeKind> kinds = new ArrayList<>();
+    for (SchemaEvent ev : writer.schemaHistory(t).getEventsList()) {
+      kinds.add(ev.getKind());
+    }
+    assertEquals(List.of(SchemaChangeKind.SCHEMA_CHANGE_KIND_CREATE,
+        SchemaChangeKind.SCHEMA_CHANGE_KIND_ADD_COLUMN,
+        SchemaChangeKind.SCHEMA_CHANGE_KIND_RENAME_COLUMN), kinds);
+    admin.dropTable(t);
   }
 
   @Test
