@@ -233,10 +233,13 @@ class GatewayWalDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
-    """Register ``gateway_wal`` and ``gateway_store`` with ``spark`` (idempotent)."""
+    """Register ``gateway_wal``, ``gateway_wal_schema`` (``schema_events``) and
+    ``gateway_store`` with ``spark`` (idempotent)."""
+    from .schema_events import GatewaySchemaEventsSource
     from .store_source import GatewayStoreDataSource
 
     spark.dataSource.register(GatewayWalDataSource)
+    spark.dataSource.register(GatewaySchemaEventsSource)
     spark.dataSource.register(GatewayStoreDataSource)
 
 

@@ -114,3 +114,40 @@ def test_parquet_datasets_evolve_with_add_rename_and_drop_column(spark, tmp_path
     streamed = _tables(tmp_path / "stream.db")["items"][1:]
     assert got == sorted(streamed) == [(1, 10, 9), (2, 22, 0), (5, 50, 7), (6, 60, 6),
                                        (8, 80, 8)]
+
+
+def _schema_wal(directory: Path) -> Path:
+    """The schema log as a node's WAL (one entry per item, small segments)."""
+    from gateway.core import messages
+    from gateway.core.wal import SegmentedWal, WalEntry, WalHardState, WalOptions
+    from gateway.schema.codec import encode_event
+
+    items = schema_log()
+    wal = SegmentedWal(str(directory), options=WalOptions(max_segment_bytes=1024))
+    try:
+        for i, item in enumerate(items, 1):
+            data = encode_event(item) if hasattr(item, "kind") else messages.pack(item)
+            wal.append([WalEntry(i, 1, 0, data)])
+        wal.save_hard_state(WalHardState(1, 0, len(items)))
+    finally:
+        wal.close()
+    return directory
+
+
+def test_a_gateway_source_spanning_schema_changes_applies_like_its_path(spark, tmp_path):
+    from tests.spark.log_server import serve_wal
+    from tests.spark.test_remote_source import _tokens
+
+    wal = _schema_wal(tmp_path / "wal")
+    with serve_wal(str(wal), _tokens()) as uri:
+        assert [i for i, _ in schema_events(spark, uri, partition_bytes=256,
+                                            read_options={"token": "r"})] == [1, 4, 8, 12]
+        for source, name, opts in ((str(wal), "path", None), (uri, "remote", {"token": "r"})):
+            report = apply_log(spark, source, SqliteTarget(str(tmp_path / f"{name}.db")),
+                               str(tmp_path / f"{name}-state"), partition_bytes=256,
+                               read_options=opts)
+            assert report.problems == 0 and report.end.log_index == len(schema_log()), name
+    remote_tables = _tables(tmp_path / "remote.db")
+    assert remote_tables == _tables(tmp_path / "path.db")
+    assert [dict(zip(("id", "qty", "c"), r, strict=True))
+            for r in remote_tables["items"][1:]] == FINAL
