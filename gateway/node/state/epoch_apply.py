@@ -58,6 +58,7 @@ from gateway.node.state.conflict_apply import (
     ruled_statements,
     stored_of_row,
 )
+from gateway.node.state.conflict_wire import derived_wire
 from gateway.node.state.epoch_guards import (
     check_ruled_shapes,
     derived_problem,
@@ -131,6 +132,9 @@ class EpochApply(TransactionApply):
     #: judge epochs under the row epoch functions in C (``epoch_judge``); the tests turn it
     #: off to compare with ``judge_unit``, the specification
     judge_in_c: bool = True
+    #: build the exception and refresh rows from bytes, and the derived transaction's rows
+    #: with the C insert path (``conflict_wire``); off: ``conflict_apply``'s specification
+    derive_in_c: bool = True
 
     def _stage(self, e: Entry, ops: Ops) -> list[StagedSegment] | Applied | None:
         """Stage the segment entry ``e`` (None: more segments to come), or return the whole
@@ -417,7 +421,9 @@ class EpochApply(TransactionApply):
         row_keys = _row_keys(pre)
         fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
                                unit.local_epoch, unit.source_epoch, row_keys, columns,
-                               source=unit.source_id) if self.judge_in_c else None
+                               source=unit.source_id,
+                               raw=(lambda k: self._get(k, overlay)) if self.derive_in_c
+                               else None) if self.judge_in_c else None
         if fast is not None:
             return fast
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
@@ -430,18 +436,31 @@ class EpochApply(TransactionApply):
         entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
         one) for the change feed and the appliers."""
         me = self.cluster_id
-        stmts = list(judged.exceptions)
-        for k, table, kf, kv in judged.refresh:
-            add_refresh(stmts, table, kf, kv, self._get(k, overlay))
-        derived = None
-        if stmts:  # checked by ``derived_problem`` before anything of the entry was written
-            derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
-                                          unit.derived_commit_ts, stmts)
+        derived = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
+                               unit.derived_commit_ts, judged.exceptions,
+                               [(table, self._get(k, overlay)) for k, table, _, _ in
+                                judged.refresh]) if self.derive_in_c else None
+        if derived is None:
+            stmts = list(judged.exceptions)
+            for k, table, kf, kv in judged.refresh:
+                add_refresh(stmts, table, kf, kv, self._get(k, overlay))
+            if stmts:
+                derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
+                                              unit.derived_commit_ts, stmts)
+        if derived is not None:
+            # checked by ``derived_problem`` before anything of the entry was written
             self._record_schemas(check_statements(derived.statements, self.schemas,
                                                   rows=False), ops, index, str(me))
-        if derived is not None:
-            self._write_statements(derived, index, derived.gtid, RowMeta(
-                unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
+            # the C insert path when every statement is an insert it takes: the same rows
+            rows = self._replicated_rows(derived, index, unit.local_epoch) \
+                if self.derive_in_c else None
+            if rows is not None:
+                ops += rows
+                for k, v, _, _, _ in rows:
+                    overlay[k] = v
+            else:
+                self._write_statements(derived, index, derived.gtid, RowMeta(
+                    unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
         self._record_outcome(unit, judged.transactions, derived, index, ops)
 
     @staticmethod
