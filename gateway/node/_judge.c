@@ -266,9 +266,86 @@ fail:
     return NULL;
 }
 
+/* message_fields(data) -> [(key, payload)] or None: the top-level fields of a serialized
+ * message (gateway.node.state.conflict_wire.parts_py, the specification): a one-byte key and
+ * the field's payload -- a length-delimited field's without its length, a varint's its bytes,
+ * a fixed64's or fixed32's its 8 or 4 bytes. None when a key takes more than one byte, the
+ * wire type is another, a varint takes more than 10 bytes or is 2**64 or more, or a field
+ * runs past the end. */
+static int skip_varint(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (*pos >= n) return -1;
+        unsigned char b = d[(*pos)++];
+        if (i == 9 && (b & 0x7f) > 1) return -1; /* 2**64 or more */
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static PyObject *message_fields(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "message_fields takes bytes");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), pos = 0;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    while (pos < n) {
+        unsigned char key = d[pos++];
+        Py_ssize_t start = pos, end;
+        uint64_t v;
+        if (key & 0x80) goto none;
+        switch (key & 7) {
+        case 0:
+            if (skip_varint(d, n, &pos, &v) < 0) goto none;
+            end = pos;
+            break;
+        case 1:
+            if (n - pos < 8) goto none;
+            end = pos + 8;
+            break;
+        case 2:
+            if (skip_varint(d, n, &pos, &v) < 0 || v > (uint64_t)(n - pos)) goto none;
+            start = pos;
+            end = pos + (Py_ssize_t)v;
+            break;
+        case 5:
+            if (n - pos < 4) goto none;
+            end = pos + 4;
+            break;
+        default:
+            goto none;
+        }
+        PyObject *t = Py_BuildValue("(iy#)", (int)key, (const char *)d + start, end - start);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyList_Append(out, t) < 0) {
+            Py_DECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+        pos = end;
+    }
+    return out;
+none:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
+    {"message_fields", message_fields, METH_O,
+     "The top-level fields of a serialized message as (key, payload) (see the file)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,16 +19,18 @@ test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, cast
 
 from gateway.conflict import Cause, OpType
+from gateway.core import accel
 from gateway.core.rowops import CASE_OF_TYPE
-from gateway.core.varint import decode_uvarint, encode_uvarint
+from gateway.core.varint import encode_uvarint
 from gateway.node.state.conflict_apply import derived_transaction
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["ExceptionRows", "derived_wire", "parts", "refresh_parts", "statement_bytes"]
+__all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "refresh_parts",
+           "statement_bytes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -68,37 +70,66 @@ def _ld(key: int, payload: bytes) -> bytes:
     return bytes((key,)) + encode_uvarint(len(payload)) + payload
 
 
-def parts(data: bytes) -> list[tuple[int, bytes]] | None:
-    """The top-level fields of a serialized message as ``(one-byte key, payload)``, payloads
-    of length-delimited fields without their length; None when a key takes more than one
-    byte, a wire type is not 0, 1, 2 or 5, or a field runs past the end."""
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """The varint at ``data[pos]`` and the position after it; None when it is cut off,
+    takes more than 10 bytes or is 2**64 or more."""
+    value = 0
+    for i in range(10):
+        if pos >= len(data):
+            return None
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return (value, pos) if value < 1 << 64 else None
+    return None
+
+
+def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The top-level fields of a serialized message as ``(one-byte key, payload)``: a
+    length-delimited field's payload without its length, a varint's bytes, a fixed64's or
+    fixed32's 8 or 4 bytes. None when a key takes more than one byte, a wire type is
+    another, a varint is not one (``_varint``) or a field runs past the end. The
+    specification of ``gateway.node._judge.message_fields``."""
     out: list[tuple[int, bytes]] = []
     pos, n = 0, len(data)
-    try:
-        while pos < n:
-            key = data[pos]
-            if key & 0x80:
+    while pos < n:
+        key = data[pos]
+        pos += 1
+        if key & 0x80:
+            return None
+        wt = key & 7
+        start = pos
+        if wt == 0 or wt == 2:
+            got = _varint(data, pos)
+            if got is None:
                 return None
-            wt = key & 7
-            pos += 1
-            if wt == 2:
-                length, pos = decode_uvarint(data, pos)
-                end = pos + length
-            elif wt == 0:
-                _, end = decode_uvarint(data, pos)
-            elif wt == 1:
-                end = pos + 8
-            elif wt == 5:
-                end = pos + 4
+            value, pos = got
+            if wt == 0:
+                end = pos
             else:
-                return None
-            if end > n:
-                return None
-            out.append((key, data[pos:end]))
-            pos = end
-    except IndexError:
-        return None
+                start, end = pos, pos + value
+        elif wt == 1:
+            end = pos + 8
+        elif wt == 5:
+            end = pos + 4
+        else:
+            return None
+        if end > n:
+            return None
+        out.append((key, data[start:end]))
+        pos = end
     return out
+
+
+class _FieldsC(Protocol):
+    def message_fields(self, data: bytes, /) -> list[tuple[int, bytes]] | None: ...
+
+
+_c = cast("_FieldsC | None", accel.load("gateway.node._judge"))
+#: ``parts_py``, in C when built
+parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
+    _c.message_fields if _c is not None else parts_py
 
 
 class _Names:
@@ -113,15 +144,6 @@ class _Names:
             f = statement_pb2.FieldMetadata.FromString(raw)
             got = self._got[raw] = (f.name, f.type)
         return got
-
-
-def _typed(value: bytes, ftype: int) -> bool:
-    """Whether ``value`` (a serialized ``Value``) is null or in the case ``ftype`` uses, so
-    that the specification's conversion to Python and back gives it unchanged."""
-    if not value:
-        return False
-    key = value[0]
-    return key == _NULL_KEY or (key == _TYPE_KEY.get(ftype, -1) and key != _DECIMAL_KEY)
 
 
 class ExceptionRows:
@@ -158,73 +180,120 @@ class ExceptionRows:
         return got
 
     def add(self, kind: str, cause: int, origin: int, transid: str,
-            table: statement_pb2.TableMetadata, key_fields: Sequence[tuple[str, int]],
-            fields: Sequence[tuple[str, int]], record: bytes, stored: bytes | None,
-            columns: Mapping[str, int]) -> bool:
+            table: statement_pb2.TableMetadata, shape: Shape, record: bytes,
+            stored: bytes | None) -> bool:
         """Add the exception row of a change rejected with ``cause`` (its number in the
         verdict byte): a ``kind`` record (serialized ``record``) of a statement of
-        ``table`` with ``key_fields`` and ``fields`` as (name, type); ``stored``: the row
-        here before the epoch (a serialized ``Row``; None when absent); ``columns``: the
-        table's known column types. Mirrors ``conflict_apply._exception``."""
+        ``table`` whose columns ``shape`` describes (``Shape``); ``stored``: the row here
+        before the epoch (a serialized ``Row``; None when absent). Mirrors
+        ``conflict_apply._exception``."""
         rec = parts(record)
         if rec is None:
             return False
         key_values = [p for k, p in rec if k == _REC_KEY_VALUES]
-        if len(key_values) != len(key_fields):
+        if len(key_values) != len(shape.key_fields):
             return False
-        types = dict(columns)
-        types.update(key_fields)
-        types.update(fields)
-        after: dict[str, bytes] = {}
+        vals: list[bytes] = []
         if kind != "delete":
             akey = _REC_AFTER_VALUES if kind == "insert" else _UPD_AFTER_VALUES
             vals = [p for k, p in rec if k == akey]
-            if len(vals) != len(fields):
+            if len(vals) != len(shape.fields):
                 return False
-            for (name, _), v in zip(fields, vals, strict=True):
-                after[name] = v
-            if len(after) != len(fields):
-                return False
-        old: dict[str, bytes] | None = None
+        values: list[bytes] = []
+        fkey: tuple[bytes, ...] | None = None
         if stored is not None:
             row = parts(stored)
             if row is None:
                 return False
-            names = self._names
-            fnames = [names(p)[0] for k, p in row if k == _ROW_FIELDS]
+            fkey = tuple(p for k, p in row if k == _ROW_FIELDS)
             values = [p for k, p in row if k == _ROW_VALUES]
-            if len(fnames) != len(values) or len(set(fnames)) != len(fnames):
+            if len(fkey) != len(values):
                 return False
-            old = dict(zip(fnames, values, strict=True))
-        key_names = {n for n, _ in key_fields}
-        if any(n.endswith(("$OLD", "$NEW")) for n in key_names):
-            return False  # the specification's row would list it among the values
-        names_ = sorted(set(after) | (set(old or {}) - key_names))
+        plans = shape.plans
+        plan = plans[fkey] if fkey in plans else plans.setdefault(
+            fkey, self._plan(kind, table, shape, fkey))
+        if plan is None:
+            return False
+        head, picks = plan
         self.count += 1
-        out = [self._me, _ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(origin)), self._epoch,
-               _ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(self.count)),
+        ld = _ld_value
+        out = [self._me, ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(origin)), self._epoch,
+               ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(self.count)),
                self._string(_OP_NAME[kind]), self._string(_CAUSE_NAME[cause]),
                self._string(transid)]
-        out += [_ld(_REC_AFTER_VALUES, v) for v in key_values]
-        extra: list[tuple[str, int, bytes]] = []
-        for name in names_:
-            ftype = types.get(name, _S)
-            o = _NULL if old is None else old.get(name, _NULL)
-            a = after.get(name, _NULL)
-            if not (_typed(o, ftype) and _typed(a, ftype)):
-                return False
-            extra.append((f"{name}$OLD", ftype, o))
-            extra.append((f"{name}$NEW", ftype, a))
-        extra.sort(key=lambda c: c[0])  # the specification's order: by the full names
-        cols = (*key_fields, *((n, t) for n, t, _ in extra))
-        out += [_ld(_REC_AFTER_VALUES, v) for _, _, v in extra]
-        head = self._head(table.schema_name, table.table_name, cols)
+        out += [ld(_REC_AFTER_VALUES, v) for v in key_values]
+        for src, j, tkey in picks:
+            v = vals[j] if src == 0 else values[j] if src == 1 else _NULL
+            if not v or (v[0] != _NULL_KEY and v[0] != tkey):
+                return False  # the specification converts it
+            out.append(ld(_REC_AFTER_VALUES, v))
         body = b"".join(out)
         if self.statements and self.statements[-1][0] == head:
             self.statements[-1][1].append(body)
         else:
             self.statements.append((head, [body]))
         return True
+
+    def _plan(self, kind: str, table: statement_pb2.TableMetadata, shape: Shape,
+              fkey: tuple[bytes, ...] | None
+              ) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+        """The statement head and the values' sources of the exception rows of ``kind``
+        records of ``shape`` against a stored row with fields ``fkey`` (None: absent): per
+        ``$OLD`` / ``$NEW`` column in the specification's order, (0: the change's value, 1:
+        the stored row's, 2: NULL; its index there; the Value key its type takes). None when
+        no row of this kind can be assembled (the specification takes them)."""
+        key_names = {n for n, _ in shape.key_fields}
+        if any(n.endswith(("$OLD", "$NEW")) for n in key_names):
+            return None  # the specification's row would list it among the values
+        after: dict[str, int] = {}
+        if kind != "delete":
+            after = {n: j for j, (n, _) in enumerate(shape.fields)}
+            if len(after) != len(shape.fields):
+                return None
+        old: dict[str, int] = {}
+        if fkey is not None:
+            names = [self._names(f)[0] for f in fkey]
+            old = {n: j for j, n in enumerate(names)}
+            if len(old) != len(names):
+                return None
+        cols: list[tuple[str, int, int, int]] = []
+        for name in sorted(set(after) | (set(old) - key_names)):
+            ftype = shape.types.get(name, _S)
+            tkey = _TYPE_KEY.get(ftype)
+            if tkey is None:
+                return None  # converted by the specification (DECIMAL, or not a type)
+            o, a = old.get(name), after.get(name)
+            cols.append((f"{name}$OLD", ftype, 2 if o is None else 1, o or 0))
+            cols.append((f"{name}$NEW", ftype, 2 if a is None else 0, a or 0))
+        cols.sort(key=lambda c: c[0])  # the specification's order: by the full names
+        head = self._head(table.schema_name, table.table_name,
+                          (*shape.key_fields, *((n, t) for n, t, _, _ in cols)))
+        return head, [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+
+
+class Shape:
+    """The columns of one statement's records: ``key_fields`` and ``fields`` as (name,
+    type), ``types`` the column types the exception rows take (the table's known ones, then
+    the statement's), and the plans ``ExceptionRows`` made for it."""
+
+    __slots__ = ("fields", "key_fields", "plans", "types")
+
+    def __init__(self, key_fields: list[tuple[str, int]], fields: list[tuple[str, int]],
+                 columns: Mapping[str, int]) -> None:
+        self.key_fields = key_fields
+        self.fields = fields
+        self.types = {**columns, **dict(key_fields), **dict(fields)}
+        self.plans: dict[tuple[bytes, ...] | None,
+                         tuple[bytes, list[tuple[int, int, int]]] | None] = {}
+
+
+_LD = {k: [bytes((k, i)) for i in range(128)] for k in (0x0A, 0x12)}
+
+
+def _ld_value(key: int, payload: bytes) -> bytes:
+    """``_ld`` for the keys of record values, without allocating the short prefixes."""
+    n = len(payload)
+    return _LD[key][n] + payload if n < 128 else _ld(key, payload)
 
 
 def statement_bytes(head: bytes, records: list[bytes]) -> bytes:

@@ -33,7 +33,7 @@ from gateway.core.rowops import python_value
 from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes, without
-from gateway.node.state.conflict_wire import ExceptionRows, statement_bytes
+from gateway.node.state.conflict_wire import ExceptionRows, Shape, statement_bytes
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 FT = value_pb2.FieldType
@@ -224,8 +224,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     refresh: list[tuple[bytes, statement_pb2.TableMetadata,
                         Sequence[statement_pb2.FieldMetadata], Sequence[value_pb2.Value]]] = []
     seen: set[bytes] = set()
-    shapes: dict[tuple[int, int], tuple[list[tuple[str, int]], list[tuple[str, int]],
-                                        Mapping[str, int]]] = {}
+    shapes: dict[tuple[int, int], Shape] = {}
     transids: dict[int, str] = {}
     in_conflict = False
     while i >= 0:
@@ -248,7 +247,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 fields = body.set_fields if kind == "update" else \
                     body.fields if kind == "insert" else ()
                 t = body.table
-                shape = shapes[(t_no, s_no)] = (
+                shape = shapes[(t_no, s_no)] = Shape(
                     [(f.name, f.type) for f in body.key_fields],
                     [(f.name, f.type) for f in fields],
                     columns(t.schema_name, t.table_name) if columns else {})
@@ -257,8 +256,8 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 g = txn.gtid
                 transid = transids[t_no] = f"{g.server_id}:{g.trans_id}"
             stored = raw(rkeys[i]) if v & 128 else None
-            if not rows.add(kind, cause, txn.gtid.server_id, transid, body.table, shape[0],
-                            shape[1], rec.SerializeToString(), stored, shape[2]):
+            if not rows.add(kind, cause, txn.gtid.server_id, transid, body.table, shape,
+                            rec.SerializeToString(), stored):
                 return None
         if v & 16 and rkeys[i] not in seen:
             seen.add(rkeys[i])
