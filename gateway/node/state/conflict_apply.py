@@ -75,6 +75,9 @@ class UnitJudgement:
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
     dropped: bool = False  # some record of ``transactions`` was left out
+    #: store cells read while judging (row key -> cell, None: nothing stored), for the
+    #: exception and refresh rows (``EpochApply``)
+    cells: dict[bytes, bytes | None] = field(default_factory=dict)
 
 
 def _values(fields: Iterable[statement_pb2.FieldMetadata], values: Iterable[value_pb2.Value]

@@ -24,13 +24,15 @@ from typing import Protocol, cast
 
 from gateway.conflict import Cause, OpType
 from gateway.core import accel
+from gateway.core.lsm.format import value_of
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.core.varint import encode_uvarint
 from gateway.node.state.conflict_apply import derived_transaction
+from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "refresh_parts",
-           "statement_bytes"]
+__all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
+           "refresh_parts", "statement_bytes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -388,3 +390,19 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
     if derived.SerializeToString(deterministic=True) != data:
         return None  # not canonical: the specification's bytes would differ
     return derived
+
+
+def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],
+             cells: Mapping[bytes, bytes | None], get: Callable[[bytes], bytes | None]
+             ) -> bytes | None:
+    """``TransactionApply._get``: the row ``key`` as it stands (``overlay``, the rows the
+    batch wrote so far, then the store), the store's answer taken from ``cells`` (the cells
+    the judgement read from it during this entry's apply, which wrote nothing to it) when
+    there."""
+    got = overlay.get(key, _MISSING)
+    if got is not _MISSING:
+        return got
+    cell = cells.get(key, _MISSING)
+    if cell is _MISSING:
+        return get(key)
+    return None if cell is None else value_of(cell)

@@ -58,7 +58,7 @@ from gateway.node.state.conflict_apply import (
     ruled_statements,
     stored_of_row,
 )
-from gateway.node.state.conflict_wire import derived_wire
+from gateway.node.state.conflict_wire import derived_wire, read_row
 from gateway.node.state.epoch_guards import (
     check_ruled_shapes,
     derived_problem,
@@ -419,12 +419,21 @@ class EpochApply(TransactionApply):
             return known.columns if known is not None else {}
 
         row_keys = _row_keys(pre)
-        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
+        cells: dict[bytes, bytes | None] = {}
+        store_cell = self.store.cell
+
+        def cell(k: bytes) -> bytes | None:
+            got = cells[k] = store_cell(k)  # kept: the exception and refresh rows read it
+            return got
+
+        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup,
+                               cell if self.derive_in_c else store_cell, overlay,
                                unit.local_epoch, unit.source_epoch, row_keys, columns,
                                source=unit.source_id,
-                               raw=(lambda k: self._get(k, overlay)) if self.derive_in_c
-                               else None) if self.judge_in_c else None
+                               raw=(lambda k: read_row(k, overlay, cells, self.store.get))
+                               if self.derive_in_c else None) if self.judge_in_c else None
         if fast is not None:
+            fast.cells = cells
             return fast
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
                           unit.source_epoch, row_keys, columns, source=unit.source_id)
@@ -436,10 +445,12 @@ class EpochApply(TransactionApply):
         entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
         one) for the change feed and the appliers."""
         me = self.cluster_id
-        derived = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
-                               unit.derived_commit_ts, judged.exceptions,
-                               [(table, self._get(k, overlay)) for k, table, _, _ in
-                                judged.refresh]) if self.derive_in_c else None
+        derived = None
+        if self.derive_in_c:
+            derived = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
+                                   unit.derived_commit_ts, judged.exceptions,
+                                   [(table, read_row(k, overlay, judged.cells, self.store.get))
+                                    for k, table, _, _ in judged.refresh])
         if derived is None:
             stmts = list(judged.exceptions)
             for k, table, kf, kv in judged.refresh:
