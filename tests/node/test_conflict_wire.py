@@ -237,7 +237,7 @@ def test_exception_statements_from_bytes_are_the_specifications(seed):
     assert list(got.counters.items()) == list(want.counters.items())
 
 
-def test_message_fields_in_c_walks_bytes_as_the_python_does():
+def test_the_c_walks_of_records_and_rows_give_what_the_python_gives():
     rng = random.Random(5)
     samples = [b"", b"\x08", b"\x08\xff", b"\x0a\x05ab", b"\x80\x01", b"\x0b",
                b"\x08" + b"\xff" * 9 + b"\x01", b"\x08" + b"\xff" * 9 + b"\x02",
@@ -251,6 +251,17 @@ def test_message_fields_in_c_walks_bytes_as_the_python_does():
         cut = rng.randrange(len(row) + 1)
         junk = bytes(rng.randrange(256) for _ in range(rng.randrange(6)))
         samples += [row, row[:cut], row[:cut] + junk, junk]
+    for _ in range(300):  # fields out of order, and long ones (two-byte lengths)
+        fields = [b"\x12\x03abc", b"\x1a\x02\x18\x01", b"\x22\x04\x0a\x02vv",
+                  b"\x2a\x82\x01" + b"\x3a\x80\x01" + b"x" * 128, b"\x30\x05",
+                  b"\x49" + bytes(8), b"\x0a\x00"]
+        samples.append(b"".join(rng.sample(fields, rng.randint(1, len(fields)))))
+    table = statement_pb2.TableMetadata(schema_name="s", table_name="t").SerializeToString()
     for data in samples:
         assert conflict_wire.parts(data) == conflict_wire.parts_py(data), data
-    assert conflict_wire.parts is not conflict_wire.parts_py  # the C walk was compared
+        for tb in (table, b"", b"t" * 200):
+            assert conflict_wire.refresh_parts(tb, data) == \
+                conflict_wire.refresh_parts_py(tb, data), data
+    # the C functions were the ones compared
+    assert conflict_wire.parts is not conflict_wire.parts_py
+    assert conflict_wire.refresh_parts is not conflict_wire.refresh_parts_py

@@ -32,7 +32,7 @@ from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
-           "refresh_parts", "statement_bytes"]
+           "refresh_parts", "refresh_parts_py", "statement_bytes"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -124,11 +124,15 @@ def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
     return out
 
 
-class _FieldsC(Protocol):
+class _WalkC(Protocol):
+    """The functions of ``_judge.c`` this module uses (the file states their contracts)."""
+
     def message_fields(self, data: bytes, /) -> list[tuple[int, bytes]] | None: ...
 
+    def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
 
-_c = cast("_FieldsC | None", accel.load("gateway.node._judge"))
+
+_c = cast("_WalkC | None", accel.load("gateway.node._judge"))
 #: ``parts_py``, in C when built
 parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
     _c.message_fields if _c is not None else parts_py
@@ -300,15 +304,18 @@ def _ld_value(key: int, payload: bytes) -> bytes:
 
 def statement_bytes(head: bytes, records: list[bytes]) -> bytes:
     """A serialized ``Statement`` holding the insert ``head`` (fields 1-3) and ``records``."""
-    return _ld(_STMT_INSERT, head + b"".join(_ld(_INS_RECORDS, r) for r in records))
+    key = b"\x22"  # InsertStatement.records
+    return _ld(_STMT_INSERT, b"".join(
+        [head, *(key + encode_uvarint(len(r)) + r for r in records)]))
 
 
-def refresh_parts(table: bytes, raw: bytes) -> tuple[bytes, bytes] | None:
+def refresh_parts_py(table: bytes, raw: bytes) -> tuple[bytes, bytes] | None:
     """The refresh of a row held here as ``(insert head, record)``: ``table`` (a serialized
     ``TableMetadata``) with the stored ``Row`` ``raw``'s key fields and fields, and a
     record of its key values and values (``conflict_apply.refresh_statement``); None when
-    ``raw`` does not walk."""
-    row = parts(raw)
+    ``raw`` does not walk (``parts_py``). The specification of
+    ``gateway.node._judge.refresh_record``."""
+    row = parts_py(raw)
     if row is None:
         return None
     head = [_ld(_INS_TABLE, table)]
@@ -325,6 +332,11 @@ def refresh_parts(table: bytes, raw: bytes) -> tuple[bytes, bytes] | None:
         elif k == _ROW_VALUES:
             vals.append(_ld(_REC_AFTER_VALUES, p))
     return b"".join(head) + b"".join(mid), b"".join(rec) + b"".join(vals)
+
+
+#: ``refresh_parts_py``, in C when built
+refresh_parts: Callable[[bytes, bytes], tuple[bytes, bytes] | None] = \
+    _c.refresh_record if _c is not None else refresh_parts_py
 
 
 def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | None:
@@ -350,13 +362,13 @@ def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | 
 def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
                  refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]]
-                 ) -> transaction_pb2.Transaction | None:
-    """The derived transaction ``EpochApply._derive`` builds from ``exceptions`` and the
-    refreshes (``conflict_apply.add_refresh`` of each row, in order: the statement's table
-    and the row as it now stands), with the refresh records assembled from the stored rows'
-    bytes instead of parsed rows (``refresh_parts``); None when the specification must
-    build it: a refresh of a row absent here (a delete), nothing to write, or bytes that
-    would not be the specification's (not canonical)."""
+                 ) -> tuple[transaction_pb2.Transaction, bytes] | None:
+    """The derived transaction ``EpochApply._derive`` builds, and its serialization, from
+    ``exceptions`` and the refreshes (``conflict_apply.add_refresh`` of each row, in order:
+    the statement's table and the row as it now stands), with the refresh records
+    assembled from the stored rows' bytes (``refresh_parts``); None when the specification
+    must build it: a refresh of a row absent here (a delete), nothing to write, or bytes
+    that would not be the specification's (not canonical)."""
     stmts: list[tuple[bytes, list[bytes]]] = []
     for s in exceptions:
         split = _insert_split(s)
@@ -389,7 +401,7 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
     derived = transaction_pb2.Transaction.FromString(data)
     if derived.SerializeToString(deterministic=True) != data:
         return None  # not canonical: the specification's bytes would differ
-    return derived
+    return derived, data
 
 
 def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],

@@ -47,6 +47,7 @@ from gateway.conflict import (
     RuleSet,
     Stored,
 )
+from gateway.core.messages import TypeTag
 from gateway.node.base.validation import InvalidRequest, TableSchema, check_statements
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import (
@@ -445,12 +446,14 @@ class EpochApply(TransactionApply):
         entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
         one) for the change feed and the appliers."""
         me = self.cluster_id
-        derived = None
-        if self.derive_in_c:
-            derived = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
-                                   unit.derived_commit_ts, judged.exceptions,
-                                   [(table, read_row(k, overlay, judged.cells, self.store.get))
-                                    for k, table, _, _ in judged.refresh])
+        derived = payload = None
+        if self.derive_in_c:  # the specification's transaction, from bytes
+            got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
+                               unit.derived_commit_ts, judged.exceptions,
+                               [(table, read_row(k, overlay, judged.cells, self.store.get))
+                                for k, table, _, _ in judged.refresh])
+            if got is not None:
+                derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
         if derived is None:
             stmts = list(judged.exceptions)
             for k, table, kf, kv in judged.refresh:
@@ -459,11 +462,11 @@ class EpochApply(TransactionApply):
                 derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
                                               unit.derived_commit_ts, stmts)
         if derived is not None:
-            # checked by ``derived_problem`` before anything of the entry was written
-            self._record_schemas(check_statements(derived.statements, self.schemas,
-                                                  rows=False), ops, index, str(me))
+            # ``derived_problem`` checked it before anything of the entry was written; then
             # the C insert path when every statement is an insert it takes: the same rows
-            rows = self._replicated_rows(derived, index, unit.local_epoch) \
+            self._record_schemas(check_statements(derived.statements, self.schemas, rows=False),
+                                 ops, index, str(me))
+            rows = self._replicated_rows(derived, index, unit.local_epoch, payload) \
                 if self.derive_in_c else None
             if rows is not None:
                 ops += rows
