@@ -32,8 +32,9 @@ from gateway.v1 import (
     value_pb2,
 )
 
-if epoch_judge._judge is None:
-    pytest.skip("gateway.node._judge is not built", allow_module_level=True)
+#: without the C accelerator (GATEWAY_PURE_PYTHON) the judgement is Python's, the refresh
+#: rows and the derived transaction still come from bytes (``parts_py``)
+_C = epoch_judge._judge is not None
 
 FT = value_pb2.FieldType
 _F = statement_pb2.FieldMetadata
@@ -178,7 +179,7 @@ def test_rows_in_conflict_are_written_the_same_from_bytes(tmp_path, monkeypatch,
     counters = spec[3].get("c", {})
     assert counters.get(f"conflict_fn_{function[4:].lower()}", 0) > 5
     # rows in conflict were met, most taken from bytes, some left to the specification
-    assert added.count(True) > 5
+    assert added.count(True) > 5 or not _C
     assert any(k.startswith(keys.table_prefix("s", "m$EX")) for k, _ in spec[2])
 
 
@@ -193,6 +194,7 @@ def test_a_judged_epoch_of_a_table_with_two_key_columns_records_its_exceptions(t
     assert ex and all([f.name for f in r.fields][3:5] == ["a", "b"] for r in ex)
 
 
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
 @pytest.mark.parametrize("seed", range(40))
 def test_exception_statements_from_bytes_are_the_specifications(seed):
     rng = random.Random(seed)
@@ -237,6 +239,7 @@ def test_exception_statements_from_bytes_are_the_specifications(seed):
     assert list(got.counters.items()) == list(want.counters.items())
 
 
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
 def test_the_c_walks_of_records_and_rows_give_what_the_python_gives():
     rng = random.Random(5)
     samples = [b"", b"\x08", b"\x08\xff", b"\x0a\x05ab", b"\x80\x01", b"\x0b",
