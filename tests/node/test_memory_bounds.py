@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 
 import grpc
@@ -141,14 +142,19 @@ def test_memory_bounds_come_from_the_environment():
 
 def test_memory_report_writes_what_the_node_holds(tmp_path):
     env = {memory_report.ENV_DIR: str(tmp_path), memory_report.ENV_INTERVAL: "20"}
+    stop = threading.Event()  # no report thread outlives its test
     thread = memory_report.start(7, lambda: {"block_cache": 123}, str(tmp_path / "store"),
-                                 env)
+                                 env, stop)
     assert thread is not None
     path = tmp_path / "node-7.jsonl"
-    for _ in range(500):
-        if path.exists() and path.read_text().count("\n") >= 2:
-            break
-        threading.Event().wait(0.02)
+    try:
+        for _ in range(500):
+            if path.exists() and path.read_text().count("\n") >= 2:
+                break
+            threading.Event().wait(0.02)
+    finally:
+        stop.set()
+        thread.join(10)
     line = json.loads(path.read_text().splitlines()[0])
     assert line["components"] == {"block_cache": 123}
     assert line["rss"] > 0 and line["hwm"] >= line["rss"]
@@ -189,3 +195,50 @@ def test_gateway_run_reports_its_memory(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_memory_report_thread_ends_when_asked(tmp_path):
+    stop = threading.Event()
+    env = {memory_report.ENV_DIR: str(tmp_path), memory_report.ENV_INTERVAL: "20"}
+    thread = memory_report.start(8, dict, str(tmp_path / "store"), env, stop)
+    assert thread is not None
+    path = tmp_path / "node-8.jsonl"
+    for _ in range(500):
+        if path.exists() and path.read_text().count("\n") >= 1:
+            break
+        threading.Event().wait(0.02)
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    written = path.read_text().count("\n")
+    threading.Event().wait(0.1)
+    assert written >= 1 and path.read_text().count("\n") == written
+
+
+def test_memory_report_holds_no_reference_to_objects_other_threads_build(tmp_path):
+    # CI once failed in tests/harness/fingerprints.py with ``SystemError:
+    # Objects/tupleobject.c:927: bad argument to internal function`` from ``tuple(<generator>)``:
+    # a report thread of an earlier test listed every tracked object (``gc.get_objects``),
+    # holding a reference to the tuple the main thread was still building, whose resize then
+    # refused a reference count of 2 (CPython 3.11). The report may take the GIL at any
+    # switch: an object this thread holds alone must keep its reference count meanwhile.
+    probe: list[int] = []  # tracked by the collector, referenced here only
+    alone = sys.getrefcount(probe)
+    stop = threading.Event()
+    env = {memory_report.ENV_DIR: str(tmp_path), memory_report.ENV_INTERVAL: "1"}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over at every chance the report gives
+    try:
+        thread = memory_report.start(9, dict, str(tmp_path / "store"), env, stop)
+        assert thread is not None
+        path = tmp_path / "node-9.jsonl"
+        seen = set()
+        while thread.is_alive() and (not path.exists()
+                                     or path.read_text().count("\n") < 30):
+            seen.add(sys.getrefcount(probe))
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+    thread.join(10)
+    assert path.read_text().count("\n") >= 30
+    assert seen == {alone}

@@ -20,7 +20,11 @@ Each line (every size in bytes):
 - ``components``: what the node's own accounting says it holds: ``memtable`` (the active
   memtable's budgeted bytes), ``immutable_memtables`` (frozen ones waiting for their
   flush), ``block_cache``, ``raft_entry_cache`` (the log's in-memory tail, entry data);
-- ``gc``: the collector's pending counts per generation and ``objects`` tracked;
+- ``gc``: the collector's pending ``counts`` and its ``collections`` so far, per generation
+  (not the number of objects it tracks: ``gc.get_objects()`` from this thread would hold a
+  reference to every tracked object -- a tuple other threads are still building among them,
+  whose ``tuple(generator)`` then fails with ``SystemError: Objects/tupleobject.c: bad
+  argument to internal function`` on CPython 3.11, CPython issue 101855);
 - ``threads``; ``traced``/``traced_peak`` and ``top`` (``[[module, bytes], ...]``) when
   tracing.
 
@@ -126,10 +130,12 @@ def _top(n: int) -> list[list[Any]]:
 
 
 def start(node_id: int, components: Callable[[], dict[str, int]], tables: str,
-          env: Mapping[str, str] = os.environ) -> threading.Thread | None:
+          env: Mapping[str, str] = os.environ,
+          stop: threading.Event | None = None) -> threading.Thread | None:
     """Start the reporting thread when ``GATEWAY_MEMORY_REPORT`` names a directory (see the
     module docstring); ``components()`` gives the node's own accounting, ``tables`` the
-    store's directory. None when reporting is off."""
+    store's directory. The thread ends once ``stop`` is set (never without one: a node
+    reports until its process exits). None when reporting is off."""
     directory = env.get(ENV_DIR)
     if not directory:
         return None
@@ -138,18 +144,20 @@ def start(node_id: int, components: Callable[[], dict[str, int]], tables: str,
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"node-{node_id}.jsonl")
     mallinfo = _mallinfo()
+    stopped = stop if stop is not None else threading.Event()
 
     def run() -> None:
         peak = 0
         with open(path, "a", buffering=1) as out:
-            while True:
+            while not stopped.is_set():
                 st = _status()
                 line: dict[str, Any] = {
                     "t": time.time(), "rss": st.get("VmRSS", 0) * 1024,
                     "hwm": st.get("VmHWM", 0) * 1024, "threads": st.get("Threads", 0),
                     "maps": read_maps("self", tables), "malloc": mallinfo(),
                     "components": components(),
-                    "gc": {"counts": list(gc.get_count()), "objects": len(gc.get_objects())},
+                    "gc": {"counts": list(gc.get_count()),
+                           "collections": [g["collections"] for g in gc.get_stats()]},
                 }
                 if top_n and tracemalloc.is_tracing():
                     line["traced"], line["traced_peak"] = tracemalloc.get_traced_memory()
@@ -158,7 +166,7 @@ def start(node_id: int, components: Callable[[], dict[str, int]], tables: str,
                 if line["rss"] > peak:
                     peak = line["rss"]
                 out.write(json.dumps(line) + "\n")
-                time.sleep(interval)
+                stopped.wait(interval)
 
     thread = threading.Thread(target=run, name="memory-report", daemon=True)
     thread.start()
