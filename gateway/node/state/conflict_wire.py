@@ -46,7 +46,6 @@ _CASE_KEY = {"null_value": 0x08, "bool_value": 0x10, "int_value": 0x18, "uint_va
              "double_value": 0x29, "decimal_value": 0x32, "string_value": 0x3A,
              "bytes_value": 0x42, "timestamp_ns": 0x49}
 _NULL_KEY = _CASE_KEY["null_value"]
-_DECIMAL_KEY = _CASE_KEY["decimal_value"]
 #: column type -> the key of the Value case it takes without conversion (None: converted)
 _TYPE_KEY = {t: (None if c == "decimal_value" else _CASE_KEY[c])
              for t, c in CASE_OF_TYPE.items()}
