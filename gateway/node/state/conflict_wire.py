@@ -19,6 +19,7 @@ test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast
 
@@ -130,11 +131,22 @@ class _WalkC(Protocol):
 
     def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
 
+    def exception_record(self, record: bytes, akey: int, nkeys: int, nvals: int,
+                         stored: bytes | None, fkey: tuple[bytes, ...] | None, picks: bytes,
+                         me: bytes, origin: int, epoch: bytes, count: int, op: bytes,
+                         cause: bytes, transid: bytes, null: bytes, /) -> bytes | None: ...
+
 
 _c = cast("_WalkC | None", accel.load("gateway.node._judge"))
 #: ``parts_py``, in C when built
 parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
     _c.message_fields if _c is not None else parts_py
+#: ``ExceptionRows.add``'s record once its plan is known, in C when built (None: in Python)
+exception_record = _c.exception_record if _c is not None else None
+#: a pick of a plan as ``exception_record`` takes it: source, Value key, index (u32 LE)
+_PICK = struct.Struct("<BBI")
+#: the key of a record's after values, per kind (0: a delete has none)
+_AFTER_KEY = {"insert": _REC_AFTER_VALUES, "update": _UPD_AFTER_VALUES, "delete": 0}
 
 
 class _Names:
@@ -191,7 +203,22 @@ class ExceptionRows:
         verdict byte): a ``kind`` record (serialized ``record``) of a statement of
         ``table`` whose columns ``shape`` describes (``Shape``); ``stored``: the row here
         before the epoch (a serialized ``Row``; None when absent). Mirrors
-        ``conflict_apply._exception``."""
+        ``conflict_apply._exception``. With the C accelerator, a row against a stored row
+        of the same fields as the statement's last one (or, absent, as the last absent one)
+        is assembled by ``exception_record`` with that plan (the same bytes; in any doubt
+        it answers None and this code decides)."""
+        last = shape.last[stored is not None]
+        if last is not None and exception_record is not None:
+            last_fkey, head, packed = last
+            body = exception_record(
+                record, _AFTER_KEY[kind], len(shape.key_fields),
+                len(shape.fields) if kind != "delete" else 0, stored, last_fkey, packed, self._me,
+                origin, self._epoch, self.count + 1, self._string(_OP_NAME[kind]),
+                self._string(_CAUSE_NAME[cause]), self._string(transid), _NULL)
+            if body is not None:
+                self.count += 1
+                self._append(head, body)
+                return True
         rec = parts(record)
         if rec is None:
             return False
@@ -219,7 +246,7 @@ class ExceptionRows:
             fkey, self._plan(kind, table, shape, fkey))
         if plan is None:
             return False
-        head, picks = plan
+        head, picks, packed = plan
         self.count += 1
         ld = _ld_value
         out = [self._me, ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(origin)), self._epoch,
@@ -232,21 +259,25 @@ class ExceptionRows:
             if not v or (v[0] != _NULL_KEY and v[0] != tkey):
                 return False  # the specification converts it
             out.append(ld(_REC_AFTER_VALUES, v))
-        body = b"".join(out)
+        self._append(head, b"".join(out))
+        shape.last[stored is not None] = (fkey, head, packed)
+        return True
+
+    def _append(self, head: bytes, body: bytes) -> None:
+        """Add a record: a row of the same statement head as the last joins it."""
         if self.statements and self.statements[-1][0] == head:
             self.statements[-1][1].append(body)
         else:
             self.statements.append((head, [body]))
-        return True
 
     def _plan(self, kind: str, table: statement_pb2.TableMetadata, shape: Shape,
-              fkey: tuple[bytes, ...] | None
-              ) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+              fkey: tuple[bytes, ...] | None) -> _Plan | None:
         """The statement head and the values' sources of the exception rows of ``kind``
         records of ``shape`` against a stored row with fields ``fkey`` (None: absent): per
         ``$OLD`` / ``$NEW`` column in the specification's order, (0: the change's value, 1:
-        the stored row's, 2: NULL; its index there; the Value key its type takes). None when
-        no row of this kind can be assembled (the specification takes them)."""
+        the stored row's, 2: NULL; its index there; the Value key its type takes), and the
+        same packed for ``exception_record``. None when no row of this kind can be assembled
+        (the specification takes them)."""
         key_names = {n for n, _ in shape.key_fields}
         if any(n.endswith(("$OLD", "$NEW")) for n in key_names):
             return None  # the specification's row would list it among the values
@@ -273,23 +304,30 @@ class ExceptionRows:
         cols.sort(key=lambda c: c[0])  # the specification's order: by the full names
         head = self._head(table.schema_name, table.table_name,
                           (*shape.key_fields, *((n, t) for n, t, _, _ in cols)))
-        return head, [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+        picks = [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+        return head, picks, b"".join(_PICK.pack(src, k, j) for src, j, k in picks)
 
 
 class Shape:
     """The columns of one statement's records: ``key_fields`` and ``fields`` as (name,
     type), ``types`` the column types the exception rows take (the table's known ones, then
-    the statement's), and the plans ``ExceptionRows`` made for it."""
+    the statement's), the plans ``ExceptionRows`` made for it, and ``last``: the stored
+    fields, head and packed picks of the last plan a row was assembled with, against no
+    stored row (``last[0]``) and against one (``last[1]``)."""
 
-    __slots__ = ("fields", "key_fields", "plans", "types")
+    __slots__ = ("fields", "key_fields", "last", "plans", "types")
 
     def __init__(self, key_fields: list[tuple[str, int]], fields: list[tuple[str, int]],
                  columns: Mapping[str, int]) -> None:
         self.key_fields = key_fields
         self.fields = fields
         self.types = {**columns, **dict(key_fields), **dict(fields)}
-        self.plans: dict[tuple[bytes, ...] | None,
-                         tuple[bytes, list[tuple[int, int, int]]] | None] = {}
+        self.plans: dict[tuple[bytes, ...] | None, _Plan | None] = {}
+        self.last: list[tuple[tuple[bytes, ...] | None, bytes, bytes] | None] = [None, None]
+
+
+#: a plan: the ``$EX`` statement head, the picks (source, index, Value key), them packed
+_Plan = tuple[bytes, list[tuple[int, int, int]], bytes]
 
 
 _LD = {k: [bytes((k, i)) for i in range(128)] for k in (0x0A, 0x12)}
