@@ -33,7 +33,7 @@ from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
-           "refresh_parts", "refresh_parts_py", "statement_bytes"]
+           "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -61,6 +61,7 @@ _UPD_AFTER_VALUES = 0x1A  # UpdateRecord 3
 _INS_TABLE, _INS_KEY_FIELDS, _INS_FIELDS, _INS_RECORDS = 0x0A, 0x12, 0x1A, 0x22
 _ROW_KEY_FIELDS, _ROW_KEY_VALUES, _ROW_FIELDS, _ROW_VALUES = 0x12, 0x1A, 0x22, 0x2A
 _STMT_INSERT = 0x0A  # Statement.insert = 1
+_BODY_KEYS = (0x0A, 0x12, 0x1A)  # Statement.insert, update, delete = 1, 2, 3
 _TXN_STATEMENTS = b"\x32"  # Transaction.statements = 6
 #: ``segment_id = 1`` and ``end_segment = true``: the last fields of a derived transaction
 #: with no statements as serialized (its statements, field 6, go before them)
@@ -439,6 +440,57 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
     if derived.SerializeToString(deterministic=True) != data:
         return None  # not canonical: the specification's bytes would differ
     return derived, data
+
+
+def _field(key: int, payload: bytes) -> bytes:
+    """A field as ``parts`` gave it, serialized again (a length-delimited one's length as
+    the minimal varint: bytes that were canonical come out as they were)."""
+    return _ld(key, payload) if key & 7 == 2 else bytes((key,)) + payload
+
+
+def without_wire(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
+                 ) -> transaction_pb2.Transaction | None:
+    """``conflict_apply.without`` (the specification: the same message) from ``txn``'s
+    serialization with the records cut out, instead of copies of every statement and
+    record: ``txn`` without the records ``(statement, record)`` in ``gone``, statements
+    left with none left out. None when the bytes do not walk (``parts``) or a statement in
+    ``gone`` holds anything but one insert, update or delete (the caller then takes
+    ``without``)."""
+    by_stmt: dict[int, set[int]] = {}
+    for s_no, r_no in gone:
+        by_stmt.setdefault(s_no, set()).add(r_no)
+    top = parts(txn.SerializeToString())
+    if top is None:
+        return None
+    out: list[bytes] = []
+    s_no = -1
+    for k, p in top:
+        if k != _TXN_STATEMENTS[0]:
+            out.append(_field(k, p))
+            continue
+        s_no += 1
+        drop = by_stmt.get(s_no)
+        if drop is None:
+            out.append(_ld(k, p))
+            continue
+        stmt = parts(p)
+        if stmt is None or len(stmt) != 1 or stmt[0][0] not in _BODY_KEYS:
+            return None
+        body = parts(stmt[0][1])
+        if body is None:
+            return None
+        kept: list[bytes] = []
+        r_no, any_record = -1, False
+        for bk, bp in body:
+            if bk == _INS_RECORDS:  # records = 4 in all three statements
+                r_no += 1
+                if r_no in drop:
+                    continue
+                any_record = True
+            kept.append(_field(bk, bp))
+        if any_record:
+            out.append(_ld(k, _ld(stmt[0][0], b"".join(kept))))
+    return transaction_pb2.Transaction.FromString(b"".join(out))
 
 
 def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],

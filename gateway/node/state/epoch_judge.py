@@ -33,7 +33,12 @@ from gateway.core.rowops import python_value
 from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes, without
-from gateway.node.state.conflict_wire import ExceptionRows, Shape, statement_bytes
+from gateway.node.state.conflict_wire import (
+    ExceptionRows,
+    Shape,
+    statement_bytes,
+    without_wire,
+)
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 FT = value_pb2.FieldType
@@ -277,6 +282,6 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
         counters["last_conflict_epoch"] = local_epoch
     out = UnitJudgement(list(txns), exceptions, refresh, counters, in_conflict)
     for t_no, gone in dropped.items():
-        out.transactions[t_no] = without(txns[t_no], gone)
+        out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
     return out
