@@ -257,6 +257,10 @@ py_scan_batch(PyObject *self, PyObject *args)
 		PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
 		goto out;
 	}
+	if (head < 0) { /* the scan starts at max(start, head): never before the buffer */
+		PyErr_SetString(PyExc_ValueError, "scan_batch: head before the buffer");
+		goto out;
+	}
 	list = PyList_New(0);
 	if (list == NULL)
 		goto out;

@@ -91,6 +91,14 @@ def test_scan_batches_resume_without_loss():
     assert [r.payload for r in got] == payloads
 
 
+
+def test_a_scan_starting_before_the_buffer_is_refused():
+    # head < 0 made the scan read the bytes in front of the buffer
+    data = records.encode_records([b"abc"])
+    with pytest.raises(ValueError, match="head before the buffer"):
+        accel.scan_batch(data, -4, len(data), -4, records.Record, 7)
+    assert accel.scan_batch(data, -4, len(data), 0, records.Record, 7)[0][0].payload == b"abc"
+
 @settings(max_examples=60)
 @given(blobs, blobs, st.integers(0, 2**32 - 1))
 def test_encode_with_a_prefix_is_the_record_of_the_concatenation(prefix: bytes, payload: bytes,
