@@ -119,6 +119,7 @@ def run(judged: bool, function: str, kind: str, rows: int, txn_rows: int,
             sm.conflict_rules = {"bench.*": ConflictRule("bench.*", function, ())}
             sm.conflict_role = Role.PRIMARY
             sm.judge_in_c = in_c
+            sm.derive_in_c = in_c
         work = [_epoch(log, kind, range(lo, min(lo + epoch_rows, rows)), txn_rows, 10 + i)
                 for i, lo in enumerate(range(0, rows, epoch_rows))]
         t0 = time.process_time()

@@ -6,7 +6,8 @@ the modules they come from are internal.
   ``search``, ``first_nonzero``, ``decode_record``, ``Record`` -- and ``SEPARATOR``.
 - The Raft WAL segments (docs/formats/wal.md): ``WalTag`` (record tags), ``decode_wal_entry``
   (an entry record's payload -> index, term, type, data), ``decode_fields``,
-  ``decode_log_start``, ``PayloadError``.
+  ``decode_log_start``, ``PayloadError``; reading closed segments (``open_segment``,
+  ``close_segment``, ``last_commit``, ``entry_index_key``, ``entry_position``).
 - The LSM store and its snapshot export (docs/formats/sstable.md): ``read_manifest``,
   ``SNAPSHOT_NAME`` + ``read_snapshot_manifest`` (an exported snapshot's table list),
   ``decode_block``, ``TAG_BLOCK``, ``FLAG_TOMBSTONE``, ``FLAG_META``.
@@ -29,6 +30,13 @@ from gateway.core.wal.codec import (
     decode_log_start,
     decode_wal_entry,
 )
+from gateway.core.wal.segment_read import (
+    close_segment,
+    entry_index_key,
+    entry_position,
+    last_commit,
+    open_segment,
+)
 
 __all__ = [
     "FLAG_META",
@@ -38,11 +46,16 @@ __all__ = [
     "TAG_BLOCK",
     "PayloadError",
     "WalTag",
+    "close_segment",
     "decode_block",
     "decode_fields",
     "decode_log_start",
     "decode_wal_entry",
+    "entry_index_key",
+    "entry_position",
+    "last_commit",
     "load_accelerator",
+    "open_segment",
     "read_manifest",
     "read_snapshot_manifest",
     "records",

@@ -23,7 +23,6 @@ Contracts:
 from __future__ import annotations
 
 import itertools
-import mmap
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -35,11 +34,14 @@ from gateway.formats import (
     SEPARATOR,
     PayloadError,
     WalTag,
-    decode_fields,
     decode_log_start,
     decode_wal_entry,
+    entry_index_key,
+    entry_position,
+    last_commit,
     records,
 )
+from gateway.formats import open_segment as open_buffer
 from gateway.v1 import transaction_pb2
 
 _ENTRY_TAG = bytes((WalTag.ENTRY,))  # the first byte of a WAL record holding an entry
@@ -182,33 +184,17 @@ def _read_meta(path: Path) -> tuple[int, int | None]:
         for rec in records.scan(data):
             if rec.payload[:1] == bytes((WalTag.LOG_START,)):
                 start = max(1, decode_log_start(rec.payload).first_index)
-        commit = _last_commit(data, 0)
+        commit = last_commit(data, 0)
     except PayloadError as exc:
         raise LogLayoutError(f"{path}: {exc}") from None
     return start, commit
-
-
-def _last_commit(buf: Any, start: int) -> int | None:
-    """The commit index of the newest hard-state record in ``buf[start:]`` (highest ``seq``,
-    then the last), or None."""
-    best: tuple[int, int] | None = None
-    for rec in records.scan(buf, start):
-        if rec.payload[:1] != bytes((WalTag.HARD_STATE,)):
-            continue
-        fields = decode_fields(rec.payload)
-        seq = fields.get(4, 0)
-        commit = fields.get(3, 0)
-        if isinstance(seq, int) and isinstance(commit, int) and (best is None or
-                                                                 seq >= best[0]):
-            best = (seq, commit)
-    return None if best is None else best[1]
 
 
 def _segment_commit(f: LogFile) -> int | None:
     """Commit markers (hard-state records) near the end of a segment, if the WAL writes them."""
     buf = open_buffer(f.path)
     try:
-        return _last_commit(buf, max(0, len(buf) - (1 << 20)))
+        return last_commit(buf, max(0, len(buf) - (1 << 20)))
     except PayloadError:
         return None
     finally:
@@ -216,31 +202,7 @@ def _segment_commit(f: LogFile) -> int | None:
             buf.close()
 
 
-def open_buffer(path: str) -> Any:
-    """A read-only ``mmap`` of ``path`` (``b""`` for an empty file). Caller closes it."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
 # --- search keys ------------------------------------------------------------------------------
-
-
-def entry_index_key(generation: int | None) -> Callable[[records.Record], int | None]:
-    """Search key of WAL records: the entry index (None for other records)."""
-
-    def key(rec: records.Record) -> int | None:
-        if rec.payload[:1] != _ENTRY_TAG or (generation is not None
-                                             and rec.generation != generation):
-            return None
-        try:
-            return decode_wal_entry(rec.payload).index
-        except PayloadError:
-            return None
-
-    return key
 
 
 def _transaction_of(file: LogFile, rec: records.Record) -> transaction_pb2.Transaction | None:
@@ -268,14 +230,6 @@ def _gtid_key(file: LogFile, server_id: int) -> Callable[[records.Record], int |
         return txn.gtid.trans_id
 
     return key
-
-
-def _position_of(buf: Any, target: int, key: Callable[[records.Record], int | None],
-                 start: int, stop: int) -> int:
-    """Byte position of the first record in ``[start, stop)`` with ``key >= target``, else
-    ``stop``."""
-    found = records.search(buf, target, key, start=start, stop=stop)
-    return stop if found is None else found.position
 
 
 # --- planning ---------------------------------------------------------------------------------
@@ -349,9 +303,9 @@ def _plan_file(f: LogFile, start: int, stop: int, lo: int, hi: int | None,
         if f.kind == "wal":
             key = entry_index_key(f.generation)
             if lo > f.segment:
-                start = max(start, _position_of(buf, lo, key, start, stop))
+                start = max(start, entry_position(buf, lo, key, start, stop))
             if hi is not None:
-                stop = _position_of(buf, hi + 1, key, start, stop)
+                stop = entry_position(buf, hi + 1, key, start, stop)
         else:
             if lo > 1:
                 start = max(start, _nth_separator(buf, lo, 0, stop))
@@ -359,8 +313,8 @@ def _plan_file(f: LogFile, start: int, stop: int, lo: int, hi: int | None,
                 stop = min(stop, _nth_separator(buf, hi + 1, 0, stop))
         if gtids is not None and start < stop:
             key = _gtid_key(f, gtids.server_id)
-            start = _position_of(buf, gtids.first, key, start, stop)
-            stop = _position_of(buf, gtids.last + 1, key, start, stop)
+            start = entry_position(buf, gtids.first, key, start, stop)
+            stop = entry_position(buf, gtids.last + 1, key, start, stop)
         if start >= stop:
             return
         cuts = [*range(start, stop, partition_bytes), stop]

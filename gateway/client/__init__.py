@@ -586,11 +586,12 @@ class GatewayClient(_Base):
         return self._call(lambda s, t: getattr(s, name)(req, timeout=max(t, timeout or 0),
                                                         metadata=self._metadata), timeout)
 
-    def _here(self, name: str, req: Message, timeout: float | None) -> Any:
-        """Call ``name`` on the node targeted (no failover: what it answers is its own)."""
+    def _here(self, name: str, req: Message, timeout: float | None, stub: Any = None) -> Any:
+        """Call ``name`` on the node targeted (no failover: what it answers is its own), on
+        ``stub`` (a stub of another service on the same channel) or the Gateway stub."""
         try:
-            return getattr(self._stub(), name)(req, timeout=timeout or self.attempt_timeout,
-                                               metadata=self._metadata)
+            return getattr(stub or self._stub(), name)(
+                req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise error_of(exc) from None
 
@@ -611,22 +612,14 @@ class GatewayClient(_Base):
     def show_table(self, table: str, *, timeout: float | None = None
                    ) -> schema_pb2.ShowTableResponse:
         """The definition and version of ``table`` on the node targeted. Read."""
-        try:
-            return self._schema_stub().ShowTable(schema_pb2.ShowTableRequest(table=table),
-                                                 timeout=timeout or self.attempt_timeout,
-                                                 metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise error_of(exc) from None
+        return self._here("ShowTable", schema_pb2.ShowTableRequest(table=table), timeout,
+                          self._schema_stub())
 
     def schema_history(self, table: str, *, timeout: float | None = None
                        ) -> schema_pb2.SchemaHistoryResponse:
         """The applied schema events of ``table``, oldest first, on the node targeted. Read."""
-        try:
-            return self._schema_stub().SchemaHistory(
-                schema_pb2.SchemaHistoryRequest(table=table),
-                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise error_of(exc) from None
+        return self._here("SchemaHistory", schema_pb2.SchemaHistoryRequest(table=table),
+                          timeout, self._schema_stub())
 
     def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
                        counts_only: bool = False, timeout: float | None = None
@@ -854,10 +847,11 @@ class AsyncGatewayClient(_Base):
         return await self._call(lambda s, t: getattr(s, name)(
             req, timeout=max(t, timeout or 0), metadata=self._metadata), timeout)
 
-    async def _here(self, name: str, req: Message, timeout: float | None) -> Any:
+    async def _here(self, name: str, req: Message, timeout: float | None,
+                    stub: Any = None) -> Any:
         """As :meth:`GatewayClient._here`: the node targeted, no failover."""
         try:
-            return await getattr(self._stub(), name)(
+            return await getattr(stub or self._stub(), name)(
                 req, timeout=timeout or self.attempt_timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             raise error_of(exc) from None
@@ -876,22 +870,14 @@ class AsyncGatewayClient(_Base):
     async def show_table(self, table: str, *, timeout: float | None = None
                          ) -> schema_pb2.ShowTableResponse:
         """As :meth:`GatewayClient.show_table`."""
-        try:
-            return await self._schema_stub().ShowTable(
-                schema_pb2.ShowTableRequest(table=table),
-                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise error_of(exc) from None
+        return await self._here("ShowTable", schema_pb2.ShowTableRequest(table=table),
+                                timeout, self._schema_stub())
 
     async def schema_history(self, table: str, *, timeout: float | None = None
                              ) -> schema_pb2.SchemaHistoryResponse:
         """As :meth:`GatewayClient.schema_history`."""
-        try:
-            return await self._schema_stub().SchemaHistory(
-                schema_pb2.SchemaHistoryRequest(table=table),
-                timeout=timeout or self.attempt_timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise error_of(exc) from None
+        return await self._here("SchemaHistory", schema_pb2.SchemaHistoryRequest(table=table),
+                                timeout, self._schema_stub())
 
     async def conflicts_list(self, pattern: str = "", *, limit: int = 0, page_token: str = "",
                              counts_only: bool = False, timeout: float | None = None

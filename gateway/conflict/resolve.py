@@ -241,8 +241,11 @@ def exception_row(outcome: RowOutcome, me: int, source_epoch: int, count: int,
     }
     key = outcome.row.key
     values = key if isinstance(key, tuple) else (key,)
-    for name, value in zip(key_columns, values, strict=True):
-        row[name] = value
+    # one store row key standing for several key columns is not theirs to split: the caller
+    # records their values as the change logged them
+    if isinstance(key, tuple) or len(key_columns) == 1:
+        for name, value in zip(key_columns, values, strict=True):
+            row[name] = value
     names = sorted(set(ch.after) | set(old or {}) - set(key_columns))
     for name in names:
         row[f"{name}$OLD"] = (old or {}).get(name)

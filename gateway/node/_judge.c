@@ -279,9 +279,199 @@ fail:
     return NULL;
 }
 
+/* message_fields(data) -> [(key, payload)] or None: the top-level fields of a serialized
+ * message (gateway.node.state.conflict_wire.parts_py, the specification): a one-byte key and
+ * the field's payload -- a length-delimited field's without its length, a varint's its bytes,
+ * a fixed64's or fixed32's its 8 or 4 bytes. None when a key takes more than one byte, the
+ * wire type is another, a varint takes more than 10 bytes or is 2**64 or more, or a field
+ * runs past the end. */
+static int skip_varint(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        if (*pos >= n) return -1;
+        unsigned char b = d[(*pos)++];
+        if (i == 9 && (b & 0x7f) > 1) return -1; /* 2**64 or more */
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static PyObject *message_fields(PyObject *self, PyObject *arg) {
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "message_fields takes bytes");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(arg);
+    Py_ssize_t n = PyBytes_GET_SIZE(arg), pos = 0;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    while (pos < n) {
+        unsigned char key = d[pos++];
+        Py_ssize_t start = pos, end;
+        uint64_t v;
+        if (key & 0x80) goto none;
+        switch (key & 7) {
+        case 0:
+            if (skip_varint(d, n, &pos, &v) < 0) goto none;
+            end = pos;
+            break;
+        case 1:
+            if (n - pos < 8) goto none;
+            end = pos + 8;
+            break;
+        case 2:
+            if (skip_varint(d, n, &pos, &v) < 0 || v > (uint64_t)(n - pos)) goto none;
+            start = pos;
+            end = pos + (Py_ssize_t)v;
+            break;
+        case 5:
+            if (n - pos < 4) goto none;
+            end = pos + 4;
+            break;
+        default:
+            goto none;
+        }
+        PyObject *t = Py_BuildValue("(iy#)", (int)key, (const char *)d + start, end - start);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (PyList_Append(out, t) < 0) {
+            Py_DECREF(t);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(t);
+        pos = end;
+    }
+    return out;
+none:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+}
+
+/* refresh_record(table, row) -> (head, record) or None: the refresh of a stored row
+ * (gateway.node.state.conflict_wire.refresh_parts_py, the specification): head = table as
+ * InsertStatement field 1, the Row's key fields (2) as field 2, its fields (4) as field 3;
+ * record = the Row's key values (3) as InsertRecord field 1, its values (5) as field 2; each
+ * group in the row's order, lengths written as minimal varints; other fields left out. None
+ * when the row does not walk (message_fields' rules). */
+static int varint_size(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_ld(unsigned char *o, unsigned char key, const unsigned char *p,
+                             Py_ssize_t len) {
+    uint64_t v = (uint64_t)len;
+    *o++ = key;
+    while (v >= 0x80) {
+        *o++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (unsigned char)v;
+    memcpy(o, p, (size_t)len);
+    return o + len;
+}
+
+/* the Row field key -> (0 head / 1 record, its new key, its group in the output order) */
+static int refresh_slot(unsigned char key, unsigned char *to, int *group) {
+    switch (key) {
+    case 0x12: *to = 0x12; *group = 0; return 1; /* key_fields -> InsertStatement 2 */
+    case 0x22: *to = 0x1a; *group = 1; return 1; /* fields -> InsertStatement 3 */
+    case 0x1a: *to = 0x0a; *group = 2; return 1; /* key_values -> InsertRecord 1 */
+    case 0x2a: *to = 0x12; *group = 3; return 1; /* values -> InsertRecord 2 */
+    default: return 0;
+    }
+}
+
+static PyObject *refresh_record(PyObject *self, PyObject *args) {
+    const unsigned char *table, *d;
+    Py_ssize_t tlen, n;
+    if (!PyArg_ParseTuple(args, "y#y#", &table, &tlen, &d, &n)) return NULL;
+    Py_ssize_t size[4] = {0, 0, 0, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        PyObject *head = NULL, *rec = NULL;
+        unsigned char *out[4] = {NULL, NULL, NULL, NULL};
+        if (pass == 1) {
+            Py_ssize_t hsize = 1 + varint_size((uint64_t)tlen) + tlen + size[0] + size[1];
+            head = PyBytes_FromStringAndSize(NULL, hsize);
+            rec = PyBytes_FromStringAndSize(NULL, size[2] + size[3]);
+            if (!head || !rec) {
+                Py_XDECREF(head);
+                Py_XDECREF(rec);
+                return NULL;
+            }
+            unsigned char *h = (unsigned char *)PyBytes_AS_STRING(head);
+            unsigned char *r = (unsigned char *)PyBytes_AS_STRING(rec);
+            out[0] = put_ld(h, 0x0a, table, tlen);
+            out[1] = out[0] + size[0];
+            out[2] = r;
+            out[3] = r + size[2];
+        }
+        Py_ssize_t pos = 0;
+        while (pos < n) {
+            unsigned char key = d[pos++];
+            Py_ssize_t start = pos, end;
+            uint64_t v;
+            if (key & 0x80) goto none;
+            switch (key & 7) {
+            case 0:
+                if (skip_varint(d, n, &pos, &v) < 0) goto none;
+                end = pos;
+                break;
+            case 1:
+                if (n - pos < 8) goto none;
+                end = pos + 8;
+                break;
+            case 2:
+                if (skip_varint(d, n, &pos, &v) < 0 || v > (uint64_t)(n - pos)) goto none;
+                start = pos;
+                end = pos + (Py_ssize_t)v;
+                break;
+            case 5:
+                if (n - pos < 4) goto none;
+                end = pos + 4;
+                break;
+            default:
+                goto none;
+            }
+            unsigned char to;
+            int group;
+            if (refresh_slot(key, &to, &group)) {
+                Py_ssize_t len = end - start;
+                if (pass == 0)
+                    size[group] += 1 + varint_size((uint64_t)len) + len;
+                else
+                    out[group] = put_ld(out[group], to, d + start, len);
+            }
+            pos = end;
+        }
+        if (pass == 1) return Py_BuildValue("(NN)", head, rec);
+        continue;
+    none:
+        Py_XDECREF(head);
+        Py_XDECREF(rec);
+        Py_RETURN_NONE;
+    }
+    Py_RETURN_NONE; /* not reached */
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
+    {"message_fields", message_fields, METH_O,
+     "The top-level fields of a serialized message as (key, payload) (see the file)."},
+    {"refresh_record", refresh_record, METH_VARARGS,
+     "The refresh insert's head and record of a stored row (see the file)."},
     {NULL, NULL, 0, NULL},
 };
 

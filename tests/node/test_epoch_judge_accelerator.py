@@ -240,6 +240,7 @@ def test_the_state_machine_writes_the_same_with_the_c_judgement(tmp_path, functi
         sm.conflict_rules = {"s.t": ConflictRule("s.t", function, ())}
         sm.conflict_role = role
         sm.judge_in_c = in_c
+        sm.derive_in_c = in_c
         batches: list = []
         write = sm.store.write_batch
 

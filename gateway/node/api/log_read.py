@@ -22,7 +22,6 @@ Contracts:
 from __future__ import annotations
 
 import asyncio
-import mmap
 import os
 import re
 from collections.abc import AsyncIterator, Callable
@@ -32,12 +31,13 @@ from typing import Any, TypeVar
 import grpc
 
 from gateway.core import records
-from gateway.core.wal.codec import (
-    PayloadError,
-    WalTag,
-    decode_fields,
-    decode_log_start,
-    decode_wal_entry,
+from gateway.core.wal.codec import PayloadError, WalTag, decode_log_start
+from gateway.core.wal.segment_read import (
+    close_segment,
+    entry_index_key,
+    entry_position,
+    last_commit,
+    open_segment,
 )
 from gateway.node.api.call_context import CallContext
 from gateway.v1 import log_read_pb2, log_read_pb2_grpc
@@ -47,8 +47,6 @@ __all__ = ["CHUNK_BYTES", "LogReadServicer", "wal_layout"]
 #: The largest chunk of a ``ReadRange`` stream (well under gRPC's 4 MiB message limit).
 CHUNK_BYTES = 1 << 20
 _SEGMENT = re.compile(r"^(\d{20})\.wal$")
-_ENTRY = bytes((WalTag.ENTRY,))
-_HARD_STATE = bytes((WalTag.HARD_STATE,))
 _LOG_START = bytes((WalTag.LOG_START,))
 #: How far from a segment's end commit markers are looked for (as the local reader does).
 _MARKER_TAIL = 1 << 20
@@ -62,50 +60,6 @@ class _Refused(Exception):
     def __init__(self, code: grpc.StatusCode, detail: str) -> None:
         self.code = code
         super().__init__(detail)
-
-
-def _open(path: str) -> Any:
-    """A read-only map of ``path`` (``b""`` when empty): the records functions' buffer."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _close(buf: Any) -> None:
-    if isinstance(buf, mmap.mmap):
-        buf.close()
-
-
-def _last_commit(buf: Any, start: int) -> int | None:
-    """The commit of the newest hard state in ``buf[start:]`` (highest ``seq``, then last)."""
-    best: tuple[int, int] | None = None
-    for rec in records.scan(buf, start):
-        if rec.payload[:1] != _HARD_STATE:
-            continue
-        fields = decode_fields(rec.payload)
-        seq, commit = fields.get(4, 0), fields.get(3, 0)
-        if isinstance(seq, int) and isinstance(commit, int) and (best is None
-                                                                 or seq >= best[0]):
-            best = (seq, commit)
-    return None if best is None else best[1]
-
-
-def _index_key(generation: int) -> Callable[[records.Record], int | None]:
-    def key(rec: records.Record) -> int | None:
-        if rec.payload[:1] != _ENTRY or rec.generation != generation:
-            return None
-        try:
-            return decode_wal_entry(rec.payload).index
-        except PayloadError:
-            return None
-
-    return key
-
-
-def _position(buf: Any, target: int, generation: int, start: int, stop: int) -> int:
-    found = records.search(buf, target, _index_key(generation), start=start, stop=stop)
-    return stop if found is None else found.position
 
 
 def wal_layout(wal_dir: str, req: log_read_pb2.LogLayoutRequest
@@ -129,16 +83,16 @@ def wal_layout(wal_dir: str, req: log_read_pb2.LogLayoutRequest
         for rec in records.scan(meta):
             if rec.payload[:1] == _LOG_START:
                 out.log_start = max(1, decode_log_start(rec.payload).first_index)
-        commit = _last_commit(meta, 0)
+        commit = last_commit(meta, 0)
     except PayloadError as exc:
         raise _Refused(grpc.StatusCode.DATA_LOSS, f"wal/meta: {exc}") from None
     bufs: dict[int, Any] = {}
     try:
         if segments:
             first, name, _size = segments[-1]
-            buf = bufs[first] = _open(os.path.join(wal_dir, name))
+            buf = bufs[first] = open_segment(os.path.join(wal_dir, name))
             try:
-                marked = _last_commit(buf, max(0, len(buf) - _MARKER_TAIL))
+                marked = last_commit(buf, max(0, len(buf) - _MARKER_TAIL))
             except PayloadError:
                 marked = None
             if marked is not None and (commit is None or marked > commit):
@@ -158,13 +112,13 @@ def wal_layout(wal_dir: str, req: log_read_pb2.LogLayoutRequest
                 continue
             buf = bufs.get(first)
             if buf is None:
-                buf = bufs[first] = _open(os.path.join(wal_dir, name))
+                buf = bufs[first] = open_segment(os.path.join(wal_dir, name))
             start, stop = 0, min(size, len(buf))
             generation = first & 0xFFFFFFFF
             if lo > first:
-                start = _position(buf, lo, generation, start, stop)
+                start = entry_position(buf, lo, entry_index_key(generation), start, stop)
             if hi is not None and start < stop:
-                stop = _position(buf, hi + 1, generation, start, stop)
+                stop = entry_position(buf, hi + 1, entry_index_key(generation), start, stop)
             if start < stop:
                 seg.start, seg.stop = start, stop
         if segments:
@@ -178,7 +132,7 @@ def wal_layout(wal_dir: str, req: log_read_pb2.LogLayoutRequest
                        f"layout was taken (compaction); retry") from None
     finally:
         for b in bufs.values():
-            _close(b)
+            close_segment(b)
     return out
 
 

@@ -39,7 +39,7 @@ from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["UnitJudgement", "Where", "add_refresh", "append_merged", "fresh_insert_keys",
-           "judge_unit", "ruled_statements", "stored_of_row", "unit_of_outcomes"]
+           "judge_unit", "ruled_statements", "stored_of_row", "unit_of_outcomes", "without"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -75,6 +75,9 @@ class UnitJudgement:
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
     dropped: bool = False  # some record of ``transactions`` was left out
+    #: store cells read while judging (row key -> cell, None: nothing stored), for the
+    #: exception and refresh rows (``EpochApply``)
+    cells: dict[bytes, bytes | None] = field(default_factory=dict)
 
 
 def _values(fields: Iterable[statement_pb2.FieldMetadata], values: Iterable[value_pb2.Value]
@@ -258,7 +261,7 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
             last = _exception(o, w, me, source_epoch, count, txns[w.txn], known,
                               out.exceptions, last)
     for t_no, gone in dropped.items():
-        out.transactions[t_no] = _without(txns[t_no], gone)
+        out.transactions[t_no] = without(txns[t_no], gone)
         out.dropped = True
     seen: set[bytes] = set()
     for o, w in outcomes:
@@ -269,7 +272,7 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
     return out
 
 
-def _without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
+def without(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
              ) -> transaction_pb2.Transaction:
     """``txn`` without the records ``(statement, record)`` in ``gone``; statements left with
     no record are left out."""

@@ -47,6 +47,7 @@ from gateway.conflict import (
     RuleSet,
     Stored,
 )
+from gateway.core.messages import TypeTag
 from gateway.node.base.validation import InvalidRequest, TableSchema, check_statements
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import (
@@ -58,6 +59,7 @@ from gateway.node.state.conflict_apply import (
     ruled_statements,
     stored_of_row,
 )
+from gateway.node.state.conflict_wire import derived_wire, read_row
 from gateway.node.state.epoch_guards import (
     check_ruled_shapes,
     derived_problem,
@@ -131,6 +133,9 @@ class EpochApply(TransactionApply):
     #: judge epochs under the row epoch functions in C (``epoch_judge``); the tests turn it
     #: off to compare with ``judge_unit``, the specification
     judge_in_c: bool = True
+    #: build the exception and refresh rows from bytes, and the derived transaction's rows
+    #: with the C insert path (``conflict_wire``); off: ``conflict_apply``'s specification
+    derive_in_c: bool = True
 
     def _stage(self, e: Entry, ops: Ops) -> list[StagedSegment] | Applied | None:
         """Stage the segment entry ``e`` (None: more segments to come), or return the whole
@@ -415,10 +420,21 @@ class EpochApply(TransactionApply):
             return known.columns if known is not None else {}
 
         row_keys = _row_keys(pre)
-        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
+        cells: dict[bytes, bytes | None] = {}
+        store_cell = self.store.cell
+
+        def cell(k: bytes) -> bytes | None:
+            got = cells[k] = store_cell(k)  # kept: the exception and refresh rows read it
+            return got
+
+        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup,
+                               cell if self.derive_in_c else store_cell, overlay,
                                unit.local_epoch, unit.source_epoch, row_keys, columns,
-                               source=unit.source_id) if self.judge_in_c else None
+                               source=unit.source_id,
+                               raw=(lambda k: read_row(k, overlay, cells, self.store.get))
+                               if self.derive_in_c else None) if self.judge_in_c else None
         if fast is not None:
+            fast.cells = cells
             return fast
         return judge_unit(txns, self._ruleset(), ctx, lookup, unit.local_epoch,
                           unit.source_epoch, row_keys, columns, source=unit.source_id)
@@ -430,18 +446,35 @@ class EpochApply(TransactionApply):
         entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
         one) for the change feed and the appliers."""
         me = self.cluster_id
-        stmts = list(judged.exceptions)
-        for k, table, kf, kv in judged.refresh:
-            add_refresh(stmts, table, kf, kv, self._get(k, overlay))
-        derived = None
-        if stmts:  # checked by ``derived_problem`` before anything of the entry was written
-            derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
-                                          unit.derived_commit_ts, stmts)
-            self._record_schemas(check_statements(derived.statements, self.schemas,
-                                                  rows=False), ops, index, str(me))
+        derived = payload = None
+        if self.derive_in_c:  # the specification's transaction, from bytes
+            got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
+                               unit.derived_commit_ts, judged.exceptions,
+                               [(table, read_row(k, overlay, judged.cells, self.store.get))
+                                for k, table, _, _ in judged.refresh])
+            if got is not None:
+                derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
+        if derived is None:
+            stmts = list(judged.exceptions)
+            for k, table, kf, kv in judged.refresh:
+                add_refresh(stmts, table, kf, kv, self._get(k, overlay))
+            if stmts:
+                derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
+                                              unit.derived_commit_ts, stmts)
         if derived is not None:
-            self._write_statements(derived, index, derived.gtid, RowMeta(
-                unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
+            # ``derived_problem`` checked it before anything of the entry was written; then
+            # the C insert path when every statement is an insert it takes: the same rows
+            self._record_schemas(check_statements(derived.statements, self.schemas, rows=False),
+                                 ops, index, str(me))
+            rows = self._replicated_rows(derived, index, unit.local_epoch, payload) \
+                if self.derive_in_c else None
+            if rows is not None:
+                ops += rows
+                for k, v, _, _, _ in rows:
+                    overlay[k] = v
+            else:
+                self._write_statements(derived, index, derived.gtid, RowMeta(
+                    unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
         self._record_outcome(unit, judged.transactions, derived, index, ops)
 
     @staticmethod

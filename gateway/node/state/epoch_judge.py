@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast
 
 from gateway.conflict import Cause, Change, Context, OpType, Role, RuleSet, Stored, Verdict
@@ -32,8 +32,9 @@ from gateway.core import accel
 from gateway.core.rowops import python_value
 from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
-from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes
-from gateway.v1 import transaction_pb2, value_pb2
+from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes, without
+from gateway.node.state.conflict_wire import ExceptionRows, Shape, statement_bytes
+from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 FT = value_pb2.FieldType
 
@@ -75,11 +76,15 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
                     local_epoch: int, source_epoch: int,
                     row_keys: list[list[bytes] | None] | None = None,
                     columns: Callable[[str, str], Mapping[str, int]] | None = None,
-                    source: int = 0) -> UnitJudgement | None:
+                    source: int = 0, raw: Callable[[bytes], bytes | None] | None = None
+                    ) -> UnitJudgement | None:
     """``judge_unit``'s judgement of the epoch (same arguments; ``lookup`` is only called for
     keys in ``overlay``, the rows earlier entries of the batch wrote, and for the values of
     rejected rows), made in C; None when it must be made by ``judge_unit`` (see the module
-    docstring). ``cell(key)``: the store's cell of ``key`` (the LSM cell format), or None."""
+    docstring). ``cell(key)``: the store's cell of ``key`` (the LSM cell format), or None.
+    ``raw(key)``: the row before the epoch as stored (a serialized ``Row``; None: absent or
+    deleted), what ``lookup`` reads: with it the exception rows are assembled from bytes
+    (``conflict_wire``) when they can be."""
     if _judge is None or ctx.role is Role.NONE:
         return None
     row_key = keys.row_key
@@ -135,6 +140,11 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         counters["refresh_op_count"] = 0
         return UnitJudgement(list(txns), counters=counters)
     firsts = [s[0] for s in spots]
+    if raw is not None:
+        wired = _judged_wire(txns, spots, firsts, rkeys, verdicts, flags, i, ends, dd,
+                             first_dd, ctx.me, local_epoch, source_epoch, raw, columns)
+        if wired is not None:
+            return wired
     outcomes: list[tuple[RowOutcome, Where]] = []
     refresh: set[bytes] = set()
     in_conflict = False
@@ -193,3 +203,80 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         counters["last_conflict_epoch"] = local_epoch
     return unit_of_outcomes(txns, outcomes, counters, in_conflict, ctx.me, lookup,
                             source_epoch, columns)
+
+
+def _judged_wire(txns: list[transaction_pb2.Transaction],
+                 spots: list[tuple[int, int, int, str, str]], firsts: list[int],
+                 rkeys: list[bytes], verdicts: bytes, flags: bytes, i: int, ends: list[int],
+                 dd: int, first_dd: int, me: int, local_epoch: int, source_epoch: int,
+                 raw: Callable[[bytes], bytes | None],
+                 columns: Callable[[str, str], Mapping[str, int]] | None
+                 ) -> UnitJudgement | None:
+    """The tail of ``judge_unit_fast`` (the rows not applied, from row ``i`` on, marked in
+    ``flags``) with the exception rows assembled from bytes (``conflict_wire``): the same
+    judgement as ``unit_of_outcomes`` gives, or None when a row needs it."""
+    rows = ExceptionRows(me, source_epoch)
+    order: dict[str, tuple[int, int, int]] = {}
+    if dd:
+        order["epoch_delete_delete_count"] = (first_dd, 1, 0)
+    fn_counts: Counter[str] = Counter()
+    dropped: dict[int, set[tuple[int, int]]] = {}
+    refresh: list[tuple[bytes, statement_pb2.TableMetadata,
+                        Sequence[statement_pb2.FieldMetadata], Sequence[value_pb2.Value]]] = []
+    seen: set[bytes] = set()
+    shapes: dict[tuple[int, int], Shape] = {}
+    transids: dict[int, str] = {}
+    in_conflict = False
+    while i >= 0:
+        first, t_no, s_no, kind, function = spots[bisect_right(firsts, i) - 1]
+        txn = txns[t_no]
+        body = getattr(txn.statements[s_no], kind)
+        r_no = i - first
+        rec = body.records[r_no]
+        v = verdicts[i]
+        dropped.setdefault(t_no, set()).add((s_no, r_no))
+        cause = (v >> 1) & 7
+        if cause:
+            in_conflict = True
+            name = _FN_COUNTER[function]
+            if name not in order:
+                order[name] = (ends[bisect_right(ends, i)], 0, i)
+            fn_counts[name] += 1
+            shape = shapes.get((t_no, s_no))
+            if shape is None:
+                fields = body.set_fields if kind == "update" else \
+                    body.fields if kind == "insert" else ()
+                t = body.table
+                shape = shapes[(t_no, s_no)] = Shape(
+                    [(f.name, f.type) for f in body.key_fields],
+                    [(f.name, f.type) for f in fields],
+                    columns(t.schema_name, t.table_name) if columns else {})
+            transid = transids.get(t_no)
+            if transid is None:
+                g = txn.gtid
+                transid = transids[t_no] = f"{g.server_id}:{g.trans_id}"
+            stored = raw(rkeys[i]) if v & 128 else None
+            if not rows.add(kind, cause, txn.gtid.server_id, transid, body.table, shape,
+                            rec.SerializeToString(), stored):
+                return None
+        if v & 16 and rkeys[i] not in seen:
+            seen.add(rkeys[i])
+            refresh.append((rkeys[i], body.table, body.key_fields, rec.key_values))
+        i = flags.find(1, i + 1)
+    exceptions = []
+    for head, records in rows.statements:
+        data = statement_bytes(head, records)
+        stmt = statement_pb2.Statement.FromString(data)
+        if stmt.SerializeToString() != data:
+            return None  # bytes the specification would write otherwise
+        exceptions.append(stmt)
+    counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
+                        for name in sorted(order, key=order.__getitem__)})
+    counters["refresh_op_count"] = len(seen)
+    if in_conflict:
+        counters["last_conflict_epoch"] = local_epoch
+    out = UnitJudgement(list(txns), exceptions, refresh, counters, in_conflict)
+    for t_no, gone in dropped.items():
+        out.transactions[t_no] = without(txns[t_no], gone)
+        out.dropped = True
+    return out

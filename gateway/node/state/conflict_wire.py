@@ -1,0 +1,419 @@
+"""The exception and refresh rows of a judged epoch assembled from serialized parts.
+
+``conflict_apply`` is the specification: ``_exception`` builds each ``schema.table$EX`` row
+from Python values (the change's values and the stored row's, converted to Python and back
+to ``Value`` messages) and ``add_refresh`` each refresh from the parsed stored row. Both copy
+values whose bytes are already at hand -- the change's record, the stored ``Row`` -- so here
+a row in conflict is assembled from those bytes instead: the exception record from the
+record's key values, the stored row's values and the change's values in the spec's column
+order, the refresh record from the stored row's key values and values re-tagged.
+
+Every function returns None whenever the result could differ from the specification's, and
+the caller then takes the specification's path: a value whose ``Value`` case is not the one
+its column type uses (the specification converts it), a ``DECIMAL`` value (converted through
+``Decimal``), a record whose values and fields differ in number, field names repeated, bytes
+that are not in canonical order (checked by parsing the result and serializing it again: the
+specification serializes messages, so its bytes are canonical). ``tests/node/
+test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, cast
+
+from gateway.conflict import Cause, OpType
+from gateway.core import accel
+from gateway.core.lsm.format import value_of
+from gateway.core.rowops import CASE_OF_TYPE
+from gateway.core.varint import encode_uvarint
+from gateway.node.state.conflict_apply import derived_transaction
+from gateway.node.state.store_ops import MISSING as _MISSING
+from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
+
+__all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
+           "refresh_parts", "refresh_parts_py", "statement_bytes"]
+
+FT = value_pb2.FieldType
+_U = FT.FIELD_TYPE_UNSIGNED
+_S = FT.FIELD_TYPE_VARCHAR
+_EX_KEY = [statement_pb2.FieldMetadata(name=n, type=_U)
+           for n in ("server_id", "source_server_id", "source_epoch", "count")]
+_EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
+            for n in ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")]
+#: Value field keys (value.proto): the case a column type uses -> its one-byte key
+_CASE_KEY = {"null_value": 0x08, "bool_value": 0x10, "int_value": 0x18, "uint_value": 0x20,
+             "double_value": 0x29, "decimal_value": 0x32, "string_value": 0x3A,
+             "bytes_value": 0x42, "timestamp_ns": 0x49}
+_NULL_KEY = _CASE_KEY["null_value"]
+#: column type -> the key of the Value case it takes without conversion (None: converted)
+_TYPE_KEY = {t: (None if c == "decimal_value" else _CASE_KEY[c])
+             for t, c in CASE_OF_TYPE.items()}
+_NULL = value_pb2.Value(null_value=value_pb2.NULL_VALUE).SerializeToString()
+_OP_NAME = {"insert": OpType.WRITE_ROW.name, "update": OpType.UPDATE_ROW.name,
+            "delete": OpType.DELETE_ROW.name}
+_CAUSE_NAME = ("", Cause.ROW_DOES_NOT_EXIST.name, Cause.ROW_ALREADY_EXISTS.name,
+               Cause.DATA_IN_CONFLICT.name)
+# field keys of the messages assembled or read here (statement.proto, gateway.proto)
+_REC_KEY_VALUES, _REC_AFTER_VALUES = 0x0A, 0x12  # InsertRecord 1, 2
+_UPD_AFTER_VALUES = 0x1A  # UpdateRecord 3
+_INS_TABLE, _INS_KEY_FIELDS, _INS_FIELDS, _INS_RECORDS = 0x0A, 0x12, 0x1A, 0x22
+_ROW_KEY_FIELDS, _ROW_KEY_VALUES, _ROW_FIELDS, _ROW_VALUES = 0x12, 0x1A, 0x22, 0x2A
+_STMT_INSERT = 0x0A  # Statement.insert = 1
+_TXN_STATEMENTS = b"\x32"  # Transaction.statements = 6
+#: ``segment_id = 1`` and ``end_segment = true``: the last fields of a derived transaction
+#: with no statements as serialized (its statements, field 6, go before them)
+_SHELL_TAIL = b"\x38\x01\x40\x01"
+
+
+def _ld(key: int, payload: bytes) -> bytes:
+    """A length-delimited field: ``key``, the payload's length, the payload."""
+    return bytes((key,)) + encode_uvarint(len(payload)) + payload
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """The varint at ``data[pos]`` and the position after it; None when it is cut off,
+    takes more than 10 bytes or is 2**64 or more."""
+    value = 0
+    for i in range(10):
+        if pos >= len(data):
+            return None
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            return (value, pos) if value < 1 << 64 else None
+    return None
+
+
+def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
+    """The top-level fields of a serialized message as ``(one-byte key, payload)``: a
+    length-delimited field's payload without its length, a varint's bytes, a fixed64's or
+    fixed32's 8 or 4 bytes. None when a key takes more than one byte, a wire type is
+    another, a varint is not one (``_varint``) or a field runs past the end. The
+    specification of ``gateway.node._judge.message_fields``."""
+    out: list[tuple[int, bytes]] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        key = data[pos]
+        pos += 1
+        if key & 0x80:
+            return None
+        wt = key & 7
+        start = pos
+        if wt == 0 or wt == 2:
+            got = _varint(data, pos)
+            if got is None:
+                return None
+            value, pos = got
+            if wt == 0:
+                end = pos
+            else:
+                start, end = pos, pos + value
+        elif wt == 1:
+            end = pos + 8
+        elif wt == 5:
+            end = pos + 4
+        else:
+            return None
+        if end > n:
+            return None
+        out.append((key, data[start:end]))
+        pos = end
+    return out
+
+
+class _WalkC(Protocol):
+    """The functions of ``_judge.c`` this module uses (the file states their contracts)."""
+
+    def message_fields(self, data: bytes, /) -> list[tuple[int, bytes]] | None: ...
+
+    def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
+
+
+_c = cast("_WalkC | None", accel.load("gateway.node._judge"))
+#: ``parts_py``, in C when built
+parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
+    _c.message_fields if _c is not None else parts_py
+
+
+class _Names:
+    """``FieldMetadata`` bytes -> (name, type), parsed once per distinct field."""
+
+    def __init__(self) -> None:
+        self._got: dict[bytes, tuple[str, int]] = {}
+
+    def __call__(self, raw: bytes) -> tuple[str, int]:
+        got = self._got.get(raw)
+        if got is None:
+            f = statement_pb2.FieldMetadata.FromString(raw)
+            got = self._got[raw] = (f.name, f.type)
+        return got
+
+
+class ExceptionRows:
+    """The ``$EX`` statements of one epoch, row by row in the epoch's order (see the module
+    docstring); ``add`` returns False when a row needs the specification (the whole epoch
+    then does)."""
+
+    def __init__(self, me: int, source_epoch: int) -> None:
+        self._me = _ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(me))
+        self._epoch = _ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(source_epoch))
+        self._names = _Names()
+        self._heads: dict[tuple[str, str, tuple[tuple[str, int], ...]], bytes] = {}
+        self._strings: dict[str, bytes] = {}
+        #: (statement head, its records) in order; a row of the same shape as the last joins it
+        self.statements: list[tuple[bytes, list[bytes]]] = []
+        self.count = 0
+
+    def _string(self, text: str) -> bytes:
+        got = self._strings.get(text)
+        if got is None:
+            got = self._strings[text] = _ld(
+                _REC_AFTER_VALUES, value_pb2.Value(string_value=text).SerializeToString())
+        return got
+
+    def _head(self, schema: str, table: str, cols: tuple[tuple[str, int], ...]) -> bytes:
+        shape = (schema, table, cols)
+        got = self._heads.get(shape)
+        if got is None:
+            got = self._heads[shape] = statement_pb2.InsertStatement(
+                table=statement_pb2.TableMetadata(schema_name=schema,
+                                                  table_name=f"{table}$EX"),
+                key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(
+                    name=n, type=cast("FT", t)) for n, t in cols)]).SerializeToString()
+        return got
+
+    def add(self, kind: str, cause: int, origin: int, transid: str,
+            table: statement_pb2.TableMetadata, shape: Shape, record: bytes,
+            stored: bytes | None) -> bool:
+        """Add the exception row of a change rejected with ``cause`` (its number in the
+        verdict byte): a ``kind`` record (serialized ``record``) of a statement of
+        ``table`` whose columns ``shape`` describes (``Shape``); ``stored``: the row here
+        before the epoch (a serialized ``Row``; None when absent). Mirrors
+        ``conflict_apply._exception``."""
+        rec = parts(record)
+        if rec is None:
+            return False
+        key_values = [p for k, p in rec if k == _REC_KEY_VALUES]
+        if len(key_values) != len(shape.key_fields):
+            return False
+        vals: list[bytes] = []
+        if kind != "delete":
+            akey = _REC_AFTER_VALUES if kind == "insert" else _UPD_AFTER_VALUES
+            vals = [p for k, p in rec if k == akey]
+            if len(vals) != len(shape.fields):
+                return False
+        values: list[bytes] = []
+        fkey: tuple[bytes, ...] | None = None
+        if stored is not None:
+            row = parts(stored)
+            if row is None:
+                return False
+            fkey = tuple(p for k, p in row if k == _ROW_FIELDS)
+            values = [p for k, p in row if k == _ROW_VALUES]
+            if len(fkey) != len(values):
+                return False
+        plans = shape.plans
+        plan = plans[fkey] if fkey in plans else plans.setdefault(
+            fkey, self._plan(kind, table, shape, fkey))
+        if plan is None:
+            return False
+        head, picks = plan
+        self.count += 1
+        ld = _ld_value
+        out = [self._me, ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(origin)), self._epoch,
+               ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(self.count)),
+               self._string(_OP_NAME[kind]), self._string(_CAUSE_NAME[cause]),
+               self._string(transid)]
+        out += [ld(_REC_AFTER_VALUES, v) for v in key_values]
+        for src, j, tkey in picks:
+            v = vals[j] if src == 0 else values[j] if src == 1 else _NULL
+            if not v or (v[0] != _NULL_KEY and v[0] != tkey):
+                return False  # the specification converts it
+            out.append(ld(_REC_AFTER_VALUES, v))
+        body = b"".join(out)
+        if self.statements and self.statements[-1][0] == head:
+            self.statements[-1][1].append(body)
+        else:
+            self.statements.append((head, [body]))
+        return True
+
+    def _plan(self, kind: str, table: statement_pb2.TableMetadata, shape: Shape,
+              fkey: tuple[bytes, ...] | None
+              ) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+        """The statement head and the values' sources of the exception rows of ``kind``
+        records of ``shape`` against a stored row with fields ``fkey`` (None: absent): per
+        ``$OLD`` / ``$NEW`` column in the specification's order, (0: the change's value, 1:
+        the stored row's, 2: NULL; its index there; the Value key its type takes). None when
+        no row of this kind can be assembled (the specification takes them)."""
+        key_names = {n for n, _ in shape.key_fields}
+        if any(n.endswith(("$OLD", "$NEW")) for n in key_names):
+            return None  # the specification's row would list it among the values
+        after: dict[str, int] = {}
+        if kind != "delete":
+            after = {n: j for j, (n, _) in enumerate(shape.fields)}
+            if len(after) != len(shape.fields):
+                return None
+        old: dict[str, int] = {}
+        if fkey is not None:
+            names = [self._names(f)[0] for f in fkey]
+            old = {n: j for j, n in enumerate(names)}
+            if len(old) != len(names):
+                return None
+        cols: list[tuple[str, int, int, int]] = []
+        for name in sorted(set(after) | (set(old) - key_names)):
+            ftype = shape.types.get(name, _S)
+            tkey = _TYPE_KEY.get(ftype)
+            if tkey is None:
+                return None  # converted by the specification (DECIMAL, or not a type)
+            o, a = old.get(name), after.get(name)
+            cols.append((f"{name}$OLD", ftype, 2 if o is None else 1, o or 0))
+            cols.append((f"{name}$NEW", ftype, 2 if a is None else 0, a or 0))
+        cols.sort(key=lambda c: c[0])  # the specification's order: by the full names
+        head = self._head(table.schema_name, table.table_name,
+                          (*shape.key_fields, *((n, t) for n, t, _, _ in cols)))
+        return head, [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+
+
+class Shape:
+    """The columns of one statement's records: ``key_fields`` and ``fields`` as (name,
+    type), ``types`` the column types the exception rows take (the table's known ones, then
+    the statement's), and the plans ``ExceptionRows`` made for it."""
+
+    __slots__ = ("fields", "key_fields", "plans", "types")
+
+    def __init__(self, key_fields: list[tuple[str, int]], fields: list[tuple[str, int]],
+                 columns: Mapping[str, int]) -> None:
+        self.key_fields = key_fields
+        self.fields = fields
+        self.types = {**columns, **dict(key_fields), **dict(fields)}
+        self.plans: dict[tuple[bytes, ...] | None,
+                         tuple[bytes, list[tuple[int, int, int]]] | None] = {}
+
+
+_LD = {k: [bytes((k, i)) for i in range(128)] for k in (0x0A, 0x12)}
+
+
+def _ld_value(key: int, payload: bytes) -> bytes:
+    """``_ld`` for the keys of record values, without allocating the short prefixes."""
+    n = len(payload)
+    return _LD[key][n] + payload if n < 128 else _ld(key, payload)
+
+
+def statement_bytes(head: bytes, records: list[bytes]) -> bytes:
+    """A serialized ``Statement`` holding the insert ``head`` (fields 1-3) and ``records``."""
+    key = b"\x22"  # InsertStatement.records
+    return _ld(_STMT_INSERT, b"".join(
+        [head, *(key + encode_uvarint(len(r)) + r for r in records)]))
+
+
+def refresh_parts_py(table: bytes, raw: bytes) -> tuple[bytes, bytes] | None:
+    """The refresh of a row held here as ``(insert head, record)``: ``table`` (a serialized
+    ``TableMetadata``) with the stored ``Row`` ``raw``'s key fields and fields, and a
+    record of its key values and values (``conflict_apply.refresh_statement``); None when
+    ``raw`` does not walk (``parts_py``). The specification of
+    ``gateway.node._judge.refresh_record``."""
+    row = parts_py(raw)
+    if row is None:
+        return None
+    head = [_ld(_INS_TABLE, table)]
+    mid: list[bytes] = []
+    rec: list[bytes] = []
+    vals: list[bytes] = []
+    for k, p in row:
+        if k == _ROW_KEY_FIELDS:
+            head.append(_ld(_INS_KEY_FIELDS, p))
+        elif k == _ROW_FIELDS:
+            mid.append(_ld(_INS_FIELDS, p))
+        elif k == _ROW_KEY_VALUES:
+            rec.append(_ld(_REC_KEY_VALUES, p))
+        elif k == _ROW_VALUES:
+            vals.append(_ld(_REC_AFTER_VALUES, p))
+    return b"".join(head) + b"".join(mid), b"".join(rec) + b"".join(vals)
+
+
+#: ``refresh_parts_py``, in C when built
+refresh_parts: Callable[[bytes, bytes], tuple[bytes, bytes] | None] = \
+    _c.refresh_record if _c is not None else refresh_parts_py
+
+
+def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | None:
+    """An insert ``stmt`` as ``(its fields 1-3 serialized, [record payloads])``, the form
+    ``derived_wire`` merges statements in; None when it holds anything else."""
+    if stmt.WhichOneof("kind") != "insert":
+        return None
+    got = parts(stmt.insert.SerializeToString())
+    if got is None:
+        return None
+    head: list[bytes] = []
+    recs: list[bytes] = []
+    for k, p in got:
+        if k == _INS_RECORDS:
+            recs.append(p)
+        elif k in (_INS_TABLE, _INS_KEY_FIELDS, _INS_FIELDS) and not recs:
+            head.append(_ld(k, p))
+        else:
+            return None
+    return b"".join(head), recs
+
+
+def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
+                 exceptions: Sequence[statement_pb2.Statement],
+                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]]
+                 ) -> tuple[transaction_pb2.Transaction, bytes] | None:
+    """The derived transaction ``EpochApply._derive`` builds, and its serialization, from
+    ``exceptions`` and the refreshes (``conflict_apply.add_refresh`` of each row, in order:
+    the statement's table and the row as it now stands), with the refresh records
+    assembled from the stored rows' bytes (``refresh_parts``); None when the specification
+    must build it: a refresh of a row absent here (a delete), nothing to write, or bytes
+    that would not be the specification's (not canonical)."""
+    stmts: list[tuple[bytes, list[bytes]]] = []
+    for s in exceptions:
+        split = _insert_split(s)
+        if split is None:
+            return None
+        stmts.append(split)
+    tables: dict[int, bytes] = {}
+    for table, raw in refresh:
+        if raw is None:
+            return None
+        tb = tables.get(id(table))
+        if tb is None:
+            tb = tables[id(table)] = table.SerializeToString()
+        got = refresh_parts(tb, raw)
+        if got is None:
+            return None
+        head, rec = got
+        if stmts and stmts[-1][0] == head:  # ``add_refresh``'s merge
+            stmts[-1][1].append(rec)
+        else:
+            stmts.append((head, [rec]))
+    if not stmts:
+        return None
+    shell = derived_transaction(me, trans_id, epoch, commit_ts, []).SerializeToString()
+    if not shell.endswith(_SHELL_TAIL):
+        return None
+    data = b"".join((shell[:-len(_SHELL_TAIL)],
+                     *(_ld(_TXN_STATEMENTS[0], statement_bytes(h, r)) for h, r in stmts),
+                     _SHELL_TAIL))
+    derived = transaction_pb2.Transaction.FromString(data)
+    if derived.SerializeToString(deterministic=True) != data:
+        return None  # not canonical: the specification's bytes would differ
+    return derived, data
+
+
+def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],
+             cells: Mapping[bytes, bytes | None], get: Callable[[bytes], bytes | None]
+             ) -> bytes | None:
+    """``TransactionApply._get``: the row ``key`` as it stands (``overlay``, the rows the
+    batch wrote so far, then the store), the store's answer taken from ``cells`` (the cells
+    the judgement read from it during this entry's apply, which wrote nothing to it) when
+    there."""
+    got = overlay.get(key, _MISSING)
+    if got is not _MISSING:
+        return got
+    cell = cells.get(key, _MISSING)
+    if cell is _MISSING:
+        return get(key)
+    return None if cell is None else value_of(cell)
