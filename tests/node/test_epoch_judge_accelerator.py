@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -162,6 +164,32 @@ def test_functions_the_c_pass_cannot_express_are_left_to_python(rule):
                            Context(1, Role.NONE), lambda k, v: Stored(False),
                            lambda k: None, {}, 20, 7) is None
 
+
+# The caller's lists emptied by the store's callback in the middle of the call: the row being
+# judged must stay alive and the next row must not be read from the emptied list. Run in a
+# child: before the fix the C code read the freed key and then the list's freed items (a crash
+# or a corrupted heap, not an exception).
+_LISTS_EMPTIED_BY_A_CALLBACK = """
+from gateway.node import _judge
+keys = [bytes([65, i]) * 16 for i in range(4)]  # the list holds the only reference of each
+origins = [2] * 4
+def cell(key):
+    keys.clear()
+    origins.clear()
+    return None  # no such row: each update is rejected (ROW_DOES_NOT_EXIST)
+try:
+    _judge.epoch_verdicts(keys, bytes([2] * 4), origins, [4], {}, 2, True, 7, {}, None, cell)
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_lists_changed_by_a_callback_are_refused_not_read_after_free():
+    got = subprocess.run([sys.executable, "-X", "dev", "-c", _LISTS_EMPTIED_BY_A_CALLBACK],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONMALLOC": "debug"})
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.startswith("refused: keys or origins changed length"), got.stdout
 
 def _entries(seed: int) -> list[Entry]:
     """Cluster 2's epochs over 40 keys, this cluster's own writes between them (so rows are

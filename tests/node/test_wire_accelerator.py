@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -551,3 +553,37 @@ def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
     assert todo == want_todo
     with pytest.raises(ValueError):
         feed.feed_entries(b"\x01", TypeTag.REPLICATED_EPOCH, ents, skipped, CommittedEntry)
+
+
+# The caller's list emptied by an entry's property in the middle of the call: the entry being
+# read must stay alive and the next one must not be read from the emptied list. Run in a
+# child: before the fix the C code read the freed entry and the list's freed items.
+_ENTS_EMPTIED_BY_A_PROPERTY = """
+from gateway.appliers.source import CommittedEntry
+from gateway.core.messages import TypeTag
+from gateway.node import _feed
+from gateway.node.state import wire
+
+class Entry:
+    __slots__ = ("data", "type", "_index")
+    def __init__(self, index):
+        self._index, self.type, self.data = index, 0, b""
+    @property
+    def index(self):
+        ents.clear()
+        return self._index
+
+ents = [Entry(i) for i in range(4)]  # the list holds the only reference of each
+try:
+    _feed.feed_entries(wire._HEAD_KEYS, TypeTag.REPLICATED_EPOCH, ents, set(), CommittedEntry)
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_entries_changed_by_a_property_are_refused_not_read_after_free():
+    got = subprocess.run([sys.executable, "-X", "dev", "-c", _ENTS_EMPTIED_BY_A_PROPERTY],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONMALLOC": "debug"})
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout.startswith("refused: feed_entries: ents changed length"), got.stdout
