@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core import records, stuffing
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 accel = records._accel
 
@@ -203,8 +202,5 @@ except ValueError as e:
 
 
 def test_entries_changed_by_a_property_are_refused_not_read_after_free():
-    got = subprocess.run([sys.executable, "-X", "dev", "-c", _ENTRIES_EMPTIED_BY_A_PROPERTY],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONMALLOC": "debug"})
-    assert got.returncode == 0, got.stderr[-2000:]
-    assert got.stdout.startswith("refused: encode_entries: entries changed length"), got.stdout
+    out = run_under_debug_allocator(_ENTRIES_EMPTIED_BY_A_PROPERTY)
+    assert out.startswith("refused: encode_entries: entries changed length"), out

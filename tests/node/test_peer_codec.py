@@ -6,8 +6,6 @@ back is the batch written."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +24,7 @@ from gateway.raft import (
     SnapshotMetadata,
 )
 from gateway.v1 import peer_pb2
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.node import _peer_codec as wire
@@ -181,9 +180,6 @@ print("entries:", type(got).__name__)
 
 
 def test_lists_changed_by_a_property_are_not_read_after_free():
-    got = subprocess.run([sys.executable, "-X", "dev", "-c", _LISTS_EMPTIED_BY_A_PROPERTY],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONMALLOC": "debug"})
-    assert got.returncode == 0, got.stderr[-2000:]
+    out = run_under_debug_allocator(_LISTS_EMPTIED_BY_A_PROPERTY)
     # a message list that changed: the general path; an entry list that shrank: what is left
-    assert got.stdout.splitlines() == ["messages: None", "entries: bytes"], got.stdout
+    assert out.splitlines() == ["messages: None", "entries: bytes"], out

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import struct
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +14,7 @@ from hypothesis import strategies as st
 from gateway.node.state import keys
 from gateway.node.state import wire as wire_py
 from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.node import _feed as feed
@@ -582,8 +581,5 @@ except ValueError as e:
 
 
 def test_entries_changed_by_a_property_are_refused_not_read_after_free():
-    got = subprocess.run([sys.executable, "-X", "dev", "-c", _ENTS_EMPTIED_BY_A_PROPERTY],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONMALLOC": "debug"})
-    assert got.returncode == 0, got.stderr[-2000:]
-    assert got.stdout.startswith("refused: feed_entries: ents changed length"), got.stdout
+    out = run_under_debug_allocator(_ENTS_EMPTIED_BY_A_PROPERTY)
+    assert out.startswith("refused: feed_entries: ents changed length"), out
