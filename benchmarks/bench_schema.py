@@ -15,8 +15,15 @@ each, from the moment ``ChangeSchema`` returned on A:
 - **rabbit**: until the change's message is consumed from a queue bound to the exchange.
 
 Each is printed in ms and in **epochs**: how many epochs A sealed between the commit and
-the observation (A's Status ``epoch``), so 1 means "in the next epoch". Observations are
-polled every ``--poll`` seconds, which bounds their resolution.
+the observation (A's Status ``epoch``, sampled every ``--poll`` seconds by a thread of its
+own), so 1 means "in the next epoch". Each observer polls every ``--poll`` seconds on a
+connection it keeps, in a thread of its own (a slow probe -- Cassandra's ``system_schema``
+query -- never delays another's observation), and the RabbitMQ messages are pushed to a
+consumer (``basic.consume``) that notes each schema message's arrival: a probe that opened a
+connection per poll, or ran after the others, or fetched the row messages one ``basic.get`` at
+a time, measured itself. The clock starts right before ``ChangeSchema`` is sent on an open
+connection, so each figure includes A's commit. The plugins of this checkout are put first on
+the node processes' path (an editable install elsewhere would otherwise be measured).
 
     PYTHONPATH=$PWD python3 benchmarks/bench_schema.py [--changes 10] [--writers 2]
 """
@@ -25,6 +32,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import os
 import signal
 import sqlite3
 import statistics
@@ -39,6 +48,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+PLUGINS = [str(ROOT / "plugins" / n) for n in ("gateway-cassandra", "gateway-rabbit")]
+sys.path[1:1] = PLUGINS
+
+from gateway.cli.sql_ddl import parse_ddl  # noqa: E402
 from tests.harness.clusters import MultiCluster, Topology, node_db  # noqa: E402
 from tests.integration.servers import start_cassandra, start_rabbitmq  # noqa: E402
 from tests.integration.test_schema_pair_sinks import (  # noqa: E402
@@ -49,18 +62,66 @@ from tests.integration.test_schema_pair_sinks import (  # noqa: E402
 )
 
 
-def _epoch(mc: MultiCluster, cid: int) -> int:
-    st = mc.status(cid)
-    return int(st.epoch) if st is not None else -1
+class EpochClock:
+    """A thread sampling A's sealed epoch every ``poll`` seconds on one connection:
+    ``at(t)`` is the epoch of the last sample taken at or before ``t`` (monotonic)."""
+
+    def __init__(self, mc: MultiCluster, cid: int, poll: float) -> None:
+        self.times: list[float] = []
+        self.epochs: list[int] = []
+        self.stop = threading.Event()
+        self._client = mc.client(cid, timeout=5)
+        self.thread = threading.Thread(target=self._run, args=(poll,), daemon=True)
+        self.thread.start()
+
+    def _run(self, poll: float) -> None:
+        while not self.stop.is_set():
+            try:
+                e = int(self._client.status(timeout=5).epoch)
+            except Exception:
+                e = None
+            if e is not None:
+                self.times.append(time.monotonic())
+                self.epochs.append(e)
+            self.stop.wait(poll)
+
+    def at(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        return self.epochs[max(i, 0)]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+        self._client.close()
 
 
-def _version(mc: MultiCluster, cid: int, table: str) -> int:
-    with mc.client(cid, timeout=5) as c:
-        return int(c.show_table(table).definition.version)
+class Observer:
+    """A thread calling ``probe(version)`` every ``poll`` seconds until it is true for the
+    version ``expect`` set (``None``: nothing to look for); ``seen[version]`` is when."""
+
+    def __init__(self, probe: Any, poll: float) -> None:
+        self.probe, self.poll = probe, poll
+        self.expect: tuple[int, Any] | None = None
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            want = self.expect
+            if want is not None and want[0] not in self.seen:
+                try:
+                    ok = self.probe(*want)
+                except Exception:
+                    ok = False
+                if ok:
+                    self.seen[want[0]] = time.monotonic()
+            self.stop.wait(self.poll)
 
 
 class SchemaMessages:
-    """A consumer thread noting when each schema message of ``table`` arrives, by version."""
+    """A push consumer noting when each schema message of ``table`` arrives, by version."""
 
     def __init__(self, url: str, queue: str, table: str) -> None:
         self.url, self.queue, self.table = url, queue, table
@@ -76,14 +137,17 @@ class SchemaMessages:
             ch = await conn.channel()
             await ch.set_qos(prefetch_count=1000)
             q = await ch.declare_queue(self.queue, durable=True)
-            while not self.stop.is_set():
-                m = await q.get(fail=False)
-                if m is None:
-                    await asyncio.sleep(0.005)
-                    continue
-                if m.routing_key == f"{self.table}.schema":
-                    self.seen[int(m.headers["x-gateway-schema-version"])] = time.monotonic()
+            key = f"{self.table}.schema"
+
+            async def on_message(m: Any) -> None:
+                if m.routing_key == key:
+                    self.seen.setdefault(int(m.headers["x-gateway-schema-version"]),
+                                         time.monotonic())
                 await m.ack()
+
+            await q.consume(on_message)
+            while not self.stop.is_set():
+                await asyncio.sleep(0.05)
 
 
 def main() -> None:
@@ -103,64 +167,73 @@ def main() -> None:
     ks, exchange, queue = f"b{tag}", f"gw-bench-{tag}", f"gw-bench-q-{tag}"
     table = f"{ks}.items"
     asyncio.run(_bind(rabbit.url, exchange, queue))
+    path = os.pathsep.join([str(ROOT), *PLUGINS, os.environ.get("PYTHONPATH", "")])
     mc = MultiCluster(tmp / "pair", Topology("pair", (1, 1)),
-                      env={"GATEWAY_PLUGINS": "sqlite,cassandra,rabbit"})
+                      env={"GATEWAY_PLUGINS": "sqlite,cassandra,rabbit",
+                           "PYTHONPATH": path.rstrip(os.pathsep)})
     configure_sinks(mc, cassandra.contact, rabbit.url, exchange, ks)
     messages = SchemaMessages(rabbit.url, queue, table)
     figures: dict[str, list[tuple[float, int]]] = {k: [] for k in
                                                    ("B", "sqlite", "cassandra", "rabbit")}
+    observers: list[Observer] = []
+    clock: EpochClock | None = None
     try:
         mc.start()
         ddl(mc, 1, f"CREATE TABLE {table} (id INT PRIMARY KEY, name VARCHAR(40))")
         load = Load(mc, table, 0, writers=args.writers)
         time.sleep(3.0)
         db = node_db(mc.clusters[2], 1)
+        client_b = mc.client(2, timeout=5)
+
+        def b_has(version: int, _col: str, _adding: bool) -> bool:
+            return int(client_b.show_table(table).definition.version) >= version
+
+        def sqlite_has(_version: int, col: str, adding: bool) -> bool:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                cols = {r[1] for r in conn.execute("PRAGMA table_info(items)")}
+            return (col in cols) == adding
+
+        def cql_has(_version: int, col: str, adding: bool) -> bool:
+            rows = session.execute(
+                "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s "
+                "AND table_name = 'items'", (ks,))
+            return (col in {r.column_name for r in rows}) == adding
+
+        observers = [Observer(p, args.poll) for p in (b_has, sqlite_has, cql_has)]
+        names = ("B", "sqlite", "cassandra")
+        clock = EpochClock(mc, 1, args.poll)
+        client_a = mc.client(1, timeout=60)
         for i in range(args.changes):
             col = f"c{i // 2}"
             adding = i % 2 == 0
             sql = (f"ALTER TABLE {table} ADD COLUMN {col} INT DEFAULT 0" if adding
                    else f"ALTER TABLE {table} DROP COLUMN {col}")
-            e0 = _epoch(mc, 1)
+            request = parse_ddl(sql)
             t0 = time.monotonic()
-            ddl(mc, 1, sql)
-            version = _version(mc, 1, table)
-
-            def sqlite_has(col: str = col, adding: bool = adding) -> bool:
-                try:
-                    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                        cols = {r[1] for r in conn.execute(
-                            "PRAGMA table_info(items)")}
-                except sqlite3.Error:
-                    return False
-                return (col in cols) == adding
-
-            def cql_has(col: str = col, adding: bool = adding) -> bool:
-                rows = session.execute(
-                    "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s "
-                    "AND table_name = 'items'", (ks,))
-                return (col in {r.column_name for r in rows}) == adding
-
-            probes: dict[str, Any] = {
-                "B": lambda v=version: _version(mc, 2, table) >= v,
-                "sqlite": sqlite_has, "cassandra": cql_has,
-                "rabbit": lambda v=version: v in messages.seen}
-            pending = dict(probes)
+            version = int(client_a.change_schema(request).version)
+            for o in observers:
+                o.expect = (version, col, adding)
             deadline = t0 + args.timeout
-            while pending and time.monotonic() < deadline:
-                for name, probe in list(pending.items()):
-                    if probe():
-                        at = time.monotonic()
-                        if name == "rabbit":
-                            at = min(at, messages.seen[version])
-                        figures[name].append(((at - t0) * 1000, _epoch(mc, 1) - e0))
-                        del pending[name]
-                time.sleep(args.poll)
-            if pending:
-                print(f"change {i} ({sql}): not seen within {args.timeout}s by "
-                      f"{sorted(pending)}")
+            seen = {n: o.seen for n, o in zip(names, observers, strict=True)}
+            seen["rabbit"] = messages.seen
+            while time.monotonic() < deadline and any(version not in s for s in seen.values()):
+                time.sleep(0.05)
+            for name, s in seen.items():
+                if version in s:
+                    at = s[version]
+                    figures[name].append(((at - t0) * 1000, clock.at(at) - clock.at(t0)))
+            missing = sorted(n for n, s in seen.items() if version not in s)
+            if missing:
+                print(f"change {i} ({sql}): not seen within {args.timeout}s by {missing}")
+        client_a.close()
+        client_b.close()
         rates = load.close()
     finally:
         messages.stop.set()
+        for o in observers:
+            o.stop.set()
+        if clock is not None:
+            clock.close()
         mc.close()
         session.cluster.shutdown()
         cassandra.close()

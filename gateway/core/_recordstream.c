@@ -257,6 +257,10 @@ py_scan_batch(PyObject *self, PyObject *args)
 		PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
 		goto out;
 	}
+	if (head < 0) { /* the scan starts at max(start, head): never before the buffer */
+		PyErr_SetString(PyExc_ValueError, "scan_batch: head before the buffer");
+		goto out;
+	}
 	list = PyList_New(0);
 	if (list == NULL)
 		goto out;
@@ -365,13 +369,24 @@ py_encode_entries(PyObject *self, PyObject *args)
 	if (recs == NULL || lens == NULL)
 		goto fail;
 	for (Py_ssize_t i = 0; i < count; i++) {
-		PyObject *e = PySequence_Fast_GET_ITEM(fast, i), *data, *rec;
+		PyObject *e, *data, *rec;
 		uint64_t index, term, type;
 		Py_buffer view;
-		if (entry_u64(e, s_index, &index) < 0 || entry_u64(e, s_term, &term) < 0
-		    || entry_u64(e, s_type, &type) < 0)
+		/* e owned while its attributes are read: a property is Python code, which may
+		 * change a list `fast` is (its length is checked before every entry too) */
+		if (PySequence_Fast_GET_SIZE(fast) != count) {
+			PyErr_SetString(PyExc_ValueError,
+			    "encode_entries: entries changed length during the call");
 			goto fail;
+		}
+		e = Py_NewRef(PySequence_Fast_GET_ITEM(fast, i));
+		if (entry_u64(e, s_index, &index) < 0 || entry_u64(e, s_term, &term) < 0
+		    || entry_u64(e, s_type, &type) < 0) {
+			Py_DECREF(e);
+			goto fail;
+		}
 		data = PyObject_GetAttr(e, s_data);
+		Py_DECREF(e);
 		if (data == NULL)
 			goto fail;
 		if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {

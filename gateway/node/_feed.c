@@ -81,12 +81,19 @@ static PyObject *feed_entries(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     if (!out || !todo || !empty) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(ents, i);
+        /* e owned while its attributes are read: a property is Python code, which may change
+         * the list (its length is checked again before every entry for the same reason) */
+        if (PyList_GET_SIZE(ents) != n) {
+            PyErr_SetString(PyExc_ValueError, "feed_entries: ents changed length during the call");
+            goto done;
+        }
+        PyObject *e = Py_NewRef(PyList_GET_ITEM(ents, i));
         PyObject *index = PyObject_GetAttr(e, s_index);
-        if (!index) goto done;
+        if (!index) { Py_DECREF(e); goto done; }
         PyObject *made = NULL;
         PyObject *type = PyObject_GetAttr(e, s_type);
         PyObject *data = type ? PyObject_GetAttr(e, s_data) : NULL;
+        Py_DECREF(e);
         long t = data ? PyLong_AsLong(type) : -1;
         if (!data || (t == -1 && PyErr_Occurred())) {
             Py_XDECREF(type);

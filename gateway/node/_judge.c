@@ -161,10 +161,13 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
     Row *rows = PyMem_Malloc(sizeof(Row) * (n ? n : 1));
     long long dd = 0;
     Py_ssize_t first_dd = -1;
+    /* The row's key and origin, owned: lookup and cell run Python code, which may change or
+     * empty the lists (the lengths are checked again before every row for the same reason). */
+    PyObject *key = NULL, *origin_obj = NULL;
     if (!out || !accepted || !refused || !pending || !rows) goto fail;
     unsigned char *v = (unsigned char *)PyBytes_AS_STRING(out);
-    Py_ssize_t nrows = 0, i = 0, n_ends = PyList_GET_SIZE(ends);
-    for (Py_ssize_t t = 0; t < n_ends; t++) {
+    Py_ssize_t nrows = 0, i = 0;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(ends); t++) {
         Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(ends, t));
         if (end == -1 && PyErr_Occurred()) goto fail;
         if (end < i || end > n) {
@@ -172,7 +175,13 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
             goto fail;
         }
         for (; i < end; i++) {
-            PyObject *key = PyList_GET_ITEM(keys, i), *origin_obj = PyList_GET_ITEM(origins, i);
+            if (PyList_GET_SIZE(keys) != n || PyList_GET_SIZE(origins) != n) {
+                PyErr_SetString(PyExc_ValueError, "keys or origins changed length during the "
+                                "call (by lookup or cell)");
+                goto fail;
+            }
+            Py_XSETREF(key, Py_NewRef(PyList_GET_ITEM(keys, i)));
+            Py_XSETREF(origin_obj, Py_NewRef(PyList_GET_ITEM(origins, i)));
             int op = code[i] & 3, epoch2 = (code[i] & 4) != 0;
             if (op == 0) {
                 PyErr_SetString(PyExc_ValueError, "a row change without an operation");
@@ -252,6 +261,8 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
         goto fail;
     }
     PyMem_Free(rows);
+    Py_XDECREF(key);
+    Py_XDECREF(origin_obj);
     Py_DECREF(accepted);
     Py_DECREF(refused);
     Py_DECREF(pending);
@@ -259,6 +270,8 @@ static PyObject *epoch_verdicts(PyObject *self, PyObject *args) {
     return res;
 fail:
     PyMem_Free(rows);
+    Py_XDECREF(key);
+    Py_XDECREF(origin_obj);
     Py_XDECREF(out);
     Py_XDECREF(accepted);
     Py_XDECREF(refused);

@@ -93,12 +93,18 @@ static int gather_message(PyObject *msg, MsgF *f) {
         if (!f->ents) { Py_DECREF(entries); PyErr_NoMemory(); return -1; }
     }
     for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(entries); i++) {
-        PyObject *e = PyList_GET_ITEM(entries, i);
+        /* e owned while its attributes are read: a property may change the list */
+        PyObject *e = Py_NewRef(PyList_GET_ITEM(entries, i));
         EntryF *ef = &f->ents[i];
         if (attr_u64(e, s_term, UINT64_MAX, &ef->term) < 0 ||
             attr_u64(e, s_index, UINT64_MAX, &ef->index) < 0 ||
-            attr_u64(e, s_type, 0xffffffffu, &ef->type) < 0) { Py_DECREF(entries); return -1; }
+            attr_u64(e, s_type, 0xffffffffu, &ef->type) < 0) {
+            Py_DECREF(e);
+            Py_DECREF(entries);
+            return -1;
+        }
         PyObject *data = PyObject_GetAttr(e, s_data);
+        Py_DECREF(e);
         if (!data) { Py_DECREF(entries); return -1; }
         ef->data = data;
         f->n = i + 1;
@@ -229,7 +235,10 @@ static PyObject *encode_batch(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < nm; i++) {
         if (i >= PyList_GET_SIZE(msgs)) { result = Py_NewRef(Py_None); goto done; }
         gathered = i + 1;
-        int rc = gather_message(PyList_GET_ITEM(msgs, i), &fs[i]);
+        /* owned while its attributes are read: a property may change the list */
+        PyObject *msg = Py_NewRef(PyList_GET_ITEM(msgs, i));
+        int rc = gather_message(msg, &fs[i]);
+        Py_DECREF(msg);
         if (rc < 0) goto done;
         if (rc == 0) { result = Py_NewRef(Py_None); goto done; }
         sizes[i] = message_size(&fs[i]);

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.core import records, stuffing
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 accel = records._accel
 
@@ -88,6 +89,14 @@ def test_scan_batches_resume_without_loss():
         start = resume
     assert [r.payload for r in got] == payloads
 
+
+
+def test_a_scan_starting_before_the_buffer_is_refused():
+    # head < 0 made the scan read the bytes in front of the buffer
+    data = records.encode_records([b"abc"])
+    with pytest.raises(ValueError, match="head before the buffer"):
+        accel.scan_batch(data, -4, len(data), -4, records.Record, 7)
+    assert accel.scan_batch(data, -4, len(data), 0, records.Record, 7)[0][0].payload == b"abc"
 
 @settings(max_examples=60)
 @given(blobs, blobs, st.integers(0, 2**32 - 1))
@@ -169,3 +178,29 @@ def test_wal_entry_records_take_an_int_enum_type():
     got = accel.encode_entries([_Entry(7, 3, Kind.CONF_CHANGE, b"c"), _Entry(8, 3, Kind.NORMAL,
                                                                               b"")], 9)
     assert got == accel.encode_entries([_Entry(7, 3, 1, b"c"), _Entry(8, 3, 0, b"")], 9)
+
+
+# The caller's list emptied by an entry's property in the middle of encode_entries: the entry
+# being read must stay alive and the next one must not be read from the emptied list. Run in a
+# child: before the fix the C code read the freed entry and the list's freed items.
+_ENTRIES_EMPTIED_BY_A_PROPERTY = """
+from gateway.core import _recordstream
+
+class Entry:
+    term, type, data = 1, 0, b"x"
+    @property
+    def index(self):
+        entries.clear()
+        return 1
+
+entries = [Entry() for _ in range(3)]  # the list holds the only reference of each
+try:
+    _recordstream.encode_entries(entries, 0)
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_entries_changed_by_a_property_are_refused_not_read_after_free():
+    out = run_under_debug_allocator(_ENTRIES_EMPTIED_BY_A_PROPERTY)
+    assert out.startswith("refused: encode_entries: entries changed length"), out

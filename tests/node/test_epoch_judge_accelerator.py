@@ -34,6 +34,7 @@ from gateway.v1 import (
     transaction_pb2,
     value_pb2,
 )
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     assert epoch_judge._judge is not None, "gateway.node._judge is not built"
@@ -162,6 +163,29 @@ def test_functions_the_c_pass_cannot_express_are_left_to_python(rule):
                            Context(1, Role.NONE), lambda k, v: Stored(False),
                            lambda k: None, {}, 20, 7) is None
 
+
+# The caller's lists emptied by the store's callback in the middle of the call: the row being
+# judged must stay alive and the next row must not be read from the emptied list. Run in a
+# child: before the fix the C code read the freed key and then the list's freed items (a crash
+# or a corrupted heap, not an exception).
+_LISTS_EMPTIED_BY_A_CALLBACK = """
+from gateway.node import _judge
+keys = [bytes([65, i]) * 16 for i in range(4)]  # the list holds the only reference of each
+origins = [2] * 4
+def cell(key):
+    keys.clear()
+    origins.clear()
+    return None  # no such row: each update is rejected (ROW_DOES_NOT_EXIST)
+try:
+    _judge.epoch_verdicts(keys, bytes([2] * 4), origins, [4], {}, 2, True, 7, {}, None, cell)
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_lists_changed_by_a_callback_are_refused_not_read_after_free():
+    out = run_under_debug_allocator(_LISTS_EMPTIED_BY_A_CALLBACK)
+    assert out.startswith("refused: keys or origins changed length"), out
 
 def _entries(seed: int) -> list[Entry]:
     """Cluster 2's epochs over 40 keys, this cluster's own writes between them (so rows are

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gateway.node.state import keys
 from gateway.node.state import wire as wire_py
 from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
+from tests.harness.debug_alloc import run_under_debug_allocator
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.node import _feed as feed
@@ -551,3 +552,34 @@ def test_feed_entries_in_c_are_the_specifications_entries(specs, recs, data_st):
     assert todo == want_todo
     with pytest.raises(ValueError):
         feed.feed_entries(b"\x01", TypeTag.REPLICATED_EPOCH, ents, skipped, CommittedEntry)
+
+
+# The caller's list emptied by an entry's property in the middle of the call: the entry being
+# read must stay alive and the next one must not be read from the emptied list. Run in a
+# child: before the fix the C code read the freed entry and the list's freed items.
+_ENTS_EMPTIED_BY_A_PROPERTY = """
+from gateway.appliers.source import CommittedEntry
+from gateway.core.messages import TypeTag
+from gateway.node import _feed
+from gateway.node.state import wire
+
+class Entry:
+    __slots__ = ("data", "type", "_index")
+    def __init__(self, index):
+        self._index, self.type, self.data = index, 0, b""
+    @property
+    def index(self):
+        ents.clear()
+        return self._index
+
+ents = [Entry(i) for i in range(4)]  # the list holds the only reference of each
+try:
+    _feed.feed_entries(wire._HEAD_KEYS, TypeTag.REPLICATED_EPOCH, ents, set(), CommittedEntry)
+except ValueError as e:
+    print("refused:", e)
+"""
+
+
+def test_entries_changed_by_a_property_are_refused_not_read_after_free():
+    out = run_under_debug_allocator(_ENTS_EMPTIED_BY_A_PROPERTY)
+    assert out.startswith("refused: feed_entries: ents changed length"), out

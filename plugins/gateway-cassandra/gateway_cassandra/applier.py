@@ -149,6 +149,13 @@ class _Table:
 Item = tuple[Any, Sequence[Any]]  # (PreparedStatement, parameters)
 
 
+def _driver_refreshed(result: Any) -> bool:
+    """Whether the driver re-read the schema metadata before answering the schema change
+    ``result`` (it does when the nodes agreed on the schema in time; else the caller must)."""
+    future = getattr(result, "response_future", None)
+    return bool(getattr(future, "is_schema_agreed", False))
+
+
 class CassandraApplier(Applier):
     """Writes operations to Cassandra; see the module docstring for the contract."""
 
@@ -271,8 +278,12 @@ class CassandraApplier(Applier):
             cql = shared.schema_change_cql(mapping, event, existing, key)
             if meta is None and event.kind != "drop_table":
                 self._execute(schema.create_keyspace(mapping.keyspace, s.replication_factor))
+            # The driver answers a schema change once it has re-read that table's metadata
+            # (``is_schema_agreed``); reading it again here would only delay the rows after
+            # the change (the dispatcher holds them back until this returns).
+            stale = False
             for statement in cql.statements:
-                self._execute(statement)
+                stale |= not _driver_refreshed(self._execute(statement))
             for note in cql.notes:
                 log.warning("applier %s: schema change %s version %d (%s): %s", self.name,
                             event.table, event.version, event.kind, note)
@@ -287,7 +298,7 @@ class CassandraApplier(Applier):
             elif event.kind in ("create", "drop_table"):
                 dropped.clear()
             self._dropped = {**self._dropped, ref: frozenset(dropped)}
-            if cql.statements and event.kind != "drop_table":
+            if stale and event.kind != "drop_table":
                 self._table_metadata(mapping, refresh=True)
 
     def _without_dropped(self, op: RowOp) -> RowOp:
