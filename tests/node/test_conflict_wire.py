@@ -237,6 +237,19 @@ def test_exception_statements_from_bytes_are_the_specifications(seed):
     assert got.transactions == want.transactions
     assert got.refresh == want.refresh
     assert list(got.counters.items()) == list(want.counters.items())
+    # the exceptions' bytes kept for the derived transaction are what they serialize to,
+    # and give the derived transaction split from the messages again
+    if got.exception_parts is None:  # a row left the epoch to the specification
+        return
+    assert [conflict_wire.statement_bytes(h, r) for h, r in got.exception_parts] == \
+        [s.SerializeToString() for s in got.exceptions]
+    refresh = [(table, rows.get(k)) for k, table, _, _ in got.refresh]
+    by_parts = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh,
+                                          got.exception_parts)
+    split = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh)
+    assert (by_parts is None) == (split is None)
+    if by_parts is not None and split is not None:
+        assert by_parts[1] == split[1] and by_parts[0] == split[0]
 
 
 @pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")

@@ -399,20 +399,26 @@ def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | 
 
 def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
-                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]]
+                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]],
+                 exception_parts: Sequence[tuple[bytes, Sequence[bytes]]] | None = None
                  ) -> tuple[transaction_pb2.Transaction, bytes] | None:
     """The derived transaction ``EpochApply._derive`` builds, and its serialization, from
     ``exceptions`` and the refreshes (``conflict_apply.add_refresh`` of each row, in order:
     the statement's table and the row as it now stands), with the refresh records
     assembled from the stored rows' bytes (``refresh_parts``); None when the specification
     must build it: a refresh of a row absent here (a delete), nothing to write, or bytes
-    that would not be the specification's (not canonical)."""
+    that would not be the specification's (not canonical). ``exception_parts``: the
+    exceptions as the canonical bytes they were parsed from (``UnitJudgement``), taken as
+    they are instead of split again from the messages."""
     stmts: list[tuple[bytes, list[bytes]]] = []
-    for s in exceptions:
-        split = _insert_split(s)
-        if split is None:
-            return None
-        stmts.append(split)
+    if exception_parts is not None:
+        stmts = [(head, list(records)) for head, records in exception_parts]
+    else:
+        for s in exceptions:
+            split = _insert_split(s)
+            if split is None:
+                return None
+            stmts.append(split)
     tables: dict[int, bytes] = {}
     for table, raw in refresh:
         if raw is None:

@@ -452,7 +452,7 @@ class EpochApply(TransactionApply):
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
                                [(table, read_row(k, overlay, judged.cells, self.store.get))
-                                for k, table, _, _ in judged.refresh])
+                                for k, table, _, _ in judged.refresh], judged.exception_parts)
             if got is not None:
                 derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
         if derived is None:

@@ -301,6 +301,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     if in_conflict:
         counters["last_conflict_epoch"] = local_epoch
     out = UnitJudgement(list(txns), exceptions, refresh, counters, in_conflict)
+    out.exception_parts = rows.statements
     for t_no, gone in dropped.items():
         out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
