@@ -465,6 +465,221 @@ static PyObject *refresh_record(PyObject *self, PyObject *args) {
     Py_RETURN_NONE; /* not reached */
 }
 
+/* exception_record(record, akey, nkeys, nvals, stored, fkey, picks, me, origin, epoch,
+ *                  count, op, cause, transid, null) -> bytes or None
+ *
+ * The record of one $EX row as ExceptionRows.add assembles it once it has its plan
+ * (gateway.node.state.conflict_wire, the specification): me, LD(0x0a, 0x20 varint(origin)),
+ * epoch, LD(0x0a, 0x20 varint(count)), op, cause, transid (each copied as given), then each
+ * key value (field 0x0a) of the serialized change `record` as LD(0x12, value), then per pick
+ * LD(0x12, value): picks is 6 bytes per column -- source (0 the record's after values,
+ * those of field `akey`; 1 the stored row's values, field 0x2a of `stored`; 2 `null`), the
+ * Value key its column type takes, the index there (u32 little-endian). None (never an
+ * error) whenever the specification could answer otherwise or the input is not what it
+ * takes: a message that does not walk (message_fields' rules), a number of key values other
+ * than nkeys or (akey != 0) of after values other than nvals, stored's fields (field 0x22)
+ * not exactly `fkey` (a tuple of bytes; None with stored None), its values not as many, an
+ * index out of range, an empty value or one whose first byte is neither 0x08 (null) nor
+ * its column's key, origin or count not an int below 2**64. */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} Span;
+
+/* The field at d[*pos] (message_fields' rules): 1 and its key and payload span, 0 at the
+ * end, -1 when it does not walk. */
+static int next_field(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos,
+                      unsigned char *key, Span *payload) {
+    if (*pos >= n) return 0;
+    unsigned char k = d[(*pos)++];
+    Py_ssize_t start = *pos, end;
+    uint64_t v;
+    if (k & 0x80) return -1;
+    switch (k & 7) {
+    case 0:
+        if (skip_varint(d, n, pos, &v) < 0) return -1;
+        end = *pos;
+        break;
+    case 1:
+        if (n - *pos < 8) return -1;
+        end = *pos + 8;
+        break;
+    case 2:
+        if (skip_varint(d, n, pos, &v) < 0 || v > (uint64_t)(n - *pos)) return -1;
+        start = *pos;
+        end = *pos + (Py_ssize_t)v;
+        break;
+    case 5:
+        if (n - *pos < 4) return -1;
+        end = *pos + 4;
+        break;
+    default:
+        return -1;
+    }
+    *key = k;
+    payload->p = d + start;
+    payload->n = end - start;
+    *pos = end;
+    return 1;
+}
+
+/* adds LD(key, payload of len) to *size; -1 on overflow */
+static int add_ld_size(Py_ssize_t *size, Py_ssize_t len) {
+    Py_ssize_t add = 1 + varint_size((uint64_t)len);
+    if (len > PY_SSIZE_T_MAX - add || *size > PY_SSIZE_T_MAX - add - len) return -1;
+    *size += add + len;
+    return 0;
+}
+
+static unsigned char *put_uint_value(unsigned char *o, uint64_t v) {
+    /* LD(0x0a, 0x20 varint(v)): a record's key value holding Value.uint_value */
+    *o++ = 0x0a;
+    *o++ = (unsigned char)(1 + varint_size(v));
+    *o++ = 0x20;
+    while (v >= 0x80) {
+        *o++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (unsigned char)v;
+    return o;
+}
+
+static PyObject *exception_record(PyObject *self, PyObject *args) {
+    const unsigned char *rec, *picks, *me, *ep, *op, *cause, *tid, *null;
+    Py_ssize_t rlen, plen, melen, eplen, oplen, clen, tlen, nlen, nkeys, nvals;
+    int akey;
+    PyObject *stored, *fkey, *origin_o, *count_o;
+    if (!PyArg_ParseTuple(args, "y#innOOy#y#Oy#Oy#y#y#y#", &rec, &rlen, &akey, &nkeys, &nvals,
+                          &stored, &fkey, &picks, &plen, &me, &melen, &origin_o, &ep, &eplen,
+                          &count_o, &op, &oplen, &cause, &clen, &tid, &tlen, &null, &nlen))
+        return NULL;
+    if (!PyLong_Check(origin_o) || !PyLong_Check(count_o)) Py_RETURN_NONE;
+    uint64_t origin = (uint64_t)PyLong_AsUnsignedLongLong(origin_o);
+    if (origin == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    uint64_t count = (uint64_t)PyLong_AsUnsignedLongLong(count_o);
+    if (count == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (nkeys < 0 || nvals < 0 || akey < 0 || akey > 0x7f || plen % 6 != 0
+        || nkeys > rlen || nvals > rlen || rlen > PY_SSIZE_T_MAX / 64)
+        Py_RETURN_NONE; /* each value takes at least two bytes of the record */
+    Py_ssize_t nfk = 0;
+    const unsigned char *sd = NULL;
+    Py_ssize_t slen = 0;
+    if (stored == Py_None) {
+        if (fkey != Py_None) Py_RETURN_NONE;
+    } else {
+        if (!PyBytes_Check(stored) || !PyTuple_Check(fkey)) Py_RETURN_NONE;
+        sd = (const unsigned char *)PyBytes_AS_STRING(stored);
+        slen = PyBytes_GET_SIZE(stored);
+        nfk = PyTuple_GET_SIZE(fkey);
+        if (nfk > slen || slen > PY_SSIZE_T_MAX / 64) Py_RETURN_NONE;
+    }
+    Span *spans = PyMem_Malloc(sizeof(Span) * (size_t)(nkeys + nvals + nfk + 1));
+    if (!spans) return PyErr_NoMemory();
+    Span *kv = spans, *av = spans + nkeys, *sv = spans + nkeys + nvals;
+    PyObject *out = NULL;
+    Py_ssize_t nk = 0, na = 0, nf = 0, ns = 0, pos = 0;
+    unsigned char key;
+    Span f;
+    int got;
+    while ((got = next_field(rec, rlen, &pos, &key, &f)) == 1) {
+        if (key == 0x0a) {
+            if (nk == nkeys) goto none;
+            kv[nk++] = f;
+        } else if (akey != 0 && key == akey) {
+            if (na == nvals) goto none;
+            av[na++] = f;
+        }
+    }
+    if (got < 0 || nk != nkeys || (akey != 0 && na != nvals)) goto none;
+    if (sd != NULL) {
+        pos = 0;
+        while ((got = next_field(sd, slen, &pos, &key, &f)) == 1) {
+            if (key == 0x22) {
+                if (nf == nfk) goto none;
+                PyObject *want = PyTuple_GET_ITEM(fkey, nf);
+                if (!PyBytes_Check(want) || PyBytes_GET_SIZE(want) != f.n
+                    || memcmp(PyBytes_AS_STRING(want), f.p, (size_t)f.n) != 0)
+                    goto none;
+                nf++;
+            } else if (key == 0x2a) {
+                if (ns == nfk) goto none;
+                sv[ns++] = f;
+            }
+        }
+        if (got < 0 || nf != nfk || ns != nfk) goto none;
+    }
+    Py_ssize_t npicks = plen / 6;
+    /* size: the copied parts, the two uint values, then every value */
+    Py_ssize_t size = 0;
+    Py_ssize_t fixed[5] = {melen, eplen, oplen, clen, tlen};
+    for (int i = 0; i < 5; i++) {
+        if (size > PY_SSIZE_T_MAX - 64 - fixed[i]) goto none;
+        size += fixed[i];
+    }
+    size += 3 + varint_size(origin) + 3 + varint_size(count); /* LD(0x0a, 0x20 varint) */
+    for (Py_ssize_t i = 0; i < nk; i++)
+        if (add_ld_size(&size, kv[i].n) < 0) goto none;
+    for (Py_ssize_t i = 0; i < npicks; i++) {
+        const unsigned char *pk = picks + 6 * i;
+        uint32_t j = (uint32_t)pk[2] | ((uint32_t)pk[3] << 8) | ((uint32_t)pk[4] << 16)
+                     | ((uint32_t)pk[5] << 24);
+        Span v;
+        if (pk[0] == 0) {
+            if (akey == 0 || (Py_ssize_t)j >= na) goto none;
+            v = av[j];
+        } else if (pk[0] == 1) {
+            if ((Py_ssize_t)j >= ns) goto none;
+            v = sv[j];
+        } else if (pk[0] == 2) {
+            v.p = null;
+            v.n = nlen;
+        } else {
+            goto none;
+        }
+        if (v.n == 0 || (v.p[0] != 0x08 && v.p[0] != pk[1])) goto none;
+        if (add_ld_size(&size, v.n) < 0) goto none;
+    }
+    out = PyBytes_FromStringAndSize(NULL, size);
+    if (!out) {
+        PyMem_Free(spans);
+        return NULL;
+    }
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    memcpy(o, me, (size_t)melen);
+    o = put_uint_value(o + melen, origin);
+    memcpy(o, ep, (size_t)eplen);
+    o = put_uint_value(o + eplen, count);
+    memcpy(o, op, (size_t)oplen);
+    o += oplen;
+    memcpy(o, cause, (size_t)clen);
+    o += clen;
+    memcpy(o, tid, (size_t)tlen);
+    o += tlen;
+    for (Py_ssize_t i = 0; i < nk; i++) o = put_ld(o, 0x12, kv[i].p, kv[i].n);
+    for (Py_ssize_t i = 0; i < npicks; i++) {
+        const unsigned char *pk = picks + 6 * i;
+        uint32_t j = (uint32_t)pk[2] | ((uint32_t)pk[3] << 8) | ((uint32_t)pk[4] << 16)
+                     | ((uint32_t)pk[5] << 24);
+        if (pk[0] == 0)
+            o = put_ld(o, 0x12, av[j].p, av[j].n);
+        else if (pk[0] == 1)
+            o = put_ld(o, 0x12, sv[j].p, sv[j].n);
+        else
+            o = put_ld(o, 0x12, null, nlen);
+    }
+    PyMem_Free(spans);
+    return out;
+none:
+    PyMem_Free(spans);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
@@ -472,6 +687,8 @@ static PyMethodDef methods[] = {
      "The top-level fields of a serialized message as (key, payload) (see the file)."},
     {"refresh_record", refresh_record, METH_VARARGS,
      "The refresh insert's head and record of a stored row (see the file)."},
+    {"exception_record", exception_record, METH_VARARGS,
+     "The record of one $EX row from the change's and the stored row's bytes (see the file)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -237,6 +237,19 @@ def test_exception_statements_from_bytes_are_the_specifications(seed):
     assert got.transactions == want.transactions
     assert got.refresh == want.refresh
     assert list(got.counters.items()) == list(want.counters.items())
+    # the exceptions' bytes kept for the derived transaction are what they serialize to,
+    # and give the derived transaction split from the messages again
+    if got.exception_parts is None:  # a row left the epoch to the specification
+        return
+    assert [conflict_wire.statement_bytes(h, r) for h, r in got.exception_parts] == \
+        [s.SerializeToString() for s in got.exceptions]
+    refresh = [(table, rows.get(k)) for k, table, _, _ in got.refresh]
+    by_parts = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh,
+                                          got.exception_parts)
+    split = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh)
+    assert (by_parts is None) == (split is None)
+    if by_parts is not None and split is not None:
+        assert by_parts[1] == split[1] and by_parts[0] == split[0]
 
 
 @pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
@@ -268,3 +281,175 @@ def test_the_c_walks_of_records_and_rows_give_what_the_python_gives():
     # the C functions were the ones compared
     assert conflict_wire.parts is not conflict_wire.parts_py
     assert conflict_wire.refresh_parts is not conflict_wire.refresh_parts_py
+
+
+def _ex_inputs(rng: random.Random) -> list[tuple]:
+    """``ExceptionRows.add`` calls on one statement's shape: mostly rows of the plan the
+    statement's last row used, some against a stored row of other fields or none, some
+    damaged (cut, junk appended, a value of another case, counts that differ)."""
+    table = rng.choice(["t", "m"])
+    key_cols, cols = _TABLES[table]
+    kind = rng.choice(["insert", "update", "delete"])
+    stmt = _stmt(rng, kind, table, list(range(rng.randint(1, 8))))
+    body = getattr(stmt, kind)
+    fields = body.set_fields if kind == "update" else body.fields if kind == "insert" else ()
+    shape = conflict_wire.Shape([(f.name, f.type) for f in body.key_fields],
+                                [(f.name, f.type) for f in fields], dict(key_cols + cols))
+    calls = []
+    for n, rec in enumerate(body.records):
+        record = rec.SerializeToString()
+        some = cols if rng.random() < 0.8 else rng.sample(cols, rng.randint(0, len(cols)))
+        stored: bytes | None = gateway_pb2.Row(
+            key_fields=[_F(name=c, type=ft) for c, ft in key_cols], key_values=_key(table, n),
+            fields=[_F(name=c, type=ft) for c, ft in some],
+            values=[_value(rng, ft, n) for _, ft in some]).SerializeToString()
+        roll = rng.random()
+        if roll < 0.15:
+            stored = None
+        elif roll < 0.25:
+            record = record[:rng.randrange(len(record) + 1)]
+        elif roll < 0.3:
+            record += bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
+        elif roll < 0.35 and stored is not None:
+            stored = stored[:rng.randrange(len(stored) + 1)]
+        elif roll < 0.4:  # a value in another case than its column's: the spec converts it
+            record += b"\x12\x02\x20\x01"
+        elif roll < 0.45 and stored is not None:
+            stored += b"\x2a\x02\x10\x01"
+        calls.append((kind, rng.randint(1, 3), rng.choice([2, 300, 1 << 40]),
+                      rng.choice(["2:1", "2:77"]), body.table, shape, record, stored))
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_exception_records_assembled_in_c_are_the_pythons(monkeypatch, seed):
+    # ``exception_record`` (C) assembles a row with the statement's last plan; the Python
+    # assembly of ``ExceptionRows.add`` is its specification: same rows, same refusals
+    calls = _ex_inputs(random.Random(seed))
+    results = []
+    in_c = conflict_wire.exception_record
+    taken = []
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        got = in_c(*args)  # type: ignore[misc]
+        taken.append(got is not None)
+        return got
+
+    for record in (counted if in_c is not None else None, None):
+        monkeypatch.setattr(conflict_wire, "exception_record", record)
+        rows = conflict_wire.ExceptionRows(1, 7 + seed)
+        shapes: dict[int, conflict_wire.Shape] = {}
+        oks = []
+        for kind, cause, origin, transid, table, shape, rec, stored in calls:
+            # a fresh copy of the shape per run: its plans are learned again
+            own = shapes.setdefault(id(shape), conflict_wire.Shape(
+                shape.key_fields, shape.fields, shape.types))
+            oks.append(rows.add(kind, cause, origin, transid, table, own, rec, stored))
+        results.append((oks, rows.statements, rows.count))
+    assert results[0] == results[1]
+    assert taken.count(True) <= results[1][0].count(True)
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_rows_after_the_first_of_a_statement_are_assembled_in_c(monkeypatch):
+    taken = []
+    in_c = conflict_wire.exception_record
+    assert in_c is not None
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        got = in_c(*args)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(conflict_wire, "exception_record", counted)
+    rng = random.Random(3)
+    stmt = _stmt(rng, "insert", "t", list(range(6)))
+    body = stmt.insert
+    shape = conflict_wire.Shape([(f.name, f.type) for f in body.key_fields],
+                                [(f.name, f.type) for f in body.fields],
+                                dict(_TABLES["t"][0] + _TABLES["t"][1]))
+    rows = conflict_wire.ExceptionRows(1, 7)
+    stored = gateway_pb2.Row(fields=[_F(name="v", type=FT.FIELD_TYPE_INTEGER)],
+                             values=[value_pb2.Value(int_value=4)]).SerializeToString()
+    for rec in body.records:
+        assert rows.add("insert", 2, 2, "2:1", body.table, shape, rec.SerializeToString(),
+                        stored)
+    assert taken == [True] * 5 and rows.count == 6
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_exception_record_takes_malformed_input_without_reading_out_of_bounds():
+    record = conflict_wire.exception_record
+    assert record is not None
+    rng = random.Random(11)
+    rec = statement_pb2.InsertRecord(
+        key_values=[value_pb2.Value(int_value=3)],
+        after_values=[value_pb2.Value(string_value="x"), value_pb2.Value(int_value=1)]
+    ).SerializeToString()
+    row = gateway_pb2.Row(fields=[_F(name="w", type=FT.FIELD_TYPE_VARCHAR)],
+                          values=[value_pb2.Value(string_value="y")]).SerializeToString()
+    fkey = (_F(name="w", type=FT.FIELD_TYPE_VARCHAR).SerializeToString(),)
+    picks = bytes([1, 0x3A, 0, 0, 0, 0, 0, 0x3A, 0, 0, 0, 0, 2, 0x18, 9, 9, 9, 9])
+    args = [rec, 0x12, 1, 2, row, fkey, picks, b"m", 5, b"e", 1, b"o", b"c", b"t", b"\x08\x00"]
+    good = record(*args)
+    assert good is not None and good.startswith(b"m\x0a\x02\x20\x05e\x0a\x02\x20\x01oct")
+    wrong = [(0, rec[:-1]), (2, 2), (3, 1), (3, 3), (4, row[:-1]), (4, None), (5, None),
+             (5, ()), (5, (b"x",)), (5, [fkey[0]]), (6, picks[:-1]),
+             (6, bytes([1, 0x3A, 1, 0, 0, 0])), (6, bytes([0, 0x3A, 0xFF, 0xFF, 0xFF, 0xFF])),
+             (6, bytes([3, 0x3A, 0, 0, 0, 0])), (6, bytes([0, 0x18, 0, 0, 0, 0])),
+             (8, -1), (8, 1 << 64), (8, "5"), (10, -3), (2, -1), (3, -1), (1, -1), (1, 0x80),
+             (14, b"")]
+    for at, value in wrong:
+        bad = list(args)
+        bad[at] = value
+        assert record(*bad) is None, (at, value)
+    for _ in range(3000):  # damaged bytes anywhere: an answer, never a crash
+        bad = list(args)
+        at = rng.choice([0, 4])
+        data = bytearray(args[at])
+        for _ in range(rng.randint(1, 3)):
+            if data and rng.random() < 0.7:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            else:
+                data = data[:rng.randrange(len(data) + 1)]
+        bad[at] = bytes(data)
+        got = record(*bad)
+        assert got is None or isinstance(got, bytes)
+    with pytest.raises(TypeError):
+        record(*args[:-1])
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_transactions_with_records_cut_from_bytes_are_the_specifications(seed):
+    # ``without_wire`` cuts the dropped records out of the serialization; ``without``, the
+    # specification, copies the message without them: the same transaction, the same bytes
+    from gateway.node.state.conflict_apply import without
+
+    rng = random.Random(seed)
+    stmts = [_stmt(rng, rng.choice(["insert", "update", "delete"]), rng.choice(list(_TABLES)),
+                   list(range(rng.randint(1, 6)))) for _ in range(rng.randint(1, 4))]
+    if rng.random() < 0.3:
+        stmts.insert(rng.randrange(len(stmts) + 1), statement_pb2.Statement(
+            sql=statement_pb2.SqlStatement(query="select 1")))
+    txn = transaction_pb2.Transaction(
+        gtid=gtid_pb2.Gtid(server_id=2, trans_id=seed + 1), epoch=rng.randrange(1 << 40),
+        author=2, commit_timestamp_ns=rng.randrange(1 << 62), segment_id=1,
+        end_segment=rng.random() < 0.5, statements=stmts)
+    gone = set()
+    for s_no, stmt in enumerate(stmts):
+        kind = stmt.WhichOneof("kind")
+        if kind == "sql":
+            continue
+        n = len(getattr(stmt, kind).records)
+        gone |= {(s_no, r) for r in range(n) if rng.random() < (0.5 if seed % 3 else 1.0)}
+    if seed % 7 == 0:  # a field of a newer build, kept as the copy keeps it
+        txn = transaction_pb2.Transaction.FromString(txn.SerializeToString() + b"\x60\x05")
+    got = conflict_wire.without_wire(txn, gone)
+    want = without(txn, gone)
+    assert got is not None
+    assert got == want and got.SerializeToString() == want.SerializeToString()
+    # a statement with something else beside its body (a field of a newer build): left to
+    # the specification
+    odd = transaction_pb2.Transaction.FromString(
+        txn.SerializeToString() + b"\x32\x04\x1a\x00\x78\x01")
+    assert conflict_wire.without_wire(odd, gone | {(len(stmts), 0)}) is None

@@ -78,6 +78,9 @@ class UnitJudgement:
     #: store cells read while judging (row key -> cell, None: nothing stored), for the
     #: exception and refresh rows (``EpochApply``)
     cells: dict[bytes, bytes | None] = field(default_factory=dict)
+    #: ``exceptions`` as the bytes they were assembled from (``conflict_wire``): per statement
+    #: its insert head and records, what each serializes to; None when built in Python
+    exception_parts: list[tuple[bytes, list[bytes]]] | None = None
 
 
 def _values(fields: Iterable[statement_pb2.FieldMetadata], values: Iterable[value_pb2.Value]

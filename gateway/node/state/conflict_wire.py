@@ -19,6 +19,7 @@ test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast
 
@@ -32,7 +33,7 @@ from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
-           "refresh_parts", "refresh_parts_py", "statement_bytes"]
+           "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
 _U = FT.FIELD_TYPE_UNSIGNED
@@ -60,6 +61,7 @@ _UPD_AFTER_VALUES = 0x1A  # UpdateRecord 3
 _INS_TABLE, _INS_KEY_FIELDS, _INS_FIELDS, _INS_RECORDS = 0x0A, 0x12, 0x1A, 0x22
 _ROW_KEY_FIELDS, _ROW_KEY_VALUES, _ROW_FIELDS, _ROW_VALUES = 0x12, 0x1A, 0x22, 0x2A
 _STMT_INSERT = 0x0A  # Statement.insert = 1
+_BODY_KEYS = (0x0A, 0x12, 0x1A)  # Statement.insert, update, delete = 1, 2, 3
 _TXN_STATEMENTS = b"\x32"  # Transaction.statements = 6
 #: ``segment_id = 1`` and ``end_segment = true``: the last fields of a derived transaction
 #: with no statements as serialized (its statements, field 6, go before them)
@@ -130,11 +132,22 @@ class _WalkC(Protocol):
 
     def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
 
+    def exception_record(self, record: bytes, akey: int, nkeys: int, nvals: int,
+                         stored: bytes | None, fkey: tuple[bytes, ...] | None, picks: bytes,
+                         me: bytes, origin: int, epoch: bytes, count: int, op: bytes,
+                         cause: bytes, transid: bytes, null: bytes, /) -> bytes | None: ...
+
 
 _c = cast("_WalkC | None", accel.load("gateway.node._judge"))
 #: ``parts_py``, in C when built
 parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
     _c.message_fields if _c is not None else parts_py
+#: ``ExceptionRows.add``'s record once its plan is known, in C when built (None: in Python)
+exception_record = _c.exception_record if _c is not None else None
+#: a pick of a plan as ``exception_record`` takes it: source, Value key, index (u32 LE)
+_PICK = struct.Struct("<BBI")
+#: the key of a record's after values, per kind (0: a delete has none)
+_AFTER_KEY = {"insert": _REC_AFTER_VALUES, "update": _UPD_AFTER_VALUES, "delete": 0}
 
 
 class _Names:
@@ -191,7 +204,22 @@ class ExceptionRows:
         verdict byte): a ``kind`` record (serialized ``record``) of a statement of
         ``table`` whose columns ``shape`` describes (``Shape``); ``stored``: the row here
         before the epoch (a serialized ``Row``; None when absent). Mirrors
-        ``conflict_apply._exception``."""
+        ``conflict_apply._exception``. With the C accelerator, a row against a stored row
+        of the same fields as the statement's last one (or, absent, as the last absent one)
+        is assembled by ``exception_record`` with that plan (the same bytes; in any doubt
+        it answers None and this code decides)."""
+        last = shape.last[stored is not None]
+        if last is not None and exception_record is not None:
+            last_fkey, head, packed = last
+            body = exception_record(
+                record, _AFTER_KEY[kind], len(shape.key_fields),
+                len(shape.fields) if kind != "delete" else 0, stored, last_fkey, packed, self._me,
+                origin, self._epoch, self.count + 1, self._string(_OP_NAME[kind]),
+                self._string(_CAUSE_NAME[cause]), self._string(transid), _NULL)
+            if body is not None:
+                self.count += 1
+                self._append(head, body)
+                return True
         rec = parts(record)
         if rec is None:
             return False
@@ -219,7 +247,7 @@ class ExceptionRows:
             fkey, self._plan(kind, table, shape, fkey))
         if plan is None:
             return False
-        head, picks = plan
+        head, picks, packed = plan
         self.count += 1
         ld = _ld_value
         out = [self._me, ld(_REC_KEY_VALUES, b"\x20" + encode_uvarint(origin)), self._epoch,
@@ -232,21 +260,25 @@ class ExceptionRows:
             if not v or (v[0] != _NULL_KEY and v[0] != tkey):
                 return False  # the specification converts it
             out.append(ld(_REC_AFTER_VALUES, v))
-        body = b"".join(out)
+        self._append(head, b"".join(out))
+        shape.last[stored is not None] = (fkey, head, packed)
+        return True
+
+    def _append(self, head: bytes, body: bytes) -> None:
+        """Add a record: a row of the same statement head as the last joins it."""
         if self.statements and self.statements[-1][0] == head:
             self.statements[-1][1].append(body)
         else:
             self.statements.append((head, [body]))
-        return True
 
     def _plan(self, kind: str, table: statement_pb2.TableMetadata, shape: Shape,
-              fkey: tuple[bytes, ...] | None
-              ) -> tuple[bytes, list[tuple[int, int, int]]] | None:
+              fkey: tuple[bytes, ...] | None) -> _Plan | None:
         """The statement head and the values' sources of the exception rows of ``kind``
         records of ``shape`` against a stored row with fields ``fkey`` (None: absent): per
         ``$OLD`` / ``$NEW`` column in the specification's order, (0: the change's value, 1:
-        the stored row's, 2: NULL; its index there; the Value key its type takes). None when
-        no row of this kind can be assembled (the specification takes them)."""
+        the stored row's, 2: NULL; its index there; the Value key its type takes), and the
+        same packed for ``exception_record``. None when no row of this kind can be assembled
+        (the specification takes them)."""
         key_names = {n for n, _ in shape.key_fields}
         if any(n.endswith(("$OLD", "$NEW")) for n in key_names):
             return None  # the specification's row would list it among the values
@@ -273,23 +305,30 @@ class ExceptionRows:
         cols.sort(key=lambda c: c[0])  # the specification's order: by the full names
         head = self._head(table.schema_name, table.table_name,
                           (*shape.key_fields, *((n, t) for n, t, _, _ in cols)))
-        return head, [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+        picks = [(src, j, _TYPE_KEY[t] or 0) for _, t, src, j in cols]
+        return head, picks, b"".join(_PICK.pack(src, k, j) for src, j, k in picks)
 
 
 class Shape:
     """The columns of one statement's records: ``key_fields`` and ``fields`` as (name,
     type), ``types`` the column types the exception rows take (the table's known ones, then
-    the statement's), and the plans ``ExceptionRows`` made for it."""
+    the statement's), the plans ``ExceptionRows`` made for it, and ``last``: the stored
+    fields, head and packed picks of the last plan a row was assembled with, against no
+    stored row (``last[0]``) and against one (``last[1]``)."""
 
-    __slots__ = ("fields", "key_fields", "plans", "types")
+    __slots__ = ("fields", "key_fields", "last", "plans", "types")
 
     def __init__(self, key_fields: list[tuple[str, int]], fields: list[tuple[str, int]],
                  columns: Mapping[str, int]) -> None:
         self.key_fields = key_fields
         self.fields = fields
         self.types = {**columns, **dict(key_fields), **dict(fields)}
-        self.plans: dict[tuple[bytes, ...] | None,
-                         tuple[bytes, list[tuple[int, int, int]]] | None] = {}
+        self.plans: dict[tuple[bytes, ...] | None, _Plan | None] = {}
+        self.last: list[tuple[tuple[bytes, ...] | None, bytes, bytes] | None] = [None, None]
+
+
+#: a plan: the ``$EX`` statement head, the picks (source, index, Value key), them packed
+_Plan = tuple[bytes, list[tuple[int, int, int]], bytes]
 
 
 _LD = {k: [bytes((k, i)) for i in range(128)] for k in (0x0A, 0x12)}
@@ -360,20 +399,26 @@ def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | 
 
 def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
-                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]]
+                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]],
+                 exception_parts: Sequence[tuple[bytes, Sequence[bytes]]] | None = None
                  ) -> tuple[transaction_pb2.Transaction, bytes] | None:
     """The derived transaction ``EpochApply._derive`` builds, and its serialization, from
     ``exceptions`` and the refreshes (``conflict_apply.add_refresh`` of each row, in order:
     the statement's table and the row as it now stands), with the refresh records
     assembled from the stored rows' bytes (``refresh_parts``); None when the specification
     must build it: a refresh of a row absent here (a delete), nothing to write, or bytes
-    that would not be the specification's (not canonical)."""
+    that would not be the specification's (not canonical). ``exception_parts``: the
+    exceptions as the canonical bytes they were parsed from (``UnitJudgement``), taken as
+    they are instead of split again from the messages."""
     stmts: list[tuple[bytes, list[bytes]]] = []
-    for s in exceptions:
-        split = _insert_split(s)
-        if split is None:
-            return None
-        stmts.append(split)
+    if exception_parts is not None:
+        stmts = [(head, list(records)) for head, records in exception_parts]
+    else:
+        for s in exceptions:
+            split = _insert_split(s)
+            if split is None:
+                return None
+            stmts.append(split)
     tables: dict[int, bytes] = {}
     for table, raw in refresh:
         if raw is None:
@@ -401,6 +446,57 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
     if derived.SerializeToString(deterministic=True) != data:
         return None  # not canonical: the specification's bytes would differ
     return derived, data
+
+
+def _field(key: int, payload: bytes) -> bytes:
+    """A field as ``parts`` gave it, serialized again (a length-delimited one's length as
+    the minimal varint: bytes that were canonical come out as they were)."""
+    return _ld(key, payload) if key & 7 == 2 else bytes((key,)) + payload
+
+
+def without_wire(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
+                 ) -> transaction_pb2.Transaction | None:
+    """``conflict_apply.without`` (the specification: the same message) from ``txn``'s
+    serialization with the records cut out, instead of copies of every statement and
+    record: ``txn`` without the records ``(statement, record)`` in ``gone``, statements
+    left with none left out. None when the bytes do not walk (``parts``) or a statement in
+    ``gone`` holds anything but one insert, update or delete (the caller then takes
+    ``without``)."""
+    by_stmt: dict[int, set[int]] = {}
+    for s_no, r_no in gone:
+        by_stmt.setdefault(s_no, set()).add(r_no)
+    top = parts(txn.SerializeToString())
+    if top is None:
+        return None
+    out: list[bytes] = []
+    s_no = -1
+    for k, p in top:
+        if k != _TXN_STATEMENTS[0]:
+            out.append(_field(k, p))
+            continue
+        s_no += 1
+        drop = by_stmt.get(s_no)
+        if drop is None:
+            out.append(_ld(k, p))
+            continue
+        stmt = parts(p)
+        if stmt is None or len(stmt) != 1 or stmt[0][0] not in _BODY_KEYS:
+            return None
+        body = parts(stmt[0][1])
+        if body is None:
+            return None
+        kept: list[bytes] = []
+        r_no, any_record = -1, False
+        for bk, bp in body:
+            if bk == _INS_RECORDS:  # records = 4 in all three statements
+                r_no += 1
+                if r_no in drop:
+                    continue
+                any_record = True
+            kept.append(_field(bk, bp))
+        if any_record:
+            out.append(_ld(k, _ld(stmt[0][0], b"".join(kept))))
+    return transaction_pb2.Transaction.FromString(b"".join(out))
 
 
 def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],

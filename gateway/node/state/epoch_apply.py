@@ -67,6 +67,7 @@ from gateway.node.state.epoch_guards import (
     quarantine_op,
 )
 from gateway.node.state.epoch_judge import judge_unit_fast
+from gateway.node.state.epoch_outcome import outcome_bytes, outcome_record
 from gateway.node.state.epoch_wire import transaction_payloads
 from gateway.node.state.schema_replica import (
     ReplicaSchema,
@@ -451,7 +452,7 @@ class EpochApply(TransactionApply):
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
                                [(table, read_row(k, overlay, judged.cells, self.store.get))
-                                for k, table, _, _ in judged.refresh])
+                                for k, table, _, _ in judged.refresh], judged.exception_parts)
             if got is not None:
                 derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
         if derived is None:
@@ -477,25 +478,15 @@ class EpochApply(TransactionApply):
                     unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
         self._record_outcome(unit, judged.transactions, derived, index, ops)
 
-    @staticmethod
-    def _record_outcome(unit: replication_pb2.ReplicatedEpoch,
+    def _record_outcome(self, unit: replication_pb2.ReplicatedEpoch,
                         accepted: list[transaction_pb2.Transaction],
                         derived: transaction_pb2.Transaction | None, index: int,
                         ops: Ops) -> None:
         """Record what entry ``index`` finally holds (``m dx:<index>``): its transactions as
-        applied (``accepted``, in order), then this cluster's ``derived`` one."""
-        outcome = replication_pb2.ReplicatedEpoch()
-        outcome.CopyFrom(unit)
-        del outcome.items[:]
-        it_accepted = iter(accepted)
-        for it in unit.items:
-            if it.WhichOneof("item") == "transaction":
-                outcome.items.add(transaction=next(it_accepted))
-            else:
-                outcome.items.append(it)
-        if derived is not None:
-            outcome.items.add(transaction=derived)
-        ops.append(meta_op(keys.meta_key(f"dx:{index}"), outcome.SerializeToString()))
+        applied (``accepted``, in order), then this cluster's ``derived`` one
+        (``epoch_outcome``: ``outcome_record`` is the specification)."""
+        build = outcome_bytes if self.derive_in_c else outcome_record
+        ops.append(meta_op(keys.meta_key(f"dx:{index}"), build(unit, accepted, derived)))
 
     def _stable_epoch(self, unit: replication_pb2.ReplicatedEpoch,
                       state: ReplicationState) -> int:

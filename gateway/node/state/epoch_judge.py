@@ -33,7 +33,12 @@ from gateway.core.rowops import python_value
 from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outcomes, without
-from gateway.node.state.conflict_wire import ExceptionRows, Shape, statement_bytes
+from gateway.node.state.conflict_wire import (
+    ExceptionRows,
+    Shape,
+    statement_bytes,
+    without_wire,
+)
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 FT = value_pb2.FieldType
@@ -60,6 +65,9 @@ _FN_COUNTER = {"NDB$EPOCH": "conflict_fn_epoch", "NDB$EPOCH2": "conflict_fn_epoc
 _OPS = {"insert": (OpType.WRITE_ROW, 1), "update": (OpType.UPDATE_ROW, 2),
         "delete": (OpType.DELETE_ROW, 3)}
 _CAUSES = (None, Cause.ROW_DOES_NOT_EXIST, Cause.ROW_ALREADY_EXISTS, Cause.DATA_IN_CONFLICT)
+#: a ruled statement's body
+_Body = statement_pb2.InsertStatement | statement_pb2.UpdateStatement | \
+    statement_pb2.DeleteStatement
 #: verdict byte -> 1 when the row is not applied (``bytes.translate`` finds them at C speed)
 _NOT_APPLIED = bytes(0 if v & 1 else 1 for v in range(256))
 
@@ -227,14 +235,31 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     shapes: dict[tuple[int, int], Shape] = {}
     transids: dict[int, str] = {}
     in_conflict = False
+    # the statement of the row at hand, looked up again only when a row leaves it
+    end = -1
+    first = t_no = s_no = origin = 0
+    kind = function = transid = ""
+    body: _Body | None = None
+    shape: Shape | None = None
+    gone: set[tuple[int, int]] = set()
     while i >= 0:
-        first, t_no, s_no, kind, function = spots[bisect_right(firsts, i) - 1]
-        txn = txns[t_no]
-        body = getattr(txn.statements[s_no], kind)
+        if i >= end:
+            spot = bisect_right(firsts, i) - 1
+            first, t_no, s_no, kind, function = spots[spot]
+            end = firsts[spot + 1] if spot + 1 < len(firsts) else len(rkeys)
+            txn = txns[t_no]
+            body = cast("_Body", getattr(txn.statements[s_no], kind))
+            origin = txn.gtid.server_id
+            transid = transids.get(t_no, "")
+            if not transid:
+                transid = transids[t_no] = f"{origin}:{txn.gtid.trans_id}"
+            gone = dropped.setdefault(t_no, set())
+            shape = None
+        assert body is not None
         r_no = i - first
         rec = body.records[r_no]
         v = verdicts[i]
-        dropped.setdefault(t_no, set()).add((s_no, r_no))
+        gone.add((s_no, r_no))
         cause = (v >> 1) & 7
         if cause:
             in_conflict = True
@@ -242,26 +267,26 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
             if name not in order:
                 order[name] = (ends[bisect_right(ends, i)], 0, i)
             fn_counts[name] += 1
-            shape = shapes.get((t_no, s_no))
             if shape is None:
-                fields = body.set_fields if kind == "update" else \
-                    body.fields if kind == "insert" else ()
+                shape = shapes.get((t_no, s_no))
+            if shape is None:
+                fields = cast("statement_pb2.UpdateStatement", body).set_fields \
+                    if kind == "update" else \
+                    cast("statement_pb2.InsertStatement", body).fields if kind == "insert" else ()
                 t = body.table
                 shape = shapes[(t_no, s_no)] = Shape(
                     [(f.name, f.type) for f in body.key_fields],
                     [(f.name, f.type) for f in fields],
                     columns(t.schema_name, t.table_name) if columns else {})
-            transid = transids.get(t_no)
-            if transid is None:
-                g = txn.gtid
-                transid = transids[t_no] = f"{g.server_id}:{g.trans_id}"
             stored = raw(rkeys[i]) if v & 128 else None
-            if not rows.add(kind, cause, txn.gtid.server_id, transid, body.table, shape,
+            if not rows.add(kind, cause, origin, transid, body.table, shape,
                             rec.SerializeToString(), stored):
                 return None
-        if v & 16 and rkeys[i] not in seen:
-            seen.add(rkeys[i])
-            refresh.append((rkeys[i], body.table, body.key_fields, rec.key_values))
+        if v & 16:
+            k = rkeys[i]
+            if k not in seen:
+                seen.add(k)
+                refresh.append((k, body.table, body.key_fields, rec.key_values))
         i = flags.find(1, i + 1)
     exceptions = []
     for head, records in rows.statements:
@@ -276,7 +301,8 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     if in_conflict:
         counters["last_conflict_epoch"] = local_epoch
     out = UnitJudgement(list(txns), exceptions, refresh, counters, in_conflict)
+    out.exception_parts = rows.statements
     for t_no, gone in dropped.items():
-        out.transactions[t_no] = without(txns[t_no], gone)
+        out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
     return out
