@@ -49,6 +49,7 @@ setup(
         Extension(
             "gateway.node._judge",
             ["gateway/node/_judge.c"],
+            depends=["gateway/core/_protowire.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, node.state.epoch_judge judges in Python
         ),

@@ -1,6 +1,6 @@
 /* Protobuf wire-format reading (and varint writing) shared by the C accelerators
- * (gateway/core/_columns.c, gateway/core/_recordstream.c, gateway/node/_wire.c). Header-only:
- * every function is static inline. */
+ * (gateway/core/_columns.c, gateway/core/_recordstream.c, gateway/node/_wire.c, _judge.c, ...).
+ * Header-only: every function is static inline. */
 #ifndef GATEWAY_PROTOWIRE_H
 #define GATEWAY_PROTOWIRE_H
 

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/_protowire.h"
+
 #define FLAG_TOMBSTONE 0x01
 #define FLAG_META 0x02
 
@@ -285,19 +287,31 @@ fail:
  * a fixed64's or fixed32's its 8 or 4 bytes. None when a key takes more than one byte, the
  * wire type is another, a varint takes more than 10 bytes or is 2**64 or more, or a field
  * runs past the end. */
-static int skip_varint(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out) {
-    uint64_t v = 0;
-    for (int i = 0; i < 10; i++) {
-        if (*pos >= n) return -1;
-        unsigned char b = d[(*pos)++];
-        if (i == 9 && (b & 0x7f) > 1) return -1; /* 2**64 or more */
-        v |= (uint64_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *out = v;
-            return 0;
-        }
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} Span;
+
+/* The field at d[*pos] (message_fields' rules): 1 and its key and payload span, 0 at the
+ * end, -1 when it does not walk. */
+static int next_field(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos,
+                      unsigned char *key, Span *payload) {
+    if (*pos >= n) return 0;
+    unsigned char k = d[(*pos)++];
+    Py_ssize_t start = *pos;
+    uint64_t v;
+    if (k & 0x80) return -1;
+    if ((k & 7) == 2) {
+        if (read_varint(d, pos, n, &v) < 0 || v > (uint64_t)(n - *pos)) return -1;
+        start = *pos;
+        *pos += (Py_ssize_t)v;
+    } else if (skip_field(d, pos, n, k) < 0) {
+        return -1;
     }
-    return -1;
+    *key = k;
+    payload->p = d + start;
+    payload->n = *pos - start;
+    return 1;
 }
 
 static PyObject *message_fields(PyObject *self, PyObject *arg) {
@@ -309,33 +323,11 @@ static PyObject *message_fields(PyObject *self, PyObject *arg) {
     Py_ssize_t n = PyBytes_GET_SIZE(arg), pos = 0;
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    while (pos < n) {
-        unsigned char key = d[pos++];
-        Py_ssize_t start = pos, end;
-        uint64_t v;
-        if (key & 0x80) goto none;
-        switch (key & 7) {
-        case 0:
-            if (skip_varint(d, n, &pos, &v) < 0) goto none;
-            end = pos;
-            break;
-        case 1:
-            if (n - pos < 8) goto none;
-            end = pos + 8;
-            break;
-        case 2:
-            if (skip_varint(d, n, &pos, &v) < 0 || v > (uint64_t)(n - pos)) goto none;
-            start = pos;
-            end = pos + (Py_ssize_t)v;
-            break;
-        case 5:
-            if (n - pos < 4) goto none;
-            end = pos + 4;
-            break;
-        default:
-            goto none;
-        }
-        PyObject *t = Py_BuildValue("(iy#)", (int)key, (const char *)d + start, end - start);
+    unsigned char key;
+    Span f;
+    int got;
+    while ((got = next_field(d, n, &pos, &key, &f)) == 1) {
+        PyObject *t = Py_BuildValue("(iy#)", (int)key, (const char *)f.p, f.n);
         if (!t) {
             Py_DECREF(out);
             return NULL;
@@ -346,12 +338,12 @@ static PyObject *message_fields(PyObject *self, PyObject *arg) {
             return NULL;
         }
         Py_DECREF(t);
-        pos = end;
+    }
+    if (got < 0) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
     }
     return out;
-none:
-    Py_DECREF(out);
-    Py_RETURN_NONE;
 }
 
 /* refresh_record(table, row) -> (head, record) or None: the refresh of a stored row
@@ -418,43 +410,20 @@ static PyObject *refresh_record(PyObject *self, PyObject *args) {
             out[3] = r + size[2];
         }
         Py_ssize_t pos = 0;
-        while (pos < n) {
-            unsigned char key = d[pos++];
-            Py_ssize_t start = pos, end;
-            uint64_t v;
-            if (key & 0x80) goto none;
-            switch (key & 7) {
-            case 0:
-                if (skip_varint(d, n, &pos, &v) < 0) goto none;
-                end = pos;
-                break;
-            case 1:
-                if (n - pos < 8) goto none;
-                end = pos + 8;
-                break;
-            case 2:
-                if (skip_varint(d, n, &pos, &v) < 0 || v > (uint64_t)(n - pos)) goto none;
-                start = pos;
-                end = pos + (Py_ssize_t)v;
-                break;
-            case 5:
-                if (n - pos < 4) goto none;
-                end = pos + 4;
-                break;
-            default:
-                goto none;
-            }
+        unsigned char key;
+        Span f;
+        int got;
+        while ((got = next_field(d, n, &pos, &key, &f)) == 1) {
             unsigned char to;
             int group;
             if (refresh_slot(key, &to, &group)) {
-                Py_ssize_t len = end - start;
                 if (pass == 0)
-                    size[group] += 1 + varint_size((uint64_t)len) + len;
+                    size[group] += 1 + varint_size((uint64_t)f.n) + f.n;
                 else
-                    out[group] = put_ld(out[group], to, d + start, len);
+                    out[group] = put_ld(out[group], to, f.p, f.n);
             }
-            pos = end;
         }
+        if (got < 0) goto none;
         if (pass == 1) return Py_BuildValue("(NN)", head, rec);
         continue;
     none:
@@ -481,48 +450,6 @@ static PyObject *refresh_record(PyObject *self, PyObject *args) {
  * not exactly `fkey` (a tuple of bytes; None with stored None), its values not as many, an
  * index out of range, an empty value or one whose first byte is neither 0x08 (null) nor
  * its column's key, origin or count not an int below 2**64. */
-typedef struct {
-    const unsigned char *p;
-    Py_ssize_t n;
-} Span;
-
-/* The field at d[*pos] (message_fields' rules): 1 and its key and payload span, 0 at the
- * end, -1 when it does not walk. */
-static int next_field(const unsigned char *d, Py_ssize_t n, Py_ssize_t *pos,
-                      unsigned char *key, Span *payload) {
-    if (*pos >= n) return 0;
-    unsigned char k = d[(*pos)++];
-    Py_ssize_t start = *pos, end;
-    uint64_t v;
-    if (k & 0x80) return -1;
-    switch (k & 7) {
-    case 0:
-        if (skip_varint(d, n, pos, &v) < 0) return -1;
-        end = *pos;
-        break;
-    case 1:
-        if (n - *pos < 8) return -1;
-        end = *pos + 8;
-        break;
-    case 2:
-        if (skip_varint(d, n, pos, &v) < 0 || v > (uint64_t)(n - *pos)) return -1;
-        start = *pos;
-        end = *pos + (Py_ssize_t)v;
-        break;
-    case 5:
-        if (n - *pos < 4) return -1;
-        end = *pos + 4;
-        break;
-    default:
-        return -1;
-    }
-    *key = k;
-    payload->p = d + start;
-    payload->n = end - start;
-    *pos = end;
-    return 1;
-}
-
 /* adds LD(key, payload of len) to *size; -1 on overflow */
 static int add_ld_size(Py_ssize_t *size, Py_ssize_t len) {
     Py_ssize_t add = 1 + varint_size((uint64_t)len);
