@@ -38,7 +38,8 @@ from gateway.core.sql_value import SqlValue
 from gateway.node.state import keys
 from gateway.v1 import gateway_pb2, gtid_pb2, statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["UnitJudgement", "Where", "add_refresh", "append_merged", "fresh_insert_keys",
+__all__ = ["UnitJudgement", "Where", "add_refresh", "append_merged", "exception_statement",
+           "fresh_insert_keys",
            "judge_unit", "ruled_statements", "stored_of_row", "unit_of_outcomes", "without"]
 
 FT = value_pb2.FieldType
@@ -48,6 +49,17 @@ _EX_KEY = [statement_pb2.FieldMetadata(name=n, type=_U)
            for n in ("server_id", "source_server_id", "source_epoch", "count")]
 _EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
             for n in ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")]
+
+
+def exception_statement(schema: str, table: str, cols: Iterable[tuple[str, FT]]
+                        ) -> statement_pb2.InsertStatement:
+    """The insert statement, without records, of ``schema.table``'s exceptions table
+    (``table$EX``): the four key columns, the three ``NDB$`` columns, then ``cols`` (name,
+    type) as given."""
+    return statement_pb2.InsertStatement(
+        table=statement_pb2.TableMetadata(schema_name=schema, table_name=f"{table}$EX"),
+        key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(name=n, type=t)
+                                                 for n, t in cols)])
 
 
 @dataclass
@@ -331,11 +343,7 @@ def _exception(o: RowOutcome, w: Where, me: int, source_epoch: int, count: int,
     if into and shape == last:
         into[-1].insert.records.add(key_values=key_values, after_values=values)
         return last
-    ins = statement_pb2.InsertStatement(
-        table=statement_pb2.TableMetadata(schema_name=w.table.schema_name,
-                                          table_name=f"{w.table.table_name}$EX"),
-        key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(
-            name=n, type=t) for n, t in cols)])
+    ins = exception_statement(w.table.schema_name, w.table.table_name, cols)
     ins.records.add(key_values=key_values, after_values=values)
     into.append(statement_pb2.Statement(insert=ins))
     return shape

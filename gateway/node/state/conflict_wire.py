@@ -28,7 +28,7 @@ from gateway.core import accel
 from gateway.core.lsm.format import value_of
 from gateway.core.rowops import CASE_OF_TYPE
 from gateway.core.varint import encode_uvarint
-from gateway.node.state.conflict_apply import derived_transaction
+from gateway.node.state.conflict_apply import derived_transaction, exception_statement
 from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
@@ -36,12 +36,7 @@ __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_
            "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
-_U = FT.FIELD_TYPE_UNSIGNED
 _S = FT.FIELD_TYPE_VARCHAR
-_EX_KEY = [statement_pb2.FieldMetadata(name=n, type=_U)
-           for n in ("server_id", "source_server_id", "source_epoch", "count")]
-_EX_HEAD = [statement_pb2.FieldMetadata(name=n, type=_S)
-            for n in ("NDB$OP_TYPE", "NDB$CFT_CAUSE", "NDB$ORIG_TRANSID")]
 #: Value field keys (value.proto): the case a column type uses -> its one-byte key
 _CASE_KEY = {"null_value": 0x08, "bool_value": 0x10, "int_value": 0x18, "uint_value": 0x20,
              "double_value": 0x29, "decimal_value": 0x32, "string_value": 0x3A,
@@ -190,11 +185,8 @@ class ExceptionRows:
         shape = (schema, table, cols)
         got = self._heads.get(shape)
         if got is None:
-            got = self._heads[shape] = statement_pb2.InsertStatement(
-                table=statement_pb2.TableMetadata(schema_name=schema,
-                                                  table_name=f"{table}$EX"),
-                key_fields=_EX_KEY, fields=[*_EX_HEAD, *(statement_pb2.FieldMetadata(
-                    name=n, type=cast("FT", t)) for n, t in cols)]).SerializeToString()
+            got = self._heads[shape] = exception_statement(
+                schema, table, [(n, cast("FT", t)) for n, t in cols]).SerializeToString()
         return got
 
     def add(self, kind: str, cause: int, origin: int, transid: str,
