@@ -136,10 +136,15 @@ def _entries(seed: int, n_keys: int = 12) -> list[Entry]:
     return out
 
 
-def _run(path: str, entries: list[Entry], function: str, fast: bool) -> tuple:
+def run_recording(path: str, entries: list[Entry], function: str, fast: bool, *,
+                  tables: str = "tmd", role: Role = Role.PRIMARY) -> tuple:
+    """Apply ``entries`` (three per batch) to a new state machine at ``path`` with
+    ``function`` on ``s.<t>`` for each letter of ``tables``, the C paths on or off
+    (``fast``); returns what it wrote: the store batches, the outcomes, the stored cells and
+    the conflict counters."""
     sm = StoreStateMachine(path, cluster_id=1, memtable_bytes=64 << 10)
-    sm.conflict_rules = {f"s.{t}": ConflictRule(f"s.{t}", function, ()) for t in "tmd"}
-    sm.conflict_role = Role.PRIMARY
+    sm.conflict_rules = {f"s.{t}": ConflictRule(f"s.{t}", function, ()) for t in tables}
+    sm.conflict_role = role
     sm.judge_in_c = sm.derive_in_c = fast
     batches: list = []
     write = sm.store.write_batch
@@ -173,8 +178,8 @@ def test_rows_in_conflict_are_written_the_same_from_bytes(tmp_path, monkeypatch,
         return ok
 
     monkeypatch.setattr(conflict_wire.ExceptionRows, "add", add)
-    fast = _run(str(tmp_path / "fast"), entries, function, True)
-    spec = _run(str(tmp_path / "spec"), entries, function, False)
+    fast = run_recording(str(tmp_path / "fast"), entries, function, True)
+    spec = run_recording(str(tmp_path / "spec"), entries, function, False)
     assert fast == spec
     counters = spec[3].get("c", {})
     assert counters.get(f"conflict_fn_{function[4:].lower()}", 0) > 5
@@ -187,7 +192,7 @@ def test_a_judged_epoch_of_a_table_with_two_key_columns_records_its_exceptions(t
     # the specification used to give the row key to the exception row's key columns, which
     # fails for two of them: the epoch could not be applied
     entries = _entries(3)
-    got = _run(str(tmp_path / "spec"), entries, "NDB$EPOCH2", False)
+    got = run_recording(str(tmp_path / "spec"), entries, "NDB$EPOCH2", False)
     assert all(err is None for _, err, _ in got[1])
     prefix = keys.table_prefix("s", "m$EX")
     ex = [gateway_pb2.Row.FromString(v) for k, v in got[2] if k.startswith(prefix)]

@@ -21,7 +21,6 @@ from gateway.core.lsm.format import encode_cell, version_of
 from gateway.node.state import epoch_judge, keys
 from gateway.node.state.conflict_apply import judge_unit
 from gateway.node.state.epoch_judge import judge_unit_fast
-from gateway.node.state.state_machine import StoreStateMachine
 from gateway.raft import Entry, EntryType
 from gateway.replication import ReplicationState, build_unit
 from gateway.replication.epochs import SealedEpoch
@@ -35,6 +34,7 @@ from gateway.v1 import (
     value_pb2,
 )
 from tests.harness.debug_alloc import run_under_debug_allocator
+from tests.node.test_conflict_wire import run_recording
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     assert epoch_judge._judge is not None, "gateway.node._judge is not built"
@@ -230,29 +230,8 @@ def _entries(seed: int) -> list[Entry]:
 ])
 def test_the_state_machine_writes_the_same_with_the_c_judgement(tmp_path, function, role):
     entries = _entries(len(function) * 7 + len(role.value))
-    got = []
-    for name, in_c in (("c", True), ("python", False)):
-        sm = StoreStateMachine(str(tmp_path / name), cluster_id=1, memtable_bytes=64 << 10)
-        sm.conflict_rules = {"s.t": ConflictRule("s.t", function, ())}
-        sm.conflict_role = role
-        sm.judge_in_c = in_c
-        sm.derive_in_c = in_c
-        batches: list = []
-        write = sm.store.write_batch
-
-        def record(ops, log_index=0, _w=write, _b=batches):  # type: ignore[no-untyped-def]
-            _b.append((list(ops), log_index))
-            _w(ops, log_index=log_index)
-
-        sm.store.write_batch = record  # type: ignore[method-assign]
-        outcomes = []
-        for i in range(0, len(entries), 3):  # several entries per batch: the overlay
-            for a in sm.apply(entries[i:i + 3]):
-                outcomes.append((a.index, a.error and str(a.error),
-                                 a.result and a.result.SerializeToString()))
-        got.append((batches, outcomes, list(sm.store.scan_prefix(b"")),
-                    sm.conflict_counters))
-        sm.close()
+    got = [run_recording(str(tmp_path / name), entries, function, in_c, tables="t", role=role)
+           for name, in_c in (("c", True), ("python", False))]
     assert got[0] == got[1]
     counters = got[0][3].get("c", {})
     if role is Role.PRIMARY:
