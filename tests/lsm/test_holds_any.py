@@ -1,5 +1,6 @@
-"""``LSMStore.holds_any`` and ``LSMStore.held``: the batched existence checks the conflict
-screen and the idempotency lookups rely on."""
+"""``LSMStore.holds_any``, ``LSMStore.held`` and ``LSMStore.cells``: the batched existence
+checks the conflict screen and the idempotency lookups rely on, and the batched cell lookup
+of the epoch judgement."""
 
 from __future__ import annotations
 
@@ -66,3 +67,24 @@ def test_held_is_the_keys_get_version_finds_across_memtables_and_levels(open_sto
     assert s.held(everything) == {key(i) for i in written}
     assert s.held([key(50000 + i) for i in range(100)]) == set()
     assert s.held([]) == set()
+
+
+def test_cells_are_what_cell_finds_for_every_key_across_memtables_and_levels(open_store):
+    """``cells`` of any batch -- repeated keys, keys never written, past the tables' range,
+    rows overwritten in newer tables, retained tombstones with their metadata -- is exactly
+    ``{k: cell(k) for k in batch}``, the newest cell of each key or None."""
+    s, written = _mixed_store(open_store)
+    s.put(key(0), b"meta", epoch=9, author=3)  # a cell with metadata, maybe shadowing
+    written.add(0)
+    rng = random.Random(10)
+    for _ in range(300):
+        batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 40))]
+        batch += rng.sample(batch, min(3, len(batch)))  # some keys twice
+        assert s.cells(batch) == {k: s.cell(k) for k in batch}, batch
+    everything = [key(i) for i in range(0, 21000)]
+    got = s.cells(everything)
+    assert got == {k: s.cell(k) for k in everything}
+    assert {k for k, c in got.items() if c is not None} == {key(i) for i in written}
+    assert s.cells([key(50000 + i) for i in range(100)]) == {
+        key(50000 + i): None for i in range(100)}
+    assert s.cells([]) == {}

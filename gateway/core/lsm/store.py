@@ -556,6 +556,32 @@ class LSMStore:
         it. For readers that parse the metadata themselves (``node._judge``)."""
         return self._cell(key)
 
+    def cells(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
+        """``{k: cell(k) for k in keys}`` (bytes keys; repeats answered once), answered for
+        the whole list at once: the memtables by dictionary lookups, then the tables for the
+        keys still unanswered in one pass (``Version.cells``). For a reader about to look up
+        many keys one by one (the epoch judgement)."""
+        out: dict[bytes, bytes | None] = {}
+        rest: list[bytes] = []
+        mem = self._mem.data
+        imm = self._imm
+        for k in keys:
+            cell = mem.get(k)
+            if cell is None:
+                for m in reversed(imm):
+                    cell = m.data.get(k)
+                    if cell is not None:
+                        break
+                else:
+                    rest.append(k)
+                    continue
+            out[k] = cell
+        if rest:
+            found = self._version.cells(rest)
+            for k in rest:
+                out[k] = found.get(k)
+        return out
+
     def holds_any(self, keys: list[bytes]) -> bool:
         """True when the store holds anything -- a row or a retained tombstone -- for some
         key of ``keys`` (bytes): ``get_version(k) is not None`` for any ``k``, answered for
