@@ -88,3 +88,24 @@ def test_cells_are_what_cell_finds_for_every_key_across_memtables_and_levels(ope
     assert s.cells([key(50000 + i) for i in range(100)]) == {
         key(50000 + i): None for i in range(100)}
     assert s.cells([]) == {}
+
+
+def test_cells_read_frozen_memtables_newest_first_before_the_tables(open_store):
+    """Frozen memtables waiting for their flush (set up by hand: a store without background
+    threads flushes them at once) answer before the tables and after the live memtable, the
+    newest frozen first, as ``cell`` reads them."""
+    from gateway.core.lsm.format import encode_cell
+    from gateway.core.lsm.memtable import Memtable
+
+    s, _ = _mixed_store(open_store)
+    older, newer = Memtable(), Memtable()
+    for n, (m, tag) in enumerate(((older, b"older"), (newer, b"newer"))):
+        for i in range(0, 40, 2):  # a tombstone every fourth key
+            m.put(key(i), encode_cell(tag + b"%d" % i if i % 4 else None, n + 7, 2, 1))
+    older.put(key(40), encode_cell(b"only older", 5, 2, 1))
+    s._imm = (older, newer)
+    s.put(key(2), b"live")
+    batch = [key(i) for i in range(0, 60)]
+    assert s.cells(batch) == {k: s.cell(k) for k in batch}
+    assert s.get(key(2)) == b"live" and s.get(key(6)) == b"newer6"
+    assert s.get(key(40)) == b"only older"

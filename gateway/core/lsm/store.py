@@ -561,25 +561,23 @@ class LSMStore:
         the whole list at once: the memtables by dictionary lookups, then the tables for the
         keys still unanswered in one pass (``Version.cells``). For a reader about to look up
         many keys one by one (the epoch judgement)."""
-        out: dict[bytes, bytes | None] = {}
-        rest: list[bytes] = []
-        mem = self._mem.data
-        imm = self._imm
-        for k in keys:
-            cell = mem.get(k)
-            if cell is None:
-                for m in reversed(imm):
-                    cell = m.data.get(k)
-                    if cell is not None:
-                        break
-                else:
-                    rest.append(k)
-                    continue
-            out[k] = cell
-        if rest:
-            found = self._version.cells(rest)
+        get = self._mem.data.get
+        out = {k: get(k) for k in keys}
+        rest = [k for k, c in out.items() if c is None]
+        for mem in reversed(self._imm):  # newest first, as ``_cell``
+            if not rest:
+                break
+            data = mem.data
+            still = []
             for k in rest:
-                out[k] = found.get(k)
+                cell = data.get(k)
+                if cell is None:
+                    still.append(k)
+                else:
+                    out[k] = cell
+            rest = still
+        if rest:
+            out.update(self._version.cells(rest))  # the keys it leaves out stay None
         return out
 
     def holds_any(self, keys: list[bytes]) -> bool:
