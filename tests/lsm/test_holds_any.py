@@ -1,5 +1,6 @@
-"""``LSMStore.holds_any`` and ``LSMStore.held``: the batched existence checks the conflict
-screen and the idempotency lookups rely on."""
+"""``LSMStore.holds_any``, ``LSMStore.held`` and ``LSMStore.cells``: the batched existence
+checks the conflict screen and the idempotency lookups rely on, and the batched cell lookup
+of the epoch judgement."""
 
 from __future__ import annotations
 
@@ -66,3 +67,45 @@ def test_held_is_the_keys_get_version_finds_across_memtables_and_levels(open_sto
     assert s.held(everything) == {key(i) for i in written}
     assert s.held([key(50000 + i) for i in range(100)]) == set()
     assert s.held([]) == set()
+
+
+def test_cells_are_what_cell_finds_for_every_key_across_memtables_and_levels(open_store):
+    """``cells`` of any batch -- repeated keys, keys never written, past the tables' range,
+    rows overwritten in newer tables, retained tombstones with their metadata -- is exactly
+    ``{k: cell(k) for k in batch}``, the newest cell of each key or None."""
+    s, written = _mixed_store(open_store)
+    s.put(key(0), b"meta", epoch=9, author=3)  # a cell with metadata, maybe shadowing
+    written.add(0)
+    rng = random.Random(10)
+    for _ in range(300):
+        batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 40))]
+        batch += rng.sample(batch, min(3, len(batch)))  # some keys twice
+        assert s.cells(batch) == {k: s.cell(k) for k in batch}, batch
+    everything = [key(i) for i in range(0, 21000)]
+    got = s.cells(everything)
+    assert got == {k: s.cell(k) for k in everything}
+    assert {k for k, c in got.items() if c is not None} == {key(i) for i in written}
+    assert s.cells([key(50000 + i) for i in range(100)]) == {
+        key(50000 + i): None for i in range(100)}
+    assert s.cells([]) == {}
+
+
+def test_cells_read_frozen_memtables_newest_first_before_the_tables(open_store):
+    """Frozen memtables waiting for their flush (set up by hand: a store without background
+    threads flushes them at once) answer before the tables and after the live memtable, the
+    newest frozen first, as ``cell`` reads them."""
+    from gateway.core.lsm.format import encode_cell
+    from gateway.core.lsm.memtable import Memtable
+
+    s, _ = _mixed_store(open_store)
+    older, newer = Memtable(), Memtable()
+    for n, (m, tag) in enumerate(((older, b"older"), (newer, b"newer"))):
+        for i in range(0, 40, 2):  # a tombstone every fourth key
+            m.put(key(i), encode_cell(tag + b"%d" % i if i % 4 else None, n + 7, 2, 1))
+    older.put(key(40), encode_cell(b"only older", 5, 2, 1))
+    s._imm = (older, newer)
+    s.put(key(2), b"live")
+    batch = [key(i) for i in range(0, 60)]
+    assert s.cells(batch) == {k: s.cell(k) for k in batch}
+    assert s.get(key(2)) == b"live" and s.get(key(6)) == b"newer6"
+    assert s.get(key(40)) == b"only older"

@@ -141,12 +141,25 @@ def test_c_and_python_judge_random_epochs_the_same(role, fn_t, fn_u):
         want = judge_unit(txns, rules, ctx, lookup, 20, 7, None, _columns, source=source)
         got = judge_unit_fast(txns, rules, ctx, lookup, stored.get, overlay, 20, 7, None,
                               _columns, source=source)
-        assert got is not None
-        assert got.transactions == want.transactions
-        assert got.exceptions == want.exceptions
-        assert got.refresh == want.refresh
-        assert list(got.counters.items()) == list(want.counters.items())  # written in order
-        assert (got.in_conflict, got.dropped) == (want.in_conflict, want.dropped)
+        asked: list[bytes] = []
+
+        def cells(ks: list[bytes], stored=stored, asked=asked) -> dict[bytes, bytes | None]:
+            asked.extend(ks)
+            return {k: stored.get(k) for k in ks}
+
+        def no_cell(k: bytes) -> bytes | None:
+            raise AssertionError("cell called with the batched cells given")
+
+        batched = judge_unit_fast(txns, rules, ctx, lookup, no_cell, overlay, 20, 7, None,
+                                  _columns, source=source, cells=cells)
+        for one in (got, batched):
+            assert one is not None
+            assert one.transactions == want.transactions
+            assert one.exceptions == want.exceptions
+            assert one.refresh == want.refresh
+            assert list(one.counters.items()) == list(want.counters.items())  # in order
+            assert (one.in_conflict, one.dropped) == (want.in_conflict, want.dropped)
+        assert not overlay.keys() & set(asked)  # the batch's rows are never the store's
         decided += bool(want.exceptions or want.dropped)
     assert decided > 30  # the epochs did meet conflicts and dropped records
 

@@ -556,6 +556,30 @@ class LSMStore:
         it. For readers that parse the metadata themselves (``node._judge``)."""
         return self._cell(key)
 
+    def cells(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
+        """``{k: cell(k) for k in keys}`` (bytes keys; repeats answered once), answered for
+        the whole list at once: the memtables by dictionary lookups, then the tables for the
+        keys still unanswered in one pass (``Version.cells``). For a reader about to look up
+        many keys one by one (the epoch judgement)."""
+        get = self._mem.data.get
+        out = {k: get(k) for k in keys}
+        rest = [k for k, c in out.items() if c is None]
+        for mem in reversed(self._imm):  # newest first, as ``_cell``
+            if not rest:
+                break
+            data = mem.data
+            still = []
+            for k in rest:
+                cell = data.get(k)
+                if cell is None:
+                    still.append(k)
+                else:
+                    out[k] = cell
+            rest = still
+        if rest:
+            out.update(self._version.cells(rest))  # the keys it leaves out stay None
+        return out
+
     def holds_any(self, keys: list[bytes]) -> bool:
         """True when the store holds anything -- a row or a retained tombstone -- for some
         key of ``keys`` (bytes): ``get_version(k) is not None`` for any ``k``, answered for

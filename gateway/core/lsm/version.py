@@ -110,6 +110,41 @@ class Version:
                         found.add(i)
         return [skeys[i] for i in sorted(found)]
 
+    def cells(self, keys: list[bytes]) -> dict[bytes, bytes]:
+        """The newest cell (tombstones included) of each key of ``keys`` some table holds --
+        ``{k: get(k)}`` for the keys ``get`` finds, absent keys left out -- probed as
+        :meth:`held` probes: the keys sorted once, each table meeting their range tested by
+        bloom filter for its slice in one call. Tables are visited newest first (level 0 by
+        number, then each deeper level), so the first cell found for a key is ``get``'s."""
+        if not keys or not (self.level0 or self._deep):
+            return {}
+        skeys = sorted(set(keys))
+        lo, hi = skeys[0], skeys[-1]
+        tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
+        for largest, level in self._deep:
+            if largest[-1] < lo or level[0].smallest > hi:
+                continue
+            for t in level[bisect_left(largest, lo):]:
+                if t.smallest > hi:
+                    break
+                tables.append(t)
+        if not tables:
+            return {}
+        h1s, masks = key_hashes(skeys)
+        out: dict[bytes, bytes] = {}
+        for t in tables:
+            start = bisect_left(skeys, t.smallest)
+            stop = bisect_right(skeys, t.largest, start)
+            if start < stop:
+                lookup = t.lookup
+                for i in maybe_present(t.bloom, h1s, masks, start, stop):
+                    k = skeys[i]
+                    if k not in out:
+                        cell = lookup(k)
+                        if cell is not None:
+                            out[k] = cell
+        return out
+
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
         out: list[Iterator[Block]] = [t.chunks(start, end) for t in self.level0]

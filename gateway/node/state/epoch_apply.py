@@ -422,18 +422,18 @@ class EpochApply(TransactionApply):
 
         row_keys = _row_keys(pre)
         cells: dict[bytes, bytes | None] = {}
-        store_cell = self.store.cell
+        store_cells = self.store.cells
 
-        def cell(k: bytes) -> bytes | None:
-            got = cells[k] = store_cell(k)  # kept: the exception and refresh rows read it
-            return got
+        def fetch(ks: list[bytes]) -> dict[bytes, bytes | None]:
+            cells.update(store_cells(ks))  # kept: the exception and refresh rows read them
+            return cells
 
-        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup,
-                               cell if self.derive_in_c else store_cell, overlay,
+        fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
                                unit.local_epoch, unit.source_epoch, row_keys, columns,
                                source=unit.source_id,
                                raw=(lambda k: read_row(k, overlay, cells, self.store.get))
-                               if self.derive_in_c else None) if self.judge_in_c else None
+                               if self.derive_in_c else None,
+                               cells=fetch) if self.judge_in_c else None
         if fast is not None:
             fast.cells = cells
             return fast

@@ -84,7 +84,8 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
                     local_epoch: int, source_epoch: int,
                     row_keys: list[list[bytes] | None] | None = None,
                     columns: Callable[[str, str], Mapping[str, int]] | None = None,
-                    source: int = 0, raw: Callable[[bytes], bytes | None] | None = None
+                    source: int = 0, raw: Callable[[bytes], bytes | None] | None = None,
+                    cells: Callable[[list[bytes]], Mapping[bytes, bytes | None]] | None = None
                     ) -> UnitJudgement | None:
     """``judge_unit``'s judgement of the epoch (same arguments; ``lookup`` is only called for
     keys in ``overlay``, the rows earlier entries of the batch wrote, and for the values of
@@ -92,7 +93,9 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     docstring). ``cell(key)``: the store's cell of ``key`` (the LSM cell format), or None.
     ``raw(key)``: the row before the epoch as stored (a serialized ``Row``; None: absent or
     deleted), what ``lookup`` reads: with it the exception rows are assembled from bytes
-    (``conflict_wire``) when they can be."""
+    (``conflict_wire``) when they can be. ``cells(keys)``: ``{k: cell(k)}`` for every key of
+    ``keys`` (the judged rows' keys outside ``overlay``) in one call; with it ``cell`` is not
+    called -- the store is probed once per epoch rather than once per row."""
     if _judge is None or ctx.role is Role.NONE:
         return None
     row_key = keys.row_key
@@ -138,6 +141,9 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         st = lookup(k, False)
         return st.exists, st.epoch, st.author
 
+    if cells is not None:
+        got = cells([k for k in rkeys if k not in overlay] if overlay else rkeys)
+        cell = got.__getitem__  # every key the C pass asks for is in it
     verdicts, dd, first_dd = _judge.epoch_verdicts(
         rkeys, bytes(codes), origins, ends, dict(ctx.max_replicated), source,
         ctx.role is Role.PRIMARY, local_epoch, overlay, meta, cell)
