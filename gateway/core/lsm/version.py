@@ -77,47 +77,30 @@ class Version:
 
     def held(self, keys: list[bytes], *, first: bool = False) -> list[bytes]:
         """The keys of ``keys`` some table holds a cell for (tombstones included), each once,
-        in key order (``first``: at most one, the first found). The keys are sorted once; each
-        table whose key range meets them is probed for the slice of keys inside its range,
-        its bloom filter tested for the whole slice in one call (``maybe_present``), and only
-        the filter's hits looked up (the common answer, for fresh keys, is a bloom miss)."""
-        if not keys or not (self.level0 or self._deep):
-            return []
-        skeys = sorted(set(keys))
-        lo, hi = skeys[0], skeys[-1]
-        tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
-        for largest, level in self._deep:
-            if largest[-1] < lo or level[0].smallest > hi:
-                continue
-            first_table = bisect_left(largest, lo)
-            for t in level[first_table:]:
-                if t.smallest > hi:
-                    break
-                tables.append(t)
-        if not tables:
-            return []  # no table's key range meets the keys' (new keys past the end)
-        h1s, masks = key_hashes(skeys)
-        found: set[int] = set()
-        for t in tables:
-            start = bisect_left(skeys, t.smallest)
-            stop = bisect_right(skeys, t.largest, start)
-            if start < stop:
-                lookup = t.lookup
-                for i in maybe_present(t.bloom, h1s, masks, start, stop):
-                    if i not in found and lookup(skeys[i]) is not None:
-                        if first:
-                            return [skeys[i]]
-                        found.add(i)
-        return [skeys[i] for i in sorted(found)]
+        in key order (``first``: at most one, the first found), probed as :meth:`_found`
+        probes."""
+        held = []
+        for k, _ in self._found(keys):
+            if first:
+                return [k]
+            held.append(k)
+        return sorted(held)
 
     def cells(self, keys: list[bytes]) -> dict[bytes, bytes]:
         """The newest cell (tombstones included) of each key of ``keys`` some table holds --
         ``{k: get(k)}`` for the keys ``get`` finds, absent keys left out -- probed as
-        :meth:`held` probes: the keys sorted once, each table meeting their range tested by
-        bloom filter for its slice in one call. Tables are visited newest first (level 0 by
-        number, then each deeper level), so the first cell found for a key is ``get``'s."""
+        :meth:`_found` probes."""
+        return dict(self._found(keys))
+
+    def _found(self, keys: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
+        """Each key of ``keys`` some table holds, once, with its newest cell (tombstones
+        included). The keys are sorted once; each table whose key range meets them is probed
+        for the slice of keys inside its range, its bloom filter tested for the whole slice in
+        one call (``maybe_present``), and only the filter's hits looked up (the common answer,
+        for fresh keys, is a bloom miss). Tables are visited newest first (level 0 by number,
+        then each deeper level), so the cell found first for a key is ``get``'s."""
         if not keys or not (self.level0 or self._deep):
-            return {}
+            return
         skeys = sorted(set(keys))
         lo, hi = skeys[0], skeys[-1]
         tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
@@ -129,21 +112,20 @@ class Version:
                     break
                 tables.append(t)
         if not tables:
-            return {}
+            return  # no table's key range meets the keys' (new keys past the end)
         h1s, masks = key_hashes(skeys)
-        out: dict[bytes, bytes] = {}
+        found: set[int] = set()
         for t in tables:
             start = bisect_left(skeys, t.smallest)
             stop = bisect_right(skeys, t.largest, start)
             if start < stop:
                 lookup = t.lookup
                 for i in maybe_present(t.bloom, h1s, masks, start, stop):
-                    k = skeys[i]
-                    if k not in out:
-                        cell = lookup(k)
+                    if i not in found:
+                        cell = lookup(skeys[i])
                         if cell is not None:
-                            out[k] = cell
-        return out
+                            found.add(i)
+                            yield skeys[i], cell
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
