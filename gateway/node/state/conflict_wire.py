@@ -30,6 +30,7 @@ from gateway.core.rowops import CASE_OF_TYPE
 from gateway.core.varint import encode_uvarint
 from gateway.node.state.conflict_apply import derived_transaction, exception_statement
 from gateway.node.state.store_ops import MISSING as _MISSING
+from gateway.node.state.wire import read_varint64
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
@@ -68,26 +69,11 @@ def _ld(key: int, payload: bytes) -> bytes:
     return bytes((key,)) + encode_uvarint(len(payload)) + payload
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
-    """The varint at ``data[pos]`` and the position after it; None when it is cut off,
-    takes more than 10 bytes or is 2**64 or more."""
-    value = 0
-    for i in range(10):
-        if pos >= len(data):
-            return None
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << (7 * i)
-        if not b & 0x80:
-            return (value, pos) if value < 1 << 64 else None
-    return None
-
-
 def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
     """The top-level fields of a serialized message as ``(one-byte key, payload)``: a
     length-delimited field's payload without its length, a varint's bytes, a fixed64's or
     fixed32's 8 or 4 bytes. None when a key takes more than one byte, a wire type is
-    another, a varint is not one (``_varint``) or a field runs past the end. The
+    another, a varint is not one (``wire.read_varint64``) or a field runs past the end. The
     specification of ``gateway.node._judge.message_fields``."""
     out: list[tuple[int, bytes]] = []
     pos, n = 0, len(data)
@@ -99,10 +85,10 @@ def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
         wt = key & 7
         start = pos
         if wt == 0 or wt == 2:
-            got = _varint(data, pos)
-            if got is None:
+            try:
+                value, pos = read_varint64(data, pos, n)
+            except ValueError:
                 return None
-            value, pos = got
             if wt == 0:
                 end = pos
             else:

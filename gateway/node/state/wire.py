@@ -64,6 +64,7 @@ __all__ = [
     "meta_parts_py",
     "parse_txn",
     "parse_txn_py",
+    "read_varint64",
     "retag_record",
     "row_tail",
     "split_insert",
@@ -282,7 +283,7 @@ def _txn_walk(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int
             pos += 1
             wt = tag & 7
             if wt == 0:
-                v, pos = _varint64(data, pos, n)
+                v, pos = read_varint64(data, pos, n)
                 if tag == _B_TXN_EPOCH:
                     epoch = v
                 elif tag == _B_TXN_AUTHOR:
@@ -294,7 +295,7 @@ def _txn_walk(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int
                 else:
                     return None
             elif wt == 2:
-                ln, pos = _varint64(data, pos, n)
+                ln, pos = read_varint64(data, pos, n)
                 end = pos + ln
                 if end > n:
                     return None
@@ -304,7 +305,7 @@ def _txn_walk(data: bytes) -> tuple[int, int, int, int, int, list[tuple[int, int
                     p = pos
                     while p < end:
                         t = data[p]
-                        v, p = _varint64(data, p + 1, end)
+                        v, p = read_varint64(data, p + 1, end)
                         if t == _B_GTID_SERVER_ID:
                             sid = v
                         elif t == _B_GTID_TRANS_ID:
@@ -545,7 +546,7 @@ def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     return frame_field_py(_TXN_STATEMENTS, [s.SerializeToString() for s in statements])
 
 
-def _varint64(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def read_varint64(data: bytes, pos: int, end: int) -> tuple[int, int]:
     """The varint at ``data[pos]`` (before ``end``) and the position after it; ValueError if
     it runs past ``end`` or exceeds 64 bits (``read_varint`` of ``core/_protowire.h``)."""
     v = shift = 0
@@ -568,11 +569,11 @@ def _skip_field(data: bytes, pos: int, tag: int, end: int) -> int:
     group or a field running past ``end``."""
     wt = tag & 7
     if wt == 0:
-        _, pos = _varint64(data, pos, end)
+        _, pos = read_varint64(data, pos, end)
     elif wt in (1, 5):
         pos += 8 if wt == 1 else 4
     elif wt == 2:
-        ln, pos = _varint64(data, pos, end)
+        ln, pos = read_varint64(data, pos, end)
         pos += ln
     else:
         raise ValueError(f"wire type {wt} before {pos}")
@@ -589,7 +590,7 @@ def _frame_write_py(data: bytes, pos: int, end: int, flags: list[bool] | None = 
     parts = []
     has = False
     while pos < end:
-        tag, pos = _varint64(data, pos, end)
+        tag, pos = read_varint64(data, pos, end)
         after = _skip_field(data, pos, tag, end)
         if tag == _B_WRITE_STATEMENTS:
             parts.append(_TXN_STATEMENTS + data[pos:after])
@@ -633,10 +634,10 @@ def _frame_writes_py(data: bytes, batch: bool, writes_key: int, flags: list[bool
     out = []
     pos = 0
     while pos < n:
-        tag, pos = _varint64(data, pos, n)
+        tag, pos = read_varint64(data, pos, n)
         after = _skip_field(data, pos, tag, n)
         if tag == writes_key:
-            _, body = _varint64(data, pos, after)
+            _, body = read_varint64(data, pos, after)
             out.append(_frame_write_py(data, body, after, flags))
         pos = after
     return out
