@@ -243,6 +243,18 @@ def _cpu_seconds(procs: list[subprocess.Popen]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def _settle(procs: list[subprocess.Popen], idle: float = 0.05, limit: float = 60.0) -> None:
+    """Wait until ``procs`` use less than ``idle`` of a core over half a second (at most
+    ``limit`` seconds): the set-up's flushes and compactions end before a measured phase
+    starts, so its CPU and rate are the phase's own."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        c0 = _cpu_seconds(procs)
+        time.sleep(0.5)
+        if _cpu_seconds(procs) - c0 < idle * 0.5 * len(procs):
+            return
+
+
 def run_shape(n: int, seconds: float, appliers: str, load: float,
               conflicts: str = "none", conflicting: float = 0.0) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(prefix=f"bench-channels-{n}-"))
@@ -262,6 +274,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float,
             asyncio.run(_prewrite(list(rep.api.values()),
                                   range(2 * 10**9, 2 * 10**9 + int(expect * load), ROWS),
                                   conflicting))
+        _settle(src.procs + rep.procs)  # the warm-up's and prewrite's compactions, not ours
         base_rows = watch.rows
         base_ex = watch.exceptions
         watch.lags.clear()
