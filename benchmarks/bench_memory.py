@@ -54,12 +54,13 @@ COUNTS = "_reads"
 
 def parse_variant(text: str) -> tuple[str, dict[str, str]]:
     """``NAME:KEY=VALUE,KEY=VALUE`` -> ``(NAME, {KEY: VALUE})`` (keys are ``GATEWAY_*``
-    environment variables of the nodes; the variant runs with the default appliers)."""
+    environment variables of the nodes, or glibc's allocator tunables ``MALLOC_*``; the
+    variant runs with the default appliers)."""
     name, sep, rest = text.partition(":")
     env: dict[str, str] = {}
     for item in filter(None, rest.split(",")):
         key, eq, value = item.partition("=")
-        if not eq or not key.startswith("GATEWAY_"):
+        if not eq or not key.startswith(("GATEWAY_", "MALLOC_")):
             raise ValueError(f"--variant {text!r}: expected NAME:GATEWAY_KEY=VALUE,...")
         env[key] = value
     if not sep or not name:
