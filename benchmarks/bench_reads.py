@@ -22,6 +22,11 @@ Each etcd cell runs twice (before and after the gateway's) and the better round 
 tool counts requests, not time: a short calibration run sizes each ``--total`` to last about
 ``--duration``. Prints rows/s, p50/p99, the servers' CPU per row (leader/follower/follower,
 from /proc) and each gateway / etcd ratio.
+
+``--coalesce N`` runs the one-key cells a second time with goload's 64 clients sharing one Go
+client made with ``WithReadCoalescing(N)`` (system "gateway, coalescing"): the ``Read`` calls
+waiting at one moment reach the node as one ``Reads.ReadBatch``, so its per-call cost is paid
+once per batch. Each ``Read`` keeps its semantics (clients/go/coalesce.go).
 """
 
 from __future__ import annotations
@@ -105,7 +110,10 @@ def measured(system: str, cell: str, size: str, clients: int, got: dict[str, obj
     return r
 
 
-def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str) -> list[Result]:
+def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str,
+                coalesce: int = 0) -> list[Result]:
+    """The gateway's cells; with ``coalesce``, the one-key cells again through the Go
+    client's ``WithReadCoalescing(coalesce)`` (system "gateway, coalescing")."""
     from tests.harness.cluster import ProcessCluster
 
     out: list[Result] = []
@@ -120,6 +128,17 @@ def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str) -> l
                     got = goload(exe, address, args, clients, duration, SIZES[size])
                     out.append(measured("gateway", cell, size, clients, got, pids, before,
                                         steal))
+                    print(table(out[-1:]).splitlines()[-1], flush=True)
+                if not coalesce:
+                    continue
+                for cell, args, _, clients, _rows in CELLS:
+                    if "gw-read" not in args:
+                        continue
+                    before, steal = [cpu_seconds(p) for p in pids], StealMeter()
+                    got = goload(exe, address, [*args, "-coalesce", str(coalesce)], clients,
+                                 duration, SIZES[size])
+                    out.append(measured("gateway, coalescing", cell, size, clients, got, pids,
+                                        before, steal))
                     print(table(out[-1:]).splitlines()[-1], flush=True)
         finally:
             cluster.close()
@@ -167,6 +186,8 @@ def main() -> None:
     p.add_argument("--sizes", default="10B,1KiB")
     p.add_argument("--appliers", default="sqlite", choices=("sqlite", "none"))
     p.add_argument("--rounds", type=int, default=2, help="etcd rounds (the better counts)")
+    p.add_argument("--coalesce", type=int, default=0, metavar="N",
+                   help="also read one key through the Go client's WithReadCoalescing(N)")
     args = p.parse_args()
     sizes = args.sizes.split(",")
     if any(s not in SIZES for s in sizes):
@@ -183,7 +204,8 @@ def main() -> None:
             rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
                                          [ports.take() for _ in range(6)], 1))
         quiesce("gateway")
-        gw = run_gateway(exe, sizes, args.duration, args.appliers)
+        gw = run_gateway(exe, sizes, args.duration, args.appliers,
+                         args.coalesce)
         for r in range(2, args.rounds + 1 if args.etcd else 0):
             quiesce(f"etcd, round {r}")
             rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
@@ -202,7 +224,7 @@ def main() -> None:
         e = best.get((r.mode, r.size))
         if e is None or not e.rows_per_s:
             continue
-        print(f"{r.mode:<22} {r.size:>5}: gateway {r.rows_per_s:>9,.0f} rows/s, etcd "
+        print(f"{r.mode:<22} {r.size:>5}: {r.system} {r.rows_per_s:>9,.0f} rows/s, etcd "
               f"{e.rows_per_s:>9,.0f} ({e.system}): {r.rows_per_s / e.rows_per_s:.2f}x; "
               f"p50 {r.pct(0.5):.2f} / {e.pct(0.5):.2f} ms")
     for r in gw + [r for rr in rounds for r in rr]:

@@ -10,6 +10,7 @@
 //	goload -mode etcd-fill -target 127.0.0.1:2379 -keys 1000 -size 10
 //	goload -mode etcd-txn -target 127.0.0.1:2379 -clients 16 -batch 100 -consistency s
 //	goload -mode echo -target 127.0.0.1:7000 -clients 64
+//	goload -mode gw-read -target 127.0.0.1:7070 -clients 64 -coalesce 256
 //
 // Keys: gateway rows k = "r-%06d" of table bench.kv (value column v), etcd keys the same
 // strings; -keys of them are written by the fill modes and read by the others (client c's
@@ -79,7 +80,7 @@ func (w window) done(t *tally, began, end time.Time, rows int, err error) {
 func keyOf(i int) string { return fmt.Sprintf("r-%06d", i) }
 
 func main() {
-	mode := flag.String("mode", "gw-read", "gw-fill, gw-read, gw-readbatch, gw-scan, etcd-fill or etcd-txn")
+	mode := flag.String("mode", "gw-read", "gw-fill, gw-read, gw-readbatch, gw-scan, etcd-fill, etcd-txn or echo")
 	target := flag.String("target", "127.0.0.1:7070", "the node's (or etcd member's) address")
 	clients := flag.Int("clients", 64, "concurrent closed-loop clients")
 	conns := flag.Int("conns", 8, "gRPC connections shared by the clients")
@@ -90,6 +91,7 @@ func main() {
 	duration := flag.Float64("duration", 3, "measured seconds")
 	warmup := flag.Float64("warmup", 0.5, "seconds before the measured ones")
 	size := flag.Int("size", 10, "bytes of each value (fill)")
+	coalesce := flag.Int("coalesce", 0, "gw-read through the Go client's WithReadCoalescing(N) (0: raw stubs)")
 	flag.Parse()
 	if *clients < 1 || *conns < 1 || *keys < 1 || *batch < 1 || *duration <= 0 {
 		fail("clients, conns, keys and batch must be >= 1 and duration > 0")
@@ -114,6 +116,9 @@ func main() {
 			level = pb.Consistency_CONSISTENCY_STALE
 		}
 		call = gwCall(*mode, *target, *conns, *keys, *batch, *limit, level)
+		if *mode == "gw-read" && *coalesce > 0 {
+			call = gwCoalescedRead(*target, *keys, *coalesce, level)
+		}
 	case "etcd-txn":
 		call = etcdTxn(*target, *conns, *keys, *batch, *consistency == "s")
 	case "echo":
@@ -231,6 +236,25 @@ func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consist
 			}
 			return len(resp.GetRows()), err
 		}
+	}
+}
+
+// gwCoalescedRead reads one key per call through the Go client with WithReadCoalescing: the
+// Reads the clients have waiting at one moment reach the node as one Reads.ReadBatch.
+func gwCoalescedRead(target string, keys, coalesce int, level pb.Consistency) func(c, seq int) (int, error) {
+	cl, err := gateway.New([]string{target}, gateway.WithReadCoalescing(coalesce))
+	if err != nil {
+		fail(err.Error())
+	}
+	return func(c, seq int) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		first := c*7919 + seq
+		resp, err := cl.Read(ctx, "bench.kv", keyOf(first%keys), gateway.WithConsistency(level))
+		if err == nil && !resp.GetFound() {
+			err = fmt.Errorf("key %s not found", keyOf(first%keys))
+		}
+		return 1, err
 	}
 }
 

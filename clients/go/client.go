@@ -50,6 +50,8 @@ type Client struct {
 	current int
 	conns   map[string]*grpc.ClientConn
 	closed  bool
+
+	reads readLanes // WithReadCoalescing's waiting Reads
 }
 
 type options struct {
@@ -59,6 +61,7 @@ type options struct {
 	attemptTimeout time.Duration
 	maxBackoff     time.Duration
 	dialOptions    []grpc.DialOption
+	coalesce       int // WithReadCoalescing's batch size; 0: off
 	err            error
 }
 
@@ -386,7 +389,8 @@ func EndKey(key any) ScanOption {
 func Limit(n uint32) ScanOption { return scanFunc(func(s *scanRequest) { s.req.Limit = n }) }
 
 // Read reads the row of table ("schema.table") with primary key key (a value, or a []any of
-// the key columns' values in key order).
+// the key columns' values in key order). With WithReadCoalescing it shares a ReadBatch call
+// with the Reads waiting beside it.
 func (c *Client) Read(ctx context.Context, table string, key any, opts ...ReadOption) (*pb.ReadResponse, error) {
 	kv, err := keyValues(key)
 	if err != nil {
@@ -396,6 +400,14 @@ func (c *Client) Read(ctx context.Context, table string, key any, opts ...ReadOp
 	for _, o := range opts {
 		o.applyRead(req)
 	}
+	if c.opts.coalesce > 0 {
+		return c.coalescedRead(ctx, req)
+	}
+	return c.readOne(ctx, req)
+}
+
+// readOne is one Gateway.Read call of req, with the retry rules.
+func (c *Client) readOne(ctx context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
 	return call(ctx, c, func(ctx context.Context, s pb.GatewayClient, o ...grpc.CallOption) (*pb.ReadResponse, error) {
 		return s.Read(ctx, req, o...)
 	})

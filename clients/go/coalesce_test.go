@@ -1,0 +1,251 @@
+package gateway_test
+
+// WithReadCoalescing against an in-process fake node: which calls the node gets, and what
+// each Read answers when a batch is refused or a caller's deadline passes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	gateway "gateway/clients/go"
+	pb "gateway/clients/go/gatewayv1"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// fakeReads keeps rows "fake.t" id -> v for ids 0..99; a key that is a string is refused
+// INVALID_ARGUMENT by both Read and ReadBatch (ReadBatch: the whole call, naming it). Each
+// ReadBatch waits for gate (when set) before answering, so the Reads sent meanwhile queue.
+type fakeReads struct {
+	pb.UnimplementedGatewayServer
+	pb.UnimplementedReadsServer
+	gate    chan struct{}
+	mu      sync.Mutex
+	reads   int
+	batches []int
+}
+
+func (f *fakeReads) answer(key []*pb.Value) (*pb.ReadBatchResult, error) {
+	if len(key) != 1 {
+		return nil, status.Error(codes.InvalidArgument, "one key value expected")
+	}
+	if _, ok := key[0].GetKind().(*pb.Value_StringValue); ok {
+		return nil, status.Error(codes.InvalidArgument, "key: INTEGER expected")
+	}
+	id := key[0].GetIntValue()
+	if id < 0 || id >= 100 {
+		return &pb.ReadBatchResult{}, nil
+	}
+	return &pb.ReadBatchResult{Found: true, Row: &pb.Row{Values: []*pb.Value{
+		{Kind: &pb.Value_IntValue{IntValue: id}}, {Kind: &pb.Value_StringValue{StringValue: fmt.Sprint("v", id)}}}}}, nil
+}
+
+func (f *fakeReads) Read(_ context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
+	r, err := f.answer(req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	return &pb.ReadResponse{Found: r.GetFound(), Row: r.GetRow(), AppliedIndex: 7}, nil
+}
+
+func (f *fakeReads) ReadBatch(ctx context.Context, req *pb.ReadBatchRequest) (*pb.ReadBatchResponse, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, len(req.GetKeys()))
+	f.mu.Unlock()
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	out := &pb.ReadBatchResponse{AppliedIndex: 9}
+	for i, k := range req.GetKeys() {
+		r, err := f.answer(k.GetKey())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "keys[%d].key[0]: %s", i, status.Convert(err).Message())
+		}
+		out.Results = append(out.Results, r)
+	}
+	return out, nil
+}
+
+func (f *fakeReads) counts() (int, []int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads, append([]int(nil), f.batches...)
+}
+
+func serveReads(t *testing.T, f *fakeReads) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterGatewayServer(srv, f)
+	pb.RegisterReadsServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+// readAll runs one Read per key at once and returns each one's answer, in keys' order.
+func readAll(c *gateway.Client, ctx context.Context, keys []any) ([]*pb.ReadResponse, []error) {
+	resps, errs := make([]*pb.ReadResponse, len(keys)), make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = c.Read(ctx, "fake.t", k)
+		}()
+	}
+	wg.Wait()
+	return resps, errs
+}
+
+func TestCoalescedReadsGoAsBatchesAndEachGetsItsOwnRow(t *testing.T) {
+	f := &fakeReads{gate: make(chan struct{})}
+	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(16))
+	keys := make([]any, 60)
+	for i := range keys {
+		keys[i] = int64(i * 2) // ids 100.. are absent
+	}
+	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	resps, errs := readAll(c, context.Background(), keys)
+	for i, r := range resps {
+		id := int64(i * 2)
+		if errs[i] != nil {
+			t.Fatalf("read %d: %v", id, errs[i])
+		}
+		if r.GetFound() != (id < 100) || (id < 100 && r.GetRow().GetValues()[1].GetStringValue() != fmt.Sprint("v", id)) {
+			t.Fatalf("read %d: %v", id, r)
+		}
+	}
+	reads, batches := f.counts()
+	if reads != 0 {
+		t.Fatalf("%d single Reads reached the node, want 0", reads)
+	}
+	total, most := 0, 0
+	for _, n := range batches {
+		total += n
+		most = max(most, n)
+	}
+	if total != len(keys) || most > 16 || len(batches) >= len(keys) {
+		t.Fatalf("batches %v: want %d keys in all, at most 16 per batch, fewer batches than keys", batches, len(keys))
+	}
+}
+
+func TestABatchRefusedForOneKeyFailsOnlyThatRead(t *testing.T) {
+	f := &fakeReads{gate: make(chan struct{})}
+	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(64))
+	keys := []any{int64(1), int64(2), "bad", int64(3), int64(500)}
+	// the first Read's batch waits at the gate while the others queue behind it
+	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	resps, errs := readAll(c, context.Background(), keys)
+	for i, k := range keys {
+		if k == "bad" {
+			var gerr *gateway.GatewayError
+			if !errors.As(errs[i], &gerr) || gerr.Code != codes.InvalidArgument {
+				t.Fatalf("bad key: %v, want INVALID_ARGUMENT", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("read %v: %v", k, errs[i])
+		}
+		if want := k.(int64) < 100; resps[i].GetFound() != want {
+			t.Fatalf("read %v: found %v, want %v", k, resps[i].GetFound(), want)
+		}
+	}
+	if _, batches := f.counts(); len(batches) == 0 {
+		t.Fatal("no ReadBatch reached the node")
+	}
+}
+
+func TestACoalescedReadEndsAtItsOwnDeadline(t *testing.T) {
+	f := &fakeReads{gate: make(chan struct{})} // never opened: every batch waits
+	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(8),
+		gateway.WithAttemptTimeout(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err := c.Read(ctx, "fake.t", int64(1))
+	if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err = %v, want one that is context.DeadlineExceeded", err)
+	}
+	if time.Since(began) > 5*time.Second {
+		t.Fatalf("the Read returned after %v, past its deadline", time.Since(began))
+	}
+}
+
+func TestReadCoalescingRefusesABatchSizeOutOfRange(t *testing.T) {
+	for _, n := range []int{0, -1, 10001} {
+		if _, err := gateway.New([]string{"127.0.0.1:1"}, gateway.WithReadCoalescing(n)); err == nil {
+			t.Fatalf("WithReadCoalescing(%d) accepted", n)
+		}
+	}
+}
+
+func TestCoalescedReadsOnALiveClusterSeeEveryWriteBeforeThem(t *testing.T) {
+	ctx := context.Background()
+	writer := liveClient(t, cluster.APIs(), "writer")
+	reader := liveClient(t, cluster.APIs(), "reader", gateway.WithReadCoalescing(32))
+	tbl := table("coalesced")
+	var writes []*pb.WriteRequest
+	for id := int64(0); id < 40; id++ {
+		st, err := gateway.Insert(tbl, []gateway.Col{gateway.C("id", id)}, gateway.C("name", fmt.Sprint("n", id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, &pb.WriteRequest{Statements: []*pb.Statement{st}})
+	}
+	if _, err := writer.WriteBatchRequests(ctx, writes); err != nil {
+		t.Fatal(err)
+	}
+	// linearizable: each Read began after the writes were acknowledged, so it sees them
+	keys := make([]any, 0, 80)
+	for id := int64(0); id < 80; id++ {
+		keys = append(keys, id)
+	}
+	got := make([]gateway.Row, len(keys))
+	found := make([]bool, len(keys))
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], found[i], errs[i] = reader.Get(ctx, tbl, k)
+		}()
+	}
+	wg.Wait()
+	for i := range keys {
+		id := int64(i)
+		if errs[i] != nil {
+			t.Fatalf("read %d: %v", id, errs[i])
+		}
+		if found[i] != (id < 40) || (id < 40 && got[i]["name"] != fmt.Sprint("n", id)) {
+			t.Fatalf("read %d: found %v, row %v", id, found[i], got[i])
+		}
+	}
+	// the reader's token may read, not write: a coalesced Read of a table that does not
+	// exist answers as a plain Read does
+	plain := liveClient(t, cluster.APIs(), "reader")
+	_, errPlain := plain.Read(ctx, "gotest.no_such_table_x", int64(1))
+	_, errCoalesced := reader.Read(ctx, "gotest.no_such_table_x", int64(1))
+	if status.Code(errPlain) != status.Code(errCoalesced) {
+		t.Fatalf("missing table: plain %v, coalesced %v", errPlain, errCoalesced)
+	}
+}
