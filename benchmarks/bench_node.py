@@ -268,20 +268,26 @@ def build_loadgen(out_dir: str) -> str | None:
 
 
 GO_MODES = {"unary": "Go client Write", "batch": f"Go client WriteBatch x{BATCH}",
-            "stream": f"Go client StreamWrite w{STREAM_WINDOW}"}
+            "stream": f"Go client StreamWrite w{STREAM_WINDOW}",
+            "coalesced": "Go client Write, coalescing"}
+#: the coalescing client's batch (``WithWriteCoalescing``): at most one write per client
+COALESCE = 256
 
 
 async def bench_go(loadgen: str, address: str, size: str, mode: str, clients: int,
                    duration: float, keyed: bool = False) -> Result:
     """One-row writes from the Go load generator: ``mode`` ``unary`` (``Write``, same rows,
     closed loop and connections as :func:`bench_unary`), ``batch`` (``WriteBatch`` of
-    ``BATCH``, as :func:`bench_batch`) or ``stream`` (``STREAM_WINDOW`` writes in flight on one
-    ``StreamWrite`` through the Go client's ``WriteStream``, as :func:`bench_stream`); its
+    ``BATCH``, as :func:`bench_batch`), ``stream`` (``STREAM_WINDOW`` writes in flight on one
+    ``StreamWrite`` through the Go client's ``WriteStream``, as :func:`bench_stream`) or
+    ``coalesced`` (``Write`` as ``unary``, through one Go client with ``WithWriteCoalescing``:
+    the writes waiting at one moment leave as one ``WriteBatch``); its
     client CPU comes from the tool. The writes carry no idempotency key, as every cell's here,
     unless ``keyed`` (streamed writes then carry the client's random keys)."""
     proc = await asyncio.create_subprocess_exec(
         loadgen, "-target", address, "-mode", mode, "-clients", str(clients), "-conns",
-        str(max(1, clients // 8)), "-batch", str(BATCH), "-window", str(STREAM_WINDOW),
+        str(max(1, clients // 8)), "-batch", str(COALESCE if mode == "coalesced" else BATCH),
+        "-window", str(STREAM_WINDOW),
         "-duration", str(duration), "-warmup", "0.5", "-size", str(SIZES[size]),
         "-tag", f"go{mode}{clients}-{SIZES[size]}", *(["-idempotency"] if keyed else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -617,7 +623,8 @@ def ratios(results: list[Result]) -> str:
                 lines.append(f"gateway: {gw} / etcd {etcd}, 64 clients, {size}: "
                              f"{g.rows_per_s / e.rows_per_s:.0%}")
         for system in ("gateway", "gateway (no applier)"):
-            for mode, client in (("Write", ""), ("Go client Write", " (Go client)")):
+            for mode, client in (("Write", ""), ("Go client Write", " (Go client)"),
+                                 ("Go client Write, coalescing", " (Go client, coalescing)")):
                 u64, u1 = find(system, mode, size, 64), find(system, mode, size, 1)
                 if u64 and put64 and put64.rows_per_s:
                     lines.append(f"{system}: unary Write{client} / etcd put, 64 clients, "
@@ -772,8 +779,9 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
         for clients in (1, 64):
             await cell(bench_unary(address, size, clients, duration))
         if loadgen:
-            for clients in (1, 64):
-                await cell(bench_go(loadgen, address, size, "unary", clients, duration))
+            for mode in ("unary", "coalesced"):
+                for clients in (1, 64):
+                    await cell(bench_go(loadgen, address, size, mode, clients, duration))
         await cell(bench_batch(address, size, 4, duration))
         await cell(bench_stream(address, size, duration))
         if loadgen:

@@ -51,7 +51,8 @@ type Client struct {
 	conns   map[string]*grpc.ClientConn
 	closed  bool
 
-	reads readLanes // WithReadCoalescing's waiting Reads
+	reads  readGatherer  // WithReadCoalescing's waiting Reads
+	writes writeGatherer // WithWriteCoalescing's waiting Writes
 }
 
 type options struct {
@@ -61,7 +62,8 @@ type options struct {
 	attemptTimeout time.Duration
 	maxBackoff     time.Duration
 	dialOptions    []grpc.DialOption
-	coalesce       int // WithReadCoalescing's batch size; 0: off
+	readBatch      int // WithReadCoalescing's batch size; 0: off
+	writeBatch     int // WithWriteCoalescing's batch size; 0: off
 	err            error
 }
 
@@ -287,12 +289,21 @@ func WithConditions(conditions ...*pb.Condition) WriteOption {
 }
 
 // Write commits one transaction and returns where it landed (GTID, epoch, commit timestamp,
-// log index; Duplicate when its idempotency key had been used).
+// log index; Duplicate when its idempotency key had been used). With WithWriteCoalescing it
+// shares a WriteBatch call with the Writes waiting beside it.
 func (c *Client) Write(ctx context.Context, statements []*pb.Statement, opts ...WriteOption) (*pb.WriteResult, error) {
 	req := &pb.WriteRequest{Statements: statements, IdempotencyKey: NewIdempotencyKey()}
 	for _, o := range opts {
 		o(req)
 	}
+	if c.opts.writeBatch > 0 {
+		return gather(ctx, &c.writes, struct{}{}, req, c.opts.writeBatch, c.writeBatchOf)
+	}
+	return c.writeOne(ctx, req)
+}
+
+// writeOne is one Gateway.Write call of req, with the retry rules.
+func (c *Client) writeOne(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResult, error) {
 	return call(ctx, c, func(ctx context.Context, s pb.GatewayClient, o ...grpc.CallOption) (*pb.WriteResult, error) {
 		return s.Write(ctx, req, o...)
 	})
@@ -400,8 +411,8 @@ func (c *Client) Read(ctx context.Context, table string, key any, opts ...ReadOp
 	for _, o := range opts {
 		o.applyRead(req)
 	}
-	if c.opts.coalesce > 0 {
-		return c.coalescedRead(ctx, req)
+	if c.opts.readBatch > 0 {
+		return gather(ctx, &c.reads, req.GetConsistency(), req, c.opts.readBatch, c.readBatchOf)
 	}
 	return c.readOne(ctx, req)
 }

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -247,5 +248,250 @@ func TestCoalescedReadsOnALiveClusterSeeEveryWriteBeforeThem(t *testing.T) {
 	_, errCoalesced := reader.Read(ctx, "gotest.no_such_table_x", int64(1))
 	if status.Code(errPlain) != status.Code(errCoalesced) {
 		t.Fatalf("missing table: plain %v, coalesced %v", errPlain, errCoalesced)
+	}
+}
+
+// fakeWrites answers Write and WriteBatch: a write whose first statement's table is "bad.t"
+// is invalid (Write: INVALID_ARGUMENT; WriteBatch: the whole call, naming it); a write with a
+// condition is refused FAILED_PRECONDITION (Write: the call; WriteBatch: that write alone);
+// the others get log index 100 + the write's position in arrival order. Each WriteBatch waits
+// for gate (when set) before answering.
+type fakeWrites struct {
+	pb.UnimplementedGatewayServer
+	gate    chan struct{}
+	mu      sync.Mutex
+	n       int
+	singles int
+	batches []int
+	keys    map[string]bool
+}
+
+func (f *fakeWrites) one(req *pb.WriteRequest) (*pb.WriteResult, *pb.WriteError) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.keys == nil {
+		f.keys = map[string]bool{}
+	}
+	f.keys[req.GetIdempotencyKey()] = true
+	if len(req.GetConditions()) > 0 {
+		return nil, &pb.WriteError{Code: int32(codes.FailedPrecondition), Error: "condition 0 failed on fake.t", Field: "conditions[0]"}
+	}
+	f.n++
+	return &pb.WriteResult{LogIndex: uint64(100 + f.n), Gtid: &pb.Gtid{ServerId: 1, TransId: uint64(f.n)}}, nil
+}
+
+func invalid(req *pb.WriteRequest) bool {
+	return req.GetStatements()[0].GetInsert().GetTable().GetSchemaName() == "bad"
+}
+
+func (f *fakeWrites) Write(ctx context.Context, req *pb.WriteRequest) (*pb.WriteResult, error) {
+	f.mu.Lock()
+	f.singles++
+	f.mu.Unlock()
+	if invalid(req) {
+		return nil, status.Error(codes.InvalidArgument, "statements[0]: bad table")
+	}
+	res, refused := f.one(req)
+	if refused != nil { // as the node: the condition named in the gateway-field trailer
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(gateway.TrailerField, refused.GetField()))
+		return nil, status.Error(codes.FailedPrecondition, refused.GetError())
+	}
+	return res, nil
+}
+
+func (f *fakeWrites) WriteBatch(ctx context.Context, req *pb.WriteBatchRequest) (*pb.WriteBatchResponse, error) {
+	f.mu.Lock()
+	f.batches = append(f.batches, len(req.GetWrites()))
+	f.mu.Unlock()
+	if f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	for i, w := range req.GetWrites() {
+		if invalid(w) {
+			return nil, status.Errorf(codes.InvalidArgument, "writes[%d].statements[0]: bad table", i)
+		}
+	}
+	out := &pb.WriteBatchResponse{}
+	for i, w := range req.GetWrites() {
+		res, refused := f.one(w)
+		if refused != nil {
+			refused.Index = uint32(i)
+			out.Errors = append(out.Errors, refused)
+			res = &pb.WriteResult{}
+		}
+		out.Results = append(out.Results, res)
+	}
+	return out, nil
+}
+
+func serveWrites(t *testing.T, f *fakeWrites) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pb.RegisterGatewayServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+type write struct {
+	table string
+	opts  []gateway.WriteOption
+}
+
+// writeAll runs one Write per entry at once and returns each one's answer, in order.
+func writeAll(t *testing.T, c *gateway.Client, writes []write) ([]*pb.WriteResult, []error) {
+	t.Helper()
+	res, errs := make([]*pb.WriteResult, len(writes)), make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		st, err := gateway.Insert(w.table, []gateway.Col{gateway.C("id", i)}, gateway.C("v", "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = c.Write(context.Background(), []*pb.Statement{st}, w.opts...)
+		}()
+	}
+	wg.Wait()
+	return res, errs
+}
+
+func TestCoalescedWritesGoAsBatchesEachWithItsOwnKeyAndResult(t *testing.T) {
+	f := &fakeWrites{gate: make(chan struct{})}
+	c := newFakeClient(t, []string{serveWrites(t, f)}, gateway.WithWriteCoalescing(16))
+	writes := make([]write, 50)
+	for i := range writes {
+		writes[i] = write{table: "fake.t"}
+	}
+	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	res, errs := writeAll(t, c, writes)
+	seen := map[uint64]bool{}
+	for i := range writes {
+		if errs[i] != nil {
+			t.Fatalf("write %d: %v", i, errs[i])
+		}
+		if res[i].GetLogIndex() <= 100 || seen[res[i].GetLogIndex()] {
+			t.Fatalf("write %d: result %v (one per write expected)", i, res[i])
+		}
+		seen[res[i].GetLogIndex()] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	total, most := 0, 0
+	for _, n := range f.batches {
+		total += n
+		most = max(most, n)
+	}
+	if f.singles != 0 || total != len(writes) || most > 16 || len(f.batches) >= len(writes) {
+		t.Fatalf("singles %d, batches %v: want every write in a batch of at most 16", f.singles, f.batches)
+	}
+	if len(f.keys) != len(writes) {
+		t.Fatalf("%d distinct idempotency keys for %d writes", len(f.keys), len(writes))
+	}
+}
+
+func TestACoalescedWriteRefusedByItsConditionFailsAloneAsALoneWriteWould(t *testing.T) {
+	f := &fakeWrites{gate: make(chan struct{})}
+	c := newFakeClient(t, []string{serveWrites(t, f)}, gateway.WithWriteCoalescing(64))
+	cond, err := gateway.ConditionAbsent("fake.t", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := []write{{table: "fake.t"}, {table: "fake.t", opts: []gateway.WriteOption{gateway.WithConditions(cond)}},
+		{table: "bad.t"}, {table: "fake.t"}}
+	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	res, errs := writeAll(t, c, writes)
+	var gerr *gateway.GatewayError
+	if !errors.As(errs[1], &gerr) || gerr.Code != codes.FailedPrecondition || gerr.ConditionIndex() != 0 ||
+		!gateway.IsPreconditionFailed(errs[1]) {
+		t.Fatalf("conditional write: %v, want FAILED_PRECONDITION on conditions[0]", errs[1])
+	}
+	if !errors.As(errs[2], &gerr) || gerr.Code != codes.InvalidArgument {
+		t.Fatalf("invalid write: %v, want INVALID_ARGUMENT", errs[2])
+	}
+	for _, i := range []int{0, 3} {
+		if errs[i] != nil || res[i].GetLogIndex() <= 100 {
+			t.Fatalf("write %d: %v %v", i, res[i], errs[i])
+		}
+	}
+	// without the invalid write the batch is answered write by write: the refusal comes
+	// from the batch's errors, the same error
+	f2 := &fakeWrites{gate: make(chan struct{})}
+	c2 := newFakeClient(t, []string{serveWrites(t, f2)}, gateway.WithWriteCoalescing(64))
+	go func() { time.Sleep(100 * time.Millisecond); close(f2.gate) }()
+	res, errs = writeAll(t, c2, []write{writes[0], writes[1], writes[3], writes[0]})
+	if !errors.As(errs[1], &gerr) || gerr.Code != codes.FailedPrecondition || gerr.ConditionIndex() != 0 {
+		t.Fatalf("conditional write in a batch: %v, want FAILED_PRECONDITION on conditions[0]", errs[1])
+	}
+	for _, i := range []int{0, 2, 3} {
+		if errs[i] != nil || res[i].GetLogIndex() <= 100 {
+			t.Fatalf("write %d: %v %v", i, res[i], errs[i])
+		}
+	}
+	f2.mu.Lock()
+	defer f2.mu.Unlock()
+	if f2.singles != 0 {
+		t.Fatalf("%d single Writes, want every write in a batch", f2.singles)
+	}
+}
+
+func TestWriteCoalescingRefusesABatchSizeOutOfRange(t *testing.T) {
+	for _, n := range []int{0, 10001} {
+		if _, err := gateway.New([]string{"127.0.0.1:1"}, gateway.WithWriteCoalescing(n)); err == nil {
+			t.Fatalf("WithWriteCoalescing(%d) accepted", n)
+		}
+	}
+}
+
+func TestCoalescedWritesOnALiveClusterAllLandAndAConditionFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	c := liveClient(t, cluster.APIs(), "writer", gateway.WithWriteCoalescing(32))
+	tbl := table("coalesced_writes")
+	if _, err := c.Write(ctx, mustInsert(t, tbl, 0, gateway.C("name", "first"))); err != nil {
+		t.Fatal(err)
+	}
+	absent, err := gateway.ConditionAbsent(tbl, int64(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 41)
+	for i := 1; i <= 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Write(ctx, mustInsert(t, tbl, int64(i), gateway.C("name", fmt.Sprint("n", i))))
+		}()
+	}
+	wg.Add(1)
+	go func() { // row 0 exists: this one is refused, alone
+		defer wg.Done()
+		_, errs[0] = c.Write(ctx, mustInsert(t, tbl, 0, gateway.C("name", "again")), gateway.WithConditions(absent))
+	}()
+	wg.Wait()
+	if !gateway.IsPreconditionFailed(errs[0]) {
+		t.Fatalf("conditional write over an existing row: %v, want a precondition failure", errs[0])
+	}
+	for i := 1; i <= 40; i++ {
+		if errs[i] != nil {
+			t.Fatalf("write %d: %v", i, errs[i])
+		}
+		row, found, err := c.Get(ctx, tbl, int64(i))
+		if err != nil || !found || row["name"] != fmt.Sprint("n", i) {
+			t.Fatalf("row %d: %v %v %v", i, row, found, err)
+		}
+	}
+	if row, _, err := c.Get(ctx, tbl, int64(0)); err != nil || row["name"] != "first" {
+		t.Fatalf("row 0: %v %v", row, err)
 	}
 }

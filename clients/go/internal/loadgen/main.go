@@ -5,6 +5,7 @@
 //	go run ./internal/loadgen -target 127.0.0.1:7070 -clients 64 -conns 8 -duration 3 -size 10
 //	go run ./internal/loadgen -target 127.0.0.1:7070 -mode batch -clients 4 -batch 200
 //	go run ./internal/loadgen -target 127.0.0.1:7070 -mode stream -window 256
+//	go run ./internal/loadgen -target 127.0.0.1:7070 -mode coalesced -clients 64 -batch 256
 //
 // Every write is a one-row transaction (INSERT into bench.kv, key column k, value column v, as
 // bench_node.py's put_request builds them). -mode unary (the default): every client goroutine
@@ -13,7 +14,10 @@
 // WriteBatch with -batch writes back to back. -mode stream: one StreamWrite call through the
 // client package's WriteStream keeps -window writes in flight, sending a new one as each is
 // acknowledged (its latency is send to ack); its writes carry no idempotency key, as
-// bench_node.py's do not, unless -idempotency. Calls that start in the first -warmup seconds and
+// bench_node.py's do not, unless -idempotency. -mode coalesced: every client goroutine calls
+// the client package's Write back to back on one Client made with WithWriteCoalescing(-batch),
+// so the Writes waiting at one moment leave as one WriteBatch (no idempotency key either,
+// unless -idempotency). Calls that start in the first -warmup seconds and
 // those that end after the measured -duration are not counted. Prints one JSON object: ops
 // (calls, or streamed writes), rows and errors counted, seconds measured, p50/p99 latency in
 // milliseconds, the gRPC codes of the errors, and this process's CPU seconds (user + system)
@@ -81,7 +85,7 @@ func (w window) done(t *tally, began, end time.Time, rows int, err error) {
 
 func main() {
 	target := flag.String("target", "127.0.0.1:7070", "the node's API address")
-	mode := flag.String("mode", "unary", "unary (Write), batch (WriteBatch) or stream (StreamWrite)")
+	mode := flag.String("mode", "unary", "unary (Write), batch (WriteBatch), stream (StreamWrite) or coalesced (Write, WithWriteCoalescing)")
 	clients := flag.Int("clients", 1, "concurrent closed-loop clients (unary, batch)")
 	conns := flag.Int("conns", 1, "gRPC connections shared by the clients")
 	batch := flag.Int("batch", 200, "writes per WriteBatch (batch)")
@@ -141,8 +145,24 @@ func main() {
 		tallies = closedLoop(w, *clients, call)
 	case "stream":
 		tallies = stream(w, *target, *inflight, *keyed, insert)
+	case "coalesced":
+		c, err := gateway.New([]string{*target}, gateway.WithWriteCoalescing(*batch))
+		if err != nil {
+			fail(err.Error())
+		}
+		defer c.Close()
+		var opts []gateway.WriteOption
+		if !*keyed {
+			opts = append(opts, gateway.WithIdempotencyKey(""))
+		}
+		tallies = closedLoop(w, *clients, func(cl, seq int) (int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := c.Write(ctx, []*pb.Statement{insert(cl, seq)}, opts...)
+			return 1, err
+		})
 	default:
-		fail(fmt.Sprintf("unknown -mode %q (unary, batch or stream)", *mode))
+		fail(fmt.Sprintf("unknown -mode %q (unary, batch, stream or coalesced)", *mode))
 	}
 
 	res := result{ErrorCodes: map[string]int{}, Seconds: *duration}
