@@ -27,10 +27,44 @@ import (
 type fakeReads struct {
 	pb.UnimplementedGatewayServer
 	pb.UnimplementedReadsServer
+	batchGate
+	reads int
+}
+
+// batchGate records each batch call's size and holds it until gate closes (when set).
+type batchGate struct {
 	gate    chan struct{}
 	mu      sync.Mutex
-	reads   int
 	batches []int
+}
+
+func (g *batchGate) arrive(ctx context.Context, n int) error {
+	g.mu.Lock()
+	g.batches = append(g.batches, n)
+	g.mu.Unlock()
+	if g.gate == nil {
+		return nil
+	}
+	select {
+	case <-g.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// serveFake serves what register registers on a local port for the test's duration.
+func serveFake(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
 }
 
 func (f *fakeReads) answer(key []*pb.Value) (*pb.ReadBatchResult, error) {
@@ -60,15 +94,8 @@ func (f *fakeReads) Read(_ context.Context, req *pb.ReadRequest) (*pb.ReadRespon
 }
 
 func (f *fakeReads) ReadBatch(ctx context.Context, req *pb.ReadBatchRequest) (*pb.ReadBatchResponse, error) {
-	f.mu.Lock()
-	f.batches = append(f.batches, len(req.GetKeys()))
-	f.mu.Unlock()
-	if f.gate != nil {
-		select {
-		case <-f.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := f.arrive(ctx, len(req.GetKeys())); err != nil {
+		return nil, err
 	}
 	out := &pb.ReadBatchResponse{AppliedIndex: 9}
 	for i, k := range req.GetKeys() {
@@ -88,17 +115,7 @@ func (f *fakeReads) counts() (int, []int) {
 }
 
 func serveReads(t *testing.T, f *fakeReads) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterGatewayServer(srv, f)
-	pb.RegisterReadsServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return serveFake(t, func(s *grpc.Server) { pb.RegisterGatewayServer(s, f); pb.RegisterReadsServer(s, f) })
 }
 
 // readAll runs one Read per key at once and returns each one's answer, in keys' order.
@@ -117,7 +134,7 @@ func readAll(c *gateway.Client, ctx context.Context, keys []any) ([]*pb.ReadResp
 }
 
 func TestCoalescedReadsGoAsBatchesAndEachGetsItsOwnRow(t *testing.T) {
-	f := &fakeReads{gate: make(chan struct{})}
+	f := &fakeReads{batchGate: batchGate{gate: make(chan struct{})}}
 	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(16))
 	keys := make([]any, 60)
 	for i := range keys {
@@ -149,7 +166,7 @@ func TestCoalescedReadsGoAsBatchesAndEachGetsItsOwnRow(t *testing.T) {
 }
 
 func TestABatchRefusedForOneKeyFailsOnlyThatRead(t *testing.T) {
-	f := &fakeReads{gate: make(chan struct{})}
+	f := &fakeReads{batchGate: batchGate{gate: make(chan struct{})}}
 	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(64))
 	keys := []any{int64(1), int64(2), "bad", int64(3), int64(500)}
 	// the first Read's batch waits at the gate while the others queue behind it
@@ -176,7 +193,7 @@ func TestABatchRefusedForOneKeyFailsOnlyThatRead(t *testing.T) {
 }
 
 func TestACoalescedReadEndsAtItsOwnDeadline(t *testing.T) {
-	f := &fakeReads{gate: make(chan struct{})} // never opened: every batch waits
+	f := &fakeReads{batchGate: batchGate{gate: make(chan struct{})}} // never opened: every batch waits
 	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(8),
 		gateway.WithAttemptTimeout(30*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
@@ -258,11 +275,9 @@ func TestCoalescedReadsOnALiveClusterSeeEveryWriteBeforeThem(t *testing.T) {
 // for gate (when set) before answering.
 type fakeWrites struct {
 	pb.UnimplementedGatewayServer
-	gate    chan struct{}
-	mu      sync.Mutex
+	batchGate
 	n       int
 	singles int
-	batches []int
 	keys    map[string]bool
 }
 
@@ -300,15 +315,8 @@ func (f *fakeWrites) Write(ctx context.Context, req *pb.WriteRequest) (*pb.Write
 }
 
 func (f *fakeWrites) WriteBatch(ctx context.Context, req *pb.WriteBatchRequest) (*pb.WriteBatchResponse, error) {
-	f.mu.Lock()
-	f.batches = append(f.batches, len(req.GetWrites()))
-	f.mu.Unlock()
-	if f.gate != nil {
-		select {
-		case <-f.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := f.arrive(ctx, len(req.GetWrites())); err != nil {
+		return nil, err
 	}
 	for i, w := range req.GetWrites() {
 		if invalid(w) {
@@ -329,16 +337,7 @@ func (f *fakeWrites) WriteBatch(ctx context.Context, req *pb.WriteBatchRequest) 
 }
 
 func serveWrites(t *testing.T, f *fakeWrites) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	pb.RegisterGatewayServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return serveFake(t, func(s *grpc.Server) { pb.RegisterGatewayServer(s, f) })
 }
 
 type write struct {
@@ -367,7 +366,7 @@ func writeAll(t *testing.T, c *gateway.Client, writes []write) ([]*pb.WriteResul
 }
 
 func TestCoalescedWritesGoAsBatchesEachWithItsOwnKeyAndResult(t *testing.T) {
-	f := &fakeWrites{gate: make(chan struct{})}
+	f := &fakeWrites{batchGate: batchGate{gate: make(chan struct{})}}
 	c := newFakeClient(t, []string{serveWrites(t, f)}, gateway.WithWriteCoalescing(16))
 	writes := make([]write, 50)
 	for i := range writes {
@@ -401,7 +400,7 @@ func TestCoalescedWritesGoAsBatchesEachWithItsOwnKeyAndResult(t *testing.T) {
 }
 
 func TestACoalescedWriteRefusedByItsConditionFailsAloneAsALoneWriteWould(t *testing.T) {
-	f := &fakeWrites{gate: make(chan struct{})}
+	f := &fakeWrites{batchGate: batchGate{gate: make(chan struct{})}}
 	c := newFakeClient(t, []string{serveWrites(t, f)}, gateway.WithWriteCoalescing(64))
 	cond, err := gateway.ConditionAbsent("fake.t", 3)
 	if err != nil {
@@ -426,7 +425,7 @@ func TestACoalescedWriteRefusedByItsConditionFailsAloneAsALoneWriteWould(t *test
 	}
 	// without the invalid write the batch is answered write by write: the refusal comes
 	// from the batch's errors, the same error
-	f2 := &fakeWrites{gate: make(chan struct{})}
+	f2 := &fakeWrites{batchGate: batchGate{gate: make(chan struct{})}}
 	c2 := newFakeClient(t, []string{serveWrites(t, f2)}, gateway.WithWriteCoalescing(64))
 	go func() { time.Sleep(100 * time.Millisecond); close(f2.gate) }()
 	res, errs = writeAll(t, c2, []write{writes[0], writes[1], writes[3], writes[0]})
