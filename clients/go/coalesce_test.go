@@ -140,7 +140,7 @@ func TestCoalescedReadsGoAsBatchesAndEachGetsItsOwnRow(t *testing.T) {
 	for i := range keys {
 		keys[i] = int64(i * 2) // ids 100.. are absent
 	}
-	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(f.gate) }()
 	resps, errs := readAll(c, context.Background(), keys)
 	for i, r := range resps {
 		id := int64(i * 2)
@@ -170,7 +170,7 @@ func TestABatchRefusedForOneKeyFailsOnlyThatRead(t *testing.T) {
 	c := newFakeClient(t, []string{serveReads(t, f)}, gateway.WithReadCoalescing(64))
 	keys := []any{int64(1), int64(2), "bad", int64(3), int64(500)}
 	// the first Read's batch waits at the gate while the others queue behind it
-	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(f.gate) }()
 	resps, errs := readAll(c, context.Background(), keys)
 	for i, k := range keys {
 		if k == "bad" {
@@ -372,7 +372,7 @@ func TestCoalescedWritesGoAsBatchesEachWithItsOwnKeyAndResult(t *testing.T) {
 	for i := range writes {
 		writes[i] = write{table: "fake.t"}
 	}
-	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(f.gate) }()
 	res, errs := writeAll(t, c, writes)
 	seen := map[uint64]bool{}
 	for i := range writes {
@@ -408,7 +408,7 @@ func TestACoalescedWriteRefusedByItsConditionFailsAloneAsALoneWriteWould(t *test
 	}
 	writes := []write{{table: "fake.t"}, {table: "fake.t", opts: []gateway.WriteOption{gateway.WithConditions(cond)}},
 		{table: "bad.t"}, {table: "fake.t"}}
-	go func() { time.Sleep(100 * time.Millisecond); close(f.gate) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(f.gate) }()
 	res, errs := writeAll(t, c, writes)
 	var gerr *gateway.GatewayError
 	if !errors.As(errs[1], &gerr) || gerr.Code != codes.FailedPrecondition || gerr.ConditionIndex() != 0 ||
@@ -427,7 +427,7 @@ func TestACoalescedWriteRefusedByItsConditionFailsAloneAsALoneWriteWould(t *test
 	// from the batch's errors, the same error
 	f2 := &fakeWrites{batchGate: batchGate{gate: make(chan struct{})}}
 	c2 := newFakeClient(t, []string{serveWrites(t, f2)}, gateway.WithWriteCoalescing(64))
-	go func() { time.Sleep(100 * time.Millisecond); close(f2.gate) }()
+	go func() { time.Sleep(300 * time.Millisecond); close(f2.gate) }()
 	res, errs = writeAll(t, c2, []write{writes[0], writes[1], writes[3], writes[0]})
 	if !errors.As(errs[1], &gerr) || gerr.Code != codes.FailedPrecondition || gerr.ConditionIndex() != 0 {
 		t.Fatalf("conditional write in a batch: %v, want FAILED_PRECONDITION on conditions[0]", errs[1])
