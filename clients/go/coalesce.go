@@ -160,10 +160,12 @@ func wholeBatchRefusal(err error) bool {
 	return false
 }
 
-// settle answers every call of a batch the node did not answer call by call: with err, or
-// (a whole-batch refusal of several calls) by sending each alone with one.
+// settle answers every call of a batch the node did not answer call by call: with err, or,
+// when the node refused the batch whole, by sending each call alone with one (even a batch of
+// one: its caller gets the error of its own call -- "key[0]", not "keys[0].key[0]" -- and a
+// node without the batch method still answers it).
 func settle[Q, A any](batch []*waiting[Q, A], err error, one func(context.Context, Q) (A, error)) {
-	if len(batch) == 1 || !wholeBatchRefusal(err) {
+	if !wholeBatchRefusal(err) {
 		for _, w := range batch {
 			w.done <- outcome[A]{err: err}
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,5 +493,26 @@ func TestCoalescedWritesOnALiveClusterAllLandAndAConditionFailsAlone(t *testing.
 	}
 	if row, _, err := c.Get(ctx, tbl, int64(0)); err != nil || row["name"] != "first" {
 		t.Fatalf("row 0: %v %v", row, err)
+	}
+}
+
+// noBatches serves Read alone, as a node without the Reads service.
+type noBatches struct {
+	pb.UnimplementedGatewayServer
+	reads atomic.Int64
+}
+
+func (f *noBatches) Read(_ context.Context, req *pb.ReadRequest) (*pb.ReadResponse, error) {
+	f.reads.Add(1)
+	return &pb.ReadResponse{Found: true, Row: &pb.Row{Values: req.GetKey()}}, nil
+}
+
+func TestACoalescedReadOfANodeWithoutReadBatchIsSentAsARead(t *testing.T) {
+	f := &noBatches{}
+	c := newFakeClient(t, []string{serveFake(t, func(s *grpc.Server) { pb.RegisterGatewayServer(s, f) })},
+		gateway.WithReadCoalescing(8))
+	resp, err := c.Read(context.Background(), "fake.t", int64(5))
+	if err != nil || !resp.GetFound() || f.reads.Load() != 1 {
+		t.Fatalf("read: %v %v (%d Reads reached the node)", resp, err, f.reads.Load())
 	}
 }
