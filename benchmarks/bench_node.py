@@ -248,6 +248,23 @@ async def bench_unary(address: str, size: str, clients: int, duration: float) ->
     return r
 
 
+async def bench_coalesced(address: str, size: str, clients: int, duration: float) -> Result:
+    """``Write`` as :func:`bench_unary` (the same rows, no idempotency key), from ``clients``
+    tasks sharing one ``AsyncGatewayClient`` with ``coalesce_writes=COALESCE``: the writes
+    waiting at one moment leave as one ``WriteBatch``."""
+    value = value_of(SIZES[size])
+    ins = prepared_kv()
+    tag = f"cw{clients}-{SIZES[size]}"
+    async with AsyncGatewayClient(address, timeout=20, attempt_timeout=20,
+                                  coalesce_writes=COALESCE) as c:
+        async def op(n: int, seq: int) -> int:
+            await c.write(ins.encode((f"{tag}-{n}-{seq}",), (value,)), idempotency_key="")
+            return 1
+
+        return await closed_loop(Result("gateway", "Write, coalescing", size, clients),
+                                 clients, op, duration, 0.5)
+
+
 def build_loadgen(out_dir: str) -> str | None:
     """Build the Go load generator into ``out_dir``; its path, or None (printing why) when
     there is no ``go`` or the build fails."""
@@ -623,7 +640,8 @@ def ratios(results: list[Result]) -> str:
                 lines.append(f"gateway: {gw} / etcd {etcd}, 64 clients, {size}: "
                              f"{g.rows_per_s / e.rows_per_s:.0%}")
         for system in ("gateway", "gateway (no applier)"):
-            for mode, client in (("Write", ""), ("Go client Write", " (Go client)"),
+            for mode, client in (("Write", ""), ("Write, coalescing", " (coalescing)"),
+                                 ("Go client Write", " (Go client)"),
                                  ("Go client Write, coalescing", " (Go client, coalescing)")):
                 u64, u1 = find(system, mode, size, 64), find(system, mode, size, 1)
                 if u64 and put64 and put64.rows_per_s:
@@ -778,6 +796,7 @@ async def run_gateway(address: str, sizes: list[str], duration: float, system: s
     for size in sizes:
         for clients in (1, 64):
             await cell(bench_unary(address, size, clients, duration))
+        await cell(bench_coalesced(address, size, 64, duration))
         if loadgen:
             for mode in ("unary", "coalesced"):
                 for clients in (1, 64):

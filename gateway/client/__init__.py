@@ -25,6 +25,11 @@ take bytes).
 Every attempt has a deadline (``attempt_timeout``, default 5 s); every call an overall one
 (``timeout``, default 30 s). TLS: pass ``root_certificates`` (PEM bytes); tokens: ``token``.
 
+Many concurrent callers (threads on ``GatewayClient``, tasks on ``AsyncGatewayClient``):
+``coalesce_reads=N`` sends the reads waiting at one moment as one ``Reads.ReadBatch`` and
+``coalesce_writes=N`` the writes as one ``WriteBatch``, each call keeping its semantics and its
+own outcome (:mod:`gateway.client.coalesce`); off by default.
+
 ``AsyncGatewayClient`` has every method of ``GatewayClient``, with the same parameters, as
 coroutines (``subscribe`` returns :class:`AsyncChangeEvents`, iterated with ``async for``);
 both build requests and read responses through the shared ``_Base`` helpers, so the two faces
@@ -43,11 +48,18 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
 
+from gateway.client.coalesce import (
+    WHOLE_BATCH_REFUSALS,
+    AsyncLanes,
+    ThreadLanes,
+    Waiting,
+    check_batch_size,
+)
 from gateway.client.conditions import Condition, serialize_conditions
 from gateway.client.errors import GatewayError, PreconditionFailed, error_of
 from gateway.client.prepared import (
@@ -91,6 +103,8 @@ __all__ = [
 
 FT = value_pb2.FieldType
 T = TypeVar("T")
+#: gRPC status codes by number
+_CODES = {c.value[0]: c for c in grpc.StatusCode}
 Row = dict[str, FieldValue]
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -238,10 +252,13 @@ class AsyncChangeEvents:
 class _Base:
     def __init__(self, targets: str | Sequence[str], *, token: str = "",
                  root_certificates: bytes | None = None, timeout: float = 30.0,
-                 attempt_timeout: float = 5.0, max_backoff: float = 1.0) -> None:
+                 attempt_timeout: float = 5.0, max_backoff: float = 1.0,
+                 coalesce_reads: int = 0, coalesce_writes: int = 0) -> None:
         self.targets = [targets] if isinstance(targets, str) else list(targets)
         if not self.targets:
             raise ValueError("at least one target HOST:PORT is needed")
+        self.coalesce_reads = check_batch_size("coalesce_reads", coalesce_reads)
+        self.coalesce_writes = check_batch_size("coalesce_writes", coalesce_writes)
         self.timeout = timeout
         self.attempt_timeout = attempt_timeout
         self.max_backoff = max_backoff
@@ -404,6 +421,50 @@ class _Base:
             err.results, err.errors = results, errors
         raise errors[0]
 
+    # -- coalesced calls (gateway.client.coalesce): one batch's request and answers ---------
+
+    @staticmethod
+    def _coalesced_reads(level: Any, batch: list[Waiting]) -> reads_pb2.ReadBatchRequest:
+        """The ``ReadBatchRequest`` of a batch of waiting reads (each ``req`` a
+        ``ReadRequest``)."""
+        return reads_pb2.ReadBatchRequest(
+            consistency=level, keys=[reads_pb2.ReadKey(table=w.req.table, key=w.req.key)
+                                     for w in batch])
+
+    @staticmethod
+    def _answer_reads(batch: list[Waiting], resp: reads_pb2.ReadBatchResponse) -> None:
+        """Answer each waiting read with its key's result, as ``Read`` answers it."""
+        if len(resp.results) != len(batch):
+            raise GatewayError(grpc.StatusCode.INTERNAL, f"ReadBatch answered "
+                               f"{len(resp.results)} results for {len(batch)} keys")
+        for w, r in zip(batch, resp.results, strict=True):
+            w.answer(gateway_pb2.ReadResponse(found=r.found, row=r.row,
+                                              applied_index=resp.applied_index))
+
+    @staticmethod
+    def _coalesced_writes(batch: list[Waiting]) -> bytes:
+        """The serialized ``WriteBatchRequest`` of a batch of waiting writes (each ``req``
+        its ``WriteRequest`` bytes and its conditions)."""
+        return repeated(b"\x0a", [w.req[0] for w in batch])
+
+    @staticmethod
+    def _answer_writes(batch: list[Waiting], resp: gateway_pb2.WriteBatchResponse) -> None:
+        """Answer each waiting write with its result, or with the refusal a lone ``Write``
+        raises (:class:`PreconditionFailed`, its condition resolved)."""
+        if len(resp.results) != len(batch):
+            raise GatewayError(grpc.StatusCode.INTERNAL, f"WriteBatch answered "
+                               f"{len(resp.results)} results for {len(batch)} writes")
+        refused = {e.index: e for e in resp.errors}
+        for i, w in enumerate(batch):
+            e = refused.get(i)
+            if e is None:
+                w.answer(resp.results[i])
+            elif e.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]:
+                w.answer(error=PreconditionFailed(e.error, e.field).resolve(w.req[1]))
+            else:
+                w.answer(error=GatewayError(_CODES.get(e.code, grpc.StatusCode.UNKNOWN),
+                                            e.error, e.field))
+
 
 class _Bytes:
     """A channel's write methods taking serialized requests (the client encodes them once),
@@ -466,6 +527,15 @@ class GatewayClient(_Base):
         ``conditions`` (:class:`Condition`): the write is applied only if they all hold
         when it is applied, else :class:`PreconditionFailed` is raised (nothing applied)."""
         req = self._write_bytes(statements, idempotency_key, conditions)
+        if self.coalesce_writes:
+            return cast("gateway_pb2.WriteResult", self._lanes(False).submit(
+                None, (req, conditions), timeout or self.timeout))
+        return self._write_one((req, conditions), timeout)
+
+    def _write_one(self, item: tuple[bytes, Sequence[transaction_pb2.Condition]],
+                   timeout: float | None = None) -> gateway_pb2.WriteResult:
+        """One ``Write`` of ``item`` (its request bytes and conditions), with the retries."""
+        req, conditions = item
         try:
             return self._call(lambda s, t: s.Write(req, timeout=t, metadata=self._metadata),
                               timeout, raw=True)
@@ -491,7 +561,59 @@ class GatewayClient(_Base):
              timeout: float | None = None) -> gateway_pb2.ReadResponse:
         """Read one row (``key``: a value or a list of key values)."""
         req = self._read_request(table, key, consistency)
+        if self.coalesce_reads:
+            return cast("gateway_pb2.ReadResponse", self._lanes(True).submit(
+                req.consistency, req, timeout or self.timeout))
+        return self._read_one(req, timeout)
+
+    def _read_one(self, req: gateway_pb2.ReadRequest, timeout: float | None = None
+                  ) -> gateway_pb2.ReadResponse:
+        """One ``Read`` of ``req``, with the retries."""
         return self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata), timeout)
+
+    def _lanes(self, reads: bool) -> ThreadLanes:
+        """The waiting reads' (or writes') lanes, made on first use."""
+        name = "_read_lanes" if reads else "_write_lanes"
+        lanes = self.__dict__.get(name)
+        if lanes is None:
+            lanes = ThreadLanes(self.coalesce_reads if reads else self.coalesce_writes,
+                                self._send_reads if reads else self._send_writes)
+            setattr(self, name, lanes)
+        return cast("ThreadLanes", lanes)
+
+    def _send_reads(self, level: Any, batch: list[Waiting]) -> None:
+        req = self._coalesced_reads(level, batch)
+        try:
+            resp = self._call(lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata),
+                              None, raw=True)
+        except GatewayError as err:
+            self._settle(batch, err, self._read_one)
+            return
+        self._answer_reads(batch, resp)
+
+    def _send_writes(self, _: Any, batch: list[Waiting]) -> None:
+        body = self._coalesced_writes(batch)
+        try:
+            resp = self._call(lambda s, t: s.WriteBatch(body, timeout=t,
+                                                        metadata=self._metadata),
+                              None, raw=True)
+        except GatewayError as err:
+            self._settle(batch, err, self._write_one)
+            return
+        self._answer_writes(batch, resp)
+
+    @staticmethod
+    def _settle(batch: list[Waiting], err: GatewayError, one: Callable[[Any], Any]) -> None:
+        """Answer a batch the node refused: with ``err``, or, refused whole, each call sent
+        alone."""
+        for w in batch:
+            if err.code not in WHOLE_BATCH_REFUSALS:
+                w.answer(error=err)
+                continue
+            try:
+                w.answer(one(w.req))
+            except GatewayError as exc:
+                w.answer(error=exc)
 
     def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """The row as a dict, or ``None``."""
@@ -674,6 +796,10 @@ class GatewayClient(_Base):
         return self._admin(*self._snapshot_request(), timeout)
 
     def close(self) -> None:
+        for name in ("_read_lanes", "_write_lanes"):
+            lanes = self.__dict__.pop(name, None)
+            if lanes is not None:
+                lanes.close()
         for ch, *_ in self._channels.values():
             ch.close()
         self._channels.clear()
@@ -725,6 +851,15 @@ class AsyncGatewayClient(_Base):
                     ) -> gateway_pb2.WriteResult:
         """As :meth:`GatewayClient.write`."""
         req = self._write_bytes(statements, idempotency_key, conditions)
+        if self.coalesce_writes:
+            return cast("gateway_pb2.WriteResult", await self._lanes(False).submit(
+                None, (req, conditions), timeout or self.timeout))
+        return await self._write_one((req, conditions), timeout)
+
+    async def _write_one(self, item: tuple[bytes, Sequence[transaction_pb2.Condition]],
+                         timeout: float | None = None) -> gateway_pb2.WriteResult:
+        """One ``Write`` of ``item`` (its request bytes and conditions), with the retries."""
+        req, conditions = item
         try:
             return await self._call(
                 lambda s, t: s.Write(req, timeout=t, metadata=self._metadata), timeout,
@@ -756,8 +891,66 @@ class AsyncGatewayClient(_Base):
                    timeout: float | None = None) -> gateway_pb2.ReadResponse:
         """As :meth:`GatewayClient.read`."""
         req = self._read_request(table, key, consistency)
+        if self.coalesce_reads:
+            return cast("gateway_pb2.ReadResponse", await self._lanes(True).submit(
+                req.consistency, req, timeout or self.timeout))
+        return await self._read_one(req, timeout)
+
+    async def _read_one(self, req: gateway_pb2.ReadRequest, timeout: float | None = None
+                        ) -> gateway_pb2.ReadResponse:
+        """One ``Read`` of ``req``, with the retries."""
         return await self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata),
                                 timeout)
+
+    def _lanes(self, reads: bool) -> AsyncLanes:
+        """The waiting reads' (or writes') lanes, made on first use."""
+        name = "_read_lanes" if reads else "_write_lanes"
+        lanes = self.__dict__.get(name)
+        if lanes is None:
+            lanes = AsyncLanes(self.coalesce_reads if reads else self.coalesce_writes,
+                               self._send_reads if reads else self._send_writes)
+            setattr(self, name, lanes)
+        return cast("AsyncLanes", lanes)
+
+    async def _send_reads(self, level: Any, batch: list[Waiting]) -> None:
+        req = self._coalesced_reads(level, batch)
+        try:
+            resp = await self._call(
+                lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata), None,
+                raw=True)
+        except GatewayError as err:
+            await self._settle(batch, err, self._read_one)
+            return
+        self._answer_reads(batch, resp)
+
+    async def _send_writes(self, _: Any, batch: list[Waiting]) -> None:
+        body = self._coalesced_writes(batch)
+        try:
+            resp = await self._call(
+                lambda s, t: s.WriteBatch(body, timeout=t, metadata=self._metadata), None,
+                raw=True)
+        except GatewayError as err:
+            await self._settle(batch, err, self._write_one)
+            return
+        self._answer_writes(batch, resp)
+
+    @staticmethod
+    async def _settle(batch: list[Waiting], err: GatewayError,
+                      one: Callable[[Any], Awaitable[Any]]) -> None:
+        """Answer a batch the node refused: with ``err``, or, refused whole, each call sent
+        alone (concurrently)."""
+        if err.code not in WHOLE_BATCH_REFUSALS:
+            for w in batch:
+                w.answer(error=err)
+            return
+
+        async def alone(w: Waiting) -> None:
+            try:
+                w.answer(await one(w.req))
+            except GatewayError as exc:
+                w.answer(error=exc)
+
+        await asyncio.gather(*(alone(w) for w in batch))
 
     async def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """As :meth:`GatewayClient.get`."""
