@@ -54,11 +54,12 @@ import grpc
 from google.protobuf.message import Message
 
 from gateway.client.coalesce import (
-    WHOLE_BATCH_REFUSALS,
     AsyncLanes,
     ThreadLanes,
     Waiting,
     check_batch_size,
+    settle,
+    settle_async,
 )
 from gateway.client.conditions import Condition, serialize_conditions
 from gateway.client.errors import GatewayError, PreconditionFailed, error_of
@@ -103,8 +104,7 @@ __all__ = [
 
 FT = value_pb2.FieldType
 T = TypeVar("T")
-#: gRPC status codes by number
-_CODES = {c.value[0]: c for c in grpc.StatusCode}
+L = TypeVar("L", ThreadLanes, AsyncLanes)
 Row = dict[str, FieldValue]
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -259,6 +259,7 @@ class _Base:
             raise ValueError("at least one target HOST:PORT is needed")
         self.coalesce_reads = check_batch_size("coalesce_reads", coalesce_reads)
         self.coalesce_writes = check_batch_size("coalesce_writes", coalesce_writes)
+        self._coalescing: dict[bool, Any] = {}  # reads? -> their lanes, made on first use
         self.timeout = timeout
         self.attempt_timeout = attempt_timeout
         self.max_backoff = max_backoff
@@ -410,9 +411,7 @@ class _Base:
         results: list[gateway_pb2.WriteResult | None] = list(resp.results)
         errors = []
         for e in resp.errors:
-            err = PreconditionFailed(e.error, e.field)
-            if e.index < len(conds):
-                err.resolve(conds[e.index])
+            err = _Base._refusal(e, conds[e.index] if e.index < len(conds) else ())
             err.index = e.index
             if e.index < len(results):
                 results[e.index] = None
@@ -420,6 +419,22 @@ class _Base:
         for err in errors:
             err.results, err.errors = results, errors
         raise errors[0]
+
+    @staticmethod
+    def _refusal(e: gateway_pb2.WriteError, conditions: Sequence[transaction_pb2.Condition]
+                 ) -> PreconditionFailed:
+        """The :class:`PreconditionFailed` of a write a ``WriteBatch`` refused (``e``), its
+        condition resolved from the ``conditions`` that write carried."""
+        return PreconditionFailed(e.error, e.field).resolve(conditions)
+
+    def _lanes(self, reads: bool, make: Callable[[int, Any], L], send: Any) -> L:
+        """The waiting reads' (or writes') lanes, made on first use by ``make(batch size,
+        send)``."""
+        lanes = self._coalescing.get(reads)
+        if lanes is None:
+            lanes = self._coalescing[reads] = make(
+                self.coalesce_reads if reads else self.coalesce_writes, send)
+        return cast("L", lanes)
 
     # -- coalesced calls (gateway.client.coalesce): one batch's request and answers ---------
 
@@ -459,11 +474,8 @@ class _Base:
             e = refused.get(i)
             if e is None:
                 w.answer(resp.results[i])
-            elif e.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]:
-                w.answer(error=PreconditionFailed(e.error, e.field).resolve(w.req[1]))
             else:
-                w.answer(error=GatewayError(_CODES.get(e.code, grpc.StatusCode.UNKNOWN),
-                                            e.error, e.field))
+                w.answer(error=_Base._refusal(e, w.req[1]))
 
 
 class _Bytes:
@@ -528,7 +540,8 @@ class GatewayClient(_Base):
         when it is applied, else :class:`PreconditionFailed` is raised (nothing applied)."""
         req = self._write_bytes(statements, idempotency_key, conditions)
         if self.coalesce_writes:
-            return cast("gateway_pb2.WriteResult", self._lanes(False).submit(
+            return cast("gateway_pb2.WriteResult", self._lanes(
+                False, ThreadLanes, self._send_writes).submit(
                 None, (req, conditions), timeout or self.timeout))
         return self._write_one((req, conditions), timeout)
 
@@ -562,7 +575,8 @@ class GatewayClient(_Base):
         """Read one row (``key``: a value or a list of key values)."""
         req = self._read_request(table, key, consistency)
         if self.coalesce_reads:
-            return cast("gateway_pb2.ReadResponse", self._lanes(True).submit(
+            return cast("gateway_pb2.ReadResponse", self._lanes(
+                True, ThreadLanes, self._send_reads).submit(
                 req.consistency, req, timeout or self.timeout))
         return self._read_one(req, timeout)
 
@@ -571,23 +585,13 @@ class GatewayClient(_Base):
         """One ``Read`` of ``req``, with the retries."""
         return self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata), timeout)
 
-    def _lanes(self, reads: bool) -> ThreadLanes:
-        """The waiting reads' (or writes') lanes, made on first use."""
-        name = "_read_lanes" if reads else "_write_lanes"
-        lanes = self.__dict__.get(name)
-        if lanes is None:
-            lanes = ThreadLanes(self.coalesce_reads if reads else self.coalesce_writes,
-                                self._send_reads if reads else self._send_writes)
-            setattr(self, name, lanes)
-        return cast("ThreadLanes", lanes)
-
     def _send_reads(self, level: Any, batch: list[Waiting]) -> None:
         req = self._coalesced_reads(level, batch)
         try:
             resp = self._call(lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata),
                               None, raw=True)
         except GatewayError as err:
-            self._settle(batch, err, self._read_one)
+            settle(batch, err, self._read_one)
             return
         self._answer_reads(batch, resp)
 
@@ -598,22 +602,9 @@ class GatewayClient(_Base):
                                                         metadata=self._metadata),
                               None, raw=True)
         except GatewayError as err:
-            self._settle(batch, err, self._write_one)
+            settle(batch, err, self._write_one)
             return
         self._answer_writes(batch, resp)
-
-    @staticmethod
-    def _settle(batch: list[Waiting], err: GatewayError, one: Callable[[Any], Any]) -> None:
-        """Answer a batch the node refused: with ``err``, or, refused whole, each call sent
-        alone."""
-        for w in batch:
-            if err.code not in WHOLE_BATCH_REFUSALS:
-                w.answer(error=err)
-                continue
-            try:
-                w.answer(one(w.req))
-            except GatewayError as exc:
-                w.answer(error=exc)
 
     def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """The row as a dict, or ``None``."""
@@ -796,10 +787,9 @@ class GatewayClient(_Base):
         return self._admin(*self._snapshot_request(), timeout)
 
     def close(self) -> None:
-        for name in ("_read_lanes", "_write_lanes"):
-            lanes = self.__dict__.pop(name, None)
-            if lanes is not None:
-                lanes.close()
+        for lanes in self._coalescing.values():
+            lanes.close()
+        self._coalescing.clear()
         for ch, *_ in self._channels.values():
             ch.close()
         self._channels.clear()
@@ -852,7 +842,8 @@ class AsyncGatewayClient(_Base):
         """As :meth:`GatewayClient.write`."""
         req = self._write_bytes(statements, idempotency_key, conditions)
         if self.coalesce_writes:
-            return cast("gateway_pb2.WriteResult", await self._lanes(False).submit(
+            return cast("gateway_pb2.WriteResult", await self._lanes(
+                False, AsyncLanes, self._send_writes).submit(
                 None, (req, conditions), timeout or self.timeout))
         return await self._write_one((req, conditions), timeout)
 
@@ -892,7 +883,8 @@ class AsyncGatewayClient(_Base):
         """As :meth:`GatewayClient.read`."""
         req = self._read_request(table, key, consistency)
         if self.coalesce_reads:
-            return cast("gateway_pb2.ReadResponse", await self._lanes(True).submit(
+            return cast("gateway_pb2.ReadResponse", await self._lanes(
+                True, AsyncLanes, self._send_reads).submit(
                 req.consistency, req, timeout or self.timeout))
         return await self._read_one(req, timeout)
 
@@ -902,16 +894,6 @@ class AsyncGatewayClient(_Base):
         return await self._call(lambda s, t: s.Read(req, timeout=t, metadata=self._metadata),
                                 timeout)
 
-    def _lanes(self, reads: bool) -> AsyncLanes:
-        """The waiting reads' (or writes') lanes, made on first use."""
-        name = "_read_lanes" if reads else "_write_lanes"
-        lanes = self.__dict__.get(name)
-        if lanes is None:
-            lanes = AsyncLanes(self.coalesce_reads if reads else self.coalesce_writes,
-                               self._send_reads if reads else self._send_writes)
-            setattr(self, name, lanes)
-        return cast("AsyncLanes", lanes)
-
     async def _send_reads(self, level: Any, batch: list[Waiting]) -> None:
         req = self._coalesced_reads(level, batch)
         try:
@@ -919,7 +901,7 @@ class AsyncGatewayClient(_Base):
                 lambda s, t: s.ReadBatch(req, timeout=t, metadata=self._metadata), None,
                 raw=True)
         except GatewayError as err:
-            await self._settle(batch, err, self._read_one)
+            await settle_async(batch, err, self._read_one)
             return
         self._answer_reads(batch, resp)
 
@@ -930,27 +912,9 @@ class AsyncGatewayClient(_Base):
                 lambda s, t: s.WriteBatch(body, timeout=t, metadata=self._metadata), None,
                 raw=True)
         except GatewayError as err:
-            await self._settle(batch, err, self._write_one)
+            await settle_async(batch, err, self._write_one)
             return
         self._answer_writes(batch, resp)
-
-    @staticmethod
-    async def _settle(batch: list[Waiting], err: GatewayError,
-                      one: Callable[[Any], Awaitable[Any]]) -> None:
-        """Answer a batch the node refused: with ``err``, or, refused whole, each call sent
-        alone (concurrently)."""
-        if err.code not in WHOLE_BATCH_REFUSALS:
-            for w in batch:
-                w.answer(error=err)
-            return
-
-        async def alone(w: Waiting) -> None:
-            try:
-                w.answer(await one(w.req))
-            except GatewayError as exc:
-                w.answer(error=exc)
-
-        await asyncio.gather(*(alone(w) for w in batch))
 
     async def get(self, table: str, key: object, consistency: str = "linearizable") -> Row | None:
         """As :meth:`GatewayClient.get`."""

@@ -36,7 +36,7 @@ import grpc
 from gateway.client.errors import GatewayError
 
 __all__ = ["MAX_SENDING", "WHOLE_BATCH_REFUSALS", "AsyncLanes", "ThreadLanes", "Waiting",
-           "check_batch_size"]
+           "check_batch_size", "settle", "settle_async"]
 
 #: batch calls one lane has out at once; the calls arriving meanwhile leave in the next one
 MAX_SENDING = 2
@@ -90,6 +90,37 @@ class Waiting:
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def settle(batch: list[Waiting], err: GatewayError, one: Callable[[Any], Any]) -> None:
+    """Answer a batch the node did not answer call by call: with ``err``, or, when the node
+    refused it whole (:data:`WHOLE_BATCH_REFUSALS`), each call sent alone with ``one(req)``."""
+    if err.code not in WHOLE_BATCH_REFUSALS:
+        for w in batch:
+            w.answer(error=err)
+        return
+    for w in batch:
+        try:
+            w.answer(one(w.req))
+        except GatewayError as exc:
+            w.answer(error=exc)
+
+
+async def settle_async(batch: list[Waiting], err: GatewayError,
+                       one: Callable[[Any], Awaitable[Any]]) -> None:
+    """:func:`settle` for an asyncio client: the calls sent alone run concurrently."""
+    if err.code not in WHOLE_BATCH_REFUSALS:
+        for w in batch:
+            w.answer(error=err)
+        return
+
+    async def alone(w: Waiting) -> None:
+        try:
+            w.answer(await one(w.req))
+        except GatewayError as exc:
+            w.answer(error=exc)
+
+    await asyncio.gather(*(alone(w) for w in batch))
 
 
 class _Lane:
