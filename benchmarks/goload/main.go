@@ -115,10 +115,7 @@ func main() {
 		if *consistency == "stale" {
 			level = pb.Consistency_CONSISTENCY_STALE
 		}
-		call = gwCall(*mode, *target, *conns, *keys, *batch, *limit, level)
-		if *mode == "gw-read" && *coalesce > 0 {
-			call = gwCoalescedRead(*target, *keys, *coalesce, level)
-		}
+		call = gwCall(*mode, *target, *conns, *keys, *batch, *limit, *coalesce, level)
 	case "etcd-txn":
 		call = etcdTxn(*target, *conns, *keys, *batch, *consistency == "s")
 	case "echo":
@@ -191,7 +188,10 @@ func gwFill(target string, keys int, value string) {
 	}
 }
 
-func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consistency) func(c, seq int) (int, error) {
+// gwCall is the call of a gw-* mode; with coalesce > 0, gw-read goes through the Go client made
+// with WithReadCoalescing(coalesce): the Reads the clients have waiting at one moment reach
+// the node as one Reads.ReadBatch.
+func gwCall(mode, target string, conns, keys, batch, limit, coalesce int, level pb.Consistency) func(c, seq int) (int, error) {
 	cs := dial(target, conns)
 	stubs := make([]pb.GatewayClient, len(cs))
 	reads := make([]pb.ReadsClient, len(cs))
@@ -202,13 +202,25 @@ func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consist
 	key := func(i int) []*pb.Value {
 		return []*pb.Value{{Kind: &pb.Value_StringValue{StringValue: keyOf(i % keys)}}}
 	}
+	read := func(ctx context.Context, c, first int) (*pb.ReadResponse, error) {
+		return stubs[c%len(stubs)].Read(ctx, &pb.ReadRequest{Table: "bench.kv", Key: key(first), Consistency: level})
+	}
+	if coalesce > 0 {
+		cl, err := gateway.New([]string{target}, gateway.WithReadCoalescing(coalesce))
+		if err != nil {
+			fail(err.Error())
+		}
+		read = func(ctx context.Context, _, first int) (*pb.ReadResponse, error) {
+			return cl.Read(ctx, "bench.kv", keyOf(first%keys), gateway.WithConsistency(level))
+		}
+	}
 	return func(c, seq int) (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		first := c*7919 + seq
 		switch mode {
 		case "gw-read":
-			resp, err := stubs[c%len(stubs)].Read(ctx, &pb.ReadRequest{Table: "bench.kv", Key: key(first), Consistency: level})
+			resp, err := read(ctx, c, first)
 			if err == nil && !resp.GetFound() {
 				err = fmt.Errorf("key %s not found", keyOf(first%keys))
 			}
@@ -236,25 +248,6 @@ func gwCall(mode, target string, conns, keys, batch, limit int, level pb.Consist
 			}
 			return len(resp.GetRows()), err
 		}
-	}
-}
-
-// gwCoalescedRead reads one key per call through the Go client with WithReadCoalescing: the
-// Reads the clients have waiting at one moment reach the node as one Reads.ReadBatch.
-func gwCoalescedRead(target string, keys, coalesce int, level pb.Consistency) func(c, seq int) (int, error) {
-	cl, err := gateway.New([]string{target}, gateway.WithReadCoalescing(coalesce))
-	if err != nil {
-		fail(err.Error())
-	}
-	return func(c, seq int) (int, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		first := c*7919 + seq
-		resp, err := cl.Read(ctx, "bench.kv", keyOf(first%keys), gateway.WithConsistency(level))
-		if err == nil && !resp.GetFound() {
-			err = fmt.Errorf("key %s not found", keyOf(first%keys))
-		}
-		return 1, err
 	}
 }
 

@@ -344,12 +344,17 @@ func (c *Client) WriteBatchRequests(ctx context.Context, writes []*pb.WriteReque
 	berr := &BatchError{Refused: map[int]*GatewayError{}}
 	for _, e := range resp.GetErrors() {
 		i := int(e.GetIndex())
-		berr.Refused[i] = &GatewayError{Code: codes.Code(e.GetCode()), Message: e.GetError(), Field: e.GetField()}
+		berr.Refused[i] = refusalOf(e)
 		if i < len(results) {
 			results[i] = nil
 		}
 	}
 	return results, berr
+}
+
+// refusalOf is the error of a write a WriteBatch refused (its conditions failed).
+func refusalOf(e *pb.WriteError) *GatewayError {
+	return &GatewayError{Code: codes.Code(e.GetCode()), Message: e.GetError(), Field: e.GetField()}
 }
 
 // ReadOption configures Read and Get.

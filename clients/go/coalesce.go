@@ -8,7 +8,7 @@ package gateway
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -32,13 +32,7 @@ const maxSending = 2
 // answer or error. Off by default: a lone Read then waits for nothing, but pays one more
 // goroutine hand-off.
 func WithReadCoalescing(maxBatch int) Option {
-	return func(o *options) {
-		if maxBatch < 1 || maxBatch > 10000 {
-			o.err = errors.New("gateway: WithReadCoalescing: maxBatch must be 1..10000")
-			return
-		}
-		o.readBatch = maxBatch
-	}
+	return batchSize("WithReadCoalescing", maxBatch, func(o *options) *int { return &o.readBatch })
 }
 
 // WithWriteCoalescing sends the Writes this client has waiting at one moment as one
@@ -50,12 +44,17 @@ func WithReadCoalescing(maxBatch int) Option {
 // invalid write, a request over its size limit, a denied table) is sent again as one Write per
 // write, so each caller gets its own result or error. Off by default.
 func WithWriteCoalescing(maxBatch int) Option {
+	return batchSize("WithWriteCoalescing", maxBatch, func(o *options) *int { return &o.writeBatch })
+}
+
+// batchSize is the Option setting *field(o) to maxBatch, or failing New when it is not 1..10000.
+func batchSize(name string, maxBatch int, field func(*options) *int) Option {
 	return func(o *options) {
 		if maxBatch < 1 || maxBatch > 10000 {
-			o.err = errors.New("gateway: WithWriteCoalescing: maxBatch must be 1..10000")
+			o.err = fmt.Errorf("gateway: %s: maxBatch must be 1..10000", name)
 			return
 		}
-		o.writeBatch = maxBatch
+		*field(o) = maxBatch
 	}
 }
 
@@ -230,9 +229,9 @@ func (c *Client) writeBatchOf(_ struct{}, batch []*waiting[*pb.WriteRequest, *pb
 	}
 	refused := map[int]*GatewayError{}
 	for _, e := range resp.GetErrors() {
-		code := codes.Code(e.GetCode())
-		refused[int(e.GetIndex())] = &GatewayError{Code: code, Message: e.GetError(), Field: e.GetField(),
-			Cause: status.Error(code, e.GetError())}
+		gerr := refusalOf(e)
+		gerr.Cause = status.Error(gerr.Code, gerr.Message) // as a lone Write's refusal has
+		refused[int(e.GetIndex())] = gerr
 	}
 	for i, w := range batch {
 		if gerr, ok := refused[i]; ok {
