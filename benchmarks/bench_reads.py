@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -121,25 +122,21 @@ def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str,
         cluster = ProcessCluster(Path(tmp), 3, proxied=False, env=gateway_env(appliers))
         try:
             address, pids = start_gateway(cluster)
+            # (system, extra goload arguments, the cells it runs)
+            passes: list[tuple[str, list[str], tuple[Any, ...]]] = [("gateway", [], CELLS)]
+            if coalesce:
+                passes.append(("gateway, coalescing", ["-coalesce", str(coalesce)],
+                               tuple(c for c in CELLS if "gw-read" in c[1])))
             for size in sizes:
                 goload(exe, address, ["-mode", "gw-fill"], 1, 1, SIZES[size])
-                for cell, args, _, clients, _rows in CELLS:
-                    before, steal = [cpu_seconds(p) for p in pids], StealMeter()
-                    got = goload(exe, address, args, clients, duration, SIZES[size])
-                    out.append(measured("gateway", cell, size, clients, got, pids, before,
-                                        steal))
-                    print(table(out[-1:]).splitlines()[-1], flush=True)
-                if not coalesce:
-                    continue
-                for cell, args, _, clients, _rows in CELLS:
-                    if "gw-read" not in args:
-                        continue
-                    before, steal = [cpu_seconds(p) for p in pids], StealMeter()
-                    got = goload(exe, address, [*args, "-coalesce", str(coalesce)], clients,
-                                 duration, SIZES[size])
-                    out.append(measured("gateway, coalescing", cell, size, clients, got, pids,
-                                        before, steal))
-                    print(table(out[-1:]).splitlines()[-1], flush=True)
+                for system, extra, cells in passes:
+                    for cell, args, _, clients, _rows in cells:
+                        before, steal = [cpu_seconds(p) for p in pids], StealMeter()
+                        got = goload(exe, address, [*args, *extra], clients, duration,
+                                     SIZES[size])
+                        out.append(measured(system, cell, size, clients, got, pids, before,
+                                            steal))
+                        print(table(out[-1:]).splitlines()[-1], flush=True)
         finally:
             cluster.close()
     return out
