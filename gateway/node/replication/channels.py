@@ -192,7 +192,8 @@ class ChannelRunner:
         me = drv.opts.cluster_id
         target = d.sources[self._next_source % len(d.sources)]
         self._next_source += 1
-        self.state.state = "connecting"
+        if not self.state.last_error:  # a retry keeps reporting the failure it retries
+            self.state.state = "connecting"
         self.state.connected = target
         md = (("authorization", f"Bearer {d.token}"),) if d.token else None
         async with self._channel(target) as ch:
