@@ -35,9 +35,17 @@ setup(
             "gateway.node._wire",
             ["gateway/node/_wire.c"],
             depends=["gateway/core/_buf.h", "gateway/core/_protowire.h", "gateway/v1/wire_tags.h",
-                     "gateway/node/_txnhead.h"],
+                     "gateway/node/_keyvalues.h", "gateway/node/_txnhead.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.node.state.state_machine uses Python
+        ),
+        Extension(
+            "gateway.node.api._read_wire",
+            ["gateway/node/api/_read_wire.c"],
+            depends=["gateway/core/_buf.h", "gateway/core/_protowire.h", "gateway/v1/wire_tags.h",
+                     "gateway/node/_keyvalues.h"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.node.api.read_wire uses Python
         ),
         Extension(
             "gateway.node._feed",

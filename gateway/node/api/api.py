@@ -538,11 +538,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except Exception as exc:
             await self._abort_storage(context, exc)
 
-    async def ReadBatch(self, request: reads_pb2.ReadBatchRequest, context: CallContext
-                        ) -> bytes:
+    async def ReadBatch(self, received: ReceivedRequest[reads_pb2.ReadBatchRequest],
+                        context: CallContext) -> bytes:
         """``gateway.v1.Reads.ReadBatch`` (served beside ``Gateway``: ``ReadsServicer``)."""
         try:
-            return await reads.read_batch(self.node, request, _deadline(context))
+            return await reads.read_batch(self.node, received.message, _deadline(context),
+                                          received.data)
         except (NodeError, InvalidRequest, TimeoutError) as exc:
             await self._abort(context, exc)
         except Exception as exc:

@@ -14,9 +14,11 @@ The write methods (:data:`KEEPS_BYTES`) keep the bytes they were given: their de
 returns a :class:`ReceivedRequest`, the bytes as received beside their parse, so that the
 statements' bytes go into the log entry sliced from what the client sent (``wire.frame_request``,
 ``wire.frame_batch``) and a follower forwards the request as it came -- nothing is serialized
-again. The parse stays: it is the check that the bytes are a well-formed message (the entry
-holds only bytes that parse), and it gives validation the idempotency key, the conditions
-and, for a shape the wire check has not seen, the statements.
+again. ``ReadBatch`` keeps them too: a batch's keys are read from its bytes
+(``read_wire.batch_keys``) rather than from a message per key and value. The parse stays: it
+is the check that the bytes are a well-formed message (the entry holds only bytes that
+parse), and it gives validation the idempotency key, the conditions and, for a shape the wire
+check has not seen, the statements.
 
 A request larger than ``max_request_bytes`` never gets here: the API server's
 ``grpc.max_receive_message_length`` refuses it (RESOURCE_EXHAUSTED) before reading it.
@@ -45,7 +47,7 @@ READS_SERVICE = reads_pb2.DESCRIPTOR.services_by_name["Reads"]
 #: The field an undecodable request's error names (the request as a whole).
 REQUEST_FIELD = "request"
 #: The methods whose requests reach the servicer as a :class:`ReceivedRequest`.
-KEEPS_BYTES = frozenset({"Write", "WriteBatch", "StreamWrite"})
+KEEPS_BYTES = frozenset({"Write", "WriteBatch", "StreamWrite", "ReadBatch"})
 
 _M = TypeVar("_M", bound=PbMessage, covariant=True)  # a ReceivedRequest is read-only
 #: What a behaviour returns: its response message, or the response already serialized.
@@ -57,7 +59,8 @@ class ReceivedRequest(NamedTuple, Generic[_M]):
 
     #: The serialized request exactly as gRPC (or ``Peer.Forward``) delivered it.
     data: bytes
-    #: ``data`` parsed (a ``WriteRequest``, ``WriteBatchRequest`` or ``StreamWriteRequest``).
+    #: ``data`` parsed (a ``WriteRequest``, ``WriteBatchRequest``, ``StreamWriteRequest`` or
+    #: ``ReadBatchRequest``).
     message: _M
 
 

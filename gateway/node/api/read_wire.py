@@ -5,19 +5,36 @@ read's answer is the row's bytes framed as the response's ``row`` field: parsing
 into a message only to serialize it again, as a message-built response does, costs the node
 CPU per row and gives the client the same message. Each function here returns exactly the
 bytes the message-built response serializes to (field order as protobuf writes it; the
-differential tests in ``tests/node/test_read_wire.py`` compare them).
+differential tests in ``tests/node/test_read_batch.py`` compare them).
+
+A read batch's keys are read here from the request's bytes too (:func:`plain_keys`,
+:func:`batch_keys`): the store key of every key, checked by the rules of a write's key values,
+without building a message per key and value. Anything out of the plain case (a key naming its
+own table, a text value for a typed column, a value to refuse) answers None, and the parsed
+request takes the general path, which gives the verdict and the error.
+
+Each ``*_py`` function is the specification of its C twin in ``_read_wire.c``
+(``gateway.core.accel``), which serves when built; the tests run both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from gateway.core.varint import encode_uvarint
+from gateway.core import accel
+from gateway.core.varint import decode_uvarint, encode_uvarint
 from gateway.node.base.validation import InvalidRequest
-from gateway.node.state.wire import frame_field
+from gateway.node.state.wire import (
+    frame_field,
+    key_part,
+    single_field_end,
+    tag_of_code,
+    value_ok_py,
+)
 from gateway.v1 import wire_tags as W
 
-__all__ = ["read_batch_response", "read_response", "scan_response"]
+__all__ = ["batch_keys", "batch_keys_py", "plain_keys", "plain_keys_py", "read_batch_response",
+           "read_batch_response_py", "read_response", "scan_response"]
 
 _FOUND = W.READ_RESPONSE_FOUND_KEY + b"\x01"
 _ROW = W.READ_RESPONSE_ROW_KEY
@@ -31,6 +48,12 @@ _BATCH_INDEX = W.READ_BATCH_RESPONSE_APPLIED_INDEX_KEY
 _MISSING = _RESULTS + b"\x00"
 _RESULT_FOUND = W.READ_BATCH_RESULT_FOUND_KEY + b"\x01"
 _RESULT_ROW = W.READ_BATCH_RESULT_ROW_KEY
+_accel = accel.load("gateway.node.api._read_wire")  # None: the Python specifications serve
+_B_REQ_TABLE = W.READ_BATCH_REQUEST_TABLE_KEY[0]
+_B_REQ_KEYS = W.READ_BATCH_REQUEST_KEYS_KEY[0]
+_B_REQ_CONSISTENCY = W.READ_BATCH_REQUEST_CONSISTENCY_KEY[0]
+_B_KEY_TABLE = W.READ_KEY_TABLE_KEY[0]
+_B_KEY_VALUES = W.READ_KEY_KEY_KEY[0]
 
 
 def _index(key: bytes, index: int) -> bytes:
@@ -57,7 +80,18 @@ def read_batch_response(rows: Sequence[bytes | None], applied_index: int, limit:
                         ) -> bytes:
     """``ReadBatchResponse`` of one result per row (``None``: not found), serialized; raises
     ``InvalidRequest`` naming ``keys[i]`` when the response would pass ``limit`` bytes at the
-    ``i``-th key."""
+    ``i``-th key (:func:`read_batch_response_py`, by its C twin when built)."""
+    if _accel is not None:
+        got: bytes | None = _accel.batch_response(rows, applied_index, limit)
+        if got is not None:
+            return got
+    return read_batch_response_py(rows, applied_index, limit)  # the error names the key
+
+
+def read_batch_response_py(rows: Sequence[bytes | None], applied_index: int, limit: int
+                           ) -> bytes:
+    """:func:`read_batch_response`, the specification of ``_read_wire.batch_response``
+    (which answers None where this raises: a response past ``limit``)."""
     parts: list[bytes] = []
     size = 0
     for i, row in enumerate(rows):
@@ -76,3 +110,104 @@ def read_batch_response(rows: Sequence[bytes | None], applied_index: int, limit:
         parts.append(part)
     parts.append(_index(_BATCH_INDEX, applied_index))
     return b"".join(parts)
+
+
+def plain_keys_py(data: bytes) -> bool:
+    """Whether every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data`` names no
+    table (or an empty one) and holds at least one value, and the request has no field but
+    its table, keys and consistency -- what the request alone must say for
+    :func:`batch_keys` to read its keys. False for bytes that do not walk as such."""
+    pos, n = 0, len(data)
+    try:
+        while pos < n:
+            tag = data[pos]
+            if tag == _B_REQ_CONSISTENCY:
+                _, pos = decode_uvarint(data, pos + 1)
+                continue
+            if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
+                return False
+            ln, p = decode_uvarint(data, pos + 1)
+            end = p + ln
+            if end > n:
+                return False
+            if tag == _B_REQ_KEYS:
+                values = 0
+                while p < end:
+                    t = data[p]
+                    if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
+                        return False
+                    ln, v = decode_uvarint(data, p + 1)
+                    p = v + ln
+                    if p > end or (t == _B_KEY_TABLE and ln):
+                        return False
+                    values += t == _B_KEY_VALUES
+                if not values:
+                    return False
+            pos = end
+    except (IndexError, ValueError):
+        return False
+    return True
+
+
+def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | None:
+    """The store key of every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data``, in
+    order: ``prefix`` (the table's, ``keys.table_prefix``) + the key's encoding
+    (``keys.encode_key``), when every key is plain -- it names no table, and holds exactly
+    ``len(kcodes)`` values, each exactly one field in its key column's case and valid for its
+    type by the rules of a write's key values (``kcodes``: ``wire.column_code`` of each key
+    column). None when a key is not, or the bytes do not walk as :func:`plain_keys` says:
+    the general path then checks the parsed request and gives the verdict and the error. The
+    specification of ``_read_wire.batch_keys``."""
+    nk = len(kcodes)
+    out: list[bytes] = []
+    pos, n = 0, len(data)
+    try:
+        while pos < n:
+            tag = data[pos]
+            if tag == _B_REQ_CONSISTENCY:
+                _, pos = decode_uvarint(data, pos + 1)
+                continue
+            if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
+                return None
+            ln, p = decode_uvarint(data, pos + 1)
+            end = p + ln
+            if end > n:
+                return None
+            if tag == _B_REQ_KEYS:
+                parts = [prefix]
+                while p < end:
+                    t = data[p]
+                    if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
+                        return None
+                    ln, v = decode_uvarint(data, p + 1)
+                    v_end = v + ln
+                    if v_end > end:
+                        return None
+                    if t == _B_KEY_TABLE:
+                        if ln:
+                            return None
+                    else:
+                        if len(parts) > nk:
+                            return None
+                        code = kcodes[len(parts) - 1]
+                        got = data[v] if ln else -1
+                        if got != tag_of_code(code) or not single_field_end(data, v, v_end, got) \
+                                or not value_ok_py(data, v, v_end, code, True):
+                            return None
+                        part = key_part(data, v, v_end)
+                        if part is None:
+                            return None
+                        parts.append(part)
+                    p = v_end
+                if len(parts) != nk + 1:
+                    return None
+                out.append(b"".join(parts))
+            pos = end
+    except (IndexError, ValueError):
+        return None
+    return out
+
+
+plain_keys: Callable[[bytes], bool] = _accel.plain_keys if _accel else plain_keys_py
+batch_keys: Callable[[bytes, bytes, bytes], list[bytes] | None] = (
+    _accel.batch_keys if _accel else batch_keys_py)

@@ -26,12 +26,14 @@ from gateway.node.base.validation import (
     key_rules,
     split_table_name,
 )
-from gateway.node.state import row_reads
+from gateway.node.state import keys, row_reads
+from gateway.node.state.wire import column_code
 from gateway.v1 import gateway_pb2, reads_pb2, value_pb2
 
 if TYPE_CHECKING:
     from gateway.node.api.served_node import ServedNode
     from gateway.node.base.validation import TableSchema
+    from gateway.node.state.state_machine import StoreStateMachine
 
 __all__ = ["MAX_BATCH_KEYS", "SCAN_RESPONSE_BYTES", "coerce_key", "read", "read_batch",
            "read_point", "scan"]
@@ -115,14 +117,31 @@ async def read(node: ServedNode, request: gateway_pb2.ReadRequest, deadline: flo
                                     sm.applied_index)
 
 
-async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, deadline: float
-                     ) -> bytes:
+async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, deadline: float,
+                     data: bytes | None = None) -> bytes:
     """``Reads.ReadBatch``: the serialized ``ReadBatchResponse`` with the row of every key, in
     the request's order, all read at one applied index after one read point. Every key is
-    checked before any row is read; a bad one fails the call naming ``keys[i]...``."""
+    checked before any row is read; a bad one fails the call naming ``keys[i]...``.
+
+    ``data``, the request's bytes as received, lets a batch of plain keys of one table (the
+    common case: see ``read_wire.batch_keys``) be read from them; any other batch, or any key
+    to refuse, is read from the parsed request, which gives the same answer."""
     n = len(request.keys)
     if n > MAX_BATCH_KEYS:
         raise InvalidRequest("keys", f"{n} keys: at most {MAX_BATCH_KEYS}")
+    if data is not None and request.table and read_wire.plain_keys(data):
+        name = _table(request.table)
+        await read_point(node, request.consistency, deadline)
+        sm = node.sm
+        # No await from here on (as below): every row comes from one applied index.
+        shape = sm.schemas.get(f"{name[0]}.{name[1]}")
+        if shape is not None:
+            prefix, kcodes = _key_plan(name, shape)
+            store_keys = read_wire.batch_keys(data, prefix, kcodes)
+            if store_keys is not None:
+                return read_wire.read_batch_response(list(map(sm.store.get, store_keys)),
+                                                     sm.applied_index, SCAN_RESPONSE_BYTES)
+        return _read_batch_checked(sm, request, [name] * n)
     names: list[tuple[str, str]] = []
     default: tuple[str, str] | None = None
     for i, rk in enumerate(request.keys):
@@ -138,11 +157,17 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
         if not rk.key:
             raise InvalidRequest(f"keys[{i}].key", "missing key")
     await read_point(node, request.consistency, deadline)
-    sm = node.sm
+    return _read_batch_checked(node.sm, request, names)
+
+
+def _read_batch_checked(sm: StoreStateMachine, request: reads_pb2.ReadBatchRequest,
+                        names: list[tuple[str, str]]) -> bytes:
+    """:func:`read_batch` after its read point, from the parsed request: every key checked
+    against its table (``names[i]``: key ``i``'s) before any row is read."""
     schemas = sm.schemas
     # Keys are checked and looked up after the read point (as ``read``): the shapes are the
-    # ones the read point's applies created. No await from here on: every row comes from
-    # one applied index. Each table's shape and key rules are looked up once.
+    # ones the read point's applies created. No await: every row comes from one applied
+    # index. Each table's shape and key rules are looked up once.
     tables: dict[tuple[str, str], tuple[TableSchema, KeyRules] | None] = {}
     looked: list[tuple[str, str, list[value_pb2.Value]] | None] = []
     for i, (name, rk) in enumerate(zip(names, request.keys, strict=True)):
@@ -156,6 +181,23 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
                       (*name, coerce_key(rk.key, known[0], f"keys[{i}].key", known[1])))
     rows = row_reads.rows_bytes(sm.store, looked)
     return read_wire.read_batch_response(rows, sm.applied_index, SCAN_RESPONSE_BYTES)
+
+
+#: Per table read lately: its shape, its rows' key prefix and its key columns' wire-check
+#: codes (``wire.column_code``), for ``read_wire.batch_keys``; an entry serves while the
+#: table's shape is the same object. Emptied when it reaches ``_TABLES_KEPT``.
+_KEY_PLANS: dict[tuple[str, str], tuple[TableSchema, bytes, bytes]] = {}
+
+
+def _key_plan(name: tuple[str, str], shape: TableSchema) -> tuple[bytes, bytes]:
+    """``(key prefix, key codes)`` of table ``name`` of ``shape``."""
+    got = _KEY_PLANS.get(name)
+    if got is None or got[0] is not shape:
+        if len(_KEY_PLANS) >= _TABLES_KEPT:
+            _KEY_PLANS.clear()
+        got = _KEY_PLANS[name] = (shape, keys.table_prefix(*name),
+                                  bytes(column_code(t) for _, t in shape.key_fields))
+    return got[1], got[2]
 
 
 async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: float

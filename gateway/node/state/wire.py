@@ -67,9 +67,12 @@ __all__ = [
     "read_varint64",
     "retag_record",
     "row_tail",
+    "single_field_end",
     "split_insert",
+    "tag_of_code",
     "txn_head",
     "txn_head_py",
+    "value_ok_py",
     "write_result",
 ]
 
@@ -667,7 +670,7 @@ def insert_header_span_py(data: bytes, start: int, end: int) -> tuple[int, int] 
     return body, p
 
 
-def _single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
+def single_field_end(data: bytes, pos: int, end: int, tag: int) -> bool:
     """Whether ``data[pos:end]`` is exactly one field with tag byte ``tag``."""
     wt = tag & 7
     p = pos + 1
@@ -697,6 +700,12 @@ _CODE_OF_TYPE: dict[int, int] = {FT.FIELD_TYPE_UUID: CODE_UUID, FT.FIELD_TYPE_DA
 _NAN_EXPONENT, _MANTISSA, _NEG_ZERO = 0x7FF << 52, (1 << 52) - 1, 1 << 63
 
 
+def tag_of_code(code: int) -> int:
+    """The tag byte of a value of a column of wire-check code ``code`` (:func:`column_code`;
+    0 for a code no value matches)."""
+    return _TAG_OF_CODE.get(code, code)
+
+
 def column_code(field_type: int) -> int:
     """The wire check's code of a column of ``field_type``: the tag byte of its case, a
     ``CODE_*`` for a type whose rule the wire check applies, 0 for a type it leaves to the
@@ -707,7 +716,7 @@ def column_code(field_type: int) -> int:
     return _VALUE_TAG.get(CASE_OF_TYPE.get(field_type, ""), 0)
 
 
-def _value_ok_py(raw: bytes, v: int, v_end: int, code: int, key: bool) -> bool:
+def value_ok_py(raw: bytes, v: int, v_end: int, code: int, key: bool) -> bool:
     """Whether the one value field ``raw[v:v_end]``, whose tag matches ``code``, satisfies
     the rule of ``code`` (``logrules``)."""
     if code == _V_DOUBLE:
@@ -758,9 +767,9 @@ def _check_records_py(raw: bytes, pos: int, end: int, kcodes: bytes, vcodes: byt
                         return False
                 else:
                     return False
-                if not _single_field_end(raw, v, v_end, got):
+                if not single_field_end(raw, v, v_end, got):
                     return False
-                if got != _V_NULL and not _value_ok_py(raw, v, v_end, code, i < nk):
+                if got != _V_NULL and not value_ok_py(raw, v, v_end, code, i < nk):
                     return False
                 i += 1
                 r = v_end
