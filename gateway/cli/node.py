@@ -224,10 +224,12 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     from gateway.appliers.contract import ApplierConfigError
     from gateway.node.base.config import ConfigError
     from gateway.node.loop import gc_policy
+    from gateway.node.loop.malloc_arenas import limit_arenas
     from gateway.node.loop.malloc_trim import MallocTrimmer
     from gateway.node.server import GatewayNode, NodeStartError
     from gateway.plugins import PluginError
 
+    limit_arenas(cfg.malloc_arena_max)  # before the node's threads allocate (docs/node.md)
     node = GatewayNode(cfg, pm)
     try:
         await node.start()

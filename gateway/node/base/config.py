@@ -131,6 +131,10 @@ class NodeConfig:
     #: to the OS (``gateway.node.loop.malloc_trim``; 0: never, the default until a run on an
     #: idle machine shows it costs no write throughput: docs/benchmarks.md, "Memory per node").
     malloc_trim_ms: int = 0
+    #: The most malloc arenas ``gateway run`` lets glibc create (``gateway.node.loop.
+    #: malloc_arenas``; 0: glibc's default of eight per core). An operator's
+    #: ``MALLOC_ARENA_MAX`` in the environment stands instead.
+    malloc_arena_max: int = 2
     #: The NOSPACE alarm (docs/node.md, "Disk full and fsync failure"): raised, for the whole
     #: cluster, when the file system of this node's log has less than this many bytes free
     #: (0: never), checked every ``space_check_ms``.
@@ -202,7 +206,7 @@ class NodeConfig:
                               f"{MAX_REQUEST_BYTES} (32 MiB), not {self.max_request_bytes}")
         for key, low in (("memtable_bytes", MIN_MEMTABLE_BYTES), ("block_cache_bytes", 0),
                          ("log_cache_bytes", 0), ("max_immutable_memtables", 1),
-                         ("malloc_trim_ms", 0)):
+                         ("malloc_trim_ms", 0), ("malloc_arena_max", 0)):
             if getattr(self, key) < low:
                 raise ConfigError(f"{key}: must be at least {low}, not {getattr(self, key)}")
         if self.min_free_bytes < 0:
@@ -356,7 +360,7 @@ def parse_peers(text: str) -> dict[int, str]:
 _INT_KEYS = {"node_id", "cluster_id", "tick_ms", "election_ticks", "heartbeat_ticks", "epoch_ms",
              "commit_linger_ms", "snapshot_entries", "snapshot_log_percent", "max_request_bytes",
              "min_free_bytes", "space_check_ms", "memtable_bytes", "max_immutable_memtables",
-             "block_cache_bytes", "log_cache_bytes", "malloc_trim_ms"}
+             "block_cache_bytes", "log_cache_bytes", "malloc_trim_ms", "malloc_arena_max"}
 _STR_KEYS = {"listen", "api", "data_dir", "metrics", "tokens_file", "log_level", "log_format",
              "conflict_role"}
 _BOOL_KEYS = {"join", "fsync", "insecure_peer"}
