@@ -126,3 +126,61 @@ def test_read_batch_needs_a_token_with_the_read_permission(tmp_path):
                 assert await c.get_many("t.s", [1, 2]) == [{"id": 1, "v": "x"}, None]
 
     run(go(), 60)
+
+
+def test_a_batch_of_one_tables_keys_is_read_from_its_bytes_as_the_clients_send_it(
+        tmp_path, monkeypatch):
+    """The bytes path serves a batch named by the request's table and one whose every key
+    names the table (the coalescing clients' shape), with the rows the parsed path reads; a
+    batch it cannot read (keys of two tables, text for an integer key, a key to refuse) goes
+    to the parsed path with the same answer or error."""
+    from gateway.node.api import reads
+
+    served: list[int] = []
+    real = reads.read_wire.batch_keys
+
+    def counting(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | None:
+        got = real(data, prefix, kcodes)
+        served.append(0 if got is None else len(got))
+        return got
+
+    monkeypatch.setattr(reads.read_wire, "batch_keys", counting)
+    cfg = node_configs(tmp_path, 1)[0]
+
+    async def go() -> None:
+        async with running(cfg) as (node,):
+            await leader_of([node])
+            async with AsyncGatewayClient(cfg.api) as c:
+                await c.write_batch([[row_insert("t.a", {"id": i}, {"v": f"a{i}"})]
+                                     for i in range(5)])
+                await c.write([row_insert("t.b", {"k": "x"}, {"n": 1})])
+                stub = c._stub(raw=True)
+
+                async def batch(req: reads_pb2.ReadBatchRequest) -> list[bool]:
+                    return [r.found for r in (await stub.ReadBatch(req, timeout=10)).results]
+
+                def key(v: value_pb2.Value, table: str = "") -> reads_pb2.ReadKey:
+                    return reads_pb2.ReadKey(table=table, key=[v])
+
+                one = value_pb2.Value(int_value=1)
+                nine = value_pb2.Value(int_value=9)
+                assert await batch(reads_pb2.ReadBatchRequest(
+                    table="t.a", keys=[key(one), key(nine)])) == [True, False]
+                assert await batch(reads_pb2.ReadBatchRequest(
+                    keys=[key(one, "t.a"), key(nine, "t.a"), key(one, "t.a")])) == \
+                    [True, False, True]
+                assert served == [2, 3]
+                # Two tables; text for an integer key: the parsed path, the same answers.
+                assert await batch(reads_pb2.ReadBatchRequest(table="t.a", keys=[
+                    key(one), key(value_pb2.Value(string_value="x"), "t.b")])) == [True, True]
+                assert await batch(reads_pb2.ReadBatchRequest(
+                    table="t.a", keys=[key(value_pb2.Value(string_value="2"))])) == [True]
+                assert served == [2, 3, 0]
+                with pytest.raises(GatewayError) as ei:
+                    await c._call(lambda s, t: s.ReadBatch(reads_pb2.ReadBatchRequest(
+                        keys=[key(one, "t.a"), key(value_pb2.Value(bytes_value=b"z"), "t.a")]),
+                        timeout=t), raw=True)
+                assert ei.value.code == grpc.StatusCode.INVALID_ARGUMENT
+                assert ei.value.field == "keys[1].key[0]"
+
+    run(go(), 60)

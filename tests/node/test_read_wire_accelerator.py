@@ -1,5 +1,5 @@
 """A read batch's keys read from the request's bytes (``read_wire.batch_keys``,
-``plain_keys``) and its response framed around the stored rows (``read_batch_response``): the
+``batch_table``) and its response framed around the stored rows (``read_batch_response``): the
 C twins in ``gateway.node.api._read_wire`` answer exactly what their Python specifications
 answer, on valid requests and on any corruption of them; and the bytes path never accepts a
 key the general path (``reads.coerce_key``: a write's key rules) refuses, and reads the
@@ -78,7 +78,8 @@ def _requests(draw: st.DrawFn) -> tuple[list[int], reads_pb2.ReadBatchRequest]:
             table=draw(st.sampled_from([""] * 6 + ["s.t", "o.u"])),
             key=[draw(_VALUES) for _ in range(n)]))
     return types, reads_pb2.ReadBatchRequest(
-        table="s.t", keys=rks, consistency=draw(st.sampled_from([0, 1, 2, 3])))
+        table=draw(st.sampled_from(["s.t", "s.t", "", "o.u"])), keys=rks,
+        consistency=draw(st.sampled_from([0, 1, 2, 3])))
 
 
 @settings(max_examples=600, deadline=None)
@@ -88,9 +89,12 @@ def test_c_and_python_read_the_same_keys_and_never_accept_what_the_general_path_
     types, req = drawn
     raw = req.SerializeToString()
     kcodes = bytes(column_code(t) for t in types)
-    plain = c_wire.plain_keys(raw)
-    assert plain == read_wire.plain_keys_py(raw)
-    assert plain == all(not rk.table and len(rk.key) > 0 for rk in req.keys)
+    table = c_wire.batch_table(raw)
+    assert table == read_wire.batch_table_py(raw)
+    tables = {rk.table or req.table for rk in req.keys}
+    one = len(tables) == 1 and "" not in tables and all(len(rk.key) > 0 for rk in req.keys)
+    assert table == (tables.pop().encode() if one else None)
+    plain = table == b"s.t"
     got = c_wire.batch_keys(raw, _PREFIX, kcodes)
     assert got == read_wire.batch_keys_py(raw, _PREFIX, kcodes)
     shape = _shape(types)
@@ -111,7 +115,7 @@ def test_c_and_python_read_the_same_keys_and_never_accept_what_the_general_path_
         if data:
             data[data_st.draw(st.integers(0, len(data) - 1))] = data_st.draw(st.integers(0, 255))
     blob = bytes(data[:data_st.draw(st.integers(0, len(data)))])
-    assert c_wire.plain_keys(blob) == read_wire.plain_keys_py(blob)
+    assert c_wire.batch_table(blob) == read_wire.batch_table_py(blob)
     assert c_wire.batch_keys(blob, _PREFIX, kcodes) == \
         read_wire.batch_keys_py(blob, _PREFIX, kcodes)
 
@@ -134,13 +138,18 @@ def test_a_plain_batch_of_every_key_type_is_read_from_its_bytes():
     ]
     types = [t for t, _ in cases]
     values = [v for _, v in cases]
-    req = reads_pb2.ReadBatchRequest(table="s.t", keys=[reads_pb2.ReadKey(key=values)] * 3,
-                                     consistency=gateway_pb2.CONSISTENCY_STALE)
+    req = reads_pb2.ReadBatchRequest(table="s.t", keys=[
+        reads_pb2.ReadKey(key=values), reads_pb2.ReadKey(table="s.t", key=values),
+        reads_pb2.ReadKey(key=values)], consistency=gateway_pb2.CONSISTENCY_STALE)
     kcodes = bytes(column_code(t) for t in types)
     want = [_general(values, _shape(types))] * 3
     assert want[0] is not None
     for fn in (c_wire.batch_keys, read_wire.batch_keys_py):
         assert fn(req.SerializeToString(), _PREFIX, kcodes) == want
+    # The coalescing clients name the table on every key and none on the request.
+    for r in (req, reads_pb2.ReadBatchRequest(keys=[reads_pb2.ReadKey(table="s.t", key=values)])):
+        assert c_wire.batch_table(r.SerializeToString()) == b"s.t"
+        assert read_wire.batch_table_py(r.SerializeToString()) == b"s.t"
 
 
 _ROWS = st.lists(st.none() | st.builds(
@@ -172,7 +181,7 @@ req = reads_pb2.ReadBatchRequest(table="s.t", keys=[reads_pb2.ReadKey(key=[
 raw = req.SerializeToString()
 codes = bytes((column_code(6), column_code(2)))
 for cut in range(len(raw) + 1):
-    w.plain_keys(raw[:cut]); w.batch_keys(raw[:cut], b"r", codes)
+    w.batch_table(raw[:cut]); w.batch_keys(raw[:cut], b"r", codes)
 got = w.batch_keys(raw, b"r", codes)
 rows = [None if i % 3 else bytes(i) for i in range(200)]
 for limit in (0, 100, 10**6):

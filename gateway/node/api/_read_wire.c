@@ -1,8 +1,9 @@
 /* Optional C accelerator of a read batch's wire paths (gateway.node.api.read_wire, the
  * specification of every function here; the tests run both).
  *
- * plain_keys(data) -> bool: whether every ReadKey of the serialized ReadBatchRequest data names
- * no table and holds a value, and the request has no other field (plain_keys_py).
+ * batch_table(data) -> bytes | None: the one table every ReadKey of the serialized
+ * ReadBatchRequest data is of, when each holds a value and the request has no other field
+ * (batch_table_py).
  *
  * batch_keys(data, prefix, kcodes) -> list[bytes] | None: the store key of every ReadKey,
  * prefix + its encoding, when every key is plain and valid for the key columns of codes kcodes;
@@ -63,27 +64,77 @@ static int walk(const unsigned char *d, Py_ssize_t n, key_fn key, void *ctx) {
     return 1;
 }
 
-/* plain_keys_py's test of one ReadKey. */
-static int plain_key(void *ctx, const unsigned char *d, Py_ssize_t p, Py_ssize_t end) {
-    (void)ctx;
+typedef struct {
+    const unsigned char *request_table, *common;
+    Py_ssize_t request_len, common_len;
+} TableCtx;
+
+/* batch_table_py's reading of one ReadKey: its table (its own, else the request's) must be
+ * the keys' common one, and it must hold a value. */
+static int key_table(void *vctx, const unsigned char *d, Py_ssize_t p, Py_ssize_t end) {
+    TableCtx *ctx = vctx;
+    const unsigned char *table = NULL;
+    Py_ssize_t table_len = 0;
     int values = 0;
     while (p < end) {
         unsigned char t = d[p];
         Py_ssize_t s, e;
         if (t != READ_KEY_KEY_KEY && t != READ_KEY_TABLE_KEY) return 0;
         if (len_field(d, &p, end, &s, &e) < 0) return 0;
-        if (t == READ_KEY_TABLE_KEY && e > s) return 0;
-        values += t == READ_KEY_KEY_KEY;
+        if (t == READ_KEY_TABLE_KEY) {
+            table = d + s;
+            table_len = e - s;
+        } else {
+            values++;
+        }
     }
-    return values > 0;
+    if (table_len == 0) {
+        table = ctx->request_table;
+        table_len = ctx->request_len;
+    }
+    if (!values || table_len == 0) return 0;
+    if (ctx->common == NULL) {
+        ctx->common = table;
+        ctx->common_len = table_len;
+        return 1;
+    }
+    return table_len == ctx->common_len && memcmp(table, ctx->common, (size_t)table_len) == 0;
 }
 
-static PyObject *plain_keys(PyObject *self, PyObject *arg) {
+/* batch_table_py's first pass: the request's last table field into ctx; 0 when the request
+ * does not walk. */
+static int request_table(const unsigned char *d, Py_ssize_t n, TableCtx *ctx) {
+    Py_ssize_t pos = 0;
+    while (pos < n) {
+        unsigned char tag = d[pos];
+        if (tag == READ_BATCH_REQUEST_CONSISTENCY_KEY) {
+            uint64_t v;
+            pos++;
+            if (read_varint(d, &pos, n, &v) < 0) return 0;
+            continue;
+        }
+        Py_ssize_t s, e;
+        if (tag != READ_BATCH_REQUEST_KEYS_KEY && tag != READ_BATCH_REQUEST_TABLE_KEY) return 0;
+        if (len_field(d, &pos, n, &s, &e) < 0) return 0;
+        if (tag == READ_BATCH_REQUEST_TABLE_KEY) {
+            ctx->request_table = d + s;
+            ctx->request_len = e - s;
+        }
+    }
+    return 1;
+}
+
+static PyObject *batch_table(PyObject *self, PyObject *arg) {
     Py_buffer data;
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
-    int r = walk(data.buf, data.len, plain_key, NULL);
+    TableCtx ctx = {NULL, NULL, 0, 0};
+    PyObject *result;
+    if (request_table(data.buf, data.len, &ctx) && walk(data.buf, data.len, key_table, &ctx) == 1 && ctx.common != NULL)
+        result = PyBytes_FromStringAndSize((const char *)ctx.common, ctx.common_len);
+    else
+        result = Py_NewRef(Py_None);
     PyBuffer_Release(&data);
-    return PyBool_FromLong(r == 1);
+    return result;
 }
 
 typedef struct {
@@ -106,10 +157,7 @@ static int store_key(void *vctx, const unsigned char *d, Py_ssize_t p, Py_ssize_
         Py_ssize_t v, v_end;
         if (t != READ_KEY_KEY_KEY && t != READ_KEY_TABLE_KEY) return 0;
         if (len_field(d, &p, end, &v, &v_end) < 0) return 0;
-        if (t == READ_KEY_TABLE_KEY) {
-            if (v_end > v) return 0;
-            continue;
-        }
+        if (t == READ_KEY_TABLE_KEY) continue; /* read by batch_table */
         if (i >= ctx->nk || v_end == v) return 0;
         unsigned char code = ctx->kcodes[i], got = d[v];
         if (got != tag_of_code(code) || !single_field(d, v, v_end, got)
@@ -223,8 +271,8 @@ static PyObject *batch_response(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"plain_keys", plain_keys, METH_O,
-     "Whether a read batch request's keys are all plain (read_wire.plain_keys_py)."},
+    {"batch_table", batch_table, METH_O,
+     "The one table of a read batch request's keys, or None (read_wire.batch_table_py)."},
     {"batch_keys", batch_keys, METH_VARARGS,
      "The store keys of a plain read batch request (read_wire.batch_keys_py)."},
     {"batch_response", batch_response, METH_VARARGS,

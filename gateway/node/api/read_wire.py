@@ -7,10 +7,10 @@ CPU per row and gives the client the same message. Each function here returns ex
 bytes the message-built response serializes to (field order as protobuf writes it; the
 differential tests in ``tests/node/test_read_batch.py`` compare them).
 
-A read batch's keys are read here from the request's bytes too (:func:`plain_keys`,
+A read batch's keys are read here from the request's bytes too (:func:`batch_table`,
 :func:`batch_keys`): the store key of every key, checked by the rules of a write's key values,
-without building a message per key and value. Anything out of the plain case (a key naming its
-own table, a text value for a typed column, a value to refuse) answers None, and the parsed
+without building a message per key and value. Anything out of the plain case (keys of two
+tables, a text value for a typed column, a value to refuse) answers None, and the parsed
 request takes the general path, which gives the verdict and the error.
 
 Each ``*_py`` function is the specification of its C twin in ``_read_wire.c``
@@ -33,7 +33,7 @@ from gateway.node.state.wire import (
 )
 from gateway.v1 import wire_tags as W
 
-__all__ = ["batch_keys", "batch_keys_py", "plain_keys", "plain_keys_py", "read_batch_response",
+__all__ = ["batch_keys", "batch_keys_py", "batch_table", "batch_table_py", "read_batch_response",
            "read_batch_response_py", "read_response", "scan_response"]
 
 _FOUND = W.READ_RESPONSE_FOUND_KEY + b"\x01"
@@ -112,12 +112,16 @@ def read_batch_response_py(rows: Sequence[bytes | None], applied_index: int, lim
     return b"".join(parts)
 
 
-def plain_keys_py(data: bytes) -> bool:
-    """Whether every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data`` names no
-    table (or an empty one) and holds at least one value, and the request has no field but
-    its table, keys and consistency -- what the request alone must say for
-    :func:`batch_keys` to read its keys. False for bytes that do not walk as such."""
+def batch_table_py(data: bytes) -> bytes | None:
+    """The one table every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data`` is of
+    -- the key's own ``table``, or the request's for a key that names none, each the last such
+    field as a parse reads it -- as its UTF-8 bytes, when every key holds a value and the
+    request has no field but its table, keys and consistency: what the request alone must say
+    for :func:`batch_keys` to read its keys. None otherwise (no key, keys of two tables, a key
+    of none, bytes that do not walk so). The specification of ``_read_wire.batch_table``."""
     pos, n = 0, len(data)
+    request_table = b""
+    spans: list[tuple[int, int]] = []
     try:
         while pos < n:
             tag = data[pos]
@@ -125,39 +129,49 @@ def plain_keys_py(data: bytes) -> bool:
                 _, pos = decode_uvarint(data, pos + 1)
                 continue
             if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
-                return False
+                return None
             ln, p = decode_uvarint(data, pos + 1)
-            end = p + ln
-            if end > n:
-                return False
-            if tag == _B_REQ_KEYS:
-                values = 0
-                while p < end:
-                    t = data[p]
-                    if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
-                        return False
-                    ln, v = decode_uvarint(data, p + 1)
-                    p = v + ln
-                    if p > end or (t == _B_KEY_TABLE and ln):
-                        return False
-                    values += t == _B_KEY_VALUES
-                if not values:
-                    return False
-            pos = end
+            pos = p + ln
+            if pos > n:
+                return None
+            if tag == _B_REQ_TABLE:
+                request_table = data[p:pos]
+            else:
+                spans.append((p, pos))
+        common: bytes | None = None
+        for p, end in spans:
+            table, values = b"", 0
+            while p < end:
+                t = data[p]
+                if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
+                    return None
+                ln, v = decode_uvarint(data, p + 1)
+                p = v + ln
+                if p > end:
+                    return None
+                if t == _B_KEY_TABLE:
+                    table = data[v:p]
+                else:
+                    values += 1
+            table = table or request_table
+            if not values or not table or (common is not None and table != common):
+                return None
+            common = table
     except (IndexError, ValueError):
-        return False
-    return True
+        return None
+    return common
 
 
 def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | None:
     """The store key of every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data``, in
     order: ``prefix`` (the table's, ``keys.table_prefix``) + the key's encoding
-    (``keys.encode_key``), when every key is plain -- it names no table, and holds exactly
-    ``len(kcodes)`` values, each exactly one field in its key column's case and valid for its
-    type by the rules of a write's key values (``kcodes``: ``wire.column_code`` of each key
-    column). None when a key is not, or the bytes do not walk as :func:`plain_keys` says:
-    the general path then checks the parsed request and gives the verdict and the error. The
-    specification of ``_read_wire.batch_keys``."""
+    (``keys.encode_key``), when every key is plain -- it holds exactly ``len(kcodes)`` values,
+    each exactly one field in its key column's case and valid for its type by the rules of a
+    write's key values (``kcodes``: ``wire.column_code`` of each key column). The keys'
+    tables are skipped: the caller read them with :func:`batch_table`. None when a key is not
+    plain, or the bytes do not walk as :func:`batch_table` says: the general path then checks
+    the parsed request and gives the verdict and the error. The specification of
+    ``_read_wire.batch_keys``."""
     nk = len(kcodes)
     out: list[bytes] = []
     pos, n = 0, len(data)
@@ -183,10 +197,7 @@ def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | No
                     v_end = v + ln
                     if v_end > end:
                         return None
-                    if t == _B_KEY_TABLE:
-                        if ln:
-                            return None
-                    else:
+                    if t == _B_KEY_VALUES:
                         if len(parts) > nk:
                             return None
                         code = kcodes[len(parts) - 1]
@@ -208,6 +219,6 @@ def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | No
     return out
 
 
-plain_keys: Callable[[bytes], bool] = _accel.plain_keys if _accel else plain_keys_py
+batch_table: Callable[[bytes], bytes | None] = _accel.batch_table if _accel else batch_table_py
 batch_keys: Callable[[bytes, bytes, bytes], list[bytes] | None] = (
     _accel.batch_keys if _accel else batch_keys_py)

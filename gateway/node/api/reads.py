@@ -129,8 +129,8 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
     n = len(request.keys)
     if n > MAX_BATCH_KEYS:
         raise InvalidRequest("keys", f"{n} keys: at most {MAX_BATCH_KEYS}")
-    if data is not None and request.table and read_wire.plain_keys(data):
-        name = _table(request.table)
+    name = _one_table(data) if data is not None else None
+    if data is not None and name is not None:
         await read_point(node, request.consistency, deadline)
         sm = node.sm
         # No await from here on (as below): every row comes from one applied index.
@@ -158,6 +158,19 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
             raise InvalidRequest(f"keys[{i}].key", "missing key")
     await read_point(node, request.consistency, deadline)
     return _read_batch_checked(node.sm, request, names)
+
+
+def _one_table(data: bytes) -> tuple[str, str] | None:
+    """The valid name of the one table every key of the serialized request ``data`` is of
+    (``read_wire.batch_table``), or None: the general path reads the request (and names
+    the key of an invalid name)."""
+    table = read_wire.batch_table(data)
+    if table is None:
+        return None
+    try:
+        return _table(table.decode())
+    except (InvalidRequest, UnicodeDecodeError):
+        return None
 
 
 def _read_batch_checked(sm: StoreStateMachine, request: reads_pb2.ReadBatchRequest,
