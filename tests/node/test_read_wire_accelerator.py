@@ -152,6 +152,18 @@ def test_a_plain_batch_of_every_key_type_is_read_from_its_bytes():
         assert read_wire.batch_table_py(r.SerializeToString()) == b"s.t"
 
 
+def test_a_varint_past_64_bits_sends_the_batch_to_the_parsed_path():
+    raw = reads_pb2.ReadBatchRequest(table="s.t", keys=[
+        reads_pb2.ReadKey(key=[value_pb2.Value(int_value=1)])]).SerializeToString()
+    kcodes = bytes((column_code(FT.FIELD_TYPE_INTEGER),))
+    assert c_wire.batch_keys(raw, _PREFIX, kcodes) is not None
+    bad = raw + b"\x18" + b"\xff" * 10 + b"\x01"  # consistency: an 11-byte varint
+    for table in (c_wire.batch_table, read_wire.batch_table_py):
+        assert table(bad) is None
+    for keys_of in (c_wire.batch_keys, read_wire.batch_keys_py):
+        assert keys_of(bad, _PREFIX, kcodes) is None
+
+
 _ROWS = st.lists(st.none() | st.builds(
     lambda n, size: gateway_pb2.Row(key_values=[value_pb2.Value(int_value=n)], values=[
         value_pb2.Value(string_value="x" * size)]).SerializeToString(),

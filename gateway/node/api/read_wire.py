@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from gateway.core import accel
-from gateway.core.varint import decode_uvarint, encode_uvarint
+from gateway.core.varint import encode_uvarint
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.state.wire import (
     frame_field,
     key_part,
+    read_varint64,
     single_field_end,
     tag_of_code,
     value_ok_py,
@@ -126,11 +127,11 @@ def batch_table_py(data: bytes) -> bytes | None:
         while pos < n:
             tag = data[pos]
             if tag == _B_REQ_CONSISTENCY:
-                _, pos = decode_uvarint(data, pos + 1)
+                _, pos = read_varint64(data, pos + 1, n)
                 continue
             if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
                 return None
-            ln, p = decode_uvarint(data, pos + 1)
+            ln, p = read_varint64(data, pos + 1, n)
             pos = p + ln
             if pos > n:
                 return None
@@ -145,7 +146,7 @@ def batch_table_py(data: bytes) -> bytes | None:
                 t = data[p]
                 if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
                     return None
-                ln, v = decode_uvarint(data, p + 1)
+                ln, v = read_varint64(data, p + 1, end)
                 p = v + ln
                 if p > end:
                     return None
@@ -179,11 +180,11 @@ def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | No
         while pos < n:
             tag = data[pos]
             if tag == _B_REQ_CONSISTENCY:
-                _, pos = decode_uvarint(data, pos + 1)
+                _, pos = read_varint64(data, pos + 1, n)
                 continue
             if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
                 return None
-            ln, p = decode_uvarint(data, pos + 1)
+            ln, p = read_varint64(data, pos + 1, n)
             end = p + ln
             if end > n:
                 return None
@@ -193,7 +194,7 @@ def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | No
                     t = data[p]
                     if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
                         return None
-                    ln, v = decode_uvarint(data, p + 1)
+                    ln, v = read_varint64(data, p + 1, end)
                     v_end = v + ln
                     if v_end > end:
                         return None
