@@ -39,11 +39,13 @@ static int len_field(const unsigned char *d, Py_ssize_t *pos, Py_ssize_t end, Py
     return 0;
 }
 
-/* Walks the request: for every ReadKey calls key(ctx, d, s, e) on its payload d[s:e]; 1 when
- * the whole request walked and every call answered 1, 0 for the general path, -1 error set. */
-typedef int (*key_fn)(void *ctx, const unsigned char *d, Py_ssize_t s, Py_ssize_t e);
+/* Walks the request: calls field(ctx, tag, d, s, e) on the payload d[s:e] of every table and
+ * key field (read_wire._request_fields); 1 when the whole request walked and every call
+ * answered 1, 0 for the general path, -1 error set. */
+typedef int (*field_fn)(void *ctx, unsigned char tag, const unsigned char *d, Py_ssize_t s,
+                        Py_ssize_t e);
 
-static int walk(const unsigned char *d, Py_ssize_t n, key_fn key, void *ctx) {
+static int walk(const unsigned char *d, Py_ssize_t n, field_fn field, void *ctx) {
     Py_ssize_t pos = 0;
     while (pos < n) {
         unsigned char tag = d[pos];
@@ -56,10 +58,8 @@ static int walk(const unsigned char *d, Py_ssize_t n, key_fn key, void *ctx) {
         if (tag != READ_BATCH_REQUEST_KEYS_KEY && tag != READ_BATCH_REQUEST_TABLE_KEY) return 0;
         Py_ssize_t s, e;
         if (len_field(d, &pos, n, &s, &e) < 0) return 0;
-        if (tag == READ_BATCH_REQUEST_KEYS_KEY) {
-            int r = key(ctx, d, s, e);
-            if (r != 1) return r;
-        }
+        int r = field(ctx, tag, d, s, e);
+        if (r != 1) return r;
     }
     return 1;
 }
@@ -71,8 +71,10 @@ typedef struct {
 
 /* batch_table_py's reading of one ReadKey: its table (its own, else the request's) must be
  * the keys' common one, and it must hold a value. */
-static int key_table(void *vctx, const unsigned char *d, Py_ssize_t p, Py_ssize_t end) {
+static int key_table(void *vctx, unsigned char tag, const unsigned char *d, Py_ssize_t p,
+                     Py_ssize_t end) {
     TableCtx *ctx = vctx;
+    if (tag != READ_BATCH_REQUEST_KEYS_KEY) return 1;
     const unsigned char *table = NULL;
     Py_ssize_t table_len = 0;
     int values = 0;
@@ -101,25 +103,13 @@ static int key_table(void *vctx, const unsigned char *d, Py_ssize_t p, Py_ssize_
     return table_len == ctx->common_len && memcmp(table, ctx->common, (size_t)table_len) == 0;
 }
 
-/* batch_table_py's first pass: the request's last table field into ctx; 0 when the request
- * does not walk. */
-static int request_table(const unsigned char *d, Py_ssize_t n, TableCtx *ctx) {
-    Py_ssize_t pos = 0;
-    while (pos < n) {
-        unsigned char tag = d[pos];
-        if (tag == READ_BATCH_REQUEST_CONSISTENCY_KEY) {
-            uint64_t v;
-            pos++;
-            if (read_varint(d, &pos, n, &v) < 0) return 0;
-            continue;
-        }
-        Py_ssize_t s, e;
-        if (tag != READ_BATCH_REQUEST_KEYS_KEY && tag != READ_BATCH_REQUEST_TABLE_KEY) return 0;
-        if (len_field(d, &pos, n, &s, &e) < 0) return 0;
-        if (tag == READ_BATCH_REQUEST_TABLE_KEY) {
-            ctx->request_table = d + s;
-            ctx->request_len = e - s;
-        }
+/* batch_table_py's first pass: the request's last table field into ctx. */
+static int request_table(void *vctx, unsigned char tag, const unsigned char *d, Py_ssize_t s,
+                         Py_ssize_t e) {
+    TableCtx *ctx = vctx;
+    if (tag == READ_BATCH_REQUEST_TABLE_KEY) {
+        ctx->request_table = d + s;
+        ctx->request_len = e - s;
     }
     return 1;
 }
@@ -129,7 +119,8 @@ static PyObject *batch_table(PyObject *self, PyObject *arg) {
     if (PyObject_GetBuffer(arg, &data, PyBUF_SIMPLE) < 0) return NULL;
     TableCtx ctx = {NULL, NULL, 0, 0};
     PyObject *result;
-    if (request_table(data.buf, data.len, &ctx) && walk(data.buf, data.len, key_table, &ctx) == 1 && ctx.common != NULL)
+    if (walk(data.buf, data.len, request_table, &ctx) == 1
+        && walk(data.buf, data.len, key_table, &ctx) == 1 && ctx.common != NULL)
         result = PyBytes_FromStringAndSize((const char *)ctx.common, ctx.common_len);
     else
         result = Py_NewRef(Py_None);
@@ -147,8 +138,10 @@ typedef struct {
 } KeysCtx;
 
 /* batch_keys_py's reading of one ReadKey: its store key appended to ctx->out. */
-static int store_key(void *vctx, const unsigned char *d, Py_ssize_t p, Py_ssize_t end) {
+static int store_key(void *vctx, unsigned char tag, const unsigned char *d, Py_ssize_t p,
+                     Py_ssize_t end) {
     KeysCtx *ctx = vctx;
+    if (tag != READ_BATCH_REQUEST_KEYS_KEY) return 1;
     Py_ssize_t i = 0;
     ctx->kb.len = 0;
     if (buf_put(&ctx->kb, ctx->prefix, ctx->prefix_len) < 0) return -1;

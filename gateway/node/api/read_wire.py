@@ -19,7 +19,7 @@ Each ``*_py`` function is the specification of its C twin in ``_read_wire.c``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from gateway.core import accel
 from gateway.core.varint import encode_uvarint
@@ -113,6 +113,30 @@ def read_batch_response_py(rows: Sequence[bytes | None], applied_index: int, lim
     return b"".join(parts)
 
 
+def _len_fields(data: bytes, pos: int, end: int, tags: tuple[int, int], skipped: int = -1
+                ) -> Iterator[tuple[int, int, int]]:
+    """``(tag, start, stop)`` of every length-delimited field of ``data[pos:end]``, each with
+    a tag of ``tags``; a varint field of tag ``skipped`` is passed over. Raises ``ValueError``
+    at any other field, or one running past ``end`` (``_read_wire.c``'s ``walk``)."""
+    while pos < end:
+        tag = data[pos]
+        if tag == skipped:
+            _, pos = read_varint64(data, pos + 1, end)
+            continue
+        if tag != tags[0] and tag != tags[1]:
+            raise ValueError(f"field {tag:#x} at {pos}")
+        ln, start = read_varint64(data, pos + 1, end)
+        pos = start + ln
+        if pos > end:
+            raise ValueError(f"field {tag:#x} at {pos}")
+        yield tag, start, pos
+
+
+def _request_fields(data: bytes) -> Iterator[tuple[int, int, int]]:
+    """The table and key fields of a serialized ``ReadBatchRequest`` (``_len_fields``)."""
+    return _len_fields(data, 0, len(data), (_B_REQ_KEYS, _B_REQ_TABLE), _B_REQ_CONSISTENCY)
+
+
 def batch_table_py(data: bytes) -> bytes | None:
     """The one table every ``ReadKey`` of the serialized ``ReadBatchRequest`` ``data`` is of
     -- the key's own ``table``, or the request's for a key that names none, each the last such
@@ -120,38 +144,20 @@ def batch_table_py(data: bytes) -> bytes | None:
     request has no field but its table, keys and consistency: what the request alone must say
     for :func:`batch_keys` to read its keys. None otherwise (no key, keys of two tables, a key
     of none, bytes that do not walk so). The specification of ``_read_wire.batch_table``."""
-    pos, n = 0, len(data)
-    request_table = b""
-    spans: list[tuple[int, int]] = []
     try:
-        while pos < n:
-            tag = data[pos]
-            if tag == _B_REQ_CONSISTENCY:
-                _, pos = read_varint64(data, pos + 1, n)
-                continue
-            if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
-                return None
-            ln, p = read_varint64(data, pos + 1, n)
-            pos = p + ln
-            if pos > n:
-                return None
+        fields = list(_request_fields(data))
+        request_table = b""
+        for tag, start, stop in fields:
             if tag == _B_REQ_TABLE:
-                request_table = data[p:pos]
-            else:
-                spans.append((p, pos))
+                request_table = data[start:stop]
         common: bytes | None = None
-        for p, end in spans:
+        for tag, start, stop in fields:
+            if tag != _B_REQ_KEYS:
+                continue
             table, values = b"", 0
-            while p < end:
-                t = data[p]
-                if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
-                    return None
-                ln, v = read_varint64(data, p + 1, end)
-                p = v + ln
-                if p > end:
-                    return None
+            for t, v, v_end in _len_fields(data, start, stop, (_B_KEY_VALUES, _B_KEY_TABLE)):
                 if t == _B_KEY_TABLE:
-                    table = data[v:p]
+                    table = data[v:v_end]
                 else:
                     values += 1
             table = table or request_table
@@ -175,46 +181,28 @@ def batch_keys_py(data: bytes, prefix: bytes, kcodes: bytes) -> list[bytes] | No
     ``_read_wire.batch_keys``."""
     nk = len(kcodes)
     out: list[bytes] = []
-    pos, n = 0, len(data)
     try:
-        while pos < n:
-            tag = data[pos]
-            if tag == _B_REQ_CONSISTENCY:
-                _, pos = read_varint64(data, pos + 1, n)
+        for tag, start, stop in _request_fields(data):
+            if tag != _B_REQ_KEYS:
                 continue
-            if tag != _B_REQ_KEYS and tag != _B_REQ_TABLE:
-                return None
-            ln, p = read_varint64(data, pos + 1, n)
-            end = p + ln
-            if end > n:
-                return None
-            if tag == _B_REQ_KEYS:
-                parts = [prefix]
-                while p < end:
-                    t = data[p]
-                    if t != _B_KEY_VALUES and t != _B_KEY_TABLE:
-                        return None
-                    ln, v = read_varint64(data, p + 1, end)
-                    v_end = v + ln
-                    if v_end > end:
-                        return None
-                    if t == _B_KEY_VALUES:
-                        if len(parts) > nk:
-                            return None
-                        code = kcodes[len(parts) - 1]
-                        got = data[v] if ln else -1
-                        if got != tag_of_code(code) or not single_field_end(data, v, v_end, got) \
-                                or not value_ok_py(data, v, v_end, code, True):
-                            return None
-                        part = key_part(data, v, v_end)
-                        if part is None:
-                            return None
-                        parts.append(part)
-                    p = v_end
-                if len(parts) != nk + 1:
+            parts = [prefix]
+            for t, v, v_end in _len_fields(data, start, stop, (_B_KEY_VALUES, _B_KEY_TABLE)):
+                if t == _B_KEY_TABLE:
+                    continue  # read by batch_table
+                if len(parts) > nk:
                     return None
-                out.append(b"".join(parts))
-            pos = end
+                code = kcodes[len(parts) - 1]
+                got = data[v] if v_end > v else -1
+                if got != tag_of_code(code) or not single_field_end(data, v, v_end, got) \
+                        or not value_ok_py(data, v, v_end, code, True):
+                    return None
+                part = key_part(data, v, v_end)
+                if part is None:
+                    return None
+                parts.append(part)
+            if len(parts) != nk + 1:
+                return None
+            out.append(b"".join(parts))
     except (IndexError, ValueError):
         return None
     return out
