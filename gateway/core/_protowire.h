@@ -35,6 +35,16 @@ static inline Py_ssize_t put_varint(unsigned char *out, uint64_t v) {
     return n;
 }
 
+/* The bytes put_varint writes for v (1-10). */
+static inline Py_ssize_t varint_len(uint64_t v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
 /* The little-endian 64-bit value at data[0..8) (a fixed64, sfixed64 or double field's bits);
  * the caller checks the 8 bytes are there. */
 static inline uint64_t read_fixed64(const unsigned char *data) {

@@ -25,12 +25,6 @@ enum { E_TERM, E_INDEX, E_TYPE, E_DATA, M_TYPE, M_TO, M_FROM, M_TERM, M_LOG_TERM
        B_FROM_API, B_MESSAGES, B_FROM_PEER };
 
 
-static int varint_len(uint64_t v) {
-    int n = 1;
-    while (v >= 0x80) { v >>= 7; n++; }
-    return n;
-}
-
 /* An int attribute of o as uint64 (max: the field's largest value); -1 with an error set. */
 static int attr_u64(PyObject *o, PyObject *name, uint64_t max, uint64_t *out) {
     PyObject *v = PyObject_GetAttr(o, name);

@@ -190,15 +190,6 @@ static PyObject *batch_keys(PyObject *self, PyObject *args) {
     return result;
 }
 
-static Py_ssize_t varint_len(uint64_t v) {
-    Py_ssize_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 static PyObject *batch_response(PyObject *self, PyObject *args) {
     PyObject *rows;
     unsigned long long index;
