@@ -129,8 +129,7 @@ async def read_batch(node: ServedNode, request: reads_pb2.ReadBatchRequest, dead
     n = len(request.keys)
     if n > MAX_BATCH_KEYS:
         raise InvalidRequest("keys", f"{n} keys: at most {MAX_BATCH_KEYS}")
-    name = _one_table(data) if data is not None else None
-    if data is not None and name is not None:
+    if data is not None and (name := _one_table(data)) is not None:
         await read_point(node, request.consistency, deadline)
         sm = node.sm
         # No await from here on (as below): every row comes from one applied index.

@@ -758,11 +758,11 @@ def _check_records_py(raw: bytes, pos: int, end: int, kcodes: bytes, vcodes: byt
                 got = raw[v]
                 if i < nk:
                     code = kcodes[i]
-                    if tag != _B_REC_KEY_VALUES or got != _TAG_OF_CODE.get(code, code):
+                    if tag != _B_REC_KEY_VALUES or got != tag_of_code(code):
                         return False
                 elif i < nk + nv:
                     code = vcodes[i - nk]
-                    if tag != _B_REC_AFTER_VALUES or (got != _TAG_OF_CODE.get(code, code)
+                    if tag != _B_REC_AFTER_VALUES or (got != tag_of_code(code)
                                                       and got != _V_NULL):
                         return False
                 else:
