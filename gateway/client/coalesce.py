@@ -92,12 +92,20 @@ class Waiting:
         return self.result
 
 
+def _answered_with(batch: list[Waiting], err: GatewayError) -> bool:
+    """Answer every call of ``batch`` with ``err``, unless the node refused the batch whole
+    (:data:`WHOLE_BATCH_REFUSALS`: then each call is to be sent alone); whether it did."""
+    if err.code in WHOLE_BATCH_REFUSALS:
+        return False
+    for w in batch:
+        w.answer(error=err)
+    return True
+
+
 def settle(batch: list[Waiting], err: GatewayError, one: Callable[[Any], Any]) -> None:
     """Answer a batch the node did not answer call by call: with ``err``, or, when the node
     refused it whole (:data:`WHOLE_BATCH_REFUSALS`), each call sent alone with ``one(req)``."""
-    if err.code not in WHOLE_BATCH_REFUSALS:
-        for w in batch:
-            w.answer(error=err)
+    if _answered_with(batch, err):
         return
     for w in batch:
         try:
@@ -109,9 +117,7 @@ def settle(batch: list[Waiting], err: GatewayError, one: Callable[[Any], Any]) -
 async def settle_async(batch: list[Waiting], err: GatewayError,
                        one: Callable[[Any], Awaitable[Any]]) -> None:
     """:func:`settle` for an asyncio client: the calls sent alone run concurrently."""
-    if err.code not in WHOLE_BATCH_REFUSALS:
-        for w in batch:
-            w.answer(error=err)
+    if _answered_with(batch, err):
         return
 
     async def alone(w: Waiting) -> None:
