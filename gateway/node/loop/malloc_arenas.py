@@ -6,7 +6,8 @@ the applier's pool, the flush and compaction, the event loop) allocate and free 
 short-lived buffers -- requests, log entries, a flush's runs -- so every arena ends up holding
 free memory nobody reuses: under `bench_memory.py`'s load the allocator's free chunks were the
 largest holder of a node's peak (docs/benchmarks.md, "Memory per node"). Two arenas take the
-peak below etcd's member at no rate measured beyond the runs' noise, so two is the default.
+peak below etcd's member (0.91-0.96x, against 0.99-1.13x) for ~4 % of the rate of a
+write-heavy cell (a channel's source taking 500-row transactions), so two is the default.
 
 :func:`limit_arenas` calls ``mallopt(M_ARENA_MAX, n)``: it bounds the arenas created after it,
 so ``gateway run`` calls it before the node starts its threads. An operator's own
