@@ -221,3 +221,70 @@ def test_a_lagging_follower_catches_up_by_snapshot_past_a_leaders_damaged_entry(
             assert len(list(back.sm.scan_rows("shop", "items", [], []))) == 60
 
     run(body(), timeout=120)
+
+
+def test_the_epoch_a_new_term_seals_is_read_back_past_a_damaged_entry(tmp_path, monkeypatch):
+    """A node that takes a new term looks back through its log for an epoch left open. When
+    that look reaches a damaged sealed segment, it stops there as at the start of a compacted
+    log (sealing what may lie before it) instead of letting the damage stop the node."""
+    from gateway.node.loop.epoch_seal import unsealed_epoch
+    from gateway.raft.log import RaftLog
+
+    storage = _storage(tmp_path, monkeypatch)
+    try:
+        _damage_second_segment(tmp_path)
+        with pytest.raises(LogDamagedError):
+            storage.entries(2, ENTRIES + 2, 1 << 30)
+        assert unsealed_epoch(RaftLog(storage), 5) == ((5 << 32) - 1, 0)
+    finally:
+        storage.close()
+
+
+def test_a_leader_whose_applied_entry_is_damaged_leads_again_in_a_new_term(
+        tmp_path, monkeypatch):
+    """Three real nodes; a sealed segment of the leader is damaged after its entries were
+    applied; leadership moves away and back. Taking the new term, the node reads its log back
+    for an epoch to seal: before, the read met the damage and the node stopped itself; now it
+    leads, accepts writes and seals its epochs."""
+    import functools
+
+    from gateway.cli.sql import sql_to_statements
+    from gateway.client import AsyncGatewayClient
+    from gateway.node import server
+
+    from .conftest import leader_of, node_configs, run, running, wait_for
+
+    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    cfgs = node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+
+    async def body() -> None:
+        async with running(*cfgs) as nodes:
+            leader = await leader_of(nodes)
+            async with AsyncGatewayClient(leader.config.api) as c:
+                for i in range(20):
+                    await c.write(sql_to_statements(
+                        f"INSERT INTO shop.items (id, name) VALUES ({i}, '{'y' * 100}')", []))
+            # the newest entries are read from the tail cache; the damage sits within the
+            # look-back's first step
+            segments = sorted((Path(leader.config.data_dir) / "raft" / "wal").glob("*.wal"))
+            assert len(segments) >= 2
+            data = bytearray(segments[-2].read_bytes())
+            data[len(data) // 2] ^= 0x20
+            segments[-2].write_bytes(bytes(data))
+            other = next(n for n in nodes if n is not leader)
+            resp = await leader.transfer_leader(other.config.node_id, 10)
+            assert "leads now" in resp.message, resp.message
+            resp = await other.transfer_leader(leader.config.node_id, 10)
+            assert "leads now" in resp.message, resp.message
+            async with AsyncGatewayClient(leader.config.api) as c:
+                await c.write(sql_to_statements(
+                    "INSERT INTO shop.items (id, name) VALUES (100, 'z')", []))
+            await wait_for(lambda: all(n.sm.applied_index >= leader.sm.applied_index
+                                       for n in nodes), 30, "every node to apply the write")
+            assert leader.failure is None and leader.driver.is_leader
+            assert len(list(other.sm.scan_rows("shop", "items", [], []))) == 21
+
+    run(body(), timeout=120)
