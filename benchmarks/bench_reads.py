@@ -185,7 +185,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="etcd rounds (the better counts)")
     p.add_argument("--coalesce", type=int, default=0, metavar="N",
                    help="also read one key through the Go client's WithReadCoalescing(N)")
+    p.add_argument("--cells", default="", metavar="WORDS",
+                   help="only the cells whose name holds one of these comma-separated words "
+                        "(e.g. scan; default: every cell)")
     args = p.parse_args()
+    if args.cells:
+        words = [w for w in args.cells.split(",") if w]
+        global CELLS
+        CELLS = tuple(c for c in CELLS if any(w in c[0] for w in words))
+        if not CELLS:
+            p.error(f"--cells: no cell's name holds any of {words}")
     sizes = args.sizes.split(",")
     if any(s not in SIZES for s in sizes):
         p.error(f"--sizes: from {', '.join(SIZES)}")

@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -92,7 +93,18 @@ func main() {
 	warmup := flag.Float64("warmup", 0.5, "seconds before the measured ones")
 	size := flag.Int("size", 10, "bytes of each value (fill)")
 	coalesce := flag.Int("coalesce", 0, "gw-read through the Go client's WithReadCoalescing(N) (0: raw stubs)")
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile here (where the client's time goes)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err.Error())
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err.Error())
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *clients < 1 || *conns < 1 || *keys < 1 || *batch < 1 || *duration <= 0 {
 		fail("clients, conns, keys and batch must be >= 1 and duration > 0")
 	}
@@ -242,7 +254,8 @@ func gwCall(mode, target string, conns, keys, batch, limit, coalesce int, level 
 			}
 			return n, err
 		default: // gw-scan
-			resp, err := stubs[c%len(stubs)].Scan(ctx, &pb.ScanRequest{Table: "bench.kv", Limit: uint32(limit), Consistency: level})
+			// decoded as the Go client's Scan decodes it (clients/go/rows_decode.go)
+			resp, err := stubs[c%len(stubs)].Scan(ctx, &pb.ScanRequest{Table: "bench.kv", Limit: uint32(limit), Consistency: level}, gateway.FastRows())
 			if err == nil && len(resp.GetRows()) != limit {
 				err = fmt.Errorf("scan returned %d rows, not %d", len(resp.GetRows()), limit)
 			}

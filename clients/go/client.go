@@ -471,7 +471,7 @@ func (c *Client) Scan(ctx context.Context, table string, opts ...ScanOption) (*p
 		return nil, s.err
 	}
 	return call(ctx, c, func(ctx context.Context, st pb.GatewayClient, o ...grpc.CallOption) (*pb.ScanResponse, error) {
-		return st.Scan(ctx, s.req, o...)
+		return st.Scan(ctx, s.req, append(o[:len(o):len(o)], FastRows())...)
 	})
 }
 
