@@ -41,6 +41,7 @@ def test_a_read_over_failing_storage_gets_a_code_and_one_line(tmp_path, failure,
                 # fail where the failure comes from: the store under every read path
                 node.sm.store.get = broken
                 node.sm.store.scan = broken
+                node.sm.store.scan_framed = broken
             # the raw stub: no client retries (an UNAVAILABLE one would be retried)
             async with grpc.aio.insecure_channel(cfg.api) as ch:
                 stub = gateway_pb2_grpc.GatewayStub(ch)

@@ -39,6 +39,12 @@
  *     (within the file, the record's CRC, its structure, its last key against the index); the
  *     index of the first block that fails is returned instead, for the caller to raise its
  *     error.
+ *
+ * frame_values(cells, key, have, limit, size, max_bytes) -> (framed, have, size, stopped)
+ *     The live cells' values framed as the length-delimited protobuf field of one-byte key
+ *     `key` and joined, stopping at `limit` values or past `max_bytes` (format.frame_values_py
+ *     is the specification: same bytes, same counts). TypeError unless cells is a list of
+ *     bytes; ValueError for an empty cell.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,6 +52,7 @@
 #include <string.h>
 
 #include "../_buf.h"
+#include "../_protowire.h"
 #include "../_stuffing.h"
 
 #define TAG_BLOCK 0xE1
@@ -409,6 +416,79 @@ done:
     return result;
 }
 
+/* The value a cell stores at *v (*vlen bytes); 0 for a tombstone, -1 (ValueError set) for an
+ * empty cell. As format.frame_values_py reads it: flags 0 -> after the flags byte; tombstone
+ * flag -> none; else after the 21 metadata bytes (nothing when the cell is shorter). */
+static int cell_value(PyObject *cell, const char **v, Py_ssize_t *vlen) {
+    Py_ssize_t n = PyBytes_GET_SIZE(cell);
+    const char *c = PyBytes_AS_STRING(cell);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "an empty cell (a cell holds at least its flags byte)");
+        return -1;
+    }
+    unsigned char flags = (unsigned char)c[0];
+    Py_ssize_t at = flags == 0 ? 1 : 21;
+    if (flags != 0 && (flags & 0x01)) return 0;
+    if (at > n) at = n;
+    *v = c + at;
+    *vlen = n - at;
+    return 1;
+}
+
+static PyObject *frame_values(PyObject *self, PyObject *args) {
+    PyObject *cells;
+    Py_buffer kb;
+    long long have, limit, size, max_bytes;
+    if (!PyArg_ParseTuple(args, "O!y*LLLL", &PyList_Type, &cells, &kb, &have, &limit, &size,
+                          &max_bytes))
+        return NULL;
+    PyObject *result = NULL;
+    if (kb.len != 1) {
+        PyErr_SetString(PyExc_ValueError, "key must be one byte");
+        goto done;
+    }
+    unsigned char key = ((const unsigned char *)kb.buf)[0];
+    Py_ssize_t n = PyList_GET_SIZE(cells), taken = 0, out_len = 0;
+    int stopped = 0;
+    /* First pass: which values are taken and the bytes they frame to. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cell = PyList_GET_ITEM(cells, i);
+        if (!PyBytes_Check(cell)) {
+            PyErr_SetString(PyExc_TypeError, "cells must be a list of bytes");
+            goto done;
+        }
+        const char *v;
+        Py_ssize_t vlen;
+        int live = cell_value(cell, &v, &vlen);
+        if (live < 0) goto done;
+        if (!live) continue;
+        size += (long long)vlen + 6;
+        if (have == limit || (have && size > max_bytes)) {
+            stopped = 1;
+            break;
+        }
+        out_len += 1 + varint_len((uint64_t)vlen) + vlen;
+        have++;
+        taken = i + 1;
+    }
+    PyObject *framed = PyBytes_FromStringAndSize(NULL, out_len);
+    if (framed == NULL) goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(framed);
+    for (Py_ssize_t i = 0; i < taken; i++) {
+        const char *v;
+        Py_ssize_t vlen;
+        if (cell_value(PyList_GET_ITEM(cells, i), &v, &vlen) <= 0) continue;
+        *o++ = key;
+        o += put_varint(o, (uint64_t)vlen);
+        memcpy(o, v, (size_t)vlen);
+        o += vlen;
+    }
+    result = Py_BuildValue("NLLO", framed, have, size, stopped ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&kb);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"last_key", last_key, METH_O,
      "last_key(payload) -> the data block's last key (None if empty); ValueError if malformed"},
@@ -422,6 +502,8 @@ static PyMethodDef methods[] = {
     {"decode_blocks", decode_blocks, METH_VARARGS,
      "decode_blocks(mapped, offsets, lengths, index_keys, i, target) -> (keys, cells, next) | "
      "the index of a block that fails its checks"},
+    {"frame_values", frame_values, METH_VARARGS,
+     "frame_values(cells, key, have, limit, size, max_bytes) -> (framed, have, size, stopped)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -50,6 +50,8 @@ __all__ = [
     "encode_pairs",
     "entry_of",
     "find_cell",
+    "frame_values",
+    "frame_values_py",
     "may_hold_tombstones",
     "prefix_end",
     "tombstone_meta",
@@ -287,12 +289,57 @@ def encode_cells_py(ops: object) -> dict[bytes, bytes] | None:
     return batch
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def frame_values_py(cells: list[bytes], key: bytes, have: int, limit: int, size: int,
+                    max_bytes: int) -> tuple[bytes, int, int, bool]:
+    """The values of the live ``cells`` (tombstones skipped), in order, each framed as the
+    length-delimited protobuf field of one-byte key ``key`` (``key``, the length as a varint,
+    the value) and joined: a repeated bytes or message field serialized, such as a scan
+    response's rows. Returns ``(framed, have, size, stopped)``.
+
+    A scan that spans many calls carries ``have`` (values taken so far) and ``size`` (their
+    budget so far) from one to the next. Each value adds ``len(value) + 6`` to ``size`` (an
+    upper bound of its framing); the call stops (``stopped``) at the first value that comes
+    when ``have == limit``, or that brings ``size`` past ``max_bytes`` while ``have > 0``: a
+    scan always takes one value, and one that stops knows more values follow. An empty cell
+    is a ``ValueError`` (a cell holds at least its flags byte). ``_block.frame_values`` is
+    the C twin."""
+    parts: list[bytes] = []
+    stopped = False
+    for c in cells:
+        if not c:
+            raise ValueError("an empty cell (a cell holds at least its flags byte)")
+        flags = c[0]
+        if flags == 0:
+            v = c[1:]
+        elif flags & FLAG_TOMBSTONE:
+            continue
+        else:
+            v = c[_META_SIZE:]
+        size += len(v) + 6
+        if have == limit or (have and size > max_bytes):
+            stopped = True
+            break
+        parts.append(key + _uvarint(len(v)) + v)
+        have += 1
+    return b"".join(parts), have, size, stopped
+
+
 # Point reads search a cached block payload where it lies (``gateway.core.lsm._block``: one
 # binary search, no list of keys and cells per read) when the accelerator is built.
 _accel = load("gateway.core.lsm._block")
 block_last_key = _block_last_key_py if _accel is None else _accel.last_key
 encode_cells = encode_cells_py if _accel is None else _accel.cells
 find_cell = _find_cell_py if _accel is None else _accel.find
+frame_values = frame_values_py if _accel is None else _accel.frame_values
 
 
 def prefix_end(prefix: bytes) -> bytes | None:

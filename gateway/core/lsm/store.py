@@ -693,6 +693,14 @@ class LSMStore:
         snap = self._range_snapshot(start, end)
         return snap._scan_owned(start, end)
 
+    def scan_framed(self, start: bytes | None, end: bytes | None, key: bytes, limit: int,
+                    max_bytes: int) -> tuple[bytes, int, bool]:
+        """``ReadSnapshot.scan_framed`` over a snapshot of the range taken now (as
+        :meth:`scan` takes it): the live values framed as a repeated protobuf field,
+        ``(framed, count, more)``."""
+        with self._range_snapshot(start, end) as snap:
+            return snap.scan_framed(start, end, key, limit, max_bytes)
+
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Live pairs whose key starts with ``prefix``, in key order."""
         return self.scan(prefix, prefix_end(prefix))

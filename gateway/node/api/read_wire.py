@@ -34,13 +34,16 @@ from gateway.node.state.wire import (
 )
 from gateway.v1 import wire_tags as W
 
-__all__ = ["batch_keys", "batch_keys_py", "batch_table", "batch_table_py", "read_batch_response",
-           "read_batch_response_py", "read_response", "scan_response"]
+__all__ = ["SCAN_ROWS_KEY", "batch_keys", "batch_keys_py", "batch_table", "batch_table_py",
+           "read_batch_response", "read_batch_response_py", "read_response", "scan_response",
+           "scan_response_framed"]
 
 _FOUND = W.READ_RESPONSE_FOUND_KEY + b"\x01"
 _ROW = W.READ_RESPONSE_ROW_KEY
 _READ_INDEX = W.READ_RESPONSE_APPLIED_INDEX_KEY
 _SCAN_ROWS = W.SCAN_RESPONSE_ROWS_KEY
+#: The key of ``ScanResponse.rows`` (what ``row_reads.scan_rows_framed`` frames rows with).
+SCAN_ROWS_KEY = _SCAN_ROWS
 _SCAN_MORE = W.SCAN_RESPONSE_MORE_KEY + b"\x01"
 _SCAN_INDEX = W.SCAN_RESPONSE_APPLIED_INDEX_KEY
 _RESULTS = W.READ_BATCH_RESPONSE_RESULTS_KEY
@@ -75,6 +78,12 @@ def scan_response(rows: list[bytes], more: bool, applied_index: int) -> bytes:
     serialized."""
     return b"".join((frame_field(_SCAN_ROWS, rows), _SCAN_MORE if more else b"",
                      _index(_SCAN_INDEX, applied_index)))
+
+
+def scan_response_framed(rows: bytes, more: bool, applied_index: int) -> bytes:
+    """:func:`scan_response` of rows already framed as its ``rows`` field
+    (``row_reads.scan_rows_framed`` with :data:`SCAN_ROWS_KEY`)."""
+    return b"".join((rows, _SCAN_MORE if more else b"", _index(_SCAN_INDEX, applied_index)))
 
 
 def read_batch_response(rows: Sequence[bytes | None], applied_index: int, limit: int

@@ -228,18 +228,13 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
     start = coerce_key(request.start_key, shape, "start_key") \
         if request.start_key else []
     end = coerce_key(request.end_key, shape, "end_key") if request.end_key else []
-    rows: list[bytes] = []
-    size = 0
-    more = False
-    for raw in row_reads.scan_row_bytes(sm.store, schema, table, start, end):
-        # Stop before a response clients cannot receive (gRPC's default receive
-        # limit): ``more`` tells the caller to continue after the last row.
-        size += len(raw) + 6
-        if len(rows) == limit or (rows and size > SCAN_RESPONSE_BYTES):
-            more = True
-            break
-        rows.append(raw)
-    return read_wire.scan_response(rows, more, sm.applied_index)
+    # Stop before a response clients cannot receive (gRPC's default receive limit):
+    # ``more`` tells the caller to continue after the last row. The stored rows are framed
+    # as they are read, a run of them per call (no Python per row).
+    rows, _, more = row_reads.scan_rows_framed(sm.store, schema, table, start, end,
+                                               read_wire.SCAN_ROWS_KEY, limit,
+                                               SCAN_RESPONSE_BYTES)
+    return read_wire.scan_response_framed(rows, more, sm.applied_index)
 
 
 def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:

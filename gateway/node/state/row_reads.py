@@ -17,7 +17,7 @@ from gateway.v1 import value_pb2
 if TYPE_CHECKING:
     from gateway.core.lsm import LSMStore
 
-__all__ = ["row_bytes", "rows_bytes", "scan_row_bytes"]
+__all__ = ["row_bytes", "rows_bytes", "scan_row_bytes", "scan_rows_framed"]
 
 
 def row_bytes(store: LSMStore, schema: str, table: str,
@@ -45,6 +45,18 @@ def rows_bytes(store: LSMStore,
             prefix = prefixes[(schema, table)] = keys.table_prefix(schema, table)
         out.append(get(prefix + keys.encode_key(key_values)))
     return out
+
+
+def scan_rows_framed(store: LSMStore, schema: str, table: str,
+                     start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value],
+                     field_key: bytes, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
+    """The rows :func:`scan_row_bytes` yields, framed as the repeated message field of
+    one-byte key ``field_key`` (a ``ScanResponse``'s rows): ``(framed, count, more)``, at
+    most ``limit`` rows and within ``max_bytes`` as ``LSMStore.scan_framed`` counts them."""
+    prefix = keys.table_prefix(schema, table)
+    lo = prefix + keys.encode_key(start)
+    hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
+    return store.scan_framed(lo, hi, field_key, limit, max_bytes)
 
 
 def scan_row_bytes(store: LSMStore, schema: str, table: str,
