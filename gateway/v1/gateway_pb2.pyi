@@ -146,28 +146,42 @@ class ReadResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., applied_index: _Optional[int] = ...) -> None: ...
 
 class ScanRequest(_message.Message):
-    __slots__ = ("table", "start_key", "end_key", "limit", "consistency")
+    __slots__ = ("table", "start_key", "end_key", "limit", "consistency", "shared_shape")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     START_KEY_FIELD_NUMBER: _ClassVar[int]
     END_KEY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    SHARED_SHAPE_FIELD_NUMBER: _ClassVar[int]
     table: str
     start_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
     end_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
     limit: int
     consistency: Consistency
-    def __init__(self, table: _Optional[str] = ..., start_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., end_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., limit: _Optional[int] = ..., consistency: _Optional[_Union[Consistency, str]] = ...) -> None: ...
+    shared_shape: bool
+    def __init__(self, table: _Optional[str] = ..., start_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., end_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., limit: _Optional[int] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., shared_shape: _Optional[bool] = ...) -> None: ...
+
+class RowShape(_message.Message):
+    __slots__ = ("table", "key_fields", "fields")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    table: _statement_pb2.TableMetadata
+    key_fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
+    fields: _containers.RepeatedCompositeFieldContainer[_statement_pb2.FieldMetadata]
+    def __init__(self, table: _Optional[_Union[_statement_pb2.TableMetadata, _Mapping]] = ..., key_fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ..., fields: _Optional[_Iterable[_Union[_statement_pb2.FieldMetadata, _Mapping]]] = ...) -> None: ...
 
 class ScanResponse(_message.Message):
-    __slots__ = ("rows", "more", "applied_index")
+    __slots__ = ("rows", "more", "applied_index", "shape")
     ROWS_FIELD_NUMBER: _ClassVar[int]
     MORE_FIELD_NUMBER: _ClassVar[int]
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     more: bool
     applied_index: int
-    def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., more: _Optional[bool] = ..., applied_index: _Optional[int] = ...) -> None: ...
+    shape: RowShape
+    def __init__(self, rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., more: _Optional[bool] = ..., applied_index: _Optional[int] = ..., shape: _Optional[_Union[RowShape, _Mapping]] = ...) -> None: ...
 
 class EpochPosition(_message.Message):
     __slots__ = ("server_id", "epoch")

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gateway.core.lsm import format as fmt
 from gateway.core.lsm.store import LSMStore
+from gateway.core.varint import encode_uvarint
 
 if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be built
     from gateway.core.lsm import _block as accel
@@ -48,6 +49,10 @@ def test_frame_values_refuses_an_empty_cell_and_what_is_not_bytes():
         accel.frame_values([b"\x00a", "text"], b"\x0a", 0, 10, 0, 100)
 
 
+def _frame(rows: list[bytes]) -> bytes:
+    return b"".join(b"\x0a" + encode_uvarint(len(r)) + r for r in rows)
+
+
 def _reference(values: list[bytes], limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
     """The per-row loop ``Scan`` ran before (reads.scan): the specification of the cut."""
     rows: list[bytes] = []
@@ -55,11 +60,9 @@ def _reference(values: list[bytes], limit: int, max_bytes: int) -> tuple[bytes, 
     for v in values:
         size += len(v) + 6
         if len(rows) == limit or (rows and size > max_bytes):
-            return fmt.frame_values_py([b"\x00" + r for r in rows], b"\x0a", 0, limit, 0,
-                                       1 << 62)[0], len(rows), True
+            return _frame(rows), len(rows), True
         rows.append(v)
-    return (fmt.frame_values_py([b"\x00" + r for r in rows], b"\x0a", 0, limit, 0, 1 << 62)[0],
-            len(rows), False)
+    return _frame(rows), len(rows), False
 
 
 _ops = st.lists(st.tuples(st.integers(0, 400), st.one_of(st.none(), st.binary(max_size=200)),
@@ -84,5 +87,94 @@ def test_a_framed_scan_holds_what_scan_yields_cut_as_the_row_loop_cut_it(
         start, end = b"k%05d" % min(lo, hi), b"k%05d" % max(lo, hi)
         for a, b in ((start, end), (None, None), (start, None)):
             values = [v for _, v in store.scan(a, b)]
-            assert store.scan_framed(a, b, b"\x0a", limit, max_bytes) == \
-                _reference(values, limit, max_bytes)
+            framed, count, more, shape = store.scan_framed(a, b, b"\x0a", limit, max_bytes)
+            assert (framed, count, more) == _reference(values, limit, max_bytes)
+            assert shape is None
+
+
+# --- values that share a shape: records of some fields factored out into one shape ---------
+
+def _record(field: int, wire: int, payload: bytes) -> bytes:
+    return encode_uvarint(field << 3 | wire) + payload
+
+
+_records = st.one_of(
+    st.builds(lambda f, n: _record(f, 0, encode_uvarint(n)), st.integers(1, 6),
+              st.integers(0, 1 << 64 - 1)),
+    st.builds(lambda f, b: _record(f, 2, encode_uvarint(len(b)) + b), st.integers(1, 6),
+              st.binary(max_size=12)),
+    st.builds(lambda f, b: _record(f, 1, b), st.integers(1, 6), st.binary(min_size=8,
+                                                                              max_size=8)),
+    st.builds(lambda f, b: _record(f, 5, b), st.integers(1, 6), st.binary(min_size=4,
+                                                                              max_size=4)),
+)
+_shape = [_record(1, 2, b"\x03abc"), _record(2, 2, b"\x01k"), _record(4, 2, b"\x02kv")]
+_messages = st.one_of(
+    st.lists(_records, max_size=6).map(b"".join),                    # any records
+    st.lists(_records.filter(lambda r: r[0] >> 3 not in (1, 2, 4)), max_size=4).map(
+        lambda rest: b"".join(_shape[:2] + rest[:1] + _shape[2:] + rest[1:])),  # the shape
+    st.binary(max_size=10),                                          # often not a message
+)
+_shaped_cells = st.lists(st.one_of(_messages.map(lambda m: b"\x00" + m),
+                                   st.just(fmt.encode_cell(None))), max_size=30)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_shaped_cells, st.integers(0, 40), st.integers(0, 3000),
+       st.sampled_from([b"\x01\x02\x04", b"\x02", b"\x04\x01"]),
+       st.one_of(st.none(), st.just(b"".join(_shape)), st.just(b"")))
+def test_frame_values_factors_out_a_shape_as_its_python_specification(cells, limit, max_bytes,
+                                                                     fields, shape):
+    want = fmt.frame_values_py(cells, b"\x0a", 0, limit, 0, max_bytes, fields, shape)
+    assert accel.frame_values(cells, b"\x0a", 0, limit, 0, max_bytes, fields, shape) == want
+
+
+def _row(i: int, table: str, with_meta: bool) -> bytes:
+    from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
+    vc = value_pb2.FIELD_TYPE_VARCHAR
+    row = gateway_pb2.Row(key_values=[value_pb2.Value(int_value=i)],
+                          values=[value_pb2.Value(int_value=i), value_pb2.Value(string_value="x")],
+                          epoch=i, log_index=i)
+    if with_meta:
+        row.table.CopyFrom(statement_pb2.TableMetadata(schema_name="s", table_name=table))
+        row.key_fields.add(name="id", type=value_pb2.FIELD_TYPE_INTEGER)
+        row.fields.add(name="id", type=value_pb2.FIELD_TYPE_INTEGER)
+        row.fields.add(name="v", type=vc)
+    return row.SerializeToString()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 200), st.sampled_from(["t", "t", "t", "u"]),
+                          st.booleans()), max_size=120),
+       st.integers(1, 150), st.integers(0, 20000))
+def test_rows_framed_with_a_shared_shape_read_back_as_the_rows_stored(rows, limit, max_bytes):
+    """The client's rule -- a row without a table takes the response's shape -- gives back
+    every stored row; rows of another shape keep theirs, and a row without a table of its
+    own makes the scan frame every row whole (no shape)."""
+    from gateway.node.state.row_reads import ROW_SHAPE_FIELDS
+    from gateway.v1 import gateway_pb2
+
+    with tempfile.TemporaryDirectory() as d, LSMStore(d, memtable_bytes=2048) as store:
+        for n, (k, table, meta) in enumerate(rows):
+            store.put(b"k%05d" % k, _row(k, table, meta or n % 7 != 3))
+        values = [v for _, v in store.scan(None, None)]
+        framed, count, more, shape = store.scan_framed(None, None, b"\x0a", limit, max_bytes,
+                                                       ROW_SHAPE_FIELDS)
+        whole = _reference(values, limit, max_bytes)
+        assert (count, more) == whole[1:]
+        got = gateway_pb2.ScanResponse.FromString(framed)
+        shared = gateway_pb2.RowShape.FromString(shape or b"")
+        for r in got.rows:
+            if not r.HasField("table"):
+                if shared.HasField("table"):
+                    r.table.CopyFrom(shared.table)
+                r.key_fields.extend(shared.key_fields)
+                r.fields.extend(shared.fields)
+        want = [gateway_pb2.Row.FromString(v) for v in values[:count]]
+        assert list(got.rows) == want
+        taken = [gateway_pb2.Row.FromString(v) for v in values[:count]]
+        if taken and taken[0].HasField("table") and \
+                any(not r.HasField("table") for r in taken):
+            assert shape is None and framed == whole[0]  # told apart only whole
+        if shape:
+            assert len(framed) < len(whole[0]) or count == 0

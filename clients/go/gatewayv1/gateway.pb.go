@@ -805,12 +805,14 @@ func (x *ReadResponse) GetAppliedIndex() uint64 {
 // ScanRequest reads rows of one table with start_key <= key < end_key in key order (empty =
 // open). Keys compare by the order-preserving encoding described in docs/node.md.
 type ScanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
-	StartKey      []*Value               `protobuf:"bytes,2,rep,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
-	EndKey        []*Value               `protobuf:"bytes,3,rep,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
-	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 1000; at most 10000
-	Consistency   Consistency            `protobuf:"varint,5,opt,name=consistency,proto3,enum=gateway.v1.Consistency" json:"consistency,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Table       string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	StartKey    []*Value               `protobuf:"bytes,2,rep,name=start_key,json=startKey,proto3" json:"start_key,omitempty"`
+	EndKey      []*Value               `protobuf:"bytes,3,rep,name=end_key,json=endKey,proto3" json:"end_key,omitempty"`
+	Limit       uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 1000; at most 10000
+	Consistency Consistency            `protobuf:"varint,5,opt,name=consistency,proto3,enum=gateway.v1.Consistency" json:"consistency,omitempty"`
+	// Send the rows' shared table and columns once, in ScanResponse.shape, not in every row.
+	SharedShape   bool `protobuf:"varint,6,opt,name=shared_shape,json=sharedShape,proto3" json:"shared_shape,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -880,18 +882,91 @@ func (x *ScanRequest) GetConsistency() Consistency {
 	return Consistency_CONSISTENCY_LINEARIZABLE
 }
 
-type ScanResponse struct {
+func (x *ScanRequest) GetSharedShape() bool {
+	if x != nil {
+		return x.SharedShape
+	}
+	return false
+}
+
+// RowShape is what the rows of one table have in common: Row's fields 1, 2 and 4 with the
+// same numbers (a row's metadata bytes are a RowShape).
+type RowShape struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rows          []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
-	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // the limit stopped the scan; continue after the last row
-	AppliedIndex  uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Table         *TableMetadata         `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	KeyFields     []*FieldMetadata       `protobuf:"bytes,2,rep,name=key_fields,json=keyFields,proto3" json:"key_fields,omitempty"`
+	Fields        []*FieldMetadata       `protobuf:"bytes,4,rep,name=fields,proto3" json:"fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowShape) Reset() {
+	*x = RowShape{}
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowShape) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowShape) ProtoMessage() {}
+
+func (x *RowShape) ProtoReflect() protoreflect.Message {
+	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowShape.ProtoReflect.Descriptor instead.
+func (*RowShape) Descriptor() ([]byte, []int) {
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RowShape) GetTable() *TableMetadata {
+	if x != nil {
+		return x.Table
+	}
+	return nil
+}
+
+func (x *RowShape) GetKeyFields() []*FieldMetadata {
+	if x != nil {
+		return x.KeyFields
+	}
+	return nil
+}
+
+func (x *RowShape) GetFields() []*FieldMetadata {
+	if x != nil {
+		return x.Fields
+	}
+	return nil
+}
+
+type ScanResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Rows         []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	More         bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // the limit stopped the scan; continue after the last row
+	AppliedIndex uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// Set only for a request with shared_shape: the first row's table, key_fields and fields.
+	// A row with none of the three set has this shape (each row whose own shape is the same
+	// leaves it out); a row with any of them set has its own, whole.
+	Shape         *RowShape `protobuf:"bytes,4,opt,name=shape,proto3" json:"shape,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +978,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +991,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanResponse) GetRows() []*Row {
@@ -940,6 +1015,13 @@ func (x *ScanResponse) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *ScanResponse) GetShape() *RowShape {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
 // EpochPosition names an epoch of one cluster: "after epoch `epoch` of cluster `server_id`".
 type EpochPosition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1033,7 @@ type EpochPosition struct {
 
 func (x *EpochPosition) Reset() {
 	*x = EpochPosition{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1045,7 @@ func (x *EpochPosition) String() string {
 func (*EpochPosition) ProtoMessage() {}
 
 func (x *EpochPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1058,7 @@ func (x *EpochPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EpochPosition.ProtoReflect.Descriptor instead.
 func (*EpochPosition) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *EpochPosition) GetServerId() uint32 {
@@ -1015,7 +1097,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1109,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1122,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubscribeRequest) GetFromLogIndex() uint64 {
@@ -1101,7 +1183,7 @@ type ChangeEvent struct {
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1195,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1208,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ChangeEvent) GetLogIndex() uint64 {
@@ -1193,7 +1275,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1287,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1300,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 type Member struct {
@@ -1234,7 +1316,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1328,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1341,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Member) GetNodeId() uint64 {
@@ -1329,7 +1411,7 @@ type ApplierStatus struct {
 
 func (x *ApplierStatus) Reset() {
 	*x = ApplierStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1423,7 @@ func (x *ApplierStatus) String() string {
 func (*ApplierStatus) ProtoMessage() {}
 
 func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1436,7 @@ func (x *ApplierStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplierStatus.ProtoReflect.Descriptor instead.
 func (*ApplierStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApplierStatus) GetName() string {
@@ -1502,7 +1584,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1596,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1609,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetNodeId() uint64 {
@@ -1711,7 +1793,7 @@ type SlotStatus struct {
 
 func (x *SlotStatus) Reset() {
 	*x = SlotStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1805,7 @@ func (x *SlotStatus) String() string {
 func (*SlotStatus) ProtoMessage() {}
 
 func (x *SlotStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1818,7 @@ func (x *SlotStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotStatus.ProtoReflect.Descriptor instead.
 func (*SlotStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SlotStatus) GetSlot() *ChannelSlot {
@@ -1783,7 +1865,7 @@ type LogRetention struct {
 
 func (x *LogRetention) Reset() {
 	*x = LogRetention{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1877,7 @@ func (x *LogRetention) String() string {
 func (*LogRetention) ProtoMessage() {}
 
 func (x *LogRetention) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1890,7 @@ func (x *LogRetention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRetention.ProtoReflect.Descriptor instead.
 func (*LogRetention) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LogRetention) GetFirstIndex() uint64 {
@@ -1897,7 +1979,7 @@ type ChannelStatus struct {
 
 func (x *ChannelStatus) Reset() {
 	*x = ChannelStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1991,7 @@ func (x *ChannelStatus) String() string {
 func (*ChannelStatus) ProtoMessage() {}
 
 func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2004,7 @@ func (x *ChannelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelStatus.ProtoReflect.Descriptor instead.
 func (*ChannelStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ChannelStatus) GetName() string {
@@ -2077,7 +2159,7 @@ type PeerStatus struct {
 
 func (x *PeerStatus) Reset() {
 	*x = PeerStatus{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2171,7 @@ func (x *PeerStatus) String() string {
 func (*PeerStatus) ProtoMessage() {}
 
 func (x *PeerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2184,7 @@ func (x *PeerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerStatus.ProtoReflect.Descriptor instead.
 func (*PeerStatus) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PeerStatus) GetClusterId() uint32 {
@@ -2141,7 +2223,7 @@ type AddChannelRequest struct {
 
 func (x *AddChannelRequest) Reset() {
 	*x = AddChannelRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2235,7 @@ func (x *AddChannelRequest) String() string {
 func (*AddChannelRequest) ProtoMessage() {}
 
 func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2248,7 @@ func (x *AddChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddChannelRequest.ProtoReflect.Descriptor instead.
 func (*AddChannelRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddChannelRequest) GetDefinition() *ChannelDefinition {
@@ -2211,7 +2293,7 @@ type ChannelActionRequest struct {
 
 func (x *ChannelActionRequest) Reset() {
 	*x = ChannelActionRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2305,7 @@ func (x *ChannelActionRequest) String() string {
 func (*ChannelActionRequest) ProtoMessage() {}
 
 func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2318,7 @@ func (x *ChannelActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelActionRequest.ProtoReflect.Descriptor instead.
 func (*ChannelActionRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ChannelActionRequest) GetName() string {
@@ -2272,7 +2354,7 @@ type ConflictsRequest struct {
 
 func (x *ConflictsRequest) Reset() {
 	*x = ConflictsRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2366,7 @@ func (x *ConflictsRequest) String() string {
 func (*ConflictsRequest) ProtoMessage() {}
 
 func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2379,7 @@ func (x *ConflictsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConflictsRequest) GetSet() *ConflictRule {
@@ -2333,7 +2415,7 @@ type AlarmRequest struct {
 
 func (x *AlarmRequest) Reset() {
 	*x = AlarmRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2427,7 @@ func (x *AlarmRequest) String() string {
 func (*AlarmRequest) ProtoMessage() {}
 
 func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2440,7 @@ func (x *AlarmRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlarmRequest.ProtoReflect.Descriptor instead.
 func (*AlarmRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AlarmRequest) GetDisarm() uint64 {
@@ -2387,7 +2469,7 @@ type AddNodeRequest struct {
 
 func (x *AddNodeRequest) Reset() {
 	*x = AddNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2481,7 @@ func (x *AddNodeRequest) String() string {
 func (*AddNodeRequest) ProtoMessage() {}
 
 func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2494,7 @@ func (x *AddNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNodeRequest.ProtoReflect.Descriptor instead.
 func (*AddNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AddNodeRequest) GetNodeId() uint64 {
@@ -2452,7 +2534,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2546,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2559,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() uint64 {
@@ -2496,7 +2578,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2590,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2603,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TransferLeaderRequest) GetNodeId() uint64 {
@@ -2539,7 +2621,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2633,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2646,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 type AdminResponse struct {
@@ -2577,7 +2659,7 @@ type AdminResponse struct {
 
 func (x *AdminResponse) Reset() {
 	*x = AdminResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2671,7 @@ func (x *AdminResponse) String() string {
 func (*AdminResponse) ProtoMessage() {}
 
 func (x *AdminResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2684,7 @@ func (x *AdminResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminResponse.ProtoReflect.Descriptor instead.
 func (*AdminResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AdminResponse) GetMessage() string {
@@ -2634,7 +2716,7 @@ type ConflictsListRequest struct {
 
 func (x *ConflictsListRequest) Reset() {
 	*x = ConflictsListRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2728,7 @@ func (x *ConflictsListRequest) String() string {
 func (*ConflictsListRequest) ProtoMessage() {}
 
 func (x *ConflictsListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2741,7 @@ func (x *ConflictsListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsListRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsListRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConflictsListRequest) GetPattern() string {
@@ -2703,7 +2785,7 @@ type ConflictCount struct {
 
 func (x *ConflictCount) Reset() {
 	*x = ConflictCount{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2797,7 @@ func (x *ConflictCount) String() string {
 func (*ConflictCount) ProtoMessage() {}
 
 func (x *ConflictCount) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2810,7 @@ func (x *ConflictCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictCount.ProtoReflect.Descriptor instead.
 func (*ConflictCount) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConflictCount) GetTable() string {
@@ -2768,7 +2850,7 @@ type ConflictRow struct {
 
 func (x *ConflictRow) Reset() {
 	*x = ConflictRow{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2862,7 @@ func (x *ConflictRow) String() string {
 func (*ConflictRow) ProtoMessage() {}
 
 func (x *ConflictRow) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2875,7 @@ func (x *ConflictRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictRow.ProtoReflect.Descriptor instead.
 func (*ConflictRow) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConflictRow) GetTable() string {
@@ -2857,7 +2939,7 @@ type ConflictsListResponse struct {
 
 func (x *ConflictsListResponse) Reset() {
 	*x = ConflictsListResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2951,7 @@ func (x *ConflictsListResponse) String() string {
 func (*ConflictsListResponse) ProtoMessage() {}
 
 func (x *ConflictsListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +2964,7 @@ func (x *ConflictsListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsListResponse.ProtoReflect.Descriptor instead.
 func (*ConflictsListResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConflictsListResponse) GetCounts() []*ConflictCount {
@@ -2929,7 +3011,7 @@ type ConflictsReplayRequest struct {
 
 func (x *ConflictsReplayRequest) Reset() {
 	*x = ConflictsReplayRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3023,7 @@ func (x *ConflictsReplayRequest) String() string {
 func (*ConflictsReplayRequest) ProtoMessage() {}
 
 func (x *ConflictsReplayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3036,7 @@ func (x *ConflictsReplayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsReplayRequest.ProtoReflect.Descriptor instead.
 func (*ConflictsReplayRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConflictsReplayRequest) GetTable() string {
@@ -2999,7 +3081,7 @@ type ConflictReplayOutcome struct {
 
 func (x *ConflictReplayOutcome) Reset() {
 	*x = ConflictReplayOutcome{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3093,7 @@ func (x *ConflictReplayOutcome) String() string {
 func (*ConflictReplayOutcome) ProtoMessage() {}
 
 func (x *ConflictReplayOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3106,7 @@ func (x *ConflictReplayOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictReplayOutcome.ProtoReflect.Descriptor instead.
 func (*ConflictReplayOutcome) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConflictReplayOutcome) GetTable() string {
@@ -3066,7 +3148,7 @@ type ConflictsReplayResponse struct {
 
 func (x *ConflictsReplayResponse) Reset() {
 	*x = ConflictsReplayResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3160,7 @@ func (x *ConflictsReplayResponse) String() string {
 func (*ConflictsReplayResponse) ProtoMessage() {}
 
 func (x *ConflictsReplayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3173,7 @@ func (x *ConflictsReplayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConflictsReplayResponse.ProtoReflect.Descriptor instead.
 func (*ConflictsReplayResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConflictsReplayResponse) GetOutcomes() []*ConflictReplayOutcome {
@@ -3128,7 +3210,7 @@ type DeadLettersRequest struct {
 
 func (x *DeadLettersRequest) Reset() {
 	*x = DeadLettersRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3140,7 +3222,7 @@ func (x *DeadLettersRequest) String() string {
 func (*DeadLettersRequest) ProtoMessage() {}
 
 func (x *DeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3153,7 +3235,7 @@ func (x *DeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*DeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeadLettersRequest) GetApplier() string {
@@ -3206,7 +3288,7 @@ type DeadLetterInfo struct {
 
 func (x *DeadLetterInfo) Reset() {
 	*x = DeadLetterInfo{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3218,7 +3300,7 @@ func (x *DeadLetterInfo) String() string {
 func (*DeadLetterInfo) ProtoMessage() {}
 
 func (x *DeadLetterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3231,7 +3313,7 @@ func (x *DeadLetterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterInfo.ProtoReflect.Descriptor instead.
 func (*DeadLetterInfo) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeadLetterInfo) GetApplier() string {
@@ -3337,7 +3419,7 @@ type DeadLetterCount struct {
 
 func (x *DeadLetterCount) Reset() {
 	*x = DeadLetterCount{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3431,7 @@ func (x *DeadLetterCount) String() string {
 func (*DeadLetterCount) ProtoMessage() {}
 
 func (x *DeadLetterCount) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3444,7 @@ func (x *DeadLetterCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterCount.ProtoReflect.Descriptor instead.
 func (*DeadLetterCount) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeadLetterCount) GetApplier() string {
@@ -3397,7 +3479,7 @@ type DeadLettersResponse struct {
 
 func (x *DeadLettersResponse) Reset() {
 	*x = DeadLettersResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3491,7 @@ func (x *DeadLettersResponse) String() string {
 func (*DeadLettersResponse) ProtoMessage() {}
 
 func (x *DeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3504,7 @@ func (x *DeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*DeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeadLettersResponse) GetLetters() []*DeadLetterInfo {
@@ -3461,7 +3543,7 @@ type DeadLetterActionRequest struct {
 
 func (x *DeadLetterActionRequest) Reset() {
 	*x = DeadLetterActionRequest{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3555,7 @@ func (x *DeadLetterActionRequest) String() string {
 func (*DeadLetterActionRequest) ProtoMessage() {}
 
 func (x *DeadLetterActionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3568,7 @@ func (x *DeadLetterActionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterActionRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterActionRequest) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeadLetterActionRequest) GetApplier() string {
@@ -3537,7 +3619,7 @@ type DeadLetterOutcome struct {
 
 func (x *DeadLetterOutcome) Reset() {
 	*x = DeadLetterOutcome{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3631,7 @@ func (x *DeadLetterOutcome) String() string {
 func (*DeadLetterOutcome) ProtoMessage() {}
 
 func (x *DeadLetterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3644,7 @@ func (x *DeadLetterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterOutcome.ProtoReflect.Descriptor instead.
 func (*DeadLetterOutcome) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeadLetterOutcome) GetId() uint64 {
@@ -3595,7 +3677,7 @@ type DeadLetterActionResponse struct {
 
 func (x *DeadLetterActionResponse) Reset() {
 	*x = DeadLetterActionResponse{}
-	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3689,7 @@ func (x *DeadLetterActionResponse) String() string {
 func (*DeadLetterActionResponse) ProtoMessage() {}
 
 func (x *DeadLetterActionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_gateway_v1_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3702,7 @@ func (x *DeadLetterActionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterActionResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterActionResponse) Descriptor() ([]byte, []int) {
-	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+	return file_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeadLetterActionResponse) GetOutcomes() []*DeadLetterOutcome {
@@ -3693,17 +3775,24 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fReadResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12!\n" +
 	"\x03row\x18\x02 \x01(\v2\x0f.gateway.v1.RowR\x03row\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xd0\x01\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xf3\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12.\n" +
 	"\tstart_key\x18\x02 \x03(\v2\x11.gateway.v1.ValueR\bstartKey\x12*\n" +
 	"\aend_key\x18\x03 \x03(\v2\x11.gateway.v1.ValueR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x129\n" +
-	"\vconsistency\x18\x05 \x01(\x0e2\x17.gateway.v1.ConsistencyR\vconsistency\"l\n" +
+	"\vconsistency\x18\x05 \x01(\x0e2\x17.gateway.v1.ConsistencyR\vconsistency\x12!\n" +
+	"\fshared_shape\x18\x06 \x01(\bR\vsharedShape\"\xa8\x01\n" +
+	"\bRowShape\x12/\n" +
+	"\x05table\x18\x01 \x01(\v2\x19.gateway.v1.TableMetadataR\x05table\x128\n" +
+	"\n" +
+	"key_fields\x18\x02 \x03(\v2\x19.gateway.v1.FieldMetadataR\tkeyFields\x121\n" +
+	"\x06fields\x18\x04 \x03(\v2\x19.gateway.v1.FieldMetadataR\x06fields\"\x98\x01\n" +
 	"\fScanResponse\x12#\n" +
 	"\x04rows\x18\x01 \x03(\v2\x0f.gateway.v1.RowR\x04rows\x12\x12\n" +
 	"\x04more\x18\x02 \x01(\bR\x04more\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"B\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x12*\n" +
+	"\x05shape\x18\x04 \x01(\v2\x14.gateway.v1.RowShapeR\x05shape\"B\n" +
 	"\rEpochPosition\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\rR\bserverId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\xed\x01\n" +
@@ -3993,7 +4082,7 @@ func file_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 }
 
 var file_gateway_v1_gateway_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_gateway_v1_gateway_proto_goTypes = []any{
 	(Consistency)(0),                 // 0: gateway.v1.Consistency
 	(*WriteRequest)(nil),             // 1: gateway.v1.WriteRequest
@@ -4008,151 +4097,156 @@ var file_gateway_v1_gateway_proto_goTypes = []any{
 	(*ReadRequest)(nil),              // 10: gateway.v1.ReadRequest
 	(*ReadResponse)(nil),             // 11: gateway.v1.ReadResponse
 	(*ScanRequest)(nil),              // 12: gateway.v1.ScanRequest
-	(*ScanResponse)(nil),             // 13: gateway.v1.ScanResponse
-	(*EpochPosition)(nil),            // 14: gateway.v1.EpochPosition
-	(*SubscribeRequest)(nil),         // 15: gateway.v1.SubscribeRequest
-	(*ChangeEvent)(nil),              // 16: gateway.v1.ChangeEvent
-	(*StatusRequest)(nil),            // 17: gateway.v1.StatusRequest
-	(*Member)(nil),                   // 18: gateway.v1.Member
-	(*ApplierStatus)(nil),            // 19: gateway.v1.ApplierStatus
-	(*StatusResponse)(nil),           // 20: gateway.v1.StatusResponse
-	(*SlotStatus)(nil),               // 21: gateway.v1.SlotStatus
-	(*LogRetention)(nil),             // 22: gateway.v1.LogRetention
-	(*ChannelStatus)(nil),            // 23: gateway.v1.ChannelStatus
-	(*PeerStatus)(nil),               // 24: gateway.v1.PeerStatus
-	(*AddChannelRequest)(nil),        // 25: gateway.v1.AddChannelRequest
-	(*ChannelActionRequest)(nil),     // 26: gateway.v1.ChannelActionRequest
-	(*ConflictsRequest)(nil),         // 27: gateway.v1.ConflictsRequest
-	(*AlarmRequest)(nil),             // 28: gateway.v1.AlarmRequest
-	(*AddNodeRequest)(nil),           // 29: gateway.v1.AddNodeRequest
-	(*RemoveNodeRequest)(nil),        // 30: gateway.v1.RemoveNodeRequest
-	(*TransferLeaderRequest)(nil),    // 31: gateway.v1.TransferLeaderRequest
-	(*SnapshotRequest)(nil),          // 32: gateway.v1.SnapshotRequest
-	(*AdminResponse)(nil),            // 33: gateway.v1.AdminResponse
-	(*ConflictsListRequest)(nil),     // 34: gateway.v1.ConflictsListRequest
-	(*ConflictCount)(nil),            // 35: gateway.v1.ConflictCount
-	(*ConflictRow)(nil),              // 36: gateway.v1.ConflictRow
-	(*ConflictsListResponse)(nil),    // 37: gateway.v1.ConflictsListResponse
-	(*ConflictsReplayRequest)(nil),   // 38: gateway.v1.ConflictsReplayRequest
-	(*ConflictReplayOutcome)(nil),    // 39: gateway.v1.ConflictReplayOutcome
-	(*ConflictsReplayResponse)(nil),  // 40: gateway.v1.ConflictsReplayResponse
-	(*DeadLettersRequest)(nil),       // 41: gateway.v1.DeadLettersRequest
-	(*DeadLetterInfo)(nil),           // 42: gateway.v1.DeadLetterInfo
-	(*DeadLetterCount)(nil),          // 43: gateway.v1.DeadLetterCount
-	(*DeadLettersResponse)(nil),      // 44: gateway.v1.DeadLettersResponse
-	(*DeadLetterActionRequest)(nil),  // 45: gateway.v1.DeadLetterActionRequest
-	(*DeadLetterOutcome)(nil),        // 46: gateway.v1.DeadLetterOutcome
-	(*DeadLetterActionResponse)(nil), // 47: gateway.v1.DeadLetterActionResponse
-	nil,                              // 48: gateway.v1.ChannelStatus.ConflictsEntry
-	(*Statement)(nil),                // 49: gateway.v1.Statement
-	(*Condition)(nil),                // 50: gateway.v1.Condition
-	(*Gtid)(nil),                     // 51: gateway.v1.Gtid
-	(*TableMetadata)(nil),            // 52: gateway.v1.TableMetadata
-	(*FieldMetadata)(nil),            // 53: gateway.v1.FieldMetadata
-	(*Value)(nil),                    // 54: gateway.v1.Value
-	(*Transaction)(nil),              // 55: gateway.v1.Transaction
-	(*EpochMarker)(nil),              // 56: gateway.v1.EpochMarker
-	(*ApplyStatus)(nil),              // 57: gateway.v1.ApplyStatus
-	(*SchemaEvent)(nil),              // 58: gateway.v1.SchemaEvent
-	(*TableVersion)(nil),             // 59: gateway.v1.TableVersion
-	(*ConflictRule)(nil),             // 60: gateway.v1.ConflictRule
-	(*SpaceAlarm)(nil),               // 61: gateway.v1.SpaceAlarm
-	(*ChannelSlot)(nil),              // 62: gateway.v1.ChannelSlot
-	(*ChannelDefinition)(nil),        // 63: gateway.v1.ChannelDefinition
+	(*RowShape)(nil),                 // 13: gateway.v1.RowShape
+	(*ScanResponse)(nil),             // 14: gateway.v1.ScanResponse
+	(*EpochPosition)(nil),            // 15: gateway.v1.EpochPosition
+	(*SubscribeRequest)(nil),         // 16: gateway.v1.SubscribeRequest
+	(*ChangeEvent)(nil),              // 17: gateway.v1.ChangeEvent
+	(*StatusRequest)(nil),            // 18: gateway.v1.StatusRequest
+	(*Member)(nil),                   // 19: gateway.v1.Member
+	(*ApplierStatus)(nil),            // 20: gateway.v1.ApplierStatus
+	(*StatusResponse)(nil),           // 21: gateway.v1.StatusResponse
+	(*SlotStatus)(nil),               // 22: gateway.v1.SlotStatus
+	(*LogRetention)(nil),             // 23: gateway.v1.LogRetention
+	(*ChannelStatus)(nil),            // 24: gateway.v1.ChannelStatus
+	(*PeerStatus)(nil),               // 25: gateway.v1.PeerStatus
+	(*AddChannelRequest)(nil),        // 26: gateway.v1.AddChannelRequest
+	(*ChannelActionRequest)(nil),     // 27: gateway.v1.ChannelActionRequest
+	(*ConflictsRequest)(nil),         // 28: gateway.v1.ConflictsRequest
+	(*AlarmRequest)(nil),             // 29: gateway.v1.AlarmRequest
+	(*AddNodeRequest)(nil),           // 30: gateway.v1.AddNodeRequest
+	(*RemoveNodeRequest)(nil),        // 31: gateway.v1.RemoveNodeRequest
+	(*TransferLeaderRequest)(nil),    // 32: gateway.v1.TransferLeaderRequest
+	(*SnapshotRequest)(nil),          // 33: gateway.v1.SnapshotRequest
+	(*AdminResponse)(nil),            // 34: gateway.v1.AdminResponse
+	(*ConflictsListRequest)(nil),     // 35: gateway.v1.ConflictsListRequest
+	(*ConflictCount)(nil),            // 36: gateway.v1.ConflictCount
+	(*ConflictRow)(nil),              // 37: gateway.v1.ConflictRow
+	(*ConflictsListResponse)(nil),    // 38: gateway.v1.ConflictsListResponse
+	(*ConflictsReplayRequest)(nil),   // 39: gateway.v1.ConflictsReplayRequest
+	(*ConflictReplayOutcome)(nil),    // 40: gateway.v1.ConflictReplayOutcome
+	(*ConflictsReplayResponse)(nil),  // 41: gateway.v1.ConflictsReplayResponse
+	(*DeadLettersRequest)(nil),       // 42: gateway.v1.DeadLettersRequest
+	(*DeadLetterInfo)(nil),           // 43: gateway.v1.DeadLetterInfo
+	(*DeadLetterCount)(nil),          // 44: gateway.v1.DeadLetterCount
+	(*DeadLettersResponse)(nil),      // 45: gateway.v1.DeadLettersResponse
+	(*DeadLetterActionRequest)(nil),  // 46: gateway.v1.DeadLetterActionRequest
+	(*DeadLetterOutcome)(nil),        // 47: gateway.v1.DeadLetterOutcome
+	(*DeadLetterActionResponse)(nil), // 48: gateway.v1.DeadLetterActionResponse
+	nil,                              // 49: gateway.v1.ChannelStatus.ConflictsEntry
+	(*Statement)(nil),                // 50: gateway.v1.Statement
+	(*Condition)(nil),                // 51: gateway.v1.Condition
+	(*Gtid)(nil),                     // 52: gateway.v1.Gtid
+	(*TableMetadata)(nil),            // 53: gateway.v1.TableMetadata
+	(*FieldMetadata)(nil),            // 54: gateway.v1.FieldMetadata
+	(*Value)(nil),                    // 55: gateway.v1.Value
+	(*Transaction)(nil),              // 56: gateway.v1.Transaction
+	(*EpochMarker)(nil),              // 57: gateway.v1.EpochMarker
+	(*ApplyStatus)(nil),              // 58: gateway.v1.ApplyStatus
+	(*SchemaEvent)(nil),              // 59: gateway.v1.SchemaEvent
+	(*TableVersion)(nil),             // 60: gateway.v1.TableVersion
+	(*ConflictRule)(nil),             // 61: gateway.v1.ConflictRule
+	(*SpaceAlarm)(nil),               // 62: gateway.v1.SpaceAlarm
+	(*ChannelSlot)(nil),              // 63: gateway.v1.ChannelSlot
+	(*ChannelDefinition)(nil),        // 64: gateway.v1.ChannelDefinition
 }
 var file_gateway_v1_gateway_proto_depIdxs = []int32{
-	49, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
-	50, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
-	51, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
+	50, // 0: gateway.v1.WriteRequest.statements:type_name -> gateway.v1.Statement
+	51, // 1: gateway.v1.WriteRequest.conditions:type_name -> gateway.v1.Condition
+	52, // 2: gateway.v1.WriteResult.gtid:type_name -> gateway.v1.Gtid
 	1,  // 3: gateway.v1.WriteBatchRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 4: gateway.v1.WriteBatchResponse.results:type_name -> gateway.v1.WriteResult
 	5,  // 5: gateway.v1.WriteBatchResponse.errors:type_name -> gateway.v1.WriteError
 	1,  // 6: gateway.v1.StreamWriteRequest.writes:type_name -> gateway.v1.WriteRequest
 	2,  // 7: gateway.v1.StreamWriteAck.result:type_name -> gateway.v1.WriteResult
 	7,  // 8: gateway.v1.StreamWriteResponse.acks:type_name -> gateway.v1.StreamWriteAck
-	52, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
-	53, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
-	54, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
-	53, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
-	54, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
-	51, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
-	54, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
+	53, // 9: gateway.v1.Row.table:type_name -> gateway.v1.TableMetadata
+	54, // 10: gateway.v1.Row.key_fields:type_name -> gateway.v1.FieldMetadata
+	55, // 11: gateway.v1.Row.key_values:type_name -> gateway.v1.Value
+	54, // 12: gateway.v1.Row.fields:type_name -> gateway.v1.FieldMetadata
+	55, // 13: gateway.v1.Row.values:type_name -> gateway.v1.Value
+	52, // 14: gateway.v1.Row.gtid:type_name -> gateway.v1.Gtid
+	55, // 15: gateway.v1.ReadRequest.key:type_name -> gateway.v1.Value
 	0,  // 16: gateway.v1.ReadRequest.consistency:type_name -> gateway.v1.Consistency
 	9,  // 17: gateway.v1.ReadResponse.row:type_name -> gateway.v1.Row
-	54, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
-	54, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
+	55, // 18: gateway.v1.ScanRequest.start_key:type_name -> gateway.v1.Value
+	55, // 19: gateway.v1.ScanRequest.end_key:type_name -> gateway.v1.Value
 	0,  // 20: gateway.v1.ScanRequest.consistency:type_name -> gateway.v1.Consistency
-	9,  // 21: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
-	51, // 22: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
-	14, // 23: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
-	55, // 24: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
-	56, // 25: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
-	57, // 26: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
-	58, // 27: gateway.v1.ChangeEvent.schema_event:type_name -> gateway.v1.SchemaEvent
-	59, // 28: gateway.v1.ApplierStatus.schema:type_name -> gateway.v1.TableVersion
-	18, // 29: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
-	19, // 30: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
-	23, // 31: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
-	24, // 32: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
-	60, // 33: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
-	61, // 34: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
-	21, // 35: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
-	22, // 36: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
-	59, // 37: gateway.v1.StatusResponse.tables:type_name -> gateway.v1.TableVersion
-	62, // 38: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
-	48, // 39: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
-	63, // 40: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
-	60, // 41: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
-	9,  // 42: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
-	35, // 43: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
-	36, // 44: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
-	39, // 45: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
-	42, // 46: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
-	43, // 47: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
-	46, // 48: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
-	1,  // 49: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
-	3,  // 50: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
-	6,  // 51: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
-	10, // 52: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
-	12, // 53: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
-	15, // 54: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
-	17, // 55: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
-	29, // 56: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
-	30, // 57: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
-	31, // 58: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
-	32, // 59: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
-	25, // 60: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
-	26, // 61: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
-	27, // 62: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
-	28, // 63: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
-	34, // 64: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
-	38, // 65: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
-	41, // 66: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
-	45, // 67: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
-	2,  // 68: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
-	4,  // 69: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
-	8,  // 70: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
-	11, // 71: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
-	13, // 72: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
-	16, // 73: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
-	20, // 74: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
-	33, // 75: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
-	33, // 76: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
-	33, // 77: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
-	33, // 78: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
-	33, // 79: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
-	33, // 80: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
-	33, // 81: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
-	33, // 82: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
-	37, // 83: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
-	40, // 84: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
-	44, // 85: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
-	47, // 86: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
-	68, // [68:87] is the sub-list for method output_type
-	49, // [49:68] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	53, // 21: gateway.v1.RowShape.table:type_name -> gateway.v1.TableMetadata
+	54, // 22: gateway.v1.RowShape.key_fields:type_name -> gateway.v1.FieldMetadata
+	54, // 23: gateway.v1.RowShape.fields:type_name -> gateway.v1.FieldMetadata
+	9,  // 24: gateway.v1.ScanResponse.rows:type_name -> gateway.v1.Row
+	13, // 25: gateway.v1.ScanResponse.shape:type_name -> gateway.v1.RowShape
+	52, // 26: gateway.v1.SubscribeRequest.after_gtid:type_name -> gateway.v1.Gtid
+	15, // 27: gateway.v1.SubscribeRequest.after_epoch:type_name -> gateway.v1.EpochPosition
+	56, // 28: gateway.v1.ChangeEvent.transaction:type_name -> gateway.v1.Transaction
+	57, // 29: gateway.v1.ChangeEvent.epoch_marker:type_name -> gateway.v1.EpochMarker
+	58, // 30: gateway.v1.ChangeEvent.apply_status:type_name -> gateway.v1.ApplyStatus
+	59, // 31: gateway.v1.ChangeEvent.schema_event:type_name -> gateway.v1.SchemaEvent
+	60, // 32: gateway.v1.ApplierStatus.schema:type_name -> gateway.v1.TableVersion
+	19, // 33: gateway.v1.StatusResponse.members:type_name -> gateway.v1.Member
+	20, // 34: gateway.v1.StatusResponse.appliers:type_name -> gateway.v1.ApplierStatus
+	24, // 35: gateway.v1.StatusResponse.channels:type_name -> gateway.v1.ChannelStatus
+	25, // 36: gateway.v1.StatusResponse.peers:type_name -> gateway.v1.PeerStatus
+	61, // 37: gateway.v1.StatusResponse.conflict_rules:type_name -> gateway.v1.ConflictRule
+	62, // 38: gateway.v1.StatusResponse.alarms:type_name -> gateway.v1.SpaceAlarm
+	22, // 39: gateway.v1.StatusResponse.slots:type_name -> gateway.v1.SlotStatus
+	23, // 40: gateway.v1.StatusResponse.retention:type_name -> gateway.v1.LogRetention
+	60, // 41: gateway.v1.StatusResponse.tables:type_name -> gateway.v1.TableVersion
+	63, // 42: gateway.v1.SlotStatus.slot:type_name -> gateway.v1.ChannelSlot
+	49, // 43: gateway.v1.ChannelStatus.conflicts:type_name -> gateway.v1.ChannelStatus.ConflictsEntry
+	64, // 44: gateway.v1.AddChannelRequest.definition:type_name -> gateway.v1.ChannelDefinition
+	61, // 45: gateway.v1.ConflictsRequest.set:type_name -> gateway.v1.ConflictRule
+	9,  // 46: gateway.v1.ConflictRow.row:type_name -> gateway.v1.Row
+	36, // 47: gateway.v1.ConflictsListResponse.counts:type_name -> gateway.v1.ConflictCount
+	37, // 48: gateway.v1.ConflictsListResponse.rows:type_name -> gateway.v1.ConflictRow
+	40, // 49: gateway.v1.ConflictsReplayResponse.outcomes:type_name -> gateway.v1.ConflictReplayOutcome
+	43, // 50: gateway.v1.DeadLettersResponse.letters:type_name -> gateway.v1.DeadLetterInfo
+	44, // 51: gateway.v1.DeadLettersResponse.counts:type_name -> gateway.v1.DeadLetterCount
+	47, // 52: gateway.v1.DeadLetterActionResponse.outcomes:type_name -> gateway.v1.DeadLetterOutcome
+	1,  // 53: gateway.v1.Gateway.Write:input_type -> gateway.v1.WriteRequest
+	3,  // 54: gateway.v1.Gateway.WriteBatch:input_type -> gateway.v1.WriteBatchRequest
+	6,  // 55: gateway.v1.Gateway.StreamWrite:input_type -> gateway.v1.StreamWriteRequest
+	10, // 56: gateway.v1.Gateway.Read:input_type -> gateway.v1.ReadRequest
+	12, // 57: gateway.v1.Gateway.Scan:input_type -> gateway.v1.ScanRequest
+	16, // 58: gateway.v1.Gateway.Subscribe:input_type -> gateway.v1.SubscribeRequest
+	18, // 59: gateway.v1.Gateway.Status:input_type -> gateway.v1.StatusRequest
+	30, // 60: gateway.v1.Gateway.AddNode:input_type -> gateway.v1.AddNodeRequest
+	31, // 61: gateway.v1.Gateway.RemoveNode:input_type -> gateway.v1.RemoveNodeRequest
+	32, // 62: gateway.v1.Gateway.TransferLeader:input_type -> gateway.v1.TransferLeaderRequest
+	33, // 63: gateway.v1.Gateway.Snapshot:input_type -> gateway.v1.SnapshotRequest
+	26, // 64: gateway.v1.Gateway.AddChannel:input_type -> gateway.v1.AddChannelRequest
+	27, // 65: gateway.v1.Gateway.ChannelAction:input_type -> gateway.v1.ChannelActionRequest
+	28, // 66: gateway.v1.Gateway.Conflicts:input_type -> gateway.v1.ConflictsRequest
+	29, // 67: gateway.v1.Gateway.Alarm:input_type -> gateway.v1.AlarmRequest
+	35, // 68: gateway.v1.Gateway.ConflictsList:input_type -> gateway.v1.ConflictsListRequest
+	39, // 69: gateway.v1.Gateway.ConflictsReplay:input_type -> gateway.v1.ConflictsReplayRequest
+	42, // 70: gateway.v1.Gateway.DeadLetters:input_type -> gateway.v1.DeadLettersRequest
+	46, // 71: gateway.v1.Gateway.DeadLetterAction:input_type -> gateway.v1.DeadLetterActionRequest
+	2,  // 72: gateway.v1.Gateway.Write:output_type -> gateway.v1.WriteResult
+	4,  // 73: gateway.v1.Gateway.WriteBatch:output_type -> gateway.v1.WriteBatchResponse
+	8,  // 74: gateway.v1.Gateway.StreamWrite:output_type -> gateway.v1.StreamWriteResponse
+	11, // 75: gateway.v1.Gateway.Read:output_type -> gateway.v1.ReadResponse
+	14, // 76: gateway.v1.Gateway.Scan:output_type -> gateway.v1.ScanResponse
+	17, // 77: gateway.v1.Gateway.Subscribe:output_type -> gateway.v1.ChangeEvent
+	21, // 78: gateway.v1.Gateway.Status:output_type -> gateway.v1.StatusResponse
+	34, // 79: gateway.v1.Gateway.AddNode:output_type -> gateway.v1.AdminResponse
+	34, // 80: gateway.v1.Gateway.RemoveNode:output_type -> gateway.v1.AdminResponse
+	34, // 81: gateway.v1.Gateway.TransferLeader:output_type -> gateway.v1.AdminResponse
+	34, // 82: gateway.v1.Gateway.Snapshot:output_type -> gateway.v1.AdminResponse
+	34, // 83: gateway.v1.Gateway.AddChannel:output_type -> gateway.v1.AdminResponse
+	34, // 84: gateway.v1.Gateway.ChannelAction:output_type -> gateway.v1.AdminResponse
+	34, // 85: gateway.v1.Gateway.Conflicts:output_type -> gateway.v1.AdminResponse
+	34, // 86: gateway.v1.Gateway.Alarm:output_type -> gateway.v1.AdminResponse
+	38, // 87: gateway.v1.Gateway.ConflictsList:output_type -> gateway.v1.ConflictsListResponse
+	41, // 88: gateway.v1.Gateway.ConflictsReplay:output_type -> gateway.v1.ConflictsReplayResponse
+	45, // 89: gateway.v1.Gateway.DeadLetters:output_type -> gateway.v1.DeadLettersResponse
+	48, // 90: gateway.v1.Gateway.DeadLetterAction:output_type -> gateway.v1.DeadLetterActionResponse
+	72, // [72:91] is the sub-list for method output_type
+	53, // [53:72] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_gateway_v1_gateway_proto_init() }
@@ -4173,7 +4267,7 @@ func file_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gateway_v1_gateway_proto_rawDesc), len(file_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,11 +40,13 @@
  *     index of the first block that fails is returned instead, for the caller to raise its
  *     error.
  *
- * frame_values(cells, key, have, limit, size, max_bytes) -> (framed, have, size, stopped)
+ * frame_values(cells, key, have, limit, size, max_bytes[, shape_fields, shape])
+ *     -> (framed, have, size, stopped, shape)
  *     The live cells' values framed as the length-delimited protobuf field of one-byte key
- *     `key` and joined, stopping at `limit` values or past `max_bytes` (format.frame_values_py
- *     is the specification: same bytes, same counts). TypeError unless cells is a list of
- *     bytes; ValueError for an empty cell.
+ *     `key` and joined, stopping at `limit` values or past `max_bytes`; with shape_fields,
+ *     each value's records of those fields left out when they are the shared `shape`
+ *     (format.frame_values_py is the specification: same bytes, same counts, same codes).
+ *     TypeError unless cells is a list of bytes; ValueError for an empty cell.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -435,22 +437,90 @@ static int cell_value(PyObject *cell, const char **v, Py_ssize_t *vlen) {
     return 1;
 }
 
+/* Whether field number f is one of fields[0..nf). */
+static inline int in_fields(uint64_t f, const unsigned char *fields, Py_ssize_t nf) {
+    for (Py_ssize_t i = 0; i < nf; i++)
+        if (fields[i] == f) return 1;
+    return 0;
+}
+
+/* Walks the top-level records of message v[0..n): the bytes of the records whose field is in
+ * fields go to *own_len (copied to own when it is not NULL), and *has_first tells whether one
+ * of them is of field fields[0]. When cmp is not NULL, *same tells whether those records,
+ * in wire order, are exactly cmp[0..cmp_len). -1 when v is not a well-formed message at its
+ * top level (format._split_records answers None). */
+static int split_records(const unsigned char *v, Py_ssize_t n, const unsigned char *fields,
+                         Py_ssize_t nf, unsigned char *own, Py_ssize_t *own_len, int *has_first,
+                         const unsigned char *cmp, Py_ssize_t cmp_len, int *same) {
+    Py_ssize_t p = 0, o = 0;
+    int eq = 1;
+    *has_first = 0;
+    while (p < n) {
+        Py_ssize_t at = p;
+        uint64_t tag;
+        if (read_varint(v, &p, n, &tag) < 0 || skip_field(v, &p, n, tag) < 0) return -1;
+        uint64_t f = tag >> 3;
+        if (!in_fields(f, fields, nf)) continue;
+        if (f == fields[0]) *has_first = 1;
+        Py_ssize_t len = p - at;
+        if (cmp != NULL && eq && (o + len > cmp_len || memcmp(cmp + o, v + at, (size_t)len) != 0))
+            eq = 0;
+        if (own != NULL) memcpy(own + o, v + at, (size_t)len);
+        o += len;
+    }
+    *own_len = o;
+    if (cmp != NULL) *same = eq && o == cmp_len;
+    return 0;
+}
+
+/* Copies the records of v[0..n) whose field is not in fields to out; the bytes copied. v was
+ * walked by split_records before. */
+static Py_ssize_t copy_rest(const unsigned char *v, Py_ssize_t n, const unsigned char *fields,
+                            Py_ssize_t nf, unsigned char *out) {
+    Py_ssize_t p = 0, o = 0;
+    while (p < n) {
+        Py_ssize_t at = p;
+        uint64_t tag = 0;
+        read_varint(v, &p, n, &tag);
+        skip_field(v, &p, n, tag);
+        if (in_fields(tag >> 3, fields, nf)) continue;
+        memcpy(out + o, v + at, (size_t)(p - at));
+        o += p - at;
+    }
+    return o;
+}
+
+enum { FRAMED_ALL = 0, FRAMED_STOPPED = 1, FRAMED_UNSHARED = 2 };
+
 static PyObject *frame_values(PyObject *self, PyObject *args) {
-    PyObject *cells;
-    Py_buffer kb;
+    PyObject *cells, *shape = Py_None;
+    Py_buffer kb, fb = {0};
     long long have, limit, size, max_bytes;
-    if (!PyArg_ParseTuple(args, "O!y*LLLL", &PyList_Type, &cells, &kb, &have, &limit, &size,
-                          &max_bytes))
+    if (!PyArg_ParseTuple(args, "O!y*LLLL|y*O", &PyList_Type, &cells, &kb, &have, &limit,
+                          &size, &max_bytes, &fb, &shape))
         return NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *framed = NULL;
+    /* what each taken value frames as: whole (-1) or without its shape (its rest's length) */
+    Py_ssize_t *bodies = NULL;
+    Py_INCREF(shape);
     if (kb.len != 1) {
         PyErr_SetString(PyExc_ValueError, "key must be one byte");
         goto done;
     }
+    if (shape != Py_None && !PyBytes_Check(shape)) {
+        PyErr_SetString(PyExc_TypeError, "shape must be bytes or None");
+        goto done;
+    }
+    const unsigned char *fields = fb.buf;
+    Py_ssize_t nf = fb.obj != NULL ? fb.len : 0;
     unsigned char key = ((const unsigned char *)kb.buf)[0];
     Py_ssize_t n = PyList_GET_SIZE(cells), taken = 0, out_len = 0;
-    int stopped = 0;
-    /* First pass: which values are taken and the bytes they frame to. */
+    int stopped = FRAMED_ALL;
+    if (nf > 0 && (bodies = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1))) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* First pass: which values are taken, whole or without their shape, and their bytes. */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *cell = PyList_GET_ITEM(cells, i);
         if (!PyBytes_Check(cell)) {
@@ -461,31 +531,80 @@ static PyObject *frame_values(PyObject *self, PyObject *args) {
         Py_ssize_t vlen;
         int live = cell_value(cell, &v, &vlen);
         if (live < 0) goto done;
-        if (!live) continue;
+        if (!live) {
+            if (nf > 0) bodies[i] = -2;  /* skipped */
+            continue;
+        }
         size += (long long)vlen + 6;
         if (have == limit || (have && size > max_bytes)) {
-            stopped = 1;
+            stopped = FRAMED_STOPPED;
             break;
         }
-        out_len += 1 + varint_len((uint64_t)vlen) + vlen;
+        Py_ssize_t body = vlen;
+        if (nf > 0) {
+            const unsigned char *uv = (const unsigned char *)v;
+            Py_ssize_t own_len;
+            int has_first, same = 0;
+            if (shape == Py_None) {
+                if (split_records(uv, vlen, fields, nf, NULL, &own_len, &has_first, NULL, 0,
+                                  &same) < 0) {
+                    stopped = FRAMED_UNSHARED;
+                    break;
+                }
+                PyObject *own = PyBytes_FromStringAndSize(NULL, own_len);
+                if (own == NULL) goto done;
+                split_records(uv, vlen, fields, nf, (unsigned char *)PyBytes_AS_STRING(own),
+                              &own_len, &has_first, NULL, 0, &same);
+                Py_SETREF(shape, own);
+                same = 1;
+            } else if (split_records(uv, vlen, fields, nf, NULL, &own_len, &has_first,
+                                     (const unsigned char *)PyBytes_AS_STRING(shape),
+                                     PyBytes_GET_SIZE(shape), &same) < 0) {
+                stopped = FRAMED_UNSHARED;
+                break;
+            }
+            if (same) {
+                body = vlen - own_len;
+            } else if (!has_first) {
+                stopped = FRAMED_UNSHARED;
+                break;
+            }
+            bodies[i] = same ? body : -1;
+        }
+        out_len += 1 + varint_len((uint64_t)body) + body;
         have++;
         taken = i + 1;
     }
-    PyObject *framed = PyBytes_FromStringAndSize(NULL, out_len);
-    if (framed == NULL) goto done;
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(framed);
-    for (Py_ssize_t i = 0; i < taken; i++) {
-        const char *v;
-        Py_ssize_t vlen;
-        if (cell_value(PyList_GET_ITEM(cells, i), &v, &vlen) <= 0) continue;
-        *o++ = key;
-        o += put_varint(o, (uint64_t)vlen);
-        memcpy(o, v, (size_t)vlen);
-        o += vlen;
+    if (stopped == FRAMED_UNSHARED) {
+        framed = PyBytes_FromStringAndSize(NULL, 0);
+        if (framed == NULL) goto done;
+    } else {
+        framed = PyBytes_FromStringAndSize(NULL, out_len);
+        if (framed == NULL) goto done;
+        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(framed);
+        for (Py_ssize_t i = 0; i < taken; i++) {
+            const char *v;
+            Py_ssize_t vlen;
+            if (cell_value(PyList_GET_ITEM(cells, i), &v, &vlen) <= 0) continue;
+            *o++ = key;
+            if (nf > 0 && bodies[i] >= 0) {
+                o += put_varint(o, (uint64_t)bodies[i]);
+                o += copy_rest((const unsigned char *)v, vlen, fields, nf, o);
+            } else {
+                o += put_varint(o, (uint64_t)vlen);
+                memcpy(o, v, (size_t)vlen);
+                o += vlen;
+            }
+        }
     }
-    result = Py_BuildValue("NLLO", framed, have, size, stopped ? Py_True : Py_False);
+    result = Py_BuildValue("NLLiO", framed, have, size, stopped, shape);
+    framed = NULL;
 done:
+    Py_XDECREF(framed);
+    Py_DECREF(shape);
+    PyMem_Free(bodies);
     PyBuffer_Release(&kb);
+    if (fb.obj != NULL) PyBuffer_Release(&fb);
     return result;
 }
 
@@ -503,7 +622,8 @@ static PyMethodDef methods[] = {
      "decode_blocks(mapped, offsets, lengths, index_keys, i, target) -> (keys, cells, next) | "
      "the index of a block that fails its checks"},
     {"frame_values", frame_values, METH_VARARGS,
-     "frame_values(cells, key, have, limit, size, max_bytes) -> (framed, have, size, stopped)"},
+     "frame_values(cells, key, have, limit, size, max_bytes[, shape_fields, shape]) -> "
+     "(framed, have, size, stopped, shape)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,6 +28,9 @@ from gateway.core.accel import load
 __all__ = [
     "FLAG_META",
     "FLAG_TOMBSTONE",
+    "FRAMED_ALL",
+    "FRAMED_STOPPED",
+    "FRAMED_UNSHARED",
     "TAG_BLOCK",
     "TAG_BLOOM",
     "TAG_FOOTER",
@@ -298,22 +301,88 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+#: ``frame_values``' ``stopped`` codes.
+FRAMED_ALL, FRAMED_STOPPED, FRAMED_UNSHARED = 0, 1, 2
+
+
+def _read_varint(v: bytes, pos: int) -> tuple[int, int] | None:
+    """The base-128 varint at ``v[pos]`` and the position after it; None when it runs past
+    the end or exceeds 64 bits (as ``_protowire.h``'s ``read_varint``)."""
+    out = shift = 0
+    while pos < len(v):
+        c = v[pos]
+        pos += 1
+        if shift == 63 and c > 1:
+            return None
+        out |= (c & 0x7F) << shift
+        if not c & 0x80:
+            return out, pos
+        shift += 7
+        if shift > 63:
+            return None
+    return None
+
+
+def _split_records(v: bytes, fields: bytes) -> tuple[bytes, bytes] | None:
+    """``(records of the fields numbered in fields, the other records)`` of the protobuf
+    message ``v``, each in wire order; None when ``v`` is not a well-formed message at its
+    top level (a tag or value that runs past its end, a group, a varint past 64 bits)."""
+    own: list[bytes] = []
+    rest: list[bytes] = []
+    pos = 0
+    while pos < len(v):
+        start = pos
+        got = _read_varint(v, pos)
+        if got is None:
+            return None
+        tag, pos = got
+        wire = tag & 7
+        if wire == 0:
+            got = _read_varint(v, pos)
+            if got is None:
+                return None
+            pos = got[1]
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            if pos > len(v):
+                return None
+        elif wire == 2:
+            got = _read_varint(v, pos)
+            if got is None or got[0] > len(v) - got[1]:
+                return None
+            pos = got[1] + got[0]
+        else:
+            return None
+        field = tag >> 3
+        (own if field < 256 and field in fields else rest).append(v[start:pos])
+    return b"".join(own), b"".join(rest)
+
+
 def frame_values_py(cells: list[bytes], key: bytes, have: int, limit: int, size: int,
-                    max_bytes: int) -> tuple[bytes, int, int, bool]:
+                    max_bytes: int, shape_fields: bytes = b"", shape: bytes | None = None
+                    ) -> tuple[bytes, int, int, int, bytes | None]:
     """The values of the live ``cells`` (tombstones skipped), in order, each framed as the
     length-delimited protobuf field of one-byte key ``key`` (``key``, the length as a varint,
     the value) and joined: a repeated bytes or message field serialized, such as a scan
-    response's rows. Returns ``(framed, have, size, stopped)``.
+    response's rows. Returns ``(framed, have, size, stopped, shape)``.
 
-    A scan that spans many calls carries ``have`` (values taken so far) and ``size`` (their
-    budget so far) from one to the next. Each value adds ``len(value) + 6`` to ``size`` (an
-    upper bound of its framing); the call stops (``stopped``) at the first value that comes
-    when ``have == limit``, or that brings ``size`` past ``max_bytes`` while ``have > 0``: a
-    scan always takes one value, and one that stops knows more values follow. An empty cell
-    is a ``ValueError`` (a cell holds at least its flags byte). ``_block.frame_values`` is
-    the C twin."""
+    A scan that spans many calls carries ``have`` (values taken so far), ``size`` (their
+    budget so far) and ``shape`` from one to the next. Each value adds ``len(value) + 6`` to
+    ``size`` (an upper bound of its framing); the call stops (``stopped`` is
+    ``FRAMED_STOPPED``) at the first value that comes when ``have == limit``, or that brings
+    ``size`` past ``max_bytes`` while ``have > 0``: a scan always takes one value, and one
+    that stops knows more values follow. An empty cell is a ``ValueError`` (a cell holds at
+    least its flags byte).
+
+    With ``shape_fields`` (field numbers, one byte each), the values are protobuf messages
+    whose records of those fields are their shape. The first value's shape becomes
+    ``shape`` (when it comes in None), and a value whose shape is the same bytes is framed
+    without those records; any other value is framed whole, and must hold a record of field
+    ``shape_fields[0]`` so that a reader can tell it from the others. A value that does not
+    (or is not a well-formed message) ends the call with ``FRAMED_UNSHARED``: the caller
+    frames the scan again without a shape. ``_block.frame_values`` is the C twin."""
     parts: list[bytes] = []
-    stopped = False
+    stopped = FRAMED_ALL
     for c in cells:
         if not c:
             raise ValueError("an empty cell (a cell holds at least its flags byte)")
@@ -326,11 +395,23 @@ def frame_values_py(cells: list[bytes], key: bytes, have: int, limit: int, size:
             v = c[_META_SIZE:]
         size += len(v) + 6
         if have == limit or (have and size > max_bytes):
-            stopped = True
+            stopped = FRAMED_STOPPED
             break
-        parts.append(key + _uvarint(len(v)) + v)
+        body = v
+        if shape_fields:
+            split = _split_records(v, shape_fields)
+            if split is None:
+                return b"", have, size, FRAMED_UNSHARED, shape
+            own, rest = split
+            if shape is None:
+                shape = own
+            if own == shape:
+                body = rest
+            elif _split_records(own, shape_fields[:1]) == (b"", own):
+                return b"", have, size, FRAMED_UNSHARED, shape
+        parts.append(key + _uvarint(len(body)) + body)
         have += 1
-    return b"".join(parts), have, size, stopped
+    return b"".join(parts), have, size, stopped, shape
 
 
 # Point reads search a cached block payload where it lies (``gateway.core.lsm._block``: one

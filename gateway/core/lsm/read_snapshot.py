@@ -17,6 +17,8 @@ from types import TracebackType
 from gateway.core.lsm.errors import StoreClosedError
 from gateway.core.lsm.format import (
     FLAG_TOMBSTONE,
+    FRAMED_STOPPED,
+    FRAMED_UNSHARED,
     RowVersion,
     StoredRow,
     entry_of,
@@ -127,31 +129,49 @@ class ReadSnapshot:
                 self.close()
 
     def scan_framed(self, start: bytes | None, end: bytes | None, key: bytes, limit: int,
-                    max_bytes: int) -> tuple[bytes, int, bool]:
+                    max_bytes: int, shape_fields: bytes = b""
+                    ) -> tuple[bytes, int, bool, bytes | None]:
         """The live values with ``start <= key < end``, in key order, framed as the repeated
-        length-delimited protobuf field of one-byte key ``key``: ``(framed, count, more)``.
+        length-delimited protobuf field of one-byte key ``key``: ``(framed, count, more,
+        shape)``.
 
         Takes at most ``limit`` values and stops before the value that would bring their
         budget (``len(value) + 6`` each) past ``max_bytes``, but always takes one; ``more``
-        tells that a live value follows the last one taken. ``format.frame_values`` frames
-        a run of cells at a time (C when built): no Python per value."""
+        tells that a live value follows the last one taken. With ``shape_fields`` the values
+        are protobuf messages and ``shape`` is the first one's records of those fields, left
+        out of every value whose own records of them are the same bytes; None when there is
+        no value, or when a value could not be told from the others without them (then
+        every value is framed whole). ``format.frame_values`` frames a run of cells at a
+        time (C when built): no Python per value."""
+        got = self._frame(start, end, key, limit, max_bytes, shape_fields)
+        if got is None:  # a value that cannot share the shape: frame them all whole
+            got = self._frame(start, end, key, limit, max_bytes, b"")
+            assert got is not None
+        return got
+
+    def _frame(self, start: bytes | None, end: bytes | None, key: bytes, limit: int,
+               max_bytes: int, shape_fields: bytes
+               ) -> tuple[bytes, int, bool, bytes | None] | None:
         # The runs' cells are gathered until they could fill the limit, then framed in one
         # call: one buffer for the whole answer in the common case, not one per run joined.
         parts: list[bytes] = []
         have = size = 0
+        shape: bytes | None = None
         gathered: list[bytes] = []
         for run in chain(self._runs(start, end), (None,)):  # None: the end, frame the rest
             if run is not None:
                 gathered += run[1]
                 if len(gathered) <= limit - have:
                     continue
-            framed, have, size, stopped = frame_values(gathered, key, have, limit, size,
-                                                       max_bytes)
+            framed, have, size, stopped, shape = frame_values(
+                gathered, key, have, limit, size, max_bytes, shape_fields, shape)
+            if stopped == FRAMED_UNSHARED:
+                return None
             parts.append(framed)
             gathered = []
-            if stopped:
-                return b"".join(parts), have, True
-        return b"".join(parts), have, False
+            if stopped == FRAMED_STOPPED:
+                return b"".join(parts), have, True, shape
+        return b"".join(parts), have, False, shape
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Live pairs whose key starts with ``prefix``."""

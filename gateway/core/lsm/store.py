@@ -694,12 +694,13 @@ class LSMStore:
         return snap._scan_owned(start, end)
 
     def scan_framed(self, start: bytes | None, end: bytes | None, key: bytes, limit: int,
-                    max_bytes: int) -> tuple[bytes, int, bool]:
+                    max_bytes: int, shape_fields: bytes = b""
+                    ) -> tuple[bytes, int, bool, bytes | None]:
         """``ReadSnapshot.scan_framed`` over a snapshot of the range taken now (as
         :meth:`scan` takes it): the live values framed as a repeated protobuf field,
-        ``(framed, count, more)``."""
+        ``(framed, count, more, shape)``."""
         with self._range_snapshot(start, end) as snap:
-            return snap.scan_framed(start, end, key, limit, max_bytes)
+            return snap.scan_framed(start, end, key, limit, max_bytes, shape_fields)
 
     def scan_prefix(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Live pairs whose key starts with ``prefix``, in key order."""

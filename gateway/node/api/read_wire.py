@@ -46,6 +46,7 @@ _SCAN_ROWS = W.SCAN_RESPONSE_ROWS_KEY
 SCAN_ROWS_KEY = _SCAN_ROWS
 _SCAN_MORE = W.SCAN_RESPONSE_MORE_KEY + b"\x01"
 _SCAN_INDEX = W.SCAN_RESPONSE_APPLIED_INDEX_KEY
+_SCAN_SHAPE = W.SCAN_RESPONSE_SHAPE_KEY
 _RESULTS = W.READ_BATCH_RESPONSE_RESULTS_KEY
 _BATCH_INDEX = W.READ_BATCH_RESPONSE_APPLIED_INDEX_KEY
 #: A ReadBatchResult of a key with no row: ``found`` false, no row (an empty message).
@@ -80,10 +81,14 @@ def scan_response(rows: list[bytes], more: bool, applied_index: int) -> bytes:
                      _index(_SCAN_INDEX, applied_index)))
 
 
-def scan_response_framed(rows: bytes, more: bool, applied_index: int) -> bytes:
+def scan_response_framed(rows: bytes, more: bool, applied_index: int,
+                         shape: bytes | None = None) -> bytes:
     """:func:`scan_response` of rows already framed as its ``rows`` field
-    (``row_reads.scan_rows_framed`` with :data:`SCAN_ROWS_KEY`)."""
-    return b"".join((rows, _SCAN_MORE if more else b"", _index(_SCAN_INDEX, applied_index)))
+    (``row_reads.scan_rows_framed`` with :data:`SCAN_ROWS_KEY`), with ``shape`` (a serialized
+    ``RowShape``; None or empty: none) as its ``shape`` field."""
+    tail = _SCAN_SHAPE + encode_uvarint(len(shape)) + shape if shape else b""
+    return b"".join((rows, _SCAN_MORE if more else b"", _index(_SCAN_INDEX, applied_index),
+                     tail))
 
 
 def read_batch_response(rows: Sequence[bytes | None], applied_index: int, limit: int

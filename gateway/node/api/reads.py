@@ -231,10 +231,11 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
     # Stop before a response clients cannot receive (gRPC's default receive limit):
     # ``more`` tells the caller to continue after the last row. The stored rows are framed
     # as they are read, a run of them per call (no Python per row).
-    rows, _, more = row_reads.scan_rows_framed(sm.store, schema, table, start, end,
-                                               read_wire.SCAN_ROWS_KEY, limit,
-                                               SCAN_RESPONSE_BYTES)
-    return read_wire.scan_response_framed(rows, more, sm.applied_index)
+    # With ``shared_shape`` the rows' common table and columns go once, in ``shape``.
+    rows, _, more, common = row_reads.scan_rows_framed(
+        sm.store, schema, table, start, end, read_wire.SCAN_ROWS_KEY, limit,
+        SCAN_RESPONSE_BYTES, request.shared_shape)
+    return read_wire.scan_response_framed(rows, more, sm.applied_index, common)
 
 
 def _parse_typed(text: str, ftype: int, path: str, name: str) -> value_pb2.Value:

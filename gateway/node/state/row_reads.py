@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 from gateway.core.lsm.format import prefix_end
 from gateway.node.state import keys
 from gateway.v1 import value_pb2
+from gateway.v1 import wire_tags as W
 
 if TYPE_CHECKING:
     from gateway.core.lsm import LSMStore
 
-__all__ = ["row_bytes", "rows_bytes", "scan_row_bytes", "scan_rows_framed"]
+__all__ = ["ROW_SHAPE_FIELDS", "row_bytes", "rows_bytes", "scan_row_bytes", "scan_rows_framed"]
 
 
 def row_bytes(store: LSMStore, schema: str, table: str,
@@ -47,16 +48,27 @@ def rows_bytes(store: LSMStore,
     return out
 
 
+#: A stored ``Row``'s shape (``RowShape``): its table first, then its key and column fields.
+ROW_SHAPE_FIELDS = bytes((W.ROW_TABLE, W.ROW_KEY_FIELDS, W.ROW_FIELDS))
+
+
 def scan_rows_framed(store: LSMStore, schema: str, table: str,
                      start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value],
-                     field_key: bytes, limit: int, max_bytes: int) -> tuple[bytes, int, bool]:
+                     field_key: bytes, limit: int, max_bytes: int, shared_shape: bool = False
+                     ) -> tuple[bytes, int, bool, bytes | None]:
     """The rows :func:`scan_row_bytes` yields, framed as the repeated message field of
-    one-byte key ``field_key`` (a ``ScanResponse``'s rows): ``(framed, count, more)``, at
-    most ``limit`` rows and within ``max_bytes`` as ``LSMStore.scan_framed`` counts them."""
+    one-byte key ``field_key`` (a ``ScanResponse``'s rows): ``(framed, count, more, shape)``,
+    at most ``limit`` rows and within ``max_bytes`` as ``LSMStore.scan_framed`` counts them.
+
+    With ``shared_shape``, ``shape`` is the first row's table, key fields and fields as a
+    serialized ``RowShape``, and every row whose own are the same bytes leaves them out (a
+    row that keeps its own names its table, so readers tell the two apart); None when
+    there is no row or a row could not be told apart (every row whole then)."""
     prefix = keys.table_prefix(schema, table)
     lo = prefix + keys.encode_key(start)
     hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
-    return store.scan_framed(lo, hi, field_key, limit, max_bytes)
+    return store.scan_framed(lo, hi, field_key, limit, max_bytes,
+                             ROW_SHAPE_FIELDS if shared_shape else b"")
 
 
 def scan_row_bytes(store: LSMStore, schema: str, table: str,

@@ -212,6 +212,18 @@ export interface ScanRequest {
   /** 0 = 1000; at most 10000 */
   limit: number;
   consistency: Consistency;
+  /** Send the rows' shared table and columns once, in ScanResponse.shape, not in every row. */
+  sharedShape: boolean;
+}
+
+/**
+ * RowShape is what the rows of one table have in common: Row's fields 1, 2 and 4 with the
+ * same numbers (a row's metadata bytes are a RowShape).
+ */
+export interface RowShape {
+  table: TableMetadata | undefined;
+  keyFields: FieldMetadata[];
+  fields: FieldMetadata[];
 }
 
 export interface ScanResponse {
@@ -219,6 +231,12 @@ export interface ScanResponse {
   /** the limit stopped the scan; continue after the last row */
   more: boolean;
   appliedIndex: bigint;
+  /**
+   * Set only for a request with shared_shape: the first row's table, key_fields and fields.
+   * A row with none of the three set has this shape (each row whose own shape is the same
+   * leaves it out); a row with any of them set has its own, whole.
+   */
+  shape: RowShape | undefined;
 }
 
 /** EpochPosition names an epoch of one cluster: "after epoch `epoch` of cluster `server_id`". */
@@ -2006,7 +2024,7 @@ export const ReadResponse: MessageFns<ReadResponse> = {
 };
 
 function createBaseScanRequest(): ScanRequest {
-  return { table: "", startKey: [], endKey: [], limit: 0, consistency: 0 };
+  return { table: "", startKey: [], endKey: [], limit: 0, consistency: 0, sharedShape: false };
 }
 
 export const ScanRequest: MessageFns<ScanRequest> = {
@@ -2025,6 +2043,9 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     }
     if (message.consistency !== 0) {
       writer.uint32(40).int32(message.consistency);
+    }
+    if (message.sharedShape !== false) {
+      writer.uint32(48).bool(message.sharedShape);
     }
     return writer;
   },
@@ -2082,6 +2103,14 @@ export const ScanRequest: MessageFns<ScanRequest> = {
             message.consistency = reader.int32() as any;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.sharedShape = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2109,6 +2138,11 @@ export const ScanRequest: MessageFns<ScanRequest> = {
         : [],
       limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
       consistency: isSet(object.consistency) ? consistencyFromJSON(object.consistency) : 0,
+      sharedShape: isSet(object.sharedShape)
+        ? globalThis.Boolean(object.sharedShape)
+        : isSet(object.shared_shape)
+        ? globalThis.Boolean(object.shared_shape)
+        : false,
     };
   },
 
@@ -2129,6 +2163,9 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     if (message.consistency !== 0) {
       obj.consistency = consistencyToJSON(message.consistency);
     }
+    if (message.sharedShape !== false) {
+      obj.sharedShape = message.sharedShape;
+    }
     return obj;
   },
 
@@ -2142,12 +2179,120 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     message.endKey = object.endKey?.map((e) => Value.fromPartial(e)) || [];
     message.limit = object.limit ?? 0;
     message.consistency = object.consistency ?? 0;
+    message.sharedShape = object.sharedShape ?? false;
+    return message;
+  },
+};
+
+function createBaseRowShape(): RowShape {
+  return { table: undefined, keyFields: [], fields: [] };
+}
+
+export const RowShape: MessageFns<RowShape> = {
+  encode(message: RowShape, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.table !== undefined) {
+      TableMetadata.encode(message.table, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.keyFields) {
+      FieldMetadata.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.fields) {
+      FieldMetadata.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RowShape {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRowShape();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.table = TableMetadata.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.keyFields.push(FieldMetadata.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fields.push(FieldMetadata.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RowShape {
+    return {
+      table: isSet(object.table) ? TableMetadata.fromJSON(object.table) : undefined,
+      keyFields: globalThis.Array.isArray(object?.keyFields)
+        ? object.keyFields.map((e: any) => FieldMetadata.fromJSON(e))
+        : globalThis.Array.isArray(object?.key_fields)
+        ? object.key_fields.map((e: any) => FieldMetadata.fromJSON(e))
+        : [],
+      fields: globalThis.Array.isArray(object?.fields) ? object.fields.map((e: any) => FieldMetadata.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: RowShape): unknown {
+    const obj: any = {};
+    if (message.table !== undefined) {
+      obj.table = TableMetadata.toJSON(message.table);
+    }
+    if (message.keyFields?.length) {
+      obj.keyFields = message.keyFields.map((e) => FieldMetadata.toJSON(e));
+    }
+    if (message.fields?.length) {
+      obj.fields = message.fields.map((e) => FieldMetadata.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RowShape>, I>>(base?: I): RowShape {
+    return RowShape.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RowShape>, I>>(object: I): RowShape {
+    const message = createBaseRowShape();
+    message.table = (object.table !== undefined && object.table !== null)
+      ? TableMetadata.fromPartial(object.table)
+      : undefined;
+    message.keyFields = object.keyFields?.map((e) => FieldMetadata.fromPartial(e)) || [];
+    message.fields = object.fields?.map((e) => FieldMetadata.fromPartial(e)) || [];
     return message;
   },
 };
 
 function createBaseScanResponse(): ScanResponse {
-  return { rows: [], more: false, appliedIndex: 0n };
+  return { rows: [], more: false, appliedIndex: 0n, shape: undefined };
 }
 
 export const ScanResponse: MessageFns<ScanResponse> = {
@@ -2163,6 +2308,9 @@ export const ScanResponse: MessageFns<ScanResponse> = {
         throw new globalThis.Error("value provided for field message.appliedIndex of type uint64 too large");
       }
       writer.uint32(24).uint64(message.appliedIndex);
+    }
+    if (message.shape !== undefined) {
+      RowShape.encode(message.shape, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -2204,6 +2352,14 @@ export const ScanResponse: MessageFns<ScanResponse> = {
             message.appliedIndex = reader.uint64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.shape = RowShape.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2225,6 +2381,7 @@ export const ScanResponse: MessageFns<ScanResponse> = {
         : isSet(object.applied_index)
         ? BigInt(object.applied_index)
         : 0n,
+      shape: isSet(object.shape) ? RowShape.fromJSON(object.shape) : undefined,
     };
   },
 
@@ -2239,6 +2396,9 @@ export const ScanResponse: MessageFns<ScanResponse> = {
     if (message.appliedIndex !== 0n) {
       obj.appliedIndex = message.appliedIndex.toString();
     }
+    if (message.shape !== undefined) {
+      obj.shape = RowShape.toJSON(message.shape);
+    }
     return obj;
   },
 
@@ -2252,6 +2412,9 @@ export const ScanResponse: MessageFns<ScanResponse> = {
     message.appliedIndex = (object.appliedIndex !== undefined && object.appliedIndex !== null)
       ? BigInt(object.appliedIndex)
       : 0n;
+    message.shape = (object.shape !== undefined && object.shape !== null)
+      ? RowShape.fromPartial(object.shape)
+      : undefined;
     return message;
   },
 };
