@@ -254,8 +254,13 @@ func gwCall(mode, target string, conns, keys, batch, limit, coalesce int, level 
 			}
 			return n, err
 		default: // gw-scan
-			// decoded as the Go client's Scan decodes it (clients/go/rows_decode.go)
-			resp, err := stubs[c%len(stubs)].Scan(ctx, &pb.ScanRequest{Table: "bench.kv", Limit: uint32(limit), Consistency: level}, gateway.FastRows())
+			// asked and decoded as the Go client's Scan asks and decodes it: the rows' shape
+			// once per response, rows from slabs (clients/go/rows_decode.go), whole rows
+			req := &pb.ScanRequest{Table: "bench.kv", Limit: uint32(limit), Consistency: level, SharedShape: true}
+			resp, err := stubs[c%len(stubs)].Scan(ctx, req, gateway.FastRows())
+			if err == nil {
+				gateway.WholeRows(resp)
+			}
 			if err == nil && len(resp.GetRows()) != limit {
 				err = fmt.Errorf("scan returned %d rows, not %d", len(resp.GetRows()), limit)
 			}

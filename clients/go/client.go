@@ -461,7 +461,9 @@ func (c *Client) ReadBatch(ctx context.Context, table string, keys []any, opts .
 }
 
 // Scan reads rows of table in key order (StartKey <= key < EndKey); More is set when the
-// limit stopped it (continue with StartKey after the last row).
+// limit stopped it (continue with StartKey after the last row). Rows of one shape share their
+// Table, KeyFields and Fields (sent once per response): read them, do not change them in
+// place.
 func (c *Client) Scan(ctx context.Context, table string, opts ...ScanOption) (*pb.ScanResponse, error) {
 	s := &scanRequest{req: &pb.ScanRequest{Table: table}}
 	for _, o := range opts {
@@ -470,9 +472,17 @@ func (c *Client) Scan(ctx context.Context, table string, opts ...ScanOption) (*p
 	if s.err != nil {
 		return nil, s.err
 	}
-	return call(ctx, c, func(ctx context.Context, st pb.GatewayClient, o ...grpc.CallOption) (*pb.ScanResponse, error) {
+	// The rows' common table and columns come once (shared_shape) and are decoded from
+	// slabs (rows_decode.go); WholeRows hands back whole rows that share them.
+	s.req.SharedShape = true
+	resp, err := call(ctx, c, func(ctx context.Context, st pb.GatewayClient, o ...grpc.CallOption) (*pb.ScanResponse, error) {
 		return st.Scan(ctx, s.req, append(o[:len(o):len(o)], FastRows())...)
 	})
+	if err != nil {
+		return nil, err
+	}
+	WholeRows(resp)
+	return resp, nil
 }
 
 // Status is the status of the node the client currently targets (one attempt, no failover;

@@ -16,6 +16,7 @@ import (
 	gateway "gateway/clients/go"
 	pb "gateway/clients/go/gatewayv1"
 	"gateway/clients/go/internal/testcluster"
+	"google.golang.org/protobuf/proto"
 
 	"google.golang.org/grpc/codes"
 )
@@ -167,6 +168,15 @@ func TestWriteBatchResultsInOrderAndScanInKeyOrder(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[2 3 4]" || scan.GetMore() {
 		t.Fatalf("scan ids = %v more=%v", ids, scan.GetMore())
+	}
+	for i, r := range scan.GetRows() { // the shared shape read back: each row whole
+		one, err := c.Read(ctx, tbl, []any{ids[i]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(r, one.GetRow()) {
+			t.Fatalf("scanned row %v, read %v", r, one.GetRow())
+		}
 	}
 	limited, err := c.Scan(ctx, tbl, gateway.Limit(2), gateway.WithConsistency(pb.Consistency_CONSISTENCY_STALE))
 	if err != nil {

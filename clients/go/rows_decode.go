@@ -13,8 +13,8 @@ package gateway
 // buffers after decoding). The price: a row kept after the others are dropped keeps its
 // response's slabs and bytes alive, as a sub-slice keeps its array.
 //
-// It reads only what it knows exactly: the fields of ScanResponse, Row, TableMetadata,
-// FieldMetadata, Value and Gtid with their declared wire types, each singular message field
+// It reads only what it knows exactly: the fields of ScanResponse, Row, RowShape,
+// TableMetadata, FieldMetadata, Value and Gtid with their declared wire types, each singular message field
 // at most once. Anything else (an unknown or repeated-singular field, a wire type that does
 // not match, a malformed varint or length, a string that is not UTF-8) makes it give up, and
 // the response is decoded by proto.Unmarshal, which gives the same message or the error.
@@ -89,7 +89,7 @@ func decodeScanResponse(data []byte, out *pb.ScanResponse) bool {
 		}
 		rest = rest[n+m:]
 	}
-	d := &rowDecoder{base: data, chunk: max(rows, 8)}
+	d := &rowDecoder{base: data, rows: rows, row1: make([]pb.Row, 0, rows)}
 	if len(data) > 0 {
 		d.text = unsafe.String(&data[0], len(data))
 	}
@@ -114,6 +114,15 @@ func decodeScanResponse(data []byte, out *pb.ScanResponse) bool {
 			v, m := protowire.ConsumeVarint(data)
 			out.AppliedIndex = v
 			data = data[m:]
+		case num == 4 && typ == protowire.BytesType:
+			b, m := protowire.ConsumeBytes(data)
+			if out.Shape != nil {
+				return false // proto would merge the two
+			}
+			if out.Shape = d.shape(b); out.Shape == nil {
+				return false
+			}
+			data = data[m:]
 		default:
 			return false
 		}
@@ -121,59 +130,111 @@ func decodeScanResponse(data []byte, out *pb.ScanResponse) bool {
 	return true
 }
 
+// WholeRows gives every row of a ScanResponse asked with shared_shape the table, key fields
+// and fields it left out (ScanResponse.shape: a row without a table has the shape), and
+// clears the shape: the response then reads as a plain Scan's. The rows share the shape's
+// messages and slices: read them, do not change them in place. Client.Scan calls it.
+func WholeRows(resp *pb.ScanResponse) {
+	shape := resp.GetShape()
+	if shape == nil {
+		return
+	}
+	for _, r := range resp.Rows {
+		if r.Table != nil {
+			continue
+		}
+		r.Table = shape.Table
+		r.KeyFields = shared(r.KeyFields, shape.KeyFields)
+		r.Fields = shared(r.Fields, shape.Fields)
+	}
+	resp.Shape = nil
+}
+
+// shared is own followed by common: common itself (capped, so an append copies) when own
+// is empty, as it is in a row that left its shape out.
+func shared[T any](own, common []*T) []*T {
+	if len(own) == 0 {
+		return common[:len(common):len(common)]
+	}
+	return append(own[:len(own):len(own)], common...)
+}
+
 // rowDecoder decodes the rows of one response into slabs. Strings and bytes values are
 // slices of base, the response the decoder owns (text is base as a string): no string
 // overlaps a bytes value, and a bytes value is capped to its length, so writing into one or
 // appending to it never changes another value.
 type rowDecoder struct {
-	text  string
-	base  []byte
-	chunk int
+	text string
+	base []byte
+	rows int // rows in the response
+	done int // rows decoded so far
 
-	rows   []pb.Row
-	tables []pb.TableMetadata
-	gtids  []pb.Gtid
-	fields []pb.FieldMetadata
-	values []pb.Value
-	fptrs  []*pb.FieldMetadata
-	vptrs  []*pb.Value
+	row1   []pb.Row // one slab, exactly the response's rows
+	tables slab[pb.TableMetadata]
+	gtids  slab[pb.Gtid]
+	fields slab[pb.FieldMetadata]
+	values slab[pb.Value]
+	fptrs  ptrSlab[pb.FieldMetadata]
+	vptrs  ptrSlab[pb.Value]
 
 	// the oneof wrappers of the common kinds (the others are allocated one by one)
-	strs  []pb.Value_StringValue
-	byts  []pb.Value_BytesValue
-	ints  []pb.Value_IntValue
-	uints []pb.Value_UintValue
+	strs  slab[pb.Value_StringValue]
+	byts  slab[pb.Value_BytesValue]
+	ints  slab[pb.Value_IntValue]
+	uints slab[pb.Value_UintValue]
 
 	// per-row scratch, reused
 	keyFields, allFields []*pb.FieldMetadata
 	keyValues, allValues []*pb.Value
 }
 
-// slot returns a pointer to a fresh zero element of *s, allocating a new slab of n elements
-// when the current one is full (earlier slabs stay referenced by what points into them).
-func slot[T any](s *[]T, n int) *T {
-	if len(*s) == cap(*s) {
-		*s = make([]T, 0, n)
+// slabSize is the size of a new slab for a kind of which used elements were taken so far:
+// what the rows decoded so far took per row times the rows still to come, and 16 more (16
+// alone before the first row is done). Rows alike -- the usual -- fill exact slabs; a
+// kind the rows do not use (the metadata a shared shape leaves out) costs one small slab.
+func (d *rowDecoder) slabSize(used int) int {
+	n := 16
+	if d.done > 0 {
+		n += (used + d.done - 1) / d.done * (d.rows - d.done)
 	}
-	*s = (*s)[:len(*s)+1]
-	return &(*s)[len(*s)-1]
+	return n
 }
 
-// carve copies src into the pointer slab *s and returns the copy, capped to its length
-// (nil for none, as proto.Unmarshal leaves an absent repeated field).
-func carve[T any](s *[]*T, src []*T, n int) []*T {
+// slab hands out zero elements of T from arrays allocated a slab at a time (earlier slabs
+// stay referenced by what points into them).
+type slab[T any] struct {
+	buf  []T
+	used int // elements handed out
+}
+
+func (s *slab[T]) take(d *rowDecoder) *T {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]T, 0, d.slabSize(s.used))
+	}
+	s.buf = s.buf[:len(s.buf)+1]
+	s.used++
+	return &s.buf[len(s.buf)-1]
+}
+
+// ptrSlab holds the pointer slices of the rows (their repeated fields).
+type ptrSlab[T any] struct {
+	buf  []*T
+	used int
+}
+
+// carve copies src into the slab and returns the copy, capped to its length (nil for none,
+// as proto.Unmarshal leaves an absent repeated field).
+func (s *ptrSlab[T]) carve(d *rowDecoder, src []*T) []*T {
 	if len(src) == 0 {
 		return nil
 	}
-	if cap(*s)-len(*s) < len(src) {
-		if n < len(src) {
-			n = len(src)
-		}
-		*s = make([]*T, 0, n)
+	if cap(s.buf)-len(s.buf) < len(src) {
+		s.buf = make([]*T, 0, max(len(src), d.slabSize(s.used)))
 	}
-	lo := len(*s)
-	*s = append(*s, src...)
-	return (*s)[lo:len(*s):len(*s)]
+	lo := len(s.buf)
+	s.buf = append(s.buf, src...)
+	s.used += len(src)
+	return s.buf[lo:len(s.buf):len(s.buf)]
 }
 
 // str is field value b (a sub-slice of base) as a string sharing d.text; ok is
@@ -195,7 +256,8 @@ func (d *rowDecoder) bytes(b []byte) []byte {
 
 // row decodes one Row; nil: give up (see the file's comment).
 func (d *rowDecoder) row(b []byte) *pb.Row {
-	r := slot(&d.rows, d.chunk)
+	d.row1 = d.row1[:len(d.row1)+1] // the counting pass sized it
+	r := &d.row1[len(d.row1)-1]
 	d.keyFields, d.allFields = d.keyFields[:0], d.allFields[:0]
 	d.keyValues, d.allValues = d.keyValues[:0], d.allValues[:0]
 	for len(b) > 0 {
@@ -281,16 +343,51 @@ func (d *rowDecoder) row(b []byte) *pb.Row {
 		}
 		b = b[m:]
 	}
-	n := 2 * d.chunk
-	r.KeyFields = carve(&d.fptrs, d.keyFields, n)
-	r.Fields = carve(&d.fptrs, d.allFields, n)
-	r.KeyValues = carve(&d.vptrs, d.keyValues, n)
-	r.Values = carve(&d.vptrs, d.allValues, n)
+	r.KeyFields = d.fptrs.carve(d, d.keyFields)
+	r.Fields = d.fptrs.carve(d, d.allFields)
+	r.KeyValues = d.vptrs.carve(d, d.keyValues)
+	r.Values = d.vptrs.carve(d, d.allValues)
+	d.done++
 	return r
 }
 
+// shape decodes a RowShape (Row's fields 1, 2 and 4); nil: give up.
+func (d *rowDecoder) shape(b []byte) *pb.RowShape {
+	sh := &pb.RowShape{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType || (num != 1 && num != 2 && num != 4) {
+			return nil
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return nil
+		}
+		b = b[n+m:]
+		if num == 1 {
+			if sh.Table != nil {
+				return nil
+			}
+			if sh.Table = d.table(v); sh.Table == nil {
+				return nil
+			}
+			continue
+		}
+		f := d.field(v)
+		if f == nil {
+			return nil
+		}
+		if num == 2 {
+			sh.KeyFields = append(sh.KeyFields, f)
+		} else {
+			sh.Fields = append(sh.Fields, f)
+		}
+	}
+	return sh
+}
+
 func (d *rowDecoder) table(b []byte) *pb.TableMetadata {
-	t := slot(&d.tables, d.chunk)
+	t := d.tables.take(d)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType || (num != 1 && num != 2) {
@@ -315,7 +412,7 @@ func (d *rowDecoder) table(b []byte) *pb.TableMetadata {
 }
 
 func (d *rowDecoder) field(b []byte) *pb.FieldMetadata {
-	f := slot(&d.fields, 2*d.chunk)
+	f := d.fields.take(d)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -351,7 +448,7 @@ func (d *rowDecoder) field(b []byte) *pb.FieldMetadata {
 }
 
 func (d *rowDecoder) gtid(b []byte) *pb.Gtid {
-	g := slot(&d.gtids, d.chunk)
+	g := d.gtids.take(d)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.VarintType || (num != 1 && num != 2) {
@@ -374,7 +471,7 @@ func (d *rowDecoder) gtid(b []byte) *pb.Gtid {
 // value decodes one Value: the last kind on the wire is the one set, as proto.Unmarshal
 // sets a oneof.
 func (d *rowDecoder) value(b []byte) *pb.Value {
-	x := slot(&d.values, 2*d.chunk)
+	x := d.values.take(d)
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -395,11 +492,11 @@ func (d *rowDecoder) value(b []byte) *pb.Value {
 			case 2:
 				x.Kind = &pb.Value_BoolValue{BoolValue: v != 0}
 			case 3:
-				w := slot(&d.ints, d.chunk)
+				w := d.ints.take(d)
 				w.IntValue = protowire.DecodeZigZag(v)
 				x.Kind = w
 			case 4:
-				w := slot(&d.uints, d.chunk)
+				w := d.uints.take(d)
 				w.UintValue = v
 				x.Kind = w
 			default:
@@ -434,12 +531,12 @@ func (d *rowDecoder) value(b []byte) *pb.Value {
 				if num == 6 {
 					x.Kind = &pb.Value_DecimalValue{DecimalValue: s}
 				} else {
-					w := slot(&d.strs, 2*d.chunk)
+					w := d.strs.take(d)
 					w.StringValue = s
 					x.Kind = w
 				}
 			case 8:
-				w := slot(&d.byts, d.chunk)
+				w := d.byts.take(d)
 				w.BytesValue = d.bytes(v)
 				x.Kind = w
 			default:

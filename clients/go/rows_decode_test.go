@@ -67,6 +67,10 @@ func randomScan(r *rand.Rand) *pb.ScanResponse {
 	for i := r.Intn(40); i > 0; i-- {
 		resp.Rows = append(resp.Rows, randomRow(r))
 	}
+	if r.Intn(3) == 0 {
+		row := randomRow(r)
+		resp.Shape = &pb.RowShape{Table: row.Table, KeyFields: row.KeyFields, Fields: row.Fields}
+	}
 	return resp
 }
 
@@ -181,6 +185,34 @@ func TestDecodedBytesValuesDoNotShareStorageWithTheirNeighbours(t *testing.T) {
 	}
 }
 
+func TestWholeRowsGivesShapelessRowsTheSharedShapeAndLeavesOthersWhole(t *testing.T) {
+	shape := &pb.RowShape{Table: &pb.TableMetadata{SchemaName: "s", TableName: "t"},
+		KeyFields: []*pb.FieldMetadata{{Name: "id"}}, Fields: []*pb.FieldMetadata{{Name: "v"}}}
+	own := &pb.Row{Table: &pb.TableMetadata{SchemaName: "s", TableName: "t"},
+		KeyFields: []*pb.FieldMetadata{{Name: "id"}}, LogIndex: 2}
+	resp := &pb.ScanResponse{Shape: shape, Rows: []*pb.Row{{LogIndex: 1}, own, {LogIndex: 3}}}
+	want := []*pb.Row{
+		{Table: shape.Table, KeyFields: shape.KeyFields, Fields: shape.Fields, LogIndex: 1},
+		proto.Clone(own).(*pb.Row),
+		{Table: shape.Table, KeyFields: shape.KeyFields, Fields: shape.Fields, LogIndex: 3},
+	}
+	WholeRows(resp)
+	if resp.Shape != nil {
+		t.Fatal("shape kept")
+	}
+	for i := range want {
+		if !proto.Equal(resp.Rows[i], want[i]) {
+			t.Fatalf("row %d: %v, want %v", i, resp.Rows[i], want[i])
+		}
+	}
+	// appending to one row's fields must not reach another's
+	resp.Rows[0].Fields = append(resp.Rows[0].Fields, &pb.FieldMetadata{Name: "extra"})
+	if len(resp.Rows[2].Fields) != 1 {
+		t.Fatal("an append reached a neighbour")
+	}
+	WholeRows(&pb.ScanResponse{Rows: []*pb.Row{{}}}) // no shape: nothing to do
+}
+
 func FuzzScanResponseDecodesAsProtoUnmarshal(f *testing.F) {
 	r := rand.New(rand.NewSource(1))
 	for i := 0; i < 8; i++ {
@@ -190,8 +222,9 @@ func FuzzScanResponseDecodesAsProtoUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { decodedBoth(t, data) })
 }
 
-// scanOf1000 is a ScanResponse of 1,000 rows shaped as the node sends bench.kv's (goload).
-func scanOf1000() []byte {
+// scanOf1000 is a ScanResponse of 1,000 rows shaped as the node sends bench.kv's (goload),
+// with their shape in each row or, shared, once.
+func scanOf1000(shared bool) []byte {
 	r := &pb.ScanResponse{}
 	for i := 0; i < 1000; i++ {
 		key := &pb.Value{Kind: &pb.Value_StringValue{StringValue: "r-000123"}}
@@ -206,13 +239,20 @@ func scanOf1000() []byte {
 			CommitTimestampNs: 1234567890123, LogIndex: uint64(100 + i),
 		})
 	}
+	if shared {
+		first := r.Rows[0]
+		r.Shape = &pb.RowShape{Table: first.Table, KeyFields: first.KeyFields, Fields: first.Fields}
+		for _, row := range r.Rows {
+			row.Table, row.KeyFields, row.Fields = nil, nil, nil
+		}
+	}
 	b, _ := proto.Marshal(r)
 	return b
 }
 
 // go test -run XXX -bench ScanResponse: protobuf-go against this decoder, per 1,000 rows.
 func BenchmarkScanResponseProtoUnmarshal(b *testing.B) {
-	data := scanOf1000()
+	data := scanOf1000(false)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		var r pb.ScanResponse
@@ -222,13 +262,18 @@ func BenchmarkScanResponseProtoUnmarshal(b *testing.B) {
 	}
 }
 
-func BenchmarkScanResponseRowsCodec(b *testing.B) {
-	data := scanOf1000()
+func BenchmarkScanResponseRowsCodec(b *testing.B) { benchCodec(b, scanOf1000(false)) }
+
+// What Client.Scan does: the shape once, the rows from slabs, then WholeRows.
+func BenchmarkScanResponseSharedShapeRowsCodec(b *testing.B) { benchCodec(b, scanOf1000(true)) }
+
+func benchCodec(b *testing.B, data []byte) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		var r pb.ScanResponse
 		if err := (rowsCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &r); err != nil {
 			b.Fatal(err)
 		}
+		WholeRows(&r)
 	}
 }
