@@ -444,23 +444,43 @@ static inline int in_fields(uint64_t f, const unsigned char *fields, Py_ssize_t 
     return 0;
 }
 
-/* Walks the top-level records of message v[0..n): the bytes of the records whose field is in
- * fields go to *own_len (copied to own when it is not NULL), and *has_first tells whether one
- * of them is of field fields[0]. When cmp is not NULL, *same tells whether those records,
- * in wire order, are exactly cmp[0..cmp_len). -1 when v is not a well-formed message at its
- * top level (format._split_records answers None). */
+/* At most this many runs of a value's records are kept apart from its shape; a value of
+ * more runs (records of the shape's fields scattered through it) is framed whole. */
+#define MAX_RUNS 8
+
+/* Walks the top-level records of message v[0..n). The records whose field is in fields are
+ * its shape: *own_len bytes, copied to own when it is not NULL, and *has_first tells whether
+ * one is of field fields[0]; when cmp is not NULL, *same tells whether they are, in wire
+ * order, exactly cmp[0..cmp_len). The other records are described in runs[] as *nruns
+ * (offset, length) pairs of adjacent records (at most MAX_RUNS; *nruns is MAX_RUNS + 1 when
+ * there are more). -1 when v is not a well-formed message at its top level
+ * (format._split_records answers None). */
 static int split_records(const unsigned char *v, Py_ssize_t n, const unsigned char *fields,
                          Py_ssize_t nf, unsigned char *own, Py_ssize_t *own_len, int *has_first,
-                         const unsigned char *cmp, Py_ssize_t cmp_len, int *same) {
+                         const unsigned char *cmp, Py_ssize_t cmp_len, int *same,
+                         Py_ssize_t *runs, int *nruns) {
     Py_ssize_t p = 0, o = 0;
-    int eq = 1;
+    int eq = 1, nr = 0, in_run = 0;
     *has_first = 0;
     while (p < n) {
         Py_ssize_t at = p;
         uint64_t tag;
         if (read_varint(v, &p, n, &tag) < 0 || skip_field(v, &p, n, tag) < 0) return -1;
         uint64_t f = tag >> 3;
-        if (!in_fields(f, fields, nf)) continue;
+        if (!in_fields(f, fields, nf)) {
+            if (in_run) {
+                runs[2 * (nr - 1) + 1] += p - at;
+            } else if (nr < MAX_RUNS) {
+                runs[2 * nr] = at;
+                runs[2 * nr + 1] = p - at;
+                nr++;
+                in_run = 1;
+            } else {
+                nr = MAX_RUNS + 1;  /* too scattered: stays whole */
+            }
+            continue;
+        }
+        in_run = 0;
         if (f == fields[0]) *has_first = 1;
         Py_ssize_t len = p - at;
         if (cmp != NULL && eq && (o + len > cmp_len || memcmp(cmp + o, v + at, (size_t)len) != 0))
@@ -469,25 +489,9 @@ static int split_records(const unsigned char *v, Py_ssize_t n, const unsigned ch
         o += len;
     }
     *own_len = o;
+    *nruns = nr;
     if (cmp != NULL) *same = eq && o == cmp_len;
     return 0;
-}
-
-/* Copies the records of v[0..n) whose field is not in fields to out; the bytes copied. v was
- * walked by split_records before. */
-static Py_ssize_t copy_rest(const unsigned char *v, Py_ssize_t n, const unsigned char *fields,
-                            Py_ssize_t nf, unsigned char *out) {
-    Py_ssize_t p = 0, o = 0;
-    while (p < n) {
-        Py_ssize_t at = p;
-        uint64_t tag = 0;
-        read_varint(v, &p, n, &tag);
-        skip_field(v, &p, n, tag);
-        if (in_fields(tag >> 3, fields, nf)) continue;
-        memcpy(out + o, v + at, (size_t)(p - at));
-        o += p - at;
-    }
-    return o;
 }
 
 enum { FRAMED_ALL = 0, FRAMED_STOPPED = 1, FRAMED_UNSHARED = 2 };
@@ -500,8 +504,6 @@ static PyObject *frame_values(PyObject *self, PyObject *args) {
                           &size, &max_bytes, &fb, &shape))
         return NULL;
     PyObject *result = NULL, *framed = NULL;
-    /* what each taken value frames as: whole (-1) or without its shape (its rest's length) */
-    Py_ssize_t *bodies = NULL;
     Py_INCREF(shape);
     if (kb.len != 1) {
         PyErr_SetString(PyExc_ValueError, "key must be one byte");
@@ -514,95 +516,97 @@ static PyObject *frame_values(PyObject *self, PyObject *args) {
     const unsigned char *fields = fb.buf;
     Py_ssize_t nf = fb.obj != NULL ? fb.len : 0;
     unsigned char key = ((const unsigned char *)kb.buf)[0];
-    Py_ssize_t n = PyList_GET_SIZE(cells), taken = 0, out_len = 0;
-    int stopped = FRAMED_ALL;
-    if (nf > 0 && (bodies = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1))) == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* First pass: which values are taken, whole or without their shape, and their bytes. */
+    Py_ssize_t n = PyList_GET_SIZE(cells), bound = 0;
+    /* One pass: the output is at most every cell framed whole (1 + 10 + its length). */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *cell = PyList_GET_ITEM(cells, i);
         if (!PyBytes_Check(cell)) {
             PyErr_SetString(PyExc_TypeError, "cells must be a list of bytes");
             goto done;
         }
+        bound += 11 + PyBytes_GET_SIZE(cell);
+    }
+    framed = PyBytes_FromStringAndSize(NULL, bound);
+    if (framed == NULL) goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(framed), *o = out;
+    int stopped = FRAMED_ALL;
+    for (Py_ssize_t i = 0; i < n; i++) {
         const char *v;
         Py_ssize_t vlen;
-        int live = cell_value(cell, &v, &vlen);
+        int live = cell_value(PyList_GET_ITEM(cells, i), &v, &vlen);
         if (live < 0) goto done;
-        if (!live) {
-            if (nf > 0) bodies[i] = -2;  /* skipped */
-            continue;
-        }
+        if (!live) continue;
         size += (long long)vlen + 6;
         if (have == limit || (have && size > max_bytes)) {
             stopped = FRAMED_STOPPED;
             break;
         }
-        Py_ssize_t body = vlen;
+        const unsigned char *uv = (const unsigned char *)v;
         if (nf > 0) {
-            const unsigned char *uv = (const unsigned char *)v;
-            Py_ssize_t own_len;
-            int has_first, same = 0;
+            Py_ssize_t own_len, runs[2 * MAX_RUNS];
+            int has_first, same = 0, nruns;
             if (shape == Py_None) {
                 if (split_records(uv, vlen, fields, nf, NULL, &own_len, &has_first, NULL, 0,
-                                  &same) < 0) {
+                                  &same, runs, &nruns) < 0) {
                     stopped = FRAMED_UNSHARED;
                     break;
                 }
                 PyObject *own = PyBytes_FromStringAndSize(NULL, own_len);
                 if (own == NULL) goto done;
                 split_records(uv, vlen, fields, nf, (unsigned char *)PyBytes_AS_STRING(own),
-                              &own_len, &has_first, NULL, 0, &same);
+                              &own_len, &has_first, NULL, 0, &same, runs, &nruns);
                 Py_SETREF(shape, own);
                 same = 1;
             } else if (split_records(uv, vlen, fields, nf, NULL, &own_len, &has_first,
                                      (const unsigned char *)PyBytes_AS_STRING(shape),
-                                     PyBytes_GET_SIZE(shape), &same) < 0) {
+                                     PyBytes_GET_SIZE(shape), &same, runs, &nruns) < 0) {
                 stopped = FRAMED_UNSHARED;
                 break;
             }
-            if (same) {
-                body = vlen - own_len;
-            } else if (!has_first) {
+            if (!same && !has_first) {
                 stopped = FRAMED_UNSHARED;
                 break;
             }
-            bodies[i] = same ? body : -1;
+            if (same && own_len > 0 && nruns <= MAX_RUNS) {
+                *o++ = key;
+                o += put_varint(o, (uint64_t)(vlen - own_len));
+                for (int r = 0; r < nruns; r++) {
+                    memcpy(o, uv + runs[2 * r], (size_t)runs[2 * r + 1]);
+                    o += runs[2 * r + 1];
+                }
+                have++;
+                continue;
+            }
+            if (same && own_len > 0) {  /* scattered: the rest record by record */
+                *o++ = key;
+                o += put_varint(o, (uint64_t)(vlen - own_len));
+                Py_ssize_t p = 0;
+                while (p < vlen) {
+                    Py_ssize_t at = p;
+                    uint64_t tag = 0;
+                    read_varint(uv, &p, vlen, &tag);
+                    skip_field(uv, &p, vlen, tag);
+                    if (in_fields(tag >> 3, fields, nf)) continue;
+                    memcpy(o, uv + at, (size_t)(p - at));
+                    o += p - at;
+                }
+                have++;
+                continue;
+            }
         }
-        out_len += 1 + varint_len((uint64_t)body) + body;
+        *o++ = key;
+        o += put_varint(o, (uint64_t)vlen);
+        memcpy(o, v, (size_t)vlen);
+        o += vlen;
         have++;
-        taken = i + 1;
     }
-    if (stopped == FRAMED_UNSHARED) {
-        framed = PyBytes_FromStringAndSize(NULL, 0);
-        if (framed == NULL) goto done;
-    } else {
-        framed = PyBytes_FromStringAndSize(NULL, out_len);
-        if (framed == NULL) goto done;
-        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(framed);
-        for (Py_ssize_t i = 0; i < taken; i++) {
-            const char *v;
-            Py_ssize_t vlen;
-            if (cell_value(PyList_GET_ITEM(cells, i), &v, &vlen) <= 0) continue;
-            *o++ = key;
-            if (nf > 0 && bodies[i] >= 0) {
-                o += put_varint(o, (uint64_t)bodies[i]);
-                o += copy_rest((const unsigned char *)v, vlen, fields, nf, o);
-            } else {
-                o += put_varint(o, (uint64_t)vlen);
-                memcpy(o, v, (size_t)vlen);
-                o += vlen;
-            }
-        }
-    }
+    if (stopped == FRAMED_UNSHARED) o = out;
+    if (_PyBytes_Resize(&framed, o - out) < 0) goto done;
     result = Py_BuildValue("NLLiO", framed, have, size, stopped, shape);
     framed = NULL;
 done:
     Py_XDECREF(framed);
     Py_DECREF(shape);
-    PyMem_Free(bodies);
     PyBuffer_Release(&kb);
     if (fb.obj != NULL) PyBuffer_Release(&fb);
     return result;
