@@ -178,3 +178,24 @@ def test_rows_framed_with_a_shared_shape_read_back_as_the_rows_stored(rows, limi
             assert shape is None and framed == whole[0]  # told apart only whole
         if shape:
             assert len(framed) < len(whole[0]) or count == 0
+
+
+def test_snapshots_of_a_small_memtable_share_one_copy_until_it_is_written(tmp_path):
+    """A small active memtable is copied for a snapshot, and the copy is kept for the next
+    snapshot while nothing is written (scans of a quiet store sort it once); any write --
+    put, delete, batch -- makes the next snapshot copy it again, so a scan sees the write."""
+    with LSMStore(str(tmp_path / "db")) as store:
+        store.put(b"a", b"1")
+        first = store._frozen_copy(store._mem)
+        assert store._frozen_copy(store._mem) is first
+        writes = [lambda: store.put(b"b", b"2"), lambda: store.delete(b"a"),
+                  lambda: store.write_batch([(b"c", b"3", 0, 0, 0)]),
+                  lambda: store.put(b"b", b"2")]  # the same value again is a write too
+        seen = [first]
+        for write in writes:
+            write()
+            now = store._frozen_copy(store._mem)
+            assert all(now is not s for s in seen)
+            seen.append(now)
+        assert [k for k, _ in store.scan()] == [b"b", b"c"]
+        assert store.scan_framed(None, None, b"\x0a", 10, 1 << 20)[1] == 2

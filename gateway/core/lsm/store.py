@@ -221,6 +221,8 @@ class LSMStore:
         self._threads: list[threading.Thread] = []
         self._wal: MemtableLogWriter | None = None
         self._imm: tuple[Memtable, ...] = ()
+        #: ``(active memtable, its approximate_bytes, a frozen copy of it)`` (``_frozen_copy``).
+        self._small_copy: tuple[Memtable, int, Memtable] | None = None
         self._dir_lock: FileLock | None = None
         #: The directory held tables or logs but no ``MANIFEST``: the store was started empty
         #: (logged as a warning); its owner must rebuild it.
@@ -532,6 +534,7 @@ class LSMStore:
         self._frozen_bytes += old.approximate_bytes
         self._imm = (*self._imm, old)
         self._mem = Memtable(wal_number)
+        self._small_copy = None  # (it would keep the frozen table alive)
         if self._background:
             self._kick()
         else:
@@ -650,7 +653,7 @@ class LSMStore:
                 raise StoreClosedError("the store is closed")
             mem = self._mem
             if len(mem.data) <= SNAPSHOT_COPY_LIMIT:
-                frozen = [mem.copy()] if mem.data else []
+                frozen = [self._frozen_copy(mem)] if mem.data else []
             else:
                 if self._bg_error is not None:
                     self._raise_unwritable()
@@ -659,6 +662,18 @@ class LSMStore:
             with self._version_lock:
                 mems = frozen + list(reversed(self._imm))
                 return ReadSnapshot(self._is_closed, mems, self._version)
+
+    def _frozen_copy(self, mem: Memtable) -> Memtable:
+        """A frozen copy of the small active memtable ``mem`` for a snapshot: the same copy
+        for every snapshot until ``mem`` is written again (every write grows its
+        ``approximate_bytes``), so scans of a store that is not being written sort it once,
+        not once per scan. Caller holds the write lock."""
+        got = self._small_copy
+        if got is not None and got[0] is mem and got[1] == mem.approximate_bytes:
+            return got[2]
+        copy = mem.copy()
+        self._small_copy = (mem, mem.approximate_bytes, copy)
+        return copy
 
     def _range_snapshot(self, start: bytes | None, end: bytes | None) -> ReadSnapshot:
         """A point-in-time view for reading ``[start, end)`` only (the scans' own, never
@@ -677,7 +692,7 @@ class LSMStore:
             if len(mem.data) > SNAPSHOT_COPY_LIMIT:
                 view = mem.view(start, end)
             elif mem.data:
-                frozen = [mem.copy()]
+                frozen = [self._frozen_copy(mem)]
             with self._version_lock:
                 mems = frozen + list(reversed(self._imm))
                 return ReadSnapshot(self._is_closed, mems, self._version, view)
@@ -1016,6 +1031,7 @@ class LSMStore:
 
     def _release(self) -> None:
         self._closed = True
+        self._small_copy = None
         self._mem = Memtable()
         self._mem.data = _ClosedDict()
         self._imm = ()
