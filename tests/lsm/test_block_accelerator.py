@@ -1,7 +1,7 @@
-"""The C point search in data blocks (``gateway.core.lsm._block``) answers what its Python
-specification in ``format.py`` answers: the cell of every key held, None for every key not
-held, the block's last key, and an error -- never a wrong answer or a read past the end -- for
-a damaged payload."""
+"""The C point search and decoding of data blocks (``gateway.core.lsm._block``) answer what
+their Python specification in ``format.py`` answers: the cell of every key held, None for
+every key not held, the block's last key, its pairs, and an error -- never a wrong answer or
+a read past the end -- for a damaged payload."""
 
 from __future__ import annotations
 
@@ -57,6 +57,16 @@ def test_a_damaged_payload_gets_the_specifications_answer_or_its_error(keys, dat
     probe = data.draw(st.sampled_from(keys) if keys else st.binary(max_size=20))
     assert _outcome(accel.find, damaged, probe) == _outcome(fmt._find_cell_py, damaged, probe)
     assert _outcome(accel.last_key, damaged) == _outcome(fmt._block_last_key_py, damaged)
+    assert _outcome(accel.decode, damaged) == _outcome(fmt.decode_block_py, damaged)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_keys, st.data())
+def test_decode_gives_the_pairs_a_block_was_made_of(keys, data):
+    cells = [data.draw(st.binary(max_size=60)) for _ in keys]
+    payload = fmt.encode_block(keys, cells)
+    assert accel.decode(payload) == fmt.decode_block_py(payload) == (keys, cells)
+    assert accel.decode(memoryview(payload)) == (keys, cells)  # a cached payload's view too
 
 
 def test_blocks_of_more_pairs_than_the_stack_holds_are_searched_too():

@@ -8,6 +8,10 @@
  *     returns its last key (None for a block of no pairs); ValueError when malformed.
  *     format._block_last_key_py is the specification.
  *
+ * decode(payload) -> (keys, cells)
+ *     The data block's pairs, after the checks last_key makes; ValueError when malformed.
+ *     format.decode_block_py is the specification.
+ *
  * find(payload, key) -> bytes | None
  *     The cell stored for `key` in the block, or None: a binary search over the keys, no list
  *     of keys or cells built. ValueError when the payload is malformed; never reads outside
@@ -612,7 +616,36 @@ done:
     return result;
 }
 
+static PyObject *decode(PyObject *self, PyObject *arg) {
+    Py_buffer pb;
+    if (PyObject_GetBuffer(arg, &pb, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = pb.buf;
+    Py_ssize_t n, at;
+    PyObject *keys = NULL, *cells = NULL, *out = NULL;
+    if (parse(b, pb.len, &n, &at) < 0) goto done;
+    if ((keys = PyList_New(n)) == NULL || (cells = PyList_New(n)) == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t klen = le32(b + 5 + 8 * i), clen = le32(b + 9 + 8 * i);
+        PyObject *k = PyBytes_FromStringAndSize((const char *)b + at, klen);
+        if (k == NULL) goto done;
+        PyList_SET_ITEM(keys, i, k);
+        at += klen;
+        PyObject *c = PyBytes_FromStringAndSize((const char *)b + at, clen);
+        if (c == NULL) goto done;
+        PyList_SET_ITEM(cells, i, c);
+        at += clen;
+    }
+    out = PyTuple_Pack(2, keys, cells);
+done:
+    Py_XDECREF(keys);
+    Py_XDECREF(cells);
+    PyBuffer_Release(&pb);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"decode", decode, METH_O,
+     "decode(payload) -> (keys, cells) of the data block; ValueError if malformed"},
     {"last_key", last_key, METH_O,
      "last_key(payload) -> the data block's last key (None if empty); ValueError if malformed"},
     {"cells", cells, METH_O,
