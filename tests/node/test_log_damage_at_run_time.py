@@ -178,25 +178,34 @@ def test_a_running_node_answers_data_loss_and_takes_a_snapshot_past_the_damage(
     run(body(), timeout=120)
 
 
+def _three_nodes_of_small_segments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list:
+    """Configurations of three real nodes whose WAL segments are 4 KiB and whose Raft log
+    storage caches one entry: a few writes seal segments that reads must then decode."""
+    import functools
+
+    from gateway.node import server
+
+    from .conftest import node_configs
+
+    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
+                        functools.partial(WalOptions, max_segment_bytes=4096))
+    monkeypatch.setattr(server, "RaftLogStorage",
+                        functools.partial(RaftLogStorage, cache_entries=1))
+    return node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+
+
 def test_a_lagging_follower_catches_up_by_snapshot_past_a_leaders_damaged_entry(
         tmp_path, monkeypatch):
     """Three real nodes; one is stopped while the others commit entries over several WAL
     segments; a sealed segment of the leader is damaged; the follower comes back. Before,
     the leader's Raft loop died on the read (and the cluster with it); now it sends a
     snapshot taken past the damage, the follower catches up, and the leader keeps leading."""
-    import functools
-
     from gateway.cli.sql import sql_to_statements
     from gateway.client import AsyncGatewayClient
-    from gateway.node import server
 
-    from .conftest import leader_of, node_configs, run, running, started, wait_for
+    from .conftest import leader_of, run, running, started, wait_for
 
-    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
-                        functools.partial(WalOptions, max_segment_bytes=4096))
-    monkeypatch.setattr(server, "RaftLogStorage",
-                        functools.partial(RaftLogStorage, cache_entries=1))
-    cfgs = node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+    cfgs = _three_nodes_of_small_segments(tmp_path, monkeypatch)
 
     async def body() -> None:
         async with running(*cfgs) as nodes:
@@ -246,19 +255,12 @@ def test_a_leader_whose_applied_entry_is_damaged_leads_again_in_a_new_term(
     applied; leadership moves away and back. Taking the new term, the node reads its log back
     for an epoch to seal: before, the read met the damage and the node stopped itself; now it
     leads, accepts writes and seals its epochs."""
-    import functools
-
     from gateway.cli.sql import sql_to_statements
     from gateway.client import AsyncGatewayClient
-    from gateway.node import server
 
-    from .conftest import leader_of, node_configs, run, running, wait_for
+    from .conftest import leader_of, run, running, wait_for
 
-    monkeypatch.setattr("gateway.node.storage.storage.WalOptions",
-                        functools.partial(WalOptions, max_segment_bytes=4096))
-    monkeypatch.setattr(server, "RaftLogStorage",
-                        functools.partial(RaftLogStorage, cache_entries=1))
-    cfgs = node_configs(tmp_path, 3, snapshot_entries=1_000_000)
+    cfgs = _three_nodes_of_small_segments(tmp_path, monkeypatch)
 
     async def body() -> None:
         async with running(*cfgs) as nodes:

@@ -24,6 +24,7 @@ from bisect import bisect_left
 from typing import NamedTuple
 
 from gateway.core.accel import load
+from gateway.core.varint import encode_uvarint
 
 __all__ = [
     "FLAG_META",
@@ -301,15 +302,6 @@ def encode_cells_py(ops: object) -> dict[bytes, bytes] | None:
     return batch
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 #: ``frame_values``' ``stopped`` codes.
 FRAMED_ALL, FRAMED_STOPPED, FRAMED_UNSHARED = 0, 1, 2
 
@@ -418,7 +410,7 @@ def frame_values_py(cells: list[bytes], key: bytes, have: int, limit: int, size:
                 body = rest
             elif _split_records(own, shape_fields[:1]) == (b"", own):
                 return b"", have, size, FRAMED_UNSHARED, shape
-        parts.append(key + _uvarint(len(body)) + body)
+        parts.append(key + encode_uvarint(len(body)) + body)
         have += 1
     return b"".join(parts), have, size, stopped, shape
 
