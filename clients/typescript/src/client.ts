@@ -307,6 +307,7 @@ export class GatewayClient {
       endKey: opts.end === undefined ? [] : keyValues(opts.end),
       limit: opts.limit ?? 0,
       consistency: CONSISTENCY[opts.consistency ?? "linearizable"],
+      sharedShape: false, // whole rows, each with its table and columns
     };
     return this.call((s) => s.scan, req, opts.timeoutMs);
   }
