@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -301,6 +302,7 @@ def run_shape(n: int, seconds: float, appliers: str, load: float,
     finally:
         rep.close()
         src.close()
+        shutil.rmtree(root, ignore_errors=True)  # two clusters' data: 1-3 GB a shape
 
 
 def main() -> None:

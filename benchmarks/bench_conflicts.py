@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,6 +193,7 @@ def run(rows: int, function: str, appliers: str) -> dict[str, float]:
     finally:
         a.close()
         b.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:

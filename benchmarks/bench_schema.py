@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import bisect
 import os
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -238,6 +239,7 @@ def main() -> None:
         session.cluster.shutdown()
         cassandra.close()
         rabbit.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"schema changes: {args.changes}, epoch_ms 100, writers {args.writers} per cluster, "
           f"acknowledged tx/s: A {rates[1]:.0f}, B {rates[2]:.0f}")
     print(f"{'where':<10} {'n':>3} {'ms p50':>8} {'ms max':>8} {'epochs p50':>11} "

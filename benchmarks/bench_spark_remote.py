@@ -7,6 +7,7 @@ the same WAL by path, side by side in one run at ``local[2]``; prints the ratio.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -26,8 +27,16 @@ def main() -> None:
     ap.add_argument("--transactions", type=int, default=20000)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    wal = write_wal(Path(tempfile.mkdtemp()) / "wal", random_log(1, args.transactions),
-                    segment_bytes=4 << 20)
+    work = Path(tempfile.mkdtemp(prefix="bench-spark-remote-"))
+    try:
+        run(work, args.transactions, args.runs)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path, transactions: int, runs: int) -> None:
+    """Read the same written log by path and through gateway:// ``runs`` times."""
+    wal = write_wal(work / "wal", random_log(1, transactions), segment_bytes=4 << 20)
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
@@ -35,7 +44,7 @@ def main() -> None:
     with serve_wal(str(wal)) as uri:
         best: dict[str, list[float]] = {"path": [], "gateway": []}
         rows = 0
-        for _ in range(args.runs):
+        for _ in range(runs):
             for name, src in (("path", str(wal)), ("gateway", uri)):
                 t = time.perf_counter()
                 rows = spark.read.format("gateway_wal").load(src).count()
