@@ -24,7 +24,7 @@ from bisect import bisect_left
 from typing import NamedTuple
 
 from gateway.core.accel import load
-from gateway.core.varint import encode_uvarint
+from gateway.core.varint import encode_uvarint, read_varint64, skip_field
 
 __all__ = [
     "FLAG_META",
@@ -306,24 +306,6 @@ def encode_cells_py(ops: object) -> dict[bytes, bytes] | None:
 FRAMED_ALL, FRAMED_STOPPED, FRAMED_UNSHARED = 0, 1, 2
 
 
-def _read_varint(v: bytes, pos: int) -> tuple[int, int] | None:
-    """The base-128 varint at ``v[pos]`` and the position after it; None when it runs past
-    the end or exceeds 64 bits (as ``_protowire.h``'s ``read_varint``)."""
-    out = shift = 0
-    while pos < len(v):
-        c = v[pos]
-        pos += 1
-        if shift == 63 and c > 1:
-            return None
-        out |= (c & 0x7F) << shift
-        if not c & 0x80:
-            return out, pos
-        shift += 7
-        if shift > 63:
-            return None
-    return None
-
-
 def _split_records(v: bytes, fields: bytes) -> tuple[bytes, bytes] | None:
     """``(records of the fields numbered in fields, the other records)`` of the protobuf
     message ``v``, each in wire order; None when ``v`` is not a well-formed message at its
@@ -331,31 +313,15 @@ def _split_records(v: bytes, fields: bytes) -> tuple[bytes, bytes] | None:
     own: list[bytes] = []
     rest: list[bytes] = []
     pos = 0
-    while pos < len(v):
-        start = pos
-        got = _read_varint(v, pos)
-        if got is None:
-            return None
-        tag, pos = got
-        wire = tag & 7
-        if wire == 0:
-            got = _read_varint(v, pos)
-            if got is None:
-                return None
-            pos = got[1]
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
-            if pos > len(v):
-                return None
-        elif wire == 2:
-            got = _read_varint(v, pos)
-            if got is None or got[0] > len(v) - got[1]:
-                return None
-            pos = got[1] + got[0]
-        else:
-            return None
-        field = tag >> 3
-        (own if field < 256 and field in fields else rest).append(v[start:pos])
+    try:
+        while pos < len(v):
+            start = pos
+            tag, pos = read_varint64(v, pos, len(v))
+            pos = skip_field(v, pos, tag, len(v))
+            field = tag >> 3
+            (own if field < 256 and field in fields else rest).append(v[start:pos])
+    except ValueError:
+        return None
     return b"".join(own), b"".join(rest)
 
 
@@ -387,13 +353,9 @@ def frame_values_py(cells: list[bytes], key: bytes, have: int, limit: int, size:
     for c in cells:
         if not c:
             raise ValueError("an empty cell (a cell holds at least its flags byte)")
-        flags = c[0]
-        if flags == 0:
-            v = c[1:]
-        elif flags & FLAG_TOMBSTONE:
+        v = value_of(c)
+        if v is None:  # a tombstone
             continue
-        else:
-            v = c[_META_SIZE:]
         size += len(v) + 6
         if have == limit or (have and size > max_bytes):
             stopped = FRAMED_STOPPED

@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from gateway.core import accel
-from gateway.core.varint import encode_uvarint
+from gateway.core.varint import encode_uvarint, read_varint64
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.state.wire import (
     frame_field,
     key_part,
-    read_varint64,
     single_field_end,
     tag_of_code,
     value_ok_py,

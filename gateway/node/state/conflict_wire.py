@@ -27,10 +27,9 @@ from gateway.conflict import Cause, OpType
 from gateway.core import accel
 from gateway.core.lsm.format import value_of
 from gateway.core.rowops import CASE_OF_TYPE
-from gateway.core.varint import encode_uvarint
+from gateway.core.varint import encode_uvarint, read_varint64
 from gateway.node.state.conflict_apply import derived_transaction, exception_statement
 from gateway.node.state.store_ops import MISSING as _MISSING
-from gateway.node.state.wire import read_varint64
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
@@ -73,7 +72,7 @@ def parts_py(data: bytes) -> list[tuple[int, bytes]] | None:
     """The top-level fields of a serialized message as ``(one-byte key, payload)``: a
     length-delimited field's payload without its length, a varint's bytes, a fixed64's or
     fixed32's 8 or 4 bytes. None when a key takes more than one byte, a wire type is
-    another, a varint is not one (``wire.read_varint64``) or a field runs past the end. The
+    another, a varint is not one (``varint.read_varint64``) or a field runs past the end. The
     specification of ``gateway.node._judge.message_fields``."""
     out: list[tuple[int, bytes]] = []
     pos, n = 0, len(data)

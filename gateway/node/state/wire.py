@@ -29,7 +29,13 @@ from gateway.core import accel
 from gateway.core.logrules import date_problem, datetime_problem, time_problem
 from gateway.core.messages import TypeTag
 from gateway.core.rowops import CASE_OF_TYPE
-from gateway.core.varint import SMALL_VARINTS, decode_uvarint, encode_uvarint
+from gateway.core.varint import (
+    SMALL_VARINTS,
+    decode_uvarint,
+    encode_uvarint,
+    read_varint64,
+    skip_field,
+)
 from gateway.node.base.validation import TableSchema, check_statements, qualified_name
 from gateway.node.state.store_ops import InsertShape, ParsedTxn
 from gateway.v1 import gateway_pb2, statement_pb2, transaction_pb2, value_pb2
@@ -64,7 +70,6 @@ __all__ = [
     "meta_parts_py",
     "parse_txn",
     "parse_txn_py",
-    "read_varint64",
     "retag_record",
     "row_tail",
     "single_field_end",
@@ -549,42 +554,6 @@ def frame_statements_py(statements: Sequence[statement_pb2.Statement]) -> bytes:
     return frame_field_py(_TXN_STATEMENTS, [s.SerializeToString() for s in statements])
 
 
-def read_varint64(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The varint at ``data[pos]`` (before ``end``) and the position after it; ValueError if
-    it runs past ``end`` or exceeds 64 bits (``read_varint`` of ``core/_protowire.h``)."""
-    v = shift = 0
-    while pos < end:
-        c = data[pos]
-        pos += 1
-        if shift == 63 and c > 1:
-            break
-        v |= (c & 0x7F) << shift
-        if c < 0x80:
-            return v, pos
-        shift += 7
-        if shift > 63:
-            break
-    raise ValueError(f"bad varint before {pos}")
-
-
-def _skip_field(data: bytes, pos: int, tag: int, end: int) -> int:
-    """The position after the field whose tag ``tag`` ended at ``pos``; ValueError for a
-    group or a field running past ``end``."""
-    wt = tag & 7
-    if wt == 0:
-        _, pos = read_varint64(data, pos, end)
-    elif wt in (1, 5):
-        pos += 8 if wt == 1 else 4
-    elif wt == 2:
-        ln, pos = read_varint64(data, pos, end)
-        pos += ln
-    else:
-        raise ValueError(f"wire type {wt} before {pos}")
-    if pos > end:
-        raise ValueError(f"field runs past {end}")
-    return pos
-
-
 def _frame_write_py(data: bytes, pos: int, end: int, flags: list[bool] | None = None) -> bytes:
     """:func:`frame_statements` of the serialized ``WriteRequest`` ``data[pos:end]``: each of
     its ``statements`` fields (1) retagged as the transaction's field 6, in order; its other
@@ -594,7 +563,7 @@ def _frame_write_py(data: bytes, pos: int, end: int, flags: list[bool] | None = 
     has = False
     while pos < end:
         tag, pos = read_varint64(data, pos, end)
-        after = _skip_field(data, pos, tag, end)
+        after = skip_field(data, pos, tag, end)
         if tag == _B_WRITE_STATEMENTS:
             parts.append(_TXN_STATEMENTS + data[pos:after])
         elif tag == _B_WRITE_CONDITIONS:
@@ -638,7 +607,7 @@ def _frame_writes_py(data: bytes, batch: bool, writes_key: int, flags: list[bool
     pos = 0
     while pos < n:
         tag, pos = read_varint64(data, pos, n)
-        after = _skip_field(data, pos, tag, n)
+        after = skip_field(data, pos, tag, n)
         if tag == writes_key:
             _, body = read_varint64(data, pos, after)
             out.append(_frame_write_py(data, body, after, flags))
