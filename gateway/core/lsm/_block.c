@@ -329,6 +329,31 @@ done:
     return result;
 }
 
+/* The n pairs of a parsed block payload p (data from `at`) as two new lists of exactly n
+ * items, *keys and *cells: 0, or -1 with an error set (and neither list). */
+static int pair_lists(const uint8_t *p, Py_ssize_t n, Py_ssize_t at, PyObject **keys,
+                      PyObject **cells) {
+    PyObject *ks = PyList_New(n), *cs = PyList_New(n);
+    if (ks == NULL || cs == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t kl = le32(p + 5 + 8 * k), cl = le32(p + 9 + 8 * k);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)p + at, kl);
+        if (key == NULL) goto fail;
+        PyList_SET_ITEM(ks, k, key);
+        PyObject *cell = PyBytes_FromStringAndSize((const char *)p + at + kl, cl);
+        if (cell == NULL) goto fail;
+        PyList_SET_ITEM(cs, k, cell);
+        at += kl + cl;
+    }
+    *keys = ks;
+    *cells = cs;
+    return 0;
+fail:
+    Py_XDECREF(ks);
+    Py_XDECREF(cs);
+    return -1;
+}
+
 /* Appends block `b` (payload p[0..len)) to keys and cells if it passes the reader's checks:
  * 1 appended, 0 failed a check, -1 error. */
 static int take_block(const uint8_t *p, Py_ssize_t len, PyObject *index_key, PyObject *keys,
@@ -343,22 +368,13 @@ static int take_block(const uint8_t *p, Py_ssize_t len, PyObject *index_key, PyO
     if (!PyBytes_Check(index_key) || PyBytes_GET_SIZE(index_key) != (Py_ssize_t)lk
             || memcmp(PyBytes_AS_STRING(index_key), p + len - lc - lk, lk) != 0)
         return 0;
-    Py_ssize_t pos = at;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t kl = le32(p + 5 + 8 * k), cl = le32(p + 9 + 8 * k);
-        PyObject *key = PyBytes_FromStringAndSize((const char *)p + pos, kl);
-        if (!key) return -1;
-        int rc = PyList_Append(keys, key);
-        Py_DECREF(key);
-        if (rc < 0) return -1;
-        PyObject *cell = PyBytes_FromStringAndSize((const char *)p + pos + kl, cl);
-        if (!cell) return -1;
-        rc = PyList_Append(cells, cell);
-        Py_DECREF(cell);
-        if (rc < 0) return -1;
-        pos += kl + cl;
-    }
-    return 1;
+    PyObject *ks, *cs;
+    if (pair_lists(p, n, at, &ks, &cs) < 0) return -1;
+    Py_ssize_t kn = PyList_GET_SIZE(keys), cn = PyList_GET_SIZE(cells);
+    int rc = PyList_SetSlice(keys, kn, kn, ks) < 0 || PyList_SetSlice(cells, cn, cn, cs) < 0;
+    Py_DECREF(ks);
+    Py_DECREF(cs);
+    return rc ? -1 : 1;
 }
 
 static PyObject *decode_blocks(PyObject *self, PyObject *args) {
@@ -623,18 +639,7 @@ static PyObject *decode(PyObject *self, PyObject *arg) {
     Py_ssize_t n, at;
     PyObject *keys = NULL, *cells = NULL, *out = NULL;
     if (parse(b, pb.len, &n, &at) < 0) goto done;
-    if ((keys = PyList_New(n)) == NULL || (cells = PyList_New(n)) == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t klen = le32(b + 5 + 8 * i), clen = le32(b + 9 + 8 * i);
-        PyObject *k = PyBytes_FromStringAndSize((const char *)b + at, klen);
-        if (k == NULL) goto done;
-        PyList_SET_ITEM(keys, i, k);
-        at += klen;
-        PyObject *c = PyBytes_FromStringAndSize((const char *)b + at, clen);
-        if (c == NULL) goto done;
-        PyList_SET_ITEM(cells, i, c);
-        at += clen;
-    }
+    if (pair_lists(b, n, at, &keys, &cells) < 0) goto done;
     out = PyTuple_Pack(2, keys, cells);
 done:
     Py_XDECREF(keys);
