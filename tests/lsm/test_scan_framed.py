@@ -129,6 +129,22 @@ def test_frame_values_factors_out_a_shape_as_its_python_specification(cells, lim
     assert accel.frame_values(cells, b"\x0a", 0, limit, 0, max_bytes, fields, shape) == want
 
 
+def test_a_value_whose_shape_records_are_scattered_is_framed_without_them_too():
+    """More runs of other records than the C framing keeps apart (eight): the rest is then
+    copied record by record, to the same bytes."""
+    def scattered(n: int) -> bytes:
+        return b"".join(_record(1, 0, encode_uvarint(7)) + _record(2, 0, encode_uvarint(i))
+                        for i in range(n))
+
+    cells = [b"\x00" + scattered(12), b"\x00" + scattered(12), b"\x00" + scattered(3)]
+    want = fmt.frame_values_py(cells, b"\x0a", 0, 10, 0, 1 << 20, b"\x01")
+    assert accel.frame_values(cells, b"\x0a", 0, 10, 0, 1 << 20, b"\x01") == want
+    framed, have, _, stopped, shape = want
+    assert (have, stopped, shape) == (3, fmt.FRAMED_ALL, _record(1, 0, b"\x07") * 12)
+    rest = b"".join(_record(2, 0, encode_uvarint(i)) for i in range(12))
+    assert framed.startswith((b"\x0a" + encode_uvarint(len(rest)) + rest) * 2)
+
+
 def _row(i: int, table: str, with_meta: bool) -> bytes:
     from gateway.v1 import gateway_pb2, statement_pb2, value_pb2
     vc = value_pb2.FIELD_TYPE_VARCHAR

@@ -587,28 +587,25 @@ static PyObject *frame_values(PyObject *self, PyObject *args) {
                 stopped = FRAMED_UNSHARED;
                 break;
             }
-            if (same && own_len > 0 && nruns <= MAX_RUNS) {
+            if (same && own_len > 0) {  /* framed without its shape: the rest */
                 *o++ = key;
                 o += put_varint(o, (uint64_t)(vlen - own_len));
-                for (int r = 0; r < nruns; r++) {
-                    memcpy(o, uv + runs[2 * r], (size_t)runs[2 * r + 1]);
-                    o += runs[2 * r + 1];
-                }
-                have++;
-                continue;
-            }
-            if (same && own_len > 0) {  /* scattered: the rest record by record */
-                *o++ = key;
-                o += put_varint(o, (uint64_t)(vlen - own_len));
-                Py_ssize_t p = 0;
-                while (p < vlen) {
-                    Py_ssize_t at = p;
-                    uint64_t tag = 0;
-                    read_varint(uv, &p, vlen, &tag);
-                    skip_field(uv, &p, vlen, tag);
-                    if (in_fields(tag >> 3, fields, nf)) continue;
-                    memcpy(o, uv + at, (size_t)(p - at));
-                    o += p - at;
+                if (nruns <= MAX_RUNS) {
+                    for (int r = 0; r < nruns; r++) {
+                        memcpy(o, uv + runs[2 * r], (size_t)runs[2 * r + 1]);
+                        o += runs[2 * r + 1];
+                    }
+                } else {  /* scattered: record by record */
+                    Py_ssize_t p = 0;
+                    while (p < vlen) {
+                        Py_ssize_t at = p;
+                        uint64_t tag = 0;
+                        read_varint(uv, &p, vlen, &tag);
+                        skip_field(uv, &p, vlen, tag);
+                        if (in_fields(tag >> 3, fields, nf)) continue;
+                        memcpy(o, uv + at, (size_t)(p - at));
+                        o += p - at;
+                    }
                 }
                 have++;
                 continue;
