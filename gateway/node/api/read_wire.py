@@ -40,9 +40,8 @@ __all__ = ["SCAN_ROWS_KEY", "batch_keys", "batch_keys_py", "batch_table", "batch
 _FOUND = W.READ_RESPONSE_FOUND_KEY + b"\x01"
 _ROW = W.READ_RESPONSE_ROW_KEY
 _READ_INDEX = W.READ_RESPONSE_APPLIED_INDEX_KEY
-_SCAN_ROWS = W.SCAN_RESPONSE_ROWS_KEY
 #: The key of ``ScanResponse.rows`` (what ``row_reads.scan_rows_framed`` frames rows with).
-SCAN_ROWS_KEY = _SCAN_ROWS
+SCAN_ROWS_KEY = W.SCAN_RESPONSE_ROWS_KEY
 _SCAN_MORE = W.SCAN_RESPONSE_MORE_KEY + b"\x01"
 _SCAN_INDEX = W.SCAN_RESPONSE_APPLIED_INDEX_KEY
 _SCAN_SHAPE = W.SCAN_RESPONSE_SHAPE_KEY
@@ -76,7 +75,7 @@ def read_response(row: bytes | None, applied_index: int) -> bytes:
 def scan_response(rows: list[bytes], more: bool, applied_index: int) -> bytes:
     """``ScanResponse(rows=[Row.FromString(r) for r in rows], more=..., applied_index=...)``
     serialized."""
-    return b"".join((frame_field(_SCAN_ROWS, rows), _SCAN_MORE if more else b"",
+    return b"".join((frame_field(SCAN_ROWS_KEY, rows), _SCAN_MORE if more else b"",
                      _index(_SCAN_INDEX, applied_index)))
 
 

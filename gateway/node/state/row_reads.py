@@ -7,7 +7,7 @@ read the state machine's store directly (the store of a ``StoreStateMachine``: `
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.core.lsm.format import prefix_end
@@ -18,7 +18,7 @@ from gateway.v1 import wire_tags as W
 if TYPE_CHECKING:
     from gateway.core.lsm import LSMStore
 
-__all__ = ["ROW_SHAPE_FIELDS", "row_bytes", "rows_bytes", "scan_row_bytes", "scan_rows_framed"]
+__all__ = ["ROW_SHAPE_FIELDS", "row_bytes", "rows_bytes", "scan_rows_framed"]
 
 
 def row_bytes(store: LSMStore, schema: str, table: str,
@@ -56,7 +56,8 @@ def scan_rows_framed(store: LSMStore, schema: str, table: str,
                      start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value],
                      field_key: bytes, limit: int, max_bytes: int, shared_shape: bool = False
                      ) -> tuple[bytes, int, bool, bytes | None]:
-    """The rows :func:`scan_row_bytes` yields, framed as the repeated message field of
+    """The stored rows of one table with ``start <= key < end`` (empty lists are open ends)
+    in key order, serialized ``Row`` messages framed as the repeated message field of
     one-byte key ``field_key`` (a ``ScanResponse``'s rows): ``(framed, count, more, shape)``,
     at most ``limit`` rows and within ``max_bytes`` as ``LSMStore.scan_framed`` counts them.
 
@@ -70,14 +71,3 @@ def scan_rows_framed(store: LSMStore, schema: str, table: str,
     return store.scan_framed(lo, hi, field_key, limit, max_bytes,
                              ROW_SHAPE_FIELDS if shared_shape else b"")
 
-
-def scan_row_bytes(store: LSMStore, schema: str, table: str,
-                   start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value]
-                   ) -> Iterator[bytes]:
-    """The stored rows of one table with ``start <= key < end`` (empty lists are open ends)
-    in key order, as serialized ``Row`` messages."""
-    prefix = keys.table_prefix(schema, table)
-    lo = prefix + keys.encode_key(start)
-    hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
-    for _, v in store.scan(lo, hi):
-        yield v
