@@ -290,3 +290,33 @@ def test_a_leader_whose_applied_entry_is_damaged_leads_again_in_a_new_term(
             assert len(list(other.sm.scan_rows("shop", "items", [], []))) == 21
 
     run(body(), timeout=120)
+
+
+def test_the_look_back_goes_on_past_a_step_that_reads_only_entry_by_entry():
+    """A step of the look-back whose range read fails while each of its entries reads alone
+    (the damage lies outside them) is read one by one, and the walk goes on to older
+    entries: it finds the record there instead of reading the same step again forever."""
+    from gateway.node.loop import epoch_seal
+    from gateway.node.state.wire import encode_transaction_wire
+
+    epoch = (2 << 32) | 1
+    entries = {i: Entry(2, i, data=b"") for i in range(2, 200)}
+    entries[5] = Entry(2, 5, data=encode_transaction_wire(7, 9, epoch, 7, 1, 1, b""))
+    reads = 0
+
+    class Log:
+        def first_index(self) -> int:
+            return 2
+
+        def last_index(self) -> int:
+            return 199
+
+        def slice(self, lo: int, hi: int, _limit: int) -> list[Entry]:
+            nonlocal reads
+            reads += 1
+            assert reads < 1000, "the look-back reads the same step again and again"
+            if hi - lo > 1 and lo <= 150 < hi:
+                raise LogDamagedError("raft/wal/x.wal", 10, "record does not verify", lo)
+            return [entries[i] for i in range(lo, hi)]
+
+    assert epoch_seal.unsealed_epoch(Log(), 3) == (epoch, 9)  # type: ignore[arg-type]

@@ -96,8 +96,12 @@ def _newest_first(log: RaftLog, first: int, hi: int) -> Iterator[Entry | None]:
     while hi > first:
         lo = max(first, hi - _STEP)
         try:
-            chunk = log.slice(lo, hi, NO_LIMIT)
+            chunk: list[Entry] | None = log.slice(lo, hi, NO_LIMIT)
         except CompactedError:
+            chunk = None
+        if chunk is not None:
+            yield from reversed(chunk)
+        else:  # one by one, to the entry that does not read
             for i in range(hi - 1, lo - 1, -1):
                 try:
                     one = log.slice(i, i + 1, NO_LIMIT)
@@ -105,6 +109,4 @@ def _newest_first(log: RaftLog, first: int, hi: int) -> Iterator[Entry | None]:
                     yield None
                     return
                 yield from one
-            continue  # every entry of this step read one by one: the damage is older
-        yield from reversed(chunk)
         hi = lo
