@@ -89,7 +89,7 @@ func decodeScanResponse(data []byte, out *pb.ScanResponse) bool {
 		}
 		rest = rest[n+m:]
 	}
-	d := &rowDecoder{base: data, rows: rows, row1: make([]pb.Row, 0, rows)}
+	d := &rowDecoder{base: data, rows: make([]pb.Row, 0, rows)}
 	if len(data) > 0 {
 		d.text = unsafe.String(&data[0], len(data))
 	}
@@ -166,10 +166,9 @@ func shared[T any](own, common []*T) []*T {
 type rowDecoder struct {
 	text string
 	base []byte
-	rows int // rows in the response
 	done int // rows decoded so far
 
-	row1   []pb.Row // one slab, exactly the response's rows
+	rows   []pb.Row // one slab, exactly the response's rows (its capacity)
 	tables slab[pb.TableMetadata]
 	gtids  slab[pb.Gtid]
 	fields slab[pb.FieldMetadata]
@@ -195,7 +194,7 @@ type rowDecoder struct {
 func (d *rowDecoder) slabSize(used int) int {
 	n := 16
 	if d.done > 0 {
-		n += (used + d.done - 1) / d.done * (d.rows - d.done)
+		n += (used + d.done - 1) / d.done * (cap(d.rows) - d.done)
 	}
 	return n
 }
@@ -256,8 +255,8 @@ func (d *rowDecoder) bytes(b []byte) []byte {
 
 // row decodes one Row; nil: give up (see the file's comment).
 func (d *rowDecoder) row(b []byte) *pb.Row {
-	d.row1 = d.row1[:len(d.row1)+1] // the counting pass sized it
-	r := &d.row1[len(d.row1)-1]
+	d.rows = d.rows[:len(d.rows)+1] // the counting pass sized it
+	r := &d.rows[len(d.rows)-1]
 	d.keyFields, d.allFields = d.keyFields[:0], d.allFields[:0]
 	d.keyValues, d.allValues = d.keyValues[:0], d.allValues[:0]
 	for len(b) > 0 {
