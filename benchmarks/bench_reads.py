@@ -112,7 +112,7 @@ def measured(system: str, cell: str, size: str, clients: int, got: dict[str, obj
 
 
 def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str,
-                coalesce: int = 0) -> list[Result]:
+                coalesce: int = 0, cells: tuple[Any, ...] = CELLS) -> list[Result]:
     """The gateway's cells; with ``coalesce``, the one-key cells again through the Go
     client's ``WithReadCoalescing(coalesce)`` (system "gateway, coalescing")."""
     from tests.harness.cluster import ProcessCluster
@@ -123,10 +123,10 @@ def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str,
         try:
             address, pids = start_gateway(cluster)
             # (system, extra goload arguments, the cells it runs)
-            passes: list[tuple[str, list[str], tuple[Any, ...]]] = [("gateway", [], CELLS)]
+            passes: list[tuple[str, list[str], tuple[Any, ...]]] = [("gateway", [], cells)]
             if coalesce:
                 passes.append(("gateway, coalescing", ["-coalesce", str(coalesce)],
-                               tuple(c for c in CELLS if "gw-read" in c[1])))
+                               tuple(c for c in cells if "gw-read" in c[1])))
             for size in sizes:
                 goload(exe, address, ["-mode", "gw-fill"], 1, 1, SIZES[size])
                 for system, extra, cells in passes:
@@ -143,7 +143,8 @@ def run_gateway(exe: str, sizes: list[str], duration: float, appliers: str,
 
 
 def run_etcd_reads(directory: str, exe: str, sizes: list[str], duration: float,
-                   ports: list[int], round_no: int) -> list[Result]:
+                   ports: list[int], round_no: int, cells: tuple[Any, ...] = CELLS
+                   ) -> list[Result]:
     tool = Path(directory) / "benchmark"
     out: list[Result] = []
     with started_etcd(directory, ports) as (clients, lead, order):
@@ -151,7 +152,7 @@ def run_etcd_reads(directory: str, exe: str, sizes: list[str], duration: float,
         pids = [p.pid for p in order]
         for size in sizes:
             goload(exe, endpoint, ["-mode", "etcd-fill"], 1, 1, SIZES[size])
-            for cell, _, (kind, what), n, rows in CELLS:
+            for cell, _, (kind, what), n, rows in cells:
                 before, steal = [cpu_seconds(p) for p in pids], StealMeter()
                 if kind == "go":
                     got = goload(exe, endpoint, what, n, duration, SIZES[size])
@@ -189,11 +190,11 @@ def main() -> None:
                    help="only the cells whose name holds one of these comma-separated words "
                         "(e.g. scan; default: every cell)")
     args = p.parse_args()
+    cells = CELLS
     if args.cells:
         words = [w for w in args.cells.split(",") if w]
-        global CELLS
-        CELLS = tuple(c for c in CELLS if any(w in c[0] for w in words))
-        if not CELLS:
+        cells = tuple(c for c in CELLS if any(w in c[0] for w in words))
+        if not cells:
             p.error(f"--cells: no cell's name holds any of {words}")
     sizes = args.sizes.split(",")
     if any(s not in SIZES for s in sizes):
@@ -208,14 +209,13 @@ def main() -> None:
         if args.etcd:
             quiesce("etcd, round 1")
             rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
-                                         [ports.take() for _ in range(6)], 1))
+                                         [ports.take() for _ in range(6)], 1, cells))
         quiesce("gateway")
-        gw = run_gateway(exe, sizes, args.duration, args.appliers,
-                         args.coalesce)
+        gw = run_gateway(exe, sizes, args.duration, args.appliers, args.coalesce, cells)
         for r in range(2, args.rounds + 1 if args.etcd else 0):
             quiesce(f"etcd, round {r}")
             rounds.append(run_etcd_reads(args.etcd, exe, sizes, args.duration,
-                                         [ports.take() for _ in range(6)], r))
+                                         [ports.take() for _ in range(6)], r, cells))
     best: dict[tuple[str, str], Result] = {}
     for rr in rounds:
         for r in rr:
