@@ -51,8 +51,9 @@ done
 
 "$PY" -m ruff check --quiet .
 
-# Types: mypy over gateway/ (strict but for the modules the [tool.mypy] overrides in
-# pyproject.toml name; the generated protobuf code is typed by its .pyi stubs).
+# Types: mypy over gateway/, spark_applier/ and the plugins (strict but for the modules the
+# [tool.mypy] overrides in pyproject.toml name; the generated protobuf code is typed by its
+# .pyi stubs).
 "$PY" -m mypy
 
 # The Go, Java and TypeScript clients against live local clusters, and the cross-language test

@@ -190,7 +190,7 @@ def reduce_log(df: DataFrame) -> Reduced:
         (F.size(F.filter("h", lambda x: (x["log_index"] == F.col("last.log_index"))
                          & (x["statement"] == F.col("last.statement")))) - 1)
         .alias("write_sub"))
-    pending = status.filter("c_index IS NULL").agg(F.min("first_index")).first()[0]
+    pending = status.filter("c_index IS NULL").agg(F.min("first_index")).collect()[0][0]
     rejected = [f"({r.server_id},{r.trans_id}): segments "
                 f"{r.n_segments} of {r.c_last}, last at index {r.c_index}"
                 for r in status.filter("c_index IS NOT NULL AND NOT c_rollback AND "
@@ -256,7 +256,8 @@ def apply_log(spark: SparkSession, source: str, target: Any, state_dir: str, *,
                       index_from=start.log_index + 1, index_to=index_to, report_dir=report_dir,
                       **dict(read_options or {}))
         df = _skip_applied(df, start.applied).persist()
-        last = df.agg(F.max("log_index")).first()[0]  # also materialises the cache: one read
+        # one row, as every aggregation; also materialises the cache: one read
+        last = df.agg(F.max("log_index")).collect()[0][0]
         if last is not None:
             _require_reports(report_dir)
         reduced = reduce_log(df)

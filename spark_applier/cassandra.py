@@ -45,7 +45,7 @@ from gateway.cassandra_mapping import (
 )
 
 from .convert import op_of_row
-from .writers import table_columns
+from .writers import Columns, table_columns
 
 __all__ = ["CassandraTarget"]
 
@@ -78,7 +78,7 @@ class _Writer:
     def table(self, ref: TableRef) -> str:
         return TableMapping.of(ref, self.ks).qualified
 
-    def statements(self, op: RowOp, ts: int) -> list[tuple[Any, tuple]]:
+    def statements(self, op: RowOp, ts: int) -> list[tuple[Any, tuple[Any, ...]]]:
         t = self.table(op.table)
         where = " AND ".join(f"{_q(c.name)} = ?" for c in op.key_columns)
         key = tuple(_bind(c.type, v) for c, v in zip(op.key_columns, op.key, strict=True))
@@ -140,7 +140,7 @@ class CassandraTarget:
             f"{legacy[0]}.{legacy[1]} and re-apply from the start (docs/spark.md, 'The "
             f"Cassandra mapping')")
 
-    def _ensure_tables(self, tables: dict[tuple[str, str], tuple[list, list]]
+    def _ensure_tables(self, tables: dict[tuple[str, str], tuple[Columns, Columns]]
                        ) -> dict[tuple[str, str], list[str]]:
         w = _Writer(self.contact, self.keyspace, {})
         try:

@@ -54,25 +54,28 @@ def column_values(cells: pa.Array, field_type: int) -> list[Any]:
     def slot(name: str) -> pa.Array:
         return pc.struct_field(cells, name)
 
+    out: list[Any]
     if field_type in _INT_TYPES:
-        return slot("int_v").to_pylist()
-    if field_type == _BOOLEAN:
-        return pc.not_equal(slot("int_v"), 0).to_pylist()
-    if field_type == _UNSIGNED:  # two's complement -> the unsigned value
-        return slot("int_v").cast(pa.uint64(), safe=False).to_pylist()
-    if field_type == _DOUBLE:
-        return slot("double_v").to_pylist()
-    if field_type in (_BLOB, _UUID):
-        return slot("bytes_v").to_pylist()
-    if field_type == 0:
-        return [None] * len(cells)
-    text = slot("text_v").to_pylist()
-    if field_type == _DECIMAL:
-        return [None if t is None else Decimal(t) for t in text]
-    return text
+        out = slot("int_v").to_pylist()
+    elif field_type == _BOOLEAN:
+        out = pc.not_equal(slot("int_v"), 0).to_pylist()
+    elif field_type == _UNSIGNED:  # two's complement -> the unsigned value
+        out = slot("int_v").cast(pa.uint64(), safe=False).to_pylist()
+    elif field_type == _DOUBLE:
+        out = slot("double_v").to_pylist()
+    elif field_type in (_BLOB, _UUID):
+        out = slot("bytes_v").to_pylist()
+    elif field_type == 0:
+        out = [None] * len(cells)
+    elif field_type == _DECIMAL:
+        out = [None if t is None else Decimal(t) for t in slot("text_v").to_pylist()]
+    else:
+        out = slot("text_v").to_pylist()
+    return out
 
 
-def _columns(cells: Sequence[Mapping[str, Any]] | None) -> tuple[tuple[Column, ...], tuple]:
+def _columns(cells: Sequence[Mapping[str, Any]] | None
+             ) -> tuple[tuple[Column, ...], tuple[Any, ...]]:
     cells = cells or ()
     return (tuple(Column(c["name"], c["type"]) for c in cells),
             tuple(cell_value(c) for c in cells))

@@ -175,7 +175,9 @@ class GatewayWalStreamReader(DataSourceStreamReader):
         files = self.options.layout().files
         return {"segment": files[0].segment, "byte": 0}
 
-    def latestOffset(self) -> dict[str, int]:
+    # PySpark 4.0 and 4.1 call it without arguments; 4.2 on read the signature and keep
+    # calling it so (the arguments serve admission control, which this reader has not).
+    def latestOffset(self) -> dict[str, int]:  # type: ignore[override]
         lay = self.options.layout(narrowed=False)
         if lay.commit is not None:
             committed = self.options.plan(lay, 1 << 62, filtered=False)

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter, methodcaller
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,6 +54,8 @@ _cdecode = load_accelerator("spark_applier._txndecode")
 
 #: True when the C extension decodes the common transactions.
 ACCELERATED = _cdecode is not None
+#: ``Decoder.add``'s answers other than a row count: the Python path decides; left out.
+_FALLBACK, _FILTERED = (-1, -2) if _cdecode is None else (_cdecode.FALLBACK, _cdecode.FILTERED)
 
 _BATCH_ROWS = 65536  # rows per batch once reading is under way
 _FIRST_BATCH_ROWS = 4096  # the first batches are smaller (the first rows arrive sooner); the
@@ -208,12 +210,13 @@ class _Cells:
         self.offsets.append(len(self.names))
 
     def _put(self, vals: Any, cases: list[str | None], types: list[int]) -> None:
-        """Append cells value by value (any mix of nulls and cases)."""
+        """Append cells value by value (any mix of nulls and cases; every value has a case:
+        the callers refuse one without)."""
         tc = _TYPE_CODE
         ints, dbls, txts, blobs = self.ints, self.dbls, self.txts, self.blobs
         for v, c, t in zip(vals, cases, types, strict=True):
             k = _NULL_CODE if c == "null_value" else tc[t]
-            r = None if k == _NULL_CODE else getattr(v, c)
+            r: Any = None if k == _NULL_CODE else getattr(v, cast(str, c))
             ints.append(r if k == 0 else (r - _U64 if r >= _U63 else r) if k == 5
                         else int(r) if k == 6 else None)
             dbls.append(r if k == 1 else None)
@@ -317,7 +320,8 @@ class _Cells:
 
     def pylist(self) -> list[dict[str, Any]]:
         """The cells as dicts (all rows flattened)."""
-        return self.array().values.to_pylist()
+        cells: list[dict[str, Any]] = self.array().values.to_pylist()
+        return cells
 
 
 def _check_decimal(text: str, name: str) -> None:
@@ -327,9 +331,10 @@ def _check_decimal(text: str, name: str) -> None:
         raise ValueError(f"column {name!r}: decimal_value {text!r} is not a number") from None
 
 
-_APPLY_KEY = _Columns([statement_pb2.FieldMetadata(name="server_id", type=3)])
-_APPLY_COLS = _Columns([statement_pb2.FieldMetadata(name="epoch", type=3),
-                        statement_pb2.FieldMetadata(name="applied_by", type=3)])
+_UNSIGNED = value_pb2.FIELD_TYPE_UNSIGNED
+_APPLY_KEY = _Columns([statement_pb2.FieldMetadata(name="server_id", type=_UNSIGNED)])
+_APPLY_COLS = _Columns([statement_pb2.FieldMetadata(name="epoch", type=_UNSIGNED),
+                        statement_pb2.FieldMetadata(name="applied_by", type=_UNSIGNED)])
 
 
 class _Batch:
@@ -626,7 +631,7 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
             try:
                 n = cdec.add(payload, index, term, f.segment, rec.position)
             except OverflowError:  # an index or term past int64: the Python path decides
-                n = _cdecode.FALLBACK
+                n = _FALLBACK
             if n >= 0:
                 report.rows += n
                 report.transactions += 1
@@ -635,7 +640,7 @@ def _read(buf: Any, rr: ReadRange, report: RangeReport) -> Iterator[pa.RecordBat
                     yield _flush(batch, cdec, runs)
                     limit = min(2 * limit, _BATCH_ROWS)
                 continue
-            if n == _cdecode.FILTERED:
+            if n == _FILTERED:
                 continue
         try:
             txn = parse(payload[1:])
@@ -751,7 +756,8 @@ def _separators(buf: Any, a: int, b: int) -> int:
     """Separators whose position is in ``[a, b)``."""
     if b <= a:
         return 0
-    return buf[a : b + 1].count(b"\xfe\xfd")
+    n: int = buf[a : b + 1].count(b"\xfe\xfd")
+    return n
 
 
 def _first_position(buf: Any, start: int, stop: int) -> int:

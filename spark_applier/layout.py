@@ -254,7 +254,7 @@ def _nth_separator(buf: Any, n: int, start: int, stop: int) -> int:
         count = _count(buf, pos, end)
         if count >= n:
             while True:
-                q = buf.find(SEPARATOR, pos, end + 1)
+                q: int = buf.find(SEPARATOR, pos, end + 1)
                 n -= 1
                 if n == 0:
                     return q

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -48,6 +48,9 @@ from . import remote
 from .datasource import GatewayWalReader, _Options, register
 from .layout import ReadRange, open_buffer, resolve_path
 from .position import SparkPositionStore
+
+if TYPE_CHECKING:  # bulk imports this module when it runs
+    from .bulk import ApplyReport
 
 __all__ = ["GatewaySchemaEventsSource", "apply_with_schema", "scan_range", "schema_events"]
 
@@ -145,8 +148,8 @@ def schema_events(spark: SparkSession, path: str, *, index_from: int = 1,
 
 
 def apply_with_schema(spark: SparkSession, source: str, target: Any, state_dir: str,
-                      apply: Callable[..., Any], *, index_to: int | None = None,
-                      **options: Any) -> Any:
+                      apply: Callable[..., ApplyReport], *, index_to: int | None = None,
+                      **options: Any) -> ApplyReport:
     """``apply(spark, source, target, state_dir, index_to=..., **options)`` -- the bulk
     apply of one stretch without schema events -- cut at each schema event (module
     docstring); returns the last stretch's report with the counts of all of them."""

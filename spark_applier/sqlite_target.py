@@ -123,7 +123,8 @@ def column_ops(rows: pa.Table) -> tuple[list[Any], list[tuple[int, int]], list[R
         "_i", pa.array(np.arange(n)))
     groups = indexed.group_by(["schema", "table", "op", "_shape"],
                               use_threads=False).aggregate([("_i", "list")])
-    out, fallback = [], []
+    out: list[Any] = []
+    fallback: list[RowOp] = []
     for members in groups["_i_list"].to_pylist():
         sub = rows.take(pa.array(members))
         ops = _group_ops(sub)

@@ -63,12 +63,15 @@ from .connect import refuse_connect
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
-__all__ = ["DeltaTarget", "ParquetTarget", "SqliteTarget", "table_columns"]
+__all__ = ["Columns", "DeltaTarget", "ParquetTarget", "SqliteTarget", "table_columns"]
+
+#: ``(name, FieldType)`` of a table's key or value columns, as ``table_columns`` finds them.
+Columns = list[tuple[str, int]]
 
 _META = ["server_id", "trans_id", "log_index", "epoch", "author", "commit_ts_ns"]
 
 
-def table_columns(rows: DataFrame) -> dict[tuple[str, str], tuple[list, list]]:
+def table_columns(rows: DataFrame) -> dict[tuple[str, str], tuple[Columns, Columns]]:
     """``{(schema, table): (key columns, value columns)}`` as ``(name, FieldType)`` lists,
     from the cells of ``rows`` (one small aggregation). ``ApplyError`` if a column has two
     types."""
@@ -82,7 +85,7 @@ def table_columns(rows: DataFrame) -> dict[tuple[str, str], tuple[list, list]]:
                                                                       c["type"].alias("t")))))
                          .alias("c"))
              .select("schema", "table", "c.k", "c.n", "c.t").distinct().collect())
-    out: dict[tuple[str, str], tuple[list, list]] = {}
+    out: dict[tuple[str, str], tuple[Columns, Columns]] = {}
     seen: dict[tuple[str, str, str], int] = {}
     for r in sorted(found, key=lambda r: (r.schema, r.table, not r.k, r.n)):
         ident = (r.schema, r.table, r.n)
@@ -95,7 +98,8 @@ def table_columns(rows: DataFrame) -> dict[tuple[str, str], tuple[list, list]]:
     return out
 
 
-def _typed_ops(rows: DataFrame, schema: str, table: str, keys: list, values: list) -> DataFrame:
+def _typed_ops(rows: DataFrame, schema: str, table: str, keys: Columns, values: Columns
+               ) -> DataFrame:
     """The unit's operations on one table with one typed column per key and value column,
     plus ``__has_<c>`` flags (an UPDATE sets only some columns; null is a value)."""
     part = rows.filter((F.col("schema") == schema) & (F.col("table") == table))
@@ -150,10 +154,11 @@ class ParquetTarget:
             ops = _typed_ops(rows, schema, table, keys, values)
             count += ops.count()
             merged = self._merge(commits.current()[1], ops, keys, values)
-            commits.publish(lambda uri, m=merged: m.write.mode("errorifexists").parquet(uri))
+            commits.publish(merged.write.mode("errorifexists").parquet)
         return count
 
-    def _merge(self, path: str | None, ops: DataFrame, keys: list, values: list) -> DataFrame:
+    def _merge(self, path: str | None, ops: DataFrame, keys: Columns, values: Columns
+               ) -> DataFrame:
         names = [n for n, _ in values]
         meta = [f"_{m}" for m in _META]
         if path is None:
@@ -173,8 +178,8 @@ class ParquetTarget:
         o, n_ = old.alias("o"), ops.alias("n")
         cond = None
         for k, _ in keys:
-            c = F.col(f"o.{_q(k)}").eqNullSafe(F.col(f"n.{_q(k)}"))
-            cond = c if cond is None else cond & c
+            same = F.col(f"o.{_q(k)}").eqNullSafe(F.col(f"n.{_q(k)}"))
+            cond = same if cond is None else cond & same
         j = o.join(n_, cond, "full_outer")
         op = F.col("n.op")
         exists = F.col("o._log_index").isNotNull()

@@ -56,7 +56,7 @@ from typing import Any
 
 import aio_pika
 import aiormq
-from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
+from aio_pika.abc import AbstractChannel, AbstractExchange, AbstractRobustConnection
 from aio_pika.connection import make_url
 
 from gateway import (
@@ -136,7 +136,7 @@ class RabbitApplier(Applier):
         self._thread = threading.Thread(target=self._run_loop, name="gateway-rabbit-io",
                                         daemon=True)
         self._connection: AbstractRobustConnection | None = None
-        self._channel: AbstractRobustChannel | None = None
+        self._channel: AbstractChannel | None = None
         self._exchange: AbstractExchange | None = None
         self._connect_lock: asyncio.Lock | None = None
         self._closed = False
@@ -200,7 +200,7 @@ class RabbitApplier(Applier):
                     self._connection = await self._open()
                     channel = await self._connection.channel(publisher_confirms=True,
                                                              on_return_raises=True)
-                    self._channel = channel  # type: ignore[assignment]
+                    self._channel = channel
                     if s.declare:
                         self._exchange = await channel.declare_exchange(
                             s.exchange, aio_pika.ExchangeType.TOPIC, durable=True)
