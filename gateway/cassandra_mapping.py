@@ -277,17 +277,42 @@ class SchemaCql:
     notes: tuple[str, ...] = ()
 
 
+def _type_notes(mapping: TableMapping, table: str, columns: Sequence[SchemaColumn],
+                existing_types: Mapping[str, str] | None) -> tuple[str, ...]:
+    """One note per column of ``columns`` that ``mapping``'s table already holds with another
+    CQL type (``existing_types``: column -> the type Cassandra reports): the losing side of
+    concurrent definitions on two clusters made it, and CQL cannot change a column's type."""
+    if not existing_types:
+        return ()
+    notes = []
+    for c in columns:
+        have = existing_types.get(c.name)
+        want = _schema_type(c, table)
+        if have is not None and have != want:
+            notes.append(
+                f"table {table}: column {c.name!r} is {have} in {mapping.keyspace}."
+                f"{mapping.table} but {want} in this definition (a concurrent change on "
+                f"another cluster made it first and lost): CQL cannot change a column's "
+                f"type, so it stays {have} and the rows whose {c.name!r} is not {have} are "
+                f"refused (dead letters); drop the table in Cassandra and apply again from "
+                f"the start to take the new type")
+    return tuple(notes)
+
+
 def _default_note(table: str, col: SchemaColumn) -> str:
     return (f"table {table}: column {col.name!r} has default {col.default!r} but CQL has no "
             f"column defaults: rows written before it read null")
 
 
 def schema_change_cql(mapping: TableMapping, event: SchemaEvent,
-                      existing: frozenset[str] | None, key: Sequence[str] = ()) -> SchemaCql:
+                      existing: frozenset[str] | None, key: Sequence[str] = (),
+                      existing_types: Mapping[str, str] | None = None) -> SchemaCql:
     """The CQL making ``event`` in ``mapping``'s table, which has the columns ``existing``
     (None: no such table) and primary-key columns ``key``; idempotent: what is made already
-    is left out. Raises ``UnsupportedOperationError`` for what CQL cannot do at all (a
-    rename of a regular column) or a type without a CQL type."""
+    is left out. ``existing_types`` (column -> CQL type, as Cassandra reports it): a column
+    the event defines that exists with another type gets a note saying so (``_type_notes``).
+    Raises ``UnsupportedOperationError`` for what CQL cannot do at all (a rename of a
+    regular column) or a type without a CQL type."""
     t = event.table
     kind = event.kind
     if kind == "drop_table":
@@ -302,13 +327,14 @@ def schema_change_cql(mapping: TableMapping, event: SchemaEvent,
         if existing is None:
             cols = [(c.name, _schema_type(c, t)) for c in d.columns]
             return SchemaCql((create_table_cql(mapping, t, cols, d.primary_key),), notes)
+        notes += _type_notes(mapping, t, d.columns, existing_types)
         return SchemaCql(tuple(
             f"ALTER TABLE {mapping.qualified} ADD {quote(c.name)} {_schema_type(c, t)}"
             for c in d.columns if c.name not in existing), notes)
     col = event.column
     if kind == "add_column" and col is not None:
         if col.name in existing:
-            return SchemaCql()
+            return SchemaCql((), _type_notes(mapping, t, (col,), existing_types))
         notes = (_default_note(t, col),) if col.default is not None else ()
         return SchemaCql((f"ALTER TABLE {mapping.qualified} ADD {quote(col.name)} "
                           f"{_schema_type(col, t)}",), notes)

@@ -114,6 +114,34 @@ def test_schema_events_become_cql_through_the_shared_mapping_idempotently():
     assert schema_change_cql(m, drop_b, frozenset({"id", "a", "c"}), ("id",)).statements == ()
 
 
+def test_a_column_that_exists_with_another_type_is_named_in_a_note_not_passed_over():
+    """The losing side of two concurrent definitions made the column first: CQL cannot
+    change its type, so the change says so (the applier logs it) rather than do nothing."""
+    from gateway.cassandra_mapping import TableMapping, schema_change_cql
+    from tests.appliers.schema_log import events
+
+    m = TableMapping("s", "items")
+    create, add_c, _, _ = events()
+    cols = frozenset({"id", "a", "b", "c"})
+    same = {"id": "bigint", "a": "bigint", "b": "text", "c": "bigint"}
+    assert schema_change_cql(m, add_c, cols, ("id",), same) == type(
+        schema_change_cql(m, add_c, cols, ("id",)))()  # the same type: nothing to say
+    got = schema_change_cql(m, add_c, cols, ("id",), {**same, "c": "text"})
+    assert got.statements == ()
+    assert len(got.notes) == 1
+    assert got.notes[0].startswith("table s.items: column 'c' is text in s.items but bigint "
+                                   "in this definition")
+    assert "stays text" in got.notes[0] and "dead letters" in got.notes[0]
+    # a whole definition (an implicit create that won) over a table the loser created
+    got = schema_change_cql(m, create, frozenset({"id", "a"}), ("id",),
+                            {"id": "bigint", "a": "text"})
+    assert got.statements == ('ALTER TABLE "s"."items" ADD "b" text',)
+    assert [n.split(":")[1].strip() for n in got.notes] == ["column 'a' is text in s.items "
+                                                            "but bigint in this definition (a "
+                                                            "concurrent change on another "
+                                                            "cluster made it first and lost)"]
+
+
 def test_a_key_column_rename_is_cql_and_clustering_is_kept_from_a_definition():
     from gateway.cassandra_mapping import TableMapping, schema_change_cql
     from gateway.schema.apply import plan_create, plan_rename_column

@@ -275,7 +275,8 @@ class CassandraApplier(Applier):
             meta = self._table_metadata(mapping, refresh=True)
             existing = None if meta is None else frozenset(meta.columns)
             key = () if meta is None else tuple(c.name for c in meta.primary_key)
-            cql = shared.schema_change_cql(mapping, event, existing, key)
+            types = None if meta is None else {n: c.cql_type for n, c in meta.columns.items()}
+            cql = shared.schema_change_cql(mapping, event, existing, key, types)
             if meta is None and event.kind != "drop_table":
                 self._execute(schema.create_keyspace(mapping.keyspace, s.replication_factor))
             # The driver answers a schema change once it has re-read that table's metadata
