@@ -5,6 +5,7 @@ A table directory (``ROOT/table=<schema>.<table>``, a local path or any Hadoop U
 
     _data/<version>-<uuid>/part-*.parquet, _SUCCESS     one complete version per directory
     _commits/<version:020d>.json                         {"version": N, "data": "<dir name>"}
+    _schema/<table version:020d>.json                     the declared definition (below)
 
 The current version is the highest-numbered commit file that parses and names a data
 directory holding ``_SUCCESS``; readers follow it (``TableCommits.current``), never list
@@ -19,6 +20,11 @@ write) deletes it -- the unit is rolled back and redone, since the applied posit
 only after the unit. A torn commit file does not parse and is deleted the same way. A crash
 after step 2 is finished by ``recover`` (step 3). All of this works where renames are
 copies (object stores) because only whole new files are created and old ones deleted.
+
+A table a schema event has reached also keeps its definition after each event
+(``declare``; ``parquet_schema.Declared``): one file per table version (a replayed event
+finds its file made), the highest that parses being the current one (``declared``). It is
+not part of a version: the rows after the event are fitted to it.
 
 Everything goes through the JVM's ``org.apache.hadoop.fs`` (``spark._jvm``) with the session's
 Hadoop configuration, so the driver needs no local view of the storage. A Spark Connect client
@@ -129,6 +135,45 @@ class TableCommits:
         self.recover()
         self._step("cleanup")
         return new
+
+    def declare(self, version: int, doc: dict[str, Any]) -> None:
+        """Keep ``doc`` as the table's definition at schema ``version``. A replay of the
+        event that wrote it finds it made; another event at the same version (a log holding
+        the losing and the winning change) replaces it, the later in log order counting."""
+        name = f"{version:020d}.json"
+        path = self._p("_schema", name)
+        if self.fs.exists(path):
+            if self._schema_doc(name) == doc:
+                return
+            self.fs.delete(path, False)  # another event's, or torn by a crash
+        out = self.fs.create(path, False)
+        try:
+            out.write(bytearray(json.dumps(doc).encode()))
+            out.hsync()
+        finally:
+            out.close()
+
+    def declared(self) -> dict[str, Any] | None:
+        """The newest definition ``declare`` kept that parses, or None (none kept, or a
+        torn file only: the table is then fitted as undeclared)."""
+        for name in sorted((n for n in self._names("_schema") if _COMMIT.match(n)),
+                           reverse=True):
+            doc = self._schema_doc(name)
+            if doc is not None:
+                return doc
+        return None
+
+    def _schema_doc(self, name: str) -> dict[str, Any] | None:
+        stream = self.fs.open(self._p("_schema", name))
+        try:
+            raw = bytes(self._IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+        try:
+            doc = json.loads(raw.decode())
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def _step(self, name: str) -> None:
         if self.fault is not None:

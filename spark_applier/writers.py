@@ -36,10 +36,10 @@ renames it, DROP TABLE publishes an empty version (the rows are gone; earlier ve
 not kept, as after any unit); CREATE needs nothing (the dataset is made by its first rows).
 The Delta target adds a column (``ALTER TABLE ADD COLUMNS``; existing rows read null: Delta
 has no defaults for existing rows here) and reports DROP and RENAME as not supported (they need
-Delta's column mapping mode). Neither upcasts rows: a row written under an older version that
-arrives after the change is merged as it is named (an old column name adds that column back);
-the SQLite target, which fits such rows to the table, or the ``gateway_store`` source, whose
-rows the node has rewritten, give the upcast tables.
+Delta's column mapping mode). The Parquet target keeps each event's definition beside the
+table's versions and fits the later units' rows to it (``parquet_schema``: a row written under
+an older version that arrives after the change takes the current names and defaults); the
+Delta target merges such a row as it is named (an old column name adds that column back).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from gateway import (
 
 from .commit import NEEDS_JVM, TableCommits, table_uri
 from .connect import refuse_connect
+from .parquet_schema import Declared, declared_after, fit_ops
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -152,10 +153,23 @@ class ParquetTarget:
             commits = self.commits(schema, table)
             commits.recover()
             ops = _typed_ops(rows, schema, table, keys, values)
+            declared = self._declared(commits)
+            if declared is not None:  # rows of older versions under the current one
+                ops, values = fit_ops(ops, keys, values, [f"_{m}" for m in _META], declared)
             count += ops.count()
             merged = self._merge(commits.current()[1], ops, keys, values)
             commits.publish(merged.write.mode("errorifexists").parquet)
         return count
+
+    @staticmethod
+    def _declared(commits: TableCommits) -> Declared | None:
+        doc = commits.declared()
+        if doc is None or not doc.get("columns"):  # never declared, or dropped since
+            return None
+        try:
+            return Declared.from_json(doc)
+        except ValueError as exc:
+            raise ApplyError(f"{commits.uri}/_schema: {exc}") from None
 
     def _merge(self, path: str | None, ops: DataFrame, keys: Columns, values: Columns
                ) -> DataFrame:
@@ -227,9 +241,12 @@ class ParquetTarget:
         commits.publish(lambda uri: merged.write.mode("errorifexists").parquet(uri))
 
     def apply_schema(self, event: SchemaEvent) -> None:
-        """Publish the table's dataset after the schema change (module docstring)."""
+        """Publish the table's dataset after the schema change, and keep the definition the
+        later units' rows are fitted to (module docstring)."""
         commits = self.commits(*_split(event.table))
         commits.recover()
+        after = declared_after(self._declared(commits), event)
+        commits.declare(event.version, {} if after is None else after.to_json())
         path = commits.current()[1]
         if path is None:
             return  # no rows yet: the first unit makes the dataset
