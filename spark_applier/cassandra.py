@@ -24,16 +24,29 @@ is idempotent.
 - DELETE deletes the row; MOVE reads the row and rewrites it under the new key (driver side,
   in log order, with the plugin's ``RowClock`` for key-shifting statements);
 - SQL statements are not supported: they are dead-lettered.
+
+Schema events (``apply_schema``, between the units before and after each) run the plugin's CQL
+for the change (``cassandra_mapping.schema_change_cql``) and log its notes; a column a DROP
+COLUMN of this run removed is left out of the later rows that still name it (rows written
+under older versions on another cluster), as the plugin leaves it out.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import DataFrame
 
-from gateway import ApplyError, OpKind, RowOp, TableRef, UnsupportedOperationError
+from gateway import (
+    ApplyError,
+    OpKind,
+    RowOp,
+    SchemaEvent,
+    TableRef,
+    UnsupportedOperationError,
+)
 from gateway.cassandra_mapping import (
     RowClock,
     TableMapping,
@@ -41,6 +54,7 @@ from gateway.cassandra_mapping import (
     cql_value,
     legacy_spark_table,
     quote,
+    schema_change_cql,
     write_timestamp,
 )
 
@@ -48,6 +62,8 @@ from .convert import op_of_row
 from .writers import Columns, table_columns
 
 __all__ = ["CassandraTarget"]
+
+log = logging.getLogger(__name__)
 
 _q = quote
 
@@ -93,10 +109,14 @@ class _Writer:
                                           f"WHERE {where}")
             if self.session.execute(exists, key).one() is None:
                 return []
-            names = tuple(given)
+            # a column a schema event dropped since the row was written is left out
+            present = set(self.columns.get((op.table.schema, op.table.name), ()))
+            names = tuple(n for n in given if n in present)
+            if not names:
+                return []
             st = self._prep(("u", t, names), f"UPDATE {t} USING TIMESTAMP ? SET "
                             + ", ".join(f"{_q(n)} = ?" for n in names) + f" WHERE {where}")
-            return [(st, (ts, *given.values(), *key))]
+            return [(st, (ts, *(given[n] for n in names), *key))]
         cols = self.columns[(op.table.schema, op.table.name)]
         st = self._prep(("i", t), f"INSERT INTO {t} ("
                         + ", ".join(_q(c.name) for c in op.key_columns) + ", "
@@ -125,6 +145,9 @@ class CassandraTarget:
         self.replication_factor = replication_factor
         self.name = "cassandra"
         self.clock = RowClock()
+        #: per table, the columns a schema event of this run dropped: rows of older versions
+        #: still naming them are written without them (the plugin's rule)
+        self._dropped: dict[tuple[str, str], frozenset[str]] = {}
 
     def _refuse_legacy(self, session: Any, ref: TableRef) -> None:
         """``ApplyError`` (one line) when the old Spark mapping's table of ``ref`` exists."""
@@ -162,6 +185,8 @@ class CassandraTarget:
                 present = {r.column_name: r for r in s.execute(
                     "SELECT column_name, kind FROM system_schema.columns WHERE "
                     "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))}
+                gone = self._dropped.get((schema, table), frozenset())
+                values = [(n, ft) for n, ft in values if n not in gone]
                 for n, ft in values:
                     if n not in present:
                         s.execute(f"ALTER TABLE {m.qualified} ADD {_q(n)} "
@@ -173,6 +198,45 @@ class CassandraTarget:
             return out
         finally:
             w.close()
+
+    def apply_schema(self, event: SchemaEvent) -> None:
+        """Make the schema change ``event`` in Cassandra with the CQL the streaming plugin
+        runs (``cassandra_mapping.schema_change_cql``); its notes (a default CQL cannot hold,
+        a column kept with another type) are logged. Raises ``UnsupportedOperationError`` for
+        what CQL cannot do (a regular column's rename: the bulk apply logs it and goes on)."""
+        schema, dot, name = event.table.partition(".")
+        ref = TableRef(schema, name) if dot else TableRef("", event.table)
+        m = TableMapping.of(ref, self.keyspace)
+        w = _Writer(self.contact, self.keyspace, {})
+        try:
+            s = w.session
+            self._refuse_legacy(s, ref)
+            cols = list(s.execute(
+                "SELECT column_name, kind, type FROM system_schema.columns WHERE "
+                "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table)))
+            existing = frozenset(r.column_name for r in cols) or None
+            key = tuple(r.column_name for r in cols if r.kind != "regular")
+            cql = schema_change_cql(m, event, existing, key,
+                                    {r.column_name: r.type for r in cols})
+            if existing is None and cql.statements and event.kind != "drop_table":
+                s.execute(f"CREATE KEYSPACE IF NOT EXISTS {_q(m.keyspace)} WITH replication = "
+                          f"{{'class': 'SimpleStrategy', 'replication_factor': "
+                          f"{self.replication_factor}}}")
+            for statement in cql.statements:
+                s.execute(statement)
+            for note in cql.notes:
+                log.warning("cassandra: schema change %s version %d (%s): %s", event.table,
+                            event.version, event.kind, note)
+        finally:
+            w.close()
+        gone = set(self._dropped.get((ref.schema, ref.name), ()))
+        if event.kind == "drop_column" and event.column is not None:
+            gone.add(event.column.name)
+        elif event.kind == "add_column" and event.column is not None:
+            gone.discard(event.column.name)
+        elif event.kind in ("create", "drop_table"):
+            gone.clear()
+        self._dropped[(ref.schema, ref.name)] = frozenset(gone)
 
     def write_unit(self, rows: DataFrame) -> int:
         import pyarrow as pa

@@ -62,3 +62,62 @@ def test_cassandra_target_equals_the_sequential_apply(spark, cassandra_contact,
         session.execute(f"DROP KEYSPACE {keyspace}")
     finally:
         cluster.shutdown()
+
+
+def test_schema_events_make_the_tables_the_streaming_plugin_makes(spark, cassandra_contact,
+                                                                 tmp_path: Path) -> None:
+    """The log of tests/appliers/schema_log.py (CREATE, ADD COLUMN with a default, RENAME
+    of a regular column, DROP COLUMN, with rows written under older versions after each)
+    through the Spark target and through the ``gateway-cassandra`` plugin, each into its own
+    keyspace: the same columns, types and rows (one mapping: plugins/gateway-cassandra,
+    "Schema events") -- the dropped column gone though late rows still name it, the
+    rename a new column (CQL renames only key columns)."""
+    from cassandra.cluster import Cluster
+
+    from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig
+    from gateway.appliers.source import LogFileSource
+    from spark_applier.cassandra import CassandraTarget
+    from tests.appliers.schema_log import schema_log, write_log
+
+    gateway_cassandra = pytest.importorskip("gateway_cassandra")
+    tag = uuid.uuid4().hex[:8]
+    by_spark, by_plugin = f"gw_sch_spark_{tag}", f"gw_sch_plugin_{tag}"
+    spark_log, plugin_log = tmp_path / "spark.bin", tmp_path / "plugin.bin"
+    write_log(spark_log, schema_log(by_spark))
+    write_log(plugin_log, schema_log(by_plugin))
+
+    report = apply_log(spark, str(spark_log), CassandraTarget(cassandra_contact, by_spark),
+                       str(tmp_path / "state"))
+    assert report.problems == 0
+    applier = gateway_cassandra.CassandraApplier(gateway_cassandra.parse_options({
+        "contact": f"{cassandra_contact[0]}:{cassandra_contact[1]}", "consistency": "ONE",
+        "status_keyspace": f"{by_plugin}_status", "default_keyspace": by_plugin}))
+    try:
+        dispatcher = Dispatcher(applier, LogFileSource(plugin_log), tmp_path / "stream",
+                                config=DispatcherConfig(threads=2, save_interval=0.0))
+        dispatcher.run()
+    finally:
+        applier.close()
+    assert dispatcher.metrics.dead_letters == 0
+
+    cluster = Cluster([cassandra_contact[0]], port=cassandra_contact[1])
+    try:
+        session = cluster.connect()
+
+        def table(keyspace: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+            cols = {r.column_name: r.type for r in session.execute(
+                "SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = %s "
+                "AND table_name = 'items'", (keyspace,))}
+            rows = [{k: v for k, v in r._asdict().items() if v is not None}
+                    for r in session.execute(f'SELECT * FROM "{keyspace}"."items"')]
+            return cols, sorted(rows, key=lambda r: r["id"])
+
+        spark_cols, spark_rows = table(by_spark)
+        assert spark_cols == {"id": "bigint", "a": "bigint", "c": "bigint", "qty": "bigint"}
+        assert (spark_cols, spark_rows) == table(by_plugin)
+        assert [r["id"] for r in spark_rows] == [1, 2, 4, 5, 6, 7, 8, 9]
+        assert spark_rows[2] == {"id": 4, "a": 40, "qty": 41}  # no c: CQL has no defaults
+        for keyspace in (by_spark, by_plugin, f"{by_plugin}_status"):
+            session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"')
+    finally:
+        cluster.shutdown()
