@@ -26,9 +26,10 @@ is idempotent.
 - SQL statements are not supported: they are dead-lettered.
 
 Schema events (``apply_schema``, between the units before and after each) run the plugin's CQL
-for the change (``cassandra_mapping.schema_change_cql``) and log its notes; a column a DROP
-COLUMN of this run removed is left out of the later rows that still name it (rows written
-under older versions on another cluster), as the plugin leaves it out.
+for the change (``cassandra_mapping.schema_change_cql``) and log its notes; a column Cassandra
+records as dropped (``system_schema.dropped_columns``) and that is not a column again is left
+out of the later rows that still name it (rows written under older versions on another
+cluster), in this run or a later one, as the plugin leaves it out.
 """
 
 from __future__ import annotations
@@ -145,9 +146,6 @@ class CassandraTarget:
         self.replication_factor = replication_factor
         self.name = "cassandra"
         self.clock = RowClock()
-        #: per table, the columns a schema event of this run dropped: rows of older versions
-        #: still naming them are written without them (the plugin's rule)
-        self._dropped: dict[tuple[str, str], frozenset[str]] = {}
 
     def _refuse_legacy(self, session: Any, ref: TableRef) -> None:
         """``ApplyError`` (one line) when the old Spark mapping's table of ``ref`` exists."""
@@ -185,7 +183,12 @@ class CassandraTarget:
                 present = {r.column_name: r for r in s.execute(
                     "SELECT column_name, kind FROM system_schema.columns WHERE "
                     "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))}
-                gone = self._dropped.get((schema, table), frozenset())
+                # dropped by a schema event, in this run or an earlier one (Cassandra keeps
+                # the record), and not added back: never re-added for the rows naming it
+                gone = {r.column_name for r in s.execute(
+                    "SELECT column_name FROM system_schema.dropped_columns WHERE "
+                    "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))
+                    if r.column_name not in present}
                 values = [(n, ft) for n, ft in values if n not in gone]
                 for n, ft in values:
                     if n not in present:
@@ -229,14 +232,6 @@ class CassandraTarget:
                             event.version, event.kind, note)
         finally:
             w.close()
-        gone = set(self._dropped.get((ref.schema, ref.name), ()))
-        if event.kind == "drop_column" and event.column is not None:
-            gone.add(event.column.name)
-        elif event.kind == "add_column" and event.column is not None:
-            gone.discard(event.column.name)
-        elif event.kind in ("create", "drop_table"):
-            gone.clear()
-        self._dropped[(ref.schema, ref.name)] = frozenset(gone)
 
     def write_unit(self, rows: DataFrame) -> int:
         import pyarrow as pa

@@ -248,6 +248,15 @@ class CassandraApplier(Applier):
                 raise CassandraUnavailableError(
                     f"table {mapping.keyspace}.{mapping.table} not visible after creation")
         missing = [c for c in op.columns if c.name not in meta.columns]
+        if missing:
+            # A column a schema event dropped -- in this process or before its restart:
+            # Cassandra remembers it -- is never added back for the rows of older versions
+            # that still name it (``_without_dropped`` leaves it out of them).
+            gone = self._dropped_in_cassandra(mapping) & {c.name for c in missing}
+            if gone:
+                self._dropped = {**self._dropped,
+                                 op.table: self._dropped.get(op.table, frozenset()) | gone}
+                missing = [c for c in missing if c.name not in gone]
         if missing and not s.create:
             raise UnsupportedOperationError(
                 f"table {mapping.keyspace}.{mapping.table} has no column {missing[0].name!r} "
@@ -301,6 +310,13 @@ class CassandraApplier(Applier):
             self._dropped = {**self._dropped, ref: frozenset(dropped)}
             if stale and event.kind != "drop_table":
                 self._table_metadata(mapping, refresh=True)
+
+    def _dropped_in_cassandra(self, mapping: TableMapping) -> frozenset[str]:
+        """The columns Cassandra records as dropped from ``mapping``'s table (and not added
+        back since: those are columns again)."""
+        return frozenset(r.column_name for r in self._execute(
+            "SELECT column_name FROM system_schema.dropped_columns WHERE keyspace_name = %s "
+            "AND table_name = %s", (mapping.keyspace, mapping.table)))
 
     def _without_dropped(self, op: RowOp) -> RowOp:
         """``op`` without the columns a schema event dropped from its table."""
@@ -433,6 +449,8 @@ class CassandraApplier(Applier):
             if self._dropped:
                 op = self._without_dropped(op)
             info = self.table(op)
+            if self._dropped:  # ``table`` may have found columns dropped before a restart
+                op = self._without_dropped(op)
             items = self._row_items(info, op)
             if items:
                 key = dict(zip((c.name for c in op.key_columns), op.key, strict=True))

@@ -15,16 +15,18 @@ from gateway.schema.model import Column, SchemaEvent, TableDef
 
 class FakeCluster:
     """The driver's ``Cluster`` as the applier uses it: ``metadata.keyspaces`` and
-    ``refresh_table_metadata`` (counted). ``columns`` is what the server holds."""
+    ``refresh_table_metadata`` (counted). ``columns`` is what the server holds (name ->
+    CQL type)."""
 
     def __init__(self) -> None:
-        self.columns = {"id": None, "name": None}
+        self.columns: dict[str, str | None] = {"id": "bigint", "name": "text"}
         self.refreshes = 0
         self.metadata = SimpleNamespace(keyspaces={})
         self._mirror()
 
     def _mirror(self) -> None:
-        table = SimpleNamespace(columns=dict(self.columns),
+        table = SimpleNamespace(columns={n: SimpleNamespace(cql_type=t)
+                                         for n, t in self.columns.items()},
                                 primary_key=[SimpleNamespace(name="id")],
                                 partition_key=[SimpleNamespace(name="id")])
         self.metadata.keyspaces = {"s": SimpleNamespace(tables={"t": table})}
@@ -44,10 +46,10 @@ class FakeSession:
 
     def execute(self, cql: str, params: Any = ()) -> Any:
         self.statements.append(cql)
-        m = re.search(r'ALTER TABLE \S+ (ADD|DROP) "?(\w+)"?', cql)
+        m = re.search(r'ALTER TABLE \S+ (ADD|DROP) "?(\w+)"?(?: (\w+))?', cql)
         if m:
             if m[1] == "ADD":
-                self.cluster.columns[m[2]] = None
+                self.cluster.columns[m[2]] = m[3]
             else:
                 self.cluster.columns.pop(m[2], None)
             if self.agreed:
