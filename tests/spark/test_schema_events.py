@@ -1,7 +1,7 @@
 """Issue 57: the Spark bulk apply of a log that spans schema changes gives the same tables as
 the streaming SQLite applier (CREATE, writes, ADD COLUMN, writes under the old and the new
 version, RENAME, DROP COLUMN; the log of tests/appliers/schema_log.py, written with the
-schema codec), and Parquet datasets evolve their schema."""
+schema codec), and Parquet datasets evolve their schema and fit the rows of older versions."""
 
 from __future__ import annotations
 
@@ -95,32 +95,13 @@ def test_a_target_with_policy_stop_stops_before_the_event_with_its_position_save
     assert SparkPositionStore(str(tmp_path / "state"), "sqlite").load().log_index == 0
 
 
-def test_parquet_datasets_evolve_with_add_rename_and_drop_column(spark, tmp_path):
-    from spark_applier.writers import ParquetTarget
-
-    # the log as a node whose writes were all made under the current version holds it: the
-    # Parquet target merges rows as they are named (docs/spark.md, "Schema changes")
-    current = [item for item in schema_log()
-               if getattr(getattr(item, "gtid", None), "trans_id", 0) not in (3, 7, 10)]
-    log = tmp_path / "log.bin"
-    write_log(log, current)
-    _streamed(log, tmp_path / "stream.db")
-    target = ParquetTarget(spark, str(tmp_path / "tables"))
-    report = apply_log(spark, str(log), target, str(tmp_path / "state"))
-    assert report.problems == 0
-    df = target.read_table("s", "items")
-    assert sorted(c for c in df.columns if not c.startswith("_")) == ["c", "id", "qty"]
-    got = sorted(tuple(r) for r in df.select("id", "qty", "c").collect())
-    streamed = _tables(tmp_path / "stream.db")["items"][1:]
-    assert got == sorted(streamed) == [(1, 10, 9), (2, 22, 0), (5, 50, 7), (6, 60, 6),
-                                       (8, 80, 8)]
-
-
-def test_parquet_fits_rows_of_older_versions_as_the_sqlite_applier_does(spark, tmp_path):
-    """The whole log, with the rows written under older versions after the change that
-    outdated them (no ``c`` after ADD COLUMN, ``a`` after its RENAME, ``b`` after its DROP):
-    each is fitted to the table's definition (docs/spark.md, "Schema changes"), so the
-    dataset holds what the streaming SQLite applier holds."""
+def test_parquet_datasets_evolve_and_fit_rows_of_older_versions_as_sqlite_does(spark,
+                                                                               tmp_path):
+    """The dataset evolves with ADD, RENAME and DROP COLUMN, and the rows written under
+    older versions after the change that outdated them (no ``c`` after ADD COLUMN, ``a``
+    after its RENAME, ``b`` after its DROP) are fitted to the table's definition
+    (docs/spark.md, "Schema changes"): the dataset holds what the streaming SQLite applier
+    holds."""
     from spark_applier.writers import ParquetTarget
 
     log = tmp_path / "log.bin"
