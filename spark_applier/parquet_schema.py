@@ -54,7 +54,9 @@ class Declared:
     renames: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "columns": [list(c) for c in self.columns],
+        """A JSON document (a BLOB or UUID default as ``{"hex": ...}``)."""
+        return {"version": self.version,
+                "columns": [[n, t, _to_json(d)] for n, t, d in self.columns],
                 "primary_key": list(self.primary_key), "renames": dict(self.renames)}
 
     @classmethod
@@ -62,7 +64,7 @@ class Declared:
         """The declared definition ``to_json`` wrote; ``ValueError`` if it is not one."""
         try:
             return cls(int(doc["version"]),
-                       tuple((str(n), str(t), d) for n, t, d in doc["columns"]),
+                       tuple((str(n), str(t), _from_json(d)) for n, t, d in doc["columns"]),
                        tuple(str(k) for k in doc["primary_key"]),
                        {str(k): str(v) for k, v in dict(doc["renames"]).items()})
         except (KeyError, TypeError, ValueError) as exc:
@@ -132,6 +134,14 @@ def fit_ops(ops: DataFrame, keys: _Cols, values: _Cols, meta: list[str], declare
     return (ops.select(F.col("op"), *[F.col(f"`{_bq(n)}`") for n, _ in keys], *out,
                        *[F.col(f"`{_bq(m)}`") for m in meta]),
             fitted)
+
+
+def _to_json(value: Any) -> Any:
+    return {"hex": bytes(value).hex()} if isinstance(value, bytes | bytearray) else value
+
+
+def _from_json(value: Any) -> Any:
+    return bytes.fromhex(value["hex"]) if isinstance(value, dict) else value
 
 
 def _bq(name: str) -> str:

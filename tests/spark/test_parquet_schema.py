@@ -58,6 +58,21 @@ def test_a_column_added_again_under_an_old_name_is_that_column_not_a_rename():
     assert [n for n, _, _ in steps[3].columns] == ["id", "A"]
 
 
+def test_every_default_survives_the_declaration_file():
+    """Each type's default as the model holds it (a BLOB's bytes, a DECIMAL's text, a
+    TIMESTAMP's nanoseconds...) comes back from the JSON it is kept in."""
+    import json
+
+    cols = [Column("id", "INTEGER"), Column("b", "BLOB", b"\x00\xff"), Column("u", "UUID",
+            bytes(range(16))), Column("d", "DECIMAL", "1.50"), Column("t", "TIMESTAMP", 7),
+            Column("f", "DOUBLE", 0.5), Column("k", "BOOLEAN", True), Column("s", "VARCHAR", "x")]
+    (declared,) = _chain(lambda c: plan_create(c, T, cols, ["id"]))
+    again = Declared.from_json(json.loads(json.dumps(declared.to_json())))
+    assert again == declared
+    assert [d for _, _, d in again.columns] == [None, b"\x00\xff", bytes(range(16)), "1.50",
+                                                 7, 0.5, True, "x"]
+
+
 def test_a_dropped_table_is_no_longer_declared():
     steps = _chain(
         lambda c: plan_create(c, T, [Column("id", "INTEGER")], ["id"]),
