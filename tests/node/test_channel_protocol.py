@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from dataclasses import dataclass
 
 import grpc
 
@@ -43,19 +45,43 @@ async def _open(api: str, *ups: channel_pb2.ChannelUp, want: int = 1, md=None,
         return out
 
 
-async def _refusal(api: str, *ups: channel_pb2.ChannelUp, md=None) -> grpc.aio.AioRpcError:
-    async with grpc.aio.insecure_channel(api) as ch:
-        async def up():
-            for u in ups:
-                yield u
+@dataclass(frozen=True)
+class _Refused:
+    """The status a refused stream ended with, as the source sent it."""
 
-        call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(up(), metadata=md)
-        try:
-            async for _ in call:
+    status: grpc.StatusCode
+    text: str
+
+    def code(self) -> grpc.StatusCode:
+        return self.status
+
+    def details(self) -> str:
+        return self.text
+
+
+async def _refusal(api: str, *ups: channel_pb2.ChannelUp, md=None) -> _Refused:
+    """Send ``ups`` on a stream and return how the source ended it (it must refuse).
+
+    The messages are written one by one rather than from a request iterator: a source that
+    refuses at the call's start (authentication) may end it while a message is on its way,
+    and a request iterator's failed send then ends the call on the client's side with
+    INTERNAL ("Failed execute_batch") in place of the status the source sent."""
+    async with grpc.aio.insecure_channel(api) as ch:
+        call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(metadata=md)
+        for u in ups:
+            try:
+                await call.write(u)
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                break  # the source ended the call first: its status is read below
+        with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            await call.done_writing()
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            while await call.read() != grpc.aio.EOF:
                 pass
-        except grpc.aio.AioRpcError as exc:
-            return exc
-    raise AssertionError("the source did not refuse")
+        code = await call.code()
+        if code == grpc.StatusCode.OK:
+            raise AssertionError("the source did not refuse")
+        return _Refused(code, await call.details())
 
 
 def test_a_reader_speaking_version_2_is_welcomed_with_version_1_and_shared_features(tmp_path):
