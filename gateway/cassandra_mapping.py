@@ -71,6 +71,7 @@ from gateway.v1.value_pb2 import FieldType
 
 __all__ = [
     "CQL_TYPE_BY_NAME",
+    "DROPPED_COLUMNS_CQL",
     "MAX_LOG_INDEX",
     "PHASE_BITS",
     "STATEMENT_BITS",
@@ -266,6 +267,13 @@ def create_table_cql(mapping: TableMapping, table: str, columns: Sequence[tuple[
         pk += ", " + ", ".join(quote(n) for n in mapping.clustering)
     return (f"CREATE TABLE IF NOT EXISTS {mapping.qualified} ({', '.join(defs)}, "
             f"PRIMARY KEY ({pk}))")
+
+
+#: The columns Cassandra records as dropped from a table (parameters: keyspace, table). A
+#: dropped column that is not a column again is left out of the rows of older versions that
+#: still name it, rather than added back (the plugin's and the Spark target's rule).
+DROPPED_COLUMNS_CQL = ("SELECT column_name FROM system_schema.dropped_columns "
+                       "WHERE keyspace_name = %s AND table_name = %s")
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from gateway import (
     UnsupportedOperationError,
 )
 from gateway.cassandra_mapping import (
+    DROPPED_COLUMNS_CQL,
     RowClock,
     TableMapping,
     cql_type,
@@ -71,6 +72,14 @@ _q = quote
 
 def _bind(field_type: int, value: Any) -> Any:
     return cql_value(field_type, value)
+
+
+def _columns_of(session: Any, m: TableMapping) -> dict[str, Any]:
+    """The columns of ``m``'s table as Cassandra holds them: name -> its row (``kind``,
+    ``type``); empty when there is no such table."""
+    return {r.column_name: r for r in session.execute(
+        "SELECT column_name, kind, type FROM system_schema.columns WHERE keyspace_name = %s "
+        "AND table_name = %s", (m.keyspace, m.table))}
 
 
 class _Writer:
@@ -180,15 +189,12 @@ class CassandraTarget:
                                  for n, ft in keys + values)
                 s.execute(f"CREATE TABLE IF NOT EXISTS {m.qualified} ({defs}, PRIMARY KEY (("
                           + ", ".join(_q(n) for n, _ in keys) + ")))")
-                present = {r.column_name: r for r in s.execute(
-                    "SELECT column_name, kind FROM system_schema.columns WHERE "
-                    "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))}
+                present = _columns_of(s, m)
                 # dropped by a schema event, in this run or an earlier one (Cassandra keeps
                 # the record), and not added back: never re-added for the rows naming it
-                gone = {r.column_name for r in s.execute(
-                    "SELECT column_name FROM system_schema.dropped_columns WHERE "
-                    "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table))
-                    if r.column_name not in present}
+                gone = {r.column_name for r in s.execute(DROPPED_COLUMNS_CQL,
+                                                         (m.keyspace, m.table))
+                        if r.column_name not in present}
                 values = [(n, ft) for n, ft in values if n not in gone]
                 for n, ft in values:
                     if n not in present:
@@ -207,20 +213,17 @@ class CassandraTarget:
         runs (``cassandra_mapping.schema_change_cql``); its notes (a default CQL cannot hold,
         a column kept with another type) are logged. Raises ``UnsupportedOperationError`` for
         what CQL cannot do (a regular column's rename: the bulk apply logs it and goes on)."""
-        schema, dot, name = event.table.partition(".")
-        ref = TableRef(schema, name) if dot else TableRef("", event.table)
+        ref = TableRef.parse(event.table)
         m = TableMapping.of(ref, self.keyspace)
         w = _Writer(self.contact, self.keyspace, {})
         try:
             s = w.session
             self._refuse_legacy(s, ref)
-            cols = list(s.execute(
-                "SELECT column_name, kind, type FROM system_schema.columns WHERE "
-                "keyspace_name = %s AND table_name = %s", (m.keyspace, m.table)))
-            existing = frozenset(r.column_name for r in cols) or None
-            key = tuple(r.column_name for r in cols if r.kind != "regular")
+            cols = _columns_of(s, m)
+            existing = frozenset(cols) or None
+            key = tuple(n for n, r in cols.items() if r.kind != "regular")
             cql = schema_change_cql(m, event, existing, key,
-                                    {r.column_name: r.type for r in cols})
+                                    {n: r.type for n, r in cols.items()})
             if existing is None and cql.statements and event.kind != "drop_table":
                 s.execute(f"CREATE KEYSPACE IF NOT EXISTS {_q(m.keyspace)} WITH replication = "
                           f"{{'class': 'SimpleStrategy', 'replication_factor': "

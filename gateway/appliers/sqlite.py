@@ -86,7 +86,7 @@ from .contract import (
     UnsupportedOperationError,
 )
 from .position import ApplierPosition, GtidSet, position_message, position_of
-from .sqlite_schema import SCHEMA_DDL, Declared, change, declared_tables, table_ref
+from .sqlite_schema import SCHEMA_DDL, Declared, change, declared_tables
 
 __all__ = ["SQLITE_FACTORY", "ColumnOps", "SqliteApplier", "gateway_register_appliers",
            "unsigned_blob", "unsigned_value"]
@@ -440,7 +440,7 @@ class SqliteApplier(Applier):
         """Make the schema change ``event`` in the database, with its version, in one
         transaction; a change at or below the table's recorded version does nothing (a
         replay). Raises ``UnsupportedOperationError`` for what this SQLite cannot do."""
-        ref = table_ref(event.table)
+        ref = TableRef.parse(event.table)
         def body(conn: sqlite3.Connection, _created: dict[TableRef, set[str]]) -> None:
             change(conn, event, _affinity)
 

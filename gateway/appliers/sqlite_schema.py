@@ -44,7 +44,7 @@ from gateway.schema.model import SchemaEvent
 
 from .contract import UnsupportedOperationError
 
-__all__ = ["SCHEMA_DDL", "Declared", "change", "declared_tables", "table_ref"]
+__all__ = ["SCHEMA_DDL", "Declared", "change", "declared_tables"]
 
 SCHEMA_DDL = ("CREATE TABLE IF NOT EXISTS _gateway_schema (name TEXT PRIMARY KEY, "
               "schema TEXT NOT NULL, version INTEGER NOT NULL, renames TEXT NOT NULL)")
@@ -54,12 +54,6 @@ DROP_COLUMN_VERSION = (3, 35, 0)
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def table_ref(table: str) -> TableRef:
-    """``"schema.table"`` as a ``TableRef`` (the first dot splits: schema names hold none)."""
-    schema, dot, name = table.partition(".")
-    return TableRef(schema, name) if dot else TableRef("", table)
 
 
 @dataclass
@@ -142,7 +136,7 @@ def change(conn: sqlite3.Connection, event: SchemaEvent, affinity: Callable[[int
     False when it was made before (its version is recorded). ``affinity(field_type)`` is the
     applier's declared type of a column. Raises ``UnsupportedOperationError`` for what this
     SQLite cannot do or a table of another schema of the same name."""
-    ref = table_ref(event.table)
+    ref = TableRef.parse(event.table)
     name = ref.name
     row = conn.execute("SELECT version, renames FROM _gateway_schema WHERE name = ?",
                        (name,)).fetchone()

@@ -79,6 +79,13 @@ class TableRef(NamedTuple):
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
+    @classmethod
+    def parse(cls, table: str) -> TableRef:
+        """``"schema.table"`` (or ``"table"``) as a ``TableRef``, the inverse of ``str``: the
+        first dot splits, since schema names hold none."""
+        schema, dot, name = table.partition(".")
+        return cls(schema, name) if dot else cls("", table)
+
 
 class Gtid(NamedTuple):
     """A global transaction id: origin cluster ``server_id`` and its ``trans_id``."""

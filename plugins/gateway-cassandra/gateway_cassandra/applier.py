@@ -273,8 +273,7 @@ class CassandraApplier(Applier):
     def apply_schema(self, event: SchemaEvent) -> None:
         """Make the schema change ``event`` in Cassandra (module docstring); raises
         ``UnsupportedOperationError`` for what CQL cannot do."""
-        schema_name, dot, table = event.table.partition(".")
-        ref = TableRef(schema_name, table) if dot else TableRef("", event.table)
+        ref = TableRef.parse(event.table)
         s = self.settings
         if not s.create:
             raise UnsupportedOperationError(
@@ -315,8 +314,7 @@ class CassandraApplier(Applier):
         """The columns Cassandra records as dropped from ``mapping``'s table (and not added
         back since: those are columns again)."""
         return frozenset(r.column_name for r in self._execute(
-            "SELECT column_name FROM system_schema.dropped_columns WHERE keyspace_name = %s "
-            "AND table_name = %s", (mapping.keyspace, mapping.table)))
+            shared.DROPPED_COLUMNS_CQL, (mapping.keyspace, mapping.table)))
 
     def _without_dropped(self, op: RowOp) -> RowOp:
         """``op`` without the columns a schema event dropped from its table."""
