@@ -79,15 +79,38 @@ class TableCommits:
             return []
         return [s.getPath().getName() for s in self.fs.listStatus(d)]
 
+    def _newest_first(self, sub: str) -> list[str]:
+        """The numbered JSON files of ``sub`` (``_commits``, ``_schema``), newest first."""
+        return sorted((n for n in self._names(sub) if _COMMIT.match(n)), reverse=True)
+
+    def _read_json(self, sub: str, name: str) -> dict[str, Any] | None:
+        """The JSON object file ``sub/name`` holds, or None if it is torn or not an object."""
+        stream = self.fs.open(self._p(sub, name))
+        try:
+            raw = bytes(self._IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+        try:
+            doc = json.loads(raw.decode())
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def _write_json(self, sub: str, name: str, doc: dict[str, Any]) -> None:
+        """Create ``sub/name`` holding ``doc`` (exclusively: it must not exist), synced."""
+        out = self.fs.create(self._p(sub, name), False)
+        try:
+            out.write(bytearray(json.dumps(doc).encode()))
+            out.hsync()
+        finally:
+            out.close()
+
     def _read_commit(self, name: str) -> dict[str, Any] | None:
         """The commit file's content, or None if torn, unreadable or naming no complete data."""
+        doc = self._read_json("_commits", name)
+        if doc is None:
+            return None
         try:
-            stream = self.fs.open(self._p("_commits", name))
-            try:
-                raw = bytes(self._IOUtils.toByteArray(stream))
-            finally:
-                stream.close()
-            doc = json.loads(raw.decode())
             data = str(doc["data"])
             if int(doc["version"]) != int(name[:20]) or "/" in data:
                 return None
@@ -99,8 +122,7 @@ class TableCommits:
 
     def current(self) -> tuple[int, str | None]:
         """``(version, URI of its data)``; ``(0, None)`` for a table never written."""
-        for name in sorted((n for n in self._names("_commits") if _COMMIT.match(n)),
-                           reverse=True):
+        for name in self._newest_first("_commits"):
             doc = self._read_commit(name)
             if doc is not None:
                 return doc["version"], f"{self.uri}/_data/{doc['data']}"
@@ -125,12 +147,7 @@ class TableCommits:
         data = f"{new}-{uuid.uuid4().hex}"
         write(f"{self.uri}/_data/{data}")
         self._step("data")
-        out = self.fs.create(self._p("_commits", f"{new:020d}.json"), False)
-        try:
-            out.write(bytearray(json.dumps({"version": new, "data": data}).encode()))
-            out.hsync()
-        finally:
-            out.close()
+        self._write_json("_commits", f"{new:020d}.json", {"version": new, "data": data})
         self._step("commit")
         self.recover()
         self._step("cleanup")
@@ -143,37 +160,19 @@ class TableCommits:
         name = f"{version:020d}.json"
         path = self._p("_schema", name)
         if self.fs.exists(path):
-            if self._schema_doc(name) == doc:
+            if self._read_json("_schema", name) == doc:
                 return
             self.fs.delete(path, False)  # another event's, or torn by a crash
-        out = self.fs.create(path, False)
-        try:
-            out.write(bytearray(json.dumps(doc).encode()))
-            out.hsync()
-        finally:
-            out.close()
+        self._write_json("_schema", name, doc)
 
     def declared(self) -> dict[str, Any] | None:
         """The newest definition ``declare`` kept that parses, or None (none kept, or a
         torn file only: the table is then fitted as undeclared)."""
-        for name in sorted((n for n in self._names("_schema") if _COMMIT.match(n)),
-                           reverse=True):
-            doc = self._schema_doc(name)
+        for name in self._newest_first("_schema"):
+            doc = self._read_json("_schema", name)
             if doc is not None:
                 return doc
         return None
-
-    def _schema_doc(self, name: str) -> dict[str, Any] | None:
-        stream = self.fs.open(self._p("_schema", name))
-        try:
-            raw = bytes(self._IOUtils.toByteArray(stream))
-        finally:
-            stream.close()
-        try:
-            doc = json.loads(raw.decode())
-        except ValueError:
-            return None
-        return doc if isinstance(doc, dict) else None
 
     def _step(self, name: str) -> None:
         if self.fault is not None:

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from gateway import SchemaEvent
 from gateway.v1.value_pb2 import FieldType
 
-from .schema import spark_type_of
+from .schema import quoted, spark_type_of
 
 __all__ = ["Declared", "declared_after", "fit_ops"]
 
@@ -119,8 +119,8 @@ def fit_ops(ops: DataFrame, keys: _Cols, values: _Cols, meta: list[str], declare
         value: SparkColumn | None = None
         has: SparkColumn | None = None
         for s in [*exact.get(name, []), *renamed.get(name, [])]:  # the current name first
-            given = F.col(f"`__has_{_bq(s)}`")
-            typed = F.col(f"`{_bq(s)}`").cast(spark_type)
+            given = F.col(quoted(f"__has_{s}"))
+            typed = F.col(quoted(s)).cast(spark_type)
             value = F.when(given, typed) if value is None else value.when(given, typed)
             has = given if has is None else has | given
         if default is not None:
@@ -131,8 +131,8 @@ def fit_ops(ops: DataFrame, keys: _Cols, values: _Cols, meta: list[str], declare
             continue  # neither named nor defaulted: the merge leaves it as for any column
         out += [value.alias(name), has.alias(f"__has_{name}")]
         fitted.append((name, field_type))
-    return (ops.select(F.col("op"), *[F.col(f"`{_bq(n)}`") for n, _ in keys], *out,
-                       *[F.col(f"`{_bq(m)}`") for m in meta]),
+    return (ops.select(F.col("op"), *[F.col(quoted(n)) for n, _ in keys], *out,
+                       *[F.col(quoted(m)) for m in meta]),
             fitted)
 
 
@@ -142,7 +142,3 @@ def _to_json(value: Any) -> Any:
 
 def _from_json(value: Any) -> Any:
     return bytes.fromhex(value["hex"]) if isinstance(value, dict) else value
-
-
-def _bq(name: str) -> str:
-    return name.replace("`", "``")

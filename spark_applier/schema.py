@@ -42,6 +42,7 @@ __all__ = [
     "MARKER_OP",
     "OPS",
     "SCHEMA_DDL",
+    "quoted",
     "spark_type_of",
     "typed_value",
 ]
@@ -113,6 +114,11 @@ _SPARK_TYPES = {
     _BOOLEAN: "boolean", _INTEGER: "bigint", _UNSIGNED: "decimal(20,0)", _DOUBLE: "double",
     _TIMESTAMP: "bigint", _BLOB: "binary", _UUID: "binary",
 }
+
+
+def quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backquoted, a backquote doubled)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def spark_type_of(field_type: int) -> str:

@@ -55,12 +55,14 @@ from gateway import (
     OpKind,
     RowOp,
     SchemaEvent,
+    TableRef,
     UnsupportedOperationError,
 )
 
 from .commit import NEEDS_JVM, TableCommits, table_uri
 from .connect import refuse_connect
 from .parquet_schema import Declared, declared_after, fit_ops
+from .schema import quoted as _q
 from .schema import spark_type_of, typed_value
 from .sqlite_target import SqliteTarget
 
@@ -118,10 +120,6 @@ def _typed_ops(rows: DataFrame, schema: str, table: str, keys: Columns, values: 
 
 def _esc(name: str) -> str:
     return name.replace("\\", "\\\\").replace("'", "\\'")
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class ParquetTarget:
@@ -243,7 +241,7 @@ class ParquetTarget:
     def apply_schema(self, event: SchemaEvent) -> None:
         """Publish the table's dataset after the schema change, and keep the definition the
         later units' rows are fitted to (module docstring)."""
-        commits = self.commits(*_split(event.table))
+        commits = self.commits(*TableRef.parse(event.table))
         commits.recover()
         after = declared_after(self._declared(commits), event)
         commits.declare(event.version, {} if after is None else after.to_json())
@@ -253,11 +251,6 @@ class ParquetTarget:
         evolved = _evolved(self.spark.read.parquet(path), event)
         if evolved is not None:
             commits.publish(lambda uri: evolved.write.mode("errorifexists").parquet(uri))
-
-
-def _split(table: str) -> tuple[str, str]:
-    schema, dot, name = table.partition(".")
-    return (schema, name) if dot else ("", table)
 
 
 def _evolved(old: DataFrame, event: SchemaEvent) -> DataFrame | None:
@@ -330,7 +323,7 @@ class DeltaTarget:
     def apply_schema(self, event: SchemaEvent) -> None:
         """ADD COLUMN as ``ALTER TABLE ADD COLUMNS``; DROP and RENAME are not supported
         (module docstring); CREATE and DROP TABLE need nothing here."""
-        schema, table = _split(event.table)
+        schema, table = TableRef.parse(event.table)
         path = f"{self.root}/table={schema}.{table}"
         if not self._delta.isDeltaTable(self.spark, path):
             return
