@@ -471,38 +471,28 @@ static unsigned char *put_uint_value(unsigned char *o, uint64_t v) {
     return o;
 }
 
-static PyObject *exception_record(PyObject *self, PyObject *args) {
-    const unsigned char *rec, *picks, *me, *ep, *op, *cause, *tid, *null;
-    Py_ssize_t rlen, plen, melen, eplen, oplen, clen, tlen, nlen, nkeys, nvals;
-    int akey;
-    PyObject *stored, *fkey, *origin_o, *count_o;
-    if (!PyArg_ParseTuple(args, "y#innOOy#y#Oy#Oy#y#y#y#", &rec, &rlen, &akey, &nkeys, &nvals,
-                          &stored, &fkey, &picks, &plen, &me, &melen, &origin_o, &ep, &eplen,
-                          &count_o, &op, &oplen, &cause, &clen, &tid, &tlen, &null, &nlen))
-        return NULL;
-    if (!PyLong_Check(origin_o) || !PyLong_Check(count_o)) Py_RETURN_NONE;
-    uint64_t origin = (uint64_t)PyLong_AsUnsignedLongLong(origin_o);
-    if (origin == (uint64_t)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    uint64_t count = (uint64_t)PyLong_AsUnsignedLongLong(count_o);
-    if (count == (uint64_t)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
+/* exception_record's work once its arguments are read: the record as a new bytes object,
+ * Py_None (a new reference) when the specification must decide, NULL on an error. The
+ * stored row is sd[0:slen] when has_stored (else absent, and fkey must be None). */
+static PyObject *build_exception(const unsigned char *rec, Py_ssize_t rlen, int akey,
+                                 Py_ssize_t nkeys, Py_ssize_t nvals, int has_stored,
+                                 const unsigned char *sd, Py_ssize_t slen, PyObject *fkey,
+                                 const unsigned char *picks, Py_ssize_t plen,
+                                 const unsigned char *me, Py_ssize_t melen, uint64_t origin,
+                                 const unsigned char *ep, Py_ssize_t eplen, uint64_t count,
+                                 const unsigned char *op, Py_ssize_t oplen,
+                                 const unsigned char *cause, Py_ssize_t clen,
+                                 const unsigned char *tid, Py_ssize_t tlen,
+                                 const unsigned char *null, Py_ssize_t nlen) {
     if (nkeys < 0 || nvals < 0 || akey < 0 || akey > 0x7f || plen % 6 != 0
         || nkeys > rlen || nvals > rlen || rlen > PY_SSIZE_T_MAX / 64)
         Py_RETURN_NONE; /* each value takes at least two bytes of the record */
     Py_ssize_t nfk = 0;
-    const unsigned char *sd = NULL;
-    Py_ssize_t slen = 0;
-    if (stored == Py_None) {
+    if (!has_stored) {
+        sd = NULL;
         if (fkey != Py_None) Py_RETURN_NONE;
     } else {
-        if (!PyBytes_Check(stored) || !PyTuple_Check(fkey)) Py_RETURN_NONE;
-        sd = (const unsigned char *)PyBytes_AS_STRING(stored);
-        slen = PyBytes_GET_SIZE(stored);
+        if (!PyTuple_Check(fkey)) Py_RETURN_NONE;
         nfk = PyTuple_GET_SIZE(fkey);
         if (nfk > slen || slen > PY_SSIZE_T_MAX / 64) Py_RETURN_NONE;
     }
@@ -607,6 +597,235 @@ none:
     Py_RETURN_NONE;
 }
 
+
+static PyObject *exception_record(PyObject *self, PyObject *args) {
+    const unsigned char *rec, *picks, *me, *ep, *op, *cause, *tid, *null;
+    Py_ssize_t rlen, plen, melen, eplen, oplen, clen, tlen, nlen, nkeys, nvals;
+    int akey;
+    PyObject *stored, *fkey, *origin_o, *count_o;
+    if (!PyArg_ParseTuple(args, "y#innOOy#y#Oy#Oy#y#y#y#", &rec, &rlen, &akey, &nkeys, &nvals,
+                          &stored, &fkey, &picks, &plen, &me, &melen, &origin_o, &ep, &eplen,
+                          &count_o, &op, &oplen, &cause, &clen, &tid, &tlen, &null, &nlen))
+        return NULL;
+    if (!PyLong_Check(origin_o) || !PyLong_Check(count_o)) Py_RETURN_NONE;
+    uint64_t origin = (uint64_t)PyLong_AsUnsignedLongLong(origin_o);
+    if (origin == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    uint64_t count = (uint64_t)PyLong_AsUnsignedLongLong(count_o);
+    if (count == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (stored != Py_None && !PyBytes_Check(stored)) Py_RETURN_NONE;
+    int has = stored != Py_None;
+    return build_exception(rec, rlen, akey, nkeys, nvals, has,
+                           has ? (const unsigned char *)PyBytes_AS_STRING(stored) : NULL,
+                           has ? PyBytes_GET_SIZE(stored) : 0, fkey, picks, plen, me, melen,
+                           origin, ep, eplen, count, op, oplen, cause, clen, tid, tlen, null,
+                           nlen);
+}
+
+/* exception_run(verdicts, flags, i, end, first, body, rkeys, overlay, cells, akey, nkeys,
+ *               nvals, last_absent, last_stored, me, origin, epoch, count, op, causes,
+ *               transid, null, statements, gone, s_no, seen, refresh)
+ *     -> (i, count, conflicts, first_conflict)
+ *
+ * The rows not applied (flags[i] == 1) of one ruled statement -- rows first..end-1 of the
+ * epoch, `body` its serialized InsertStatement / UpdateStatement / DeleteStatement, whose
+ * records (field 4) are the rows in order -- from row i on, as the loop of
+ * epoch_judge._judged_wire (the specification) takes them while each row's exception record
+ * is ExceptionRows.add's fast path (exception_record with the shape's last plan):
+ *   - row i joins `gone` as (s_no, i - first);
+ *   - with a cause (bits 1-3 of verdicts[i]) its $EX record is built with the plan
+ *     last_stored = (fkey, head, packed) when the row existed (bit 7; the stored Row is
+ *     overlay[key] when key is in `overlay`, else value_of(cells[key])), else last_absent,
+ *     numbered count + 1, the cause's text causes[cause], and appended to `statements` (a
+ *     list of (head, [records]): joining the last when its head is equal);
+ *   - with the refresh bit (4), its key joins `seen` and i joins `refresh` unless seen.
+ * It stops before the first row it cannot take that way -- no plan, exception_record's
+ * None, a key in neither overlay nor cells, a record missing -- leaving that row untouched,
+ * and returns its index (the caller takes it), or the first row not applied at or past
+ * `end`, or -1 when no row is left. count: the records numbered so far; conflicts: the rows
+ * with a cause taken; first_conflict: the first of them (-1: none). */
+static PyObject *exception_run(PyObject *self, PyObject *args) {
+    const unsigned char *verd, *flags, *bd, *me, *ep, *op, *tid, *null;
+    Py_ssize_t vlen, flen, blen, melen, eplen, oplen, tlen, nlen, i, end, first, nkeys, nvals,
+        s_no;
+    int akey;
+    PyObject *rkeys, *overlay, *cells, *last_absent, *last_stored, *origin_o, *count_o,
+        *causes, *statements, *gone, *seen, *refresh;
+    if (!PyArg_ParseTuple(args, "y#y#nnny#O!O!O!innOOy#Oy#Oy#O!y#y#O!O!nO!O!", &verd, &vlen,
+                          &flags, &flen, &i, &end, &first, &bd, &blen, &PyList_Type, &rkeys,
+                          &PyDict_Type, &overlay, &PyDict_Type, &cells, &akey, &nkeys, &nvals,
+                          &last_absent, &last_stored, &me, &melen, &origin_o, &ep, &eplen,
+                          &count_o, &op, &oplen, &PyTuple_Type, &causes, &tid, &tlen, &null,
+                          &nlen, &PyList_Type, &statements, &PySet_Type, &gone, &s_no,
+                          &PySet_Type, &seen, &PyList_Type, &refresh))
+        return NULL;
+    uint64_t origin = (uint64_t)PyLong_AsUnsignedLongLong(origin_o);
+    if (origin == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    uint64_t count = (uint64_t)PyLong_AsUnsignedLongLong(count_o);
+    if (count == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t nk = PyList_GET_SIZE(rkeys);
+    if (flen != vlen || end > vlen || end > nk || first < 0 || first > end || i < 0
+        || PyTuple_GET_SIZE(causes) != 4) {
+        PyErr_SetString(PyExc_ValueError, "exception_run: inconsistent arguments");
+        return NULL;
+    }
+    const unsigned char *plans[2] = {NULL, NULL};
+    Py_ssize_t plens[2] = {0, 0};
+    PyObject *fkeys[2] = {NULL, NULL}, *heads[2] = {NULL, NULL};
+    PyObject *lasts[2] = {last_absent, last_stored};
+    for (int k = 0; k < 2; k++) {
+        PyObject *l = lasts[k];
+        if (l == Py_None) continue;
+        if (!PyTuple_Check(l) || PyTuple_GET_SIZE(l) != 3
+            || !PyBytes_Check(PyTuple_GET_ITEM(l, 2))) {
+            PyErr_SetString(PyExc_TypeError, "a last plan is (fkey, head, packed)");
+            return NULL;
+        }
+        fkeys[k] = PyTuple_GET_ITEM(l, 0);
+        heads[k] = PyTuple_GET_ITEM(l, 1);
+        plans[k] = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(l, 2));
+        plens[k] = PyBytes_GET_SIZE(PyTuple_GET_ITEM(l, 2));
+    }
+    /* the statement's records, in order */
+    Py_ssize_t want = end - first, nrec = 0, pos = 0;
+    Span *recs = PyMem_Malloc(sizeof(Span) * (size_t)(want + 1));
+    if (!recs) return PyErr_NoMemory();
+    unsigned char key;
+    Span f;
+    int got;
+    while (nrec < want && (got = next_field(bd, blen, &pos, &key, &f)) == 1)
+        if (key == 0x22) recs[nrec++] = f;
+    Py_ssize_t conflicts = 0, first_conflict = -1;
+    PyObject *res = NULL;
+    while (i >= 0 && i < end) {
+        unsigned char v = verd[i];
+        int cause = (v >> 1) & 7;
+        Py_ssize_t r = i - first;
+        PyObject *k = PyList_GET_ITEM(rkeys, i);
+        if (r < 0 || r >= nrec) break;
+        if (cause) {
+            if (cause > 3) break;
+            int has = (v & 128) != 0;
+            const unsigned char *sd = NULL;
+            Py_ssize_t slen = 0;
+            if (has) {
+                PyObject *row = PyDict_GetItemWithError(overlay, k);
+                if (row == NULL) {
+                    if (PyErr_Occurred()) goto error;
+                    PyObject *c = PyDict_GetItemWithError(cells, k);
+                    if (c == NULL) {
+                        if (PyErr_Occurred()) goto error;
+                        break; /* not read here: the caller reads it */
+                    }
+                    if (c == Py_None) {
+                        has = 0;
+                    } else {
+                        if (!PyBytes_Check(c) || PyBytes_GET_SIZE(c) < 1) break;
+                        const unsigned char *cd = (const unsigned char *)PyBytes_AS_STRING(c);
+                        Py_ssize_t cn = PyBytes_GET_SIZE(c);
+                        if (cd[0] == 0) {
+                            sd = cd + 1;
+                            slen = cn - 1;
+                        } else if (cd[0] & FLAG_TOMBSTONE) {
+                            has = 0;
+                        } else {
+                            if (cn < 21) break;
+                            sd = cd + 21;
+                            slen = cn - 21;
+                        }
+                    }
+                } else if (row == Py_None) {
+                    has = 0;
+                } else {
+                    if (!PyBytes_Check(row)) break;
+                    sd = (const unsigned char *)PyBytes_AS_STRING(row);
+                    slen = PyBytes_GET_SIZE(row);
+                }
+            }
+            if (plans[has] == NULL) break;
+            PyObject *ctext = PyTuple_GET_ITEM(causes, cause);
+            if (!PyBytes_Check(ctext)) break;
+            PyObject *rec = build_exception(
+                recs[r].p, recs[r].n, akey, nkeys, nvals, has, sd, slen, fkeys[has],
+                plans[has], plens[has], me, melen, origin, ep, eplen, count + 1, op, oplen,
+                (const unsigned char *)PyBytes_AS_STRING(ctext), PyBytes_GET_SIZE(ctext), tid,
+                tlen, null, nlen);
+            if (rec == NULL) goto error;
+            if (rec == Py_None) {
+                Py_DECREF(rec);
+                break;
+            }
+            /* _append: joins the last statement when its head is the same */
+            Py_ssize_t ns = PyList_GET_SIZE(statements);
+            int same = 0;
+            if (ns > 0) {
+                PyObject *last = PyList_GET_ITEM(statements, ns - 1);
+                if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2
+                    || !PyList_Check(PyTuple_GET_ITEM(last, 1))) {
+                    Py_DECREF(rec);
+                    PyErr_SetString(PyExc_TypeError, "statements holds (head, [records])");
+                    goto error;
+                }
+                same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0), heads[has], Py_EQ);
+                if (same < 0 || (same && PyList_Append(PyTuple_GET_ITEM(last, 1), rec) < 0)) {
+                    Py_DECREF(rec);
+                    goto error;
+                }
+            }
+            if (!same) {
+                PyObject *lst = PyList_New(1);
+                if (!lst) {
+                    Py_DECREF(rec);
+                    goto error;
+                }
+                Py_INCREF(rec);
+                PyList_SET_ITEM(lst, 0, rec);
+                PyObject *t = PyTuple_Pack(2, heads[has], lst);
+                Py_DECREF(lst);
+                if (!t || PyList_Append(statements, t) < 0) {
+                    Py_XDECREF(t);
+                    Py_DECREF(rec);
+                    goto error;
+                }
+                Py_DECREF(t);
+            }
+            Py_DECREF(rec);
+            count++;
+            conflicts++;
+            if (first_conflict < 0) first_conflict = i;
+        }
+        PyObject *where = Py_BuildValue("(nn)", s_no, r);
+        if (!where || PySet_Add(gone, where) < 0) {
+            Py_XDECREF(where);
+            goto error;
+        }
+        Py_DECREF(where);
+        if (v & 16) {
+            int in = PySet_Contains(seen, k);
+            if (in < 0) goto error;
+            if (!in) {
+                PyObject *n = PyLong_FromSsize_t(i);
+                if (!n || PySet_Add(seen, k) < 0 || PyList_Append(refresh, n) < 0) {
+                    Py_XDECREF(n);
+                    goto error;
+                }
+                Py_DECREF(n);
+            }
+        }
+        const unsigned char *nx = memchr(flags + i + 1, 1, (size_t)(flen - i - 1));
+        i = nx ? (Py_ssize_t)(nx - flags) : -1;
+    }
+    res = Py_BuildValue("(nKnn)", i, (unsigned long long)count, conflicts, first_conflict);
+error:
+    PyMem_Free(recs);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
@@ -616,6 +835,8 @@ static PyMethodDef methods[] = {
      "The refresh insert's head and record of a stored row (see the file)."},
     {"exception_record", exception_record, METH_VARARGS,
      "The record of one $EX row from the change's and the stored row's bytes (see the file)."},
+    {"exception_run", exception_run, METH_VARARGS,
+     "The $EX records, gone rows and refreshes of a statement's rejected rows (see the file)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -16,6 +16,7 @@ from gateway.conflict import Context, Role, RuleSet, Stored
 from gateway.conflict.functions import BUILTIN
 from gateway.conflict.rules import ConflictRule
 from gateway.core import messages
+from gateway.core.lsm import format
 from gateway.node.state import conflict_wire, epoch_judge, keys
 from gateway.node.state.conflict_apply import judge_unit, stored_of_row
 from gateway.node.state.epoch_judge import judge_unit_fast
@@ -353,6 +354,152 @@ def test_exception_records_assembled_in_c_are_the_pythons(monkeypatch, seed):
         results.append((oks, rows.statements, rows.count))
     assert results[0] == results[1]
     assert taken.count(True) <= results[1][0].count(True)
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+@pytest.mark.parametrize("seed", range(40))
+def test_a_statements_rows_taken_in_one_c_run_are_the_row_by_row_ones(monkeypatch, seed):
+    # ``ExceptionRows.add_run`` (``exception_run`` in C) takes a statement's rejected rows in
+    # one call, reading the stored rows from the overlay and the store's cells; the loop of
+    # ``_judged_wire`` adding them one by one is its specification, ``judge_unit`` theirs
+    _judge_in_runs_and_row_by_row(monkeypatch, seed)
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_most_judgements_take_rows_in_c_runs(monkeypatch):
+    # a statement's first row, a DECIMAL column's, a stored row not at hand are the
+    # specification's; the rest of a statement's rows are taken in C
+    taken = [_judge_in_runs_and_row_by_row(monkeypatch, seed) for seed in range(40)]
+    assert taken.count(True) >= 20
+
+
+def _judge_in_runs_and_row_by_row(monkeypatch: pytest.MonkeyPatch, seed: int) -> bool:
+    """Judge a random epoch with ``add_run`` and row by row; both must be ``judge_unit``'s
+    judgement. Returns whether a C run took a row."""
+    rng = random.Random(seed)
+    rules = RuleSet([ConflictRule(f"s.{t}", "NDB$EPOCH2", ()) for t in "tmd"], BUILTIN)
+    txns = []
+    for t_no in range(rng.randint(1, 4)):
+        stmts = [_stmt(rng, rng.choice(["insert", "insert", "update", "delete"]),
+                       rng.choice(list(_TABLES)), [rng.randrange(8) for _ in range(6)])
+                 for _ in range(rng.randint(1, 3))]
+        txns.append(transaction_pb2.Transaction(
+            gtid=gtid_pb2.Gtid(server_id=2, trans_id=t_no + 1), epoch=(1 << 32) | 7,
+            author=2, commit_timestamp_ns=100 + t_no, statements=stmts))
+    rows: dict[bytes, bytes | None] = {}  # the rows before the epoch, wherever they are
+    overlay: dict[bytes, bytes | None] = {}  # written by earlier entries of the batch
+    cells: dict[bytes, bytes | None] = {}  # the store's cells
+    for table, (key_cols, cols) in _TABLES.items():
+        for k in range(8):
+            rk = keys.row_key("s", table, _key(table, k))
+            draw = rng.random()
+            author = rng.choice([1, 2])
+            row = gateway_pb2.Row(
+                epoch=9, author=author,
+                key_fields=[_F(name=n, type=ft) for n, ft in key_cols],
+                key_values=_key(table, k), fields=[_F(name=n, type=ft) for n, ft in cols],
+                values=[_value(rng, ft, k) for _, ft in cols]).SerializeToString()
+            if draw < 0.15:  # written by an earlier entry (or deleted by one)
+                overlay[rk] = rows[rk] = row if rng.random() < 0.8 else None
+            elif draw < 0.7:
+                rows[rk] = row
+                cells[rk] = format.encode_cell(row, 9, author, 5)
+            elif draw < 0.8:
+                cells[rk] = format.encode_cell(None, 9, 1, 5)  # a tombstone
+
+    def lookup(k: bytes, values: bool) -> Stored:
+        # the store's answer: a deleted row keeps its delete's metadata
+        raw = rows.get(k)
+        if raw is not None:
+            return stored_of_row(raw, None, values)
+        if k in overlay or k in cells:
+            return stored_of_row(None, (9, 1, 5))
+        return Stored.absent()
+
+    def columns(schema: str, table: str) -> dict[str, int]:
+        key_cols, cols = _TABLES[table]
+        return dict(key_cols + cols)
+
+    def fetch(ks: list[bytes]) -> dict[bytes, bytes | None]:
+        out = dict(cells)
+        out.update((k, cells.get(k)) for k in ks)
+        return out
+
+    def raw(k: bytes) -> bytes | None:
+        return conflict_wire.read_row(k, overlay, fetch(list(cells)), lambda _: None)
+
+    ctx = Context(1, Role.PRIMARY, {2: 5})
+    runs = []
+    in_c = conflict_wire.exception_run
+    taken = []
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        got = in_c(*args)  # type: ignore[misc]
+        taken.append(got[0] != args[2])
+        return got
+
+    for run in (counted, None):
+        monkeypatch.setattr(conflict_wire, "exception_run", run)
+        monkeypatch.setattr(epoch_judge, "exception_run", run)
+        runs.append(judge_unit_fast(txns, rules, ctx, lookup, lambda k: None, overlay, 20, 7,
+                                    None, columns, source=2, raw=raw, cells=fetch))
+    for module in (conflict_wire, epoch_judge):
+        monkeypatch.setattr(module, "exception_run", in_c)
+    got, spec = runs
+    assert got is not None and spec is not None
+    want = judge_unit(txns, rules, ctx, lookup, 20, 7, None, columns, source=2)
+    for judged in (got, spec):
+        assert [s.SerializeToString() for s in judged.exceptions] == \
+            [s.SerializeToString() for s in want.exceptions]
+        assert judged.transactions == want.transactions
+        assert [(k, t, list(kf), list(kv)) for k, t, kf, kv in judged.refresh] == \
+            [(k, t, list(kf), list(kv)) for k, t, kf, kv in want.refresh]
+        assert list(judged.counters.items()) == list(want.counters.items())
+    assert got.exception_parts == spec.exception_parts
+    return any(taken)
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_exception_run_takes_malformed_input_without_reading_out_of_bounds():
+    run = conflict_wire.exception_run
+    assert run is not None
+    rng = random.Random(5)
+    body = _stmt(rng, "insert", "t", [1, 2, 3]).insert
+    data = body.SerializeToString()
+    rkeys = [keys.row_key("s", "t", _key("t", k)) for k in (1, 2, 3)]
+    shape = conflict_wire.Shape([(f.name, f.type) for f in body.key_fields],
+                                [(f.name, f.type) for f in body.fields],
+                                dict(_TABLES["t"][0] + _TABLES["t"][1]))
+    rows = conflict_wire.ExceptionRows(1, 7)
+    assert rows.add("insert", 1, 2, "2:1", body.table, shape,
+                    body.records[0].SerializeToString(), None)
+    verdicts, flags = bytes([2, 2, 2]), b"\x01\x01\x01"
+
+    def call(data: bytes, **kw: object) -> tuple[int, int, int]:
+        out = conflict_wire.ExceptionRows(1, 7)
+        args = dict(verdicts=verdicts, flags=flags, i=0, end=3, first=0, body=data,
+                    rkeys=rkeys, overlay={}, cells={}, kind="insert", origin=2,
+                    transid="2:1", shape=shape, gone=set(), s_no=0, seen=set(), refresh=[])
+        args.update(kw)
+        return out.add_run(**args)  # type: ignore[arg-type]
+
+    assert call(data) == (-1, 3, 0)
+    assert call(data, end=2) == (2, 2, 0)  # the next statement's row: the caller's
+    # a row whose stored row is not at hand (bit 7, the key in neither map) stops the run
+    assert call(data, verdicts=bytes([2, 2 | 128, 2])) == (1, 1, 0)
+    for _ in range(2000):  # damaged bytes: an answer, never a crash
+        bad = bytearray(data)
+        for _ in range(rng.randint(1, 3)):
+            if bad and rng.random() < 0.7:
+                bad[rng.randrange(len(bad))] = rng.randrange(256)
+            else:
+                bad = bad[:rng.randrange(len(bad) + 1)]
+        nxt, n, _ = call(bytes(bad))
+        assert nxt in (-1, 0, 1, 2) and 0 <= n <= 3
+    with pytest.raises(ValueError):
+        call(data, end=4)  # past the rows
+    with pytest.raises(TypeError):
+        run(verdicts)  # type: ignore[call-arg]
 
 
 @pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")

@@ -32,8 +32,8 @@ from gateway.node.state.conflict_apply import derived_transaction, exception_sta
 from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
-__all__ = ["ExceptionRows", "Shape", "derived_wire", "parts", "parts_py", "read_row",
-           "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
+__all__ = ["ExceptionRows", "Shape", "derived_wire", "exception_run", "parts", "parts_py",
+           "read_row", "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
 _S = FT.FIELD_TYPE_VARCHAR
@@ -117,6 +117,15 @@ class _WalkC(Protocol):
                          me: bytes, origin: int, epoch: bytes, count: int, op: bytes,
                          cause: bytes, transid: bytes, null: bytes, /) -> bytes | None: ...
 
+    def exception_run(self, verdicts: bytes, flags: bytes, i: int, end: int, first: int,
+                      body: bytes, rkeys: list[bytes], overlay: dict[bytes, bytes | None],
+                      cells: dict[bytes, bytes | None], akey: int, nkeys: int, nvals: int,
+                      last_absent: object, last_stored: object, me: bytes, origin: int,
+                      epoch: bytes, count: int, op: bytes, causes: tuple[bytes, ...],
+                      transid: bytes, null: bytes, statements: list[tuple[bytes, list[bytes]]],
+                      gone: set[tuple[int, int]], s_no: int, seen: set[bytes],
+                      refresh: list[int], /) -> tuple[int, int, int, int]: ...
+
 
 _c = cast("_WalkC | None", accel.load("gateway.node._judge"))
 #: ``parts_py``, in C when built
@@ -124,6 +133,8 @@ parts: Callable[[bytes], list[tuple[int, bytes]] | None] = \
     _c.message_fields if _c is not None else parts_py
 #: ``ExceptionRows.add``'s record once its plan is known, in C when built (None: in Python)
 exception_record = _c.exception_record if _c is not None else None
+#: ``ExceptionRows.add_run`` in C when built (None: the caller adds row by row)
+exception_run = _c.exception_run if _c is not None else None
 #: a pick of a plan as ``exception_record`` takes it: source, Value key, index (u32 LE)
 _PICK = struct.Struct("<BBI")
 #: the key of a record's after values, per kind (0: a delete has none)
@@ -158,6 +169,7 @@ class ExceptionRows:
         #: (statement head, its records) in order; a row of the same shape as the last joins it
         self.statements: list[tuple[bytes, list[bytes]]] = []
         self.count = 0
+        self._causes: tuple[bytes, ...] | None = None
 
     def _string(self, text: str) -> bytes:
         got = self._strings.get(text)
@@ -240,6 +252,31 @@ class ExceptionRows:
         self._append(head, b"".join(out))
         shape.last[stored is not None] = (fkey, head, packed)
         return True
+
+    def add_run(self, verdicts: bytes, flags: bytes, i: int, end: int, first: int,
+                body: bytes, rkeys: list[bytes], overlay: dict[bytes, bytes | None],
+                cells: dict[bytes, bytes | None], kind: str, origin: int, transid: str,
+                shape: Shape, gone: set[tuple[int, int]], s_no: int, seen: set[bytes],
+                refresh: list[int]) -> tuple[int, int, int]:
+        """The rows not applied of one statement from row ``i`` on, as ``_judged_wire``'s
+        loop takes them row by row with ``add`` (``gateway.node._judge.exception_run``: its
+        comment states the contract; ``exception_run`` must be built): rows ``first`` to
+        ``end - 1`` of the epoch are the statement's records, serialized in ``body``;
+        ``verdicts`` and ``flags`` as ``epoch_judge`` has them; the stored rows read from
+        ``overlay`` and ``cells``. Returns ``(next row, conflicts, first conflict)``: the
+        first row not applied it left (-1: none), how many rows with a cause it added, the
+        first of them (-1: none)."""
+        assert exception_run is not None
+        causes = self._causes
+        if causes is None:
+            causes = self._causes = (b"", *(self._string(c) for c in _CAUSE_NAME[1:]))
+        nxt, self.count, conflicts, first_conflict = exception_run(
+            verdicts, flags, i, end, first, body, rkeys, overlay, cells, _AFTER_KEY[kind],
+            len(shape.key_fields), len(shape.fields) if kind != "delete" else 0,
+            shape.last[0], shape.last[1], self._me, origin, self._epoch, self.count,
+            self._string(_OP_NAME[kind]), causes, self._string(transid), _NULL,
+            self.statements, gone, s_no, seen, refresh)
+        return nxt, conflicts, first_conflict
 
     def _append(self, head: bytes, body: bytes) -> None:
         """Add a record: a row of the same statement head as the last joins it."""

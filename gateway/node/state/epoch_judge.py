@@ -36,6 +36,7 @@ from gateway.node.state.conflict_apply import UnitJudgement, Where, unit_of_outc
 from gateway.node.state.conflict_wire import (
     ExceptionRows,
     Shape,
+    exception_run,
     statement_bytes,
     without_wire,
 )
@@ -141,6 +142,7 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         st = lookup(k, False)
         return st.exists, st.epoch, st.author
 
+    got: Mapping[bytes, bytes | None] | None = None
     if cells is not None:
         got = cells([k for k in rkeys if k not in overlay] if overlay else rkeys)
         cell = got.__getitem__  # every key the C pass asks for is in it
@@ -156,7 +158,8 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     firsts = [s[0] for s in spots]
     if raw is not None:
         wired = _judged_wire(txns, spots, firsts, rkeys, verdicts, flags, i, ends, dd,
-                             first_dd, ctx.me, local_epoch, source_epoch, raw, columns)
+                             first_dd, ctx.me, local_epoch, source_epoch, raw, columns,
+                             overlay, got if cells is not None else None)
         if wired is not None:
             return wired
     outcomes: list[tuple[RowOutcome, Where]] = []
@@ -224,11 +227,18 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                  rkeys: list[bytes], verdicts: bytes, flags: bytes, i: int, ends: list[int],
                  dd: int, first_dd: int, me: int, local_epoch: int, source_epoch: int,
                  raw: Callable[[bytes], bytes | None],
-                 columns: Callable[[str, str], Mapping[str, int]] | None
+                 columns: Callable[[str, str], Mapping[str, int]] | None,
+                 overlay: Mapping[bytes, object] | None = None,
+                 cells: Mapping[bytes, bytes | None] | None = None
                  ) -> UnitJudgement | None:
     """The tail of ``judge_unit_fast`` (the rows not applied, from row ``i`` on, marked in
     ``flags``) with the exception rows assembled from bytes (``conflict_wire``): the same
-    judgement as ``unit_of_outcomes`` gives, or None when a row needs it."""
+    judgement as ``unit_of_outcomes`` gives, or None when a row needs it. With ``overlay``
+    and ``cells`` (dictionaries: ``raw(k)`` is ``overlay[k]`` for a key there, else the
+    value of ``cells[k]``), each statement's rows are taken by ``ExceptionRows.add_run`` in
+    C for as long as its fast path holds, and row by row here from a row it leaves."""
+    run = exception_run is not None and isinstance(overlay, dict) and isinstance(cells, dict)
+    marked: list[int] = []  # rows ``add_run`` found to refresh
     rows = ExceptionRows(me, source_epoch)
     order: dict[str, tuple[int, int, int]] = {}
     if dd:
@@ -261,7 +271,32 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 transid = transids[t_no] = f"{origin}:{txn.gtid.trans_id}"
             gone = dropped.setdefault(t_no, set())
             shape = None
+            data = b""
         assert body is not None
+        if run:
+            if shape is None:
+                shape = _shape(shapes, t_no, s_no, kind, body, columns)
+            if not data:
+                data = body.SerializeToString()
+            nxt, conflicts, first_conflict = rows.add_run(
+                verdicts, flags, i, end, first, data, rkeys,
+                cast("dict[bytes, bytes | None]", overlay),
+                cast("dict[bytes, bytes | None]", cells), kind, origin, transid, shape, gone,
+                s_no, seen, marked)
+            if conflicts:
+                in_conflict = True
+                name = _FN_COUNTER[function]
+                if name not in order:
+                    order[name] = (ends[bisect_right(ends, first_conflict)], 0, first_conflict)
+                fn_counts[name] += conflicts
+            if marked:
+                recs = body.records
+                refresh += [(rkeys[j], body.table, body.key_fields, recs[j - first].key_values)
+                            for j in marked]
+                marked.clear()
+            if nxt != i:
+                i = nxt
+                continue
         r_no = i - first
         rec = body.records[r_no]
         v = verdicts[i]
@@ -274,16 +309,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 order[name] = (ends[bisect_right(ends, i)], 0, i)
             fn_counts[name] += 1
             if shape is None:
-                shape = shapes.get((t_no, s_no))
-            if shape is None:
-                fields = cast("statement_pb2.UpdateStatement", body).set_fields \
-                    if kind == "update" else \
-                    cast("statement_pb2.InsertStatement", body).fields if kind == "insert" else ()
-                t = body.table
-                shape = shapes[(t_no, s_no)] = Shape(
-                    [(f.name, f.type) for f in body.key_fields],
-                    [(f.name, f.type) for f in fields],
-                    columns(t.schema_name, t.table_name) if columns else {})
+                shape = _shape(shapes, t_no, s_no, kind, body, columns)
             stored = raw(rkeys[i]) if v & 128 else None
             if not rows.add(kind, cause, origin, transid, body.table, shape,
                             rec.SerializeToString(), stored):
@@ -312,3 +338,20 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
         out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
     return out
+
+
+def _shape(shapes: dict[tuple[int, int], Shape], t_no: int, s_no: int, kind: str, body: _Body,
+           columns: Callable[[str, str], Mapping[str, int]] | None) -> Shape:
+    """The ``Shape`` of statement ``s_no`` of transaction ``t_no`` (``body``, a ``kind``
+    statement), made once per statement and kept in ``shapes``."""
+    shape = shapes.get((t_no, s_no))
+    if shape is None:
+        fields = cast("statement_pb2.UpdateStatement", body).set_fields \
+            if kind == "update" else \
+            cast("statement_pb2.InsertStatement", body).fields if kind == "insert" else ()
+        t = body.table
+        shape = shapes[(t_no, s_no)] = Shape(
+            [(f.name, f.type) for f in body.key_fields],
+            [(f.name, f.type) for f in fields],
+            columns(t.schema_name, t.table_name) if columns else {})
+    return shape
