@@ -826,6 +826,61 @@ error:
     return res;
 }
 
+/* read_rows(keys, overlay, cells, get) -> [row, ...]
+ *
+ * conflict_wire.read_row of each key, in order (its specification): overlay[key] when key
+ * is in the dict `overlay` (bytes or None), else, when key is in the dict `cells`, None for a
+ * None or tombstone cell and the cell's value otherwise (the LSM cell format: a flags byte,
+ * then the value, or with FLAG_META 20 bytes of metadata before it), else get(key). */
+static PyObject *read_rows(PyObject *self, PyObject *args) {
+    PyObject *keys, *overlay, *cells, *get;
+    if (!PyArg_ParseTuple(args, "O!O!O!O", &PyList_Type, &keys, &PyDict_Type, &overlay,
+                          &PyDict_Type, &cells, &get))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        PyObject *v = PyDict_GetItemWithError(overlay, k);
+        if (v != NULL) {
+            Py_INCREF(v);
+        } else if (PyErr_Occurred()) {
+            goto error;
+        } else {
+            PyObject *c = PyDict_GetItemWithError(cells, k);
+            if (c == NULL) {
+                if (PyErr_Occurred()) goto error;
+                v = PyObject_CallOneArg(get, k);
+                if (v == NULL) goto error;
+            } else if (c == Py_None) {
+                v = Py_NewRef(Py_None);
+            } else {
+                if (!PyBytes_Check(c) || PyBytes_GET_SIZE(c) < 1) {
+                    PyErr_SetString(PyExc_ValueError, "read_rows: a cell is not a cell");
+                    goto error;
+                }
+                const char *cd = PyBytes_AS_STRING(c);
+                Py_ssize_t cn = PyBytes_GET_SIZE(c);
+                unsigned char fl = (unsigned char)cd[0];
+                if (fl == 0)
+                    v = PyBytes_FromStringAndSize(cd + 1, cn - 1);
+                else if (fl & FLAG_TOMBSTONE)
+                    v = Py_NewRef(Py_None);
+                else
+                    v = PyBytes_FromStringAndSize(cd + (cn < 21 ? cn : 21),
+                                                  cn < 21 ? 0 : cn - 21);
+                if (v == NULL) goto error;
+            }
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
@@ -835,6 +890,8 @@ static PyMethodDef methods[] = {
      "The refresh insert's head and record of a stored row (see the file)."},
     {"exception_record", exception_record, METH_VARARGS,
      "The record of one $EX row from the change's and the stored row's bytes (see the file)."},
+    {"read_rows", read_rows, METH_VARARGS,
+     "conflict_wire.read_row of each key (see the file)."},
     {"exception_run", exception_run, METH_VARARGS,
      "The $EX records, gone rows and refreshes of a statement's rejected rows (see the file)."},
     {NULL, NULL, 0, NULL},

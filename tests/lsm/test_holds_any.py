@@ -109,3 +109,22 @@ def test_cells_read_frozen_memtables_newest_first_before_the_tables(open_store):
     assert s.cells(batch) == {k: s.cell(k) for k in batch}
     assert s.get(key(2)) == b"live" and s.get(key(6)) == b"newer6"
     assert s.get(key(40)) == b"only older"
+
+
+def test_held_cells_is_none_for_fresh_keys_and_cells_for_any_held_one(open_store):
+    """``held_cells`` of any batch is None exactly when ``holds_any`` is False, and
+    otherwise ``cells`` of the batch: one probe answering both."""
+    s, _ = _mixed_store(open_store)
+    rng = random.Random(11)
+    for _ in range(300):
+        batch = [key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 40))]
+        if rng.random() < 0.3:  # keys never written only
+            batch = [key(rng.randrange(5, 20000, 2)) for _ in range(rng.randint(1, 40))]
+        got = s.held_cells(batch)
+        if s.holds_any(batch):
+            assert got == s.cells(batch), batch
+        else:
+            assert got is None, batch
+    assert s.held_cells([key(3)]) == {key(3): s.cells([key(3)])[key(3)]}
+    assert s.held_cells([key(50000 + i) for i in range(100)]) is None
+    assert s.held_cells([]) is None

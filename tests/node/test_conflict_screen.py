@@ -103,9 +103,9 @@ def test_screened_epochs_are_applied_exactly_as_judged_ones(tmp_path, function, 
         inner = sm._all_fresh
 
         def all_fresh(*a, _f=inner, _on=screen):  # type: ignore[no-untyped-def]
-            out = _f(*a) if _on else None
+            out = _f(*a) if _on else (None, None)
             if _on:
-                taken.append(bool(out))
+                taken.append(bool(out[0]))
             return out
 
         sm._all_fresh = all_fresh  # type: ignore[method-assign]

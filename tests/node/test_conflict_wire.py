@@ -460,6 +460,36 @@ def _judge_in_runs_and_row_by_row(monkeypatch: pytest.MonkeyPatch, seed: int) ->
 
 
 @pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+@pytest.mark.parametrize("seed", range(10))
+def test_rows_read_in_c_are_read_row_of_each_key(seed):
+    # ``read_rows`` (C): the overlay first, then the store's cells (plain, with metadata,
+    # tombstones, None, a cell shorter than its metadata), then ``get``
+    rng = random.Random(seed)
+    ks = [b"k%d" % i for i in range(60)]
+    overlay: dict[bytes, bytes | None] = {}
+    cells: dict[bytes, bytes | None] = {}
+    for k in ks:
+        draw = rng.random()
+        value = bytes(rng.randrange(256) for _ in range(rng.randrange(6)))
+        if draw < 0.2:
+            overlay[k] = value if rng.random() < 0.7 else None
+        if draw < 0.3 or 0.4 < draw < 0.8:
+            cells[k] = rng.choice([format.encode_cell(value), format.encode_cell(value, 9, 2, 3),
+                                   format.encode_cell(None, 9, 2, 3), format.encode_cell(None),
+                                   None, b"\x02short"])
+    asked = [rng.choice(ks) for _ in range(80)]
+
+    def get(k: bytes) -> bytes | None:
+        return None if k.endswith(b"7") else b"got " + k
+
+    assert conflict_wire.read_rows(asked, overlay, cells, get) == \
+        conflict_wire.read_rows_py(asked, overlay, cells, get) == \
+        [conflict_wire.read_row(k, overlay, cells, get) for k in asked]
+    with pytest.raises(ValueError):
+        conflict_wire.read_rows([b"x"], {}, {b"x": b""}, get)
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
 def test_exception_run_takes_malformed_input_without_reading_out_of_bounds():
     run = conflict_wire.exception_run
     assert run is not None

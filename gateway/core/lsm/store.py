@@ -594,6 +594,21 @@ class LSMStore:
                 return True
         return self._version.holds_any(keys)
 
+    def held_cells(self, keys: list[bytes]) -> dict[bytes, bytes | None] | None:
+        """None when ``holds_any(keys)`` is False; else ``cells(keys)``. For a reader that
+        asks whether the keys are fresh and, when they are not, needs their cells: the
+        tables are probed once for both answers (the memtables by set disjointness first, as
+        ``holds_any``)."""
+        if not self._mem.data.keys().isdisjoint(keys) or any(
+                not mem.data.keys().isdisjoint(keys) for mem in self._imm):
+            return self.cells(keys)
+        found = self._version.cells(keys)
+        if not found:
+            return None
+        out: dict[bytes, bytes | None] = dict.fromkeys(keys)
+        out.update(found)
+        return out
+
     def held(self, keys: list[bytes]) -> set[bytes]:
         """The keys of ``keys`` (bytes) the store holds anything for -- a row or a retained
         tombstone: ``{k for k in keys if get_version(k) is not None}``, answered for the whole

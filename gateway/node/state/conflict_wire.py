@@ -33,7 +33,8 @@ from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "exception_run", "parts", "parts_py",
-           "read_row", "refresh_parts", "refresh_parts_py", "statement_bytes", "without_wire"]
+           "read_row", "read_rows", "read_rows_py", "refresh_parts", "refresh_parts_py",
+           "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
 _S = FT.FIELD_TYPE_VARCHAR
@@ -116,6 +117,10 @@ class _WalkC(Protocol):
                          stored: bytes | None, fkey: tuple[bytes, ...] | None, picks: bytes,
                          me: bytes, origin: int, epoch: bytes, count: int, op: bytes,
                          cause: bytes, transid: bytes, null: bytes, /) -> bytes | None: ...
+
+    def read_rows(self, keys: list[bytes], overlay: dict[bytes, bytes | None],
+                  cells: dict[bytes, bytes | None], get: Callable[[bytes], bytes | None], /
+                  ) -> list[bytes | None]: ...
 
     def exception_run(self, verdicts: bytes, flags: bytes, i: int, end: int, first: int,
                       body: bytes, rkeys: list[bytes], overlay: dict[bytes, bytes | None],
@@ -527,3 +532,17 @@ def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],
     if cell is _MISSING:
         return get(key)
     return None if cell is None else value_of(cell)
+
+
+def read_rows_py(keys: list[bytes], overlay: dict[bytes, bytes | None],
+                 cells: dict[bytes, bytes | None], get: Callable[[bytes], bytes | None]
+                 ) -> list[bytes | None]:
+    """``read_row`` of each key of ``keys``, in order. The specification of
+    ``gateway.node._judge.read_rows``."""
+    return [read_row(k, overlay, cells, get) for k in keys]
+
+
+#: ``read_rows_py``, in C when built
+read_rows: Callable[[list[bytes], dict[bytes, bytes | None], dict[bytes, bytes | None],
+                     Callable[[bytes], bytes | None]], list[bytes | None]] = \
+    _c.read_rows if _c is not None else read_rows_py

@@ -59,7 +59,7 @@ from gateway.node.state.conflict_apply import (
     ruled_statements,
     stored_of_row,
 )
-from gateway.node.state.conflict_wire import derived_wire, read_row
+from gateway.node.state.conflict_wire import derived_wire, read_row, read_rows
 from gateway.node.state.epoch_guards import (
     check_ruled_shapes,
     derived_problem,
@@ -223,7 +223,8 @@ class EpochApply(TransactionApply):
             self._replicated_rows(t, e.index, local_epoch, _received(payloads, received, n, t))
             for n, t in enumerate(txns)]
         counters: dict[str, int] = {}
-        fresh = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns else None
+        fresh, held = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns \
+            else (None, None)
         if self.conflict_rules and txns:
             try:
                 check_ruled_shapes(txns, self._ruleset(), schemas, self._shapes_checked)
@@ -233,7 +234,7 @@ class EpochApply(TransactionApply):
             pass
         elif self.conflict_rules and txns and fresh is None:
             try:
-                judged = self._judge(unit, txns, ops, overlay, pre, schemas)
+                judged = self._judge(unit, txns, ops, overlay, pre, schemas, held)
                 problem = None if not (judged.exceptions or judged.refresh) else \
                     "found conflicts but its leader reserved no GTID for them (rules set " \
                     "meanwhile): proposed again" if not unit.derived_trans_id else \
@@ -373,29 +374,34 @@ class EpochApply(TransactionApply):
         return None
 
     def _all_fresh(self, txns: list[transaction_pb2.Transaction], pre: list[Ops | None],
-                   overlay: dict[bytes, bytes | None]) -> list[bytes] | None:
-        """The keys of the epoch's judged transactions when its judged changes are all
-        inserts of keys this cluster holds nothing for (see ``fresh_insert_keys``; empty:
-        nothing to judge): every rule applies them, so the epoch is applied as it came
-        without judging it row by row -- the same outcome, at the cost of one batched
-        existence check. None: the epoch must be judged."""
+                   overlay: dict[bytes, bytes | None]
+                   ) -> tuple[list[bytes] | None, dict[bytes, bytes | None] | None]:
+        """``(keys, None)``: the keys of the epoch's judged transactions when its judged
+        changes are all inserts of keys this cluster holds nothing for (see
+        ``fresh_insert_keys``; empty: nothing to judge): every rule applies them, so the
+        epoch is applied as it came without judging it row by row -- the same outcome, at the
+        cost of one batched existence check. ``(None, cells)``: the epoch must be judged;
+        ``cells``, when not None, the store's cells of those keys, read by the same check
+        (``LSMStore.held_cells``) for the judgement."""
         got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role,
                                 _row_keys(pre))
         if got is None:
-            return None
-        if (len(set(got)) == len(got) and overlay.keys().isdisjoint(got)
-                and not self.store.holds_any(got)):
-            return got
-        return None
+            return None, None
+        if len(set(got)) == len(got) and overlay.keys().isdisjoint(got):
+            held = self.store.held_cells(got)
+            return (got, None) if held is None else (None, held)
+        return None, None
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: Ops,
                overlay: dict[bytes, bytes | None], pre: list[Ops | None],
-               schemas: Mapping[str, TableSchema] | None = None) -> UnitJudgement:
+               schemas: Mapping[str, TableSchema] | None = None,
+               held: Mapping[bytes, bytes | None] | None = None) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
         ``conflict_apply``) against the rows as they stand before it; raises
         ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here.
-        ``schemas``: the tables' shapes with those the entry creates (default: recorded)."""
+        ``schemas``: the tables' shapes with those the entry creates (default: recorded);
+        ``held``: store cells read already for keys outside ``overlay`` (``_all_fresh``)."""
         known_shapes = self.schemas if schemas is None else schemas
         rep = self.replication
         ctx = Context(self.cluster_id, self.conflict_role,
@@ -425,7 +431,12 @@ class EpochApply(TransactionApply):
         store_cells = self.store.cells
 
         def fetch(ks: list[bytes]) -> dict[bytes, bytes | None]:
-            cells.update(store_cells(ks))  # kept: the exception and refresh rows read them
+            # kept: the exception and refresh rows read them
+            if held is not None:
+                cells.update(held)
+                ks = [k for k in ks if k not in held]
+            if ks:
+                cells.update(store_cells(ks))
             return cells
 
         fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
@@ -449,10 +460,12 @@ class EpochApply(TransactionApply):
         me = self.cluster_id
         derived = payload = None
         if self.derive_in_c:  # the specification's transaction, from bytes
+            refresh = judged.refresh
+            raws = read_rows([r[0] for r in refresh], overlay, judged.cells, self.store.get)
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
-                               [(table, read_row(k, overlay, judged.cells, self.store.get))
-                                for k, table, _, _ in judged.refresh], judged.exception_parts)
+                               [(r[1], raw) for r, raw in zip(refresh, raws, strict=True)],
+                               judged.exception_parts)
             if got is not None:
                 derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
         if derived is None:

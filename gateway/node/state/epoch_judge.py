@@ -23,7 +23,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, cast
+from typing import Protocol, cast, overload
 
 from gateway.conflict import Cause, Change, Context, OpType, Role, RuleSet, Stored, Verdict
 from gateway.conflict.functions import BUILTIN
@@ -69,6 +69,8 @@ _CAUSES = (None, Cause.ROW_DOES_NOT_EXIST, Cause.ROW_ALREADY_EXISTS, Cause.DATA_
 #: a ruled statement's body
 _Body = statement_pb2.InsertStatement | statement_pb2.UpdateStatement | \
     statement_pb2.DeleteStatement
+#: a ruled statement's record
+_Record = statement_pb2.InsertRecord | statement_pb2.UpdateRecord | statement_pb2.DeleteRecord
 #: verdict byte -> 1 when the row is not applied (``bytes.translate`` finds them at C speed)
 _NOT_APPLIED = bytes(0 if v & 1 else 1 for v in range(256))
 
@@ -290,9 +292,8 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                     order[name] = (ends[bisect_right(ends, first_conflict)], 0, first_conflict)
                 fn_counts[name] += conflicts
             if marked:
-                recs = body.records
-                refresh += [(rkeys[j], body.table, body.key_fields, recs[j - first].key_values)
-                            for j in marked]
+                recs, tb, kf = body.records, body.table, body.key_fields
+                refresh += [(rkeys[j], tb, kf, _KeyValues(recs, j - first)) for j in marked]
                 marked.clear()
             if nxt != i:
                 i = nxt
@@ -338,6 +339,34 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
         out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
     return out
+
+
+class _KeyValues(Sequence[value_pb2.Value]):
+    """The key values of record ``r`` of ``records``, read when used: a refresh's key values
+    serve only the refresh of a row absent here (a delete), so most are never read."""
+
+    __slots__ = ("_r", "_records")
+
+    def __init__(self, records: Sequence[_Record], r: int) -> None:
+        self._records = records
+        self._r = r
+
+    @overload
+    def __getitem__(self, i: int) -> value_pb2.Value: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[value_pb2.Value]: ...
+
+    def __getitem__(self, i: int | slice) -> value_pb2.Value | Sequence[value_pb2.Value]:
+        return self._records[self._r].key_values[i]
+
+    def __len__(self) -> int:
+        return len(self._records[self._r].key_values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _shape(shapes: dict[tuple[int, int], Shape], t_no: int, s_no: int, kind: str, body: _Body,
