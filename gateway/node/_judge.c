@@ -30,6 +30,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -627,9 +628,51 @@ static PyObject *exception_record(PyObject *self, PyObject *args) {
                            nlen);
 }
 
+/* Where kv_type keeps its __slots__ "_records" and "_r" (offsets into an instance): 1, or 0
+ * when they are not plain object slots (then the class is called). */
+static int kv_offsets(PyTypeObject *cls, Py_ssize_t off[2]) {
+    static const char *names[2] = {"_records", "_r"};
+    if (cls->tp_init == NULL) return 0;
+    for (int i = 0; i < 2; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)cls, names[i]);
+        if (!d) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok) off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) return 0;
+    }
+    return 1;
+}
+
+/* kv_type(records, r): filled slot by slot when kv_offsets found them, else called. */
+static PyObject *key_values(PyTypeObject *cls, int slots, const Py_ssize_t off[2],
+                            PyObject *records, Py_ssize_t r) {
+    PyObject *n = PyLong_FromSsize_t(r);
+    if (!n) return NULL;
+    if (!slots) {
+        PyObject *o = PyObject_CallFunctionObjArgs((PyObject *)cls, records, n, NULL);
+        Py_DECREF(n);
+        return o;
+    }
+    PyObject *o = cls->tp_alloc(cls, 0);
+    if (!o) {
+        Py_DECREF(n);
+        return NULL;
+    }
+    Py_INCREF(records);
+    *(PyObject **)((char *)o + off[0]) = records;
+    *(PyObject **)((char *)o + off[1]) = n;
+    return o;
+}
+
 /* exception_run(verdicts, flags, i, end, first, body, rkeys, overlay, cells, akey, nkeys,
  *               nvals, last_absent, last_stored, me, origin, epoch, count, op, causes,
- *               transid, null, statements, gone, s_no, seen, refresh)
+ *               transid, null, statements, gone, s_no, seen, refresh, table, key_fields,
+ *               records, kv_type)
  *     -> (i, count, conflicts, first_conflict)
  *
  * The rows not applied (flags[i] == 1) of one ruled statement -- rows first..end-1 of the
@@ -643,7 +686,10 @@ static PyObject *exception_record(PyObject *self, PyObject *args) {
  *     overlay[key] when key is in `overlay`, else value_of(cells[key])), else last_absent,
  *     numbered count + 1, the cause's text causes[cause], and appended to `statements` (a
  *     list of (head, [records]): joining the last when its head is equal);
- *   - with the refresh bit (4), its key joins `seen` and i joins `refresh` unless seen.
+ *   - with the refresh bit (4), unless its key is in `seen` (it then joins it), `refresh`
+ *     gets (key, table, key_fields, kv_type(records, i - first)): kv_type a class whose
+ *     __slots__ "_records" and "_r" are filled as its __init__ would (it is called when they
+ *     are not plain slots).
  * It stops before the first row it cannot take that way -- no plan, exception_record's
  * None, a key in neither overlay nor cells, a record missing -- leaving that row untouched,
  * and returns its index (the caller takes it), or the first row not applied at or past
@@ -655,15 +701,18 @@ static PyObject *exception_run(PyObject *self, PyObject *args) {
         s_no;
     int akey;
     PyObject *rkeys, *overlay, *cells, *last_absent, *last_stored, *origin_o, *count_o,
-        *causes, *statements, *gone, *seen, *refresh;
-    if (!PyArg_ParseTuple(args, "y#y#nnny#O!O!O!innOOy#Oy#Oy#O!y#y#O!O!nO!O!", &verd, &vlen,
-                          &flags, &flen, &i, &end, &first, &bd, &blen, &PyList_Type, &rkeys,
-                          &PyDict_Type, &overlay, &PyDict_Type, &cells, &akey, &nkeys, &nvals,
-                          &last_absent, &last_stored, &me, &melen, &origin_o, &ep, &eplen,
-                          &count_o, &op, &oplen, &PyTuple_Type, &causes, &tid, &tlen, &null,
-                          &nlen, &PyList_Type, &statements, &PySet_Type, &gone, &s_no,
-                          &PySet_Type, &seen, &PyList_Type, &refresh))
+        *causes, *statements, *gone, *seen, *refresh, *table, *key_fields, *records, *kv_type;
+    if (!PyArg_ParseTuple(args, "y#y#nnny#O!O!O!innOOy#Oy#Oy#O!y#y#O!O!nO!O!OOOO!", &verd,
+                          &vlen, &flags, &flen, &i, &end, &first, &bd, &blen, &PyList_Type,
+                          &rkeys, &PyDict_Type, &overlay, &PyDict_Type, &cells, &akey, &nkeys,
+                          &nvals, &last_absent, &last_stored, &me, &melen, &origin_o, &ep,
+                          &eplen, &count_o, &op, &oplen, &PyTuple_Type, &causes, &tid, &tlen,
+                          &null, &nlen, &PyList_Type, &statements, &PySet_Type, &gone, &s_no,
+                          &PySet_Type, &seen, &PyList_Type, &refresh, &table, &key_fields,
+                          &records, &PyType_Type, &kv_type))
         return NULL;
+    Py_ssize_t kv_off[2];
+    int kv_slots = kv_offsets((PyTypeObject *)kv_type, kv_off);
     uint64_t origin = (uint64_t)PyLong_AsUnsignedLongLong(origin_o);
     if (origin == (uint64_t)-1 && PyErr_Occurred()) return NULL;
     uint64_t count = (uint64_t)PyLong_AsUnsignedLongLong(count_o);
@@ -809,12 +858,14 @@ static PyObject *exception_run(PyObject *self, PyObject *args) {
             int in = PySet_Contains(seen, k);
             if (in < 0) goto error;
             if (!in) {
-                PyObject *n = PyLong_FromSsize_t(i);
-                if (!n || PySet_Add(seen, k) < 0 || PyList_Append(refresh, n) < 0) {
-                    Py_XDECREF(n);
+                PyObject *kv = key_values((PyTypeObject *)kv_type, kv_slots, kv_off, records, r);
+                PyObject *t = kv ? PyTuple_Pack(4, k, table, key_fields, kv) : NULL;
+                Py_XDECREF(kv);
+                if (!t || PySet_Add(seen, k) < 0 || PyList_Append(refresh, t) < 0) {
+                    Py_XDECREF(t);
                     goto error;
                 }
-                Py_DECREF(n);
+                Py_DECREF(t);
             }
         }
         const unsigned char *nx = memchr(flags + i + 1, 1, (size_t)(flen - i - 1));

@@ -509,11 +509,27 @@ def test_exception_run_takes_malformed_input_without_reading_out_of_bounds():
         out = conflict_wire.ExceptionRows(1, 7)
         args = dict(verdicts=verdicts, flags=flags, i=0, end=3, first=0, body=data,
                     rkeys=rkeys, overlay={}, cells={}, kind="insert", origin=2,
-                    transid="2:1", shape=shape, gone=set(), s_no=0, seen=set(), refresh=[])
+                    transid="2:1", shape=shape, gone=set(), s_no=0, seen=set(), refresh=[],
+                    stmt=body, kv_type=epoch_judge._KeyValues)
         args.update(kw)
         return out.add_run(**args)  # type: ignore[arg-type]
 
     assert call(data) == (-1, 3, 0)
+    # rows to refresh: (key, table, key fields, their key values), each key once, with the
+    # key values read from the record when used, by a class of slots or any other
+    class Called(list):  # type: ignore[type-arg]
+        def __init__(self, records, r):  # type: ignore[no-untyped-def]
+            super().__init__(records[r].key_values)
+
+    for kv_type in (epoch_judge._KeyValues, Called):
+        refresh: list = []
+        seen = {rkeys[2]}
+        assert call(data, verdicts=bytes([2 | 16, 16, 2 | 16]), refresh=refresh, seen=seen,
+                    kv_type=kv_type) == (-1, 2, 0)
+        assert [(k, t, list(kf), list(kv)) for k, t, kf, kv in refresh] == [
+            (rkeys[r], body.table, list(body.key_fields), list(body.records[r].key_values))
+            for r in (0, 1)]
+        assert seen == set(rkeys)
     assert call(data, end=2) == (2, 2, 0)  # the next statement's row: the caller's
     # a row whose stored row is not at hand (bit 7, the key in neither map) stops the run
     assert call(data, verdicts=bytes([2, 2 | 128, 2])) == (1, 1, 0)

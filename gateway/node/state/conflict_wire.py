@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from gateway.conflict import Cause, OpType
 from gateway.core import accel
@@ -129,7 +129,8 @@ class _WalkC(Protocol):
                       epoch: bytes, count: int, op: bytes, causes: tuple[bytes, ...],
                       transid: bytes, null: bytes, statements: list[tuple[bytes, list[bytes]]],
                       gone: set[tuple[int, int]], s_no: int, seen: set[bytes],
-                      refresh: list[int], /) -> tuple[int, int, int, int]: ...
+                      refresh: list[Any], table: object, key_fields: object, records: object,
+                      kv_type: type, /) -> tuple[int, int, int, int]: ...
 
 
 _c = cast("_WalkC | None", accel.load("gateway.node._judge"))
@@ -262,15 +263,17 @@ class ExceptionRows:
                 body: bytes, rkeys: list[bytes], overlay: dict[bytes, bytes | None],
                 cells: dict[bytes, bytes | None], kind: str, origin: int, transid: str,
                 shape: Shape, gone: set[tuple[int, int]], s_no: int, seen: set[bytes],
-                refresh: list[int]) -> tuple[int, int, int]:
+                refresh: list[Any], stmt: Any, kv_type: type) -> tuple[int, int, int]:
         """The rows not applied of one statement from row ``i`` on, as ``_judged_wire``'s
         loop takes them row by row with ``add`` (``gateway.node._judge.exception_run``: its
         comment states the contract; ``exception_run`` must be built): rows ``first`` to
         ``end - 1`` of the epoch are the statement's records, serialized in ``body``;
         ``verdicts`` and ``flags`` as ``epoch_judge`` has them; the stored rows read from
-        ``overlay`` and ``cells``. Returns ``(next row, conflicts, first conflict)``: the
-        first row not applied it left (-1: none), how many rows with a cause it added, the
-        first of them (-1: none)."""
+        ``overlay`` and ``cells``; a row to refresh adds ``(key, stmt.table,
+        stmt.key_fields, kv_type(stmt.records, its record's number))`` to ``refresh``
+        (``_judged_wire``'s refresh entries; ``stmt`` the statement ``body`` serializes).
+        Returns ``(next row, conflicts, first conflict)``: the first row not applied it left
+        (-1: none), how many rows with a cause it added, the first of them (-1: none)."""
         assert exception_run is not None
         causes = self._causes
         if causes is None:
@@ -280,7 +283,8 @@ class ExceptionRows:
             len(shape.key_fields), len(shape.fields) if kind != "delete" else 0,
             shape.last[0], shape.last[1], self._me, origin, self._epoch, self.count,
             self._string(_OP_NAME[kind]), causes, self._string(transid), _NULL,
-            self.statements, gone, s_no, seen, refresh)
+            self.statements, gone, s_no, seen, refresh, stmt.table, stmt.key_fields,
+            stmt.records, kv_type)
         return nxt, conflicts, first_conflict
 
     def _append(self, head: bytes, body: bytes) -> None:

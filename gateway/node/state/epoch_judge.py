@@ -240,7 +240,6 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     value of ``cells[k]``), each statement's rows are taken by ``ExceptionRows.add_run`` in
     C for as long as its fast path holds, and row by row here from a row it leaves."""
     run = exception_run is not None and isinstance(overlay, dict) and isinstance(cells, dict)
-    marked: list[int] = []  # rows ``add_run`` found to refresh
     rows = ExceptionRows(me, source_epoch)
     order: dict[str, tuple[int, int, int]] = {}
     if dd:
@@ -284,17 +283,13 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 verdicts, flags, i, end, first, data, rkeys,
                 cast("dict[bytes, bytes | None]", overlay),
                 cast("dict[bytes, bytes | None]", cells), kind, origin, transid, shape, gone,
-                s_no, seen, marked)
+                s_no, seen, refresh, body, _KeyValues)
             if conflicts:
                 in_conflict = True
                 name = _FN_COUNTER[function]
                 if name not in order:
                     order[name] = (ends[bisect_right(ends, first_conflict)], 0, first_conflict)
                 fn_counts[name] += conflicts
-            if marked:
-                recs, tb, kf = body.records, body.table, body.key_fields
-                refresh += [(rkeys[j], tb, kf, _KeyValues(recs, j - first)) for j in marked]
-                marked.clear()
             if nxt != i:
                 i = nxt
                 continue
