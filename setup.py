@@ -50,14 +50,15 @@ setup(
         Extension(
             "gateway.node._feed",
             ["gateway/node/_feed.c"],
-            depends=["gateway/core/_protowire.h", "gateway/node/_txnhead.h"],
+            depends=["gateway/core/_protowire.h", "gateway/node/_slots.h",
+                     "gateway/node/_txnhead.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, node.appliers.feed builds entries in Python
         ),
         Extension(
             "gateway.node._judge",
             ["gateway/node/_judge.c"],
-            depends=["gateway/core/_protowire.h"],
+            depends=["gateway/core/_protowire.h", "gateway/node/_slots.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, node.state.epoch_judge judges in Python
         ),

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../core/_protowire.h"
+#include "_slots.h"
 #include "_txnhead.h"
 
 /* Attribute names, interned at module init. */
@@ -23,21 +24,8 @@ static PyObject *s_type, *s_index, *s_data;
  * calling it (~0.25 us less per entry than a call into the class); 0 when entry_cls is not
  * such a class (then it is called). */
 static int slot_offsets(PyObject *cls, Py_ssize_t off[5]) {
-    static const char *names[5] = {"index", "_transaction", "replicated", "wire", "head"};
-    if (!PyType_Check(cls)) return 0;
-    for (int i = 0; i < 5; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, names[i]);
-        if (!d) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok) off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) return 0;
-    }
-    return 1;
+    static const char *const names[5] = {"index", "_transaction", "replicated", "wire", "head"};
+    return slot_offsets_of(cls, names, 5, off);
 }
 
 /* entry_cls(a[0], ..., a[n-1]) with the remaining slots as __init__'s defaults (None, (),

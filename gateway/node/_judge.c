@@ -30,11 +30,11 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../core/_protowire.h"
+#include "_slots.h"
 
 #define FLAG_TOMBSTONE 0x01
 #define FLAG_META 0x02
@@ -628,24 +628,10 @@ static PyObject *exception_record(PyObject *self, PyObject *args) {
                            nlen);
 }
 
-/* Where kv_type keeps its __slots__ "_records" and "_r" (offsets into an instance): 1, or 0
- * when they are not plain object slots (then the class is called). */
+/* Where kv_type keeps its __slots__ "_records" and "_r" (slot_offsets_of). */
 static int kv_offsets(PyTypeObject *cls, Py_ssize_t off[2]) {
-    static const char *names[2] = {"_records", "_r"};
-    if (cls->tp_init == NULL) return 0;
-    for (int i = 0; i < 2; i++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)cls, names[i]);
-        if (!d) {
-            PyErr_Clear();
-            return 0;
-        }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
-                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
-        if (ok) off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-        if (!ok) return 0;
-    }
-    return 1;
+    static const char *const names[2] = {"_records", "_r"};
+    return slot_offsets_of((PyObject *)cls, names, 2, off);
 }
 
 /* kv_type(records, r): filled slot by slot when kv_offsets found them, else called. */
