@@ -377,12 +377,10 @@ class EpochApply(TransactionApply):
                    overlay: dict[bytes, bytes | None]
                    ) -> tuple[list[bytes] | None, dict[bytes, bytes | None] | None]:
         """``(keys, None)``: the keys of the epoch's judged transactions when its judged
-        changes are all inserts of keys this cluster holds nothing for (see
-        ``fresh_insert_keys``; empty: nothing to judge): every rule applies them, so the
-        epoch is applied as it came without judging it row by row -- the same outcome, at the
-        cost of one batched existence check. ``(None, cells)``: the epoch must be judged;
-        ``cells``, when not None, the store's cells of those keys, read by the same check
-        (``LSMStore.held_cells``) for the judgement."""
+        changes are all inserts of keys this cluster holds nothing for (``fresh_insert_keys``;
+        empty: nothing to judge): every rule applies them as they came, the same outcome as
+        judging them row by row. ``(None, cells)``: the epoch must be judged; ``cells`` (or
+        None) the store's cells of those keys, read by the same check (``held_cells``)."""
         got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role,
                                 _row_keys(pre))
         if got is None:
@@ -431,12 +429,10 @@ class EpochApply(TransactionApply):
         store_cells = self.store.cells
 
         def fetch(ks: list[bytes]) -> dict[bytes, bytes | None]:
-            # kept: the exception and refresh rows read them
-            if held is not None:
-                cells.update(held)
-                ks = [k for k in ks if k not in held]
-            if ks:
-                cells.update(store_cells(ks))
+            cells.update(held or {})  # kept: the exception and refresh rows read them
+            rest = [k for k in ks if k not in held] if held else ks
+            if rest:
+                cells.update(store_cells(rest))
             return cells
 
         fast = judge_unit_fast(txns, self._ruleset(), ctx, lookup, self.store.cell, overlay,
@@ -460,11 +456,11 @@ class EpochApply(TransactionApply):
         me = self.cluster_id
         derived = payload = None
         if self.derive_in_c:  # the specification's transaction, from bytes
-            refresh = judged.refresh
-            raws = read_rows([r[0] for r in refresh], overlay, judged.cells, self.store.get)
+            raws = read_rows([r[0] for r in judged.refresh], overlay, judged.cells,
+                             self.store.get)
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
-                               [(r[1], raw) for r, raw in zip(refresh, raws, strict=True)],
+                               [(r[1], raw) for r, raw in zip(judged.refresh, raws, strict=True)],
                                judged.exception_parts)
             if got is not None:
                 derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
