@@ -801,9 +801,11 @@ static PyObject *exception_run(PyObject *self, PyObject *args) {
             if (ns > 0) {
                 PyObject *last = PyList_GET_ITEM(statements, ns - 1);
                 if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2
+                    || !PyBytes_Check(PyTuple_GET_ITEM(last, 0)) || !PyBytes_Check(heads[has])
                     || !PyList_Check(PyTuple_GET_ITEM(last, 1))) {
                     Py_DECREF(rec);
-                    PyErr_SetString(PyExc_TypeError, "statements holds (head, [records])");
+                    PyErr_SetString(PyExc_TypeError,
+                                    "statements holds (head, [records]), heads are bytes");
                     goto error;
                 }
                 same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0), heads[has], Py_EQ);
@@ -888,7 +890,9 @@ static PyObject *read_rows(PyObject *self, PyObject *args) {
             PyObject *c = PyDict_GetItemWithError(cells, k);
             if (c == NULL) {
                 if (PyErr_Occurred()) goto error;
+                Py_INCREF(k); /* get may run any code: keep the key alive through it */
                 v = PyObject_CallOneArg(get, k);
+                Py_DECREF(k);
                 if (v == NULL) goto error;
             } else if (c == Py_None) {
                 v = Py_NewRef(Py_None);

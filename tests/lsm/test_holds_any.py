@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from .conftest import key
 
 
@@ -128,3 +130,33 @@ def test_held_cells_is_none_for_fresh_keys_and_cells_for_any_held_one(open_store
     assert s.held_cells([key(3)]) == {key(3): s.cells([key(3)])[key(3)]}
     assert s.held_cells([key(50000 + i) for i in range(100)]) is None
     assert s.held_cells([]) is None
+
+
+def test_a_tables_many_lookups_in_one_call_are_its_lookups_one_by_one(open_store):
+    """``SSTableReader.lookup_many`` (``_block.find_many`` in C when built) is its Python
+    specification and ``lookup`` key by key: the same cells, in order, keys already in
+    ``found`` skipped, the found ones added; a damaged block's payload raises as ``lookup``."""
+    from gateway.core.lsm import sstable_reader
+
+    s, _ = _mixed_store(open_store)
+    rng = random.Random(12)
+    tables = [t for _, t in s._version.tables()]
+    assert tables
+    for _ in range(200):
+        t = rng.choice(tables)
+        keys = sorted({key(rng.randrange(0, 21000)) for _ in range(rng.randint(1, 60))})
+        idxs = sorted(rng.sample(range(len(keys)), rng.randint(0, len(keys))))
+        skip = set(rng.sample(idxs, min(len(idxs), rng.randint(0, 3))))
+        want = [(i, t.lookup(keys[i])) for i in idxs if i not in skip]
+        want = [(i, c) for i, c in want if c is not None]
+        for fn in (t.lookup_many, lambda k, x, f, t=t: sstable_reader._find_many_py(t, k, x, f)):
+            found = set(skip)
+            assert fn(keys, idxs, found) == want
+            assert found == skip | {i for i, _ in want}
+    many = sstable_reader._find_many
+    if many is not None:  # a damaged payload: the error find_cell gives, never a crash
+        t = tables[0]
+        with pytest.raises(ValueError):
+            many(t._index_keys, {0: b"\xe1\xff\xff\xff\xff"}, t.payload, [key(0)], [0], set())
+        with pytest.raises(TypeError):
+            many(t._index_keys, {}, lambda i: "not bytes", [key(0)], [0], set())

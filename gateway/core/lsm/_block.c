@@ -17,6 +17,14 @@
  *     of keys or cells built. ValueError when the payload is malformed; never reads outside
  *     it. format._find_cell_py is the specification.
  *
+ * find_many(index_keys, blocks, payload, keys, idxs, found) -> [(i, cell), ...]
+ *     SSTableReader.lookup of keys[i] for each i of idxs (ascending; keys sorted) not in the
+ *     set `found`, in order, the keys found (cell not None) added to `found`: the block of
+ *     each key is the first whose last key (index_keys, a list of bytes) is >= it, its
+ *     payload blocks[b] (a dict) or payload(b); each block's pairs are located once for all
+ *     its keys. sstable_reader._find_many_py is the specification. ValueError when a payload
+ *     is malformed (as find).
+ *
  * cells(ops) -> dict | None
  *     The cells of a list of write ops (key, value, epoch, author, commit_ts) keyed by key
  *     (value None: a delete), a later op of a key replacing an earlier one; None when an op
@@ -154,6 +162,128 @@ done:
     PyBuffer_Release(&pb);
     PyBuffer_Release(&kb);
     return out;
+}
+
+/* bytes a < bytes b, as Python orders them */
+static int bytes_lt(const char *a, Py_ssize_t an, const char *b, Py_ssize_t bn) {
+    int c = memcmp(a, b, (size_t)(an < bn ? an : bn));
+    return c < 0 || (c == 0 && an < bn);
+}
+
+static PyObject *find_many(PyObject *self, PyObject *args) {
+    PyObject *index_keys, *blocks, *payload_fn, *keys, *idxs, *found;
+    if (!PyArg_ParseTuple(args, "O!O!OO!O!O!", &PyList_Type, &index_keys, &PyDict_Type, &blocks,
+                          &payload_fn, &PyList_Type, &keys, &PyList_Type, &idxs, &PySet_Type,
+                          &found))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    PyObject *pay = NULL; /* the current block's payload (a new reference) */
+    PyObject *io = NULL, *k = NULL; /* the index and key at hand, held: payload() runs code */
+    Py_ssize_t cur = -1, n = 0, at = 0, cap = 0, *offs = NULL;
+    const unsigned char *b = NULL;
+    for (Py_ssize_t x = 0; x < PyList_GET_SIZE(idxs); x++) {
+        Py_CLEAR(io);
+        Py_CLEAR(k);
+        io = Py_NewRef(PyList_GET_ITEM(idxs, x));
+        Py_ssize_t i = PyLong_AsSsize_t(io);
+        if (i == -1 && PyErr_Occurred()) goto error;
+        if (i < 0 || i >= PyList_GET_SIZE(keys)) {
+            PyErr_SetString(PyExc_IndexError, "find_many: an index past the keys");
+            goto error;
+        }
+        int seen = PySet_Contains(found, io);
+        if (seen < 0) goto error;
+        if (seen) continue;
+        k = Py_NewRef(PyList_GET_ITEM(keys, i));
+        if (!PyBytes_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "find_many: keys must be bytes");
+            goto error;
+        }
+        const char *kd = PyBytes_AS_STRING(k);
+        Py_ssize_t kl = PyBytes_GET_SIZE(k);
+        /* bisect_left(index_keys, k): the first block whose last key >= k */
+        Py_ssize_t nb = PyList_GET_SIZE(index_keys), lo = 0, hi = nb;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            PyObject *ik = PyList_GET_ITEM(index_keys, mid);
+            if (!PyBytes_Check(ik)) {
+                PyErr_SetString(PyExc_TypeError, "find_many: index keys must be bytes");
+                goto error;
+            }
+            if (bytes_lt(PyBytes_AS_STRING(ik), PyBytes_GET_SIZE(ik), kd, kl)) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == nb) continue;
+        if (lo != cur) {
+            Py_CLEAR(pay);
+            PyObject *bi = PyLong_FromSsize_t(lo);
+            if (!bi) goto error;
+            PyObject *p = PyDict_GetItemWithError(blocks, bi);
+            if (p != NULL) {
+                pay = Py_NewRef(p);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(bi);
+                goto error;
+            } else {
+                pay = PyObject_CallOneArg(payload_fn, bi);
+            }
+            Py_DECREF(bi);
+            if (!pay) goto error;
+            if (!PyBytes_Check(pay)) {
+                PyErr_SetString(PyExc_TypeError, "find_many: a payload is not bytes");
+                goto error;
+            }
+            b = (const unsigned char *)PyBytes_AS_STRING(pay);
+            if (parse(b, PyBytes_GET_SIZE(pay), &n, &at) < 0) goto error;
+            if (n + 1 > cap) {
+                Py_ssize_t *o = PyMem_Realloc(offs, sizeof(Py_ssize_t) * (size_t)(n + 1));
+                if (!o) {
+                    PyErr_NoMemory();
+                    goto error;
+                }
+                offs = o;
+                cap = n + 1;
+            }
+            Py_ssize_t pos = at;
+            for (Py_ssize_t j = 0; j < n; j++) {
+                offs[j] = pos;
+                pos += (Py_ssize_t)le32(b + 5 + 8 * j) + le32(b + 9 + 8 * j);
+            }
+            cur = lo;
+        }
+        Py_ssize_t l = 0, h = n;
+        while (l < h) { /* the first pair whose key >= k */
+            Py_ssize_t mid = (l + h) / 2;
+            Py_ssize_t ml = le32(b + 5 + 8 * mid);
+            if (bytes_lt((const char *)b + offs[mid], ml, kd, kl)) l = mid + 1;
+            else h = mid;
+        }
+        if (l < n && (Py_ssize_t)le32(b + 5 + 8 * l) == kl
+                && memcmp(b + offs[l], kd, (size_t)kl) == 0) {
+            PyObject *cell = PyBytes_FromStringAndSize((const char *)b + offs[l] + kl,
+                                                       le32(b + 9 + 8 * l));
+            PyObject *t = cell ? PyTuple_Pack(2, io, cell) : NULL;
+            Py_XDECREF(cell);
+            if (!t || PyList_Append(out, t) < 0 || PySet_Add(found, io) < 0) {
+                Py_XDECREF(t);
+                goto error;
+            }
+            Py_DECREF(t);
+        }
+    }
+    Py_XDECREF(io);
+    Py_XDECREF(k);
+    Py_XDECREF(pay);
+    PyMem_Free(offs);
+    return out;
+error:
+    Py_XDECREF(io);
+    Py_XDECREF(k);
+    Py_XDECREF(pay);
+    PyMem_Free(offs);
+    Py_DECREF(out);
+    return NULL;
 }
 
 static void put_le(unsigned char *p, uint64_t v, int n) {
@@ -654,6 +784,8 @@ static PyMethodDef methods[] = {
      "cells(ops) -> {key: cell} of write ops (key, value, epoch, author, commit_ts), or None"},
     {"find", find, METH_VARARGS,
      "find(payload, key) -> the cell of key in the data block, or None"},
+    {"find_many", find_many, METH_VARARGS,
+     "find_many(index_keys, blocks, payload, keys, idxs, found) -> [(i, cell), ...]"},
     {"encode_blocks", encode_blocks, METH_VARARGS,
      "encode_blocks(keys, cells, start, per_block, block_bytes, offset, limit) -> "
      "(data, stop, last_keys, offsets, lengths, payload_bytes)"},

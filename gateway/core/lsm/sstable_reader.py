@@ -27,6 +27,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence, Sized
+from typing import cast
 
 from gateway.core.accel import load
 from gateway.core.fileio import FileSystem, Mapped, local_fs
@@ -57,6 +58,8 @@ _PAYLOAD_OVERHEAD = 100
 # the block-at-a-time loop of ``chunks`` is its specification and the fallback.
 _accel = load("gateway.core.lsm._block")
 _decode_blocks = None if _accel is None else _accel.decode_blocks
+#: Many point reads in one call (``SSTableReader.lookup_many``), in C when built.
+_find_many = None if _accel is None else _accel.find_many
 #: A compaction's read of a table gives the pages it has read back every this many bytes
 #: (``_all_chunks``).
 RELEASE_BYTES = 4 << 20
@@ -243,6 +246,17 @@ class SSTableReader:
             return None
         return find_cell(self._blocks.get(i) or self.payload(i), key)
 
+    def lookup_many(self, keys: list[bytes], idxs: list[int], found: set[int]
+                    ) -> list[tuple[int, bytes]]:
+        """``(i, lookup(keys[i]))`` for each ``i`` of ``idxs`` (ascending, ``keys`` sorted)
+        not in ``found`` whose cell is found, in order, each such ``i`` added to ``found``: a
+        version's point reads of many keys in one call (in C when built; ``_find_many_py``
+        is the specification). No bloom check here."""
+        if _find_many is not None:
+            return cast("list[tuple[int, bytes]]", _find_many(
+                self._index_keys, self._blocks, self.payload, keys, idxs, found))
+        return _find_many_py(self, keys, idxs, found)
+
     def chunks(
         self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True, target: int = 256
     ) -> Iterator[Block]:
@@ -346,3 +360,16 @@ class SSTableReader:
         self._cache.drop(self._id)
         self._blocks = {}
         self._mm.close()
+
+
+def _find_many_py(table: SSTableReader, keys: list[bytes], idxs: list[int], found: set[int]
+                  ) -> list[tuple[int, bytes]]:
+    """The specification of ``SSTableReader.lookup_many`` (``_block.find_many``)."""
+    out = []
+    for i in idxs:
+        if i not in found:
+            cell = table.lookup(keys[i])
+            if cell is not None:
+                found.add(i)
+                out.append((i, cell))
+    return out

@@ -119,13 +119,10 @@ class Version:
             start = bisect_left(skeys, t.smallest)
             stop = bisect_right(skeys, t.largest, start)
             if start < stop:
-                lookup = t.lookup
-                for i in maybe_present(t.bloom, h1s, masks, start, stop):
-                    if i not in found:
-                        cell = lookup(skeys[i])
-                        if cell is not None:
-                            found.add(i)
-                            yield skeys[i], cell
+                hits = maybe_present(t.bloom, h1s, masks, start, stop)
+                if hits:
+                    for i, cell in t.lookup_many(skeys, hits, found):
+                        yield skeys[i], cell
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
