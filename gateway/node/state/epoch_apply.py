@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -543,8 +544,7 @@ class EpochApply(TransactionApply):
 
     def _refuse_unit(self, e: Entry, ops: Ops, reason: str,
                      unit: replication_pb2.ReplicatedEpoch) -> Applied:
-        what = f"epoch {unit.source_epoch} of cluster {unit.source_id} (channel " \
-               f"{unit.channel!r})"
+        what = f"epoch {unit.source_epoch} of cluster {unit.source_id} (channel {unit.channel!r})"
         self._mark(ops, e.index, f"rejected: {what}: {reason}".encode())
         return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
 
@@ -597,4 +597,4 @@ def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Trans
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
     """The row keys of the store operations built for each transaction (None: not built)."""
-    return [None if p is None else [k for k, _, _, _, _ in p] for p in pre]
+    return [None if p is None else list(map(itemgetter(0), p)) for p in pre]
