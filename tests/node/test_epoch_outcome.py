@@ -70,6 +70,9 @@ def test_the_outcome_record_assembled_by_parts_is_the_specifications(seed):
         unit = replication_pb2.ReplicatedEpoch.FromString(
             unit.SerializeToString() + b"\xf8\x07\x05")
     assert outcome_bytes(unit, accepted, derived) == outcome_record(unit, accepted, derived)
+    if derived is not None:  # its serialization at hand: taken as it is, the same bytes
+        assert outcome_bytes(unit, accepted, derived, derived.SerializeToString()) == \
+            outcome_record(unit, accepted, derived)
 
 
 def test_the_outcome_record_holds_the_applied_transactions_then_the_derived_one():

@@ -94,6 +94,7 @@ U64 = struct.Struct(">Q")
 #: The counters that hold an epoch (the newest wins), not a count.
 _LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
 log = logging.getLogger("gateway.node.state.state_machine")
+_KEY, _KEY_VALUE = itemgetter(0), itemgetter(0, 1)  # a store op's key; its (key, value)
 
 
 def seg_key(channel: str, segment_id: int) -> bytes:
@@ -265,8 +266,7 @@ class EpochApply(TransactionApply):
                 txn, e.index, local_epoch, _received(payloads, received, n, txn))
             if rows is not None:
                 ops += rows
-                for k, v, _, _, _ in rows:
-                    overlay[k] = v
+                overlay.update(map(_KEY_VALUE, rows))
                 continue
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
@@ -342,8 +342,7 @@ class EpochApply(TransactionApply):
             log.warning("channel %s: schema change of %s version %d from cluster %s lost: "
                         "%s", unit.channel, lost.event.table, lost.event.version,
                         lost.event.origin or "?", lost.cause)
-        for k, v, _, _, _ in ops:
-            overlay[k] = v
+        overlay.update(map(_KEY_VALUE, ops))
         return len(out.lost), out.applied
 
     def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
@@ -455,7 +454,7 @@ class EpochApply(TransactionApply):
         entry finally holds (``m dx:<index>``: the accepted transactions, then the derived
         one) for the change feed and the appliers."""
         me = self.cluster_id
-        derived = payload = None
+        derived = payload = data = None
         if self.derive_in_c:  # the specification's transaction, from bytes
             raws = read_rows([r[0] for r in judged.refresh], overlay, judged.cells,
                              self.store.get)
@@ -464,7 +463,8 @@ class EpochApply(TransactionApply):
                                [(r[1], raw) for r, raw in zip(judged.refresh, raws, strict=True)],
                                judged.exception_parts)
             if got is not None:
-                derived, payload = got[0], bytes((TypeTag.TRANSACTION,)) + got[1]
+                derived, data = got
+                payload = bytes((TypeTag.TRANSACTION,)) + data
         if derived is None:
             stmts = list(judged.exceptions)
             for k, table, kf, kv in judged.refresh:
@@ -481,22 +481,22 @@ class EpochApply(TransactionApply):
                 if self.derive_in_c else None
             if rows is not None:
                 ops += rows
-                for k, v, _, _, _ in rows:
-                    overlay[k] = v
+                overlay.update(map(_KEY_VALUE, rows))
             else:
                 self._write_statements(derived, index, derived.gtid, RowMeta(
                     unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
-        self._record_outcome(unit, judged.transactions, derived, index, ops)
+        self._record_outcome(unit, judged.transactions, derived, index, ops, data)
 
     def _record_outcome(self, unit: replication_pb2.ReplicatedEpoch,
                         accepted: list[transaction_pb2.Transaction],
                         derived: transaction_pb2.Transaction | None, index: int,
-                        ops: Ops) -> None:
+                        ops: Ops, data: bytes | None = None) -> None:
         """Record what entry ``index`` finally holds (``m dx:<index>``): its transactions as
-        applied (``accepted``, in order), then this cluster's ``derived`` one
-        (``epoch_outcome``: ``outcome_record`` is the specification)."""
-        build = outcome_bytes if self.derive_in_c else outcome_record
-        ops.append(meta_op(keys.meta_key(f"dx:{index}"), build(unit, accepted, derived)))
+        applied (``accepted``, in order), then this cluster's ``derived`` one (serialized as
+        ``data`` when at hand; ``epoch_outcome.outcome_record`` is the specification)."""
+        ops.append(meta_op(keys.meta_key(f"dx:{index}"), outcome_bytes(
+            unit, accepted, derived, data) if self.derive_in_c else outcome_record(
+            unit, accepted, derived)))
 
     def _stable_epoch(self, unit: replication_pb2.ReplicatedEpoch,
                       state: ReplicationState) -> int:
@@ -597,4 +597,4 @@ def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Trans
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
     """The row keys of the store operations built for each transaction (None: not built)."""
-    return [None if p is None else list(map(itemgetter(0), p)) for p in pre]
+    return [None if p is None else list(map(_KEY, p)) for p in pre]

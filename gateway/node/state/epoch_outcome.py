@@ -54,9 +54,11 @@ def _ld(key: bytes, payload: bytes) -> bytes:
 
 def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
                   accepted: Sequence[transaction_pb2.Transaction],
-                  derived: transaction_pb2.Transaction | None) -> bytes:
+                  derived: transaction_pb2.Transaction | None,
+                  derived_bytes: bytes | None = None) -> bytes:
     """``outcome_record``'s bytes, assembled without copying the messages (see the module
-    docstring)."""
+    docstring). ``derived_bytes``: ``derived.SerializeToString()`` when the caller has it
+    (the derived transaction built from bytes), not serialized again."""
     if len(unknown_fields.UnknownFieldSet(unit)):
         return outcome_record(unit, accepted, derived)
     lo = replication_pb2.ReplicatedEpoch()
@@ -75,6 +77,7 @@ def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
         else:
             out.append(_ld(_ITEMS_KEY, it.SerializeToString()))
     if derived is not None:
-        out.append(_ld(_ITEMS_KEY, _ld(_TXN_KEY, derived.SerializeToString())))
+        data = derived.SerializeToString() if derived_bytes is None else derived_bytes
+        out.append(_ld(_ITEMS_KEY, _ld(_TXN_KEY, data)))
     out.append(hi.SerializeToString())
     return b"".join(out)
