@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Mapping
-from operator import itemgetter
 from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -77,7 +76,7 @@ from gateway.node.state.schema_replica import (
     upcast_transaction,
 )
 from gateway.node.state.store_ops import MISSING as _MISSING
-from gateway.node.state.store_ops import Ops, RowMeta, meta_op
+from gateway.node.state.store_ops import OP_KEY, OP_KEY_VALUE, Ops, RowMeta, meta_op
 from gateway.node.state.txn_apply import Applied, TransactionApply, schema_to_row
 from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
 from gateway.raft import Entry
@@ -94,7 +93,6 @@ U64 = struct.Struct(">Q")
 #: The counters that hold an epoch (the newest wins), not a count.
 _LAST_EPOCHS = frozenset({"last_conflict_epoch", "last_stable_epoch"})
 log = logging.getLogger("gateway.node.state.state_machine")
-_KEY, _KEY_VALUE = itemgetter(0), itemgetter(0, 1)  # a store op's key; its (key, value)
 
 
 def seg_key(channel: str, segment_id: int) -> bytes:
@@ -266,7 +264,7 @@ class EpochApply(TransactionApply):
                 txn, e.index, local_epoch, _received(payloads, received, n, txn))
             if rows is not None:
                 ops += rows
-                overlay.update(map(_KEY_VALUE, rows))
+                overlay.update(map(OP_KEY_VALUE, rows))
                 continue
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
@@ -342,7 +340,7 @@ class EpochApply(TransactionApply):
             log.warning("channel %s: schema change of %s version %d from cluster %s lost: "
                         "%s", unit.channel, lost.event.table, lost.event.version,
                         lost.event.origin or "?", lost.cause)
-        overlay.update(map(_KEY_VALUE, ops))
+        overlay.update(map(OP_KEY_VALUE, ops))
         return len(out.lost), out.applied
 
     def functions(self, need: str | None = None) -> Mapping[str, FunctionSpec]:
@@ -481,7 +479,7 @@ class EpochApply(TransactionApply):
                 if self.derive_in_c else None
             if rows is not None:
                 ops += rows
-                overlay.update(map(_KEY_VALUE, rows))
+                overlay.update(map(OP_KEY_VALUE, rows))
             else:
                 self._write_statements(derived, index, derived.gtid, RowMeta(
                     unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
@@ -597,4 +595,4 @@ def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Trans
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
     """The row keys of the store operations built for each transaction (None: not built)."""
-    return [None if p is None else list(map(_KEY, p)) for p in pre]
+    return [None if p is None else list(map(OP_KEY, p)) for p in pre]

@@ -161,7 +161,7 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     if raw is not None:
         wired = _judged_wire(txns, spots, firsts, rkeys, verdicts, flags, i, ends, dd,
                              first_dd, ctx.me, local_epoch, source_epoch, raw, columns,
-                             overlay, got if cells is not None else None)
+                             overlay, got)
         if wired is not None:
             return wired
     outcomes: list[tuple[RowOutcome, Where]] = []

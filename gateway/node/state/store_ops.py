@@ -11,13 +11,14 @@ names serve.
 from __future__ import annotations
 
 import enum
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from gateway.node.base.validation import TableSchema
 
-__all__ = ["MISSING", "InsertShape", "Missing", "Ops", "ParsedTxn", "RowMeta", "StoreOp",
-           "meta_op"]
+__all__ = ["MISSING", "OP_KEY", "OP_KEY_VALUE", "InsertShape", "Missing", "Ops", "ParsedTxn",
+           "RowMeta", "StoreOp", "meta_op"]
 
 
 class Missing(enum.Enum):
@@ -51,6 +52,8 @@ class StoreOp(NamedTuple):
 #: The operations one ``apply`` call collects, written as one atomic batch: plain tuples with
 #: the fields of :class:`StoreOp`, whether built in Python or in C (``wire.insert_rows``).
 Ops = list[tuple[bytes, bytes | None, int, int, int]]
+#: a store op's key, and its ``(key, value)`` (an overlay's item): ``map`` them over ``Ops``
+OP_KEY, OP_KEY_VALUE = itemgetter(0), itemgetter(0, 1)
 
 
 def meta_op(key: bytes, value: bytes | None) -> tuple[bytes, bytes | None, int, int, int]:

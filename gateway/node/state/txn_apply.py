@@ -40,7 +40,7 @@ from gateway.node.state.conditions import refusal, refusal_marker, refusal_of_ma
 from gateway.node.state.schema_apply import TableState, implicit_event, record_event
 from gateway.node.state.schema_replica import upcast_transaction
 from gateway.node.state.store_ops import MISSING as _MISSING
-from gateway.node.state.store_ops import Ops, ParsedTxn, RowMeta, meta_op
+from gateway.node.state.store_ops import OP_KEY_VALUE, Ops, ParsedTxn, RowMeta, meta_op
 from gateway.node.state.wire import (
     insert_header_span,
     insert_rows,
@@ -285,8 +285,7 @@ class TransactionApply:
                 first.duplicate = True
                 return Applied(index, e.term, result=first)
         ops += rows
-        for k, v, _, _, _ in rows:
-            overlay[k] = v
+        overlay.update(map(OP_KEY_VALUE, rows))
         if idem:
             self._record_result(idem, result, commit_ts, ops, overlay)
         return Applied(index, e.term, wire=result)
