@@ -166,15 +166,7 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
             return wired
     outcomes: list[tuple[RowOutcome, Where]] = []
     refresh: set[bytes] = set()
-    in_conflict = False
-    # when ``judge_epoch`` first counts each counter, which is the order they are written
-    # in: a delete-delete as its row is judged (after the rows before it: (row, 1)), a
-    # function's conflicts once the first transaction with one ends (before the row at its
-    # end: (end, 0))
-    order: dict[str, tuple[int, int, int]] = {}
-    if dd:
-        order["epoch_delete_delete_count"] = (first_dd, 1, 0)
-    fn_counts: Counter[str] = Counter()
+    counts = _Counts(ends, dd, first_dd)
     verdict_of: dict[int, Verdict] = {}
     types_of: dict[tuple[int, int], dict[str, int]] = {}
     while i >= 0:
@@ -194,11 +186,7 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
         stored = Stored(bool(v & 128))
         after: dict[str, SqlValue] = {}
         if verdict.cause is not None:
-            in_conflict = True
-            name = _FN_COUNTER[function]
-            if name not in order:
-                order[name] = (ends[bisect_right(ends, i)], 0, i)
-            fn_counts[name] += 1
+            counts.conflicts(function, i)
             # what the exception row shows: the row before the epoch and the change's
             # values (``judge_unit`` reads them the same way, after judging without them)
             if stored.exists:
@@ -215,13 +203,8 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
                          Where(t_no, s_no, i - first, t, body.key_fields, rec.key_values,
                                cast("dict[str, FT]", types))))
         i = flags.find(1, i + 1)
-    counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
-                        for name in sorted(order, key=order.__getitem__)})
-    counters["refresh_op_count"] = len(refresh)
-    if in_conflict:
-        counters["last_conflict_epoch"] = local_epoch
-    return unit_of_outcomes(txns, outcomes, counters, in_conflict, ctx.me, lookup,
-                            source_epoch, columns)
+    return unit_of_outcomes(txns, outcomes, counts.counters(len(refresh), local_epoch),
+                            counts.in_conflict, ctx.me, lookup, source_epoch, columns)
 
 
 def _judged_wire(txns: list[transaction_pb2.Transaction],
@@ -241,17 +224,13 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     C for as long as its fast path holds, and row by row here from a row it leaves."""
     run = exception_run is not None and isinstance(overlay, dict) and isinstance(cells, dict)
     rows = ExceptionRows(me, source_epoch)
-    order: dict[str, tuple[int, int, int]] = {}
-    if dd:
-        order["epoch_delete_delete_count"] = (first_dd, 1, 0)
-    fn_counts: Counter[str] = Counter()
+    counts = _Counts(ends, dd, first_dd)
     dropped: dict[int, set[tuple[int, int]]] = {}
     refresh: list[tuple[bytes, statement_pb2.TableMetadata,
                         Sequence[statement_pb2.FieldMetadata], Sequence[value_pb2.Value]]] = []
     seen: set[bytes] = set()
     shapes: dict[tuple[int, int], Shape] = {}
     transids: dict[int, str] = {}
-    in_conflict = False
     # the statement of the row at hand, looked up again only when a row leaves it
     end = -1
     first = t_no = s_no = origin = 0
@@ -285,11 +264,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                 cast("dict[bytes, bytes | None]", cells), kind, origin, transid, shape, gone,
                 s_no, seen, refresh, body, _KeyValues)
             if conflicts:
-                in_conflict = True
-                name = _FN_COUNTER[function]
-                if name not in order:
-                    order[name] = (ends[bisect_right(ends, first_conflict)], 0, first_conflict)
-                fn_counts[name] += conflicts
+                counts.conflicts(function, first_conflict, conflicts)
             if nxt != i:
                 i = nxt
                 continue
@@ -299,11 +274,7 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
         gone.add((s_no, r_no))
         cause = (v >> 1) & 7
         if cause:
-            in_conflict = True
-            name = _FN_COUNTER[function]
-            if name not in order:
-                order[name] = (ends[bisect_right(ends, i)], 0, i)
-            fn_counts[name] += 1
+            counts.conflicts(function, i)
             if shape is None:
                 shape = _shape(shapes, t_no, s_no, kind, body, columns)
             stored = raw(rkeys[i]) if v & 128 else None
@@ -323,17 +294,51 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
         if stmt.SerializeToString() != data:
             return None  # bytes the specification would write otherwise
         exceptions.append(stmt)
-    counters = Counter({name: dd if name == "epoch_delete_delete_count" else fn_counts[name]
-                        for name in sorted(order, key=order.__getitem__)})
-    counters["refresh_op_count"] = len(seen)
-    if in_conflict:
-        counters["last_conflict_epoch"] = local_epoch
-    out = UnitJudgement(list(txns), exceptions, refresh, counters, in_conflict)
+    out = UnitJudgement(list(txns), exceptions, refresh,
+                        counts.counters(len(seen), local_epoch), counts.in_conflict)
     out.exception_parts = rows.statements
     for t_no, gone in dropped.items():
         out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
         out.dropped = True
     return out
+
+
+class _Counts:
+    """The conflict counters of a judged epoch, in the order ``judge_epoch`` first counts
+    them, which is the order they are written in: a delete-delete as its row is judged (after
+    the rows before it: ``(row, 1)``), a function's conflicts once the first transaction with
+    one ends (before the row at its end: ``(end, 0)``). ``ends``: the row each transaction
+    ends at; ``dd`` delete-deletes, the first at row ``first_dd``."""
+
+    __slots__ = ("_dd", "_ends", "_fn", "_order", "in_conflict")
+
+    def __init__(self, ends: list[int], dd: int, first_dd: int) -> None:
+        self._ends = ends
+        self._dd = dd
+        self._order: dict[str, tuple[int, int, int]] = {}
+        if dd:
+            self._order["epoch_delete_delete_count"] = (first_dd, 1, 0)
+        self._fn: Counter[str] = Counter()
+        self.in_conflict = False
+
+    def conflicts(self, function: str, row: int, n: int = 1) -> None:
+        """Count ``n`` rows in conflict under ``function``, the first of them at ``row``."""
+        self.in_conflict = True
+        name = _FN_COUNTER[function]
+        if name not in self._order:
+            self._order[name] = (self._ends[bisect_right(self._ends, row)], 0, row)
+        self._fn[name] += n
+
+    def counters(self, refreshed: int, local_epoch: int) -> Counter[str]:
+        """The counters in order, then ``refresh_op_count`` and, with a conflict, the
+        ``last_conflict_epoch``."""
+        order = self._order
+        out = Counter({name: self._dd if name == "epoch_delete_delete_count" else self._fn[name]
+                       for name in sorted(order, key=order.__getitem__)})
+        out["refresh_op_count"] = refreshed
+        if self.in_conflict:
+            out["last_conflict_epoch"] = local_epoch
+        return out
 
 
 class _KeyValues(Sequence[value_pb2.Value]):
