@@ -124,6 +124,33 @@ done:
     return out;
 }
 
+/* offs[i]: where pair i's key starts, for the n pairs of a block whose data starts at `at`
+ * (parse() checked the lengths fit the payload). */
+static void pair_offsets(const unsigned char *b, Py_ssize_t n, Py_ssize_t at, Py_ssize_t *offs) {
+    Py_ssize_t pos = at;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        offs[i] = pos;
+        pos += (Py_ssize_t)le32(b + 5 + 8 * i) + le32(b + 9 + 8 * i);
+    }
+}
+
+/* The pair whose key is key[0:klen] (a binary search, keys as Python orders bytes), or -1. */
+static Py_ssize_t search_pairs(const unsigned char *b, Py_ssize_t n, const Py_ssize_t *offs,
+                               const unsigned char *key, Py_ssize_t klen) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) { /* first pair whose key >= key */
+        Py_ssize_t mid = (lo + hi) / 2;
+        Py_ssize_t ml = le32(b + 5 + 8 * mid);
+        int c = memcmp(b + offs[mid], key, (size_t)(ml < klen ? ml : klen));
+        if (c < 0 || (c == 0 && ml < klen)) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < n && (Py_ssize_t)le32(b + 5 + 8 * lo) == klen
+            && memcmp(b + offs[lo], key, (size_t)klen) == 0)
+        return lo;
+    return -1;
+}
+
 static PyObject *find(PyObject *self, PyObject *args) {
     Py_buffer pb, kb;
     if (!PyArg_ParseTuple(args, "y*y*", &pb, &kb)) return NULL;
@@ -136,27 +163,11 @@ static PyObject *find(PyObject *self, PyObject *args) {
         offs = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
         if (!offs) { PyErr_NoMemory(); goto done; }
     }
-    /* offs[i]: where pair i's key starts. parse() checked the lengths fit the payload. */
-    Py_ssize_t pos = at;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        offs[i] = pos;
-        pos += (Py_ssize_t)le32(b + 5 + 8 * i) + le32(b + 9 + 8 * i);
-    }
-    Py_ssize_t lo = 0, hi = n, klen = kb.len;
-    while (lo < hi) { /* first pair whose key >= key */
-        Py_ssize_t mid = (lo + hi) / 2;
-        Py_ssize_t ml = le32(b + 5 + 8 * mid);
-        int c = memcmp(b + offs[mid], key, (size_t)(ml < klen ? ml : klen));
-        if (c < 0 || (c == 0 && ml < klen)) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo < n && (Py_ssize_t)le32(b + 5 + 8 * lo) == klen
-            && memcmp(b + offs[lo], key, (size_t)klen) == 0) {
-        out = PyBytes_FromStringAndSize((const char *)b + offs[lo] + klen,
-                                        le32(b + 9 + 8 * lo));
-    } else {
-        out = Py_NewRef(Py_None);
-    }
+    pair_offsets(b, n, at, offs);
+    Py_ssize_t p = search_pairs(b, n, offs, key, kb.len);
+    out = p < 0 ? Py_NewRef(Py_None)
+                : PyBytes_FromStringAndSize((const char *)b + offs[p] + kb.len,
+                                            le32(b + 9 + 8 * p));
 done:
     if (offs != stack) PyMem_Free(offs);
     PyBuffer_Release(&pb);
@@ -245,22 +256,11 @@ static PyObject *find_many(PyObject *self, PyObject *args) {
                 offs = o;
                 cap = n + 1;
             }
-            Py_ssize_t pos = at;
-            for (Py_ssize_t j = 0; j < n; j++) {
-                offs[j] = pos;
-                pos += (Py_ssize_t)le32(b + 5 + 8 * j) + le32(b + 9 + 8 * j);
-            }
+            pair_offsets(b, n, at, offs);
             cur = lo;
         }
-        Py_ssize_t l = 0, h = n;
-        while (l < h) { /* the first pair whose key >= k */
-            Py_ssize_t mid = (l + h) / 2;
-            Py_ssize_t ml = le32(b + 5 + 8 * mid);
-            if (bytes_lt((const char *)b + offs[mid], ml, kd, kl)) l = mid + 1;
-            else h = mid;
-        }
-        if (l < n && (Py_ssize_t)le32(b + 5 + 8 * l) == kl
-                && memcmp(b + offs[l], kd, (size_t)kl) == 0) {
+        Py_ssize_t l = search_pairs(b, n, offs, (const unsigned char *)kd, kl);
+        if (l >= 0) {
             PyObject *cell = PyBytes_FromStringAndSize((const char *)b + offs[l] + kl,
                                                        le32(b + 9 + 8 * l));
             PyObject *t = cell ? PyTuple_Pack(2, io, cell) : NULL;
