@@ -655,6 +655,30 @@ static PyObject *key_values(PyTypeObject *cls, int slots, const Py_ssize_t off[2
     return o;
 }
 
+/* The value of a store cell `c` as conflict_wire.read_row reads it (lsm.format.value_of; None:
+ * no cell): 1 and its span; 2 and an empty span for a cell shorter than its metadata (value_of
+ * gives b"" for it); 0 for None or a tombstone; -1 when c is not bytes or is empty. */
+static int cell_value(PyObject *c, const unsigned char **v, Py_ssize_t *n) {
+    if (c == Py_None) return 0;
+    if (!PyBytes_Check(c) || PyBytes_GET_SIZE(c) < 1) return -1;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(c);
+    Py_ssize_t cn = PyBytes_GET_SIZE(c);
+    if (d[0] == 0) {
+        *v = d + 1;
+        *n = cn - 1;
+        return 1;
+    }
+    if (d[0] & FLAG_TOMBSTONE) return 0;
+    if (cn < 21) {
+        *v = d + cn;
+        *n = 0;
+        return 2;
+    }
+    *v = d + 21;
+    *n = cn - 21;
+    return 1;
+}
+
 /* exception_run(verdicts, flags, i, end, first, body, rkeys, overlay, cells, akey, nkeys,
  *               nvals, last_absent, last_stored, me, origin, epoch, count, op, causes,
  *               transid, null, statements, gone, s_no, seen, refresh, table, key_fields,
@@ -757,23 +781,9 @@ static PyObject *exception_run(PyObject *self, PyObject *args) {
                         if (PyErr_Occurred()) goto error;
                         break; /* not read here: the caller reads it */
                     }
-                    if (c == Py_None) {
-                        has = 0;
-                    } else {
-                        if (!PyBytes_Check(c) || PyBytes_GET_SIZE(c) < 1) break;
-                        const unsigned char *cd = (const unsigned char *)PyBytes_AS_STRING(c);
-                        Py_ssize_t cn = PyBytes_GET_SIZE(c);
-                        if (cd[0] == 0) {
-                            sd = cd + 1;
-                            slen = cn - 1;
-                        } else if (cd[0] & FLAG_TOMBSTONE) {
-                            has = 0;
-                        } else {
-                            if (cn < 21) break;
-                            sd = cd + 21;
-                            slen = cn - 21;
-                        }
-                    }
+                    int got = cell_value(c, &sd, &slen);
+                    if (got < 0 || got == 2) break; /* not a cell, or cut short: Python's */
+                    has = got;
                 } else if (row == Py_None) {
                     has = 0;
                 } else {
@@ -894,23 +904,15 @@ static PyObject *read_rows(PyObject *self, PyObject *args) {
                 v = PyObject_CallOneArg(get, k);
                 Py_DECREF(k);
                 if (v == NULL) goto error;
-            } else if (c == Py_None) {
-                v = Py_NewRef(Py_None);
             } else {
-                if (!PyBytes_Check(c) || PyBytes_GET_SIZE(c) < 1) {
+                const unsigned char *cv = NULL;
+                Py_ssize_t cn = 0;
+                int got = cell_value(c, &cv, &cn);
+                if (got < 0) {
                     PyErr_SetString(PyExc_ValueError, "read_rows: a cell is not a cell");
                     goto error;
                 }
-                const char *cd = PyBytes_AS_STRING(c);
-                Py_ssize_t cn = PyBytes_GET_SIZE(c);
-                unsigned char fl = (unsigned char)cd[0];
-                if (fl == 0)
-                    v = PyBytes_FromStringAndSize(cd + 1, cn - 1);
-                else if (fl & FLAG_TOMBSTONE)
-                    v = Py_NewRef(Py_None);
-                else
-                    v = PyBytes_FromStringAndSize(cd + (cn < 21 ? cn : 21),
-                                                  cn < 21 ? 0 : cn - 21);
+                v = got ? PyBytes_FromStringAndSize((const char *)cv, cn) : Py_NewRef(Py_None);
                 if (v == NULL) goto error;
             }
         }
