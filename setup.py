@@ -25,6 +25,12 @@ setup(
             optional=True,  # without a compiler, gateway.core.lsm.bloom probes in Python
         ),
         Extension(
+            "gateway.core.lsm._memsort",
+            ["gateway/core/lsm/_memsort.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without a compiler, gateway.core.lsm.memtable sorts in Python
+        ),
+        Extension(
             "gateway.core.lsm._block",
             ["gateway/core/lsm/_block.c"],
             depends=["gateway/core/_buf.h", "gateway/core/_stuffing.h"],

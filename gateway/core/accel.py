@@ -1,7 +1,8 @@
 """Loading the optional C accelerators.
 
 Each accelerator (``gateway.core._recordstream``, ``gateway.core._columns``,
-``gateway.core.lsm._bloom``, ``gateway.node._wire``, ``gateway.node._peer_codec``,
+``gateway.core.lsm._bloom``, ``gateway.core.lsm._block``, ``gateway.core.lsm._memsort``,
+``gateway.node._wire``, ``gateway.node._peer_codec``,
 ``gateway.node._judge``, ``gateway.node.api._read_wire``,
 ``spark_applier._txndecode``) speeds up code whose pure-Python version is the specification
 and the fallback (one C file per Python module it mirrors). ``load(name)`` returns the

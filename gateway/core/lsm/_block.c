@@ -36,7 +36,11 @@
  *     The data blocks an SSTable writer makes of the sorted pairs keys[start:], as the stuffed
  *     records it writes: chunks of per_block pairs from `start` (a multiple of per_block), a
  *     chunk whose payload exceeds 2 * block_bytes halved until it does not or is one pair;
- *     stops after the chunk that brings `data` to `limit` bytes, or at the end. `stop` is where
+ *     stops after the chunk that brings the pairs taken to `limit` bytes (keys, cells and 8
+ *     bytes of lengths each: `data` is at least as long), or at the end. The blocks are
+ *     made without the GIL when the pairs taken hold at least 64 KiB (the flush and the
+ *     compaction threads then leave the interpreter to the event loop); the pairs taken are
+ *     held meanwhile, so a list changed by another thread cannot free them. `stop` is where
  *     the next call starts (len(keys) when done); `last_keys` the last key of every block,
  *     `offsets` (native u64) where each record starts, counting `data` from file offset
  *     `offset`, `lengths` (native u32) each record's stuffed size without its separator,
@@ -354,60 +358,73 @@ fail:
 /* ------------------------------------------------------------------ runs of blocks */
 
 typedef struct {
-    PyObject **keys, **cells;      /* the lists' items */
+    const char *p;
+    size_t len;
+} span_t;
+
+typedef struct {
+    const span_t *keys, *cells;    /* the pairs of this call, from its start */
     size_t block_bytes;
     uint64_t offset;               /* file offset of out.buf[0] */
-    Buf out, scratch, offs, lens;
-    PyObject *last_keys;
+    Buf out, scratch, offs, lens, last;  /* raw (PyMem_Raw*): grown without the GIL */
     uint64_t payload_bytes;
 } enc_t;
 
-static size_t payload_size(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
+/* emit_block's failures, raised by the caller once it holds the GIL again. */
+#define ENC_NOMEM (-1)
+#define ENC_TOO_LARGE (-2)
+
+static size_t payload_size(const enc_t *e, Py_ssize_t i, Py_ssize_t j) {
     size_t total = 5 + 8 * (size_t)(j - i);
-    for (Py_ssize_t k = i; k < j; k++)
-        total += (size_t)PyBytes_GET_SIZE(e->keys[k]) + (size_t)PyBytes_GET_SIZE(e->cells[k]);
+    for (Py_ssize_t k = i; k < j; k++) total += e->keys[k].len + e->cells[k].len;
     return total;
 }
 
-/* One block of pairs [i, j), halved while too big (SSTableWriter._add_block). */
+/* One block of pairs [i, j) (indices from the call's start), halved while too big
+ * (SSTableWriter._add_block). Touches no Python object: runs without the GIL. */
 static int emit_block(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
     size_t plen = payload_size(e, i, j);
     if (plen > 2 * e->block_bytes && j - i > 1) {
         Py_ssize_t half = (j - i) / 2;
-        if (emit_block(e, i, i + half) < 0) return -1;
-        return emit_block(e, i + half, j);
+        int rc = emit_block(e, i, i + half);
+        return rc < 0 ? rc : emit_block(e, i + half, j);
     }
-    if (plen > 0xFFFFFFFFu - 64 - 2 * (plen / MAX_REMAINING_RUN)) { /* its length is a u32 */
-        PyErr_SetString(PyExc_OverflowError, "data block too large for the index");
-        return -1;
-    }
+    if (plen > 0xFFFFFFFFu - 64 - 2 * (plen / MAX_REMAINING_RUN)) /* its length is a u32 */
+        return ENC_TOO_LARGE;
     e->scratch.len = 0;
-    if (buf_reserve(&e->scratch, (Py_ssize_t)(plen + HEADER_SIZE)) < 0) return -1;
+    if (buf_reserve_raw(&e->scratch, (Py_ssize_t)(plen + HEADER_SIZE)) < 0) return ENC_NOMEM;
     uint8_t *p = (uint8_t *)e->scratch.buf + HEADER_SIZE;
     Py_ssize_t count = j - i;
     p[0] = TAG_BLOCK;
     put_le(p + 1, (uint64_t)count, 4);
     uint8_t *lens = p + 5, *data = p + 5 + 8 * count;
     for (Py_ssize_t k = i; k < j; k++) {
-        size_t kl = (size_t)PyBytes_GET_SIZE(e->keys[k]), cl = (size_t)PyBytes_GET_SIZE(e->cells[k]);
+        size_t kl = e->keys[k].len, cl = e->cells[k].len;
         put_le(lens, kl, 4);
         put_le(lens + 4, cl, 4);
         lens += 8;
-        memcpy(data, PyBytes_AS_STRING(e->keys[k]), kl);
+        memcpy(data, e->keys[k].p, kl);
         data += kl;
-        memcpy(data, PyBytes_AS_STRING(e->cells[k]), cl);
+        memcpy(data, e->cells[k].p, cl);
         data += cl;
     }
-    if (buf_reserve(&e->out, (Py_ssize_t)(stuffed_bound(plen + HEADER_SIZE) + 2)) < 0) return -1;
+    if (buf_reserve_raw(&e->out, (Py_ssize_t)(stuffed_bound(plen + HEADER_SIZE) + 2)) < 0)
+        return ENC_NOMEM;
     size_t w = encode_in_place((uint8_t *)e->out.buf + e->out.len, (uint8_t *)e->scratch.buf,
                                plen, 0);
     uint64_t at = e->offset + (uint64_t)e->out.len;
     uint32_t rec_len = (uint32_t)(w - 2);
-    if (buf_put(&e->offs, &at, 8) < 0 || buf_put(&e->lens, &rec_len, 4) < 0) return -1;
+    Py_ssize_t last = j - 1;
+    if (buf_put_raw(&e->offs, &at, 8) < 0 || buf_put_raw(&e->lens, &rec_len, 4) < 0
+            || buf_put_raw(&e->last, &last, sizeof last) < 0)
+        return ENC_NOMEM;
     e->out.len += (Py_ssize_t)w;
     e->payload_bytes += plen;
-    return PyList_Append(e->last_keys, e->keys[j - 1]);
+    return 0;
 }
+
+/* Calls whose pairs hold at least this many bytes encode without the GIL. */
+#define ENCODE_RELEASE_AT (64 << 10)
 
 static PyObject *encode_blocks(PyObject *self, PyObject *args) {
     PyObject *keys, *cells;
@@ -425,37 +442,83 @@ static PyObject *encode_blocks(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "start, per_block or block_bytes out of range");
         return NULL;
     }
-    for (Py_ssize_t k = start; k < n; k++) {
-        if (!PyBytes_Check(PyList_GET_ITEM(keys, k)) || !PyBytes_Check(PyList_GET_ITEM(cells, k))) {
-            PyErr_Format(PyExc_TypeError, "pair %zd is not two bytes objects", k);
-            return NULL;
+    /* This call's pairs: whole chunks of per_block from start until their payloads reach
+     * limit bytes (the records are at least as large), or the end. */
+    Py_ssize_t stop = start;
+    size_t bytes = 0;
+    while (stop < n && bytes < (size_t)(limit > 0 ? limit : 0)) {
+        Py_ssize_t j = n - stop > per_block ? stop + per_block : n;
+        for (Py_ssize_t k = stop; k < j; k++) {
+            PyObject *kk = PyList_GET_ITEM(keys, k), *cc = PyList_GET_ITEM(cells, k);
+            if (!PyBytes_Check(kk) || !PyBytes_Check(cc)) {
+                PyErr_Format(PyExc_TypeError, "pair %zd is not two bytes objects", k);
+                return NULL;
+            }
+            bytes += 8 + (size_t)PyBytes_GET_SIZE(kk) + (size_t)PyBytes_GET_SIZE(cc);
         }
+        stop = j;
+    }
+    Py_ssize_t m = stop - start;
+    /* The pairs' objects, held until the end (a list changed by another thread meanwhile
+     * cannot free them), and their bytes. */
+    PyObject **held = PyMem_RawMalloc((size_t)(2 * m + 1) * sizeof *held);
+    span_t *spans = PyMem_RawMalloc((size_t)(2 * m + 1) * sizeof *spans);
+    if (!held || !spans) {
+        PyMem_RawFree(held);
+        PyMem_RawFree(spans);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *kk = PyList_GET_ITEM(keys, start + k), *cc = PyList_GET_ITEM(cells, start + k);
+        held[2 * k] = Py_NewRef(kk);
+        held[2 * k + 1] = Py_NewRef(cc);
+        spans[k] = (span_t){PyBytes_AS_STRING(kk), (size_t)PyBytes_GET_SIZE(kk)};
+        spans[m + k] = (span_t){PyBytes_AS_STRING(cc), (size_t)PyBytes_GET_SIZE(cc)};
     }
     enc_t e = {0};
-    PyObject *result = NULL;
-    e.last_keys = PyList_New(0);  /* first: an allocation that may collect runs no code later */
-    if (!e.last_keys) return NULL;
-    /* The items stay put: from here to the last block nothing runs Python code (no object is
-     * allocated that the collector tracks) that could change the lists. */
-    e.keys = ((PyListObject *)keys)->ob_item;
-    e.cells = ((PyListObject *)cells)->ob_item;
+    e.keys = spans;
+    e.cells = spans + m;
     e.block_bytes = (size_t)block_bytes;
     e.offset = offset;
-    Py_ssize_t i = start;
-    while (i < n && e.out.len < limit) {
-        Py_ssize_t j = n - i > per_block ? i + per_block : n;
-        if (emit_block(&e, i, j) < 0) goto done;
-        i = j;
+    PyObject *result = NULL, *last_keys = NULL;
+    int rc = 0;
+    if (bytes >= ENCODE_RELEASE_AT) {
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < m && rc == 0; i += per_block)
+            rc = emit_block(&e, i, m - i > per_block ? i + per_block : m);
+        Py_END_ALLOW_THREADS
+    } else {
+        for (Py_ssize_t i = 0; i < m && rc == 0; i += per_block)
+            rc = emit_block(&e, i, m - i > per_block ? i + per_block : m);
     }
-    result = Py_BuildValue("(y#nOy#y#K)", e.out.buf, e.out.len, i, e.last_keys, e.offs.buf,
+    if (rc == ENC_NOMEM) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == ENC_TOO_LARGE) {
+        PyErr_SetString(PyExc_OverflowError, "data block too large for the index");
+        goto done;
+    }
+    Py_ssize_t nlast = e.last.len / (Py_ssize_t)sizeof(Py_ssize_t);
+    last_keys = PyList_New(nlast);
+    if (!last_keys) goto done;
+    for (Py_ssize_t b = 0; b < nlast; b++) {
+        Py_ssize_t k = ((Py_ssize_t *)e.last.buf)[b];
+        PyList_SET_ITEM(last_keys, b, Py_NewRef(held[2 * k]));
+    }
+    result = Py_BuildValue("(y#nOy#y#K)", e.out.buf, e.out.len, stop, last_keys, e.offs.buf,
                            e.offs.len, e.lens.buf, e.lens.len,
                            (unsigned long long)e.payload_bytes);
 done:
-    Py_DECREF(e.last_keys);
-    PyMem_Free(e.out.buf);
-    PyMem_Free(e.scratch.buf);
-    PyMem_Free(e.offs.buf);
-    PyMem_Free(e.lens.buf);
+    Py_XDECREF(last_keys);
+    for (Py_ssize_t k = 0; k < 2 * m; k++) Py_DECREF(held[k]);
+    PyMem_RawFree(held);
+    PyMem_RawFree(spans);
+    PyMem_RawFree(e.out.buf);
+    PyMem_RawFree(e.scratch.buf);
+    PyMem_RawFree(e.offs.buf);
+    PyMem_RawFree(e.lens.buf);
+    PyMem_RawFree(e.last.buf);
     return result;
 }
 

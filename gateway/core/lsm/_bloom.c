@@ -10,7 +10,8 @@
  *
  * hashes(keys, table) -> (h1s: bytes of uint32, masks: bytes of uint64)
  *   per key h1 = CRC-32C(key) (crc32c.crc32c) and mask = table[CRC-32(key) >> 18]
- *   (zlib.crc32; table: bloom.MASKS as array('Q')), native byte order.
+ *   (zlib.crc32; table: bloom.MASKS as array('Q')), native byte order. Lists of 4,096 keys
+ *   or more (a flush's, a compaction's) are hashed without the GIL.
  *
  * build(h1s, masks, nwords) -> bytes of nwords uint64 (native byte order)
  *   the filter's words: words[h1s[i] % nwords] |= masks[i] for every key i.
@@ -99,10 +100,30 @@ release_w:
 	return out;
 }
 
+/* Lists of at least this many keys are hashed without the GIL. */
+#define RELEASE_AT 4096
+
+static void
+hash_keys(PyObject *const *items, Py_ssize_t n, const uint64_t *table, uint32_t *h1,
+    uint64_t *m)
+{
+	for (Py_ssize_t i = 0; i < n; i++) {
+		const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(items[i]);
+		Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
+		uint32_t c = 0xFFFFFFFFu, z = 0xFFFFFFFFu;
+		for (Py_ssize_t j = 0; j < len; j++) {
+			c = (c >> 8) ^ crc32c_table[(c ^ p[j]) & 0xFF];
+			z = (z >> 8) ^ crc32_table[(z ^ p[j]) & 0xFF];
+		}
+		h1[i] = ~c;
+		m[i] = table[(~z) >> 18];
+	}
+}
+
 static PyObject *
 hashes(PyObject *self, PyObject *args)
 {
-	PyObject *keys, *to, *h1b = NULL, *mb = NULL;
+	PyObject *keys, *to, *h1b = NULL, *mb = NULL, *held = NULL;
 	Py_buffer tv;
 
 	if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &keys, &to))
@@ -113,7 +134,19 @@ hashes(PyObject *self, PyObject *args)
 		PyErr_SetString(PyExc_ValueError, "hashes: the mask table must hold 16384 masks");
 		goto done;
 	}
-	Py_ssize_t n = PyList_GET_SIZE(keys);
+	/* A tuple of the keys: they stay put (and alive) while the GIL is released even if
+	 * another thread changes the list. */
+	held = PyList_AsTuple(keys);
+	if (held == NULL)
+		goto done;
+	Py_ssize_t n = PyTuple_GET_SIZE(held);
+	PyObject *const *items = &PyTuple_GET_ITEM(held, 0);
+	for (Py_ssize_t i = 0; i < n; i++) {
+		if (!PyBytes_Check(items[i])) {
+			PyErr_SetString(PyExc_TypeError, "hashes: keys must be bytes");
+			goto done;
+		}
+	}
 	h1b = PyBytes_FromStringAndSize(NULL, n * 4);
 	mb = PyBytes_FromStringAndSize(NULL, n * 8);
 	if (h1b == NULL || mb == NULL)
@@ -121,29 +154,21 @@ hashes(PyObject *self, PyObject *args)
 	uint32_t *h1 = (uint32_t *)PyBytes_AS_STRING(h1b);
 	uint64_t *m = (uint64_t *)PyBytes_AS_STRING(mb);
 	const uint64_t *table = tv.buf;
-	for (Py_ssize_t i = 0; i < n; i++) {
-		PyObject *k = PyList_GET_ITEM(keys, i);
-		if (!PyBytes_Check(k)) {
-			PyErr_SetString(PyExc_TypeError, "hashes: keys must be bytes");
-			goto fail;
-		}
-		const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(k);
-		Py_ssize_t len = PyBytes_GET_SIZE(k);
-		uint32_t c = 0xFFFFFFFFu, z = 0xFFFFFFFFu;
-		for (Py_ssize_t j = 0; j < len; j++) {
-			c = (c >> 8) ^ crc32c_table[(c ^ p[j]) & 0xFF];
-			z = (z >> 8) ^ crc32_table[(z ^ p[j]) & 0xFF];
-		}
-		h1[i] = ~c;
-		m[i] = table[(~z) >> 18];
+	if (n >= RELEASE_AT) {
+		Py_BEGIN_ALLOW_THREADS
+		hash_keys(items, n, table, h1, m);
+		Py_END_ALLOW_THREADS
+	} else {
+		hash_keys(items, n, table, h1, m);
 	}
+	Py_DECREF(held);
 	PyBuffer_Release(&tv);
 	return Py_BuildValue("(NN)", h1b, mb);
 fail:
 	Py_XDECREF(h1b);
 	Py_XDECREF(mb);
-	h1b = NULL;
 done:
+	Py_XDECREF(held);
 	PyBuffer_Release(&tv);
 	return NULL;
 }

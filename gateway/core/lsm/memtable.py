@@ -32,9 +32,15 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from gateway.core.accel import load
+
 __all__ = ["ENTRY_OVERHEAD", "Memtable", "RangeView"]
 
 _RUN = 256  # keys per block a view yields
+
+# A table's sort in C, without the GIL for large tables (``_sorted_items_py`` is the spec).
+_memsort = load("gateway.core.lsm._memsort")
+_sorted_pairs = None if _memsort is None else _memsort.sorted_pairs
 
 #: Approximate CPython memory per entry beyond the key and cell bytes (two bytes objects'
 #: headers, the dict slot and its share of the hash index). Used for the byte budget.
@@ -99,17 +105,26 @@ class Memtable:
         with self._sort_lock:
             cached = self._sorted
             if cached is None:
-                data = self.data.copy()  # a concurrent writer must not change it under sort
-                runs = self._runs
-                if runs:  # sorted runs made for views: sort merges them (fewer compares)
-                    keys = [k for run in runs for k in run]
-                    keys += self._uncovered(data)
-                    keys.sort()
+                if _sorted_pairs is not None:
+                    keys, cells = _sorted_pairs(self.data)
+                    cached = (keys, cells)
                 else:
-                    keys = sorted(data)
-                cached = (keys, list(map(data.__getitem__, keys)))
+                    cached = self._sorted_items_py()
                 self._sorted = cached
         return cached
+
+    def _sorted_items_py(self) -> tuple[list[bytes], list[bytes]]:
+        """:meth:`sorted_items` in Python, the specification of ``_memsort.sorted_pairs`` (which
+        reads the dict at one moment under the GIL and sorts without it)."""
+        data = self.data.copy()  # a concurrent writer must not change it under sort
+        runs = self._runs
+        if runs:  # sorted runs made for views: sort merges them (fewer compares)
+            keys = [k for run in runs for k in run]
+            keys += self._uncovered(data)
+            keys.sort()
+        else:
+            keys = sorted(data)
+        return keys, list(map(data.__getitem__, keys))
 
     def view(self, start: bytes | None, end: bytes | None) -> RangeView:
         """A view of this table's pairs with ``start <= key < end`` (``None``: open) as they
