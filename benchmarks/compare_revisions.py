@@ -13,10 +13,10 @@ every later cell that is a plain number (commas, a trailing unit such as ``us``,
 ``MiB`` or ``x`` allowed) is a value, and a cell of numbers joined by ``/`` (a per-node column
 such as ``CPU us/row L/F/F``) is one value per node, ``[node 1]`` first. A figure is "worse"
 when it moved the wrong way by more than ``--tolerance`` (default 5 %): down for rates, up
-for times, latencies, sizes and costs
-(names containing ``(s)``, `` us``, ``ms``, ``latency``, ``p50``, ``p99``, ``RSS``, ``disk``,
-``cost``, ``settle``, ``steal``). Timings are informative; the exit code is always 0 unless a
-run fails.
+for times, latencies, sizes and costs (names containing ``(s)``, `` us``, ``ms``,
+``latency``, ``p50``, ``p99``, ``RSS``, ``disk``, ``cost``, ``settle``, ``steal``, ``CPU/``:
+``bench_channels.py``'s ``replica CPU/row``). Timings are informative; the exit code is
+always 0 unless a run fails.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _PER_NODE = re.compile(r"^[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9][0-9,]*(?:\.[0-9]+)?
 _CASE_COLUMNS = ("clients", "batch", "window", "size", "n", "rows", "threads", "workers")
 _LOWER_IS_BETTER = (
     "(s)", " us", "us/", "ms", "latency", "p50", "p99", "rss", "disk", "cost", "settle", "errors",
-    "steal",
+    "steal", "cpu/",
 )
 
 
