@@ -24,7 +24,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static uint32_t crc32c_table[256], crc32_table[256];
+/* Slice-by-8 tables of both CRCs: t[0] the byte-at-a-time table, t[k][i] the CRC of byte i
+ * followed by k zero bytes. */
+static uint32_t crc32c_table[8][256], crc32_table[8][256];
 
 static void
 tables_init(void)
@@ -35,9 +37,36 @@ tables_init(void)
 			c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
 			z = (z >> 1) ^ (0xEDB88320u & (0u - (z & 1)));
 		}
-		crc32c_table[i] = c;
-		crc32_table[i] = z;
+		crc32c_table[0][i] = c;
+		crc32_table[0][i] = z;
 	}
+	for (int k = 1; k < 8; k++) {
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = crc32c_table[k - 1][i], z = crc32_table[k - 1][i];
+			crc32c_table[k][i] = (c >> 8) ^ crc32c_table[0][c & 0xFF];
+			crc32_table[k][i] = (z >> 8) ^ crc32_table[0][z & 0xFF];
+		}
+	}
+}
+
+/* The reflected CRC register of table t after p[0..len), from crc (slice-by-8, then bytes). */
+static inline uint32_t
+crc_update(const uint32_t t[8][256], uint32_t crc, const uint8_t *p, Py_ssize_t len)
+{
+	while (len >= 8) {
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		    (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+		    (uint32_t)p[7] << 24;
+		crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
+		    t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
+		    t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
+		p += 8;
+		len -= 8;
+	}
+	while (len-- > 0)
+		crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xFF];
+	return crc;
 }
 
 static int
@@ -110,11 +139,8 @@ hash_keys(PyObject *const *items, Py_ssize_t n, const uint64_t *table, uint32_t 
 	for (Py_ssize_t i = 0; i < n; i++) {
 		const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(items[i]);
 		Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
-		uint32_t c = 0xFFFFFFFFu, z = 0xFFFFFFFFu;
-		for (Py_ssize_t j = 0; j < len; j++) {
-			c = (c >> 8) ^ crc32c_table[(c ^ p[j]) & 0xFF];
-			z = (z >> 8) ^ crc32_table[(z ^ p[j]) & 0xFF];
-		}
+		uint32_t c = crc_update(crc32c_table, 0xFFFFFFFFu, p, len);
+		uint32_t z = crc_update(crc32_table, 0xFFFFFFFFu, p, len);
 		h1[i] = ~c;
 		m[i] = table[(~z) >> 18];
 	}
