@@ -55,8 +55,8 @@ static void merge(const key_t_ *src, key_t_ *dst, Py_ssize_t lo, Py_ssize_t mid,
     while (j < hi) dst[k++] = src[j++];
 }
 
-/* Sorts a[0:n) using tmp (n items) and bounds (n + 1 items); returns whichever of a and tmp
- * holds the result. Touches no Python object. */
+/* Sorts a[0:n) using tmp (n items) and bounds (n / MIN_RUN + 2 items); returns whichever of
+ * a and tmp holds the result. Touches no Python object. */
 static key_t_ *natural_sort(key_t_ *a, key_t_ *tmp, Py_ssize_t *bounds, Py_ssize_t n) {
     Py_ssize_t nb = 0;
     bounds[nb++] = 0;
@@ -114,7 +114,8 @@ static PyObject *sorted_pairs(PyObject *self, PyObject *data) {
     PyObject *keys = PyList_New(n), *cells = PyList_New(n);
     key_t_ *a = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof *a);
     key_t_ *tmp = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof *a);
-    Py_ssize_t *bounds = PyMem_RawMalloc((size_t)(n + 1) * sizeof *bounds);
+    /* every run but the last holds at least MIN_RUN keys */
+    Py_ssize_t *bounds = PyMem_RawMalloc((size_t)(n / MIN_RUN + 2) * sizeof *bounds);
     PyObject **objs = PyMem_RawMalloc((size_t)(n ? n : 1) * 2 * sizeof *objs);
     PyObject *result = NULL;
     if (!keys || !cells || !a || !tmp || !bounds || !objs) {
