@@ -375,6 +375,60 @@ static unsigned char *put_ld(unsigned char *o, unsigned char key, const unsigned
     return o + len;
 }
 
+/* records_without(body, drop) -> (bytes, kept_any) or None: the serialized statement body
+ * `body` (an insert, update or delete: records are field 4) without the records whose
+ * numbers (counted from 0 among the records) are in `drop`, a list of ints in ascending
+ * order, and whether any record is left; every other field as it was, a length-delimited
+ * one's length written again as the minimal varint. None when the body does not walk
+ * (message_fields' rules). conflict_wire.records_without_py is the specification. */
+static PyObject *records_without(PyObject *self, PyObject *args) {
+    PyObject *body, *drop;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyBytes_Type, &body, &PyList_Type, &drop))
+        return NULL;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(body);
+    Py_ssize_t n = PyBytes_GET_SIZE(body), nd = PyList_GET_SIZE(drop), di = 0, pos = 0;
+    for (Py_ssize_t i = 0; i < nd; i++) { /* ints, ascending */
+        Py_ssize_t v = PyLong_AsSsize_t(PyList_GET_ITEM(drop, i));
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (i > 0 && v <= PyLong_AsSsize_t(PyList_GET_ITEM(drop, i - 1))) {
+            PyErr_SetString(PyExc_ValueError, "records_without: drop must be ascending");
+            return NULL;
+        }
+        if (v < 0) di = i + 1; /* no record has a negative number */
+    }
+    /* a length's minimal varint is never longer than the one it replaces: n bytes suffice */
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n);
+    if (!out) return NULL;
+    unsigned char *o0 = (unsigned char *)PyBytes_AS_STRING(out), *o = o0;
+    unsigned char key;
+    Span f;
+    int got, kept_any = 0;
+    Py_ssize_t r_no = -1;
+    while ((got = next_field(d, n, &pos, &key, &f)) == 1) {
+        if (key == 0x22) {
+            r_no++;
+            if (di < nd && PyLong_AsSsize_t(PyList_GET_ITEM(drop, di)) == r_no) {
+                di++;
+                continue;
+            }
+            kept_any = 1;
+        }
+        if ((key & 7) == 2) {
+            o = put_ld(o, key, f.p, f.n);
+        } else {
+            *o++ = key;
+            memcpy(o, f.p, (size_t)f.n);
+            o += f.n;
+        }
+    }
+    if (got < 0) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    if (_PyBytes_Resize(&out, o - o0) < 0) return NULL;
+    return Py_BuildValue("(NO)", out, kept_any ? Py_True : Py_False);
+}
+
 /* the Row field key -> (0 head / 1 record, its new key, its group in the output order) */
 static int refresh_slot(unsigned char key, unsigned char *to, int *group) {
     switch (key) {
@@ -929,6 +983,8 @@ static PyMethodDef methods[] = {
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
     {"message_fields", message_fields, METH_O,
      "The top-level fields of a serialized message as (key, payload) (see the file)."},
+    {"records_without", records_without, METH_VARARGS,
+     "A statement body's bytes without some of its records (see the file)."},
     {"refresh_record", refresh_record, METH_VARARGS,
      "The refresh insert's head and record of a stored row (see the file)."},
     {"exception_record", exception_record, METH_VARARGS,

@@ -651,3 +651,33 @@ def test_transactions_with_records_cut_from_bytes_are_the_specifications(seed):
     odd = transaction_pb2.Transaction.FromString(
         txn.SerializeToString() + b"\x32\x04\x1a\x00\x78\x01")
     assert conflict_wire.without_wire(odd, gone | {(len(stmts), 0)}) is None
+
+
+@pytest.mark.skipif(not _C, reason="the C accelerator is not loaded")
+def test_records_cut_from_a_statement_body_in_c_are_the_pythons():
+    # ``records_without`` (C) against ``records_without_py``: real bodies with records
+    # dropped at random, bodies cut short or with junk after them, lengths written with
+    # longer varints than needed (rewritten minimal by both), drops out of range
+    c = conflict_wire._c
+    assert c is not None
+    rng = random.Random(11)
+    bodies = [b"", b"\x22\x00", b"\x22\x82\x00ab\x22\x01x", b"\x08\x96\x01\x22\x00",
+              b"\x0a\x80\x01" + b"t" * 128 + b"\x22\x02zz", b"\x22", b"\x80\x01", b"\x23"]
+    for _ in range(400):
+        kind = rng.choice(["insert", "update", "delete"])
+        stmt = _stmt(rng, kind, rng.choice(list(_TABLES)), list(range(rng.randint(0, 8))))
+        body = getattr(stmt, kind).SerializeToString()
+        cut = rng.randrange(len(body) + 1)
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+        bodies += [body, body[:cut], body + junk]
+    for body in bodies:
+        for _ in range(3):
+            drop = sorted(rng.sample(range(-2, 12), rng.randint(0, 6)))
+            assert c.records_without(body, drop) == conflict_wire.records_without_py(
+                body, drop), (body, drop)
+    with pytest.raises(ValueError, match="ascending"):
+        c.records_without(b"\x22\x00", [2, 1])
+    with pytest.raises(TypeError):
+        c.records_without(b"\x22\x00", [1.5])
+    with pytest.raises(TypeError):
+        c.records_without("x", [])

@@ -33,7 +33,8 @@ from gateway.node.state.store_ops import MISSING as _MISSING
 from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "exception_run", "parts", "parts_py",
-           "read_row", "read_rows", "read_rows_py", "refresh_parts", "refresh_parts_py",
+           "read_row", "read_rows", "read_rows_py", "records_without", "records_without_py",
+           "refresh_parts", "refresh_parts_py",
            "statement_bytes", "without_wire"]
 
 FT = value_pb2.FieldType
@@ -112,6 +113,9 @@ class _WalkC(Protocol):
     def message_fields(self, data: bytes, /) -> list[tuple[int, bytes]] | None: ...
 
     def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
+
+    def records_without(self, body: bytes, drop: list[int], /
+                        ) -> tuple[bytes, bool] | None: ...
 
     def exception_record(self, record: bytes, akey: int, nkeys: int, nvals: int,
                          stored: bytes | None, fkey: tuple[bytes, ...] | None, picks: bytes,
@@ -505,21 +509,40 @@ def without_wire(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
         stmt = parts(p)
         if stmt is None or len(stmt) != 1 or stmt[0][0] not in _BODY_KEYS:
             return None
-        body = parts(stmt[0][1])
-        if body is None:
+        got = records_without(stmt[0][1], sorted(drop))
+        if got is None:
             return None
-        kept: list[bytes] = []
-        r_no, any_record = -1, False
-        for bk, bp in body:
-            if bk == _INS_RECORDS:  # records = 4 in all three statements
-                r_no += 1
-                if r_no in drop:
-                    continue
-                any_record = True
-            kept.append(_field(bk, bp))
+        body, any_record = got
         if any_record:
-            out.append(_ld(k, _ld(stmt[0][0], b"".join(kept))))
+            out.append(_ld(k, _ld(stmt[0][0], body)))
     return transaction_pb2.Transaction.FromString(b"".join(out))
+
+
+def records_without_py(body: bytes, drop: list[int]) -> tuple[bytes, bool] | None:
+    """The serialized statement body ``body`` (an insert, update or delete: records are
+    field 4 in all three) without the records numbered (from 0) in ``drop`` (ascending), and
+    whether any record is left; the other fields as ``parts`` gives them, serialized again
+    (``_field``). None when ``body`` does not walk. The specification of
+    ``gateway.node._judge.records_without``."""
+    fields = parts_py(body)
+    if fields is None:
+        return None
+    gone = set(drop)
+    kept: list[bytes] = []
+    r_no, any_record = -1, False
+    for bk, bp in fields:
+        if bk == _INS_RECORDS:
+            r_no += 1
+            if r_no in gone:
+                continue
+            any_record = True
+        kept.append(_field(bk, bp))
+    return b"".join(kept), any_record
+
+
+#: ``records_without_py``, in C when built
+records_without: Callable[[bytes, list[int]], tuple[bytes, bool] | None] = \
+    _c.records_without if _c is not None else records_without_py
 
 
 def read_row(key: bytes, overlay: Mapping[bytes, bytes | None],
