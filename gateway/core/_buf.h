@@ -15,14 +15,24 @@ typedef struct {
     Py_ssize_t len, cap;
 } Buf;
 
-static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+/* Room for `extra` more bytes, grown by doubling with `grow` (PyMem_Realloc or
+ * PyMem_RawRealloc): 0, or -1 with no exception set. */
+static inline int buf_grow(Buf *b, Py_ssize_t extra, void *(*grow)(void *, size_t)) {
     if (b->len + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_Realloc(b->buf, (size_t)cap);
-    if (!p) { PyErr_NoMemory(); return -1; }
+    char *p = grow(b->buf, (size_t)cap);
+    if (!p) return -1;
     b->buf = p;
     b->cap = cap;
+    return 0;
+}
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (buf_grow(b, extra, PyMem_Realloc) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
 }
 
@@ -37,14 +47,7 @@ static inline int buf_put(Buf *b, const void *src, Py_ssize_t n) {
  * failure (the caller raises MemoryError once it holds the GIL again). Free with PyMem_RawFree.
  * A Buf is grown by one family only. */
 static inline int buf_reserve_raw(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_RawRealloc(b->buf, (size_t)cap);
-    if (!p) return -1;
-    b->buf = p;
-    b->cap = cap;
-    return 0;
+    return buf_grow(b, extra, PyMem_RawRealloc);
 }
 
 static inline int buf_put_raw(Buf *b, const void *src, Py_ssize_t n) {
