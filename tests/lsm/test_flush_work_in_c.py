@@ -163,3 +163,32 @@ def test_a_compactions_rounds_merge_as_the_specification(sources: int, size: int
     got = merged()
     assert [k for ks, _ in got for k in ks] == [k for ks, _ in want for k in ks]
     assert [c for _, cs in got for c in cs] == [c for _, cs in want for c in cs]
+
+
+def test_a_sort_beside_a_writer_sees_the_table_of_one_moment() -> None:
+    # the dict is read under the GIL and sorted without it: a writer running meanwhile
+    # (adding keys, replacing cells) changes nothing the sort returns, and nothing crashes
+    import threading
+
+    rng = random.Random(3)
+    mem = _table(_keys(20000, "random", rng), rng)
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set() and i < 50_000:
+            mem.put(b"w%08d" % i, b"\x00n")
+            mem.put(b"t\x00", b"\x00r%d" % i)
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(8):
+            keys, cells = _memsort.sorted_pairs(mem.data)
+            assert keys == sorted(keys) and len(set(keys)) == len(keys) == len(cells)
+            assert all(type(c) is bytes for c in cells)
+            assert set(keys) <= set(mem.data)
+    finally:
+        stop.set()
+        t.join()
