@@ -7,7 +7,8 @@ setup(
         Extension(
             "gateway.core._recordstream",
             ["gateway/core/_recordstream.c"],
-            depends=["gateway/core/_protowire.h", "gateway/core/_stuffing.h"],
+            depends=["gateway/core/_protowire.h", "gateway/core/_stuffing.h",
+                     "gateway/core/_crc.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.records falls back to Python
         ),
@@ -21,6 +22,7 @@ setup(
         Extension(
             "gateway.core.lsm._bloom",
             ["gateway/core/lsm/_bloom.c"],
+            depends=["gateway/core/_crc.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.lsm.bloom probes in Python
         ),
@@ -33,7 +35,7 @@ setup(
         Extension(
             "gateway.core.lsm._block",
             ["gateway/core/lsm/_block.c"],
-            depends=["gateway/core/_buf.h", "gateway/core/_stuffing.h"],
+            depends=["gateway/core/_buf.h", "gateway/core/_stuffing.h", "gateway/core/_crc.h"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,  # without a compiler, gateway.core.lsm.format searches in Python
         ),

@@ -20,72 +20,14 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_crc.h"
+
 #define RADIX 253u
 #define MAX_INITIAL_RUN (RADIX - 1)
 #define MAX_REMAINING_RUN (RADIX * RADIX - 1)
 #define HEADER_SIZE 8
 
-/* ---------------------------------------------------------------- CRC-32C */
-
-static uint32_t crc_table[8][256];
-
-static void
-crc_table_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-		crc_table[0][i] = c;
-	}
-	for (uint32_t i = 0; i < 256; i++)
-		for (int t = 1; t < 8; t++)
-			crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-			    crc_table[0][crc_table[t - 1][i] & 0xFF];
-}
-
-/* Raw CRC-32C update (no inversions), slicing-by-8. */
-static uint32_t
-crc_sw(uint32_t crc, const uint8_t *p, size_t n)
-{
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		w ^= crc;
-		crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^
-		    crc_table[5][(w >> 16) & 0xFF] ^ crc_table[4][(w >> 24) & 0xFF] ^
-		    crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
-		    crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
-		p += 8;
-		n -= 8;
-	}
-	while (n--)
-		crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
-	return crc;
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t
-crc_hw(uint32_t crc, const uint8_t *p, size_t n)
-{
-	uint64_t c = crc;
-	while (n >= 8) {
-		uint64_t w;
-		memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
-		p += 8;
-		n -= 8;
-	}
-	crc = (uint32_t)c;
-	while (n--)
-		crc = _mm_crc32_u8(crc, *p++);
-	return crc;
-}
-#define HAVE_CRC_HW 1
-#endif
-
-static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_sw;
+/* ---------------------------------------------------------------- CRC-32C: _crc.h */
 
 /* CRC of the unstuffed record `rec` (n >= 8 bytes) with its crc field read as FF FF FF FF. */
 static inline uint32_t
@@ -265,12 +207,7 @@ record_payload(const uint8_t *p, size_t n, uint8_t *scratch, const uint8_t **pay
 static void
 stuffing_init(void)
 {
-	crc_table_init();
-#ifdef HAVE_CRC_HW
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("sse4.2"))
-		crc_update = crc_hw;
-#endif
+	crc_init();
 }
 
 #endif /* GATEWAY_STUFFING_H */

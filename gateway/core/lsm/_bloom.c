@@ -24,50 +24,10 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Slice-by-8 tables of both CRCs: t[0] the byte-at-a-time table, t[k][i] the CRC of byte i
- * followed by k zero bytes. */
-static uint32_t crc32c_table[8][256], crc32_table[8][256];
+#include "../_crc.h"
 
-static void
-tables_init(void)
-{
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i, z = i;
-		for (int k = 0; k < 8; k++) {
-			c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-			z = (z >> 1) ^ (0xEDB88320u & (0u - (z & 1)));
-		}
-		crc32c_table[0][i] = c;
-		crc32_table[0][i] = z;
-	}
-	for (int k = 1; k < 8; k++) {
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = crc32c_table[k - 1][i], z = crc32_table[k - 1][i];
-			crc32c_table[k][i] = (c >> 8) ^ crc32c_table[0][c & 0xFF];
-			crc32_table[k][i] = (z >> 8) ^ crc32_table[0][z & 0xFF];
-		}
-	}
-}
-
-/* The reflected CRC register of table t after p[0..len), from crc (slice-by-8, then bytes). */
-static inline uint32_t
-crc_update(const uint32_t t[8][256], uint32_t crc, const uint8_t *p, Py_ssize_t len)
-{
-	while (len >= 8) {
-		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-		    (uint32_t)p[3] << 24);
-		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-		    (uint32_t)p[7] << 24;
-		crc = t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^
-		    t[4][lo >> 24] ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^
-		    t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24];
-		p += 8;
-		len -= 8;
-	}
-	while (len-- > 0)
-		crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xFF];
-	return crc;
-}
+/* CRC-32 (zlib's polynomial) for the masks; CRC-32C is _crc.h's crc_update. */
+static uint32_t crc32_table[8][256];
 
 static int
 get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what)
@@ -139,8 +99,8 @@ hash_keys(PyObject *const *items, Py_ssize_t n, const uint64_t *table, uint32_t 
 	for (Py_ssize_t i = 0; i < n; i++) {
 		const uint8_t *p = (const uint8_t *)PyBytes_AS_STRING(items[i]);
 		Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
-		uint32_t c = crc_update(crc32c_table, 0xFFFFFFFFu, p, len);
-		uint32_t z = crc_update(crc32_table, 0xFFFFFFFFu, p, len);
+		uint32_t c = crc_update(0xFFFFFFFFu, p, (size_t)len);
+		uint32_t z = crc_slice8(crc32_table, 0xFFFFFFFFu, p, (size_t)len);
 		h1[i] = ~c;
 		m[i] = table[(~z) >> 18];
 	}
@@ -180,13 +140,10 @@ hashes(PyObject *self, PyObject *args)
 	uint32_t *h1 = (uint32_t *)PyBytes_AS_STRING(h1b);
 	uint64_t *m = (uint64_t *)PyBytes_AS_STRING(mb);
 	const uint64_t *table = tv.buf;
-	if (n >= RELEASE_AT) {
-		Py_BEGIN_ALLOW_THREADS
-		hash_keys(items, n, table, h1, m);
-		Py_END_ALLOW_THREADS
-	} else {
-		hash_keys(items, n, table, h1, m);
-	}
+	PyThreadState *ts = n >= RELEASE_AT ? PyEval_SaveThread() : NULL;
+	hash_keys(items, n, table, h1, m);
+	if (ts != NULL)
+		PyEval_RestoreThread(ts);
 	Py_DECREF(held);
 	PyBuffer_Release(&tv);
 	return Py_BuildValue("(NN)", h1b, mb);
@@ -250,6 +207,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__bloom(void)
 {
-	tables_init();
+	crc_init();
+	crc_fill(crc32_table, 0xEDB88320u);
 	return PyModule_Create(&module);
 }
