@@ -482,15 +482,10 @@ static PyObject *encode_blocks(PyObject *self, PyObject *args) {
     e.offset = offset;
     PyObject *result = NULL, *last_keys = NULL;
     int rc = 0;
-    if (bytes >= ENCODE_RELEASE_AT) {
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < m && rc == 0; i += per_block)
-            rc = emit_block(&e, i, m - i > per_block ? i + per_block : m);
-        Py_END_ALLOW_THREADS
-    } else {
-        for (Py_ssize_t i = 0; i < m && rc == 0; i += per_block)
-            rc = emit_block(&e, i, m - i > per_block ? i + per_block : m);
-    }
+    PyThreadState *ts = bytes >= ENCODE_RELEASE_AT ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t i = 0; i < m && rc == 0; i += per_block)
+        rc = emit_block(&e, i, m - i > per_block ? i + per_block : m);
+    if (ts != NULL) PyEval_RestoreThread(ts);
     if (rc == ENC_NOMEM) {
         PyErr_NoMemory();
         goto done;

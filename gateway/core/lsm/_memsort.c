@@ -144,15 +144,10 @@ static PyObject *sorted_pairs(PyObject *self, PyObject *data) {
         a[i].at = (uint32_t)i;
         i++;
     }
-    key_t_ *sorted;
-    if (n >= RELEASE_AT) {
-        /* The keys are held by objs: their bytes stay put while the lock is released. */
-        Py_BEGIN_ALLOW_THREADS
-        sorted = natural_sort(a, tmp, bounds, n);
-        Py_END_ALLOW_THREADS
-    } else {
-        sorted = natural_sort(a, tmp, bounds, n);
-    }
+    /* The keys are held by objs: their bytes stay put while the lock is released. */
+    PyThreadState *ts = n >= RELEASE_AT ? PyEval_SaveThread() : NULL;
+    key_t_ *sorted = natural_sort(a, tmp, bounds, n);
+    if (ts != NULL) PyEval_RestoreThread(ts);
     for (Py_ssize_t s = 0; s < n; s++) {
         uint32_t at = sorted[s].at;
         PyList_SET_ITEM(keys, s, objs[2 * (Py_ssize_t)at]);
