@@ -158,7 +158,7 @@ def test_a_compactions_rounds_merge_as_the_specification(sources: int, size: int
     def merged() -> list[tuple[list[bytes], list[bytes]]]:
         return list(merge.merge_runs([iter(r) for r in runs]))
 
-    with mock.patch.object(merge, "_sorted_pairs", None):
+    with mock.patch.object(memtable, "_sorted_pairs", None):
         want = merged()
     got = merged()
     assert [k for ks, _ in got for k in ks] == [k for ks, _ in want for k in ks]

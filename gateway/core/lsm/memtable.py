@@ -34,7 +34,7 @@ from itertools import islice
 
 from gateway.core.accel import load
 
-__all__ = ["ENTRY_OVERHEAD", "Memtable", "RangeView"]
+__all__ = ["ENTRY_OVERHEAD", "Memtable", "RangeView", "sorted_pairs"]
 
 _RUN = 256  # keys per block a view yields
 
@@ -45,6 +45,18 @@ _sorted_pairs = None if _memsort is None else _memsort.sorted_pairs
 #: Approximate CPython memory per entry beyond the key and cell bytes (two bytes objects'
 #: headers, the dict slot and its share of the hash index). Used for the byte budget.
 ENTRY_OVERHEAD = 120
+
+
+def sorted_pairs(data: dict[bytes, bytes]) -> tuple[list[bytes], list[bytes]]:
+    """``data``'s keys in order and their cells: ``_memsort.sorted_pairs`` when built (a
+    large dict sorted without the GIL), else ``_sorted_pairs_py``."""
+    return _sorted_pairs(data) if _sorted_pairs is not None else _sorted_pairs_py(data)
+
+
+def _sorted_pairs_py(data: dict[bytes, bytes]) -> tuple[list[bytes], list[bytes]]:
+    """``sorted()`` and a lookup per key: the specification of ``_memsort.sorted_pairs``."""
+    keys = sorted(data)
+    return keys, list(map(data.__getitem__, keys))
 
 
 class Memtable:
@@ -105,11 +117,8 @@ class Memtable:
         with self._sort_lock:
             cached = self._sorted
             if cached is None:
-                if _sorted_pairs is not None:
-                    keys, cells = _sorted_pairs(self.data)
-                    cached = (keys, cells)
-                else:
-                    cached = self._sorted_items_py()
+                cached = _sorted_pairs(self.data) if _sorted_pairs is not None \
+                    else self._sorted_items_py()
                 self._sorted = cached
         return cached
 
@@ -118,12 +127,12 @@ class Memtable:
         reads the dict at one moment under the GIL and sorts without it)."""
         data = self.data.copy()  # a concurrent writer must not change it under sort
         runs = self._runs
-        if runs:  # sorted runs made for views: sort merges them (fewer compares)
-            keys = [k for run in runs for k in run]
-            keys += self._uncovered(data)
-            keys.sort()
-        else:
-            keys = sorted(data)
+        if not runs:
+            return _sorted_pairs_py(data)
+        # sorted runs made for views: sort merges them (fewer compares)
+        keys = [k for run in runs for k in run]
+        keys += self._uncovered(data)
+        keys.sort()
         return keys, list(map(data.__getitem__, keys))
 
     def view(self, start: bytes | None, end: bytes | None) -> RangeView:

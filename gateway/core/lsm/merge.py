@@ -4,9 +4,9 @@ A classic k-way merge (``heapq.merge``) pays a Python-level step per key. Here e
 yields *runs* of sorted pairs and the merge proceeds in rounds: the round's *horizon* is the
 smallest last key among the buffered runs; every source gives up its pairs ``<= horizon``;
 those are combined with ``dict.update`` from oldest to newest source (so the newest cell of a
-key wins) and ordered with ``sorted`` — both C loops (``_memsort.sorted_pairs`` when built: the
-same order, and a large round sorted without the GIL). When only one source has pairs in the
-round (the common case for disjoint ranges) its slice is passed through untouched.
+key wins) and ordered (``memtable.sorted_pairs``: in C, a large round without the GIL) —
+both C loops. When only one source has pairs in the round (the common case for disjoint
+ranges) its slice is passed through untouched.
 
 Contract: every source yields ``(keys, cells)`` lists with strictly increasing keys across the
 whole source; sources are given newest first. The output has the same form, holds every key of
@@ -20,12 +20,9 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import Any
 
-from gateway.core.accel import load
+from gateway.core.lsm.memtable import sorted_pairs
 
 __all__ = ["Block", "merge_runs"]
-
-_memsort = load("gateway.core.lsm._memsort")
-_sorted_pairs = None if _memsort is None else _memsort.sorted_pairs
 
 Block = tuple[list[bytes], list[bytes]]
 
@@ -69,11 +66,7 @@ def merge_runs(sources: list[Iterator[Block]]) -> Iterator[Block]:
         merged: dict[bytes, bytes] = {}
         for keys, cells in taken:
             merged.update(zip(keys, cells, strict=False))
-        if _sorted_pairs is not None:  # the same lists, sorted without the GIL when large
-            yield _sorted_pairs(merged)
-            continue
-        out = sorted(merged)
-        yield out, list(map(merged.__getitem__, out))
+        yield sorted_pairs(merged)
 
 
 def _refill(src: Iterator[Block]) -> list[Any] | None:
