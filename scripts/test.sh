@@ -72,7 +72,7 @@ PURE_TESTS=(
     tests/node/test_single_node.py tests/spark/test_datasource.py tests/spark/test_node_entries.py
     tests/lsm/test_holds_any.py tests/node/test_conflict_screen.py
     tests/appliers/test_insert_columns.py tests/lsm/test_corruption.py tests/lsm/test_model.py
-    tests/node/test_peer_stream.py
+    tests/node/test_peer_stream.py tests/node/test_feed_wire.py
 )
 pure_rc=0
 if [ "$#" -eq 0 ]; then

@@ -55,7 +55,7 @@ from gateway.core.wal import WalError
 from gateway.node.api import admin
 from gateway.node.api.api import GatewayServicer
 from gateway.node.api.api_handlers import add_gateway_service, add_reads_service
-from gateway.node.api.channel_stream import ChannelSourceServicer
+from gateway.node.api.channel_stream import ChannelSourceServicer, add_channel_source_service
 from gateway.node.api.exposure import exposure_warnings, peer_port_mode
 from gateway.node.api.grpc_server import aio_server
 from gateway.node.api.log_read import LogReadServicer
@@ -107,7 +107,6 @@ from gateway.node.storage.snapshot_files import (
 from gateway.node.storage.storage import LogDamagedError, RaftLogStorage
 from gateway.node.storage.storage_errors import client_error
 from gateway.v1 import (
-    channel_pb2_grpc,
     gateway_pb2,
     log_read_pb2_grpc,
     peer_pb2_grpc,
@@ -405,8 +404,7 @@ class GatewayNode:
         api = aio_server(options=list(opts.items()), interceptors=interceptors)
         add_gateway_service(self.servicer, api)
         add_reads_service(self.servicer, api)
-        channel_pb2_grpc.add_ChannelSourceServicer_to_server(
-            ChannelSourceServicer(self.servicer), api)
+        add_channel_source_service(ChannelSourceServicer(self.servicer), api)
         schema_pb2_grpc.add_SchemaServicer_to_server(SchemaServicer(self.servicer), api)
         # Byte-range reads of the WAL for Spark executors on other machines (docs/spark.md)
         self.log_read = LogReadServicer(self.storage.wal.directory)

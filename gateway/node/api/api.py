@@ -550,10 +550,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await self._abort_storage(context, exc)
 
     async def Subscribe(self, request: gateway_pb2.SubscribeRequest, context: CallContext
-                        ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+                        ) -> AsyncIterator[gateway_pb2.ChangeEvent | bytes]:
         try:
             async for event in self.node.change_feed.subscribe(request):
-                yield event
+                yield event if isinstance(event, gateway_pb2.ChangeEvent) else \
+                    event.SerializeToString()
         except (NodeError, InvalidRequest) as exc:
             await self._abort(context, exc)
         except Exception as exc:

@@ -15,6 +15,10 @@ read permission, as Subscribe (``security``).
 A hello asking for a seed (``ChannelHello.seed``) gets the seed instead (``_seed``: the
 welcome, ``SeedStart``, the chunks, ``SeedEnd``); the call then waits for the reader's ack of
 the seed's epoch, which releases the source's pins, and ends.
+
+Events the feed framed from the log's bytes (``feed_wire.WireEvent``) go down as the bytes of
+their ``ChannelDown``: the service is added by ``add_channel_source_service``, whose
+serializer sends bytes as they are (the generated one takes messages only).
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+import grpc
+
+from gateway.node.api.api_handlers import serialized
 from gateway.node.api.call_context import CallContext
+from gateway.node.appliers.feed_wire import WireEvent
 from gateway.node.base.errors import NodeError
 from gateway.node.base.validation import InvalidRequest
 from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2
@@ -33,7 +41,7 @@ from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2
 if TYPE_CHECKING:
     from gateway.node.api.api import GatewayServicer
 
-__all__ = ["PROGRESS_S", "ChannelSourceServicer"]
+__all__ = ["PROGRESS_S", "ChannelSourceServicer", "add_channel_source_service"]
 
 #: A SourceProgress at least this often (seconds), idle or busy. An idle source's lag, as
 #: the reader computes it, is the age of the newest progress message: half a second keeps
@@ -53,7 +61,7 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
         self.node = gateway.node
 
     async def Stream(self, request_iterator: AsyncIterator[channel_pb2.ChannelUp],
-                     context: CallContext) -> AsyncIterator[channel_pb2.ChannelDown]:
+                     context: CallContext) -> AsyncIterator[channel_pb2.ChannelDown | bytes]:
         source = self.node.channel_source
         ups = request_iterator.__aiter__()
         try:
@@ -108,6 +116,8 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
                     await self._gateway._abort_storage(context, item)
                 if isinstance(item, gateway_pb2.ChangeEvent):
                     yield channel_pb2.ChannelDown(event=item)
+                elif isinstance(item, WireEvent):  # framed from the log's bytes
+                    yield item.down()
                 if time.monotonic() - last >= PROGRESS_S:
                     last = time.monotonic()
                     yield channel_pb2.ChannelDown(progress=source.progress())
@@ -139,3 +149,14 @@ class ChannelSourceServicer(channel_pb2_grpc.ChannelSourceServicer):
             await self._gateway._abort(context, exc)
         except Exception as exc:
             await self._gateway._abort_storage(context, exc)
+
+
+def add_channel_source_service(servicer: ChannelSourceServicer, server: grpc.aio.Server) -> None:
+    """Serve ``gateway.v1.ChannelSource`` from ``servicer`` on ``server``: the generated
+    registration, but with responses that may come serialized (``api_handlers.serialized``)."""
+    handlers = {"Stream": grpc.stream_stream_rpc_method_handler(
+        servicer.Stream, request_deserializer=channel_pb2.ChannelUp.FromString,
+        response_serializer=serialized)}
+    name = channel_pb2.DESCRIPTOR.services_by_name["ChannelSource"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)

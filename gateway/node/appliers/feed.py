@@ -35,6 +35,7 @@ from gateway.appliers.source import (
 )
 from gateway.core import accel
 from gateway.core.messages import TypeTag
+from gateway.node.appliers.feed_wire import WireEvent, txn_event, unit_events
 from gateway.node.base.errors import NodeStoppedError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.epoch_seal import entry_epoch
@@ -51,7 +52,10 @@ if TYPE_CHECKING:
     from gateway.node.loop.driver import RaftDriver
     from gateway.node.storage.storage import RaftLogStorage
 
-__all__ = ["ChangeFeed", "CommittedLogSource"]
+__all__ = ["ChangeFeed", "CommittedLogSource", "Event"]
+
+#: What the feed yields: a message, or a record framed from its bytes (``feed_wire``).
+Event = gateway_pb2.ChangeEvent | WireEvent
 
 _READ_BYTES = 4 << 20
 _TXN, _MARKER, _UNIT = TypeTag.TRANSACTION, TypeTag.EPOCH_MARKER, TypeTag.REPLICATED_EPOCH
@@ -223,11 +227,14 @@ def _probe_epoch(e: Entry) -> int | None:
 class ChangeFeed:
     """Async change streams (``Subscribe``) over the committed log."""
 
-    def __init__(self, driver: RaftDriver) -> None:
+    def __init__(self, driver: RaftDriver, wire: bool = True) -> None:
         self._driver = driver
+        #: transactions and apply statuses framed from their bytes (``feed_wire``); False:
+        #: every event built as a message (the specification)
+        self.wire = wire
 
     async def subscribe(self, req: gateway_pb2.SubscribeRequest, start: int | None = None
-                        ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+                        ) -> AsyncIterator[Event]:
         """The events of ``Subscribe(req)`` (and of a channel stream, which serves the same):
         the request checked (at most one start position), the start index found (or
         ``start``, already found for ``req``), then ``events`` forever. Raises
@@ -404,13 +411,13 @@ class ChangeFeed:
                                  f"snapshot)")
 
     def _entry_events(self, e: Entry, ignore: frozenset[int], records: bool,
-                      after: tuple[int, int] | None = None) -> list[gateway_pb2.ChangeEvent]:
+                      after: tuple[int, int] | None = None) -> list[Event]:
         """The events of one applied entry (see the module docstring)."""
-        storage, sm = self._driver.storage, self._driver.sm
+        sm = self._driver.sm
         if e.type != EntryType.NORMAL or not e.data:
             return []
         tag = e.data[0]
-        out: list[gateway_pb2.ChangeEvent] = []
+        out: list[Event] = []
         schema = sm.schema_at.get(e.index) if records else None
         if schema and not sm.skipped(e.index):
             # the schema events the entry applied, before its records (docs/schema.md)
@@ -420,11 +427,10 @@ class ChangeFeed:
                     out.append(gateway_pb2.ChangeEvent(
                         log_index=e.index, schema_event=event_to_proto(ev), epoch=ep))
         if tag == _TXN:
-            txn, _ = decode_entry(e.data)
-            if txn is None or sm.skipped(e.index) or txn.gtid.server_id in ignore:
+            record = self._txn_event(e, ignore)
+            if record is None or sm.skipped(e.index):
                 return _schema_epoch(out, 0)
-            out.append(gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn,
-                                               epoch=txn.epoch))
+            out.append(record)
         elif tag == _MARKER:
             if not records:
                 return []
@@ -432,32 +438,76 @@ class ChangeFeed:
             out.append(gateway_pb2.ChangeEvent(log_index=e.index, epoch_marker=m,
                                                epoch=m.epoch, sealed_at_ns=m.sealed_at_ns))
         elif tag == _UNIT:
-            unit = read_unit(storage, e)
-            if unit is None or sm.skipped(e.index):
+            got = self._wire_unit(e, ignore, records, after) if self.wire else None
+            if got is None:
+                got = self._unit_messages(e, ignore, records, after)
+            if got is None:
                 return []
-            unit = sm.unit_outcome(e.index) or unit  # as the conflict rules left it
-            for it in unit.items:
-                if it.WhichOneof("item") == "transaction":
-                    g = it.transaction.gtid
-                    if g.server_id in ignore or (after is not None and g.server_id == after[0]
-                                                 and g.trans_id <= after[1]):
-                        continue
-                    out.append(gateway_pb2.ChangeEvent(
-                        log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
-                        sealed_at_ns=unit.sealed_at_ns))
-                elif records and it.WhichOneof("item") == "apply_status":
-                    out.append(gateway_pb2.ChangeEvent(
-                        log_index=e.index, apply_status=it.apply_status,
-                        epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+            out += got
         if tag != _SCHEMA:  # a SCHEMA_EVENT entry's events take the next record's epoch
             out = _schema_epoch(out, 0)
         if out:
             out[-1].entry_end = True
         return out
 
+    def _txn_event(self, e: Entry, ignore: frozenset[int]) -> Event | None:
+        """The event of the transaction entry ``e``; None when its origin is ignored."""
+        got = txn_event(e.index, e.data, ignore) if self.wire else True
+        if isinstance(got, WireEvent):
+            return got
+        if got is False:
+            return None
+        txn, _ = decode_entry(e.data)  # the message path, the specification
+        if txn is None or txn.gtid.server_id in ignore:
+            return None
+        return gateway_pb2.ChangeEvent(log_index=e.index, transaction=txn, epoch=txn.epoch)
+
+    def _unit_messages(self, e: Entry, ignore: frozenset[int], records: bool,
+                       after: tuple[int, int] | None) -> list[Event] | None:
+        """The events of the replicated-epoch entry ``e`` built as messages (the
+        specification of ``_wire_unit``); None for a staged segment or an entry not
+        applied."""
+        sm = self._driver.sm
+        unit = read_unit(self._driver.storage, e)
+        if unit is None or sm.skipped(e.index):
+            return None
+        unit = sm.unit_outcome(e.index) or unit  # as the conflict rules left it
+        out: list[Event] = []
+        for it in unit.items:
+            if it.WhichOneof("item") == "transaction":
+                g = it.transaction.gtid
+                if g.server_id in ignore or (after is not None and g.server_id == after[0]
+                                             and g.trans_id <= after[1]):
+                    continue
+                out.append(gateway_pb2.ChangeEvent(
+                    log_index=e.index, transaction=it.transaction, epoch=unit.local_epoch,
+                    sealed_at_ns=unit.sealed_at_ns))
+            elif records and it.WhichOneof("item") == "apply_status":
+                out.append(gateway_pb2.ChangeEvent(
+                    log_index=e.index, apply_status=it.apply_status,
+                    epoch=unit.local_epoch, sealed_at_ns=unit.sealed_at_ns))
+        return out
+
+    def _wire_unit(self, e: Entry, ignore: frozenset[int], records: bool,
+                   after: tuple[int, int] | None) -> list[Event] | None:
+        """The events of the replicated-epoch entry ``e`` framed from its bytes (or from its
+        outcome record when the conflict rules changed it), as the message path builds them;
+        None when that path must: a segmented epoch, a staged segment, anything
+        ``feed_wire.unit_events`` does not read. ``[]`` for an entry not applied."""
+        sm = self._driver.sm
+        got = unit_events(e.index, e.data, 1, ignore, after, records)
+        if got is None:
+            return None
+        if sm.skipped(e.index):
+            return []
+        outcome = sm.unit_outcome_bytes(e.index)
+        if outcome is not None:
+            got = unit_events(e.index, outcome, 0, ignore, after, records)
+        return list(got) if got is not None else None
+
     async def events(self, start: int, *, ignore_origins: frozenset[int] = frozenset(),
                      log_records: bool = False, after_gtid: tuple[int, int] | None = None
-                     ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+                     ) -> AsyncIterator[Event]:
         """Change events from log index ``start`` on, forever (until cancelled);
         ``after_gtid = (origin, trans_id)``: leave out that origin's transactions up to it
         (a replicated entry holds several: resuming inside one). Raises
@@ -469,7 +519,7 @@ class ChangeFeed:
         nxt = start
         #: the events of SCHEMA_EVENT entries until the next record gives their epoch (the
         #: leader seals the epoch the entry was proposed in: a marker follows)
-        held: list[gateway_pb2.ChangeEvent] = []
+        held: list[Event] = []
         while True:
             self._not_compacted(nxt)
             hi = min(drv.sm.applied_index + 1, nxt + 512)
@@ -518,8 +568,8 @@ class ChangeFeed:
             await asyncio.sleep(0)
 
 
-def _schema_epoch(out: list[gateway_pb2.ChangeEvent], fallback: int
-                  ) -> list[gateway_pb2.ChangeEvent]:
+def _schema_epoch(out: list[Event], fallback: int
+                  ) -> list[Event]:
     """``out`` with each schema event in the epoch of the entry's first record after it (a
     transaction's, a replicated entry's), or ``fallback``; one left in no epoch is left out
     (its entry sends nothing this reader takes)."""

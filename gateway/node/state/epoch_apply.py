@@ -522,11 +522,13 @@ class EpochApply(TransactionApply):
         self.conflict_counters = {**self.conflict_counters, channel: counters}
 
     def unit_outcome(self, index: int) -> replication_pb2.ReplicatedEpoch | None:
-        """What the replicated epoch applied at log ``index`` finally holds when conflict
-        rules changed it (accepted transactions, then this cluster's derived one); None
-        when it was applied as it came."""
-        raw = self.store.get(keys.meta_key(f"dx:{index}"))
+        """What the replicated epoch applied at log ``index`` holds when conflict rules
+        changed it (accepted transactions, then this cluster's derived one), else None."""
+        raw = self.unit_outcome_bytes(index)
         return None if raw is None else replication_pb2.ReplicatedEpoch.FromString(raw)
+
+    def unit_outcome_bytes(self, index: int) -> bytes | None:  # unit_outcome's bytes
+        return self.store.get(keys.meta_key(f"dx:{index}"))
 
     def forget_outcomes(self, through: int) -> int:
         """Delete what ``unit_outcome`` records for entries at log index ``through`` or
