@@ -146,3 +146,33 @@ def test_replicated_epochs_are_applied_without_serializing_their_transactions(
     received = _apply_all(tmp_path / "received", entries)
     assert not any(err for _, err in received[0])
     assert received == serialized
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("fast", [True, False])
+def test_judged_transactions_keep_the_rows_built_before_the_judgement(tmp_path, monkeypatch,
+                                                                       seed, fast):
+    """A transaction the judgement left records out of is written with the rows built for
+    it before the judgement, less those records (``judged_rows``): the same writes as
+    building its rows again from the judged transaction (the specification: no rows kept
+    for a changed transaction), in the C judgement and in Python."""
+    from tests.node.test_conflict_wire import run_recording
+    from tests.node.test_epoch_judge_accelerator import _entries
+
+    entries = _entries(100 + seed)
+    kept = []
+    real = epoch_apply.judged_rows
+
+    def counting(pre, txns, judged, gone):  # type: ignore[no-untyped-def]
+        out = real(pre, txns, judged, gone)
+        kept.extend(r is not None for r, o, t in zip(out, txns, judged, strict=True)
+                    if t is not o)
+        return out
+
+    monkeypatch.setattr(epoch_apply, "judged_rows", counting)
+    got = run_recording(str(tmp_path / "kept"), entries, "NDB$EPOCH2", fast, tables="tp")
+    monkeypatch.setattr(epoch_apply, "judged_rows", lambda pre, txns, judged, gone: [
+        p if t is o else None for p, o, t in zip(pre, txns, judged, strict=True)])
+    want = run_recording(str(tmp_path / "built"), entries, "NDB$EPOCH2", fast, tables="tp")
+    assert got == want
+    assert any(kept)  # the rows were kept, not built again, for some transaction

@@ -87,6 +87,9 @@ class UnitJudgement:
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
     dropped: bool = False  # some record of ``transactions`` was left out
+    #: per transaction (by position) that lost records, the ``(statement, record)`` numbers
+    #: of the records left out of it (``without``'s ``gone``)
+    gone: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
     #: store cells read while judging (row key -> cell, None: nothing stored), for the
     #: exception and refresh rows (``EpochApply``)
     cells: dict[bytes, bytes | None] = field(default_factory=dict)
@@ -278,6 +281,7 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
     for t_no, gone in dropped.items():
         out.transactions[t_no] = without(txns[t_no], gone)
         out.dropped = True
+    out.gone = dropped
     seen: set[bytes] = set()
     for o, w in outcomes:
         if o.verdict.refresh and o.row.key not in seen:

@@ -68,7 +68,7 @@ from gateway.node.state.epoch_guards import (
 )
 from gateway.node.state.epoch_judge import judge_unit_fast
 from gateway.node.state.epoch_outcome import outcome_bytes, outcome_record
-from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.epoch_wire import judged_rows, transaction_payloads
 from gateway.node.state.schema_replica import (
     ReplicaSchema,
     apply_replicated_event,
@@ -250,8 +250,7 @@ class EpochApply(TransactionApply):
                         f"that provides it (on every node of the cluster) and restart, or "
                         f"unset the rule (gateway conflicts unset)") from None
                 return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
-            pre = [p if t is o else None for p, t, o in zip(pre, judged.transactions, txns,
-                                                             strict=True)]
+            pre = judged_rows(pre, txns, judged.transactions, judged.gone)
             txns = judged.transactions
             counters = {k: v for k, v in judged.counters.items() if v}
         self._record_schemas(created, ops, e.index, str(unit.source_id))

@@ -11,11 +11,14 @@ builds from them is the same on every replica.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from gateway.core.messages import TypeTag
 from gateway.core.varint import decode_uvarint
+from gateway.v1 import transaction_pb2
 from gateway.v1 import wire_tags as W
 
-__all__ = ["transaction_payloads"]
+__all__ = ["judged_rows", "transaction_payloads"]
 
 _TAG = bytes((TypeTag.TRANSACTION,))
 _ITEMS = W.REPLICATED_EPOCH_ITEMS_KEY[0]
@@ -104,4 +107,36 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
                 out.append(join((_TAG, view[a:b])))
     except (IndexError, ValueError):
         return None
+    return out
+
+
+Rows = list[tuple[bytes, bytes | None, int, int, int]]
+
+
+def judged_rows(pre: Sequence[Rows | None], txns: Sequence[transaction_pb2.Transaction],
+                judged: Sequence[transaction_pb2.Transaction],
+                gone: Mapping[int, set[tuple[int, int]]]) -> list[Rows | None]:
+    """The stored rows of each judged transaction, from ``pre``: the rows built for
+    ``txns`` before the judgement (one per record, statements in order: insert-only
+    transactions; None when not built). A transaction the judgement kept (``judged[n] is
+    txns[n]``) keeps its rows; one it left records out of (``gone[n]``: their ``(statement,
+    record)`` numbers) keeps the rows of the others -- the rows ``judged[n]`` builds, with
+    the same transaction's metadata -- without building them again; None for any other."""
+    out: list[Rows | None] = []
+    for n, (rows, before, after) in enumerate(zip(pre, txns, judged, strict=True)):
+        if after is before or rows is None:
+            out.append(rows if after is before else None)
+            continue
+        drop = gone.get(n)
+        if drop is None:
+            out.append(None)
+            continue
+        starts = [0]
+        for st in before.statements:
+            starts.append(starts[-1] + len(st.insert.records))
+        if starts[-1] != len(rows):  # not one row per record: build them again
+            out.append(None)
+            continue
+        cut = {starts[s] + r for s, r in drop}
+        out.append([op for j, op in enumerate(rows) if j not in cut])
     return out
