@@ -81,7 +81,7 @@ from .source import CommittedEntry, EntrySource, SchemaEntry
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
 __all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
-           "partition_of"]
+           "partition_of", "probe_commit_ns"]
 
 log = logging.getLogger("gateway.appliers")
 
@@ -144,6 +144,22 @@ def first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
             return e.replicated[0].commit_timestamp_ns
         if e.transaction is not None:
             return e.transaction.commit_timestamp_ns
+    return None
+
+
+def probe_commit_ns(source: EntrySource, start: int) -> int | None:
+    """``first_commit_ns`` of ``source``'s entries from log index ``start`` on, read one at a
+    time, at most ``LAG_PROBE`` of them: the first entry holding a transaction ends the
+    probe. (A replicated epoch's entry is a whole epoch, parsed when read: asking for
+    ``LAG_PROBE`` entries at once parsed up to 64 epochs, at every tick of an applier that
+    lags, for one timestamp.) Raises what ``source.read`` raises."""
+    for index in range(start, start + LAG_PROBE):
+        got = source.read(index, 1)
+        if not got:
+            return None
+        oldest = first_commit_ns(got)
+        if oldest is not None:
+            return oldest
     return None
 
 
@@ -776,7 +792,7 @@ class Dispatcher:
             queued = self._queued
         lag_s = 0.0
         if watermark < last and oldest is None:  # not read yet: ask the source
-            oldest = first_commit_ns(self.source.read(watermark + 1, LAG_PROBE))
+            oldest = probe_commit_ns(self.source, watermark + 1)
         if watermark < last and oldest:
             lag_s = max(0.0, time.time() - oldest / 1e9)
         self.metrics.set(lag_entries=max(0, last - watermark), lag_seconds=lag_s,

@@ -9,7 +9,13 @@ import threading
 import pytest
 
 from gateway.appliers.contract import Capabilities, StoreUnavailableError, TransientApplyError
-from gateway.appliers.dispatcher import Dispatcher, DispatcherConfig, partition_of
+from gateway.appliers.dispatcher import (
+    LAG_PROBE,
+    Dispatcher,
+    DispatcherConfig,
+    partition_of,
+    probe_commit_ns,
+)
 from gateway.appliers.source import MemorySource
 from gateway.appliers.workers import RetryPolicy
 from gateway.core import records
@@ -432,6 +438,29 @@ def test_lag_seconds_counts_from_the_first_transaction_behind_entries_without_on
     d.run(max_index=1)
     assert d.metrics.lag_entries == 3 and d.metrics.watermark == 1
     assert d.metrics.lag_seconds > 0  # entry 4's commit time is in 1970
+
+
+def test_the_lag_probe_reads_only_up_to_the_first_transaction(tmp_path):
+    """The lag's probe of unread entries reads them one at a time and stops at the first
+    holding a transaction: a replicated epoch's entry is parsed when read, and reading
+    ``LAG_PROBE`` at once parsed up to 64 epochs at every tick for one timestamp."""
+    later = txn(2, insert("t", [{"id": 2, "a": 1}]), commit_ts_ns=5)
+    entries = [None, None, later] + [txn(n, insert("t", [{"id": n}])) for n in range(3, 80)]
+    source = MemorySource(entries)
+    asked: list[tuple[int, int]] = []
+    real = source.read
+
+    def read(from_index: int, max_entries: int) -> list:
+        asked.append((from_index, max_entries))
+        return real(from_index, max_entries)
+
+    source.read = read  # type: ignore[method-assign]
+    assert probe_commit_ns(source, 1) == 5
+    assert asked == [(1, 1), (2, 1), (3, 1)]
+    asked.clear()
+    assert probe_commit_ns(MemorySource([None] * (LAG_PROBE + 1) + [later]), 1) is None
+    assert probe_commit_ns(source, len(entries) + 1) is None  # nothing there yet
+    assert asked == [(len(entries) + 1, 1)]
 
 
 def test_a_non_idempotent_applier_gets_its_position_saved_after_every_transaction(tmp_path):

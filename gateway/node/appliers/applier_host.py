@@ -50,11 +50,10 @@ from typing import TYPE_CHECKING
 from gateway.appliers.contract import SCOPE_CLUSTER, SCOPE_NODE, Applier, ApplyError
 from gateway.appliers.deadletter import DeadLetterError
 from gateway.appliers.dispatcher import (
-    LAG_PROBE,
     DeadLetterHook,
     Dispatcher,
     DispatcherConfig,
-    first_commit_ns,
+    probe_commit_ns,
 )
 from gateway.appliers.durable import reconcile
 from gateway.appliers.metrics import ApplierMetrics
@@ -492,7 +491,7 @@ class NodeAppliers:
         """Age of the oldest transaction of this node's log after ``position`` (by its
         commit time; 0 when none is found near it, or the log no longer holds it)."""
         try:
-            oldest = first_commit_ns(self._source.read(position + 1, LAG_PROBE))
+            oldest = probe_commit_ns(self._source, position + 1)
         except EntriesCompactedError:  # the log no longer holds it: no figure
             return 0.0
         return max(0.0, time.time() - oldest / 1e9) if oldest else 0.0

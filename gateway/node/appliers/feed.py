@@ -189,14 +189,16 @@ class CommittedLogSource:
         transactions as the conflict checks left them, or no transaction."""
         if e.type == EntryType.NORMAL and e.data:
             if e.data[0] == _UNIT:
+                # as the conflict rules left it (then the entry itself is not read)
+                unit = None if e.index in skipped else self._driver.sm.unit_outcome(e.index)
                 try:
-                    unit = read_unit(storage, e)
+                    if unit is None:
+                        unit = read_unit(storage, e)
                 except LogDamagedError:
                     raise
                 except CompactedError:
                     raise EntriesCompactedError(e.index, storage.first_index()) from None
                 if unit is not None and e.index not in skipped:
-                    unit = self._driver.sm.unit_outcome(e.index) or unit
                     txns = tuple(transactions(unit.items))
                     # the schema events the channel brought and this cluster applied, before
                     # the transactions (first writes' implicit ones are not: rows make those)
