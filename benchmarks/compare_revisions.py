@@ -28,7 +28,9 @@ import statistics
 import subprocess
 import sys
 
-_NUMBER = re.compile(r"^([0-9][0-9,]*(?:\.[0-9]+)?)\s*(?:us|ms|s|MiB|GiB|KiB|x|%)?$")
+_NUMBER = re.compile(r"^([0-9][0-9,]*(?:\.[0-9]+)?)\s*(us|ms|s|MiB|GiB|KiB|x|%)?$")
+#: Units of values that are better lower whatever their column is called (a time, a size).
+_LOWER_UNITS = ("us", "ms", "s", "MiB", "GiB", "KiB")
 _PER_NODE = re.compile(r"^[0-9][0-9,]*(?:\.[0-9]+)?(?:/[0-9][0-9,]*(?:\.[0-9]+)?){1,8}$")
 #: Table columns whose number names the case rather than measuring it.
 _CASE_COLUMNS = ("clients", "batch", "window", "size", "n", "rows", "threads", "workers")
@@ -38,8 +40,10 @@ _LOWER_IS_BETTER = (
 )
 
 
-def figures(output: str) -> dict[str, float]:
-    """Every ``label :: column`` -> value found in ``output`` (see the module docstring)."""
+def figures(output: str, timed: set[str] | None = None) -> dict[str, float]:
+    """Every ``label :: column`` -> value found in ``output`` (see the module docstring);
+    ``timed`` (when given) gets the figures whose value carried a time or size unit, which
+    are better lower whatever their column says (a ``median`` column of ``9.0 us``)."""
     out: dict[str, float] = {}
     lines = output.splitlines()
     header: list[str] = []
@@ -71,13 +75,16 @@ def figures(output: str) -> dict[str, float]:
             m = _NUMBER.match(raw[j])
             if m:
                 out[f"{label} :: {name}"] = float(m.group(1).replace(",", ""))
+                if timed is not None and m.group(2) in _LOWER_UNITS:
+                    timed.add(f"{label} :: {name}")
             elif _PER_NODE.match(raw[j]):  # "L/F/F": one figure per node
                 for k, part in enumerate(raw[j].split("/")):
                     out[f"{label} :: {name} [node {k + 1}]"] = float(part.replace(",", ""))
     return out
 
 
-def run(tree: str, argv: list[str], timeout: float, extra: list[str]) -> dict[str, float]:
+def run(tree: str, argv: list[str], timeout: float, extra: list[str],
+        timed: set[str]) -> dict[str, float]:
     env = dict(os.environ)
     paths = [tree, *(os.path.join(tree, e) for e in extra), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
@@ -85,7 +92,7 @@ def run(tree: str, argv: list[str], timeout: float, extra: list[str]) -> dict[st
                           text=True, timeout=timeout)
     if proc.returncode != 0:
         sys.exit(f"{tree}: {' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return figures(proc.stdout)
+    return figures(proc.stdout, timed)
 
 
 def main() -> None:
@@ -108,10 +115,11 @@ def main() -> None:
     extra = [e for e in args.pythonpath.split(",") if e]
     base_runs: list[dict[str, float]] = []
     new_runs: list[dict[str, float]] = []
+    timed: set[str] = set()
     for i in range(args.runs):
         pair = [(args.base, base_runs), (args.new, new_runs)]
         for tree, into in pair if i % 2 == 0 else pair[::-1]:  # ABBA: no order bias
-            into.append(run(os.path.abspath(tree), argv, args.timeout, extra))
+            into.append(run(os.path.abspath(tree), argv, args.timeout, extra, timed))
         print(f"run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
     keys = [k for k in base_runs[0] if all(k in r for r in base_runs + new_runs)]
     print(f"{' '.join(argv)}: median of {args.runs} alternating runs per tree")
@@ -124,8 +132,8 @@ def main() -> None:
         n = statistics.median(r[k] for r in new_runs)
         ratio = n / b if b else float("nan")
         column = k.rsplit(" :: ", 1)[-1].lower()
-        lower_better = any(w in (column if column[:1] != "[" else k.lower())
-                           for w in _LOWER_IS_BETTER)
+        lower_better = k in timed or any(w in (column if column[:1] != "[" else k.lower())
+                                         for w in _LOWER_IS_BETTER)
         bad = ratio > 1 + args.tolerance if lower_better else ratio < 1 - args.tolerance
         worse += bad
         print(f"| {k} | {b:,.4g} | {n:,.4g} | {ratio:.3f} | {'WORSE' if bad else ''} |")

@@ -49,3 +49,13 @@ def test_metric_tables_and_aligned_columns_with_units():
 def test_repeated_labels_stay_apart():
     out = compare.figures("a    1\na    2\n")
     assert out == {"a :: [1]": 1.0, "a #2 :: [1]": 2.0}
+
+
+def test_values_with_a_time_or_size_unit_are_marked_lower_is_better():
+    """A column named for what it sums up (``median``) holding ``9.0 us`` is a cost: rising
+    is worse, whatever the column's name says."""
+    timed: set[str] = set()
+    out = compare.figures("| shape | median | rows/s | RSS |\n|---|---|---|---|\n"
+                          "| 2 x 1 | 9.0 us | 1,200 | 300 MiB |\n", timed)
+    assert out == {"2 x 1 :: median": 9.0, "2 x 1 :: rows/s": 1200.0, "2 x 1 :: RSS": 300.0}
+    assert timed == {"2 x 1 :: median", "2 x 1 :: RSS"}
