@@ -20,7 +20,7 @@ test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, cast
 
 from gateway.conflict import Cause, OpType
@@ -426,7 +426,7 @@ def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | 
 
 def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
-                 refresh: Sequence[tuple[statement_pb2.TableMetadata, bytes | None]],
+                 refresh: Iterable[tuple[statement_pb2.TableMetadata, bytes | None]],
                  exception_parts: Sequence[tuple[bytes, Sequence[bytes]]] | None = None
                  ) -> tuple[transaction_pb2.Transaction, bytes] | None:
     """The derived transaction ``EpochApply._derive`` builds, and its serialization, from

@@ -21,8 +21,7 @@ arrives), is applied all or nothing:
 
 Rows are written through ``txn_apply``'s paths with this cluster's local epoch and the
 origin's author and commit timestamp; insert-only transactions take the fast path from the
-bytes the entry carries them in (``epoch_wire``), not from a serialization of the parsed
-message.
+bytes the entry carries them in (``epoch_wire``), judged ones keep the rows built before.
 
 ``EpochApply`` is a base of ``StoreStateMachine``, not used alone: the attributes annotated
 below are the state machine's, set by its ``_load``.
@@ -33,6 +32,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Mapping
+from operator import itemgetter
 from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -453,11 +453,11 @@ class EpochApply(TransactionApply):
         me = self.cluster_id
         derived = payload = data = None
         if self.derive_in_c:  # the specification's transaction, from bytes
-            raws = read_rows([r[0] for r in judged.refresh], overlay, judged.cells,
+            raws = read_rows(list(map(itemgetter(0), judged.refresh)), overlay, judged.cells,
                              self.store.get)
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
-                               [(r[1], raw) for r, raw in zip(judged.refresh, raws, strict=True)],
+                               zip(map(itemgetter(1), judged.refresh), raws, strict=True),
                                judged.exception_parts)
             if got is not None:
                 derived, data = got
