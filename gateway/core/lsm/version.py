@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import crc32c as _crc32c
 
@@ -77,43 +77,32 @@ class Version:
 
     def held(self, keys: list[bytes], *, first: bool = False) -> list[bytes]:
         """The keys of ``keys`` some table holds a cell for (tombstones included), each once,
-        in key order (``first``: at most one, the first found), probed as :meth:`_found`
+        in key order (``first``: at most one, the first found), probed as :meth:`_probe`
         probes."""
-        held = []
-        for k, _ in self._found(keys):
-            if first:
-                return [k]
-            held.append(k)
+        held: list[bytes] = []
+        self._probe(keys, lambda k, _: held.append(k), first)
         return sorted(held)
 
     def cells(self, keys: list[bytes]) -> dict[bytes, bytes]:
         """The newest cell (tombstones included) of each key of ``keys`` some table holds --
         ``{k: get(k)}`` for the keys ``get`` finds, absent keys left out -- probed as
-        :meth:`_found` probes."""
-        plan = self._plan(keys)
+        :meth:`_probe` probes."""
         out: dict[bytes, bytes] = {}
-        if plan is None:
-            return out
-        skeys, tables, h1s, masks = plan
-        found: set[int] = set()
-        for t in tables:  # as ``_found``, without a generator's step per key found
-            start = bisect_left(skeys, t.smallest)
-            stop = bisect_right(skeys, t.largest, start)
-            if start < stop:
-                hits = maybe_present(t.bloom, h1s, masks, start, stop)
-                if hits:
-                    for i, cell in t.lookup_many(skeys, hits, found):
-                        out[skeys[i]] = cell
+        self._probe(keys, out.__setitem__)
         return out
 
-    def _plan(self, keys: list[bytes]
-              ) -> tuple[list[bytes], list[SSTableReader], Sequence[int], Sequence[int]] | None:
-        """What ``_found`` probes for ``keys``: the keys sorted once, each once (in the
-        order given first: keys that come sorted are sorted in one pass), the tables whose
-        key range meets them (newest first) and the keys' bloom hashes; None when no table
-        does."""
+    def _probe(self, keys: list[bytes], put: Callable[[bytes, bytes], object],
+               first: bool = False) -> None:
+        """``put(key, cell)`` for each key of ``keys`` some table holds, once, with its newest
+        cell (tombstones included); ``first``: stop after the first. The keys are sorted once
+        (deduplicated in the order given: keys that come in sorted runs sort in one pass);
+        each table whose key range meets them is probed for the slice of keys inside its
+        range, its bloom filter tested for the whole slice in one call (``maybe_present``),
+        and only the filter's hits looked up (the common answer, for fresh keys, is a bloom
+        miss). Tables are visited newest first (level 0 by number, then each deeper level),
+        so the cell found first for a key is ``get``'s."""
         if not keys or not (self.level0 or self._deep):
-            return None
+            return
         skeys = sorted(dict.fromkeys(keys))
         lo, hi = skeys[0], skeys[-1]
         tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
@@ -125,21 +114,8 @@ class Version:
                     break
                 tables.append(t)
         if not tables:
-            return None  # no table's key range meets the keys' (new keys past the end)
+            return  # no table's key range meets the keys' (new keys past the end)
         h1s, masks = key_hashes(skeys)
-        return skeys, tables, h1s, masks
-
-    def _found(self, keys: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
-        """Each key of ``keys`` some table holds, once, with its newest cell (tombstones
-        included). The keys are sorted once; each table whose key range meets them is probed
-        for the slice of keys inside its range, its bloom filter tested for the whole slice in
-        one call (``maybe_present``), and only the filter's hits looked up (the common answer,
-        for fresh keys, is a bloom miss). Tables are visited newest first (level 0 by number,
-        then each deeper level), so the cell found first for a key is ``get``'s."""
-        plan = self._plan(keys)
-        if plan is None:
-            return
-        skeys, tables, h1s, masks = plan
         found: set[int] = set()
         for t in tables:
             start = bisect_left(skeys, t.smallest)
@@ -148,7 +124,9 @@ class Version:
                 hits = maybe_present(t.bloom, h1s, masks, start, stop)
                 if hits:
                     for i, cell in t.lookup_many(skeys, hits, found):
-                        yield skeys[i], cell
+                        put(skeys[i], cell)
+                        if first:
+                            return
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
