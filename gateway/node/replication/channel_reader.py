@@ -24,12 +24,17 @@ import grpc
 
 from gateway.node.replication.channel_lag import SourceWatch
 from gateway.node.replication.channel_source import FEATURES, PROTOCOL_VERSION
+from gateway.node.replication.down_wire import TxnEvent, read_down
 from gateway.replication import SealedEpoch
-from gateway.v1 import channel_pb2, channel_pb2_grpc, gateway_pb2, gateway_pb2_grpc
+from gateway.v1 import channel_pb2, gateway_pb2, gateway_pb2_grpc
 
 __all__ = ["ChannelReader", "ChannelSession", "ReaderError"]
 
 log = logging.getLogger("gateway.node.replication.channels")
+
+#: ``ChannelSource.Stream``, called with ``down_wire.read_down`` as the deserializer
+_STREAM = "/gateway.v1.ChannelSource/Stream"
+_UP = channel_pb2.ChannelUp.SerializeToString
 
 
 class _State(Protocol):
@@ -65,9 +70,7 @@ class ChannelReader:
         self.s = session
         self._state = state
         #: the session's call: the channel stream, or Subscribe's (an older source)
-        self._call: (grpc.aio.StreamStreamCall[channel_pb2.ChannelUp, channel_pb2.ChannelDown]
-                     | grpc.aio.UnaryStreamCall[gateway_pb2.SubscribeRequest,
-                                                gateway_pb2.ChangeEvent] | None) = None
+        self._call: grpc.aio.Call | None = None
         self._ups: asyncio.Queue[channel_pb2.ChannelUp | None] | None = None
         self._acked = session.held
 
@@ -83,9 +86,10 @@ class ChannelReader:
 
     async def events(self, ch: grpc.aio.Channel, stub: gateway_pb2_grpc.GatewayStub,
                      md: tuple[tuple[str, str], ...] | None
-                     ) -> AsyncIterator[gateway_pb2.ChangeEvent]:
+                     ) -> AsyncIterator[gateway_pb2.ChangeEvent | TxnEvent]:
         """The source's change events after the session's position (``stub``: the source's
-        ``Gateway`` stub on ``ch``, for the Subscribe fallback)."""
+        ``Gateway`` stub on ``ch``, for the Subscribe fallback); a transaction's event read
+        from the channel stream is a ``TxnEvent`` (``down_wire.read_down``)."""
         ups: asyncio.Queue[channel_pb2.ChannelUp | None] = asyncio.Queue()
         ups.put_nowait(channel_pb2.ChannelUp(hello=self.hello()))
 
@@ -93,13 +97,20 @@ class ChannelReader:
             while (msg := await ups.get()) is not None:
                 yield msg
 
-        call = channel_pb2_grpc.ChannelSourceStub(ch).Stream(up(), metadata=md)
+        call = ch.stream_stream(_STREAM, request_serializer=_UP, response_deserializer=read_down
+                                )(up(), metadata=md)
         self._call = call
         self._ups = ups
         welcomed = False
         try:
             async for down in call:
                 self._state.watch.heard()
+                if isinstance(down, TxnEvent):  # a transaction, read as its item
+                    if not welcomed:
+                        raise ReaderError(f"{self.s.target}: the source answered the hello "
+                                          f"with event, not a welcome")
+                    yield down
+                    continue
                 kind = down.WhichOneof("msg")
                 if not welcomed:
                     if kind != "welcome":

@@ -64,6 +64,7 @@ from gateway.node.replication.channel_reader import ChannelReader, ChannelSessio
 from gateway.node.replication.channel_roles import CHECK_S, check_roles
 from gateway.node.replication.channel_source import BEHIND
 from gateway.node.replication.channel_sources import shared_source_note, shared_source_warning
+from gateway.node.replication.down_wire import TxnEvent
 from gateway.node.replication.seed_reader import SeedError, SeedReader, seed_line
 from gateway.node.state.epoch_guards import quarantine_prefix, read_quarantined
 from gateway.replication import EpochAssembler, SealedEpoch, SourceRecord
@@ -339,22 +340,29 @@ class ChannelRunner:
         return max(held, self.state.source_epoch_seen)
 
 
-def _record(ev: gateway_pb2.ChangeEvent) -> SourceRecord:
+def _record(ev: gateway_pb2.ChangeEvent | TxnEvent) -> SourceRecord:
+    if type(ev) is TxnEvent:  # read as its item from the stream's bytes (``down_wire``)
+        return SourceRecord(ev.log_index, ev.epoch, item=_unconditioned(ev.item))
+    assert isinstance(ev, gateway_pb2.ChangeEvent)
     if ev.HasField("epoch_marker"):
         return SourceRecord(ev.log_index, ev.epoch, marker_epoch=ev.epoch_marker.epoch,
                             sealed_at_ns=ev.epoch_marker.sealed_at_ns)
     if ev.HasField("transaction"):
-        item = replication_pb2.ReplicatedItem(transaction=ev.transaction)
-        if item.transaction.conditions:
-            # Conditions were decided where the write was made (it was applied there, or it
-            # would not be in the feed); this cluster never evaluates them again: conflicts
-            # between clusters are the conflict rules' job (docs/node.md).
-            item.transaction.ClearField("conditions")
+        item = _unconditioned(replication_pb2.ReplicatedItem(transaction=ev.transaction))
     elif ev.HasField("schema_event"):
         item = replication_pb2.ReplicatedItem(schema_event=ev.schema_event)
     else:
         item = replication_pb2.ReplicatedItem(apply_status=ev.apply_status)
     return SourceRecord(ev.log_index, ev.epoch, item=item)
+
+
+def _unconditioned(item: replication_pb2.ReplicatedItem) -> replication_pb2.ReplicatedItem:
+    """``item`` without its transaction's conditions. They were decided where the write was
+    made (it was applied there, or it would not be in the feed); this cluster never evaluates
+    them again: conflicts between clusters are the conflict rules' job (docs/node.md)."""
+    if item.transaction.conditions:
+        item.transaction.ClearField("conditions")
+    return item
 
 
 class NodeChannels:
