@@ -23,6 +23,8 @@ if os.environ.get("GATEWAY_REQUIRE_ACCEL") == "1":  # CI: the extension must be 
     from gateway.core import _columns as accel
 else:
     accel = pytest.importorskip("gateway.core._columns")
+if ic._C is None:  # GATEWAY_PURE_PYTHON=1: insert_columns runs its Python specification
+    pytest.skip("the C reader is switched off (GATEWAY_PURE_PYTHON)", allow_module_level=True)
 
 FT = value_pb2.FieldType
 V = value_pb2.Value
