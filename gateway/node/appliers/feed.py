@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 from google.protobuf.message import DecodeError
@@ -491,7 +491,7 @@ class ChangeFeed:
         return out
 
     def _wire_unit(self, e: Entry, ignore: frozenset[int], records: bool,
-                   after: tuple[int, int] | None) -> list[Event] | None:
+                   after: tuple[int, int] | None) -> Sequence[Event] | None:
         """The events of the replicated-epoch entry ``e`` framed from its bytes (or from its
         outcome record when the conflict rules changed it), as the message path builds them;
         None when that path must: a segmented epoch, a staged segment, anything
@@ -505,7 +505,7 @@ class ChangeFeed:
         outcome = sm.unit_outcome_bytes(e.index)
         if outcome is not None:
             got = unit_events(e.index, outcome, 0, ignore, after, records)
-        return list(got) if got is not None else None
+        return got
 
     async def events(self, start: int, *, ignore_origins: frozenset[int] = frozenset(),
                      log_records: bool = False, after_gtid: tuple[int, int] | None = None

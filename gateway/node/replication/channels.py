@@ -341,9 +341,8 @@ class ChannelRunner:
 
 
 def _record(ev: gateway_pb2.ChangeEvent | TxnEvent) -> SourceRecord:
-    if type(ev) is TxnEvent:  # read as its item from the stream's bytes (``down_wire``)
+    if isinstance(ev, TxnEvent):  # read as its item from the stream's bytes (``down_wire``)
         return SourceRecord(ev.log_index, ev.epoch, item=_unconditioned(ev.item))
-    assert isinstance(ev, gateway_pb2.ChangeEvent)
     if ev.HasField("epoch_marker"):
         return SourceRecord(ev.log_index, ev.epoch, marker_epoch=ev.epoch_marker.epoch,
                             sealed_at_ns=ev.epoch_marker.sealed_at_ns)

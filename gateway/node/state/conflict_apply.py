@@ -86,7 +86,6 @@ class UnitJudgement:
         default_factory=list)  # (row key, table, key fields, key values)
     counters: Counter[str] = field(default_factory=Counter)
     in_conflict: bool = False
-    dropped: bool = False  # some record of ``transactions`` was left out
     #: per transaction (by position) that lost records, the ``(statement, record)`` numbers
     #: of the records left out of it (``without``'s ``gone``)
     gone: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
@@ -96,6 +95,11 @@ class UnitJudgement:
     #: ``exceptions`` as the bytes they were assembled from (``conflict_wire``): per statement
     #: its insert head and records, what each serializes to; None when built in Python
     exception_parts: list[tuple[bytes, list[bytes]]] | None = None
+
+    @property
+    def dropped(self) -> bool:
+        """Some record of ``transactions`` was left out."""
+        return bool(self.gone)
 
 
 def _values(fields: Iterable[statement_pb2.FieldMetadata], values: Iterable[value_pb2.Value]
@@ -280,7 +284,6 @@ def unit_of_outcomes(txns: list[transaction_pb2.Transaction],
                               out.exceptions, last)
     for t_no, gone in dropped.items():
         out.transactions[t_no] = without(txns[t_no], gone)
-        out.dropped = True
     out.gone = dropped
     seen: set[bytes] = set()
     for o, w in outcomes:

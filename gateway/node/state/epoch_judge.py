@@ -299,7 +299,6 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
     out.exception_parts = rows.statements
     for t_no, gone in dropped.items():
         out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
-        out.dropped = True
     out.gone = dropped
     return out
 

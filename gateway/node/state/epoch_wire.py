@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from gateway.core.messages import TypeTag
 from gateway.core.varint import decode_uvarint
+from gateway.node.state.store_ops import Ops
 from gateway.v1 import transaction_pb2
 from gateway.v1 import wire_tags as W
 
@@ -110,25 +111,22 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
     return out
 
 
-Rows = list[tuple[bytes, bytes | None, int, int, int]]
-
-
-def judged_rows(pre: Sequence[Rows | None], txns: Sequence[transaction_pb2.Transaction],
+def judged_rows(pre: Sequence[Ops | None], txns: Sequence[transaction_pb2.Transaction],
                 judged: Sequence[transaction_pb2.Transaction],
-                gone: Mapping[int, set[tuple[int, int]]]) -> list[Rows | None]:
+                gone: Mapping[int, set[tuple[int, int]]]) -> list[Ops | None]:
     """The stored rows of each judged transaction, from ``pre``: the rows built for
     ``txns`` before the judgement (one per record, statements in order: insert-only
     transactions; None when not built). A transaction the judgement kept (``judged[n] is
     txns[n]``) keeps its rows; one it left records out of (``gone[n]``: their ``(statement,
     record)`` numbers) keeps the rows of the others -- the rows ``judged[n]`` builds, with
     the same transaction's metadata -- without building them again; None for any other."""
-    out: list[Rows | None] = []
+    out: list[Ops | None] = []
     for n, (rows, before, after) in enumerate(zip(pre, txns, judged, strict=True)):
-        if after is before or rows is None:
-            out.append(rows if after is before else None)
+        if after is before:
+            out.append(rows)
             continue
         drop = gone.get(n)
-        if drop is None:
+        if rows is None or drop is None:
             out.append(None)
             continue
         starts = [0]
