@@ -77,7 +77,7 @@ from .metrics import ApplierMetrics
 from .position import ApplierPosition, PositionStore, PositionStoreError
 from .progress import ProgressTracker, Unit
 from .schema_delivery import SchemaDelivery, SchemaHook
-from .source import CommittedEntry, EntrySource, SchemaEntry
+from .source import CommittedEntry, EntrySource, SchemaEntry, WireTransactions
 from .workers import STOP, BatchRunner, PartitionWorker, RetryPolicy, Stopped
 
 __all__ = ["LAG_PROBE", "Dispatcher", "DispatcherConfig", "DispatcherError", "first_commit_ns",
@@ -141,10 +141,35 @@ def first_commit_ns(entries: Sequence[CommittedEntry]) -> int | None:
         if e.head is not None:
             return e.head[2]
         if e.replicated:
-            return e.replicated[0].commit_timestamp_ns
+            return _replicated_commit_ns(e.replicated)
         if e.transaction is not None:
             return e.transaction.commit_timestamp_ns
     return None
+
+
+def _replicated_commit_ns(txns: Sequence[transaction_pb2.Transaction]) -> int:
+    """The commit time of the first of a replicated epoch's transactions (from its head when
+    they are kept as bytes: ``WireTransactions``)."""
+    if isinstance(txns, WireTransactions):
+        head = txns.entries[0].head
+        assert head is not None  # WireTransactions' contract
+        return head[2]
+    return txns[0].commit_timestamp_ns
+
+
+def _assembled(index: int, txns: Sequence[transaction_pb2.Transaction]
+               ) -> list[AssembledTransaction]:
+    """A replicated epoch's transactions (entry ``index``) as whole transactions; from their
+    heads and bytes, unparsed, when they are kept as bytes (``WireTransactions``)."""
+    if isinstance(txns, WireTransactions):
+        out = []
+        for whole in txns.entries:
+            head = whole.head
+            assert head is not None  # WireTransactions' contract
+            out.append(AssembledTransaction.whole(Gtid(head[0], head[1]), whole))
+        return out
+    return [AssembledTransaction(Gtid(t.gtid.server_id, t.gtid.trans_id), (index,), (t,))
+            for t in txns]
 
 
 def probe_commit_ns(source: EntrySource, start: int) -> int | None:
@@ -481,22 +506,21 @@ class Dispatcher:
         flushed first and this one never shares a unit with others)."""
         tracker = self._tracker
         assert tracker is not None
-        first = entry.replicated[0].commit_timestamp_ns
+        reps = entry.replicated
         with self._lock:
-            tracker.register(entry.index, first)
+            tracker.register(entry.index, _replicated_commit_ns(reps))
         self.metrics.add(entries_read=1)
         if type(entry) is SchemaEntry:  # its schema events first (docs/schema.md)
             self._deliver_schema(entry)
         self._flush()
         fresh: list[AssembledTransaction] = []
-        for txn in entry.replicated:
-            gtid = Gtid(txn.gtid.server_id, txn.gtid.trans_id)
+        for done in _assembled(entry.index, reps):
             with self._lock:
-                seen = gtid in tracker.applied
+                seen = done.gtid in tracker.applied
             if seen:
                 self.metrics.add(skipped=1)
                 continue
-            fresh.append(AssembledTransaction(gtid, (entry.index,), (txn,)))
+            fresh.append(done)
         if fresh and self._columns and self._replicated_columns(fresh):
             return
         for done in fresh:

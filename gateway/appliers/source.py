@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, overload
 
 from gateway.core import messages, records
 from gateway.core.messages import MessageDecodeError
@@ -37,6 +37,7 @@ __all__ = [
     "MemorySource",
     "SchemaEntry",
     "StoreInstalledError",
+    "WireTransactions",
 ]
 
 
@@ -100,7 +101,7 @@ class CommittedEntry:
     __slots__ = ("_transaction", "head", "index", "replicated", "wire")
 
     def __init__(self, index: int, transaction: transaction_pb2.Transaction | None,
-                 replicated: tuple[transaction_pb2.Transaction, ...] = (),
+                 replicated: Sequence[transaction_pb2.Transaction] = (),
                  wire: bytes | None = None, head: tuple[int, int, int] | None = None) -> None:
         if head is not None and wire is None:
             raise ValueError("an entry with a head needs its wire bytes")
@@ -131,6 +132,56 @@ class CommittedEntry:
     def __repr__(self) -> str:
         return (f"CommittedEntry(index={self.index!r}, transaction={self.transaction!r}, "
                 f"replicated={self.replicated!r}, wire={self.wire!r}, head={self.head!r})")
+
+
+class WireTransactions(Sequence[transaction_pb2.Transaction]):
+    """A replicated epoch's transactions (``CommittedEntry.replicated``) kept as the bytes the
+    log holds them in: ``entries`` has one ``CommittedEntry`` per transaction, each with the
+    epoch's log index, its ``wire`` and its ``head`` (every transaction whole in one segment,
+    not rolled back). As a sequence it holds the messages, each parsed from its bytes on first
+    use; the dispatcher admits the epoch from ``entries``' heads and its columns path applies
+    it from their bytes, so the messages are usually never built (a replica's applier parsed
+    each epoch and serialized every transaction again: a sixth of its CPU, measured)."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: tuple[CommittedEntry, ...]) -> None:
+        if any(e.head is None for e in entries):
+            raise ValueError("every transaction needs its head and wire bytes")
+        self.entries = entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @overload
+    def __getitem__(self, i: int) -> transaction_pb2.Transaction: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> tuple[transaction_pb2.Transaction, ...]: ...
+
+    def __getitem__(self, i: int | slice
+                    ) -> transaction_pb2.Transaction | tuple[transaction_pb2.Transaction, ...]:
+        if isinstance(i, slice):
+            return tuple(self)[i]
+        txn = self.entries[i].transaction
+        assert txn is not None  # an entry with a head parses its wire
+        return txn
+
+    def __iter__(self) -> Iterator[transaction_pb2.Transaction]:
+        for e in self.entries:
+            txn = e.transaction
+            assert txn is not None
+            yield txn
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"WireTransactions({tuple(self)!r})"
 
 
 class SchemaEntry(CommittedEntry):

@@ -553,8 +553,9 @@ def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
     by the source, or (``lazy``) read as the node's source reads them: whole ones admitted
     from their head and bytes, their message parsed only if something needs it."""
     from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
-    from gateway.appliers.source import CommittedEntry
-    from gateway.node.appliers.feed import transaction_entry
+    from gateway.appliers.source import CommittedEntry, WireTransactions
+    from gateway.node.appliers.feed import transaction_entry, unit_wires
+    from gateway.v1 import replication_pb2
 
     def entry(i: int, x):  # type: ignore[no-untyped-def]
         if x is None or not lazy:
@@ -579,6 +580,13 @@ def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
         for r in rep:
             r.gtid.server_id = 2
         out[6] = CommittedEntry(7, None, rep)
+        if lazy:  # as the node's source reads an epoch: its transactions' bytes, unparsed
+            unit = replication_pb2.ReplicatedEpoch(items=[
+                replication_pb2.ReplicatedItem(transaction=r) for r in rep],
+                segment_id=1, end_segment=True)
+            wires = unit_wires(7, unit.SerializeToString(), 0)
+            assert isinstance(wires, WireTransactions) and wires == rep
+            out[6] = CommittedEntry(7, None, wires)
         return out
 
     caps = Capabilities(columns=True) if columns else Capabilities()

@@ -199,3 +199,68 @@ def test_a_framed_event_goes_down_a_channel_as_its_message() -> None:
     down = channel_pb2.ChannelDown.FromString(ev.down())
     assert down.event == gateway_pb2.ChangeEvent.FromString(ev.SerializeToString())
     assert down.event.transaction.gtid.trans_id == 2 and down.event.log_index == 8
+
+
+def _whole(rng: random.Random, origin: int, tid: int) -> transaction_pb2.Transaction:
+    """A transaction as channels carry them: whole in one segment (``segment_id`` 1,
+    ``end_segment``); now and then one that is not, or a rollback."""
+    txn = _txn(rng, origin, tid)
+    shape = rng.random()
+    if shape < 0.9:
+        txn.segment_id, txn.end_segment = 1, True
+    elif shape < 0.95:
+        txn.segment_id, txn.end_segment = 1, True
+        txn.rollback.SetInParent()
+    return txn
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_an_appliers_replicated_entry_holds_the_transactions_the_epoch_applied(
+        seed: int) -> None:
+    """``CommittedLogSource`` reads a replicated epoch's transactions -- of the entry, or of
+    its outcome record when judged -- as their bytes (``WireTransactions``) when the epoch is
+    whole and every transaction whole in one segment, else parses it; either way the entry
+    holds the transactions ``read_unit`` / ``unit_outcome`` give, and the bytes' heads are
+    theirs."""
+    from gateway.appliers.source import WireTransactions
+    from gateway.node.appliers.feed import CommittedLogSource
+    from gateway.replication import transactions
+
+    rng = random.Random(seed)
+    log = _Log()
+    index = rng.randrange(2, 10**6)
+
+    def unit(segment: tuple[int, bool] = (1, True)) -> replication_pb2.ReplicatedEpoch:
+        u = _unit(rng, index, segment)
+        for item in u.items:
+            if item.WhichOneof("item") == "transaction":
+                item.transaction.CopyFrom(_whole(rng, item.transaction.gtid.server_id,
+                                                 item.transaction.gtid.trans_id))
+        return u
+
+    shape = rng.random()
+    if shape < 0.1:  # the last of two segments
+        first = unit((1, False))
+        log.add(index - 1, bytes((TypeTag.REPLICATED_EPOCH,)) + first.SerializeToString())
+        applied = [first, unit((2, True))]
+    else:
+        applied = [unit((rng.choice([0, 1]), True))]
+    e = log.add(index, bytes((TypeTag.REPLICATED_EPOCH,)) + applied[-1].SerializeToString())
+    if rng.random() < 0.4:  # judged: the outcome record holds what it applied
+        outcome = unit()
+        log.outcomes[index] = outcome.SerializeToString()
+        applied = [outcome]
+    want = [t for u in applied for t in transactions(u.items)]
+    got = CommittedLogSource(log)._entry(log.storage, e, set())  # type: ignore[arg-type]
+    assert got.index == index and got.transaction is None
+    assert list(got.replicated) == want
+    whole = len(applied) == 1 and all(
+        t.segment_id == 1 and t.end_segment and not t.HasField("rollback") for t in want)
+    assert isinstance(got.replicated, WireTransactions) == (whole and bool(want))
+    if isinstance(got.replicated, WireTransactions):
+        for sub, t in zip(got.replicated.entries, want, strict=True):
+            assert sub.index == index
+            assert sub.head == (t.gtid.server_id, t.gtid.trans_id, t.commit_timestamp_ns)
+            assert transaction_pb2.Transaction.FromString(sub.wire) == t
+    skipped = CommittedLogSource(log)._entry(log.storage, e, {index})  # type: ignore[arg-type]
+    assert not skipped.replicated

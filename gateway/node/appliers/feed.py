@@ -32,6 +32,7 @@ from gateway.appliers.source import (
     EntrySourceError,
     SchemaEntry,
     StoreInstalledError,
+    WireTransactions,
 )
 from gateway.core import accel
 from gateway.core.messages import TypeTag
@@ -113,6 +114,25 @@ def transaction_entry(index: int, data: bytes) -> CommittedEntry:
     return CommittedEntry(index, Transaction.FromString(wire), (), wire)
 
 
+def unit_wires(index: int, data: bytes, start: int) -> WireTransactions | None:
+    """The transactions of the whole replicated epoch serialized in ``data[start:]`` (a
+    one-segment entry's payload, or a judged one's outcome record) at log ``index``, as their
+    bytes (``WireTransactions``) -- ``transactions(read_unit(...).items)`` without parsing --;
+    None when it holds none, or something ``feed_wire.unit_events`` does not read or a
+    transaction without a head (``txn_head``): the caller parses the epoch then."""
+    got = unit_events(index, data, start, frozenset(), None, False)
+    if not got:
+        return None
+    entries: list[CommittedEntry] = []
+    for ev in got:
+        payload = ev.payload()
+        head = txn_head(payload)
+        if head is None:
+            return None
+        entries.append(CommittedEntry(index, None, (), payload[1:], head))
+    return WireTransactions(tuple(entries))
+
+
 def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEpoch | None:
     """The whole replicated epoch completed by entry ``e`` (its segments are the entries
     right before it: one leader proposed them together), or None when ``e`` is a staged
@@ -189,8 +209,15 @@ class CommittedLogSource:
         transactions as the conflict checks left them, or no transaction."""
         if e.type == EntryType.NORMAL and e.data:
             if e.data[0] == _UNIT:
+                sm = self._driver.sm
+                if e.index not in skipped and e.index not in sm.schema_at:
+                    outcome = sm.unit_outcome_bytes(e.index)
+                    wires = unit_wires(e.index, e.data, 1) if outcome is None else \
+                        unit_wires(e.index, outcome, 0)
+                    if wires is not None:
+                        return CommittedEntry(e.index, None, wires)
                 # as the conflict rules left it (then the entry itself is not read)
-                unit = None if e.index in skipped else self._driver.sm.unit_outcome(e.index)
+                unit = None if e.index in skipped else sm.unit_outcome(e.index)
                 try:
                     if unit is None:
                         unit = read_unit(storage, e)

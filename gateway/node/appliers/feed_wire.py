@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Set
 
+from gateway.core.messages import TypeTag
 from gateway.core.varint import encode_uvarint, read_varint64, skip_field
 from gateway.node.state.wire import parse_txn
 from gateway.v1 import gateway_pb2
@@ -43,6 +44,7 @@ _KEYS = {_TRANSACTION: W.CHANGE_EVENT_TRANSACTION_KEY,
 _NAMES = {_TRANSACTION: "transaction", _APPLY_STATUS: "apply_status"}
 _DOWN_EVENT = W.CHANNEL_DOWN_EVENT_KEY
 _FIX64 = struct.Struct("<Q")
+_TXN_TAG = bytes((TypeTag.TRANSACTION,))
 
 # ReplicatedEpoch: the fields read, and each field's wire type by number
 _R_LOCAL_EPOCH, _R_SEALED, _R_ITEMS = (W.REPLICATED_EPOCH_LOCAL_EPOCH,
@@ -97,6 +99,12 @@ class WireEvent:
         if self.sealed_at_ns:
             parts += (_SEALED, _FIX64.pack(self.sealed_at_ns))
         return b"".join(parts)
+
+    def payload(self) -> bytes:
+        """A transaction event's record as a transaction entry payload: the ``TRANSACTION``
+        type tag, then the transaction's bytes."""
+        assert self._field == _TRANSACTION
+        return b"".join((_TXN_TAG, memoryview(self._buf)[self._start:self._end]))
 
     def down(self) -> bytes:
         """The bytes of ``ChannelDown(event=<this event>)``."""
