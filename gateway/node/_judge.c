@@ -978,6 +978,110 @@ error:
     return NULL;
 }
 
+/* statement_bytes(head, records) -> bytes: a serialized Statement holding the insert whose
+ * fields 1-3 are serialized in `head` and whose records are the serialized InsertRecords in
+ * `records` (a list of bytes): 0x0A, the insert's length, head, then per record 0x22, its
+ * length, the record; lengths as minimal varints. statements_bytes(stmts) -> bytes: each
+ * (head, records) of the list `stmts` so, each as a Transaction's statements field (0x32,
+ * length, the statement), joined. conflict_wire.statement_bytes_py / statements_bytes_py
+ * are the specification. */
+static int insert_size(PyObject *head, PyObject *records, Py_ssize_t *body) {
+    if (!PyBytes_Check(head) || !PyList_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "a statement is (bytes, list of bytes)");
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(head);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyBytes_Check(r)) {
+            PyErr_SetString(PyExc_TypeError, "a record is bytes");
+            return -1;
+        }
+        if (add_ld_size(&size, PyBytes_GET_SIZE(r)) < 0) goto overflow;
+    }
+    *body = size;
+    return 0;
+overflow:
+    PyErr_SetString(PyExc_OverflowError, "statement too large");
+    return -1;
+}
+
+static unsigned char *put_len(unsigned char *o, unsigned char key, Py_ssize_t len) {
+    uint64_t v = (uint64_t)len;
+    *o++ = key;
+    while (v >= 0x80) {
+        *o++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *o++ = (unsigned char)v;
+    return o;
+}
+
+static unsigned char *put_insert(unsigned char *o, PyObject *head, PyObject *records,
+                                 Py_ssize_t body) {
+    o = put_len(o, 0x0A, body);
+    memcpy(o, PyBytes_AS_STRING(head), (size_t)PyBytes_GET_SIZE(head));
+    o += PyBytes_GET_SIZE(head);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        o = put_ld(o, 0x22, (const unsigned char *)PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r));
+    }
+    return o;
+}
+
+static PyObject *statement_bytes(PyObject *self, PyObject *args) {
+    PyObject *head, *records;
+    Py_ssize_t body, size = 0;
+    if (!PyArg_ParseTuple(args, "OO", &head, &records)) return NULL;
+    if (insert_size(head, records, &body) < 0) return NULL;
+    if (add_ld_size(&size, body) < 0) {
+        PyErr_SetString(PyExc_OverflowError, "statement too large");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    put_insert((unsigned char *)PyBytes_AS_STRING(out), head, records, body);
+    return out;
+}
+
+static PyObject *statements_bytes(PyObject *self, PyObject *stmts) {
+    if (!PyList_Check(stmts)) {
+        PyErr_SetString(PyExc_TypeError, "statements_bytes takes a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(stmts), size = 0;
+    Py_ssize_t *bodies = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n ? n : 1));
+    if (bodies == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *st = PyList_GET_ITEM(stmts, i);
+        Py_ssize_t inner = 0;
+        if (!PyTuple_Check(st) || PyTuple_GET_SIZE(st) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a statement is (bytes, list of bytes)");
+            goto error;
+        }
+        if (insert_size(PyTuple_GET_ITEM(st, 0), PyTuple_GET_ITEM(st, 1), &bodies[i]) < 0)
+            goto error;
+        if (add_ld_size(&inner, bodies[i]) < 0 || add_ld_size(&size, inner) < 0) {
+            PyErr_SetString(PyExc_OverflowError, "statements too large");
+            goto error;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) goto error;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *st = PyList_GET_ITEM(stmts, i);
+        Py_ssize_t inner = 1 + varint_size((uint64_t)bodies[i]) + bodies[i];
+        o = put_len(o, 0x32, inner);
+        o = put_insert(o, PyTuple_GET_ITEM(st, 0), PyTuple_GET_ITEM(st, 1), bodies[i]);
+    }
+    PyMem_Free(bodies);
+    return out;
+error:
+    PyMem_Free(bodies);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"epoch_verdicts", epoch_verdicts, METH_VARARGS,
      "Verdicts of an epoch's ruled row changes under NDB$EPOCH / NDB$EPOCH2 (see the file)."},
@@ -991,6 +1095,10 @@ static PyMethodDef methods[] = {
      "The record of one $EX row from the change's and the stored row's bytes (see the file)."},
     {"read_rows", read_rows, METH_VARARGS,
      "conflict_wire.read_row of each key (see the file)."},
+    {"statement_bytes", statement_bytes, METH_VARARGS,
+     "A serialized insert Statement from its head and records (see the file)."},
+    {"statements_bytes", statements_bytes, METH_O,
+     "Insert statements serialized as a Transaction's statements fields (see the file)."},
     {"exception_run", exception_run, METH_VARARGS,
      "The $EX records, gone rows and refreshes of a statement's rejected rows (see the file)."},
     {NULL, NULL, 0, NULL},

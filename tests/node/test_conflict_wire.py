@@ -681,3 +681,29 @@ def test_records_cut_from_a_statement_body_in_c_are_the_pythons():
         c.records_without(b"\x22\x00", [1.5])
     with pytest.raises(TypeError):
         c.records_without("x", [])
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_the_c_statement_framing_gives_what_the_python_gives():
+    """``statement_bytes`` / ``statements_bytes`` in C against their specifications: empty
+    and long heads and records (lengths of one, two and three varint bytes), no records,
+    no statements; anything but bytes in a list is refused, not read."""
+    rng = random.Random(11)
+
+    def blob() -> bytes:
+        return bytes(rng.randrange(256) for _ in range(rng.choice([0, 1, 5, 127, 128, 300])))
+
+    for _ in range(300):
+        stmts = [(blob(), [blob() for _ in range(rng.randrange(0, 4))])
+                 for _ in range(rng.randrange(0, 4))]
+        if rng.random() < 0.05:
+            stmts.append((b"h", [b"x" * 20000]))
+        assert conflict_wire.statements_bytes(stmts) == conflict_wire.statements_bytes_py(stmts)
+        for head, records in stmts:
+            assert conflict_wire.statement_bytes(head, records) == \
+                conflict_wire.statement_bytes_py(head, records)
+    for bad in ([(b"h", (b"r",))], [(b"h", [b"r", "s"])], [("h", [])], [(b"h",)], (b"h", [])):
+        with pytest.raises(TypeError):
+            conflict_wire.statements_bytes(bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        conflict_wire.statement_bytes(b"h", [1])  # type: ignore[list-item]

@@ -35,7 +35,8 @@ from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "exception_run", "parts", "parts_py",
            "read_row", "read_rows", "read_rows_py", "records_without", "records_without_py",
            "refresh_parts", "refresh_parts_py",
-           "statement_bytes", "without_wire"]
+           "statement_bytes", "statement_bytes_py", "statements_bytes", "statements_bytes_py",
+           "without_wire"]
 
 FT = value_pb2.FieldType
 _S = FT.FIELD_TYPE_VARCHAR
@@ -121,6 +122,10 @@ class _WalkC(Protocol):
                          stored: bytes | None, fkey: tuple[bytes, ...] | None, picks: bytes,
                          me: bytes, origin: int, epoch: bytes, count: int, op: bytes,
                          cause: bytes, transid: bytes, null: bytes, /) -> bytes | None: ...
+
+    def statement_bytes(self, head: bytes, records: list[bytes], /) -> bytes: ...
+
+    def statements_bytes(self, stmts: list[tuple[bytes, list[bytes]]], /) -> bytes: ...
 
     def read_rows(self, keys: list[bytes], overlay: dict[bytes, bytes | None],
                   cells: dict[bytes, bytes | None], get: Callable[[bytes], bytes | None], /
@@ -367,11 +372,26 @@ def _ld_value(key: int, payload: bytes) -> bytes:
     return _LD[key][n] + payload if n < 128 else _ld(key, payload)
 
 
-def statement_bytes(head: bytes, records: list[bytes]) -> bytes:
-    """A serialized ``Statement`` holding the insert ``head`` (fields 1-3) and ``records``."""
+def statement_bytes_py(head: bytes, records: list[bytes]) -> bytes:
+    """A serialized ``Statement`` holding the insert ``head`` (fields 1-3) and ``records``.
+    The specification of ``gateway.node._judge.statement_bytes``."""
     key = b"\x22"  # InsertStatement.records
     return _ld(_STMT_INSERT, b"".join(
         [head, *(key + encode_uvarint(len(r)) + r for r in records)]))
+
+
+def statements_bytes_py(stmts: list[tuple[bytes, list[bytes]]]) -> bytes:
+    """Each ``(head, records)`` of ``stmts`` as ``statement_bytes_py`` serializes it, as a
+    ``Transaction``'s ``statements`` field, joined. The specification of
+    ``gateway.node._judge.statements_bytes``."""
+    return b"".join(_ld(_TXN_STATEMENTS[0], statement_bytes_py(h, r)) for h, r in stmts)
+
+
+#: ``statement_bytes_py`` and ``statements_bytes_py``, in C when built
+statement_bytes: Callable[[bytes, list[bytes]], bytes] = \
+    _c.statement_bytes if _c is not None else statement_bytes_py
+statements_bytes: Callable[[list[tuple[bytes, list[bytes]]]], bytes] = \
+    _c.statements_bytes if _c is not None else statements_bytes_py
 
 
 def refresh_parts_py(table: bytes, raw: bytes) -> tuple[bytes, bytes] | None:
@@ -428,15 +448,18 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
                  refresh: Iterable[tuple[statement_pb2.TableMetadata, bytes | None]],
                  exception_parts: Sequence[tuple[bytes, Sequence[bytes]]] | None = None
-                 ) -> tuple[transaction_pb2.Transaction, bytes] | None:
-    """The derived transaction ``EpochApply._derive`` builds, and its serialization, from
-    ``exceptions`` and the refreshes (``conflict_apply.add_refresh`` of each row, in order:
-    the statement's table and the row as it now stands), with the refresh records
-    assembled from the stored rows' bytes (``refresh_parts``); None when the specification
-    must build it: a refresh of a row absent here (a delete), nothing to write, or bytes
-    that would not be the specification's (not canonical). ``exception_parts``: the
-    exceptions as the canonical bytes they were parsed from (``UnitJudgement``), taken as
-    they are instead of split again from the messages."""
+                 ) -> tuple[list[statement_pb2.Statement], bytes] | None:
+    """The statements of the derived transaction ``EpochApply._derive`` builds, and the
+    transaction's serialization, from ``exceptions`` and the refreshes
+    (``conflict_apply.add_refresh`` of each row, in order: the statement's table and the row
+    as it now stands), with the refresh records assembled from the stored rows' bytes
+    (``refresh_parts``); None when the specification must build it: a refresh of a row
+    absent here (a delete), nothing to write, or bytes that would not be the
+    specification's (not canonical). ``exception_parts``: the exceptions as the canonical
+    bytes they were parsed from (``UnitJudgement``: checked there), taken as they are
+    instead of split again from the messages (which serialize canonically). So only the
+    statements the stored rows' bytes went into are parsed and checked here: the refreshes,
+    and an exception statement a refresh joined."""
     stmts: list[tuple[bytes, list[bytes]]] = []
     if exception_parts is not None:
         stmts = [(head, list(records)) for head, records in exception_parts]
@@ -446,6 +469,7 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
             if split is None:
                 return None
             stmts.append(split)
+    known = len(stmts)  # statements known canonical: the exceptions a refresh did not join
     tables: dict[int, bytes] = {}
     for table, raw in refresh:
         if raw is None:
@@ -459,6 +483,7 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
         head, rec = got
         if stmts and stmts[-1][0] == head:  # ``add_refresh``'s merge
             stmts[-1][1].append(rec)
+            known = min(known, len(stmts) - 1)
         else:
             stmts.append((head, [rec]))
     if not stmts:
@@ -466,13 +491,13 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
     shell = derived_transaction(me, trans_id, epoch, commit_ts, []).SerializeToString()
     if not shell.endswith(_SHELL_TAIL):
         return None
-    data = b"".join((shell[:-len(_SHELL_TAIL)],
-                     *(_ld(_TXN_STATEMENTS[0], statement_bytes(h, r)) for h, r in stmts),
-                     _SHELL_TAIL))
-    derived = transaction_pb2.Transaction.FromString(data)
-    if derived.SerializeToString(deterministic=True) != data:
+    checked = statements_bytes(stmts[known:])
+    rest = transaction_pb2.Transaction.FromString(checked)
+    if rest.SerializeToString(deterministic=True) != checked:
         return None  # not canonical: the specification's bytes would differ
-    return derived, data
+    data = b"".join((shell[:-len(_SHELL_TAIL)], statements_bytes(stmts[:known]), checked,
+                     _SHELL_TAIL))
+    return [*exceptions[:known], *rest.statements], data
 
 
 def _field(key: int, payload: bytes) -> bytes:

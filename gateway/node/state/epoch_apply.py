@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -83,7 +83,7 @@ from gateway.raft import Entry
 from gateway.replication import ReplicationState, join_segments, transactions
 from gateway.schema.codec import event_from_proto
 from gateway.schema.model import SchemaError, SchemaEvent
-from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, transaction_pb2
+from gateway.v1 import gateway_pb2, gtid_pb2, replication_pb2, statement_pb2, transaction_pb2
 
 __all__ = ["U64", "ConflictFunctionMissingError", "EpochApply", "StagedSegment", "has_txns",
            "seg_key"]
@@ -220,7 +220,7 @@ class EpochApply(TransactionApply):
         # the stored rows of insert-only transactions, built from their wire bytes (C): their
         # keys serve the judgement, and they are written as they are unless it drops records
         pre: list[Ops | None] = [
-            self._replicated_rows(t, e.index, local_epoch, _received(payloads, received, n, t))
+            self._replicated_rows(_received(payloads, received, n, t), e.index, local_epoch)
             for n, t in enumerate(txns)]
         counters: dict[str, int] = {}
         fresh, held = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns \
@@ -260,7 +260,7 @@ class EpochApply(TransactionApply):
         for n, (txn, built) in enumerate(zip(txns, pre, strict=True)):
             # again when not built: a table the epoch created is known now
             rows = built if built is not None else self._replicated_rows(
-                txn, e.index, local_epoch, _received(payloads, received, n, txn))
+                _received(payloads, received, n, txn), e.index, local_epoch)
             if rows is not None:
                 ops += rows
                 overlay.update(map(OP_KEY_VALUE, rows))
@@ -452,7 +452,8 @@ class EpochApply(TransactionApply):
         one) for the change feed and the appliers."""
         me = self.cluster_id
         derived = payload = data = None
-        if self.derive_in_c:  # the specification's transaction, from bytes
+        stmts: Sequence[statement_pb2.Statement] = ()
+        if self.derive_in_c:  # the specification's statements and bytes, from bytes
             raws = read_rows(list(map(itemgetter(0), judged.refresh)), overlay, judged.cells,
                              self.store.get)
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
@@ -460,26 +461,29 @@ class EpochApply(TransactionApply):
                                zip(map(itemgetter(1), judged.refresh), raws, strict=True),
                                judged.exception_parts)
             if got is not None:
-                derived, data = got
+                stmts, data = got
                 payload = bytes((TypeTag.TRANSACTION,)) + data
-        if derived is None:
+        if data is None:
             stmts = list(judged.exceptions)
             for k, table, kf, kv in judged.refresh:
                 add_refresh(stmts, table, kf, kv, self._get(k, overlay))
             if stmts:
                 derived = derived_transaction(me, unit.derived_trans_id, unit.local_epoch,
                                               unit.derived_commit_ts, stmts)
-        if derived is not None:
+                payload = encode_transaction(derived) if self.derive_in_c else None
+        if stmts:
             # ``derived_problem`` checked it before anything of the entry was written; then
             # the C insert path when every statement is an insert it takes: the same rows
-            self._record_schemas(check_statements(derived.statements, self.schemas, rows=False),
+            self._record_schemas(check_statements(stmts, self.schemas, rows=False),
                                  ops, index, str(me))
-            rows = self._replicated_rows(derived, index, unit.local_epoch, payload) \
-                if self.derive_in_c else None
+            rows = None if payload is None else self._replicated_rows(payload, index,
+                                                                      unit.local_epoch)
             if rows is not None:
                 ops += rows
                 overlay.update(map(OP_KEY_VALUE, rows))
             else:
+                if derived is None:  # the message, parsed from its bytes
+                    derived = transaction_pb2.Transaction.FromString(data or b"")
                 self._write_statements(derived, index, derived.gtid, RowMeta(
                     unit.local_epoch, me, unit.derived_commit_ts), ops, overlay)
         self._record_outcome(unit, judged.transactions, derived, index, ops, data)
@@ -488,9 +492,8 @@ class EpochApply(TransactionApply):
                         accepted: list[transaction_pb2.Transaction],
                         derived: transaction_pb2.Transaction | None, index: int,
                         ops: Ops, data: bytes | None = None) -> None:
-        """Record what entry ``index`` finally holds (``m dx:<index>``): its transactions as
-        applied (``accepted``, in order), then this cluster's ``derived`` one (serialized as
-        ``data`` when at hand; ``epoch_outcome.outcome_record`` is the specification)."""
+        """Record what entry ``index`` holds (``m dx:<index>``): its transactions as applied
+        (``accepted``), then this cluster's ``derived`` one (or its bytes ``data``)."""
         ops.append(meta_op(keys.meta_key(f"dx:{index}"), outcome_bytes(
             unit, accepted, derived, data) if self.derive_in_c else outcome_record(
             unit, accepted, derived)))
@@ -547,14 +550,10 @@ class EpochApply(TransactionApply):
         self._mark(ops, e.index, f"rejected: {what}: {reason}".encode())
         return Applied(e.index, e.term, error=InvalidRequest("channel", f"{what}: {reason}"))
 
-    def _replicated_rows(self, txn: transaction_pb2.Transaction, index: int,
-                         local_epoch: int, payload: bytes | None = None) -> Ops | None:
-        """``_wire_rows`` for a replicated (origin) transaction: its GTID, author and commit
-        timestamp, and this cluster's ``local_epoch``; None: the general path.
-        ``payload``: the transaction's entry payload as the entry carries it
-        (``epoch_wire``); without it (a transaction the judgement changed, or an entry whose
-        bytes could not be cut) the message is serialized."""
-        data = payload if payload is not None else encode_transaction(txn)
+    def _replicated_rows(self, data: bytes, index: int, local_epoch: int) -> Ops | None:
+        """``_wire_rows`` for a replicated (origin) transaction, its entry payload ``data``
+        (``_received``): its GTID, author and commit timestamp, and this cluster's
+        ``local_epoch``; None: the general path."""
         parsed = parse_txn(data)
         if parsed is None:
             return None
@@ -588,10 +587,12 @@ def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:
 
 
 def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Transaction],
-              n: int, txn: transaction_pb2.Transaction) -> bytes | None:
-    """The received bytes of ``txn``, the epoch's transaction ``n``, unless the apply
-    replaced it (quarantined, or changed by the judgement) or the bytes could not be cut."""
-    return payloads[n] if payloads is not None and txn is received[n] else None
+              n: int, txn: transaction_pb2.Transaction) -> bytes:
+    """The entry payload of ``txn``, the epoch's transaction ``n``: the bytes it was received
+    as, unless the apply replaced it (quarantined, or changed by the judgement) or they
+    could not be cut (then serialized)."""
+    return payloads[n] if payloads is not None and txn is received[n] else \
+        encode_transaction(txn)
 
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:

@@ -58,16 +58,22 @@ def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
                   derived_bytes: bytes | None = None) -> bytes:
     """``outcome_record``'s bytes, assembled without copying the messages (see the module
     docstring). ``derived_bytes``: ``derived.SerializeToString()`` when the caller has it
-    (the derived transaction built from bytes), not serialized again."""
+    (the derived transaction built from bytes), not serialized again; ``derived`` may then
+    be None (parsed from them if needed)."""
+    def spec() -> bytes:
+        d = derived if derived is not None or derived_bytes is None else \
+            transaction_pb2.Transaction.FromString(derived_bytes)
+        return outcome_record(unit, accepted, d)
+
     if len(unknown_fields.UnknownFieldSet(unit)):
-        return outcome_record(unit, accepted, derived)
+        return spec()
     lo = replication_pb2.ReplicatedEpoch()
     hi = replication_pb2.ReplicatedEpoch()
     for fd, value in unit.ListFields():
         if fd.number == _ITEMS:
             continue
         if fd.message_type is not None or fd.is_repeated or fd.is_extension:
-            return outcome_record(unit, accepted, derived)
+            return spec()
         setattr(lo if fd.number < _ITEMS else hi, fd.name, value)
     out = [lo.SerializeToString()]
     it_accepted = iter(accepted)
@@ -76,8 +82,9 @@ def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
             out.append(_ld(_ITEMS_KEY, _ld(_TXN_KEY, next(it_accepted).SerializeToString())))
         else:
             out.append(_ld(_ITEMS_KEY, it.SerializeToString()))
-    if derived is not None:
-        data = derived.SerializeToString() if derived_bytes is None else derived_bytes
+    data = derived_bytes if derived_bytes is not None else \
+        derived.SerializeToString() if derived is not None else None
+    if data is not None:
         out.append(_ld(_ITEMS_KEY, _ld(_TXN_KEY, data)))
     out.append(hi.SerializeToString())
     return b"".join(out)
