@@ -440,10 +440,10 @@ static int refresh_slot(unsigned char key, unsigned char *to, int *group) {
     }
 }
 
-static PyObject *refresh_record(PyObject *self, PyObject *args) {
-    const unsigned char *table, *d;
-    Py_ssize_t tlen, n;
-    if (!PyArg_ParseTuple(args, "y#y#", &table, &tlen, &d, &n)) return NULL;
+/* The refresh of stored row d[:n] with the serialized table; 1 with *head and *rec new
+ * references, 0 when the row does not walk, -1 with an exception set. */
+static int refresh_pair(const unsigned char *table, Py_ssize_t tlen, const unsigned char *d,
+                        Py_ssize_t n, PyObject **head_out, PyObject **rec_out) {
     Py_ssize_t size[4] = {0, 0, 0, 0};
     for (int pass = 0; pass < 2; pass++) {
         PyObject *head = NULL, *rec = NULL;
@@ -455,7 +455,7 @@ static PyObject *refresh_record(PyObject *self, PyObject *args) {
             if (!head || !rec) {
                 Py_XDECREF(head);
                 Py_XDECREF(rec);
-                return NULL;
+                return -1;
             }
             unsigned char *h = (unsigned char *)PyBytes_AS_STRING(head);
             unsigned char *r = (unsigned char *)PyBytes_AS_STRING(rec);
@@ -478,15 +478,96 @@ static PyObject *refresh_record(PyObject *self, PyObject *args) {
                     out[group] = put_ld(out[group], to, f.p, f.n);
             }
         }
-        if (got < 0) goto none;
-        if (pass == 1) return Py_BuildValue("(NN)", head, rec);
-        continue;
-    none:
-        Py_XDECREF(head);
-        Py_XDECREF(rec);
-        Py_RETURN_NONE;
+        if (got < 0) {
+            Py_XDECREF(head);
+            Py_XDECREF(rec);
+            return 0;
+        }
+        if (pass == 1) {
+            *head_out = head;
+            *rec_out = rec;
+            return 1;
+        }
     }
-    Py_RETURN_NONE; /* not reached */
+    return 0; /* not reached */
+}
+
+static PyObject *refresh_record(PyObject *self, PyObject *args) {
+    const unsigned char *table, *d;
+    Py_ssize_t tlen, n;
+    PyObject *head, *rec;
+    if (!PyArg_ParseTuple(args, "y#y#", &table, &tlen, &d, &n)) return NULL;
+    int got = refresh_pair(table, tlen, d, n, &head, &rec);
+    if (got < 0) return NULL;
+    if (got == 0) Py_RETURN_NONE;
+    return Py_BuildValue("(NN)", head, rec);
+}
+
+/* refresh_run(tables, raws, stmts) -> int or None: the refreshes of rows raws[i] (bytes, or
+ * None for a row absent here) of tables tables[i] (serialized TableMetadata; two lists of
+ * the same length) added to stmts, a list of (head, [records]) tuples, as
+ * conflict_wire.refresh_run_py adds them (the specification): each row's (head, record) by
+ * refresh_record, the record appended to the last statement's list when that statement has
+ * the same head, else a new (head, [record]) appended. Returns 1 when the first refresh
+ * joined the statement stmts ended with (0 otherwise); None, with stmts possibly changed,
+ * when a row is None or does not walk. */
+static PyObject *refresh_run(PyObject *self, PyObject *args) {
+    PyObject *tables, *raws, *stmts;
+    if (!PyArg_ParseTuple(args, "O!O!O!", &PyList_Type, &tables, &PyList_Type, &raws,
+                          &PyList_Type, &stmts))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(raws);
+    if (PyList_GET_SIZE(tables) != n) {
+        PyErr_SetString(PyExc_ValueError, "refresh_run: tables and raws differ in length");
+        return NULL;
+    }
+    int joined_first = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tables, i), *r = PyList_GET_ITEM(raws, i);
+        if (r == Py_None) Py_RETURN_NONE;
+        if (!PyBytes_Check(t) || !PyBytes_Check(r)) {
+            PyErr_SetString(PyExc_TypeError, "refresh_run: tables and rows are bytes");
+            return NULL;
+        }
+        PyObject *head, *rec;
+        int got = refresh_pair((const unsigned char *)PyBytes_AS_STRING(t), PyBytes_GET_SIZE(t),
+                               (const unsigned char *)PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r),
+                               &head, &rec);
+        if (got < 0) return NULL;
+        if (got == 0) Py_RETURN_NONE;
+        Py_ssize_t m = PyList_GET_SIZE(stmts);
+        PyObject *last = m ? PyList_GET_ITEM(stmts, m - 1) : NULL;
+        int same = 0;
+        if (last != NULL) {
+            if (!PyTuple_Check(last) || PyTuple_GET_SIZE(last) != 2 ||
+                !PyList_Check(PyTuple_GET_ITEM(last, 1))) {
+                Py_DECREF(head);
+                Py_DECREF(rec);
+                PyErr_SetString(PyExc_TypeError, "refresh_run: a statement is (head, list)");
+                return NULL;
+            }
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0), head, Py_EQ);
+            if (same < 0) {
+                Py_DECREF(head);
+                Py_DECREF(rec);
+                return NULL;
+            }
+        }
+        int rc;
+        if (same) {
+            if (i == 0) joined_first = 1;
+            rc = PyList_Append(PyTuple_GET_ITEM(last, 1), rec);
+            Py_DECREF(head);
+            Py_DECREF(rec);
+        } else {
+            PyObject *pair = Py_BuildValue("(N[N])", head, rec);
+            if (pair == NULL) return NULL;
+            rc = PyList_Append(stmts, pair);
+            Py_DECREF(pair);
+        }
+        if (rc < 0) return NULL;
+    }
+    return PyLong_FromLong(joined_first);
 }
 
 /* exception_record(record, akey, nkeys, nvals, stored, fkey, picks, me, origin, epoch,
@@ -1091,6 +1172,8 @@ static PyMethodDef methods[] = {
      "A statement body's bytes without some of its records (see the file)."},
     {"refresh_record", refresh_record, METH_VARARGS,
      "The refresh insert's head and record of a stored row (see the file)."},
+    {"refresh_run", refresh_run, METH_VARARGS,
+     "The refresh statements of stored rows added to a statement list (see the file)."},
     {"exception_record", exception_record, METH_VARARGS,
      "The record of one $EX row from the change's and the stored row's bytes (see the file)."},
     {"read_rows", read_rows, METH_VARARGS,

@@ -249,10 +249,11 @@ def test_exception_statements_from_bytes_are_the_specifications(seed):
         return
     assert [conflict_wire.statement_bytes(h, r) for h, r in got.exception_parts] == \
         [s.SerializeToString() for s in got.exceptions]
-    refresh = [(table, rows.get(k)) for k, table, _, _ in got.refresh]
-    by_parts = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh,
+    tables = [table for _, table, _, _ in got.refresh]
+    raws = [rows.get(k) for k, _, _, _ in got.refresh]
+    by_parts = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, tables, raws,
                                           got.exception_parts)
-    split = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, refresh)
+    split = conflict_wire.derived_wire(1, 9, 20, 300, got.exceptions, tables, raws)
     assert (by_parts is None) == (split is None)
     if by_parts is not None and split is not None:
         assert by_parts[1] == split[1] and by_parts[0] == split[0]
@@ -707,3 +708,48 @@ def test_the_c_statement_framing_gives_what_the_python_gives():
             conflict_wire.statements_bytes(bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         conflict_wire.statement_bytes(b"h", [1])  # type: ignore[list-item]
+
+
+@pytest.mark.skipif(not _C, reason="gateway.node._judge is not built")
+def test_the_c_refresh_run_adds_what_the_python_adds():
+    """``refresh_run`` in C against ``refresh_run_py``: rows of two tables in runs (merged
+    into one statement per run, and into the list's last statement when its head is the
+    same), rows absent or that do not walk (None, the list maybe changed alike), bad
+    arguments refused."""
+    rng = random.Random(8)
+    tables = [statement_pb2.TableMetadata(schema_name="s", table_name=t).SerializeToString()
+              for t in ("a", "b")]
+
+    def row() -> bytes | None:
+        raw = gateway_pb2.Row(key_fields=[_F(name="id", type=FT.FIELD_TYPE_INTEGER)],
+                              key_values=[value_pb2.Value(int_value=rng.randrange(99))],
+                              fields=[_F(name="v", type=FT.FIELD_TYPE_VARCHAR)],
+                              values=[_value(rng, FT.FIELD_TYPE_VARCHAR, 3)]).SerializeToString()
+        shape = rng.random()
+        return None if shape < 0.01 else raw[:rng.randrange(len(raw))] if shape < 0.02 \
+            else raw
+
+    for _ in range(500):
+        n = rng.randrange(0, 12)
+        tbs = [tables[rng.random() < 0.3] for _ in range(n)]
+        raws = [row() for _ in range(n)]
+        start = []
+        if rng.random() < 0.5:
+            head, rec = conflict_wire.refresh_parts_py(tables[0], gateway_pb2.Row(
+                key_fields=[_F(name="id", type=FT.FIELD_TYPE_INTEGER)],
+                key_values=[value_pb2.Value(int_value=1)],
+                fields=[_F(name="v", type=FT.FIELD_TYPE_VARCHAR)],
+                values=[value_pb2.Value(string_value="x")]).SerializeToString())
+            start = [(rng.choice([head, b"other"]), [rec])]
+        want_stmts = [(h, list(r)) for h, r in start]
+        got_stmts = [(h, list(r)) for h, r in start]
+        want = conflict_wire.refresh_run_py(tbs, raws, want_stmts)
+        got = conflict_wire.refresh_run(tbs, raws, got_stmts)
+        assert got == want
+        assert got_stmts == want_stmts
+    with pytest.raises(ValueError):
+        conflict_wire.refresh_run([tables[0]], [], [])
+    with pytest.raises(TypeError):
+        conflict_wire.refresh_run(["x"], [b""], [])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        conflict_wire.refresh_run((), [], [])  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from gateway.v1 import statement_pb2, transaction_pb2, value_pb2
 
 __all__ = ["ExceptionRows", "Shape", "derived_wire", "exception_run", "parts", "parts_py",
            "read_row", "read_rows", "read_rows_py", "records_without", "records_without_py",
-           "refresh_parts", "refresh_parts_py",
+           "refresh_parts", "refresh_parts_py", "refresh_run", "refresh_run_py",
            "statement_bytes", "statement_bytes_py", "statements_bytes", "statements_bytes_py",
            "without_wire"]
 
@@ -114,6 +114,9 @@ class _WalkC(Protocol):
     def message_fields(self, data: bytes, /) -> list[tuple[int, bytes]] | None: ...
 
     def refresh_record(self, table: bytes, row: bytes, /) -> tuple[bytes, bytes] | None: ...
+
+    def refresh_run(self, tables: list[bytes], raws: list[bytes | None],
+                    stmts: list[tuple[bytes, list[bytes]]], /) -> int | None: ...
 
     def records_without(self, body: bytes, drop: list[int], /
                         ) -> tuple[bytes, bool] | None: ...
@@ -424,6 +427,35 @@ refresh_parts: Callable[[bytes, bytes], tuple[bytes, bytes] | None] = \
     _c.refresh_record if _c is not None else refresh_parts_py
 
 
+def refresh_run_py(tables: list[bytes], raws: list[bytes | None],
+                   stmts: list[tuple[bytes, list[bytes]]]) -> int | None:
+    """Add the refreshes of the rows ``raws`` (None: absent here) of ``tables`` (serialized
+    ``TableMetadata``, one per row) to ``stmts``, as ``add_refresh`` merges them: each
+    ``refresh_parts_py`` record joins the last statement when its head is the same, else
+    starts one. 1 when the first refresh joined the statement ``stmts`` ended with, else 0;
+    None (``stmts`` maybe changed) when a row is absent or does not walk. The specification
+    of ``gateway.node._judge.refresh_run``."""
+    joined_first = 0
+    for i, (tb, raw) in enumerate(zip(tables, raws, strict=True)):
+        if raw is None:
+            return None
+        got = refresh_parts_py(tb, raw)
+        if got is None:
+            return None
+        head, rec = got
+        if stmts and stmts[-1][0] == head:
+            stmts[-1][1].append(rec)
+            joined_first |= i == 0
+        else:
+            stmts.append((head, [rec]))
+    return joined_first
+
+
+#: ``refresh_run_py``, in C when built
+refresh_run: Callable[[list[bytes], list[bytes | None], list[tuple[bytes, list[bytes]]]],
+                      int | None] = _c.refresh_run if _c is not None else refresh_run_py
+
+
 def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | None:
     """An insert ``stmt`` as ``(its fields 1-3 serialized, [record payloads])``, the form
     ``derived_wire`` merges statements in; None when it holds anything else."""
@@ -446,16 +478,16 @@ def _insert_split(stmt: statement_pb2.Statement) -> tuple[bytes, list[bytes]] | 
 
 def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                  exceptions: Sequence[statement_pb2.Statement],
-                 refresh: Iterable[tuple[statement_pb2.TableMetadata, bytes | None]],
+                 tables: Iterable[statement_pb2.TableMetadata], raws: list[bytes | None],
                  exception_parts: Sequence[tuple[bytes, Sequence[bytes]]] | None = None
                  ) -> tuple[list[statement_pb2.Statement], bytes] | None:
     """The statements of the derived transaction ``EpochApply._derive`` builds, and the
     transaction's serialization, from ``exceptions`` and the refreshes
-    (``conflict_apply.add_refresh`` of each row, in order: the statement's table and the row
-    as it now stands), with the refresh records assembled from the stored rows' bytes
-    (``refresh_parts``); None when the specification must build it: a refresh of a row
-    absent here (a delete), nothing to write, or bytes that would not be the
-    specification's (not canonical). ``exception_parts``: the exceptions as the canonical
+    (``conflict_apply.add_refresh`` of each row, in order: the statement's table in
+    ``tables``, the row as it now stands in ``raws``), with the refresh records assembled
+    from the stored rows' bytes (``refresh_run``); None when the specification must build
+    it: a refresh of a row absent here (a delete), nothing to write, or bytes that would not
+    be the specification's (not canonical). ``exception_parts``: the exceptions as the canonical
     bytes they were parsed from (``UnitJudgement``: checked there), taken as they are
     instead of split again from the messages (which serialize canonically). So only the
     statements the stored rows' bytes went into are parsed and checked here: the refreshes,
@@ -470,22 +502,12 @@ def derived_wire(me: int, trans_id: int, epoch: int, commit_ts: int,
                 return None
             stmts.append(split)
     known = len(stmts)  # statements known canonical: the exceptions a refresh did not join
-    tables: dict[int, bytes] = {}
-    for table, raw in refresh:
-        if raw is None:
-            return None
-        tb = tables.get(id(table))
-        if tb is None:
-            tb = tables[id(table)] = table.SerializeToString()
-        got = refresh_parts(tb, raw)
-        if got is None:
-            return None
-        head, rec = got
-        if stmts and stmts[-1][0] == head:  # ``add_refresh``'s merge
-            stmts[-1][1].append(rec)
-            known = min(known, len(stmts) - 1)
-        else:
-            stmts.append((head, [rec]))
+    memo: dict[int, bytes] = {}
+    tbs = [memo.get(id(t)) or memo.setdefault(id(t), t.SerializeToString()) for t in tables]
+    joined = refresh_run(tbs, raws, stmts)
+    if joined is None:
+        return None
+    known -= joined
     if not stmts:
         return None
     shell = derived_transaction(me, trans_id, epoch, commit_ts, []).SerializeToString()

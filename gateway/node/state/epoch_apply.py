@@ -458,7 +458,7 @@ class EpochApply(TransactionApply):
                              self.store.get)
             got = derived_wire(me, unit.derived_trans_id, unit.local_epoch,
                                unit.derived_commit_ts, judged.exceptions,
-                               zip(map(itemgetter(1), judged.refresh), raws, strict=True),
+                               map(itemgetter(1), judged.refresh), raws,
                                judged.exception_parts)
             if got is not None:
                 stmts, data = got
