@@ -223,8 +223,9 @@ class EpochApply(TransactionApply):
             self._replicated_rows(_received(payloads, received, n, t), e.index, local_epoch)
             for n, t in enumerate(txns)]
         counters: dict[str, int] = {}
-        fresh, held = self._all_fresh(txns, pre, overlay) if self.conflict_rules and txns \
-            else (None, None)
+        ruled = bool(self.conflict_rules and txns)
+        row_keys = _row_keys(pre) if ruled else []  # what the screen and the judgement read
+        fresh, held = self._all_fresh(txns, row_keys, overlay) if ruled else (None, None)
         if self.conflict_rules and txns:
             try:
                 check_ruled_shapes(txns, self._ruleset(), schemas, self._shapes_checked)
@@ -234,7 +235,7 @@ class EpochApply(TransactionApply):
             pass
         elif self.conflict_rules and txns and fresh is None:
             try:
-                judged = self._judge(unit, txns, ops, overlay, pre, schemas, held)
+                judged = self._judge(unit, txns, ops, overlay, row_keys, schemas, held)
                 problem = None if not (judged.exceptions or judged.refresh) else \
                     "found conflicts but its leader reserved no GTID for them (rules set " \
                     "meanwhile): proposed again" if not unit.derived_trans_id else \
@@ -370,16 +371,15 @@ class EpochApply(TransactionApply):
                     return rule.function
         return None
 
-    def _all_fresh(self, txns: list[transaction_pb2.Transaction], pre: list[Ops | None],
-                   overlay: dict[bytes, bytes | None]
+    def _all_fresh(self, txns: list[transaction_pb2.Transaction],
+                   row_keys: list[list[bytes] | None], overlay: dict[bytes, bytes | None]
                    ) -> tuple[list[bytes] | None, dict[bytes, bytes | None] | None]:
         """``(keys, None)``: the keys of the epoch's judged transactions when its judged
         changes are all inserts of keys this cluster holds nothing for (``fresh_insert_keys``;
         empty: nothing to judge): every rule applies them as they came, the same outcome as
         judging them row by row. ``(None, cells)``: the epoch must be judged; ``cells`` (or
         None) the store's cells of those keys, read by the same check (``held_cells``)."""
-        got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role,
-                                _row_keys(pre))
+        got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role, row_keys)
         if got is None:
             return None, None
         if len(set(got)) == len(got) and overlay.keys().isdisjoint(got):
@@ -389,7 +389,7 @@ class EpochApply(TransactionApply):
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: Ops,
-               overlay: dict[bytes, bytes | None], pre: list[Ops | None],
+               overlay: dict[bytes, bytes | None], row_keys: list[list[bytes] | None],
                schemas: Mapping[str, TableSchema] | None = None,
                held: Mapping[bytes, bytes | None] | None = None) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
@@ -421,7 +421,6 @@ class EpochApply(TransactionApply):
             known = known_shapes.get(f"{schema}.{table}")
             return known.columns if known is not None else {}
 
-        row_keys = _row_keys(pre)
         cells: dict[bytes, bytes | None] = {}
         store_cells = self.store.cells
 
