@@ -32,6 +32,9 @@ class SourceRecord:
     item: replication_pb2.ReplicatedItem | None = None
     marker_epoch: int = 0
     sealed_at_ns: int = 0
+    #: ``item`` as the bytes it was parsed from, when the reader kept them (they serialize
+    #: it: ``ReplicatedItem.FromString(raw) == item``); not part of the record's value
+    raw: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -43,6 +46,8 @@ class SealedEpoch:
     last_log_index: int = 0
     sealed_at_ns: int = 0
     oldest_commit_ns: int = 0  # commit time of its first transaction (for lag), 0 if none
+    #: ``id(item)`` -> the bytes of an item of ``items`` its record carried (``raw``)
+    raws: dict[int, bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
 class EpochAssembler:
@@ -86,6 +91,8 @@ class EpochAssembler:
             cur = self._open = SealedEpoch(rec.epoch)
         if rec.item is not None:
             cur.items.append(rec.item)
+            if rec.raw is not None:
+                cur.raws[id(rec.item)] = rec.raw
             if not cur.oldest_commit_ns and rec.item.WhichOneof("item") == "transaction":
                 cur.oldest_commit_ns = rec.item.transaction.commit_timestamp_ns
         cur.last_log_index = rec.log_index

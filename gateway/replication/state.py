@@ -22,6 +22,7 @@ every replica of a cluster holds the same values at the same log index:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.v1 import replication_pb2
@@ -123,9 +124,14 @@ class ReplicationState:
         """Record an accepted ``unit`` (see :meth:`refusal`): raise the watermarks of its
         transactions' origins, the apply-status rows it carries, and the channel's position
         ``(source_id, source_epoch, self)``. Returns the changed keys ``(origins, pairs)``."""
+        return self.apply_items(unit.items, unit.source_id, unit.source_epoch)
+
+    def apply_items(self, items: Iterable[replication_pb2.ReplicatedItem], source_id: int,
+                    source_epoch: int) -> tuple[set[int], set[tuple[int, int]]]:
+        """:meth:`apply` of a unit of ``source_id``'s ``source_epoch`` holding ``items``."""
         origins: set[int] = set()
         pairs: set[tuple[int, int]] = set()
-        for item in unit.items:
+        for item in items:
             kind = item.WhichOneof("item")
             if kind == "transaction":
                 g = item.transaction.gtid
@@ -136,8 +142,8 @@ class ReplicationState:
                 r = item.apply_status
                 if self.raise_status(r.server_id, r.applied_by, r.epoch):
                     pairs.add((r.server_id, r.applied_by))
-        if self.raise_status(unit.source_id, self.self_id, unit.source_epoch):
-            pairs.add((unit.source_id, self.self_id))
+        if self.raise_status(source_id, self.self_id, source_epoch):
+            pairs.add((source_id, self.self_id))
         return origins, pairs
 
     def raise_status(self, server_id: int, applied_by: int, epoch: int) -> bool:

@@ -98,9 +98,8 @@ from gateway.raft import (
 from gateway.replication import (
     ReplicationState,
     SealedEpoch,
-    build_unit,
+    build_entries,
     join_segments,
-    transactions,
 )
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2
 
@@ -843,20 +842,20 @@ class RaftDriver:
         view = self._view(raw, st)
         for u in units:
             before = view.copy()
-            parts = build_unit(view, u.channel, u.source_id, u.sealed, st.open_epoch)
-            if not parts:
+            built = build_entries(view, u.channel, u.source_id, u.sealed, st.open_epoch)
+            if built is None:
                 if not u.future.done():
                     u.future.set_result(None)
                 continue
-            has_txns = any(transactions(p.items) for p in parts)
+            has_txns = built.has_txns
             reserved = st.mark()
             if self.sm.conflict_rules and has_txns:
                 # the GTID of the transaction applying it may derive (conflicts found)
-                last = parts[-1]
+                last = built.last
                 last.derived_trans_id, last.derived_commit_ts = \
                     st.reserve_derived(time.time_ns())
             try:
-                raw.propose_batch([messages.pack(p) for p in parts])
+                raw.propose_batch(built.payloads())
             except ProposalDroppedError:
                 st.take_back(reserved)
                 st.view = view = before

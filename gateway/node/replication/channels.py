@@ -342,7 +342,9 @@ class ChannelRunner:
 
 def _record(ev: gateway_pb2.ChangeEvent | TxnEvent) -> SourceRecord:
     if isinstance(ev, TxnEvent):  # read as its item from the stream's bytes (``down_wire``)
-        return SourceRecord(ev.log_index, ev.epoch, item=_unconditioned(ev.item))
+        plain = not ev.item.transaction.conditions  # then its bytes are the item's
+        return SourceRecord(ev.log_index, ev.epoch, item=_unconditioned(ev.item),
+                            raw=ev.raw if plain else None)
     if ev.HasField("epoch_marker"):
         return SourceRecord(ev.log_index, ev.epoch, marker_epoch=ev.epoch_marker.epoch,
                             sealed_at_ns=ev.epoch_marker.sealed_at_ns)

@@ -32,11 +32,14 @@ _ITEM_TXN = W.REPLICATED_ITEM_TRANSACTION_KEY
 @dataclass(slots=True)
 class TxnEvent:
     """A change event holding a transaction: its ``log_index`` and ``epoch`` and the
-    ``ReplicatedItem`` of the transaction (``ReplicatedItem(transaction=event.transaction)``)."""
+    ``ReplicatedItem`` of the transaction (``ReplicatedItem(transaction=event.transaction)``),
+    with the bytes it was parsed from."""
 
     log_index: int
     epoch: int
     item: replication_pb2.ReplicatedItem
+    #: the bytes ``item`` was parsed from
+    raw: bytes
 
 
 def read_down(data: bytes) -> channel_pb2.ChannelDown | TxnEvent:
@@ -81,6 +84,5 @@ def _txn_event(data: bytes) -> TxnEvent | None:
     if span is None:
         return None
     start, end = span
-    item = replication_pb2.ReplicatedItem.FromString(b"".join((
-        _ITEM_TXN, encode_uvarint(end - start), memoryview(data)[start:end])))
-    return TxnEvent(log_index, epoch, item)
+    raw = b"".join((_ITEM_TXN, encode_uvarint(end - start), memoryview(data)[start:end]))
+    return TxnEvent(log_index, epoch, replication_pb2.ReplicatedItem.FromString(raw), raw)
