@@ -17,15 +17,7 @@ applied exactly once, in its origin's order, in any topology.
 
 from .epochs import EpochAssembler, SealedEpoch, SourceRecord
 from .state import ReplicationState, StatusRow
-from .units import (
-    UnitEntries,
-    build_entries,
-    build_unit,
-    join_segments,
-    segment_items,
-    transactions,
-    unit_items,
-)
+from .units import build_unit, join_segments, segment_items, transactions, unit_items
 
 __all__ = [
     "EpochAssembler",
@@ -33,8 +25,6 @@ __all__ = [
     "SealedEpoch",
     "SourceRecord",
     "StatusRow",
-    "UnitEntries",
-    "build_entries",
     "build_unit",
     "join_segments",
     "segment_items",

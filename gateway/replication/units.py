@@ -34,15 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from gateway.core.messages import TypeTag, pack
-from gateway.core.varint import encode_uvarint
 from gateway.v1 import epoch_pb2, replication_pb2, transaction_pb2
 
 from .epochs import SealedEpoch
 from .state import ReplicationState
 
-__all__ = ["UnitEntries", "build_entries", "build_unit", "join_segments", "segment_items",
-           "transactions", "unit_items"]
+__all__ = ["build_unit", "join_segments", "segment_items", "transactions", "unit_items"]
 
 Item = replication_pb2.ReplicatedItem
 
@@ -102,75 +99,7 @@ def build_unit(state: ReplicationState, channel: str, source_id: int, sealed: Se
     items = unit_items(state, source_id, sealed)
     if items is None:
         return []
-    return _segments(state, channel, source_id, sealed, local_epoch,
-                     segment_items(items, max_bytes))
-
-
-_ITEMS = replication_pb2.ReplicatedEpoch.DESCRIPTOR.fields_by_name["items"].number
-_ITEMS_KEY = bytes(((_ITEMS << 3) | 2,))
-_UNIT_TAG = bytes((TypeTag.REPLICATED_EPOCH,))
-
-
-class UnitEntries:
-    """The log entries a destination proposes for one sealed epoch (``build_entries``):
-    ``has_txns`` whether they hold a transaction, ``last`` the last entry's header (the
-    derived GTID a leader reserves is set there before :meth:`payloads`), and
-    :meth:`payloads`, each entry packed (``messages.pack``)."""
-
-    __slots__ = ("_items", "_segments", "has_txns", "last")
-
-    def __init__(self, has_txns: bool, last: replication_pb2.ReplicatedEpoch,
-                 segments: list[replication_pb2.ReplicatedEpoch] | None,
-                 items: list[bytes] | None) -> None:
-        self.has_txns = has_txns
-        self.last = last
-        self._segments = segments
-        self._items = items
-
-    def payloads(self) -> list[bytes]:
-        """The entries' payloads: segments packed, or the one entry framed around its
-        items' bytes -- its fields numbered below ``items``, the items, then the rest, the
-        order protobuf serializes fields in -- which parses as the entry ``build_unit``
-        builds (byte for byte the same when the items' bytes are as it serializes them)."""
-        if self._segments is not None:
-            return [pack(p) for p in self._segments]
-        assert self._items is not None
-        lo = replication_pb2.ReplicatedEpoch()
-        hi = replication_pb2.ReplicatedEpoch()
-        for fd, value in self.last.ListFields():
-            setattr(lo if fd.number < _ITEMS else hi, fd.name, value)
-        return [b"".join((_UNIT_TAG, lo.SerializeToString(deterministic=True), *self._items,
-                          hi.SerializeToString(deterministic=True)))]
-
-
-def build_entries(state: ReplicationState, channel: str, source_id: int, sealed: SealedEpoch,
-                  local_epoch: int, *, max_bytes: int = 4 << 20) -> UnitEntries | None:
-    """``build_unit``'s entries (None: nothing to write), applied to ``state`` alike. One
-    entry is framed from the bytes its items came in (``sealed.raws``; others serialized)
-    instead of copied into a message and serialized: a copy of every row."""
-    items = unit_items(state, source_id, sealed)
-    if items is None:
-        return None
-    raws = sealed.raws
-    data = [raws.get(id(it)) or it.SerializeToString(deterministic=True) for it in items]
-    if len(data) > 1 and sum(map(len, data)) + 8 * len(data) > max_bytes:
-        segments = _segments(state, channel, source_id, sealed, local_epoch,
-                             segment_items(items, max_bytes))
-        return UnitEntries(any(transactions(p.items) for p in segments), segments[-1],
-                           segments, None)
-    head = replication_pb2.ReplicatedEpoch(
-        channel=channel, source_id=source_id, source_epoch=sealed.epoch,
-        local_epoch=local_epoch, sealed_at_ns=sealed.sealed_at_ns, segment_id=1,
-        end_segment=True, source_log_index=sealed.last_log_index)
-    state.apply_items(items, source_id, sealed.epoch)
-    return UnitEntries(any(it.WhichOneof("item") == "transaction" for it in items), head,
-                       None, [_ITEMS_KEY + encode_uvarint(len(d)) + d for d in data])
-
-
-def _segments(state: ReplicationState, channel: str, source_id: int, sealed: SealedEpoch,
-              local_epoch: int, parts: list[list[replication_pb2.ReplicatedItem]]
-              ) -> list[replication_pb2.ReplicatedEpoch]:
-    """The entries of ``parts`` (``build_unit``'s), applied to ``state``."""
+    parts = segment_items(items, max_bytes)
     out = []
     for i, part in enumerate(parts, 1):
         out.append(replication_pb2.ReplicatedEpoch(

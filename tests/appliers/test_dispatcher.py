@@ -554,7 +554,8 @@ def test_a_read_batch_mixing_every_kind_of_entry_applies_as_entry_by_entry(
     from their head and bytes, their message parsed only if something needs it."""
     from gateway.appliers.position import ApplierPosition, GtidSet, PositionStore
     from gateway.appliers.source import CommittedEntry, WireTransactions
-    from gateway.node.appliers.feed import transaction_entry, unit_wires
+    from gateway.node.appliers.feed import transaction_entry
+    from gateway.node.appliers.feed_wire import unit_wires
     from gateway.v1 import replication_pb2
 
     def entry(i: int, x):  # type: ignore[no-untyped-def]

@@ -1,4 +1,5 @@
-"""A destination's entry for a sealed epoch framed from its items' bytes (``build_entries``)
+"""A destination's entry for a sealed epoch framed from its items' bytes
+(``node.loop.unit_entries.build_entries``)
 is the entry ``build_unit`` builds: the same payload byte for byte when the items' bytes
 are as protobuf serializes them, the same message when they parse alike, the same
 replication state after, the derived GTID where the leader sets it, and ``build_unit``'s
@@ -12,7 +13,8 @@ import pytest
 
 from gateway.core import messages
 from gateway.core.varint import encode_uvarint
-from gateway.replication import ReplicationState, SealedEpoch, build_entries, build_unit
+from gateway.node.loop.unit_entries import build_entries
+from gateway.replication import ReplicationState, SealedEpoch, build_unit
 from gateway.v1 import (
     epoch_pb2,
     gtid_pb2,

@@ -32,11 +32,10 @@ from gateway.appliers.source import (
     EntrySourceError,
     SchemaEntry,
     StoreInstalledError,
-    WireTransactions,
 )
 from gateway.core import accel
 from gateway.core.messages import TypeTag
-from gateway.node.appliers.feed_wire import WireEvent, txn_event, unit_events
+from gateway.node.appliers.feed_wire import WireEvent, txn_event, unit_events, unit_wires
 from gateway.node.base.errors import NodeStoppedError
 from gateway.node.base.validation import InvalidRequest
 from gateway.node.loop.epoch_seal import entry_epoch
@@ -112,25 +111,6 @@ def transaction_entry(index: int, data: bytes) -> CommittedEntry:
     if head is not None:
         return CommittedEntry(index, None, (), wire, head)
     return CommittedEntry(index, Transaction.FromString(wire), (), wire)
-
-
-def unit_wires(index: int, data: bytes, start: int) -> WireTransactions | None:
-    """The transactions of the whole replicated epoch serialized in ``data[start:]`` (a
-    one-segment entry's payload, or a judged one's outcome record) at log ``index``, as their
-    bytes (``WireTransactions``) -- ``transactions(read_unit(...).items)`` without parsing --;
-    None when it holds none, or something ``feed_wire.unit_events`` does not read or a
-    transaction without a head (``txn_head``): the caller parses the epoch then."""
-    got = unit_events(index, data, start, frozenset(), None, False)
-    if not got:
-        return None
-    entries: list[CommittedEntry] = []
-    for ev in got:
-        payload = ev.payload()
-        head = txn_head(payload)
-        if head is None:
-            return None
-        entries.append(CommittedEntry(index, None, (), payload[1:], head))
-    return WireTransactions(tuple(entries))
 
 
 def read_unit(storage: RaftLogStorage, e: Entry) -> replication_pb2.ReplicatedEpoch | None:

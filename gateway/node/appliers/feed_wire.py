@@ -20,6 +20,8 @@ Contracts:
 - A ``WireEvent`` has the attributes the feed sets and reads (``log_index``, ``epoch``,
   ``entry_end``, ``sealed_at_ns``), ``HasField`` for the fields it can hold, and
   ``SerializeToString`` / :meth:`WireEvent.down` (the ``ChannelDown`` carrying it).
+- :func:`unit_wires` gives the appliers an epoch's transactions the same way: as their bytes
+  and heads (``WireTransactions``), or None when the caller must parse the epoch.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Set
 
+from gateway.appliers.source import CommittedEntry, WireTransactions
 from gateway.core.messages import TypeTag
 from gateway.core.varint import encode_uvarint, read_varint64, skip_field
-from gateway.node.state.wire import parse_txn
+from gateway.node.state.wire import parse_txn, txn_head
 from gateway.v1 import gateway_pb2
 from gateway.v1 import wire_tags as W
 
-__all__ = ["WireEvent", "txn_event", "unit_events"]
+__all__ = ["WireEvent", "txn_event", "unit_events", "unit_wires"]
 
 _LOG_INDEX, _EPOCH, _SEALED = (W.CHANGE_EVENT_LOG_INDEX_KEY, W.CHANGE_EVENT_EPOCH_KEY,
                                W.CHANGE_EVENT_SEALED_AT_NS_KEY)
@@ -236,3 +239,22 @@ def _gtid(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
     if pos != end:
         return None
     return sid, tid
+
+
+def unit_wires(index: int, data: bytes, start: int) -> WireTransactions | None:
+    """The transactions of the whole replicated epoch serialized in ``data[start:]`` (a
+    one-segment entry's payload, or a judged one's outcome record) at log ``index``, as their
+    bytes (``WireTransactions``) -- ``transactions(read_unit(...).items)`` without parsing --;
+    None when it holds none, or something ``feed_wire.unit_events`` does not read or a
+    transaction without a head (``txn_head``): the caller parses the epoch then."""
+    got = unit_events(index, data, start, frozenset(), None, False)
+    if not got:
+        return None
+    entries: list[CommittedEntry] = []
+    for ev in got:
+        payload = ev.payload()
+        head = txn_head(payload)
+        if head is None:
+            return None
+        entries.append(CommittedEntry(index, None, (), payload[1:], head))
+    return WireTransactions(tuple(entries))

@@ -69,6 +69,7 @@ from gateway.node.loop.commit_linger import CommitLinger
 from gateway.node.loop.epoch_seal import unsealed_epoch
 from gateway.node.loop.sequencer import Seal, Sequencer
 from gateway.node.loop.snapshot_taker import SnapshotTaker
+from gateway.node.loop.unit_entries import build_entries
 from gateway.node.loop.write_proposal import WriteProposal
 from gateway.node.state import keys
 from gateway.node.state.conditions import check_conditions, conditions_field
@@ -98,7 +99,6 @@ from gateway.raft import (
 from gateway.replication import (
     ReplicationState,
     SealedEpoch,
-    build_entries,
     join_segments,
 )
 from gateway.v1 import epoch_pb2, gateway_pb2, replication_pb2

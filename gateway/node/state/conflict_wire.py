@@ -15,6 +15,11 @@ its column type uses (the specification converts it), a ``DECIMAL`` value (conve
 that are not in canonical order (checked by parsing the result and serializing it again: the
 specification serializes messages, so its bytes are canonical). ``tests/node/
 test_conflict_wire.py`` holds both paths to the same bytes on random epochs.
+
+Size: ~620 lines because it is also the Python specification of ``_judge.c``'s byte
+functions (``parts_py``, ``records_without_py``, ``refresh_parts_py``, ``refresh_run_py``,
+``statement_bytes_py``, ``read_rows_py``), each beside the selector of its C function and
+held to it by a differential test; split them off if it grows further.
 """
 
 from __future__ import annotations
