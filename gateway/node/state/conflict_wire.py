@@ -533,18 +533,20 @@ def _field(key: int, payload: bytes) -> bytes:
     return _ld(key, payload) if key & 7 == 2 else bytes((key,)) + payload
 
 
-def without_wire(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]]
-                 ) -> transaction_pb2.Transaction | None:
+def without_wire(txn: transaction_pb2.Transaction, gone: set[tuple[int, int]],
+                 payload: bytes | None = None) -> transaction_pb2.Transaction | None:
     """``conflict_apply.without`` (the specification: the same message) from ``txn``'s
     serialization with the records cut out, instead of copies of every statement and
     record: ``txn`` without the records ``(statement, record)`` in ``gone``, statements
-    left with none left out. None when the bytes do not walk (``parts``) or a statement in
-    ``gone`` holds anything but one insert, update or delete (the caller then takes
-    ``without``)."""
+    left with none left out. ``payload``: the bytes ``txn`` was parsed from, as a
+    transaction entry payload (type tag first), cut instead of serializing ``txn`` (a
+    message parsed from them is ``txn``, so the cut parses as the same message). None when
+    the bytes do not walk (``parts``) or a statement in ``gone`` holds anything but one
+    insert, update or delete (the caller then takes ``without``)."""
     by_stmt: dict[int, set[int]] = {}
     for s_no, r_no in gone:
         by_stmt.setdefault(s_no, set()).add(r_no)
-    top = parts(txn.SerializeToString())
+    top = parts(payload[1:] if payload is not None else txn.SerializeToString())
     if top is None:
         return None
     out: list[bytes] = []

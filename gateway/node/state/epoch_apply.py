@@ -195,7 +195,9 @@ class EpochApply(EpochJudging):
             pass
         elif self.conflict_rules and txns and fresh is None:
             try:
-                judged = self._judge(unit, txns, ops, overlay, row_keys, schemas, held)
+                wires = [None if payloads is None or t is not received[n] else payloads[n]
+                         for n, t in enumerate(txns)]
+                judged = self._judge(unit, txns, ops, overlay, row_keys, schemas, held, wires)
                 problem = None if not (judged.exceptions or judged.refresh) else \
                     "found conflicts but its leader reserved no GTID for them (rules set " \
                     "meanwhile): proposed again" if not unit.derived_trans_id else \

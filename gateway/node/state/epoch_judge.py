@@ -88,7 +88,8 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
                     row_keys: list[list[bytes] | None] | None = None,
                     columns: Callable[[str, str], Mapping[str, int]] | None = None,
                     source: int = 0, raw: Callable[[bytes], bytes | None] | None = None,
-                    cells: Callable[[list[bytes]], Mapping[bytes, bytes | None]] | None = None
+                    cells: Callable[[list[bytes]], Mapping[bytes, bytes | None]] | None = None,
+                    wires: Sequence[bytes | None] | None = None
                     ) -> UnitJudgement | None:
     """``judge_unit``'s judgement of the epoch (same arguments; ``lookup`` is only called for
     keys in ``overlay``, the rows earlier entries of the batch wrote, and for the values of
@@ -98,7 +99,9 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     deleted), what ``lookup`` reads: with it the exception rows are assembled from bytes
     (``conflict_wire``) when they can be. ``cells(keys)``: ``{k: cell(k)}`` for every key of
     ``keys`` (the judged rows' keys outside ``overlay``) in one call; with it ``cell`` is not
-    called -- the store is probed once per epoch rather than once per row."""
+    called -- the store is probed once per epoch rather than once per row. ``wires[n]``: the
+    bytes ``txns[n]`` was parsed from, as a transaction entry payload (None: serialize it), cut
+    when the judgement leaves records out of it (``without_wire``)."""
     if _judge is None or ctx.role is Role.NONE:
         return None
     row_key = keys.row_key
@@ -161,7 +164,7 @@ def judge_unit_fast(txns: list[transaction_pb2.Transaction], rules: RuleSet, ctx
     if raw is not None:
         wired = _judged_wire(txns, spots, firsts, rkeys, verdicts, flags, i, ends, dd,
                              first_dd, ctx.me, local_epoch, source_epoch, raw, columns,
-                             overlay, got)
+                             overlay, got, wires)
         if wired is not None:
             return wired
     outcomes: list[tuple[RowOutcome, Where]] = []
@@ -214,7 +217,8 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                  raw: Callable[[bytes], bytes | None],
                  columns: Callable[[str, str], Mapping[str, int]] | None,
                  overlay: Mapping[bytes, object] | None = None,
-                 cells: Mapping[bytes, bytes | None] | None = None
+                 cells: Mapping[bytes, bytes | None] | None = None,
+                 wires: Sequence[bytes | None] | None = None
                  ) -> UnitJudgement | None:
     """The tail of ``judge_unit_fast`` (the rows not applied, from row ``i`` on, marked in
     ``flags``) with the exception rows assembled from bytes (``conflict_wire``): the same
@@ -298,7 +302,8 @@ def _judged_wire(txns: list[transaction_pb2.Transaction],
                         counts.counters(len(seen), local_epoch), counts.in_conflict)
     out.exception_parts = rows.statements
     for t_no, gone in dropped.items():
-        out.transactions[t_no] = without_wire(txns[t_no], gone) or without(txns[t_no], gone)
+        out.transactions[t_no] = without_wire(txns[t_no], gone, wires[t_no] if wires else None) \
+            or without(txns[t_no], gone)
     out.gone = dropped
     return out
 

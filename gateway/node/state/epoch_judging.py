@@ -113,12 +113,14 @@ class EpochJudging(TransactionApply):
                txns: list[transaction_pb2.Transaction], ops: Ops,
                overlay: dict[bytes, bytes | None], row_keys: list[list[bytes] | None],
                schemas: Mapping[str, TableSchema] | None = None,
-               held: Mapping[bytes, bytes | None] | None = None) -> UnitJudgement:
+               held: Mapping[bytes, bytes | None] | None = None,
+               wires: Sequence[bytes | None] | None = None) -> UnitJudgement:
         """Judge a replicated epoch's transactions with the conflict rules (see
         ``conflict_apply``) against the rows as they stand before it; raises
         ``ConflictConfigError`` / ``RoleNotSetError`` for rules that cannot run here.
         ``schemas``: the tables' shapes with those the entry creates (default: recorded);
-        ``held``: store cells read already for keys outside ``overlay`` (``_all_fresh``)."""
+        ``held``: store cells read already for keys outside ``overlay`` (``_all_fresh``);
+        ``wires[n]``: the entry payload ``txns[n]`` was received as (None: replaced)."""
         known_shapes = self.schemas if schemas is None else schemas
         rep = self.replication
         ctx = Context(self.cluster_id, self.conflict_role,
@@ -158,7 +160,7 @@ class EpochJudging(TransactionApply):
                                source=unit.source_id,
                                raw=(lambda k: read_row(k, overlay, cells, self.store.get))
                                if self.derive_in_c else None,
-                               cells=fetch) if self.judge_in_c else None
+                               cells=fetch, wires=wires) if self.judge_in_c else None
         if fast is not None:
             fast.cells = cells
             return fast
