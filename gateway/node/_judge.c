@@ -362,8 +362,8 @@ static int varint_size(uint64_t v) {
     return n;
 }
 
-static unsigned char *put_ld(unsigned char *o, unsigned char key, const unsigned char *p,
-                             Py_ssize_t len) {
+/* key, then len as a minimal varint: a length-delimited field's prefix */
+static unsigned char *put_len(unsigned char *o, unsigned char key, Py_ssize_t len) {
     uint64_t v = (uint64_t)len;
     *o++ = key;
     while (v >= 0x80) {
@@ -371,6 +371,12 @@ static unsigned char *put_ld(unsigned char *o, unsigned char key, const unsigned
         v >>= 7;
     }
     *o++ = (unsigned char)v;
+    return o;
+}
+
+static unsigned char *put_ld(unsigned char *o, unsigned char key, const unsigned char *p,
+                             Py_ssize_t len) {
+    o = put_len(o, key, len);
     memcpy(o, p, (size_t)len);
     return o + len;
 }
@@ -1085,17 +1091,6 @@ static int insert_size(PyObject *head, PyObject *records, Py_ssize_t *body) {
 overflow:
     PyErr_SetString(PyExc_OverflowError, "statement too large");
     return -1;
-}
-
-static unsigned char *put_len(unsigned char *o, unsigned char key, Py_ssize_t len) {
-    uint64_t v = (uint64_t)len;
-    *o++ = key;
-    while (v >= 0x80) {
-        *o++ = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    *o++ = (unsigned char)v;
-    return o;
 }
 
 static unsigned char *put_insert(unsigned char *o, PyObject *head, PyObject *records,
