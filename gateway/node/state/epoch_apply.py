@@ -186,17 +186,16 @@ class EpochApply(EpochJudging):
         ruled = bool(self.conflict_rules and txns)
         row_keys = _row_keys(pre) if ruled else []  # what the screen and the judgement read
         fresh, held = self._all_fresh(txns, row_keys, overlay) if ruled else (None, None)
-        if self.conflict_rules and txns:
+        if ruled:
             try:
                 check_ruled_shapes(txns, self._ruleset(), schemas, self._shapes_checked)
             except ConflictConfigError as exc:
                 return self._refuse_unit(e, ops, f"conflict rules: {exc}", unit)
         if fresh:  # judged rows, all applied as they came
             pass
-        elif self.conflict_rules and txns and fresh is None:
+        elif ruled and fresh is None:
             try:
-                wires = [None if payloads is None or t is not received[n] else payloads[n]
-                         for n, t in enumerate(txns)]
+                wires = [_cut(payloads, received, n, t) for n, t in enumerate(txns)]
                 judged = self._judge(unit, txns, ops, overlay, row_keys, schemas, held, wires)
                 problem = None if not (judged.exceptions or judged.refresh) else \
                     "found conflicts but its leader reserved no GTID for them (rules set " \
@@ -355,13 +354,19 @@ def _payloads(segments: list[StagedSegment], count: int) -> list[bytes] | None:
     return out if len(out) == count else None
 
 
+def _cut(payloads: list[bytes] | None, received: list[transaction_pb2.Transaction],
+         n: int, txn: transaction_pb2.Transaction) -> bytes | None:
+    """The bytes ``txn``, the epoch's transaction ``n``, was received as (an entry payload),
+    unless the apply replaced it (quarantined, or changed by the judgement) or they could
+    not be cut: then None."""
+    return payloads[n] if payloads is not None and txn is received[n] else None
+
+
 def _received(payloads: list[bytes] | None, received: list[transaction_pb2.Transaction],
               n: int, txn: transaction_pb2.Transaction) -> bytes:
-    """The entry payload of ``txn``, the epoch's transaction ``n``: the bytes it was received
-    as, unless the apply replaced it (quarantined, or changed by the judgement) or they
-    could not be cut (then serialized)."""
-    return payloads[n] if payloads is not None and txn is received[n] else \
-        encode_transaction(txn)
+    """The entry payload of ``txn``: ``_cut``'s bytes, else ``txn`` serialized."""
+    got = _cut(payloads, received, n, txn)
+    return got if got is not None else encode_transaction(txn)
 
 
 def _row_keys(pre: list[Ops | None]) -> list[list[bytes] | None]:
