@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from gateway.core.messages import TypeTag, pack
 from gateway.core.varint import encode_uvarint
+from gateway.node.state.epoch_outcome import header_parts
 from gateway.replication import ReplicationState, SealedEpoch, build_unit, transactions
 from gateway.replication.units import unit_items
 from gateway.v1 import replication_pb2
@@ -49,12 +50,10 @@ class UnitEntries:
         if self._segments is not None:
             return [pack(p) for p in self._segments]
         assert self._items is not None
-        lo = replication_pb2.ReplicatedEpoch()
-        hi = replication_pb2.ReplicatedEpoch()
-        for fd, value in self.last.ListFields():
-            setattr(lo if fd.number < _ITEMS else hi, fd.name, value)
-        return [b"".join((_UNIT_TAG, lo.SerializeToString(deterministic=True), *self._items,
-                          hi.SerializeToString(deterministic=True)))]
+        parts = header_parts(self.last)
+        assert parts is not None  # build_entries' header holds scalars only
+        lo, hi = parts
+        return [b"".join((_UNIT_TAG, lo, *self._items, hi))]
 
 
 def build_entries(state: ReplicationState, channel: str, source_id: int, sealed: SealedEpoch,

@@ -21,7 +21,7 @@ from google.protobuf import unknown_fields
 from gateway.core.varint import encode_uvarint
 from gateway.v1 import replication_pb2, transaction_pb2
 
-__all__ = ["outcome_bytes", "outcome_record"]
+__all__ = ["header_parts", "outcome_bytes", "outcome_record"]
 
 _ITEMS = replication_pb2.ReplicatedEpoch.DESCRIPTOR.fields_by_name["items"].number
 _ITEMS_KEY = bytes(((_ITEMS << 3) | 2,))
@@ -67,15 +67,11 @@ def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
 
     if len(unknown_fields.UnknownFieldSet(unit)):
         return spec()
-    lo = replication_pb2.ReplicatedEpoch()
-    hi = replication_pb2.ReplicatedEpoch()
-    for fd, value in unit.ListFields():
-        if fd.number == _ITEMS:
-            continue
-        if fd.message_type is not None or fd.is_repeated or fd.is_extension:
-            return spec()
-        setattr(lo if fd.number < _ITEMS else hi, fd.name, value)
-    out = [lo.SerializeToString()]
+    parts = header_parts(unit)
+    if parts is None:
+        return spec()
+    lo, hi = parts
+    out = [lo]
     it_accepted = iter(accepted)
     for it in unit.items:
         if it.WhichOneof("item") == "transaction":
@@ -86,5 +82,22 @@ def outcome_bytes(unit: replication_pb2.ReplicatedEpoch,
         derived.SerializeToString() if derived is not None else None
     if data is not None:
         out.append(_ld(_ITEMS_KEY, _ld(_TXN_KEY, data)))
-    out.append(hi.SerializeToString())
+    out.append(hi)
     return b"".join(out)
+
+
+def header_parts(unit: replication_pb2.ReplicatedEpoch) -> tuple[bytes, bytes] | None:
+    """``unit``'s fields other than ``items``, serialized as two parts: those numbered below
+    ``items`` and those above, so that ``lo``, the items' fields, ``hi`` is how protobuf
+    serializes the whole epoch. None when one of them is not a scalar (a message, repeated,
+    an extension): the caller serializes the message then. Unknown fields are not looked
+    at (the caller checks for them when it may meet them)."""
+    lo = replication_pb2.ReplicatedEpoch()
+    hi = replication_pb2.ReplicatedEpoch()
+    for fd, value in unit.ListFields():
+        if fd.number == _ITEMS:
+            continue
+        if fd.message_type is not None or fd.is_repeated or fd.is_extension:
+            return None
+        setattr(lo if fd.number < _ITEMS else hi, fd.name, value)
+    return lo.SerializeToString(deterministic=True), hi.SerializeToString(deterministic=True)
