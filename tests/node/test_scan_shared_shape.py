@@ -54,7 +54,10 @@ def test_a_shared_shape_scan_reads_back_as_the_plain_scan_page_by_page(tmp_path)
                     assert not plain.HasField("shape")
                     assert shared.HasField("shape") and shared.shape.table.table_name == "items"
                     assert _read_back(shared) == list(plain.rows)
-                    assert (shared.more, shared.applied_index) == (plain.more, plain.applied_index)
+                    assert shared.more == plain.more
+                    # the node may apply its own entries (an epoch closing) between the
+                    # two reads: the index never goes back, the rows stay the same
+                    assert shared.applied_index >= plain.applied_index
                     # the rows shaped like the page's first leave their shape out
                     first = plain.rows[0]
                     for p, s in zip(plain.rows, shared.rows, strict=True):
