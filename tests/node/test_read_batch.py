@@ -79,7 +79,7 @@ def test_read_batch_returns_every_keys_row_in_order_across_tables(tmp_path):
                     reads_pb2.ReadKey(key=[value_pb2.Value(string_value="2")])])  # text -> int
                 resp = await c._stub(raw=True).ReadBatch(req, timeout=10)
                 assert [r.found for r in resp.results] == [True, True, False, True]
-                assert resp.applied_index == leader.sm.applied_index
+                assert 0 < resp.applied_index <= leader.sm.applied_index  # epochs seal meanwhile
                 assert resp.results[1].row.values[0].int_value == 1
                 for keys, field in (
                         ([reads_pb2.ReadKey(key=[value_pb2.Value(int_value=1)]),
