@@ -110,6 +110,7 @@ _BOUND_AS_IS = frozenset({FT.FIELD_TYPE_BOOLEAN, FT.FIELD_TYPE_INTEGER, FT.FIELD
                           FT.FIELD_TYPE_TIMESTAMP, FT.FIELD_TYPE_BLOB, FT.FIELD_TYPE_UUID,
                           FT.FIELD_TYPE_VARCHAR, FT.FIELD_TYPE_DATE, FT.FIELD_TYPE_TIME,
                           FT.FIELD_TYPE_DATETIME, FT.FIELD_TYPE_JSON})
+_INT = {int}  # bool is not int here: ``type(True) is bool``
 _SYSTEM_DDL = (
     "CREATE TABLE IF NOT EXISTS _gateway_applied_ranges (server_id INTEGER NOT NULL, "
     "first INTEGER NOT NULL, last INTEGER NOT NULL, PRIMARY KEY (server_id, first)) "
@@ -154,8 +155,13 @@ def unsigned_value(stored: int | bytes) -> int:
 
 
 def _db_column(values: Sequence[SqlValue], field_type: int) -> Sequence[SqlValue]:
-    """``_db_value`` of every value of a column of ``field_type``."""
+    """``_db_value`` of every value of a column of ``field_type``: ``values`` itself when
+    that is the identity for each (the types above, and an UNSIGNED column of integers up
+    to 2**63 - 1, as the exception tables' keys are)."""
     if field_type in _BOUND_AS_IS:
+        return values
+    if field_type == FT.FIELD_TYPE_UNSIGNED and values and set(map(type, values)) == _INT \
+            and max(values) <= _MAX_I64:  # type: ignore[type-var]
         return values
     return [_db_value(v) for v in values]
 

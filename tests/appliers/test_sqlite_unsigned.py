@@ -76,3 +76,15 @@ def test_the_column_path_stores_them_as_the_row_path_does(tmp_path):
     finally:
         rows.close()
         bulk.close()
+
+
+@pytest.mark.parametrize("values", [
+    [1, 2, 2**63 - 1],            # all small: the column is bound as it is
+    [1, 2**63, 3],                # one above 2**63 - 1 among small ones
+    [None, 5, 2**64 - 1],         # a NULL beside them
+    [True, 2**63],                # not plain ints
+    [],
+])
+def test_a_bulk_unsigned_column_binds_as_its_values_one_by_one(values):
+    from gateway.appliers.sqlite import _db_column, _db_value
+    assert list(_db_column(values, _U)) == [_db_value(v) for v in values]

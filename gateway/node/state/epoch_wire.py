@@ -12,6 +12,7 @@ builds from them is the same on every replica.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress
 
 from gateway.core.messages import TypeTag
 from gateway.core.varint import decode_uvarint
@@ -135,6 +136,8 @@ def judged_rows(pre: Sequence[Ops | None], txns: Sequence[transaction_pb2.Transa
         if starts[-1] != len(rows):  # not one row per record: build them again
             out.append(None)
             continue
-        cut = {starts[s] + r for s, r in drop}
-        out.append([op for j, op in enumerate(rows) if j not in cut])
+        keep = bytearray(b"\x01") * len(rows)
+        for s, r in drop:
+            keep[starts[s] + r] = 0
+        out.append(list(compress(rows, keep)))
     return out
