@@ -15,6 +15,13 @@ count drops) and raises the young generation's threshold, so that a collection r
 Garbage cycles are still collected; they wait a little longer. Only the ``gateway run``
 process calls it: tests and libraries that host a node in their own process keep their
 interpreter's policy.
+
+Why 100,000 and not less: a replica applying a replicated epoch keeps a few container
+objects per row alive for the whole epoch (its rows, keys, verdicts and derived rows: tens
+of thousands at once); at 10,000 every young collection traced them again and promoted them,
+and the middle generation traced them once more -- 11 % of a replica's CPU in a channel
+whose epochs are half in conflict. At 100,000 most of them are freed by reference counting
+before a collection runs (docs/benchmarks.md, "The collector").
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import gc
 
 #: Net allocations of container objects between young-generation collections.
-YOUNG_THRESHOLD = 10_000
+YOUNG_THRESHOLD = 100_000
 #: Young collections per middle-generation one, middle per old one (CPython's: 10, 10).
 OLDER_THRESHOLDS = (10, 10)
 
