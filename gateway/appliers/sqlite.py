@@ -63,6 +63,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
+from typing import cast
 
 from google.protobuf.message import DecodeError
 
@@ -161,7 +162,7 @@ def _db_column(values: Sequence[SqlValue], field_type: int) -> Sequence[SqlValue
     if field_type in _BOUND_AS_IS:
         return values
     if field_type == FT.FIELD_TYPE_UNSIGNED and values and set(map(type, values)) == _INT \
-            and max(values) <= _MAX_I64:  # type: ignore[type-var]
+            and max(cast("Sequence[int]", values)) <= _MAX_I64:
         return values
     return [_db_value(v) for v in values]
 
