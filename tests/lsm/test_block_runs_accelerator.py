@@ -203,3 +203,16 @@ def test_a_compactions_read_gives_the_tables_pages_back_as_it_goes(tmp_path, mon
         assert reader.lookup(keys[5000]) == cells[5000]  # read again: faulted back in
     finally:
         reader.close()
+
+
+@given(st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=200)), max_size=50))
+def test_pairs_bytes_is_the_sum_of_the_lengths(pairs):
+    keys, cells = [k for k, _ in pairs], [c for _, c in pairs]
+    assert sstable_writer._pairs_bytes(keys, cells) == sum(map(len, keys)) + sum(map(len, cells))
+
+
+def test_pairs_bytes_refuses_what_is_not_two_lists_of_bytes():
+    with pytest.raises(TypeError):
+        sstable_writer._pairs_bytes([b"a"], [b"b", b"c"])
+    with pytest.raises(TypeError):
+        sstable_writer._pairs_bytes([b"a", "b"], [b"1", b"2"])

@@ -192,3 +192,23 @@ def test_a_sort_beside_a_writer_sees_the_table_of_one_moment() -> None:
     finally:
         stop.set()
         t.join()
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_a_memtables_growth_in_c_is_the_lengths_added_up(n):
+    rng = random.Random(n)
+    batch = {rng.randbytes(rng.randint(1, 30)): rng.randbytes(rng.randint(0, 300))
+             for _ in range(n)}
+    assert _memsort.pairs_bytes(batch) == sum(map(len, batch)) + sum(map(len, batch.values()))
+    mem = Memtable()
+    mem.apply(batch)
+    want = _memsort.pairs_bytes(batch) + memtable.ENTRY_OVERHEAD * len(batch)
+    assert mem.approximate_bytes == want
+
+
+def test_a_batch_of_other_bytes_likes_is_still_sized():
+    with pytest.raises(TypeError):
+        _memsort.pairs_bytes({b"k": bytearray(b"xyz")})
+    with pytest.raises(TypeError):
+        _memsort.pairs_bytes([b"k"])
+    assert memtable._batch_bytes({b"k": bytearray(b"xyz")}) == 4

@@ -267,7 +267,7 @@ static PyObject *find_many(PyObject *self, PyObject *args) {
         if (l >= 0) {
             PyObject *cell = PyBytes_FromStringAndSize((const char *)b + offs[l] + kl,
                                                        le32(b + 9 + 8 * l));
-            PyObject *t = cell ? PyTuple_Pack(2, io, cell) : NULL;
+            PyObject *t = cell ? PyTuple_Pack(2, k, cell) : NULL;
             Py_XDECREF(cell);
             if (!t || PyList_Append(out, t) < 0 || PySet_Add(found, io) < 0) {
                 Py_XDECREF(t);
@@ -425,6 +425,28 @@ static int emit_block(enc_t *e, Py_ssize_t i, Py_ssize_t j) {
 
 /* Calls whose pairs hold at least this many bytes encode without the GIL. */
 #define ENCODE_RELEASE_AT (64 << 10)
+
+/* pairs_bytes(keys, cells) -> sum of len(k) + len(c) over the pairs (two lists of bytes of
+ * one length): what SSTableWriter.add sizes its blocks by, without a Python loop. */
+static PyObject *pairs_bytes(PyObject *self, PyObject *args) {
+    PyObject *keys, *cells;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &keys, &PyList_Type, &cells)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(cells) != n) {
+        PyErr_SetString(PyExc_TypeError, "keys and cells differ in length");
+        return NULL;
+    }
+    size_t total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *kk = PyList_GET_ITEM(keys, k), *cc = PyList_GET_ITEM(cells, k);
+        if (!PyBytes_Check(kk) || !PyBytes_Check(cc)) {
+            PyErr_Format(PyExc_TypeError, "pair %zd is not two bytes objects", k);
+            return NULL;
+        }
+        total += (size_t)PyBytes_GET_SIZE(kk) + (size_t)PyBytes_GET_SIZE(cc);
+    }
+    return PyLong_FromSize_t(total);
+}
 
 static PyObject *encode_blocks(PyObject *self, PyObject *args) {
     PyObject *keys, *cells;
@@ -843,7 +865,9 @@ static PyMethodDef methods[] = {
     {"find", find, METH_VARARGS,
      "find(payload, key) -> the cell of key in the data block, or None"},
     {"find_many", find_many, METH_VARARGS,
-     "find_many(index_keys, blocks, payload, keys, idxs, found) -> [(i, cell), ...]"},
+     "find_many(index_keys, blocks, payload, keys, idxs, found) -> [(keys[i], cell), ...]"},
+    {"pairs_bytes", pairs_bytes, METH_VARARGS,
+     "pairs_bytes(keys, cells) -> the sum of the lengths of every key and cell"},
     {"encode_blocks", encode_blocks, METH_VARARGS,
      "encode_blocks(keys, cells, start, per_block, block_bytes, offset, limit) -> "
      "(data, stop, last_keys, offsets, lengths, payload_bytes)"},

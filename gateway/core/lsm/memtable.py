@@ -26,6 +26,7 @@ table (a level-0 file and the compaction behind it) per scan.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from bisect import bisect_left
@@ -41,10 +42,20 @@ _RUN = 256  # keys per block a view yields
 # A table's sort in C, without the GIL for large tables (``_sorted_items_py`` is the spec).
 _memsort = load("gateway.core.lsm._memsort")
 _sorted_pairs = None if _memsort is None else _memsort.sorted_pairs
+_pairs_bytes = None if _memsort is None else _memsort.pairs_bytes
 
 #: Approximate CPython memory per entry beyond the key and cell bytes (two bytes objects'
 #: headers, the dict slot and its share of the hash index). Used for the byte budget.
 ENTRY_OVERHEAD = 120
+
+
+def _batch_bytes(batch: dict[bytes, bytes]) -> int:
+    """The lengths of ``batch``'s keys and values added up (in C when built; bytes-like
+    pairs that are not ``bytes`` take the loop)."""
+    if _pairs_bytes is not None:
+        with contextlib.suppress(TypeError):
+            return int(_pairs_bytes(batch))
+    return sum(map(len, batch)) + sum(map(len, batch.values()))
 
 
 def sorted_pairs(data: dict[bytes, bytes]) -> tuple[list[bytes], list[bytes]]:
@@ -97,8 +108,7 @@ class Memtable:
         if self._views:
             self.preserve(batch)
         self.data.update(batch)
-        self.approximate_bytes += sum(map(len, batch)) + sum(map(len, batch.values()))
-        self.approximate_bytes += ENTRY_OVERHEAD * len(batch)
+        self.approximate_bytes += _batch_bytes(batch) + ENTRY_OVERHEAD * len(batch)
         self._sorted = None
 
     def get(self, key: bytes) -> bytes | None:

@@ -247,13 +247,13 @@ class SSTableReader:
         return find_cell(self._blocks.get(i) or self.payload(i), key)
 
     def lookup_many(self, keys: list[bytes], idxs: list[int], found: set[int]
-                    ) -> list[tuple[int, bytes]]:
-        """``(i, lookup(keys[i]))`` for each ``i`` of ``idxs`` (ascending, ``keys`` sorted)
+                    ) -> list[tuple[bytes, bytes]]:
+        """``(keys[i], lookup(keys[i]))`` for each ``i`` of ``idxs`` (ascending, ``keys`` sorted)
         not in ``found`` whose cell is found, in order, each such ``i`` added to ``found``: a
         version's point reads of many keys in one call (in C when built; ``_find_many_py``
         is the specification). No bloom check here."""
         if _find_many is not None:
-            return cast("list[tuple[int, bytes]]", _find_many(
+            return cast("list[tuple[bytes, bytes]]", _find_many(
                 self._index_keys, self._blocks, self.payload, keys, idxs, found))
         return _find_many_py(self, keys, idxs, found)
 
@@ -363,7 +363,7 @@ class SSTableReader:
 
 
 def _find_many_py(table: SSTableReader, keys: list[bytes], idxs: list[int], found: set[int]
-                  ) -> list[tuple[int, bytes]]:
+                  ) -> list[tuple[bytes, bytes]]:
     """The specification of ``SSTableReader.lookup_many`` (``_block.find_many``)."""
     out = []
     for i in idxs:
@@ -371,5 +371,5 @@ def _find_many_py(table: SSTableReader, keys: list[bytes], idxs: list[int], foun
             cell = table.lookup(keys[i])
             if cell is not None:
                 found.add(i)
-                out.append((i, cell))
+                out.append((keys[i], cell))
     return out

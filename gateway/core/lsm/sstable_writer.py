@@ -54,6 +54,7 @@ SYNC_BYTES = 1 << 20
 # the per-block Python loop below is its specification and the fallback without a compiler.
 _accel = load("gateway.core.lsm._block")
 _encode_blocks = None if _accel is None else _accel.encode_blocks
+_pairs_bytes = None if _accel is None else _accel.pairs_bytes
 
 
 class TableMeta(NamedTuple):
@@ -148,11 +149,13 @@ class SSTableWriter:
         self._largest = keys[-1]
         self._bloom.add_keys(keys)
         self._entries += n
+        if _encode_blocks is not None and type(keys) is list and type(cells) is list:
+            assert _pairs_bytes is not None  # one module serves both
+            total = _pairs_bytes(keys, cells) + 8 * n
+            self._add_encoded(keys, cells, max(1, (n * self._block_bytes) // max(total, 1)))
+            return
         total = sum(map(len, keys)) + sum(map(len, cells)) + 8 * n
         per_block = max(1, (n * self._block_bytes) // max(total, 1))
-        if _encode_blocks is not None and type(keys) is list and type(cells) is list:
-            self._add_encoded(keys, cells, per_block)
-            return
         i = 0
         while i < n:
             j = min(n, i + per_block)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import crc32c as _crc32c
 
@@ -79,30 +79,25 @@ class Version:
         """The keys of ``keys`` some table holds a cell for (tombstones included), each once,
         in key order (``first``: at most one, the first found), probed as :meth:`_probe`
         probes."""
-        held: list[bytes] = []
-        self._probe(keys, lambda k, _: held.append(k), first)
-        return sorted(held)
+        return sorted(k for k, _ in self._probe(keys, first))
 
     def cells(self, keys: list[bytes]) -> dict[bytes, bytes]:
         """The newest cell (tombstones included) of each key of ``keys`` some table holds --
         ``{k: get(k)}`` for the keys ``get`` finds, absent keys left out -- probed as
         :meth:`_probe` probes."""
-        out: dict[bytes, bytes] = {}
-        self._probe(keys, out.__setitem__)
-        return out
+        return dict(self._probe(keys))
 
-    def _probe(self, keys: list[bytes], put: Callable[[bytes, bytes], object],
-               first: bool = False) -> None:
-        """``put(key, cell)`` for each key of ``keys`` some table holds, once, with its newest
-        cell (tombstones included); ``first``: stop after the first. The keys are sorted once
-        (deduplicated in the order given: keys that come in sorted runs sort in one pass);
-        each table whose key range meets them is probed for the slice of keys inside its
-        range, its bloom filter tested for the whole slice in one call (``maybe_present``),
-        and only the filter's hits looked up (the common answer, for fresh keys, is a bloom
-        miss). Tables are visited newest first (level 0 by number, then each deeper level),
-        so the cell found first for a key is ``get``'s."""
+    def _probe(self, keys: list[bytes], first: bool = False) -> list[tuple[bytes, bytes]]:
+        """``(key, cell)`` for each key of ``keys`` some table holds, once, with its newest
+        cell (tombstones included); ``first``: at most one, the first found. The keys are
+        sorted once (deduplicated in the order given: keys that come in sorted runs sort in
+        one pass); each table whose key range meets them is probed for the slice of keys
+        inside its range, its bloom filter tested for the whole slice in one call
+        (``maybe_present``), and only the filter's hits looked up (the common answer, for
+        fresh keys, is a bloom miss). Tables are visited newest first (level 0 by number,
+        then each deeper level), so the cell found first for a key is ``get``'s."""
         if not keys or not (self.level0 or self._deep):
-            return
+            return []
         skeys = sorted(dict.fromkeys(keys))
         lo, hi = skeys[0], skeys[-1]
         tables = [t for t in self.level0 if not (t.largest < lo or t.smallest > hi)]
@@ -114,19 +109,22 @@ class Version:
                     break
                 tables.append(t)
         if not tables:
-            return  # no table's key range meets the keys' (new keys past the end)
+            return []  # no table's key range meets the keys' (new keys past the end)
         h1s, masks = key_hashes(skeys)
         found: set[int] = set()
+        pairs: list[tuple[bytes, bytes]] = []
         for t in tables:
             start = bisect_left(skeys, t.smallest)
             stop = bisect_right(skeys, t.largest, start)
             if start < stop:
                 hits = maybe_present(t.bloom, h1s, masks, start, stop)
                 if hits:
-                    for i, cell in t.lookup_many(skeys, hits, found):
-                        put(skeys[i], cell)
+                    got = t.lookup_many(skeys, hits, found)
+                    if got:
                         if first:
-                            return
+                            return got[:1]
+                        pairs += got
+        return pairs
 
     def sources(self, start: bytes | None, end: bytes | None) -> list[Iterator[Block]]:
         """Run iterators over ``[start, end)``, newest first (level 0, then level 1, ...)."""
