@@ -12,7 +12,7 @@ import pytest
 from gateway.core import messages
 from gateway.core.varint import encode_uvarint
 from gateway.node.state import epoch_apply
-from gateway.node.state.epoch_wire import transaction_payloads
+from gateway.node.state.epoch_wire import holds_transaction, transaction_payloads
 from gateway.node.state.state_machine import StoreStateMachine
 from gateway.node.state.wire import encode_transaction
 from gateway.raft import Entry, EntryType
@@ -113,6 +113,36 @@ def test_truncated_epoch_bytes_are_left_to_the_parser(cut):
         channel="c", items=[replication_pb2.ReplicatedItem(transaction=_txn(1, 3))]
     ).SerializeToString()
     assert transaction_payloads(data[:-cut]) is None
+
+
+def _parsed_has_txns(data: bytes) -> bool:
+    unit = replication_pb2.ReplicatedEpoch.FromString(data)
+    return any(it.WhichOneof("item") == "transaction" for it in unit.items)
+
+
+def test_whether_an_epoch_holds_a_transaction_is_read_from_its_bytes_as_a_parse_says():
+    status = replication_pb2.ReplicatedItem(apply_status=_STATUS)
+    cases = [e.data[1:] for e in _epochs(20, seed=5)] + [
+        replication_pb2.ReplicatedEpoch(channel="c", items=[status]).SerializeToString(),
+        replication_pb2.ReplicatedEpoch(channel="c").SerializeToString(),
+        replication_pb2.ReplicatedEpoch(items=[status, replication_pb2.ReplicatedItem(
+            transaction=transaction_pb2.Transaction())]).SerializeToString(),
+        _item_bytes(b"") + _item_bytes(_field(0x12, _STATUS.SerializeToString())),
+    ]
+    for data in cases:
+        assert holds_transaction(data) is _parsed_has_txns(data)
+        assert epoch_apply.has_txns(b"\x00" + data) is _parsed_has_txns(data)
+
+
+def test_an_epoch_the_bytes_do_not_say_plainly_is_parsed_to_know_if_it_holds_one():
+    beside = _item_bytes(_field(0x0A, _txn(1, 1).SerializeToString())
+                         + _field(0x12, _STATUS.SerializeToString()))
+    assert holds_transaction(beside) is None
+    assert epoch_apply.has_txns(b"\x00" + beside) is _parsed_has_txns(beside)
+    whole = replication_pb2.ReplicatedEpoch(
+        items=[replication_pb2.ReplicatedItem(transaction=_txn(1, 3))]).SerializeToString()
+    assert holds_transaction(whole[:-2]) is None
+    assert epoch_apply.has_txns(b"\x00" + whole[:-2]) is True  # undecodable: holds one
 
 
 def _apply_all(path, entries: list[Entry]) -> tuple[list, list]:

@@ -48,7 +48,7 @@ from gateway.node.state.epoch_guards import (
     quarantine_op,
 )
 from gateway.node.state.epoch_judging import U64, EpochJudging
-from gateway.node.state.epoch_wire import judged_rows, transaction_payloads
+from gateway.node.state.epoch_wire import holds_transaction, judged_rows, transaction_payloads
 from gateway.node.state.schema_replica import (
     ReplicaSchema,
     apply_replicated_event,
@@ -334,7 +334,11 @@ class EpochApply(EpochJudging):
 
 def has_txns(data: bytes) -> bool:
     """Whether the ``REPLICATED_EPOCH`` entry payload ``data`` holds a transaction (an
-    undecodable one counts as holding one: a pin then waits for a marker, never skips)."""
+    undecodable one counts as holding one: a pin then waits for a marker, never skips).
+    Read from the bytes (``holds_transaction``) unless they need a parse."""
+    got = holds_transaction(data, 1)
+    if got is not None:
+        return got
     try:
         unit = replication_pb2.ReplicatedEpoch.FromString(data[1:])
     except DecodeError:

@@ -20,7 +20,7 @@ from gateway.node.state.store_ops import Ops
 from gateway.v1 import transaction_pb2
 from gateway.v1 import wire_tags as W
 
-__all__ = ["judged_rows", "transaction_payloads"]
+__all__ = ["holds_transaction", "judged_rows", "transaction_payloads"]
 
 _TAG = bytes((TypeTag.TRANSACTION,))
 _ITEMS = W.REPLICATED_EPOCH_ITEMS_KEY[0]
@@ -110,6 +110,32 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
     except (IndexError, ValueError):
         return None
     return out
+
+
+def holds_transaction(data: bytes, pos: int = 0) -> bool | None:
+    """Whether the serialized ``ReplicatedEpoch`` in ``data[pos:]`` has an item that is a
+    transaction (``any(it.WhichOneof("item") == "transaction" for it in items)``), read
+    from the bytes; None when they do not say it plainly (an item holding its transaction
+    beside another field, bytes that do not parse): the caller parses them then."""
+    end = len(data)
+    try:
+        while pos < end:
+            key, pos = decode_uvarint(data, pos)
+            if key != _ITEMS:
+                pos = _skip(data, pos, key, end)
+                continue
+            ln, start = decode_uvarint(data, pos)
+            pos = start + ln
+            if pos > end:
+                return None
+            span = _item_transaction(data, start, pos)
+            if span is None:
+                return None
+            if span is not _NOT_A_TRANSACTION:
+                return True
+    except (IndexError, ValueError):
+        return None
+    return False
 
 
 def judged_rows(pre: Sequence[Ops | None], txns: Sequence[transaction_pb2.Transaction],
