@@ -104,10 +104,12 @@ class EpochJudging(TransactionApply):
         got = fresh_insert_keys(txns, self._ruleset(), self.conflict_role, row_keys)
         if got is None:
             return None, None
-        if len(set(got)) == len(got) and overlay.keys().isdisjoint(got):
-            held = self.store.held_cells(got)
-            return (got, None) if held is None else (None, held)
-        return None, None
+        if not overlay.keys().isdisjoint(got):
+            return None, None
+        held = self.store.held_cells(got)  # a dict of every key of got, when not None
+        if held is None:  # fresh unless a key repeats (its second insert finds the first)
+            return (got, None) if len(set(got)) == len(got) else (None, None)
+        return (None, held) if len(held) == len(got) else (None, None)
 
     def _judge(self, unit: replication_pb2.ReplicatedEpoch,
                txns: list[transaction_pb2.Transaction], ops: Ops,
