@@ -612,6 +612,30 @@ static PyObject *txn_head(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* put_pairs(d, rows): d[row[0]] = row[1] for every tuple row of the sequence rows (a row has
+ * at least two items), in order; None. What an apply adds to its overlay for the rows it wrote
+ * (wire.put_pairs_py is the specification). */
+static PyObject *put_pairs(PyObject *self, PyObject *args) {
+    PyObject *d, *seq;
+    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &d, &seq)) return NULL;
+    PyObject *rows = PySequence_Fast(seq, "put_pairs: the rows are not a sequence");
+    if (!rows) return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(rows); i++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 2) {
+            PyErr_Format(PyExc_TypeError, "put_pairs: row %zd is not a tuple of two or more", i);
+            Py_DECREF(rows);
+            return NULL;
+        }
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1)) < 0) {
+            Py_DECREF(rows);
+            return NULL;
+        }
+    }
+    Py_DECREF(rows);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"meta_parts", meta_parts, METH_VARARGS,
      "meta_parts(keys, sid, tid, epoch, author, commit_ts, index) -> (gtid, tail, result)"},
@@ -632,6 +656,8 @@ static PyMethodDef methods[] = {
      "parse_txn(data) -> (sid, tid, epoch, author, commit_ts, spans, idem) or None"},
     {"check_records", check_records, METH_VARARGS,
      "check_records(raw, pos, end, kcodes, vcodes) -> bool (see validation._check_records_py)"},
+    {"put_pairs", put_pairs, METH_VARARGS,
+     "put_pairs(d, rows) -> None: d[row[0]] = row[1] for each tuple of the sequence rows"},
     {"insert_rows", insert_rows, METH_VARARGS,
      "insert_rows(data, pos, end, prefix, head, mid, tail, epoch, author, commit_ts) -> "
      "list of (key, row, epoch, author, commit_ts), or None for the general path"},

@@ -583,3 +583,27 @@ except ValueError as e:
 def test_entries_changed_by_a_property_are_refused_not_read_after_free():
     out = run_under_debug_allocator(_ENTS_EMPTIED_BY_A_PROPERTY)
     assert out.startswith("refused: feed_entries: ents changed length"), out
+
+
+@given(st.lists(st.tuples(st.binary(max_size=6), st.one_of(st.none(), st.binary(max_size=6)),
+                          st.integers(0, 9)), max_size=30),
+       st.dictionaries(st.binary(max_size=6), st.binary(max_size=6), max_size=5))
+def test_an_overlays_pairs_are_put_as_the_specification_puts_them(rows, start):
+    """``_wire.put_pairs``: each row's first two items into the dictionary, later rows of a
+    key winning, what was there before kept for the other keys."""
+    got, want = dict(start), dict(start)
+    wire.put_pairs(got, rows)
+    wire_py.put_pairs_py(want, rows)
+    assert got == want == {**start, **{r[0]: r[1] for r in rows}}
+    assert list(got) == list(want)  # the same insertion order
+
+
+def test_an_overlay_refuses_rows_that_are_not_pairs_as_the_specification_does():
+    for bad in ([(b"k",)], [b"kv"], [(b"a", 1), [b"b", 2]]):
+        for put in (wire.put_pairs, wire_py.put_pairs_py):
+            d: dict = {}
+            with pytest.raises(TypeError):
+                put(d, bad)
+            assert d == ({b"a": 1} if len(bad) == 2 else {})
+    with pytest.raises(TypeError):
+        wire.put_pairs({}, 5)

@@ -55,9 +55,9 @@ from gateway.node.state.schema_replica import (
     renames_of,
     upcast_transaction,
 )
-from gateway.node.state.store_ops import OP_KEY, OP_KEY_VALUE, Ops, RowMeta, meta_op
+from gateway.node.state.store_ops import OP_KEY, Ops, RowMeta, meta_op
 from gateway.node.state.txn_apply import Applied, schema_to_row
-from gateway.node.state.wire import encode_transaction
+from gateway.node.state.wire import encode_transaction, put_pairs
 from gateway.raft import Entry
 from gateway.replication import join_segments, transactions
 from gateway.schema.codec import event_from_proto
@@ -225,7 +225,7 @@ class EpochApply(EpochJudging):
                 _received(payloads, received, n, txn), e.index, local_epoch)
             if rows is not None:
                 ops += rows
-                overlay.update(map(OP_KEY_VALUE, rows))
+                put_pairs(overlay, rows)
                 continue
             g = txn.gtid
             gtid = gtid_pb2.Gtid(server_id=g.server_id, trans_id=g.trans_id)
@@ -301,7 +301,7 @@ class EpochApply(EpochJudging):
             log.warning("channel %s: schema change of %s version %d from cluster %s lost: "
                         "%s", unit.channel, lost.event.table, lost.event.version,
                         lost.event.origin or "?", lost.cause)
-        overlay.update(map(OP_KEY_VALUE, ops))
+        put_pairs(overlay, ops)
         return len(out.lost), out.applied
 
     def unit_outcome(self, index: int) -> replication_pb2.ReplicatedEpoch | None:

@@ -32,9 +32,9 @@ from gateway.node.state.conflict_wire import derived_wire, read_row, read_rows
 from gateway.node.state.epoch_judge import judge_unit_fast
 from gateway.node.state.epoch_outcome import outcome_bytes, outcome_record
 from gateway.node.state.store_ops import MISSING as _MISSING
-from gateway.node.state.store_ops import OP_KEY_VALUE, Ops, RowMeta, meta_op
+from gateway.node.state.store_ops import Ops, RowMeta, meta_op
 from gateway.node.state.txn_apply import TransactionApply
-from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn
+from gateway.node.state.wire import encode_transaction, meta_parts, parse_txn, put_pairs
 from gateway.replication import ReplicationState
 from gateway.v1 import replication_pb2, statement_pb2, transaction_pb2
 
@@ -205,7 +205,7 @@ class EpochJudging(TransactionApply):
                                                                       unit.local_epoch)
             if rows is not None:
                 ops += rows
-                overlay.update(map(OP_KEY_VALUE, rows))
+                put_pairs(overlay, rows)
             else:
                 if derived is None:  # the message, parsed from its bytes
                     derived = transaction_pb2.Transaction.FromString(data or b"")

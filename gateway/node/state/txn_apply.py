@@ -40,11 +40,12 @@ from gateway.node.state.conditions import refusal, refusal_marker, refusal_of_ma
 from gateway.node.state.schema_apply import TableState, implicit_event, record_event
 from gateway.node.state.schema_replica import upcast_transaction
 from gateway.node.state.store_ops import MISSING as _MISSING
-from gateway.node.state.store_ops import OP_KEY_VALUE, Ops, ParsedTxn, RowMeta, meta_op
+from gateway.node.state.store_ops import Ops, ParsedTxn, RowMeta, meta_op
 from gateway.node.state.wire import (
     insert_header_span,
     insert_rows,
     meta_parts,
+    put_pairs,
     retag_record,
     row_tail,
     split_insert,
@@ -285,7 +286,7 @@ class TransactionApply:
                 first.duplicate = True
                 return Applied(index, e.term, result=first)
         ops += rows
-        overlay.update(map(OP_KEY_VALUE, rows))
+        put_pairs(overlay, rows)
         if idem:
             self._record_result(idem, result, commit_ts, ops, overlay)
         return Applied(index, e.term, wire=result)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Sequence, Set
+from typing import Any
 
 from gateway.core import accel
 from gateway.core.logrules import date_problem, datetime_problem, time_problem
@@ -70,6 +71,8 @@ __all__ = [
     "meta_parts_py",
     "parse_txn",
     "parse_txn_py",
+    "put_pairs",
+    "put_pairs_py",
     "retag_record",
     "row_tail",
     "single_field_end",
@@ -967,3 +970,18 @@ def frame_batch_flagged(req: gateway_pb2.WriteBatchRequest | gateway_pb2.StreamW
     return frames, (set(flagged) if flagged else _NONE_FLAGGED)
 _check_records: Callable[[bytes, int, int, bytes, bytes], bool] = (
     _accel.check_records if _accel else _check_records_py)
+
+
+def put_pairs_py(d: dict[Any, Any], rows: Sequence[tuple[Any, ...]]) -> None:
+    """``d[row[0]] = row[1]`` for every row of ``rows`` (tuples of two or more items), in
+    order: what an apply adds to its overlay for the rows it wrote -- ``d.update(map(
+    itemgetter(0, 1), rows))`` without a pair per row. Raises TypeError for a row that is not
+    such a tuple (the rows before it are in ``d``). The specification of ``_wire.put_pairs``."""
+    for i, row in enumerate(rows):
+        if not isinstance(row, tuple) or len(row) < 2:
+            raise TypeError(f"put_pairs: row {i} is not a tuple of two or more")
+        d[row[0]] = row[1]
+
+
+put_pairs: Callable[[dict[Any, Any], Sequence[tuple[Any, ...]]], None] = (
+    _accel.put_pairs if _accel else put_pairs_py)
