@@ -11,7 +11,7 @@ builds from them is the same on every replica.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress
 
 from gateway.core.messages import TypeTag
@@ -74,6 +74,23 @@ def _item_transaction(data: bytes, pos: int, end: int) -> tuple[int, int] | None
     return None if other else span
 
 
+def _item_spans(data: bytes, pos: int) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each ``items`` field of the serialized ``ReplicatedEpoch`` in
+    ``data[pos:]``, in order (the other fields skipped); ValueError or IndexError from the
+    first that does not parse."""
+    end = len(data)
+    while pos < end:
+        key, pos = decode_uvarint(data, pos)
+        if key != _ITEMS:
+            pos = _skip(data, pos, key, end)
+            continue
+        ln, start = decode_uvarint(data, pos)
+        pos = start + ln
+        if pos > end:
+            raise ValueError("an item past the end of the epoch")
+        yield start, pos
+
+
 def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
     """The transaction entry payloads (tag ``TRANSACTION`` + the ``Transaction``'s bytes as
     received) of the transaction items of the serialized ``ReplicatedEpoch`` in
@@ -82,26 +99,17 @@ def transaction_payloads(data: bytes, pos: int = 0) -> list[bytes] | None:
     (an item that is a transaction twice, or a transaction beside another field) or do not
     parse: the caller serializes the parsed messages then."""
     out: list[bytes] = []
-    end = len(data)
     view = memoryview(data)
     join = b"".join
     try:
-        while pos < end:
-            key, pos = decode_uvarint(data, pos)
-            if key != _ITEMS:
-                pos = _skip(data, pos, key, end)
-                continue
-            ln, start = decode_uvarint(data, pos)
-            pos = start + ln
-            if pos > end:
-                return None
+        for start, stop in _item_spans(data, pos):
             # the usual item: its transaction and nothing else
-            if start < pos and data[start] == _ITEM_TRANSACTION:
+            if start < stop and data[start] == _ITEM_TRANSACTION:
                 t_len, t_start = decode_uvarint(data, start + 1)
-                if t_start + t_len == pos:
-                    out.append(join((_TAG, view[t_start:pos])))
+                if t_start + t_len == stop:
+                    out.append(join((_TAG, view[t_start:stop])))
                     continue
-            span = _item_transaction(data, start, pos)
+            span = _item_transaction(data, start, stop)
             if span is None:
                 return None
             if span is not _NOT_A_TRANSACTION:
@@ -117,18 +125,9 @@ def holds_transaction(data: bytes, pos: int = 0) -> bool | None:
     transaction (``any(it.WhichOneof("item") == "transaction" for it in items)``), read
     from the bytes; None when they do not say it plainly (an item holding its transaction
     beside another field, bytes that do not parse): the caller parses them then."""
-    end = len(data)
     try:
-        while pos < end:
-            key, pos = decode_uvarint(data, pos)
-            if key != _ITEMS:
-                pos = _skip(data, pos, key, end)
-                continue
-            ln, start = decode_uvarint(data, pos)
-            pos = start + ln
-            if pos > end:
-                return None
-            span = _item_transaction(data, start, pos)
+        for start, end in _item_spans(data, pos):
+            span = _item_transaction(data, start, end)
             if span is None:
                 return None
             if span is not _NOT_A_TRANSACTION:
