@@ -236,6 +236,8 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
     except (NodeStartError, ConfigError, PluginError, ApplierConfigError, OSError) as exc:
         raise _StartFailed(str(exc)) from None
     gc_policy.settle()  # start-up's objects are never traced again (gateway.node.loop.gc_policy)
+    sweeper = gc_policy.YoungSweeper()  # cycles freed within seconds, load or not
+    sweeper.start()
     trimmer = MallocTrimmer(cfg.malloc_trim_ms / 1000)  # freed memory back to the OS
     trimmer.start()
     _report_memory(node)
@@ -254,6 +256,7 @@ async def _serve(cfg: NodeConfig, pm: pluggy.PluginManager) -> None:
         w.cancel()
     await node.stop()
     trimmer.stop()
+    sweeper.stop()
     if node.failure:
         raise _StartFailed(f"node {cfg.node_id} stopped: {node.failure}")
 

@@ -73,3 +73,53 @@ def test_objects_frozen_at_start_are_still_freed_when_their_count_drops() -> Non
         print(json.dumps({"freed": len(freed)}))
     """)
     assert got["freed"] == 1
+
+
+def test_a_sweeper_frees_cycles_of_an_idle_process_within_its_interval() -> None:
+    """With the young threshold at 100,000 allocations, a process that allocates nothing more
+    would keep its cycles: the sweeper collects them on its clock."""
+    got = _run("""
+        import gc, json, time, weakref
+        from gateway.node.loop import gc_policy
+        gc_policy.settle()
+        class Node:
+            pass
+        dead = []
+        for _ in range(20):
+            a, b = Node(), Node()
+            a.other, b.other = b, a
+            weakref.finalize(a, dead.append, 1)
+            del a, b
+        time.sleep(0.3)
+        before = len(dead)  # no allocation since: nothing collected them
+        sweeper = gc_policy.YoungSweeper(interval=0.05)
+        sweeper.start()
+        end = time.monotonic() + 5
+        while len(dead) < 20 and time.monotonic() < end:
+            time.sleep(0.02)
+        sweeper.stop()
+        print(json.dumps({"before": before, "after": len(dead), "sweeps": sweeper.sweeps}))
+    """)
+    assert got["before"] == 0
+    assert got["after"] == 20
+    assert got["sweeps"] >= 1
+
+
+def test_a_sweep_leaves_an_empty_young_generation_and_a_disabled_collector_alone() -> None:
+    got = _run("""
+        import gc, json
+        from gateway.node.loop import gc_policy
+        gc_policy.settle()
+        s = gc_policy.YoungSweeper(interval=0)
+        gc.collect(0)
+        empty = s.sweep() if gc.get_count()[0] == 0 else None
+        keep = [[i] for i in range(10)]
+        full = s.sweep()
+        gc.disable()
+        keep2 = [[i] for i in range(10)]
+        disabled = s.sweep()
+        s.start()  # interval 0: no thread
+        print(json.dumps({"empty": empty, "full": full, "disabled": disabled,
+                          "thread": s._thread is not None}))
+    """)
+    assert got == {"empty": False, "full": True, "disabled": False, "thread": False}

@@ -16,6 +16,15 @@ Garbage cycles are still collected; they wait a little longer. Only the ``gatewa
 process calls it: tests and libraries that host a node in their own process keep their
 interpreter's policy.
 
+A threshold counts allocations, not time: a node that allocates little (an idle one, or one
+serving a trickle of requests) would keep the garbage cycles it made -- a failed call's
+exception, traceback and frames, with the request they hold -- until 100,000 more container
+objects were allocated. :class:`YoungSweeper` bounds that: a daemon thread that collects the
+young generation once per ``interval`` (1 s) when it holds anything (:data:`SWEEP_FLOOR`),
+so a cycle lives about a second at idle (ten if it was alive at one collection: the middle
+generation is collected every tenth); under load the threshold comes first and the sweep
+costs one young collection a second.
+
 Why 100,000 and not less: a replica applying a replicated epoch keeps a few container
 objects per row alive for the whole epoch (its rows, keys, verdicts and derived rows: tens
 of thousands at once); at 10,000 every young collection traced them again and promoted them,
@@ -27,11 +36,14 @@ before a collection runs (docs/benchmarks.md, "The collector").
 from __future__ import annotations
 
 import gc
+import threading
 
 #: Net allocations of container objects between young-generation collections.
 YOUNG_THRESHOLD = 100_000
 #: Young collections per middle-generation one, middle per old one (CPython's: 10, 10).
 OLDER_THRESHOLDS = (10, 10)
+#: Young objects below which a sweep leaves the generation alone.
+SWEEP_FLOOR = 1
 
 
 def settle() -> None:
@@ -41,3 +53,41 @@ def settle() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
+
+
+class YoungSweeper:
+    """The periodic young collection (module docstring). ``start()`` once; ``stop()`` ends it;
+    ``sweeps`` counts the collections it made."""
+
+    def __init__(self, interval: float = 1.0, floor: int = SWEEP_FLOOR) -> None:
+        self.interval = interval
+        self.floor = floor
+        self.sweeps = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def sweep(self) -> bool:
+        """One interval's work: collect the young generation if it holds ``floor`` objects
+        or more; whether it did."""
+        if gc.get_count()[0] < self.floor or not gc.isenabled():
+            return False
+        gc.collect(0)
+        self.sweeps += 1
+        return True
+
+    def start(self) -> None:
+        """Start the thread (nothing with ``interval`` <= 0)."""
+        if self.interval <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="gc-sweep", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep()
