@@ -627,7 +627,10 @@ static PyObject *put_pairs(PyObject *self, PyObject *args) {
             Py_DECREF(rows);
             return NULL;
         }
-        if (PyDict_SetItem(d, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1)) < 0) {
+        Py_INCREF(row); /* a key's __hash__ may run code that drops it from the rows */
+        int rc = PyDict_SetItem(d, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1));
+        Py_DECREF(row);
+        if (rc < 0) {
             Py_DECREF(rows);
             return NULL;
         }

@@ -607,3 +607,24 @@ def test_an_overlay_refuses_rows_that_are_not_pairs_as_the_specification_does():
             assert d == ({b"a": 1} if len(bad) == 2 else {})
     with pytest.raises(TypeError):
         wire.put_pairs({}, 5)
+
+
+def test_an_overlay_key_whose_hash_empties_the_rows_is_put_safely():
+    """A key's ``__hash__`` may run any code -- here it drops every row, the one being put
+    included: the row is held while it is put, and the walk stops where the list now ends,
+    as the Python loop does."""
+    class Key:
+        def __init__(self, rows: list) -> None:
+            self.rows = rows
+
+        def __hash__(self) -> int:
+            self.rows.clear()
+            return 1
+
+    for put in (wire.put_pairs, wire_py.put_pairs_py):
+        rows: list = []
+        k = Key(rows)
+        rows.extend([(k, b"v" * 100), (b"other", b"w")])
+        d: dict = {}
+        put(d, rows)
+        assert d == {k: b"v" * 100} and rows == []
