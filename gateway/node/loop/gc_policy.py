@@ -36,7 +36,8 @@ before a collection runs (docs/benchmarks.md, "The collector").
 from __future__ import annotations
 
 import gc
-import threading
+
+from gateway.node.loop.periodic import Periodic
 
 #: Net allocations of container objects between young-generation collections.
 YOUNG_THRESHOLD = 100_000
@@ -55,16 +56,19 @@ def settle() -> None:
     gc.set_threshold(YOUNG_THRESHOLD, *OLDER_THRESHOLDS)
 
 
-class YoungSweeper:
-    """The periodic young collection (module docstring). ``start()`` once; ``stop()`` ends it;
+class YoungSweeper(Periodic):
+    """The periodic young collection (module docstring; its life is ``Periodic``'s);
     ``sweeps`` counts the collections it made."""
 
+    name = "gc-sweep"
+
     def __init__(self, interval: float = 1.0, floor: int = SWEEP_FLOOR) -> None:
-        self.interval = interval
+        super().__init__(interval)
         self.floor = floor
         self.sweeps = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+
+    def tick(self) -> bool:
+        return self.sweep()
 
     def sweep(self) -> bool:
         """One interval's work: collect the young generation if it holds ``floor`` objects
@@ -74,20 +78,3 @@ class YoungSweeper:
         gc.collect(0)
         self.sweeps += 1
         return True
-
-    def start(self) -> None:
-        """Start the thread (nothing with ``interval`` <= 0)."""
-        if self.interval <= 0 or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, name="gc-sweep", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sweep()

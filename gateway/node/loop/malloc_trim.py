@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import threading
 from collections.abc import Callable
+
+from gateway.node.loop.periodic import Periodic
 
 __all__ = ["MIN_FREE_BYTES", "MallocTrimmer", "glibc_allocator"]
 
@@ -49,19 +50,25 @@ def glibc_allocator() -> tuple[Callable[[], int], Callable[[], int]] | None:
     return (lambda: int(info().fordblks)), (lambda: int(trim(0)))
 
 
-class MallocTrimmer:
-    """The trimming thread (module docstring). ``start()`` once; ``stop()`` ends it.
-    ``trims`` counts the trims made, ``checks`` the intervals looked at."""
+class MallocTrimmer(Periodic):
+    """The trimming thread (module docstring; its life is ``Periodic``'s: nothing runs
+    without glibc). ``trims`` counts the trims made, ``checks`` the intervals looked at."""
+
+    name = "malloc-trim"
 
     def __init__(self, interval: float, min_free: int = MIN_FREE_BYTES,
                  allocator: tuple[Callable[[], int], Callable[[], int]] | None = None) -> None:
-        self.interval = interval
+        super().__init__(interval)
         self.min_free = min_free
         self._allocator = allocator if allocator is not None else glibc_allocator()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.trims = 0
         self.checks = 0
+
+    def enabled(self) -> bool:
+        return self._allocator is not None
+
+    def tick(self) -> bool:
+        return self.check()
 
     def check(self) -> bool:
         """One interval's work: trim if the allocator keeps more than ``min_free``; whether
@@ -75,21 +82,3 @@ class MallocTrimmer:
         trim()
         self.trims += 1
         return True
-
-    def start(self) -> None:
-        """Start the thread (nothing without glibc or with ``interval`` <= 0)."""
-        if self._allocator is None or self.interval <= 0 or self._thread is not None:
-            return
-
-        def run() -> None:
-            while not self._stop.wait(self.interval):
-                self.check()
-
-        self._thread = threading.Thread(target=run, name="malloc-trim", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
