@@ -149,13 +149,16 @@ class SSTableWriter:
         self._largest = keys[-1]
         self._bloom.add_keys(keys)
         self._entries += n
-        if _encode_blocks is not None and type(keys) is list and type(cells) is list:
+        in_c = _encode_blocks is not None and type(keys) is list and type(cells) is list
+        if in_c:
             assert _pairs_bytes is not None  # one module serves both
             total = _pairs_bytes(keys, cells) + 8 * n
-            self._add_encoded(keys, cells, max(1, (n * self._block_bytes) // max(total, 1)))
-            return
-        total = sum(map(len, keys)) + sum(map(len, cells)) + 8 * n
+        else:
+            total = sum(map(len, keys)) + sum(map(len, cells)) + 8 * n
         per_block = max(1, (n * self._block_bytes) // max(total, 1))
+        if in_c:
+            self._add_encoded(keys, cells, per_block)
+            return
         i = 0
         while i < n:
             j = min(n, i + per_block)
