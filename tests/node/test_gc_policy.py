@@ -14,8 +14,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(body: str) -> dict:
-    code = textwrap.dedent(body)
+#: ``make_cycles(n)``: n two-object cycles made and dropped (reference counting alone never
+#: frees them); the list it returns gets a 1 as each one is freed.
+_CYCLES = textwrap.dedent("""
+    import weakref
+    class Node:
+        pass
+    def make_cycles(n):
+        dead = []
+        for _ in range(n):
+            a, b = Node(), Node()
+            a.other, b.other = b, a
+            weakref.finalize(a, dead.append, 1)
+            del a, b
+        return dead
+""")
+
+
+def _run(body: str, prelude: str = "") -> dict:
+    code = prelude + textwrap.dedent(body)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -38,23 +55,16 @@ def test_settle_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
 
 def test_cycles_made_after_settle_are_still_collected_by_allocation_alone() -> None:
     got = _run("""
-        import gc, json, weakref
+        import gc, json
         from gateway.node.loop import gc_policy
         gc_policy.settle()
-        class Node:
-            pass
-        dead = []
-        for _ in range(50):
-            a, b = Node(), Node()
-            a.other, b.other = b, a  # a cycle: reference counting alone never frees it
-            weakref.finalize(a, dead.append, 1)
-            del a, b
+        dead = make_cycles(50)
         before = len(dead)
         churn = []
         for i in range(3 * gc_policy.YOUNG_THRESHOLD):  # net allocations, no gc.collect()
             churn.append([i])
         print(json.dumps({"before": before, "after": len(dead)}))
-    """)
+    """, _CYCLES)
     assert got["before"] == 0
     assert got["after"] == 50
 
@@ -79,17 +89,10 @@ def test_a_sweeper_frees_cycles_of_an_idle_process_within_its_interval() -> None
     """With the young threshold at 100,000 allocations, a process that allocates nothing more
     would keep its cycles: the sweeper collects them on its clock."""
     got = _run("""
-        import gc, json, time, weakref
+        import gc, json, time
         from gateway.node.loop import gc_policy
         gc_policy.settle()
-        class Node:
-            pass
-        dead = []
-        for _ in range(20):
-            a, b = Node(), Node()
-            a.other, b.other = b, a
-            weakref.finalize(a, dead.append, 1)
-            del a, b
+        dead = make_cycles(20)
         time.sleep(0.3)
         before = len(dead)  # no allocation since: nothing collected them
         sweeper = gc_policy.YoungSweeper(interval=0.05)
@@ -99,7 +102,7 @@ def test_a_sweeper_frees_cycles_of_an_idle_process_within_its_interval() -> None
             time.sleep(0.02)
         sweeper.stop()
         print(json.dumps({"before": before, "after": len(dead), "sweeps": sweeper.sweeps}))
-    """)
+    """, _CYCLES)
     assert got["before"] == 0
     assert got["after"] == 20
     assert got["sweeps"] >= 1
