@@ -11,6 +11,11 @@ import click
 
 from gateway import __version__
 
+# isort: split
+# First: sets grpcio's environment before anything below imports grpc (its module docstring).
+from . import grpc_env  # noqa: F401
+
+# isort: split
 from . import appliers as cli_appliers
 from . import node as cli_node
 from . import plugins as cli_plugins
