@@ -74,6 +74,30 @@ def test_the_next_append_carries_the_commit_and_the_held_one_is_not_sent() -> No
     assert (linger.held, linger.absorbed) == (2, 2)
 
 
+def test_the_delay_runs_from_each_commits_hold_not_from_one_absorbed_before() -> None:
+    """A timer set for a commit that the next append carried must not flush the commit held
+    after it early: every commit-only append leaves at least ``DELAY`` after it was held
+    (a loaded machine may send it later, never sooner)."""
+    async def body() -> tuple[list[tuple[float, list[Message]]], float]:
+        loop = asyncio.get_running_loop()
+        sent: list[tuple[float, list[Message]]] = []
+        linger = CommitLinger(lambda batch: sent.append((loop.time(), batch)), DELAY)
+        linger.send([_commit(2, 9), _commit(3, 9)], _raft())
+        await asyncio.sleep(DELAY * 0.6)
+        carry = [Message(MT.APP, to=p, from_=1, term=3, index=LAST, log_term=3, commit=9,
+                         entries=[Entry(index=LAST + 1, term=3, data=b"x")]) for p in (2, 3)]
+        linger.send(carry, _raft())  # carries commit 9 to both: nothing held now
+        held_at = loop.time()
+        linger.send([_commit(2, 10), _commit(3, 10)], _raft())
+        await asyncio.sleep(DELAY * 4)
+        return sent, held_at
+
+    sent, held_at = _run(body)
+    flushed = [(t, m) for t, batch in sent for m in batch if not m.entries]
+    assert sorted((m.to, m.commit) for _, m in flushed) == [(2, 10), (3, 10)]
+    assert all(t >= held_at + DELAY - 0.001 for t, _ in flushed), (held_at, flushed)
+
+
 def test_probes_entries_other_messages_and_membership_commits_pass_at_once_in_order() -> None:
     async def body() -> list[list[Message]]:
         sent: list[list[Message]] = []

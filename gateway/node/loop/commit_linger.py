@@ -15,6 +15,16 @@ that carries no entries to a follower in ``REPLICATE`` state that has been sent 
 one at least as new; otherwise it is sent when the delay ends. Every other message passes at
 once, in order.
 
+The delay runs from when a follower's commit was first held (a newer commit-only append
+replacing it keeps that time: the delay bounds how long a follower's knowledge of the commit
+lags). The timer, when it fires, sends only the appends held that long and is set again for
+the others; a timer set for a commit absorbed long ago would otherwise flush the commit held
+for the next write a moment before that write's append carries it: with one writer at ~1.2 ms
+per write, every fourth or fifth write paid a commit-only append on each follower (received,
+its hard state written, answered, the answers stepped by the leader) just ahead of its own
+append. The timer is not cancelled when a held append is absorbed (once per write): it fires
+at most once per ``delay`` and finds nothing due.
+
 Safe because Raft tolerates delayed and lost messages: holding or dropping an append without
 entries changes nothing about what is committed or when the leader answers a write. What
 waits is a follower's knowledge of the commit: with no write following, a follower applies
@@ -39,6 +49,10 @@ __all__ = ["DEFAULT_DELAY", "CommitLinger"]
 #: machine, short beside what a reader of a follower notices.
 DEFAULT_DELAY = 0.005
 
+#: A held append due this close to its time is sent with the flush rather than by a timer of
+#: its own (the loop's timers fire up to its clock resolution early).
+_EARLY = 0.001
+
 _APP, _HEARTBEAT = MessageType.APP, MessageType.HEARTBEAT
 _CONF = EntryType.CONF_CHANGE
 
@@ -52,7 +66,10 @@ class CommitLinger:
         self._send = send
         self._delay = delay
         self._held: dict[int, Message] = {}
+        #: When each follower's held commit was first held (the event loop's clock).
+        self._since: dict[int, float] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._raft: Raft | None = None
         #: Commit-only appends held, and those of them a later message made redundant.
         self.held = 0
@@ -65,6 +82,7 @@ class CommitLinger:
         ``committed`` is looked at only when there is an append to hold (a busy leader's
         Readies carry entries in their appends and hundreds of committed entries)."""
         held = self._held
+        since = self._since
         last = raft.raft_log.last_index()
         progress = raft.trk.progress
         hold: bool | None = None  # decided at the first commit-only append
@@ -80,6 +98,8 @@ class CommitLinger:
                     if hold:
                         if m.to in held:
                             self.absorbed += 1
+                        else:
+                            since[m.to] = self._now()
                         held[m.to] = m
                         self.held += 1
                         continue
@@ -87,28 +107,50 @@ class CommitLinger:
                 old = held.get(m.to)
                 if old is not None and m.term == old.term and m.commit >= old.commit:
                     del held[m.to]
+                    del since[m.to]
                     self.absorbed += 1
             out.append(m)
         if out:
             self._send(out)
-        if held and self._timer is None:
+        if held:
             self._raft = raft
-            self._timer = asyncio.get_running_loop().call_later(self._delay, self._flush)
+            if self._timer is None:
+                self._arm()
+
+    def _now(self) -> float:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop.time()
+
+    def _arm(self) -> None:
+        """Set the timer for the oldest held append's delay."""
+        assert self._loop is not None  # set when the first append was held
+        self._timer = self._loop.call_at(min(self._since.values()) + self._delay, self._flush)
 
     def _flush(self) -> None:
+        """Send the held appends whose delay has run out; re-arm for the others."""
         self._timer = None
-        held, self._held = self._held, {}
         raft = self._raft
-        if not held or raft is None:
+        if not self._held or raft is None:
             return
+        due_by = self._now() - self._delay + _EARLY
+        due = [to for to, t in self._since.items() if t <= due_by]
         # A leader of the same term only: a message of an older term is stale anyway.
-        live = [m for m in held.values() if m.term == raft.term and raft.lead == raft.id]
+        live = []
+        for to in due:
+            m = self._held.pop(to)
+            del self._since[to]
+            if m.term == raft.term and raft.lead == raft.id:
+                live.append(m)
+        if self._since:
+            self._arm()
         if live:
             self._send(live)
 
     def drop(self) -> None:
         """Forget held messages (the node stopped leading, or is stopping)."""
         self._held.clear()
+        self._since.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
