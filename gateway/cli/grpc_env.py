@@ -9,9 +9,10 @@ wakes one of them, which hands the call to the ``grpc.aio`` poller thread, which
 event loop -- two thread hand-overs before the node sees a byte. With the experiment off, the
 poller thread reads and writes those connections itself. Measured on a 3-node cluster of the
 default configuration (docs/benchmarks.md, "gRPC's listener threads"): the leader's CPU per
-unary ``Write`` 5-15 % lower, 64 clients' rate 10-20 % higher, one client's p50 a few percent
-lower. Client channels (the product's outbound gRPC: channels' ``Subscribe`` streams) keep
-grpcio's default.
+call 5-12 % lower in most 10 B cells of ``bench_node.py`` side by side (64 clients' rate
+1.01-1.05x there, 10-20 % higher in a first probe), one client's p50 a few percent lower.
+Client channels (the product's outbound gRPC: channels' ``Subscribe`` streams) keep grpcio's
+default.
 
 Contract: nothing is changed when ``GRPC_EXPERIMENTS`` is already set (even empty: a user's
 own choice, and the way to keep grpcio's defaults), when ``grpc`` is already imported (too
