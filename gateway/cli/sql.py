@@ -205,6 +205,15 @@ def _parse(text: str) -> list[exp.Expr | None]:
         raise SqlError(f"cannot parse SQL: {first}") from None
 
 
+def as_written(text: str, trees: Sequence[exp.Expr | None], node: exp.Expr) -> str:
+    """``node`` (one of ``trees``, what ``text`` parsed into) for an error message, at most 60
+    characters: ``text`` itself when it holds that one statement alone, else the parser's
+    rendering (which may differ from what was typed: ``SELEC x`` parses as ``SELEC AS x``)."""
+    alone = [t for t in trees if t is not None] == [node]
+    shown = " ".join(text.split()).rstrip(";").strip() if alone else node.sql()
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
 def _split_where(table: str, where: dict[str, SqlValue], key_of: KeyOf | None,
                  conditions: list[transaction_pb2.Condition]) -> dict[str, SqlValue]:
     """The key part of an UPDATE/DELETE's ``where``; its other columns become a values
@@ -274,8 +283,8 @@ def sql_to_write(text: str, key: Sequence[str] = (), key_of: KeyOf | None = None
             out.append(row_delete(table, _split_where(
                 table, _where(node.args.get("where"), variables), key_of, conditions)))
         else:
-            raise SqlError(f"unsupported statement: {node.sql()[:60]!r} (INSERT, UPDATE, "
-                           f"DELETE and SET @var only)")
+            raise SqlError(f"unsupported statement: {as_written(text, trees, node)!r} "
+                           f"(INSERT, UPDATE, DELETE and SET @var only)")
     if not out:
         raise SqlError("no INSERT, UPDATE or DELETE to run")
     return out, conditions

@@ -27,7 +27,7 @@ from typing import cast
 import sqlglot
 from sqlglot import exp
 
-from gateway.cli.sql import SqlError, _column, _literal, _parse, _table
+from gateway.cli.sql import SqlError, _column, _literal, _parse, _table, as_written
 from gateway.core.rowops import value_message
 from gateway.v1 import schema_pb2, value_pb2
 
@@ -208,5 +208,5 @@ def parse_ddl(text: str) -> schema_pb2.SchemaChangeRequest:
             raise SqlError("DROP TABLE: one table at a time")
         return schema_pb2.SchemaChangeRequest(table=_table(tables[0]),
                                               kind=K.SCHEMA_CHANGE_KIND_DROP_TABLE)
-    raise SqlError(f"unsupported statement: {node.sql()[:60]!r} (CREATE TABLE, ALTER TABLE, "
-                   f"DROP TABLE)")
+    raise SqlError(f"unsupported statement: {as_written(text, trees, node)!r} (CREATE TABLE, "
+                   f"ALTER TABLE, DROP TABLE)")

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from gateway.cli.sql import SqlError, parse_select, sql_to_statements
+from gateway.cli.sql_ddl import parse_ddl
 
 from .conftest import free_ports
 
@@ -46,6 +47,25 @@ def test_anything_not_translated_exactly_is_refused(text, why):
         else:
             sql_to_statements(text)
     assert why in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("SELEC broken", "SELEC broken"),
+    ("  REPLACE INTO shop.items (id)\n  VALUES (1);", "REPLACE INTO shop.items (id) VALUES (1)"),
+    ("SET @a = 1; REPLACE INTO s.t (id) VALUES (@a)", "REPLACE INTO s.t (id) VALUES (@a)"),
+    ("REPLACE INTO shop.items (id, name) VALUES (1, 'a very long name that goes on and on')",
+     "REPLACE INTO shop.items (id, name) VALUES (1, 'a very lon..."),
+])
+def test_an_unsupported_statement_is_quoted_as_written(text, shown):
+    with pytest.raises(SqlError) as err:
+        sql_to_statements(text)
+    assert f"unsupported statement: {shown!r} " in str(err.value)
+
+
+def test_an_unsupported_definition_is_quoted_as_written():
+    with pytest.raises(SqlError) as err:
+        parse_ddl("TRUNCATE  shop.items")
+    assert "unsupported statement: 'TRUNCATE shop.items'" in str(err.value)
 
 
 def test_the_smallest_64_bit_integer_is_accepted():
