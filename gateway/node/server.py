@@ -343,8 +343,8 @@ class GatewayNode:
         state_dir = os.path.join(self.config.data_dir, "appliers")
         names = sorted(n[: -len(".position")] for n in os.listdir(state_dir)
                        if n.endswith(".position")) if os.path.isdir(state_dir) else []
-        for name in names:
-            check_position_file(PositionStore(state_dir, name), storage)
+        for name in names:  # refused here; the applier that continues from it says so
+            check_position_file(PositionStore(state_dir, name), storage, report=False)
 
     async def _serve(self) -> None:
         cfg = self.config

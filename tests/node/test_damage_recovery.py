@@ -227,6 +227,20 @@ def test_empty_sqlite_target_under_a_saved_position_is_rebuilt_with_a_warning(
     assert len(_sqlite_rows(data_dir)) == WRITES
 
 
+def test_a_damaged_position_file_is_reported_once_by_the_applier_that_continues_from_it(
+        data_dir, pristine, caplog):
+    """The node's start-up check reads every position file too (it refuses a start the file
+    makes unsafe); the line saying where the applier continues from is the applier's."""
+    damage_file(data_dir / "appliers" / "sqlite.position", lambda b: b[:-20])  # torn tail
+    with caplog.at_level(logging.WARNING):
+        _catch_up(data_dir)
+    said = [r.getMessage() for r in caplog.records
+            if "applier 'sqlite' continues from position" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "sqlite.position: byte " in said[0]
+    assert _sqlite_rows(data_dir) == _sqlite_rows(pristine)
+
+
 def test_a_sqlite_database_older_than_its_position_file_gets_the_rows_again(
         data_dir, pristine, tmp_path, caplog):
     """The position file ahead of the database (a database restored from an older copy):

@@ -87,13 +87,15 @@ def check_applier_position(name: str, position_file: str, position: int, *,
             f"are lost (damaged or truncated WAL); {RECOVER_HINT}")
 
 
-def check_position_file(positions: PositionStore, storage: RaftLogStorage) -> ApplierPosition:
+def check_position_file(positions: PositionStore, storage: RaftLogStorage, *,
+                        report: bool = True) -> ApplierPosition:
     """Load the applier position in ``positions`` and check it against the log of
-    ``storage``; return it. Damage in the file is logged (file and offset); the position it
-    falls back to (an older record, or 0) is used only while the log still holds every entry
-    after it -- otherwise the applier would skip entries it never applied, and
-    `InconsistentStateError` is raised. A position past the log's end raises it too
-    (`check_applier_position`)."""
+    ``storage``; return it. Damage in the file is logged (file and offset) when ``report``
+    (the applier about to continue from it; the node's start-up check, which only refuses,
+    passes False so the line is not logged twice); the position it falls back to (an older
+    record, or 0) is used only while the log still holds every entry after it -- otherwise
+    the applier would skip entries it never applied, and `InconsistentStateError` is raised.
+    A position past the log's end raises it too (`check_applier_position`)."""
     position = positions.load()
     wal_dir = storage.wal.directory
     check_applier_position(positions.applier, str(positions.path), position.log_index,
@@ -107,9 +109,10 @@ def check_position_file(positions: PositionStore, storage: RaftLogStorage) -> Ap
                 f"{position.log_index + 1}..{first - 1} can no longer be applied; restore the "
                 f"position file from a backup, or rebuild the applier's target and write its "
                 f"position by hand (docs/node.md, \"Damage and recovery\")")
-        log.warning("%s: applier %r continues from position %d (entries after it are "
-                    "applied again: at-least-once)", positions.damage, positions.applier,
-                    position.log_index)
+        if report:
+            log.warning("%s: applier %r continues from position %d (entries after it are "
+                        "applied again: at-least-once)", positions.damage,
+                        positions.applier, position.log_index)
     return position
 
 
