@@ -20,6 +20,12 @@ setup(
             optional=True,  # without a compiler, gateway.core.insert_columns reads in Python
         ),
         Extension(
+            "gateway.appliers._sqlite_bind",
+            ["gateway/appliers/_sqlite_bind.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,  # without it, the SQLite applier binds through the sqlite3 module
+        ),
+        Extension(
             "gateway.core.lsm._bloom",
             ["gateway/core/lsm/_bloom.c"],
             depends=["gateway/core/_crc.h"],

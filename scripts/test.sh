@@ -63,8 +63,8 @@ if [ "${GATEWAY_CLIENTS:-1}" != 0 ]; then
 fi
 
 # The Python specifications of the C fast paths (record stream, node wire paths, bloom probes,
-# Spark decoder, columns reader, block search) must not rot: their tests run once more with the accelerators
-# off. Only on a whole-suite run.
+# Spark decoder, columns reader, block search, SQLite binder) must not rot: their tests run once more
+# with the accelerators off. Only on a whole-suite run.
 PURE_TESTS=(
     tests/core/test_records.py tests/core/test_record_corruption.py
     tests/core/test_record_search.py tests/core/test_stuffing.py tests/core/test_wal.py
@@ -73,6 +73,7 @@ PURE_TESTS=(
     tests/lsm/test_holds_any.py tests/node/test_conflict_screen.py
     tests/appliers/test_insert_columns.py tests/lsm/test_corruption.py tests/lsm/test_model.py
     tests/node/test_peer_stream.py tests/node/test_feed_wire.py
+    tests/appliers/test_sqlite_applier.py
 )
 pure_rc=0
 if [ "$#" -eq 0 ]; then

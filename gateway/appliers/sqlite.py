@@ -35,7 +35,11 @@
 - ``apply_columns`` is the bulk entry point (the Spark bulk apply): reduced operations given
   column by column (``ColumnOps``: one table, one kind, the same columns in every row) run
   through ``executemany`` with the same statements, value conversions, table creation and
-  GTID bookkeeping as ``apply``, in one transaction per call.
+  GTID bookkeeping as ``apply``, in one transaction per call. With the C accelerator
+  ``gateway.appliers._sqlite_bind`` built, a batch's statements of many rows are bound and
+  stepped in C with the GIL released (the ``sqlite3`` module holds it while it binds every
+  parameter); the ``sqlite3`` module's path is its specification and its fallback, for any
+  value that accelerator does not bind as the module does.
 
 A new database file gets pages of ``page_size`` bytes (default 8192, SQLite's own 4096): with
 rows of a KiB, SQLite spends less CPU per row on its statements and commits (fewer pages to
@@ -63,10 +67,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 
 from google.protobuf.message import DecodeError
 
+from gateway.core import accel
 from gateway.core.rowops import Column, ColumnOps, Gtid, OpKind, RowOp, TableRef
 from gateway.core.sql_value import SqlValue
 from gateway.core.sqlauth import SqlAuthorizer
@@ -252,12 +257,35 @@ def _execute_rows(conn: sqlite3.Connection, kind: OpKind, table: str,
              lambda start, end: rows[start:end])
 
 
+class _BindC(Protocol):
+    """The C accelerator ``_sqlite_bind.c`` (its header comment states the contract)."""
+
+    def run(self, conn: sqlite3.Connection, path: str, plan: list[tuple[str, int, int]],
+            columns: list[list[SqlValue]], count: int, /) -> bool: ...
+
+
+#: None without a compiler at install, on a Python whose ``sqlite3.Connection`` layout it
+#: does not know, or with ``GATEWAY_PURE_PYTHON``: every batch binds through ``sqlite3``
+_BIND = cast("_BindC | None", accel.load("gateway.appliers._sqlite_bind"))
+
+
 def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
                      key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
-                     params: Sequence[Sequence[SqlValue]]) -> None:
+                     params: Sequence[Sequence[SqlValue]], path: str | None = None) -> None:
     """``_execute_rows`` of the rows ``zip(*params)``: ``params`` holds each parameter of
-    ``sql`` as a column, all of one length."""
+    ``sql`` as a column, all of one length. With ``path`` (the database ``conn`` is open on)
+    and the C accelerator, the statements of ``_execute``'s plan are bound and stepped in C
+    without the GIL, unless it declines a value (then this path runs, nothing done before)."""
     width = len(params)
+    count = len(params[0]) if params else 0
+    if _BIND is not None and path is not None and kind is not OpKind.UPDATE and width \
+            and count >= _MULTI_SIZES[-1]:
+        plan = [(sql if size == 1 else _multi_statement(kind, table, key_columns, columns, size),
+                 size, times)
+                for size, times in _multi_plan(count, _variable_limit(conn) // width)]
+        if _BIND.run(conn, path, plan, [c if type(c) is list else list(c) for c in params],
+                     count):
+            return
     buffer: list[SqlValue] = []
 
     def flat(first: int, size: int) -> list[SqlValue]:
@@ -329,6 +357,8 @@ class SqliteApplier(Applier):
                              f"{page_size!r}")
         self.name = name
         self.path = Path(path)
+        #: where the C binder finds this database (it checks the connection is open on it)
+        self._bind_path = None if str(path) == ":memory:" else str(self.path)
         self.capabilities = Capabilities(accepts_sql=True, idempotent=True,
                                          max_batch=max_batch, thread_safe=True, columns=True)
         self._synchronous = synchronous
@@ -552,7 +582,7 @@ class SqliteApplier(Applier):
         params = ([*values, *key] if batch.kind is OpKind.UPDATE
                   else key if batch.kind is OpKind.DELETE else [*key, *values])
         _execute_columns(conn, batch.kind, batch.table.name, batch.key_columns, batch.columns,
-                         sql, params)
+                         sql, params, self._bind_path)
 
     def _apply_run(self, conn: sqlite3.Connection, run: Sequence[RowOp],
                    created: dict[TableRef, set[str]]) -> None:

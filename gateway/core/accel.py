@@ -3,7 +3,7 @@
 Each accelerator (``gateway.core._recordstream``, ``gateway.core._columns``,
 ``gateway.core.lsm._bloom``, ``gateway.core.lsm._block``, ``gateway.core.lsm._memsort``,
 ``gateway.node._wire``, ``gateway.node._peer_codec``,
-``gateway.node._judge``, ``gateway.node.api._read_wire``,
+``gateway.node._judge``, ``gateway.node.api._read_wire``, ``gateway.appliers._sqlite_bind``,
 ``spark_applier._txndecode``) speeds up code whose pure-Python version is the specification
 and the fallback (one C file per Python module it mirrors). ``load(name)`` returns the
 extension module, or None when it was not built (no compiler at install time) or

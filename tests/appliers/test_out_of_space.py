@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from gateway.appliers import sqlite as sqlite_applier
 from gateway.appliers.contract import (
     ApplyError,
     OutOfSpaceError,
@@ -22,11 +23,14 @@ from gateway.appliers.contract import (
 from gateway.appliers.dispatcher import Dispatcher
 from gateway.appliers.position import PositionStoreError
 from gateway.appliers.source import MemorySource
-from gateway.appliers.sqlite import SqliteApplier
-from gateway.core.rowops import statement_ops
+from gateway.appliers.sqlite import ColumnOps, SqliteApplier
+from gateway.core.rowops import Column, OpKind, TableRef, statement_ops
+from gateway.v1 import value_pb2
 from tests.appliers.fakes import ModelApplier
 from tests.appliers.test_dispatcher import FAST, config, sequential, workload
 from tests.reducer.model import insert, txn
+
+FT = value_pb2.FieldType
 
 
 class CappedSqlite(SqliteApplier):
@@ -88,6 +92,37 @@ def test_a_full_sqlite_database_raises_out_of_space_naming_the_file_not_a_rollba
         conn.execute("PRAGMA max_page_count=1073741823")
     applier.apply(ops)  # nothing of the failed transaction stayed behind; it applies whole
     assert len(applier.rows("t")) == 200
+    applier.close()
+
+
+@pytest.mark.parametrize("binder", ["c", "sqlite3"])
+def test_a_full_sqlite_database_under_a_bulk_batch_raises_out_of_space_either_way(
+        tmp_path, monkeypatch, binder):
+    """The columns path's statements of many rows (bound in C when the binder is built)
+    fail on a full database as the sqlite3 module's do: out of space, nothing kept."""
+    if binder == "sqlite3":
+        monkeypatch.setattr(sqlite_applier, "_BIND", None)
+    path = tmp_path / "out.db"
+
+    def batch_of(n: int) -> ColumnOps:
+        return ColumnOps(TableRef("s", "t"), OpKind.INSERT,
+                         (Column("id", FT.FIELD_TYPE_INTEGER),),
+                         (Column("b", FT.FIELD_TYPE_VARCHAR),), [list(range(n))],
+                         [["x" * 500] * n])
+
+    first = SqliteApplier(path)
+    first.apply_columns([batch_of(1)], [(1, 1)])  # the table exists: the rows fill the disk
+    first.close()
+    applier = CappedSqlite(path, cap=_page_count(path) + 2)
+    batch = batch_of(300)
+    with pytest.raises(OutOfSpaceError) as caught:
+        applier.apply_columns([batch], [(1, n) for n in range(1, 301)])
+    assert str(caught.value) == f"out of space: {path}"
+    applier.cap = 0
+    for conn in applier._connections:
+        conn.execute("PRAGMA max_page_count=1073741823")
+    assert applier.apply_columns([batch], [(1, n) for n in range(1, 301)]) == 300
+    assert len(applier.rows("t")) == 300
     applier.close()
 
 
