@@ -269,23 +269,32 @@ class _BindC(Protocol):
 _BIND = cast("_BindC | None", accel.load("gateway.appliers._sqlite_bind"))
 
 
-def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
-                     key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
-                     params: Sequence[Sequence[SqlValue]], path: str | None = None) -> None:
-    """``_execute_rows`` of the rows ``zip(*params)``: ``params`` holds each parameter of
-    ``sql`` as a column, all of one length. With ``path`` (the database ``conn`` is open on)
-    and the C accelerator, the statements of ``_execute``'s plan are bound and stepped in C
-    without the GIL, unless it declines a value (then this path runs, nothing done before)."""
+def _bind_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
+                  key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+                  params: Sequence[Sequence[SqlValue]], path: str) -> bool:
+    """``_execute_columns`` of ``params`` in C (``_sqlite_bind``): the statements of
+    ``_execute``'s plan bound and stepped without the GIL; False, with nothing done, when the
+    accelerator is not built, the batch is one ``_execute`` runs row by row (UPDATE, fewer
+    rows than its smallest statement of many), or a value is not one SQLite binds as it is.
+    ``params`` may be the batch's own values, unconverted: every value ``_db_value`` would
+    change (a Decimal, an int above 2**63 - 1) is one the accelerator declines."""
     width = len(params)
     count = len(params[0]) if params else 0
-    if _BIND is not None and path is not None and kind is not OpKind.UPDATE and width \
-            and count >= _MULTI_SIZES[-1]:
-        plan = [(sql if size == 1 else _multi_statement(kind, table, key_columns, columns, size),
-                 size, times)
-                for size, times in _multi_plan(count, _variable_limit(conn) // width)]
-        if _BIND.run(conn, path, plan, [c if type(c) is list else list(c) for c in params],
-                     count):
-            return
+    if _BIND is None or kind is OpKind.UPDATE or not width or count < _MULTI_SIZES[-1]:
+        return False
+    plan = [(sql if size == 1 else _multi_statement(kind, table, key_columns, columns, size),
+             size, times)
+            for size, times in _multi_plan(count, _variable_limit(conn) // width)]
+    return _BIND.run(conn, path, plan, [c if type(c) is list else list(c) for c in params],
+                     count)
+
+
+def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
+                     key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+                     params: Sequence[Sequence[SqlValue]]) -> None:
+    """``_execute_rows`` of the rows ``zip(*params)``: ``params`` holds each parameter of
+    ``sql`` as a column, all of one length."""
+    width = len(params)
     buffer: list[SqlValue] = []
 
     def flat(first: int, size: int) -> list[SqlValue]:
@@ -576,13 +585,18 @@ class SqliteApplier(Applier):
         sql = _statement(batch.kind, batch.table.name, batch.key_columns, batch.columns)
         if sql is None:
             return
+        kind, table = batch.kind, batch.table.name
+        if self._bind_path is not None and kind is not OpKind.UPDATE and _bind_columns(
+                conn, kind, table, batch.key_columns, batch.columns, sql,
+                batch.key if kind is OpKind.DELETE else [*batch.key, *batch.values],
+                self._bind_path):
+            return  # bound as they are: no value needed _db_value's conversion
         key = [_db_column(v, c.type) for c, v in zip(batch.key_columns, batch.key, strict=True)]
         values = [_db_column(v, c.type)
                   for c, v in zip(batch.columns, batch.values, strict=True)]
-        params = ([*values, *key] if batch.kind is OpKind.UPDATE
-                  else key if batch.kind is OpKind.DELETE else [*key, *values])
-        _execute_columns(conn, batch.kind, batch.table.name, batch.key_columns, batch.columns,
-                         sql, params, self._bind_path)
+        params = ([*values, *key] if kind is OpKind.UPDATE
+                  else key if kind is OpKind.DELETE else [*key, *values])
+        _execute_columns(conn, kind, table, batch.key_columns, batch.columns, sql, params)
 
     def _apply_run(self, conn: sqlite3.Connection, run: Sequence[RowOp],
                    created: dict[TableRef, set[str]]) -> None:
