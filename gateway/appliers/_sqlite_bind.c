@@ -12,8 +12,9 @@
  *   float as REAL, str as TEXT in UTF-8, bytes as BLOB, None as NULL) and the statements
  *   stepped with the GIL released: the applier's thread stops holding the interpreter
  *   while SQLite works, which the sqlite3 module does only around each step, not while it
- *   binds. The values are read (with the GIL) CHUNK_ROWS rows at a time, each chunk's
- *   statements run before the next is read: the copy stays small beside the columns.
+ *   binds. The values are read (with the GIL) a chunk of about CHUNK_VALUES values at a
+ *   time (whole statements' rows), each chunk's statements run before the next is read:
+ *   the copy stays small (1 MiB) whatever the table's width.
  *
  *   False, with nothing executed, when the call must take the Python path: a value of
  *   another type, an int outside SQLite's 64 bits, a str that is not UTF-8 encodable, a
@@ -202,9 +203,9 @@ typedef struct {
     sqlite3_stmt *st;
 } Step;
 
-/* Rows whose values are held as cells at once: the GIL is taken back between such chunks to
- * read the next one, so the copy stays small beside the column lists it is read from. */
-#define CHUNK_ROWS 4096
+/* Values held as cells at once: the GIL is taken back between such chunks to read the next
+ * one, so the copy stays small beside the column lists it is read from (16 bytes a value). */
+#define CHUNK_VALUES 65536
 
 typedef struct {
     int rc, extended;
@@ -305,7 +306,8 @@ static PyObject *run(PyObject *self, PyObject *args) {
             }
         }
     }
-    Py_ssize_t chunk = most > CHUNK_ROWS ? most : CHUNK_ROWS;
+    Py_ssize_t chunk = CHUNK_VALUES / width;  /* rows; at least one statement's */
+    if (chunk < most) chunk = most;
     cells = PyMem_Malloc((size_t)(chunk * width) * sizeof(Cell));
     if (!cells) {
         PyErr_NoMemory();

@@ -95,7 +95,7 @@ def test_the_c_binder_leaves_the_database_the_sqlite3_module_leaves(tmp_path_fac
 
 def test_a_batch_larger_than_a_chunk_of_the_binder_leaves_the_same_database(tmp_path,
                                                                              monkeypatch):
-    n = 10_007  # several chunks of 4,096 rows, then statements of 16 and of one row
+    n = 30_007  # chunks of 65,536 values (10,880 rows of six), then statements of 16 and 1
     keys = list(range(n))
     values = [[k if k % 3 else None for k in keys], [k / 7 for k in keys],
               [f"v{k % 50}" for k in keys], [bytes([k % 256]) for k in keys],
