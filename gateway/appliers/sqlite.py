@@ -269,6 +269,13 @@ class _BindC(Protocol):
 _BIND = cast("_BindC | None", accel.load("gateway.appliers._sqlite_bind"))
 
 
+def _params(kind: OpKind, key: Sequence[Sequence[SqlValue]],
+            values: Sequence[Sequence[SqlValue]]) -> list[Sequence[SqlValue]]:
+    """The columns of ``_statement(kind, ...)``'s parameters, in order (its docstring)."""
+    return ([*values, *key] if kind is OpKind.UPDATE
+            else list(key) if kind is OpKind.DELETE else [*key, *values])
+
+
 def _bind_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
                   key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
                   params: Sequence[Sequence[SqlValue]], path: str) -> bool:
@@ -278,15 +285,12 @@ def _bind_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
     rows than its smallest statement of many), or a value is not one SQLite binds as it is.
     ``params`` may be the batch's own values, unconverted: every value ``_db_value`` would
     change (a Decimal, an int above 2**63 - 1) is one the accelerator declines."""
-    width = len(params)
-    count = len(params[0]) if params else 0
-    if _BIND is None or kind is OpKind.UPDATE or not width or count < _MULTI_SIZES[-1]:
+    if _BIND is None:
         return False
-    plan = [(sql if size == 1 else _multi_statement(kind, table, key_columns, columns, size),
-             size, times)
-            for size, times in _multi_plan(count, _variable_limit(conn) // width)]
-    return _BIND.run(conn, path, plan, [c if type(c) is list else list(c) for c in params],
-                     count)
+    count = len(params[0]) if params else 0
+    plan = _statements(conn, kind, table, key_columns, columns, sql, count, len(params))
+    return plan is not None and _BIND.run(
+        conn, path, plan, [c if type(c) is list else list(c) for c in params], count)
 
 
 def _execute_columns(conn: sqlite3.Connection, kind: OpKind, table: str,
@@ -316,19 +320,33 @@ def _execute(conn: sqlite3.Connection, kind: OpKind, table: str,
     """Apply ``count`` rows of ``width`` parameters each: ``rows(start, end)`` gives rows
     ``start`` to ``end`` (excluded) as parameter sequences of ``sql``, ``flat(first, size)``
     the parameters of ``size`` rows from ``first`` one row after the other."""
-    if kind is OpKind.UPDATE or not width or count < _MULTI_SIZES[-1]:
+    plan = _statements(conn, kind, table, key_columns, columns, sql, count, width)
+    if plan is None:
         conn.executemany(sql, rows(0, count))
         return
     start = 0
-    for size, times in _multi_plan(count, _variable_limit(conn) // width):
+    for statement, size, times in plan:
         end = start + size * times
         if size == 1:
-            conn.executemany(sql, rows(start, end))
+            conn.executemany(statement, rows(start, end))
         else:
-            multi = _multi_statement(kind, table, key_columns, columns, size)
             for first in range(start, end, size):
-                conn.execute(multi, flat(first, size))
+                conn.execute(statement, flat(first, size))
         start = end
+
+
+def _statements(conn: sqlite3.Connection, kind: OpKind, table: str,
+                key_columns: tuple[Column, ...], columns: tuple[Column, ...], sql: str,
+                count: int, width: int) -> list[tuple[str, int, int]] | None:
+    """How ``_execute`` applies ``count`` rows of ``width`` parameters: ``(statement, rows,
+    times)`` in order -- ``times`` executions of ``statement``, each taking ``rows`` rows'
+    parameters one row after the other (``sql`` itself for one row) --, or None when it runs
+    ``sql`` row by row (an UPDATE, no parameters, fewer rows than a statement of many)."""
+    if kind is OpKind.UPDATE or not width or count < _MULTI_SIZES[-1]:
+        return None
+    return [(sql if size == 1 else _multi_statement(kind, table, key_columns, columns, size),
+             size, times)
+            for size, times in _multi_plan(count, _variable_limit(conn) // width)]
 
 
 def _variable_limit(conn: sqlite3.Connection) -> int:
@@ -586,17 +604,15 @@ class SqliteApplier(Applier):
         if sql is None:
             return
         kind, table = batch.kind, batch.table.name
-        if self._bind_path is not None and kind is not OpKind.UPDATE and _bind_columns(
+        if self._bind_path is not None and _bind_columns(
                 conn, kind, table, batch.key_columns, batch.columns, sql,
-                batch.key if kind is OpKind.DELETE else [*batch.key, *batch.values],
-                self._bind_path):
+                _params(kind, batch.key, batch.values), self._bind_path):
             return  # bound as they are: no value needed _db_value's conversion
         key = [_db_column(v, c.type) for c, v in zip(batch.key_columns, batch.key, strict=True)]
         values = [_db_column(v, c.type)
                   for c, v in zip(batch.columns, batch.values, strict=True)]
-        params = ([*values, *key] if kind is OpKind.UPDATE
-                  else key if kind is OpKind.DELETE else [*key, *values])
-        _execute_columns(conn, kind, table, batch.key_columns, batch.columns, sql, params)
+        _execute_columns(conn, kind, table, batch.key_columns, batch.columns, sql,
+                         _params(kind, key, values))
 
     def _apply_run(self, conn: sqlite3.Connection, run: Sequence[RowOp],
                    created: dict[TableRef, set[str]]) -> None:

@@ -72,9 +72,6 @@ static PyObject *value(const unsigned char *d, Py_ssize_t s, Py_ssize_t e, int c
     }
 }
 
-/* Appends the records (field 4) of the InsertStatement d[p:end] to the column lists, as `fill`
- * documents: the number of records, -1 when the row path must take the statement, -2 with an
- * error set. `codes` holds `ncols` field numbers, the first `nk` of them the key columns'. */
 /* A column's value as read from the record before, kept while its bytes repeat: the same
  * bytes give the same value, so the object made for the first row is appended again (values
  * are immutable) -- a column that repeats (a status, an origin, an epoch, the exception rows'
@@ -101,6 +98,9 @@ static PyObject *value_again(const unsigned char *d, Py_ssize_t s, Py_ssize_t e,
     return x;
 }
 
+/* Appends the records (field 4) of the InsertStatement d[p:end] to the column lists, as `fill`
+ * documents: the number of records, -1 when the row path must take the statement, -2 with an
+ * error set. `codes` holds `ncols` field numbers, the first `nk` of them the key columns'. */
 static Py_ssize_t fill_records(const unsigned char *d, Py_ssize_t p, Py_ssize_t end,
                                const int *codes, Py_ssize_t ncols, Py_ssize_t nk,
                                PyObject *key_lists, PyObject *val_lists, PyObject *seen) {
