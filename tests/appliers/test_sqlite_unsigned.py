@@ -65,10 +65,11 @@ def test_stored_unsigned_values_sort_by_value(db):
     assert keys == values
 
 
-def test_a_batch_of_many_rows_with_one_huge_value_is_stored_as_the_row_path_does(tmp_path):
-    """Statements of many rows (bound in C when the accelerator is built: it declines the
-    batch for the value above 2**63 - 1, which the sqlite3 module's path converts)."""
-    keys = [*range(40), 2**63 + 7]
+@pytest.mark.parametrize("keys", [HUGE, [*range(40), 2**63 + 7]], ids=["huge", "many-rows"])
+def test_the_column_path_stores_them_as_the_row_path_does(tmp_path, keys):
+    """``many-rows``: statements of many rows (bound in C when the accelerator is built: it
+    declines the batch for the value above 2**63 - 1, which the sqlite3 module's path
+    converts)."""
     rows, bulk = SqliteApplier(tmp_path / "rows.db"), SqliteApplier(tmp_path / "bulk.db")
     try:
         rows.apply([_op(OpKind.INSERT, k, k) for k in keys])
@@ -76,19 +77,6 @@ def test_a_batch_of_many_rows_with_one_huge_value_is_stored_as_the_row_path_does
                            [(1, 1)])
         assert rows.rows("big") == bulk.rows("big")
         assert _stored(bulk) == {k: k for k in keys}
-    finally:
-        rows.close()
-        bulk.close()
-
-
-def test_the_column_path_stores_them_as_the_row_path_does(tmp_path):
-    rows, bulk = SqliteApplier(tmp_path / "rows.db"), SqliteApplier(tmp_path / "bulk.db")
-    try:
-        rows.apply([_op(OpKind.INSERT, k, k) for k in HUGE])
-        bulk.apply_columns([ColumnOps(_T, OpKind.INSERT, _KEY, _VAL, [HUGE], [HUGE])],
-                           [(1, 1)])
-        assert rows.rows("big") == bulk.rows("big")
-        assert _stored(bulk) == {k: k for k in HUGE}
     finally:
         rows.close()
         bulk.close()
