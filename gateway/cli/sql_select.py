@@ -140,13 +140,14 @@ def _scan(client: GatewayClient, query: SelectQuery, fields: Sequence[tuple[str,
         start = start_parts + [_MIN_TEXT[t] for _, t in rest]
     elif not start_parts:
         start = None
-    n, taken, last = len(typed), 0, None
+    n, taken, last, after = len(typed), 0, None, False
     while True:
-        resp = client.scan(query.table, start=start, limit=_PAGE, consistency=consistency)
+        resp = client.scan(query.table, start=start, limit=_PAGE, consistency=consistency,
+                           start_after=after)
         for row in resp.rows:
             key = _key_of(row)
             if last is not None and key <= last:
-                continue  # the page began at the previous page's last row
+                continue  # a node older than start_after began at the previous last row
             last = key
             if list(key[:n]) != typed:
                 if tuple(key[:n]) > tuple(typed):
@@ -164,4 +165,4 @@ def _scan(client: GatewayClient, query: SelectQuery, fields: Sequence[tuple[str,
                 return
         if not resp.more or not resp.rows:
             return
-        start = list(resp.rows[-1].key_values)
+        start, after = list(resp.rows[-1].key_values), True

@@ -47,7 +47,15 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -299,12 +307,40 @@ class _Base:
         return [python_row(r.row) if r.found else None for r in resp.results]
 
     @staticmethod
-    def _scan_request(table: str, start: object, end: object, limit: int, consistency: str
-                      ) -> gateway_pb2.ScanRequest:
+    def _scan_request(table: str, start: object, end: object, limit: int, consistency: str,
+                      start_after: bool = False) -> gateway_pb2.ScanRequest:
+        if start_after and start is None:
+            raise ValueError("start_after: give start, the key the scan starts after")
         return gateway_pb2.ScanRequest(
             table=table, start_key=_key_values(start) if start is not None else [],
             end_key=_key_values(end) if end is not None else [], limit=limit,
-            consistency=CONSISTENCY[consistency])
+            consistency=CONSISTENCY[consistency], start_after=start_after)
+
+    @staticmethod
+    def _page_rows(req: gateway_pb2.ScanRequest, resp: gateway_pb2.ScanResponse
+                   ) -> Sequence[gateway_pb2.Row]:
+        """``resp``'s rows that are after ``req``'s start: all of them, but for a node older
+        than ``start_after``, which starts the page at the key it was asked to start after."""
+        rows = resp.rows
+        if req.start_after and rows and rows[0].key_values == req.start_key:
+            return rows[1:]
+        return rows
+
+    @staticmethod
+    def _next_page(req: gateway_pb2.ScanRequest, resp: gateway_pb2.ScanResponse) -> bool:
+        """Point ``req`` after ``resp``'s last row; False when ``resp`` was the last page."""
+        if not resp.more or not resp.rows:
+            return False
+        last = list(resp.rows[-1].key_values)
+        if req.start_after and list(req.start_key) == last:
+            raise GatewayError(grpc.StatusCode.INTERNAL,
+                               f"Scan of {req.table}: the node answered a page with no row "
+                               f"after the previous page's and said more: it cannot page "
+                               f"past that row (a node older than start_after?)")
+        del req.start_key[:]
+        req.start_key.extend(last)
+        req.start_after = True
+        return True
 
     @staticmethod
     def _subscribe_request(from_log_index: int, after_gtid: tuple[int, int] | None,
@@ -624,13 +660,32 @@ class GatewayClient(_Base):
         return self._found_rows(self.read_batch(table, keys, consistency))
 
     def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
-             consistency: str = "linearizable", timeout: float | None = None
-             ) -> gateway_pb2.ScanResponse:
-        """The rows of ``table`` with keys in ``[start, end)`` (``None``: unbounded; each a
-        value or a list of key values), at most ``limit`` (0: the node's page size)."""
-        req = self._scan_request(table, start, end, limit, consistency)
+             consistency: str = "linearizable", timeout: float | None = None,
+             start_after: bool = False) -> gateway_pb2.ScanResponse:
+        """One page: the rows of ``table`` with keys in ``[start, end)`` (``(start, end)``
+        with ``start_after``; ``None``: unbounded; each a value or a list of key values), at
+        most ``limit`` (0: the node's page size, 1,000) and at most what one response carries
+        (~4 MiB). ``more`` says the page stopped before the end: continue after its last
+        row's key with ``start_after=True``, or read every page with :meth:`scan_all`."""
+        req = self._scan_request(table, start, end, limit, consistency, start_after)
         return self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata),
                           timeout)
+
+    def scan_all(self, table: str, start: object = None, end: object = None, page: int = 0,
+                 consistency: str = "linearizable", timeout: float | None = None
+                 ) -> Iterator[gateway_pb2.Row]:
+        """Every row of ``table`` with keys in ``[start, end)``, in key order, page after page
+        (``page`` rows a call at most, 0: the node's page size); each page continues after
+        the previous page's last key. Each page is its own read at ``consistency``
+        (``timeout`` each): rows written while the scan runs are seen if their keys are
+        after the page being read, as with any paged scan."""
+        req = self._scan_request(table, start, end, page, consistency)
+        while True:
+            resp = self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata),
+                              timeout)
+            yield from self._page_rows(req, resp)
+            if not self._next_page(req, resp):
+                return
 
     def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
         """Status of the node currently targeted (no failover to another node)."""
@@ -935,12 +990,25 @@ class AsyncGatewayClient(_Base):
         return self._found_rows(await self.read_batch(table, keys, consistency))
 
     async def scan(self, table: str, start: object = None, end: object = None, limit: int = 0,
-                   consistency: str = "linearizable", timeout: float | None = None
-                   ) -> gateway_pb2.ScanResponse:
+                   consistency: str = "linearizable", timeout: float | None = None,
+                   start_after: bool = False) -> gateway_pb2.ScanResponse:
         """As :meth:`GatewayClient.scan`."""
-        req = self._scan_request(table, start, end, limit, consistency)
+        req = self._scan_request(table, start, end, limit, consistency, start_after)
         return await self._call(lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata),
                                 timeout)
+
+    async def scan_all(self, table: str, start: object = None, end: object = None,
+                       page: int = 0, consistency: str = "linearizable",
+                       timeout: float | None = None) -> AsyncIterator[gateway_pb2.Row]:
+        """As :meth:`GatewayClient.scan_all` (iterated with ``async for``)."""
+        req = self._scan_request(table, start, end, page, consistency)
+        while True:
+            resp = await self._call(
+                lambda s, t: s.Scan(req, timeout=t, metadata=self._metadata), timeout)
+            for row in self._page_rows(req, resp):
+                yield row
+            if not self._next_page(req, resp):
+                return
 
     async def status(self, timeout: float | None = None) -> gateway_pb2.StatusResponse:
         """As :meth:`GatewayClient.status`."""

@@ -146,20 +146,22 @@ class ReadResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., row: _Optional[_Union[Row, _Mapping]] = ..., applied_index: _Optional[int] = ...) -> None: ...
 
 class ScanRequest(_message.Message):
-    __slots__ = ("table", "start_key", "end_key", "limit", "consistency", "shared_shape")
+    __slots__ = ("table", "start_key", "end_key", "limit", "consistency", "shared_shape", "start_after")
     TABLE_FIELD_NUMBER: _ClassVar[int]
     START_KEY_FIELD_NUMBER: _ClassVar[int]
     END_KEY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
     SHARED_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
     table: str
     start_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
     end_key: _containers.RepeatedCompositeFieldContainer[_value_pb2.Value]
     limit: int
     consistency: Consistency
     shared_shape: bool
-    def __init__(self, table: _Optional[str] = ..., start_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., end_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., limit: _Optional[int] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., shared_shape: _Optional[bool] = ...) -> None: ...
+    start_after: bool
+    def __init__(self, table: _Optional[str] = ..., start_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., end_key: _Optional[_Iterable[_Union[_value_pb2.Value, _Mapping]]] = ..., limit: _Optional[int] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., shared_shape: _Optional[bool] = ..., start_after: _Optional[bool] = ...) -> None: ...
 
 class RowShape(_message.Message):
     __slots__ = ("table", "key_fields", "fields")

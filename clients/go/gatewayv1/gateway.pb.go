@@ -812,7 +812,11 @@ type ScanRequest struct {
 	Limit       uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 1000; at most 10000
 	Consistency Consistency            `protobuf:"varint,5,opt,name=consistency,proto3,enum=gateway.v1.Consistency" json:"consistency,omitempty"`
 	// Send the rows' shared table and columns once, in ScanResponse.shape, not in every row.
-	SharedShape   bool `protobuf:"varint,6,opt,name=shared_shape,json=sharedShape,proto3" json:"shared_shape,omitempty"`
+	SharedShape bool `protobuf:"varint,6,opt,name=shared_shape,json=sharedShape,proto3" json:"shared_shape,omitempty"`
+	// start_key is exclusive: the scan begins after that key. A scan whose response had
+	// `more` continues with start_key = its last row's key and start_after set: every page
+	// makes progress, however few rows the response's size let through.
+	StartAfter    bool `protobuf:"varint,7,opt,name=start_after,json=startAfter,proto3" json:"start_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -889,6 +893,13 @@ func (x *ScanRequest) GetSharedShape() bool {
 	return false
 }
 
+func (x *ScanRequest) GetStartAfter() bool {
+	if x != nil {
+		return x.StartAfter
+	}
+	return false
+}
+
 // RowShape is what the rows of one table have in common: Row's fields 1, 2 and 4 with the
 // same numbers (a row's metadata bytes are a RowShape).
 type RowShape struct {
@@ -952,10 +963,11 @@ func (x *RowShape) GetFields() []*FieldMetadata {
 }
 
 type ScanResponse struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Rows         []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
-	More         bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // the limit stopped the scan; continue after the last row
-	AppliedIndex uint64                 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rows  []*Row                 `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	More  bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // the limit stopped the scan; continue after the last row
+	// (ScanRequest.start_after)
+	AppliedIndex uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// Set only for a request with shared_shape: the first row's table, key_fields and fields.
 	// A row with none of the three set has this shape (each row whose own shape is the same
 	// leaves it out); a row with any of them set has its own, whole.
@@ -3775,14 +3787,16 @@ const file_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fReadResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12!\n" +
 	"\x03row\x18\x02 \x01(\v2\x0f.gateway.v1.RowR\x03row\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xf3\x01\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x94\x02\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12.\n" +
 	"\tstart_key\x18\x02 \x03(\v2\x11.gateway.v1.ValueR\bstartKey\x12*\n" +
 	"\aend_key\x18\x03 \x03(\v2\x11.gateway.v1.ValueR\x06endKey\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x129\n" +
 	"\vconsistency\x18\x05 \x01(\x0e2\x17.gateway.v1.ConsistencyR\vconsistency\x12!\n" +
-	"\fshared_shape\x18\x06 \x01(\bR\vsharedShape\"\xa8\x01\n" +
+	"\fshared_shape\x18\x06 \x01(\bR\vsharedShape\x12\x1f\n" +
+	"\vstart_after\x18\a \x01(\bR\n" +
+	"startAfter\"\xa8\x01\n" +
 	"\bRowShape\x12/\n" +
 	"\x05table\x18\x01 \x01(\v2\x19.gateway.v1.TableMetadataR\x05table\x128\n" +
 	"\n" +

@@ -5,7 +5,9 @@
 A key value given as text for a non-text key column is converted to the column's type
 (``gateway get shop.items 1``); then every key value must be valid for its key column exactly
 as in a write. A table never written has no rows. A scan stops before a response clients
-cannot receive (:data:`SCAN_RESPONSE_BYTES`) and says ``more``; a read batch whose rows would
+cannot receive (:data:`SCAN_RESPONSE_BYTES`) and says ``more``: the caller continues after
+its last row (``start_after``: the start key exclusive, so a page of one big row still moves
+on -- an inclusive start at the last key would read that row again); a read batch whose rows would
 not fit in such a response fails naming the key where it overflowed. Errors are raised
 (``InvalidRequest``, the node's errors); the servicer maps them to the call's status.
 
@@ -220,6 +222,8 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
     limit = request.limit or 1000
     if limit > 10000:
         raise InvalidRequest("limit", "at most 10000")
+    if request.start_after and not request.start_key:
+        raise InvalidRequest("start_after", "give start_key: the key the scan starts after")
     await read_point(node, request.consistency, deadline)
     sm = node.sm
     shape = sm.schemas.get(f"{schema}.{table}")  # after the read point
@@ -234,7 +238,7 @@ async def scan(node: ServedNode, request: gateway_pb2.ScanRequest, deadline: flo
     # With ``shared_shape`` the rows' common table and columns go once, in ``shape``.
     rows, _, more, common = row_reads.scan_rows_framed(
         sm.store, schema, table, start, end, read_wire.SCAN_ROWS_KEY, limit,
-        SCAN_RESPONSE_BYTES, request.shared_shape)
+        SCAN_RESPONSE_BYTES, request.shared_shape, request.start_after)
     return read_wire.scan_response_framed(rows, more, sm.applied_index, common)
 
 

@@ -54,10 +54,11 @@ ROW_SHAPE_FIELDS = bytes((W.ROW_TABLE, W.ROW_KEY_FIELDS, W.ROW_FIELDS))
 
 def scan_rows_framed(store: LSMStore, schema: str, table: str,
                      start: Sequence[value_pb2.Value], end: Sequence[value_pb2.Value],
-                     field_key: bytes, limit: int, max_bytes: int, shared_shape: bool = False
-                     ) -> tuple[bytes, int, bool, bytes | None]:
-    """The stored rows of one table with ``start <= key < end`` (empty lists are open ends)
-    in key order, serialized ``Row`` messages framed as the repeated message field of
+                     field_key: bytes, limit: int, max_bytes: int, shared_shape: bool = False,
+                     after: bool = False) -> tuple[bytes, int, bool, bytes | None]:
+    """The stored rows of one table with ``start <= key < end`` (``start < key`` with
+    ``after``; empty lists are open ends) in key order, serialized ``Row`` messages framed
+    as the repeated message field of
     one-byte key ``field_key`` (a ``ScanResponse``'s rows): ``(framed, count, more, shape)``,
     at most ``limit`` rows and within ``max_bytes`` as ``LSMStore.scan_framed`` counts them.
 
@@ -67,6 +68,10 @@ def scan_rows_framed(store: LSMStore, schema: str, table: str,
     there is no row or a row could not be told apart (every row whole then)."""
     prefix = keys.table_prefix(schema, table)
     lo = prefix + keys.encode_key(start)
+    if after and start:
+        # the smallest byte string above the start's encoding: every key the encoding
+        # orders after ``start`` (a longer key it begins included) is at or above it
+        lo += b"\x00"
     hi = prefix + keys.encode_key(end) if end else prefix_end(prefix)
     return store.scan_framed(lo, hi, field_key, limit, max_bytes,
                              ROW_SHAPE_FIELDS if shared_shape else b"")

@@ -214,6 +214,12 @@ export interface ScanRequest {
   consistency: Consistency;
   /** Send the rows' shared table and columns once, in ScanResponse.shape, not in every row. */
   sharedShape: boolean;
+  /**
+   * start_key is exclusive: the scan begins after that key. A scan whose response had
+   * `more` continues with start_key = its last row's key and start_after set: every page
+   * makes progress, however few rows the response's size let through.
+   */
+  startAfter: boolean;
 }
 
 /**
@@ -230,6 +236,7 @@ export interface ScanResponse {
   rows: Row[];
   /** the limit stopped the scan; continue after the last row */
   more: boolean;
+  /** (ScanRequest.start_after) */
   appliedIndex: bigint;
   /**
    * Set only for a request with shared_shape: the first row's table, key_fields and fields.
@@ -2024,7 +2031,7 @@ export const ReadResponse: MessageFns<ReadResponse> = {
 };
 
 function createBaseScanRequest(): ScanRequest {
-  return { table: "", startKey: [], endKey: [], limit: 0, consistency: 0, sharedShape: false };
+  return { table: "", startKey: [], endKey: [], limit: 0, consistency: 0, sharedShape: false, startAfter: false };
 }
 
 export const ScanRequest: MessageFns<ScanRequest> = {
@@ -2046,6 +2053,9 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     }
     if (message.sharedShape !== false) {
       writer.uint32(48).bool(message.sharedShape);
+    }
+    if (message.startAfter !== false) {
+      writer.uint32(56).bool(message.startAfter);
     }
     return writer;
   },
@@ -2111,6 +2121,14 @@ export const ScanRequest: MessageFns<ScanRequest> = {
             message.sharedShape = reader.bool();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.startAfter = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2143,6 +2161,11 @@ export const ScanRequest: MessageFns<ScanRequest> = {
         : isSet(object.shared_shape)
         ? globalThis.Boolean(object.shared_shape)
         : false,
+      startAfter: isSet(object.startAfter)
+        ? globalThis.Boolean(object.startAfter)
+        : isSet(object.start_after)
+        ? globalThis.Boolean(object.start_after)
+        : false,
     };
   },
 
@@ -2166,6 +2189,9 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     if (message.sharedShape !== false) {
       obj.sharedShape = message.sharedShape;
     }
+    if (message.startAfter !== false) {
+      obj.startAfter = message.startAfter;
+    }
     return obj;
   },
 
@@ -2180,6 +2206,7 @@ export const ScanRequest: MessageFns<ScanRequest> = {
     message.limit = object.limit ?? 0;
     message.consistency = object.consistency ?? 0;
     message.sharedShape = object.sharedShape ?? false;
+    message.startAfter = object.startAfter ?? false;
     return message;
   },
 };
