@@ -30,9 +30,9 @@ def _config(path: Path, role: str, channel: str, sources: list[str]) -> str:
 
 def _rows(api: str, table: str = "shop.items") -> dict:
     with GatewayClient(api, timeout=10) as c:
-        resp = c.scan(table, consistency="stale")
         return {tuple(v.SerializeToString() for v in r.key_values):
-                tuple(v.SerializeToString() for v in r.values) for r in resp.rows}
+                tuple(v.SerializeToString() for v in r.values)
+                for r in c.scan_all(table, consistency="stale")}
 
 
 _SHOWN = ("max_replicated_epoch", "last_conflict_epoch", "trans_reject_count",

@@ -74,8 +74,8 @@ class _Node:
 
     def rows(self, table: str) -> dict:
         with self.client() as c:
-            resp = c.scan(table, consistency="stale")
-        return {tuple(v.int_value for v in r.key_values): list(r.values) for r in resp.rows}
+            return {tuple(v.int_value for v in r.key_values): list(r.values)
+                    for r in c.scan_all(table, consistency="stale")}
 
 
 def _wait(pred: Callable[[], bool], what: str, timeout: float = 60.0) -> None:

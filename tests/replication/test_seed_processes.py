@@ -42,19 +42,14 @@ class SeedCluster(ProcCluster):
                        for i in range(1, self.n + 1))
 
     def rows(self, i: int, table: str) -> dict:
-        """Every row of ``table`` on node ``i`` (paged: a scan answers one page)."""
+        """Every row of ``table`` on node ``i`` (all pages)."""
         out: dict = {}
-        start = None
         with self.client(i) as c:
-            while True:
-                resp = c.scan(table, start=start, limit=1000, consistency="stale")
-                for r in resp.rows:
-                    out[r.key_values[0].int_value] = (
-                        r.values[0].string_value, r.author, r.gtid.server_id,
-                        r.gtid.trans_id, r.commit_timestamp_ns, r.epoch, r.log_index)
-                if len(resp.rows) < 1000:
-                    return out
-                start = resp.rows[-1].key_values[0].int_value + 1
+            for r in c.scan_all(table, consistency="stale"):
+                out[r.key_values[0].int_value] = (
+                    r.values[0].string_value, r.author, r.gtid.server_id,
+                    r.gtid.trans_id, r.commit_timestamp_ns, r.epoch, r.log_index)
+        return out
 
     def seed_line(self) -> str:
         try:
