@@ -393,6 +393,20 @@ func StartKey(key any) ScanOption {
 	})
 }
 
+// StartAfter starts a scan after key (exclusive): a value, a []any of key values, or a row's
+// KeyValues. A scan whose response had More continues with StartAfter(the last row's
+// KeyValues): every page moves on, however few rows the response's size let through.
+func StartAfter(key any) ScanOption {
+	return scanFunc(func(s *scanRequest) {
+		if kv, ok := key.([]*pb.Value); ok {
+			s.req.StartKey, s.req.StartAfter = kv, true
+			return
+		}
+		v, err := keyValues(key)
+		s.req.StartKey, s.req.StartAfter, s.err = v, true, errors.Join(s.err, err)
+	})
+}
+
 // EndKey ends a scan before key (exclusive).
 func EndKey(key any) ScanOption {
 	return scanFunc(func(s *scanRequest) {
@@ -461,7 +475,8 @@ func (c *Client) ReadBatch(ctx context.Context, table string, keys []any, opts .
 }
 
 // Scan reads rows of table in key order (StartKey <= key < EndKey); More is set when the
-// limit stopped it (continue with StartKey after the last row). Rows of one shape share their
+// limit or the response's size stopped it (continue with StartAfter(the last row's
+// KeyValues)). Rows of one shape share their
 // Table, KeyFields and Fields (sent once per response): read them, do not change them in
 // place.
 func (c *Client) Scan(ctx context.Context, table string, opts ...ScanOption) (*pb.ScanResponse, error) {

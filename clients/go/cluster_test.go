@@ -185,6 +185,34 @@ func TestWriteBatchResultsInOrderAndScanInKeyOrder(t *testing.T) {
 	if len(limited.GetRows()) > 2 || (len(limited.GetRows()) == 2 && !limited.GetMore()) {
 		t.Fatalf("limit 2: %d rows, more=%v", len(limited.GetRows()), limited.GetMore())
 	}
+	// pages of 2, each after the last key of the one before: every row once, in order
+	var paged []int64
+	page, err := c.Scan(ctx, tbl, gateway.Limit(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		for _, r := range page.GetRows() {
+			paged = append(paged, gateway.RowOf(r)["id"].(int64))
+		}
+		if !page.GetMore() {
+			break
+		}
+		last := page.GetRows()[len(page.GetRows())-1].GetKeyValues()
+		if page, err = c.Scan(ctx, tbl, gateway.StartAfter(last), gateway.Limit(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(paged) != "[1 2 3 4 5]" {
+		t.Fatalf("paged ids = %v", paged)
+	}
+	after, err := c.Scan(ctx, tbl, gateway.StartAfter(int64(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.GetRows()) != 2 || gateway.RowOf(after.GetRows()[0])["id"].(int64) != 4 {
+		t.Fatalf("after 3: %v", after.GetRows())
+	}
 }
 
 func TestTheSameIdempotencyKeyAppliesOnce(t *testing.T) {

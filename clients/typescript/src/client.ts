@@ -35,7 +35,7 @@ import {
   type SchemaHistoryResponse,
   type ShowTableResponse,
 } from "./gen/gateway/v1/schema";
-import type { FieldType } from "./gen/gateway/v1/value";
+import type { FieldType, Value } from "./gen/gateway/v1/value";
 import type { Statement } from "./gen/gateway/v1/statement";
 import { GatewayError, WriteBatchError } from "./errors";
 import type { Condition } from "./gen/gateway/v1/transaction";
@@ -80,6 +80,12 @@ export interface ReadOptions {
 export interface ScanOptions extends ReadOptions {
   /** First key (inclusive). */
   start?: KeyInput;
+  /**
+   * Start after this key (exclusive; instead of `start`): a key, or a row's `keyValues`. A scan
+   * whose response had `more` continues with `startAfter` = its last row's `keyValues`: every
+   * page moves on, however few rows the response's size let through.
+   */
+  startAfter?: KeyInput | Value[];
   /** End key (exclusive). */
   end?: KeyInput;
   /** Row limit: 0 = the server's 1000; at most 10 000. */
@@ -299,15 +305,25 @@ export class GatewayClient {
     return resp.results.map((r) => (r.found && r.row ? rowOf(r.row) : undefined));
   }
 
-  /** Rows with start <= key < end in key order; `more` when the limit stopped the scan. */
+  /**
+   * Rows with start <= key < end (startAfter < key < end) in key order; `more` when the limit
+   * or the response's size stopped the scan (continue with `startAfter`).
+   */
   async scan(table: string, opts: ScanOptions = {}): Promise<ScanResponse> {
+    if (opts.start !== undefined && opts.startAfter !== undefined) {
+      throw new TypeError("scan: give start or startAfter, not both");
+    }
+    const after = opts.startAfter;
     const req = {
       table,
-      startKey: opts.start === undefined ? [] : keyValues(opts.start),
+      startKey:
+        after !== undefined ? (isValues(after) ? after : keyValues(after))
+        : opts.start === undefined ? [] : keyValues(opts.start),
       endKey: opts.end === undefined ? [] : keyValues(opts.end),
       limit: opts.limit ?? 0,
       consistency: CONSISTENCY[opts.consistency ?? "linearizable"],
       sharedShape: false, // whole rows, each with its table and columns
+      startAfter: after !== undefined,
     };
     return this.call((s) => s.scan, req, opts.timeoutMs);
   }
@@ -462,4 +478,13 @@ function positive(v: number, what: string): number {
     throw new RangeError(`${what}: must be positive`);
   }
   return v;
+}
+
+/** Whether `key` is key values as a row holds them (`Row.keyValues`), not key input. */
+function isValues(key: KeyInput | Value[]): key is Value[] {
+  return (
+    Array.isArray(key) &&
+    key.length > 0 &&
+    key.every((k) => typeof k === "object" && k !== null && !Buffer.isBuffer(k) && "kind" in k)
+  );
 }

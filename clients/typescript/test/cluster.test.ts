@@ -87,6 +87,20 @@ test("writeBatch results are in order and scan is in key order", async () => {
   assert.equal(scan.more, false);
   const limited = await c.scan(t, { limit: 2, consistency: "stale" });
   assert.ok(limited.rows.length <= 2);
+  // pages of 2, each after the last key of the one before: every row once, in order
+  const paged: unknown[] = [];
+  let page = await c.scan(t, { limit: 2 });
+  for (;;) {
+    paged.push(...page.rows.map((r) => rowOf(r).id));
+    if (!page.more) break;
+    page = await c.scan(t, { limit: 2, startAfter: page.rows[page.rows.length - 1].keyValues });
+  }
+  assert.deepEqual(paged, [1n, 2n, 3n, 4n, 5n]);
+  const after = await c.scan(t, { startAfter: 3 });
+  assert.deepEqual(
+    after.rows.map((r) => rowOf(r).id),
+    [4n, 5n],
+  );
 });
 
 test("the same idempotency key applies once", async () => {

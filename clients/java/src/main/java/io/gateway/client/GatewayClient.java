@@ -29,6 +29,7 @@ import io.gateway.v1.SchemaHistoryResponse;
 import io.gateway.v1.ShowTableRequest;
 import io.gateway.v1.ShowTableResponse;
 import io.gateway.v1.WriteResult;
+import io.gateway.v1.Value;
 import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
 import io.grpc.ClientInterceptors;
@@ -472,6 +473,30 @@ public final class GatewayClient implements AutoCloseable {
         .setConsistency(consistency);
     if (start != null) {
       b.addAllStartKey(Rows.keyValues(start));
+    }
+    if (end != null) {
+      b.addAllEndKey(Rows.keyValues(end));
+    }
+    ScanRequest req = b.build();
+    return call(s -> s.scan(req));
+  }
+
+  /**
+   * Rows with {@code after < key < end} in key order ({@code end} {@code null} = open): a scan
+   * whose response had {@code more} continues with {@code after} = its last row's
+   * {@code getKeyValuesList()} (or any key, as in {@link #read}); every page moves on, however
+   * few rows the response's size let through.
+   */
+  public ScanResponse scanAfter(String table, Object after, Object end, int limit, Consistency consistency) {
+    if (after == null) {
+      throw new IllegalArgumentException("scanAfter: give the key the scan starts after");
+    }
+    ScanRequest.Builder b = ScanRequest.newBuilder().setTable(table).setLimit(limit)
+        .setConsistency(consistency).setStartAfter(true);
+    if (after instanceof List<?> l && !l.isEmpty() && l.stream().allMatch(v -> v instanceof Value)) {
+      l.forEach(v -> b.addStartKey((Value) v));
+    } else {
+      b.addAllStartKey(Rows.keyValues(after));
     }
     if (end != null) {
       b.addAllEndKey(Rows.keyValues(end));

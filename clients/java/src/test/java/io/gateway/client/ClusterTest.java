@@ -23,6 +23,7 @@ import io.gateway.v1.ScanResponse;
 import io.gateway.v1.Statement;
 import io.gateway.v1.WriteRequest;
 import io.gateway.v1.WriteResult;
+import io.gateway.v1.Value;
 import io.grpc.Status;
 import java.math.BigDecimal;
 import java.time.Duration;
@@ -207,6 +208,22 @@ class ClusterTest {
     ScanResponse limited = c.scan(t, null, null, 2, Consistency.CONSISTENCY_STALE);
     assertTrue(limited.getRowsCount() <= 2);
     assertEquals(5, c.scan(t).getRowsCount());
+    // pages of 2, each after the last key of the one before: every row once, in order
+    List<Object> paged = new ArrayList<>();
+    ScanResponse page = c.scan(t, null, null, 2, Consistency.CONSISTENCY_LINEARIZABLE);
+    while (true) {
+      page.getRowsList().forEach(row -> paged.add(Rows.rowOf(row).get("id")));
+      if (!page.getMore()) {
+        break;
+      }
+      List<Value> last = page.getRows(page.getRowsCount() - 1).getKeyValuesList();
+      page = c.scanAfter(t, last, null, 2, Consistency.CONSISTENCY_LINEARIZABLE);
+    }
+    assertEquals(List.of(1L, 2L, 3L, 4L, 5L), paged);
+    List<Object> after = new ArrayList<>();
+    c.scanAfter(t, 3L, null, 0, Consistency.CONSISTENCY_LINEARIZABLE).getRowsList()
+        .forEach(row -> after.add(Rows.rowOf(row).get("id")));
+    assertEquals(List.of(4L, 5L), after);
   }
 
   @Test
