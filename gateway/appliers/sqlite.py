@@ -593,7 +593,8 @@ class SqliteApplier(Applier):
 
     def _apply_batch(self, conn: sqlite3.Connection, batch: ColumnOps,
                      created: dict[TableRef, set[str]]) -> None:
-        """The statements of ``_apply_one`` for every row of ``batch``, by ``executemany``."""
+        """The statements of ``_apply_one`` for every row of ``batch``: bound and stepped in C
+        (``_bind_columns``) when it takes the values as they are, else by ``executemany``."""
         if batch.kind not in (OpKind.INSERT, OpKind.UPSERT, OpKind.UPDATE, OpKind.DELETE):
             raise UnsupportedOperationError(f"{batch.kind.name} operations cannot be applied "
                                             f"column by column")
