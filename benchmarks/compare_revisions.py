@@ -40,6 +40,15 @@ _LOWER_IS_BETTER = (
 )
 
 
+def lower_is_better(key: str, timed: set[str]) -> bool:
+    """Whether figure ``key`` (``label :: column``) is a cost: its value carried a time or
+    size unit (``timed``), or its column -- its label, for an unnamed column ``[i]`` -- names
+    one (``_LOWER_IS_BETTER``)."""
+    column = key.rsplit(" :: ", 1)[-1].lower()
+    named = column if column[:1] != "[" else key.lower()
+    return key in timed or any(w in named for w in _LOWER_IS_BETTER)
+
+
 def figures(output: str, timed: set[str] | None = None) -> dict[str, float]:
     """Every ``label :: column`` -> value found in ``output`` (see the module docstring);
     ``timed`` (when given) gets the figures whose value carried a time or size unit, which
@@ -131,9 +140,7 @@ def main() -> None:
         b = statistics.median(r[k] for r in base_runs)
         n = statistics.median(r[k] for r in new_runs)
         ratio = n / b if b else float("nan")
-        column = k.rsplit(" :: ", 1)[-1].lower()
-        lower_better = k in timed or any(w in (column if column[:1] != "[" else k.lower())
-                                         for w in _LOWER_IS_BETTER)
+        lower_better = lower_is_better(k, timed)
         bad = ratio > 1 + args.tolerance if lower_better else ratio < 1 - args.tolerance
         worse += bad
         print(f"| {k} | {b:,.4g} | {n:,.4g} | {ratio:.3f} | {'WORSE' if bad else ''} |")

@@ -45,7 +45,7 @@ def test_a_run_prints_sqlite_alone_and_the_ratio_beside_the_applier(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     head, _, line = done.stdout.strip().splitlines()[-3:]
-    assert "SQLite alone CPU us/row" in head and "applier / SQLite alone" in head
+    assert "SQLite alone CPU us/row" in head and "applier cost / SQLite alone" in head
     assert line.startswith("| 2 row(s) of 10 B per transaction |")
     ratio = line.rstrip(" |").rsplit("|", 1)[-1].strip()
     assert ratio.endswith("x") and float(ratio[:-1]) > 0

@@ -59,3 +59,15 @@ def test_values_with_a_time_or_size_unit_are_marked_lower_is_better():
                           "| 2 x 1 | 9.0 us | 1,200 | 300 MiB |\n", timed)
     assert out == {"2 x 1 :: median": 9.0, "2 x 1 :: rows/s": 1200.0, "2 x 1 :: RSS": 300.0}
     assert timed == {"2 x 1 :: median", "2 x 1 :: RSS"}
+
+
+def test_a_cost_ratio_falling_is_better_and_a_rate_falling_is_worse():
+    """``applier cost / SQLite alone`` (bench_applier_feed) is a ratio of two costs: it
+    falling is an improvement; a rate's column (rows/s) falling is not."""
+    out = compare.figures(
+        "| feed | CPU us/row | SQLite alone CPU us/row | applier cost / SQLite alone |\n"
+        "|---|---|---|---|\n| 2 row(s) | 1.5 | 0.5 | 3.00x |\n")
+    key = "2 row(s) :: applier cost / SQLite alone"
+    assert out[key] == 3.0
+    assert compare.lower_is_better(key, set())
+    assert not compare.lower_is_better("gateway / Write :: rows/s", set())
