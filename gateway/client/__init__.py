@@ -31,7 +31,8 @@ Many concurrent callers (threads on ``GatewayClient``, tasks on ``AsyncGatewayCl
 own outcome (:mod:`gateway.client.coalesce`); off by default.
 
 ``AsyncGatewayClient`` has every method of ``GatewayClient``, with the same parameters, as
-coroutines (``subscribe`` returns :class:`AsyncChangeEvents`, iterated with ``async for``);
+coroutines (``subscribe`` returns :class:`AsyncChangeEvents` and ``scan_all`` is an async
+generator, both iterated with ``async for``);
 both build requests and read responses through the shared ``_Base`` helpers, so the two faces
 cannot drift (as httpx keeps ``Client`` and ``AsyncClient``).
 

@@ -34,9 +34,11 @@ def test_the_async_client_has_every_method_of_the_sync_client_with_the_same_para
         sync = inspect.signature(getattr(GatewayClient, name))
         asyn = inspect.signature(getattr(AsyncGatewayClient, name))
         assert sync.parameters == asyn.parameters, name
-    # every call of the async client is awaitable, except the streams it opens
-    for name in _public(AsyncGatewayClient) - {"stream", "subscribe"}:
+    # every call of the async client is awaitable, except the streams it opens and the
+    # pages it reads (``async for``)
+    for name in _public(AsyncGatewayClient) - {"stream", "subscribe", "scan_all"}:
         assert inspect.iscoroutinefunction(getattr(AsyncGatewayClient, name)), name
+    assert inspect.isasyncgenfunction(AsyncGatewayClient.scan_all)
 
 
 def test_both_faces_build_the_same_requests():
