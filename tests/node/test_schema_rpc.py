@@ -94,9 +94,14 @@ def test_ddl_through_sql_and_rpc_is_replicated_checked_refused_and_kept(tmp_path
             # an undeclared table: its first write is its implicit version 1
             await asyncio.to_thread(lambda: c.write(
                 [row_insert("shop.logs", {"id": 1}, {"text": "x"})]))
+            # SchemaHistory reads this node's store (schema_service): the write was
+            # forwarded and acknowledged once the leader applied it, so this follower may
+            # not have yet; a linearizable read here returns once it has
+            await asyncio.to_thread(lambda: c.read("shop.logs", 1))
             out = await asyncio.to_thread(_cli, "schema", "history", "shop.logs", "--target",
                                           api, "--token", "r")
-            assert out.exit_code == 0 and "version 1\timplicit create (id, text)" in out.output
+            assert out.exit_code == 0 and "version 1\timplicit create (id, text)" in out.output, \
+                out.output
 
             # tokens: none is refused, a read token may not change a definition
             anonymous = GatewayClient(api, timeout=5)
