@@ -140,29 +140,21 @@ def _scan(client: GatewayClient, query: SelectQuery, fields: Sequence[tuple[str,
         start = start_parts + [_MIN_TEXT[t] for _, t in rest]
     elif not start_parts:
         start = None
-    n, taken, last, after = len(typed), 0, None, False
-    while True:
-        resp = client.scan(query.table, start=start, limit=_PAGE, consistency=consistency,
-                           start_after=after)
-        for row in resp.rows:
-            key = _key_of(row)
-            if last is not None and key <= last:
-                continue  # a node older than start_after began at the previous last row
-            last = key
-            if list(key[:n]) != typed:
-                if tuple(key[:n]) > tuple(typed):
-                    return  # past the prefix: key order, nothing further matches
-                continue
-            if lower is not None and (key[n] < lower[0] or (key[n] == lower[0]
-                                                             and not lower[1])):
-                continue
-            if upper is not None and (key[n] > upper[0] or (key[n] == upper[0]
-                                                             and not upper[1])):
-                return
-            yield row
-            taken += 1
-            if query.limit is not None and taken >= query.limit:
-                return
-        if not resp.more or not resp.rows:
+    n, taken = len(typed), 0
+    # every page after the one before (``scan_all``: a page of one big row still moves on)
+    for row in client.scan_all(query.table, start=start, page=_PAGE, consistency=consistency):
+        key = _key_of(row)
+        if list(key[:n]) != typed:
+            if tuple(key[:n]) > tuple(typed):
+                return  # past the prefix: key order, nothing further matches
+            continue
+        if lower is not None and (key[n] < lower[0] or (key[n] == lower[0]
+                                                         and not lower[1])):
+            continue
+        if upper is not None and (key[n] > upper[0] or (key[n] == upper[0]
+                                                         and not upper[1])):
             return
-        start, after = list(resp.rows[-1].key_values), True
+        yield row
+        taken += 1
+        if query.limit is not None and taken >= query.limit:
+            return
