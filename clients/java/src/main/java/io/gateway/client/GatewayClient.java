@@ -469,13 +469,9 @@ public final class GatewayClient implements AutoCloseable {
    * {@link #read}); {@code limit} 0 = 1000, at most 10000; {@code more} when it stopped the scan.
    */
   public ScanResponse scan(String table, Object start, Object end, int limit, Consistency consistency) {
-    ScanRequest.Builder b = ScanRequest.newBuilder().setTable(table).setLimit(limit)
-        .setConsistency(consistency);
+    ScanRequest.Builder b = scanRequest(table, end, limit, consistency);
     if (start != null) {
       b.addAllStartKey(Rows.keyValues(start));
-    }
-    if (end != null) {
-      b.addAllEndKey(Rows.keyValues(end));
     }
     ScanRequest req = b.build();
     return call(s -> s.scan(req));
@@ -491,18 +487,24 @@ public final class GatewayClient implements AutoCloseable {
     if (after == null) {
       throw new IllegalArgumentException("scanAfter: give the key the scan starts after");
     }
-    ScanRequest.Builder b = ScanRequest.newBuilder().setTable(table).setLimit(limit)
-        .setConsistency(consistency).setStartAfter(true);
+    ScanRequest.Builder b = scanRequest(table, end, limit, consistency).setStartAfter(true);
     if (after instanceof List<?> l && !l.isEmpty() && l.stream().allMatch(v -> v instanceof Value)) {
       l.forEach(v -> b.addStartKey((Value) v));
     } else {
       b.addAllStartKey(Rows.keyValues(after));
     }
+    ScanRequest req = b.build();
+    return call(s -> s.scan(req));
+  }
+
+  /** A scan of {@code table} up to {@code end} ({@code null} = open), without its start. */
+  private static ScanRequest.Builder scanRequest(String table, Object end, int limit, Consistency consistency) {
+    ScanRequest.Builder b = ScanRequest.newBuilder().setTable(table).setLimit(limit)
+        .setConsistency(consistency);
     if (end != null) {
       b.addAllEndKey(Rows.keyValues(end));
     }
-    ScanRequest req = b.build();
-    return call(s -> s.scan(req));
+    return b;
   }
 
   /** Status of the node currently targeted (one attempt, no failover). */
